@@ -1,0 +1,3 @@
+"""Herder: a distributed job scheduler."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,41 @@
+"""The FastAPI application: routers, auth, errors and the store, wired together."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from herder import __version__
+from herder.api.errors import install_error_handlers
+from herder.api.limits import BodyLimit
+from herder.api.routers import artifacts, health, jobs, runs, tenants, workers
+from herder.api.wakeups import Wakeups
+from herder.settings import Settings
+from herder.store.store import Store
+
+
+def create_app(store: Store, settings: Settings) -> FastAPI:
+    wakeups = Wakeups()
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        wakeups.bind(asyncio.get_running_loop())
+        yield
+
+    app = FastAPI(
+        title="Herder",
+        version=__version__,
+        summary="Run uploaded programs once, on a schedule, or as DAG steps, on a worker fleet.",
+        lifespan=lifespan,
+    )
+    app.state.store = store
+    app.state.settings = settings
+    app.state.wakeups = wakeups
+    install_error_handlers(app)
+    for module in (health, artifacts, jobs, runs, tenants, workers):
+        app.include_router(module.router)
+    app.add_middleware(BodyLimit)
+    return app

@@ -1,0 +1,75 @@
+"""Who is calling. API keys (``key_….secret``) admit the REST API for one tenant; worker
+tokens (``wtk_….secret``) admit only the worker protocol."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Path, Request
+
+from herder.domain.errors import Forbidden, Unauthorized
+from herder.domain.models import Principal, Role
+from herder.store.store import Store
+
+
+def get_store(request: Request) -> Store:
+    store: Store = request.app.state.store
+    return store
+
+
+StoreDep = Annotated[Store, Depends(get_store)]
+
+
+def _bearer(request: Request) -> str:
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthorized("missing API key: send the header 'Authorization: Bearer <key>'")
+    return token.strip()
+
+
+def principal(request: Request, store: StoreDep) -> Principal:
+    token = _bearer(request)
+    if token.startswith("wtk_"):
+        raise Forbidden("worker tokens admit only the worker protocol; use an API key")
+    return store.access.authenticate(token)
+
+
+Caller = Annotated[Principal, Depends(principal)]
+
+
+def writer(caller: Caller) -> Principal:
+    if not caller.role.may_write:
+        raise Forbidden(f"role {caller.role} may read but not change anything")
+    return caller
+
+
+Writer = Annotated[Principal, Depends(writer)]
+
+
+def system_admin(caller: Caller) -> Principal:
+    if not (caller.is_system and caller.role is Role.ADMIN):
+        raise Forbidden("only an admin of the system tenant may do this")
+    return caller
+
+
+SystemAdmin = Annotated[Principal, Depends(system_admin)]
+
+
+def worker_token(request: Request, store: StoreDep) -> str:
+    token = _bearer(request)
+    if token.startswith("key_"):
+        raise Forbidden("API keys cannot use the worker protocol; use a worker token")
+    return store.access.authenticate_worker_token(token)
+
+
+WorkerToken = Annotated[str, Depends(worker_token)]
+
+
+def registered_worker(
+    worker_id: Annotated[str, Path()], token_id: WorkerToken, store: StoreDep
+) -> str:
+    store.workers.check_owner(worker_id, token_id)
+    return worker_id
+
+
+RegisteredWorker = Annotated[str, Depends(registered_worker)]

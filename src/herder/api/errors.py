@@ -1,0 +1,73 @@
+"""The one place errors become HTTP problem documents (RFC 9457)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException
+
+from herder.domain.errors import HerderError
+
+PROBLEM_TYPE = "application/problem+json"
+log = logging.getLogger("herder.api")
+
+
+def problem(
+    status: int,
+    title: str,
+    detail: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    **extra: Any,
+) -> JSONResponse:
+    body = {"type": "about:blank", "title": title, "status": status, "detail": detail, **extra}
+    return JSONResponse(body, status_code=status, media_type=PROBLEM_TYPE, headers=headers)
+
+
+def _field_path(location: tuple[int | str, ...]) -> str:
+    parts = [str(part) for part in location if part not in ("body", "query", "path", "header")]
+    return ".".join(parts) or str(location[-1] if location else "body")
+
+
+async def _herder_error(_request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, HerderError)
+    extra = {"field": error.field} if error.field else {}
+    headers = {"WWW-Authenticate": "Bearer"} if error.status == 401 else None
+    return problem(error.status, error.title, error.detail, headers=headers, **extra)
+
+
+async def _validation_error(_request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, RequestValidationError | ValidationError)
+    errors = [
+        {
+            "field": _field_path(tuple(item["loc"])),
+            "message": item["msg"].removeprefix("Value error, "),
+        }
+        for item in error.errors()
+    ]
+    detail = "; ".join(f"{item['field']}: {item['message']}" for item in errors)
+    return problem(422, "Invalid request", detail, errors=errors)
+
+
+async def _http_error(_request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, HTTPException)
+    return problem(error.status_code, str(error.detail), str(error.detail), headers=error.headers)
+
+
+async def _unexpected(_request: Request, error: Exception) -> JSONResponse:
+    log.exception("unexpected error", exc_info=error)
+    return problem(500, "Internal error", "the server hit an unexpected error; it was logged")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(HerderError, _herder_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(ValidationError, _validation_error)
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)

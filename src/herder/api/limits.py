@@ -1,0 +1,47 @@
+"""Body size limits, enforced while the body arrives, so an oversize upload is refused
+without being buffered whole (413 with the limit in the message)."""
+
+from __future__ import annotations
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from herder.api.errors import problem
+from herder.domain.artifacts import human_size
+from herder.domain.errors import TooLarge
+from herder.domain.jobs import MAX_ARTIFACT_BYTES
+
+DEFAULT_BODY_LIMIT = 4 * 1024 * 1024
+MULTIPART_OVERHEAD = 64 * 1024
+BODY_LIMITS = {"/v1/artifacts": MAX_ARTIFACT_BYTES + MULTIPART_OVERHEAD}
+
+
+def too_large_message(size: int | None, limit: int) -> str:
+    got = f"is {human_size(size)}" if size is not None else "is larger than that"
+    return f"the request body {got}; the limit is {human_size(limit)} ({limit} bytes)"
+
+
+class BodyLimit:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = BODY_LIMITS.get(scope["path"].rstrip("/"), DEFAULT_BODY_LIMIT)
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            response = problem(413, TooLarge.title, too_large_message(int(declared), limit))
+            await response(scope, receive, send)
+            return
+        received = 0
+
+        async def limited_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            received += len(message.get("body", b""))
+            if received > limit:
+                raise TooLarge(too_large_message(None, limit))
+            return message
+
+        await self.app(scope, limited_receive, send)

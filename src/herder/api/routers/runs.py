@@ -1,0 +1,96 @@
+"""/v1/runs: history, detail, events, logs and cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response, status
+from starlette.concurrency import run_in_threadpool
+
+from herder.api.auth import Caller, StoreDep, Writer
+from herder.api.schemas import LogsResponse
+from herder.domain.models import Page, Run, RunDetail, RunEvent
+from herder.domain.states import RunState
+
+router = APIRouter(prefix="/v1/runs", tags=["runs"])
+
+FOLLOW_POLL_SECONDS = 0.2
+FOLLOW_MAX_SECONDS = 25.0
+
+
+@router.get("")
+def list_runs(
+    caller: Caller,
+    store: StoreDep,
+    job_id: str | None = None,
+    state: Annotated[list[RunState], Query(description="repeat for several")] = [],  # noqa: B006
+    since: datetime | None = None,
+    until: datetime | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    cursor: str | None = None,
+) -> Page[Run]:
+    return store.runs.list(
+        caller.tenant_id,
+        job_id=job_id,
+        states=state,
+        since=since,
+        until=until,
+        limit=limit,
+        cursor=cursor,
+    )
+
+
+@router.get("/{run_id}")
+def get_run(run_id: str, caller: Caller, store: StoreDep) -> RunDetail:
+    return store.runs.detail(caller.tenant_id, run_id)
+
+
+@router.get("/{run_id}/events")
+def run_events(run_id: str, caller: Caller, store: StoreDep) -> list[RunEvent]:
+    return store.runs.events(caller.tenant_id, run_id)
+
+
+@router.post("/{run_id}/cancel")
+def cancel_run(
+    run_id: str, caller: Writer, store: StoreDep, request: Request, response: Response
+) -> Run:
+    """Ends a queued run at once (200); a running one is stopped by its worker (202)."""
+    run, worker_id = store.runs.cancel(caller.tenant_id, run_id, actor=f"user:{caller.key_id}")
+    if worker_id is not None:
+        request.app.state.wakeups.wake_worker(worker_id)
+    if run.state is RunState.RUNNING:
+        response.status_code = status.HTTP_202_ACCEPTED
+    return run
+
+
+@router.get("/{run_id}/logs")
+async def run_logs(
+    run_id: str,
+    caller: Caller,
+    store: StoreDep,
+    attempt: Annotated[int | None, Query(ge=1, description="default: the newest")] = None,
+    after: Annotated[int, Query(ge=-1, description="the next_after of the last page")] = -1,
+    follow: Annotated[bool, Query(description="wait up to 25 s for new output")] = False,
+    limit: Annotated[int, Query(ge=1, le=10000)] = 1000,
+) -> LogsResponse:
+    deadline = time.monotonic() + FOLLOW_MAX_SECONDS
+    while True:
+        page = await run_in_threadpool(
+            store.logs.read, caller.tenant_id, run_id, attempt=attempt, after=after, limit=limit
+        )
+        if page.attempt is None:
+            run = await run_in_threadpool(store.runs.get, caller.tenant_id, run_id)
+            waiting = run.state.is_active
+        else:
+            waiting = page.attempt_running
+        if page.chunks or not waiting or not follow or time.monotonic() >= deadline:
+            return LogsResponse(
+                attempt=page.attempt,
+                chunks=page.chunks,
+                next_after=page.next_after,
+                complete=not waiting and len(page.chunks) < limit,
+            )
+        await asyncio.sleep(FOLLOW_POLL_SECONDS)

@@ -1,0 +1,187 @@
+"""The worker protocol: register, heartbeat, long-poll claim, reports, artifact download.
+
+Every report carries the attempt number (the fencing token); a report from an attempt that
+is no longer current is refused with 409 and recorded in the run's events.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import time
+
+from fastapi import APIRouter, Request, Response, status
+from starlette.concurrency import run_in_threadpool
+
+from herder.api.auth import RegisteredWorker, StoreDep, WorkerToken
+from herder.api.schemas import (
+    AttemptCompletion,
+    AttemptLogs,
+    ClaimRequest,
+    ClaimResponse,
+    CompletionReport,
+    Directives,
+    HeartbeatRequest,
+    LogReport,
+    ReportResult,
+    ReportResults,
+    Reports,
+    WorkerRegister,
+    WorkerRegistered,
+)
+from herder.api.wakeups import Wakeups
+from herder.domain.errors import HerderError, Invalid
+from herder.store.logs import OutputChunk
+from herder.store.store import Store
+from herder.store.workers import Completion, Usage
+
+router = APIRouter(prefix="/v1", tags=["worker protocol"])
+
+
+def _wakeups(request: Request) -> Wakeups:
+    wakeups: Wakeups = request.app.state.wakeups
+    return wakeups
+
+
+@router.post("/workers", status_code=status.HTTP_201_CREATED)
+def register(
+    body: WorkerRegister, token_id: WorkerToken, store: StoreDep, request: Request
+) -> WorkerRegistered:
+    worker = store.workers.register(
+        token_id,
+        name=body.name,
+        capacity=body.capacity,
+        max_slots=body.max_slots,
+        labels=body.labels,
+        version=body.version,
+    )
+    return WorkerRegistered(
+        worker_id=worker.id,
+        heartbeat_interval_seconds=request.app.state.settings.heartbeat_interval_seconds,
+    )
+
+
+@router.post("/workers/{worker_id}/heartbeat")
+def heartbeat(body: HeartbeatRequest, worker_id: RegisteredWorker, store: StoreDep) -> Directives:
+    directives = store.workers.heartbeat(worker_id, body.running)
+    return Directives(cancel=directives.cancel, drop=directives.drop)
+
+
+@router.post("/workers/{worker_id}/claim")
+async def claim(
+    body: ClaimRequest, worker_id: RegisteredWorker, store: StoreDep, request: Request
+) -> ClaimResponse:
+    """Long-poll: returns as soon as there is work that fits or something to stop."""
+    wakeups = _wakeups(request)
+    deadline = time.monotonic() + body.wait_seconds
+    while True:
+        since = wakeups.generation(worker_id)
+        assignments = await run_in_threadpool(store.workers.claim, worker_id, body.max_runs)
+        directives = await run_in_threadpool(store.workers.directives, worker_id, body.running)
+        remaining = deadline - time.monotonic()
+        if assignments or directives.cancel or directives.drop or remaining <= 0:
+            return ClaimResponse(
+                assignments=assignments, cancel=directives.cancel, drop=directives.drop
+            )
+        if await request.is_disconnected():
+            return ClaimResponse(assignments=[], cancel=[], drop=[])
+        await wakeups.wait(worker_id, since, remaining)
+
+
+def _apply_logs(store: Store, worker_id: str, report: LogReport) -> ReportResult:
+    try:
+        data = base64.b64decode(report.data_b64, validate=True)
+    except binascii.Error as error:
+        raise Invalid("data_b64 is not valid base64", field="data_b64") from error
+    chunk = OutputChunk(seq=report.seq, stream=report.stream, data=data)
+    if store.logs.append(worker_id, report.attempt_id, report.attempt, [chunk]):
+        return ReportResult(attempt_id=report.attempt_id, status=200, detail="stored")
+    raise store.workers.refuse(worker_id, report.attempt_id, report.attempt, "log report")
+
+
+def _apply_completion(store: Store, worker_id: str, report: CompletionReport) -> ReportResult:
+    usage = Usage(**report.usage.model_dump()) if report.usage else None
+    state = store.workers.complete(
+        worker_id,
+        Completion(
+            attempt_id=report.attempt_id,
+            attempt=report.attempt,
+            outcome=report.outcome,
+            exit_code=report.exit_code,
+            reason=report.reason,
+            usage=usage,
+        ),
+    )
+    return ReportResult(attempt_id=report.attempt_id, status=200, detail=f"run is {state}")
+
+
+def _result(attempt_id: str, error: HerderError) -> ReportResult:
+    return ReportResult(attempt_id=attempt_id, status=error.status, detail=error.detail)
+
+
+def _apply_reports(store: Store, worker_id: str, body: Reports) -> list[ReportResult]:
+    """Logs first, then completions: an attempt's last output lands before it ends."""
+    results = []
+    refused: set[str] = set()
+    for log_report in body.logs:
+        if log_report.attempt_id in refused:
+            continue
+        try:
+            _apply_logs(store, worker_id, log_report)
+        except HerderError as error:
+            refused.add(log_report.attempt_id)
+            results.append(_result(log_report.attempt_id, error))
+    for completion in body.completions:
+        try:
+            results.append(_apply_completion(store, worker_id, completion))
+        except HerderError as error:
+            results.append(_result(completion.attempt_id, error))
+    return results
+
+
+@router.post("/workers/{worker_id}/reports")
+def reports(
+    body: Reports, worker_id: RegisteredWorker, store: StoreDep, request: Request
+) -> ReportResults:
+    """Batched logs and completions; each item's result says whether it was applied."""
+    results = _apply_reports(store, worker_id, body)
+    if body.completions:
+        _wakeups(request).wake_worker(worker_id)  # capacity freed: claim again
+    return ReportResults(results=results)
+
+
+@router.get("/workers/{worker_id}/artifacts/{artifact_id}", response_class=Response)
+def download(artifact_id: str, worker_id: RegisteredWorker, store: StoreDep) -> Response:
+    return Response(
+        store.artifacts.read_for_worker(worker_id, artifact_id),
+        media_type="application/octet-stream",
+    )
+
+
+@router.post("/attempts/{attempt_id}/logs")
+def attempt_logs(
+    attempt_id: str, body: AttemptLogs, token_id: WorkerToken, store: StoreDep
+) -> ReportResult:
+    """One attempt's output (the batched ``/workers/{id}/reports`` is the fast path)."""
+    store.workers.check_owner(body.worker_id, token_id)
+    for chunk in body.chunks:
+        if chunk.attempt_id != attempt_id:
+            raise Invalid("every chunk must belong to the attempt in the path", field="chunks")
+        _apply_logs(store, body.worker_id, chunk)
+    return ReportResult(attempt_id=attempt_id, status=200, detail="stored")
+
+
+@router.post("/attempts/{attempt_id}/complete")
+def attempt_complete(
+    attempt_id: str,
+    body: AttemptCompletion,
+    token_id: WorkerToken,
+    store: StoreDep,
+    request: Request,
+) -> ReportResult:
+    store.workers.check_owner(body.worker_id, token_id)
+    if body.completion.attempt_id != attempt_id:
+        raise Invalid("the completion must be for the attempt in the path", field="attempt_id")
+    result = _apply_completion(store, body.worker_id, body.completion)
+    _wakeups(request).wake_worker(body.worker_id)
+    return result

@@ -1,0 +1,140 @@
+"""Request and response bodies that are not domain records."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from herder.domain.jobs import JobSpec, Resources, RunOverrides, check_job_name
+from herder.domain.models import Assignment, LogChunk, Role
+from herder.domain.states import AttemptState
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class JobCreate(JobSpec):
+    name: str
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, name: str) -> str:
+        return check_job_name(name)
+
+    def spec(self) -> JobSpec:
+        return JobSpec.model_validate(self.model_dump(exclude={"name"}))
+
+
+class RunCreate(RunOverrides):
+    pass
+
+
+class TenantCreate(_Body):
+    name: Annotated[str, Field(min_length=1, max_length=128)]
+    weight: Annotated[int, Field(ge=1, le=1000)] = 1
+
+
+class KeyCreate(_Body):
+    role: Role = Role.DEVELOPER
+    name: Annotated[str, Field(min_length=1, max_length=128)] = "api key"
+
+
+class CreatedSecret(BaseModel):
+    id: str
+    token: str  # shown once
+
+
+class WorkerRegister(_Body):
+    name: Annotated[str, Field(min_length=1, max_length=255)]
+    capacity: Resources
+    max_slots: Annotated[int, Field(ge=1, le=10000)] = 256
+    labels: dict[str, str] = {}
+    version: str = "unknown"
+
+
+class WorkerRegistered(BaseModel):
+    worker_id: str
+    heartbeat_interval_seconds: float
+
+
+class HeartbeatRequest(_Body):
+    running: list[str] = []
+
+
+class ClaimRequest(_Body):
+    max_runs: Annotated[int, Field(ge=0, le=1000)] = 1
+    wait_seconds: Annotated[float, Field(ge=0, le=60)] = 20.0
+    running: list[str] = []
+
+
+class Directives(BaseModel):
+    cancel: list[str]
+    drop: list[str]
+
+
+class ClaimResponse(Directives):
+    assignments: list[Assignment]
+
+
+class LogReport(_Body):
+    attempt_id: str
+    attempt: int
+    seq: Annotated[int, Field(ge=0)]
+    stream: Annotated[str, Field(pattern="^(stdout|stderr|system)$")]
+    data_b64: str
+
+
+class ResourceUsage(_Body):
+    cpu_user_seconds: Annotated[float, Field(ge=0)]
+    cpu_system_seconds: Annotated[float, Field(ge=0)]
+    max_rss_kb: Annotated[int, Field(ge=0)]
+
+
+class CompletionReport(_Body):
+    attempt_id: str
+    attempt: int
+    outcome: AttemptState
+    exit_code: int | None = None
+    reason: Annotated[str, Field(max_length=4096)] = ""
+    usage: ResourceUsage | None = None
+
+    @field_validator("outcome")
+    @classmethod
+    def _finished(cls, outcome: AttemptState) -> AttemptState:
+        if outcome is AttemptState.RUNNING:
+            raise ValueError("a completion reports how the attempt ended, not 'running'")
+        return outcome
+
+
+class Reports(_Body):
+    logs: list[LogReport] = []
+    completions: list[CompletionReport] = []
+
+
+class AttemptLogs(_Body):
+    worker_id: str
+    chunks: list[LogReport]
+
+
+class AttemptCompletion(_Body):
+    worker_id: str
+    completion: CompletionReport
+
+
+class ReportResult(BaseModel):
+    attempt_id: str
+    status: int  # 200 applied, 409 refused (not the current attempt), 404 not this worker's
+    detail: str
+
+
+class ReportResults(BaseModel):
+    results: list[ReportResult]
+
+
+class LogsResponse(BaseModel):
+    attempt: int | None
+    chunks: list[LogChunk]
+    next_after: int
+    complete: bool  # no more output will come for this attempt

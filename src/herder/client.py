@@ -1,0 +1,223 @@
+"""A typed Python client for the Herder API, used by the CLI, the tests and users.
+
+from herder.client import HerderClient
+with HerderClient("http://127.0.0.1:8080", key) as herder:
+    artifact = herder.upload_artifact(Path("hello.py"))
+    job = herder.create_job("hello", {"runtime": "python", "artifact": artifact.id})
+    run = herder.wait(herder.start_run(job.id).id)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import httpx
+from pydantic import BaseModel
+
+from herder.domain.models import Artifact, Job, LogChunk, Page, Run, RunDetail, Tenant
+
+
+class ClientError(Exception):
+    """Something the user can act on: the message is one clear line."""
+
+
+class ServerUnreachable(ClientError):
+    pass
+
+
+class ApiError(ClientError):
+    def __init__(self, status: int, title: str, detail: str) -> None:
+        super().__init__(f"{detail} (HTTP {status})")
+        self.status = status
+        self.title = title
+        self.detail = detail
+
+
+class Logs(BaseModel):
+    attempt: int | None
+    chunks: list[LogChunk]
+    next_after: int
+    complete: bool
+
+
+class HerderClient:
+    def __init__(self, url: str, api_key: str, *, timeout: float = 30.0) -> None:
+        self.url = url.rstrip("/")
+        self._http = httpx.Client(
+            base_url=self.url,
+            headers={"Authorization": f"Bearer {api_key}"},
+            timeout=timeout,
+        )
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.TransportError as error:
+            raise ServerUnreachable(
+                f"cannot reach the Herder server at {self.url}: {error}"
+            ) from error
+        if response.status_code >= 400:
+            try:
+                problem = response.json()
+                raise ApiError(response.status_code, problem.get("title", ""), problem["detail"])
+            except (ValueError, KeyError, TypeError):
+                raise ApiError(response.status_code, "", response.text[:500]) from None
+        return response
+
+    # --- artifacts ---
+
+    def upload_artifact(self, path: Path) -> Artifact:
+        with path.open("rb") as file:
+            response = self._request("POST", "/v1/artifacts", files={"file": (path.name, file)})
+        return Artifact.model_validate(response.json())
+
+    # --- jobs ---
+
+    def create_job(self, name: str, spec: dict[str, Any]) -> Job:
+        return Job.model_validate(
+            self._request("POST", "/v1/jobs", json={"name": name, **spec}).json()
+        )
+
+    def get_job(self, job_id: str) -> Job:
+        return Job.model_validate(self._request("GET", f"/v1/jobs/{job_id}").json())
+
+    def find_job(self, name_or_id: str) -> Job:
+        """A job by id (``job_…``) or by name."""
+        if name_or_id.startswith("job_"):
+            return self.get_job(name_or_id)
+        page = self.list_jobs(name=name_or_id, limit=1)
+        if not page.items:
+            raise ApiError(404, "Not found", f"no job named {name_or_id!r}")
+        return page.items[0]
+
+    def list_jobs(
+        self,
+        *,
+        limit: int = 100,
+        cursor: str | None = None,
+        name: str | None = None,
+        labels: dict[str, str] | None = None,
+    ) -> Page[Job]:
+        params: dict[str, Any] = {"limit": limit, "cursor": cursor, "name": name}
+        params["label"] = [f"{key}={value}" for key, value in (labels or {}).items()]
+        response = self._request("GET", "/v1/jobs", params=_drop_none(params))
+        return Page[Job].model_validate(response.json())
+
+    def update_job(self, job_id: str, changes: dict[str, Any]) -> Job:
+        return Job.model_validate(self._request("PATCH", f"/v1/jobs/{job_id}", json=changes).json())
+
+    def delete_job(self, job_id: str) -> None:
+        self._request("DELETE", f"/v1/jobs/{job_id}")
+
+    # --- runs ---
+
+    def start_run(
+        self,
+        job_id: str,
+        *,
+        args: list[str] | None = None,
+        env: dict[str, str] | None = None,
+        idempotency_key: str | None = None,
+    ) -> Run:
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+        body = _drop_none({"args": args, "env": env})
+        response = self._request("POST", f"/v1/jobs/{job_id}/runs", json=body, headers=headers)
+        return Run.model_validate(response.json())
+
+    def get_run(self, run_id: str) -> RunDetail:
+        return RunDetail.model_validate(self._request("GET", f"/v1/runs/{run_id}").json())
+
+    def list_runs(
+        self,
+        *,
+        job_id: str | None = None,
+        states: list[str] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> Page[Run]:
+        params = _drop_none(
+            {
+                "job_id": job_id,
+                "state": states or None,
+                "limit": limit,
+                "cursor": cursor,
+                "since": since.isoformat() if since else None,
+                "until": until.isoformat() if until else None,
+            }
+        )
+        return Page[Run].model_validate(self._request("GET", "/v1/runs", params=params).json())
+
+    def cancel_run(self, run_id: str) -> Run:
+        return Run.model_validate(self._request("POST", f"/v1/runs/{run_id}/cancel").json())
+
+    def logs(
+        self, run_id: str, *, attempt: int | None = None, after: int = -1, follow: bool = False
+    ) -> Logs:
+        params = _drop_none({"attempt": attempt, "after": after, "follow": follow})
+        response = self._request("GET", f"/v1/runs/{run_id}/logs", params=params)
+        return Logs.model_validate(response.json())
+
+    def follow_logs(self, run_id: str, *, attempt: int | None = None) -> Iterator[LogChunk]:
+        """Every chunk of the attempt (the newest by default) until it has ended."""
+        after = -1
+        while True:
+            page = self.logs(run_id, attempt=attempt, after=after, follow=True)
+            yield from page.chunks
+            after = page.next_after
+            if page.complete:
+                return
+
+    def wait(self, run_id: str, *, timeout: float = 60.0, poll: float = 0.1) -> RunDetail:
+        """Block until the run is in a terminal state (or raise ``TimeoutError``)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            run = self.get_run(run_id)
+            if run.state.is_terminal:
+                return run
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"run {run_id} is still {run.state} after {timeout}s")
+            time.sleep(poll)
+
+    # --- administration ---
+
+    def create_tenant(self, name: str, *, weight: int = 1) -> Tenant:
+        response = self._request("POST", "/v1/tenants", json={"name": name, "weight": weight})
+        return Tenant.model_validate(response.json())
+
+    def create_api_key(self, tenant_id: str, *, role: str = "developer", name: str = "key") -> str:
+        response = self._request(
+            "POST", f"/v1/tenants/{tenant_id}/keys", json={"role": role, "name": name}
+        )
+        token: str = response.json()["token"]
+        return token
+
+    def create_worker_token(self, name: str = "worker") -> str:
+        token: str = self._request("POST", "/v1/worker-tokens", params={"name": name}).json()[
+            "token"
+        ]
+        return token
+
+
+def _drop_none(values: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in values.items() if value is not None}

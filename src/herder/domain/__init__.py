@@ -1,0 +1,1 @@
+"""The pure core: plain typed data in, decisions out. No I/O, no wall clock."""

@@ -1,0 +1,184 @@
+"""What a job is: the validated specification of a program and how to run it."""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Annotated, Self
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+MAX_TIMEOUT_SECONDS = 24 * 60 * 60
+DEFAULT_TIMEOUT_SECONDS = 60 * 60
+MAX_ARTIFACT_BYTES = 10 * 1024 * 1024
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_LABEL_KEY = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._/-]{0,62}[A-Za-z0-9])?$")
+_JOB_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,126}[A-Za-z0-9])?$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+class Runtime(StrEnum):
+    SHELL = "shell"  # /bin/sh -c command, args as $1…
+    PYTHON = "python"  # a script artifact run by python3
+    EXECUTABLE = "executable"  # a binary (or #! script) artifact run directly
+    ARCHIVE = "archive"  # a .tar.gz/.zip artifact unpacked, then command
+
+
+class Priority(StrEnum):
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+
+    @property
+    def rank(self) -> int:
+        """Larger goes first; stored so the claim can ``ORDER BY priority DESC``."""
+        return {Priority.HIGH: 2, Priority.MEDIUM: 1, Priority.LOW: 0}[self]
+
+
+class RetryOutcome(StrEnum):
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    LOST = "lost"
+    OOM = "oom"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Resources(_Strict):
+    cpu: Annotated[float, Field(gt=0, le=1024, description="cores; fractions allowed")] = 1.0
+    memory_mb: Annotated[int, Field(ge=1, le=16 * 1024 * 1024)] = 256
+    gpus: Annotated[int, Field(ge=0, le=64)] = 0
+
+    @field_validator("cpu")
+    @classmethod
+    def _whole_millicores(cls, cpu: float) -> float:
+        if cpu < 0.001:
+            raise ValueError("cpu must be at least 0.001 (one millicore)")
+        return round(cpu, 3)
+
+    @property
+    def cpu_milli(self) -> int:
+        return round(self.cpu * 1000)
+
+
+class RetryPolicy(_Strict):
+    max_attempts: Annotated[int, Field(ge=1, le=100)] = 1
+    initial_delay_seconds: Annotated[float, Field(ge=0, le=86400)] = 10.0
+    factor: Annotated[float, Field(ge=1, le=10)] = 2.0
+    max_delay_seconds: Annotated[float, Field(ge=0, le=7 * 86400)] = 3600.0
+    retry_on: list[RetryOutcome] = Field(
+        default_factory=lambda: [RetryOutcome.FAILED, RetryOutcome.TIMED_OUT, RetryOutcome.LOST]
+    )
+
+
+def _check_env(env: dict[str, str]) -> dict[str, str]:
+    for name in env:
+        if not _ENV_NAME.match(name):
+            raise ValueError(f"environment variable name {name!r} is not a valid identifier")
+        if name.startswith("HERDER_"):
+            raise ValueError(f"environment variable {name!r}: the HERDER_ prefix is reserved")
+    return env
+
+
+def _check_labels(labels: dict[str, str]) -> dict[str, str]:
+    for key, value in labels.items():
+        if not _LABEL_KEY.match(key):
+            raise ValueError(
+                f"label key {key!r} must be 1-64 letters, digits, '.', '_', '-' or '/'"
+            )
+        if len(value) > 256:
+            raise ValueError(f"label {key!r}: value is longer than 256 characters")
+    return labels
+
+
+class JobSpec(_Strict):
+    """Everything about how a job runs; a run snapshots it when it is submitted."""
+
+    runtime: Runtime
+    command: Annotated[str | None, Field(max_length=65536)] = None
+    artifact: str | None = Field(default=None, description="sha256 of an uploaded artifact")
+    args: Annotated[list[Annotated[str, Field(max_length=65536)]], Field(max_length=1024)] = []
+    env: dict[str, Annotated[str, Field(max_length=65536)]] = {}
+    labels: dict[str, str] = {}
+    resources: Resources = Resources()
+    priority: Priority = Priority.MEDIUM
+    retry: RetryPolicy = RetryPolicy()
+    timeout_seconds: Annotated[int, Field(ge=1, description="at most 86400 (24 h)")] = (
+        DEFAULT_TIMEOUT_SECONDS
+    )
+    network: bool = Field(default=False, description="may the job reach the network")
+
+    @field_validator("timeout_seconds")
+    @classmethod
+    def _at_most_a_day(cls, timeout: int) -> int:
+        if timeout > MAX_TIMEOUT_SECONDS:
+            raise ValueError(
+                f"timeout_seconds is {timeout}; the maximum run time is 24 h "
+                f"({MAX_TIMEOUT_SECONDS} seconds)"
+            )
+        return timeout
+
+    @field_validator("artifact")
+    @classmethod
+    def _sha256(cls, artifact: str | None) -> str | None:
+        if artifact is not None and not _SHA256.match(artifact):
+            raise ValueError("artifact must be the sha256 id returned by POST /v1/artifacts")
+        return artifact
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, env: dict[str, str]) -> dict[str, str]:
+        return _check_env(env)
+
+    @field_validator("labels")
+    @classmethod
+    def _label_keys(cls, labels: dict[str, str]) -> dict[str, str]:
+        return _check_labels(labels)
+
+    @model_validator(mode="after")
+    def _runtime_needs(self) -> Self:
+        needs_command = self.runtime in (Runtime.SHELL, Runtime.ARCHIVE)
+        needs_artifact = self.runtime is not Runtime.SHELL
+        if needs_command and not (self.command and self.command.strip()):
+            raise ValueError(f"runtime {self.runtime} needs a command")
+        if not needs_command and self.command is not None:
+            raise ValueError(f"runtime {self.runtime} runs its artifact; leave command out")
+        if needs_artifact and self.artifact is None:
+            raise ValueError(f"runtime {self.runtime} needs an artifact")
+        if not needs_artifact and self.artifact is not None:
+            raise ValueError("runtime shell takes no artifact; use runtime archive")
+        return self
+
+
+def check_job_name(name: str) -> str:
+    if not _JOB_NAME.match(name):
+        raise ValueError(
+            "name must be 1-128 letters, digits, '.', '_' or '-', starting and ending with a "
+            "letter or digit"
+        )
+    return name
+
+
+class RunOverrides(_Strict):
+    """What a one-off run may change about its job."""
+
+    args: list[str] | None = None
+    env: dict[str, str] | None = None
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, env: dict[str, str] | None) -> dict[str, str] | None:
+        return None if env is None else _check_env(env)
+
+
+def apply_overrides(spec: JobSpec, overrides: RunOverrides) -> JobSpec:
+    """The spec a run executes: the job's, with the run's args replacing and env merged."""
+    changes: dict[str, object] = {}
+    if overrides.args is not None:
+        changes["args"] = overrides.args
+    if overrides.env is not None:
+        changes["env"] = {**spec.env, **overrides.env}
+    return spec.model_copy(update=changes) if changes else spec

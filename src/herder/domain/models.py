@@ -1,0 +1,160 @@
+"""The records the store hands out and the API shows: plain typed data, no behaviour."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from herder.domain.jobs import JobSpec, Resources
+from herder.domain.states import AttemptState, RunState
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class Role(StrEnum):
+    ADMIN = "admin"
+    DEVELOPER = "developer"
+    VIEWER = "viewer"
+
+    @property
+    def may_write(self) -> bool:
+        return self is not Role.VIEWER
+
+
+class Tenant(_Record):
+    id: str
+    name: str
+    weight: int
+    is_system: bool
+    created_at: datetime
+
+
+class Principal(_Record):
+    """Who is calling: the tenant every query is scoped to, and what they may do."""
+
+    tenant_id: str
+    role: Role
+    key_id: str
+    is_system: bool
+
+
+class ApiKey(_Record):
+    id: str
+    tenant_id: str
+    name: str
+    role: Role
+    created_at: datetime
+
+
+class Artifact(_Record):
+    id: str  # sha256 of the bytes
+    size: int
+    media_type: str
+    filename: str
+    created_at: datetime
+
+
+class Job(_Record):
+    id: str
+    name: str
+    spec: JobSpec
+    created_at: datetime
+    updated_at: datetime
+
+
+class Attempt(_Record):
+    id: str
+    run_id: str
+    number: int
+    worker_id: str
+    state: AttemptState
+    exit_code: int | None
+    reason: str | None
+    started_at: datetime
+    finished_at: datetime | None
+    cpu_user_seconds: float | None
+    cpu_system_seconds: float | None
+    max_rss_kb: int | None
+    log_bytes: int
+    log_truncated: bool
+
+
+class RunEvent(_Record):
+    at: datetime
+    from_state: RunState | None
+    to_state: RunState | None
+    attempt: int | None
+    actor: str
+    message: str
+
+
+class Run(_Record):
+    id: str
+    job_id: str
+    job_name: str
+    state: RunState
+    spec: JobSpec
+    idempotency_key: str | None
+    attempt_count: int
+    cancel_requested: bool
+    created_at: datetime
+    queued_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    exit_code: int | None
+    reason: str | None
+
+
+class RunDetail(Run):
+    attempts: list[Attempt]
+    events: list[RunEvent]
+
+
+class WorkerState(StrEnum):
+    ALIVE = "alive"
+    DRAINING = "draining"
+    LOST = "lost"
+
+
+class Worker(_Record):
+    id: str
+    name: str
+    state: WorkerState
+    capacity: Resources
+    max_slots: int
+    labels: dict[str, str]
+    version: str
+    registered_at: datetime
+    last_heartbeat_at: datetime
+
+
+class Assignment(_Record):
+    """One attempt handed to a worker: everything it needs to run it."""
+
+    attempt_id: str
+    attempt: int  # the fencing token every later report must carry
+    run_id: str
+    tenant_id: str
+    idempotency_key: str | None
+    spec: JobSpec
+
+
+class LogChunk(_Record):
+    attempt: int
+    seq: int
+    stream: str
+    text: str
+    at: datetime
+
+
+T = TypeVar("T")
+
+
+class Page(BaseModel, Generic[T]):
+    items: list[T]
+    next_cursor: str | None

@@ -1,0 +1,106 @@
+"""The run and attempt state machines (DESIGN §3).
+
+A run moves only along ``RUN_TRANSITIONS``; the store turns each move into one conditional
+update guarded by the state it expects, so an illegal or stale move changes nothing.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from herder.domain.errors import Conflict
+
+
+class RunState(StrEnum):
+    PENDING = "pending"
+    QUEUED = "queued"
+    RUNNING = "running"
+    RETRY_WAIT = "retry_wait"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    LOST = "lost"
+    CANCELLED = "cancelled"
+    DEAD = "dead"
+    EXPIRED = "expired"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in TERMINAL_RUN_STATES
+
+    @property
+    def is_active(self) -> bool:
+        return not self.is_terminal
+
+
+class AttemptState(StrEnum):
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"
+    LOST = "lost"
+    PREEMPTED = "preempted"
+
+
+TERMINAL_RUN_STATES = frozenset(
+    {
+        RunState.SUCCEEDED,
+        RunState.FAILED,
+        RunState.TIMED_OUT,
+        RunState.LOST,
+        RunState.CANCELLED,
+        RunState.DEAD,
+        RunState.EXPIRED,
+    }
+)
+
+RUN_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
+    RunState.PENDING: frozenset({RunState.QUEUED, RunState.CANCELLED}),
+    RunState.QUEUED: frozenset({RunState.RUNNING, RunState.CANCELLED, RunState.EXPIRED}),
+    RunState.RUNNING: frozenset(
+        {
+            RunState.SUCCEEDED,
+            RunState.FAILED,
+            RunState.TIMED_OUT,
+            RunState.LOST,
+            RunState.CANCELLED,
+            RunState.RETRY_WAIT,
+            RunState.DEAD,
+            RunState.QUEUED,  # preempted: back to the queue without using up a retry
+        }
+    ),
+    RunState.RETRY_WAIT: frozenset({RunState.QUEUED, RunState.CANCELLED}),
+    **{state: frozenset() for state in TERMINAL_RUN_STATES},
+}
+
+CANCELLABLE_RUN_STATES = frozenset(
+    state for state, targets in RUN_TRANSITIONS.items() if RunState.CANCELLED in targets
+)
+
+
+def can_transition(source: RunState, target: RunState) -> bool:
+    return target in RUN_TRANSITIONS[source]
+
+
+def check_transition(source: RunState, target: RunState) -> None:
+    """Raise ``Conflict`` naming both states when ``source → target`` is not a legal move."""
+    if not can_transition(source, target):
+        if source.is_terminal:
+            raise Conflict(f"run is already {source}; a {source} run cannot become {target}")
+        raise Conflict(f"a {source} run cannot become {target}")
+
+
+def run_state_after_attempt(outcome: AttemptState) -> RunState:
+    """The run's state once its current attempt ended with ``outcome`` (no retry policy yet)."""
+    return _RUN_STATE_OF_OUTCOME[outcome]
+
+
+_RUN_STATE_OF_OUTCOME: dict[AttemptState, RunState] = {
+    AttemptState.SUCCEEDED: RunState.SUCCEEDED,
+    AttemptState.FAILED: RunState.FAILED,
+    AttemptState.TIMED_OUT: RunState.TIMED_OUT,
+    AttemptState.CANCELLED: RunState.CANCELLED,
+    AttemptState.LOST: RunState.LOST,
+    AttemptState.PREEMPTED: RunState.QUEUED,
+}

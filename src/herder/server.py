@@ -1,0 +1,113 @@
+"""Running the server: ``herder server`` (API alone) and ``herder up`` (API plus a local
+worker as a child process talking to it over loopback HTTP, the remote-worker protocol)."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import uvicorn
+
+from herder.api.app import create_app
+from herder.credentials import WORKER_TOKEN_FILE, ClientCredentials, write_private
+from herder.settings import Settings
+from herder.store.store import Store
+
+WORKER_STOP_SECONDS = 15.0
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True)
+class PreparedHome:
+    store: Store
+    client_file: Path
+    worker_token: str
+    new_admin_key: str | None  # shown once, on the first start
+
+
+def prepare(settings: Settings) -> PreparedHome:
+    """Migrate the store; on a first start create the default tenant, its admin key and a
+    worker token, saved (0600) in the home directory."""
+    settings.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    store = Store(settings.database_url)
+    store.migrate()
+    bootstrap = store.access.bootstrap()
+    token_file = settings.home / WORKER_TOKEN_FILE
+    saved = ClientCredentials.load(settings.home)
+    admin_key = bootstrap.admin_key if bootstrap else (saved.api_key if saved else None)
+    if admin_key is None:
+        raise SystemExit(
+            f"{settings.home} has no saved admin key for the existing database; set "
+            "HERDER_API_KEY or point HERDER_HOME at the directory that created it"
+        )
+    client_file = ClientCredentials(settings.url, admin_key).save(settings.home)
+    if bootstrap:
+        worker_token = bootstrap.worker_token
+    elif token_file.exists():
+        worker_token = token_file.read_text().strip()
+    else:
+        worker_token = store.access.create_worker_token("embedded worker")
+    write_private(token_file, worker_token)
+    return PreparedHome(
+        store, client_file, worker_token, bootstrap.admin_key if bootstrap else None
+    )
+
+
+def _die_with_parent() -> None:
+    """In the child: get SIGTERM if ``herder up`` dies, so no worker is left orphaned."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def start_local_worker(settings: Settings, token: str) -> subprocess.Popen[bytes]:
+    command = [
+        sys.executable,
+        "-m",
+        "herder.cli",
+        "worker",
+        "--server",
+        settings.url,
+        "--home",
+        str(settings.home / "worker"),
+        "--name",
+        "local",
+    ]
+    environment = {**os.environ, "HERDER_WORKER_TOKEN": token}
+    return subprocess.Popen(command, env=environment, preexec_fn=_die_with_parent)  # noqa: PLW1509
+
+
+def stop_process(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(WORKER_STOP_SECONDS)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def serve(settings: Settings, prepared: PreparedHome, *, with_worker: bool) -> None:
+    app = create_app(prepared.store, settings)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=3,
+    )
+    server = uvicorn.Server(config)
+    worker = start_local_worker(settings, prepared.worker_token) if with_worker else None
+    try:
+        server.run()
+    finally:
+        if worker is not None:
+            with contextlib.suppress(ProcessLookupError):
+                stop_process(worker)
+        prepared.store.close()

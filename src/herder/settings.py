@@ -1,0 +1,38 @@
+"""Server settings, from flags and ``HERDER_*`` environment variables."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from herder.store.database import sqlite_url
+
+DEFAULT_PORT = 8080
+DEFAULT_HOME = Path(".herder")
+
+
+@dataclass(frozen=True)
+class Settings:
+    home: Path
+    database_url: str
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    heartbeat_interval_seconds: float = 2.0
+
+    @classmethod
+    def from_environment(
+        cls, *, home: Path | None = None, host: str | None = None, port: int | None = None
+    ) -> Settings:
+        home = (home or Path(os.environ.get("HERDER_HOME", DEFAULT_HOME))).absolute()
+        url = os.environ.get("HERDER_DATABASE_URL") or sqlite_url(home / "herder.db")
+        return cls(
+            home=home,
+            database_url=url,
+            host=host or os.environ.get("HERDER_HOST", "127.0.0.1"),
+            port=port or int(os.environ.get("HERDER_PORT", DEFAULT_PORT)),
+        )
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"

@@ -1,0 +1,1 @@
+"""Everything durable: schema, migrations and the repositories over SQLite and PostgreSQL."""

@@ -1,0 +1,144 @@
+"""Tenants, API keys and worker tokens. Secrets are shown once and stored only as hashes."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+
+from sqlalchemy import exc, func, insert, select
+
+from herder.clock import Clock, epoch_ms
+from herder.domain.errors import Conflict, NotFound, Unauthorized
+from herder.domain.ids import new_id
+from herder.domain.models import ApiKey, Principal, Role, Tenant
+from herder.store.database import Database
+from herder.store.schema import api_keys, tenants, worker_tokens
+
+
+def _hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def _split_token(token: str) -> tuple[str, str]:
+    identifier, _, secret = token.partition(".")
+    if not identifier or not secret:
+        raise Unauthorized("malformed key: expected '<id>.<secret>' as given when it was created")
+    return identifier, secret
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    """What a first start creates: shown to the operator once, never stored in clear."""
+
+    tenant: Tenant
+    admin_key: str
+    worker_token: str
+
+
+class AccessRepository:
+    def __init__(self, database: Database, clock: Clock) -> None:
+        self._db = database
+        self._clock = clock
+
+    def create_tenant(self, name: str, *, weight: int = 1, is_system: bool = False) -> Tenant:
+        now = self._clock.now()
+        tenant = Tenant(
+            id=new_id("ten", epoch_ms(now)),
+            name=name,
+            weight=weight,
+            is_system=is_system,
+            created_at=now,
+        )
+        try:
+            with self._db.write() as connection:
+                connection.execute(insert(tenants).values(**tenant.model_dump(), quotas={}))
+        except exc.IntegrityError as error:
+            raise Conflict(f"a tenant named {name!r} already exists", field="name") from error
+        return tenant
+
+    def get_tenant(self, tenant_id: str) -> Tenant:
+        with self._db.read() as connection:
+            row = (
+                connection.execute(select(tenants).where(tenants.c.id == tenant_id))
+                .mappings()
+                .first()
+            )
+        if row is None:
+            raise NotFound(f"tenant {tenant_id} not found")
+        return Tenant.model_validate(dict(row))
+
+    def create_api_key(self, tenant_id: str, role: Role, name: str) -> tuple[ApiKey, str]:
+        """A new key for ``tenant_id``; the returned token is the only copy of its secret."""
+        self.get_tenant(tenant_id)
+        now = self._clock.now()
+        key = ApiKey(
+            id=new_id("key", epoch_ms(now)),
+            tenant_id=tenant_id,
+            name=name,
+            role=role,
+            created_at=now,
+        )
+        secret = secrets.token_urlsafe(32)
+        with self._db.write() as connection:
+            connection.execute(
+                insert(api_keys).values(**key.model_dump(), secret_hash=_hash(secret))
+            )
+        return key, f"{key.id}.{secret}"
+
+    def authenticate(self, token: str) -> Principal:
+        key_id, secret = _split_token(token)
+        with self._db.read() as connection:
+            row = connection.execute(
+                select(
+                    api_keys.c.tenant_id,
+                    api_keys.c.role,
+                    api_keys.c.secret_hash,
+                    tenants.c.is_system,
+                )
+                .join(tenants, tenants.c.id == api_keys.c.tenant_id)
+                .where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None))
+            ).first()
+        if row is None or not hmac.compare_digest(row.secret_hash, _hash(secret)):
+            raise Unauthorized("unknown or revoked API key")
+        return Principal(
+            tenant_id=row.tenant_id, role=Role(row.role), key_id=key_id, is_system=row.is_system
+        )
+
+    def create_worker_token(self, name: str) -> str:
+        now = self._clock.now()
+        token_id = new_id("wtk", epoch_ms(now))
+        secret = secrets.token_urlsafe(32)
+        with self._db.write() as connection:
+            connection.execute(
+                insert(worker_tokens).values(
+                    id=token_id, name=name, secret_hash=_hash(secret), created_at=now
+                )
+            )
+        return f"{token_id}.{secret}"
+
+    def authenticate_worker_token(self, token: str) -> str:
+        """The token's id, when the token is a live worker token."""
+        token_id, secret = _split_token(token)
+        with self._db.read() as connection:
+            stored = connection.execute(
+                select(worker_tokens.c.secret_hash).where(
+                    worker_tokens.c.id == token_id, worker_tokens.c.revoked_at.is_(None)
+                )
+            ).scalar()
+        if stored is None or not hmac.compare_digest(stored, _hash(secret)):
+            raise Unauthorized("unknown or revoked worker token")
+        return token_id
+
+    def bootstrap(self) -> Bootstrap | None:
+        """On a store with no tenant: the system tenant, its admin key and a worker token."""
+        with self._db.read() as connection:
+            if connection.execute(select(func.count()).select_from(tenants)).scalar():
+                return None
+        try:
+            tenant = self.create_tenant("default", is_system=True)
+        except Conflict:
+            return None  # another process bootstrapped first
+        _, admin_key = self.create_api_key(tenant.id, Role.ADMIN, "bootstrap admin")
+        return Bootstrap(tenant, admin_key, self.create_worker_token("bootstrap"))

@@ -1,0 +1,111 @@
+"""The connection to the store: engine setup per dialect, transactions, migrations.
+
+SQLite runs in WAL mode and takes its write lock at ``BEGIN IMMEDIATE`` so that two writers
+queue on ``busy_timeout`` instead of failing half-way through a transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, event, exc
+from sqlalchemy.engine import make_url
+
+from herder.domain.errors import Unavailable
+
+SQLITE_BUSY_TIMEOUT_SECONDS = 30.0
+
+
+def normalize_url(url: str) -> str:
+    """Accept plain ``postgresql://`` URLs and use psycopg 3 for them."""
+    parsed = make_url(url)
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed.render_as_string(hide_password=False)
+
+
+def sqlite_url(path: Path) -> str:
+    return f"sqlite:///{path}"
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # we issue BEGIN ourselves
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Connection) -> None:
+        writes = connection.get_execution_options().get("herder_write", False)
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if writes else "BEGIN")
+
+
+class Database:
+    """An engine plus the two kinds of transaction the repositories use."""
+
+    def __init__(self, url: str, *, pool_size: int = 10) -> None:
+        self.url = normalize_url(url)
+        parsed = make_url(self.url)
+        self.dialect = parsed.get_backend_name()
+        if self.dialect == "sqlite":
+            self.engine = create_engine(
+                self.url,
+                connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS, "check_same_thread": False},
+                pool_size=pool_size,
+                max_overflow=pool_size * 2,
+            )
+            _configure_sqlite(self.engine)
+        elif self.dialect == "postgresql":
+            self.engine = create_engine(
+                self.url, pool_size=pool_size, max_overflow=pool_size * 2, pool_pre_ping=True
+            )
+        else:
+            raise ValueError(
+                f"unsupported database {parsed.drivername!r}; use sqlite or postgresql"
+            )
+
+    @property
+    def is_postgres(self) -> bool:
+        return self.dialect == "postgresql"
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        """One read-write transaction, committed on success, rolled back on any error."""
+        with self._connect(write=True) as connection, connection.begin():
+            yield connection
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        with self._connect(write=False) as connection, connection.begin():
+            yield connection
+
+    @contextmanager
+    def _connect(self, *, write: bool) -> Iterator[Connection]:
+        try:
+            connection = self.engine.connect()
+        except exc.OperationalError as error:
+            raise Unavailable(f"cannot reach the database: {error.orig}") from error
+        try:
+            yield connection.execution_options(herder_write=write)
+        except exc.OperationalError as error:
+            if connection.invalidated or "locked" in str(error.orig):
+                raise Unavailable(f"the database is unavailable: {error.orig}") from error
+            raise
+        finally:
+            connection.close()
+
+    def migrate(self) -> None:
+        """Bring the schema to the newest revision (idempotent; safe on every start)."""
+        from herder.store.migrations import upgrade_to_head
+
+        upgrade_to_head(self)
+
+    def dispose(self) -> None:
+        self.engine.dispose()

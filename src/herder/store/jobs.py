@@ -1,0 +1,172 @@
+"""Job definitions, scoped by tenant: another tenant's job is simply not found."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, delete, exc, func, insert, select, update
+
+from herder.clock import Clock, epoch_ms
+from herder.domain.artifacts import ARCHIVE_MEDIA_TYPES
+from herder.domain.errors import Conflict, Invalid, NotFound
+from herder.domain.ids import new_id
+from herder.domain.jobs import JobSpec, Runtime
+from herder.domain.models import Job, Page
+from herder.domain.states import TERMINAL_RUN_STATES
+from herder.store.database import Database
+from herder.store.pagination import next_cursor, page_query
+from herder.store.schema import artifacts, job_labels, jobs, runs
+
+
+def _job(row: Any) -> Job:
+    return Job(
+        id=row.id,
+        name=row.name,
+        spec=JobSpec.model_validate(row.spec),
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+class JobRepository:
+    def __init__(self, database: Database, clock: Clock) -> None:
+        self._db = database
+        self._clock = clock
+
+    def create(self, tenant_id: str, name: str, spec: JobSpec) -> Job:
+        now = self._clock.now()
+        job_id = new_id("job", epoch_ms(now))
+        try:
+            with self._db.write() as connection:
+                self._check_artifact(connection, tenant_id, spec)
+                connection.execute(
+                    insert(jobs).values(
+                        id=job_id,
+                        tenant_id=tenant_id,
+                        name=name,
+                        spec=spec.model_dump(mode="json"),
+                        created_at=now,
+                        updated_at=now,
+                    )
+                )
+                self._write_labels(connection, job_id, spec.labels)
+        except exc.IntegrityError as error:
+            raise Conflict(f"a job named {name!r} already exists", field="name") from error
+        return Job(id=job_id, name=name, spec=spec, created_at=now, updated_at=now)
+
+    def get(self, tenant_id: str, job_id: str) -> Job:
+        with self._db.read() as connection:
+            return self._get(connection, tenant_id, job_id)
+
+    def _get(self, connection: Connection, tenant_id: str, job_id: str) -> Job:
+        row = connection.execute(
+            select(jobs).where(jobs.c.tenant_id == tenant_id, jobs.c.id == job_id)
+        ).first()
+        if row is None:
+            raise NotFound(f"job {job_id} not found")
+        return _job(row)
+
+    def list(
+        self,
+        tenant_id: str,
+        *,
+        limit: int = 100,
+        cursor: str | None = None,
+        name: str | None = None,
+        labels: dict[str, str] | None = None,
+    ) -> Page[Job]:
+        query = select(jobs).where(jobs.c.tenant_id == tenant_id)
+        if name is not None:
+            query = query.where(jobs.c.name == name)
+        for key, value in (labels or {}).items():
+            query = query.where(
+                select(job_labels.c.job_id)
+                .where(
+                    job_labels.c.job_id == jobs.c.id,
+                    job_labels.c.key == key,
+                    job_labels.c.value == value,
+                )
+                .exists()
+            )
+        with self._db.read() as connection:
+            rows = connection.execute(page_query(query, jobs.c.id, limit, cursor)).all()
+        return Page(
+            items=[_job(row) for row in rows[:limit]],
+            next_cursor=next_cursor([row.id for row in rows], limit),
+        )
+
+    def update(self, tenant_id: str, job_id: str, *, name: str | None, spec: JobSpec | None) -> Job:
+        """Replace the name and/or spec. Queued runs keep the spec they were submitted with."""
+        now = self._clock.now()
+        try:
+            with self._db.write() as connection:
+                current = self._get(connection, tenant_id, job_id)
+                new_spec = spec or current.spec
+                if spec is not None:
+                    self._check_artifact(connection, tenant_id, spec)
+                connection.execute(
+                    update(jobs)
+                    .where(jobs.c.id == job_id, jobs.c.tenant_id == tenant_id)
+                    .values(
+                        name=name or current.name,
+                        spec=new_spec.model_dump(mode="json"),
+                        updated_at=now,
+                    )
+                )
+                if spec is not None:
+                    connection.execute(delete(job_labels).where(job_labels.c.job_id == job_id))
+                    self._write_labels(connection, job_id, spec.labels)
+        except exc.IntegrityError as error:
+            raise Conflict(f"a job named {name!r} already exists", field="name") from error
+        return current.model_copy(
+            update={"name": name or current.name, "spec": new_spec, "updated_at": now}
+        )
+
+    def delete(self, tenant_id: str, job_id: str) -> None:
+        """Remove the definition; its runs stay in history. Refused while runs are active."""
+        with self._db.write() as connection:
+            self._get(connection, tenant_id, job_id)
+            active = connection.execute(
+                select(func.count())
+                .select_from(runs)
+                .where(
+                    runs.c.tenant_id == tenant_id,
+                    runs.c.job_id == job_id,
+                    runs.c.state.not_in([str(state) for state in TERMINAL_RUN_STATES]),
+                )
+            ).scalar_one()
+            if active:
+                raise Conflict(
+                    f"job {job_id} has {active} active run(s); cancel them before deleting it"
+                )
+            connection.execute(delete(job_labels).where(job_labels.c.job_id == job_id))
+            connection.execute(delete(jobs).where(jobs.c.id == job_id))
+
+    @staticmethod
+    def _write_labels(connection: Connection, job_id: str, labels: dict[str, str]) -> None:
+        if labels:
+            connection.execute(
+                insert(job_labels),
+                [{"job_id": job_id, "key": key, "value": value} for key, value in labels.items()],
+            )
+
+    @staticmethod
+    def _check_artifact(connection: Connection, tenant_id: str, spec: JobSpec) -> None:
+        if spec.artifact is None:
+            return
+        media_type = connection.execute(
+            select(artifacts.c.media_type).where(
+                artifacts.c.tenant_id == tenant_id, artifacts.c.sha256 == spec.artifact
+            )
+        ).scalar()
+        if media_type is None:
+            raise Invalid(
+                f"artifact {spec.artifact} not found; upload it with POST /v1/artifacts first",
+                field="artifact",
+            )
+        if spec.runtime is Runtime.ARCHIVE and media_type not in ARCHIVE_MEDIA_TYPES:
+            raise Invalid(
+                f"runtime archive needs a .tar.gz, .tar or .zip artifact; "
+                f"{spec.artifact} is {media_type}",
+                field="artifact",
+            )

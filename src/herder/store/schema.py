@@ -1,0 +1,217 @@
+"""The tables (DESIGN §2). Migrations under ``migrations/`` create them; this module is what
+the repositories query against and what Alembic compares with to generate new revisions."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+from herder.store.types import AutoIncrementId, JsonColumn, UtcDateTime
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+ID = String(40)
+
+tenants = Table(
+    "tenants",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("name", String(128), nullable=False, unique=True),
+    Column("weight", Integer, nullable=False, server_default="1"),
+    Column("is_system", Boolean, nullable=False, server_default="0"),
+    Column("quotas", JsonColumn, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+)
+
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("tenant_id", ID, ForeignKey("tenants.id"), nullable=False, index=True),
+    Column("name", String(128), nullable=False),
+    Column("role", String(16), nullable=False),
+    Column("secret_hash", String(64), nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("revoked_at", UtcDateTime),
+)
+
+worker_tokens = Table(
+    "worker_tokens",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("name", String(128), nullable=False),
+    Column("secret_hash", String(64), nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("revoked_at", UtcDateTime),
+)
+
+blobs = Table(
+    "blobs",
+    metadata,
+    Column("sha256", String(64), primary_key=True),
+    Column("size", Integer, nullable=False),
+    Column("data", LargeBinary, nullable=False),
+)
+
+artifacts = Table(
+    "artifacts",
+    metadata,
+    Column("tenant_id", ID, ForeignKey("tenants.id"), primary_key=True),
+    Column("sha256", String(64), ForeignKey("blobs.sha256"), primary_key=True),
+    Column("size", Integer, nullable=False),
+    Column("media_type", String(128), nullable=False),
+    Column("filename", String(255), nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+)
+
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("tenant_id", ID, ForeignKey("tenants.id"), nullable=False),
+    Column("name", String(128), nullable=False),
+    Column("spec", JsonColumn, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+    UniqueConstraint("tenant_id", "name"),
+    Index(None, "tenant_id", "id"),
+)
+
+job_labels = Table(
+    "job_labels",
+    metadata,
+    Column("job_id", ID, ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True),
+    Column("key", String(64), primary_key=True),
+    Column("value", String(256), nullable=False),
+    Index(None, "key", "value"),
+)
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("tenant_id", ID, ForeignKey("tenants.id"), nullable=False),
+    Column("job_id", ID, nullable=False),  # no FK: history outlives a deleted job
+    Column("job_name", String(128), nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("priority", Integer, nullable=False),
+    Column("spec", JsonColumn, nullable=False),
+    Column("cpu_milli", Integer, nullable=False),
+    Column("memory_mb", Integer, nullable=False),
+    Column("gpus", Integer, nullable=False),
+    Column("artifact", String(64)),
+    Column("idempotency_key", String(255)),
+    Column("schedule_id", ID),
+    Column("scheduled_for", UtcDateTime),
+    Column("attempt_count", Integer, nullable=False, server_default="0"),
+    Column("cancel_requested", Boolean, nullable=False, server_default="0"),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("queued_at", UtcDateTime),
+    Column("started_at", UtcDateTime),
+    Column("finished_at", UtcDateTime),
+    Column("exit_code", Integer),
+    Column("reason", Text),
+    UniqueConstraint("tenant_id", "idempotency_key"),
+    UniqueConstraint("schedule_id", "scheduled_for"),
+    Index(None, "tenant_id", "id"),
+    Index(None, "tenant_id", "job_id", "id"),
+    Index(None, "tenant_id", "state", "id"),
+)
+# The claim orders by priority DESC, queued_at: the index matches it column for column,
+# direction included (DESIGN §9).
+Index("ix_runs_claim_order", runs.c.state, runs.c.priority.desc(), runs.c.queued_at)
+
+attempts = Table(
+    "attempts",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("run_id", ID, ForeignKey("runs.id"), nullable=False),
+    Column("number", Integer, nullable=False),
+    Column("worker_id", ID, nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("cpu_milli", Integer, nullable=False),
+    Column("memory_mb", Integer, nullable=False),
+    Column("gpus", Integer, nullable=False),
+    Column("exit_code", Integer),
+    Column("reason", Text),
+    Column("started_at", UtcDateTime, nullable=False),
+    Column("finished_at", UtcDateTime),
+    Column("cpu_user_seconds", Float),
+    Column("cpu_system_seconds", Float),
+    Column("max_rss_kb", Integer),
+    Column("log_bytes", Integer, nullable=False, server_default="0"),
+    Column("log_truncated", Boolean, nullable=False, server_default="0"),
+    UniqueConstraint("run_id", "number"),
+    Index(None, "worker_id", "state"),
+)
+
+run_events = Table(
+    "run_events",
+    metadata,
+    Column("id", AutoIncrementId, primary_key=True, autoincrement=True),
+    Column("run_id", ID, ForeignKey("runs.id"), nullable=False),
+    Column("at", UtcDateTime, nullable=False),
+    Column("from_state", String(16)),
+    Column("to_state", String(16)),
+    Column("attempt", Integer),
+    Column("actor", String(128), nullable=False),
+    Column("message", Text, nullable=False),
+    Index(None, "run_id", "id"),
+)
+
+log_chunks = Table(
+    "log_chunks",
+    metadata,
+    Column("id", AutoIncrementId, primary_key=True, autoincrement=True),
+    Column("attempt_id", ID, ForeignKey("attempts.id"), nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("stream", String(8), nullable=False),
+    Column("data", LargeBinary, nullable=False),
+    Column("at", UtcDateTime, nullable=False),
+    UniqueConstraint("attempt_id", "seq"),
+)
+
+workers = Table(
+    "workers",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("token_id", ID, ForeignKey("worker_tokens.id"), nullable=False),
+    Column("name", String(255), nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("cpu_milli", Integer, nullable=False),
+    Column("memory_mb", Integer, nullable=False),
+    Column("gpus", Integer, nullable=False),
+    Column("max_slots", Integer, nullable=False),
+    Column("labels", JsonColumn, nullable=False),
+    Column("version", String(64), nullable=False),
+    Column("registered_at", UtcDateTime, nullable=False),
+    Column("last_heartbeat_at", UtcDateTime, nullable=False),
+)
+
+leases = Table(
+    "leases",
+    metadata,
+    Column("name", String(128), primary_key=True),
+    Column("holder", String(255), nullable=False),
+    Column("fencing", AutoIncrementId, nullable=False),
+    Column("expires_at", UtcDateTime, nullable=False),
+)

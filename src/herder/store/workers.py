@@ -1,0 +1,320 @@
+"""The worker protocol's side of the store: register, heartbeat, claim, report.
+
+Claiming is one transaction: pick queued runs that fit the worker's free capacity, move each
+``queued → running`` with a conditional update and create its attempt. On PostgreSQL the
+candidate rows are locked with ``FOR UPDATE SKIP LOCKED`` so racing workers take different
+runs; on SQLite the write lock (``BEGIN IMMEDIATE``) serialises claims.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, Connection, func, insert, select, update
+
+from herder.clock import Clock, epoch_ms
+from herder.domain.errors import Conflict, NotFound
+from herder.domain.ids import new_id
+from herder.domain.jobs import JobSpec, Resources
+from herder.domain.models import Assignment, Worker, WorkerState
+from herder.domain.states import AttemptState, RunState, run_state_after_attempt
+from herder.store.database import Database
+from herder.store.schema import attempts, runs, workers
+from herder.store.transitions import move_run, record_event
+
+CLAIM_WINDOW = 512  # queued runs looked at per claim, in queue order
+
+
+@dataclass(frozen=True)
+class Usage:
+    cpu_user_seconds: float
+    cpu_system_seconds: float
+    max_rss_kb: int
+
+
+@dataclass(frozen=True)
+class Completion:
+    attempt_id: str
+    attempt: int
+    outcome: AttemptState
+    exit_code: int | None
+    reason: str
+    usage: Usage | None
+
+
+@dataclass(frozen=True)
+class Directives:
+    """What the server tells a worker besides new work."""
+
+    cancel: list[str]  # attempt ids to stop now
+    drop: list[str]  # attempt ids that are no longer this worker's: kill, report nothing
+
+
+class WorkerRepository:
+    def __init__(self, database: Database, clock: Clock) -> None:
+        self._db = database
+        self._clock = clock
+
+    def register(
+        self,
+        token_id: str,
+        *,
+        name: str,
+        capacity: Resources,
+        max_slots: int,
+        labels: dict[str, str],
+        version: str,
+    ) -> Worker:
+        now = self._clock.now()
+        worker = Worker(
+            id=new_id("wrk", epoch_ms(now)),
+            name=name,
+            state=WorkerState.ALIVE,
+            capacity=capacity,
+            max_slots=max_slots,
+            labels=labels,
+            version=version,
+            registered_at=now,
+            last_heartbeat_at=now,
+        )
+        with self._db.write() as connection:
+            connection.execute(
+                insert(workers).values(
+                    id=worker.id,
+                    token_id=token_id,
+                    name=name,
+                    state=worker.state,
+                    cpu_milli=capacity.cpu_milli,
+                    memory_mb=capacity.memory_mb,
+                    gpus=capacity.gpus,
+                    max_slots=max_slots,
+                    labels=labels,
+                    version=version,
+                    registered_at=now,
+                    last_heartbeat_at=now,
+                )
+            )
+        return worker
+
+    def check_owner(self, worker_id: str, token_id: str) -> None:
+        with self._db.read() as connection:
+            owner = connection.execute(
+                select(workers.c.token_id).where(workers.c.id == worker_id)
+            ).scalar()
+        if owner != token_id:
+            raise NotFound(f"worker {worker_id} not found for this token; register first")
+
+    def heartbeat(self, worker_id: str, running: list[str]) -> Directives:
+        now = self._clock.now()
+        with self._db.write() as connection:
+            connection.execute(
+                update(workers).where(workers.c.id == worker_id).values(last_heartbeat_at=now)
+            )
+        return self.directives(worker_id, running)
+
+    def directives(self, worker_id: str, running: list[str]) -> Directives:
+        with self._db.read() as connection:
+            current = connection.execute(
+                select(attempts.c.id, runs.c.cancel_requested)
+                .join(runs, runs.c.id == attempts.c.run_id)
+                .where(
+                    attempts.c.worker_id == worker_id,
+                    attempts.c.state == AttemptState.RUNNING,
+                )
+            ).all()
+        mine = {row.id for row in current}
+        return Directives(
+            cancel=[row.id for row in current if row.cancel_requested],
+            drop=[attempt_id for attempt_id in running if attempt_id not in mine],
+        )
+
+    def claim(self, worker_id: str, max_runs: int) -> list[Assignment]:
+        """Up to ``max_runs`` queued runs that fit what the worker has free, now running."""
+        if max_runs <= 0:
+            return []
+        now = self._clock.now()
+        with self._db.write() as connection:
+            free = self._free_capacity(connection, worker_id)
+            if free is None:
+                return []
+            free_cpu, free_memory, free_gpus, free_slots = free
+            candidates = connection.execute(
+                select(
+                    runs.c.id,
+                    runs.c.tenant_id,
+                    runs.c.spec,
+                    runs.c.idempotency_key,
+                    runs.c.attempt_count,
+                    runs.c.cpu_milli,
+                    runs.c.memory_mb,
+                    runs.c.gpus,
+                )
+                .where(runs.c.state == RunState.QUEUED)
+                .order_by(runs.c.priority.desc(), runs.c.queued_at)
+                .limit(CLAIM_WINDOW)
+                .with_for_update(skip_locked=True)
+            ).all()
+            chosen: list[Any] = []
+            for run in candidates:
+                if len(chosen) >= min(max_runs, free_slots):
+                    break
+                if (
+                    run.cpu_milli <= free_cpu
+                    and run.memory_mb <= free_memory
+                    and run.gpus <= free_gpus
+                ):
+                    free_cpu -= run.cpu_milli
+                    free_memory -= run.memory_mb
+                    free_gpus -= run.gpus
+                    chosen.append(run)
+            return [self._start_attempt(connection, worker_id, run, now) for run in chosen]
+
+    @staticmethod
+    def _free_capacity(connection: Connection, worker_id: str) -> tuple[int, int, int, int] | None:
+        worker = connection.execute(
+            select(
+                workers.c.cpu_milli, workers.c.memory_mb, workers.c.gpus, workers.c.max_slots
+            ).where(workers.c.id == worker_id, workers.c.state == WorkerState.ALIVE)
+        ).first()
+        if worker is None:
+            return None
+        used = connection.execute(
+            select(
+                func.count(),
+                func.coalesce(func.sum(attempts.c.cpu_milli), 0),
+                func.coalesce(func.sum(attempts.c.memory_mb), 0),
+                func.coalesce(func.sum(attempts.c.gpus), 0),
+            ).where(attempts.c.worker_id == worker_id, attempts.c.state == AttemptState.RUNNING)
+        ).one()
+        count, cpu, memory, gpus = used
+        return (
+            worker.cpu_milli - cpu,
+            worker.memory_mb - memory,
+            worker.gpus - gpus,
+            worker.max_slots - count,
+        )
+
+    @staticmethod
+    def _start_attempt(
+        connection: Connection, worker_id: str, run: Any, now: datetime
+    ) -> Assignment:
+        number: int = run.attempt_count + 1
+        run_id: str = run.id
+        attempt_id = new_id("att", epoch_ms(now))
+        moved = move_run(
+            connection,
+            run_id,
+            RunState.QUEUED,
+            RunState.RUNNING,
+            now,
+            actor=f"worker:{worker_id}",
+            message=f"attempt {number} started on {worker_id}",
+            attempt=number - 1,
+            attempt_count=number,
+            started_at=now,
+        )
+        if not moved:
+            raise Conflict(f"run {run_id} was taken by someone else")  # locked: cannot happen
+        connection.execute(
+            insert(attempts).values(
+                id=attempt_id,
+                run_id=run_id,
+                number=number,
+                worker_id=worker_id,
+                state=AttemptState.RUNNING,
+                started_at=now,
+                cpu_milli=run.cpu_milli,
+                memory_mb=run.memory_mb,
+                gpus=run.gpus,
+            )
+        )
+        return Assignment(
+            attempt_id=attempt_id,
+            attempt=number,
+            run_id=run_id,
+            tenant_id=run.tenant_id,
+            idempotency_key=run.idempotency_key,
+            spec=JobSpec.model_validate(run.spec),
+        )
+
+    def complete(self, worker_id: str, completion: Completion) -> RunState:
+        """Apply a finished attempt if it is still current; otherwise refuse (zombie report)."""
+        now = self._clock.now()
+        usage = completion.usage
+        with self._db.write() as connection:
+            run_id = connection.execute(
+                update(attempts)
+                .where(*_current_attempt(worker_id, completion.attempt_id, completion.attempt))
+                .values(
+                    state=completion.outcome,
+                    exit_code=completion.exit_code,
+                    reason=completion.reason,
+                    finished_at=now,
+                    cpu_user_seconds=usage.cpu_user_seconds if usage else None,
+                    cpu_system_seconds=usage.cpu_system_seconds if usage else None,
+                    max_rss_kb=usage.max_rss_kb if usage else None,
+                )
+                .returning(attempts.c.run_id)
+            ).scalar()
+            if run_id is not None:
+                target = run_state_after_attempt(completion.outcome)
+                values: dict[str, object] = {
+                    "exit_code": completion.exit_code,
+                    "reason": completion.reason,
+                }
+                if target is RunState.QUEUED:
+                    values["cancel_requested"] = False
+                move_run(
+                    connection,
+                    run_id,
+                    RunState.RUNNING,
+                    target,
+                    now,
+                    actor=f"worker:{worker_id}",
+                    attempt=completion.attempt,
+                    message=f"attempt {completion.attempt} {completion.outcome}: "
+                    f"{completion.reason}",
+                    **values,
+                )
+                return target
+        raise self.refuse(
+            worker_id, completion.attempt_id, completion.attempt, f"{completion.outcome} report"
+        )
+
+    def refuse(self, worker_id: str, attempt_id: str, attempt: int, what: str) -> Conflict:
+        """Record a report from an attempt that is not current and say why it was refused."""
+        now = self._clock.now()
+        with self._db.write() as connection:
+            row = connection.execute(
+                select(attempts.c.run_id, attempts.c.number, attempts.c.state).where(
+                    attempts.c.id == attempt_id, attempts.c.worker_id == worker_id
+                )
+            ).first()
+            if row is None:
+                raise NotFound(f"attempt {attempt_id} is not this worker's")
+            if row.number != attempt:
+                why = f"attempt {attempt_id} is number {row.number}, not {attempt}"
+            else:
+                why = f"attempt {attempt} is already {row.state}"
+            message = f"refused a late {what} from worker {worker_id}: {why}"
+            record_event(
+                connection,
+                row.run_id,
+                now,
+                actor=f"worker:{worker_id}",
+                attempt=attempt,
+                message=message,
+            )
+        return Conflict(message)
+
+
+def _current_attempt(worker_id: str, attempt_id: str, attempt: int) -> list[ColumnElement[bool]]:
+    """The fence: this attempt, at this number, on this worker, still running."""
+    return [
+        attempts.c.id == attempt_id,
+        attempts.c.number == attempt,
+        attempts.c.worker_id == worker_id,
+        attempts.c.state == AttemptState.RUNNING,
+    ]

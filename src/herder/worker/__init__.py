@@ -1,0 +1,1 @@
+"""The worker agent: registers, claims attempts over HTTP and runs them sandboxed."""

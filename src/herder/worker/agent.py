@@ -1,0 +1,339 @@
+"""The worker agent: register, then three loops until told to stop.
+
+    claim loop      long-polls the server for attempts that fit (and for cancels)
+    heartbeat loop  says "alive, running these" every few seconds; hears cancels and drops
+    reporter        sends output and completions, batched, one request in flight at a time
+
+Each claimed attempt runs in its own task: fetch the artifact, prepare a private workspace
+(own uid when the worker is root), execute sandboxed, report how it ended, clean up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from herder.domain.errors import HerderError
+from herder.domain.jobs import Resources, Runtime
+from herder.domain.models import Assignment
+from herder.domain.states import AttemptState
+from herder.worker.cache import ArtifactCache
+from herder.worker.connection import ServerConnection
+from herder.worker.executor import Outcome, execute, not_started
+from herder.worker.output import Chunk, OutputBuffer
+from herder.worker.sandbox import attempt_environment, attempts_root
+from herder.worker.uids import reserve_uid_pool
+from herder.worker.workspace import (
+    build_plan,
+    place_artifact,
+    prepare_workspace,
+    remove_workspace,
+    unpack_archive,
+)
+
+log = logging.getLogger("herder.worker")
+
+LOG_FLUSH_SECONDS = 0.1  # output is sent at most this often while attempts run
+RETRY_SECONDS = (0.2, 0.5, 1.0, 2.0, 5.0)  # back-off while the server cannot be reached
+SHUTDOWN_REPORT_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    server_url: str
+    token: str
+    name: str
+    capacity: Resources
+    home: Path
+    python: str
+    max_slots: int = 256
+    labels: dict[str, str] = field(default_factory=dict)
+    run_uid_base: int = 61000
+    run_uid_count: int = 4096
+    kill_grace_seconds: float = 5.0
+
+
+@dataclass
+class _Attempt:
+    assignment: Assignment
+    output: OutputBuffer = field(default_factory=OutputBuffer)
+    cancel: asyncio.Event = field(default_factory=asyncio.Event)
+    dropped: bool = False  # no longer ours: kill it, report nothing
+    lost: bool = False  # the worker is stopping under it
+
+
+def _backoff(failures: int) -> float:
+    return RETRY_SECONDS[min(failures, len(RETRY_SECONDS) - 1)]
+
+
+class Agent:
+    def __init__(self, config: WorkerConfig) -> None:
+        self.config = config
+        self.connection = ServerConnection(config.server_url, config.token)
+        self.cache = ArtifactCache(config.home / "cache", self.connection.download)
+        self.as_root = os.geteuid() == 0
+        self.uids, self._uid_lock = reserve_uid_pool(
+            config.run_uid_base, config.run_uid_count, Path(tempfile.gettempdir())
+        )
+        self.workspaces = attempts_root(config.home, isolated_uids=self.as_root)
+        self._running: dict[str, _Attempt] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._completions: list[tuple[list[Chunk], dict[str, Any]]] = []
+        self._unsent_logs: list[tuple[str, int, Chunk]] = []
+        self._report_needed = asyncio.Event()
+        self._completion_ready = asyncio.Event()
+        self._stopping = asyncio.Event()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        heartbeat_interval = await self._register(stop)
+        if heartbeat_interval is None:
+            await self.connection.close()
+            return
+        log.info("worker %s registered with %s", self.connection.worker_id, self.config.server_url)
+        loops = [
+            asyncio.create_task(self._claim_loop(), name="claim"),
+            asyncio.create_task(self._heartbeat_loop(heartbeat_interval), name="heartbeat"),
+            asyncio.create_task(self._report_loop(), name="reporter"),
+        ]
+        stopped = asyncio.create_task(stop.wait())
+        done, _ = await asyncio.wait([*loops, stopped], return_when=asyncio.FIRST_COMPLETED)
+        for task in done - {stopped}:
+            if task.exception() is not None:  # a loop died: stop loudly, never silently
+                log.error("worker loop %s died", task.get_name(), exc_info=task.exception())
+        await self._shutdown(loops)
+
+    async def _register(self, stop: asyncio.Event) -> float | None:
+        failures = 0
+        while not stop.is_set():
+            try:
+                return await self.connection.register(
+                    self.config.name,
+                    self.config.capacity,
+                    self.config.max_slots,
+                    self.config.labels,
+                )
+            except httpx.HTTPStatusError as error:
+                if error.response.status_code in (401, 403):
+                    raise SystemExit(f"the server refused the worker token: {error}") from error
+                log.warning("cannot register yet: %s", error)
+            except httpx.TransportError as error:
+                log.warning("cannot reach %s yet: %s", self.config.server_url, error)
+            failures += 1
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), _backoff(failures))
+        return None
+
+    async def _shutdown(self, loops: list[asyncio.Task[None]]) -> None:
+        self._stopping.set()
+        for attempt in self._running.values():
+            attempt.lost = True
+            attempt.cancel.set()
+        if self._tasks:
+            await asyncio.wait(self._tasks)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._flush_remaining(), SHUTDOWN_REPORT_SECONDS)
+        for task in loops:
+            task.cancel()
+        await asyncio.gather(*loops, return_exceptions=True)
+        await self.connection.close()
+        self._uid_lock.close()
+
+    # --- claiming and running -------------------------------------------------------------
+
+    async def _claim_loop(self) -> None:
+        failures = 0
+        while not self._stopping.is_set():
+            try:
+                assignments, directives = await self.connection.claim(
+                    self.config.max_slots, list(self._running)
+                )
+                failures = 0
+            except httpx.HTTPError as error:
+                failures += 1
+                log.warning("claim failed: %s", error)
+                await asyncio.sleep(_backoff(failures))
+                continue
+            self._obey(directives)
+            for assignment in assignments:
+                self._start(assignment)
+
+    def _start(self, assignment: Assignment) -> None:
+        attempt = _Attempt(assignment)
+        self._running[assignment.attempt_id] = attempt
+        task = asyncio.create_task(self._run_attempt(attempt), name=assignment.attempt_id)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _obey(self, directives: dict[str, list[str]]) -> None:
+        for attempt_id in directives.get("drop", []):
+            if attempt := self._running.get(attempt_id):
+                log.warning("attempt %s is no longer ours; killing it", attempt_id)
+                attempt.dropped = True
+                attempt.cancel.set()
+        for attempt_id in directives.get("cancel", []):
+            if attempt := self._running.get(attempt_id):
+                attempt.cancel.set()
+
+    async def _run_attempt(self, attempt: _Attempt) -> None:
+        assignment = attempt.assignment
+        uid = self.uids.acquire() if self.as_root else None
+        workspace: Path | None = None
+        try:
+            workspace = await asyncio.to_thread(
+                prepare_workspace, self.workspaces, assignment.attempt_id, uid, uid
+            )
+            outcome = await self._execute(attempt, workspace, uid)
+        except (HerderError, OSError, httpx.HTTPError) as error:
+            outcome = not_started(f"could not prepare the attempt: {error}")
+        finally:
+            if uid is not None:  # execute() has killed whatever ran under it
+                self.uids.release(uid)
+            if workspace is not None:
+                await asyncio.to_thread(remove_workspace, workspace)
+            del self._running[assignment.attempt_id]
+        if not attempt.dropped:
+            self._complete(attempt, outcome)
+
+    async def _execute(self, attempt: _Attempt, workspace: Path, uid: int | None) -> Outcome:
+        spec = attempt.assignment.spec
+        program = None
+        if spec.artifact is not None:
+            cached = await self.cache.path(spec.artifact)
+            if spec.runtime is Runtime.ARCHIVE:
+                await asyncio.to_thread(unpack_archive, workspace, cached, uid, uid)
+            else:
+                program = await asyncio.to_thread(
+                    place_artifact,
+                    workspace,
+                    cached,
+                    "main.py" if spec.runtime is Runtime.PYTHON else "program",
+                    executable=spec.runtime is Runtime.EXECUTABLE,
+                    uid=uid,
+                    gid=uid,
+                )
+        plan = build_plan(
+            spec,
+            workspace,
+            program,
+            attempt_environment(attempt.assignment, workspace),
+            uid,
+            uid,
+            self.config.python,
+            spec.timeout_seconds,
+            kill_grace_seconds=self.config.kill_grace_seconds,
+        )
+
+        def on_output(stream: str, data: bytes) -> None:
+            attempt.output.write(stream, data)
+            self._report_needed.set()
+
+        return await execute(plan, on_output, attempt.cancel)
+
+    def _complete(self, attempt: _Attempt, outcome: Outcome) -> None:
+        state, reason = outcome.state, outcome.reason
+        if attempt.lost:
+            state, reason = AttemptState.LOST, "the worker stopped while the attempt ran"
+        assignment = attempt.assignment
+        usage = outcome.usage
+        self._completions.append(
+            (
+                attempt.output.take(),
+                {
+                    "attempt_id": assignment.attempt_id,
+                    "attempt": assignment.attempt,
+                    "outcome": state,
+                    "exit_code": outcome.exit_code,
+                    "reason": reason,
+                    "usage": {
+                        "cpu_user_seconds": usage.cpu_user_seconds,
+                        "cpu_system_seconds": usage.cpu_system_seconds,
+                        "max_rss_kb": usage.max_rss_kb,
+                    },
+                },
+            )
+        )
+        self._report_needed.set()
+        self._completion_ready.set()
+
+    # --- heartbeats -----------------------------------------------------------------------
+
+    async def _heartbeat_loop(self, interval: float) -> None:
+        while not self._stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), interval)
+            if self._stopping.is_set():
+                return
+            try:
+                self._obey(await self.connection.heartbeat(list(self._running)))
+            except httpx.HTTPError as error:
+                log.warning("heartbeat failed: %s", error)
+
+    # --- reporting ------------------------------------------------------------------------
+
+    def _collect(self) -> tuple[list[tuple[str, int, Chunk]], list[dict[str, Any]]]:
+        logs, self._unsent_logs = self._unsent_logs, []
+        for attempt_id, attempt in self._running.items():
+            if attempt.output.has_pending and not attempt.dropped:
+                number = attempt.assignment.attempt
+                logs.extend((attempt_id, number, chunk) for chunk in attempt.output.take())
+        completions = []
+        for final_chunks, completion in self._completions:
+            logs.extend(
+                (completion["attempt_id"], completion["attempt"], chunk) for chunk in final_chunks
+            )
+            completions.append(completion)
+        self._completions = []
+        return logs, completions
+
+    async def _send(self) -> bool:
+        """One report with everything pending; on failure keep it all for the next try."""
+        logs, completions = self._collect()
+        if not logs and not completions:
+            return True
+        try:
+            results = await self.connection.report(logs, completions)
+        except httpx.HTTPError as error:
+            log.warning("report failed, will retry: %s", error)
+            self._unsent_logs = logs + self._unsent_logs
+            self._completions = [([], completion) for completion in completions] + (
+                self._completions
+            )
+            return False
+        for result in results:
+            if result["status"] != 200:
+                log.warning(
+                    "server refused a report for %s: %s", result["attempt_id"], result["detail"]
+                )
+                self._obey({"drop": [result["attempt_id"]]})
+        return True
+
+    async def _report_loop(self) -> None:
+        failures = 0
+        while True:
+            await self._report_needed.wait()
+            self._report_needed.clear()
+            self._completion_ready.clear()
+            if await self._send():
+                failures = 0
+                # Completions go at once; output alone waits a little to travel in batches.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._completion_ready.wait(), LOG_FLUSH_SECONDS)
+            else:
+                failures += 1
+                self._report_needed.set()
+                await asyncio.sleep(_backoff(failures))
+
+    async def _flush_remaining(self) -> None:
+        failures = 0
+        while self._completions or self._unsent_logs:
+            if not await self._send():
+                failures += 1
+                await asyncio.sleep(_backoff(failures))

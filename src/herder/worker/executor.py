@@ -1,0 +1,307 @@
+"""Run one attempt of a job as a real OS process and say how it ended.
+
+The attempt is its own session and process group, so a timeout or a cancel reaches everything
+it started at once: SIGTERM, then SIGKILL after a grace period. When the main process exits,
+for any reason, what is left of its group is killed; when the attempt has its own uid, so is
+every process of that uid, which catches a grandchild that left the group with ``setsid``.
+
+No child watcher is involved (uvloop may run the loop): the pipes and a pidfd are watched with
+``add_reader``, and the child is reaped with ``wait4`` once its pidfd says it has exited, which
+also yields its resource usage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from herder.domain.states import AttemptState
+from herder.worker.uids import kill_processes_of_uid
+
+if TYPE_CHECKING:
+    from resource import struct_rusage
+
+OUTPUT_DRAIN_SECONDS = 0.5  # after the group is killed, how long to wait for the pipes' EOF
+READ_CHUNK_BYTES = 64 * 1024
+MAX_DRAIN_READS = 64  # a final drain stops even if an escaped process keeps writing
+
+OutputSink = Callable[[str, bytes], None]  # ("stdout" | "stderr", data), called in the loop
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """Everything needed to start the process; ``gid`` defaults to ``uid`` when only that is set."""
+
+    argv: list[str]  # argv[0] resolved by PATH in env, or a path
+    env: dict[str, str]  # the complete environment (nothing inherited)
+    cwd: Path
+    uid: int | None  # None: run as the worker's own user
+    gid: int | None
+    timeout_seconds: float
+    kill_grace_seconds: float = 5.0
+
+    def __post_init__(self) -> None:
+        if not self.argv:
+            raise ValueError("argv is empty")
+        if self.timeout_seconds <= 0 or self.kill_grace_seconds < 0:
+            raise ValueError("timeout_seconds must be > 0 and kill_grace_seconds >= 0")
+
+
+@dataclass(frozen=True)
+class ResourceUsage:
+    """From ``wait4``: the main process plus the descendants it waited for.
+
+    ``max_rss_kb`` has the worker's own RSS as a floor: Linux counts the memory of the process
+    that spawned the child, before its exec. Exact peaks need a per-attempt cgroup.
+    """
+
+    cpu_user_seconds: float
+    cpu_system_seconds: float
+    max_rss_kb: int
+    wall_seconds: float
+
+
+@dataclass(frozen=True)
+class Outcome:
+    state: AttemptState
+    exit_code: int | None  # None when killed by a signal or never started
+    reason: str
+    usage: ResourceUsage
+
+
+@dataclass(frozen=True)
+class _Stop:
+    """Why we ended the attempt ourselves, and whether SIGTERM was not enough."""
+
+    state: AttemptState
+    reason: str
+    escalated: bool
+
+
+async def execute(plan: LaunchPlan, on_output: OutputSink, cancel: asyncio.Event) -> Outcome:
+    """Run ``plan`` to its end; on return nothing of its process group is left running, nor,
+    when it has its own uid, anything of that uid.
+
+    An exception raised by ``on_output`` stops the attempt and is re-raised here once the
+    process is gone.
+    """
+    started = time.monotonic()
+    if cancel.is_set():
+        return _never_ran(AttemptState.CANCELLED, "cancelled before it started", started)
+    try:
+        child = _Child(plan, on_output)
+    except OSError as exc:
+        return _never_ran(AttemptState.FAILED, f"could not start: {exc}", started)
+    try:
+        stop = await _supervise(child, plan, cancel)
+        child.kill_group()
+        if plan.uid is not None:
+            await asyncio.to_thread(kill_processes_of_uid, plan.uid)
+        status, rusage = child.reap()
+        wall_seconds = time.monotonic() - started
+        await child.finish_output(OUTPUT_DRAIN_SECONDS)
+    finally:
+        child.abandon(plan.uid)
+    if child.sink_error is not None:
+        raise child.sink_error
+    usage = ResourceUsage(rusage.ru_utime, rusage.ru_stime, rusage.ru_maxrss, wall_seconds)
+    return _outcome(stop, status, usage, plan.kill_grace_seconds)
+
+
+async def _supervise(child: _Child, plan: LaunchPlan, cancel: asyncio.Event) -> _Stop | None:
+    """Wait for the exit, a cancel or the timeout; on the latter two, TERM then KILL the group."""
+    stoppers: set[asyncio.Future[Any]] = {
+        asyncio.ensure_future(cancel.wait()),
+        asyncio.ensure_future(child.sink_failed.wait()),
+    }
+    try:
+        await asyncio.wait(
+            {child.exited, *stoppers},
+            timeout=plan.timeout_seconds,
+            return_when=asyncio.FIRST_COMPLETED,
+        )
+    finally:
+        for stopper in stoppers:
+            stopper.cancel()
+    if child.has_exited:
+        return None
+    if child.sink_error is not None:
+        state, reason = AttemptState.CANCELLED, "output sink failed"
+    elif cancel.is_set():
+        state, reason = AttemptState.CANCELLED, "cancelled"
+    else:
+        state, reason = AttemptState.TIMED_OUT, f"timed out after {plan.timeout_seconds:g}s"
+    child.signal_group(signal.SIGTERM)
+    await asyncio.wait({child.exited}, timeout=plan.kill_grace_seconds)
+    escalated = not child.has_exited
+    if escalated:
+        child.signal_group(signal.SIGKILL)
+        await asyncio.wait({child.exited})
+    return _Stop(state, reason, escalated)
+
+
+def _outcome(stop: _Stop | None, status: int, usage: ResourceUsage, grace: float) -> Outcome:
+    exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
+    if stop is not None:
+        sent = f"SIGTERM, then SIGKILL after {grace:g}s grace" if stop.escalated else "SIGTERM"
+        return Outcome(stop.state, exit_code, f"{stop.reason} ({sent})", usage)
+    if exit_code is not None:
+        state = AttemptState.SUCCEEDED if exit_code == 0 else AttemptState.FAILED
+        return Outcome(state, exit_code, f"exit {exit_code}", usage)
+    number = os.WTERMSIG(status)
+    reason = f"killed by {_signal_name(number)}"
+    if number == signal.SIGKILL:  # we had not sent one, so most likely the kernel's OOM killer
+        reason += " (possibly out of memory)"
+    return Outcome(AttemptState.FAILED, None, reason, usage)
+
+
+def not_started(reason: str) -> Outcome:
+    """A FAILED outcome for an attempt that never got as far as a process."""
+    return Outcome(AttemptState.FAILED, None, reason, ResourceUsage(0.0, 0.0, 0, 0.0))
+
+
+def _never_ran(state: AttemptState, reason: str, started: float) -> Outcome:
+    return Outcome(state, None, reason, ResourceUsage(0.0, 0.0, 0, time.monotonic() - started))
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+class _Child:
+    """The running process: its pipes and pidfd stay registered with the loop until closed."""
+
+    def __init__(self, plan: LaunchPlan, on_output: OutputSink) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._on_output = on_output
+        self.exited: asyncio.Future[None] = self._loop.create_future()
+        self.has_exited = False
+        self.reaped = False
+        self.sink_failed = asyncio.Event()
+        self.sink_error: Exception | None = None
+        self._streams: dict[int, str] = {}
+        self._output_closed: asyncio.Future[None] = self._loop.create_future()
+        self._process = _spawn(plan)
+        self.pid = self._process.pid
+        try:
+            self._pidfd = os.pidfd_open(self.pid)
+        except OSError:
+            os.killpg(self.pid, signal.SIGKILL)
+            self._process.wait()  # brief: SIGKILL was just sent
+            self._close_pipes()
+            raise
+        for name, pipe in (("stdout", self._process.stdout), ("stderr", self._process.stderr)):
+            assert pipe is not None
+            fd = pipe.fileno()
+            os.set_blocking(fd, False)
+            self._streams[fd] = name
+            self._loop.add_reader(fd, self._read, fd)
+        self._loop.add_reader(self._pidfd, self._on_exit)
+
+    def signal_group(self, number: int) -> None:
+        """Signal the whole group; only before reaping, while the leader pins the group id."""
+        if not self.reaped:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.pid, number)
+
+    def kill_group(self) -> None:
+        self.signal_group(signal.SIGKILL)
+
+    def reap(self) -> tuple[int, struct_rusage]:
+        """Collect the exit status; call only once the pidfd said the process has exited."""
+        _, status, rusage = os.wait4(self.pid, 0)
+        self.reaped = True
+        self._process.returncode = os.waitstatus_to_exitcode(status)  # keeps Popen quiet
+        self._loop.remove_reader(self._pidfd)
+        os.close(self._pidfd)
+        return status, rusage
+
+    async def finish_output(self, within: float) -> None:
+        """Wait briefly for EOF, then take what the pipes hold and stop reading."""
+        if self._streams:
+            await asyncio.wait({self._output_closed}, timeout=within)
+        for fd in list(self._streams):
+            for _ in range(MAX_DRAIN_READS):
+                if not self._read(fd):
+                    break
+        self._close_pipes()
+
+    def abandon(self, uid: int | None) -> None:
+        """Clean up after ``execute`` itself was cancelled or failed; a no-op after a reap."""
+        self._close_pipes()
+        if self.reaped:
+            return
+        self.kill_group()
+        if uid is not None:
+            kill_processes_of_uid(uid)
+        if self.has_exited:
+            self.reap()
+        else:  # dying from the SIGKILL: reap it when it is gone, without blocking the loop
+            self._loop.remove_reader(self._pidfd)
+            self._loop.add_reader(self._pidfd, self.reap)
+
+    def _read(self, fd: int) -> bool:
+        """Read once from ``fd``; return whether there may be more right away."""
+        try:
+            data = os.read(fd, READ_CHUNK_BYTES)
+        except BlockingIOError:
+            return False
+        except OSError:
+            data = b""
+        if not data:
+            self._close_stream(fd)
+            return False
+        if self.sink_error is None:
+            try:
+                self._on_output(self._streams[fd], data)
+            except Exception as exc:
+                self.sink_error = exc
+                self.sink_failed.set()
+        return True
+
+    def _close_stream(self, fd: int) -> None:
+        self._loop.remove_reader(fd)
+        del self._streams[fd]
+        if not self._streams and not self._output_closed.done():
+            self._output_closed.set_result(None)
+
+    def _close_pipes(self) -> None:
+        for fd in list(self._streams):
+            self._close_stream(fd)
+        for pipe in (self._process.stdout, self._process.stderr):
+            if pipe is not None:
+                pipe.close()
+
+    def _on_exit(self) -> None:
+        self._loop.remove_reader(self._pidfd)
+        self.has_exited = True
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+
+def _spawn(plan: LaunchPlan) -> subprocess.Popen[bytes]:
+    sandboxed = plan.uid is not None
+    return subprocess.Popen(
+        plan.argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=plan.cwd,
+        env=plan.env,
+        close_fds=True,
+        start_new_session=True,
+        user=plan.uid,
+        group=plan.gid if plan.gid is not None else plan.uid,
+        extra_groups=[] if sandboxed else None,
+    )

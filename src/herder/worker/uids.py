@@ -1,0 +1,161 @@
+"""One unprivileged uid per running attempt, and killing everything that uid runs.
+
+When the worker runs as root, each attempt runs under a uid no other attempt holds at the same
+time: attempts cannot signal or read each other, and once an attempt ends every process of its
+uid can be killed, even a grandchild that left the attempt's process group with ``setsid``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import heapq
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+from typing import IO
+
+KILL_ROUNDS = 5  # a process may fork between our scan and our kill; look again this often
+KILL_ROUND_PAUSE_SECONDS = 0.01  # lets the killed processes become zombies before we look again
+SYSTEM_PYTHON = "/usr/bin/python3"
+STATUS_READ_BYTES = 4096  # /proc/<pid>/status has State and Uid within its first kilobyte
+
+
+class UidPool:
+    """Hands out the lowest free uid of ``base … base + size - 1``; used from one thread.
+
+    Release a uid only after ``kill_processes_of_uid`` (``execute`` does it), or a process left
+    behind could reach the next attempt that gets the same uid.
+    """
+
+    def __init__(self, base: int, size: int) -> None:
+        if base <= 0 or size <= 0:
+            raise ValueError(f"a uid pool needs base > 0 and size > 0, not {base} and {size}")
+        self._base = base
+        self._size = size
+        self._free = list(range(base, base + size))  # ascending, so already a heap
+        self._in_use: set[int] = set()
+
+    def acquire(self) -> int:
+        if not self._free:
+            last = self._base + self._size - 1
+            raise RuntimeError(f"all {self._size} sandbox uids ({self._base}-{last}) are in use")
+        uid = heapq.heappop(self._free)
+        self._in_use.add(uid)
+        return uid
+
+    def release(self, uid: int) -> None:
+        if uid not in self._in_use:
+            raise ValueError(f"uid {uid} is not in use in this pool")
+        self._in_use.remove(uid)
+        heapq.heappush(self._free, uid)
+
+
+RANGE_TRIES = 16  # how many consecutive ranges a worker tries before giving up
+
+
+def reserve_uid_pool(base: int, size: int, lock_directory: Path) -> tuple[UidPool, IO[bytes]]:
+    """A pool over a uid range no other worker on this host holds.
+
+    Two workers sharing a range would kill each other's attempts when an attempt ends, so
+    each range is held through an exclusive lock file; a busy range makes the worker try the
+    next one. Keep the returned file open for as long as the pool is used.
+    """
+    lock_directory.mkdir(parents=True, exist_ok=True)
+    for index in range(RANGE_TRIES):
+        start = base + index * size
+        lock = (lock_directory / f"herder-uids-{start}-{size}.lock").open("ab")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            continue
+        return UidPool(start, size), lock
+    raise RuntimeError(
+        f"the {RANGE_TRIES} uid ranges of {size} from {base} are all held by other workers "
+        "on this host; pass another --run-uid-base"
+    )
+
+
+def kill_processes_of_uid(uid: int) -> int:
+    """SIGKILL every living process whose real uid is ``uid``; return how many were killed.
+
+    The real uid is what a job cannot shed (a setuid program it runs keeps it). Each kill goes
+    through a pidfd opened before the uid is checked, so a pid reused in between is never hit.
+    """
+    if uid in (0, os.getuid()):
+        raise ValueError(f"refusing to kill every process of uid {uid}: that is us or root")
+    killed: set[int] = set()
+    for _ in range(KILL_ROUNDS):
+        found = False
+        for pid in _pids():
+            if _kill_if_owned(pid, uid):
+                found = True
+                killed.add(pid)
+        if not found:
+            break
+        time.sleep(KILL_ROUND_PAUSE_SECONDS)
+    return len(killed)
+
+
+def default_python() -> str:
+    """The interpreter for python jobs: the system one, which a sandboxed uid can read."""
+    if Path(SYSTEM_PYTHON).exists():
+        return SYSTEM_PYTHON
+    found = shutil.which("python3")
+    if found is None:
+        raise RuntimeError("no python3 found for python jobs")
+    return found
+
+
+def _pids() -> list[int]:
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def _kill_if_owned(pid: int, uid: int) -> bool:
+    """Kill ``pid`` if it is a living process of ``uid``, checked again once pinned by a pidfd."""
+    if not _is_living_process_of(pid, uid):
+        return False
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return False
+    try:
+        if not _is_living_process_of(pid, uid):
+            return False
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        return True
+    except ProcessLookupError:
+        return False
+    finally:
+        os.close(pidfd)
+
+
+def _is_living_process_of(pid: int, uid: int) -> bool:
+    """True when ``pid`` has real uid ``uid`` and has not exited (zombies are already dead).
+
+    Called for every process on the host, hence raw reads and no general parsing.
+    """
+    try:
+        descriptor = os.open(f"/proc/{pid}/status", os.O_RDONLY | os.O_CLOEXEC)
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    try:
+        status = os.read(descriptor, STATUS_READ_BYTES)
+    except ProcessLookupError:
+        return False
+    finally:
+        os.close(descriptor)
+    state = _field(status, b"State:")[:1]
+    real_uid = _field(status, b"Uid:").split(maxsplit=1)[:1]
+    return real_uid == [str(uid).encode()] and state not in (b"Z", b"X")
+
+
+def _field(status: bytes, name: bytes) -> bytes:
+    start = status.find(b"\n" + name)
+    if start < 0:
+        return b""
+    start += len(name) + 1
+    end = status.find(b"\n", start)
+    return status[start:end].strip()

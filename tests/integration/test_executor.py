@@ -1,0 +1,527 @@
+"""The executor and the workspace against real processes, real files and real signals."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import signal
+import stat
+import tarfile
+import time
+import zipfile
+from collections.abc import Callable, Coroutine, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import uvloop
+
+from herder.domain.errors import Invalid
+from herder.domain.jobs import JobSpec, Runtime
+from herder.domain.states import AttemptState
+from herder.worker.executor import LaunchPlan, Outcome, execute
+from herder.worker.uids import default_python
+from herder.worker.workspace import (
+    build_plan,
+    place_artifact,
+    prepare_workspace,
+    remove_workspace,
+    unpack_archive,
+)
+
+SANDBOX_UID = 61999
+ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+LOOPS = [
+    pytest.param(None, id="asyncio"),
+    pytest.param(uvloop.new_event_loop, id="uvloop"),
+]
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run as another uid")
+
+LoopFactory = Callable[[], asyncio.AbstractEventLoop] | None
+T = TypeVar("T")
+
+
+class Output:
+    """An output sink that keeps everything it is given."""
+
+    def __init__(self) -> None:
+        self.chunks: list[tuple[str, bytes]] = []
+
+    def __call__(self, stream: str, data: bytes) -> None:
+        self.chunks.append((stream, data))
+
+    def of(self, stream: str) -> str:
+        return b"".join(data for name, data in self.chunks if name == stream).decode()
+
+
+def run(coroutine: Coroutine[Any, Any, T], loop_factory: LoopFactory = None) -> T:
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        return runner.run(coroutine)
+
+
+def shell(
+    command: str,
+    cwd: Path,
+    *,
+    timeout: float = 10.0,
+    grace: float = 0.5,
+    uid: int | None = None,
+    cancel_after: float | None = None,
+    loop_factory: LoopFactory = None,
+) -> tuple[Outcome, Output, float]:
+    """Run ``sh -c command``; return its outcome, its output and how long it took."""
+    plan = LaunchPlan(["/bin/sh", "-c", command], ENV, cwd, uid, uid, timeout, grace)
+    output = Output()
+
+    async def go() -> Outcome:
+        cancel = asyncio.Event()
+        if cancel_after is not None:
+            asyncio.get_running_loop().call_later(cancel_after, cancel.set)
+        return await execute(plan, output, cancel)
+
+    started = time.monotonic()
+    outcome = run(go(), loop_factory)
+    return outcome, output, time.monotonic() - started
+
+
+def living(predicate: Callable[[int, str, str], bool]) -> list[int]:
+    """Pids of processes that have not exited (zombies excluded) and match the predicate."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat_line = (entry / "stat").read_text()
+            status = (entry / "status").read_text()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if stat_line.rsplit(")", 1)[1].split()[0] not in ("Z", "X") and predicate(
+            int(entry.name), stat_line, status
+        ):
+            found.append(int(entry.name))
+    return found
+
+
+def living_in_group(pgid: int) -> list[int]:
+    return living(lambda _, stat_line, __: int(stat_line.rsplit(")", 1)[1].split()[2]) == pgid)
+
+
+def living_of_uid(uid: int) -> list[int]:
+    def has_uid(_: int, __: str, status: str) -> bool:
+        line = next(line for line in status.splitlines() if line.startswith("Uid:"))
+        return line.split()[1] == str(uid)
+
+    return living(has_uid)
+
+
+def eventually(check: Callable[[], bool], within: float = 1.0) -> bool:
+    """Killed processes take a moment to finish dying; wait a little for ``check``."""
+    deadline = time.monotonic() + within
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Iterator[Path]:
+    path = prepare_workspace(tmp_path / "attempts", "att_1", None, None)
+    yield path
+    remove_workspace(path)
+
+
+# --- output and exit ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("loop_factory", LOOPS)
+def test_both_streams_arrive_each_in_order(workspace: Path, loop_factory: LoopFactory) -> None:
+    command = 'i=0; while [ $i -lt 300 ]; do echo "out $i"; echo "err $i" >&2; i=$((i+1)); done'
+    outcome, output, _ = shell(command, workspace, loop_factory=loop_factory)
+    assert outcome.state is AttemptState.SUCCEEDED
+    assert output.of("stdout") == "".join(f"out {i}\n" for i in range(300))
+    assert output.of("stderr") == "".join(f"err {i}\n" for i in range(300))
+
+
+def test_everything_written_just_before_exit_is_delivered(workspace: Path) -> None:
+    outcome, output, _ = shell("head -c 3000000 /dev/zero", workspace)
+    assert outcome.state is AttemptState.SUCCEEDED
+    assert len(output.of("stdout")) == 3_000_000
+
+
+@pytest.mark.parametrize(
+    ("command", "state", "exit_code", "reason"),
+    [
+        ("exit 0", AttemptState.SUCCEEDED, 0, "exit 0"),
+        ("exit 3", AttemptState.FAILED, 3, "exit 3"),
+        ("kill -SEGV $$", AttemptState.FAILED, None, "killed by SIGSEGV"),
+        ("kill -KILL $$", AttemptState.FAILED, None, "killed by SIGKILL (possibly out of memory)"),
+    ],
+)
+def test_how_the_process_ended_is_reported(
+    workspace: Path, command: str, state: AttemptState, exit_code: int | None, reason: str
+) -> None:
+    outcome, _, _ = shell(command, workspace)
+    assert (outcome.state, outcome.exit_code, outcome.reason) == (state, exit_code, reason)
+
+
+def test_environment_is_exactly_the_plan(workspace: Path) -> None:
+    outcome, output, _ = shell("env | sort; pwd", workspace)
+    assert outcome.state is AttemptState.SUCCEEDED
+    lines = output.of("stdout").splitlines()
+    assert lines[-1] == str(workspace)
+    assert {line.split("=", 1)[0] for line in lines[:-1]} <= {*ENV, "PWD"}
+
+
+@pytest.mark.parametrize(
+    ("program", "mode", "error"),
+    [("missing", None, "No such file or directory"), ("not-executable", 0o644, "Permission")],
+)
+def test_a_program_that_cannot_start_fails_without_raising(
+    workspace: Path, program: str, mode: int | None, error: str
+) -> None:
+    path = workspace / program
+    if mode is not None:
+        path.write_text("#!/bin/sh\n")
+        path.chmod(mode)
+    plan = LaunchPlan([str(path)], ENV, workspace, None, None, 5.0)
+    outcome = run(execute(plan, Output(), asyncio.Event()))
+    assert outcome.state is AttemptState.FAILED
+    assert outcome.exit_code is None
+    assert outcome.reason.startswith("could not start: ")
+    assert error in outcome.reason
+
+
+def test_resource_usage_counts_the_cpu_the_job_burned(workspace: Path) -> None:
+    python = default_python()
+    busy = f"{python} -c 'n = 0\nfor i in range(10_000_000): n += i'"  # no syscalls: user time
+    idle, _, _ = shell("true", workspace)
+    burned, _, _ = shell(busy, workspace)
+    for usage in (idle.usage, burned.usage):
+        assert usage.cpu_user_seconds >= 0
+        assert usage.cpu_system_seconds >= 0
+        assert usage.max_rss_kb > 0
+        assert usage.wall_seconds > 0
+    assert burned.usage.cpu_user_seconds > idle.usage.cpu_user_seconds + 0.2
+    assert burned.usage.wall_seconds >= burned.usage.cpu_user_seconds * 0.9
+
+
+# --- timeout, cancel and what is left behind ------------------------------------------------
+
+
+@pytest.mark.parametrize("loop_factory", LOOPS)
+def test_timeout_terminates_the_whole_group(workspace: Path, loop_factory: LoopFactory) -> None:
+    outcome, output, took = shell(
+        "echo $$; exec sleep 30", workspace, timeout=0.5, grace=0.5, loop_factory=loop_factory
+    )
+    assert outcome.state is AttemptState.TIMED_OUT
+    assert outcome.reason == "timed out after 0.5s (SIGTERM)"
+    assert outcome.exit_code is None
+    assert took < 2.0
+    with pytest.raises(ProcessLookupError):
+        os.killpg(int(output.of("stdout")), 0)
+
+
+def test_a_job_ignoring_sigterm_is_killed_after_the_grace(workspace: Path) -> None:
+    outcome, output, took = shell(
+        "trap '' TERM; echo $$; sleep 30 & sleep 30", workspace, timeout=0.5, grace=0.5
+    )
+    assert outcome.state is AttemptState.TIMED_OUT
+    assert outcome.reason == "timed out after 0.5s (SIGTERM, then SIGKILL after 0.5s grace)"
+    assert 1.0 <= took < 2.0
+    group = int(output.of("stdout"))
+    assert eventually(lambda: not living_in_group(group)), living_in_group(group)
+
+
+def test_what_the_job_left_in_its_group_is_killed_when_it_exits(workspace: Path) -> None:
+    outcome, output, _ = shell("echo $$; sleep 30 & exit 0", workspace)
+    assert outcome.state is AttemptState.SUCCEEDED
+    group = int(output.of("stdout"))
+    assert eventually(lambda: not living_in_group(group)), living_in_group(group)
+
+
+@needs_root
+def test_a_grandchild_that_left_the_group_dies_with_the_attempt_uid(tmp_path: Path) -> None:
+    workspace = prepare_workspace(tmp_path, "att_uid", SANDBOX_UID, SANDBOX_UID)
+    outcome, output, took = shell(
+        "id -u; id -G; setsid sleep 30 & echo $!", workspace, uid=SANDBOX_UID
+    )
+    uid, groups, escaped = output.of("stdout").split()
+    assert outcome.state is AttemptState.SUCCEEDED
+    assert (uid, groups) == (str(SANDBOX_UID), str(SANDBOX_UID))
+    assert took < 1.0  # the escaped sleep held the pipes, yet the end was not held up
+    assert eventually(lambda: not living_of_uid(SANDBOX_UID)), living_of_uid(SANDBOX_UID)
+    assert int(escaped) not in living(lambda *_: True)
+
+
+def test_an_escaped_grandchild_holding_the_pipes_does_not_hang_the_end(workspace: Path) -> None:
+    outcome, output, took = shell("setsid sleep 30 & echo $!; echo done", workspace)
+    escaped, done = output.of("stdout").split()
+    os.kill(int(escaped), signal.SIGKILL)  # without an own uid nothing can catch it: clean up
+    assert outcome.state is AttemptState.SUCCEEDED
+    assert done == "done"
+    assert took < 2.0
+
+
+@pytest.mark.parametrize("loop_factory", LOOPS)
+def test_cancel_terminates_the_attempt(workspace: Path, loop_factory: LoopFactory) -> None:
+    outcome, _, took = shell("sleep 30", workspace, cancel_after=0.2, loop_factory=loop_factory)
+    assert outcome.state is AttemptState.CANCELLED
+    assert outcome.reason == "cancelled (SIGTERM)"
+    assert took < 1.5
+
+
+def test_an_attempt_cancelled_before_it_starts_never_runs(workspace: Path) -> None:
+    plan = LaunchPlan(["/bin/sh", "-c", "touch ran"], ENV, workspace, None, None, 5.0)
+    cancel = asyncio.Event()
+    cancel.set()
+    outcome = run(execute(plan, Output(), cancel))
+    assert (outcome.state, outcome.exit_code) == (AttemptState.CANCELLED, None)
+    assert not (workspace / "ran").exists()
+
+
+def test_a_failing_output_sink_stops_the_attempt_and_is_raised(workspace: Path) -> None:
+    def broken(stream: str, data: bytes) -> None:
+        raise RuntimeError("sink is broken")
+
+    plan = LaunchPlan(["/bin/sh", "-c", "echo hi; exec sleep 30"], ENV, workspace, None, None, 30)
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="sink is broken"):
+        run(execute(plan, broken, asyncio.Event()))
+    assert time.monotonic() - started < 2.0
+
+
+def test_cancelling_execute_itself_leaves_nothing_running(workspace: Path) -> None:
+    plan = LaunchPlan(["/bin/sh", "-c", "echo $$; exec sleep 30"], ENV, workspace, None, None, 30)
+    output = Output()
+
+    async def cancel_midway() -> None:
+        task = asyncio.create_task(execute(plan, output, asyncio.Event()))
+        await asyncio.sleep(0.3)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0.1)  # the process is reaped by the loop once it is gone
+
+    run(cancel_midway())
+    with pytest.raises(ProcessLookupError):
+        os.killpg(int(output.of("stdout")), 0)
+
+
+# --- workspace ------------------------------------------------------------------------------
+
+
+def test_workspace_is_private(tmp_path: Path) -> None:
+    path = prepare_workspace(tmp_path / "attempts", "att_2", None, None)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o700
+    assert stat.S_IMODE(path.parent.stat().st_mode) & 0o077 == 0o011  # enter, never list
+
+
+@needs_root
+def test_workspace_belongs_to_the_attempt_uid(tmp_path: Path) -> None:
+    path = prepare_workspace(tmp_path, "att_3", SANDBOX_UID, SANDBOX_UID)
+    info = path.stat()
+    assert (stat.S_IMODE(info.st_mode), info.st_uid, info.st_gid) == (
+        0o700,
+        SANDBOX_UID,
+        SANDBOX_UID,
+    )
+
+
+def test_a_leftover_workspace_is_replaced_by_an_empty_one(tmp_path: Path) -> None:
+    (tmp_path / "att_4").mkdir()
+    (tmp_path / "att_4" / "stale").write_text("old")
+    assert list(prepare_workspace(tmp_path, "att_4", None, None).iterdir()) == []
+
+
+def test_remove_workspace_gets_through_read_only_directories(workspace: Path) -> None:
+    locked = workspace / "a" / "b"
+    locked.mkdir(parents=True)
+    (locked / "file").write_text("x")
+    (locked / "file").chmod(0o400)
+    locked.chmod(0o500)
+    (workspace / "a").chmod(0o000)
+    remove_workspace(workspace)
+    assert not workspace.exists()
+    remove_workspace(workspace)  # already gone: nothing to do
+
+
+@pytest.mark.parametrize("uid", [None, pytest.param(SANDBOX_UID, marks=needs_root)])
+def test_place_artifact_copies_into_the_workspace(
+    workspace: Path, tmp_path: Path, uid: int | None
+) -> None:
+    cached = tmp_path / "cached"
+    cached.write_bytes(b"#!/bin/sh\necho placed\n")
+    placed = place_artifact(workspace, cached, "program", executable=True, uid=uid, gid=uid)
+    info = placed.stat()
+    assert placed.read_bytes() == cached.read_bytes()
+    assert info.st_ino != cached.stat().st_ino
+    assert stat.S_IMODE(info.st_mode) == 0o700
+    assert info.st_uid == (uid if uid is not None else os.getuid())
+    assert stat.S_IMODE(cached.stat().st_mode) == 0o644  # the cached copy is untouched
+
+
+# --- archives -----------------------------------------------------------------------------
+
+
+def tar(path: Path, members: list[tarfile.TarInfo], mode: str = "w") -> Path:
+    with tarfile.open(path, mode) as archive:  # type: ignore[call-overload]
+        for member in members:
+            data = b"x" * member.size
+            archive.addfile(member, io.BytesIO(data) if member.isreg() else None)
+    return path
+
+
+def tar_member(name: str, size: int = 1, **changes: Any) -> tarfile.TarInfo:
+    member = tarfile.TarInfo(name)
+    member.size = size
+    for key, value in changes.items():
+        setattr(member, key, value)
+    return member
+
+
+def zip_archive(path: Path, members: dict[str | zipfile.ZipInfo, bytes]) -> Path:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return path
+
+
+def symlink_info(name: str) -> zipfile.ZipInfo:
+    info = zipfile.ZipInfo(name)
+    info.external_attr = (stat.S_IFLNK | 0o777) << 16
+    return info
+
+
+REFUSED: list[tuple[str, Callable[[Path], Path], str]] = [
+    ("tar-dotdot", lambda d: tar(d / "a.tar", [tar_member("../evil")]), "outside"),
+    (
+        "tar-absolute-link",
+        lambda d: tar(d / "a.tar", [tar_member("link", 0, type=tarfile.SYMTYPE, linkname="/")]),
+        "absolute",
+    ),
+    ("tar-absolute-path", lambda d: tar(d / "a.tar", [tar_member("/tmp/evil")]), "absolute"),
+    (
+        "tar-device",
+        lambda d: tar(d / "a.tar", [tar_member("dev", 0, type=tarfile.CHRTYPE)]),
+        "device",
+    ),
+    ("zip-dotdot", lambda d: zip_archive(d / "a.zip", {"ok": b"x", "../x": b"x"}), "outside"),
+    ("zip-absolute", lambda d: zip_archive(d / "a.zip", {"/tmp/evil": b"x"}), "outside"),
+    ("zip-symlink", lambda d: zip_archive(d / "a.zip", {symlink_info("l"): b"/etc"}), "link"),
+]
+
+
+@pytest.mark.parametrize(
+    ("make", "why"), [pytest.param(make, why, id=name) for name, make, why in REFUSED]
+)
+def test_unpack_refuses_what_would_reach_outside(
+    workspace: Path, tmp_path: Path, make: Callable[[Path], Path], why: str
+) -> None:
+    archive = make(tmp_path)
+    with pytest.raises(Invalid, match=why):
+        unpack_archive(workspace, archive, None, None)
+    assert list(workspace.iterdir()) == []  # checked before anything is written
+    assert not (workspace.parent / "evil").exists()
+    assert not (workspace.parent / "x").exists()
+
+
+def test_unpack_accepts_a_tar_gz(workspace: Path, tmp_path: Path) -> None:
+    archive = tar(
+        tmp_path / "job.tgz",
+        [
+            tar_member("pkg", 0, type=tarfile.DIRTYPE, mode=0o755),
+            tar_member("pkg/run.sh", 3, mode=0o755),
+            tar_member("pkg/link", 0, type=tarfile.SYMTYPE, linkname="run.sh"),
+        ],
+        mode="w:gz",
+    )
+    unpack_archive(workspace, archive, None, None)
+    assert (workspace / "pkg" / "run.sh").read_bytes() == b"xxx"
+    assert os.access(workspace / "pkg" / "run.sh", os.X_OK)
+    assert (workspace / "pkg" / "link").resolve() == (workspace / "pkg" / "run.sh").resolve()
+
+
+@pytest.mark.parametrize("uid", [None, pytest.param(SANDBOX_UID, marks=needs_root)])
+def test_unpack_accepts_a_zip(workspace: Path, tmp_path: Path, uid: int | None) -> None:
+    archive = zip_archive(tmp_path / "job.zip", {"pkg/": b"", "pkg/main.py": b"print(1)\n"})
+    unpack_archive(workspace, archive, uid, uid)
+    assert (workspace / "pkg" / "main.py").read_text() == "print(1)\n"
+    owner = uid if uid is not None else os.getuid()
+    assert {path.stat().st_uid for path in [workspace, *workspace.rglob("*")]} == {owner}
+
+
+def test_unpack_bounds_what_a_zip_bomb_unpacks_to(workspace: Path, tmp_path: Path) -> None:
+    archive = zip_archive(tmp_path / "bomb.zip", {"zeros": bytes(1_000_000)})
+    assert archive.stat().st_size < 10_000
+    with pytest.raises(Invalid, match="more than 100000 bytes"):
+        unpack_archive(workspace, archive, None, None, max_bytes=100_000)
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (b"\x1f\x8b\x08\x00garbage", "not a valid tar"),
+        (b"just some text", "not a .tar, .tar.gz or .zip"),
+    ],
+)
+def test_unpack_refuses_what_is_not_an_archive(
+    workspace: Path, tmp_path: Path, content: bytes, why: str
+) -> None:
+    (tmp_path / "blob").write_bytes(content)
+    with pytest.raises(Invalid, match=why):
+        unpack_archive(workspace, tmp_path / "blob", None, None)
+
+
+def test_unpack_refuses_a_truncated_zip(workspace: Path, tmp_path: Path) -> None:
+    archive = zip_archive(tmp_path / "job.zip", {"a": os.urandom(50_000)})
+    data = archive.read_bytes()
+    archive.write_bytes(data[:1000] + data[-22:])  # central directory kept, data cut
+    with pytest.raises(Invalid, match="not a valid zip"):
+        unpack_archive(workspace, archive, None, None)
+
+
+# --- launch plans ---------------------------------------------------------------------------
+
+SHA = "a" * 64
+
+
+@pytest.mark.parametrize(
+    ("spec", "program", "argv"),
+    [
+        (
+            JobSpec(runtime=Runtime.SHELL, command="echo $1", args=["hi"]),
+            None,
+            ["/bin/sh", "-c", "echo $1", "herder", "hi"],
+        ),
+        (
+            JobSpec(runtime=Runtime.ARCHIVE, command="./run.sh", artifact=SHA, args=["-v"]),
+            None,
+            ["/bin/sh", "-c", "./run.sh", "herder", "-v"],
+        ),
+        (
+            JobSpec(runtime=Runtime.PYTHON, artifact=SHA, args=["x"]),
+            Path("main.py"),
+            ["/usr/bin/python3", "/w/main.py", "x"],
+        ),
+        (
+            JobSpec(runtime=Runtime.EXECUTABLE, artifact=SHA),
+            Path("/w/program"),
+            ["/w/program"],
+        ),
+    ],
+)
+def test_build_plan_turns_each_runtime_into_argv(
+    spec: JobSpec, program: Path | None, argv: list[str]
+) -> None:
+    plan = build_plan(spec, Path("/w"), program, ENV, 61000, 61000, "/usr/bin/python3", 60)
+    assert plan.argv == argv
+    assert (plan.env, plan.cwd, plan.uid, plan.gid) == (ENV, Path("/w"), 61000, 61000)
+    assert (plan.timeout_seconds, plan.kill_grace_seconds) == (60, 5.0)
+
+
+def test_build_plan_for_a_program_runtime_needs_the_program() -> None:
+    spec = JobSpec(runtime=Runtime.EXECUTABLE, artifact=SHA)
+    with pytest.raises(ValueError, match="needs its artifact"):
+        build_plan(spec, Path("/w"), None, ENV, None, None, "python3", 60)

@@ -1,0 +1,169 @@
+"""Real processes: ``herder up``, ``herder server`` and ``herder worker``, on free ports,
+stopped and reaped after every test."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+
+from herder.client import HerderClient
+from herder.store.database import sqlite_url
+from tests.conftest import fresh_postgres_url
+
+HERDER = [sys.executable, "-m", "herder.cli"]
+START_SECONDS = 30.0
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def wait_healthy(url: str, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + START_SECONDS
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"herder exited with {process.returncode} before it was ready")
+        try:
+            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise TimeoutError(f"herder at {url} not ready after {START_SECONDS}s")
+
+
+def stop(process: subprocess.Popen[bytes], signum: int = signal.SIGTERM) -> None:
+    if process.poll() is None:
+        process.send_signal(signum)
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@dataclass
+class Cluster:
+    """A server and its workers, all real processes."""
+
+    home: Path
+    url: str
+    environment: dict[str, str]
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    @property
+    def credentials(self) -> dict[str, str]:
+        saved: dict[str, str] = json.loads((self.home / "client.json").read_text())
+        return saved
+
+    def client(self) -> HerderClient:
+        return HerderClient(self.url, self.credentials["api_key"])
+
+    @property
+    def worker_token(self) -> str:
+        return (self.home / "worker-token").read_text().strip()
+
+    def spawn(self, *args: str) -> subprocess.Popen[bytes]:
+        process = subprocess.Popen([*HERDER, *args], env=self.environment)
+        self.processes.append(process)
+        return process
+
+    def start_worker(self, name: str, *flags: str) -> subprocess.Popen[bytes]:
+        return self.spawn(
+            "worker",
+            "--server",
+            self.url,
+            "--token",
+            self.worker_token,
+            "--name",
+            name,
+            "--home",
+            str(self.home / f"worker-{name}"),
+            "--kill-grace",
+            "1",
+            *flags,
+        )
+
+    def stop_all(self) -> None:
+        for process in reversed(self.processes):
+            stop(process)
+
+
+def _environment(home: Path, database_url: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "HERDER_HOME": str(home),
+        "HERDER_DATABASE_URL": database_url,
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+@pytest.fixture
+def start_cluster(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
+    """``start_cluster(database_url, embedded=False)``: a running server (or ``herder up``)."""
+    clusters: list[Cluster] = []
+
+    def start(database_url: str | None = None, *, embedded: bool = False) -> Cluster:
+        home = tmp_path / f"home-{len(clusters)}"
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        environment = _environment(home, database_url or sqlite_url(home / "herder.db"))
+        cluster = Cluster(home=home, url=url, environment=environment)
+        clusters.append(cluster)
+        server = cluster.spawn("up" if embedded else "server", "--port", str(port))
+        wait_healthy(url, server)
+        return cluster
+
+    yield start
+    for cluster in clusters:
+        cluster.stop_all()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def system_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield sqlite_url(tmp_path / "system.db")
+    else:
+        yield from fresh_postgres_url(request.getfixturevalue("postgres_template"))
+
+
+def processes_matching(marker: str) -> list[int]:
+    """Pids whose command line contains ``marker`` (a unique string per test)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and entry.name != str(os.getpid()):
+            try:
+                command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if marker in command:
+                found.append(int(entry.name))
+    return found
+
+
+def children_of(pid: int) -> list[int]:
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(child) for child in children.read_text().split()] if children.exists() else []
+
+
+def alive(pid: int) -> bool:
+    """Running, not merely a zombie waiting to be reaped."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"

@@ -1,0 +1,100 @@
+"""Real workers against a real server: racing claims, timeouts, cancels, clean process trees."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+
+import pytest
+from sqlalchemy import func, select
+
+from herder.store.database import Database
+from herder.store.schema import attempts
+from tests.system.conftest import Cluster, processes_matching
+
+pytestmark = pytest.mark.system
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout}s: {what}")
+        time.sleep(0.05)
+
+
+def test_two_workers_racing_for_200_runs_give_each_run_one_attempt(
+    start_cluster: Callable[..., Cluster], system_database_url: str
+) -> None:
+    cluster = start_cluster(system_database_url)
+    with cluster.client() as herder:
+        job = herder.create_job(
+            "quick",
+            {"runtime": "shell", "command": "true", "resources": {"cpu": 0.05, "memory_mb": 8}},
+        )
+        for _ in range(200):
+            herder.start_run(job.id)
+        cluster.start_worker("one", "--cpu", "2")
+        cluster.start_worker("two", "--cpu", "2")
+
+        def all_ended() -> bool:
+            runs = herder.list_runs(job_id=job.id, limit=1000).items
+            return all(run.state.is_terminal for run in runs)
+
+        wait_until(all_ended, 90, "all 200 runs ended")
+        runs = herder.list_runs(job_id=job.id, limit=1000).items
+    assert {run.state for run in runs} == {"succeeded"}, [run.reason for run in runs]
+    database = Database(system_database_url)
+    with database.read() as connection:
+        per_run = connection.execute(
+            select(attempts.c.run_id, func.count()).group_by(attempts.c.run_id)
+        ).all()
+        workers = connection.execute(
+            select(func.count(func.distinct(attempts.c.worker_id)))
+        ).scalar()
+    database.dispose()
+    assert len(per_run) == 200
+    assert {count for _, count in per_run} == {1}
+    assert workers == 2
+
+
+def test_a_run_past_its_timeout_is_timed_out_and_leaves_no_process(
+    start_cluster: Callable[..., Cluster],
+) -> None:
+    cluster = start_cluster()
+    marker = f"{uuid.uuid4().int % 10**6 + 10**6}"  # a sleep length unique to this test
+    command = f"setsid sleep {marker} & sleep {marker} & echo started; wait"
+    cluster.start_worker("w")
+    with cluster.client() as herder:
+        job = herder.create_job(
+            "slow", {"runtime": "shell", "command": command, "timeout_seconds": 1}
+        )
+        run = herder.wait(herder.start_run(job.id).id, timeout=30)
+        logs = herder.logs(run.id)
+    assert run.state == "timed_out"
+    assert "timed out" in (run.reason or "")
+    assert [chunk.text for chunk in logs.chunks] == ["started\n"]
+    wait_until(lambda: not processes_matching(f"sleep {marker}"), 5, "no sleep left behind")
+
+
+def test_cancelling_a_running_run_kills_it_within_a_second_or_two(
+    start_cluster: Callable[..., Cluster],
+) -> None:
+    cluster = start_cluster()
+    marker = f"{uuid.uuid4().int % 10**6 + 2 * 10**6}"
+    cluster.start_worker("w")
+    with cluster.client() as herder:
+        job = herder.create_job(
+            "forever", {"runtime": "shell", "command": f"echo up; sleep {marker}"}
+        )
+        run = herder.start_run(job.id)
+        wait_until(lambda: bool(herder.logs(run.id).chunks), 20, "the job printed")
+        asked = time.monotonic()
+        assert herder.cancel_run(run.id).state == "running"
+        finished = herder.wait(run.id, timeout=10, poll=0.05)
+        took = time.monotonic() - asked
+    assert finished.state == "cancelled"
+    assert finished.attempts[0].state == "cancelled"
+    assert took < 3.0, f"cancel took {took:.2f}s"
+    wait_until(lambda: not processes_matching(f"sleep {marker}"), 5, "no sleep left behind")

@@ -1,0 +1,73 @@
+"""The run state machine, every pair of states: legal moves succeed, all others conflict."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from herder.domain.errors import Conflict
+from herder.domain.states import (
+    CANCELLABLE_RUN_STATES,
+    TERMINAL_RUN_STATES,
+    AttemptState,
+    RunState,
+    can_transition,
+    check_transition,
+    run_state_after_attempt,
+)
+
+S = RunState
+LEGAL = {
+    (S.PENDING, S.QUEUED), (S.PENDING, S.CANCELLED),
+    (S.QUEUED, S.RUNNING), (S.QUEUED, S.CANCELLED), (S.QUEUED, S.EXPIRED),
+    (S.RUNNING, S.SUCCEEDED), (S.RUNNING, S.FAILED), (S.RUNNING, S.TIMED_OUT),
+    (S.RUNNING, S.LOST), (S.RUNNING, S.CANCELLED), (S.RUNNING, S.RETRY_WAIT),
+    (S.RUNNING, S.DEAD), (S.RUNNING, S.QUEUED),
+    (S.RETRY_WAIT, S.QUEUED), (S.RETRY_WAIT, S.CANCELLED),
+}  # fmt: skip
+ALL_PAIRS = list(itertools.product(RunState, RunState))
+
+
+@pytest.mark.parametrize(("source", "target"), sorted(LEGAL))
+def test_legal_transitions_are_allowed(source: RunState, target: RunState) -> None:
+    assert can_transition(source, target)
+    check_transition(source, target)
+
+
+@pytest.mark.parametrize(("source", "target"), [pair for pair in ALL_PAIRS if pair not in LEGAL])
+def test_every_other_transition_is_a_conflict(source: RunState, target: RunState) -> None:
+    assert not can_transition(source, target)
+    with pytest.raises(Conflict, match=f"{source}.*{target}"):
+        check_transition(source, target)
+
+
+def test_terminal_states_are_final() -> None:
+    for state in TERMINAL_RUN_STATES:
+        assert state.is_terminal
+        assert not any(can_transition(state, target) for target in RunState)
+
+
+def test_only_active_states_can_be_cancelled() -> None:
+    assert {S.PENDING, S.QUEUED, S.RUNNING, S.RETRY_WAIT} == CANCELLABLE_RUN_STATES
+
+
+@pytest.mark.parametrize(
+    ("outcome", "state"),
+    [
+        (AttemptState.SUCCEEDED, S.SUCCEEDED),
+        (AttemptState.FAILED, S.FAILED),
+        (AttemptState.TIMED_OUT, S.TIMED_OUT),
+        (AttemptState.CANCELLED, S.CANCELLED),
+        (AttemptState.LOST, S.LOST),
+        (AttemptState.PREEMPTED, S.QUEUED),
+    ],
+)
+def test_an_attempts_outcome_decides_its_runs_state(outcome: AttemptState, state: RunState) -> None:
+    assert run_state_after_attempt(outcome) is state
+    assert can_transition(S.RUNNING, state)
+
+
+def test_a_finished_attempt_cannot_report_running() -> None:
+    with pytest.raises(KeyError):
+        run_state_after_attempt(AttemptState.RUNNING)

@@ -1,0 +1,50 @@
+"""The uid pool hands out distinct uids, lowest first, and refuses what it cannot do."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from herder.worker.uids import UidPool, default_python, kill_processes_of_uid
+
+
+def test_pool_hands_out_the_lowest_free_uid() -> None:
+    pool = UidPool(61000, 3)
+    assert [pool.acquire(), pool.acquire()] == [61000, 61001]
+    pool.release(61000)
+    assert pool.acquire() == 61000
+    assert pool.acquire() == 61002
+
+
+def test_an_exhausted_pool_says_so() -> None:
+    pool = UidPool(61000, 1)
+    pool.acquire()
+    with pytest.raises(RuntimeError, match="all 1 sandbox uids"):
+        pool.acquire()
+
+
+@pytest.mark.parametrize("uid", [60999, 61000, 61002])
+def test_releasing_a_uid_not_in_use_is_a_bug(uid: int) -> None:
+    pool = UidPool(61000, 2)
+    pool.acquire()
+    pool.release(61000)
+    with pytest.raises(ValueError, match="not in use"):
+        pool.release(uid)
+
+
+@pytest.mark.parametrize(("base", "size"), [(0, 10), (61000, 0), (-5, 3)])
+def test_a_pool_needs_a_positive_range(base: int, size: int) -> None:
+    with pytest.raises(ValueError, match="base > 0 and size > 0"):
+        UidPool(base, size)
+
+
+@pytest.mark.parametrize("uid", [0, os.getuid()])
+def test_never_kills_every_process_of_root_or_ourselves(uid: int) -> None:
+    with pytest.raises(ValueError, match="refusing"):
+        kill_processes_of_uid(uid)
+
+
+def test_default_python_is_an_existing_interpreter() -> None:
+    assert Path(default_python()).exists()
