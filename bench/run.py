@@ -1,0 +1,74 @@
+"""``make bench``: run the scenarios and append their results to bench/RESULTS.md."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import shutil
+import subprocess
+from pathlib import Path
+
+from bench import baseline, machine, oneoff
+from herder.store.database import sqlite_url
+
+RESULTS = Path(__file__).parent / "RESULTS.md"
+WORK = Path(__file__).parent / ".work"
+POSTGRES_DATABASE = "herder_bench"
+
+
+def fresh_postgres() -> str:
+    for statement in (
+        f"DROP DATABASE IF EXISTS {POSTGRES_DATABASE} WITH (FORCE)",
+        f"CREATE DATABASE {POSTGRES_DATABASE}",
+    ):
+        subprocess.run(["psql", "-h", "127.0.0.1", "-d", "test", "-qc", statement], check=True)
+    return f"postgresql://127.0.0.1:5432/{POSTGRES_DATABASE}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=2000, help="runs for the throughput part")
+    parser.add_argument("--idle-runs", type=int, default=200, help="runs for the latency part")
+    parser.add_argument("--store", choices=["sqlite", "postgresql", "both"], default="both")
+    options = parser.parse_args()
+
+    spawn_rate = baseline.spawn_rate()
+    results = []
+    for store in ("sqlite", "postgresql"):
+        if options.store not in (store, "both"):
+            continue
+        home = WORK / store
+        shutil.rmtree(home, ignore_errors=True)
+        home.mkdir(parents=True)
+        url = sqlite_url(home / "herder.db") if store == "sqlite" else fresh_postgres()
+        result = oneoff.measure(store, url, home, options.runs, options.idle_runs)
+        results.append(result)
+        print(
+            f"{store}: {result.runs_per_second:.0f} runs/s ({result.runs} in "
+            f"{result.seconds:.1f}s); submit→start p50 {result.start_p50_ms:.1f} ms, "
+            f"p99 {result.start_p99_ms:.1f} ms"
+        )
+    lines = [
+        f"\n### One-off runs, {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC\n",
+        f"Machine: {machine.describe()}. Plain Python spawns `/bin/true` at "
+        f"{spawn_rate:.0f}/s here.\n",
+        "| store | runs | end to end | runs/s | API submit rate | submit→start p50 | p99 "
+        "| submit→end p50 |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for result in results:
+        lines.append(
+            f"| {result.store} | {result.runs} | {result.seconds:.1f} s "
+            f"| **{result.runs_per_second:.0f}** | {result.runs / result.submit_seconds:.0f}/s "
+            f"| {result.start_p50_ms:.1f} ms | {result.start_p99_ms:.1f} ms "
+            f"| {result.end_p50_ms:.1f} ms |"
+        )
+    if not RESULTS.exists():
+        RESULTS.write_text("# Benchmark results\n\nAppended by `make bench`; newest last.\n")
+    with RESULTS.open("a") as file:
+        file.write("\n".join(lines) + "\n")
+    print(f"appended to {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""Every runtime runs a real program, never as root, in a private workspace."""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from herder.client import HerderClient
+from tests.system.conftest import Cluster
+
+pytestmark = pytest.mark.system
+
+
+def run_and_read(herder: HerderClient, name: str, spec: dict[str, object]) -> str:
+    job = herder.create_job(name, spec)
+    run = herder.wait(herder.start_run(job.id, args=["one", "two"]).id, timeout=30)
+    output = "".join(chunk.text for chunk in herder.logs(run.id).chunks)
+    assert run.state == "succeeded", (run.reason, output)
+    return output
+
+
+def tar_gz(files: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = 0o755
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def test_each_runtime_runs_its_program(
+    start_cluster: Callable[..., Cluster], tmp_path: Path
+) -> None:
+    cluster = start_cluster(embedded=True)
+    (tmp_path / "tool.sh").write_bytes(b'#!/bin/sh\necho "executable $1 $2"\n')
+    (tmp_path / "main.py").write_text("import sys\nprint('python', *sys.argv[1:])\n")
+    (tmp_path / "app.tar.gz").write_bytes(tar_gz({"bin/run.sh": b'echo "archive $@"\n'}))
+    zipped = io.BytesIO()
+    with zipfile.ZipFile(zipped, "w") as archive:
+        archive.writestr("hello.txt", "zipped hello\n")
+    (tmp_path / "app.zip").write_bytes(zipped.getvalue())
+    with cluster.client() as herder:
+        upload = {name: herder.upload_artifact(tmp_path / name).id for name in (
+            "tool.sh", "main.py", "app.tar.gz", "app.zip"
+        )}  # fmt: skip
+        shell = {"runtime": "shell", "command": 'echo "shell $1 $2"'}
+        assert run_and_read(herder, "shell", shell) == "shell one two\n"
+        python = {"runtime": "python", "artifact": upload["main.py"]}
+        assert run_and_read(herder, "python", python) == "python one two\n"
+        executable = {"runtime": "executable", "artifact": upload["tool.sh"]}
+        assert run_and_read(herder, "executable", executable) == "executable one two\n"
+        archive = {
+            "runtime": "archive",
+            "artifact": upload["app.tar.gz"],
+            "command": 'sh bin/run.sh "$@"',
+        }
+        assert run_and_read(herder, "archive", archive) == "archive one two\n"
+        zipped_job = {
+            "runtime": "archive",
+            "artifact": upload["app.zip"],
+            "command": "cat hello.txt",
+        }
+        assert run_and_read(herder, "zip", zipped_job) == "zipped hello\n"
+
+
+def test_jobs_run_unprivileged_in_a_private_workspace_with_herder_variables(
+    start_cluster: Callable[..., Cluster],
+) -> None:
+    cluster = start_cluster(embedded=True)
+    command = (
+        'id -u; stat -c %a "$PWD"; echo "$HERDER_RUN_ID $HERDER_ATTEMPT $HERDER_IDEMPOTENCY_KEY"'
+    )
+    with cluster.client() as herder:
+        job = herder.create_job("whoami", {"runtime": "shell", "command": command})
+        run = herder.wait(herder.start_run(job.id, idempotency_key="k-1").id, timeout=30)
+        uid, mode, variables = "".join(c.text for c in herder.logs(run.id).chunks).split("\n")[:3]
+    if os.geteuid() == 0:
+        assert int(uid) != 0
+    assert mode == "700"
+    assert variables == f"{run.id} 1 k-1"
