@@ -21,7 +21,7 @@ from herder.domain.errors import Invalid
 from herder.domain.jobs import JobSpec, Runtime
 from herder.domain.states import AttemptState
 from herder.worker.executor import LaunchPlan, Outcome, execute
-from herder.worker.uids import default_python
+from herder.worker.uids import default_python, kill_processes_of_uid
 from herder.worker.workspace import (
     build_plan,
     place_artifact,
@@ -251,6 +251,7 @@ def test_a_grandchild_that_left_the_group_dies_with_the_attempt_uid(tmp_path: Pa
     assert outcome.state is AttemptState.SUCCEEDED
     assert (uid, groups) == (str(SANDBOX_UID), str(SANDBOX_UID))
     assert took < 1.0  # the escaped sleep held the pipes, yet the end was not held up
+    kill_processes_of_uid(SANDBOX_UID)  # what the agent's UidSweeper does before reuse
     assert eventually(lambda: not living_of_uid(SANDBOX_UID)), living_of_uid(SANDBOX_UID)
     assert int(escaped) not in living(lambda *_: True)
 

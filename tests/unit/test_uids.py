@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
 import pytest
 
-from herder.worker.uids import UidPool, default_python, kill_processes_of_uid
+from herder.worker.uids import UidPool, UidSweeper, default_python, kill_processes_of_uid
 
 
 def test_pool_hands_out_the_lowest_free_uid() -> None:
@@ -48,3 +49,14 @@ def test_never_kills_every_process_of_root_or_ourselves(uid: int) -> None:
 
 def test_default_python_is_an_existing_interpreter() -> None:
     assert Path(default_python()).exists()
+
+
+def test_a_finished_uid_returns_to_the_pool_only_after_a_sweep() -> None:
+    pool = UidPool(61500, 1)
+    sweeper = UidSweeper(pool)
+    uid = pool.acquire()
+    sweeper.finished(uid)
+    with pytest.raises(RuntimeError, match="in use"):
+        pool.acquire()
+    asyncio.run(sweeper.sweep())
+    assert pool.acquire() == uid

@@ -6,8 +6,9 @@ queue on ``busy_timeout`` instead of failing half-way through a transaction.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,9 @@ class Database:
         self.url = normalize_url(url)
         parsed = make_url(self.url)
         self.dialect = parsed.get_backend_name()
+        self._writer_lock: AbstractContextManager[object] = (
+            threading.Lock() if self.dialect == "sqlite" else nullcontext()
+        )
         if self.dialect == "sqlite":
             self.engine = create_engine(
                 self.url,
@@ -77,8 +81,16 @@ class Database:
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
-        """One read-write transaction, committed on success, rolled back on any error."""
-        with self._connect(write=True) as connection, connection.begin():
+        """One read-write transaction, committed on success, rolled back on any error.
+
+        On SQLite, writers of this process queue on a mutex first: SQLite's own busy handler
+        sleeps with back-off, which under contention costs milliseconds per transaction.
+        """
+        with (
+            self._writer_lock,
+            self._connect(write=True) as connection,
+            connection.begin(),
+        ):
             yield connection
 
     @contextmanager

@@ -24,7 +24,7 @@ from herder.store.database import Database
 from herder.store.schema import attempts, runs, workers
 from herder.store.transitions import move_run, record_event
 
-CLAIM_WINDOW = 512  # queued runs looked at per claim, in queue order
+MAX_CLAIM_WINDOW = 512  # queued runs looked at (and locked) per claim, in queue order
 
 
 @dataclass(frozen=True)
@@ -153,7 +153,7 @@ class WorkerRepository:
                 )
                 .where(runs.c.state == RunState.QUEUED)
                 .order_by(runs.c.priority.desc(), runs.c.queued_at)
-                .limit(CLAIM_WINDOW)
+                .limit(min(MAX_CLAIM_WINDOW, 2 * min(max_runs, free_slots) + 8))
                 .with_for_update(skip_locked=True)
             ).all()
             chosen: list[Any] = []

@@ -30,7 +30,7 @@ from herder.worker.connection import ServerConnection
 from herder.worker.executor import Outcome, execute, not_started
 from herder.worker.output import Chunk, OutputBuffer
 from herder.worker.sandbox import attempt_environment, attempts_root
-from herder.worker.uids import reserve_uid_pool
+from herder.worker.uids import UidSweeper, reserve_uid_pool
 from herder.worker.workspace import (
     build_plan,
     place_artifact,
@@ -83,6 +83,7 @@ class Agent:
         self.uids, self._uid_lock = reserve_uid_pool(
             config.run_uid_base, config.run_uid_count, Path(tempfile.gettempdir())
         )
+        self.sweeper = UidSweeper(self.uids)
         self.workspaces = attempts_root(config.home, isolated_uids=self.as_root)
         self._running: dict[str, _Attempt] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -102,6 +103,7 @@ class Agent:
             asyncio.create_task(self._claim_loop(), name="claim"),
             asyncio.create_task(self._heartbeat_loop(heartbeat_interval), name="heartbeat"),
             asyncio.create_task(self._report_loop(), name="reporter"),
+            asyncio.create_task(self.sweeper.sweep_forever(), name="uid sweeper"),
         ]
         stopped = asyncio.create_task(stop.wait())
         done, _ = await asyncio.wait([*loops, stopped], return_when=asyncio.FIRST_COMPLETED)
@@ -138,6 +140,7 @@ class Agent:
             attempt.cancel.set()
         if self._tasks:
             await asyncio.wait(self._tasks)
+        await self.sweeper.sweep()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._flush_remaining(), SHUTDOWN_REPORT_SECONDS)
         for task in loops:
@@ -194,8 +197,8 @@ class Agent:
         except (HerderError, OSError, httpx.HTTPError) as error:
             outcome = not_started(f"could not prepare the attempt: {error}")
         finally:
-            if uid is not None:  # execute() has killed whatever ran under it
-                self.uids.release(uid)
+            if uid is not None:  # whatever still runs under it dies before it is reused
+                self.sweeper.finished(uid)
             if workspace is not None:
                 await asyncio.to_thread(remove_workspace, workspace)
             del self._running[assignment.attempt_id]

@@ -2,8 +2,9 @@
 
 The attempt is its own session and process group, so a timeout or a cancel reaches everything
 it started at once: SIGTERM, then SIGKILL after a grace period. When the main process exits,
-for any reason, what is left of its group is killed; when the attempt has its own uid, so is
-every process of that uid, which catches a grandchild that left the group with ``setsid``.
+for any reason, what is left of its group is killed. A grandchild that left the group with
+``setsid`` is out of reach here; when the attempt has its own uid, the caller sweeps every
+process of that uid before the uid is used again (``uids.UidSweeper``).
 
 No child watcher is involved (uvloop may run the loop): the pipes and a pidfd are watched with
 ``add_reader``, and the child is reaped with ``wait4`` once its pidfd says it has exited, which
@@ -24,7 +25,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from herder.domain.states import AttemptState
-from herder.worker.uids import kill_processes_of_uid
 
 if TYPE_CHECKING:
     from resource import struct_rusage
@@ -87,8 +87,7 @@ class _Stop:
 
 
 async def execute(plan: LaunchPlan, on_output: OutputSink, cancel: asyncio.Event) -> Outcome:
-    """Run ``plan`` to its end; on return nothing of its process group is left running, nor,
-    when it has its own uid, anything of that uid.
+    """Run ``plan`` to its end; on return nothing of its process group is left running.
 
     An exception raised by ``on_output`` stops the attempt and is re-raised here once the
     process is gone.
@@ -103,13 +102,11 @@ async def execute(plan: LaunchPlan, on_output: OutputSink, cancel: asyncio.Event
     try:
         stop = await _supervise(child, plan, cancel)
         child.kill_group()
-        if plan.uid is not None:
-            await asyncio.to_thread(kill_processes_of_uid, plan.uid)
         status, rusage = child.reap()
         wall_seconds = time.monotonic() - started
         await child.finish_output(OUTPUT_DRAIN_SECONDS)
     finally:
-        child.abandon(plan.uid)
+        child.abandon()
     if child.sink_error is not None:
         raise child.sink_error
     usage = ResourceUsage(rusage.ru_utime, rusage.ru_stime, rusage.ru_maxrss, wall_seconds)
@@ -237,14 +234,12 @@ class _Child:
                     break
         self._close_pipes()
 
-    def abandon(self, uid: int | None) -> None:
+    def abandon(self) -> None:
         """Clean up after ``execute`` itself was cancelled or failed; a no-op after a reap."""
         self._close_pipes()
         if self.reaped:
             return
         self.kill_group()
-        if uid is not None:
-            kill_processes_of_uid(uid)
         if self.has_exited:
             self.reap()
         else:  # dying from the SIGKILL: reap it when it is gone, without blocking the loop
