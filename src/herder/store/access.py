@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import time
 from dataclasses import dataclass
 
 from sqlalchemy import exc, func, insert, select
@@ -37,10 +38,33 @@ class Bootstrap:
     worker_token: str
 
 
+class _RecentlyChecked:
+    """Tokens verified in the last few seconds, so that each request need not read the
+    store to authenticate. A revoked key stops working within ``TTL_SECONDS``."""
+
+    TTL_SECONDS = 5.0
+    MAX_ENTRIES = 10_000
+
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[float, object]] = {}
+
+    def get(self, token: str) -> object | None:
+        entry = self._entries.get(token)
+        if entry is None or entry[0] < time.monotonic():
+            return None
+        return entry[1]
+
+    def put(self, token: str, value: object) -> None:
+        if len(self._entries) >= self.MAX_ENTRIES:
+            self._entries.clear()
+        self._entries[token] = (time.monotonic() + self.TTL_SECONDS, value)
+
+
 class AccessRepository:
     def __init__(self, database: Database, clock: Clock) -> None:
         self._db = database
         self._clock = clock
+        self._recent = _RecentlyChecked()
 
     def create_tenant(self, name: str, *, weight: int = 1, is_system: bool = False) -> Tenant:
         now = self._clock.now()
@@ -87,7 +111,18 @@ class AccessRepository:
             )
         return key, f"{key.id}.{secret}"
 
+    def recent_principal(self, token: str) -> Principal | None:
+        """The caller, if this key was verified in the last few seconds (no store access)."""
+        cached = self._recent.get(token)
+        return cached if isinstance(cached, Principal) else None
+
+    def recent_worker_token(self, token: str) -> str | None:
+        cached = self._recent.get(token)
+        return cached if isinstance(cached, str) else None
+
     def authenticate(self, token: str) -> Principal:
+        if cached := self.recent_principal(token):
+            return cached
         key_id, secret = _split_token(token)
         with self._db.read() as connection:
             row = connection.execute(
@@ -102,9 +137,11 @@ class AccessRepository:
             ).first()
         if row is None or not hmac.compare_digest(row.secret_hash, _hash(secret)):
             raise Unauthorized("unknown or revoked API key")
-        return Principal(
+        principal = Principal(
             tenant_id=row.tenant_id, role=Role(row.role), key_id=key_id, is_system=row.is_system
         )
+        self._recent.put(token, principal)
+        return principal
 
     def create_worker_token(self, name: str) -> str:
         now = self._clock.now()
@@ -120,6 +157,8 @@ class AccessRepository:
 
     def authenticate_worker_token(self, token: str) -> str:
         """The token's id, when the token is a live worker token."""
+        if cached := self.recent_worker_token(token):
+            return cached
         token_id, secret = _split_token(token)
         with self._db.read() as connection:
             stored = connection.execute(
@@ -129,6 +168,7 @@ class AccessRepository:
             ).scalar()
         if stored is None or not hmac.compare_digest(stored, _hash(secret)):
             raise Unauthorized("unknown or revoked worker token")
+        self._recent.put(token, token_id)
         return token_id
 
     def bootstrap(self) -> Bootstrap | None:

@@ -1,28 +1,17 @@
-"""Attempt output: appended by the worker while the attempt runs (fenced like every report),
-read back by users in order, bounded per attempt."""
+"""Attempt output, read back by users in order (workers append it through reports)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 
 from herder.clock import Clock
 from herder.domain.errors import NotFound
 from herder.domain.models import LogChunk
 from herder.domain.states import AttemptState
 from herder.store.database import Database
-from herder.store.dialect import insert_ignoring_duplicates
 from herder.store.schema import attempts, log_chunks, runs
-
-MAX_LOG_BYTES_PER_ATTEMPT = 8 * 1024 * 1024
-
-
-@dataclass(frozen=True)
-class OutputChunk:
-    seq: int  # per attempt, from the worker: a resent chunk is stored once
-    stream: str
-    data: bytes
 
 
 @dataclass(frozen=True)
@@ -34,54 +23,9 @@ class LogPage:
 
 
 class LogRepository:
-    def __init__(
-        self, database: Database, clock: Clock, *, max_bytes: int = MAX_LOG_BYTES_PER_ATTEMPT
-    ) -> None:
+    def __init__(self, database: Database, clock: Clock) -> None:
         self._db = database
         self._clock = clock
-        self._max_bytes = max_bytes
-
-    def append(
-        self, worker_id: str, attempt_id: str, attempt: int, chunks: list[OutputChunk]
-    ) -> bool:
-        """Store the chunks if the attempt is current; ``False`` if it is not (refuse it)."""
-        now = self._clock.now()
-        with self._db.write() as connection:
-            stored = connection.execute(
-                select(attempts.c.log_bytes).where(
-                    attempts.c.id == attempt_id,
-                    attempts.c.number == attempt,
-                    attempts.c.worker_id == worker_id,
-                    attempts.c.state == AttemptState.RUNNING,
-                )
-            ).scalar()
-            if stored is None:
-                return False
-            room = self._max_bytes - stored
-            kept, truncated = [], False
-            for chunk in chunks:
-                if len(chunk.data) > room:
-                    truncated = True
-                    break
-                room -= len(chunk.data)
-                kept.append(chunk)
-            for chunk in kept:
-                connection.execute(
-                    insert_ignoring_duplicates(
-                        self._db,
-                        log_chunks,
-                        attempt_id=attempt_id,
-                        seq=chunk.seq,
-                        stream=chunk.stream,
-                        data=chunk.data,
-                        at=now,
-                    )
-                )
-            values: dict[str, object] = {"log_bytes": self._max_bytes - room}
-            if truncated:
-                values["log_truncated"] = True
-            connection.execute(update(attempts).where(attempts.c.id == attempt_id).values(**values))
-        return True
 
     def read(
         self,

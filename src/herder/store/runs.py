@@ -64,15 +64,12 @@ class RunRepository:
         with self._db.write() as connection:
             job = self._jobs._get(connection, tenant_id, job_id)
             spec = apply_overrides(job.spec, overrides)
+            values = self._new_run_values(
+                run_id, tenant_id, job.id, job.name, spec, now, idempotency_key
+            )
             inserted = (
                 connection.execute(
-                    insert_ignoring_duplicates(
-                        self._db,
-                        runs,
-                        **self._new_run_values(
-                            run_id, tenant_id, job.id, job.name, spec, now, idempotency_key
-                        ),
-                    ).returning(runs.c.id)
+                    insert_ignoring_duplicates(self._db, runs, **values).returning(runs.c.id)
                 ).scalar()
                 is not None
             )
@@ -86,7 +83,7 @@ class RunRepository:
                     to_state=RunState.QUEUED,
                 )
         if inserted:
-            return self.get(tenant_id, run_id), True
+            return Run.model_validate(values | {"spec": spec}), True
         existing = self._by_idempotency_key(tenant_id, idempotency_key)
         if existing.job_id != job_id:
             raise Conflict(
@@ -123,6 +120,10 @@ class RunRepository:
             "cancel_requested": False,
             "created_at": now,
             "queued_at": now,
+            "started_at": None,
+            "finished_at": None,
+            "exit_code": None,
+            "reason": None,
         }
 
     def _by_idempotency_key(self, tenant_id: str, key: str | None) -> Run:

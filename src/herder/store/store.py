@@ -8,6 +8,7 @@ from herder.store.artifacts import ArtifactRepository
 from herder.store.database import Database
 from herder.store.jobs import JobRepository
 from herder.store.logs import LogRepository
+from herder.store.reports import ReportRepository
 from herder.store.runs import RunRepository
 from herder.store.workers import WorkerRepository
 
@@ -22,6 +23,7 @@ class Store:
         self.runs = RunRepository(self.database, self.clock, self.jobs)
         self.workers = WorkerRepository(self.database, self.clock)
         self.logs = LogRepository(self.database, self.clock)
+        self.reports = ReportRepository(self.database, self.clock)
 
     def migrate(self) -> None:
         self.database.migrate()

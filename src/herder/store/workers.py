@@ -12,36 +12,19 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, func, insert, select, update
+from sqlalchemy import Connection, func, insert, select, update
 
 from herder.clock import Clock, epoch_ms
 from herder.domain.errors import Conflict, NotFound
 from herder.domain.ids import new_id
 from herder.domain.jobs import JobSpec, Resources
 from herder.domain.models import Assignment, Worker, WorkerState
-from herder.domain.states import AttemptState, RunState, run_state_after_attempt
+from herder.domain.states import AttemptState, RunState
 from herder.store.database import Database
 from herder.store.schema import attempts, runs, workers
-from herder.store.transitions import move_run, record_event
+from herder.store.transitions import move_run
 
 MAX_CLAIM_WINDOW = 512  # queued runs looked at (and locked) per claim, in queue order
-
-
-@dataclass(frozen=True)
-class Usage:
-    cpu_user_seconds: float
-    cpu_system_seconds: float
-    max_rss_kb: int
-
-
-@dataclass(frozen=True)
-class Completion:
-    attempt_id: str
-    attempt: int
-    outcome: AttemptState
-    exit_code: int | None
-    reason: str
-    usage: Usage | None
 
 
 @dataclass(frozen=True)
@@ -56,6 +39,7 @@ class WorkerRepository:
     def __init__(self, database: Database, clock: Clock) -> None:
         self._db = database
         self._clock = clock
+        self._owners: dict[str, str] = {}
 
     def register(
         self,
@@ -98,13 +82,21 @@ class WorkerRepository:
             )
         return worker
 
+    def known_owner(self, worker_id: str, token_id: str) -> bool:
+        """True if this worker was already checked to belong to this token (it never changes
+        hands); no store access."""
+        return self._owners.get(worker_id) == token_id
+
     def check_owner(self, worker_id: str, token_id: str) -> None:
+        if self.known_owner(worker_id, token_id):
+            return
         with self._db.read() as connection:
             owner = connection.execute(
                 select(workers.c.token_id).where(workers.c.id == worker_id)
             ).scalar()
         if owner != token_id:
             raise NotFound(f"worker {worker_id} not found for this token; register first")
+        self._owners[worker_id] = token_id  # a worker never changes hands
 
     def heartbeat(self, worker_id: str, running: list[str]) -> Directives:
         now = self._clock.now()
@@ -129,6 +121,11 @@ class WorkerRepository:
             cancel=[row.id for row in current if row.cancel_requested],
             drop=[attempt_id for attempt_id in running if attempt_id not in mine],
         )
+
+    def claim_with_directives(
+        self, worker_id: str, max_runs: int, running: list[str]
+    ) -> tuple[list[Assignment], Directives]:
+        return self.claim(worker_id, max_runs), self.directives(worker_id, running)
 
     def claim(self, worker_id: str, max_runs: int) -> list[Assignment]:
         """Up to ``max_runs`` queued runs that fit what the worker has free, now running."""
@@ -238,83 +235,3 @@ class WorkerRepository:
             idempotency_key=run.idempotency_key,
             spec=JobSpec.model_validate(run.spec),
         )
-
-    def complete(self, worker_id: str, completion: Completion) -> RunState:
-        """Apply a finished attempt if it is still current; otherwise refuse (zombie report)."""
-        now = self._clock.now()
-        usage = completion.usage
-        with self._db.write() as connection:
-            run_id = connection.execute(
-                update(attempts)
-                .where(*_current_attempt(worker_id, completion.attempt_id, completion.attempt))
-                .values(
-                    state=completion.outcome,
-                    exit_code=completion.exit_code,
-                    reason=completion.reason,
-                    finished_at=now,
-                    cpu_user_seconds=usage.cpu_user_seconds if usage else None,
-                    cpu_system_seconds=usage.cpu_system_seconds if usage else None,
-                    max_rss_kb=usage.max_rss_kb if usage else None,
-                )
-                .returning(attempts.c.run_id)
-            ).scalar()
-            if run_id is not None:
-                target = run_state_after_attempt(completion.outcome)
-                values: dict[str, object] = {
-                    "exit_code": completion.exit_code,
-                    "reason": completion.reason,
-                }
-                if target is RunState.QUEUED:
-                    values["cancel_requested"] = False
-                move_run(
-                    connection,
-                    run_id,
-                    RunState.RUNNING,
-                    target,
-                    now,
-                    actor=f"worker:{worker_id}",
-                    attempt=completion.attempt,
-                    message=f"attempt {completion.attempt} {completion.outcome}: "
-                    f"{completion.reason}",
-                    **values,
-                )
-                return target
-        raise self.refuse(
-            worker_id, completion.attempt_id, completion.attempt, f"{completion.outcome} report"
-        )
-
-    def refuse(self, worker_id: str, attempt_id: str, attempt: int, what: str) -> Conflict:
-        """Record a report from an attempt that is not current and say why it was refused."""
-        now = self._clock.now()
-        with self._db.write() as connection:
-            row = connection.execute(
-                select(attempts.c.run_id, attempts.c.number, attempts.c.state).where(
-                    attempts.c.id == attempt_id, attempts.c.worker_id == worker_id
-                )
-            ).first()
-            if row is None:
-                raise NotFound(f"attempt {attempt_id} is not this worker's")
-            if row.number != attempt:
-                why = f"attempt {attempt_id} is number {row.number}, not {attempt}"
-            else:
-                why = f"attempt {attempt} is already {row.state}"
-            message = f"refused a late {what} from worker {worker_id}: {why}"
-            record_event(
-                connection,
-                row.run_id,
-                now,
-                actor=f"worker:{worker_id}",
-                attempt=attempt,
-                message=message,
-            )
-        return Conflict(message)
-
-
-def _current_attempt(worker_id: str, attempt_id: str, attempt: int) -> list[ColumnElement[bool]]:
-    """The fence: this attempt, at this number, on this worker, still running."""
-    return [
-        attempts.c.id == attempt_id,
-        attempts.c.number == attempt,
-        attempts.c.worker_id == worker_id,
-        attempts.c.state == AttemptState.RUNNING,
-    ]

@@ -30,10 +30,9 @@ from herder.api.schemas import (
     WorkerRegistered,
 )
 from herder.api.wakeups import Wakeups
-from herder.domain.errors import HerderError, Invalid
-from herder.store.logs import OutputChunk
-from herder.store.store import Store
-from herder.store.workers import Completion, Usage
+from herder.domain.errors import Conflict, Invalid, NotFound
+from herder.store.reports import Completion, OutputChunk, Usage
+from herder.store.reports import ReportResult as StoredResult
 
 router = APIRouter(prefix="/v1", tags=["worker protocol"])
 
@@ -76,8 +75,9 @@ async def claim(
     deadline = time.monotonic() + body.wait_seconds
     while True:
         since = wakeups.generation(worker_id)
-        assignments = await run_in_threadpool(store.workers.claim, worker_id, body.max_runs)
-        directives = await run_in_threadpool(store.workers.directives, worker_id, body.running)
+        assignments, directives = await run_in_threadpool(
+            store.workers.claim_with_directives, worker_id, body.max_runs, body.running
+        )
         remaining = deadline - time.monotonic()
         if assignments or directives.cancel or directives.drop or remaining <= 0:
             return ClaimResponse(
@@ -88,66 +88,55 @@ async def claim(
         await wakeups.wait(worker_id, since, remaining)
 
 
-def _apply_logs(store: Store, worker_id: str, report: LogReport) -> ReportResult:
+def _output(report: LogReport) -> OutputChunk:
     try:
         data = base64.b64decode(report.data_b64, validate=True)
     except binascii.Error as error:
         raise Invalid("data_b64 is not valid base64", field="data_b64") from error
-    chunk = OutputChunk(seq=report.seq, stream=report.stream, data=data)
-    if store.logs.append(worker_id, report.attempt_id, report.attempt, [chunk]):
-        return ReportResult(attempt_id=report.attempt_id, status=200, detail="stored")
-    raise store.workers.refuse(worker_id, report.attempt_id, report.attempt, "log report")
+    return OutputChunk(report.attempt_id, report.attempt, report.seq, report.stream, data)
 
 
-def _apply_completion(store: Store, worker_id: str, report: CompletionReport) -> ReportResult:
+def _completion(report: CompletionReport) -> Completion:
     usage = Usage(**report.usage.model_dump()) if report.usage else None
-    state = store.workers.complete(
-        worker_id,
-        Completion(
-            attempt_id=report.attempt_id,
-            attempt=report.attempt,
-            outcome=report.outcome,
-            exit_code=report.exit_code,
-            reason=report.reason,
-            usage=usage,
-        ),
+    return Completion(
+        attempt_id=report.attempt_id,
+        attempt=report.attempt,
+        outcome=report.outcome,
+        exit_code=report.exit_code,
+        reason=report.reason,
+        usage=usage,
     )
-    return ReportResult(attempt_id=report.attempt_id, status=200, detail=f"run is {state}")
 
 
-def _result(attempt_id: str, error: HerderError) -> ReportResult:
-    return ReportResult(attempt_id=attempt_id, status=error.status, detail=error.detail)
-
-
-def _apply_reports(store: Store, worker_id: str, body: Reports) -> list[ReportResult]:
-    """Logs first, then completions: an attempt's last output lands before it ends."""
-    results = []
-    refused: set[str] = set()
-    for log_report in body.logs:
-        if log_report.attempt_id in refused:
-            continue
-        try:
-            _apply_logs(store, worker_id, log_report)
-        except HerderError as error:
-            refused.add(log_report.attempt_id)
-            results.append(_result(log_report.attempt_id, error))
-    for completion in body.completions:
-        try:
-            results.append(_apply_completion(store, worker_id, completion))
-        except HerderError as error:
-            results.append(_result(completion.attempt_id, error))
-    return results
+def _single(results: list[StoredResult]) -> ReportResult:
+    """The single-attempt endpoints answer with the status itself."""
+    for result in results:
+        if result.status == 409:
+            raise Conflict(result.detail)
+        if result.status == 404:
+            raise NotFound(result.detail)
+    detail = results[0].detail if results else "stored"
+    return ReportResult(attempt_id="", status=200, detail=detail)
 
 
 @router.post("/workers/{worker_id}/reports")
 def reports(
     body: Reports, worker_id: RegisteredWorker, store: StoreDep, request: Request
 ) -> ReportResults:
-    """Batched logs and completions; each item's result says whether it was applied."""
-    results = _apply_reports(store, worker_id, body)
+    """Batched output and completions; each result says whether it was applied."""
+    results = store.reports.apply(
+        worker_id,
+        [_output(report) for report in body.logs],
+        [_completion(report) for report in body.completions],
+    )
     if body.completions:
         _wakeups(request).wake_worker(worker_id)  # capacity freed: claim again
-    return ReportResults(results=results)
+    return ReportResults(
+        results=[
+            ReportResult(attempt_id=result.attempt_id, status=result.status, detail=result.detail)
+            for result in results
+        ]
+    )
 
 
 @router.get("/workers/{worker_id}/artifacts/{artifact_id}", response_class=Response)
@@ -164,11 +153,10 @@ def attempt_logs(
 ) -> ReportResult:
     """One attempt's output (the batched ``/workers/{id}/reports`` is the fast path)."""
     store.workers.check_owner(body.worker_id, token_id)
-    for chunk in body.chunks:
-        if chunk.attempt_id != attempt_id:
-            raise Invalid("every chunk must belong to the attempt in the path", field="chunks")
-        _apply_logs(store, body.worker_id, chunk)
-    return ReportResult(attempt_id=attempt_id, status=200, detail="stored")
+    if any(chunk.attempt_id != attempt_id for chunk in body.chunks):
+        raise Invalid("every chunk must belong to the attempt in the path", field="chunks")
+    results = store.reports.apply(body.worker_id, [_output(chunk) for chunk in body.chunks], [])
+    return _single(results).model_copy(update={"attempt_id": attempt_id})
 
 
 @router.post("/attempts/{attempt_id}/complete")
@@ -182,6 +170,6 @@ def attempt_complete(
     store.workers.check_owner(body.worker_id, token_id)
     if body.completion.attempt_id != attempt_id:
         raise Invalid("the completion must be for the attempt in the path", field="attempt_id")
-    result = _apply_completion(store, body.worker_id, body.completion)
+    results = store.reports.apply(body.worker_id, [], [_completion(body.completion)])
     _wakeups(request).wake_worker(body.worker_id)
-    return result
+    return _single(results).model_copy(update={"attempt_id": attempt_id})

@@ -1,0 +1,198 @@
+"""What workers report about their attempts — output and how each ended — applied in one
+transaction per batch, each item fenced by its attempt number.
+
+A report from an attempt that is no longer current (a zombie) changes nothing; it is
+recorded in the run's events and answered 409.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import ColumnElement, Connection, select, update
+
+from herder.clock import Clock
+from herder.domain.states import AttemptState, RunState, run_state_after_attempt
+from herder.store.database import Database
+from herder.store.dialect import insert_ignoring_duplicates
+from herder.store.schema import attempts, log_chunks
+from herder.store.transitions import move_run, record_event
+
+MAX_LOG_BYTES_PER_ATTEMPT = 8 * 1024 * 1024 + 64 * 1024  # the worker's 8 MiB and its marker
+
+
+@dataclass(frozen=True)
+class Usage:
+    cpu_user_seconds: float
+    cpu_system_seconds: float
+    max_rss_kb: int
+
+
+@dataclass(frozen=True)
+class Completion:
+    attempt_id: str
+    attempt: int
+    outcome: AttemptState
+    exit_code: int | None
+    reason: str
+    usage: Usage | None
+
+
+@dataclass(frozen=True)
+class OutputChunk:
+    attempt_id: str
+    attempt: int
+    seq: int  # per attempt, from the worker: a resent chunk is stored once
+    stream: str
+    data: bytes
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    attempt_id: str
+    status: int  # 200 applied, 409 not the current attempt, 404 not this worker's
+    detail: str
+
+
+def _current_attempt(worker_id: str, attempt_id: str, attempt: int) -> list[ColumnElement[bool]]:
+    """The fence: this attempt, at this number, on this worker, still running."""
+    return [
+        attempts.c.id == attempt_id,
+        attempts.c.number == attempt,
+        attempts.c.worker_id == worker_id,
+        attempts.c.state == AttemptState.RUNNING,
+    ]
+
+
+class ReportRepository:
+    def __init__(
+        self, database: Database, clock: Clock, *, max_log_bytes: int = MAX_LOG_BYTES_PER_ATTEMPT
+    ) -> None:
+        self._db = database
+        self._clock = clock
+        self.max_log_bytes = max_log_bytes
+
+    def apply(
+        self, worker_id: str, output: list[OutputChunk], completions: list[Completion]
+    ) -> list[ReportResult]:
+        """Output first, then completions, so an attempt's last words land before it ends.
+        Returns a result per completion and per refused attempt's output."""
+        now = self._clock.now()
+        by_attempt: dict[tuple[str, int], list[OutputChunk]] = defaultdict(list)
+        for chunk in output:
+            by_attempt[chunk.attempt_id, chunk.attempt].append(chunk)
+        results = []
+        with self._db.write() as connection:
+            for (attempt_id, attempt), chunks in by_attempt.items():
+                if not self._append(connection, worker_id, attempt_id, attempt, chunks, now):
+                    results.append(
+                        self._refuse(connection, worker_id, attempt_id, attempt, "output", now)
+                    )
+            for completion in completions:
+                results.append(self._complete(connection, worker_id, completion, now))
+        return results
+
+    def _append(
+        self,
+        connection: Connection,
+        worker_id: str,
+        attempt_id: str,
+        attempt: int,
+        chunks: list[OutputChunk],
+        now: datetime,
+    ) -> bool:
+        stored = connection.execute(
+            select(attempts.c.log_bytes).where(*_current_attempt(worker_id, attempt_id, attempt))
+        ).scalar()
+        if stored is None:
+            return False
+        room = self.max_log_bytes - stored
+        kept = []
+        for chunk in chunks:
+            if len(chunk.data) > room:
+                break
+            room -= len(chunk.data)
+            kept.append(chunk)
+        if kept:
+            connection.execute(
+                insert_ignoring_duplicates(self._db, log_chunks),
+                [
+                    {"attempt_id": attempt_id, "seq": chunk.seq, "stream": chunk.stream,
+                     "data": chunk.data, "at": now}
+                    for chunk in kept
+                ],
+            )  # fmt: skip
+        values: dict[str, object] = {"log_bytes": self.max_log_bytes - room}
+        if len(kept) < len(chunks):
+            values["log_truncated"] = True
+        connection.execute(update(attempts).where(attempts.c.id == attempt_id).values(**values))
+        return True
+
+    def _complete(
+        self, connection: Connection, worker_id: str, completion: Completion, now: datetime
+    ) -> ReportResult:
+        usage = completion.usage
+        run_id = connection.execute(
+            update(attempts)
+            .where(*_current_attempt(worker_id, completion.attempt_id, completion.attempt))
+            .values(
+                state=completion.outcome,
+                exit_code=completion.exit_code,
+                reason=completion.reason,
+                finished_at=now,
+                cpu_user_seconds=usage.cpu_user_seconds if usage else None,
+                cpu_system_seconds=usage.cpu_system_seconds if usage else None,
+                max_rss_kb=usage.max_rss_kb if usage else None,
+            )
+            .returning(attempts.c.run_id)
+        ).scalar()
+        if run_id is None:
+            what = f"{completion.outcome} report"
+            return self._refuse(
+                connection, worker_id, completion.attempt_id, completion.attempt, what, now
+            )
+        target = run_state_after_attempt(completion.outcome)
+        values: dict[str, object] = {"exit_code": completion.exit_code, "reason": completion.reason}
+        if target is RunState.QUEUED:
+            values["cancel_requested"] = False
+        move_run(
+            connection,
+            run_id,
+            RunState.RUNNING,
+            target,
+            now,
+            actor=f"worker:{worker_id}",
+            attempt=completion.attempt,
+            message=f"attempt {completion.attempt} {completion.outcome}: {completion.reason}",
+            **values,
+        )
+        return ReportResult(completion.attempt_id, 200, f"run is {target}")
+
+    @staticmethod
+    def _refuse(
+        connection: Connection,
+        worker_id: str,
+        attempt_id: str,
+        attempt: int,
+        what: str,
+        now: datetime,
+    ) -> ReportResult:
+        row = connection.execute(
+            select(attempts.c.run_id, attempts.c.number, attempts.c.state).where(
+                attempts.c.id == attempt_id, attempts.c.worker_id == worker_id
+            )
+        ).first()
+        if row is None:
+            return ReportResult(attempt_id, 404, f"attempt {attempt_id} is not this worker's")
+        if row.number != attempt:
+            why = f"attempt {attempt_id} is number {row.number}, not {attempt}"
+        else:
+            why = f"attempt {attempt} is already {row.state}"
+        message = f"refused a late {what} from worker {worker_id}: {why}"
+        record_event(
+            connection, row.run_id, now, actor=f"worker:{worker_id}", attempt=attempt,
+            message=message,
+        )  # fmt: skip
+        return ReportResult(attempt_id, 409, message)
