@@ -19,7 +19,7 @@ from typing import Any, Self
 import httpx
 from pydantic import BaseModel
 
-from herder.domain.models import Artifact, Job, LogChunk, Page, Run, RunDetail, Tenant
+from herder.domain.models import Artifact, Job, LogChunk, Page, Run, RunDetail, Tenant, Worker
 
 
 class ClientError(Exception):
@@ -200,6 +200,9 @@ class HerderClient:
             time.sleep(poll)
 
     # --- administration ---
+
+    def list_workers(self) -> list[Worker]:
+        return [Worker.model_validate(item) for item in self._request("GET", "/v1/workers").json()]
 
     def create_tenant(self, name: str, *, weight: int = 1) -> Tenant:
         response = self._request("POST", "/v1/tenants", json={"name": name, "weight": weight})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from sqlalchemy import func, select
@@ -25,18 +26,23 @@ def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None
 
 
 def test_two_workers_racing_for_200_runs_give_each_run_one_attempt(
-    start_cluster: Callable[..., Cluster], system_database_url: str
+    system_database_url: str, start_cluster: Callable[..., Cluster]
 ) -> None:
     cluster = start_cluster(system_database_url)
+    for name in ("one", "two"):  # 20 slots each: neither can take all 200 runs alone
+        cluster.start_worker(name, "--cpu", "2", "--max-slots", "20")
     with cluster.client() as herder:
+        wait_until(lambda: len(herder.list_workers()) == 2, 20, "both workers registered")
         job = herder.create_job(
             "quick",
-            {"runtime": "shell", "command": "true", "resources": {"cpu": 0.05, "memory_mb": 8}},
+            {
+                "runtime": "shell",
+                "command": "sleep 0.1",
+                "resources": {"cpu": 0.05, "memory_mb": 8},
+            },
         )
-        for _ in range(200):
-            herder.start_run(job.id)
-        cluster.start_worker("one", "--cpu", "2")
-        cluster.start_worker("two", "--cpu", "2")
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(lambda _: herder.start_run(job.id), range(200)))
 
         def all_ended() -> bool:
             runs = herder.list_runs(job_id=job.id, limit=1000).items
@@ -44,6 +50,7 @@ def test_two_workers_racing_for_200_runs_give_each_run_one_attempt(
 
         wait_until(all_ended, 90, "all 200 runs ended")
         runs = herder.list_runs(job_id=job.id, limit=1000).items
+    assert len(runs) == 200
     assert {run.state for run in runs} == {"succeeded"}, [run.reason for run in runs]
     database = Database(system_database_url)
     with database.read() as connection:

@@ -82,6 +82,26 @@ class WorkerRepository:
             )
         return worker
 
+    def fleet(self) -> list[Worker]:
+        with self._db.read() as connection:
+            rows = connection.execute(select(workers).order_by(workers.c.id)).all()
+        return [
+            Worker(
+                id=row.id,
+                name=row.name,
+                state=WorkerState(row.state),
+                capacity=Resources(
+                    cpu=row.cpu_milli / 1000, memory_mb=row.memory_mb, gpus=row.gpus
+                ),
+                max_slots=row.max_slots,
+                labels=row.labels,
+                version=row.version,
+                registered_at=row.registered_at,
+                last_heartbeat_at=row.last_heartbeat_at,
+            )
+            for row in rows
+        ]
+
     def known_owner(self, worker_id: str, token_id: str) -> bool:
         """True if this worker was already checked to belong to this token (it never changes
         hands); no store access."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -285,10 +286,30 @@ class _Child:
             self.exited.set_result(None)
 
 
+SETPRIV = shutil.which("setpriv")
+
+
+def _argv_as(plan: LaunchPlan) -> list[str]:
+    """The command line, switched to the attempt's uid by ``setpriv`` when one is given.
+
+    Popen's own ``user=``/``group=`` forces a full fork of the worker (about 5 ms of a 50 MB
+    process, blocking the event loop); without them Popen uses vfork and setpriv changes the
+    uid in the child. ``--no-new-privs`` keeps a setuid program the job runs from gaining
+    privileges (and from changing the real uid the sweep looks for).
+    """
+    if plan.uid is None or SETPRIV is None:
+        return plan.argv
+    gid = plan.gid if plan.gid is not None else plan.uid
+    return [
+        SETPRIV, f"--reuid={plan.uid}", f"--regid={gid}", "--clear-groups", "--no-new-privs",
+        "--", *plan.argv,
+    ]  # fmt: skip
+
+
 def _spawn(plan: LaunchPlan) -> subprocess.Popen[bytes]:
-    sandboxed = plan.uid is not None
+    switch_in_popen = plan.uid is not None and SETPRIV is None
     return subprocess.Popen(
-        plan.argv,
+        _argv_as(plan),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -296,7 +317,7 @@ def _spawn(plan: LaunchPlan) -> subprocess.Popen[bytes]:
         env=plan.env,
         close_fds=True,
         start_new_session=True,
-        user=plan.uid,
-        group=plan.gid if plan.gid is not None else plan.uid,
-        extra_groups=[] if sandboxed else None,
+        user=plan.uid if switch_in_popen else None,
+        group=(plan.gid if plan.gid is not None else plan.uid) if switch_in_popen else None,
+        extra_groups=[] if switch_in_popen else None,
     )

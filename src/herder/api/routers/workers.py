@@ -13,7 +13,7 @@ import time
 from fastapi import APIRouter, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
-from herder.api.auth import RegisteredWorker, StoreDep, WorkerToken
+from herder.api.auth import RegisteredWorker, StoreDep, SystemAdmin, WorkerToken
 from herder.api.schemas import (
     AttemptCompletion,
     AttemptLogs,
@@ -31,6 +31,7 @@ from herder.api.schemas import (
 )
 from herder.api.wakeups import Wakeups
 from herder.domain.errors import Conflict, Invalid, NotFound
+from herder.domain.models import Worker
 from herder.store.reports import Completion, OutputChunk, Usage
 from herder.store.reports import ReportResult as StoredResult
 
@@ -58,6 +59,12 @@ def register(
         worker_id=worker.id,
         heartbeat_interval_seconds=request.app.state.settings.heartbeat_interval_seconds,
     )
+
+
+@router.get("/workers", tags=["administration"])
+def list_workers(_admin: SystemAdmin, store: StoreDep) -> list[Worker]:
+    """The fleet, for the system tenant's admins."""
+    return store.workers.fleet()
 
 
 @router.post("/workers/{worker_id}/heartbeat")
