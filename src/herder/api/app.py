@@ -14,6 +14,7 @@ from herder.api.limits import BodyLimit
 from herder.api.routers import artifacts, health, jobs, runs, tenants, workers
 from herder.api.wakeups import Wakeups
 from herder.settings import Settings
+from herder.store.notifications import Listener
 from herder.store.store import Store
 
 
@@ -23,7 +24,15 @@ def create_app(store: Store, settings: Settings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         wakeups.bind(asyncio.get_running_loop())
-        yield
+        listener = None
+        if store.database.is_postgres:  # other replicas' submits and cancels wake ours too
+            listener = Listener(store.database, wakeups.work_available, wakeups.wake_worker)
+            listener.start()
+        try:
+            yield
+        finally:
+            if listener is not None:
+                listener.stop()
 
     app = FastAPI(
         title="Herder",

@@ -16,6 +16,7 @@ from herder.domain.states import AttemptState, RunState
 from herder.store.database import Database
 from herder.store.dialect import insert_ignoring_duplicates
 from herder.store.jobs import JobRepository
+from herder.store.notifications import notify_work, notify_worker
 from herder.store.pagination import next_cursor, page_query
 from herder.store.schema import attempts, run_events, runs
 from herder.store.transitions import move_run, record_event
@@ -82,6 +83,7 @@ class RunRepository:
                     message="submitted",
                     to_state=RunState.QUEUED,
                 )
+                notify_work(self._db, connection)
         if inserted:
             return Run.model_validate(values | {"spec": spec}), True
         existing = self._by_idempotency_key(tenant_id, idempotency_key)
@@ -213,6 +215,8 @@ class RunRepository:
             run = self._get(connection, tenant_id, run_id)
             if run.state is RunState.RUNNING:
                 worker_id = self._request_cancel(connection, run, now, actor)
+                if worker_id is not None:
+                    notify_worker(self._db, connection, worker_id)
                 return self._get(connection, tenant_id, run_id), worker_id
             if not run.state.is_terminal and move_run(
                 connection,

@@ -1,0 +1,49 @@
+"""On PostgreSQL every API replica hears submits and cancels made through the others."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from herder.domain.jobs import JobSpec, Resources, RunOverrides
+from herder.store.notifications import Listener
+from herder.store.store import Store
+from tests.conftest import fresh_postgres_url
+
+
+@pytest.fixture
+def postgres_store(postgres_template: str) -> Iterator[Store]:
+    urls = fresh_postgres_url(postgres_template)
+    store = Store(next(urls))
+    yield store
+    store.close()
+    next(urls, None)  # drops the database
+
+
+@pytest.mark.postgres
+def test_a_listener_hears_new_work_and_news_for_a_worker(postgres_store: Store) -> None:
+    store = postgres_store
+    work, news = threading.Event(), []
+    listener = Listener(store.database, work.set, news.append)
+    listener.start()
+    try:
+        time.sleep(0.3)  # let it LISTEN before anything is sent
+        tenant = store.access.create_tenant("t")
+        job = store.jobs.create(tenant.id, "j", JobSpec(runtime="shell", command="sleep 9"))
+        run, _ = store.runs.submit(tenant.id, job.id, RunOverrides())
+        assert work.wait(5), "no notification of new work"
+        token_id = store.access.authenticate_worker_token(store.access.create_worker_token("w"))
+        worker = store.workers.register(
+            token_id, name="w", capacity=Resources(), max_slots=1, labels={}, version="t"
+        )
+        store.workers.claim(worker.id, 1)
+        store.runs.cancel(tenant.id, run.id)
+        deadline = time.monotonic() + 5
+        while worker.id not in news and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert worker.id in news
+    finally:
+        listener.stop()
