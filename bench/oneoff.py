@@ -36,6 +36,26 @@ SUBMITTERS = 8
 
 
 @dataclass(frozen=True)
+class CpuTimes:
+    """CPU seconds of one process: its own, and its reaped children's (the jobs)."""
+
+    own: float
+    children: float
+
+    @classmethod
+    def of(cls, pid: int) -> CpuTimes:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks = os.sysconf("SC_CLK_TCK")
+        return cls(
+            own=(int(fields[11]) + int(fields[12])) / ticks,
+            children=(int(fields[13]) + int(fields[14])) / ticks,
+        )
+
+    def __sub__(self, other: CpuTimes) -> CpuTimes:
+        return CpuTimes(self.own - other.own, self.children - other.children)
+
+
+@dataclass(frozen=True)
 class OneOffResult:
     store: str
     runs: int
@@ -44,6 +64,12 @@ class OneOffResult:
     start_p50_ms: float
     start_p99_ms: float
     end_p50_ms: float
+    server_cpu: CpuTimes
+    worker_cpu: CpuTimes
+    client_cpu_seconds: float
+
+    def per_run_ms(self, seconds: float) -> float:
+        return seconds * 1000 / self.runs
 
     @property
     def runs_per_second(self) -> float:
@@ -158,6 +184,9 @@ def measure(
         # Throughput: everything at once from several clients.
         with database.read() as connection:
             before = connection.execute(select(func.count()).select_from(runs)).scalar_one()
+        server_pid, worker_pid = (process.pid for process in herder.processes)
+        server_before, worker_before = CpuTimes.of(server_pid), CpuTimes.of(worker_pid)
+        client_before = time.process_time()
         submit_started = time.monotonic()
         with ThreadPoolExecutor(SUBMITTERS) as pool:
             clients = [herder.client() for _ in range(SUBMITTERS)]
@@ -169,6 +198,9 @@ def measure(
             )
         submit_seconds = time.monotonic() - submit_started
         _wait_all_ended(database, before + runs_count, timeout=600)
+        server_cpu = CpuTimes.of(server_pid) - server_before
+        worker_cpu = CpuTimes.of(worker_pid) - worker_before
+        client_cpu = time.process_time() - client_before
         with database.read() as connection:
             first, last = connection.execute(
                 select(func.min(runs.c.created_at), func.max(runs.c.finished_at)).where(
@@ -184,4 +216,7 @@ def measure(
         start_p50_ms=statistics.median(starts),
         start_p99_ms=_percentile(starts, 0.99),
         end_p50_ms=statistics.median(ends),
+        server_cpu=server_cpu,
+        worker_cpu=worker_cpu,
+        client_cpu_seconds=client_cpu,
     )

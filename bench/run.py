@@ -63,6 +63,21 @@ def main() -> None:
             f"| {result.start_p50_ms:.1f} ms | {result.start_p99_ms:.1f} ms "
             f"| {result.end_p50_ms:.1f} ms |"
         )
+    lines += [
+        "",
+        "CPU per run during the throughput part (ms): where the time goes.",
+        "",
+        "| store | API server | worker agent | the jobs (`true`, reaped by the worker) "
+        "| benchmark client |",
+        "|---|---|---|---|---|",
+    ]
+    for result in results:
+        lines.append(
+            f"| {result.store} | {result.per_run_ms(result.server_cpu.own):.2f} "
+            f"| {result.per_run_ms(result.worker_cpu.own):.2f} "
+            f"| {result.per_run_ms(result.worker_cpu.children):.2f} "
+            f"| {result.per_run_ms(result.client_cpu_seconds):.2f} |"
+        )
     if not RESULTS.exists():
         RESULTS.write_text("# Benchmark results\n\nAppended by `make bench`; newest last.\n")
     with RESULTS.open("a") as file:

@@ -9,7 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from herder.domain.jobs import JobSpec, Resources, RunOverrides
-from herder.store.notifications import Listener
+from herder.store.database import Database
+from herder.store.notifications import WORK_CHANNEL, Listener
 from herder.store.store import Store
 from tests.conftest import fresh_postgres_url
 
@@ -27,7 +28,16 @@ def postgres_store(postgres_template: str) -> Iterator[Store]:
 def test_a_listener_hears_new_work_and_news_for_a_worker(postgres_store: Store) -> None:
     store = postgres_store
     work, news = threading.Event(), []
-    listener = Listener(store.database, work.set, news.append)
+
+    def hear(channel: str, payload: str) -> None:
+        if channel == WORK_CHANNEL:
+            work.set()
+        else:
+            news.append(payload)
+
+    other_process = Database(store.database.url)  # stands for another API replica
+    other_process.subscribe(hear)
+    listener = Listener(other_process)
     listener.start()
     try:
         time.sleep(0.3)  # let it LISTEN before anything is sent
@@ -42,8 +52,9 @@ def test_a_listener_hears_new_work_and_news_for_a_worker(postgres_store: Store) 
         store.workers.claim(worker.id, 1)
         store.runs.cancel(tenant.id, run.id)
         deadline = time.monotonic() + 5
-        while worker.id not in news and time.monotonic() < deadline:
+        while f"cancel:{worker.id}" not in news and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert worker.id in news
+        assert f"cancel:{worker.id}" in news
     finally:
         listener.stop()
+        other_process.dispose()

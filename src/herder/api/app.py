@@ -24,9 +24,10 @@ def create_app(store: Store, settings: Settings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         wakeups.bind(asyncio.get_running_loop())
+        store.database.subscribe(wakeups.on_notice)
         listener = None
-        if store.database.is_postgres:  # other replicas' submits and cancels wake ours too
-            listener = Listener(store.database, wakeups.work_available, wakeups.wake_worker)
+        if store.database.is_postgres:  # every replica hears every replica's notices
+            listener = Listener(store.database)
             listener.start()
         try:
             yield

@@ -1,9 +1,9 @@
-"""In-process wake-ups for long-polling workers.
+"""Wake-ups for long-polling workers, fed by the store's notices of committed changes.
 
 A worker's claim waits on its own signal; new work fires every worker's signal, a cancel or
-freed capacity fires one. Signals only make a waiter wake sooner: the claim also re-checks
-the store every ``FALLBACK_POLL_SECONDS``, so work submitted through another API replica is
-still found.
+freed capacity fires one (a cancel also marks news, so the claim looks up what to stop).
+Signals only make a waiter wake sooner: the claim re-checks the store every
+``FALLBACK_POLL_SECONDS`` whatever happens.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Callable
+
+from herder.store.notifications import CANCEL, WORK_CHANNEL, WORKER_CHANNEL
 
 FALLBACK_POLL_SECONDS = 1.0
 
@@ -38,7 +40,26 @@ class Wakeups:
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._signals: dict[str, _Signal] = {}
+        self._news: set[str] = set()
         self._lock = threading.Lock()
+
+    def on_notice(self, channel: str, payload: str) -> None:
+        """A store subscriber: safe from any thread."""
+        if channel == WORK_CHANNEL:
+            self.work_available()
+        elif channel == WORKER_CHANNEL:
+            kind, _, worker_id = payload.partition(":")
+            if kind == CANCEL:
+                self._news.add(worker_id)
+            self.wake_worker(worker_id)
+
+    def take_news(self, worker_id: str) -> bool:
+        """True once after a cancel concerning this worker was heard."""
+        with self._lock:
+            if worker_id in self._news:
+                self._news.discard(worker_id)
+                return True
+            return False
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop

@@ -7,17 +7,18 @@ queue on ``busy_timeout`` instead of failing half-way through a transaction.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event, exc
+from sqlalchemy import Connection, Engine, create_engine, event, exc, text
 from sqlalchemy.engine import make_url
 
 from herder.domain.errors import Unavailable
 
 SQLITE_BUSY_TIMEOUT_SECONDS = 30.0
+_NOTICES = "herder_notices"  # connection.info key: notices to deliver after commit
 
 
 def normalize_url(url: str) -> str:
@@ -55,6 +56,7 @@ class Database:
         self.url = normalize_url(url)
         parsed = make_url(self.url)
         self.dialect = parsed.get_backend_name()
+        self._subscribers: list[Callable[[str, str], None]] = []
         self._writer_lock: AbstractContextManager[object] = (
             threading.Lock() if self.dialect == "sqlite" else nullcontext()
         )
@@ -67,9 +69,9 @@ class Database:
             )
             _configure_sqlite(self.engine)
         elif self.dialect == "postgresql":
-            self.engine = create_engine(
-                self.url, pool_size=pool_size, max_overflow=pool_size * 2, pool_pre_ping=True
-            )
+            # No pre-ping (a round trip per transaction): a dropped connection fails its
+            # transaction once, is invalidated, and the next checkout opens a fresh one.
+            self.engine = create_engine(self.url, pool_size=pool_size, max_overflow=pool_size * 2)
         else:
             raise ValueError(
                 f"unsupported database {parsed.drivername!r}; use sqlite or postgresql"
@@ -86,12 +88,32 @@ class Database:
         On SQLite, writers of this process queue on a mutex first: SQLite's own busy handler
         sleeps with back-off, which under contention costs milliseconds per transaction.
         """
-        with (
-            self._writer_lock,
-            self._connect(write=True) as connection,
-            connection.begin(),
-        ):
-            yield connection
+        with self._writer_lock, self._connect(write=True) as connection:
+            try:
+                with connection.begin():
+                    yield connection
+                notices = connection.info.get(_NOTICES, [])
+            finally:
+                connection.info.pop(_NOTICES, None)
+        for channel, payload in notices:
+            self.deliver(channel, payload)
+
+    def notify(self, connection: Connection, channel: str, payload: str = "") -> None:
+        """Tell every subscriber — in every process on PostgreSQL — once this commits."""
+        if self.is_postgres:
+            connection.execute(
+                text("SELECT pg_notify(:channel, :payload)"),
+                {"channel": channel, "payload": payload},
+            )
+        else:
+            connection.info.setdefault(_NOTICES, []).append((channel, payload))
+
+    def subscribe(self, subscriber: Callable[[str, str], None]) -> None:
+        self._subscribers.append(subscriber)
+
+    def deliver(self, channel: str, payload: str) -> None:
+        for subscriber in self._subscribers:
+            subscriber(channel, payload)
 
     @contextmanager
     def read(self) -> Iterator[Connection]:

@@ -1,59 +1,54 @@
-"""Wake-ups across processes on PostgreSQL: LISTEN/NOTIFY.
+"""Notices of committed changes that waiting workers care about.
 
 A transaction that makes work (a submit) or has news for one worker (a cancel, freed
-capacity) sends a notification that is delivered when it commits; every API replica listens
-and wakes its long-polling workers. Notifications only make waiters wake sooner — the claim
-loop still polls — so a lost one costs latency, never correctness. On SQLite (one process)
-the in-process wake-ups suffice and these calls do nothing.
+capacity) leaves a notice that is delivered once it commits: on PostgreSQL by NOTIFY to the
+``Listener`` of every API replica, on SQLite straight to this process's subscribers. Notices
+only make waiters wake sooner — the claim still polls — so a lost one costs latency, never
+correctness.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
 
 import psycopg
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection
 from sqlalchemy.engine import make_url
 
 from herder.store.database import Database
 
 WORK_CHANNEL = "herder_work"
-WORKER_CHANNEL = "herder_worker"
+WORKER_CHANNEL = "herder_worker"  # payload "cancel:<worker id>" or "capacity:<worker id>"
+CANCEL = "cancel"
+CAPACITY = "capacity"
 RECONNECT_SECONDS = 1.0
 
 log = logging.getLogger("herder.store")
 
 
 def notify_work(database: Database, connection: Connection) -> None:
-    if database.is_postgres:
-        connection.execute(text(f"SELECT pg_notify('{WORK_CHANNEL}', '')"))
+    database.notify(connection, WORK_CHANNEL)
 
 
-def notify_worker(database: Database, connection: Connection, worker_id: str) -> None:
-    if database.is_postgres:
-        connection.execute(
-            text(f"SELECT pg_notify('{WORKER_CHANNEL}', :worker)"), {"worker": worker_id}
-        )
+def notify_cancel(database: Database, connection: Connection, worker_id: str) -> None:
+    database.notify(connection, WORKER_CHANNEL, f"{CANCEL}:{worker_id}")
+
+
+def notify_capacity(database: Database, connection: Connection, worker_id: str) -> None:
+    database.notify(connection, WORKER_CHANNEL, f"{CAPACITY}:{worker_id}")
 
 
 class Listener:
-    """A thread that LISTENs on both channels and calls ``on_work()`` / ``on_worker(id)``."""
+    """A thread that LISTENs on both channels and hands what it hears to the subscribers."""
 
-    def __init__(
-        self,
-        database: Database,
-        on_work: Callable[[], None],
-        on_worker: Callable[[str], None],
-    ) -> None:
+    def __init__(self, database: Database) -> None:
         url = make_url(database.url)
         self._conninfo = psycopg.conninfo.make_conninfo(
             host=url.host or "", port=str(url.port or 5432), dbname=url.database or "",
             user=url.username or "", password=url.password or "",
         )  # fmt: skip
-        self._on_work = on_work
-        self._on_worker = on_worker
+        self._database = database
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="pg-listener", daemon=True)
 
@@ -78,7 +73,4 @@ class Listener:
             connection.execute(f"LISTEN {WORKER_CHANNEL}")
             while not self._stopping.is_set():
                 for notification in connection.notifies(timeout=0.5):
-                    if notification.channel == WORK_CHANNEL:
-                        self._on_work()
-                    else:
-                        self._on_worker(notification.payload)
+                    self._database.deliver(notification.channel, notification.payload)

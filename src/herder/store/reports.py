@@ -17,7 +17,7 @@ from herder.clock import Clock
 from herder.domain.states import AttemptState, RunState, run_state_after_attempt
 from herder.store.database import Database
 from herder.store.dialect import insert_ignoring_duplicates
-from herder.store.notifications import notify_worker
+from herder.store.notifications import notify_capacity
 from herder.store.schema import attempts, log_chunks
 from herder.store.transitions import move_run, record_event
 
@@ -94,7 +94,7 @@ class ReportRepository:
             for completion in completions:
                 results.append(self._complete(connection, worker_id, completion, now))
             if completions:  # capacity freed: the worker may claim again
-                notify_worker(self._db, connection, worker_id)
+                notify_capacity(self._db, connection, worker_id)
         return results
 
     def _append(

@@ -16,7 +16,7 @@ from herder.domain.states import AttemptState, RunState
 from herder.store.database import Database
 from herder.store.dialect import insert_ignoring_duplicates
 from herder.store.jobs import JobRepository
-from herder.store.notifications import notify_work, notify_worker
+from herder.store.notifications import notify_cancel, notify_work
 from herder.store.pagination import next_cursor, page_query
 from herder.store.schema import attempts, run_events, runs
 from herder.store.transitions import move_run, record_event
@@ -207,17 +207,17 @@ class RunRepository:
             next_cursor=next_cursor([row.id for row in rows], limit),
         )
 
-    def cancel(self, tenant_id: str, run_id: str, *, actor: str = "user") -> tuple[Run, str | None]:
+    def cancel(self, tenant_id: str, run_id: str, *, actor: str = "user") -> Run:
         """Cancel a run. A run that is not running yet ends at once; a running one is marked
-        and its worker kills it. Returns the run and the worker to tell, if any."""
+        and its worker, told through a notice, kills it."""
         now = self._clock.now()
         with self._db.write() as connection:
             run = self._get(connection, tenant_id, run_id)
             if run.state is RunState.RUNNING:
                 worker_id = self._request_cancel(connection, run, now, actor)
                 if worker_id is not None:
-                    notify_worker(self._db, connection, worker_id)
-                return self._get(connection, tenant_id, run_id), worker_id
+                    notify_cancel(self._db, connection, worker_id)
+                return self._get(connection, tenant_id, run_id)
             if not run.state.is_terminal and move_run(
                 connection,
                 run_id,
@@ -228,7 +228,7 @@ class RunRepository:
                 message=f"cancelled while {run.state}",
                 reason="cancelled",
             ):
-                return self._get(connection, tenant_id, run_id), None
+                return self._get(connection, tenant_id, run_id)
         raise Conflict(f"run {run_id} is already {run.state}; only active runs can be cancelled")
 
     @staticmethod

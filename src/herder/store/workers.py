@@ -143,9 +143,12 @@ class WorkerRepository:
         )
 
     def claim_with_directives(
-        self, worker_id: str, max_runs: int, running: list[str]
+        self, worker_id: str, max_runs: int, running: list[str], look_for_news: bool
     ) -> tuple[list[Assignment], Directives]:
-        return self.claim(worker_id, max_runs), self.directives(worker_id, running)
+        """Claim, and (when asked) look up which of the worker's attempts to stop or drop."""
+        nothing = Directives(cancel=[], drop=[])
+        directives = self.directives(worker_id, running) if look_for_news else nothing
+        return self.claim(worker_id, max_runs), directives
 
     def claim(self, worker_id: str, max_runs: int) -> list[Assignment]:
         """Up to ``max_runs`` queued runs that fit what the worker has free, now running."""

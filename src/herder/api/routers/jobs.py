@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Header, Query, Request, Response, status
+from fastapi import APIRouter, Body, Header, Query, Response, status
 
 from herder.api.auth import Caller, StoreDep, Writer
 from herder.api.schemas import JobCreate, RunCreate
@@ -84,7 +84,6 @@ def start_run(
     job_id: str,
     caller: Writer,
     store: StoreDep,
-    request: Request,
     response: Response,
     body: RunCreate | None = None,
     idempotency_key: Annotated[
@@ -98,9 +97,7 @@ def start_run(
         idempotency_key=idempotency_key,
         actor=f"user:{caller.key_id}",
     )
-    if created:
-        request.app.state.wakeups.work_available()
-    else:
+    if not created:
         response.status_code = status.HTTP_200_OK
     response.headers["Location"] = f"/v1/runs/{run.id}"
     return run

@@ -7,7 +7,7 @@ import time
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, Response, status
+from fastapi import APIRouter, Query, Response, status
 from starlette.concurrency import run_in_threadpool
 
 from herder.api.auth import Caller, StoreDep, Writer
@@ -54,13 +54,9 @@ def run_events(run_id: str, caller: Caller, store: StoreDep) -> list[RunEvent]:
 
 
 @router.post("/{run_id}/cancel")
-def cancel_run(
-    run_id: str, caller: Writer, store: StoreDep, request: Request, response: Response
-) -> Run:
+def cancel_run(run_id: str, caller: Writer, store: StoreDep, response: Response) -> Run:
     """Ends a queued run at once (200); a running one is stopped by its worker (202)."""
-    run, worker_id = store.runs.cancel(caller.tenant_id, run_id, actor=f"user:{caller.key_id}")
-    if worker_id is not None:
-        request.app.state.wakeups.wake_worker(worker_id)
+    run = store.runs.cancel(caller.tenant_id, run_id, actor=f"user:{caller.key_id}")
     if run.state is RunState.RUNNING:
         response.status_code = status.HTTP_202_ACCEPTED
     return run

@@ -80,11 +80,14 @@ async def claim(
     """Long-poll: returns as soon as there is work that fits or something to stop."""
     wakeups = _wakeups(request)
     deadline = time.monotonic() + body.wait_seconds
+    news = True  # the first look always says what to stop or drop
     while True:
         since = wakeups.generation(worker_id)
+        news = news or wakeups.take_news(worker_id)
         assignments, directives = await run_in_threadpool(
-            store.workers.claim_with_directives, worker_id, body.max_runs, body.running
+            store.workers.claim_with_directives, worker_id, body.max_runs, body.running, news
         )
+        news = False
         remaining = deadline - time.monotonic()
         if assignments or directives.cancel or directives.drop or remaining <= 0:
             return ClaimResponse(
@@ -127,17 +130,13 @@ def _single(results: list[StoredResult]) -> ReportResult:
 
 
 @router.post("/workers/{worker_id}/reports")
-def reports(
-    body: Reports, worker_id: RegisteredWorker, store: StoreDep, request: Request
-) -> ReportResults:
+def reports(body: Reports, worker_id: RegisteredWorker, store: StoreDep) -> ReportResults:
     """Batched output and completions; each result says whether it was applied."""
     results = store.reports.apply(
         worker_id,
         [_output(report) for report in body.logs],
         [_completion(report) for report in body.completions],
     )
-    if body.completions:
-        _wakeups(request).wake_worker(worker_id)  # capacity freed: claim again
     return ReportResults(
         results=[
             ReportResult(attempt_id=result.attempt_id, status=result.status, detail=result.detail)
@@ -172,11 +171,9 @@ def attempt_complete(
     body: AttemptCompletion,
     token_id: WorkerToken,
     store: StoreDep,
-    request: Request,
 ) -> ReportResult:
     store.workers.check_owner(body.worker_id, token_id)
     if body.completion.attempt_id != attempt_id:
         raise Invalid("the completion must be for the attempt in the path", field="attempt_id")
     results = store.reports.apply(body.worker_id, [], [_completion(body.completion)])
-    _wakeups(request).wake_worker(body.worker_id)
     return _single(results).model_copy(update={"attempt_id": attempt_id})
