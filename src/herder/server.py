@@ -11,10 +11,12 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 
 import uvicorn
 
 from herder.api.app import create_app
+from herder.api.wakeups import Wakeups
 from herder.credentials import WORKER_TOKEN_FILE, ClientCredentials, write_private
 from herder.settings import Settings
 from herder.store.store import Store
@@ -92,6 +94,19 @@ def stop_process(process: subprocess.Popen[bytes]) -> None:
         process.wait()
 
 
+class _Server(uvicorn.Server):
+    """Answers open long-polls as soon as a stop is asked for, so stopping takes no longer
+    than the requests in flight."""
+
+    def __init__(self, config: uvicorn.Config, wakeups: Wakeups) -> None:
+        super().__init__(config)
+        self._wakeups = wakeups
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self._wakeups.close()
+        super().handle_exit(sig, frame)
+
+
 def serve(settings: Settings, prepared: PreparedHome, *, with_worker: bool) -> None:
     app = create_app(prepared.store, settings)
     config = uvicorn.Config(
@@ -102,7 +117,7 @@ def serve(settings: Settings, prepared: PreparedHome, *, with_worker: bool) -> N
         access_log=False,
         timeout_graceful_shutdown=3,
     )
-    server = uvicorn.Server(config)
+    server = _Server(config, app.state.wakeups)
     worker = start_local_worker(settings, prepared.worker_token) if with_worker else None
     try:
         server.run()

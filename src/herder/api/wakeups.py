@@ -42,6 +42,16 @@ class Wakeups:
         self._signals: dict[str, _Signal] = {}
         self._news: set[str] = set()
         self._lock = threading.Lock()
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """The server is stopping: wake every waiter so long-polls answer now."""
+        self._closed = True
+        self.work_available()
 
     def on_notice(self, channel: str, payload: str) -> None:
         """A store subscriber: safe from any thread."""

@@ -93,7 +93,7 @@ async def claim(
             return ClaimResponse(
                 assignments=assignments, cancel=directives.cancel, drop=directives.drop
             )
-        if await request.is_disconnected():
+        if wakeups.closed or await request.is_disconnected():
             return ClaimResponse(assignments=[], cancel=[], drop=[])
         await wakeups.wait(worker_id, since, remaining)
 
