@@ -33,6 +33,7 @@ run_app = typer.Typer(help="Start, inspect and cancel runs.", no_args_is_help=Tr
 app.add_typer(job_app, name="job")
 app.add_typer(run_app, name="run")
 
+LOG_FORMAT = "%(asctime)s {role} %(levelname)s %(message)s"
 out = Console()
 err = Console(stderr=True)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -107,7 +108,7 @@ def up(
     if prepared.new_admin_key:
         out.print("A default tenant and its admin key were created on this first start.")
     out.print("Press Ctrl-C to stop.")
-    serve(settings, prepared, with_worker=True)
+    serve(settings, prepared, with_worker=True, with_scheduler=True)
 
 
 @app.command()
@@ -115,6 +116,9 @@ def server(
     home: HomeOption = None,
     host: Annotated[str | None, typer.Option(help="address to listen on")] = None,
     port: Annotated[int | None, typer.Option(help="API port (default 8080)")] = None,
+    with_scheduler: Annotated[
+        bool, typer.Option(help="also run the control loops here (else: herder scheduler)")
+    ] = False,
 ) -> None:
     """Run an API server (no worker). Point HERDER_DATABASE_URL at PostgreSQL to scale out."""
     from herder.server import prepare, serve
@@ -123,7 +127,29 @@ def server(
     _check_port_free(settings.host, settings.port)
     prepared = prepare(settings)
     out.print(f"Herder API listening on {settings.url}; admin key in {prepared.client_file}")
-    serve(settings, prepared, with_worker=False)
+    serve(settings, prepared, with_worker=False, with_scheduler=with_scheduler)
+
+
+@app.command()
+def scheduler(home: HomeOption = None) -> None:
+    """Run the control loops (reaper, …) under leases; run several for high availability."""
+    import logging
+
+    from herder.server import start_scheduler
+    from herder.store.store import Store
+
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s scheduler %(levelname)s %(message)s"
+    )
+    settings = Settings.from_environment(home=home)
+    store = Store(settings.database_url)
+    store.migrate()
+    running = start_scheduler(settings, store, listen=True)
+    out.print(f"Herder scheduler {running.holder} running against {store.database.dialect}")
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: running.stop())
+    running.wait()
+    store.close()
 
 
 @app.command()
@@ -154,7 +180,7 @@ def worker(
 
     if not token:
         raise fail("a worker token is needed: --token or HERDER_WORKER_TOKEN")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s worker %(levelname)s %(message)s")
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT.format(role="worker"))
     logging.getLogger("httpx").setLevel(logging.WARNING)
     config = WorkerConfig(
         server_url=server_url,

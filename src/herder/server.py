@@ -17,6 +17,7 @@ import uvicorn
 
 from herder.api.app import create_app
 from herder.api.wakeups import Wakeups
+from herder.control.scheduler import Scheduler
 from herder.credentials import WORKER_TOKEN_FILE, ClientCredentials, write_private
 from herder.settings import Settings
 from herder.store.store import Store
@@ -107,8 +108,23 @@ class _Server(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
-def serve(settings: Settings, prepared: PreparedHome, *, with_worker: bool) -> None:
+def start_scheduler(settings: Settings, store: Store, *, listen: bool) -> Scheduler:
+    scheduler = Scheduler(
+        store,
+        heartbeat_timeout_seconds=settings.heartbeat_timeout_seconds,
+        lease_seconds=settings.lease_seconds,
+        listen=listen,
+    )
+    scheduler.start()
+    return scheduler
+
+
+def serve(
+    settings: Settings, prepared: PreparedHome, *, with_worker: bool, with_scheduler: bool
+) -> None:
     app = create_app(prepared.store, settings)
+    # In-process, notices reach the scheduler from the API's listener or the store itself.
+    scheduler = start_scheduler(settings, prepared.store, listen=False) if with_scheduler else None
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -125,4 +141,6 @@ def serve(settings: Settings, prepared: PreparedHome, *, with_worker: bool) -> N
         if worker is not None:
             with contextlib.suppress(ProcessLookupError):
                 stop_process(worker)
+        if scheduler is not None:
+            scheduler.stop()
         prepared.store.close()

@@ -19,6 +19,8 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
     heartbeat_interval_seconds: float = 2.0
+    heartbeat_timeout_seconds: float = 10.0  # silent this long, a worker is lost
+    lease_seconds: float = 10.0  # a control loop's lease; a standby takes over after it
 
     @classmethod
     def from_environment(
@@ -31,6 +33,9 @@ class Settings:
             database_url=url,
             host=host or os.environ.get("HERDER_HOST", "127.0.0.1"),
             port=port or int(os.environ.get("HERDER_PORT", DEFAULT_PORT)),
+            heartbeat_interval_seconds=float(os.environ.get("HERDER_HEARTBEAT_INTERVAL", "2")),
+            heartbeat_timeout_seconds=float(os.environ.get("HERDER_HEARTBEAT_TIMEOUT", "10")),
+            lease_seconds=float(os.environ.get("HERDER_LEASE_SECONDS", "10")),
         )
 
     @property

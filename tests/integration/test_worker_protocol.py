@@ -136,9 +136,17 @@ def test_cancelling_a_running_run_tells_its_worker(api: Api) -> None:
     heartbeat = api.http.post(
         f"/v1/workers/{worker_id}/heartbeat",
         headers=api.worker,
-        json={"running": [assignment["attempt_id"], "att_unknown"]},
+        json={
+            "running": [
+                {"attempt_id": assignment["attempt_id"], "attempt": assignment["attempt"]},
+                {"attempt_id": "att_unknown", "attempt": 1},
+            ]
+        },
     ).json()
-    assert heartbeat == {"cancel": [assignment["attempt_id"]], "drop": ["att_unknown"]}
+    assert heartbeat == {
+        "cancel": [assignment["attempt_id"]],
+        "drop": ["att_unknown"],
+    }
     report(api, worker_id, completions=[completion(assignment, "cancelled", None)])
     final = api.http.get(f"/v1/runs/{run['id']}", headers=api.admin).json()
     assert final["state"] == "cancelled"

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from herder.domain.jobs import JobSpec, Resources, RunOverrides, check_job_name
 from herder.domain.models import Assignment, LogChunk, Role
 from herder.domain.states import AttemptState
+from herder.store.workers import RunningAttempt
 
 
 class _Body(BaseModel):
@@ -57,16 +58,24 @@ class WorkerRegister(_Body):
 class WorkerRegistered(BaseModel):
     worker_id: str
     heartbeat_interval_seconds: float
+    heartbeat_timeout_seconds: float  # silent longer than this, the worker is declared lost
+
+
+class RunningAttemptBody(_Body):
+    attempt_id: str
+    attempt: int  # the fencing token
 
 
 class HeartbeatRequest(_Body):
-    running: list[str] = []
+    running: list[RunningAttemptBody] = []
+
+    def attempts(self) -> list[RunningAttempt]:
+        return [RunningAttempt(item.attempt_id, item.attempt) for item in self.running]
 
 
-class ClaimRequest(_Body):
+class ClaimRequest(HeartbeatRequest):
     max_runs: Annotated[int, Field(ge=0, le=1000)] = 1
     wait_seconds: Annotated[float, Field(ge=0, le=60)] = 20.0
-    running: list[str] = []
 
 
 class Directives(BaseModel):

@@ -3,6 +3,7 @@
     HerderError
     ├── NotFound        the object does not exist, or belongs to another tenant
     ├── Conflict        a stale or illegal transition, a duplicate name
+    ├── Gone            a worker declared lost: it must drop its attempts and register again
     ├── Invalid         input that breaks a rule (field named in ``field``)
     ├── TooLarge        a body or upload over its limit
     ├── Unauthorized    no key, or a key we do not know
@@ -35,6 +36,11 @@ class NotFound(HerderError):
 class Conflict(HerderError):
     status = 409
     title = "Conflict"
+
+
+class Gone(HerderError):
+    status = 410
+    title = "Gone"
 
 
 class Invalid(HerderError):

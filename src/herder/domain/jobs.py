@@ -167,6 +167,10 @@ class RunOverrides(_Strict):
 
     args: list[str] | None = None
     env: dict[str, str] | None = None
+    retry: RetryPolicy | None = None
+    start_deadline_seconds: Annotated[
+        float | None, Field(gt=0, le=366 * 86400, description="expire if not started by then")
+    ] = None
 
     @field_validator("env")
     @classmethod
@@ -181,4 +185,6 @@ def apply_overrides(spec: JobSpec, overrides: RunOverrides) -> JobSpec:
         changes["args"] = overrides.args
     if overrides.env is not None:
         changes["env"] = {**spec.env, **overrides.env}
+    if overrides.retry is not None:
+        changes["retry"] = overrides.retry
     return spec.model_copy(update=changes) if changes else spec

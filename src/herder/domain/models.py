@@ -76,6 +76,7 @@ class Attempt(_Record):
     exit_code: int | None
     reason: str | None
     started_at: datetime
+    deadline_at: datetime | None = None
     finished_at: datetime | None
     cpu_user_seconds: float | None
     cpu_system_seconds: float | None
@@ -108,6 +109,9 @@ class Run(_Record):
     finished_at: datetime | None
     exit_code: int | None
     reason: str | None
+    retry_at: datetime | None = None  # when a retry_wait run is queued again
+    start_deadline: datetime | None = None
+    rerun_of: str | None = None
 
 
 class RunDetail(Run):

@@ -20,6 +20,8 @@ from herder.store.database import Database
 
 WORK_CHANNEL = "herder_work"
 WORKER_CHANNEL = "herder_worker"  # payload "cancel:<worker id>" or "capacity:<worker id>"
+DUE_CHANNEL = "herder_due"  # something got a due time: the reaper should look again
+CHANNELS = (WORK_CHANNEL, WORKER_CHANNEL, DUE_CHANNEL)
 CANCEL = "cancel"
 CAPACITY = "capacity"
 RECONNECT_SECONDS = 1.0
@@ -69,8 +71,8 @@ class Listener:
 
     def _listen(self) -> None:
         with psycopg.connect(self._conninfo, autocommit=True) as connection:
-            connection.execute(f"LISTEN {WORK_CHANNEL}")
-            connection.execute(f"LISTEN {WORKER_CHANNEL}")
+            for channel in CHANNELS:
+                connection.execute(f"LISTEN {channel}")
             while not self._stopping.is_set():
                 for notification in connection.notifies(timeout=0.5):
                     self._database.deliver(notification.channel, notification.payload)

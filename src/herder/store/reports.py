@@ -7,6 +7,7 @@ recorded in the run's events and answered 409.
 
 from __future__ import annotations
 
+import random
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
@@ -14,12 +15,13 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, Connection, select, update
 
 from herder.clock import Clock
-from herder.domain.states import AttemptState, RunState, run_state_after_attempt
+from herder.domain.states import AttemptState
 from herder.store.database import Database
 from herder.store.dialect import insert_ignoring_duplicates
 from herder.store.notifications import notify_capacity
+from herder.store.outcomes import run_after_attempt
 from herder.store.schema import attempts, log_chunks
-from herder.store.transitions import move_run, record_event
+from herder.store.transitions import record_event
 
 MAX_LOG_BYTES_PER_ATTEMPT = 8 * 1024 * 1024 + 64 * 1024  # the worker's 8 MiB and its marker
 
@@ -69,10 +71,16 @@ def _current_attempt(worker_id: str, attempt_id: str, attempt: int) -> list[Colu
 
 class ReportRepository:
     def __init__(
-        self, database: Database, clock: Clock, *, max_log_bytes: int = MAX_LOG_BYTES_PER_ATTEMPT
+        self,
+        database: Database,
+        clock: Clock,
+        rng: random.Random,
+        *,
+        max_log_bytes: int = MAX_LOG_BYTES_PER_ATTEMPT,
     ) -> None:
         self._db = database
         self._clock = clock
+        self._rng = rng
         self.max_log_bytes = max_log_bytes
 
     def apply(
@@ -156,20 +164,17 @@ class ReportRepository:
             return self._refuse(
                 connection, worker_id, completion.attempt_id, completion.attempt, what, now
             )
-        target = run_state_after_attempt(completion.outcome)
-        values: dict[str, object] = {"exit_code": completion.exit_code, "reason": completion.reason}
-        if target is RunState.QUEUED:
-            values["cancel_requested"] = False
-        move_run(
+        target = run_after_attempt(
+            self._db,
             connection,
             run_id,
-            RunState.RUNNING,
-            target,
-            now,
+            completion.attempt,
+            completion.outcome,
+            completion.reason,
+            exit_code=completion.exit_code,
             actor=f"worker:{worker_id}",
-            attempt=completion.attempt,
-            message=f"attempt {completion.attempt} {completion.outcome}: {completion.reason}",
-            **values,
+            now=now,
+            rng=self._rng,
         )
         return ReportResult(completion.attempt_id, 200, f"run is {target}")
 

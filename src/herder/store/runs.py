@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, insert, select, update
 
 from herder.clock import Clock, epoch_ms
 from herder.domain.errors import Conflict, NotFound
@@ -16,7 +16,7 @@ from herder.domain.states import AttemptState, RunState
 from herder.store.database import Database
 from herder.store.dialect import insert_ignoring_duplicates
 from herder.store.jobs import JobRepository
-from herder.store.notifications import notify_cancel, notify_work
+from herder.store.notifications import DUE_CHANNEL, notify_cancel, notify_work
 from herder.store.pagination import next_cursor, page_query
 from herder.store.schema import attempts, run_events, runs
 from herder.store.transitions import move_run, record_event
@@ -36,6 +36,9 @@ _RUN_COLUMNS = [
     runs.c.finished_at,
     runs.c.exit_code,
     runs.c.reason,
+    runs.c.retry_at,
+    runs.c.start_deadline,
+    runs.c.rerun_of,
 ]
 
 
@@ -68,6 +71,9 @@ class RunRepository:
             values = self._new_run_values(
                 run_id, tenant_id, job.id, job.name, spec, now, idempotency_key
             )
+            if overrides.start_deadline_seconds is not None:
+                values["start_deadline"] = now + timedelta(seconds=overrides.start_deadline_seconds)
+                self._db.notify(connection, DUE_CHANNEL)
             inserted = (
                 connection.execute(
                     insert_ignoring_duplicates(self._db, runs, **values).returning(runs.c.id)
@@ -94,6 +100,28 @@ class RunRepository:
                 field="Idempotency-Key",
             )
         return existing, False
+
+    def rerun(self, tenant_id: str, run_id: str, *, actor: str = "user") -> Run:
+        """A new run of what an ended run ran (its spec as submitted), linked to it — how a
+        dead run leaves the dead-letter set."""
+        now = self._clock.now()
+        rerun_id = new_id("run", epoch_ms(now))
+        with self._db.write() as connection:
+            old = self._get(connection, tenant_id, run_id)
+            if old.state.is_active:
+                raise Conflict(f"run {run_id} is still {old.state}; only ended runs can be re-run")
+            values = self._new_run_values(
+                rerun_id, tenant_id, old.job_id, old.job_name, old.spec, now, None
+            )
+            values["rerun_of"] = old.id
+            connection.execute(insert(runs).values(**values))
+            record_event(
+                connection, rerun_id, now, actor=actor, to_state=RunState.QUEUED,
+                message=f"submitted as a re-run of {old.id}",
+            )  # fmt: skip
+            record_event(connection, old.id, now, actor=actor, message=f"re-run as {rerun_id}")
+            notify_work(self._db, connection)
+        return Run.model_validate(values | {"spec": old.spec})
 
     @staticmethod
     def _new_run_values(
@@ -126,6 +154,9 @@ class RunRepository:
             "finished_at": None,
             "exit_code": None,
             "reason": None,
+            "retry_at": None,
+            "start_deadline": None,
+            "rerun_of": None,
         }
 
     def _by_idempotency_key(self, tenant_id: str, key: str | None) -> Run:

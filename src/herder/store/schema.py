@@ -130,11 +130,16 @@ runs = Table(
     Column("finished_at", UtcDateTime),
     Column("exit_code", Integer),
     Column("reason", Text),
+    Column("retry_at", UtcDateTime),  # when a retry_wait run is queued again
+    Column("start_deadline", UtcDateTime),  # a queued run not started by then expires
+    Column("rerun_of", ID),  # the run this one re-runs
     UniqueConstraint("tenant_id", "idempotency_key"),
     UniqueConstraint("schedule_id", "scheduled_for"),
     Index(None, "tenant_id", "id"),
     Index(None, "tenant_id", "job_id", "id"),
     Index(None, "tenant_id", "state", "id"),
+    Index(None, "state", "retry_at"),
+    Index(None, "state", "start_deadline"),
 )
 # The claim orders by priority DESC, queued_at: the index matches it column for column,
 # direction included (DESIGN §9).
@@ -154,6 +159,7 @@ attempts = Table(
     Column("exit_code", Integer),
     Column("reason", Text),
     Column("started_at", UtcDateTime, nullable=False),
+    Column("deadline_at", UtcDateTime),  # the reaper times the attempt out after this
     Column("finished_at", UtcDateTime),
     Column("cpu_user_seconds", Float),
     Column("cpu_system_seconds", Float),
@@ -162,6 +168,7 @@ attempts = Table(
     Column("log_truncated", Boolean, nullable=False, server_default="0"),
     UniqueConstraint("run_id", "number"),
     Index(None, "worker_id", "state"),
+    Index(None, "state", "deadline_at"),
 )
 
 run_events = Table(
@@ -205,6 +212,7 @@ workers = Table(
     Column("version", String(64), nullable=False),
     Column("registered_at", UtcDateTime, nullable=False),
     Column("last_heartbeat_at", UtcDateTime, nullable=False),
+    Index(None, "state", "last_heartbeat_at"),
 )
 
 leases = Table(

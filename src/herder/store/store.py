@@ -2,20 +2,32 @@
 
 from __future__ import annotations
 
+import random
+
 from herder.clock import Clock, SystemClock
 from herder.store.access import AccessRepository
 from herder.store.artifacts import ArtifactRepository
 from herder.store.database import Database
 from herder.store.jobs import JobRepository
+from herder.store.leases import LeaseRepository
 from herder.store.logs import LogRepository
+from herder.store.reaper import ReaperRepository
 from herder.store.reports import ReportRepository
 from herder.store.runs import RunRepository
 from herder.store.workers import WorkerRepository
 
 
 class Store:
-    def __init__(self, url: str, *, clock: Clock | None = None, pool_size: int = 10) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+        pool_size: int = 10,
+    ) -> None:
         self.clock = clock or SystemClock()
+        self.rng = rng or random.Random()
         self.database = Database(url, pool_size=pool_size)
         self.access = AccessRepository(self.database, self.clock)
         self.artifacts = ArtifactRepository(self.database, self.clock)
@@ -23,7 +35,9 @@ class Store:
         self.runs = RunRepository(self.database, self.clock, self.jobs)
         self.workers = WorkerRepository(self.database, self.clock)
         self.logs = LogRepository(self.database, self.clock)
-        self.reports = ReportRepository(self.database, self.clock)
+        self.reports = ReportRepository(self.database, self.clock, self.rng)
+        self.reaper = ReaperRepository(self.database, self.clock, self.rng)
+        self.leases = LeaseRepository(self.database, self.clock)
 
     def migrate(self) -> None:
         self.database.migrate()

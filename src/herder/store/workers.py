@@ -9,13 +9,13 @@ runs; on SQLite the write lock (``BEGIN IMMEDIATE``) serialises claims.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, func, insert, select, update
 
 from herder.clock import Clock, epoch_ms
-from herder.domain.errors import Conflict, NotFound
+from herder.domain.errors import Conflict, Gone, NotFound
 from herder.domain.ids import new_id
 from herder.domain.jobs import JobSpec, Resources
 from herder.domain.models import Assignment, Worker, WorkerState
@@ -24,7 +24,20 @@ from herder.store.database import Database
 from herder.store.schema import attempts, runs, workers
 from herder.store.transitions import move_run
 
+ATTEMPT_DEADLINE_MARGIN_SECONDS = 30  # past its timeout, the worker's own kill, and reporting
 MAX_CLAIM_WINDOW = 512  # queued runs looked at (and locked) per claim, in queue order
+
+
+@dataclass(frozen=True)
+class RunningAttempt:
+    """What a worker says it runs: the attempt and its number (the fencing token)."""
+
+    attempt_id: str
+    attempt: int
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.attempt_id, self.attempt
 
 
 @dataclass(frozen=True)
@@ -118,32 +131,40 @@ class WorkerRepository:
             raise NotFound(f"worker {worker_id} not found for this token; register first")
         self._owners[worker_id] = token_id  # a worker never changes hands
 
-    def heartbeat(self, worker_id: str, running: list[str]) -> Directives:
+    def heartbeat(self, worker_id: str, running: list[RunningAttempt]) -> Directives:
+        """The worker is alive; answers what to stop. A worker already declared lost is
+        told so (``Gone``): its attempts were given to others."""
         now = self._clock.now()
         with self._db.write() as connection:
-            connection.execute(
-                update(workers).where(workers.c.id == worker_id).values(last_heartbeat_at=now)
-            )
+            alive = connection.execute(
+                update(workers)
+                .where(workers.c.id == worker_id, workers.c.state != WorkerState.LOST)
+                .values(last_heartbeat_at=now)
+            ).rowcount
+        if not alive:
+            raise _gone(worker_id)
         return self.directives(worker_id, running)
 
-    def directives(self, worker_id: str, running: list[str]) -> Directives:
+    def directives(self, worker_id: str, running: list[RunningAttempt]) -> Directives:
+        """Which of its attempts the worker must stop: cancelled ones (report them), and ones
+        that are no longer its current attempts (kill them, report nothing)."""
         with self._db.read() as connection:
             current = connection.execute(
-                select(attempts.c.id, runs.c.cancel_requested)
+                select(attempts.c.id, attempts.c.number, runs.c.cancel_requested)
                 .join(runs, runs.c.id == attempts.c.run_id)
                 .where(
                     attempts.c.worker_id == worker_id,
                     attempts.c.state == AttemptState.RUNNING,
                 )
             ).all()
-        mine = {row.id for row in current}
+        mine = {(row.id, row.number) for row in current}
         return Directives(
             cancel=[row.id for row in current if row.cancel_requested],
-            drop=[attempt_id for attempt_id in running if attempt_id not in mine],
+            drop=[item.attempt_id for item in running if item.key not in mine],
         )
 
     def claim_with_directives(
-        self, worker_id: str, max_runs: int, running: list[str], look_for_news: bool
+        self, worker_id: str, max_runs: int, running: list[RunningAttempt], look_for_news: bool
     ) -> tuple[list[Assignment], Directives]:
         """Claim, and (when asked) look up which of the worker's attempts to stop or drop."""
         nothing = Directives(cancel=[], drop=[])
@@ -193,12 +214,21 @@ class WorkerRepository:
 
     @staticmethod
     def _free_capacity(connection: Connection, worker_id: str) -> tuple[int, int, int, int] | None:
+        """What the worker has free; ``None`` when it takes no new work (draining)."""
         worker = connection.execute(
             select(
-                workers.c.cpu_milli, workers.c.memory_mb, workers.c.gpus, workers.c.max_slots
-            ).where(workers.c.id == worker_id, workers.c.state == WorkerState.ALIVE)
+                workers.c.state,
+                workers.c.cpu_milli,
+                workers.c.memory_mb,
+                workers.c.gpus,
+                workers.c.max_slots,
+            ).where(workers.c.id == worker_id)
         ).first()
         if worker is None:
+            raise NotFound(f"worker {worker_id} is not registered")
+        if worker.state == WorkerState.LOST:
+            raise _gone(worker_id)
+        if worker.state != WorkerState.ALIVE:
             return None
         used = connection.execute(
             select(
@@ -237,8 +267,10 @@ class WorkerRepository:
         )
         if not moved:
             raise Conflict(f"run {run_id} was taken by someone else")  # locked: cannot happen
+        timeout = timedelta(seconds=run.spec["timeout_seconds"] + ATTEMPT_DEADLINE_MARGIN_SECONDS)
         connection.execute(
             insert(attempts).values(
+                deadline_at=now + timeout,
                 id=attempt_id,
                 run_id=run_id,
                 number=number,
@@ -258,3 +290,10 @@ class WorkerRepository:
             idempotency_key=run.idempotency_key,
             spec=JobSpec.model_validate(run.spec),
         )
+
+
+def _gone(worker_id: str) -> Gone:
+    return Gone(
+        f"worker {worker_id} was declared lost and its attempts given to others; "
+        "kill what it runs and register again"
+    )

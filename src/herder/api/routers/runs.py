@@ -62,6 +62,15 @@ def cancel_run(run_id: str, caller: Writer, store: StoreDep, response: Response)
     return run
 
 
+@router.post("/{run_id}/rerun", status_code=status.HTTP_201_CREATED)
+def rerun(run_id: str, caller: Writer, store: StoreDep, response: Response) -> Run:
+    """A new run of an ended run's spec, linked to it (``rerun_of``): how a dead run is
+    retried by hand."""
+    run = store.runs.rerun(caller.tenant_id, run_id, actor=f"user:{caller.key_id}")
+    response.headers["Location"] = f"/v1/runs/{run.id}"
+    return run
+
+
 @router.get("/{run_id}/logs")
 async def run_logs(
     run_id: str,

@@ -55,9 +55,11 @@ def register(
         labels=body.labels,
         version=body.version,
     )
+    settings = request.app.state.settings
     return WorkerRegistered(
         worker_id=worker.id,
-        heartbeat_interval_seconds=request.app.state.settings.heartbeat_interval_seconds,
+        heartbeat_interval_seconds=settings.heartbeat_interval_seconds,
+        heartbeat_timeout_seconds=settings.heartbeat_timeout_seconds,
     )
 
 
@@ -69,7 +71,7 @@ def list_workers(_admin: SystemAdmin, store: StoreDep) -> list[Worker]:
 
 @router.post("/workers/{worker_id}/heartbeat")
 def heartbeat(body: HeartbeatRequest, worker_id: RegisteredWorker, store: StoreDep) -> Directives:
-    directives = store.workers.heartbeat(worker_id, body.running)
+    directives = store.workers.heartbeat(worker_id, body.attempts())
     return Directives(cancel=directives.cancel, drop=directives.drop)
 
 
@@ -85,7 +87,7 @@ async def claim(
         since = wakeups.generation(worker_id)
         news = news or wakeups.take_news(worker_id)
         assignments, directives = await run_in_threadpool(
-            store.workers.claim_with_directives, worker_id, body.max_runs, body.running, news
+            store.workers.claim_with_directives, worker_id, body.max_runs, body.attempts(), news
         )
         news = False
         remaining = deadline - time.monotonic()

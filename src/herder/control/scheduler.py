@@ -1,0 +1,75 @@
+"""``herder scheduler``: the control loops of one process, each in a thread under its lease.
+
+Several schedulers may run against one PostgreSQL; each loop runs in exactly one of them at a
+time and a standby takes over within the lease time when the holder dies. ``herder up`` runs
+the same loops inside its own process.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import threading
+
+from herder.control.leased import LeasedLoop
+from herder.control.reaper import Reaper
+from herder.store.notifications import DUE_CHANNEL, Listener
+from herder.store.store import Store
+
+DEFAULT_LEASE_SECONDS = 10.0
+
+
+def holder_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
+class Scheduler:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        heartbeat_timeout_seconds: float,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        listen: bool = True,
+    ) -> None:
+        self.holder = holder_name()
+        self._stop = threading.Event()
+        self._due = threading.Event()
+        reaper = Reaper(store, store.clock, heartbeat_timeout_seconds=heartbeat_timeout_seconds)
+        self.loops = [
+            LeasedLoop(
+                reaper.name, store.leases, self.holder, reaper.step,
+                ttl_seconds=lease_seconds, wake=self._due, stop=self._stop,
+            )
+        ]  # fmt: skip
+        store.database.subscribe(self._on_notice)
+        # A scheduler in its own process hears other processes' notices itself; inside
+        # ``herder up`` the API's listener (PostgreSQL) or the store (SQLite) delivers them.
+        self._listener = Listener(store.database) if listen and store.database.is_postgres else None
+        self._threads = [
+            threading.Thread(target=loop.run, name=f"loop-{loop.name}", daemon=True)
+            for loop in self.loops
+        ]
+
+    def _on_notice(self, channel: str, _payload: str) -> None:
+        if channel == DUE_CHANNEL:
+            self._due.set()
+
+    def start(self) -> None:
+        if self._listener is not None:
+            self._listener.start()
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._due.set()
+        for thread in self._threads:
+            thread.join(timeout=10)
+        if self._listener is not None:
+            self._listener.stop()
+
+    def wait(self) -> None:
+        """Block until ``stop`` (from a signal handler)."""
+        self._stop.wait()

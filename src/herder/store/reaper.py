@@ -1,0 +1,200 @@
+"""The reaper's reads and writes: what has become due, and moving it on.
+
+Each step is a batch of conditional updates, safe to run twice or from two processes at
+once: a row that someone else already moved no longer matches and is skipped.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime, timedelta
+
+from sqlalchemy import Connection, func, select, update
+
+from herder.clock import Clock
+from herder.domain.models import WorkerState
+from herder.domain.states import AttemptState, RunState
+from herder.store.database import Database
+from herder.store.notifications import notify_work
+from herder.store.outcomes import run_after_attempt
+from herder.store.schema import attempts, runs, workers
+from herder.store.transitions import move_run
+
+BATCH = 500  # rows moved per step and transaction
+REAPER = "reaper"
+
+
+class ReaperRepository:
+    def __init__(self, database: Database, clock: Clock, rng: random.Random) -> None:
+        self._db = database
+        self._clock = clock
+        self._rng = rng
+
+    def mark_lost_workers(self, heartbeat_timeout: float) -> int:
+        """Workers silent past the timeout are lost; their running attempts end ``lost`` and
+        their runs follow their retry policy at once."""
+        now = self._clock.now()
+        silent_since = now - timedelta(seconds=heartbeat_timeout)
+        with self._db.write() as connection:
+            lost = (
+                connection.execute(
+                    update(workers)
+                    .where(
+                        workers.c.state != WorkerState.LOST,
+                        workers.c.last_heartbeat_at < silent_since,
+                    )
+                    .values(state=WorkerState.LOST)
+                    .returning(workers.c.id)
+                )
+                .scalars()
+                .all()
+            )
+            for worker_id in lost:
+                running = (
+                    connection.execute(
+                        select(attempts.c.id).where(
+                            attempts.c.worker_id == worker_id,
+                            attempts.c.state == AttemptState.RUNNING,
+                        )
+                    )
+                    .scalars()
+                    .all()
+                )
+                for attempt_id in running:
+                    self._end_attempt(
+                        connection, attempt_id, AttemptState.LOST,
+                        f"worker {worker_id} stopped heartbeating for over "
+                        f"{heartbeat_timeout:g}s", now,
+                    )  # fmt: skip
+        return len(lost)
+
+    def time_out_attempts(self) -> int:
+        """Attempts past their deadline whose worker never ended them (it may be gone, or
+        stuck): ``timed_out`` here, whatever the worker says later."""
+        now = self._clock.now()
+        with self._db.write() as connection:
+            overdue = (
+                connection.execute(
+                    select(attempts.c.id)
+                    .where(attempts.c.state == AttemptState.RUNNING, attempts.c.deadline_at < now)
+                    .limit(BATCH)
+                )
+                .scalars()
+                .all()
+            )
+            for attempt_id in overdue:
+                self._end_attempt(
+                    connection, attempt_id, AttemptState.TIMED_OUT,
+                    "timed out: its worker did not end it by its deadline", now,
+                )  # fmt: skip
+        return len(overdue)
+
+    def requeue_due_retries(self) -> int:
+        now = self._clock.now()
+        with self._db.write() as connection:
+            due = (
+                connection.execute(
+                    select(runs.c.id)
+                    .where(runs.c.state == RunState.RETRY_WAIT, runs.c.retry_at <= now)
+                    .limit(BATCH)
+                )
+                .scalars()
+                .all()
+            )
+            moved = sum(
+                move_run(
+                    connection,
+                    run_id,
+                    RunState.RETRY_WAIT,
+                    RunState.QUEUED,
+                    now,
+                    actor=REAPER,
+                    message="retry due: queued again",
+                    retry_at=None,
+                )
+                for run_id in due
+            )
+            if moved:
+                notify_work(self._db, connection)
+        return moved
+
+    def expire_unstarted(self) -> int:
+        now = self._clock.now()
+        with self._db.write() as connection:
+            late = (
+                connection.execute(
+                    select(runs.c.id)
+                    .where(runs.c.state == RunState.QUEUED, runs.c.start_deadline < now)
+                    .limit(BATCH)
+                )
+                .scalars()
+                .all()
+            )
+            return sum(
+                move_run(
+                    connection,
+                    run_id,
+                    RunState.QUEUED,
+                    RunState.EXPIRED,
+                    now,
+                    actor=REAPER,
+                    message="not started by its start deadline",
+                    reason="expired: not started by its start deadline",
+                )
+                for run_id in late
+            )
+
+    def next_due(self, heartbeat_timeout: float) -> datetime | None:
+        """The earliest moment one of the steps above will have something to do."""
+        with self._db.read() as connection:
+            candidates = [
+                connection.execute(
+                    select(func.min(runs.c.retry_at)).where(runs.c.state == RunState.RETRY_WAIT)
+                ).scalar(),
+                connection.execute(
+                    select(func.min(runs.c.start_deadline)).where(runs.c.state == RunState.QUEUED)
+                ).scalar(),
+                connection.execute(
+                    select(func.min(attempts.c.deadline_at)).where(
+                        attempts.c.state == AttemptState.RUNNING
+                    )
+                ).scalar(),
+            ]
+            oldest_heartbeat = connection.execute(
+                select(func.min(workers.c.last_heartbeat_at)).where(
+                    workers.c.state != WorkerState.LOST
+                )
+            ).scalar()
+        if oldest_heartbeat is not None:
+            candidates.append(oldest_heartbeat + timedelta(seconds=heartbeat_timeout))
+        due = [moment for moment in candidates if moment is not None]
+        return min(due) if due else None
+
+    def _end_attempt(
+        self,
+        connection: Connection,
+        attempt_id: str,
+        outcome: AttemptState,
+        reason: str,
+        now: datetime,
+    ) -> None:
+        ended = connection.execute(
+            update(attempts)
+            .where(attempts.c.id == attempt_id, attempts.c.state == AttemptState.RUNNING)
+            .values(state=outcome, reason=reason, finished_at=now)
+            .returning(attempts.c.run_id, attempts.c.number)
+        ).first()
+        if ended is None:
+            return
+        state = connection.execute(
+            select(runs.c.state, runs.c.attempt_count).where(runs.c.id == ended.run_id)
+        ).first()
+        if (
+            state is not None
+            and state.state == RunState.RUNNING
+            and (state.attempt_count == ended.number)
+        ):
+            run_after_attempt(
+                self._db, connection, ended.run_id, ended.number, outcome, reason,
+                exit_code=None, actor=REAPER, now=now, rng=self._rng,
+            )  # fmt: skip
