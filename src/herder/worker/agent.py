@@ -15,6 +15,7 @@ import contextlib
 import logging
 import os
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from herder.domain.jobs import Resources, Runtime
 from herder.domain.models import Assignment
 from herder.domain.states import AttemptState
 from herder.worker.cache import ArtifactCache
-from herder.worker.connection import ServerConnection
+from herder.worker.connection import Registration, ServerConnection, is_gone
 from herder.worker.executor import Outcome, execute, not_started
 from herder.worker.output import Chunk, OutputBuffer
 from herder.worker.sandbox import attempt_environment, attempts_root
@@ -67,7 +68,7 @@ class _Attempt:
     output: OutputBuffer = field(default_factory=OutputBuffer)
     cancel: asyncio.Event = field(default_factory=asyncio.Event)
     dropped: bool = False  # no longer ours: kill it, report nothing
-    lost: bool = False  # the worker is stopping under it
+    lost_because: str | None = None  # killed because the worker stops or lost the server
 
 
 def _backoff(failures: int) -> float:
@@ -90,38 +91,36 @@ class Agent:
         self._completions: list[tuple[list[Chunk], dict[str, Any]]] = []
         self._unsent_logs: list[tuple[str, int, Chunk]] = []
         self._report_needed = asyncio.Event()
+        self._gone = asyncio.Event()
         self._completion_ready = asyncio.Event()
-        self._stopping = asyncio.Event()
 
     async def run(self, stop: asyncio.Event) -> None:
-        heartbeat_interval = await self._register(stop)
-        if heartbeat_interval is None:
-            await self.connection.close()
-            return
-        log.info("worker %s registered with %s", self.connection.worker_id, self.config.server_url)
-        loops = [
-            asyncio.create_task(self._claim_loop(), name="claim"),
-            asyncio.create_task(self._heartbeat_loop(heartbeat_interval), name="heartbeat"),
+        background = [
             asyncio.create_task(self._report_loop(), name="reporter"),
             asyncio.create_task(self.sweeper.sweep_forever(), name="uid sweeper"),
         ]
-        stopped = asyncio.create_task(stop.wait())
-        done, _ = await asyncio.wait([*loops, stopped], return_when=asyncio.FIRST_COMPLETED)
-        for task in done - {stopped}:
-            if task.exception() is not None:  # a loop died: stop loudly, never silently
-                log.error("worker loop %s died", task.get_name(), exc_info=task.exception())
-        await self._shutdown(loops)
+        try:
+            while not stop.is_set():
+                registration = await self._register(stop)
+                if registration is None or not await self._session(registration, stop):
+                    break
+                log.warning("the server declared this worker lost: dropping its attempts")
+                await self._forget_everything()
+        finally:
+            await self._shutdown(background)
 
-    async def _register(self, stop: asyncio.Event) -> float | None:
+    async def _register(self, stop: asyncio.Event) -> Registration | None:
         failures = 0
         while not stop.is_set():
             try:
-                return await self.connection.register(
+                registration = await self.connection.register(
                     self.config.name,
                     self.config.capacity,
                     self.config.max_slots,
                     self.config.labels,
                 )
+                log.info("registered with %s as %s", self.config.server_url, registration.worker_id)
+                return registration
             except httpx.HTTPStatusError as error:
                 if error.response.status_code in (401, 403):
                     raise SystemExit(f"the server refused the worker token: {error}") from error
@@ -133,33 +132,70 @@ class Agent:
                 await asyncio.wait_for(stop.wait(), _backoff(failures))
         return None
 
-    async def _shutdown(self, loops: list[asyncio.Task[None]]) -> None:
-        self._stopping.set()
+    async def _session(self, registration: Registration, stop: asyncio.Event) -> bool:
+        """Work as one registered worker until told to stop (``False``) or declared lost
+        (``True``: register again)."""
+        self._gone.clear()
+        interval = registration.heartbeat_interval_seconds
+        lease = max(interval, registration.heartbeat_timeout_seconds - interval)
+        loops = [
+            asyncio.create_task(self._claim_loop(), name="claim"),
+            asyncio.create_task(self._heartbeat_loop(interval), name="heartbeat"),
+            asyncio.create_task(self._watchdog(lease), name="watchdog"),
+        ]
+        ends = [asyncio.create_task(stop.wait()), asyncio.create_task(self._gone.wait())]
+        done, _ = await asyncio.wait([*loops, *ends], return_when=asyncio.FIRST_COMPLETED)
+        for task in [*loops, *ends]:
+            task.cancel()
+        await asyncio.gather(*loops, *ends, return_exceptions=True)
+        for task in done & set(loops):
+            if not task.cancelled() and task.exception() is not None:  # stop loudly
+                log.error("worker loop %s died", task.get_name(), exc_info=task.exception())
+                return False
+        return self._gone.is_set() and not stop.is_set()
+
+    async def _forget_everything(self) -> None:
+        """Kill every attempt without reporting it: the server gave them to others."""
         for attempt in self._running.values():
-            attempt.lost = True
+            attempt.dropped = True
+            attempt.cancel.set()
+        if self._tasks:
+            await asyncio.wait(self._tasks)
+        self._completions.clear()
+        self._unsent_logs.clear()
+
+    async def _shutdown(self, background: list[asyncio.Task[None]]) -> None:
+        for attempt in self._running.values():
+            attempt.lost_because = "the worker stopped while the attempt ran"
             attempt.cancel.set()
         if self._tasks:
             await asyncio.wait(self._tasks)
         await self.sweeper.sweep()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._flush_remaining(), SHUTDOWN_REPORT_SECONDS)
-        for task in loops:
+        for task in background:
             task.cancel()
-        await asyncio.gather(*loops, return_exceptions=True)
+        await asyncio.gather(*background, return_exceptions=True)
         await self.connection.close()
         self._uid_lock.close()
+
+    def _running_attempts(self) -> list[tuple[str, int]]:
+        return [(key, attempt.assignment.attempt) for key, attempt in self._running.items()]
 
     # --- claiming and running -------------------------------------------------------------
 
     async def _claim_loop(self) -> None:
         failures = 0
-        while not self._stopping.is_set():
+        while True:
             try:
                 assignments, directives = await self.connection.claim(
-                    self.config.max_slots, list(self._running)
+                    self.config.max_slots, self._running_attempts()
                 )
                 failures = 0
             except httpx.HTTPError as error:
+                if is_gone(error):
+                    self._gone.set()
+                    return
                 failures += 1
                 log.warning("claim failed: %s", error)
                 await asyncio.sleep(_backoff(failures))
@@ -242,8 +278,8 @@ class Agent:
 
     def _complete(self, attempt: _Attempt, outcome: Outcome) -> None:
         state, reason = outcome.state, outcome.reason
-        if attempt.lost:
-            state, reason = AttemptState.LOST, "the worker stopped while the attempt ran"
+        if attempt.lost_because is not None:
+            state, reason = AttemptState.LOST, attempt.lost_because
         assignment = attempt.assignment
         usage = outcome.usage
         self._completions.append(
@@ -269,15 +305,31 @@ class Agent:
     # --- heartbeats -----------------------------------------------------------------------
 
     async def _heartbeat_loop(self, interval: float) -> None:
-        while not self._stopping.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), interval)
-            if self._stopping.is_set():
-                return
+        while True:
+            await asyncio.sleep(interval)
             try:
-                self._obey(await self.connection.heartbeat(list(self._running)))
+                self._obey(await self.connection.heartbeat(self._running_attempts()))
             except httpx.HTTPError as error:
+                if is_gone(error):
+                    self._gone.set()
+                    return
                 log.warning("heartbeat failed: %s", error)
+
+    async def _watchdog(self, lease: float) -> None:
+        """Kill our attempts once the server has been silent longer than our lease: by then
+        it may have given them to another worker (it declares us lost a heartbeat later)."""
+        while True:
+            await asyncio.sleep(min(1.0, lease / 4))
+            silent = time.monotonic() - self.connection.last_contact
+            if silent <= lease:
+                continue
+            for attempt in self._running.values():
+                if attempt.lost_because is None:
+                    log.warning("no answer from the server for %.0fs: killing attempts", silent)
+                    attempt.lost_because = (
+                        f"the worker lost contact with the server for over {lease:g}s"
+                    )
+                    attempt.cancel.set()
 
     # --- reporting ------------------------------------------------------------------------
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import time
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -13,6 +15,18 @@ from herder.domain.models import Assignment
 from herder.worker.output import Chunk
 
 CLAIM_WAIT_SECONDS = 20.0
+GONE = 410  # the server declared this worker lost: drop everything, register again
+
+
+@dataclass(frozen=True)
+class Registration:
+    worker_id: str
+    heartbeat_interval_seconds: float
+    heartbeat_timeout_seconds: float
+
+
+def is_gone(error: httpx.HTTPError) -> bool:
+    return isinstance(error, httpx.HTTPStatusError) and error.response.status_code == GONE
 
 
 class ServerConnection:
@@ -24,19 +38,22 @@ class ServerConnection:
             limits=httpx.Limits(max_connections=16, max_keepalive_connections=8),
         )
         self.worker_id = ""
+        self.last_contact = time.monotonic()  # when the server last answered at all
 
     async def close(self) -> None:
         await self._http.aclose()
 
     async def _post(self, path: str, body: dict[str, Any]) -> Any:
         response = await self._http.post(path, json=body)
+        if response.status_code < 500:
+            self.last_contact = time.monotonic()
         response.raise_for_status()
         return response.json()
 
     async def register(
         self, name: str, capacity: Resources, max_slots: int, labels: dict[str, str]
-    ) -> float:
-        """Register; returns the heartbeat interval the server asks for."""
+    ) -> Registration:
+        """Register as a new worker (a lost one registers again, under a new id)."""
         answer = await self._post(
             "/v1/workers",
             {
@@ -48,20 +65,28 @@ class ServerConnection:
             },
         )
         self.worker_id = answer["worker_id"]
-        return float(answer["heartbeat_interval_seconds"])
+        return Registration(
+            worker_id=self.worker_id,
+            heartbeat_interval_seconds=float(answer["heartbeat_interval_seconds"]),
+            heartbeat_timeout_seconds=float(answer["heartbeat_timeout_seconds"]),
+        )
 
-    async def heartbeat(self, running: list[str]) -> dict[str, list[str]]:
+    async def heartbeat(self, running: list[tuple[str, int]]) -> dict[str, list[str]]:
         answer: dict[str, list[str]] = await self._post(
-            f"/v1/workers/{self.worker_id}/heartbeat", {"running": running}
+            f"/v1/workers/{self.worker_id}/heartbeat", {"running": _running(running)}
         )
         return answer
 
     async def claim(
-        self, max_runs: int, running: list[str]
+        self, max_runs: int, running: list[tuple[str, int]]
     ) -> tuple[list[Assignment], dict[str, list[str]]]:
         answer = await self._post(
             f"/v1/workers/{self.worker_id}/claim",
-            {"max_runs": max_runs, "wait_seconds": CLAIM_WAIT_SECONDS, "running": running},
+            {
+                "max_runs": max_runs,
+                "wait_seconds": CLAIM_WAIT_SECONDS,
+                "running": _running(running),
+            },
         )
         assignments = [Assignment.model_validate(item) for item in answer["assignments"]]
         return assignments, {"cancel": answer["cancel"], "drop": answer["drop"]}
@@ -90,3 +115,7 @@ class ServerConnection:
         response = await self._http.get(f"/v1/workers/{self.worker_id}/artifacts/{sha256}")
         response.raise_for_status()
         return response.content
+
+
+def _running(attempts: list[tuple[str, int]]) -> list[dict[str, Any]]:
+    return [{"attempt_id": attempt_id, "attempt": number} for attempt_id, number in attempts]
