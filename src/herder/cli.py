@@ -243,6 +243,7 @@ def job_create(
     priority: Annotated[str, typer.Option(help="high, medium or low")] = "medium",
     timeout: Annotated[int, typer.Option(help="seconds, at most 86400")] = 3600,
     max_attempts: Annotated[int, typer.Option(help="retry policy: attempts in all")] = 1,
+    retry_delay: Annotated[float, typer.Option(help="first back-off cap, seconds")] = 10.0,
     network: Annotated[bool, typer.Option(help="allow network access")] = False,
     as_json: JsonFlag = False,
 ) -> None:
@@ -255,7 +256,7 @@ def job_create(
             "resources": {"cpu": cpu, "memory_mb": memory_mb, "gpus": gpus},
             "priority": priority,
             "timeout_seconds": timeout,
-            "retry": {"max_attempts": max_attempts},
+            "retry": {"max_attempts": max_attempts, "initial_delay_seconds": retry_delay},
             "network": network,
         }
         if file is not None:
@@ -339,10 +340,11 @@ def job_delete(job: str) -> None:
 def _run_table(runs: list[Run]) -> Table:
     table = Table("ID", "JOB", "STATE", "ATTEMPTS", "CREATED", "FINISHED", "EXIT")
     for run in runs:
+        state = f"{run.state} until {_when(run.retry_at)}" if run.retry_at else run.state
         table.add_row(
             run.id,
             run.job_name,
-            run.state,
+            state,
             str(run.attempt_count),
             _when(run.created_at),
             _when(run.finished_at),
@@ -407,10 +409,12 @@ def run_start(
 def run_list(
     job: Annotated[str | None, typer.Option(help="job name or id")] = None,
     state: Annotated[list[str], typer.Option(help="repeatable")] = [],  # noqa: B006
+    dead: Annotated[bool, typer.Option("--dead", help="the dead-letter set")] = False,
     limit: int = 50,
     as_json: JsonFlag = False,
 ) -> None:
     """List runs, newest first."""
+    state = [*state, "dead"] if dead else state
     with client() as herder:
         job_id = herder.find_job(job).id if job else None
         page = herder.list_runs(job_id=job_id, states=state, limit=limit)
@@ -447,6 +451,17 @@ def run_logs(
             stream = sys.stderr if chunk.stream == "stderr" else sys.stdout
             stream.write(chunk.text)
             stream.flush()
+
+
+@run_app.command("rerun")
+def run_rerun(run_id: str, as_json: JsonFlag = False) -> None:
+    """Run an ended (say, dead) run again, as a new run linked to it."""
+    with client() as herder:
+        run = herder.rerun(run_id)
+    if as_json:
+        print_json(run)
+    else:
+        out.print(f"started run [bold]{run.id}[/], a re-run of {run_id}")
 
 
 @run_app.command("cancel")

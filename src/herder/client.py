@@ -19,7 +19,17 @@ from typing import Any, Self
 import httpx
 from pydantic import BaseModel
 
-from herder.domain.models import Artifact, Job, LogChunk, Page, Run, RunDetail, Tenant, Worker
+from herder.domain.models import (
+    Artifact,
+    Job,
+    LogChunk,
+    Page,
+    Run,
+    RunDetail,
+    RunEvent,
+    Tenant,
+    Worker,
+)
 
 
 class ClientError(Exception):
@@ -167,6 +177,13 @@ class HerderClient:
             }
         )
         return Page[Run].model_validate(self._request("GET", "/v1/runs", params=params).json())
+
+    def rerun(self, run_id: str) -> Run:
+        return Run.model_validate(self._request("POST", f"/v1/runs/{run_id}/rerun").json())
+
+    def events(self, run_id: str) -> list[RunEvent]:
+        response = self._request("GET", f"/v1/runs/{run_id}/events")
+        return [RunEvent.model_validate(item) for item in response.json()]
 
     def cancel_run(self, run_id: str) -> Run:
         return Run.model_validate(self._request("POST", f"/v1/runs/{run_id}/cancel").json())

@@ -22,7 +22,7 @@ from herder.domain.models import Assignment, Worker, WorkerState
 from herder.domain.states import AttemptState, RunState
 from herder.store.database import Database
 from herder.store.schema import attempts, runs, workers
-from herder.store.transitions import move_run
+from herder.store.transitions import move_run, record_event
 
 ATTEMPT_DEADLINE_MARGIN_SECONDS = 30  # past its timeout, the worker's own kill, and reporting
 MAX_CLAIM_WINDOW = 512  # queued runs looked at (and locked) per claim, in queue order
@@ -143,7 +143,33 @@ class WorkerRepository:
             ).rowcount
         if not alive:
             raise _gone(worker_id)
-        return self.directives(worker_id, running)
+        directives = self.directives(worker_id, running)
+        if directives.drop:
+            self._record_stale(
+                worker_id, [item for item in running if item.attempt_id in directives.drop]
+            )
+        return directives
+
+    def _record_stale(self, worker_id: str, stale: list[RunningAttempt]) -> None:
+        """A heartbeat naming attempts that are no longer current: say so in their runs."""
+        now = self._clock.now()
+        with self._db.write() as connection:
+            for item in stale:
+                row = connection.execute(
+                    select(attempts.c.run_id, attempts.c.state).where(
+                        attempts.c.id == item.attempt_id, attempts.c.worker_id == worker_id
+                    )
+                ).first()
+                if row is not None:
+                    record_event(
+                        connection,
+                        row.run_id,
+                        now,
+                        actor=f"worker:{worker_id}",
+                        attempt=item.attempt,
+                        message=f"refused a heartbeat for attempt {item.attempt}, which is "
+                        f"{row.state}: the worker was told to kill it",
+                    )
 
     def directives(self, worker_id: str, running: list[RunningAttempt]) -> Directives:
         """Which of its attempts the worker must stop: cancelled ones (report them), and ones

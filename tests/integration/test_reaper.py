@@ -1,0 +1,191 @@
+"""The reaper on a store whose clock the test moves: lost workers, deadlines, retries,
+start deadlines, dead letters, re-runs — and leases."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from herder.control.reaper import Reaper
+from herder.domain.jobs import JobSpec, Resources, RetryPolicy, RunOverrides
+from herder.domain.models import Assignment
+from herder.domain.states import AttemptState, RunState
+from herder.store.reports import Completion
+from herder.store.store import Store
+
+TIMEOUT = 10.0  # heartbeat timeout
+
+
+class ManualClock:
+    def __init__(self) -> None:
+        self.moment = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+
+    def now(self) -> datetime:
+        return self.moment
+
+    def advance(self, seconds: float) -> None:
+        self.moment += timedelta(seconds=seconds)
+
+
+@dataclass
+class World:
+    store: Store
+    clock: ManualClock
+    tenant_id: str
+    token_id: str
+
+    def job(self, **spec: object) -> str:
+        full = {"runtime": "shell", "command": "true", **spec}
+        return self.store.jobs.create(
+            self.tenant_id, f"j{random.random()}", JobSpec.model_validate(full)
+        ).id
+
+    def submit(self, job_id: str, **overrides: object) -> str:
+        run, _ = self.store.runs.submit(
+            self.tenant_id, job_id, RunOverrides.model_validate(overrides)
+        )
+        return run.id
+
+    def worker(self) -> str:
+        return self.store.workers.register(
+            self.token_id, name="w", capacity=Resources(cpu=8, memory_mb=8192),
+            max_slots=8, labels={}, version="t",
+        ).id  # fmt: skip
+
+    def claim(self, worker_id: str) -> list[Assignment]:
+        return self.store.workers.claim(worker_id, 8)
+
+    def state(self, run_id: str) -> RunState:
+        return self.store.runs.get(self.tenant_id, run_id).state
+
+    def reap(self) -> float:
+        return Reaper(self.store, self.clock, heartbeat_timeout_seconds=TIMEOUT).step()
+
+    def fail(self, worker_id: str, assignment: Assignment) -> None:
+        (result,) = self.store.reports.apply(
+            worker_id, [],
+            [Completion(assignment.attempt_id, assignment.attempt, AttemptState.FAILED, 1,
+                        "exit 1", None)],
+        )  # fmt: skip
+        assert result.status == 200
+
+
+@pytest.fixture
+def world(database_url: str) -> Iterator[World]:
+    clock = ManualClock()
+    store = Store(database_url, clock=clock, rng=random.Random(5))
+    store.migrate()
+    tenant = store.access.create_tenant("t")
+    token_id = store.access.authenticate_worker_token(store.access.create_worker_token("w"))
+    yield World(store, clock, tenant.id, token_id)
+    store.close()
+
+
+def test_a_silent_worker_is_lost_and_its_runs_retry_at_once(world: World) -> None:
+    run_id = world.submit(world.job(retry={"max_attempts": 3, "initial_delay_seconds": 0}))
+    silent = world.worker()
+    world.claim(silent)
+    world.clock.advance(TIMEOUT - 1)
+    world.reap()
+    assert world.state(run_id) is RunState.RUNNING
+    world.clock.advance(2)
+    world.reap()  # lost, and with no back-off queued again in the same pass
+    assert world.state(run_id) is RunState.QUEUED
+    (again,) = world.claim(world.worker())
+    assert again.attempt == 2
+    detail = world.store.runs.detail(world.tenant_id, run_id)
+    assert detail.attempts[0].state is AttemptState.LOST
+    assert "stopped heartbeating" in (detail.attempts[0].reason or "")
+    with pytest.raises(Exception, match="declared lost"):
+        world.store.workers.heartbeat(silent, [])
+
+
+def test_an_attempt_past_its_deadline_times_out_even_if_its_worker_lives(world: World) -> None:
+    run_id = world.submit(world.job(timeout_seconds=60))
+    worker = world.worker()
+    world.claim(worker)
+    for _ in range(11):  # the worker keeps heartbeating, but never ends the attempt
+        world.clock.advance(9)
+        world.store.workers.heartbeat(worker, [])
+        world.reap()
+    assert world.state(run_id) is RunState.TIMED_OUT
+    assert "deadline" in (world.store.runs.get(world.tenant_id, run_id).reason or "")
+
+
+def test_a_run_that_always_fails_ends_dead_after_its_attempts(world: World) -> None:
+    policy = {"max_attempts": 4, "initial_delay_seconds": 1, "factor": 2, "max_delay_seconds": 60}
+    run_id = world.submit(world.job(retry=policy))
+    worker = world.worker()
+    caps = [1, 2, 4]
+    for attempt in range(1, 5):
+        (assignment,) = world.claim(worker)
+        assert assignment.attempt == attempt
+        world.fail(worker, assignment)
+        if attempt == 4:
+            break
+        run = world.store.runs.get(world.tenant_id, run_id)
+        assert run.state is RunState.RETRY_WAIT
+        assert run.retry_at is not None
+        wait = (run.retry_at - world.clock.now()).total_seconds()
+        assert 0 <= wait <= caps[attempt - 1]
+        assert world.reap() <= caps[attempt - 1] + 0.001  # it sleeps until the retry is due
+        world.clock.advance(wait + 0.001)
+        world.reap()
+    dead = world.store.runs.list(world.tenant_id, states=[RunState.DEAD]).items
+    assert [run.id for run in dead] == [run_id]
+    assert "all 4 attempts used" in world.store.runs.events(world.tenant_id, run_id)[-1].message
+
+
+def test_a_dead_run_is_rerun_as_a_new_linked_run(world: World) -> None:
+    run_id = world.submit(world.job(retry={"max_attempts": 2, "initial_delay_seconds": 0}))
+    worker = world.worker()
+    for _ in range(2):
+        (assignment,) = world.claim(worker)
+        world.fail(worker, assignment)
+        world.reap()
+    assert world.state(run_id) is RunState.DEAD
+    rerun = world.store.runs.rerun(world.tenant_id, run_id)
+    assert rerun.rerun_of == run_id
+    assert rerun.state is RunState.QUEUED
+    assert world.claim(worker)[0].run_id == rerun.id
+
+
+def test_a_run_not_started_by_its_deadline_expires(world: World) -> None:
+    run_id = world.submit(world.job(), start_deadline_seconds=30)
+    assert world.reap() <= 30
+    world.clock.advance(31)
+    world.reap()
+    assert world.state(run_id) is RunState.EXPIRED
+
+
+def test_a_per_run_retry_policy_overrides_the_jobs(world: World) -> None:
+    run_id = world.submit(world.job(), retry=RetryPolicy(max_attempts=2).model_dump())
+    worker = world.worker()
+    (assignment,) = world.claim(worker)
+    world.fail(worker, assignment)
+    assert world.state(run_id) is RunState.RETRY_WAIT
+
+
+def test_a_lease_is_held_until_it_expires_then_taken_over(world: World) -> None:
+    """PostgreSQL leases run on the database's clock, SQLite's on the store's: move both."""
+
+    def wait(seconds: float) -> None:
+        time.sleep(seconds)
+        world.clock.advance(seconds)
+
+    leases = world.store.leases
+    first = leases.acquire("reaper", "a", 0.6)
+    assert first is not None
+    assert leases.acquire("reaper", "b", 0.6) is None
+    wait(0.3)
+    assert leases.renew("reaper", "a", first, 0.6)
+    wait(0.8)  # a died: no renewal
+    taken = leases.acquire("reaper", "b", 0.6)
+    assert taken == first + 1  # a new fencing number
+    assert not leases.renew("reaper", "a", first, 0.6)
+    assert leases.holder("reaper") == ("b", taken)
