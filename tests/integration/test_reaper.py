@@ -17,6 +17,7 @@ from herder.domain.models import Assignment
 from herder.domain.states import AttemptState, RunState
 from herder.store.reports import Completion
 from herder.store.store import Store
+from herder.store.workers import RunningAttempt
 
 TIMEOUT = 10.0  # heartbeat timeout
 
@@ -38,6 +39,7 @@ class World:
     clock: ManualClock
     tenant_id: str
     token_id: str
+    reaper: Reaper
 
     def job(self, **spec: object) -> str:
         full = {"runtime": "shell", "command": "true", **spec}
@@ -64,7 +66,7 @@ class World:
         return self.store.runs.get(self.tenant_id, run_id).state
 
     def reap(self) -> float:
-        return Reaper(self.store, self.clock, heartbeat_timeout_seconds=TIMEOUT).step()
+        return self.reaper.step()
 
     def fail(self, worker_id: str, assignment: Assignment) -> None:
         (result,) = self.store.reports.apply(
@@ -82,7 +84,9 @@ def world(database_url: str) -> Iterator[World]:
     store.migrate()
     tenant = store.access.create_tenant("t")
     token_id = store.access.authenticate_worker_token(store.access.create_worker_token("w"))
-    yield World(store, clock, tenant.id, token_id)
+    reaper = Reaper(store, clock, heartbeat_timeout_seconds=TIMEOUT)
+    clock.advance(TIMEOUT)  # the reaper has watched a whole timeout before the test starts
+    yield World(store, clock, tenant.id, token_id, reaper)
     store.close()
 
 
@@ -102,19 +106,35 @@ def test_a_silent_worker_is_lost_and_its_runs_retry_at_once(world: World) -> Non
     assert detail.attempts[0].state is AttemptState.LOST
     assert "stopped heartbeating" in (detail.attempts[0].reason or "")
     with pytest.raises(Exception, match="declared lost"):
-        world.store.workers.heartbeat(silent, [])
+        world.store.workers.heartbeat(silent, [], unreported_grace_seconds=2)
 
 
 def test_an_attempt_past_its_deadline_times_out_even_if_its_worker_lives(world: World) -> None:
     run_id = world.submit(world.job(timeout_seconds=60))
     worker = world.worker()
-    world.claim(worker)
+    (assignment,) = world.claim(worker)
+    running = [RunningAttempt(assignment.attempt_id, assignment.attempt)]
     for _ in range(11):  # the worker keeps heartbeating, but never ends the attempt
         world.clock.advance(9)
-        world.store.workers.heartbeat(worker, [])
+        world.store.workers.heartbeat(worker, running, unreported_grace_seconds=2)
         world.reap()
     assert world.state(run_id) is RunState.TIMED_OUT
     assert "deadline" in (world.store.runs.get(world.tenant_id, run_id).reason or "")
+
+
+def test_an_attempt_that_never_reached_its_worker_is_lost_and_retried(world: World) -> None:
+    run_id = world.submit(world.job(retry={"max_attempts": 2, "initial_delay_seconds": 0}))
+    worker = world.worker()
+    world.claim(worker)  # the answer "never arrives": the worker keeps saying it runs nothing
+    world.store.workers.heartbeat(worker, [], unreported_grace_seconds=2)
+    assert world.state(run_id) is RunState.RUNNING  # within the grace the answer may be coming
+    world.clock.advance(3)
+    world.store.workers.heartbeat(worker, [], unreported_grace_seconds=2)
+    world.reap()
+    assert world.state(run_id) is RunState.QUEUED
+    (attempt,) = world.store.runs.detail(world.tenant_id, run_id).attempts
+    assert attempt.state is AttemptState.LOST
+    assert "never reached its worker" in (attempt.reason or "")
 
 
 def test_a_run_that_always_fails_ends_dead_after_its_attempts(world: World) -> None:
@@ -139,6 +159,18 @@ def test_a_run_that_always_fails_ends_dead_after_its_attempts(world: World) -> N
     dead = world.store.runs.list(world.tenant_id, states=[RunState.DEAD]).items
     assert [run.id for run in dead] == [run_id]
     assert "all 4 attempts used" in world.store.runs.events(world.tenant_id, run_id)[-1].message
+
+
+def test_silence_is_judged_only_over_time_the_reaper_watched(world: World) -> None:
+    run_id = world.submit(world.job())
+    world.claim(world.worker())
+    world.clock.advance(TIMEOUT + 1)
+    restarted = Reaper(world.store, world.clock, heartbeat_timeout_seconds=TIMEOUT)
+    restarted.step()
+    assert world.state(run_id) is RunState.RUNNING  # the worker gets a timeout to return
+    world.clock.advance(TIMEOUT + 1)
+    restarted.step()
+    assert world.state(run_id) is RunState.LOST
 
 
 def test_a_dead_run_is_rerun_as_a_new_linked_run(world: World) -> None:

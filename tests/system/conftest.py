@@ -3,6 +3,7 @@ stopped and reaped after every test."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -10,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,6 +66,19 @@ class Cluster:
     url: str
     environment: dict[str, str]
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    server: subprocess.Popen[bytes] | None = None
+    server_args: tuple[str, ...] = ()
+
+    def start_server(self) -> subprocess.Popen[bytes]:
+        self.server = self.spawn(*self.server_args)
+        wait_healthy(self.url, self.server)
+        return self.server
+
+    def kill_server(self) -> None:
+        """``kill -9``: no shutdown of any kind."""
+        assert self.server is not None
+        self.server.kill()
+        self.server.wait()
 
     @property
     def credentials(self) -> dict[str, str]:
@@ -103,29 +118,56 @@ class Cluster:
             stop(process)
 
 
-def _environment(home: Path, database_url: str) -> dict[str, str]:
+FAST_FAILURE_DETECTION = {
+    "HERDER_HEARTBEAT_INTERVAL": "0.5",
+    "HERDER_HEARTBEAT_TIMEOUT": "3",
+    "HERDER_LEASE_SECONDS": "2",
+}
+
+
+def _environment(home: Path, database_url: str, extra: dict[str, str]) -> dict[str, str]:
     return {
         **os.environ,
         "HERDER_HOME": str(home),
         "HERDER_DATABASE_URL": database_url,
         "PYTHONUNBUFFERED": "1",
+        **extra,
     }
 
 
 @pytest.fixture
 def start_cluster(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
-    """``start_cluster(database_url, embedded=False)``: a running server (or ``herder up``)."""
+    """``start_cluster(database_url, embedded=False, scheduler=True, fast=False)``: a running
+    ``herder server`` (with its control loops unless ``scheduler=False``) or ``herder up``;
+    ``fast`` shortens heartbeats and leases for failure tests."""
     clusters: list[Cluster] = []
 
-    def start(database_url: str | None = None, *, embedded: bool = False) -> Cluster:
+    def start(
+        database_url: str | None = None,
+        *,
+        embedded: bool = False,
+        scheduler: bool = True,
+        fast: bool = False,
+    ) -> Cluster:
         home = tmp_path / f"home-{len(clusters)}"
         port = free_port()
         url = f"http://127.0.0.1:{port}"
-        environment = _environment(home, database_url or sqlite_url(home / "herder.db"))
-        cluster = Cluster(home=home, url=url, environment=environment)
+        environment = _environment(
+            home,
+            database_url or sqlite_url(home / "herder.db"),
+            FAST_FAILURE_DETECTION if fast else {},
+        )
+        arguments = ("up",) if embedded else ("server",)
+        if scheduler and not embedded:
+            arguments += ("--with-scheduler",)
+        cluster = Cluster(
+            home=home,
+            url=url,
+            environment=environment,
+            server_args=(*arguments, "--port", str(port)),
+        )
         clusters.append(cluster)
-        server = cluster.spawn("up" if embedded else "server", "--port", str(port))
-        wait_healthy(url, server)
+        cluster.start_server()
         return cluster
 
     yield start
@@ -139,6 +181,11 @@ def system_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Itera
         yield sqlite_url(tmp_path / "system.db")
     else:
         yield from fresh_postgres_url(request.getfixturevalue("postgres_template"))
+
+
+@pytest.fixture
+def system_postgres_url(postgres_template: str) -> Iterator[str]:
+    yield from fresh_postgres_url(postgres_template)
 
 
 def processes_matching(marker: str) -> list[int]:
@@ -167,3 +214,22 @@ def alive(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state != "Z"
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout}s: {what}")
+        time.sleep(0.05)
+
+
+def unique_sleep(seconds: int) -> str:
+    """``sleep N.xxxxxx``: about N seconds, and a command line no other test shares."""
+    return f"sleep {seconds}.{uuid.uuid4().int % 10**6:06d}"
+
+
+def kill_matching(marker: str) -> None:
+    for pid in processes_matching(marker):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)

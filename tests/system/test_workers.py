@@ -12,17 +12,9 @@ from sqlalchemy import func, select
 
 from herder.store.database import Database
 from herder.store.schema import attempts
-from tests.system.conftest import Cluster, processes_matching
+from tests.system.conftest import Cluster, processes_matching, wait_until
 
 pytestmark = pytest.mark.system
-
-
-def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout}s: {what}")
-        time.sleep(0.05)
 
 
 def test_two_workers_racing_for_200_runs_give_each_run_one_attempt(

@@ -65,7 +65,10 @@ class LeasedLoop:
                 log.warning("%s: %s; trying again in %ss", self.name, error, ERROR_PAUSE_SECONDS)
                 self._stop.wait(ERROR_PAUSE_SECONDS)
         if self.fencing is not None:
-            self._leases.release(self.name, self._holder, self.fencing)
+            try:
+                self._leases.release(self.name, self._holder, self.fencing)
+            except (HerderError, SQLAlchemyError) as error:  # it will expire by itself
+                log.warning("%s: could not release the lease: %s", self.name, error)
             self.fencing = None
 
     def _hold(self, renewed_at: float) -> bool:

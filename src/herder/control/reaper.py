@@ -19,11 +19,12 @@ class Reaper:
         self._store = store
         self._clock = clock
         self._heartbeat_timeout = heartbeat_timeout_seconds
+        self._watching_since = clock.now()
 
     def step(self) -> float:
         """One pass; returns the seconds until the next pass is needed."""
         reaper = self._store.reaper
-        reaper.mark_lost_workers(self._heartbeat_timeout)
+        reaper.mark_lost_workers(self._heartbeat_timeout, self._watching_since)
         moved = [
             reaper.time_out_attempts(),
             reaper.requeue_due_retries(),

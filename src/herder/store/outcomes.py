@@ -6,14 +6,14 @@ from __future__ import annotations
 import random
 from datetime import datetime, timedelta
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, select, update
 
 from herder.domain.jobs import RetryPolicy
 from herder.domain.retry import decide
 from herder.domain.states import AttemptState, RunState
 from herder.store.database import Database
 from herder.store.notifications import DUE_CHANNEL
-from herder.store.schema import runs
+from herder.store.schema import attempts, runs
 from herder.store.transitions import move_run
 
 
@@ -52,3 +52,37 @@ def run_after_attempt(
         **values,
     )
     return decision.state
+
+
+def end_attempt(
+    database: Database,
+    connection: Connection,
+    rng: random.Random,
+    actor: str,
+    attempt_id: str,
+    outcome: AttemptState,
+    reason: str,
+    now: datetime,
+) -> None:
+    """End a running attempt for its worker (who cannot or did not), and move its run on if
+    it was the run's current attempt."""
+    ended = connection.execute(
+        update(attempts)
+        .where(attempts.c.id == attempt_id, attempts.c.state == AttemptState.RUNNING)
+        .values(state=outcome, reason=reason, finished_at=now)
+        .returning(attempts.c.run_id, attempts.c.number)
+    ).first()
+    if ended is None:
+        return
+    current = connection.execute(
+        select(runs.c.id).where(
+            runs.c.id == ended.run_id,
+            runs.c.state == RunState.RUNNING,
+            runs.c.attempt_count == ended.number,
+        )
+    ).scalar()
+    if current is not None:
+        run_after_attempt(
+            database, connection, ended.run_id, ended.number, outcome, reason,
+            exit_code=None, actor=actor, now=now, rng=rng,
+        )  # fmt: skip

@@ -9,14 +9,14 @@ from __future__ import annotations
 import random
 from datetime import datetime, timedelta
 
-from sqlalchemy import Connection, func, select, update
+from sqlalchemy import func, select, update
 
 from herder.clock import Clock
 from herder.domain.models import WorkerState
 from herder.domain.states import AttemptState, RunState
 from herder.store.database import Database
 from herder.store.notifications import notify_work
-from herder.store.outcomes import run_after_attempt
+from herder.store.outcomes import end_attempt
 from herder.store.schema import attempts, runs, workers
 from herder.store.transitions import move_run
 
@@ -30,11 +30,17 @@ class ReaperRepository:
         self._clock = clock
         self._rng = rng
 
-    def mark_lost_workers(self, heartbeat_timeout: float) -> int:
+    def mark_lost_workers(self, heartbeat_timeout: float, watching_since: datetime) -> int:
         """Workers silent past the timeout are lost; their running attempts end ``lost`` and
-        their runs follow their retry policy at once."""
+        their runs follow their retry policy at once.
+
+        Silence is judged only over time the caller has watched (``watching_since``): after a
+        restart, workers that could not reach a stopped server get a full timeout to return.
+        """
         now = self._clock.now()
         silent_since = now - timedelta(seconds=heartbeat_timeout)
+        if watching_since > silent_since:
+            return 0
         with self._db.write() as connection:
             lost = (
                 connection.execute(
@@ -61,8 +67,8 @@ class ReaperRepository:
                     .all()
                 )
                 for attempt_id in running:
-                    self._end_attempt(
-                        connection, attempt_id, AttemptState.LOST,
+                    end_attempt(
+                        self._db, connection, self._rng, REAPER, attempt_id, AttemptState.LOST,
                         f"worker {worker_id} stopped heartbeating for over "
                         f"{heartbeat_timeout:g}s", now,
                     )  # fmt: skip
@@ -83,8 +89,8 @@ class ReaperRepository:
                 .all()
             )
             for attempt_id in overdue:
-                self._end_attempt(
-                    connection, attempt_id, AttemptState.TIMED_OUT,
+                end_attempt(
+                    self._db, connection, self._rng, REAPER, attempt_id, AttemptState.TIMED_OUT,
                     "timed out: its worker did not end it by its deadline", now,
                 )  # fmt: skip
         return len(overdue)
@@ -169,32 +175,3 @@ class ReaperRepository:
             candidates.append(oldest_heartbeat + timedelta(seconds=heartbeat_timeout))
         due = [moment for moment in candidates if moment is not None]
         return min(due) if due else None
-
-    def _end_attempt(
-        self,
-        connection: Connection,
-        attempt_id: str,
-        outcome: AttemptState,
-        reason: str,
-        now: datetime,
-    ) -> None:
-        ended = connection.execute(
-            update(attempts)
-            .where(attempts.c.id == attempt_id, attempts.c.state == AttemptState.RUNNING)
-            .values(state=outcome, reason=reason, finished_at=now)
-            .returning(attempts.c.run_id, attempts.c.number)
-        ).first()
-        if ended is None:
-            return
-        state = connection.execute(
-            select(runs.c.state, runs.c.attempt_count).where(runs.c.id == ended.run_id)
-        ).first()
-        if (
-            state is not None
-            and state.state == RunState.RUNNING
-            and (state.attempt_count == ended.number)
-        ):
-            run_after_attempt(
-                self._db, connection, ended.run_id, ended.number, outcome, reason,
-                exit_code=None, actor=REAPER, now=now, rng=self._rng,
-            )  # fmt: skip

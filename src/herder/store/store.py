@@ -33,7 +33,7 @@ class Store:
         self.artifacts = ArtifactRepository(self.database, self.clock)
         self.jobs = JobRepository(self.database, self.clock)
         self.runs = RunRepository(self.database, self.clock, self.jobs)
-        self.workers = WorkerRepository(self.database, self.clock)
+        self.workers = WorkerRepository(self.database, self.clock, self.rng)
         self.logs = LogRepository(self.database, self.clock)
         self.reports = ReportRepository(self.database, self.clock, self.rng)
         self.reaper = ReaperRepository(self.database, self.clock, self.rng)

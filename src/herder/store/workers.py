@@ -8,6 +8,7 @@ runs; on SQLite the write lock (``BEGIN IMMEDIATE``) serialises claims.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -21,6 +22,7 @@ from herder.domain.jobs import JobSpec, Resources
 from herder.domain.models import Assignment, Worker, WorkerState
 from herder.domain.states import AttemptState, RunState
 from herder.store.database import Database
+from herder.store.outcomes import end_attempt
 from herder.store.schema import attempts, runs, workers
 from herder.store.transitions import move_run, record_event
 
@@ -49,9 +51,10 @@ class Directives:
 
 
 class WorkerRepository:
-    def __init__(self, database: Database, clock: Clock) -> None:
+    def __init__(self, database: Database, clock: Clock, rng: random.Random) -> None:
         self._db = database
         self._clock = clock
+        self._rng = rng
         self._owners: dict[str, str] = {}
 
     def register(
@@ -131,18 +134,40 @@ class WorkerRepository:
             raise NotFound(f"worker {worker_id} not found for this token; register first")
         self._owners[worker_id] = token_id  # a worker never changes hands
 
-    def heartbeat(self, worker_id: str, running: list[RunningAttempt]) -> Directives:
+    def heartbeat(
+        self, worker_id: str, running: list[RunningAttempt], *, unreported_grace_seconds: float
+    ) -> Directives:
         """The worker is alive; answers what to stop. A worker already declared lost is
-        told so (``Gone``): its attempts were given to others."""
+        told so (``Gone``): its attempts were given to others.
+
+        An attempt the worker does not list although it was given to it more than
+        ``unreported_grace_seconds`` ago never reached it (the claim's answer was lost, say
+        when the server died mid-claim): it ends ``lost`` and its run retries.
+        """
         now = self._clock.now()
+        reported = {item.key for item in running}
         with self._db.write() as connection:
             alive = connection.execute(
                 update(workers)
                 .where(workers.c.id == worker_id, workers.c.state != WorkerState.LOST)
                 .values(last_heartbeat_at=now)
             ).rowcount
-        if not alive:
-            raise _gone(worker_id)
+            if not alive:
+                raise _gone(worker_id)
+            given = connection.execute(
+                select(attempts.c.id, attempts.c.number).where(
+                    attempts.c.worker_id == worker_id,
+                    attempts.c.state == AttemptState.RUNNING,
+                    attempts.c.started_at < now - timedelta(seconds=unreported_grace_seconds),
+                )
+            ).all()
+            for attempt_id, number in given:
+                if (attempt_id, number) not in reported:
+                    end_attempt(
+                        self._db, connection, self._rng, f"worker:{worker_id}", attempt_id,
+                        AttemptState.LOST, "never reached its worker (the claim's answer was "
+                        "lost)", now,
+                    )  # fmt: skip
         directives = self.directives(worker_id, running)
         if directives.drop:
             self._record_stale(

@@ -31,7 +31,7 @@ from herder.worker.connection import Registration, ServerConnection, is_gone
 from herder.worker.executor import Outcome, execute, not_started
 from herder.worker.output import Chunk, OutputBuffer
 from herder.worker.sandbox import attempt_environment, attempts_root
-from herder.worker.uids import UidSweeper, reserve_uid_pool
+from herder.worker.uids import UidSweeper, kill_processes_of_uids, reserve_uid_pool
 from herder.worker.workspace import (
     build_plan,
     place_artifact,
@@ -85,6 +85,8 @@ class Agent:
             config.run_uid_base, config.run_uid_count, Path(tempfile.gettempdir())
         )
         self.sweeper = UidSweeper(self.uids)
+        if self.as_root:  # what a crashed worker of this range left running dies now
+            kill_processes_of_uids(self.uids.all_uids())
         self.workspaces = attempts_root(config.home, isolated_uids=self.as_root)
         self._running: dict[str, _Attempt] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -104,8 +106,8 @@ class Agent:
                 registration = await self._register(stop)
                 if registration is None or not await self._session(registration, stop):
                     break
-                log.warning("the server declared this worker lost: dropping its attempts")
-                await self._forget_everything()
+                log.warning("the server declared this worker lost: killing its attempts")
+                await self._end_all_attempts("the server declared the worker lost")
         finally:
             await self._shutdown(background)
 
@@ -154,25 +156,20 @@ class Agent:
                 return False
         return self._gone.is_set() and not stop.is_set()
 
-    async def _forget_everything(self) -> None:
-        """Kill every attempt without reporting it: the server gave them to others."""
+    async def _end_all_attempts(self, why: str) -> None:
+        """Kill every attempt and report it ``lost``, under the worker id they were given to:
+        the server refuses (and records) reports of attempts it has given to others."""
         for attempt in self._running.values():
-            attempt.dropped = True
+            attempt.lost_because = why
             attempt.cancel.set()
         if self._tasks:
             await asyncio.wait(self._tasks)
-        self._completions.clear()
-        self._unsent_logs.clear()
-
-    async def _shutdown(self, background: list[asyncio.Task[None]]) -> None:
-        for attempt in self._running.values():
-            attempt.lost_because = "the worker stopped while the attempt ran"
-            attempt.cancel.set()
-        if self._tasks:
-            await asyncio.wait(self._tasks)
-        await self.sweeper.sweep()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._flush_remaining(), SHUTDOWN_REPORT_SECONDS)
+
+    async def _shutdown(self, background: list[asyncio.Task[None]]) -> None:
+        await self._end_all_attempts("the worker stopped while the attempt ran")
+        await self.sweeper.sweep()
         for task in background:
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)

@@ -39,6 +39,9 @@ class UidPool:
         self._free = list(range(base, base + size))  # ascending, so already a heap
         self._in_use: set[int] = set()
 
+    def all_uids(self) -> frozenset[int]:
+        return frozenset(range(self._base, self._base + self._size))
+
     def acquire(self) -> int:
         if not self._free:
             last = self._base + self._size - 1

@@ -70,8 +70,13 @@ def list_workers(_admin: SystemAdmin, store: StoreDep) -> list[Worker]:
 
 
 @router.post("/workers/{worker_id}/heartbeat")
-def heartbeat(body: HeartbeatRequest, worker_id: RegisteredWorker, store: StoreDep) -> Directives:
-    directives = store.workers.heartbeat(worker_id, body.attempts())
+def heartbeat(
+    body: HeartbeatRequest, worker_id: RegisteredWorker, store: StoreDep, request: Request
+) -> Directives:
+    interval = request.app.state.settings.heartbeat_interval_seconds
+    directives = store.workers.heartbeat(
+        worker_id, body.attempts(), unreported_grace_seconds=2 * interval + 1.0
+    )
     return Directives(cancel=directives.cancel, drop=directives.drop)
 
 

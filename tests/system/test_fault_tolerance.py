@@ -1,0 +1,218 @@
+"""At-least-once, at most one current attempt, nothing acknowledged lost — proven by killing
+and freezing real processes. Heartbeats every 0.5 s, lost after 3 s, leases of 2 s."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+
+from herder.client import HerderClient
+from herder.domain.models import RunDetail
+from herder.store.database import Database
+from herder.store.schema import attempts
+from herder.store.store import Store
+from tests.system.conftest import (
+    Cluster,
+    alive,
+    kill_matching,
+    processes_matching,
+    unique_sleep,
+    wait_until,
+)
+
+pytestmark = pytest.mark.system
+
+HEARTBEAT_TIMEOUT = 3.0
+WORKER_LEASE = 2.5  # the timeout less one heartbeat interval
+RETRIES = {"max_attempts": 3, "initial_delay_seconds": 0}
+
+
+@pytest.fixture
+def effects() -> Iterator[Path]:
+    """A file every sandboxed uid may append to: the jobs' own side effects."""
+    directory = Path(tempfile.mkdtemp(prefix="herder-effects-"))
+    directory.chmod(0o777)  # not sticky: there, appending to another uid's file is refused
+    path = directory / "effects"
+    path.touch()
+    path.chmod(0o666)
+    yield path
+    path.unlink(missing_ok=True)
+    directory.rmdir()
+
+
+def worker_id_named(herder: HerderClient, name: str) -> str:
+    return next(worker.id for worker in herder.list_workers() if worker.name == name)
+
+
+def running_on(herder: HerderClient, run_id: str, attempt: int) -> bool:
+    run = herder.get_run(run_id)
+    return run.state == "running" and run.attempt_count == attempt
+
+
+def test_a_killed_workers_run_finishes_on_another_worker(
+    start_cluster: Callable[..., Cluster],
+) -> None:
+    cluster = start_cluster(fast=True)
+    command = unique_sleep(5)
+    one = cluster.start_worker("one")
+    with cluster.client() as herder:
+        job = herder.create_job("five", {"runtime": "shell", "command": command, "retry": RETRIES})
+        run = herder.start_run(job.id)
+        wait_until(lambda: running_on(herder, run.id, 1), 20, "attempt 1 running")
+        cluster.start_worker("two")
+        wait_until(lambda: len(herder.list_workers()) == 2, 20, "worker two registered")
+        time.sleep(1)  # in the middle of the job
+        killed_at = datetime.now(UTC)
+        one.kill()
+        finished = herder.wait(run.id, timeout=HEARTBEAT_TIMEOUT + 5 + 10)
+    kill_matching(command)  # the orphan of the killed worker (no worker is left to end it)
+    took = (finished.finished_at - killed_at).total_seconds()  # type: ignore[operator]
+    redispatch = (finished.attempts[1].started_at - killed_at).total_seconds()
+    print(f"re-dispatched {redispatch:.2f}s after the kill; finished {took:.2f}s after it")
+    assert finished.state == "succeeded"
+    assert [attempt.state for attempt in finished.attempts] == ["lost", "succeeded"]
+    assert took < HEARTBEAT_TIMEOUT + 5 + 2
+
+
+def test_a_frozen_workers_late_report_is_refused_and_its_job_killed(
+    start_cluster: Callable[..., Cluster], effects: Path
+) -> None:
+    cluster = start_cluster(fast=True)
+    sleep = unique_sleep(8)
+    command = f'{sleep}; echo "$HERDER_RUN_ID,$HERDER_ATTEMPT" >> {effects}'
+    one = cluster.start_worker("one")
+    with cluster.client() as herder:
+        job = herder.create_job(
+            "effect", {"runtime": "shell", "command": command, "retry": RETRIES}
+        )
+        run = herder.start_run(job.id)
+        wait_until(lambda: running_on(herder, run.id, 1), 20, "attempt 1 running")
+        one_id = worker_id_named(herder, "one")
+        one.send_signal(signal.SIGSTOP)
+        try:
+            cluster.start_worker("two")
+            wait_until(lambda: running_on(herder, run.id, 2), 20, "attempt 2 running elsewhere")
+        finally:
+            one.send_signal(signal.SIGCONT)
+        continued = time.monotonic()
+        wait_until(lambda: len(_processes(sleep)) == 1, WORKER_LEASE + 2, "frozen job killed")
+        print(f"the stale attempt was killed {time.monotonic() - continued:.2f}s after SIGCONT")
+        finished = herder.wait(run.id, timeout=30)
+    assert finished.state == "succeeded"
+    assert [attempt.state for attempt in finished.attempts] == ["lost", "succeeded"]
+    refusals = [event for event in finished.events if event.message.startswith("refused")]
+    assert refusals, finished.events
+    assert all(one_id in event.message for event in refusals)
+    assert effects.read_text().splitlines() == [f"{run.id},2"]
+
+
+def _processes(sleep: str) -> list[int]:
+    """Living ``sleep`` processes of this command (not the shells that started them)."""
+    found = []
+    for pid in processes_matching(sleep):
+        with contextlib.suppress(OSError):
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            if command.startswith(sleep) and alive(pid):
+                found.append(pid)
+    return found
+
+
+def test_killing_the_server_loses_nothing_and_runs_nothing_twice(
+    system_database_url: str, start_cluster: Callable[..., Cluster], effects: Path
+) -> None:
+    cluster = start_cluster(system_database_url)
+    for name in ("one", "two"):
+        cluster.start_worker(name, "--max-slots", "40")
+    command = f'sleep 0.2; echo "$HERDER_RUN_ID" >> {effects}'
+    with cluster.client() as herder:
+        wait_until(lambda: len(herder.list_workers()) == 2, 20, "workers registered")
+        spec = {"runtime": "shell", "command": command, "retry": RETRIES,
+                "resources": {"cpu": 0.01, "memory_mb": 8}}  # fmt: skip
+        job = herder.create_job("many", spec)
+        with ThreadPoolExecutor(4) as pool:
+            run_ids = list(pool.map(lambda _: herder.start_run(job.id).id, range(1000)))
+        wait_until(lambda: _ended(herder, job.id) >= 100, 60, "some runs ended")
+    cluster.kill_server()  # with most of the 1,000 still queued or running
+    cluster.start_server()
+    with cluster.client() as herder:
+        wait_until(lambda: _ended(herder, job.id) == 1000, 180, "every run ended")
+        runs = herder.list_runs(job_id=job.id, limit=1000).items
+    failed = [(run.state, run.reason) for run in runs if run.state != "succeeded"]
+    assert not failed, failed[:5]
+    database = Database(system_database_url)
+    with database.read() as connection:
+        succeeded = connection.execute(
+            select(attempts.c.run_id, func.count())
+            .where(attempts.c.state == "succeeded")
+            .group_by(attempts.c.run_id)
+        ).all()
+    database.dispose()
+    assert len(succeeded) == 1000
+    assert {count for _, count in succeeded} == {1}
+    effect_lines = effects.read_text().splitlines()
+    assert sorted(effect_lines) == sorted(run_ids), "a job ran to completion twice or never"
+
+
+def _ended(herder: HerderClient, job_id: str) -> int:
+    runs = herder.list_runs(job_id=job_id, limit=1000).items
+    return sum(run.state.is_terminal for run in runs)
+
+
+@pytest.mark.postgres
+def test_a_standby_scheduler_takes_over_the_loops(
+    system_postgres_url: str, start_cluster: Callable[..., Cluster]
+) -> None:
+    cluster = start_cluster(system_postgres_url, scheduler=False, fast=True)
+    schedulers = [cluster.spawn("scheduler") for _ in range(2)]
+    store = Store(system_postgres_url)
+    try:
+        wait_until(lambda: store.leases.holder("reaper") is not None, 20, "a scheduler holds it")
+        holder = store.leases.holder("reaper")
+        assert holder is not None
+        pid = int(holder[0].split(":")[1])
+        (holding,) = [process for process in schedulers if process.pid == pid]
+        holding.kill()
+        killed = time.monotonic()
+
+        def taken_over() -> bool:
+            now = store.leases.holder("reaper")
+            return now is not None and now[0] != holder[0]
+
+        wait_until(taken_over, 10, "the standby took the lease")
+        took = time.monotonic() - killed
+    finally:
+        store.close()
+    print(f"the standby took over {took:.2f}s after the holder was killed")
+    assert took < 2.0 + 2.0 / 3 + 1.0  # the lease, one standby retry, slack
+
+
+def test_a_run_that_always_fails_is_dead_after_four_attempts_with_growing_delays(
+    start_cluster: Callable[..., Cluster],
+) -> None:
+    cluster = start_cluster()
+    cluster.start_worker("w")
+    retry = {"max_attempts": 4, "initial_delay_seconds": 0.3, "factor": 2}
+    with cluster.client() as herder:
+        job = herder.create_job("doomed", {"runtime": "shell", "command": "exit 3", "retry": retry})
+        run: RunDetail = herder.wait(herder.start_run(job.id).id, timeout=60)
+        dead = herder.list_runs(states=["dead"]).items
+    assert run.state == "dead"
+    assert [run.id] == [item.id for item in dead]
+    assert [attempt.number for attempt in run.attempts] == [1, 2, 3, 4]
+    assert {attempt.exit_code for attempt in run.attempts} == {3}
+    caps = [0.3, 0.6, 1.2]
+    for cap, before, after in zip(caps, run.attempts, run.attempts[1:], strict=False):
+        gap = (after.started_at - before.finished_at).total_seconds()  # type: ignore[operator]
+        assert 0 <= gap <= cap + 1.0, (cap, gap)
+    messages = [event.message for event in run.events if "back-off cap" in event.message]
+    assert [f"cap {cap:.2f}s" in message for cap, message in zip(caps, messages, strict=True)]
+    assert "all 4 attempts used" in (run.events[-1].message)
