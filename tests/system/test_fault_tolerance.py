@@ -108,7 +108,8 @@ def test_a_frozen_workers_late_report_is_refused_and_its_job_killed(
         print(f"the stale attempt was killed {time.monotonic() - continued:.2f}s after SIGCONT")
         finished = herder.wait(run.id, timeout=30)
     assert finished.state == "succeeded"
-    assert [attempt.state for attempt in finished.attempts] == ["lost", "succeeded"]
+    states = [(attempt.state, attempt.worker_id, attempt.reason) for attempt in finished.attempts]
+    assert [state for state, _, _ in states] == ["lost", "succeeded"], states
     refusals = [event for event in finished.events if event.message.startswith("refused")]
     assert refusals, finished.events
     assert all(one_id in event.message for event in refusals)
