@@ -16,6 +16,7 @@ import logging
 import os
 import tempfile
 import time
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,8 +64,15 @@ class WorkerConfig:
 
 
 @dataclass
+class _Report:
+    logs: list[tuple[str, int, Chunk]] = field(default_factory=list)
+    completions: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
 class _Attempt:
     assignment: Assignment
+    worker_id: str  # the registration it was given to
     output: OutputBuffer = field(default_factory=OutputBuffer)
     cancel: asyncio.Event = field(default_factory=asyncio.Event)
     dropped: bool = False  # no longer ours: kill it, report nothing
@@ -90,8 +98,8 @@ class Agent:
         self.workspaces = attempts_root(config.home, isolated_uids=self.as_root)
         self._running: dict[str, _Attempt] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._completions: list[tuple[list[Chunk], dict[str, Any]]] = []
-        self._unsent_logs: list[tuple[str, int, Chunk]] = []
+        self._completions: list[tuple[str, list[Chunk], dict[str, Any]]] = []
+        self._unsent_logs: list[tuple[str, str, int, Chunk]] = []
         self._report_needed = asyncio.Event()
         self._gone = asyncio.Event()
         self._completion_ready = asyncio.Event()
@@ -202,7 +210,7 @@ class Agent:
                 self._start(assignment)
 
     def _start(self, assignment: Assignment) -> None:
-        attempt = _Attempt(assignment)
+        attempt = _Attempt(assignment, self.connection.worker_id)
         self._running[assignment.attempt_id] = attempt
         task = asyncio.create_task(self._run_attempt(attempt), name=assignment.attempt_id)
         self._tasks.add(task)
@@ -281,6 +289,7 @@ class Agent:
         usage = outcome.usage
         self._completions.append(
             (
+                attempt.worker_id,
                 attempt.output.take(),
                 {
                     "attempt_id": assignment.attempt_id,
@@ -330,42 +339,46 @@ class Agent:
 
     # --- reporting ------------------------------------------------------------------------
 
-    def _collect(self) -> tuple[list[tuple[str, int, Chunk]], list[dict[str, Any]]]:
-        logs, self._unsent_logs = self._unsent_logs, []
+    def _collect(self) -> dict[str, _Report]:
+        """Everything pending, grouped by the worker id each attempt was given to (a worker
+        that registered again still reports its old attempts under the old id)."""
+        reports: dict[str, _Report] = defaultdict(_Report)
+        for worker_id, attempt_id, number, chunk in self._unsent_logs:
+            reports[worker_id].logs.append((attempt_id, number, chunk))
+        self._unsent_logs = []
         for attempt_id, attempt in self._running.items():
             if attempt.output.has_pending and not attempt.dropped:
                 number = attempt.assignment.attempt
-                logs.extend((attempt_id, number, chunk) for chunk in attempt.output.take())
-        completions = []
-        for final_chunks, completion in self._completions:
-            logs.extend(
+                reports[attempt.worker_id].logs.extend(
+                    (attempt_id, number, chunk) for chunk in attempt.output.take()
+                )
+        for worker_id, final_chunks, completion in self._completions:
+            reports[worker_id].logs.extend(
                 (completion["attempt_id"], completion["attempt"], chunk) for chunk in final_chunks
             )
-            completions.append(completion)
+            reports[worker_id].completions.append(completion)
         self._completions = []
-        return logs, completions
+        return reports
 
     async def _send(self) -> bool:
-        """One report with everything pending; on failure keep it all for the next try."""
-        logs, completions = self._collect()
-        if not logs and not completions:
-            return True
-        try:
-            results = await self.connection.report(logs, completions)
-        except httpx.HTTPError as error:
-            log.warning("report failed, will retry: %s", error)
-            self._unsent_logs = logs + self._unsent_logs
-            self._completions = [([], completion) for completion in completions] + (
-                self._completions
-            )
-            return False
-        for result in results:
-            if result["status"] != 200:
-                log.warning(
-                    "server refused a report for %s: %s", result["attempt_id"], result["detail"]
-                )
-                self._obey({"drop": [result["attempt_id"]]})
-        return True
+        """Everything pending, one request per worker id; what fails is kept for next time."""
+        delivered = True
+        for worker_id, report in self._collect().items():
+            try:
+                results = await self.connection.report(worker_id, report.logs, report.completions)
+            except httpx.HTTPError as error:
+                log.warning("report failed, will retry: %s", error)
+                self._unsent_logs += [(worker_id, *item) for item in report.logs]
+                self._completions += [(worker_id, [], item) for item in report.completions]
+                delivered = False
+                continue
+            for result in results:
+                if result["status"] != 200:
+                    log.warning(
+                        "server refused a report for %s: %s", result["attempt_id"], result["detail"]
+                    )
+                    self._obey({"drop": [result["attempt_id"]]})
+        return delivered
 
     async def _report_loop(self) -> None:
         failures = 0

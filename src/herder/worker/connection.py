@@ -92,7 +92,10 @@ class ServerConnection:
         return assignments, {"cancel": answer["cancel"], "drop": answer["drop"]}
 
     async def report(
-        self, logs: list[tuple[str, int, Chunk]], completions: list[dict[str, Any]]
+        self,
+        worker_id: str,
+        logs: list[tuple[str, int, Chunk]],
+        completions: list[dict[str, Any]],
     ) -> list[dict[str, Any]]:
         body = {
             "logs": [
@@ -107,7 +110,7 @@ class ServerConnection:
             ],
             "completions": completions,
         }
-        answer = await self._post(f"/v1/workers/{self.worker_id}/reports", body)
+        answer = await self._post(f"/v1/workers/{worker_id}/reports", body)
         results: list[dict[str, Any]] = answer["results"]
         return results
 
