@@ -175,14 +175,6 @@ def start_cluster(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
         cluster.stop_all()
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def system_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield sqlite_url(tmp_path / "system.db")
-    else:
-        yield from fresh_postgres_url(request.getfixturevalue("postgres_template"))
-
-
 @pytest.fixture
 def system_postgres_url(postgres_template: str) -> Iterator[str]:
     yield from fresh_postgres_url(postgres_template)

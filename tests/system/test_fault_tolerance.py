@@ -128,9 +128,9 @@ def _processes(sleep: str) -> list[int]:
 
 
 def test_killing_the_server_loses_nothing_and_runs_nothing_twice(
-    system_database_url: str, start_cluster: Callable[..., Cluster], effects: Path
+    database_url: str, start_cluster: Callable[..., Cluster], effects: Path
 ) -> None:
-    cluster = start_cluster(system_database_url)
+    cluster = start_cluster(database_url)
     for name in ("one", "two"):
         cluster.start_worker(name, "--max-slots", "40")
     command = f'sleep 0.2; echo "$HERDER_RUN_ID" >> {effects}'
@@ -149,7 +149,7 @@ def test_killing_the_server_loses_nothing_and_runs_nothing_twice(
         runs = herder.list_runs(job_id=job.id, limit=1000).items
     failed = [(run.state, run.reason) for run in runs if run.state != "succeeded"]
     assert not failed, failed[:5]
-    database = Database(system_database_url)
+    database = Database(database_url)
     with database.read() as connection:
         succeeded = connection.execute(
             select(attempts.c.run_id, func.count())

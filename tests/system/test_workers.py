@@ -18,9 +18,9 @@ pytestmark = pytest.mark.system
 
 
 def test_two_workers_racing_for_200_runs_give_each_run_one_attempt(
-    system_database_url: str, start_cluster: Callable[..., Cluster]
+    database_url: str, start_cluster: Callable[..., Cluster]
 ) -> None:
-    cluster = start_cluster(system_database_url)
+    cluster = start_cluster(database_url)
     for name in ("one", "two"):  # 20 slots each: neither can take all 200 runs alone
         cluster.start_worker(name, "--cpu", "2", "--max-slots", "20")
     with cluster.client() as herder:
@@ -44,7 +44,7 @@ def test_two_workers_racing_for_200_runs_give_each_run_one_attempt(
         runs = herder.list_runs(job_id=job.id, limit=1000).items
     assert len(runs) == 200
     assert {run.state for run in runs} == {"succeeded"}, [run.reason for run in runs]
-    database = Database(system_database_url)
+    database = Database(database_url)
     with database.read() as connection:
         per_run = connection.execute(
             select(attempts.c.run_id, func.count()).group_by(attempts.c.run_id)
