@@ -64,3 +64,10 @@ def test_the_message_says_when_and_why() -> None:
     assert "attempt 2 failed: exit 3" in decision.message
     assert "retry 2 of 3" in decision.message
     assert "cap 2.00s" in decision.message
+
+
+def test_only_the_listed_exit_codes_retry_when_a_list_is_given() -> None:
+    policy = RetryPolicy(max_attempts=3, exit_codes=[75])  # EX_TEMPFAIL
+    rng = random.Random()
+    assert decide(AttemptState.FAILED, "exit 75", 1, policy, rng, 75).state is RunState.RETRY_WAIT
+    assert decide(AttemptState.FAILED, "exit 2", 1, policy, rng, 2).state is RunState.FAILED

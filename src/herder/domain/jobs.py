@@ -72,6 +72,10 @@ class RetryPolicy(_Strict):
     retry_on: list[RetryOutcome] = Field(
         default_factory=lambda: [RetryOutcome.FAILED, RetryOutcome.TIMED_OUT, RetryOutcome.LOST]
     )
+    exit_codes: list[Annotated[int, Field(ge=1, le=255)]] | None = Field(
+        default=None,
+        description="a failed attempt retries only with one of these exit codes (none: any)",
+    )
 
 
 def _check_env(env: dict[str, str]) -> dict[str, str]:

@@ -51,6 +51,7 @@ def decide(
     attempt: int,
     policy: RetryPolicy,
     rng: random.Random,
+    exit_code: int | None = None,
 ) -> Decision:
     """The run's next state after attempt number ``attempt`` ended with ``outcome``.
 
@@ -60,7 +61,12 @@ def decide(
     """
     plain = run_state_after_attempt(outcome)
     kind = retry_outcome(outcome, reason)
-    if kind is None or kind not in policy.retry_on:
+    permanent = (
+        kind is RetryOutcome.FAILED
+        and policy.exit_codes is not None
+        and exit_code not in policy.exit_codes
+    )
+    if kind is None or kind not in policy.retry_on or permanent:
         return Decision(plain, message=f"attempt {attempt} {outcome}: {reason}")
     if attempt < policy.max_attempts:
         cap = backoff_cap(policy, attempt)

@@ -33,7 +33,7 @@ def run_after_attempt(
     """Move the run from ``running`` per its retry policy; the attempt row is already ended."""
     spec = connection.execute(select(runs.c.spec).where(runs.c.id == run_id)).scalar_one()
     policy = RetryPolicy.model_validate(spec.get("retry", {}))
-    decision = decide(outcome, reason, attempt, policy, rng)
+    decision = decide(outcome, reason, attempt, policy, rng, exit_code)
     values: dict[str, object] = {"exit_code": exit_code, "reason": reason}
     if decision.state in (RunState.QUEUED, RunState.RETRY_WAIT):
         values["cancel_requested"] = False
