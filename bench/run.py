@@ -8,7 +8,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from bench import baseline, machine, oneoff
+from bench import baseline, machine, oneoff, schedules
 from herder.store.database import sqlite_url
 
 RESULTS = Path(__file__).parent / "RESULTS.md"
@@ -30,7 +30,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2000, help="runs for the throughput part")
     parser.add_argument("--idle-runs", type=int, default=200, help="runs for the latency part")
     parser.add_argument("--store", choices=["sqlite", "postgresql", "both"], default="both")
+    parser.add_argument("--scenario", choices=["oneoff", "schedules", "all"], default="all")
     options = parser.parse_args()
+    if options.scenario in ("schedules", "all"):
+        run_schedules()
+    if options.scenario == "schedules":
+        return
 
     spawn_rate = baseline.spawn_rate()
     results = []
@@ -83,6 +88,30 @@ def main() -> None:
     with RESULTS.open("a") as file:
         file.write("\n".join(lines) + "\n")
     print(f"appended to {RESULTS}")
+
+
+def run_schedules() -> None:
+    home = WORK / "schedules"
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir(parents=True)
+    result = schedules.measure(fresh_postgres(), home)
+    print(
+        f"schedules: {result.due} due of {result.stored} stored, all queued "
+        f"{result.all_queued_seconds:.1f}s after the due instant"
+    )
+    lines = [
+        f"\n### Cron firing, {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC\n",
+        f"Machine: {machine.describe()}. One `herder scheduler` process (8 partitions).\n",
+        "| stored | due in one minute | all queued after | lateness p50 | p99 "
+        "| scheduler peak memory | steady rate | steady lateness p50 | p99 |",
+        "|---|---|---|---|---|---|---|---|---|",
+        f"| {result.stored:,} | {result.due:,} | {result.all_queued_seconds:.1f} s "
+        f"| {result.lateness_p50_ms:.0f} ms | {result.lateness_p99_ms:.0f} ms "
+        f"| {result.peak_memory_mb:.0f} MB | {result.steady_rate:.0f} fires/s "
+        f"| {result.steady_p50_ms:.0f} ms | {result.steady_p99_ms:.0f} ms |",
+    ]
+    with RESULTS.open("a") as file:
+        file.write("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

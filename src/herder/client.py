@@ -27,6 +27,8 @@ from herder.domain.models import (
     Run,
     RunDetail,
     RunEvent,
+    Schedule,
+    ScheduleEvent,
     Tenant,
     Worker,
 )
@@ -215,6 +217,52 @@ class HerderClient:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"run {run_id} is still {run.state} after {timeout}s")
             time.sleep(poll)
+
+    # --- schedules ---
+
+    def create_schedule(self, job_id: str, spec: dict[str, Any]) -> Schedule:
+        response = self._request("POST", "/v1/schedules", json={"job_id": job_id, **spec})
+        return Schedule.model_validate(response.json())
+
+    def get_schedule(self, schedule_id: str) -> Schedule:
+        return Schedule.model_validate(self._request("GET", f"/v1/schedules/{schedule_id}").json())
+
+    def list_schedules(self, *, job_id: str | None = None, limit: int = 100) -> Page[Schedule]:
+        params = _drop_none({"job_id": job_id, "limit": limit})
+        response = self._request("GET", "/v1/schedules", params=params)
+        return Page[Schedule].model_validate(response.json())
+
+    def update_schedule(self, schedule_id: str, changes: dict[str, Any]) -> Schedule:
+        response = self._request("PATCH", f"/v1/schedules/{schedule_id}", json=changes)
+        return Schedule.model_validate(response.json())
+
+    def delete_schedule(self, schedule_id: str) -> None:
+        self._request("DELETE", f"/v1/schedules/{schedule_id}")
+
+    def pause_schedule(self, schedule_id: str, *, paused: bool = True) -> Schedule:
+        action = "pause" if paused else "resume"
+        response = self._request("POST", f"/v1/schedules/{schedule_id}/{action}")
+        return Schedule.model_validate(response.json())
+
+    def next_fires(self, schedule_id: str, count: int = 10) -> list[dict[str, Any]]:
+        response = self._request(
+            "GET", f"/v1/schedules/{schedule_id}/next", params={"count": count}
+        )
+        fires: list[dict[str, Any]] = response.json()["fires"]
+        return fires
+
+    def preview_cron(
+        self, cron: str, timezone: str = "UTC", count: int = 10
+    ) -> list[dict[str, Any]]:
+        body = {"cron": cron, "timezone": timezone, "count": count}
+        fires: list[dict[str, Any]] = self._request("POST", "/v1/cron/preview", json=body).json()[
+            "fires"
+        ]
+        return fires
+
+    def schedule_events(self, schedule_id: str) -> list[ScheduleEvent]:
+        response = self._request("GET", f"/v1/schedules/{schedule_id}/events")
+        return [ScheduleEvent.model_validate(item) for item in response.json()]
 
     # --- administration ---
 

@@ -113,6 +113,7 @@ def start_scheduler(settings: Settings, store: Store, *, listen: bool) -> Schedu
         store,
         heartbeat_timeout_seconds=settings.heartbeat_timeout_seconds,
         lease_seconds=settings.lease_seconds,
+        misfire_grace_seconds=settings.misfire_grace_seconds,
         listen=listen,
     )
     scheduler.start()

@@ -21,6 +21,8 @@ class Settings:
     heartbeat_interval_seconds: float = 2.0
     heartbeat_timeout_seconds: float = 10.0  # silent this long, a worker is lost
     lease_seconds: float = 10.0  # a control loop's lease; a standby takes over after it
+    allow_cron_seconds: bool = False  # accept a seconds field (fires faster than a minute)
+    misfire_grace_seconds: float = 60.0  # a fire later than this was missed
 
     @classmethod
     def from_environment(
@@ -36,6 +38,8 @@ class Settings:
             heartbeat_interval_seconds=float(os.environ.get("HERDER_HEARTBEAT_INTERVAL", "2")),
             heartbeat_timeout_seconds=float(os.environ.get("HERDER_HEARTBEAT_TIMEOUT", "10")),
             lease_seconds=float(os.environ.get("HERDER_LEASE_SECONDS", "10")),
+            allow_cron_seconds=os.environ.get("HERDER_CRON_SECONDS", "") in ("1", "true", "yes"),
+            misfire_grace_seconds=float(os.environ.get("HERDER_MISFIRE_GRACE", "60")),
         )
 
     @property

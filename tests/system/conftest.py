@@ -148,22 +148,20 @@ def start_cluster(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
         embedded: bool = False,
         scheduler: bool = True,
         fast: bool = False,
+        environment: dict[str, str] | None = None,
     ) -> Cluster:
         home = tmp_path / f"home-{len(clusters)}"
         port = free_port()
         url = f"http://127.0.0.1:{port}"
-        environment = _environment(
-            home,
-            database_url or sqlite_url(home / "herder.db"),
-            FAST_FAILURE_DETECTION if fast else {},
-        )
+        extra = {**(FAST_FAILURE_DETECTION if fast else {}), **(environment or {})}
+        full_environment = _environment(home, database_url or sqlite_url(home / "herder.db"), extra)
         arguments = ("up",) if embedded else ("server",)
         if scheduler and not embedded:
             arguments += ("--with-scheduler",)
         cluster = Cluster(
             home=home,
             url=url,
-            environment=environment,
+            environment=full_environment,
             server_args=(*arguments, "--port", str(port)),
         )
         clusters.append(cluster)

@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from herder import __version__
 from herder.api.errors import install_error_handlers
 from herder.api.limits import BodyLimit
-from herder.api.routers import artifacts, health, jobs, runs, tenants, workers
+from herder.api.routers import artifacts, health, jobs, runs, schedules, tenants, workers
 from herder.api.wakeups import Wakeups
 from herder.settings import Settings
 from herder.store.notifications import Listener
@@ -45,7 +45,7 @@ def create_app(store: Store, settings: Settings) -> FastAPI:
     app.state.settings = settings
     app.state.wakeups = wakeups
     install_error_handlers(app)
-    for module in (health, artifacts, jobs, runs, tenants, workers):
+    for module in (health, artifacts, jobs, runs, schedules, tenants, workers):
         app.include_router(module.router)
     app.add_middleware(BodyLimit)
     return app

@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -21,6 +22,14 @@ from herder.store.leases import LeaseRepository
 log = logging.getLogger("herder.control")
 
 ERROR_PAUSE_SECONDS = 1.0
+
+
+class Loop(Protocol):
+    """A control loop's body: a name for its lease, and one pass returning when to wake."""
+
+    name: str
+
+    def step(self) -> float: ...
 
 
 class LeasedLoop:

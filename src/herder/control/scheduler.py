@@ -1,4 +1,5 @@
-"""``herder scheduler``: the control loops of one process, each in a thread under its lease.
+"""``herder scheduler``: the control loops of one process — the reaper and one cron firer per
+schedule partition — each in a thread under its lease.
 
 Several schedulers may run against one PostgreSQL; each loop runs in exactly one of them at a
 time and a standby takes over within the lease time when the holder dies. ``herder up`` runs
@@ -11,10 +12,14 @@ import os
 import secrets
 import socket
 import threading
+from datetime import timedelta
 
-from herder.control.leased import LeasedLoop
+from herder.control.firer import Firer
+from herder.control.leased import LeasedLoop, Loop
 from herder.control.reaper import Reaper
+from herder.domain.schedules import MISFIRE_GRACE
 from herder.store.notifications import DUE_CHANNEL, Listener
+from herder.store.schedules import PARTITIONS
 from herder.store.store import Store
 
 DEFAULT_LEASE_SECONDS = 10.0
@@ -31,17 +36,25 @@ class Scheduler:
         *,
         heartbeat_timeout_seconds: float,
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        misfire_grace_seconds: float = MISFIRE_GRACE.total_seconds(),
         listen: bool = True,
     ) -> None:
         self.holder = holder_name()
         self._stop = threading.Event()
-        self._due = threading.Event()
         reaper = Reaper(store, store.clock, heartbeat_timeout_seconds=heartbeat_timeout_seconds)
+        bodies: list[Loop] = [reaper]
+        grace = timedelta(seconds=misfire_grace_seconds)
+        bodies += [
+            Firer(store, store.clock, partition, misfire_grace=grace)
+            for partition in range(PARTITIONS)
+        ]
+        self._wakes = [threading.Event() for _ in bodies]
         self.loops = [
             LeasedLoop(
-                reaper.name, store.leases, self.holder, reaper.step,
-                ttl_seconds=lease_seconds, wake=self._due, stop=self._stop,
+                loop.name, store.leases, self.holder, loop.step,
+                ttl_seconds=lease_seconds, wake=wake, stop=self._stop,
             )
+            for loop, wake in zip(bodies, self._wakes, strict=True)
         ]  # fmt: skip
         store.database.subscribe(self._on_notice)
         # A scheduler in its own process hears other processes' notices itself; inside
@@ -54,7 +67,8 @@ class Scheduler:
 
     def _on_notice(self, channel: str, _payload: str) -> None:
         if channel == DUE_CHANNEL:
-            self._due.set()
+            for wake in self._wakes:
+                wake.set()
 
     def start(self) -> None:
         if self._listener is not None:
@@ -64,7 +78,8 @@ class Scheduler:
 
     def stop(self) -> None:
         self._stop.set()
-        self._due.set()
+        for wake in self._wakes:
+            wake.set()
         for thread in self._threads:
             thread.join(timeout=10)
         if self._listener is not None:

@@ -9,6 +9,7 @@ from typing import Generic, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from herder.domain.jobs import JobSpec, Resources
+from herder.domain.schedules import ScheduleSpec
 from herder.domain.states import AttemptState, RunState
 
 
@@ -162,3 +163,26 @@ T = TypeVar("T")
 class Page(BaseModel, Generic[T]):
     items: list[T]
     next_cursor: str | None
+
+
+class Schedule(_Record):
+    id: str
+    job_id: str
+    spec: ScheduleSpec
+    paused: bool
+    next_fire_at: datetime | None  # the next nominal (cron) time; None when paused or ended
+    next_due_at: datetime | None  # when it will fire: next_fire_at plus the schedule's jitter
+    last_fired_for: datetime | None
+    fired_count: int
+    missed_count: int
+    skipped_count: int
+    created_at: datetime
+    updated_at: datetime
+
+
+class ScheduleEvent(_Record):
+    at: datetime
+    kind: str
+    scheduled_for: datetime | None
+    run_id: str | None
+    message: str

@@ -15,7 +15,7 @@ from herder.domain.models import Job, Page
 from herder.domain.states import TERMINAL_RUN_STATES
 from herder.store.database import Database
 from herder.store.pagination import next_cursor, page_query
-from herder.store.schema import artifacts, job_labels, jobs, runs
+from herder.store.schema import artifacts, job_labels, jobs, runs, schedules
 
 
 def _job(row: Any) -> Job:
@@ -138,6 +138,13 @@ class JobRepository:
             if active:
                 raise Conflict(
                     f"job {job_id} has {active} active run(s); cancel them before deleting it"
+                )
+            scheduled = connection.execute(
+                select(func.count()).select_from(schedules).where(schedules.c.job_id == job_id)
+            ).scalar_one()
+            if scheduled:
+                raise Conflict(
+                    f"job {job_id} has {scheduled} schedule(s); delete them before deleting it"
                 )
             connection.execute(delete(job_labels).where(job_labels.c.job_id == job_id))
             connection.execute(delete(jobs).where(jobs.c.id == job_id))

@@ -46,6 +46,43 @@ def _run(row: Any) -> Run:
     return Run.model_validate(dict(row._mapping))
 
 
+def new_run_values(
+    run_id: str,
+    tenant_id: str,
+    job_id: str,
+    job_name: str,
+    spec: JobSpec,
+    now: datetime,
+    idempotency_key: str | None,
+) -> dict[str, Any]:
+    """The row of a new queued run."""
+    return {
+        "id": run_id,
+        "tenant_id": tenant_id,
+        "job_id": job_id,
+        "job_name": job_name,
+        "state": RunState.QUEUED,
+        "priority": spec.priority.rank,
+        "spec": spec.model_dump(mode="json"),
+        "cpu_milli": spec.resources.cpu_milli,
+        "memory_mb": spec.resources.memory_mb,
+        "gpus": spec.resources.gpus,
+        "artifact": spec.artifact,
+        "idempotency_key": idempotency_key,
+        "attempt_count": 0,
+        "cancel_requested": False,
+        "created_at": now,
+        "queued_at": now,
+        "started_at": None,
+        "finished_at": None,
+        "exit_code": None,
+        "reason": None,
+        "retry_at": None,
+        "start_deadline": None,
+        "rerun_of": None,
+    }
+
+
 class RunRepository:
     def __init__(self, database: Database, clock: Clock, jobs: JobRepository) -> None:
         self._db = database
@@ -68,9 +105,7 @@ class RunRepository:
         with self._db.write() as connection:
             job = self._jobs._get(connection, tenant_id, job_id)
             spec = apply_overrides(job.spec, overrides)
-            values = self._new_run_values(
-                run_id, tenant_id, job.id, job.name, spec, now, idempotency_key
-            )
+            values = new_run_values(run_id, tenant_id, job.id, job.name, spec, now, idempotency_key)
             if overrides.start_deadline_seconds is not None:
                 values["start_deadline"] = now + timedelta(seconds=overrides.start_deadline_seconds)
                 self._db.notify(connection, DUE_CHANNEL)
@@ -110,7 +145,7 @@ class RunRepository:
             old = self._get(connection, tenant_id, run_id)
             if old.state.is_active:
                 raise Conflict(f"run {run_id} is still {old.state}; only ended runs can be re-run")
-            values = self._new_run_values(
+            values = new_run_values(
                 rerun_id, tenant_id, old.job_id, old.job_name, old.spec, now, None
             )
             values["rerun_of"] = old.id
@@ -122,42 +157,6 @@ class RunRepository:
             record_event(connection, old.id, now, actor=actor, message=f"re-run as {rerun_id}")
             notify_work(self._db, connection)
         return Run.model_validate(values | {"spec": old.spec})
-
-    @staticmethod
-    def _new_run_values(
-        run_id: str,
-        tenant_id: str,
-        job_id: str,
-        job_name: str,
-        spec: JobSpec,
-        now: datetime,
-        idempotency_key: str | None,
-    ) -> dict[str, Any]:
-        return {
-            "id": run_id,
-            "tenant_id": tenant_id,
-            "job_id": job_id,
-            "job_name": job_name,
-            "state": RunState.QUEUED,
-            "priority": spec.priority.rank,
-            "spec": spec.model_dump(mode="json"),
-            "cpu_milli": spec.resources.cpu_milli,
-            "memory_mb": spec.resources.memory_mb,
-            "gpus": spec.resources.gpus,
-            "artifact": spec.artifact,
-            "idempotency_key": idempotency_key,
-            "attempt_count": 0,
-            "cancel_requested": False,
-            "created_at": now,
-            "queued_at": now,
-            "started_at": None,
-            "finished_at": None,
-            "exit_code": None,
-            "reason": None,
-            "retry_at": None,
-            "start_deadline": None,
-            "rerun_of": None,
-        }
 
     def _by_idempotency_key(self, tenant_id: str, key: str | None) -> Run:
         with self._db.read() as connection:

@@ -215,6 +215,40 @@ workers = Table(
     Index(None, "state", "last_heartbeat_at"),
 )
 
+schedules = Table(
+    "schedules",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("tenant_id", ID, ForeignKey("tenants.id"), nullable=False),
+    Column("job_id", ID, nullable=False),
+    Column("spec", JsonColumn, nullable=False),
+    Column("paused", Boolean, nullable=False, server_default="0"),
+    Column("partition", Integer, nullable=False),
+    Column("next_fire_at", UtcDateTime),  # nominal: the cron time; NULL when paused or ended
+    Column("next_due_at", UtcDateTime),  # when to fire it: nominal + the schedule's jitter
+    Column("last_fired_for", UtcDateTime),
+    Column("fired_count", Integer, nullable=False, server_default="0"),
+    Column("missed_count", Integer, nullable=False, server_default="0"),
+    Column("skipped_count", Integer, nullable=False, server_default="0"),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+    Index(None, "tenant_id", "id"),
+    Index(None, "partition", "next_due_at"),  # the firer's "what is due" query
+)
+
+schedule_events = Table(
+    "schedule_events",
+    metadata,
+    Column("id", AutoIncrementId, primary_key=True, autoincrement=True),
+    Column("schedule_id", ID, ForeignKey("schedules.id", ondelete="CASCADE"), nullable=False),
+    Column("at", UtcDateTime, nullable=False),
+    Column("kind", String(16), nullable=False),  # fired, missed, skipped, replaced, paused, …
+    Column("scheduled_for", UtcDateTime),
+    Column("run_id", ID),
+    Column("message", Text, nullable=False),
+    Index(None, "schedule_id", "id"),
+)
+
 leases = Table(
     "leases",
     metadata,

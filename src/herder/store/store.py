@@ -14,6 +14,7 @@ from herder.store.logs import LogRepository
 from herder.store.reaper import ReaperRepository
 from herder.store.reports import ReportRepository
 from herder.store.runs import RunRepository
+from herder.store.schedules import ScheduleRepository
 from herder.store.workers import WorkerRepository
 
 
@@ -38,6 +39,7 @@ class Store:
         self.reports = ReportRepository(self.database, self.clock, self.rng)
         self.reaper = ReaperRepository(self.database, self.clock, self.rng)
         self.leases = LeaseRepository(self.database, self.clock)
+        self.schedules = ScheduleRepository(self.database, self.clock, self.jobs)
 
     def migrate(self) -> None:
         self.database.migrate()

@@ -1,0 +1,64 @@
+"""The cron firer of one partition: fires every schedule that is due, then sleeps until the
+next fire is due — to the moment, not to a coarse poll — or until a notice says a schedule
+changed."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from functools import lru_cache
+from zoneinfo import ZoneInfo
+
+from herder.clock import Clock
+from herder.domain.cron import CronError, CronExpression, parse_timezone
+from herder.domain.schedules import MISFIRE_GRACE, plan_fires
+from herder.store.store import Store
+
+BATCH = 500  # schedules fired per pass
+MAX_SLEEP_SECONDS = 5.0  # a ceiling, in case a notice is lost
+
+log = logging.getLogger("herder.control")
+
+
+@lru_cache(maxsize=4096)
+def _compiled(cron: str, timezone: str) -> tuple[CronExpression, ZoneInfo]:
+    return CronExpression.parse(cron, allow_seconds=True), parse_timezone(timezone)
+
+
+class Firer:
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        partition: int,
+        *,
+        misfire_grace: timedelta = MISFIRE_GRACE,
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._grace = misfire_grace
+        self.partition = partition
+        self.name = f"firer-{partition}"
+
+    def step(self) -> float:
+        """Fire what is due; returns the seconds until the next fire is due."""
+        schedules = self._store.schedules
+        now = self._clock.now()
+        due = schedules.due(self.partition, now, BATCH)
+        for schedule in due:
+            try:
+                expression, zone = _compiled(schedule.spec.cron, schedule.spec.timezone)
+            except CronError as error:  # accepted once, refused now: never loop on it
+                log.error("schedule %s cannot be fired: %s", schedule.id, error)
+                continue
+            plan = plan_fires(
+                expression, zone, schedule.spec, schedule.next_fire_at, now, self._grace
+            )
+            schedules.fire(schedule, plan, actor=f"scheduler:{self.name}")
+        if len(due) >= BATCH:
+            return 0.0
+        upcoming = schedules.next_due(self.partition)
+        if upcoming is None:
+            return MAX_SLEEP_SECONDS
+        wait = (upcoming - self._clock.now()).total_seconds()
+        return min(MAX_SLEEP_SECONDS, max(0.0, wait))

@@ -1,0 +1,361 @@
+"""Schedules: their definitions (tenant-scoped) and firing them exactly once.
+
+A fire inserts a run keyed by (schedule, scheduled_for) under a unique constraint, and
+advances the schedule with an update guarded by the nominal time it fired — whoever fires
+it, and however often they try, a nominal time becomes one run.
+"""
+
+from __future__ import annotations
+
+import builtins
+import zlib
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, delete, func, insert, select, update
+
+from herder.clock import Clock, epoch_ms
+from herder.domain.errors import NotFound
+from herder.domain.ids import new_id
+from herder.domain.jobs import apply_overrides
+from herder.domain.models import Page, Schedule, ScheduleEvent
+from herder.domain.schedules import (
+    ConcurrencyPolicy,
+    FirePlan,
+    ScheduleSpec,
+    jitter_offset,
+)
+from herder.domain.states import TERMINAL_RUN_STATES, RunState
+from herder.store.database import Database
+from herder.store.dialect import insert_ignoring_duplicates
+from herder.store.jobs import JobRepository
+from herder.store.notifications import DUE_CHANNEL, notify_cancel, notify_work
+from herder.store.pagination import next_cursor, page_query
+from herder.store.runs import new_run_values
+from herder.store.schema import attempts, runs, schedule_events, schedules
+from herder.store.transitions import move_run, record_event
+
+PARTITIONS = 8  # fixed: a schedule's partition is stored when it is created
+ACTIVE = [str(state) for state in RunState if state not in TERMINAL_RUN_STATES]
+
+
+def partition_of(schedule_id: str) -> int:
+    return zlib.crc32(schedule_id.encode()) % PARTITIONS
+
+
+def _schedule(row: Any) -> Schedule:
+    return Schedule.model_validate(dict(row._mapping))
+
+
+@dataclass(frozen=True)
+class DueSchedule:
+    id: str
+    tenant_id: str
+    job_id: str
+    spec: ScheduleSpec
+    next_fire_at: datetime
+
+
+class ScheduleRepository:
+    def __init__(self, database: Database, clock: Clock, jobs: JobRepository) -> None:
+        self._db = database
+        self._clock = clock
+        self._jobs = jobs
+
+    # --- definitions --------------------------------------------------------------------
+
+    def create(
+        self,
+        tenant_id: str,
+        job_id: str,
+        spec: ScheduleSpec,
+        first: datetime | None,
+        *,
+        paused: bool = False,
+    ) -> Schedule:
+        """``first`` is the first nominal fire (computed by the caller from the cron)."""
+        now = self._clock.now()
+        schedule_id = new_id("sch", epoch_ms(now))
+        with self._db.write() as connection:
+            self._jobs._get(connection, tenant_id, job_id)
+            connection.execute(
+                insert(schedules).values(
+                    id=schedule_id,
+                    tenant_id=tenant_id,
+                    job_id=job_id,
+                    spec=spec.model_dump(mode="json"),
+                    paused=paused,
+                    partition=partition_of(schedule_id),
+                    **_next(schedule_id, spec, None if paused else first),
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+            self._db.notify(connection, DUE_CHANNEL)
+            return self._get(connection, tenant_id, schedule_id)
+
+    def get(self, tenant_id: str, schedule_id: str) -> Schedule:
+        with self._db.read() as connection:
+            return self._get(connection, tenant_id, schedule_id)
+
+    @staticmethod
+    def _get(connection: Connection, tenant_id: str, schedule_id: str) -> Schedule:
+        row = connection.execute(
+            select(schedules).where(
+                schedules.c.tenant_id == tenant_id, schedules.c.id == schedule_id
+            )
+        ).first()
+        if row is None:
+            raise NotFound(f"schedule {schedule_id} not found")
+        return _schedule(row)
+
+    def list(
+        self,
+        tenant_id: str,
+        *,
+        job_id: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> Page[Schedule]:
+        query = select(schedules).where(schedules.c.tenant_id == tenant_id)
+        if job_id is not None:
+            query = query.where(schedules.c.job_id == job_id)
+        with self._db.read() as connection:
+            rows = connection.execute(page_query(query, schedules.c.id, limit, cursor)).all()
+        return Page(
+            items=[_schedule(row) for row in rows[:limit]],
+            next_cursor=next_cursor([row.id for row in rows], limit),
+        )
+
+    def replace(
+        self, tenant_id: str, schedule_id: str, spec: ScheduleSpec, first: datetime | None
+    ) -> Schedule:
+        """A new spec; the next fire is computed afresh (``first``), nothing is caught up."""
+        now = self._clock.now()
+        with self._db.write() as connection:
+            current = self._get(connection, tenant_id, schedule_id)
+            next_values = _next(schedule_id, spec, None if current.paused else first)
+            connection.execute(
+                update(schedules)
+                .where(schedules.c.id == schedule_id)
+                .values(spec=spec.model_dump(mode="json"), updated_at=now, **next_values)
+            )
+            self._event(connection, schedule_id, now, "updated", "the schedule was changed")
+            self._db.notify(connection, DUE_CHANNEL)
+            return self._get(connection, tenant_id, schedule_id)
+
+    def set_paused(
+        self, tenant_id: str, schedule_id: str, paused: bool, first: datetime | None
+    ) -> Schedule:
+        """Pause (no fires, none caught up later) or resume from ``first``."""
+        now = self._clock.now()
+        with self._db.write() as connection:
+            current = self._get(connection, tenant_id, schedule_id)
+            if current.paused != paused:
+                connection.execute(
+                    update(schedules)
+                    .where(schedules.c.id == schedule_id)
+                    .values(
+                        paused=paused,
+                        updated_at=now,
+                        **_next(schedule_id, current.spec, None if paused else first),
+                    )
+                )
+                kind = "paused" if paused else "resumed"
+                self._event(connection, schedule_id, now, kind, f"the schedule was {kind}")
+                self._db.notify(connection, DUE_CHANNEL)
+            return self._get(connection, tenant_id, schedule_id)
+
+    def delete(self, tenant_id: str, schedule_id: str) -> None:
+        """Remove the schedule; the runs it made stay in history."""
+        with self._db.write() as connection:
+            self._get(connection, tenant_id, schedule_id)
+            connection.execute(
+                delete(schedule_events).where(schedule_events.c.schedule_id == schedule_id)
+            )
+            connection.execute(delete(schedules).where(schedules.c.id == schedule_id))
+
+    def events(
+        self, tenant_id: str, schedule_id: str, limit: int = 1000
+    ) -> builtins.list[ScheduleEvent]:
+        with self._db.read() as connection:
+            self._get(connection, tenant_id, schedule_id)
+            rows = connection.execute(
+                select(schedule_events)
+                .where(schedule_events.c.schedule_id == schedule_id)
+                .order_by(schedule_events.c.id.desc())
+                .limit(limit)
+            ).all()
+        return [ScheduleEvent.model_validate(dict(row._mapping)) for row in reversed(rows)]
+
+    # --- firing -------------------------------------------------------------------------
+
+    def due(self, partition: int, now: datetime, limit: int) -> builtins.list[DueSchedule]:
+        """Schedules of ``partition`` whose fire is due — cost in proportion to those, never
+        to the schedules stored (index on partition, next_due_at)."""
+        with self._db.read() as connection:
+            rows = connection.execute(
+                select(
+                    schedules.c.id,
+                    schedules.c.tenant_id,
+                    schedules.c.job_id,
+                    schedules.c.spec,
+                    schedules.c.next_fire_at,
+                )
+                .where(schedules.c.partition == partition, schedules.c.next_due_at <= now)
+                .order_by(schedules.c.next_due_at)
+                .limit(limit)
+            ).all()
+        return [
+            DueSchedule(
+                row.id,
+                row.tenant_id,
+                row.job_id,
+                ScheduleSpec.model_validate(row.spec),
+                row.next_fire_at,
+            )
+            for row in rows
+        ]
+
+    def next_due(self, partition: int) -> datetime | None:
+        with self._db.read() as connection:
+            moment: datetime | None = connection.execute(
+                select(func.min(schedules.c.next_due_at)).where(schedules.c.partition == partition)
+            ).scalar()
+        return moment
+
+    def fire(self, due: DueSchedule, plan: FirePlan, *, actor: str) -> int:
+        """Apply ``plan`` once: advance the schedule (only from the nominal time it was read
+        at), record misses, insert the runs. Returns how many runs were created."""
+        now = self._clock.now()
+        created = 0
+        with self._db.write() as connection:
+            advanced = connection.execute(
+                update(schedules)
+                .where(
+                    schedules.c.id == due.id,
+                    schedules.c.next_fire_at == due.next_fire_at,
+                    schedules.c.paused.is_(False),
+                )
+                .values(
+                    **_next(due.id, due.spec, plan.next_nominal),
+                    missed_count=schedules.c.missed_count + plan.missed,
+                    updated_at=now,
+                )
+            ).rowcount
+            if not advanced:
+                return 0  # fired (or changed) by someone else meanwhile
+            if plan.missed:
+                self._event(
+                    connection, due.id, now, "missed",
+                    f"{plan.missed} fire(s) missed while no scheduler ran (the last for "
+                    f"{plan.last_missed:%Y-%m-%d %H:%M:%S} UTC); misfire policy "
+                    f"{due.spec.misfire_policy}",
+                    scheduled_for=plan.last_missed,
+                )  # fmt: skip
+            for nominal in plan.fire:
+                created += self._fire_once(connection, due, nominal, now, actor)
+            if created:
+                notify_work(self._db, connection)
+        return created
+
+    def _fire_once(
+        self, connection: Connection, due: DueSchedule, nominal: datetime, now: datetime, actor: str
+    ) -> int:
+        policy = due.spec.concurrency_policy
+        if policy is not ConcurrencyPolicy.ALLOW:
+            active = connection.execute(
+                select(runs.c.id, runs.c.state).where(
+                    runs.c.schedule_id == due.id, runs.c.state.in_(ACTIVE)
+                )
+            ).all()
+            if active and policy is ConcurrencyPolicy.FORBID:
+                connection.execute(
+                    update(schedules)
+                    .where(schedules.c.id == due.id)
+                    .values(skipped_count=schedules.c.skipped_count + 1)
+                )
+                self._event(
+                    connection, due.id, now, "skipped",
+                    f"not fired: run {active[0].id} of this schedule is still {active[0].state} "
+                    "(concurrency policy forbid)", scheduled_for=nominal,
+                )  # fmt: skip
+                return 0
+            for run_id, state in active:
+                self._cancel_for_replacement(connection, due.id, run_id, RunState(state), now)
+        job = self._jobs._get(connection, due.tenant_id, due.job_id)
+        run_id = new_id("run", epoch_ms(now))
+        values = new_run_values(
+            run_id, due.tenant_id, job.id, job.name,
+            apply_overrides(job.spec, due.spec.overrides), now, None,
+        )  # fmt: skip
+        values.update(schedule_id=due.id, scheduled_for=nominal)
+        inserted = connection.execute(
+            insert_ignoring_duplicates(self._db, runs, **values).returning(runs.c.id)
+        ).scalar()
+        if inserted is None:
+            return 0  # this nominal time already has its run
+        record_event(
+            connection, run_id, now, actor=actor, to_state=RunState.QUEUED,
+            message=f"fired by schedule {due.id} for {nominal:%Y-%m-%d %H:%M:%S} UTC",
+        )  # fmt: skip
+        connection.execute(
+            update(schedules)
+            .where(schedules.c.id == due.id)
+            .values(fired_count=schedules.c.fired_count + 1, last_fired_for=nominal)
+        )
+        self._event(connection, due.id, now, "fired", "fired", scheduled_for=nominal, run_id=run_id)
+        return 1
+
+    def _cancel_for_replacement(
+        self, connection: Connection, schedule_id: str, run_id: str, state: RunState, now: datetime
+    ) -> None:
+        message = f"replaced by a newer fire of schedule {schedule_id}"
+        if state is RunState.RUNNING:
+            connection.execute(
+                update(runs)
+                .where(runs.c.id == run_id, runs.c.state == RunState.RUNNING)
+                .values(cancel_requested=True)
+            )
+            record_event(connection, run_id, now, actor="scheduler", message=message)
+            worker_id = connection.execute(
+                select(attempts.c.worker_id).where(
+                    attempts.c.run_id == run_id, attempts.c.state == "running"
+                )
+            ).scalar()
+            if worker_id is not None:
+                notify_cancel(self._db, connection, worker_id)
+        else:
+            move_run(
+                connection, run_id, state, RunState.CANCELLED, now,
+                actor="scheduler", message=message, reason="cancelled: " + message,
+            )  # fmt: skip
+        self._event(connection, schedule_id, now, "replaced", message, run_id=run_id)
+
+    @staticmethod
+    def _event(
+        connection: Connection,
+        schedule_id: str,
+        at: datetime,
+        kind: str,
+        message: str,
+        *,
+        scheduled_for: datetime | None = None,
+        run_id: str | None = None,
+    ) -> None:
+        connection.execute(
+            insert(schedule_events).values(
+                schedule_id=schedule_id,
+                at=at,
+                kind=kind,
+                message=message,
+                scheduled_for=scheduled_for,
+                run_id=run_id,
+            )
+        )
+
+
+def _next(schedule_id: str, spec: ScheduleSpec, nominal: datetime | None) -> dict[str, object]:
+    due = None if nominal is None else nominal + jitter_offset(schedule_id, spec.jitter_seconds)
+    return {"next_fire_at": nominal, "next_due_at": due}
