@@ -103,11 +103,16 @@ def test_a_restart_after_downtime_applies_the_misfire_policy(
         events = herder.schedule_events(schedule.id)
     missed = [event for event in events if event.kind == "missed"]
     assert len(missed) == 1
-    catch_up = [
-        event for event in events
-        if event.kind == "fired" and event.at >= restarted
-        and event.scheduled_for is not None and event.scheduled_for < restarted
-    ]  # fmt: skip
+    database = Database(system_postgres_url)
+    with database.read() as connection:
+        catch_up = connection.execute(
+            select(runs.c.scheduled_for).where(
+                runs.c.schedule_id == schedule.id,
+                runs.c.created_at >= restarted,
+                runs.c.scheduled_for < restarted,
+            )
+        ).all()
+    database.dispose()
     assert len(catch_up) == runs_after_downtime, (policy, catch_up)
     assert after.missed_count >= 8 - runs_after_downtime
     assert after.fired_count - before.fired_count >= runs_after_downtime

@@ -14,7 +14,8 @@ from herder.domain.cron import CronError, CronExpression, parse_timezone
 from herder.domain.schedules import MISFIRE_GRACE, plan_fires
 from herder.store.store import Store
 
-BATCH = 500  # schedules fired per pass
+BATCH = 1000  # schedules read per pass
+FIRES_PER_TRANSACTION = 100  # one commit for many fires
 MAX_SLEEP_SECONDS = 5.0  # a ceiling, in case a notice is lost
 
 log = logging.getLogger("herder.control")
@@ -45,6 +46,7 @@ class Firer:
         schedules = self._store.schedules
         now = self._clock.now()
         due = schedules.due(self.partition, now, BATCH)
+        batch = []
         for schedule in due:
             try:
                 expression, zone = _compiled(schedule.spec.cron, schedule.spec.timezone)
@@ -54,7 +56,10 @@ class Firer:
             plan = plan_fires(
                 expression, zone, schedule.spec, schedule.next_fire_at, now, self._grace
             )
-            schedules.fire(schedule, plan, actor=f"scheduler:{self.name}")
+            batch.append((schedule, plan))
+        for start in range(0, len(batch), FIRES_PER_TRANSACTION):
+            chunk = batch[start : start + FIRES_PER_TRANSACTION]
+            schedules.fire(chunk, actor=f"scheduler:{self.name}")
         if len(due) >= BATCH:
             return 0.0
         upcoming = schedules.next_due(self.partition)

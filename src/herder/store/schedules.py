@@ -19,7 +19,7 @@ from herder.clock import Clock, epoch_ms
 from herder.domain.errors import NotFound
 from herder.domain.ids import new_id
 from herder.domain.jobs import apply_overrides
-from herder.domain.models import Page, Schedule, ScheduleEvent
+from herder.domain.models import Job, Page, Schedule, ScheduleEvent
 from herder.domain.schedules import (
     ConcurrencyPolicy,
     FirePlan,
@@ -225,44 +225,80 @@ class ScheduleRepository:
             ).scalar()
         return moment
 
-    def fire(self, due: DueSchedule, plan: FirePlan, *, actor: str) -> int:
-        """Apply ``plan`` once: advance the schedule (only from the nominal time it was read
-        at), record misses, insert the runs. Returns how many runs were created."""
+    def fire(self, batch: builtins.list[tuple[DueSchedule, FirePlan]], *, actor: str) -> int:
+        """Apply each plan once, in one transaction: advance the schedule (only from the
+        nominal time it was read at), record misses, insert the runs. Returns the runs made."""
         now = self._clock.now()
-        created = 0
+        jobs: dict[str, Job] = {}
         with self._db.write() as connection:
-            advanced = connection.execute(
-                update(schedules)
-                .where(
-                    schedules.c.id == due.id,
-                    schedules.c.next_fire_at == due.next_fire_at,
-                    schedules.c.paused.is_(False),
-                )
-                .values(
-                    **_next(due.id, due.spec, plan.next_nominal),
-                    missed_count=schedules.c.missed_count + plan.missed,
-                    updated_at=now,
-                )
-            ).rowcount
-            if not advanced:
-                return 0  # fired (or changed) by someone else meanwhile
-            if plan.missed:
-                self._event(
-                    connection, due.id, now, "missed",
-                    f"{plan.missed} fire(s) missed while no scheduler ran (the last for "
-                    f"{plan.last_missed:%Y-%m-%d %H:%M:%S} UTC); misfire policy "
-                    f"{due.spec.misfire_policy}",
-                    scheduled_for=plan.last_missed,
-                )  # fmt: skip
-            for nominal in plan.fire:
-                created += self._fire_once(connection, due, nominal, now, actor)
+            created = sum(
+                self._fire(connection, due, plan, now, actor, jobs) for due, plan in batch
+            )
             if created:
                 notify_work(self._db, connection)
         return created
 
-    def _fire_once(
-        self, connection: Connection, due: DueSchedule, nominal: datetime, now: datetime, actor: str
+    def _fire(
+        self,
+        connection: Connection,
+        due: DueSchedule,
+        plan: FirePlan,
+        now: datetime,
+        actor: str,
+        jobs: dict[str, Job],
     ) -> int:
+        advanced = connection.execute(
+            update(schedules)
+            .where(
+                schedules.c.id == due.id,
+                schedules.c.next_fire_at == due.next_fire_at,
+                schedules.c.paused.is_(False),
+            )
+            .values(
+                **_next(due.id, due.spec, plan.next_nominal),
+                missed_count=schedules.c.missed_count + plan.missed,
+                updated_at=now,
+            )
+        ).rowcount
+        if not advanced:
+            return 0  # fired (or changed) by someone else meanwhile
+        if plan.missed:
+            self._event(
+                connection, due.id, now, "missed",
+                f"{plan.missed} fire(s) missed while no scheduler ran (the last for "
+                f"{plan.last_missed:%Y-%m-%d %H:%M:%S} UTC); misfire policy "
+                f"{due.spec.misfire_policy}",
+                scheduled_for=plan.last_missed,
+            )  # fmt: skip
+        if due.job_id not in jobs:
+            jobs[due.job_id] = self._jobs._get(connection, due.tenant_id, due.job_id)
+        created = [
+            nominal
+            for nominal in plan.fire
+            if self._fire_once(connection, due, jobs[due.job_id], nominal, now, actor)
+        ]
+        if created:
+            connection.execute(
+                update(schedules)
+                .where(schedules.c.id == due.id)
+                .values(
+                    fired_count=schedules.c.fired_count + len(created),
+                    last_fired_for=max(created),
+                )
+            )
+        return len(created)
+
+    def _fire_once(
+        self,
+        connection: Connection,
+        due: DueSchedule,
+        job: Job,
+        nominal: datetime,
+        now: datetime,
+        actor: str,
+    ) -> bool:
+        """One run for one nominal time, under the concurrency policy; the run's own events
+        record the fire (the schedule's events keep what is unusual)."""
         policy = due.spec.concurrency_policy
         if policy is not ConcurrencyPolicy.ALLOW:
             active = connection.execute(
@@ -281,10 +317,9 @@ class ScheduleRepository:
                     f"not fired: run {active[0].id} of this schedule is still {active[0].state} "
                     "(concurrency policy forbid)", scheduled_for=nominal,
                 )  # fmt: skip
-                return 0
+                return False
             for run_id, state in active:
                 self._cancel_for_replacement(connection, due.id, run_id, RunState(state), now)
-        job = self._jobs._get(connection, due.tenant_id, due.job_id)
         run_id = new_id("run", epoch_ms(now))
         values = new_run_values(
             run_id, due.tenant_id, job.id, job.name,
@@ -295,18 +330,12 @@ class ScheduleRepository:
             insert_ignoring_duplicates(self._db, runs, **values).returning(runs.c.id)
         ).scalar()
         if inserted is None:
-            return 0  # this nominal time already has its run
+            return False  # this nominal time already has its run
         record_event(
             connection, run_id, now, actor=actor, to_state=RunState.QUEUED,
             message=f"fired by schedule {due.id} for {nominal:%Y-%m-%d %H:%M:%S} UTC",
         )  # fmt: skip
-        connection.execute(
-            update(schedules)
-            .where(schedules.c.id == due.id)
-            .values(fired_count=schedules.c.fired_count + 1, last_fired_for=nominal)
-        )
-        self._event(connection, due.id, now, "fired", "fired", scheduled_for=nominal, run_id=run_id)
-        return 1
+        return True
 
     def _cancel_for_replacement(
         self, connection: Connection, schedule_id: str, run_id: str, state: RunState, now: datetime
