@@ -97,6 +97,25 @@ def test_a_job_with_schedules_cannot_be_deleted(api: Api) -> None:
     assert "schedule" in response.json()["detail"]
 
 
+@pytest.mark.parametrize("policy", ["forbid", "replace"])
+def test_a_manual_run_can_ask_for_its_schedules_concurrency_policy(api: Api, policy: str) -> None:
+    schedule = create(api, concurrency_policy=policy)
+    url = f"/v1/jobs/{schedule['job_id']}/runs"
+    as_schedule = {"schedule_id": schedule["id"]}
+    first = api.http.post(url, headers=api.admin, json=as_schedule)
+    assert first.status_code == 201
+    second = api.http.post(url, headers=api.admin, json=as_schedule)
+    if policy == "forbid":
+        assert second.status_code == 409
+        assert "forbids concurrent runs" in second.json()["detail"]
+    else:
+        assert second.status_code == 201
+        old = api.http.get(f"/v1/runs/{first.json()['id']}", headers=api.admin).json()
+        assert old["state"] == "cancelled"
+    unasked = api.http.post(url, headers=api.admin)  # without asking: no policy applies
+    assert unasked.status_code == 201
+
+
 def test_an_unsaved_expression_is_previewed_in_utc_and_its_zone(api: Api) -> None:
     body = {"cron": "0 9 * * MON-FRI", "timezone": "America/New_York", "count": 5,
             "after": "2026-11-20T00:00:00Z"}  # fmt: skip

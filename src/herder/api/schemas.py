@@ -29,7 +29,15 @@ class JobCreate(JobSpec):
 
 
 class RunCreate(RunOverrides):
-    pass
+    schedule_id: str | None = Field(
+        default=None,
+        description="count this run as one of that schedule (of this job), under its "
+        "concurrency policy: 409 under forbid while one of its runs is active; under "
+        "replace the active run is cancelled",
+    )
+
+    def overrides(self) -> RunOverrides:
+        return RunOverrides.model_validate(self.model_dump(exclude={"schedule_id"}))
 
 
 class TenantCreate(_Body):

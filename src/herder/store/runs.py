@@ -8,17 +8,19 @@ from typing import Any
 from sqlalchemy import Connection, insert, select, update
 
 from herder.clock import Clock, epoch_ms
-from herder.domain.errors import Conflict, NotFound
+from herder.domain.errors import Conflict, Invalid, NotFound
 from herder.domain.ids import new_id
 from herder.domain.jobs import JobSpec, RunOverrides, apply_overrides
 from herder.domain.models import Attempt, Page, Run, RunDetail, RunEvent
+from herder.domain.schedules import ConcurrencyPolicy
 from herder.domain.states import AttemptState, RunState
+from herder.store.concurrency import active_runs, cancel_for_replacement
 from herder.store.database import Database
 from herder.store.dialect import insert_ignoring_duplicates
 from herder.store.jobs import JobRepository
 from herder.store.notifications import DUE_CHANNEL, notify_cancel, notify_work
 from herder.store.pagination import next_cursor, page_query
-from herder.store.schema import attempts, run_events, runs
+from herder.store.schema import attempts, run_events, runs, schedules
 from herder.store.transitions import move_run, record_event
 
 _RUN_COLUMNS = [
@@ -97,15 +99,24 @@ class RunRepository:
         *,
         idempotency_key: str | None = None,
         actor: str = "user",
+        as_schedule: str | None = None,
     ) -> tuple[Run, bool]:
         """A queued one-off run, and whether it is new. With an idempotency key the unique
-        constraint (tenant, key) decides: a repeat returns the run the first call made."""
+        constraint (tenant, key) decides: a repeat returns the run the first call made.
+
+        ``as_schedule`` makes it count as a run of that schedule of the job, under the
+        schedule's concurrency policy: refused (409) under ``forbid`` while one of its runs
+        is active, replacing the active one under ``replace``.
+        """
         now = self._clock.now()
         run_id = new_id("run", epoch_ms(now))
         with self._db.write() as connection:
             job = self._jobs._get(connection, tenant_id, job_id)
             spec = apply_overrides(job.spec, overrides)
             values = new_run_values(run_id, tenant_id, job.id, job.name, spec, now, idempotency_key)
+            if as_schedule is not None:
+                self._apply_concurrency(connection, tenant_id, job.id, as_schedule, now)
+                values["schedule_id"] = as_schedule
             if overrides.start_deadline_seconds is not None:
                 values["start_deadline"] = now + timedelta(seconds=overrides.start_deadline_seconds)
                 self._db.notify(connection, DUE_CHANNEL)
@@ -135,6 +146,34 @@ class RunRepository:
                 field="Idempotency-Key",
             )
         return existing, False
+
+    def _apply_concurrency(
+        self, connection: Connection, tenant_id: str, job_id: str, schedule_id: str, now: datetime
+    ) -> None:
+        schedule = connection.execute(
+            select(schedules.c.job_id, schedules.c.spec).where(
+                schedules.c.tenant_id == tenant_id, schedules.c.id == schedule_id
+            )
+        ).first()
+        if schedule is None:
+            raise NotFound(f"schedule {schedule_id} not found")
+        if schedule.job_id != job_id:
+            raise Invalid(
+                f"schedule {schedule_id} runs job {schedule.job_id}, not {job_id}",
+                field="schedule_id",
+            )
+        policy = ConcurrencyPolicy(schedule.spec.get("concurrency_policy", "allow"))
+        active = active_runs(connection, schedule_id)
+        if active and policy is ConcurrencyPolicy.FORBID:
+            raise Conflict(
+                f"schedule {schedule_id} forbids concurrent runs and its run {active[0].id} "
+                f"is still {active[0].state}"
+            )
+        if policy is ConcurrencyPolicy.REPLACE:
+            for run_id, state in active:
+                cancel_for_replacement(
+                    self._db, connection, schedule_id, run_id, RunState(state), now
+                )
 
     def rerun(self, tenant_id: str, run_id: str, *, actor: str = "user") -> Run:
         """A new run of what an ended run ran (its spec as submitted), linked to it — how a

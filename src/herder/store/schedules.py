@@ -26,18 +26,18 @@ from herder.domain.schedules import (
     ScheduleSpec,
     jitter_offset,
 )
-from herder.domain.states import TERMINAL_RUN_STATES, RunState
+from herder.domain.states import RunState
+from herder.store.concurrency import active_runs, cancel_for_replacement, schedule_event
 from herder.store.database import Database
 from herder.store.dialect import insert_ignoring_duplicates
 from herder.store.jobs import JobRepository
-from herder.store.notifications import DUE_CHANNEL, notify_cancel, notify_work
+from herder.store.notifications import DUE_CHANNEL, notify_work
 from herder.store.pagination import next_cursor, page_query
 from herder.store.runs import new_run_values
-from herder.store.schema import attempts, runs, schedule_events, schedules
-from herder.store.transitions import move_run, record_event
+from herder.store.schema import runs, schedule_events, schedules
+from herder.store.transitions import record_event
 
 PARTITIONS = 8  # fixed: a schedule's partition is stored when it is created
-ACTIVE = [str(state) for state in RunState if state not in TERMINAL_RUN_STATES]
 
 
 def partition_of(schedule_id: str) -> int:
@@ -141,7 +141,7 @@ class ScheduleRepository:
                 .where(schedules.c.id == schedule_id)
                 .values(spec=spec.model_dump(mode="json"), updated_at=now, **next_values)
             )
-            self._event(connection, schedule_id, now, "updated", "the schedule was changed")
+            schedule_event(connection, schedule_id, now, "updated", "the schedule was changed")
             self._db.notify(connection, DUE_CHANNEL)
             return self._get(connection, tenant_id, schedule_id)
 
@@ -163,7 +163,7 @@ class ScheduleRepository:
                     )
                 )
                 kind = "paused" if paused else "resumed"
-                self._event(connection, schedule_id, now, kind, f"the schedule was {kind}")
+                schedule_event(connection, schedule_id, now, kind, f"the schedule was {kind}")
                 self._db.notify(connection, DUE_CHANNEL)
             return self._get(connection, tenant_id, schedule_id)
 
@@ -263,7 +263,7 @@ class ScheduleRepository:
         if not advanced:
             return 0  # fired (or changed) by someone else meanwhile
         if plan.missed:
-            self._event(
+            schedule_event(
                 connection, due.id, now, "missed",
                 f"{plan.missed} fire(s) missed while no scheduler ran (the last for "
                 f"{plan.last_missed:%Y-%m-%d %H:%M:%S} UTC); misfire policy "
@@ -301,25 +301,21 @@ class ScheduleRepository:
         record the fire (the schedule's events keep what is unusual)."""
         policy = due.spec.concurrency_policy
         if policy is not ConcurrencyPolicy.ALLOW:
-            active = connection.execute(
-                select(runs.c.id, runs.c.state).where(
-                    runs.c.schedule_id == due.id, runs.c.state.in_(ACTIVE)
-                )
-            ).all()
+            active = active_runs(connection, due.id)
             if active and policy is ConcurrencyPolicy.FORBID:
                 connection.execute(
                     update(schedules)
                     .where(schedules.c.id == due.id)
                     .values(skipped_count=schedules.c.skipped_count + 1)
                 )
-                self._event(
+                schedule_event(
                     connection, due.id, now, "skipped",
                     f"not fired: run {active[0].id} of this schedule is still {active[0].state} "
                     "(concurrency policy forbid)", scheduled_for=nominal,
                 )  # fmt: skip
                 return False
             for run_id, state in active:
-                self._cancel_for_replacement(connection, due.id, run_id, RunState(state), now)
+                cancel_for_replacement(self._db, connection, due.id, run_id, RunState(state), now)
         run_id = new_id("run", epoch_ms(now))
         values = new_run_values(
             run_id, due.tenant_id, job.id, job.name,
@@ -336,53 +332,6 @@ class ScheduleRepository:
             message=f"fired by schedule {due.id} for {nominal:%Y-%m-%d %H:%M:%S} UTC",
         )  # fmt: skip
         return True
-
-    def _cancel_for_replacement(
-        self, connection: Connection, schedule_id: str, run_id: str, state: RunState, now: datetime
-    ) -> None:
-        message = f"replaced by a newer fire of schedule {schedule_id}"
-        if state is RunState.RUNNING:
-            connection.execute(
-                update(runs)
-                .where(runs.c.id == run_id, runs.c.state == RunState.RUNNING)
-                .values(cancel_requested=True)
-            )
-            record_event(connection, run_id, now, actor="scheduler", message=message)
-            worker_id = connection.execute(
-                select(attempts.c.worker_id).where(
-                    attempts.c.run_id == run_id, attempts.c.state == "running"
-                )
-            ).scalar()
-            if worker_id is not None:
-                notify_cancel(self._db, connection, worker_id)
-        else:
-            move_run(
-                connection, run_id, state, RunState.CANCELLED, now,
-                actor="scheduler", message=message, reason="cancelled: " + message,
-            )  # fmt: skip
-        self._event(connection, schedule_id, now, "replaced", message, run_id=run_id)
-
-    @staticmethod
-    def _event(
-        connection: Connection,
-        schedule_id: str,
-        at: datetime,
-        kind: str,
-        message: str,
-        *,
-        scheduled_for: datetime | None = None,
-        run_id: str | None = None,
-    ) -> None:
-        connection.execute(
-            insert(schedule_events).values(
-                schedule_id=schedule_id,
-                at=at,
-                kind=kind,
-                message=message,
-                scheduled_for=scheduled_for,
-                run_id=run_id,
-            )
-        )
 
 
 def _next(schedule_id: str, spec: ScheduleSpec, nominal: datetime | None) -> dict[str, object]:

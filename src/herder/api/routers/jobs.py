@@ -90,12 +90,14 @@ def start_run(
         str | None, Header(max_length=255, description="the same key returns the same run")
     ] = None,
 ) -> Run:
+    body = body or RunCreate()
     run, created = store.runs.submit(
         caller.tenant_id,
         job_id,
-        body or RunCreate(),
+        body.overrides(),
         idempotency_key=idempotency_key,
         actor=f"user:{caller.key_id}",
+        as_schedule=body.schedule_id,
     )
     if not created:
         response.status_code = status.HTTP_200_OK
