@@ -76,6 +76,9 @@ def test_runs_list_by_job_state_and_time_window(api: Api) -> None:
     rest = ids(cursor=first_page["next_cursor"])
     assert rest == [a["id"]]
     assert api.http.get("/v1/runs", headers=api.admin, params={"state": "nap"}).status_code == 422
+    naive = api.http.get("/v1/runs", headers=api.admin, params={"since": "2026-01-01T00:00:00"})
+    assert naive.status_code == 422
+    assert "timezone" in naive.json()["detail"]
 
 
 def test_cancelling_a_queued_run_ends_it_and_a_second_cancel_conflicts(api: Api) -> None:

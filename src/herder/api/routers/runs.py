@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
+from pydantic import AwareDatetime
 from starlette.concurrency import run_in_threadpool
 
 from herder.api.auth import Caller, StoreDep, Writer
@@ -27,8 +27,8 @@ def list_runs(
     store: StoreDep,
     job_id: str | None = None,
     state: Annotated[list[RunState], Query(description="repeat for several")] = [],  # noqa: B006
-    since: datetime | None = None,
-    until: datetime | None = None,
+    since: AwareDatetime | None = None,
+    until: AwareDatetime | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     cursor: str | None = None,
 ) -> Page[Run]:
