@@ -86,3 +86,25 @@ def test_jobs_run_unprivileged_in_a_private_workspace_with_herder_variables(
         assert int(uid) != 0
     assert mode == "700"
     assert variables == f"{run.id} 1 k-1"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need a root worker")
+def test_a_job_reaches_the_network_only_when_allowed(
+    start_cluster: Callable[..., Cluster],
+) -> None:
+    cluster = start_cluster(embedded=True)
+    port = cluster.url.rsplit(":", 1)[1]
+    probe = (
+        "import socket; s = socket.socket(); s.settimeout(2); "
+        f"print('reached' if s.connect_ex(('127.0.0.1', {port})) == 0 else 'unreachable')"
+    )
+    with cluster.client() as herder:
+        outputs = {}
+        for allowed in (False, True):
+            job = herder.create_job(
+                f"net-{allowed}",
+                {"runtime": "shell", "command": f'python3 -c "{probe}"', "network": allowed},
+            )
+            run = herder.wait(herder.start_run(job.id).id, timeout=30)
+            outputs[allowed] = "".join(chunk.text for chunk in herder.logs(run.id).chunks)
+    assert outputs == {False: "unreachable\n", True: "reached\n"}

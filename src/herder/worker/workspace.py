@@ -133,6 +133,7 @@ def build_plan(
         gid=gid,
         timeout_seconds=timeout_seconds,
         kill_grace_seconds=kill_grace_seconds,
+        network=spec.network,
     )
 
 
