@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import random
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import Column, func, select, update
 
 from herder.clock import Clock
 from herder.domain.models import WorkerState
@@ -96,59 +97,42 @@ class ReaperRepository:
         return len(overdue)
 
     def requeue_due_retries(self) -> int:
-        now = self._clock.now()
-        with self._db.write() as connection:
-            due = (
-                connection.execute(
-                    select(runs.c.id)
-                    .where(runs.c.state == RunState.RETRY_WAIT, runs.c.retry_at <= now)
-                    .limit(BATCH)
-                )
-                .scalars()
-                .all()
-            )
-            moved = sum(
-                move_run(
-                    connection,
-                    run_id,
-                    RunState.RETRY_WAIT,
-                    RunState.QUEUED,
-                    now,
-                    actor=REAPER,
-                    message="retry due: queued again",
-                    retry_at=None,
-                )
-                for run_id in due
-            )
-            if moved:
-                notify_work(self._db, connection)
+        moved = self._move_due(
+            RunState.RETRY_WAIT, RunState.QUEUED, runs.c.retry_at, "retry due: queued again",
+            retry_at=None,
+        )  # fmt: skip
         return moved
 
     def expire_unstarted(self) -> int:
+        return self._move_due(
+            RunState.QUEUED, RunState.EXPIRED, runs.c.start_deadline,
+            "not started by its start deadline",
+            reason="expired: not started by its start deadline",
+        )  # fmt: skip
+
+    def _move_due(
+        self,
+        source: RunState,
+        target: RunState,
+        due_at: Column[datetime],
+        message: str,
+        **values: Any,
+    ) -> int:
+        """Move runs in ``source`` whose ``due_at`` has passed to ``target``, a batch at a time."""
         now = self._clock.now()
         with self._db.write() as connection:
-            late = (
-                connection.execute(
-                    select(runs.c.id)
-                    .where(runs.c.state == RunState.QUEUED, runs.c.start_deadline < now)
-                    .limit(BATCH)
-                )
-                .scalars()
-                .all()
-            )
-            return sum(
+            due = connection.execute(
+                select(runs.c.id).where(runs.c.state == source, due_at <= now).limit(BATCH)
+            ).scalars()
+            moved = sum(
                 move_run(
-                    connection,
-                    run_id,
-                    RunState.QUEUED,
-                    RunState.EXPIRED,
-                    now,
-                    actor=REAPER,
-                    message="not started by its start deadline",
-                    reason="expired: not started by its start deadline",
+                    connection, run_id, source, target, now, actor=REAPER, message=message, **values
                 )
-                for run_id in late
+                for run_id in list(due)
             )
+            if moved and target is RunState.QUEUED:
+                notify_work(self._db, connection)
+        return moved
 
     def next_due(self, heartbeat_timeout: float) -> datetime | None:
         """The earliest moment one of the steps above will have something to do."""
