@@ -1,0 +1,22 @@
+"""The ``herder`` command: run the system (up, server, scheduler, worker) and drive it
+(job, run, schedule). One module per group of commands; ``common`` holds the root app."""
+
+from __future__ import annotations
+
+import sys
+
+from herder.cli import jobs, runs, schedules, system
+from herder.cli.common import app, err
+from herder.client import ClientError
+
+__all__ = ["jobs", "main", "runs", "schedules", "system"]
+
+
+def main() -> None:
+    try:
+        app()
+    except ClientError as error:
+        err.print(f"[bold red]error:[/] {error}", highlight=False)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        sys.exit(130)

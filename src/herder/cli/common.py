@@ -1,0 +1,66 @@
+"""What every ``herder`` command shares: the root app, output, and the client it talks with."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from pydantic import BaseModel
+from rich.console import Console
+
+from herder.client import HerderClient
+from herder.credentials import ClientCredentials, home_directory
+
+app = typer.Typer(
+    help="Herder: run uploaded programs once, on a schedule or as DAG steps, on a fleet.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+LOG_FORMAT = "%(asctime)s {role} %(levelname)s %(message)s"
+out = Console()
+err = Console(stderr=True)
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="print JSON for scripts")]
+HomeOption = Annotated[
+    Path | None, typer.Option("--home", help="data directory (default $HERDER_HOME or ./.herder)")
+]
+
+
+def fail(message: str) -> typer.Exit:
+    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    return typer.Exit(1)
+
+
+def client() -> HerderClient:
+    credentials = ClientCredentials.load()
+    if credentials is None:
+        raise fail(
+            f"no server configured: run 'herder up', or set HERDER_URL and HERDER_API_KEY "
+            f"(looked in {home_directory() / 'client.json'})"
+        )
+    return HerderClient(credentials.url, credentials.api_key)
+
+
+def print_json(value: BaseModel | list[BaseModel]) -> None:
+    if isinstance(value, list):
+        out.print_json(json.dumps([item.model_dump(mode="json") for item in value]))
+    else:
+        out.print_json(value.model_dump_json())
+
+
+def pairs(items: list[str], what: str) -> dict[str, str]:
+    result = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise fail(f"{what} {item!r} must look like KEY=VALUE")
+        result[key] = value
+    return result
+
+
+def when(moment: object) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M:%S") if hasattr(moment, "strftime") else "-"

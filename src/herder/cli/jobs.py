@@ -1,0 +1,143 @@
+"""``herder job …``: create and manage jobs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from herder.cli.common import JsonFlag, app, client, fail, out, pairs, print_json, when
+from herder.domain.models import Job
+
+job_app = typer.Typer(help="Create and manage jobs.", no_args_is_help=True)
+app.add_typer(job_app, name="job")
+
+
+_RUNTIME_BY_SUFFIX = {".py": "python", ".zip": "archive", ".tgz": "archive", ".gz": "archive"}
+
+
+def _job_table(jobs: list[Job]) -> Table:
+    table = Table("ID", "NAME", "RUNTIME", "CPU", "MEMORY", "PRIORITY", "UPDATED")
+    for job in jobs:
+        spec = job.spec
+        table.add_row(
+            job.id,
+            job.name,
+            spec.runtime,
+            f"{spec.resources.cpu:g}",
+            f"{spec.resources.memory_mb} MB",
+            spec.priority,
+            when(job.updated_at),
+        )
+    return table
+
+
+@job_app.command("create")
+def job_create(
+    name: str,
+    runtime: Annotated[
+        str | None, typer.Option(help="shell, python, executable or archive (default: guessed)")
+    ] = None,
+    command: Annotated[str | None, typer.Option(help="shell command (shell, archive)")] = None,
+    file: Annotated[Path | None, typer.Option(help="program to upload (≤ 10 MB)")] = None,
+    arg: Annotated[list[str], typer.Option(help="argument, repeatable")] = [],  # noqa: B006
+    env: Annotated[list[str], typer.Option(help="KEY=VALUE, repeatable")] = [],  # noqa: B006
+    label: Annotated[list[str], typer.Option(help="KEY=VALUE, repeatable")] = [],  # noqa: B006
+    cpu: Annotated[float, typer.Option(help="cores (fractions allowed)")] = 1.0,
+    memory_mb: Annotated[int, typer.Option(help="memory in MB")] = 256,
+    gpus: Annotated[int, typer.Option()] = 0,
+    priority: Annotated[str, typer.Option(help="high, medium or low")] = "medium",
+    timeout: Annotated[int, typer.Option(help="seconds, at most 86400")] = 3600,
+    max_attempts: Annotated[int, typer.Option(help="retry policy: attempts in all")] = 1,
+    retry_delay: Annotated[float, typer.Option(help="first back-off cap, seconds")] = 10.0,
+    network: Annotated[bool, typer.Option(help="allow network access")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Create a job. With --file the program is uploaded first."""
+    with client() as herder:
+        spec: dict[str, Any] = {
+            "args": arg,
+            "env": pairs(env, "env"),
+            "labels": pairs(label, "label"),
+            "resources": {"cpu": cpu, "memory_mb": memory_mb, "gpus": gpus},
+            "priority": priority,
+            "timeout_seconds": timeout,
+            "retry": {"max_attempts": max_attempts, "initial_delay_seconds": retry_delay},
+            "network": network,
+        }
+        if file is not None:
+            if not file.is_file():
+                raise fail(f"{file} is not a file")
+            spec["artifact"] = herder.upload_artifact(file).id
+            runtime = runtime or _RUNTIME_BY_SUFFIX.get(file.suffix, "executable")
+        spec["runtime"] = runtime or "shell"
+        if command is not None:
+            spec["command"] = command
+        job = herder.create_job(name, spec)
+    if as_json:
+        print_json(job)
+    else:
+        out.print(f"created job [bold]{job.name}[/] ({job.id})")
+
+
+@job_app.command("list")
+def job_list(
+    name: Annotated[str | None, typer.Option()] = None,
+    label: Annotated[list[str], typer.Option(help="KEY=VALUE filter")] = [],  # noqa: B006
+    limit: int = 100,
+    as_json: JsonFlag = False,
+) -> None:
+    """List jobs, newest first."""
+    with client() as herder:
+        page = herder.list_jobs(name=name, labels=pairs(label, "label"), limit=limit)
+    if as_json:
+        print_json(page)
+    else:
+        out.print(_job_table(page.items))
+
+
+@job_app.command("show")
+def job_show(job: str, as_json: JsonFlag = False) -> None:
+    """Show a job (by name or id)."""
+    with client() as herder:
+        found = herder.find_job(job)
+    if as_json:
+        print_json(found)
+    else:
+        out.print(_job_table([found]))
+        out.print_json(found.spec.model_dump_json())
+
+
+@job_app.command("update")
+def job_update(
+    job: str,
+    set_: Annotated[
+        list[str], typer.Option("--set", help="FIELD=JSON-VALUE, e.g. timeout_seconds=60")
+    ],
+    as_json: JsonFlag = False,
+) -> None:
+    """Change fields of a job; runs already submitted keep their spec."""
+    changes: dict[str, Any] = {}
+    for field, raw in pairs(set_, "--set").items():
+        try:
+            changes[field] = json.loads(raw)
+        except json.JSONDecodeError:
+            changes[field] = raw
+    with client() as herder:
+        updated = herder.update_job(herder.find_job(job).id, changes)
+    if as_json:
+        print_json(updated)
+    else:
+        out.print(f"updated job [bold]{updated.name}[/] ({updated.id})")
+
+
+@job_app.command("delete")
+def job_delete(job: str) -> None:
+    """Delete a job definition; its run history stays."""
+    with client() as herder:
+        found = herder.find_job(job)
+        herder.delete_job(found.id)
+    out.print(f"deleted job {found.name} ({found.id})")

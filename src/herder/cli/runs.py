@@ -1,0 +1,155 @@
+"""``herder run …``: start, inspect and cancel runs."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from herder.cli.common import JsonFlag, app, client, out, pairs, print_json, when
+from herder.domain.models import Run, RunDetail
+
+run_app = typer.Typer(help="Start, inspect and cancel runs.", no_args_is_help=True)
+app.add_typer(run_app, name="run")
+
+
+def _run_table(runs: list[Run]) -> Table:
+    table = Table("ID", "JOB", "STATE", "ATTEMPTS", "CREATED", "FINISHED", "EXIT")
+    for run in runs:
+        state = f"{run.state} until {when(run.retry_at)}" if run.retry_at else run.state
+        table.add_row(
+            run.id,
+            run.job_name,
+            state,
+            str(run.attempt_count),
+            when(run.created_at),
+            when(run.finished_at),
+            "-" if run.exit_code is None else str(run.exit_code),
+        )
+    return table
+
+
+def _print_detail(run: RunDetail) -> None:
+    out.print(_run_table([run]))
+    if run.reason:
+        out.print(f"reason: {run.reason}")
+    if run.attempts:
+        attempts = Table("ATTEMPT", "WORKER", "STATE", "STARTED", "FINISHED", "CPU s", "MAX RSS")
+        for attempt in run.attempts:
+            cpu = (attempt.cpu_user_seconds or 0) + (attempt.cpu_system_seconds or 0)
+            attempts.add_row(
+                str(attempt.number),
+                attempt.worker_id,
+                attempt.state,
+                when(attempt.started_at),
+                when(attempt.finished_at),
+                f"{cpu:.2f}",
+                f"{attempt.max_rss_kb or 0} KB",
+            )
+        out.print(attempts)
+    events = Table("TIME", "CHANGE", "ACTOR", "MESSAGE")
+    for event in run.events:
+        change = f"{event.from_state or ''} → {event.to_state}" if event.to_state else ""
+        events.add_row(when(event.at), change, event.actor, event.message)
+    out.print(events)
+
+
+@run_app.command("start")
+def run_start(
+    job: str,
+    arg: Annotated[list[str] | None, typer.Option(help="replace the job's args")] = None,
+    env: Annotated[list[str], typer.Option(help="KEY=VALUE, merged")] = [],  # noqa: B006
+    idempotency_key: Annotated[str | None, typer.Option(help="same key, same run")] = None,
+    wait: Annotated[bool, typer.Option(help="wait for the run to end, then show it")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Start a one-off run of a job (by name or id)."""
+    with client() as herder:
+        run: Run = herder.start_run(
+            herder.find_job(job).id,
+            args=arg,
+            env=pairs(env, "env") or None,
+            idempotency_key=idempotency_key,
+        )
+        if wait:
+            run = herder.wait(run.id, timeout=25 * 3600)
+    if as_json:
+        print_json(run)
+    elif isinstance(run, RunDetail):
+        _print_detail(run)
+    else:
+        out.print(f"started run [bold]{run.id}[/] of {run.job_name} ({run.state})")
+
+
+@run_app.command("list")
+def run_list(
+    job: Annotated[str | None, typer.Option(help="job name or id")] = None,
+    state: Annotated[list[str], typer.Option(help="repeatable")] = [],  # noqa: B006
+    dead: Annotated[bool, typer.Option("--dead", help="the dead-letter set")] = False,
+    limit: int = 50,
+    as_json: JsonFlag = False,
+) -> None:
+    """List runs, newest first."""
+    state = [*state, "dead"] if dead else state
+    with client() as herder:
+        job_id = herder.find_job(job).id if job else None
+        page = herder.list_runs(job_id=job_id, states=state, limit=limit)
+    if as_json:
+        print_json(page)
+    else:
+        out.print(_run_table(page.items))
+
+
+@run_app.command("show")
+def run_show(run_id: str, as_json: JsonFlag = False) -> None:
+    """A run with its attempts and its timeline of events."""
+    with client() as herder:
+        run = herder.get_run(run_id)
+    if as_json:
+        print_json(run)
+    else:
+        _print_detail(run)
+
+
+@run_app.command("logs")
+def run_logs(
+    run_id: str,
+    attempt: Annotated[int | None, typer.Option(help="default: the newest")] = None,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="stream until it ends")] = False,
+) -> None:
+    """Print a run's output (stdout and stderr, in order)."""
+    with client() as herder:
+        if follow:
+            chunks = herder.follow_logs(run_id, attempt=attempt)
+        else:
+            chunks = iter(herder.logs(run_id, attempt=attempt).chunks)
+        for chunk in chunks:
+            stream = sys.stderr if chunk.stream == "stderr" else sys.stdout
+            stream.write(chunk.text)
+            stream.flush()
+
+
+@run_app.command("rerun")
+def run_rerun(run_id: str, as_json: JsonFlag = False) -> None:
+    """Run an ended (say, dead) run again, as a new run linked to it."""
+    with client() as herder:
+        run = herder.rerun(run_id)
+    if as_json:
+        print_json(run)
+    else:
+        out.print(f"started run [bold]{run.id}[/], a re-run of {run_id}")
+
+
+@run_app.command("cancel")
+def run_cancel(run_id: str, as_json: JsonFlag = False) -> None:
+    """Cancel a run: at once if queued; a running one is killed by its worker."""
+    with client() as herder:
+        run = herder.cancel_run(run_id)
+    if as_json:
+        print_json(run)
+    elif run.state == "running":
+        out.print(f"cancelling run {run.id}: its worker is stopping it")
+    else:
+        out.print(f"run {run.id} is {run.state}")
