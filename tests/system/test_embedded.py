@@ -27,7 +27,7 @@ def test_hello_world_runs_end_to_end(start_cluster: Callable[..., Cluster], tmp_
     assert run.exit_code == 0
     (attempt,) = run.attempts
     assert attempt.started_at <= attempt.finished_at  # type: ignore[operator]
-    assert [chunk.text for chunk in logs.chunks] == ["Hello World!\n"]
+    assert "".join(chunk.text for chunk in logs.chunks) == "Hello World!\n"
     assert logs.chunks[0].at >= attempt.started_at
     assert logs.complete
 

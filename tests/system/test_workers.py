@@ -73,7 +73,7 @@ def test_a_run_past_its_timeout_is_timed_out_and_leaves_no_process(
         logs = herder.logs(run.id)
     assert run.state == "timed_out"
     assert "timed out" in (run.reason or "")
-    assert [chunk.text for chunk in logs.chunks] == ["started\n"]
+    assert "".join(chunk.text for chunk in logs.chunks) == "started\n"
     wait_until(lambda: not processes_matching(f"sleep {marker}"), 5, "no sleep left behind")
 
 
