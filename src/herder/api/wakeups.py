@@ -92,9 +92,6 @@ class Wakeups:
     def wake_worker(self, worker_id: str) -> None:
         self._call(lambda: self._signal(worker_id).fire())
 
-    def forget(self, worker_id: str) -> None:
-        self._call(lambda: self._signals.pop(worker_id, None))
-
     def _signal(self, worker_id: str) -> _Signal:
         with self._lock:
             signal = self._signals.get(worker_id)
