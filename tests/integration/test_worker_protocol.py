@@ -146,6 +146,7 @@ def test_cancelling_a_running_run_tells_its_worker(api: Api) -> None:
     assert heartbeat == {
         "cancel": [assignment["attempt_id"]],
         "drop": ["att_unknown"],
+        "preempt": [],
     }
     report(api, worker_id, completions=[completion(assignment, "cancelled", None)])
     final = api.http.get(f"/v1/runs/{run['id']}", headers=api.admin).json()

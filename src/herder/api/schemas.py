@@ -61,6 +61,7 @@ class WorkerRegister(_Body):
     max_slots: Annotated[int, Field(ge=1, le=10000)] = 256
     labels: dict[str, str] = {}
     version: str = "unknown"
+    address: Annotated[str, Field(max_length=255, description="where gang peers reach it")] = ""
 
 
 class WorkerRegistered(BaseModel):
@@ -89,6 +90,7 @@ class ClaimRequest(HeartbeatRequest):
 class Directives(BaseModel):
     cancel: list[str]
     drop: list[str]
+    preempt: list[str] = []  # stop (SIGTERM, grace, SIGKILL) and report them preempted
 
 
 class ClaimResponse(Directives):

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 MAX_TIMEOUT_SECONDS = 24 * 60 * 60
 DEFAULT_TIMEOUT_SECONDS = 60 * 60
 MAX_ARTIFACT_BYTES = 10 * 1024 * 1024
+MAX_REPLICAS = 256
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LABEL_KEY = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._/-]{0,62}[A-Za-z0-9])?$")
@@ -114,6 +115,15 @@ class JobSpec(_Strict):
         DEFAULT_TIMEOUT_SECONDS
     )
     network: bool = Field(default=False, description="may the job reach the network")
+    requires: dict[str, str] = Field(
+        default={}, description="labels a worker must have to run it, e.g. gpu_model: h100"
+    )
+    preemptible: bool = Field(
+        default=False, description="may a higher-priority run stop it (it is queued again)"
+    )
+    replicas: Annotated[int, Field(ge=1, le=MAX_REPLICAS)] = Field(
+        default=1, description="a gang: this many members, placed all at once or not at all"
+    )
 
     @field_validator("timeout_seconds")
     @classmethod
@@ -137,7 +147,7 @@ class JobSpec(_Strict):
     def _env_names(cls, env: dict[str, str]) -> dict[str, str]:
         return _check_env(env)
 
-    @field_validator("labels")
+    @field_validator("labels", "requires")
     @classmethod
     def _label_keys(cls, labels: dict[str, str]) -> dict[str, str]:
         return _check_labels(labels)

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Generic, TypeVar
+from typing import Annotated, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 from herder.domain.jobs import JobSpec, Resources
 from herder.domain.schedules import ScheduleSpec
 from herder.domain.states import AttemptState, RunState
+from herder.domain.tenants import TenantQuotas
 
 
 class _Record(BaseModel):
     model_config = ConfigDict(frozen=True)
+
+
+GpuIndices = Annotated[list[int], BeforeValidator(lambda value: value or [])]  # NULL: none
 
 
 class Role(StrEnum):
@@ -33,6 +37,7 @@ class Tenant(_Record):
     weight: int
     is_system: bool
     created_at: datetime
+    quotas: TenantQuotas = TenantQuotas()
 
 
 class Principal(_Record):
@@ -84,6 +89,8 @@ class Attempt(_Record):
     max_rss_kb: int | None
     log_bytes: int
     log_truncated: bool
+    rank: int = 0  # the gang member; 0 for a single run
+    gpu_indices: GpuIndices = []
 
 
 class RunEvent(_Record):
@@ -113,6 +120,8 @@ class Run(_Record):
     retry_at: datetime | None = None  # when a retry_wait run is queued again
     start_deadline: datetime | None = None
     rerun_of: str | None = None
+    preemptions: int = 0  # attempts stopped by preemption; they use up no retry
+    waiting_reason: str | None = None  # why a queued run is not placed yet
 
 
 class RunDetail(Run):
@@ -135,6 +144,7 @@ class Worker(_Record):
     labels: dict[str, str]
     version: str
     registered_at: datetime
+    address: str = ""  # where gang peers reach it
     last_heartbeat_at: datetime
 
 
@@ -147,6 +157,10 @@ class Assignment(_Record):
     tenant_id: str
     idempotency_key: str | None
     spec: JobSpec
+    gpu_indices: list[int] = []  # CUDA_VISIBLE_DEVICES
+    rank: int = 0  # HERDER_RANK: this member of a gang
+    world_size: int = 1  # HERDER_WORLD_SIZE: members in the gang
+    peers: list[str] = []  # HERDER_PEERS: every member's worker address, by rank
 
 
 class LogChunk(_Record):

@@ -77,7 +77,12 @@ class AccessRepository:
         )
         try:
             with self._db.write() as connection:
-                connection.execute(insert(tenants).values(**tenant.model_dump(), quotas={}))
+                connection.execute(
+                    insert(tenants).values(
+                        **tenant.model_dump(exclude={"quotas"}),
+                        quotas=tenant.quotas.model_dump(exclude_none=True),
+                    )
+                )
         except exc.IntegrityError as error:
             raise Conflict(f"a tenant named {name!r} already exists", field="name") from error
         return tenant

@@ -133,6 +133,12 @@ runs = Table(
     Column("retry_at", UtcDateTime),  # when a retry_wait run is queued again
     Column("start_deadline", UtcDateTime),  # a queued run not started by then expires
     Column("rerun_of", ID),  # the run this one re-runs
+    Column("replicas", Integer, nullable=False, server_default="1"),  # a gang when > 1
+    Column("requires", JsonColumn),  # labels a worker must have
+    Column("preemptible", Boolean, nullable=False, server_default="0"),
+    Column("preemptions", Integer, nullable=False, server_default="0"),  # not retries
+    Column("preempted_at", UtcDateTime),  # the cool-down against preemption loops
+    Column("waiting_reason", Text),  # why a queued run is not placed yet, from the dispatcher
     UniqueConstraint("tenant_id", "idempotency_key"),
     UniqueConstraint("schedule_id", "scheduled_for"),
     Index(None, "tenant_id", "id"),
@@ -166,7 +172,11 @@ attempts = Table(
     Column("max_rss_kb", Integer),
     Column("log_bytes", Integer, nullable=False, server_default="0"),
     Column("log_truncated", Boolean, nullable=False, server_default="0"),
-    UniqueConstraint("run_id", "number"),
+    Column("rank", Integer, nullable=False, server_default="0"),  # gang member, 0 alone
+    Column("gpu_indices", JsonColumn),  # the worker's GPUs this attempt was given
+    Column("delivered_at", UtcDateTime),  # handed to the worker by a claim
+    Column("preempt_requested_at", UtcDateTime),  # the dispatcher chose it as a victim
+    UniqueConstraint("run_id", "number", "rank"),
     Index(None, "worker_id", "state"),
     Index(None, "state", "deadline_at"),
 )
@@ -209,6 +219,7 @@ workers = Table(
     Column("gpus", Integer, nullable=False),
     Column("max_slots", Integer, nullable=False),
     Column("labels", JsonColumn, nullable=False),
+    Column("address", String(255), nullable=False, server_default=""),  # for gang peers
     Column("version", String(64), nullable=False),
     Column("registered_at", UtcDateTime, nullable=False),
     Column("last_heartbeat_at", UtcDateTime, nullable=False),
