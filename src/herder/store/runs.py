@@ -41,6 +41,8 @@ _RUN_COLUMNS = [
     runs.c.retry_at,
     runs.c.start_deadline,
     runs.c.rerun_of,
+    runs.c.preemptions,
+    runs.c.waiting_reason,
 ]
 
 
@@ -82,6 +84,12 @@ def new_run_values(
         "retry_at": None,
         "start_deadline": None,
         "rerun_of": None,
+        "replicas": spec.replicas,
+        "requires": spec.requires or None,
+        "preemptible": spec.preemptible,
+        "preemptions": 0,
+        "preempted_at": None,
+        "waiting_reason": "not looked at by the dispatcher yet",
     }
 
 
