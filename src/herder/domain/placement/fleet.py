@@ -1,0 +1,69 @@
+"""The dispatcher's working copy of the fleet during one pass: what is free where, what each
+tenant uses. Placing a run here updates it so later decisions in the pass see it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from herder.domain.placement.resources import Amount
+from herder.domain.placement.snapshot import RunningAttempt, Snapshot, WorkerView
+
+
+@dataclass(slots=True)
+class WorkerState:
+    view: WorkerView
+    free: Amount
+    free_gpus: list[int]  # indices not given to any attempt, ascending
+    releasing: Amount = field(default_factory=Amount)  # held by victims that are being stopped
+    reserved_for: str | None = None  # a starving run's; nothing else goes here this pass
+    victims: list[RunningAttempt] = field(default_factory=list)  # chosen in this pass
+
+    @property
+    def id(self) -> str:
+        return self.view.id
+
+    @property
+    def accepts_work(self) -> bool:
+        return not self.view.draining
+
+    def take(self, need: Amount) -> tuple[int, ...]:
+        """Hold ``need`` here; returns the GPU indices it gets."""
+        self.free -= need
+        given, self.free_gpus = self.free_gpus[: need.gpus], self.free_gpus[need.gpus :]
+        return tuple(given)
+
+
+class Fleet:
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.workers = [_state(view) for view in snapshot.workers]
+        self.total = Amount()
+        for worker in self.workers:
+            if worker.accepts_work:
+                self.total += worker.view.capacity
+        self.usage: dict[str, Amount] = {}
+        for worker in self.workers:
+            for attempt in worker.view.running:
+                self.use(attempt.tenant_id, attempt.need)
+
+    def use(self, tenant_id: str, amount: Amount) -> None:
+        self.usage[tenant_id] = self.usage.get(tenant_id, Amount()) + amount
+
+    def used_by(self, tenant_id: str) -> Amount:
+        return self.usage.get(tenant_id, Amount())
+
+    def accepting(self) -> list[WorkerState]:
+        return [worker for worker in self.workers if worker.accepts_work]
+
+
+def _state(view: WorkerView) -> WorkerState:
+    taken = {index for attempt in view.running for index in attempt.gpu_indices}
+    releasing = Amount()
+    for attempt in view.running:
+        if attempt.preempting:
+            releasing += attempt.need
+    return WorkerState(
+        view=view,
+        free=view.capacity - view.used,
+        free_gpus=[index for index in range(view.capacity.gpus) if index not in taken],
+        releasing=releasing,
+    )

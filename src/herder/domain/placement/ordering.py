@@ -1,0 +1,74 @@
+"""The order in which queued runs are considered.
+
+1. Priority class, high first. Waiting raises a run's class: every ``class_aging_seconds``
+   it waits counts one class more (up to high), so low work is not starved by a constant
+   stream of higher work.
+2. Within a class, runs that have waited ``starvation_seconds`` go first, oldest first:
+   they bypass fair share, and one that cannot start gets a worker reserved (policy.py).
+3. Then the tenant with the lowest weighted dominant share (DRF) goes next, its oldest run
+   first; shares are read again after every placement, so a tenant that just got capacity
+   drops back.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import defaultdict, deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+
+from herder.domain.placement.snapshot import QueuedRun
+
+HIGHEST_CLASS = 2
+
+
+@dataclass(frozen=True)
+class Aging:
+    class_aging_seconds: float = 600.0
+    starvation_seconds: float = 300.0
+
+
+def waited(run: QueuedRun, now: datetime) -> float:
+    return max(0.0, (now - run.queued_at).total_seconds())
+
+
+def effective_class(run: QueuedRun, now: datetime, aging: Aging) -> int:
+    promoted = int(waited(run, now) // aging.class_aging_seconds)
+    return min(HIGHEST_CLASS, run.priority + promoted)
+
+
+def is_starving(run: QueuedRun, now: datetime, aging: Aging) -> bool:
+    return waited(run, now) >= aging.starvation_seconds
+
+
+def dispatch_order(
+    runs: list[QueuedRun], now: datetime, aging: Aging, share: Callable[[str], float]
+) -> Iterator[QueuedRun]:
+    """Yield runs in the order to consider them; ``share(tenant)`` is asked afresh each time
+    a tenant comes up, so placements made between yields count."""
+    classes: dict[int, list[QueuedRun]] = defaultdict(list)
+    for run in runs:
+        classes[effective_class(run, now, aging)].append(run)
+    for level in sorted(classes, reverse=True):
+        members = sorted(classes[level], key=lambda run: (run.queued_at, run.id))
+        starving = [run for run in members if is_starving(run, now, aging)]
+        yield from starving
+        queues: dict[str, deque[QueuedRun]] = defaultdict(deque)
+        for run in members:
+            if not is_starving(run, now, aging):
+                queues[run.tenant_id].append(run)
+        yield from _fair_share(queues, share)
+
+
+def _fair_share(
+    queues: dict[str, deque[QueuedRun]], share: Callable[[str], float]
+) -> Iterator[QueuedRun]:
+    heap = [(share(tenant), queue[0].queued_at, tenant) for tenant, queue in queues.items()]
+    heapq.heapify(heap)
+    while heap:
+        _, _, tenant = heapq.heappop(heap)
+        queue = queues[tenant]
+        yield queue.popleft()
+        if queue:
+            heapq.heappush(heap, (share(tenant), queue[0].queued_at, tenant))

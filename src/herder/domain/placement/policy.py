@@ -1,0 +1,255 @@
+"""The dispatcher's decision for one pass: which queued runs go where, whom to preempt, and
+why every other run waits. Pure: a snapshot and ``now`` in, a plan out.
+
+The pipeline, per run in dispatch order (ordering.py):
+
+1. quotas      — the tenant's queued-run window and in-use quotas hold the run back;
+2. feasibility — accepting workers with the run's labels and room for it now
+                 (feasibility.py); runs of a shape that already found no room this pass are
+                 skipped at once, since capacity only shrinks within a pass;
+3. ranking     — best fit among them (ranking.py); a gang places every member or none;
+4. preemption  — a high-priority run with no room may stop lower-class preemptible runs
+                 (preemption.py);
+5. reservation — a starving run with no room holds its best worker for the rest of the pass,
+                 so small newer runs cannot keep taking the space it needs;
+6. reasons     — every run left waiting gets a sentence saying why (reasons.py).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from herder.domain.placement import preemption, reasons
+from herder.domain.placement.feasibility import could_ever_fit, eligible, fits_now
+from herder.domain.placement.fleet import Fleet, WorkerState
+from herder.domain.placement.ordering import Aging, dispatch_order, is_starving
+from herder.domain.placement.ranking import best
+from herder.domain.placement.resources import Amount, dominant_share
+from herder.domain.placement.snapshot import QueuedRun, Snapshot, TenantView
+
+
+@dataclass(frozen=True)
+class PlacementSettings:
+    aging: Aging = field(default_factory=Aging)
+    preemption: preemption.Rules = field(default_factory=preemption.Rules)
+
+
+@dataclass(frozen=True)
+class Member:
+    worker_id: str
+    rank: int
+    gpu_indices: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Placement:
+    run_id: str
+    members: tuple[Member, ...]
+
+
+@dataclass(frozen=True)
+class Preemption:
+    attempt_id: str
+    run_id: str  # the victim
+    worker_id: str
+    for_run_id: str  # the run it makes room for
+
+
+@dataclass
+class Plan:
+    placements: list[Placement] = field(default_factory=list)
+    preemptions: list[Preemption] = field(default_factory=list)
+    waiting: dict[str, str] = field(default_factory=dict)  # run id → reason
+
+
+def plan(snapshot: Snapshot, settings: PlacementSettings = PlacementSettings()) -> Plan:
+    return _Pass(snapshot, settings).run()
+
+
+class _Pass:
+    def __init__(self, snapshot: Snapshot, settings: PlacementSettings) -> None:
+        self.snapshot = snapshot
+        self.now = snapshot.now
+        self.settings = settings
+        self.fleet = Fleet(snapshot)
+        self.plan = Plan()
+        self.no_room: dict[tuple[object, ...], str] = {}  # shape → reason, this pass
+
+    def tenant(self, tenant_id: str) -> TenantView:
+        return self.snapshot.tenants.get(tenant_id) or TenantView(tenant_id)
+
+    def share(self, tenant_id: str) -> float:
+        used = self.fleet.used_by(tenant_id)
+        return dominant_share(used, self.fleet.total) / self.tenant(tenant_id).weight
+
+    def run(self) -> Plan:
+        considered = self._within_queue_quotas(list(self.snapshot.queued))
+        for run in dispatch_order(considered, self.now, self.settings.aging, self.share):
+            reason = self._consider(run)
+            if reason is not None:
+                self.plan.waiting[run.id] = reason
+        return self.plan
+
+    def _within_queue_quotas(self, queued: list[QueuedRun]) -> list[QueuedRun]:
+        """Each tenant's first ``max_queued`` runs (by class, then age); the rest wait."""
+        by_tenant: dict[str, list[QueuedRun]] = defaultdict(list)
+        for run in queued:
+            by_tenant[run.tenant_id].append(run)
+        considered = []
+        for tenant_id, runs in by_tenant.items():
+            limit = self.tenant(tenant_id).quotas.max_queued
+            runs.sort(key=lambda run: (-run.priority, run.queued_at, run.id))
+            if limit is None:
+                considered += runs
+                continue
+            considered += runs[:limit]
+            for position, run in enumerate(runs[limit:], start=limit + 1):
+                self.plan.waiting[run.id] = reasons.queue_quota(limit, position)
+        return considered
+
+    def _consider(self, run: QueuedRun) -> str | None:
+        """Place the run, or say why it waits."""
+        quotas = self.tenant(run.tenant_id).quotas
+        over = reasons.over_quota(quotas, self.fleet.used_by(run.tenant_id), run.total_need)
+        if over is not None:
+            return f"{reasons.needs(run)}; {over}"
+        shape = (run.need, run.replicas, tuple(sorted(run.requires.items())))
+        known = self.no_room.get(shape)
+        if known is not None and not is_starving(run, self.now, self.settings.aging):
+            return known
+        members = self._fit(run)
+        if members is not None:
+            self._take(run, members)
+            return None
+        reason = self._no_room_reason(run)
+        self.no_room.setdefault(shape, reason)
+        if preemption.may_preempt(run):
+            reason = self._preempt(run) or reason
+        if is_starving(run, self.now, self.settings.aging):
+            reason = self._reserve(run) or reason
+        return reason
+
+    def _fit(self, run: QueuedRun) -> list[tuple[WorkerState, Amount]] | None:
+        """A worker per member, best fit each, trying the whole gang before taking any."""
+        candidates = [
+            worker
+            for worker in eligible(self.fleet.workers, run.requires)
+            if could_ever_fit(worker, run.need)
+        ]
+        if run.replicas == 1:
+            chosen = best([w for w in candidates if fits_now(w, run.need, run.id)], run.need)
+            return None if chosen is None else [(chosen, run.need)]
+        trial = {worker.id: worker.free for worker in candidates}
+        members: list[tuple[WorkerState, Amount]] = []
+        for _ in range(run.replicas):
+            room = [w for w in candidates if fits_now(w, run.need, run.id)]
+            room = [w for w in room if run.need.fits_in(trial[w.id])]
+            chosen = _best_in_trial(room, run.need, trial)
+            if chosen is None:
+                return None
+            trial[chosen.id] -= run.need
+            members.append((chosen, run.need))
+        return members
+
+    def _take(self, run: QueuedRun, members: list[tuple[WorkerState, Amount]]) -> None:
+        placed = tuple(
+            Member(worker.id, rank, worker.take(need))
+            for rank, (worker, need) in enumerate(members)
+        )
+        self.fleet.use(run.tenant_id, run.total_need)
+        self.plan.placements.append(Placement(run.id, placed))
+
+    def _no_room_reason(self, run: QueuedRun) -> str:
+        if run.replicas > 1:
+            fitting = self._members_that_fit(run)
+            if fitting:
+                return (
+                    f"{reasons.needs(run)}; only {fitting} of {run.replicas} members fit on "
+                    "the workers now, and a gang starts whole or not at all"
+                )
+        return reasons.no_room(run, self.fleet.workers)
+
+    def _members_that_fit(self, run: QueuedRun) -> int:
+        count = 0
+        for worker in eligible(self.fleet.workers, run.requires):
+            if fits_now(worker, run.need, run.id):
+                free = worker.free
+                while run.need.fits_in(free) and count < run.replicas:
+                    free -= run.need
+                    count += 1
+        return count
+
+    def _preempt(self, run: QueuedRun) -> str | None:
+        choice, cooling = preemption.choose(
+            run, self.fleet.workers, self.now, self.settings.preemption
+        )
+        if choice is None:
+            if cooling:
+                return (
+                    f"{reasons.no_room(run, self.fleet.workers)}; {cooling} lower-priority "
+                    "runs that could make room were preempted recently (cool-down)"
+                )
+            return None
+        worker = choice.worker
+        worker.reserved_for = run.id
+        if not choice.victims:
+            return f"{reasons.needs(run)}; waiting for preempted runs to stop on {worker.id}"
+        for victim in choice.victims:
+            worker.victims.append(victim)
+            worker.releasing += victim.need
+            self.plan.preemptions.append(
+                Preemption(victim.attempt_id, victim.run_id, worker.id, run.id)
+            )
+        names = ", ".join(victim.run_id for victim in choice.victims)
+        return (
+            f"{reasons.needs(run)}; preempting {len(choice.victims)} lower-priority "
+            f"run{'s' if len(choice.victims) != 1 else ''} on {worker.id} ({names}); it "
+            "starts when they stop"
+        )
+
+    def _reserve(self, run: QueuedRun) -> str | None:
+        """Hold the matching worker closest to fitting the run, so it drains toward it."""
+        candidates = [
+            worker
+            for worker in eligible(self.fleet.workers, run.requires)
+            if could_ever_fit(worker, run.need) and worker.reserved_for is None
+        ]
+        if not candidates or run.replicas > 1:
+            return None
+        worker = min(candidates, key=lambda w: (_missing(w.free, run.need), w.id))
+        worker.reserved_for = run.id
+        return (
+            f"{reasons.no_room(run, self.fleet.workers)}; it has waited longest, so "
+            f"{worker.id} takes no other work until it fits"
+        )
+
+
+def _best_in_trial(
+    workers: list[WorkerState], need: Amount, trial: dict[str, Amount]
+) -> WorkerState | None:
+    """Best fit against the gang's trial free amounts rather than the committed ones."""
+
+    def leftover(worker: WorkerState) -> tuple[float, str]:
+        capacity, after = worker.view.capacity, trial[worker.id] - need
+        score = after.cpu_milli / capacity.cpu_milli if capacity.cpu_milli else 0.0
+        score += after.memory_mb / capacity.memory_mb if capacity.memory_mb else 0.0
+        score += after.gpus / capacity.gpus if capacity.gpus else 0.0
+        return score, worker.id
+
+    return min(workers, key=leftover, default=None)
+
+
+def _missing(free: Amount, need: Amount) -> float:
+    """How far ``free`` is from ``need``, each resource as a fraction of the need."""
+    gap = need - free
+    total = 0.0
+    for lack, want in (
+        (gap.cpu_milli, need.cpu_milli),
+        (gap.memory_mb, need.memory_mb),
+        (gap.gpus, need.gpus),
+        (gap.slots, need.slots),
+    ):
+        if lack > 0 and want:
+            total += lack / want
+    return total

@@ -1,0 +1,74 @@
+"""What the dispatcher sees in one pass: queued runs, workers with what they run, tenants.
+
+Plain immutable data read by the store; the policy decides on it alone, with ``now`` given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from herder.domain.placement.resources import Amount
+from herder.domain.tenants import TenantQuotas
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedRun:
+    id: str
+    tenant_id: str
+    priority: int  # Priority.rank: 2 high, 1 medium, 0 low
+    queued_at: datetime
+    need: Amount  # per member, slots=1
+    replicas: int = 1
+    requires: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def total_need(self) -> Amount:
+        return self.need.times(self.replicas)
+
+
+@dataclass(frozen=True, slots=True)
+class RunningAttempt:
+    attempt_id: str
+    run_id: str
+    tenant_id: str
+    priority: int
+    need: Amount  # slots=1
+    started_at: datetime
+    gpu_indices: tuple[int, ...] = ()
+    preemptible: bool = False
+    preempting: bool = False  # already chosen as a victim; its resources are being freed
+    last_preempted_at: datetime | None = None  # the run's, for the cool-down
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerView:
+    id: str
+    capacity: Amount  # slots = max_slots
+    labels: Mapping[str, str] = field(default_factory=dict)
+    running: tuple[RunningAttempt, ...] = ()
+    address: str = ""
+    draining: bool = False  # takes nothing new; what it runs still counts
+
+    @property
+    def used(self) -> Amount:
+        total = Amount()
+        for attempt in self.running:
+            total += attempt.need
+        return total
+
+
+@dataclass(frozen=True, slots=True)
+class TenantView:
+    id: str
+    weight: int = 1
+    quotas: TenantQuotas = field(default_factory=TenantQuotas)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    now: datetime
+    queued: tuple[QueuedRun, ...]  # in any order; the policy orders them
+    workers: tuple[WorkerView, ...]  # alive and draining ones
+    tenants: Mapping[str, TenantView] = field(default_factory=dict)  # missing: defaults
