@@ -13,6 +13,7 @@ from herder.store.database import Database
 from herder.store.notifications import WORK_CHANNEL, Listener
 from herder.store.store import Store
 from tests.conftest import fresh_postgres_url
+from tests.integration.dispatching import dispatch
 
 
 @pytest.fixture
@@ -49,6 +50,7 @@ def test_a_listener_hears_new_work_and_news_for_a_worker(postgres_store: Store) 
         worker = store.workers.register(
             token_id, name="w", capacity=Resources(), max_slots=1, labels={}, version="t"
         )
+        dispatch(store)
         store.workers.claim(worker.id, 1)
         store.runs.cancel(tenant.id, run.id)
         deadline = time.monotonic() + 5

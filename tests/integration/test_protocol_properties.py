@@ -21,6 +21,7 @@ from herder.store.reports import Completion
 from herder.store.schema import attempts, runs
 from herder.store.store import Store
 from herder.store.workers import RunningAttempt
+from tests.integration.dispatching import dispatch
 from tests.integration.test_reaper import ManualClock
 
 TIMEOUT = 10.0
@@ -75,6 +76,7 @@ class ClaimProtocol(RuleBasedStateMachine):
     def claim(self, index: int) -> None:
         worker = self.workers[index % len(self.workers)]
         try:
+            dispatch(self.store)
             assignments = self.store.workers.claim(worker, 2)
         except Exception:  # a lost worker is told so; that is the protocol
             return

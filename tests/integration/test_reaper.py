@@ -18,6 +18,7 @@ from herder.domain.states import AttemptState, RunState
 from herder.store.reports import Completion
 from herder.store.store import Store
 from herder.store.workers import RunningAttempt
+from tests.integration.dispatching import dispatch
 
 TIMEOUT = 10.0  # heartbeat timeout
 
@@ -60,6 +61,7 @@ class World:
         ).id  # fmt: skip
 
     def claim(self, worker_id: str) -> list[Assignment]:
+        dispatch(self.store)
         return self.store.workers.claim(worker_id, 8)
 
     def state(self, run_id: str) -> RunState:

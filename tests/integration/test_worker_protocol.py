@@ -6,9 +6,12 @@ import base64
 from typing import Any
 
 from tests.integration.conftest import Api
+from tests.integration.dispatching import dispatch
 
 
 def claim(api: Api, worker_id: str, max_runs: int = 10, wait: float = 0) -> dict[str, Any]:
+    """A dispatcher pass, then the worker's claim."""
+    dispatch(api.store)
     response = api.http.post(
         f"/v1/workers/{worker_id}/claim",
         headers=api.worker,

@@ -1,7 +1,7 @@
 """Wake-ups for long-polling workers, fed by the store's notices of committed changes.
 
-A worker's claim waits on its own signal; new work fires every worker's signal, a cancel or
-freed capacity fires one (a cancel also marks news, so the claim looks up what to stop).
+A worker's claim waits on its own signal; the dispatcher placing work on the worker fires it,
+and so does a cancel (which also marks news, so the claim looks up what to stop).
 Signals only make a waiter wake sooner: the claim re-checks the store every
 ``FALLBACK_POLL_SECONDS`` whatever happens.
 """
@@ -13,7 +13,7 @@ import contextlib
 import threading
 from collections.abc import Callable
 
-from herder.store.notifications import CANCEL, WORK_CHANNEL, WORKER_CHANNEL
+from herder.store.notifications import ASSIGNED, CANCEL, WORKER_CHANNEL
 
 FALLBACK_POLL_SECONDS = 1.0
 
@@ -51,16 +51,16 @@ class Wakeups:
     def close(self) -> None:
         """The server is stopping: wake every waiter so long-polls answer now."""
         self._closed = True
-        self.work_available()
+        self.wake_all()
 
     def on_notice(self, channel: str, payload: str) -> None:
         """A store subscriber: safe from any thread."""
-        if channel == WORK_CHANNEL:
-            self.work_available()
-        elif channel == WORKER_CHANNEL:
-            kind, _, worker_id = payload.partition(":")
-            if kind == CANCEL:
-                self._news.add(worker_id)
+        if channel != WORKER_CHANNEL:
+            return
+        kind, _, worker_id = payload.partition(":")
+        if kind == CANCEL:
+            self._news.add(worker_id)
+        if kind in (CANCEL, ASSIGNED):
             self.wake_worker(worker_id)
 
     def take_news(self, worker_id: str) -> bool:
@@ -80,7 +80,7 @@ class Wakeups:
     async def wait(self, worker_id: str, since: int, timeout: float) -> None:
         await self._signal(worker_id).wait(since, min(timeout, FALLBACK_POLL_SECONDS))
 
-    def work_available(self) -> None:
+    def wake_all(self) -> None:
         """Safe from any thread: wake every waiting worker."""
 
         def fire_all() -> None:

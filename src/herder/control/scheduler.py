@@ -1,5 +1,5 @@
-"""``herder scheduler``: the control loops of one process — the reaper and one cron firer per
-schedule partition — each in a thread under its lease.
+"""``herder scheduler``: the control loops of one process — the dispatcher, the reaper and one
+cron firer per schedule partition — each in a thread under its lease.
 
 Several schedulers may run against one PostgreSQL; each loop runs in exactly one of them at a
 time and a standby takes over within the lease time when the holder dies. ``herder up`` runs
@@ -14,11 +14,18 @@ import socket
 import threading
 from datetime import timedelta
 
+from herder.control.dispatcher import Dispatcher
 from herder.control.firer import Firer
 from herder.control.leased import LeasedLoop, Loop
 from herder.control.reaper import Reaper
 from herder.domain.schedules import MISFIRE_GRACE
-from herder.store.notifications import DUE_CHANNEL, Listener
+from herder.store.notifications import (
+    CAPACITY,
+    DUE_CHANNEL,
+    WORK_CHANNEL,
+    Listener,
+)
+from herder.store.placement import PlacementRepository
 from herder.store.schedules import PARTITIONS
 from herder.store.store import Store
 
@@ -41,8 +48,9 @@ class Scheduler:
     ) -> None:
         self.holder = holder_name()
         self._stop = threading.Event()
+        dispatcher = Dispatcher(PlacementRepository(store.database, store.clock))
         reaper = Reaper(store, store.clock, heartbeat_timeout_seconds=heartbeat_timeout_seconds)
-        bodies: list[Loop] = [reaper]
+        bodies: list[Loop] = [dispatcher, reaper]
         grace = timedelta(seconds=misfire_grace_seconds)
         bodies += [
             Firer(store, store.clock, partition, misfire_grace=grace)
@@ -65,10 +73,12 @@ class Scheduler:
             for loop in self.loops
         ]
 
-    def _on_notice(self, channel: str, _payload: str) -> None:
+    def _on_notice(self, channel: str, payload: str) -> None:
         if channel == DUE_CHANNEL:
-            for wake in self._wakes:
+            for wake in self._wakes[1:]:
                 wake.set()
+        elif channel == WORK_CHANNEL or payload.startswith(f"{CAPACITY}:"):
+            self._wakes[0].set()  # the dispatcher: new work or freed capacity
 
     def start(self) -> None:
         if self._listener is not None:

@@ -19,11 +19,12 @@ from sqlalchemy.engine import make_url
 from herder.store.database import Database
 
 WORK_CHANNEL = "herder_work"
-WORKER_CHANNEL = "herder_worker"  # payload "cancel:<worker id>" or "capacity:<worker id>"
+WORKER_CHANNEL = "herder_worker"  # payload "<kind>:<worker id>", kinds below
 DUE_CHANNEL = "herder_due"  # something got a due time: the reaper should look again
 CHANNELS = (WORK_CHANNEL, WORKER_CHANNEL, DUE_CHANNEL)
-CANCEL = "cancel"
-CAPACITY = "capacity"
+CANCEL = "cancel"  # the worker must stop something (cancel, preempt, a gang member)
+CAPACITY = "capacity"  # the worker freed capacity: the dispatcher may place more
+ASSIGNED = "assigned"  # the dispatcher placed attempts on the worker: its claim may answer
 RECONNECT_SECONDS = 1.0
 
 log = logging.getLogger("herder.store")
@@ -39,6 +40,10 @@ def notify_cancel(database: Database, connection: Connection, worker_id: str) ->
 
 def notify_capacity(database: Database, connection: Connection, worker_id: str) -> None:
     database.notify(connection, WORKER_CHANNEL, f"{CAPACITY}:{worker_id}")
+
+
+def notify_assigned(database: Database, connection: Connection, worker_id: str) -> None:
+    database.notify(connection, WORKER_CHANNEL, f"{ASSIGNED}:{worker_id}")
 
 
 class Listener:

@@ -1,18 +1,23 @@
 """The one place a run moves on after its current attempt ended — whoever noticed the end
-(the worker's report, the reaper finding a dead worker or a passed deadline)."""
+(the worker's report, the reaper finding a dead worker or a passed deadline).
+
+A gang's attempt is one row per member: the run succeeds when every member has; the first
+member to end otherwise stops the others and the run follows its retry policy. Preempted
+attempts send the run back to the queue and do not count against its retries.
+"""
 
 from __future__ import annotations
 
 import random
 from datetime import datetime, timedelta
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, func, select, update
 
 from herder.domain.jobs import RetryPolicy
 from herder.domain.retry import decide
 from herder.domain.states import AttemptState, RunState
 from herder.store.database import Database
-from herder.store.notifications import DUE_CHANNEL
+from herder.store.notifications import DUE_CHANNEL, notify_cancel, notify_work
 from herder.store.schema import attempts, runs
 from herder.store.transitions import move_run
 
@@ -30,13 +35,30 @@ def run_after_attempt(
     now: datetime,
     rng: random.Random,
 ) -> RunState:
-    """Move the run from ``running`` per its retry policy; the attempt row is already ended."""
-    spec = connection.execute(select(runs.c.spec).where(runs.c.id == run_id)).scalar_one()
-    policy = RetryPolicy.model_validate(spec.get("retry", {}))
-    decision = decide(outcome, reason, attempt, policy, rng, exit_code)
+    """Move the run from ``running`` per its retry policy once its attempt (every member of
+    a gang) has ended; the row of the member that ended is already updated."""
+    run = connection.execute(
+        select(runs.c.spec, runs.c.replicas, runs.c.preemptions).where(runs.c.id == run_id)
+    ).one()
+    if run.replicas > 1:
+        if outcome is AttemptState.SUCCEEDED and _members_running(connection, run_id, attempt):
+            return RunState.RUNNING
+        if outcome is not AttemptState.SUCCEEDED:
+            _stop_members(database, connection, run_id, attempt, f"{outcome}: {reason}", now)
+    policy = RetryPolicy.model_validate(run.spec.get("retry", {}))
+    # preempted attempts are not tries: retries count only the others
+    decision = decide(outcome, reason, attempt - run.preemptions, policy, rng, exit_code)
     values: dict[str, object] = {"exit_code": exit_code, "reason": reason}
     if decision.state in (RunState.QUEUED, RunState.RETRY_WAIT):
         values["cancel_requested"] = False
+    if outcome is AttemptState.PREEMPTED:
+        values.update(
+            preemptions=run.preemptions + 1,
+            preempted_at=now,
+            waiting_reason="preempted; waiting to be placed again",
+        )
+    if decision.state is RunState.QUEUED:
+        notify_work(database, connection)
     if decision.retry_in_seconds is not None:
         values["retry_at"] = now + timedelta(seconds=decision.retry_in_seconds)
         database.notify(connection, DUE_CHANNEL)
@@ -52,6 +74,45 @@ def run_after_attempt(
         **values,
     )
     return decision.state
+
+
+def _members_running(connection: Connection, run_id: str, attempt: int) -> int:
+    return int(
+        connection.execute(
+            select(func.count()).where(
+                attempts.c.run_id == run_id,
+                attempts.c.number == attempt,
+                attempts.c.state == AttemptState.RUNNING,
+            )
+        ).scalar_one()
+    )
+
+
+def _stop_members(
+    database: Database,
+    connection: Connection,
+    run_id: str,
+    attempt: int,
+    why: str,
+    now: datetime,
+) -> None:
+    """A gang member ended badly: the others' attempts end too; their workers kill them."""
+    stopped = connection.execute(
+        update(attempts)
+        .where(
+            attempts.c.run_id == run_id,
+            attempts.c.number == attempt,
+            attempts.c.state == AttemptState.RUNNING,
+        )
+        .values(
+            state=AttemptState.CANCELLED,
+            reason=f"stopped with its gang: a member {why}",
+            finished_at=now,
+        )
+        .returning(attempts.c.worker_id)
+    ).all()
+    for worker_id in {row.worker_id for row in stopped}:
+        notify_cancel(database, connection, worker_id)
 
 
 def end_attempt(

@@ -101,7 +101,7 @@ class ReportRepository:
                     )
             for completion in completions:
                 results.append(self._complete(connection, worker_id, completion, now))
-            if completions:  # capacity freed: the worker may claim again
+            if completions:  # capacity freed: the dispatcher may place more
                 notify_capacity(self._db, connection, worker_id)
         return results
 
@@ -145,11 +145,18 @@ class ReportRepository:
         self, connection: Connection, worker_id: str, completion: Completion, now: datetime
     ) -> ReportResult:
         usage = completion.usage
+        fence = _current_attempt(worker_id, completion.attempt_id, completion.attempt)
+        preempting = connection.execute(
+            select(attempts.c.preempt_requested_at).where(*fence)
+        ).first()
+        outcome = completion.outcome
+        if preempting and preempting.preempt_requested_at and outcome != AttemptState.SUCCEEDED:
+            outcome = AttemptState.PREEMPTED  # however the worker saw the stop
         run_id = connection.execute(
             update(attempts)
-            .where(*_current_attempt(worker_id, completion.attempt_id, completion.attempt))
+            .where(*fence)
             .values(
-                state=completion.outcome,
+                state=outcome,
                 exit_code=completion.exit_code,
                 reason=completion.reason,
                 finished_at=now,
@@ -169,7 +176,7 @@ class ReportRepository:
             connection,
             run_id,
             completion.attempt,
-            completion.outcome,
+            outcome,
             completion.reason,
             exit_code=completion.exit_code,
             actor=f"worker:{worker_id}",

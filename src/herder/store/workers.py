@@ -1,33 +1,29 @@
 """The worker protocol's side of the store: register, heartbeat, claim, report.
 
-Claiming is one transaction: pick queued runs that fit the worker's free capacity, move each
-``queued → running`` with a conditional update and create its attempt. On PostgreSQL the
-candidate rows are locked with ``FOR UPDATE SKIP LOCKED`` so racing workers take different
-runs; on SQLite the write lock (``BEGIN IMMEDIATE``) serialises claims.
+The dispatcher decides what runs where (store/placement.py); a claim hands the worker the
+attempts placed on it that it has not been given yet, and marks them delivered.
 """
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy import Connection, insert, select, update
 
 from herder.clock import Clock, epoch_ms
-from herder.domain.errors import Conflict, Gone, NotFound
+from herder.domain.errors import Gone, NotFound
 from herder.domain.ids import new_id
 from herder.domain.jobs import JobSpec, Resources
 from herder.domain.models import Assignment, Worker, WorkerState
-from herder.domain.states import AttemptState, RunState
+from herder.domain.states import AttemptState
 from herder.store.database import Database
+from herder.store.notifications import notify_capacity
 from herder.store.outcomes import end_attempt
 from herder.store.schema import attempts, runs, workers
-from herder.store.transitions import move_run, record_event
-
-ATTEMPT_DEADLINE_MARGIN_SECONDS = 30  # past its timeout, the worker's own kill, and reporting
-MAX_CLAIM_WINDOW = 512  # queued runs looked at (and locked) per claim, in queue order
+from herder.store.transitions import record_event
 
 
 @dataclass(frozen=True)
@@ -48,6 +44,7 @@ class Directives:
 
     cancel: list[str]  # attempt ids to stop now
     drop: list[str]  # attempt ids that are no longer this worker's: kill, report nothing
+    preempt: list[str]  # attempt ids to stop for a higher-priority run: report them preempted
 
 
 class WorkerRepository:
@@ -66,6 +63,7 @@ class WorkerRepository:
         max_slots: int,
         labels: dict[str, str],
         version: str,
+        address: str = "",
     ) -> Worker:
         now = self._clock.now()
         worker = Worker(
@@ -78,6 +76,7 @@ class WorkerRepository:
             version=version,
             registered_at=now,
             last_heartbeat_at=now,
+            address=address,
         )
         with self._db.write() as connection:
             connection.execute(
@@ -94,8 +93,10 @@ class WorkerRepository:
                     version=version,
                     registered_at=now,
                     last_heartbeat_at=now,
+                    address=address,
                 )
             )
+            notify_capacity(self._db, connection, worker.id)  # the dispatcher may place here
         return worker
 
     def fleet(self) -> list[Worker]:
@@ -114,6 +115,7 @@ class WorkerRepository:
                 version=row.version,
                 registered_at=row.registered_at,
                 last_heartbeat_at=row.last_heartbeat_at,
+                address=row.address,
             )
             for row in rows
         ]
@@ -201,7 +203,12 @@ class WorkerRepository:
         that are no longer its current attempts (kill them, report nothing)."""
         with self._db.read() as connection:
             current = connection.execute(
-                select(attempts.c.id, attempts.c.number, runs.c.cancel_requested)
+                select(
+                    attempts.c.id,
+                    attempts.c.number,
+                    attempts.c.preempt_requested_at,
+                    runs.c.cancel_requested,
+                )
                 .join(runs, runs.c.id == attempts.c.run_id)
                 .where(
                     attempts.c.worker_id == worker_id,
@@ -212,135 +219,90 @@ class WorkerRepository:
         return Directives(
             cancel=[row.id for row in current if row.cancel_requested],
             drop=[item.attempt_id for item in running if item.key not in mine],
+            preempt=[
+                row.id
+                for row in current
+                if row.preempt_requested_at is not None and not row.cancel_requested
+            ],
         )
 
     def claim_with_directives(
         self, worker_id: str, max_runs: int, running: list[RunningAttempt], look_for_news: bool
     ) -> tuple[list[Assignment], Directives]:
         """Claim, and (when asked) look up which of the worker's attempts to stop or drop."""
-        nothing = Directives(cancel=[], drop=[])
+        nothing = Directives(cancel=[], drop=[], preempt=[])
         directives = self.directives(worker_id, running) if look_for_news else nothing
         return self.claim(worker_id, max_runs), directives
 
     def claim(self, worker_id: str, max_runs: int) -> list[Assignment]:
-        """Up to ``max_runs`` queued runs that fit what the worker has free, now running."""
+        """Up to ``max_runs`` of the attempts the dispatcher placed on this worker and not yet
+        handed over, now handed over. A draining worker still gets what was placed before."""
         if max_runs <= 0:
             return []
         now = self._clock.now()
         with self._db.write() as connection:
-            free = self._free_capacity(connection, worker_id)
-            if free is None:
-                return []
-            free_cpu, free_memory, free_gpus, free_slots = free
-            candidates = connection.execute(
+            state = connection.execute(
+                select(workers.c.state).where(workers.c.id == worker_id)
+            ).scalar()
+            if state is None:
+                raise NotFound(f"worker {worker_id} is not registered")
+            if state == WorkerState.LOST:
+                raise _gone(worker_id)
+            placed = connection.execute(
                 select(
-                    runs.c.id,
-                    runs.c.tenant_id,
-                    runs.c.spec,
-                    runs.c.idempotency_key,
-                    runs.c.attempt_count,
-                    runs.c.cpu_milli,
-                    runs.c.memory_mb,
-                    runs.c.gpus,
+                    attempts.c.id, attempts.c.number, attempts.c.rank, attempts.c.gpu_indices,
+                    runs.c.id.label("run_id"), runs.c.tenant_id, runs.c.spec,
+                    runs.c.idempotency_key, runs.c.replicas,
                 )
-                .where(runs.c.state == RunState.QUEUED)
-                .order_by(runs.c.priority.desc(), runs.c.queued_at)
-                .limit(min(MAX_CLAIM_WINDOW, 2 * min(max_runs, free_slots) + 8))
-                .with_for_update(skip_locked=True)
-            ).all()
-            chosen: list[Any] = []
-            for run in candidates:
-                if len(chosen) >= min(max_runs, free_slots):
-                    break
-                if (
-                    run.cpu_milli <= free_cpu
-                    and run.memory_mb <= free_memory
-                    and run.gpus <= free_gpus
-                ):
-                    free_cpu -= run.cpu_milli
-                    free_memory -= run.memory_mb
-                    free_gpus -= run.gpus
-                    chosen.append(run)
-            return [self._start_attempt(connection, worker_id, run, now) for run in chosen]
-
-    @staticmethod
-    def _free_capacity(connection: Connection, worker_id: str) -> tuple[int, int, int, int] | None:
-        """What the worker has free; ``None`` when it takes no new work (draining)."""
-        worker = connection.execute(
-            select(
-                workers.c.state,
-                workers.c.cpu_milli,
-                workers.c.memory_mb,
-                workers.c.gpus,
-                workers.c.max_slots,
-            ).where(workers.c.id == worker_id)
-        ).first()
-        if worker is None:
-            raise NotFound(f"worker {worker_id} is not registered")
-        if worker.state == WorkerState.LOST:
-            raise _gone(worker_id)
-        if worker.state != WorkerState.ALIVE:
-            return None
-        used = connection.execute(
-            select(
-                func.count(),
-                func.coalesce(func.sum(attempts.c.cpu_milli), 0),
-                func.coalesce(func.sum(attempts.c.memory_mb), 0),
-                func.coalesce(func.sum(attempts.c.gpus), 0),
-            ).where(attempts.c.worker_id == worker_id, attempts.c.state == AttemptState.RUNNING)
-        ).one()
-        count, cpu, memory, gpus = used
-        return (
-            worker.cpu_milli - cpu,
-            worker.memory_mb - memory,
-            worker.gpus - gpus,
-            worker.max_slots - count,
-        )
-
-    @staticmethod
-    def _start_attempt(
-        connection: Connection, worker_id: str, run: Any, now: datetime
-    ) -> Assignment:
-        number: int = run.attempt_count + 1
-        run_id: str = run.id
-        attempt_id = new_id("att", epoch_ms(now))
-        moved = move_run(
-            connection,
-            run_id,
-            RunState.QUEUED,
-            RunState.RUNNING,
-            now,
-            actor=f"worker:{worker_id}",
-            message=f"attempt {number} started on {worker_id}",
-            attempt=number - 1,
-            attempt_count=number,
-            started_at=now,
-        )
-        if not moved:
-            raise Conflict(f"run {run_id} was taken by someone else")  # locked: cannot happen
-        timeout = timedelta(seconds=run.spec["timeout_seconds"] + ATTEMPT_DEADLINE_MARGIN_SECONDS)
-        connection.execute(
-            insert(attempts).values(
-                deadline_at=now + timeout,
-                id=attempt_id,
-                run_id=run_id,
-                number=number,
-                worker_id=worker_id,
-                state=AttemptState.RUNNING,
-                started_at=now,
-                cpu_milli=run.cpu_milli,
-                memory_mb=run.memory_mb,
-                gpus=run.gpus,
+                .join(runs, runs.c.id == attempts.c.run_id)
+                .where(
+                    attempts.c.worker_id == worker_id,
+                    attempts.c.state == AttemptState.RUNNING,
+                    attempts.c.delivered_at.is_(None),
+                )
+                .order_by(attempts.c.id)
+                .limit(max_runs)
+            ).all()  # fmt: skip
+            if not placed:
+                return []
+            connection.execute(
+                update(attempts)
+                .where(attempts.c.id.in_([row.id for row in placed]))
+                .values(delivered_at=now)
             )
-        )
-        return Assignment(
-            attempt_id=attempt_id,
-            attempt=number,
-            run_id=run_id,
-            tenant_id=run.tenant_id,
-            idempotency_key=run.idempotency_key,
-            spec=JobSpec.model_validate(run.spec),
-        )
+            peers = _gang_peers(connection, [row for row in placed if row.replicas > 1])
+        return [
+            Assignment(
+                attempt_id=row.id,
+                attempt=row.number,
+                run_id=row.run_id,
+                tenant_id=row.tenant_id,
+                idempotency_key=row.idempotency_key,
+                spec=JobSpec.model_validate(row.spec),
+                gpu_indices=row.gpu_indices or [],
+                rank=row.rank,
+                world_size=row.replicas,
+                peers=peers.get((row.run_id, row.number), []),
+            )
+            for row in placed
+        ]
+
+
+def _gang_peers(connection: Connection, members: list[Any]) -> dict[tuple[str, int], list[str]]:
+    """Each gang's member addresses by rank (the worker's address, or its id if it gave none)."""
+    if not members:
+        return {}
+    rows = connection.execute(
+        select(attempts.c.run_id, attempts.c.number, attempts.c.rank, workers.c.address,
+               workers.c.id.label("worker_id"))
+        .join(workers, workers.c.id == attempts.c.worker_id)
+        .where(attempts.c.run_id.in_({member.run_id for member in members}))
+        .order_by(attempts.c.rank)
+    ).all()  # fmt: skip
+    peers: dict[tuple[str, int], list[str]] = {}
+    for row in rows:
+        peers.setdefault((row.run_id, row.number), []).append(row.address or row.worker_id)
+    return peers
 
 
 def _gone(worker_id: str) -> Gone:

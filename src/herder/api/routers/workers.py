@@ -54,6 +54,7 @@ def register(
         max_slots=body.max_slots,
         labels=body.labels,
         version=body.version,
+        address=body.address or (request.client.host if request.client else ""),
     )
     settings = request.app.state.settings
     return WorkerRegistered(
@@ -77,14 +78,14 @@ def heartbeat(
     directives = store.workers.heartbeat(
         worker_id, body.attempts(), unreported_grace_seconds=2 * interval + 1.0
     )
-    return Directives(cancel=directives.cancel, drop=directives.drop)
+    return Directives(cancel=directives.cancel, drop=directives.drop, preempt=directives.preempt)
 
 
 @router.post("/workers/{worker_id}/claim")
 async def claim(
     body: ClaimRequest, worker_id: RegisteredWorker, store: StoreDep, request: Request
 ) -> ClaimResponse:
-    """Long-poll: returns as soon as there is work that fits or something to stop."""
+    """Long-poll: returns as soon as the dispatcher placed work here or something must stop."""
     wakeups = _wakeups(request)
     deadline = time.monotonic() + body.wait_seconds
     news = True  # the first look always says what to stop or drop
@@ -96,9 +97,13 @@ async def claim(
         )
         news = False
         remaining = deadline - time.monotonic()
-        if assignments or directives.cancel or directives.drop or remaining <= 0:
+        stops = directives.cancel or directives.drop or directives.preempt
+        if assignments or stops or remaining <= 0:
             return ClaimResponse(
-                assignments=assignments, cancel=directives.cancel, drop=directives.drop
+                assignments=assignments,
+                cancel=directives.cancel,
+                drop=directives.drop,
+                preempt=directives.preempt,
             )
         if wakeups.closed or await request.is_disconnected():
             return ClaimResponse(assignments=[], cancel=[], drop=[])

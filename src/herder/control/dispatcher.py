@@ -1,0 +1,52 @@
+"""The dispatcher: matches queued runs to worker capacity.
+
+Each pass reads a snapshot, asks the pure policy (``herder.domain.placement``) for a plan,
+applies it in one transaction (placements that no longer fit are skipped), and stores the
+waiting reasons that changed. It wakes on notices — new work, freed capacity — and otherwise
+every ``IDLE_SECONDS``, so aging, cool-downs and reasons stay current.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from herder.domain.placement.policy import PlacementSettings, plan
+from herder.store.placement import PlacementRepository
+
+IDLE_SECONDS = 1.0
+RETRY_SOON_SECONDS = 0.0  # a placement was skipped (a race): look again at once
+
+log = logging.getLogger("herder.dispatcher")
+
+
+class Dispatcher:
+    name = "dispatcher"
+
+    def __init__(
+        self, placement: PlacementRepository, settings: PlacementSettings | None = None
+    ) -> None:
+        self._placement = placement
+        self._settings = settings or PlacementSettings()
+        self._reasons: dict[str, str] = {}  # as last stored, so only changes are written
+
+    def step(self) -> float:
+        """One pass; returns the seconds until the next one is needed."""
+        snapshot = self._placement.snapshot()
+        decided = plan(snapshot, self._settings)
+        applied = self._placement.apply(decided)
+        if applied.skipped:
+            log.info("dispatcher: %d placements no longer fit", len(applied.skipped))
+        queued = {run.id for run in snapshot.queued}
+        placed = {placement.run_id for placement in applied.placed}
+        changed = {
+            run_id: reason
+            for run_id, reason in decided.waiting.items()
+            if self._reasons.get(run_id) != reason
+        }
+        self._placement.record_reasons(changed)
+        self._reasons = {
+            run_id: reason
+            for run_id, reason in {**self._reasons, **changed}.items()
+            if run_id in queued and run_id not in placed
+        }
+        return RETRY_SOON_SECONDS if applied.skipped else IDLE_SECONDS
