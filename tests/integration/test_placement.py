@@ -1,0 +1,176 @@
+"""Placement through the store and the worker protocol, on both stores: several workers of
+different sizes and labels, waiting reasons, gangs, preemption, racing dispatchers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import func, select, update
+
+from herder.domain.placement.policy import plan
+from herder.domain.states import AttemptState
+from herder.store.placement import PlacementRepository
+from herder.store.schema import attempts, workers
+from tests.integration.conftest import Api
+from tests.integration.dispatching import dispatch
+from tests.integration.test_worker_protocol import claim, completion, report
+
+
+def register(api: Api, name: str, **body: Any) -> str:
+    capacity = {"cpu": 4, "memory_mb": 4096, "gpus": 0} | body.pop("capacity", {})
+    response = api.http.post(
+        "/v1/workers",
+        headers=api.worker,
+        json={"name": name, "capacity": capacity, "max_slots": 8, **body},
+    )
+    assert response.status_code == 201, response.text
+    worker_id: str = response.json()["worker_id"]
+    return worker_id
+
+
+def run(api: Api, run_id: object) -> dict[str, Any]:
+    response = api.http.get(f"/v1/runs/{run_id}", headers=api.admin)
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def heartbeat(api: Api, worker_id: str, *assignments: dict[str, Any]) -> dict[str, Any]:
+    running = [{"attempt_id": a["attempt_id"], "attempt": a["attempt"]} for a in assignments]
+    response = api.http.post(
+        f"/v1/workers/{worker_id}/heartbeat", headers=api.worker, json={"running": running}
+    )
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def test_runs_go_where_they_fit_best_and_the_rest_say_why(api: Api) -> None:
+    small = register(api, "small", capacity={"cpu": 1, "memory_mb": 1024})
+    large = register(api, "large", capacity={"cpu": 8, "memory_mb": 8192})
+    tiny = api.start_run(api.create_job("tiny", resources={"cpu": 1})["id"])
+    big = api.start_run(api.create_job("big", resources={"cpu": 6})["id"])
+    huge = api.start_run(api.create_job("huge", resources={"cpu": 16})["id"])
+    assert [a["run_id"] for a in claim(api, small)["assignments"]] == [tiny["id"]]
+    assert [a["run_id"] for a in claim(api, large)["assignments"]] == [big["id"]]
+    waiting = run(api, huge["id"])
+    assert waiting["state"] == "queued"
+    assert "no worker that could take it is big enough" in waiting["waiting_reason"]
+    assert run(api, big["id"])["waiting_reason"] is None
+
+
+def test_label_requirements_and_gpu_indices(api: Api) -> None:
+    plain = register(api, "plain")
+    h100 = register(api, "h100", capacity={"gpus": 4}, labels={"gpu_model": "h100", "zone": "eu-1"})
+    job = api.create_job("train", resources={"gpus": 2}, requires={"gpu_model": "h100"})
+    first, second = api.start_run(job["id"]), api.start_run(job["id"])
+    assert claim(api, plain)["assignments"] == []
+    given = {a["run_id"]: a["gpu_indices"] for a in claim(api, h100)["assignments"]}
+    assert given == {first["id"]: [0, 1], second["id"]: [2, 3]}
+    third = api.start_run(job["id"])
+    dispatch(api.store)
+    assert run(api, third["id"])["waiting_reason"] == (
+        "needs cpu 1, 256 MB, 2 GPUs; 1 of 2 workers have gpu_model=h100 but none has room "
+        "for it now (short of GPUs on 1)"
+    )
+
+
+def test_a_gang_starts_whole_with_ranks_and_peers_and_fails_together(api: Api) -> None:
+    one = register(api, "one", capacity={"cpu": 1}, address="10.0.0.1")
+    two = register(api, "two", capacity={"cpu": 1}, address="10.0.0.2")
+    gang = api.start_run(api.create_job("gang", replicas=2)["id"])
+    (a,) = claim(api, one)["assignments"]
+    (b,) = claim(api, two)["assignments"]
+    assert {a["rank"], b["rank"]} == {0, 1}
+    assert a["world_size"] == b["world_size"] == 2
+    by_rank = {a["rank"]: "10.0.0.1", b["rank"]: "10.0.0.2"}
+    assert a["peers"] == b["peers"] == [by_rank[0], by_rank[1]]
+    assert a["attempt"] == b["attempt"] == 1
+    report(api, one, completions=[completion(a, "failed", 3)])
+    detail = run(api, gang["id"])
+    assert detail["state"] == "failed"
+    states = {attempt["rank"]: attempt["state"] for attempt in detail["attempts"]}
+    assert states == {a["rank"]: "failed", b["rank"]: "cancelled"}
+    (late,) = report(api, two, completions=[completion(b)])
+    assert late["status"] == 409
+    assert heartbeat(api, two, b)["drop"] == [b["attempt_id"]]
+
+
+def test_a_gang_succeeds_when_every_member_has(api: Api) -> None:
+    one = register(api, "one", capacity={"cpu": 1})
+    two = register(api, "two", capacity={"cpu": 1})
+    gang = api.start_run(api.create_job("gang", replicas=2)["id"])
+    (a,), (b,) = claim(api, one)["assignments"], claim(api, two)["assignments"]
+    report(api, one, completions=[completion(a)])
+    assert run(api, gang["id"])["state"] == "running"
+    report(api, two, completions=[completion(b)])
+    assert run(api, gang["id"])["state"] == "succeeded"
+
+
+def test_a_gang_that_does_not_fit_whole_takes_nothing(api: Api) -> None:
+    register(api, "one", capacity={"cpu": 1})
+    gang = api.start_run(api.create_job("gang", replicas=3)["id"])
+    dispatch(api.store)
+    detail = run(api, gang["id"])
+    assert detail["state"] == "queued"
+    assert "only 1 of 3 members fit" in detail["waiting_reason"]
+
+
+def test_preemption_requeues_the_victim_without_using_up_a_retry(api: Api) -> None:
+    worker = register(api, "w", capacity={"cpu": 1})
+    retry = {"max_attempts": 2, "initial_delay_seconds": 0}
+    low = api.create_job("low", priority="low", preemptible=True, retry=retry)
+    victim = api.start_run(low["id"])
+    (first,) = claim(api, worker)["assignments"]
+    urgent = api.start_run(api.create_job("urgent", priority="high")["id"])
+    dispatch(api.store)
+    assert "preempting 1 lower-priority run" in run(api, urgent["id"])["waiting_reason"]
+    assert heartbeat(api, worker, first)["preempt"] == [first["attempt_id"]]
+    # however the worker saw the stop, the attempt ends preempted
+    report(api, worker, completions=[completion(first, "cancelled", 143)])
+    detail = run(api, victim["id"])
+    assert detail["state"] == "queued"
+    assert detail["preemptions"] == 1
+    assert detail["attempts"][0]["state"] == "preempted"
+    (placed,) = claim(api, worker)["assignments"]
+    assert placed["run_id"] == urgent["id"]
+    report(api, worker, completions=[completion(placed)])
+    (second,) = claim(api, worker)["assignments"]
+    assert (second["run_id"], second["attempt"]) == (victim["id"], 2)
+    report(api, worker, completions=[completion(second, "failed", 1)])
+    assert run(api, victim["id"])["state"] == "retry_wait"  # the preemption was not a try
+
+
+def test_racing_dispatchers_never_over_commit_a_worker(api: Api) -> None:
+    worker = register(api, "w", capacity={"cpu": 2})
+    job = api.create_job("job", resources={"cpu": 1})
+    for _ in range(4):
+        api.start_run(job["id"])
+    placement = PlacementRepository(api.store.database, api.store.clock)
+    one, two = plan(placement.snapshot()), plan(placement.snapshot())
+    assert len(one.placements) == len(two.placements) == 2
+    assert len(placement.apply(one).placed) == 2
+    applied = placement.apply(two)
+    assert applied.placed == []
+    assert len(applied.skipped) == 2
+    with api.store.database.read() as connection:
+        running = connection.execute(
+            select(func.count()).where(
+                attempts.c.worker_id == worker, attempts.c.state == AttemptState.RUNNING
+            )
+        ).scalar_one()
+    assert running == 2
+
+
+def test_a_draining_worker_gets_nothing_new_and_keeps_what_it_runs(api: Api) -> None:
+    worker = register(api, "w", capacity={"cpu": 1})
+    job = api.create_job("job")
+    first = api.start_run(job["id"])
+    (running,) = claim(api, worker)["assignments"]
+    with api.store.database.write() as connection:
+        connection.execute(update(workers).where(workers.c.id == worker).values(state="draining"))
+    report(api, worker, completions=[completion(running)])
+    second = api.start_run(job["id"])
+    assert claim(api, worker)["assignments"] == []
+    assert run(api, first["id"])["state"] == "succeeded"
+    assert "no worker is available (1 draining)" in run(api, second["id"])["waiting_reason"]
