@@ -13,7 +13,7 @@ from herder.store.placement import PlacementRepository
 from herder.store.schema import attempts, workers
 from tests.integration.conftest import Api
 from tests.integration.dispatching import dispatch
-from tests.integration.test_worker_protocol import claim, completion, report
+from tests.integration.test_worker_protocol import claim, completion, log, report
 
 
 def register(api: Api, name: str, **body: Any) -> str:
@@ -101,10 +101,13 @@ def test_a_gang_succeeds_when_every_member_has(api: Api) -> None:
     two = register(api, "two", capacity={"cpu": 1})
     gang = api.start_run(api.create_job("gang", replicas=2)["id"])
     (a,), (b,) = claim(api, one)["assignments"], claim(api, two)["assignments"]
-    report(api, one, completions=[completion(a)])
+    report(api, one, logs=[log(a, 0, f"rank {a['rank']}")], completions=[completion(a)])
     assert run(api, gang["id"])["state"] == "running"
-    report(api, two, completions=[completion(b)])
+    report(api, two, logs=[log(b, 0, f"rank {b['rank']}")], completions=[completion(b)])
     assert run(api, gang["id"])["state"] == "succeeded"
+    for rank in (0, 1):
+        logs = api.http.get(f"/v1/runs/{gang['id']}/logs?rank={rank}", headers=api.admin)
+        assert [chunk["text"] for chunk in logs.json()["chunks"]] == [f"rank {rank}"]
 
 
 def test_a_gang_that_does_not_fit_whole_takes_nothing(api: Api) -> None:

@@ -33,6 +33,7 @@ class LogRepository:
         run_id: str,
         *,
         attempt: int | None = None,
+        rank: int = 0,
         after: int = -1,
         limit: int = 1000,
     ) -> LogPage:
@@ -47,12 +48,14 @@ class LogRepository:
             number = attempt if attempt is not None else attempt_count
             row = connection.execute(
                 select(attempts.c.id, attempts.c.state).where(
-                    attempts.c.run_id == run_id, attempts.c.number == number
+                    attempts.c.run_id == run_id,
+                    attempts.c.number == number,
+                    attempts.c.rank == rank,
                 )
             ).first()
             if row is None:
-                if attempt is not None:
-                    raise NotFound(f"run {run_id} has no attempt {attempt}")
+                if attempt is not None or rank:
+                    raise NotFound(f"run {run_id} has no attempt {number} of rank {rank}")
                 return LogPage(chunks=[], next_after=after, attempt=None, attempt_running=False)
             rows = connection.execute(
                 select(log_chunks.c.seq, log_chunks.c.stream, log_chunks.c.data, log_chunks.c.at)

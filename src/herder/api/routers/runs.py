@@ -77,6 +77,7 @@ async def run_logs(
     caller: Caller,
     store: StoreDep,
     attempt: Annotated[int | None, Query(ge=1, description="default: the newest")] = None,
+    rank: Annotated[int, Query(ge=0, description="which member of a gang")] = 0,
     after: Annotated[int, Query(ge=-1, description="the next_after of the last page")] = -1,
     follow: Annotated[bool, Query(description="wait up to 25 s for new output")] = False,
     limit: Annotated[int, Query(ge=1, le=10000)] = 1000,
@@ -84,8 +85,9 @@ async def run_logs(
     deadline = time.monotonic() + FOLLOW_MAX_SECONDS
     while True:
         page = await run_in_threadpool(
-            store.logs.read, caller.tenant_id, run_id, attempt=attempt, after=after, limit=limit
-        )
+            store.logs.read, caller.tenant_id, run_id,
+            attempt=attempt, rank=rank, after=after, limit=limit,
+        )  # fmt: skip
         if page.attempt is None:
             run = await run_in_threadpool(store.runs.get, caller.tenant_id, run_id)
             waiting = run.state.is_active
