@@ -32,6 +32,7 @@ from herder.domain.models import (
     Tenant,
     Worker,
 )
+from herder.store.queue import QueueEntry
 
 
 class ClientError(Exception):
@@ -43,11 +44,14 @@ class ServerUnreachable(ClientError):
 
 
 class ApiError(ClientError):
-    def __init__(self, status: int, title: str, detail: str) -> None:
+    def __init__(
+        self, status: int, title: str, detail: str, *, retry_after: float | None = None
+    ) -> None:
         super().__init__(f"{detail} (HTTP {status})")
         self.status = status
         self.title = title
         self.detail = detail
+        self.retry_after = retry_after  # seconds, from Retry-After (429, 503)
 
 
 class Logs(BaseModel):
@@ -58,13 +62,20 @@ class Logs(BaseModel):
 
 
 class HerderClient:
-    def __init__(self, url: str, api_key: str, *, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        api_key: str,
+        *,
+        timeout: float = 30.0,
+        http: httpx.Client | None = None,
+    ) -> None:
+        """``http``: an HTTP client to send through instead of a new one (say, an in-process
+        app's test client); it stays open when this client closes."""
         self.url = url.rstrip("/")
-        self._http = httpx.Client(
-            base_url=self.url,
-            headers={"Authorization": f"Bearer {api_key}"},
-            timeout=timeout,
-        )
+        self._auth = {"Authorization": f"Bearer {api_key}"}
+        self._owns_http = http is None
+        self._http = http or httpx.Client(base_url=self.url, timeout=timeout)
 
     def __enter__(self) -> Self:
         return self
@@ -78,21 +89,25 @@ class HerderClient:
         self.close()
 
     def close(self) -> None:
-        self._http.close()
+        if self._owns_http:
+            self._http.close()
 
     def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        headers = {**self._auth, **kwargs.pop("headers", {})}
         try:
-            response = self._http.request(method, path, **kwargs)
+            response = self._http.request(method, path, headers=headers, **kwargs)
         except httpx.TransportError as error:
             raise ServerUnreachable(
                 f"cannot reach the Herder server at {self.url}: {error}"
             ) from error
         if response.status_code >= 400:
+            retry_after = _seconds(response.headers.get("retry-after"))
             try:
                 problem = response.json()
-                raise ApiError(response.status_code, problem.get("title", ""), problem["detail"])
-            except (ValueError, KeyError, TypeError):
-                raise ApiError(response.status_code, "", response.text[:500]) from None
+                title, detail = problem.get("title", ""), problem["detail"]
+            except (ValueError, KeyError, TypeError, AttributeError):
+                title, detail = "", response.text[:500]
+            raise ApiError(response.status_code, title, detail, retry_after=retry_after)
         return response
 
     # --- artifacts ---
@@ -264,13 +279,65 @@ class HerderClient:
         response = self._request("GET", f"/v1/schedules/{schedule_id}/events")
         return [ScheduleEvent.model_validate(item) for item in response.json()]
 
+    # --- queue ---
+
+    def queue(
+        self, *, job_id: str | None = None, limit: int = 100, cursor: str | None = None
+    ) -> Page[QueueEntry]:
+        """Queued runs in dispatch order (every tenant's, for the system admins)."""
+        params = _drop_none({"job_id": job_id, "limit": limit, "cursor": cursor})
+        response = self._request("GET", "/v1/queue", params=params)
+        return Page[QueueEntry].model_validate(response.json())
+
     # --- administration ---
 
     def list_workers(self) -> list[Worker]:
         return [Worker.model_validate(item) for item in self._request("GET", "/v1/workers").json()]
 
-    def create_tenant(self, name: str, *, weight: int = 1) -> Tenant:
-        response = self._request("POST", "/v1/tenants", json={"name": name, "weight": weight})
+    def drain_worker(self, worker_id: str) -> Worker:
+        response = self._request("POST", f"/v1/workers/{worker_id}/drain")
+        return Worker.model_validate(response.json())
+
+    def undrain_worker(self, worker_id: str) -> Worker:
+        response = self._request("POST", f"/v1/workers/{worker_id}/undrain")
+        return Worker.model_validate(response.json())
+
+    def create_tenant(
+        self, name: str, *, weight: int = 1, quotas: dict[str, Any] | None = None
+    ) -> Tenant:
+        body = _drop_none({"name": name, "weight": weight, "quotas": quotas})
+        return Tenant.model_validate(self._request("POST", "/v1/tenants", json=body).json())
+
+    def list_tenants(self, *, limit: int = 100, cursor: str | None = None) -> Page[Tenant]:
+        params = _drop_none({"limit": limit, "cursor": cursor})
+        response = self._request("GET", "/v1/tenants", params=params)
+        return Page[Tenant].model_validate(response.json())
+
+    def get_tenant(self, tenant_id: str) -> Tenant:
+        return Tenant.model_validate(self._request("GET", f"/v1/tenants/{tenant_id}").json())
+
+    def find_tenant(self, name_or_id: str) -> Tenant:
+        """A tenant by id (``ten_…``) or by name (names need the list: system admins)."""
+        if name_or_id.startswith("ten_"):
+            return self.get_tenant(name_or_id)
+        cursor = None
+        while True:
+            page = self.list_tenants(limit=1000, cursor=cursor)
+            for tenant in page.items:
+                if tenant.name == name_or_id:
+                    return tenant
+            if page.next_cursor is None:
+                raise ApiError(404, "Not found", f"no tenant named {name_or_id!r}")
+            cursor = page.next_cursor
+
+    def update_tenant(
+        self, tenant_id: str, *, weight: int | None = None, quotas: dict[str, Any] | None = None
+    ) -> Tenant:
+        """Change the weight and the given quotas; a quota given as ``None`` is cleared."""
+        body: dict[str, Any] = {"quotas": quotas} if quotas is not None else {}
+        if weight is not None:
+            body["weight"] = weight
+        response = self._request("PATCH", f"/v1/tenants/{tenant_id}", json=body)
         return Tenant.model_validate(response.json())
 
     def create_api_key(self, tenant_id: str, *, role: str = "developer", name: str = "key") -> str:
@@ -289,3 +356,11 @@ class HerderClient:
 
 def _drop_none(values: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in values.items() if value is not None}
+
+
+def _seconds(header: str | None) -> float | None:
+    """Retry-After in seconds (its HTTP-date form is not used by Herder)."""
+    try:
+        return float(header) if header is not None else None
+    except ValueError:
+        return None

@@ -11,7 +11,18 @@ from fastapi import FastAPI
 from herder import __version__
 from herder.api.errors import install_error_handlers
 from herder.api.limits import BodyLimit
-from herder.api.routers import artifacts, health, jobs, runs, schedules, tenants, workers
+from herder.api.ratelimit import RateLimited, SubmitLimiter, rate_limited_problem
+from herder.api.routers import (
+    artifacts,
+    fleet,
+    health,
+    jobs,
+    queue,
+    runs,
+    schedules,
+    tenants,
+    workers,
+)
 from herder.api.wakeups import Wakeups
 from herder.settings import Settings
 from herder.store.notifications import Listener
@@ -44,8 +55,10 @@ def create_app(store: Store, settings: Settings) -> FastAPI:
     app.state.store = store
     app.state.settings = settings
     app.state.wakeups = wakeups
+    app.state.submit_limiter = SubmitLimiter(store.access.tenant_quotas)
     install_error_handlers(app)
-    for module in (health, artifacts, jobs, runs, schedules, tenants, workers):
+    app.add_exception_handler(RateLimited, rate_limited_problem)
+    for module in (health, artifacts, jobs, runs, schedules, queue, tenants, workers, fleet):
         app.include_router(module.router)
     app.add_middleware(BodyLimit)
     return app

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from herder.domain.jobs import JobSpec, Resources, RunOverrides, check_job_name
 from herder.domain.models import Assignment, LogChunk, Role
 from herder.domain.states import AttemptState
+from herder.domain.tenants import TenantQuotas
 from herder.store.workers import RunningAttempt
 
 
@@ -157,3 +158,32 @@ class LogsResponse(BaseModel):
     chunks: list[LogChunk]
     next_after: int
     complete: bool  # no more output will come for this attempt
+
+
+class NewTenant(TenantCreate):
+    """A tenant with the quotas it starts with (none: unlimited)."""
+
+    quotas: TenantQuotas = TenantQuotas()
+
+
+class TenantUpdate(_Body):
+    """PATCH semantics: an absent field keeps its value. Inside ``quotas`` each given field
+    replaces the stored one and an explicit null clears it (unlimited); ``"quotas": null``
+    clears them all."""
+
+    weight: Annotated[int, Field(ge=1, le=1000, description="fair-share weight")] | None = None
+    quotas: TenantQuotas | None = None
+
+    @field_validator("weight")
+    @classmethod
+    def _weight_stays(cls, weight: int | None) -> int | None:
+        if weight is None:
+            raise ValueError("weight cannot be cleared; give a number from 1 to 1000")
+        return weight
+
+    def quota_changes(self) -> dict[str, object] | None:
+        if "quotas" not in self.model_fields_set:
+            return None
+        if self.quotas is None:
+            return dict.fromkeys(TenantQuotas.model_fields)
+        return {name: getattr(self.quotas, name) for name in self.quotas.model_fields_set}

@@ -1,15 +1,16 @@
 """The ``herder`` command: run the system (up, server, scheduler, worker) and drive it
-(job, run, schedule). One module per group of commands; ``common`` holds the root app."""
+(job, run, schedule, queue, tenant, workers). One module per group of commands; ``common``
+holds the root app."""
 
 from __future__ import annotations
 
 import sys
 
-from herder.cli import jobs, runs, schedules, system
+from herder.cli import jobs, queue, runs, schedules, system, tenants, workers
 from herder.cli.common import app, err
 from herder.client import ClientError
 
-__all__ = ["jobs", "main", "runs", "schedules", "system"]
+__all__ = ["jobs", "main", "queue", "runs", "schedules", "system", "tenants", "workers"]
 
 
 def main() -> None:

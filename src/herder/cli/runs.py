@@ -10,6 +10,7 @@ from rich.table import Table
 
 from herder.cli.common import JsonFlag, app, client, out, pairs, print_json, when
 from herder.domain.models import Run, RunDetail
+from herder.domain.states import RunState
 
 run_app = typer.Typer(help="Start, inspect and cancel runs.", no_args_is_help=True)
 app.add_typer(run_app, name="run")
@@ -33,6 +34,8 @@ def _run_table(runs: list[Run]) -> Table:
 
 def _print_detail(run: RunDetail) -> None:
     out.print(_run_table([run]))
+    if run.state is RunState.QUEUED and run.waiting_reason:
+        out.print(f"waiting: {run.waiting_reason}")
     if run.reason:
         out.print(f"reason: {run.reason}")
     if run.attempts:

@@ -1,4 +1,5 @@
-"""Tenants, API keys and worker tokens. Secrets are shown once and stored only as hashes."""
+"""Tenants (with their weights and quotas), API keys and worker tokens. Secrets are shown
+once and stored only as hashes."""
 
 from __future__ import annotations
 
@@ -6,15 +7,18 @@ import hashlib
 import hmac
 import secrets
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sqlalchemy import exc, func, insert, select
+from sqlalchemy import exc, func, insert, select, update
 
 from herder.clock import Clock, epoch_ms
 from herder.domain.errors import Conflict, NotFound, Unauthorized
 from herder.domain.ids import new_id
-from herder.domain.models import ApiKey, Principal, Role, Tenant
+from herder.domain.models import ApiKey, Page, Principal, Role, Tenant
+from herder.domain.tenants import TenantQuotas
 from herder.store.database import Database
+from herder.store.pagination import next_cursor, page_query
 from herder.store.schema import api_keys, tenants, worker_tokens
 
 
@@ -66,7 +70,14 @@ class AccessRepository:
         self._clock = clock
         self._recent = _RecentlyChecked()
 
-    def create_tenant(self, name: str, *, weight: int = 1, is_system: bool = False) -> Tenant:
+    def create_tenant(
+        self,
+        name: str,
+        *,
+        weight: int = 1,
+        quotas: TenantQuotas | None = None,
+        is_system: bool = False,
+    ) -> Tenant:
         now = self._clock.now()
         tenant = Tenant(
             id=new_id("ten", epoch_ms(now)),
@@ -74,6 +85,7 @@ class AccessRepository:
             weight=weight,
             is_system=is_system,
             created_at=now,
+            quotas=quotas or TenantQuotas(),
         )
         try:
             with self._db.write() as connection:
@@ -97,6 +109,58 @@ class AccessRepository:
         if row is None:
             raise NotFound(f"tenant {tenant_id} not found")
         return Tenant.model_validate(dict(row))
+
+    def tenant_quotas(self, tenant_id: str) -> TenantQuotas:
+        with self._db.read() as connection:
+            quotas = connection.execute(
+                select(tenants.c.quotas).where(tenants.c.id == tenant_id)
+            ).scalar()
+        if quotas is None:
+            raise NotFound(f"tenant {tenant_id} not found")
+        return TenantQuotas.model_validate(quotas)
+
+    def list_tenants(self, *, limit: int = 100, cursor: str | None = None) -> Page[Tenant]:
+        query = select(tenants)
+        with self._db.read() as connection:
+            rows = connection.execute(page_query(query, tenants.c.id, limit, cursor)).all()
+        return Page(
+            items=[Tenant.model_validate(dict(row._mapping)) for row in rows[:limit]],
+            next_cursor=next_cursor([row.id for row in rows], limit),
+        )
+
+    def update_tenant(
+        self,
+        tenant_id: str,
+        *,
+        weight: int | None = None,
+        quota_changes: Mapping[str, object] | None = None,
+    ) -> Tenant:
+        """Change the weight and some quotas: each given quota replaces the stored one, and
+        ``None`` clears it (unlimited). The row is locked while the quotas are merged, so two
+        concurrent changes to different quotas both take effect."""
+        with self._db.write() as connection:
+            row = (
+                connection.execute(
+                    select(tenants).where(tenants.c.id == tenant_id).with_for_update()
+                )
+                .mappings()
+                .first()
+            )
+            if row is None:
+                raise NotFound(f"tenant {tenant_id} not found")
+            current = Tenant.model_validate(dict(row))
+            quotas = TenantQuotas.model_validate(
+                {**current.quotas.model_dump(), **(quota_changes or {})}
+            )
+            changed = current.model_copy(
+                update={"weight": current.weight if weight is None else weight, "quotas": quotas}
+            )
+            connection.execute(
+                update(tenants)
+                .where(tenants.c.id == tenant_id)
+                .values(weight=changed.weight, quotas=quotas.model_dump(exclude_none=True))
+            )
+        return changed
 
     def create_api_key(self, tenant_id: str, role: Role, name: str) -> tuple[ApiKey, str]:
         """A new key for ``tenant_id``; the returned token is the only copy of its secret."""

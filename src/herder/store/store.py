@@ -8,9 +8,11 @@ from herder.clock import Clock, SystemClock
 from herder.store.access import AccessRepository
 from herder.store.artifacts import ArtifactRepository
 from herder.store.database import Database
+from herder.store.fleet import FleetRepository
 from herder.store.jobs import JobRepository
 from herder.store.leases import LeaseRepository
 from herder.store.logs import LogRepository
+from herder.store.queue import QueueRepository
 from herder.store.reaper import ReaperRepository
 from herder.store.reports import ReportRepository
 from herder.store.runs import RunRepository
@@ -40,6 +42,8 @@ class Store:
         self.reaper = ReaperRepository(self.database, self.clock, self.rng)
         self.leases = LeaseRepository(self.database, self.clock)
         self.schedules = ScheduleRepository(self.database, self.clock, self.jobs)
+        self.fleet = FleetRepository(self.database)
+        self.queue = QueueRepository(self.database, self.clock)
 
     def migrate(self) -> None:
         self.database.migrate()

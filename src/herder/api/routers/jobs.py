@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Header, Query, Response, status
 
 from herder.api.auth import Caller, StoreDep, Writer
+from herder.api.ratelimit import Submitter
 from herder.api.schemas import JobCreate, RunCreate
 from herder.domain.errors import Invalid
 from herder.domain.jobs import JobSpec, check_job_name
@@ -82,7 +83,7 @@ def delete_job(job_id: str, caller: Writer, store: StoreDep) -> Response:
 @router.post("/{job_id}/runs", status_code=status.HTTP_201_CREATED)
 def start_run(
     job_id: str,
-    caller: Writer,
+    caller: Submitter,
     store: StoreDep,
     response: Response,
     body: RunCreate | None = None,
@@ -90,6 +91,8 @@ def start_run(
         str | None, Header(max_length=255, description="the same key returns the same run")
     ] = None,
 ) -> Run:
+    """Queue a one-off run; 429 with Retry-After when the tenant submits faster than its
+    ``submit_rate_per_second`` quota allows."""
     body = body or RunCreate()
     run, created = store.runs.submit(
         caller.tenant_id,

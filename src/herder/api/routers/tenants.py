@@ -1,27 +1,72 @@
-"""/v1/tenants and /v1/worker-tokens: administration by the system tenant's admins."""
+"""/v1/tenants and /v1/worker-tokens: administration by the system tenant's admins.
+
+A tenant's own admins may read their tenant (its weight and quotas) and create its keys;
+another tenant answers 404 to them, as every object of another tenant does.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, status
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, status
 
 from herder.api.auth import Caller, StoreDep, SystemAdmin
-from herder.api.schemas import CreatedSecret, KeyCreate, TenantCreate
-from herder.domain.errors import Forbidden
-from herder.domain.models import Role, Tenant
+from herder.api.ratelimit import submit_limiter
+from herder.api.schemas import CreatedSecret, KeyCreate, NewTenant, TenantUpdate
+from herder.domain.errors import Forbidden, NotFound
+from herder.domain.models import Page, Principal, Role, Tenant
 
 router = APIRouter(tags=["administration"])
 
 
+def _is_system_admin(caller: Principal) -> bool:
+    return caller.is_system and caller.role is Role.ADMIN
+
+
 @router.post("/v1/tenants", status_code=status.HTTP_201_CREATED)
-def create_tenant(body: TenantCreate, _admin: SystemAdmin, store: StoreDep) -> Tenant:
-    return store.access.create_tenant(body.name, weight=body.weight)
+def create_tenant(body: NewTenant, _admin: SystemAdmin, store: StoreDep) -> Tenant:
+    return store.access.create_tenant(body.name, weight=body.weight, quotas=body.quotas)
+
+
+@router.get("/v1/tenants")
+def list_tenants(
+    _admin: SystemAdmin,
+    store: StoreDep,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    cursor: str | None = None,
+) -> Page[Tenant]:
+    """Every tenant, newest first."""
+    return store.access.list_tenants(limit=limit, cursor=cursor)
+
+
+@router.get("/v1/tenants/{tenant_id}")
+def get_tenant(tenant_id: str, caller: Caller, store: StoreDep) -> Tenant:
+    if not _is_system_admin(caller):
+        if caller.tenant_id != tenant_id:
+            raise NotFound(f"tenant {tenant_id} not found")
+        if caller.role is not Role.ADMIN:
+            raise Forbidden("only the tenant's admins (or the system admins) may read it")
+    return store.access.get_tenant(tenant_id)
+
+
+@router.patch("/v1/tenants/{tenant_id}")
+def update_tenant(
+    tenant_id: str, body: TenantUpdate, _admin: SystemAdmin, store: StoreDep, request: Request
+) -> Tenant:
+    """Change the fair-share weight and quotas. Usage quotas apply from the dispatcher's next
+    pass; a submit rate within a few seconds on every API replica."""
+    tenant = store.access.update_tenant(
+        tenant_id, weight=body.weight, quota_changes=body.quota_changes()
+    )
+    submit_limiter(request).quotas_changed(tenant_id)
+    return tenant
 
 
 @router.post("/v1/tenants/{tenant_id}/keys", status_code=status.HTTP_201_CREATED)
 def create_key(tenant_id: str, body: KeyCreate, caller: Caller, store: StoreDep) -> CreatedSecret:
     """An API key for a tenant: by the system admins, or by the tenant's own admins."""
     own_admin = caller.tenant_id == tenant_id and caller.role is Role.ADMIN
-    if not (own_admin or (caller.is_system and caller.role is Role.ADMIN)):
+    if not (own_admin or _is_system_admin(caller)):
         raise Forbidden("only the tenant's admins (or the system admins) may create its keys")
     key, token = store.access.create_api_key(tenant_id, body.role, body.name)
     return CreatedSecret(id=key.id, token=token)

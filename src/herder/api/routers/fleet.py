@@ -1,0 +1,23 @@
+"""/v1/workers/{id}/drain and /undrain: taking a worker out of placement and back, for the
+system tenant's admins (the fleet is shared by every tenant)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from herder.api.auth import StoreDep, SystemAdmin
+from herder.domain.models import Worker
+
+router = APIRouter(prefix="/v1/workers", tags=["administration"])
+
+
+@router.post("/{worker_id}/drain")
+def drain(worker_id: str, _admin: SystemAdmin, store: StoreDep) -> Worker:
+    """Place nothing new on the worker; what it runs finishes. 409 if it is lost."""
+    return store.fleet.drain(worker_id)
+
+
+@router.post("/{worker_id}/undrain")
+def undrain(worker_id: str, _admin: SystemAdmin, store: StoreDep) -> Worker:
+    """Give a draining worker new work again. 409 if it is lost."""
+    return store.fleet.undrain(worker_id)

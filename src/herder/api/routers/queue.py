@@ -1,0 +1,28 @@
+"""/v1/queue: queued runs in dispatch order, with why each is not placed yet."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from herder.api.auth import Caller, StoreDep
+from herder.domain.models import Page, Role
+from herder.store.queue import QueueEntry
+
+router = APIRouter(prefix="/v1/queue", tags=["runs"])
+
+
+@router.get("")
+def list_queue(
+    caller: Caller,
+    store: StoreDep,
+    job_id: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    cursor: str | None = None,
+) -> Page[QueueEntry]:
+    """The caller's tenant's queued runs; the system tenant's admins see every tenant's."""
+    everyone = caller.is_system and caller.role is Role.ADMIN
+    return store.queue.list(
+        None if everyone else caller.tenant_id, job_id=job_id, limit=limit, cursor=cursor
+    )

@@ -1,0 +1,167 @@
+"""``herder tenant …``: tenants, their fair-share weights and quotas (system admins)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from herder.cli.common import JsonFlag, app, client, fail, out, print_json, when
+from herder.domain.models import Tenant
+from herder.domain.tenants import TenantQuotas
+
+tenant_app = typer.Typer(help="Tenants, their weights and quotas.", no_args_is_help=True)
+app.add_typer(tenant_app, name="tenant")
+
+# The quota flags, as typed on the command line, and the quotas they set.
+QUOTA_FLAGS = {
+    "max-cpu": "max_cpu",
+    "max-memory-mb": "max_memory_mb",
+    "max-gpus": "max_gpus",
+    "max-queued": "max_queued",
+    "submit-rate": "submit_rate_per_second",
+    "submit-burst": "submit_burst",
+}
+
+Weight = Annotated[int | None, typer.Option(help="fair-share weight, 1 to 1000")]
+MaxCpu = Annotated[float | None, typer.Option("--max-cpu", help="cores in use at once")]
+MaxMemory = Annotated[int | None, typer.Option("--max-memory-mb", help="memory in use, MB")]
+MaxGpus = Annotated[int | None, typer.Option("--max-gpus", help="GPUs in use at once")]
+MaxQueued = Annotated[
+    int | None, typer.Option("--max-queued", help="queued runs the dispatcher considers")
+]
+SubmitRate = Annotated[
+    float | None, typer.Option("--submit-rate", help="run submissions per second")
+]
+SubmitBurst = Annotated[
+    int | None, typer.Option("--submit-burst", help="submissions at once (default: 1 s of rate)")
+]
+
+
+def _limit(value: float | None, unit: str = "") -> str:
+    return "-" if value is None else f"{value:g}{unit}"
+
+
+def _rate(quotas: TenantQuotas) -> str:
+    if quotas.submit_rate_per_second is None:
+        return "-"
+    burst = f", burst {quotas.submit_burst}" if quotas.submit_burst else ""
+    return f"{quotas.submit_rate_per_second:g}/s{burst}"
+
+
+def _tenant_table(tenants: list[Tenant]) -> Table:
+    table = Table(
+        "ID", "NAME", "WEIGHT", "MAX CPU", "MAX MEMORY", "MAX GPUS", "MAX QUEUED", "SUBMIT RATE",
+        "CREATED",
+    )  # fmt: skip
+    for tenant in tenants:
+        quotas = tenant.quotas
+        name = f"{tenant.name} (system)" if tenant.is_system else tenant.name
+        table.add_row(
+            tenant.id, name, str(tenant.weight), _limit(quotas.max_cpu),
+            _limit(quotas.max_memory_mb, " MB"), _limit(quotas.max_gpus),
+            _limit(quotas.max_queued), _rate(quotas), when(tenant.created_at),
+        )  # fmt: skip
+    return table
+
+
+def _quota_changes(given: dict[str, float | None], clear: list[str]) -> dict[str, Any]:
+    unknown = [name for name in clear if name.removeprefix("--") not in QUOTA_FLAGS]
+    if unknown:
+        raise fail(f"--clear {unknown[0]}: not a quota; one of {', '.join(QUOTA_FLAGS)}")
+    changes: dict[str, Any] = {
+        QUOTA_FLAGS[flag]: value for flag, value in given.items() if value is not None
+    }
+    for name in clear:
+        field = QUOTA_FLAGS[name.removeprefix("--")]
+        if field in changes:
+            raise fail(f"--clear {name} and a value for it: choose one")
+        changes[field] = None
+    return changes
+
+
+@tenant_app.command("list")
+def tenant_list(limit: int = 100, as_json: JsonFlag = False) -> None:
+    """List tenants, newest first."""
+    with client() as herder:
+        page = herder.list_tenants(limit=limit)
+    if as_json:
+        print_json(page)
+    else:
+        out.print(_tenant_table(page.items))
+
+
+@tenant_app.command("show")
+def tenant_show(tenant: str, as_json: JsonFlag = False) -> None:
+    """Show a tenant (by name or id) with its weight and quotas ('-': unlimited)."""
+    with client() as herder:
+        found = herder.find_tenant(tenant)
+    if as_json:
+        print_json(found)
+    else:
+        out.print(_tenant_table([found]))
+
+
+@tenant_app.command("create")
+def tenant_create(
+    name: str,
+    weight: Weight = None,
+    max_cpu: MaxCpu = None,
+    max_memory_mb: MaxMemory = None,
+    max_gpus: MaxGpus = None,
+    max_queued: MaxQueued = None,
+    submit_rate: SubmitRate = None,
+    submit_burst: SubmitBurst = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Create a tenant; quotas left out are unlimited."""
+    quotas = _quota_changes(
+        {
+            "max-cpu": max_cpu, "max-memory-mb": max_memory_mb, "max-gpus": max_gpus,
+            "max-queued": max_queued, "submit-rate": submit_rate, "submit-burst": submit_burst,
+        },
+        [],
+    )  # fmt: skip
+    with client() as herder:
+        created = herder.create_tenant(name, weight=weight or 1, quotas=quotas)
+    if as_json:
+        print_json(created)
+    else:
+        out.print(f"created tenant [bold]{created.name}[/] ({created.id})")
+
+
+@tenant_app.command("update")
+def tenant_update(
+    tenant: str,
+    weight: Weight = None,
+    max_cpu: MaxCpu = None,
+    max_memory_mb: MaxMemory = None,
+    max_gpus: MaxGpus = None,
+    max_queued: MaxQueued = None,
+    submit_rate: SubmitRate = None,
+    submit_burst: SubmitBurst = None,
+    clear: Annotated[
+        list[str],
+        typer.Option(help="remove a quota (unlimited), e.g. --clear max-gpus; repeatable"),
+    ] = [],  # noqa: B006
+    as_json: JsonFlag = False,
+) -> None:
+    """Change a tenant's weight or quotas; quotas not named keep their values."""
+    changes = _quota_changes(
+        {
+            "max-cpu": max_cpu, "max-memory-mb": max_memory_mb, "max-gpus": max_gpus,
+            "max-queued": max_queued, "submit-rate": submit_rate, "submit-burst": submit_burst,
+        },
+        clear,
+    )  # fmt: skip
+    if weight is None and not changes:
+        raise fail("nothing to change: give --weight, a quota flag or --clear")
+    with client() as herder:
+        updated = herder.update_tenant(
+            herder.find_tenant(tenant).id, weight=weight, quotas=changes or None
+        )
+    if as_json:
+        print_json(updated)
+    else:
+        out.print(_tenant_table([updated]))

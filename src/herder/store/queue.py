@@ -1,0 +1,137 @@
+"""The queue as users see it: queued runs in dispatch order, with why each still waits.
+
+Dispatch order is the claim's (priority DESC, queued_at), with the run id breaking ties so
+that pages never skip or repeat a run. The cursor is therefore a position in that order, not
+an id as in the newest-first listings.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy import and_, or_, select
+
+from herder.clock import Clock
+from herder.domain.errors import Invalid
+from herder.domain.jobs import Priority, Resources
+from herder.domain.models import Page
+from herder.domain.states import RunState
+from herder.store.database import Database
+from herder.store.pagination import MAX_PAGE_SIZE
+from herder.store.schema import runs
+
+_PRIORITY_BY_RANK = {priority.rank: priority for priority in Priority}
+
+
+class QueueEntry(BaseModel):
+    """One queued run: what it needs and how long and why it has waited."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    tenant_id: str
+    job_id: str
+    job_name: str
+    priority: Priority
+    resources: Resources  # per member of a gang
+    replicas: int
+    requires: dict[str, str]
+    queued_at: datetime
+    waited_seconds: float
+    waiting_reason: str | None
+
+
+def encode_position(priority: int, queued_at: datetime, run_id: str) -> str:
+    raw = f"{priority}|{queued_at.isoformat()}|{run_id}"
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_position(cursor: str) -> tuple[int, datetime, str]:
+    refused = Invalid("cursor is not one returned by this listing", field="cursor")
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        priority, queued_at, run_id = raw.split("|")
+        position = int(priority), datetime.fromisoformat(queued_at), run_id
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise refused from None
+    if position[1].tzinfo is None or not run_id.startswith("run_"):
+        raise refused
+    return position
+
+
+def _after(cursor: str) -> Any:
+    priority, queued_at, run_id = decode_position(cursor)
+    return or_(
+        runs.c.priority < priority,
+        and_(runs.c.priority == priority, runs.c.queued_at > queued_at),
+        and_(runs.c.priority == priority, runs.c.queued_at == queued_at, runs.c.id > run_id),
+    )
+
+
+class QueueRepository:
+    def __init__(self, database: Database, clock: Clock) -> None:
+        self._db = database
+        self._clock = clock
+
+    def list(
+        self,
+        tenant_id: str | None,
+        *,
+        job_id: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> Page[QueueEntry]:
+        """Queued runs of one tenant (``None``: of every tenant), in dispatch order."""
+        if not 1 <= limit <= MAX_PAGE_SIZE:
+            raise Invalid(f"limit must be between 1 and {MAX_PAGE_SIZE}", field="limit")
+        query = select(
+            runs.c.id,
+            runs.c.tenant_id,
+            runs.c.job_id,
+            runs.c.job_name,
+            runs.c.priority,
+            runs.c.cpu_milli,
+            runs.c.memory_mb,
+            runs.c.gpus,
+            runs.c.replicas,
+            runs.c.requires,
+            runs.c.queued_at,
+            runs.c.waiting_reason,
+        ).where(runs.c.state == RunState.QUEUED)
+        if tenant_id is not None:
+            query = query.where(runs.c.tenant_id == tenant_id)
+        if job_id is not None:
+            query = query.where(runs.c.job_id == job_id)
+        if cursor is not None:
+            query = query.where(_after(cursor))
+        query = query.order_by(runs.c.priority.desc(), runs.c.queued_at, runs.c.id)
+        now = self._clock.now()
+        with self._db.read() as connection:
+            rows = connection.execute(query.limit(limit + 1)).all()
+        more = len(rows) > limit
+        rows = rows[:limit]
+        last = rows[-1] if more else None
+        return Page(
+            items=[_entry(row, now) for row in rows],
+            next_cursor=encode_position(last.priority, last.queued_at, last.id) if last else None,
+        )
+
+
+def _entry(row: Any, now: datetime) -> QueueEntry:
+    return QueueEntry(
+        run_id=row.id,
+        tenant_id=row.tenant_id,
+        job_id=row.job_id,
+        job_name=row.job_name,
+        priority=_PRIORITY_BY_RANK[row.priority],
+        resources=Resources(cpu=row.cpu_milli / 1000, memory_mb=row.memory_mb, gpus=row.gpus),
+        replicas=row.replicas,
+        requires=row.requires or {},
+        queued_at=row.queued_at,
+        waited_seconds=round(max(0.0, (now - row.queued_at).total_seconds()), 3),
+        waiting_reason=row.waiting_reason,
+    )

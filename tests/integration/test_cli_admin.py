@@ -1,0 +1,131 @@
+"""The administration commands (tenant, workers, queue) against the in-process API.
+
+The CLI's client sends its requests through the test app instead of a network socket, so these
+run on both stores without starting servers; tests/system covers the real processes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from herder.cli import common
+from herder.cli.common import app
+from herder.client import ApiError, HerderClient
+from tests.integration.conftest import Api
+
+Herder = Callable[..., Result]
+
+
+@pytest.fixture
+def herder(api: Api, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Herder:
+    """Runs ``herder ARGS…`` as the system admin (or as ``key``) and returns the result."""
+    monkeypatch.setenv("HERDER_HOME", str(tmp_path))
+    monkeypatch.setenv("HERDER_URL", "http://testserver")
+    monkeypatch.setattr(common.out, "width", 250)  # long ids stay on one line
+
+    def run(*args: str, key: str | None = None) -> Result:
+        monkeypatch.setenv("HERDER_API_KEY", key or api.admin_key)
+
+        def connect(url: str, api_key: str) -> HerderClient:
+            return HerderClient(url, api_key, http=api.http)
+
+        monkeypatch.setattr(common, "HerderClient", connect)
+        return CliRunner().invoke(app, list(args))
+
+    return run
+
+
+def ok(result: Result) -> str:
+    assert result.exit_code == 0, (result.output, result.exception)
+    return result.output
+
+
+def test_tenants_are_created_shown_and_changed(herder: Herder) -> None:
+    created = json.loads(
+        ok(herder("tenant", "create", "team-a", "--max-gpus", "4", "--submit-rate", "50", "--json"))
+    )
+    assert created["quotas"]["max_gpus"] == 4
+    assert created["quotas"]["submit_rate_per_second"] == 50
+
+    table = ok(
+        herder("tenant", "update", "team-a", "--weight", "3", "--max-gpus", "8",
+               "--clear", "submit-rate")
+    )  # fmt: skip
+    assert "team-a" in table
+    shown = json.loads(ok(herder("tenant", "show", created["id"], "--json")))
+    assert shown["weight"] == 3
+    assert shown["quotas"]["max_gpus"] == 8
+    assert shown["quotas"]["submit_rate_per_second"] is None
+
+    listing = ok(herder("tenant", "list"))
+    assert "team-a" in listing
+    assert "default (system)" in listing
+
+
+def test_tenant_update_refuses_nothing_and_unknown_quotas(herder: Herder) -> None:
+    ok(herder("tenant", "create", "team-a"))
+    nothing = herder("tenant", "update", "team-a")
+    assert nothing.exit_code == 1
+    assert "nothing to change" in nothing.output
+    unknown = herder("tenant", "update", "team-a", "--clear", "max-disks")
+    assert unknown.exit_code == 1
+    assert "not a quota" in unknown.output
+    missing = herder("tenant", "show", "no-such-team")
+    assert isinstance(missing.exception, ApiError)
+    assert missing.exception.status == 404
+
+
+def test_a_tenants_admin_is_told_what_they_may_not_do(api: Api, herder: Herder) -> None:
+    team_admin = api.other_tenant_key("team-b")
+    refused = herder("tenant", "list", key=team_admin)
+    assert isinstance(refused.exception, ApiError)
+    assert refused.exception.status == 403
+    assert "system tenant" in str(refused.exception)
+
+
+def test_workers_are_listed_drained_and_undrained(api: Api, herder: Herder) -> None:
+    worker_id = api.register_worker(cpu=4, memory_mb=8192)
+    listing = ok(herder("workers", "list"))
+    assert worker_id in listing
+    assert "alive" in listing
+    assert "8192 MB" in listing
+
+    assert "draining" in ok(herder("workers", "drain", worker_id))
+    (listed,) = json.loads(ok(herder("workers", "list", "--json")))
+    assert listed["state"] == "draining"
+    assert json.loads(ok(herder("workers", "undrain", worker_id, "--json")))["state"] == "alive"
+
+    missing = herder("workers", "drain", "wrk_missing")
+    assert isinstance(missing.exception, ApiError)
+    assert missing.exception.status == 404
+
+
+def test_herder_worker_still_starts_an_agent(herder: Herder) -> None:
+    assert "Run a worker agent" in ok(herder("worker", "--help"))
+
+
+def test_the_queue_in_dispatch_order_with_waiting_reasons(api: Api, herder: Herder) -> None:
+    low = api.start_run(api.create_job("batch", priority="low")["id"])
+    high = api.start_run(
+        api.create_job("urgent", priority="high", replicas=2, requires={"zone": "a"})["id"]
+    )
+    table = ok(herder("queue"))
+    assert table.index(str(high["id"])) < table.index(str(low["id"]))
+    assert "2 x (1 cpu, 256 MB) on zone=a" in table
+    assert "not looked at by the dispatcher yet" in table
+    assert api.tenant_id in table
+
+    page = json.loads(ok(herder("queue", "--job", "batch", "--json")))
+    assert [item["run_id"] for item in page["items"]] == [low["id"]]
+    assert page["items"][0]["priority"] == "low"
+
+
+def test_run_show_says_why_a_queued_run_waits(api: Api, herder: Herder) -> None:
+    run = api.start_run(api.create_job()["id"])
+    shown = ok(herder("run", "show", str(run["id"])))
+    assert "waiting: not looked at by the dispatcher yet" in shown

@@ -1,0 +1,89 @@
+"""Draining a worker: nothing new is placed on it, what it runs finishes; and back."""
+
+from __future__ import annotations
+
+from sqlalchemy import update
+
+from herder.domain.models import Role, WorkerState
+from herder.store.schema import workers
+from tests.integration.conftest import Api
+
+
+def fleet_states(api: Api) -> dict[str, str]:
+    listed = api.http.get("/v1/workers", headers=api.admin).json()
+    return {item["id"]: item["state"] for item in listed}
+
+
+def test_drain_then_undrain_moves_the_worker_and_says_so(api: Api) -> None:
+    worker_id = api.register_worker()
+    drained = api.http.post(f"/v1/workers/{worker_id}/drain", headers=api.admin)
+    assert drained.status_code == 200, drained.text
+    assert drained.json()["id"] == worker_id
+    assert drained.json()["state"] == "draining"
+    assert drained.json()["capacity"] == {"cpu": 2.0, "memory_mb": 2048, "gpus": 0}
+    assert fleet_states(api) == {worker_id: "draining"}
+
+    undrained = api.http.post(f"/v1/workers/{worker_id}/undrain", headers=api.admin)
+    assert undrained.status_code == 200
+    assert undrained.json()["state"] == "alive"
+    assert fleet_states(api) == {worker_id: "alive"}
+
+
+def test_a_draining_worker_still_speaks_the_protocol(api: Api) -> None:
+    """Draining is not lost: the worker keeps heartbeating and reporting what it runs."""
+    worker_id = api.register_worker()
+    api.http.post(f"/v1/workers/{worker_id}/drain", headers=api.admin)
+    heartbeat = api.http.post(
+        f"/v1/workers/{worker_id}/heartbeat", headers=api.worker, json={"running": []}
+    )
+    assert heartbeat.status_code == 200, heartbeat.text
+    claim = api.http.post(
+        f"/v1/workers/{worker_id}/claim",
+        headers=api.worker,
+        json={"max_runs": 10, "wait_seconds": 0},
+    )
+    assert claim.status_code == 200, claim.text
+    assert fleet_states(api) == {worker_id: "draining"}
+
+
+def test_drain_and_undrain_twice_change_nothing_more(api: Api) -> None:
+    worker_id = api.register_worker()
+    for _ in range(2):
+        response = api.http.post(f"/v1/workers/{worker_id}/drain", headers=api.admin)
+        assert response.json()["state"] == "draining"
+    for _ in range(2):
+        response = api.http.post(f"/v1/workers/{worker_id}/undrain", headers=api.admin)
+        assert response.json()["state"] == "alive"
+
+
+def test_a_lost_worker_cannot_be_drained_or_undrained(api: Api) -> None:
+    worker_id = api.register_worker()
+    with api.store.database.write() as connection:
+        connection.execute(
+            update(workers).where(workers.c.id == worker_id).values(state=WorkerState.LOST)
+        )
+    for action in ("drain", "undrain"):
+        response = api.http.post(f"/v1/workers/{worker_id}/{action}", headers=api.admin)
+        assert response.status_code == 409
+        assert response.headers["content-type"] == "application/problem+json"
+        assert "is lost" in response.json()["detail"]
+    assert fleet_states(api) == {worker_id: "lost"}
+
+
+def test_an_unknown_worker_answers_404(api: Api) -> None:
+    for action in ("drain", "undrain"):
+        response = api.http.post(f"/v1/workers/wrk_missing/{action}", headers=api.admin)
+        assert response.status_code == 404
+        assert "wrk_missing" in response.json()["detail"]
+
+
+def test_only_system_admins_drain(api: Api) -> None:
+    worker_id = api.register_worker()
+    tenant_admin = api.as_key(api.other_tenant_key(role=Role.ADMIN))
+    system_developer = api.as_key(
+        api.store.access.create_api_key(api.tenant_id, Role.DEVELOPER, "d")[1]
+    )
+    for headers in (tenant_admin, system_developer, api.worker):
+        response = api.http.post(f"/v1/workers/{worker_id}/drain", headers=headers)
+        assert response.status_code == 403
+    assert fleet_states(api) == {worker_id: "alive"}
