@@ -142,7 +142,7 @@ class WorkerRepository:
         """The worker is alive; answers what to stop. A worker already declared lost is
         told so (``Gone``): its attempts were given to others.
 
-        An attempt the worker does not list although it was given to it more than
+        An attempt the worker does not list although a claim handed it over more than
         ``unreported_grace_seconds`` ago never reached it (the claim's answer was lost, say
         when the server died mid-claim): it ends ``lost`` and its run retries.
         """
@@ -160,7 +160,7 @@ class WorkerRepository:
                 select(attempts.c.id, attempts.c.number).where(
                     attempts.c.worker_id == worker_id,
                     attempts.c.state == AttemptState.RUNNING,
-                    attempts.c.started_at < now - timedelta(seconds=unreported_grace_seconds),
+                    attempts.c.delivered_at < now - timedelta(seconds=unreported_grace_seconds),
                 )
             ).all()
             for attempt_id, number in given:
