@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from herder.control.dispatcher import Dispatcher
-from herder.store.placement import PlacementRepository
 from herder.store.store import Store
 
 
 def dispatch(store: Store) -> None:
-    Dispatcher(PlacementRepository(store.database, store.clock)).step()
+    Dispatcher(store.placement).step()

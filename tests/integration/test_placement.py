@@ -9,7 +9,6 @@ from sqlalchemy import func, select, update
 
 from herder.domain.placement.policy import plan
 from herder.domain.states import AttemptState
-from herder.store.placement import PlacementRepository
 from herder.store.schema import attempts, workers
 from tests.integration.conftest import Api
 from tests.integration.dispatching import dispatch
@@ -149,7 +148,7 @@ def test_racing_dispatchers_never_over_commit_a_worker(api: Api) -> None:
     job = api.create_job("job", resources={"cpu": 1})
     for _ in range(4):
         api.start_run(job["id"])
-    placement = PlacementRepository(api.store.database, api.store.clock)
+    placement = api.store.placement
     one, two = plan(placement.snapshot()), plan(placement.snapshot())
     assert len(one.placements) == len(two.placements) == 2
     assert len(placement.apply(one).placed) == 2

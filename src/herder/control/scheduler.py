@@ -25,7 +25,6 @@ from herder.store.notifications import (
     WORK_CHANNEL,
     Listener,
 )
-from herder.store.placement import PlacementRepository
 from herder.store.schedules import PARTITIONS
 from herder.store.store import Store
 
@@ -48,7 +47,7 @@ class Scheduler:
     ) -> None:
         self.holder = holder_name()
         self._stop = threading.Event()
-        dispatcher = Dispatcher(PlacementRepository(store.database, store.clock))
+        dispatcher = Dispatcher(store.placement)
         reaper = Reaper(store, store.clock, heartbeat_timeout_seconds=heartbeat_timeout_seconds)
         bodies: list[Loop] = [dispatcher, reaper]
         grace = timedelta(seconds=misfire_grace_seconds)

@@ -12,6 +12,7 @@ from herder.store.fleet import FleetRepository
 from herder.store.jobs import JobRepository
 from herder.store.leases import LeaseRepository
 from herder.store.logs import LogRepository
+from herder.store.placement import PlacementRepository
 from herder.store.queue import QueueRepository
 from herder.store.reaper import ReaperRepository
 from herder.store.reports import ReportRepository
@@ -44,6 +45,7 @@ class Store:
         self.schedules = ScheduleRepository(self.database, self.clock, self.jobs)
         self.fleet = FleetRepository(self.database)
         self.queue = QueueRepository(self.database, self.clock)
+        self.placement = PlacementRepository(self.database, self.clock)
 
     def migrate(self) -> None:
         self.database.migrate()

@@ -20,6 +20,7 @@ from herder.domain.jobs import JobSpec, Resources
 from herder.domain.models import Assignment, Worker, WorkerState
 from herder.domain.states import AttemptState
 from herder.store.database import Database
+from herder.store.fleet import worker_record
 from herder.store.notifications import notify_capacity
 from herder.store.outcomes import end_attempt
 from herder.store.schema import attempts, runs, workers
@@ -102,23 +103,7 @@ class WorkerRepository:
     def fleet(self) -> list[Worker]:
         with self._db.read() as connection:
             rows = connection.execute(select(workers).order_by(workers.c.id)).all()
-        return [
-            Worker(
-                id=row.id,
-                name=row.name,
-                state=WorkerState(row.state),
-                capacity=Resources(
-                    cpu=row.cpu_milli / 1000, memory_mb=row.memory_mb, gpus=row.gpus
-                ),
-                max_slots=row.max_slots,
-                labels=row.labels,
-                version=row.version,
-                registered_at=row.registered_at,
-                last_heartbeat_at=row.last_heartbeat_at,
-                address=row.address,
-            )
-            for row in rows
-        ]
+        return [worker_record(row) for row in rows]
 
     def known_owner(self, worker_id: str, token_id: str) -> bool:
         """True if this worker was already checked to belong to this token (it never changes
