@@ -20,7 +20,7 @@ import uvloop
 from herder.domain.errors import Invalid
 from herder.domain.jobs import JobSpec, Runtime
 from herder.domain.states import AttemptState
-from herder.worker.executor import LaunchPlan, Outcome, execute
+from herder.worker.executor import LaunchPlan, Outcome, StopRequest, execute
 from herder.worker.uids import default_python, kill_processes_of_uid
 from herder.worker.workspace import (
     build_plan,
@@ -271,6 +271,71 @@ def test_cancel_terminates_the_attempt(workspace: Path, loop_factory: LoopFactor
     assert outcome.state is AttemptState.CANCELLED
     assert outcome.reason == "cancelled (SIGTERM)"
     assert took < 1.5
+
+
+PREEMPTED = "preempted by a higher-priority run"
+
+
+def stop_after(seconds: float, *stops: tuple[AttemptState, str]) -> Callable[[], StopRequest]:
+    """A StopRequest that receives ``stops`` in order, ``seconds`` after the start."""
+
+    def make() -> StopRequest:
+        request = StopRequest()
+        for state, reason in stops:
+            asyncio.get_running_loop().call_later(seconds, request.stop, state, reason)
+        return request
+
+    return make
+
+
+def stopped(
+    command: str, workspace: Path, make: Callable[[], StopRequest]
+) -> tuple[Outcome, float]:
+    plan = LaunchPlan(["/bin/sh", "-c", command], ENV, workspace, None, None, 30, 0.5)
+
+    async def go() -> Outcome:
+        return await execute(plan, Output(), make())
+
+    started = time.monotonic()
+    outcome = run(go())
+    return outcome, time.monotonic() - started
+
+
+def test_preemption_stops_the_attempt_like_a_cancel_but_says_preempted(workspace: Path) -> None:
+    preempt = stop_after(0.2, (AttemptState.PREEMPTED, PREEMPTED))
+    outcome, took = stopped("trap '' TERM; sleep 30", workspace, preempt)
+    assert outcome.state is AttemptState.PREEMPTED
+    assert outcome.reason == f"{PREEMPTED} (SIGTERM, then SIGKILL after 0.5s grace)"
+    assert 0.7 <= took < 2.0
+
+
+def test_a_preempted_job_that_obeys_sigterm_ends_at_once(workspace: Path) -> None:
+    preempt = stop_after(0.2, (AttemptState.PREEMPTED, PREEMPTED))
+    outcome, took = stopped("sleep 30", workspace, preempt)
+    assert (outcome.state, outcome.reason) == (AttemptState.PREEMPTED, f"{PREEMPTED} (SIGTERM)")
+    assert took < 0.7
+
+
+def test_the_first_reason_to_stop_is_the_one_reported(workspace: Path) -> None:
+    both = stop_after(
+        0.2, (AttemptState.CANCELLED, "cancelled"), (AttemptState.PREEMPTED, PREEMPTED)
+    )
+    outcome, _ = stopped("sleep 30", workspace, both)
+    assert (outcome.state, outcome.reason) == (AttemptState.CANCELLED, "cancelled (SIGTERM)")
+
+
+def test_an_attempt_preempted_before_it_starts_never_runs(workspace: Path) -> None:
+    def already() -> StopRequest:
+        request = StopRequest()
+        request.stop(AttemptState.PREEMPTED, PREEMPTED)
+        return request
+
+    outcome, _ = stopped("touch ran", workspace, already)
+    assert (outcome.state, outcome.reason) == (
+        AttemptState.PREEMPTED,
+        f"{PREEMPTED} before it started",
+    )
+    assert not (workspace / "ran").exists()
 
 
 def test_an_attempt_cancelled_before_it_starts_never_runs(workspace: Path) -> None:

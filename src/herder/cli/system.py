@@ -102,6 +102,10 @@ def worker(
     ] = 61000,
     python: Annotated[str | None, typer.Option(help="interpreter for python jobs")] = None,
     kill_grace: Annotated[float, typer.Option(help="seconds between SIGTERM and SIGKILL")] = 5.0,
+    address: Annotated[
+        str | None,
+        typer.Option(help="where gang peers reach it (default: its address towards the server)"),
+    ] = None,
 ) -> None:
     """Run a worker agent that takes attempts from a Herder server."""
     import logging
@@ -125,6 +129,7 @@ def worker(
         labels=pairs(label, "label"),
         run_uid_base=run_uid_base,
         kill_grace_seconds=kill_grace,
+        address=address or "",
     )
 
     async def main() -> None:

@@ -1,11 +1,13 @@
 """The worker agent: register, then three loops until told to stop.
 
-    claim loop      long-polls the server for attempts that fit (and for cancels)
-    heartbeat loop  says "alive, running these" every few seconds; hears cancels and drops
+    claim loop      long-polls the server for attempts that fit (and for stops)
+    heartbeat loop  says "alive, running these" every few seconds; hears stops:
+                    cancel and preempt (TERM, grace, KILL; reported apart), drop (kill, silently)
     reporter        sends output and completions, batched, one request in flight at a time
 
 Each claimed attempt runs in its own task: fetch the artifact, prepare a private workspace
-(own uid when the worker is root), execute sandboxed, report how it ended, clean up.
+(own uid when the worker is root), execute sandboxed within its resource request (cgroups or
+rlimits, chosen once at start), report how it ended, clean up.
 """
 
 from __future__ import annotations
@@ -27,11 +29,13 @@ from herder.domain.errors import HerderError
 from herder.domain.jobs import Resources, Runtime
 from herder.domain.models import Assignment
 from herder.domain.states import AttemptState
+from herder.worker.address import local_address
 from herder.worker.cache import ArtifactCache
 from herder.worker.connection import Registration, ServerConnection, is_gone
-from herder.worker.executor import Outcome, execute, not_started
+from herder.worker.executor import Outcome, StopRequest, execute, not_started
+from herder.worker.limits import MAX_PROCESSES_PER_ATTEMPT, limits_for
 from herder.worker.output import Chunk, OutputBuffer
-from herder.worker.sandbox import attempt_environment, attempts_root
+from herder.worker.sandbox import attempt_environment, attempts_root, limit_enforcer
 from herder.worker.uids import UidSweeper, kill_processes_of_uids, reserve_uid_pool
 from herder.worker.workspace import (
     build_plan,
@@ -46,6 +50,7 @@ log = logging.getLogger("herder.worker")
 LOG_FLUSH_SECONDS = 0.1  # output is sent at most this often while attempts run
 RETRY_SECONDS = (0.2, 0.5, 1.0, 2.0, 5.0)  # back-off while the server cannot be reached
 SHUTDOWN_REPORT_SECONDS = 5.0
+PREEMPTED_REASON = "preempted by a higher-priority run"
 
 
 @dataclass(frozen=True)
@@ -61,6 +66,8 @@ class WorkerConfig:
     run_uid_base: int = 61000
     run_uid_count: int = 4096
     kill_grace_seconds: float = 5.0
+    address: str = ""  # where gang peers reach this worker; "" finds it (see address.py)
+    max_processes_per_attempt: int = MAX_PROCESSES_PER_ATTEMPT
 
 
 @dataclass
@@ -74,7 +81,7 @@ class _Attempt:
     assignment: Assignment
     worker_id: str  # the registration it was given to
     output: OutputBuffer = field(default_factory=OutputBuffer)
-    cancel: asyncio.Event = field(default_factory=asyncio.Event)
+    cancel: StopRequest = field(default_factory=StopRequest)
     dropped: bool = False  # no longer ours: kill it, report nothing
     lost_because: str | None = None  # killed because the worker stops or lost the server
 
@@ -84,9 +91,12 @@ def _backoff(failures: int) -> float:
 
 
 class Agent:
-    def __init__(self, config: WorkerConfig) -> None:
+    def __init__(
+        self, config: WorkerConfig, transport: httpx.AsyncBaseTransport | None = None
+    ) -> None:
+        """``transport``: how to reach the server, when not over the network (tests)."""
         self.config = config
-        self.connection = ServerConnection(config.server_url, config.token)
+        self.connection = ServerConnection(config.server_url, config.token, transport)
         self.cache = ArtifactCache(config.home / "cache", self.connection.download)
         self.as_root = os.geteuid() == 0
         self.uids, self._uid_lock = reserve_uid_pool(
@@ -96,6 +106,8 @@ class Agent:
         if self.as_root:  # what a crashed worker of this range left running dies now
             kill_processes_of_uids(self.uids.all_uids())
         self.workspaces = attempts_root(config.home, isolated_uids=self.as_root)
+        self.enforcer = limit_enforcer(f"worker-{self.uids.base}")  # the uid range is ours alone
+        self.address = config.address or local_address(config.server_url)
         self._running: dict[str, _Attempt] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._completions: list[tuple[str, list[Chunk], dict[str, Any]]] = []
@@ -128,8 +140,14 @@ class Agent:
                     self.config.capacity,
                     self.config.max_slots,
                     self.config.labels,
+                    self.address,
                 )
-                log.info("registered with %s as %s", self.config.server_url, registration.worker_id)
+                log.info(
+                    "registered with %s as %s, reachable at %s",
+                    self.config.server_url,
+                    registration.worker_id,
+                    self.address,
+                )
                 return registration
             except httpx.HTTPStatusError as error:
                 if error.response.status_code in (401, 403):
@@ -178,6 +196,7 @@ class Agent:
     async def _shutdown(self, background: list[asyncio.Task[None]]) -> None:
         await self._end_all_attempts("the worker stopped while the attempt ran")
         await self.sweeper.sweep()
+        await asyncio.to_thread(self.enforcer.close)
         for task in background:
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
@@ -224,7 +243,11 @@ class Agent:
                 attempt.cancel.set()
         for attempt_id in directives.get("cancel", []):
             if attempt := self._running.get(attempt_id):
-                attempt.cancel.set()
+                attempt.cancel.stop(AttemptState.CANCELLED, "cancelled")
+        for attempt_id in directives.get("preempt", []):
+            if attempt := self._running.get(attempt_id):
+                log.info("attempt %s is preempted; stopping it", attempt_id)
+                attempt.cancel.stop(AttemptState.PREEMPTED, PREEMPTED_REASON)
 
     async def _run_attempt(self, attempt: _Attempt) -> None:
         assignment = attempt.assignment
@@ -273,13 +296,14 @@ class Agent:
             self.config.python,
             spec.timeout_seconds,
             kill_grace_seconds=self.config.kill_grace_seconds,
+            limits=limits_for(spec.resources, self.config.max_processes_per_attempt),
         )
 
         def on_output(stream: str, data: bytes) -> None:
             attempt.output.write(stream, data)
             self._report_needed.set()
 
-        return await execute(plan, on_output, attempt.cancel)
+        return await execute(plan, on_output, attempt.cancel, self.enforcer)
 
     def _complete(self, attempt: _Attempt, outcome: Outcome) -> None:
         state, reason = outcome.state, outcome.reason

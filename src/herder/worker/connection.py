@@ -15,6 +15,7 @@ from herder.domain.models import Assignment
 from herder.worker.output import Chunk
 
 CLAIM_WAIT_SECONDS = 20.0
+DIRECTIVES = ("cancel", "drop", "preempt")
 GONE = 410  # the server declared this worker lost: drop everything, register again
 
 
@@ -30,8 +31,11 @@ def is_gone(error: httpx.HTTPError) -> bool:
 
 
 class ServerConnection:
-    def __init__(self, server_url: str, token: str) -> None:
+    def __init__(
+        self, server_url: str, token: str, transport: httpx.AsyncBaseTransport | None = None
+    ) -> None:
         self._http = httpx.AsyncClient(
+            transport=transport,
             base_url=server_url.rstrip("/"),
             headers={"Authorization": f"Bearer {token}"},
             timeout=httpx.Timeout(10.0, read=CLAIM_WAIT_SECONDS + 10.0),
@@ -51,9 +55,15 @@ class ServerConnection:
         return response.json()
 
     async def register(
-        self, name: str, capacity: Resources, max_slots: int, labels: dict[str, str]
+        self,
+        name: str,
+        capacity: Resources,
+        max_slots: int,
+        labels: dict[str, str],
+        address: str,
     ) -> Registration:
-        """Register as a new worker (a lost one registers again, under a new id)."""
+        """Register as a new worker (a lost one registers again, under a new id); ``address``
+        is where gang peers reach it."""
         answer = await self._post(
             "/v1/workers",
             {
@@ -62,6 +72,7 @@ class ServerConnection:
                 "max_slots": max_slots,
                 "labels": labels,
                 "version": __version__,
+                "address": address,
             },
         )
         self.worker_id = answer["worker_id"]
@@ -72,10 +83,10 @@ class ServerConnection:
         )
 
     async def heartbeat(self, running: list[tuple[str, int]]) -> dict[str, list[str]]:
-        answer: dict[str, list[str]] = await self._post(
+        answer = await self._post(
             f"/v1/workers/{self.worker_id}/heartbeat", {"running": _running(running)}
         )
-        return answer
+        return _directives(answer)
 
     async def claim(
         self, max_runs: int, running: list[tuple[str, int]]
@@ -89,7 +100,7 @@ class ServerConnection:
             },
         )
         assignments = [Assignment.model_validate(item) for item in answer["assignments"]]
-        return assignments, {"cancel": answer["cancel"], "drop": answer["drop"]}
+        return assignments, _directives(answer)
 
     async def report(
         self,
@@ -118,6 +129,11 @@ class ServerConnection:
         response = await self._http.get(f"/v1/workers/{self.worker_id}/artifacts/{sha256}")
         response.raise_for_status()
         return response.content
+
+
+def _directives(answer: dict[str, Any]) -> dict[str, list[str]]:
+    """What the server tells us to stop: cancel, drop and (newer servers) preempt."""
+    return {kind: list(answer.get(kind, [])) for kind in DIRECTIVES}
 
 
 def _running(attempts: list[tuple[str, int]]) -> list[dict[str, Any]]:

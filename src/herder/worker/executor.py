@@ -3,8 +3,12 @@
 The attempt is its own session and process group, so a timeout or a cancel reaches everything
 it started at once: SIGTERM, then SIGKILL after a grace period. When the main process exits,
 for any reason, what is left of its group is killed. A grandchild that left the group with
-``setsid`` is out of reach here; when the attempt has its own uid, the caller sweeps every
-process of that uid before the uid is used again (``uids.UidSweeper``).
+``setsid`` is out of reach of that; it still dies here when the attempt has a cgroup
+(``cgroups.py``), and when the attempt has its own uid the caller sweeps every process of that
+uid before the uid is used again (``uids.UidSweeper``).
+
+Who stops an attempt says why through a ``StopRequest``: a cancel and a preemption end the
+same way (TERM, grace, KILL) but are reported apart.
 
 No child watcher is involved (uvloop may run the loop): the pipes and a pidfd are watched with
 ``add_reader``, and the child is reaped with ``wait4`` once its pidfd says it has exited, which
@@ -25,7 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from herder.domain.retry import OOM_REASON_PREFIX
 from herder.domain.states import AttemptState
+from herder.worker.limits import Confinement, Enforcer, Limits, Verdict
 
 if TYPE_CHECKING:
     from resource import struct_rusage
@@ -49,6 +55,7 @@ class LaunchPlan:
     timeout_seconds: float
     kill_grace_seconds: float = 5.0
     network: bool = True  # False: its own, empty network namespace (when the worker is root)
+    limits: Limits | None = None  # None: none beyond the worker's own
 
     def __post_init__(self) -> None:
         if not self.argv:
@@ -57,12 +64,36 @@ class LaunchPlan:
             raise ValueError("timeout_seconds must be > 0 and kill_grace_seconds >= 0")
 
 
+class StopRequest(asyncio.Event):
+    """An event that stops an attempt and says why; the first reason given wins.
+
+    Setting it as a plain event is a cancel.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.state = AttemptState.CANCELLED
+        self.reason = "cancelled"
+
+    def stop(self, state: AttemptState, reason: str) -> None:
+        if not self.is_set():
+            self.state, self.reason = state, reason
+            self.set()
+
+
+def _why_stopped(cancel: asyncio.Event) -> tuple[AttemptState, str]:
+    if isinstance(cancel, StopRequest):
+        return cancel.state, cancel.reason
+    return AttemptState.CANCELLED, "cancelled"
+
+
 @dataclass(frozen=True)
 class ResourceUsage:
     """From ``wait4``: the main process plus the descendants it waited for.
 
-    ``max_rss_kb`` has the worker's own RSS as a floor: Linux counts the memory of the process
-    that spawned the child, before its exec. Exact peaks need a per-attempt cgroup.
+    Without a cgroup ``max_rss_kb`` has the worker's own RSS as a floor: Linux counts the
+    memory of the process that spawned the child, before its exec. With one it is the
+    cgroup's peak: every process of the attempt together, page cache included.
     """
 
     cpu_user_seconds: float
@@ -88,17 +119,41 @@ class _Stop:
     escalated: bool
 
 
-async def execute(plan: LaunchPlan, on_output: OutputSink, cancel: asyncio.Event) -> Outcome:
-    """Run ``plan`` to its end; on return nothing of its process group is left running.
+async def execute(
+    plan: LaunchPlan, on_output: OutputSink, cancel: asyncio.Event, enforcer: Enforcer | None = None
+) -> Outcome:
+    """Run ``plan`` to its end; on return nothing of its process group (or of its cgroup) is
+    left running. ``plan.limits`` are enforced by ``enforcer`` when both are given.
 
     An exception raised by ``on_output`` stops the attempt and is re-raised here once the
     process is gone.
     """
     started = time.monotonic()
     if cancel.is_set():
-        return _never_ran(AttemptState.CANCELLED, "cancelled before it started", started)
+        state, reason = _why_stopped(cancel)
+        return _never_ran(state, f"{reason} before it started", started)
+    confinement = None
+    if enforcer is not None and plan.limits is not None:
+        try:  # a few small writes: cheaper than a thread hop; named after the workspace
+            confinement = enforcer.confine(plan.cwd.name, plan.limits, own_uid=plan.uid is not None)
+        except OSError as exc:
+            return _never_ran(AttemptState.FAILED, f"could not set its limits: {exc}", started)
     try:
-        child = _Child(plan, on_output)
+        return await _run(plan, on_output, cancel, confinement, started)
+    finally:
+        if confinement is not None:  # waits for killed processes to leave: off the loop
+            await asyncio.to_thread(confinement.remove)
+
+
+async def _run(
+    plan: LaunchPlan,
+    on_output: OutputSink,
+    cancel: asyncio.Event,
+    confinement: Confinement | None,
+    started: float,
+) -> Outcome:
+    try:
+        child = _Child(plan, on_output, confinement)
     except OSError as exc:
         return _never_ran(AttemptState.FAILED, f"could not start: {exc}", started)
     try:
@@ -106,13 +161,17 @@ async def execute(plan: LaunchPlan, on_output: OutputSink, cancel: asyncio.Event
         child.kill_group()
         status, rusage = child.reap()
         wall_seconds = time.monotonic() - started
+        verdict = confinement.collect() if confinement is not None else Verdict()
         await child.finish_output(OUTPUT_DRAIN_SECONDS)
     finally:
         child.abandon()
     if child.sink_error is not None:
         raise child.sink_error
-    usage = ResourceUsage(rusage.ru_utime, rusage.ru_stime, rusage.ru_maxrss, wall_seconds)
-    return _outcome(stop, status, usage, plan.kill_grace_seconds)
+    peak_kb = (verdict.peak_memory_bytes or 0) // 1024
+    usage = ResourceUsage(
+        rusage.ru_utime, rusage.ru_stime, peak_kb or rusage.ru_maxrss, wall_seconds
+    )
+    return _outcome(stop, status, usage, plan, verdict)
 
 
 async def _supervise(child: _Child, plan: LaunchPlan, cancel: asyncio.Event) -> _Stop | None:
@@ -135,7 +194,7 @@ async def _supervise(child: _Child, plan: LaunchPlan, cancel: asyncio.Event) -> 
     if child.sink_error is not None:
         state, reason = AttemptState.CANCELLED, "output sink failed"
     elif cancel.is_set():
-        state, reason = AttemptState.CANCELLED, "cancelled"
+        state, reason = _why_stopped(cancel)
     else:
         state, reason = AttemptState.TIMED_OUT, f"timed out after {plan.timeout_seconds:g}s"
     child.signal_group(signal.SIGTERM)
@@ -147,19 +206,27 @@ async def _supervise(child: _Child, plan: LaunchPlan, cancel: asyncio.Event) -> 
     return _Stop(state, reason, escalated)
 
 
-def _outcome(stop: _Stop | None, status: int, usage: ResourceUsage, grace: float) -> Outcome:
+def _outcome(
+    stop: _Stop | None, status: int, usage: ResourceUsage, plan: LaunchPlan, verdict: Verdict
+) -> Outcome:
     exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
     if stop is not None:
+        grace = plan.kill_grace_seconds
         sent = f"SIGTERM, then SIGKILL after {grace:g}s grace" if stop.escalated else "SIGTERM"
         return Outcome(stop.state, exit_code, f"{stop.reason} ({sent})", usage)
-    if exit_code is not None:
-        state = AttemptState.SUCCEEDED if exit_code == 0 else AttemptState.FAILED
-        return Outcome(state, exit_code, f"exit {exit_code}", usage)
-    number = os.WTERMSIG(status)
-    reason = f"killed by {_signal_name(number)}"
-    if number == signal.SIGKILL:  # we had not sent one, so most likely the kernel's OOM killer
-        reason += " (possibly out of memory)"
-    return Outcome(AttemptState.FAILED, None, reason, usage)
+    if exit_code == 0:
+        return Outcome(AttemptState.SUCCEEDED, 0, "exit 0", usage)
+    number = os.WTERMSIG(status) if exit_code is None else None
+    ended = f"exit {exit_code}" if number is None else f"killed by {_signal_name(number)}"
+    if verdict.oom_kills and plan.limits is not None:
+        if number == signal.SIGKILL:
+            reason = f"the kernel killed it at its {plan.limits.memory_text} memory limit"
+        else:
+            reason = f"a process was killed at its {plan.limits.memory_text} memory limit; {ended}"
+        return Outcome(AttemptState.FAILED, exit_code, f"{OOM_REASON_PREFIX}: {reason}", usage)
+    if number == signal.SIGKILL and verdict.oom_kills is None:
+        ended += " (possibly out of memory)"  # not from us; the cgroup that could tell is absent
+    return Outcome(AttemptState.FAILED, exit_code, ended, usage)
 
 
 def not_started(reason: str) -> Outcome:
@@ -181,7 +248,9 @@ def _signal_name(number: int) -> str:
 class _Child:
     """The running process: its pipes and pidfd stay registered with the loop until closed."""
 
-    def __init__(self, plan: LaunchPlan, on_output: OutputSink) -> None:
+    def __init__(
+        self, plan: LaunchPlan, on_output: OutputSink, confinement: Confinement | None
+    ) -> None:
         self._loop = asyncio.get_running_loop()
         self._on_output = on_output
         self.exited: asyncio.Future[None] = self._loop.create_future()
@@ -191,7 +260,7 @@ class _Child:
         self.sink_error: Exception | None = None
         self._streams: dict[int, str] = {}
         self._output_closed: asyncio.Future[None] = self._loop.create_future()
-        self._process = _spawn(plan)
+        self._process = _spawn(plan, confinement)
         self.pid = self._process.pid
         try:
             self._pidfd = os.pidfd_open(self.pid)
@@ -312,10 +381,11 @@ def _argv_as(plan: LaunchPlan) -> list[str]:
     ]  # fmt: skip
 
 
-def _spawn(plan: LaunchPlan) -> subprocess.Popen[bytes]:
+def _spawn(plan: LaunchPlan, confinement: Confinement | None) -> subprocess.Popen[bytes]:
     switch_in_popen = plan.uid is not None and SETPRIV is None
+    argv = _argv_as(plan)
     return subprocess.Popen(
-        _argv_as(plan),
+        confinement.wrap(argv) if confinement is not None else argv,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

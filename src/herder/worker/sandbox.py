@@ -1,14 +1,22 @@
-"""Where attempts run and what they see: the workspace root and the clean environment."""
+"""Where attempts run and what they see: the workspace root, the clean environment and the
+resource limits."""
 
 from __future__ import annotations
 
 import hashlib
+import logging
+import os
+import shutil
 import stat
 import tempfile
 from pathlib import Path
 
 from herder.domain.jobs import Runtime
 from herder.domain.models import Assignment
+from herder.worker.cgroups import CgroupsUnavailable, cgroup_enforcer
+from herder.worker.limits import Enforcer, RlimitEnforcer
+
+log = logging.getLogger("herder.worker")
 
 SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -47,4 +55,27 @@ def attempt_environment(assignment: Assignment, workspace: Path) -> dict[str, st
         "HERDER_ATTEMPT": str(assignment.attempt),
         "HERDER_ATTEMPT_ID": assignment.attempt_id,
         "HERDER_IDEMPOTENCY_KEY": assignment.idempotency_key or assignment.run_id,
+        # Empty when no GPU was given: CUDA then sees none, instead of every GPU of the host.
+        # Indices count in nvidia-smi's order (PCI bus), which CUDA follows only when told.
+        "CUDA_VISIBLE_DEVICES": ",".join(str(index) for index in assignment.gpu_indices),
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "HERDER_RANK": str(assignment.rank),
+        "HERDER_WORLD_SIZE": str(assignment.world_size),
+        "HERDER_PEERS": ",".join(assignment.peers),
     }
+
+
+def limit_enforcer(name: str) -> Enforcer:
+    """Per-attempt cgroups when this host lets the worker make them, else rlimits; chosen
+    once, at start, and logged, so an operator knows which limits hold on this host."""
+    enforcer: Enforcer
+    if os.geteuid() == 0 and shutil.which("setpriv") is None:
+        # Popen would switch the uid before exec, and the child could no longer enter a cgroup
+        enforcer = RlimitEnforcer("setpriv is not installed")
+    else:
+        try:
+            enforcer = cgroup_enforcer(name)
+        except (CgroupsUnavailable, OSError) as error:
+            enforcer = RlimitEnforcer(str(error) or type(error).__name__)
+    log.info("resource limits: %s", enforcer.description)
+    return enforcer

@@ -39,6 +39,10 @@ class UidPool:
         self._free = list(range(base, base + size))  # ascending, so already a heap
         self._in_use: set[int] = set()
 
+    @property
+    def base(self) -> int:
+        return self._base
+
     def all_uids(self) -> frozenset[int]:
         return frozenset(range(self._base, self._base + self._size))
 

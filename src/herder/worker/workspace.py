@@ -20,6 +20,7 @@ from typing import IO, assert_never
 from herder.domain.errors import Invalid
 from herder.domain.jobs import JobSpec, Runtime
 from herder.worker.executor import LaunchPlan
+from herder.worker.limits import Limits
 
 DEFAULT_MAX_UNPACKED_BYTES = 1024**3  # 1 GiB
 COPY_CHUNK_BYTES = 1024 * 1024
@@ -120,6 +121,7 @@ def build_plan(
     timeout_seconds: float,
     *,
     kill_grace_seconds: float = 5.0,
+    limits: Limits | None = None,
 ) -> LaunchPlan:
     """How to start ``spec`` in ``workspace``; ``env`` is already the complete environment and
     a relative ``program`` is taken relative to the workspace."""
@@ -134,6 +136,7 @@ def build_plan(
         timeout_seconds=timeout_seconds,
         kill_grace_seconds=kill_grace_seconds,
         network=spec.network,
+        limits=limits,
     )
 
 

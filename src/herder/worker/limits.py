@@ -1,0 +1,121 @@
+"""An attempt's resource requests turned into limits, and the setrlimit fallback.
+
+A worker enforces limits one way for its whole life, chosen once at start
+(``sandbox.limit_enforcer``): per-attempt cgroups when the host lets it create them
+(``cgroups.py``), otherwise resource limits set in the child by ``prlimit`` before it runs
+the job. The executor only sees the ``Enforcer`` and ``Confinement`` protocols below.
+
+The fallback is weaker, and says so in ``description``: RLIMIT_DATA bounds each process's
+heap and private memory on its own (not the attempt's total), an allocation past it fails
+instead of being killed, and there is no rlimit for a rate of CPU use. RLIMIT_AS is not used:
+runtimes that reserve large address ranges up front (JVM, Go, CUDA) fail under it at once.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from typing import Protocol
+
+from herder.domain.jobs import Resources
+
+MAX_PROCESSES_PER_ATTEMPT = 4096  # processes and threads: stops a fork bomb, not a thread pool
+MIB = 1024 * 1024
+
+PRLIMIT = shutil.which("prlimit")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one attempt may use: its resource request, enforced."""
+
+    memory_bytes: int
+    cpu_cores: float
+    max_processes: int = MAX_PROCESSES_PER_ATTEMPT
+
+    @property
+    def memory_text(self) -> str:
+        return f"{self.memory_bytes // MIB} MiB"
+
+
+def limits_for(resources: Resources, max_processes: int = MAX_PROCESSES_PER_ATTEMPT) -> Limits:
+    return Limits(resources.memory_mb * MIB, resources.cpu, max_processes)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the kernel saw of an attempt; ``None`` where this host's enforcement cannot tell."""
+
+    oom_kills: int | None = None  # processes the kernel killed at the memory limit
+    peak_memory_bytes: int | None = None
+
+
+class Confinement(Protocol):
+    """The limits around one attempt's processes, from before the job's first instruction."""
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        """The command line that enters the limits, then execs ``argv``; it runs as root
+        when the worker does, so it goes before any switch of uid."""
+        ...
+
+    def collect(self) -> Verdict:
+        """Once the main process is reaped: kill whatever is left inside, say what happened."""
+        ...
+
+    def remove(self) -> None:
+        """Kill anything left and release the limits; may block briefly; idempotent."""
+        ...
+
+
+class Enforcer(Protocol):
+    """How this worker enforces limits; ``description`` says which, for the start-up log."""
+
+    description: str
+
+    def confine(self, name: str, limits: Limits, *, own_uid: bool) -> Confinement:
+        """Limits for one attempt, ready before it starts; ``own_uid``: the attempt runs
+        under a uid no other process uses."""
+        ...
+
+    def close(self) -> None:
+        """Remove what the worker made for its attempts (they have all ended)."""
+        ...
+
+
+class RlimitEnforcer:
+    """Per-process rlimits, set by ``prlimit`` in the child before the job runs."""
+
+    def __init__(self, why_not_cgroups: str) -> None:
+        if PRLIMIT is None:
+            self.description = f"none: {why_not_cgroups}, and prlimit is not installed"
+        else:
+            self.description = (
+                f"rlimits only ({why_not_cgroups}): memory per process (RLIMIT_DATA), "
+                "process count when attempts have their own uid (RLIMIT_NPROC), no CPU limit"
+            )
+
+    def confine(self, name: str, limits: Limits, *, own_uid: bool) -> Confinement:
+        return RlimitConfinement(limits, own_uid=own_uid)
+
+    def close(self) -> None:
+        """Nothing to remove: rlimits end with the processes."""
+
+
+class RlimitConfinement:
+    def __init__(self, limits: Limits, *, own_uid: bool) -> None:
+        self._limits = limits
+        self._own_uid = own_uid
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        if PRLIMIT is None:
+            return argv
+        # RLIMIT_NPROC counts every process of the real uid: only a limit per attempt when
+        # the attempt is alone under its uid (else it would count the worker's user's too).
+        processes = [f"--nproc={self._limits.max_processes}"] if self._own_uid else []
+        return [PRLIMIT, f"--data={self._limits.memory_bytes}", *processes, "--", *argv]
+
+    def collect(self) -> Verdict:
+        return Verdict()
+
+    def remove(self) -> None:
+        """Nothing to remove: rlimits end with the processes."""

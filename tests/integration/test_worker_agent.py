@@ -1,0 +1,230 @@
+"""The worker agent end to end against a scripted server: real attempts, real processes.
+
+The server is a fake speaking the worker protocol (register, claim, heartbeat, report), so
+these tests can say exactly what the server asks (GPUs, a gang, a preemption) and check what
+the worker does and reports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from herder.domain.jobs import JobSpec, Resources, Runtime
+from herder.domain.models import Assignment
+from herder.domain.retry import OOM_REASON_PREFIX
+from herder.worker.address import local_address
+from herder.worker.agent import PREEMPTED_REASON, Agent, WorkerConfig
+from herder.worker.cgroups import CgroupEnforcer
+from herder.worker.uids import default_python
+
+SERVER_URL = "http://127.0.0.1:9"  # never dialled: the transport is the fake
+PYTHON = default_python()
+HEARTBEAT_SECONDS = 0.2
+ALL_DIRECTIVES = ("cancel", "drop", "preempt")
+
+
+class FakeServer:
+    """Hands out the assignments and directives a test queues; records what comes back."""
+
+    def __init__(self) -> None:
+        self.registrations: list[dict[str, Any]] = []
+        self.to_assign: list[Assignment] = []
+        self.on_claim: dict[str, list[str]] = defaultdict(list)
+        self.on_heartbeat: dict[str, list[str]] = defaultdict(list)
+        self.output: dict[str, bytearray] = defaultdict(bytearray)
+        self.completions: dict[str, dict[str, Any]] = {}
+
+    async def handle(self, request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        path = request.url.path
+        if path == "/v1/workers":
+            self.registrations.append(body)
+            return httpx.Response(
+                200,
+                json={
+                    "worker_id": "wrk_fake",
+                    "heartbeat_interval_seconds": HEARTBEAT_SECONDS,
+                    "heartbeat_timeout_seconds": 60,
+                },
+            )
+        if path.endswith("/claim"):
+            if not self.to_assign and not any(self.on_claim.values()):
+                await asyncio.sleep(0.05)  # a short long-poll
+            assignments, self.to_assign = self.to_assign, []
+            return httpx.Response(
+                200,
+                json={
+                    "assignments": [item.model_dump(mode="json") for item in assignments],
+                    **self._take(self.on_claim),
+                },
+            )
+        if path.endswith("/heartbeat"):
+            return httpx.Response(200, json=self._take(self.on_heartbeat))
+        if path.endswith("/reports"):
+            for log in body["logs"]:
+                self.output[log["attempt_id"]] += base64.b64decode(log["data_b64"])
+            results = []
+            for completion in body["completions"]:
+                self.completions[completion["attempt_id"]] = completion
+                results.append({"attempt_id": completion["attempt_id"], "status": 200})
+            return httpx.Response(200, json={"results": results})
+        return httpx.Response(404, json={"detail": f"no {path} here"})
+
+    @staticmethod
+    def _take(directives: dict[str, list[str]]) -> dict[str, list[str]]:
+        taken = {kind: list(directives[kind]) for kind in ALL_DIRECTIVES}
+        directives.clear()
+        return taken
+
+    def text(self, attempt_id: str) -> str:
+        return self.output[attempt_id].decode()
+
+
+def assignment(attempt_id: str, command: str, **fields: Any) -> Assignment:
+    spec = fields.pop("spec", {})
+    return Assignment(
+        attempt_id=attempt_id,
+        attempt=1,
+        run_id=f"run_{attempt_id}",
+        tenant_id="ten_fake",
+        idempotency_key=None,
+        spec=JobSpec(runtime=Runtime.SHELL, command=command, **spec),
+        **fields,
+    )
+
+
+def config(tmp_path: Path, **changes: Any) -> WorkerConfig:
+    settings: dict[str, Any] = {
+        "server_url": SERVER_URL,
+        "token": "worker-token",
+        "name": "fake-host",
+        "capacity": Resources(cpu=2, memory_mb=2048),
+        "home": tmp_path / "worker",
+        "python": PYTHON,
+        "run_uid_base": 300000,
+        "run_uid_count": 16,
+        "kill_grace_seconds": 0.5,
+        **changes,
+    }
+    return WorkerConfig(**settings)
+
+
+async def until(check: Callable[[], bool], within: float = 15.0) -> None:
+    deadline = asyncio.get_running_loop().time() + within
+    while not check():
+        assert asyncio.get_running_loop().time() < deadline, "timed out waiting"
+        await asyncio.sleep(0.02)
+
+
+def with_agent(
+    server: FakeServer, settings: WorkerConfig, scenario: Callable[[Agent], Awaitable[None]]
+) -> None:
+    """Run an agent against ``server`` while ``scenario`` plays, then stop it."""
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        agent = Agent(settings, httpx.MockTransport(server.handle))
+        running = asyncio.create_task(agent.run(stop))
+        try:
+            await asyncio.wait_for(scenario(agent), 30)
+        finally:
+            stop.set()
+            await running
+
+    asyncio.run(main())
+
+
+def test_registration_carries_the_address_and_labels(tmp_path: Path) -> None:
+    server = FakeServer()
+
+    async def registered(_: Agent) -> None:
+        await until(lambda: bool(server.registrations))
+
+    labels = {"gpu_model": "h100", "zone": "b"}
+    with_agent(server, config(tmp_path, labels=labels), registered)
+    with_agent(server, config(tmp_path, address="10.1.2.3"), registered)
+    detected, given = server.registrations
+    assert (detected["address"], detected["labels"]) == (local_address(SERVER_URL), labels)
+    assert detected["address"] == "127.0.0.1"  # the interface towards this server
+    assert given["address"] == "10.1.2.3"
+
+
+def test_an_attempt_sees_its_gpus_and_its_gang(tmp_path: Path) -> None:
+    server = FakeServer()
+    show = 'echo "${CUDA_VISIBLE_DEVICES-unset}|$HERDER_RANK|$HERDER_WORLD_SIZE|$HERDER_PEERS"'
+    peers = ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
+    server.to_assign = [
+        assignment("att_gang", show, gpu_indices=[1, 3], rank=2, world_size=3, peers=peers),
+        # no GPU given: none visible, even when the job's own env names some
+        assignment("att_cpu", show, spec={"env": {"CUDA_VISIBLE_DEVICES": "0,1"}}),
+    ]
+
+    async def both_done(_: Agent) -> None:
+        await until(lambda: len(server.completions) == 2)
+
+    with_agent(server, config(tmp_path), both_done)
+    assert server.text("att_gang") == "1,3|2|3|10.0.0.1,10.0.0.2,10.0.0.3\n"
+    assert server.text("att_cpu") == "|0|1|\n"
+
+
+def test_preemption_from_a_heartbeat_or_a_claim_is_reported_apart_from_a_cancel(
+    tmp_path: Path,
+) -> None:
+    server = FakeServer()
+    stubborn = "trap '' TERM; echo started; sleep 30"
+    ids = ["att_heartbeat", "att_claim", "att_cancel"]
+    server.to_assign = [
+        assignment("att_heartbeat", stubborn),
+        assignment("att_claim", stubborn),
+        assignment("att_cancel", "echo started; sleep 30"),
+    ]
+
+    async def stop_them(_: Agent) -> None:
+        await until(lambda: all(server.text(key) == "started\n" for key in ids))
+        server.on_heartbeat["preempt"].append("att_heartbeat")
+        server.on_claim["preempt"].append("att_claim")
+        server.on_claim["cancel"].append("att_cancel")
+        await until(lambda: len(server.completions) == 3)
+
+    with_agent(server, config(tmp_path), stop_them)
+    ended = {key: (c["outcome"], c["reason"]) for key, c in server.completions.items()}
+    preempted = ("preempted", f"{PREEMPTED_REASON} (SIGTERM, then SIGKILL after 0.5s grace)")
+    assert ended == {
+        "att_heartbeat": preempted,
+        "att_claim": preempted,
+        "att_cancel": ("cancelled", "cancelled (SIGTERM)"),
+    }
+
+
+def test_the_memory_request_is_enforced(tmp_path: Path) -> None:
+    server = FakeServer()
+    allocate = f'{PYTHON} -c \'data = b"x" * ({{}} * 1024 * 1024); print("allocated")\''
+    server.to_assign = [
+        assignment("att_greedy", allocate.format(400), spec={"resources": {"memory_mb": 100}}),
+        assignment("att_modest", allocate.format(40), spec={"resources": {"memory_mb": 100}}),
+    ]
+    in_cgroups = []
+
+    async def both_done(agent: Agent) -> None:
+        in_cgroups.append(isinstance(agent.enforcer, CgroupEnforcer))
+        await until(lambda: len(server.completions) == 2)
+
+    with_agent(server, config(tmp_path), both_done)
+    greedy, modest = server.completions["att_greedy"], server.completions["att_modest"]
+    assert (modest["outcome"], server.text("att_modest")) == ("succeeded", "allocated\n")
+    assert greedy["outcome"] == "failed"
+    assert "allocated" not in server.text("att_greedy")
+    if in_cgroups[0]:
+        assert greedy["reason"].startswith(f"{OOM_REASON_PREFIX}: "), greedy["reason"]
+        assert "100 MiB memory limit" in greedy["reason"]
+        assert 40 * 1024 <= modest["usage"]["max_rss_kb"] < 100 * 1024
+    else:
+        assert "MemoryError" in server.text("att_greedy")

@@ -1,0 +1,147 @@
+"""Finding the cgroup hierarchies and the limit files, on the layouts hosts really have.
+
+The kernel side is tested for real in tests/integration/test_limits.py on whatever this host
+offers; here the other layouts are fed in as text, and cgroup v2 as a directory tree.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from herder.domain.jobs import Resources
+from herder.worker.cgroups import (
+    CgroupEnforcer,
+    CgroupMount,
+    CgroupsUnavailable,
+    cgroup_enforcer,
+    cgroup_membership,
+    cgroup_mounts,
+    limit_settings,
+)
+from herder.worker.limits import MIB, Limits, RlimitConfinement, limits_for
+
+HYBRID_MOUNTINFO = """\
+31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw,relatime shared:9 - cgroup cgroup rw,cpu,cpuacct
+35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+39 31 0:36 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+50 23 0:40 / /mnt/my\\040disk rw - ext4 /dev/sda1 rw
+"""
+CONTAINER_MOUNTINFO = "700 600 0:30 /docker/abc /sys/fs/cgroup ro,nosuid - cgroup2 cgroup2 rw\n"
+
+
+def test_mounts_are_read_with_their_version_and_controllers() -> None:
+    mounts = cgroup_mounts(HYBRID_MOUNTINFO)
+    assert [(str(mount.point), mount.version) for mount in mounts] == [
+        ("/sys/fs/cgroup/cpu,cpuacct", 1),
+        ("/sys/fs/cgroup/memory", 1),
+        ("/sys/fs/cgroup/pids", 1),
+        ("/sys/fs/cgroup/unified", 2),
+    ]
+    assert mounts[0].controllers == {"rw", "cpu", "cpuacct"}
+    assert cgroup_mounts(CONTAINER_MOUNTINFO) == [
+        CgroupMount(Path("/sys/fs/cgroup"), "/docker/abc", 2, frozenset())
+    ]
+
+
+def test_membership_maps_each_controller_to_its_path() -> None:
+    membership = cgroup_membership(
+        "12:pids:/a\n4:memory:/process_api/x\n3:cpu,cpuacct:/\n1:name=systemd:/s\n0::/u\n"
+    )
+    assert membership == {
+        "pids": "/a",
+        "memory": "/process_api/x",
+        "cpu": "/",
+        "cpuacct": "/",
+        "name=systemd": "/s",
+        "": "/u",
+    }
+
+
+@pytest.mark.parametrize(
+    ("cpu", "cpu_files"),
+    [
+        (1.0, ["100000 100000"]),
+        (2.5, ["250000 100000"]),
+        (0.001, ["1000 100000"]),  # the kernel's floor: 1 ms a period
+    ],
+)
+def test_v2_limit_files(tmp_path: Path, cpu: float, cpu_files: list[str]) -> None:
+    directories = dict.fromkeys(["memory", "cpu", "pids"], tmp_path)
+    (tmp_path / "memory.swap.max").touch()  # only there with swap accounting
+    limits = limits_for(Resources(cpu=cpu, memory_mb=300), max_processes=99)
+    settings = {path.name: value for path, value in limit_settings(2, directories, limits)}
+    assert settings == {
+        "memory.max": str(300 * MIB),
+        "memory.swap.max": "0",
+        "cpu.max": cpu_files[0],
+        "pids.max": "99",
+    }
+
+
+def test_v1_limit_files_go_to_each_controllers_directory(tmp_path: Path) -> None:
+    directories = {name: tmp_path / name for name in ("memory", "cpu", "pids")}
+    for directory in directories.values():
+        directory.mkdir()
+    (directories["memory"] / "memory.memsw.limit_in_bytes").touch()
+    settings = limit_settings(1, directories, Limits(64 * MIB, 0.5, 10))
+    assert [(path.parent.name, path.name, value) for path, value in settings] == [
+        ("memory", "memory.limit_in_bytes", str(64 * MIB)),
+        ("memory", "memory.memsw.limit_in_bytes", str(64 * MIB)),  # after: never below it
+        ("cpu", "cpu.cfs_period_us", "100000"),
+        ("cpu", "cpu.cfs_quota_us", "50000"),
+        ("pids", "pids.max", "10"),
+    ]
+
+
+def test_a_missing_controller_is_left_out(tmp_path: Path) -> None:
+    settings = limit_settings(1, {"memory": tmp_path}, Limits(MIB, 1))
+    assert [path.name for path, _ in settings] == ["memory.limit_in_bytes"]
+
+
+def fake_v2_host(tmp_path: Path, controllers: str) -> Path:
+    """A cgroup v2 tree as plain files, and the /proc/self files that point at it."""
+    root = tmp_path / "cgroup"
+    (root / "worker.slice").mkdir(parents=True)
+    (root / "cgroup.controllers").write_text(controllers)
+    (root / "cgroup.subtree_control").write_text("")
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    (proc / "mountinfo").write_text(f"41 31 0:38 / {root} rw - cgroup2 cgroup2 rw\n")
+    (proc / "cgroup").write_text("0::/worker.slice\n")
+    return proc
+
+
+def test_v2_attempts_get_a_cgroup_under_the_worker_parent(tmp_path: Path) -> None:
+    enforcer = cgroup_enforcer("w1", fake_v2_host(tmp_path, "cpuset cpu io memory pids"))
+    assert isinstance(enforcer, CgroupEnforcer)
+    assert enforcer.version == 2
+    parent = tmp_path / "cgroup" / "herder-w1"
+    assert enforcer.parents == dict.fromkeys(["memory", "cpu", "pids"], parent)
+    assert (tmp_path / "cgroup" / "cgroup.subtree_control").read_text() == "+memory +cpu +pids"
+    assert (parent / "cgroup.subtree_control").read_text() == "+memory +cpu +pids"
+    confinement = enforcer.confine("att_1", Limits(8 * MIB, 0.25, 50), own_uid=True)
+    attempt = parent / "att_1"
+    assert {path.name: path.read_text() for path in attempt.iterdir()} == {
+        "memory.max": str(8 * MIB),
+        "cpu.max": "25000 100000",
+        "pids.max": "50",
+    }
+    argv = confinement.wrap(["setpriv", "--", "job"])
+    assert argv[3:] == ["herder-join", str(attempt / "cgroup.procs"), "--", "setpriv", "--", "job"]
+
+
+def test_v2_without_a_memory_controller_is_not_used(tmp_path: Path) -> None:
+    with pytest.raises(CgroupsUnavailable, match="no cgroup memory controller"):
+        cgroup_enforcer("w1", fake_v2_host(tmp_path, "hugetlb"))
+
+
+def test_the_rlimit_fallback_bounds_processes_only_for_an_own_uid() -> None:
+    limits = Limits(64 * MIB, 1, 30)
+    shared = RlimitConfinement(limits, own_uid=False).wrap(["job"])
+    own = RlimitConfinement(limits, own_uid=True).wrap(["job"])
+    assert shared[1:] == [f"--data={64 * MIB}", "--", "job"]
+    assert own[1:] == [f"--data={64 * MIB}", "--nproc=30", "--", "job"]
