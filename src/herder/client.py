@@ -24,6 +24,7 @@ from herder.domain.models import (
     Job,
     LogChunk,
     Page,
+    QueueEntry,
     Run,
     RunDetail,
     RunEvent,
@@ -32,7 +33,6 @@ from herder.domain.models import (
     Tenant,
     Worker,
 )
-from herder.store.queue import QueueEntry
 
 
 class ClientError(Exception):

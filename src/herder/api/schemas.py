@@ -44,6 +44,7 @@ class RunCreate(RunOverrides):
 class TenantCreate(_Body):
     name: Annotated[str, Field(min_length=1, max_length=128)]
     weight: Annotated[int, Field(ge=1, le=1000)] = 1
+    quotas: TenantQuotas = TenantQuotas()  # none: unlimited
 
 
 class KeyCreate(_Body):
@@ -158,12 +159,6 @@ class LogsResponse(BaseModel):
     chunks: list[LogChunk]
     next_after: int
     complete: bool  # no more output will come for this attempt
-
-
-class NewTenant(TenantCreate):
-    """A tenant with the quotas it starts with (none: unlimited)."""
-
-    quotas: TenantQuotas = TenantQuotas()
 
 
 class TenantUpdate(_Body):

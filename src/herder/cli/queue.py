@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 
 from herder.cli.common import JsonFlag, app, client, out, print_json
-from herder.store.queue import QueueEntry
+from herder.domain.models import QueueEntry
 
 
 def waited(seconds: float) -> str:

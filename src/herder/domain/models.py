@@ -8,7 +8,7 @@ from typing import Annotated, Generic, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
-from herder.domain.jobs import JobSpec, Resources
+from herder.domain.jobs import JobSpec, Priority, Resources
 from herder.domain.schedules import ScheduleSpec
 from herder.domain.states import AttemptState, RunState
 from herder.domain.tenants import TenantQuotas
@@ -161,6 +161,22 @@ class Assignment(_Record):
     rank: int = 0  # HERDER_RANK: this member of a gang
     world_size: int = 1  # HERDER_WORLD_SIZE: members in the gang
     peers: list[str] = []  # HERDER_PEERS: every member's worker address, by rank
+
+
+class QueueEntry(_Record):
+    """One queued run: what it needs and how long and why it has waited."""
+
+    run_id: str
+    tenant_id: str
+    job_id: str
+    job_name: str
+    priority: Priority
+    resources: Resources  # per member of a gang
+    replicas: int
+    requires: dict[str, str]
+    queued_at: datetime
+    waited_seconds: float
+    waiting_reason: str | None
 
 
 class LogChunk(_Record):

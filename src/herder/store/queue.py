@@ -12,37 +12,18 @@ import binascii
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
 from sqlalchemy import and_, or_, select
 
 from herder.clock import Clock
 from herder.domain.errors import Invalid
 from herder.domain.jobs import Priority, Resources
-from herder.domain.models import Page
+from herder.domain.models import Page, QueueEntry
 from herder.domain.states import RunState
 from herder.store.database import Database
 from herder.store.pagination import MAX_PAGE_SIZE
 from herder.store.schema import runs
 
 _PRIORITY_BY_RANK = {priority.rank: priority for priority in Priority}
-
-
-class QueueEntry(BaseModel):
-    """One queued run: what it needs and how long and why it has waited."""
-
-    model_config = ConfigDict(frozen=True)
-
-    run_id: str
-    tenant_id: str
-    job_id: str
-    job_name: str
-    priority: Priority
-    resources: Resources  # per member of a gang
-    replicas: int
-    requires: dict[str, str]
-    queued_at: datetime
-    waited_seconds: float
-    waiting_reason: str | None
 
 
 def encode_position(priority: int, queued_at: datetime, run_id: str) -> str:

@@ -7,8 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from herder.api.auth import Caller, StoreDep
-from herder.domain.models import Page, Role
-from herder.store.queue import QueueEntry
+from herder.domain.models import Page, QueueEntry, Role
 
 router = APIRouter(prefix="/v1/queue", tags=["runs"])
 

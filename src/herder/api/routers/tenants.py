@@ -12,7 +12,7 @@ from fastapi import APIRouter, Query, Request, status
 
 from herder.api.auth import Caller, StoreDep, SystemAdmin
 from herder.api.ratelimit import submit_limiter
-from herder.api.schemas import CreatedSecret, KeyCreate, NewTenant, TenantUpdate
+from herder.api.schemas import CreatedSecret, KeyCreate, TenantCreate, TenantUpdate
 from herder.domain.errors import Forbidden, NotFound
 from herder.domain.models import Page, Principal, Role, Tenant
 
@@ -24,7 +24,7 @@ def _is_system_admin(caller: Principal) -> bool:
 
 
 @router.post("/v1/tenants", status_code=status.HTTP_201_CREATED)
-def create_tenant(body: NewTenant, _admin: SystemAdmin, store: StoreDep) -> Tenant:
+def create_tenant(body: TenantCreate, _admin: SystemAdmin, store: StoreDep) -> Tenant:
     return store.access.create_tenant(body.name, weight=body.weight, quotas=body.quotas)
 
 
