@@ -206,9 +206,18 @@ class HerderClient:
         return Run.model_validate(self._request("POST", f"/v1/runs/{run_id}/cancel").json())
 
     def logs(
-        self, run_id: str, *, attempt: int | None = None, after: int = -1, follow: bool = False
+        self,
+        run_id: str,
+        *,
+        attempt: int | None = None,
+        rank: int = 0,
+        after: int = -1,
+        follow: bool = False,
     ) -> Logs:
-        params = _drop_none({"attempt": attempt, "after": after, "follow": follow})
+        """Output of one attempt (the newest by default); ``rank`` picks a gang member."""
+        params = _drop_none(
+            {"attempt": attempt, "rank": rank or None, "after": after, "follow": follow}
+        )
         response = self._request("GET", f"/v1/runs/{run_id}/logs", params=params)
         return Logs.model_validate(response.json())
 
