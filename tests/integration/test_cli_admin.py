@@ -17,6 +17,7 @@ from herder.cli import common
 from herder.cli.common import app
 from herder.client import ApiError, HerderClient
 from tests.integration.conftest import Api
+from tests.integration.dispatching import dispatch
 
 Herder = Callable[..., Result]
 
@@ -129,3 +130,22 @@ def test_run_show_says_why_a_queued_run_waits(api: Api, herder: Herder) -> None:
     run = api.start_run(api.create_job()["id"])
     shown = ok(herder("run", "show", str(run["id"])))
     assert "waiting: not looked at by the dispatcher yet" in shown
+
+
+def test_a_gang_job_from_the_command_line_waits_for_its_labels(api: Api, herder: Herder) -> None:
+    created = ok(
+        herder(
+            "job", "create", "train", "--command", "true", "--requires", "zone=eu-1",
+            "--replicas", "2", "--preemptible", "--json",
+        )
+    )  # fmt: skip
+    spec = json.loads(created)["spec"]
+    assert (spec["requires"], spec["replicas"], spec["preemptible"]) == ({"zone": "eu-1"}, 2, True)
+    api.register_worker()
+    run = json.loads(ok(herder("run", "start", "train", "--json")))
+    dispatch(api.store)
+    shown = ok(herder("run", "show", run["id"]))
+    assert (
+        "waiting: needs 2 members of cpu 1, 256 MB at once; none of 1 workers has zone=eu-1"
+        in shown
+    )

@@ -54,6 +54,13 @@ def job_create(
     max_attempts: Annotated[int, typer.Option(help="retry policy: attempts in all")] = 1,
     retry_delay: Annotated[float, typer.Option(help="first back-off cap, seconds")] = 10.0,
     network: Annotated[bool, typer.Option(help="allow network access")] = False,
+    requires: Annotated[
+        list[str], typer.Option(help="KEY=VALUE a worker must have as a label, repeatable")
+    ] = [],  # noqa: B006
+    preemptible: Annotated[
+        bool, typer.Option(help="a higher-priority run may stop it (it is queued again)")
+    ] = False,
+    replicas: Annotated[int, typer.Option(help="a gang: members started all at once")] = 1,
     as_json: JsonFlag = False,
 ) -> None:
     """Create a job. With --file the program is uploaded first."""
@@ -67,6 +74,9 @@ def job_create(
             "timeout_seconds": timeout,
             "retry": {"max_attempts": max_attempts, "initial_delay_seconds": retry_delay},
             "network": network,
+            "requires": pairs(requires, "requires"),
+            "preemptible": preemptible,
+            "replicas": replicas,
         }
         if file is not None:
             if not file.is_file():
