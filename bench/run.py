@@ -8,7 +8,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from bench import baseline, machine, oneoff, schedules
+from bench import baseline, dispatch, machine, oneoff, schedules
 from herder.store.database import sqlite_url
 
 RESULTS = Path(__file__).parent / "RESULTS.md"
@@ -30,11 +30,15 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2000, help="runs for the throughput part")
     parser.add_argument("--idle-runs", type=int, default=200, help="runs for the latency part")
     parser.add_argument("--store", choices=["sqlite", "postgresql", "both"], default="both")
-    parser.add_argument("--scenario", choices=["oneoff", "schedules", "all"], default="all")
+    parser.add_argument(
+        "--scenario", choices=["oneoff", "schedules", "dispatch", "all"], default="all"
+    )
     options = parser.parse_args()
     if options.scenario in ("schedules", "all"):
         run_schedules()
-    if options.scenario == "schedules":
+    if options.scenario in ("dispatch", "all"):
+        run_dispatch(options.store)
+    if options.scenario in ("schedules", "dispatch"):
         return
 
     spawn_rate = baseline.spawn_rate()
@@ -110,6 +114,24 @@ def run_schedules() -> None:
         f"| {result.peak_memory_mb:.0f} MB | {result.steady_rate:.0f} fires/s "
         f"| {result.steady_p50_ms:.0f} ms | {result.steady_p99_ms:.0f} ms |",
     ]
+    with RESULTS.open("a") as file:
+        file.write("\n".join(lines) + "\n")
+
+
+def run_dispatch(stores: str) -> None:
+    chosen = [store for store in ("postgresql", "sqlite") if stores in (store, "both")]
+    result = dispatch.measure(chosen, WORK / "dispatch")
+    for one in result.policy:
+        print(
+            f"dispatch policy, {one.fleet} fleet: {one.decisions_per_second:.0f} decisions/s "
+            f"(pass p50 {one.median_seconds:.2f}s, {one.placed} placed)"
+        )
+    for store in result.stores:
+        print(
+            f"dispatch on {store.store}: first pass {store.passes[0].seconds:.2f}s, "
+            f"steady {store.steady_median('seconds'):.2f}s"
+        )
+    lines = dispatch.section(result, machine.describe(), datetime.datetime.now(datetime.UTC))
     with RESULTS.open("a") as file:
         file.write("\n".join(lines) + "\n")
 

@@ -1,0 +1,203 @@
+"""The dispatch scenario through the store: real ``Dispatcher.step()`` passes on a database
+holding the world's tenants, jobs, workers (all idle at first) and queued runs.
+
+The repository is wrapped so each pass splits into snapshot read, plan (the rest of the
+step: the policy and the dispatcher's own bookkeeping), apply and writing reasons.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from sqlalchemy import insert, text, update
+
+from bench.dispatch_workload import World
+from herder.clock import Clock, epoch_ms
+from herder.control.dispatcher import Dispatcher
+from herder.domain.ids import new_id
+from herder.domain.jobs import Resources
+from herder.domain.models import WorkerState
+from herder.domain.placement.policy import Plan
+from herder.domain.placement.snapshot import Snapshot
+from herder.store.database import Database, sqlite_url
+from herder.store.placement import QUEUE_WINDOW, Applied, PlacementRepository
+from herder.store.runs import new_run_values
+from herder.store.schema import runs, workers
+from herder.store.store import Store
+
+POSTGRES_DATABASE = "herder_bench_dispatch"
+STEADY_PASSES = 3  # after the first two: the reasons no longer change
+INSERT_BATCH = 2_000  # rows per multi-row insert
+
+
+@dataclass
+class StorePass:
+    queued: int  # in the pass's snapshot: the decisions it makes
+    seconds: float
+    snapshot_seconds: float
+    apply_seconds: float
+    reasons_seconds: float
+    placed: int
+    preempted: int
+    reasons_written: int
+
+    @property
+    def plan_seconds(self) -> float:
+        return self.seconds - self.snapshot_seconds - self.apply_seconds - self.reasons_seconds
+
+
+@dataclass(frozen=True)
+class StoreResult:
+    store: str
+    setup_seconds: float
+    passes: list[StorePass]
+
+    @property
+    def steady(self) -> list[StorePass]:
+        return self.passes[2:]
+
+    def steady_median(self, attribute: str) -> float:
+        return float(statistics.median(getattr(one, attribute) for one in self.steady))
+
+
+@dataclass
+class _Timings:
+    queued: int = 0
+    snapshot: float = 0.0
+    apply: float = 0.0
+    reasons: float = 0.0
+    placed: int = 0
+    preempted: int = 0
+    reasons_written: int = 0
+
+
+class TimedPlacement(PlacementRepository):
+    """The real repository, timing each call the dispatcher makes."""
+
+    def __init__(self, database: Database, clock: Clock) -> None:
+        super().__init__(database, clock)
+        self.timings = _Timings()
+
+    def snapshot(self, window: int = QUEUE_WINDOW) -> Snapshot:
+        started = time.perf_counter()
+        result = super().snapshot(window)
+        self.timings.snapshot = time.perf_counter() - started
+        self.timings.queued = len(result.queued)
+        return result
+
+    def apply(self, plan: Plan) -> Applied:
+        started = time.perf_counter()
+        result = super().apply(plan)
+        self.timings.apply = time.perf_counter() - started
+        self.timings.placed, self.timings.preempted = len(result.placed), len(result.preempted)
+        return result
+
+    def record_reasons(self, reasons: dict[str, str]) -> None:
+        started = time.perf_counter()
+        super().record_reasons(reasons)
+        self.timings.reasons = time.perf_counter() - started
+        self.timings.reasons_written = len(reasons)
+
+
+def _psql(statement: str) -> None:
+    quiet = {**os.environ, "PGOPTIONS": "--client-min-messages=warning"}
+    subprocess.run(
+        ["psql", "-h", "127.0.0.1", "-d", "test", "-qc", statement], check=True, env=quiet
+    )
+
+
+def measure_postgres(world: World) -> StoreResult:
+    _psql(f"DROP DATABASE IF EXISTS {POSTGRES_DATABASE} WITH (FORCE)")
+    _psql(f"CREATE DATABASE {POSTGRES_DATABASE}")
+    try:
+        return _measure("postgresql", f"postgresql://127.0.0.1:5432/{POSTGRES_DATABASE}", world)
+    finally:
+        _psql(f"DROP DATABASE IF EXISTS {POSTGRES_DATABASE} WITH (FORCE)")
+
+
+def measure_sqlite(world: World, home: Path) -> StoreResult:
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / "dispatch.db"
+    try:
+        return _measure("sqlite", sqlite_url(path), world)
+    finally:
+        for leftover in home.glob("dispatch.db*"):
+            leftover.unlink()
+
+
+def _measure(name: str, url: str, world: World) -> StoreResult:
+    store = Store(url)
+    try:
+        started = time.perf_counter()
+        store.migrate()
+        _populate(store, world)
+        setup_seconds = time.perf_counter() - started
+        timed = TimedPlacement(store.database, store.clock)
+        dispatcher = Dispatcher(timed)
+        passes = []
+        for _ in range(2 + STEADY_PASSES):
+            started = time.perf_counter()
+            dispatcher.step()
+            seconds = time.perf_counter() - started
+            took = timed.timings
+            passes.append(
+                StorePass(
+                    took.queued, seconds, took.snapshot, took.apply, took.reasons, took.placed,
+                    took.preempted, took.reasons_written,
+                )
+            )  # fmt: skip
+        return StoreResult(name, setup_seconds, passes)
+    finally:
+        store.close()
+
+
+def _populate(store: Store, world: World) -> None:
+    """Tenants, jobs and workers through the repositories; the queued runs in bulk."""
+    tenant_ids = [
+        store.access.create_tenant(tenant.name, weight=tenant.weight, quotas=tenant.quotas).id
+        for tenant in world.tenants
+    ]
+    job_ids = [
+        store.jobs.create(tenant_ids[job.tenant], job.name, job.spec).id for job in world.jobs
+    ]
+    token_id = store.access.authenticate_worker_token(store.access.create_worker_token("bench"))
+    draining = []
+    for plan in world.workers:
+        capacity = plan.capacity
+        worker = store.workers.register(
+            token_id,
+            name=plan.name,
+            capacity=Resources(
+                cpu=capacity.cpu_milli / 1000, memory_mb=capacity.memory_mb, gpus=capacity.gpus
+            ),
+            max_slots=capacity.slots,
+            labels=plan.labels,
+            version="bench",
+        )
+        if plan.draining:
+            draining.append(worker.id)
+    now = datetime.now(UTC)
+    rows = []
+    for run in world.queued:
+        job = world.jobs[run.job]
+        queued_at = now - timedelta(seconds=run.waited_seconds)
+        rows.append(
+            new_run_values(
+                new_id("run", epoch_ms(queued_at)), tenant_ids[job.tenant], job_ids[run.job],
+                job.name, job.spec, queued_at, None,
+            )
+        )  # fmt: skip
+    with store.database.write() as connection:
+        connection.execute(
+            update(workers).where(workers.c.id.in_(draining)).values(state=WorkerState.DRAINING)
+        )
+        for start in range(0, len(rows), INSERT_BATCH):
+            connection.execute(insert(runs), rows[start : start + INSERT_BATCH])
+    with store.database.write() as connection:
+        connection.execute(text("ANALYZE"))
