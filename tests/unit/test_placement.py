@@ -276,4 +276,4 @@ def test_a_starving_large_run_gets_a_worker_reserved_against_newer_small_runs() 
     result = decide(queue, [half_full])
     assert placed(result) == []
     assert "takes no other work until it fits" in result.waiting["large"]
-    assert "held for a longer-waiting run" in result.waiting["small"]
+    assert "some are held for runs that have waited longer" in result.waiting["small"]

@@ -3,7 +3,8 @@
 Each pass reads a snapshot, asks the pure policy (``herder.domain.placement``) for a plan,
 applies it in one transaction (placements that no longer fit are skipped), and stores the
 waiting reasons that changed. It wakes on notices — new work, freed capacity — and otherwise
-every ``IDLE_SECONDS``, so aging, cool-downs and reasons stay current.
+every ``IDLE_SECONDS``, so aging, cool-downs and reasons stay current (and a lost notice
+costs that much latency at most).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import logging
 from herder.domain.placement.policy import PlacementSettings, plan
 from herder.store.placement import PlacementRepository
 
-IDLE_SECONDS = 1.0
+IDLE_SECONDS = 2.0
 RETRY_SOON_SECONDS = 0.0  # a placement was skipped (a race): look again at once
 
 log = logging.getLogger("herder.dispatcher")

@@ -28,12 +28,12 @@ from herder.domain.placement.snapshot import (
     TenantView,
     WorkerView,
 )
-from herder.domain.states import AttemptState, RunState
+from herder.domain.states import AttemptState, RunState, check_transition
 from herder.domain.tenants import TenantQuotas
 from herder.store.database import Database
 from herder.store.notifications import notify_assigned, notify_cancel
-from herder.store.schema import attempts, runs, tenants, workers
-from herder.store.transitions import move_run, record_event
+from herder.store.schema import attempts, run_events, runs, tenants, workers
+from herder.store.transitions import record_event
 
 ATTEMPT_DEADLINE_MARGIN_SECONDS = 30  # past its timeout, the worker's own kill, and reporting
 QUEUE_WINDOW = 20_000  # queued runs one pass looks at, in priority-then-age order
@@ -94,80 +94,32 @@ class PlacementRepository:
         )
 
     def apply(self, plan: Plan) -> Applied:
-        """Place and preempt what still fits, in one transaction."""
+        """Place and preempt what still fits, in one transaction of a few statements."""
         now = self._clock.now()
-        placed: list[Placement] = []
-        skipped: list[str] = []
-        preempted: list[Preemption] = []
         touched = sorted(
             {member.worker_id for placement in plan.placements for member in placement.members}
         )
         with self._db.write() as connection:
             room = _lock_and_measure(connection, touched)
-            for placement in plan.placements:
-                if self._place(connection, placement, room, now):
-                    placed.append(placement)
-                else:
-                    skipped.append(placement.run_id)
-            for preemption in plan.preemptions:
-                if _request_preemption(connection, preemption, now):
-                    preempted.append(preemption)
-                    notify_cancel(self._db, connection, preemption.worker_id)
+            queued = _queued_runs(connection, [p.run_id for p in plan.placements])
+            fitting = [
+                placement
+                for placement in plan.placements
+                if placement.run_id in queued
+                and _take_all(room, placement, queued[placement.run_id].need)
+            ]
+            numbers = _start_runs(connection, [p.run_id for p in fitting], now)
+            placed = [placement for placement in fitting if placement.run_id in numbers]
+            _record_starts(connection, placed, numbers, now)
+            _insert_attempts(connection, placed, queued, numbers, now)
+            preempted = [p for p in plan.preemptions if _request_preemption(connection, p, now)]
+            for worker_id in {p.worker_id for p in preempted}:
+                notify_cancel(self._db, connection, worker_id)
             for worker_id in {m.worker_id for p in placed for m in p.members}:
                 notify_assigned(self._db, connection, worker_id)
+        placed_ids = {placement.run_id for placement in placed}
+        skipped = [p.run_id for p in plan.placements if p.run_id not in placed_ids]
         return Applied(placed, skipped, preempted)
-
-    def _place(
-        self, connection: Connection, placement: Placement, room: dict[str, _Room], now: datetime
-    ) -> bool:
-        run = connection.execute(
-            select(
-                runs.c.attempt_count, runs.c.cpu_milli, runs.c.memory_mb, runs.c.gpus,
-                runs.c.spec,
-            ).where(runs.c.id == placement.run_id, runs.c.state == RunState.QUEUED)
-        ).first()  # fmt: skip
-        if run is None:
-            return False
-        need = Amount(run.cpu_milli, run.memory_mb, run.gpus, 1)
-        trial = {worker_id: room[worker_id].copy() for worker_id in room}
-        for member in placement.members:
-            if not trial[member.worker_id].take(need, member.gpu_indices):
-                return False
-        number = run.attempt_count + 1
-        workers_named = ", ".join(sorted({member.worker_id for member in placement.members}))
-        moved = move_run(
-            connection, placement.run_id, RunState.QUEUED, RunState.RUNNING, now,
-            actor="dispatcher", attempt=number - 1,
-            message=f"attempt {number} placed on {workers_named}",
-            attempt_count=number, started_at=now, waiting_reason=None,
-        )  # fmt: skip
-        if not moved:
-            return False
-        room.update(trial)
-        deadline = now + timedelta(
-            seconds=run.spec["timeout_seconds"] + ATTEMPT_DEADLINE_MARGIN_SECONDS
-        )
-        connection.execute(
-            insert(attempts),
-            [
-                {
-                    "id": new_id("att", epoch_ms(now)),
-                    "run_id": placement.run_id,
-                    "number": number,
-                    "rank": member.rank,
-                    "worker_id": member.worker_id,
-                    "state": AttemptState.RUNNING,
-                    "started_at": now,
-                    "deadline_at": deadline,
-                    "cpu_milli": need.cpu_milli,
-                    "memory_mb": need.memory_mb,
-                    "gpus": need.gpus,
-                    "gpu_indices": list(member.gpu_indices) or None,
-                }
-                for member in placement.members
-            ],
-        )
-        return True
 
     def record_reasons(self, reasons: dict[str, str]) -> None:
         """Store waiting reasons (only for runs still queued)."""
@@ -204,32 +156,145 @@ class _Room:
         return True
 
 
+@dataclass(frozen=True)
+class _QueuedRun:
+    need: Amount  # per member
+    timeout_seconds: int
+
+
+def _queued_runs(connection: Connection, run_ids: list[str]) -> dict[str, _QueuedRun]:
+    found: dict[str, _QueuedRun] = {}
+    for chunk in _chunks(run_ids):
+        rows = connection.execute(
+            select(
+                runs.c.id, runs.c.cpu_milli, runs.c.memory_mb, runs.c.gpus, runs.c.spec,
+            ).where(runs.c.id.in_(chunk), runs.c.state == RunState.QUEUED)
+        ).all()  # fmt: skip
+        for row in rows:
+            need = Amount(row.cpu_milli, row.memory_mb, row.gpus, 1)
+            found[row.id] = _QueuedRun(need, row.spec["timeout_seconds"])
+    return found
+
+
+def _take_all(room: dict[str, _Room], placement: Placement, need: Amount) -> bool:
+    """Hold room for every member, or for none."""
+    if any(member.worker_id not in room for member in placement.members):
+        return False  # no longer alive
+    trial = {member.worker_id: room[member.worker_id].copy() for member in placement.members}
+    for member in placement.members:
+        if not trial[member.worker_id].take(need, member.gpu_indices):
+            return False
+    room.update(trial)
+    return True
+
+
+def _start_runs(connection: Connection, run_ids: list[str], now: datetime) -> dict[str, int]:
+    """``queued → running`` for those still queued; their new attempt numbers."""
+    check_transition(RunState.QUEUED, RunState.RUNNING)
+    numbers: dict[str, int] = {}
+    for chunk in _chunks(run_ids):
+        rows = connection.execute(
+            update(runs)
+            .where(runs.c.id.in_(chunk), runs.c.state == RunState.QUEUED)
+            .values(
+                state=RunState.RUNNING,
+                attempt_count=runs.c.attempt_count + 1,
+                started_at=now,
+                waiting_reason=None,
+            )
+            .returning(runs.c.id, runs.c.attempt_count)
+        ).all()
+        numbers.update({row.id: row.attempt_count for row in rows})
+    return numbers
+
+
+def _record_starts(
+    connection: Connection, placed: list[Placement], numbers: dict[str, int], now: datetime
+) -> None:
+    if not placed:
+        return
+    connection.execute(
+        insert(run_events),
+        [
+            {
+                "run_id": placement.run_id,
+                "at": now,
+                "from_state": RunState.QUEUED,
+                "to_state": RunState.RUNNING,
+                "attempt": numbers[placement.run_id],
+                "actor": "dispatcher",
+                "message": f"attempt {numbers[placement.run_id]} placed on "
+                + ", ".join(sorted({member.worker_id for member in placement.members})),
+            }
+            for placement in placed
+        ],
+    )
+
+
+def _insert_attempts(
+    connection: Connection,
+    placed: list[Placement],
+    queued: dict[str, _QueuedRun],
+    numbers: dict[str, int],
+    now: datetime,
+) -> None:
+    rows = []
+    for placement in placed:
+        run = queued[placement.run_id]
+        deadline = now + timedelta(seconds=run.timeout_seconds + ATTEMPT_DEADLINE_MARGIN_SECONDS)
+        for member in placement.members:
+            rows.append(
+                {
+                    "id": new_id("att", epoch_ms(now)),
+                    "run_id": placement.run_id,
+                    "number": numbers[placement.run_id],
+                    "rank": member.rank,
+                    "worker_id": member.worker_id,
+                    "state": AttemptState.RUNNING,
+                    "started_at": now,
+                    "deadline_at": deadline,
+                    "cpu_milli": run.need.cpu_milli,
+                    "memory_mb": run.need.memory_mb,
+                    "gpus": run.need.gpus,
+                    "gpu_indices": list(member.gpu_indices) or None,
+                }
+            )
+    if rows:
+        connection.execute(insert(attempts), rows)
+
+
+def _chunks(ids: list[str], size: int = 1000) -> list[list[str]]:
+    """Bounded IN lists (SQLite caps the parameters of one statement)."""
+    return [ids[start : start + size] for start in range(0, len(ids), size)]
+
+
 def _lock_and_measure(connection: Connection, worker_ids: list[str]) -> dict[str, _Room]:
-    if not worker_ids:
-        return {}
-    rows = connection.execute(
-        select(workers)
-        .where(workers.c.id.in_(worker_ids), workers.c.state == WorkerState.ALIVE)
-        .order_by(workers.c.id)
-        .with_for_update()
-    ).all()
-    used = connection.execute(
-        select(
-            attempts.c.worker_id, attempts.c.cpu_milli, attempts.c.memory_mb, attempts.c.gpus,
-            attempts.c.gpu_indices,
-        ).where(attempts.c.worker_id.in_(worker_ids), attempts.c.state == AttemptState.RUNNING)
-    ).all()  # fmt: skip
-    room = {
-        row.id: _Room(
-            Amount(row.cpu_milli, row.memory_mb, row.gpus, row.max_slots), set(range(row.gpus))
-        )
-        for row in rows
-    }
-    for attempt in used:
-        if attempt.worker_id in room:
-            held = room[attempt.worker_id]
-            held.free -= Amount(attempt.cpu_milli, attempt.memory_mb, attempt.gpus, 1)
-            held.free_gpus -= set(attempt.gpu_indices or [])
+    """Lock the alive ones among ``worker_ids`` (sorted, so lockers never deadlock) and
+    work out what each has free from the attempts it runs."""
+    room: dict[str, _Room] = {}
+    for chunk in _chunks(worker_ids):
+        rows = connection.execute(
+            select(workers.c.id, workers.c.cpu_milli, workers.c.memory_mb, workers.c.gpus,
+                   workers.c.max_slots)
+            .where(workers.c.id.in_(chunk), workers.c.state == WorkerState.ALIVE)
+            .order_by(workers.c.id)
+            .with_for_update()
+        ).all()  # fmt: skip
+        for row in rows:
+            capacity = Amount(row.cpu_milli, row.memory_mb, row.gpus, row.max_slots)
+            room[row.id] = _Room(capacity, set(range(row.gpus)))
+    for chunk in _chunks(worker_ids):
+        used = connection.execute(
+            select(
+                attempts.c.worker_id, attempts.c.cpu_milli, attempts.c.memory_mb,
+                attempts.c.gpus, attempts.c.gpu_indices,
+            ).where(attempts.c.worker_id.in_(chunk), attempts.c.state == AttemptState.RUNNING)
+        ).all()  # fmt: skip
+        for attempt in used:
+            held = room.get(attempt.worker_id)
+            if held is not None:
+                held.free -= Amount(attempt.cpu_milli, attempt.memory_mb, attempt.gpus, 1)
+                held.free_gpus -= set(attempt.gpu_indices or [])
     return room
 
 

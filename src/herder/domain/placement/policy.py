@@ -5,8 +5,9 @@ The pipeline, per run in dispatch order (ordering.py):
 
 1. quotas      — the tenant's queued-run window and in-use quotas hold the run back;
 2. feasibility — accepting workers with the run's labels and room for it now
-                 (feasibility.py); runs of a shape that already found no room this pass are
-                 skipped at once, since capacity only shrinks within a pass;
+                 (feasibility.py). Capacity only shrinks within a pass, so each shape (need
+                 and labels) keeps its list of candidate workers and drops those that no
+                 longer fit, and a shape that found no room is not tried again;
 3. ranking     — best fit among them (ranking.py); a gang places every member or none;
 4. preemption  — a high-priority run with no room may stop lower-class preemptible runs
                  (preemption.py);
@@ -75,6 +76,7 @@ class _Pass:
         self.fleet = Fleet(snapshot)
         self.plan = Plan()
         self.no_room: dict[tuple[object, ...], str] = {}  # shape → reason, this pass
+        self.candidates: dict[tuple[object, ...], list[WorkerState]] = {}  # shape → workers
 
     def tenant(self, tenant_id: str) -> TenantView:
         return self.snapshot.tenants.get(tenant_id) or TenantView(tenant_id)
@@ -132,25 +134,39 @@ class _Pass:
 
     def _fit(self, run: QueuedRun) -> list[tuple[WorkerState, Amount]] | None:
         """A worker per member, best fit each, trying the whole gang before taking any."""
-        candidates = [
-            worker
-            for worker in eligible(self.fleet.workers, run.requires)
-            if could_ever_fit(worker, run.need)
-        ]
+        candidates = self._candidates(run)
         if run.replicas == 1:
-            chosen = best([w for w in candidates if fits_now(w, run.need, run.id)], run.need)
+            chosen = best((w for w in candidates if fits_now(w, run.need, run.id)), run.need)
             return None if chosen is None else [(chosen, run.need)]
         trial = {worker.id: worker.free for worker in candidates}
         members: list[tuple[WorkerState, Amount]] = []
         for _ in range(run.replicas):
-            room = [w for w in candidates if fits_now(w, run.need, run.id)]
-            room = [w for w in room if run.need.fits_in(trial[w.id])]
-            chosen = _best_in_trial(room, run.need, trial)
+            room = (
+                w
+                for w in candidates
+                if fits_now(w, run.need, run.id) and run.need.fits_in(trial[w.id])
+            )
+            chosen = best(room, run.need, trial)
             if chosen is None:
                 return None
             trial[chosen.id] -= run.need
             members.append((chosen, run.need))
         return members
+
+    def _candidates(self, run: QueuedRun) -> list[WorkerState]:
+        """The shape's workers that still have room for one member; the list is kept for
+        the pass and pruned in place, since a worker without room now has none later."""
+        shape = (run.need, tuple(sorted(run.requires.items())))
+        known = self.candidates.get(shape)
+        if known is None:
+            known = [
+                worker
+                for worker in eligible(self.fleet.workers, run.requires)
+                if could_ever_fit(worker, run.need)
+            ]
+        known[:] = [worker for worker in known if run.need.fits_in(worker.free)]
+        self.candidates[shape] = known
+        return known
 
     def _take(self, run: QueuedRun, members: list[tuple[WorkerState, Amount]]) -> None:
         placed = tuple(
@@ -223,21 +239,6 @@ class _Pass:
             f"{reasons.no_room(run, self.fleet.workers)}; it has waited longest, so "
             f"{worker.id} takes no other work until it fits"
         )
-
-
-def _best_in_trial(
-    workers: list[WorkerState], need: Amount, trial: dict[str, Amount]
-) -> WorkerState | None:
-    """Best fit against the gang's trial free amounts rather than the committed ones."""
-
-    def leftover(worker: WorkerState) -> tuple[float, str]:
-        capacity, after = worker.view.capacity, trial[worker.id] - need
-        score = after.cpu_milli / capacity.cpu_milli if capacity.cpu_milli else 0.0
-        score += after.memory_mb / capacity.memory_mb if capacity.memory_mb else 0.0
-        score += after.gpus / capacity.gpus if capacity.gpus else 0.0
-        return score, worker.id
-
-    return min(workers, key=leftover, default=None)
 
 
 def _missing(free: Amount, need: Amount) -> float:

@@ -76,8 +76,8 @@ def no_room(run: QueuedRun, workers: list[WorkerState]) -> str:
             short[name] += 1
     lacking = ", ".join(f"{name} on {count}" for name, count in short.most_common())
     detail = f" (short of {lacking})" if lacking else ""
-    if reserved:
-        detail += f"; {reserved} held for a longer-waiting run"
+    if reserved:  # not how many: that count would change every reason with each reservation
+        detail += "; some are held for runs that have waited longer"
     members = "all its members" if run.replicas > 1 else "it"
     return (
         f"{needs(run)}; {len(matching)} of {len(accepting)} workers {having} but none has "
