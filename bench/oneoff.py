@@ -99,7 +99,7 @@ class Herder:
 
     def __enter__(self) -> Herder:
         port = self.url.rsplit(":", 1)[1]
-        self._spawn("server", "--port", port)
+        self._spawn("server", "--with-scheduler", "--port", port)  # the dispatcher, too
         deadline = time.monotonic() + 30
         while True:
             try:
