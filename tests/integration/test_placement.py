@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from sqlalchemy import func, select, update
 
+from herder.control.dispatcher import Dispatcher
 from herder.domain.placement.policy import plan
 from herder.domain.states import AttemptState
 from herder.store.schema import attempts, workers
@@ -176,3 +178,21 @@ def test_a_draining_worker_gets_nothing_new_and_keeps_what_it_runs(api: Api) -> 
     assert claim(api, worker)["assignments"] == []
     assert run(api, first["id"])["state"] == "succeeded"
     assert "no worker is available (1 draining)" in run(api, second["id"])["waiting_reason"]
+
+
+def test_passes_are_paced_by_how_long_the_last_one_took(api: Api) -> None:
+    now = [100.0]
+    slept: list[float] = []
+
+    def monotonic() -> float:
+        now[0] += 0.2  # every reading is 0.2 s later: each pass "takes" 0.2 s
+        return now[0]
+
+    dispatcher = Dispatcher(api.store.placement, monotonic=monotonic, sleep=slept.append)
+    dispatcher.step()
+    assert slept == []  # the first pass starts at once
+    dispatcher.step()
+    assert slept == []  # woken no sooner than the last pass's end plus its 0.2 s: no wait
+    now[0] -= 0.3  # a notice woke the dispatcher sooner
+    dispatcher.step()
+    assert slept == [pytest.approx(0.3)]

@@ -5,17 +5,24 @@ applies it in one transaction (placements that no longer fit are skipped), and s
 waiting reasons that changed. It wakes on notices — new work, freed capacity — and otherwise
 every ``IDLE_SECONDS``, so aging, cool-downs and reasons stay current (and a lost notice
 costs that much latency at most).
+
+Passes are paced: the next starts no sooner than the last one took after it ended, so under
+a storm of notices the dispatcher uses at most about half a core and each pass takes a
+bigger batch, while on a quiet system a run is still placed the moment it is submitted.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 
 from herder.domain.placement.policy import PlacementSettings, plan
 from herder.store.placement import PlacementRepository
 
 IDLE_SECONDS = 2.0
 RETRY_SOON_SECONDS = 0.0  # a placement was skipped (a race): look again at once
+MAX_PACING_SECONDS = 0.5
 
 log = logging.getLogger("herder.dispatcher")
 
@@ -24,14 +31,32 @@ class Dispatcher:
     name = "dispatcher"
 
     def __init__(
-        self, placement: PlacementRepository, settings: PlacementSettings | None = None
+        self,
+        placement: PlacementRepository,
+        settings: PlacementSettings | None = None,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._placement = placement
         self._settings = settings or PlacementSettings()
         self._reasons: dict[str, str] = {}  # as last stored, so only changes are written
+        self._monotonic = monotonic
+        self._sleep = sleep
+        self._next_pass_at = 0.0
 
     def step(self) -> float:
         """One pass; returns the seconds until the next one is needed."""
+        early = self._next_pass_at - self._monotonic()
+        if early > 0:
+            self._sleep(early)
+        started = self._monotonic()
+        delay = self._pass()
+        ended = self._monotonic()
+        self._next_pass_at = ended + min(MAX_PACING_SECONDS, ended - started)
+        return delay
+
+    def _pass(self) -> float:
         snapshot = self._placement.snapshot()
         decided = plan(snapshot, self._settings)
         applied = self._placement.apply(decided)
