@@ -196,3 +196,21 @@ def test_passes_are_paced_by_how_long_the_last_one_took(api: Api) -> None:
     now[0] -= 0.3  # a notice woke the dispatcher sooner
     dispatcher.step()
     assert slept == [pytest.approx(0.3)]
+
+
+def test_one_tenants_backlog_does_not_hide_another_tenants_runs(api: Api) -> None:
+    register(api, "w", capacity={"cpu": 1})
+    busy = api.create_job("busy")
+    for _ in range(5):
+        api.start_run(busy["id"])
+    other_key = api.other_tenant_key("other")
+    other_job = api.http.post(
+        "/v1/jobs", headers=api.as_key(other_key),
+        json={"name": "small", "runtime": "shell", "command": "true"},
+    ).json()  # fmt: skip
+    other_run = api.http.post(f"/v1/jobs/{other_job['id']}/runs", headers=api.as_key(other_key))
+    snapshot = api.store.placement.snapshot(window=10, per_tenant=2)
+    tenants = [run.tenant_id for run in snapshot.queued]
+    assert len(tenants) == 3
+    assert tenants.count(api.tenant_id) == 2
+    assert other_run.json()["id"] in {run.id for run in snapshot.queued}

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, insert, select, update
+from sqlalchemy import Connection, Select, bindparam, func, insert, select, update
 
 from herder.clock import Clock, epoch_ms
 from herder.domain.ids import new_id
@@ -37,6 +37,7 @@ from herder.store.transitions import record_event
 
 ATTEMPT_DEADLINE_MARGIN_SECONDS = 30  # past its timeout, the worker's own kill, and reporting
 QUEUE_WINDOW = 20_000  # queued runs one pass looks at, in priority-then-age order
+TENANT_QUEUE_WINDOW = 2_000  # of them at most this many per tenant: a backlog cannot hide others
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,9 @@ class PlacementRepository:
         self._db = database
         self._clock = clock
 
-    def snapshot(self, window: int = QUEUE_WINDOW) -> Snapshot:
+    def snapshot(
+        self, window: int = QUEUE_WINDOW, per_tenant: int = TENANT_QUEUE_WINDOW
+    ) -> Snapshot:
         now = self._clock.now()
         with self._db.read() as connection:
             fleet = connection.execute(
@@ -67,16 +70,7 @@ class PlacementRepository:
                 .join(runs, runs.c.id == attempts.c.run_id)
                 .where(attempts.c.state == AttemptState.RUNNING)
             ).all()  # fmt: skip
-            queue = connection.execute(
-                select(
-                    runs.c.id, runs.c.tenant_id, runs.c.priority, runs.c.queued_at,
-                    runs.c.cpu_milli, runs.c.memory_mb, runs.c.gpus, runs.c.replicas,
-                    runs.c.requires,
-                )
-                .where(runs.c.state == RunState.QUEUED)
-                .order_by(runs.c.priority.desc(), runs.c.queued_at)
-                .limit(window)
-            ).all()  # fmt: skip
+            queue = connection.execute(_queue_window(window, per_tenant)).all()
             tenant_rows = connection.execute(
                 select(tenants.c.id, tenants.c.weight, tenants.c.quotas)
             ).all()
@@ -315,6 +309,29 @@ def _request_preemption(connection: Connection, preemption: Preemption, now: dat
             f"run {preemption.for_run_id}; it will be queued again without using up a retry",
         )  # fmt: skip
     return bool(chosen)
+
+
+def _queue_window(window: int, per_tenant: int) -> Select[Any]:
+    """The first ``per_tenant`` queued runs of each tenant (by class, then age), at most
+    ``window`` in all, so one tenant's backlog never pushes the others out of sight."""
+    ranked = (
+        select(
+            runs.c.id, runs.c.tenant_id, runs.c.priority, runs.c.queued_at, runs.c.cpu_milli,
+            runs.c.memory_mb, runs.c.gpus, runs.c.replicas, runs.c.requires,
+            func.row_number().over(
+                partition_by=runs.c.tenant_id,
+                order_by=(runs.c.priority.desc(), runs.c.queued_at),
+            ).label("position"),
+        )
+        .where(runs.c.state == RunState.QUEUED)
+        .subquery()
+    )  # fmt: skip
+    return (
+        select(ranked)
+        .where(ranked.c.position <= per_tenant)
+        .order_by(ranked.c.priority.desc(), ranked.c.queued_at)
+        .limit(window)
+    )
 
 
 def _running(row: Any) -> RunningAttempt:
