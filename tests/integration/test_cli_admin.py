@@ -91,17 +91,17 @@ def test_a_tenants_admin_is_told_what_they_may_not_do(api: Api, herder: Herder) 
 
 def test_workers_are_listed_drained_and_undrained(api: Api, herder: Herder) -> None:
     worker_id = api.register_worker(cpu=4, memory_mb=8192)
-    listing = ok(herder("workers", "list"))
+    listing = ok(herder("worker", "list"))
     assert worker_id in listing
     assert "alive" in listing
     assert "8192 MB" in listing
 
-    assert "draining" in ok(herder("workers", "drain", worker_id))
-    (listed,) = json.loads(ok(herder("workers", "list", "--json")))
+    assert "draining" in ok(herder("worker", "drain", worker_id))
+    (listed,) = json.loads(ok(herder("worker", "list", "--json")))
     assert listed["state"] == "draining"
-    assert json.loads(ok(herder("workers", "undrain", worker_id, "--json")))["state"] == "alive"
+    assert json.loads(ok(herder("worker", "undrain", worker_id, "--json")))["state"] == "alive"
 
-    missing = herder("workers", "drain", "wrk_missing")
+    missing = herder("worker", "drain", "wrk_missing")
     assert isinstance(missing.exception, ApiError)
     assert missing.exception.status == 404
 

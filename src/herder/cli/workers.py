@@ -1,18 +1,92 @@
-"""``herder workers …``: the fleet, and draining a worker for maintenance (system admins).
-
-A group of its own because ``herder worker [options]`` runs a worker agent.
-"""
+"""``herder worker``: run a worker agent (``--server URL``), or manage the fleet: list the
+workers, drain one for maintenance and take it back (system admins)."""
 
 from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+from pathlib import Path
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from herder.cli.common import JsonFlag, app, client, out, print_json, when
+from herder.cli.common import LOG_FORMAT, JsonFlag, app, client, fail, out, pairs, print_json, when
+from herder.credentials import home_directory
 from herder.domain.models import Worker, WorkerState
 
-workers_app = typer.Typer(help="List the fleet; drain and undrain workers.", no_args_is_help=True)
-app.add_typer(workers_app, name="workers")
+worker_app = typer.Typer(invoke_without_command=True)
+app.add_typer(worker_app, name="worker")
+
+
+@worker_app.callback()
+def worker(
+    context: typer.Context,
+    server_url: Annotated[
+        str | None, typer.Option("--server", help="API URL, e.g. http://host:8080")
+    ] = None,
+    token: Annotated[
+        str | None, typer.Option(envvar="HERDER_WORKER_TOKEN", help="worker token")
+    ] = None,
+    name: Annotated[str | None, typer.Option(help="default: the host name")] = None,
+    cpu: Annotated[float | None, typer.Option(help="cores to offer (default: all)")] = None,
+    memory_mb: Annotated[int | None, typer.Option(help="memory to offer (default: all)")] = None,
+    gpus: Annotated[int | None, typer.Option(help="GPUs to offer (default: detected)")] = None,
+    label: Annotated[list[str], typer.Option(help="KEY=VALUE, repeatable")] = [],  # noqa: B006
+    max_slots: Annotated[int, typer.Option(help="most attempts at once")] = 256,
+    home: Annotated[Path | None, typer.Option(help="cache and workspaces")] = None,
+    run_uid_base: Annotated[
+        int, typer.Option(help="when root: attempts run as uids from here up")
+    ] = 61000,
+    python: Annotated[str | None, typer.Option(help="interpreter for python jobs")] = None,
+    kill_grace: Annotated[float, typer.Option(help="seconds between SIGTERM and SIGKILL")] = 5.0,
+    address: Annotated[
+        str | None,
+        typer.Option(help="where gang peers reach it (default: its address towards the server)"),
+    ] = None,
+) -> None:
+    """Run a worker agent that takes attempts from a Herder server (herder worker --server
+    URL), or manage the fleet: herder worker list, drain ID, undrain ID."""
+    import logging
+
+    if context.invoked_subcommand is not None:
+        return
+    if server_url is None:
+        raise fail(
+            "--server is needed to run a worker agent (or: herder worker list|drain|undrain)"
+        )
+    from herder.worker.agent import Agent, WorkerConfig
+    from herder.worker.capacity import detect_capacity
+    from herder.worker.uids import default_python
+
+    if not token:
+        raise fail("a worker token is needed: --token or HERDER_WORKER_TOKEN")
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT.format(role="worker"))
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    config = WorkerConfig(
+        server_url=server_url,
+        token=token,
+        name=name or socket.gethostname(),
+        capacity=detect_capacity(cpu, memory_mb, gpus),
+        home=(home or home_directory() / "worker").absolute(),
+        python=python or default_python(),
+        max_slots=max_slots,
+        labels=pairs(label, "label"),
+        run_uid_base=run_uid_base,
+        kill_grace_seconds=kill_grace,
+        address=address or "",
+    )
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        await Agent(config).run(stop)
+
+    asyncio.run(main())
+
 
 _STATE_STYLE = {WorkerState.ALIVE: "green", WorkerState.DRAINING: "yellow", WorkerState.LOST: "red"}
 
@@ -31,7 +105,7 @@ def _worker_table(workers: list[Worker]) -> Table:
     return table
 
 
-@workers_app.command("list")
+@worker_app.command("list")
 def workers_list(as_json: JsonFlag = False) -> None:
     """Every registered worker with its state, capacity and labels."""
     with client() as herder:
@@ -42,7 +116,7 @@ def workers_list(as_json: JsonFlag = False) -> None:
         out.print(_worker_table(workers))
 
 
-@workers_app.command("drain")
+@worker_app.command("drain")
 def workers_drain(worker_id: str, as_json: JsonFlag = False) -> None:
     """Place nothing new on a worker; what it runs finishes."""
     with client() as herder:
@@ -53,7 +127,7 @@ def workers_drain(worker_id: str, as_json: JsonFlag = False) -> None:
         out.print(f"worker {worker.id} ({worker.name}) is {worker.state}: it takes no new work")
 
 
-@workers_app.command("undrain")
+@worker_app.command("undrain")
 def workers_undrain(worker_id: str, as_json: JsonFlag = False) -> None:
     """Give a draining worker new work again."""
     with client() as herder:
