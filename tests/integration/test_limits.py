@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
@@ -20,9 +21,9 @@ import pytest
 from herder.domain.jobs import RetryOutcome
 from herder.domain.retry import OOM_REASON_PREFIX, retry_outcome
 from herder.domain.states import AttemptState
-from herder.worker.cgroups import CgroupEnforcer
-from herder.worker.executor import LaunchPlan, Outcome, execute
-from herder.worker.limits import MIB, Enforcer, Limits, RlimitEnforcer
+from herder.worker.cgroups import AttemptCgroup, CgroupEnforcer, cgroup_membership
+from herder.worker.executor import SETPRIV, LaunchPlan, Outcome, execute
+from herder.worker.limits import MIB, Confinement, Enforcer, Limits, RlimitEnforcer
 from herder.worker.sandbox import limit_enforcer
 from herder.worker.uids import default_python, kill_processes_of_uid, reserve_uid_pool
 from herder.worker.workspace import prepare_workspace, remove_workspace
@@ -96,8 +97,12 @@ def run(
     workspace: Path,
     limits: Limits,
     uid: int | None = None,
+    *,
+    network: bool = True,
 ) -> tuple[Outcome, str, float]:
-    plan = LaunchPlan(["/bin/sh", "-c", command], ENV, workspace, uid, uid, 30, 0.5, limits=limits)
+    plan = LaunchPlan(
+        ["/bin/sh", "-c", command], ENV, workspace, uid, uid, 30, 0.5, network, limits
+    )
     output: list[bytes] = []
     started = time.monotonic()
     outcome = asyncio.run(
@@ -145,17 +150,24 @@ def test_cpu_is_held_to_the_request_only_under_cgroups(enforcer: Enforcer, works
         assert "no CPU limit" in enforcer.description
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="an own uid for the attempt needs root")
-def test_the_process_count_is_bounded(enforcer: Enforcer, tmp_path: Path) -> None:
+@pytest.fixture
+def own_uid(tmp_path: Path) -> Iterator[tuple[int, Path]]:
+    """A uid of its own and a workspace it owns, as a root worker runs attempts."""
+    if os.geteuid() != 0:
+        pytest.skip("an own uid for the attempt needs root")
     pool, lock = reserve_uid_pool(190000, 4, Path(tempfile.gettempdir()))
     uid = pool.acquire()
-    workspace = prepare_workspace(tmp_path, "att_forks", uid, uid)
     try:
-        limits = Limits(256 * MIB, 1, max_processes=20)
-        outcome, output, _ = run(enforcer, FORK_MANY, workspace, limits, uid)
+        yield uid, prepare_workspace(tmp_path, f"att_own_{os.getpid()}", uid, uid)
     finally:
         kill_processes_of_uid(uid)
         lock.close()
+
+
+def test_the_process_count_is_bounded(enforcer: Enforcer, own_uid: tuple[int, Path]) -> None:
+    uid, workspace = own_uid
+    limits = Limits(256 * MIB, 1, max_processes=20)
+    outcome, output, _ = run(enforcer, FORK_MANY, workspace, limits, uid)
     assert outcome.state is AttemptState.SUCCEEDED
     assert "fork refused: Resource temporarily unavailable" in output
     assert int(output.split()[-1]) < 20
@@ -201,6 +213,145 @@ def test_the_job_is_inside_its_cgroup_from_the_start_and_it_is_removed_after(
             assert not (parent / workspace.name).exists()
     else:
         assert inside == []
+
+
+def test_a_job_under_its_own_uid_and_without_network_is_inside_from_the_start(
+    enforcer: Enforcer, own_uid: tuple[int, Path]
+) -> None:
+    uid, workspace = own_uid
+    outcome, output, _ = run(
+        enforcer, "id -u; cat /proc/self/cgroup", workspace, Limits(MIB * 64, 1), uid, network=False
+    )
+    assert outcome.state is AttemptState.SUCCEEDED, output
+    assert output.splitlines()[0] == str(uid)
+    inside = [line for line in output.splitlines() if line.endswith(f"/{workspace.name}")]
+    if isinstance(enforcer, CgroupEnforcer):
+        assert {line.split(":")[1] for line in inside} >= (
+            {"memory", "cpu", "pids"} if enforcer.version == 1 else {""}
+        ), output
+    else:
+        assert inside == []
+
+
+def test_the_cpu_quota_is_not_spent_on_setting_the_attempt_up(
+    enforcer: Enforcer, own_uid: tuple[int, Path]
+) -> None:
+    """Namespaces and the uid switch cost a few ms of CPU: charged to a job of 0.01 cores
+    (1 ms per 100 ms) they would hold a job that does nothing for 300 ms."""
+    uid, workspace = own_uid
+    took = min(
+        run(enforcer, "true", workspace, Limits(MIB * 64, 0.01), uid, network=False)[2]
+        for _ in range(3)
+    )
+    assert took < 0.1, took
+
+
+def test_a_job_can_neither_leave_its_cgroup_nor_open_it_to_others(
+    enforcer: Enforcer, own_uid: tuple[int, Path]
+) -> None:
+    if not isinstance(enforcer, CgroupEnforcer):
+        pytest.skip("without cgroups there is no cgroup to leave")
+    uid, workspace = own_uid
+    files = ("tasks", "cgroup.procs")
+    leave = [
+        f"{{ echo 0 > {parent / file}; }} 2>/dev/null && echo left {parent}"
+        for parent in enforcer.parents.values()
+        for file in files
+    ]
+    share = [
+        f"chmod 666 {parent / workspace.name / file} 2>/dev/null && echo opened {file}"
+        for parent in enforcer.parents.values()
+        for file in files
+    ]
+    command = "; ".join([*leave, *share, "grep -c herder /proc/self/cgroup"])
+    outcome, output, _ = run(enforcer, command, workspace, Limits(MIB * 64, 1), uid)
+    assert outcome.state is AttemptState.SUCCEEDED
+    assert output == f"{3 if enforcer.version == 1 else 1}\n"  # still inside, and only there
+
+
+def test_another_uid_cannot_enter_an_attempts_cgroup(enforcer: Enforcer) -> None:
+    if os.geteuid() != 0 or not isinstance(enforcer, CgroupEnforcer) or SETPRIV is None:
+        pytest.skip("needs root, setpriv and cgroups")
+    pool, lock = reserve_uid_pool(190100, 2, Path(tempfile.gettempdir()))
+    owner, other = pool.acquire(), pool.acquire()
+    name = f"att_other_{os.getpid()}"
+    confinement = enforcer.confine(name, Limits(MIB * 64, 1), gid=owner)
+    try:
+        files = [
+            str(parent / name / file)
+            for parent in dict.fromkeys(enforcer.parents.values())
+            for file in ("tasks", "cgroup.procs")
+            if (parent / name / file).exists()
+        ]
+        switch = [SETPRIV, f"--reuid={other}", f"--regid={other}", "--clear-groups", "--"]
+        script = 'for file; do { echo 0 > "$file"; } 2>/dev/null && echo "entered $file"; done'
+        tries = subprocess.run(
+            [*switch, "/bin/sh", "-c", script, "try", *files],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert files
+        assert tries.stdout == ""
+    finally:
+        confinement.remove()
+        lock.close()
+
+
+def own_cgroup_v2() -> tuple[Path, str] | None:
+    """This process's cgroup in a writable cgroup v2 hierarchy, controllers or not: its
+    directory, and its path as /proc/<pid>/cgroup says it."""
+    membership = cgroup_membership(Path("/proc/self/cgroup").read_text())
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        _, point, kind, options, *_ = line.split()
+        if kind == "cgroup2" and "rw" in options.split(",") and "" in membership:
+            return Path(point, membership[""].lstrip("/")), membership[""]
+    return None
+
+
+class BareCgroupV2:
+    """An enforcer whose every attempt gets the one cgroup given: v2's way in, alone."""
+
+    description = "a bare cgroup v2"
+
+    def __init__(self, cgroup: AttemptCgroup) -> None:
+        self.cgroup = cgroup
+
+    def confine(self, name: str, limits: Limits, *, gid: int | None) -> Confinement:
+        return self.cgroup
+
+    def close(self) -> None:
+        self.cgroup.remove()
+
+
+def test_on_cgroup_v2_the_job_enters_through_what_the_worker_opened_after_the_switch(
+    own_uid: tuple[int, Path],
+) -> None:
+    """v2 checks a move against whoever opened cgroup.procs (Linux 5.16): the child enters
+    after dropping root, through the descriptor the worker handed it as stdin. Any cgroup v2
+    hierarchy shows it, with or without the memory controller the worker needs."""
+    found = own_cgroup_v2()
+    if found is None:
+        pytest.skip("no writable cgroup v2 hierarchy here")
+    if tuple(map(int, os.uname().release.split(".")[:2])) < (5, 16):
+        pytest.skip("Linux before 5.16 checks the writer, not the opener")
+    home, path = found
+    uid, workspace = own_uid
+    directory = home / f"herder-v2-{os.getpid()}"
+    directory.mkdir()
+    cgroup = AttemptCgroup(2, {"memory": directory})
+    enforcer = BareCgroupV2(cgroup)
+    try:
+        cgroup.open_entrance(before_switch=False)
+        command = "id -u; grep ^0:: /proc/self/cgroup; ls -l /proc/self/fd/0"
+        outcome, output, _ = run(enforcer, command, workspace, Limits(MIB, 1), uid, network=False)
+    finally:
+        enforcer.close()
+    assert outcome.state is AttemptState.SUCCEEDED, output
+    user, membership, stdin = output.splitlines()
+    assert (user, membership) == (str(uid), f"0::{path.rstrip('/')}/{directory.name}")
+    assert stdin.endswith("/dev/null")
+    assert not directory.exists()
 
 
 def alive(pid: int) -> bool:

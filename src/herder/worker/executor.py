@@ -135,7 +135,7 @@ async def execute(
     confinement = None
     if enforcer is not None and plan.limits is not None:
         try:  # a few small writes: cheaper than a thread hop; named after the workspace
-            confinement = enforcer.confine(plan.cwd.name, plan.limits, own_uid=plan.uid is not None)
+            confinement = enforcer.confine(plan.cwd.name, plan.limits, gid=_own_gid(plan))
         except OSError as exc:
             return _never_ran(AttemptState.FAILED, f"could not set its limits: {exc}", started)
     try:
@@ -360,10 +360,27 @@ SETPRIV = shutil.which("setpriv")
 UNSHARE = shutil.which("unshare")
 
 
-def _argv_as(plan: LaunchPlan) -> list[str]:
-    """The command line, switched to the attempt's uid by ``setpriv`` when one is given, and
-    — for a job without network — in new network, IPC and UTS namespaces by ``unshare``
-    first (only loopback, down: no network at all).
+def _own_gid(plan: LaunchPlan) -> int | None:
+    """The attempt's gid when it is switched to its own user, else None."""
+    if plan.uid is None:
+        return None
+    return plan.gid if plan.gid is not None else plan.uid
+
+
+def _command_line(plan: LaunchPlan, confinement: Confinement | None) -> list[str]:
+    """Namespaces and the uid switch first, then the limits, then the job; limits that need
+    the worker's privileges to enter go first instead."""
+    if confinement is None:
+        return _argv_as(plan, plan.argv)
+    if confinement.before_switch:
+        return confinement.wrap(_argv_as(plan, plan.argv))
+    return _argv_as(plan, confinement.wrap(plan.argv))
+
+
+def _argv_as(plan: LaunchPlan, argv: list[str]) -> list[str]:
+    """``argv``, switched to the attempt's uid by ``setpriv`` when one is given, and — for a
+    job without network — in new network, IPC and UTS namespaces by ``unshare`` first (only
+    loopback, down: no network at all).
 
     Popen's own ``user=``/``group=`` forces a full fork of the worker (about 5 ms of a 50 MB
     process, blocking the event loop); without them Popen uses vfork and setpriv changes the
@@ -371,22 +388,22 @@ def _argv_as(plan: LaunchPlan) -> list[str]:
     privileges (and from changing the real uid the sweep looks for).
     """
     if plan.uid is None or SETPRIV is None:
-        return plan.argv
-    gid = plan.gid if plan.gid is not None else plan.uid
+        return argv
+    gid = _own_gid(plan)
     isolate = [UNSHARE, "--net", "--ipc", "--uts", "--"] if UNSHARE and not plan.network else []
     return [
         *isolate,
         SETPRIV, f"--reuid={plan.uid}", f"--regid={gid}", "--clear-groups", "--no-new-privs",
-        "--", *plan.argv,
+        "--", *argv,
     ]  # fmt: skip
 
 
 def _spawn(plan: LaunchPlan, confinement: Confinement | None) -> subprocess.Popen[bytes]:
     switch_in_popen = plan.uid is not None and SETPRIV is None
-    argv = _argv_as(plan)
+    stdin = confinement.stdin if confinement is not None else None
     return subprocess.Popen(
-        confinement.wrap(argv) if confinement is not None else argv,
-        stdin=subprocess.DEVNULL,
+        _command_line(plan, confinement),
+        stdin=subprocess.DEVNULL if stdin is None else stdin,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=plan.cwd,
@@ -394,6 +411,6 @@ def _spawn(plan: LaunchPlan, confinement: Confinement | None) -> subprocess.Pope
         close_fds=True,
         start_new_session=True,
         user=plan.uid if switch_in_popen else None,
-        group=(plan.gid if plan.gid is not None else plan.uid) if switch_in_popen else None,
+        group=_own_gid(plan) if switch_in_popen else None,
         extra_groups=[] if switch_in_popen else None,
     )

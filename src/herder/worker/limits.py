@@ -53,9 +53,12 @@ class Verdict:
 class Confinement(Protocol):
     """The limits around one attempt's processes, from before the job's first instruction."""
 
+    before_switch: bool  # ``wrap`` needs the worker's privileges: it goes before the uid switch
+    stdin: int | None  # the first process's stdin, when ``wrap`` needs one (else /dev/null)
+
     def wrap(self, argv: list[str]) -> list[str]:
-        """The command line that enters the limits, then execs ``argv``; it runs as root
-        when the worker does, so it goes before any switch of uid."""
+        """The command line that enters the limits, then execs ``argv``. It runs right before
+        the job, after the switch to the attempt's uid, unless ``before_switch``."""
         ...
 
     def collect(self) -> Verdict:
@@ -72,9 +75,10 @@ class Enforcer(Protocol):
 
     description: str
 
-    def confine(self, name: str, limits: Limits, *, own_uid: bool) -> Confinement:
-        """Limits for one attempt, ready before it starts; ``own_uid``: the attempt runs
-        under a uid no other process uses."""
+    def confine(self, name: str, limits: Limits, *, gid: int | None) -> Confinement:
+        """Limits for one attempt, ready before it starts; ``gid``: the attempt's own group
+        when it runs under a uid and gid no other process uses, ``None`` when it runs as the
+        worker's user."""
         ...
 
     def close(self) -> None:
@@ -94,14 +98,17 @@ class RlimitEnforcer:
                 "process count when attempts have their own uid (RLIMIT_NPROC), no CPU limit"
             )
 
-    def confine(self, name: str, limits: Limits, *, own_uid: bool) -> Confinement:
-        return RlimitConfinement(limits, own_uid=own_uid)
+    def confine(self, name: str, limits: Limits, *, gid: int | None) -> Confinement:
+        return RlimitConfinement(limits, own_uid=gid is not None)
 
     def close(self) -> None:
         """Nothing to remove: rlimits end with the processes."""
 
 
 class RlimitConfinement:
+    before_switch: bool = True  # as root, prlimit may also raise a hard limit that is too low
+    stdin: int | None = None
+
     def __init__(self, limits: Limits, *, own_uid: bool) -> None:
         self._limits = limits
         self._own_uid = own_uid

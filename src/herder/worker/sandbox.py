@@ -70,7 +70,8 @@ def limit_enforcer(name: str) -> Enforcer:
     once, at start, and logged, so an operator knows which limits hold on this host."""
     enforcer: Enforcer
     if os.geteuid() == 0 and shutil.which("setpriv") is None:
-        # Popen would switch the uid before exec, and the child could no longer enter a cgroup
+        # Popen would switch the uid itself, before anything runs in the child, and some
+        # hosts' cgroups (v2 before Linux 5.16) can only be entered before that
         enforcer = RlimitEnforcer("setpriv is not installed")
     else:
         try:
