@@ -3,6 +3,7 @@ different sizes and labels, waiting reasons, gangs, preemption, racing dispatche
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from sqlalchemy import func, select, update
 from herder.control.dispatcher import Dispatcher
 from herder.domain.placement.policy import plan
 from herder.domain.states import AttemptState
+from herder.store.reports import Completion
 from herder.store.schema import attempts, workers
 from tests.integration.conftest import Api
 from tests.integration.dispatching import dispatch
@@ -214,3 +216,31 @@ def test_one_tenants_backlog_does_not_hide_another_tenants_runs(api: Api) -> Non
     assert len(tenants) == 3
     assert tenants.count(api.tenant_id) == 2
     assert other_run.json()["id"] in {run.id for run in snapshot.queued}
+
+
+def test_gang_members_ending_at_the_same_moment_settle_the_run(api: Api) -> None:
+    """Each member's report sees the other's only once it has committed: without a lock on
+    the run both would think the other still running, and the run would never end."""
+    workers_ = [register(api, f"w{index}", capacity={"cpu": 1}) for index in range(2)]
+    job = api.create_job("gang", replicas=2)
+
+    def finish(barrier: threading.Barrier, worker_id: str, member: dict[str, Any]) -> None:
+        done = Completion(
+            member["attempt_id"], member["attempt"], AttemptState.SUCCEEDED, 0, "exit 0", None
+        )
+        barrier.wait()
+        api.store.reports.apply(worker_id, [], [done])
+
+    for _ in range(5):
+        gang = api.start_run(job["id"])
+        members = [claim(api, worker)["assignments"][0] for worker in workers_]
+        barrier = threading.Barrier(2)
+        threads = [
+            threading.Thread(target=finish, args=(barrier, worker, member))
+            for worker, member in zip(workers_, members, strict=True)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert run(api, gang["id"])["state"] == "succeeded"

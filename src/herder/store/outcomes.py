@@ -37,8 +37,11 @@ def run_after_attempt(
 ) -> RunState:
     """Move the run from ``running`` per its retry policy once its attempt (every member of
     a gang) has ended; the row of the member that ended is already updated."""
+    # Locked: two gang members ending at once must not both see the other still running.
     run = connection.execute(
-        select(runs.c.spec, runs.c.replicas, runs.c.preemptions).where(runs.c.id == run_id)
+        select(runs.c.spec, runs.c.replicas, runs.c.preemptions)
+        .where(runs.c.id == run_id)
+        .with_for_update()
     ).one()
     if run.replicas > 1:
         if outcome is AttemptState.SUCCEEDED and _members_running(connection, run_id, attempt):
