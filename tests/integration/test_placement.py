@@ -218,15 +218,24 @@ def test_one_tenants_backlog_does_not_hide_another_tenants_runs(api: Api) -> Non
     assert other_run.json()["id"] in {run.id for run in snapshot.queued}
 
 
-def test_gang_members_ending_at_the_same_moment_settle_the_run(api: Api) -> None:
+@pytest.mark.parametrize(
+    ("outcomes", "settled"),
+    [(("succeeded", "succeeded"), "succeeded"), (("failed", "succeeded"), "failed")],
+)
+def test_gang_members_ending_at_the_same_moment_settle_the_run(
+    api: Api, outcomes: tuple[str, str], settled: str
+) -> None:
     """Each member's report sees the other's only once it has committed: without a lock on
-    the run both would think the other still running, and the run would never end."""
+    the run both would think the other still running, and the run would never end (or, when
+    one fails, the two would deadlock)."""
     workers_ = [register(api, f"w{index}", capacity={"cpu": 1}) for index in range(2)]
     job = api.create_job("gang", replicas=2)
 
-    def finish(barrier: threading.Barrier, worker_id: str, member: dict[str, Any]) -> None:
+    def finish(
+        barrier: threading.Barrier, worker_id: str, member: dict[str, Any], outcome: str
+    ) -> None:
         done = Completion(
-            member["attempt_id"], member["attempt"], AttemptState.SUCCEEDED, 0, "exit 0", None
+            member["attempt_id"], member["attempt"], AttemptState(outcome), 0, outcome, None
         )
         barrier.wait()
         api.store.reports.apply(worker_id, [], [done])
@@ -236,11 +245,11 @@ def test_gang_members_ending_at_the_same_moment_settle_the_run(api: Api) -> None
         members = [claim(api, worker)["assignments"][0] for worker in workers_]
         barrier = threading.Barrier(2)
         threads = [
-            threading.Thread(target=finish, args=(barrier, worker, member))
-            for worker, member in zip(workers_, members, strict=True)
+            threading.Thread(target=finish, args=(barrier, worker, member, outcome))
+            for worker, member, outcome in zip(workers_, members, outcomes, strict=True)
         ]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
-        assert run(api, gang["id"])["state"] == "succeeded"
+        assert run(api, gang["id"])["state"] == settled

@@ -79,6 +79,12 @@ def run_after_attempt(
     return decision.state
 
 
+def lock_run(connection: Connection, run_id: str) -> None:
+    """Take the run's row lock before touching its attempts: everyone who ends attempts locks
+    in that order (run, then attempts), so gang members ending together cannot deadlock."""
+    connection.execute(select(runs.c.id).where(runs.c.id == run_id).with_for_update())
+
+
 def _members_running(connection: Connection, run_id: str, attempt: int) -> int:
     return int(
         connection.execute(
@@ -130,6 +136,12 @@ def end_attempt(
 ) -> None:
     """End a running attempt for its worker (who cannot or did not), and move its run on if
     it was the run's current attempt."""
+    run_id = connection.execute(
+        select(attempts.c.run_id).where(attempts.c.id == attempt_id)
+    ).scalar()
+    if run_id is None:
+        return
+    lock_run(connection, run_id)
     ended = connection.execute(
         update(attempts)
         .where(attempts.c.id == attempt_id, attempts.c.state == AttemptState.RUNNING)

@@ -19,7 +19,7 @@ from herder.domain.states import AttemptState
 from herder.store.database import Database
 from herder.store.dialect import insert_ignoring_duplicates
 from herder.store.notifications import notify_capacity
-from herder.store.outcomes import run_after_attempt
+from herder.store.outcomes import lock_run, run_after_attempt
 from herder.store.schema import attempts, log_chunks
 from herder.store.transitions import record_event
 
@@ -147,8 +147,10 @@ class ReportRepository:
         usage = completion.usage
         fence = _current_attempt(worker_id, completion.attempt_id, completion.attempt)
         preempting = connection.execute(
-            select(attempts.c.preempt_requested_at).where(*fence)
+            select(attempts.c.run_id, attempts.c.preempt_requested_at).where(*fence)
         ).first()
+        if preempting is not None:
+            lock_run(connection, preempting.run_id)
         outcome = completion.outcome
         if preempting and preempting.preempt_requested_at and outcome != AttemptState.SUCCEEDED:
             outcome = AttemptState.PREEMPTED  # however the worker saw the stop
