@@ -18,13 +18,13 @@ def workers_by_name(herder: HerderClient, count: int) -> dict[str, str]:
     return {worker.name: worker.id for worker in herder.list_workers()}
 
 
-def test_label_requirements_and_a_gang_across_two_workers(
-    start_cluster: Callable[..., Cluster],
+def test_labels_sizes_and_a_gang_across_two_workers(
+    database_url: str, start_cluster: Callable[..., Cluster]
 ) -> None:
-    cluster = start_cluster()
-    for name, number in (("eu", 1), ("us", 2)):
+    cluster = start_cluster(database_url)
+    for name, number, cpu in (("eu", 1, "2"), ("us", 2, "3")):  # a gang member on each
         cluster.start_worker(
-            name, "--cpu", "2", "--max-slots", "4", "--label", f"zone={name}-1",
+            name, "--cpu", cpu, "--max-slots", "4", "--label", f"zone={name}-1",
             "--address", f"10.1.0.{number}",
         )  # fmt: skip
     with cluster.client() as herder:
@@ -40,12 +40,18 @@ def test_label_requirements_and_a_gang_across_two_workers(
              "command": 'echo "rank=$HERDER_RANK of $HERDER_WORLD_SIZE peers=$HERDER_PEERS '
                         'gpus=[$CUDA_VISIBLE_DEVICES]"'},
         )  # fmt: skip
+        large = herder.create_job(
+            "large",
+            {"runtime": "shell", "command": "echo large", "resources": {"cpu": 3, "memory_mb": 64}},
+        )
         runs = [herder.start_run(pinned.id) for _ in range(4)]
+        big = herder.start_run(large.id)
         together = herder.start_run(gang.id)
-        for run in [*runs, together]:
+        for run in [*runs, big, together]:
             assert herder.wait(run.id, timeout=60).state == "succeeded"
         placed_on = {herder.get_run(run.id).attempts[0].worker_id for run in runs}
         assert placed_on == {ids["eu"]}
+        assert herder.get_run(big.id).attempts[0].worker_id == ids["us"]
         members = herder.get_run(together.id).attempts
         assert {member.worker_id for member in members} == {ids["eu"], ids["us"]}
         peers = ",".join(
