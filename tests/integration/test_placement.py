@@ -12,6 +12,7 @@ from sqlalchemy import func, select, update
 from herder.control.dispatcher import Dispatcher
 from herder.domain.placement.policy import plan
 from herder.domain.states import AttemptState
+from herder.store.placement import QUICK_WINDOW_BASE
 from herder.store.reports import Completion
 from herder.store.schema import attempts, workers
 from tests.integration.conftest import Api
@@ -185,19 +186,27 @@ def test_a_draining_worker_gets_nothing_new_and_keeps_what_it_runs(api: Api) -> 
 def test_passes_are_paced_by_how_long_the_last_one_took(api: Api) -> None:
     now = [100.0]
     slept: list[float] = []
+    placement = api.store.placement
 
-    def monotonic() -> float:
-        now[0] += 0.2  # every reading is 0.2 s later: each pass "takes" 0.2 s
-        return now[0]
+    class SlowPlacement:
+        """The real repository, but every snapshot "takes" 0.2 s."""
 
-    dispatcher = Dispatcher(api.store.placement, monotonic=monotonic, sleep=slept.append)
+        def __getattr__(self, name: str) -> Any:
+            return getattr(placement, name)
+
+        def snapshot(self, **options: Any) -> Any:
+            now[0] += 0.2
+            return placement.snapshot(**options)
+
+    dispatcher = Dispatcher(SlowPlacement(), monotonic=lambda: now[0], sleep=slept.append)  # type: ignore[arg-type]
     dispatcher.step()
     assert slept == []  # the first pass starts at once
+    now[0] += 0.2  # woken no sooner than the last pass's end plus its 0.2 s
     dispatcher.step()
-    assert slept == []  # woken no sooner than the last pass's end plus its 0.2 s: no wait
-    now[0] -= 0.3  # a notice woke the dispatcher sooner
+    assert slept == []
+    now[0] += 0.05  # a notice woke the dispatcher sooner
     dispatcher.step()
-    assert slept == [pytest.approx(0.3)]
+    assert slept == [pytest.approx(0.15)]
 
 
 def test_one_tenants_backlog_does_not_hide_another_tenants_runs(api: Api) -> None:
@@ -253,3 +262,17 @@ def test_gang_members_ending_at_the_same_moment_settle_the_run(
         for thread in threads:
             thread.join()
         assert run(api, gang["id"])["state"] == settled
+
+
+def test_a_quick_snapshot_reads_only_what_the_free_slots_could_take(api: Api) -> None:
+    response = api.http.post(
+        "/v1/workers",
+        headers=api.worker,
+        json={"name": "w", "capacity": {"cpu": 4, "memory_mb": 4096}, "max_slots": 2},
+    )
+    assert response.status_code == 201
+    job = api.create_job("many", resources={"cpu": 0.01, "memory_mb": 8})
+    for _ in range(100):
+        api.start_run(job["id"])
+    assert len(api.store.placement.snapshot().queued) == 100
+    assert len(api.store.placement.snapshot(quick=True).queued) == QUICK_WINDOW_BASE + 2 * 2

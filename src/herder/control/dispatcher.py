@@ -6,6 +6,10 @@ waiting reasons that changed. It wakes on notices â€” new work, freed capacity â
 every ``IDLE_SECONDS``, so aging, cool-downs and reasons stay current (and a lost notice
 costs that much latency at most).
 
+A pass woken by a notice is quick: it reads only as much of the queue as the free slots
+could take. At least every ``FULL_PASS_SECONDS`` a full pass reads every tenant's head of the
+queue, so fair share sees everyone and every queued run's reason stays current.
+
 Passes are paced: the next starts no sooner than the last one took after it ended, so under
 a storm of notices the dispatcher uses at most about half a core and each pass takes a
 bigger batch, while on a quiet system a run is still placed the moment it is submitted.
@@ -23,6 +27,7 @@ from herder.store.placement import PlacementRepository
 IDLE_SECONDS = 2.0
 RETRY_SOON_SECONDS = 0.0  # a placement was skipped (a race): look again at once
 MAX_PACING_SECONDS = 0.5
+FULL_PASS_SECONDS = 2.0
 
 log = logging.getLogger("herder.dispatcher")
 
@@ -44,6 +49,7 @@ class Dispatcher:
         self._monotonic = monotonic
         self._sleep = sleep
         self._next_pass_at = 0.0
+        self._full_pass_at: float | None = None  # due now
 
     def step(self) -> float:
         """One pass; returns the seconds until the next one is needed."""
@@ -51,13 +57,16 @@ class Dispatcher:
         if early > 0:
             self._sleep(early)
         started = self._monotonic()
-        delay = self._pass()
+        full = self._full_pass_at is None or started >= self._full_pass_at
+        if full:
+            self._full_pass_at = started + FULL_PASS_SECONDS
+        delay = self._pass(full)
         ended = self._monotonic()
         self._next_pass_at = ended + min(MAX_PACING_SECONDS, ended - started)
         return delay
 
-    def _pass(self) -> float:
-        snapshot = self._placement.snapshot()
+    def _pass(self, full: bool) -> float:
+        snapshot = self._placement.snapshot(quick=not full)
         decided = plan(snapshot, self._settings)
         applied = self._placement.apply(decided)
         if applied.skipped:
@@ -70,9 +79,12 @@ class Dispatcher:
             if self._reasons.get(run_id) != reason
         }
         self._placement.record_reasons(changed)
+        # a quick pass saw only part of the queue: forget only what it placed
         self._reasons = {
             run_id: reason
             for run_id, reason in {**self._reasons, **changed}.items()
-            if run_id in queued and run_id not in placed
+            if (run_id in queued or not full) and run_id not in placed
         }
-        return RETRY_SOON_SECONDS if applied.skipped else IDLE_SECONDS
+        if applied.skipped:
+            return RETRY_SOON_SECONDS
+        return min(IDLE_SECONDS, max(0.0, (self._full_pass_at or 0.0) - self._monotonic()))

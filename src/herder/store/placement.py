@@ -9,7 +9,7 @@ got there first — is skipped: a worker's free capacity never goes negative.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -38,6 +38,7 @@ from herder.store.transitions import record_event
 ATTEMPT_DEADLINE_MARGIN_SECONDS = 30  # past its timeout, the worker's own kill, and reporting
 QUEUE_WINDOW = 20_000  # queued runs one pass looks at, in priority-then-age order
 TENANT_QUEUE_WINDOW = 2_000  # of them at most this many per tenant: a backlog cannot hide others
+QUICK_WINDOW_BASE = 64  # a quick snapshot reads this many queued runs plus a few per free slot
 
 
 @dataclass(frozen=True)
@@ -53,8 +54,15 @@ class PlacementRepository:
         self._clock = clock
 
     def snapshot(
-        self, window: int = QUEUE_WINDOW, per_tenant: int = TENANT_QUEUE_WINDOW
+        self,
+        window: int = QUEUE_WINDOW,
+        per_tenant: int = TENANT_QUEUE_WINDOW,
+        *,
+        quick: bool = False,
     ) -> Snapshot:
+        """The fleet, the tenants and the head of the queue. A ``quick`` snapshot reads only as
+        much of the queue as the fleet's free slots could take (a few times over), which is
+        what a pass right after a submit or a completion needs."""
         now = self._clock.now()
         with self._db.read() as connection:
             fleet = connection.execute(
@@ -70,6 +78,10 @@ class PlacementRepository:
                 .join(runs, runs.c.id == attempts.c.run_id)
                 .where(attempts.c.state == AttemptState.RUNNING)
             ).all()  # fmt: skip
+            if quick:
+                free = _free_slots(fleet, active)
+                window = min(window, QUICK_WINDOW_BASE + 4 * free)
+                per_tenant = min(per_tenant, QUICK_WINDOW_BASE + 2 * free)
             queue = connection.execute(_queue_window(window, per_tenant)).all()
             tenant_rows = connection.execute(
                 select(tenants.c.id, tenants.c.weight, tenants.c.quotas)
@@ -309,6 +321,17 @@ def _request_preemption(connection: Connection, preemption: Preemption, now: dat
             f"run {preemption.for_run_id}; it will be queued again without using up a retry",
         )  # fmt: skip
     return bool(chosen)
+
+
+def _free_slots(fleet: Sequence[Any], active: Sequence[Any]) -> int:
+    running: dict[str, int] = defaultdict(int)
+    for attempt in active:
+        running[attempt.worker_id] += 1
+    return sum(
+        max(0, worker.max_slots - running[worker.id])
+        for worker in fleet
+        if worker.state == WorkerState.ALIVE
+    )
 
 
 def _queue_window(window: int, per_tenant: int) -> Select[Any]:
