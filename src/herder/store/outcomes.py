@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import Connection, func, select, update
 
@@ -34,15 +35,13 @@ def run_after_attempt(
     actor: str,
     now: datetime,
     rng: random.Random,
+    locked: Any = None,
 ) -> RunState:
     """Move the run from ``running`` per its retry policy once its attempt (every member of
-    a gang) has ended; the row of the member that ended is already updated."""
+    a gang) has ended; the row of the member that ended is already updated. ``locked`` is
+    the run's row from ``lock_run`` when the caller has taken the lock already."""
     # Locked: two gang members ending at once must not both see the other still running.
-    run = connection.execute(
-        select(runs.c.spec, runs.c.replicas, runs.c.preemptions)
-        .where(runs.c.id == run_id)
-        .with_for_update()
-    ).one()
+    run = locked if locked is not None else lock_run(connection, run_id)
     if run.replicas > 1:
         if outcome is AttemptState.SUCCEEDED and _members_running(connection, run_id, attempt):
             return RunState.RUNNING
@@ -79,10 +78,14 @@ def run_after_attempt(
     return decision.state
 
 
-def lock_run(connection: Connection, run_id: str) -> None:
+RUN_FACTS = (runs.c.spec, runs.c.replicas, runs.c.preemptions)  # what settling a run reads
+
+
+def lock_run(connection: Connection, run_id: str) -> Any:
     """Take the run's row lock before touching its attempts: everyone who ends attempts locks
-    in that order (run, then attempts), so gang members ending together cannot deadlock."""
-    connection.execute(select(runs.c.id).where(runs.c.id == run_id).with_for_update())
+    in that order (run, then attempts), so gang members ending together cannot deadlock.
+    Returns what ``run_after_attempt`` needs of the run."""
+    return connection.execute(select(*RUN_FACTS).where(runs.c.id == run_id).with_for_update()).one()
 
 
 def _members_running(connection: Connection, run_id: str, attempt: int) -> int:
@@ -141,7 +144,7 @@ def end_attempt(
     ).scalar()
     if run_id is None:
         return
-    lock_run(connection, run_id)
+    locked = lock_run(connection, run_id)
     ended = connection.execute(
         update(attempts)
         .where(attempts.c.id == attempt_id, attempts.c.state == AttemptState.RUNNING)
@@ -160,5 +163,5 @@ def end_attempt(
     if current is not None:
         run_after_attempt(
             database, connection, ended.run_id, ended.number, outcome, reason,
-            exit_code=None, actor=actor, now=now, rng=rng,
+            exit_code=None, actor=actor, now=now, rng=rng, locked=locked,
         )  # fmt: skip

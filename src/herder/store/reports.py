@@ -19,8 +19,8 @@ from herder.domain.states import AttemptState
 from herder.store.database import Database
 from herder.store.dialect import insert_ignoring_duplicates
 from herder.store.notifications import notify_capacity
-from herder.store.outcomes import lock_run, run_after_attempt
-from herder.store.schema import attempts, log_chunks
+from herder.store.outcomes import RUN_FACTS, run_after_attempt
+from herder.store.schema import attempts, log_chunks, runs
 from herder.store.transitions import record_event
 
 MAX_LOG_BYTES_PER_ATTEMPT = 8 * 1024 * 1024 + 64 * 1024  # the worker's 8 MiB and its marker
@@ -146,13 +146,15 @@ class ReportRepository:
     ) -> ReportResult:
         usage = completion.usage
         fence = _current_attempt(worker_id, completion.attempt_id, completion.attempt)
-        preempting = connection.execute(
-            select(attempts.c.run_id, attempts.c.preempt_requested_at).where(*fence)
+        # the run is locked before its attempt is touched (see outcomes.lock_run)
+        locked = connection.execute(
+            select(attempts.c.preempt_requested_at, *RUN_FACTS)
+            .join(runs, runs.c.id == attempts.c.run_id)
+            .where(*fence)
+            .with_for_update(of=runs)
         ).first()
-        if preempting is not None:
-            lock_run(connection, preempting.run_id)
         outcome = completion.outcome
-        if preempting and preempting.preempt_requested_at and outcome != AttemptState.SUCCEEDED:
+        if locked and locked.preempt_requested_at and outcome != AttemptState.SUCCEEDED:
             outcome = AttemptState.PREEMPTED  # however the worker saw the stop
         run_id = connection.execute(
             update(attempts)
@@ -184,6 +186,7 @@ class ReportRepository:
             actor=f"worker:{worker_id}",
             now=now,
             rng=self._rng,
+            locked=locked,
         )
         return ReportResult(completion.attempt_id, 200, f"run is {target}")
 
