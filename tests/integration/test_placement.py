@@ -276,3 +276,12 @@ def test_a_quick_snapshot_reads_only_what_the_free_slots_could_take(api: Api) ->
         api.start_run(job["id"])
     assert len(api.store.placement.snapshot().queued) == 100
     assert len(api.store.placement.snapshot(quick=True).queued) == QUICK_WINDOW_BASE + 2 * 2
+
+
+def test_only_a_queued_run_says_why_it_waits(api: Api) -> None:
+    queued = api.start_run(api.create_job("nowhere", requires={"zone": "mars"})["id"])
+    dispatch(api.store)
+    assert "no worker is available" in run(api, queued["id"])["waiting_reason"]
+    api.http.post(f"/v1/runs/{queued['id']}/cancel", headers=api.admin)
+    cancelled = run(api, queued["id"])
+    assert (cancelled["state"], cancelled["waiting_reason"]) == ("cancelled", None)

@@ -47,7 +47,10 @@ _RUN_COLUMNS = [
 
 
 def _run(row: Any) -> Run:
-    return Run.model_validate(dict(row._mapping))
+    values = dict(row._mapping)
+    if values["state"] != RunState.QUEUED:  # a reason is about waiting in the queue
+        values["waiting_reason"] = None
+    return Run.model_validate(values)
 
 
 def new_run_values(
@@ -234,7 +237,9 @@ class RunRepository:
             run = self._get(connection, tenant_id, run_id)
             attempt_rows = (
                 connection.execute(
-                    select(attempts).where(attempts.c.run_id == run_id).order_by(attempts.c.number)
+                    select(attempts)
+                    .where(attempts.c.run_id == run_id)
+                    .order_by(attempts.c.number, attempts.c.rank)
                 )
                 .mappings()
                 .all()
