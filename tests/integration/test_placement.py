@@ -13,7 +13,7 @@ from herder.control.dispatcher import Dispatcher
 from herder.domain.placement.policy import plan
 from herder.domain.states import AttemptState
 from herder.store.placement import QUICK_WINDOW_BASE
-from herder.store.reports import Completion
+from herder.store.reports import Completion, OutputChunk
 from herder.store.schema import attempts, workers
 from tests.integration.conftest import Api
 from tests.integration.dispatching import dispatch
@@ -229,7 +229,11 @@ def test_one_tenants_backlog_does_not_hide_another_tenants_runs(api: Api) -> Non
 
 @pytest.mark.parametrize(
     ("outcomes", "settled"),
-    [(("succeeded", "succeeded"), "succeeded"), (("failed", "succeeded"), "failed")],
+    [
+        (("succeeded", "succeeded"), "succeeded"),
+        (("failed", "succeeded"), "failed"),
+        (("failed", "failed"), "failed"),
+    ],
 )
 def test_gang_members_ending_at_the_same_moment_settle_the_run(
     api: Api, outcomes: tuple[str, str], settled: str
@@ -246,8 +250,10 @@ def test_gang_members_ending_at_the_same_moment_settle_the_run(
         done = Completion(
             member["attempt_id"], member["attempt"], AttemptState(outcome), 0, outcome, None
         )
+        last_words = OutputChunk(member["attempt_id"], member["attempt"], 0, "stdout", b"bye\n")
         barrier.wait()
-        api.store.reports.apply(worker_id, [], [done])
+        results = api.store.reports.apply(worker_id, [last_words], [done])
+        assert {result.status for result in results} <= {200, 409}
 
     for _ in range(5):
         gang = api.start_run(job["id"])
@@ -285,3 +291,40 @@ def test_only_a_queued_run_says_why_it_waits(api: Api) -> None:
     api.http.post(f"/v1/runs/{queued['id']}/cancel", headers=api.admin)
     cancelled = run(api, queued["id"])
     assert (cancelled["state"], cancelled["waiting_reason"]) == ("cancelled", None)
+
+
+def test_a_cancel_wins_over_a_preemption(api: Api) -> None:
+    worker = register(api, "w", capacity={"cpu": 1})
+    victim = api.start_run(api.create_job("low", priority="low", preemptible=True)["id"])
+    (first,) = claim(api, worker)["assignments"]
+    api.start_run(api.create_job("urgent", priority="high")["id"])
+    dispatch(api.store)  # the low run is chosen as a victim...
+    api.http.post(f"/v1/runs/{victim['id']}/cancel", headers=api.admin)  # ...and cancelled
+    assert heartbeat(api, worker, first)["cancel"] == [first["attempt_id"]]
+    report(api, worker, completions=[completion(first, "cancelled", 143)])
+    assert run(api, victim["id"])["state"] == "cancelled"
+
+
+def test_a_run_cancelled_before_its_worker_claimed_it_never_reaches_the_worker(api: Api) -> None:
+    worker = register(api, "w")
+    cancelled = api.start_run(api.create_job("job")["id"])
+    dispatch(api.store)
+    api.http.post(f"/v1/runs/{cancelled['id']}/cancel", headers=api.admin)
+    assert claim(api, worker)["assignments"] == []
+    detail = run(api, cancelled["id"])
+    assert detail["state"] == "cancelled"
+    assert detail["attempts"][0]["reason"] == "cancelled before it reached its worker"
+
+
+def test_a_quick_snapshot_also_sees_the_longest_waiting_runs(api: Api) -> None:
+    api.http.post(
+        "/v1/workers",
+        headers=api.worker,
+        json={"name": "w", "capacity": {"cpu": 4, "memory_mb": 4096}, "max_slots": 1},
+    )
+    oldest = api.start_run(api.create_job("old-low", priority="low")["id"])
+    high = api.create_job("high", priority="high")
+    for _ in range(QUICK_WINDOW_BASE + 10):
+        api.start_run(high["id"])
+    seen = {run.id for run in api.store.placement.snapshot(quick=True).queued}
+    assert oldest["id"] in seen

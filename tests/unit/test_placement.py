@@ -108,7 +108,7 @@ def test_the_queued_quota_considers_only_the_oldest_runs() -> None:
     queue = [queued(f"r{i}", waited=10 - i) for i in range(3)]
     result = decide(queue, [worker("w")], [TenantView("t1", quotas=TenantQuotas(max_queued=2))])
     assert placed(result) == ["r0", "r1"]
-    assert "only the first 2 queued runs" in result.waiting["r2"]
+    assert "only the tenant's first 2 queued runs" in result.waiting["r2"]
 
 
 def test_best_fit_keeps_the_large_hole_for_the_large_run() -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from datetime import datetime
 
 from herder.domain.placement.policy import PlacementSettings, plan
 from herder.store.placement import PlacementRepository
@@ -45,7 +46,7 @@ class Dispatcher:
     ) -> None:
         self._placement = placement
         self._settings = settings or PlacementSettings()
-        self._reasons: dict[str, str] = {}  # as last stored, so only changes are written
+        self._reasons: dict[str, tuple[datetime, str]] = {}  # as stored: only changes are written
         self._monotonic = monotonic
         self._sleep = sleep
         self._next_pass_at = 0.0
@@ -71,18 +72,22 @@ class Dispatcher:
         applied = self._placement.apply(decided)
         if applied.skipped:
             log.info("dispatcher: %d placements no longer fit", len(applied.skipped))
-        queued = {run.id for run in snapshot.queued}
+        # a reason is cached with the queued_at it was written for: a run placed and queued
+        # again (a retry, a preemption) gets its reason written afresh
+        queued = {run.id: run.queued_at for run in snapshot.queued}
         placed = {placement.run_id for placement in applied.placed}
         changed = {
             run_id: reason
             for run_id, reason in decided.waiting.items()
-            if self._reasons.get(run_id) != reason
+            if self._reasons.get(run_id) != (queued[run_id], reason)
         }
         self._placement.record_reasons(changed)
+        for run_id, reason in changed.items():
+            self._reasons[run_id] = (queued[run_id], reason)
         # a quick pass saw only part of the queue: forget only what it placed
         self._reasons = {
-            run_id: reason
-            for run_id, reason in {**self._reasons, **changed}.items()
+            run_id: cached
+            for run_id, cached in self._reasons.items()
             if (run_id in queued or not full) and run_id not in placed
         }
         if applied.skipped:

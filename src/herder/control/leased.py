@@ -73,6 +73,10 @@ class LeasedLoop:
             except (HerderError, SQLAlchemyError) as error:
                 log.warning("%s: %s; trying again in %ss", self.name, error, ERROR_PAUSE_SECONDS)
                 self._stop.wait(ERROR_PAUSE_SECONDS)
+            except Exception:  # a bug: say so loudly, but keep the loop (nothing else runs it)
+                log.exception("%s: unexpected error; trying again in %ss", self.name,
+                              ERROR_PAUSE_SECONDS)  # fmt: skip
+                self._stop.wait(ERROR_PAUSE_SECONDS)
         if self.fencing is not None:
             try:
                 self._leases.release(self.name, self._holder, self.fencing)

@@ -9,6 +9,7 @@ attempts send the run back to the queue and do not count against its retries.
 from __future__ import annotations
 
 import random
+from collections.abc import Collection
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -18,7 +19,7 @@ from herder.domain.jobs import RetryPolicy
 from herder.domain.retry import decide
 from herder.domain.states import AttemptState, RunState
 from herder.store.database import Database
-from herder.store.notifications import DUE_CHANNEL, notify_cancel, notify_work
+from herder.store.notifications import DUE_CHANNEL, notify_cancel, notify_capacity, notify_work
 from herder.store.schema import attempts, runs
 from herder.store.transitions import move_run
 
@@ -78,14 +79,31 @@ def run_after_attempt(
     return decision.state
 
 
-RUN_FACTS = (runs.c.spec, runs.c.replicas, runs.c.preemptions)  # what settling a run reads
+# what settling a run reads
+RUN_FACTS = (runs.c.spec, runs.c.replicas, runs.c.preemptions, runs.c.cancel_requested)
 
 
 def lock_run(connection: Connection, run_id: str) -> Any:
     """Take the run's row lock before touching its attempts: everyone who ends attempts locks
     in that order (run, then attempts), so gang members ending together cannot deadlock.
     Returns what ``run_after_attempt`` needs of the run."""
-    return connection.execute(select(*RUN_FACTS).where(runs.c.id == run_id).with_for_update()).one()
+    return connection.execute(
+        select(*RUN_FACTS).where(runs.c.id == run_id).with_for_update(key_share=True)
+    ).one()
+
+
+def lock_runs_of(connection: Connection, attempt_ids: Collection[str]) -> None:
+    """Lock the runs of these attempts, in id order, before any of the attempts is touched:
+    a batch that ends several attempts (or writes output before ending them) then takes its
+    locks in the same order as everyone else."""
+    if attempt_ids:
+        owners = select(attempts.c.run_id).where(attempts.c.id.in_(attempt_ids))
+        connection.execute(
+            select(runs.c.id)
+            .where(runs.c.id.in_(owners))
+            .order_by(runs.c.id)
+            .with_for_update(key_share=True)
+        ).all()
 
 
 def _members_running(connection: Connection, run_id: str, attempt: int) -> int:
@@ -149,10 +167,11 @@ def end_attempt(
         update(attempts)
         .where(attempts.c.id == attempt_id, attempts.c.state == AttemptState.RUNNING)
         .values(state=outcome, reason=reason, finished_at=now)
-        .returning(attempts.c.run_id, attempts.c.number)
+        .returning(attempts.c.run_id, attempts.c.number, attempts.c.worker_id)
     ).first()
     if ended is None:
         return
+    notify_capacity(database, connection, ended.worker_id)  # the dispatcher may place there
     current = connection.execute(
         select(runs.c.id).where(
             runs.c.id == ended.run_id,

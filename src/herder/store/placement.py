@@ -74,6 +74,7 @@ class PlacementRepository:
                     attempts.c.memory_mb, attempts.c.gpus, attempts.c.started_at,
                     attempts.c.gpu_indices, attempts.c.preempt_requested_at, runs.c.tenant_id,
                     runs.c.priority, runs.c.preemptible, runs.c.preempted_at,
+                    runs.c.cancel_requested,
                 )
                 .join(runs, runs.c.id == attempts.c.run_id)
                 .where(attempts.c.state == AttemptState.RUNNING)
@@ -82,7 +83,11 @@ class PlacementRepository:
                 free = _free_slots(fleet, active)
                 window = min(window, QUICK_WINDOW_BASE + 4 * free)
                 per_tenant = min(per_tenant, QUICK_WINDOW_BASE + 2 * free)
-            queue = connection.execute(_queue_window(window, per_tenant)).all()
+            queue = list(connection.execute(_queue_window(window, per_tenant)).all())
+            if quick:  # and the longest-waiting, whatever their class: aging must not stall
+                seen = {row.id for row in queue}
+                oldest = connection.execute(_oldest_queued(QUICK_WINDOW_BASE)).all()
+                queue += [row for row in oldest if row.id not in seen]
             tenant_rows = connection.execute(
                 select(tenants.c.id, tenants.c.weight, tenants.c.quotas)
             ).all()
@@ -323,6 +328,12 @@ def _request_preemption(connection: Connection, preemption: Preemption, now: dat
     return bool(chosen)
 
 
+_QUEUED_COLUMNS = (
+    runs.c.id, runs.c.tenant_id, runs.c.priority, runs.c.queued_at, runs.c.cpu_milli,
+    runs.c.memory_mb, runs.c.gpus, runs.c.replicas, runs.c.requires,
+)  # fmt: skip
+
+
 def _free_slots(fleet: Sequence[Any], active: Sequence[Any]) -> int:
     running: dict[str, int] = defaultdict(int)
     for attempt in active:
@@ -334,13 +345,21 @@ def _free_slots(fleet: Sequence[Any], active: Sequence[Any]) -> int:
     )
 
 
+def _oldest_queued(count: int) -> Select[Any]:
+    return (
+        select(*_QUEUED_COLUMNS)
+        .where(runs.c.state == RunState.QUEUED)
+        .order_by(runs.c.queued_at)
+        .limit(count)
+    )
+
+
 def _queue_window(window: int, per_tenant: int) -> Select[Any]:
     """The first ``per_tenant`` queued runs of each tenant (by class, then age), at most
     ``window`` in all, so one tenant's backlog never pushes the others out of sight."""
     ranked = (
         select(
-            runs.c.id, runs.c.tenant_id, runs.c.priority, runs.c.queued_at, runs.c.cpu_milli,
-            runs.c.memory_mb, runs.c.gpus, runs.c.replicas, runs.c.requires,
+            *_QUEUED_COLUMNS,
             func.row_number().over(
                 partition_by=runs.c.tenant_id,
                 order_by=(runs.c.priority.desc(), runs.c.queued_at),
@@ -366,7 +385,7 @@ def _running(row: Any) -> RunningAttempt:
         need=Amount(row.cpu_milli, row.memory_mb, row.gpus, 1),
         started_at=row.started_at,
         gpu_indices=tuple(row.gpu_indices or ()),
-        preemptible=row.preemptible,
+        preemptible=row.preemptible and not row.cancel_requested,  # stopping anyway
         preempting=row.preempt_requested_at is not None,
         last_preempted_at=row.preempted_at,
     )

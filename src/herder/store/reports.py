@@ -19,7 +19,7 @@ from herder.domain.states import AttemptState
 from herder.store.database import Database
 from herder.store.dialect import insert_ignoring_duplicates
 from herder.store.notifications import notify_capacity
-from herder.store.outcomes import RUN_FACTS, run_after_attempt
+from herder.store.outcomes import RUN_FACTS, lock_runs_of, run_after_attempt
 from herder.store.schema import attempts, log_chunks, runs
 from herder.store.transitions import record_event
 
@@ -94,6 +94,9 @@ class ReportRepository:
             by_attempt[chunk.attempt_id, chunk.attempt].append(chunk)
         results = []
         with self._db.write() as connection:
+            if completions:
+                ending = {completion.attempt_id for completion in completions}
+                lock_runs_of(connection, ending | {attempt_id for attempt_id, _ in by_attempt})
             for (attempt_id, attempt), chunks in by_attempt.items():
                 if not self._append(connection, worker_id, attempt_id, attempt, chunks, now):
                     results.append(
@@ -151,10 +154,11 @@ class ReportRepository:
             select(attempts.c.preempt_requested_at, *RUN_FACTS)
             .join(runs, runs.c.id == attempts.c.run_id)
             .where(*fence)
-            .with_for_update(of=runs)
+            .with_for_update(of=runs, key_share=True)
         ).first()
         outcome = completion.outcome
-        if locked and locked.preempt_requested_at and outcome != AttemptState.SUCCEEDED:
+        preempted = locked and locked.preempt_requested_at and not locked.cancel_requested
+        if preempted and outcome != AttemptState.SUCCEEDED:
             outcome = AttemptState.PREEMPTED  # however the worker saw the stop
         run_id = connection.execute(
             update(attempts)

@@ -296,8 +296,7 @@ class RunRepository:
         with self._db.write() as connection:
             run = self._get(connection, tenant_id, run_id)
             if run.state is RunState.RUNNING:
-                worker_id = self._request_cancel(connection, run, now, actor)
-                if worker_id is not None:
+                for worker_id in self._request_cancel(connection, run, now, actor):
                     notify_cancel(self._db, connection, worker_id)
                 return self._get(connection, tenant_id, run_id)
             if not run.state.is_terminal and move_run(
@@ -314,7 +313,8 @@ class RunRepository:
         raise Conflict(f"run {run_id} is already {run.state}; only active runs can be cancelled")
 
     @staticmethod
-    def _request_cancel(connection: Connection, run: Run, now: datetime, actor: str) -> str | None:
+    def _request_cancel(connection: Connection, run: Run, now: datetime, actor: str) -> set[str]:
+        """Mark the run; returns the workers of its current attempt (each gang member's)."""
         if not run.cancel_requested:
             connection.execute(
                 update(runs)
@@ -329,10 +329,12 @@ class RunRepository:
                 attempt=run.attempt_count,
                 message="cancel requested; the worker is stopping the attempt",
             )
-        return connection.execute(
-            select(attempts.c.worker_id).where(
-                attempts.c.run_id == run.id,
-                attempts.c.number == run.attempt_count,
-                attempts.c.state == AttemptState.RUNNING,
-            )
-        ).scalar()
+        return set(
+            connection.execute(
+                select(attempts.c.worker_id).where(
+                    attempts.c.run_id == run.id,
+                    attempts.c.number == run.attempt_count,
+                    attempts.c.state == AttemptState.RUNNING,
+                )
+            ).scalars()
+        )

@@ -221,7 +221,9 @@ class WorkerRepository:
 
     def claim(self, worker_id: str, max_runs: int) -> list[Assignment]:
         """Up to ``max_runs`` of the attempts the dispatcher placed on this worker and not yet
-        handed over, now handed over. A draining worker still gets what was placed before."""
+        handed over, now handed over. A draining worker still gets what was placed before.
+        One cancelled or preempted before it was handed over ends here instead: the worker
+        would start it before it heard the stop."""
         if max_runs <= 0:
             return []
         now = self._clock.now()
@@ -237,7 +239,8 @@ class WorkerRepository:
                 select(
                     attempts.c.id, attempts.c.number, attempts.c.rank, attempts.c.gpu_indices,
                     runs.c.id.label("run_id"), runs.c.tenant_id, runs.c.spec,
-                    runs.c.idempotency_key, runs.c.replicas,
+                    runs.c.idempotency_key, runs.c.replicas, runs.c.cancel_requested,
+                    attempts.c.preempt_requested_at,
                 )
                 .join(runs, runs.c.id == attempts.c.run_id)
                 .where(
@@ -248,6 +251,18 @@ class WorkerRepository:
                 .order_by(attempts.c.id)
                 .limit(max_runs)
             ).all()  # fmt: skip
+            stopped = [row for row in placed if row.cancel_requested or row.preempt_requested_at]
+            for row in stopped:
+                outcome, why = (
+                    (AttemptState.CANCELLED, "cancelled before it reached its worker")
+                    if row.cancel_requested
+                    else (AttemptState.PREEMPTED, "preempted before it reached its worker")
+                )
+                end_attempt(
+                    self._db, connection, self._rng, f"worker:{worker_id}", row.id, outcome,
+                    why, now,
+                )  # fmt: skip
+            placed = [row for row in placed if row not in stopped]
             if not placed:
                 return []
             connection.execute(

@@ -106,8 +106,8 @@ class _Pass:
                 considered += runs
                 continue
             considered += runs[:limit]
-            for position, run in enumerate(runs[limit:], start=limit + 1):
-                self.plan.waiting[run.id] = reasons.queue_quota(limit, position)
+            for run in runs[limit:]:
+                self.plan.waiting[run.id] = reasons.queue_quota(limit)
         return considered
 
     def _consider(self, run: QueuedRun) -> str | None:

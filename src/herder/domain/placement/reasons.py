@@ -37,11 +37,8 @@ def over_quota(quotas: TenantQuotas, used: Amount, need: Amount) -> str | None:
     return "tenant quota " + ", ".join(parts) + " in use"
 
 
-def queue_quota(limit: int, position: int) -> str:
-    return (
-        f"tenant quota: only the first {limit} queued runs are considered at once; "
-        f"this one is number {position}"
-    )
+def queue_quota(limit: int) -> str:
+    return f"tenant quota: only the tenant's first {limit} queued runs are considered at once"
 
 
 def _labels(requires: Mapping[str, str]) -> str:

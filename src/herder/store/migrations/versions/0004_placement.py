@@ -67,6 +67,11 @@ def upgrade() -> None:
             sa.Column("address", sa.String(length=255), server_default="", nullable=False)
         )
 
+    # Attempts running at the upgrade were claimed the old way, so they have been handed over
+    # already: a claim must not hand them over again. (Runs from before have no replicas,
+    # requirements or preemptible flag in their spec, so the column defaults are theirs.)
+    op.execute("UPDATE attempts SET delivered_at = started_at WHERE state = 'running'")
+
 
 def downgrade() -> None:
     with op.batch_alter_table("workers", schema=None) as batch_op:
