@@ -7,6 +7,7 @@ step: the policy and the dispatcher's own bookkeeping), apply and writing reason
 
 from __future__ import annotations
 
+import itertools
 import os
 import statistics
 import subprocess
@@ -26,7 +27,7 @@ from herder.domain.models import WorkerState
 from herder.domain.placement.policy import Plan
 from herder.domain.placement.snapshot import Snapshot
 from herder.store.database import Database, sqlite_url
-from herder.store.placement import QUEUE_WINDOW, Applied, PlacementRepository
+from herder.store.placement import QUEUE_WINDOW, TENANT_QUEUE_WINDOW, Applied, PlacementRepository
 from herder.store.runs import new_run_values
 from herder.store.schema import runs, workers
 from herder.store.store import Store
@@ -84,9 +85,15 @@ class TimedPlacement(PlacementRepository):
         super().__init__(database, clock)
         self.timings = _Timings()
 
-    def snapshot(self, window: int = QUEUE_WINDOW) -> Snapshot:
+    def snapshot(
+        self,
+        window: int = QUEUE_WINDOW,
+        per_tenant: int = TENANT_QUEUE_WINDOW,
+        *,
+        quick: bool = False,
+    ) -> Snapshot:
         started = time.perf_counter()
-        result = super().snapshot(window)
+        result = super().snapshot(window, per_tenant, quick=quick)
         self.timings.snapshot = time.perf_counter() - started
         self.timings.queued = len(result.queued)
         return result
@@ -139,7 +146,9 @@ def _measure(name: str, url: str, world: World) -> StoreResult:
         _populate(store, world)
         setup_seconds = time.perf_counter() - started
         timed = TimedPlacement(store.database, store.clock)
-        dispatcher = Dispatcher(timed)
+        # every pass a full one (the clock jumps past the full-pass interval), never paced
+        ticks = itertools.count(step=1000)
+        dispatcher = Dispatcher(timed, monotonic=lambda: float(next(ticks)), sleep=lambda _: None)
         passes = []
         for _ in range(2 + STEADY_PASSES):
             started = time.perf_counter()
