@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from herder.domain.placement.feasibility import has_labels
-from herder.domain.placement.fleet import WorkerState
+from herder.domain.placement.fleet import WorkerRoom
 from herder.domain.placement.policy import plan
 from herder.domain.placement.resources import Amount
 from herder.domain.placement.snapshot import (
@@ -112,7 +112,7 @@ def test_placement_never_over_commits_a_worker(snapshot: Snapshot) -> None:
         for member in placement.members:
             worker = by_id[member.worker_id]
             assert not worker.draining
-            assert has_labels(WorkerState(worker, Amount(), []), run.requires)
+            assert has_labels(WorkerRoom(worker, Amount(), []), run.requires)
             assert len(member.gpu_indices) == run.need.gpus
             added[worker.id] = added.get(worker.id, Amount()) + run.need
             gpus[worker.id] += member.gpu_indices

@@ -47,10 +47,7 @@ _RUN_COLUMNS = [
 
 
 def _run(row: Any) -> Run:
-    values = dict(row._mapping)
-    if values["state"] != RunState.QUEUED:  # a reason is about waiting in the queue
-        values["waiting_reason"] = None
-    return Run.model_validate(values)
+    return Run.model_validate(dict(row._mapping))
 
 
 def new_run_values(

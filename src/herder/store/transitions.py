@@ -60,6 +60,8 @@ def move_run(
         values.setdefault("finished_at", at)
     if target is RunState.QUEUED:
         values.setdefault("queued_at", at)
+    if source is RunState.QUEUED:  # a waiting reason is about waiting in the queue
+        values.setdefault("waiting_reason", None)
     moved = connection.execute(statement.values(state=target, **values)).rowcount == 1
     if moved:
         record_event(

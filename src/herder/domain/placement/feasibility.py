@@ -4,26 +4,26 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from herder.domain.placement.fleet import WorkerState
+from herder.domain.placement.fleet import WorkerRoom
 from herder.domain.placement.resources import Amount
 
 
-def has_labels(worker: WorkerState, requires: Mapping[str, str]) -> bool:
+def has_labels(worker: WorkerRoom, requires: Mapping[str, str]) -> bool:
     labels = worker.view.labels
     return all(labels.get(key) == value for key, value in requires.items())
 
 
-def could_ever_fit(worker: WorkerState, need: Amount) -> bool:
+def could_ever_fit(worker: WorkerRoom, need: Amount) -> bool:
     """Big enough when empty: otherwise waiting for capacity would never help."""
     return need.fits_in(worker.view.capacity)
 
 
-def fits_now(worker: WorkerState, need: Amount, run_id: str) -> bool:
+def fits_now(worker: WorkerRoom, need: Amount, run_id: str) -> bool:
     if worker.reserved_for is not None and worker.reserved_for != run_id:
         return False
     return worker.accepts_work and need.fits_in(worker.free)
 
 
-def eligible(workers: list[WorkerState], requires: Mapping[str, str]) -> list[WorkerState]:
+def eligible(workers: list[WorkerRoom], requires: Mapping[str, str]) -> list[WorkerRoom]:
     """Accepting workers with the required labels."""
     return [worker for worker in workers if worker.accepts_work and has_labels(worker, requires)]

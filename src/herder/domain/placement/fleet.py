@@ -10,7 +10,9 @@ from herder.domain.placement.snapshot import RunningAttempt, Snapshot, WorkerVie
 
 
 @dataclass(slots=True)
-class WorkerState:
+class WorkerRoom:
+    """One worker during a pass: its view and what is still free on it."""
+
     view: WorkerView
     free: Amount
     free_gpus: list[int]  # indices not given to any attempt, ascending
@@ -35,7 +37,7 @@ class WorkerState:
 
 class Fleet:
     def __init__(self, snapshot: Snapshot) -> None:
-        self.workers = [_state(view) for view in snapshot.workers]
+        self.workers = [_room(view) for view in snapshot.workers]
         self.total = Amount()
         for worker in self.workers:
             if worker.accepts_work:
@@ -51,17 +53,14 @@ class Fleet:
     def used_by(self, tenant_id: str) -> Amount:
         return self.usage.get(tenant_id, Amount())
 
-    def accepting(self) -> list[WorkerState]:
-        return [worker for worker in self.workers if worker.accepts_work]
 
-
-def _state(view: WorkerView) -> WorkerState:
+def _room(view: WorkerView) -> WorkerRoom:
     taken = {index for attempt in view.running for index in attempt.gpu_indices}
     releasing = Amount()
     for attempt in view.running:
         if attempt.preempting:
             releasing += attempt.need
-    return WorkerState(
+    return WorkerRoom(
         view=view,
         free=view.capacity - view.used,
         free_gpus=[index for index in range(view.capacity.gpus) if index not in taken],

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from herder.domain.placement import preemption, reasons
 from herder.domain.placement.feasibility import could_ever_fit, eligible, fits_now
-from herder.domain.placement.fleet import Fleet, WorkerState
+from herder.domain.placement.fleet import Fleet, WorkerRoom
 from herder.domain.placement.ordering import Aging, dispatch_order, is_starving
 from herder.domain.placement.ranking import best
 from herder.domain.placement.resources import Amount, dominant_share
@@ -76,7 +76,7 @@ class _Pass:
         self.fleet = Fleet(snapshot)
         self.plan = Plan()
         self.no_room: dict[tuple[object, ...], str] = {}  # shape → reason, this pass
-        self.candidates: dict[tuple[object, ...], list[WorkerState]] = {}  # shape → workers
+        self.candidates: dict[tuple[object, ...], list[WorkerRoom]] = {}  # shape → workers
 
     def tenant(self, tenant_id: str) -> TenantView:
         return self.snapshot.tenants.get(tenant_id) or TenantView(tenant_id)
@@ -132,14 +132,14 @@ class _Pass:
             reason = self._reserve(run) or reason
         return reason
 
-    def _fit(self, run: QueuedRun) -> list[tuple[WorkerState, Amount]] | None:
+    def _fit(self, run: QueuedRun) -> list[tuple[WorkerRoom, Amount]] | None:
         """A worker per member, best fit each, trying the whole gang before taking any."""
         candidates = self._candidates(run)
         if run.replicas == 1:
             chosen = best((w for w in candidates if fits_now(w, run.need, run.id)), run.need)
             return None if chosen is None else [(chosen, run.need)]
         trial = {worker.id: worker.free for worker in candidates}
-        members: list[tuple[WorkerState, Amount]] = []
+        members: list[tuple[WorkerRoom, Amount]] = []
         for _ in range(run.replicas):
             room = (
                 w
@@ -153,7 +153,7 @@ class _Pass:
             members.append((chosen, run.need))
         return members
 
-    def _candidates(self, run: QueuedRun) -> list[WorkerState]:
+    def _candidates(self, run: QueuedRun) -> list[WorkerRoom]:
         """The shape's workers that still have room for one member; the list is kept for
         the pass and pruned in place, since a worker without room now has none later."""
         shape = (run.need, tuple(sorted(run.requires.items())))
@@ -168,7 +168,7 @@ class _Pass:
         self.candidates[shape] = known
         return known
 
-    def _take(self, run: QueuedRun, members: list[tuple[WorkerState, Amount]]) -> None:
+    def _take(self, run: QueuedRun, members: list[tuple[WorkerRoom, Amount]]) -> None:
         placed = tuple(
             Member(worker.id, rank, worker.take(need))
             for rank, (worker, need) in enumerate(members)

@@ -11,8 +11,8 @@ import itertools
 from dataclasses import dataclass
 from datetime import datetime
 
-from herder.domain.placement.feasibility import could_ever_fit, has_labels
-from herder.domain.placement.fleet import WorkerState
+from herder.domain.placement.feasibility import could_ever_fit, eligible
+from herder.domain.placement.fleet import WorkerRoom
 from herder.domain.placement.resources import Amount
 from herder.domain.placement.snapshot import QueuedRun, RunningAttempt
 
@@ -27,7 +27,7 @@ class Rules:
 
 @dataclass(frozen=True)
 class Choice:
-    worker: WorkerState
+    worker: WorkerRoom
     victims: tuple[RunningAttempt, ...]  # empty: enough is already being freed there
 
 
@@ -36,14 +36,12 @@ def may_preempt(run: QueuedRun) -> bool:
 
 
 def choose(
-    run: QueuedRun, workers: list[WorkerState], now: datetime, rules: Rules
+    run: QueuedRun, workers: list[WorkerRoom], now: datetime, rules: Rules
 ) -> tuple[Choice | None, int]:
     """The best place to make room for ``run``, and how many candidates sat out a cool-down."""
     best: tuple[tuple[int, int, float, str], Choice] | None = None
     cooling = 0
-    for worker in workers:
-        if not (worker.accepts_work and has_labels(worker, run.requires)):
-            continue
+    for worker in eligible(workers, run.requires):
         if not could_ever_fit(worker, run.need) or worker.reserved_for not in (None, run.id):
             continue
         room = worker.free + worker.releasing
@@ -61,7 +59,7 @@ def choose(
 
 
 def _candidates(
-    worker: WorkerState, run: QueuedRun, now: datetime, rules: Rules
+    worker: WorkerRoom, run: QueuedRun, now: datetime, rules: Rules
 ) -> tuple[list[RunningAttempt], int]:
     candidates, cooling = [], 0
     for attempt in worker.view.running:

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from herder.domain.placement.fleet import WorkerState
+from herder.domain.placement.fleet import WorkerRoom
 from herder.domain.placement.resources import Amount
 
 GPU_WORKER_PENALTY = 1.0  # as much as leaving a whole dimension empty
 SCORED_WORKERS = 64
 
 
-def score(worker: WorkerState, need: Amount, free: Amount | None = None) -> float:
+def score(worker: WorkerRoom, need: Amount, free: Amount | None = None) -> float:
     """Free capacity left after placing ``need`` on ``free`` (the worker's by default)."""
     capacity = worker.view.capacity
     room = worker.free if free is None else free
@@ -36,10 +36,10 @@ def score(worker: WorkerState, need: Amount, free: Amount | None = None) -> floa
 
 
 def best(
-    workers: Iterable[WorkerState], need: Amount, free: dict[str, Amount] | None = None
-) -> WorkerState | None:
+    workers: Iterable[WorkerRoom], need: Amount, free: dict[str, Amount] | None = None
+) -> WorkerRoom | None:
     """The best of the first ``SCORED_WORKERS`` given (each already known to fit)."""
-    chosen: WorkerState | None = None
+    chosen: WorkerRoom | None = None
     chosen_key = (0.0, "")
     for scored, worker in enumerate(workers):
         if scored == SCORED_WORKERS:

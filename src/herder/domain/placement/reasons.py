@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
-from herder.domain.placement.feasibility import could_ever_fit, has_labels
-from herder.domain.placement.fleet import WorkerState
+from herder.domain.placement.feasibility import could_ever_fit, eligible
+from herder.domain.placement.fleet import WorkerRoom
 from herder.domain.placement.resources import Amount
 from herder.domain.placement.snapshot import QueuedRun
 from herder.domain.tenants import TenantQuotas
@@ -45,14 +45,14 @@ def _labels(requires: Mapping[str, str]) -> str:
     return ", ".join(f"{key}={value}" for key, value in sorted(requires.items()))
 
 
-def no_room(run: QueuedRun, workers: list[WorkerState]) -> str:
+def no_room(run: QueuedRun, workers: list[WorkerRoom]) -> str:
     """Nothing fits now: say whether waiting can help, and what the matching workers lack."""
     accepting = [worker for worker in workers if worker.accepts_work]
     draining = len(workers) - len(accepting)
     if not accepting:
         more = f" ({draining} draining)" if draining else ""
         return f"{needs(run)}; no worker is available{more}"
-    matching = [worker for worker in accepting if has_labels(worker, run.requires)]
+    matching = eligible(workers, run.requires)
     having = f"have {_labels(run.requires)}" if run.requires else "are available"
     if not matching:
         return f"{needs(run)}; none of {len(accepting)} workers has {_labels(run.requires)}"
