@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from herder import __version__
 from herder.api.errors import install_error_handlers
 from herder.api.limits import BodyLimit
-from herder.api.ratelimit import RateLimited, SubmitLimiter, rate_limited_problem
+from herder.api.ratelimit import SubmitLimiter
 from herder.api.routers import (
     artifacts,
     fleet,
@@ -57,7 +57,6 @@ def create_app(store: Store, settings: Settings) -> FastAPI:
     app.state.wakeups = wakeups
     app.state.submit_limiter = SubmitLimiter(store.access.tenant_quotas)
     install_error_handlers(app)
-    app.add_exception_handler(RateLimited, rate_limited_problem)
     for module in (health, artifacts, jobs, runs, schedules, queue, tenants, workers, fleet):
         app.include_router(module.router)
     app.add_middleware(BodyLimit)

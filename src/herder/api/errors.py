@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
-from herder.domain.errors import HerderError
+from herder.domain.errors import HerderError, RateLimited
 
 PROBLEM_TYPE = "application/problem+json"
 log = logging.getLogger("herder.api")
@@ -37,8 +37,15 @@ def _field_path(location: tuple[int | str, ...]) -> str:
 
 async def _herder_error(_request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, HerderError)
-    extra = {"field": error.field} if error.field else {}
+    extra: dict[str, Any] = {"field": error.field} if error.field else {}
     headers = {"WWW-Authenticate": "Bearer"} if error.status == 401 else None
+    if isinstance(error, RateLimited):
+        headers = {"Retry-After": str(error.retry_after_header)}
+        extra.update(
+            retry_after_seconds=error.retry_after_header,
+            rate_per_second=error.rate,
+            burst=error.burst,
+        )
     return problem(error.status, error.title, error.detail, headers=headers, **extra)
 
 

@@ -19,35 +19,15 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
-from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from herder.api.auth import Writer
-from herder.api.errors import problem
-from herder.domain.errors import HerderError
+from herder.domain.errors import RateLimited
 from herder.domain.models import Principal
 from herder.domain.tenants import TenantQuotas
 
 QUOTA_TTL_SECONDS = 5.0
 _ROUNDING = 1e-9  # tokens: refills computed in floating point land a hair short of whole
-
-
-class RateLimited(HerderError):
-    """A tenant submits faster than its quota allows (429, with ``Retry-After``)."""
-
-    status = 429
-    title = "Too many requests"
-
-    def __init__(self, detail: str, *, retry_after_seconds: float, rate: float, burst: float):
-        super().__init__(detail)
-        self.retry_after_seconds = retry_after_seconds
-        self.rate = rate
-        self.burst = burst
-
-    @property
-    def retry_after_header(self) -> int:
-        """Whole seconds, rounded up, at least 1 (the header takes no fractions)."""
-        return max(1, math.ceil(self.retry_after_seconds))
 
 
 @dataclass
@@ -176,16 +156,3 @@ async def submitter(caller: Writer, request: Request) -> Principal:
 
 
 Submitter = Annotated[Principal, Depends(submitter)]
-
-
-async def rate_limited_problem(_request: Request, error: Exception) -> JSONResponse:
-    assert isinstance(error, RateLimited)
-    return problem(
-        error.status,
-        error.title,
-        error.detail,
-        headers={"Retry-After": str(error.retry_after_header)},
-        retry_after_seconds=error.retry_after_header,
-        rate_per_second=error.rate,
-        burst=error.burst,
-    )

@@ -8,12 +8,15 @@
     ├── TooLarge        a body or upload over its limit
     ├── Unauthorized    no key, or a key we do not know
     ├── Forbidden       a known key whose role does not allow the call
+    ├── RateLimited     a tenant submits faster than its quota (says when to retry)
     └── Unavailable     a dependency (the store) cannot be reached right now
 
 The API maps each to one HTTP problem type in ``herder.api.errors``.
 """
 
 from __future__ import annotations
+
+import math
 
 
 class HerderError(Exception):
@@ -61,6 +64,22 @@ class Unauthorized(HerderError):
 class Forbidden(HerderError):
     status = 403
     title = "Forbidden"
+
+
+class RateLimited(HerderError):
+    status = 429
+    title = "Too many requests"
+
+    def __init__(self, detail: str, *, retry_after_seconds: float, rate: float, burst: float):
+        super().__init__(detail)
+        self.retry_after_seconds = retry_after_seconds
+        self.rate = rate
+        self.burst = burst
+
+    @property
+    def retry_after_header(self) -> int:
+        """Whole seconds, rounded up, at least 1 (the header takes no fractions)."""
+        return max(1, math.ceil(self.retry_after_seconds))
 
 
 class Unavailable(HerderError):
