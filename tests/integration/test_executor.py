@@ -21,7 +21,8 @@ from herder.domain.errors import Invalid
 from herder.domain.jobs import JobSpec, Runtime
 from herder.domain.states import AttemptState
 from herder.worker.executor import LaunchPlan, Outcome, StopRequest, execute
-from herder.worker.uids import default_python, kill_processes_of_uid
+from herder.worker.sandbox import SANDBOX_WORKSPACE, Sandbox
+from herder.worker.uids import default_python
 from herder.worker.workspace import (
     build_plan,
     place_artifact,
@@ -29,6 +30,7 @@ from herder.worker.workspace import (
     remove_workspace,
     unpack_archive,
 )
+from tests.sandboxes import attempt_sandbox, launcher, needs_root
 
 SANDBOX_UID = 61999
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
@@ -36,7 +38,6 @@ LOOPS = [
     pytest.param(None, id="asyncio"),
     pytest.param(uvloop.new_event_loop, id="uvloop"),
 ]
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run as another uid")
 
 LoopFactory = Callable[[], asyncio.AbstractEventLoop] | None
 T = TypeVar("T")
@@ -66,12 +67,13 @@ def shell(
     *,
     timeout: float = 10.0,
     grace: float = 0.5,
-    uid: int | None = None,
+    sandbox: Sandbox | None = None,
     cancel_after: float | None = None,
     loop_factory: LoopFactory = None,
 ) -> tuple[Outcome, Output, float]:
     """Run ``sh -c command``; return its outcome, its output and how long it took."""
-    plan = LaunchPlan(["/bin/sh", "-c", command], ENV, cwd, uid, uid, timeout, grace)
+    where = SANDBOX_WORKSPACE if sandbox is not None else cwd
+    plan = LaunchPlan(["/bin/sh", "-c", command], ENV, where, timeout, grace, sandbox=sandbox)
     output = Output()
 
     async def go() -> Outcome:
@@ -185,7 +187,7 @@ def test_a_program_that_cannot_start_fails_without_raising(
     if mode is not None:
         path.write_text("#!/bin/sh\n")
         path.chmod(mode)
-    plan = LaunchPlan([str(path)], ENV, workspace, None, None, 5.0)
+    plan = LaunchPlan([str(path)], ENV, workspace, 5.0)
     outcome = run(execute(plan, Output(), asyncio.Event()))
     assert outcome.state is AttemptState.FAILED
     assert outcome.exit_code is None
@@ -242,18 +244,19 @@ def test_what_the_job_left_in_its_group_is_killed_when_it_exits(workspace: Path)
 
 
 @needs_root
-def test_a_grandchild_that_left_the_group_dies_with_the_attempt_uid(tmp_path: Path) -> None:
-    workspace = prepare_workspace(tmp_path, "att_uid", SANDBOX_UID, SANDBOX_UID)
-    outcome, output, took = shell(
-        "id -u; id -G; setsid sleep 30 & echo $!", workspace, uid=SANDBOX_UID
-    )
-    uid, groups, escaped = output.of("stdout").split()
-    assert outcome.state is AttemptState.SUCCEEDED
-    assert (uid, groups) == (str(SANDBOX_UID), str(SANDBOX_UID))
-    assert took < 1.0  # the escaped sleep held the pipes, yet the end was not held up
-    kill_processes_of_uid(SANDBOX_UID)  # what the agent's UidSweeper does before reuse
-    assert eventually(lambda: not living_of_uid(SANDBOX_UID)), living_of_uid(SANDBOX_UID)
-    assert int(escaped) not in living(lambda *_: True)
+def test_a_grandchild_that_left_the_group_dies_with_the_sandbox(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    with attempt_sandbox(launcher(tmp_path_factory), tmp_path, SANDBOX_UID) as sandbox:
+        outcome, output, took = shell(
+            "id -u; id -G; setsid sleep 30 & echo $!", tmp_path, sandbox=sandbox
+        )
+        uid, groups, _ = output.of("stdout").split()
+        assert outcome.state is AttemptState.SUCCEEDED
+        assert (uid, groups) == (str(SANDBOX_UID), str(SANDBOX_UID))
+        assert took < 1.0  # the escaped sleep held the pipes, yet the end was not held up
+        # its PID namespace ended with the job: nothing of the uid survives, no sweep needed
+        assert eventually(lambda: not living_of_uid(SANDBOX_UID)), living_of_uid(SANDBOX_UID)
 
 
 def test_an_escaped_grandchild_holding_the_pipes_does_not_hang_the_end(workspace: Path) -> None:
@@ -291,7 +294,7 @@ def stop_after(seconds: float, *stops: tuple[AttemptState, str]) -> Callable[[],
 def stopped(
     command: str, workspace: Path, make: Callable[[], StopRequest]
 ) -> tuple[Outcome, float]:
-    plan = LaunchPlan(["/bin/sh", "-c", command], ENV, workspace, None, None, 30, 0.5)
+    plan = LaunchPlan(["/bin/sh", "-c", command], ENV, workspace, 30, 0.5)
 
     async def go() -> Outcome:
         return await execute(plan, Output(), make())
@@ -339,7 +342,7 @@ def test_an_attempt_preempted_before_it_starts_never_runs(workspace: Path) -> No
 
 
 def test_an_attempt_cancelled_before_it_starts_never_runs(workspace: Path) -> None:
-    plan = LaunchPlan(["/bin/sh", "-c", "touch ran"], ENV, workspace, None, None, 5.0)
+    plan = LaunchPlan(["/bin/sh", "-c", "touch ran"], ENV, workspace, 5.0)
     cancel = asyncio.Event()
     cancel.set()
     outcome = run(execute(plan, Output(), cancel))
@@ -351,7 +354,7 @@ def test_a_failing_output_sink_stops_the_attempt_and_is_raised(workspace: Path) 
     def broken(stream: str, data: bytes) -> None:
         raise RuntimeError("sink is broken")
 
-    plan = LaunchPlan(["/bin/sh", "-c", "echo hi; exec sleep 30"], ENV, workspace, None, None, 30)
+    plan = LaunchPlan(["/bin/sh", "-c", "echo hi; exec sleep 30"], ENV, workspace, 30)
     started = time.monotonic()
     with pytest.raises(RuntimeError, match="sink is broken"):
         run(execute(plan, broken, asyncio.Event()))
@@ -359,7 +362,7 @@ def test_a_failing_output_sink_stops_the_attempt_and_is_raised(workspace: Path) 
 
 
 def test_cancelling_execute_itself_leaves_nothing_running(workspace: Path) -> None:
-    plan = LaunchPlan(["/bin/sh", "-c", "echo $$; exec sleep 30"], ENV, workspace, None, None, 30)
+    plan = LaunchPlan(["/bin/sh", "-c", "echo $$; exec sleep 30"], ENV, workspace, 30)
     output = Output()
 
     async def cancel_midway() -> None:
@@ -581,13 +584,13 @@ SHA = "a" * 64
 def test_build_plan_turns_each_runtime_into_argv(
     spec: JobSpec, program: Path | None, argv: list[str]
 ) -> None:
-    plan = build_plan(spec, Path("/w"), program, ENV, 61000, 61000, "/usr/bin/python3", 60)
+    plan = build_plan(spec, Path("/w"), program, ENV, "/usr/bin/python3", 60, name="att_1")
     assert plan.argv == argv
-    assert (plan.env, plan.cwd, plan.uid, plan.gid) == (ENV, Path("/w"), 61000, 61000)
+    assert (plan.env, plan.cwd, plan.cgroup_name) == (ENV, Path("/w"), "att_1")
     assert (plan.timeout_seconds, plan.kill_grace_seconds) == (60, 5.0)
 
 
 def test_build_plan_for_a_program_runtime_needs_the_program() -> None:
     spec = JobSpec(runtime=Runtime.EXECUTABLE, artifact=SHA)
     with pytest.raises(ValueError, match="needs its artifact"):
-        build_plan(spec, Path("/w"), None, ENV, None, None, "python3", 60)
+        build_plan(spec, Path("/w"), None, ENV, "python3", 60)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,11 +22,15 @@ from herder.domain.jobs import RetryOutcome
 from herder.domain.retry import OOM_REASON_PREFIX, retry_outcome
 from herder.domain.states import AttemptState
 from herder.worker.cgroups import AttemptCgroup, CgroupEnforcer, cgroup_membership
-from herder.worker.executor import SETPRIV, LaunchPlan, Outcome, execute
+from herder.worker.executor import LaunchPlan, Outcome, execute
 from herder.worker.limits import MIB, Confinement, Enforcer, Limits, RlimitEnforcer
-from herder.worker.sandbox import limit_enforcer
-from herder.worker.uids import default_python, kill_processes_of_uid, reserve_uid_pool
+from herder.worker.sandbox import SANDBOX_WORKSPACE, Sandbox, limit_enforcer
+from herder.worker.uids import default_python
 from herder.worker.workspace import prepare_workspace, remove_workspace
+from tests.sandboxes import attempt_sandbox, launcher
+
+SETPRIV = shutil.which("setpriv")
+SANDBOX_UID = 190001
 
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
 PYTHON = default_python()
@@ -96,12 +100,12 @@ def run(
     command: str,
     workspace: Path,
     limits: Limits,
-    uid: int | None = None,
-    *,
-    network: bool = True,
+    sandbox: Sandbox | None = None,
 ) -> tuple[Outcome, str, float]:
+    """``workspace`` names the attempt's cgroup; with a ``sandbox`` the job runs inside it."""
+    where = SANDBOX_WORKSPACE if sandbox is not None else workspace
     plan = LaunchPlan(
-        ["/bin/sh", "-c", command], ENV, workspace, uid, uid, 30, 0.5, network, limits
+        ["/bin/sh", "-c", command], ENV, where, 30, 0.5, limits, sandbox, workspace.name
     )
     output: list[bytes] = []
     started = time.monotonic()
@@ -151,23 +155,21 @@ def test_cpu_is_held_to_the_request_only_under_cgroups(enforcer: Enforcer, works
 
 
 @pytest.fixture
-def own_uid(tmp_path: Path) -> Iterator[tuple[int, Path]]:
-    """A uid of its own and a workspace it owns, as a root worker runs attempts."""
+def own_uid(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Sandbox, Path]]:
+    """A sandbox with a uid of its own, as a root worker runs attempts, and the name of its
+    cgroup (as a path whose name it is)."""
     if os.geteuid() != 0:
         pytest.skip("an own uid for the attempt needs root")
-    pool, lock = reserve_uid_pool(190000, 4, Path(tempfile.gettempdir()))
-    uid = pool.acquire()
-    try:
-        yield uid, prepare_workspace(tmp_path, f"att_own_{os.getpid()}", uid, uid)
-    finally:
-        kill_processes_of_uid(uid)
-        lock.close()
+    with attempt_sandbox(launcher(tmp_path_factory), tmp_path, SANDBOX_UID) as sandbox:
+        yield sandbox, tmp_path / f"att_own_{os.getpid()}"
 
 
-def test_the_process_count_is_bounded(enforcer: Enforcer, own_uid: tuple[int, Path]) -> None:
-    uid, workspace = own_uid
+def test_the_process_count_is_bounded(enforcer: Enforcer, own_uid: tuple[Sandbox, Path]) -> None:
+    sandbox, workspace = own_uid
     limits = Limits(256 * MIB, 1, max_processes=20)
-    outcome, output, _ = run(enforcer, FORK_MANY, workspace, limits, uid)
+    outcome, output, _ = run(enforcer, FORK_MANY, workspace, limits, sandbox)
     assert outcome.state is AttemptState.SUCCEEDED
     assert "fork refused: Resource temporarily unavailable" in output
     assert int(output.split()[-1]) < 20
@@ -215,15 +217,15 @@ def test_the_job_is_inside_its_cgroup_from_the_start_and_it_is_removed_after(
         assert inside == []
 
 
-def test_a_job_under_its_own_uid_and_without_network_is_inside_from_the_start(
-    enforcer: Enforcer, own_uid: tuple[int, Path]
+def test_a_sandboxed_job_is_inside_from_the_start(
+    enforcer: Enforcer, own_uid: tuple[Sandbox, Path]
 ) -> None:
-    uid, workspace = own_uid
+    sandbox, workspace = own_uid
     outcome, output, _ = run(
-        enforcer, "id -u; cat /proc/self/cgroup", workspace, Limits(MIB * 64, 1), uid, network=False
+        enforcer, "id -u; cat /proc/self/cgroup", workspace, Limits(MIB * 64, 1), sandbox
     )
     assert outcome.state is AttemptState.SUCCEEDED, output
-    assert output.splitlines()[0] == str(uid)
+    assert output.splitlines()[0] == str(sandbox.uid)
     inside = [line for line in output.splitlines() if line.endswith(f"/{workspace.name}")]
     if isinstance(enforcer, CgroupEnforcer):
         assert {line.split(":")[1] for line in inside} >= (
@@ -234,24 +236,23 @@ def test_a_job_under_its_own_uid_and_without_network_is_inside_from_the_start(
 
 
 def test_the_cpu_quota_is_not_spent_on_setting_the_attempt_up(
-    enforcer: Enforcer, own_uid: tuple[int, Path]
+    enforcer: Enforcer, own_uid: tuple[Sandbox, Path]
 ) -> None:
-    """Namespaces and the uid switch cost a few ms of CPU: charged to a job of 0.01 cores
-    (1 ms per 100 ms) they would hold a job that does nothing for 300 ms."""
-    uid, workspace = own_uid
+    """Namespaces, mounts and the uid switch cost a few ms of CPU: charged to a job of 0.01
+    cores (1 ms per 100 ms) they would hold a job that does nothing for 300 ms."""
+    sandbox, workspace = own_uid
     took = min(
-        run(enforcer, "true", workspace, Limits(MIB * 64, 0.01), uid, network=False)[2]
-        for _ in range(3)
+        run(enforcer, "true", workspace, Limits(MIB * 64, 0.01), sandbox)[2] for _ in range(3)
     )
     assert took < 0.1, took
 
 
 def test_a_job_can_neither_leave_its_cgroup_nor_open_it_to_others(
-    enforcer: Enforcer, own_uid: tuple[int, Path]
+    enforcer: Enforcer, own_uid: tuple[Sandbox, Path]
 ) -> None:
     if not isinstance(enforcer, CgroupEnforcer):
         pytest.skip("without cgroups there is no cgroup to leave")
-    uid, workspace = own_uid
+    sandbox, workspace = own_uid
     files = ("tasks", "cgroup.procs")
     leave = [
         f"{{ echo 0 > {parent / file}; }} 2>/dev/null && echo left {parent}"
@@ -264,7 +265,7 @@ def test_a_job_can_neither_leave_its_cgroup_nor_open_it_to_others(
         for file in files
     ]
     command = "; ".join([*leave, *share, "grep -c herder /proc/self/cgroup"])
-    outcome, output, _ = run(enforcer, command, workspace, Limits(MIB * 64, 1), uid)
+    outcome, output, _ = run(enforcer, command, workspace, Limits(MIB * 64, 1), sandbox)
     assert outcome.state is AttemptState.SUCCEEDED
     assert output == f"{3 if enforcer.version == 1 else 1}\n"  # still inside, and only there
 
@@ -272,10 +273,9 @@ def test_a_job_can_neither_leave_its_cgroup_nor_open_it_to_others(
 def test_another_uid_cannot_enter_an_attempts_cgroup(enforcer: Enforcer) -> None:
     if os.geteuid() != 0 or not isinstance(enforcer, CgroupEnforcer) or SETPRIV is None:
         pytest.skip("needs root, setpriv and cgroups")
-    pool, lock = reserve_uid_pool(190100, 2, Path(tempfile.gettempdir()))
-    owner, other = pool.acquire(), pool.acquire()
+    owner, other = 190101, 190102
     name = f"att_other_{os.getpid()}"
-    confinement = enforcer.confine(name, Limits(MIB * 64, 1), gid=owner)
+    confinement = enforcer.confine(name, Limits(MIB * 64, 1), gid=owner, by_launcher=True)
     try:
         files = [
             str(parent / name / file)
@@ -295,7 +295,6 @@ def test_another_uid_cannot_enter_an_attempts_cgroup(enforcer: Enforcer) -> None
         assert tries.stdout == ""
     finally:
         confinement.remove()
-        lock.close()
 
 
 def own_cgroup_v2() -> tuple[Path, str] | None:
@@ -317,39 +316,40 @@ class BareCgroupV2:
     def __init__(self, cgroup: AttemptCgroup) -> None:
         self.cgroup = cgroup
 
-    def confine(self, name: str, limits: Limits, *, gid: int | None) -> Confinement:
+    def confine(
+        self, name: str, limits: Limits, *, gid: int | None, by_launcher: bool = False
+    ) -> Confinement:
         return self.cgroup
 
     def close(self) -> None:
         self.cgroup.remove()
 
 
-def test_on_cgroup_v2_the_job_enters_through_what_the_worker_opened_after_the_switch(
-    own_uid: tuple[int, Path],
+def test_on_cgroup_v2_an_unsandboxed_job_enters_through_what_the_worker_opened(
+    workspace: Path,
 ) -> None:
-    """v2 checks a move against whoever opened cgroup.procs (Linux 5.16): the child enters
-    after dropping root, through the descriptor the worker handed it as stdin. Any cgroup v2
-    hierarchy shows it, with or without the memory controller the worker needs."""
+    """Isolation none: the job enters through the cgroup.procs descriptor the worker handed
+    it as stdin, then gets /dev/null. Any cgroup v2 hierarchy shows it, with or without the
+    memory controller the worker needs."""
     found = own_cgroup_v2()
     if found is None:
         pytest.skip("no writable cgroup v2 hierarchy here")
     if tuple(map(int, os.uname().release.split(".")[:2])) < (5, 16):
         pytest.skip("Linux before 5.16 checks the writer, not the opener")
     home, path = found
-    uid, workspace = own_uid
     directory = home / f"herder-v2-{os.getpid()}"
     directory.mkdir()
     cgroup = AttemptCgroup(2, {"memory": directory})
     enforcer = BareCgroupV2(cgroup)
     try:
         cgroup.open_entrance(before_switch=False)
-        command = "id -u; grep ^0:: /proc/self/cgroup; ls -l /proc/self/fd/0"
-        outcome, output, _ = run(enforcer, command, workspace, Limits(MIB, 1), uid, network=False)
+        command = "grep ^0:: /proc/self/cgroup; ls -l /proc/self/fd/0"
+        outcome, output, _ = run(enforcer, command, workspace, Limits(MIB, 1))
     finally:
         enforcer.close()
     assert outcome.state is AttemptState.SUCCEEDED, output
-    user, membership, stdin = output.splitlines()
-    assert (user, membership) == (str(uid), f"0::{path.rstrip('/')}/{directory.name}")
+    membership, stdin = output.splitlines()
+    assert membership == f"0::{path.rstrip('/')}/{directory.name}"
     assert stdin.endswith("/dev/null")
     assert not directory.exists()
 

@@ -1,4 +1,4 @@
-"""The uid pool hands out distinct uids, lowest first, and refuses what it cannot do."""
+"""The uid pool hands out distinct uids in turn, and refuses what it cannot do."""
 
 from __future__ import annotations
 
@@ -11,12 +11,14 @@ import pytest
 from herder.worker.uids import UidPool, UidSweeper, default_python, kill_processes_of_uid
 
 
-def test_pool_hands_out_the_lowest_free_uid() -> None:
+def test_a_released_uid_goes_to_the_back_of_the_line() -> None:
+    """Tenant B's attempt must not get the uid tenant A's attempt just gave back."""
     pool = UidPool(61000, 3)
     assert [pool.acquire(), pool.acquire()] == [61000, 61001]
     pool.release(61000)
-    assert pool.acquire() == 61000
     assert pool.acquire() == 61002
+    pool.release(61001)
+    assert [pool.acquire(), pool.acquire()] == [61000, 61001]
 
 
 def test_an_exhausted_pool_says_so() -> None:

@@ -78,7 +78,7 @@ def test_the_attempt_environment_names_its_gpus_and_gang() -> None:
         world_size=2,
         peers=["a.example", "b.example"],
     )
-    env = attempt_environment(given, Path("/w"))
+    env = attempt_environment(given, Path("/w"), Path("/tmp"))
     assert {key: env[key] for key in env if key.startswith(("CUDA", "HERDER"))} == {
         "CUDA_VISIBLE_DEVICES": "0,2",
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
@@ -90,7 +90,9 @@ def test_the_attempt_environment_names_its_gpus_and_gang() -> None:
         "HERDER_WORLD_SIZE": "2",
         "HERDER_PEERS": "a.example,b.example",
     }
-    alone = attempt_environment(given.model_copy(update={"gpu_indices": []}), Path("/w"))
+    alone = attempt_environment(
+        given.model_copy(update={"gpu_indices": []}), Path("/w"), Path("/tmp")
+    )
     assert alone["CUDA_VISIBLE_DEVICES"] == ""  # set, and empty: no GPU, not every GPU
 
 

@@ -49,6 +49,9 @@ def job_create(
     cpu: Annotated[float, typer.Option(help="cores (fractions allowed)")] = 1.0,
     memory_mb: Annotated[int, typer.Option(help="memory in MB")] = 256,
     gpus: Annotated[int, typer.Option()] = 0,
+    disk_mb: Annotated[
+        int, typer.Option(help="what it may write in all (workspace, /tmp), in MB")
+    ] = 1024,
     priority: Annotated[str, typer.Option(help="high, medium or low")] = "medium",
     timeout: Annotated[int, typer.Option(help="seconds, at most 86400")] = 3600,
     max_attempts: Annotated[int, typer.Option(help="retry policy: attempts in all")] = 1,
@@ -69,7 +72,7 @@ def job_create(
             "args": arg,
             "env": pairs(env, "env"),
             "labels": pairs(label, "label"),
-            "resources": {"cpu": cpu, "memory_mb": memory_mb, "gpus": gpus},
+            "resources": {"cpu": cpu, "memory_mb": memory_mb, "gpus": gpus, "disk_mb": disk_mb},
             "priority": priority,
             "timeout_seconds": timeout,
             "retry": {"max_attempts": max_attempts, "initial_delay_seconds": retry_delay},

@@ -52,6 +52,15 @@ class Resources(_Strict):
     cpu: Annotated[float, Field(gt=0, le=1024, description="cores; fractions allowed")] = 1.0
     memory_mb: Annotated[int, Field(ge=1, le=16 * 1024 * 1024)] = 256
     gpus: Annotated[int, Field(ge=0, le=64)] = 0
+    disk_mb: Annotated[
+        int,
+        Field(
+            ge=1,
+            le=1024 * 1024,
+            description="what the attempt may write in all (workspace, /tmp, /var/tmp, "
+            "/dev/shm); held in memory, so it also counts toward memory_mb while used",
+        ),
+    ] = 1024
 
     @field_validator("cpu")
     @classmethod

@@ -19,6 +19,7 @@ _RETRY_OUTCOME: dict[AttemptState, RetryOutcome] = {
     AttemptState.LOST: RetryOutcome.LOST,
 }
 OOM_REASON_PREFIX = "out of memory"
+DISK_FULL_REASON_PREFIX = "disk full"
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,19 @@
                     cancel and preempt (TERM, grace, KILL; reported apart), drop (kill, silently)
     reporter        sends output and completions, batched, one request in flight at a time
 
-Each claimed attempt runs in its own task: fetch the artifact, prepare a private workspace
-(own uid when the worker is root), execute sandboxed within its resource request (cgroups or
-rlimits, chosen once at start), report how it ended, clean up.
+Each claimed attempt runs in its own task: fetch the artifact, mount the attempt's disk and
+place the program on it, execute it in its sandbox (own uid, namespaces, file system and
+seccomp filter; ``sandbox.py``) within its resource request (cgroups or rlimits, chosen once at
+start), report how it ended, clean up.
+
+A root worker keeps its state (``home``, from ``--home``) in root-owned directories no
+job can reach (``statedir.py``):
+
+    /var/lib/herder/bin/herder-sandbox-<hash>   the launcher, built once per version and host
+    <home>/worker-<uid base>/cache       artifacts by sha256
+    <home>/worker-<uid base>/attempts    one disk (tmpfs) per running attempt
+    <home>/worker-<uid base>/root        where each launcher mounts its attempt's new root
+    /run/herder/uids                     which uid ranges this host's workers hold
 """
 
 from __future__ import annotations
@@ -16,10 +26,10 @@ import asyncio
 import contextlib
 import logging
 import os
-import tempfile
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -32,13 +42,24 @@ from herder.domain.states import AttemptState
 from herder.worker.address import local_address
 from herder.worker.cache import ArtifactCache
 from herder.worker.connection import Registration, ServerConnection, is_gone
+from herder.worker.disk import MIB, AttemptDisk, mount_disk, unmount_disk
 from herder.worker.executor import Outcome, StopRequest, execute, not_started
+from herder.worker.launcher import sandbox_launcher
 from herder.worker.limits import MAX_PROCESSES_PER_ATTEMPT, limits_for
 from herder.worker.output import Chunk, OutputBuffer
-from herder.worker.sandbox import attempt_environment, attempts_root, limit_enforcer
+from herder.worker.sandbox import (
+    SANDBOX_WORKSPACE,
+    SYSTEM_DIRECTORIES,
+    Sandbox,
+    attempt_environment,
+    limit_enforcer,
+    system_view,
+)
+from herder.worker.statedir import secure_directory
 from herder.worker.uids import UidSweeper, kill_processes_of_uids, reserve_uid_pool
 from herder.worker.workspace import (
     build_plan,
+    check_plain_name,
     place_artifact,
     prepare_workspace,
     remove_workspace,
@@ -51,6 +72,13 @@ LOG_FLUSH_SECONDS = 0.1  # output is sent at most this often while attempts run
 RETRY_SECONDS = (0.2, 0.5, 1.0, 2.0, 5.0)  # back-off while the server cannot be reached
 SHUTDOWN_REPORT_SECONDS = 5.0
 PREEMPTED_REASON = "preempted by a higher-priority run"
+UID_LOCKS = Path("/run/herder/uids")  # host-wide: every root worker must see every other's
+LAUNCHERS = Path("/var/lib/herder/bin")  # host-wide: built once, whatever a worker's home
+
+
+class Isolation(StrEnum):
+    SANDBOX = "sandbox"  # the default; needs root
+    NONE = "none"  # attempts run as the worker's user: only for a fleet whose jobs are trusted
 
 
 @dataclass(frozen=True)
@@ -68,6 +96,8 @@ class WorkerConfig:
     kill_grace_seconds: float = 5.0
     address: str = ""  # where gang peers reach this worker; "" finds it (see address.py)
     max_processes_per_attempt: int = MAX_PROCESSES_PER_ATTEMPT
+    isolation: Isolation = Isolation.SANDBOX
+    expose: tuple[str, ...] = ()  # more host directories attempts see, read-only
 
 
 @dataclass
@@ -97,16 +127,30 @@ class Agent:
         """``transport``: how to reach the server, when not over the network (tests)."""
         self.config = config
         self.connection = ServerConnection(config.server_url, config.token, transport)
-        self.cache = ArtifactCache(config.home / "cache", self.connection.download)
-        self.as_root = os.geteuid() == 0
+        self.sandboxed = config.isolation is Isolation.SANDBOX
+        if self.sandboxed and os.geteuid() != 0:
+            raise SystemExit(
+                "a worker sandboxes its attempts only when it runs as root; run it as root, "
+                "or pass --isolation none if every job this fleet runs is trusted"
+            )
+        home = secure_directory(config.home)
+        locks = secure_directory(UID_LOCKS) if self.sandboxed else secure_directory(home / "uids")
         self.uids, self._uid_lock = reserve_uid_pool(
-            config.run_uid_base, config.run_uid_count, Path(tempfile.gettempdir())
+            config.run_uid_base, config.run_uid_count, locks
         )
         self.sweeper = UidSweeper(self.uids)
-        if self.as_root:  # what a crashed worker of this range left running dies now
+        own = secure_directory(home / f"worker-{self.uids.base}")  # the uid range is ours alone
+        self.cache = ArtifactCache(own / "cache", self.connection.download)
+        self.workspaces = secure_directory(own / "attempts")
+        self.sandbox_root = secure_directory(own / "root", 0o755)
+        self.launcher = (
+            sandbox_launcher(secure_directory(LAUNCHERS, 0o755)) if self.sandboxed else None
+        )
+        self.view = system_view(SYSTEM_DIRECTORIES + config.expose)
+        if self.sandboxed:  # what a crashed worker of this range left running dies now
             kill_processes_of_uids(self.uids.all_uids())
-        self.workspaces = attempts_root(config.home, isolated_uids=self.as_root)
-        self.enforcer = limit_enforcer(f"worker-{self.uids.base}")  # the uid range is ours alone
+        self._remove_leftovers()
+        self.enforcer = limit_enforcer(f"worker-{self.uids.base}")
         self.address = config.address or local_address(config.server_url)
         self._running: dict[str, _Attempt] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -115,6 +159,14 @@ class Agent:
         self._report_needed = asyncio.Event()
         self._gone = asyncio.Event()
         self._completion_ready = asyncio.Event()
+
+    def _remove_leftovers(self) -> None:
+        """Disks and workspaces of a worker of this range that crashed: never reused."""
+        for path in self.workspaces.iterdir():
+            if path.is_mount():
+                unmount_disk(AttemptDisk(path, 0))
+            else:
+                remove_workspace(path)
 
     async def run(self, stop: asyncio.Event) -> None:
         background = [
@@ -251,25 +303,38 @@ class Agent:
 
     async def _run_attempt(self, attempt: _Attempt) -> None:
         assignment = attempt.assignment
-        uid = self.uids.acquire() if self.as_root else None
+        uid = self.uids.acquire() if self.sandboxed else None
+        disk: AttemptDisk | None = None
         workspace: Path | None = None
         try:
-            workspace = await asyncio.to_thread(
-                prepare_workspace, self.workspaces, assignment.attempt_id, uid, uid
-            )
-            outcome = await self._execute(attempt, workspace, uid)
-        except (HerderError, OSError, httpx.HTTPError) as error:
+            check_plain_name(assignment.attempt_id)
+            if uid is not None:
+                size = assignment.spec.resources.disk_mb * MIB
+                root = self.workspaces / assignment.attempt_id
+                disk = await asyncio.to_thread(mount_disk, root, size, uid)
+                workspace = disk.work
+            else:
+                workspace = await asyncio.to_thread(
+                    prepare_workspace, self.workspaces, assignment.attempt_id, None, None
+                )
+            outcome = await self._execute(attempt, workspace, uid, disk)
+        except (HerderError, OSError, ValueError, httpx.HTTPError) as error:
             outcome = not_started(f"could not prepare the attempt: {error}")
         finally:
             if uid is not None:  # whatever still runs under it dies before it is reused
                 self.sweeper.finished(uid)
-            if workspace is not None:
+            if disk is not None:
+                await asyncio.to_thread(unmount_disk, disk)
+            elif workspace is not None:
                 await asyncio.to_thread(remove_workspace, workspace)
             del self._running[assignment.attempt_id]
         if not attempt.dropped:
             self._complete(attempt, outcome)
 
-    async def _execute(self, attempt: _Attempt, workspace: Path, uid: int | None) -> Outcome:
+    async def _execute(
+        self, attempt: _Attempt, workspace: Path, uid: int | None, disk: AttemptDisk | None
+    ) -> Outcome:
+        """``workspace``: the attempt's working directory on this host."""
         spec = attempt.assignment.spec
         program = None
         if spec.artifact is not None:
@@ -277,26 +342,44 @@ class Agent:
             if spec.runtime is Runtime.ARCHIVE:
                 await asyncio.to_thread(unpack_archive, workspace, cached, uid, uid)
             else:
-                program = await asyncio.to_thread(
+                name = "main.py" if spec.runtime is Runtime.PYTHON else "program"
+                await asyncio.to_thread(
                     place_artifact,
                     workspace,
                     cached,
-                    "main.py" if spec.runtime is Runtime.PYTHON else "program",
+                    name,
                     executable=spec.runtime is Runtime.EXECUTABLE,
                     uid=uid,
                     gid=uid,
                 )
+                program = Path(name)
+        sandbox = None
+        if self.launcher is not None and uid is not None and disk is not None:
+            sandbox = Sandbox(
+                self.launcher,
+                uid,
+                self.sandbox_root,
+                disk,
+                self.view,
+                # until attempts get an outbound network of their own, network jobs share
+                # the worker's (docs/isolation.md)
+                net_namespace=Path(f"/proc/{os.getpid()}/ns/net") if spec.network else None,
+                gpu_indices=tuple(attempt.assignment.gpu_indices),
+            )
+        seen_as = SANDBOX_WORKSPACE if sandbox is not None else workspace
         plan = build_plan(
             spec,
-            workspace,
+            seen_as,
             program,
-            attempt_environment(attempt.assignment, workspace),
-            uid,
-            uid,
+            attempt_environment(
+                attempt.assignment, seen_as, Path("/tmp") if sandbox is not None else seen_as
+            ),
             self.config.python,
             spec.timeout_seconds,
             kill_grace_seconds=self.config.kill_grace_seconds,
             limits=limits_for(spec.resources, self.config.max_processes_per_attempt),
+            sandbox=sandbox,
+            name=attempt.assignment.attempt_id,
         )
 
         def on_output(stream: str, data: bytes) -> None:

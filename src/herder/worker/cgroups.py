@@ -170,7 +170,9 @@ class CgroupEnforcer:
             kernel if kernel is not None else os.uname().release
         )
 
-    def confine(self, name: str, limits: Limits, *, gid: int | None) -> Confinement:
+    def confine(
+        self, name: str, limits: Limits, *, gid: int | None, by_launcher: bool = False
+    ) -> Confinement:
         directories = {controller: parent / name for controller, parent in self.parents.items()}
         cgroup = AttemptCgroup(self.version, directories)
         try:
@@ -178,7 +180,9 @@ class CgroupEnforcer:
                 _make(directory)
             for path, value in limit_settings(self.version, directories, limits, self._optional):
                 _write(path, value)
-            if self.version == 2:
+            if by_launcher:
+                pass  # the launcher enters as root: nothing to open or hand over
+            elif self.version == 2:
                 cgroup.open_entrance(before_switch=self._v2_enters_as_root)
             elif gid is not None:
                 cgroup.admit_group(gid)
@@ -231,6 +235,13 @@ class AttemptCgroup:
             return [SHELL, "-c", V2_JOIN_SCRIPT, "herder-join", where, *argv]
         tasks = [str(directory / "tasks") for directory in self.unique_directories]
         return [SHELL, "-c", V1_JOIN_SCRIPT, "herder-join", *tasks, "--", *argv]
+
+    def launcher_options(self) -> list[str]:
+        entrance = "cgroup.procs" if self._version == 2 else "tasks"
+        options: list[str] = []
+        for directory in self.unique_directories:
+            options += ["--cgroup", str(directory / entrance)]
+        return options
 
     def collect(self) -> Verdict:
         memory = self._directories["memory"]

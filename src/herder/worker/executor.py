@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -29,9 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from herder.domain.retry import OOM_REASON_PREFIX
+from herder.domain.retry import DISK_FULL_REASON_PREFIX, OOM_REASON_PREFIX
 from herder.domain.states import AttemptState
 from herder.worker.limits import Confinement, Enforcer, Limits, Verdict
+from herder.worker.sandbox import Sandbox
 
 if TYPE_CHECKING:
     from resource import struct_rusage
@@ -45,23 +45,30 @@ OutputSink = Callable[[str, bytes], None]  # ("stdout" | "stderr", data), called
 
 @dataclass(frozen=True)
 class LaunchPlan:
-    """Everything needed to start the process; ``gid`` defaults to ``uid`` when only that is set."""
+    """Everything needed to start the process.
+
+    With a ``sandbox`` the job starts through the sandbox launcher and ``cwd`` is a path as
+    the job sees it; without, it runs as the worker's own user in ``cwd`` (isolation none).
+    """
 
     argv: list[str]  # argv[0] resolved by PATH in env, or a path
     env: dict[str, str]  # the complete environment (nothing inherited)
     cwd: Path
-    uid: int | None  # None: run as the worker's own user
-    gid: int | None
     timeout_seconds: float
     kill_grace_seconds: float = 5.0
-    network: bool = True  # False: its own, empty network namespace (when the worker is root)
     limits: Limits | None = None  # None: none beyond the worker's own
+    sandbox: Sandbox | None = None
+    name: str = ""  # names its cgroup; unique among the worker's running attempts
 
     def __post_init__(self) -> None:
         if not self.argv:
             raise ValueError("argv is empty")
         if self.timeout_seconds <= 0 or self.kill_grace_seconds < 0:
             raise ValueError("timeout_seconds must be > 0 and kill_grace_seconds >= 0")
+
+    @property
+    def cgroup_name(self) -> str:
+        return self.name or self.cwd.name
 
 
 class StopRequest(asyncio.Event):
@@ -134,8 +141,11 @@ async def execute(
         return _never_ran(state, f"{reason} before it started", started)
     confinement = None
     if enforcer is not None and plan.limits is not None:
-        try:  # a few small writes: cheaper than a thread hop; named after the workspace
-            confinement = enforcer.confine(plan.cwd.name, plan.limits, gid=_own_gid(plan))
+        uid = plan.sandbox.uid if plan.sandbox is not None else None
+        try:  # a few small writes: cheaper than a thread hop
+            confinement = enforcer.confine(
+                plan.cgroup_name, plan.limits, gid=uid, by_launcher=plan.sandbox is not None
+            )
         except OSError as exc:
             return _never_ran(AttemptState.FAILED, f"could not set its limits: {exc}", started)
     try:
@@ -171,7 +181,8 @@ async def _run(
     usage = ResourceUsage(
         rusage.ru_utime, rusage.ru_stime, peak_kb or rusage.ru_maxrss, wall_seconds
     )
-    return _outcome(stop, status, usage, plan, verdict)
+    disk_full = plan.sandbox is not None and plan.sandbox.disk.is_full()
+    return _outcome(stop, status, usage, plan, verdict, disk_full=disk_full)
 
 
 async def _supervise(child: _Child, plan: LaunchPlan, cancel: asyncio.Event) -> _Stop | None:
@@ -207,26 +218,55 @@ async def _supervise(child: _Child, plan: LaunchPlan, cancel: asyncio.Event) -> 
 
 
 def _outcome(
-    stop: _Stop | None, status: int, usage: ResourceUsage, plan: LaunchPlan, verdict: Verdict
+    stop: _Stop | None,
+    status: int,
+    usage: ResourceUsage,
+    plan: LaunchPlan,
+    verdict: Verdict,
+    *,
+    disk_full: bool = False,
 ) -> Outcome:
     exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
     if stop is not None:
         grace = plan.kill_grace_seconds
         sent = f"SIGTERM, then SIGKILL after {grace:g}s grace" if stop.escalated else "SIGTERM"
         return Outcome(stop.state, exit_code, f"{stop.reason} ({sent})", usage)
-    if exit_code == 0:
-        return Outcome(AttemptState.SUCCEEDED, 0, "exit 0", usage)
     number = os.WTERMSIG(status) if exit_code is None else None
     ended = f"exit {exit_code}" if number is None else f"killed by {_signal_name(number)}"
+    memory = plan.limits.memory_text if plan.limits is not None else "its"
+    if exit_code == 0:
+        if verdict.oom_kills:  # the job survived it, but a user should know it happened
+            ended += (
+                f"; the kernel killed {_processes(verdict.oom_kills)} at its {memory} memory limit"
+            )
+        if disk_full:
+            ended += f"; {_disk_text(plan)} was full"
+        return Outcome(AttemptState.SUCCEEDED, 0, ended, usage)
     if verdict.oom_kills and plan.limits is not None:
         if number == signal.SIGKILL:
-            reason = f"the kernel killed it at its {plan.limits.memory_text} memory limit"
+            reason = f"the kernel killed it at its {memory} memory limit"
         else:
-            reason = f"a process was killed at its {plan.limits.memory_text} memory limit; {ended}"
+            reason = f"a process was killed at its {memory} memory limit; {ended}"
         return Outcome(AttemptState.FAILED, exit_code, f"{OOM_REASON_PREFIX}: {reason}", usage)
+    if disk_full:
+        return Outcome(
+            AttemptState.FAILED,
+            exit_code,
+            f"{DISK_FULL_REASON_PREFIX}: {_disk_text(plan)} was full; {ended}",
+            usage,
+        )
     if number == signal.SIGKILL and verdict.oom_kills is None:
         ended += " (possibly out of memory)"  # not from us; the cgroup that could tell is absent
     return Outcome(AttemptState.FAILED, exit_code, ended, usage)
+
+
+def _processes(count: int) -> str:
+    return "1 process" if count == 1 else f"{count} processes"
+
+
+def _disk_text(plan: LaunchPlan) -> str:
+    size = plan.sandbox.disk.size_bytes if plan.sandbox is not None else 0
+    return f"its {size // (1024 * 1024)} MiB disk"
 
 
 def not_started(reason: str) -> Outcome:
@@ -356,61 +396,26 @@ class _Child:
             self.exited.set_result(None)
 
 
-SETPRIV = shutil.which("setpriv")
-UNSHARE = shutil.which("unshare")
-
-
-def _own_gid(plan: LaunchPlan) -> int | None:
-    """The attempt's gid when it is switched to its own user, else None."""
-    if plan.uid is None:
-        return None
-    return plan.gid if plan.gid is not None else plan.uid
-
-
 def _command_line(plan: LaunchPlan, confinement: Confinement | None) -> list[str]:
-    """Namespaces and the uid switch first, then the limits, then the job; limits that need
-    the worker's privileges to enter go first instead."""
+    """Through the sandbox launcher, which enters the limits itself as its last privileged
+    step; or (isolation none) the job as the worker's user, wrapped to enter its limits."""
+    if plan.sandbox is not None:
+        options = confinement.launcher_options() if confinement is not None else []
+        return plan.sandbox.command_line(plan.argv, options)
     if confinement is None:
-        return _argv_as(plan, plan.argv)
-    if confinement.before_switch:
-        return confinement.wrap(_argv_as(plan, plan.argv))
-    return _argv_as(plan, confinement.wrap(plan.argv))
-
-
-def _argv_as(plan: LaunchPlan, argv: list[str]) -> list[str]:
-    """``argv``, switched to the attempt's uid by ``setpriv`` when one is given, and — for a
-    job without network — in new network, IPC and UTS namespaces by ``unshare`` first (only
-    loopback, down: no network at all).
-
-    Popen's own ``user=``/``group=`` forces a full fork of the worker (about 5 ms of a 50 MB
-    process, blocking the event loop); without them Popen uses vfork and setpriv changes the
-    uid in the child. ``--no-new-privs`` keeps a setuid program the job runs from gaining
-    privileges (and from changing the real uid the sweep looks for).
-    """
-    if plan.uid is None or SETPRIV is None:
-        return argv
-    gid = _own_gid(plan)
-    isolate = [UNSHARE, "--net", "--ipc", "--uts", "--"] if UNSHARE and not plan.network else []
-    return [
-        *isolate,
-        SETPRIV, f"--reuid={plan.uid}", f"--regid={gid}", "--clear-groups", "--no-new-privs",
-        "--", *argv,
-    ]  # fmt: skip
+        return plan.argv
+    return confinement.wrap(plan.argv)
 
 
 def _spawn(plan: LaunchPlan, confinement: Confinement | None) -> subprocess.Popen[bytes]:
-    switch_in_popen = plan.uid is not None and SETPRIV is None
-    stdin = confinement.stdin if confinement is not None else None
+    stdin = confinement.stdin if confinement is not None and plan.sandbox is None else None
     return subprocess.Popen(
         _command_line(plan, confinement),
         stdin=subprocess.DEVNULL if stdin is None else stdin,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        cwd=plan.cwd,
+        cwd="/" if plan.sandbox is not None else plan.cwd,  # the launcher enters the workspace
         env=plan.env,
         close_fds=True,
         start_new_session=True,
-        user=plan.uid if switch_in_popen else None,
-        group=_own_gid(plan) if switch_in_popen else None,
-        extra_groups=[] if switch_in_popen else None,
     )

@@ -61,6 +61,11 @@ class Confinement(Protocol):
         the job, after the switch to the attempt's uid, unless ``before_switch``."""
         ...
 
+    def launcher_options(self) -> list[str]:
+        """The sandbox launcher's options that enter the limits, as its last privileged step
+        (``--cgroup FILE``, ``--rlimit NAME=VALUE``)."""
+        ...
+
     def collect(self) -> Verdict:
         """Once the main process is reaped: kill whatever is left inside, say what happened."""
         ...
@@ -75,10 +80,13 @@ class Enforcer(Protocol):
 
     description: str
 
-    def confine(self, name: str, limits: Limits, *, gid: int | None) -> Confinement:
+    def confine(
+        self, name: str, limits: Limits, *, gid: int | None, by_launcher: bool = False
+    ) -> Confinement:
         """Limits for one attempt, ready before it starts; ``gid``: the attempt's own group
         when it runs under a uid and gid no other process uses, ``None`` when it runs as the
-        worker's user."""
+        worker's user; ``by_launcher``: the sandbox launcher enters them as root
+        (``launcher_options``), so nothing is opened or handed to the job for ``wrap``."""
         ...
 
     def close(self) -> None:
@@ -98,7 +106,9 @@ class RlimitEnforcer:
                 "process count when attempts have their own uid (RLIMIT_NPROC), no CPU limit"
             )
 
-    def confine(self, name: str, limits: Limits, *, gid: int | None) -> Confinement:
+    def confine(
+        self, name: str, limits: Limits, *, gid: int | None, by_launcher: bool = False
+    ) -> Confinement:
         return RlimitConfinement(limits, own_uid=gid is not None)
 
     def close(self) -> None:
@@ -120,6 +130,10 @@ class RlimitConfinement:
         # the attempt is alone under its uid (else it would count the worker's user's too).
         processes = [f"--nproc={self._limits.max_processes}"] if self._own_uid else []
         return [PRLIMIT, f"--data={self._limits.memory_bytes}", *processes, "--", *argv]
+
+    def launcher_options(self) -> list[str]:
+        processes = ["--rlimit", f"nproc={self._limits.max_processes}"] if self._own_uid else []
+        return ["--rlimit", f"data={self._limits.memory_bytes}", *processes]
 
     def collect(self) -> Verdict:
         return Verdict()

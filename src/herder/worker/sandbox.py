@@ -1,49 +1,115 @@
-"""Where attempts run and what they see: the workspace root, the clean environment and the
-resource limits."""
+"""What an attempt sees: its environment, its file system, its limits.
+
+A root worker starts every attempt through the sandbox launcher (``sandbox.c``, built by
+``launcher.py``); this module decides what the launcher is told:
+
+    namespaces   mount, PID, IPC, UTS, network (an empty one, or the attempt's outbound one)
+    /            a read-only tmpfs holding only what is listed below
+    /usr /etc …  the host's system directories, read-only, nosuid, nodev
+    /workspace   the attempt's workspace: its cwd and HOME     ┐ one tmpfs of the job's
+    /tmp /var/tmp /dev/shm  private                            ┘ disk request (disk.py)
+    /dev         null, zero, full, random, urandom, tty; GPUs only when given some
+    /proc /sys   fresh: only the attempt's own processes
+    /run         empty (no host sockets)
+    uid          the attempt's own, no groups, no_new_privs, the seccomp filter
+
+A worker that is not root cannot build any of that; it runs attempts as its own user, and only
+when started with ``--isolation none`` (a trusted fleet's choice, never the default).
+"""
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
-import shutil
-import stat
-import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from herder.domain.jobs import Runtime
 from herder.domain.models import Assignment
 from herder.worker.cgroups import CgroupsUnavailable, cgroup_enforcer
+from herder.worker.disk import AttemptDisk
 from herder.worker.limits import Enforcer, RlimitEnforcer
 
 log = logging.getLogger("herder.worker")
 
 SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+SANDBOX_WORKSPACE = Path("/workspace")
+SYSTEM_DIRECTORIES = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+GPU_SHARED_DEVICES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
+DEV_TMPFS = "size=64k,nr_inodes=64,mode=0755"
 
 
-def _traversable_by_others(path: Path) -> bool:
-    return all(parent.stat().st_mode & stat.S_IXOTH for parent in [path, *path.parents])
+def system_view(paths: tuple[str, ...]) -> tuple[str, ...]:
+    """Launcher options showing ``paths`` read-only as the host has them: a directory is
+    bound, a symlink (``/bin -> usr/bin`` on merged-/usr hosts) recreated, a missing one left
+    out. Read once at worker start."""
+    options: list[str] = []
+    for path in paths:
+        if os.path.islink(path):
+            options += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            options += ["--ro-bind", path, path]
+    return tuple(options)
 
 
-def attempts_root(home: Path, *, isolated_uids: bool) -> Path:
-    """``home/attempts``, unless an attempt's own uid could not reach it (a 0700 parent such
-    as /root); then a directory under the system temp dir, named after the home."""
-    home.mkdir(parents=True, exist_ok=True)
-    root = home / "attempts"
-    if isolated_uids and not _traversable_by_others(home):
-        digest = hashlib.sha256(str(home.resolve()).encode()).hexdigest()[:12]
-        root = Path(tempfile.gettempdir()) / f"herder-attempts-{digest}"
-    root.mkdir(parents=True, exist_ok=True)
-    root.chmod(0o711)  # others may enter their own 0700 workspace, never list the rest
-    return root
+def _device_options(gpu_indices: tuple[int, ...]) -> list[str]:
+    options = ["--tmpfs", "/dev", DEV_TMPFS]
+    for name in DEVICES:
+        options += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
+    if gpu_indices:  # only the GPUs it was given: the others' device files are not there
+        names = [f"nvidia{index}" for index in gpu_indices] + list(GPU_SHARED_DEVICES)
+        for name in names:
+            if os.path.exists(f"/dev/{name}"):
+                options += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
+    for link, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):  # fmt: skip
+        options += ["--symlink", target, f"/dev/{link}"]
+    return options
 
 
-def attempt_environment(assignment: Assignment, workspace: Path) -> dict[str, str]:
+@dataclass(frozen=True)
+class Sandbox:
+    """Everything the launcher needs for one attempt, as paths on the worker's host."""
+
+    launcher: Path
+    uid: int
+    root: Path  # an empty root-owned directory the launcher mounts the new root on
+    disk: AttemptDisk
+    view: tuple[str, ...]  # system_view(...) of the worker
+    hostname: str = "herder"
+    net_namespace: Path | None = None  # None: no network at all (only its own loopback)
+    resolv_conf: Path | None = None
+    gpu_indices: tuple[int, ...] = field(default=())
+
+    def command_line(self, argv: list[str], confinement: list[str]) -> list[str]:
+        """The launcher's command line: set up, enter ``confinement`` (launcher options of
+        the attempt's cgroups or rlimits), become the attempt's uid, exec ``argv``."""
+        options = [
+            "--uid", str(self.uid), "--gid", str(self.uid),
+            "--root", str(self.root), "--hostname", self.hostname, "--seccomp", "1",
+            *self.view,
+            *_device_options(self.gpu_indices),
+            "--bind", str(self.disk.shm), "/dev/shm",
+            "--bind", str(self.disk.work), str(SANDBOX_WORKSPACE),
+            "--bind", str(self.disk.tmp), "/tmp",
+            "--bind", str(self.disk.var_tmp), "/var/tmp",
+            "--dir", "/run", "--dir", "/var/run",
+            "--chdir", str(SANDBOX_WORKSPACE),
+        ]  # fmt: skip
+        if self.net_namespace is not None:
+            options += ["--net-namespace", str(self.net_namespace)]
+        if self.resolv_conf is not None:
+            options += ["--ro-bind", str(self.resolv_conf), "/etc/resolv.conf"]
+        return [str(self.launcher), *options, *confinement, "--", *argv]
+
+
+def attempt_environment(assignment: Assignment, home: Path, tmp: Path) -> dict[str, str]:
     """Nothing inherited from the worker: a fixed base, the job's env, then Herder's own."""
     base = {
         "PATH": SAFE_PATH,
-        "HOME": str(workspace),
-        "TMPDIR": str(workspace),
+        "HOME": str(home),
+        "TMPDIR": str(tmp),
         "LANG": "C.UTF-8",
     }
     if assignment.spec.runtime is Runtime.PYTHON:
@@ -69,14 +135,9 @@ def limit_enforcer(name: str) -> Enforcer:
     """Per-attempt cgroups when this host lets the worker make them, else rlimits; chosen
     once, at start, and logged, so an operator knows which limits hold on this host."""
     enforcer: Enforcer
-    if os.geteuid() == 0 and shutil.which("setpriv") is None:
-        # Popen would switch the uid itself, before anything runs in the child, and some
-        # hosts' cgroups (v2 before Linux 5.16) can only be entered before that
-        enforcer = RlimitEnforcer("setpriv is not installed")
-    else:
-        try:
-            enforcer = cgroup_enforcer(name)
-        except (CgroupsUnavailable, OSError) as error:
-            enforcer = RlimitEnforcer(str(error) or type(error).__name__)
+    try:
+        enforcer = cgroup_enforcer(name)
+    except (CgroupsUnavailable, OSError) as error:
+        enforcer = RlimitEnforcer(str(error) or type(error).__name__)
     log.info("resource limits: %s", enforcer.description)
     return enforcer

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
-import heapq
 import os
 import shutil
 import signal
 import time
+from collections import deque
 from pathlib import Path
 from typing import IO
 
@@ -25,10 +25,13 @@ STATUS_READ_BYTES = 4096  # /proc/<pid>/status has State and Uid within its firs
 
 
 class UidPool:
-    """Hands out the lowest free uid of ``base … base + size - 1``; used from one thread.
+    """Hands out the uids of ``base … base + size - 1`` in turn, the least recently released
+    first; used from one thread.
 
-    Release a uid only after ``kill_processes_of_uid`` (``execute`` does it), or a process left
-    behind could reach the next attempt that gets the same uid.
+    Rotating rather than reusing the lowest free uid keeps a uid idle for as long as the pool
+    allows between two attempts (4096 attempts by default), and nothing an attempt owned
+    outlives it anyway: its processes are swept (``UidSweeper``) before the uid returns here,
+    and everything it could write lived on its own disk, unmounted when it ended.
     """
 
     def __init__(self, base: int, size: int) -> None:
@@ -36,7 +39,7 @@ class UidPool:
             raise ValueError(f"a uid pool needs base > 0 and size > 0, not {base} and {size}")
         self._base = base
         self._size = size
-        self._free = list(range(base, base + size))  # ascending, so already a heap
+        self._free = deque(range(base, base + size))
         self._in_use: set[int] = set()
 
     @property
@@ -50,7 +53,7 @@ class UidPool:
         if not self._free:
             last = self._base + self._size - 1
             raise RuntimeError(f"all {self._size} sandbox uids ({self._base}-{last}) are in use")
-        uid = heapq.heappop(self._free)
+        uid = self._free.popleft()
         self._in_use.add(uid)
         return uid
 
@@ -58,7 +61,7 @@ class UidPool:
         if uid not in self._in_use:
             raise ValueError(f"uid {uid} is not in use in this pool")
         self._in_use.remove(uid)
-        heapq.heappush(self._free, uid)
+        self._free.append(uid)
 
 
 RANGE_TRIES = 16  # how many consecutive ranges a worker tries before giving up
@@ -68,13 +71,15 @@ def reserve_uid_pool(base: int, size: int, lock_directory: Path) -> tuple[UidPoo
     """A pool over a uid range no other worker on this host holds.
 
     Two workers sharing a range would kill each other's attempts when an attempt ends, so
-    each range is held through an exclusive lock file; a busy range makes the worker try the
-    next one. Keep the returned file open for as long as the pool is used.
+    each range is held through an exclusive lock file in ``lock_directory`` (which must be one
+    no job can write: ``statedir.secure_directory``; a link there is never followed); a busy
+    range makes the worker try the next one. Keep the returned file open while the pool is used.
     """
-    lock_directory.mkdir(parents=True, exist_ok=True)
     for index in range(RANGE_TRIES):
         start = base + index * size
-        lock = (lock_directory / f"herder-uids-{start}-{size}.lock").open("ab")
+        path = lock_directory / f"herder-uids-{start}-{size}.lock"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+        lock = os.fdopen(os.open(path, flags, 0o600), "ab")
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -21,6 +21,7 @@ from herder.domain.errors import Invalid
 from herder.domain.jobs import JobSpec, Runtime
 from herder.worker.executor import LaunchPlan
 from herder.worker.limits import Limits
+from herder.worker.sandbox import Sandbox
 
 DEFAULT_MAX_UNPACKED_BYTES = 1024**3  # 1 GiB
 COPY_CHUNK_BYTES = 1024 * 1024
@@ -37,7 +38,7 @@ _TAR_REFUSALS: dict[type[tarfile.FilterError], str] = {
 
 def prepare_workspace(root: Path, attempt_id: str, uid: int | None, gid: int | None) -> Path:
     """Make ``root/attempt_id`` empty, mode 0700 and owned by the attempt's uid."""
-    _check_plain_name(attempt_id)
+    check_plain_name(attempt_id)
     root.mkdir(mode=0o711, parents=True, exist_ok=True)
     workspace = root / attempt_id
     remove_workspace(workspace)  # left over by a worker that crashed: never reuse its content
@@ -58,7 +59,7 @@ def place_artifact(
     gid: int | None,
 ) -> Path:
     """Copy a cached artifact in; a copy, so a job can never write into the cache."""
-    _check_plain_name(filename)
+    check_plain_name(filename)
     target = workspace / filename
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     descriptor = os.open(target, flags, 0o600)
@@ -115,28 +116,27 @@ def build_plan(
     workspace: Path,
     program: Path | None,
     env: dict[str, str],
-    uid: int | None,
-    gid: int | None,
     python: str,
     timeout_seconds: float,
     *,
     kill_grace_seconds: float = 5.0,
     limits: Limits | None = None,
+    sandbox: Sandbox | None = None,
+    name: str = "",
 ) -> LaunchPlan:
-    """How to start ``spec`` in ``workspace``; ``env`` is already the complete environment and
-    a relative ``program`` is taken relative to the workspace."""
+    """How to start ``spec`` in ``workspace`` (the path the job sees); ``env`` is already the
+    complete environment and a relative ``program`` is taken relative to the workspace."""
     if program is not None and not program.is_absolute():
         program = workspace / program  # a bare name would be looked up in PATH instead
     return LaunchPlan(
         argv=_argv(spec, program, python),
         env=dict(env),
         cwd=workspace,
-        uid=uid,
-        gid=gid,
         timeout_seconds=timeout_seconds,
         kill_grace_seconds=kill_grace_seconds,
-        network=spec.network,
         limits=limits,
+        sandbox=sandbox,
+        name=name,
     )
 
 
@@ -239,7 +239,7 @@ def _group(uid: int, gid: int | None) -> int:
     return gid if gid is not None else uid
 
 
-def _check_plain_name(name: str) -> None:
+def check_plain_name(name: str) -> None:
     """A single path component: no way to address anything but a child of the directory."""
     if name in ("", ".", "..") or "/" in name or "\0" in name:
         raise ValueError(f"{name!r} is not a plain file name")

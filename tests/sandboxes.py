@@ -1,0 +1,57 @@
+"""Real attempt sandboxes for tests: the launcher built once per session, a disk per attempt."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from herder.worker.disk import MIB, mount_disk, unmount_disk
+from herder.worker.launcher import sandbox_launcher
+from herder.worker.sandbox import SYSTEM_DIRECTORIES, Sandbox, system_view
+from herder.worker.statedir import secure_directory
+from herder.worker.uids import kill_processes_of_uid
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="only root can sandbox an attempt")
+
+
+@cache
+def _launcher(directory: Path) -> Path:
+    return sandbox_launcher(secure_directory(directory, 0o755))
+
+
+def launcher(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _launcher(tmp_path_factory.getbasetemp() / "sandbox-bin")
+
+
+@contextmanager
+def attempt_sandbox(
+    launcher_path: Path,
+    directory: Path,
+    uid: int,
+    *,
+    disk_mb: int = 64,
+    net_namespace: Path | None = None,
+    gpu_indices: tuple[int, ...] = (),
+) -> Iterator[Sandbox]:
+    """A sandbox for one attempt under ``directory``; afterwards nothing of ``uid`` runs and
+    its disk is gone."""
+    root = secure_directory(directory / "root", 0o755)
+    disk = mount_disk(directory / "disk", disk_mb * MIB, uid)
+    try:
+        yield Sandbox(
+            launcher_path,
+            uid,
+            root,
+            disk,
+            system_view(SYSTEM_DIRECTORIES),
+            net_namespace=net_namespace,
+            gpu_indices=gpu_indices,
+        )
+    finally:
+        kill_processes_of_uid(uid)
+        unmount_disk(disk)
