@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -23,6 +24,7 @@ from herder.domain.retry import OOM_REASON_PREFIX
 from herder.worker.address import local_address
 from herder.worker.agent import PREEMPTED_REASON, Agent, WorkerConfig
 from herder.worker.cgroups import CgroupEnforcer
+from herder.worker.isolation import Isolation
 from herder.worker.uids import default_python
 
 SERVER_URL = "http://127.0.0.1:9"  # never dialled: the transport is the fake
@@ -228,3 +230,19 @@ def test_the_memory_request_is_enforced(tmp_path: Path) -> None:
         assert 40 * 1024 <= modest["usage"]["max_rss_kb"] < 100 * 1024
     else:
         assert "MemoryError" in server.text("att_greedy")
+
+
+def test_a_worker_at_isolation_none_runs_attempts_as_its_own_user(tmp_path: Path) -> None:
+    server = FakeServer()
+    server.to_assign = [assignment("att_plain", 'id -u; echo "$HOME" "$TMPDIR"; pwd')]
+
+    async def done(_: Agent) -> None:
+        await until(lambda: len(server.completions) == 1)
+
+    with_agent(server, config(tmp_path, isolation=Isolation.NONE), done)
+    user, environment, directory = server.text("att_plain").splitlines()
+    workspace = tmp_path / "worker" / "worker-300000" / "attempts" / "att_plain"
+    assert user == str(os.geteuid())
+    assert environment == f"{workspace} {workspace}"
+    assert directory == str(workspace)
+    assert not workspace.exists()  # removed when the attempt ended

@@ -15,6 +15,7 @@ from rich.table import Table
 from herder.cli.common import LOG_FORMAT, JsonFlag, app, client, fail, out, pairs, print_json, when
 from herder.credentials import home_directory
 from herder.domain.models import Worker, WorkerState
+from herder.worker.isolation import Isolation
 
 worker_app = typer.Typer(invoke_without_command=True)
 app.add_typer(worker_app, name="worker")
@@ -45,6 +46,15 @@ def worker(
         str | None,
         typer.Option(help="where gang peers reach it (default: its address towards the server)"),
     ] = None,
+    isolation: Annotated[
+        Isolation,
+        typer.Option(
+            help="sandbox (needs root), or none: jobs run as the worker's user (trusted fleets)"
+        ),
+    ] = Isolation.SANDBOX,
+    expose: Annotated[
+        list[str], typer.Option(help="a host directory jobs may read, e.g. /opt; repeatable")
+    ] = [],  # noqa: B006
 ) -> None:
     """Run a worker agent that takes attempts from a Herder server (herder worker --server
     URL), or manage the fleet: herder worker list, drain ID, undrain ID."""
@@ -76,6 +86,8 @@ def worker(
         run_uid_base=run_uid_base,
         kill_grace_seconds=kill_grace,
         address=address or "",
+        isolation=isolation,
+        expose=tuple(expose),
     )
 
     async def main() -> None:

@@ -29,7 +29,6 @@ import os
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +43,7 @@ from herder.worker.cache import ArtifactCache
 from herder.worker.connection import Registration, ServerConnection, is_gone
 from herder.worker.disk import MIB, AttemptDisk, mount_disk, unmount_disk
 from herder.worker.executor import Outcome, StopRequest, execute, not_started
+from herder.worker.isolation import Isolation
 from herder.worker.launcher import sandbox_launcher
 from herder.worker.limits import MAX_PROCESSES_PER_ATTEMPT, limits_for
 from herder.worker.output import Chunk, OutputBuffer
@@ -74,11 +74,6 @@ SHUTDOWN_REPORT_SECONDS = 5.0
 PREEMPTED_REASON = "preempted by a higher-priority run"
 UID_LOCKS = Path("/run/herder/uids")  # host-wide: every root worker must see every other's
 LAUNCHERS = Path("/var/lib/herder/bin")  # host-wide: built once, whatever a worker's home
-
-
-class Isolation(StrEnum):
-    SANDBOX = "sandbox"  # the default; needs root
-    NONE = "none"  # attempts run as the worker's user: only for a fleet whose jobs are trusted
 
 
 @dataclass(frozen=True)
