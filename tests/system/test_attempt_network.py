@@ -19,6 +19,7 @@ import subprocess
 import threading
 import zlib
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -239,6 +240,20 @@ def test_closing_leaves_nothing_behind(tmp_path: Path) -> None:
     assert f"herder_{name}" not in run("nft", "list", "tables")
     assert str(state) not in Path("/proc/self/mountinfo").read_text()
     assert list(state.iterdir()) == []
+
+
+def test_attempts_opened_and_closed_at_once_get_addresses_of_their_own(
+    networks: OutboundNetworks, outside: Path
+) -> None:
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        opened = list(pool.map(networks.open, [f"attempt-{n}" for n in range(8)]))
+        assert len({network.address for network in opened}) == 8
+        assert probe(opened[-1].namespace, f"{OUTSIDE}:{ECHO_PORT}") == {
+            f"{OUTSIDE}:{ECHO_PORT}": "echoed"
+        }
+        list(pool.map(networks.close, opened))
+    links = run("ip", "link")
+    assert not any(network.interface in links for network in opened)
 
 
 def test_a_restarted_worker_removes_what_a_crashed_one_left(tmp_path: Path) -> None:

@@ -154,11 +154,12 @@ class OutboundNetworks:
                 namespace = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
                 alias = f"herder {self._name} {attempt_id}"[:MAX_ALIAS_LENGTH]
                 try:
-                    host.create_veth(interface, ATTEMPT_INTERFACE, namespace, alias)
+                    index = host.create_veth(interface, ATTEMPT_INTERFACE, namespace, alias)
                 finally:
                     os.close(namespace)
                 created = True
-                host.add_address(host.index(interface), gateway)
+                host.add_address(index, gateway)
+                host.set_up(index)
                 inside.set_up(LOOPBACK_INDEX)
                 peer = inside.index(ATTEMPT_INTERFACE)
                 inside.add_address(peer, address)
