@@ -256,6 +256,18 @@ def test_attempts_opened_and_closed_at_once_get_addresses_of_their_own(
     assert not any(network.interface in links for network in opened)
 
 
+def test_a_filter_removed_from_under_the_worker_is_back_before_the_next_attempt(
+    networks: OutboundNetworks, host_port: int
+) -> None:
+    run("nft", "delete", "table", "inet", networks.table)  # as `flush ruleset` would
+
+    attempt = networks.open("attempt-a")
+
+    assert f"inet {networks.table}" in run("nft", "list", "tables")
+    target = f"{gateway(attempt)}:{host_port}"
+    assert probe(attempt.namespace, target) == {target: "TimeoutError"}
+
+
 def test_a_restarted_worker_removes_what_a_crashed_one_left(tmp_path: Path) -> None:
     state = tmp_path / "state"
     state.mkdir(mode=0o700)

@@ -37,7 +37,14 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from herder.worker import nameservers
-from herder.worker.netlink import LOOPBACK_INDEX, Rtnetlink, create_namespace, remove_namespace
+from herder.worker.netlink import (
+    LOOPBACK_INDEX,
+    NETLINK_NETFILTER,
+    NFPROTO_INET,
+    Netlink,
+    create_namespace,
+    remove_namespace,
+)
 
 log = logging.getLogger("herder.worker")
 
@@ -97,6 +104,7 @@ class OutboundNetworks:
         self._lock = threading.Lock()
         self._in_use: set[int] = set()
         self._next = zlib.crc32(name.encode()) % self._slots  # workers start apart
+        self._ruleset = ruleset(self.table, name, self._blocked)
         clashes = overlapping_routes(_read("/proc/net/route"), self._pool)
         if clashes:
             raise NetworkUnavailable(
@@ -106,7 +114,7 @@ class OutboundNetworks:
         self._remove_leftovers()
         self._namespaces.mkdir(mode=0o700, exist_ok=True)
         _enable_forwarding()
-        _nft(ruleset(self.table, self._name, self._blocked))
+        _nft(self._ruleset)
         self._refresh_resolv_conf()
 
     @property
@@ -115,6 +123,7 @@ class OutboundNetworks:
 
     def open(self, attempt_id: str) -> AttemptNetwork:
         """A new namespace with outbound access for one attempt."""
+        self._check_filter()
         for _ in range(SLOT_TRIES):
             slot = self._claim_slot()
             try:
@@ -133,7 +142,7 @@ class OutboundNetworks:
 
     def close(self, network: AttemptNetwork) -> None:
         """Delete the attempt's interfaces and namespace; closing twice is harmless."""
-        with Rtnetlink.here() as host:
+        with Netlink.here() as host:
             host.delete_link(network.interface)
         remove_namespace(network.namespace)
         self._release_slot(int(network.interface.removeprefix(INTERFACE_PREFIX), 16))
@@ -143,6 +152,15 @@ class OutboundNetworks:
         self._remove_leftovers()
         _nft(f"table inet {self.table}\ndelete table inet {self.table}\n")
 
+    def _check_filter(self) -> None:
+        """Without its table an attempt could reach the host (a ``flush ruleset``, such as
+        Debian's nftables.service runs, removes it): put it back before handing out more."""
+        with Netlink.here(NETLINK_NETFILTER) as netfilter:
+            if netfilter.has_nftables_table(NFPROTO_INET, self.table):
+                return
+        log.warning("attempt networks: the nftables table %s was removed; restoring it", self.table)
+        _nft(self._ruleset)
+
     def _open_slot(self, slot: int, attempt_id: str) -> AttemptNetwork:
         interface = f"{INTERFACE_PREFIX}{slot:04x}"
         path = self._namespaces / interface
@@ -150,7 +168,7 @@ class OutboundNetworks:
         created = False
         try:
             gateway, address = self._addresses(slot)
-            with create_namespace(path) as inside, Rtnetlink.here() as host:
+            with create_namespace(path) as inside, Netlink.here() as host:
                 namespace = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
                 alias = f"herder {self._name} {attempt_id}"[:MAX_ALIAS_LENGTH]
                 try:
@@ -167,7 +185,7 @@ class OutboundNetworks:
                 inside.add_default_route(gateway.ip)
         except BaseException:
             if created:
-                with Rtnetlink.here() as host:
+                with Netlink.here() as host:
                     host.delete_link(interface)
             remove_namespace(path)
             raise
@@ -198,7 +216,7 @@ class OutboundNetworks:
         only if its alias says it is ours (a crash may have come before our veth existed,
         when another worker's held the name)."""
         if self._namespaces.is_dir():
-            with Rtnetlink.here() as host:
+            with Netlink.here() as host:
                 for path in self._namespaces.iterdir():
                     alias = host.alias(path.name)
                     if alias is not None and alias.startswith(f"herder {self._name} "):
