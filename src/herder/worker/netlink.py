@@ -1,11 +1,13 @@
-"""The few rtnetlink requests an attempt network needs, and network namespaces as files.
+"""The few netlink requests an attempt network needs, and network namespaces as files.
 
 An attempt's network costs a handful of kernel requests. Sent here on a plain netlink socket
-they take tens of microseconds each; an ``ip`` process per step would take ~3 ms each, and a
-general netlink library opens its sockets lazily, in whichever thread (and so whichever
-namespace) first uses them, which is the one thing this code must never get wrong. A socket
-belongs to the namespace it was created in, so ``create_namespace`` creates one inside the
-new namespace, in a thread of its own that ends right after.
+they take tens of microseconds each; an ``ip`` process per step would take ~3 ms each.
+pyroute2 (0.9) was tried and left: it opens a socket per thread, lazily, so an object made for
+a namespace talks to whichever namespace the calling thread is in, which is the one thing this
+code must never get wrong (it configured the host's eth0). A socket belongs to the namespace
+it was created in, so ``create_namespace`` creates one inside the new namespace, in a thread
+of its own that ends right after. Is the worker's nftables table still there is asked the
+same way (``has_nftables_table``), on every attempt.
 
 A namespace outlives its processes as a bind mount of its nsfs file, like ``ip netns add``
 does under /run/netns; here the file is wherever the caller says, so workers and tests never

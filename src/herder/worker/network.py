@@ -101,6 +101,7 @@ class OutboundNetworks:
         self._blocked = blocked_networks([*ALWAYS_BLOCKED, str(self._pool), *blocked])
         self._namespaces = state_dir / "netns"
         self._resolv_conf = state_dir / "resolv.conf"
+        self._resolv_conf_partial = state_dir / "resolv.conf.partial"
         self._lock = threading.Lock()
         self._in_use: set[int] = set()
         self._next = zlib.crc32(name.encode()) % self._slots  # workers start apart
@@ -111,11 +112,14 @@ class OutboundNetworks:
                 f"the attempt address pool {self._pool} overlaps the host's routes "
                 f"({', '.join(clashes)}): give the worker another pool"
             )
-        self._remove_leftovers()
-        self._namespaces.mkdir(mode=0o700, exist_ok=True)
-        _enable_forwarding()
+        try:
+            self._remove_leftovers()
+            self._namespaces.mkdir(mode=0o700, exist_ok=True)
+            _enable_forwarding()
+            self._refresh_resolv_conf()
+        except OSError as error:
+            raise NetworkUnavailable(f"cannot set up attempt networks: {error}") from error
         _nft(self._ruleset)
-        self._refresh_resolv_conf()
 
     @property
     def table(self) -> str:
@@ -124,6 +128,10 @@ class OutboundNetworks:
     def open(self, attempt_id: str) -> AttemptNetwork:
         """A new namespace with outbound access for one attempt."""
         self._check_filter()
+        try:
+            self._refresh_resolv_conf()
+        except OSError as error:
+            raise NetworkUnavailable(f"cannot write the attempts' resolv.conf: {error}") from error
         for _ in range(SLOT_TRIES):
             slot = self._claim_slot()
             try:
@@ -134,7 +142,6 @@ class OutboundNetworks:
             except OSError as error:
                 self._release_slot(slot)
                 raise NetworkUnavailable(f"cannot set up the attempt's network: {error}") from error
-            self._refresh_resolv_conf()
             return network
         raise NetworkUnavailable(
             f"no free attempt address in {self._pool} after {SLOT_TRIES} tries"
@@ -224,6 +231,7 @@ class OutboundNetworks:
                     remove_namespace(path)
             self._namespaces.rmdir()
         self._resolv_conf.unlink(missing_ok=True)
+        self._resolv_conf_partial.unlink(missing_ok=True)
         with self._lock:
             self._in_use.clear()
 
@@ -239,7 +247,7 @@ class OutboundNetworks:
                     "attempt networks: no nameserver of the host is reachable from attempts, "
                     "names will not resolve there (docs/isolation.md, Network)"
                 )
-            partial = self._resolv_conf.with_suffix(".partial")
+            partial = self._resolv_conf_partial
             partial.write_text(wanted.text)
             partial.chmod(0o644)
             partial.replace(self._resolv_conf)
