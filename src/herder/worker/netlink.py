@@ -6,7 +6,7 @@ pyroute2 (0.9) was tried and left: it opens a socket per thread, lazily, so an o
 a namespace talks to whichever namespace the calling thread is in, which is the one thing this
 code must never get wrong (it configured the host's eth0). A socket belongs to the namespace
 it was created in, so ``create_namespace`` creates one inside the new namespace, in a thread
-of its own that ends right after. Is the worker's nftables table still there is asked the
+of its own that ends right after. Whether the worker's nftables table is still there is asked the
 same way (``has_nftables_table``), on every attempt.
 
 A namespace outlives its processes as a bind mount of its nsfs file, like ``ip netns add``
