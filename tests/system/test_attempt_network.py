@@ -42,7 +42,7 @@ OUTSIDE = "198.18.0.2"  # an ordinary destination
 CONTROL_PLANE = "198.18.0.3"  # served outside too, but blocked by the worker
 LINK_LOCAL = "169.254.77.77"  # routed to the outside like a metadata service would be
 METADATA = "169.254.169.254"
-HOST_END = "198.18.0.1/24"
+HOST_END = "198.18.0.1"  # the host's address on the outside's link
 CONNECT_SECONDS = 1.0
 
 ECHO_SERVER = """
@@ -141,7 +141,7 @@ def outside(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             f"addr add {LINK_LOCAL}/32 dev eth0\nlink set eth0 up\nlink set lo up\n"
         )
         run(*in_namespace(namespace, "ip", "-batch", "-"), stdin=batch)
-        run("ip", "-batch", "-", stdin=f"addr add {HOST_END} dev {link}\nlink set {link} up\n")
+        run("ip", "-batch", "-", stdin=f"addr add {HOST_END}/24 dev {link}\nlink set {link} up\n")
         run("ip", "route", "add", f"{LINK_LOCAL}/32", "via", OUTSIDE, "dev", link)
         with echo_server(namespace):
             yield namespace
@@ -195,6 +195,23 @@ def test_an_attempt_reaches_the_outside_and_nothing_of_the_host_or_the_control_p
         assert probe(None, f"{other.address}:{ECHO_PORT}") != {
             f"{other.address}:{ECHO_PORT}": "echoed"
         }
+
+
+def test_a_port_the_host_publishes_by_dnat_is_refused_too(
+    outside: Path, networks: OutboundNetworks
+) -> None:
+    """Docker publishes a container's port as a DNAT rule on the host's addresses; asked
+    through it, the host would forward the job to a destination it may otherwise reach."""
+    table = f"herder_test_dnat_{os.getpid()}"
+    published = f"{HOST_END}:{ECHO_PORT + 1}"
+    rule = f"ip daddr {HOST_END} tcp dport {ECHO_PORT + 1} dnat to {OUTSIDE}:{ECHO_PORT}"
+    chain = f"chain prerouting {{ type nat hook prerouting priority dstnat; {rule}; }}"
+    run("nft", "-f", "-", stdin=f"table ip {table} {{\n{chain}\n}}\n")
+    try:
+        attempt = networks.open("attempt-a")
+        assert probe(attempt.namespace, published) == {published: "TimeoutError"}
+    finally:
+        run("nft", "delete", "table", "ip", table)
 
 
 def test_an_attempt_has_its_own_loopback_and_no_ipv6(networks: OutboundNetworks) -> None:
