@@ -238,7 +238,8 @@ def create_namespace(path: Path) -> Netlink:
         try:
             _check(_libc.unshare(CLONE_NEWNET), "unshare")
             for conf in ("all", "default"):  # attempts have no IPv6: no link-local chatter
-                Path(f"/proc/sys/net/ipv6/conf/{conf}/disable_ipv6").write_text("1")
+                with contextlib.suppress(FileNotFoundError):  # a host booted without IPv6
+                    Path(f"/proc/sys/net/ipv6/conf/{conf}/disable_ipv6").write_text("1")
             source = b"/proc/thread-self/ns/net"
             _check(_libc.mount(source, os.fsencode(path), None, MS_BIND, None), "mount")
             result.append(Netlink.here())
