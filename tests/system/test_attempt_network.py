@@ -116,7 +116,6 @@ class _Echo(socketserver.BaseRequestHandler):
 @pytest.fixture(scope="module")
 def host_port() -> Iterator[int]:
     """An echo server of the host on every address it has, loopback included."""
-    socketserver.ThreadingTCPServer.allow_reuse_address = True
     with socketserver.ThreadingTCPServer(("0.0.0.0", 0), _Echo) as server:
         thread = threading.Thread(target=server.serve_forever, daemon=True)
         thread.start()
