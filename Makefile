@@ -6,7 +6,10 @@ BIN := $(VENV)/bin
 RUNTIME_STAMP := $(VENV)/.runtime-installed
 DEV_STAMP := $(VENV)/.dev-installed
 
-.PHONY: up test lint unit bench postgres clean
+# Debian packages a root worker and the tests use: nft (attempt networks), ip, nsenter, setpriv.
+SYSTEM_PACKAGES := nftables iproute2 util-linux
+
+.PHONY: up test lint unit bench postgres system-packages clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -20,7 +23,17 @@ $(DEV_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@ $(RUNTIME_STAMP)
 
-up: $(RUNTIME_STAMP)
+# Quick when all are there (dpkg -s); apt-get update only when one is missing. A user who is
+# not root is told what is missing: only a root worker needs them.
+system-packages:
+	@missing=$$(for package in $(SYSTEM_PACKAGES); do \
+		dpkg -s $$package >/dev/null 2>&1 || echo $$package; done); \
+	if [ -z "$$missing" ] || ! command -v dpkg >/dev/null; then exit 0; fi; \
+	if [ "$$(id -u)" != 0 ]; then \
+		echo "not installed (a root worker needs them): $$missing"; exit 0; fi; \
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing
+
+up: system-packages $(RUNTIME_STAMP)
 	$(BIN)/herder up
 
 lint: $(DEV_STAMP)
@@ -31,13 +44,13 @@ lint: $(DEV_STAMP)
 postgres:
 	scripts/ensure-postgres.sh
 
-test: lint postgres
+test: system-packages lint postgres
 	$(BIN)/pytest --junitxml=.test-results/junit.xml $(PYTEST_ARGS)
 
 unit: $(DEV_STAMP)
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
 
-bench: $(DEV_STAMP) postgres
+bench: system-packages $(DEV_STAMP) postgres
 	$(BIN)/python -m bench.run
 
 clean:

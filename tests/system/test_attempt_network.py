@@ -1,0 +1,322 @@
+"""A job with ``network: true`` reaches the outside, and nothing of the host, the control
+plane, other attempts or link-local (metadata) addresses (DESIGN §6).
+
+"The outside" is a network namespace of the test's own, joined to the host by a veth with
+documentation (198.18.0.0/15) and link-local addresses, each served by a TCP echo server, so a
+refused destination is one a plain host could reach. The job's side is a process run as an
+unprivileged uid in the attempt's namespace (``nsenter`` + ``setpriv``), as the sandbox will.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import json
+import os
+import socketserver
+import subprocess
+import threading
+import zlib
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from herder.worker import nameservers
+from herder.worker.network import DEFAULT_POOL, MAX_SLOTS, AttemptNetwork, OutboundNetworks
+
+pytestmark = [
+    pytest.mark.system,
+    pytest.mark.skipif(
+        os.geteuid() != 0, reason="attempt networks need root (namespaces, veths, nftables)"
+    ),
+]
+
+PYTHON = "/usr/bin/python3"  # readable by the unprivileged uid, unlike a venv under /root
+NOBODY = "65534"
+ECHO_PORT = 7777
+OUTSIDE = "198.18.0.2"  # an ordinary destination
+CONTROL_PLANE = "198.18.0.3"  # served outside too, but blocked by the worker
+LINK_LOCAL = "169.254.77.77"  # routed to the outside like a metadata service would be
+METADATA = "169.254.169.254"
+HOST_END = "198.18.0.1"  # the host's address on the outside's link
+CONNECT_SECONDS = 1.0
+
+ECHO_SERVER = """
+import socket, sys, threading
+server = socket.create_server(("0.0.0.0", int(sys.argv[1])), reuse_port=True)
+print("ready", flush=True)
+def echo(connection):
+    with connection:
+        connection.sendall(connection.recv(64))
+while True:
+    threading.Thread(target=echo, args=(server.accept()[0],), daemon=True).start()
+"""
+
+# Every target at once, each given CONNECT_SECONDS: "echoed" or why not.
+PROBE = """
+import json, socket, sys, threading
+results = {}
+def probe(target):
+    host, port = target.rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=float(sys.argv[1])) as s:
+            s.sendall(b"ping")
+            results[target] = "echoed" if s.recv(64) == b"ping" else "no echo"
+    except OSError as error:
+        results[target] = type(error).__name__
+threads = [threading.Thread(target=probe, args=(t,)) for t in sys.argv[2:]]
+for t in threads: t.start()
+for t in threads: t.join()
+print(json.dumps(results))
+"""
+
+
+def run(*command: str, stdin: str | None = None) -> str:
+    done = subprocess.run(command, input=stdin, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, f"{command}: {done.stderr}"
+    return done.stdout
+
+
+def in_namespace(namespace: Path, *command: str) -> list[str]:
+    return ["nsenter", f"--net={namespace}", *command]
+
+
+def as_nobody(*command: str) -> list[str]:
+    return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *command]
+
+
+def probe(namespace: Path | None, *targets: str) -> dict[str, str]:
+    """Connect from the attempt's namespace as an unprivileged uid (None: from the host)."""
+    command = as_nobody(PYTHON, "-c", PROBE, str(CONNECT_SECONDS), *targets)
+    if namespace is not None:
+        command = in_namespace(namespace, *command)
+    result: dict[str, str] = json.loads(run(*command))
+    return result
+
+
+@contextlib.contextmanager
+def echo_server(namespace: Path) -> Iterator[None]:
+    command = in_namespace(namespace, PYTHON, "-c", ECHO_SERVER, str(ECHO_PORT))
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as process:
+        try:
+            assert process.stdout is not None
+            assert process.stdout.readline() == "ready\n"
+            yield
+        finally:
+            process.kill()
+
+
+class _Echo(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        self.request.sendall(self.request.recv(64))
+
+
+@pytest.fixture(scope="module")
+def host_port() -> Iterator[int]:
+    """An echo server of the host on every address it has, loopback included."""
+    with socketserver.ThreadingTCPServer(("0.0.0.0", 0), _Echo) as server:
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        yield int(server.server_address[1])
+        server.shutdown()
+        thread.join()
+
+
+@pytest.fixture(scope="module")
+def outside(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The outside world: its own namespace, routed from the host, echoing on every address."""
+    namespace = tmp_path_factory.mktemp("outside") / "netns"
+    namespace.touch()
+    link = f"hto{os.getpid() % 100_000}"
+    run("unshare", f"--net={namespace}", "true")
+    try:
+        batch = (
+            f"link add eth0 type veth peer name {link} netns {os.getpid()}\n"
+            f"addr add {OUTSIDE}/24 dev eth0\naddr add {CONTROL_PLANE}/24 dev eth0\n"
+            f"addr add {LINK_LOCAL}/32 dev eth0\nlink set eth0 up\nlink set lo up\n"
+        )
+        run(*in_namespace(namespace, "ip", "-batch", "-"), stdin=batch)
+        run("ip", "-batch", "-", stdin=f"addr add {HOST_END}/24 dev {link}\nlink set {link} up\n")
+        run("ip", "route", "add", f"{LINK_LOCAL}/32", "via", OUTSIDE, "dev", link)
+        with echo_server(namespace):
+            yield namespace
+    finally:
+        subprocess.run(["ip", "link", "del", link], capture_output=True, check=False)
+        subprocess.run(["umount", str(namespace)], check=True)
+
+
+@pytest.fixture
+def networks(tmp_path: Path) -> Iterator[OutboundNetworks]:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    networks = OutboundNetworks(state, f"t{os.getpid()}", [CONTROL_PLANE])
+    yield networks
+    networks.close_all()
+
+
+def host_addresses() -> list[str]:
+    """Every IPv4 address of the host, attempts' gateways and loopback included."""
+    found = json.loads(run("ip", "-json", "-4", "addr"))
+    return [entry["local"] for link in found for entry in link["addr_info"]]
+
+
+def test_an_attempt_reaches_the_outside_and_nothing_of_the_host_or_the_control_plane(
+    outside: Path, host_port: int, networks: OutboundNetworks
+) -> None:
+    attempt, other = networks.open("attempt-a"), networks.open("attempt-b")
+    with echo_server(other.namespace):
+        refused = [
+            f"{CONTROL_PLANE}:{ECHO_PORT}",
+            f"{LINK_LOCAL}:{ECHO_PORT}",
+            f"{METADATA}:80",
+            f"{other.address}:{ECHO_PORT}",
+            *(f"{address}:{host_port}" for address in host_addresses()),
+        ]
+        # Each refused destination answers when asked from where it should answer.
+        from_host = probe(None, f"{CONTROL_PLANE}:{ECHO_PORT}", f"{LINK_LOCAL}:{ECHO_PORT}")
+        from_host |= probe(None, *(f"{address}:{host_port}" for address in host_addresses()))
+        assert set(from_host.values()) == {"echoed"}
+        assert probe(other.namespace, f"127.0.0.1:{ECHO_PORT}") == {
+            f"127.0.0.1:{ECHO_PORT}": "echoed"
+        }
+
+        seen = probe(attempt.namespace, f"{OUTSIDE}:{ECHO_PORT}", *refused)
+
+        assert seen.pop(f"{OUTSIDE}:{ECHO_PORT}") == "echoed"
+        assert f"127.0.0.1:{host_port}" in seen
+        assert f"{gateway(attempt)}:{host_port}" in seen
+        assert {target: result for target, result in seen.items() if result == "echoed"} == {}
+        # Nothing opens a connection to an attempt, not even the host.
+        assert probe(None, f"{other.address}:{ECHO_PORT}") != {
+            f"{other.address}:{ECHO_PORT}": "echoed"
+        }
+
+
+def test_a_port_the_host_publishes_by_dnat_is_refused_too(
+    outside: Path, networks: OutboundNetworks
+) -> None:
+    """Docker publishes a container's port as a DNAT rule on the host's addresses; asked
+    through it, the host would forward the job to a destination it may otherwise reach."""
+    table = f"herder_test_dnat_{os.getpid()}"
+    published = f"{HOST_END}:{ECHO_PORT + 1}"
+    rule = f"ip daddr {HOST_END} tcp dport {ECHO_PORT + 1} dnat to {OUTSIDE}:{ECHO_PORT}"
+    chain = f"chain prerouting {{ type nat hook prerouting priority dstnat; {rule}; }}"
+    run("nft", "-f", "-", stdin=f"table ip {table} {{\n{chain}\n}}\n")
+    try:
+        attempt = networks.open("attempt-a")
+        assert probe(attempt.namespace, published) == {published: "TimeoutError"}
+    finally:
+        run("nft", "delete", "table", "ip", table)
+
+
+def test_an_attempt_has_its_own_loopback_and_no_ipv6(networks: OutboundNetworks) -> None:
+    attempt = networks.open("attempt-a")
+    links = json.loads(run(*in_namespace(attempt.namespace, "ip", "-json", "addr")))
+    addresses = {link["ifname"]: [a["local"] for a in link["addr_info"]] for link in links}
+    assert addresses == {"lo": ["127.0.0.1"], "eth0": [str(attempt.address)]}
+    route = run(*in_namespace(attempt.namespace, "ip", "route", "show", "default"))
+    assert route.split()[:3] == ["default", "via", str(gateway(attempt))]
+
+
+def test_the_attempts_resolv_conf_lists_the_nameservers_it_can_reach(
+    networks: OutboundNetworks,
+) -> None:
+    attempt = networks.open("attempt-a")
+    expected = nameservers.attempt_resolv_conf(
+        *nameservers.host_files(), [ipaddress.IPv4Network(DEFAULT_POOL)]
+    )
+    assert attempt.resolv_conf.read_text() == expected.text
+    assert attempt.resolv_conf.stat().st_mode & 0o777 == 0o644
+
+
+def test_closing_leaves_nothing_behind(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    name = f"c{os.getpid()}"
+    networks = OutboundNetworks(state, name, [])
+    first, second = networks.open("attempt-a"), networks.open("attempt-b")
+    assert f"herder {name} attempt-a" in run("ip", "link")
+
+    networks.close(first)
+    networks.close(first)  # twice is harmless
+
+    assert first.interface not in run("ip", "link")
+    assert str(first.namespace) not in Path("/proc/self/mountinfo").read_text()
+    assert not first.namespace.exists()
+    assert second.interface in run("ip", "link")
+
+    networks.close_all()
+
+    assert f"herder {name}" not in run("ip", "link")
+    assert second.interface not in run("ip", "link")
+    assert f"herder_{name}" not in run("nft", "list", "tables")
+    assert str(state) not in Path("/proc/self/mountinfo").read_text()
+    assert list(state.iterdir()) == []
+
+
+def test_attempts_opened_and_closed_at_once_get_addresses_of_their_own(
+    networks: OutboundNetworks, outside: Path
+) -> None:
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        opened = list(pool.map(networks.open, [f"attempt-{n}" for n in range(8)]))
+        assert len({network.address for network in opened}) == 8
+        assert probe(opened[-1].namespace, f"{OUTSIDE}:{ECHO_PORT}") == {
+            f"{OUTSIDE}:{ECHO_PORT}": "echoed"
+        }
+        list(pool.map(networks.close, opened))
+    links = run("ip", "link")
+    assert not any(network.interface in links for network in opened)
+
+
+def test_a_filter_removed_from_under_the_worker_is_back_before_the_next_attempt(
+    networks: OutboundNetworks, host_port: int
+) -> None:
+    run("nft", "delete", "table", "inet", networks.table)  # as `flush ruleset` would
+
+    attempt = networks.open("attempt-a")
+
+    assert f"inet {networks.table}" in run("nft", "list", "tables")
+    target = f"{gateway(attempt)}:{host_port}"
+    assert probe(attempt.namespace, target) == {target: "TimeoutError"}
+
+
+def test_a_restarted_worker_removes_what_a_crashed_one_left(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    name = f"r{os.getpid()}"
+    crashed = OutboundNetworks(state, name, [])
+    left = [crashed.open("attempt-a"), crashed.open("attempt-b")]  # never closed
+
+    restarted = OutboundNetworks(state, name, [])
+    try:
+        assert f"herder {name}" not in run("ip", "link")
+        assert not any(network.namespace.exists() for network in left)
+        assert restarted.open("attempt-c").interface in run("ip", "link")
+    finally:
+        restarted.close_all()
+
+
+def test_an_interface_another_worker_holds_is_skipped_and_left_alone(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    name = f"s{os.getpid()}"
+    first_slot = zlib.crc32(name.encode()) % min(
+        ipaddress.IPv4Network(DEFAULT_POOL).num_addresses // 2, MAX_SLOTS
+    )
+    held = f"hrd{first_slot:04x}"
+    run("ip", "link", "add", held, "type", "veth", "peer", "name", f"htp{os.getpid() % 100_000}")
+    networks = OutboundNetworks(state, name, [])
+    try:
+        attempt = networks.open("attempt-a")
+        assert attempt.interface != held
+        networks.close_all()
+        assert held in run("ip", "link", "show", held)
+    finally:
+        networks.close_all()
+        run("ip", "link", "del", held)
+
+
+def gateway(network: AttemptNetwork) -> ipaddress.IPv4Address:
+    return network.address - 1
