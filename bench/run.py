@@ -8,7 +8,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from bench import baseline, dispatch, machine, oneoff, schedules
+from bench import baseline, dispatch, machine, oneoff, sandbox, schedules
 from herder.store.database import sqlite_url
 
 RESULTS = Path(__file__).parent / "RESULTS.md"
@@ -31,14 +31,16 @@ def main() -> None:
     parser.add_argument("--idle-runs", type=int, default=200, help="runs for the latency part")
     parser.add_argument("--store", choices=["sqlite", "postgresql", "both"], default="both")
     parser.add_argument(
-        "--scenario", choices=["oneoff", "schedules", "dispatch", "all"], default="all"
+        "--scenario", choices=["oneoff", "schedules", "dispatch", "sandbox", "all"], default="all"
     )
     options = parser.parse_args()
+    if options.scenario in ("sandbox", "all"):
+        run_sandbox()
     if options.scenario in ("schedules", "all"):
         run_schedules()
     if options.scenario in ("dispatch", "all"):
         run_dispatch(options.store)
-    if options.scenario in ("schedules", "dispatch"):
+    if options.scenario in ("schedules", "dispatch", "sandbox"):
         return
 
     spawn_rate = baseline.spawn_rate()
@@ -92,6 +94,15 @@ def main() -> None:
     with RESULTS.open("a") as file:
         file.write("\n".join(lines) + "\n")
     print(f"appended to {RESULTS}")
+
+
+def run_sandbox() -> None:
+    costs = sandbox.measure(WORK)
+    for cost in costs:
+        print(f"{cost.variant}: {cost.cpu_ms:.2f} ms CPU, {cost.wall_ms:.2f} ms wall per run")
+    when = f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M}"
+    with RESULTS.open("a") as file:
+        file.write("\n".join(sandbox.section(costs, machine.describe(), when)) + "\n")
 
 
 def run_schedules() -> None:

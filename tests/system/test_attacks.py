@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import textwrap
 import time
@@ -21,6 +22,7 @@ import pytest
 from herder.client import HerderClient
 from herder.domain.retry import DISK_FULL_REASON_PREFIX
 from tests.system.conftest import HERDER, free_port, processes_matching, stop, wait_healthy
+from tests.system.test_attempt_network import ECHO_PORT, OUTSIDE, outside  # noqa: F401
 
 pytestmark = [
     pytest.mark.system,
@@ -274,3 +276,47 @@ def test_the_worker_token_is_not_on_its_command_line(herder: Herder) -> None:
     lines = [Path(f"/proc/{pid}/cmdline").read_bytes() for pid in workers]
     assert lines, "no worker process found"
     assert all(herder.worker_token.encode() not in line for line in lines)
+
+
+def test_a_network_job_reaches_nothing_of_the_host(herder: Herder) -> None:
+    """Its own network namespace, outbound only: the host's loopback services, any other
+    address of the host (here a server listening on all of them) and the API are refused."""
+    with socket.create_server(("0.0.0.0", 0)) as listening:
+        port = listening.getsockname()[1]
+        api_port = int(herder.url.rsplit(":", 1)[1])
+        run, output = herder.python(
+            f"""
+            import socket
+            gateway = [line.split()[2] for line in open("/proc/net/route")
+                       if line.split()[1] == "00000000"][0]
+            gateway = socket.inet_ntoa(bytes.fromhex(gateway)[::-1])
+            targets = [("127.0.0.1", 5432), ("127.0.0.1", 6379), ("127.0.0.1", {api_port}),
+                       (gateway, {port}), (gateway, {api_port}), ("169.254.169.254", 80)]
+            for host, port in targets:
+                try:
+                    socket.create_connection((host, port), timeout=1)
+                    print("reached", host, port)
+                except OSError as error:
+                    print("refused", host, port, type(error).__name__)
+            """,
+            network=True,
+        )
+    assert run.state == "succeeded", (run.reason, output)
+    assert output.count("refused") == 6, output
+
+
+@pytest.mark.usefixtures("outside")  # a host beyond the worker's NAT
+def test_a_network_job_reaches_the_outside_and_resolves_names(herder: Herder) -> None:
+    """The other half: outbound access works, through the worker's NAT, to a host outside."""
+    run, output = herder.python(
+        f"""
+        import socket
+        with socket.create_connection(("{OUTSIDE}", {ECHO_PORT}), timeout=5) as connection:
+            connection.sendall(b"hello")
+            print(connection.recv(5).decode())
+        print(open("/etc/resolv.conf").read().count("nameserver") >= 0)
+        """,
+        network=True,
+    )
+    assert run.state == "succeeded", (run.reason, output)
+    assert output == "hello\nTrue\n"

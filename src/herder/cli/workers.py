@@ -55,6 +55,10 @@ def worker(
     expose: Annotated[
         list[str], typer.Option(help="a host directory jobs may read, e.g. /opt; repeatable")
     ] = [],  # noqa: B006
+    block: Annotated[
+        list[str],
+        typer.Option(help="an address or network network-on jobs may not reach; repeatable"),
+    ] = [],  # noqa: B006
 ) -> None:
     """Run a worker agent that takes attempts from a Herder server (herder worker --server
     URL), or manage the fleet: herder worker list, drain ID, undrain ID."""
@@ -88,6 +92,7 @@ def worker(
         address=address or "",
         isolation=isolation,
         expose=tuple(expose),
+        block=tuple(block),
     )
 
     async def main() -> None:

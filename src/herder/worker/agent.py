@@ -17,6 +17,7 @@ job can reach (``statedir.py``):
     <home>/worker-<uid base>/cache       artifacts by sha256
     <home>/worker-<uid base>/attempts    one disk (tmpfs) per running attempt
     <home>/worker-<uid base>/root        where each launcher mounts its attempt's new root
+    <home>/worker-<uid base>/net         network namespaces of network-on attempts
     /run/herder/uids                     which uid ranges this host's workers hold
 """
 
@@ -46,6 +47,12 @@ from herder.worker.executor import Outcome, StopRequest, execute, not_started
 from herder.worker.isolation import Isolation
 from herder.worker.launcher import sandbox_launcher
 from herder.worker.limits import MAX_PROCESSES_PER_ATTEMPT, limits_for
+from herder.worker.network import (
+    AttemptNetwork,
+    NetworkUnavailable,
+    OutboundNetworks,
+    control_plane_addresses,
+)
 from herder.worker.output import Chunk, OutputBuffer
 from herder.worker.sandbox import (
     SANDBOX_WORKSPACE,
@@ -93,6 +100,7 @@ class WorkerConfig:
     max_processes_per_attempt: int = MAX_PROCESSES_PER_ATTEMPT
     isolation: Isolation = Isolation.SANDBOX
     expose: tuple[str, ...] = ()  # more host directories attempts see, read-only
+    block: tuple[str, ...] = ()  # more destinations network-on attempts must not reach
 
 
 @dataclass
@@ -146,6 +154,7 @@ class Agent:
             kill_processes_of_uids(self.uids.all_uids())
         self._remove_leftovers()
         self.enforcer = limit_enforcer(f"worker-{self.uids.base}")
+        self.networks = self._outbound_networks(own) if self.sandboxed else None
         self.address = config.address or local_address(config.server_url)
         self._running: dict[str, _Attempt] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -154,6 +163,20 @@ class Agent:
         self._report_needed = asyncio.Event()
         self._gone = asyncio.Event()
         self._completion_ready = asyncio.Event()
+
+    def _outbound_networks(self, own: Path) -> OutboundNetworks | str:
+        """Networks for ``network: true`` attempts, or why there are none: such attempts then
+        fail with that reason rather than share the worker's network."""
+        blocked = [*control_plane_addresses(self.config.server_url), *self.config.block]
+        try:
+            networks = OutboundNetworks(
+                secure_directory(own / "net"), f"w{self.uids.base}", blocked
+            )
+        except (NetworkUnavailable, OSError) as error:
+            log.error("jobs with network: true cannot run here: %s", error)
+            return f"this worker cannot give jobs a network: {error}"
+        log.info("network: true jobs get outbound access; blocked: %s", ", ".join(blocked))
+        return networks
 
     def _remove_leftovers(self) -> None:
         """Disks and workspaces of a worker of this range that crashed: never reused."""
@@ -243,6 +266,8 @@ class Agent:
     async def _shutdown(self, background: list[asyncio.Task[None]]) -> None:
         await self._end_all_attempts("the worker stopped while the attempt ran")
         await self.sweeper.sweep()
+        if isinstance(self.networks, OutboundNetworks):
+            await asyncio.to_thread(self.networks.close_all)
         await asyncio.to_thread(self.enforcer.close)
         for task in background:
             task.cancel()
@@ -301,6 +326,7 @@ class Agent:
         uid = self.uids.acquire() if self.sandboxed else None
         disk: AttemptDisk | None = None
         workspace: Path | None = None
+        network: AttemptNetwork | None = None
         try:
             check_plain_name(assignment.attempt_id)
             if uid is not None:
@@ -312,12 +338,16 @@ class Agent:
                 workspace = await asyncio.to_thread(
                     prepare_workspace, self.workspaces, assignment.attempt_id, None, None
                 )
-            outcome = await self._execute(attempt, workspace, uid, disk)
-        except (HerderError, OSError, ValueError, httpx.HTTPError) as error:
+            if uid is not None and assignment.spec.network:
+                network = await self._open_network(assignment.attempt_id)
+            outcome = await self._execute(attempt, workspace, uid, disk, network)
+        except (HerderError, OSError, ValueError, httpx.HTTPError, NetworkUnavailable) as error:
             outcome = not_started(f"could not prepare the attempt: {error}")
         finally:
             if uid is not None:  # whatever still runs under it dies before it is reused
                 self.sweeper.finished(uid)
+            if network is not None and isinstance(self.networks, OutboundNetworks):
+                await asyncio.to_thread(self.networks.close, network)
             if disk is not None:
                 await asyncio.to_thread(unmount_disk, disk)
             elif workspace is not None:
@@ -326,8 +356,18 @@ class Agent:
         if not attempt.dropped:
             self._complete(attempt, outcome)
 
+    async def _open_network(self, attempt_id: str) -> AttemptNetwork:
+        if not isinstance(self.networks, OutboundNetworks):
+            raise NetworkUnavailable(self.networks or "this worker gives jobs no network")
+        return await asyncio.to_thread(self.networks.open, attempt_id)
+
     async def _execute(
-        self, attempt: _Attempt, workspace: Path, uid: int | None, disk: AttemptDisk | None
+        self,
+        attempt: _Attempt,
+        workspace: Path,
+        uid: int | None,
+        disk: AttemptDisk | None,
+        network: AttemptNetwork | None,
     ) -> Outcome:
         """``workspace``: the attempt's working directory on this host."""
         spec = attempt.assignment.spec
@@ -356,9 +396,8 @@ class Agent:
                 self.sandbox_root,
                 disk,
                 self.view,
-                # until attempts get an outbound network of their own, network jobs share
-                # the worker's (docs/isolation.md)
-                net_namespace=Path(f"/proc/{os.getpid()}/ns/net") if spec.network else None,
+                net_namespace=network.namespace if network is not None else None,
+                resolv_conf=network.resolv_conf if network is not None else None,
                 gpu_indices=tuple(attempt.assignment.gpu_indices),
             )
         seen_as = SANDBOX_WORKSPACE if sandbox is not None else workspace
