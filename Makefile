@@ -6,8 +6,10 @@ BIN := $(VENV)/bin
 RUNTIME_STAMP := $(VENV)/.runtime-installed
 DEV_STAMP := $(VENV)/.dev-installed
 
-# Debian packages a root worker and the tests use: nft (attempt networks), ip, nsenter, setpriv.
-SYSTEM_PACKAGES := nftables iproute2 util-linux
+# Debian packages a root worker and the tests use: a C compiler and the kernel's headers (the
+# sandbox launcher is built from source once per host), nft (attempt networks), ip, nsenter,
+# setpriv.
+SYSTEM_PACKAGES := gcc libc6-dev linux-libc-dev nftables iproute2 util-linux
 
 .PHONY: up test lint unit bench postgres system-packages clean
 

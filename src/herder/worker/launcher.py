@@ -2,9 +2,10 @@
 
 The launcher must be a small native program: it sets up namespaces, mounts, the uid switch and
 the seccomp filter in one exec, where a chain of util-linux tools costs three (DESIGN §9). It is
-compiled from the source shipped in this package with the host's C compiler into the worker's
-root-owned state directory, named after the source's hash, so an upgrade builds a new one and a
-job can never replace it.
+compiled from the source shipped in this package with the host's C compiler into a root-owned
+directory, named after the hash of its source and flags, so an upgrade builds a new one and a
+job can never replace it. It is linked statically where the host has a static libc (an exec
+without the dynamic loader is about 0.5 ms of CPU cheaper per attempt).
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ def sandbox_launcher(bin_directory: Path) -> Path:
     """The launcher for this version of the source, built into ``bin_directory`` (root-owned,
     made by ``statedir.secure_directory``) when it is not there yet."""
     source = sandbox_source()
-    target = bin_directory / f"herder-sandbox-{hashlib.sha256(source).hexdigest()[:16]}"
+    recipe = hashlib.sha256(source + " ".join(COMPILE_FLAGS).encode()).hexdigest()[:16]
+    target = bin_directory / f"herder-sandbox-{recipe}"
     if target.is_file() and not target.is_symlink():
         return target
     compiler = shutil.which("cc") or shutil.which("gcc")
@@ -54,12 +56,15 @@ def sandbox_launcher(bin_directory: Path) -> Path:
     partial = bin_directory / f".{target.name}.{os.getpid()}"
     source_file.write_bytes(source)
     try:
-        built = subprocess.run(
-            [compiler, *COMPILE_FLAGS, "-o", str(partial), str(source_file)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        for linking in (["-static"], []):  # static execs faster; libc.a may be missing
+            built = subprocess.run(
+                [compiler, *COMPILE_FLAGS, *linking, "-o", str(partial), str(source_file)],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if built.returncode == 0:
+                break
         if built.returncode != 0:
             raise LauncherUnavailable(f"building herder-sandbox failed:\n{built.stderr}")
         partial.chmod(0o755)
