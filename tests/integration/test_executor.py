@@ -129,7 +129,7 @@ def eventually(check: Callable[[], bool], within: float = 1.0) -> bool:
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Iterator[Path]:
-    path = prepare_workspace(tmp_path / "attempts", "att_1", None, None)
+    path = prepare_workspace(tmp_path / "attempts", "att_1")
     yield path
     remove_workspace(path)
 
@@ -382,26 +382,15 @@ def test_cancelling_execute_itself_leaves_nothing_running(workspace: Path) -> No
 
 
 def test_workspace_is_private(tmp_path: Path) -> None:
-    path = prepare_workspace(tmp_path / "attempts", "att_2", None, None)
+    path = prepare_workspace(tmp_path / "attempts", "att_2")
     assert stat.S_IMODE(path.stat().st_mode) == 0o700
     assert stat.S_IMODE(path.parent.stat().st_mode) & 0o077 == 0o011  # enter, never list
-
-
-@needs_root
-def test_workspace_belongs_to_the_attempt_uid(tmp_path: Path) -> None:
-    path = prepare_workspace(tmp_path, "att_3", SANDBOX_UID, SANDBOX_UID)
-    info = path.stat()
-    assert (stat.S_IMODE(info.st_mode), info.st_uid, info.st_gid) == (
-        0o700,
-        SANDBOX_UID,
-        SANDBOX_UID,
-    )
 
 
 def test_a_leftover_workspace_is_replaced_by_an_empty_one(tmp_path: Path) -> None:
     (tmp_path / "att_4").mkdir()
     (tmp_path / "att_4" / "stale").write_text("old")
-    assert list(prepare_workspace(tmp_path, "att_4", None, None).iterdir()) == []
+    assert list(prepare_workspace(tmp_path, "att_4").iterdir()) == []
 
 
 def test_remove_workspace_gets_through_read_only_directories(workspace: Path) -> None:

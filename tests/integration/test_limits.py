@@ -86,7 +86,7 @@ def enforcer(request: pytest.FixtureRequest) -> Iterator[Enforcer]:
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Iterator[Path]:
-    path = prepare_workspace(tmp_path, f"att_limits_{os.getpid()}", None, None)
+    path = prepare_workspace(tmp_path, f"att_limits_{os.getpid()}")
     yield path
     remove_workspace(path)
 

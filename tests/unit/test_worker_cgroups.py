@@ -185,3 +185,37 @@ def test_the_rlimit_fallback_bounds_processes_only_for_an_own_uid() -> None:
     own = RlimitConfinement(limits, own_uid=True).wrap(["job"])
     assert shared[1:] == [f"--data={64 * MIB}", "--", "job"]
     assert own[1:] == [f"--data={64 * MIB}", "--nproc=30", "--", "job"]
+
+
+def test_the_launcher_enters_every_hierarchy_of_v1_and_the_one_cgroup_of_v2(
+    tmp_path: Path,
+) -> None:
+    v1 = {name: tmp_path / name / "herder-w1" for name in ("memory", "cpu", "pids")}
+    for directory in v1.values():
+        directory.mkdir(parents=True)
+    cgroup = CgroupEnforcer(1, v1).confine("att_1", Limits(8 * MIB, 1), gid=7, by_launcher=True)
+    try:
+        assert cgroup.launcher_options() == [
+            option
+            for name in ("memory", "cpu", "pids")
+            for option in ("--cgroup", str(v1[name] / "att_1" / "tasks"))
+        ]
+        assert cgroup.stdin is None
+    finally:
+        cgroup.remove()
+    v2 = tmp_path / "unified" / "herder-w1"
+    v2.mkdir(parents=True)
+    enforcer = CgroupEnforcer(2, dict.fromkeys(["memory", "cpu", "pids"], v2))
+    cgroup = enforcer.confine("att_2", Limits(8 * MIB, 1), gid=7, by_launcher=True)
+    try:
+        assert cgroup.launcher_options() == ["--cgroup", str(v2 / "att_2" / "cgroup.procs")]
+        assert cgroup.stdin is None  # nothing opened to hand to the job
+    finally:
+        cgroup.remove()
+
+
+def test_the_rlimit_fallback_tells_the_launcher_the_same_limits() -> None:
+    limits = Limits(64 * MIB, 1, 30)
+    assert RlimitConfinement(limits, own_uid=True).launcher_options() == [
+        "--rlimit", f"data={64 * MIB}", "--rlimit", "nproc=30",
+    ]  # fmt: skip

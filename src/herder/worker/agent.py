@@ -336,7 +336,7 @@ class Agent:
                 workspace = disk.work
             else:
                 workspace = await asyncio.to_thread(
-                    prepare_workspace, self.workspaces, assignment.attempt_id, None, None
+                    prepare_workspace, self.workspaces, assignment.attempt_id
                 )
             if uid is not None and assignment.spec.network:
                 network = await self._open_network(assignment.attempt_id)

@@ -3,9 +3,9 @@
 The attempt is its own session and process group, so a timeout or a cancel reaches everything
 it started at once: SIGTERM, then SIGKILL after a grace period. When the main process exits,
 for any reason, what is left of its group is killed. A grandchild that left the group with
-``setsid`` is out of reach of that; it still dies here when the attempt has a cgroup
-(``cgroups.py``), and when the attempt has its own uid the caller sweeps every process of that
-uid before the uid is used again (``uids.UidSweeper``).
+``setsid`` is out of reach of that; in a sandbox it dies with the attempt's PID namespace
+(``sandbox.c``), it dies here when the attempt has a cgroup (``cgroups.py``), and the caller
+sweeps every process of the attempt's uid before the uid is used again (``uids.UidSweeper``).
 
 Who stops an attempt says why through a ``StopRequest``: a cancel and a preemption end the
 same way (TERM, grace, KILL) but are reported apart.

@@ -36,16 +36,15 @@ _TAR_REFUSALS: dict[type[tarfile.FilterError], str] = {
 }
 
 
-def prepare_workspace(root: Path, attempt_id: str, uid: int | None, gid: int | None) -> Path:
-    """Make ``root/attempt_id`` empty, mode 0700 and owned by the attempt's uid."""
+def prepare_workspace(root: Path, attempt_id: str) -> Path:
+    """Make ``root/attempt_id`` empty and mode 0700: an attempt's working directory when the
+    worker runs it unsandboxed (isolation none); a sandboxed one works on its disk."""
     check_plain_name(attempt_id)
     root.mkdir(mode=0o711, parents=True, exist_ok=True)
     workspace = root / attempt_id
     remove_workspace(workspace)  # left over by a worker that crashed: never reuse its content
     workspace.mkdir(mode=0o700)
     workspace.chmod(0o700)  # mkdir's mode passes through the umask
-    if uid is not None:
-        os.chown(workspace, uid, _group(uid, gid))
     return workspace
 
 
