@@ -58,7 +58,7 @@ class World:
         return self.store.workers.register(
             self.token_id, name="w", capacity=Resources(cpu=8, memory_mb=8192),
             max_slots=8, labels={}, version="t",
-        ).id  # fmt: skip
+        )[0].id  # fmt: skip
 
     def claim(self, worker_id: str) -> list[Assignment]:
         dispatch(self.store)
