@@ -179,7 +179,7 @@ def _populate(store: Store, world: World) -> None:
     draining = []
     for plan in world.workers:
         capacity = plan.capacity
-        worker = store.workers.register(
+        worker, _secret = store.workers.register(
             token_id,
             name=plan.name,
             capacity=Resources(

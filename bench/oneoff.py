@@ -109,13 +109,12 @@ class Herder:
                 if time.monotonic() > deadline:
                     raise
             time.sleep(0.1)
-        token = (self.home / "worker-token").read_text().strip()
         self._spawn(
             "worker",
             "--server",
             self.url,
-            "--token",
-            token,
+            "--token-file",  # never the token itself on the command line
+            str(self.home / "worker-token"),
             "--name",
             "bench",
             "--home",

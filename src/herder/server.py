@@ -19,6 +19,7 @@ from herder.api.app import create_app
 from herder.api.wakeups import Wakeups
 from herder.control.scheduler import Scheduler
 from herder.credentials import WORKER_TOKEN_FILE, ClientCredentials, write_private
+from herder.home import secure_home
 from herder.settings import Settings
 from herder.store.store import Store
 
@@ -35,9 +36,9 @@ class PreparedHome:
 
 
 def prepare(settings: Settings) -> PreparedHome:
-    """Migrate the store; on a first start create the default tenant, its admin key and a
-    worker token, saved (0600) in the home directory."""
-    settings.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    """Make the home and database private, migrate the store; on a first start create the
+    default tenant, its admin key and a worker token, saved (0600) in the home directory."""
+    secure_home(settings.home, settings.database_url)
     store = Store(settings.database_url)
     store.migrate()
     bootstrap = store.access.bootstrap()

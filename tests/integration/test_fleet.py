@@ -7,6 +7,7 @@ from sqlalchemy import update
 from herder.domain.models import Role, WorkerState
 from herder.store.schema import workers
 from tests.integration.conftest import Api
+from tests.integration.registered import as_worker, register_worker
 
 
 def fleet_states(api: Api) -> dict[str, str]:
@@ -15,7 +16,7 @@ def fleet_states(api: Api) -> dict[str, str]:
 
 
 def test_drain_then_undrain_moves_the_worker_and_says_so(api: Api) -> None:
-    worker_id = api.register_worker()
+    worker_id = register_worker(api)
     drained = api.http.post(f"/v1/workers/{worker_id}/drain", headers=api.admin)
     assert drained.status_code == 200, drained.text
     assert drained.json()["id"] == worker_id
@@ -31,15 +32,15 @@ def test_drain_then_undrain_moves_the_worker_and_says_so(api: Api) -> None:
 
 def test_a_draining_worker_still_speaks_the_protocol(api: Api) -> None:
     """Draining is not lost: the worker keeps heartbeating and reporting what it runs."""
-    worker_id = api.register_worker()
+    worker_id = register_worker(api)
     api.http.post(f"/v1/workers/{worker_id}/drain", headers=api.admin)
     heartbeat = api.http.post(
-        f"/v1/workers/{worker_id}/heartbeat", headers=api.worker, json={"running": []}
+        f"/v1/workers/{worker_id}/heartbeat", headers=as_worker(worker_id), json={"running": []}
     )
     assert heartbeat.status_code == 200, heartbeat.text
     claim = api.http.post(
         f"/v1/workers/{worker_id}/claim",
-        headers=api.worker,
+        headers=as_worker(worker_id),
         json={"max_runs": 10, "wait_seconds": 0},
     )
     assert claim.status_code == 200, claim.text
@@ -47,7 +48,7 @@ def test_a_draining_worker_still_speaks_the_protocol(api: Api) -> None:
 
 
 def test_drain_and_undrain_twice_change_nothing_more(api: Api) -> None:
-    worker_id = api.register_worker()
+    worker_id = register_worker(api)
     for _ in range(2):
         response = api.http.post(f"/v1/workers/{worker_id}/drain", headers=api.admin)
         assert response.json()["state"] == "draining"
@@ -57,7 +58,7 @@ def test_drain_and_undrain_twice_change_nothing_more(api: Api) -> None:
 
 
 def test_a_lost_worker_cannot_be_drained_or_undrained(api: Api) -> None:
-    worker_id = api.register_worker()
+    worker_id = register_worker(api)
     with api.store.database.write() as connection:
         connection.execute(
             update(workers).where(workers.c.id == worker_id).values(state=WorkerState.LOST)
@@ -78,12 +79,12 @@ def test_an_unknown_worker_answers_404(api: Api) -> None:
 
 
 def test_only_system_admins_drain(api: Api) -> None:
-    worker_id = api.register_worker()
+    worker_id = register_worker(api)
     tenant_admin = api.as_key(api.other_tenant_key(role=Role.ADMIN))
     system_developer = api.as_key(
         api.store.access.create_api_key(api.tenant_id, Role.DEVELOPER, "d")[1]
     )
-    for headers in (tenant_admin, system_developer, api.worker):
+    for headers in (tenant_admin, system_developer, api.worker, as_worker(worker_id)):
         response = api.http.post(f"/v1/workers/{worker_id}/drain", headers=headers)
         assert response.status_code == 403
     assert fleet_states(api) == {worker_id: "alive"}

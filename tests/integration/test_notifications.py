@@ -47,7 +47,7 @@ def test_a_listener_hears_new_work_and_news_for_a_worker(postgres_store: Store) 
         run, _ = store.runs.submit(tenant.id, job.id, RunOverrides())
         assert work.wait(5), "no notification of new work"
         token_id = store.access.authenticate_worker_token(store.access.create_worker_token("w"))
-        worker = store.workers.register(
+        worker, _secret = store.workers.register(
             token_id, name="w", capacity=Resources(), max_slots=1, labels={}, version="t"
         )
         dispatch(store)

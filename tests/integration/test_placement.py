@@ -17,19 +17,13 @@ from herder.store.reports import Completion, OutputChunk
 from herder.store.schema import attempts, workers
 from tests.integration.conftest import Api
 from tests.integration.dispatching import dispatch
+from tests.integration.registered import as_worker, register_worker
 from tests.integration.test_worker_protocol import claim, completion, log, report
 
 
 def register(api: Api, name: str, **body: Any) -> str:
     capacity = {"cpu": 4, "memory_mb": 4096, "gpus": 0} | body.pop("capacity", {})
-    response = api.http.post(
-        "/v1/workers",
-        headers=api.worker,
-        json={"name": name, "capacity": capacity, "max_slots": 8, **body},
-    )
-    assert response.status_code == 201, response.text
-    worker_id: str = response.json()["worker_id"]
-    return worker_id
+    return register_worker(api, name, **body, capacity=capacity, max_slots=8)
 
 
 def run(api: Api, run_id: object) -> dict[str, Any]:
@@ -42,7 +36,9 @@ def run(api: Api, run_id: object) -> dict[str, Any]:
 def heartbeat(api: Api, worker_id: str, *assignments: dict[str, Any]) -> dict[str, Any]:
     running = [{"attempt_id": a["attempt_id"], "attempt": a["attempt"]} for a in assignments]
     response = api.http.post(
-        f"/v1/workers/{worker_id}/heartbeat", headers=api.worker, json={"running": running}
+        f"/v1/workers/{worker_id}/heartbeat",
+        headers=as_worker(worker_id),
+        json={"running": running},
     )
     assert response.status_code == 200, response.text
     body: dict[str, Any] = response.json()

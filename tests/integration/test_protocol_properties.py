@@ -64,7 +64,7 @@ class ClaimProtocol(RuleBasedStateMachine):
         worker = self.store.workers.register(
             self.token, name="w", capacity=Resources(cpu=4, memory_mb=4096), max_slots=4,
             labels={}, version="t",
-        ).id  # fmt: skip
+        )[0].id  # fmt: skip
         self.workers.append(worker)
         self.given[worker] = []
 

@@ -58,7 +58,7 @@ class World:
         return self.store.workers.register(
             self.token_id, name="w", capacity=Resources(cpu=8, memory_mb=8192),
             max_slots=8, labels={}, version="t",
-        ).id  # fmt: skip
+        )[0].id  # fmt: skip
 
     def claim(self, worker_id: str) -> list[Assignment]:
         dispatch(self.store)
@@ -223,3 +223,60 @@ def test_a_lease_is_held_until_it_expires_then_taken_over(world: World) -> None:
     assert taken == first + 1  # a new fencing number
     assert not leases.renew("reaper", "a", first, 0.6)
     assert leases.holder("reaper") == ("b", taken)
+
+
+def test_an_attempt_that_ended_while_the_server_was_down_is_not_lost(world: World) -> None:
+    """The sequence of a server restart: the attempt ends while the server is down, the
+    worker's first heartbeat after the restart comes before its (backed-off) report, naming
+    the attempt as finished; the report then counts, and the job does not run again."""
+    run_id = world.submit(world.job(retry={"max_attempts": 3, "initial_delay_seconds": 0}))
+    worker = world.worker()
+    (assignment,) = world.claim(worker)
+    world.clock.advance(8)  # the server is down; the attempt ends meanwhile
+    Reaper(world.store, world.clock, heartbeat_timeout_seconds=TIMEOUT).step()  # restarted
+    finished = [RunningAttempt(assignment.attempt_id, assignment.attempt)]
+    world.store.workers.heartbeat(worker, [], unreported_grace_seconds=2, finished=finished)
+    world.reap()
+    assert world.state(run_id) is RunState.RUNNING
+    world.clock.advance(5)  # the report's back-off
+    (result,) = world.store.reports.apply(
+        worker, [],
+        [Completion(assignment.attempt_id, assignment.attempt, AttemptState.SUCCEEDED, 0,
+                    "exit 0", None)],
+    )  # fmt: skip
+    assert result.status == 200
+    run = world.store.runs.get(world.tenant_id, run_id)
+    assert (run.state, run.attempt_count) == (RunState.SUCCEEDED, 1)
+
+
+def test_a_run_retried_after_its_worker_was_lost_keeps_its_place_in_the_queue(
+    world: World,
+) -> None:
+    first = world.submit(world.job(retry={"max_attempts": 2, "initial_delay_seconds": 0}))
+    queued_at = world.store.runs.get(world.tenant_id, first).queued_at
+    world.claim(world.worker())  # then the worker dies
+    later = []
+    for _ in range(3):  # queued behind it meanwhile
+        world.clock.advance(1)
+        later.append(world.submit(world.job()))
+    world.clock.advance(TIMEOUT)
+    world.reap()
+    assert world.state(first) is RunState.QUEUED
+    assert world.store.runs.get(world.tenant_id, first).queued_at == queued_at
+    order = [entry.run_id for entry in world.store.queue.list(world.tenant_id).items]
+    assert order == [first, *later]
+    events = world.store.runs.detail(world.tenant_id, first).events
+    assert "in its place" in events[-1].message
+
+
+def test_a_run_retried_after_it_failed_queues_behind_what_came_meanwhile(world: World) -> None:
+    first = world.submit(world.job(retry={"max_attempts": 2, "initial_delay_seconds": 0}))
+    worker = world.worker()
+    (assignment,) = world.claim(worker)
+    world.clock.advance(1)
+    later = world.submit(world.job())
+    world.clock.advance(1)
+    world.fail(worker, assignment)
+    world.reap()
+    order = [entry.run_id for entry in world.store.queue.list(world.tenant_id).items]
+    assert order == [later, first]

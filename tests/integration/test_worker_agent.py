@@ -43,16 +43,19 @@ class FakeServer:
         self.on_heartbeat: dict[str, list[str]] = defaultdict(list)
         self.output: dict[str, bytearray] = defaultdict(bytearray)
         self.completions: dict[str, dict[str, Any]] = {}
+        self.credentials: list[tuple[str, str]] = []  # (path, Authorization) of each call
 
     async def handle(self, request: httpx.Request) -> httpx.Response:
-        body = json.loads(request.content)
+        body = json.loads(request.content or b"{}")
         path = request.url.path
+        self.credentials.append((path, request.headers.get("authorization", "")))
         if path == "/v1/workers":
             self.registrations.append(body)
             return httpx.Response(
                 200,
                 json={
                     "worker_id": "wrk_fake",
+                    "worker_secret": "wks_fake-secret",
                     "heartbeat_interval_seconds": HEARTBEAT_SECONDS,
                     "heartbeat_timeout_seconds": 60,
                 },

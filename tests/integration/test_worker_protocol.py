@@ -7,6 +7,7 @@ from typing import Any
 
 from tests.integration.conftest import Api
 from tests.integration.dispatching import dispatch
+from tests.integration.registered import as_worker, register_worker
 
 
 def claim(api: Api, worker_id: str, max_runs: int = 10, wait: float = 0) -> dict[str, Any]:
@@ -14,7 +15,7 @@ def claim(api: Api, worker_id: str, max_runs: int = 10, wait: float = 0) -> dict
     dispatch(api.store)
     response = api.http.post(
         f"/v1/workers/{worker_id}/claim",
-        headers=api.worker,
+        headers=as_worker(worker_id),
         json={"max_runs": max_runs, "wait_seconds": wait},
     )
     assert response.status_code == 200, response.text
@@ -23,7 +24,9 @@ def claim(api: Api, worker_id: str, max_runs: int = 10, wait: float = 0) -> dict
 
 
 def report(api: Api, worker_id: str, **body: Any) -> list[dict[str, Any]]:
-    response = api.http.post(f"/v1/workers/{worker_id}/reports", headers=api.worker, json=body)
+    response = api.http.post(
+        f"/v1/workers/{worker_id}/reports", headers=as_worker(worker_id), json=body
+    )
     assert response.status_code == 200, response.text
     results: list[dict[str, Any]] = response.json()["results"]
     return results
@@ -53,7 +56,7 @@ def log(assignment: dict[str, Any], seq: int, text: str, stream: str = "stdout")
 
 
 def test_a_claim_takes_only_what_fits_the_worker(api: Api) -> None:
-    worker_id = api.register_worker(cpu=2, memory_mb=1024)
+    worker_id = register_worker(api, cpu=2, memory_mb=1024)
     job = api.create_job(resources={"cpu": 1, "memory_mb": 256})
     for _ in range(3):
         api.start_run(job["id"])
@@ -62,7 +65,7 @@ def test_a_claim_takes_only_what_fits_the_worker(api: Api) -> None:
 
 
 def test_a_claim_follows_priority_then_age(api: Api) -> None:
-    worker_id = api.register_worker(cpu=1)
+    worker_id = register_worker(api, cpu=1)
     low = api.start_run(api.create_job("low", priority="low")["id"])
     high = api.start_run(api.create_job("high", priority="high")["id"])
     assignments = claim(api, worker_id, max_runs=1)["assignments"]
@@ -71,7 +74,7 @@ def test_a_claim_follows_priority_then_age(api: Api) -> None:
 
 
 def test_a_finished_attempt_ends_the_run_with_its_logs(api: Api) -> None:
-    worker_id = api.register_worker()
+    worker_id = register_worker(api)
     run = api.start_run(api.create_job()["id"])
     (assignment,) = claim(api, worker_id)["assignments"]
     assert assignment["spec"]["command"] == "echo hello"
@@ -97,7 +100,7 @@ def test_a_finished_attempt_ends_the_run_with_its_logs(api: Api) -> None:
 
 
 def test_a_late_report_is_refused_with_409_and_recorded(api: Api) -> None:
-    worker_id = api.register_worker()
+    worker_id = register_worker(api)
     run = api.start_run(api.create_job()["id"])
     (assignment,) = claim(api, worker_id)["assignments"]
     report(api, worker_id, completions=[completion(assignment, "failed", 1)])
@@ -114,14 +117,14 @@ def test_a_late_report_is_refused_with_409_and_recorded(api: Api) -> None:
     assert len(refusals) == 3
     single = api.http.post(
         f"/v1/attempts/{assignment['attempt_id']}/complete",
-        headers=api.worker,
+        headers=as_worker(worker_id),
         json={"worker_id": worker_id, "completion": completion(assignment)},
     )
     assert single.status_code == 409
 
 
 def test_another_workers_attempt_is_not_found(api: Api) -> None:
-    first, second = api.register_worker(), api.register_worker()
+    first, second = register_worker(api), register_worker(api)
     api.start_run(api.create_job()["id"])
     (assignment,) = claim(api, first)["assignments"]
     (result,) = report(api, second, completions=[completion(assignment)])
@@ -129,7 +132,7 @@ def test_another_workers_attempt_is_not_found(api: Api) -> None:
 
 
 def test_cancelling_a_running_run_tells_its_worker(api: Api) -> None:
-    worker_id = api.register_worker()
+    worker_id = register_worker(api)
     run = api.start_run(api.create_job()["id"])
     (assignment,) = claim(api, worker_id)["assignments"]
     response = api.http.post(f"/v1/runs/{run['id']}/cancel", headers=api.admin)
@@ -138,7 +141,7 @@ def test_cancelling_a_running_run_tells_its_worker(api: Api) -> None:
     assert claim(api, worker_id, wait=5)["cancel"] == [assignment["attempt_id"]]
     heartbeat = api.http.post(
         f"/v1/workers/{worker_id}/heartbeat",
-        headers=api.worker,
+        headers=as_worker(worker_id),
         json={
             "running": [
                 {"attempt_id": assignment["attempt_id"], "attempt": assignment["attempt"]},
@@ -158,7 +161,7 @@ def test_cancelling_a_running_run_tells_its_worker(api: Api) -> None:
 
 def test_output_past_the_limit_is_cut(api: Api) -> None:
     api.store.reports.max_log_bytes = 10
-    worker_id = api.register_worker()
+    worker_id = register_worker(api)
     run = api.start_run(api.create_job()["id"])
     (assignment,) = claim(api, worker_id)["assignments"]
     report(api, worker_id, logs=[log(assignment, 0, "12345"), log(assignment, 1, "678901")])
@@ -168,14 +171,14 @@ def test_output_past_the_limit_is_cut(api: Api) -> None:
 
 
 def test_a_worker_downloads_only_artifacts_of_its_attempts(api: Api) -> None:
-    worker_id = api.register_worker()
+    worker_id = register_worker(api)
     data = b"print('hi')\n"
     artifact = api.http.post(
         "/v1/artifacts", headers=api.admin, files={"file": ("a.py", data)}
     ).json()
     url = f"/v1/workers/{worker_id}/artifacts/{artifact['id']}"
-    assert api.http.get(url, headers=api.worker).status_code == 404
+    assert api.http.get(url, headers=as_worker(worker_id)).status_code == 404
     job = api.create_job("py", runtime="python", command=None, artifact=artifact["id"])
     api.start_run(job["id"])
     claim(api, worker_id)
-    assert api.http.get(url, headers=api.worker).content == data
+    assert api.http.get(url, headers=as_worker(worker_id)).content == data

@@ -92,18 +92,17 @@ class Cluster:
     def worker_token(self) -> str:
         return (self.home / "worker-token").read_text().strip()
 
-    def spawn(self, *args: str) -> subprocess.Popen[bytes]:
-        process = subprocess.Popen([*HERDER, *args], env=self.environment)
+    def spawn(self, *args: str, **environment: str) -> subprocess.Popen[bytes]:
+        process = subprocess.Popen([*HERDER, *args], env={**self.environment, **environment})
         self.processes.append(process)
         return process
 
     def start_worker(self, name: str, *flags: str) -> subprocess.Popen[bytes]:
+        """A worker given the token in its environment: never on its command line."""
         return self.spawn(
             "worker",
             "--server",
             self.url,
-            "--token",
-            self.worker_token,
             "--name",
             name,
             "--home",
@@ -111,6 +110,7 @@ class Cluster:
             "--kill-grace",
             "1",
             *flags,
+            HERDER_WORKER_TOKEN=self.worker_token,
         )
 
     def stop_all(self) -> None:

@@ -110,7 +110,8 @@ def test_the_worker_command_passes_address_labels_and_gpus_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(herder.worker.agent, "Agent", CapturedAgent)
-    arguments = ["worker", "--server", "http://127.0.0.1:1", "--token", "t"]
+    monkeypatch.setenv("HERDER_WORKER_TOKEN", "t")
+    arguments = ["worker", "--server", "http://127.0.0.1:1"]
     arguments += ["--home", str(tmp_path), "--cpu", "2", "--memory-mb", "1024", "--gpus", "3"]
     arguments += ["--label", "gpu_model=h100", "--label", "zone=b", "--address", "10.9.8.7"]
     result = CliRunner().invoke(app, arguments)
@@ -123,7 +124,8 @@ def test_the_worker_command_passes_address_labels_and_gpus_on(
 
 def test_a_label_without_a_value_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(herder.worker.agent, "Agent", CapturedAgent)
-    arguments = ["worker", "--server", "http://127.0.0.1:1", "--token", "t", "--label", "gpu"]
+    monkeypatch.setenv("HERDER_WORKER_TOKEN", "t")
+    arguments = ["worker", "--server", "http://127.0.0.1:1", "--label", "gpu"]
     result = CliRunner().invoke(app, arguments)
     assert result.exit_code == 1
     assert "must look like KEY=VALUE" in result.output

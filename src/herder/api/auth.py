@@ -1,5 +1,6 @@
 """Who is calling. API keys (``key_….secret``) admit the REST API for one tenant; worker
-tokens (``wtk_….secret``) admit only the worker protocol.
+tokens (``wtk_….secret``, the fleet's) admit only worker registration; a registered worker's
+own secret (``wks_…``, given at registration) admits only calls for that worker.
 
 The dependencies are ``async``: FastAPI runs a sync dependency in a worker thread, a hop
 that costs more than the check itself once the key is in the store's recent-keys cache.
@@ -34,8 +35,8 @@ def _bearer(request: Request) -> str:
 
 async def principal(request: Request, store: StoreDep) -> Principal:
     token = _bearer(request)
-    if token.startswith("wtk_"):
-        raise Forbidden("worker tokens admit only the worker protocol; use an API key")
+    if token.startswith(("wtk_", "wks_")):
+        raise Forbidden("worker credentials admit only the worker protocol; use an API key")
     recent = store.access.recent_principal(token)
     if recent is not None:
         return recent
@@ -76,11 +77,24 @@ async def worker_token(request: Request, store: StoreDep) -> str:
 WorkerToken = Annotated[str, Depends(worker_token)]
 
 
+def worker_secret(request: Request) -> str:
+    """The bearer secret a registered worker was given; the fleet token is refused here."""
+    secret = _bearer(request)
+    if not secret.startswith("wks_"):
+        raise Unauthorized(
+            "calls for a registered worker need its own secret, given at registration: "
+            "'Authorization: Bearer <worker_secret>' (the worker token only registers)"
+        )
+    return secret
+
+
 async def registered_worker(
-    worker_id: Annotated[str, Path()], token_id: WorkerToken, store: StoreDep
+    worker_id: Annotated[str, Path()], request: Request, store: StoreDep
 ) -> str:
-    if not store.workers.known_owner(worker_id, token_id):
-        await run_in_threadpool(store.workers.check_owner, worker_id, token_id)
+    """The worker in the path, when the caller holds that worker's secret."""
+    secret = worker_secret(request)
+    if not store.access.recently_admitted(worker_id, secret):
+        await run_in_threadpool(store.access.authenticate_worker, worker_id, secret)
     return worker_id
 
 

@@ -68,6 +68,10 @@ class WorkerRegister(_Body):
 
 class WorkerRegistered(BaseModel):
     worker_id: str
+    worker_secret: str = Field(
+        description="shown once: every later call for this worker sends "
+        "'Authorization: Bearer <worker_secret>' (the worker token alone is refused there)"
+    )
     heartbeat_interval_seconds: float
     heartbeat_timeout_seconds: float  # silent longer than this, the worker is declared lost
 
@@ -79,9 +83,14 @@ class RunningAttemptBody(_Body):
 
 class HeartbeatRequest(_Body):
     running: list[RunningAttemptBody] = []
+    # ended, but the report saying how has not been delivered yet: not lost
+    finished: list[RunningAttemptBody] = []
 
     def attempts(self) -> list[RunningAttempt]:
         return [RunningAttempt(item.attempt_id, item.attempt) for item in self.running]
+
+    def finished_attempts(self) -> list[RunningAttempt]:
+        return [RunningAttempt(item.attempt_id, item.attempt) for item in self.finished]
 
 
 class ClaimRequest(HeartbeatRequest):

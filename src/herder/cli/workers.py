@@ -4,8 +4,10 @@ workers, drain one for maintenance and take it back (system admins)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import socket
+import stat
 from pathlib import Path
 from typing import Annotated
 
@@ -27,8 +29,12 @@ def worker(
     server_url: Annotated[
         str | None, typer.Option("--server", help="API URL, e.g. http://host:8080")
     ] = None,
-    token: Annotated[
-        str | None, typer.Option(envvar="HERDER_WORKER_TOKEN", help="worker token")
+    token_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="file holding the worker token (mode 0600 or 0400, yours); "
+            "else HERDER_WORKER_TOKEN. Never on the command line: jobs could read it there"
+        ),
     ] = None,
     name: Annotated[str | None, typer.Option(help="default: the host name")] = None,
     cpu: Annotated[float | None, typer.Option(help="cores to offer (default: all)")] = None,
@@ -74,8 +80,7 @@ def worker(
     from herder.worker.capacity import detect_capacity
     from herder.worker.uids import default_python
 
-    if not token:
-        raise fail("a worker token is needed: --token or HERDER_WORKER_TOKEN")
+    token = _worker_token(token_file)
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT.format(role="worker"))
     logging.getLogger("httpx").setLevel(logging.WARNING)
     config = WorkerConfig(
@@ -103,6 +108,41 @@ def worker(
         await Agent(config).run(stop)
 
     asyncio.run(main())
+
+
+def _worker_token(token_file: Path | None) -> str:
+    """The fleet's worker token, from a private file or HERDER_WORKER_TOKEN; never argv, which
+    every process on the host (jobs included) can read in /proc/PID/cmdline."""
+    if token_file is None:
+        token = os.environ.get("HERDER_WORKER_TOKEN", "").strip()
+        if not token:
+            raise fail("a worker token is needed: HERDER_WORKER_TOKEN or --token-file PATH")
+        return token
+    try:
+        return read_private_token(token_file)
+    except (OSError, ValueError) as error:
+        raise fail(f"cannot use {token_file} as the worker token file: {error}") from error
+
+
+def read_private_token(path: Path) -> str:
+    """The token in ``path``, which must be a regular file (not a symlink) owned by this user
+    and readable or writable by nobody else (0600 or 0400)."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NOCTTY | os.O_NONBLOCK)
+    with os.fdopen(descriptor, "rb") as file:
+        status = os.fstat(file.fileno())
+        if not stat.S_ISREG(status.st_mode):
+            raise ValueError("not a regular file")
+        if status.st_uid != os.geteuid():
+            raise ValueError(f"owned by uid {status.st_uid}, not by this user ({os.geteuid()})")
+        if status.st_mode & 0o077:
+            raise ValueError(
+                f"mode {stat.S_IMODE(status.st_mode):04o} lets others read or change it; "
+                "chmod 600 it"
+            )
+        token = file.read(4096).decode().strip()
+    if not token:
+        raise ValueError("it is empty")
+    return token
 
 
 _STATE_STYLE = {WorkerState.ALIVE: "green", WorkerState.DRAINING: "yellow", WorkerState.LOST: "red"}

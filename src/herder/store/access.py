@@ -1,5 +1,5 @@
-"""Tenants (with their weights and quotas), API keys and worker tokens. Secrets are shown
-once and stored only as hashes."""
+"""Tenants (with their weights and quotas), API keys, worker tokens and the secrets of
+registered workers. Secrets are shown once and stored only as hashes."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ from herder.domain.models import ApiKey, Page, Principal, Role, Tenant
 from herder.domain.tenants import TenantQuotas
 from herder.store.database import Database
 from herder.store.pagination import next_cursor, page_query
-from herder.store.schema import api_keys, tenants, worker_tokens
+from herder.store.schema import api_keys, tenants, worker_tokens, workers
 
 
-def _hash(secret: str) -> str:
+def hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
@@ -69,6 +69,7 @@ class AccessRepository:
         self._db = database
         self._clock = clock
         self._recent = _RecentlyChecked()
+        self._recent_workers = _RecentlyChecked()  # (worker id, secret) pairs, apart
 
     def create_tenant(
         self,
@@ -176,7 +177,7 @@ class AccessRepository:
         secret = secrets.token_urlsafe(32)
         with self._db.write() as connection:
             connection.execute(
-                insert(api_keys).values(**key.model_dump(), secret_hash=_hash(secret))
+                insert(api_keys).values(**key.model_dump(), secret_hash=hash_secret(secret))
             )
         return key, f"{key.id}.{secret}"
 
@@ -204,7 +205,7 @@ class AccessRepository:
                 .join(tenants, tenants.c.id == api_keys.c.tenant_id)
                 .where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None))
             ).first()
-        if row is None or not hmac.compare_digest(row.secret_hash, _hash(secret)):
+        if row is None or not hmac.compare_digest(row.secret_hash, hash_secret(secret)):
             raise Unauthorized("unknown or revoked API key")
         principal = Principal(
             tenant_id=row.tenant_id, role=Role(row.role), key_id=key_id, is_system=row.is_system
@@ -219,7 +220,7 @@ class AccessRepository:
         with self._db.write() as connection:
             connection.execute(
                 insert(worker_tokens).values(
-                    id=token_id, name=name, secret_hash=_hash(secret), created_at=now
+                    id=token_id, name=name, secret_hash=hash_secret(secret), created_at=now
                 )
             )
         return f"{token_id}.{secret}"
@@ -235,10 +236,34 @@ class AccessRepository:
                     worker_tokens.c.id == token_id, worker_tokens.c.revoked_at.is_(None)
                 )
             ).scalar()
-        if stored is None or not hmac.compare_digest(stored, _hash(secret)):
+        if stored is None or not hmac.compare_digest(stored, hash_secret(secret)):
             raise Unauthorized("unknown or revoked worker token")
         self._recent.put(token, token_id)
         return token_id
+
+    def recently_admitted(self, worker_id: str, secret: str) -> bool:
+        """True if this worker's secret was verified in the last few seconds (no store access)."""
+        return self._recent_workers.get(secret) == worker_id
+
+    def authenticate_worker(self, worker_id: str, secret: str) -> None:
+        """Admit a call for ``worker_id`` only with the secret it was given at registration,
+        while the worker token it registered with is live. The fleet token, or another
+        worker's secret, is refused: a job that saw the fleet token cannot act as a worker
+        that is already registered."""
+        if self.recently_admitted(worker_id, secret):
+            return
+        with self._db.read() as connection:
+            stored = connection.execute(
+                select(workers.c.secret_hash)
+                .join(worker_tokens, worker_tokens.c.id == workers.c.token_id)
+                .where(workers.c.id == worker_id, worker_tokens.c.revoked_at.is_(None))
+            ).scalar()
+        if stored is None or not hmac.compare_digest(stored, hash_secret(secret)):
+            raise Unauthorized(
+                f"unknown worker {worker_id} or not its secret: every call for a registered "
+                "worker needs 'Authorization: Bearer <the worker_secret given at registration>'"
+            )
+        self._recent_workers.put(secret, worker_id)
 
     def bootstrap(self) -> Bootstrap | None:
         """On a store with no tenant: the system tenant, its admin key and a worker token."""

@@ -10,7 +10,7 @@ import random
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Column, func, select, update
+from sqlalchemy import Column, ColumnElement, Select, func, select, update
 
 from herder.clock import Clock
 from herder.domain.models import WorkerState
@@ -97,11 +97,19 @@ class ReaperRepository:
         return len(overdue)
 
     def requeue_due_retries(self) -> int:
+        """Runs whose retry is due go back to the queue: behind what queued meanwhile, except
+        a run whose attempt was ``lost`` (its worker died, not its job), which keeps its
+        original place."""
+        kept = self._move_due(
+            RunState.RETRY_WAIT, RunState.QUEUED, runs.c.retry_at,
+            "retry due: queued again in its place (its worker was lost)",
+            only=runs.c.id.in_(_lost_last_attempt()), retry_at=None, queued_at=runs.c.queued_at,
+        )  # fmt: skip
         moved = self._move_due(
             RunState.RETRY_WAIT, RunState.QUEUED, runs.c.retry_at, "retry due: queued again",
             retry_at=None,
         )  # fmt: skip
-        return moved
+        return kept + moved
 
     def expire_unstarted(self) -> int:
         return self._move_due(
@@ -116,14 +124,17 @@ class ReaperRepository:
         target: RunState,
         due_at: Column[datetime],
         message: str,
+        only: ColumnElement[bool] | None = None,
         **values: Any,
     ) -> int:
-        """Move runs in ``source`` whose ``due_at`` has passed to ``target``, a batch at a time."""
+        """Move runs in ``source`` whose ``due_at`` has passed (and that match ``only``) to
+        ``target``, a batch at a time."""
         now = self._clock.now()
+        query = select(runs.c.id).where(runs.c.state == source, due_at <= now)
+        if only is not None:
+            query = query.where(only)
         with self._db.write() as connection:
-            due = connection.execute(
-                select(runs.c.id).where(runs.c.state == source, due_at <= now).limit(BATCH)
-            ).scalars()
+            due = connection.execute(query.limit(BATCH)).scalars()
             moved = sum(
                 move_run(
                     connection, run_id, source, target, now, actor=REAPER, message=message, **values
@@ -159,3 +170,12 @@ class ReaperRepository:
             candidates.append(oldest_heartbeat + timedelta(seconds=heartbeat_timeout))
         due = [moment for moment in candidates if moment is not None]
         return min(due) if due else None
+
+
+def _lost_last_attempt() -> Select[tuple[str]]:
+    """The runs whose latest attempt ended ``lost``."""
+    return select(attempts.c.run_id).where(
+        attempts.c.run_id == runs.c.id,
+        attempts.c.number == runs.c.attempt_count,
+        attempts.c.state == AttemptState.LOST,
+    )

@@ -212,6 +212,8 @@ workers = Table(
     metadata,
     Column("id", ID, primary_key=True),
     Column("token_id", ID, ForeignKey("worker_tokens.id"), nullable=False),
+    # the hash of the secret handed out at registration; every later call presents it
+    Column("secret_hash", String(64), nullable=True),
     Column("name", String(255), nullable=False),
     Column("state", String(16), nullable=False),
     Column("cpu_milli", Integer, nullable=False),

@@ -6,11 +6,15 @@ attempts placed on it that it has not been given yet, and marks them delivered.
 
 from __future__ import annotations
 
+import logging
 import random
+import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy import Connection, insert, select, update
 
 from herder.clock import Clock, epoch_ms
@@ -18,13 +22,17 @@ from herder.domain.errors import Gone, NotFound
 from herder.domain.ids import new_id
 from herder.domain.jobs import JobSpec, Resources
 from herder.domain.models import Assignment, Worker, WorkerState
-from herder.domain.states import AttemptState
+from herder.domain.states import AttemptState, RunState
+from herder.store.access import hash_secret
 from herder.store.database import Database
 from herder.store.fleet import worker_record
-from herder.store.notifications import notify_capacity
-from herder.store.outcomes import end_attempt
+from herder.store.notifications import notify_cancel, notify_capacity
+from herder.store.outcomes import end_attempt, lock_run
 from herder.store.schema import attempts, runs, workers
-from herder.store.transitions import record_event
+from herder.store.transitions import move_run, record_event
+
+log = logging.getLogger("herder.store")
+SECRET_PREFIX = "wks_"  # a registered worker's secret; 32 random bytes follow
 
 
 @dataclass(frozen=True)
@@ -53,7 +61,6 @@ class WorkerRepository:
         self._db = database
         self._clock = clock
         self._rng = rng
-        self._owners: dict[str, str] = {}
 
     def register(
         self,
@@ -65,8 +72,11 @@ class WorkerRepository:
         labels: dict[str, str],
         version: str,
         address: str = "",
-    ) -> Worker:
+    ) -> tuple[Worker, str]:
+        """A new worker and its secret (the only copy; the store keeps its hash), which every
+        later call for this worker must present."""
         now = self._clock.now()
+        secret = SECRET_PREFIX + secrets.token_urlsafe(32)
         worker = Worker(
             id=new_id("wrk", epoch_ms(now)),
             name=name,
@@ -84,6 +94,7 @@ class WorkerRepository:
                 insert(workers).values(
                     id=worker.id,
                     token_id=token_id,
+                    secret_hash=hash_secret(secret),
                     name=name,
                     state=worker.state,
                     cpu_milli=capacity.cpu_milli,
@@ -98,41 +109,31 @@ class WorkerRepository:
                 )
             )
             notify_capacity(self._db, connection, worker.id)  # the dispatcher may place here
-        return worker
+        return worker, secret
 
     def fleet(self) -> list[Worker]:
         with self._db.read() as connection:
             rows = connection.execute(select(workers).order_by(workers.c.id)).all()
         return [worker_record(row) for row in rows]
 
-    def known_owner(self, worker_id: str, token_id: str) -> bool:
-        """True if this worker was already checked to belong to this token (it never changes
-        hands); no store access."""
-        return self._owners.get(worker_id) == token_id
-
-    def check_owner(self, worker_id: str, token_id: str) -> None:
-        if self.known_owner(worker_id, token_id):
-            return
-        with self._db.read() as connection:
-            owner = connection.execute(
-                select(workers.c.token_id).where(workers.c.id == worker_id)
-            ).scalar()
-        if owner != token_id:
-            raise NotFound(f"worker {worker_id} not found for this token; register first")
-        self._owners[worker_id] = token_id  # a worker never changes hands
-
     def heartbeat(
-        self, worker_id: str, running: list[RunningAttempt], *, unreported_grace_seconds: float
+        self,
+        worker_id: str,
+        running: list[RunningAttempt],
+        *,
+        unreported_grace_seconds: float,
+        finished: Sequence[RunningAttempt] = (),
     ) -> Directives:
         """The worker is alive; answers what to stop. A worker already declared lost is
         told so (``Gone``): its attempts were given to others.
 
-        An attempt the worker does not list although a claim handed it over more than
-        ``unreported_grace_seconds`` ago never reached it (the claim's answer was lost, say
-        when the server died mid-claim): it ends ``lost`` and its run retries.
+        An attempt the worker lists neither as running nor as ``finished`` (ended, its report
+        not yet delivered: say the server was down when it ended) although a claim handed it
+        over more than ``unreported_grace_seconds`` ago never reached it (the claim's answer
+        was lost, say when the server died mid-claim): it ends ``lost`` and its run retries.
         """
         now = self._clock.now()
-        reported = {item.key for item in running}
+        reported = {item.key for item in [*running, *finished]}
         with self._db.write() as connection:
             alive = connection.execute(
                 update(workers)
@@ -262,7 +263,15 @@ class WorkerRepository:
                     self._db, connection, self._rng, f"worker:{worker_id}", row.id, outcome,
                     why, now,
                 )  # fmt: skip
-            placed = [row for row in placed if row not in stopped]
+            specs: dict[str, JobSpec] = {}
+            for row in placed:
+                if row in stopped:
+                    continue
+                try:
+                    specs[row.id] = JobSpec.model_validate(row.spec)
+                except ValidationError as error:  # one broken row must not fail the batch
+                    _fail_unreadable(self._db, connection, worker_id, row, error, now)
+            placed = [row for row in placed if row.id in specs]
             if not placed:
                 return []
             connection.execute(
@@ -278,7 +287,7 @@ class WorkerRepository:
                 run_id=row.run_id,
                 tenant_id=row.tenant_id,
                 idempotency_key=row.idempotency_key,
-                spec=JobSpec.model_validate(row.spec),
+                spec=specs[row.id],
                 gpu_indices=row.gpu_indices or [],
                 rank=row.rank,
                 world_size=row.replicas,
@@ -286,6 +295,47 @@ class WorkerRepository:
             )
             for row in placed
         ]
+
+
+def _fail_unreadable(
+    database: Database,
+    connection: Connection,
+    worker_id: str,
+    row: Any,
+    error: ValidationError,
+    now: datetime,
+) -> None:
+    """A stored run whose spec no longer validates is a server bug (it was checked when it
+    was stored): logged loudly, and the run ends ``failed`` with a reason its owner can read.
+    No retry: the same row would fail again. A gang's other members stop with it."""
+    log.error("server bug: run %s's stored spec does not validate: %s", row.run_id, error)
+    reason = f"the stored run could not be read: {_first_problem(error)}"
+    lock_run(connection, row.run_id)
+    ended = connection.execute(
+        update(attempts)
+        .where(
+            attempts.c.run_id == row.run_id,
+            attempts.c.number == row.number,
+            attempts.c.state == AttemptState.RUNNING,
+        )
+        .values(state=AttemptState.FAILED, reason=reason, finished_at=now)
+        .returning(attempts.c.worker_id)
+    ).all()
+    for worker in {item.worker_id for item in ended}:
+        notify_capacity(database, connection, worker)
+        if worker != worker_id:  # a member already handed to another worker: stop it there
+            notify_cancel(database, connection, worker)
+    move_run(
+        connection, row.run_id, RunState.RUNNING, RunState.FAILED, now,
+        actor=f"worker:{worker_id}", attempt=row.number, message=f"attempt {row.number} "
+        f"failed: {reason}", reason=reason, exit_code=None,
+    )  # fmt: skip
+
+
+def _first_problem(error: ValidationError) -> str:
+    problem = error.errors()[0]
+    where = ".".join(str(part) for part in problem["loc"]) or "spec"
+    return f"{where}: {problem['msg']} ({error.error_count()} problem(s) in all)"
 
 
 def _gang_peers(connection: Connection, members: list[Any]) -> dict[tuple[str, int], list[str]]:

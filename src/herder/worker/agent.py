@@ -160,7 +160,10 @@ class Agent:
         self._tasks: set[asyncio.Task[None]] = set()
         self._completions: list[tuple[str, list[Chunk], dict[str, Any]]] = []
         self._unsent_logs: list[tuple[str, str, int, Chunk]] = []
+        # (worker id, attempt id, number) of ended attempts whose report is not delivered yet
+        self._unreported: set[tuple[str, str, int]] = set()
         self._report_needed = asyncio.Event()
+        self._server_back = asyncio.Event()  # a heartbeat got through: retry reports now
         self._gone = asyncio.Event()
         self._completion_ready = asyncio.Event()
 
@@ -277,6 +280,12 @@ class Agent:
 
     def _running_attempts(self) -> list[tuple[str, int]]:
         return [(key, attempt.assignment.attempt) for key, attempt in self._running.items()]
+
+    def _finished_attempts(self) -> list[tuple[str, int]]:
+        """Ended attempts of this registration whose report is still on its way: a heartbeat
+        after an outage names them, so the server does not take them for never delivered."""
+        current = self.connection.worker_id
+        return [(key, number) for owner, key, number in self._unreported if owner == current]
 
     # --- claiming and running -------------------------------------------------------------
 
@@ -446,6 +455,7 @@ class Agent:
                 },
             )
         )
+        self._unreported.add((attempt.worker_id, assignment.attempt_id, assignment.attempt))
         self._report_needed.set()
         self._completion_ready.set()
 
@@ -455,7 +465,12 @@ class Agent:
         while True:
             await asyncio.sleep(interval)
             try:
-                self._obey(await self.connection.heartbeat(self._running_attempts()))
+                self._obey(
+                    await self.connection.heartbeat(
+                        self._running_attempts(), self._finished_attempts()
+                    )
+                )
+                self._server_back.set()
             except httpx.HTTPError as error:
                 if is_gone(error):
                     self._gone.set()
@@ -513,6 +528,8 @@ class Agent:
                 self._completions += [(worker_id, [], item) for item in report.completions]
                 delivered = False
                 continue
+            for item in report.completions:  # answered: accepted or refused, not pending
+                self._unreported.discard((worker_id, item["attempt_id"], item["attempt"]))
             for result in results:
                 if result["status"] != 200:
                     log.warning(
@@ -535,7 +552,9 @@ class Agent:
             else:
                 failures += 1
                 self._report_needed.set()
-                await asyncio.sleep(_backoff(failures))
+                self._server_back.clear()
+                with contextlib.suppress(TimeoutError):  # back off, unless the server is back
+                    await asyncio.wait_for(self._server_back.wait(), _backoff(failures))
 
     async def _flush_remaining(self) -> None:
         failures = 0

@@ -1,5 +1,9 @@
 """The worker protocol: register, heartbeat, long-poll claim, reports, artifact download.
 
+Registration takes the fleet's worker token and answers with the new worker's own secret;
+every later call for that worker (``/v1/workers/{id}/…`` and ``/v1/attempts/{id}/…``) takes
+that secret instead, so the fleet token alone cannot act as a registered worker.
+
 Every report carries the attempt number (the fencing token); a report from an attempt that
 is no longer current is refused with 409 and recorded in the run's events.
 """
@@ -13,7 +17,13 @@ import time
 from fastapi import APIRouter, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
-from herder.api.auth import RegisteredWorker, StoreDep, SystemAdmin, WorkerToken
+from herder.api.auth import (
+    RegisteredWorker,
+    StoreDep,
+    SystemAdmin,
+    WorkerToken,
+    worker_secret,
+)
 from herder.api.schemas import (
     AttemptCompletion,
     AttemptLogs,
@@ -47,7 +57,7 @@ def _wakeups(request: Request) -> Wakeups:
 def register(
     body: WorkerRegister, token_id: WorkerToken, store: StoreDep, request: Request
 ) -> WorkerRegistered:
-    worker = store.workers.register(
+    worker, secret = store.workers.register(
         token_id,
         name=body.name,
         capacity=body.capacity,
@@ -59,6 +69,7 @@ def register(
     settings = request.app.state.settings
     return WorkerRegistered(
         worker_id=worker.id,
+        worker_secret=secret,
         heartbeat_interval_seconds=settings.heartbeat_interval_seconds,
         heartbeat_timeout_seconds=settings.heartbeat_timeout_seconds,
     )
@@ -76,7 +87,10 @@ def heartbeat(
 ) -> Directives:
     interval = request.app.state.settings.heartbeat_interval_seconds
     directives = store.workers.heartbeat(
-        worker_id, body.attempts(), unreported_grace_seconds=2 * interval + 1.0
+        worker_id,
+        body.attempts(),
+        unreported_grace_seconds=2 * interval + 1.0,
+        finished=body.finished_attempts(),
     )
     return Directives(cancel=directives.cancel, drop=directives.drop, preempt=directives.preempt)
 
@@ -167,10 +181,10 @@ def download(artifact_id: str, worker_id: RegisteredWorker, store: StoreDep) -> 
 
 @router.post("/attempts/{attempt_id}/logs")
 def attempt_logs(
-    attempt_id: str, body: AttemptLogs, token_id: WorkerToken, store: StoreDep
+    attempt_id: str, body: AttemptLogs, request: Request, store: StoreDep
 ) -> ReportResult:
     """One attempt's output (the batched ``/workers/{id}/reports`` is the fast path)."""
-    store.workers.check_owner(body.worker_id, token_id)
+    store.access.authenticate_worker(body.worker_id, worker_secret(request))
     if any(chunk.attempt_id != attempt_id for chunk in body.chunks):
         raise Invalid("every chunk must belong to the attempt in the path", field="chunks")
     results = store.reports.apply(body.worker_id, [_output(chunk) for chunk in body.chunks], [])
@@ -181,10 +195,10 @@ def attempt_logs(
 def attempt_complete(
     attempt_id: str,
     body: AttemptCompletion,
-    token_id: WorkerToken,
+    request: Request,
     store: StoreDep,
 ) -> ReportResult:
-    store.workers.check_owner(body.worker_id, token_id)
+    store.access.authenticate_worker(body.worker_id, worker_secret(request))
     if body.completion.attempt_id != attempt_id:
         raise Invalid("the completion must be for the attempt in the path", field="attempt_id")
     results = store.reports.apply(body.worker_id, [], [_completion(body.completion)])
