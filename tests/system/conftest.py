@@ -22,6 +22,7 @@ import pytest
 from herder.client import HerderClient
 from herder.store.database import sqlite_url
 from tests.conftest import fresh_postgres_url
+from tests.system.outside import outside_host
 
 HERDER = [sys.executable, "-m", "herder.cli"]
 START_SECONDS = 30.0
@@ -223,3 +224,10 @@ def kill_matching(marker: str) -> None:
     for pid in processes_matching(marker):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def outside(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A host beyond the worker, for jobs with ``network: true`` (``outside.py``)."""
+    with outside_host(tmp_path_factory.mktemp("outside")) as namespace:
+        yield namespace

@@ -22,7 +22,7 @@ import pytest
 from herder.client import HerderClient
 from herder.domain.retry import DISK_FULL_REASON_PREFIX
 from tests.system.conftest import HERDER, free_port, processes_matching, stop, wait_healthy
-from tests.system.test_attempt_network import ECHO_PORT, OUTSIDE, outside  # noqa: F401
+from tests.system.outside import ECHO_PORT, OUTSIDE
 
 pytestmark = [
     pytest.mark.system,

@@ -9,12 +9,10 @@ unprivileged uid in the attempt's namespace (``nsenter`` + ``setpriv``), as the 
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 import json
 import os
 import socketserver
-import subprocess
 import threading
 import zlib
 from collections.abc import Iterator
@@ -25,6 +23,18 @@ import pytest
 
 from herder.worker import nameservers
 from herder.worker.network import DEFAULT_POOL, MAX_SLOTS, AttemptNetwork, OutboundNetworks
+from tests.system.outside import (
+    CONTROL_PLANE,
+    ECHO_PORT,
+    HOST_END,
+    LINK_LOCAL,
+    NOBODY,
+    OUTSIDE,
+    PYTHON,
+    echo_server,
+    in_namespace,
+    run,
+)
 
 pytestmark = [
     pytest.mark.system,
@@ -33,26 +43,8 @@ pytestmark = [
     ),
 ]
 
-PYTHON = "/usr/bin/python3"  # readable by the unprivileged uid, unlike a venv under /root
-NOBODY = "65534"
-ECHO_PORT = 7777
-OUTSIDE = "198.18.0.2"  # an ordinary destination
-CONTROL_PLANE = "198.18.0.3"  # served outside too, but blocked by the worker
-LINK_LOCAL = "169.254.77.77"  # routed to the outside like a metadata service would be
 METADATA = "169.254.169.254"
-HOST_END = "198.18.0.1"  # the host's address on the outside's link
 CONNECT_SECONDS = 1.0
-
-ECHO_SERVER = """
-import socket, sys, threading
-server = socket.create_server(("0.0.0.0", int(sys.argv[1])), reuse_port=True)
-print("ready", flush=True)
-def echo(connection):
-    with connection:
-        connection.sendall(connection.recv(64))
-while True:
-    threading.Thread(target=echo, args=(server.accept()[0],), daemon=True).start()
-"""
 
 # Every target at once, each given CONNECT_SECONDS: "echoed" or why not.
 PROBE = """
@@ -73,16 +65,6 @@ print(json.dumps(results))
 """
 
 
-def run(*command: str, stdin: str | None = None) -> str:
-    done = subprocess.run(command, input=stdin, capture_output=True, text=True, check=False)
-    assert done.returncode == 0, f"{command}: {done.stderr}"
-    return done.stdout
-
-
-def in_namespace(namespace: Path, *command: str) -> list[str]:
-    return ["nsenter", f"--net={namespace}", *command]
-
-
 def as_nobody(*command: str) -> list[str]:
     return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *command]
 
@@ -94,18 +76,6 @@ def probe(namespace: Path | None, *targets: str) -> dict[str, str]:
         command = in_namespace(namespace, *command)
     result: dict[str, str] = json.loads(run(*command))
     return result
-
-
-@contextlib.contextmanager
-def echo_server(namespace: Path) -> Iterator[None]:
-    command = in_namespace(namespace, PYTHON, "-c", ECHO_SERVER, str(ECHO_PORT))
-    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as process:
-        try:
-            assert process.stdout is not None
-            assert process.stdout.readline() == "ready\n"
-            yield
-        finally:
-            process.kill()
 
 
 class _Echo(socketserver.BaseRequestHandler):
@@ -122,29 +92,6 @@ def host_port() -> Iterator[int]:
         yield int(server.server_address[1])
         server.shutdown()
         thread.join()
-
-
-@pytest.fixture(scope="module")
-def outside(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The outside world: its own namespace, routed from the host, echoing on every address."""
-    namespace = tmp_path_factory.mktemp("outside") / "netns"
-    namespace.touch()
-    link = f"hto{os.getpid() % 100_000}"
-    run("unshare", f"--net={namespace}", "true")
-    try:
-        batch = (
-            f"link add eth0 type veth peer name {link} netns {os.getpid()}\n"
-            f"addr add {OUTSIDE}/24 dev eth0\naddr add {CONTROL_PLANE}/24 dev eth0\n"
-            f"addr add {LINK_LOCAL}/32 dev eth0\nlink set eth0 up\nlink set lo up\n"
-        )
-        run(*in_namespace(namespace, "ip", "-batch", "-"), stdin=batch)
-        run("ip", "-batch", "-", stdin=f"addr add {HOST_END}/24 dev {link}\nlink set {link} up\n")
-        run("ip", "route", "add", f"{LINK_LOCAL}/32", "via", OUTSIDE, "dev", link)
-        with echo_server(namespace):
-            yield namespace
-    finally:
-        subprocess.run(["ip", "link", "del", link], capture_output=True, check=False)
-        subprocess.run(["umount", str(namespace)], check=True)
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +27,7 @@ from tests.system.conftest import (
     unique_sleep,
     wait_until,
 )
+from tests.system.outside import OUTSIDE, serving
 
 pytestmark = pytest.mark.system
 
@@ -36,17 +36,33 @@ WORKER_LEASE = 2.5  # the timeout less one heartbeat interval
 RETRIES = {"max_attempts": 3, "initial_delay_seconds": 0}
 
 
+EFFECTS_PORT = 7778
+COLLECTOR = """
+import socketserver, sys
+class Effect(socketserver.StreamRequestHandler):
+    def handle(self):
+        line = self.rfile.readline()
+        with open(sys.argv[2], "ab") as effects:
+            effects.write(line)
+socketserver.ThreadingTCPServer.allow_reuse_address = True
+server = socketserver.ThreadingTCPServer(("0.0.0.0", int(sys.argv[1])), Effect)
+print("ready", flush=True)
+server.serve_forever()
+"""
+
+
+def effect(line: str) -> str:
+    """A job's side effect: a line sent to a service outside, as a real job would call one."""
+    return f"bash -c 'echo \"{line}\" > /dev/tcp/{OUTSIDE}/{EFFECTS_PORT}'"
+
+
 @pytest.fixture
-def effects() -> Iterator[Path]:
-    """A file every sandboxed uid may append to: the jobs' own side effects."""
-    directory = Path(tempfile.mkdtemp(prefix="herder-effects-"))
-    directory.chmod(0o777)  # not sticky: there, appending to another uid's file is refused
-    path = directory / "effects"
+def effects(outside: Path, tmp_path: Path) -> Iterator[Path]:
+    """The lines the jobs' side effects delivered to a service on a host outside."""
+    path = tmp_path / "effects"
     path.touch()
-    path.chmod(0o666)
-    yield path
-    path.unlink(missing_ok=True)
-    directory.rmdir()
+    with serving(outside, COLLECTOR, str(EFFECTS_PORT), str(path)):
+        yield path
 
 
 def worker_id_named(herder: HerderClient, name: str) -> str:
@@ -88,11 +104,11 @@ def test_a_frozen_workers_late_report_is_refused_and_its_job_killed(
 ) -> None:
     cluster = start_cluster(fast=True)
     sleep = unique_sleep(8)
-    command = f'{sleep}; echo "$HERDER_RUN_ID,$HERDER_ATTEMPT" >> {effects}'
+    command = f"{sleep}; {effect('$HERDER_RUN_ID,$HERDER_ATTEMPT')}"
     one = cluster.start_worker("one")
     with cluster.client() as herder:
         job = herder.create_job(
-            "effect", {"runtime": "shell", "command": command, "retry": RETRIES}
+            "effect", {"runtime": "shell", "command": command, "retry": RETRIES, "network": True}
         )
         run = herder.start_run(job.id)
         wait_until(lambda: running_on(herder, run.id, 1), 20, "attempt 1 running")
@@ -133,11 +149,11 @@ def test_killing_the_server_loses_nothing_and_runs_nothing_twice(
     cluster = start_cluster(database_url)
     for name in ("one", "two"):
         cluster.start_worker(name, "--max-slots", "40")
-    command = f'sleep 0.2; echo "$HERDER_RUN_ID" >> {effects}'
+    command = f"sleep 0.2; {effect('$HERDER_RUN_ID')}"
     with cluster.client() as herder:
         wait_until(lambda: len(herder.list_workers()) == 2, 20, "workers registered")
-        spec = {"runtime": "shell", "command": command, "retry": RETRIES,
-                "resources": {"cpu": 0.01, "memory_mb": 8}}  # fmt: skip
+        spec = {"runtime": "shell", "command": command, "retry": RETRIES, "network": True,
+                "resources": {"cpu": 0.01, "memory_mb": 32}}  # fmt: skip
         job = herder.create_job("many", spec)
         with ThreadPoolExecutor(4) as pool:
             run_ids = list(pool.map(lambda _: herder.start_run(job.id).id, range(1000)))
