@@ -1,21 +1,27 @@
-"""The one place errors become HTTP problem documents (RFC 9457)."""
+"""The one place errors become HTTP problem documents (RFC 9457).
+
+Only what the client sent is answered 422. A pydantic ``ValidationError`` raised anywhere
+else (a stored row its model refuses, a response that fails its declared model) is a server
+bug: logged with its traceback and answered 500, never blamed on the client.
+"""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException
 
 from herder.domain.errors import HerderError, RateLimited
 
 PROBLEM_TYPE = "application/problem+json"
 log = logging.getLogger("herder.api")
+M = TypeVar("M", bound=BaseModel)
 
 
 def problem(
@@ -49,8 +55,17 @@ async def _herder_error(_request: Request, error: Exception) -> JSONResponse:
     return problem(error.status, error.title, error.detail, headers=headers, **extra)
 
 
+def client_input(model: type[M], data: object) -> M:
+    """``data`` as ``model``, for input the client sent that FastAPI could not validate on
+    its own (a PATCH merged onto stored values): its errors are the client's (422)."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        raise RequestValidationError(error.errors(include_url=False)) from error
+
+
 async def _validation_error(_request: Request, error: Exception) -> JSONResponse:
-    assert isinstance(error, RequestValidationError | ValidationError)
+    assert isinstance(error, RequestValidationError)
     errors = [
         {
             "field": _field_path(tuple(item["loc"])),
@@ -75,6 +90,5 @@ async def _unexpected(_request: Request, error: Exception) -> JSONResponse:
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(HerderError, _herder_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
-    app.add_exception_handler(ValidationError, _validation_error)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)

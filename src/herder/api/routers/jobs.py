@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Header, Query, Response, status
 
 from herder.api.auth import Caller, StoreDep, Writer
+from herder.api.errors import client_input
 from herder.api.ratelimit import Submitter
 from herder.api.schemas import JobCreate, RunCreate
 from herder.domain.errors import Invalid
@@ -61,16 +62,19 @@ def update_job(
     unknown = set(changes) - set(JobCreate.model_fields)
     if unknown:
         raise Invalid(f"unknown field(s): {', '.join(sorted(unknown))}", field=min(unknown))
-    name = changes.pop("name", None)
-    if name is not None:
+    name = None
+    if "name" in changes:
+        name = changes.pop("name")
+        if not isinstance(name, str):
+            raise Invalid("name must be a string (it cannot be cleared)", field="name")
         try:
-            check_job_name(str(name))
+            check_job_name(name)
         except ValueError as error:
             raise Invalid(str(error), field="name") from error
     spec = None
     if changes:
         current = store.jobs.get(caller.tenant_id, job_id).spec.model_dump(mode="json")
-        spec = JobSpec.model_validate({**current, **changes})
+        spec = client_input(JobSpec, {**current, **changes})
     return store.jobs.update(caller.tenant_id, job_id, name=name, spec=spec)
 
 

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Body, Query, Request, Response, status
 from pydantic import AwareDatetime, BaseModel, Field
 
 from herder.api.auth import Caller, StoreDep, Writer
+from herder.api.errors import client_input
 from herder.domain.cron import CronError, CronExpression, parse_timezone, preview
 from herder.domain.errors import Invalid
 from herder.domain.models import Page, Schedule, ScheduleEvent
@@ -114,7 +115,7 @@ def update_schedule(
     if unknown:
         raise Invalid(f"unknown field(s): {', '.join(sorted(unknown))}", field=min(unknown))
     current = store.schedules.get(caller.tenant_id, schedule_id)
-    spec = ScheduleSpec.model_validate({**current.spec.model_dump(mode="json"), **changes})
+    spec = client_input(ScheduleSpec, {**current.spec.model_dump(mode="json"), **changes})
     return store.schedules.replace(
         caller.tenant_id, schedule_id, spec, _first(request, spec, store)
     )
