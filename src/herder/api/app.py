@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from herder import __version__
 from herder.api.errors import install_error_handlers
 from herder.api.limits import BodyLimit
+from herder.api.nul import NulGuard
 from herder.api.ratelimit import SubmitLimiter
 from herder.api.routers import (
     artifacts,
@@ -59,5 +60,6 @@ def create_app(store: Store, settings: Settings) -> FastAPI:
     install_error_handlers(app)
     for module in (health, artifacts, jobs, runs, schedules, queue, tenants, workers, fleet):
         app.include_router(module.router)
-    app.add_middleware(BodyLimit)
+    app.add_middleware(NulGuard)
+    app.add_middleware(BodyLimit)  # added last: outermost, so NulGuard reads a bounded body
     return app

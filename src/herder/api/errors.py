@@ -41,9 +41,14 @@ def _field_path(location: tuple[int | str, ...]) -> str:
     return ".".join(parts) or str(location[-1] if location else "body")
 
 
-async def _herder_error(_request: Request, error: Exception) -> JSONResponse:
-    assert isinstance(error, HerderError)
-    extra: dict[str, Any] = {"field": error.field} if error.field else {}
+def herder_problem(error: HerderError) -> JSONResponse:
+    """The problem document of one of our errors; a 422 lists its field in ``errors`` as
+    request validation does, so every 422 has the same shape."""
+    extra: dict[str, Any] = {}
+    if error.field:
+        extra["field"] = error.field
+        if error.status == 422:
+            extra["errors"] = [{"field": error.field, "message": error.detail}]
     headers = {"WWW-Authenticate": "Bearer"} if error.status == 401 else None
     if isinstance(error, RateLimited):
         headers = {"Retry-After": str(error.retry_after_header)}
@@ -53,6 +58,11 @@ async def _herder_error(_request: Request, error: Exception) -> JSONResponse:
             burst=error.burst,
         )
     return problem(error.status, error.title, error.detail, headers=headers, **extra)
+
+
+async def _herder_error(_request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, HerderError)
+    return herder_problem(error)
 
 
 def client_input(model: type[M], data: object) -> M:

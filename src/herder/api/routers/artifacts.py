@@ -43,6 +43,8 @@ async def upload_artifact(request: Request, caller: Writer, store: StoreDep) -> 
             raise Invalid("the multipart body needs a file part named 'file'", field="file")
         data = await upload.read(MAX_ARTIFACT_BYTES + 1)
         filename = (upload.filename or "program").rsplit("/", 1)[-1][:255] or "program"
+    if "\x00" in filename:  # the one text the NUL guard (api/nul.py) does not scan
+        raise Invalid("the file name contains a NUL character (\\u0000)", field="file")
     if len(data) > MAX_ARTIFACT_BYTES:
         raise TooLarge(
             f"{filename} is larger than the artifact limit of {human_size(MAX_ARTIFACT_BYTES)} "
