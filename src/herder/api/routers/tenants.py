@@ -65,9 +65,11 @@ def update_tenant(
 @router.post("/v1/tenants/{tenant_id}/keys", status_code=status.HTTP_201_CREATED)
 def create_key(tenant_id: str, body: KeyCreate, caller: Caller, store: StoreDep) -> CreatedSecret:
     """An API key for a tenant: by the system admins, or by the tenant's own admins."""
-    own_admin = caller.tenant_id == tenant_id and caller.role is Role.ADMIN
-    if not (own_admin or _is_system_admin(caller)):
-        raise Forbidden("only the tenant's admins (or the system admins) may create its keys")
+    if not _is_system_admin(caller):
+        if caller.tenant_id != tenant_id:
+            raise NotFound(f"tenant {tenant_id} not found")
+        if caller.role is not Role.ADMIN:
+            raise Forbidden("only the tenant's admins (or the system admins) may create its keys")
     key, token = store.access.create_api_key(tenant_id, body.role, body.name)
     return CreatedSecret(id=key.id, token=token)
 
