@@ -8,6 +8,7 @@ from fastapi import APIRouter, Body, Header, Query, Response, status
 
 from herder.api.auth import Caller, StoreDep, Writer
 from herder.api.errors import client_input
+from herder.api.openapi import problems
 from herder.api.ratelimit import Submitter
 from herder.api.schemas import JobCreate, RunCreate
 from herder.domain.errors import Invalid
@@ -27,7 +28,7 @@ def _labels(label: list[str]) -> dict[str, str]:
     return pairs
 
 
-@router.post("", status_code=status.HTTP_201_CREATED)
+@router.post("", status_code=status.HTTP_201_CREATED, responses=problems(409))
 def create_job(body: JobCreate, caller: Writer, store: StoreDep) -> Job:
     return store.jobs.create(caller.tenant_id, body.name, body.spec())
 
@@ -51,7 +52,7 @@ def get_job(job_id: str, caller: Caller, store: StoreDep) -> Job:
     return store.jobs.get(caller.tenant_id, job_id)
 
 
-@router.patch("/{job_id}")
+@router.patch("/{job_id}", responses=problems(409))
 def update_job(
     job_id: str,
     caller: Writer,
@@ -78,13 +79,13 @@ def update_job(
     return store.jobs.update(caller.tenant_id, job_id, name=name, spec=spec)
 
 
-@router.delete("/{job_id}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete("/{job_id}", status_code=status.HTTP_204_NO_CONTENT, responses=problems(409))
 def delete_job(job_id: str, caller: Writer, store: StoreDep) -> Response:
     store.jobs.delete(caller.tenant_id, job_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-@router.post("/{job_id}/runs", status_code=status.HTTP_201_CREATED)
+@router.post("/{job_id}/runs", status_code=status.HTTP_201_CREATED, responses=problems(409))
 def start_run(
     job_id: str,
     caller: Submitter,

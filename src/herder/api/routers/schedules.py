@@ -7,10 +7,12 @@ from typing import Annotated, Any
 from zoneinfo import ZoneInfo
 
 from fastapi import APIRouter, Body, Query, Request, Response, status
-from pydantic import AwareDatetime, BaseModel, Field
+from pydantic import BaseModel, Field
 
 from herder.api.auth import Caller, StoreDep, Writer
 from herder.api.errors import client_input
+from herder.api.openapi import problems
+from herder.api.schemas import IsoTime
 from herder.domain.cron import (
     SEARCH_HORIZON_YEARS,
     CronError,
@@ -41,7 +43,7 @@ class CronPreviewRequest(BaseModel):
     cron: Annotated[str, Field(min_length=1, max_length=256)]
     timezone: Annotated[str, Field(max_length=64)] = "UTC"
     count: Annotated[int, Field(ge=1, le=MAX_PREVIEW)] = 10
-    after: AwareDatetime | None = None
+    after: IsoTime | None = None
 
 
 class Fire(BaseModel):
@@ -99,7 +101,7 @@ def _first(request: Request, spec: ScheduleSpec, store: Store) -> datetime:
     return first
 
 
-@router.post("/v1/schedules", status_code=status.HTTP_201_CREATED)
+@router.post("/v1/schedules", status_code=status.HTTP_201_CREATED, responses=problems(404))
 def create_schedule(
     body: ScheduleCreate, caller: Writer, store: StoreDep, request: Request
 ) -> Schedule:

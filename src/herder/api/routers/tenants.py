@@ -11,6 +11,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, status
 
 from herder.api.auth import Caller, StoreDep, SystemAdmin
+from herder.api.openapi import problems
 from herder.api.ratelimit import submit_limiter
 from herder.api.schemas import CreatedSecret, KeyCreate, TenantCreate, TenantUpdate
 from herder.domain.errors import Forbidden, NotFound
@@ -23,7 +24,7 @@ def _is_system_admin(caller: Principal) -> bool:
     return caller.is_system and caller.role is Role.ADMIN
 
 
-@router.post("/v1/tenants", status_code=status.HTTP_201_CREATED)
+@router.post("/v1/tenants", status_code=status.HTTP_201_CREATED, responses=problems(409))
 def create_tenant(body: TenantCreate, _admin: SystemAdmin, store: StoreDep) -> Tenant:
     return store.access.create_tenant(body.name, weight=body.weight, quotas=body.quotas)
 

@@ -14,6 +14,7 @@ from fastapi import APIRouter, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
 from herder.api.auth import RegisteredWorker, StoreDep, SystemAdmin, WorkerToken
+from herder.api.openapi import problems
 from herder.api.schemas import (
     AttemptCompletion,
     AttemptLogs,
@@ -165,7 +166,7 @@ def download(artifact_id: str, worker_id: RegisteredWorker, store: StoreDep) -> 
     )
 
 
-@router.post("/attempts/{attempt_id}/logs")
+@router.post("/attempts/{attempt_id}/logs", responses=problems(409, 410))
 def attempt_logs(
     attempt_id: str, body: AttemptLogs, token_id: WorkerToken, store: StoreDep
 ) -> ReportResult:
@@ -177,7 +178,7 @@ def attempt_logs(
     return _single(results).model_copy(update={"attempt_id": attempt_id})
 
 
-@router.post("/attempts/{attempt_id}/complete")
+@router.post("/attempts/{attempt_id}/complete", responses=problems(409, 410))
 def attempt_complete(
     attempt_id: str,
     body: AttemptCompletion,
