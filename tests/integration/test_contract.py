@@ -20,7 +20,7 @@ from schemathesis.checks import CHECKS, load_all_checks
 
 from tests.integration.conftest import Api
 
-EXAMPLES_PER_MODE = int(os.environ.get("HERDER_CONTRACT_EXAMPLES", "8"))
+EXAMPLES_PER_MODE = int(os.environ.get("HERDER_CONTRACT_EXAMPLES", "5"))
 
 # Valid per the schema yet refused by a rule JSON Schema cannot state (a cron's syntax, a
 # runtime that needs a command, an artifact that must exist): 422 is an acceptable answer

@@ -26,6 +26,7 @@ router = APIRouter(prefix="/v1/artifacts", tags=["artifacts"])
                         "type": "object",
                         "required": ["file"],
                         "properties": {"file": {"type": "string", "format": "binary"}},
+                        "additionalProperties": False,
                     }
                 }
             },
