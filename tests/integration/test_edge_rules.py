@@ -89,3 +89,14 @@ def test_another_tenants_keys_answer_404(api: Api, role: Role) -> None:
     assert response.status_code == 404, response.text
     own = api.http.post(f"/v1/tenants/{team.id}/keys", headers=key, json={})
     assert own.status_code == (201 if role is Role.ADMIN else 403), own.text
+
+
+def test_an_upload_takes_only_its_file_part(api: Api) -> None:
+    response = api.http.post(
+        "/v1/artifacts",
+        headers=api.admin,
+        files={"file": ("a.py", b"print(1)", "text/x-python")},
+        data={"comment": "x"},
+    )
+    assert response.status_code == 422, response.text
+    assert response.json()["field"] == "comment"

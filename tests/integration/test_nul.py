@@ -54,7 +54,7 @@ def _cases() -> Iterator[Case]:
         for parameter in parameters:
             name, where = parameter["name"], parameter["in"]
             if where == "path":
-                yield method, _url(template, names, name), "path", {}
+                yield method, _url(template, names, name), name, {}
             elif where == "query":
                 yield method, _url(template, names, None), name, {"params": {name: NUL_TEXT}}
             elif where == "header":
@@ -97,7 +97,7 @@ def test_every_input_of_every_route_is_covered() -> None:
     covered = {(method, field) for method, _, field, _ in CASES}
     for method, _, operation in operations():
         for parameter in operation.get("parameters", []):
-            field = "path" if parameter["in"] == "path" else parameter["name"]
+            field = parameter["name"]
             assert (method, field) in covered, (method, operation["operationId"], field)
     bodies = [
         operation["operationId"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from urllib.parse import parse_qsl
 
+from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from herder.api.errors import herder_problem
@@ -45,9 +46,36 @@ def nul_in_json(value: object, path: str = "") -> str | None:
     return None
 
 
+def _path_parameter(scope: Scope) -> str:
+    """The name of the path parameter that holds the NUL, found among the app's documented
+    path templates; "path" when none fits."""
+    segments = scope["path"].split("/")
+    app = scope.get("app")
+    templates: dict[str, object] = app.openapi()["paths"] if isinstance(app, FastAPI) else {}
+    for template in templates:
+        parts = template.split("/")
+        if len(parts) != len(segments):
+            continue
+        names = [
+            part[1:-1]
+            for part, segment in zip(parts, segments, strict=True)
+            if part.startswith("{") and NUL in segment
+        ]
+        literal = all(
+            part == segment
+            for part, segment in zip(parts, segments, strict=True)
+            if not part.startswith("{")
+        )
+        if literal and names:
+            return names[0]
+    return "path"
+
+
 def _nul_outside_body(scope: Scope) -> Invalid | None:
     if NUL in scope["path"]:
-        return Invalid(_message("the path"), field="path")
+        name = _path_parameter(scope)
+        where = "the path" if name == "path" else f"path parameter {name!r}"
+        return Invalid(_message(where), field=name)
     query = scope["query_string"]
     if b"\x00" in query or b"%00" in query:
         for name, value in parse_qsl(query.decode("latin-1"), keep_blank_values=True):

@@ -39,6 +39,9 @@ async def upload_artifact(request: Request, caller: Writer, store: StoreDep) -> 
     if not request.headers.get("content-type", "").startswith("multipart/form-data"):
         raise Invalid("upload the program as multipart/form-data with a part named 'file'")
     async with request.form(max_files=1, max_fields=4) as form:
+        extra = sorted(set(form.keys()) - {"file"})
+        if extra:
+            raise Invalid("the form takes one part, named 'file'", field=extra[0])
         upload = form.get("file")
         if not isinstance(upload, UploadFile):
             raise Invalid("the multipart body needs a file part named 'file'", field="file")
