@@ -136,3 +136,10 @@ def test_binary_artifacts_may_hold_nul_bytes(api: Api) -> None:
     files = {"file": ("program.bin", b"\x7fELF\x00\x00", "application/octet-stream")}
     response = api.http.post("/v1/artifacts", headers=api.admin, files=files)
     assert response.status_code == 201, response.text
+
+
+def test_a_nul_deep_in_a_nested_body_is_refused_without_a_server_error(api: Api) -> None:
+    deep = "[" * 5000 + '"a\\u0000b"' + "]" * 5000
+    headers = {**api.admin, "Content-Type": "application/json"}
+    response = api.http.post("/v1/jobs", headers=headers, content=deep)
+    assert response.status_code == 422, response.text

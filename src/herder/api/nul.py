@@ -27,7 +27,7 @@ def _message(where: str) -> str:
     return f"{where} contains a NUL character (\\u0000), which no field accepts"
 
 
-def nul_in_json(value: object, path: str = "") -> str | None:
+def _nul_in_json(value: object, path: str = "") -> str | None:
     """The dotted path of the first string or key holding a NUL, or None."""
     if isinstance(value, str):
         return path or "body" if NUL in value else None
@@ -40,7 +40,7 @@ def nul_in_json(value: object, path: str = "") -> str | None:
         where = f"{path}.{key}" if path else str(key)
         if isinstance(key, str) and NUL in key:
             return path or "body"
-        found = nul_in_json(item, where)
+        found = _nul_in_json(item, where)
         if found is not None:
             return found
     return None
@@ -93,9 +93,11 @@ def _nul_in_body(body: bytes) -> Invalid | None:
     if not any(marker in body for marker in _MAYBE_NUL):
         return None
     try:
-        where = nul_in_json(json.loads(body))
+        where = _nul_in_json(json.loads(body))
     except ValueError:  # not JSON: the route refuses it anyway, unless it is a raw NUL
         where = "body" if b"\x00" in body else None
+    except RecursionError:  # nested too deep to walk, with a NUL marker in it: refused whole
+        where = "body"
     return None if where is None else Invalid(_message(where), field=where)
 
 
@@ -110,7 +112,7 @@ class NulGuard:
             await self.app(scope, receive, send)
             return
         refused = _nul_outside_body(scope)
-        content_type = dict(scope["headers"]).get(b"content-type", b"")
+        content_type = dict(scope["headers"]).get(b"content-type", b"").lower()
         if refused is None and not content_type.startswith(b"multipart/"):
             try:
                 body = await _read_body(receive)
