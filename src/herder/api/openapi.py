@@ -65,11 +65,26 @@ def problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {status: _problem_response(status) for status in statuses}
 
 
+HEADERS = {
+    401: {"WWW-Authenticate": {"required": True, "schema": {"type": "string", "enum": ["Bearer"]}}},
+    429: {
+        "Retry-After": {
+            "required": True,
+            "description": "whole seconds, at least 1",
+            "schema": {"type": "integer", "minimum": 1},
+        }
+    },
+}
+
+
 def _problem_response(status: int) -> dict[str, Any]:
-    return {
+    response: dict[str, Any] = {
         "description": DESCRIPTIONS[status],
         "content": {PROBLEM_TYPE: {"schema": {"$ref": PROBLEM_REF}}},
     }
+    if status in HEADERS:
+        response["headers"] = HEADERS[status]
+    return response
 
 
 def _calls(dependant: Dependant) -> Iterator[Callable[..., Any] | None]:
