@@ -87,6 +87,16 @@ def _problem_response(status: int) -> dict[str, Any]:
     return response
 
 
+def patch_body(model: type[BaseModel]) -> dict[str, Any]:
+    """``openapi_extra=`` for a PATCH that takes any subset of ``model``'s fields (the route
+    reads the body as a dict, which alone would document any object at all)."""
+    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+    schema.pop("$defs", None)
+    schema.pop("required", None)
+    schema.update(title=f"{model.__name__}Changes", additionalProperties=False)
+    return {"requestBody": {"content": {"application/json": {"schema": schema}}}}
+
+
 def _calls(dependant: Dependant) -> Iterator[Callable[..., Any] | None]:
     for dependency in dependant.dependencies:
         yield dependency.call

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Body, Header, Query, Response, status
 
 from herder.api.auth import Caller, StoreDep, Writer
 from herder.api.errors import client_input
-from herder.api.openapi import problems
+from herder.api.openapi import patch_body, problems
 from herder.api.ratelimit import Submitter
 from herder.api.schemas import JobCreate, RunCreate
 from herder.domain.errors import Invalid
@@ -52,7 +52,7 @@ def get_job(job_id: str, caller: Caller, store: StoreDep) -> Job:
     return store.jobs.get(caller.tenant_id, job_id)
 
 
-@router.patch("/{job_id}", responses=problems(409))
+@router.patch("/{job_id}", responses=problems(409), openapi_extra=patch_body(JobCreate))
 def update_job(
     job_id: str,
     caller: Writer,

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from herder.api.auth import Caller, StoreDep, Writer
 from herder.api.errors import client_input
-from herder.api.openapi import problems
+from herder.api.openapi import patch_body, problems
 from herder.api.schemas import IsoTime
 from herder.domain.cron import (
     SEARCH_HORIZON_YEARS,
@@ -126,7 +126,7 @@ def get_schedule(schedule_id: str, caller: Caller, store: StoreDep) -> Schedule:
     return store.schedules.get(caller.tenant_id, schedule_id)
 
 
-@router.patch("/v1/schedules/{schedule_id}")
+@router.patch("/v1/schedules/{schedule_id}", openapi_extra=patch_body(ScheduleSpec))
 def update_schedule(
     schedule_id: str,
     caller: Writer,
