@@ -73,7 +73,7 @@ def api(store: Store, tmp_path: Path) -> Iterator[Api]:
     bootstrap = store.access.bootstrap()
     assert bootstrap is not None
     settings = Settings(home=tmp_path, database_url=store.database.url)
-    with TestClient(create_app(store, settings), raise_server_exceptions=False) as http:
+    with TestClient(create_app(store, settings)) as http:
         yield Api(
             http=http,
             store=store,

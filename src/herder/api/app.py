@@ -11,6 +11,8 @@ from fastapi import FastAPI
 from herder import __version__
 from herder.api.errors import install_error_handlers
 from herder.api.limits import BodyLimit
+from herder.api.nul import NulGuard
+from herder.api.openapi import describe_problems, install_openapi
 from herder.api.ratelimit import SubmitLimiter
 from herder.api.routers import (
     artifacts,
@@ -57,7 +59,10 @@ def create_app(store: Store, settings: Settings) -> FastAPI:
     app.state.wakeups = wakeups
     app.state.submit_limiter = SubmitLimiter(store.access.tenant_quotas)
     install_error_handlers(app)
+    install_openapi(app)
     for module in (health, artifacts, jobs, runs, schedules, queue, tenants, workers, fleet):
+        describe_problems(module.router)
         app.include_router(module.router)
-    app.add_middleware(BodyLimit)
+    app.add_middleware(NulGuard)
+    app.add_middleware(BodyLimit)  # added last: outermost, so NulGuard reads a bounded body
     return app

@@ -1,21 +1,27 @@
-"""The one place errors become HTTP problem documents (RFC 9457)."""
+"""The one place errors become HTTP problem documents (RFC 9457).
+
+Only what the client sent is answered 422. A pydantic ``ValidationError`` raised anywhere
+else (a stored row its model refuses, a response that fails its declared model) is a server
+bug: logged with its traceback and answered 500, never blamed on the client.
+"""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException
 
 from herder.domain.errors import HerderError, RateLimited
 
 PROBLEM_TYPE = "application/problem+json"
 log = logging.getLogger("herder.api")
+M = TypeVar("M", bound=BaseModel)
 
 
 def problem(
@@ -35,9 +41,14 @@ def _field_path(location: tuple[int | str, ...]) -> str:
     return ".".join(parts) or str(location[-1] if location else "body")
 
 
-async def _herder_error(_request: Request, error: Exception) -> JSONResponse:
-    assert isinstance(error, HerderError)
-    extra: dict[str, Any] = {"field": error.field} if error.field else {}
+def herder_problem(error: HerderError) -> JSONResponse:
+    """The problem document of one of our errors; a 422 lists its field in ``errors`` as
+    request validation does, so every 422 has the same shape."""
+    extra: dict[str, Any] = {}
+    if error.field:
+        extra["field"] = error.field
+        if error.status == 422:
+            extra["errors"] = [{"field": error.field, "message": error.detail}]
     headers = {"WWW-Authenticate": "Bearer"} if error.status == 401 else None
     if isinstance(error, RateLimited):
         headers = {"Retry-After": str(error.retry_after_header)}
@@ -49,8 +60,22 @@ async def _herder_error(_request: Request, error: Exception) -> JSONResponse:
     return problem(error.status, error.title, error.detail, headers=headers, **extra)
 
 
+async def _herder_error(_request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, HerderError)
+    return herder_problem(error)
+
+
+def client_input(model: type[M], data: object) -> M:
+    """``data`` as ``model``, for input the client sent that FastAPI could not validate on
+    its own (a PATCH merged onto stored values): its errors are the client's (422)."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        raise RequestValidationError(error.errors(include_url=False)) from error
+
+
 async def _validation_error(_request: Request, error: Exception) -> JSONResponse:
-    assert isinstance(error, RequestValidationError | ValidationError)
+    assert isinstance(error, RequestValidationError)
     errors = [
         {
             "field": _field_path(tuple(item["loc"])),
@@ -75,6 +100,5 @@ async def _unexpected(_request: Request, error: Exception) -> JSONResponse:
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(HerderError, _herder_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
-    app.add_exception_handler(ValidationError, _validation_error)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)

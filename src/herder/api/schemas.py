@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
+import re
+from datetime import datetime
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from herder.domain.jobs import JobSpec, Resources, RunOverrides, check_job_name
 from herder.domain.models import Assignment, LogChunk, Role
 from herder.domain.states import AttemptState
 from herder.domain.tenants import TenantQuotas
 from herder.store.workers import RunningAttempt
+
+_ISO_8601 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]")
+
+
+def _iso_text(value: object) -> object:
+    if isinstance(value, datetime) or (isinstance(value, str) and _ISO_8601.match(value)):
+        return value
+    raise ValueError("give a time as ISO 8601 text with an offset, e.g. 2026-12-01T00:00:00Z")
+
+
+# A time as the OpenAPI document says (``date-time`` text): pydantic alone would also take
+# a number (or numeric text) as seconds since 1970.
+IsoTime = Annotated[AwareDatetime, BeforeValidator(_iso_text)]
 
 
 class _Body(BaseModel):

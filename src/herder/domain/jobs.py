@@ -6,12 +6,14 @@ import re
 from enum import StrEnum
 from typing import Annotated, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 MAX_TIMEOUT_SECONDS = 24 * 60 * 60
 DEFAULT_TIMEOUT_SECONDS = 60 * 60
 MAX_ARTIFACT_BYTES = 10 * 1024 * 1024
 MAX_REPLICAS = 256
+MAX_ARGS = 1024
+MAX_STRING_CHARS = 65536  # one argument, one environment value, the command
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LABEL_KEY = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._/-]{0,62}[A-Za-z0-9])?$")
@@ -108,14 +110,25 @@ def _check_labels(labels: dict[str, str]) -> dict[str, str]:
     return labels
 
 
+# A run's overrides and a job's spec share these types, so an override can never hold what
+# a job would refuse. Every rule is per entry: a valid spec with valid overrides applied
+# (args replaced, env merged) is still valid.
+Args = Annotated[
+    list[Annotated[str, Field(max_length=MAX_STRING_CHARS)]], Field(max_length=MAX_ARGS)
+]
+Env = Annotated[
+    dict[str, Annotated[str, Field(max_length=MAX_STRING_CHARS)]], AfterValidator(_check_env)
+]
+
+
 class JobSpec(_Strict):
     """Everything about how a job runs; a run snapshots it when it is submitted."""
 
     runtime: Runtime
-    command: Annotated[str | None, Field(max_length=65536)] = None
+    command: Annotated[str | None, Field(max_length=MAX_STRING_CHARS)] = None
     artifact: str | None = Field(default=None, description="sha256 of an uploaded artifact")
-    args: Annotated[list[Annotated[str, Field(max_length=65536)]], Field(max_length=1024)] = []
-    env: dict[str, Annotated[str, Field(max_length=65536)]] = {}
+    args: Args = []
+    env: Env = {}
     labels: dict[str, str] = {}
     resources: Resources = Resources()
     priority: Priority = Priority.MEDIUM
@@ -151,11 +164,6 @@ class JobSpec(_Strict):
             raise ValueError("artifact must be the sha256 id returned by POST /v1/artifacts")
         return artifact
 
-    @field_validator("env")
-    @classmethod
-    def _env_names(cls, env: dict[str, str]) -> dict[str, str]:
-        return _check_env(env)
-
     @field_validator("labels", "requires")
     @classmethod
     def _label_keys(cls, labels: dict[str, str]) -> dict[str, str]:
@@ -188,17 +196,12 @@ def check_job_name(name: str) -> str:
 class RunOverrides(_Strict):
     """What a one-off run may change about its job."""
 
-    args: list[str] | None = None
-    env: dict[str, str] | None = None
+    args: Args | None = None
+    env: Env | None = None
     retry: RetryPolicy | None = None
     start_deadline_seconds: Annotated[
         float | None, Field(gt=0, le=366 * 86400, description="expire if not started by then")
     ] = None
-
-    @field_validator("env")
-    @classmethod
-    def _env_names(cls, env: dict[str, str] | None) -> dict[str, str] | None:
-        return None if env is None else _check_env(env)
 
 
 def apply_overrides(spec: JobSpec, overrides: RunOverrides) -> JobSpec:

@@ -18,7 +18,7 @@ from herder.domain.ids import new_id
 from herder.domain.models import ApiKey, Page, Principal, Role, Tenant
 from herder.domain.tenants import TenantQuotas
 from herder.store.database import Database
-from herder.store.pagination import next_cursor, page_query
+from herder.store.pagination import next_cursor, page_query, page_records
 from herder.store.schema import api_keys, tenants, worker_tokens, workers
 
 
@@ -125,7 +125,7 @@ class AccessRepository:
         with self._db.read() as connection:
             rows = connection.execute(page_query(query, tenants.c.id, limit, cursor)).all()
         return Page(
-            items=[Tenant.model_validate(dict(row._mapping)) for row in rows[:limit]],
+            items=page_records(rows[:limit], lambda row: Tenant.model_validate(dict(row._mapping))),
             next_cursor=next_cursor([row.id for row in rows], limit),
         )
 

@@ -14,7 +14,7 @@ from herder.domain.jobs import JobSpec, Runtime
 from herder.domain.models import Job, Page
 from herder.domain.states import TERMINAL_RUN_STATES
 from herder.store.database import Database
-from herder.store.pagination import next_cursor, page_query
+from herder.store.pagination import next_cursor, page_query, page_records
 from herder.store.schema import artifacts, job_labels, jobs, runs, schedules
 
 
@@ -91,7 +91,7 @@ class JobRepository:
         with self._db.read() as connection:
             rows = connection.execute(page_query(query, jobs.c.id, limit, cursor)).all()
         return Page(
-            items=[_job(row) for row in rows[:limit]],
+            items=page_records(rows[:limit], _job),
             next_cursor=next_cursor([row.id for row in rows], limit),
         )
 

@@ -1,17 +1,23 @@
-"""Opaque cursors for newest-first listings keyed by sortable ids."""
+"""Opaque cursors for newest-first listings keyed by sortable ids, and the records of a page."""
 
 from __future__ import annotations
 
 import base64
 import binascii
+import logging
 import re
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
+from pydantic import ValidationError
 from sqlalchemy import Column, Select
 
 from herder.domain.errors import Invalid
 
 MAX_PAGE_SIZE = 1000
 _ID = re.compile(r"^[a-z]+_[0-9A-Z]{26}$")
+T = TypeVar("T")
+log = logging.getLogger("herder.store")
 
 
 def encode_cursor(last_id: str) -> str:
@@ -34,10 +40,23 @@ def page_query(
     """Newest first, one row more than asked so the caller knows whether a next page exists."""
     if not 1 <= limit <= MAX_PAGE_SIZE:
         raise Invalid(f"limit must be between 1 and {MAX_PAGE_SIZE}", field="limit")
-    if cursor is not None:
+    if cursor:  # an empty cursor (``?cursor=``) is no cursor: the first page
         query = query.where(id_column < decode_cursor(cursor))
     return query.order_by(id_column.desc()).limit(limit + 1)
 
 
 def next_cursor(ids: list[str], limit: int) -> str | None:
     return encode_cursor(ids[limit - 1]) if len(ids) > limit else None
+
+
+def page_records(rows: Iterable[Any], record: Callable[[Any], T]) -> list[T]:
+    """The records of a page's rows. A row its model refuses is a server bug (written by an
+    older version, or by hand), not the caller's: it is logged with its traceback and left
+    out, so that one bad row never hides the good ones. Reading it alone answers 500."""
+    records = []
+    for row in rows:
+        try:
+            records.append(record(row))
+        except ValidationError:
+            log.exception("stored row %s fails its model; left out of the listing", row.id)
+    return records

@@ -20,7 +20,7 @@ from herder.domain.jobs import Priority, Resources
 from herder.domain.models import Page, QueueEntry
 from herder.domain.states import RunState
 from herder.store.database import Database
-from herder.store.pagination import MAX_PAGE_SIZE
+from herder.store.pagination import MAX_PAGE_SIZE, page_records
 from herder.store.schema import runs
 
 _PRIORITY_BY_RANK = {priority.rank: priority for priority in Priority}
@@ -87,7 +87,7 @@ class QueueRepository:
             query = query.where(runs.c.tenant_id == tenant_id)
         if job_id is not None:
             query = query.where(runs.c.job_id == job_id)
-        if cursor is not None:
+        if cursor:  # empty: the first page
             query = query.where(_after(cursor))
         query = query.order_by(runs.c.priority.desc(), runs.c.queued_at, runs.c.id)
         now = self._clock.now()
@@ -97,7 +97,7 @@ class QueueRepository:
         rows = rows[:limit]
         last = rows[-1] if more else None
         return Page(
-            items=[_entry(row, now) for row in rows],
+            items=page_records(rows, lambda row: _entry(row, now)),
             next_cursor=encode_position(last.priority, last.queued_at, last.id) if last else None,
         )
 

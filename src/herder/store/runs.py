@@ -19,7 +19,7 @@ from herder.store.database import Database
 from herder.store.dialect import insert_ignoring_duplicates
 from herder.store.jobs import JobRepository
 from herder.store.notifications import DUE_CHANNEL, notify_cancel, notify_work
-from herder.store.pagination import next_cursor, page_query
+from herder.store.pagination import next_cursor, page_query, page_records
 from herder.store.schema import attempts, run_events, runs, schedules
 from herder.store.transitions import move_run, record_event
 
@@ -282,7 +282,7 @@ class RunRepository:
         with self._db.read() as connection:
             rows = connection.execute(page_query(query, runs.c.id, limit, cursor)).all()
         return Page(
-            items=[_run(row) for row in rows[:limit]],
+            items=page_records(rows[:limit], _run),
             next_cursor=next_cursor([row.id for row in rows], limit),
         )
 

@@ -32,7 +32,7 @@ from herder.store.database import Database
 from herder.store.dialect import insert_ignoring_duplicates
 from herder.store.jobs import JobRepository
 from herder.store.notifications import DUE_CHANNEL, notify_work
-from herder.store.pagination import next_cursor, page_query
+from herder.store.pagination import next_cursor, page_query, page_records
 from herder.store.runs import new_run_values
 from herder.store.schema import runs, schedule_events, schedules
 from herder.store.transitions import record_event
@@ -124,7 +124,7 @@ class ScheduleRepository:
         with self._db.read() as connection:
             rows = connection.execute(page_query(query, schedules.c.id, limit, cursor)).all()
         return Page(
-            items=[_schedule(row) for row in rows[:limit]],
+            items=page_records(rows[:limit], _schedule),
             next_cursor=next_cursor([row.id for row in rows], limit),
         )
 

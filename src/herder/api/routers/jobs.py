@@ -7,6 +7,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Header, Query, Response, status
 
 from herder.api.auth import Caller, StoreDep, Writer
+from herder.api.errors import client_input
+from herder.api.openapi import patch_body, problems
 from herder.api.ratelimit import Submitter
 from herder.api.schemas import JobCreate, RunCreate
 from herder.domain.errors import Invalid
@@ -26,7 +28,7 @@ def _labels(label: list[str]) -> dict[str, str]:
     return pairs
 
 
-@router.post("", status_code=status.HTTP_201_CREATED)
+@router.post("", status_code=status.HTTP_201_CREATED, responses=problems(409))
 def create_job(body: JobCreate, caller: Writer, store: StoreDep) -> Job:
     return store.jobs.create(caller.tenant_id, body.name, body.spec())
 
@@ -50,7 +52,7 @@ def get_job(job_id: str, caller: Caller, store: StoreDep) -> Job:
     return store.jobs.get(caller.tenant_id, job_id)
 
 
-@router.patch("/{job_id}")
+@router.patch("/{job_id}", responses=problems(409), openapi_extra=patch_body(JobCreate))
 def update_job(
     job_id: str,
     caller: Writer,
@@ -61,26 +63,29 @@ def update_job(
     unknown = set(changes) - set(JobCreate.model_fields)
     if unknown:
         raise Invalid(f"unknown field(s): {', '.join(sorted(unknown))}", field=min(unknown))
-    name = changes.pop("name", None)
-    if name is not None:
+    name = None
+    if "name" in changes:
+        name = changes.pop("name")
+        if not isinstance(name, str):
+            raise Invalid("name must be a string (it cannot be cleared)", field="name")
         try:
-            check_job_name(str(name))
+            check_job_name(name)
         except ValueError as error:
             raise Invalid(str(error), field="name") from error
     spec = None
     if changes:
         current = store.jobs.get(caller.tenant_id, job_id).spec.model_dump(mode="json")
-        spec = JobSpec.model_validate({**current, **changes})
+        spec = client_input(JobSpec, {**current, **changes})
     return store.jobs.update(caller.tenant_id, job_id, name=name, spec=spec)
 
 
-@router.delete("/{job_id}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete("/{job_id}", status_code=status.HTTP_204_NO_CONTENT, responses=problems(409))
 def delete_job(job_id: str, caller: Writer, store: StoreDep) -> Response:
     store.jobs.delete(caller.tenant_id, job_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-@router.post("/{job_id}/runs", status_code=status.HTTP_201_CREATED)
+@router.post("/{job_id}/runs", status_code=status.HTTP_201_CREATED, responses=problems(409))
 def start_run(
     job_id: str,
     caller: Submitter,

@@ -7,11 +7,11 @@ import time
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
-from pydantic import AwareDatetime
 from starlette.concurrency import run_in_threadpool
 
 from herder.api.auth import Caller, StoreDep, Writer
-from herder.api.schemas import LogsResponse
+from herder.api.openapi import problems
+from herder.api.schemas import IsoTime, LogsResponse
 from herder.domain.models import Page, Run, RunDetail, RunEvent
 from herder.domain.states import RunState
 
@@ -27,8 +27,8 @@ def list_runs(
     store: StoreDep,
     job_id: str | None = None,
     state: Annotated[list[RunState], Query(description="repeat for several")] = [],  # noqa: B006
-    since: AwareDatetime | None = None,
-    until: AwareDatetime | None = None,
+    since: IsoTime | None = None,
+    until: IsoTime | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     cursor: str | None = None,
 ) -> Page[Run]:
@@ -53,7 +53,7 @@ def run_events(run_id: str, caller: Caller, store: StoreDep) -> list[RunEvent]:
     return store.runs.events(caller.tenant_id, run_id)
 
 
-@router.post("/{run_id}/cancel")
+@router.post("/{run_id}/cancel", responses=problems(409))
 def cancel_run(run_id: str, caller: Writer, store: StoreDep, response: Response) -> Run:
     """Ends a queued run at once (200); a running one is stopped by its worker (202)."""
     run = store.runs.cancel(caller.tenant_id, run_id, actor=f"user:{caller.key_id}")
@@ -62,7 +62,7 @@ def cancel_run(run_id: str, caller: Writer, store: StoreDep, response: Response)
     return run
 
 
-@router.post("/{run_id}/rerun", status_code=status.HTTP_201_CREATED)
+@router.post("/{run_id}/rerun", status_code=status.HTTP_201_CREATED, responses=problems(409))
 def rerun(run_id: str, caller: Writer, store: StoreDep, response: Response) -> Run:
     """A new run of an ended run's spec, linked to it (``rerun_of``): how a dead run is
     retried by hand."""

@@ -7,10 +7,20 @@ from typing import Annotated, Any
 from zoneinfo import ZoneInfo
 
 from fastapi import APIRouter, Body, Query, Request, Response, status
-from pydantic import AwareDatetime, BaseModel, Field
+from pydantic import BaseModel, Field
 
 from herder.api.auth import Caller, StoreDep, Writer
-from herder.domain.cron import CronError, CronExpression, parse_timezone, preview
+from herder.api.errors import client_input
+from herder.api.openapi import patch_body, problems
+from herder.api.schemas import IsoTime
+from herder.domain.cron import (
+    SEARCH_HORIZON_YEARS,
+    CronError,
+    CronExpression,
+    next_fire,
+    parse_timezone,
+    preview,
+)
 from herder.domain.errors import Invalid
 from herder.domain.models import Page, Schedule, ScheduleEvent
 from herder.domain.schedules import ScheduleSpec, first_fire
@@ -33,7 +43,7 @@ class CronPreviewRequest(BaseModel):
     cron: Annotated[str, Field(min_length=1, max_length=256)]
     timezone: Annotated[str, Field(max_length=64)] = "UTC"
     count: Annotated[int, Field(ge=1, le=MAX_PREVIEW)] = 10
-    after: AwareDatetime | None = None
+    after: IsoTime | None = None
 
 
 class Fire(BaseModel):
@@ -68,15 +78,30 @@ def _fires(expression: CronExpression, zone: ZoneInfo, after: datetime, count: i
     ]
 
 
-def _first(request: Request, spec: ScheduleSpec, store: Store) -> datetime | None:
+def _never_fires(cron: str) -> Invalid:
+    """The one refusal of an expression with no fire, for schedules and previews alike."""
+    return Invalid(
+        f"cron {cron!r} never fires (no time matches it within {SEARCH_HORIZON_YEARS} years)",
+        field="cron",
+    )
+
+
+def _first(request: Request, spec: ScheduleSpec, store: Store) -> datetime:
+    """The first fire of a schedule being created, changed or resumed; 422 if it has none:
+    the cron never fires, the window ended already, or no fire falls inside it."""
     expression, zone = compile_cron(request, spec.cron, spec.timezone)
-    first = first_fire(expression, zone, spec, store.clock.now())
-    if first is None and spec.end_at is None:
-        raise Invalid(f"cron {spec.cron!r} never fires", field="cron")
+    now = store.clock.now()
+    if next_fire(expression, zone, now) is None:
+        raise _never_fires(spec.cron)
+    if spec.end_at is not None and spec.end_at <= now:
+        raise Invalid(f"end_at {spec.end_at.isoformat()} has already passed", field="end_at")
+    first = first_fire(expression, zone, spec, now)
+    if first is None:
+        raise Invalid(f"cron {spec.cron!r} does not fire before end_at", field="end_at")
     return first
 
 
-@router.post("/v1/schedules", status_code=status.HTTP_201_CREATED)
+@router.post("/v1/schedules", status_code=status.HTTP_201_CREATED, responses=problems(404))
 def create_schedule(
     body: ScheduleCreate, caller: Writer, store: StoreDep, request: Request
 ) -> Schedule:
@@ -101,7 +126,7 @@ def get_schedule(schedule_id: str, caller: Caller, store: StoreDep) -> Schedule:
     return store.schedules.get(caller.tenant_id, schedule_id)
 
 
-@router.patch("/v1/schedules/{schedule_id}")
+@router.patch("/v1/schedules/{schedule_id}", openapi_extra=patch_body(ScheduleSpec))
 def update_schedule(
     schedule_id: str,
     caller: Writer,
@@ -114,7 +139,7 @@ def update_schedule(
     if unknown:
         raise Invalid(f"unknown field(s): {', '.join(sorted(unknown))}", field=min(unknown))
     current = store.schedules.get(caller.tenant_id, schedule_id)
-    spec = ScheduleSpec.model_validate({**current.spec.model_dump(mode="json"), **changes})
+    spec = client_input(ScheduleSpec, {**current.spec.model_dump(mode="json"), **changes})
     return store.schedules.replace(
         caller.tenant_id, schedule_id, spec, _first(request, spec, store)
     )
@@ -171,9 +196,10 @@ def schedule_events(schedule_id: str, caller: Caller, store: StoreDep) -> list[S
 def preview_cron(
     body: CronPreviewRequest, _caller: Caller, store: StoreDep, request: Request
 ) -> Preview:
-    """The next fires of an expression that is not saved anywhere."""
+    """The next fires of an expression that is not saved anywhere; 422 if it has none after
+    ``after`` (the same refusal as creating a schedule with it)."""
     expression, zone = compile_cron(request, body.cron, body.timezone)
-    after = body.after or store.clock.now()
-    return Preview(
-        cron=body.cron, timezone=body.timezone, fires=_fires(expression, zone, after, body.count)
-    )
+    fires = _fires(expression, zone, body.after or store.clock.now(), body.count)
+    if not fires:
+        raise _never_fires(body.cron)
+    return Preview(cron=body.cron, timezone=body.timezone, fires=fires)

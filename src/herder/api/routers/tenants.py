@@ -11,6 +11,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, status
 
 from herder.api.auth import Caller, StoreDep, SystemAdmin
+from herder.api.openapi import problems
 from herder.api.ratelimit import submit_limiter
 from herder.api.schemas import CreatedSecret, KeyCreate, TenantCreate, TenantUpdate
 from herder.domain.errors import Forbidden, NotFound
@@ -23,7 +24,7 @@ def _is_system_admin(caller: Principal) -> bool:
     return caller.is_system and caller.role is Role.ADMIN
 
 
-@router.post("/v1/tenants", status_code=status.HTTP_201_CREATED)
+@router.post("/v1/tenants", status_code=status.HTTP_201_CREATED, responses=problems(409))
 def create_tenant(body: TenantCreate, _admin: SystemAdmin, store: StoreDep) -> Tenant:
     return store.access.create_tenant(body.name, weight=body.weight, quotas=body.quotas)
 
@@ -65,9 +66,11 @@ def update_tenant(
 @router.post("/v1/tenants/{tenant_id}/keys", status_code=status.HTTP_201_CREATED)
 def create_key(tenant_id: str, body: KeyCreate, caller: Caller, store: StoreDep) -> CreatedSecret:
     """An API key for a tenant: by the system admins, or by the tenant's own admins."""
-    own_admin = caller.tenant_id == tenant_id and caller.role is Role.ADMIN
-    if not (own_admin or _is_system_admin(caller)):
-        raise Forbidden("only the tenant's admins (or the system admins) may create its keys")
+    if not _is_system_admin(caller):
+        if caller.tenant_id != tenant_id:
+            raise NotFound(f"tenant {tenant_id} not found")
+        if caller.role is not Role.ADMIN:
+            raise Forbidden("only the tenant's admins (or the system admins) may create its keys")
     key, token = store.access.create_api_key(tenant_id, body.role, body.name)
     return CreatedSecret(id=key.id, token=token)
 

@@ -1,0 +1,153 @@
+"""NUL characters are refused wherever a request carries text: in the path, the query
+string, a header, or any string (or key) of a JSON body, with 422 naming where.
+
+PostgreSQL cannot store a NUL in text (the request failed with 500 there), SQLite stores
+it and the worker fails much later (``embedded null byte``, the run lost with a wrong
+reason). No field of the API has a use for one, so one check at the edge covers every route
+and every field, present and future, instead of a validator per field. Multipart uploads
+carry binary programs and are not scanned; their file name is checked by the route.
+"""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import parse_qsl
+
+from fastapi import FastAPI
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from herder.api.errors import herder_problem
+from herder.domain.errors import HerderError, Invalid
+
+NUL = "\x00"
+_MAYBE_NUL = (b"\x00", b"\\u0000")  # raw, or as JSON writes it
+
+
+def _message(where: str) -> str:
+    return f"{where} contains a NUL character (\\u0000), which no field accepts"
+
+
+def _nul_in_json(value: object, path: str = "") -> str | None:
+    """The dotted path of the first string or key holding a NUL, or None."""
+    if isinstance(value, str):
+        return path or "body" if NUL in value else None
+    items: list[tuple[object, object]] = []
+    if isinstance(value, dict):
+        items = list(value.items())
+    elif isinstance(value, list):
+        items = list(enumerate(value))
+    for key, item in items:
+        where = f"{path}.{key}" if path else str(key)
+        if isinstance(key, str) and NUL in key:
+            return path or "body"
+        found = _nul_in_json(item, where)
+        if found is not None:
+            return found
+    return None
+
+
+def _path_parameter(scope: Scope) -> str:
+    """The name of the path parameter that holds the NUL, found among the app's documented
+    path templates; "path" when none fits."""
+    segments = scope["path"].split("/")
+    app = scope.get("app")
+    templates: dict[str, object] = app.openapi()["paths"] if isinstance(app, FastAPI) else {}
+    for template in templates:
+        parts = template.split("/")
+        if len(parts) != len(segments):
+            continue
+        names = [
+            part[1:-1]
+            for part, segment in zip(parts, segments, strict=True)
+            if part.startswith("{") and NUL in segment
+        ]
+        literal = all(
+            part == segment
+            for part, segment in zip(parts, segments, strict=True)
+            if not part.startswith("{")
+        )
+        if literal and names:
+            return names[0]
+    return "path"
+
+
+def _nul_outside_body(scope: Scope) -> Invalid | None:
+    if NUL in scope["path"]:
+        name = _path_parameter(scope)
+        where = "the path" if name == "path" else f"path parameter {name!r}"
+        return Invalid(_message(where), field=name)
+    query = scope["query_string"]
+    if b"\x00" in query or b"%00" in query:
+        for name, value in parse_qsl(query.decode("latin-1"), keep_blank_values=True):
+            if NUL in name or NUL in value:
+                field = name if NUL not in name else "query"
+                return Invalid(_message(f"query parameter {field!r}"), field=field)
+    for name, value in scope["headers"]:
+        if b"\x00" in value:
+            header = name.decode("latin-1")
+            return Invalid(_message(f"header {header!r}"), field=header)
+    return None
+
+
+def _nul_in_body(body: bytes) -> Invalid | None:
+    if not any(marker in body for marker in _MAYBE_NUL):
+        return None
+    try:
+        where = _nul_in_json(json.loads(body))
+    except ValueError:  # not JSON: the route refuses it anyway, unless it is a raw NUL
+        where = "body" if b"\x00" in body else None
+    except RecursionError:  # nested too deep to walk, with a NUL marker in it: refused whole
+        where = "body"
+    return None if where is None else Invalid(_message(where), field=where)
+
+
+class NulGuard:
+    """ASGI middleware; sits inside ``BodyLimit``, so the body it reads is bounded."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        refused = _nul_outside_body(scope)
+        content_type = dict(scope["headers"]).get(b"content-type", b"").lower()
+        if refused is None and not content_type.startswith(b"multipart/"):
+            try:
+                body = await _read_body(receive)
+            except HerderError as error:  # too large, from BodyLimit
+                await herder_problem(error)(scope, receive, send)
+                return
+            refused = _nul_in_body(body)
+            receive = _replay(body, receive)
+        if refused is not None:
+            await herder_problem(refused)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """The body once more for the app, then the client's own messages (a disconnect)."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay

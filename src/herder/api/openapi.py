@@ -1,0 +1,151 @@
+"""The OpenAPI document describes every answer the API gives.
+
+Each route's problems (RFC 9457, ``application/problem+json``, one ``Problem`` schema) are
+derived from what the route is made of, so a new route is described without anyone
+remembering to: its dependencies (a key: 401 and 403; a registered worker: 404 and 410; the
+submission rate: 429; the store: 503), its path parameters (404), its body (400, 413), the
+edge checks every request passes (422). What only the route's own logic knows (409, a 404
+of an object named in the body) it declares with ``responses=problems(...)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from fastapi import APIRouter, FastAPI
+from fastapi.dependencies.models import Dependant
+from fastapi.routing import APIRoute
+from pydantic import BaseModel, ConfigDict
+
+from herder.api.auth import get_store, principal, registered_worker, system_admin, worker_token
+from herder.api.auth import writer as writer_dependency
+from herder.api.errors import PROBLEM_TYPE
+from herder.api.ratelimit import submitter
+
+PROBLEM_REF = "#/components/schemas/Problem"
+DESCRIPTIONS = {
+    400: "the body cannot be parsed at all (not UTF-8, or a broken multipart form)",
+    401: "no key, or a key that is not known",
+    403: "the key's role (or kind) may not do this",
+    404: "no such object in the caller's tenant (another tenant's objects answer 404 too)",
+    409: "the change conflicts with the object's current state",
+    410: "the worker was declared lost: drop its attempts and register again",
+    413: "the request body is over its limit",
+    422: "the request breaks a rule; ``errors`` names each field at fault",
+    429: "the tenant submits faster than its quota; retry after ``Retry-After`` seconds",
+    503: "the store cannot be reached right now",
+}
+
+
+class FieldError(BaseModel):
+    field: str
+    message: str
+
+
+class Problem(BaseModel):
+    """An RFC 9457 problem document; some carry more members (``field``, ``errors``, the
+    rate limit's ``retry_after_seconds``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    field: str | None = None
+    errors: list[FieldError] | None = None
+    retry_after_seconds: int | None = None
+    rate_per_second: float | None = None
+    burst: float | None = None
+
+
+def problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` for a route decorator: these statuses answer a problem document."""
+    return {status: _problem_response(status) for status in statuses}
+
+
+HEADERS = {
+    401: {"WWW-Authenticate": {"required": True, "schema": {"type": "string", "enum": ["Bearer"]}}},
+    429: {
+        "Retry-After": {
+            "required": True,
+            "description": "whole seconds, at least 1",
+            "schema": {"type": "integer", "minimum": 1},
+        }
+    },
+}
+
+
+def _problem_response(status: int) -> dict[str, Any]:
+    response: dict[str, Any] = {
+        "description": DESCRIPTIONS[status],
+        "content": {PROBLEM_TYPE: {"schema": {"$ref": PROBLEM_REF}}},
+    }
+    if status in HEADERS:
+        response["headers"] = HEADERS[status]
+    return response
+
+
+def patch_body(model: type[BaseModel]) -> dict[str, Any]:
+    """``openapi_extra=`` for a PATCH that takes any subset of ``model``'s fields (the route
+    reads the body as a dict, which alone would document any object at all)."""
+    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+    schema.pop("$defs", None)
+    schema.pop("required", None)
+    schema.update(title=f"{model.__name__}Changes", additionalProperties=False)
+    return {"requestBody": {"content": {"application/json": {"schema": schema}}}}
+
+
+def _calls(dependant: Dependant) -> Iterator[Callable[..., Any] | None]:
+    for dependency in dependant.dependencies:
+        yield dependency.call
+        yield from _calls(dependency)
+
+
+def derived_statuses(route: APIRoute) -> set[int]:
+    """The problems a route can answer because of what it is made of."""
+    calls = set(_calls(route.dependant))
+    statuses = {422}  # every request passes the NUL guard; parameters are validated
+    if calls & {principal, worker_token}:
+        statuses |= {401, 403}
+    if calls & {writer_dependency, system_admin}:
+        statuses.add(403)
+    if registered_worker in calls:
+        statuses |= {404, 410}
+    if submitter in calls:
+        statuses.add(429)
+    if route.dependant.path_params:
+        statuses.add(404)
+    if route.body_field is not None or "requestBody" in (route.openapi_extra or {}):
+        statuses |= {400, 413}
+    if get_store in calls:
+        statuses.add(503)
+    return statuses
+
+
+def describe_problems(router: APIRouter) -> None:
+    """Add each route's derived problems to its responses; call before including it."""
+    for route in router.routes:
+        if isinstance(route, APIRoute):
+            route.responses.update(problems(*sorted(derived_statuses(route))))
+
+
+def install_openapi(app: FastAPI) -> None:
+    """Replace ``app.openapi`` with one whose components hold the ``Problem`` schema (and
+    not FastAPI's validation error, which this API never answers)."""
+    plain = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            document = plain()
+            schemas = document.setdefault("components", {}).setdefault("schemas", {})
+            for name in ("HTTPValidationError", "ValidationError"):
+                schemas.pop(name, None)
+            problem = Problem.model_json_schema(ref_template="#/components/schemas/{model}")
+            schemas.update(problem.pop("$defs", {}))
+            schemas["Problem"] = problem
+            app.openapi_schema = document
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

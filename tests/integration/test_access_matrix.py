@@ -1,0 +1,258 @@
+"""Who may call what, generated from the OpenAPI document so that a new route is covered
+without anyone listing it.
+
+1. Every route that takes an ID answers 404 for another tenant's object (never its data,
+   never 403); a worker protocol route answers 404 for another worker token's worker.
+2. Every route refuses (403; 401 without a key) every credential that may not use it, and
+   admits every credential that may. Roles nest (admin ⊃ developer ⊃ viewer): reading needs
+   a viewer, changing needs a developer; the system tenant's admins administer tenants, the
+   fleet and worker tokens; a tenant's own admins read their tenant and create its keys;
+   worker tokens admit only the worker protocol (docs/tenants.md).
+
+A path parameter the matrix has no object for, or a body it cannot build, fails the test:
+a new route is exercised or the test says why not, never skipped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+import pytest
+
+from herder.domain.models import Role
+from tests.integration.conftest import Api
+from tests.integration.dispatching import dispatch
+from tests.integration.openapi import operations
+
+SECRET = "owner-secret-7f3a"  # in the owner's job; no answer to an intruder may carry it
+
+
+class Needs(Enum):
+    """What a route asks of its caller, weakest first within each kind."""
+
+    NOTHING = "no credentials"
+    VIEWER = "any API key"
+    DEVELOPER = "a developer or admin key"
+    TENANT_ADMIN = "an admin of that tenant, or a system admin"
+    SYSTEM_ADMIN = "an admin of the system tenant"
+    WORKER = "a worker token"
+
+
+# The exceptions to "GET needs a viewer, anything else a developer", from docs/tenants.md
+# and the worker protocol.
+EXCEPTIONS = {
+    ("GET", "/healthz"): Needs.NOTHING,
+    ("GET", "/readyz"): Needs.NOTHING,
+    ("POST", "/v1/cron/preview"): Needs.VIEWER,  # computes, stores nothing
+    ("GET", "/v1/tenants"): Needs.SYSTEM_ADMIN,
+    ("POST", "/v1/tenants"): Needs.SYSTEM_ADMIN,
+    ("PATCH", "/v1/tenants/{tenant_id}"): Needs.SYSTEM_ADMIN,
+    ("GET", "/v1/tenants/{tenant_id}"): Needs.TENANT_ADMIN,
+    ("POST", "/v1/tenants/{tenant_id}/keys"): Needs.TENANT_ADMIN,
+    ("POST", "/v1/worker-tokens"): Needs.SYSTEM_ADMIN,
+    ("GET", "/v1/workers"): Needs.SYSTEM_ADMIN,
+    ("POST", "/v1/workers/{worker_id}/drain"): Needs.SYSTEM_ADMIN,
+    ("POST", "/v1/workers/{worker_id}/undrain"): Needs.SYSTEM_ADMIN,
+}
+
+
+def needs(method: str, path: str, operation: dict[str, Any]) -> Needs:
+    if (method, path) in EXCEPTIONS:
+        return EXCEPTIONS[method, path]
+    if "worker protocol" in operation.get("tags", []):
+        return Needs.WORKER
+    return Needs.VIEWER if method == "GET" else Needs.DEVELOPER
+
+
+@dataclass(frozen=True)
+class Credential:
+    name: str
+    system: bool = False
+    role: Role | None = None  # None: a worker token (or nothing)
+    worker: bool = False
+
+    def may(self, need: Needs) -> bool:
+        if need is Needs.NOTHING:
+            return True
+        if need is Needs.WORKER or self.worker:
+            return need is Needs.WORKER and self.worker
+        if self.role is None:
+            return False
+        at_least = {Role.VIEWER: 0, Role.DEVELOPER: 1, Role.ADMIN: 2}[self.role]
+        if need is Needs.VIEWER:
+            return True
+        if need is Needs.DEVELOPER:
+            return at_least >= 1
+        if need is Needs.TENANT_ADMIN:  # of its own tenant, which the matrix asks about
+            return at_least == 2
+        return self.system and at_least == 2
+
+
+CREDENTIALS = [
+    Credential("nothing"),
+    Credential("worker token", worker=True),
+    *(Credential(f"system {role}", system=True, role=role) for role in Role),
+    *(Credential(f"tenant {role}", role=role) for role in Role),
+]
+
+# Bodies a route needs before it can look at the object in its path (None: send {}).
+BODIES: dict[tuple[str, str], Any] = {
+    ("POST", "/v1/workers/{worker_id}/claim"): {"max_runs": 0, "wait_seconds": 0},
+}
+
+
+@dataclass
+class World:
+    """An owner tenant with one object of every kind, an intruding tenant, a second fleet
+    token, and a header set per credential."""
+
+    ids: dict[str, str]
+    headers: dict[str, dict[str, str]] = field(default_factory=dict)
+    intruder: dict[str, str] = field(default_factory=dict)
+    other_worker_token: dict[str, str] = field(default_factory=dict)
+
+    def body(self, method: str, path: str) -> Any:
+        attempt = {"attempt_id": self.ids["attempt_id"], "attempt": 1}
+        if (method, path) == ("POST", "/v1/attempts/{attempt_id}/logs"):
+            return {"worker_id": self.ids["worker_id"], "chunks": []}
+        if (method, path) == ("POST", "/v1/attempts/{attempt_id}/complete"):
+            completion = {**attempt, "outcome": "succeeded", "exit_code": 0}
+            return {"worker_id": self.ids["worker_id"], "completion": completion}
+        return BODIES.get((method, path), {})
+
+    def url(self, path: str, own_tenant: str | None = None) -> str:
+        for name in _path_parameters(path):
+            assert name in self.ids, f"the matrix has no object for {{{name}}} in {path}"
+            value = own_tenant if name == "tenant_id" and own_tenant else self.ids[name]
+            path = path.replace(f"{{{name}}}", value)
+        return path
+
+
+def _path_parameters(path: str) -> list[str]:
+    return [part[1:-1] for part in path.split("/") if part.startswith("{")]
+
+
+def _build_world(api: Api) -> World:
+    access = api.store.access
+    owner = access.create_tenant("owner")
+    intruder = access.create_tenant("intruder")
+    owner_admin = api.as_key(access.create_api_key(owner.id, Role.ADMIN, "k")[1])
+    upload = api.http.post(
+        "/v1/artifacts",
+        headers=owner_admin,
+        files={"file": ("secret.py", f"print('{SECRET}')".encode(), "text/x-python")},
+    )
+    assert upload.status_code == 201, upload.text
+    artifact_id = upload.json()["id"]
+    body = {"name": f"job-{SECRET}", "runtime": "python", "artifact": artifact_id}
+    job = api.http.post("/v1/jobs", headers=owner_admin, json={**body, "env": {"K": SECRET}})
+    assert job.status_code == 201, job.text
+    job_id = job.json()["id"]
+    run = api.http.post(f"/v1/jobs/{job_id}/runs", headers=owner_admin, json={})
+    assert run.status_code == 201, run.text
+    schedule = api.http.post(
+        "/v1/schedules", headers=owner_admin, json={"job_id": job_id, "cron": "@daily"}
+    )
+    assert schedule.status_code == 201, schedule.text
+    worker_id = api.register_worker()
+    dispatch(api.store)
+    claimed = api.http.post(
+        f"/v1/workers/{worker_id}/claim", headers=api.worker, json={"wait_seconds": 0}
+    )
+    assert claimed.status_code == 200, claimed.text
+    [assignment] = claimed.json()["assignments"]
+    world = World(
+        ids={
+            "artifact_id": artifact_id,
+            "job_id": job_id,
+            "run_id": run.json()["id"],
+            "schedule_id": schedule.json()["id"],
+            "tenant_id": owner.id,
+            "worker_id": worker_id,
+            "attempt_id": assignment["attempt_id"],
+        }
+    )
+    world.intruder = api.as_key(access.create_api_key(intruder.id, Role.ADMIN, "k")[1])
+    world.other_worker_token = api.as_key(access.create_worker_token("other fleet"))
+    for credential in CREDENTIALS:
+        if credential.worker:
+            world.headers[credential.name] = api.worker
+        elif credential.role is None:
+            world.headers[credential.name] = {}
+        else:
+            tenant = api.tenant_id if credential.system else owner.id
+            token = access.create_api_key(tenant, credential.role, credential.name)[1]
+            world.headers[credential.name] = api.as_key(token)
+    return world
+
+
+ROUTES = [(method, path, operation) for method, path, operation in operations()]
+ID_ROUTES = [route for route in ROUTES if _path_parameters(route[1])]
+
+
+@pytest.fixture
+def world(api: Api) -> World:
+    return _build_world(api)
+
+
+def _call(api: Api, world: World, method: str, path: str, url: str, headers: Any) -> Any:
+    body = world.body(method, path)
+    json = body if method in {"POST", "PATCH", "PUT"} else None
+    return api.http.request(method, url, headers=headers, json=json)
+
+
+def test_another_tenants_objects_answer_404_and_nothing_of_them(api: Api, world: World) -> None:
+    """Also the system tenant's admins: jobs, runs, schedules and artifacts belong to their
+    tenant alone (only tenants themselves are the system admins' to read)."""
+    wrong = []
+    for method, path, operation in ID_ROUTES:
+        need = needs(method, path, operation)
+        if need is Needs.SYSTEM_ADMIN:
+            continue  # no tenant's object: any other caller is refused by role (403), below
+        if need is Needs.WORKER:
+            intruders = {"another fleet token": world.other_worker_token}
+        else:
+            intruders = {"another tenant's admin": world.intruder}
+            if "tenant_id" not in _path_parameters(path):
+                intruders["a system admin"] = world.headers["system admin"]
+        for who, headers in intruders.items():
+            response = _call(api, world, method, path, world.url(path), headers)
+            if response.status_code != 404 or SECRET in response.text:
+                wrong.append(f"{method} {path} as {who}: {response.status_code} {response.text}")
+    assert not wrong, "\n".join(wrong)
+    assert len(ID_ROUTES) >= 25
+    # and the intruders changed nothing
+    owner_job = api.store.jobs.get(world.ids["tenant_id"], world.ids["job_id"])
+    assert owner_job.spec.env == {"K": SECRET}
+
+
+def test_every_route_refuses_every_credential_that_may_not_use_it(api: Api, world: World) -> None:
+    """Refused first (they must change nothing), then admitted (which may change things:
+    an admitted call answers anything but 401 and 403)."""
+    wrong = []
+    cases = [
+        (credential, method, path, needs(method, path, operation))
+        for method, path, operation in ROUTES
+        for credential in CREDENTIALS
+    ]
+    refused = [case for case in cases if not case[0].may(case[3])]
+    admitted = [case for case in cases if case[0].may(case[3])]
+    for credential, method, path, need in refused + admitted:
+        own_tenant = api.tenant_id if credential.system else world.ids["tenant_id"]
+        url = world.url(path, own_tenant)
+        headers = world.headers[credential.name]
+        status = _call(api, world, method, path, url, headers).status_code
+        expected = "admitted" if credential.may(need) else "refused"
+        if credential.may(need):
+            ok = status not in (401, 403)
+        else:
+            ok = status == (401 if credential.name == "nothing" else 403)
+        if not ok:
+            wrong.append(
+                f"{method} {path} ({need.value}) as {credential.name}: {status}, "
+                f"expected {expected}"
+            )
+    assert not wrong, "\n".join(wrong)
+    assert len(refused) > 100
