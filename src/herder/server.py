@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import logging
 import os
 import signal
 import subprocess
@@ -22,6 +23,8 @@ from herder.credentials import WORKER_TOKEN_FILE, ClientCredentials, write_priva
 from herder.home import secure_home
 from herder.settings import Settings
 from herder.store.store import Store
+
+log = logging.getLogger("herder.server")
 
 WORKER_STOP_SECONDS = 15.0
 _PR_SET_PDEATHSIG = 1
@@ -82,6 +85,14 @@ def start_local_worker(settings: Settings, token: str) -> subprocess.Popen[bytes
         "--name",
         "local",
     ]
+    if os.geteuid() != 0:
+        # Only root can sandbox attempts. Trying Herder alone on one's own machine is a
+        # trusted fleet of one: said loudly, never the default of a worker started by hand.
+        log.warning(
+            "not running as root: the local worker runs jobs as your own user, unsandboxed "
+            "(--isolation none); run herder up as root to sandbox every attempt"
+        )
+        command += ["--isolation", "none"]
     environment = {**os.environ, "HERDER_WORKER_TOKEN": token}
     return subprocess.Popen(command, env=environment, preexec_fn=_die_with_parent)  # noqa: PLW1509
 

@@ -2,12 +2,15 @@
 without anyone listing it.
 
 1. Every route that takes an ID answers 404 for another tenant's object (never its data,
-   never 403); a worker protocol route answers 404 for another worker token's worker.
-2. Every route refuses (403; 401 without a key) every credential that may not use it, and
+   never 403); a registered worker's route refuses (401) the fleet token and another
+   worker's secret: only its own secret acts as it.
+2. Every route refuses (403; 401 without a key, and on a worker route for the other kind of
+   worker credential) every credential that may not use it, and
    admits every credential that may. Roles nest (admin ⊃ developer ⊃ viewer): reading needs
    a viewer, changing needs a developer; the system tenant's admins administer tenants, the
    fleet and worker tokens; a tenant's own admins read their tenant and create its keys;
-   worker tokens admit only the worker protocol (docs/tenants.md).
+   the fleet's worker token only registers a worker, whose secret admits only that worker's
+   calls (docs/tenants.md, docs/worker-protocol.md).
 
 A path parameter the matrix has no object for, or a body it cannot build, fails the test:
 a new route is exercised or the test says why not, never skipped.
@@ -25,6 +28,7 @@ from herder.domain.models import Role
 from tests.integration.conftest import Api
 from tests.integration.dispatching import dispatch
 from tests.integration.openapi import operations
+from tests.integration.registered import as_worker, register_worker
 
 SECRET = "owner-secret-7f3a"  # in the owner's job; no answer to an intruder may carry it
 
@@ -37,7 +41,8 @@ class Needs(Enum):
     DEVELOPER = "a developer or admin key"
     TENANT_ADMIN = "an admin of that tenant, or a system admin"
     SYSTEM_ADMIN = "an admin of the system tenant"
-    WORKER = "a worker token"
+    FLEET = "the fleet's worker token"
+    WORKER = "the registered worker's own secret"
 
 
 # The exceptions to "GET needs a viewer, anything else a developer", from docs/tenants.md
@@ -61,6 +66,8 @@ EXCEPTIONS = {
 def needs(method: str, path: str, operation: dict[str, Any]) -> Needs:
     if (method, path) in EXCEPTIONS:
         return EXCEPTIONS[method, path]
+    if (method, path) == ("POST", "/v1/workers"):
+        return Needs.FLEET
     if "worker protocol" in operation.get("tags", []):
         return Needs.WORKER
     return Needs.VIEWER if method == "GET" else Needs.DEVELOPER
@@ -70,14 +77,14 @@ def needs(method: str, path: str, operation: dict[str, Any]) -> Needs:
 class Credential:
     name: str
     system: bool = False
-    role: Role | None = None  # None: a worker token (or nothing)
-    worker: bool = False
+    role: Role | None = None  # None: a worker credential (or nothing)
+    worker: Needs | None = None  # the worker credential it is: FLEET or WORKER
 
     def may(self, need: Needs) -> bool:
         if need is Needs.NOTHING:
             return True
-        if need is Needs.WORKER or self.worker:
-            return need is Needs.WORKER and self.worker
+        if need in (Needs.FLEET, Needs.WORKER) or self.worker is not None:
+            return need is self.worker
         if self.role is None:
             return False
         at_least = {Role.VIEWER: 0, Role.DEVELOPER: 1, Role.ADMIN: 2}[self.role]
@@ -92,7 +99,8 @@ class Credential:
 
 CREDENTIALS = [
     Credential("nothing"),
-    Credential("worker token", worker=True),
+    Credential("worker token", worker=Needs.FLEET),
+    Credential("worker secret", worker=Needs.WORKER),
     *(Credential(f"system {role}", system=True, role=role) for role in Role),
     *(Credential(f"tenant {role}", role=role) for role in Role),
 ]
@@ -112,6 +120,7 @@ class World:
     headers: dict[str, dict[str, str]] = field(default_factory=dict)
     intruder: dict[str, str] = field(default_factory=dict)
     other_worker_token: dict[str, str] = field(default_factory=dict)
+    other_worker_secret: dict[str, str] = field(default_factory=dict)
 
     def body(self, method: str, path: str) -> Any:
         attempt = {"attempt_id": self.ids["attempt_id"], "attempt": 1}
@@ -156,10 +165,10 @@ def _build_world(api: Api) -> World:
         "/v1/schedules", headers=owner_admin, json={"job_id": job_id, "cron": "@daily"}
     )
     assert schedule.status_code == 201, schedule.text
-    worker_id = api.register_worker()
+    worker_id = register_worker(api)
     dispatch(api.store)
     claimed = api.http.post(
-        f"/v1/workers/{worker_id}/claim", headers=api.worker, json={"wait_seconds": 0}
+        f"/v1/workers/{worker_id}/claim", headers=as_worker(worker_id), json={"wait_seconds": 0}
     )
     assert claimed.status_code == 200, claimed.text
     [assignment] = claimed.json()["assignments"]
@@ -176,9 +185,12 @@ def _build_world(api: Api) -> World:
     )
     world.intruder = api.as_key(access.create_api_key(intruder.id, Role.ADMIN, "k")[1])
     world.other_worker_token = api.as_key(access.create_worker_token("other fleet"))
+    world.other_worker_secret = as_worker(register_worker(api, "other worker"))
     for credential in CREDENTIALS:
-        if credential.worker:
+        if credential.worker is Needs.FLEET:
             world.headers[credential.name] = api.worker
+        elif credential.worker is Needs.WORKER:
+            world.headers[credential.name] = as_worker(worker_id)
         elif credential.role is None:
             world.headers[credential.name] = {}
         else:
@@ -212,14 +224,20 @@ def test_another_tenants_objects_answer_404_and_nothing_of_them(api: Api, world:
         if need is Needs.SYSTEM_ADMIN:
             continue  # no tenant's object: any other caller is refused by role (403), below
         if need is Needs.WORKER:
-            intruders = {"another fleet token": world.other_worker_token}
+            intruders = {
+                "the fleet token": world.headers["worker token"],
+                "another fleet token": world.other_worker_token,
+                "another worker's secret": world.other_worker_secret,
+            }
+            refusal = 401  # a worker is no tenant's object: the credential is what is wrong
         else:
+            refusal = 404
             intruders = {"another tenant's admin": world.intruder}
             if "tenant_id" not in _path_parameters(path):
                 intruders["a system admin"] = world.headers["system admin"]
         for who, headers in intruders.items():
             response = _call(api, world, method, path, world.url(path), headers)
-            if response.status_code != 404 or SECRET in response.text:
+            if response.status_code != refusal or SECRET in response.text:
                 wrong.append(f"{method} {path} as {who}: {response.status_code} {response.text}")
     assert not wrong, "\n".join(wrong)
     assert len(ID_ROUTES) >= 25
@@ -248,7 +266,11 @@ def test_every_route_refuses_every_credential_that_may_not_use_it(api: Api, worl
         if credential.may(need):
             ok = status not in (401, 403)
         else:
-            ok = status == (401 if credential.name == "nothing" else 403)
+            # a worker credential of the wrong kind is no credential for a worker route
+            unknown = credential.name == "nothing" or (
+                credential.worker is not None and need in (Needs.FLEET, Needs.WORKER)
+            )
+            ok = status == (401 if unknown else 403)
         if not ok:
             wrong.append(
                 f"{method} {path} ({need.value}) as {credential.name}: {status}, "

@@ -80,6 +80,8 @@ WorkerToken = Annotated[str, Depends(worker_token)]
 def worker_secret(request: Request) -> str:
     """The bearer secret a registered worker was given; the fleet token is refused here."""
     secret = _bearer(request)
+    if secret.startswith("key_"):
+        raise Forbidden("API keys cannot use the worker protocol; use a worker's secret")
     if not secret.startswith("wks_"):
         raise Unauthorized(
             "calls for a registered worker need its own secret, given at registration: "
