@@ -14,7 +14,7 @@ def test_a_job_is_created_with_defaults_and_read_back(api: Api) -> None:
     spec = fetched["spec"]
     assert spec["timeout_seconds"] == 3600
     assert spec["priority"] == "medium"
-    assert spec["resources"] == {"cpu": 1.0, "memory_mb": 256, "gpus": 0}
+    assert spec["resources"] == {"cpu": 1.0, "memory_mb": 256, "gpus": 0, "disk_mb": 1024}
     assert spec["retry"]["max_attempts"] == 1
     assert spec["env"] == {"MODE": "full"}
 

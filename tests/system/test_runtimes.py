@@ -13,6 +13,7 @@ import pytest
 
 from herder.client import HerderClient
 from tests.system.conftest import Cluster
+from tests.system.outside import ECHO_PORT, OUTSIDE
 
 pytestmark = pytest.mark.system
 
@@ -89,22 +90,31 @@ def test_jobs_run_unprivileged_in_a_private_workspace_with_herder_variables(
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need a root worker")
-def test_a_job_reaches_the_network_only_when_allowed(
+@pytest.mark.usefixtures("outside")  # a host beyond the worker, routed from it
+def test_a_job_reaches_the_network_only_when_allowed_and_never_the_api(
     start_cluster: Callable[..., Cluster],
 ) -> None:
     cluster = start_cluster(embedded=True)
     port = cluster.url.rsplit(":", 1)[1]
     probe = (
-        "import socket; s = socket.socket(); s.settimeout(2); "
-        f"print('reached' if s.connect_ex(('127.0.0.1', {port})) == 0 else 'unreachable')"
+        "import socket\n"
+        f"for target in [('{OUTSIDE}', {ECHO_PORT}), ('127.0.0.1', {port})]:\n"
+        "    s = socket.socket(); s.settimeout(2)\n"
+        "    print('reached' if s.connect_ex(target) == 0 else 'unreachable')\n"
     )
     with cluster.client() as herder:
+        upload = herder.upload_artifact(_script(cluster.home, probe)).id
         outputs = {}
         for allowed in (False, True):
             job = herder.create_job(
-                f"net-{allowed}",
-                {"runtime": "shell", "command": f'python3 -c "{probe}"', "network": allowed},
+                f"net-{allowed}", {"runtime": "python", "artifact": upload, "network": allowed}
             )
             run = herder.wait(herder.start_run(job.id).id, timeout=30)
             outputs[allowed] = "".join(chunk.text for chunk in herder.logs(run.id).chunks)
-    assert outputs == {False: "unreachable\n", True: "reached\n"}
+    assert outputs == {False: "unreachable\nunreachable\n", True: "reached\nunreachable\n"}
+
+
+def _script(directory: Path, source: str) -> Path:
+    path = directory / "probe.py"
+    path.write_text(source)
+    return path

@@ -2,9 +2,9 @@
 
 Each route's problems (RFC 9457, ``application/problem+json``, one ``Problem`` schema) are
 derived from what the route is made of, so a new route is described without anyone
-remembering to: its dependencies (a key: 401 and 403; a registered worker: 404 and 410; the
-submission rate: 429; the store: 503), its path parameters (404), its body (400, 413), the
-edge checks every request passes (422). What only the route's own logic knows (409, a 404
+remembering to: its dependencies (a key: 401 and 403; a registered worker: 401, 403, 404 and
+410; the submission rate: 429; the store: 503), its path parameters (404), its body (400,
+413), the edge checks every request passes (422). What only the route's own logic knows (409, a 404
 of an object named in the body) it declares with ``responses=problems(...)``.
 """
 
@@ -111,8 +111,8 @@ def derived_statuses(route: APIRoute) -> set[int]:
         statuses |= {401, 403}
     if calls & {writer_dependency, system_admin}:
         statuses.add(403)
-    if registered_worker in calls:
-        statuses |= {404, 410}
+    if registered_worker in calls:  # its secret, then the worker itself
+        statuses |= {401, 403, 404, 410}
     if submitter in calls:
         statuses.add(429)
     if route.dependant.path_params:

@@ -8,7 +8,7 @@ from typing import Annotated
 
 from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
-from herder.domain.jobs import JobSpec, Resources, RunOverrides, check_job_name
+from herder.domain.jobs import Capacity, JobSpec, RunOverrides, check_job_name
 from herder.domain.models import Assignment, LogChunk, Role
 from herder.domain.states import AttemptState
 from herder.domain.tenants import TenantQuotas
@@ -74,7 +74,7 @@ class CreatedSecret(BaseModel):
 
 class WorkerRegister(_Body):
     name: Annotated[str, Field(min_length=1, max_length=255)]
-    capacity: Resources
+    capacity: Capacity
     max_slots: Annotated[int, Field(ge=1, le=10000)] = 256
     labels: dict[str, str] = {}
     version: str = "unknown"

@@ -50,19 +50,12 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class Resources(_Strict):
+class Capacity(_Strict):
+    """Compute a worker offers and a run is placed by: what the dispatcher counts."""
+
     cpu: Annotated[float, Field(gt=0, le=1024, description="cores; fractions allowed")] = 1.0
     memory_mb: Annotated[int, Field(ge=1, le=16 * 1024 * 1024)] = 256
     gpus: Annotated[int, Field(ge=0, le=64)] = 0
-    disk_mb: Annotated[
-        int,
-        Field(
-            ge=1,
-            le=1024 * 1024,
-            description="what the attempt may write in all (workspace, /tmp, /var/tmp, "
-            "/dev/shm); held in memory, so it also counts toward memory_mb while used",
-        ),
-    ] = 1024
 
     @field_validator("cpu")
     @classmethod
@@ -74,6 +67,20 @@ class Resources(_Strict):
     @property
     def cpu_milli(self) -> int:
         return round(self.cpu * 1000)
+
+
+class Resources(Capacity):
+    """What a job asks for: compute, and a bound on what its attempts may write."""
+
+    disk_mb: Annotated[
+        int,
+        Field(
+            ge=1,
+            le=1024 * 1024,
+            description="what the attempt may write in all (workspace, /tmp, /var/tmp, "
+            "/dev/shm); held in memory, so it also counts toward memory_mb while used",
+        ),
+    ] = 1024
 
 
 class RetryPolicy(_Strict):

@@ -8,7 +8,7 @@ from typing import Annotated, Generic, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
-from herder.domain.jobs import JobSpec, Priority, Resources
+from herder.domain.jobs import Capacity, JobSpec, Priority
 from herder.domain.schedules import ScheduleSpec
 from herder.domain.states import AttemptState, RunState
 from herder.domain.tenants import TenantQuotas
@@ -139,7 +139,7 @@ class Worker(_Record):
     id: str
     name: str
     state: WorkerState
-    capacity: Resources
+    capacity: Capacity
     max_slots: int
     labels: dict[str, str]
     version: str
@@ -171,7 +171,7 @@ class QueueEntry(_Record):
     job_id: str
     job_name: str
     priority: Priority
-    resources: Resources  # per member of a gang
+    resources: Capacity  # per member of a gang
     replicas: int
     requires: dict[str, str]
     queued_at: datetime

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import select, update
 
 from herder.domain.errors import Conflict, NotFound
-from herder.domain.jobs import Resources
+from herder.domain.jobs import Capacity
 from herder.domain.models import Worker, WorkerState
 from herder.store.database import Database
 from herder.store.notifications import notify_capacity
@@ -23,7 +23,7 @@ def worker_record(row: Any) -> Worker:
         id=row.id,
         name=row.name,
         state=WorkerState(row.state),
-        capacity=Resources(cpu=row.cpu_milli / 1000, memory_mb=row.memory_mb, gpus=row.gpus),
+        capacity=Capacity(cpu=row.cpu_milli / 1000, memory_mb=row.memory_mb, gpus=row.gpus),
         max_slots=row.max_slots,
         labels=row.labels,
         version=row.version,

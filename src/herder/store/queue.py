@@ -16,7 +16,7 @@ from sqlalchemy import and_, or_, select
 
 from herder.clock import Clock
 from herder.domain.errors import Invalid
-from herder.domain.jobs import Priority, Resources
+from herder.domain.jobs import Capacity, Priority
 from herder.domain.models import Page, QueueEntry
 from herder.domain.states import RunState
 from herder.store.database import Database
@@ -109,7 +109,7 @@ def _entry(row: Any, now: datetime) -> QueueEntry:
         job_id=row.job_id,
         job_name=row.job_name,
         priority=_PRIORITY_BY_RANK[row.priority],
-        resources=Resources(cpu=row.cpu_milli / 1000, memory_mb=row.memory_mb, gpus=row.gpus),
+        resources=Capacity(cpu=row.cpu_milli / 1000, memory_mb=row.memory_mb, gpus=row.gpus),
         replicas=row.replicas,
         requires=row.requires or {},
         queued_at=row.queued_at,

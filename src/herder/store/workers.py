@@ -20,7 +20,7 @@ from sqlalchemy import Connection, insert, select, update
 from herder.clock import Clock, epoch_ms
 from herder.domain.errors import Gone, NotFound
 from herder.domain.ids import new_id
-from herder.domain.jobs import JobSpec, Resources
+from herder.domain.jobs import Capacity, JobSpec
 from herder.domain.models import Assignment, Worker, WorkerState
 from herder.domain.states import AttemptState, RunState
 from herder.store.access import hash_secret
@@ -67,7 +67,7 @@ class WorkerRepository:
         token_id: str,
         *,
         name: str,
-        capacity: Resources,
+        capacity: Capacity,
         max_slots: int,
         labels: dict[str, str],
         version: str,

@@ -36,7 +36,7 @@ from typing import Any
 import httpx
 
 from herder.domain.errors import HerderError
-from herder.domain.jobs import Resources, Runtime
+from herder.domain.jobs import Capacity, Runtime
 from herder.domain.models import Assignment
 from herder.domain.states import AttemptState
 from herder.worker.address import local_address
@@ -88,7 +88,7 @@ class WorkerConfig:
     server_url: str
     token: str
     name: str
-    capacity: Resources
+    capacity: Capacity
     home: Path
     python: str
     max_slots: int = 256

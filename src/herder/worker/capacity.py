@@ -7,7 +7,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from herder.domain.jobs import Resources
+from herder.domain.jobs import Capacity
 
 
 def detect_cpu() -> float:
@@ -37,8 +37,8 @@ def detect_gpus() -> int:
 
 def detect_capacity(
     cpu: float | None = None, memory_mb: int | None = None, gpus: int | None = None
-) -> Resources:
-    return Resources(
+) -> Capacity:
+    return Capacity(
         cpu=cpu if cpu is not None else detect_cpu(),
         memory_mb=memory_mb if memory_mb is not None else detect_memory_mb(),
         gpus=gpus if gpus is not None else detect_gpus(),

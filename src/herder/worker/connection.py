@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from herder import __version__
-from herder.domain.jobs import Resources
+from herder.domain.jobs import Capacity
 from herder.domain.models import Assignment
 from herder.worker.output import Chunk
 
@@ -72,7 +72,7 @@ class ServerConnection:
     async def register(
         self,
         name: str,
-        capacity: Resources,
+        capacity: Capacity,
         max_slots: int,
         labels: dict[str, str],
         address: str,

@@ -180,7 +180,7 @@ def download(artifact_id: str, worker_id: RegisteredWorker, store: StoreDep) -> 
     )
 
 
-@router.post("/attempts/{attempt_id}/logs", responses=problems(409, 410))
+@router.post("/attempts/{attempt_id}/logs", responses=problems(401, 403, 409, 410))
 def attempt_logs(
     attempt_id: str, body: AttemptLogs, request: Request, store: StoreDep
 ) -> ReportResult:
@@ -192,7 +192,7 @@ def attempt_logs(
     return _single(results).model_copy(update={"attempt_id": attempt_id})
 
 
-@router.post("/attempts/{attempt_id}/complete", responses=problems(409, 410))
+@router.post("/attempts/{attempt_id}/complete", responses=problems(401, 403, 409, 410))
 def attempt_complete(
     attempt_id: str,
     body: AttemptCompletion,
