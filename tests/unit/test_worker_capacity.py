@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 import herder.worker.agent
 from herder.cli.common import app
-from herder.domain.jobs import JobSpec, Resources, Runtime
+from herder.domain.jobs import Capacity, JobSpec, Runtime
 from herder.domain.models import Assignment
 from herder.worker.address import local_address
 from herder.worker.capacity import detect_capacity, detect_gpus
@@ -51,7 +51,7 @@ def test_no_nvidia_smi_means_no_gpus_and_a_declared_count_wins(
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     assert detect_gpus() == 0
-    assert detect_capacity(cpu=1, memory_mb=512, gpus=4) == Resources(cpu=1, memory_mb=512, gpus=4)
+    assert detect_capacity(cpu=1, memory_mb=512, gpus=4) == Capacity(cpu=1, memory_mb=512, gpus=4)
 
 
 def test_the_address_is_the_interface_towards_the_server() -> None:
@@ -119,7 +119,7 @@ def test_the_worker_command_passes_address_labels_and_gpus_on(
     config = CapturedAgent.configs[-1]
     assert config.address == "10.9.8.7"
     assert config.labels == {"gpu_model": "h100", "zone": "b"}
-    assert config.capacity == Resources(cpu=2, memory_mb=1024, gpus=3)
+    assert config.capacity == Capacity(cpu=2, memory_mb=1024, gpus=3)
 
 
 def test_a_label_without_a_value_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
