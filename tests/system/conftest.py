@@ -172,6 +172,21 @@ def start_cluster(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
     yield start
     for cluster in clusters:
         cluster.stop_all()
+        remove_what_killed_workers_left(cluster.home)
+
+
+def remove_what_killed_workers_left(home: Path) -> None:
+    """A worker a test killed leaves its running attempts' disks mounted and its network
+    filter installed; only the next worker of the same home and uid range would remove
+    them (``Agent._remove_leftovers``, ``OutboundNetworks``)."""
+    prefix = f"{home}/"
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        point = line.split()[4]
+        if point.startswith(prefix):
+            subprocess.run(["umount", "--lazy", point], check=False)
+    for state in home.glob("worker-*/worker-*"):
+        table = f"herder_w{state.name.removeprefix('worker-')}"
+        subprocess.run(["nft", "delete", "table", "inet", table], capture_output=True, check=False)
 
 
 @pytest.fixture
