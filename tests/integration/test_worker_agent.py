@@ -219,7 +219,7 @@ def test_the_memory_request_is_enforced(tmp_path: Path) -> None:
     in_cgroups = []
 
     async def both_done(agent: Agent) -> None:
-        in_cgroups.append(isinstance(agent.enforcer, CgroupEnforcer))
+        in_cgroups.append(isinstance(agent.host.enforcer, CgroupEnforcer))
         await until(lambda: len(server.completions) == 2)
 
     with_agent(server, config(tmp_path), both_done)

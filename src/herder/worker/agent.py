@@ -8,17 +8,8 @@
 Each claimed attempt runs in its own task: fetch the artifact, mount the attempt's disk and
 place the program on it, execute it in its sandbox (own uid, namespaces, file system and
 seccomp filter; ``sandbox.py``) within its resource request (cgroups or rlimits, chosen once at
-start), report how it ended, clean up.
-
-A root worker keeps its state (``home``, from ``--home``) in root-owned directories no
-job can reach (``statedir.py``):
-
-    /var/lib/herder/bin/herder-sandbox-<hash>   the launcher, built once per version and host
-    <home>/worker-<uid base>/cache       artifacts by sha256
-    <home>/worker-<uid base>/attempts    one disk (tmpfs) per running attempt
-    <home>/worker-<uid base>/root        where each launcher mounts its attempt's new root
-    <home>/worker-<uid base>/net         network namespaces of network-on attempts
-    /run/herder/uids                     which uid ranges this host's workers hold
+start), report how it ended, clean up. Where attempts run on this host (state directories,
+uids, disks, networks) is ``host.py``'s.
 """
 
 from __future__ import annotations
@@ -26,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -42,36 +32,14 @@ from herder.domain.states import AttemptState
 from herder.worker.address import local_address
 from herder.worker.cache import ArtifactCache
 from herder.worker.connection import Registration, ServerConnection, is_gone
-from herder.worker.disk import MIB, AttemptDisk, mount_disk, unmount_disk
 from herder.worker.executor import Outcome, StopRequest, execute, not_started
+from herder.worker.host import AttemptHost, AttemptPlace
 from herder.worker.isolation import Isolation
-from herder.worker.launcher import sandbox_launcher
 from herder.worker.limits import MAX_PROCESSES_PER_ATTEMPT, limits_for
-from herder.worker.network import (
-    AttemptNetwork,
-    NetworkUnavailable,
-    OutboundNetworks,
-    control_plane_addresses,
-)
+from herder.worker.network import NetworkUnavailable
 from herder.worker.output import Chunk, OutputBuffer
-from herder.worker.sandbox import (
-    SANDBOX_WORKSPACE,
-    SYSTEM_DIRECTORIES,
-    Sandbox,
-    attempt_environment,
-    limit_enforcer,
-    system_view,
-)
-from herder.worker.statedir import secure_directory
-from herder.worker.uids import UidSweeper, kill_processes_of_uids, reserve_uid_pool
-from herder.worker.workspace import (
-    build_plan,
-    check_plain_name,
-    place_artifact,
-    prepare_workspace,
-    remove_workspace,
-    unpack_archive,
-)
+from herder.worker.sandbox import SANDBOX_WORKSPACE, attempt_environment
+from herder.worker.workspace import build_plan, place_artifact, unpack_archive
 
 log = logging.getLogger("herder.worker")
 
@@ -79,8 +47,6 @@ LOG_FLUSH_SECONDS = 0.1  # output is sent at most this often while attempts run
 RETRY_SECONDS = (0.2, 0.5, 1.0, 2.0, 5.0)  # back-off while the server cannot be reached
 SHUTDOWN_REPORT_SECONDS = 5.0
 PREEMPTED_REASON = "preempted by a higher-priority run"
-UID_LOCKS = Path("/run/herder/uids")  # host-wide: every root worker must see every other's
-LAUNCHERS = Path("/var/lib/herder/bin")  # host-wide: built once, whatever a worker's home
 
 
 @dataclass(frozen=True)
@@ -130,31 +96,16 @@ class Agent:
         """``transport``: how to reach the server, when not over the network (tests)."""
         self.config = config
         self.connection = ServerConnection(config.server_url, config.token, transport)
-        self.sandboxed = config.isolation is Isolation.SANDBOX
-        if self.sandboxed and os.geteuid() != 0:
-            raise SystemExit(
-                "a worker sandboxes its attempts only when it runs as root; run it as root, "
-                "or pass --isolation none if every job this fleet runs is trusted"
-            )
-        home = secure_directory(config.home)
-        locks = secure_directory(UID_LOCKS) if self.sandboxed else secure_directory(home / "uids")
-        self.uids, self._uid_lock = reserve_uid_pool(
-            config.run_uid_base, config.run_uid_count, locks
+        self.host = AttemptHost(
+            config.home,
+            config.isolation,
+            uid_base=config.run_uid_base,
+            uid_count=config.run_uid_count,
+            server_url=config.server_url,
+            expose=config.expose,
+            block=config.block,
         )
-        self.sweeper = UidSweeper(self.uids)
-        own = secure_directory(home / f"worker-{self.uids.base}")  # the uid range is ours alone
-        self.cache = ArtifactCache(own / "cache", self.connection.download)
-        self.workspaces = secure_directory(own / "attempts")
-        self.sandbox_root = secure_directory(own / "root", 0o755)
-        self.launcher = (
-            sandbox_launcher(secure_directory(LAUNCHERS, 0o755)) if self.sandboxed else None
-        )
-        self.view = system_view(SYSTEM_DIRECTORIES + config.expose)
-        if self.sandboxed:  # what a crashed worker of this range left running dies now
-            kill_processes_of_uids(self.uids.all_uids())
-        self._remove_leftovers()
-        self.enforcer = limit_enforcer(f"worker-{self.uids.base}")
-        self.networks = self._outbound_networks(own) if self.sandboxed else None
+        self.cache = ArtifactCache(self.host.state / "cache", self.connection.download)
         self.address = config.address or local_address(config.server_url)
         self._running: dict[str, _Attempt] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -167,32 +118,10 @@ class Agent:
         self._gone = asyncio.Event()
         self._completion_ready = asyncio.Event()
 
-    def _outbound_networks(self, own: Path) -> OutboundNetworks | str:
-        """Networks for ``network: true`` attempts, or why there are none: such attempts then
-        fail with that reason rather than share the worker's network."""
-        blocked = [*control_plane_addresses(self.config.server_url), *self.config.block]
-        try:
-            networks = OutboundNetworks(
-                secure_directory(own / "net"), f"w{self.uids.base}", blocked
-            )
-        except (NetworkUnavailable, OSError) as error:
-            log.error("jobs with network: true cannot run here: %s", error)
-            return f"this worker cannot give jobs a network: {error}"
-        log.info("network: true jobs get outbound access; blocked: %s", ", ".join(blocked))
-        return networks
-
-    def _remove_leftovers(self) -> None:
-        """Disks and workspaces of a worker of this range that crashed: never reused."""
-        for path in self.workspaces.iterdir():
-            if path.is_mount():
-                unmount_disk(AttemptDisk(path, 0))
-            else:
-                remove_workspace(path)
-
     async def run(self, stop: asyncio.Event) -> None:
         background = [
             asyncio.create_task(self._report_loop(), name="reporter"),
-            asyncio.create_task(self.sweeper.sweep_forever(), name="uid sweeper"),
+            asyncio.create_task(self.host.sweeper.sweep_forever(), name="uid sweeper"),
         ]
         try:
             while not stop.is_set():
@@ -268,15 +197,11 @@ class Agent:
 
     async def _shutdown(self, background: list[asyncio.Task[None]]) -> None:
         await self._end_all_attempts("the worker stopped while the attempt ran")
-        await self.sweeper.sweep()
-        if isinstance(self.networks, OutboundNetworks):
-            await asyncio.to_thread(self.networks.close_all)
-        await asyncio.to_thread(self.enforcer.close)
+        await self.host.close()
         for task in background:
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
         await self.connection.close()
-        self._uid_lock.close()
 
     def _running_attempts(self) -> list[tuple[str, int]]:
         return [(key, attempt.assignment.attempt) for key, attempt in self._running.items()]
@@ -332,53 +257,19 @@ class Agent:
 
     async def _run_attempt(self, attempt: _Attempt) -> None:
         assignment = attempt.assignment
-        uid = self.uids.acquire() if self.sandboxed else None
-        disk: AttemptDisk | None = None
-        workspace: Path | None = None
-        network: AttemptNetwork | None = None
         try:
-            check_plain_name(assignment.attempt_id)
-            if uid is not None:
-                size = assignment.spec.resources.disk_mb * MIB
-                root = self.workspaces / assignment.attempt_id
-                disk = await asyncio.to_thread(mount_disk, root, size, uid)
-                workspace = disk.work
-            else:
-                workspace = await asyncio.to_thread(
-                    prepare_workspace, self.workspaces, assignment.attempt_id
-                )
-            if uid is not None and assignment.spec.network:
-                network = await self._open_network(assignment.attempt_id)
-            outcome = await self._execute(attempt, workspace, uid, disk, network)
+            async with self.host.attempt(assignment) as place:
+                outcome = await self._execute(attempt, place)
         except (HerderError, OSError, ValueError, httpx.HTTPError, NetworkUnavailable) as error:
             outcome = not_started(f"could not prepare the attempt: {error}")
         finally:
-            if uid is not None:  # whatever still runs under it dies before it is reused
-                self.sweeper.finished(uid)
-            if network is not None and isinstance(self.networks, OutboundNetworks):
-                await asyncio.to_thread(self.networks.close, network)
-            if disk is not None:
-                await asyncio.to_thread(unmount_disk, disk)
-            elif workspace is not None:
-                await asyncio.to_thread(remove_workspace, workspace)
             del self._running[assignment.attempt_id]
         if not attempt.dropped:
             self._complete(attempt, outcome)
 
-    async def _open_network(self, attempt_id: str) -> AttemptNetwork:
-        if not isinstance(self.networks, OutboundNetworks):
-            raise NetworkUnavailable(self.networks or "this worker gives jobs no network")
-        return await asyncio.to_thread(self.networks.open, attempt_id)
-
-    async def _execute(
-        self,
-        attempt: _Attempt,
-        workspace: Path,
-        uid: int | None,
-        disk: AttemptDisk | None,
-        network: AttemptNetwork | None,
-    ) -> Outcome:
-        """``workspace``: the attempt's working directory on this host."""
+    async def _execute(self, attempt: _Attempt, place: AttemptPlace) -> Outcome:
+        """Place the program in the attempt's workspace, then run it there."""
+        workspace, uid, sandbox = place.workspace, place.uid, place.sandbox
         spec = attempt.assignment.spec
         program = None
         if spec.artifact is not None:
@@ -397,18 +288,6 @@ class Agent:
                     gid=uid,
                 )
                 program = Path(name)
-        sandbox = None
-        if self.launcher is not None and uid is not None and disk is not None:
-            sandbox = Sandbox(
-                self.launcher,
-                uid,
-                self.sandbox_root,
-                disk,
-                self.view,
-                net_namespace=network.namespace if network is not None else None,
-                resolv_conf=network.resolv_conf if network is not None else None,
-                gpu_indices=tuple(attempt.assignment.gpu_indices),
-            )
         seen_as = SANDBOX_WORKSPACE if sandbox is not None else workspace
         plan = build_plan(
             spec,
@@ -429,7 +308,7 @@ class Agent:
             attempt.output.write(stream, data)
             self._report_needed.set()
 
-        return await execute(plan, on_output, attempt.cancel, self.enforcer)
+        return await execute(plan, on_output, attempt.cancel, self.host.enforcer)
 
     def _complete(self, attempt: _Attempt, outcome: Outcome) -> None:
         state, reason = outcome.state, outcome.reason

@@ -1,0 +1,173 @@
+"""What a worker keeps on its host to run attempts, and each attempt's place there.
+
+A root worker keeps its state under ``home`` in directories no job can reach or prepare
+(``statedir.py``):
+
+    /var/lib/herder/bin/herder-sandbox-<hash>   the launcher, built once per version and host
+    <home>/worker-<uid base>/cache       artifacts by sha256 (the agent's ArtifactCache)
+    <home>/worker-<uid base>/attempts    one disk (tmpfs) per running attempt
+    <home>/worker-<uid base>/root        where each launcher mounts its attempt's new root
+    <home>/worker-<uid base>/net         network namespaces of network-on attempts
+    /run/herder/uids                     which uid ranges this host's workers hold
+
+``AttemptHost.attempt`` gives one attempt its uid, disk (or, at isolation none, a plain
+workspace) and network, and takes them back when the attempt has ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from herder.domain.models import Assignment
+from herder.worker.disk import MIB, AttemptDisk, mount_disk, unmount_disk
+from herder.worker.isolation import Isolation
+from herder.worker.launcher import sandbox_launcher
+from herder.worker.network import (
+    AttemptNetwork,
+    NetworkUnavailable,
+    OutboundNetworks,
+    control_plane_addresses,
+)
+from herder.worker.sandbox import SYSTEM_DIRECTORIES, Sandbox, limit_enforcer, system_view
+from herder.worker.statedir import secure_directory
+from herder.worker.uids import UidSweeper, kill_processes_of_uids, reserve_uid_pool
+from herder.worker.workspace import check_plain_name, prepare_workspace, remove_workspace
+
+log = logging.getLogger("herder.worker")
+
+UID_LOCKS = Path("/run/herder/uids")  # host-wide: every root worker must see every other's
+LAUNCHERS = Path("/var/lib/herder/bin")  # host-wide: built once, whatever a worker's home
+
+
+@dataclass(frozen=True)
+class AttemptPlace:
+    """Where one attempt runs: its working directory on this host, and its sandbox (None at
+    isolation none, where it runs as the worker's user in that directory)."""
+
+    workspace: Path
+    uid: int | None
+    sandbox: Sandbox | None
+
+
+class AttemptHost:
+    def __init__(
+        self,
+        home: Path,
+        isolation: Isolation,
+        *,
+        uid_base: int,
+        uid_count: int,
+        server_url: str,
+        expose: Sequence[str] = (),
+        block: Sequence[str] = (),
+    ) -> None:
+        self.sandboxed = isolation is Isolation.SANDBOX
+        if self.sandboxed and os.geteuid() != 0:
+            raise SystemExit(
+                "a worker sandboxes its attempts only when it runs as root; run it as root, "
+                "or pass --isolation none if every job this fleet runs is trusted"
+            )
+        home = secure_directory(home)
+        locks = secure_directory(UID_LOCKS) if self.sandboxed else secure_directory(home / "uids")
+        self.uids, self._uid_lock = reserve_uid_pool(uid_base, uid_count, locks)
+        self.sweeper = UidSweeper(self.uids)
+        self.state = secure_directory(home / f"worker-{self.uids.base}")  # the range is ours
+        self._workspaces = secure_directory(self.state / "attempts")
+        self._sandbox_root = secure_directory(self.state / "root", 0o755)
+        self._launcher = (
+            sandbox_launcher(secure_directory(LAUNCHERS, 0o755)) if self.sandboxed else None
+        )
+        self._view = system_view(SYSTEM_DIRECTORIES + tuple(expose))
+        if self.sandboxed:  # what a crashed worker of this range left running dies now
+            kill_processes_of_uids(self.uids.all_uids())
+        self._remove_leftovers()
+        self.enforcer = limit_enforcer(f"worker-{self.uids.base}")
+        blocked = [*control_plane_addresses(server_url), *block]
+        self._networks = self._outbound_networks(blocked) if self.sandboxed else None
+
+    def _outbound_networks(self, blocked: list[str]) -> OutboundNetworks | str:
+        """Networks for ``network: true`` attempts, or why there are none: such attempts then
+        fail with that reason rather than share the worker's network."""
+        try:
+            networks = OutboundNetworks(
+                secure_directory(self.state / "net"), f"w{self.uids.base}", blocked
+            )
+        except (NetworkUnavailable, OSError) as error:
+            log.error("jobs with network: true cannot run here: %s", error)
+            return f"this worker cannot give jobs a network: {error}"
+        log.info("network: true jobs get outbound access; blocked: %s", ", ".join(blocked))
+        return networks
+
+    def _remove_leftovers(self) -> None:
+        """Disks and workspaces of a worker of this range that crashed: never reused."""
+        for path in self._workspaces.iterdir():
+            if path.is_mount():
+                unmount_disk(AttemptDisk(path, 0))
+            else:
+                remove_workspace(path)
+
+    @contextlib.asynccontextmanager
+    async def attempt(self, assignment: Assignment) -> AsyncIterator[AttemptPlace]:
+        """The attempt's place, ready; on leaving, whatever still runs under its uid dies
+        before the uid is used again, its network and disk are gone."""
+        check_plain_name(assignment.attempt_id)
+        uid = self.uids.acquire() if self.sandboxed else None
+        disk: AttemptDisk | None = None
+        workspace: Path | None = None
+        network: AttemptNetwork | None = None
+        try:
+            if uid is None:
+                workspace = await asyncio.to_thread(
+                    prepare_workspace, self._workspaces, assignment.attempt_id
+                )
+                yield AttemptPlace(workspace, None, None)
+                return
+            size = assignment.spec.resources.disk_mb * MIB
+            root = self._workspaces / assignment.attempt_id
+            disk = await asyncio.to_thread(mount_disk, root, size, uid)
+            if assignment.spec.network:
+                network = await self._open_network(assignment.attempt_id)
+            yield AttemptPlace(disk.work, uid, self._sandbox(assignment, uid, disk, network))
+        finally:
+            if uid is not None:
+                self.sweeper.finished(uid)
+            if network is not None and isinstance(self._networks, OutboundNetworks):
+                await asyncio.to_thread(self._networks.close, network)
+            if disk is not None:
+                await asyncio.to_thread(unmount_disk, disk)
+            elif workspace is not None:
+                await asyncio.to_thread(remove_workspace, workspace)
+
+    async def _open_network(self, attempt_id: str) -> AttemptNetwork:
+        if not isinstance(self._networks, OutboundNetworks):
+            raise NetworkUnavailable(self._networks or "this worker gives jobs no network")
+        return await asyncio.to_thread(self._networks.open, attempt_id)
+
+    def _sandbox(
+        self, assignment: Assignment, uid: int, disk: AttemptDisk, network: AttemptNetwork | None
+    ) -> Sandbox:
+        assert self._launcher is not None  # sandboxed: built at start
+        return Sandbox(
+            self._launcher,
+            uid,
+            self._sandbox_root,
+            disk,
+            self._view,
+            net_namespace=network.namespace if network is not None else None,
+            resolv_conf=network.resolv_conf if network is not None else None,
+            gpu_indices=tuple(assignment.gpu_indices),
+        )
+
+    async def close(self) -> None:
+        """Once every attempt has ended: sweep their uids, remove networks and cgroups."""
+        await self.sweeper.sweep()
+        if isinstance(self._networks, OutboundNetworks):
+            await asyncio.to_thread(self._networks.close_all)
+        await asyncio.to_thread(self.enforcer.close)
+        self._uid_lock.close()
