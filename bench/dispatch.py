@@ -171,9 +171,9 @@ def _store_lines(stores: list[StoreResult]) -> list[str]:
         "Through the store (`Dispatcher.step()`, every worker idle at first; steady: median "
         "of the passes after the second):",
         "",
-        "| store | pass | queued | total | snapshot read | plan | apply | write reasons "
+        "| store | pass | queued | total | snapshot read | plan | apply and write reasons "
         "| placed | preempted | reasons written | decisions/s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for store in stores:
         first, second = store.passes[0], store.passes[1]
@@ -181,7 +181,7 @@ def _store_lines(stores: list[StoreResult]) -> list[str]:
             lines.append(
                 f"| {store.store} | {label} | {one.queued:,} | {one.seconds:.2f} s "
                 f"| {one.snapshot_seconds:.2f} "
-                f"| {one.plan_seconds:.2f} | {one.apply_seconds:.2f} | {one.reasons_seconds:.2f} "
+                f"| {one.plan_seconds:.2f} | {one.apply_seconds:.2f} "
                 f"| {one.placed:,} | {one.preempted} | {one.reasons_written:,} "
                 f"| {one.queued / one.seconds:,.0f} |"
             )
@@ -189,7 +189,7 @@ def _store_lines(stores: list[StoreResult]) -> list[str]:
         lines.append(
             f"| {store.store} | steady | {median('queued'):,.0f} | {median('seconds'):.2f} s "
             f"| {median('snapshot_seconds'):.2f} | {median('plan_seconds'):.2f} "
-            f"| {median('apply_seconds'):.2f} | {median('reasons_seconds'):.2f} "
+            f"| {median('apply_seconds'):.2f} "
             f"| {median('placed'):,.0f} | {median('preempted'):.0f} "
             f"| {median('reasons_written'):,.0f} "
             f"| **{median('queued') / median('seconds'):,.0f}** |"

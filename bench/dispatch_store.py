@@ -2,7 +2,7 @@
 holding the world's tenants, jobs, workers (all idle at first) and queued runs.
 
 The repository is wrapped so each pass splits into snapshot read, plan (the rest of the
-step: the policy and the dispatcher's own bookkeeping), apply and writing reasons.
+step: the policy and the dispatcher's own bookkeeping) and apply (with the reasons).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import os
 import statistics
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -23,12 +24,13 @@ from herder.clock import Clock, epoch_ms
 from herder.control.dispatcher import Dispatcher
 from herder.domain.ids import new_id
 from herder.domain.jobs import Resources
+from herder.domain.lifecycle.changes import Event, NewRun
 from herder.domain.models import WorkerState
 from herder.domain.placement.policy import Plan
 from herder.domain.placement.snapshot import Snapshot
 from herder.store.database import Database, sqlite_url
 from herder.store.placement import QUEUE_WINDOW, TENANT_QUEUE_WINDOW, Applied, PlacementRepository
-from herder.store.runs import new_run_values
+from herder.store.run_writes import new_run_row
 from herder.store.schema import runs, workers
 from herder.store.store import Store
 
@@ -42,15 +44,14 @@ class StorePass:
     queued: int  # in the pass's snapshot: the decisions it makes
     seconds: float
     snapshot_seconds: float
-    apply_seconds: float
-    reasons_seconds: float
+    apply_seconds: float  # the plan and the changed waiting reasons, one transaction
     placed: int
     preempted: int
     reasons_written: int
 
     @property
     def plan_seconds(self) -> float:
-        return self.seconds - self.snapshot_seconds - self.apply_seconds - self.reasons_seconds
+        return self.seconds - self.snapshot_seconds - self.apply_seconds
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,6 @@ class _Timings:
     queued: int = 0
     snapshot: float = 0.0
     apply: float = 0.0
-    reasons: float = 0.0
     placed: int = 0
     preempted: int = 0
     reasons_written: int = 0
@@ -98,18 +98,13 @@ class TimedPlacement(PlacementRepository):
         self.timings.queued = len(result.queued)
         return result
 
-    def apply(self, plan: Plan) -> Applied:
+    def apply(self, plan: Plan, reasons: Mapping[str, str] | None = None) -> Applied:
         started = time.perf_counter()
-        result = super().apply(plan)
+        result = super().apply(plan, reasons)
         self.timings.apply = time.perf_counter() - started
         self.timings.placed, self.timings.preempted = len(result.placed), len(result.preempted)
+        self.timings.reasons_written = len(reasons or {})
         return result
-
-    def record_reasons(self, reasons: dict[str, str]) -> None:
-        started = time.perf_counter()
-        super().record_reasons(reasons)
-        self.timings.reasons = time.perf_counter() - started
-        self.timings.reasons_written = len(reasons)
 
 
 def _psql(statement: str) -> None:
@@ -148,7 +143,7 @@ def _measure(name: str, url: str, world: World) -> StoreResult:
         timed = TimedPlacement(store.database, store.clock)
         # every pass a full one (the clock jumps past the full-pass interval), never paced
         ticks = itertools.count(step=1000)
-        dispatcher = Dispatcher(timed, monotonic=lambda: float(next(ticks)), sleep=lambda _: None)
+        dispatcher = Dispatcher(timed, monotonic=lambda: float(next(ticks)))
         passes = []
         for _ in range(2 + STEADY_PASSES):
             started = time.perf_counter()
@@ -157,7 +152,7 @@ def _measure(name: str, url: str, world: World) -> StoreResult:
             took = timed.timings
             passes.append(
                 StorePass(
-                    took.queued, seconds, took.snapshot, took.apply, took.reasons, took.placed,
+                    took.queued, seconds, took.snapshot, took.apply, took.placed,
                     took.preempted, took.reasons_written,
                 )
             )  # fmt: skip
@@ -197,9 +192,12 @@ def _populate(store: Store, world: World) -> None:
         job = world.jobs[run.job]
         queued_at = now - timedelta(seconds=run.waited_seconds)
         rows.append(
-            new_run_values(
-                new_id("run", epoch_ms(queued_at)), tenant_ids[job.tenant], job_ids[run.job],
-                job.name, job.spec, queued_at, None,
+            new_run_row(
+                NewRun(
+                    new_id("run", epoch_ms(queued_at)), tenant_ids[job.tenant], job_ids[run.job],
+                    job.name, job.spec, Event("", "submitted", "bench"),
+                ),
+                queued_at,
             )
         )  # fmt: skip
     with store.database.write() as connection:

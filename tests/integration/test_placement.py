@@ -181,7 +181,7 @@ def test_a_draining_worker_gets_nothing_new_and_keeps_what_it_runs(api: Api) -> 
 
 def test_passes_are_paced_by_how_long_the_last_one_took(api: Api) -> None:
     now = [100.0]
-    slept: list[float] = []
+    passes: list[float] = []
     placement = api.store.placement
 
     class SlowPlacement:
@@ -191,18 +191,19 @@ def test_passes_are_paced_by_how_long_the_last_one_took(api: Api) -> None:
             return getattr(placement, name)
 
         def snapshot(self, **options: Any) -> Any:
+            passes.append(now[0])
             now[0] += 0.2
             return placement.snapshot(**options)
 
-    dispatcher = Dispatcher(SlowPlacement(), monotonic=lambda: now[0], sleep=slept.append)  # type: ignore[arg-type]
+    dispatcher = Dispatcher(SlowPlacement(), monotonic=lambda: now[0])  # type: ignore[arg-type]
     dispatcher.step()
-    assert slept == []  # the first pass starts at once
+    assert passes == [100.0]  # the first pass starts at once
     now[0] += 0.2  # woken no sooner than the last pass's end plus its 0.2 s
     dispatcher.step()
-    assert slept == []
-    now[0] += 0.05  # a notice woke the dispatcher sooner
-    dispatcher.step()
-    assert slept == [pytest.approx(0.15)]
+    assert len(passes) == 2
+    now[0] += 0.05  # a notice woke the dispatcher sooner: it waits the rest, no pass
+    assert dispatcher.step() == pytest.approx(0.15)
+    assert len(passes) == 2
 
 
 def test_one_tenants_backlog_does_not_hide_another_tenants_runs(api: Api) -> None:

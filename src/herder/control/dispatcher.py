@@ -10,7 +10,8 @@ A pass woken by a notice is quick: it reads only as much of the queue as the fre
 could take. At least every ``FULL_PASS_SECONDS`` a full pass reads every tenant's head of the
 queue, so fair share sees everyone and every queued run's reason stays current.
 
-Passes are paced: the next starts no sooner than the last one took after it ended, so under
+Passes are paced: the next starts no sooner than the last one took after it ended (a step
+woken earlier returns at once with the time left), so under
 a storm of notices the dispatcher uses at most about half a core and each pass takes a
 bigger batch, while on a quiet system a run is still placed the moment it is submitted.
 """
@@ -42,46 +43,45 @@ class Dispatcher:
         settings: PlacementSettings | None = None,
         *,
         monotonic: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._placement = placement
         self._settings = settings or PlacementSettings()
         self._reasons: dict[str, tuple[datetime, str]] = {}  # as stored: only changes are written
         self._monotonic = monotonic
-        self._sleep = sleep
         self._next_pass_at = 0.0
         self._full_pass_at: float | None = None  # due now
 
     def step(self) -> float:
-        """One pass; returns the seconds until the next one is needed."""
+        """One pass (unless the last one ended too recently); the seconds until the next."""
         early = self._next_pass_at - self._monotonic()
         if early > 0:
-            self._sleep(early)
+            return early
         started = self._monotonic()
         full = self._full_pass_at is None or started >= self._full_pass_at
         if full:
             self._full_pass_at = started + FULL_PASS_SECONDS
         delay = self._pass(full)
         ended = self._monotonic()
-        self._next_pass_at = ended + min(MAX_PACING_SECONDS, ended - started)
+        pacing = min(MAX_PACING_SECONDS, ended - started)
+        self._next_pass_at = ended + pacing
         return delay
 
     def _pass(self, full: bool) -> float:
+        """Read a snapshot, plan (pure), apply the plan and the changed reasons at once."""
         snapshot = self._placement.snapshot(quick=not full)
         decided = plan(snapshot, self._settings)
-        applied = self._placement.apply(decided)
-        if applied.skipped:
-            log.info("dispatcher: %d placements no longer fit", len(applied.skipped))
         # a reason is cached with the queued_at it was written for: a run placed and queued
         # again (a retry, a preemption) gets its reason written afresh
         queued = {run.id: run.queued_at for run in snapshot.queued}
-        placed = {placement.run_id for placement in applied.placed}
         changed = {
             run_id: reason
             for run_id, reason in decided.waiting.items()
             if self._reasons.get(run_id) != (queued[run_id], reason)
         }
-        self._placement.record_reasons(changed)
+        applied = self._placement.apply(decided, changed)
+        if applied.skipped:
+            log.info("dispatcher: %d placements no longer fit", len(applied.skipped))
+        placed = {placement.run_id for placement in applied.placed}
         for run_id, reason in changed.items():
             self._reasons[run_id] = (queued[run_id], reason)
         # a quick pass saw only part of the queue: forget only what it placed

@@ -11,7 +11,8 @@ from zoneinfo import ZoneInfo
 
 from herder.clock import Clock
 from herder.domain.cron import CronError, CronExpression, parse_timezone
-from herder.domain.schedules import MISFIRE_GRACE, plan_fires
+from herder.domain.schedules import MISFIRE_GRACE, FirePlan, plan_fires
+from herder.store.schedules import DueSchedule
 from herder.store.store import Store
 
 BATCH = 1000  # schedules read per pass
@@ -46,20 +47,27 @@ class Firer:
         schedules = self._store.schedules
         now = self._clock.now()
         due = schedules.due(self.partition, now, BATCH)
-        batch = []
+        batch: list[tuple[DueSchedule, FirePlan]] = []
+        unfireable: list[tuple[DueSchedule, str]] = []
         for schedule in due:
             try:
                 expression, zone = _compiled(schedule.spec.cron, schedule.spec.timezone)
-            except CronError as error:  # accepted once, refused now: never loop on it
+            except CronError as error:  # accepted once, refused now (say, tzdata changed)
                 log.error("schedule %s cannot be fired: %s", schedule.id, error)
+                unfireable.append((schedule, str(error)))
                 continue
             plan = plan_fires(
                 expression, zone, schedule.spec, schedule.next_fire_at, now, self._grace
             )
             batch.append((schedule, plan))
-        for start in range(0, len(batch), FIRES_PER_TRANSACTION):
-            chunk = batch[start : start + FIRES_PER_TRANSACTION]
-            schedules.fire(chunk, actor=f"scheduler:{self.name}")
+        chunks = [
+            batch[start : start + FIRES_PER_TRANSACTION]
+            for start in range(0, len(batch), FIRES_PER_TRANSACTION)
+        ] or ([[]] if unfireable else [])
+        for index, chunk in enumerate(chunks):
+            schedules.fire(
+                chunk, actor=f"scheduler:{self.name}", unfireable=unfireable if not index else ()
+            )
         if len(due) >= BATCH:
             return 0.0
         upcoming = schedules.next_due(self.partition)

@@ -1,11 +1,20 @@
 """The reaper: moves on whatever has become due — lost workers, attempts past their deadline,
-retries whose back-off is over, runs not started by their start deadline — and sleeps until
-the next such moment (or a notice that something new got a due time)."""
+retries whose back-off is over, runs not started by their start deadline — in one unit of
+work per pass, and sleeps until the next such moment (or a notice that something new got a
+due time)."""
 
 from __future__ import annotations
 
 from herder.clock import Clock
-from herder.store.reaper import BATCH
+from herder.domain.lifecycle.reap import (
+    REAPER,
+    expire,
+    lost_with_worker,
+    overdue,
+    requeue_due,
+    silent_workers,
+)
+from herder.store.due import mark_lost, more_waiting, next_due, read_due_ends, read_due_runs
 from herder.store.store import Store
 
 MAX_SLEEP_SECONDS = 5.0  # a ceiling, for what no notice announces (a worker falling silent)
@@ -22,18 +31,21 @@ class Reaper:
         self._watching_since = clock.now()
 
     def step(self) -> float:
-        """One pass; returns the seconds until the next pass is needed."""
-        reaper = self._store.reaper
-        reaper.mark_lost_workers(self._heartbeat_timeout, self._watching_since)
-        moved = [
-            reaper.time_out_attempts(),
-            reaper.requeue_due_retries(),
-            reaper.expire_unstarted(),
-        ]
-        if max(moved) >= BATCH:
-            return 0.0  # more is waiting
-        due = reaper.next_due(self._heartbeat_timeout)
-        if due is None:
+        """One pass: read what is due, decide, write once; the seconds until the next."""
+        timeout = self._heartbeat_timeout
+        with self._store.work() as work:
+            ends = read_due_ends(work)
+            silent = silent_workers(ends.silent, work.now, timeout, self._watching_since)
+            orphans = mark_lost(work, silent, timeout)
+            work.settle(lost_with_worker(orphans, timeout) + overdue(ends.overdue), REAPER)
+            due = read_due_runs(work)
+            work.apply(requeue_due(due.retries, work.now) + expire(due.expiring, work.now))
+            busy = more_waiting(ends, due)
+            upcoming = None if busy else next_due(work, timeout)
+            now = work.now
+        if busy:
+            return 0.0
+        if upcoming is None:
             return MAX_SLEEP_SECONDS
-        wait = (due - self._clock.now()).total_seconds()
+        wait = (upcoming - now).total_seconds()
         return min(MAX_SLEEP_SECONDS, max(MIN_SLEEP_SECONDS, wait))

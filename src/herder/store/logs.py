@@ -1,17 +1,67 @@
-"""Attempt output, read back by users in order (workers append it through reports)."""
+"""Attempt output: appended from workers' reports (bounded per attempt, a resent chunk
+stored once), read back by users in order."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import Connection, select, update
 
 from herder.clock import Clock
 from herder.domain.errors import NotFound
 from herder.domain.models import LogChunk
 from herder.domain.states import AttemptState
 from herder.store.database import Database
+from herder.store.dialect import insert_ignoring_duplicates
 from herder.store.schema import attempts, log_chunks, runs
+
+MAX_LOG_BYTES_PER_ATTEMPT = 8 * 1024 * 1024 + 64 * 1024  # the worker's 8 MiB and its marker
+
+
+@dataclass(frozen=True)
+class OutputChunk:
+    attempt_id: str
+    attempt: int
+    seq: int  # per attempt, from the worker: a resent chunk is stored once
+    stream: str
+    data: bytes
+
+
+def append_output(
+    database: Database,
+    connection: Connection,
+    attempt_id: str,
+    chunks: Sequence[OutputChunk],
+    now: datetime,
+    max_bytes: int,
+) -> None:
+    """Store what fits under the attempt's cap; the rest is dropped and the log marked
+    truncated. The caller has checked the attempt is the worker's current one."""
+    stored = connection.execute(
+        select(attempts.c.log_bytes).where(attempts.c.id == attempt_id)
+    ).scalar_one()
+    room = max_bytes - stored
+    kept = []
+    for chunk in chunks:
+        if len(chunk.data) > room:
+            break
+        room -= len(chunk.data)
+        kept.append(chunk)
+    if kept:
+        connection.execute(
+            insert_ignoring_duplicates(database, log_chunks),
+            [
+                {"attempt_id": attempt_id, "seq": chunk.seq, "stream": chunk.stream,
+                 "data": chunk.data, "at": now}
+                for chunk in kept
+            ],
+        )  # fmt: skip
+    values: dict[str, object] = {"log_bytes": max_bytes - room}
+    if len(kept) < len(chunks):
+        values["log_truncated"] = True
+    connection.execute(update(attempts).where(attempts.c.id == attempt_id).values(**values))
 
 
 @dataclass(frozen=True)

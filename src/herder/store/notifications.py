@@ -11,23 +11,36 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterable
 
 import psycopg
 from sqlalchemy import Connection
 from sqlalchemy.engine import make_url
 
+from herder.domain.lifecycle.changes import Notice, NoticeKind
 from herder.store.database import Database
 
 WORK_CHANNEL = "herder_work"
 WORKER_CHANNEL = "herder_worker"  # payload "<kind>:<worker id>", kinds below
 DUE_CHANNEL = "herder_due"  # something got a due time: the reaper should look again
 CHANNELS = (WORK_CHANNEL, WORKER_CHANNEL, DUE_CHANNEL)
-CANCEL = "cancel"  # the worker must stop something (cancel, preempt, a gang member)
-CAPACITY = "capacity"  # the worker freed capacity: the dispatcher may place more
-ASSIGNED = "assigned"  # the dispatcher placed attempts on the worker: its claim may answer
+CANCEL = str(NoticeKind.CANCEL)  # the worker must stop something (cancel, preempt, a member)
+CAPACITY = str(NoticeKind.CAPACITY)  # the worker freed capacity: the dispatcher may place more
+ASSIGNED = str(NoticeKind.ASSIGNED)  # attempts were placed on the worker: its claim may answer
 RECONNECT_SECONDS = 1.0
 
 log = logging.getLogger("herder.store")
+
+
+def send(database: Database, connection: Connection, notices: Iterable[Notice]) -> None:
+    """Leave each of a decision's notices, delivered when the transaction commits."""
+    for notice in sorted(notices, key=lambda item: (item.kind, item.worker_id)):
+        if notice.kind is NoticeKind.WORK:
+            notify_work(database, connection)
+        elif notice.kind is NoticeKind.DUE:
+            database.notify(connection, DUE_CHANNEL)
+        else:
+            database.notify(connection, WORKER_CHANNEL, f"{notice.kind}:{notice.worker_id}")
 
 
 def notify_work(database: Database, connection: Connection) -> None:

@@ -9,7 +9,7 @@ got there first — is skipped: a worker's free capacity never goes negative.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -18,6 +18,8 @@ from sqlalchemy import Connection, Select, bindparam, func, insert, select, upda
 
 from herder.clock import Clock, epoch_ms
 from herder.domain.ids import new_id
+from herder.domain.lifecycle.changes import Event, NoticeKind, notices
+from herder.domain.lifecycle.stops import can_be_victim
 from herder.domain.models import WorkerState
 from herder.domain.placement.policy import Placement, Plan, Preemption
 from herder.domain.placement.resources import Amount
@@ -31,9 +33,10 @@ from herder.domain.placement.snapshot import (
 from herder.domain.states import AttemptState, RunState, check_transition
 from herder.domain.tenants import TenantQuotas
 from herder.store.database import Database
-from herder.store.notifications import notify_assigned, notify_cancel
-from herder.store.schema import attempts, run_events, runs, tenants, workers
-from herder.store.transitions import record_event
+from herder.store.dialect import update_each
+from herder.store.notifications import send
+from herder.store.run_writes import record_events
+from herder.store.schema import attempts, runs, tenants, workers
 
 ATTEMPT_DEADLINE_MARGIN_SECONDS = 30  # past its timeout, the worker's own kill, and reporting
 QUEUE_WINDOW = 20_000  # queued runs one pass looks at, in priority-then-age order
@@ -104,8 +107,9 @@ class PlacementRepository:
             },
         )
 
-    def apply(self, plan: Plan) -> Applied:
-        """Place and preempt what still fits, in one transaction of a few statements."""
+    def apply(self, plan: Plan, reasons: Mapping[str, str] | None = None) -> Applied:
+        """Place and preempt what still fits, and store the waiting reasons that changed
+        (only for runs still queued), in one transaction of a few statements."""
         now = self._clock.now()
         touched = sorted(
             {member.worker_id for placement in plan.placements for member in placement.members}
@@ -123,29 +127,27 @@ class PlacementRepository:
             placed = [placement for placement in fitting if placement.run_id in numbers]
             _record_starts(connection, placed, numbers, now)
             _insert_attempts(connection, placed, queued, numbers, now)
-            preempted = [p for p in plan.preemptions if _request_preemption(connection, p, now)]
-            for worker_id in {p.worker_id for p in preempted}:
-                notify_cancel(self._db, connection, worker_id)
-            for worker_id in {m.worker_id for p in placed for m in p.members}:
-                notify_assigned(self._db, connection, worker_id)
+            preempted = _request_preemptions(connection, plan.preemptions, now)
+            _record_reasons(connection, reasons)
+            send(
+                self._db,
+                connection,
+                notices(NoticeKind.CANCEL, {p.worker_id for p in preempted})
+                | notices(NoticeKind.ASSIGNED, {m.worker_id for p in placed for m in p.members}),
+            )
         placed_ids = {placement.run_id for placement in placed}
         skipped = [p.run_id for p in plan.placements if p.run_id not in placed_ids]
         return Applied(placed, skipped, preempted)
 
-    def record_reasons(self, reasons: dict[str, str]) -> None:
-        """Store waiting reasons (only for runs still queued)."""
-        if not reasons:
-            return
-        statement = (
+
+def _record_reasons(connection: Connection, reasons: Mapping[str, str] | None) -> None:
+    if reasons:
+        connection.execute(
             update(runs)
             .where(runs.c.id == bindparam("run_id"), runs.c.state == RunState.QUEUED)
-            .values(waiting_reason=bindparam("new_reason"))
+            .values(waiting_reason=bindparam("new_reason")),
+            [{"run_id": run_id, "new_reason": reason} for run_id, reason in reasons.items()],
         )
-        with self._db.write() as connection:
-            connection.execute(
-                statement,
-                [{"run_id": run_id, "new_reason": reason} for run_id, reason in reasons.items()],
-            )
 
 
 @dataclass
@@ -224,19 +226,19 @@ def _record_starts(
 ) -> None:
     if not placed:
         return
-    connection.execute(
-        insert(run_events),
+    record_events(
+        connection,
+        now,
         [
-            {
-                "run_id": placement.run_id,
-                "at": now,
-                "from_state": RunState.QUEUED,
-                "to_state": RunState.RUNNING,
-                "attempt": numbers[placement.run_id],
-                "actor": "dispatcher",
-                "message": f"attempt {numbers[placement.run_id]} placed on "
+            Event(
+                placement.run_id,
+                f"attempt {numbers[placement.run_id]} placed on "
                 + ", ".join(sorted({member.worker_id for member in placement.members})),
-            }
+                "dispatcher",
+                attempt=numbers[placement.run_id],
+                source=RunState.QUEUED,
+                target=RunState.RUNNING,
+            )
             for placement in placed
         ],
     )
@@ -309,23 +311,40 @@ def _lock_and_measure(connection: Connection, worker_ids: list[str]) -> dict[str
     return room
 
 
-def _request_preemption(connection: Connection, preemption: Preemption, now: datetime) -> bool:
-    chosen = connection.execute(
-        update(attempts)
-        .where(
-            attempts.c.id == preemption.attempt_id,
-            attempts.c.state == AttemptState.RUNNING,
-            attempts.c.preempt_requested_at.is_(None),
-        )
-        .values(preempt_requested_at=now)
-    ).rowcount
-    if chosen:
-        record_event(
-            connection, preemption.run_id, now, actor="dispatcher",
-            message=f"preempted on {preemption.worker_id} to make room for the higher-priority "
-            f"run {preemption.for_run_id}; it will be queued again without using up a retry",
-        )  # fmt: skip
-    return bool(chosen)
+_PREEMPT = (
+    update(attempts)
+    .where(
+        attempts.c.id == bindparam("p_id"),
+        attempts.c.state == AttemptState.RUNNING,
+        attempts.c.preempt_requested_at.is_(None),
+    )
+    .values(preempt_requested_at=bindparam("p_now"))
+    .returning(attempts.c.id)
+)
+
+
+def _request_preemptions(
+    connection: Connection, preemptions: Sequence[Preemption], now: datetime
+) -> list[Preemption]:
+    """Mark each victim unless it is no longer running or already being preempted; the
+    preemptions that held, each recorded in its run's events."""
+    rows = [{"p_id": p.attempt_id, "p_now": now} for p in preemptions]
+    chosen = set(update_each(connection, _PREEMPT, rows))
+    held = [p for p in preemptions if p.attempt_id in chosen]
+    record_events(
+        connection,
+        now,
+        [
+            Event(
+                p.run_id,
+                f"preempted on {p.worker_id} to make room for the higher-priority run "
+                f"{p.for_run_id}; it will be queued again without using up a retry",
+                "dispatcher",
+            )
+            for p in held
+        ],
+    )
+    return held
 
 
 _QUEUED_COLUMNS = (
@@ -385,7 +404,7 @@ def _running(row: Any) -> RunningAttempt:
         need=Amount(row.cpu_milli, row.memory_mb, row.gpus, 1),
         started_at=row.started_at,
         gpu_indices=tuple(row.gpu_indices or ()),
-        preemptible=row.preemptible and not row.cancel_requested,  # stopping anyway
+        preemptible=can_be_victim(row.preemptible, row.cancel_requested),
         preempting=row.preempt_requested_at is not None,
         last_preempted_at=row.preempted_at,
     )

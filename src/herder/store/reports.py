@@ -1,8 +1,7 @@
 """What workers report about their attempts — output and how each ended — applied in one
-transaction per batch, each item fenced by its attempt number.
-
-A report from an attempt that is no longer current (a zombie) changes nothing; it is
-recorded in the run's events and answered 409.
+unit of work per batch: output first, then completions, so an attempt's last words land
+before it ends. Each item is fenced by its attempt number (``lifecycle.settle``): a report
+from an attempt that is no longer current (a zombie) changes nothing and is recorded.
 """
 
 from __future__ import annotations
@@ -10,20 +9,20 @@ from __future__ import annotations
 import random
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime
-
-from sqlalchemy import ColumnElement, Connection, select, update
 
 from herder.clock import Clock
+from herder.domain.lifecycle.changes import combine
+from herder.domain.lifecycle.facts import Ending
+from herder.domain.lifecycle.settle import Receipt, Settled, is_current, refusal, settle
 from herder.domain.states import AttemptState
 from herder.store.database import Database
-from herder.store.dialect import insert_ignoring_duplicates
-from herder.store.notifications import notify_capacity
-from herder.store.outcomes import RUN_FACTS, lock_runs_of, run_after_attempt
-from herder.store.schema import attempts, log_chunks, runs
-from herder.store.transitions import record_event
+from herder.store.logs import MAX_LOG_BYTES_PER_ATTEMPT, OutputChunk, append_output
+from herder.store.run_facts import facts_of_attempts
+from herder.store.work import unit_of_work
 
-MAX_LOG_BYTES_PER_ATTEMPT = 8 * 1024 * 1024 + 64 * 1024  # the worker's 8 MiB and its marker
+__all__ = ["Completion", "OutputChunk", "ReportRepository", "ReportResult", "Usage"]
+
+_STATUS = {Receipt.APPLIED: 200, Receipt.STALE: 409, Receipt.NOT_YOURS: 404}
 
 
 @dataclass(frozen=True)
@@ -42,14 +41,13 @@ class Completion:
     reason: str
     usage: Usage | None
 
-
-@dataclass(frozen=True)
-class OutputChunk:
-    attempt_id: str
-    attempt: int
-    seq: int  # per attempt, from the worker: a resent chunk is stored once
-    stream: str
-    data: bytes
+    def ending(self, worker_id: str) -> Ending:
+        usage = self.usage
+        return Ending(
+            self.attempt_id, self.attempt, self.outcome, self.reason, self.exit_code, worker_id,
+            usage.cpu_user_seconds if usage else None,
+            usage.cpu_system_seconds if usage else None, usage.max_rss_kb if usage else None,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -59,14 +57,8 @@ class ReportResult:
     detail: str
 
 
-def _current_attempt(worker_id: str, attempt_id: str, attempt: int) -> list[ColumnElement[bool]]:
-    """The fence: this attempt, at this number, on this worker, still running."""
-    return [
-        attempts.c.id == attempt_id,
-        attempts.c.number == attempt,
-        attempts.c.worker_id == worker_id,
-        attempts.c.state == AttemptState.RUNNING,
-    ]
+def _result(settled: Settled) -> ReportResult:
+    return ReportResult(settled.attempt_id, _STATUS[settled.receipt], settled.detail)
 
 
 class ReportRepository:
@@ -86,137 +78,27 @@ class ReportRepository:
     def apply(
         self, worker_id: str, output: list[OutputChunk], completions: list[Completion]
     ) -> list[ReportResult]:
-        """Output first, then completions, so an attempt's last words land before it ends.
-        Returns a result per completion and per refused attempt's output."""
-        now = self._clock.now()
+        """A result per completion and per refused attempt's output."""
         by_attempt: dict[tuple[str, int], list[OutputChunk]] = defaultdict(list)
         for chunk in output:
             by_attempt[chunk.attempt_id, chunk.attempt].append(chunk)
-        results = []
-        with self._db.write() as connection:
-            if completions:
-                ending = {completion.attempt_id for completion in completions}
-                lock_runs_of(connection, ending | {attempt_id for attempt_id, _ in by_attempt})
-            for (attempt_id, attempt), chunks in by_attempt.items():
-                if not self._append(connection, worker_id, attempt_id, attempt, chunks, now):
-                    results.append(
-                        self._refuse(connection, worker_id, attempt_id, attempt, "output", now)
+        named = {c.attempt_id for c in completions} | {key[0] for key in by_attempt}
+        with unit_of_work(self._db, self._clock, self._rng) as work:
+            runs, attempts = facts_of_attempts(work.connection, named, lock=bool(completions))
+            refused = []
+            for (attempt_id, number), chunks in by_attempt.items():
+                if is_current(attempts.get(attempt_id), worker_id, number):
+                    append_output(
+                        self._db, work.connection, attempt_id, chunks, work.now,
+                        self.max_log_bytes,
+                    )  # fmt: skip
+                else:
+                    refused.append(
+                        refusal(attempts.get(attempt_id), worker_id, attempt_id, number, "output")
                     )
-            for completion in completions:
-                results.append(self._complete(connection, worker_id, completion, now))
-            if completions:  # capacity freed: the dispatcher may place more
-                notify_capacity(self._db, connection, worker_id)
-        return results
-
-    def _append(
-        self,
-        connection: Connection,
-        worker_id: str,
-        attempt_id: str,
-        attempt: int,
-        chunks: list[OutputChunk],
-        now: datetime,
-    ) -> bool:
-        stored = connection.execute(
-            select(attempts.c.log_bytes).where(*_current_attempt(worker_id, attempt_id, attempt))
-        ).scalar()
-        if stored is None:
-            return False
-        room = self.max_log_bytes - stored
-        kept = []
-        for chunk in chunks:
-            if len(chunk.data) > room:
-                break
-            room -= len(chunk.data)
-            kept.append(chunk)
-        if kept:
-            connection.execute(
-                insert_ignoring_duplicates(self._db, log_chunks),
-                [
-                    {"attempt_id": attempt_id, "seq": chunk.seq, "stream": chunk.stream,
-                     "data": chunk.data, "at": now}
-                    for chunk in kept
-                ],
+            changes, settled = settle(
+                runs, attempts, [completion.ending(worker_id) for completion in completions],
+                actor=f"worker:{worker_id}", now=work.now, rng=self._rng,
             )  # fmt: skip
-        values: dict[str, object] = {"log_bytes": self.max_log_bytes - room}
-        if len(kept) < len(chunks):
-            values["log_truncated"] = True
-        connection.execute(update(attempts).where(attempts.c.id == attempt_id).values(**values))
-        return True
-
-    def _complete(
-        self, connection: Connection, worker_id: str, completion: Completion, now: datetime
-    ) -> ReportResult:
-        usage = completion.usage
-        fence = _current_attempt(worker_id, completion.attempt_id, completion.attempt)
-        # the run is locked before its attempt is touched (see outcomes.lock_run)
-        locked = connection.execute(
-            select(attempts.c.preempt_requested_at, *RUN_FACTS)
-            .join(runs, runs.c.id == attempts.c.run_id)
-            .where(*fence)
-            .with_for_update(of=runs, key_share=True)
-        ).first()
-        outcome = completion.outcome
-        preempted = locked and locked.preempt_requested_at and not locked.cancel_requested
-        if preempted and outcome != AttemptState.SUCCEEDED:
-            outcome = AttemptState.PREEMPTED  # however the worker saw the stop
-        run_id = connection.execute(
-            update(attempts)
-            .where(*fence)
-            .values(
-                state=outcome,
-                exit_code=completion.exit_code,
-                reason=completion.reason,
-                finished_at=now,
-                cpu_user_seconds=usage.cpu_user_seconds if usage else None,
-                cpu_system_seconds=usage.cpu_system_seconds if usage else None,
-                max_rss_kb=usage.max_rss_kb if usage else None,
-            )
-            .returning(attempts.c.run_id)
-        ).scalar()
-        if run_id is None:
-            what = f"{completion.outcome} report"
-            return self._refuse(
-                connection, worker_id, completion.attempt_id, completion.attempt, what, now
-            )
-        target = run_after_attempt(
-            self._db,
-            connection,
-            run_id,
-            completion.attempt,
-            outcome,
-            completion.reason,
-            exit_code=completion.exit_code,
-            actor=f"worker:{worker_id}",
-            now=now,
-            rng=self._rng,
-            locked=locked,
-        )
-        return ReportResult(completion.attempt_id, 200, f"run is {target}")
-
-    @staticmethod
-    def _refuse(
-        connection: Connection,
-        worker_id: str,
-        attempt_id: str,
-        attempt: int,
-        what: str,
-        now: datetime,
-    ) -> ReportResult:
-        row = connection.execute(
-            select(attempts.c.run_id, attempts.c.number, attempts.c.state).where(
-                attempts.c.id == attempt_id, attempts.c.worker_id == worker_id
-            )
-        ).first()
-        if row is None:
-            return ReportResult(attempt_id, 404, f"attempt {attempt_id} is not this worker's")
-        if row.number != attempt:
-            why = f"attempt {attempt_id} is number {row.number}, not {attempt}"
-        else:
-            why = f"attempt {attempt} is already {row.state}"
-        message = f"refused a late {what} from worker {worker_id}: {why}"
-        record_event(
-            connection, row.run_id, now, actor=f"worker:{worker_id}", attempt=attempt,
-            message=message,
-        )  # fmt: skip
-        return ReportResult(attempt_id, 409, message)
+            work.apply(combine([changes, *(part for part, _ in refused)]))
+        return [_result(item) for _, item in refused] + [_result(item) for item in settled]

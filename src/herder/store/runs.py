@@ -1,27 +1,32 @@
-"""Runs as users see them: submit, read, list, cancel."""
+"""Runs as users see them: submit, read, list, cancel, re-run."""
 
 from __future__ import annotations
 
+import random
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, select
 
 from herder.clock import Clock, epoch_ms
 from herder.domain.errors import Conflict, Invalid, NotFound
 from herder.domain.ids import new_id
-from herder.domain.jobs import JobSpec, RunOverrides, apply_overrides
+from herder.domain.jobs import RunOverrides, apply_overrides
+from herder.domain.lifecycle.cancel import Cause, cancel, rerun
+from herder.domain.lifecycle.changes import DUE, WORK, Changes, Event, NewRun
+from herder.domain.lifecycle.concurrency import admit
 from herder.domain.models import Attempt, Page, Run, RunDetail, RunEvent
 from herder.domain.schedules import ConcurrencyPolicy
-from herder.domain.states import AttemptState, RunState
-from herder.store.concurrency import active_runs, cancel_for_replacement
+from herder.domain.states import RunState
 from herder.store.database import Database
-from herder.store.dialect import insert_ignoring_duplicates
 from herder.store.jobs import JobRepository
-from herder.store.notifications import DUE_CHANNEL, notify_cancel, notify_work
 from herder.store.pagination import next_cursor, page_query, page_records
+from herder.store.run_facts import active_of_schedule, active_runs
+from herder.store.run_writes import new_run_row
+from herder.store.schedule_events import record_replaced
 from herder.store.schema import attempts, run_events, runs, schedules
-from herder.store.transitions import move_run, record_event
+from herder.store.work import Work, unit_of_work
 
 _RUN_COLUMNS = [
     runs.c.id,
@@ -50,53 +55,13 @@ def _run(row: Any) -> Run:
     return Run.model_validate(dict(row._mapping))
 
 
-def new_run_values(
-    run_id: str,
-    tenant_id: str,
-    job_id: str,
-    job_name: str,
-    spec: JobSpec,
-    now: datetime,
-    idempotency_key: str | None,
-) -> dict[str, Any]:
-    """The row of a new queued run."""
-    return {
-        "id": run_id,
-        "tenant_id": tenant_id,
-        "job_id": job_id,
-        "job_name": job_name,
-        "state": RunState.QUEUED,
-        "priority": spec.priority.rank,
-        "spec": spec.model_dump(mode="json"),
-        "cpu_milli": spec.resources.cpu_milli,
-        "memory_mb": spec.resources.memory_mb,
-        "gpus": spec.resources.gpus,
-        "artifact": spec.artifact,
-        "idempotency_key": idempotency_key,
-        "attempt_count": 0,
-        "cancel_requested": False,
-        "created_at": now,
-        "queued_at": now,
-        "started_at": None,
-        "finished_at": None,
-        "exit_code": None,
-        "reason": None,
-        "retry_at": None,
-        "start_deadline": None,
-        "rerun_of": None,
-        "replicas": spec.replicas,
-        "requires": spec.requires or None,
-        "preemptible": spec.preemptible,
-        "preemptions": 0,
-        "preempted_at": None,
-        "waiting_reason": "not looked at by the dispatcher yet",
-    }
-
-
 class RunRepository:
-    def __init__(self, database: Database, clock: Clock, jobs: JobRepository) -> None:
+    def __init__(
+        self, database: Database, clock: Clock, rng: random.Random, jobs: JobRepository
+    ) -> None:
         self._db = database
         self._clock = clock
+        self._rng = rng
         self._jobs = jobs
 
     def submit(
@@ -116,36 +81,27 @@ class RunRepository:
         schedule's concurrency policy: refused (409) under ``forbid`` while one of its runs
         is active, replacing the active one under ``replace``.
         """
-        now = self._clock.now()
-        run_id = new_id("run", epoch_ms(now))
-        with self._db.write() as connection:
-            job = self._jobs._get(connection, tenant_id, job_id)
+        with unit_of_work(self._db, self._clock, self._rng) as work:
+            now = work.now
+            job = self._jobs._get(work.connection, tenant_id, job_id)
             spec = apply_overrides(job.spec, overrides)
-            values = new_run_values(run_id, tenant_id, job.id, job.name, spec, now, idempotency_key)
+            deadline = overrides.start_deadline_seconds
+            new = NewRun(
+                id=new_id("run", epoch_ms(now)), tenant_id=tenant_id, job_id=job.id,
+                job_name=job.name, spec=spec, idempotency_key=idempotency_key,
+                schedule_id=as_schedule,
+                start_deadline=None if deadline is None else now + timedelta(seconds=deadline),
+                event=Event("", "submitted", actor, target=RunState.QUEUED),
+            )  # fmt: skip
+            new = replace(new, event=replace(new.event, run_id=new.id))
+            changes = Changes(new_runs=(new,), notices=frozenset({WORK}))
+            if deadline is not None:
+                changes += Changes(notices=frozenset({DUE}))
             if as_schedule is not None:
-                self._apply_concurrency(connection, tenant_id, job.id, as_schedule, now)
-                values["schedule_id"] = as_schedule
-            if overrides.start_deadline_seconds is not None:
-                values["start_deadline"] = now + timedelta(seconds=overrides.start_deadline_seconds)
-                self._db.notify(connection, DUE_CHANNEL)
-            inserted = (
-                connection.execute(
-                    insert_ignoring_duplicates(self._db, runs, **values).returning(runs.c.id)
-                ).scalar()
-                is not None
-            )
-            if inserted:
-                record_event(
-                    connection,
-                    run_id,
-                    now,
-                    actor=actor,
-                    message="submitted",
-                    to_state=RunState.QUEUED,
-                )
-                notify_work(self._db, connection)
+                changes += self._admit(work, tenant_id, job.id, as_schedule)
+            inserted = new.id in work.apply(changes).inserted
         if inserted:
-            return Run.model_validate(values | {"spec": spec}), True
+            return Run.model_validate(new_run_row(new, now) | {"spec": spec}), True
         existing = self._by_idempotency_key(tenant_id, idempotency_key)
         if existing.job_id != job_id:
             raise Conflict(
@@ -155,10 +111,10 @@ class RunRepository:
             )
         return existing, False
 
-    def _apply_concurrency(
-        self, connection: Connection, tenant_id: str, job_id: str, schedule_id: str, now: datetime
-    ) -> None:
-        schedule = connection.execute(
+    @staticmethod
+    def _admit(work: Work, tenant_id: str, job_id: str, schedule_id: str) -> Changes:
+        """The schedule's concurrency policy, for a manual run that counts as its own."""
+        schedule = work.connection.execute(
             select(schedules.c.job_id, schedules.c.spec).where(
                 schedules.c.tenant_id == tenant_id, schedules.c.id == schedule_id
             )
@@ -171,39 +127,26 @@ class RunRepository:
                 field="schedule_id",
             )
         policy = ConcurrencyPolicy(schedule.spec.get("concurrency_policy", "allow"))
-        active = active_runs(connection, schedule_id)
-        if active and policy is ConcurrencyPolicy.FORBID:
+        active = active_of_schedule(work.connection, schedule_id)
+        admission = admit(schedule_id, policy, active, work.now)
+        if admission.blocking is not None:
+            blocking = admission.blocking.run
             raise Conflict(
-                f"schedule {schedule_id} forbids concurrent runs and its run {active[0].id} "
-                f"is still {active[0].state}"
+                f"schedule {schedule_id} forbids concurrent runs and its run {blocking.id} "
+                f"is still {blocking.state}"
             )
-        if policy is ConcurrencyPolicy.REPLACE:
-            for run_id, state in active:
-                cancel_for_replacement(
-                    self._db, connection, schedule_id, run_id, RunState(state), now
-                )
+        record_replaced(work, schedule_id, admission.replaced)
+        return admission.changes
 
     def rerun(self, tenant_id: str, run_id: str, *, actor: str = "user") -> Run:
         """A new run of what an ended run ran (its spec as submitted), linked to it — how a
         dead run leaves the dead-letter set."""
-        now = self._clock.now()
-        rerun_id = new_id("run", epoch_ms(now))
-        with self._db.write() as connection:
-            old = self._get(connection, tenant_id, run_id)
-            if old.state.is_active:
-                raise Conflict(f"run {run_id} is still {old.state}; only ended runs can be re-run")
-            values = new_run_values(
-                rerun_id, tenant_id, old.job_id, old.job_name, old.spec, now, None
-            )
-            values["rerun_of"] = old.id
-            connection.execute(insert(runs).values(**values))
-            record_event(
-                connection, rerun_id, now, actor=actor, to_state=RunState.QUEUED,
-                message=f"submitted as a re-run of {old.id}",
-            )  # fmt: skip
-            record_event(connection, old.id, now, actor=actor, message=f"re-run as {rerun_id}")
-            notify_work(self._db, connection)
-        return Run.model_validate(values | {"spec": old.spec})
+        with unit_of_work(self._db, self._clock, self._rng) as work:
+            old = self._get(work.connection, tenant_id, run_id)
+            changes = rerun(old, tenant_id, new_id("run", epoch_ms(work.now)), actor)
+            work.apply(changes)
+            (new,) = changes.new_runs
+            return Run.model_validate(new_run_row(new, work.now) | {"spec": old.spec})
 
     def _by_idempotency_key(self, tenant_id: str, key: str | None) -> Run:
         with self._db.read() as connection:
@@ -288,50 +231,9 @@ class RunRepository:
 
     def cancel(self, tenant_id: str, run_id: str, *, actor: str = "user") -> Run:
         """Cancel a run. A run that is not running yet ends at once; a running one is marked
-        and its worker, told through a notice, kills it."""
-        now = self._clock.now()
-        with self._db.write() as connection:
-            run = self._get(connection, tenant_id, run_id)
-            if run.state is RunState.RUNNING:
-                for worker_id in self._request_cancel(connection, run, now, actor):
-                    notify_cancel(self._db, connection, worker_id)
-                return self._get(connection, tenant_id, run_id)
-            if not run.state.is_terminal and move_run(
-                connection,
-                run_id,
-                run.state,
-                RunState.CANCELLED,
-                now,
-                actor=actor,
-                message=f"cancelled while {run.state}",
-                reason="cancelled",
-            ):
-                return self._get(connection, tenant_id, run_id)
-        raise Conflict(f"run {run_id} is already {run.state}; only active runs can be cancelled")
-
-    @staticmethod
-    def _request_cancel(connection: Connection, run: Run, now: datetime, actor: str) -> set[str]:
-        """Mark the run; returns the workers of its current attempt (each gang member's)."""
-        if not run.cancel_requested:
-            connection.execute(
-                update(runs)
-                .where(runs.c.id == run.id, runs.c.state == RunState.RUNNING)
-                .values(cancel_requested=True)
-            )
-            record_event(
-                connection,
-                run.id,
-                now,
-                actor=actor,
-                attempt=run.attempt_count,
-                message="cancel requested; the worker is stopping the attempt",
-            )
-        return set(
-            connection.execute(
-                select(attempts.c.worker_id).where(
-                    attempts.c.run_id == run.id,
-                    attempts.c.number == run.attempt_count,
-                    attempts.c.state == AttemptState.RUNNING,
-                )
-            ).scalars()
-        )
+        and its workers, told through a notice, kill it."""
+        with unit_of_work(self._db, self._clock, self._rng) as work:
+            self._get(work.connection, tenant_id, run_id)
+            (active,) = active_runs(work.connection, [run_id])
+            work.apply(cancel(active, Cause(actor), work.now))
+            return self._get(work.connection, tenant_id, run_id)

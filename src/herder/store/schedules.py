@@ -8,7 +8,9 @@ it, and however often they try, a nominal time becomes one run.
 from __future__ import annotations
 
 import builtins
+import random
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -19,7 +21,9 @@ from herder.clock import Clock, epoch_ms
 from herder.domain.errors import NotFound
 from herder.domain.ids import new_id
 from herder.domain.jobs import apply_overrides
-from herder.domain.models import Job, Page, Schedule, ScheduleEvent
+from herder.domain.lifecycle.changes import Changes, Event, NewRun, combine
+from herder.domain.lifecycle.concurrency import Fires, fire
+from herder.domain.models import Page, Schedule, ScheduleEvent
 from herder.domain.schedules import (
     ConcurrencyPolicy,
     FirePlan,
@@ -27,15 +31,14 @@ from herder.domain.schedules import (
     jitter_offset,
 )
 from herder.domain.states import RunState
-from herder.store.concurrency import active_runs, cancel_for_replacement, schedule_event
 from herder.store.database import Database
-from herder.store.dialect import insert_ignoring_duplicates
 from herder.store.jobs import JobRepository
-from herder.store.notifications import DUE_CHANNEL, notify_work
+from herder.store.notifications import DUE_CHANNEL
 from herder.store.pagination import next_cursor, page_query, page_records
-from herder.store.runs import new_run_values
-from herder.store.schema import runs, schedule_events, schedules
-from herder.store.transitions import record_event
+from herder.store.run_facts import active_of_schedule
+from herder.store.schedule_events import record_replaced, schedule_event
+from herder.store.schema import schedule_events, schedules
+from herder.store.work import Work, unit_of_work
 
 PARTITIONS = 8  # fixed: a schedule's partition is stored when it is created
 
@@ -225,29 +228,34 @@ class ScheduleRepository:
             ).scalar()
         return moment
 
-    def fire(self, batch: builtins.list[tuple[DueSchedule, FirePlan]], *, actor: str) -> int:
-        """Apply each plan once, in one transaction: advance the schedule (only from the
-        nominal time it was read at), record misses, insert the runs. Returns the runs made."""
-        now = self._clock.now()
-        jobs: dict[str, Job] = {}
-        with self._db.write() as connection:
-            created = sum(
-                self._fire(connection, due, plan, now, actor, jobs) for due, plan in batch
-            )
-            if created:
-                notify_work(self._db, connection)
-        return created
-
-    def _fire(
+    def fire(
         self,
-        connection: Connection,
-        due: DueSchedule,
-        plan: FirePlan,
-        now: datetime,
+        batch: builtins.list[tuple[DueSchedule, FirePlan]],
+        *,
         actor: str,
-        jobs: dict[str, Job],
+        unfireable: Sequence[tuple[DueSchedule, str]] = (),
     ) -> int:
-        advanced = connection.execute(
+        """Apply each plan once, in one unit of work: advance the schedule (only from the
+        nominal time it was read at), record misses, decide its fires under its concurrency
+        policy, insert the runs. A schedule that cannot be evaluated stops firing, with an
+        error event saying why. Returns the runs made."""
+        with unit_of_work(self._db, self._clock, random.Random()) as work:
+            for due, error in unfireable:
+                self._stop(work, due, error)
+            decided = [
+                (due, self._decide(work, due, plan, actor))
+                for due, plan in batch
+                if self._advance(work, due, plan)
+            ]
+            applied = work.apply(combine(fires.changes for _, fires in decided))
+            for due, fires in decided:
+                self._record(work, due, fires, applied.inserted)
+        return len(applied.inserted)
+
+    def _advance(self, work: Work, due: DueSchedule, plan: FirePlan) -> bool:
+        """Move the schedule to its next fire; ``False`` if someone fired (or changed) it
+        meanwhile."""
+        advanced = work.connection.execute(
             update(schedules)
             .where(
                 schedules.c.id == due.id,
@@ -257,81 +265,76 @@ class ScheduleRepository:
             .values(
                 **_next(due.id, due.spec, plan.next_nominal),
                 missed_count=schedules.c.missed_count + plan.missed,
-                updated_at=now,
+                updated_at=work.now,
             )
         ).rowcount
-        if not advanced:
-            return 0  # fired (or changed) by someone else meanwhile
-        if plan.missed:
+        if advanced and plan.missed:
             schedule_event(
-                connection, due.id, now, "missed",
+                work.connection, due.id, work.now, "missed",
                 f"{plan.missed} fire(s) missed while no scheduler ran (the last for "
                 f"{plan.last_missed:%Y-%m-%d %H:%M:%S} UTC); misfire policy "
                 f"{due.spec.misfire_policy}",
                 scheduled_for=plan.last_missed,
             )  # fmt: skip
-        if due.job_id not in jobs:
-            jobs[due.job_id] = self._jobs._get(connection, due.tenant_id, due.job_id)
-        created = [
-            nominal
-            for nominal in plan.fire
-            if self._fire_once(connection, due, jobs[due.job_id], nominal, now, actor)
-        ]
-        if created:
-            connection.execute(
-                update(schedules)
-                .where(schedules.c.id == due.id)
-                .values(
-                    fired_count=schedules.c.fired_count + len(created),
-                    last_fired_for=max(created),
-                )
-            )
-        return len(created)
+        return bool(advanced)
 
-    def _fire_once(
-        self,
-        connection: Connection,
-        due: DueSchedule,
-        job: Job,
-        nominal: datetime,
-        now: datetime,
-        actor: str,
-    ) -> bool:
-        """One run for one nominal time, under the concurrency policy; the run's own events
-        record the fire (the schedule's events keep what is unusual)."""
+    def _decide(self, work: Work, due: DueSchedule, plan: FirePlan, actor: str) -> Fires:
+        if not plan.fire:
+            return Fires(Changes())
+        job = self._jobs._get(work.connection, due.tenant_id, due.job_id)
+        spec = apply_overrides(job.spec, due.spec.overrides)
+        new_runs = []
+        for nominal in plan.fire:
+            run_id = new_id("run", epoch_ms(work.now))
+            message = f"fired by schedule {due.id} for {nominal:%Y-%m-%d %H:%M:%S} UTC"
+            event = Event(run_id, message, actor, target=RunState.QUEUED)
+            new_runs.append(
+                NewRun(run_id, due.tenant_id, job.id, job.name, spec, event,
+                       schedule_id=due.id, scheduled_for=nominal)
+            )  # fmt: skip
         policy = due.spec.concurrency_policy
-        if policy is not ConcurrencyPolicy.ALLOW:
-            active = active_runs(connection, due.id)
-            if active and policy is ConcurrencyPolicy.FORBID:
-                connection.execute(
-                    update(schedules)
-                    .where(schedules.c.id == due.id)
-                    .values(skipped_count=schedules.c.skipped_count + 1)
-                )
-                schedule_event(
-                    connection, due.id, now, "skipped",
-                    f"not fired: run {active[0].id} of this schedule is still {active[0].state} "
-                    "(concurrency policy forbid)", scheduled_for=nominal,
-                )  # fmt: skip
-                return False
-            for run_id, state in active:
-                cancel_for_replacement(self._db, connection, due.id, run_id, RunState(state), now)
-        run_id = new_id("run", epoch_ms(now))
-        values = new_run_values(
-            run_id, due.tenant_id, job.id, job.name,
-            apply_overrides(job.spec, due.spec.overrides), now, None,
-        )  # fmt: skip
-        values.update(schedule_id=due.id, scheduled_for=nominal)
-        inserted = connection.execute(
-            insert_ignoring_duplicates(self._db, runs, **values).returning(runs.c.id)
-        ).scalar()
-        if inserted is None:
-            return False  # this nominal time already has its run
-        record_event(
-            connection, run_id, now, actor=actor, to_state=RunState.QUEUED,
-            message=f"fired by schedule {due.id} for {nominal:%Y-%m-%d %H:%M:%S} UTC",
-        )  # fmt: skip
-        return True
+        active = (
+            [] if policy is ConcurrencyPolicy.ALLOW else active_of_schedule(work.connection, due.id)
+        )
+        return fire(due.id, policy, active, new_runs, work.now)
+
+    @staticmethod
+    def _record(work: Work, due: DueSchedule, fires: Fires, inserted: frozenset[str]) -> None:
+        """The schedule's counters and its unusual events (its runs' events record fires)."""
+        for nominal, blocking in fires.skipped:
+            schedule_event(
+                work.connection, due.id, work.now, "skipped",
+                f"not fired: run {blocking.id} of this schedule is still {blocking.state} "
+                "(concurrency policy forbid)", scheduled_for=nominal,
+            )  # fmt: skip
+        record_replaced(work, due.id, fires.replaced)
+        fired = [new.scheduled_for for new in fires.changes.new_runs if new.id in inserted]
+        if fired or fires.skipped:
+            counts: dict[str, object] = {
+                "fired_count": schedules.c.fired_count + len(fired),
+                "skipped_count": schedules.c.skipped_count + len(fires.skipped),
+            }
+            if fired:
+                counts["last_fired_for"] = max(moment for moment in fired if moment)
+            work.connection.execute(
+                update(schedules).where(schedules.c.id == due.id).values(**counts)
+            )
+
+    @staticmethod
+    def _stop(work: Work, due: DueSchedule, error: str) -> None:
+        """Like Kubernetes' UnparseableSchedule: say why on the schedule, fire no more until
+        it is changed (never spin on it)."""
+        stopped = work.connection.execute(
+            update(schedules)
+            .where(schedules.c.id == due.id, schedules.c.next_fire_at == due.next_fire_at)
+            .values(next_fire_at=None, next_due_at=None, updated_at=work.now)
+        ).rowcount
+        if stopped:
+            schedule_event(
+                work.connection, due.id, work.now, "error",
+                f"cannot be evaluated, so it stopped firing: {error}; change the schedule "
+                "(PATCH) to fix it", scheduled_for=due.next_fire_at,
+            )  # fmt: skip
 
 
 def _next(schedule_id: str, spec: ScheduleSpec, nominal: datetime | None) -> dict[str, object]:

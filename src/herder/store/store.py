@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from contextlib import AbstractContextManager
 
 from herder.clock import Clock, SystemClock
 from herder.store.access import AccessRepository
@@ -14,10 +15,10 @@ from herder.store.leases import LeaseRepository
 from herder.store.logs import LogRepository
 from herder.store.placement import PlacementRepository
 from herder.store.queue import QueueRepository
-from herder.store.reaper import ReaperRepository
 from herder.store.reports import ReportRepository
 from herder.store.runs import RunRepository
 from herder.store.schedules import ScheduleRepository
+from herder.store.work import Work, unit_of_work
 from herder.store.workers import WorkerRepository
 
 
@@ -36,16 +37,19 @@ class Store:
         self.access = AccessRepository(self.database, self.clock)
         self.artifacts = ArtifactRepository(self.database, self.clock)
         self.jobs = JobRepository(self.database, self.clock)
-        self.runs = RunRepository(self.database, self.clock, self.jobs)
+        self.runs = RunRepository(self.database, self.clock, self.rng, self.jobs)
         self.workers = WorkerRepository(self.database, self.clock, self.rng)
         self.logs = LogRepository(self.database, self.clock)
         self.reports = ReportRepository(self.database, self.clock, self.rng)
-        self.reaper = ReaperRepository(self.database, self.clock, self.rng)
         self.leases = LeaseRepository(self.database, self.clock)
         self.schedules = ScheduleRepository(self.database, self.clock, self.jobs)
         self.fleet = FleetRepository(self.database)
         self.queue = QueueRepository(self.database, self.clock)
         self.placement = PlacementRepository(self.database, self.clock)
+
+    def work(self) -> AbstractContextManager[Work]:
+        """A unit of work: one transaction, one ``now``, notices sent after commit."""
+        return unit_of_work(self.database, self.clock, self.rng)
 
     def migrate(self) -> None:
         self.database.migrate()

@@ -11,7 +11,7 @@ import random
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from pydantic import ValidationError
@@ -21,15 +21,21 @@ from herder.clock import Clock, epoch_ms
 from herder.domain.errors import Gone, NotFound
 from herder.domain.ids import new_id
 from herder.domain.jobs import Capacity, JobSpec
+from herder.domain.lifecycle.changes import Event
+from herder.domain.lifecycle.facts import AttemptFacts, Ending
+from herder.domain.lifecycle.reap import never_delivered
+from herder.domain.lifecycle.settle import fail_unreadable
+from herder.domain.lifecycle.stops import HeldAttempt, before_delivery, pending_stop, stop_orders
 from herder.domain.models import Assignment, Worker, WorkerState
-from herder.domain.states import AttemptState, RunState
+from herder.domain.states import AttemptState
 from herder.store.access import hash_secret
 from herder.store.database import Database
 from herder.store.fleet import worker_record
-from herder.store.notifications import notify_cancel, notify_capacity
-from herder.store.outcomes import end_attempt, lock_run
+from herder.store.notifications import notify_capacity
+from herder.store.run_facts import active_runs
+from herder.store.run_writes import record_events
 from herder.store.schema import attempts, runs, workers
-from herder.store.transitions import move_run, record_event
+from herder.store.work import Work, unit_of_work
 
 log = logging.getLogger("herder.store")
 SECRET_PREFIX = "wks_"  # a registered worker's secret; 32 random bytes follow
@@ -132,30 +138,29 @@ class WorkerRepository:
         over more than ``unreported_grace_seconds`` ago never reached it (the claim's answer
         was lost, say when the server died mid-claim): it ends ``lost`` and its run retries.
         """
-        now = self._clock.now()
         reported = {item.key for item in [*running, *finished]}
-        with self._db.write() as connection:
-            alive = connection.execute(
+        with unit_of_work(self._db, self._clock, self._rng) as work:
+            alive = work.connection.execute(
                 update(workers)
                 .where(workers.c.id == worker_id, workers.c.state != WorkerState.LOST)
-                .values(last_heartbeat_at=now)
+                .values(last_heartbeat_at=work.now)
             ).rowcount
             if not alive:
                 raise _gone(worker_id)
-            given = connection.execute(
-                select(attempts.c.id, attempts.c.number).where(
+            handed_over_before = work.now - timedelta(seconds=unreported_grace_seconds)
+            given = work.connection.execute(
+                select(attempts.c.id, attempts.c.number, attempts.c.worker_id).where(
                     attempts.c.worker_id == worker_id,
                     attempts.c.state == AttemptState.RUNNING,
-                    attempts.c.delivered_at < now - timedelta(seconds=unreported_grace_seconds),
+                    attempts.c.delivered_at < handed_over_before,
                 )
             ).all()
-            for attempt_id, number in given:
-                if (attempt_id, number) not in reported:
-                    end_attempt(
-                        self._db, connection, self._rng, f"worker:{worker_id}", attempt_id,
-                        AttemptState.LOST, "never reached its worker (the claim's answer was "
-                        "lost)", now,
-                    )  # fmt: skip
+            unheard = [
+                AttemptFacts(row.id, "", row.number, row.worker_id)
+                for row in given
+                if (row.id, row.number) not in reported
+            ]
+            work.settle(never_delivered(unheard), f"worker:{worker_id}")
         directives = self.directives(worker_id, running)
         if directives.drop:
             self._record_stale(
@@ -165,24 +170,27 @@ class WorkerRepository:
 
     def _record_stale(self, worker_id: str, stale: list[RunningAttempt]) -> None:
         """A heartbeat naming attempts that are no longer current: say so in their runs."""
-        now = self._clock.now()
+        numbers = {item.attempt_id: item.attempt for item in stale}
         with self._db.write() as connection:
-            for item in stale:
-                row = connection.execute(
-                    select(attempts.c.run_id, attempts.c.state).where(
-                        attempts.c.id == item.attempt_id, attempts.c.worker_id == worker_id
-                    )
-                ).first()
-                if row is not None:
-                    record_event(
-                        connection,
+            rows = connection.execute(
+                select(attempts.c.id, attempts.c.run_id, attempts.c.state).where(
+                    attempts.c.id.in_(list(numbers)), attempts.c.worker_id == worker_id
+                )
+            ).all()
+            record_events(
+                connection,
+                self._clock.now(),
+                [
+                    Event(
                         row.run_id,
-                        now,
-                        actor=f"worker:{worker_id}",
-                        attempt=item.attempt,
-                        message=f"refused a heartbeat for attempt {item.attempt}, which is "
+                        f"refused a heartbeat for attempt {numbers[row.id]}, which is "
                         f"{row.state}: the worker was told to kill it",
+                        f"worker:{worker_id}",
+                        attempt=numbers[row.id],
                     )
+                    for row in rows
+                ],
+            )
 
     def directives(self, worker_id: str, running: list[RunningAttempt]) -> Directives:
         """Which of its attempts the worker must stop: cancelled ones (report them), and ones
@@ -201,16 +209,15 @@ class WorkerRepository:
                     attempts.c.state == AttemptState.RUNNING,
                 )
             ).all()
-        mine = {(row.id, row.number) for row in current}
-        return Directives(
-            cancel=[row.id for row in current if row.cancel_requested],
-            drop=[item.attempt_id for item in running if item.key not in mine],
-            preempt=[
-                row.id
+        orders = stop_orders(
+            [
+                HeldAttempt(row.id, row.number, row.cancel_requested,
+                            row.preempt_requested_at is not None)
                 for row in current
-                if row.preempt_requested_at is not None and not row.cancel_requested
             ],
-        )
+            [item.key for item in running],
+        )  # fmt: skip
+        return Directives(cancel=orders.cancel, drop=orders.drop, preempt=orders.preempt)
 
     def claim_with_directives(
         self, worker_id: str, max_runs: int, running: list[RunningAttempt], look_for_news: bool
@@ -227,8 +234,8 @@ class WorkerRepository:
         would start it before it heard the stop."""
         if max_runs <= 0:
             return []
-        now = self._clock.now()
-        with self._db.write() as connection:
+        with unit_of_work(self._db, self._clock, self._rng) as work:
+            connection = work.connection
             state = connection.execute(
                 select(workers.c.state).where(workers.c.id == worker_id)
             ).scalar()
@@ -252,32 +259,29 @@ class WorkerRepository:
                 .order_by(attempts.c.id)
                 .limit(max_runs)
             ).all()  # fmt: skip
-            stopped = [row for row in placed if row.cancel_requested or row.preempt_requested_at]
-            for row in stopped:
-                outcome, why = (
-                    (AttemptState.CANCELLED, "cancelled before it reached its worker")
-                    if row.cancel_requested
-                    else (AttemptState.PREEMPTED, "preempted before it reached its worker")
-                )
-                end_attempt(
-                    self._db, connection, self._rng, f"worker:{worker_id}", row.id, outcome,
-                    why, now,
-                )  # fmt: skip
+            stopped = []
+            for row in placed:
+                stop = pending_stop(row.cancel_requested, row.preempt_requested_at is not None)
+                if stop is not None:
+                    outcome, why = before_delivery(stop)
+                    stopped.append(Ending(row.id, row.number, outcome, why))
+            work.settle(stopped, f"worker:{worker_id}")
+            halted = {ending.attempt_id for ending in stopped}
             specs: dict[str, JobSpec] = {}
             for row in placed:
-                if row in stopped:
+                if row.id in halted:
                     continue
                 try:
                     specs[row.id] = JobSpec.model_validate(row.spec)
                 except ValidationError as error:  # one broken row must not fail the batch
-                    _fail_unreadable(self._db, connection, worker_id, row, error, now)
+                    _fail_unreadable(work, worker_id, row, error)
             placed = [row for row in placed if row.id in specs]
             if not placed:
                 return []
             connection.execute(
                 update(attempts)
                 .where(attempts.c.id.in_([row.id for row in placed]))
-                .values(delivered_at=now)
+                .values(delivered_at=work.now)
             )
             peers = _gang_peers(connection, [row for row in placed if row.replicas > 1])
         return [
@@ -297,39 +301,13 @@ class WorkerRepository:
         ]
 
 
-def _fail_unreadable(
-    database: Database,
-    connection: Connection,
-    worker_id: str,
-    row: Any,
-    error: ValidationError,
-    now: datetime,
-) -> None:
+def _fail_unreadable(work: Work, worker_id: str, row: Any, error: ValidationError) -> None:
     """A stored run whose spec no longer validates is a server bug (it was checked when it
-    was stored): logged loudly, and the run ends ``failed`` with a reason its owner can read.
-    No retry: the same row would fail again. A gang's other members stop with it."""
+    was stored): logged loudly, and the run fails with a reason its owner can read."""
     log.error("server bug: run %s's stored spec does not validate: %s", row.run_id, error)
     reason = f"the stored run could not be read: {_first_problem(error)}"
-    lock_run(connection, row.run_id)
-    ended = connection.execute(
-        update(attempts)
-        .where(
-            attempts.c.run_id == row.run_id,
-            attempts.c.number == row.number,
-            attempts.c.state == AttemptState.RUNNING,
-        )
-        .values(state=AttemptState.FAILED, reason=reason, finished_at=now)
-        .returning(attempts.c.worker_id)
-    ).all()
-    for worker in {item.worker_id for item in ended}:
-        notify_capacity(database, connection, worker)
-        if worker != worker_id:  # a member already handed to another worker: stop it there
-            notify_cancel(database, connection, worker)
-    move_run(
-        connection, row.run_id, RunState.RUNNING, RunState.FAILED, now,
-        actor=f"worker:{worker_id}", attempt=row.number, message=f"attempt {row.number} "
-        f"failed: {reason}", reason=reason, exit_code=None,
-    )  # fmt: skip
+    (active,) = active_runs(work.connection, [row.run_id])
+    work.apply(fail_unreadable(active.run, active.members, reason, claimer=worker_id, now=work.now))
 
 
 def _first_problem(error: ValidationError) -> str:

@@ -1,0 +1,75 @@
+"""Ending a run on request — a user's cancel, a newer run of its schedule replacing it —
+and re-running an ended one. One rule for both kinds of cancel: a run not running yet ends
+at once; a running one is marked and every member's worker is told to stop it, and it ends
+when they report (``settle``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from herder.domain.errors import Conflict
+from herder.domain.lifecycle.changes import (
+    WORK,
+    Changes,
+    Event,
+    NewRun,
+    NoticeKind,
+    notices,
+    transition,
+)
+from herder.domain.lifecycle.facts import ActiveRun
+from herder.domain.models import Run
+from herder.domain.states import RunState
+
+CANCEL_REQUESTED = "cancel requested; the worker is stopping the attempt"
+
+
+@dataclass(frozen=True)
+class Cause:
+    """Who cancels, and why when it is not the user's own cancel."""
+
+    actor: str
+    why: str | None = None
+
+
+def cancel(active: ActiveRun, cause: Cause, now: datetime) -> Changes:
+    run = active.run
+    if run.state.is_terminal:
+        raise Conflict(f"run {run.id} is already {run.state}; only active runs can be cancelled")
+    if run.state is not RunState.RUNNING:
+        message = cause.why or f"cancelled while {run.state}"
+        reason = f"cancelled: {cause.why}" if cause.why else "cancelled"
+        move = transition(
+            run.id, run.state, RunState.CANCELLED, now,
+            actor=cause.actor, message=message, reason=reason,
+        )  # fmt: skip
+        return Changes(moves=(move,))
+    stop = Changes(notices=notices(NoticeKind.CANCEL, {m.worker_id for m in active.members}))
+    if run.cancel_requested:
+        return stop
+    event = Event(run.id, cause.why or CANCEL_REQUESTED, cause.actor, attempt=run.attempt)
+    return stop + Changes(cancel_requests=(run.id,), events=(event,))
+
+
+def rerun(old: Run, tenant_id: str, new_run_id: str, actor: str) -> Changes:
+    """A new run of what an ended run ran (its spec as submitted), linked to it — how a dead
+    run leaves the dead-letter set."""
+    if old.state.is_active:
+        raise Conflict(f"run {old.id} is still {old.state}; only ended runs can be re-run")
+    new = NewRun(
+        id=new_run_id,
+        tenant_id=tenant_id,
+        job_id=old.job_id,
+        job_name=old.job_name,
+        spec=old.spec,
+        rerun_of=old.id,
+        event=Event(
+            new_run_id, f"submitted as a re-run of {old.id}", actor, target=RunState.QUEUED
+        ),
+    )
+    return Changes(
+        new_runs=(new,),
+        events=(Event(old.id, f"re-run as {new_run_id}", actor),),
+        notices=frozenset({WORK}),
+    )

@@ -1,0 +1,154 @@
+"""What a lifecycle decision returns: changes for the unit of work to apply in one
+transaction, each write guarded by the state it expects.
+
+The one rule of what a transition sets besides the state is here (``transition``): an end
+stamps ``finished_at``, entering the queue stamps ``queued_at``, leaving it clears the
+waiting reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from herder.domain.jobs import JobSpec
+from herder.domain.states import AttemptState, RunState, check_transition
+
+
+class NoticeKind(StrEnum):
+    WORK = "work"  # runs were queued: the dispatcher may place them
+    CANCEL = "cancel"  # the worker must stop something (cancel, preempt, a gang member)
+    CAPACITY = "capacity"  # the worker freed capacity: the dispatcher may place more
+    ASSIGNED = "assigned"  # attempts were placed on the worker: its claim may answer
+    DUE = "due"  # something got a due time: the reaper should look again
+
+
+@dataclass(frozen=True)
+class Notice:
+    kind: NoticeKind
+    worker_id: str = ""
+
+
+WORK = Notice(NoticeKind.WORK)
+DUE = Notice(NoticeKind.DUE)
+
+
+@dataclass(frozen=True)
+class Event:
+    """A line of a run's history; ``source``/``target`` set when it records a transition."""
+
+    run_id: str
+    message: str
+    actor: str
+    attempt: int | None = None
+    source: RunState | None = None
+    target: RunState | None = None
+
+
+@dataclass(frozen=True)
+class RunMove:
+    """``source → target`` if the run is still in ``source`` (and at ``attempt``, if set)."""
+
+    run_id: str
+    source: RunState
+    target: RunState
+    attempt: int | None
+    values: Mapping[str, Any]
+    event: Event
+
+
+@dataclass(frozen=True)
+class AttemptEnd:
+    """A running attempt ends with ``state``; guarded on it still running."""
+
+    attempt_id: str
+    state: AttemptState
+    reason: str
+    exit_code: int | None = None
+    cpu_user_seconds: float | None = None
+    cpu_system_seconds: float | None = None
+    max_rss_kb: int | None = None
+
+
+@dataclass(frozen=True)
+class NewRun:
+    """A queued run to insert. A unique key (the tenant's idempotency key, or the schedule's
+    nominal time) makes a repeat insert nothing."""
+
+    id: str
+    tenant_id: str
+    job_id: str
+    job_name: str
+    spec: JobSpec
+    event: Event
+    idempotency_key: str | None = None
+    schedule_id: str | None = None
+    scheduled_for: datetime | None = None
+    rerun_of: str | None = None
+    start_deadline: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Changes:
+    new_runs: tuple[NewRun, ...] = ()
+    attempt_ends: tuple[AttemptEnd, ...] = ()
+    moves: tuple[RunMove, ...] = ()
+    cancel_requests: tuple[str, ...] = ()  # running runs whose workers must stop them
+    preempt_requests: tuple[str, ...] = ()  # running attempts to stop for a higher class
+    events: tuple[Event, ...] = ()
+    notices: frozenset[Notice] = field(default_factory=frozenset)
+
+    def __add__(self, other: Changes) -> Changes:
+        return Changes(
+            new_runs=self.new_runs + other.new_runs,
+            attempt_ends=self.attempt_ends + other.attempt_ends,
+            moves=self.moves + other.moves,
+            cancel_requests=self.cancel_requests + other.cancel_requests,
+            preempt_requests=self.preempt_requests + other.preempt_requests,
+            events=self.events + other.events,
+            notices=self.notices | other.notices,
+        )
+
+    @property
+    def empty(self) -> bool:
+        return self == NO_CHANGES
+
+
+NO_CHANGES = Changes()
+
+
+def combine(parts: Iterable[Changes]) -> Changes:
+    total = NO_CHANGES
+    for part in parts:
+        total = total + part
+    return total
+
+
+def notices(kind: NoticeKind, worker_ids: Iterable[str]) -> frozenset[Notice]:
+    return frozenset(Notice(kind, worker_id) for worker_id in worker_ids)
+
+
+def transition(
+    run_id: str,
+    source: RunState,
+    target: RunState,
+    now: datetime,
+    *,
+    actor: str,
+    message: str,
+    attempt: int | None = None,
+    **values: Any,
+) -> RunMove:
+    """A legal move (``Conflict`` otherwise) with what it sets besides the state."""
+    check_transition(source, target)
+    if target.is_terminal:
+        values.setdefault("finished_at", now)
+    if target is RunState.QUEUED:
+        values.setdefault("queued_at", now)
+    if source is RunState.QUEUED:  # a waiting reason is about waiting in the queue
+        values.setdefault("waiting_reason", None)
+    event = Event(run_id, message, actor, attempt, source, target)
+    return RunMove(run_id, source, target, attempt, values, event)

@@ -1,0 +1,86 @@
+"""What lifecycle decisions read: plain snapshots of rows, taken inside the unit of work
+that applies the decision (the runs locked), so what they say still holds when it writes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from herder.domain.jobs import RetryPolicy
+from herder.domain.states import AttemptState, RunState
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    id: str
+    state: RunState
+    attempt: int  # the current attempt's number: the fencing token
+    replicas: int = 1
+    preemptions: int = 0
+    cancel_requested: bool = False
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+    def at(self, state: RunState) -> RunFacts:
+        return replace(self, state=state)
+
+    @property
+    def tries(self) -> int:
+        """Attempts that count against the retry policy: preempted ones are not tries."""
+        return self.attempt - self.preemptions
+
+
+@dataclass(frozen=True)
+class AttemptFacts:
+    """One attempt row: for a gang, one per member (``rank``)."""
+
+    id: str
+    run_id: str
+    number: int
+    worker_id: str
+    state: AttemptState = AttemptState.RUNNING
+    preempt_requested: bool = False
+    rank: int = 0
+
+    def ended(self, state: AttemptState) -> AttemptFacts:
+        return replace(self, state=state)
+
+
+@dataclass(frozen=True)
+class Ending:
+    """An attempt's end as someone saw it: its worker's report, or the server's finding
+    (worker lost, deadline passed, never delivered, stopped before delivery).
+
+    ``worker_id`` fences a worker's report: only that worker's current attempt may end.
+    """
+
+    attempt_id: str
+    attempt: int
+    outcome: AttemptState
+    reason: str
+    exit_code: int | None = None
+    worker_id: str | None = None
+    cpu_user_seconds: float | None = None
+    cpu_system_seconds: float | None = None
+    max_rss_kb: int | None = None
+
+
+@dataclass(frozen=True)
+class WorkerSilence:
+    id: str
+    last_heartbeat_at: datetime
+
+
+@dataclass(frozen=True)
+class ActiveRun:
+    """A run not yet ended, with the running members of its current attempt (whose workers
+    must hear of a cancel)."""
+
+    run: RunFacts
+    members: tuple[AttemptFacts, ...] = ()
+
+
+@dataclass(frozen=True)
+class DueRetry:
+    run_id: str
+    queued_at: datetime  # when it first queued
+    worker_lost: bool  # its last attempt was lost with its worker (not its job's fault)

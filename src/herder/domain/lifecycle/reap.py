@@ -1,0 +1,104 @@
+"""What the reaper finds due: workers silent too long, attempts past their deadline, retries
+whose back-off has passed, queued runs past their start deadline."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from herder.domain.lifecycle.changes import WORK, Changes, transition
+from herder.domain.lifecycle.facts import AttemptFacts, DueRetry, Ending, WorkerSilence
+from herder.domain.states import AttemptState, RunState
+
+REAPER = "reaper"
+
+
+def silent_workers(
+    workers: Sequence[WorkerSilence], now: datetime, timeout: float, watching_since: datetime
+) -> list[str]:
+    """Workers silent past the timeout. Silence is judged only over time the caller has
+    watched: after a restart, workers that could not reach a stopped server get a full
+    timeout to return."""
+    silent_since = now - timedelta(seconds=timeout)
+    if watching_since > silent_since:
+        return []
+    return [worker.id for worker in workers if worker.last_heartbeat_at < silent_since]
+
+
+def lost_with_worker(attempts: Sequence[AttemptFacts], timeout: float) -> list[Ending]:
+    return [
+        Ending(
+            attempt.id,
+            attempt.number,
+            AttemptState.LOST,
+            f"worker {attempt.worker_id} stopped heartbeating for over {timeout:g}s",
+        )
+        for attempt in attempts
+    ]
+
+
+def overdue(attempts: Sequence[AttemptFacts]) -> list[Ending]:
+    """Attempts past their deadline whose worker never ended them (it may be gone, or
+    stuck): ``timed_out`` here, whatever the worker says later."""
+    return [
+        Ending(
+            attempt.id,
+            attempt.number,
+            AttemptState.TIMED_OUT,
+            "timed out: its worker did not end it by its deadline",
+        )
+        for attempt in attempts
+    ]
+
+
+def never_delivered(attempts: Sequence[AttemptFacts]) -> list[Ending]:
+    """Attempts a claim handed over whose worker, well past the handover, lists them neither
+    as running nor as finished: the claim's answer was lost (say the server died mid-claim)."""
+    return [
+        Ending(
+            attempt.id,
+            attempt.number,
+            AttemptState.LOST,
+            "never reached its worker (the claim's answer was lost)",
+        )
+        for attempt in attempts
+    ]
+
+
+def requeue_due(due: Sequence[DueRetry], now: datetime) -> Changes:
+    """Runs whose retry is due go back to the queue: behind what queued meanwhile, except a
+    run whose attempt was lost (its worker died, not its job), which keeps its place."""
+    moves = tuple(
+        transition(
+            retry.run_id,
+            RunState.RETRY_WAIT,
+            RunState.QUEUED,
+            now,
+            actor=REAPER,
+            message="retry due: queued again in its place (its worker was lost)"
+            if retry.worker_lost
+            else "retry due: queued again",
+            retry_at=None,
+            queued_at=retry.queued_at if retry.worker_lost else now,
+        )
+        for retry in due
+    )
+    return Changes(moves=moves, notices=frozenset({WORK}) if moves else frozenset())
+
+
+def expire(run_ids: Sequence[str], now: datetime) -> Changes:
+    """Queued runs not started by their start deadline."""
+    return Changes(
+        moves=tuple(
+            transition(
+                run_id,
+                RunState.QUEUED,
+                RunState.EXPIRED,
+                now,
+                actor=REAPER,
+                message="not started by its start deadline",
+                reason="expired: not started by its start deadline",
+            )
+            for run_id in run_ids
+        )
+    )

@@ -1,0 +1,127 @@
+"""What has become due, read inside the reaper's unit of work: workers silent too long and
+the attempts they ran, attempts past their deadline, retries whose back-off is over, queued
+runs past their start deadline — and when the next of these falls due."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import func, select, update
+
+from herder.domain.lifecycle.facts import AttemptFacts, DueRetry, WorkerSilence
+from herder.domain.models import WorkerState
+from herder.domain.states import AttemptState, RunState
+from herder.store.run_facts import ATTEMPT_FACTS, attempt_facts
+from herder.store.schema import attempts, runs, workers
+from herder.store.work import Work
+
+BATCH = 500  # rows of each kind one pass moves
+
+
+@dataclass(frozen=True)
+class DueEnds:
+    silent: list[WorkerSilence]  # workers not yet lost, with their last heartbeat
+    overdue: list[AttemptFacts]
+
+
+@dataclass(frozen=True)
+class DueRuns:
+    retries: list[DueRetry]
+    expiring: list[str]  # queued run ids past their start deadline
+
+
+def more_waiting(ends: DueEnds, due: DueRuns) -> bool:
+    return max(len(ends.overdue), len(due.retries), len(due.expiring)) >= BATCH
+
+
+def read_due_ends(work: Work) -> DueEnds:
+    """Attempts whose end is due: their worker is silent, or their deadline passed."""
+    connection, now = work.connection, work.now
+    silent = connection.execute(
+        select(workers.c.id, workers.c.last_heartbeat_at).where(workers.c.state != WorkerState.LOST)
+    ).all()
+    overdue = connection.execute(
+        select(*ATTEMPT_FACTS)
+        .where(attempts.c.state == AttemptState.RUNNING, attempts.c.deadline_at < now)
+        .limit(BATCH)
+    ).all()
+    return DueEnds(
+        silent=[WorkerSilence(row.id, row.last_heartbeat_at) for row in silent],
+        overdue=[attempt_facts(row) for row in overdue],
+    )
+
+
+def read_due_runs(work: Work) -> DueRuns:
+    """Runs whose retry or start deadline is due (read after the ends: a lost attempt with
+    no back-off is queued again in the same pass)."""
+    connection, now = work.connection, work.now
+    lost_last = (
+        select(attempts.c.id)
+        .where(
+            attempts.c.run_id == runs.c.id,
+            attempts.c.number == runs.c.attempt_count,
+            attempts.c.state == AttemptState.LOST,
+        )
+        .exists()
+    )
+    retries = connection.execute(
+        select(runs.c.id, runs.c.queued_at, lost_last.label("lost"))
+        .where(runs.c.state == RunState.RETRY_WAIT, runs.c.retry_at <= now)
+        .limit(BATCH)
+    ).all()
+    expiring = connection.execute(
+        select(runs.c.id)
+        .where(runs.c.state == RunState.QUEUED, runs.c.start_deadline <= now)
+        .limit(BATCH)
+    ).scalars()
+    return DueRuns(
+        retries=[DueRetry(row.id, row.queued_at, bool(row.lost)) for row in retries],
+        expiring=list(expiring),
+    )
+
+
+def mark_lost(work: Work, worker_ids: Sequence[str], timeout: float) -> list[AttemptFacts]:
+    """These workers are lost (unless one heartbeated meanwhile); the attempts they ran."""
+    if not worker_ids:
+        return []
+    lost = work.connection.execute(
+        update(workers)
+        .where(
+            workers.c.id.in_(worker_ids),
+            workers.c.state != WorkerState.LOST,
+            workers.c.last_heartbeat_at < work.now - timedelta(seconds=timeout),
+        )
+        .values(state=WorkerState.LOST)
+        .returning(workers.c.id)
+    ).scalars()
+    rows = work.connection.execute(
+        select(*ATTEMPT_FACTS).where(
+            attempts.c.worker_id.in_(list(lost)), attempts.c.state == AttemptState.RUNNING
+        )
+    ).all()
+    return [attempt_facts(row) for row in rows]
+
+
+def next_due(work: Work, heartbeat_timeout: float) -> datetime | None:
+    """The earliest moment something above will be due."""
+    connection = work.connection
+    candidates = [
+        connection.execute(
+            select(func.min(runs.c.retry_at)).where(runs.c.state == RunState.RETRY_WAIT)
+        ).scalar(),
+        connection.execute(
+            select(func.min(runs.c.start_deadline)).where(runs.c.state == RunState.QUEUED)
+        ).scalar(),
+        connection.execute(
+            select(func.min(attempts.c.deadline_at)).where(attempts.c.state == AttemptState.RUNNING)
+        ).scalar(),
+    ]
+    oldest_heartbeat = connection.execute(
+        select(func.min(workers.c.last_heartbeat_at)).where(workers.c.state != WorkerState.LOST)
+    ).scalar()
+    if oldest_heartbeat is not None:
+        candidates.append(oldest_heartbeat + timedelta(seconds=heartbeat_timeout))
+    due = [moment for moment in candidates if moment is not None]
+    return min(due) if due else None

@@ -1,0 +1,115 @@
+"""Reading what lifecycle decisions need — inside the unit of work that applies them, the
+runs locked first, so the facts still hold when the changes are written.
+
+Lock order: everyone who ends attempts locks their runs first, in id order (run, then
+attempts), so gang members ending together, or two batches, cannot deadlock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+from sqlalchemy import Connection, or_, select
+
+from herder.domain.jobs import RetryPolicy
+from herder.domain.lifecycle.facts import ActiveRun, AttemptFacts, RunFacts
+from herder.domain.states import AttemptState, RunState
+from herder.store.schema import attempts, runs
+
+_RUN_FACTS = (
+    runs.c.id, runs.c.state, runs.c.attempt_count, runs.c.replicas, runs.c.preemptions,
+    runs.c.cancel_requested, runs.c.spec,
+)  # fmt: skip
+ATTEMPT_FACTS = (
+    attempts.c.id, attempts.c.run_id, attempts.c.number, attempts.c.worker_id,
+    attempts.c.state, attempts.c.preempt_requested_at, attempts.c.rank,
+)  # fmt: skip
+
+
+def run_facts(row: Any) -> RunFacts:
+    return RunFacts(
+        id=row.id,
+        state=RunState(row.state),
+        attempt=row.attempt_count,
+        replicas=row.replicas,
+        preemptions=row.preemptions,
+        cancel_requested=row.cancel_requested,
+        retry=RetryPolicy.model_validate((row.spec or {}).get("retry", {})),
+    )
+
+
+def attempt_facts(row: Any) -> AttemptFacts:
+    return AttemptFacts(
+        id=row.id,
+        run_id=row.run_id,
+        number=row.number,
+        worker_id=row.worker_id,
+        state=AttemptState(row.state),
+        preempt_requested=row.preempt_requested_at is not None,
+        rank=row.rank,
+    )
+
+
+def lock_runs(connection: Connection, run_ids: Collection[str]) -> dict[str, RunFacts]:
+    if not run_ids:
+        return {}
+    rows = connection.execute(
+        select(*_RUN_FACTS)
+        .where(runs.c.id.in_(sorted(run_ids)))
+        .order_by(runs.c.id)
+        .with_for_update(key_share=True)
+    ).all()
+    return {row.id: run_facts(row) for row in rows}
+
+
+def facts_of_attempts(
+    connection: Connection, attempt_ids: Collection[str], *, lock: bool = True
+) -> tuple[dict[str, RunFacts], dict[str, AttemptFacts]]:
+    """The named attempts (in whatever state), their runs (locked), and every running
+    member of those runs' attempts."""
+    if not attempt_ids:
+        return {}, {}
+    owners = select(attempts.c.run_id).where(attempts.c.id.in_(attempt_ids))
+    run_ids = set(connection.execute(owners).scalars())
+    found = lock_runs(connection, run_ids) if lock else _runs(connection, run_ids)
+    rows = connection.execute(
+        select(*ATTEMPT_FACTS).where(
+            or_(
+                attempts.c.id.in_(attempt_ids),
+                attempts.c.run_id.in_(run_ids) & (attempts.c.state == AttemptState.RUNNING),
+            )
+        )
+    ).all()
+    return found, {row.id: attempt_facts(row) for row in rows}
+
+
+def _runs(connection: Connection, run_ids: Collection[str]) -> dict[str, RunFacts]:
+    rows = connection.execute(select(*_RUN_FACTS).where(runs.c.id.in_(run_ids))).all()
+    return {row.id: run_facts(row) for row in rows}
+
+
+def active_runs(connection: Connection, run_ids: Collection[str]) -> list[ActiveRun]:
+    """These runs (locked) with the running members of their current attempts."""
+    found = lock_runs(connection, run_ids)
+    members: dict[str, list[AttemptFacts]] = {run_id: [] for run_id in found}
+    if found:
+        rows = connection.execute(
+            select(*ATTEMPT_FACTS).where(
+                attempts.c.run_id.in_(list(found)), attempts.c.state == AttemptState.RUNNING
+            )
+        ).all()
+        for row in rows:
+            members[row.run_id].append(attempt_facts(row))
+    return [ActiveRun(found[run_id], tuple(members[run_id])) for run_id in sorted(found)]
+
+
+ACTIVE_STATES = [str(state) for state in RunState if state.is_active]
+
+
+def active_of_schedule(connection: Connection, schedule_id: str) -> list[ActiveRun]:
+    """The schedule's runs not yet ended (locked), for its concurrency policy."""
+    run_ids = connection.execute(
+        select(runs.c.id).where(runs.c.schedule_id == schedule_id, runs.c.state.in_(ACTIVE_STATES))
+    ).scalars()
+    return active_runs(connection, list(run_ids))

@@ -1,0 +1,185 @@
+"""Applying a lifecycle decision's ``Changes`` to runs, attempts and their events: a few
+set-based statements whatever the size of the batch, each write guarded by the state (and
+fencing number) it expects. A guard that no longer holds changes nothing, its event is not
+recorded, and the caller is told which writes held.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Update, bindparam, insert, update
+
+from herder.domain.lifecycle.changes import AttemptEnd, Changes, Event, NewRun, RunMove
+from herder.domain.states import AttemptState, RunState
+from herder.store.database import Database
+from herder.store.dialect import insert_ignoring_duplicates, update_each
+from herder.store.notifications import send
+from herder.store.schema import attempts, run_events, runs
+
+
+@dataclass(frozen=True)
+class Applied:
+    inserted: frozenset[str]  # run ids
+    ended: frozenset[str]  # attempt ids
+    moved: frozenset[str]  # run ids
+
+    def held(self, move: RunMove) -> bool:
+        return move.run_id in self.moved
+
+
+def apply_changes(
+    database: Database, connection: Connection, now: datetime, changes: Changes
+) -> Applied:
+    inserted = _insert_runs(database, connection, changes.new_runs, now)
+    ended = _end_attempts(connection, changes.attempt_ends, now)
+    moved = _move_runs(connection, changes.moves)
+    _request_cancels(connection, changes.cancel_requests)
+    record_events(
+        connection,
+        now,
+        [
+            *(new.event for new in changes.new_runs if new.id in inserted),
+            *(move.event for move in changes.moves if move.run_id in moved),
+            *changes.events,
+        ],
+    )
+    send(database, connection, changes.notices)
+    return Applied(frozenset(inserted), frozenset(ended), frozenset(moved))
+
+
+def record_events(connection: Connection, now: datetime, events: Iterable[Event]) -> None:
+    rows = [
+        {
+            "run_id": event.run_id,
+            "at": now,
+            "from_state": event.source,
+            "to_state": event.target,
+            "attempt": event.attempt,
+            "actor": event.actor,
+            "message": event.message,
+        }
+        for event in events
+    ]
+    if rows:
+        connection.execute(insert(run_events), rows)
+
+
+def new_run_row(new: NewRun, now: datetime) -> dict[str, Any]:
+    """The row of a new queued run."""
+    spec = new.spec
+    return {
+        "id": new.id,
+        "tenant_id": new.tenant_id,
+        "job_id": new.job_id,
+        "job_name": new.job_name,
+        "state": RunState.QUEUED,
+        "priority": spec.priority.rank,
+        "spec": spec.model_dump(mode="json"),
+        "cpu_milli": spec.resources.cpu_milli,
+        "memory_mb": spec.resources.memory_mb,
+        "gpus": spec.resources.gpus,
+        "artifact": spec.artifact,
+        "idempotency_key": new.idempotency_key,
+        "schedule_id": new.schedule_id,
+        "scheduled_for": new.scheduled_for,
+        "attempt_count": 0,
+        "cancel_requested": False,
+        "created_at": now,
+        "queued_at": now,
+        "started_at": None,
+        "finished_at": None,
+        "exit_code": None,
+        "reason": None,
+        "retry_at": None,
+        "start_deadline": new.start_deadline,
+        "rerun_of": new.rerun_of,
+        "replicas": spec.replicas,
+        "requires": spec.requires or None,
+        "preemptible": spec.preemptible,
+        "preemptions": 0,
+        "preempted_at": None,
+        "waiting_reason": "not looked at by the dispatcher yet",
+    }
+
+
+def _insert_runs(
+    database: Database, connection: Connection, new_runs: Sequence[NewRun], now: datetime
+) -> set[str]:
+    """Insert each new run unless its unique key (idempotency key, schedule and nominal
+    time) already has one; the ids inserted."""
+    if not new_runs:
+        return set()
+    statement = insert_ignoring_duplicates(database, runs).returning(runs.c.id)
+    rows = [new_run_row(new, now) for new in new_runs]
+    return set(connection.execute(statement, rows).scalars())
+
+
+_END_ATTEMPT = (
+    update(attempts)
+    .where(attempts.c.id == bindparam("e_id"), attempts.c.state == AttemptState.RUNNING)
+    .values(
+        state=bindparam("e_state"),
+        reason=bindparam("e_reason"),
+        exit_code=bindparam("e_exit_code"),
+        finished_at=bindparam("e_now"),
+        cpu_user_seconds=bindparam("e_cpu_user"),
+        cpu_system_seconds=bindparam("e_cpu_system"),
+        max_rss_kb=bindparam("e_max_rss"),
+    )
+    .returning(attempts.c.id)
+)
+
+
+def _end_attempts(connection: Connection, ends: Sequence[AttemptEnd], now: datetime) -> set[str]:
+    rows = [
+        {
+            "e_id": end.attempt_id, "e_state": end.state, "e_reason": end.reason,
+            "e_exit_code": end.exit_code, "e_now": now, "e_cpu_user": end.cpu_user_seconds,
+            "e_cpu_system": end.cpu_system_seconds, "e_max_rss": end.max_rss_kb,
+        }
+        for end in ends
+    ]  # fmt: skip
+    return set(update_each(connection, _END_ATTEMPT, rows))
+
+
+def _move_runs(connection: Connection, moves: Sequence[RunMove]) -> set[str]:
+    """One statement per shape of move (the columns it sets, whether fenced)."""
+    shapes: dict[tuple[bool, tuple[str, ...]], list[RunMove]] = defaultdict(list)
+    for move in moves:
+        shapes[move.attempt is not None, tuple(sorted(move.values))].append(move)
+    moved: set[str] = set()
+    for (fenced, columns), group in shapes.items():
+        rows = [
+            {
+                "m_id": move.run_id, "m_source": move.source, "m_target": move.target,
+                **({"m_attempt": move.attempt} if fenced else {}),
+                **{f"v_{column}": move.values[column] for column in columns},
+            }
+            for move in group
+        ]  # fmt: skip
+        moved.update(update_each(connection, _move_statement(fenced, columns), rows))
+    return moved
+
+
+def _move_statement(fenced: bool, columns: tuple[str, ...]) -> Update:
+    statement = update(runs).where(
+        runs.c.id == bindparam("m_id"), runs.c.state == bindparam("m_source")
+    )
+    if fenced:
+        statement = statement.where(runs.c.attempt_count == bindparam("m_attempt"))
+    values: dict[str, Any] = {column: bindparam(f"v_{column}") for column in columns}
+    return statement.values(state=bindparam("m_target"), **values).returning(runs.c.id)
+
+
+def _request_cancels(connection: Connection, run_ids: Sequence[str]) -> None:
+    if run_ids:
+        connection.execute(
+            update(runs)
+            .where(runs.c.id.in_(run_ids), runs.c.state == RunState.RUNNING)
+            .values(cancel_requested=True)
+        )
