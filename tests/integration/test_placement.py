@@ -12,8 +12,8 @@ from sqlalchemy import func, select, update
 from herder.control.dispatcher import Dispatcher
 from herder.domain.placement.policy import plan
 from herder.domain.states import AttemptState
-from herder.store.placement import QUICK_WINDOW_BASE
-from herder.store.reports import Completion, OutputChunk
+from herder.store.runs.attempts import Completion, OutputChunk
+from herder.store.runs.placement import QUICK_WINDOW_BASE
 from herder.store.schema import attempts, workers
 from tests.integration.conftest import Api
 from tests.integration.dispatching import dispatch
@@ -249,7 +249,7 @@ def test_gang_members_ending_at_the_same_moment_settle_the_run(
         )
         last_words = OutputChunk(member["attempt_id"], member["attempt"], 0, "stdout", b"bye\n")
         barrier.wait()
-        results = api.store.reports.apply(worker_id, [last_words], [done])
+        results = api.store.attempts.report(worker_id, [last_words], [done])
         assert {result.status for result in results} <= {200, 409}
 
     for _ in range(5):

@@ -17,7 +17,7 @@ from herder.control.reaper import Reaper
 from herder.domain.jobs import JobSpec, Resources, RunOverrides
 from herder.domain.states import AttemptState, RunState
 from herder.store.database import sqlite_url
-from herder.store.reports import Completion
+from herder.store.runs.attempts import Completion
 from herder.store.schema import attempts, runs
 from herder.store.store import Store
 from herder.store.workers import RunningAttempt
@@ -89,7 +89,7 @@ class ClaimProtocol(RuleBasedStateMachine):
         if not self.given[worker]:
             return
         attempt = self.given[worker][pick % len(self.given[worker])]
-        (result,) = self.store.reports.apply(
+        (result,) = self.store.attempts.report(
             worker, [], [Completion(attempt.attempt_id, attempt.attempt, outcome, 0, "r", None)]
         )
         assert result.status in (200, 409)

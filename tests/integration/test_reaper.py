@@ -15,7 +15,7 @@ from herder.control.reaper import Reaper
 from herder.domain.jobs import JobSpec, Resources, RetryPolicy, RunOverrides
 from herder.domain.models import Assignment
 from herder.domain.states import AttemptState, RunState
-from herder.store.reports import Completion
+from herder.store.runs.attempts import Completion
 from herder.store.store import Store
 from herder.store.workers import RunningAttempt
 from tests.integration.dispatching import dispatch
@@ -71,7 +71,7 @@ class World:
         return self.reaper.step()
 
     def fail(self, worker_id: str, assignment: Assignment) -> None:
-        (result,) = self.store.reports.apply(
+        (result,) = self.store.attempts.report(
             worker_id, [],
             [Completion(assignment.attempt_id, assignment.attempt, AttemptState.FAILED, 1,
                         "exit 1", None)],
@@ -239,7 +239,7 @@ def test_an_attempt_that_ended_while_the_server_was_down_is_not_lost(world: Worl
     world.reap()
     assert world.state(run_id) is RunState.RUNNING
     world.clock.advance(5)  # the report's back-off
-    (result,) = world.store.reports.apply(
+    (result,) = world.store.attempts.report(
         worker, [],
         [Completion(assignment.attempt_id, assignment.attempt, AttemptState.SUCCEEDED, 0,
                     "exit 0", None)],

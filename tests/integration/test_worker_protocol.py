@@ -160,7 +160,7 @@ def test_cancelling_a_running_run_tells_its_worker(api: Api) -> None:
 
 
 def test_output_past_the_limit_is_cut(api: Api) -> None:
-    api.store.reports.max_log_bytes = 10
+    api.store.attempts.max_log_bytes = 10
     worker_id = register_worker(api)
     run = api.start_run(api.create_job()["id"])
     (assignment,) = claim(api, worker_id)["assignments"]

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from herder.domain.placement.policy import PlacementSettings, plan
-from herder.store.placement import PlacementRepository
+from herder.store.runs.placement import PlacementRepository
 
 IDLE_SECONDS = 2.0
 RETRY_SOON_SECONDS = 0.0  # a placement was skipped (a race): look again at once

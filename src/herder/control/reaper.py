@@ -14,7 +14,7 @@ from herder.domain.lifecycle.reap import (
     requeue_due,
     silent_workers,
 )
-from herder.store.due import mark_lost, more_waiting, next_due, read_due_ends, read_due_runs
+from herder.store.runs.due import mark_lost, more_waiting, next_due, read_due_ends, read_due_runs
 from herder.store.store import Store
 
 MAX_SLEEP_SECONDS = 5.0  # a ceiling, for what no notice announces (a worker falling silent)

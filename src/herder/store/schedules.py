@@ -35,7 +35,7 @@ from herder.store.database import Database
 from herder.store.jobs import JobRepository
 from herder.store.notifications import DUE_CHANNEL
 from herder.store.pagination import next_cursor, page_query, page_records
-from herder.store.run_facts import active_of_schedule
+from herder.store.runs.facts import active_of_schedule
 from herder.store.schedule_events import record_replaced, schedule_event
 from herder.store.schema import schedule_events, schedules
 from herder.store.work import Work, unit_of_work

@@ -13,10 +13,10 @@ from herder.store.fleet import FleetRepository
 from herder.store.jobs import JobRepository
 from herder.store.leases import LeaseRepository
 from herder.store.logs import LogRepository
-from herder.store.placement import PlacementRepository
-from herder.store.queue import QueueRepository
-from herder.store.reports import ReportRepository
-from herder.store.runs import RunRepository
+from herder.store.runs.attempts import AttemptRepository
+from herder.store.runs.placement import PlacementRepository
+from herder.store.runs.queue import QueueRepository
+from herder.store.runs.repository import RunRepository
 from herder.store.schedules import ScheduleRepository
 from herder.store.work import Work, unit_of_work
 from herder.store.workers import WorkerRepository
@@ -40,7 +40,7 @@ class Store:
         self.runs = RunRepository(self.database, self.clock, self.rng, self.jobs)
         self.workers = WorkerRepository(self.database, self.clock, self.rng)
         self.logs = LogRepository(self.database, self.clock)
-        self.reports = ReportRepository(self.database, self.clock, self.rng)
+        self.attempts = AttemptRepository(self.database, self.clock, self.rng)
         self.leases = LeaseRepository(self.database, self.clock)
         self.schedules = ScheduleRepository(self.database, self.clock, self.jobs)
         self.fleet = FleetRepository(self.database)

@@ -17,8 +17,8 @@ from herder.domain.lifecycle.changes import Changes
 from herder.domain.lifecycle.facts import Ending
 from herder.domain.lifecycle.settle import Settled, settle
 from herder.store.database import Database
-from herder.store.run_facts import facts_of_attempts
-from herder.store.run_writes import Applied, apply_changes
+from herder.store.runs.facts import facts_of_attempts
+from herder.store.runs.writes import Applied, apply_changes
 
 
 @dataclass(frozen=True)

@@ -32,8 +32,8 @@ from herder.store.access import hash_secret
 from herder.store.database import Database
 from herder.store.fleet import worker_record
 from herder.store.notifications import notify_capacity
-from herder.store.run_facts import active_runs
-from herder.store.run_writes import record_events
+from herder.store.runs.facts import active_runs
+from herder.store.runs.writes import record_events
 from herder.store.schema import attempts, runs, workers
 from herder.store.work import Work, unit_of_work
 

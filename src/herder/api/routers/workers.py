@@ -43,8 +43,8 @@ from herder.api.schemas import (
 from herder.api.wakeups import Wakeups
 from herder.domain.errors import Conflict, Invalid, NotFound
 from herder.domain.models import Worker
-from herder.store.reports import Completion, OutputChunk, Usage
-from herder.store.reports import ReportResult as StoredResult
+from herder.store.runs.attempts import Completion, OutputChunk, Usage
+from herder.store.runs.attempts import ReportResult as StoredResult
 
 router = APIRouter(prefix="/v1", tags=["worker protocol"])
 
@@ -159,7 +159,7 @@ def _single(results: list[StoredResult]) -> ReportResult:
 @router.post("/workers/{worker_id}/reports")
 def reports(body: Reports, worker_id: RegisteredWorker, store: StoreDep) -> ReportResults:
     """Batched output and completions; each result says whether it was applied."""
-    results = store.reports.apply(
+    results = store.attempts.report(
         worker_id,
         [_output(report) for report in body.logs],
         [_completion(report) for report in body.completions],
@@ -188,7 +188,7 @@ def attempt_logs(
     store.access.authenticate_worker(body.worker_id, worker_secret(request))
     if any(chunk.attempt_id != attempt_id for chunk in body.chunks):
         raise Invalid("every chunk must belong to the attempt in the path", field="chunks")
-    results = store.reports.apply(body.worker_id, [_output(chunk) for chunk in body.chunks], [])
+    results = store.attempts.report(body.worker_id, [_output(chunk) for chunk in body.chunks], [])
     return _single(results).model_copy(update={"attempt_id": attempt_id})
 
 
@@ -202,5 +202,5 @@ def attempt_complete(
     store.access.authenticate_worker(body.worker_id, worker_secret(request))
     if body.completion.attempt_id != attempt_id:
         raise Invalid("the completion must be for the attempt in the path", field="attempt_id")
-    results = store.reports.apply(body.worker_id, [], [_completion(body.completion)])
+    results = store.attempts.report(body.worker_id, [], [_completion(body.completion)])
     return _single(results).model_copy(update={"attempt_id": attempt_id})

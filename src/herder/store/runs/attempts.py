@@ -17,10 +17,10 @@ from herder.domain.lifecycle.settle import Receipt, Settled, is_current, refusal
 from herder.domain.states import AttemptState
 from herder.store.database import Database
 from herder.store.logs import MAX_LOG_BYTES_PER_ATTEMPT, OutputChunk, append_output
-from herder.store.run_facts import facts_of_attempts
+from herder.store.runs.facts import facts_of_attempts
 from herder.store.work import unit_of_work
 
-__all__ = ["Completion", "OutputChunk", "ReportRepository", "ReportResult", "Usage"]
+__all__ = ["AttemptRepository", "Completion", "OutputChunk", "ReportResult", "Usage"]
 
 _STATUS = {Receipt.APPLIED: 200, Receipt.STALE: 409, Receipt.NOT_YOURS: 404}
 
@@ -61,7 +61,7 @@ def _result(settled: Settled) -> ReportResult:
     return ReportResult(settled.attempt_id, _STATUS[settled.receipt], settled.detail)
 
 
-class ReportRepository:
+class AttemptRepository:
     def __init__(
         self,
         database: Database,
@@ -75,7 +75,7 @@ class ReportRepository:
         self._rng = rng
         self.max_log_bytes = max_log_bytes
 
-    def apply(
+    def report(
         self, worker_id: str, output: list[OutputChunk], completions: list[Completion]
     ) -> list[ReportResult]:
         """A result per completion and per refused attempt's output."""

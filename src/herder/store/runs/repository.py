@@ -22,8 +22,8 @@ from herder.domain.states import RunState
 from herder.store.database import Database
 from herder.store.jobs import JobRepository
 from herder.store.pagination import next_cursor, page_query, page_records
-from herder.store.run_facts import active_of_schedule, active_runs
-from herder.store.run_writes import new_run_row
+from herder.store.runs.facts import active_of_schedule, active_runs
+from herder.store.runs.writes import new_run_row
 from herder.store.schedule_events import record_replaced
 from herder.store.schema import attempts, run_events, runs, schedules
 from herder.store.work import Work, unit_of_work

@@ -13,7 +13,7 @@ from sqlalchemy import func, select, update
 from herder.domain.lifecycle.facts import AttemptFacts, DueRetry, WorkerSilence
 from herder.domain.models import WorkerState
 from herder.domain.states import AttemptState, RunState
-from herder.store.run_facts import ATTEMPT_FACTS, attempt_facts
+from herder.store.runs.facts import ATTEMPT_FACTS, attempt_facts
 from herder.store.schema import attempts, runs, workers
 from herder.store.work import Work
 

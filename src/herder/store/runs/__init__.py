@@ -1,0 +1,11 @@
+"""Runs and attempts: what users submit and read, and every write the lifecycle makes.
+
+repository.py  runs as users see them: submit, read, list, cancel, re-run
+attempts.py    what workers report of their attempts: output and how each ended
+placement.py   placing attempts on workers (the dispatcher's plan) and preempting
+snapshot.py    what the dispatcher reads: the fleet, the tenants, the head of the queue
+due.py         what has become due for the reaper
+queue.py       the queue as users see it
+facts.py       reading what lifecycle decisions need, runs locked
+writes.py      applying a decision's changes: guarded, set-based statements
+"""
