@@ -229,61 +229,26 @@ class WorkerRepository:
 
     def claim(self, worker_id: str, max_runs: int) -> list[Assignment]:
         """Up to ``max_runs`` of the attempts the dispatcher placed on this worker and not yet
-        handed over, now handed over. A draining worker still gets what was placed before.
-        One cancelled or preempted before it was handed over ends here instead: the worker
-        would start it before it heard the stop."""
+        handed over, now handed over. A draining worker still gets what was placed before."""
         if max_runs <= 0:
             return []
         with unit_of_work(self._db, self._clock, self._rng) as work:
-            connection = work.connection
-            state = connection.execute(
+            state = work.connection.execute(
                 select(workers.c.state).where(workers.c.id == worker_id)
             ).scalar()
             if state is None:
                 raise NotFound(f"worker {worker_id} is not registered")
             if state == WorkerState.LOST:
                 raise _gone(worker_id)
-            placed = connection.execute(
-                select(
-                    attempts.c.id, attempts.c.number, attempts.c.rank, attempts.c.gpu_indices,
-                    runs.c.id.label("run_id"), runs.c.tenant_id, runs.c.spec,
-                    runs.c.idempotency_key, runs.c.replicas, runs.c.cancel_requested,
-                    attempts.c.preempt_requested_at,
-                )
-                .join(runs, runs.c.id == attempts.c.run_id)
-                .where(
-                    attempts.c.worker_id == worker_id,
-                    attempts.c.state == AttemptState.RUNNING,
-                    attempts.c.delivered_at.is_(None),
-                )
-                .order_by(attempts.c.id)
-                .limit(max_runs)
-            ).all()  # fmt: skip
-            stopped = []
-            for row in placed:
-                stop = pending_stop(row.cancel_requested, row.preempt_requested_at is not None)
-                if stop is not None:
-                    outcome, why = before_delivery(stop)
-                    stopped.append(Ending(row.id, row.number, outcome, why))
-            work.settle(stopped, f"worker:{worker_id}")
-            halted = {ending.attempt_id for ending in stopped}
-            specs: dict[str, JobSpec] = {}
-            for row in placed:
-                if row.id in halted:
-                    continue
-                try:
-                    specs[row.id] = JobSpec.model_validate(row.spec)
-                except ValidationError as error:  # one broken row must not fail the batch
-                    _fail_unreadable(work, worker_id, row, error)
-            placed = [row for row in placed if row.id in specs]
-            if not placed:
+            given = _deliverable(work, worker_id, _undelivered(work, worker_id, max_runs))
+            if not given:
                 return []
-            connection.execute(
+            work.connection.execute(
                 update(attempts)
-                .where(attempts.c.id.in_([row.id for row in placed]))
+                .where(attempts.c.id.in_([row.id for row, _ in given]))
                 .values(delivered_at=work.now)
             )
-            peers = _gang_peers(connection, [row for row in placed if row.replicas > 1])
+            peers = _gang_peers(work.connection, [row for row, _ in given if row.replicas > 1])
         return [
             Assignment(
                 attempt_id=row.id,
@@ -291,14 +256,56 @@ class WorkerRepository:
                 run_id=row.run_id,
                 tenant_id=row.tenant_id,
                 idempotency_key=row.idempotency_key,
-                spec=specs[row.id],
+                spec=spec,
                 gpu_indices=row.gpu_indices or [],
                 rank=row.rank,
                 world_size=row.replicas,
                 peers=peers.get((row.run_id, row.number), []),
             )
-            for row in placed
+            for row, spec in given
         ]
+
+
+def _undelivered(work: Work, worker_id: str, limit: int) -> Sequence[Any]:
+    return work.connection.execute(
+        select(
+            attempts.c.id, attempts.c.number, attempts.c.rank, attempts.c.gpu_indices,
+            runs.c.id.label("run_id"), runs.c.tenant_id, runs.c.spec, runs.c.idempotency_key,
+            runs.c.replicas, runs.c.cancel_requested, attempts.c.preempt_requested_at,
+        )
+        .join(runs, runs.c.id == attempts.c.run_id)
+        .where(
+            attempts.c.worker_id == worker_id,
+            attempts.c.state == AttemptState.RUNNING,
+            attempts.c.delivered_at.is_(None),
+        )
+        .order_by(attempts.c.id)
+        .limit(limit)
+    ).all()  # fmt: skip
+
+
+def _deliverable(work: Work, worker_id: str, placed: Sequence[Any]) -> list[tuple[Any, JobSpec]]:
+    """The placed attempts to hand over, with their specs. One cancelled or preempted before
+    it was handed over ends here instead (the worker would start it before it heard the
+    stop); one whose stored run cannot be read fails (one broken row must not fail the
+    batch)."""
+    stopped = []
+    for row in placed:
+        stop = pending_stop(row.cancel_requested, row.preempt_requested_at is not None)
+        if stop is not None:
+            outcome, why = before_delivery(stop)
+            stopped.append(Ending(row.id, row.number, outcome, why))
+    work.settle(stopped, f"worker:{worker_id}")
+    halted = {ending.attempt_id for ending in stopped}
+    given = []
+    for row in placed:
+        if row.id in halted:
+            continue
+        try:
+            given.append((row, JobSpec.model_validate(row.spec)))
+        except ValidationError as error:
+            _fail_unreadable(work, worker_id, row, error)
+    return given
 
 
 def _fail_unreadable(work: Work, worker_id: str, row: Any, error: ValidationError) -> None:
