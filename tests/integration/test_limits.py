@@ -21,7 +21,9 @@ import pytest
 from herder.domain.jobs import RetryOutcome
 from herder.domain.retry import OOM_REASON_PREFIX, retry_outcome
 from herder.domain.states import AttemptState
-from herder.worker.cgroups import AttemptCgroup, CgroupEnforcer, cgroup_membership
+from herder.worker.attempt_cgroup import AttemptCgroup
+from herder.worker.cgroupfs import cgroup_membership
+from herder.worker.cgroups import CgroupEnforcer
 from herder.worker.executor import execute
 from herder.worker.limits import MIB, Confinement, Enforcer, Limits, RlimitEnforcer
 from herder.worker.outcome import Outcome
