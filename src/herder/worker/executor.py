@@ -9,6 +9,9 @@ sweeps every process of the attempt's uid before the uid is used again (``uids.U
 
 Who stops an attempt says why through a ``StopRequest``: a cancel and a preemption end the
 same way (TERM, grace, KILL) but are reported apart.
+
+The process itself (its launch, pipes and reaping) is ``process.py``'s; the words of how it
+ended are ``outcome.py``'s.
 """
 
 from __future__ import annotations
