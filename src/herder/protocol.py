@@ -67,10 +67,6 @@ class HeldAttempt(_Message):
     attempt_id: str
     attempt: int
 
-    @property
-    def key(self) -> tuple[str, int]:
-        return self.attempt_id, self.attempt
-
 
 class Heartbeat(_Message):
     """ "Alive, and holding these": ``running`` attempts, and ``finished`` ones whose report
