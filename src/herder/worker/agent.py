@@ -1,15 +1,17 @@
-"""The worker agent: register, then three loops until told to stop.
+"""The worker agent: register, then work as that registered worker until told to stop.
 
     claim loop      long-polls the server for attempts that fit (and for stops)
     heartbeat loop  says "alive, running these" every few seconds; hears stops:
                     cancel and preempt (TERM, grace, KILL; reported apart), drop (kill, silently)
-    reporter        sends output and completions, batched, one request in flight at a time
+    watchdog        kills the attempts once the server has been silent past the lease
+    reporter        sends output and completions (``reporter.py``)
 
-Each claimed attempt runs in its own task: fetch the artifact, mount the attempt's disk and
-place the program on it, execute it in its sandbox (own uid, namespaces, file system and
-seccomp filter; ``sandbox.py``) within its resource request (cgroups or rlimits, chosen once at
-start), report how it ended, clean up. Where attempts run on this host (state directories,
-uids, disks, networks) is ``host.py``'s.
+Each claimed attempt runs in its own task (``attempts.py``): fetch the artifact, mount the
+attempt's disk and place the program on it, execute it in its sandbox (own uid, namespaces,
+file system and seccomp filter; ``sandbox.py``) within its resource request (cgroups or
+rlimits, chosen once at start), report how it ended, clean up. Where attempts run on this host
+(state directories, uids, disks, networks) is ``host.py``'s. Every task the agent starts is
+watched (``watch.py``): one that dies stops the worker loudly.
 """
 
 from __future__ import annotations
