@@ -20,7 +20,9 @@ import uvloop
 from herder.domain.errors import Invalid
 from herder.domain.jobs import JobSpec, Runtime
 from herder.domain.states import AttemptState
-from herder.worker.executor import LaunchPlan, Outcome, StopRequest, execute
+from herder.worker.executor import StopRequest, execute
+from herder.worker.outcome import Outcome
+from herder.worker.process import LaunchPlan
 from herder.worker.sandbox import SANDBOX_WORKSPACE, Sandbox
 from herder.worker.uids import default_python
 from herder.worker.workspace import (

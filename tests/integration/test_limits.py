@@ -21,9 +21,13 @@ import pytest
 from herder.domain.jobs import RetryOutcome
 from herder.domain.retry import OOM_REASON_PREFIX, retry_outcome
 from herder.domain.states import AttemptState
-from herder.worker.cgroups import AttemptCgroup, CgroupEnforcer, cgroup_membership
-from herder.worker.executor import LaunchPlan, Outcome, execute
+from herder.worker.attempt_cgroup import AttemptCgroup
+from herder.worker.cgroupfs import cgroup_membership
+from herder.worker.cgroups import CgroupEnforcer
+from herder.worker.executor import execute
 from herder.worker.limits import MIB, Confinement, Enforcer, Limits, RlimitEnforcer
+from herder.worker.outcome import Outcome
+from herder.worker.process import LaunchPlan
 from herder.worker.sandbox import SANDBOX_WORKSPACE, Sandbox, limit_enforcer
 from herder.worker.uids import default_python
 from herder.worker.workspace import prepare_workspace, remove_workspace

@@ -12,8 +12,8 @@ from sqlalchemy import func, select, update
 from herder.control.dispatcher import Dispatcher
 from herder.domain.placement.policy import plan
 from herder.domain.states import AttemptState
-from herder.store.runs.attempts import Completion, OutputChunk
-from herder.store.runs.placement import QUICK_WINDOW_BASE
+from herder.protocol import Completion, OutputChunk
+from herder.store.runs.snapshot import QUICK_WINDOW_BASE
 from herder.store.schema import attempts, workers
 from tests.integration.conftest import Api
 from tests.integration.dispatching import dispatch
@@ -245,9 +245,10 @@ def test_gang_members_ending_at_the_same_moment_settle_the_run(
         barrier: threading.Barrier, worker_id: str, member: dict[str, Any], outcome: str
     ) -> None:
         done = Completion(
-            member["attempt_id"], member["attempt"], AttemptState(outcome), 0, outcome, None
-        )
-        last_words = OutputChunk(member["attempt_id"], member["attempt"], 0, "stdout", b"bye\n")
+            attempt_id=member["attempt_id"], attempt=member["attempt"],
+            outcome=AttemptState(outcome), exit_code=0, reason=outcome,
+        )  # fmt: skip
+        last_words = OutputChunk.of(member["attempt_id"], member["attempt"], 0, "stdout", b"bye\n")
         barrier.wait()
         results = api.store.attempts.report(worker_id, [last_words], [done])
         assert {result.status for result in results} <= {200, 409}

@@ -16,11 +16,10 @@ from sqlalchemy import select
 from herder.control.reaper import Reaper
 from herder.domain.jobs import JobSpec, Resources, RunOverrides
 from herder.domain.states import AttemptState, RunState
+from herder.protocol import Completion, HeldAttempt
 from herder.store.database import sqlite_url
-from herder.store.runs.attempts import Completion
 from herder.store.schema import attempts, runs
 from herder.store.store import Store
-from herder.store.workers import RunningAttempt
 from tests.integration.dispatching import dispatch
 from tests.integration.test_reaper import ManualClock
 
@@ -47,7 +46,7 @@ class ClaimProtocol(RuleBasedStateMachine):
         self.reaper = Reaper(self.store, self.clock, heartbeat_timeout_seconds=TIMEOUT)
         self.clock.advance(TIMEOUT)
         self.workers: list[str] = []
-        self.given: dict[str, list[RunningAttempt]] = {}  # what each worker was handed
+        self.given: dict[str, list[HeldAttempt]] = {}  # what each worker was handed
         self.terminal: dict[str, RunState] = {}
         self.ended: dict[tuple[str, int], str] = {}  # attempt → how it ended
 
@@ -80,7 +79,9 @@ class ClaimProtocol(RuleBasedStateMachine):
             assignments = self.store.workers.claim(worker, 2)
         except Exception:  # a lost worker is told so; that is the protocol
             return
-        self.given[worker] += [RunningAttempt(a.attempt_id, a.attempt) for a in assignments]
+        self.given[worker] += [
+            HeldAttempt(attempt_id=a.attempt_id, attempt=a.attempt) for a in assignments
+        ]
 
     @rule(index=st.integers(0, 9), pick=st.integers(0, 9), outcome=st.sampled_from(OUTCOMES))
     def report(self, index: int, pick: int, outcome: AttemptState) -> None:
@@ -90,7 +91,17 @@ class ClaimProtocol(RuleBasedStateMachine):
             return
         attempt = self.given[worker][pick % len(self.given[worker])]
         (result,) = self.store.attempts.report(
-            worker, [], [Completion(attempt.attempt_id, attempt.attempt, outcome, 0, "r", None)]
+            worker,
+            [],
+            [
+                Completion(
+                    attempt_id=attempt.attempt_id,
+                    attempt=attempt.attempt,
+                    outcome=outcome,
+                    exit_code=0,
+                    reason="r",
+                )
+            ],
         )
         assert result.status in (200, 409)
 

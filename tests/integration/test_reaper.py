@@ -15,9 +15,8 @@ from herder.control.reaper import Reaper
 from herder.domain.jobs import JobSpec, Resources, RetryPolicy, RunOverrides
 from herder.domain.models import Assignment
 from herder.domain.states import AttemptState, RunState
-from herder.store.runs.attempts import Completion
+from herder.protocol import Completion, HeldAttempt
 from herder.store.store import Store
-from herder.store.workers import RunningAttempt
 from tests.integration.dispatching import dispatch
 
 TIMEOUT = 10.0  # heartbeat timeout
@@ -73,8 +72,8 @@ class World:
     def fail(self, worker_id: str, assignment: Assignment) -> None:
         (result,) = self.store.attempts.report(
             worker_id, [],
-            [Completion(assignment.attempt_id, assignment.attempt, AttemptState.FAILED, 1,
-                        "exit 1", None)],
+            [Completion(attempt_id=assignment.attempt_id, attempt=assignment.attempt,
+                        outcome=AttemptState.FAILED, exit_code=1, reason="exit 1")],
         )  # fmt: skip
         assert result.status == 200
 
@@ -115,7 +114,7 @@ def test_an_attempt_past_its_deadline_times_out_even_if_its_worker_lives(world: 
     run_id = world.submit(world.job(timeout_seconds=60))
     worker = world.worker()
     (assignment,) = world.claim(worker)
-    running = [RunningAttempt(assignment.attempt_id, assignment.attempt)]
+    running = [HeldAttempt(attempt_id=assignment.attempt_id, attempt=assignment.attempt)]
     for _ in range(11):  # the worker keeps heartbeating, but never ends the attempt
         world.clock.advance(9)
         world.store.workers.heartbeat(worker, running, unreported_grace_seconds=2)
@@ -234,15 +233,15 @@ def test_an_attempt_that_ended_while_the_server_was_down_is_not_lost(world: Worl
     (assignment,) = world.claim(worker)
     world.clock.advance(8)  # the server is down; the attempt ends meanwhile
     Reaper(world.store, world.clock, heartbeat_timeout_seconds=TIMEOUT).step()  # restarted
-    finished = [RunningAttempt(assignment.attempt_id, assignment.attempt)]
+    finished = [HeldAttempt(attempt_id=assignment.attempt_id, attempt=assignment.attempt)]
     world.store.workers.heartbeat(worker, [], unreported_grace_seconds=2, finished=finished)
     world.reap()
     assert world.state(run_id) is RunState.RUNNING
     world.clock.advance(5)  # the report's back-off
     (result,) = world.store.attempts.report(
         worker, [],
-        [Completion(assignment.attempt_id, assignment.attempt, AttemptState.SUCCEEDED, 0,
-                    "exit 0", None)],
+        [Completion(attempt_id=assignment.attempt_id, attempt=assignment.attempt,
+                    outcome=AttemptState.SUCCEEDED, exit_code=0, reason="exit 0")],
     )  # fmt: skip
     assert result.status == 200
     run = world.store.runs.get(world.tenant_id, run_id)

@@ -79,7 +79,9 @@ class FakeServer:
             results = []
             for completion in body["completions"]:
                 self.completions[completion["attempt_id"]] = completion
-                results.append({"attempt_id": completion["attempt_id"], "status": 200})
+                results.append(
+                    {"attempt_id": completion["attempt_id"], "status": 200, "detail": "stored"}
+                )
             return httpx.Response(200, json={"results": results})
         return httpx.Response(404, json={"detail": f"no {path} here"})
 

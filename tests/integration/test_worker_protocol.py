@@ -182,3 +182,15 @@ def test_a_worker_downloads_only_artifacts_of_its_attempts(api: Api) -> None:
     api.start_run(job["id"])
     claim(api, worker_id)
     assert api.http.get(url, headers=as_worker(worker_id)).content == data
+
+
+def test_output_that_is_not_base64_is_refused(api: Api) -> None:
+    worker_id = register_worker(api)
+    api.start_run(api.create_job()["id"])
+    (assignment,) = claim(api, worker_id)["assignments"]
+    garbled = {**log(assignment, 0, "hello"), "data_b64": "not base64!"}
+    response = api.http.post(
+        f"/v1/workers/{worker_id}/reports", headers=as_worker(worker_id), json={"logs": [garbled]}
+    )
+    assert response.status_code == 422
+    assert "data_b64 is not valid base64" in response.json()["detail"]

@@ -11,16 +11,9 @@ from pathlib import Path
 import pytest
 
 from herder.domain.jobs import Resources
-from herder.worker.cgroups import (
-    V2_JOIN_SCRIPT,
-    CgroupEnforcer,
-    CgroupMount,
-    CgroupsUnavailable,
-    cgroup_enforcer,
-    cgroup_membership,
-    cgroup_mounts,
-    limit_settings,
-)
+from herder.worker.attempt_cgroup import V2_JOIN_SCRIPT, limit_settings
+from herder.worker.cgroupfs import CgroupMount, cgroup_membership, cgroup_mounts
+from herder.worker.cgroups import CgroupEnforcer, CgroupsUnavailable, cgroup_enforcer
 from herder.worker.limits import MIB, Limits, RlimitConfinement, limits_for
 
 HYBRID_MOUNTINFO = """\

@@ -13,20 +13,12 @@ from herder.clock import Clock
 from herder.domain.errors import NotFound
 from herder.domain.models import LogChunk
 from herder.domain.states import AttemptState
+from herder.protocol import OutputChunk
 from herder.store.database import Database
 from herder.store.dialect import insert_ignoring_duplicates
 from herder.store.schema import attempts, log_chunks, runs
 
 MAX_LOG_BYTES_PER_ATTEMPT = 8 * 1024 * 1024 + 64 * 1024  # the worker's 8 MiB and its marker
-
-
-@dataclass(frozen=True)
-class OutputChunk:
-    attempt_id: str
-    attempt: int
-    seq: int  # per attempt, from the worker: a resent chunk is stored once
-    stream: str
-    data: bytes
 
 
 def append_output(

@@ -10,7 +10,6 @@ import logging
 import random
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -25,9 +24,11 @@ from herder.domain.lifecycle.changes import Event
 from herder.domain.lifecycle.facts import AttemptFacts, Ending
 from herder.domain.lifecycle.reap import never_delivered
 from herder.domain.lifecycle.settle import fail_unreadable
-from herder.domain.lifecycle.stops import HeldAttempt, before_delivery, pending_stop, stop_orders
+from herder.domain.lifecycle.stops import HeldAttempt as StoredAttempt
+from herder.domain.lifecycle.stops import before_delivery, pending_stop, stop_orders
 from herder.domain.models import Assignment, Worker, WorkerState
 from herder.domain.states import AttemptState
+from herder.protocol import Directives, HeldAttempt
 from herder.store.access import hash_secret
 from herder.store.database import Database
 from herder.store.fleet import worker_record
@@ -39,27 +40,6 @@ from herder.store.work import Work, unit_of_work
 
 log = logging.getLogger("herder.store")
 SECRET_PREFIX = "wks_"  # a registered worker's secret; 32 random bytes follow
-
-
-@dataclass(frozen=True)
-class RunningAttempt:
-    """What a worker says it runs: the attempt and its number (the fencing token)."""
-
-    attempt_id: str
-    attempt: int
-
-    @property
-    def key(self) -> tuple[str, int]:
-        return self.attempt_id, self.attempt
-
-
-@dataclass(frozen=True)
-class Directives:
-    """What the server tells a worker besides new work."""
-
-    cancel: list[str]  # attempt ids to stop now
-    drop: list[str]  # attempt ids that are no longer this worker's: kill, report nothing
-    preempt: list[str]  # attempt ids to stop for a higher-priority run: report them preempted
 
 
 class WorkerRepository:
@@ -125,10 +105,10 @@ class WorkerRepository:
     def heartbeat(
         self,
         worker_id: str,
-        running: list[RunningAttempt],
+        running: Sequence[HeldAttempt],
         *,
         unreported_grace_seconds: float,
-        finished: Sequence[RunningAttempt] = (),
+        finished: Sequence[HeldAttempt] = (),
     ) -> Directives:
         """The worker is alive; answers what to stop. A worker already declared lost is
         told so (``Gone``): its attempts were given to others.
@@ -138,7 +118,7 @@ class WorkerRepository:
         over more than ``unreported_grace_seconds`` ago never reached it (the claim's answer
         was lost, say when the server died mid-claim): it ends ``lost`` and its run retries.
         """
-        reported = {item.key for item in [*running, *finished]}
+        reported = {(item.attempt_id, item.attempt) for item in [*running, *finished]}
         with unit_of_work(self._db, self._clock, self._rng) as work:
             alive = work.connection.execute(
                 update(workers)
@@ -168,7 +148,7 @@ class WorkerRepository:
             )
         return directives
 
-    def _record_stale(self, worker_id: str, stale: list[RunningAttempt]) -> None:
+    def _record_stale(self, worker_id: str, stale: Sequence[HeldAttempt]) -> None:
         """A heartbeat naming attempts that are no longer current: say so in their runs."""
         numbers = {item.attempt_id: item.attempt for item in stale}
         with self._db.write() as connection:
@@ -192,7 +172,7 @@ class WorkerRepository:
                 ],
             )
 
-    def directives(self, worker_id: str, running: list[RunningAttempt]) -> Directives:
+    def directives(self, worker_id: str, running: Sequence[HeldAttempt]) -> Directives:
         """Which of its attempts the worker must stop: cancelled ones (report them), and ones
         that are no longer its current attempts (kill them, report nothing)."""
         with self._db.read() as connection:
@@ -211,16 +191,16 @@ class WorkerRepository:
             ).all()
         orders = stop_orders(
             [
-                HeldAttempt(row.id, row.number, row.cancel_requested,
+                StoredAttempt(row.id, row.number, row.cancel_requested,
                             row.preempt_requested_at is not None)
                 for row in current
             ],
-            [item.key for item in running],
+            [(item.attempt_id, item.attempt) for item in running],
         )  # fmt: skip
         return Directives(cancel=orders.cancel, drop=orders.drop, preempt=orders.preempt)
 
     def claim_with_directives(
-        self, worker_id: str, max_runs: int, running: list[RunningAttempt], look_for_news: bool
+        self, worker_id: str, max_runs: int, running: Sequence[HeldAttempt], look_for_news: bool
     ) -> tuple[list[Assignment], Directives]:
         """Claim, and (when asked) look up which of the worker's attempts to stop or drop."""
         nothing = Directives(cancel=[], drop=[], preempt=[])

@@ -1,4 +1,5 @@
-"""The worker's side of the worker protocol: typed calls over one HTTP connection pool.
+"""The worker's side of the worker protocol: the messages of ``herder.protocol`` over one HTTP
+connection pool.
 
 The fleet's worker token is sent only to register; every later call presents the secret the
 registration answered with, kept in memory only (never on disk, in argv or in an attempt's
@@ -8,37 +9,35 @@ attempts under the ids they were given to.
 
 from __future__ import annotations
 
-import base64
 import time
-from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
 import httpx
+from pydantic import BaseModel
 
-from herder import __version__
-from herder.domain.jobs import Capacity
-from herder.domain.models import Assignment
-from herder.worker.output import Chunk
+from herder.protocol import (
+    ClaimReply,
+    ClaimRequest,
+    Directives,
+    Heartbeat,
+    HeldAttempt,
+    RegisterReply,
+    RegisterRequest,
+    Report,
+    ReportResult,
+    ReportResults,
+)
 
 CLAIM_WAIT_SECONDS = 20.0
-DIRECTIVES = ("cancel", "drop", "preempt")
 GONE = 410  # the server declared this worker lost: drop everything, register again
 UNKNOWN = 401  # the server does not know this worker's secret (say, an older registration)
 
-
-@dataclass(frozen=True)
-class Registration:
-    worker_id: str
-    heartbeat_interval_seconds: float
-    heartbeat_timeout_seconds: float
+Reply = TypeVar("Reply", bound=BaseModel)
 
 
-def is_gone(error: httpx.HTTPError) -> bool:
-    """The registration is over: the worker must drop its attempts and register again."""
-    return isinstance(error, httpx.HTTPStatusError) and error.response.status_code in (
-        GONE,
-        UNKNOWN,
-    )
+class RegistrationOver(Exception):
+    """The server declared this worker lost, or no longer knows its secret: the worker must
+    drop its attempts and register again."""
 
 
 class ServerConnection:
@@ -62,92 +61,50 @@ class ServerConnection:
     def _as(self, worker_id: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {self._secrets.get(worker_id, '')}"}
 
-    async def _post(self, path: str, body: dict[str, Any], headers: dict[str, str]) -> Any:
-        response = await self._http.post(path, json=body, headers=headers)
+    async def _post(
+        self, path: str, message: BaseModel, reply: type[Reply], headers: dict[str, str]
+    ) -> Reply:
+        response = await self._http.post(
+            path,
+            content=message.model_dump_json(),
+            headers={**headers, "Content-Type": "application/json"},
+        )
         if response.status_code < 500:
             self.last_contact = time.monotonic()
         response.raise_for_status()
-        return response.json()
+        return reply.model_validate_json(response.content)
 
-    async def register(
-        self,
-        name: str,
-        capacity: Capacity,
-        max_slots: int,
-        labels: dict[str, str],
-        address: str,
-    ) -> Registration:
-        """Register as a new worker (a lost one registers again, under a new id); ``address``
-        is where gang peers reach it."""
+    async def _post_as_worker(self, path: str, message: BaseModel, reply: type[Reply]) -> Reply:
+        """A call of the current registration; ``RegistrationOver`` when it has ended."""
+        try:
+            return await self._post(
+                f"/v1/workers/{self.worker_id}/{path}", message, reply, self._as(self.worker_id)
+            )
+        except httpx.HTTPStatusError as error:
+            if error.response.status_code in (GONE, UNKNOWN):
+                raise RegistrationOver(str(error)) from error
+            raise
+
+    async def register(self, request: RegisterRequest) -> RegisterReply:
+        """Register as a new worker (a lost one registers again, under a new id)."""
         answer = await self._post(
-            "/v1/workers",
-            {
-                "name": name,
-                "capacity": capacity.model_dump(),
-                "max_slots": max_slots,
-                "labels": labels,
-                "version": __version__,
-                "address": address,
-            },
-            {"Authorization": f"Bearer {self._token}"},
+            "/v1/workers", request, RegisterReply, {"Authorization": f"Bearer {self._token}"}
         )
-        self.worker_id = answer["worker_id"]
-        self._secrets[self.worker_id] = answer["worker_secret"]
-        return Registration(
-            worker_id=self.worker_id,
-            heartbeat_interval_seconds=float(answer["heartbeat_interval_seconds"]),
-            heartbeat_timeout_seconds=float(answer["heartbeat_timeout_seconds"]),
-        )
+        self.worker_id = answer.worker_id
+        self._secrets[self.worker_id] = answer.worker_secret
+        return answer
 
-    async def heartbeat(
-        self, running: list[tuple[str, int]], finished: list[tuple[str, int]]
-    ) -> dict[str, list[str]]:
-        """``finished``: attempts that ended but whose report has not been delivered yet (the
-        server must not take them for attempts that never reached us)."""
-        answer = await self._post(
-            f"/v1/workers/{self.worker_id}/heartbeat",
-            {"running": _running(running), "finished": _running(finished)},
-            self._as(self.worker_id),
-        )
-        return _directives(answer)
+    async def heartbeat(self, heartbeat: Heartbeat) -> Directives:
+        return await self._post_as_worker("heartbeat", heartbeat, Directives)
 
-    async def claim(
-        self, max_runs: int, running: list[tuple[str, int]]
-    ) -> tuple[list[Assignment], dict[str, list[str]]]:
-        answer = await self._post(
-            f"/v1/workers/{self.worker_id}/claim",
-            {
-                "max_runs": max_runs,
-                "wait_seconds": CLAIM_WAIT_SECONDS,
-                "running": _running(running),
-            },
-            self._as(self.worker_id),
-        )
-        assignments = [Assignment.model_validate(item) for item in answer["assignments"]]
-        return assignments, _directives(answer)
+    async def claim(self, max_runs: int, running: list[HeldAttempt]) -> ClaimReply:
+        request = ClaimRequest(running=running, max_runs=max_runs, wait_seconds=CLAIM_WAIT_SECONDS)
+        return await self._post_as_worker("claim", request, ClaimReply)
 
-    async def report(
-        self,
-        worker_id: str,
-        logs: list[tuple[str, int, Chunk]],
-        completions: list[dict[str, Any]],
-    ) -> list[dict[str, Any]]:
-        body = {
-            "logs": [
-                {
-                    "attempt_id": attempt_id,
-                    "attempt": attempt,
-                    "seq": chunk.seq,
-                    "stream": chunk.stream,
-                    "data_b64": base64.b64encode(chunk.data).decode(),
-                }
-                for attempt_id, attempt, chunk in logs
-            ],
-            "completions": completions,
-        }
-        answer = await self._post(f"/v1/workers/{worker_id}/reports", body, self._as(worker_id))
-        results: list[dict[str, Any]] = answer["results"]
-        return results
+    async def report(self, worker_id: str, report: Report) -> list[ReportResult]:
+        """Under ``worker_id``, the registration the reported attempts were given to."""
+        path = f"/v1/workers/{worker_id}/reports"
+        return (await self._post(path, report, ReportResults, self._as(worker_id))).results
 
     async def download(self, sha256: str) -> bytes:
         response = await self._http.get(
@@ -155,12 +112,3 @@ class ServerConnection:
         )
         response.raise_for_status()
         return response.content
-
-
-def _directives(answer: dict[str, Any]) -> dict[str, list[str]]:
-    """What the server tells us to stop: cancel, drop and (newer servers) preempt."""
-    return {kind: list(answer.get(kind, [])) for kind in DIRECTIVES}
-
-
-def _running(attempts: list[tuple[str, int]]) -> list[dict[str, Any]]:
-    return [{"attempt_id": attempt_id, "attempt": number} for attempt_id, number in attempts]

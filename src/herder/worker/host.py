@@ -166,8 +166,10 @@ class AttemptHost:
 
     async def close(self) -> None:
         """Once every attempt has ended: sweep their uids, remove networks and cgroups."""
-        await self.sweeper.sweep()
-        if isinstance(self._networks, OutboundNetworks):
-            await asyncio.to_thread(self._networks.close_all)
-        await asyncio.to_thread(self.enforcer.close)
-        self._uid_lock.close()
+        try:
+            await self.sweeper.sweep()
+        finally:
+            if isinstance(self._networks, OutboundNetworks):
+                await asyncio.to_thread(self._networks.close_all)
+            await asyncio.to_thread(self.enforcer.close)
+            self._uid_lock.close()

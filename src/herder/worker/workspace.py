@@ -19,8 +19,8 @@ from typing import IO, assert_never
 
 from herder.domain.errors import Invalid
 from herder.domain.jobs import JobSpec, Runtime
-from herder.worker.executor import LaunchPlan
 from herder.worker.limits import Limits
+from herder.worker.process import LaunchPlan
 from herder.worker.sandbox import Sandbox
 
 DEFAULT_MAX_UNPACKED_BYTES = 1024**3  # 1 GiB

@@ -1,17 +1,5 @@
-"""The worker protocol: register, heartbeat, long-poll claim, reports, artifact download.
-
-Registration takes the fleet's worker token and answers with the new worker's own secret;
-every later call for that worker (``/v1/workers/{id}/…`` and ``/v1/attempts/{id}/…``) takes
-that secret instead, so the fleet token alone cannot act as a registered worker.
-
-Every report carries the attempt number (the fencing token); a report from an attempt that
-is no longer current is refused with 409 and recorded in the run's events.
-"""
-
 from __future__ import annotations
 
-import base64
-import binascii
 import time
 
 from fastapi import APIRouter, Request, Response, status
@@ -25,26 +13,22 @@ from herder.api.auth import (
     worker_secret,
 )
 from herder.api.openapi import problems
-from herder.api.schemas import (
-    AttemptCompletion,
-    AttemptLogs,
-    ClaimRequest,
-    ClaimResponse,
-    CompletionReport,
-    Directives,
-    HeartbeatRequest,
-    LogReport,
-    ReportResult,
-    ReportResults,
-    Reports,
-    WorkerRegister,
-    WorkerRegistered,
-)
 from herder.api.wakeups import Wakeups
 from herder.domain.errors import Conflict, Invalid, NotFound
 from herder.domain.models import Worker
-from herder.store.runs.attempts import Completion, OutputChunk, Usage
-from herder.store.runs.attempts import ReportResult as StoredResult
+from herder.protocol import (
+    AttemptCompletion,
+    AttemptOutput,
+    ClaimReply,
+    ClaimRequest,
+    Directives,
+    Heartbeat,
+    RegisterReply,
+    RegisterRequest,
+    Report,
+    ReportResult,
+    ReportResults,
+)
 
 router = APIRouter(prefix="/v1", tags=["worker protocol"])
 
@@ -56,8 +40,8 @@ def _wakeups(request: Request) -> Wakeups:
 
 @router.post("/workers", status_code=status.HTTP_201_CREATED)
 def register(
-    body: WorkerRegister, token_id: WorkerToken, store: StoreDep, request: Request
-) -> WorkerRegistered:
+    body: RegisterRequest, token_id: WorkerToken, store: StoreDep, request: Request
+) -> RegisterReply:
     worker, secret = store.workers.register(
         token_id,
         name=body.name,
@@ -68,7 +52,7 @@ def register(
         address=body.address or (request.client.host if request.client else ""),
     )
     settings = request.app.state.settings
-    return WorkerRegistered(
+    return RegisterReply(
         worker_id=worker.id,
         worker_secret=secret,
         heartbeat_interval_seconds=settings.heartbeat_interval_seconds,
@@ -84,22 +68,22 @@ def list_workers(_admin: SystemAdmin, store: StoreDep) -> list[Worker]:
 
 @router.post("/workers/{worker_id}/heartbeat")
 def heartbeat(
-    body: HeartbeatRequest, worker_id: RegisteredWorker, store: StoreDep, request: Request
+    body: Heartbeat, worker_id: RegisteredWorker, store: StoreDep, request: Request
 ) -> Directives:
     interval = request.app.state.settings.heartbeat_interval_seconds
     directives = store.workers.heartbeat(
         worker_id,
-        body.attempts(),
+        body.running,
         unreported_grace_seconds=2 * interval + 1.0,
-        finished=body.finished_attempts(),
+        finished=body.finished,
     )
-    return Directives(cancel=directives.cancel, drop=directives.drop, preempt=directives.preempt)
+    return directives
 
 
 @router.post("/workers/{worker_id}/claim")
 async def claim(
     body: ClaimRequest, worker_id: RegisteredWorker, store: StoreDep, request: Request
-) -> ClaimResponse:
+) -> ClaimReply:
     """Long-poll: returns as soon as the dispatcher placed work here or something must stop."""
     wakeups = _wakeups(request)
     deadline = time.monotonic() + body.wait_seconds
@@ -108,44 +92,18 @@ async def claim(
         since = wakeups.generation(worker_id)
         news = news or wakeups.take_news(worker_id)
         assignments, directives = await run_in_threadpool(
-            store.workers.claim_with_directives, worker_id, body.max_runs, body.attempts(), news
+            store.workers.claim_with_directives, worker_id, body.max_runs, body.running, news
         )
         news = False
         remaining = deadline - time.monotonic()
-        stops = directives.cancel or directives.drop or directives.preempt
-        if assignments or stops or remaining <= 0:
-            return ClaimResponse(
-                assignments=assignments,
-                cancel=directives.cancel,
-                drop=directives.drop,
-                preempt=directives.preempt,
-            )
+        if assignments or directives.stops_any or remaining <= 0:
+            return ClaimReply(assignments=assignments, **directives.model_dump())
         if wakeups.closed or await request.is_disconnected():
-            return ClaimResponse(assignments=[], cancel=[], drop=[])
+            return ClaimReply(assignments=[], cancel=[], drop=[])
         await wakeups.wait(worker_id, since, remaining)
 
 
-def _output(report: LogReport) -> OutputChunk:
-    try:
-        data = base64.b64decode(report.data_b64, validate=True)
-    except binascii.Error as error:
-        raise Invalid("data_b64 is not valid base64", field="data_b64") from error
-    return OutputChunk(report.attempt_id, report.attempt, report.seq, report.stream, data)
-
-
-def _completion(report: CompletionReport) -> Completion:
-    usage = Usage(**report.usage.model_dump()) if report.usage else None
-    return Completion(
-        attempt_id=report.attempt_id,
-        attempt=report.attempt,
-        outcome=report.outcome,
-        exit_code=report.exit_code,
-        reason=report.reason,
-        usage=usage,
-    )
-
-
-def _single(results: list[StoredResult]) -> ReportResult:
+def _single(results: list[ReportResult], attempt_id: str) -> ReportResult:
     """The single-attempt endpoints answer with the status itself."""
     for result in results:
         if result.status == 409:
@@ -153,23 +111,13 @@ def _single(results: list[StoredResult]) -> ReportResult:
         if result.status == 404:
             raise NotFound(result.detail)
     detail = results[0].detail if results else "stored"
-    return ReportResult(attempt_id="", status=200, detail=detail)
+    return ReportResult(attempt_id=attempt_id, status=200, detail=detail)
 
 
 @router.post("/workers/{worker_id}/reports")
-def reports(body: Reports, worker_id: RegisteredWorker, store: StoreDep) -> ReportResults:
+def reports(body: Report, worker_id: RegisteredWorker, store: StoreDep) -> ReportResults:
     """Batched output and completions; each result says whether it was applied."""
-    results = store.attempts.report(
-        worker_id,
-        [_output(report) for report in body.logs],
-        [_completion(report) for report in body.completions],
-    )
-    return ReportResults(
-        results=[
-            ReportResult(attempt_id=result.attempt_id, status=result.status, detail=result.detail)
-            for result in results
-        ]
-    )
+    return ReportResults(results=store.attempts.report(worker_id, body.logs, body.completions))
 
 
 @router.get("/workers/{worker_id}/artifacts/{artifact_id}", response_class=Response)
@@ -182,14 +130,14 @@ def download(artifact_id: str, worker_id: RegisteredWorker, store: StoreDep) -> 
 
 @router.post("/attempts/{attempt_id}/logs", responses=problems(401, 403, 409, 410))
 def attempt_logs(
-    attempt_id: str, body: AttemptLogs, request: Request, store: StoreDep
+    attempt_id: str, body: AttemptOutput, request: Request, store: StoreDep
 ) -> ReportResult:
     """One attempt's output (the batched ``/workers/{id}/reports`` is the fast path)."""
     store.access.authenticate_worker(body.worker_id, worker_secret(request))
     if any(chunk.attempt_id != attempt_id for chunk in body.chunks):
         raise Invalid("every chunk must belong to the attempt in the path", field="chunks")
-    results = store.attempts.report(body.worker_id, [_output(chunk) for chunk in body.chunks], [])
-    return _single(results).model_copy(update={"attempt_id": attempt_id})
+    results = store.attempts.report(body.worker_id, body.chunks, [])
+    return _single(results, attempt_id)
 
 
 @router.post("/attempts/{attempt_id}/complete", responses=problems(401, 403, 409, 410))
@@ -202,5 +150,5 @@ def attempt_complete(
     store.access.authenticate_worker(body.worker_id, worker_secret(request))
     if body.completion.attempt_id != attempt_id:
         raise Invalid("the completion must be for the attempt in the path", field="attempt_id")
-    results = store.attempts.report(body.worker_id, [], [_completion(body.completion)])
-    return _single(results).model_copy(update={"attempt_id": attempt_id})
+    results = store.attempts.report(body.worker_id, [], [body.completion])
+    return _single(results, attempt_id)

@@ -1,0 +1,124 @@
+"""One claimed attempt on this worker: what the agent knows of it while it runs, how it is run
+(its program placed in its workspace, then executed there in its sandbox) and how its end is
+reported (the executor's ``Outcome`` becomes the protocol's ``Completion``)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from herder.domain.errors import HerderError
+from herder.domain.jobs import Runtime
+from herder.domain.models import Assignment
+from herder.domain.states import AttemptState
+from herder.protocol import MAX_REASON_CHARS, Completion, HeldAttempt, Usage
+from herder.worker.cache import ArtifactCache
+from herder.worker.executor import StopRequest, execute
+from herder.worker.host import AttemptHost, AttemptPlace
+from herder.worker.limits import limits_for
+from herder.worker.network import NetworkUnavailable
+from herder.worker.outcome import Outcome, not_started
+from herder.worker.output import OutputBuffer
+from herder.worker.process import OutputSink
+from herder.worker.sandbox import SANDBOX_WORKSPACE, attempt_environment
+from herder.worker.workspace import build_plan, place_artifact, unpack_archive
+
+# What keeps an attempt from starting, rather than a fault of the worker: the attempt fails.
+PREPARATION_ERRORS = (HerderError, OSError, ValueError, httpx.HTTPError, NetworkUnavailable)
+
+
+@dataclass
+class LiveAttempt:
+    assignment: Assignment
+    worker_id: str  # the registration it was given to
+    output: OutputBuffer = field(default_factory=OutputBuffer)
+    stop: StopRequest = field(default_factory=StopRequest)
+    dropped: bool = False  # no longer ours: kill it, report nothing
+    lost_because: str | None = None  # killed because the worker stops or lost the server
+
+    @property
+    def held(self) -> HeldAttempt:
+        return HeldAttempt(attempt_id=self.assignment.attempt_id, attempt=self.assignment.attempt)
+
+    def lose(self, why: str) -> None:
+        """Kill it, to be reported ``lost`` with ``why``."""
+        self.lost_because = why
+        self.stop.set()
+
+    def completion(self, outcome: Outcome) -> Completion:
+        state, reason = outcome.state, outcome.reason
+        if self.lost_because is not None:
+            state, reason = AttemptState.LOST, self.lost_because
+        usage = outcome.usage
+        return Completion(
+            attempt_id=self.assignment.attempt_id,
+            attempt=self.assignment.attempt,
+            outcome=state,
+            exit_code=outcome.exit_code,
+            reason=reason[:MAX_REASON_CHARS],
+            usage=Usage(
+                cpu_user_seconds=usage.cpu_user_seconds,
+                cpu_system_seconds=usage.cpu_system_seconds,
+                max_rss_kb=usage.max_rss_kb,
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class AttemptRunner:
+    """Runs attempts on this host, as the worker's configuration says."""
+
+    host: AttemptHost
+    cache: ArtifactCache
+    python: str  # the interpreter of python jobs
+    kill_grace_seconds: float
+    max_processes: int
+
+    async def run(self, attempt: LiveAttempt, on_output: OutputSink) -> Outcome:
+        """Prepare the attempt's place, run it there, take the place back: how it ended."""
+        try:
+            async with self.host.attempt(attempt.assignment) as place:
+                return await self._execute(attempt, place, on_output)
+        except PREPARATION_ERRORS as error:
+            return not_started(f"could not prepare the attempt: {error}")
+
+    async def _execute(
+        self, attempt: LiveAttempt, place: AttemptPlace, on_output: OutputSink
+    ) -> Outcome:
+        """Place the program in the attempt's workspace, then run it there."""
+        spec = attempt.assignment.spec
+        program = await self._place_program(attempt.assignment, place)
+        seen_as = SANDBOX_WORKSPACE if place.sandbox is not None else place.workspace
+        temporary = Path("/tmp") if place.sandbox is not None else seen_as
+        plan = build_plan(
+            spec,
+            seen_as,
+            program,
+            attempt_environment(attempt.assignment, seen_as, temporary),
+            self.python,
+            spec.timeout_seconds,
+            kill_grace_seconds=self.kill_grace_seconds,
+            limits=limits_for(spec.resources, self.max_processes),
+            sandbox=place.sandbox,
+            name=attempt.assignment.attempt_id,
+        )
+        return await execute(plan, on_output, attempt.stop, self.host.enforcer)
+
+    async def _place_program(self, assignment: Assignment, place: AttemptPlace) -> Path | None:
+        """The artifact in the workspace: unpacked (an archive), or as the program to run."""
+        spec, uid = assignment.spec, place.uid
+        if spec.artifact is None:
+            return None
+        cached = await self.cache.path(spec.artifact)
+        if spec.runtime is Runtime.ARCHIVE:
+            await asyncio.to_thread(unpack_archive, place.workspace, cached, uid, uid)
+            return None
+        name = "main.py" if spec.runtime is Runtime.PYTHON else "program"
+        executable = spec.runtime is Runtime.EXECUTABLE
+        await asyncio.to_thread(
+            place_artifact, place.workspace, cached, name, executable=executable, uid=uid, gid=uid
+        )
+        return Path(name)

@@ -1,0 +1,152 @@
+"""The agent's reporter: output and completions go to the server batched, one request in flight
+at a time, each under the registration its attempt was given to; what fails is kept and sent
+again, sooner when a heartbeat says the server is back.
+
+Completions go at once; output alone waits a little (``LOG_FLUSH_SECONDS``) to travel in
+batches. An ended attempt whose report is not delivered yet is named in heartbeats as
+``finished`` (``unreported``), so the server does not take it for lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+
+import httpx
+
+from herder.protocol import Completion, HeldAttempt, OutputChunk, Report
+from herder.worker.attempts import LiveAttempt
+from herder.worker.connection import ServerConnection
+from herder.worker.output import Chunk
+
+log = logging.getLogger("herder.worker")
+
+LOG_FLUSH_SECONDS = 0.1  # output is sent at most this often while attempts run
+RETRY_SECONDS = (0.2, 0.5, 1.0, 2.0, 5.0)  # back-off while the server cannot be reached
+
+
+def backoff(failures: int) -> float:
+    return RETRY_SECONDS[min(failures, len(RETRY_SECONDS) - 1)]
+
+
+def _chunks(attempt_id: str, attempt: int, chunks: list[Chunk]) -> list[OutputChunk]:
+    return [
+        OutputChunk.of(attempt_id, attempt, chunk.seq, chunk.stream, chunk.data) for chunk in chunks
+    ]
+
+
+class Reporter:
+    def __init__(
+        self,
+        connection: ServerConnection,
+        running: Mapping[str, LiveAttempt],
+        drop: Callable[[str], None],
+    ) -> None:
+        """``running``: the agent's attempts, whose output is sent as it comes; ``drop``: what
+        to do with an attempt whose report the server refused (it is no longer ours)."""
+        self._connection = connection
+        self._running = running
+        self._drop = drop
+        self._pending: dict[str, Report] = defaultdict(Report)  # by worker id
+        # (worker id, attempt id, number) of ended attempts whose report is not delivered yet
+        self._unreported: set[tuple[str, str, int]] = set()
+        self._needed = asyncio.Event()
+        self._completion_ready = asyncio.Event()
+        self._server_back = asyncio.Event()
+        self.broken = False  # its loop died: nothing more is sent
+
+    def output_written(self) -> None:
+        self._needed.set()
+
+    def server_answered(self) -> None:
+        """A heartbeat got through: retry what failed now, not after the back-off."""
+        self._server_back.set()
+
+    def complete(self, attempt: LiveAttempt, completion: Completion) -> None:
+        """``attempt`` ended: its last output and its completion go next."""
+        report = self._pending[attempt.worker_id]
+        report.logs += _chunks(completion.attempt_id, completion.attempt, attempt.output.take())
+        report.completions.append(completion)
+        self._unreported.add((attempt.worker_id, completion.attempt_id, completion.attempt))
+        self._needed.set()
+        self._completion_ready.set()
+
+    def unreported(self, worker_id: str) -> list[HeldAttempt]:
+        """Ended attempts of that registration whose report is still on its way."""
+        return [
+            HeldAttempt(attempt_id=attempt_id, attempt=number)
+            for owner, attempt_id, number in self._unreported
+            if owner == worker_id
+        ]
+
+    async def run(self) -> None:
+        try:
+            await self._loop()
+        except Exception:
+            self.broken = True
+            raise
+
+    async def _loop(self) -> None:
+        failures = 0
+        while True:
+            await self._needed.wait()
+            self._needed.clear()
+            self._completion_ready.clear()
+            if await self._send():
+                failures = 0
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._completion_ready.wait(), LOG_FLUSH_SECONDS)
+            else:
+                failures += 1
+                self._needed.set()
+                self._server_back.clear()
+                with contextlib.suppress(TimeoutError):  # back off, unless the server is back
+                    await asyncio.wait_for(self._server_back.wait(), backoff(failures))
+
+    async def flush(self) -> None:
+        """Send everything pending, retrying until it is delivered (the caller bounds it);
+        nothing when the reporter is broken."""
+        failures = 0
+        while self._pending and not self.broken:
+            if not await self._send():
+                failures += 1
+                await asyncio.sleep(backoff(failures))
+
+    def _collect(self) -> dict[str, Report]:
+        """Everything pending, with the output of running attempts, by worker id (a worker
+        that registered again still reports its old attempts under the old id)."""
+        for attempt_id, attempt in self._running.items():
+            if attempt.output.has_pending and not attempt.dropped:
+                number = attempt.assignment.attempt
+                output = _chunks(attempt_id, number, attempt.output.take())
+                self._pending[attempt.worker_id].logs += output
+        reports, self._pending = self._pending, defaultdict(Report)
+        return reports
+
+    async def _send(self) -> bool:
+        """Everything pending, one request per worker id; what fails is kept for next time."""
+        delivered = True
+        for worker_id, report in self._collect().items():
+            try:
+                results = await self._connection.report(worker_id, report)
+            except httpx.HTTPError as error:
+                log.warning("report failed, will retry: %s", error)
+                later = self._pending[worker_id]
+                self._pending[worker_id] = Report(
+                    logs=report.logs + later.logs,
+                    completions=report.completions + later.completions,
+                )
+                delivered = False
+                continue
+            for completion in report.completions:  # answered: accepted or refused
+                self._unreported.discard((worker_id, completion.attempt_id, completion.attempt))
+            for result in results:
+                if not result.applied:
+                    log.warning(
+                        "server refused a report for %s: %s", result.attempt_id, result.detail
+                    )
+                    self._drop(result.attempt_id)
+        return delivered

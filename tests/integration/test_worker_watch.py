@@ -1,0 +1,113 @@
+"""The agent's tasks are watched: one that dies stops the worker loudly (its traceback logged,
+no more claims, its attempts killed, ``Agent.run`` raising) instead of working on half-dead,
+claiming work it can never report."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+
+from herder.worker.agent import Agent
+from herder.worker.attempts import AttemptRunner, LiveAttempt
+from herder.worker.outcome import Outcome
+from herder.worker.process import OutputSink
+from herder.worker.watch import SideTaskDied
+from tests.integration.test_worker_agent import FakeServer, assignment, config
+
+WITHIN_SECONDS = 20.0
+
+
+class AnswersBadly(FakeServer):
+    """Answers calls to ``path`` (its last part) with a body the worker cannot read."""
+
+    def __init__(self, path: str, answer: object) -> None:
+        super().__init__()
+        self.path = path
+        self.answer = answer
+        self.claims_after_answer = 0
+        self.answered = False
+
+    async def handle(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/claim") and self.answered:
+            self.claims_after_answer += 1
+        if request.url.path.endswith(self.path):
+            self.answered = True
+            return httpx.Response(200, json=self.answer)
+        return await super().handle(request)
+
+
+def stopped_by_itself(
+    server: FakeServer, tmp_path: Path, prepare: Callable[[Agent], None] = lambda _: None
+) -> SideTaskDied:
+    """Run an agent that nobody stops; what it stopped with."""
+
+    async def main() -> SideTaskDied:
+        stop = asyncio.Event()
+        agent = Agent(config(tmp_path), httpx.MockTransport(server.handle))
+        prepare(agent)
+        with pytest.raises(SideTaskDied) as raised:
+            await asyncio.wait_for(agent.run(stop), WITHIN_SECONDS)
+        assert stop.is_set()
+        return raised.value
+
+    return asyncio.run(main())
+
+
+def test_a_reporter_that_dies_stops_the_worker(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = AnswersBadly("/reports", {"results": [{"attempt_id": "att_out"}]})  # no status
+    server.to_assign = [assignment("att_out", "echo hi; sleep 30")]
+    died = stopped_by_itself(server, tmp_path)
+    assert died.name == "reporter"
+    assert "the worker's reporter died" in str(died)
+    (logged,) = [record for record in caplog.records if "reporter died" in record.getMessage()]
+    assert logged.levelno == logging.ERROR
+    assert logged.exc_info is not None  # with its traceback
+    assert server.claims_after_answer <= 1  # at most the long-poll already under way
+
+
+def test_a_uid_sweeper_that_dies_stops_the_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = FakeServer()
+    server.to_assign = [assignment("att_done", "true")]
+
+    def prepare(agent: Agent) -> None:
+        sweep = agent.host.sweeper.sweep
+
+        async def broken_once() -> None:  # the sweep at shutdown works again
+            monkeypatch.setattr(agent.host.sweeper, "sweep", sweep)
+            raise OSError("cannot read /proc")
+
+        monkeypatch.setattr(agent.host.sweeper, "sweep", broken_once)
+
+    died = stopped_by_itself(server, tmp_path, prepare)
+    assert died.name == "uid sweeper"
+    assert isinstance(died.error, OSError)
+
+
+def test_a_claim_loop_that_dies_stops_the_worker(tmp_path: Path) -> None:
+    server = AnswersBadly("/claim", {"assignments": "none"})
+    died = stopped_by_itself(server, tmp_path)
+    assert died.name == "claim loop"
+
+
+def test_an_attempt_task_that_dies_stops_the_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = FakeServer()
+    server.to_assign = [assignment("att_bug", "true")]
+
+    async def broken_run(_: AttemptRunner, __: LiveAttempt, ___: OutputSink) -> Outcome:
+        raise RuntimeError("a bug in the worker")
+
+    monkeypatch.setattr(AttemptRunner, "run", broken_run)
+    died = stopped_by_itself(server, tmp_path)
+    assert died.name == "att_bug"
+    assert isinstance(died.error, RuntimeError)
