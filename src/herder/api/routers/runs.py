@@ -14,6 +14,7 @@ from herder.api.openapi import problems
 from herder.api.schemas import IsoTime, LogsResponse
 from herder.domain.models import Page, Run, RunDetail, RunEvent
 from herder.domain.states import RunState
+from herder.services import runs
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
 
@@ -56,7 +57,7 @@ def run_events(run_id: str, caller: Caller, store: StoreDep) -> list[RunEvent]:
 @router.post("/{run_id}/cancel", responses=problems(409))
 def cancel_run(run_id: str, caller: Writer, store: StoreDep, response: Response) -> Run:
     """Ends a queued run at once (200); a running one is stopped by its worker (202)."""
-    run = store.runs.cancel(caller.tenant_id, run_id, actor=f"user:{caller.key_id}")
+    run = runs.cancel(store, caller, run_id)
     if run.state is RunState.RUNNING:
         response.status_code = status.HTTP_202_ACCEPTED
     return run
@@ -66,7 +67,7 @@ def cancel_run(run_id: str, caller: Writer, store: StoreDep, response: Response)
 def rerun(run_id: str, caller: Writer, store: StoreDep, response: Response) -> Run:
     """A new run of an ended run's spec, linked to it (``rerun_of``): how a dead run is
     retried by hand."""
-    run = store.runs.rerun(caller.tenant_id, run_id, actor=f"user:{caller.key_id}")
+    run = runs.rerun(store, caller, run_id)
     response.headers["Location"] = f"/v1/runs/{run.id}"
     return run
 
