@@ -1,9 +1,11 @@
 """The one place errors become HTTP problem documents (RFC 9457): ``PROBLEMS`` gives each
 domain error class its status and title (the domain knows nothing of HTTP).
 
-Only what the client sent is answered 422. A pydantic ``ValidationError`` raised anywhere
-else (a stored row its model refuses, a response that fails its declared model) is a server
-bug: logged with its traceback and answered 500, never blamed on the client.
+Only what the client sent is answered 422: FastAPI's request validation, and the domain's
+``Invalid`` (the services raise it for input FastAPI cannot check alone, such as a PATCH
+merged onto stored values). A pydantic ``ValidationError`` raised anywhere else (a stored row
+its model refuses, a response that fails its declared model) is a server bug: logged with its
+traceback and answered 500, never blamed on the client.
 """
 
 from __future__ import annotations
@@ -78,8 +80,6 @@ def herder_problem(error: HerderError) -> JSONResponse:
     """The problem document of one of our errors; a 422 lists its fields in ``errors`` as
     request validation does, so every 422 has the same shape."""
     status, title = status_and_title(type(error))
-    if status >= 500:  # the cause (a driver error, say) is worth a look in the log
-        log.warning("answered %d: %s", status, error.detail, exc_info=error)
     extra: dict[str, Any] = {}
     if error.field:
         extra["field"] = error.field

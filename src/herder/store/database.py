@@ -6,6 +6,7 @@ queue on ``busy_timeout`` instead of failing half-way through a transaction.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -17,6 +18,7 @@ from sqlalchemy.engine import make_url
 
 from herder.domain.errors import Conflict, Unavailable
 
+log = logging.getLogger("herder.store")
 SQLITE_BUSY_TIMEOUT_SECONDS = 30.0
 _NOTICES = "herder_notices"  # connection.info key: notices to deliver after commit
 
@@ -53,11 +55,12 @@ def _wrapped(error: exc.SQLAlchemyError) -> Conflict | Unavailable:
     """The domain's word for a driver error no repository turned into one of its own: a
     unique key taken meanwhile is a conflict; the connection lost, a lock waited out, a
     deadlock or a serialization failure make the store unavailable for this call, and so
-    does anything else (our bug: the API logs it with the driver's error chained)."""
+    does anything else — our bug, logged here with its traceback."""
     if isinstance(error, exc.IntegrityError) and _is_unique_violation(error):
         return Conflict("the change conflicts with one stored meanwhile; read and try again")
     if isinstance(error, exc.OperationalError | exc.InterfaceError):
         return Unavailable(f"the database is unavailable: {error.orig}")
+    log.error("the store failed a call", exc_info=error)
     return Unavailable("the store failed this call; the error was logged")
 
 
