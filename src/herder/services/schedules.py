@@ -37,9 +37,7 @@ class Fires(NamedTuple):
     moments: list[datetime]
 
 
-def compile_cron(
-    cron: str, timezone: str, *, allow_seconds: bool
-) -> tuple[CronExpression, ZoneInfo]:
+def _compile(cron: str, timezone: str, *, allow_seconds: bool) -> tuple[CronExpression, ZoneInfo]:
     """The expression and zone, or ``Invalid`` naming the field (``cron`` or ``timezone``)."""
     try:
         zone = parse_timezone(timezone)
@@ -61,7 +59,7 @@ def create(
     paused: bool,
     allow_seconds: bool,
 ) -> Schedule:
-    first = first_from_now(spec, store.clock.now(), allow_seconds=allow_seconds)
+    first = _first_from_now(spec, store.clock.now(), allow_seconds=allow_seconds)
     return store.schedules.create(tenant_id, job_id, spec, first, paused=paused)
 
 
@@ -84,7 +82,7 @@ def update(
             spec = ScheduleSpec.model_validate({**current.spec.model_dump(mode="json"), **changes})
         except ValidationError as error:
             raise Invalid.from_validation(error) from error
-        return spec, first_from_now(spec, now, allow_seconds=allow_seconds)
+        return spec, _first_from_now(spec, now, allow_seconds=allow_seconds)
 
     return store.schedules.replace(tenant_id, schedule_id, change)
 
@@ -95,14 +93,14 @@ def resume(store: Store, tenant_id: str, schedule_id: str, *, allow_seconds: boo
     return store.schedules.resume(
         tenant_id,
         schedule_id,
-        lambda spec: first_from_now(spec, now, allow_seconds=allow_seconds),
+        lambda spec: _first_from_now(spec, now, allow_seconds=allow_seconds),
     )
 
 
-def first_from_now(spec: ScheduleSpec, now: datetime, *, allow_seconds: bool) -> datetime:
+def _first_from_now(spec: ScheduleSpec, now: datetime, *, allow_seconds: bool) -> datetime:
     """The first fire of a schedule being created, changed or resumed; ``Invalid`` if it has
     none: the cron never fires, the window ended already, or no fire falls inside it."""
-    expression, zone = compile_cron(spec.cron, spec.timezone, allow_seconds=allow_seconds)
+    expression, zone = _compile(spec.cron, spec.timezone, allow_seconds=allow_seconds)
     if next_fire(expression, zone, now) is None:
         raise _never_fires(spec.cron)
     if spec.end_at is not None and spec.end_at <= now:
@@ -118,7 +116,7 @@ def upcoming(
 ) -> Fires:
     """The schedule's next ``count`` fires inside its window (from now, or its start)."""
     spec = store.schedules.get(tenant_id, schedule_id).spec
-    expression, zone = compile_cron(spec.cron, spec.timezone, allow_seconds=allow_seconds)
+    expression, zone = _compile(spec.cron, spec.timezone, allow_seconds=allow_seconds)
     after = store.clock.now()
     if spec.start_at is not None and spec.start_at > after:
         after = spec.start_at
@@ -133,7 +131,7 @@ def preview_cron(
 ) -> Fires:
     """The next fires of an expression saved nowhere; ``Invalid`` if it has none after
     ``after`` (the same refusal as creating a schedule with it)."""
-    expression, zone = compile_cron(cron, timezone, allow_seconds=allow_seconds)
+    expression, zone = _compile(cron, timezone, allow_seconds=allow_seconds)
     moments = preview(expression, zone, after, count)
     if not moments:
         raise _never_fires(cron)
