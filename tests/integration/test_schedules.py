@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -88,6 +90,38 @@ def test_a_schedule_is_listed_changed_paused_resumed_and_deleted(api: Api) -> No
     assert api.http.get(url, headers=other).status_code == 404
     assert api.http.delete(url, headers=api.admin).status_code == 204
     assert api.http.get(url, headers=api.admin).status_code == 404
+
+
+def test_concurrent_changes_of_a_schedule_each_keep_the_others(api: Api) -> None:
+    url = f"/v1/schedules/{create(api)['id']}"
+    changes: list[dict[str, object]] = [
+        {"cron": "*/5 * * * *"},
+        {"jitter_seconds": 30},
+        {"misfire_policy": "skip"},
+        {"concurrency_policy": "forbid"},
+    ]
+    start = threading.Barrier(len(changes))
+
+    def send(change: dict[str, object]) -> int:
+        start.wait(timeout=10)
+        return int(api.http.patch(url, headers=api.admin, json=change).status_code)
+
+    with ThreadPoolExecutor(len(changes)) as pool:
+        assert list(pool.map(send, changes)) == [200] * len(changes)
+    spec = api.http.get(url, headers=api.admin).json()["spec"]
+    assert all(spec[field] == value for change in changes for field, value in change.items())
+    kinds = [event["kind"] for event in api.http.get(f"{url}/events", headers=api.admin).json()]
+    assert kinds == ["updated"] * len(changes)
+
+
+def test_a_change_that_breaks_the_merged_schedule_is_422_and_changes_nothing(api: Api) -> None:
+    schedule = create(api)
+    url = f"/v1/schedules/{schedule['id']}"
+    response = api.http.patch(url, headers=api.admin, json={"jitter_seconds": 99999})
+    assert response.status_code == 422
+    assert [error["field"] for error in response.json()["errors"]] == ["jitter_seconds"]
+    assert api.http.get(url, headers=api.admin).json() == schedule
+    assert api.http.get(f"{url}/events", headers=api.admin).json() == []
 
 
 def test_a_job_with_schedules_cannot_be_deleted(api: Api) -> None:

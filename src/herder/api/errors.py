@@ -1,27 +1,63 @@
-"""The one place errors become HTTP problem documents (RFC 9457).
+"""The one place errors become HTTP problem documents (RFC 9457): ``PROBLEMS`` gives each
+domain error class its status and title (the domain knows nothing of HTTP).
 
-Only what the client sent is answered 422. A pydantic ``ValidationError`` raised anywhere
-else (a stored row its model refuses, a response that fails its declared model) is a server
-bug: logged with its traceback and answered 500, never blamed on the client.
+Only what the client sent is answered 422: FastAPI's request validation, and the domain's
+``Invalid`` (the services raise it for input FastAPI cannot check alone, such as a PATCH
+merged onto stored values). A pydantic ``ValidationError`` raised anywhere else (a stored row
+its model refuses, a response that fails its declared model) is a server bug: logged with its
+traceback and answered 500, never blamed on the client.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException
 
-from herder.domain.errors import HerderError, RateLimited
+from herder.domain.errors import (
+    Conflict,
+    FieldError,
+    Forbidden,
+    Gone,
+    HerderError,
+    Invalid,
+    NotFound,
+    RateLimited,
+    StaleVersion,
+    TooLarge,
+    Unauthorized,
+    Unavailable,
+)
 
 PROBLEM_TYPE = "application/problem+json"
 log = logging.getLogger("herder.api")
-M = TypeVar("M", bound=BaseModel)
+
+PROBLEMS: dict[type[HerderError], tuple[int, str]] = {
+    Unauthorized: (401, "Unauthorized"),
+    Forbidden: (403, "Forbidden"),
+    NotFound: (404, "Not found"),
+    Conflict: (409, "Conflict"),
+    Gone: (410, "Gone"),
+    StaleVersion: (412, "Precondition failed"),
+    TooLarge: (413, "Request too large"),
+    Invalid: (422, "Invalid request"),
+    RateLimited: (429, "Too many requests"),
+    Unavailable: (503, "Service unavailable"),
+}
+INTERNAL = (500, "Internal error")  # a HerderError of no class above: our bug
+
+
+def status_and_title(error: type[HerderError]) -> tuple[int, str]:
+    """The HTTP status and title of an error class (or of its nearest mapped ancestor)."""
+    for kind in error.__mro__:
+        if kind in PROBLEMS:
+            return PROBLEMS[kind]
+    return INTERNAL
 
 
 def problem(
@@ -36,20 +72,20 @@ def problem(
     return JSONResponse(body, status_code=status, media_type=PROBLEM_TYPE, headers=headers)
 
 
-def _field_path(location: tuple[int | str, ...]) -> str:
-    parts = [str(part) for part in location if part not in ("body", "query", "path", "header")]
-    return ".".join(parts) or str(location[-1] if location else "body")
+def _field_errors(errors: list[FieldError]) -> list[dict[str, str]]:
+    return [{"field": item.field, "message": item.message} for item in errors]
 
 
 def herder_problem(error: HerderError) -> JSONResponse:
-    """The problem document of one of our errors; a 422 lists its field in ``errors`` as
+    """The problem document of one of our errors; a 422 lists its fields in ``errors`` as
     request validation does, so every 422 has the same shape."""
+    status, title = status_and_title(type(error))
     extra: dict[str, Any] = {}
     if error.field:
         extra["field"] = error.field
-        if error.status == 422:
-            extra["errors"] = [{"field": error.field, "message": error.detail}]
-    headers = {"WWW-Authenticate": "Bearer"} if error.status == 401 else None
+    if isinstance(error, Invalid) and error.errors:
+        extra["errors"] = _field_errors(error.errors)
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     if isinstance(error, RateLimited):
         headers = {"Retry-After": str(error.retry_after_header)}
         extra.update(
@@ -57,7 +93,9 @@ def herder_problem(error: HerderError) -> JSONResponse:
             rate_per_second=error.rate,
             burst=error.burst,
         )
-    return problem(error.status, error.title, error.detail, headers=headers, **extra)
+    if isinstance(error, StaleVersion):
+        extra["current_version"] = error.current_version
+    return problem(status, title, error.detail, headers=headers, **extra)
 
 
 async def _herder_error(_request: Request, error: Exception) -> JSONResponse:
@@ -65,26 +103,9 @@ async def _herder_error(_request: Request, error: Exception) -> JSONResponse:
     return herder_problem(error)
 
 
-def client_input(model: type[M], data: object) -> M:
-    """``data`` as ``model``, for input the client sent that FastAPI could not validate on
-    its own (a PATCH merged onto stored values): its errors are the client's (422)."""
-    try:
-        return model.model_validate(data)
-    except ValidationError as error:
-        raise RequestValidationError(error.errors(include_url=False)) from error
-
-
 async def _validation_error(_request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, RequestValidationError)
-    errors = [
-        {
-            "field": _field_path(tuple(item["loc"])),
-            "message": item["msg"].removeprefix("Value error, "),
-        }
-        for item in error.errors()
-    ]
-    detail = "; ".join(f"{item['field']}: {item['message']}" for item in errors)
-    return problem(422, "Invalid request", detail, errors=errors)
+    return herder_problem(Invalid.from_errors(error.errors()))
 
 
 async def _http_error(_request: Request, error: Exception) -> JSONResponse:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from herder.api.errors import problem
+from herder.api.errors import herder_problem
 from herder.domain.artifacts import human_size
 from herder.domain.errors import TooLarge
 from herder.domain.jobs import MAX_ARTIFACT_BYTES
@@ -31,7 +31,7 @@ class BodyLimit:
         limit = BODY_LIMITS.get(scope["path"].rstrip("/"), DEFAULT_BODY_LIMIT)
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
-            response = problem(413, TooLarge.title, too_large_message(int(declared), limit))
+            response = herder_problem(TooLarge(too_large_message(int(declared), limit)))
             await response(scope, receive, send)
             return
         received = 0

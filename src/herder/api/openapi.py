@@ -4,8 +4,8 @@ Each route's problems (RFC 9457, ``application/problem+json``, one ``Problem`` s
 derived from what the route is made of, so a new route is described without anyone
 remembering to: its dependencies (a key: 401 and 403; a registered worker: 401, 403, 404 and
 410; the submission rate: 429; the store: 503), its path parameters (404), its body (400,
-413), the edge checks every request passes (422). What only the route's own logic knows (409, a 404
-of an object named in the body) it declares with ``responses=problems(...)``.
+413), the edge checks every request passes (422). What only the route's own logic knows (409, 412, a
+404 of an object named in the body) it declares with ``responses=problems(...)``.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ DESCRIPTIONS = {
     404: "no such object in the caller's tenant (another tenant's objects answer 404 too)",
     409: "the change conflicts with the object's current state",
     410: "the worker was declared lost: drop its attempts and register again",
+    412: "the object changed since the version ``If-Match`` names (``current_version``): "
+    "read it again and redo the change on what it is now",
     413: "the request body is over its limit",
     422: "the request breaks a rule; ``errors`` names each field at fault",
     429: "the tenant submits faster than its quota; retry after ``Retry-After`` seconds",
@@ -58,6 +60,19 @@ class Problem(BaseModel):
     retry_after_seconds: int | None = None
     rate_per_second: float | None = None
     burst: float | None = None
+    current_version: int | None = None
+
+
+ETAG_HEADER: dict[str, Any] = {
+    "headers": {
+        "ETag": {
+            "required": True,
+            "description": 'the version in quotes, e.g. "3": send it as If-Match to change '
+            "the object only if it is still that version",
+            "schema": {"type": "string"},
+        }
+    }
+}
 
 
 def problems(*statuses: int) -> dict[int | str, dict[str, Any]]:

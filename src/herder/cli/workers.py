@@ -9,7 +9,7 @@ import signal
 import socket
 import stat
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -18,6 +18,9 @@ from herder.cli.common import LOG_FORMAT, JsonFlag, app, client, fail, out, pair
 from herder.credentials import home_directory
 from herder.domain.models import Worker, WorkerState
 from herder.worker.isolation import Isolation
+
+if TYPE_CHECKING:
+    from herder.worker.agent import Agent
 
 worker_app = typer.Typer(invoke_without_command=True)
 app.add_typer(worker_app, name="worker")
@@ -100,14 +103,24 @@ def worker(
         block=tuple(block),
     )
 
+    _run_agent(Agent(config))
+
+
+def _run_agent(agent: Agent) -> None:
+    """Until SIGTERM or SIGINT; a side task that dies ends it with one clear message."""
+    from herder.worker.watch import SideTaskDied
+
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
-        await Agent(config).run(stop)
+        await agent.run(stop)
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except SideTaskDied as error:
+        raise fail(f"the worker stopped: {error}") from error
 
 
 def _worker_token(token_file: Path | None) -> str:

@@ -3,27 +3,31 @@
     HerderError
     ├── NotFound        the object does not exist, or belongs to another tenant
     ├── Conflict        a stale or illegal transition, a duplicate name
+    ├── StaleVersion    the object changed since the caller read the version it names
     ├── Gone            a worker declared lost: it must drop its attempts and register again
-    ├── Invalid         input that breaks a rule (field named in ``field``)
+    ├── Invalid         input that breaks a rule (the fields at fault named in ``errors``)
     ├── TooLarge        a body or upload over its limit
     ├── Unauthorized    no key, or a key we do not know
     ├── Forbidden       a known key whose role does not allow the call
     ├── RateLimited     a tenant submits faster than its quota (says when to retry)
     └── Unavailable     a dependency (the store) cannot be reached right now
 
-The API maps each to one HTTP problem type in ``herder.api.errors``.
+They say what went wrong, not how a protocol answers it: the API maps each class to its
+HTTP status and title in one place, ``herder.api.errors``.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
 
 
 class HerderError(Exception):
     """Root of every error Herder raises on purpose."""
-
-    status = 500
-    title = "Internal error"
 
     def __init__(self, detail: str, *, field: str | None = None) -> None:
         super().__init__(detail)
@@ -32,44 +36,74 @@ class HerderError(Exception):
 
 
 class NotFound(HerderError):
-    status = 404
-    title = "Not found"
+    pass
 
 
 class Conflict(HerderError):
-    status = 409
-    title = "Conflict"
+    pass
+
+
+class StaleVersion(HerderError):
+    """A change made on the condition that the object is still at a version it no longer is."""
+
+    def __init__(self, detail: str, *, current_version: int) -> None:
+        super().__init__(detail)
+        self.current_version = current_version
 
 
 class Gone(HerderError):
-    status = 410
-    title = "Gone"
+    pass
+
+
+@dataclass(frozen=True)
+class FieldError:
+    field: str  # dotted path, e.g. ``resources.cpu``; ``body`` for the object as a whole
+    message: str
 
 
 class Invalid(HerderError):
-    status = 422
-    title = "Invalid request"
+    def __init__(
+        self, detail: str, *, field: str | None = None, errors: list[FieldError] | None = None
+    ) -> None:
+        super().__init__(detail, field=field)
+        if errors is None and field is not None:
+            errors = [FieldError(field, detail)]
+        self.errors = errors or []
+
+    @classmethod
+    def from_validation(cls, error: ValidationError) -> Invalid:
+        """Input a model refused (a PATCH merged onto stored values, say), every field named."""
+        return cls.from_errors(error.errors(include_url=False))
+
+    @classmethod
+    def from_errors(cls, items: Sequence[Mapping[str, Any]]) -> Invalid:
+        """From pydantic's error items (``loc``, ``msg``), as request validation gives them."""
+        errors = [
+            FieldError(_field_path(tuple(item["loc"])), item["msg"].removeprefix("Value error, "))
+            for item in items
+        ]
+        return cls("; ".join(f"{item.field}: {item.message}" for item in errors), errors=errors)
+
+
+def _field_path(location: tuple[int | str, ...]) -> str:
+    """A validation error's location as a dotted path, without where it came in (body, query)."""
+    parts = [str(part) for part in location if part not in ("body", "query", "path", "header")]
+    return ".".join(parts) or str(location[-1] if location else "body")
 
 
 class TooLarge(HerderError):
-    status = 413
-    title = "Request too large"
+    pass
 
 
 class Unauthorized(HerderError):
-    status = 401
-    title = "Unauthorized"
+    pass
 
 
 class Forbidden(HerderError):
-    status = 403
-    title = "Forbidden"
+    pass
 
 
 class RateLimited(HerderError):
-    status = 429
-    title = "Too many requests"
-
     def __init__(self, detail: str, *, retry_after_seconds: float, rate: float, burst: float):
         super().__init__(detail)
         self.retry_after_seconds = retry_after_seconds
@@ -83,5 +117,4 @@ class RateLimited(HerderError):
 
 
 class Unavailable(HerderError):
-    status = 503
-    title = "Service unavailable"
+    pass

@@ -71,6 +71,7 @@ class Job(_Record):
     spec: JobSpec
     created_at: datetime
     updated_at: datetime
+    version: int  # 1 when created, one more on every change (the API's ETag)
 
 
 class Attempt(_Record):

@@ -88,16 +88,16 @@ class AccessRepository:
             created_at=now,
             quotas=quotas or TenantQuotas(),
         )
-        try:
-            with self._db.write() as connection:
+        with self._db.write() as connection:
+            try:
                 connection.execute(
                     insert(tenants).values(
                         **tenant.model_dump(exclude={"quotas"}),
                         quotas=tenant.quotas.model_dump(exclude_none=True),
                     )
                 )
-        except exc.IntegrityError as error:
-            raise Conflict(f"a tenant named {name!r} already exists", field="name") from error
+            except exc.IntegrityError as error:  # before the store's generic wrapping
+                raise Conflict(f"a tenant named {name!r} already exists", field="name") from error
         return tenant
 
     def get_tenant(self, tenant_id: str) -> Tenant:

@@ -6,6 +6,7 @@ queue on ``busy_timeout`` instead of failing half-way through a transaction.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -15,8 +16,9 @@ from typing import Any
 from sqlalchemy import Connection, Engine, create_engine, event, exc, text
 from sqlalchemy.engine import make_url
 
-from herder.domain.errors import Unavailable
+from herder.domain.errors import Conflict, Unavailable
 
+log = logging.getLogger("herder.store")
 SQLITE_BUSY_TIMEOUT_SECONDS = 30.0
 _NOTICES = "herder_notices"  # connection.info key: notices to deliver after commit
 
@@ -47,6 +49,24 @@ def _configure_sqlite(engine: Engine) -> None:
     def _on_begin(connection: Connection) -> None:
         writes = connection.get_execution_options().get("herder_write", False)
         connection.exec_driver_sql("BEGIN IMMEDIATE" if writes else "BEGIN")
+
+
+def _wrapped(error: exc.SQLAlchemyError) -> Conflict | Unavailable:
+    """The domain's word for a driver error no repository turned into one of its own: a
+    unique key taken meanwhile is a conflict; the connection lost, a lock waited out, a
+    deadlock or a serialization failure make the store unavailable for this call, and so
+    does anything else — our bug, logged here with its traceback."""
+    if isinstance(error, exc.IntegrityError) and _is_unique_violation(error):
+        return Conflict("the change conflicts with one stored meanwhile; read and try again")
+    if isinstance(error, exc.OperationalError | exc.InterfaceError):
+        return Unavailable(f"the database is unavailable: {error.orig}")
+    log.error("the store failed a call", exc_info=error)
+    return Unavailable("the store failed this call; the error was logged")
+
+
+def _is_unique_violation(error: exc.IntegrityError) -> bool:
+    sqlstate = getattr(error.orig, "sqlstate", None)  # psycopg
+    return sqlstate == "23505" or "UNIQUE constraint failed" in str(error.orig)
 
 
 class Database:
@@ -122,18 +142,22 @@ class Database:
 
     @contextmanager
     def _connect(self, *, write: bool) -> Iterator[Connection]:
+        """A connection whose driver errors leave as domain errors (see ``_wrapped``)."""
         try:
             connection = self.engine.connect()
-        except exc.OperationalError as error:
-            raise Unavailable(f"cannot reach the database: {error.orig}") from error
+        except exc.SQLAlchemyError as error:  # the server, or a free pooled connection
+            raise Unavailable(f"cannot reach the database: {error}") from error
         try:
             yield connection.execution_options(herder_write=write)
-        except exc.OperationalError as error:
-            if connection.invalidated or "locked" in str(error.orig):
-                raise Unavailable(f"the database is unavailable: {error.orig}") from error
-            raise
+        except exc.SQLAlchemyError as error:
+            raise _wrapped(error) from error
         finally:
             connection.close()
+
+    def ping(self) -> None:
+        """A round trip to the database (``Unavailable`` when it cannot answer)."""
+        with self.read() as connection:
+            connection.execute(text("SELECT 1"))
 
     def migrate(self) -> None:
         """Bring the schema to the newest revision (idempotent; safe on every start)."""

@@ -6,7 +6,8 @@ from collections.abc import Mapping, Sequence
 from enum import Enum
 from typing import Any
 
-from sqlalchemy import Connection, Table, Update
+import psycopg
+from sqlalchemy import Connection, Table, Update, exc
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import Insert
 
@@ -41,12 +42,15 @@ def update_each(
         for row in rows
     ]
     keys = []
-    with connection.connection.dbapi_connection.cursor() as cursor:  # type: ignore[union-attr]
-        cursor.executemany(compiled.string, params, returning=True)
-        while True:
-            keys += [row[0] for row in cursor.fetchall()]
-            if not cursor.nextset():
-                break
+    try:
+        with connection.connection.dbapi_connection.cursor() as cursor:  # type: ignore[union-attr]
+            cursor.executemany(compiled.string, params, returning=True)
+            while True:
+                keys += [row[0] for row in cursor.fetchall()]
+                if not cursor.nextset():
+                    break
+    except psycopg.Error as error:  # as SQLAlchemy would raise it: the store wraps those
+        raise exc.DBAPIError.instance(compiled.string, params, error, psycopg.Error) from error
     return keys
 
 

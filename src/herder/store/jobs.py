@@ -1,8 +1,13 @@
-"""Job definitions, scoped by tenant: another tenant's job is simply not found."""
+"""Job definitions, scoped by tenant: another tenant's job is simply not found.
+
+A job carries a version, 1 when created and one more on every change. A change is read,
+decided and written in one transaction (``edit``): a concurrent edit is never lost.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, delete, exc, func, insert, select, update
 
@@ -25,7 +30,19 @@ def _job(row: Any) -> Job:
         spec=JobSpec.model_validate(row.spec),
         created_at=row.created_at,
         updated_at=row.updated_at,
+        version=row.version,
     )
+
+
+class JobEdit(NamedTuple):
+    """What a job becomes: decided by the caller from the job as it is now."""
+
+    name: str
+    spec: JobSpec
+
+
+def _duplicate_name(name: str) -> Conflict:
+    return Conflict(f"a job named {name!r} already exists", field="name")
 
 
 class JobRepository:
@@ -36,9 +53,9 @@ class JobRepository:
     def create(self, tenant_id: str, name: str, spec: JobSpec) -> Job:
         now = self._clock.now()
         job_id = new_id("job", epoch_ms(now))
-        try:
-            with self._db.write() as connection:
-                self._check_artifact(connection, tenant_id, spec)
+        with self._db.write() as connection:
+            self._check_artifact(connection, tenant_id, spec)
+            try:
                 connection.execute(
                     insert(jobs).values(
                         id=job_id,
@@ -47,21 +64,23 @@ class JobRepository:
                         spec=spec.model_dump(mode="json"),
                         created_at=now,
                         updated_at=now,
+                        version=1,
                     )
                 )
-                self._write_labels(connection, job_id, spec.labels)
-        except exc.IntegrityError as error:
-            raise Conflict(f"a job named {name!r} already exists", field="name") from error
-        return Job(id=job_id, name=name, spec=spec, created_at=now, updated_at=now)
+            except exc.IntegrityError as error:
+                raise _duplicate_name(name) from error
+            self._write_labels(connection, job_id, spec.labels)
+        return Job(id=job_id, name=name, spec=spec, created_at=now, updated_at=now, version=1)
 
     def get(self, tenant_id: str, job_id: str) -> Job:
         with self._db.read() as connection:
             return self._get(connection, tenant_id, job_id)
 
-    def _get(self, connection: Connection, tenant_id: str, job_id: str) -> Job:
-        row = connection.execute(
-            select(jobs).where(jobs.c.tenant_id == tenant_id, jobs.c.id == job_id)
-        ).first()
+    def _get(
+        self, connection: Connection, tenant_id: str, job_id: str, *, for_update: bool = False
+    ) -> Job:
+        query = select(jobs).where(jobs.c.tenant_id == tenant_id, jobs.c.id == job_id)
+        row = connection.execute(query.with_for_update() if for_update else query).first()
         if row is None:
             raise NotFound(f"job {job_id} not found")
         return _job(row)
@@ -95,31 +114,36 @@ class JobRepository:
             next_cursor=next_cursor([row.id for row in rows], limit),
         )
 
-    def update(self, tenant_id: str, job_id: str, *, name: str | None, spec: JobSpec | None) -> Job:
-        """Replace the name and/or spec. Queued runs keep the spec they were submitted with."""
+    def edit(self, tenant_id: str, job_id: str, change: Callable[[Job], JobEdit]) -> Job:
+        """Read, decide and write in one transaction: ``change`` gets the job as it is, held
+        against other edits until commit, and says what it becomes; the version goes up by
+        one. Queued runs keep the spec they were submitted with."""
         now = self._clock.now()
-        try:
-            with self._db.write() as connection:
-                current = self._get(connection, tenant_id, job_id)
-                new_spec = spec or current.spec
-                if spec is not None:
-                    self._check_artifact(connection, tenant_id, spec)
-                connection.execute(
+        with self._db.write() as connection:
+            current = self._get(connection, tenant_id, job_id, for_update=True)
+            name, spec = change(current)
+            if spec != current.spec:
+                self._check_artifact(connection, tenant_id, spec)
+            try:
+                written = connection.execute(
                     update(jobs)
-                    .where(jobs.c.id == job_id, jobs.c.tenant_id == tenant_id)
+                    .where(jobs.c.id == job_id, jobs.c.version == current.version)
                     .values(
-                        name=name or current.name,
-                        spec=new_spec.model_dump(mode="json"),
+                        name=name,
+                        spec=spec.model_dump(mode="json"),
                         updated_at=now,
+                        version=current.version + 1,
                     )
-                )
-                if spec is not None:
-                    connection.execute(delete(job_labels).where(job_labels.c.job_id == job_id))
-                    self._write_labels(connection, job_id, spec.labels)
-        except exc.IntegrityError as error:
-            raise Conflict(f"a job named {name!r} already exists", field="name") from error
+                ).rowcount
+            except exc.IntegrityError as error:
+                raise _duplicate_name(name) from error
+            if not written:  # the row lock makes this unreachable; the guard keeps it so
+                raise Conflict(f"job {job_id} changed meanwhile; read it again")
+            if spec.labels != current.spec.labels:
+                connection.execute(delete(job_labels).where(job_labels.c.job_id == job_id))
+                self._write_labels(connection, job_id, spec.labels)
         return current.model_copy(
-            update={"name": name or current.name, "spec": new_spec, "updated_at": now}
+            update={"name": name, "spec": spec, "updated_at": now, "version": current.version + 1}
         )
 
     def delete(self, tenant_id: str, job_id: str) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import builtins
 import random
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -103,12 +103,13 @@ class ScheduleRepository:
             return self._get(connection, tenant_id, schedule_id)
 
     @staticmethod
-    def _get(connection: Connection, tenant_id: str, schedule_id: str) -> Schedule:
-        row = connection.execute(
-            select(schedules).where(
-                schedules.c.tenant_id == tenant_id, schedules.c.id == schedule_id
-            )
-        ).first()
+    def _get(
+        connection: Connection, tenant_id: str, schedule_id: str, *, for_update: bool = False
+    ) -> Schedule:
+        query = select(schedules).where(
+            schedules.c.tenant_id == tenant_id, schedules.c.id == schedule_id
+        )
+        row = connection.execute(query.with_for_update() if for_update else query).first()
         if row is None:
             raise NotFound(f"schedule {schedule_id} not found")
         return _schedule(row)
@@ -132,12 +133,17 @@ class ScheduleRepository:
         )
 
     def replace(
-        self, tenant_id: str, schedule_id: str, spec: ScheduleSpec, first: datetime | None
+        self,
+        tenant_id: str,
+        schedule_id: str,
+        change: Callable[[Schedule], tuple[ScheduleSpec, datetime]],
     ) -> Schedule:
-        """A new spec; the next fire is computed afresh (``first``), nothing is caught up."""
+        """A new spec and first fire, decided by ``change`` from the schedule as it is inside
+        this transaction; nothing is caught up."""
         now = self._clock.now()
         with self._db.write() as connection:
-            current = self._get(connection, tenant_id, schedule_id)
+            current = self._get(connection, tenant_id, schedule_id, for_update=True)
+            spec, first = change(current)
             next_values = _next(schedule_id, spec, None if current.paused else first)
             connection.execute(
                 update(schedules)
@@ -148,21 +154,33 @@ class ScheduleRepository:
             self._db.notify(connection, DUE_CHANNEL)
             return self._get(connection, tenant_id, schedule_id)
 
-    def set_paused(
-        self, tenant_id: str, schedule_id: str, paused: bool, first: datetime | None
+    def pause(self, tenant_id: str, schedule_id: str) -> Schedule:
+        """No fires, and none caught up later."""
+        return self._set_paused(tenant_id, schedule_id, None)
+
+    def resume(
+        self, tenant_id: str, schedule_id: str, first: Callable[[ScheduleSpec], datetime]
     ) -> Schedule:
-        """Pause (no fires, none caught up later) or resume from ``first``."""
+        """Fires resume from ``first`` of the spec as it is inside this transaction."""
+        return self._set_paused(tenant_id, schedule_id, first)
+
+    def _set_paused(
+        self,
+        tenant_id: str,
+        schedule_id: str,
+        first: Callable[[ScheduleSpec], datetime] | None,
+    ) -> Schedule:
+        paused = first is None
         now = self._clock.now()
         with self._db.write() as connection:
-            current = self._get(connection, tenant_id, schedule_id)
+            current = self._get(connection, tenant_id, schedule_id, for_update=True)
+            nominal = None if first is None else first(current.spec)
             if current.paused != paused:
                 connection.execute(
                     update(schedules)
                     .where(schedules.c.id == schedule_id)
                     .values(
-                        paused=paused,
-                        updated_at=now,
-                        **_next(schedule_id, current.spec, None if paused else first),
+                        paused=paused, updated_at=now, **_next(schedule_id, current.spec, nominal)
                     )
                 )
                 kind = "paused" if paused else "resumed"

@@ -92,6 +92,8 @@ jobs = Table(
     Column("spec", JsonColumn, nullable=False),
     Column("created_at", UtcDateTime, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
+    # 1 when created, one more on every change: the ETag, and the guard of a PATCH
+    Column("version", Integer, nullable=False, server_default="1"),
     UniqueConstraint("tenant_id", "name"),
     Index(None, "tenant_id", "id"),
 )

@@ -7,10 +7,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from herder.api.auth import Caller, StoreDep, Writer
-from herder.domain.artifacts import human_size, sniff_media_type
-from herder.domain.errors import Invalid, TooLarge
+from herder.domain.errors import Invalid
 from herder.domain.jobs import MAX_ARTIFACT_BYTES
 from herder.domain.models import Artifact
+from herder.services import artifacts
 
 router = APIRouter(prefix="/v1/artifacts", tags=["artifacts"])
 
@@ -45,24 +45,9 @@ async def upload_artifact(request: Request, caller: Writer, store: StoreDep) -> 
         upload = form.get("file")
         if not isinstance(upload, UploadFile):
             raise Invalid("the multipart body needs a file part named 'file'", field="file")
-        data = await upload.read(MAX_ARTIFACT_BYTES + 1)
-        filename = (upload.filename or "program").rsplit("/", 1)[-1][:255] or "program"
-    if "\x00" in filename:  # the one text the NUL guard (api/nul.py) does not scan
-        raise Invalid("the file name contains a NUL character (\\u0000)", field="file")
-    if len(data) > MAX_ARTIFACT_BYTES:
-        raise TooLarge(
-            f"{filename} is larger than the artifact limit of {human_size(MAX_ARTIFACT_BYTES)} "
-            f"({MAX_ARTIFACT_BYTES} bytes)"
-        )
-    if not data:
-        raise Invalid(f"{filename} is empty", field="file")
-    return await run_in_threadpool(
-        store.artifacts.put,
-        caller.tenant_id,
-        data,
-        filename=filename,
-        media_type=sniff_media_type(data[:512]),
-    )
+        data = await upload.read(MAX_ARTIFACT_BYTES + 1)  # one byte over: too large
+        filename = artifacts.stored_filename(upload.filename)
+    return await run_in_threadpool(artifacts.upload, store, caller.tenant_id, data, filename)
 
 
 @router.get("/{artifact_id}")

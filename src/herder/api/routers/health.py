@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
-from sqlalchemy import text
 
 from herder import __version__
 from herder.api.auth import StoreDep
@@ -18,6 +17,5 @@ def healthz() -> dict[str, str]:
 
 @router.get("/readyz")
 def readyz(store: StoreDep) -> dict[str, str]:
-    with store.database.read() as connection:
-        connection.execute(text("SELECT 1"))
+    store.database.ping()
     return {"status": "ready", "database": store.database.dialect}

@@ -1,4 +1,8 @@
-"""/v1/jobs: job definitions, and one-off runs of them."""
+"""/v1/jobs: job definitions, and one-off runs of them.
+
+A job's ``ETag`` is its version in quotes (``"3"``), sent with every job a GET, POST or PATCH
+answers. A PATCH with ``If-Match`` applies only if the job is still at that version, else 412.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +11,19 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Header, Query, Response, status
 
 from herder.api.auth import Caller, StoreDep, Writer
-from herder.api.errors import client_input
-from herder.api.openapi import patch_body, problems
+from herder.api.openapi import ETAG_HEADER, patch_body, problems
 from herder.api.ratelimit import Submitter
 from herder.api.schemas import JobCreate, RunCreate
 from herder.domain.errors import Invalid
-from herder.domain.jobs import JobSpec, check_job_name
 from herder.domain.models import Job, Page, Run
+from herder.services import jobs, runs
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+IF_MATCH = (
+    'the ETag of the job as last read, e.g. "3": change it only if it is still that version '
+    "(else 412); several, comma-separated, or * for any"
+)
 
 
 def _labels(label: list[str]) -> dict[str, str]:
@@ -28,9 +36,32 @@ def _labels(label: list[str]) -> dict[str, str]:
     return pairs
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, responses=problems(409))
-def create_job(body: JobCreate, caller: Writer, store: StoreDep) -> Job:
-    return store.jobs.create(caller.tenant_id, body.name, body.spec())
+def _versions(if_match: str | None) -> frozenset[int] | None:
+    """The versions ``If-Match`` accepts; None for any. A weak tag (``W/"3"``) never matches,
+    as RFC 9110 compares strongly for If-Match."""
+    if if_match is None or if_match.strip() == "*":
+        return None
+    versions = set()
+    for tag in (part.strip() for part in if_match.split(",")):
+        if tag.startswith("W/"):
+            continue
+        if not (len(tag) > 2 and tag[0] == tag[-1] == '"' and tag[1:-1].isdigit()):
+            raise Invalid(
+                f'If-Match takes the ETag of a read job, e.g. "3" with its quotes; got {tag!r}',
+                field="If-Match",
+            )
+        versions.add(int(tag[1:-1]))
+    return frozenset(versions)
+
+
+def _tagged(job: Job, response: Response) -> Job:
+    response.headers["ETag"] = f'"{job.version}"'
+    return job
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, responses={201: ETAG_HEADER, **problems(409)})
+def create_job(body: JobCreate, caller: Writer, store: StoreDep, response: Response) -> Job:
+    return _tagged(store.jobs.create(caller.tenant_id, body.name, body.spec()), response)
 
 
 @router.get("")
@@ -47,36 +78,28 @@ def list_jobs(
     )
 
 
-@router.get("/{job_id}")
-def get_job(job_id: str, caller: Caller, store: StoreDep) -> Job:
-    return store.jobs.get(caller.tenant_id, job_id)
+@router.get("/{job_id}", responses={200: ETAG_HEADER})
+def get_job(job_id: str, caller: Caller, store: StoreDep, response: Response) -> Job:
+    return _tagged(store.jobs.get(caller.tenant_id, job_id), response)
 
 
-@router.patch("/{job_id}", responses=problems(409), openapi_extra=patch_body(JobCreate))
+@router.patch(
+    "/{job_id}",
+    responses={200: ETAG_HEADER, **problems(409, 412)},
+    openapi_extra=patch_body(JobCreate),
+)
 def update_job(
     job_id: str,
     caller: Writer,
     store: StoreDep,
+    response: Response,
     changes: Annotated[dict[str, Any], Body(examples=[{"timeout_seconds": 600}])],
+    if_match: Annotated[str | None, Header(max_length=1024, description=IF_MATCH)] = None,
 ) -> Job:
-    """Change some fields; the rest keep their values. Runs already submitted are unchanged."""
-    unknown = set(changes) - set(JobCreate.model_fields)
-    if unknown:
-        raise Invalid(f"unknown field(s): {', '.join(sorted(unknown))}", field=min(unknown))
-    name = None
-    if "name" in changes:
-        name = changes.pop("name")
-        if not isinstance(name, str):
-            raise Invalid("name must be a string (it cannot be cleared)", field="name")
-        try:
-            check_job_name(name)
-        except ValueError as error:
-            raise Invalid(str(error), field="name") from error
-    spec = None
-    if changes:
-        current = store.jobs.get(caller.tenant_id, job_id).spec.model_dump(mode="json")
-        spec = client_input(JobSpec, {**current, **changes})
-    return store.jobs.update(caller.tenant_id, job_id, name=name, spec=spec)
+    """Change some fields; the rest keep their values. Runs already submitted are unchanged.
+    Without ``If-Match`` the change applies to the job as it is when it is written."""
+    job = jobs.update(store, caller.tenant_id, job_id, changes, if_version=_versions(if_match))
+    return _tagged(job, response)
 
 
 @router.delete("/{job_id}", status_code=status.HTTP_204_NO_CONTENT, responses=problems(409))
@@ -99,13 +122,13 @@ def start_run(
     """Queue a one-off run; 429 with Retry-After when the tenant submits faster than its
     ``submit_rate_per_second`` quota allows."""
     body = body or RunCreate()
-    run, created = store.runs.submit(
-        caller.tenant_id,
+    run, created = runs.submit(
+        store,
+        caller,
         job_id,
         body.overrides(),
         idempotency_key=idempotency_key,
-        actor=f"user:{caller.key_id}",
-        as_schedule=body.schedule_id,
+        schedule_id=body.schedule_id,
     )
     if not created:
         response.status_code = status.HTTP_200_OK

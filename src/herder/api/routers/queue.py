@@ -7,7 +7,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from herder.api.auth import Caller, StoreDep
-from herder.domain.models import Page, QueueEntry, Role
+from herder.domain.models import Page, QueueEntry
+from herder.services import access
 
 router = APIRouter(prefix="/v1/queue", tags=["runs"])
 
@@ -21,7 +22,4 @@ def list_queue(
     cursor: str | None = None,
 ) -> Page[QueueEntry]:
     """The caller's tenant's queued runs; the system tenant's admins see every tenant's."""
-    everyone = caller.is_system and caller.role is Role.ADMIN
-    return store.queue.list(
-        None if everyone else caller.tenant_id, job_id=job_id, limit=limit, cursor=cursor
-    )
+    return access.list_queue(store, caller, job_id=job_id, limit=limit, cursor=cursor)

@@ -14,6 +14,7 @@ from herder.api.openapi import problems
 from herder.api.schemas import IsoTime, LogsResponse
 from herder.domain.models import Page, Run, RunDetail, RunEvent
 from herder.domain.states import RunState
+from herder.services import logs, runs
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
 
@@ -56,7 +57,7 @@ def run_events(run_id: str, caller: Caller, store: StoreDep) -> list[RunEvent]:
 @router.post("/{run_id}/cancel", responses=problems(409))
 def cancel_run(run_id: str, caller: Writer, store: StoreDep, response: Response) -> Run:
     """Ends a queued run at once (200); a running one is stopped by its worker (202)."""
-    run = store.runs.cancel(caller.tenant_id, run_id, actor=f"user:{caller.key_id}")
+    run = runs.cancel(store, caller, run_id)
     if run.state is RunState.RUNNING:
         response.status_code = status.HTTP_202_ACCEPTED
     return run
@@ -66,7 +67,7 @@ def cancel_run(run_id: str, caller: Writer, store: StoreDep, response: Response)
 def rerun(run_id: str, caller: Writer, store: StoreDep, response: Response) -> Run:
     """A new run of an ended run's spec, linked to it (``rerun_of``): how a dead run is
     retried by hand."""
-    run = store.runs.rerun(caller.tenant_id, run_id, actor=f"user:{caller.key_id}")
+    run = runs.rerun(store, caller, run_id)
     response.headers["Location"] = f"/v1/runs/{run.id}"
     return run
 
@@ -82,22 +83,19 @@ async def run_logs(
     follow: Annotated[bool, Query(description="wait up to 25 s for new output")] = False,
     limit: Annotated[int, Query(ge=1, le=10000)] = 1000,
 ) -> LogsResponse:
+    """A page of an attempt's output; with ``follow``, waits (up to 25 s) until there is some
+    or the attempt ends."""
     deadline = time.monotonic() + FOLLOW_MAX_SECONDS
     while True:
-        page = await run_in_threadpool(
-            store.logs.read, caller.tenant_id, run_id,
+        read = await run_in_threadpool(
+            logs.read, store, caller.tenant_id, run_id,
             attempt=attempt, rank=rank, after=after, limit=limit,
         )  # fmt: skip
-        if page.attempt is None:
-            run = await run_in_threadpool(store.runs.get, caller.tenant_id, run_id)
-            waiting = run.state.is_active
-        else:
-            waiting = page.attempt_running
-        if page.chunks or not waiting or not follow or time.monotonic() >= deadline:
+        if read.chunks or not read.active or not follow or time.monotonic() >= deadline:
             return LogsResponse(
-                attempt=page.attempt,
-                chunks=page.chunks,
-                next_after=page.next_after,
-                complete=not waiting and len(page.chunks) < limit,
+                attempt=read.attempt,
+                chunks=read.chunks,
+                next_after=read.next_after,
+                complete=read.complete,
             )
         await asyncio.sleep(FOLLOW_POLL_SECONDS)

@@ -14,14 +14,10 @@ from herder.api.auth import Caller, StoreDep, SystemAdmin
 from herder.api.openapi import problems
 from herder.api.ratelimit import submit_limiter
 from herder.api.schemas import CreatedSecret, KeyCreate, TenantCreate, TenantUpdate
-from herder.domain.errors import Forbidden, NotFound
-from herder.domain.models import Page, Principal, Role, Tenant
+from herder.domain.models import Page, Tenant
+from herder.services import access
 
 router = APIRouter(tags=["administration"])
-
-
-def _is_system_admin(caller: Principal) -> bool:
-    return caller.is_system and caller.role is Role.ADMIN
 
 
 @router.post("/v1/tenants", status_code=status.HTTP_201_CREATED, responses=problems(409))
@@ -42,12 +38,7 @@ def list_tenants(
 
 @router.get("/v1/tenants/{tenant_id}")
 def get_tenant(tenant_id: str, caller: Caller, store: StoreDep) -> Tenant:
-    if not _is_system_admin(caller):
-        if caller.tenant_id != tenant_id:
-            raise NotFound(f"tenant {tenant_id} not found")
-        if caller.role is not Role.ADMIN:
-            raise Forbidden("only the tenant's admins (or the system admins) may read it")
-    return store.access.get_tenant(tenant_id)
+    return access.read_tenant(store, caller, tenant_id)
 
 
 @router.patch("/v1/tenants/{tenant_id}")
@@ -66,12 +57,7 @@ def update_tenant(
 @router.post("/v1/tenants/{tenant_id}/keys", status_code=status.HTTP_201_CREATED)
 def create_key(tenant_id: str, body: KeyCreate, caller: Caller, store: StoreDep) -> CreatedSecret:
     """An API key for a tenant: by the system admins, or by the tenant's own admins."""
-    if not _is_system_admin(caller):
-        if caller.tenant_id != tenant_id:
-            raise NotFound(f"tenant {tenant_id} not found")
-        if caller.role is not Role.ADMIN:
-            raise Forbidden("only the tenant's admins (or the system admins) may create its keys")
-    key, token = store.access.create_api_key(tenant_id, body.role, body.name)
+    key, token = access.create_key(store, caller, tenant_id, body.role, body.name)
     return CreatedSecret(id=key.id, token=token)
 
 
@@ -79,5 +65,5 @@ def create_key(tenant_id: str, body: KeyCreate, caller: Caller, store: StoreDep)
 def create_worker_token(
     _admin: SystemAdmin, store: StoreDep, name: str = "worker"
 ) -> CreatedSecret:
-    token = store.access.create_worker_token(name)
-    return CreatedSecret(id=token.partition(".")[0], token=token)
+    token_id, token = access.create_worker_token(store, name)
+    return CreatedSecret(id=token_id, token=token)

@@ -1,0 +1,52 @@
+"""Who may read a tenant, create its keys, and see every tenant's queue.
+
+The system tenant's admins administer every tenant; a tenant's own admins may read theirs and
+create its keys; to anyone else another tenant does not exist (404, as every object of
+another tenant).
+"""
+
+from __future__ import annotations
+
+from herder.domain.errors import Forbidden, NotFound
+from herder.domain.models import ApiKey, Page, Principal, QueueEntry, Role, Tenant
+from herder.store.store import Store
+
+
+def is_system_admin(caller: Principal) -> bool:
+    return caller.is_system and caller.role is Role.ADMIN
+
+
+def read_tenant(store: Store, caller: Principal, tenant_id: str) -> Tenant:
+    _check_tenant_admin(caller, tenant_id, "read it")
+    return store.access.get_tenant(tenant_id)
+
+
+def create_key(
+    store: Store, caller: Principal, tenant_id: str, role: Role, name: str
+) -> tuple[ApiKey, str]:
+    """A new API key of ``tenant_id`` and its secret (the only copy)."""
+    _check_tenant_admin(caller, tenant_id, "create its keys")
+    return store.access.create_api_key(tenant_id, role, name)
+
+
+def create_worker_token(store: Store, name: str) -> tuple[str, str]:
+    """A fleet token's id and the token (the only copy; the id is its first part)."""
+    token = store.access.create_worker_token(name)
+    return token.partition(".")[0], token
+
+
+def list_queue(
+    store: Store, caller: Principal, *, job_id: str | None, limit: int, cursor: str | None
+) -> Page[QueueEntry]:
+    """The caller's tenant's queued runs; the system tenant's admins see every tenant's."""
+    tenant_id = None if is_system_admin(caller) else caller.tenant_id
+    return store.queue.list(tenant_id, job_id=job_id, limit=limit, cursor=cursor)
+
+
+def _check_tenant_admin(caller: Principal, tenant_id: str, what: str) -> None:
+    if is_system_admin(caller):
+        return
+    if caller.tenant_id != tenant_id:
+        raise NotFound(f"tenant {tenant_id} not found")
+    if caller.role is not Role.ADMIN:
+        raise Forbidden(f"only the tenant's admins (or the system admins) may {what}")
