@@ -29,7 +29,7 @@ def update_each(
     ``executemany(returning=True)``); SQLite, in-process, runs them one by one."""
     if not rows:
         return []
-    if connection.dialect.name != "postgresql":
+    if connection.dialect.name != "postgresql" or len(rows) == 1:
         return [key for row in rows if (key := connection.execute(statement, row).scalar())]
     compiled = statement.compile(dialect=connection.dialect)
     processors: dict[str, Any] = dict(compiled._bind_processors)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from sqlalchemy import Connection, or_, select
+from sqlalchemy import Connection, Select, or_, select
 
 from herder.domain.jobs import RetryPolicy
 from herder.domain.lifecycle.facts import ActiveRun, AttemptFacts, RunFacts
@@ -51,12 +51,16 @@ def attempt_facts(row: Any) -> AttemptFacts:
     )
 
 
-def lock_runs(connection: Connection, run_ids: Collection[str]) -> dict[str, RunFacts]:
-    if not run_ids:
+def lock_runs(
+    connection: Connection, run_ids: Collection[str] | Select[tuple[str]]
+) -> dict[str, RunFacts]:
+    """Lock these runs (ids, or a query of them) in id order; their facts."""
+    if not isinstance(run_ids, Select) and not run_ids:
         return {}
+    wanted = run_ids if isinstance(run_ids, Select) else sorted(run_ids)
     rows = connection.execute(
         select(*_RUN_FACTS)
-        .where(runs.c.id.in_(sorted(run_ids)))
+        .where(runs.c.id.in_(wanted))
         .order_by(runs.c.id)
         .with_for_update(key_share=True)
     ).all()
@@ -71,20 +75,19 @@ def facts_of_attempts(
     if not attempt_ids:
         return {}, {}
     owners = select(attempts.c.run_id).where(attempts.c.id.in_(attempt_ids))
-    run_ids = set(connection.execute(owners).scalars())
-    found = lock_runs(connection, run_ids) if lock else _runs(connection, run_ids)
+    found = lock_runs(connection, owners) if lock else _runs(connection, owners)
     rows = connection.execute(
         select(*ATTEMPT_FACTS).where(
             or_(
                 attempts.c.id.in_(attempt_ids),
-                attempts.c.run_id.in_(run_ids) & (attempts.c.state == AttemptState.RUNNING),
+                attempts.c.run_id.in_(list(found)) & (attempts.c.state == AttemptState.RUNNING),
             )
         )
     ).all()
     return found, {row.id: attempt_facts(row) for row in rows}
 
 
-def _runs(connection: Connection, run_ids: Collection[str]) -> dict[str, RunFacts]:
+def _runs(connection: Connection, run_ids: Select[tuple[str]]) -> dict[str, RunFacts]:
     rows = connection.execute(select(*_RUN_FACTS).where(runs.c.id.in_(run_ids))).all()
     return {row.id: run_facts(row) for row in rows}
 
