@@ -14,8 +14,6 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from sqlalchemy.exc import SQLAlchemyError
-
 from herder.domain.errors import HerderError
 from herder.store.leases import LeaseRepository
 
@@ -70,7 +68,7 @@ class LeasedLoop:
                 until_renewal = self._renew_every - (time.monotonic() - renewed_at)
                 self._wake.wait(max(0.0, min(delay, until_renewal)))
                 self._wake.clear()
-            except (HerderError, SQLAlchemyError) as error:
+            except HerderError as error:  # the store wraps driver errors as these
                 log.warning("%s: %s; trying again in %ss", self.name, error, ERROR_PAUSE_SECONDS)
                 self._stop.wait(ERROR_PAUSE_SECONDS)
             except Exception:  # a bug: say so loudly, but keep the loop (nothing else runs it)
@@ -80,7 +78,7 @@ class LeasedLoop:
         if self.fencing is not None:
             try:
                 self._leases.release(self.name, self._holder, self.fencing)
-            except (HerderError, SQLAlchemyError) as error:  # it will expire by itself
+            except HerderError as error:  # it will expire by itself
                 log.warning("%s: could not release the lease: %s", self.name, error)
             self.fencing = None
 

@@ -74,11 +74,13 @@ class JobRepository:
 
     def get(self, tenant_id: str, job_id: str) -> Job:
         with self._db.read() as connection:
-            return self._get(connection, tenant_id, job_id)
+            return self.get_within(connection, tenant_id, job_id)
 
-    def _get(
+    def get_within(
         self, connection: Connection, tenant_id: str, job_id: str, *, for_update: bool = False
     ) -> Job:
+        """The job, read inside a caller's transaction (a submit or a fire reads what it
+        runs in the same unit of work that queues it)."""
         query = select(jobs).where(jobs.c.tenant_id == tenant_id, jobs.c.id == job_id)
         row = connection.execute(query.with_for_update() if for_update else query).first()
         if row is None:
@@ -120,7 +122,7 @@ class JobRepository:
         one. Queued runs keep the spec they were submitted with."""
         now = self._clock.now()
         with self._db.write() as connection:
-            current = self._get(connection, tenant_id, job_id, for_update=True)
+            current = self.get_within(connection, tenant_id, job_id, for_update=True)
             name, spec = change(current)
             if spec != current.spec:
                 self._check_artifact(connection, tenant_id, spec)
@@ -149,7 +151,7 @@ class JobRepository:
     def delete(self, tenant_id: str, job_id: str) -> None:
         """Remove the definition; its runs stay in history. Refused while runs are active."""
         with self._db.write() as connection:
-            self._get(connection, tenant_id, job_id)
+            self.get_within(connection, tenant_id, job_id)
             active = connection.execute(
                 select(func.count())
                 .select_from(runs)

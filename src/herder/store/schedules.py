@@ -81,7 +81,7 @@ class ScheduleRepository:
         now = self._clock.now()
         schedule_id = new_id("sch", epoch_ms(now))
         with self._db.write() as connection:
-            self._jobs._get(connection, tenant_id, job_id)
+            self._jobs.get_within(connection, tenant_id, job_id)
             connection.execute(
                 insert(schedules).values(
                     id=schedule_id,
@@ -299,7 +299,7 @@ class ScheduleRepository:
     def _decide(self, work: Work, due: DueSchedule, plan: FirePlan, actor: str) -> Fires:
         if not plan.fire:
             return Fires(Changes())
-        job = self._jobs._get(work.connection, due.tenant_id, due.job_id)
+        job = self._jobs.get_within(work.connection, due.tenant_id, due.job_id)
         spec = apply_overrides(job.spec, due.spec.overrides)
         new_runs = []
         for nominal in plan.fire:

@@ -83,7 +83,7 @@ class RunRepository:
         """
         with unit_of_work(self._db, self._clock, self._rng) as work:
             now = work.now
-            job = self._jobs._get(work.connection, tenant_id, job_id)
+            job = self._jobs.get_within(work.connection, tenant_id, job_id)
             spec = apply_overrides(job.spec, overrides)
             deadline = overrides.start_deadline_seconds
             new = NewRun(
