@@ -144,13 +144,14 @@ def _descending_columns(connection: Connection, table: str, index: str) -> list[
         return [row.name for row in rows if row.key and row.desc]
     (reflected,) = [found for found in inspect(connection).get_indexes(table)
                     if found["name"] == index]  # fmt: skip
-    sorting = reflected.get("column_sorting", {})
-    return [name for name in reflected["column_names"] if "desc" in sorting.get(name, ())]
+    sorting: dict[str, tuple[str, ...]] = dict(reflected.get("column_sorting", {}))
+    names = [str(name) for name in reflected["column_names"]]
+    return [name for name in names if "desc" in sorting.get(name, ())]
 
 
 def _declared_descending(index: Index) -> list[str]:
     return [
-        str(expression.element.name)  # type: ignore[attr-defined]
+        str(getattr(expression.element, "name", expression.element))
         for expression in index.expressions
         if isinstance(expression, UnaryExpression) and expression.modifier is operators.desc_op
     ]
