@@ -1,48 +1,34 @@
-"""Shared fixtures: a fresh database per test on SQLite and on PostgreSQL.
+"""Shared fixtures: a fresh, migrated database per test on SQLite and on PostgreSQL.
 
-PostgreSQL databases are cloned from a migrated template (fast), and dropped after the test.
-When PostgreSQL cannot be reached the PostgreSQL variants are skipped on a developer's
-machine, and fail under CI (``HERDER_REQUIRE_POSTGRES=1``): they must never pass by skipping.
+Both stores are migrated once per session into a template, and each test gets its own copy:
+a file copy on SQLite, a ``CREATE DATABASE … TEMPLATE`` on PostgreSQL (``clones.py`` makes
+those ahead of need and drops them after, off the test's path). When PostgreSQL cannot be
+reached the PostgreSQL variants are skipped on a developer's machine, and fail under CI
+(``HERDER_REQUIRE_POSTGRES=1``): they must never pass by skipping.
 """
 
 from __future__ import annotations
 
 import os
-import uuid
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
-from sqlalchemy.engine import make_url
 
 from herder.store.database import Database, sqlite_url
 from herder.store.store import Store
+from tests.clones import POSTGRES_URL, PostgresClones, admin_connection, database_url_named
 
-POSTGRES_URL = os.environ.get("HERDER_TEST_POSTGRES_URL", "postgresql://127.0.0.1:5432/test")
-
-
-def _admin_connection() -> psycopg.Connection[tuple[object, ...]]:
-    url = make_url(POSTGRES_URL)
-    return psycopg.connect(
-        host=url.host,
-        port=url.port or 5432,
-        user=url.username,
-        dbname=url.database,
-        autocommit=True,
-        connect_timeout=5,
-    )
-
-
-def _database_url(name: str) -> str:
-    return make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
+_CLONES: dict[str, PostgresClones] = {}  # by template name
 
 
 @pytest.fixture(scope="session")
 def postgres_template() -> Iterator[str]:
     """A migrated database to clone; its name is unique to this test session."""
     try:
-        admin = _admin_connection()
+        admin = admin_connection()
     except psycopg.OperationalError as error:
         if os.environ.get("HERDER_REQUIRE_POSTGRES") or os.environ.get("CI"):
             pytest.fail(f"PostgreSQL is required but unreachable at {POSTGRES_URL}: {error}")
@@ -51,26 +37,50 @@ def postgres_template() -> Iterator[str]:
     with admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
         admin.execute(f'CREATE DATABASE "{name}"')
-        database = Database(_database_url(name))
+        database = Database(database_url_named(name))
         database.migrate()
         database.dispose()
-        yield name
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        _CLONES[name] = PostgresClones(name)
+        try:
+            yield name
+        finally:
+            _CLONES.pop(name).close()
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def fresh_postgres_url(template: str) -> Iterator[str]:
-    name = f"herder_test_{uuid.uuid4().hex[:12]}"
-    with _admin_connection() as admin:
-        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
-    yield _database_url(name)
-    with _admin_connection() as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    """A database of its own for one test, dropped after it."""
+    clones = _CLONES[template]
+    name = clones.take()
+    try:
+        yield database_url_named(name)
+    finally:
+        clones.drop(name)
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file migrated once per session, for tests to copy."""
+    path = tmp_path_factory.mktemp("sqlite-template") / "herder.db"
+    database = Database(sqlite_url(path))
+    database.migrate()
+    database.dispose()  # the last connection's close folds the WAL into the file
+    assert not path.with_name(f"{path.name}-wal").exists()
+    return path
+
+
+def fresh_sqlite_url(template: Path, directory: Path) -> str:
+    """A copy of the migrated template in ``directory``: what migrating would have made."""
+    path = directory / "herder.db"
+    shutil.copyfile(template, path)
+    return sqlite_url(path)
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A migrated database of the test's own, on each store."""
     if request.param == "sqlite":
-        yield sqlite_url(tmp_path / "herder.db")
+        yield fresh_sqlite_url(request.getfixturevalue("sqlite_template"), tmp_path)
     else:
         yield from fresh_postgres_url(request.getfixturevalue("postgres_template"))
 
@@ -78,6 +88,5 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
 @pytest.fixture
 def store(database_url: str) -> Iterator[Store]:
     store = Store(database_url)
-    store.migrate()
     yield store
     store.close()

@@ -111,6 +111,15 @@ def living_in_group(pgid: int) -> list[int]:
     return living(lambda _, stat_line, __: int(stat_line.rsplit(")", 1)[1].split()[2]) == pgid)
 
 
+def group_exists(pgid: int) -> bool:
+    """Any process of the group, a zombie not yet reaped included."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def living_of_uid(uid: int) -> list[int]:
     def has_uid(_: int, __: str, status: str) -> bool:
         line = next(line for line in status.splitlines() if line.startswith("Uid:"))
@@ -369,11 +378,14 @@ def test_cancelling_execute_itself_leaves_nothing_running(workspace: Path) -> No
 
     async def cancel_midway() -> None:
         task = asyncio.create_task(execute(plan, output, asyncio.Event()))
-        await asyncio.sleep(0.3)
+        while not output.of("stdout").endswith("\n"):  # the job has started: it printed its pid
+            await asyncio.sleep(0.01)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        await asyncio.sleep(0.1)  # the process is reaped by the loop once it is gone
+        deadline = time.monotonic() + 1.0
+        while group_exists(int(output.of("stdout"))) and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)  # the loop reaps the process once it is gone
 
     run(cancel_midway())
     with pytest.raises(ProcessLookupError):

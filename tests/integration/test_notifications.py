@@ -25,13 +25,28 @@ def postgres_store(postgres_template: str) -> Iterator[Store]:
     next(urls, None)  # drops the database
 
 
+PROBE = "probe"  # a payload no notice of the store sends
+
+
+def until_listening(database: Database, listening: threading.Event) -> None:
+    """Send probes until the listener hears one: then it LISTENs."""
+    deadline = time.monotonic() + 5
+    while not listening.is_set():
+        assert time.monotonic() < deadline, "the listener never started listening"
+        with database.write() as connection:
+            database.notify(connection, WORK_CHANNEL, PROBE)
+        listening.wait(0.05)
+
+
 @pytest.mark.postgres
 def test_a_listener_hears_new_work_and_news_for_a_worker(postgres_store: Store) -> None:
     store = postgres_store
-    work, news = threading.Event(), []
+    work, news, listening = threading.Event(), [], threading.Event()
 
     def hear(channel: str, payload: str) -> None:
-        if channel == WORK_CHANNEL:
+        if payload == PROBE:
+            listening.set()
+        elif channel == WORK_CHANNEL:
             work.set()
         else:
             news.append(payload)
@@ -41,7 +56,7 @@ def test_a_listener_hears_new_work_and_news_for_a_worker(postgres_store: Store) 
     listener = Listener(other_process)
     listener.start()
     try:
-        time.sleep(0.3)  # let it LISTEN before anything is sent
+        until_listening(store.database, listening)  # before anything is sent
         tenant = store.access.create_tenant("t")
         job = store.jobs.create(tenant.id, "j", JobSpec(runtime="shell", command="sleep 9"))
         run, _ = store.runs.submit(tenant.id, job.id, RunOverrides())

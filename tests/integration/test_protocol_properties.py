@@ -8,18 +8,21 @@ import random
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 from sqlalchemy import select
 
 from herder.control.reaper import Reaper
+from herder.domain.errors import Conflict, Gone
 from herder.domain.jobs import JobSpec, Resources, RunOverrides
+from herder.domain.models import WorkerState
 from herder.domain.states import AttemptState, RunState
 from herder.protocol import Completion, HeldAttempt
-from herder.store.database import sqlite_url
-from herder.store.schema import attempts, runs
+from herder.store.schema import attempts, runs, workers
 from herder.store.store import Store
+from tests.conftest import fresh_sqlite_url
 from tests.integration.dispatching import dispatch
 from tests.integration.test_reaper import ManualClock
 
@@ -28,14 +31,17 @@ OUTCOMES = [AttemptState.SUCCEEDED, AttemptState.FAILED, AttemptState.CANCELLED]
 
 
 class ClaimProtocol(RuleBasedStateMachine):
+    template: Path  # the session's migrated SQLite file: each example starts from a copy
+
     def __init__(self) -> None:
         super().__init__()
         self.directory = tempfile.TemporaryDirectory()
         self.clock = ManualClock()
         self.store = Store(
-            sqlite_url(Path(self.directory.name) / "h.db"), clock=self.clock, rng=random.Random(0)
+            fresh_sqlite_url(self.template, Path(self.directory.name)),
+            clock=self.clock,
+            rng=random.Random(0),
         )
-        self.store.migrate()
         self.tenant = self.store.access.create_tenant("t").id
         self.token = self.store.access.authenticate_worker_token(
             self.store.access.create_worker_token("w")
@@ -71,13 +77,21 @@ class ClaimProtocol(RuleBasedStateMachine):
     def submit(self) -> None:
         self.store.runs.submit(self.tenant, self.job, RunOverrides())
 
+    def lost(self, worker: str) -> bool:
+        with self.store.database.read() as connection:
+            state = connection.execute(
+                select(workers.c.state).where(workers.c.id == worker)
+            ).scalar_one()
+        return bool(state == WorkerState.LOST)
+
     @rule(index=st.integers(0, 9))
     def claim(self, index: int) -> None:
         worker = self.workers[index % len(self.workers)]
+        dispatch(self.store)
         try:
-            dispatch(self.store)
             assignments = self.store.workers.claim(worker, 2)
-        except Exception:  # a lost worker is told so; that is the protocol
+        except Gone:  # a lost worker is told so; that is the protocol
+            assert self.lost(worker), "a live worker was told it is gone"
             return
         self.given[worker] += [
             HeldAttempt(attempt_id=a.attempt_id, attempt=a.attempt) for a in assignments
@@ -110,7 +124,8 @@ class ClaimProtocol(RuleBasedStateMachine):
         worker = self.workers[index % len(self.workers)]
         try:
             self.store.workers.heartbeat(worker, self.given[worker], unreported_grace_seconds=2)
-        except Exception:
+        except Gone:
+            assert self.lost(worker), "a live worker was told it is gone"
             self.register()  # lost: it registers again, as a new worker
 
     @rule(seconds=st.floats(0.1, 15))
@@ -123,10 +138,11 @@ class ClaimProtocol(RuleBasedStateMachine):
         with self.store.database.read() as connection:
             ids = connection.execute(select(runs.c.id).order_by(runs.c.id)).scalars().all()
         if ids:
+            run_id = ids[pick % len(ids)]
             try:
-                self.store.runs.cancel(self.tenant, ids[pick % len(ids)])
-            except Exception:  # already ended: a conflict, as designed
-                return
+                self.store.runs.cancel(self.tenant, run_id)
+            except Conflict:  # already ended: a conflict, as designed
+                assert run_id in self.terminal, "an active run refused a cancel"
 
     @invariant()
     def at_most_one_current_attempt_and_numbers_only_grow(self) -> None:
@@ -154,6 +170,11 @@ class ClaimProtocol(RuleBasedStateMachine):
                 assert state == self.terminal[run_id], "a terminal state changed"
             elif RunState(state).is_terminal:
                 self.terminal[run_id] = RunState(state)
+
+
+@pytest.fixture(autouse=True)
+def _migrated_template(sqlite_template: Path) -> None:
+    ClaimProtocol.template = sqlite_template
 
 
 ClaimProtocol.TestCase.settings = settings(

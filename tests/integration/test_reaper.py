@@ -82,7 +82,6 @@ class World:
 def world(database_url: str) -> Iterator[World]:
     clock = ManualClock()
     store = Store(database_url, clock=clock, rng=random.Random(5))
-    store.migrate()
     tenant = store.access.create_tenant("t")
     token_id = store.access.authenticate_worker_token(store.access.create_worker_token("w"))
     reaper = Reaper(store, clock, heartbeat_timeout_seconds=TIMEOUT)

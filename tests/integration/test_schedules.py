@@ -197,7 +197,6 @@ class Firing:
 def firing(database_url: str) -> Iterator[Firing]:
     clock = ManualClock()
     store = Store(database_url, clock=clock)
-    store.migrate()
     tenant = store.access.create_tenant("t").id
     job = store.jobs.create(tenant, "j", JobSpec(runtime="shell", command="true")).id
     yield Firing(store, clock, tenant, job)

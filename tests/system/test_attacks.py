@@ -250,7 +250,9 @@ def test_a_daemon_does_not_outlive_its_job(herder: Herder) -> None:
     marker = f"sleep 300.{uuid.uuid4().int % 10**6:06d}"
     run, _ = herder.run(f"setsid nohup {marker} >/dev/null 2>&1 & sleep 0.2")
     assert run.state == "succeeded"
-    time.sleep(0.3)
+    deadline = time.monotonic() + 0.3  # a killed process takes a moment to be gone
+    while processes_matching(marker) and time.monotonic() < deadline:
+        time.sleep(0.02)
     assert processes_matching(marker) == []
 
 

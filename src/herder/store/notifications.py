@@ -10,6 +10,7 @@ correctness.
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
 from collections.abc import Iterable
 
@@ -60,7 +61,8 @@ def notify_assigned(database: Database, connection: Connection, worker_id: str) 
 
 
 class Listener:
-    """A thread that LISTENs on both channels and hands what it hears to the subscribers."""
+    """A thread that LISTENs on the channels and hands what it hears to the subscribers. It
+    also listens on a channel of its own, on which ``stop`` wakes it at once."""
 
     def __init__(self, database: Database) -> None:
         url = make_url(database.url)
@@ -70,6 +72,7 @@ class Listener:
         )  # fmt: skip
         self._database = database
         self._stopping = threading.Event()
+        self._own_channel = f"herder_listener_{secrets.token_hex(6)}"
         self._thread = threading.Thread(target=self._run, name="pg-listener", daemon=True)
 
     def start(self) -> None:
@@ -77,6 +80,11 @@ class Listener:
 
     def stop(self) -> None:
         self._stopping.set()
+        try:  # rather than wait out the listener's poll
+            with psycopg.connect(self._conninfo, autocommit=True, connect_timeout=2) as wake:
+                wake.execute(f"NOTIFY {self._own_channel}")
+        except psycopg.Error as error:
+            log.info("could not wake the notification listener (it stops within 0.5 s): %s", error)
         self._thread.join(timeout=5)
 
     def _run(self) -> None:
@@ -89,8 +97,11 @@ class Listener:
 
     def _listen(self) -> None:
         with psycopg.connect(self._conninfo, autocommit=True) as connection:
-            for channel in CHANNELS:
+            for channel in (*CHANNELS, self._own_channel):
                 connection.execute(f"LISTEN {channel}")
             while not self._stopping.is_set():
                 for notification in connection.notifies(timeout=0.5):
-                    self._database.deliver(notification.channel, notification.payload)
+                    if self._stopping.is_set():
+                        return
+                    if notification.channel != self._own_channel:
+                        self._database.deliver(notification.channel, notification.payload)
