@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -86,14 +85,13 @@ class RunRepository:
             job = self._jobs.get_within(work.connection, tenant_id, job_id)
             spec = apply_overrides(job.spec, overrides)
             deadline = overrides.start_deadline_seconds
+            run_id = new_id("run", epoch_ms(now))
             new = NewRun(
-                id=new_id("run", epoch_ms(now)), tenant_id=tenant_id, job_id=job.id,
-                job_name=job.name, spec=spec, idempotency_key=idempotency_key,
-                schedule_id=as_schedule,
+                id=run_id, tenant_id=tenant_id, job_id=job.id, job_name=job.name, spec=spec,
+                idempotency_key=idempotency_key, schedule_id=as_schedule,
                 start_deadline=None if deadline is None else now + timedelta(seconds=deadline),
-                event=Event("", "submitted", actor, target=RunState.QUEUED),
+                event=Event(run_id, "submitted", actor, target=RunState.QUEUED),
             )  # fmt: skip
-            new = replace(new, event=replace(new.event, run_id=new.id))
             changes = Changes(new_runs=(new,), notices=frozenset({WORK}))
             if deadline is not None:
                 changes += Changes(notices=frozenset({DUE}))
