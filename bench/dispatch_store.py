@@ -29,12 +29,8 @@ from herder.domain.models import WorkerState
 from herder.domain.placement.policy import Plan
 from herder.domain.placement.snapshot import Snapshot
 from herder.store.database import Database, sqlite_url
-from herder.store.runs.placement import (
-    QUEUE_WINDOW,
-    TENANT_QUEUE_WINDOW,
-    Applied,
-    PlacementRepository,
-)
+from herder.store.runs.placement import Applied, PlacementRepository
+from herder.store.runs.snapshot import QUEUE_WINDOW, TENANT_QUEUE_WINDOW
 from herder.store.runs.writes import new_run_row
 from herder.store.schema import runs, workers
 from herder.store.store import Store

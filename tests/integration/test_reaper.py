@@ -15,7 +15,7 @@ from herder.control.reaper import Reaper
 from herder.domain.jobs import JobSpec, Resources, RetryPolicy, RunOverrides
 from herder.domain.models import Assignment
 from herder.domain.states import AttemptState, RunState
-from herder.protocol import Completion, HeldAttempt
+from herder.protocol import Completion, HeldAttempt, ReportResult
 from herder.store.store import Store
 from tests.integration.dispatching import dispatch
 
@@ -69,13 +69,18 @@ class World:
     def reap(self) -> float:
         return self.reaper.step()
 
-    def fail(self, worker_id: str, assignment: Assignment) -> None:
-        (result,) = self.store.attempts.report(
-            worker_id, [],
-            [Completion(attempt_id=assignment.attempt_id, attempt=assignment.attempt,
-                        outcome=AttemptState.FAILED, exit_code=1, reason="exit 1")],
+    def report(
+        self, worker_id: str, assignment: Assignment, outcome: AttemptState, exit_code: int
+    ) -> ReportResult:
+        completion = Completion(
+            attempt_id=assignment.attempt_id, attempt=assignment.attempt, outcome=outcome,
+            exit_code=exit_code, reason=f"exit {exit_code}",
         )  # fmt: skip
-        assert result.status == 200
+        (result,) = self.store.attempts.report(worker_id, [], [completion])
+        return result
+
+    def fail(self, worker_id: str, assignment: Assignment) -> None:
+        assert self.report(worker_id, assignment, AttemptState.FAILED, 1).status == 200
 
 
 @pytest.fixture
@@ -237,11 +242,7 @@ def test_an_attempt_that_ended_while_the_server_was_down_is_not_lost(world: Worl
     world.reap()
     assert world.state(run_id) is RunState.RUNNING
     world.clock.advance(5)  # the report's back-off
-    (result,) = world.store.attempts.report(
-        worker, [],
-        [Completion(attempt_id=assignment.attempt_id, attempt=assignment.attempt,
-                    outcome=AttemptState.SUCCEEDED, exit_code=0, reason="exit 0")],
-    )  # fmt: skip
+    result = world.report(worker, assignment, AttemptState.SUCCEEDED, 0)
     assert result.status == 200
     run = world.store.runs.get(world.tenant_id, run_id)
     assert (run.state, run.attempt_count) == (RunState.SUCCEEDED, 1)

@@ -15,8 +15,8 @@ from herder.domain.lifecycle.concurrency import admit, fire
 from herder.domain.lifecycle.facts import ActiveRun, AttemptFacts, DueRetry, RunFacts, WorkerSilence
 from herder.domain.lifecycle.reap import expire, requeue_due, silent_workers
 from herder.domain.lifecycle.stops import (
-    HeldAttempt,
     Stop,
+    StoppableAttempt,
     before_delivery,
     can_be_victim,
     pending_stop,
@@ -58,9 +58,9 @@ def test_an_attempt_stopped_before_delivery_ends_as_its_stop_says() -> None:
 
 def test_a_worker_hears_what_to_cancel_preempt_and_drop() -> None:
     current = [
-        HeldAttempt("cancel-me", 1, cancel_requested=True, preempt_requested=True),
-        HeldAttempt("preempt-me", 2, cancel_requested=False, preempt_requested=True),
-        HeldAttempt("keep", 1, cancel_requested=False, preempt_requested=False),
+        StoppableAttempt("cancel-me", 1, cancel_requested=True, preempt_requested=True),
+        StoppableAttempt("preempt-me", 2, cancel_requested=False, preempt_requested=True),
+        StoppableAttempt("keep", 1, cancel_requested=False, preempt_requested=False),
     ]
     orders = stop_orders(current, [("keep", 1), ("stale", 4), ("preempt-me", 1)])
     assert orders.cancel == ["cancel-me"]

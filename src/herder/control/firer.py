@@ -60,14 +60,11 @@ class Firer:
                 expression, zone, schedule.spec, schedule.next_fire_at, now, self._grace
             )
             batch.append((schedule, plan))
-        chunks = [
-            batch[start : start + FIRES_PER_TRANSACTION]
-            for start in range(0, len(batch), FIRES_PER_TRANSACTION)
-        ] or ([[]] if unfireable else [])
-        for index, chunk in enumerate(chunks):
-            schedules.fire(
-                chunk, actor=f"scheduler:{self.name}", unfireable=unfireable if not index else ()
-            )
+        if unfireable:
+            schedules.stop_unfireable(unfireable)
+        for start in range(0, len(batch), FIRES_PER_TRANSACTION):
+            chunk = batch[start : start + FIRES_PER_TRANSACTION]
+            schedules.fire(chunk, actor=f"scheduler:{self.name}")
         if len(due) >= BATCH:
             return 0.0
         upcoming = schedules.next_due(self.partition)

@@ -61,9 +61,12 @@ class DueSchedule:
 
 
 class ScheduleRepository:
-    def __init__(self, database: Database, clock: Clock, jobs: JobRepository) -> None:
+    def __init__(
+        self, database: Database, clock: Clock, rng: random.Random, jobs: JobRepository
+    ) -> None:
         self._db = database
         self._clock = clock
+        self._rng = rng
         self._jobs = jobs
 
     # --- definitions --------------------------------------------------------------------
@@ -251,15 +254,11 @@ class ScheduleRepository:
         batch: builtins.list[tuple[DueSchedule, FirePlan]],
         *,
         actor: str,
-        unfireable: Sequence[tuple[DueSchedule, str]] = (),
     ) -> int:
         """Apply each plan once, in one unit of work: advance the schedule (only from the
         nominal time it was read at), record misses, decide its fires under its concurrency
-        policy, insert the runs. A schedule that cannot be evaluated stops firing, with an
-        error event saying why. Returns the runs made."""
-        with unit_of_work(self._db, self._clock, random.Random()) as work:
-            for due, error in unfireable:
-                self._stop(work, due, error)
+        policy, insert the runs. Returns the runs made."""
+        with unit_of_work(self._db, self._clock, self._rng) as work:
             decided = [
                 (due, self._decide(work, due, plan, actor))
                 for due, plan in batch
@@ -338,10 +337,16 @@ class ScheduleRepository:
                 update(schedules).where(schedules.c.id == due.id).values(**counts)
             )
 
+    def stop_unfireable(self, unfireable: Sequence[tuple[DueSchedule, str]]) -> None:
+        """Schedules that cannot be evaluated (the error says why), like Kubernetes'
+        UnparseableSchedule: the reason goes on the schedule as an error event and it fires no
+        more until it is changed, so no firer spins on it."""
+        with unit_of_work(self._db, self._clock, self._rng) as work:
+            for due, error in unfireable:
+                self._stop(work, due, error)
+
     @staticmethod
     def _stop(work: Work, due: DueSchedule, error: str) -> None:
-        """Like Kubernetes' UnparseableSchedule: say why on the schedule, fire no more until
-        it is changed (never spin on it)."""
         stopped = work.connection.execute(
             update(schedules)
             .where(schedules.c.id == due.id, schedules.c.next_fire_at == due.next_fire_at)

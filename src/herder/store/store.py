@@ -42,7 +42,7 @@ class Store:
         self.logs = LogRepository(self.database, self.clock)
         self.attempts = AttemptRepository(self.database, self.clock, self.rng)
         self.leases = LeaseRepository(self.database, self.clock)
-        self.schedules = ScheduleRepository(self.database, self.clock, self.jobs)
+        self.schedules = ScheduleRepository(self.database, self.clock, self.rng, self.jobs)
         self.fleet = FleetRepository(self.database)
         self.queue = QueueRepository(self.database, self.clock)
         self.placement = PlacementRepository(self.database, self.clock)

@@ -21,11 +21,15 @@ from herder.domain.errors import Gone, NotFound
 from herder.domain.ids import new_id
 from herder.domain.jobs import Capacity, JobSpec
 from herder.domain.lifecycle.changes import Event
-from herder.domain.lifecycle.facts import AttemptFacts, Ending
+from herder.domain.lifecycle.facts import Ending
 from herder.domain.lifecycle.reap import never_delivered
 from herder.domain.lifecycle.settle import fail_unreadable
-from herder.domain.lifecycle.stops import HeldAttempt as StoredAttempt
-from herder.domain.lifecycle.stops import before_delivery, pending_stop, stop_orders
+from herder.domain.lifecycle.stops import (
+    StoppableAttempt,
+    before_delivery,
+    pending_stop,
+    stop_orders,
+)
 from herder.domain.models import Assignment, Worker, WorkerState
 from herder.domain.states import AttemptState
 from herder.protocol import Directives, HeldAttempt
@@ -33,7 +37,7 @@ from herder.store.access import hash_secret
 from herder.store.database import Database
 from herder.store.fleet import worker_record
 from herder.store.notifications import notify_capacity
-from herder.store.runs.facts import active_runs
+from herder.store.runs.facts import ATTEMPT_FACTS, active_runs, attempt_facts
 from herder.store.runs.writes import record_events
 from herder.store.schema import attempts, runs, workers
 from herder.store.work import Work, unit_of_work
@@ -129,75 +133,24 @@ class WorkerRepository:
                 raise _gone(worker_id)
             handed_over_before = work.now - timedelta(seconds=unreported_grace_seconds)
             given = work.connection.execute(
-                select(attempts.c.id, attempts.c.number, attempts.c.worker_id).where(
+                select(*ATTEMPT_FACTS).where(
                     attempts.c.worker_id == worker_id,
                     attempts.c.state == AttemptState.RUNNING,
                     attempts.c.delivered_at < handed_over_before,
                 )
             ).all()
-            unheard = [
-                AttemptFacts(row.id, "", row.number, row.worker_id)
-                for row in given
-                if (row.id, row.number) not in reported
-            ]
+            unheard = [attempt_facts(row) for row in given if (row.id, row.number) not in reported]
             work.settle(never_delivered(unheard), f"worker:{worker_id}")
-        directives = self.directives(worker_id, running)
-        if directives.drop:
-            self._record_stale(
-                worker_id, [item for item in running if item.attempt_id in directives.drop]
-            )
+            directives = _directives(work.connection, worker_id, running)
+            stale = [item for item in running if item.attempt_id in directives.drop]
+            if stale:
+                _record_stale(work, worker_id, stale)
         return directives
 
-    def _record_stale(self, worker_id: str, stale: Sequence[HeldAttempt]) -> None:
-        """A heartbeat naming attempts that are no longer current: say so in their runs."""
-        numbers = {item.attempt_id: item.attempt for item in stale}
-        with self._db.write() as connection:
-            rows = connection.execute(
-                select(attempts.c.id, attempts.c.run_id, attempts.c.state).where(
-                    attempts.c.id.in_(list(numbers)), attempts.c.worker_id == worker_id
-                )
-            ).all()
-            record_events(
-                connection,
-                self._clock.now(),
-                [
-                    Event(
-                        row.run_id,
-                        f"refused a heartbeat for attempt {numbers[row.id]}, which is "
-                        f"{row.state}: the worker was told to kill it",
-                        f"worker:{worker_id}",
-                        attempt=numbers[row.id],
-                    )
-                    for row in rows
-                ],
-            )
-
     def directives(self, worker_id: str, running: Sequence[HeldAttempt]) -> Directives:
-        """Which of its attempts the worker must stop: cancelled ones (report them), and ones
-        that are no longer its current attempts (kill them, report nothing)."""
+        """Which of its attempts the worker must stop (see ``stops.stop_orders``)."""
         with self._db.read() as connection:
-            current = connection.execute(
-                select(
-                    attempts.c.id,
-                    attempts.c.number,
-                    attempts.c.preempt_requested_at,
-                    runs.c.cancel_requested,
-                )
-                .join(runs, runs.c.id == attempts.c.run_id)
-                .where(
-                    attempts.c.worker_id == worker_id,
-                    attempts.c.state == AttemptState.RUNNING,
-                )
-            ).all()
-        orders = stop_orders(
-            [
-                StoredAttempt(row.id, row.number, row.cancel_requested,
-                            row.preempt_requested_at is not None)
-                for row in current
-            ],
-            [(item.attempt_id, item.attempt) for item in running],
-        )  # fmt: skip
-        return Directives(cancel=orders.cancel, drop=orders.drop, preempt=orders.preempt)
+            return _directives(connection, worker_id, running)
 
     def claim_with_directives(
         self, worker_id: str, max_runs: int, running: Sequence[HeldAttempt], look_for_news: bool
@@ -286,6 +239,54 @@ def _deliverable(work: Work, worker_id: str, placed: Sequence[Any]) -> list[tupl
         except ValidationError as error:
             _fail_unreadable(work, worker_id, row, error)
     return given
+
+
+def _directives(
+    connection: Connection, worker_id: str, running: Sequence[HeldAttempt]
+) -> Directives:
+    """Cancelled ones (stop and report them), preempted ones (stop and report them
+    preempted), and ones that are no longer its current attempts (kill, report nothing)."""
+    current = connection.execute(
+        select(
+            attempts.c.id, attempts.c.number, attempts.c.preempt_requested_at,
+            runs.c.cancel_requested,
+        )
+        .join(runs, runs.c.id == attempts.c.run_id)
+        .where(attempts.c.worker_id == worker_id, attempts.c.state == AttemptState.RUNNING)
+    ).all()  # fmt: skip
+    orders = stop_orders(
+        [
+            StoppableAttempt(row.id, row.number, row.cancel_requested,
+                             row.preempt_requested_at is not None)
+            for row in current
+        ],
+        [(item.attempt_id, item.attempt) for item in running],
+    )  # fmt: skip
+    return Directives(cancel=orders.cancel, drop=orders.drop, preempt=orders.preempt)
+
+
+def _record_stale(work: Work, worker_id: str, stale: Sequence[HeldAttempt]) -> None:
+    """A heartbeat naming attempts that are no longer current: say so in their runs."""
+    numbers = {item.attempt_id: item.attempt for item in stale}
+    rows = work.connection.execute(
+        select(attempts.c.id, attempts.c.run_id, attempts.c.state).where(
+            attempts.c.id.in_(list(numbers)), attempts.c.worker_id == worker_id
+        )
+    ).all()
+    record_events(
+        work.connection,
+        work.now,
+        [
+            Event(
+                row.run_id,
+                f"refused a heartbeat for attempt {numbers[row.id]}, which is {row.state}: "
+                "the worker was told to kill it",
+                f"worker:{worker_id}",
+                attempt=numbers[row.id],
+            )
+            for row in rows
+        ],
+    )
 
 
 def _fail_unreadable(work: Work, worker_id: str, row: Any, error: ValidationError) -> None:

@@ -27,42 +27,29 @@ def silent_workers(
 
 def lost_with_worker(attempts: Sequence[AttemptFacts], timeout: float) -> list[Ending]:
     return [
-        Ending(
-            attempt.id,
-            attempt.number,
-            AttemptState.LOST,
-            f"worker {attempt.worker_id} stopped heartbeating for over {timeout:g}s",
-        )
-        for attempt in attempts
-    ]
+        _ending(a, AttemptState.LOST, f"worker {a.worker_id} stopped heartbeating for over "
+                f"{timeout:g}s")
+        for a in attempts
+    ]  # fmt: skip
 
 
 def overdue(attempts: Sequence[AttemptFacts]) -> list[Ending]:
     """Attempts past their deadline whose worker never ended them (it may be gone, or
     stuck): ``timed_out`` here, whatever the worker says later."""
-    return [
-        Ending(
-            attempt.id,
-            attempt.number,
-            AttemptState.TIMED_OUT,
-            "timed out: its worker did not end it by its deadline",
-        )
-        for attempt in attempts
-    ]
+    why = "timed out: its worker did not end it by its deadline"
+    return [_ending(attempt, AttemptState.TIMED_OUT, why) for attempt in attempts]
 
 
 def never_delivered(attempts: Sequence[AttemptFacts]) -> list[Ending]:
     """Attempts a claim handed over whose worker, well past the handover, lists them neither
     as running nor as finished: the claim's answer was lost (say the server died mid-claim)."""
-    return [
-        Ending(
-            attempt.id,
-            attempt.number,
-            AttemptState.LOST,
-            "never reached its worker (the claim's answer was lost)",
-        )
-        for attempt in attempts
-    ]
+    why = "never reached its worker (the claim's answer was lost)"
+    return [_ending(attempt, AttemptState.LOST, why) for attempt in attempts]
+
+
+def _ending(attempt: AttemptFacts, outcome: AttemptState, reason: str) -> Ending:
+    """The server's finding: no worker fence (its worker cannot or did not end it)."""
+    return Ending(attempt.id, attempt.number, outcome, reason)
 
 
 def requeue_due(due: Sequence[DueRetry], now: datetime) -> Changes:

@@ -47,7 +47,7 @@ def can_be_victim(preemptible: bool, cancel_requested: bool) -> bool:
 
 
 @dataclass(frozen=True)
-class HeldAttempt:
+class StoppableAttempt:
     """One of a worker's running attempts as the store has it."""
 
     attempt_id: str
@@ -63,7 +63,9 @@ class StopOrders:
     preempt: list[str]  # stop for a higher-priority run and report (preempted)
 
 
-def stop_orders(current: Sequence[HeldAttempt], held: Collection[tuple[str, int]]) -> StopOrders:
+def stop_orders(
+    current: Sequence[StoppableAttempt], held: Collection[tuple[str, int]]
+) -> StopOrders:
     """What a worker holding ``held`` (attempt id, number) must stop, given its ``current``
     attempts in the store."""
     stops = {item.attempt_id: pending_stop(item.cancel_requested, item.preempt_requested)

@@ -28,9 +28,6 @@ class Applied:
     ended: frozenset[str]  # attempt ids
     moved: frozenset[str]  # run ids
 
-    def held(self, move: RunMove) -> bool:
-        return move.run_id in self.moved
-
 
 def apply_changes(
     database: Database, connection: Connection, now: datetime, changes: Changes
