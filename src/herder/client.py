@@ -10,7 +10,7 @@ with HerderClient("http://127.0.0.1:8080", key) as herder:
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -19,6 +19,7 @@ from typing import Any, Self
 import httpx
 from pydantic import BaseModel
 
+from herder.api.schemas import MAX_BATCH_RUNS, RunBatchResult
 from herder.domain.models import (
     Artifact,
     Job,
@@ -230,6 +231,32 @@ class HerderClient:
             after = page.next_after
             if page.complete:
                 return
+
+    def submit_runs(self, runs: Sequence[Mapping[str, Any]]) -> RunBatchResult:
+        """One batch (≤ 1,000) of runs, each ``{"job_id": …}`` with optional overrides and
+        ``idempotency_key``; every run is answered on its own (see ``Submission``)."""
+        response = self._request("POST", "/v1/runs/batch", json={"runs": list(runs)})
+        return RunBatchResult.model_validate(response.json())
+
+    def start_runs(
+        self,
+        job_id: str,
+        count: int,
+        *,
+        args: list[str] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> list[str]:
+        """``count`` runs of the job, in batches of 1,000; their ids in order. Raises the
+        first run's problem if any was refused."""
+        item = {"job_id": job_id, **_drop_none({"args": args, "env": env})}
+        run_ids: list[str] = []
+        for start in range(0, count, MAX_BATCH_RUNS):
+            result = self.submit_runs([item] * min(MAX_BATCH_RUNS, count - start))
+            for one in result.items:
+                if one.run_id is None:
+                    raise ApiError(one.status, one.title or "", one.detail or "refused")
+                run_ids.append(one.run_id)
+        return run_ids
 
     def wait(self, run_id: str, *, timeout: float = 60.0, poll: float = 0.1) -> RunDetail:
         """Block until the run is in a terminal state (or raise ``TimeoutError``)."""

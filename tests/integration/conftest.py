@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from typer.testing import CliRunner, Result
 
 from herder.api.app import create_app
+from herder.cli import common
+from herder.cli.common import app
+from herder.client import HerderClient
 from herder.domain.models import Role
 from herder.settings import Settings
 from herder.store.store import Store
@@ -81,3 +85,25 @@ def api(store: Store, tmp_path: Path) -> Iterator[Api]:
             worker_token=bootstrap.worker_token,
             tenant_id=bootstrap.tenant.id,
         )
+
+
+Herder = Callable[..., Result]
+
+
+@pytest.fixture
+def herder(api: Api, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Herder:
+    """Runs ``herder ARGS…`` as the system admin (or as ``key``) and returns the result."""
+    monkeypatch.setenv("HERDER_HOME", str(tmp_path))
+    monkeypatch.setenv("HERDER_URL", "http://testserver")
+    monkeypatch.setattr(common.out, "width", 250)  # long ids stay on one line
+
+    def run(*args: str, key: str | None = None) -> Result:
+        monkeypatch.setenv("HERDER_API_KEY", key or api.admin_key)
+
+        def connect(url: str, api_key: str) -> HerderClient:
+            return HerderClient(url, api_key, http=api.http)
+
+        monkeypatch.setattr(common, "HerderClient", connect)
+        return CliRunner().invoke(app, list(args))
+
+    return run

@@ -7,38 +7,12 @@ run on both stores without starting servers; tests/system covers the real proces
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from pathlib import Path
 
-import pytest
-from typer.testing import CliRunner, Result
+from typer.testing import Result
 
-from herder.cli import common
-from herder.cli.common import app
-from herder.client import ApiError, HerderClient
-from tests.integration.conftest import Api
+from herder.client import ApiError
+from tests.integration.conftest import Api, Herder
 from tests.integration.dispatching import dispatch
-
-Herder = Callable[..., Result]
-
-
-@pytest.fixture
-def herder(api: Api, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Herder:
-    """Runs ``herder ARGS…`` as the system admin (or as ``key``) and returns the result."""
-    monkeypatch.setenv("HERDER_HOME", str(tmp_path))
-    monkeypatch.setenv("HERDER_URL", "http://testserver")
-    monkeypatch.setattr(common.out, "width", 250)  # long ids stay on one line
-
-    def run(*args: str, key: str | None = None) -> Result:
-        monkeypatch.setenv("HERDER_API_KEY", key or api.admin_key)
-
-        def connect(url: str, api_key: str) -> HerderClient:
-            return HerderClient(url, api_key, http=api.http)
-
-        monkeypatch.setattr(common, "HerderClient", connect)
-        return CliRunner().invoke(app, list(args))
-
-    return run
 
 
 def ok(result: Result) -> str:

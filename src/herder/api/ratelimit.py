@@ -22,7 +22,7 @@ from fastapi import Depends, Request
 from starlette.concurrency import run_in_threadpool
 
 from herder.api.auth import Writer
-from herder.domain.errors import RateLimited
+from herder.domain.errors import Invalid, RateLimited
 from herder.domain.models import Principal
 from herder.domain.tenants import TenantQuotas
 
@@ -44,13 +44,14 @@ class TokenBucket:
     def full(cls, rate: float, capacity: float, now: float) -> TokenBucket:
         return cls(rate=rate, capacity=capacity, tokens=capacity, updated=now)
 
-    def take(self, now: float) -> float:
-        """Take a token: 0.0 if one was there, else the seconds until one will be."""
+    def take(self, now: float, count: int = 1) -> float:
+        """Take ``count`` tokens (at most ``capacity``), all or none: 0.0 if they were there,
+        else the seconds until they will be."""
         self._refill(now)
-        if self.tokens >= 1.0 - _ROUNDING:
-            self.tokens = max(0.0, self.tokens - 1.0)
+        if self.tokens >= count - _ROUNDING:
+            self.tokens = max(0.0, self.tokens - count)
             return 0.0
-        return (1.0 - self.tokens) / self.rate
+        return (count - self.tokens) / self.rate
 
     def reshape(self, rate: float, capacity: float, now: float) -> None:
         """New quotas: refill at the old rate up to now, then keep what fits."""
@@ -122,16 +123,23 @@ class SubmitLimiter:
             if known is not None:
                 known.quotas_read_at = -math.inf
 
-    def take(self, tenant_id: str) -> None:
-        """Admit one submission or raise ``RateLimited``. Call ``refresh`` first when
+    def take(self, tenant_id: str, count: int = 1) -> None:
+        """Admit ``count`` submissions, all or none, or raise ``RateLimited`` (``Invalid``
+        for more than a burst, which waiting cannot admit). Call ``refresh`` first when
         ``needs_quotas`` says so; a tenant never refreshed is not limited."""
         known = self._tenants.get(tenant_id)
         if known is None or known.bucket is None:
             return
+        bucket = known.bucket
+        if count > bucket.capacity:
+            raise Invalid(
+                f"{count} runs are more than tenant {tenant_id}'s burst of {bucket.capacity:g} "
+                f"submissions; send at most {bucket.capacity:g} per batch",
+                field="runs",
+            )
         with self._lock:
-            wait = known.bucket.take(self._clock())
+            wait = bucket.take(self._clock(), count)
         if wait > 0:
-            bucket = known.bucket
             raise RateLimited(
                 f"tenant {tenant_id} may submit {bucket.rate:g} runs per second "
                 f"(bursts of {bucket.capacity:g}); retry in {wait:.2f} s",
@@ -148,11 +156,16 @@ def submit_limiter(request: Request) -> SubmitLimiter:
 
 async def submitter(caller: Writer, request: Request) -> Principal:
     """A writer whose tenant is within its submission rate (else 429)."""
+    await admit(caller, request, 1)
+    return caller
+
+
+async def admit(caller: Principal, request: Request, count: int) -> None:
+    """Take ``count`` submissions from the caller's tenant's bucket (else 429)."""
     limiter = submit_limiter(request)
     if limiter.needs_quotas(caller.tenant_id):
         await run_in_threadpool(limiter.refresh, caller.tenant_id)
-    limiter.take(caller.tenant_id)
-    return caller
+    limiter.take(caller.tenant_id, count)
 
 
 Submitter = Annotated[Principal, Depends(submitter)]

@@ -8,7 +8,7 @@ from typing import Annotated
 
 from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
-from herder.domain.jobs import JobSpec, RunOverrides, check_job_name
+from herder.domain.jobs import JobSpec, RunOverrides, RunRequest, check_job_name
 from herder.domain.models import LogChunk, Role
 from herder.domain.tenants import TenantQuotas
 
@@ -52,6 +52,47 @@ class RunCreate(RunOverrides):
 
     def overrides(self) -> RunOverrides:
         return RunOverrides.model_validate(self.model_dump(exclude={"schedule_id"}))
+
+
+MAX_BATCH_RUNS = 1000
+
+
+class RunSubmission(RunOverrides):
+    """One run of a batch: a job and, like ``POST /v1/jobs/{id}/runs``, its overrides and
+    an idempotency key."""
+
+    job_id: Annotated[str, Field(min_length=1, max_length=64)]
+    idempotency_key: Annotated[
+        str | None, Field(min_length=1, max_length=255, description="the same key, the same run")
+    ] = None
+
+    def request(self) -> RunRequest:
+        overrides = RunOverrides.model_validate(
+            self.model_dump(exclude={"job_id", "idempotency_key"})
+        )
+        return RunRequest(self.job_id, overrides, self.idempotency_key)
+
+
+class RunBatch(_Body):
+    runs: Annotated[list[RunSubmission], Field(min_length=1, max_length=MAX_BATCH_RUNS)]
+
+
+class Submission(BaseModel):
+    """One run's answer, in the order asked: ``status`` 201 made it, 200 found the run its
+    idempotency key made before; otherwise a problem of this run alone (404 its job is
+    unknown, 409 its key was used for another job) with ``title``, ``detail`` and ``field``
+    (``runs[i].…``)."""
+
+    status: int
+    run_id: str | None = None
+    title: str | None = None
+    detail: str | None = None
+    field: str | None = None
+
+
+class RunBatchResult(BaseModel):
+    created: int
+    items: list[Submission]
 
 
 class TenantCreate(_Body):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import sys
+from collections import Counter
 from typing import Annotated
 
 import typer
@@ -66,9 +68,17 @@ def run_start(
     env: Annotated[list[str], typer.Option(help="KEY=VALUE, merged")] = [],  # noqa: B006
     idempotency_key: Annotated[str | None, typer.Option(help="same key, same run")] = None,
     wait: Annotated[bool, typer.Option(help="wait for the run to end, then show it")] = False,
+    count: Annotated[
+        int, typer.Option(min=1, max=100_000, help="start this many runs (in batches)")
+    ] = 1,
     as_json: JsonFlag = False,
 ) -> None:
     """Start a one-off run of a job (by name or id)."""
+    if count > 1:
+        if idempotency_key is not None:
+            raise typer.BadParameter("one key names one run", param_hint="--idempotency-key")
+        _start_many(job, count, arg, pairs(env, "env") or None, wait=wait, as_json=as_json)
+        return
     with client() as herder:
         run: Run = herder.start_run(
             herder.find_job(job).id,
@@ -84,6 +94,30 @@ def run_start(
         _print_detail(run)
     else:
         out.print(f"started run [bold]{run.id}[/] of {run.job_name} ({run.state})")
+
+
+def _start_many(
+    job: str,
+    count: int,
+    args: list[str] | None,
+    env: dict[str, str] | None,
+    *,
+    wait: bool,
+    as_json: bool,
+) -> None:
+    with client() as herder:
+        job_id = herder.find_job(job).id
+        run_ids = herder.start_runs(job_id, count, args=args, env=env)
+        ended = [herder.wait(run_id, timeout=25 * 3600) for run_id in run_ids] if wait else []
+    if as_json and ended:
+        print_json(list(ended))
+    elif as_json:
+        out.print_json(json.dumps(run_ids))
+    elif ended:
+        tally = Counter(str(run.state) for run in ended)
+        out.print(f"{count} runs of {job}: " + ", ".join(f"{n} {s}" for s, n in tally.items()))
+    else:
+        out.print(f"started {count} runs of {job}: [bold]{run_ids[0]}[/] … {run_ids[-1]}")
 
 
 @run_app.command("list")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Self
 
@@ -209,6 +210,15 @@ class RunOverrides(_Strict):
     start_deadline_seconds: Annotated[
         float | None, Field(gt=0, le=366 * 86400, description="expire if not started by then")
     ] = None
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """One run asked for: of which job, changed how, under which idempotency key."""
+
+    job_id: str
+    overrides: RunOverrides
+    idempotency_key: str | None = None
 
 
 def apply_overrides(spec: JobSpec, overrides: RunOverrides) -> JobSpec:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from herder.domain.jobs import RunOverrides
+from collections.abc import Sequence
+
+from herder.domain.jobs import RunOverrides, RunRequest
 from herder.domain.models import Principal, Run
+from herder.store.runs.repository import Submitted
 from herder.store.store import Store
 
 
@@ -31,6 +34,11 @@ def submit(
         actor=actor(caller),
         as_schedule=schedule_id,
     )
+
+
+def submit_many(store: Store, caller: Principal, requests: Sequence[RunRequest]) -> list[Submitted]:
+    """Many one-off runs in one transaction; each request answered on its own."""
+    return store.runs.submit_many(caller.tenant_id, requests, actor=actor(caller))
 
 
 def cancel(store: Store, caller: Principal, run_id: str) -> Run:

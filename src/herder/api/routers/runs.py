@@ -6,15 +6,18 @@ import asyncio
 import time
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response, status
+from fastapi import APIRouter, Query, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
 from herder.api.auth import Caller, StoreDep, Writer
+from herder.api.errors import status_and_title
 from herder.api.openapi import problems
-from herder.api.schemas import IsoTime, LogsResponse
+from herder.api.ratelimit import admit
+from herder.api.schemas import IsoTime, LogsResponse, RunBatch, RunBatchResult, Submission
 from herder.domain.models import Page, Run, RunDetail, RunEvent
 from herder.domain.states import RunState
 from herder.services import logs, runs
+from herder.store.runs.repository import Submitted
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
 
@@ -42,6 +45,30 @@ def list_runs(
         limit=limit,
         cursor=cursor,
     )
+
+
+@router.post("/batch", responses=problems(429))
+async def submit_batch(
+    body: RunBatch, caller: Writer, store: StoreDep, request: Request
+) -> RunBatchResult:
+    """Queue up to 1,000 one-off runs in one transaction — the fast way to submit many.
+    The batch takes as many submissions from the tenant's rate quota as it holds runs, all
+    or none (429). Each run is answered on its own, in order: one whose job is unknown, or
+    whose key was used for another job, is refused alone and the others are queued."""
+    await admit(caller, request, len(body.runs))
+    submitted = await run_in_threadpool(
+        runs.submit_many, store, caller, [item.request() for item in body.runs]
+    )
+    items = [_submission(index, one) for index, one in enumerate(submitted)]
+    return RunBatchResult(created=sum(one.created for one in submitted), items=items)
+
+
+def _submission(index: int, submitted: Submitted) -> Submission:
+    if submitted.error is None:
+        return Submission(status=201 if submitted.created else 200, run_id=submitted.run_id)
+    status, title = status_and_title(type(submitted.error))
+    field = f"runs[{index}].{submitted.error.field}" if submitted.error.field else None
+    return Submission(status=status, title=title, detail=submitted.error.detail, field=field)
 
 
 @router.get("/{run_id}")

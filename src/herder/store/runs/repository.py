@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, select
 
 from herder.clock import Clock, epoch_ms
-from herder.domain.errors import Conflict, Invalid, NotFound
+from herder.domain.errors import Conflict, HerderError, Invalid, NotFound
 from herder.domain.ids import new_id
-from herder.domain.jobs import RunOverrides, apply_overrides
+from herder.domain.jobs import RunOverrides, RunRequest, apply_overrides
 from herder.domain.lifecycle.cancel import Cause, cancel, rerun
 from herder.domain.lifecycle.changes import DUE, WORK, Changes, Event, NewRun
 from herder.domain.lifecycle.concurrency import admit
-from herder.domain.models import Attempt, Page, Run, RunDetail, RunEvent
+from herder.domain.models import Attempt, Job, Page, Run, RunDetail, RunEvent
 from herder.domain.schedules import ConcurrencyPolicy
 from herder.domain.states import RunState
 from herder.store.database import Database
@@ -50,6 +52,9 @@ _RUN_COLUMNS = [
 ]
 
 
+BEING_CREATED = "the run for this Idempotency-Key is being created; retry"
+
+
 def _run(row: Any) -> Run:
     return Run.model_validate(dict(row._mapping))
 
@@ -81,33 +86,47 @@ class RunRepository:
         is active, replacing the active one under ``replace``.
         """
         with unit_of_work(self._db, self._clock, self._rng) as work:
-            now = work.now
             job = self._jobs.get_within(work.connection, tenant_id, job_id)
-            spec = apply_overrides(job.spec, overrides)
-            deadline = overrides.start_deadline_seconds
-            run_id = new_id("run", epoch_ms(now))
-            new = NewRun(
-                id=run_id, tenant_id=tenant_id, job_id=job.id, job_name=job.name, spec=spec,
-                idempotency_key=idempotency_key, schedule_id=as_schedule,
-                start_deadline=None if deadline is None else now + timedelta(seconds=deadline),
-                event=Event(run_id, "submitted", actor, target=RunState.QUEUED),
-            )  # fmt: skip
-            changes = Changes(new_runs=(new,), notices=frozenset({WORK}))
-            if deadline is not None:
-                changes += Changes(notices=frozenset({DUE}))
+            request = RunRequest(job_id, overrides, idempotency_key)
+            new = _new_run(work.now, tenant_id, job, request, actor, as_schedule)
+            changes = _queue([new])
             if as_schedule is not None:
                 changes += self._admit(work, tenant_id, job.id, as_schedule)
             inserted = new.id in work.apply(changes).inserted
         if inserted:
-            return Run.model_validate(new_run_row(new, now) | {"spec": spec}), True
+            return Run.model_validate(new_run_row(new, work.now) | {"spec": new.spec}), True
         existing = self._by_idempotency_key(tenant_id, idempotency_key)
         if existing.job_id != job_id:
-            raise Conflict(
-                f"Idempotency-Key {idempotency_key!r} was already used for run {existing.id} "
-                f"of job {existing.job_id}; use a new key for a different job",
-                field="Idempotency-Key",
-            )
+            raise _key_reused(idempotency_key, existing.id, existing.job_id)
         return existing, False
+
+    def submit_many(
+        self, tenant_id: str, requests: Sequence[RunRequest], *, actor: str = "user"
+    ) -> list[Submitted]:
+        """Many one-off runs in one unit of work: one read of their jobs, one insert, one
+        notice. Each request stands alone — an unknown job or a reused key is its own
+        answer and never holds back the others — and keys repeat as in ``submit``, within
+        the batch too (the second of two equal keys answers with the first's run)."""
+        with unit_of_work(self._db, self._clock, self._rng) as work:
+            found = self._jobs.get_many_within(
+                work.connection, tenant_id, {request.job_id for request in requests}
+            )
+            new_runs = [
+                _new_run(work.now, tenant_id, found[request.job_id], request, actor)
+                if request.job_id in found
+                else None
+                for request in requests
+            ]
+            inserted = work.apply(_queue([new for new in new_runs if new])).inserted
+            repeated = _runs_by_key(
+                work.connection,
+                tenant_id,
+                {new.idempotency_key for new in new_runs if new and new.id not in inserted},
+            )
+        return [
+            _submitted(request, new, inserted, repeated)
+            for request, new in zip(requests, new_runs, strict=True)
+        ]
 
     @staticmethod
     def _admit(work: Work, tenant_id: str, job_id: str, schedule_id: str) -> Changes:
@@ -154,7 +173,7 @@ class RunRepository:
                 )
             ).first()
         if row is None:  # only possible if a concurrent insert was rolled back
-            raise Conflict("the run for this Idempotency-Key is being created; retry")
+            raise Conflict(BEING_CREATED)
         return _run(row)
 
     def get(self, tenant_id: str, run_id: str) -> Run:
@@ -235,3 +254,85 @@ class RunRepository:
             (active,) = active_runs(work.connection, [run_id])
             work.apply(cancel(active, Cause(actor), work.now))
             return self._get(work.connection, tenant_id, run_id)
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """One request's answer in a batch submit: the run (new, or the one its key already
+    made), or the error that refused this request alone."""
+
+    run_id: str | None
+    created: bool
+    error: HerderError | None = None
+
+
+def _new_run(
+    now: datetime,
+    tenant_id: str,
+    job: Job,
+    request: RunRequest,
+    actor: str,
+    as_schedule: str | None = None,
+) -> NewRun:
+    deadline = request.overrides.start_deadline_seconds
+    run_id = new_id("run", epoch_ms(now))
+    return NewRun(
+        id=run_id, tenant_id=tenant_id, job_id=job.id, job_name=job.name,
+        spec=apply_overrides(job.spec, request.overrides),
+        idempotency_key=request.idempotency_key, schedule_id=as_schedule,
+        start_deadline=None if deadline is None else now + timedelta(seconds=deadline),
+        event=Event(run_id, "submitted", actor, target=RunState.QUEUED),
+    )  # fmt: skip
+
+
+def _queue(new_runs: Sequence[NewRun]) -> Changes:
+    """Insert the runs; the dispatcher hears of new work, the reaper of start deadlines."""
+    if not new_runs:
+        return Changes()
+    notices = {WORK} | ({DUE} if any(new.start_deadline for new in new_runs) else set())
+    return Changes(new_runs=tuple(new_runs), notices=frozenset(notices))
+
+
+def _key_reused(
+    key: str | None, run_id: str, job_id: str, field: str = "Idempotency-Key"
+) -> Conflict:
+    return Conflict(
+        f"Idempotency-Key {key!r} was already used for run {run_id} of job {job_id}; use a "
+        "new key for a different job",
+        field=field,
+    )
+
+
+def _runs_by_key(
+    connection: Connection, tenant_id: str, keys: set[str | None]
+) -> dict[str, tuple[str, str]]:
+    """(run id, job id) of the tenant's runs made under these idempotency keys."""
+    wanted = [key for key in keys if key is not None]
+    if not wanted:
+        return {}
+    rows = connection.execute(
+        select(runs.c.idempotency_key, runs.c.id, runs.c.job_id).where(
+            runs.c.tenant_id == tenant_id, runs.c.idempotency_key.in_(wanted)
+        )
+    ).all()
+    return {row.idempotency_key: (row.id, row.job_id) for row in rows}
+
+
+def _submitted(
+    request: RunRequest,
+    new: NewRun | None,
+    inserted: frozenset[str],
+    repeated: dict[str, tuple[str, str]],
+) -> Submitted:
+    if new is None:
+        return Submitted(None, False, NotFound(f"job {request.job_id} not found", field="job_id"))
+    if new.id in inserted:
+        return Submitted(new.id, True)
+    made = repeated.get(request.idempotency_key or "")
+    if made is None:  # only if a concurrent insert under the key was rolled back
+        return Submitted(None, False, Conflict(BEING_CREATED, field="idempotency_key"))
+    run_id, job_id = made
+    if job_id != request.job_id:
+        conflict = _key_reused(request.idempotency_key, run_id, job_id, "idempotency_key")
+        return Submitted(None, False, conflict)
+    return Submitted(run_id, False)
