@@ -238,14 +238,18 @@ def test_the_memory_request_is_enforced(tmp_path: Path) -> None:
 
 
 def test_a_worker_at_isolation_none_runs_attempts_as_its_own_user(tmp_path: Path) -> None:
+    """No uid switch, no namespaces, no limits of its own: the job is a plain child of the
+    worker, in the worker's cgroup."""
     server = FakeServer()
-    server.to_assign = [assignment("att_plain", 'id -u; echo "$HOME" "$TMPDIR"; pwd')]
+    command = 'id -u; echo "$HOME" "$TMPDIR"; pwd; cat /proc/self/cgroup'
+    server.to_assign = [assignment("att_plain", command)]
 
     async def done(_: Agent) -> None:
         await until(lambda: len(server.completions) == 1)
 
     with_agent(server, config(tmp_path, isolation=Isolation.NONE), done)
-    user, environment, directory = server.text("att_plain").splitlines()
+    user, environment, directory, *cgroups = server.text("att_plain").splitlines()
+    assert cgroups == Path("/proc/self/cgroup").read_text().splitlines()
     workspace = tmp_path / "worker" / "worker-300000" / "attempts" / "att_plain"
     assert user == str(os.geteuid())
     assert environment == f"{workspace} {workspace}"

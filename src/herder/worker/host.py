@@ -28,6 +28,7 @@ from herder.domain.models import Assignment
 from herder.worker.disk import MIB, AttemptDisk, mount_disk, unmount_disk
 from herder.worker.isolation import Isolation
 from herder.worker.launcher import sandbox_launcher
+from herder.worker.limits import Enforcer
 from herder.worker.network import (
     AttemptNetwork,
     NetworkUnavailable,
@@ -87,7 +88,11 @@ class AttemptHost:
         if self.sandboxed:  # what a crashed worker of this range left running dies now
             kill_processes_of_uids(self.uids.all_uids())
         self._remove_leftovers()
-        self.enforcer = limit_enforcer(f"worker-{self.uids.base}")
+        self.enforcer: Enforcer | None = None  # isolation none: the worker's own limits
+        if self.sandboxed:
+            self.enforcer = limit_enforcer(f"worker-{self.uids.base}")
+        else:
+            log.info("resource limits: none per attempt (isolation none); the worker's own hold")
         blocked = [*control_plane_addresses(server_url), *block]
         self._networks = self._outbound_networks(blocked) if self.sandboxed else None
 
@@ -171,5 +176,6 @@ class AttemptHost:
         finally:
             if isinstance(self._networks, OutboundNetworks):
                 await asyncio.to_thread(self._networks.close_all)
-            await asyncio.to_thread(self.enforcer.close)
+            if self.enforcer is not None:
+                await asyncio.to_thread(self.enforcer.close)
             self._uid_lock.close()
