@@ -75,3 +75,40 @@ def test_a_listener_hears_new_work_and_news_for_a_worker(postgres_store: Store) 
     finally:
         listener.stop()
         other_process.dispose()
+
+
+@pytest.mark.postgres
+def test_a_process_hears_its_own_notices_once_at_commit_and_others_through_the_listener(
+    postgres_store: Store,
+) -> None:
+    database = postgres_store.database
+    heard: list[str] = []
+    listening = threading.Event()
+
+    def hear(_channel: str, payload: str) -> None:
+        if payload == PROBE:
+            listening.set()
+        else:
+            heard.append(payload)
+
+    database.subscribe(hear)
+    other_process = Database(database.url)
+    listener = Listener(database)
+    listener.start()
+    try:
+        until_listening(other_process, listening)
+        with database.write() as connection:
+            database.notify(connection, WORK_CHANNEL, "mine")
+            database.notify(connection, WORK_CHANNEL, "mine")  # the same notice: sent once
+            assert heard == []  # nothing before the commit
+        assert heard == ["mine"]  # at once, without a round trip through the listener
+        with other_process.write() as connection:
+            other_process.notify(connection, WORK_CHANNEL, "theirs")
+        deadline = time.monotonic() + 5
+        while "theirs" not in heard and time.monotonic() < deadline:
+            time.sleep(0.01)
+        # NOTIFYs arrive in commit order: the listener skipped this process's own.
+        assert heard == ["mine", "theirs"]
+    finally:
+        listener.stop()
+        other_process.dispose()

@@ -21,6 +21,7 @@ from herder.domain.errors import Conflict, Unavailable
 log = logging.getLogger("herder.store")
 SQLITE_BUSY_TIMEOUT_SECONDS = 30.0
 _NOTICES = "herder_notices"  # connection.info key: notices to deliver after commit
+_BACKEND = "herder_backend_pid"  # a pooled connection's info key: its backend's pid
 
 
 def normalize_url(url: str) -> str:
@@ -69,6 +70,15 @@ def _is_unique_violation(error: exc.IntegrityError) -> bool:
     return sqlstate == "23505" or "UNIQUE constraint failed" in str(error.orig)
 
 
+def _send_notices(connection: Connection, notices: list[tuple[str, str]]) -> None:
+    """All of a transaction's notices in one statement, as its last."""
+    calls = ", ".join(f"pg_notify(:c{index}, :p{index})" for index in range(len(notices)))
+    values: dict[str, str] = {}
+    for index, (channel, payload) in enumerate(notices):
+        values |= {f"c{index}": channel, f"p{index}": payload}
+    connection.execute(text(f"SELECT {calls}"), values)
+
+
 class Database:
     """An engine plus the two kinds of transaction the repositories use."""
 
@@ -77,6 +87,7 @@ class Database:
         parsed = make_url(self.url)
         self.dialect = parsed.get_backend_name()
         self._subscribers: list[Callable[[str, str], None]] = []
+        self._own_backends: set[int | None] = set()
         self._writer_lock: AbstractContextManager[object] = (
             threading.Lock() if self.dialect == "sqlite" else nullcontext()
         )
@@ -92,10 +103,21 @@ class Database:
             # No pre-ping (a round trip per transaction): a dropped connection fails its
             # transaction once, is invalidated, and the next checkout opens a fresh one.
             self.engine = create_engine(self.url, pool_size=pool_size, max_overflow=pool_size * 2)
+            self._remember_backends()
         else:
             raise ValueError(
                 f"unsupported database {parsed.drivername!r}; use sqlite or postgresql"
             )
+
+    def _remember_backends(self) -> None:
+        @event.listens_for(self.engine, "connect")
+        def _on_connect(dbapi_connection: Any, record: Any) -> None:
+            record.info[_BACKEND] = dbapi_connection.info.backend_pid  # libpq knows it
+            self._own_backends.add(record.info[_BACKEND])
+
+        @event.listens_for(self.engine, "close")
+        def _on_close(_dbapi_connection: Any, record: Any) -> None:
+            self._own_backends.discard(record.info.get(_BACKEND))
 
     @property
     def is_postgres(self) -> bool:
@@ -112,21 +134,24 @@ class Database:
             try:
                 with connection.begin():
                     yield connection
-                notices = connection.info.get(_NOTICES, [])
+                    notices: dict[tuple[str, str], None] = connection.info.get(_NOTICES, {})
+                    if notices and self.is_postgres:
+                        _send_notices(connection, list(notices))
             finally:
                 connection.info.pop(_NOTICES, None)
         for channel, payload in notices:
             self.deliver(channel, payload)
 
     def notify(self, connection: Connection, channel: str, payload: str = "") -> None:
-        """Tell every subscriber — in every process on PostgreSQL — once this commits."""
-        if self.is_postgres:
-            connection.execute(
-                text("SELECT pg_notify(:channel, :payload)"),
-                {"channel": channel, "payload": payload},
-            )
-        else:
-            connection.info.setdefault(_NOTICES, []).append((channel, payload))
+        """Tell every subscriber once this transaction commits: this process's right after
+        the commit, other processes' (PostgreSQL) by a NOTIFY that their ``Listener`` hears.
+        The same notice given twice in a transaction is sent once."""
+        connection.info.setdefault(_NOTICES, {})[(channel, payload)] = None
+
+    def is_own_backend(self, pid: int) -> bool:
+        """Whether a PostgreSQL backend is one of this process's connections: its notices
+        were delivered here already when it committed."""
+        return pid in self._own_backends
 
     def subscribe(self, subscriber: Callable[[str, str], None]) -> None:
         self._subscribers.append(subscriber)

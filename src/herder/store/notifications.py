@@ -1,8 +1,9 @@
 """Notices of committed changes that waiting workers care about.
 
 A transaction that makes work (a submit) or has news for one worker (a cancel, freed
-capacity) leaves a notice that is delivered once it commits: on PostgreSQL by NOTIFY to the
-``Listener`` of every API replica, on SQLite straight to this process's subscribers. Notices
+capacity) leaves a notice that is delivered once it commits: straight to this process's
+subscribers, and on PostgreSQL by one NOTIFY per transaction to the ``Listener`` of every
+other process (a listener skips its own process's, delivered already). Notices
 only make waiters wake sooner — the claim still polls — so a lost one costs latency, never
 correctness.
 """
@@ -103,5 +104,7 @@ class Listener:
                 for notification in connection.notifies(timeout=0.5):
                     if self._stopping.is_set():
                         return
-                    if notification.channel != self._own_channel:
+                    if notification.channel == self._own_channel:
+                        continue
+                    if not self._database.is_own_backend(notification.pid):
                         self._database.deliver(notification.channel, notification.payload)
