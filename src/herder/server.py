@@ -66,7 +66,7 @@ def prepare(settings: Settings) -> PreparedHome:
     )
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the child: get SIGTERM if ``herder up`` dies, so no worker is left orphaned."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -94,7 +94,7 @@ def start_local_worker(settings: Settings, token: str) -> subprocess.Popen[bytes
         )
         command += ["--isolation", "none"]
     environment = {**os.environ, "HERDER_WORKER_TOKEN": token}
-    return subprocess.Popen(command, env=environment, preexec_fn=_die_with_parent)  # noqa: PLW1509
+    return subprocess.Popen(command, env=environment, preexec_fn=die_with_parent)  # noqa: PLW1509
 
 
 def stop_process(process: subprocess.Popen[bytes]) -> None:
@@ -107,7 +107,7 @@ def stop_process(process: subprocess.Popen[bytes]) -> None:
         process.wait()
 
 
-class _Server(uvicorn.Server):
+class Server(uvicorn.Server):
     """Answers open long-polls as soon as a stop is asked for, so stopping takes no longer
     than the requests in flight."""
 
@@ -146,7 +146,7 @@ def serve(
         access_log=False,
         timeout_graceful_shutdown=3,
     )
-    server = _Server(config, app.state.wakeups)
+    server = Server(config, app.state.wakeups)
     worker = start_local_worker(settings, prepared.worker_token) if with_worker else None
     try:
         server.run()

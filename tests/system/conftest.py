@@ -138,9 +138,10 @@ def _environment(home: Path, database_url: str, extra: dict[str, str]) -> dict[s
 
 @pytest.fixture
 def start_cluster(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
-    """``start_cluster(database_url, embedded=False, scheduler=True, fast=False)``: a running
-    ``herder server`` (with its control loops unless ``scheduler=False``) or ``herder up``;
-    ``fast`` shortens heartbeats and leases for failure tests."""
+    """``start_cluster(database_url, embedded=False, scheduler=True, fast=False,
+    processes=1)``: a running ``herder server`` (with its control loops unless
+    ``scheduler=False``; ``processes`` API processes) or ``herder up``; ``fast`` shortens
+    heartbeats and leases for failure tests."""
     clusters: list[Cluster] = []
 
     def start(
@@ -150,6 +151,7 @@ def start_cluster(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
         scheduler: bool = True,
         fast: bool = False,
         environment: dict[str, str] | None = None,
+        processes: int = 1,
     ) -> Cluster:
         home = tmp_path / f"home-{len(clusters)}"
         port = free_port()
@@ -159,6 +161,8 @@ def start_cluster(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
         arguments = ("up",) if embedded else ("server",)
         if scheduler and not embedded:
             arguments += ("--with-scheduler",)
+        if processes > 1:
+            arguments += ("--processes", str(processes))
         cluster = Cluster(
             home=home,
             url=url,

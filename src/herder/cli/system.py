@@ -49,15 +49,30 @@ def server(
     with_scheduler: Annotated[
         bool, typer.Option(help="also run the control loops here (else: herder scheduler)")
     ] = False,
+    processes: Annotated[
+        int,
+        typer.Option(min=1, max=64, help="API processes sharing the port (PostgreSQL only)"),
+    ] = 1,
 ) -> None:
     """Run an API server (no worker). Point HERDER_DATABASE_URL at PostgreSQL to scale out."""
+    from herder.prefork import serve_processes
     from herder.server import prepare, serve
 
     settings = Settings.from_environment(home=home, host=host, port=port)
+    if processes > 1 and not settings.database_url.startswith("postgres"):
+        raise fail(
+            "--processes above 1 needs PostgreSQL (HERDER_DATABASE_URL=postgresql://…): "
+            "on SQLite the processes would not hear each other's notices"
+        )
     _check_port_free(settings.host, settings.port)
     prepared = prepare(settings)
     out.print(f"Herder API listening on {settings.url}; admin key in {prepared.client_file}")
-    serve(settings, prepared, with_worker=False, with_scheduler=with_scheduler)
+    if processes == 1:
+        serve(settings, prepared, with_worker=False, with_scheduler=with_scheduler)
+        return
+    prepared.store.close()  # each process opens its own connections after the fork
+    out.print(f"{processes} API processes" + (" and the control loops" if with_scheduler else ""))
+    serve_processes(settings, processes, with_scheduler=with_scheduler)
 
 
 @app.command()
