@@ -5,13 +5,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 RUNTIME_STAMP := $(VENV)/.runtime-installed
 DEV_STAMP := $(VENV)/.dev-installed
+BENCH_STAMP := $(VENV)/.bench-installed
 
 # Debian packages a root worker and the tests use: a C compiler and the kernel's headers (the
 # sandbox launcher is built from source once per host), nft (attempt networks), ip, nsenter,
 # setpriv.
 SYSTEM_PACKAGES := gcc libc6-dev linux-libc-dev nftables iproute2 util-linux
 
-.PHONY: up test lint unit bench postgres system-packages clean
+.PHONY: up test lint unit bench postgres redis system-packages clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +25,11 @@ $(RUNTIME_STAMP): pyproject.toml | $(BIN)/python
 $(DEV_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@ $(RUNTIME_STAMP)
+
+# The bench's extras (the Celery peer) only for `make bench`: the tests never need them.
+$(BENCH_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	touch $@ $(DEV_STAMP) $(RUNTIME_STAMP)
 
 # Quick when all are there (dpkg -s); apt-get update only when one is missing. A user who is
 # not root is told what is missing: only a root worker needs them.
@@ -52,7 +58,10 @@ test: system-packages lint postgres
 unit: $(DEV_STAMP)
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
 
-bench: system-packages $(DEV_STAMP) postgres
+redis:
+	scripts/ensure-redis.sh
+
+bench: system-packages $(BENCH_STAMP) postgres redis
 	$(BIN)/python -m bench.run
 
 clean:

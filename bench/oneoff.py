@@ -3,7 +3,9 @@
 Throughput: N runs submitted by concurrent clients as fast as the API takes them; runs/s from
 the first submit to the last completion (server timestamps). Latency: on an idle system, one
 run at a time, submit → start (the run's ``started_at``, when a worker took it, minus its
-``created_at``), and submit → end.
+``created_at``), and submit → end. The worker runs as root, with the default sandbox or with
+``--isolation none``. CPU over the throughput part, from /proc: the server (API and
+scheduler loops), the worker agent and the jobs it reaped, and the whole PostgreSQL cluster.
 """
 
 from __future__ import annotations
@@ -16,16 +18,19 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 
+from bench.proc import CpuTimes, parent_of
 from herder.client import HerderClient
 from herder.credentials import ClientCredentials
 from herder.store.database import Database
 from herder.store.schema import runs
+from herder.worker.isolation import Isolation
 
 JOB = {
     "runtime": "shell",
@@ -33,43 +38,30 @@ JOB = {
     "resources": {"cpu": 0.01, "memory_mb": 8},
 }
 SUBMITTERS = 8
-
-
-@dataclass(frozen=True)
-class CpuTimes:
-    """CPU seconds of one process: its own, and its reaped children's (the jobs)."""
-
-    own: float
-    children: float
-
-    @classmethod
-    def of(cls, pid: int) -> CpuTimes:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        ticks = os.sysconf("SC_CLK_TCK")
-        return cls(
-            own=(int(fields[11]) + int(fields[12])) / ticks,
-            children=(int(fields[13]) + int(fields[14])) / ticks,
-        )
-
-    def __sub__(self, other: CpuTimes) -> CpuTimes:
-        return CpuTimes(self.own - other.own, self.children - other.children)
+POLL_SECONDS = 0.2  # the bench's own count of ended runs: rare, as PostgreSQL's CPU is measured
 
 
 @dataclass(frozen=True)
 class OneOffResult:
     store: str
+    isolation: Isolation
     runs: int
     seconds: float
     submit_seconds: float
     start_p50_ms: float
     start_p99_ms: float
     end_p50_ms: float
-    server_cpu: CpuTimes
-    worker_cpu: CpuTimes
+    server_cpu: CpuTimes  # the API and the scheduler loops (``--with-scheduler``)
+    worker_cpu: CpuTimes  # own: the agent; reaped: the jobs (sandbox set-up and program)
+    database_cpu_seconds: float | None  # the PostgreSQL cluster; None on SQLite
     client_cpu_seconds: float
 
     def per_run_ms(self, seconds: float) -> float:
         return seconds * 1000 / self.runs
+
+    @property
+    def control_plane_seconds(self) -> float:
+        return self.server_cpu.total + self.worker_cpu.own + (self.database_cpu_seconds or 0.0)
 
     @property
     def runs_per_second(self) -> float:
@@ -86,8 +78,9 @@ def _free_port() -> int:
 class Herder:
     """A server and one worker as real processes, stopped on exit."""
 
-    def __init__(self, home: Path, database_url: str) -> None:
+    def __init__(self, home: Path, database_url: str, isolation: Isolation) -> None:
         self.home = home
+        self.isolation = isolation
         self.database_url = database_url
         self.url = f"http://127.0.0.1:{_free_port()}"
         self.environment = {
@@ -119,6 +112,8 @@ class Herder:
             "bench",
             "--home",
             str(self.home / "worker"),
+            "--isolation",
+            self.isolation.value,
         )
         return self
 
@@ -156,7 +151,7 @@ def _wait_all_ended(database: Database, count: int, timeout: float) -> None:
             ).scalar_one()
         if done >= count:
             return
-        time.sleep(0.05)
+        time.sleep(POLL_SECONDS)
     raise TimeoutError(f"only {done} of {count} runs ended within {timeout}s")
 
 
@@ -166,10 +161,16 @@ def _percentile(values: list[float], fraction: float) -> float:
 
 
 def measure(
-    store_name: str, database_url: str, home: Path, runs_count: int, idle_runs: int
+    store_name: str,
+    database_url: str,
+    home: Path,
+    isolation: Isolation,
+    runs_count: int,
+    idle_runs: int,
 ) -> OneOffResult:
     database = Database(database_url)
-    with Herder(home, database_url) as herder, herder.client() as client:
+    postmaster = _postmaster(database) if database_url.startswith("postgresql") else None
+    with Herder(home, database_url, isolation) as herder, herder.client() as client:
         job = client.create_job("bench", JOB)
         client.wait(client.start_run(job.id).id, timeout=30)  # warm: worker registered
         # Latency on an idle system: one run at a time.
@@ -184,21 +185,20 @@ def measure(
         with database.read() as connection:
             before = connection.execute(select(func.count()).select_from(runs)).scalar_one()
         server_pid, worker_pid = (process.pid for process in herder.processes)
-        server_before, worker_before = CpuTimes.of(server_pid), CpuTimes.of(worker_pid)
+        server_before, worker_before = CpuTimes.of_tree(server_pid), CpuTimes.of_tree(worker_pid)
+        database_before = CpuTimes.of_tree(postmaster) if postmaster else None
         client_before = time.process_time()
         submit_started = time.monotonic()
-        with ThreadPoolExecutor(SUBMITTERS) as pool:
-            clients = [herder.client() for _ in range(SUBMITTERS)]
-            list(
-                pool.map(
-                    lambda index: clients[index % SUBMITTERS].start_run(job.id),
-                    range(runs_count),
-                )
-            )
+        _submit_all(herder, job.id, runs_count)
         submit_seconds = time.monotonic() - submit_started
         _wait_all_ended(database, before + runs_count, timeout=600)
-        server_cpu = CpuTimes.of(server_pid) - server_before
-        worker_cpu = CpuTimes.of(worker_pid) - worker_before
+        server_cpu = CpuTimes.of_tree(server_pid) - server_before
+        worker_cpu = CpuTimes.of_tree(worker_pid) - worker_before
+        database_cpu = (
+            (CpuTimes.of_tree(postmaster) - database_before).total
+            if postmaster and database_before
+            else None
+        )
         client_cpu = time.process_time() - client_before
         with database.read() as connection:
             first, last = connection.execute(
@@ -209,6 +209,7 @@ def measure(
     database.dispose()
     return OneOffResult(
         store=store_name,
+        isolation=isolation,
         runs=runs_count,
         seconds=(last - first).total_seconds(),
         submit_seconds=submit_seconds,
@@ -217,5 +218,22 @@ def measure(
         end_p50_ms=statistics.median(ends),
         server_cpu=server_cpu,
         worker_cpu=worker_cpu,
+        database_cpu_seconds=database_cpu,
         client_cpu_seconds=client_cpu,
     )
+
+
+def _submit_all(herder: Herder, job_id: str, count: int) -> None:
+    """Every run of the throughput part, one API call each from SUBMITTERS clients at once:
+    how runs are submitted is decided here alone (a batch submit would replace this)."""
+    with ExitStack() as stack, ThreadPoolExecutor(SUBMITTERS) as pool:
+        clients = [stack.enter_context(herder.client()) for _ in range(SUBMITTERS)]
+        list(pool.map(lambda index: clients[index % SUBMITTERS].start_run(job_id), range(count)))
+
+
+def _postmaster(database: Database) -> int | None:
+    """The PostgreSQL server's main process, when it runs on this machine: its CPU, with its
+    reaped children's, is that of every backend that ended; the live ones are its children."""
+    with database.read() as connection:
+        backend = connection.execute(text("SELECT pg_backend_pid()")).scalar_one()
+    return parent_of(int(backend))

@@ -4,16 +4,30 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
-from bench import baseline, dispatch, machine, oneoff, sandbox, schedules
+from bench import (
+    baseline,
+    celery_peer,
+    dispatch,
+    machine,
+    oneoff,
+    oneoff_report,
+    sandbox,
+    schedules,
+)
 from herder.store.database import sqlite_url
+from herder.worker.isolation import Isolation
 
 RESULTS = Path(__file__).parent / "RESULTS.md"
 WORK = Path(__file__).parent / ".work"
-POSTGRES_DATABASE = "herder_bench"
+# Its own name per checkout where several share one PostgreSQL server: each run drops it.
+POSTGRES_DATABASE = os.environ.get("HERDER_BENCH_DATABASE", "herder_bench")
 
 
 def fresh_postgres() -> str:
@@ -31,6 +45,10 @@ def main() -> None:
     parser.add_argument("--idle-runs", type=int, default=200, help="runs for the latency part")
     parser.add_argument("--store", choices=["sqlite", "postgresql", "both"], default="both")
     parser.add_argument(
+        "--isolation", choices=["sandbox", "none", "both"], default="both", help="Herder's worker"
+    )
+    parser.add_argument("--no-celery", action="store_true", help="one-off: skip the Celery peer")
+    parser.add_argument(
         "--scenario", choices=["oneoff", "schedules", "dispatch", "sandbox", "all"], default="all"
     )
     options = parser.parse_args()
@@ -40,55 +58,40 @@ def main() -> None:
         run_schedules()
     if options.scenario in ("dispatch", "all"):
         run_dispatch(options.store)
-    if options.scenario in ("schedules", "dispatch", "sandbox"):
-        return
+    if options.scenario in ("oneoff", "all"):
+        run_oneoff(options)
 
-    spawn_rate = baseline.spawn_rate()
+
+def run_oneoff(options: argparse.Namespace) -> None:
+    """Spawn limits, then the Celery peer, then Herder: one at a time, each on a quiet box."""
+    limits = baseline.spawn_limits()
+    print(f"spawn limits from 2 threads: plain {limits.plain:.0f}/s, unshare {limits.unshare}")
+    peers = [] if options.no_celery else celery_peer.measure(options.runs, WORK / "celery.log")
+    for peer in peers:
+        print(f"celery ({peer.variant}): {peer.tasks_per_second:.0f} tasks/s")
+    stores = [store for store in ("postgresql", "sqlite") if options.store in (store, "both")]
+    isolations = [choice for choice in Isolation if options.isolation in (choice.value, "both")]
     results = []
-    for store in ("sqlite", "postgresql"):
-        if options.store not in (store, "both"):
-            continue
-        home = WORK / store
+    for store, isolation in itertools.product(stores, isolations):
+        home = WORK / f"{store}-{isolation.value}"
         shutil.rmtree(home, ignore_errors=True)
         home.mkdir(parents=True)
         url = sqlite_url(home / "herder.db") if store == "sqlite" else fresh_postgres()
-        result = oneoff.measure(store, url, home, options.runs, options.idle_runs)
+        result = oneoff.measure(store, url, home, isolation, options.runs, options.idle_runs)
         results.append(result)
         print(
-            f"{store}: {result.runs_per_second:.0f} runs/s ({result.runs} in "
-            f"{result.seconds:.1f}s); submit→start p50 {result.start_p50_ms:.1f} ms, "
-            f"p99 {result.start_p99_ms:.1f} ms"
+            f"{store}, {isolation.value}: {result.runs_per_second:.0f} runs/s "
+            f"({result.runs} in {result.seconds:.1f}s, API took them at "
+            f"{result.runs / result.submit_seconds:.0f}/s); submit→start p50 "
+            f"{result.start_p50_ms:.1f} ms, p99 {result.start_p99_ms:.1f} ms; control plane "
+            f"{result.per_run_ms(result.control_plane_seconds):.2f} ms/run"
         )
-    lines = [
-        f"\n### One-off runs, {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC\n",
-        f"Machine: {machine.describe()}. Plain Python spawns `/bin/true` at "
-        f"{spawn_rate:.0f}/s here.\n",
-        "| store | runs | end to end | runs/s | API submit rate | submit→start p50 | p99 "
-        "| submit→end p50 |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for result in results:
-        lines.append(
-            f"| {result.store} | {result.runs} | {result.seconds:.1f} s "
-            f"| **{result.runs_per_second:.0f}** | {result.runs / result.submit_seconds:.0f}/s "
-            f"| {result.start_p50_ms:.1f} ms | {result.start_p99_ms:.1f} ms "
-            f"| {result.end_p50_ms:.1f} ms |"
-        )
-    lines += [
-        "",
-        "CPU per run during the throughput part (ms): where the time goes.",
-        "",
-        "| store | API server | worker agent | the jobs (`true`, reaped by the worker) "
-        "| benchmark client |",
-        "|---|---|---|---|---|",
-    ]
-    for result in results:
-        lines.append(
-            f"| {result.store} | {result.per_run_ms(result.server_cpu.own):.2f} "
-            f"| {result.per_run_ms(result.worker_cpu.own):.2f} "
-            f"| {result.per_run_ms(result.worker_cpu.children):.2f} "
-            f"| {result.per_run_ms(result.client_cpu_seconds):.2f} |"
-        )
+    command = " ".join(["python -m bench.run", *sys.argv[1:]])
+    now = datetime.datetime.now(datetime.UTC)
+    _append(oneoff_report.section(peers, results, limits, machine.describe(), now, command))
+
+
+def _append(lines: list[str]) -> None:
     if not RESULTS.exists():
         RESULTS.write_text("# Benchmark results\n\nAppended by `make bench`; newest last.\n")
     with RESULTS.open("a") as file:
@@ -101,8 +104,7 @@ def run_sandbox() -> None:
     for cost in costs:
         print(f"{cost.variant}: {cost.cpu_ms:.2f} ms CPU, {cost.wall_ms:.2f} ms wall per run")
     when = f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M}"
-    with RESULTS.open("a") as file:
-        file.write("\n".join(sandbox.section(costs, machine.describe(), when)) + "\n")
+    _append(sandbox.section(costs, machine.describe(), when))
 
 
 def run_schedules() -> None:
@@ -125,8 +127,7 @@ def run_schedules() -> None:
         f"| {result.peak_memory_mb:.0f} MB | {result.steady_rate:.0f} fires/s "
         f"| {result.steady_p50_ms:.0f} ms | {result.steady_p99_ms:.0f} ms |",
     ]
-    with RESULTS.open("a") as file:
-        file.write("\n".join(lines) + "\n")
+    _append(lines)
 
 
 def run_dispatch(stores: str) -> None:
@@ -142,9 +143,7 @@ def run_dispatch(stores: str) -> None:
             f"dispatch on {store.store}: first pass {store.passes[0].seconds:.2f}s, "
             f"steady {store.steady_median('seconds'):.2f}s"
         )
-    lines = dispatch.section(result, machine.describe(), datetime.datetime.now(datetime.UTC))
-    with RESULTS.open("a") as file:
-        file.write("\n".join(lines) + "\n")
+    _append(dispatch.section(result, machine.describe(), datetime.datetime.now(datetime.UTC)))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,113 @@
+"""The one-off section of RESULTS.md: Herder beside Celery, and beside the spawn limits."""
+
+from __future__ import annotations
+
+import datetime
+
+from bench.baseline import SpawnLimits
+from bench.celery_peer import PeerResult
+from bench.oneoff import OneOffResult
+from herder.worker.isolation import Isolation
+
+STORE_NAMES = {"postgresql": "PostgreSQL", "sqlite": "SQLite"}
+HEADER = (
+    "| runner | runs | seconds | runs/s | ratio to Celery (subprocess) | submit→start p50 | p99 "
+    "| API + scheduler | worker | PostgreSQL / Redis | **control plane** | jobs | bench client |"
+)
+
+
+def section(
+    peers: list[PeerResult],
+    herders: list[OneOffResult],
+    limits: SpawnLimits,
+    machine: str,
+    when: datetime.datetime,
+    command: str,
+) -> list[str]:
+    celery = next((peer.tasks_per_second for peer in peers if peer.variant == "subprocess"), None)
+    lines = [
+        f"\n### One-off runs beside Celery, {when:%Y-%m-%d %H:%M} UTC\n",
+        f"Machine: {machine}. `{command}`.\n",
+        _limits_line(limits, herders),
+        "",
+        HEADER,
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    lines += [_peer_row(peer, celery) for peer in peers]
+    lines += [_herder_row(herder, celery) for herder in herders]
+    lines += [
+        "",
+        "Runs/s from the first submit to the last completion. CPU columns: ms per run over the "
+        "throughput part, user + system from /proc; **control plane** = API + scheduler + worker "
+        "+ PostgreSQL / Redis (target for Herder on PostgreSQL: ≤ 1.5 ms); jobs and the bench "
+        "client are not in it.",
+        "",
+        "- Celery 5 with Redis (database 15) as broker and result backend: one worker, "
+        "`--pool prefork --concurrency 2`, Celery's defaults otherwise (prefetch multiplier 4, "
+        "early acknowledgement, JSON). The bench submits with `delay()` from one thread and "
+        "waits for every result; the clock stops when the last result is in hand. Worker: "
+        "Celery's parent and pool processes; jobs: what the pool reaped (`subprocess.run` of "
+        "`/bin/true`); Redis: the whole server.",
+        "- Herder: `herder server --with-scheduler` and one `herder worker` as root, with the "
+        "default sandbox or `--isolation none`; 8 clients submit one run per API call; the clock "
+        "runs from the first run's `created_at` to the last one's `finished_at`. Submit→start: "
+        "one run at a time on an idle system. API + scheduler: the server process; worker: the "
+        "agent's own CPU; jobs: what it reaped (sandbox set-up and `true`). PostgreSQL: every "
+        "process of the cluster (live backends, and the postmaster with the ones that ended), "
+        "so other databases' use of this shared server (tests) is counted too, and so is the "
+        "bench's own count of ended runs every 0.2 s.",
+    ]
+    return lines
+
+
+def _limits_line(limits: SpawnLimits, herders: list[OneOffResult]) -> str:
+    line = (
+        f"Spawn limits, `/bin/true` from 2 threads: plain **{limits.plain:,.0f}/s**; in fresh "
+        "namespaces (`unshare --net --pid --fork --mount-proc --ipc --uts`) "
+    )
+    if limits.unshare is None:
+        return line + "not measured (needs root)."
+    shares = [
+        f"{STORE_NAMES[herder.store]} {herder.runs_per_second / limits.unshare:.0%}"
+        for herder in herders
+        if herder.isolation is Isolation.SANDBOX
+    ]
+    line += f"**{limits.unshare:,.0f}/s**."
+    if shares:
+        line += f" Herder with the sandbox, as a share of that: **{', '.join(shares)}** (≥ 70%)."
+    return line
+
+
+def _peer_row(peer: PeerResult, celery: float | None) -> str:
+    worker, redis = peer.worker_cpu.own, peer.redis_cpu_seconds
+    return (
+        f"| Celery ({peer.variant}) | {peer.tasks} | {peer.seconds:.1f} "
+        f"| **{peer.tasks_per_second:.0f}** | {_ratio(peer.tasks_per_second, celery)} | — | — "
+        f"| — | {peer.per_task_ms(worker):.2f} | {peer.per_task_ms(redis):.2f} "
+        f"| **{peer.per_task_ms(worker + redis):.2f}** "
+        f"| {peer.per_task_ms(peer.worker_cpu.reaped):.2f} "
+        f"| {peer.per_task_ms(peer.client_cpu_seconds):.2f} |"
+    )
+
+
+def _herder_row(herder: OneOffResult, celery: float | None) -> str:
+    database = (
+        "—"
+        if herder.database_cpu_seconds is None
+        else f"{herder.per_run_ms(herder.database_cpu_seconds):.2f}"
+    )
+    return (
+        f"| Herder {STORE_NAMES[herder.store]}, {herder.isolation.value} | {herder.runs} "
+        f"| {herder.seconds:.1f} | **{herder.runs_per_second:.0f}** "
+        f"| {_ratio(herder.runs_per_second, celery)} "
+        f"| {herder.start_p50_ms:.1f} ms | {herder.start_p99_ms:.1f} ms "
+        f"| {herder.per_run_ms(herder.server_cpu.total):.2f} "
+        f"| {herder.per_run_ms(herder.worker_cpu.own):.2f} | {database} "
+        f"| **{herder.per_run_ms(herder.control_plane_seconds):.2f}** "
+        f"| {herder.per_run_ms(herder.worker_cpu.reaped):.2f} "
+        f"| {herder.per_run_ms(herder.client_cpu_seconds):.2f} |"
+    )
+
+
+def _ratio(rate: float, celery: float | None) -> str:
+    return "—" if celery is None else f"{rate / celery:.2f}"
