@@ -1,11 +1,12 @@
 """Scenario 1: one-off runs of ``true`` through the API to one local worker.
 
-Throughput: N runs submitted by concurrent clients as fast as the API takes them; runs/s from
-the first submit to the last completion (server timestamps). Latency: on an idle system, one
-run at a time, submit → start (the run's ``started_at``, when a worker took it, minus its
-``created_at``), and submit → end. The worker runs as root, with the default sandbox or with
-``--isolation none``. CPU over the throughput part, from /proc: the server (API and
-scheduler loops), the worker agent and the jobs it reaped, and the whole PostgreSQL cluster.
+Throughput: N runs submitted in batches (``POST /v1/runs/batch``) as fast as the API takes
+them; runs/s from the first submit to the last completion (server timestamps). Latency: on an
+idle system, one run at a time, submit → start (the run's ``started_at``, when a worker took
+it, minus its ``created_at``), and submit → end. The worker runs as root, with the default
+sandbox or with ``--isolation none``. CPU over the throughput part, from /proc: the server
+(API and scheduler loops), the worker agent and the jobs it reaped, and the whole PostgreSQL
+cluster.
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ import statistics
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,7 +36,6 @@ JOB = {
     "command": "true",
     "resources": {"cpu": 0.01, "memory_mb": 8},
 }
-SUBMITTERS = 8
 POLL_SECONDS = 0.2  # the bench's own count of ended runs: rare, as PostgreSQL's CPU is measured
 
 
@@ -181,7 +179,7 @@ def measure(
             assert run.finished_at is not None
             starts.append((run.started_at - run.created_at).total_seconds() * 1000)
             ends.append((run.finished_at - run.created_at).total_seconds() * 1000)
-        # Throughput: everything at once from several clients.
+        # Throughput: everything at once.
         with database.read() as connection:
             before = connection.execute(select(func.count()).select_from(runs)).scalar_one()
         server_pid, worker_pid = (process.pid for process in herder.processes)
@@ -224,11 +222,10 @@ def measure(
 
 
 def _submit_all(herder: Herder, job_id: str, count: int) -> None:
-    """Every run of the throughput part, one API call each from SUBMITTERS clients at once:
-    how runs are submitted is decided here alone (a batch submit would replace this)."""
-    with ExitStack() as stack, ThreadPoolExecutor(SUBMITTERS) as pool:
-        clients = [stack.enter_context(herder.client()) for _ in range(SUBMITTERS)]
-        list(pool.map(lambda index: clients[index % SUBMITTERS].start_run(job_id), range(count)))
+    """Every run of the throughput part, as a user submits many: ``POST /v1/runs/batch``,
+    1,000 runs a request."""
+    with herder.client() as client:
+        client.start_runs(job_id, count)
 
 
 def _postmaster(database: Database) -> int | None:

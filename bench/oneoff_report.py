@@ -49,7 +49,8 @@ def section(
         "Celery's parent and pool processes; jobs: what the pool reaped (`subprocess.run` of "
         "`/bin/true`); Redis: the whole server.",
         "- Herder: `herder server --with-scheduler` and one `herder worker` as root, with the "
-        "default sandbox or `--isolation none`; 8 clients submit one run per API call; the clock "
+        "default sandbox or `--isolation none`; the bench submits in batches of 1,000 (`POST "
+        "/v1/runs/batch`, as `herder run start --count` does); the clock "
         "runs from the first run's `created_at` to the last one's `finished_at`. Submit→start: "
         "one run at a time on an idle system. API + scheduler: the server process; worker: the "
         "agent's own CPU; jobs: what it reaped (sandbox set-up and `true`). PostgreSQL: every "

@@ -16,6 +16,7 @@ from bench import (
     celery_peer,
     dispatch,
     machine,
+    mix,
     oneoff,
     oneoff_report,
     sandbox,
@@ -49,7 +50,9 @@ def main() -> None:
     )
     parser.add_argument("--no-celery", action="store_true", help="one-off: skip the Celery peer")
     parser.add_argument(
-        "--scenario", choices=["oneoff", "schedules", "dispatch", "sandbox", "all"], default="all"
+        "--scenario",
+        choices=["oneoff", "mix", "schedules", "dispatch", "sandbox", "all"],
+        default="all",
     )
     options = parser.parse_args()
     if options.scenario in ("sandbox", "all"):
@@ -60,6 +63,8 @@ def main() -> None:
         run_dispatch(options.store)
     if options.scenario in ("oneoff", "all"):
         run_oneoff(options)
+    if options.scenario in ("mix", "all"):
+        run_mix()
 
 
 def run_oneoff(options: argparse.Namespace) -> None:
@@ -97,6 +102,14 @@ def _append(lines: list[str]) -> None:
     with RESULTS.open("a") as file:
         file.write("\n".join(lines) + "\n")
     print(f"appended to {RESULTS}")
+
+
+def run_mix() -> None:
+    home = WORK / "mix"
+    shutil.rmtree(home, ignore_errors=True)
+    steps = mix.measure(fresh_postgres, home)
+    when = f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M}"
+    _append(mix.section(steps, machine.describe(), when))
 
 
 def run_sandbox() -> None:
