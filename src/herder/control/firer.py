@@ -5,6 +5,7 @@ changed."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from datetime import timedelta
 from functools import lru_cache
 from zoneinfo import ZoneInfo
@@ -12,11 +13,11 @@ from zoneinfo import ZoneInfo
 from herder.clock import Clock
 from herder.domain.cron import CronError, CronExpression, parse_timezone
 from herder.domain.schedules import MISFIRE_GRACE, FirePlan, plan_fires
-from herder.store.schedules import DueSchedule
+from herder.store.firing import DueSchedule
 from herder.store.store import Store
 
 BATCH = 1000  # schedules read per pass
-FIRES_PER_TRANSACTION = 100  # one commit for many fires
+RUNS_PER_TRANSACTION = 1000  # one commit for many fires; a schedule is never split
 MAX_SLEEP_SECONDS = 5.0  # a ceiling, in case a notice is lost
 
 log = logging.getLogger("herder.control")
@@ -62,8 +63,7 @@ class Firer:
             batch.append((schedule, plan))
         if unfireable:
             schedules.stop_unfireable(unfireable)
-        for start in range(0, len(batch), FIRES_PER_TRANSACTION):
-            chunk = batch[start : start + FIRES_PER_TRANSACTION]
+        for chunk in _transactions(batch):
             schedules.fire(chunk, actor=f"scheduler:{self.name}")
         if len(due) >= BATCH:
             return 0.0
@@ -72,3 +72,20 @@ class Firer:
             return MAX_SLEEP_SECONDS
         wait = (upcoming - self._clock.now()).total_seconds()
         return min(MAX_SLEEP_SECONDS, max(0.0, wait))
+
+
+def _transactions(
+    batch: list[tuple[DueSchedule, FirePlan]],
+) -> Iterator[list[tuple[DueSchedule, FirePlan]]]:
+    """Whole schedules, about ``RUNS_PER_TRANSACTION`` runs to a transaction (a schedule
+    catching up many misfires may fill one alone)."""
+    chunk: list[tuple[DueSchedule, FirePlan]] = []
+    runs = 0
+    for schedule, plan in batch:
+        if chunk and runs + len(plan.fire) > RUNS_PER_TRANSACTION:
+            yield chunk
+            chunk, runs = [], 0
+        chunk.append((schedule, plan))
+        runs += len(plan.fire)
+    if chunk:
+        yield chunk

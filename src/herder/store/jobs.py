@@ -6,7 +6,7 @@ decided and written in one transaction (``edit``): a concurrent edit is never lo
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, delete, exc, func, insert, select, update
@@ -86,6 +86,18 @@ class JobRepository:
         if row is None:
             raise NotFound(f"job {job_id} not found")
         return _job(row)
+
+    def get_many_within(
+        self, connection: Connection, keys: Collection[tuple[str, str]]
+    ) -> dict[tuple[str, str], Job]:
+        """The jobs of these (tenant, job id) pairs that exist, read in one query inside a
+        caller's transaction (a batch of fires reads what it runs where it queues it)."""
+        if not keys:
+            return {}
+        rows = connection.execute(select(jobs).where(jobs.c.id.in_({job for _, job in keys})))
+        return {
+            (row.tenant_id, row.id): _job(row) for row in rows if (row.tenant_id, row.id) in keys
+        }
 
     def list(
         self,
