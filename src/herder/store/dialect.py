@@ -76,14 +76,14 @@ def _unnested(
     values: dict[str, Any] = {}
     arrays = 0
     for index, (name, kind) in enumerate(kinds.items()):
-        column = [_plain(row[name]) for row in rows]
-        alike = all(value == column[0] for value in column)
+        column = [row[name] for row in rows]
+        alike = column.count(column[0]) == len(column)
         if alike and (arrays or index < len(kinds) - 1):
             columns[name] = bindparam(f"r_{name}", type_=kind)
-            values[f"r_{name}"] = column[0]
+            values[f"r_{name}"] = _plain(column[0])
         else:  # an array: the rows differ here (or are all alike, and one must say how many)
             columns[name] = func.unnest(bindparam(f"r_{name}", type_=postgresql.ARRAY(kind)))
-            values[f"r_{name}"] = column
+            values[f"r_{name}"] = [_plain(value) for value in column]
             arrays += 1
     return columns, values
 
