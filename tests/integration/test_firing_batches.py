@@ -3,7 +3,7 @@ meanwhile fire nothing, the others fire once, and each keeps its own concurrency
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from herder.domain.cron import CronExpression, parse_timezone
 from herder.domain.models import Schedule
@@ -11,7 +11,7 @@ from herder.domain.schedules import FirePlan, plan_fires
 from herder.domain.states import RunState
 from herder.store.firing import DueSchedule
 from herder.store.schedules import PARTITIONS
-from herder.store.schema import runs
+from herder.store.schema import runs, schedules
 from tests.integration.test_schedules import Firing, firing, minute  # noqa: F401
 
 
@@ -102,3 +102,23 @@ def test_a_batch_records_each_schedules_misses_and_fires_its_catch_up(
     missed = [schedule(firing, one).missed_count for one in (once, skip, every, on_time)]
     assert missed == [9, 10, 7, 0]
     assert kinds(firing, skip) == ["missed"]
+
+
+def test_a_nominal_time_that_has_its_run_already_is_neither_fired_nor_counted_again(
+    firing: Firing,  # noqa: F811
+) -> None:
+    start = firing.clock.now()
+    schedule_id = firing.schedule()
+    firing.clock.advance(60)
+    firing.fire(schedule_id)
+    with firing.store.database.write() as connection:  # wound back to the time it fired
+        connection.execute(
+            update(schedules)
+            .where(schedules.c.id == schedule_id)
+            .values(next_fire_at=minute(start, 1), next_due_at=minute(start, 1))
+        )
+    assert firing.store.schedules.fire(read_batch(firing), actor="scheduler:t") == 0
+    assert firing.runs(schedule_id) == [minute(start, 1)]
+    again = schedule(firing, schedule_id)
+    assert (again.fired_count, again.last_fired_for) == (1, minute(start, 1))
+    assert again.next_fire_at == minute(start, 2)

@@ -1,14 +1,16 @@
 """Firing a batch of due schedules in one unit of work, set-based: a few statements per
 batch, whatever its size — the cost is in proportion to the schedules due (DESIGN §4).
 
-    advance   one guarded UPDATE: each schedule moves on only from the nominal time it
-              was read at — the fence; one moved meanwhile by another firer fires nothing
-    misses    one INSERT of the "missed" events
     read      the jobs in one query; the active runs of forbid/replace schedules in one
     decide    pure: each schedule's runs under its concurrency policy (``fire``)
-    apply     the runs and their events inserted, replaced runs cancelled (``Work.apply``);
-              the unique key (schedule, nominal time) makes a repeat insert nothing
-    record    one INSERT of "skipped"/"replaced" events; one UPDATE of the counters
+    advance   one guarded UPDATE: each schedule moves on, with its counters, only if it is
+              still as it was read (its nominal time and its last change) — the fence; one
+              fired meanwhile by another firer, or changed, fires nothing
+    apply     the runs of the schedules advanced and their events inserted, replaced runs
+              cancelled (``Work.apply``); the unique key (schedule, nominal time) makes a
+              repeat insert nothing
+    record    one INSERT of "missed", "skipped" and "replaced" events; the counters of a
+              schedule whose run the unique key refused are put right
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from herder.clock import epoch_ms
 from herder.domain.errors import NotFound
 from herder.domain.ids import new_id
 from herder.domain.jobs import apply_overrides
-from herder.domain.lifecycle.changes import Event, NewRun, combine
+from herder.domain.lifecycle.changes import Changes, Event, NewRun, combine
 from herder.domain.lifecycle.concurrency import Fires, fire
 from herder.domain.lifecycle.facts import ActiveRun, RunFacts
 from herder.domain.models import Job
@@ -48,11 +50,16 @@ _NEEDS_ACTIVE = (ConcurrencyPolicy.FORBID, ConcurrencyPolicy.REPLACE)
 
 @dataclass(frozen=True)
 class DueSchedule:
+    """A schedule as a firer read it; it fires only if it is still so (``updated_at`` moves
+    with every change to it and every fire)."""
+
     id: str
     tenant_id: str
     job_id: str
     spec: ScheduleSpec
     next_fire_at: datetime
+    updated_at: datetime
+    last_fired_for: datetime | None
 
 
 def next_fire_values(
@@ -67,8 +74,7 @@ def fire_batch(
     work: Work, jobs: JobRepository, batch: Sequence[tuple[DueSchedule, FirePlan]], actor: str
 ) -> int:
     """Apply each plan once (the stages in the module's docstring); the runs made."""
-    advanced = _advance(work, batch)
-    firing = [(due, plan) for due, plan in batch if due.id in advanced and plan.fire]
+    firing = [(due, plan) for due, plan in batch if plan.fire]
     found = jobs.get_many_within(
         work.connection, {(due.tenant_id, due.job_id) for due, _ in firing}
     )
@@ -77,50 +83,69 @@ def fire_batch(
         [due.id for due, _ in firing if due.spec.concurrency_policy in _NEEDS_ACTIVE],
     )
     decided = [
-        (due, _decide(work, due, plan, _job_of(found, due), active.get(due.id, []), actor))
-        for due, plan in firing
+        _Decided(due, plan, _decide(work, due, plan, found, active.get(due.id, []), actor))
+        for due, plan in batch
     ]
-    applied = work.apply(combine(fires.changes for _, fires in decided))
+    advanced = set(
+        update_rows(work.connection, _ADVANCE_COLUMNS, _advances(work, decided), _advance)
+    )
+    decided = [one for one in decided if one.due.id in advanced]
+    applied = work.apply(combine(one.fires.changes for one in decided))
     _record(work, decided, applied.inserted)
     return len(applied.inserted)
 
 
+@dataclass(frozen=True)
+class _Decided:
+    due: DueSchedule
+    plan: FirePlan
+    fires: Fires
+
+    @property
+    def to_fire(self) -> list[datetime]:
+        return [new.scheduled_for for new in self.fires.changes.new_runs if new.scheduled_for]
+
+
 _ADVANCE_COLUMNS: dict[str, TypeEngine[Any]] = {
-    "id": ID, "expected": UtcDateTime(), "next_fire_at": UtcDateTime(),
-    "next_due_at": UtcDateTime(), "missed": Integer(),
+    "id": ID, "read_fire_at": UtcDateTime(), "read_updated_at": UtcDateTime(),
+    "next_fire_at": UtcDateTime(), "next_due_at": UtcDateTime(), "missed": Integer(),
+    "fired": Integer(), "skipped": Integer(), "last_fired_for": UtcDateTime(),
+    "now": UtcDateTime(),
 }  # fmt: skip
 
 
-def _advance(work: Work, batch: Sequence[tuple[DueSchedule, FirePlan]]) -> set[str]:
-    """Move the schedules to their next fires; the ids moved. One not moved was fired (or
-    changed, or paused) meanwhile, and fires nothing here."""
-
-    def statement(row: Mapping[str, ColumnElement[Any]]) -> Update:
-        return (
-            update(schedules)
-            .where(
-                schedules.c.id == row["id"],
-                schedules.c.next_fire_at == row["expected"],
-                schedules.c.paused.is_(False),
-            )
-            .values(
-                next_fire_at=row["next_fire_at"],
-                next_due_at=row["next_due_at"],
-                missed_count=schedules.c.missed_count + row["missed"],
-                updated_at=work.now,
-            )
-            .returning(schedules.c.id)
+def _advance(row: Mapping[str, ColumnElement[Any]]) -> Update:
+    """Move a schedule to its next fire and count what it decided — only if it is as read."""
+    return (
+        update(schedules)
+        .where(
+            schedules.c.id == row["id"],
+            schedules.c.next_fire_at == row["read_fire_at"],
+            schedules.c.updated_at == row["read_updated_at"],
+            schedules.c.paused.is_(False),
         )
+        .values(
+            next_fire_at=row["next_fire_at"],
+            next_due_at=row["next_due_at"],
+            missed_count=schedules.c.missed_count + row["missed"],
+            fired_count=schedules.c.fired_count + row["fired"],
+            skipped_count=schedules.c.skipped_count + row["skipped"],
+            last_fired_for=func.coalesce(row["last_fired_for"], schedules.c.last_fired_for),
+            updated_at=row["now"],
+        )
+        .returning(schedules.c.id)
+    )
 
-    rows = [
-        {"id": due.id, "expected": due.next_fire_at, "missed": plan.missed,
-         **next_fire_values(due.id, due.spec, plan.next_nominal)}
-        for due, plan in batch
+
+def _advances(work: Work, decided: Sequence[_Decided]) -> list[dict[str, Any]]:
+    return [
+        {"id": one.due.id, "read_fire_at": one.due.next_fire_at,
+         "read_updated_at": one.due.updated_at, "missed": one.plan.missed,
+         "fired": len(one.to_fire), "skipped": len(one.fires.skipped),
+         "last_fired_for": max(one.to_fire, default=None), "now": work.now,
+         **next_fire_values(one.due.id, one.due.spec, one.plan.next_nominal)}
+        for one in decided
     ]  # fmt: skip
-    advanced = set(update_rows(work.connection, _ADVANCE_COLUMNS, rows, statement))
-    missed = [_missed(due, plan) for due, plan in batch if plan.missed and due.id in advanced]
-    record_schedule_events(work.connection, work.now, missed)
-    return advanced
 
 
 def _missed(due: DueSchedule, plan: FirePlan) -> NewScheduleEvent:
@@ -142,10 +167,13 @@ def _decide(
     work: Work,
     due: DueSchedule,
     plan: FirePlan,
-    job: Job,
+    found: Mapping[tuple[str, str], Job],
     active: Sequence[ActiveRun],
     actor: str,
 ) -> Fires:
+    if not plan.fire:
+        return Fires(Changes())
+    job = _job_of(found, due)
     spec = apply_overrides(job.spec, due.spec.overrides)
     new_runs = []
     for nominal in plan.fire:
@@ -159,28 +187,24 @@ def _decide(
     return fire(due.id, due.spec.concurrency_policy, active, new_runs, work.now)
 
 
-_COUNT_COLUMNS: dict[str, TypeEngine[Any]] = {
-    "id": ID, "fired": Integer(), "skipped": Integer(), "last_fired_for": UtcDateTime(),
-}  # fmt: skip
-
-
-def _record(
-    work: Work, decided: Sequence[tuple[DueSchedule, Fires]], inserted: frozenset[str]
-) -> None:
-    """The schedules' counters and their unusual events (their runs' events record fires)."""
+def _record(work: Work, decided: Sequence[_Decided], inserted: frozenset[str]) -> None:
+    """The schedules' unusual events (their runs' events record fires); and the counts put
+    right where the unique key refused a run (its nominal time had one already)."""
     events: list[NewScheduleEvent] = []
-    counts: list[dict[str, Any]] = []
-    for due, fires in decided:
-        events += [_skipped(due, nominal, blocking) for nominal, blocking in fires.skipped]
-        events += replaced_events(due.id, fires.replaced)
-        fired = [new.scheduled_for for new in fires.changes.new_runs if new.id in inserted]
-        if fired or fires.skipped:
-            counts.append(
-                {"id": due.id, "fired": len(fired), "skipped": len(fires.skipped),
-                 "last_fired_for": max((moment for moment in fired if moment), default=None)}
+    recounts: list[dict[str, Any]] = []
+    for one in decided:
+        if one.plan.missed:
+            events.append(_missed(one.due, one.plan))
+        events += [_skipped(one.due, nominal, blocking) for nominal, blocking in one.fires.skipped]
+        events += replaced_events(one.due.id, one.fires.replaced)
+        made = [new.scheduled_for for new in one.fires.changes.new_runs if new.id in inserted]
+        if len(made) < len(one.to_fire):
+            recounts.append(
+                {"id": one.due.id, "refused": len(one.to_fire) - len(made),
+                 "last_fired_for": max(filter(None, made), default=one.due.last_fired_for)}
             )  # fmt: skip
     record_schedule_events(work.connection, work.now, events)
-    update_rows(work.connection, _COUNT_COLUMNS, counts, _count)
+    update_rows(work.connection, _RECOUNT_COLUMNS, recounts, _recount)
 
 
 def _skipped(due: DueSchedule, nominal: datetime, blocking: RunFacts) -> NewScheduleEvent:
@@ -191,14 +215,18 @@ def _skipped(due: DueSchedule, nominal: datetime, blocking: RunFacts) -> NewSche
     return NewScheduleEvent(due.id, "skipped", message, scheduled_for=nominal)
 
 
-def _count(row: Mapping[str, ColumnElement[Any]]) -> Update:
+_RECOUNT_COLUMNS: dict[str, TypeEngine[Any]] = {
+    "id": ID, "refused": Integer(), "last_fired_for": UtcDateTime(),
+}  # fmt: skip
+
+
+def _recount(row: Mapping[str, ColumnElement[Any]]) -> Update:
     return (
         update(schedules)
         .where(schedules.c.id == row["id"])
         .values(
-            fired_count=schedules.c.fired_count + row["fired"],
-            skipped_count=schedules.c.skipped_count + row["skipped"],
-            last_fired_for=func.coalesce(row["last_fired_for"], schedules.c.last_fired_for),
+            fired_count=schedules.c.fired_count - row["refused"],
+            last_fired_for=row["last_fired_for"],
         )
         .returning(schedules.c.id)
     )

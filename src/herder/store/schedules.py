@@ -209,6 +209,8 @@ class ScheduleRepository:
                     schedules.c.job_id,
                     schedules.c.spec,
                     schedules.c.next_fire_at,
+                    schedules.c.updated_at,
+                    schedules.c.last_fired_for,
                 )
                 .where(schedules.c.partition == partition, schedules.c.next_due_at <= now)
                 .order_by(schedules.c.next_due_at)
@@ -221,6 +223,8 @@ class ScheduleRepository:
                 row.job_id,
                 ScheduleSpec.model_validate(row.spec),
                 row.next_fire_at,
+                row.updated_at,
+                row.last_fired_for,
             )
             for row in rows
         ]
@@ -254,7 +258,11 @@ class ScheduleRepository:
     def _stop(work: Work, due: DueSchedule, error: str) -> None:
         stopped = work.connection.execute(
             update(schedules)
-            .where(schedules.c.id == due.id, schedules.c.next_fire_at == due.next_fire_at)
+            .where(
+                schedules.c.id == due.id,
+                schedules.c.next_fire_at == due.next_fire_at,
+                schedules.c.updated_at == due.updated_at,
+            )
             .values(next_fire_at=None, next_due_at=None, updated_at=work.now)
         ).rowcount
         if stopped:
