@@ -19,7 +19,9 @@ from tests.integration.test_schedules import Firing, firing, minute  # noqa: F40
 def read_ahead(world: Firing, schedule_id: str) -> Firer:
     """A firer that stepped just before the schedule's first fire (a minute from now)."""
     firer = Firer(world.store, world.clock, partition_of(schedule_id))
-    world.clock.advance(60 - READ_AHEAD_SECONDS / 2)
+    world.clock.advance(60 - 3)
+    assert firer.step() == 3 - READ_AHEAD_SECONDS  # wakes to read ahead
+    world.clock.advance(3 - READ_AHEAD_SECONDS / 2)
     assert firer.step() == READ_AHEAD_SECONDS / 2  # wakes at the instant
     assert world.runs(schedule_id) == []
     return firer

@@ -66,7 +66,8 @@ class Firer:
         self.name = f"firer-{partition}"
 
     def step(self) -> float:
-        """Fire what is due; returns the seconds until the next fire is due."""
+        """Fire what is due; returns the seconds until the next fire is due, or until its
+        schedules are to be read ahead."""
         now = self._clock.now()
         if self._ahead is not None and self._ahead.instant <= now:
             ahead, self._ahead = self._ahead, None
@@ -80,7 +81,10 @@ class Firer:
             return MAX_SLEEP_SECONDS
         if self._ahead is None and self._seconds_until(upcoming) <= READ_AHEAD_SECONDS:
             self._ahead = self._read(upcoming)
-        return min(MAX_SLEEP_SECONDS, max(0.0, self._seconds_until(upcoming)))
+        wait = self._seconds_until(upcoming)
+        if self._ahead is None:  # wake first to read ahead
+            wait -= READ_AHEAD_SECONDS
+        return min(MAX_SLEEP_SECONDS, max(0.0, wait))
 
     def _seconds_until(self, moment: datetime) -> float:
         return (moment - self._clock.now()).total_seconds()
