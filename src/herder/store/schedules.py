@@ -1,8 +1,9 @@
 """Schedules: their definitions (tenant-scoped) and firing them exactly once.
 
 A fire inserts a run keyed by (schedule, scheduled_for) under a unique constraint, and
-advances the schedule with an update guarded by the nominal time it fired — whoever fires
-it, and however often they try, a nominal time becomes one run.
+advances the schedule with an update guarded by the schedule as it was read (its nominal time
+and its last change) — whoever fires it, and however often they try, a nominal time becomes
+one run. Firing a batch is ``firing``'s.
 """
 
 from __future__ import annotations
