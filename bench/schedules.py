@@ -4,6 +4,10 @@
 from the due instant until all 10,000 runs are queued, their lateness p50/p99, and the peak
 memory of the scheduler process. Then a steady 100 fires/s (100 every-second schedules) and
 its lateness. PostgreSQL only: that is where a million schedules live.
+
+While iterating, smaller sizes and a shorter lead to the due instant come from the
+environment: ``BENCH_SCHEDULES_STORED``, ``BENCH_SCHEDULES_DUE``, ``BENCH_SCHEDULES_LEAD``
+(seconds; the due instant is a whole minute at least that far ahead).
 """
 
 from __future__ import annotations
@@ -26,8 +30,9 @@ from herder.store.schedules import PARTITIONS
 from herder.store.schema import runs
 from herder.store.store import Store
 
-STORED = 1_000_000
-DUE_TOGETHER = 10_000
+STORED = int(os.environ.get("BENCH_SCHEDULES_STORED", "1000000"))
+DUE_TOGETHER = int(os.environ.get("BENCH_SCHEDULES_DUE", "10000"))
+LEAD_SECONDS = float(os.environ.get("BENCH_SCHEDULES_LEAD", "60"))  # a million rows to set up
 STEADY_SCHEDULES = 100
 STEADY_SECONDS = 20
 
@@ -111,7 +116,7 @@ def measure(database_url: str, home: Path) -> ScheduleResult:
     tenant = store.access.create_tenant("bench")
     job = store.jobs.create(tenant.id, "tick", JobSpec(runtime="shell", command="true"))
     now = datetime.now(UTC)
-    due = (now + timedelta(minutes=2)).replace(second=0, microsecond=0)
+    due = (now + timedelta(seconds=LEAD_SECONDS + 60)).replace(second=0, microsecond=0)
     _bulk_insert(store, tenant.id, job.id, due)
     environment = {
         **os.environ, "HERDER_DATABASE_URL": database_url, "HERDER_HOME": str(home),

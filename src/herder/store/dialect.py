@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from enum import Enum
 from typing import Any
 
 import psycopg
-from sqlalchemy import Connection, Table, Update, exc
+from sqlalchemy import (
+    Column,
+    ColumnElement,
+    Connection,
+    Table,
+    Update,
+    bindparam,
+    exc,
+    func,
+    insert,
+    select,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import Insert
+from sqlalchemy.types import TypeEngine
 
 from herder.store.database import Database
 
@@ -19,6 +31,61 @@ def insert_ignoring_duplicates(database: Database, table: Table, **values: Any) 
     dialect_insert = postgresql.insert if database.is_postgres else sqlite.insert
     statement = dialect_insert(table).on_conflict_do_nothing()
     return statement.values(**values) if values else statement
+
+
+def insert_rows(connection: Connection, table: Table, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Insert many rows (all with the same columns) in one statement (see ``_unnested``)."""
+    if len(rows) > 1 and connection.dialect.name == "postgresql":
+        connection.execute(*_insert_unnested(table, rows))
+    elif rows:
+        connection.execute(insert(table), rows)
+
+
+def insert_rows_ignoring_duplicates(
+    connection: Connection, table: Table, rows: Sequence[Mapping[str, Any]], key: Column[Any]
+) -> list[Any]:
+    """``INSERT … ON CONFLICT DO NOTHING RETURNING key`` of many rows (all with the same
+    columns) in one statement (see ``_unnested``); the keys inserted."""
+    if len(rows) > 1 and connection.dialect.name == "postgresql":
+        statement, values = _insert_unnested(table, rows)
+        unnested = statement.on_conflict_do_nothing().returning(key)
+        return list(connection.execute(unnested, values).scalars())
+    dialect_insert = postgresql.insert if connection.dialect.name == "postgresql" else sqlite.insert
+    plain = dialect_insert(table).on_conflict_do_nothing().returning(key)
+    return list(connection.execute(plain, rows).scalars()) if rows else []
+
+
+def _insert_unnested(
+    table: Table, rows: Sequence[Mapping[str, Any]]
+) -> tuple[postgresql.Insert, dict[str, Any]]:
+    names = list(rows[0])
+    columns, values = _unnested({name: table.c[name].type for name in names}, rows)
+    source = select(*(columns[name] for name in names))
+    return postgresql.insert(table).from_select(names, source), values
+
+
+def _unnested(
+    kinds: Mapping[str, TypeEngine[Any]], rows: Sequence[Mapping[str, Any]]
+) -> tuple[dict[str, ColumnElement[Any]], dict[str, Any]]:
+    """Many rows as one PostgreSQL ``SELECT``: a column whose rows differ as an array through
+    ``unnest``, one they agree on as a single value. The statement's text is the same
+    however many rows, so neither psycopg nor the server parses one the size of the batch
+    (a thousand runs' multi-row ``VALUES`` spent most of their time there), and only what
+    differs is sent row by row."""
+    columns: dict[str, ColumnElement[Any]] = {}
+    values: dict[str, Any] = {}
+    arrays = 0
+    for index, (name, kind) in enumerate(kinds.items()):
+        column = [row[name] for row in rows]
+        alike = column.count(column[0]) == len(column)
+        if alike and (arrays or index < len(kinds) - 1):
+            columns[name] = bindparam(f"r_{name}", type_=kind)
+            values[f"r_{name}"] = _plain(column[0])
+        else:  # an array: the rows differ here (or are all alike, and one must say how many)
+            columns[name] = func.unnest(bindparam(f"r_{name}", type_=postgresql.ARRAY(kind)))
+            values[f"r_{name}"] = [_plain(value) for value in column]
+            arrays += 1
+    return columns, values
 
 
 def update_each(
@@ -56,3 +123,29 @@ def update_each(
 
 def _plain(value: Any) -> Any:
     return value.value if isinstance(value, Enum) else value
+
+
+def update_rows(
+    connection: Connection,
+    kinds: Mapping[str, TypeEngine[Any]],
+    rows: Sequence[Mapping[str, Any]],
+    statement: Callable[[Mapping[str, ColumnElement[Any]]], Update],
+) -> list[Any]:
+    """``statement(row)`` — a guarded ``UPDATE … RETURNING key`` written over one parameter
+    row's columns (named, with their types, in ``kinds``) — applied to every row; the keys
+    of the rows whose guard held. PostgreSQL applies them all in one statement joined to
+    the rows (see ``_unnested``): the set-based fence, one statement whatever the rows;
+    SQLite, in-process, once per row."""
+    if not rows:
+        return []
+    if connection.dialect.name != "postgresql":
+        row = {name: bindparam(f"r_{name}", type_=kind) for name, kind in kinds.items()}
+        return update_each(
+            connection,
+            statement(row),
+            [{f"r_{name}": values[name] for name in kinds} for values in rows],
+        )
+    columns, values = _unnested(kinds, rows)
+    source = select(*(column.label(name) for name, column in columns.items())).subquery("v")
+    result = connection.execute(statement({name: source.c[name] for name in kinds}), values)
+    return list(result.scalars())

@@ -87,18 +87,17 @@ class JobRepository:
             raise NotFound(f"job {job_id} not found")
         return _job(row)
 
-    @staticmethod
     def get_many_within(
-        connection: Connection, tenant_id: str, job_ids: Collection[str]
-    ) -> dict[str, Job]:
-        """The tenant's jobs among ``job_ids``, by id, in one query; the others (unknown, or
-        another tenant's) are simply absent."""
-        if not job_ids:
+        self, connection: Connection, keys: Collection[tuple[str, str]]
+    ) -> dict[tuple[str, str], Job]:
+        """The jobs of these (tenant, job id) pairs that exist, read in one query inside a
+        caller's transaction (a batch of fires reads what it runs where it queues it)."""
+        if not keys:
             return {}
-        rows = connection.execute(
-            select(jobs).where(jobs.c.tenant_id == tenant_id, jobs.c.id.in_(list(job_ids)))
-        ).all()
-        return {row.id: _job(row) for row in rows}
+        rows = connection.execute(select(jobs).where(jobs.c.id.in_({job for _, job in keys})))
+        return {
+            (row.tenant_id, row.id): _job(row) for row in rows if (row.tenant_id, row.id) in keys
+        }
 
     def list(
         self,

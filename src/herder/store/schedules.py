@@ -1,8 +1,9 @@
 """Schedules: their definitions (tenant-scoped) and firing them exactly once.
 
 A fire inserts a run keyed by (schedule, scheduled_for) under a unique constraint, and
-advances the schedule with an update guarded by the nominal time it fired — whoever fires
-it, and however often they try, a nominal time becomes one run.
+advances the schedule with an update guarded by the schedule as it was read (its nominal time
+and its last change) — whoever fires it, and however often they try, a nominal time becomes
+one run. Firing a batch is ``firing``'s.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import builtins
 import random
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -20,23 +20,14 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 from herder.clock import Clock, epoch_ms
 from herder.domain.errors import NotFound
 from herder.domain.ids import new_id
-from herder.domain.jobs import apply_overrides
-from herder.domain.lifecycle.changes import Changes, Event, NewRun, combine
-from herder.domain.lifecycle.concurrency import Fires, fire
 from herder.domain.models import Page, Schedule, ScheduleEvent
-from herder.domain.schedules import (
-    ConcurrencyPolicy,
-    FirePlan,
-    ScheduleSpec,
-    jitter_offset,
-)
-from herder.domain.states import RunState
+from herder.domain.schedules import FirePlan, ScheduleSpec
 from herder.store.database import Database
+from herder.store.firing import DueSchedule, fire_batch, next_fire_values
 from herder.store.jobs import JobRepository
 from herder.store.notifications import DUE_CHANNEL
 from herder.store.pagination import next_cursor, page_query, page_records
-from herder.store.runs.facts import active_of_schedule
-from herder.store.schedule_events import record_replaced, schedule_event
+from herder.store.schedule_events import schedule_event
 from herder.store.schema import schedule_events, schedules
 from herder.store.work import Work, unit_of_work
 
@@ -49,15 +40,6 @@ def partition_of(schedule_id: str) -> int:
 
 def _schedule(row: Any) -> Schedule:
     return Schedule.model_validate(dict(row._mapping))
-
-
-@dataclass(frozen=True)
-class DueSchedule:
-    id: str
-    tenant_id: str
-    job_id: str
-    spec: ScheduleSpec
-    next_fire_at: datetime
 
 
 class ScheduleRepository:
@@ -93,7 +75,7 @@ class ScheduleRepository:
                     spec=spec.model_dump(mode="json"),
                     paused=paused,
                     partition=partition_of(schedule_id),
-                    **_next(schedule_id, spec, None if paused else first),
+                    **next_fire_values(schedule_id, spec, None if paused else first),
                     created_at=now,
                     updated_at=now,
                 )
@@ -147,7 +129,7 @@ class ScheduleRepository:
         with self._db.write() as connection:
             current = self._get(connection, tenant_id, schedule_id, for_update=True)
             spec, first = change(current)
-            next_values = _next(schedule_id, spec, None if current.paused else first)
+            next_values = next_fire_values(schedule_id, spec, None if current.paused else first)
             connection.execute(
                 update(schedules)
                 .where(schedules.c.id == schedule_id)
@@ -183,7 +165,9 @@ class ScheduleRepository:
                     update(schedules)
                     .where(schedules.c.id == schedule_id)
                     .values(
-                        paused=paused, updated_at=now, **_next(schedule_id, current.spec, nominal)
+                        paused=paused,
+                        updated_at=now,
+                        **next_fire_values(schedule_id, current.spec, nominal),
                     )
                 )
                 kind = "paused" if paused else "resumed"
@@ -226,6 +210,8 @@ class ScheduleRepository:
                     schedules.c.job_id,
                     schedules.c.spec,
                     schedules.c.next_fire_at,
+                    schedules.c.updated_at,
+                    schedules.c.last_fired_for,
                 )
                 .where(schedules.c.partition == partition, schedules.c.next_due_at <= now)
                 .order_by(schedules.c.next_due_at)
@@ -238,6 +224,8 @@ class ScheduleRepository:
                 row.job_id,
                 ScheduleSpec.model_validate(row.spec),
                 row.next_fire_at,
+                row.updated_at,
+                row.last_fired_for,
             )
             for row in rows
         ]
@@ -255,87 +243,9 @@ class ScheduleRepository:
         *,
         actor: str,
     ) -> int:
-        """Apply each plan once, in one unit of work: advance the schedule (only from the
-        nominal time it was read at), record misses, decide its fires under its concurrency
-        policy, insert the runs. Returns the runs made."""
+        """Apply each plan once, in one unit of work (see ``firing``); the runs made."""
         with unit_of_work(self._db, self._clock, self._rng) as work:
-            decided = [
-                (due, self._decide(work, due, plan, actor))
-                for due, plan in batch
-                if self._advance(work, due, plan)
-            ]
-            applied = work.apply(combine(fires.changes for _, fires in decided))
-            for due, fires in decided:
-                self._record(work, due, fires, applied.inserted)
-        return len(applied.inserted)
-
-    def _advance(self, work: Work, due: DueSchedule, plan: FirePlan) -> bool:
-        """Move the schedule to its next fire; ``False`` if someone fired (or changed) it
-        meanwhile."""
-        advanced = work.connection.execute(
-            update(schedules)
-            .where(
-                schedules.c.id == due.id,
-                schedules.c.next_fire_at == due.next_fire_at,
-                schedules.c.paused.is_(False),
-            )
-            .values(
-                **_next(due.id, due.spec, plan.next_nominal),
-                missed_count=schedules.c.missed_count + plan.missed,
-                updated_at=work.now,
-            )
-        ).rowcount
-        if advanced and plan.missed:
-            schedule_event(
-                work.connection, due.id, work.now, "missed",
-                f"{plan.missed} fire(s) missed while no scheduler ran (the last for "
-                f"{plan.last_missed:%Y-%m-%d %H:%M:%S} UTC); misfire policy "
-                f"{due.spec.misfire_policy}",
-                scheduled_for=plan.last_missed,
-            )  # fmt: skip
-        return bool(advanced)
-
-    def _decide(self, work: Work, due: DueSchedule, plan: FirePlan, actor: str) -> Fires:
-        if not plan.fire:
-            return Fires(Changes())
-        job = self._jobs.get_within(work.connection, due.tenant_id, due.job_id)
-        spec = apply_overrides(job.spec, due.spec.overrides)
-        new_runs = []
-        for nominal in plan.fire:
-            run_id = new_id("run", epoch_ms(work.now))
-            message = f"fired by schedule {due.id} for {nominal:%Y-%m-%d %H:%M:%S} UTC"
-            event = Event(run_id, message, actor, target=RunState.QUEUED)
-            new_runs.append(
-                NewRun(run_id, due.tenant_id, job.id, job.name, spec, event,
-                       schedule_id=due.id, scheduled_for=nominal)
-            )  # fmt: skip
-        policy = due.spec.concurrency_policy
-        active = (
-            [] if policy is ConcurrencyPolicy.ALLOW else active_of_schedule(work.connection, due.id)
-        )
-        return fire(due.id, policy, active, new_runs, work.now)
-
-    @staticmethod
-    def _record(work: Work, due: DueSchedule, fires: Fires, inserted: frozenset[str]) -> None:
-        """The schedule's counters and its unusual events (its runs' events record fires)."""
-        for nominal, blocking in fires.skipped:
-            schedule_event(
-                work.connection, due.id, work.now, "skipped",
-                f"not fired: run {blocking.id} of this schedule is still {blocking.state} "
-                "(concurrency policy forbid)", scheduled_for=nominal,
-            )  # fmt: skip
-        record_replaced(work, due.id, fires.replaced)
-        fired = [new.scheduled_for for new in fires.changes.new_runs if new.id in inserted]
-        if fired or fires.skipped:
-            counts: dict[str, object] = {
-                "fired_count": schedules.c.fired_count + len(fired),
-                "skipped_count": schedules.c.skipped_count + len(fires.skipped),
-            }
-            if fired:
-                counts["last_fired_for"] = max(moment for moment in fired if moment)
-            work.connection.execute(
-                update(schedules).where(schedules.c.id == due.id).values(**counts)
-            )
+            return fire_batch(work, self._jobs, batch, actor)
 
     def stop_unfireable(self, unfireable: Sequence[tuple[DueSchedule, str]]) -> None:
         """Schedules that cannot be evaluated (the error says why), like Kubernetes'
@@ -349,7 +259,11 @@ class ScheduleRepository:
     def _stop(work: Work, due: DueSchedule, error: str) -> None:
         stopped = work.connection.execute(
             update(schedules)
-            .where(schedules.c.id == due.id, schedules.c.next_fire_at == due.next_fire_at)
+            .where(
+                schedules.c.id == due.id,
+                schedules.c.next_fire_at == due.next_fire_at,
+                schedules.c.updated_at == due.updated_at,
+            )
             .values(next_fire_at=None, next_due_at=None, updated_at=work.now)
         ).rowcount
         if stopped:
@@ -358,8 +272,3 @@ class ScheduleRepository:
                 f"cannot be evaluated, so it stopped firing: {error}; change the schedule "
                 "(PATCH) to fix it", scheduled_for=due.next_fire_at,
             )  # fmt: skip
-
-
-def _next(schedule_id: str, spec: ScheduleSpec, nominal: datetime | None) -> dict[str, object]:
-    due = None if nominal is None else nominal + jitter_offset(schedule_id, spec.jitter_seconds)
-    return {"next_fire_at": nominal, "next_due_at": due}

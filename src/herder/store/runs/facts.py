@@ -112,7 +112,23 @@ ACTIVE_STATES = [str(state) for state in RunState if state.is_active]
 
 def active_of_schedule(connection: Connection, schedule_id: str) -> list[ActiveRun]:
     """The schedule's runs not yet ended (locked), for its concurrency policy."""
-    run_ids = connection.execute(
-        select(runs.c.id).where(runs.c.schedule_id == schedule_id, runs.c.state.in_(ACTIVE_STATES))
-    ).scalars()
-    return active_runs(connection, list(run_ids))
+    return active_of_schedules(connection, [schedule_id]).get(schedule_id, [])
+
+
+def active_of_schedules(
+    connection: Connection, schedule_ids: Collection[str]
+) -> dict[str, list[ActiveRun]]:
+    """Each schedule's runs not yet ended (all locked at once, in id order), for a batch of
+    fires under their concurrency policies; a schedule without any is left out."""
+    if not schedule_ids:
+        return {}
+    rows = connection.execute(
+        select(runs.c.id, runs.c.schedule_id).where(
+            runs.c.schedule_id.in_(list(schedule_ids)), runs.c.state.in_(ACTIVE_STATES)
+        )
+    )
+    owners: dict[str, str] = {run_id: schedule_id for run_id, schedule_id in rows}
+    active: dict[str, list[ActiveRun]] = {}
+    for run in active_runs(connection, list(owners)):
+        active.setdefault(owners[run.run.id], []).append(run)
+    return active

@@ -109,11 +109,11 @@ class RunRepository:
         the batch too (the second of two equal keys answers with the first's run)."""
         with unit_of_work(self._db, self._clock, self._rng) as work:
             found = self._jobs.get_many_within(
-                work.connection, tenant_id, {request.job_id for request in requests}
+                work.connection, {(tenant_id, request.job_id) for request in requests}
             )
             new_runs = [
-                _new_run(work.now, tenant_id, found[request.job_id], request, actor)
-                if request.job_id in found
+                _new_run(work.now, tenant_id, job, request, actor)
+                if (job := found.get((tenant_id, request.job_id)))
                 else None
                 for request in requests
             ]

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Update, bindparam, insert, update
+from sqlalchemy import Connection, Update, bindparam, update
 
 from herder.domain.lifecycle.changes import AttemptEnd, Changes, Event, NewRun, RunMove
 from herder.domain.states import AttemptState, RunState
 from herder.store.database import Database
-from herder.store.dialect import insert_ignoring_duplicates, update_each
+from herder.store.dialect import insert_rows, insert_rows_ignoring_duplicates, update_each
 from herder.store.notifications import send
 from herder.store.schema import attempts, run_events, runs
 
@@ -32,7 +32,7 @@ class Applied:
 def apply_changes(
     database: Database, connection: Connection, now: datetime, changes: Changes
 ) -> Applied:
-    inserted = _insert_runs(database, connection, changes.new_runs, now)
+    inserted = _insert_runs(connection, changes.new_runs, now)
     ended = _end_attempts(connection, changes.attempt_ends, now)
     moved = _move_runs(connection, changes.moves)
     _request_cancels(connection, changes.cancel_requests)
@@ -62,8 +62,7 @@ def record_events(connection: Connection, now: datetime, events: Iterable[Event]
         }
         for event in events
     ]
-    if rows:
-        connection.execute(insert(run_events), rows)
+    insert_rows(connection, run_events, rows)
 
 
 def new_run_row(new: NewRun, now: datetime) -> dict[str, Any]:
@@ -104,16 +103,13 @@ def new_run_row(new: NewRun, now: datetime) -> dict[str, Any]:
     }
 
 
-def _insert_runs(
-    database: Database, connection: Connection, new_runs: Sequence[NewRun], now: datetime
-) -> set[str]:
+def _insert_runs(connection: Connection, new_runs: Sequence[NewRun], now: datetime) -> set[str]:
     """Insert each new run unless its unique key (idempotency key, schedule and nominal
     time) already has one; the ids inserted."""
     if not new_runs:
         return set()
-    statement = insert_ignoring_duplicates(database, runs).returning(runs.c.id)
     rows = [new_run_row(new, now) for new in new_runs]
-    return set(connection.execute(statement, rows).scalars())
+    return set(insert_rows_ignoring_duplicates(connection, runs, rows, runs.c.id))
 
 
 _END_ATTEMPT = (

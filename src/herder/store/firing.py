@@ -1,0 +1,232 @@
+"""Firing a batch of due schedules in one unit of work, set-based: a few statements per
+batch, whatever its size — the cost is in proportion to the schedules due (DESIGN §4).
+
+    read      the jobs in one query; the active runs of forbid/replace schedules in one
+    decide    pure: each schedule's runs under its concurrency policy (``fire``)
+    advance   one guarded UPDATE: each schedule moves on, with its counters, only if it is
+              still as it was read (its nominal time and its last change) — the fence; one
+              fired meanwhile by another firer, or changed, fires nothing
+    apply     the runs of the schedules advanced and their events inserted, replaced runs
+              cancelled (``Work.apply``); the unique key (schedule, nominal time) makes a
+              repeat insert nothing
+    record    one INSERT of "missed", "skipped" and "replaced" events; the counters of a
+              schedule whose run the unique key refused are put right
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, Integer, Update, func, update
+from sqlalchemy.types import TypeEngine
+
+from herder.clock import epoch_ms
+from herder.domain.errors import NotFound
+from herder.domain.ids import new_id
+from herder.domain.jobs import apply_overrides
+from herder.domain.lifecycle.changes import Changes, Event, NewRun, combine
+from herder.domain.lifecycle.concurrency import Fires, fire
+from herder.domain.lifecycle.facts import ActiveRun, RunFacts
+from herder.domain.models import Job
+from herder.domain.schedules import ConcurrencyPolicy, FirePlan, ScheduleSpec, jitter_offset
+from herder.domain.states import RunState
+from herder.store.dialect import update_rows
+from herder.store.jobs import JobRepository
+from herder.store.runs.facts import active_of_schedules
+from herder.store.schedule_events import (
+    NewScheduleEvent,
+    record_schedule_events,
+    replaced_events,
+)
+from herder.store.schema import ID, schedules
+from herder.store.types import UtcDateTime
+from herder.store.work import Work
+
+_NEEDS_ACTIVE = (ConcurrencyPolicy.FORBID, ConcurrencyPolicy.REPLACE)
+
+
+@dataclass(frozen=True)
+class DueSchedule:
+    """A schedule as a firer read it; it fires only if it is still so (``updated_at`` moves
+    with every change to it and every fire)."""
+
+    id: str
+    tenant_id: str
+    job_id: str
+    spec: ScheduleSpec
+    next_fire_at: datetime
+    updated_at: datetime
+    last_fired_for: datetime | None
+
+
+def next_fire_values(
+    schedule_id: str, spec: ScheduleSpec, nominal: datetime | None
+) -> dict[str, datetime | None]:
+    """The schedule's next nominal fire, and when it is due (plus its jitter)."""
+    due = None if nominal is None else nominal + jitter_offset(schedule_id, spec.jitter_seconds)
+    return {"next_fire_at": nominal, "next_due_at": due}
+
+
+def fire_batch(
+    work: Work, jobs: JobRepository, batch: Sequence[tuple[DueSchedule, FirePlan]], actor: str
+) -> int:
+    """Apply each plan once (the stages in the module's docstring); the runs made."""
+    firing = [(due, plan) for due, plan in batch if plan.fire]
+    found = jobs.get_many_within(
+        work.connection, {(due.tenant_id, due.job_id) for due, _ in firing}
+    )
+    active = active_of_schedules(
+        work.connection,
+        [due.id for due, _ in firing if due.spec.concurrency_policy in _NEEDS_ACTIVE],
+    )
+    decided = [
+        _Decided(due, plan, _decide(work, due, plan, found, active.get(due.id, []), actor))
+        for due, plan in batch
+    ]
+    advanced = set(
+        update_rows(work.connection, _ADVANCE_COLUMNS, _advances(work, decided), _advance)
+    )
+    decided = [one for one in decided if one.due.id in advanced]
+    applied = work.apply(combine(one.fires.changes for one in decided))
+    _record(work, decided, applied.inserted)
+    return len(applied.inserted)
+
+
+@dataclass(frozen=True)
+class _Decided:
+    due: DueSchedule
+    plan: FirePlan
+    fires: Fires
+
+    @property
+    def to_fire(self) -> list[datetime]:
+        return [new.scheduled_for for new in self.fires.changes.new_runs if new.scheduled_for]
+
+
+_ADVANCE_COLUMNS: dict[str, TypeEngine[Any]] = {
+    "id": ID, "read_fire_at": UtcDateTime(), "read_updated_at": UtcDateTime(),
+    "next_fire_at": UtcDateTime(), "next_due_at": UtcDateTime(), "missed": Integer(),
+    "fired": Integer(), "skipped": Integer(), "last_fired_for": UtcDateTime(),
+    "now": UtcDateTime(),
+}  # fmt: skip
+
+
+def _advance(row: Mapping[str, ColumnElement[Any]]) -> Update:
+    """Move a schedule to its next fire and count what it decided — only if it is as read."""
+    return (
+        update(schedules)
+        .where(
+            schedules.c.id == row["id"],
+            schedules.c.next_fire_at == row["read_fire_at"],
+            schedules.c.updated_at == row["read_updated_at"],
+            schedules.c.paused.is_(False),
+        )
+        .values(
+            next_fire_at=row["next_fire_at"],
+            next_due_at=row["next_due_at"],
+            missed_count=schedules.c.missed_count + row["missed"],
+            fired_count=schedules.c.fired_count + row["fired"],
+            skipped_count=schedules.c.skipped_count + row["skipped"],
+            last_fired_for=func.coalesce(row["last_fired_for"], schedules.c.last_fired_for),
+            updated_at=row["now"],
+        )
+        .returning(schedules.c.id)
+    )
+
+
+def _advances(work: Work, decided: Sequence[_Decided]) -> list[dict[str, Any]]:
+    return [
+        {"id": one.due.id, "read_fire_at": one.due.next_fire_at,
+         "read_updated_at": one.due.updated_at, "missed": one.plan.missed,
+         "fired": len(one.to_fire), "skipped": len(one.fires.skipped),
+         "last_fired_for": max(one.to_fire, default=None), "now": work.now,
+         **next_fire_values(one.due.id, one.due.spec, one.plan.next_nominal)}
+        for one in decided
+    ]  # fmt: skip
+
+
+def _missed(due: DueSchedule, plan: FirePlan) -> NewScheduleEvent:
+    message = (
+        f"{plan.missed} fire(s) missed while no scheduler ran (the last for "
+        f"{plan.last_missed:%Y-%m-%d %H:%M:%S} UTC); misfire policy {due.spec.misfire_policy}"
+    )
+    return NewScheduleEvent(due.id, "missed", message, scheduled_for=plan.last_missed)
+
+
+def _job_of(found: Mapping[tuple[str, str], Job], due: DueSchedule) -> Job:
+    job = found.get((due.tenant_id, due.job_id))
+    if job is None:
+        raise NotFound(f"job {due.job_id} not found")
+    return job
+
+
+def _decide(
+    work: Work,
+    due: DueSchedule,
+    plan: FirePlan,
+    found: Mapping[tuple[str, str], Job],
+    active: Sequence[ActiveRun],
+    actor: str,
+) -> Fires:
+    if not plan.fire:
+        return Fires(Changes())
+    job = _job_of(found, due)
+    spec = apply_overrides(job.spec, due.spec.overrides)
+    new_runs = []
+    for nominal in plan.fire:
+        run_id = new_id("run", epoch_ms(work.now))
+        message = f"fired by schedule {due.id} for {nominal:%Y-%m-%d %H:%M:%S} UTC"
+        event = Event(run_id, message, actor, target=RunState.QUEUED)
+        new_runs.append(
+            NewRun(run_id, due.tenant_id, job.id, job.name, spec, event,
+                   schedule_id=due.id, scheduled_for=nominal)
+        )  # fmt: skip
+    return fire(due.id, due.spec.concurrency_policy, active, new_runs, work.now)
+
+
+def _record(work: Work, decided: Sequence[_Decided], inserted: frozenset[str]) -> None:
+    """The schedules' unusual events (their runs' events record fires); and the counts put
+    right where the unique key refused a run (its nominal time had one already)."""
+    events: list[NewScheduleEvent] = []
+    recounts: list[dict[str, Any]] = []
+    for one in decided:
+        if one.plan.missed:
+            events.append(_missed(one.due, one.plan))
+        events += [_skipped(one.due, nominal, blocking) for nominal, blocking in one.fires.skipped]
+        events += replaced_events(one.due.id, one.fires.replaced)
+        made = [new.scheduled_for for new in one.fires.changes.new_runs if new.id in inserted]
+        if len(made) < len(one.to_fire):
+            recounts.append(
+                {"id": one.due.id, "refused": len(one.to_fire) - len(made),
+                 "last_fired_for": max(filter(None, made), default=one.due.last_fired_for)}
+            )  # fmt: skip
+    record_schedule_events(work.connection, work.now, events)
+    update_rows(work.connection, _RECOUNT_COLUMNS, recounts, _recount)
+
+
+def _skipped(due: DueSchedule, nominal: datetime, blocking: RunFacts) -> NewScheduleEvent:
+    message = (
+        f"not fired: run {blocking.id} of this schedule is still {blocking.state} "
+        "(concurrency policy forbid)"
+    )
+    return NewScheduleEvent(due.id, "skipped", message, scheduled_for=nominal)
+
+
+_RECOUNT_COLUMNS: dict[str, TypeEngine[Any]] = {
+    "id": ID, "refused": Integer(), "last_fired_for": UtcDateTime(),
+}  # fmt: skip
+
+
+def _recount(row: Mapping[str, ColumnElement[Any]]) -> Update:
+    return (
+        update(schedules)
+        .where(schedules.c.id == row["id"])
+        .values(
+            fired_count=schedules.c.fired_count - row["refused"],
+            last_fired_for=row["last_fired_for"],
+        )
+        .returning(schedules.c.id)
+    )

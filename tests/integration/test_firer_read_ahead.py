@@ -1,0 +1,67 @@
+"""A firer reads the schedules of the next due instant just before it: they fire at the
+instant, not before, and as they are then — a change or a pause after the read wins."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import select
+
+from herder.control.firer import READ_AHEAD_SECONDS, Firer
+from herder.domain.jobs import RunOverrides
+from herder.domain.models import Schedule
+from herder.domain.schedules import ScheduleSpec
+from herder.store.schedules import partition_of
+from herder.store.schema import runs
+from tests.integration.test_schedules import Firing, firing, minute  # noqa: F401
+
+
+def read_ahead(world: Firing, schedule_id: str) -> Firer:
+    """A firer that stepped just before the schedule's first fire (a minute from now)."""
+    firer = Firer(world.store, world.clock, partition_of(schedule_id))
+    world.clock.advance(60 - 3)
+    assert firer.step() == 3 - READ_AHEAD_SECONDS  # wakes to read ahead
+    world.clock.advance(3 - READ_AHEAD_SECONDS / 2)
+    assert firer.step() == READ_AHEAD_SECONDS / 2  # wakes at the instant
+    assert world.runs(schedule_id) == []
+    return firer
+
+
+def run_env(world: Firing, schedule_id: str) -> list[dict[str, str]]:
+    with world.store.database.read() as connection:
+        specs = connection.execute(select(runs.c.spec).where(runs.c.schedule_id == schedule_id))
+        return [spec.get("env", {}) for spec in specs.scalars()]
+
+
+def test_a_schedule_read_ahead_fires_at_its_instant(firing: Firing) -> None:  # noqa: F811
+    start = firing.clock.now()
+    schedule_id = firing.schedule()
+    firer = read_ahead(firing, schedule_id)
+    firing.clock.advance(READ_AHEAD_SECONDS / 2)
+    firer.step()
+    assert firing.runs(schedule_id) == [minute(start, 1)]
+
+
+def test_a_change_after_the_read_ahead_fires_as_changed(firing: Firing) -> None:  # noqa: F811
+    start = firing.clock.now()
+    schedule_id = firing.schedule()
+    firer = read_ahead(firing, schedule_id)
+
+    def with_env(current: Schedule) -> tuple[ScheduleSpec, datetime]:
+        overrides = RunOverrides(env={"CHANGED": "yes"})
+        return current.spec.model_copy(update={"overrides": overrides}), minute(start, 1)
+
+    firing.store.schedules.replace(firing.tenant_id, schedule_id, with_env)
+    firing.clock.advance(READ_AHEAD_SECONDS / 2)
+    firer.step()
+    assert firing.runs(schedule_id) == [minute(start, 1)]
+    assert run_env(firing, schedule_id) == [{"CHANGED": "yes"}]
+
+
+def test_a_pause_after_the_read_ahead_wins(firing: Firing) -> None:  # noqa: F811
+    schedule_id = firing.schedule()
+    firer = read_ahead(firing, schedule_id)
+    firing.store.schedules.pause(firing.tenant_id, schedule_id)
+    firing.clock.advance(READ_AHEAD_SECONDS / 2)
+    firer.step()
+    assert firing.runs(schedule_id) == []
