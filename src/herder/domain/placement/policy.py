@@ -25,7 +25,7 @@ from herder.domain.placement import preemption, reasons
 from herder.domain.placement.feasibility import could_ever_fit, eligible, fits_now
 from herder.domain.placement.fleet import Fleet, WorkerRoom
 from herder.domain.placement.ordering import Aging, dispatch_order, is_starving
-from herder.domain.placement.ranking import best
+from herder.domain.placement.ranking import SCORED_WORKERS, best
 from herder.domain.placement.resources import Amount, dominant_share
 from herder.domain.placement.snapshot import QueuedRun, Snapshot, TenantView
 
@@ -136,8 +136,9 @@ class _Pass:
         """A worker per member, best fit each, trying the whole gang before taking any."""
         candidates = self._candidates(run)
         if run.replicas == 1:
-            chosen = best((w for w in candidates if fits_now(w, run.need, run.id)), run.need)
+            chosen = best(_fitting_now(candidates, run), run.need)
             return None if chosen is None else [(chosen, run.need)]
+        candidates[:] = [worker for worker in candidates if run.need.fits_in(worker.free)]
         trial = {worker.id: worker.free for worker in candidates}
         members: list[tuple[WorkerRoom, Amount]] = []
         for _ in range(run.replicas):
@@ -154,8 +155,9 @@ class _Pass:
         return members
 
     def _candidates(self, run: QueuedRun) -> list[WorkerRoom]:
-        """The shape's workers that still have room for one member; the list is kept for
-        the pass and pruned in place, since a worker without room now has none later."""
+        """The shape's workers that may still have room for one member; the list is kept
+        for the pass and pruned in place as it is scanned, since a worker without room now
+        has none later in the pass."""
         shape = (run.need, tuple(sorted(run.requires.items())))
         known = self.candidates.get(shape)
         if known is None:
@@ -164,8 +166,7 @@ class _Pass:
                 for worker in eligible(self.fleet.workers, run.requires)
                 if could_ever_fit(worker, run.need)
             ]
-        known[:] = [worker for worker in known if run.need.fits_in(worker.free)]
-        self.candidates[shape] = known
+            self.candidates[shape] = known
         return known
 
     def _take(self, run: QueuedRun, members: list[tuple[WorkerRoom, Amount]]) -> None:
@@ -239,6 +240,22 @@ class _Pass:
             f"{reasons.no_room(run, self.fleet.workers)}; it has waited longest, so "
             f"{worker.id} takes no other work until it fits"
         )
+
+
+def _fitting_now(candidates: list[WorkerRoom], run: QueuedRun) -> list[WorkerRoom]:
+    """The first ``SCORED_WORKERS`` candidates the run fits on now, in order. The ones
+    passed over for lack of room leave the list: only as much of it is scanned (and pruned)
+    as ranking needs, not the whole fleet for every run."""
+    fitting: list[WorkerRoom] = []
+    scanned = 0
+    for worker in candidates:
+        if len(fitting) == SCORED_WORKERS:
+            break
+        scanned += 1
+        if fits_now(worker, run.need, run.id):
+            fitting.append(worker)
+    candidates[:scanned] = [w for w in candidates[:scanned] if run.need.fits_in(w.free)]
+    return fitting
 
 
 def _missing(free: Amount, need: Amount) -> float:
