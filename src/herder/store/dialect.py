@@ -2,16 +2,36 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from enum import Enum
 from typing import Any
 
 import psycopg
-from sqlalchemy import Connection, Table, Update, exc
+from sqlalchemy import (
+    JSON,
+    Column,
+    ColumnElement,
+    Connection,
+    Table,
+    Text,
+    Update,
+    bindparam,
+    cast,
+    exc,
+    func,
+    insert,
+    select,
+    text,
+)
+from sqlalchemy import column as sql_column
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import Insert
 
 from herder.store.database import Database
+
+SQLITE_IN_LIMIT = 1000  # values in one IN list: SQLite caps the parameters of a statement
 
 
 def insert_ignoring_duplicates(database: Database, table: Table, **values: Any) -> Insert:
@@ -52,6 +72,89 @@ def update_each(
     except psycopg.Error as error:  # as SQLAlchemy would raise it: the store wraps those
         raise exc.DBAPIError.instance(compiled.string, params, error, psycopg.Error) from error
     return keys
+
+
+def among(
+    connection: Connection, column: Column[Any], values: Sequence[Any]
+) -> list[ColumnElement[bool]]:
+    """``column`` among ``values`` in as few conditions as the dialect allows, a statement
+    each: one on PostgreSQL, the values sent as a single JSON array (psycopg writes a long
+    text array item by item, several times slower), IN lists of at most
+    ``SQLITE_IN_LIMIT`` on SQLite."""
+    if not values:
+        return []
+    if connection.dialect.name == "postgresql":
+        return [column.in_(select(func.json_array_elements_text(_json(list(values)))))]
+    return [
+        column.in_(values[start : start + SQLITE_IN_LIMIT])
+        for start in range(0, len(values), SQLITE_IN_LIMIT)
+    ]
+
+
+def insert_many(connection: Connection, table: Table, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Insert rows (all with the same keys) in one statement. PostgreSQL gets ``INSERT …
+    SELECT … FROM json_to_recordset(…)``: the rows as one JSON document, parsed and planned
+    once whatever the count (a JSON column's ``None`` is stored as NULL); SQLite,
+    in-process, an executemany."""
+    if not rows:
+        return
+    if connection.dialect.name != "postgresql":
+        connection.execute(insert(table), rows)
+        return
+    columns = [table.c[name] for name in rows[0]]
+    names = ", ".join(column.name for column in columns)
+    connection.execute(
+        text(
+            f"INSERT INTO {table.name} ({names}) SELECT {names} "
+            f"FROM json_to_recordset(CAST(:rows AS JSON)) AS v({_record(columns, connection)})"
+        ),
+        {"rows": json.dumps(rows, default=_json_value)},
+    )
+
+
+def set_each(
+    connection: Connection,
+    statement: Update,
+    key: Column[Any],
+    target: Column[Any],
+    values: Mapping[Any, Any],
+) -> None:
+    """``target = values[key]`` for each key, on the rows the guarded ``statement``
+    (``update(table).where(guard)``) still matches. PostgreSQL: one ``UPDATE … FROM
+    json_to_recordset(…)``; SQLite: an executemany."""
+    if not values:
+        return
+    if connection.dialect.name != "postgresql":
+        connection.execute(
+            statement.where(key == bindparam("set_key")).values({target: bindparam("set_value")}),
+            [{"set_key": one, "set_value": value} for one, value in values.items()],
+        )
+        return
+    pairs = (
+        func.json_to_recordset(_json([{"k": one, "v": value} for one, value in values.items()]))
+        .table_valued(sql_column("k", key.type), sql_column("v", target.type))
+        .render_derived(with_types=True)
+    )
+    connection.execute(statement.where(key == pairs.c.k).values({target: pairs.c.v}))
+
+
+def _json(value: Any) -> ColumnElement[Any]:
+    """A JSON document as one text parameter, cast on the server."""
+    return cast(bindparam(None, json.dumps(value, default=_json_value), type_=Text), JSON)
+
+
+def _record(columns: Sequence[Column[Any]], connection: Connection) -> str:
+    return ", ".join(
+        f"{column.name} {column.type.compile(connection.dialect)}" for column in columns
+    )
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to the store; use an aware UTC time")
+        return value.isoformat()
+    raise TypeError(f"cannot store {type(value).__name__} as JSON")
 
 
 def _plain(value: Any) -> Any:

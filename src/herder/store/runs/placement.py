@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import Connection, bindparam, insert, select, update
+from sqlalchemy import Connection, bindparam, select, update
 
 from herder.clock import Clock, epoch_ms
 from herder.domain.ids import new_id
@@ -25,7 +25,7 @@ from herder.domain.placement.snapshot import (
 )
 from herder.domain.states import AttemptState, RunState, check_transition
 from herder.store.database import Database
-from herder.store.dialect import update_each
+from herder.store.dialect import among, insert_many, set_each, update_each
 from herder.store.notifications import send
 from herder.store.runs.snapshot import QUEUE_WINDOW, TENANT_QUEUE_WINDOW, read_snapshot
 from herder.store.runs.writes import record_events
@@ -91,13 +91,8 @@ class PlacementRepository:
 
 
 def _record_reasons(connection: Connection, reasons: Mapping[str, str] | None) -> None:
-    if reasons:
-        connection.execute(
-            update(runs)
-            .where(runs.c.id == bindparam("run_id"), runs.c.state == RunState.QUEUED)
-            .values(waiting_reason=bindparam("new_reason")),
-            [{"run_id": run_id, "new_reason": reason} for run_id, reason in reasons.items()],
-        )
+    still_queued = update(runs).where(runs.c.state == RunState.QUEUED)
+    set_each(connection, still_queued, runs.c.id, runs.c.waiting_reason, reasons or {})
 
 
 @dataclass
@@ -127,15 +122,15 @@ class _QueuedRun:
 
 def _queued_runs(connection: Connection, run_ids: list[str]) -> dict[str, _QueuedRun]:
     found: dict[str, _QueuedRun] = {}
-    for chunk in _chunks(run_ids):
+    timeout = runs.c.spec["timeout_seconds"].as_integer().label("timeout_seconds")
+    for among_ids in among(connection, runs.c.id, run_ids):
         rows = connection.execute(
-            select(
-                runs.c.id, runs.c.cpu_milli, runs.c.memory_mb, runs.c.gpus, runs.c.spec,
-            ).where(runs.c.id.in_(chunk), runs.c.state == RunState.QUEUED)
+            select(runs.c.id, runs.c.cpu_milli, runs.c.memory_mb, runs.c.gpus, timeout)
+            .where(among_ids, runs.c.state == RunState.QUEUED)
         ).all()  # fmt: skip
         for row in rows:
             need = Amount(row.cpu_milli, row.memory_mb, row.gpus, 1)
-            found[row.id] = _QueuedRun(need, row.spec["timeout_seconds"])
+            found[row.id] = _QueuedRun(need, row.timeout_seconds)
     return found
 
 
@@ -155,10 +150,10 @@ def _start_runs(connection: Connection, run_ids: list[str], now: datetime) -> di
     """``queued → running`` for those still queued; their new attempt numbers."""
     check_transition(RunState.QUEUED, RunState.RUNNING)
     numbers: dict[str, int] = {}
-    for chunk in _chunks(run_ids):
+    for among_ids in among(connection, runs.c.id, run_ids):
         rows = connection.execute(
             update(runs)
-            .where(runs.c.id.in_(chunk), runs.c.state == RunState.QUEUED)
+            .where(among_ids, runs.c.state == RunState.QUEUED)
             .values(
                 state=RunState.RUNNING,
                 attempt_count=runs.c.attempt_count + 1,
@@ -222,36 +217,30 @@ def _insert_attempts(
                     "gpu_indices": list(member.gpu_indices) or None,
                 }
             )
-    if rows:
-        connection.execute(insert(attempts), rows)
-
-
-def _chunks(ids: list[str], size: int = 1000) -> list[list[str]]:
-    """Bounded IN lists (SQLite caps the parameters of one statement)."""
-    return [ids[start : start + size] for start in range(0, len(ids), size)]
+    insert_many(connection, attempts, rows)
 
 
 def _lock_and_measure(connection: Connection, worker_ids: list[str]) -> dict[str, _Room]:
     """Lock the alive ones among ``worker_ids`` (sorted, so lockers never deadlock) and
     work out what each has free from the attempts it runs."""
     room: dict[str, _Room] = {}
-    for chunk in _chunks(worker_ids):
+    for among_ids in among(connection, workers.c.id, worker_ids):
         rows = connection.execute(
             select(workers.c.id, workers.c.cpu_milli, workers.c.memory_mb, workers.c.gpus,
                    workers.c.max_slots)
-            .where(workers.c.id.in_(chunk), workers.c.state == WorkerState.ALIVE)
+            .where(among_ids, workers.c.state == WorkerState.ALIVE)
             .order_by(workers.c.id)
             .with_for_update()
         ).all()  # fmt: skip
         for row in rows:
             capacity = Amount(row.cpu_milli, row.memory_mb, row.gpus, row.max_slots)
             room[row.id] = _Room(capacity, set(range(row.gpus)))
-    for chunk in _chunks(worker_ids):
+    for among_ids in among(connection, attempts.c.worker_id, worker_ids):
         used = connection.execute(
             select(
                 attempts.c.worker_id, attempts.c.cpu_milli, attempts.c.memory_mb,
                 attempts.c.gpus, attempts.c.gpu_indices,
-            ).where(attempts.c.worker_id.in_(chunk), attempts.c.state == AttemptState.RUNNING)
+            ).where(among_ids, attempts.c.state == AttemptState.RUNNING)
         ).all()  # fmt: skip
         for attempt in used:
             held = room.get(attempt.worker_id)

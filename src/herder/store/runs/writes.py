@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Update, bindparam, insert, update
+from sqlalchemy import Connection, Update, bindparam, update
 
 from herder.domain.lifecycle.changes import AttemptEnd, Changes, Event, NewRun, RunMove
 from herder.domain.states import AttemptState, RunState
 from herder.store.database import Database
-from herder.store.dialect import insert_ignoring_duplicates, update_each
+from herder.store.dialect import insert_ignoring_duplicates, insert_many, update_each
 from herder.store.notifications import send
 from herder.store.schema import attempts, run_events, runs
 
@@ -62,8 +62,7 @@ def record_events(connection: Connection, now: datetime, events: Iterable[Event]
         }
         for event in events
     ]
-    if rows:
-        connection.execute(insert(run_events), rows)
+    insert_many(connection, run_events, rows)
 
 
 def new_run_row(new: NewRun, now: datetime) -> dict[str, Any]:
