@@ -12,7 +12,7 @@ import os
 import statistics
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -27,7 +27,7 @@ from herder.domain.jobs import Resources
 from herder.domain.lifecycle.changes import Event, NewRun
 from herder.domain.models import WorkerState
 from herder.domain.placement.policy import Plan
-from herder.domain.placement.snapshot import Snapshot
+from herder.domain.placement.snapshot import Snapshot, WorkerView
 from herder.store.database import Database, sqlite_url
 from herder.store.runs.placement import Applied, PlacementRepository
 from herder.store.runs.snapshot import QUEUE_WINDOW, TENANT_QUEUE_WINDOW
@@ -92,9 +92,11 @@ class TimedPlacement(PlacementRepository):
         per_tenant: int = TENANT_QUEUE_WINDOW,
         *,
         quick: bool = False,
+        fleet: Sequence[WorkerView] | None = None,
+        changed: Collection[str] = (),
     ) -> Snapshot:
         started = time.perf_counter()
-        result = super().snapshot(window, per_tenant, quick=quick)
+        result = super().snapshot(window, per_tenant, quick=quick, fleet=fleet, changed=changed)
         self.timings.snapshot = time.perf_counter() - started
         self.timings.queued = len(result.queued)
         return result

@@ -8,7 +8,7 @@ got there first — is skipped: a worker's free capacity never goes negative.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -20,13 +20,11 @@ from herder.domain.lifecycle.changes import Event, NoticeKind, notices
 from herder.domain.models import WorkerState
 from herder.domain.placement.policy import Placement, Plan, Preemption
 from herder.domain.placement.resources import Amount
-from herder.domain.placement.snapshot import (
-    Snapshot,
-)
+from herder.domain.placement.snapshot import Snapshot, WorkerView
 from herder.domain.states import AttemptState, RunState, check_transition
 from herder.store.database import Database
 from herder.store.dialect import among, insert_many, set_each, update_each
-from herder.store.notifications import send
+from herder.store.notifications import WORKER_CHANNEL, send
 from herder.store.runs.snapshot import QUEUE_WINDOW, TENANT_QUEUE_WINDOW, read_snapshot
 from herder.store.runs.writes import record_events
 from herder.store.schema import attempts, runs, workers
@@ -52,10 +50,27 @@ class PlacementRepository:
         per_tenant: int = TENANT_QUEUE_WINDOW,
         *,
         quick: bool = False,
+        fleet: Sequence[WorkerView] | None = None,
+        changed: Collection[str] = (),
     ) -> Snapshot:
-        """The fleet, the tenants and the head of the queue (see ``snapshot.read_snapshot``)."""
+        """The fleet, the tenants and the head of the queue; given an earlier snapshot's
+        ``fleet``, only the ``changed`` workers are read again (``snapshot.read_snapshot``)."""
         with self._db.read() as connection:
-            return read_snapshot(connection, self._clock.now(), window, per_tenant, quick=quick)
+            return read_snapshot(
+                connection, self._clock.now(), window, per_tenant,
+                quick=quick, fleet=fleet, changed=changed,
+            )  # fmt: skip
+
+    def on_worker_notice(self, heard: Callable[[str], None]) -> None:
+        """Call ``heard(worker_id)`` for each notice about a worker this process hears —
+        capacity freed, a cancel or preemption, work assigned — after its commit, for as
+        long as the store lives."""
+
+        def hear(channel: str, payload: str) -> None:
+            if channel == WORKER_CHANNEL:
+                heard(payload.partition(":")[2])
+
+        self._db.subscribe(hear)
 
     def apply(self, plan: Plan, reasons: Mapping[str, str] | None = None) -> Applied:
         """Place and preempt what still fits, and store the waiting reasons that changed
