@@ -64,7 +64,7 @@ def read_snapshot(
         queue += [row for row in oldest if row.id not in seen]
     return Snapshot(
         now=now,
-        queued=tuple(_queued(*row) for row in queue),
+        queued=tuple(_queued(row) for row in queue),
         workers=workers_now,
         tenants={
             tenant_id: TenantView(tenant_id, weight, TenantQuotas.model_validate(quotas))
@@ -103,7 +103,7 @@ def _read_workers(
         running += connection.execute(_RUNNING.where(condition))
     by_worker: dict[str, list[RunningAttempt]] = defaultdict(list)
     for row in running:
-        by_worker[row.worker_id].append(_running(*row))
+        by_worker[row.worker_id].append(_running(row))
     rows.sort(key=lambda row: row.id)
     return tuple(_worker(row, by_worker.get(row.id, ())) for row in rows)
 
@@ -172,39 +172,22 @@ def _queue_window() -> Select[Any]:
 _QUEUE_WINDOW = _queue_window()
 
 
-def _running(
-    worker_id: str, attempt_id: str, run_id: str, cpu_milli: int, memory_mb: int, gpus: int,
-    started_at: datetime, gpu_indices: list[int] | None, preempt_requested_at: datetime | None,
-    tenant_id: str, priority: int, preemptible: bool, preempted_at: datetime | None,
-    cancel_requested: bool,
-) -> RunningAttempt:  # fmt: skip
+def _running(row: Any) -> RunningAttempt:
+    (
+        _worker_id, attempt_id, run_id, cpu_milli, memory_mb, gpus, started_at, gpu_indices,
+        preempt_requested_at, tenant_id, priority, preemptible, preempted_at, cancel_requested,
+    ) = row  # fmt: skip
     return RunningAttempt(
-        attempt_id=attempt_id,
-        run_id=run_id,
-        tenant_id=tenant_id,
-        priority=priority,
-        need=Amount(cpu_milli, memory_mb, gpus, 1),
-        started_at=started_at,
-        gpu_indices=tuple(gpu_indices or ()),
-        preemptible=can_be_victim(preemptible, cancel_requested),
-        preempting=preempt_requested_at is not None,
-        last_preempted_at=preempted_at,
-    )
+        attempt_id, run_id, tenant_id, priority, Amount(cpu_milli, memory_mb, gpus, 1),
+        started_at, tuple(gpu_indices or ()), can_be_victim(preemptible, cancel_requested),
+        preempting=preempt_requested_at is not None, last_preempted_at=preempted_at,
+    )  # fmt: skip
 
 
-def _queued(
-    run_id: str, tenant_id: str, priority: int, queued_at: datetime, cpu_milli: int,
-    memory_mb: int, gpus: int, replicas: int, requires: dict[str, str] | None,
-) -> QueuedRun:  # fmt: skip
-    return QueuedRun(
-        id=run_id,
-        tenant_id=tenant_id,
-        priority=priority,
-        queued_at=queued_at,
-        need=Amount(cpu_milli, memory_mb, gpus, 1),
-        replicas=replicas,
-        requires=requires or {},
-    )
+def _queued(row: Any) -> QueuedRun:
+    run_id, tenant_id, priority, queued_at, cpu_milli, memory_mb, gpus, replicas, requires = row
+    need = Amount(cpu_milli, memory_mb, gpus, 1)
+    return QueuedRun(run_id, tenant_id, priority, queued_at, need, replicas, requires or {})
 
 
 def _worker(row: Any, running: Sequence[RunningAttempt]) -> WorkerView:
