@@ -3,9 +3,10 @@ tenant uses. Placing a run here updates it so later decisions in the pass see it
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 
-from herder.domain.placement.resources import Amount
+from herder.domain.placement.resources import Amount, total
 from herder.domain.placement.snapshot import RunningAttempt, Snapshot, WorkerView
 
 
@@ -42,10 +43,11 @@ class Fleet:
         for worker in self.workers:
             if worker.accepts_work:
                 self.total += worker.view.capacity
-        self.usage: dict[str, Amount] = {}
+        needs: dict[str, list[Amount]] = defaultdict(list)
         for worker in self.workers:
             for attempt in worker.view.running:
-                self.use(attempt.tenant_id, attempt.need)
+                needs[attempt.tenant_id].append(attempt.need)
+        self.usage = {tenant_id: total(amounts) for tenant_id, amounts in needs.items()}
 
     def use(self, tenant_id: str, amount: Amount) -> None:
         self.usage[tenant_id] = self.usage.get(tenant_id, Amount()) + amount
@@ -56,10 +58,7 @@ class Fleet:
 
 def _room(view: WorkerView) -> WorkerRoom:
     taken = {index for attempt in view.running for index in attempt.gpu_indices}
-    releasing = Amount()
-    for attempt in view.running:
-        if attempt.preempting:
-            releasing += attempt.need
+    releasing = total([attempt.need for attempt in view.running if attempt.preempting])
     return WorkerRoom(
         view=view,
         free=view.capacity - view.used,

@@ -77,9 +77,19 @@ class _Pass:
         self.plan = Plan()
         self.no_room: dict[tuple[object, ...], str] = {}  # shape → reason, this pass
         self.candidates: dict[tuple[object, ...], list[WorkerRoom]] = {}  # shape → workers
+        self.matching: dict[tuple[tuple[str, str], ...], list[WorkerRoom]] = {}  # by labels
 
     def tenant(self, tenant_id: str) -> TenantView:
         return self.snapshot.tenants.get(tenant_id) or TenantView(tenant_id)
+
+    def eligible(self, run: QueuedRun) -> list[WorkerRoom]:
+        """The accepting workers with the run's labels, found once per pass for each set of
+        labels: neither labels nor draining change within a pass."""
+        labels = tuple(sorted(run.requires.items()))
+        found = self.matching.get(labels)
+        if found is None:
+            found = self.matching[labels] = eligible(self.fleet.workers, run.requires)
+        return found
 
     def share(self, tenant_id: str) -> float:
         used = self.fleet.used_by(tenant_id)
@@ -161,11 +171,7 @@ class _Pass:
         shape = (run.need, tuple(sorted(run.requires.items())))
         known = self.candidates.get(shape)
         if known is None:
-            known = [
-                worker
-                for worker in eligible(self.fleet.workers, run.requires)
-                if could_ever_fit(worker, run.need)
-            ]
+            known = [worker for worker in self.eligible(run) if could_ever_fit(worker, run.need)]
             self.candidates[shape] = known
         return known
 
@@ -185,11 +191,14 @@ class _Pass:
                     f"{reasons.needs(run)}; only {fitting} of {run.replicas} members fit on "
                     "the workers now, and a gang starts whole or not at all"
                 )
-        return reasons.no_room(run, self.fleet.workers)
+        return self._no_room(run)
+
+    def _no_room(self, run: QueuedRun) -> str:
+        return reasons.no_room(run, self.fleet.workers, self.eligible(run))
 
     def _members_that_fit(self, run: QueuedRun) -> int:
         count = 0
-        for worker in eligible(self.fleet.workers, run.requires):
+        for worker in self.eligible(run):
             if fits_now(worker, run.need, run.id):
                 free = worker.free
                 while run.need.fits_in(free) and count < run.replicas:
@@ -199,13 +208,13 @@ class _Pass:
 
     def _preempt(self, run: QueuedRun) -> str | None:
         choice, cooling = preemption.choose(
-            run, self.fleet.workers, self.now, self.settings.preemption
+            run, self.eligible(run), self.now, self.settings.preemption
         )
         if choice is None:
             if cooling:
                 return (
-                    f"{reasons.no_room(run, self.fleet.workers)}; {cooling} lower-priority "
-                    "runs that could make room were preempted recently (cool-down)"
+                    f"{self._no_room(run)}; {cooling} lower-priority runs that could make "
+                    "room were preempted recently (cool-down)"
                 )
             return None
         worker = choice.worker
@@ -229,7 +238,7 @@ class _Pass:
         """Hold the matching worker closest to fitting the run, so it drains toward it."""
         candidates = [
             worker
-            for worker in eligible(self.fleet.workers, run.requires)
+            for worker in self.eligible(run)
             if could_ever_fit(worker, run.need) and worker.reserved_for is None
         ]
         if not candidates or run.replicas > 1:
@@ -237,8 +246,8 @@ class _Pass:
         worker = min(candidates, key=lambda w: (_missing(w.free, run.need), w.id))
         worker.reserved_for = run.id
         return (
-            f"{reasons.no_room(run, self.fleet.workers)}; it has waited longest, so "
-            f"{worker.id} takes no other work until it fits"
+            f"{self._no_room(run)}; it has waited longest, so {worker.id} takes no other "
+            "work until it fits"
         )
 
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from herder.domain.placement.resources import Amount
+from herder.domain.placement.resources import Amount, total
 from herder.domain.tenants import TenantQuotas
 
 
@@ -50,13 +50,11 @@ class WorkerView:
     running: tuple[RunningAttempt, ...] = ()
     address: str = ""
     draining: bool = False  # takes nothing new; what it runs still counts
+    used: Amount = field(init=False, repr=False, compare=False)  # by what it runs
 
-    @property
-    def used(self) -> Amount:
-        total = Amount()
-        for attempt in self.running:
-            total += attempt.need
-        return total
+    def __post_init__(self) -> None:
+        # once per view: a dispatcher keeps the views of unchanged workers between passes
+        object.__setattr__(self, "used", total([attempt.need for attempt in self.running]))
 
 
 @dataclass(frozen=True, slots=True)
