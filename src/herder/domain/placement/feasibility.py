@@ -18,8 +18,13 @@ def could_ever_fit(worker: WorkerRoom, need: Amount) -> bool:
     return need.fits_in(worker.view.capacity)
 
 
+def held_for_another(worker: WorkerRoom, run_id: str) -> bool:
+    """Reserved this pass for a run that has waited longer (or is preempting there)."""
+    return worker.reserved_for is not None and worker.reserved_for != run_id
+
+
 def fits_now(worker: WorkerRoom, need: Amount, run_id: str) -> bool:
-    if worker.reserved_for is not None and worker.reserved_for != run_id:
+    if held_for_another(worker, run_id):
         return False
     return worker.accepts_work and need.fits_in(worker.free)
 

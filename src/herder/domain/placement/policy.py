@@ -22,7 +22,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from herder.domain.placement import preemption, reasons
-from herder.domain.placement.feasibility import could_ever_fit, eligible, fits_now
+from herder.domain.placement.feasibility import (
+    could_ever_fit,
+    eligible,
+    fits_now,
+    held_for_another,
+)
 from herder.domain.placement.fleet import Fleet, WorkerRoom
 from herder.domain.placement.ordering import Aging, dispatch_order, is_starving
 from herder.domain.placement.ranking import SCORED_WORKERS, best
@@ -256,14 +261,17 @@ def _fitting_now(candidates: list[WorkerRoom], run: QueuedRun) -> list[WorkerRoo
     passed over for lack of room leave the list: only as much of it is scanned (and pruned)
     as ranking needs, not the whole fleet for every run."""
     fitting: list[WorkerRoom] = []
+    kept: list[WorkerRoom] = []
     scanned = 0
     for worker in candidates:
         if len(fitting) == SCORED_WORKERS:
             break
         scanned += 1
-        if fits_now(worker, run.need, run.id):
-            fitting.append(worker)
-    candidates[:scanned] = [w for w in candidates[:scanned] if run.need.fits_in(w.free)]
+        if run.need.fits_in(worker.free):  # fits_now, for candidates (they accept work)
+            kept.append(worker)
+            if not held_for_another(worker, run.id):
+                fitting.append(worker)
+    candidates[:scanned] = kept
     return fitting
 
 
