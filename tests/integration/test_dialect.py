@@ -8,14 +8,14 @@ from datetime import UTC, datetime
 from sqlalchemy import select, update
 
 from herder.domain.states import RunState
-from herder.store.dialect import SQLITE_IN_LIMIT, among, insert_many, set_each
+from herder.store.dialect import SQLITE_IN_LIMIT, Among, insert_many, set_each
 from herder.store.schema import run_events, runs, tenants
 from herder.store.store import Store
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
 
 
-def test_rows_inserted_in_bulk_read_back_as_given(store: Store) -> None:
+def test_rows_inserted_in_bulk_are_found_by_their_ids_as_given(store: Store) -> None:
     rows = [
         {"id": f"ten_{index:04d}", "name": f"t{index}", "quotas": {"max_queued": index},
          "created_at": NOW}
@@ -23,12 +23,11 @@ def test_rows_inserted_in_bulk_read_back_as_given(store: Store) -> None:
     ]  # fmt: skip
     with store.database.write() as connection:
         insert_many(connection, tenants, rows)
-        ids = [row["id"] for row in rows]
+        named = Among(connection.dialect.name, tenants.c.id, "ids")
+        statement = select(tenants.c.id, tenants.c.quotas, tenants.c.created_at)
         found = []
-        for condition in among(connection, tenants.c.id, ids):
-            found += connection.execute(
-                select(tenants.c.id, tenants.c.quotas, tenants.c.created_at).where(condition)
-            ).all()
+        for params in named.batches([row["id"] for row in rows]):
+            found += connection.execute(statement.where(named.condition), params).all()
     assert sorted(found) == [(row["id"], row["quotas"], NOW) for row in rows]
 
 

@@ -15,13 +15,14 @@ woken earlier returns at once with the time left), so under
 a storm of notices the dispatcher uses at most about half a core and each pass takes a
 bigger batch, while on a quiet system a run is still placed the moment it is submitted.
 
-The fleet — the workers and the thousands of attempts they run — is kept between passes and
-only the workers that changed are read again: those the dispatcher placed on or preempted
-on, and those a notice heard by the store names (freed capacity, a cancel, work assigned by
-another dispatcher). Every ``FLEET_REFRESH_SECONDS``, after a placement the store
-skipped and after a failed pass, the whole fleet is read again. The view cannot over-commit
-a worker — the store re-checks room under the worker's lock — so a notice lost costs at
-most a placement skipped or a run waiting until the next full read.
+The fleet — the workers and the thousands of attempts they run — is kept between passes:
+the attempts a pass starts are added to it as the store read them back, and only the
+workers that changed otherwise are read again: those it preempted on, and those named by a
+notice the store hears (capacity freed, a cancel). Every ``FLEET_REFRESH_SECONDS``, after a
+placement the store skipped (another dispatcher's work, between two lease holders, shows
+that way) and after a failed pass, the whole fleet is read again. The view cannot
+over-commit a worker — the store re-checks room under the worker's lock — so a notice lost
+costs at most a placement skipped or a run waiting until the next full read.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ from collections.abc import Callable
 from datetime import datetime
 
 from herder.domain.placement.policy import PlacementSettings, plan
-from herder.domain.placement.snapshot import WorkerView
-from herder.store.runs.placement import Applied, PlacementRepository
+from herder.domain.placement.snapshot import WorkerView, with_started
+from herder.store.runs.placement import PlacementRepository
 
 IDLE_SECONDS = 2.0
 RETRY_SOON_SECONDS = 0.0  # a placement was skipped (a race): look again at once
@@ -63,7 +64,7 @@ class Dispatcher:
         self._full_pass_at: float | None = None  # due now
         self._fleet: tuple[WorkerView, ...] | None = None  # as last read; None: read it all
         self._fleet_read_at = 0.0
-        self._changed: set[str] = set()  # workers to read again, from notices and own writes
+        self._changed: set[str] = set()  # workers to read again: notices, own preemptions
         self._changed_lock = threading.Lock()  # notices arrive on other threads
         placement.on_worker_notice(self.worker_changed)
 
@@ -118,15 +119,9 @@ class Dispatcher:
             for run_id, cached in self._reasons.items()
             if (run_id in queued or not full) and run_id not in placed
         }
-        for worker_id in _touched(applied):
-            self.worker_changed(worker_id)
+        for preemption in applied.preempted:
+            self.worker_changed(preemption.worker_id)
         if applied.skipped:  # the fleet was not as read: read it all again, at once
             return RETRY_SOON_SECONDS
-        self._fleet = snapshot.workers
+        self._fleet = with_started(snapshot.workers, applied.started)
         return min(IDLE_SECONDS, max(0.0, (self._full_pass_at or 0.0) - self._monotonic()))
-
-
-def _touched(applied: Applied) -> set[str]:
-    """The workers the pass placed on or preempted on: what they run has changed."""
-    placed = {member.worker_id for placement in applied.placed for member in placement.members}
-    return placed | {preemption.worker_id for preemption in applied.preempted}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -28,6 +29,7 @@ from sqlalchemy import (
 from sqlalchemy import column as sql_column
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import Insert
+from sqlalchemy.sql.elements import TextClause
 
 from herder.store.database import Database
 
@@ -74,21 +76,32 @@ def update_each(
     return keys
 
 
-def among(
-    connection: Connection, column: Column[Any], values: Sequence[Any]
-) -> list[ColumnElement[bool]]:
-    """``column`` among ``values`` in as few conditions as the dialect allows, a statement
-    each: one on PostgreSQL, the values sent as a single JSON array (psycopg writes a long
-    text array item by item, several times slower), IN lists of at most
-    ``SQLITE_IN_LIMIT`` on SQLite."""
-    if not values:
-        return []
-    if connection.dialect.name == "postgresql":
-        return [column.in_(select(func.json_array_elements_text(_json(list(values)))))]
-    return [
-        column.in_(values[start : start + SQLITE_IN_LIMIT])
-        for start in range(0, len(values), SQLITE_IN_LIMIT)
-    ]
+class Among:
+    """``column`` among a list of values bound when the statement runs, so the statement is
+    built once. PostgreSQL reads them from one JSON array parameter, whatever the count
+    (psycopg writes a long text array item by item, several times slower); SQLite takes an
+    expanding IN list of at most ``SQLITE_IN_LIMIT`` values per execution."""
+
+    def __init__(self, dialect: str, column: Column[Any], name: str) -> None:
+        self._name = name
+        self._json = dialect == "postgresql"
+        if self._json:
+            values = cast(bindparam(name, type_=Text), JSON)
+            self.condition = column.in_(select(func.json_array_elements_text(values)))
+        else:
+            self.condition = column.in_(bindparam(name, expanding=True))
+
+    def batches(self, values: Sequence[Any], **more: Any) -> list[dict[str, Any]]:
+        """The parameters of each execution (with ``more``): none for no values, one on
+        PostgreSQL, a chunk each on SQLite."""
+        if not values:
+            return []
+        if self._json:
+            return [{self._name: json.dumps(list(values), default=_json_value), **more}]
+        return [
+            {self._name: list(values[start : start + SQLITE_IN_LIMIT]), **more}
+            for start in range(0, len(values), SQLITE_IN_LIMIT)
+        ]
 
 
 def insert_many(connection: Connection, table: Table, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -101,15 +114,8 @@ def insert_many(connection: Connection, table: Table, rows: Sequence[Mapping[str
     if connection.dialect.name != "postgresql":
         connection.execute(insert(table), rows)
         return
-    columns = [table.c[name] for name in rows[0]]
-    names = ", ".join(column.name for column in columns)
-    connection.execute(
-        text(
-            f"INSERT INTO {table.name} ({names}) SELECT {names} "
-            f"FROM json_to_recordset(CAST(:rows AS JSON)) AS v({_record(columns, connection)})"
-        ),
-        {"rows": json.dumps(rows, default=_json_value)},
-    )
+    statement = _insert_from_json(table, tuple(rows[0]))
+    connection.execute(statement, {"rows": json.dumps(rows, default=_json_value)})
 
 
 def set_each(
@@ -138,15 +144,21 @@ def set_each(
     connection.execute(statement.where(key == pairs.c.k).values({target: pairs.c.v}))
 
 
+@functools.cache
+def _insert_from_json(table: Table, names: tuple[str, ...]) -> TextClause:
+    """PostgreSQL's ``INSERT … SELECT … FROM json_to_recordset``, built once per shape."""
+    columns = ", ".join(names)
+    dialect = postgresql.psycopg.dialect()  # type: ignore[no-untyped-call]
+    record = ", ".join(f"{name} {table.c[name].type.compile(dialect)}" for name in names)
+    return text(
+        f"INSERT INTO {table.name} ({columns}) SELECT {columns} "
+        f"FROM json_to_recordset(CAST(:rows AS JSON)) AS v({record})"
+    )
+
+
 def _json(value: Any) -> ColumnElement[Any]:
     """A JSON document as one text parameter, cast on the server."""
     return cast(bindparam(None, json.dumps(value, default=_json_value), type_=Text), JSON)
-
-
-def _record(columns: Sequence[Column[Any]], connection: Connection) -> str:
-    return ", ".join(
-        f"{column.name} {column.type.compile(connection.dialect)}" for column in columns
-    )
 
 
 def _json_value(value: Any) -> Any:

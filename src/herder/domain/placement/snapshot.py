@@ -5,8 +5,8 @@ Plain immutable data read by the store; the policy decides on it alone, with ``n
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from herder.domain.placement.resources import Amount, total
@@ -55,6 +55,18 @@ class WorkerView:
     def __post_init__(self) -> None:
         # once per view: a dispatcher keeps the views of unchanged workers between passes
         object.__setattr__(self, "used", total([attempt.need for attempt in self.running]))
+
+
+def with_started(
+    workers: Sequence[WorkerView], started: Mapping[str, Sequence[RunningAttempt]]
+) -> tuple[WorkerView, ...]:
+    """The workers once the attempts just ``started`` on them (by worker id) run there too."""
+    return tuple(
+        replace(worker, running=(*worker.running, *started[worker.id]))
+        if worker.id in started
+        else worker
+        for worker in workers
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,8 +10,10 @@ limits bound as parameters.
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -29,7 +31,7 @@ from herder.domain.placement.snapshot import (
 )
 from herder.domain.states import AttemptState, RunState
 from herder.domain.tenants import TenantQuotas
-from herder.store.dialect import among
+from herder.store.dialect import Among
 from herder.store.schema import attempts, runs, tenants, workers
 
 QUEUE_WINDOW = 20_000  # queued runs one pass looks at, in priority-then-age order
@@ -97,10 +99,12 @@ def _read_workers(
     if worker_ids is None:
         rows = list(connection.execute(_WORKERS))
         running = list(connection.execute(_RUNNING))
-    for condition in among(connection, workers.c.id, worker_ids or []):
-        rows += connection.execute(_WORKERS.where(condition))
-    for condition in among(connection, attempts.c.worker_id, worker_ids or []):
-        running += connection.execute(_RUNNING.where(condition))
+    else:
+        named = _named_workers(connection.dialect.name)
+        for params in named.workers_among.batches(worker_ids):
+            rows += connection.execute(named.workers, params)
+        for params in named.running_among.batches(worker_ids):
+            running += connection.execute(named.running, params)
     by_worker: dict[str, list[RunningAttempt]] = defaultdict(list)
     for row in running:
         by_worker[row.worker_id].append(_running(row))
@@ -131,6 +135,29 @@ _RUNNING = (
     .join(runs, runs.c.id == attempts.c.run_id)
     .where(attempts.c.state == AttemptState.RUNNING)
 )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _NamedWorkers:
+    """The two fleet statements for a list of workers, built once per dialect."""
+
+    workers_among: Among
+    workers: Select[Any]
+    running_among: Among
+    running: Select[Any]
+
+
+@functools.cache
+def _named_workers(dialect: str) -> _NamedWorkers:
+    workers_among = Among(dialect, workers.c.id, "worker_ids")
+    running_among = Among(dialect, attempts.c.worker_id, "worker_ids")
+    return _NamedWorkers(
+        workers_among,
+        _WORKERS.where(workers_among.condition),
+        running_among,
+        _RUNNING.where(running_among.condition),
+    )
+
 
 _TENANTS = select(tenants.c.id, tenants.c.weight, tenants.c.quotas)
 
