@@ -31,4 +31,6 @@ def fits_now(worker: WorkerRoom, need: Amount, run_id: str) -> bool:
 
 def eligible(workers: list[WorkerRoom], requires: Mapping[str, str]) -> list[WorkerRoom]:
     """Accepting workers with the required labels."""
+    if not requires:
+        return [worker for worker in workers if worker.accepts_work]
     return [worker for worker in workers if worker.accepts_work and has_labels(worker, requires)]

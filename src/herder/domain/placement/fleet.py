@@ -38,11 +38,11 @@ class WorkerRoom:
 
 class Fleet:
     def __init__(self, snapshot: Snapshot) -> None:
-        self.workers = [_room(view) for view in snapshot.workers]
-        self.total = Amount()
-        for worker in self.workers:
-            if worker.accepts_work:
-                self.total += worker.view.capacity
+        self.workers = [
+            WorkerRoom(view, view.free, list(view.free_gpus), view.releasing)
+            for view in snapshot.workers
+        ]
+        self.total = total([view.capacity for view in snapshot.workers if not view.draining])
         needs: dict[str, list[Amount]] = defaultdict(list)
         for worker in self.workers:
             for attempt in worker.view.running:
@@ -54,14 +54,3 @@ class Fleet:
 
     def used_by(self, tenant_id: str) -> Amount:
         return self.usage.get(tenant_id, Amount())
-
-
-def _room(view: WorkerView) -> WorkerRoom:
-    taken = {index for attempt in view.running for index in attempt.gpu_indices}
-    releasing = total([attempt.need for attempt in view.running if attempt.preempting])
-    return WorkerRoom(
-        view=view,
-        free=view.capacity - view.used,
-        free_gpus=[index for index in range(view.capacity.gpus) if index not in taken],
-        releasing=releasing,
-    )

@@ -50,11 +50,22 @@ class WorkerView:
     running: tuple[RunningAttempt, ...] = ()
     address: str = ""
     draining: bool = False  # takes nothing new; what it runs still counts
+    # Derived from the above once per view (a dispatcher keeps the views of unchanged
+    # workers between passes, so each pass need not add up thousands of attempts again):
     used: Amount = field(init=False, repr=False, compare=False)  # by what it runs
+    free: Amount = field(init=False, repr=False, compare=False)  # the capacity left
+    free_gpus: tuple[int, ...] = field(init=False, repr=False, compare=False)  # ascending
+    releasing: Amount = field(init=False, repr=False, compare=False)  # held by victims
 
     def __post_init__(self) -> None:
-        # once per view: a dispatcher keeps the views of unchanged workers between passes
-        object.__setattr__(self, "used", total([attempt.need for attempt in self.running]))
+        taken = {index for attempt in self.running for index in attempt.gpu_indices}
+        free_gpus = tuple(index for index in range(self.capacity.gpus) if index not in taken)
+        victims = [attempt.need for attempt in self.running if attempt.preempting]
+        used = total([attempt.need for attempt in self.running])
+        object.__setattr__(self, "used", used)
+        object.__setattr__(self, "free", self.capacity - used)
+        object.__setattr__(self, "free_gpus", free_gpus)
+        object.__setattr__(self, "releasing", total(victims) if victims else Amount())
 
 
 def with_started(
