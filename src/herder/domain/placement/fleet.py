@@ -20,6 +20,7 @@ class WorkerRoom:
     releasing: Amount = field(default_factory=Amount)  # held by victims that are being stopped
     reserved_for: str | None = None  # a starving run's; nothing else goes here this pass
     victims: list[RunningAttempt] = field(default_factory=list)  # chosen in this pass
+    version: int = 0  # counts the changes to what it has free and to whom it is held
 
     @property
     def id(self) -> str:
@@ -32,8 +33,14 @@ class WorkerRoom:
     def take(self, need: Amount) -> tuple[int, ...]:
         """Hold ``need`` here; returns the GPU indices it gets."""
         self.free -= need
+        self.version += 1
         given, self.free_gpus = self.free_gpus[: need.gpus], self.free_gpus[need.gpus :]
         return tuple(given)
+
+    def reserve(self, run_id: str) -> None:
+        """Hold it for ``run_id`` for the rest of the pass."""
+        self.reserved_for = run_id
+        self.version += 1
 
 
 class Fleet:

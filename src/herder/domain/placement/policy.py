@@ -22,15 +22,15 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from herder.domain.placement import preemption, reasons
+from herder.domain.placement.candidates import Candidates
 from herder.domain.placement.feasibility import (
     could_ever_fit,
     eligible,
     fits_now,
-    held_for_another,
 )
 from herder.domain.placement.fleet import Fleet, WorkerRoom
 from herder.domain.placement.ordering import Aging, dispatch_order, is_starving
-from herder.domain.placement.ranking import SCORED_WORKERS, best
+from herder.domain.placement.ranking import best
 from herder.domain.placement.resources import Amount, dominant_share
 from herder.domain.placement.snapshot import QueuedRun, Snapshot, TenantView
 
@@ -81,7 +81,7 @@ class _Pass:
         self.fleet = Fleet(snapshot)
         self.plan = Plan()
         self.no_room: dict[tuple[object, ...], str] = {}  # shape → reason, this pass
-        self.candidates: dict[tuple[object, ...], list[WorkerRoom]] = {}  # shape → workers
+        self.candidates: dict[tuple[object, ...], Candidates] = {}  # by shape
         self.matching: dict[tuple[tuple[str, str], ...], list[WorkerRoom]] = {}  # by labels
 
     def tenant(self, tenant_id: str) -> TenantView:
@@ -151,15 +151,15 @@ class _Pass:
         """A worker per member, best fit each, trying the whole gang before taking any."""
         candidates = self._candidates(run)
         if run.replicas == 1:
-            chosen = best(_fitting_now(candidates, run), run.need)
+            chosen = candidates.best(run.id)
             return None if chosen is None else [(chosen, run.need)]
-        candidates[:] = [worker for worker in candidates if run.need.fits_in(worker.free)]
-        trial = {worker.id: worker.free for worker in candidates}
+        fitting = candidates.fitting(run.id)
+        trial = {worker.id: worker.free for worker in fitting}
         members: list[tuple[WorkerRoom, Amount]] = []
         for _ in range(run.replicas):
             room = (
                 w
-                for w in candidates
+                for w in fitting
                 if fits_now(w, run.need, run.id) and run.need.fits_in(trial[w.id])
             )
             chosen = best(room, run.need, trial)
@@ -169,15 +169,13 @@ class _Pass:
             members.append((chosen, run.need))
         return members
 
-    def _candidates(self, run: QueuedRun) -> list[WorkerRoom]:
-        """The shape's workers that may still have room for one member; the list is kept
-        for the pass and pruned in place as it is scanned, since a worker without room now
-        has none later in the pass."""
+    def _candidates(self, run: QueuedRun) -> Candidates:
+        """The workers big enough for one member, kept for the pass by shape."""
         shape = (run.need, tuple(sorted(run.requires.items())))
         known = self.candidates.get(shape)
         if known is None:
-            known = [worker for worker in self.eligible(run) if could_ever_fit(worker, run.need)]
-            self.candidates[shape] = known
+            workers = [worker for worker in self.eligible(run) if could_ever_fit(worker, run.need)]
+            known = self.candidates[shape] = Candidates(workers, run.need)
         return known
 
     def _take(self, run: QueuedRun, members: list[tuple[WorkerRoom, Amount]]) -> None:
@@ -223,7 +221,7 @@ class _Pass:
                 )
             return None
         worker = choice.worker
-        worker.reserved_for = run.id
+        worker.reserve(run.id)
         if not choice.victims:
             return f"{reasons.needs(run)}; waiting for preempted runs to stop on {worker.id}"
         for victim in choice.victims:
@@ -249,30 +247,11 @@ class _Pass:
         if not candidates or run.replicas > 1:
             return None
         worker = min(candidates, key=lambda w: (_missing(w.free, run.need), w.id))
-        worker.reserved_for = run.id
+        worker.reserve(run.id)
         return (
             f"{self._no_room(run)}; it has waited longest, so {worker.id} takes no other "
             "work until it fits"
         )
-
-
-def _fitting_now(candidates: list[WorkerRoom], run: QueuedRun) -> list[WorkerRoom]:
-    """The first ``SCORED_WORKERS`` candidates the run fits on now, in order. The ones
-    passed over for lack of room leave the list: only as much of it is scanned (and pruned)
-    as ranking needs, not the whole fleet for every run."""
-    fitting: list[WorkerRoom] = []
-    kept: list[WorkerRoom] = []
-    scanned = 0
-    for worker in candidates:
-        if len(fitting) == SCORED_WORKERS:
-            break
-        scanned += 1
-        if run.need.fits_in(worker.free):  # fits_now, for candidates (they accept work)
-            kept.append(worker)
-            if not held_for_another(worker, run.id):
-                fitting.append(worker)
-    candidates[:scanned] = kept
-    return fitting
 
 
 def _missing(free: Amount, need: Amount) -> float:
