@@ -50,4 +50,5 @@ def test_a_worker_held_for_another_run_is_passed_over() -> None:
     shape.best("run")
     w1.reserve("starving")
     assert shape.best("run") is w2
-    assert shape.fitting("run") == [w0, w2]
+    assert shape.fitting("run", 3) == [w0, w2]
+    assert shape.fitting("run", 1) == [w0]

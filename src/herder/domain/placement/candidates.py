@@ -12,6 +12,7 @@ scanning and scoring them all again for every run.
 
 from __future__ import annotations
 
+import itertools
 from operator import itemgetter
 
 from herder.domain.placement.feasibility import fits_now
@@ -29,6 +30,26 @@ class Candidates:
 
     def best(self, run_id: str) -> WorkerRoom | None:
         """The best fit for one member of ``run_id`` now, if any."""
+        self._refresh(run_id)
+        if not self._window:
+            return None
+        return min(self._window.values(), key=itemgetter(1))[2]
+
+    def fitting(self, run_id: str, count: int) -> list[WorkerRoom]:
+        """The first ``count`` that fit a member of ``run_id`` now, in fleet order (a gang
+        of ``n`` members ranks from the first ``SCORED_WORKERS + n - 1``)."""
+        self._refresh(run_id)
+        found = [worker for _, _, worker in self._window.values()]  # in fleet order
+        for worker in itertools.islice(self.workers, self._next, None):
+            if len(found) >= count:
+                break
+            if fits_now(worker, self.need, run_id):
+                found.append(worker)
+        return found[:count]
+
+    def _refresh(self, run_id: str) -> None:
+        """Re-rank the window's workers that changed, drop those that no longer fit, and
+        refill it from the workers not looked at yet."""
         need = self.need
         for worker_id, (version, _, worker) in list(self._window.items()):
             if worker.version == version:
@@ -42,10 +63,3 @@ class Candidates:
             self._next += 1
             if fits_now(worker, need, run_id):
                 self._window[worker.id] = (worker.version, rank(worker, need), worker)
-        if not self._window:
-            return None
-        return min(self._window.values(), key=itemgetter(1))[2]
-
-    def fitting(self, run_id: str) -> list[WorkerRoom]:
-        """Every one that fits a member of ``run_id`` now, in fleet order (for a gang)."""
-        return [worker for worker in self.workers if fits_now(worker, self.need, run_id)]

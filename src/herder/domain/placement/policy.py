@@ -30,7 +30,7 @@ from herder.domain.placement.feasibility import (
 )
 from herder.domain.placement.fleet import Fleet, WorkerRoom
 from herder.domain.placement.ordering import Aging, dispatch_order, is_starving
-from herder.domain.placement.ranking import best
+from herder.domain.placement.ranking import SCORED_WORKERS, best
 from herder.domain.placement.resources import Amount, dominant_share
 from herder.domain.placement.snapshot import QueuedRun, Snapshot, TenantView
 
@@ -153,15 +153,13 @@ class _Pass:
         if run.replicas == 1:
             chosen = candidates.best(run.id)
             return None if chosen is None else [(chosen, run.need)]
-        fitting = candidates.fitting(run.id)
+        # member k ranks the first SCORED_WORKERS that fit with room left by the k - 1
+        # before it, which at most k - 1 workers lack
+        fitting = candidates.fitting(run.id, SCORED_WORKERS + run.replicas - 1)
         trial = {worker.id: worker.free for worker in fitting}
         members: list[tuple[WorkerRoom, Amount]] = []
         for _ in range(run.replicas):
-            room = (
-                w
-                for w in fitting
-                if fits_now(w, run.need, run.id) and run.need.fits_in(trial[w.id])
-            )
+            room = (w for w in fitting if run.need.fits_in(trial[w.id]))
             chosen = best(room, run.need, trial)
             if chosen is None:
                 return None
