@@ -50,7 +50,9 @@ def choose(
             return Choice(worker, ()), cooling
         candidates, cooled_out = _candidates(worker, run, now, rules)
         cooling += cooled_out
-        victims = _fewest_cheapest(candidates, run.need, room, rules.max_victims, now)
+        # a worker needing more victims than the best so far cannot win: look no further
+        most = rules.max_victims if best is None else min(rules.max_victims, best[0][0])
+        victims = _fewest_cheapest(candidates, run.need, room, most, now)
         if victims is None:
             continue
         key = (len(victims), *_cost(victims, now), worker.id)
