@@ -196,8 +196,8 @@ def _queued_runs(
 ) -> dict[str, _QueuedRun]:
     found: dict[str, _QueuedRun] = {}
     for params in sql.run_ids.batches(run_ids):
-        for run_id, cpu_milli, memory_mb, gpus, timeout in connection.execute(sql.queued, params):
-            found[run_id] = _QueuedRun(Amount(cpu_milli, memory_mb, gpus, 1), timeout)
+        for run_id, cpu, memory_mb, gpus, timeout in connection.execute(sql.queued, params).all():
+            found[run_id] = _QueuedRun(Amount(cpu, memory_mb, gpus, 1), timeout)
     return found
 
 
@@ -231,7 +231,7 @@ def _start_runs(
     check_transition(RunState.QUEUED, RunState.RUNNING)
     started: dict[str, _Started] = {}
     for params in sql.run_ids.batches(run_ids, now=now):
-        for row in connection.execute(sql.start, params):
+        for row in connection.execute(sql.start, params).all():
             started[row.id] = _Started(
                 row.attempt_count, row.tenant_id, row.priority,
                 can_be_victim(row.preemptible, row.cancel_requested), row.preempted_at,
@@ -311,15 +311,13 @@ def _lock_and_measure(
     work out what each has free from the attempts it runs."""
     room: dict[str, _Room] = {}
     for params in sql.worker_ids.batches(worker_ids):
-        for worker_id, cpu_milli, memory_mb, gpus, max_slots in connection.execute(
-            sql.lock, params
-        ):
-            room[worker_id] = _Room(Amount(cpu_milli, memory_mb, gpus, max_slots), set(range(gpus)))
+        for worker_id, cpu, memory_mb, gpus, slots in connection.execute(sql.lock, params).all():
+            room[worker_id] = _Room(Amount(cpu, memory_mb, gpus, slots), set(range(gpus)))
     for params in sql.attempt_worker_ids.batches(worker_ids):
-        for worker_id, cpu_milli, memory_mb, gpus, indices in connection.execute(sql.used, params):
+        for worker_id, cpu, memory_mb, gpus, indices in connection.execute(sql.used, params).all():
             held = room.get(worker_id)
             if held is not None:
-                held.free -= Amount(cpu_milli, memory_mb, gpus, 1)
+                held.free -= Amount(cpu, memory_mb, gpus, 1)
                 held.free_gpus -= set(indices or [])
     return room
 

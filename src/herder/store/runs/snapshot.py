@@ -11,13 +11,15 @@ limits bound as parameters.
 from __future__ import annotations
 
 import functools
+import json
 from collections import defaultdict
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any
 
-from sqlalchemy import Connection, Select, bindparam, func, select
+from sqlalchemy import Connection, Select, Text, bindparam, cast, func, select
 
 from herder.domain.lifecycle.stops import can_be_victim
 from herder.domain.models import WorkerState
@@ -59,10 +61,10 @@ def read_snapshot(
         window = min(window, QUICK_WINDOW_BASE + 4 * free)
         per_tenant = min(per_tenant, QUICK_WINDOW_BASE + 2 * free)
     limits = {"window": window, "per_tenant": per_tenant}
-    queue = list(connection.execute(_QUEUE_WINDOW, limits))
+    queue = list(connection.execute(_QUEUE_WINDOW, limits).all())
     if quick:  # and the longest-waiting, whatever their class: aging must not stall
         seen = {row.id for row in queue}
-        oldest = connection.execute(_OLDEST_QUEUED, {"count": QUICK_WINDOW_BASE})
+        oldest = connection.execute(_OLDEST_QUEUED, {"count": QUICK_WINDOW_BASE}).all()
         queue += [row for row in oldest if row.id not in seen]
     return Snapshot(
         now=now,
@@ -70,7 +72,7 @@ def read_snapshot(
         workers=workers_now,
         tenants={
             tenant_id: TenantView(tenant_id, weight, TenantQuotas.model_validate(quotas))
-            for tenant_id, weight, quotas in connection.execute(_TENANTS)
+            for tenant_id, weight, quotas in connection.execute(_TENANTS).all()
         },
     )
 
@@ -97,14 +99,14 @@ def _read_workers(
     rows: list[Any] = []
     running: list[Any] = []
     if worker_ids is None:
-        rows = list(connection.execute(_WORKERS))
-        running = list(connection.execute(_RUNNING))
+        rows = list(connection.execute(_WORKERS).all())
+        running = list(connection.execute(_RUNNING).all())
     else:
         named = _named_workers(connection.dialect.name)
         for params in named.workers_among.batches(worker_ids):
-            rows += connection.execute(named.workers, params)
+            rows += connection.execute(named.workers, params).all()
         for params in named.running_among.batches(worker_ids):
-            running += connection.execute(named.running, params)
+            running += connection.execute(named.running, params).all()
     by_worker: dict[str, list[RunningAttempt]] = defaultdict(list)
     for row in running:
         by_worker[row.worker_id].append(_running(row))
@@ -163,7 +165,8 @@ _TENANTS = select(tenants.c.id, tenants.c.weight, tenants.c.quotas)
 
 _QUEUED_COLUMNS = (
     runs.c.id, runs.c.tenant_id, runs.c.priority, runs.c.queued_at, runs.c.cpu_milli,
-    runs.c.memory_mb, runs.c.gpus, runs.c.replicas, runs.c.requires,
+    runs.c.memory_mb, runs.c.gpus, runs.c.replicas,
+    cast(runs.c.requires, Text).label("requires"),  # as text: a few shapes, parsed once each
 )  # fmt: skip
 
 _OLDEST_QUEUED: Select[Any] = (
@@ -214,7 +217,14 @@ def _running(row: Any) -> RunningAttempt:
 def _queued(row: Any) -> QueuedRun:
     run_id, tenant_id, priority, queued_at, cpu_milli, memory_mb, gpus, replicas, requires = row
     need = Amount(cpu_milli, memory_mb, gpus, 1)
-    return QueuedRun(run_id, tenant_id, priority, queued_at, need, replicas, requires or {})
+    return QueuedRun(run_id, tenant_id, priority, queued_at, need, replicas, _labels(requires))
+
+
+@functools.lru_cache(maxsize=1024)
+def _labels(text: str | None) -> Mapping[str, str]:
+    """A run's required labels from their JSON; shared by the runs asking the same (read
+    only, as a snapshot is)."""
+    return MappingProxyType(json.loads(text) or {}) if text else MappingProxyType({})
 
 
 def _worker(row: Any, running: Sequence[RunningAttempt]) -> WorkerView:
