@@ -71,7 +71,7 @@ def read_snapshot(
         queued=tuple(_queued(row) for row in queue),
         workers=workers_now,
         tenants={
-            tenant_id: TenantView(tenant_id, weight, TenantQuotas.model_validate(quotas))
+            tenant_id: TenantView(tenant_id, weight, _quotas(quotas))
             for tenant_id, weight, quotas in connection.execute(_TENANTS).all()
         },
     )
@@ -161,7 +161,7 @@ def _named_workers(dialect: str) -> _NamedWorkers:
     )
 
 
-_TENANTS = select(tenants.c.id, tenants.c.weight, tenants.c.quotas)
+_TENANTS = select(tenants.c.id, tenants.c.weight, cast(tenants.c.quotas, Text))
 
 _QUEUED_COLUMNS = (
     runs.c.id, runs.c.tenant_id, runs.c.priority, runs.c.queued_at, runs.c.cpu_milli,
@@ -218,6 +218,12 @@ def _queued(row: Any) -> QueuedRun:
     run_id, tenant_id, priority, queued_at, cpu_milli, memory_mb, gpus, replicas, requires = row
     need = Amount(cpu_milli, memory_mb, gpus, 1)
     return QueuedRun(run_id, tenant_id, priority, queued_at, need, replicas, _labels(requires))
+
+
+@functools.lru_cache(maxsize=1024)
+def _quotas(text: str) -> TenantQuotas:
+    """A tenant's quotas from their JSON, parsed once per distinct value (they are frozen)."""
+    return TenantQuotas.model_validate_json(text)
 
 
 @functools.lru_cache(maxsize=1024)
