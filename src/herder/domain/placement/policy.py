@@ -6,9 +6,10 @@ The pipeline, per run in dispatch order (ordering.py):
 1. quotas      — the tenant's queued-run window and in-use quotas hold the run back;
 2. feasibility — accepting workers with the run's labels and room for it now
                  (feasibility.py). Capacity only shrinks within a pass, so each shape (need
-                 and labels) keeps its list of candidate workers and drops those that no
-                 longer fit, and a shape that found no room is not tried again;
-3. ranking     — best fit among them (ranking.py); a gang places every member or none;
+                 and labels) keeps its candidate workers for the pass (candidates.py), and a
+                 shape that found no room is not tried again;
+3. ranking     — best fit among them (ranking.py, kept up to date per shape by
+                 candidates.py); a gang places every member or none;
 4. preemption  — a high-priority run with no room may stop lower-class preemptible runs
                  (preemption.py);
 5. reservation — a starving run with no room holds its best worker for the rest of the pass,
@@ -23,11 +24,7 @@ from dataclasses import dataclass, field
 
 from herder.domain.placement import preemption, reasons
 from herder.domain.placement.candidates import Candidates
-from herder.domain.placement.feasibility import (
-    could_ever_fit,
-    eligible,
-    fits_now,
-)
+from herder.domain.placement.feasibility import could_ever_fit, eligible, fits_now
 from herder.domain.placement.fleet import Fleet, WorkerRoom
 from herder.domain.placement.ordering import Aging, dispatch_order, is_starving
 from herder.domain.placement.ranking import SCORED_WORKERS, best

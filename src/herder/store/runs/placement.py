@@ -120,7 +120,7 @@ class _Statements:
 
     run_ids: Among
     queued: Select[Any]  # need and timeout of the named runs still queued
-    start: Update  # the named runs still queued → running, with what their attempts need
+    start: Update  # the named runs still queued → running, with what their attempts carry
     worker_ids: Among
     lock: Select[Any]  # the named workers still alive, locked in id order
     attempt_worker_ids: Among
