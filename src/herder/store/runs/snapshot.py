@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -62,7 +62,9 @@ def read_snapshot(
         per_tenant = min(per_tenant, QUICK_WINDOW_BASE + 2 * free)
     limits = {"window": window, "per_tenant": per_tenant}
     queue = list(connection.execute(_QUEUE_WINDOW, limits).all())
-    if quick:  # and the longest-waiting, whatever their class: aging must not stall
+    # and the longest-waiting, whatever their class, so aging never stalls — unless the
+    # window already holds the whole queue
+    if quick and not _whole_queue(queue, window, per_tenant):
         seen = {row.id for row in queue}
         oldest = connection.execute(_OLDEST_QUEUED, {"count": QUICK_WINDOW_BASE}).all()
         queue += [row for row in oldest if row.id not in seen]
@@ -112,6 +114,12 @@ def _read_workers(
         by_worker[row.worker_id].append(_running(row))
     rows.sort(key=lambda row: row.id)
     return tuple(_worker(row, by_worker.get(row.id, ())) for row in rows)
+
+
+def _whole_queue(window_rows: Sequence[Any], window: int, per_tenant: int) -> bool:
+    """Whether the queue window came back short of both its limits: then it is the queue."""
+    by_tenant = Counter(row.tenant_id for row in window_rows)
+    return len(window_rows) < window and all(n < per_tenant for n in by_tenant.values())
 
 
 def _free_slots(fleet: Sequence[WorkerView]) -> int:
