@@ -11,7 +11,10 @@ queued runs over the time of one pass.
    and where one extra, instrumented pass spends its time.
 2. Through the store: real ``Dispatcher.step()`` passes on a fresh database holding the same
    world with every worker idle: the first pass places most runs and writes every waiting
-   reason; the second and later ones find the fleet full (steady state).
+   reason; the second and later ones find the fleet full (steady state); the last reads the
+   whole fleet again, as the dispatcher does every ``FLEET_REFRESH_SECONDS``.
+3. Idle submit → start through the store (dispatch_idle.py): one run at a time to an idle
+   worker, each placed by one dispatcher pass.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from functools import wraps
 from pathlib import Path
 from typing import Any
 
+from bench.dispatch_idle import IdleResult, measure_idle
 from bench.dispatch_store import StoreResult, measure_postgres, measure_sqlite
 from bench.dispatch_workload import QUEUED_RUNS, WORKERS, World, make_world
 from herder.domain.placement import policy
@@ -65,6 +69,7 @@ class PolicyResult:
 class DispatchResult:
     policy: list[PolicyResult]
     stores: list[StoreResult]
+    idle: list[IdleResult]
 
 
 def measure(stores: list[str], home: Path) -> DispatchResult:
@@ -76,7 +81,7 @@ def measure(stores: list[str], home: Path) -> DispatchResult:
             measured.append(measure_postgres(idle))
         else:
             measured.append(measure_sqlite(idle, home))
-    return DispatchResult(results, measured)
+    return DispatchResult(results, measured, measure_idle(stores, home))
 
 
 def _measure_policy(fleet: str, world: World) -> PolicyResult:
@@ -162,14 +167,17 @@ def section(result: DispatchResult, machine: str, when: datetime) -> list[str]:
         lines.append(f"| {one.fleet} | {cells} |")
     if result.stores:
         lines += _store_lines(result.stores)
+    if result.idle:
+        lines += _idle_lines(result.idle)
     return lines
 
 
 def _store_lines(stores: list[StoreResult]) -> list[str]:
     lines = [
         "",
-        "Through the store (`Dispatcher.step()`, every worker idle at first; steady: median "
-        "of the passes after the second):",
+        "Through the store (`Dispatcher.step()`, every worker idle at first, a full pass every "
+        "2 s; steady: median of the 3 passes after the second, the fleet kept; fleet re-read: "
+        "the pass that reads the whole fleet again, every 10 s):",
         "",
         "| store | pass | queued | total | snapshot read | plan | apply and write reasons "
         "| placed | preempted | reasons written | decisions/s |",
@@ -194,6 +202,32 @@ def _store_lines(stores: list[StoreResult]) -> list[str]:
             f"| {median('reasons_written'):,.0f} "
             f"| **{median('queued') / median('seconds'):,.0f}** |"
         )
+        one = store.refresh
+        lines.append(
+            f"| {store.store} | fleet re-read | {one.queued:,} | {one.seconds:.2f} s "
+            f"| {one.snapshot_seconds:.2f} | {one.plan_seconds:.2f} | {one.apply_seconds:.2f} "
+            f"| {one.placed:,} | {one.preempted} | {one.reasons_written:,} "
+            f"| {one.queued / one.seconds:,.0f} |"
+        )
     setup = ", ".join(f"{store.store} {store.setup_seconds:.1f} s" for store in stores)
     lines.append(f"\nSetting up (migrate, 100 tenants, 500 jobs, 500 workers, bulk runs): {setup}.")
+    return lines
+
+
+def _idle_lines(idle: list[IdleResult]) -> list[str]:
+    lines = [
+        "",
+        f"Idle submit → start through the store (one run at a time to an idle worker, "
+        f"{idle[0].runs} runs; in-process: no HTTP, no wake-up between threads):",
+        "",
+        "| store | submit → start p50 | p99 | dispatcher pass p50 | p99 |",
+        "|---|---|---|---|---|",
+    ]
+    for one in idle:
+        start, took = one.start_ms, one.pass_ms
+        lines.append(
+            f"| {one.store} | {statistics.median(start):.2f} ms "
+            f"| {one.percentile(start, 0.99):.2f} ms | {statistics.median(took):.2f} ms "
+            f"| {one.percentile(took, 0.99):.2f} ms |"
+        )
     return lines

@@ -1,18 +1,23 @@
 """The dispatch scenario through the store: real ``Dispatcher.step()`` passes on a database
 holding the world's tenants, jobs, workers (all idle at first) and queued runs.
 
+The passes come as in production, a full pass every ``FULL_PASS_SECONDS`` on the
+dispatcher's clock (which stands still within a pass, so none is paced): the first places
+most runs, the second finds the fleet full, the steady ones after it change nothing, and a
+last one comes when the dispatcher reads its whole fleet again (``FLEET_REFRESH_SECONDS``).
+
 The repository is wrapped so each pass splits into snapshot read, plan (the rest of the
 step: the policy and the dispatcher's own bookkeeping) and apply (with the reasons).
 """
 
 from __future__ import annotations
 
-import itertools
 import os
 import statistics
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,13 +26,13 @@ from sqlalchemy import insert, text, update
 
 from bench.dispatch_workload import World
 from herder.clock import Clock, epoch_ms
-from herder.control.dispatcher import Dispatcher
+from herder.control.dispatcher import FLEET_REFRESH_SECONDS, FULL_PASS_SECONDS, Dispatcher
 from herder.domain.ids import new_id
 from herder.domain.jobs import Resources
 from herder.domain.lifecycle.changes import Event, NewRun
 from herder.domain.models import WorkerState
 from herder.domain.placement.policy import Plan
-from herder.domain.placement.snapshot import Snapshot
+from herder.domain.placement.snapshot import Snapshot, WorkerView
 from herder.store.database import Database, sqlite_url
 from herder.store.runs.placement import Applied, PlacementRepository
 from herder.store.runs.snapshot import QUEUE_WINDOW, TENANT_QUEUE_WINDOW
@@ -36,7 +41,7 @@ from herder.store.schema import runs, workers
 from herder.store.store import Store
 
 POSTGRES_DATABASE = "herder_bench_dispatch"
-STEADY_PASSES = 3  # after the first two: the reasons no longer change
+STEADY_PASSES = 3  # after the first two: the reasons no longer change, the fleet is kept
 INSERT_BATCH = 2_000  # rows per multi-row insert
 
 
@@ -63,7 +68,12 @@ class StoreResult:
 
     @property
     def steady(self) -> list[StorePass]:
-        return self.passes[2:]
+        return self.passes[2 : 2 + STEADY_PASSES]
+
+    @property
+    def refresh(self) -> StorePass:
+        """The pass that reads the whole fleet again."""
+        return self.passes[-1]
 
     def steady_median(self, attribute: str) -> float:
         return float(statistics.median(getattr(one, attribute) for one in self.steady))
@@ -92,9 +102,11 @@ class TimedPlacement(PlacementRepository):
         per_tenant: int = TENANT_QUEUE_WINDOW,
         *,
         quick: bool = False,
+        fleet: Sequence[WorkerView] | None = None,
+        changed: Collection[str] = (),
     ) -> Snapshot:
         started = time.perf_counter()
-        result = super().snapshot(window, per_tenant, quick=quick)
+        result = super().snapshot(window, per_tenant, quick=quick, fleet=fleet, changed=changed)
         self.timings.snapshot = time.perf_counter() - started
         self.timings.queued = len(result.queued)
         return result
@@ -115,23 +127,36 @@ def _psql(statement: str) -> None:
     )
 
 
-def measure_postgres(world: World) -> StoreResult:
-    _psql(f"DROP DATABASE IF EXISTS {POSTGRES_DATABASE} WITH (FORCE)")
-    _psql(f"CREATE DATABASE {POSTGRES_DATABASE}")
+@contextmanager
+def postgres_database(name: str) -> Iterator[str]:
+    """A fresh PostgreSQL database's URL, dropped afterwards."""
+    _psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    _psql(f"CREATE DATABASE {name}")
     try:
-        return _measure("postgresql", f"postgresql://127.0.0.1:5432/{POSTGRES_DATABASE}", world)
+        yield f"postgresql://127.0.0.1:5432/{name}"
     finally:
-        _psql(f"DROP DATABASE IF EXISTS {POSTGRES_DATABASE} WITH (FORCE)")
+        _psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@contextmanager
+def sqlite_database(home: Path, name: str) -> Iterator[str]:
+    """A fresh SQLite database's URL under ``home``, removed afterwards."""
+    home.mkdir(parents=True, exist_ok=True)
+    try:
+        yield sqlite_url(home / f"{name}.db")
+    finally:
+        for leftover in home.glob(f"{name}.db*"):
+            leftover.unlink()
+
+
+def measure_postgres(world: World) -> StoreResult:
+    with postgres_database(POSTGRES_DATABASE) as url:
+        return _measure("postgresql", url, world)
 
 
 def measure_sqlite(world: World, home: Path) -> StoreResult:
-    home.mkdir(parents=True, exist_ok=True)
-    path = home / "dispatch.db"
-    try:
-        return _measure("sqlite", sqlite_url(path), world)
-    finally:
-        for leftover in home.glob("dispatch.db*"):
-            leftover.unlink()
+    with sqlite_database(home, "dispatch") as url:
+        return _measure("sqlite", url, world)
 
 
 def _measure(name: str, url: str, world: World) -> StoreResult:
@@ -142,11 +167,13 @@ def _measure(name: str, url: str, world: World) -> StoreResult:
         _populate(store, world)
         setup_seconds = time.perf_counter() - started
         timed = TimedPlacement(store.database, store.clock)
-        # every pass a full one (the clock jumps past the full-pass interval), never paced
-        ticks = itertools.count(step=1000)
-        dispatcher = Dispatcher(timed, monotonic=lambda: float(next(ticks)))
+        clock = [0.0]
+        dispatcher = Dispatcher(timed, monotonic=lambda: clock[0])
+        moments = [FULL_PASS_SECONDS * (index + 1) for index in range(2 + STEADY_PASSES)]
+        moments.append(moments[0] + FLEET_REFRESH_SECONDS)
         passes = []
-        for _ in range(2 + STEADY_PASSES):
+        for moment in moments:
+            clock[0] = moment
             started = time.perf_counter()
             dispatcher.step()
             seconds = time.perf_counter() - started

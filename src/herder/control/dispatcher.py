@@ -14,22 +14,34 @@ Passes are paced: the next starts no sooner than the last one took after it ende
 woken earlier returns at once with the time left), so under
 a storm of notices the dispatcher uses at most about half a core and each pass takes a
 bigger batch, while on a quiet system a run is still placed the moment it is submitted.
+
+The fleet — the workers and the thousands of attempts they run — is kept between passes:
+the attempts a pass starts are added to it as the store read them back, and only the
+workers that changed otherwise are read again: those it preempted on, and those named by a
+notice the store hears (capacity freed, a cancel). Every ``FLEET_REFRESH_SECONDS``, after a
+placement the store skipped (another dispatcher's work, between two lease holders, shows
+that way) and after a failed pass, the whole fleet is read again. The view cannot
+over-commit a worker — the store re-checks room under the worker's lock — so a notice lost
+costs at most a placement skipped or a run waiting until the next full read.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
 
 from herder.domain.placement.policy import PlacementSettings, plan
+from herder.domain.placement.snapshot import WorkerView, with_started
 from herder.store.runs.placement import PlacementRepository
 
 IDLE_SECONDS = 2.0
 RETRY_SOON_SECONDS = 0.0  # a placement was skipped (a race): look again at once
 MAX_PACING_SECONDS = 0.5
 FULL_PASS_SECONDS = 2.0
+FLEET_REFRESH_SECONDS = 10.0  # the whole fleet read again at least this often
 
 log = logging.getLogger("herder.dispatcher")
 
@@ -50,6 +62,16 @@ class Dispatcher:
         self._monotonic = monotonic
         self._next_pass_at = 0.0
         self._full_pass_at: float | None = None  # due now
+        self._fleet: tuple[WorkerView, ...] | None = None  # as last read; None: read it all
+        self._fleet_read_at = 0.0
+        self._changed: set[str] = set()  # workers to read again: notices, own preemptions
+        self._changed_lock = threading.Lock()  # notices arrive on other threads
+        placement.on_worker_notice(self.worker_changed)
+
+    def worker_changed(self, worker_id: str) -> None:
+        """Something about the worker changed (a notice heard): read it again next pass."""
+        with self._changed_lock:
+            self._changed.add(worker_id)
 
     def step(self) -> float:
         """One pass (unless the last one ended too recently); the seconds until the next."""
@@ -68,7 +90,14 @@ class Dispatcher:
 
     def _pass(self, full: bool) -> float:
         """Read a snapshot, plan (pure), apply the plan and the changed reasons at once."""
-        snapshot = self._placement.snapshot(quick=not full)
+        known, self._fleet = self._fleet, None  # a pass that fails reads the whole fleet next
+        with self._changed_lock:
+            stale, self._changed = self._changed, set()
+        if self._monotonic() - self._fleet_read_at >= FLEET_REFRESH_SECONDS:
+            known = None
+        if known is None:
+            self._fleet_read_at = self._monotonic()
+        snapshot = self._placement.snapshot(quick=not full, fleet=known, changed=stale)
         decided = plan(snapshot, self._settings)
         # a reason is cached with the queued_at it was written for: a run placed and queued
         # again (a retry, a preemption) gets its reason written afresh
@@ -90,6 +119,9 @@ class Dispatcher:
             for run_id, cached in self._reasons.items()
             if (run_id in queued or not full) and run_id not in placed
         }
-        if applied.skipped:
+        for preemption in applied.preempted:
+            self.worker_changed(preemption.worker_id)
+        if applied.skipped:  # the fleet was not as read: read it all again, at once
             return RETRY_SOON_SECONDS
+        self._fleet = with_started(snapshot.workers, applied.started)
         return min(IDLE_SECONDS, max(0.0, (self._full_pass_at or 0.0) - self._monotonic()))

@@ -70,13 +70,18 @@ def _is_unique_violation(error: exc.IntegrityError) -> bool:
     return sqlstate == "23505" or "UNIQUE constraint failed" in str(error.orig)
 
 
+_NOTIFY = text(
+    "SELECT pg_notify(channel, payload) "
+    "FROM unnest(CAST(:channels AS TEXT[]), CAST(:payloads AS TEXT[])) AS n(channel, payload)"
+)
+
+
 def _send_notices(connection: Connection, notices: list[tuple[str, str]]) -> None:
-    """All of a transaction's notices in one statement, as its last."""
-    calls = ", ".join(f"pg_notify(:c{index}, :p{index})" for index in range(len(notices)))
-    values: dict[str, str] = {}
-    for index, (channel, payload) in enumerate(notices):
-        values |= {f"c{index}": channel, f"p{index}": payload}
-    connection.execute(text(f"SELECT {calls}"), values)
+    """All of a transaction's notices in one statement, as its last. One statement text
+    whatever their number: a new text per count cost the client ~60 ms to parse for the
+    dispatcher's first pass (490 notices)."""
+    channels, payloads = zip(*notices, strict=True)
+    connection.execute(_NOTIFY, {"channels": list(channels), "payloads": list(payloads)})
 
 
 class Database:

@@ -2,28 +2,36 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from enum import Enum
 from typing import Any
 
 import psycopg
 from sqlalchemy import (
+    JSON,
     Column,
     ColumnElement,
     Connection,
     Table,
+    Text,
     Update,
     bindparam,
+    cast,
     exc,
     func,
     insert,
     select,
 )
+from sqlalchemy import column as sql_column
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.types import TypeEngine
 
 from herder.store.database import Database
+
+SQLITE_IN_LIMIT = 1000  # values in one IN list: SQLite caps the parameters of a statement
 
 
 def insert_ignoring_duplicates(database: Database, table: Table, **values: Any) -> Insert:
@@ -82,7 +90,7 @@ def _unnested(
             columns[name] = bindparam(f"r_{name}", type_=kind)
             values[f"r_{name}"] = _plain(column[0])
         else:  # an array: the rows differ here (or are all alike, and one must say how many)
-            columns[name] = func.unnest(bindparam(f"r_{name}", type_=postgresql.ARRAY(kind)))
+            columns[name] = func.unnest(bindparam(f"r_{name}", type_=postgresql.ARRAY(kind, dimensions=1)))
             values[f"r_{name}"] = [_plain(value) for value in column]
             arrays += 1
     return columns, values
@@ -119,6 +127,73 @@ def update_each(
     except psycopg.Error as error:  # as SQLAlchemy would raise it: the store wraps those
         raise exc.DBAPIError.instance(compiled.string, params, error, psycopg.Error) from error
     return keys
+
+
+class Among:
+    """``column`` among a list of values bound when the statement runs, so the statement is
+    built once. PostgreSQL reads them from one JSON array parameter, whatever the count
+    (psycopg writes a long text array item by item, several times slower); SQLite takes an
+    expanding IN list of at most ``SQLITE_IN_LIMIT`` values per execution."""
+
+    def __init__(self, dialect: str, column: Column[Any], name: str) -> None:
+        self._name = name
+        self._json = dialect == "postgresql"
+        if self._json:
+            values = cast(bindparam(name, type_=Text), JSON)
+            self.condition = column.in_(select(func.json_array_elements_text(values)))
+        else:
+            self.condition = column.in_(bindparam(name, expanding=True))
+
+    def batches(self, values: Sequence[Any], **more: Any) -> list[dict[str, Any]]:
+        """The parameters of each execution (with ``more``): none for no values, one on
+        PostgreSQL, a chunk each on SQLite."""
+        if not values:
+            return []
+        if self._json:
+            return [{self._name: json.dumps(list(values), default=_json_value), **more}]
+        return [
+            {self._name: list(values[start : start + SQLITE_IN_LIMIT]), **more}
+            for start in range(0, len(values), SQLITE_IN_LIMIT)
+        ]
+
+
+def set_each(
+    connection: Connection,
+    statement: Update,
+    key: Column[Any],
+    target: Column[Any],
+    values: Mapping[Any, Any],
+) -> None:
+    """``target = values[key]`` for each key, on the rows the guarded ``statement``
+    (``update(table).where(guard)``) still matches. PostgreSQL: one ``UPDATE … FROM
+    json_to_recordset(…)``; SQLite: an executemany."""
+    if not values:
+        return
+    if connection.dialect.name != "postgresql":
+        connection.execute(
+            statement.where(key == bindparam("set_key")).values({target: bindparam("set_value")}),
+            [{"set_key": one, "set_value": value} for one, value in values.items()],
+        )
+        return
+    pairs = (
+        func.json_to_recordset(_json([{"k": one, "v": value} for one, value in values.items()]))
+        .table_valued(sql_column("k", key.type), sql_column("v", target.type))
+        .render_derived(with_types=True)
+    )
+    connection.execute(statement.where(key == pairs.c.k).values({target: pairs.c.v}))
+
+
+def _json(value: Any) -> ColumnElement[Any]:
+    """A JSON document as one text parameter, cast on the server."""
+    return cast(bindparam(None, json.dumps(value, default=_json_value), type_=Text), JSON)
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to the store; use an aware UTC time")
+        return value.isoformat()
+    raise TypeError(f"cannot store {type(value).__name__} as JSON")
 
 
 def _plain(value: Any) -> Any:

@@ -3,9 +3,10 @@ tenant uses. Placing a run here updates it so later decisions in the pass see it
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 
-from herder.domain.placement.resources import Amount
+from herder.domain.placement.resources import Amount, total
 from herder.domain.placement.snapshot import RunningAttempt, Snapshot, WorkerView
 
 
@@ -19,6 +20,7 @@ class WorkerRoom:
     releasing: Amount = field(default_factory=Amount)  # held by victims that are being stopped
     reserved_for: str | None = None  # a starving run's; nothing else goes here this pass
     victims: list[RunningAttempt] = field(default_factory=list)  # chosen in this pass
+    version: int = 0  # counts the changes to what it has free and to whom it is held
 
     @property
     def id(self) -> str:
@@ -31,38 +33,31 @@ class WorkerRoom:
     def take(self, need: Amount) -> tuple[int, ...]:
         """Hold ``need`` here; returns the GPU indices it gets."""
         self.free -= need
+        self.version += 1
         given, self.free_gpus = self.free_gpus[: need.gpus], self.free_gpus[need.gpus :]
         return tuple(given)
+
+    def reserve(self, run_id: str) -> None:
+        """Hold it for ``run_id`` for the rest of the pass."""
+        self.reserved_for = run_id
+        self.version += 1
 
 
 class Fleet:
     def __init__(self, snapshot: Snapshot) -> None:
-        self.workers = [_room(view) for view in snapshot.workers]
-        self.total = Amount()
-        for worker in self.workers:
-            if worker.accepts_work:
-                self.total += worker.view.capacity
-        self.usage: dict[str, Amount] = {}
+        self.workers = [
+            WorkerRoom(view, view.free, list(view.free_gpus), view.releasing)
+            for view in snapshot.workers
+        ]
+        self.total = total([view.capacity for view in snapshot.workers if not view.draining])
+        needs: dict[str, list[Amount]] = defaultdict(list)
         for worker in self.workers:
             for attempt in worker.view.running:
-                self.use(attempt.tenant_id, attempt.need)
+                needs[attempt.tenant_id].append(attempt.need)
+        self.usage = {tenant_id: total(amounts) for tenant_id, amounts in needs.items()}
 
     def use(self, tenant_id: str, amount: Amount) -> None:
         self.usage[tenant_id] = self.usage.get(tenant_id, Amount()) + amount
 
     def used_by(self, tenant_id: str) -> Amount:
         return self.usage.get(tenant_id, Amount())
-
-
-def _room(view: WorkerView) -> WorkerRoom:
-    taken = {index for attempt in view.running for index in attempt.gpu_indices}
-    releasing = Amount()
-    for attempt in view.running:
-        if attempt.preempting:
-            releasing += attempt.need
-    return WorkerRoom(
-        view=view,
-        free=view.capacity - view.used,
-        free_gpus=[index for index in range(view.capacity.gpus) if index not in taken],
-        releasing=releasing,
-    )

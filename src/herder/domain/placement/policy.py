@@ -6,9 +6,10 @@ The pipeline, per run in dispatch order (ordering.py):
 1. quotas      — the tenant's queued-run window and in-use quotas hold the run back;
 2. feasibility — accepting workers with the run's labels and room for it now
                  (feasibility.py). Capacity only shrinks within a pass, so each shape (need
-                 and labels) keeps its list of candidate workers and drops those that no
-                 longer fit, and a shape that found no room is not tried again;
-3. ranking     — best fit among them (ranking.py); a gang places every member or none;
+                 and labels) keeps its candidate workers for the pass (candidates.py), and a
+                 shape that found no room is not tried again;
+3. ranking     — best fit among them (ranking.py, kept up to date per shape by
+                 candidates.py); a gang places every member or none;
 4. preemption  — a high-priority run with no room may stop lower-class preemptible runs
                  (preemption.py);
 5. reservation — a starving run with no room holds its best worker for the rest of the pass,
@@ -22,10 +23,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from herder.domain.placement import preemption, reasons
+from herder.domain.placement.candidates import Candidates
 from herder.domain.placement.feasibility import could_ever_fit, eligible, fits_now
 from herder.domain.placement.fleet import Fleet, WorkerRoom
 from herder.domain.placement.ordering import Aging, dispatch_order, is_starving
-from herder.domain.placement.ranking import best
+from herder.domain.placement.ranking import SCORED_WORKERS, best
 from herder.domain.placement.resources import Amount, dominant_share
 from herder.domain.placement.snapshot import QueuedRun, Snapshot, TenantView
 
@@ -76,10 +78,20 @@ class _Pass:
         self.fleet = Fleet(snapshot)
         self.plan = Plan()
         self.no_room: dict[tuple[object, ...], str] = {}  # shape → reason, this pass
-        self.candidates: dict[tuple[object, ...], list[WorkerRoom]] = {}  # shape → workers
+        self.candidates: dict[tuple[object, ...], Candidates] = {}  # by shape
+        self.matching: dict[tuple[tuple[str, str], ...], list[WorkerRoom]] = {}  # by labels
 
     def tenant(self, tenant_id: str) -> TenantView:
         return self.snapshot.tenants.get(tenant_id) or TenantView(tenant_id)
+
+    def eligible(self, run: QueuedRun) -> list[WorkerRoom]:
+        """The accepting workers with the run's labels, found once per pass for each set of
+        labels: neither labels nor draining change within a pass."""
+        labels = tuple(sorted(run.requires.items()))
+        found = self.matching.get(labels)
+        if found is None:
+            found = self.matching[labels] = eligible(self.fleet.workers, run.requires)
+        return found
 
     def share(self, tenant_id: str) -> float:
         used = self.fleet.used_by(tenant_id)
@@ -136,16 +148,15 @@ class _Pass:
         """A worker per member, best fit each, trying the whole gang before taking any."""
         candidates = self._candidates(run)
         if run.replicas == 1:
-            chosen = best((w for w in candidates if fits_now(w, run.need, run.id)), run.need)
+            chosen = candidates.best(run.id)
             return None if chosen is None else [(chosen, run.need)]
-        trial = {worker.id: worker.free for worker in candidates}
+        # member k ranks the first SCORED_WORKERS that fit with room left by the k - 1
+        # before it, which at most k - 1 workers lack
+        fitting = candidates.fitting(run.id, SCORED_WORKERS + run.replicas - 1)
+        trial = {worker.id: worker.free for worker in fitting}
         members: list[tuple[WorkerRoom, Amount]] = []
         for _ in range(run.replicas):
-            room = (
-                w
-                for w in candidates
-                if fits_now(w, run.need, run.id) and run.need.fits_in(trial[w.id])
-            )
+            room = (w for w in fitting if run.need.fits_in(trial[w.id]))
             chosen = best(room, run.need, trial)
             if chosen is None:
                 return None
@@ -153,19 +164,13 @@ class _Pass:
             members.append((chosen, run.need))
         return members
 
-    def _candidates(self, run: QueuedRun) -> list[WorkerRoom]:
-        """The shape's workers that still have room for one member; the list is kept for
-        the pass and pruned in place, since a worker without room now has none later."""
+    def _candidates(self, run: QueuedRun) -> Candidates:
+        """The workers big enough for one member, kept for the pass by shape."""
         shape = (run.need, tuple(sorted(run.requires.items())))
         known = self.candidates.get(shape)
         if known is None:
-            known = [
-                worker
-                for worker in eligible(self.fleet.workers, run.requires)
-                if could_ever_fit(worker, run.need)
-            ]
-        known[:] = [worker for worker in known if run.need.fits_in(worker.free)]
-        self.candidates[shape] = known
+            workers = [worker for worker in self.eligible(run) if could_ever_fit(worker, run.need)]
+            known = self.candidates[shape] = Candidates(workers, run.need)
         return known
 
     def _take(self, run: QueuedRun, members: list[tuple[WorkerRoom, Amount]]) -> None:
@@ -184,11 +189,14 @@ class _Pass:
                     f"{reasons.needs(run)}; only {fitting} of {run.replicas} members fit on "
                     "the workers now, and a gang starts whole or not at all"
                 )
-        return reasons.no_room(run, self.fleet.workers)
+        return self._no_room(run)
+
+    def _no_room(self, run: QueuedRun) -> str:
+        return reasons.no_room(run, self.fleet.workers, self.eligible(run))
 
     def _members_that_fit(self, run: QueuedRun) -> int:
         count = 0
-        for worker in eligible(self.fleet.workers, run.requires):
+        for worker in self.eligible(run):
             if fits_now(worker, run.need, run.id):
                 free = worker.free
                 while run.need.fits_in(free) and count < run.replicas:
@@ -198,17 +206,17 @@ class _Pass:
 
     def _preempt(self, run: QueuedRun) -> str | None:
         choice, cooling = preemption.choose(
-            run, self.fleet.workers, self.now, self.settings.preemption
+            run, self.eligible(run), self.now, self.settings.preemption
         )
         if choice is None:
             if cooling:
                 return (
-                    f"{reasons.no_room(run, self.fleet.workers)}; {cooling} lower-priority "
-                    "runs that could make room were preempted recently (cool-down)"
+                    f"{self._no_room(run)}; {cooling} lower-priority runs that could make "
+                    "room were preempted recently (cool-down)"
                 )
             return None
         worker = choice.worker
-        worker.reserved_for = run.id
+        worker.reserve(run.id)
         if not choice.victims:
             return f"{reasons.needs(run)}; waiting for preempted runs to stop on {worker.id}"
         for victim in choice.victims:
@@ -228,16 +236,16 @@ class _Pass:
         """Hold the matching worker closest to fitting the run, so it drains toward it."""
         candidates = [
             worker
-            for worker in eligible(self.fleet.workers, run.requires)
+            for worker in self.eligible(run)
             if could_ever_fit(worker, run.need) and worker.reserved_for is None
         ]
         if not candidates or run.replicas > 1:
             return None
         worker = min(candidates, key=lambda w: (_missing(w.free, run.need), w.id))
-        worker.reserved_for = run.id
+        worker.reserve(run.id)
         return (
-            f"{reasons.no_room(run, self.fleet.workers)}; it has waited longest, so "
-            f"{worker.id} takes no other work until it fits"
+            f"{self._no_room(run)}; it has waited longest, so {worker.id} takes no other "
+            "work until it fits"
         )
 
 

@@ -11,7 +11,7 @@ import itertools
 from dataclasses import dataclass
 from datetime import datetime
 
-from herder.domain.placement.feasibility import could_ever_fit, eligible
+from herder.domain.placement.feasibility import could_ever_fit
 from herder.domain.placement.fleet import WorkerRoom
 from herder.domain.placement.resources import Amount
 from herder.domain.placement.snapshot import QueuedRun, RunningAttempt
@@ -36,12 +36,13 @@ def may_preempt(run: QueuedRun) -> bool:
 
 
 def choose(
-    run: QueuedRun, workers: list[WorkerRoom], now: datetime, rules: Rules
+    run: QueuedRun, eligible: list[WorkerRoom], now: datetime, rules: Rules
 ) -> tuple[Choice | None, int]:
-    """The best place to make room for ``run``, and how many candidates sat out a cool-down."""
+    """The best place among the ``eligible`` workers (accepting, with the run's labels) to
+    make room for ``run``, and how many candidates sat out a cool-down."""
     best: tuple[tuple[int, int, float, str], Choice] | None = None
     cooling = 0
-    for worker in eligible(workers, run.requires):
+    for worker in eligible:
         if not could_ever_fit(worker, run.need) or worker.reserved_for not in (None, run.id):
             continue
         room = worker.free + worker.releasing
@@ -49,7 +50,9 @@ def choose(
             return Choice(worker, ()), cooling
         candidates, cooled_out = _candidates(worker, run, now, rules)
         cooling += cooled_out
-        victims = _fewest_cheapest(candidates, run.need, room, rules.max_victims, now)
+        # a worker needing more victims than the best so far cannot win: look no further
+        most = rules.max_victims if best is None else min(rules.max_victims, best[0][0])
+        victims = _fewest_cheapest(candidates, run.need, room, most, now)
         if victims is None:
             continue
         key = (len(victims), *_cost(victims, now), worker.id)

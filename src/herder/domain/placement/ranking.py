@@ -35,6 +35,11 @@ def score(worker: WorkerRoom, need: Amount, free: Amount | None = None) -> float
     return left
 
 
+def rank(worker: WorkerRoom, need: Amount, free: Amount | None = None) -> tuple[float, str]:
+    """Lower wins: the score, then the worker's id, so a tie always goes the same way."""
+    return score(worker, need, free), worker.id
+
+
 def best(
     workers: Iterable[WorkerRoom], need: Amount, free: dict[str, Amount] | None = None
 ) -> WorkerRoom | None:
@@ -44,7 +49,7 @@ def best(
     for scored, worker in enumerate(workers):
         if scored == SCORED_WORKERS:
             break
-        key = (score(worker, need, free[worker.id] if free else None), worker.id)
+        key = rank(worker, need, free[worker.id] if free else None)
         if chosen is None or key < chosen_key:
             chosen, chosen_key = worker, key
     return chosen

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
-from herder.domain.placement.feasibility import could_ever_fit, eligible
+from herder.domain.placement.feasibility import could_ever_fit
 from herder.domain.placement.fleet import WorkerRoom
 from herder.domain.placement.resources import Amount
 from herder.domain.placement.snapshot import QueuedRun
@@ -45,17 +45,17 @@ def _labels(requires: Mapping[str, str]) -> str:
     return ", ".join(f"{key}={value}" for key, value in sorted(requires.items()))
 
 
-def no_room(run: QueuedRun, workers: list[WorkerRoom]) -> str:
-    """Nothing fits now: say whether waiting can help, and what the matching workers lack."""
-    accepting = [worker for worker in workers if worker.accepts_work]
-    draining = len(workers) - len(accepting)
+def no_room(run: QueuedRun, workers: list[WorkerRoom], matching: list[WorkerRoom]) -> str:
+    """Nothing fits now: say whether waiting can help, and what the ``matching`` workers
+    (the accepting ones with the run's labels) lack."""
+    draining = sum(1 for worker in workers if not worker.accepts_work)
+    accepting = len(workers) - draining
     if not accepting:
         more = f" ({draining} draining)" if draining else ""
         return f"{needs(run)}; no worker is available{more}"
-    matching = eligible(workers, run.requires)
     having = f"have {_labels(run.requires)}" if run.requires else "are available"
     if not matching:
-        return f"{needs(run)}; none of {len(accepting)} workers has {_labels(run.requires)}"
+        return f"{needs(run)}; none of {accepting} workers has {_labels(run.requires)}"
     big_enough = [worker for worker in matching if could_ever_fit(worker, run.need)]
     if not big_enough:
         largest = max(matching, key=lambda worker: worker.view.capacity.cpu_milli)
@@ -77,6 +77,6 @@ def no_room(run: QueuedRun, workers: list[WorkerRoom]) -> str:
         detail += "; some are held for runs that have waited longer"
     members = "all its members" if run.replicas > 1 else "it"
     return (
-        f"{needs(run)}; {len(matching)} of {len(accepting)} workers {having} but none has "
+        f"{needs(run)}; {len(matching)} of {accepting} workers {having} but none has "
         f"room for {members} now{detail}"
     )

@@ -62,6 +62,16 @@ class Amount:
         return ", ".join(parts)
 
 
+def total(amounts: list[Amount]) -> Amount:
+    """The sum of ``amounts``, added up as numbers rather than one ``Amount`` at a time."""
+    return Amount(
+        sum(amount.cpu_milli for amount in amounts),
+        sum(amount.memory_mb for amount in amounts),
+        sum(amount.gpus for amount in amounts),
+        sum(amount.slots for amount in amounts),
+    )
+
+
 def dominant_share(used: Amount, total: Amount) -> float:
     """The largest fraction of the fleet's cpu, memory or GPUs that ``used`` takes (DRF)."""
     shares = [

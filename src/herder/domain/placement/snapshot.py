@@ -5,11 +5,11 @@ Plain immutable data read by the store; the policy decides on it alone, with ``n
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from herder.domain.placement.resources import Amount
+from herder.domain.placement.resources import Amount, total
 from herder.domain.tenants import TenantQuotas
 
 
@@ -50,13 +50,34 @@ class WorkerView:
     running: tuple[RunningAttempt, ...] = ()
     address: str = ""
     draining: bool = False  # takes nothing new; what it runs still counts
+    # Derived from the above once per view (a dispatcher keeps the views of unchanged
+    # workers between passes, so each pass need not add up thousands of attempts again):
+    used: Amount = field(init=False, repr=False, compare=False)  # by what it runs
+    free: Amount = field(init=False, repr=False, compare=False)  # the capacity left
+    free_gpus: tuple[int, ...] = field(init=False, repr=False, compare=False)  # ascending
+    releasing: Amount = field(init=False, repr=False, compare=False)  # held by victims
 
-    @property
-    def used(self) -> Amount:
-        total = Amount()
-        for attempt in self.running:
-            total += attempt.need
-        return total
+    def __post_init__(self) -> None:
+        taken = {index for attempt in self.running for index in attempt.gpu_indices}
+        free_gpus = tuple(index for index in range(self.capacity.gpus) if index not in taken)
+        victims = [attempt.need for attempt in self.running if attempt.preempting]
+        used = total([attempt.need for attempt in self.running])
+        object.__setattr__(self, "used", used)
+        object.__setattr__(self, "free", self.capacity - used)
+        object.__setattr__(self, "free_gpus", free_gpus)
+        object.__setattr__(self, "releasing", total(victims) if victims else Amount())
+
+
+def with_started(
+    workers: Sequence[WorkerView], started: Mapping[str, Sequence[RunningAttempt]]
+) -> tuple[WorkerView, ...]:
+    """The workers once the attempts just ``started`` on them (by worker id) run there too."""
+    return tuple(
+        replace(worker, running=(*worker.running, *started[worker.id]))
+        if worker.id in started
+        else worker
+        for worker in workers
+    )
 
 
 @dataclass(frozen=True, slots=True)

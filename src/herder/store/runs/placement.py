@@ -3,30 +3,33 @@
 Applying locks the workers it places on (``FOR UPDATE`` on PostgreSQL, in id order so two
 dispatchers cannot deadlock; SQLite's write lock serialises everything) and recomputes what
 they run from the attempts table, so a placement that no longer fits — another dispatcher
-got there first — is skipped: a worker's free capacity never goes negative.
+got there first — is skipped: a worker's free capacity never goes negative. Its statements
+are built once per dialect and take any number of runs or workers as one parameter.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import functools
+from collections import defaultdict
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import Connection, bindparam, insert, select, update
+from sqlalchemy import Connection, Select, Update, bindparam, select, update
 
 from herder.clock import Clock, epoch_ms
 from herder.domain.ids import new_id
 from herder.domain.lifecycle.changes import Event, NoticeKind, notices
+from herder.domain.lifecycle.stops import can_be_victim
 from herder.domain.models import WorkerState
 from herder.domain.placement.policy import Placement, Plan, Preemption
 from herder.domain.placement.resources import Amount
-from herder.domain.placement.snapshot import (
-    Snapshot,
-)
+from herder.domain.placement.snapshot import RunningAttempt, Snapshot, WorkerView
 from herder.domain.states import AttemptState, RunState, check_transition
 from herder.store.database import Database
-from herder.store.dialect import update_each
-from herder.store.notifications import send
+from herder.store.dialect import Among, insert_rows, set_each, update_each
+from herder.store.notifications import CANCEL, CAPACITY, WORKER_CHANNEL, send
 from herder.store.runs.snapshot import QUEUE_WINDOW, TENANT_QUEUE_WINDOW, read_snapshot
 from herder.store.runs.writes import record_events
 from herder.store.schema import attempts, runs, workers
@@ -39,6 +42,7 @@ class Applied:
     placed: list[Placement]
     skipped: list[str]  # run ids whose placement no longer fit or that were no longer queued
     preempted: list[Preemption]
+    started: dict[str, list[RunningAttempt]]  # by worker id: the attempts placed, as read back
 
 
 class PlacementRepository:
@@ -52,10 +56,29 @@ class PlacementRepository:
         per_tenant: int = TENANT_QUEUE_WINDOW,
         *,
         quick: bool = False,
+        fleet: Sequence[WorkerView] | None = None,
+        changed: Collection[str] = (),
     ) -> Snapshot:
-        """The fleet, the tenants and the head of the queue (see ``snapshot.read_snapshot``)."""
+        """The fleet, the tenants and the head of the queue; given an earlier snapshot's
+        ``fleet``, only the ``changed`` workers are read again (``snapshot.read_snapshot``)."""
         with self._db.read() as connection:
-            return read_snapshot(connection, self._clock.now(), window, per_tenant, quick=quick)
+            return read_snapshot(
+                connection, self._clock.now(), window, per_tenant,
+                quick=quick, fleet=fleet, changed=changed,
+            )  # fmt: skip
+
+    def on_worker_notice(self, heard: Callable[[str], None]) -> None:
+        """Call ``heard(worker_id)`` for each notice this process hears, after its commit,
+        that something on a worker stopped or is stopping: capacity freed, a cancel or a
+        preemption. (Work assigned is the dispatcher's own doing: it holds the lease.)
+        For as long as the store lives."""
+
+        def hear(channel: str, payload: str) -> None:
+            kind, _, worker_id = payload.partition(":")
+            if channel == WORKER_CHANNEL and kind in (CAPACITY, CANCEL):
+                heard(worker_id)
+
+        self._db.subscribe(hear)
 
     def apply(self, plan: Plan, reasons: Mapping[str, str] | None = None) -> Applied:
         """Place and preempt what still fits, and store the waiting reasons that changed
@@ -65,18 +88,19 @@ class PlacementRepository:
             {member.worker_id for placement in plan.placements for member in placement.members}
         )
         with self._db.write() as connection:
-            room = _lock_and_measure(connection, touched)
-            queued = _queued_runs(connection, [p.run_id for p in plan.placements])
+            sql = _statements(connection.dialect.name)
+            room = _lock_and_measure(connection, sql, touched)
+            queued = _queued_runs(connection, sql, [p.run_id for p in plan.placements])
             fitting = [
                 placement
                 for placement in plan.placements
                 if placement.run_id in queued
                 and _take_all(room, placement, queued[placement.run_id].need)
             ]
-            numbers = _start_runs(connection, [p.run_id for p in fitting], now)
-            placed = [placement for placement in fitting if placement.run_id in numbers]
-            _record_starts(connection, placed, numbers, now)
-            _insert_attempts(connection, placed, queued, numbers, now)
+            started = _start_runs(connection, sql, [p.run_id for p in fitting], now)
+            placed = [placement for placement in fitting if placement.run_id in started]
+            _record_starts(connection, placed, started, now)
+            attempts_started = _insert_attempts(connection, placed, queued, started, now)
             preempted = _request_preemptions(connection, plan.preemptions, now)
             _record_reasons(connection, reasons)
             send(
@@ -87,17 +111,59 @@ class PlacementRepository:
             )
         placed_ids = {placement.run_id for placement in placed}
         skipped = [p.run_id for p in plan.placements if p.run_id not in placed_ids]
-        return Applied(placed, skipped, preempted)
+        return Applied(placed, skipped, preempted, attempts_started)
+
+
+@dataclass(frozen=True)
+class _Statements:
+    """Apply's statements for one dialect; each names its runs or workers in one parameter."""
+
+    run_ids: Among
+    queued: Select[Any]  # need and timeout of the named runs still queued
+    start: Update  # the named runs still queued → running, with what their attempts carry
+    worker_ids: Among
+    lock: Select[Any]  # the named workers still alive, locked in id order
+    attempt_worker_ids: Among
+    used: Select[Any]  # what runs on the named workers
+
+
+@functools.cache
+def _statements(dialect: str) -> _Statements:
+    run_ids = Among(dialect, runs.c.id, "run_ids")
+    worker_ids = Among(dialect, workers.c.id, "worker_ids")
+    attempt_worker_ids = Among(dialect, attempts.c.worker_id, "worker_ids")
+    timeout = runs.c.spec["timeout_seconds"].as_integer().label("timeout_seconds")
+    still_queued = (run_ids.condition, runs.c.state == RunState.QUEUED)
+    return _Statements(
+        run_ids=run_ids,
+        queued=select(runs.c.id, runs.c.cpu_milli, runs.c.memory_mb, runs.c.gpus, timeout)
+        .where(*still_queued),
+        start=update(runs)
+        .where(*still_queued)
+        .values(
+            state=RunState.RUNNING, attempt_count=runs.c.attempt_count + 1,
+            started_at=bindparam("now"), waiting_reason=None,
+        )
+        .returning(
+            runs.c.id, runs.c.attempt_count, runs.c.tenant_id, runs.c.priority,
+            runs.c.preemptible, runs.c.preempted_at, runs.c.cancel_requested,
+        ),
+        worker_ids=worker_ids,
+        lock=select(workers.c.id, workers.c.cpu_milli, workers.c.memory_mb, workers.c.gpus,
+                    workers.c.max_slots)
+        .where(worker_ids.condition, workers.c.state == WorkerState.ALIVE)
+        .order_by(workers.c.id)
+        .with_for_update(),
+        attempt_worker_ids=attempt_worker_ids,
+        used=select(attempts.c.worker_id, attempts.c.cpu_milli, attempts.c.memory_mb,
+                    attempts.c.gpus, attempts.c.gpu_indices)
+        .where(attempt_worker_ids.condition, attempts.c.state == AttemptState.RUNNING),
+    )  # fmt: skip
 
 
 def _record_reasons(connection: Connection, reasons: Mapping[str, str] | None) -> None:
-    if reasons:
-        connection.execute(
-            update(runs)
-            .where(runs.c.id == bindparam("run_id"), runs.c.state == RunState.QUEUED)
-            .values(waiting_reason=bindparam("new_reason")),
-            [{"run_id": run_id, "new_reason": reason} for run_id, reason in reasons.items()],
-        )
+    still_queued = update(runs).where(runs.c.state == RunState.QUEUED)
+    set_each(connection, still_queued, runs.c.id, runs.c.waiting_reason, reasons or {})
 
 
 @dataclass
@@ -125,17 +191,13 @@ class _QueuedRun:
     timeout_seconds: int
 
 
-def _queued_runs(connection: Connection, run_ids: list[str]) -> dict[str, _QueuedRun]:
+def _queued_runs(
+    connection: Connection, sql: _Statements, run_ids: list[str]
+) -> dict[str, _QueuedRun]:
     found: dict[str, _QueuedRun] = {}
-    for chunk in _chunks(run_ids):
-        rows = connection.execute(
-            select(
-                runs.c.id, runs.c.cpu_milli, runs.c.memory_mb, runs.c.gpus, runs.c.spec,
-            ).where(runs.c.id.in_(chunk), runs.c.state == RunState.QUEUED)
-        ).all()  # fmt: skip
-        for row in rows:
-            need = Amount(row.cpu_milli, row.memory_mb, row.gpus, 1)
-            found[row.id] = _QueuedRun(need, row.spec["timeout_seconds"])
+    for params in sql.run_ids.batches(run_ids):
+        for run_id, cpu, memory_mb, gpus, timeout in connection.execute(sql.queued, params).all():
+            found[run_id] = _QueuedRun(Amount(cpu, memory_mb, gpus, 1), timeout)
     return found
 
 
@@ -151,28 +213,34 @@ def _take_all(room: dict[str, _Room], placement: Placement, need: Amount) -> boo
     return True
 
 
-def _start_runs(connection: Connection, run_ids: list[str], now: datetime) -> dict[str, int]:
-    """``queued → running`` for those still queued; their new attempt numbers."""
+@dataclass(frozen=True)
+class _Started:
+    """A run just moved to running: its attempt number and what its attempts carry."""
+
+    number: int
+    tenant_id: str
+    priority: int
+    preemptible: bool
+    preempted_at: datetime | None
+
+
+def _start_runs(
+    connection: Connection, sql: _Statements, run_ids: list[str], now: datetime
+) -> dict[str, _Started]:
+    """``queued → running`` for those still queued."""
     check_transition(RunState.QUEUED, RunState.RUNNING)
-    numbers: dict[str, int] = {}
-    for chunk in _chunks(run_ids):
-        rows = connection.execute(
-            update(runs)
-            .where(runs.c.id.in_(chunk), runs.c.state == RunState.QUEUED)
-            .values(
-                state=RunState.RUNNING,
-                attempt_count=runs.c.attempt_count + 1,
-                started_at=now,
-                waiting_reason=None,
-            )
-            .returning(runs.c.id, runs.c.attempt_count)
-        ).all()
-        numbers.update({row.id: row.attempt_count for row in rows})
-    return numbers
+    started: dict[str, _Started] = {}
+    for params in sql.run_ids.batches(run_ids, now=now):
+        for row in connection.execute(sql.start, params).all():
+            started[row.id] = _Started(
+                row.attempt_count, row.tenant_id, row.priority,
+                can_be_victim(row.preemptible, row.cancel_requested), row.preempted_at,
+            )  # fmt: skip
+    return started
 
 
 def _record_starts(
-    connection: Connection, placed: list[Placement], numbers: dict[str, int], now: datetime
+    connection: Connection, placed: list[Placement], started: dict[str, _Started], now: datetime
 ) -> None:
     if not placed:
         return
@@ -182,10 +250,10 @@ def _record_starts(
         [
             Event(
                 placement.run_id,
-                f"attempt {numbers[placement.run_id]} placed on "
+                f"attempt {started[placement.run_id].number} placed on "
                 + ", ".join(sorted({member.worker_id for member in placement.members})),
                 "dispatcher",
-                attempt=numbers[placement.run_id],
+                attempt=started[placement.run_id].number,
                 source=RunState.QUEUED,
                 target=RunState.RUNNING,
             )
@@ -198,19 +266,22 @@ def _insert_attempts(
     connection: Connection,
     placed: list[Placement],
     queued: dict[str, _QueuedRun],
-    numbers: dict[str, int],
+    started: dict[str, _Started],
     now: datetime,
-) -> None:
+) -> dict[str, list[RunningAttempt]]:
+    """One attempt per member; the attempts by worker, as a snapshot would read them."""
     rows = []
+    by_worker: dict[str, list[RunningAttempt]] = defaultdict(list)
     for placement in placed:
-        run = queued[placement.run_id]
+        run, start = queued[placement.run_id], started[placement.run_id]
         deadline = now + timedelta(seconds=run.timeout_seconds + ATTEMPT_DEADLINE_MARGIN_SECONDS)
         for member in placement.members:
+            attempt_id = new_id("att", epoch_ms(now))
             rows.append(
                 {
-                    "id": new_id("att", epoch_ms(now)),
+                    "id": attempt_id,
                     "run_id": placement.run_id,
-                    "number": numbers[placement.run_id],
+                    "number": start.number,
                     "rank": member.rank,
                     "worker_id": member.worker_id,
                     "state": AttemptState.RUNNING,
@@ -222,42 +293,32 @@ def _insert_attempts(
                     "gpu_indices": list(member.gpu_indices) or None,
                 }
             )
-    if rows:
-        connection.execute(insert(attempts), rows)
+            by_worker[member.worker_id].append(
+                RunningAttempt(
+                    attempt_id, placement.run_id, start.tenant_id, start.priority, run.need,
+                    now, member.gpu_indices, start.preemptible,
+                    last_preempted_at=start.preempted_at,
+                )
+            )  # fmt: skip
+    insert_rows(connection, attempts, rows)
+    return dict(by_worker)
 
 
-def _chunks(ids: list[str], size: int = 1000) -> list[list[str]]:
-    """Bounded IN lists (SQLite caps the parameters of one statement)."""
-    return [ids[start : start + size] for start in range(0, len(ids), size)]
-
-
-def _lock_and_measure(connection: Connection, worker_ids: list[str]) -> dict[str, _Room]:
+def _lock_and_measure(
+    connection: Connection, sql: _Statements, worker_ids: list[str]
+) -> dict[str, _Room]:
     """Lock the alive ones among ``worker_ids`` (sorted, so lockers never deadlock) and
     work out what each has free from the attempts it runs."""
     room: dict[str, _Room] = {}
-    for chunk in _chunks(worker_ids):
-        rows = connection.execute(
-            select(workers.c.id, workers.c.cpu_milli, workers.c.memory_mb, workers.c.gpus,
-                   workers.c.max_slots)
-            .where(workers.c.id.in_(chunk), workers.c.state == WorkerState.ALIVE)
-            .order_by(workers.c.id)
-            .with_for_update()
-        ).all()  # fmt: skip
-        for row in rows:
-            capacity = Amount(row.cpu_milli, row.memory_mb, row.gpus, row.max_slots)
-            room[row.id] = _Room(capacity, set(range(row.gpus)))
-    for chunk in _chunks(worker_ids):
-        used = connection.execute(
-            select(
-                attempts.c.worker_id, attempts.c.cpu_milli, attempts.c.memory_mb,
-                attempts.c.gpus, attempts.c.gpu_indices,
-            ).where(attempts.c.worker_id.in_(chunk), attempts.c.state == AttemptState.RUNNING)
-        ).all()  # fmt: skip
-        for attempt in used:
-            held = room.get(attempt.worker_id)
+    for params in sql.worker_ids.batches(worker_ids):
+        for worker_id, cpu, memory_mb, gpus, slots in connection.execute(sql.lock, params).all():
+            room[worker_id] = _Room(Amount(cpu, memory_mb, gpus, slots), set(range(gpus)))
+    for params in sql.attempt_worker_ids.batches(worker_ids):
+        for worker_id, cpu, memory_mb, gpus, indices in connection.execute(sql.used, params).all():
+            held = room.get(worker_id)
             if held is not None:
-                held.free -= Amount(attempt.cpu_milli, attempt.memory_mb, attempt.gpus, 1)
-                held.free_gpus -= set(attempt.gpu_indices or [])
+                held.free -= Amount(cpu, memory_mb, gpus, 1)
+                held.free_gpus -= set(indices or [])
     return room
 
 

@@ -1,15 +1,25 @@
 """What the dispatcher reads for a pass: the fleet with what each worker runs, the tenants,
 and the head of the queue — every tenant's first runs by class and age, so one tenant's
-backlog never pushes the others out of sight."""
+backlog never pushes the others out of sight.
+
+The fleet is the big part (a full fleet runs thousands of attempts) and changes a few
+workers at a time, so a dispatcher may hand back the workers it read before and name the
+ones that changed since: only those are read again. The statements are built once, their
+limits bound as parameters.
+"""
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Sequence
+import functools
+import json
+from collections import Counter, defaultdict
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any
 
-from sqlalchemy import Connection, Select, func, select
+from sqlalchemy import Connection, Select, Text, bindparam, cast, func, select
 
 from herder.domain.lifecycle.stops import can_be_victim
 from herder.domain.models import WorkerState
@@ -23,6 +33,7 @@ from herder.domain.placement.snapshot import (
 )
 from herder.domain.states import AttemptState, RunState
 from herder.domain.tenants import TenantQuotas
+from herder.store.dialect import Among
 from herder.store.schema import attempts, runs, tenants, workers
 
 QUEUE_WINDOW = 20_000  # queued runs one pass looks at, in priority-then-age order
@@ -37,73 +48,144 @@ def read_snapshot(
     per_tenant: int = TENANT_QUEUE_WINDOW,
     *,
     quick: bool = False,
+    fleet: Sequence[WorkerView] | None = None,
+    changed: Collection[str] = (),
 ) -> Snapshot:
     """The fleet, the tenants and the head of the queue. A ``quick`` snapshot reads only as
     much of the queue as the fleet's free slots could take (a few times over), which is what
-    a pass right after a submit or a completion needs."""
-    fleet = connection.execute(select(workers).where(workers.c.state != WorkerState.LOST)).all()
-    active = connection.execute(
-        select(
-            attempts.c.id, attempts.c.run_id, attempts.c.worker_id, attempts.c.cpu_milli,
-            attempts.c.memory_mb, attempts.c.gpus, attempts.c.started_at,
-            attempts.c.gpu_indices, attempts.c.preempt_requested_at, runs.c.tenant_id,
-            runs.c.priority, runs.c.preemptible, runs.c.preempted_at,
-            runs.c.cancel_requested,
-        )
-        .join(runs, runs.c.id == attempts.c.run_id)
-        .where(attempts.c.state == AttemptState.RUNNING)
-    ).all()  # fmt: skip
+    a pass right after a submit or a completion needs. Given ``fleet`` (the workers of an
+    earlier snapshot), only the ``changed`` workers are read again."""
+    workers_now = read_fleet(connection, fleet, changed)
     if quick:
-        free = _free_slots(fleet, active)
+        free = _free_slots(workers_now)
         window = min(window, QUICK_WINDOW_BASE + 4 * free)
         per_tenant = min(per_tenant, QUICK_WINDOW_BASE + 2 * free)
-    queue = list(connection.execute(_queue_window(window, per_tenant)).all())
-    if quick:  # and the longest-waiting, whatever their class: aging must not stall
+    limits = {"window": window, "per_tenant": per_tenant}
+    queue = list(connection.execute(_QUEUE_WINDOW, limits).all())
+    # and the longest-waiting, whatever their class, so aging never stalls — unless the
+    # window already holds the whole queue
+    if quick and not _whole_queue(queue, window, per_tenant):
         seen = {row.id for row in queue}
-        oldest = connection.execute(_oldest_queued(QUICK_WINDOW_BASE)).all()
+        oldest = connection.execute(_OLDEST_QUEUED, {"count": QUICK_WINDOW_BASE}).all()
         queue += [row for row in oldest if row.id not in seen]
-    tenant_rows = connection.execute(select(tenants.c.id, tenants.c.weight, tenants.c.quotas)).all()
-    by_worker: dict[str, list[RunningAttempt]] = defaultdict(list)
-    for row in active:
-        by_worker[row.worker_id].append(_running(row))
     return Snapshot(
         now=now,
         queued=tuple(_queued(row) for row in queue),
-        workers=tuple(_worker(row, by_worker.get(row.id, [])) for row in fleet),
+        workers=workers_now,
         tenants={
-            row.id: TenantView(row.id, row.weight, TenantQuotas.model_validate(row.quotas))
-            for row in tenant_rows
+            tenant_id: TenantView(tenant_id, weight, _quotas(quotas))
+            for tenant_id, weight, quotas in connection.execute(_TENANTS).all()
         },
     )
 
 
-_QUEUED_COLUMNS = (
-    runs.c.id, runs.c.tenant_id, runs.c.priority, runs.c.queued_at, runs.c.cpu_milli,
-    runs.c.memory_mb, runs.c.gpus, runs.c.replicas, runs.c.requires,
+def read_fleet(
+    connection: Connection, known: Sequence[WorkerView] | None, changed: Collection[str]
+) -> tuple[WorkerView, ...]:
+    """Every worker not lost, with what it runs, in id order: all read afresh, or the
+    ``known`` ones with only the ``changed`` ones read again (gone if lost)."""
+    if known is None:
+        return _read_workers(connection, None)
+    if not changed:
+        return tuple(known)
+    fresh = {worker.id: worker for worker in _read_workers(connection, sorted(changed))}
+    kept = [fresh.pop(w.id, w) for w in known if w.id not in changed or w.id in fresh]
+    if not fresh:
+        return tuple(kept)
+    return tuple(sorted([*kept, *fresh.values()], key=lambda worker: worker.id))
+
+
+def _read_workers(
+    connection: Connection, worker_ids: Sequence[str] | None
+) -> tuple[WorkerView, ...]:
+    rows: list[Any] = []
+    running: list[Any] = []
+    if worker_ids is None:
+        rows = list(connection.execute(_WORKERS).all())
+        running = list(connection.execute(_RUNNING).all())
+    else:
+        named = _named_workers(connection.dialect.name)
+        for params in named.workers_among.batches(worker_ids):
+            rows += connection.execute(named.workers, params).all()
+        for params in named.running_among.batches(worker_ids):
+            running += connection.execute(named.running, params).all()
+    by_worker: dict[str, list[RunningAttempt]] = defaultdict(list)
+    for row in running:
+        by_worker[row.worker_id].append(_running(row))
+    rows.sort(key=lambda row: row.id)
+    return tuple(_worker(row, by_worker.get(row.id, ())) for row in rows)
+
+
+def _whole_queue(window_rows: Sequence[Any], window: int, per_tenant: int) -> bool:
+    """Whether the queue window came back short of both its limits: then it is the queue."""
+    by_tenant = Counter(row.tenant_id for row in window_rows)
+    return len(window_rows) < window and all(n < per_tenant for n in by_tenant.values())
+
+
+def _free_slots(fleet: Sequence[WorkerView]) -> int:
+    return sum(
+        max(0, worker.capacity.slots - len(worker.running))
+        for worker in fleet
+        if not worker.draining
+    )
+
+
+_WORKERS = select(
+    workers.c.id, workers.c.cpu_milli, workers.c.memory_mb, workers.c.gpus, workers.c.max_slots,
+    workers.c.labels, workers.c.address, workers.c.state,
+).where(workers.c.state != WorkerState.LOST)  # fmt: skip
+
+_RUNNING = (
+    select(
+        attempts.c.worker_id, attempts.c.id, attempts.c.run_id, attempts.c.cpu_milli,
+        attempts.c.memory_mb, attempts.c.gpus, attempts.c.started_at, attempts.c.gpu_indices,
+        attempts.c.preempt_requested_at, runs.c.tenant_id, runs.c.priority,
+        runs.c.preemptible, runs.c.preempted_at, runs.c.cancel_requested,
+    )
+    .join(runs, runs.c.id == attempts.c.run_id)
+    .where(attempts.c.state == AttemptState.RUNNING)
 )  # fmt: skip
 
 
-def _free_slots(fleet: Sequence[Any], active: Sequence[Any]) -> int:
-    running: dict[str, int] = defaultdict(int)
-    for attempt in active:
-        running[attempt.worker_id] += 1
-    return sum(
-        max(0, worker.max_slots - running[worker.id])
-        for worker in fleet
-        if worker.state == WorkerState.ALIVE
+@dataclass(frozen=True)
+class _NamedWorkers:
+    """The two fleet statements for a list of workers, built once per dialect."""
+
+    workers_among: Among
+    workers: Select[Any]
+    running_among: Among
+    running: Select[Any]
+
+
+@functools.cache
+def _named_workers(dialect: str) -> _NamedWorkers:
+    workers_among = Among(dialect, workers.c.id, "worker_ids")
+    running_among = Among(dialect, attempts.c.worker_id, "worker_ids")
+    return _NamedWorkers(
+        workers_among,
+        _WORKERS.where(workers_among.condition),
+        running_among,
+        _RUNNING.where(running_among.condition),
     )
 
 
-def _oldest_queued(count: int) -> Select[Any]:
-    return (
-        select(*_QUEUED_COLUMNS)
-        .where(runs.c.state == RunState.QUEUED)
-        .order_by(runs.c.queued_at)
-        .limit(count)
-    )
+_TENANTS = select(tenants.c.id, tenants.c.weight, cast(tenants.c.quotas, Text))
+
+_QUEUED_COLUMNS = (
+    runs.c.id, runs.c.tenant_id, runs.c.priority, runs.c.queued_at, runs.c.cpu_milli,
+    runs.c.memory_mb, runs.c.gpus, runs.c.replicas,
+    cast(runs.c.requires, Text).label("requires"),  # as text: a few shapes, parsed once each
+)  # fmt: skip
+
+_OLDEST_QUEUED: Select[Any] = (
+    select(*_QUEUED_COLUMNS)
+    .where(runs.c.state == RunState.QUEUED)
+    .order_by(runs.c.queued_at)
+    .limit(bindparam("count"))
+)
 
 
-def _queue_window(window: int, per_tenant: int) -> Select[Any]:
+def _queue_window() -> Select[Any]:
     """The first ``per_tenant`` queued runs of each tenant (by class, then age), at most
     ``window`` in all, so one tenant's backlog never pushes the others out of sight."""
     ranked = (
@@ -118,46 +200,54 @@ def _queue_window(window: int, per_tenant: int) -> Select[Any]:
         .subquery()
     )  # fmt: skip
     return (
-        select(ranked)
-        .where(ranked.c.position <= per_tenant)
+        select(*(ranked.c[column.name] for column in _QUEUED_COLUMNS))
+        .where(ranked.c.position <= bindparam("per_tenant"))
         .order_by(ranked.c.priority.desc(), ranked.c.queued_at)
-        .limit(window)
+        .limit(bindparam("window"))
     )
+
+
+_QUEUE_WINDOW = _queue_window()
 
 
 def _running(row: Any) -> RunningAttempt:
+    (
+        _worker_id, attempt_id, run_id, cpu_milli, memory_mb, gpus, started_at, gpu_indices,
+        preempt_requested_at, tenant_id, priority, preemptible, preempted_at, cancel_requested,
+    ) = row  # fmt: skip
     return RunningAttempt(
-        attempt_id=row.id,
-        run_id=row.run_id,
-        tenant_id=row.tenant_id,
-        priority=row.priority,
-        need=Amount(row.cpu_milli, row.memory_mb, row.gpus, 1),
-        started_at=row.started_at,
-        gpu_indices=tuple(row.gpu_indices or ()),
-        preemptible=can_be_victim(row.preemptible, row.cancel_requested),
-        preempting=row.preempt_requested_at is not None,
-        last_preempted_at=row.preempted_at,
-    )
+        attempt_id, run_id, tenant_id, priority, Amount(cpu_milli, memory_mb, gpus, 1),
+        started_at, tuple(gpu_indices or ()), can_be_victim(preemptible, cancel_requested),
+        preempting=preempt_requested_at is not None, last_preempted_at=preempted_at,
+    )  # fmt: skip
 
 
 def _queued(row: Any) -> QueuedRun:
-    return QueuedRun(
-        id=row.id,
-        tenant_id=row.tenant_id,
-        priority=row.priority,
-        queued_at=row.queued_at,
-        need=Amount(row.cpu_milli, row.memory_mb, row.gpus, 1),
-        replicas=row.replicas,
-        requires=row.requires or {},
-    )
+    run_id, tenant_id, priority, queued_at, cpu_milli, memory_mb, gpus, replicas, requires = row
+    need = Amount(cpu_milli, memory_mb, gpus, 1)
+    return QueuedRun(run_id, tenant_id, priority, queued_at, need, replicas, _labels(requires))
 
 
-def _worker(row: Any, running: list[RunningAttempt]) -> WorkerView:
+@functools.lru_cache(maxsize=1024)
+def _quotas(text: str) -> TenantQuotas:
+    """A tenant's quotas from their JSON, parsed once per distinct value (they are frozen)."""
+    return TenantQuotas.model_validate_json(text)
+
+
+@functools.lru_cache(maxsize=1024)
+def _labels(text: str | None) -> Mapping[str, str]:
+    """A run's required labels from their JSON; shared by the runs asking the same (read
+    only, as a snapshot is)."""
+    return MappingProxyType(json.loads(text) or {}) if text else MappingProxyType({})
+
+
+def _worker(row: Any, running: Sequence[RunningAttempt]) -> WorkerView:
+    worker_id, cpu_milli, memory_mb, gpus, max_slots, labels, address, state = row
     return WorkerView(
-        id=row.id,
-        capacity=Amount(row.cpu_milli, row.memory_mb, row.gpus, row.max_slots),
-        labels=row.labels or {},
+        id=worker_id,
+        capacity=Amount(cpu_milli, memory_mb, gpus, max_slots),
+        labels=labels or {},
         running=tuple(running),
-        address=row.address,
-        draining=row.state == WorkerState.DRAINING,
+        address=address,
+        draining=state == WorkerState.DRAINING,
     )
