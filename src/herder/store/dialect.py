@@ -90,7 +90,9 @@ def _unnested(
             columns[name] = bindparam(f"r_{name}", type_=kind)
             values[f"r_{name}"] = _plain(column[0])
         else:  # an array: the rows differ here (or are all alike, and one must say how many)
-            columns[name] = func.unnest(bindparam(f"r_{name}", type_=postgresql.ARRAY(kind, dimensions=1)))
+            # one dimension: a JSON column's list values stay items, never a nested array
+            array = postgresql.ARRAY(kind, dimensions=1)
+            columns[name] = func.unnest(bindparam(f"r_{name}", type_=array))
             values[f"r_{name}"] = [_plain(value) for value in column]
             arrays += 1
     return columns, values
