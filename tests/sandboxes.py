@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from herder.worker.disk import MIB, mount_disk, unmount_disk
+from herder.worker.disk import MIB, close_disk, open_disk
 from herder.worker.launcher import sandbox_launcher
 from herder.worker.sandbox import SYSTEM_DIRECTORIES, Sandbox, system_view
 from herder.worker.statedir import secure_directory
@@ -41,17 +41,18 @@ def attempt_sandbox(
     """A sandbox for one attempt under ``directory``; afterwards nothing of ``uid`` runs and
     its disk is gone."""
     root = secure_directory(directory / "root", 0o755)
-    disk = mount_disk(directory / "disk", disk_mb * MIB, uid)
+    disk = open_disk(disk_mb * MIB, uid)
     try:
         yield Sandbox(
             launcher_path,
             uid,
             root,
             disk,
+            secure_directory(directory / "disk", 0o755),
             system_view(SYSTEM_DIRECTORIES),
             net_namespace=net_namespace,
             gpu_indices=gpu_indices,
         )
     finally:
         kill_processes_of_uid(uid)
-        unmount_disk(disk)
+        close_disk(disk)

@@ -5,8 +5,9 @@ A root worker keeps its state under ``home`` in directories no job can reach or 
 
     /var/lib/herder/bin/herder-sandbox-<hash>   the launcher, built once per version and host
     <home>/worker-<uid base>/cache       artifacts by sha256 (the agent's ArtifactCache)
-    <home>/worker-<uid base>/attempts    one disk (tmpfs) per running attempt
+    <home>/worker-<uid base>/attempts    workspaces of attempts at isolation none
     <home>/worker-<uid base>/root        where each launcher mounts its attempt's new root
+    <home>/worker-<uid base>/disk        where each launcher attaches its attempt's disk
     <home>/worker-<uid base>/net         network namespaces of network-on attempts
     /run/herder/uids                     which uid ranges this host's workers hold
 
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from herder.domain.models import Assignment
-from herder.worker.disk import MIB, AttemptDisk, mount_disk, unmount_disk
+from herder.worker.disk import MIB, AttemptDisk, close_disk, detach_leftover, open_disk
 from herder.worker.isolation import Isolation
 from herder.worker.launcher import sandbox_launcher
 from herder.worker.limits import Enforcer
@@ -81,6 +82,7 @@ class AttemptHost:
         self.state = secure_directory(home / f"worker-{self.uids.base}")  # the range is ours
         self._workspaces = secure_directory(self.state / "attempts")
         self._sandbox_root = secure_directory(self.state / "root", 0o755)
+        self._disk_point = secure_directory(self.state / "disk", 0o755)
         self._launcher = (
             sandbox_launcher(secure_directory(LAUNCHERS, 0o755)) if self.sandboxed else None
         )
@@ -110,12 +112,11 @@ class AttemptHost:
         return networks
 
     def _remove_leftovers(self) -> None:
-        """Disks and workspaces of a worker of this range that crashed: never reused."""
+        """Workspaces of a worker of this range that crashed: never reused."""
         for path in self._workspaces.iterdir():
-            if path.is_mount():
-                unmount_disk(AttemptDisk(path, 0))
-            else:
-                remove_workspace(path)
+            if path.is_mount():  # an attempt's disk, as workers mounted them before
+                detach_leftover(path)
+            remove_workspace(path)
 
     @contextlib.asynccontextmanager
     async def attempt(self, assignment: Assignment) -> AsyncIterator[AttemptPlace]:
@@ -133,9 +134,7 @@ class AttemptHost:
                 )
                 yield AttemptPlace(workspace, None, None)
                 return
-            size = assignment.spec.resources.disk_mb * MIB
-            root = self._workspaces / assignment.attempt_id
-            disk = await asyncio.to_thread(mount_disk, root, size, uid)
+            disk = open_disk(assignment.spec.resources.disk_mb * MIB, uid)  # no thread: quick
             if assignment.spec.network:
                 network = await self._open_network(assignment.attempt_id)
             yield AttemptPlace(disk.work, uid, self._sandbox(assignment, uid, disk, network))
@@ -145,7 +144,7 @@ class AttemptHost:
             if network is not None and isinstance(self._networks, OutboundNetworks):
                 await asyncio.to_thread(self._networks.close, network)
             if disk is not None:
-                await asyncio.to_thread(unmount_disk, disk)
+                close_disk(disk)
             elif workspace is not None:
                 await asyncio.to_thread(remove_workspace, workspace)
 
@@ -163,6 +162,7 @@ class AttemptHost:
             uid,
             self._sandbox_root,
             disk,
+            self._disk_point,
             self._view,
             net_namespace=network.namespace if network is not None else None,
             resolv_conf=network.resolv_conf if network is not None else None,

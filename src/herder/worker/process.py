@@ -190,5 +190,6 @@ def _spawn(plan: LaunchPlan, confinement: Confinement | None) -> subprocess.Pope
         cwd="/" if plan.sandbox is not None else plan.cwd,  # the launcher enters the workspace
         env=plan.env,
         close_fds=True,
+        pass_fds=(plan.sandbox.disk.fd,) if plan.sandbox is not None else (),
         start_new_session=True,
     )

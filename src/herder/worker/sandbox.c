@@ -48,11 +48,11 @@
 #define SANDBOX_FAILED 125
 #define MAX_ITEMS 64
 
-enum kind { RO_BIND, BIND, DEV_BIND, SYMLINK, DIRECTORY, TMPFS };
+enum kind { RO_BIND, BIND, DEVICE, SYMLINK, DIRECTORY };
 
 struct item {
     enum kind kind;
-    const char *source; /* the host path; a symlink's target; tmpfs options */
+    const char *source; /* the host path; a symlink's target */
     const char *target; /* the path inside */
 };
 
@@ -60,6 +60,8 @@ struct options {
     uid_t uid;
     gid_t gid;
     const char *root;          /* an empty root-owned directory to mount the new root on */
+    int disk_fd;               /* the attempt's disk: a mount attached nowhere, or -1 */
+    const char *disk_point;    /* an empty root-owned directory to attach it on */
     const char *net_namespace; /* NULL: a new, empty network namespace */
     const char *chdir_to;
     const char *hostname;
@@ -111,6 +113,7 @@ static void add_item(struct options *o, enum kind kind, const char *source, cons
 static void parse(int argc, char **argv, struct options *o) {
     memset(o, 0, sizeof *o);
     o->uid = (uid_t)-1;
+    o->disk_fd = -1;
     int i = 1;
     for (; i < argc; i++) {
         const char *flag = argv[i];
@@ -125,6 +128,7 @@ static void parse(int argc, char **argv, struct options *o) {
         else if (!strcmp(flag, "--hostname")) o->hostname = argv[++i];
         else if (!strcmp(flag, "--seccomp")) o->seccomp = (int)number(argv[++i]);
         else if (!strcmp(flag, "--dir")) add_item(o, DIRECTORY, NULL, argv[++i]);
+        else if (!strcmp(flag, "--device")) { i++; add_item(o, DEVICE, argv[i], argv[i]); }
         else if (!strcmp(flag, "--cgroup")) {
             if (o->cgroup_count == 8) usage("too many cgroups");
             o->cgroup_files[o->cgroup_count++] = argv[++i];
@@ -137,14 +141,17 @@ static void parse(int argc, char **argv, struct options *o) {
         } else {
             if (left < 2) usage("an option lacks its values");
             enum kind kind;
+            if (!strcmp(flag, "--disk")) {
+                o->disk_fd = (int)number(argv[i + 1]);
+                o->disk_point = argv[i + 2];
+                i += 2;
+                continue;
+            }
             if (!strcmp(flag, "--ro-bind")) kind = RO_BIND;
             else if (!strcmp(flag, "--bind")) kind = BIND;
-            else if (!strcmp(flag, "--dev-bind")) kind = DEV_BIND;
             else if (!strcmp(flag, "--symlink")) kind = SYMLINK;
-            else if (!strcmp(flag, "--tmpfs")) kind = TMPFS;
             else usage("unknown option");
-            if (kind == TMPFS) add_item(o, kind, argv[i + 2], argv[i + 1]); /* PATH OPTIONS */
-            else add_item(o, kind, argv[i + 1], argv[i + 2]);
+            add_item(o, kind, argv[i + 1], argv[i + 2]);
             i += 2;
         }
     }
@@ -165,13 +172,14 @@ static char *inside(const char *root, const char *path) {
     return buffer;
 }
 
+/* mkdir -p; most paths are one level below a directory made already, so that is tried first */
 static void make_directories(char *path, mode_t mode) {
-    for (char *slash = path + 1; *slash; slash++) {
-        if (*slash != '/') continue;
-        *slash = 0;
-        if (mkdir(path, 0755) && errno != EEXIST) fail("mkdir", path);
-        *slash = '/';
-    }
+    if (!mkdir(path, mode) || errno == EEXIST) return;
+    char *slash = strrchr(path, '/');
+    if (errno != ENOENT || slash == path) fail("mkdir", path);
+    *slash = 0;
+    make_directories(path, 0755);
+    *slash = '/';
     if (mkdir(path, mode) && errno != EEXIST) fail("mkdir", path);
 }
 
@@ -217,30 +225,44 @@ static void build_item(const char *root, const struct item *item) {
         if (symlink(item->source, target)) fail("symlink", target);
         return;
     }
-    case TMPFS:
+    case DEVICE: { /* a node of the host's character device: cheaper than a bind mount */
+        struct stat st;
+        if (stat(item->source, &st)) fail("stat", item->source);
+        if (!S_ISCHR(st.st_mode)) usage("--device takes a character device");
+        char *slash = strrchr(target, '/');
+        *slash = 0;
         make_directories(target, 0755);
-        if (mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, item->source))
-            fail("mount tmpfs", target);
+        *slash = '/';
+        if (mknod(target, S_IFCHR | (st.st_mode & 0777), st.st_rdev)) fail("mknod", target);
         return;
+    }
     default:
         break;
     }
     make_mount_point(item->source, target);
     if (mount(item->source, target, NULL, MS_BIND | MS_REC, NULL)) fail("bind", item->source);
-    if (item->kind == RO_BIND)
-        restrict_mount(target, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
-    else if (item->kind == BIND)
-        restrict_mount(target, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
-    else
-        restrict_mount(target, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
+    unsigned long long read_only = item->kind == RO_BIND ? MOUNT_ATTR_RDONLY : 0;
+    restrict_mount(target, read_only | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
 }
 
 static void build_root(const struct options *o) {
     /* nothing done here may reach the host's mount table */
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL)) fail("make mounts private", NULL);
-    if (mount("tmpfs", o->root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,nr_inodes=4096,mode=0755"))
+    /* the disk is attached on the host's side of this namespace, where --bind takes its
+     * directories from; it leaves with the rest of the host's tree after pivot_root */
+    if (o->disk_fd >= 0) {
+        if (syscall(SYS_move_mount, o->disk_fd, "", AT_FDCWD, o->disk_point,
+                    MOVE_MOUNT_F_EMPTY_PATH))
+            fail("attach the disk on", o->disk_point);
+        close(o->disk_fd);
+    }
+    /* the root holds the device nodes (so not nodev), nothing to run, and ends read-only */
+    unsigned long root_flags = MS_NOSUID | MS_NOEXEC;
+    if (mount("tmpfs", o->root, "tmpfs", root_flags, "size=1m,nr_inodes=4096,mode=0755"))
         fail("mount the root", o->root);
+    mode_t job_umask = umask(0); /* device nodes get the host's modes */
     for (int i = 0; i < o->item_count; i++) build_item(o->root, &o->items[i]);
+    umask(job_umask);
     char *proc = inside(o->root, "/proc");
     make_directories(proc, 0555);
     if (mount("proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL)) fail("mount", proc);
@@ -248,7 +270,7 @@ static void build_root(const struct options *o) {
     make_directories(sys, 0555);
     if (mount("sysfs", sys, "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, NULL))
         fail("mount", sys);
-    if (mount(NULL, o->root, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL))
+    if (mount(NULL, o->root, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | root_flags, NULL))
         fail("make the root read-only", o->root);
     if (chdir(o->root)) fail("chdir", o->root);
     if (syscall(SYS_pivot_root, ".", ".")) fail("pivot_root", o->root);
@@ -418,6 +440,7 @@ int main(int argc, char **argv) {
         init(&o, status_pipe[1]);
     }
     close(status_pipe[1]);
+    if (o.disk_fd >= 0) close(o.disk_fd); /* init's to attach */
     int status;
     while (waitpid(child, &status, 0) < 0)
         if (errno != EINTR) fail("wait", NULL);

@@ -27,7 +27,7 @@ from pathlib import Path
 from herder.domain.jobs import Runtime
 from herder.domain.models import Assignment
 from herder.worker.cgroups import CgroupsUnavailable, cgroup_enforcer
-from herder.worker.disk import AttemptDisk
+from herder.worker.disk import SHM, TMP, VAR_TMP, WORK, AttemptDisk
 from herder.worker.limits import Enforcer, RlimitEnforcer
 
 log = logging.getLogger("herder.worker")
@@ -37,7 +37,6 @@ SANDBOX_WORKSPACE = Path("/workspace")
 SYSTEM_DIRECTORIES = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 GPU_SHARED_DEVICES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
-DEV_TMPFS = "size=64k,nr_inodes=64,mode=0755"
 
 
 def system_view(paths: tuple[str, ...]) -> tuple[str, ...]:
@@ -54,14 +53,14 @@ def system_view(paths: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _device_options(gpu_indices: tuple[int, ...]) -> list[str]:
-    options = ["--tmpfs", "/dev", DEV_TMPFS]
+    options: list[str] = []
     for name in DEVICES:
-        options += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
+        options += ["--device", f"/dev/{name}"]
     if gpu_indices:  # only the GPUs it was given: the others' device files are not there
         names = [f"nvidia{index}" for index in gpu_indices] + list(GPU_SHARED_DEVICES)
         for name in names:
             if os.path.exists(f"/dev/{name}"):
-                options += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
+                options += ["--device", f"/dev/{name}"]
     for link, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
                          ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):  # fmt: skip
         options += ["--symlink", target, f"/dev/{link}"]
@@ -76,6 +75,7 @@ class Sandbox:
     uid: int
     root: Path  # an empty root-owned directory the launcher mounts the new root on
     disk: AttemptDisk
+    disk_point: Path  # an empty root-owned directory the launcher attaches the disk on
     view: tuple[str, ...]  # system_view(...) of the worker
     hostname: str = "herder"
     net_namespace: Path | None = None  # None: no network at all (only its own loopback)
@@ -90,10 +90,11 @@ class Sandbox:
             "--root", str(self.root), "--hostname", self.hostname, "--seccomp", "1",
             *self.view,
             *_device_options(self.gpu_indices),
-            "--bind", str(self.disk.shm), "/dev/shm",
-            "--bind", str(self.disk.work), str(SANDBOX_WORKSPACE),
-            "--bind", str(self.disk.tmp), "/tmp",
-            "--bind", str(self.disk.var_tmp), "/var/tmp",
+            "--disk", str(self.disk.fd), str(self.disk_point),
+            "--bind", str(self.disk_point / SHM), "/dev/shm",
+            "--bind", str(self.disk_point / WORK), str(SANDBOX_WORKSPACE),
+            "--bind", str(self.disk_point / TMP), "/tmp",
+            "--bind", str(self.disk_point / VAR_TMP), "/var/tmp",
             "--dir", "/run", "--dir", "/var/run",
             "--chdir", str(SANDBOX_WORKSPACE),
         ]  # fmt: skip
