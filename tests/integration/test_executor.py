@@ -20,6 +20,7 @@ import uvloop
 from herder.domain.errors import Invalid
 from herder.domain.jobs import JobSpec, Runtime
 from herder.domain.states import AttemptState
+from herder.worker.disk import MIB, close_disk, open_disk
 from herder.worker.executor import StopRequest, execute
 from herder.worker.outcome import Outcome
 from herder.worker.process import LaunchPlan
@@ -466,6 +467,20 @@ def symlink_info(name: str) -> zipfile.ZipInfo:
     return info
 
 
+@pytest.fixture(params=["directory", pytest.param("disk", marks=needs_root)])
+def unpacked(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
+    """Where an archive is unpacked: a plain workspace, or an attempt's disk (reached through
+    its descriptor, never by a path of the host)."""
+    if request.param == "directory":
+        yield prepare_workspace(tmp_path / "attempts", "att_1")
+        return
+    disk = open_disk(16 * MIB, SANDBOX_UID)
+    try:
+        yield disk.work
+    finally:
+        close_disk(disk)
+
+
 REFUSED: list[tuple[str, Callable[[Path], Path], str]] = [
     ("tar-dotdot", lambda d: tar(d / "a.tar", [tar_member("../evil")]), "outside"),
     (
@@ -489,17 +504,17 @@ REFUSED: list[tuple[str, Callable[[Path], Path], str]] = [
     ("make", "why"), [pytest.param(make, why, id=name) for name, make, why in REFUSED]
 )
 def test_unpack_refuses_what_would_reach_outside(
-    workspace: Path, tmp_path: Path, make: Callable[[Path], Path], why: str
+    unpacked: Path, tmp_path: Path, make: Callable[[Path], Path], why: str
 ) -> None:
     archive = make(tmp_path)
     with pytest.raises(Invalid, match=why):
-        unpack_archive(workspace, archive, None, None)
-    assert list(workspace.iterdir()) == []  # checked before anything is written
-    assert not (workspace.parent / "evil").exists()
-    assert not (workspace.parent / "x").exists()
+        unpack_archive(unpacked, archive, None, None)
+    assert list(unpacked.iterdir()) == []  # checked before anything is written
+    assert not (unpacked.parent / "evil").exists()
+    assert not (unpacked.parent / "x").exists()
 
 
-def test_unpack_accepts_a_tar_gz(workspace: Path, tmp_path: Path) -> None:
+def test_unpack_accepts_a_tar_gz(unpacked: Path, tmp_path: Path) -> None:
     archive = tar(
         tmp_path / "job.tgz",
         [
@@ -509,26 +524,28 @@ def test_unpack_accepts_a_tar_gz(workspace: Path, tmp_path: Path) -> None:
         ],
         mode="w:gz",
     )
-    unpack_archive(workspace, archive, None, None)
-    assert (workspace / "pkg" / "run.sh").read_bytes() == b"xxx"
-    assert os.access(workspace / "pkg" / "run.sh", os.X_OK)
-    assert (workspace / "pkg" / "link").resolve() == (workspace / "pkg" / "run.sh").resolve()
+    unpack_archive(unpacked, archive, None, None)
+    assert (unpacked / "pkg" / "run.sh").read_bytes() == b"xxx"
+    assert os.access(unpacked / "pkg" / "run.sh", os.X_OK)
+    assert os.readlink(unpacked / "pkg" / "link") == "run.sh"  # nothing here may be resolved
 
 
 @pytest.mark.parametrize("uid", [None, pytest.param(SANDBOX_UID, marks=needs_root)])
-def test_unpack_accepts_a_zip(workspace: Path, tmp_path: Path, uid: int | None) -> None:
+def test_unpack_accepts_a_zip(unpacked: Path, tmp_path: Path, uid: int | None) -> None:
     archive = zip_archive(tmp_path / "job.zip", {"pkg/": b"", "pkg/main.py": b"print(1)\n"})
-    unpack_archive(workspace, archive, uid, uid)
-    assert (workspace / "pkg" / "main.py").read_text() == "print(1)\n"
+    unpack_archive(unpacked, archive, uid, uid)
+    assert (unpacked / "pkg" / "main.py").read_text() == "print(1)\n"
     owner = uid if uid is not None else os.getuid()
-    assert {path.stat().st_uid for path in [workspace, *workspace.rglob("*")]} == {owner}
+    assert {path.stat().st_uid for path in unpacked.rglob("*")} == {owner}
+    if uid is not None:
+        assert unpacked.stat().st_uid == uid
 
 
-def test_unpack_bounds_what_a_zip_bomb_unpacks_to(workspace: Path, tmp_path: Path) -> None:
+def test_unpack_bounds_what_a_zip_bomb_unpacks_to(unpacked: Path, tmp_path: Path) -> None:
     archive = zip_archive(tmp_path / "bomb.zip", {"zeros": bytes(1_000_000)})
     assert archive.stat().st_size < 10_000
     with pytest.raises(Invalid, match="more than 100000 bytes"):
-        unpack_archive(workspace, archive, None, None, max_bytes=100_000)
+        unpack_archive(unpacked, archive, None, None, max_bytes=100_000)
 
 
 @pytest.mark.parametrize(
@@ -539,19 +556,19 @@ def test_unpack_bounds_what_a_zip_bomb_unpacks_to(workspace: Path, tmp_path: Pat
     ],
 )
 def test_unpack_refuses_what_is_not_an_archive(
-    workspace: Path, tmp_path: Path, content: bytes, why: str
+    unpacked: Path, tmp_path: Path, content: bytes, why: str
 ) -> None:
     (tmp_path / "blob").write_bytes(content)
     with pytest.raises(Invalid, match=why):
-        unpack_archive(workspace, tmp_path / "blob", None, None)
+        unpack_archive(unpacked, tmp_path / "blob", None, None)
 
 
-def test_unpack_refuses_a_truncated_zip(workspace: Path, tmp_path: Path) -> None:
+def test_unpack_refuses_a_truncated_zip(unpacked: Path, tmp_path: Path) -> None:
     archive = zip_archive(tmp_path / "job.zip", {"a": os.urandom(50_000)})
     data = archive.read_bytes()
     archive.write_bytes(data[:1000] + data[-22:])  # central directory kept, data cut
     with pytest.raises(Invalid, match="not a valid zip"):
-        unpack_archive(workspace, archive, None, None)
+        unpack_archive(unpacked, archive, None, None)
 
 
 # --- launch plans ---------------------------------------------------------------------------
