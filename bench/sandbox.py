@@ -3,9 +3,10 @@
 Each variant starts ``true`` one at a time, and is charged the CPU of everything it started
 (user + system, from the children's rusage), the CPU of this process on its behalf (the
 worker's side: the disk, the cgroups, starting and reaping), and the wall time until it was
-reaped. ``an attempt`` is the worker's own code (``executor.execute``): the launcher with the
-attempt's namespaces, file system, uid, seccomp filter and cgroups, on a disk of its own of
-64 MiB; disks and cgroups are made and removed per run, as for an attempt.
+reaped. ``an attempt`` is the worker's own code (``executor.execute``): the launcher's server
+starts it in the attempt's namespaces, file system, uid, seccomp filter and cgroups, on a disk
+of its own of 64 MiB; disks and cgroups are made and removed per run, as for an attempt. The
+attempts are the server's children: what they cost is read from its accounting.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from herder.worker.disk import MIB, close_disk, open_disk
 from herder.worker.executor import StopRequest, execute
-from herder.worker.launcher import sandbox_launcher
+from herder.worker.launcher import LaunchServer, sandbox_launcher
 from herder.worker.limits import Enforcer, Limits
 from herder.worker.process import LaunchPlan
 from herder.worker.sandbox import (
@@ -60,8 +61,21 @@ def _cpu(who: int) -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _measure(variant: str, runs: int, one: Callable[[int], Awaitable[None]]) -> Cost:
-    """``one(i)`` runs the i-th ``true`` to its end."""
+def _server_cpu(server: LaunchServer | None) -> float:
+    """The launcher server's CPU, its own and its reaped children's (the attempts)."""
+    if server is None or server.pid is None:
+        return 0.0
+    fields = Path(f"/proc/{server.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(field) for field in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def _measure(
+    variant: str,
+    runs: int,
+    one: Callable[[int], Awaitable[None]],
+    server: LaunchServer | None = None,
+) -> Cost:
+    """``one(i)`` runs the i-th ``true`` to its end; ``server`` starts them."""
 
     async def all_runs() -> None:
         for index in range(runs):
@@ -69,11 +83,12 @@ def _measure(variant: str, runs: int, one: Callable[[int], Awaitable[None]]) -> 
 
     with asyncio.Runner() as runner:
         runner.run(one(-1))  # warm: nothing of a first time counts
-        started, own = _cpu(resource.RUSAGE_CHILDREN), _cpu(resource.RUSAGE_SELF)
+        started = _cpu(resource.RUSAGE_CHILDREN) + _server_cpu(server)
+        own = _cpu(resource.RUSAGE_SELF)
         began = time.perf_counter()
         runner.run(all_runs())
         wall = time.perf_counter() - began
-    started = _cpu(resource.RUSAGE_CHILDREN) - started
+    started = _cpu(resource.RUSAGE_CHILDREN) + _server_cpu(server) - started
     own = _cpu(resource.RUSAGE_SELF) - own
     return Cost(variant, runs, started / runs * 1000, own / runs * 1000, wall / runs * 1000)
 
@@ -85,8 +100,9 @@ def _spawning(command: list[str]) -> Callable[[int], Awaitable[None]]:
     return one
 
 
-def _attempts(state: Path, enforcer: Enforcer | None) -> Callable[[int], Awaitable[None]]:
-    launcher = sandbox_launcher(secure_directory(state / "bin", 0o755))
+def _attempts(
+    launcher: LaunchServer, state: Path, enforcer: Enforcer | None
+) -> Callable[[int], Awaitable[None]]:
     root = secure_directory(state / "root", 0o755)
     disk_point = secure_directory(state / "disk", 0o755)
     view = system_view(SYSTEM_DIRECTORIES)
@@ -118,12 +134,15 @@ def measure(work: Path, runs: int = 300) -> list[Cost]:
         command = [unshare, *namespaces, "true"]
         costs.append(_measure("`unshare` alone", runs, _spawning(command)))
     state = secure_directory(work / "sandbox")
-    costs.append(_measure("an attempt without cgroups", runs, _attempts(state, None)))
+    server = LaunchServer(sandbox_launcher(secure_directory(state / "bin", 0o755)))
     enforcer = limit_enforcer(f"bench-{os.getpid()}")
     try:
-        costs.append(_measure("an attempt (disk, cgroups)", runs, _attempts(state, enforcer)))
+        for variant, limits in (("an attempt without cgroups", None), ("an attempt", enforcer)):
+            attempts = _attempts(server, state, limits)
+            costs.append(_measure(variant, runs, attempts, server))
     finally:
         enforcer.close()
+        server.close()
     return costs
 
 

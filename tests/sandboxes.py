@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from herder.worker.disk import MIB, close_disk, open_disk
-from herder.worker.launcher import sandbox_launcher
+from herder.worker.launcher import LaunchServer, sandbox_launcher
 from herder.worker.sandbox import SYSTEM_DIRECTORIES, Sandbox, system_view
 from herder.worker.statedir import secure_directory
 from herder.worker.uids import kill_processes_of_uid
@@ -20,17 +20,18 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="only root can sandbox
 
 
 @cache
-def _launcher(directory: Path) -> Path:
-    return sandbox_launcher(secure_directory(directory, 0o755))
+def _launcher(directory: Path) -> LaunchServer:
+    return LaunchServer(sandbox_launcher(secure_directory(directory, 0o755)))
 
 
-def launcher(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def launcher(tmp_path_factory: pytest.TempPathFactory) -> LaunchServer:
+    """The launcher's server, for the whole session (it ends when the session's process does)."""
     return _launcher(tmp_path_factory.getbasetemp() / "sandbox-bin")
 
 
 @contextmanager
 def attempt_sandbox(
-    launcher_path: Path,
+    launcher_server: LaunchServer,
     directory: Path,
     uid: int,
     *,
@@ -44,7 +45,7 @@ def attempt_sandbox(
     disk = open_disk(disk_mb * MIB, uid)
     try:
         yield Sandbox(
-            launcher_path,
+            launcher_server,
             uid,
             root,
             disk,

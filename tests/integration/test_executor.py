@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import select
 import signal
 import stat
 import tarfile
@@ -22,6 +23,7 @@ from herder.domain.jobs import JobSpec, Runtime
 from herder.domain.states import AttemptState
 from herder.worker.disk import MIB, close_disk, open_disk
 from herder.worker.executor import StopRequest, execute
+from herder.worker.launcher import LaunchServer
 from herder.worker.outcome import Outcome
 from herder.worker.process import LaunchPlan
 from herder.worker.sandbox import SANDBOX_WORKSPACE, Sandbox
@@ -269,6 +271,38 @@ def test_a_grandchild_that_left_the_group_dies_with_the_sandbox(
         assert took < 1.0  # the escaped sleep held the pipes, yet the end was not held up
         # its PID namespace ended with the job: nothing of the uid survives, no sweep needed
         assert eventually(lambda: not living_of_uid(SANDBOX_UID)), living_of_uid(SANDBOX_UID)
+
+
+@needs_root
+def test_a_sandboxed_job_holds_no_descriptor_but_its_own(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Not the launcher's socket (which starts processes as root), not its disk's mount."""
+    with attempt_sandbox(launcher(tmp_path_factory), tmp_path, SANDBOX_UID) as sandbox:
+        outcome, output, _ = shell("ls /proc/self/fd", tmp_path, sandbox=sandbox)
+    assert outcome.state is AttemptState.SUCCEEDED
+    assert output.of("stdout").split() == ["0", "1", "2", "3"]  # 3: ls reading the directory
+
+
+@needs_root
+def test_a_launcher_that_died_is_started_again(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    server = LaunchServer(launcher(tmp_path_factory).binary)
+    try:
+        with attempt_sandbox(server, tmp_path / "first", SANDBOX_UID) as sandbox:
+            first, _, _ = shell("true", tmp_path, sandbox=sandbox)
+        assert server.pid is not None
+        gone = os.pidfd_open(server.pid)
+        os.kill(server.pid, signal.SIGKILL)
+        select.select([gone], [], [])  # readable once it has exited
+        os.close(gone)
+        with attempt_sandbox(server, tmp_path / "second", SANDBOX_UID) as sandbox:
+            second, output, _ = shell("echo again", tmp_path, sandbox=sandbox)
+        assert (first.state, second.state) == (AttemptState.SUCCEEDED, AttemptState.SUCCEEDED)
+        assert output.of("stdout") == "again\n"
+    finally:
+        server.close()
 
 
 def test_an_escaped_grandchild_holding_the_pipes_does_not_hang_the_end(workspace: Path) -> None:

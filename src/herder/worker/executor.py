@@ -95,7 +95,7 @@ async def _run(
     try:
         stop = await _supervise(child, plan, cancel)
         child.kill_group()
-        status, rusage = child.reap()
+        reaped = child.reap()
         wall_seconds = time.monotonic() - started
         verdict = confinement.collect() if confinement is not None else Verdict()
         await child.finish_output(OUTPUT_DRAIN_SECONDS)
@@ -105,10 +105,10 @@ async def _run(
         raise child.sink_error
     peak_kb = (verdict.peak_memory_bytes or 0) // 1024
     usage = ResourceUsage(
-        rusage.ru_utime, rusage.ru_stime, peak_kb or rusage.ru_maxrss, wall_seconds
+        reaped.user_seconds, reaped.system_seconds, peak_kb or reaped.max_rss_kb, wall_seconds
     )
     disk_full = plan.sandbox is not None and plan.sandbox.disk.is_full()
-    return outcome_of(stop, status, usage, plan, verdict, disk_full=disk_full)
+    return outcome_of(stop, reaped.status, usage, plan, verdict, disk_full=disk_full)
 
 
 async def _supervise(

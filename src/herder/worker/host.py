@@ -28,7 +28,7 @@ from pathlib import Path
 from herder.domain.models import Assignment
 from herder.worker.disk import MIB, AttemptDisk, close_disk, detach_leftover, open_disk
 from herder.worker.isolation import Isolation
-from herder.worker.launcher import sandbox_launcher
+from herder.worker.launcher import LaunchServer, sandbox_launcher
 from herder.worker.limits import Enforcer
 from herder.worker.network import (
     AttemptNetwork,
@@ -84,7 +84,9 @@ class AttemptHost:
         self._sandbox_root = secure_directory(self.state / "root", 0o755)
         self._disk_point = secure_directory(self.state / "disk", 0o755)
         self._launcher = (
-            sandbox_launcher(secure_directory(LAUNCHERS, 0o755)) if self.sandboxed else None
+            LaunchServer(sandbox_launcher(secure_directory(LAUNCHERS, 0o755)))
+            if self.sandboxed
+            else None
         )
         self._view = system_view(SYSTEM_DIRECTORIES + tuple(expose))
         if self.sandboxed:  # what a crashed worker of this range left running dies now
@@ -178,4 +180,6 @@ class AttemptHost:
                 await asyncio.to_thread(self._networks.close_all)
             if self.enforcer is not None:
                 await asyncio.to_thread(self.enforcer.close)
+            if self._launcher is not None:
+                self._launcher.close()
             self._uid_lock.close()

@@ -1,22 +1,28 @@
-/* herder-sandbox: start one attempt of a job inside its sandbox, in one exec.
+/* herder-sandbox: start attempts of jobs inside their sandboxes.
  *
- * The worker (root) runs  herder-sandbox OPTIONS -- PROGRAM ARGS...  with the job's environment.
- * Everything the job may see is said by the options; the policy lives in the worker
- * (src/herder/worker/sandbox.py), this file is only the mechanism:
+ * The worker (root) runs  herder-sandbox --serve  once, with a stream socket to it as standard
+ * input, and asks it to start each attempt: the options say everything the job may see, the
+ * policy lives in the worker (src/herder/worker/sandbox.py); this file is only the mechanism.
+ * Forking this small process costs far less than an exec per attempt, or a fork of the
+ * worker's large one.
  *
- *   outer      unshare mount, PID, IPC, UTS (and network) namespaces; fork; wait; exit as the
- *              job did (so the worker's wait4 sees the job's status and resource usage)
- *   init       PID 1 of the new PID namespace: builds the file system on a fresh tmpfs root
- *              (read-only binds, a fresh /proc and /sys, a minimal /dev, the attempt's own
- *              writable directories), pivots into it, forks the job, reaps orphans, and ends
- *              when the job's main process ends; the kernel then kills what is left inside
+ *   server     for each start: clones a child into new mount, PID, IPC and UTS namespaces
+ *              and answers its pid and a pidfd; for each reap (once the worker saw the pidfd
+ *              say it exited): waits for it and answers the job's wait status and the CPU and
+ *              memory of all of it; ends when the worker's socket does
+ *   init       PID 1 of the new PID namespace, a session of its own: enters a new (or the
+ *              attempt's) network namespace, builds the file system on a fresh tmpfs root
+ *              (read-only binds, a fresh /proc and /sys, device nodes, the attempt's disk),
+ *              pivots into it, forks the job, reaps orphans, and ends when the job's main
+ *              process ends, handing its status to the server; the kernel then kills what is
+ *              left inside
  *   job        enters its cgroups (as the very last privileged step, so set-up is not charged
  *              to it), sets rlimits, drops to the attempt's uid with no groups and
  *              no_new_privs, loads the seccomp filter, execs the program
  *
- * A signal from the worker's group kill reaches the job (same process group); the outer and
- * init processes ignore it (PID 1 ignores signals it has no handler for), so the job decides
- * how to end, until SIGKILL, which takes init and so the whole namespace.
+ * A signal from the worker's group kill reaches the job (init's session and group); init
+ * ignores it (PID 1 ignores signals it has no handler for), so the job decides how to end,
+ * until SIGKILL, which takes init and so the whole namespace.
  *
  * Exit 125 and a line on stderr starting "herder-sandbox:" mean the sandbox itself failed.
  */
@@ -114,7 +120,7 @@ static void parse(int argc, char **argv, struct options *o) {
     memset(o, 0, sizeof *o);
     o->uid = (uid_t)-1;
     o->disk_fd = -1;
-    int i = 1;
+    int i = 0;
     for (; i < argc; i++) {
         const char *flag = argv[i];
         int left = argc - i - 1;
@@ -375,7 +381,7 @@ static void become_job(const struct options *o) {
     _exit(127);
 }
 
-/* PID 1: end with the job's main process, handing its wait status to the outer process */
+/* PID 1: end with the job's main process, handing its wait status to the server */
 static void init(struct options *o, int status_pipe) {
     open_cgroups(o);
     build_root(o);
@@ -398,57 +404,214 @@ static void init(struct options *o, int status_pipe) {
     }
 }
 
-static void ignore(int number) { (void)number; }
+/* --- the server ------------------------------------------------------------------------ */
 
-static void exit_as(int status) {
-    if (WIFEXITED(status)) _exit(WEXITSTATUS(status));
-    int number = WTERMSIG(status);
-    struct rlimit none = {0, 0};
-    setrlimit(RLIMIT_CORE, &none);
-    signal(number, SIG_DFL);
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, number);
-    sigprocmask(SIG_UNBLOCK, &set, NULL);
-    kill(getpid(), number);
-    _exit(128 + number);
+#define REQUEST_MAX_BYTES (64 << 20)
+#define PASSED_MAX 4 /* descriptors passed with a start besides stdout and stderr */
+
+struct request {
+    uint32_t kind;   /* 'S' start, 'R' reap */
+    int32_t pid;     /* reap: the attempt's init */
+    uint32_t length; /* start: bytes that follow: the options, then the environment */
+    uint32_t count;  /* start: how many of those NUL-terminated strings are options */
+};
+
+struct reply {
+    int32_t error; /* an errno, or 0 */
+    int32_t pid;
+    int32_t status; /* reap: the job's wait status */
+    int32_t unused;
+    int64_t user_usec, system_usec, max_rss_kb; /* reap: init's and all it reaped */
+};
+
+static int worker = 0; /* the server's standard input: a stream socket to the worker */
+
+/* the attempts started and not yet reaped: their init, and where the job's status comes */
+static struct running { pid_t pid; int status_fd; } *running;
+static size_t running_count, running_room;
+
+static void read_fully(void *buffer, size_t length) {
+    for (size_t done = 0; done < length;) {
+        ssize_t got = read(worker, (char *)buffer + done, length - done);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) _exit(got ? SANDBOX_FAILED : 0); /* the worker is gone: so are we */
+        done += (size_t)got;
+    }
 }
 
-int main(int argc, char **argv) {
+/* the next request and the descriptors that came with it; exits when the worker is gone */
+static void receive(struct request *request, int *fds, int *fd_count) {
+    union { char buffer[CMSG_SPACE(sizeof(int) * (PASSED_MAX + 2))]; struct cmsghdr align; } control;
+    struct iovec data = {request, sizeof *request};
+    struct msghdr message = {.msg_iov = &data, .msg_iovlen = 1,
+                             .msg_control = control.buffer, .msg_controllen = sizeof control.buffer};
+    ssize_t got;
+    do got = recvmsg(worker, &message, MSG_CMSG_CLOEXEC);
+    while (got < 0 && errno == EINTR);
+    if (got <= 0) _exit(got ? SANDBOX_FAILED : 0);
+    if (message.msg_flags & MSG_CTRUNC) usage("too many descriptors in a request");
+    *fd_count = 0;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&message); c; c = CMSG_NXTHDR(&message, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        int count = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+        memcpy(fds + *fd_count, CMSG_DATA(c), sizeof(int) * (size_t)count);
+        *fd_count += count;
+    }
+    if ((size_t)got < sizeof *request) read_fully((char *)request + got, sizeof *request - (size_t)got);
+}
+
+static void answer(const struct reply *reply, int fd) {
+    union { char buffer[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } control;
+    struct iovec data = {(void *)reply, sizeof *reply};
+    struct msghdr message = {.msg_iov = &data, .msg_iovlen = 1};
+    if (fd >= 0) {
+        message.msg_control = control.buffer;
+        message.msg_controllen = sizeof control.buffer;
+        struct cmsghdr *c = CMSG_FIRSTHDR(&message);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    }
+    ssize_t sent;
+    do sent = sendmsg(worker, &message, MSG_NOSIGNAL);
+    while (sent < 0 && errno == EINTR);
+    if (sent != (ssize_t)sizeof *reply) _exit(SANDBOX_FAILED);
+}
+
+/* the NUL-terminated strings from *at to end (all of them, or count) as a NULL-terminated
+ * array; *at moves past them */
+static char **take_strings(char **at, const char *end, size_t count, int all) {
+    if (all)
+        for (const char *string = *at; string < end; string += strlen(string) + 1) count++;
+    char **array = calloc(count + 1, sizeof *array);
+    if (!array) fail("calloc", NULL);
+    for (size_t i = 0; i < count; i++) {
+        if (*at >= end) usage("a request lacks its options");
+        array[i] = *at;
+        *at += strlen(*at) + 1;
+    }
+    return array;
+}
+
+/* The child, PID 1 of fresh mount, PID, IPC and UTS namespaces: its descriptors are only
+ * /dev/null, the attempt's stdout and stderr, then the passed ones from 3 on, then the status
+ * pipe; it is a session of its own (the worker's group kill reaches the job through it) */
+static void become_init(char **options, char **environment, const int *fds, int fd_count,
+                        int status_pipe) {
+    if (setsid() < 0) fail("setsid", NULL);
+    int sources[PASSED_MAX + 4], count = 0;
+    sources[count++] = open("/dev/null", O_RDWR | O_CLOEXEC);
+    for (int i = 0; i < fd_count; i++) sources[count++] = fds[i];
+    sources[count++] = status_pipe;
+    for (int i = 0; i < count; i++) /* above every target first, so none is overwritten */
+        if ((sources[i] = fcntl(sources[i], F_DUPFD_CLOEXEC, 64)) < 0) fail("dup", NULL);
+    for (int i = 0; i < count; i++)
+        if (dup3(sources[i], i, i == count - 1 ? O_CLOEXEC : 0) < 0) fail("dup", NULL);
+    if (syscall(SYS_close_range, count, ~0U, 0))
+        for (int fd = count; fd < 1024; fd++) close(fd); /* kernels before 5.9 */
+    environ = environment;
+    size_t option_count = 0;
+    while (options[option_count]) option_count++;
     struct options o;
-    parse(argc, argv, &o);
-    int flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS;
+    parse((int)option_count, options, &o);
     if (o.net_namespace) {
         int fd = open(o.net_namespace, O_RDONLY | O_CLOEXEC);
         if (fd < 0 || setns(fd, CLONE_NEWNET)) fail("join the network namespace", o.net_namespace);
         close(fd);
-    } else {
-        flags |= CLONE_NEWNET;
+    } else if (unshare(CLONE_NEWNET)) {
+        fail("unshare the network namespace", NULL);
     }
-    if (unshare(flags)) fail("unshare", NULL);
+    init(&o, count - 1);
+}
+
+static void start(const struct request *request, const int *fds, int fd_count) {
+    struct reply reply = {0};
+    if (fd_count < 2 || request->length > REQUEST_MAX_BYTES) {
+        reply.error = EINVAL;
+        answer(&reply, -1);
+        return;
+    }
+    char *payload = malloc(request->length + 1);
+    if (!payload) fail("malloc", NULL);
+    read_fully(payload, request->length);
+    payload[request->length] = 0;
     int status_pipe[2];
-    if (pipe2(status_pipe, O_CLOEXEC)) fail("pipe", NULL);
-    /* the group kill's TERM is the job's to handle; the outer process only waits */
-    int forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM};
-    for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++) signal(forwarded[i], ignore);
-    pid_t child = fork();
-    if (child < 0) fail("fork", NULL);
-    if (child == 0) {
-        for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++)
-            signal(forwarded[i], SIG_DFL);
-        close(status_pipe[0]);
-        init(&o, status_pipe[1]);
+    if (pipe2(status_pipe, O_CLOEXEC)) {
+        reply.error = errno;
+    } else {
+        int flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD;
+        pid_t pid = (pid_t)syscall(SYS_clone, flags, NULL, NULL, NULL, 0);
+        if (pid == 0) {
+            char *at = payload, *end = payload + request->length;
+            char **options = take_strings(&at, end, request->count, 0);
+            become_init(options, take_strings(&at, end, 0, 1), fds, fd_count, status_pipe[1]);
+        }
+        close(status_pipe[1]);
+        int pidfd = pid < 0 ? -1 : (int)syscall(SYS_pidfd_open, pid, 0);
+        if (pid < 0 || pidfd < 0) {
+            reply.error = errno;
+            close(status_pipe[0]);
+        } else {
+            if (running_count == running_room) {
+                running_room = running_room ? running_room * 2 : 64;
+                running = realloc(running, running_room * sizeof *running);
+                if (!running) fail("realloc", NULL);
+            }
+            running[running_count++] = (struct running){pid, status_pipe[0]};
+            reply.pid = pid;
+            answer(&reply, pidfd);
+            close(pidfd);
+            free(payload);
+            return;
+        }
     }
-    close(status_pipe[1]);
-    if (o.disk_fd >= 0) close(o.disk_fd); /* init's to attach */
+    free(payload);
+    answer(&reply, -1);
+}
+
+/* wait for an init the worker saw exit; its status is the job's, as the job ended */
+static void reap(pid_t pid) {
+    struct reply reply = {.pid = pid};
+    size_t at = 0;
+    while (at < running_count && running[at].pid != pid) at++;
+    struct rusage usage;
     int status;
-    while (waitpid(child, &status, 0) < 0)
-        if (errno != EINTR) fail("wait", NULL);
+    pid_t got = at == running_count ? -1 : wait4(pid, &status, WNOHANG, &usage);
+    if (got <= 0) {
+        reply.error = got == 0 ? EAGAIN : ECHILD;
+        answer(&reply, -1);
+        return;
+    }
     int job_status;
-    ssize_t got;
-    do got = read(status_pipe[0], &job_status, sizeof job_status);
-    while (got < 0 && errno == EINTR);
-    if (got == sizeof job_status) exit_as(job_status);
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) _exit(SANDBOX_FAILED);
-    exit_as(status); /* init failed or was killed (SIGKILL from the worker) */
+    ssize_t read_bytes;
+    do read_bytes = read(running[at].status_fd, &job_status, sizeof job_status);
+    while (read_bytes < 0 && errno == EINTR);
+    close(running[at].status_fd);
+    running[at] = running[--running_count];
+    if (read_bytes == sizeof job_status) reply.status = job_status;
+    else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) reply.status = SANDBOX_FAILED << 8;
+    else reply.status = status; /* init failed, or was killed (SIGKILL from the worker) */
+    reply.user_usec = usage.ru_utime.tv_sec * 1000000LL + usage.ru_utime.tv_usec;
+    reply.system_usec = usage.ru_stime.tv_sec * 1000000LL + usage.ru_stime.tv_usec;
+    reply.max_rss_kb = usage.ru_maxrss;
+    answer(&reply, -1);
+}
+
+static void serve(void) {
+    for (;;) {
+        struct request request;
+        int fds[PASSED_MAX + 2], fd_count;
+        receive(&request, fds, &fd_count);
+        if (request.kind == 'S') start(&request, fds, fd_count);
+        else if (request.kind == 'R') reap(request.pid);
+        else usage("a request of an unknown kind");
+        for (int i = 0; i < fd_count; i++) close(fds[i]);
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2 || strcmp(argv[1], "--serve"))
+        usage("run by the worker as: herder-sandbox --serve, its socket as standard input");
+    serve();
 }

@@ -28,6 +28,7 @@ from herder.domain.jobs import Runtime
 from herder.domain.models import Assignment
 from herder.worker.cgroups import CgroupsUnavailable, cgroup_enforcer
 from herder.worker.disk import SHM, TMP, VAR_TMP, WORK, AttemptDisk
+from herder.worker.launcher import LaunchServer, Reaped
 from herder.worker.limits import Enforcer, RlimitEnforcer
 
 log = logging.getLogger("herder.worker")
@@ -71,7 +72,7 @@ def _device_options(gpu_indices: tuple[int, ...]) -> list[str]:
 class Sandbox:
     """Everything the launcher needs for one attempt, as paths on the worker's host."""
 
-    launcher: Path
+    launcher: LaunchServer
     uid: int
     root: Path  # an empty root-owned directory the launcher mounts the new root on
     disk: AttemptDisk
@@ -82,15 +83,26 @@ class Sandbox:
     resolv_conf: Path | None = None
     gpu_indices: tuple[int, ...] = field(default=())
 
-    def command_line(self, argv: list[str], confinement: list[str]) -> list[str]:
-        """The launcher's command line: set up, enter ``confinement`` (launcher options of
-        the attempt's cgroups or rlimits), become the attempt's uid, exec ``argv``."""
+    def start(
+        self, argv: list[str], confinement: list[str], env: dict[str, str], stdout: int, stderr: int
+    ) -> tuple[int, int]:
+        """Start ``argv`` in the sandbox, with ``env`` and those pipes: its pid and a pidfd.
+        It is set up, enters ``confinement`` (launcher options of the attempt's cgroups or
+        rlimits), becomes the attempt's uid and execs ``argv``."""
+        return self.launcher.start(self.options(argv, confinement), env, stdout, stderr,
+                                   passed=(self.disk.fd,))  # fmt: skip
+
+    def reap(self, pid: int) -> Reaped:
+        return self.launcher.reap(pid)
+
+    def options(self, argv: list[str], confinement: list[str]) -> list[str]:
+        """The launcher's options, the disk being the first descriptor passed (its 3)."""
         options = [
             "--uid", str(self.uid), "--gid", str(self.uid),
             "--root", str(self.root), "--hostname", self.hostname, "--seccomp", "1",
             *self.view,
             *_device_options(self.gpu_indices),
-            "--disk", str(self.disk.fd), str(self.disk_point),
+            "--disk", "3", str(self.disk_point),
             "--bind", str(self.disk_point / SHM), "/dev/shm",
             "--bind", str(self.disk_point / WORK), str(SANDBOX_WORKSPACE),
             "--bind", str(self.disk_point / TMP), "/tmp",
@@ -102,7 +114,7 @@ class Sandbox:
             options += ["--net-namespace", str(self.net_namespace)]
         if self.resolv_conf is not None:
             options += ["--ro-bind", str(self.resolv_conf), "/etc/resolv.conf"]
-        return [str(self.launcher), *options, *confinement, "--", *argv]
+        return [*options, *confinement, "--", *argv]
 
 
 def attempt_environment(assignment: Assignment, home: Path, tmp: Path) -> dict[str, str]:
