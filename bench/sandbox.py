@@ -23,7 +23,8 @@ from pathlib import Path
 
 from herder.worker.disk import MIB, close_disk, open_disk
 from herder.worker.executor import StopRequest, execute
-from herder.worker.launcher import LaunchServer, sandbox_launcher
+from herder.worker.launch_server import LaunchServer
+from herder.worker.launcher import sandbox_launcher
 from herder.worker.limits import Enforcer, Limits
 from herder.worker.process import LaunchPlan
 from herder.worker.sandbox import (

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from herder.worker.disk import MIB, close_disk, open_disk
-from herder.worker.launcher import LaunchServer, sandbox_launcher
+from herder.worker.launch_server import LaunchServer
+from herder.worker.launcher import sandbox_launcher
 from herder.worker.sandbox import SYSTEM_DIRECTORIES, Sandbox, system_view
 from herder.worker.statedir import secure_directory
 from herder.worker.uids import kill_processes_of_uid

@@ -23,7 +23,7 @@ from herder.domain.jobs import JobSpec, Runtime
 from herder.domain.states import AttemptState
 from herder.worker.disk import MIB, close_disk, open_disk
 from herder.worker.executor import StopRequest, execute
-from herder.worker.launcher import LaunchServer
+from herder.worker.launch_server import LaunchServer
 from herder.worker.outcome import Outcome
 from herder.worker.process import LaunchPlan
 from herder.worker.sandbox import SANDBOX_WORKSPACE, Sandbox

@@ -89,13 +89,13 @@ async def _run(
     started: float,
 ) -> Outcome:
     try:
-        child = AttemptProcess(plan, on_output, confinement)
+        child = await AttemptProcess.start(plan, on_output, confinement)
     except OSError as exc:
         return never_ran(AttemptState.FAILED, f"could not start: {exc}", started)
     try:
         stop = await _supervise(child, plan, cancel)
         child.kill_group()
-        reaped = child.reap()
+        reaped = await child.reap()
         wall_seconds = time.monotonic() - started
         verdict = confinement.collect() if confinement is not None else Verdict()
         await child.finish_output(OUTPUT_DRAIN_SECONDS)

@@ -28,7 +28,8 @@ from pathlib import Path
 from herder.domain.models import Assignment
 from herder.worker.disk import MIB, AttemptDisk, close_disk, detach_leftover, open_disk
 from herder.worker.isolation import Isolation
-from herder.worker.launcher import LaunchServer, sandbox_launcher
+from herder.worker.launch_server import LaunchServer
+from herder.worker.launcher import sandbox_launcher
 from herder.worker.limits import Enforcer
 from herder.worker.network import (
     AttemptNetwork,

@@ -13,11 +13,11 @@ import contextlib
 import os
 import signal
 import subprocess
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from herder.worker.launcher import Reaped
+from herder.worker.launch_server import Reaped
 from herder.worker.limits import Confinement, Limits
 from herder.worker.sandbox import Sandbox
 
@@ -61,15 +61,20 @@ class _Child:
     pidfd: int
     stdout: int  # the read ends of its pipes
     stderr: int
-    reap: Callable[[], Reaped]
+    reap: Callable[[], Awaitable[Reaped]]
+    reap_later: Callable[[], object]  # reap it, nobody waiting for how it ended
 
 
 class AttemptProcess:
     """The running process: its pipes and pidfd stay registered with the loop until closed."""
 
-    def __init__(
-        self, plan: LaunchPlan, on_output: OutputSink, confinement: Confinement | None
-    ) -> None:
+    @classmethod
+    async def start(
+        cls, plan: LaunchPlan, on_output: OutputSink, confinement: Confinement | None
+    ) -> AttemptProcess:
+        return cls(await _spawn(plan, confinement), on_output)
+
+    def __init__(self, child: _Child, on_output: OutputSink) -> None:
         self._loop = asyncio.get_running_loop()
         self._on_output = on_output
         self.exited: asyncio.Future[None] = self._loop.create_future()
@@ -78,7 +83,7 @@ class AttemptProcess:
         self.sink_failed = asyncio.Event()
         self.sink_error: Exception | None = None
         self._output_closed: asyncio.Future[None] = self._loop.create_future()
-        self._child = _spawn(plan, confinement)
+        self._child = child
         self.pid = self._child.pid
         self._pidfd = self._child.pidfd
         self._streams = {self._child.stdout: "stdout", self._child.stderr: "stderr"}
@@ -96,14 +101,20 @@ class AttemptProcess:
     def kill_group(self) -> None:
         self.signal_group(signal.SIGKILL)
 
-    def reap(self) -> Reaped:
+    async def reap(self) -> Reaped:
         """How it ended; call only once the pidfd said the process has exited."""
+        self._let_go()
+        return await self._child.reap()
+
+    def _reap_later(self) -> None:
+        self._let_go()
+        self._child.reap_later()
+
+    def _let_go(self) -> None:
+        """From here on the group id may be another's: nothing more is signalled."""
         self._loop.remove_reader(self._pidfd)
-        try:
-            return self._child.reap()
-        finally:
-            self.reaped = True
-            os.close(self._pidfd)
+        os.close(self._pidfd)
+        self.reaped = True
 
     async def finish_output(self, within: float) -> None:
         """Wait briefly for EOF, then take what the pipes hold and stop reading."""
@@ -122,10 +133,10 @@ class AttemptProcess:
             return
         self.kill_group()
         if self.has_exited:
-            self.reap()
+            self._reap_later()
         else:  # dying from the SIGKILL: reap it when it is gone, without blocking the loop
             self._loop.remove_reader(self._pidfd)
-            self._loop.add_reader(self._pidfd, self.reap)
+            self._loop.add_reader(self._pidfd, self._reap_later)
 
     def _read(self, fd: int) -> bool:
         """Read once from ``fd``; return whether there may be more right away."""
@@ -164,7 +175,7 @@ class AttemptProcess:
             self.exited.set_result(None)
 
 
-def _spawn(plan: LaunchPlan, confinement: Confinement | None) -> _Child:
+async def _spawn(plan: LaunchPlan, confinement: Confinement | None) -> _Child:
     """Started with a pipe for each of stdout and stderr: by the sandbox launcher, which enters
     the limits itself as its last privileged step; or (isolation none) as the worker's user,
     wrapped to enter its limits."""
@@ -174,8 +185,15 @@ def _spawn(plan: LaunchPlan, confinement: Confinement | None) -> _Child:
         if plan.sandbox is not None:
             options = confinement.launcher_options() if confinement is not None else []
             sandbox = plan.sandbox
-            pid, pidfd = sandbox.start(plan.argv, options, plan.env, stdout_end, stderr_end)
-            return _Child(pid, pidfd, stdout, stderr, lambda: sandbox.reap(pid))
+            pid, pidfd = await sandbox.start(plan.argv, options, plan.env, stdout_end, stderr_end)
+            return _Child(
+                pid,
+                pidfd,
+                stdout,
+                stderr,
+                lambda: sandbox.reap(pid),
+                lambda: sandbox.reap_later(pid),
+            )
         return _spawn_plain(plan, confinement, stdout, stderr, stdout_end, stderr_end)
     except BaseException:
         os.close(stdout)
@@ -212,9 +230,12 @@ def _spawn_plain(
         process.wait()  # brief: SIGKILL was just sent
         raise
 
-    def reap() -> Reaped:
+    def reap_now() -> Reaped:
         _, status, usage = os.wait4(process.pid, 0)
         process.returncode = os.waitstatus_to_exitcode(status)  # keeps Popen quiet
         return Reaped(status, usage.ru_utime, usage.ru_stime, usage.ru_maxrss)
 
-    return _Child(process.pid, pidfd, stdout, stderr, reap)
+    async def reap() -> Reaped:
+        return reap_now()
+
+    return _Child(process.pid, pidfd, stdout, stderr, reap, reap_now)

@@ -28,7 +28,7 @@ from herder.domain.jobs import Runtime
 from herder.domain.models import Assignment
 from herder.worker.cgroups import CgroupsUnavailable, cgroup_enforcer
 from herder.worker.disk import SHM, TMP, VAR_TMP, WORK, AttemptDisk
-from herder.worker.launcher import LaunchServer, Reaped
+from herder.worker.launch_server import LaunchServer, Reaped
 from herder.worker.limits import Enforcer, RlimitEnforcer
 
 log = logging.getLogger("herder.worker")
@@ -83,17 +83,20 @@ class Sandbox:
     resolv_conf: Path | None = None
     gpu_indices: tuple[int, ...] = field(default=())
 
-    def start(
+    async def start(
         self, argv: list[str], confinement: list[str], env: dict[str, str], stdout: int, stderr: int
     ) -> tuple[int, int]:
         """Start ``argv`` in the sandbox, with ``env`` and those pipes: its pid and a pidfd.
         It is set up, enters ``confinement`` (launcher options of the attempt's cgroups or
         rlimits), becomes the attempt's uid and execs ``argv``."""
-        return self.launcher.start(self.options(argv, confinement), env, stdout, stderr,
-                                   passed=(self.disk.fd,))  # fmt: skip
+        options = self.options(argv, confinement)
+        return await self.launcher.start(options, env, stdout, stderr, passed=(self.disk.fd,))
 
-    def reap(self, pid: int) -> Reaped:
-        return self.launcher.reap(pid)
+    async def reap(self, pid: int) -> Reaped:
+        return await self.launcher.reap(pid)
+
+    def reap_later(self, pid: int) -> None:
+        self.launcher.reap_later(pid)
 
     def options(self, argv: list[str], confinement: list[str]) -> list[str]:
         """The launcher's options, the disk being the first descriptor passed (its 3)."""
