@@ -77,8 +77,8 @@ async def execute(
     try:
         return await _run(plan, on_output, cancel, confinement, started)
     finally:
-        if confinement is not None:  # waits for killed processes to leave: off the loop
-            await asyncio.to_thread(confinement.remove)
+        if confinement is not None and not confinement.try_remove():
+            await asyncio.to_thread(confinement.remove)  # waits for what is left: off the loop
 
 
 async def _run(

@@ -70,6 +70,10 @@ class Confinement(Protocol):
         """Once the main process is reaped: kill whatever is left inside, say what happened."""
         ...
 
+    def try_remove(self) -> bool:
+        """Release the limits if that needs no waiting (nothing left inside): whether done."""
+        ...
+
     def remove(self) -> None:
         """Kill anything left and release the limits; may block briefly; idempotent."""
         ...
@@ -137,6 +141,9 @@ class RlimitConfinement:
 
     def collect(self) -> Verdict:
         return Verdict()
+
+    def try_remove(self) -> bool:
+        return True
 
     def remove(self) -> None:
         """Nothing to remove: rlimits end with the processes."""
