@@ -117,10 +117,10 @@ class LaunchServer:
 
     def _ask(self, header: bytes, payload: bytes, fds: list[int]) -> asyncio.Future[Answer]:
         connection = self._connection()
-        try:
+        try:  # in one call: a wake-up of the server for each part costs the worker its CPU
             rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array("i", fds))] if fds else []
-            connection.sendmsg([header], rights)
-            connection.sendall(payload)
+            sent = connection.sendmsg([header, payload], rights)
+            connection.sendall((header + payload)[sent:])
         except OSError as error:
             self._lose(error)  # a request half sent leaves nothing to go on with
             raise
@@ -129,7 +129,8 @@ class LaunchServer:
         return answer
 
     def _on_answers(self) -> None:
-        """Hand each answer that has come to the request it answers, in order."""
+        """Hand each answer that has come to the request it answers, in order (once nothing
+        is waiting, one more read can only be its end)."""
         while self._socket is not None:
             try:
                 data, ancillary, _, _ = self._socket.recvmsg(
@@ -159,6 +160,8 @@ class LaunchServer:
                     answer.set_exception(OSError(reply[0], strerror))
             else:
                 answer.set_result((reply, fd))
+            if not self._waiting:
+                return
 
     def _abandon(self, answer: asyncio.Future[Answer]) -> None:
         """A start whose asker went away: kill what it started, and reap it once gone."""
