@@ -32,6 +32,7 @@ from herder.worker.sandbox import (
     SYSTEM_DIRECTORIES,
     Sandbox,
     limit_enforcer,
+    skeleton_options,
     system_view,
 )
 from herder.worker.statedir import secure_directory
@@ -102,16 +103,12 @@ def _spawning(command: list[str]) -> Callable[[int], Awaitable[None]]:
 
 
 def _attempts(
-    launcher: LaunchServer, state: Path, enforcer: Enforcer | None
+    launcher: LaunchServer, enforcer: Enforcer | None
 ) -> Callable[[int], Awaitable[None]]:
-    root = secure_directory(state / "root", 0o755)
-    disk_point = secure_directory(state / "disk", 0o755)
-    view = system_view(SYSTEM_DIRECTORIES)
-
     async def one(index: int) -> None:
         disk = open_disk(64 * MIB, UID)
         try:
-            sandbox = Sandbox(launcher, UID, root, disk, disk_point, view)
+            sandbox = Sandbox(launcher, UID, disk)
             plan = LaunchPlan(
                 ["true"], ENV, SANDBOX_WORKSPACE, 60, limits=Limits(256 * MIB, 1),
                 sandbox=sandbox, name=f"bench-{index}",
@@ -135,11 +132,14 @@ def measure(work: Path, runs: int = 300) -> list[Cost]:
         command = [unshare, *namespaces, "true"]
         costs.append(_measure("`unshare` alone", runs, _spawning(command)))
     state = secure_directory(work / "sandbox")
-    server = LaunchServer(sandbox_launcher(secure_directory(state / "bin", 0o755)))
+    skeleton = skeleton_options(
+        secure_directory(state / "root", 0o755), system_view(SYSTEM_DIRECTORIES)
+    )
+    server = LaunchServer(sandbox_launcher(secure_directory(state / "bin", 0o755)), skeleton)
     enforcer = limit_enforcer(f"bench-{os.getpid()}")
     try:
         for variant, limits in (("an attempt without cgroups", None), ("an attempt", enforcer)):
-            attempts = _attempts(server, state, limits)
+            attempts = _attempts(server, limits)
             costs.append(_measure(variant, runs, attempts, server))
     finally:
         enforcer.close()

@@ -261,7 +261,7 @@ def test_what_the_job_left_in_its_group_is_killed_when_it_exits(workspace: Path)
 def test_a_grandchild_that_left_the_group_dies_with_the_sandbox(
     tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    with attempt_sandbox(launcher(tmp_path_factory), tmp_path, SANDBOX_UID) as sandbox:
+    with attempt_sandbox(launcher(tmp_path_factory), SANDBOX_UID) as sandbox:
         outcome, output, took = shell(
             "id -u; id -G; setsid sleep 30 & echo $!", tmp_path, sandbox=sandbox
         )
@@ -278,7 +278,7 @@ def test_a_sandboxed_job_holds_no_descriptor_but_its_own(
     tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """Not the launcher's socket (which starts processes as root), not its disk's mount."""
-    with attempt_sandbox(launcher(tmp_path_factory), tmp_path, SANDBOX_UID) as sandbox:
+    with attempt_sandbox(launcher(tmp_path_factory), SANDBOX_UID) as sandbox:
         outcome, output, _ = shell("ls /proc/self/fd", tmp_path, sandbox=sandbox)
     assert outcome.state is AttemptState.SUCCEEDED
     assert output.of("stdout").split() == ["0", "1", "2", "3"]  # 3: ls reading the directory
@@ -288,16 +288,17 @@ def test_a_sandboxed_job_holds_no_descriptor_but_its_own(
 def test_a_launcher_that_died_is_started_again(
     tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    server = LaunchServer(launcher(tmp_path_factory).binary)
+    shared = launcher(tmp_path_factory)
+    server = LaunchServer(shared.binary, shared.skeleton)
     try:
-        with attempt_sandbox(server, tmp_path / "first", SANDBOX_UID) as sandbox:
+        with attempt_sandbox(server, SANDBOX_UID) as sandbox:
             first, _, _ = shell("true", tmp_path, sandbox=sandbox)
         assert server.pid is not None
         gone = os.pidfd_open(server.pid)
         os.kill(server.pid, signal.SIGKILL)
         select.select([gone], [], [])  # readable once it has exited
         os.close(gone)
-        with attempt_sandbox(server, tmp_path / "second", SANDBOX_UID) as sandbox:
+        with attempt_sandbox(server, SANDBOX_UID) as sandbox:
             second, output, _ = shell("echo again", tmp_path, sandbox=sandbox)
         assert (first.state, second.state) == (AttemptState.SUCCEEDED, AttemptState.SUCCEEDED)
         assert output.of("stdout") == "again\n"

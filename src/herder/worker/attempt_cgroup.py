@@ -82,12 +82,12 @@ class AttemptCgroup:
         tasks = [str(directory / "tasks") for directory in self.unique_directories]
         return [SHELL, "-c", V1_JOIN_SCRIPT, "herder-join", *tasks, "--", *argv]
 
-    def launcher_options(self) -> list[str]:
+    def entrances(self) -> list[Path]:
         entrance = "cgroup.procs" if self._version == 2 else "tasks"
-        options: list[str] = []
-        for directory in self.unique_directories:
-            options += ["--cgroup", str(directory / entrance)]
-        return options
+        return [directory / entrance for directory in self.unique_directories]
+
+    def launcher_options(self) -> list[str]:
+        return []
 
     def collect(self) -> Verdict:
         memory = self._directories["memory"]

@@ -1,4 +1,5 @@
-"""An attempt's disk: one size-limited tmpfs holding everything the attempt can write.
+"""An attempt's disk: one size-limited tmpfs holding everything the attempt can write; and the
+other mounts the worker makes for an attempt, all attached nowhere.
 
     (a detached tmpfs, size = the job's disk request; the worker holds it by a descriptor)
         work/      the workspace (the job's cwd and HOME), owned by the attempt's uid
@@ -32,8 +33,9 @@ INODES_PER_MIB = 256  # one per 4 KiB: many small files, never an inode bomb
 MIB = 1024 * 1024
 MNT_DETACH = 0x2
 # The mount API's system calls have the same numbers on every architecture (asm-generic).
-SYS_FSOPEN, SYS_FSCONFIG, SYS_FSMOUNT = 430, 431, 432
-FSOPEN_CLOEXEC = FSMOUNT_CLOEXEC = 0x1
+SYS_OPEN_TREE, SYS_FSOPEN, SYS_FSCONFIG, SYS_FSMOUNT = 428, 430, 431, 432
+FSOPEN_CLOEXEC = FSMOUNT_CLOEXEC = OPEN_TREE_CLONE = 0x1
+AT_FDCWD = -100
 FSCONFIG_SET_STRING, FSCONFIG_CMD_CREATE = 1, 6
 MOUNT_ATTR_NOSUID, MOUNT_ATTR_NODEV = 0x2, 0x4
 
@@ -93,6 +95,13 @@ def open_disk(size_bytes: int, uid: int) -> AttemptDisk:
 def close_disk(disk: AttemptDisk) -> None:
     """Let go of it: it is gone once the attempt's mount namespace is too."""
     os.close(disk.fd)
+
+
+def detached_bind(path: Path) -> int:
+    """A bind mount of ``path`` attached nowhere (``open_tree``), for the launcher to attach
+    in an attempt's mount namespace, where the host's file system is out of sight."""
+    flags = OPEN_TREE_CLONE | os.O_CLOEXEC
+    return _call(_libc.syscall(SYS_OPEN_TREE, AT_FDCWD, os.fsencode(path), flags), str(path))
 
 
 def detach_leftover(mount_point: Path) -> None:

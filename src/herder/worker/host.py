@@ -6,8 +6,7 @@ A root worker keeps its state under ``home`` in directories no job can reach or 
     /var/lib/herder/bin/herder-sandbox-<hash>   the launcher, built once per version and host
     <home>/worker-<uid base>/cache       artifacts by sha256 (the agent's ArtifactCache)
     <home>/worker-<uid base>/attempts    workspaces of attempts at isolation none
-    <home>/worker-<uid base>/root        where each launcher mounts its attempt's new root
-    <home>/worker-<uid base>/disk        where each launcher attaches its attempt's disk
+    <home>/worker-<uid base>/root        where the launcher builds what all attempts see
     <home>/worker-<uid base>/net         network namespaces of network-on attempts
     /run/herder/uids                     which uid ranges this host's workers hold
 
@@ -37,7 +36,13 @@ from herder.worker.network import (
     OutboundNetworks,
     control_plane_addresses,
 )
-from herder.worker.sandbox import SYSTEM_DIRECTORIES, Sandbox, limit_enforcer, system_view
+from herder.worker.sandbox import (
+    SYSTEM_DIRECTORIES,
+    Sandbox,
+    limit_enforcer,
+    skeleton_options,
+    system_view,
+)
 from herder.worker.statedir import secure_directory
 from herder.worker.uids import UidSweeper, kill_processes_of_uids, reserve_uid_pool
 from herder.worker.workspace import check_plain_name, prepare_workspace, remove_workspace
@@ -82,14 +87,12 @@ class AttemptHost:
         self.sweeper = UidSweeper(self.uids)
         self.state = secure_directory(home / f"worker-{self.uids.base}")  # the range is ours
         self._workspaces = secure_directory(self.state / "attempts")
-        self._sandbox_root = secure_directory(self.state / "root", 0o755)
-        self._disk_point = secure_directory(self.state / "disk", 0o755)
-        self._launcher = (
-            LaunchServer(sandbox_launcher(secure_directory(LAUNCHERS, 0o755)))
-            if self.sandboxed
-            else None
-        )
-        self._view = system_view(SYSTEM_DIRECTORIES + tuple(expose))
+        self._launcher: LaunchServer | None = None
+        if self.sandboxed:
+            binary = sandbox_launcher(secure_directory(LAUNCHERS, 0o755))
+            view = system_view(SYSTEM_DIRECTORIES + tuple(expose))
+            root = secure_directory(self.state / "root", 0o755)
+            self._launcher = LaunchServer(binary, skeleton_options(root, view))
         if self.sandboxed:  # what a crashed worker of this range left running dies now
             kill_processes_of_uids(self.uids.all_uids())
         self._remove_leftovers()
@@ -163,10 +166,7 @@ class AttemptHost:
         return Sandbox(
             self._launcher,
             uid,
-            self._sandbox_root,
             disk,
-            self._disk_point,
-            self._view,
             net_namespace=network.namespace if network is not None else None,
             resolv_conf=network.resolv_conf if network is not None else None,
             gpu_indices=tuple(assignment.gpu_indices),

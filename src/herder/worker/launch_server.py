@@ -52,10 +52,15 @@ class Reaped:
 
 
 class LaunchServer:
-    """One worker's launcher server, started when first asked; used from one event loop."""
+    """One worker's launcher server, started when first asked; used from one event loop.
 
-    def __init__(self, binary: Path) -> None:
+    ``skeleton``: the launcher's options of what every attempt sees alike
+    (``sandbox.skeleton_options``), built once by the server when it starts.
+    """
+
+    def __init__(self, binary: Path, skeleton: list[str]) -> None:
         self.binary = binary
+        self.skeleton = skeleton
         self._process: subprocess.Popen[bytes] | None = None
         self._socket: socket.socket | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -206,7 +211,7 @@ class LaunchServer:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         with theirs:
             self._process = subprocess.Popen(
-                [str(self.binary), "--serve"],
+                [str(self.binary), "--serve", *self.skeleton],
                 stdin=theirs.fileno(),
                 stdout=subprocess.DEVNULL,
                 env={},  # nothing of the worker's, such as its token

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from herder.domain.jobs import Resources
@@ -61,9 +62,14 @@ class Confinement(Protocol):
         the job, after the switch to the attempt's uid, unless ``before_switch``."""
         ...
 
+    def entrances(self) -> list[Path]:
+        """The files the sandbox launcher's job writes itself into as its last privileged
+        step (a cgroup's ``cgroup.procs`` or ``tasks``), opened by the worker."""
+        ...
+
     def launcher_options(self) -> list[str]:
-        """The sandbox launcher's options that enter the limits, as its last privileged step
-        (``--cgroup FILE``, ``--rlimit NAME=VALUE``)."""
+        """The sandbox launcher's options that set the limits, as its last privileged step
+        (``--rlimit NAME=VALUE``)."""
         ...
 
     def collect(self) -> Verdict:
@@ -134,6 +140,9 @@ class RlimitConfinement:
         # the attempt is alone under its uid (else it would count the worker's user's too).
         processes = [f"--nproc={self._limits.max_processes}"] if self._own_uid else []
         return [PRLIMIT, f"--data={self._limits.memory_bytes}", *processes, "--", *argv]
+
+    def entrances(self) -> list[Path]:
+        return []
 
     def launcher_options(self) -> list[str]:
         processes = ["--rlimit", f"nproc={self._limits.max_processes}"] if self._own_uid else []

@@ -183,9 +183,10 @@ async def _spawn(plan: LaunchPlan, confinement: Confinement | None) -> _Child:
     stderr, stderr_end = os.pipe2(os.O_CLOEXEC)
     try:
         if plan.sandbox is not None:
-            options = confinement.launcher_options() if confinement is not None else []
             sandbox = plan.sandbox
-            pid, pidfd = await sandbox.start(plan.argv, options, plan.env, stdout_end, stderr_end)
+            pid, pidfd = await sandbox.start(
+                plan.argv, confinement, plan.env, stdout_end, stderr_end
+            )
             return _Child(
                 pid,
                 pidfd,

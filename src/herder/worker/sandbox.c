@@ -1,24 +1,32 @@
 /* herder-sandbox: start attempts of jobs inside their sandboxes.
  *
- * The worker (root) runs  herder-sandbox --serve  once, with a stream socket to it as standard
- * input, and asks it to start each attempt: the options say everything the job may see, the
- * policy lives in the worker (src/herder/worker/sandbox.py); this file is only the mechanism.
- * Forking this small process costs far less than an exec per attempt, or a fork of the
- * worker's large one.
+ * The worker (root) runs  herder-sandbox --serve SKELETON-OPTIONS  once, with a stream socket to
+ * it as standard input, and asks it to start each attempt with that attempt's options. What a
+ * job may see is said by the options; the policy lives in the worker
+ * (src/herder/worker/sandbox.py), this file is only the mechanism:
  *
- *   server     for each start: clones a child into new mount, PID, IPC and UTS namespaces
- *              and answers its pid and a pidfd; for each reap (once the worker saw the pidfd
- *              say it exited): waits for it and answers the job's wait status and the CPU and
- *              memory of all of it; ends when the worker's socket does
- *   init       PID 1 of the new PID namespace, a session of its own: enters a new (or the
- *              attempt's) network namespace, builds the file system on a fresh tmpfs root
- *              (read-only binds, a fresh /proc and /sys, device nodes, the attempt's disk),
- *              pivots into it, forks the job, reaps orphans, and ends when the job's main
- *              process ends, handing its status to the server; the kernel then kills what is
- *              left inside
+ *   server     at start: builds the skeleton every attempt shares (a read-only tmpfs root with
+ *              the host's system directories bound read-only, device nodes, symlinks and empty
+ *              mount points) in a mount namespace of its own, and pivots into it, so that
+ *              nothing of the host's mount table is ever copied or torn down per attempt.
+ *              For each start: clones a child into new mount, PID, IPC and UTS namespaces and
+ *              answers its pid and a pidfd; for each reap (once the worker saw the pidfd say it
+ *              exited): waits for it and answers the job's wait status and the CPU and memory
+ *              of all of it; ends when the worker's socket does
+ *   init       PID 1 of the new PID namespace, a session of its own, in a copy of the
+ *              skeleton: enters a new (or the attempt's) network namespace, adds what is the
+ *              attempt's own (its disk's directories, a fresh /proc and /sys, its GPUs' device
+ *              nodes, its resolv.conf), forks the job, reaps orphans, and ends when the job's
+ *              main process ends, handing its status to the server; the kernel then kills what
+ *              is left inside
  *   job        enters its cgroups (as the very last privileged step, so set-up is not charged
  *              to it), sets rlimits, drops to the attempt's uid with no groups and
  *              no_new_privs, loads the seccomp filter, execs the program
+ *
+ * Forking this small process costs far less than an exec per attempt or a fork of the
+ * worker's large one. What the attempt needs of the host (its disk, its cgroups' files, its
+ * network namespace, its resolv.conf) comes as descriptors with the start: the skeleton's
+ * namespace has nothing else of the host.
  *
  * A signal from the worker's group kill reaches the job (init's session and group); init
  * ignores it (PID 1 ignores signals it has no handler for), so the job decides how to end,
@@ -37,6 +45,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,40 +56,14 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <grp.h>
 #include <unistd.h>
 
 #define SANDBOX_FAILED 125
 #define MAX_ITEMS 64
-
-enum kind { RO_BIND, BIND, DEVICE, SYMLINK, DIRECTORY };
-
-struct item {
-    enum kind kind;
-    const char *source; /* the host path; a symlink's target */
-    const char *target; /* the path inside */
-};
-
-struct options {
-    uid_t uid;
-    gid_t gid;
-    const char *root;          /* an empty root-owned directory to mount the new root on */
-    int disk_fd;               /* the attempt's disk: a mount attached nowhere, or -1 */
-    const char *disk_point;    /* an empty root-owned directory to attach it on */
-    const char *net_namespace; /* NULL: a new, empty network namespace */
-    const char *chdir_to;
-    const char *hostname;
-    int seccomp;
-    struct item items[MAX_ITEMS];
-    int item_count;
-    const char *cgroup_files[8];
-    int cgroup_fds[8]; /* opened before the host's file system is out of sight */
-    int cgroup_count;
-    struct { int resource; rlim_t value; } rlimits[8];
-    int rlimit_count;
-    char **argv;
-};
+#define MAX_PASSED 8 /* descriptors passed with a start besides stdout and stderr */
 
 static void fail(const char *what, const char *detail) {
     dprintf(2, "herder-sandbox: %s%s%s: %s\n", what, detail ? " " : "", detail ? detail : "",
@@ -101,73 +84,21 @@ static unsigned long number(const char *text) {
     return value;
 }
 
-static int rlimit_resource(const char *name) {
-    if (!strcmp(name, "data")) return RLIMIT_DATA;
-    if (!strcmp(name, "nproc")) return RLIMIT_NPROC;
-    if (!strcmp(name, "nofile")) return RLIMIT_NOFILE;
-    if (!strcmp(name, "fsize")) return RLIMIT_FSIZE;
-    if (!strcmp(name, "core")) return RLIMIT_CORE;
-    usage("unknown rlimit");
-    return -1;
-}
-
-static void add_item(struct options *o, enum kind kind, const char *source, const char *target) {
-    if (o->item_count == MAX_ITEMS) usage("too many mounts");
-    o->items[o->item_count++] = (struct item){kind, source, target};
-}
-
-static void parse(int argc, char **argv, struct options *o) {
-    memset(o, 0, sizeof *o);
-    o->uid = (uid_t)-1;
-    o->disk_fd = -1;
-    int i = 0;
-    for (; i < argc; i++) {
-        const char *flag = argv[i];
-        int left = argc - i - 1;
-        if (!strcmp(flag, "--")) { i++; break; }
-        if (left < 1) usage("an option lacks its value");
-        if (!strcmp(flag, "--uid")) o->uid = (uid_t)number(argv[++i]);
-        else if (!strcmp(flag, "--gid")) o->gid = (gid_t)number(argv[++i]);
-        else if (!strcmp(flag, "--root")) o->root = argv[++i];
-        else if (!strcmp(flag, "--net-namespace")) o->net_namespace = argv[++i];
-        else if (!strcmp(flag, "--chdir")) o->chdir_to = argv[++i];
-        else if (!strcmp(flag, "--hostname")) o->hostname = argv[++i];
-        else if (!strcmp(flag, "--seccomp")) o->seccomp = (int)number(argv[++i]);
-        else if (!strcmp(flag, "--dir")) add_item(o, DIRECTORY, NULL, argv[++i]);
-        else if (!strcmp(flag, "--device")) { i++; add_item(o, DEVICE, argv[i], argv[i]); }
-        else if (!strcmp(flag, "--cgroup")) {
-            if (o->cgroup_count == 8) usage("too many cgroups");
-            o->cgroup_files[o->cgroup_count++] = argv[++i];
-        } else if (!strcmp(flag, "--rlimit")) {
-            char *spec = argv[++i], *equals = strchr(spec, '=');
-            if (!equals || o->rlimit_count == 8) usage("--rlimit takes NAME=VALUE");
-            *equals = 0;
-            o->rlimits[o->rlimit_count].resource = rlimit_resource(spec);
-            o->rlimits[o->rlimit_count++].value = number(equals + 1);
-        } else {
-            if (left < 2) usage("an option lacks its values");
-            enum kind kind;
-            if (!strcmp(flag, "--disk")) {
-                o->disk_fd = (int)number(argv[i + 1]);
-                o->disk_point = argv[i + 2];
-                i += 2;
-                continue;
-            }
-            if (!strcmp(flag, "--ro-bind")) kind = RO_BIND;
-            else if (!strcmp(flag, "--bind")) kind = BIND;
-            else if (!strcmp(flag, "--symlink")) kind = SYMLINK;
-            else usage("unknown option");
-            add_item(o, kind, argv[i + 1], argv[i + 2]);
-            i += 2;
-        }
-    }
-    if (i >= argc) usage("no program to run after --");
-    if (o->uid == (uid_t)-1 || o->uid == 0 || o->gid == 0) usage("--uid and --gid (not 0) are required");
-    if (!o->root || !o->chdir_to) usage("--root and --chdir are required");
-    o->argv = argv + i;
-}
-
 /* --- the file system ------------------------------------------------------------------- */
+
+enum kind { RO_BIND, SYMLINK, DEVICE, DIRECTORY };
+
+struct item {
+    enum kind kind;
+    const char *source; /* a host path; a symlink's target */
+    const char *target; /* the path inside */
+    mode_t mode;        /* a device: its node's, as the host has it */
+    dev_t device;
+};
+
+/* the skeleton: said once, at start; devices are read from the host then */
+static struct item skeleton[MAX_ITEMS];
+static int skeleton_count;
 
 static char *inside(const char *root, const char *path) {
     static char buffers[4][4096];
@@ -189,21 +120,12 @@ static void make_directories(char *path, mode_t mode) {
     if (mkdir(path, mode) && errno != EEXIST) fail("mkdir", path);
 }
 
-static void make_mount_point(const char *source, char *target) {
-    struct stat st;
-    if (stat(source, &st)) fail("stat", source);
-    if (S_ISDIR(st.st_mode)) {
-        make_directories(target, 0755);
-        return;
-    }
-    if (!lstat(target, &st)) return; /* a file already there, e.g. over /etc/resolv.conf */
-    char *slash = strrchr(target, '/');
+static void make_parent(char *path) {
+    char *slash = strrchr(path, '/');
+    if (slash == path) return;
     *slash = 0;
-    make_directories(target, 0755);
+    make_directories(path, 0755);
     *slash = '/';
-    int fd = open(target, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) fail("create", target);
-    close(fd);
 }
 
 static void restrict_mount(const char *target, unsigned long long attributes) {
@@ -217,71 +139,211 @@ static void restrict_mount(const char *target, unsigned long long attributes) {
     if (mount(NULL, target, NULL, flags, NULL)) fail("remount", target);
 }
 
+static void bind_read_only(const char *source, char *target) {
+    struct stat st;
+    if (stat(source, &st)) fail("stat", source);
+    if (!S_ISDIR(st.st_mode)) usage("--ro-bind takes a directory");
+    make_directories(target, 0755);
+    if (mount(source, target, NULL, MS_BIND | MS_REC, NULL)) fail("bind", source);
+    restrict_mount(target, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+}
+
 static void build_item(const char *root, const struct item *item) {
     char *target = inside(root, item->target);
     switch (item->kind) {
     case DIRECTORY:
         make_directories(target, 0755);
         return;
-    case SYMLINK: {
-        char *slash = strrchr(target, '/');
-        *slash = 0;
-        make_directories(target, 0755);
-        *slash = '/';
+    case SYMLINK:
+        make_parent(target);
         if (symlink(item->source, target)) fail("symlink", target);
         return;
-    }
-    case DEVICE: { /* a node of the host's character device: cheaper than a bind mount */
-        struct stat st;
-        if (stat(item->source, &st)) fail("stat", item->source);
-        if (!S_ISCHR(st.st_mode)) usage("--device takes a character device");
-        char *slash = strrchr(target, '/');
-        *slash = 0;
-        make_directories(target, 0755);
-        *slash = '/';
-        if (mknod(target, S_IFCHR | (st.st_mode & 0777), st.st_rdev)) fail("mknod", target);
+    case DEVICE: /* a node of the host's character device: cheaper than a bind mount */
+        make_parent(target);
+        if (mknod(target, S_IFCHR | (item->mode & 0777), item->device)) fail("mknod", target);
+        return;
+    case RO_BIND:
+        bind_read_only(item->source, target);
         return;
     }
-    default:
-        break;
-    }
-    make_mount_point(item->source, target);
-    if (mount(item->source, target, NULL, MS_BIND | MS_REC, NULL)) fail("bind", item->source);
-    unsigned long long read_only = item->kind == RO_BIND ? MOUNT_ATTR_RDONLY : 0;
-    restrict_mount(target, read_only | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
 }
 
-static void build_root(const struct options *o) {
-    /* nothing done here may reach the host's mount table */
+/* The server's own root, once: a read-only tmpfs (holding device nodes, so not nodev, and
+ * nothing to run) on ROOT with the skeleton's items, pivoted into in a mount namespace of the
+ * server's, where nothing done reaches the host's mount table. */
+static void build_skeleton(const char *root) {
+    if (unshare(CLONE_NEWNS)) fail("unshare the mount namespace", NULL);
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL)) fail("make mounts private", NULL);
-    /* the disk is attached on the host's side of this namespace, where --bind takes its
-     * directories from; it leaves with the rest of the host's tree after pivot_root */
+    unsigned long flags = MS_NOSUID | MS_NOEXEC;
+    if (mount("tmpfs", root, "tmpfs", flags, "size=1m,nr_inodes=4096,mode=0755"))
+        fail("mount the root", root);
+    mode_t job_umask = umask(0); /* device nodes get the host's modes */
+    for (int i = 0; i < skeleton_count; i++) build_item(root, &skeleton[i]);
+    umask(job_umask);
+    if (mount(NULL, root, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | flags, NULL))
+        fail("make the root read-only", root);
+    if (chdir(root)) fail("chdir", root);
+    if (syscall(SYS_pivot_root, ".", ".")) fail("pivot_root", root);
+    if (umount2(".", MNT_DETACH)) fail("detach the host's root", NULL);
+    if (chdir("/")) fail("chdir", "/");
+}
+
+static void parse_skeleton(int argc, char **argv, const char **root) {
+    for (int i = 0; i < argc; i++) {
+        const char *flag = argv[i];
+        if (skeleton_count == MAX_ITEMS) usage("too many items in the skeleton");
+        struct item *item = &skeleton[skeleton_count];
+        if (i + 1 >= argc) usage("an option lacks its value");
+        if (!strcmp(flag, "--root")) {
+            *root = argv[++i];
+            continue;
+        }
+        if (!strcmp(flag, "--dir")) {
+            *item = (struct item){DIRECTORY, NULL, argv[++i], 0, 0};
+        } else if (!strcmp(flag, "--device")) {
+            struct stat st;
+            const char *path = argv[++i];
+            if (stat(path, &st)) fail("stat", path);
+            if (!S_ISCHR(st.st_mode)) usage("--device takes a character device");
+            *item = (struct item){DEVICE, path, path, st.st_mode, st.st_rdev};
+        } else {
+            if (i + 2 >= argc) usage("an option lacks its values");
+            enum kind kind;
+            if (!strcmp(flag, "--ro-bind")) kind = RO_BIND;
+            else if (!strcmp(flag, "--symlink")) kind = SYMLINK;
+            else usage("unknown option of the skeleton");
+            *item = (struct item){kind, argv[i + 1], argv[i + 2], 0, 0};
+            i += 2;
+        }
+        skeleton_count++;
+    }
+    if (!*root) usage("--root is required");
+}
+
+/* --- what one attempt adds ------------------------------------------------------------- */
+
+struct options {
+    uid_t uid;
+    gid_t gid;
+    const char *chdir_to;
+    const char *hostname;
+    int seccomp;
+    int disk_fd; /* the attempt's disk: a mount attached nowhere, made by the worker */
+    struct { const char *directory, *target; } disk_binds[8];
+    int disk_bind_count;
+    struct item devices[8]; /* its GPUs: given, it gets a /dev of its own */
+    int device_count;
+    struct { int fd; const char *target; } mounts[4]; /* detached mounts, such as resolv.conf */
+    int mount_count;
+    int net_fd; /* the attempt's network namespace, or -1 for a new, empty one */
+    int cgroup_fds[8];
+    int cgroup_count;
+    struct { int resource; rlim_t value; } rlimits[8];
+    int rlimit_count;
+    char **argv;
+};
+
+static int rlimit_resource(const char *name) {
+    if (!strcmp(name, "data")) return RLIMIT_DATA;
+    if (!strcmp(name, "nproc")) return RLIMIT_NPROC;
+    if (!strcmp(name, "nofile")) return RLIMIT_NOFILE;
+    if (!strcmp(name, "fsize")) return RLIMIT_FSIZE;
+    if (!strcmp(name, "core")) return RLIMIT_CORE;
+    usage("unknown rlimit");
+    return -1;
+}
+
+static void parse(int argc, char **argv, struct options *o) {
+    memset(o, 0, sizeof *o);
+    o->uid = (uid_t)-1;
+    o->disk_fd = o->net_fd = -1;
+    int i = 0;
+    for (; i < argc; i++) {
+        const char *flag = argv[i];
+        int left = argc - i - 1;
+        if (!strcmp(flag, "--")) { i++; break; }
+        if (left < 1) usage("an option lacks its value");
+        if (!strcmp(flag, "--uid")) o->uid = (uid_t)number(argv[++i]);
+        else if (!strcmp(flag, "--gid")) o->gid = (gid_t)number(argv[++i]);
+        else if (!strcmp(flag, "--chdir")) o->chdir_to = argv[++i];
+        else if (!strcmp(flag, "--hostname")) o->hostname = argv[++i];
+        else if (!strcmp(flag, "--seccomp")) o->seccomp = (int)number(argv[++i]);
+        else if (!strcmp(flag, "--disk")) o->disk_fd = (int)number(argv[++i]);
+        else if (!strcmp(flag, "--net-namespace")) o->net_fd = (int)number(argv[++i]);
+        else if (!strcmp(flag, "--cgroup")) {
+            if (o->cgroup_count == 8) usage("too many cgroups");
+            o->cgroup_fds[o->cgroup_count++] = (int)number(argv[++i]);
+        } else if (!strcmp(flag, "--rlimit")) {
+            char *spec = argv[++i], *equals = strchr(spec, '=');
+            if (!equals || o->rlimit_count == 8) usage("--rlimit takes NAME=VALUE");
+            *equals = 0;
+            o->rlimits[o->rlimit_count].resource = rlimit_resource(spec);
+            o->rlimits[o->rlimit_count++].value = number(equals + 1);
+        } else if (!strcmp(flag, "--device")) { /* PATH MODE MAJOR MINOR */
+            if (left < 4 || o->device_count == 8) usage("--device takes PATH MODE MAJOR MINOR");
+            dev_t device = makedev(number(argv[i + 3]), number(argv[i + 4]));
+            o->devices[o->device_count++] =
+                (struct item){DEVICE, argv[i + 1], argv[i + 1], (mode_t)number(argv[i + 2]), device};
+            i += 4;
+        } else {
+            if (left < 2) usage("an option lacks its values");
+            if (!strcmp(flag, "--disk-bind")) {
+                if (o->disk_bind_count == 8) usage("too many disk binds");
+                o->disk_binds[o->disk_bind_count].directory = argv[i + 1];
+                o->disk_binds[o->disk_bind_count++].target = argv[i + 2];
+            } else if (!strcmp(flag, "--mount")) {
+                if (o->mount_count == 4) usage("too many mounts");
+                o->mounts[o->mount_count].fd = (int)number(argv[i + 1]);
+                o->mounts[o->mount_count++].target = argv[i + 2];
+            } else {
+                usage("unknown option");
+            }
+            i += 2;
+        }
+    }
+    if (i >= argc) usage("no program to run after --");
+    if (o->uid == (uid_t)-1 || o->uid == 0 || o->gid == 0) usage("--uid and --gid (not 0) are required");
+    if (!o->chdir_to) usage("--chdir is required");
+    o->argv = argv + i;
+}
+
+/* In this attempt's copy of the skeleton (whose mounts no other attempt sees), what is its
+ * own. The skeleton's files are shared by every attempt, so nothing is written to them. */
+static void add_own(const struct options *o) {
+    if (o->device_count) { /* the skeleton's /dev again, with its GPUs, on a tmpfs of its own */
+        if (mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,mode=0755"))
+            fail("mount", "/dev");
+        mode_t job_umask = umask(0);
+        for (int i = 0; i < skeleton_count; i++)
+            if (!strncmp(skeleton[i].target, "/dev/", 5)) build_item("", &skeleton[i]);
+        for (int i = 0; i < o->device_count; i++) build_item("", &o->devices[i]);
+        umask(job_umask);
+    }
+    /* the disk's directories are bound from where /proc goes, while it is free */
     if (o->disk_fd >= 0) {
-        if (syscall(SYS_move_mount, o->disk_fd, "", AT_FDCWD, o->disk_point,
-                    MOVE_MOUNT_F_EMPTY_PATH))
-            fail("attach the disk on", o->disk_point);
+        if (syscall(SYS_move_mount, o->disk_fd, "", AT_FDCWD, "/proc", MOVE_MOUNT_F_EMPTY_PATH))
+            fail("attach the disk", NULL);
+        for (int i = 0; i < o->disk_bind_count; i++) {
+            char *source = inside("/proc/", o->disk_binds[i].directory);
+            if (mount(source, o->disk_binds[i].target, NULL, MS_BIND, NULL))
+                fail("bind", o->disk_binds[i].target);
+            restrict_mount(o->disk_binds[i].target, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+        }
+        if (umount2("/proc", MNT_DETACH)) fail("detach the disk", NULL);
         close(o->disk_fd);
     }
-    /* the root holds the device nodes (so not nodev), nothing to run, and ends read-only */
-    unsigned long root_flags = MS_NOSUID | MS_NOEXEC;
-    if (mount("tmpfs", o->root, "tmpfs", root_flags, "size=1m,nr_inodes=4096,mode=0755"))
-        fail("mount the root", o->root);
-    mode_t job_umask = umask(0); /* device nodes get the host's modes */
-    for (int i = 0; i < o->item_count; i++) build_item(o->root, &o->items[i]);
-    umask(job_umask);
-    char *proc = inside(o->root, "/proc");
-    make_directories(proc, 0555);
-    if (mount("proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL)) fail("mount", proc);
-    char *sys = inside(o->root, "/sys");
-    make_directories(sys, 0555);
-    if (mount("sysfs", sys, "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, NULL))
-        fail("mount", sys);
-    if (mount(NULL, o->root, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | root_flags, NULL))
-        fail("make the root read-only", o->root);
-    if (chdir(o->root)) fail("chdir", o->root);
-    if (syscall(SYS_pivot_root, ".", ".")) fail("pivot_root", o->root);
-    if (umount2(".", MNT_DETACH)) fail("detach the old root", NULL);
-    if (chdir("/")) fail("chdir", "/");
+    for (int i = 0; i < o->mount_count; i++) {
+        if (syscall(SYS_move_mount, o->mounts[i].fd, "", AT_FDCWD, o->mounts[i].target,
+                    MOVE_MOUNT_F_EMPTY_PATH))
+            fail("attach a mount on", o->mounts[i].target);
+        restrict_mount(o->mounts[i].target,
+                       MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+        close(o->mounts[i].fd);
+    }
+    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL))
+        fail("mount", "/proc");
+    if (mount("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, NULL))
+        fail("mount", "/sys");
 }
 
 static void bring_up_loopback(void) {
@@ -349,16 +411,9 @@ static void load_seccomp(void) {
 
 /* --- the processes --------------------------------------------------------------------- */
 
-static void open_cgroups(struct options *o) {
-    for (int i = 0; i < o->cgroup_count; i++) {
-        o->cgroup_fds[i] = open(o->cgroup_files[i], O_WRONLY | O_CLOEXEC);
-        if (o->cgroup_fds[i] < 0) fail("open the cgroup", o->cgroup_files[i]);
-    }
-}
-
 static void enter_cgroups(const struct options *o) {
     for (int i = 0; i < o->cgroup_count; i++) {
-        if (write(o->cgroup_fds[i], "0", 1) != 1) fail("enter the cgroup", o->cgroup_files[i]);
+        if (write(o->cgroup_fds[i], "0", 1) != 1) fail("enter the cgroup", NULL);
         close(o->cgroup_fds[i]);
     }
 }
@@ -383,9 +438,14 @@ static void become_job(const struct options *o) {
 
 /* PID 1: end with the job's main process, handing its wait status to the server */
 static void init(struct options *o, int status_pipe) {
-    open_cgroups(o);
-    build_root(o);
-    if (!o->net_namespace) bring_up_loopback();
+    if (o->net_fd >= 0) {
+        if (setns(o->net_fd, CLONE_NEWNET)) fail("join the network namespace", NULL);
+        close(o->net_fd);
+    } else {
+        if (unshare(CLONE_NEWNET)) fail("unshare the network namespace", NULL);
+        bring_up_loopback();
+    }
+    add_own(o);
     if (o->hostname && sethostname(o->hostname, strlen(o->hostname))) fail("sethostname", NULL);
     pid_t job = fork();
     if (job < 0) fail("fork", NULL);
@@ -407,7 +467,6 @@ static void init(struct options *o, int status_pipe) {
 /* --- the server ------------------------------------------------------------------------ */
 
 #define REQUEST_MAX_BYTES (64 << 20)
-#define PASSED_MAX 4 /* descriptors passed with a start besides stdout and stderr */
 
 struct request {
     uint32_t kind;   /* 'S' start, 'R' reap */
@@ -425,6 +484,7 @@ struct reply {
 };
 
 static int worker = 0; /* the server's standard input: a stream socket to the worker */
+static int dev_null;    /* the attempts' standard input */
 
 /* the attempts started and not yet reaped: their init, and where the job's status comes */
 static struct running { pid_t pid; int status_fd; } *running;
@@ -441,7 +501,7 @@ static void read_fully(void *buffer, size_t length) {
 
 /* the next request and the descriptors that came with it; exits when the worker is gone */
 static void receive(struct request *request, int *fds, int *fd_count) {
-    union { char buffer[CMSG_SPACE(sizeof(int) * (PASSED_MAX + 2))]; struct cmsghdr align; } control;
+    union { char buffer[CMSG_SPACE(sizeof(int) * (MAX_PASSED + 2))]; struct cmsghdr align; } control;
     struct iovec data = {request, sizeof *request};
     struct msghdr message = {.msg_iov = &data, .msg_iovlen = 1,
                              .msg_control = control.buffer, .msg_controllen = sizeof control.buffer};
@@ -495,19 +555,20 @@ static char **take_strings(char **at, const char *end, size_t count, int all) {
 }
 
 /* The child, PID 1 of fresh mount, PID, IPC and UTS namespaces: its descriptors are only
- * /dev/null, the attempt's stdout and stderr, then the passed ones from 3 on, then the status
- * pipe; it is a session of its own (the worker's group kill reaches the job through it) */
+ * /dev/null, the attempt's stdout and stderr, then the passed ones from 3 on (closed when
+ * it execs), then the status pipe; it is a session of its own (the worker's group kill
+ * reaches the job through it) */
 static void become_init(char **options, char **environment, const int *fds, int fd_count,
                         int status_pipe) {
     if (setsid() < 0) fail("setsid", NULL);
-    int sources[PASSED_MAX + 4], count = 0;
-    sources[count++] = open("/dev/null", O_RDWR | O_CLOEXEC);
+    int sources[MAX_PASSED + 4], count = 0;
+    sources[count++] = dev_null;
     for (int i = 0; i < fd_count; i++) sources[count++] = fds[i];
     sources[count++] = status_pipe;
     for (int i = 0; i < count; i++) /* above every target first, so none is overwritten */
         if ((sources[i] = fcntl(sources[i], F_DUPFD_CLOEXEC, 64)) < 0) fail("dup", NULL);
     for (int i = 0; i < count; i++)
-        if (dup3(sources[i], i, i == count - 1 ? O_CLOEXEC : 0) < 0) fail("dup", NULL);
+        if (dup3(sources[i], i, i < 3 ? 0 : O_CLOEXEC) < 0) fail("dup", NULL);
     if (syscall(SYS_close_range, count, ~0U, 0))
         for (int fd = count; fd < 1024; fd++) close(fd); /* kernels before 5.9 */
     environ = environment;
@@ -515,13 +576,6 @@ static void become_init(char **options, char **environment, const int *fds, int 
     while (options[option_count]) option_count++;
     struct options o;
     parse((int)option_count, options, &o);
-    if (o.net_namespace) {
-        int fd = open(o.net_namespace, O_RDONLY | O_CLOEXEC);
-        if (fd < 0 || setns(fd, CLONE_NEWNET)) fail("join the network namespace", o.net_namespace);
-        close(fd);
-    } else if (unshare(CLONE_NEWNET)) {
-        fail("unshare the network namespace", NULL);
-    }
     init(&o, count - 1);
 }
 
@@ -601,7 +655,7 @@ static void reap(pid_t pid) {
 static void serve(void) {
     for (;;) {
         struct request request;
-        int fds[PASSED_MAX + 2], fd_count;
+        int fds[MAX_PASSED + 2], fd_count;
         receive(&request, fds, &fd_count);
         if (request.kind == 'S') start(&request, fds, fd_count);
         else if (request.kind == 'R') reap(request.pid);
@@ -611,7 +665,12 @@ static void serve(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 2 || strcmp(argv[1], "--serve"))
-        usage("run by the worker as: herder-sandbox --serve, its socket as standard input");
+    if (argc < 2 || strcmp(argv[1], "--serve"))
+        usage("run by the worker as: herder-sandbox --serve SKELETON, its socket as standard input");
+    const char *root = NULL;
+    parse_skeleton(argc - 2, argv + 2, &root);
+    dev_null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (dev_null < 0) fail("open", "/dev/null");
+    build_skeleton(root);
     serve();
 }
