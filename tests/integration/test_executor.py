@@ -285,6 +285,23 @@ def test_a_sandboxed_job_holds_no_descriptor_but_its_own(
 
 
 @needs_root
+def test_what_a_sandboxed_job_can_write_is_nosuid_and_nodev_and_the_rest_read_only(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    with attempt_sandbox(launcher(tmp_path_factory), SANDBOX_UID) as sandbox:
+        outcome, output, _ = shell("cat /proc/self/mountinfo", tmp_path, sandbox=sandbox)
+    assert outcome.state is AttemptState.SUCCEEDED
+    options = {
+        line.split()[4]: set(line.split()[5].split(","))
+        for line in output.of("stdout").splitlines()
+    }
+    for writable in ("/workspace", "/tmp", "/var/tmp", "/dev/shm"):
+        assert {"rw", "nosuid", "nodev"} <= options[writable], (writable, options[writable])
+    for system in ("/", "/usr", "/etc", "/sys"):
+        assert {"ro", "nosuid"} <= options[system], (system, options[system])
+
+
+@needs_root
 def test_a_launcher_that_died_is_started_again(
     tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:

@@ -319,7 +319,8 @@ static void add_own(const struct options *o) {
         for (int i = 0; i < o->device_count; i++) build_item("", &o->devices[i]);
         umask(job_umask);
     }
-    /* the disk's directories are bound from where /proc goes, while it is free */
+    /* the disk's directories are bound from where /proc goes, while it is free; the binds
+     * keep the disk's own nosuid and nodev (the worker mounted it so) */
     if (o->disk_fd >= 0) {
         if (syscall(SYS_move_mount, o->disk_fd, "", AT_FDCWD, "/proc", MOVE_MOUNT_F_EMPTY_PATH))
             fail("attach the disk", NULL);
@@ -327,7 +328,6 @@ static void add_own(const struct options *o) {
             char *source = inside("/proc/", o->disk_binds[i].directory);
             if (mount(source, o->disk_binds[i].target, NULL, MS_BIND, NULL))
                 fail("bind", o->disk_binds[i].target);
-            restrict_mount(o->disk_binds[i].target, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
         }
         if (umount2("/proc", MNT_DETACH)) fail("detach the disk", NULL);
         close(o->disk_fd);
