@@ -273,28 +273,29 @@ def test_a_grandchild_that_left_the_group_dies_with_the_sandbox(
         assert eventually(lambda: not living_of_uid(SANDBOX_UID)), living_of_uid(SANDBOX_UID)
 
 
+def sandboxed(command: str, factory: pytest.TempPathFactory) -> str:
+    """What ``command`` printed, run to success in a sandbox of its own."""
+    with attempt_sandbox(launcher(factory), SANDBOX_UID) as sandbox:
+        outcome, output, _ = shell(command, factory.getbasetemp(), sandbox=sandbox)
+    assert outcome.state is AttemptState.SUCCEEDED, outcome.reason
+    return output.of("stdout")
+
+
 @needs_root
 def test_a_sandboxed_job_holds_no_descriptor_but_its_own(
-    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     """Not the launcher's socket (which starts processes as root), not its disk's mount."""
-    with attempt_sandbox(launcher(tmp_path_factory), SANDBOX_UID) as sandbox:
-        outcome, output, _ = shell("ls /proc/self/fd", tmp_path, sandbox=sandbox)
-    assert outcome.state is AttemptState.SUCCEEDED
-    assert output.of("stdout").split() == ["0", "1", "2", "3"]  # 3: ls reading the directory
+    listed = sandboxed("ls /proc/self/fd", tmp_path_factory)
+    assert listed.split() == ["0", "1", "2", "3"]  # 3: ls reading the directory
 
 
 @needs_root
 def test_what_a_sandboxed_job_can_write_is_nosuid_and_nodev_and_the_rest_read_only(
-    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    with attempt_sandbox(launcher(tmp_path_factory), SANDBOX_UID) as sandbox:
-        outcome, output, _ = shell("cat /proc/self/mountinfo", tmp_path, sandbox=sandbox)
-    assert outcome.state is AttemptState.SUCCEEDED
-    options = {
-        line.split()[4]: set(line.split()[5].split(","))
-        for line in output.of("stdout").splitlines()
-    }
+    mounts = sandboxed("cat /proc/self/mountinfo", tmp_path_factory)
+    options = {line.split()[4]: set(line.split()[5].split(",")) for line in mounts.splitlines()}
     for writable in ("/workspace", "/tmp", "/var/tmp", "/dev/shm"):
         assert {"rw", "nosuid", "nodev"} <= options[writable], (writable, options[writable])
     for system in ("/", "/usr", "/etc", "/sys"):
