@@ -303,6 +303,28 @@ def test_what_a_sandboxed_job_can_write_is_nosuid_and_nodev_and_the_rest_read_on
 
 
 @needs_root
+def test_an_attempt_given_a_gpu_sees_its_device_and_no_other(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    host = tmp_path / "dev"  # the host's GPUs, as null and zero devices
+    host.mkdir()
+    for name, minor in (("nvidia0", 3), ("nvidia1", 3), ("nvidiactl", 5)):
+        os.mknod(host / name, stat.S_IFCHR, os.makedev(1, minor))
+        os.chmod(host / name, 0o666)
+    monkeypatch.setattr("herder.worker.sandbox.HOST_DEVICES", host)
+    command = "ls /dev; echo written > /dev/nvidia1 && head -c 2 /dev/nvidiactl | od -An -tx1"
+    with attempt_sandbox(launcher(tmp_path_factory), SANDBOX_UID, gpu_indices=(1,)) as sandbox:
+        outcome, output, _ = shell(command, tmp_path, sandbox=sandbox)
+    assert outcome.state is AttemptState.SUCCEEDED, output.of("stderr")
+    *listed, zeros = output.of("stdout").splitlines()
+    assert set(listed) == {
+        "fd", "full", "null", "nvidia1", "nvidiactl", "random", "shm", "stderr", "stdin",
+        "stdout", "tty", "urandom", "zero",
+    }  # fmt: skip
+    assert zeros.split() == ["00", "00"]
+
+
+@needs_root
 def test_a_launcher_that_died_is_started_again(
     tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:

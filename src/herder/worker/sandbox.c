@@ -110,21 +110,21 @@ static char *inside(const char *root, const char *path) {
 }
 
 /* mkdir -p; most paths are one level below a directory made already, so that is tried first */
-static void make_directories(char *path, mode_t mode) {
-    if (!mkdir(path, mode) || errno == EEXIST) return;
+static void make_directories(char *path) {
+    if (!mkdir(path, 0755) || errno == EEXIST) return;
     char *slash = strrchr(path, '/');
     if (errno != ENOENT || slash == path) fail("mkdir", path);
     *slash = 0;
-    make_directories(path, 0755);
+    make_directories(path);
     *slash = '/';
-    if (mkdir(path, mode) && errno != EEXIST) fail("mkdir", path);
+    if (mkdir(path, 0755) && errno != EEXIST) fail("mkdir", path);
 }
 
 static void make_parent(char *path) {
     char *slash = strrchr(path, '/');
     if (slash == path) return;
     *slash = 0;
-    make_directories(path, 0755);
+    make_directories(path);
     *slash = '/';
 }
 
@@ -143,7 +143,7 @@ static void bind_read_only(const char *source, char *target) {
     struct stat st;
     if (stat(source, &st)) fail("stat", source);
     if (!S_ISDIR(st.st_mode)) usage("--ro-bind takes a directory");
-    make_directories(target, 0755);
+    make_directories(target);
     if (mount(source, target, NULL, MS_BIND | MS_REC, NULL)) fail("bind", source);
     restrict_mount(target, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
 }
@@ -152,7 +152,7 @@ static void build_item(const char *root, const struct item *item) {
     char *target = inside(root, item->target);
     switch (item->kind) {
     case DIRECTORY:
-        make_directories(target, 0755);
+        make_directories(target);
         return;
     case SYMLINK:
         make_parent(target);

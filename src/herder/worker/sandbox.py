@@ -38,6 +38,7 @@ SANDBOX_WORKSPACE = Path("/workspace")
 SYSTEM_DIRECTORIES = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 GPU_SHARED_DEVICES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
+HOST_DEVICES = Path("/dev")
 
 
 def system_view(paths: tuple[str, ...]) -> tuple[str, ...]:
@@ -86,7 +87,7 @@ def _gpu_options(gpu_indices: tuple[int, ...]) -> list[str]:
     options: list[str] = []
     for name in [f"nvidia{index}" for index in gpu_indices] + list(GPU_SHARED_DEVICES):
         try:
-            device = os.stat(f"/dev/{name}")
+            device = os.stat(HOST_DEVICES / name)
         except FileNotFoundError:
             continue
         numbers = (device.st_mode & 0o777, os.major(device.st_rdev), os.minor(device.st_rdev))
