@@ -67,7 +67,7 @@ class AttemptDisk:
 def open_disk(size_bytes: int, uid: int) -> AttemptDisk:
     """A fresh tmpfs of ``size_bytes`` with the attempt's directories, attached nowhere."""
     inodes = max(1024, size_bytes // MIB * INODES_PER_MIB)
-    options = {"size": size_bytes, "nr_inodes": inodes, "mode": "0711", "uid": 0, "gid": 0}
+    options = {"size": size_bytes, "nr_inodes": inodes, "mode": "0711"}  # root's: the worker's
     context = _call(_libc.syscall(SYS_FSOPEN, b"tmpfs", FSOPEN_CLOEXEC), "fsopen tmpfs")
     try:
         for key, value in options.items():

@@ -1,7 +1,9 @@
 """What an attempt sees: its environment, its file system, its limits.
 
-A root worker starts every attempt through the sandbox launcher (``sandbox.c``, built by
-``launcher.py``); this module decides what the launcher is told:
+A root worker starts every attempt through the sandbox launcher's server (``sandbox.c``, built
+by ``launcher.py``, asked by ``launch_server.py``); this module decides what it is told: once,
+what every attempt sees alike (``skeleton_options``), and for each attempt what is its own
+(``Sandbox``: its uid, disk, network, GPUs, limits):
 
     namespaces   mount, PID, IPC, UTS, network (an empty one, or the attempt's outbound one)
     /            a read-only tmpfs holding only what is listed below
