@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from herder.worker.disk import MIB, mount_disk, unmount_disk
+from herder.worker.disk import MIB, close_disk, open_disk
+from herder.worker.launch_server import LaunchServer
 from herder.worker.launcher import sandbox_launcher
-from herder.worker.sandbox import SYSTEM_DIRECTORIES, Sandbox, system_view
+from herder.worker.sandbox import SYSTEM_DIRECTORIES, Sandbox, skeleton_options, system_view
 from herder.worker.statedir import secure_directory
 from herder.worker.uids import kill_processes_of_uid
 
@@ -20,38 +21,36 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="only root can sandbox
 
 
 @cache
-def _launcher(directory: Path) -> Path:
-    return sandbox_launcher(secure_directory(directory, 0o755))
+def _launcher(directory: Path) -> LaunchServer:
+    binary = sandbox_launcher(secure_directory(directory / "bin", 0o755))
+    root = secure_directory(directory / "root", 0o755)
+    return LaunchServer(binary, skeleton_options(root, system_view(SYSTEM_DIRECTORIES)))
 
 
-def launcher(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _launcher(tmp_path_factory.getbasetemp() / "sandbox-bin")
+def launcher(tmp_path_factory: pytest.TempPathFactory) -> LaunchServer:
+    """The launcher's server, for the whole session (it ends when the session's process does)."""
+    return _launcher(tmp_path_factory.getbasetemp() / "sandbox")
 
 
 @contextmanager
 def attempt_sandbox(
-    launcher_path: Path,
-    directory: Path,
+    launcher_server: LaunchServer,
     uid: int,
     *,
     disk_mb: int = 64,
     net_namespace: Path | None = None,
     gpu_indices: tuple[int, ...] = (),
 ) -> Iterator[Sandbox]:
-    """A sandbox for one attempt under ``directory``; afterwards nothing of ``uid`` runs and
-    its disk is gone."""
-    root = secure_directory(directory / "root", 0o755)
-    disk = mount_disk(directory / "disk", disk_mb * MIB, uid)
+    """A sandbox for one attempt; afterwards nothing of ``uid`` runs and its disk is gone."""
+    disk = open_disk(disk_mb * MIB, uid)
     try:
         yield Sandbox(
-            launcher_path,
+            launcher_server,
             uid,
-            root,
             disk,
-            system_view(SYSTEM_DIRECTORIES),
             net_namespace=net_namespace,
             gpu_indices=gpu_indices,
         )
     finally:
         kill_processes_of_uid(uid)
-        unmount_disk(disk)
+        close_disk(disk)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import select
 import signal
 import stat
 import tarfile
@@ -20,7 +21,9 @@ import uvloop
 from herder.domain.errors import Invalid
 from herder.domain.jobs import JobSpec, Runtime
 from herder.domain.states import AttemptState
+from herder.worker.disk import MIB, close_disk, open_disk
 from herder.worker.executor import StopRequest, execute
+from herder.worker.launch_server import LaunchServer
 from herder.worker.outcome import Outcome
 from herder.worker.process import LaunchPlan
 from herder.worker.sandbox import SANDBOX_WORKSPACE, Sandbox
@@ -258,7 +261,7 @@ def test_what_the_job_left_in_its_group_is_killed_when_it_exits(workspace: Path)
 def test_a_grandchild_that_left_the_group_dies_with_the_sandbox(
     tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    with attempt_sandbox(launcher(tmp_path_factory), tmp_path, SANDBOX_UID) as sandbox:
+    with attempt_sandbox(launcher(tmp_path_factory), SANDBOX_UID) as sandbox:
         outcome, output, took = shell(
             "id -u; id -G; setsid sleep 30 & echo $!", tmp_path, sandbox=sandbox
         )
@@ -268,6 +271,79 @@ def test_a_grandchild_that_left_the_group_dies_with_the_sandbox(
         assert took < 1.0  # the escaped sleep held the pipes, yet the end was not held up
         # its PID namespace ended with the job: nothing of the uid survives, no sweep needed
         assert eventually(lambda: not living_of_uid(SANDBOX_UID)), living_of_uid(SANDBOX_UID)
+
+
+def sandboxed(command: str, factory: pytest.TempPathFactory) -> str:
+    """What ``command`` printed, run to success in a sandbox of its own."""
+    with attempt_sandbox(launcher(factory), SANDBOX_UID) as sandbox:
+        outcome, output, _ = shell(command, factory.getbasetemp(), sandbox=sandbox)
+    assert outcome.state is AttemptState.SUCCEEDED, outcome.reason
+    return output.of("stdout")
+
+
+@needs_root
+def test_a_sandboxed_job_holds_no_descriptor_but_its_own(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Not the launcher's socket (which starts processes as root), not its disk's mount."""
+    listed = sandboxed("ls /proc/self/fd", tmp_path_factory)
+    assert listed.split() == ["0", "1", "2", "3"]  # 3: ls reading the directory
+
+
+@needs_root
+def test_what_a_sandboxed_job_can_write_is_nosuid_and_nodev_and_the_rest_read_only(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    mounts = sandboxed("cat /proc/self/mountinfo", tmp_path_factory)
+    options = {line.split()[4]: set(line.split()[5].split(",")) for line in mounts.splitlines()}
+    for writable in ("/workspace", "/tmp", "/var/tmp", "/dev/shm"):
+        assert {"rw", "nosuid", "nodev"} <= options[writable], (writable, options[writable])
+    for system in ("/", "/usr", "/etc", "/sys"):
+        assert {"ro", "nosuid"} <= options[system], (system, options[system])
+
+
+@needs_root
+def test_an_attempt_given_a_gpu_sees_its_device_and_no_other(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    host = tmp_path / "dev"  # the host's GPUs, as null and zero devices
+    host.mkdir()
+    for name, minor in (("nvidia0", 3), ("nvidia1", 3), ("nvidiactl", 5)):
+        os.mknod(host / name, stat.S_IFCHR, os.makedev(1, minor))
+        os.chmod(host / name, 0o666)
+    monkeypatch.setattr("herder.worker.sandbox.HOST_DEVICES", host)
+    command = "ls /dev; echo written > /dev/nvidia1 && head -c 2 /dev/nvidiactl | od -An -tx1"
+    with attempt_sandbox(launcher(tmp_path_factory), SANDBOX_UID, gpu_indices=(1,)) as sandbox:
+        outcome, output, _ = shell(command, tmp_path, sandbox=sandbox)
+    assert outcome.state is AttemptState.SUCCEEDED, output.of("stderr")
+    *listed, zeros = output.of("stdout").splitlines()
+    assert set(listed) == {
+        "fd", "full", "null", "nvidia1", "nvidiactl", "random", "shm", "stderr", "stdin",
+        "stdout", "tty", "urandom", "zero",
+    }  # fmt: skip
+    assert zeros.split() == ["00", "00"]
+
+
+@needs_root
+def test_a_launcher_that_died_is_started_again(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    shared = launcher(tmp_path_factory)
+    server = LaunchServer(shared.binary, shared.skeleton)
+    try:
+        with attempt_sandbox(server, SANDBOX_UID) as sandbox:
+            first, _, _ = shell("true", tmp_path, sandbox=sandbox)
+        assert server.pid is not None
+        gone = os.pidfd_open(server.pid)
+        os.kill(server.pid, signal.SIGKILL)
+        select.select([gone], [], [])  # readable once it has exited
+        os.close(gone)
+        with attempt_sandbox(server, SANDBOX_UID) as sandbox:
+            second, output, _ = shell("echo again", tmp_path, sandbox=sandbox)
+        assert (first.state, second.state) == (AttemptState.SUCCEEDED, AttemptState.SUCCEEDED)
+        assert output.of("stdout") == "again\n"
+    finally:
+        server.close()
 
 
 def test_an_escaped_grandchild_holding_the_pipes_does_not_hang_the_end(workspace: Path) -> None:
@@ -466,6 +542,20 @@ def symlink_info(name: str) -> zipfile.ZipInfo:
     return info
 
 
+@pytest.fixture(params=["directory", pytest.param("disk", marks=needs_root)])
+def unpacked(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
+    """Where an archive is unpacked: a plain workspace, or an attempt's disk (reached through
+    its descriptor, never by a path of the host)."""
+    if request.param == "directory":
+        yield prepare_workspace(tmp_path / "attempts", "att_1")
+        return
+    disk = open_disk(16 * MIB, SANDBOX_UID)
+    try:
+        yield disk.work
+    finally:
+        close_disk(disk)
+
+
 REFUSED: list[tuple[str, Callable[[Path], Path], str]] = [
     ("tar-dotdot", lambda d: tar(d / "a.tar", [tar_member("../evil")]), "outside"),
     (
@@ -489,17 +579,17 @@ REFUSED: list[tuple[str, Callable[[Path], Path], str]] = [
     ("make", "why"), [pytest.param(make, why, id=name) for name, make, why in REFUSED]
 )
 def test_unpack_refuses_what_would_reach_outside(
-    workspace: Path, tmp_path: Path, make: Callable[[Path], Path], why: str
+    unpacked: Path, tmp_path: Path, make: Callable[[Path], Path], why: str
 ) -> None:
     archive = make(tmp_path)
     with pytest.raises(Invalid, match=why):
-        unpack_archive(workspace, archive, None, None)
-    assert list(workspace.iterdir()) == []  # checked before anything is written
-    assert not (workspace.parent / "evil").exists()
-    assert not (workspace.parent / "x").exists()
+        unpack_archive(unpacked, archive, None, None)
+    assert list(unpacked.iterdir()) == []  # checked before anything is written
+    assert not (unpacked.parent / "evil").exists()
+    assert not (unpacked.parent / "x").exists()
 
 
-def test_unpack_accepts_a_tar_gz(workspace: Path, tmp_path: Path) -> None:
+def test_unpack_accepts_a_tar_gz(unpacked: Path, tmp_path: Path) -> None:
     archive = tar(
         tmp_path / "job.tgz",
         [
@@ -509,26 +599,28 @@ def test_unpack_accepts_a_tar_gz(workspace: Path, tmp_path: Path) -> None:
         ],
         mode="w:gz",
     )
-    unpack_archive(workspace, archive, None, None)
-    assert (workspace / "pkg" / "run.sh").read_bytes() == b"xxx"
-    assert os.access(workspace / "pkg" / "run.sh", os.X_OK)
-    assert (workspace / "pkg" / "link").resolve() == (workspace / "pkg" / "run.sh").resolve()
+    unpack_archive(unpacked, archive, None, None)
+    assert (unpacked / "pkg" / "run.sh").read_bytes() == b"xxx"
+    assert os.access(unpacked / "pkg" / "run.sh", os.X_OK)
+    assert os.readlink(unpacked / "pkg" / "link") == "run.sh"  # nothing here may be resolved
 
 
 @pytest.mark.parametrize("uid", [None, pytest.param(SANDBOX_UID, marks=needs_root)])
-def test_unpack_accepts_a_zip(workspace: Path, tmp_path: Path, uid: int | None) -> None:
+def test_unpack_accepts_a_zip(unpacked: Path, tmp_path: Path, uid: int | None) -> None:
     archive = zip_archive(tmp_path / "job.zip", {"pkg/": b"", "pkg/main.py": b"print(1)\n"})
-    unpack_archive(workspace, archive, uid, uid)
-    assert (workspace / "pkg" / "main.py").read_text() == "print(1)\n"
+    unpack_archive(unpacked, archive, uid, uid)
+    assert (unpacked / "pkg" / "main.py").read_text() == "print(1)\n"
     owner = uid if uid is not None else os.getuid()
-    assert {path.stat().st_uid for path in [workspace, *workspace.rglob("*")]} == {owner}
+    assert {path.stat().st_uid for path in unpacked.rglob("*")} == {owner}
+    if uid is not None:
+        assert unpacked.stat().st_uid == uid
 
 
-def test_unpack_bounds_what_a_zip_bomb_unpacks_to(workspace: Path, tmp_path: Path) -> None:
+def test_unpack_bounds_what_a_zip_bomb_unpacks_to(unpacked: Path, tmp_path: Path) -> None:
     archive = zip_archive(tmp_path / "bomb.zip", {"zeros": bytes(1_000_000)})
     assert archive.stat().st_size < 10_000
     with pytest.raises(Invalid, match="more than 100000 bytes"):
-        unpack_archive(workspace, archive, None, None, max_bytes=100_000)
+        unpack_archive(unpacked, archive, None, None, max_bytes=100_000)
 
 
 @pytest.mark.parametrize(
@@ -539,19 +631,19 @@ def test_unpack_bounds_what_a_zip_bomb_unpacks_to(workspace: Path, tmp_path: Pat
     ],
 )
 def test_unpack_refuses_what_is_not_an_archive(
-    workspace: Path, tmp_path: Path, content: bytes, why: str
+    unpacked: Path, tmp_path: Path, content: bytes, why: str
 ) -> None:
     (tmp_path / "blob").write_bytes(content)
     with pytest.raises(Invalid, match=why):
-        unpack_archive(workspace, tmp_path / "blob", None, None)
+        unpack_archive(unpacked, tmp_path / "blob", None, None)
 
 
-def test_unpack_refuses_a_truncated_zip(workspace: Path, tmp_path: Path) -> None:
+def test_unpack_refuses_a_truncated_zip(unpacked: Path, tmp_path: Path) -> None:
     archive = zip_archive(tmp_path / "job.zip", {"a": os.urandom(50_000)})
     data = archive.read_bytes()
     archive.write_bytes(data[:1000] + data[-22:])  # central directory kept, data cut
     with pytest.raises(Invalid, match="not a valid zip"):
-        unpack_archive(workspace, archive, None, None)
+        unpack_archive(unpacked, archive, None, None)
 
 
 # --- launch plans ---------------------------------------------------------------------------

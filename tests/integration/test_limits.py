@@ -166,7 +166,7 @@ def own_uid(
     cgroup (as a path whose name it is)."""
     if os.geteuid() != 0:
         pytest.skip("an own uid for the attempt needs root")
-    with attempt_sandbox(launcher(tmp_path_factory), tmp_path, SANDBOX_UID) as sandbox:
+    with attempt_sandbox(launcher(tmp_path_factory), SANDBOX_UID) as sandbox:
         yield sandbox, tmp_path / f"att_own_{os.getpid()}"
 
 

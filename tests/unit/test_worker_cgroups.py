@@ -188,11 +188,7 @@ def test_the_launcher_enters_every_hierarchy_of_v1_and_the_one_cgroup_of_v2(
         directory.mkdir(parents=True)
     cgroup = CgroupEnforcer(1, v1).confine("att_1", Limits(8 * MIB, 1), gid=7, by_launcher=True)
     try:
-        assert cgroup.launcher_options() == [
-            option
-            for name in ("memory", "cpu", "pids")
-            for option in ("--cgroup", str(v1[name] / "att_1" / "tasks"))
-        ]
+        assert cgroup.entrances() == [v1[name] / "att_1" / "tasks" for name in v1]
         assert cgroup.stdin is None
     finally:
         cgroup.remove()
@@ -201,7 +197,7 @@ def test_the_launcher_enters_every_hierarchy_of_v1_and_the_one_cgroup_of_v2(
     enforcer = CgroupEnforcer(2, dict.fromkeys(["memory", "cpu", "pids"], v2))
     cgroup = enforcer.confine("att_2", Limits(8 * MIB, 1), gid=7, by_launcher=True)
     try:
-        assert cgroup.launcher_options() == ["--cgroup", str(v2 / "att_2" / "cgroup.procs")]
+        assert cgroup.entrances() == [v2 / "att_2" / "cgroup.procs"]
         assert cgroup.stdin is None  # nothing opened to hand to the job
     finally:
         cgroup.remove()

@@ -7,7 +7,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from herder.worker.cgroupfs import close_all, kill_members, read_key, read_number, remove
+from herder.worker.cgroupfs import (
+    close_all,
+    kill_members,
+    read_key,
+    read_number,
+    remove,
+    try_remove,
+)
 from herder.worker.limits import Limits, Verdict
 
 CPU_PERIOD_MICROSECONDS = 100_000  # the kernel's default CFS period
@@ -75,12 +82,12 @@ class AttemptCgroup:
         tasks = [str(directory / "tasks") for directory in self.unique_directories]
         return [SHELL, "-c", V1_JOIN_SCRIPT, "herder-join", *tasks, "--", *argv]
 
-    def launcher_options(self) -> list[str]:
+    def entrances(self) -> list[Path]:
         entrance = "cgroup.procs" if self._version == 2 else "tasks"
-        options: list[str] = []
-        for directory in self.unique_directories:
-            options += ["--cgroup", str(directory / entrance)]
-        return options
+        return [directory / entrance for directory in self.unique_directories]
+
+    def launcher_options(self) -> list[str]:
+        return []
 
     def collect(self) -> Verdict:
         memory = self._directories["memory"]
@@ -89,16 +96,27 @@ class AttemptCgroup:
         else:
             events, peak = memory / "memory.oom_control", memory / "memory.max_usage_in_bytes"
         verdict = Verdict(read_key(events, "oom_kill"), read_number(peak))
-        for directory in self.unique_directories:
-            close_all(kill_members(directory))
+        # v1: a process enters each of the attempt's hierarchies before it forks and cannot
+        # leave them, so the memory one holds them all (removing each kills what is left)
+        close_all(kill_members(memory))
         return verdict
 
+    def try_remove(self) -> bool:
+        self._close_entrance()
+        self.unique_directories = [
+            directory for directory in self.unique_directories if not try_remove(directory)
+        ]
+        return not self.unique_directories
+
     def remove(self) -> None:
+        self._close_entrance()
+        for directory in self.unique_directories:
+            remove(directory)
+
+    def _close_entrance(self) -> None:
         if self.stdin is not None:
             os.close(self.stdin)
             self.stdin = None
-        for directory in self.unique_directories:
-            remove(directory)
 
 
 def limit_settings(

@@ -186,6 +186,18 @@ def close_all(fds: list[int]) -> None:
         os.close(fd)
 
 
+def try_remove(cgroup: Path) -> bool:
+    """Remove ``cgroup`` if that needs no waiting, as when nothing is left inside: whether it
+    is gone."""
+    try:
+        cgroup.rmdir()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
 def remove(cgroup: Path) -> None:
     """Remove ``cgroup``: at once when it is empty, as it almost always is (the attempt's
     processes were killed at its end); else kill what is inside, child cgroups first, and wait

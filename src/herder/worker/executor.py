@@ -77,8 +77,8 @@ async def execute(
     try:
         return await _run(plan, on_output, cancel, confinement, started)
     finally:
-        if confinement is not None:  # waits for killed processes to leave: off the loop
-            await asyncio.to_thread(confinement.remove)
+        if confinement is not None and not confinement.try_remove():
+            await asyncio.to_thread(confinement.remove)  # waits for what is left: off the loop
 
 
 async def _run(
@@ -89,13 +89,13 @@ async def _run(
     started: float,
 ) -> Outcome:
     try:
-        child = AttemptProcess(plan, on_output, confinement)
+        child = await AttemptProcess.start(plan, on_output, confinement)
     except OSError as exc:
         return never_ran(AttemptState.FAILED, f"could not start: {exc}", started)
     try:
         stop = await _supervise(child, plan, cancel)
         child.kill_group()
-        status, rusage = child.reap()
+        reaped = await child.reap()
         wall_seconds = time.monotonic() - started
         verdict = confinement.collect() if confinement is not None else Verdict()
         await child.finish_output(OUTPUT_DRAIN_SECONDS)
@@ -105,10 +105,10 @@ async def _run(
         raise child.sink_error
     peak_kb = (verdict.peak_memory_bytes or 0) // 1024
     usage = ResourceUsage(
-        rusage.ru_utime, rusage.ru_stime, peak_kb or rusage.ru_maxrss, wall_seconds
+        reaped.user_seconds, reaped.system_seconds, peak_kb or reaped.max_rss_kb, wall_seconds
     )
     disk_full = plan.sandbox is not None and plan.sandbox.disk.is_full()
-    return outcome_of(stop, status, usage, plan, verdict, disk_full=disk_full)
+    return outcome_of(stop, reaped.status, usage, plan, verdict, disk_full=disk_full)
 
 
 async def _supervise(

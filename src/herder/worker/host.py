@@ -5,8 +5,8 @@ A root worker keeps its state under ``home`` in directories no job can reach or 
 
     /var/lib/herder/bin/herder-sandbox-<hash>   the launcher, built once per version and host
     <home>/worker-<uid base>/cache       artifacts by sha256 (the agent's ArtifactCache)
-    <home>/worker-<uid base>/attempts    one disk (tmpfs) per running attempt
-    <home>/worker-<uid base>/root        where each launcher mounts its attempt's new root
+    <home>/worker-<uid base>/attempts    workspaces of attempts at isolation none
+    <home>/worker-<uid base>/root        where the launcher builds what all attempts see
     <home>/worker-<uid base>/net         network namespaces of network-on attempts
     /run/herder/uids                     which uid ranges this host's workers hold
 
@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from herder.domain.models import Assignment
-from herder.worker.disk import MIB, AttemptDisk, mount_disk, unmount_disk
+from herder.worker.disk import MIB, AttemptDisk, close_disk, detach_leftover, open_disk
 from herder.worker.isolation import Isolation
+from herder.worker.launch_server import LaunchServer
 from herder.worker.launcher import sandbox_launcher
 from herder.worker.limits import Enforcer
 from herder.worker.network import (
@@ -35,7 +36,13 @@ from herder.worker.network import (
     OutboundNetworks,
     control_plane_addresses,
 )
-from herder.worker.sandbox import SYSTEM_DIRECTORIES, Sandbox, limit_enforcer, system_view
+from herder.worker.sandbox import (
+    SYSTEM_DIRECTORIES,
+    Sandbox,
+    limit_enforcer,
+    skeleton_options,
+    system_view,
+)
 from herder.worker.statedir import secure_directory
 from herder.worker.uids import UidSweeper, kill_processes_of_uids, reserve_uid_pool
 from herder.worker.workspace import check_plain_name, prepare_workspace, remove_workspace
@@ -80,11 +87,12 @@ class AttemptHost:
         self.sweeper = UidSweeper(self.uids)
         self.state = secure_directory(home / f"worker-{self.uids.base}")  # the range is ours
         self._workspaces = secure_directory(self.state / "attempts")
-        self._sandbox_root = secure_directory(self.state / "root", 0o755)
-        self._launcher = (
-            sandbox_launcher(secure_directory(LAUNCHERS, 0o755)) if self.sandboxed else None
-        )
-        self._view = system_view(SYSTEM_DIRECTORIES + tuple(expose))
+        self._launcher: LaunchServer | None = None
+        if self.sandboxed:
+            binary = sandbox_launcher(secure_directory(LAUNCHERS, 0o755))
+            view = system_view(SYSTEM_DIRECTORIES + tuple(expose))
+            root = secure_directory(self.state / "root", 0o755)
+            self._launcher = LaunchServer(binary, skeleton_options(root, view))
         if self.sandboxed:  # what a crashed worker of this range left running dies now
             kill_processes_of_uids(self.uids.all_uids())
         self._remove_leftovers()
@@ -110,12 +118,11 @@ class AttemptHost:
         return networks
 
     def _remove_leftovers(self) -> None:
-        """Disks and workspaces of a worker of this range that crashed: never reused."""
+        """Workspaces of a worker of this range that crashed: never reused."""
         for path in self._workspaces.iterdir():
-            if path.is_mount():
-                unmount_disk(AttemptDisk(path, 0))
-            else:
-                remove_workspace(path)
+            if path.is_mount():  # an attempt's disk, as workers mounted them before
+                detach_leftover(path)
+            remove_workspace(path)
 
     @contextlib.asynccontextmanager
     async def attempt(self, assignment: Assignment) -> AsyncIterator[AttemptPlace]:
@@ -133,9 +140,7 @@ class AttemptHost:
                 )
                 yield AttemptPlace(workspace, None, None)
                 return
-            size = assignment.spec.resources.disk_mb * MIB
-            root = self._workspaces / assignment.attempt_id
-            disk = await asyncio.to_thread(mount_disk, root, size, uid)
+            disk = open_disk(assignment.spec.resources.disk_mb * MIB, uid)  # no thread: quick
             if assignment.spec.network:
                 network = await self._open_network(assignment.attempt_id)
             yield AttemptPlace(disk.work, uid, self._sandbox(assignment, uid, disk, network))
@@ -145,7 +150,7 @@ class AttemptHost:
             if network is not None and isinstance(self._networks, OutboundNetworks):
                 await asyncio.to_thread(self._networks.close, network)
             if disk is not None:
-                await asyncio.to_thread(unmount_disk, disk)
+                close_disk(disk)
             elif workspace is not None:
                 await asyncio.to_thread(remove_workspace, workspace)
 
@@ -161,9 +166,7 @@ class AttemptHost:
         return Sandbox(
             self._launcher,
             uid,
-            self._sandbox_root,
             disk,
-            self._view,
             net_namespace=network.namespace if network is not None else None,
             resolv_conf=network.resolv_conf if network is not None else None,
             gpu_indices=tuple(assignment.gpu_indices),
@@ -178,4 +181,6 @@ class AttemptHost:
                 await asyncio.to_thread(self._networks.close_all)
             if self.enforcer is not None:
                 await asyncio.to_thread(self.enforcer.close)
+            if self._launcher is not None:
+                self._launcher.close()
             self._uid_lock.close()

@@ -1,11 +1,15 @@
-"""The sandbox launcher binary: built once per worker host from ``sandbox.c``, then reused.
+"""The sandbox launcher: built once per worker host from ``sandbox.c``, then run as a server
+(``launch_server.py``).
 
 The launcher must be a small native program: it sets up namespaces, mounts, the uid switch and
-the seccomp filter in one exec, where a chain of util-linux tools costs three (DESIGN §9). It is
+the seccomp filter, where a chain of util-linux tools costs three execs (DESIGN §9). It is
 compiled from the source shipped in this package with the host's C compiler into a root-owned
 directory, named after the hash of its source and flags, so an upgrade builds a new one and a
-job can never replace it. It is linked statically where the host has a static libc (an exec
-without the dynamic loader is about 0.5 ms of CPU cheaper per attempt).
+job can never replace it. It is linked statically where the host has a static libc.
+
+Each worker runs it once, as a server: an attempt then costs one ``clone`` of a small process
+instead of an exec (about 0.35 ms of CPU here, most of it libc's start-up asking the CPU what
+it is, which traps in a VM) behind a fork of the worker's own.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from herder.domain.jobs import Resources
@@ -61,13 +62,22 @@ class Confinement(Protocol):
         the job, after the switch to the attempt's uid, unless ``before_switch``."""
         ...
 
+    def entrances(self) -> list[Path]:
+        """The files the sandbox launcher's job writes itself into as its last privileged
+        step (a cgroup's ``cgroup.procs`` or ``tasks``), opened by the worker."""
+        ...
+
     def launcher_options(self) -> list[str]:
-        """The sandbox launcher's options that enter the limits, as its last privileged step
-        (``--cgroup FILE``, ``--rlimit NAME=VALUE``)."""
+        """The sandbox launcher's options that set the limits, as its last privileged step
+        (``--rlimit NAME=VALUE``)."""
         ...
 
     def collect(self) -> Verdict:
         """Once the main process is reaped: kill whatever is left inside, say what happened."""
+        ...
+
+    def try_remove(self) -> bool:
+        """Release the limits if that needs no waiting (nothing left inside): whether done."""
         ...
 
     def remove(self) -> None:
@@ -131,12 +141,18 @@ class RlimitConfinement:
         processes = [f"--nproc={self._limits.max_processes}"] if self._own_uid else []
         return [PRLIMIT, f"--data={self._limits.memory_bytes}", *processes, "--", *argv]
 
+    def entrances(self) -> list[Path]:
+        return []
+
     def launcher_options(self) -> list[str]:
         processes = ["--rlimit", f"nproc={self._limits.max_processes}"] if self._own_uid else []
         return ["--rlimit", f"data={self._limits.memory_bytes}", *processes]
 
     def collect(self) -> Verdict:
         return Verdict()
+
+    def try_remove(self) -> bool:
+        return True
 
     def remove(self) -> None:
         """Nothing to remove: rlimits end with the processes."""

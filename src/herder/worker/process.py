@@ -1,9 +1,9 @@
-"""An attempt's process: started from its ``LaunchPlan`` (through the sandbox launcher, or
+"""An attempt's process: started from its ``LaunchPlan`` (by the sandbox launcher's server, or
 wrapped to enter its limits), its output read as it comes, its group signalled, and it reaped.
 
 No child watcher is involved (uvloop may run the loop): the pipes and a pidfd are watched with
-``add_reader``, and the child is reaped with ``wait4`` once its pidfd says it has exited, which
-also yields its resource usage.
+``add_reader``, and the process is reaped once its pidfd says it has exited (with ``wait4``, or
+by the launcher, whose child it is), which also yields its resource usage.
 """
 
 from __future__ import annotations
@@ -13,16 +13,13 @@ import contextlib
 import os
 import signal
 import subprocess
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from herder.worker.launch_server import Reaped
 from herder.worker.limits import Confinement, Limits
 from herder.worker.sandbox import Sandbox
-
-if TYPE_CHECKING:
-    from resource import struct_rusage
 
 READ_CHUNK_BYTES = 64 * 1024
 MAX_DRAIN_READS = 64  # a final drain stops even if an escaped process keeps writing
@@ -58,12 +55,26 @@ class LaunchPlan:
         return self.name or self.cwd.name
 
 
+@dataclass(frozen=True)
+class _Child:
+    pid: int
+    pidfd: int
+    stdout: int  # the read ends of its pipes
+    stderr: int
+    reap: Callable[[], Awaitable[Reaped]]
+    reap_later: Callable[[], object]  # reap it, nobody waiting for how it ended
+
+
 class AttemptProcess:
     """The running process: its pipes and pidfd stay registered with the loop until closed."""
 
-    def __init__(
-        self, plan: LaunchPlan, on_output: OutputSink, confinement: Confinement | None
-    ) -> None:
+    @classmethod
+    async def start(
+        cls, plan: LaunchPlan, on_output: OutputSink, confinement: Confinement | None
+    ) -> AttemptProcess:
+        return cls(await _spawn(plan, confinement), on_output)
+
+    def __init__(self, child: _Child, on_output: OutputSink) -> None:
         self._loop = asyncio.get_running_loop()
         self._on_output = on_output
         self.exited: asyncio.Future[None] = self._loop.create_future()
@@ -71,22 +82,13 @@ class AttemptProcess:
         self.reaped = False
         self.sink_failed = asyncio.Event()
         self.sink_error: Exception | None = None
-        self._streams: dict[int, str] = {}
         self._output_closed: asyncio.Future[None] = self._loop.create_future()
-        self._process = _spawn(plan, confinement)
-        self.pid = self._process.pid
-        try:
-            self._pidfd = os.pidfd_open(self.pid)
-        except OSError:
-            os.killpg(self.pid, signal.SIGKILL)
-            self._process.wait()  # brief: SIGKILL was just sent
-            self._close_pipes()
-            raise
-        for name, pipe in (("stdout", self._process.stdout), ("stderr", self._process.stderr)):
-            assert pipe is not None
-            fd = pipe.fileno()
+        self._child = child
+        self.pid = self._child.pid
+        self._pidfd = self._child.pidfd
+        self._streams = {self._child.stdout: "stdout", self._child.stderr: "stderr"}
+        for fd in self._streams:
             os.set_blocking(fd, False)
-            self._streams[fd] = name
             self._loop.add_reader(fd, self._read, fd)
         self._loop.add_reader(self._pidfd, self._on_exit)
 
@@ -99,14 +101,20 @@ class AttemptProcess:
     def kill_group(self) -> None:
         self.signal_group(signal.SIGKILL)
 
-    def reap(self) -> tuple[int, struct_rusage]:
-        """Collect the exit status; call only once the pidfd said the process has exited."""
-        _, status, rusage = os.wait4(self.pid, 0)
-        self.reaped = True
-        self._process.returncode = os.waitstatus_to_exitcode(status)  # keeps Popen quiet
+    async def reap(self) -> Reaped:
+        """How it ended; call only once the pidfd said the process has exited."""
+        self._let_go()
+        return await self._child.reap()
+
+    def _reap_later(self) -> None:
+        self._let_go()
+        self._child.reap_later()
+
+    def _let_go(self) -> None:
+        """From here on the group id may be another's: nothing more is signalled."""
         self._loop.remove_reader(self._pidfd)
         os.close(self._pidfd)
-        return status, rusage
+        self.reaped = True
 
     async def finish_output(self, within: float) -> None:
         """Wait briefly for EOF, then take what the pipes hold and stop reading."""
@@ -125,10 +133,10 @@ class AttemptProcess:
             return
         self.kill_group()
         if self.has_exited:
-            self.reap()
+            self._reap_later()
         else:  # dying from the SIGKILL: reap it when it is gone, without blocking the loop
             self._loop.remove_reader(self._pidfd)
-            self._loop.add_reader(self._pidfd, self.reap)
+            self._loop.add_reader(self._pidfd, self._reap_later)
 
     def _read(self, fd: int) -> bool:
         """Read once from ``fd``; return whether there may be more right away."""
@@ -152,15 +160,13 @@ class AttemptProcess:
     def _close_stream(self, fd: int) -> None:
         self._loop.remove_reader(fd)
         del self._streams[fd]
+        os.close(fd)
         if not self._streams and not self._output_closed.done():
             self._output_closed.set_result(None)
 
     def _close_pipes(self) -> None:
         for fd in list(self._streams):
             self._close_stream(fd)
-        for pipe in (self._process.stdout, self._process.stderr):
-            if pipe is not None:
-                pipe.close()
 
     def _on_exit(self) -> None:
         self._loop.remove_reader(self._pidfd)
@@ -169,26 +175,68 @@ class AttemptProcess:
             self.exited.set_result(None)
 
 
-def _command_line(plan: LaunchPlan, confinement: Confinement | None) -> list[str]:
-    """Through the sandbox launcher, which enters the limits itself as its last privileged
-    step; or (isolation none) the job as the worker's user, wrapped to enter its limits."""
-    if plan.sandbox is not None:
-        options = confinement.launcher_options() if confinement is not None else []
-        return plan.sandbox.command_line(plan.argv, options)
-    if confinement is None:
-        return plan.argv
-    return confinement.wrap(plan.argv)
+async def _spawn(plan: LaunchPlan, confinement: Confinement | None) -> _Child:
+    """Started with a pipe for each of stdout and stderr: by the sandbox launcher, which enters
+    the limits itself as its last privileged step; or (isolation none) as the worker's user,
+    wrapped to enter its limits."""
+    stdout, stdout_end = os.pipe2(os.O_CLOEXEC)
+    stderr, stderr_end = os.pipe2(os.O_CLOEXEC)
+    try:
+        if plan.sandbox is not None:
+            sandbox = plan.sandbox
+            pid, pidfd = await sandbox.start(
+                plan.argv, confinement, plan.env, stdout_end, stderr_end
+            )
+            return _Child(
+                pid,
+                pidfd,
+                stdout,
+                stderr,
+                lambda: sandbox.reap(pid),
+                lambda: sandbox.reap_later(pid),
+            )
+        return _spawn_plain(plan, confinement, stdout, stderr, stdout_end, stderr_end)
+    except BaseException:
+        os.close(stdout)
+        os.close(stderr)
+        raise
+    finally:
+        os.close(stdout_end)
+        os.close(stderr_end)
 
 
-def _spawn(plan: LaunchPlan, confinement: Confinement | None) -> subprocess.Popen[bytes]:
-    stdin = confinement.stdin if confinement is not None and plan.sandbox is None else None
-    return subprocess.Popen(
-        _command_line(plan, confinement),
+def _spawn_plain(
+    plan: LaunchPlan,
+    confinement: Confinement | None,
+    stdout: int,
+    stderr: int,
+    stdout_end: int,
+    stderr_end: int,
+) -> _Child:
+    stdin = confinement.stdin if confinement is not None else None
+    process = subprocess.Popen(
+        plan.argv if confinement is None else confinement.wrap(plan.argv),
         stdin=subprocess.DEVNULL if stdin is None else stdin,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd="/" if plan.sandbox is not None else plan.cwd,  # the launcher enters the workspace
+        stdout=stdout_end,
+        stderr=stderr_end,
+        cwd=plan.cwd,
         env=plan.env,
         close_fds=True,
         start_new_session=True,
     )
+    try:
+        pidfd = os.pidfd_open(process.pid)
+    except OSError:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()  # brief: SIGKILL was just sent
+        raise
+
+    def reap_now() -> Reaped:
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)  # keeps Popen quiet
+        return Reaped(status, usage.ru_utime, usage.ru_stime, usage.ru_maxrss)
+
+    async def reap() -> Reaped:
+        return reap_now()
+
+    return _Child(process.pid, pidfd, stdout, stderr, reap, reap_now)

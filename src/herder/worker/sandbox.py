@@ -1,7 +1,9 @@
 """What an attempt sees: its environment, its file system, its limits.
 
-A root worker starts every attempt through the sandbox launcher (``sandbox.c``, built by
-``launcher.py``); this module decides what the launcher is told:
+A root worker starts every attempt through the sandbox launcher's server (``sandbox.c``, built
+by ``launcher.py``, asked by ``launch_server.py``); this module decides what it is told: once,
+what every attempt sees alike (``skeleton_options``), and for each attempt what is its own
+(``Sandbox``: its uid, disk, network, GPUs, limits):
 
     namespaces   mount, PID, IPC, UTS, network (an empty one, or the attempt's outbound one)
     /            a read-only tmpfs holding only what is listed below
@@ -27,8 +29,9 @@ from pathlib import Path
 from herder.domain.jobs import Runtime
 from herder.domain.models import Assignment
 from herder.worker.cgroups import CgroupsUnavailable, cgroup_enforcer
-from herder.worker.disk import AttemptDisk
-from herder.worker.limits import Enforcer, RlimitEnforcer
+from herder.worker.disk import SHM, TMP, VAR_TMP, WORK, AttemptDisk, detached_bind
+from herder.worker.launch_server import LaunchServer, Reaped
+from herder.worker.limits import Confinement, Enforcer, RlimitEnforcer
 
 log = logging.getLogger("herder.worker")
 
@@ -37,7 +40,7 @@ SANDBOX_WORKSPACE = Path("/workspace")
 SYSTEM_DIRECTORIES = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 GPU_SHARED_DEVICES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
-DEV_TMPFS = "size=64k,nr_inodes=64,mode=0755"
+HOST_DEVICES = Path("/dev")
 
 
 def system_view(paths: tuple[str, ...]) -> tuple[str, ...]:
@@ -53,55 +56,102 @@ def system_view(paths: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(options)
 
 
-def _device_options(gpu_indices: tuple[int, ...]) -> list[str]:
-    options = ["--tmpfs", "/dev", DEV_TMPFS]
+DEVICE_LINKS = (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2"))  # fmt: skip
+# what every attempt's disk shows, and where (disk.py makes the directories)
+DISK_VIEWS = (
+    (WORK, str(SANDBOX_WORKSPACE)),
+    (TMP, "/tmp"),
+    (VAR_TMP, "/var/tmp"),
+    (SHM, "/dev/shm"),
+)
+MOUNT_POINTS = ("/proc", "/sys", "/run", "/var/run", *(target for _, target in DISK_VIEWS))
+FIRST_PASSED = 3  # the launcher's descriptor of the first one passed with a start
+
+
+def skeleton_options(root: Path, view: tuple[str, ...]) -> list[str]:
+    """What every attempt sees alike, built once by the launcher on ``root`` (an empty
+    root-owned directory): ``view`` (``system_view``), the devices, empty mount points."""
+    options = ["--root", str(root), *view]
     for name in DEVICES:
-        options += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
-    if gpu_indices:  # only the GPUs it was given: the others' device files are not there
-        names = [f"nvidia{index}" for index in gpu_indices] + list(GPU_SHARED_DEVICES)
-        for name in names:
-            if os.path.exists(f"/dev/{name}"):
-                options += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
-    for link, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
-                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):  # fmt: skip
+        options += ["--device", f"/dev/{name}"]
+    for link, target in DEVICE_LINKS:
         options += ["--symlink", target, f"/dev/{link}"]
+    for directory in MOUNT_POINTS:
+        options += ["--dir", directory]
+    return options
+
+
+def _gpu_options(gpu_indices: tuple[int, ...]) -> list[str]:
+    """Only the GPUs it was given: the others' device files are not there."""
+    if not gpu_indices:
+        return []
+    options: list[str] = []
+    for name in [f"nvidia{index}" for index in gpu_indices] + list(GPU_SHARED_DEVICES):
+        try:
+            device = os.stat(HOST_DEVICES / name)
+        except FileNotFoundError:
+            continue
+        numbers = (device.st_mode & 0o777, os.major(device.st_rdev), os.minor(device.st_rdev))
+        options += ["--device", f"/dev/{name}", *map(str, numbers)]
     return options
 
 
 @dataclass(frozen=True)
 class Sandbox:
-    """Everything the launcher needs for one attempt, as paths on the worker's host."""
+    """What the launcher adds for one attempt to what all attempts see alike."""
 
-    launcher: Path
+    launcher: LaunchServer
     uid: int
-    root: Path  # an empty root-owned directory the launcher mounts the new root on
     disk: AttemptDisk
-    view: tuple[str, ...]  # system_view(...) of the worker
     hostname: str = "herder"
     net_namespace: Path | None = None  # None: no network at all (only its own loopback)
     resolv_conf: Path | None = None
     gpu_indices: tuple[int, ...] = field(default=())
 
-    def command_line(self, argv: list[str], confinement: list[str]) -> list[str]:
-        """The launcher's command line: set up, enter ``confinement`` (launcher options of
-        the attempt's cgroups or rlimits), become the attempt's uid, exec ``argv``."""
+    async def start(
+        self,
+        argv: list[str],
+        confinement: Confinement | None,
+        env: dict[str, str],
+        stdout: int,
+        stderr: int,
+    ) -> tuple[int, int]:
+        """Start ``argv`` in the sandbox, with ``env`` and those pipes: its pid and a pidfd.
+        It is set up, enters its ``confinement``, becomes the attempt's uid and execs."""
+        passed = [self.disk.fd]
         options = [
-            "--uid", str(self.uid), "--gid", str(self.uid),
-            "--root", str(self.root), "--hostname", self.hostname, "--seccomp", "1",
-            *self.view,
-            *_device_options(self.gpu_indices),
-            "--bind", str(self.disk.shm), "/dev/shm",
-            "--bind", str(self.disk.work), str(SANDBOX_WORKSPACE),
-            "--bind", str(self.disk.tmp), "/tmp",
-            "--bind", str(self.disk.var_tmp), "/var/tmp",
-            "--dir", "/run", "--dir", "/var/run",
-            "--chdir", str(SANDBOX_WORKSPACE),
+            "--uid", str(self.uid), "--gid", str(self.uid), "--hostname", self.hostname,
+            "--seccomp", "1", "--chdir", str(SANDBOX_WORKSPACE), "--disk", str(FIRST_PASSED),
         ]  # fmt: skip
-        if self.net_namespace is not None:
-            options += ["--net-namespace", str(self.net_namespace)]
-        if self.resolv_conf is not None:
-            options += ["--ro-bind", str(self.resolv_conf), "/etc/resolv.conf"]
-        return [str(self.launcher), *options, *confinement, "--", *argv]
+        for directory, target in DISK_VIEWS:
+            options += ["--disk-bind", directory, target]
+
+        def pass_on(fd: int, *option: str) -> None:
+            options.extend([option[0], str(FIRST_PASSED + len(passed)), *option[1:]])
+            passed.append(fd)
+
+        try:
+            if self.net_namespace is not None:
+                pass_on(os.open(self.net_namespace, os.O_RDONLY | os.O_CLOEXEC), "--net-namespace")
+            if self.resolv_conf is not None:
+                pass_on(detached_bind(self.resolv_conf), "--mount", "/etc/resolv.conf")
+            if confinement is not None:
+                for entrance in confinement.entrances():
+                    pass_on(os.open(entrance, os.O_WRONLY | os.O_CLOEXEC), "--cgroup")
+                options += confinement.launcher_options()
+            options += _gpu_options(self.gpu_indices)
+            options += ["--", *argv]
+            return await self.launcher.start(options, env, stdout, stderr, tuple(passed))
+        finally:
+            for fd in passed[1:]:  # the launcher has its own copies; the disk is the host's
+                os.close(fd)
+
+    async def reap(self, pid: int) -> Reaped:
+        return await self.launcher.reap(pid)
+
+    def reap_later(self, pid: int) -> None:
+        self.launcher.reap_later(pid)
 
 
 def attempt_environment(assignment: Assignment, home: Path, tmp: Path) -> dict[str, str]:

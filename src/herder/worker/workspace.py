@@ -184,11 +184,10 @@ def _check_tar_member(member: tarfile.TarInfo, workspace: Path) -> None:
 
 
 def _unpack_zip(workspace: Path, archive_path: Path, max_bytes: int) -> None:
-    base = workspace.resolve()
     try:
         with zipfile.ZipFile(archive_path) as archive:
             members = archive.infolist()
-            targets = [_zip_target(member, base) for member in members]
+            targets = [_zip_target(member, workspace) for member in members]
             _check_size(sum(member.file_size for member in members), max_bytes)
             written = 0
             for member, target in zip(members, targets, strict=True):
@@ -203,14 +202,17 @@ def _unpack_zip(workspace: Path, archive_path: Path, max_bytes: int) -> None:
         raise Invalid(f"the artifact is not a valid zip archive: {exc}") from exc
 
 
-def _zip_target(member: zipfile.ZipInfo, base: Path) -> Path:
+def _zip_target(member: zipfile.ZipInfo, workspace: Path) -> Path:
+    """Where a member goes, by its name alone: a zip makes no links (refused) in a workspace
+    that starts empty, so no path in it leads elsewhere. Nothing is resolved: a sandboxed
+    workspace is reached through a descriptor (``disk.py``), its real path is not the host's."""
     if stat.S_ISLNK(member.external_attr >> 16):
         raise Invalid(f"archive member {member.filename!r} is a symbolic link")
-    target = (base / member.filename).resolve()
-    inside = target.is_relative_to(base) and (target != base or member.is_dir())
-    if not inside:
+    name = os.path.normpath(member.filename)
+    above = os.path.isabs(name) or name == ".." or name.startswith("../")
+    if above or (name == "." and not member.is_dir()):
         raise Invalid(f"archive member {member.filename!r} would land outside the workspace")
-    return target
+    return workspace / name
 
 
 def _copy_bounded(source: IO[bytes], sink: IO[bytes], written: int, max_bytes: int) -> int:
