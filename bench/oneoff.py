@@ -50,7 +50,7 @@ class OneOffResult:
     start_p99_ms: float
     end_p50_ms: float
     server_cpu: CpuTimes  # the API and the scheduler loops (``--with-scheduler``)
-    worker_cpu: CpuTimes  # own: the agent; reaped: the jobs (sandbox set-up and program)
+    worker_cpu: CpuTimes  # own: the agent; reaped: the jobs (sandbox launcher, set-up, program)
     database_cpu_seconds: float | None  # the PostgreSQL cluster; None on SQLite
     client_cpu_seconds: float
 
@@ -183,7 +183,10 @@ def measure(
         with database.read() as connection:
             before = connection.execute(select(func.count()).select_from(runs)).scalar_one()
         server_pid, worker_pid = (process.pid for process in herder.processes)
-        server_before, worker_before = CpuTimes.of_tree(server_pid), CpuTimes.of_tree(worker_pid)
+        server_before, worker_before = (
+            CpuTimes.of_tree(server_pid),
+            CpuTimes.of_root_and_rest(worker_pid),
+        )
         database_before = CpuTimes.of_tree(postmaster) if postmaster else None
         client_before = time.process_time()
         submit_started = time.monotonic()
@@ -191,7 +194,7 @@ def measure(
         submit_seconds = time.monotonic() - submit_started
         _wait_all_ended(database, before + runs_count, timeout=600)
         server_cpu = CpuTimes.of_tree(server_pid) - server_before
-        worker_cpu = CpuTimes.of_tree(worker_pid) - worker_before
+        worker_cpu = CpuTimes.of_root_and_rest(worker_pid) - worker_before
         database_cpu = (
             (CpuTimes.of_tree(postmaster) - database_before).total
             if postmaster and database_before

@@ -41,6 +41,16 @@ class CpuTimes:
             pending.extend(children[pid])
         return cls(own, reaped)
 
+    @classmethod
+    def of_root_and_rest(cls, root: int) -> CpuTimes:
+        """``own``: the root process's own CPU alone; ``reaped``: the rest of its tree (its
+        live descendants' own and everything reaped) — a worker agent, and the attempts it
+        started however they were started (its sandbox launcher server is a descendant)."""
+        tree = cls.of_tree(root)
+        fields = _stat(root)
+        alone = 0.0 if fields is None else (int(fields[11]) + int(fields[12])) / TICKS_PER_SECOND
+        return cls(alone, tree.total - alone)
+
     def __sub__(self, other: CpuTimes) -> CpuTimes:
         return CpuTimes(self.own - other.own, self.reaped - other.reaped)
 
