@@ -70,7 +70,9 @@ def main() -> None:
 def run_oneoff(options: argparse.Namespace) -> None:
     """Spawn limits, then the Celery peer, then Herder: one at a time, each on a quiet box."""
     limits = baseline.spawn_limits()
-    print(f"spawn limits from 2 threads: plain {limits.plain:.0f}/s, unshare {limits.unshare:.0f}/s")
+    print(
+        f"spawn limits from 2 threads: plain {limits.plain:.0f}/s, unshare {limits.unshare:.0f}/s"
+    )
     peers = [] if options.no_celery else celery_peer.measure(options.runs, WORK / "celery.log")
     for peer in peers:
         print(f"celery ({peer.variant}): {peer.tasks_per_second:.0f} tasks/s")
