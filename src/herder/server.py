@@ -27,6 +27,7 @@ from herder.store.store import Store
 log = logging.getLogger("herder.server")
 
 WORKER_STOP_SECONDS = 15.0
+LOCAL_WORKER = "local"  # the name of herder up's own worker
 _PR_SET_PDEATHSIG = 1
 
 
@@ -83,7 +84,7 @@ def start_local_worker(settings: Settings, token: str) -> subprocess.Popen[bytes
         "--home",
         str(settings.home / "worker"),
         "--name",
-        "local",
+        LOCAL_WORKER,
     ]
     if os.geteuid() != 0:
         # Only root can sandbox attempts. Trying Herder alone on one's own machine is a
@@ -95,6 +96,14 @@ def start_local_worker(settings: Settings, token: str) -> subprocess.Popen[bytes
         command += ["--isolation", "none"]
     environment = {**os.environ, "HERDER_WORKER_TOKEN": token}
     return subprocess.Popen(command, env=environment, preexec_fn=die_with_parent)  # noqa: PLW1509
+
+
+def retire_local_worker(prepared: PreparedHome) -> None:
+    """The local worker of an earlier start of this home is gone: say so now, rather than
+    let runs be placed on it until the reaper finds it silent (they would end lost)."""
+    token_id = prepared.store.access.authenticate_worker_token(prepared.worker_token)
+    for worker_id in prepared.store.workers.retire(token_id, LOCAL_WORKER):
+        log.info("the local worker %s of an earlier start is gone", worker_id)
 
 
 def stop_process(process: subprocess.Popen[bytes]) -> None:
@@ -147,7 +156,10 @@ def serve(
         timeout_graceful_shutdown=3,
     )
     server = Server(config, app.state.wakeups)
-    worker = start_local_worker(settings, prepared.worker_token) if with_worker else None
+    worker = None
+    if with_worker:
+        retire_local_worker(prepared)
+        worker = start_local_worker(settings, prepared.worker_token)
     try:
         server.run()
     finally:

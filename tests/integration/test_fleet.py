@@ -7,6 +7,7 @@ from sqlalchemy import update
 from herder.domain.models import Role, WorkerState
 from herder.store.schema import workers
 from tests.integration.conftest import Api
+from tests.integration.dispatching import dispatch
 from tests.integration.registered import as_worker, register_worker
 
 
@@ -88,3 +89,32 @@ def test_only_system_admins_drain(api: Api) -> None:
         response = api.http.post(f"/v1/workers/{worker_id}/drain", headers=headers)
         assert response.status_code == 403
     assert fleet_states(api) == {worker_id: "alive"}
+
+
+def test_retiring_a_token_and_names_workers_ends_their_attempts_and_spares_the_rest(
+    api: Api,
+) -> None:
+    """What ``herder up`` does at start to the local worker of its earlier start."""
+    local, other = register_worker(api, "local"), register_worker(api, "other")
+    for worker_id in (local, other):
+        api.http.post(f"/v1/workers/{worker_id}/drain", headers=api.admin)
+    job = api.create_job(retry={"max_attempts": 2, "initial_delay_seconds": 0})
+    api.http.post(f"/v1/workers/{local}/undrain", headers=api.admin)
+    run = api.start_run(job["id"])
+    dispatch(api.store)
+    claimed = api.http.post(
+        f"/v1/workers/{local}/claim",
+        headers=as_worker(local),
+        json={"max_runs": 10, "wait_seconds": 0},
+    ).json()["assignments"]
+    assert [item["run_id"] for item in claimed] == [run["id"]]
+    token_id = api.store.access.authenticate_worker_token(api.worker_token)
+
+    assert api.store.workers.retire(token_id, "local") == [local]
+    assert fleet_states(api) == {local: "lost", other: "draining"}
+    detail = api.http.get(f"/v1/runs/{run['id']}", headers=api.admin).json()
+    (attempt,) = detail["attempts"]
+    assert attempt["state"] == "lost"
+    assert "herder up started again" in attempt["reason"]
+    assert detail["state"] in ("retry_wait", "queued")  # a lost attempt retries as any
+    assert api.store.workers.retire(token_id, "local") == []

@@ -42,3 +42,24 @@ def test_ctrl_c_stops_the_server_and_its_worker(start_cluster: Callable[..., Clu
     stop(up, signal.SIGINT)
     assert up.returncode in (0, 130)  # 130: the shell convention for Ctrl-C
     assert not alive(worker), "the local worker outlived herder up"
+
+
+def test_herder_up_started_again_places_nothing_on_its_earlier_worker(
+    start_cluster: Callable[..., Cluster],
+) -> None:
+    """Without being told, the earlier start's local worker looks alive until the reaper has
+    watched it long enough to judge it silent, and a run placed on it would end lost."""
+    cluster = start_cluster(embedded=True)
+    with cluster.client() as herder:
+        job = herder.create_job("quick", {"runtime": "shell", "command": "true"})
+        first = herder.wait(herder.start_run(job.id).id, timeout=30)
+    (up,) = cluster.processes
+    stop(up, signal.SIGINT)
+    cluster.start_server()
+    with cluster.client() as herder:
+        again = herder.wait(herder.start_run(job.id).id, timeout=30)
+        workers = {worker.id: worker.state for worker in herder.list_workers()}
+    assert again.state == "succeeded", again.attempts[0].reason
+    (earlier,), (later,) = first.attempts, again.attempts
+    assert earlier.worker_id != later.worker_id
+    assert workers[earlier.worker_id] == "lost"

@@ -22,7 +22,7 @@ from herder.domain.ids import new_id
 from herder.domain.jobs import Capacity, JobSpec
 from herder.domain.lifecycle.changes import Event
 from herder.domain.lifecycle.facts import Ending
-from herder.domain.lifecycle.reap import never_delivered
+from herder.domain.lifecycle.reap import never_delivered, replaced_worker
 from herder.domain.lifecycle.settle import fail_unreadable
 from herder.domain.lifecycle.stops import (
     StoppableAttempt,
@@ -37,6 +37,7 @@ from herder.store.access import hash_secret
 from herder.store.database import Database
 from herder.store.fleet import worker_record
 from herder.store.notifications import notify_capacity
+from herder.store.runs.due import mark_lost
 from herder.store.runs.facts import ATTEMPT_FACTS, active_runs, attempt_facts
 from herder.store.runs.writes import record_events
 from herder.store.schema import attempts, runs, workers
@@ -100,6 +101,24 @@ class WorkerRepository:
             )
             notify_capacity(self._db, connection, worker.id)  # the dispatcher may place here
         return worker, secret
+
+    def retire(self, token_id: str, name: str) -> list[str]:
+        """The workers of this token and name that are not lost yet are gone — known, not
+        judged by their silence: ``herder up`` starting again retires its earlier local
+        worker, so no run is placed on it meanwhile. Their attempts end ``lost`` (and retry
+        as any lost attempt). Returns the workers retired."""
+        with unit_of_work(self._db, self._clock, self._rng) as work:
+            gone = list(
+                work.connection.execute(
+                    select(workers.c.id).where(
+                        workers.c.token_id == token_id,
+                        workers.c.name == name,
+                        workers.c.state != WorkerState.LOST,
+                    )
+                ).scalars()
+            )
+            work.settle(replaced_worker(mark_lost(work, gone, None)), "herder up")
+        return gone
 
     def fleet(self) -> list[Worker]:
         with self._db.read() as connection:

@@ -33,6 +33,13 @@ def lost_with_worker(attempts: Sequence[AttemptFacts], timeout: float) -> list[E
     ]  # fmt: skip
 
 
+def replaced_worker(attempts: Sequence[AttemptFacts]) -> list[Ending]:
+    """Attempts of a worker known to be gone before it fell silent long enough to be judged
+    so: the embedded worker of an earlier ``herder up`` of the same home."""
+    why = "its worker is gone: herder up started again with a new local worker"
+    return [_ending(attempt, AttemptState.LOST, why) for attempt in attempts]
+
+
 def overdue(attempts: Sequence[AttemptFacts]) -> list[Ending]:
     """Attempts past their deadline whose worker never ended them (it may be gone, or
     stuck): ``timed_out`` here, whatever the worker says later."""

@@ -82,19 +82,19 @@ def read_due_runs(work: Work) -> DueRuns:
     )
 
 
-def mark_lost(work: Work, worker_ids: Sequence[str], timeout: float) -> list[AttemptFacts]:
-    """These workers are lost (unless one heartbeated meanwhile); the attempts they ran."""
+def mark_lost(work: Work, worker_ids: Sequence[str], timeout: float | None) -> list[AttemptFacts]:
+    """These workers are lost (unless one heartbeated within ``timeout`` meanwhile; ``None``:
+    whatever their last heartbeat); the attempts they ran."""
     if not worker_ids:
         return []
+    statement = update(workers).where(
+        workers.c.id.in_(worker_ids), workers.c.state != WorkerState.LOST
+    )
+    if timeout is not None:
+        since = work.now - timedelta(seconds=timeout)
+        statement = statement.where(workers.c.last_heartbeat_at < since)
     lost = work.connection.execute(
-        update(workers)
-        .where(
-            workers.c.id.in_(worker_ids),
-            workers.c.state != WorkerState.LOST,
-            workers.c.last_heartbeat_at < work.now - timedelta(seconds=timeout),
-        )
-        .values(state=WorkerState.LOST)
-        .returning(workers.c.id)
+        statement.values(state=WorkerState.LOST).returning(workers.c.id)
     ).scalars()
     rows = work.connection.execute(
         select(*ATTEMPT_FACTS).where(
