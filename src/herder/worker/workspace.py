@@ -7,6 +7,7 @@ or device that could reach outside it, and more data than ``max_bytes`` (zip bom
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import os
 import shutil
@@ -40,10 +41,15 @@ def prepare_workspace(root: Path, attempt_id: str) -> Path:
     """Make ``root/attempt_id`` empty and mode 0700: an attempt's working directory when the
     worker runs it unsandboxed (isolation none); a sandboxed one works on its disk."""
     check_plain_name(attempt_id)
-    root.mkdir(mode=0o711, parents=True, exist_ok=True)
     workspace = root / attempt_id
-    remove_workspace(workspace)  # left over by a worker that crashed: never reuse its content
-    workspace.mkdir(mode=0o700)
+    try:
+        workspace.mkdir(mode=0o700)
+    except FileNotFoundError:  # the first attempt: make the root
+        root.mkdir(mode=0o711, parents=True, exist_ok=True)
+        workspace.mkdir(mode=0o700)
+    except FileExistsError:  # left over by a worker that crashed: never reuse its content
+        remove_workspace(workspace)
+        workspace.mkdir(mode=0o700)
     workspace.chmod(0o700)  # mkdir's mode passes through the umask
     return workspace
 
@@ -94,6 +100,9 @@ def unpack_archive(
 
 def remove_workspace(path: Path) -> None:
     """``rm -rf``, also through directories the job made read-only; never follows links."""
+    with contextlib.suppress(OSError):  # most often empty, as `true` leaves it: one rmdir
+        os.rmdir(path)  # (never through a symlink: rmdir refuses one)
+        return
     if path.is_symlink():
         path.unlink()
         return
