@@ -1,0 +1,1 @@
+"""Workflows: DAGs of jobs whose tasks start as their trigger rules allow (issue 12)."""
