@@ -59,7 +59,7 @@ def test_an_unknown_or_foreign_job_is_refused_alone(api: Api) -> None:
     for index in (1, 2):
         assert items[index]["status"] == 404
         assert items[index]["run_id"] is None
-        assert items[index]["field"] == f"runs[{index}].job_id"
+        assert items[index]["field"] == f"runs.{index}.job_id"
         assert "not found" in items[index]["detail"]
     assert response.json()["created"] == 1
     # The other tenant sees nothing of it.
@@ -79,7 +79,7 @@ def test_idempotency_keys_repeat_within_a_batch_and_across_batches(api: Api) -> 
     ).json()
     assert [item["status"] for item in first["items"]] == [201, 200, 409]
     assert first["items"][1]["run_id"] == first["items"][0]["run_id"]
-    assert first["items"][2]["field"] == "runs[2].idempotency_key"
+    assert first["items"][2]["field"] == "runs.2.idempotency_key"
     again = batch(api, [{"job_id": job["id"], "idempotency_key": "a"}]).json()
     assert again["items"][0] == {**first["items"][1], "status": 200}
     assert again["created"] == 0

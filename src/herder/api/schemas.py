@@ -81,7 +81,7 @@ class Submission(BaseModel):
     """One run's answer, in the order asked: ``status`` 201 made it, 200 found the run its
     idempotency key made before; otherwise a problem of this run alone (404 its job is
     unknown, 409 its key was used for another job) with ``title``, ``detail`` and ``field``
-    (``runs[i].…``)."""
+    (``runs.i.…``, as request validation names fields)."""
 
     status: int
     run_id: str | None = None

@@ -67,7 +67,7 @@ def _submission(index: int, submitted: Submitted) -> Submission:
     if submitted.error is None:
         return Submission(status=201 if submitted.created else 200, run_id=submitted.run_id)
     status, title = status_and_title(type(submitted.error))
-    field = f"runs[{index}].{submitted.error.field}" if submitted.error.field else None
+    field = f"runs.{index}.{submitted.error.field}" if submitted.error.field else None
     return Submission(status=status, title=title, detail=submitted.error.detail, field=field)
 
 
