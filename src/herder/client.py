@@ -20,6 +20,7 @@ import httpx
 from pydantic import BaseModel
 
 from herder.api.schemas import MAX_BATCH_RUNS, RunBatchResult
+from herder.client_errors import ApiError, ServerUnreachable
 from herder.domain.models import (
     Artifact,
     Job,
@@ -34,25 +35,6 @@ from herder.domain.models import (
     Tenant,
     Worker,
 )
-
-
-class ClientError(Exception):
-    """Something the user can act on: the message is one clear line."""
-
-
-class ServerUnreachable(ClientError):
-    pass
-
-
-class ApiError(ClientError):
-    def __init__(
-        self, status: int, title: str, detail: str, *, retry_after: float | None = None
-    ) -> None:
-        super().__init__(f"{detail} (HTTP {status})")
-        self.status = status
-        self.title = title
-        self.detail = detail
-        self.retry_after = retry_after  # seconds, from Retry-After (429, 503)
 
 
 class Logs(BaseModel):
@@ -102,13 +84,7 @@ class HerderClient:
                 f"cannot reach the Herder server at {self.url}: {error}"
             ) from error
         if response.status_code >= 400:
-            retry_after = _seconds(response.headers.get("retry-after"))
-            try:
-                problem = response.json()
-                title, detail = problem.get("title", ""), problem["detail"]
-            except (ValueError, KeyError, TypeError, AttributeError):
-                title, detail = "", response.text[:500]
-            raise ApiError(response.status_code, title, detail, retry_after=retry_after)
+            raise ApiError.of(response)
         return response
 
     # --- artifacts ---
@@ -392,11 +368,3 @@ class HerderClient:
 
 def _drop_none(values: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in values.items() if value is not None}
-
-
-def _seconds(header: str | None) -> float | None:
-    """Retry-After in seconds (its HTTP-date form is not used by Herder)."""
-    try:
-        return float(header) if header is not None else None
-    except ValueError:
-        return None

@@ -10,7 +10,7 @@ import json
 
 from typer.testing import Result
 
-from herder.client import ApiError
+from herder.client_errors import ApiError
 from tests.integration.conftest import Api, Herder
 from tests.integration.dispatching import dispatch
 

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from herder.api.ratelimit import SubmitLimiter
-from herder.client import ApiError, HerderClient
+from herder.client import HerderClient
+from herder.client_errors import ApiError
 from tests.integration.conftest import Api, Herder
 
 

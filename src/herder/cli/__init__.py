@@ -8,7 +8,7 @@ import sys
 
 from herder.cli import jobs, queue, runs, schedules, system, tenants, workers
 from herder.cli.common import app, err
-from herder.client import ClientError
+from herder.client_errors import ClientError
 
 __all__ = ["jobs", "main", "queue", "runs", "schedules", "system", "tenants", "workers"]
 

@@ -24,7 +24,6 @@ from sqlalchemy import (
     insert,
     select,
 )
-from sqlalchemy import column as sql_column
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.types import TypeEngine
@@ -167,27 +166,13 @@ def set_each(
     values: Mapping[Any, Any],
 ) -> None:
     """``target = values[key]`` for each key, on the rows the guarded ``statement``
-    (``update(table).where(guard)``) still matches. PostgreSQL: one ``UPDATE … FROM
-    json_to_recordset(…)``; SQLite: an executemany."""
-    if not values:
-        return
-    if connection.dialect.name != "postgresql":
-        connection.execute(
-            statement.where(key == bindparam("set_key")).values({target: bindparam("set_value")}),
-            [{"set_key": one, "set_value": value} for one, value in values.items()],
-        )
-        return
-    pairs = (
-        func.json_to_recordset(_json([{"k": one, "v": value} for one, value in values.items()]))
-        .table_valued(sql_column("k", key.type), sql_column("v", target.type))
-        .render_derived(with_types=True)
+    (``update(table).where(guard)``) still matches: ``update_rows`` with one value a row."""
+    update_rows(
+        connection,
+        {"k": key.type, "v": target.type},
+        [{"k": one, "v": value} for one, value in values.items()],
+        lambda row: statement.where(key == row["k"]).values({target: row["v"]}).returning(key),
     )
-    connection.execute(statement.where(key == pairs.c.k).values({target: pairs.c.v}))
-
-
-def _json(value: Any) -> ColumnElement[Any]:
-    """A JSON document as one text parameter, cast on the server."""
-    return cast(bindparam(None, json.dumps(value, default=_json_value), type_=Text), JSON)
 
 
 def _json_value(value: Any) -> Any:
