@@ -23,6 +23,8 @@ class RunState(StrEnum):
     CANCELLED = "cancelled"
     DEAD = "dead"
     EXPIRED = "expired"
+    SKIPPED = "skipped"  # a workflow task its trigger rule will never run
+    UPSTREAM_FAILED = "upstream_failed"  # a workflow task not run because upstream tasks failed
 
     @property
     def is_terminal(self) -> bool:
@@ -52,6 +54,8 @@ TERMINAL_RUN_STATES = frozenset(
         RunState.CANCELLED,
         RunState.DEAD,
         RunState.EXPIRED,
+        RunState.SKIPPED,
+        RunState.UPSTREAM_FAILED,
     }
 )
 

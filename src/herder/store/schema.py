@@ -141,8 +141,19 @@ runs = Table(
     Column("preemptions", Integer, nullable=False, server_default="0"),  # not retries
     Column("preempted_at", UtcDateTime),  # the cool-down against preemption loops
     Column("waiting_reason", Text),  # why a queued run is not placed yet, from the dispatcher
+    # A workflow task's run: which task (and map instance, -1 when not mapped), in which
+    # repair of its workflow run; what its upstream tasks passed it and what it wrote.
+    Column("workflow_run_id", ID),
+    Column("task_name", String(128)),
+    Column("map_index", Integer),
+    Column("repair", Integer),
+    Column("map_item", JsonColumn),
+    Column("inputs", JsonColumn),
+    Column("output", JsonColumn),  # the JSON the job wrote to $HERDER_OUTPUT (≤ 64 KiB)
     UniqueConstraint("tenant_id", "idempotency_key"),
     UniqueConstraint("schedule_id", "scheduled_for"),
+    # a task instance runs once per repair, whoever decides it
+    Index(None, "workflow_run_id", "task_name", "map_index", "repair", unique=True),
     Index(None, "tenant_id", "id"),
     Index(None, "tenant_id", "job_id", "id"),
     Index(None, "tenant_id", "state", "id"),
@@ -235,7 +246,8 @@ schedules = Table(
     metadata,
     Column("id", ID, primary_key=True),
     Column("tenant_id", ID, ForeignKey("tenants.id"), nullable=False),
-    Column("job_id", ID, nullable=False),
+    Column("job_id", ID),  # what it starts: a job's run,
+    Column("workflow_id", ID),  # or a workflow's
     Column("spec", JsonColumn, nullable=False),
     Column("paused", Boolean, nullable=False, server_default="0"),
     Column("partition", Integer, nullable=False),
@@ -262,6 +274,60 @@ schedule_events = Table(
     Column("run_id", ID),
     Column("message", Text, nullable=False),
     Index(None, "schedule_id", "id"),
+)
+
+workflows = Table(
+    "workflows",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("tenant_id", ID, ForeignKey("tenants.id"), nullable=False),
+    Column("name", String(128), nullable=False),
+    Column("version", Integer, nullable=False),  # the current one; every change adds one
+    Column("spec", JsonColumn, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+    UniqueConstraint("tenant_id", "name"),
+    Index(None, "tenant_id", "id"),
+)
+
+# Every version a workflow had: a workflow run pins the one it started with. No foreign key:
+# history outlives a deleted workflow.
+workflow_versions = Table(
+    "workflow_versions",
+    metadata,
+    Column("workflow_id", ID, primary_key=True),
+    Column("version", Integer, primary_key=True),
+    Column("spec", JsonColumn, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+)
+
+workflow_runs = Table(
+    "workflow_runs",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("tenant_id", ID, ForeignKey("tenants.id"), nullable=False),
+    Column("workflow_id", ID, nullable=False),
+    Column("workflow_name", String(128), nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("params", JsonColumn, nullable=False),
+    Column("idempotency_key", String(255)),
+    Column("schedule_id", ID),
+    Column("scheduled_for", UtcDateTime),
+    Column("backfill_id", ID),  # the backfill that asked for it
+    # the latest-repair token: a repair names the number it saw, and adds one
+    Column("repair", Integer, nullable=False, server_default="0"),
+    Column("repaired_tasks", JsonColumn),  # the tasks the latest repair runs again
+    Column("cancel_requested", Boolean, nullable=False, server_default="0"),
+    Column("reason", Text),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("started_at", UtcDateTime),
+    Column("finished_at", UtcDateTime),
+    UniqueConstraint("tenant_id", "idempotency_key"),
+    UniqueConstraint("schedule_id", "scheduled_for"),
+    Index(None, "tenant_id", "id"),
+    Index(None, "tenant_id", "workflow_id", "id"),
+    Index(None, "workflow_id", "state", "id"),
 )
 
 leases = Table(

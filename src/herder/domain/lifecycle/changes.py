@@ -74,9 +74,24 @@ class AttemptEnd:
 
 
 @dataclass(frozen=True)
+class TaskOf:
+    """Which workflow task a run is: its instance (``map_index``, -1 when not mapped) in one
+    repair of one workflow run, and what its upstream tasks hand it."""
+
+    workflow_run_id: str
+    task_name: str
+    repair: int
+    map_index: int = -1
+    map_item: Any = None
+    inputs: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
 class NewRun:
-    """A queued run to insert. A unique key (the tenant's idempotency key, or the schedule's
-    nominal time) makes a repeat insert nothing."""
+    """A run to insert, queued (or, for a workflow task decided not to run, already ended
+    ``skipped`` or ``upstream_failed`` with its ``reason``). A unique key (the tenant's
+    idempotency key, the schedule's nominal time, or the task instance and repair) makes a
+    repeat insert nothing."""
 
     id: str
     tenant_id: str
@@ -89,6 +104,9 @@ class NewRun:
     scheduled_for: datetime | None = None
     rerun_of: str | None = None
     start_deadline: datetime | None = None
+    state: RunState = RunState.QUEUED
+    reason: str | None = None
+    task: TaskOf | None = None
 
 
 @dataclass(frozen=True)

@@ -66,14 +66,16 @@ def record_events(connection: Connection, now: datetime, events: Iterable[Event]
 
 
 def new_run_row(new: NewRun, now: datetime) -> dict[str, Any]:
-    """The row of a new queued run."""
+    """The row of a new run: queued, or a workflow task already ended without running."""
     spec = new.spec
+    queued = new.state is RunState.QUEUED
+    task = new.task
     return {
         "id": new.id,
         "tenant_id": new.tenant_id,
         "job_id": new.job_id,
         "job_name": new.job_name,
-        "state": RunState.QUEUED,
+        "state": new.state,
         "priority": spec.priority.rank,
         "spec": spec.model_dump(mode="json"),
         "cpu_milli": spec.resources.cpu_milli,
@@ -86,11 +88,11 @@ def new_run_row(new: NewRun, now: datetime) -> dict[str, Any]:
         "attempt_count": 0,
         "cancel_requested": False,
         "created_at": now,
-        "queued_at": now,
+        "queued_at": now if queued else None,
         "started_at": None,
-        "finished_at": None,
+        "finished_at": None if queued else now,
         "exit_code": None,
-        "reason": None,
+        "reason": new.reason,
         "retry_at": None,
         "start_deadline": new.start_deadline,
         "rerun_of": new.rerun_of,
@@ -99,7 +101,14 @@ def new_run_row(new: NewRun, now: datetime) -> dict[str, Any]:
         "preemptible": spec.preemptible,
         "preemptions": 0,
         "preempted_at": None,
-        "waiting_reason": "not looked at by the dispatcher yet",
+        "waiting_reason": "not looked at by the dispatcher yet" if queued else None,
+        "workflow_run_id": task.workflow_run_id if task else None,
+        "task_name": task.task_name if task else None,
+        "map_index": task.map_index if task else None,
+        "repair": task.repair if task else None,
+        "map_item": task.map_item if task else None,
+        "inputs": task.inputs if task else None,
+        "output": None,
     }
 
 
