@@ -21,6 +21,7 @@ from pydantic import BaseModel
 
 from herder.api.schemas import MAX_BATCH_RUNS, RunBatchResult
 from herder.client_errors import ApiError, ServerUnreachable
+from herder.client_workflows import WorkflowCalls
 from herder.domain.models import (
     Artifact,
     Job,
@@ -44,7 +45,7 @@ class Logs(BaseModel):
     complete: bool
 
 
-class HerderClient:
+class HerderClient(WorkflowCalls):
     def __init__(
         self,
         url: str,

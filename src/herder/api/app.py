@@ -24,6 +24,7 @@ from herder.api.routers import (
     schedules,
     tenants,
     workers,
+    workflows,
 )
 from herder.api.wakeups import Wakeups
 from herder.settings import Settings
@@ -60,7 +61,18 @@ def create_app(store: Store, settings: Settings) -> FastAPI:
     app.state.submit_limiter = SubmitLimiter(store.access.tenant_quotas)
     install_error_handlers(app)
     install_openapi(app)
-    for module in (health, artifacts, jobs, runs, schedules, queue, tenants, workers, fleet):
+    for module in (
+        health,
+        artifacts,
+        jobs,
+        runs,
+        schedules,
+        queue,
+        tenants,
+        workers,
+        fleet,
+        workflows,
+    ):
         describe_problems(module.router)
         app.include_router(module.router)
     app.add_middleware(NulGuard)

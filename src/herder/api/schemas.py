@@ -6,11 +6,20 @@ import re
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    JsonValue,
+    field_validator,
+)
 
 from herder.domain.jobs import JobSpec, RunOverrides, RunRequest, check_job_name
 from herder.domain.models import LogChunk, Role
 from herder.domain.tenants import TenantQuotas
+from herder.domain.workflows.spec import WorkflowSpec
 
 _ISO_8601 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]")
 
@@ -139,3 +148,30 @@ class TenantUpdate(_Body):
         if self.quotas is None:
             return dict.fromkeys(TenantQuotas.model_fields)
         return {name: getattr(self.quotas, name) for name in self.quotas.model_fields_set}
+
+
+class WorkflowCreate(WorkflowSpec):
+    name: str
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, name: str) -> str:
+        return check_job_name(name)
+
+    def spec(self) -> WorkflowSpec:
+        return WorkflowSpec.model_validate(self.model_dump(exclude={"name"}))
+
+
+class WorkflowRunCreate(_Body):
+    params: dict[str, JsonValue] = Field(
+        default={}, description="values for the workflow's parameters (the rest keep defaults)"
+    )
+
+
+class RepairRequest(_Body):
+    repair: int = Field(ge=0, description="the workflow run's repair number as last read")
+    tasks: Annotated[list[str], Field(max_length=1000)] | None = Field(
+        default=None,
+        description="the tasks to run again (default: every task that did not succeed or skip)",
+    )
+    dependents: bool = Field(default=False, description="run everything downstream again too")

@@ -311,6 +311,7 @@ workflow_runs = Table(
     Column("version", Integer, nullable=False),
     Column("state", String(16), nullable=False),
     Column("params", JsonColumn, nullable=False),
+    Column("jobs", JsonColumn, nullable=False),  # the jobs it runs as they were at its start
     Column("idempotency_key", String(255)),
     Column("schedule_id", ID),
     Column("scheduled_for", UtcDateTime),

@@ -20,6 +20,8 @@ from herder.store.runs.repository import RunRepository
 from herder.store.schedules import ScheduleRepository
 from herder.store.work import Work, unit_of_work
 from herder.store.workers import WorkerRepository
+from herder.store.workflows.definitions import WorkflowRepository
+from herder.store.workflows.runs import WorkflowRunRepository
 
 
 class Store:
@@ -46,6 +48,8 @@ class Store:
         self.fleet = FleetRepository(self.database)
         self.queue = QueueRepository(self.database, self.clock)
         self.placement = PlacementRepository(self.database, self.clock)
+        self.workflows = WorkflowRepository(self.database, self.clock)
+        self.workflow_runs = WorkflowRunRepository(self.database, self.clock, self.rng)
 
     def work(self) -> AbstractContextManager[Work]:
         """A unit of work: one transaction, one ``now``, notices sent after commit."""

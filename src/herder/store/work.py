@@ -19,6 +19,7 @@ from herder.domain.lifecycle.settle import Settled, settle
 from herder.store.database import Database
 from herder.store.runs.facts import facts_of_attempts
 from herder.store.runs.writes import Applied, apply_changes
+from herder.store.workflows.progress import advance_after
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,15 @@ class Work:
     rng: random.Random
 
     def apply(self, changes: Changes) -> Applied:
-        return apply_changes(self.database, self.connection, self.now, changes)
+        """Apply the changes; a workflow task run that ended moves its workflow run on, in
+        this same transaction."""
+        applied = apply_changes(self.database, self.connection, self.now, changes)
+        ended = [
+            m.run_id for m in changes.moves if m.target.is_terminal and m.run_id in applied.moved
+        ]
+        if ended:
+            advance_after(self, ended)
+        return applied
 
     def settle(self, endings: Sequence[Ending], actor: str) -> list[Settled]:
         """Decide and apply the ends of these attempts (see ``lifecycle.settle``)."""

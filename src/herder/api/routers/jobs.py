@@ -11,6 +11,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Header, Query, Response, status
 
 from herder.api.auth import Caller, StoreDep, Writer
+from herder.api.etags import tagged, versions
 from herder.api.openapi import ETAG_HEADER, patch_body, problems
 from herder.api.ratelimit import Submitter
 from herder.api.schemas import JobCreate, RunCreate
@@ -36,32 +37,9 @@ def _labels(label: list[str]) -> dict[str, str]:
     return pairs
 
 
-def _versions(if_match: str | None) -> frozenset[int] | None:
-    """The versions ``If-Match`` accepts; None for any. A weak tag (``W/"3"``) never matches,
-    as RFC 9110 compares strongly for If-Match."""
-    if if_match is None or if_match.strip() == "*":
-        return None
-    versions = set()
-    for tag in (part.strip() for part in if_match.split(",")):
-        if tag.startswith("W/"):
-            continue
-        if not (len(tag) > 2 and tag[0] == tag[-1] == '"' and tag[1:-1].isdigit()):
-            raise Invalid(
-                f'If-Match takes the ETag of a read job, e.g. "3" with its quotes; got {tag!r}',
-                field="If-Match",
-            )
-        versions.add(int(tag[1:-1]))
-    return frozenset(versions)
-
-
-def _tagged(job: Job, response: Response) -> Job:
-    response.headers["ETag"] = f'"{job.version}"'
-    return job
-
-
 @router.post("", status_code=status.HTTP_201_CREATED, responses={201: ETAG_HEADER, **problems(409)})
 def create_job(body: JobCreate, caller: Writer, store: StoreDep, response: Response) -> Job:
-    return _tagged(store.jobs.create(caller.tenant_id, body.name, body.spec()), response)
+    return tagged(store.jobs.create(caller.tenant_id, body.name, body.spec()), response)
 
 
 @router.get("")
@@ -80,7 +58,7 @@ def list_jobs(
 
 @router.get("/{job_id}", responses={200: ETAG_HEADER})
 def get_job(job_id: str, caller: Caller, store: StoreDep, response: Response) -> Job:
-    return _tagged(store.jobs.get(caller.tenant_id, job_id), response)
+    return tagged(store.jobs.get(caller.tenant_id, job_id), response)
 
 
 @router.patch(
@@ -98,8 +76,8 @@ def update_job(
 ) -> Job:
     """Change some fields; the rest keep their values. Runs already submitted are unchanged.
     Without ``If-Match`` the change applies to the job as it is when it is written."""
-    job = jobs.update(store, caller.tenant_id, job_id, changes, if_version=_versions(if_match))
-    return _tagged(job, response)
+    job = jobs.update(store, caller.tenant_id, job_id, changes, if_version=versions(if_match))
+    return tagged(job, response)
 
 
 @router.delete("/{job_id}", status_code=status.HTTP_204_NO_CONTENT, responses=problems(409))

@@ -5,15 +5,57 @@ field and the names that make it so (``a → b → c → a``)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+import json
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue
 
 from herder.domain.errors import Invalid
 from herder.domain.jobs import MAX_TIMEOUT_SECONDS, RunOverrides, check_job_name
 from herder.domain.workflows.trigger_rules import TriggerRule
 
 MAX_TASKS = 1000
+MAX_PARAMS_BYTES = 64 * 1024  # a workflow's parameters, encoded as JSON
+_PARAM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+_MAP_OVER = re.compile(r"^(params\.[A-Za-z_][A-Za-z0-9_]*|[A-Za-z0-9][A-Za-z0-9._-]*)$")
+
+
+class Concurrency(StrEnum):
+    """What a new run of a workflow does when ``max_active_runs`` are already active."""
+
+    QUEUE = "queue"  # waits, and starts when an earlier run ends (oldest first)
+    FORBID = "forbid"  # is refused (409)
+    REPLACE = "replace"  # the oldest active run is cancelled to make room
+
+
+def _check_params(params: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    for name in params:
+        if not _PARAM_NAME.match(name) or name.startswith("HERDER_"):
+            raise ValueError(
+                f"parameter {name!r}: a parameter reaches every task as an environment "
+                "variable of its name, so it must be an identifier (letters, digits, '_'; "
+                "not starting with a digit or HERDER_)"
+            )
+    size = len(json.dumps(params))
+    if size > MAX_PARAMS_BYTES:
+        raise ValueError(f"parameters are {size:,} bytes as JSON; at most {MAX_PARAMS_BYTES:,}")
+    return params
+
+
+Params = Annotated[dict[str, JsonValue], AfterValidator(_check_params)]
+
+
+def _check_map_over(source: str | None) -> str | None:
+    if source is not None and not _MAP_OVER.match(source):
+        raise ValueError(
+            "map_over is 'params.NAME' (a list parameter) or 'TASK' / 'TASK.key.key' (a list "
+            "in an upstream task's output)"
+        )
+    return source
+
 
 TaskName = Annotated[str, AfterValidator(check_job_name)]  # the same alphabet as job names
 
@@ -27,12 +69,35 @@ class TaskSpec(BaseModel):
     trigger_rule: TriggerRule = TriggerRule.ALL_SUCCESS
     overrides: RunOverrides = RunOverrides()  # args, env, retries: as a one-off run's
     timeout_seconds: Annotated[int, Field(ge=1, le=MAX_TIMEOUT_SECONDS)] | None = None
+    map_over: Annotated[str | None, AfterValidator(_check_map_over)] = Field(
+        default=None,
+        description="run one instance per item of a list: 'params.NAME', or 'TASK' or "
+        "'TASK.key' for a list in an upstream task's output (at most 1,000 items)",
+    )
 
 
 class WorkflowSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     tasks: Annotated[list[TaskSpec], Field(min_length=1, max_length=MAX_TASKS)]
+    params: Params = Field(default={}, description="parameters and their defaults")
+    max_active_runs: Annotated[int, Field(ge=1, le=10_000)] | None = None
+    concurrency: Concurrency = Concurrency.QUEUE
+
+    def task(self, name: str) -> TaskSpec:
+        return next(task for task in self.tasks if task.name == name)
+
+
+def check_params(spec: WorkflowSpec, given: dict[str, Any]) -> dict[str, Any]:
+    """A run's parameters: the defaults, with the given ones (only declared ones) over them."""
+    for name in given:
+        if name not in spec.params:
+            declared = ", ".join(sorted(spec.params)) or "none"
+            raise Invalid(
+                f"{name!r} is not a parameter of this workflow (it declares: {declared})",
+                field=f"params.{name}",
+            )
+    return {**spec.params, **given}
 
 
 def task_order(spec: WorkflowSpec) -> list[str]:
@@ -49,11 +114,51 @@ def task_order(spec: WorkflowSpec) -> list[str]:
                     field=f"tasks.{position}.depends_on",
                 )
         upstream[task.name] = list(dict.fromkeys(task.depends_on))
+        _check_mapping(spec, task, position)
     order: list[str] = []
     state: dict[str, str] = {}  # "visiting" on the current path, "done" once placed
     for task in spec.tasks:
         _visit(task.name, upstream, state, order, [], index)
     return order
+
+
+@dataclass(frozen=True)
+class MapSource:
+    """Where a mapped task's list is: a parameter, or a path of keys into an upstream task's
+    output (an empty path: the output itself)."""
+
+    task: str | None  # None: the parameter ``path[0]``
+    path: tuple[str, ...]
+
+
+def map_source(task: TaskSpec) -> MapSource | None:
+    """The source of a mapped task's list (task names may hold dots: the longest upstream
+    task name that prefixes ``map_over`` is the task)."""
+    if task.map_over is None:
+        return None
+    if task.map_over.startswith("params."):
+        return MapSource(None, (task.map_over.removeprefix("params."),))
+    for parent in sorted(task.depends_on, key=len, reverse=True):
+        if task.map_over == parent or task.map_over.startswith(parent + "."):
+            rest = task.map_over.removeprefix(parent).removeprefix(".")
+            return MapSource(parent, tuple(rest.split(".")) if rest else ())
+    raise Invalid(
+        f"map_over reads an upstream task's output: {task.map_over!r} starts with none of "
+        "depends_on",
+        field="map_over",
+    )
+
+
+def _check_mapping(spec: WorkflowSpec, task: TaskSpec, position: int) -> None:
+    field = f"tasks.{position}.map_over"
+    try:
+        source = map_source(task)
+    except Invalid as error:
+        raise Invalid(error.detail, field=field) from error
+    if source is not None and source.task is None and source.path[0] not in spec.params:
+        raise Invalid(
+            f"map_over names parameter {source.path[0]!r}, which is not declared", field=field
+        )
 
 
 def _unique_names(spec: WorkflowSpec) -> dict[str, int]:

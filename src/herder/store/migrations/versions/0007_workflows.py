@@ -46,6 +46,11 @@ def upgrade() -> None:
             sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"),
             nullable=False,
         ),
+        sa.Column(
+            "jobs",
+            sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"),
+            nullable=False,
+        ),
         sa.Column("idempotency_key", sa.String(length=255), nullable=True),
         sa.Column("schedule_id", sa.String(length=40), nullable=True),
         sa.Column("scheduled_for", herder.store.types.UtcDateTime(timezone=True), nullable=True),

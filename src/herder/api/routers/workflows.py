@@ -1,0 +1,148 @@
+"""/v1/workflows and /v1/workflow-runs: DAGs of jobs, their runs, cancel and repair.
+
+A workflow's ``ETag`` is its version in quotes; a PUT with ``If-Match`` replaces it only if
+it is still at that version (else 412). A workflow run pins the version it started with.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Response, status
+
+from herder.api.auth import Caller, StoreDep, Writer
+from herder.api.etags import tagged, versions
+from herder.api.openapi import ETAG_HEADER, problems
+from herder.api.ratelimit import Submitter
+from herder.api.schemas import RepairRequest, WorkflowCreate, WorkflowRunCreate
+from herder.domain.models import Page
+from herder.domain.workflows.models import Workflow, WorkflowRun, WorkflowRunDetail
+from herder.domain.workflows.progress import WorkflowRunState
+from herder.services.runs import actor
+
+router = APIRouter(tags=["workflows"])
+
+IF_MATCH = (
+    'the ETag of the workflow as last read, e.g. "3": replace it only if it is still that version'
+)
+
+
+@router.post(
+    "/v1/workflows",
+    status_code=status.HTTP_201_CREATED,
+    responses={201: ETAG_HEADER, **problems(409)},
+)
+def create_workflow(
+    body: WorkflowCreate, caller: Writer, store: StoreDep, response: Response
+) -> Workflow:
+    """Check the DAG whole (an order of its tasks exists; every job it names exists) and
+    store it as version 1."""
+    workflow = store.workflows.create(caller.tenant_id, body.name, body.spec())
+    response.headers["Location"] = f"/v1/workflows/{workflow.id}"
+    return tagged(workflow, response)
+
+
+@router.get("/v1/workflows")
+def list_workflows(
+    caller: Caller,
+    store: StoreDep,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    cursor: str | None = None,
+    name: str | None = None,
+) -> Page[Workflow]:
+    return store.workflows.list(caller.tenant_id, limit=limit, cursor=cursor, name=name)
+
+
+@router.get("/v1/workflows/{workflow_id}", responses={200: ETAG_HEADER})
+def get_workflow(workflow_id: str, caller: Caller, store: StoreDep, response: Response) -> Workflow:
+    return tagged(store.workflows.get(caller.tenant_id, workflow_id), response)
+
+
+@router.put("/v1/workflows/{workflow_id}", responses={200: ETAG_HEADER, **problems(409, 412)})
+def replace_workflow(
+    workflow_id: str,
+    body: WorkflowCreate,
+    caller: Writer,
+    store: StoreDep,
+    response: Response,
+    if_match: Annotated[str | None, Header(max_length=1024, description=IF_MATCH)] = None,
+) -> Workflow:
+    """A new version; runs already started keep the version they pinned."""
+    workflow = store.workflows.replace(
+        caller.tenant_id, workflow_id, body.name, body.spec(), if_version=versions(if_match)
+    )
+    return tagged(workflow, response)
+
+
+@router.delete(
+    "/v1/workflows/{workflow_id}", status_code=status.HTTP_204_NO_CONTENT, responses=problems(409)
+)
+def delete_workflow(workflow_id: str, caller: Writer, store: StoreDep) -> Response:
+    store.workflows.delete(caller.tenant_id, workflow_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post(
+    "/v1/workflows/{workflow_id}/runs",
+    status_code=status.HTTP_201_CREATED,
+    responses=problems(409, 429),
+)
+def start_workflow_run(
+    workflow_id: str,
+    caller: Submitter,
+    store: StoreDep,
+    response: Response,
+    body: WorkflowRunCreate | None = None,
+    idempotency_key: Annotated[
+        str | None, Header(max_length=255, description="the same key returns the same run")
+    ] = None,
+) -> WorkflowRun:
+    """Start a run of the workflow's current version: its first tasks are queued at once.
+    Under ``max_active_runs`` it queues (``concurrency: queue``) or is refused (``forbid``)."""
+    params = (body or WorkflowRunCreate()).params
+    run, created = store.workflow_runs.start(
+        caller.tenant_id, workflow_id, params, idempotency_key=idempotency_key
+    )
+    if not created:
+        response.status_code = status.HTTP_200_OK
+    response.headers["Location"] = f"/v1/workflow-runs/{run.id}"
+    return run
+
+
+@router.get("/v1/workflow-runs")
+def list_workflow_runs(
+    caller: Caller,
+    store: StoreDep,
+    workflow_id: str | None = None,
+    state: WorkflowRunState | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    cursor: str | None = None,
+) -> Page[WorkflowRun]:
+    return store.workflow_runs.list(
+        caller.tenant_id, workflow_id=workflow_id, state=state, limit=limit, cursor=cursor
+    )
+
+
+@router.get("/v1/workflow-runs/{workflow_run_id}")
+def get_workflow_run(workflow_run_id: str, caller: Caller, store: StoreDep) -> WorkflowRunDetail:
+    """The run with every task instance: its run, or, pending, why it waits."""
+    return store.workflow_runs.get(caller.tenant_id, workflow_run_id)
+
+
+@router.post("/v1/workflow-runs/{workflow_run_id}/cancel", responses=problems(409))
+def cancel_workflow_run(workflow_run_id: str, caller: Writer, store: StoreDep) -> WorkflowRun:
+    """Pending and queued tasks are cancelled at once; running ones are stopped by their
+    workers, and the run ends ``cancelled`` when the last has ended."""
+    return store.workflow_runs.cancel(caller.tenant_id, workflow_run_id, actor=actor(caller))
+
+
+@router.post("/v1/workflow-runs/{workflow_run_id}/repair", responses=problems(409))
+def repair_workflow_run(
+    workflow_run_id: str, body: RepairRequest, caller: Writer, store: StoreDep
+) -> WorkflowRun:
+    """Run tasks of an ended run again, in place (history kept). ``repair`` is the run's
+    latest-repair token as last read: a second repair from the same reading is a 409."""
+    return store.workflow_runs.repair(
+        caller.tenant_id, workflow_run_id, token=body.repair, tasks=body.tasks,
+        dependents=body.dependents,
+    )  # fmt: skip

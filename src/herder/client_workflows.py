@@ -1,0 +1,103 @@
+"""The client's workflow calls: definitions, runs, cancel and repair (mixed into
+``HerderClient``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import httpx
+
+from herder.client_errors import ApiError
+from herder.domain.models import Page
+from herder.domain.workflows.models import Workflow, WorkflowRun, WorkflowRunDetail
+
+
+class WorkflowCalls:
+    _request: Callable[..., httpx.Response]  # HerderClient's: one call, errors mapped
+
+    def create_workflow(self, body: Mapping[str, Any]) -> Workflow:
+        """``body`` as the API takes it: name, tasks, params, max_active_runs, concurrency."""
+        return Workflow.model_validate(self._request("POST", "/v1/workflows", json=body).json())
+
+    def get_workflow(self, workflow_id: str) -> Workflow:
+        return Workflow.model_validate(self._request("GET", f"/v1/workflows/{workflow_id}").json())
+
+    def find_workflow(self, name_or_id: str) -> Workflow:
+        """A workflow by id (``wf_…``) or by name."""
+        if name_or_id.startswith("wf_"):
+            return self.get_workflow(name_or_id)
+        page = self.list_workflows(name=name_or_id, limit=1)
+        if not page.items:
+            raise ApiError(404, "Not found", f"no workflow named {name_or_id!r}")
+        return page.items[0]
+
+    def list_workflows(
+        self, *, name: str | None = None, limit: int = 100, cursor: str | None = None
+    ) -> Page[Workflow]:
+        params = {"name": name, "limit": limit, "cursor": cursor}
+        response = self._request("GET", "/v1/workflows", params=_given(params))
+        return Page[Workflow].model_validate(response.json())
+
+    def update_workflow(
+        self, workflow_id: str, body: Mapping[str, Any], *, if_version: int | None = None
+    ) -> Workflow:
+        """Replace the definition (a new version); with ``if_version`` only if still at it."""
+        headers = {"If-Match": f'"{if_version}"'} if if_version is not None else {}
+        response = self._request("PUT", f"/v1/workflows/{workflow_id}", json=body, headers=headers)
+        return Workflow.model_validate(response.json())
+
+    def delete_workflow(self, workflow_id: str) -> None:
+        self._request("DELETE", f"/v1/workflows/{workflow_id}")
+
+    def start_workflow(
+        self,
+        workflow_id: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        idempotency_key: str | None = None,
+    ) -> WorkflowRun:
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+        response = self._request(
+            "POST", f"/v1/workflows/{workflow_id}/runs", json={"params": dict(params or {})},
+            headers=headers,
+        )  # fmt: skip
+        return WorkflowRun.model_validate(response.json())
+
+    def get_workflow_run(self, workflow_run_id: str) -> WorkflowRunDetail:
+        response = self._request("GET", f"/v1/workflow-runs/{workflow_run_id}")
+        return WorkflowRunDetail.model_validate(response.json())
+
+    def list_workflow_runs(
+        self,
+        *,
+        workflow_id: str | None = None,
+        state: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> Page[WorkflowRun]:
+        params = {"workflow_id": workflow_id, "state": state, "limit": limit, "cursor": cursor}
+        response = self._request("GET", "/v1/workflow-runs", params=_given(params))
+        return Page[WorkflowRun].model_validate(response.json())
+
+    def cancel_workflow_run(self, workflow_run_id: str) -> WorkflowRun:
+        response = self._request("POST", f"/v1/workflow-runs/{workflow_run_id}/cancel")
+        return WorkflowRun.model_validate(response.json())
+
+    def repair_workflow_run(
+        self,
+        workflow_run_id: str,
+        *,
+        repair: int,
+        tasks: list[str] | None = None,
+        dependents: bool = False,
+    ) -> WorkflowRun:
+        body = {"repair": repair, "tasks": tasks, "dependents": dependents}
+        response = self._request(
+            "POST", f"/v1/workflow-runs/{workflow_run_id}/repair", json=_given(body)
+        )
+        return WorkflowRun.model_validate(response.json())
+
+
+def _given(values: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in values.items() if value is not None}

@@ -1,0 +1,66 @@
+"""Workflows, their runs and their tasks as the API shows them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import JsonValue
+
+from herder.domain.models import _Record
+from herder.domain.states import RunState
+from herder.domain.workflows.progress import WorkflowRunState
+from herder.domain.workflows.spec import Concurrency, TaskSpec
+from herder.domain.workflows.trigger_rules import TriggerRule
+
+
+class Workflow(_Record):
+    id: str
+    name: str
+    version: int  # 1 when created, one more on every change (the API's ETag)
+    tasks: list[TaskSpec]
+    params: dict[str, JsonValue]
+    max_active_runs: int | None
+    concurrency: Concurrency
+    created_at: datetime
+    updated_at: datetime
+
+
+class WorkflowRun(_Record):
+    id: str
+    workflow_id: str
+    workflow_name: str
+    version: int  # of the workflow, pinned when the run was created
+    state: WorkflowRunState
+    params: dict[str, Any]
+    idempotency_key: str | None
+    schedule_id: str | None
+    scheduled_for: datetime | None
+    repair: int  # the latest-repair token: a repair names it, and adds one
+    cancel_requested: bool
+    reason: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class TaskRun(_Record):
+    """A task instance: its current run, or (``run_id`` None) why it has none yet."""
+
+    task: str
+    map_index: int  # -1: the task is not mapped
+    job: str
+    depends_on: list[str]
+    trigger_rule: TriggerRule
+    state: RunState  # pending until its trigger rule decides
+    reason: str | None
+    run_id: str | None = None
+    repair: int | None = None
+    attempt_count: int = 0
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    output: Any = None
+
+
+class WorkflowRunDetail(WorkflowRun):
+    tasks: list[TaskRun]

@@ -1,0 +1,236 @@
+"""How a workflow run moves on, decided whenever one of its task runs ends (and when it
+starts): which pending tasks start, which are ``skipped`` or ``upstream_failed`` — and,
+through those, their own dependants, in the same pass — and whether the run has ended.
+
+A task instance that has no run yet is pending; nothing about it is stored, its waiting
+reason is this decision's. A mapped task becomes one instance per item of its list when it
+starts (a task mapped over an empty list is skipped, as in Airflow). The workflow run ends
+when every task has ended: ``failed`` when a leaf task (one nothing depends on) failed or
+was ``upstream_failed``, else ``succeeded`` — Airflow's rule, so a failure handled
+downstream (an ``all_done`` clean-up, a ``one_failed`` notice) does not fail the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from herder.domain.states import RunState
+from herder.domain.workflows.spec import MapSource, WorkflowSpec, map_source, task_order
+from herder.domain.workflows.trigger_rules import Upstream, UpstreamEnd, Verdict, decide
+
+MAX_MAP_ITEMS = 1000
+
+
+class WorkflowRunState(StrEnum):
+    QUEUED = "queued"  # waiting for a slot under the workflow's max_active_runs
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in (self.SUCCEEDED, self.FAILED, self.CANCELLED)
+
+
+@dataclass(frozen=True)
+class Instance:
+    """A task instance's current run (of the latest repair that ran the task)."""
+
+    map_index: int  # -1: the task is not mapped
+    state: RunState
+
+
+@dataclass(frozen=True)
+class Start:
+    """A pending task decided: its instances start (``QUEUED``) or it ends without running
+    (``SKIPPED``, ``UPSTREAM_FAILED``, or ``FAILED`` when its list cannot be read)."""
+
+    task: str
+    state: RunState
+    reason: str
+    items: tuple[Any, ...] | None = None  # a mapped task's items, one instance each
+
+
+@dataclass(frozen=True)
+class End:
+    state: WorkflowRunState
+    reason: str
+
+
+@dataclass(frozen=True)
+class Progress:
+    starts: list[Start] = field(default_factory=list)
+    waiting: dict[str, str] = field(default_factory=dict)  # pending task → why
+    end: End | None = None
+
+
+_ENDS = {
+    RunState.SUCCEEDED: UpstreamEnd.SUCCESS,
+    RunState.SKIPPED: UpstreamEnd.SKIPPED,
+    RunState.UPSTREAM_FAILED: UpstreamEnd.UPSTREAM_FAILED,
+}
+
+
+def upstream_end(state: RunState) -> UpstreamEnd | None:
+    """How a task instance counts for its dependants' trigger rules: any other end — failed,
+    timed out, lost, dead, cancelled, expired — is a failure; an active run has not ended."""
+    if not state.is_terminal:
+        return None
+    return _ENDS.get(state, UpstreamEnd.FAILED)
+
+
+def advance(
+    spec: WorkflowSpec,
+    board: Mapping[str, Sequence[Instance]],
+    params: Mapping[str, Any],
+    map_sources: Mapping[str, Any],
+    *,
+    cancelling: bool = False,
+) -> Progress:
+    """Decide every pending task, in dependency order, against ``board`` (each task's
+    current instances; a task absent from it is pending). ``map_sources`` holds the output
+    of each upstream task a pending mapped task reads its list from (a mapped upstream
+    task: the list of its instances' outputs). A run being cancelled starts nothing."""
+    current = {name: list(instances) for name, instances in board.items()}
+    tasks = {task.name: task for task in spec.tasks}
+    progress = Progress()
+    for name in task_order(spec):
+        if name in current:
+            continue
+        if cancelling:
+            progress.waiting[name] = "the workflow run is being cancelled"
+            continue
+        task = tasks[name]
+        ends = [
+            upstream_end(instance.state) if instance is not None else None
+            for parent in task.depends_on
+            for instance in current.get(parent, [None])
+        ]
+        decision = decide(task.trigger_rule, Upstream.of(ends))
+        if decision.verdict is Verdict.WAIT:
+            progress.waiting[name] = decision.reason
+            continue
+        start = _start(name, decision.verdict, decision.reason, map_source(task), params,
+                       map_sources)  # fmt: skip
+        progress.starts.append(start)
+        current[name] = _instances(start)
+    progress_end = _end(spec, current, cancelling)
+    return Progress(progress.starts, progress.waiting, progress_end)
+
+
+_STARTED = {
+    Verdict.RUN: RunState.QUEUED,
+    Verdict.SKIPPED: RunState.SKIPPED,
+    Verdict.UPSTREAM_FAILED: RunState.UPSTREAM_FAILED,
+}
+
+
+def _start(
+    name: str,
+    verdict: Verdict,
+    reason: str,
+    source: MapSource | None,
+    params: Mapping[str, Any],
+    map_sources: Mapping[str, Any],
+) -> Start:
+    state = _STARTED[verdict]
+    if source is None or state is not RunState.QUEUED:
+        return Start(name, state, reason)
+    items, problem = map_items(source, params, map_sources)
+    if problem is not None:
+        return Start(name, RunState.FAILED, problem)
+    if not items:
+        return Start(name, RunState.SKIPPED, f"map_over {_describe(source)} is an empty list")
+    return Start(name, state, reason, tuple(items))
+
+
+def _instances(start: Start) -> list[Instance]:
+    if start.items is None:
+        return [Instance(-1, start.state)]
+    return [Instance(index, start.state) for index in range(len(start.items))]
+
+
+def map_items(
+    source: MapSource, params: Mapping[str, Any], map_sources: Mapping[str, Any]
+) -> tuple[list[Any], str | None]:
+    """A mapped task's list, or why it has none."""
+    value: Any = params if source.task is None else map_sources.get(source.task)
+    if source.task is not None and value is None:
+        return [], f"map_over {_describe(source)}: task {source.task!r} wrote no output"
+    for key in source.path:
+        if not isinstance(value, dict) or key not in value:
+            return [], f"map_over {_describe(source)}: there is no key {key!r}"
+        value = value[key]
+    if not isinstance(value, list):
+        return [], f"map_over {_describe(source)} is a {_json_type(value)}, not a list"
+    if len(value) > MAX_MAP_ITEMS:
+        return [], (
+            f"map_over {_describe(source)} has {len(value):,} items; a task maps over at "
+            f"most {MAX_MAP_ITEMS:,}"
+        )
+    return value, None
+
+
+def _describe(source: MapSource) -> str:
+    return ".".join(["params" if source.task is None else source.task, *source.path])
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, dict):
+        return "JSON object"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    return "null" if value is None else type(value).__name__
+
+
+def _end(
+    spec: WorkflowSpec, current: Mapping[str, Sequence[Instance]], cancelling: bool
+) -> End | None:
+    active = [
+        name
+        for name, instances in current.items()
+        if any(not i.state.is_terminal for i in instances)
+    ]
+    if active:
+        return None
+    if cancelling:
+        return End(WorkflowRunState.CANCELLED, "cancelled")
+    if len(current) < len(spec.tasks):
+        return None
+    failed = _failed_tasks(spec, current)
+    leaves = leaf_tasks(spec)
+    if any(name in leaves for name in failed):
+        return End(WorkflowRunState.FAILED, "failed tasks: " + ", ".join(
+            f"{name} ({state})" for name, state in failed.items()
+        ))  # fmt: skip
+    if failed:
+        handled = ", ".join(failed)
+        return End(WorkflowRunState.SUCCEEDED, f"every leaf task succeeded or was skipped "
+                   f"(failures handled downstream: {handled})")  # fmt: skip
+    return End(WorkflowRunState.SUCCEEDED, "every task succeeded or was skipped")
+
+
+def _failed_tasks(
+    spec: WorkflowSpec, current: Mapping[str, Sequence[Instance]]
+) -> dict[str, RunState]:
+    """Each task with an instance that failed (the first such state), in definition order."""
+    failed: dict[str, RunState] = {}
+    for task in spec.tasks:
+        for instance in current.get(task.name, []):
+            if upstream_end(instance.state) in (UpstreamEnd.FAILED, UpstreamEnd.UPSTREAM_FAILED):
+                failed[task.name] = instance.state
+                break
+    return failed
+
+
+def leaf_tasks(spec: WorkflowSpec) -> set[str]:
+    upstream = {parent for task in spec.tasks for parent in task.depends_on}
+    return {task.name for task in spec.tasks if task.name not in upstream}

@@ -1,0 +1,391 @@
+"""Workflow runs as users see them: start one (with parameters, under an idempotency key and
+the workflow's ``max_active_runs``), read it with every task's state and reason, list, cancel
+and repair in place."""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import Connection, select, update
+
+from herder.clock import Clock, epoch_ms
+from herder.domain.errors import Conflict, Invalid, NotFound
+from herder.domain.ids import new_id
+from herder.domain.jobs import JobSpec
+from herder.domain.lifecycle.cancel import Cause, cancel
+from herder.domain.models import Page
+from herder.domain.states import RunState
+from herder.domain.workflows.models import TaskRun, WorkflowRun, WorkflowRunDetail
+from herder.domain.workflows.progress import WorkflowRunState, advance, upstream_end
+from herder.domain.workflows.spec import Concurrency, WorkflowSpec, check_params
+from herder.domain.workflows.task_runs import task_run_spec
+from herder.domain.workflows.trigger_rules import UpstreamEnd
+from herder.store.database import Database
+from herder.store.dialect import insert_ignoring_duplicates
+from herder.store.pagination import next_cursor, page_query, page_records
+from herder.store.runs.facts import ACTIVE_STATES, active_runs
+from herder.store.schema import runs, workflow_runs, workflows
+from herder.store.work import Work, unit_of_work
+from herder.store.workflows.definitions import check_jobs, spec_of
+from herder.store.workflows.progress import (
+    active_count,
+    advance_run,
+    begin,
+    lock,
+    outputs_of,
+    read_board,
+)
+
+_TASK_RUN_COLUMNS = (
+    runs.c.id, runs.c.task_name, runs.c.map_index, runs.c.repair, runs.c.state, runs.c.reason,
+    runs.c.attempt_count, runs.c.started_at, runs.c.finished_at, runs.c.waiting_reason,
+)  # fmt: skip
+
+
+def _workflow_run(row: Any) -> WorkflowRun:
+    return WorkflowRun.model_validate(
+        {field: getattr(row, field) for field in WorkflowRun.model_fields}
+    )
+
+
+class WorkflowRunRepository:
+    def __init__(self, database: Database, clock: Clock, rng: random.Random) -> None:
+        self._db = database
+        self._clock = clock
+        self._rng = rng
+
+    def start(
+        self,
+        tenant_id: str,
+        workflow_id: str,
+        params: dict[str, Any],
+        *,
+        idempotency_key: str | None = None,
+    ) -> tuple[WorkflowRun, bool]:
+        """A new run of the workflow's current version, and whether it is new: a repeated
+        idempotency key answers with the run it made. Its first tasks start in the same
+        transaction; under ``max_active_runs`` it queues, or is refused (``forbid``)."""
+        with unit_of_work(self._db, self._clock, self._rng) as work:
+            workflow = work.connection.execute(
+                select(workflows)
+                .where(workflows.c.tenant_id == tenant_id, workflows.c.id == workflow_id)
+                .with_for_update()
+            ).first()
+            if workflow is None:
+                raise NotFound(f"workflow {workflow_id} not found")
+            if idempotency_key is not None:
+                existing = self._by_key(work.connection, tenant_id, idempotency_key)
+                if existing is not None:
+                    return _same_workflow(existing, workflow_id, idempotency_key), False
+            spec = spec_of(work.connection, workflow.id, workflow.version)
+            values = check_params(spec, params)
+            pinned = _pinned_jobs(work.connection, tenant_id, spec, values)
+            state = _admission(work.connection, workflow.id, spec)
+            run_id = new_id("wfrun", epoch_ms(work.now))
+            inserted = work.connection.execute(
+                insert_ignoring_duplicates(
+                    self._db,
+                    workflow_runs,
+                    id=run_id,
+                    tenant_id=tenant_id,
+                    workflow_id=workflow.id,
+                    workflow_name=workflow.name,
+                    version=workflow.version,
+                    state=state,
+                    params=values,
+                    jobs=pinned,
+                    idempotency_key=idempotency_key,
+                    repair=0,
+                    cancel_requested=False,
+                    created_at=work.now,
+                ).returning(workflow_runs.c.id)
+            ).scalar()
+            if inserted is None:  # the same key, committed meanwhile
+                raise Conflict(f"a run for Idempotency-Key {idempotency_key!r} was just made")
+            if state is WorkflowRunState.RUNNING:
+                begin(work, run_id, from_state=WorkflowRunState.RUNNING)
+            return self._read(work.connection, tenant_id, run_id), True
+
+    def get(self, tenant_id: str, workflow_run_id: str) -> WorkflowRunDetail:
+        with self._db.read() as connection:
+            run = self._read(connection, tenant_id, workflow_run_id)
+            row = connection.execute(
+                select(workflow_runs).where(workflow_runs.c.id == workflow_run_id)
+            ).one()
+            spec = spec_of(connection, row.workflow_id, row.version)
+            return WorkflowRunDetail(**run.model_dump(), tasks=_tasks(connection, row, spec))
+
+    def list(
+        self,
+        tenant_id: str,
+        *,
+        workflow_id: str | None = None,
+        state: WorkflowRunState | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> Page[WorkflowRun]:
+        query = select(workflow_runs).where(workflow_runs.c.tenant_id == tenant_id)
+        if workflow_id is not None:
+            query = query.where(workflow_runs.c.workflow_id == workflow_id)
+        if state is not None:
+            query = query.where(workflow_runs.c.state == state)
+        with self._db.read() as connection:
+            rows = connection.execute(page_query(query, workflow_runs.c.id, limit, cursor)).all()
+        return Page(
+            items=page_records(rows[:limit], _workflow_run),
+            next_cursor=next_cursor([row.id for row in rows], limit),
+        )
+
+    def cancel(self, tenant_id: str, workflow_run_id: str, *, actor: str = "user") -> WorkflowRun:
+        """Queued and pending tasks are cancelled at once, running ones stopped by their
+        workers; the run ends ``cancelled`` when the last of them has ended."""
+        with unit_of_work(self._db, self._clock, self._rng) as work:
+            self._read(work.connection, tenant_id, workflow_run_id)
+            row = lock(work.connection, workflow_run_id)
+            state = WorkflowRunState(row.state)
+            if state.is_terminal:
+                raise Conflict(
+                    f"workflow run {workflow_run_id} is already {state}; only active runs can "
+                    "be cancelled"
+                )
+            if state is WorkflowRunState.QUEUED:
+                _end_queued(work, workflow_run_id)
+            else:
+                work.connection.execute(
+                    update(workflow_runs)
+                    .where(workflow_runs.c.id == workflow_run_id)
+                    .values(cancel_requested=True)
+                )
+                active = work.connection.execute(
+                    select(runs.c.id).where(
+                        runs.c.workflow_run_id == workflow_run_id, runs.c.state.in_(ACTIVE_STATES)
+                    )
+                ).scalars()
+                cause = Cause(actor, f"its workflow run {workflow_run_id} was cancelled")
+                for each in active_runs(work.connection, list(active)):
+                    work.apply(cancel(each, cause, work.now))
+                advance_run(work, workflow_run_id)
+            return self._read(work.connection, tenant_id, workflow_run_id)
+
+    def repair(
+        self,
+        tenant_id: str,
+        workflow_run_id: str,
+        *,
+        token: int,
+        tasks: Sequence[str] | None = None,
+        dependents: bool = False,
+    ) -> WorkflowRun:
+        """Run tasks of an ended run again, in place: by default every task that did not
+        succeed or skip; with ``dependents``, everything downstream of them too. ``token``
+        is the run's ``repair`` as last read: two repairs from one reading cannot both
+        apply (409). Earlier runs of the repaired tasks stay in history."""
+        with unit_of_work(self._db, self._clock, self._rng) as work:
+            self._read(work.connection, tenant_id, workflow_run_id)
+            row = lock(work.connection, workflow_run_id)
+            if row.repair != token:
+                raise Conflict(
+                    f"workflow run {workflow_run_id} is at repair {row.repair}, not {token}: "
+                    "it was repaired meanwhile; read it again",
+                    field="repair",
+                )
+            if not WorkflowRunState(row.state).is_terminal:
+                raise Conflict(
+                    f"workflow run {workflow_run_id} is still {row.state}; repair it once it "
+                    "has ended"
+                )
+            spec = spec_of(work.connection, row.workflow_id, row.version)
+            chosen = _to_repair(spec, read_board(work.connection, row), tasks, dependents)
+            work.connection.execute(
+                update(workflow_runs)
+                .where(workflow_runs.c.id == workflow_run_id, workflow_runs.c.repair == token)
+                .values(
+                    repair=token + 1,
+                    repaired_tasks=sorted(chosen),
+                    reason=None,
+                    state=WorkflowRunState.RUNNING,
+                    finished_at=None,
+                    cancel_requested=False,
+                )
+            )
+            advance_run(work, workflow_run_id)
+            return self._read(work.connection, tenant_id, workflow_run_id)
+
+    @staticmethod
+    def _read(connection: Connection, tenant_id: str, workflow_run_id: str) -> WorkflowRun:
+        row = connection.execute(
+            select(workflow_runs).where(
+                workflow_runs.c.tenant_id == tenant_id, workflow_runs.c.id == workflow_run_id
+            )
+        ).first()
+        if row is None:
+            raise NotFound(f"workflow run {workflow_run_id} not found")
+        return _workflow_run(row)
+
+    @staticmethod
+    def _by_key(connection: Connection, tenant_id: str, key: str) -> Any:
+        return connection.execute(
+            select(workflow_runs).where(
+                workflow_runs.c.tenant_id == tenant_id, workflow_runs.c.idempotency_key == key
+            )
+        ).first()
+
+
+def _same_workflow(existing: Any, workflow_id: str, key: str) -> WorkflowRun:
+    if existing.workflow_id != workflow_id:
+        raise Conflict(
+            f"Idempotency-Key {key!r} was used for workflow run {existing.id} of workflow "
+            f"{existing.workflow_id}",
+            field="Idempotency-Key",
+        )
+    return _workflow_run(existing)
+
+
+def _pinned_jobs(
+    connection: Connection, tenant_id: str, spec: WorkflowSpec, params: dict[str, Any]
+) -> dict[str, Any]:
+    """The jobs the run will run, as they are now (the run keeps them as they were), each
+    task's spec checked with the parameters so no task can fail on its spec later."""
+    found = check_jobs(connection, tenant_id, spec)
+    jobs = {name: JobSpec.model_validate(row.spec) for name, row in found.items()}
+    for position, task in enumerate(spec.tasks):
+        try:
+            task_run_spec(jobs[task.job], task, params)
+        except ValidationError as error:
+            problem = error.errors(include_url=False)[0]
+            raise Invalid(
+                f"task {task.name!r} cannot run with these parameters: {problem['msg']}",
+                field=f"tasks.{position}" if not params else "params",
+            ) from error
+    return {name: {"id": row.id, "spec": row.spec} for name, row in found.items()}
+
+
+def _admission(connection: Connection, workflow_id: str, spec: WorkflowSpec) -> WorkflowRunState:
+    if spec.max_active_runs is None:
+        return WorkflowRunState.RUNNING
+    active = active_count(
+        connection, workflow_id, WorkflowRunState.RUNNING, WorkflowRunState.QUEUED
+    )
+    if active < spec.max_active_runs:
+        return WorkflowRunState.RUNNING
+    if spec.concurrency is Concurrency.FORBID:
+        raise Conflict(
+            f"the workflow allows {spec.max_active_runs} active run(s) and has {active}; its "
+            "concurrency policy is forbid"
+        )
+    return WorkflowRunState.QUEUED
+
+
+def _end_queued(work: Work, workflow_run_id: str) -> None:
+    work.connection.execute(
+        update(workflow_runs)
+        .where(
+            workflow_runs.c.id == workflow_run_id,
+            workflow_runs.c.state == WorkflowRunState.QUEUED,
+        )
+        .values(
+            state=WorkflowRunState.CANCELLED,
+            reason="cancelled before it started",
+            finished_at=work.now,
+        )
+    )
+
+
+def _to_repair(
+    spec: WorkflowSpec, board: dict[str, Any], tasks: Sequence[str] | None, dependents: bool
+) -> set[str]:
+    names = [task.name for task in spec.tasks]
+    if tasks is not None:
+        for position, name in enumerate(tasks):
+            if name not in names:
+                raise Invalid(f"{name!r} is not a task of this workflow", field=f"tasks.{position}")
+        chosen = set(tasks)
+    else:
+        chosen = {
+            name
+            for name in names
+            if name not in board
+            or any(
+                upstream_end(instance.state) not in (UpstreamEnd.SUCCESS, UpstreamEnd.SKIPPED)
+                for instance in board[name]
+            )
+        }
+    if dependents:
+        chosen |= _downstream(spec, chosen)
+    if not chosen:
+        raise Conflict("nothing to repair: every task succeeded or was skipped")
+    return chosen
+
+
+def _downstream(spec: WorkflowSpec, roots: Collection[str]) -> set[str]:
+    children: dict[str, list[str]] = {task.name: [] for task in spec.tasks}
+    for task in spec.tasks:
+        for parent in task.depends_on:
+            children[parent].append(task.name)
+    found: set[str] = set()
+    stack = list(roots)
+    while stack:
+        for child in children[stack.pop()]:
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    return found
+
+
+def _tasks(connection: Connection, row: Any, spec: WorkflowSpec) -> list[TaskRun]:
+    """Every task instance: its current run, or — pending — why it waits."""
+    found = connection.execute(
+        select(*_TASK_RUN_COLUMNS).where(runs.c.workflow_run_id == row.id)
+    ).all()
+    board = read_board(connection, row)
+    latest: dict[str, int] = {}
+    for f in found:
+        latest[f.task_name] = max(latest.get(f.task_name, -1), f.repair)
+    current: dict[str, list[Any]] = defaultdict(list)
+    for f in sorted(found, key=lambda f: f.map_index):
+        if f.task_name in board and f.repair == latest[f.task_name]:
+            current[f.task_name].append(f)
+    outputs = outputs_of(connection, row, board, list(board))
+    output = {(t, i): value for t, pairs in outputs.items() for i, value in pairs}
+    state = WorkflowRunState(row.state)
+    waiting = (
+        advance(spec, board, row.params, {}, cancelling=row.cancel_requested).waiting
+        if state is WorkflowRunState.RUNNING
+        else {}
+    )
+    listed = []
+    for task in spec.tasks:
+        common = {"task": task.name, "job": task.job, "depends_on": task.depends_on,
+                  "trigger_rule": task.trigger_rule}  # fmt: skip
+        if task.name not in current:
+            not_started = _not_started(state, task.name, waiting)
+            listed.append(TaskRun(**common, map_index=-1, **not_started))
+        for f in current.get(task.name, []):
+            listed.append(
+                TaskRun(
+                    **common,
+                    map_index=f.map_index,
+                    state=RunState(f.state),
+                    reason=f.reason or f.waiting_reason,
+                    run_id=f.id,
+                    repair=f.repair,
+                    attempt_count=f.attempt_count,
+                    started_at=f.started_at,
+                    finished_at=f.finished_at,
+                    output=output.get((task.name, f.map_index)),
+                )
+            )
+    return listed
+
+
+def _not_started(state: WorkflowRunState, task: str, waiting: dict[str, str]) -> dict[str, Any]:
+    if state is WorkflowRunState.RUNNING:
+        return {"state": RunState.PENDING, "reason": waiting.get(task, "being decided")}
+    if state is WorkflowRunState.QUEUED:
+        return {"state": RunState.PENDING, "reason": "the workflow run waits for a slot "
+                "(max_active_runs)"}  # fmt: skip
+    return {"state": RunState.CANCELLED, "reason": f"never started: the workflow run {state}"}
