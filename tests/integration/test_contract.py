@@ -25,13 +25,17 @@ EXAMPLES_PER_MODE = int(os.environ.get("HERDER_CONTRACT_EXAMPLES", "5"))
 
 # Valid per the schema yet refused by a rule JSON Schema cannot state (a cron's syntax, a
 # runtime that needs a command, an artifact that must exist): 422 is an acceptable answer
-# to positive data. Every other check keeps its defaults.
+# to positive data. A body past the size limit (a workflow's thousand tasks, each with its
+# env, can be generated that big) is refused with 413, valid or not. Every other check keeps
+# its defaults.
+REFUSALS = ["400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429"]
 CONFIG = schemathesis.config.SchemathesisConfig.from_dict(
     {
         "checks": {
             "positive_data_acceptance": {
-                "expected-statuses": ["2xx", "401", "403", "404", "409", "422", "429"]
-            }
+                "expected-statuses": ["2xx", "401", "403", "404", "409", "413", "422", "429"]
+            },
+            "negative_data_rejection": {"expected-statuses": [*REFUSALS, "5xx"]},
         }
     }
 )

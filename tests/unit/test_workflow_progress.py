@@ -1,0 +1,162 @@
+"""A workflow run's progress, decided from its tasks' ends: any run ends with every task
+ended, and no task starts before its trigger rule is met."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from herder.domain.states import RunState
+from herder.domain.workflows.progress import (
+    Instance,
+    WorkflowRunState,
+    advance,
+    leaf_tasks,
+    upstream_end,
+)
+from herder.domain.workflows.spec import TaskSpec, WorkflowSpec
+from herder.domain.workflows.trigger_rules import TriggerRule, Upstream, Verdict, decide
+
+ENDS = [RunState.SUCCEEDED, RunState.FAILED, RunState.TIMED_OUT, RunState.CANCELLED]
+
+
+@st.composite
+def workflows(draw: st.DrawFn) -> WorkflowSpec:
+    """A random DAG: each task depends on some of the tasks before it."""
+    count = draw(st.integers(1, 8))
+    tasks = []
+    for index in range(count):
+        parents = draw(st.sets(st.integers(0, index - 1), max_size=3)) if index else set()
+        rule = draw(st.sampled_from(list(TriggerRule)))
+        tasks.append(
+            TaskSpec(
+                name=f"t{index}",
+                job="work",
+                depends_on=[f"t{p}" for p in sorted(parents)],
+                trigger_rule=rule,
+            )
+        )
+    return WorkflowSpec(tasks=tasks)
+
+
+def upstream(spec: WorkflowSpec, task: TaskSpec, board: dict[str, list[Instance]]) -> Upstream:
+    return Upstream.of(
+        upstream_end(instance.state) if instance else None
+        for parent in task.depends_on
+        for instance in board.get(parent, [None])  # type: ignore[list-item]
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(workflows(), st.data())
+def test_any_run_ends_with_every_task_ended_and_none_started_early(
+    spec: WorkflowSpec, data: st.DataObject
+) -> None:
+    board: dict[str, list[Instance]] = {}
+    for _ in range(100):
+        progress = advance(spec, board, {}, {})
+        for start in progress.starts:
+            assert start.task not in board  # decided once
+            board[start.task] = [Instance(-1, start.state)]
+        for start in progress.starts:
+            task = spec.task(start.task)
+            if start.state is RunState.QUEUED and task.trigger_rule is not TriggerRule.ALWAYS:
+                assert decide(task.trigger_rule, upstream(spec, task, board)).verdict is Verdict.RUN
+        if progress.end is not None:
+            break
+        running = sorted(name for name, (i,) in board.items() if i.state is RunState.QUEUED)
+        assert running, "nothing runs, yet the run has not ended"
+        name = data.draw(st.sampled_from(running))
+        board[name] = [Instance(-1, data.draw(st.sampled_from(ENDS)))]
+    assert progress.end is not None
+    assert set(board) == {task.name for task in spec.tasks}
+    assert all(i.state.is_terminal for instances in board.values() for i in instances)
+    failed_leaf = any(
+        board[leaf][0].state not in (RunState.SUCCEEDED, RunState.SKIPPED)
+        for leaf in leaf_tasks(spec)
+    )
+    expected = WorkflowRunState.FAILED if failed_leaf else WorkflowRunState.SUCCEEDED
+    assert progress.end.state is expected
+
+
+def chain(*rules: TriggerRule) -> WorkflowSpec:
+    tasks: list[dict[str, Any]] = [{"name": "t0", "job": "work"}]
+    for index, rule in enumerate(rules, start=1):
+        tasks.append({"name": f"t{index}", "job": "work", "depends_on": [f"t{index - 1}"],
+                      "trigger_rule": rule})  # fmt: skip
+    return WorkflowSpec.model_validate({"tasks": tasks})
+
+
+def test_a_failure_seals_the_whole_chain_below_it_in_one_pass() -> None:
+    spec = chain(TriggerRule.ALL_SUCCESS, TriggerRule.ALL_SUCCESS, TriggerRule.ALL_DONE)
+    progress = advance(spec, {"t0": [Instance(-1, RunState.FAILED)]}, {}, {})
+    assert [(s.task, s.state) for s in progress.starts] == [
+        ("t1", RunState.UPSTREAM_FAILED), ("t2", RunState.UPSTREAM_FAILED),
+        ("t3", RunState.QUEUED),
+    ]  # fmt: skip
+
+
+def test_a_pending_task_says_what_it_waits_for() -> None:
+    progress = advance(
+        chain(TriggerRule.ALL_SUCCESS), {"t0": [Instance(-1, RunState.RUNNING)]}, {}, {}
+    )
+    assert progress.waiting == {"t1": "waiting on 1 of 1 upstream task(s) (all_success)"}
+    assert progress.end is None
+
+
+def test_a_run_being_cancelled_starts_nothing_and_ends_cancelled() -> None:
+    spec = chain(TriggerRule.ALWAYS)
+    progress = advance(spec, {}, {}, {}, cancelling=True)
+    assert progress.starts == []
+    assert progress.end is not None
+    assert progress.end.state is WorkflowRunState.CANCELLED
+
+
+def test_a_mapped_upstream_task_counts_each_instance() -> None:
+    spec = WorkflowSpec.model_validate(
+        {
+            "params": {"items": [1, 2]},
+            "tasks": [
+                {"name": "each", "job": "work", "map_over": "params.items"},
+                {
+                    "name": "join",
+                    "job": "work",
+                    "depends_on": ["each"],
+                    "trigger_rule": "one_failed",
+                },
+            ],
+        }
+    )
+    started = advance(spec, {}, {"items": [1, 2]}, {})
+    assert [(s.task, s.items) for s in started.starts] == [("each", (1, 2))]
+    half = {"each": [Instance(0, RunState.SUCCEEDED), Instance(1, RunState.FAILED)]}
+    assert [s.task for s in advance(spec, half, {"items": [1, 2]}, {}).starts] == ["join"]
+
+
+def test_a_list_in_an_upstream_output_is_mapped_and_its_absence_explained() -> None:
+    spec = WorkflowSpec.model_validate(
+        {
+            "tasks": [
+                {"name": "split", "job": "work"},
+                {
+                    "name": "each",
+                    "job": "work",
+                    "depends_on": ["split"],
+                    "map_over": "split.parts",
+                },
+            ]
+        }
+    )
+    board = {"split": [Instance(-1, RunState.SUCCEEDED)]}
+    (start,) = advance(spec, board, {}, {"split": {"parts": ["x", "y"]}}).starts
+    assert start.items == ("x", "y")
+    (start,) = advance(spec, board, {}, {"split": {"rows": 3}}).starts
+    assert (start.state, start.reason) == (
+        RunState.FAILED,
+        "map_over split.parts: there is no key 'parts'",
+    )
+    (start,) = advance(spec, board, {}, {"split": {"parts": list(range(1001))}}).starts
+    assert start.state is RunState.FAILED
+    assert "1,001 items" in start.reason
