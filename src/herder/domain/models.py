@@ -198,7 +198,8 @@ class Page(BaseModel, Generic[T]):
 
 class Schedule(_Record):
     id: str
-    job_id: str
+    job_id: str | None  # what it starts: a job's run,
+    workflow_id: str | None = None  # or a workflow's
     spec: ScheduleSpec
     paused: bool
     next_fire_at: datetime | None  # the next nominal (cron) time; None when paused or ended

@@ -53,14 +53,17 @@ def _compile(cron: str, timezone: str, *, allow_seconds: bool) -> tuple[CronExpr
 def create(
     store: Store,
     tenant_id: str,
-    job_id: str,
+    job_id: str | None,
     spec: ScheduleSpec,
     *,
     paused: bool,
     allow_seconds: bool,
+    workflow_id: str | None = None,
 ) -> Schedule:
     first = _first_from_now(spec, store.clock.now(), allow_seconds=allow_seconds)
-    return store.schedules.create(tenant_id, job_id, spec, first, paused=paused)
+    return store.schedules.create(
+        tenant_id, job_id, spec, first, paused=paused, workflow_id=workflow_id
+    )
 
 
 def update(

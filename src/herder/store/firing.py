@@ -44,6 +44,7 @@ from herder.store.schedule_events import (
 from herder.store.schema import ID, schedules
 from herder.store.types import UtcDateTime
 from herder.store.work import Work
+from herder.store.workflows.scheduled import start_scheduled
 
 _NEEDS_ACTIVE = (ConcurrencyPolicy.FORBID, ConcurrencyPolicy.REPLACE)
 
@@ -55,11 +56,12 @@ class DueSchedule:
 
     id: str
     tenant_id: str
-    job_id: str
+    job_id: str | None
     spec: ScheduleSpec
     next_fire_at: datetime
     updated_at: datetime
     last_fired_for: datetime | None
+    workflow_id: str | None = None  # a schedule of a workflow's runs, not a job's
 
 
 def next_fire_values(
@@ -74,9 +76,9 @@ def fire_batch(
     work: Work, jobs: JobRepository, batch: Sequence[tuple[DueSchedule, FirePlan]], actor: str
 ) -> int:
     """Apply each plan once (the stages in the module's docstring); the runs made."""
-    firing = [(due, plan) for due, plan in batch if plan.fire]
+    firing = [(due, plan) for due, plan in batch if plan.fire and due.job_id is not None]
     found = jobs.get_many_within(
-        work.connection, {(due.tenant_id, due.job_id) for due, _ in firing}
+        work.connection, {(due.tenant_id, due.job_id) for due, _ in firing if due.job_id}
     )
     active = active_of_schedules(
         work.connection,
@@ -91,8 +93,19 @@ def fire_batch(
     )
     decided = [one for one in decided if one.due.id in advanced]
     applied = work.apply(combine(one.fires.changes for one in decided))
-    _record(work, decided, applied.inserted)
-    return len(applied.inserted)
+    made: dict[str, list[datetime]] = {
+        one.due.id: [
+            new.scheduled_for
+            for new in one.fires.changes.new_runs
+            if new.id in applied.inserted and new.scheduled_for is not None
+        ]
+        for one in decided
+    }
+    for one in decided:
+        if one.due.workflow_id is not None and one.plan.fire:
+            made[one.due.id] = start_scheduled(work, one.due, one.plan.fire, actor)
+    _record(work, decided, made)
+    return sum(len(nominals) for nominals in made.values())
 
 
 @dataclass(frozen=True)
@@ -103,6 +116,8 @@ class _Decided:
 
     @property
     def to_fire(self) -> list[datetime]:
+        if self.due.workflow_id is not None:
+            return list(self.plan.fire)
         return [new.scheduled_for for new in self.fires.changes.new_runs if new.scheduled_for]
 
 
@@ -157,7 +172,7 @@ def _missed(due: DueSchedule, plan: FirePlan) -> NewScheduleEvent:
 
 
 def _job_of(found: Mapping[tuple[str, str], Job], due: DueSchedule) -> Job:
-    job = found.get((due.tenant_id, due.job_id))
+    job = found.get((due.tenant_id, due.job_id or ""))
     if job is None:
         raise NotFound(f"job {due.job_id} not found")
     return job
@@ -171,8 +186,8 @@ def _decide(
     active: Sequence[ActiveRun],
     actor: str,
 ) -> Fires:
-    if not plan.fire:
-        return Fires(Changes())
+    if not plan.fire or due.job_id is None:
+        return Fires(Changes())  # a workflow's fires start after the fence: ``start_scheduled``
     job = _job_of(found, due)
     spec = apply_overrides(job.spec, due.spec.overrides)
     new_runs = []
@@ -187,7 +202,9 @@ def _decide(
     return fire(due.id, due.spec.concurrency_policy, active, new_runs, work.now)
 
 
-def _record(work: Work, decided: Sequence[_Decided], inserted: frozenset[str]) -> None:
+def _record(
+    work: Work, decided: Sequence[_Decided], made_for: Mapping[str, Sequence[datetime]]
+) -> None:
     """The schedules' unusual events (their runs' events record fires); and the counts put
     right where the unique key refused a run (its nominal time had one already)."""
     events: list[NewScheduleEvent] = []
@@ -197,7 +214,7 @@ def _record(work: Work, decided: Sequence[_Decided], inserted: frozenset[str]) -
             events.append(_missed(one.due, one.plan))
         events += [_skipped(one.due, nominal, blocking) for nominal, blocking in one.fires.skipped]
         events += replaced_events(one.due.id, one.fires.replaced)
-        made = [new.scheduled_for for new in one.fires.changes.new_runs if new.id in inserted]
+        made = made_for.get(one.due.id, [])
         if len(made) < len(one.to_fire):
             recounts.append(
                 {"id": one.due.id, "refused": len(one.to_fire) - len(made),

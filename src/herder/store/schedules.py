@@ -28,7 +28,7 @@ from herder.store.jobs import JobRepository
 from herder.store.notifications import DUE_CHANNEL
 from herder.store.pagination import next_cursor, page_query, page_records
 from herder.store.schedule_events import schedule_event
-from herder.store.schema import schedule_events, schedules
+from herder.store.schema import schedule_events, schedules, workflows
 from herder.store.work import Work, unit_of_work
 
 PARTITIONS = 8  # fixed: a schedule's partition is stored when it is created
@@ -56,22 +56,32 @@ class ScheduleRepository:
     def create(
         self,
         tenant_id: str,
-        job_id: str,
+        job_id: str | None,
         spec: ScheduleSpec,
         first: datetime | None,
         *,
         paused: bool = False,
+        workflow_id: str | None = None,
     ) -> Schedule:
-        """``first`` is the first nominal fire (computed by the caller from the cron)."""
+        """A schedule of a job's runs, or (``workflow_id``) of a workflow's; ``first`` is the
+        first nominal fire (computed by the caller from the cron)."""
         now = self._clock.now()
         schedule_id = new_id("sch", epoch_ms(now))
         with self._db.write() as connection:
-            self._jobs.get_within(connection, tenant_id, job_id)
+            if job_id is not None:
+                self._jobs.get_within(connection, tenant_id, job_id)
+            elif not connection.execute(
+                select(workflows.c.id).where(
+                    workflows.c.tenant_id == tenant_id, workflows.c.id == workflow_id
+                )
+            ).first():
+                raise NotFound(f"workflow {workflow_id} not found")
             connection.execute(
                 insert(schedules).values(
                     id=schedule_id,
                     tenant_id=tenant_id,
                     job_id=job_id,
+                    workflow_id=workflow_id,
                     spec=spec.model_dump(mode="json"),
                     paused=paused,
                     partition=partition_of(schedule_id),
@@ -104,12 +114,15 @@ class ScheduleRepository:
         tenant_id: str,
         *,
         job_id: str | None = None,
+        workflow_id: str | None = None,
         limit: int = 100,
         cursor: str | None = None,
     ) -> Page[Schedule]:
         query = select(schedules).where(schedules.c.tenant_id == tenant_id)
         if job_id is not None:
             query = query.where(schedules.c.job_id == job_id)
+        if workflow_id is not None:
+            query = query.where(schedules.c.workflow_id == workflow_id)
         with self._db.read() as connection:
             rows = connection.execute(page_query(query, schedules.c.id, limit, cursor)).all()
         return Page(
@@ -208,6 +221,7 @@ class ScheduleRepository:
                     schedules.c.id,
                     schedules.c.tenant_id,
                     schedules.c.job_id,
+                    schedules.c.workflow_id,
                     schedules.c.spec,
                     schedules.c.next_fire_at,
                     schedules.c.updated_at,
@@ -226,6 +240,7 @@ class ScheduleRepository:
                 row.next_fire_at,
                 row.updated_at,
                 row.last_fired_for,
+                row.workflow_id,
             )
             for row in rows
         ]

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Self
 
 from fastapi import APIRouter, Body, Query, Request, Response, status
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from herder.api.auth import Caller, StoreDep, Writer
 from herder.api.openapi import patch_body, problems
@@ -21,11 +21,20 @@ MAX_PREVIEW = 100
 
 
 class ScheduleCreate(ScheduleSpec):
-    job_id: str
+    job_id: str | None = Field(default=None, description="the job it runs (or workflow_id)")
+    workflow_id: str | None = Field(default=None, description="the workflow it starts")
     paused: bool = False
 
+    @model_validator(mode="after")
+    def _one_target(self) -> Self:
+        if (self.job_id is None) == (self.workflow_id is None):
+            raise ValueError("give job_id or workflow_id: what the schedule starts (one)")
+        return self
+
     def spec(self) -> ScheduleSpec:
-        return ScheduleSpec.model_validate(self.model_dump(exclude={"job_id", "paused"}))
+        return ScheduleSpec.model_validate(
+            self.model_dump(exclude={"job_id", "workflow_id", "paused"})
+        )
 
 
 class CronPreviewRequest(BaseModel):
@@ -71,6 +80,7 @@ def create_schedule(
         caller.tenant_id,
         body.job_id,
         body.spec(),
+        workflow_id=body.workflow_id,
         paused=body.paused,
         allow_seconds=_allow_seconds(request),
     )
@@ -81,10 +91,13 @@ def list_schedules(
     caller: Caller,
     store: StoreDep,
     job_id: str | None = None,
+    workflow_id: str | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     cursor: str | None = None,
 ) -> Page[Schedule]:
-    return store.schedules.list(caller.tenant_id, job_id=job_id, limit=limit, cursor=cursor)
+    return store.schedules.list(
+        caller.tenant_id, job_id=job_id, workflow_id=workflow_id, limit=limit, cursor=cursor
+    )
 
 
 @router.get("/v1/schedules/{schedule_id}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from collections import defaultdict
 from collections.abc import Collection, Sequence
+from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -67,47 +68,16 @@ class WorkflowRunRepository:
         idempotency_key: str | None = None,
     ) -> tuple[WorkflowRun, bool]:
         """A new run of the workflow's current version, and whether it is new: a repeated
-        idempotency key answers with the run it made. Its first tasks start in the same
-        transaction; under ``max_active_runs`` it queues, or is refused (``forbid``)."""
+        idempotency key answers with the run it made."""
         with unit_of_work(self._db, self._clock, self._rng) as work:
-            workflow = work.connection.execute(
-                select(workflows)
-                .where(workflows.c.tenant_id == tenant_id, workflows.c.id == workflow_id)
-                .with_for_update()
-            ).first()
-            if workflow is None:
-                raise NotFound(f"workflow {workflow_id} not found")
             if idempotency_key is not None:
+                self._lock_workflow(work.connection, tenant_id, workflow_id)
                 existing = self._by_key(work.connection, tenant_id, idempotency_key)
                 if existing is not None:
                     return _same_workflow(existing, workflow_id, idempotency_key), False
-            spec = spec_of(work.connection, workflow.id, workflow.version)
-            values = check_params(spec, params)
-            pinned = _pinned_jobs(work.connection, tenant_id, spec, values)
-            state = _admission(work.connection, workflow.id, spec)
-            run_id = new_id("wfrun", epoch_ms(work.now))
-            inserted = work.connection.execute(
-                insert_ignoring_duplicates(
-                    self._db,
-                    workflow_runs,
-                    id=run_id,
-                    tenant_id=tenant_id,
-                    workflow_id=workflow.id,
-                    workflow_name=workflow.name,
-                    version=workflow.version,
-                    state=state,
-                    params=values,
-                    jobs=pinned,
-                    idempotency_key=idempotency_key,
-                    repair=0,
-                    cancel_requested=False,
-                    created_at=work.now,
-                ).returning(workflow_runs.c.id)
-            ).scalar()
-            if inserted is None:  # the same key, committed meanwhile
+            run_id = start_in(work, tenant_id, workflow_id, params, idempotency_key=idempotency_key)
+            if run_id is None:  # the same key, committed meanwhile
                 raise Conflict(f"a run for Idempotency-Key {idempotency_key!r} was just made")
-            if state is WorkflowRunState.RUNNING:
-                begin(work, run_id, from_state=WorkflowRunState.RUNNING)
             return self._read(work.connection, tenant_id, run_id), True
 
     def get(self, tenant_id: str, workflow_run_id: str) -> WorkflowRunDetail:
@@ -144,31 +114,13 @@ class WorkflowRunRepository:
         """Queued and pending tasks are cancelled at once, running ones stopped by their
         workers; the run ends ``cancelled`` when the last of them has ended."""
         with unit_of_work(self._db, self._clock, self._rng) as work:
-            self._read(work.connection, tenant_id, workflow_run_id)
-            row = lock(work.connection, workflow_run_id)
-            state = WorkflowRunState(row.state)
-            if state.is_terminal:
+            run = self._read(work.connection, tenant_id, workflow_run_id)
+            if run.state.is_terminal:
                 raise Conflict(
-                    f"workflow run {workflow_run_id} is already {state}; only active runs can "
-                    "be cancelled"
+                    f"workflow run {workflow_run_id} is already {run.state}; only active runs "
+                    "can be cancelled"
                 )
-            if state is WorkflowRunState.QUEUED:
-                _end_queued(work, workflow_run_id)
-            else:
-                work.connection.execute(
-                    update(workflow_runs)
-                    .where(workflow_runs.c.id == workflow_run_id)
-                    .values(cancel_requested=True)
-                )
-                active = work.connection.execute(
-                    select(runs.c.id).where(
-                        runs.c.workflow_run_id == workflow_run_id, runs.c.state.in_(ACTIVE_STATES)
-                    )
-                ).scalars()
-                cause = Cause(actor, f"its workflow run {workflow_run_id} was cancelled")
-                for each in active_runs(work.connection, list(active)):
-                    work.apply(cancel(each, cause, work.now))
-                advance_run(work, workflow_run_id)
+            cancel_in(work, workflow_run_id, Cause(actor))
             return self._read(work.connection, tenant_id, workflow_run_id)
 
     def repair(
@@ -227,12 +179,99 @@ class WorkflowRunRepository:
         return _workflow_run(row)
 
     @staticmethod
+    def _lock_workflow(connection: Connection, tenant_id: str, workflow_id: str) -> None:
+        """Hold the workflow: two starts under one new key wait for each other."""
+        if _workflow_row(connection, tenant_id, workflow_id) is None:
+            raise NotFound(f"workflow {workflow_id} not found")
+
+    @staticmethod
     def _by_key(connection: Connection, tenant_id: str, key: str) -> Any:
         return connection.execute(
             select(workflow_runs).where(
                 workflow_runs.c.tenant_id == tenant_id, workflow_runs.c.idempotency_key == key
             )
         ).first()
+
+
+def _workflow_row(connection: Connection, tenant_id: str, workflow_id: str) -> Any:
+    return connection.execute(
+        select(workflows)
+        .where(workflows.c.tenant_id == tenant_id, workflows.c.id == workflow_id)
+        .with_for_update()
+    ).first()
+
+
+def start_in(
+    work: Work,
+    tenant_id: str,
+    workflow_id: str,
+    params: dict[str, Any],
+    *,
+    idempotency_key: str | None = None,
+    schedule_id: str | None = None,
+    scheduled_for: datetime | None = None,
+    backfill_id: str | None = None,
+) -> str | None:
+    """Start a run of the workflow's current version inside ``work``: its first tasks are
+    queued in the same transaction; under ``max_active_runs`` it queues, or is refused
+    (``forbid``, 409). None when a unique key (idempotency key, or schedule and nominal
+    time) already has a run."""
+    workflow = _workflow_row(work.connection, tenant_id, workflow_id)
+    if workflow is None:
+        raise NotFound(f"workflow {workflow_id} not found")
+    spec = spec_of(work.connection, workflow.id, workflow.version)
+    values = check_params(spec, params)
+    pinned = _pinned_jobs(work.connection, tenant_id, spec, values)
+    state = _admission(work.connection, workflow.id, spec)
+    run_id = new_id("wfrun", epoch_ms(work.now))
+    inserted = work.connection.execute(
+        insert_ignoring_duplicates(
+            work.database,
+            workflow_runs,
+            id=run_id,
+            tenant_id=tenant_id,
+            workflow_id=workflow.id,
+            workflow_name=workflow.name,
+            version=workflow.version,
+            state=state,
+            params=values,
+            jobs=pinned,
+            idempotency_key=idempotency_key,
+            repair=0,
+            cancel_requested=False,
+            created_at=work.now,
+            schedule_id=schedule_id,
+            scheduled_for=scheduled_for,
+            backfill_id=backfill_id,
+        ).returning(workflow_runs.c.id)
+    ).scalar()
+    if inserted is None:
+        return None
+    if state is WorkflowRunState.RUNNING:
+        begin(work, run_id, from_state=WorkflowRunState.RUNNING)
+    return run_id
+
+
+def cancel_in(work: Work, workflow_run_id: str, cause: Cause) -> None:
+    """Cancel an active workflow run inside ``work`` (see ``WorkflowRunRepository.cancel``)."""
+    row = lock(work.connection, workflow_run_id)
+    if WorkflowRunState(row.state) is WorkflowRunState.QUEUED:
+        _end_queued(work, workflow_run_id)
+        return
+    work.connection.execute(
+        update(workflow_runs)
+        .where(workflow_runs.c.id == workflow_run_id)
+        .values(cancel_requested=True)
+    )
+    active = work.connection.execute(
+        select(runs.c.id).where(
+            runs.c.workflow_run_id == workflow_run_id, runs.c.state.in_(ACTIVE_STATES)
+        )
+    ).scalars()
+    why = cause.why or f"its workflow run {workflow_run_id} was cancelled"
+    for each in active_runs(work.connection, list(active)):
+        work.apply(cancel(each, Cause(cause.actor, why), work.now))
+    advance_run(work, workflow_run_id)
 
 
 def _same_workflow(existing: Any, workflow_id: str, key: str) -> WorkflowRun:
