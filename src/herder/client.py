@@ -254,8 +254,15 @@ class HerderClient:
     def get_schedule(self, schedule_id: str) -> Schedule:
         return Schedule.model_validate(self._request("GET", f"/v1/schedules/{schedule_id}").json())
 
-    def list_schedules(self, *, job_id: str | None = None, limit: int = 100) -> Page[Schedule]:
-        params = _drop_none({"job_id": job_id, "limit": limit})
+    def list_schedules(
+        self,
+        *,
+        job_id: str | None = None,
+        limit: int = 100,
+        name: str | None = None,
+        cursor: str | None = None,
+    ) -> Page[Schedule]:
+        params = _drop_none({"job_id": job_id, "limit": limit, "name": name, "cursor": cursor})
         response = self._request("GET", "/v1/schedules", params=params)
         return Page[Schedule].model_validate(response.json())
 
@@ -364,6 +371,18 @@ class HerderClient:
             "token"
         ]
         return token
+
+    # --- definitions (herder apply) ---
+
+    def get_artifact(self, sha256: str) -> Artifact | None:
+        """The tenant's artifact with this content, or None if it has none: upload it then."""
+        try:
+            response = self._request("GET", f"/v1/artifacts/{sha256}")
+        except ApiError as error:
+            if error.status == 404:
+                return None
+            raise
+        return Artifact.model_validate(response.json())
 
 
 def _drop_none(values: dict[str, Any]) -> dict[str, Any]:

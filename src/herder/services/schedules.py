@@ -56,11 +56,12 @@ def create(
     job_id: str,
     spec: ScheduleSpec,
     *,
+    name: str | None = None,
     paused: bool,
     allow_seconds: bool,
 ) -> Schedule:
     first = _first_from_now(spec, store.clock.now(), allow_seconds=allow_seconds)
-    return store.schedules.create(tenant_id, job_id, spec, first, paused=paused)
+    return store.schedules.create(tenant_id, job_id, spec, first, name=name, paused=paused)
 
 
 def update(

@@ -6,13 +6,13 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query, Request, Response, status
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field
 
 from herder.api.auth import Caller, StoreDep, Writer
 from herder.api.openapi import patch_body, problems
 from herder.api.schemas import IsoTime
 from herder.domain.models import Page, Schedule, ScheduleEvent
-from herder.domain.schedules import ScheduleSpec
+from herder.domain.schedules import ScheduleSpec, check_schedule_name
 from herder.services import schedules
 
 router = APIRouter(tags=["schedules"])
@@ -22,10 +22,15 @@ MAX_PREVIEW = 100
 
 class ScheduleCreate(ScheduleSpec):
     job_id: str
+    name: Annotated[
+        str | None,
+        AfterValidator(check_schedule_name),
+        Field(description="unique per tenant; the job-name alphabet"),
+    ] = None
     paused: bool = False
 
     def spec(self) -> ScheduleSpec:
-        return ScheduleSpec.model_validate(self.model_dump(exclude={"job_id", "paused"}))
+        return ScheduleSpec.model_validate(self.model_dump(exclude={"job_id", "name", "paused"}))
 
 
 class CronPreviewRequest(BaseModel):
@@ -62,7 +67,7 @@ def _preview(fires: schedules.Fires) -> Preview:
     )
 
 
-@router.post("/v1/schedules", status_code=status.HTTP_201_CREATED, responses=problems(404))
+@router.post("/v1/schedules", status_code=status.HTTP_201_CREATED, responses=problems(404, 409))
 def create_schedule(
     body: ScheduleCreate, caller: Writer, store: StoreDep, request: Request
 ) -> Schedule:
@@ -71,6 +76,7 @@ def create_schedule(
         caller.tenant_id,
         body.job_id,
         body.spec(),
+        name=body.name,
         paused=body.paused,
         allow_seconds=_allow_seconds(request),
     )
@@ -81,10 +87,13 @@ def list_schedules(
     caller: Caller,
     store: StoreDep,
     job_id: str | None = None,
+    name: Annotated[str | None, Query(max_length=128)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     cursor: str | None = None,
 ) -> Page[Schedule]:
-    return store.schedules.list(caller.tenant_id, job_id=job_id, limit=limit, cursor=cursor)
+    return store.schedules.list(
+        caller.tenant_id, job_id=job_id, name=name, limit=limit, cursor=cursor
+    )
 
 
 @router.get("/v1/schedules/{schedule_id}")
