@@ -249,14 +249,25 @@ class HerderClient(WorkflowCalls):
     # --- schedules ---
 
     def create_schedule(self, job_id: str, spec: dict[str, Any]) -> Schedule:
-        response = self._request("POST", "/v1/schedules", json={"job_id": job_id, **spec})
+        return self.create_schedule_of({"job_id": job_id}, spec)
+
+    def create_schedule_of(self, target: dict[str, str], spec: dict[str, Any]) -> Schedule:
+        """A schedule of what ``target`` names: ``{"job_id": …}`` or ``{"workflow_id": …}``."""
+        response = self._request("POST", "/v1/schedules", json={**target, **spec})
         return Schedule.model_validate(response.json())
 
     def get_schedule(self, schedule_id: str) -> Schedule:
         return Schedule.model_validate(self._request("GET", f"/v1/schedules/{schedule_id}").json())
 
-    def list_schedules(self, *, job_id: str | None = None, limit: int = 100) -> Page[Schedule]:
-        params = _drop_none({"job_id": job_id, "limit": limit})
+    def list_schedules(
+        self,
+        *,
+        job_id: str | None = None,
+        limit: int = 100,
+        name: str | None = None,
+        cursor: str | None = None,
+    ) -> Page[Schedule]:
+        params = _drop_none({"job_id": job_id, "limit": limit, "name": name, "cursor": cursor})
         response = self._request("GET", "/v1/schedules", params=params)
         return Page[Schedule].model_validate(response.json())
 
@@ -365,6 +376,18 @@ class HerderClient(WorkflowCalls):
             "token"
         ]
         return token
+
+    # --- definitions (herder apply) ---
+
+    def get_artifact(self, sha256: str) -> Artifact | None:
+        """The tenant's artifact with this content, or None if it has none: upload it then."""
+        try:
+            response = self._request("GET", f"/v1/artifacts/{sha256}")
+        except ApiError as error:
+            if error.status == 404:
+                return None
+            raise
+        return Artifact.model_validate(response.json())
 
 
 def _drop_none(values: dict[str, Any]) -> dict[str, Any]:

@@ -15,11 +15,11 @@ app.add_typer(schedule_app, name="schedule")
 
 
 def _schedule_table(items: list[Schedule]) -> Table:
-    table = Table("ID", "JOB", "CRON", "ZONE", "NEXT (UTC)", "STATE", "FIRED", "MISSED")
+    table = Table("ID", "NAME", "JOB", "CRON", "ZONE", "NEXT (UTC)", "STATE", "FIRED", "MISSED")
     for schedule in items:
         spec = schedule.spec
         table.add_row(
-            schedule.id, schedule.job_id, spec.cron, spec.timezone,
+            schedule.id, schedule.name or "", schedule.job_id, spec.cron, spec.timezone,
             when(schedule.next_due_at), "paused" if schedule.paused else "active",
             str(schedule.fired_count), str(schedule.missed_count),
         )  # fmt: skip
@@ -36,6 +36,9 @@ def schedule_create(
     concurrency: Annotated[str, typer.Option(help="allow, forbid or replace")] = "allow",
     arg: Annotated[list[str] | None, typer.Option(help="replace the job's args")] = None,
     paused: Annotated[bool, typer.Option(help="create it paused")] = False,
+    name: Annotated[
+        str | None, typer.Option(help="unique in the tenant; what herder apply calls it")
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Run a job (by name or id) on a cron schedule."""
@@ -44,6 +47,8 @@ def schedule_create(
             "cron": cron, "timezone": timezone, "jitter_seconds": jitter,
             "misfire_policy": misfire, "concurrency_policy": concurrency, "paused": paused,
         }  # fmt: skip
+        if name is not None:
+            spec["name"] = name
         if arg is not None:
             spec["overrides"] = {"args": arg}
         schedule = herder.create_schedule(herder.find_job(job).id, spec)

@@ -198,6 +198,7 @@ class Page(BaseModel, Generic[T]):
 
 class Schedule(_Record):
     id: str
+    name: str | None = None  # unique per tenant when given: how ``herder apply`` finds it
     job_id: str | None  # what it starts: a job's run,
     workflow_id: str | None = None  # or a workflow's
     spec: ScheduleSpec

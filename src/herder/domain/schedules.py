@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from herder.domain.cron import CronExpression, fires_between, next_fire
-from herder.domain.jobs import RunOverrides
+from herder.domain.jobs import RunOverrides, check_job_name
 
 MISFIRE_GRACE = timedelta(seconds=60)  # a fire later than this was missed (schedulers down)
 MAX_COUNTED_MISSES = 1_000_000  # misses past this are a lower bound (~8 s of counting)
@@ -58,6 +58,12 @@ class ScheduleSpec(BaseModel):
         if self.start_at and self.end_at and self.end_at <= self.start_at:
             raise ValueError("end_at must be after start_at")
         return self
+
+
+def check_schedule_name(name: str | None) -> str | None:
+    """A schedule's optional name follows the rules of a job's: it is what a definitions file
+    (``herder apply``) calls it by."""
+    return None if name is None else check_job_name(name)
 
 
 def jitter_offset(schedule_id: str, jitter_seconds: int) -> timedelta:

@@ -56,13 +56,14 @@ def create(
     job_id: str | None,
     spec: ScheduleSpec,
     *,
+    name: str | None = None,
     paused: bool,
     allow_seconds: bool,
     workflow_id: str | None = None,
 ) -> Schedule:
     first = _first_from_now(spec, store.clock.now(), allow_seconds=allow_seconds)
     return store.schedules.create(
-        tenant_id, job_id, spec, first, paused=paused, workflow_id=workflow_id
+        tenant_id, job_id, spec, first, name=name, paused=paused, workflow_id=workflow_id
     )
 
 

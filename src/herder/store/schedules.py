@@ -15,10 +15,10 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, func, insert, select, update
+from sqlalchemy import Connection, delete, exc, func, insert, select, update
 
 from herder.clock import Clock, epoch_ms
-from herder.domain.errors import NotFound
+from herder.domain.errors import Conflict, NotFound
 from herder.domain.ids import new_id
 from herder.domain.models import Page, Schedule, ScheduleEvent
 from herder.domain.schedules import FirePlan, ScheduleSpec
@@ -60,11 +60,13 @@ class ScheduleRepository:
         spec: ScheduleSpec,
         first: datetime | None,
         *,
+        name: str | None = None,
         paused: bool = False,
         workflow_id: str | None = None,
     ) -> Schedule:
         """A schedule of a job's runs, or (``workflow_id``) of a workflow's; ``first`` is the
-        first nominal fire (computed by the caller from the cron)."""
+        first nominal fire (computed by the caller from the cron); a ``name`` another
+        schedule of the tenant has is a ``Conflict`` (a unique index)."""
         now = self._clock.now()
         schedule_id = new_id("sch", epoch_ms(now))
         with self._db.write() as connection:
@@ -76,20 +78,24 @@ class ScheduleRepository:
                 )
             ).first():
                 raise NotFound(f"workflow {workflow_id} not found")
-            connection.execute(
-                insert(schedules).values(
-                    id=schedule_id,
-                    tenant_id=tenant_id,
-                    job_id=job_id,
-                    workflow_id=workflow_id,
-                    spec=spec.model_dump(mode="json"),
-                    paused=paused,
-                    partition=partition_of(schedule_id),
-                    **next_fire_values(schedule_id, spec, None if paused else first),
-                    created_at=now,
-                    updated_at=now,
+            try:
+                connection.execute(
+                    insert(schedules).values(
+                        id=schedule_id,
+                        tenant_id=tenant_id,
+                        name=name,
+                        job_id=job_id,
+                        workflow_id=workflow_id,
+                        spec=spec.model_dump(mode="json"),
+                        paused=paused,
+                        partition=partition_of(schedule_id),
+                        **next_fire_values(schedule_id, spec, None if paused else first),
+                        created_at=now,
+                        updated_at=now,
+                    )
                 )
-            )
+            except exc.IntegrityError as error:
+                raise Conflict(f"a schedule named {name!r} already exists", field="name") from error
             self._db.notify(connection, DUE_CHANNEL)
             return self._get(connection, tenant_id, schedule_id)
 
@@ -115,6 +121,7 @@ class ScheduleRepository:
         *,
         job_id: str | None = None,
         workflow_id: str | None = None,
+        name: str | None = None,
         limit: int = 100,
         cursor: str | None = None,
     ) -> Page[Schedule]:
@@ -123,6 +130,8 @@ class ScheduleRepository:
             query = query.where(schedules.c.job_id == job_id)
         if workflow_id is not None:
             query = query.where(schedules.c.workflow_id == workflow_id)
+        if name is not None:
+            query = query.where(schedules.c.name == name)
         with self._db.read() as connection:
             rows = connection.execute(page_query(query, schedules.c.id, limit, cursor)).all()
         return Page(

@@ -246,6 +246,7 @@ schedules = Table(
     metadata,
     Column("id", ID, primary_key=True),
     Column("tenant_id", ID, ForeignKey("tenants.id"), nullable=False),
+    Column("name", String(128)),  # optional; unique per tenant when given (herder apply's key)
     Column("job_id", ID),  # what it starts: a job's run,
     Column("workflow_id", ID),  # or a workflow's
     Column("spec", JsonColumn, nullable=False),
@@ -260,6 +261,7 @@ schedules = Table(
     Column("created_at", UtcDateTime, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
     Index(None, "tenant_id", "id"),
+    Index(None, "tenant_id", "name", unique=True),
     Index(None, "partition", "next_due_at"),  # the firer's "what is due" query
 )
 

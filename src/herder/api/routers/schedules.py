@@ -6,13 +6,13 @@ from datetime import datetime
 from typing import Annotated, Any, Self
 
 from fastapi import APIRouter, Body, Query, Request, Response, status
-from pydantic import BaseModel, Field, model_validator
+from pydantic import AfterValidator, BaseModel, Field, model_validator
 
 from herder.api.auth import Caller, StoreDep, Writer
 from herder.api.openapi import patch_body, problems
 from herder.api.schemas import IsoTime
 from herder.domain.models import Page, Schedule, ScheduleEvent
-from herder.domain.schedules import ScheduleSpec
+from herder.domain.schedules import ScheduleSpec, check_schedule_name
 from herder.services import schedules
 
 router = APIRouter(tags=["schedules"])
@@ -23,6 +23,11 @@ MAX_PREVIEW = 100
 class ScheduleCreate(ScheduleSpec):
     job_id: str | None = Field(default=None, description="the job it runs (or workflow_id)")
     workflow_id: str | None = Field(default=None, description="the workflow it starts")
+    name: Annotated[
+        str | None,
+        AfterValidator(check_schedule_name),
+        Field(description="unique per tenant; the job-name alphabet"),
+    ] = None
     paused: bool = False
 
     @model_validator(mode="after")
@@ -33,7 +38,7 @@ class ScheduleCreate(ScheduleSpec):
 
     def spec(self) -> ScheduleSpec:
         return ScheduleSpec.model_validate(
-            self.model_dump(exclude={"job_id", "workflow_id", "paused"})
+            self.model_dump(exclude={"job_id", "workflow_id", "name", "paused"})
         )
 
 
@@ -71,7 +76,7 @@ def _preview(fires: schedules.Fires) -> Preview:
     )
 
 
-@router.post("/v1/schedules", status_code=status.HTTP_201_CREATED, responses=problems(404))
+@router.post("/v1/schedules", status_code=status.HTTP_201_CREATED, responses=problems(404, 409))
 def create_schedule(
     body: ScheduleCreate, caller: Writer, store: StoreDep, request: Request
 ) -> Schedule:
@@ -81,6 +86,7 @@ def create_schedule(
         body.job_id,
         body.spec(),
         workflow_id=body.workflow_id,
+        name=body.name,
         paused=body.paused,
         allow_seconds=_allow_seconds(request),
     )
@@ -92,11 +98,17 @@ def list_schedules(
     store: StoreDep,
     job_id: str | None = None,
     workflow_id: str | None = None,
+    name: Annotated[str | None, Query(max_length=128)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     cursor: str | None = None,
 ) -> Page[Schedule]:
     return store.schedules.list(
-        caller.tenant_id, job_id=job_id, workflow_id=workflow_id, limit=limit, cursor=cursor
+        caller.tenant_id,
+        job_id=job_id,
+        workflow_id=workflow_id,
+        name=name,
+        limit=limit,
+        cursor=cursor,
     )
 
 

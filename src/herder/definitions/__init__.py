@@ -1,0 +1,7 @@
+"""Jobs as code: definitions files (YAML) of jobs, workflows and schedules, and the pure diff
+between them and what a tenant has. ``herder apply`` and ``herder export`` (``cli/apply.py``)
+do the I/O:
+
+    files ──documents.load──► Definitions ──plan.plan(existing)──► Plan ──cli/apply──► API
+    API ──existing──► export.document ──► YAML (applying it again changes nothing)
+"""

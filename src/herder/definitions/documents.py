@@ -1,0 +1,327 @@
+"""Definitions files loaded into validated definitions, or every problem in them named by
+``file:line: document.path`` — checked with the domain's own models (``JobSpec``,
+``ScheduleSpec``, the workflow's ``TaskSpec``), so a file the server would refuse is refused
+before anything is changed.
+
+A job's ``artifact`` may be a local path (relative to its file): it is hashed here, and the
+definition holds the sha256 the server knows it by, with the file to upload if it has not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from herder.definitions.problems import DefinitionError, Kind, Problem, Where
+from herder.definitions.source import DocumentPath, Source, read
+from herder.domain.artifacts import ARCHIVE_MEDIA_TYPES, sniff_media_type
+from herder.domain.cron import CronError, CronExpression, parse_timezone
+from herder.domain.errors import Invalid
+from herder.domain.jobs import MAX_ARTIFACT_BYTES, JobSpec, Runtime, check_job_name
+from herder.domain.schedules import ScheduleSpec
+from herder.domain.workflows.spec import TaskSpec, WorkflowSpec, task_order
+
+SUFFIXES = (".yaml", ".yml")
+TARGETS = ("job", "workflow")  # what a schedule starts: exactly one of them, by name
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass(frozen=True)
+class Definition:
+    """One job, workflow or schedule as the files declare it."""
+
+    kind: Kind
+    name: str
+    fields: dict[str, Any]  # JSON values with every default filled in: what is compared
+    where: Where  # the item, e.g. ``herder.yaml:7: jobs[1]``
+    artifact_file: Path | None = None  # a job's local artifact, to upload unless present
+
+
+@dataclass(frozen=True)
+class Definitions:
+    items: tuple[Definition, ...]
+    kinds: frozenset[Kind]  # the kinds the files manage: those they have a section for
+
+    def of(self, kind: Kind) -> list[Definition]:
+        return [item for item in self.items if item.kind is kind]
+
+
+class WorkflowBody(BaseModel):
+    """A workflow's fields besides its name, as the workflows API takes them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tasks: Annotated[list[dict[str, Any]], Field(min_length=1)]
+    params: dict[str, Any] = {}
+    max_active_runs: Annotated[int, Field(ge=1)] | None = None
+    concurrency: str = "queue"
+
+
+def load(paths: Sequence[Path]) -> Definitions:
+    """Every definition in the files (a directory: its ``*.yaml`` and ``*.yml``, sorted), or
+    ``DefinitionError`` with every problem found."""
+    problems: list[Problem] = []
+    items: list[Definition] = []
+    kinds: set[Kind] = set()
+    for path, file in _files(paths, problems):
+        source = read(path, file)
+        if isinstance(source, Problem):
+            problems.append(source)
+            continue
+        kinds |= _collect(source, items, problems)
+    problems.extend(_duplicates(items))
+    if problems:
+        raise DefinitionError(problems)
+    return Definitions(tuple(items), frozenset(kinds))
+
+
+def _files(paths: Sequence[Path], problems: list[Problem]) -> list[tuple[Path, str]]:
+    found: list[tuple[Path, str]] = []
+    for path in paths:
+        if path.is_dir():
+            inside = sorted(item for item in path.iterdir() if item.suffix in SUFFIXES)
+            if not inside:
+                problems.append(Problem(f"{path}: no *.yaml or *.yml file in this directory"))
+            found.extend((item, str(item)) for item in inside if item.is_file())
+        elif path.is_file():
+            found.append((path, str(path)))
+        else:
+            problems.append(Problem(f"{path}: no such file or directory"))
+    return found
+
+
+def _collect(source: Source, items: list[Definition], problems: list[Problem]) -> set[Kind]:
+    """The file's definitions into ``items``; the kinds it has a section for."""
+    data = source.data
+    if data is None:
+        return set()
+    if not isinstance(data, dict):
+        problems.append(
+            Problem("the file must be a mapping of jobs, workflows, schedules", source.where(()))
+        )
+        return set()
+    kinds: set[Kind] = set()
+    for key, section in data.items():
+        kind = next((kind for kind in Kind if kind.value == key), None)
+        if kind is None:
+            known = ", ".join(kind.value for kind in Kind)
+            problems.append(
+                Problem(
+                    f"unknown section {key!r}; the sections are {known}", source.where((str(key),))
+                )
+            )
+            continue
+        kinds.add(kind)
+        if section is None:
+            continue
+        if not isinstance(section, list):
+            problems.append(Problem(f"{kind.value} must be a list", source.where((kind.value,))))
+            continue
+        for index, raw in enumerate(section):
+            path: DocumentPath = (kind.value, index)
+            if not isinstance(raw, dict):
+                problems.append(
+                    Problem(f"each of {kind.value} must be a mapping", source.where(path))
+                )
+                continue
+            definition = _READERS[kind](source, path, raw, problems)
+            if definition is not None:
+                items.append(definition)
+    return kinds
+
+
+def _name(
+    source: Source, path: DocumentPath, raw: Mapping[str, Any], problems: list[Problem]
+) -> str | None:
+    name = raw.get("name")
+    if name is None:
+        problems.append(Problem("a name is required", source.where((*path, "name"))))
+        return None
+    try:
+        return _text(name)
+    except ValueError as error:
+        problems.append(Problem(str(error), source.where((*path, "name"))))
+        return None
+
+
+def _text(name: object) -> str:
+    """A name: a string in the job-name alphabet (``2024`` unquoted is a number in YAML)."""
+    if not isinstance(name, str):
+        raise ValueError(f"must be a string; quote it: '{name}'")
+    return check_job_name(name)
+
+
+def _refused(
+    source: Source, path: DocumentPath, error: ValidationError, problems: list[Problem]
+) -> None:
+    for item in error.errors(include_url=False):
+        where = source.where((*path, *item["loc"]))
+        problems.append(Problem(item["msg"].removeprefix("Value error, "), where))
+
+
+def _job(
+    source: Source, path: DocumentPath, raw: dict[str, Any], problems: list[Problem]
+) -> Definition | None:
+    name = _name(source, path, raw, problems)
+    body = {key: value for key, value in raw.items() if key != "name"}
+    artifact_file = None
+    artifact = body.get("artifact")
+    if isinstance(artifact, str) and not _SHA256.match(artifact):
+        artifact_file = source.directory / artifact
+        digest = _digest(
+            artifact_file, body.get("runtime"), source.where((*path, "artifact")), problems
+        )
+        if digest is None:
+            return None
+        body["artifact"] = digest
+    try:
+        spec = JobSpec.model_validate(body)
+    except ValidationError as error:
+        _refused(source, path, error, problems)
+        return None
+    if name is None:
+        return None
+    return Definition(
+        Kind.JOB, name, spec.model_dump(mode="json"), source.where(path), artifact_file
+    )
+
+
+def _digest(file: Path, runtime: object, where: Where, problems: list[Problem]) -> str | None:
+    """The sha256 of a local artifact, refused as the server would refuse the upload."""
+    try:
+        if not file.is_file():
+            problems.append(Problem(f"no artifact file {str(file)!r}", where))
+            return None
+        if file.stat().st_size > MAX_ARTIFACT_BYTES:
+            problems.append(Problem(f"{file} is larger than the 10 MB an artifact may be", where))
+            return None
+        content = file.read_bytes()
+    except OSError as error:
+        problems.append(Problem(f"cannot read {file}: {error}", where))
+        return None
+    if runtime == Runtime.ARCHIVE and sniff_media_type(content[:512]) not in ARCHIVE_MEDIA_TYPES:
+        problems.append(
+            Problem(
+                f"runtime archive needs a .tar.gz, .tar or .zip artifact; {file} is not one", where
+            )
+        )
+        return None
+    return hashlib.sha256(content).hexdigest()
+
+
+def _schedule(
+    source: Source, path: DocumentPath, raw: dict[str, Any], problems: list[Problem]
+) -> Definition | None:
+    name = _name(source, path, raw, problems)
+    targets = {key: raw[key] for key in TARGETS if key in raw}
+    target_ok = len(targets) == 1
+    if not target_ok:
+        problems.append(
+            Problem("name what it runs: a job or a workflow (one of them)", source.where(path))
+        )
+    for key, value in targets.items():
+        try:
+            _text(value)
+        except ValueError as error:
+            target_ok = False
+            problems.append(Problem(str(error), source.where((*path, key))))
+    paused = raw.get("paused", False)
+    if not isinstance(paused, bool):
+        problems.append(Problem("paused must be true or false", source.where((*path, "paused"))))
+        return None
+    body = {key: value for key, value in raw.items() if key not in {"name", "paused", *TARGETS}}
+    try:
+        spec = ScheduleSpec.model_validate(body)
+    except ValidationError as error:
+        _refused(source, path, error, problems)
+        return None
+    if not _fires(spec, source, path, problems) or name is None or not target_ok:
+        return None
+    fields = {key: targets.get(key) for key in TARGETS} | {"paused": paused}
+    return Definition(
+        Kind.SCHEDULE, name, fields | spec.model_dump(mode="json"), source.where(path)
+    )
+
+
+def _fires(spec: ScheduleSpec, source: Source, path: DocumentPath, problems: list[Problem]) -> bool:
+    """The zone and the expression parse (seconds allowed: the server may refuse them, and it is
+    asked before anything changes)."""
+    try:
+        parse_timezone(spec.timezone)
+        CronExpression.parse(spec.cron, allow_seconds=True)
+    except CronError as error:
+        field = "timezone" if error.field == "timezone" else "cron"
+        problems.append(Problem(error.detail, source.where((*path, field))))
+        return False
+    return True
+
+
+def _workflow(
+    source: Source, path: DocumentPath, raw: dict[str, Any], problems: list[Problem]
+) -> Definition | None:
+    name = _name(source, path, raw, problems)
+    try:
+        body = WorkflowBody.model_validate(
+            {key: value for key, value in raw.items() if key != "name"}
+        )
+    except ValidationError as error:
+        _refused(source, path, error, problems)
+        return None
+    tasks: list[dict[str, Any]] = []
+    specs: list[TaskSpec] = []
+    for index, task in enumerate(body.tasks):
+        map_over = task.get("map_over")
+        try:
+            spec = TaskSpec.model_validate(
+                {key: value for key, value in task.items() if key != "map_over"}
+            )
+        except ValidationError as error:
+            _refused(source, (*path, "tasks", index), error, problems)
+            continue
+        specs.append(spec)
+        tasks.append(spec.model_dump(mode="json") | {"map_over": map_over})
+    if len(specs) < len(body.tasks) or name is None:
+        return None
+    try:
+        task_order(WorkflowSpec(tasks=specs))
+    except Invalid as error:
+        field_path = tuple(
+            int(part) if part.isdigit() else part for part in (error.field or "").split(".")
+        )
+        problems.append(Problem(error.detail, source.where((*path, *field_path))))
+        return None
+    fields = body.model_dump(mode="json") | {"tasks": tasks}
+    return Definition(Kind.WORKFLOW, name, fields, source.where(path))
+
+
+_READERS: dict[
+    Kind, Callable[[Source, DocumentPath, dict[str, Any], list[Problem]], Definition | None]
+] = {
+    Kind.JOB: _job,
+    Kind.WORKFLOW: _workflow,
+    Kind.SCHEDULE: _schedule,
+}
+
+
+def _duplicates(items: Sequence[Definition]) -> list[Problem]:
+    first: dict[tuple[Kind, str], Where] = {}
+    problems = []
+    for item in items:
+        key = (item.kind, item.name)
+        if key in first:
+            problems.append(
+                Problem(
+                    f"a second {item.kind.singular} named {item.name!r} "
+                    f"(the first is at {first[key]})",
+                    item.where,
+                )
+            )
+        else:
+            first[key] = item.where
+    return problems

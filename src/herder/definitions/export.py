@@ -1,0 +1,70 @@
+"""What a tenant has, written as a definitions file: only what differs from the defaults, so
+the file reads like one written by hand, and applying it changes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any
+
+import yaml
+
+from herder.definitions.documents import TARGETS
+from herder.definitions.plan import Existing
+from herder.definitions.problems import Kind
+from herder.domain.jobs import JobSpec
+from herder.domain.schedules import ScheduleSpec
+from herder.domain.workflows.spec import TaskSpec
+
+_WORKFLOW_DEFAULTS: dict[str, Any] = {"params": {}, "max_active_runs": None, "concurrency": "queue"}
+
+
+def document(existing: Sequence[Existing], kinds: Collection[Kind]) -> dict[str, Any]:
+    """A section per kind in ``kinds`` (even empty: applying it with --prune manages that
+    kind), items by name. Unnamed schedules cannot be named by a file and are left out."""
+    sections: dict[str, Any] = {}
+    for kind in Kind:
+        if kind not in kinds:
+            continue
+        items = sorted(
+            (item for item in existing if item.kind is kind and item.name),
+            key=lambda item: item.name or "",
+        )
+        sections[kind.value] = [
+            {"name": item.name, **_written(kind, item.fields)} for item in items
+        ]
+    return sections
+
+
+def to_yaml(sections: dict[str, Any]) -> str:
+    return yaml.safe_dump(sections, sort_keys=False, allow_unicode=True, width=100)
+
+
+def _written(kind: Kind, fields: dict[str, Any]) -> dict[str, Any]:
+    if kind is Kind.JOB:
+        return JobSpec.model_validate(fields).model_dump(mode="json", exclude_defaults=True)
+    if kind is Kind.SCHEDULE:
+        target = {key: fields[key] for key in TARGETS if fields.get(key) is not None}
+        spec = ScheduleSpec.model_validate(
+            {key: value for key, value in fields.items() if key in ScheduleSpec.model_fields}
+        )
+        paused = {"paused": True} if fields.get("paused") else {}
+        return target | spec.model_dump(mode="json", exclude_defaults=True) | paused
+    return _workflow(fields)
+
+
+def _workflow(fields: dict[str, Any]) -> dict[str, Any]:
+    tasks = []
+    for task in fields.get("tasks", []):
+        spec = TaskSpec.model_validate(
+            {key: value for key, value in task.items() if key != "map_over"}
+        )
+        written = spec.model_dump(mode="json", exclude_defaults=True)
+        if task.get("map_over") is not None:
+            written["map_over"] = task["map_over"]
+        tasks.append(written)
+    rest = {
+        key: fields[key]
+        for key, default in _WORKFLOW_DEFAULTS.items()
+        if key in fields and fields[key] != default
+    }
+    return {"tasks": tasks, **rest}

@@ -1,0 +1,191 @@
+"""The diff between what the files declare and what the tenant has: what to create, change
+(field by field), delete, or leave as it is. Pure: the state comes in as data.
+
+Deletions happen only when pruning, and only of the kinds the files manage (those they have a
+section for). A schedule without a name is never managed: the files cannot name it. A plan
+that would leave a schedule or a workflow naming a job (or workflow) that is neither declared
+nor kept is refused whole, before anything changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from herder.definitions.documents import TARGETS, Definition, Definitions
+from herder.definitions.problems import DefinitionError, Kind, Problem, Where
+
+
+class _Absent:
+    """A key one side of a change does not have (an env variable added, say)."""
+
+    def __repr__(self) -> str:
+        return "(none)"
+
+
+ABSENT: Any = _Absent()
+
+
+@dataclass(frozen=True)
+class Existing:
+    """An object the tenant has, in the shape of ``Definition.fields``."""
+
+    kind: Kind
+    name: str | None  # None: an unnamed schedule, never managed (it may still hold a job)
+    id: str
+    fields: dict[str, Any]
+
+    @property
+    def label(self) -> str:
+        return repr(self.name) if self.name else f"{self.id} (unnamed)"
+
+
+class Action(StrEnum):
+    CREATE = "create"
+    UPDATE = "update"
+    DELETE = "delete"
+    UNCHANGED = "unchanged"
+
+
+@dataclass(frozen=True)
+class Change:
+    path: str  # e.g. ``resources.cpu``, ``env.DEBUG``, ``tasks[1].job``
+    before: Any  # ABSENT when the key is new
+    after: Any  # ABSENT when the key goes
+
+
+@dataclass(frozen=True)
+class Step:
+    action: Action
+    kind: Kind
+    name: str
+    definition: Definition | None = None  # None when deleting
+    existing: Existing | None = None  # None when creating
+    changes: tuple[Change, ...] = ()
+
+    @property
+    def replaces(self) -> bool:
+        """A schedule that starts something else now: its target cannot be changed in
+        place, so it is deleted and created again."""
+        return self.kind is Kind.SCHEDULE and any(change.path in TARGETS for change in self.changes)
+
+
+@dataclass(frozen=True)
+class Plan:
+    steps: tuple[Step, ...]  # in the order to apply them
+
+    @property
+    def changing(self) -> list[Step]:
+        return [step for step in self.steps if step.action is not Action.UNCHANGED]
+
+    def count(self, kind: Kind, action: Action) -> int:
+        return sum(1 for step in self.steps if step.kind is kind and step.action is action)
+
+
+def plan(definitions: Definitions, existing: Sequence[Existing], *, prune: bool) -> Plan:
+    """Creates and changes kind by kind (jobs, workflows, schedules), then, when pruning, the
+    deletions in the reverse order; ``DefinitionError`` if the result would not hold."""
+    problems = list(_dangling(definitions, existing, prune=prune))
+    if problems:
+        raise DefinitionError(problems)
+    steps: list[Step] = []
+    for kind in Kind:
+        if kind not in definitions.kinds:
+            continue
+        have = {item.name: item for item in existing if item.kind is kind and item.name}
+        for definition in definitions.of(kind):
+            current = have.get(definition.name)
+            steps.append(_step(definition, current))
+    if prune:
+        for kind in reversed(Kind):
+            if kind not in definitions.kinds:
+                continue
+            declared = {definition.name for definition in definitions.of(kind)}
+            doomed = [
+                item
+                for item in existing
+                if item.kind is kind and item.name and item.name not in declared
+            ]
+            for item in sorted(doomed, key=lambda item: item.name or ""):
+                steps.append(Step(Action.DELETE, kind, item.name or "", existing=item))
+    return Plan(tuple(steps))
+
+
+def _step(definition: Definition, current: Existing | None) -> Step:
+    kind, name = definition.kind, definition.name
+    if current is None:
+        return Step(Action.CREATE, kind, name, definition)
+    changes = tuple(diff(current.fields, definition.fields))
+    action = Action.UPDATE if changes else Action.UNCHANGED
+    return Step(action, kind, name, definition, current, changes)
+
+
+def diff(before: Any, after: Any, path: str = "") -> Iterator[Change]:
+    """Field by field: into mappings by key and into lists of the same length by index."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        for key in [*before, *(key for key in after if key not in before)]:
+            inner = f"{path}.{key}" if path else str(key)
+            yield from diff(before.get(key, ABSENT), after.get(key, ABSENT), inner)
+    elif isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+        for index, (old, new) in enumerate(zip(before, after, strict=True)):
+            yield from diff(old, new, f"{path}[{index}]")
+    elif before != after or isinstance(before, bool) != isinstance(after, bool):
+        yield Change(path, before, after)
+
+
+@dataclass(frozen=True)
+class _After:
+    """An object as it will be once the plan is applied: declared, or kept as it is."""
+
+    name: str | None
+    fields: dict[str, Any]
+    where: Where | None  # None: kept on the server
+    label: str
+
+
+def _dangling(
+    definitions: Definitions, existing: Sequence[Existing], *, prune: bool
+) -> Iterator[Problem]:
+    """What a schedule or a workflow would still name that would not exist."""
+    after = {kind: _after(kind, definitions, existing, prune=prune) for kind in Kind}
+    names = {kind: {item.name for item in items if item.name} for kind, items in after.items()}
+    for schedule in after[Kind.SCHEDULE]:
+        for target, kind in (("job", Kind.JOB), ("workflow", Kind.WORKFLOW)):
+            name = schedule.fields.get(target)
+            if name is not None and name not in names[kind]:
+                yield _missing("schedule", schedule, target, kind, name, target)
+    for workflow in after[Kind.WORKFLOW]:
+        for index, task in enumerate(workflow.fields.get("tasks", [])):
+            if task.get("job") not in names[Kind.JOB]:
+                path = f"tasks[{index}].job"
+                yield _missing("workflow", workflow, "job", Kind.JOB, task.get("job"), path)
+
+
+def _missing(what: str, item: _After, target: str, kind: Kind, name: Any, path: str) -> Problem:
+    if item.where is not None:
+        where = Where(item.where.file, item.where.line, f"{item.where.path}.{path}")
+        return Problem(f"no {kind.singular} named {name!r} in the files or on the server", where)
+    return Problem(
+        f"{what} {item.label} on the server runs {target} {name!r}, which --prune would delete: "
+        f"keep the {target} in the files, or delete the {what} first"
+    )
+
+
+def _after(
+    kind: Kind, definitions: Definitions, existing: Sequence[Existing], *, prune: bool
+) -> list[_After]:
+    managed = kind in definitions.kinds
+    declared = definitions.of(kind) if managed else []
+    names = {definition.name for definition in declared}
+    kept = [
+        item
+        for item in existing
+        if item.kind is kind
+        and (not managed or item.name is None or (not prune and item.name not in names))
+    ]
+    return [
+        *(_After(item.name, item.fields, item.where, repr(item.name)) for item in declared),
+        *(_After(item.name, item.fields, None, item.label) for item in kept),
+    ]

@@ -1,0 +1,206 @@
+"""The plan: what applying the files would create, change field by field, delete (pruning
+only the kinds the files manage) or leave alone — and what it refuses before any change."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from herder.definitions.documents import Definition, Definitions
+from herder.definitions.export import document
+from herder.definitions.plan import ABSENT, Action, Change, Existing, diff, plan
+from herder.definitions.problems import DefinitionError, Kind, Where
+from herder.domain.jobs import JobSpec
+from herder.domain.schedules import ScheduleSpec
+
+HERE = Where("herder.yaml", 1, "jobs[0]")
+
+
+def job_fields(**spec: Any) -> dict[str, Any]:
+    return JobSpec.model_validate({"runtime": "shell", "command": "x", **spec}).model_dump(
+        mode="json"
+    )
+
+
+def schedule_fields(
+    job: str | None = "a", workflow: str | None = None, **spec: Any
+) -> dict[str, Any]:
+    dumped = ScheduleSpec.model_validate({"cron": "@daily", **spec}).model_dump(mode="json")
+    return {"job": job, "workflow": workflow, "paused": False} | dumped
+
+
+def declared(kinds: set[Kind], *items: tuple[Kind, str, dict[str, Any]]) -> Definitions:
+    return Definitions(
+        tuple(Definition(kind, name, fields, HERE) for kind, name, fields in items),
+        frozenset(kinds),
+    )
+
+
+def have(kind: Kind, name: str | None, fields: dict[str, Any]) -> Existing:
+    return Existing(kind, name, f"id_{name}", fields)
+
+
+JOBS = {Kind.JOB}
+BOTH = {Kind.JOB, Kind.SCHEDULE}
+
+
+@pytest.mark.parametrize(
+    ("files", "server", "prune", "expected"),
+    [
+        (declared(JOBS, (Kind.JOB, "a", job_fields())), [], False, [("create", "a")]),
+        (
+            declared(JOBS, (Kind.JOB, "a", job_fields())),
+            [have(Kind.JOB, "a", job_fields())],
+            False,
+            [("unchanged", "a")],
+        ),
+        (
+            declared(JOBS, (Kind.JOB, "a", job_fields(command="y"))),
+            [have(Kind.JOB, "a", job_fields())],
+            False,
+            [("update", "a")],
+        ),
+        (declared(JOBS), [have(Kind.JOB, "old", job_fields())], False, []),
+        (declared(JOBS), [have(Kind.JOB, "old", job_fields())], True, [("delete", "old")]),
+        # a kind the files have no section for is never pruned
+        (
+            declared(JOBS, (Kind.JOB, "a", job_fields())),
+            [have(Kind.JOB, "a", job_fields()), have(Kind.SCHEDULE, "s", schedule_fields())],
+            True,
+            [("unchanged", "a")],
+        ),
+        # an unnamed schedule is never managed
+        (
+            declared(BOTH, (Kind.JOB, "a", job_fields())),
+            [have(Kind.JOB, "a", job_fields()), have(Kind.SCHEDULE, None, schedule_fields())],
+            True,
+            [("unchanged", "a")],
+        ),
+        # jobs first; deletions last, schedules before jobs
+        (
+            declared(
+                BOTH, (Kind.SCHEDULE, "s", schedule_fields("b")), (Kind.JOB, "b", job_fields())
+            ),
+            [have(Kind.JOB, "a", job_fields()), have(Kind.SCHEDULE, "old", schedule_fields("a"))],
+            True,
+            [("create", "b"), ("create", "s"), ("delete", "old"), ("delete", "a")],
+        ),
+    ],
+)
+def test_the_plan_creates_changes_deletes_and_leaves_alone(
+    files: Definitions, server: list[Existing], prune: bool, expected: list[tuple[str, str]]
+) -> None:
+    steps = plan(files, server, prune=prune).steps
+    assert [(str(step.action), step.name) for step in steps] == expected
+
+
+def test_a_change_is_shown_field_by_field() -> None:
+    before = job_fields(env={"A": "1"}, resources={"cpu": 1})
+    after = job_fields(env={"B": "2"}, resources={"cpu": 2})
+    assert list(diff(before, after)) == [
+        Change("env.A", "1", ABSENT),
+        Change("env.B", ABSENT, "2"),
+        Change("resources.cpu", 1.0, 2.0),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "paths"),
+    [
+        ({"tasks": [{"job": "a"}]}, {"tasks": [{"job": "b"}]}, ["tasks[0].job"]),
+        ({"tasks": [{"job": "a"}]}, {"tasks": []}, ["tasks"]),
+        ({"x": 1}, {"x": 1.0}, []),
+        ({"x": 1}, {"x": True}, ["x"]),
+        ({"x": None}, {"x": {}}, ["x"]),
+    ],
+)
+def test_diff_table(before: dict[str, Any], after: dict[str, Any], paths: list[str]) -> None:
+    assert [change.path for change in diff(before, after)] == paths
+
+
+def test_a_schedule_that_starts_another_job_is_replaced() -> None:
+    files = declared(
+        BOTH, (Kind.JOB, "b", job_fields()), (Kind.SCHEDULE, "s", schedule_fields("b"))
+    )
+    server = [
+        have(Kind.JOB, "a", job_fields()),
+        have(Kind.JOB, "b", job_fields()),
+        have(Kind.SCHEDULE, "s", schedule_fields("a")),
+    ]
+    step = plan(files, server, prune=False).steps[-1]
+    assert step.action is Action.UPDATE
+    assert step.replaces
+
+
+@pytest.mark.parametrize(
+    ("files", "server", "prune", "message"),
+    [
+        (
+            declared(BOTH, (Kind.SCHEDULE, "s", schedule_fields("ghost"))),
+            [],
+            False,
+            "herder.yaml:1: jobs[0].job: no job named 'ghost' in the files or on the server",
+        ),
+        (
+            declared(BOTH, (Kind.SCHEDULE, "s", schedule_fields("a"))),
+            [have(Kind.JOB, "a", job_fields())],
+            True,
+            "no job named 'a'",
+        ),
+        (
+            declared(JOBS),
+            [have(Kind.JOB, "a", job_fields()), have(Kind.SCHEDULE, None, schedule_fields("a"))],
+            True,
+            "schedule id_None (unnamed) on the server runs job 'a', which --prune would delete",
+        ),
+        (
+            declared(
+                {Kind.WORKFLOW},
+                (Kind.WORKFLOW, "w", {"tasks": [{"name": "t", "job": "ghost"}]}),
+            ),
+            [],
+            False,
+            "jobs[0].tasks[0].job: no job named 'ghost'",
+        ),
+        (
+            declared(BOTH, (Kind.SCHEDULE, "s", schedule_fields(None, "ghost"))),
+            [],
+            False,
+            "no workflow named 'ghost'",
+        ),
+    ],
+)
+def test_a_plan_leaving_a_dangling_name_is_refused(
+    files: Definitions, server: list[Existing], prune: bool, message: str
+) -> None:
+    with pytest.raises(DefinitionError) as refused:
+        plan(files, server, prune=prune)
+    assert message in str(refused.value)
+
+
+def test_an_export_planned_against_what_it_came_from_changes_nothing() -> None:
+    server = [
+        have(Kind.JOB, "a", job_fields(env={"A": "1"}, resources={"cpu": 0.5})),
+        have(Kind.SCHEDULE, "s", schedule_fields("a", timezone="Europe/Paris") | {"paused": True}),
+        have(Kind.SCHEDULE, None, schedule_fields("a")),
+    ]
+    exported = document(server, BOTH)
+    assert exported["jobs"] == [{"name": "a", "runtime": "shell", "command": "x", "env": {"A": "1"},
+                                 "resources": {"cpu": 0.5}}]  # fmt: skip
+    assert exported["schedules"] == [
+        {"name": "s", "job": "a", "cron": "@daily", "timezone": "Europe/Paris", "paused": True}
+    ]
+    jobs = [(Kind.JOB, item.pop("name"), job_fields(**item)) for item in exported["jobs"]]
+    schedules = [
+        (
+            Kind.SCHEDULE,
+            item.pop("name"),
+            schedule_fields(item.pop("job"))
+            | {"paused": item.pop("paused")}
+            | ScheduleSpec.model_validate(item).model_dump(mode="json"),
+        )
+        for item in exported["schedules"]
+    ]
+    steps = plan(declared(BOTH, *jobs, *schedules), server, prune=True).steps
+    assert [step.action for step in steps] == [Action.UNCHANGED, Action.UNCHANGED]
