@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any
 
 import httpx
 
 from herder.client_errors import ApiError
+from herder.domain.backfills import Backfill
 from herder.domain.models import Page
 from herder.domain.workflows.models import Workflow, WorkflowRun, WorkflowRunDetail
 
@@ -97,6 +99,17 @@ class WorkflowCalls:
             "POST", f"/v1/workflow-runs/{workflow_run_id}/repair", json=_given(body)
         )
         return WorkflowRun.model_validate(response.json())
+
+    def backfill(
+        self, schedule_id: str, *, start: datetime, end: datetime, max_active: int = 1
+    ) -> Backfill:
+        """Run a schedule's nominal times in ``(start, end]``, ``max_active`` at a time."""
+        body = {"start": start.isoformat(), "end": end.isoformat(), "max_active": max_active}
+        response = self._request("POST", f"/v1/schedules/{schedule_id}/backfills", json=body)
+        return Backfill.model_validate(response.json())
+
+    def get_backfill(self, backfill_id: str) -> Backfill:
+        return Backfill.model_validate(self._request("GET", f"/v1/backfills/{backfill_id}").json())
 
 
 def _given(values: dict[str, Any]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from herder.api.openapi import describe_problems, install_openapi
 from herder.api.ratelimit import SubmitLimiter
 from herder.api.routers import (
     artifacts,
+    backfills,
     fleet,
     health,
     jobs,
@@ -67,6 +68,7 @@ def create_app(store: Store, settings: Settings) -> FastAPI:
         jobs,
         runs,
         schedules,
+        backfills,
         queue,
         tenants,
         workers,

@@ -150,6 +150,7 @@ runs = Table(
     Column("map_item", JsonColumn),
     Column("inputs", JsonColumn),
     Column("output", JsonColumn),  # the JSON the job wrote to $HERDER_OUTPUT (≤ 64 KiB)
+    Column("backfill_id", ID),  # the backfill that asked for it
     UniqueConstraint("tenant_id", "idempotency_key"),
     UniqueConstraint("schedule_id", "scheduled_for"),
     # a task instance runs once per repair, whoever decides it
@@ -331,6 +332,27 @@ workflow_runs = Table(
     Index(None, "tenant_id", "id"),
     Index(None, "tenant_id", "workflow_id", "id"),
     Index(None, "workflow_id", "state", "id"),
+)
+
+# A schedule's nominal times over a past range, run a few at a time: the next start when one
+# of its runs ends. ``cursor`` is the last nominal time it has started (or found run).
+backfills = Table(
+    "backfills",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("tenant_id", ID, ForeignKey("tenants.id"), nullable=False),
+    Column("schedule_id", ID, nullable=False),
+    Column("start", UtcDateTime, nullable=False),
+    Column("end", UtcDateTime, nullable=False),
+    Column("max_active", Integer, nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("cursor", UtcDateTime),
+    Column("started", Integer, nullable=False, server_default="0"),
+    Column("already_run", Integer, nullable=False, server_default="0"),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("finished_at", UtcDateTime),
+    Index(None, "tenant_id", "id"),
+    Index(None, "schedule_id", "id"),
 )
 
 leases = Table(

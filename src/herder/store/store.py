@@ -8,6 +8,7 @@ from contextlib import AbstractContextManager
 from herder.clock import Clock, SystemClock
 from herder.store.access import AccessRepository
 from herder.store.artifacts import ArtifactRepository
+from herder.store.backfills import BackfillRepository
 from herder.store.database import Database
 from herder.store.fleet import FleetRepository
 from herder.store.jobs import JobRepository
@@ -50,6 +51,7 @@ class Store:
         self.placement = PlacementRepository(self.database, self.clock)
         self.workflows = WorkflowRepository(self.database, self.clock)
         self.workflow_runs = WorkflowRunRepository(self.database, self.clock, self.rng)
+        self.backfills = BackfillRepository(self.database, self.clock, self.rng)
 
     def work(self) -> AbstractContextManager[Work]:
         """A unit of work: one transaction, one ``now``, notices sent after commit."""

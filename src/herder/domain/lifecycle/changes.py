@@ -107,6 +107,7 @@ class NewRun:
     state: RunState = RunState.QUEUED
     reason: str | None = None
     task: TaskOf | None = None
+    backfill_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,6 @@ class Concurrency(StrEnum):
 
     QUEUE = "queue"  # waits, and starts when an earlier run ends (oldest first)
     FORBID = "forbid"  # is refused (409)
-    REPLACE = "replace"  # the oldest active run is cancelled to make room
 
 
 def _check_params(params: dict[str, JsonValue]) -> dict[str, JsonValue]:

@@ -109,6 +109,7 @@ def new_run_row(new: NewRun, now: datetime) -> dict[str, Any]:
         "map_item": task.map_item if task else None,
         "inputs": task.inputs if task else None,
         "output": None,
+        "backfill_id": new.backfill_id,
     }
 
 

@@ -19,7 +19,7 @@ from sqlalchemy import Connection, func, select, update
 
 from herder.clock import epoch_ms
 from herder.domain.ids import new_id
-from herder.domain.jobs import JobSpec
+from herder.domain.jobs import JobSpec, Priority
 from herder.domain.lifecycle.changes import DUE, WORK, Changes, Event, NewRun, TaskOf
 from herder.domain.states import RunState
 from herder.domain.workflows.progress import (
@@ -38,17 +38,6 @@ if TYPE_CHECKING:
     from herder.store.work import Work
 
 Board = dict[str, list[Instance]]
-
-
-def advance_after(work: Work, ended_run_ids: Collection[str]) -> None:
-    """Move on the workflow runs whose task runs these are (other runs are left alone)."""
-    owners = work.connection.execute(
-        select(runs.c.workflow_run_id)
-        .where(runs.c.id.in_(list(ended_run_ids)), runs.c.workflow_run_id.is_not(None))
-        .distinct()
-    ).scalars()
-    for workflow_run_id in sorted(owners):
-        advance_run(work, workflow_run_id)
 
 
 def advance_run(work: Work, workflow_run_id: str) -> None:
@@ -72,6 +61,8 @@ def advance_run(work: Work, workflow_run_id: str) -> None:
     if progress.end is not None:
         _finish(work, row, progress.end)
         admit_next(work, row.workflow_id)
+        if row.backfill_id is not None:
+            work.backfill_step(row.backfill_id)
 
 
 def lock(connection: Connection, workflow_run_id: str) -> Any:
@@ -165,6 +156,8 @@ def _new_runs(
             if problem is not None:
                 state, reason = RunState.FAILED, problem
         spec_run = task_run_spec(jobs[task.job], task, workflow_run.params)
+        if workflow_run.backfill_id is not None:  # a backfill never starves current work
+            spec_run = spec_run.model_copy(update={"priority": Priority.LOW})
         items = start.items if state is RunState.QUEUED and start.items is not None else None
         instances = [(-1, None)] if items is None else list(enumerate(items))
         deadline = task.overrides.start_deadline_seconds

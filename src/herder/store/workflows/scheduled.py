@@ -20,7 +20,7 @@ from herder.store.schedule_events import (
     replaced_events,
 )
 from herder.store.schema import schedules, workflow_runs
-from herder.store.workflows.runs import cancel_in, start_in
+from herder.store.workflows.starts import cancel_in, start_in
 
 if TYPE_CHECKING:
     from herder.store.firing import DueSchedule

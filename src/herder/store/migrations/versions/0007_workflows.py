@@ -116,8 +116,32 @@ def upgrade() -> None:
             batch_op.f("ix_workflows_tenant_id_id"), ["tenant_id", "id"], unique=False
         )
 
+    op.create_table(
+        "backfills",
+        sa.Column("id", sa.String(length=40), nullable=False),
+        sa.Column("tenant_id", sa.String(length=40), nullable=False),
+        sa.Column("schedule_id", sa.String(length=40), nullable=False),
+        sa.Column("start", herder.store.types.UtcDateTime(timezone=True), nullable=False),
+        sa.Column("end", herder.store.types.UtcDateTime(timezone=True), nullable=False),
+        sa.Column("max_active", sa.Integer(), nullable=False),
+        sa.Column("state", sa.String(length=16), nullable=False),
+        sa.Column("cursor", herder.store.types.UtcDateTime(timezone=True), nullable=True),
+        sa.Column("started", sa.Integer(), server_default="0", nullable=False),
+        sa.Column("already_run", sa.Integer(), server_default="0", nullable=False),
+        sa.Column("created_at", herder.store.types.UtcDateTime(timezone=True), nullable=False),
+        sa.Column("finished_at", herder.store.types.UtcDateTime(timezone=True), nullable=True),
+        sa.ForeignKeyConstraint(
+            ["tenant_id"], ["tenants.id"], name=op.f("fk_backfills_tenant_id_tenants")
+        ),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_backfills")),
+    )
+    with op.batch_alter_table("backfills", schema=None) as batch_op:
+        batch_op.create_index(batch_op.f("ix_backfills_tenant_id_id"), ["tenant_id", "id"])
+        batch_op.create_index(batch_op.f("ix_backfills_schedule_id_id"), ["schedule_id", "id"])
+
     with op.batch_alter_table("runs", schema=None) as batch_op:
         batch_op.add_column(sa.Column("workflow_run_id", sa.String(length=40), nullable=True))
+        batch_op.add_column(sa.Column("backfill_id", sa.String(length=40), nullable=True))
         batch_op.add_column(sa.Column("task_name", sa.String(length=128), nullable=True))
         batch_op.add_column(sa.Column("map_index", sa.Integer(), nullable=True))
         batch_op.add_column(sa.Column("repair", sa.Integer(), nullable=True))
@@ -168,6 +192,7 @@ def downgrade() -> None:
         batch_op.drop_column("map_index")
         batch_op.drop_column("task_name")
         batch_op.drop_column("workflow_run_id")
+        batch_op.drop_column("backfill_id")
 
     with op.batch_alter_table("workflows", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_workflows_tenant_id_id"))
@@ -180,3 +205,4 @@ def downgrade() -> None:
 
     op.drop_table("workflow_runs")
     op.drop_table("workflow_versions")
+    op.drop_table("backfills")

@@ -1,0 +1,109 @@
+"""Backfills of schedules (``domain.backfills``): created, read, cancelled, and moved on —
+when created, and inside the unit of work that ends one of their runs."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from sqlalchemy import Connection, insert, select, update
+
+from herder.clock import Clock, epoch_ms
+from herder.domain.backfills import Backfill, BackfillRequest, BackfillState
+from herder.domain.errors import Conflict, Invalid, NotFound
+from herder.domain.ids import new_id
+from herder.domain.models import Page
+from herder.store.backfill_steps import advance_backfill, compiled
+from herder.store.database import Database
+from herder.store.pagination import next_cursor, page_query, page_records
+from herder.store.schema import backfills, schedules
+from herder.store.work import unit_of_work
+
+
+def _backfill(row: Any) -> Backfill:
+    return Backfill.model_validate(dict(row._mapping))
+
+
+class BackfillRepository:
+    def __init__(self, database: Database, clock: Clock, rng: random.Random) -> None:
+        self._db = database
+        self._clock = clock
+        self._rng = rng
+
+    def create(self, tenant_id: str, schedule_id: str, request: BackfillRequest) -> Backfill:
+        """Start backfilling: its first runs start in this same transaction."""
+        with unit_of_work(self._db, self._clock, self._rng) as work:
+            schedule = _schedule(work.connection, tenant_id, schedule_id)
+            if request.end > work.now:
+                raise Invalid(
+                    "end is in the future: the schedule itself fires from now on", field="end"
+                )
+            compiled(schedule)
+            backfill_id = new_id("bkf", epoch_ms(work.now))
+            work.connection.execute(
+                insert(backfills).values(
+                    id=backfill_id,
+                    tenant_id=tenant_id,
+                    schedule_id=schedule_id,
+                    start=request.start,
+                    end=request.end,
+                    max_active=request.max_active,
+                    state=BackfillState.RUNNING,
+                    started=0,
+                    already_run=0,
+                    created_at=work.now,
+                )
+            )
+            advance_backfill(work, backfill_id)
+            return self._get(work.connection, tenant_id, backfill_id)
+
+    def get(self, tenant_id: str, backfill_id: str) -> Backfill:
+        with self._db.read() as connection:
+            return self._get(connection, tenant_id, backfill_id)
+
+    def list(
+        self, tenant_id: str, schedule_id: str, *, limit: int = 100, cursor: str | None = None
+    ) -> Page[Backfill]:
+        query = select(backfills).where(
+            backfills.c.tenant_id == tenant_id, backfills.c.schedule_id == schedule_id
+        )
+        with self._db.read() as connection:
+            _schedule(connection, tenant_id, schedule_id)
+            rows = connection.execute(page_query(query, backfills.c.id, limit, cursor)).all()
+        return Page(
+            items=page_records(rows[:limit], _backfill),
+            next_cursor=next_cursor([row.id for row in rows], limit),
+        )
+
+    def cancel(self, tenant_id: str, backfill_id: str) -> Backfill:
+        """No more starts; its runs already started go on (cancel them as runs)."""
+        with self._db.write() as connection:
+            backfill = self._get(connection, tenant_id, backfill_id)
+            if backfill.state is not BackfillState.RUNNING:
+                raise Conflict(f"backfill {backfill_id} is already {backfill.state}")
+            connection.execute(
+                update(backfills)
+                .where(backfills.c.id == backfill_id, backfills.c.state == BackfillState.RUNNING)
+                .values(state=BackfillState.CANCELLED, finished_at=self._clock.now())
+            )
+            return self._get(connection, tenant_id, backfill_id)
+
+    @staticmethod
+    def _get(connection: Connection, tenant_id: str, backfill_id: str) -> Backfill:
+        row = connection.execute(
+            select(backfills).where(
+                backfills.c.tenant_id == tenant_id, backfills.c.id == backfill_id
+            )
+        ).first()
+        if row is None:
+            raise NotFound(f"backfill {backfill_id} not found")
+        return _backfill(row)
+
+
+def _schedule(connection: Connection, tenant_id: str, schedule_id: str) -> Any:
+    row = connection.execute(
+        select(schedules).where(schedules.c.tenant_id == tenant_id, schedules.c.id == schedule_id)
+    ).first()
+    if row is None:
+        raise NotFound(f"schedule {schedule_id} not found")
+    return row

@@ -1,0 +1,159 @@
+"""Starting and cancelling a workflow run inside a caller's unit of work — a user's start,
+a schedule's fire, a backfill's step — and what a start checks: the parameters, the jobs it
+pins, the workflow's ``max_active_runs``."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+from sqlalchemy import Connection, select, update
+
+from herder.clock import epoch_ms
+from herder.domain.errors import Conflict, Invalid, NotFound
+from herder.domain.ids import new_id
+from herder.domain.jobs import JobSpec
+from herder.domain.lifecycle.cancel import Cause, cancel
+from herder.domain.workflows.progress import WorkflowRunState
+from herder.domain.workflows.spec import Concurrency, WorkflowSpec, check_params
+from herder.domain.workflows.task_runs import task_run_spec
+from herder.store.dialect import insert_ignoring_duplicates
+from herder.store.runs.facts import ACTIVE_STATES, active_runs
+from herder.store.schema import runs, workflow_runs, workflows
+from herder.store.workflows.definitions import check_jobs, spec_of
+from herder.store.workflows.progress import active_count, advance_run, begin, lock
+
+if TYPE_CHECKING:
+    from herder.store.work import Work
+
+
+def workflow_row(connection: Connection, tenant_id: str, workflow_id: str) -> Any:
+    return connection.execute(
+        select(workflows)
+        .where(workflows.c.tenant_id == tenant_id, workflows.c.id == workflow_id)
+        .with_for_update()
+    ).first()
+
+
+def start_in(
+    work: Work,
+    tenant_id: str,
+    workflow_id: str,
+    params: dict[str, Any],
+    *,
+    idempotency_key: str | None = None,
+    schedule_id: str | None = None,
+    scheduled_for: datetime | None = None,
+    backfill_id: str | None = None,
+) -> str | None:
+    """Start a run of the workflow's current version inside ``work``: its first tasks are
+    queued in the same transaction; under ``max_active_runs`` it queues, or is refused
+    (``forbid``, 409). None when a unique key (idempotency key, or schedule and nominal
+    time) already has a run."""
+    workflow = workflow_row(work.connection, tenant_id, workflow_id)
+    if workflow is None:
+        raise NotFound(f"workflow {workflow_id} not found")
+    spec = spec_of(work.connection, workflow.id, workflow.version)
+    values = check_params(spec, params)
+    pinned = _pinned_jobs(work.connection, tenant_id, spec, values)
+    state = _admission(work.connection, workflow.id, spec)
+    run_id = new_id("wfrun", epoch_ms(work.now))
+    inserted = work.connection.execute(
+        insert_ignoring_duplicates(
+            work.database,
+            workflow_runs,
+            id=run_id,
+            tenant_id=tenant_id,
+            workflow_id=workflow.id,
+            workflow_name=workflow.name,
+            version=workflow.version,
+            state=state,
+            params=values,
+            jobs=pinned,
+            idempotency_key=idempotency_key,
+            repair=0,
+            cancel_requested=False,
+            created_at=work.now,
+            schedule_id=schedule_id,
+            scheduled_for=scheduled_for,
+            backfill_id=backfill_id,
+        ).returning(workflow_runs.c.id)
+    ).scalar()
+    if inserted is None:
+        return None
+    if state is WorkflowRunState.RUNNING:
+        begin(work, run_id, from_state=WorkflowRunState.RUNNING)
+    return run_id
+
+
+def cancel_in(work: Work, workflow_run_id: str, cause: Cause) -> None:
+    """Cancel an active workflow run inside ``work`` (see ``WorkflowRunRepository.cancel``)."""
+    row = lock(work.connection, workflow_run_id)
+    if WorkflowRunState(row.state) is WorkflowRunState.QUEUED:
+        _end_queued(work, workflow_run_id)
+        return
+    work.connection.execute(
+        update(workflow_runs)
+        .where(workflow_runs.c.id == workflow_run_id)
+        .values(cancel_requested=True)
+    )
+    active = work.connection.execute(
+        select(runs.c.id).where(
+            runs.c.workflow_run_id == workflow_run_id, runs.c.state.in_(ACTIVE_STATES)
+        )
+    ).scalars()
+    why = cause.why or f"its workflow run {workflow_run_id} was cancelled"
+    for each in active_runs(work.connection, list(active)):
+        work.apply(cancel(each, Cause(cause.actor, why), work.now))
+    advance_run(work, workflow_run_id)
+
+
+def _pinned_jobs(
+    connection: Connection, tenant_id: str, spec: WorkflowSpec, params: dict[str, Any]
+) -> dict[str, Any]:
+    """The jobs the run will run, as they are now (the run keeps them as they were), each
+    task's spec checked with the parameters so no task can fail on its spec later."""
+    found = check_jobs(connection, tenant_id, spec)
+    jobs = {name: JobSpec.model_validate(row.spec) for name, row in found.items()}
+    for position, task in enumerate(spec.tasks):
+        try:
+            task_run_spec(jobs[task.job], task, params)
+        except ValidationError as error:
+            problem = error.errors(include_url=False)[0]
+            raise Invalid(
+                f"task {task.name!r} cannot run with these parameters: {problem['msg']}",
+                field=f"tasks.{position}" if not params else "params",
+            ) from error
+    return {name: {"id": row.id, "spec": row.spec} for name, row in found.items()}
+
+
+def _admission(connection: Connection, workflow_id: str, spec: WorkflowSpec) -> WorkflowRunState:
+    if spec.max_active_runs is None:
+        return WorkflowRunState.RUNNING
+    active = active_count(
+        connection, workflow_id, WorkflowRunState.RUNNING, WorkflowRunState.QUEUED
+    )
+    if active < spec.max_active_runs:
+        return WorkflowRunState.RUNNING
+    if spec.concurrency is Concurrency.FORBID:
+        raise Conflict(
+            f"the workflow allows {spec.max_active_runs} active run(s) and has {active}; its "
+            "concurrency policy is forbid"
+        )
+    return WorkflowRunState.QUEUED
+
+
+def _end_queued(work: Work, workflow_run_id: str) -> None:
+    work.connection.execute(
+        update(workflow_runs)
+        .where(
+            workflow_runs.c.id == workflow_run_id,
+            workflow_runs.c.state == WorkflowRunState.QUEUED,
+        )
+        .values(
+            state=WorkflowRunState.CANCELLED,
+            reason="cancelled before it started",
+            finished_at=work.now,
+        )
+    )
