@@ -74,7 +74,7 @@ def _workflow_table(workflows: list[Workflow]) -> Table:
     for workflow in workflows:
         table.add_row(
             workflow.id, workflow.name, str(workflow.version), str(len(workflow.tasks)),
-            ", ".join(workflow.params) or "-", when(workflow.updated_at),
+            ", ".join(sorted(workflow.params)) or "-", when(workflow.updated_at),
         )  # fmt: skip
     return table
 
