@@ -129,7 +129,7 @@ def _line(task: DagTask) -> Text:
         counts = Counter(instance.state for instance in task.instances)
         _append_counts(line, counts)
         return line
-    (instance,) = task.instances[:1]
+    instance = task.instances[0]  # an unmapped task has one current instance
     line.append(instance.state, style=state_style(instance.state))
     if instance.reason and instance.state != "succeeded":
         line.append(f": {instance.reason}")

@@ -136,8 +136,10 @@ def _follow(herder: HerderClient, run_id: str, *, live: bool) -> WorkflowRunDeta
 
 @workflow_app.command("create")
 def workflow_create(file: FileOption, as_json: JsonFlag = False) -> None:
-    """Create a workflow from a JSON file; the whole DAG is checked (cycles, unknown tasks
-    and jobs are refused with the field named)."""
+    """Create a workflow from a JSON file.
+
+    The whole DAG is checked: cycles, unknown tasks and jobs are refused with the field named.
+    """
     body = _read_body(file)
     with client() as herder:
         workflow = herder.create_workflow(body)
@@ -156,8 +158,10 @@ def workflow_update(
     ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Replace a workflow's definition (by name or id) with a new version; runs already
-    started keep the version they began with."""
+    """Replace a workflow (by name or id) with a new version from a JSON file.
+
+    Runs already started keep the version they began with.
+    """
     body = _read_body(file)
     with client() as herder:
         found = herder.find_workflow(workflow)
@@ -190,8 +194,11 @@ def workflow_show(
     target: Annotated[str, typer.Argument(help="a workflow run id (wfrun_…), or a workflow")],
     as_json: JsonFlag = False,
 ) -> None:
-    """Draw a workflow run's DAG with each task's state, why it waits or was not run, and
-    its run id (for 'herder run logs'); or a workflow's definition."""
+    """Draw a workflow run's DAG, or a workflow's definition.
+
+    Each task of a run shows its state, why it waits or was not run, and its run id (for
+    'herder run logs').
+    """
     with client() as herder:
         shown: WorkflowRunDetail | Workflow = (
             herder.get_workflow_run(target)
@@ -266,8 +273,11 @@ def workflow_runs(
 
 @workflow_app.command("cancel")
 def workflow_cancel(run_id: str, as_json: JsonFlag = False) -> None:
-    """Cancel a workflow run: its pending and queued tasks at once, its running ones when
-    their workers have stopped them."""
+    """Cancel a workflow run.
+
+    Pending and queued tasks are cancelled at once, running ones when their workers have
+    stopped them.
+    """
     with client() as herder:
         run = herder.cancel_workflow_run(run_id)
     if as_json:
@@ -290,8 +300,10 @@ def workflow_repair(
     ] = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """Run tasks of an ended workflow run again, in place (their earlier runs are kept).
-    Refused if someone repaired it since it was read."""
+    """Run tasks of an ended workflow run again, in place.
+
+    Their earlier runs are kept. Refused if someone repaired it since it was read.
+    """
     with client() as herder:
         token = herder.get_workflow_run(run_id).repair
         run = herder.repair_workflow_run(
