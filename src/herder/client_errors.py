@@ -15,25 +15,35 @@ class ServerUnreachable(ClientError):
 
 class ApiError(ClientError):
     def __init__(
-        self, status: int, title: str, detail: str, *, retry_after: float | None = None
+        self,
+        status: int,
+        title: str,
+        detail: str,
+        *,
+        retry_after: float | None = None,
+        field: str | None = None,
     ) -> None:
-        super().__init__(f"{detail} (HTTP {status})")
+        named = detail if field is None or detail.startswith(field) else f"{field}: {detail}"
+        super().__init__(f"{named} (HTTP {status})")
         self.status = status
         self.title = title
         self.detail = detail
         self.retry_after = retry_after  # seconds, from Retry-After (429, 503)
+        self.field = field  # the request's field a 422 names, as a dotted path
 
     @classmethod
     def of(cls, response: httpx.Response) -> ApiError:
-        """An error response: its problem document's title and detail (or the start of
-        whatever else it held) and Retry-After."""
+        """An error response: its problem document's title, detail and field (or the start
+        of whatever else it held) and Retry-After."""
         retry_after = _seconds(response.headers.get("retry-after"))
+        field = None
         try:
             problem = response.json()
             title, detail = problem.get("title", ""), problem["detail"]
+            field = problem.get("field") if isinstance(problem.get("field"), str) else None
         except (ValueError, KeyError, TypeError, AttributeError):
             title, detail = "", response.text[:500]
-        return cls(response.status_code, title, detail, retry_after=retry_after)
+        return cls(response.status_code, title, detail, retry_after=retry_after, field=field)
 
 
 def _seconds(header: str | None) -> float | None:

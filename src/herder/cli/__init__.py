@@ -1,16 +1,19 @@
 """The ``herder`` command: run the system (up, server, scheduler, worker) and drive it
-(job, run, schedule, queue, tenant, workers; apply and export definitions files). One module
-per group of commands; ``common`` holds the root app."""
+(job, run, workflow, schedule, queue, tenant, workers; apply and export definitions files).
+One module per group of commands; ``common`` holds the root app."""
 
 from __future__ import annotations
 
 import sys
 
-from herder.cli import apply, jobs, queue, runs, schedules, system, tenants, workers
+from herder.cli import apply, jobs, queue, runs, schedules, system, tenants, workers, workflows
 from herder.cli.common import app, err
 from herder.client_errors import ClientError
 
-__all__ = ["apply", "jobs", "main", "queue", "runs", "schedules", "system", "tenants", "workers"]
+__all__ = [
+    "apply", "jobs", "main", "queue", "runs", "schedules", "system", "tenants", "workers",
+    "workflows",
+]  # fmt: skip
 
 
 def main() -> None:

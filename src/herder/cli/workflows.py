@@ -1,0 +1,309 @@
+"""``herder workflow …``: define workflows (DAGs of jobs), run them, watch, cancel and
+repair their runs."""
+
+from __future__ import annotations
+
+import json
+import time
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Group, RenderableType
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from herder.cli.common import JsonFlag, app, client, fail, out, pairs, print_json, when
+from herder.cli.dag import definition_tasks, draw, run_tasks, state_style
+from herder.client import HerderClient
+from herder.definitions.problems import Problem
+from herder.definitions.source import read
+from herder.domain.workflows.models import Workflow, WorkflowRun, WorkflowRunDetail
+
+workflow_app = typer.Typer(
+    help="Define workflows (DAGs of jobs), run them, watch, cancel and repair their runs.",
+    no_args_is_help=True,
+)
+app.add_typer(workflow_app, name="workflow")
+
+POLL_SECONDS = 1.0  # how often --wait reads the run again
+RUN_PREFIX = "wfrun_"  # a workflow run's id; anything else names a workflow
+
+FileOption = Annotated[
+    Path,
+    typer.Option("--file", "-f", help="the API's body as YAML or JSON: name, tasks, params, …"),
+]
+
+
+def _read_body(path: Path) -> dict[str, Any]:
+    """The workflow's body from a YAML (or JSON) file, read as ``herder apply`` reads its
+    files: one document, aliases bounded, errors at their line."""
+    source = read(path, str(path))
+    if isinstance(source, Problem):
+        raise fail(str(source))
+    if not isinstance(source.data, dict):
+        raise fail(f"{path} must hold a mapping (name, tasks, …)")
+    return source.data
+
+
+def _params(items: list[str]) -> dict[str, Any]:
+    """KEY=VALUE, the value as JSON when it reads as JSON (1, true, ["a"]), else a string."""
+    params: dict[str, Any] = {}
+    for key, raw in pairs(items, "--param").items():
+        try:
+            params[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            params[key] = raw
+    return params
+
+
+def _state(state: str) -> Text:
+    return Text(state, style=state_style(state))
+
+
+def _workflow_table(workflows: list[Workflow]) -> Table:
+    table = Table("ID", "NAME", "VERSION", "TASKS", "PARAMS", "UPDATED")
+    for workflow in workflows:
+        table.add_row(
+            workflow.id, workflow.name, str(workflow.version), str(len(workflow.tasks)),
+            ", ".join(sorted(workflow.params)) or "-", when(workflow.updated_at),
+        )  # fmt: skip
+    return table
+
+
+def _runs_table(runs: list[WorkflowRun]) -> Table:
+    table = Table("ID", "WORKFLOW", "VERSION", "STATE", "REPAIRS", "CREATED", "FINISHED")
+    for run in runs:
+        table.add_row(
+            run.id, run.workflow_name, str(run.version), _state(run.state), str(run.repair),
+            when(run.created_at), when(run.finished_at),
+        )  # fmt: skip
+    return table
+
+
+def _run_view(run: WorkflowRunDetail) -> RenderableType:
+    head = Text.assemble(
+        (run.id, "bold"), f"  {run.workflow_name} v{run.version}  ", _state(run.state)
+    )
+    if run.cancel_requested and not run.state.is_terminal:
+        head.append("  (cancelling)")
+    lines: list[RenderableType] = [head]
+    if run.reason:
+        lines.append(Text(f"reason: {run.reason}"))
+    if run.params:
+        lines.append(Text(f"params: {json.dumps(run.params)}", overflow="fold"))
+    if run.repair:
+        lines.append(Text(f"repairs: {run.repair}"))
+    return Group(*lines, draw(run_tasks(run.tasks)))
+
+
+def _definition_view(workflow: Workflow) -> RenderableType:
+    head = Text.assemble(
+        (workflow.id, "bold"), f"  {workflow.name} v{workflow.version}  ",
+        f"{len(workflow.tasks)} task(s)",
+    )  # fmt: skip
+    lines: list[RenderableType] = [head]
+    if workflow.params:
+        lines.append(Text(f"params: {json.dumps(workflow.params)}", overflow="fold"))
+    if workflow.max_active_runs is not None:
+        limit = f"max_active_runs: {workflow.max_active_runs} ({workflow.concurrency})"
+        lines.append(Text(limit))
+    return Group(*lines, draw(definition_tasks(workflow)))
+
+
+def _follow(herder: HerderClient, run_id: str, *, live: bool) -> WorkflowRunDetail:
+    """Read the run until it ends, redrawing it if ``live``. The live view is cleared at
+    the end (a long DAG is cropped to the terminal while live) for the caller to print the
+    last reading whole."""
+    run = herder.get_workflow_run(run_id)
+    view = Live(_run_view(run), console=out, auto_refresh=False, transient=True)
+    with view if live else nullcontext():
+        while not run.state.is_terminal:
+            time.sleep(POLL_SECONDS)
+            run = herder.get_workflow_run(run_id)
+            if live:
+                view.update(_run_view(run), refresh=True)
+    return run
+
+
+@workflow_app.command("create")
+def workflow_create(file: FileOption, as_json: JsonFlag = False) -> None:
+    """Create a workflow from a JSON file.
+
+    The whole DAG is checked: cycles, unknown tasks and jobs are refused with the field named.
+    """
+    body = _read_body(file)
+    with client() as herder:
+        workflow = herder.create_workflow(body)
+    if as_json:
+        print_json(workflow)
+    else:
+        out.print(f"created workflow [bold]{workflow.name}[/] ({workflow.id}), version 1")
+
+
+@workflow_app.command("update")
+def workflow_update(
+    workflow: str,
+    file: FileOption,
+    if_version: Annotated[
+        int | None, typer.Option(help="replace it only if it is still at this version")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Replace a workflow (by name or id) with a new version from a JSON file.
+
+    Runs already started keep the version they began with.
+    """
+    body = _read_body(file)
+    with client() as herder:
+        found = herder.find_workflow(workflow)
+        updated = herder.update_workflow(
+            found.id, {"name": found.name, **body}, if_version=if_version
+        )
+    if as_json:
+        print_json(updated)
+    else:
+        out.print(f"updated workflow [bold]{updated.name}[/] to version {updated.version}")
+
+
+@workflow_app.command("list")
+def workflow_list(
+    name: Annotated[str | None, typer.Option()] = None,
+    limit: int = 100,
+    as_json: JsonFlag = False,
+) -> None:
+    """List workflows."""
+    with client() as herder:
+        page = herder.list_workflows(name=name, limit=limit)
+    if as_json:
+        print_json(page)
+    else:
+        out.print(_workflow_table(page.items))
+
+
+@workflow_app.command("show")
+def workflow_show(
+    target: Annotated[str, typer.Argument(help="a workflow run id (wfrun_…), or a workflow")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Draw a workflow run's DAG, or a workflow's definition.
+
+    Each task of a run shows its state, why it waits or was not run, and its run id (for
+    'herder run logs').
+    """
+    with client() as herder:
+        shown: WorkflowRunDetail | Workflow = (
+            herder.get_workflow_run(target)
+            if target.startswith(RUN_PREFIX)
+            else herder.find_workflow(target)
+        )
+    if as_json:
+        print_json(shown)
+    elif isinstance(shown, WorkflowRunDetail):
+        out.print(_run_view(shown))
+    else:
+        out.print(_definition_view(shown))
+
+
+@workflow_app.command("delete")
+def workflow_delete(workflow: str) -> None:
+    """Delete a workflow (by name or id)."""
+    with client() as herder:
+        found = herder.find_workflow(workflow)
+        herder.delete_workflow(found.id)
+    out.print(f"deleted workflow {found.name} ({found.id})")
+
+
+@workflow_app.command("run")
+def workflow_run(
+    workflow: str,
+    param: Annotated[
+        list[str], typer.Option(help="KEY=VALUE, the value as JSON if it is JSON; repeatable")
+    ] = [],  # noqa: B006
+    idempotency_key: Annotated[str | None, typer.Option(help="same key, same run")] = None,
+    wait: Annotated[
+        bool, typer.Option(help="follow the run to its end; exit 1 unless it succeeded")
+    ] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Start a run of a workflow (by name or id) at its current version."""
+    params = _params(param)
+    with client() as herder:
+        run: WorkflowRun = herder.start_workflow(
+            herder.find_workflow(workflow).id, params, idempotency_key=idempotency_key
+        )
+        if wait:
+            run = _follow(herder, run.id, live=not as_json)
+    if as_json:
+        print_json(run)
+    elif isinstance(run, WorkflowRunDetail):
+        out.print(_run_view(run))
+    else:
+        out.print(f"started workflow run [bold]{run.id}[/] of {run.workflow_name} ({run.state})")
+    if wait and run.state != "succeeded":
+        raise typer.Exit(1)
+
+
+@workflow_app.command("runs")
+def workflow_runs(
+    workflow: Annotated[str | None, typer.Argument(help="a workflow (default: all)")] = None,
+    state: Annotated[
+        str | None, typer.Option(help="queued, running, succeeded, failed or cancelled")
+    ] = None,
+    limit: int = 50,
+    as_json: JsonFlag = False,
+) -> None:
+    """List workflow runs, newest first."""
+    with client() as herder:
+        workflow_id = herder.find_workflow(workflow).id if workflow else None
+        page = herder.list_workflow_runs(workflow_id=workflow_id, state=state, limit=limit)
+    if as_json:
+        print_json(page)
+    else:
+        out.print(_runs_table(page.items))
+
+
+@workflow_app.command("cancel")
+def workflow_cancel(run_id: str, as_json: JsonFlag = False) -> None:
+    """Cancel a workflow run.
+
+    Pending and queued tasks are cancelled at once, running ones when their workers have
+    stopped them.
+    """
+    with client() as herder:
+        run = herder.cancel_workflow_run(run_id)
+    if as_json:
+        print_json(run)
+    elif run.state.is_terminal:
+        out.print(f"workflow run {run.id} is {run.state}")
+    else:
+        out.print(f"cancelling workflow run {run.id}: its running tasks are being stopped")
+
+
+@workflow_app.command("repair")
+def workflow_repair(
+    run_id: str,
+    task: Annotated[
+        list[str],
+        typer.Option(help="a task to run again, repeatable (default: each that did not succeed)"),
+    ] = [],  # noqa: B006
+    dependents: Annotated[
+        bool, typer.Option("--dependents", help="run everything downstream of them again too")
+    ] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Run tasks of an ended workflow run again, in place.
+
+    Their earlier runs are kept. Refused if someone repaired it since it was read.
+    """
+    with client() as herder:
+        token = herder.get_workflow_run(run_id).repair
+        run = herder.repair_workflow_run(
+            run_id, repair=token, tasks=task or None, dependents=dependents
+        )
+    if as_json:
+        print_json(run)
+    else:
+        out.print(f"repairing workflow run {run.id} (repair {run.repair}): {run.state}")
