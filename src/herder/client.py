@@ -263,11 +263,15 @@ class HerderClient(WorkflowCalls):
         self,
         *,
         job_id: str | None = None,
+        workflow_id: str | None = None,
         limit: int = 100,
         name: str | None = None,
         cursor: str | None = None,
     ) -> Page[Schedule]:
-        params = _drop_none({"job_id": job_id, "limit": limit, "name": name, "cursor": cursor})
+        params = _drop_none(
+            {"job_id": job_id, "workflow_id": workflow_id, "limit": limit, "name": name,
+             "cursor": cursor}
+        )  # fmt: skip
         response = self._request("GET", "/v1/schedules", params=params)
         return Page[Schedule].model_validate(response.json())
 

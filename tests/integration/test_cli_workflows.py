@@ -267,3 +267,27 @@ def test_delete_removes_the_workflow(herder: Herder, fleet: Fleet, tmp_path: Pat
     created(herder, tmp_path)
     assert "deleted workflow pipeline" in ok(herder("workflow", "delete", "pipeline"))
     assert "pipeline" not in ok(herder("workflow", "list"))
+
+
+def test_a_workflow_is_scheduled_and_backfilled_from_the_command_line(
+    api: Api, herder: Herder, fleet: Fleet, tmp_path: Path
+) -> None:
+    created(herder, tmp_path)
+    schedule = json.loads(
+        ok(herder("workflow", "schedule", "pipeline", "0 * * * *", "--name", "hourly", "--json"))
+    )
+    assert schedule["workflow_id"] is not None
+    assert schedule["name"] == "hourly"
+    window = ("--start", "2026-11-01T00:30:00Z", "--end", "2026-11-01T05:30:00Z")
+    made = json.loads(
+        ok(herder("workflow", "backfill", "pipeline", *window, "--max-active", "2", "--json"))
+    )
+    assert (made["state"], made["started"]) == ("running", 2)
+    runs = api.http.get("/v1/workflow-runs", headers=api.admin).json()["items"]
+    assert sorted(run["scheduled_for"][:16] for run in runs) == [
+        "2026-11-01T01:00", "2026-11-01T02:00",
+    ]  # fmt: skip
+    naive = herder("schedule", "backfill", schedule["id"], "--start", "2026-11-01T00:30:00",
+                   "--end", "2026-11-01T05:30:00Z")  # fmt: skip
+    assert naive.exit_code == 1
+    assert "needs an offset" in naive.output

@@ -6,13 +6,24 @@ from __future__ import annotations
 
 import sys
 
-from herder.cli import apply, jobs, queue, runs, schedules, system, tenants, workers, workflows
+from herder.cli import (
+    apply,
+    backfills,
+    jobs,
+    queue,
+    runs,
+    schedules,
+    system,
+    tenants,
+    workers,
+    workflows,
+)
 from herder.cli.common import app, err
 from herder.client_errors import ClientError
 
 __all__ = [
-    "apply", "jobs", "main", "queue", "runs", "schedules", "system", "tenants", "workers",
-    "workflows",
+    "apply", "backfills", "jobs", "main", "queue", "runs", "schedules", "system", "tenants",
+    "workers", "workflows",
 ]  # fmt: skip
 
 

@@ -130,7 +130,7 @@ def _follow(herder: HerderClient, run_id: str, *, live: bool) -> WorkflowRunDeta
 
 @workflow_app.command("create")
 def workflow_create(file: FileOption, as_json: JsonFlag = False) -> None:
-    """Create a workflow from a JSON file.
+    """Create a workflow from a YAML or JSON file.
 
     The whole DAG is checked: cycles, unknown tasks and jobs are refused with the field named.
     """
@@ -152,7 +152,7 @@ def workflow_update(
     ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Replace a workflow (by name or id) with a new version from a JSON file.
+    """Replace a workflow (by name or id) with a new version from a YAML or JSON file.
 
     Runs already started keep the version they began with.
     """
