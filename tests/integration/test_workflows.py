@@ -439,3 +439,12 @@ def test_a_workflow_with_active_runs_cannot_be_deleted(api: Api, fleet: Fleet) -
     api.http.post(f"/v1/workflow-runs/{run['id']}/cancel", headers=api.admin)
     assert api.http.delete(f"/v1/workflows/{flow['id']}", headers=api.admin).status_code == 204
     assert detail(api, run["id"])["state"] == "cancelled"  # history outlives the definition
+
+
+def test_a_job_a_workflow_runs_cannot_be_deleted_or_renamed(api: Api, fleet: Fleet) -> None:
+    workflow(api, tasks=chain("a"))
+    (work,) = api.http.get("/v1/jobs", headers=api.admin, params={"name": "work"}).json()["items"]
+    deleted = problem(api, "DELETE", f"/v1/jobs/{work['id']}", 409)
+    assert "workflow(s) flow" in deleted["detail"]
+    problem(api, "PATCH", f"/v1/jobs/{work['id']}", 409, name="renamed")
+    assert problem(api, "PATCH", f"/v1/jobs/{work['id']}", 200, timeout_seconds=60)

@@ -20,7 +20,7 @@ from herder.domain.models import Job, Page
 from herder.domain.states import TERMINAL_RUN_STATES
 from herder.store.database import Database
 from herder.store.pagination import next_cursor, page_query, page_records
-from herder.store.schema import artifacts, job_labels, jobs, runs, schedules
+from herder.store.schema import artifacts, job_labels, jobs, runs, schedules, workflows
 
 
 def _job(row: Any) -> Job:
@@ -32,6 +32,20 @@ def _job(row: Any) -> Job:
         updated_at=row.updated_at,
         version=row.version,
     )
+
+
+def _refuse_if_used(connection: Connection, tenant_id: str, job_name: str, doing: str) -> None:
+    """Workflows name jobs by name: a job one of them (its current version) runs keeps it."""
+    rows = connection.execute(
+        select(workflows.c.name, workflows.c.spec).where(workflows.c.tenant_id == tenant_id)
+    )
+    using = sorted(
+        row.name for row in rows if any(task.get("job") == job_name for task in row.spec["tasks"])
+    )
+    if using:
+        raise Conflict(
+            f"job {job_name!r} is run by workflow(s) {', '.join(using)}; change them before {doing}"
+        )
 
 
 class JobEdit(NamedTuple):
@@ -136,6 +150,8 @@ class JobRepository:
         with self._db.write() as connection:
             current = self.get_within(connection, tenant_id, job_id, for_update=True)
             name, spec = change(current)
+            if name != current.name:
+                _refuse_if_used(connection, tenant_id, current.name, "renaming it")
             if spec != current.spec:
                 self._check_artifact(connection, tenant_id, spec)
             try:
@@ -161,9 +177,10 @@ class JobRepository:
         )
 
     def delete(self, tenant_id: str, job_id: str) -> None:
-        """Remove the definition; its runs stay in history. Refused while runs are active."""
+        """Remove the definition; its runs stay in history. Refused while runs are active,
+        or schedules or workflows name it."""
         with self._db.write() as connection:
-            self.get_within(connection, tenant_id, job_id)
+            job = self.get_within(connection, tenant_id, job_id)
             active = connection.execute(
                 select(func.count())
                 .select_from(runs)
@@ -184,6 +201,7 @@ class JobRepository:
                 raise Conflict(
                     f"job {job_id} has {scheduled} schedule(s); delete them before deleting it"
                 )
+            _refuse_if_used(connection, tenant_id, job.name, "deleting it")
             connection.execute(delete(job_labels).where(job_labels.c.job_id == job_id))
             connection.execute(delete(jobs).where(jobs.c.id == job_id))
 
