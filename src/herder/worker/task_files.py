@@ -120,7 +120,7 @@ def _why(error: OSError) -> str:
     if error.errno == errno.ELOOP:
         return "it (or .herder) is a symbolic link, which is never followed"
     if error.errno == errno.ENOTDIR:
-        return ".herder is not a directory"
+        return ".herder is not a directory (no symbolic link is followed)"
     return error.strerror or str(error)
 
 
