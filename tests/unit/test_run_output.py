@@ -18,7 +18,8 @@ from herder.domain.lifecycle.settle import settle
 from herder.domain.models import AssignedTask, Assignment
 from herder.domain.outputs import MAX_OUTPUT_BYTES, output_problem
 from herder.domain.states import AttemptState, RunState
-from herder.protocol import Completion
+from herder.protocol import Completion, OutputChunk, Report
+from herder.worker.reporter import split
 from herder.worker.sandbox import attempt_environment
 from herder.worker.task_files import OutputRefused, prepare_exchange, read_output
 
@@ -250,3 +251,23 @@ def test_a_mapped_task_is_told_its_index_and_item() -> None:
     env = herder_env(task)
     assert env["HERDER_MAP_INDEX"] == "0"
     assert json.loads(env["HERDER_MAP_ITEM"]) == {"day": "2026-01-01"}
+
+
+# --- reports stay under the server's body limit ---------------------------------------------
+
+
+def test_a_large_report_goes_in_parts_logs_before_completions() -> None:
+    logs = [OutputChunk.of("att_1", 1, seq, "stdout", b"x" * 300_000) for seq in range(8)]
+    ends = [completion("x" * 60_000).model_copy(update={"attempt_id": f"a{n}"}) for n in range(20)]
+    parts = split(Report(logs=logs, completions=ends), budget=1024 * 1024)
+    assert len(parts) > 2
+    assert all(len(part.model_dump_json()) < 1024 * 1024 + 100_000 for part in parts)
+    assert [chunk for part in parts for chunk in part.logs] == logs
+    assert [item for part in parts for item in part.completions] == ends
+    first_completion = next(i for i, part in enumerate(parts) if part.completions)
+    assert not any(part.logs for part in parts[first_completion + 1 :])
+
+
+def test_a_small_report_goes_whole() -> None:
+    report = Report(completions=[completion(None)])
+    assert split(report) == [report]
