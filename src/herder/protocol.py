@@ -19,12 +19,21 @@ import base64
 import binascii
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    PrivateAttr,
+    field_validator,
+    model_validator,
+)
 
 from herder.domain.jobs import Capacity
 from herder.domain.lifecycle.facts import Ending
 from herder.domain.lifecycle.settle import Receipt, Settled
 from herder.domain.models import Assignment
+from herder.domain.outputs import output_problem
 from herder.domain.states import AttemptState
 
 _STATUS_OF_RECEIPT = {Receipt.APPLIED: 200, Receipt.STALE: 409, Receipt.NOT_YOURS: 404}
@@ -144,7 +153,8 @@ class Usage(_Message):
 
 
 class Completion(_Message):
-    """How an attempt ended, fenced by its number."""
+    """How an attempt ended, fenced by its number; with what its job wrote to
+    ``$HERDER_OUTPUT`` when it succeeded."""
 
     attempt_id: str
     attempt: int
@@ -152,14 +162,27 @@ class Completion(_Message):
     exit_code: int | None = None
     reason: Annotated[str, Field(max_length=MAX_REASON_CHARS)] = ""
     usage: Usage | None = None
+    output: JsonValue = Field(
+        default=None, description="the JSON its job wrote to $HERDER_OUTPUT (at most 64 KiB)"
+    )
 
     def ending(self, worker_id: str) -> Ending:
-        """This report, as the lifecycle settles it: fenced to ``worker_id``'s attempt."""
+        """This report, as the lifecycle settles it: fenced to ``worker_id``'s attempt. A
+        success whose output cannot be kept is a failure (the server checks what any worker
+        sends); the output of an attempt that did not succeed is dropped."""
         usage = self.usage
+        outcome, reason, output = self.outcome, self.reason, None
+        if outcome is AttemptState.SUCCEEDED:
+            problem = output_problem(self.output, "the output reported")
+            if problem is None:
+                output = self.output
+            else:
+                outcome, reason = AttemptState.FAILED, problem
         return Ending(
-            self.attempt_id, self.attempt, self.outcome, self.reason, self.exit_code, worker_id,
+            self.attempt_id, self.attempt, outcome, reason, self.exit_code, worker_id,
             usage.cpu_user_seconds if usage else None,
             usage.cpu_system_seconds if usage else None, usage.max_rss_kb if usage else None,
+            output,
         )  # fmt: skip
 
     @field_validator("outcome")

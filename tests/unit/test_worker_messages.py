@@ -76,6 +76,7 @@ def test_an_outcome_becomes_a_completion() -> None:
         "exit_code": 3,
         "reason": "exit 3",
         "usage": {"cpu_user_seconds": 0.5, "cpu_system_seconds": 0.25, "max_rss_kb": 2048},
+        "output": None,
     }
 
 

@@ -6,7 +6,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Generic, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict, JsonValue
 
 from herder.domain.jobs import Capacity, JobSpec, Priority
 from herder.domain.schedules import ScheduleSpec
@@ -123,11 +123,15 @@ class Run(_Record):
     rerun_of: str | None = None
     preemptions: int = 0  # attempts stopped by preemption; they use up no retry
     waiting_reason: str | None = None  # why a queued run is not placed yet
+    workflow_run_id: str | None = None  # set when the run is a workflow's task
+    task_name: str | None = None
+    map_index: int | None = None  # -1 for a task not mapped over a list
 
 
 class RunDetail(Run):
     attempts: list[Attempt]
     events: list[RunEvent]
+    output: JsonValue = None  # what its job wrote to $HERDER_OUTPUT, kept once it succeeded
 
 
 class WorkerState(StrEnum):
@@ -149,6 +153,16 @@ class Worker(_Record):
     last_heartbeat_at: datetime
 
 
+class AssignedTask(_Record):
+    """Which workflow task an assigned run is, and what its upstream tasks passed it."""
+
+    workflow_run_id: str  # HERDER_WORKFLOW_RUN_ID
+    task_name: str  # HERDER_TASK
+    map_index: int = -1  # HERDER_MAP_INDEX, when mapped over a list (>= 0)
+    map_item: JsonValue = None  # HERDER_MAP_ITEM, when mapped: its item of the list
+    inputs: dict[str, JsonValue] = {}  # the file at HERDER_INPUTS: by upstream task name
+
+
 class Assignment(_Record):
     """One attempt handed to a worker: everything it needs to run it."""
 
@@ -162,6 +176,7 @@ class Assignment(_Record):
     rank: int = 0  # HERDER_RANK: this member of a gang
     world_size: int = 1  # HERDER_WORLD_SIZE: members in the gang
     peers: list[str] = []  # HERDER_PEERS: every member's worker address, by rank
+    task: AssignedTask | None = None  # set when the run is a workflow's task
 
 
 class QueueEntry(_Record):

@@ -30,7 +30,7 @@ from herder.domain.lifecycle.stops import (
     pending_stop,
     stop_orders,
 )
-from herder.domain.models import Assignment, Worker, WorkerState
+from herder.domain.models import AssignedTask, Assignment, Worker, WorkerState
 from herder.domain.states import AttemptState
 from herder.protocol import Directives, HeldAttempt
 from herder.store.access import hash_secret
@@ -197,10 +197,10 @@ class WorkerRepository:
                 return []
             work.connection.execute(
                 update(attempts)
-                .where(attempts.c.id.in_([row.id for row, _ in given]))
+                .where(attempts.c.id.in_([row.id for row, _, _ in given]))
                 .values(delivered_at=work.now)
             )
-            peers = _gang_peers(work.connection, [row for row, _ in given if row.replicas > 1])
+            peers = _gang_peers(work.connection, [row for row, _, _ in given if row.replicas > 1])
         return [
             Assignment(
                 attempt_id=row.id,
@@ -213,8 +213,9 @@ class WorkerRepository:
                 rank=row.rank,
                 world_size=row.replicas,
                 peers=peers.get((row.run_id, row.number), []),
+                task=task,
             )
-            for row, spec in given
+            for row, spec, task in given
         ]
 
 
@@ -224,6 +225,8 @@ def _undelivered(work: Work, worker_id: str, limit: int) -> Sequence[Any]:
             attempts.c.id, attempts.c.number, attempts.c.rank, attempts.c.gpu_indices,
             runs.c.id.label("run_id"), runs.c.tenant_id, runs.c.spec, runs.c.idempotency_key,
             runs.c.replicas, runs.c.cancel_requested, attempts.c.preempt_requested_at,
+            runs.c.workflow_run_id, runs.c.task_name, runs.c.map_index, runs.c.map_item,
+            runs.c.inputs,
         )
         .join(runs, runs.c.id == attempts.c.run_id)
         .where(
@@ -236,8 +239,11 @@ def _undelivered(work: Work, worker_id: str, limit: int) -> Sequence[Any]:
     ).all()  # fmt: skip
 
 
-def _deliverable(work: Work, worker_id: str, placed: Sequence[Any]) -> list[tuple[Any, JobSpec]]:
-    """The placed attempts to hand over, with their specs. One cancelled or preempted before
+def _deliverable(
+    work: Work, worker_id: str, placed: Sequence[Any]
+) -> list[tuple[Any, JobSpec, AssignedTask | None]]:
+    """The placed attempts to hand over, with their specs and (for a workflow's task) which
+    task it is. One cancelled or preempted before
     it was handed over ends here instead (the worker would start it before it heard the
     stop); one whose stored run cannot be read fails (one broken row must not fail the
     batch)."""
@@ -254,10 +260,22 @@ def _deliverable(work: Work, worker_id: str, placed: Sequence[Any]) -> list[tupl
         if row.id in halted:
             continue
         try:
-            given.append((row, JobSpec.model_validate(row.spec)))
+            given.append((row, JobSpec.model_validate(row.spec), _task_of(row)))
         except ValidationError as error:
             _fail_unreadable(work, worker_id, row, error)
     return given
+
+
+def _task_of(row: Any) -> AssignedTask | None:
+    if row.workflow_run_id is None:
+        return None
+    return AssignedTask(
+        workflow_run_id=row.workflow_run_id,
+        task_name=row.task_name,
+        map_index=row.map_index,
+        map_item=row.map_item,
+        inputs=row.inputs or {},
+    )
 
 
 def _directives(
@@ -309,9 +327,9 @@ def _record_stale(work: Work, worker_id: str, stale: Sequence[HeldAttempt]) -> N
 
 
 def _fail_unreadable(work: Work, worker_id: str, row: Any, error: ValidationError) -> None:
-    """A stored run whose spec no longer validates is a server bug (it was checked when it
-    was stored): logged loudly, and the run fails with a reason its owner can read."""
-    log.error("server bug: run %s's stored spec does not validate: %s", row.run_id, error)
+    """A stored run whose spec (or task) no longer validates is a server bug (it was checked
+    when it was stored): logged loudly, and the run fails with a reason its owner can read."""
+    log.error("server bug: run %s's stored row does not validate: %s", row.run_id, error)
     reason = f"the stored run could not be read: {_first_problem(error)}"
     (active,) = active_runs(work.connection, [row.run_id])
     work.apply(fail_unreadable(active.run, active.members, reason, claimer=worker_id, now=work.now))

@@ -5,7 +5,7 @@ reported (the executor's ``Outcome`` becomes the protocol's ``Completion``)."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import httpx
@@ -24,6 +24,7 @@ from herder.worker.outcome import Outcome, not_started
 from herder.worker.output import OutputBuffer
 from herder.worker.process import OutputSink
 from herder.worker.sandbox import SANDBOX_WORKSPACE, attempt_environment
+from herder.worker.task_files import OutputRefused, prepare_exchange, read_output
 from herder.worker.workspace import build_plan, place_artifact, unpack_archive
 
 # What keeps an attempt from starting, rather than a fault of the worker: the attempt fails.
@@ -53,6 +54,7 @@ class LiveAttempt:
         if self.lost_because is not None:
             state, reason = AttemptState.LOST, self.lost_because
         usage = outcome.usage
+        output = outcome.output if state is AttemptState.SUCCEEDED else None
         return Completion(
             attempt_id=self.assignment.attempt_id,
             attempt=self.assignment.attempt,
@@ -64,6 +66,7 @@ class LiveAttempt:
                 cpu_system_seconds=usage.cpu_system_seconds,
                 max_rss_kb=usage.max_rss_kb,
             ),
+            output=output,
         )
 
 
@@ -88,9 +91,12 @@ class AttemptRunner:
     async def _execute(
         self, attempt: LiveAttempt, place: AttemptPlace, on_output: OutputSink
     ) -> Outcome:
-        """Place the program in the attempt's workspace, then run it there."""
-        spec = attempt.assignment.spec
+        """Place the program and the task's inputs in the attempt's workspace, run it there,
+        then read its output if it succeeded."""
+        spec, task = attempt.assignment.spec, attempt.assignment.task
         program = await self._place_program(attempt.assignment, place)
+        inputs = task.inputs if task is not None else None
+        await asyncio.to_thread(prepare_exchange, place.workspace, place.uid, inputs)
         seen_as = SANDBOX_WORKSPACE if place.sandbox is not None else place.workspace
         temporary = Path("/tmp") if place.sandbox is not None else seen_as
         plan = build_plan(
@@ -105,7 +111,13 @@ class AttemptRunner:
             sandbox=place.sandbox,
             name=attempt.assignment.attempt_id,
         )
-        return await execute(plan, on_output, attempt.stop, self.host.enforcer)
+        outcome = await execute(plan, on_output, attempt.stop, self.host.enforcer)
+        if outcome.state is not AttemptState.SUCCEEDED:
+            return outcome
+        try:
+            return replace(outcome, output=await asyncio.to_thread(read_output, place.workspace))
+        except OutputRefused as refused:
+            return replace(outcome, state=AttemptState.FAILED, reason=str(refused))
 
     async def _place_program(self, assignment: Assignment, place: AttemptPlace) -> Path | None:
         """The artifact in the workspace: unpacked (an archive), or as the program to run."""

@@ -9,6 +9,8 @@ import signal
 import time
 from dataclasses import dataclass
 
+from pydantic import JsonValue
+
 from herder.domain.retry import DISK_FULL_REASON_PREFIX, OOM_REASON_PREFIX
 from herder.domain.states import AttemptState
 from herder.worker.limits import Verdict
@@ -36,6 +38,7 @@ class Outcome:
     exit_code: int | None  # None when killed by a signal or never started
     reason: str
     usage: ResourceUsage
+    output: JsonValue = None  # what the job wrote to $HERDER_OUTPUT, when it succeeded
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,12 @@ at a time, each under the registration its attempt was given to; what fails is k
 again, sooner when a heartbeat says the server is back.
 
 Completions go at once; output alone waits a little (``LOG_FLUSH_SECONDS``) to travel in
-batches. An ended attempt whose report is not delivered yet is named in heartbeats as
-``finished`` (``unreported``), so the server does not take it for lost.
+batches. A batch larger than ``REPORT_BUDGET_BYTES`` goes as several requests, in order (logs
+before completions), each well under the server's body limit: a refused oversize request
+would be sent again forever.
+
+An ended attempt whose report is not delivered yet is named in heartbeats as ``finished``
+(``unreported``), so the server does not take it for lost.
 """
 
 from __future__ import annotations
@@ -26,10 +30,34 @@ log = logging.getLogger("herder.worker")
 
 LOG_FLUSH_SECONDS = 0.1  # output is sent at most this often while attempts run
 RETRY_SECONDS = (0.2, 0.5, 1.0, 2.0, 5.0)  # back-off while the server cannot be reached
+REPORT_BUDGET_BYTES = 1024 * 1024  # per request; the server takes up to 4 MiB (api/limits.py)
+ITEM_OVERHEAD_BYTES = 256  # a log chunk's fields besides its data
 
 
 def backoff(failures: int) -> float:
     return RETRY_SECONDS[min(failures, len(RETRY_SECONDS) - 1)]
+
+
+def split(report: Report, budget: int = REPORT_BUDGET_BYTES) -> list[Report]:
+    """``report`` as consecutive parts of about ``budget`` bytes each (one item larger than
+    that goes alone): every log chunk still goes before every completion."""
+    parts: list[Report] = []
+    part, size = Report(), 0
+    items: list[OutputChunk | Completion] = [*report.logs, *report.completions]
+    for item in items:
+        if isinstance(item, OutputChunk):
+            item_size = len(item.data_b64) + ITEM_OVERHEAD_BYTES
+        else:
+            item_size = len(item.model_dump_json())
+        if size and size + item_size > budget:
+            parts.append(part)
+            part, size = Report(), 0
+        if isinstance(item, OutputChunk):
+            part.logs.append(item)
+        else:
+            part.completions.append(item)
+        size += item_size
+    return [*parts, part]
 
 
 def _chunks(attempt_id: str, attempt: int, chunks: list[Chunk]) -> list[OutputChunk]:
@@ -130,23 +158,32 @@ class Reporter:
         """Everything pending, one request per worker id; what fails is kept for next time."""
         delivered = True
         for worker_id, report in self._collect().items():
-            try:
-                results = await self._connection.report(worker_id, report)
-            except httpx.HTTPError as error:
-                log.warning("report failed, will retry: %s", error)
-                later = self._pending[worker_id]
-                self._pending[worker_id] = Report(
-                    logs=report.logs + later.logs,
-                    completions=report.completions + later.completions,
-                )
-                delivered = False
-                continue
-            for completion in report.completions:  # answered: accepted or refused
-                self._unreported.discard((worker_id, completion.attempt_id, completion.attempt))
-            for result in results:
-                if not result.applied:
-                    log.warning(
-                        "server refused a report for %s: %s", result.attempt_id, result.detail
-                    )
-                    self._drop(result.attempt_id)
+            parts = split(report)
+            for index, part in enumerate(parts):
+                if not await self._send_part(worker_id, part):
+                    self._keep(worker_id, parts[index:])
+                    delivered = False
+                    break
         return delivered
+
+    def _keep(self, worker_id: str, unsent: list[Report]) -> None:
+        """What could not be sent goes first next time."""
+        later = self._pending[worker_id]
+        self._pending[worker_id] = Report(
+            logs=[chunk for part in unsent for chunk in part.logs] + later.logs,
+            completions=[item for part in unsent for item in part.completions] + later.completions,
+        )
+
+    async def _send_part(self, worker_id: str, report: Report) -> bool:
+        try:
+            results = await self._connection.report(worker_id, report)
+        except httpx.HTTPError as error:
+            log.warning("report failed, will retry: %s", error)
+            return False
+        for completion in report.completions:  # answered: accepted or refused
+            self._unreported.discard((worker_id, completion.attempt_id, completion.attempt))
+        for result in results:
+            if not result.applied:
+                log.warning("server refused a report for %s: %s", result.attempt_id, result.detail)
+                self._drop(result.attempt_id)
+        return True

@@ -21,17 +21,19 @@ when started with ``--isolation none`` (a trusted fleet's choice, never the defa
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from herder.domain.jobs import Runtime
-from herder.domain.models import Assignment
+from herder.domain.models import AssignedTask, Assignment
 from herder.worker.cgroups import CgroupsUnavailable, cgroup_enforcer
 from herder.worker.disk import SHM, TMP, VAR_TMP, WORK, AttemptDisk, detached_bind
 from herder.worker.launch_server import LaunchServer, Reaped
 from herder.worker.limits import Confinement, Enforcer, RlimitEnforcer
+from herder.worker.task_files import EXCHANGE, INPUTS, OUTPUT
 
 log = logging.getLogger("herder.worker")
 
@@ -155,7 +157,8 @@ class Sandbox:
 
 
 def attempt_environment(assignment: Assignment, home: Path, tmp: Path) -> dict[str, str]:
-    """Nothing inherited from the worker: a fixed base, the job's env, then Herder's own."""
+    """Nothing inherited from the worker: a fixed base, the job's env, then Herder's own
+    (``home`` is the workspace as the job sees it, holding ``task_files.EXCHANGE``)."""
     base = {
         "PATH": SAFE_PATH,
         "HOME": str(home),
@@ -178,7 +181,24 @@ def attempt_environment(assignment: Assignment, home: Path, tmp: Path) -> dict[s
         "HERDER_RANK": str(assignment.rank),
         "HERDER_WORLD_SIZE": str(assignment.world_size),
         "HERDER_PEERS": ",".join(assignment.peers),
+        "HERDER_OUTPUT": str(home / EXCHANGE / OUTPUT),
+        **_task_environment(assignment.task, home),
     }
+
+
+def _task_environment(task: AssignedTask | None, home: Path) -> dict[str, str]:
+    """Which workflow task it is; nothing for a run that is not one."""
+    if task is None:
+        return {}
+    env = {
+        "HERDER_WORKFLOW_RUN_ID": task.workflow_run_id,
+        "HERDER_TASK": task.task_name,
+        "HERDER_INPUTS": str(home / EXCHANGE / INPUTS),
+    }
+    if task.map_index >= 0:
+        env["HERDER_MAP_INDEX"] = str(task.map_index)
+        env["HERDER_MAP_ITEM"] = json.dumps(task.map_item, ensure_ascii=False)
+    return env
 
 
 def limit_enforcer(name: str) -> Enforcer:

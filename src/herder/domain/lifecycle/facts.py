@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from pydantic import JsonValue
+
 from herder.domain.jobs import RetryPolicy
 from herder.domain.states import AttemptState, RunState
 
@@ -51,6 +53,8 @@ class Ending:
     (worker lost, deadline passed, never delivered, stopped before delivery).
 
     ``worker_id`` fences a worker's report: only that worker's current attempt may end.
+    ``output`` is what its job wrote to ``$HERDER_OUTPUT``, already checked
+    (``domain.outputs``); kept on the run only if the attempt's end makes it succeed.
     """
 
     attempt_id: str
@@ -62,6 +66,7 @@ class Ending:
     cpu_user_seconds: float | None = None
     cpu_system_seconds: float | None = None
     max_rss_kb: int | None = None
+    output: JsonValue = None
 
 
 @dataclass(frozen=True)

@@ -144,7 +144,7 @@ def _settle_one(
             return changes, Settled(attempt.id, Receipt.APPLIED, f"run is {run.state}")
         if outcome is not AttemptState.SUCCEEDED:
             changes += _stop_gang(board, attempt, f"{outcome}: {ending.reason}")
-    move = _after_attempt(run, outcome, ending.reason, ending.exit_code, actor, now, rng)
+    move = _after_attempt(run, outcome, ending, actor, now, rng)
     target = move.moves[0].target
     board.runs[run.id] = run.at(target)
     return changes + move, Settled(attempt.id, Receipt.APPLIED, f"run is {target}")
@@ -165,16 +165,20 @@ def _stop_gang(board: _Board, ended: AttemptFacts, why: str) -> Changes:
 def _after_attempt(
     run: RunFacts,
     outcome: AttemptState,
-    reason: str,
-    exit_code: int | None,
+    ending: Ending,
     actor: str,
     now: datetime,
     rng: random.Random,
 ) -> Changes:
-    """The run's next state per its retry policy once its current attempt has ended."""
+    """The run's next state per its retry policy once its current attempt has ended; a run
+    that succeeds keeps the output of the attempt (for a gang, of the member that ended
+    last)."""
+    reason, exit_code = ending.reason, ending.exit_code
     decision = decide(outcome, reason, run.tries, run.retry, rng, exit_code)
     values: dict[str, object] = {"exit_code": exit_code, "reason": reason}
     notices: set[Notice] = set()
+    if decision.state is RunState.SUCCEEDED:
+        values["output"] = ending.output
     if decision.state in (RunState.QUEUED, RunState.RETRY_WAIT):
         values["cancel_requested"] = False
     if outcome is AttemptState.PREEMPTED:

@@ -49,6 +49,9 @@ _RUN_COLUMNS = [
     runs.c.rerun_of,
     runs.c.preemptions,
     runs.c.waiting_reason,
+    runs.c.workflow_run_id,
+    runs.c.task_name,
+    runs.c.map_index,
 ]
 
 
@@ -190,8 +193,11 @@ class RunRepository:
         return _run(row)
 
     def detail(self, tenant_id: str, run_id: str) -> RunDetail:
+        """The run with its attempts, history and output (which lists leave out: up to
+        64 KiB a run)."""
         with self._db.read() as connection:
             run = self._get(connection, tenant_id, run_id)
+            output = connection.execute(select(runs.c.output).where(runs.c.id == run_id)).scalar()
             attempt_rows = (
                 connection.execute(
                     select(attempts)
@@ -214,6 +220,7 @@ class RunRepository:
             **run.model_dump(),
             attempts=[Attempt.model_validate(dict(row)) for row in attempt_rows],
             events=[RunEvent.model_validate(dict(row)) for row in event_rows],
+            output=output,
         )
 
     def events(self, tenant_id: str, run_id: str) -> list[RunEvent]:
