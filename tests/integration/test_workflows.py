@@ -28,12 +28,11 @@ class Fleet:
             self.held[assignment["run_id"]] = assignment
         return {assignment["run_id"] for assignment in taken}
 
-    def end(self, run_id: str, outcome: str = "succeeded") -> None:
+    def end(self, run_id: str, outcome: str = "succeeded", output: Any = None) -> None:
         assignment = self.held.pop(run_id)
         code = 0 if outcome == "succeeded" else 1
-        (result,) = report(
-            self.api, self.worker_id, completions=[completion(assignment, outcome, code)]
-        )
+        ended = {**completion(assignment, outcome, code), "output": output}
+        (result,) = report(self.api, self.worker_id, completions=[ended])
         assert result["status"] == 200, result
 
 
@@ -448,3 +447,51 @@ def test_a_job_a_workflow_runs_cannot_be_deleted_or_renamed(api: Api, fleet: Fle
     assert "workflow(s) flow" in deleted["detail"]
     problem(api, "PATCH", f"/v1/jobs/{work['id']}", 409, name="renamed")
     assert problem(api, "PATCH", f"/v1/jobs/{work['id']}", 200, timeout_seconds=60)
+
+
+def test_children_get_their_parents_outputs_and_map_over_them(api: Api, fleet: Fleet) -> None:
+    flow = workflow(
+        api,
+        tasks=[
+            {"name": "split", "job": "work"},
+            {"name": "each", "job": "work", "depends_on": ["split"], "map_over": "split.parts"},
+            {"name": "join", "job": "work", "depends_on": ["each", "split"]},
+        ],
+    )
+    run = start(api, flow["id"])
+    (split,) = fleet.claim()
+    fleet.end(split, output={"parts": ["x", "y"], "rows": 2})
+    each = sorted(fleet.claim(), key=lambda r: fleet.held[r]["task"]["map_index"])
+    tasks = [fleet.held[run_id]["task"] for run_id in each]
+    assert [(t["task_name"], t["map_index"], t["map_item"]) for t in tasks] == [
+        ("each", 0, "x"), ("each", 1, "y"),
+    ]  # fmt: skip
+    assert tasks[0]["inputs"] == {"split": {"parts": ["x", "y"], "rows": 2}}
+    assert tasks[0]["workflow_run_id"] == run["id"]
+    fleet.end(each[1], output={"n": 1})
+    fleet.end(each[0], output={"n": 0})
+    (join,) = fleet.claim()
+    assert fleet.held[join]["task"]["inputs"] == {
+        "each": [{"n": 0}, {"n": 1}], "split": {"parts": ["x", "y"], "rows": 2},
+    }  # fmt: skip
+    outputs = {t["task"]: t["output"] for t in detail(api, run["id"])["tasks"]}
+    assert outputs["split"] == {"parts": ["x", "y"], "rows": 2}
+
+
+def test_a_map_over_an_output_without_the_key_fails_with_why(api: Api, fleet: Fleet) -> None:
+    flow = workflow(
+        api,
+        tasks=[
+            {"name": "split", "job": "work"},
+            {"name": "each", "job": "work", "depends_on": ["split"], "map_over": "split.parts"},
+        ],
+    )
+    run = start(api, flow["id"])
+    (split,) = fleet.claim()
+    fleet.end(split, output={"rows": 2})
+    each = next(t for t in detail(api, run["id"])["tasks"] if t["task"] == "each")
+    assert (each["state"], each["reason"]) == (
+        "failed",
+        "map_over split.parts: there is no key 'parts'",
+    )
+    assert detail(api, run["id"])["state"] == "failed"
