@@ -42,6 +42,11 @@ CHAIN_POLL_SECONDS = 0.01  # the client's view of the end; the server's clock is
 FAN_OUT_POLL_SECONDS = 0.2  # its detail lists 1,001 tasks: read rarely
 TIMEOUT_SECONDS = 120
 COMMANDS = {"true": "true", "sleep": "sleep 0.01"}
+# A chain runs one task at a time: each may have a core. A sandboxed attempt's CPU request is
+# its cgroup quota, and the fan-out's 0.01 cpu (1 ms a 100 ms period) throttles even `sleep
+# 0.01` to ~170 ms a task; it is what lets up to 200 of the fan-out's instances run at once.
+CHAIN_CPU = 1.0
+FAN_OUT_CPU = 0.01  # as bench/oneoff.py's job
 
 
 @dataclass(frozen=True)
@@ -91,8 +96,9 @@ def measure(store: str, database_url: str, home: Path, isolation: Isolation) -> 
     try:
         with Herder(home, database_url, isolation) as herder, herder.client() as client:
             for name, command in COMMANDS.items():
-                client.create_job(name, {**JOB, "command": command, "retry": {"max_attempts": 1}})
-            client.wait(client.start_run(client.find_job("true").id).id, timeout=30)  # warm
+                client.create_job(name, _job(command, CHAIN_CPU))
+            fan_out_job = client.create_job("fan-out", _job("true", FAN_OUT_CPU))
+            client.wait(client.start_run(fan_out_job.id).id, timeout=30)  # warm
             chains: dict[str, list[Chain]] = {}
             for name in COMMANDS:
                 workflow = client.create_workflow({"name": f"chain-{name}", "tasks": _chain(name)})
@@ -103,6 +109,11 @@ def measure(store: str, database_url: str, home: Path, isolation: Isolation) -> 
             return WorkflowsResult(store, isolation, chains, _fan_out(client))
     finally:
         database.dispose()
+
+
+def _job(command: str, cpu: float) -> dict[str, Any]:
+    return {**JOB, "command": command, "resources": {"cpu": cpu, "memory_mb": 8},
+            "retry": {"max_attempts": 1}}  # fmt: skip
 
 
 def _chain(job: str) -> list[dict[str, Any]]:
@@ -182,8 +193,8 @@ def _fan_out(client: HerderClient) -> FanOut:
             "name": "fan-out",
             "params": {"items": []},
             "tasks": [
-                {"name": "each", "job": "true", "map_over": "params.items"},
-                {"name": "join", "job": "true", "depends_on": ["each"]},
+                {"name": "each", "job": "fan-out", "map_over": "params.items"},
+                {"name": "join", "job": "fan-out", "depends_on": ["each"]},
             ],
         }
     )

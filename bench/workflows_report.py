@@ -7,11 +7,13 @@ import datetime
 import statistics
 
 from bench.workflows import (
+    CHAIN_CPU,
     CHAIN_LENGTH,
     CHAIN_POLL_SECONDS,
     CHAIN_REPEATS,
     COMMANDS,
     FAN_OUT,
+    FAN_OUT_CPU,
     WorkflowsResult,
     median_link,
     percentile,
@@ -52,8 +54,10 @@ def section(
         f"\n### Workflows: chains and a fan-out, {when:%Y-%m-%d %H:%M} UTC\n",
         f"Machine: {machine}. `{command}`. One `herder server --with-scheduler` and one "
         "`herder worker` as root (defaults: up to 256 attempts at once, the machine's cores "
-        "offered; each task's job asks for 0.01 cpu, so up to 200 run at once), with the "
-        "default sandbox or `--isolation none`.\n",
+        "offered), with the default sandbox or `--isolation none`. A chain's tasks ask for "
+        f"{CHAIN_CPU:g} cpu (one runs at a time; in the sandbox the request is the attempt's "
+        "cgroup quota, and 0.01 cpu throttled `sleep 0.01` to ~170 ms a task); the fan-out's "
+        f"ask for {FAN_OUT_CPU:g} cpu, as the one-off scenario's, so up to 200 run at once.\n",
         f"A chain of {CHAIN_LENGTH} tasks, each depending on the one before, {CHAIN_REPEATS} "
         "runs after one not counted. Server: the workflow run's `created_at` → `finished_at`; "
         "client: the POST sent → the poll of `GET /v1/workflow-runs/{id}` (every "
