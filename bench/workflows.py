@@ -38,7 +38,7 @@ from herder.worker.isolation import Isolation
 CHAIN_LENGTH = 40
 CHAIN_REPEATS = 5
 FAN_OUT = 1000
-CHAIN_POLL_SECONDS = 0.01  # the client's view of the end; the server's clock is the measure
+CHAIN_POLL_SECONDS = 0.025  # the client's view of the end; the server's clock is the measure
 FAN_OUT_POLL_SECONDS = 0.2  # its detail lists 1,001 tasks: read rarely
 TIMEOUT_SECONDS = 120
 COMMANDS = {"true": "true", "sleep": "sleep 0.01"}
