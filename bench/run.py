@@ -21,6 +21,8 @@ from bench import (
     oneoff_report,
     sandbox,
     schedules,
+    workflows,
+    workflows_report,
 )
 from herder.store.database import sqlite_url
 from herder.worker.isolation import Isolation
@@ -29,6 +31,14 @@ RESULTS = Path(__file__).parent / "RESULTS.md"
 WORK = Path(__file__).parent / ".work"
 # Its own name per checkout where several share one PostgreSQL server: each run drops it.
 POSTGRES_DATABASE = os.environ.get("HERDER_BENCH_DATABASE", "herder_bench")
+
+
+def drop_postgres() -> None:
+    subprocess.run(
+        ["psql", "-h", "127.0.0.1", "-d", "test", "-qc",
+         f"DROP DATABASE IF EXISTS {POSTGRES_DATABASE} WITH (FORCE)"],
+        check=True,
+    )  # fmt: skip
 
 
 def fresh_postgres() -> str:
@@ -51,7 +61,7 @@ def main() -> None:
     parser.add_argument("--no-celery", action="store_true", help="one-off: skip the Celery peer")
     parser.add_argument(
         "--scenario",
-        choices=["oneoff", "mix", "schedules", "dispatch", "sandbox", "all"],
+        choices=["oneoff", "mix", "schedules", "dispatch", "sandbox", "workflows", "all"],
         default="all",
     )
     options = parser.parse_args()
@@ -65,6 +75,8 @@ def main() -> None:
         run_oneoff(options)
     if options.scenario in ("mix", "all"):
         run_mix()
+    if options.scenario in ("workflows", "all"):
+        run_workflows(options)
 
 
 def run_oneoff(options: argparse.Namespace) -> None:
@@ -104,6 +116,32 @@ def _append(lines: list[str]) -> None:
     with RESULTS.open("a") as file:
         file.write("\n".join(lines) + "\n")
     print(f"appended to {RESULTS}")
+
+
+def run_workflows(options: argparse.Namespace) -> None:
+    """Each store with each worker isolation on a fresh system; its home and database are
+    removed afterwards."""
+    stores = [store for store in ("postgresql", "sqlite") if options.store in (store, "both")]
+    isolations = [choice for choice in Isolation if options.isolation in (choice.value, "both")]
+    results = []
+    for store, isolation in itertools.product(stores, isolations):
+        home = WORK / f"workflows-{store}-{isolation.value}"
+        shutil.rmtree(home, ignore_errors=True)
+        home.mkdir(parents=True)
+        url = sqlite_url(home / "herder.db") if store == "sqlite" else fresh_postgres()
+        try:
+            result = workflows.measure(store, url, home, isolation)
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
+            if store == "postgresql":
+                drop_postgres()
+        results.append(result)
+        for job in result.chains:
+            print(workflows_report.chain_line(result, job))
+        print(workflows_report.fan_out_line(result))
+    command = " ".join(["python -m bench.run", *sys.argv[1:]])
+    now = datetime.datetime.now(datetime.UTC)
+    _append(workflows_report.section(results, machine.describe(), now, command))
 
 
 def run_mix() -> None:
