@@ -19,6 +19,7 @@ a new route is exercised or the test says why not, never skipped.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import Any
 
@@ -108,7 +109,12 @@ CREDENTIALS = [
 # Bodies a route needs before it can look at the object in its path (None: send {}).
 BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/v1/workers/{worker_id}/claim"): {"max_runs": 0, "wait_seconds": 0},
-}
+    ("POST", "/v1/schedules/{schedule_id}/backfills"): {
+        "start": "2026-01-01T00:00:00Z", "end": "2026-01-02T00:00:00Z",
+    },
+    ("PUT", "/v1/workflows/{workflow_id}"): {"name": "w", "tasks": [{"name": "t", "job": "j"}]},
+    ("POST", "/v1/workflow-runs/{workflow_run_id}/repair"): {"repair": 0},
+}  # fmt: skip
 
 
 @dataclass
@@ -172,6 +178,21 @@ def _build_world(api: Api) -> World:
     )
     assert claimed.status_code == 200, claimed.text
     [assignment] = claimed.json()["assignments"]
+    tasks = [{"name": "t", "job": f"job-{SECRET}"}]
+    workflow = api.http.post(
+        "/v1/workflows", headers=owner_admin, json={"name": f"wf-{SECRET}", "tasks": tasks}
+    )
+    assert workflow.status_code == 201, workflow.text
+    workflow_id = workflow.json()["id"]
+    workflow_run = api.http.post(f"/v1/workflows/{workflow_id}/runs", headers=owner_admin)
+    assert workflow_run.status_code == 201, workflow_run.text
+    now = datetime.now(UTC)
+    backfill = api.http.post(
+        f"/v1/schedules/{schedule.json()['id']}/backfills",
+        headers=owner_admin,
+        json={"start": (now - timedelta(days=3)).isoformat(), "end": now.isoformat()},
+    )
+    assert backfill.status_code == 201, backfill.text
     world = World(
         ids={
             "artifact_id": artifact_id,
@@ -181,6 +202,9 @@ def _build_world(api: Api) -> World:
             "tenant_id": owner.id,
             "worker_id": worker_id,
             "attempt_id": assignment["attempt_id"],
+            "workflow_id": workflow_id,
+            "workflow_run_id": workflow_run.json()["id"],
+            "backfill_id": backfill.json()["id"],
         }
     )
     world.intruder = api.as_key(access.create_api_key(intruder.id, Role.ADMIN, "k")[1])

@@ -12,7 +12,6 @@ from sqlalchemy import select
 
 from herder.client import HerderClient
 from herder.domain.lifecycle.changes import TaskOf
-from herder.domain.models import RunDetail
 from herder.store.database import sqlite_url
 from herder.store.schema import jobs
 from herder.store.store import Store
@@ -46,63 +45,45 @@ def herder(cluster: Cluster) -> Iterator[HerderClient]:
         yield client
 
 
-def finished(herder: HerderClient, name: str, command: str) -> tuple[RunDetail, str]:
-    job = herder.create_job(name, {"runtime": "shell", "command": command})
-    run = herder.wait(herder.start_run(job.id).id, timeout=60)
-    return run, "".join(chunk.text for chunk in herder.logs(run.id).chunks)
+UNREADABLE = "the output written to $HERDER_OUTPUT could not be read"
+BIG = """printf '"%s"' "$(head -c 69998 /dev/zero | tr '\\0' x)" > "$HERDER_OUTPUT" """
+
+# name: (command, expected state, output, reason — or how it starts)
+CASES: dict[str, tuple[str, str, object, str | None]] = {
+    "rows": ("""echo '{"rows": 3}' > "$HERDER_OUTPUT" """, "succeeded", {"rows": 3}, None),
+    "quiet": ("true", "succeeded", None, None),
+    "big": (BIG, "failed", None,
+            "the output written to $HERDER_OUTPUT is 70,000 bytes; at most 65,536 (64 KiB) "
+            "are kept"),
+    "prose": ("""echo 'rows: 3' > "$HERDER_OUTPUT" """, "failed", None,
+              "the output written to $HERDER_OUTPUT is not JSON: "),
+    "half": ("""echo '{"rows": 3}' > "$HERDER_OUTPUT"; exit 2""", "failed", None, "exit 2"),
+    "link": ('ln -s /etc/passwd "$HERDER_OUTPUT"', "failed", None, UNREADABLE),
+    "dir-link": ('rm -r "$(dirname "$HERDER_OUTPUT")" && ln -s /etc "$HOME/.herder"', "failed",
+                 None, UNREADABLE),
+    "fifo": ('mkfifo "$HERDER_OUTPUT"', "failed", None, UNREADABLE),
+    "plain": ('echo "[$HERDER_TASK][$HERDER_INPUTS]" > "$HERDER_OUTPUT.txt"; '
+              'printf \'"%s"\' "$(cat "$HERDER_OUTPUT.txt")" > "$HERDER_OUTPUT"',
+              "succeeded", "[][]", None),
+}  # fmt: skip
 
 
-def test_the_json_a_job_writes_is_its_runs_output(herder: HerderClient) -> None:
-    run, logs = finished(herder, "rows", """echo '{"rows": 3}' > "$HERDER_OUTPUT" """)
-    assert run.state == "succeeded", (run.reason, logs)
-    assert run.output == {"rows": 3}
-
-
-def test_a_job_that_writes_nothing_has_no_output(herder: HerderClient) -> None:
-    run, _ = finished(herder, "quiet", "true")
-    assert (run.state, run.output) == ("succeeded", None)
-
-
-def test_an_output_over_64_kib_fails_the_run(herder: HerderClient) -> None:
-    command = """printf '"%s"' "$(head -c 69998 /dev/zero | tr '\\0' x)" > "$HERDER_OUTPUT" """
-    run, logs = finished(herder, "big", command)
-    assert run.state == "failed", logs
-    assert run.reason == (
-        "the output written to $HERDER_OUTPUT is 70,000 bytes; at most 65,536 (64 KiB) are kept"
-    )
-    assert run.output is None
-
-
-def test_an_output_that_is_not_json_fails_the_run(herder: HerderClient) -> None:
-    run, _ = finished(herder, "prose", """echo 'rows: 3' > "$HERDER_OUTPUT" """)
-    assert run.state == "failed"
-    assert run.reason is not None
-    assert run.reason.startswith("the output written to $HERDER_OUTPUT is not JSON: ")
-
-
-def test_a_failed_jobs_output_is_not_kept(herder: HerderClient) -> None:
-    run, _ = finished(herder, "half", """echo '{"rows": 3}' > "$HERDER_OUTPUT"; exit 2""")
-    assert (run.state, run.output) == ("failed", None)
-    assert run.reason == "exit 2"
-
-
-@pytest.mark.parametrize(
-    ("name", "command"),
-    [
-        ("link", 'ln -s /etc/passwd "$HERDER_OUTPUT"'),
-        ("dir-link", 'rm -r "$(dirname "$HERDER_OUTPUT")" && ln -s /etc "$HOME/.herder"'),
-        ("fifo", 'mkfifo "$HERDER_OUTPUT"'),
-    ],
-)
-def test_a_link_or_fifo_as_output_fails_without_leaking_or_hanging(
-    herder: HerderClient, name: str, command: str
-) -> None:
-    run, logs = finished(herder, name, command)
-    assert run.state == "failed", logs
-    assert run.reason is not None
-    assert run.reason.startswith("the output written to $HERDER_OUTPUT could not be read")
-    assert run.output is None
-    assert "root:" not in json.dumps(run.model_dump(mode="json"))
+def test_what_a_job_writes_is_its_output_or_why_it_failed(herder: HerderClient) -> None:
+    """Every case at once: JSON kept; nothing written, none; too big, not JSON, a link, a
+    directory link or a FIFO fail the run with the reason, leaking nothing and hanging on
+    nothing; a failed job's output is not kept; a plain run is told of no task."""
+    started = {}
+    for name, (command, *_) in CASES.items():
+        job = herder.create_job(name, {"runtime": "shell", "command": command})
+        started[name] = herder.start_run(job.id).id
+    for name, run_id in started.items():
+        run = herder.wait(run_id, timeout=60)
+        _, state, output, reason = CASES[name]
+        assert (run.state, run.output) == (state, output), (name, run.reason)
+        if reason is not None:
+            assert run.reason is not None, name
+            assert run.reason.startswith(reason), (name, run.reason)
+        assert "root:" not in json.dumps(run.model_dump(mode="json")), name
 
 
 def test_a_task_is_told_which_it_is_and_reads_its_inputs(
@@ -129,9 +110,3 @@ def test_a_task_is_told_which_it_is_and_reads_its_inputs(
     assert told == 'wfr_1/load/1/"b"'
     assert json.loads(given) == inputs
     assert (run.workflow_run_id, run.task_name, run.map_index) == ("wfr_1", "load", 1)
-
-
-def test_a_plain_run_is_told_no_task(herder: HerderClient) -> None:
-    run, logs = finished(herder, "plain", 'echo "[$HERDER_TASK][$HERDER_INPUTS]"')
-    assert run.state == "succeeded"
-    assert logs == "[][]\n"

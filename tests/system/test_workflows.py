@@ -63,11 +63,11 @@ def test_killing_the_scheduler_mid_workflow_loses_nothing_and_runs_nothing_twice
 ) -> None:
     postgres = database_url.startswith("postgresql")
     # on SQLite the control loops live in the server process; on PostgreSQL in their own
-    cluster = start_cluster(database_url, scheduler=not postgres)
+    cluster = start_cluster(database_url, scheduler=not postgres, fast=True)
     scheduler = cluster.spawn("scheduler") if postgres else None
     cluster.start_worker("one", "--max-slots", "4")
     with cluster.client() as herder:
-        workflow_id = _setup(herder, "sleep 0.5")
+        workflow_id = _setup(herder, "sleep 0.3")
         run = herder.start_workflow(workflow_id)
 
         def joined() -> bool:
