@@ -9,11 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from herder.domain.states import RunState
+from herder.domain.workflows.dag import Dag
 from herder.domain.workflows.progress import (
     Instance,
     WorkflowRunState,
     advance,
-    leaf_tasks,
     upstream_end,
 )
 from herder.domain.workflows.spec import TaskSpec, WorkflowSpec
@@ -56,7 +56,7 @@ def test_any_run_ends_with_every_task_ended_and_none_started_early(
 ) -> None:
     board: dict[str, list[Instance]] = {}
     for _ in range(100):
-        progress = advance(spec, board, {}, {})
+        progress = advance(Dag.of(spec), board, {}, {})
         for start in progress.starts:
             assert start.task not in board  # decided once
             board[start.task] = [Instance(-1, start.state)]
@@ -75,7 +75,7 @@ def test_any_run_ends_with_every_task_ended_and_none_started_early(
     assert all(i.state.is_terminal for instances in board.values() for i in instances)
     failed_leaf = any(
         board[leaf][0].state not in (RunState.SUCCEEDED, RunState.SKIPPED)
-        for leaf in leaf_tasks(spec)
+        for leaf in Dag.of(spec).leaves
     )
     expected = WorkflowRunState.FAILED if failed_leaf else WorkflowRunState.SUCCEEDED
     assert progress.end.state is expected
@@ -91,7 +91,7 @@ def chain(*rules: TriggerRule) -> WorkflowSpec:
 
 def test_a_failure_seals_the_whole_chain_below_it_in_one_pass() -> None:
     spec = chain(TriggerRule.ALL_SUCCESS, TriggerRule.ALL_SUCCESS, TriggerRule.ALL_DONE)
-    progress = advance(spec, {"t0": [Instance(-1, RunState.FAILED)]}, {}, {})
+    progress = advance(Dag.of(spec), {"t0": [Instance(-1, RunState.FAILED)]}, {}, {})
     assert [(s.task, s.state) for s in progress.starts] == [
         ("t1", RunState.UPSTREAM_FAILED), ("t2", RunState.UPSTREAM_FAILED),
         ("t3", RunState.QUEUED),
@@ -100,7 +100,7 @@ def test_a_failure_seals_the_whole_chain_below_it_in_one_pass() -> None:
 
 def test_a_pending_task_says_what_it_waits_for() -> None:
     progress = advance(
-        chain(TriggerRule.ALL_SUCCESS), {"t0": [Instance(-1, RunState.RUNNING)]}, {}, {}
+        Dag.of(chain(TriggerRule.ALL_SUCCESS)), {"t0": [Instance(-1, RunState.RUNNING)]}, {}, {}
     )
     assert progress.waiting == {"t1": "waiting on 1 of 1 upstream task(s) (all_success)"}
     assert progress.end is None
@@ -108,7 +108,7 @@ def test_a_pending_task_says_what_it_waits_for() -> None:
 
 def test_a_run_being_cancelled_starts_nothing_and_ends_cancelled() -> None:
     spec = chain(TriggerRule.ALWAYS)
-    progress = advance(spec, {}, {}, {}, cancelling=True)
+    progress = advance(Dag.of(spec), {}, {}, {}, cancelling=True)
     assert progress.starts == []
     assert progress.end is not None
     assert progress.end.state is WorkflowRunState.CANCELLED
@@ -129,10 +129,10 @@ def test_a_mapped_upstream_task_counts_each_instance() -> None:
             ],
         }
     )
-    started = advance(spec, {}, {"items": [1, 2]}, {})
+    started = advance(Dag.of(spec), {}, {"items": [1, 2]}, {})
     assert [(s.task, s.items) for s in started.starts] == [("each", (1, 2))]
     half = {"each": [Instance(0, RunState.SUCCEEDED), Instance(1, RunState.FAILED)]}
-    assert [s.task for s in advance(spec, half, {"items": [1, 2]}, {}).starts] == ["join"]
+    assert [s.task for s in advance(Dag.of(spec), half, {"items": [1, 2]}, {}).starts] == ["join"]
 
 
 def test_a_list_in_an_upstream_output_is_mapped_and_its_absence_explained() -> None:
@@ -150,13 +150,13 @@ def test_a_list_in_an_upstream_output_is_mapped_and_its_absence_explained() -> N
         }
     )
     board = {"split": [Instance(-1, RunState.SUCCEEDED)]}
-    (start,) = advance(spec, board, {}, {"split": {"parts": ["x", "y"]}}).starts
+    (start,) = advance(Dag.of(spec), board, {}, {"split": {"parts": ["x", "y"]}}).starts
     assert start.items == ("x", "y")
-    (start,) = advance(spec, board, {}, {"split": {"rows": 3}}).starts
+    (start,) = advance(Dag.of(spec), board, {}, {"split": {"rows": 3}}).starts
     assert (start.state, start.reason) == (
         RunState.FAILED,
         "map_over split.parts: there is no key 'parts'",
     )
-    (start,) = advance(spec, board, {}, {"split": {"parts": list(range(1001))}}).starts
+    (start,) = advance(Dag.of(spec), board, {}, {"split": {"parts": list(range(1001))}}).starts
     assert start.state is RunState.FAILED
     assert "1,001 items" in start.reason

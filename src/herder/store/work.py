@@ -5,16 +5,17 @@ and after whose commit its notices are delivered."""
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Connection, or_, select
 
 from herder.clock import Clock
 from herder.domain.lifecycle.changes import Changes
-from herder.domain.lifecycle.facts import Ending
+from herder.domain.lifecycle.facts import Ending, RunFacts
 from herder.domain.lifecycle.settle import Settled, settle
 from herder.store.backfill_steps import advance_backfill
 from herder.store.database import Database
@@ -31,27 +32,31 @@ class Work:
     now: datetime
     rng: random.Random
 
-    def apply(self, changes: Changes) -> Applied:
+    def apply(self, changes: Changes, *, facts: Mapping[str, RunFacts] | None = None) -> Applied:
         """Apply the changes; a workflow task run or a backfill's run that ended moves its
-        workflow run or backfill on, in this same transaction."""
+        workflow run or backfill on, in this same transaction. ``facts`` (the runs as the
+        decision read them) say which those are without asking the database again."""
         applied = apply_changes(self.database, self.connection, self.now, changes)
         ended = [
             m.run_id for m in changes.moves if m.target.is_terminal and m.run_id in applied.moved
         ]
         if ended:
-            self._move_on(ended)
+            self._move_on(ended, facts or {})
         return applied
 
-    def _move_on(self, ended_run_ids: list[str]) -> None:
-        owners = self.connection.execute(
-            select(runs.c.workflow_run_id, runs.c.backfill_id).where(
-                runs.c.id.in_(ended_run_ids),
-                or_(runs.c.workflow_run_id.is_not(None), runs.c.backfill_id.is_not(None)),
-            )
-        ).all()
-        for workflow_run_id in sorted({row.workflow_run_id for row in owners} - {None}):
+    def _move_on(self, ended_run_ids: list[str], facts: Mapping[str, RunFacts]) -> None:
+        owners: list[Any] = [facts[run_id] for run_id in ended_run_ids if run_id in facts]
+        unknown = [run_id for run_id in ended_run_ids if run_id not in facts]
+        if unknown:
+            owners += self.connection.execute(
+                select(runs.c.workflow_run_id, runs.c.backfill_id).where(
+                    runs.c.id.in_(unknown),
+                    or_(runs.c.workflow_run_id.is_not(None), runs.c.backfill_id.is_not(None)),
+                )
+            ).all()
+        for workflow_run_id in sorted({owner.workflow_run_id for owner in owners} - {None}):
             advance_run(self, workflow_run_id)
-        for backfill_id in sorted({row.backfill_id for row in owners} - {None}):
+        for backfill_id in sorted({owner.backfill_id for owner in owners} - {None}):
             self.backfill_step(backfill_id)
 
     def backfill_step(self, backfill_id: str) -> None:
@@ -64,7 +69,7 @@ class Work:
             return []
         runs, attempts = facts_of_attempts(self.connection, {e.attempt_id for e in endings})
         changes, settled = settle(runs, attempts, endings, actor=actor, now=self.now, rng=self.rng)
-        self.apply(changes)
+        self.apply(changes, facts=runs)
         return settled
 
 

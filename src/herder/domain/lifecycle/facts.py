@@ -21,6 +21,8 @@ class RunFacts:
     preemptions: int = 0
     cancel_requested: bool = False
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    workflow_run_id: str | None = None  # a workflow task's run: its end moves that run on
+    backfill_id: str | None = None  # a backfill's run: its end starts the next
 
     def at(self, state: RunState) -> RunFacts:
         return replace(self, state=state)

@@ -18,8 +18,15 @@ from enum import StrEnum
 from typing import Any
 
 from herder.domain.states import RunState
-from herder.domain.workflows.spec import MapSource, WorkflowSpec, map_source, task_order
-from herder.domain.workflows.trigger_rules import Upstream, UpstreamEnd, Verdict, decide
+from herder.domain.workflows.dag import Dag
+from herder.domain.workflows.spec import MapSource, TaskSpec, WorkflowSpec, map_source
+from herder.domain.workflows.trigger_rules import (
+    TriggerRule,
+    Upstream,
+    UpstreamEnd,
+    Verdict,
+    decide,
+)
 
 MAX_MAP_ITEMS = 1000
 
@@ -84,7 +91,7 @@ def upstream_end(state: RunState) -> UpstreamEnd | None:
 
 
 def advance(
-    spec: WorkflowSpec,
+    dag: Dag,
     board: Mapping[str, Sequence[Instance]],
     params: Mapping[str, Any],
     map_sources: Mapping[str, Any],
@@ -96,15 +103,17 @@ def advance(
     of each upstream task a pending mapped task reads its list from (a mapped upstream
     task: the list of its instances' outputs). A run being cancelled starts nothing."""
     current = {name: list(instances) for name, instances in board.items()}
-    tasks = {task.name: task for task in spec.tasks}
     progress = Progress()
-    for name in task_order(spec):
+    for name in dag.order:
         if name in current:
             continue
         if cancelling:
             progress.waiting[name] = "the workflow run is being cancelled"
             continue
-        task = tasks[name]
+        task = dag.tasks[name]
+        if task.trigger_rule is not TriggerRule.ALWAYS and _none_started(task, current):
+            progress.waiting[name] = _NOT_STARTED.format(len(task.depends_on), task.trigger_rule)
+            continue
         ends = [
             upstream_end(instance.state) if instance is not None else None
             for parent in task.depends_on
@@ -118,8 +127,16 @@ def advance(
                        map_sources)  # fmt: skip
         progress.starts.append(start)
         current[name] = _instances(start)
-    progress_end = _end(spec, current, cancelling)
-    return Progress(progress.starts, progress.waiting, progress_end)
+    return Progress(progress.starts, progress.waiting, _end(dag, current, cancelling))
+
+
+_NOT_STARTED = "waiting on {0} of {0} upstream task(s) ({1})"
+
+
+def _none_started(task: TaskSpec, current: Mapping[str, Sequence[Instance]]) -> bool:
+    """No upstream task has started yet: the task waits, whatever its rule (the shortcut
+    that keeps a long chain's step from deciding every task below it)."""
+    return bool(task.depends_on) and not any(parent in current for parent in task.depends_on)
 
 
 _STARTED = {
@@ -191,9 +208,7 @@ def _json_type(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
-def _end(
-    spec: WorkflowSpec, current: Mapping[str, Sequence[Instance]], cancelling: bool
-) -> End | None:
+def _end(dag: Dag, current: Mapping[str, Sequence[Instance]], cancelling: bool) -> End | None:
     active = [
         name
         for name, instances in current.items()
@@ -203,11 +218,10 @@ def _end(
         return None
     if cancelling:
         return End(WorkflowRunState.CANCELLED, "cancelled")
-    if len(current) < len(spec.tasks):
+    if len(current) < len(dag.order):
         return None
-    failed = _failed_tasks(spec, current)
-    leaves = leaf_tasks(spec)
-    if any(name in leaves for name in failed):
+    failed = _failed_tasks(dag.spec, current)
+    if any(name in dag.leaves for name in failed):
         return End(WorkflowRunState.FAILED, "failed tasks: " + ", ".join(
             f"{name} ({state})" for name, state in failed.items()
         ))  # fmt: skip
@@ -229,8 +243,3 @@ def _failed_tasks(
                 failed[task.name] = instance.state
                 break
     return failed
-
-
-def leaf_tasks(spec: WorkflowSpec) -> set[str]:
-    upstream = {parent for task in spec.tasks for parent in task.depends_on}
-    return {task.name for task in spec.tasks if task.name not in upstream}

@@ -59,7 +59,7 @@ class AttemptRepository:
                 runs, attempts, [completion.ending(worker_id) for completion in completions],
                 actor=f"worker:{worker_id}", now=work.now, rng=self._rng,
             )  # fmt: skip
-            work.apply(combine([changes, *(part for part, _ in refused)]))
+            work.apply(combine([changes, *(part for part, _ in refused)]), facts=runs)
         return [ReportResult.of(item) for _, item in refused] + [
             ReportResult.of(item) for item in settled
         ]

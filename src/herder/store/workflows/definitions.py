@@ -16,6 +16,7 @@ from herder.clock import Clock, epoch_ms
 from herder.domain.errors import Conflict, Invalid, NotFound, StaleVersion
 from herder.domain.ids import new_id
 from herder.domain.models import Page
+from herder.domain.workflows.dag import Dag
 from herder.domain.workflows.models import Workflow
 from herder.domain.workflows.progress import WorkflowRunState
 from herder.domain.workflows.spec import WorkflowSpec, task_order
@@ -24,7 +25,7 @@ from herder.store.pagination import next_cursor, page_query, page_records
 from herder.store.schema import jobs, schedules, workflow_runs, workflow_versions, workflows
 
 _CACHED_VERSIONS = 256
-_versions: dict[tuple[str, int], WorkflowSpec] = {}
+_versions: dict[tuple[str, int], Dag] = {}
 
 
 def _workflow(row: Any) -> Workflow:
@@ -42,20 +43,25 @@ def _duplicate_name(name: str) -> Conflict:
 
 def spec_of(connection: Connection, workflow_id: str, version: int) -> WorkflowSpec:
     """A version of a workflow, as a run pinned it."""
+    return dag_of(connection, workflow_id, version).spec
+
+
+def dag_of(connection: Connection, workflow_id: str, version: int) -> Dag:
+    """A version of a workflow, ready for deciding its runs."""
     key = (workflow_id, version)
-    spec = _versions.get(key)
-    if spec is None:
+    dag = _versions.get(key)
+    if dag is None:
         stored = connection.execute(
             select(workflow_versions.c.spec).where(
                 workflow_versions.c.workflow_id == workflow_id,
                 workflow_versions.c.version == version,
             )
         ).scalar_one()
-        spec = WorkflowSpec.model_validate(stored)
+        dag = Dag.of(WorkflowSpec.model_validate(stored))
         if len(_versions) >= _CACHED_VERSIONS:
             _versions.pop(next(iter(_versions)))
-        _versions[key] = spec
-    return spec
+        _versions[key] = dag
+    return dag
 
 
 def check_jobs(connection: Connection, tenant_id: str, spec: WorkflowSpec) -> dict[str, Any]:

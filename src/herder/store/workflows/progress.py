@@ -32,7 +32,7 @@ from herder.domain.workflows.progress import (
 from herder.domain.workflows.spec import WorkflowSpec, map_source
 from herder.domain.workflows.task_runs import gather_inputs, task_run_spec
 from herder.store.schema import runs, workflow_runs, workflows
-from herder.store.workflows.definitions import spec_of
+from herder.store.workflows.definitions import dag_of
 
 if TYPE_CHECKING:
     from herder.store.work import Work
@@ -46,18 +46,20 @@ def advance_run(work: Work, workflow_run_id: str) -> None:
     row = lock(work.connection, workflow_run_id)
     if row is None or WorkflowRunState(row.state) is not WorkflowRunState.RUNNING:
         return
-    spec = spec_of(work.connection, row.workflow_id, row.version)
+    dag = dag_of(work.connection, row.workflow_id, row.version)
     board = read_board(work.connection, row)
     while True:
-        sources = _map_sources(work.connection, row, spec, board)
-        progress = advance(spec, board, row.params, sources, cancelling=row.cancel_requested)
+        sources = _map_sources(work.connection, row, dag.spec, board)
+        progress = advance(dag, board, row.params, sources, cancelling=row.cancel_requested)
         if not progress.starts:
             break
-        new_runs = _new_runs(work, row, spec, board, progress.starts)
+        new_runs = _new_runs(work, row, dag.spec, board, progress.starts)
         work.apply(_queued(new_runs))
         for new in new_runs:
             assert new.task is not None
             board.setdefault(new.task.task_name, []).append(Instance(new.task.map_index, new.state))
+        if not _refused(progress.starts, new_runs):
+            break  # the decision stands as made: nothing more to decide until a task ends
     if progress.end is not None:
         _finish(work, row, progress.end)
         admit_next(work, row.workflow_id)
@@ -190,6 +192,13 @@ def _new_runs(
                 )
             )
     return new_runs
+
+
+def _refused(starts: list[Start], new_runs: list[NewRun]) -> bool:
+    """A start the decision made that could not be made as decided (its inputs too big): it
+    failed instead, and its dependants must be decided again."""
+    decided = {start.task: start.state for start in starts}
+    return any(new.task and decided[new.task.task_name] is not new.state for new in new_runs)
 
 
 def _queued(new_runs: list[NewRun]) -> Changes:

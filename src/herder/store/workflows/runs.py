@@ -16,6 +16,7 @@ from herder.domain.errors import Conflict, Invalid, NotFound
 from herder.domain.lifecycle.cancel import Cause
 from herder.domain.models import Page
 from herder.domain.states import RunState
+from herder.domain.workflows.dag import Dag
 from herder.domain.workflows.models import TaskRun, WorkflowRun, WorkflowRunDetail
 from herder.domain.workflows.progress import WorkflowRunState, advance, upstream_end
 from herder.domain.workflows.spec import WorkflowSpec
@@ -24,7 +25,7 @@ from herder.store.database import Database
 from herder.store.pagination import next_cursor, page_query, page_records
 from herder.store.schema import runs, workflow_runs
 from herder.store.work import unit_of_work
-from herder.store.workflows.definitions import spec_of
+from herder.store.workflows.definitions import dag_of, spec_of
 from herder.store.workflows.progress import (
     advance_run,
     lock,
@@ -78,8 +79,8 @@ class WorkflowRunRepository:
             row = connection.execute(
                 select(workflow_runs).where(workflow_runs.c.id == workflow_run_id)
             ).one()
-            spec = spec_of(connection, row.workflow_id, row.version)
-            return WorkflowRunDetail(**run.model_dump(), tasks=_tasks(connection, row, spec))
+            dag = dag_of(connection, row.workflow_id, row.version)
+            return WorkflowRunDetail(**run.model_dump(), tasks=_tasks(connection, row, dag))
 
     def list(
         self,
@@ -236,7 +237,7 @@ def _downstream(spec: WorkflowSpec, roots: Collection[str]) -> set[str]:
     return found
 
 
-def _tasks(connection: Connection, row: Any, spec: WorkflowSpec) -> list[TaskRun]:
+def _tasks(connection: Connection, row: Any, dag: Dag) -> list[TaskRun]:
     """Every task instance: its current run, or — pending — why it waits."""
     found = connection.execute(
         select(*_TASK_RUN_COLUMNS).where(runs.c.workflow_run_id == row.id)
@@ -253,12 +254,12 @@ def _tasks(connection: Connection, row: Any, spec: WorkflowSpec) -> list[TaskRun
     output = {(t, i): value for t, pairs in outputs.items() for i, value in pairs}
     state = WorkflowRunState(row.state)
     waiting = (
-        advance(spec, board, row.params, {}, cancelling=row.cancel_requested).waiting
+        advance(dag, board, row.params, {}, cancelling=row.cancel_requested).waiting
         if state is WorkflowRunState.RUNNING
         else {}
     )
     listed = []
-    for task in spec.tasks:
+    for task in dag.spec.tasks:
         common = {"task": task.name, "job": task.job, "depends_on": task.depends_on,
                   "trigger_rule": task.trigger_rule}  # fmt: skip
         if task.name not in current:
