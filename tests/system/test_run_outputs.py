@@ -59,8 +59,7 @@ CASES: dict[str, tuple[str, str, object, str | None]] = {
               "the output written to $HERDER_OUTPUT is not JSON: "),
     "half": ("""echo '{"rows": 3}' > "$HERDER_OUTPUT"; exit 2""", "failed", None, "exit 2"),
     "link": ('ln -s /etc/passwd "$HERDER_OUTPUT"', "failed", None, UNREADABLE),
-    "dir-link": ('rm -r "$(dirname "$HERDER_OUTPUT")" && ln -s /etc "$HOME/.herder"', "failed",
-                 None, UNREADABLE),
+    "dir": ('mkdir "$HERDER_OUTPUT"', "failed", None, UNREADABLE),
     "fifo": ('mkfifo "$HERDER_OUTPUT"', "failed", None, UNREADABLE),
     "plain": ('echo "[$HERDER_TASK][$HERDER_INPUTS]" > "$HERDER_OUTPUT.txt"; '
               'printf \'"%s"\' "$(cat "$HERDER_OUTPUT.txt")" > "$HERDER_OUTPUT"',

@@ -21,19 +21,18 @@ from herder.domain.states import AttemptState, RunState
 from herder.protocol import Completion, OutputChunk, Report
 from herder.worker.reporter import split
 from herder.worker.sandbox import attempt_environment
-from herder.worker.task_files import OutputRefused, prepare_exchange, read_output
+from herder.worker.task_files import INPUTS, OUTPUT, OutputRefused, read_output, write_inputs
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
-    prepare_exchange(tmp_path, None, None)
     return tmp_path
 
 
 def write(workspace: Path, data: bytes) -> None:
-    (workspace / ".herder" / "output.json").write_bytes(data)
+    (workspace / OUTPUT).write_bytes(data)
 
 
 def json_of_size(size: int) -> bytes:
@@ -95,25 +94,14 @@ def test_a_symbolic_link_is_never_followed(
 ) -> None:
     secret = tmp_path_factory.mktemp("elsewhere") / "secret.json"
     secret.write_text('{"password": "hunter2"}')
-    (workspace / ".herder" / "output.json").symlink_to(secret)
+    (workspace / OUTPUT).symlink_to(secret)
     with pytest.raises(OutputRefused, match="symbolic link") as refused:
         read_output(workspace)
     assert "hunter2" not in str(refused.value)
 
 
-def test_a_linked_exchange_directory_is_never_followed(
-    workspace: Path, tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    elsewhere = tmp_path_factory.mktemp("elsewhere")
-    (elsewhere / "output.json").write_text('{"password": "hunter2"}')
-    (workspace / ".herder").rmdir()
-    (workspace / ".herder").symlink_to(elsewhere)
-    with pytest.raises(OutputRefused, match=r"\.herder is not a directory \(no symbolic link"):
-        read_output(workspace)
-
-
 def test_a_fifo_is_refused_without_waiting_for_a_writer(workspace: Path) -> None:
-    os.mkfifo(workspace / ".herder" / "output.json")
+    os.mkfifo(workspace / OUTPUT)
     done: list[BaseException | None] = []
 
     def read() -> None:
@@ -130,27 +118,22 @@ def test_a_fifo_is_refused_without_waiting_for_a_writer(workspace: Path) -> None
 
 
 def test_a_directory_is_refused(workspace: Path) -> None:
-    (workspace / ".herder" / "output.json").mkdir()
+    (workspace / OUTPUT).mkdir()
     with pytest.raises(OutputRefused, match="not a regular file"):
         read_output(workspace)
 
 
-def test_a_removed_exchange_directory_is_no_output(workspace: Path) -> None:
-    (workspace / ".herder").rmdir()
-    assert read_output(workspace) is None
-
-
-def test_the_exchange_holds_the_inputs_for_the_job(tmp_path: Path) -> None:
-    prepare_exchange(tmp_path, None, {"extract": {"rows": 3}, "shards": [1, None]})
-    inputs = tmp_path / ".herder" / "inputs.json"
+def test_a_tasks_inputs_are_written_for_the_job(tmp_path: Path) -> None:
+    write_inputs(tmp_path, None, {"extract": {"rows": 3}, "shards": [1, None]})
+    inputs = tmp_path / INPUTS
     assert json.loads(inputs.read_text()) == {"extract": {"rows": 3}, "shards": [1, None]}
     assert inputs.stat().st_mode & 0o777 == 0o600
 
 
-def test_an_archive_entry_named_like_the_exchange_is_refused(tmp_path: Path) -> None:
-    (tmp_path / ".herder").symlink_to("/etc")
+def test_an_archive_entry_named_like_the_inputs_is_refused(tmp_path: Path) -> None:
+    (tmp_path / INPUTS).symlink_to("/etc/passwd")
     with pytest.raises(FileExistsError):
-        prepare_exchange(tmp_path, None, {})
+        write_inputs(tmp_path, None, {})
 
 
 # --- the server's check of what a worker says -----------------------------------------------
@@ -231,16 +214,16 @@ def herder_env(task: AssignedTask | None) -> dict[str, str]:
 
 
 def test_every_job_is_told_where_to_write_its_output() -> None:
-    assert herder_env(None) == {"HERDER_OUTPUT": "/workspace/.herder/output.json"}
+    assert herder_env(None) == {"HERDER_OUTPUT": "/workspace/.herder-output.json"}
 
 
 def test_a_task_is_told_which_it_is_and_where_its_inputs_are() -> None:
     task = AssignedTask(workflow_run_id="wfr_1", task_name="load", inputs={"extract": 1})
     assert herder_env(task) == {
-        "HERDER_OUTPUT": "/workspace/.herder/output.json",
+        "HERDER_OUTPUT": "/workspace/.herder-output.json",
         "HERDER_WORKFLOW_RUN_ID": "wfr_1",
         "HERDER_TASK": "load",
-        "HERDER_INPUTS": "/workspace/.herder/inputs.json",
+        "HERDER_INPUTS": "/workspace/.herder-inputs.json",
     }
 
 

@@ -24,7 +24,7 @@ from herder.worker.outcome import Outcome, not_started
 from herder.worker.output import OutputBuffer
 from herder.worker.process import OutputSink
 from herder.worker.sandbox import SANDBOX_WORKSPACE, attempt_environment
-from herder.worker.task_files import OutputRefused, prepare_exchange, read_output
+from herder.worker.task_files import OutputRefused, read_output, write_inputs
 from herder.worker.workspace import build_plan, place_artifact, unpack_archive
 
 # What keeps an attempt from starting, rather than a fault of the worker: the attempt fails.
@@ -95,8 +95,8 @@ class AttemptRunner:
         then read its output if it succeeded."""
         spec, task = attempt.assignment.spec, attempt.assignment.task
         program = await self._place_program(attempt.assignment, place)
-        inputs = task.inputs if task is not None else None
-        await asyncio.to_thread(prepare_exchange, place.workspace, place.uid, inputs)
+        if task is not None:
+            await asyncio.to_thread(write_inputs, place.workspace, place.uid, task.inputs)
         seen_as = SANDBOX_WORKSPACE if place.sandbox is not None else place.workspace
         temporary = Path("/tmp") if place.sandbox is not None else seen_as
         plan = build_plan(
@@ -115,7 +115,7 @@ class AttemptRunner:
         if outcome.state is not AttemptState.SUCCEEDED:
             return outcome
         try:
-            return replace(outcome, output=await asyncio.to_thread(read_output, place.workspace))
+            return replace(outcome, output=read_output(place.workspace))
         except OutputRefused as refused:
             return replace(outcome, state=AttemptState.FAILED, reason=str(refused))
 

@@ -33,7 +33,7 @@ from herder.worker.cgroups import CgroupsUnavailable, cgroup_enforcer
 from herder.worker.disk import SHM, TMP, VAR_TMP, WORK, AttemptDisk, detached_bind
 from herder.worker.launch_server import LaunchServer, Reaped
 from herder.worker.limits import Confinement, Enforcer, RlimitEnforcer
-from herder.worker.task_files import EXCHANGE, INPUTS, OUTPUT
+from herder.worker.task_files import INPUTS, OUTPUT
 
 log = logging.getLogger("herder.worker")
 
@@ -158,7 +158,7 @@ class Sandbox:
 
 def attempt_environment(assignment: Assignment, home: Path, tmp: Path) -> dict[str, str]:
     """Nothing inherited from the worker: a fixed base, the job's env, then Herder's own
-    (``home`` is the workspace as the job sees it, holding ``task_files.EXCHANGE``)."""
+    (``home`` is the workspace as the job sees it, where ``task_files``' files are)."""
     base = {
         "PATH": SAFE_PATH,
         "HOME": str(home),
@@ -181,7 +181,7 @@ def attempt_environment(assignment: Assignment, home: Path, tmp: Path) -> dict[s
         "HERDER_RANK": str(assignment.rank),
         "HERDER_WORLD_SIZE": str(assignment.world_size),
         "HERDER_PEERS": ",".join(assignment.peers),
-        "HERDER_OUTPUT": str(home / EXCHANGE / OUTPUT),
+        "HERDER_OUTPUT": str(home / OUTPUT),
         **_task_environment(assignment.task, home),
     }
 
@@ -193,7 +193,7 @@ def _task_environment(task: AssignedTask | None, home: Path) -> dict[str, str]:
     env = {
         "HERDER_WORKFLOW_RUN_ID": task.workflow_run_id,
         "HERDER_TASK": task.task_name,
-        "HERDER_INPUTS": str(home / EXCHANGE / INPUTS),
+        "HERDER_INPUTS": str(home / INPUTS),
     }
     if task.map_index >= 0:
         env["HERDER_MAP_INDEX"] = str(task.map_index)

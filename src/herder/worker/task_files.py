@@ -1,8 +1,11 @@
-"""The files through which a job and Herder pass data, in ``.herder/`` of its workspace:
+"""The files through which a job and Herder pass data, in its workspace:
 
-    .herder/            made by the worker before the job starts, owned by the job
-        inputs.json     a workflow task's inputs, written by the worker ($HERDER_INPUTS)
-        output.json     the job's output, if it writes one ($HERDER_OUTPUT)
+    .herder-inputs.json   a workflow task's inputs, written by the worker before the job
+                          starts, owned by the job ($HERDER_INPUTS; tasks only)
+    .herder-output.json   the job's output, if it writes one ($HERDER_OUTPUT)
+
+Nothing is made for a run that is not a task: an attempt that writes nothing leaves its
+workspace empty, removed with one ``rmdir``.
 
 The output is read when the job has exited 0, while the attempt's disk (or workspace) is
 still there. Everything under the workspace is the job's, so the read trusts nothing it
@@ -11,7 +14,8 @@ block, a device never end), and no more than the limit plus one byte, from one d
 (a file renamed or replaced meanwhile changes nothing of what is read). What cannot be kept
 fails the attempt with the reason (``OutputRefused``).
 
-Everything here blocks on the disk; the agent calls it through ``asyncio.to_thread``.
+Writing inputs blocks on the disk (the agent calls it through ``asyncio.to_thread``);
+reading the output is a few system calls on the workspace, at most 64 KiB read.
 """
 
 from __future__ import annotations
@@ -26,9 +30,8 @@ from pydantic import JsonValue
 
 from herder.domain.outputs import MAX_OUTPUT_BYTES, output_problem, too_large
 
-EXCHANGE = ".herder"
-INPUTS = "inputs.json"
-OUTPUT = "output.json"
+INPUTS = ".herder-inputs.json"
+OUTPUT = ".herder-output.json"
 OUTPUT_SUBJECT = "the output written to $HERDER_OUTPUT"
 _NO_FOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY
 
@@ -37,21 +40,13 @@ class OutputRefused(Exception):
     """The job wrote an output that cannot be kept; the message says why, to its user."""
 
 
-def prepare_exchange(workspace: Path, uid: int | None, inputs: dict[str, JsonValue] | None) -> None:
-    """Make ``.herder/`` in a workspace the job has not touched yet, owned by ``uid`` (the
-    worker's own user when None); with ``inputs.json`` when ``inputs`` is given. A
-    ``.herder`` already there (from the job's archive) is refused, never used."""
-    root = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY | _NO_FOLLOW)
+def write_inputs(workspace: Path, uid: int | None, inputs: dict[str, JsonValue]) -> None:
+    """A task's inputs, in a workspace the job has not touched yet, owned by ``uid`` (the
+    worker's own user when None). A file of that name already there (from the job's
+    archive) is refused, never used."""
+    directory = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY | _NO_FOLLOW)
     try:
-        os.mkdir(EXCHANGE, 0o700, dir_fd=root)
-        directory = os.open(EXCHANGE, os.O_RDONLY | os.O_DIRECTORY | _NO_FOLLOW, dir_fd=root)
-    finally:
-        os.close(root)
-    try:
-        if uid is not None:
-            os.fchown(directory, uid, uid)
-        if inputs is not None:
-            _write_inputs(directory, uid, inputs)
+        _write_inputs(directory, uid, inputs)
     finally:
         os.close(directory)
 
@@ -94,14 +89,10 @@ def read_output(workspace: Path) -> JsonValue:
 def _read_bounded(workspace: Path) -> tuple[bytes, int]:
     """At most the limit and one byte of the output file, and the size it claims."""
     directory = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY | _NO_FOLLOW)
-    try:
-        exchange = os.open(EXCHANGE, os.O_RDONLY | os.O_DIRECTORY | _NO_FOLLOW, dir_fd=directory)
+    try:  # non-blocking: opening a FIFO must not wait for a writer
+        descriptor = os.open(OUTPUT, os.O_RDONLY | os.O_NONBLOCK | _NO_FOLLOW, dir_fd=directory)
     finally:
         os.close(directory)
-    try:  # non-blocking: opening a FIFO must not wait for a writer
-        descriptor = os.open(OUTPUT, os.O_RDONLY | os.O_NONBLOCK | _NO_FOLLOW, dir_fd=exchange)
-    finally:
-        os.close(exchange)
     try:
         status = os.fstat(descriptor)
         if not stat.S_ISREG(status.st_mode):
@@ -118,9 +109,7 @@ def _read_bounded(workspace: Path) -> tuple[bytes, int]:
 
 def _why(error: OSError) -> str:
     if error.errno == errno.ELOOP:
-        return "it (or .herder) is a symbolic link, which is never followed"
-    if error.errno == errno.ENOTDIR:
-        return ".herder is not a directory (no symbolic link is followed)"
+        return "it is a symbolic link, which is never followed"
     return error.strerror or str(error)
 
 
