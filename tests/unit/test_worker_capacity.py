@@ -89,7 +89,7 @@ def test_the_attempt_environment_names_its_gpus_and_gang() -> None:
         "HERDER_RANK": "1",
         "HERDER_WORLD_SIZE": "2",
         "HERDER_PEERS": "a.example,b.example",
-        "HERDER_OUTPUT": "/w/.herder/output.json",
+        "HERDER_OUTPUT": "/w/.herder-output.json",
     }
     alone = attempt_environment(
         given.model_copy(update={"gpu_indices": []}), Path("/w"), Path("/tmp")
