@@ -104,7 +104,9 @@ def test_an_attempt_task_that_dies_stops_the_worker(
     server = FakeServer()
     server.to_assign = [assignment("att_bug", "true")]
 
-    async def broken_run(_: AttemptRunner, __: LiveAttempt, ___: OutputSink) -> Outcome:
+    async def broken_run(
+        _: AttemptRunner, __: LiveAttempt, ___: OutputSink, ____: Callable[[Outcome], None]
+    ) -> None:
         raise RuntimeError("a bug in the worker")
 
     monkeypatch.setattr(AttemptRunner, "run", broken_run)

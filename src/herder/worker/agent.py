@@ -37,6 +37,7 @@ from herder.worker.connection import RegistrationOver, ServerConnection
 from herder.worker.host import AttemptHost
 from herder.worker.isolation import Isolation
 from herder.worker.limits import MAX_PROCESSES_PER_ATTEMPT
+from herder.worker.outcome import Outcome
 from herder.worker.reporter import Reporter, backoff
 from herder.worker.watch import TaskWatch, first_of
 
@@ -240,12 +241,15 @@ class Agent:
             attempt.output.write(stream, data)
             self.reporter.output_written()
 
+        def on_end(outcome: Outcome) -> None:
+            self._running.pop(attempt.assignment.attempt_id, None)
+            if not attempt.dropped:
+                self.reporter.complete(attempt, attempt.completion(outcome))
+
         try:
-            outcome = await self.runner.run(attempt, on_output)
+            await self.runner.run(attempt, on_output, on_end)
         finally:
-            del self._running[attempt.assignment.attempt_id]
-        if not attempt.dropped:
-            self.reporter.complete(attempt, attempt.completion(outcome))
+            self._running.pop(attempt.assignment.attempt_id, None)
 
     # --- heartbeats -----------------------------------------------------------------------
 

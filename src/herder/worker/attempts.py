@@ -5,6 +5,8 @@ reported (the executor's ``Outcome`` becomes the protocol's ``Completion``)."""
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -28,6 +30,8 @@ from herder.worker.task_files import OutputRefused, read_output, write_inputs
 from herder.worker.workspace import build_plan, place_artifact, unpack_archive
 
 # What keeps an attempt from starting, rather than a fault of the worker: the attempt fails.
+log = logging.getLogger("herder.worker")
+
 PREPARATION_ERRORS = (HerderError, OSError, ValueError, httpx.HTTPError, NetworkUnavailable)
 
 
@@ -80,13 +84,28 @@ class AttemptRunner:
     kill_grace_seconds: float
     max_processes: int
 
-    async def run(self, attempt: LiveAttempt, on_output: OutputSink) -> Outcome:
-        """Prepare the attempt's place, run it there, take the place back: how it ended."""
+    async def run(
+        self, attempt: LiveAttempt, on_output: OutputSink, on_end: Callable[[Outcome], None]
+    ) -> None:
+        """Prepare the attempt's place, run it there, take the place back. ``on_end`` hears
+        how it ended as soon as it has — its processes are gone — before the place is taken
+        back: removing a workspace can wait on the disk, and the report need not."""
+        ended = False
+
+        def end(outcome: Outcome) -> None:
+            nonlocal ended
+            ended = True
+            on_end(outcome)
+
         try:
             async with self.host.attempt(attempt.assignment) as place:
-                return await self._execute(attempt, place, on_output)
+                end(await self._execute(attempt, place, on_output))
         except PREPARATION_ERRORS as error:
-            return not_started(f"could not prepare the attempt: {error}")
+            if not ended:
+                end(not_started(f"could not prepare the attempt: {error}"))
+            else:
+                log.warning("attempt %s: its place was not all taken back: %s",
+                            attempt.assignment.attempt_id, error)  # fmt: skip
 
     async def _execute(
         self, attempt: LiveAttempt, place: AttemptPlace, on_output: OutputSink
