@@ -20,6 +20,7 @@ from herder.api.routers import (
     fleet,
     health,
     jobs,
+    metrics,
     queue,
     runs,
     schedules,
@@ -73,6 +74,7 @@ def create_app(store: Store, settings: Settings) -> FastAPI:
         tenants,
         workers,
         fleet,
+        metrics,
         workflows,
     ):
         describe_problems(module.router)

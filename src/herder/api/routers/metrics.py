@@ -1,0 +1,65 @@
+"""/metrics: Prometheus's text format, for a system admin's key (a scrape config's bearer
+token). The numbers are read from the database at each scrape (``store.gauges``), so every
+API process and replica answers alike."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from fastapi import APIRouter, Response
+from fastapi.concurrency import run_in_threadpool
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from herder.api.auth import StoreDep, SystemAdmin
+from herder.store.gauges import Gauges, read_gauges
+
+router = APIRouter(tags=["metrics"])
+
+
+class _Snapshot(Collector):
+    """One scrape's gauges, as metric families."""
+
+    def __init__(self, gauges: Gauges) -> None:
+        self._gauges = gauges
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        g = self._gauges
+        queued = GaugeMetricFamily(
+            "herder_runs_queued", "Runs waiting to be placed", labels=["tenant", "priority"]
+        )
+        for (tenant, priority), count in sorted(g.queued.items()):
+            queued.add_metric([tenant, priority], count)
+        yield queued
+        yield _family("herder_runs", "Runs not yet ended, by state", "state", g.runs)
+        yield _family("herder_runs_dead", "Runs in the dead-letter set", "tenant", g.dead)
+        yield _family("herder_workers", "Workers by state", "state", g.workers)
+        yield _family(
+            "herder_fleet_capacity", "Offered by alive and draining workers", "resource",
+            g.capacity,
+        )  # fmt: skip
+        yield _family("herder_fleet_used", "Taken by running attempts", "resource", g.used)
+        free = {name: g.capacity[name] - g.used.get(name, 0.0) for name in g.capacity}
+        yield _family("herder_fleet_free", "Offered and not taken", "resource", free)
+        yield _family(
+            "herder_workflow_runs", "Workflow runs not yet ended, by state", "state",
+            g.workflow_runs,
+        )  # fmt: skip
+
+
+def _family(
+    name: str, documentation: str, label: str, values: dict[str, int] | dict[str, float]
+) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(name, documentation, labels=[label])
+    for key, value in sorted(values.items()):
+        family.add_metric([key], value)
+    return family
+
+
+@router.get("/metrics", include_in_schema=False)
+async def metrics(_: SystemAdmin, store: StoreDep) -> Response:
+    gauges = await run_in_threadpool(read_gauges, store.database)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Snapshot(gauges))
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,119 @@
+"""What the metrics endpoint reads at each scrape: the live state of the queue and the fleet,
+counted by the database, so every API process (and replica) reports the same numbers.
+
+Each count is over rows the hot path keeps few (queued, running, alive) or over an index
+(the dead-letter set by tenant and state); none scans the runs' history.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, func, select
+
+from herder.domain.models import WorkerState
+from herder.domain.states import RunState
+from herder.domain.workflows.progress import WorkflowRunState
+from herder.store.database import Database
+from herder.store.schema import attempts, runs, tenants, workers, workflow_runs
+
+PRIORITIES = {0: "low", 1: "medium", 2: "high"}
+
+
+@dataclass(frozen=True)
+class Gauges:
+    queued: dict[tuple[str, str], int]  # (tenant name, priority) → queued runs
+    runs: dict[str, int]  # active run state → runs
+    dead: dict[str, int]  # tenant name → runs in the dead-letter set
+    workers: dict[str, int]  # worker state → workers
+    capacity: dict[str, float]  # resource → offered by alive and draining workers
+    used: dict[str, float]  # resource → taken by running attempts
+    workflow_runs: dict[str, int]  # active workflow run state → workflow runs
+
+
+def read_gauges(database: Database) -> Gauges:
+    with database.read() as connection:
+        return Gauges(
+            queued=_queued(connection),
+            runs=_by_state(connection, [RunState.QUEUED, RunState.RUNNING, RunState.RETRY_WAIT]),
+            dead=_dead(connection),
+            workers=_workers(connection),
+            capacity=_capacity(connection),
+            used=_used(connection),
+            workflow_runs=_workflow_runs(connection),
+        )
+
+
+def _queued(connection: Connection) -> dict[tuple[str, str], int]:
+    rows = connection.execute(
+        select(tenants.c.name, runs.c.priority, func.count())
+        .join(tenants, tenants.c.id == runs.c.tenant_id)
+        .where(runs.c.state == RunState.QUEUED)
+        .group_by(tenants.c.name, runs.c.priority)
+    )
+    return {(name, PRIORITIES.get(priority, str(priority))): n for name, priority, n in rows}
+
+
+def _by_state(connection: Connection, states: list[RunState]) -> dict[str, int]:
+    found = {str(state): 0 for state in states}
+    rows = connection.execute(
+        select(runs.c.state, func.count())
+        .where(runs.c.state.in_([str(state) for state in states]))
+        .group_by(runs.c.state)
+    )
+    found.update({state: n for state, n in rows})
+    return found
+
+
+def _dead(connection: Connection) -> dict[str, int]:
+    rows = connection.execute(
+        select(tenants.c.name, func.count())
+        .join(tenants, tenants.c.id == runs.c.tenant_id)
+        .where(runs.c.state == RunState.DEAD)
+        .group_by(tenants.c.name)
+    )
+    return {name: n for name, n in rows}
+
+
+def _workers(connection: Connection) -> dict[str, int]:
+    found = {str(state): 0 for state in WorkerState}
+    rows = connection.execute(select(workers.c.state, func.count()).group_by(workers.c.state))
+    found.update({state: n for state, n in rows})
+    return found
+
+
+def _capacity(connection: Connection) -> dict[str, float]:
+    row = connection.execute(
+        select(
+            func.coalesce(func.sum(workers.c.cpu_milli), 0),
+            func.coalesce(func.sum(workers.c.memory_mb), 0),
+            func.coalesce(func.sum(workers.c.gpus), 0),
+            func.coalesce(func.sum(workers.c.max_slots), 0),
+        ).where(workers.c.state.in_([WorkerState.ALIVE, WorkerState.DRAINING]))
+    ).one()
+    return {"cpu": row[0] / 1000, "memory_mb": float(row[1]), "gpus": float(row[2]),
+            "slots": float(row[3])}  # fmt: skip
+
+
+def _used(connection: Connection) -> dict[str, float]:
+    row = connection.execute(
+        select(
+            func.coalesce(func.sum(attempts.c.cpu_milli), 0),
+            func.coalesce(func.sum(attempts.c.memory_mb), 0),
+            func.coalesce(func.sum(attempts.c.gpus), 0),
+            func.count(),
+        ).where(attempts.c.state == "running")
+    ).one()
+    return {"cpu": row[0] / 1000, "memory_mb": float(row[1]), "gpus": float(row[2]),
+            "slots": float(row[3])}  # fmt: skip
+
+
+def _workflow_runs(connection: Connection) -> dict[str, int]:
+    found = {str(WorkflowRunState.QUEUED): 0, str(WorkflowRunState.RUNNING): 0}
+    rows = connection.execute(
+        select(workflow_runs.c.state, func.count())
+        .where(workflow_runs.c.state.in_(list(found)))
+        .group_by(workflow_runs.c.state)
+    )
+    found.update({state: n for state, n in rows})
+    return found

@@ -1,0 +1,58 @@
+"""/metrics: the queue and the fleet as Prometheus reads them, counted by the database, for
+a system admin only."""
+
+from __future__ import annotations
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from herder.domain.models import Role
+from tests.integration.conftest import Api
+from tests.integration.dispatching import dispatch
+from tests.integration.registered import as_worker, register_worker
+
+
+def scrape(api: Api) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    response = api.http.get("/metrics", headers=api.admin)
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("text/plain")
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(response.text)
+        for sample in family.samples
+    }
+
+
+def test_the_queue_and_the_fleet_are_counted(api: Api) -> None:
+    job = api.create_job("hello", resources={"cpu": 1, "memory_mb": 256})
+    for _ in range(3):
+        api.start_run(job["id"])
+    api.start_run(job["id"], env={"A": "1"})
+    before = scrape(api)
+    tenant = api.store.access.get_tenant(api.tenant_id).name
+    assert before["herder_runs_queued", (("priority", "medium"), ("tenant", tenant))] == 4
+    assert before["herder_runs", (("state", "queued"),)] == 4
+    assert before["herder_workers", (("state", "alive"),)] == 0
+
+    worker_id = register_worker(api, cpu=2, memory_mb=1024)
+    dispatch(api.store)
+    claimed = api.http.post(
+        f"/v1/workers/{worker_id}/claim", headers=as_worker(worker_id),
+        json={"max_runs": 10, "wait_seconds": 0},
+    )  # fmt: skip
+    assert len(claimed.json()["assignments"]) == 2
+    after = scrape(api)
+    assert after["herder_runs", (("state", "running"),)] == 2
+    assert after["herder_runs", (("state", "queued"),)] == 2
+    assert after["herder_workers", (("state", "alive"),)] == 1
+    assert after["herder_fleet_capacity", (("resource", "cpu"),)] == 2
+    assert after["herder_fleet_used", (("resource", "cpu"),)] == 2
+    assert after["herder_fleet_free", (("resource", "memory_mb"),)] == 512
+    assert after["herder_fleet_used", (("resource", "slots"),)] == 2
+
+
+def test_only_a_system_admin_may_scrape(api: Api) -> None:
+    assert api.http.get("/metrics").status_code == 401
+    tenant = api.store.access.create_tenant("acme")
+    key = api.store.access.create_api_key(tenant.id, Role.ADMIN, "k")[1]
+    assert api.http.get("/metrics", headers=api.as_key(key)).status_code == 403
+    assert "herder_runs_queued" not in api.http.get("/metrics", headers=api.as_key(key)).text
