@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from fastapi.testclient import TestClient
 
 from tests.integration.conftest import Api
 from tests.integration.openapi import OPENAPI
@@ -44,6 +45,14 @@ def test_a_documentation_page_loads_only_what_the_api_serves(api: Api, page: str
 
 def test_swagger_ui_does_not_ask_an_outside_validator(api: Api) -> None:
     assert '"validatorUrl": null' in api.http.get("/docs").text
+
+
+@pytest.mark.parametrize("page", ["/docs", "/redoc"])
+def test_behind_a_proxy_prefix_the_pages_load_through_it(api: Api, page: str) -> None:
+    proxied = TestClient(api.http.app, root_path="/herder")
+    urls = _referenced_urls(proxied.get(page).text)
+    assert "/herder/openapi.json" in urls
+    assert all(url.startswith("/herder/") for url in urls), urls
 
 
 def test_the_documentation_pages_are_not_api_routes() -> None:
