@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from herder import __version__
+from herder.api.docs_ui import install_docs_ui
 from herder.api.errors import install_error_handlers
 from herder.api.limits import BodyLimit
 from herder.api.nul import NulGuard
@@ -56,6 +57,8 @@ def create_app(store: Store, settings: Settings) -> FastAPI:
         version=__version__,
         summary="Run uploaded programs once, on a schedule, or as DAG steps, on a worker fleet.",
         lifespan=lifespan,
+        docs_url=None,  # served from local assets: herder.api.docs_ui
+        redoc_url=None,
     )
     app.state.store = store
     app.state.settings = settings
@@ -63,6 +66,7 @@ def create_app(store: Store, settings: Settings) -> FastAPI:
     app.state.submit_limiter = SubmitLimiter(store.access.tenant_quotas)
     install_error_handlers(app)
     install_openapi(app)
+    install_docs_ui(app)
     for module in (
         health,
         artifacts,
