@@ -114,7 +114,10 @@ def test_an_ambiguous_unknown_or_short_prefix_is_explained(api: Api, herder: Her
     assert "no run starts with run_ZZZZZZZZ" in unknown.output
     short = herder("run", "logs", first[:11])
     assert short.exit_code == 1
-    assert "at least 8 characters after run_" in short.output
+    assert f"no run {first[:11]}: give 8 characters after run_ or more" in short.output
+    not_an_id = herder("run", "show", "run_missing")  # the server's answer, as before
+    assert not_an_id.exit_code == 1
+    assert "not found" in str(not_an_id.exception)
     other = api.other_tenant_key("team-b")
     hidden = herder("run", "show", first[:14], key=other)
     assert hidden.exit_code == 1

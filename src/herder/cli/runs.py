@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections import Counter
 from typing import Annotated
@@ -18,23 +19,20 @@ from herder.domain.states import RunState
 run_app = typer.Typer(help="Start, inspect and cancel runs.", no_args_is_help=True)
 app.add_typer(run_app, name="run")
 
-RUN_ID_LENGTH = 30  # "run_" and 26 characters
 MIN_PREFIX_CHARACTERS = 8  # after "run_": they pin the creation time to about a second
+# The start of a run id, in the Crockford base32 ids are made of (domain/ids.py), short of a
+# whole id (26 characters after "run_"); anything else goes to the server as it is.
+RUN_ID_START = re.compile(r"run_[0-9A-HJKMNP-TV-Z]{1,25}")
 
 
 def run_id_of(herder: HerderClient, given: str) -> str:
     """The run ``given`` names: its whole id, or a unique start of it as a table cut to 80
     columns shows it (``run_01M82Z…``), so a copied cell works."""
-    text = given.removesuffix("…")
-    if not text.startswith("run_") or len(text) >= RUN_ID_LENGTH:
-        return text
-    characters = len(text) - len("run_")
-    if characters < MIN_PREFIX_CHARACTERS:
-        raise fail(
-            f"{given!r} is too short: give at least {MIN_PREFIX_CHARACTERS} characters "
-            "after run_, or the whole id"
-        )
-    prefix = "run_" + text.removeprefix("run_").upper()
+    prefix = "run_" + given.removesuffix("…").removeprefix("run_").upper()
+    if not given.startswith("run_") or not RUN_ID_START.fullmatch(prefix):
+        return given
+    if len(prefix) - len("run_") < MIN_PREFIX_CHARACTERS:
+        raise fail(f"no run {given}: give {MIN_PREFIX_CHARACTERS} characters after run_ or more")
     found = herder.list_runs(id_prefix=prefix, limit=2).items
     if not found:
         raise fail(f"no run starts with {prefix}")
