@@ -160,10 +160,12 @@ class HerderClient(WorkflowCalls):
         until: datetime | None = None,
         limit: int = 100,
         cursor: str | None = None,
+        id_prefix: str | None = None,
     ) -> Page[Run]:
         params = _drop_none(
             {
                 "job_id": job_id,
+                "id_prefix": id_prefix,
                 "state": states or None,
                 "limit": limit,
                 "cursor": cursor,

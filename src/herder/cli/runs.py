@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections import Counter
 from typing import Annotated
@@ -10,12 +11,40 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from herder.cli.common import JsonFlag, app, client, out, pairs, print_json, when
+from herder.cli.common import JsonFlag, app, client, fail, out, pairs, print_json, when
+from herder.client import HerderClient
 from herder.domain.models import Run, RunDetail
 from herder.domain.states import RunState
 
 run_app = typer.Typer(help="Start, inspect and cancel runs.", no_args_is_help=True)
 app.add_typer(run_app, name="run")
+
+MIN_PREFIX_CHARACTERS = 8  # after "run_": they pin the creation time to about a second
+# The start of a run id, in the Crockford base32 ids are made of (domain/ids.py), short of a
+# whole id (26 characters after "run_"); anything else goes to the server as it is.
+RUN_ID_START = re.compile(r"run_[0-9A-HJKMNP-TV-Z]{1,25}")
+
+
+def run_id_of(herder: HerderClient, given: str) -> str:
+    """The run ``given`` names: its whole id, or a unique start of it as a table cut to 80
+    columns shows it (``run_01M82Z…``), so a copied cell works."""
+    prefix = "run_" + given.removesuffix("…").removeprefix("run_").upper()
+    if not given.startswith("run_") or not RUN_ID_START.fullmatch(prefix):
+        return given
+    if len(prefix) - len("run_") < MIN_PREFIX_CHARACTERS:
+        raise fail(f"no run {given}: give {MIN_PREFIX_CHARACTERS} characters after run_ or more")
+    found = herder.list_runs(id_prefix=prefix, limit=2).items
+    if not found:
+        raise fail(f"no run starts with {prefix}")
+    if len(found) > 1:
+        raise fail(f"{prefix} is ambiguous: {found[0].id} and {found[1].id} (give more characters)")
+    return found[0].id
+
+
+def _ended_well(runs: list[RunDetail]) -> None:
+    """``--wait`` ends non-zero unless every run succeeded, so scripts can chain on it."""
+    if any(run.state is not RunState.SUCCEEDED for run in runs):
+        raise typer.Exit(1)
 
 
 def _run_table(runs: list[Run]) -> Table:
@@ -94,6 +123,8 @@ def run_start(
         _print_detail(run)
     else:
         out.print(f"started run [bold]{run.id}[/] of {run.job_name} ({run.state})")
+    if isinstance(run, RunDetail):
+        _ended_well([run])
 
 
 def _start_many(
@@ -118,6 +149,7 @@ def _start_many(
         out.print(f"{count} runs of {job}: " + ", ".join(f"{n} {s}" for s, n in tally.items()))
     else:
         out.print(f"started {count} runs of {job}: [bold]{run_ids[0]}[/] … {run_ids[-1]}")
+    _ended_well(ended)
 
 
 @run_app.command("list")
@@ -143,6 +175,7 @@ def run_list(
 def run_show(run_id: str, as_json: JsonFlag = False) -> None:
     """A run with its attempts and its timeline of events."""
     with client() as herder:
+        run_id = run_id_of(herder, run_id)
         run = herder.get_run(run_id)
     if as_json:
         print_json(run)
@@ -158,6 +191,7 @@ def run_logs(
 ) -> None:
     """Print a run's output (stdout and stderr, in order)."""
     with client() as herder:
+        run_id = run_id_of(herder, run_id)
         if follow:
             chunks = herder.follow_logs(run_id, attempt=attempt)
         else:
@@ -172,6 +206,7 @@ def run_logs(
 def run_rerun(run_id: str, as_json: JsonFlag = False) -> None:
     """Run an ended (say, dead) run again, as a new run linked to it."""
     with client() as herder:
+        run_id = run_id_of(herder, run_id)
         run = herder.rerun(run_id)
     if as_json:
         print_json(run)
@@ -183,6 +218,7 @@ def run_rerun(run_id: str, as_json: JsonFlag = False) -> None:
 def run_cancel(run_id: str, as_json: JsonFlag = False) -> None:
     """Cancel a run: at once if queued; a running one is killed by its worker."""
     with client() as herder:
+        run_id = run_id_of(herder, run_id)
         run = herder.cancel_run(run_id)
     if as_json:
         print_json(run)

@@ -2,28 +2,86 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
+from typing import Annotated, Any, Protocol, TypeVar
 
 import typer
 from rich.table import Table
 
 from herder.cli.common import JsonFlag, app, client, out, print_json, when
-from herder.domain.models import Schedule
+from herder.client import HerderClient
+from herder.domain.models import Page, Schedule
 
 schedule_app = typer.Typer(help="Run jobs on a cron schedule.", no_args_is_help=True)
 app.add_typer(schedule_app, name="schedule")
 
+CREATED_FIRES_SHOWN = 3
+NAMES_PAGE = 1000  # the API's largest page
 
-def _schedule_table(items: list[Schedule]) -> Table:
-    table = Table("ID", "NAME", "JOB", "CRON", "ZONE", "NEXT (UTC)", "STATE", "FIRED", "MISSED")
+
+def _target_names(herder: HerderClient, items: list[Schedule]) -> dict[str, str]:
+    """What each schedule starts, by name: one listing of jobs and one of workflows per
+    command (paged, and only as far as needed), never a request per row."""
+    job_ids = {schedule.job_id for schedule in items if schedule.job_id}
+    workflow_ids = {schedule.workflow_id for schedule in items if schedule.workflow_id}
+    names: dict[str, str] = {}
+    if job_ids:
+        names |= _names_of(
+            job_ids, lambda cursor: herder.list_jobs(limit=NAMES_PAGE, cursor=cursor)
+        )
+    if workflow_ids:
+        workflows = _names_of(
+            workflow_ids, lambda cursor: herder.list_workflows(limit=NAMES_PAGE, cursor=cursor)
+        )
+        names |= {workflow_id: f"{name} (workflow)" for workflow_id, name in workflows.items()}
+    return names
+
+
+class _Named(Protocol):
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+
+_Item = TypeVar("_Item", bound=_Named)
+
+
+def _names_of(wanted: set[str], listing: Callable[[str | None], Page[_Item]]) -> dict[str, str]:
+    """The names of the ``wanted`` ids, read page by page until all are found."""
+    found: dict[str, str] = {}
+    cursor = None
+    while True:
+        page = listing(cursor)
+        found |= {item.id: item.name for item in page.items if item.id in wanted}
+        if len(found) == len(wanted) or page.next_cursor is None:
+            return found
+        cursor = page.next_cursor
+
+
+def _schedule_table(items: list[Schedule], names: dict[str, str]) -> Table:
+    table = Table(
+        "ID", "NAME", "JOB/WORKFLOW", "CRON", "ZONE", "NEXT (UTC)", "STATE", "FIRED", "MISSED"
+    )
     for schedule in items:
         spec = schedule.spec
+        target = schedule.job_id or schedule.workflow_id or ""
         table.add_row(
-            schedule.id, schedule.name or "", schedule.job_id, spec.cron, spec.timezone,
-            when(schedule.next_due_at), "paused" if schedule.paused else "active",
+            schedule.id, schedule.name or "", names.get(target, target), spec.cron,
+            spec.timezone, when(schedule.next_due_at), "paused" if schedule.paused else "active",
             str(schedule.fired_count), str(schedule.missed_count),
         )  # fmt: skip
     return table
+
+
+def _fire_lines(fires: Iterable[dict[str, Any]]) -> Iterator[str]:
+    """Each fire as the schedule's zone sees it (with its offset), then in UTC."""
+    for fire in fires:
+        local = datetime.fromisoformat(fire["local"])
+        utc = datetime.fromisoformat(fire["utc"])
+        yield f"  {local.isoformat(sep=' ')}  ({utc:%Y-%m-%d %H:%M:%S} UTC)"
 
 
 @schedule_app.command("create")
@@ -52,11 +110,16 @@ def schedule_create(
         if arg is not None:
             spec["overrides"] = {"args": arg}
         schedule = herder.create_schedule(herder.find_job(job).id, spec)
-    if as_json:
-        print_json(schedule)
-    else:
-        next_due = when(schedule.next_due_at)
-        out.print(f"created schedule [bold]{schedule.id}[/]; next fire {next_due} UTC")
+        if as_json:
+            print_json(schedule)
+            return
+        fires = [] if paused else herder.next_fires(schedule.id, CREATED_FIRES_SHOWN)
+    if paused:
+        out.print(f"created schedule [bold]{schedule.id}[/], paused: it fires once resumed")
+        return
+    out.print(f"created schedule [bold]{schedule.id}[/]; next fires ({timezone}):")
+    for line in _fire_lines(fires):
+        out.print(line, highlight=False)
 
 
 @schedule_app.command("list")
@@ -67,10 +130,11 @@ def schedule_list(
     """List schedules, newest first."""
     with client() as herder:
         page = herder.list_schedules(job_id=herder.find_job(job).id if job else None)
-    if as_json:
-        print_json(page)
-    else:
-        out.print(_schedule_table(page.items))
+        if as_json:
+            print_json(page)
+            return
+        names = _target_names(herder, page.items)
+    out.print(_schedule_table(page.items, names))
 
 
 @schedule_app.command("show")
@@ -80,10 +144,11 @@ def schedule_show(schedule_id: str, as_json: JsonFlag = False) -> None:
         schedule = herder.get_schedule(schedule_id)
         fires = herder.next_fires(schedule_id, 5)
         events = herder.schedule_events(schedule_id)
-    if as_json:
-        print_json(schedule)
-        return
-    out.print(_schedule_table([schedule]))
+        if as_json:
+            print_json(schedule)
+            return
+        names = _target_names(herder, [schedule])
+    out.print(_schedule_table([schedule], names))
     out.print("next fires: " + ", ".join(fire["local"] for fire in fires))
     table = Table("TIME", "KIND", "FOR", "RUN", "MESSAGE")
     for event in events[-20:]:

@@ -23,6 +23,7 @@ router = APIRouter(prefix="/v1/runs", tags=["runs"])
 
 FOLLOW_POLL_SECONDS = 0.2
 FOLLOW_MAX_SECONDS = 25.0
+RUN_ID_PREFIX = r"^run_[0-9A-HJKMNP-TV-Z]{1,26}$"  # ``run_`` and up to an id's 26 characters
 
 
 @router.get("")
@@ -35,10 +36,17 @@ def list_runs(
     until: IsoTime | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     cursor: str | None = None,
+    id_prefix: Annotated[
+        str | None,
+        Query(pattern=RUN_ID_PREFIX, description="runs whose id starts with this, e.g. run_01M82Z"),
+    ] = None,
 ) -> Page[Run]:
+    """Newest first. ``id_prefix`` finds a run from the start of its id, as a narrow table
+    shows it."""
     return store.runs.list(
         caller.tenant_id,
         job_id=job_id,
+        id_prefix=id_prefix,
         states=state,
         since=since,
         until=until,

@@ -231,6 +231,7 @@ class RunRepository:
         tenant_id: str,
         *,
         job_id: str | None = None,
+        id_prefix: str | None = None,
         states: list[RunState] | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
@@ -238,6 +239,9 @@ class RunRepository:
         cursor: str | None = None,
     ) -> Page[Run]:
         query = select(*_RUN_COLUMNS).where(runs.c.tenant_id == tenant_id)
+        if id_prefix is not None:
+            # Escaped so that ``_`` (in every id) and ``%`` match only themselves.
+            query = query.where(runs.c.id.startswith(id_prefix, autoescape=True))
         if job_id is not None:
             query = query.where(runs.c.job_id == job_id)
         if states:
