@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
@@ -211,3 +211,16 @@ def update_rows(
     source = select(*(column.label(name) for name, column in columns.items())).subquery("v")
     result = connection.execute(statement({name: source.c[name] for name in kinds}), values)
     return list(result.scalars())
+
+
+def minute_of(
+    database: Database, column: ColumnElement[datetime]
+) -> tuple[ColumnElement[Any], Callable[[Any], datetime]]:
+    """The minute a stored time falls in, truncated by the database (so rows are grouped
+    there, not fetched), and how to read that minute back as a UTC time."""
+    if database.is_postgres:
+        return func.date_trunc("minute", column), lambda value: value.astimezone(UTC)
+    # SQLite keeps naive UTC text, "YYYY-MM-DD HH:MM:SS.ffffff": the minute is its head.
+    return func.substr(column, 1, 16), lambda value: datetime.fromisoformat(value).replace(
+        tzinfo=UTC
+    )
