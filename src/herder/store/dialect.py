@@ -16,6 +16,8 @@ from sqlalchemy import (
     Connection,
     Table,
     Text,
+    any_,
+    String,
     Update,
     bindparam,
     cast,
@@ -23,6 +25,7 @@ from sqlalchemy import (
     func,
     insert,
     select,
+    true,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import Insert
@@ -224,3 +227,15 @@ def minute_of(
     return func.substr(column, 1, 16), lambda value: datetime.fromisoformat(value).replace(
         tzinfo=UTC
     )
+
+
+def one_of(
+    database: Database, column: ColumnElement[str], values: Sequence[str]
+) -> ColumnElement[bool]:
+    """``column IN values`` that an index on ``column`` can serve whatever the count: one
+    array parameter on PostgreSQL; on SQLite, past its parameter cap, every row (no filter)."""
+    if database.is_postgres:
+        return column == any_(bindparam(None, list(values), type_=postgresql.ARRAY(String)))
+    if len(values) > SQLITE_IN_LIMIT:
+        return true()
+    return column.in_(values)
