@@ -29,7 +29,8 @@ def test_the_queue_and_the_fleet_are_counted(api: Api) -> None:
     api.start_run(job["id"], env={"A": "1"})
     before = scrape(api)
     tenant = api.store.access.get_tenant(api.tenant_id).name
-    assert before["herder_runs_queued", (("priority", "medium"), ("tenant", tenant))] == 4
+    queued = (("priority", "medium"), ("tenant", tenant), ("waiting", "not_seen"))
+    assert before["herder_runs_queued", queued] == 4
     assert before["herder_runs", (("state", "queued"),)] == 4
     assert before["herder_workers", (("state", "alive"),)] == 0
 
