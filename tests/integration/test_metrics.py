@@ -57,3 +57,31 @@ def test_only_a_system_admin_may_scrape(api: Api) -> None:
     key = api.store.access.create_api_key(tenant.id, Role.ADMIN, "k")[1]
     assert api.http.get("/metrics", headers=api.as_key(key)).status_code == 403
     assert "herder_runs_queued" not in api.http.get("/metrics", headers=api.as_key(key)).text
+
+
+def test_queued_runs_are_counted_by_why_they_wait(api: Api) -> None:
+    tenant = api.store.access.get_tenant(api.tenant_id).name
+    api.start_run(api.create_job("unseen")["id"])
+    kinds = waiting_kinds(api, tenant)
+    assert kinds == {"not_seen": 1}
+    api.store.access.update_tenant(api.tenant_id, quota_changes={"max_gpus": 1})
+    register_worker(api, cpu=2, memory_mb=1024)
+    api.start_run(api.create_job("nowhere", requires={"zone": "mars"})["id"])
+    api.start_run(api.create_job("huge", resources={"cpu": 8})["id"])
+    api.start_run(api.create_job("greedy", resources={"gpus": 2})["id"])
+    two = api.create_job("two", resources={"cpu": 2})
+    api.start_run(two["id"])
+    dispatch(api.store)  # places "unseen" (1 cpu): "two" waits for room
+    api.start_run(two["id"])
+    dispatch(api.store)
+    assert waiting_kinds(api, tenant) == {
+        "labels": 1, "too_big": 1, "quota": 1, "no_capacity": 2,
+    }  # fmt: skip
+
+
+def waiting_kinds(api: Api, tenant: str) -> dict[str, float]:
+    return {
+        dict(labels)["waiting"]: value
+        for (name, labels), value in scrape(api).items()
+        if name == "herder_runs_queued" and dict(labels)["tenant"] == tenant
+    }

@@ -65,9 +65,8 @@ class LeasedLoop:
                     continue
                 if time.monotonic() - renewed_at >= self._renew_every:
                     renewed_at = time.monotonic()
-                started = time.perf_counter()
-                delay = self._step()
-                metrics.loop_passed(self.name, time.perf_counter() - started, time.time())
+                with metrics.loop_pass(self.name):
+                    delay = self._step()
                 until_renewal = self._renew_every - (time.monotonic() - renewed_at)
                 self._wake.wait(max(0.0, min(delay, until_renewal)))
                 self._wake.clear()

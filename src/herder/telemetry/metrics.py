@@ -8,8 +8,10 @@ metric. Label values come from small fixed sets; children are made once and kept
 from __future__ import annotations
 
 import functools
+import time
 from collections import Counter as Tally
-from collections.abc import Iterable, Mapping, Set
+from collections.abc import Iterable, Iterator, Mapping, Set
+from contextlib import contextmanager
 from datetime import datetime
 
 from prometheus_client import Counter, Gauge, Histogram
@@ -145,11 +147,14 @@ def schedules_fired(now: datetime, due_times: Iterable[datetime], missed: int) -
         MISSED_FIRES.inc(missed)
 
 
-def loop_passed(name: str, seconds: float, at: float) -> None:
-    """A control loop's pass took ``seconds`` and ended at ``at`` (Unix time)."""
+@contextmanager
+def loop_pass(name: str) -> Iterator[None]:
+    """Time a control loop's pass; one that raises is not a pass."""
     histogram, gauge = _loop(name)
-    histogram.observe(seconds)
-    gauge.set(at)
+    started = time.perf_counter()
+    yield
+    histogram.observe(time.perf_counter() - started)
+    gauge.set(time.time())
 
 
 @functools.cache
