@@ -21,7 +21,7 @@ from herder.telemetry.multiprocess import registry
 router = APIRouter(tags=["metrics"])
 
 
-class _Snapshot(Collector):
+class Snapshot(Collector):
     """One scrape's gauges, as metric families."""
 
     def __init__(self, gauges: Gauges) -> None:
@@ -65,6 +65,6 @@ def _family(
 async def metrics(_: SystemAdmin, store: StoreDep) -> Response:
     gauges = await run_in_threadpool(read_gauges, store.database)
     snapshot = CollectorRegistry(auto_describe=False)
-    snapshot.register(_Snapshot(gauges))
+    snapshot.register(Snapshot(gauges))
     counted = await run_in_threadpool(generate_latest, registry())
     return Response(counted + generate_latest(snapshot), media_type=CONTENT_TYPE_LATEST)
