@@ -62,8 +62,9 @@ def test_only_a_system_admin_may_scrape(api: Api) -> None:
 def test_queued_runs_are_counted_by_why_they_wait(api: Api) -> None:
     tenant = api.store.access.get_tenant(api.tenant_id).name
     api.start_run(api.create_job("unseen")["id"])
-    kinds = waiting_kinds(api, tenant)
-    assert kinds == {"not_seen": 1}
+    assert waiting_kinds(api, tenant) == {"not_seen": 1}
+    dispatch(api.store)
+    assert waiting_kinds(api, tenant) == {"no_workers": 1}
     api.store.access.update_tenant(api.tenant_id, quota_changes={"max_gpus": 1})
     register_worker(api, cpu=2, memory_mb=1024)
     api.start_run(api.create_job("nowhere", requires={"zone": "mars"})["id"])
@@ -73,9 +74,10 @@ def test_queued_runs_are_counted_by_why_they_wait(api: Api) -> None:
     api.start_run(two["id"])
     dispatch(api.store)  # places "unseen" (1 cpu): "two" waits for room
     api.start_run(two["id"])
+    api.start_run(api.create_job("pair", replicas=2)["id"])  # 1 cpu each: one fits
     dispatch(api.store)
     assert waiting_kinds(api, tenant) == {
-        "labels": 1, "too_big": 1, "quota": 1, "no_capacity": 2,
+        "labels": 1, "too_big": 1, "quota": 1, "no_capacity": 2, "gang": 1,
     }  # fmt: skip
 
 

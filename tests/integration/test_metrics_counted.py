@@ -86,6 +86,12 @@ def test_a_preemption_is_counted(api: Api) -> None:
     api.start_run(api.create_job("urgent", priority="high")["id"])
     change = moved(api, lambda: Dispatcher(api.store.placement).step())
     assert change("herder_preemptions_total") == 1
+    assert change("herder_runs_queued", **waiting(api, "high", "preempting")) == 1
+
+
+def waiting(api: Api, priority: str, kind: str) -> dict[str, str]:
+    tenant = api.store.access.get_tenant(api.tenant_id).name
+    return {"tenant": tenant, "priority": priority, "waiting": kind}
 
 
 def test_api_latency_is_labelled_by_route_template_never_by_id(api: Api) -> None:
@@ -111,7 +117,8 @@ def test_a_control_loops_pass_is_timed_and_stamped(api: Api) -> None:
 
     def one_pass() -> float:
         stop.set()
-        return dispatcher.step()
+        dispatcher.step()
+        return 0.0  # the loop ends at once, not after the dispatcher's idle wait
 
     loop = LeasedLoop(
         dispatcher.name, api.store.leases, "test", one_pass,
