@@ -106,9 +106,8 @@ def fire_batch(
         if one.due.workflow_id is not None and one.plan.fire:
             made[one.due.id] = start_scheduled(work, one.due, one.plan.fire, actor)
     _record(work, decided, made)
-    work.after_commit.append(lambda: metrics.schedules_fired(
-        work.now, _due_times(decided, made), sum(one.plan.missed for one in decided)
-    ))  # fmt: skip
+    due_times, missed = _due_times(decided, made), sum(one.plan.missed for one in decided)
+    work.after_commit.append(lambda: metrics.schedules_fired(work.now, due_times, missed))
     return sum(len(nominals) for nominals in made.values())
 
 

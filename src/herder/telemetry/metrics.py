@@ -16,11 +16,12 @@ from datetime import datetime
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from herder.domain.jobs import Priority
 from herder.domain.lifecycle.changes import RunMove
 from herder.domain.lifecycle.facts import RunFacts
 from herder.domain.states import RunState
 
-PRIORITY_NAMES = {0: "low", 1: "medium", 2: "high"}  # the stored rank → the class's name
+PRIORITY_NAMES = {priority.rank: str(priority) for priority in Priority}  # as stored → name
 
 _WAITS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 14400, 43200)
 _PICKUPS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
@@ -53,7 +54,7 @@ PREEMPTIONS = Counter(
 FIRES = Counter("herder_schedule_fires", "Runs started by schedules")
 MISSED_FIRES = Counter("herder_schedule_missed_fires", "Schedule fires not run (misfire policy)")
 FIRE_LAG = Histogram(
-    "herder_schedule_fire_lag_seconds", "From a fire's nominal time to its run being made",
+    "herder_schedule_fire_lag_seconds", "From a fire's due time to its run being made",
     buckets=_LAGS,
 )  # fmt: skip
 REQUESTS = Histogram(
