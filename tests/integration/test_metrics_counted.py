@@ -106,9 +106,13 @@ def test_api_latency_is_labelled_by_route_template_never_by_id(api: Api) -> None
     change = moved(api, lambda: api.http.get("/no/such/path"))
     unmatched = {"route": "unmatched", "method": "GET", "status": "4xx"}
     assert change("herder_api_request_duration_seconds_count", **unmatched) == 1
+    change = moved(api, lambda: api.http.request("BREW", "/v1/jobs", headers=api.admin))
+    brewed = {"route": "/v1/jobs", "method": "other", "status": "4xx"}
+    assert change("herder_api_request_duration_seconds_count", **brewed) == 1
     text = api.http.get("/metrics", headers=api.admin).text
     assert job["id"] not in text
     assert "/no/such/path" not in text
+    assert "BREW" not in text
 
 
 def test_a_control_loops_pass_is_timed_and_stamped(api: Api) -> None:

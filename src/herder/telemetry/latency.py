@@ -11,6 +11,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from herder.telemetry.metrics import request_served
 
 UNMATCHED = "unmatched"  # no route: a 404 for an unknown path, or a mounted app's files
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+OTHER_METHOD = "other"  # a client may send any token as a method: never a series each
 
 
 class RequestLatency:
@@ -35,6 +37,5 @@ class RequestLatency:
             await self.app(scope, receive, noting_status)
         finally:
             route = getattr(scope.get("route"), "path", UNMATCHED)
-            request_served(
-                route, scope["method"], f"{status // 100}xx", time.perf_counter() - started
-            )
+            method = scope["method"] if scope["method"] in METHODS else OTHER_METHOD
+            request_served(route, method, f"{status // 100}xx", time.perf_counter() - started)
