@@ -79,6 +79,9 @@ def test_queued_runs_are_counted_by_why_they_wait(api: Api) -> None:
     assert waiting_kinds(api, tenant) == {
         "labels": 1, "too_big": 1, "quota": 1, "no_capacity": 2, "gang": 1,
     }  # fmt: skip
+    api.store.access.update_tenant(api.tenant_id, quota_changes={"max_queued": 1})
+    dispatch(api.store)
+    assert waiting_kinds(api, tenant)["queue_quota"] == 5
 
 
 def waiting_kinds(api: Api, tenant: str) -> dict[str, float]:
