@@ -27,6 +27,7 @@ from herder.api.app import create_app
 from herder.server import WORKER_STOP_SECONDS, Server, die_with_parent, start_scheduler
 from herder.settings import Settings
 from herder.store.store import Store
+from herder.telemetry import multiprocess
 
 log = logging.getLogger("herder.server")
 
@@ -66,6 +67,7 @@ def serve_processes(settings: Settings, processes: int, *, with_scheduler: bool)
             time.sleep(0.05)
             continue
         role = children.pop(pid, None)
+        multiprocess.child_ended(pid)
         if role is not None and not stopping:
             log.error("API process %d ended (%s); starting another", pid, _how(status))
             time.sleep(RESTART_PAUSE_SECONDS)

@@ -29,7 +29,8 @@ def test_the_queue_and_the_fleet_are_counted(api: Api) -> None:
     api.start_run(job["id"], env={"A": "1"})
     before = scrape(api)
     tenant = api.store.access.get_tenant(api.tenant_id).name
-    assert before["herder_runs_queued", (("priority", "medium"), ("tenant", tenant))] == 4
+    queued = (("priority", "medium"), ("tenant", tenant), ("waiting", "not_seen"))
+    assert before["herder_runs_queued", queued] == 4
     assert before["herder_runs", (("state", "queued"),)] == 4
     assert before["herder_workers", (("state", "alive"),)] == 0
 
@@ -56,3 +57,36 @@ def test_only_a_system_admin_may_scrape(api: Api) -> None:
     key = api.store.access.create_api_key(tenant.id, Role.ADMIN, "k")[1]
     assert api.http.get("/metrics", headers=api.as_key(key)).status_code == 403
     assert "herder_runs_queued" not in api.http.get("/metrics", headers=api.as_key(key)).text
+
+
+def test_queued_runs_are_counted_by_why_they_wait(api: Api) -> None:
+    tenant = api.store.access.get_tenant(api.tenant_id).name
+    api.start_run(api.create_job("unseen")["id"])
+    assert waiting_kinds(api, tenant) == {"not_seen": 1}
+    dispatch(api.store)
+    assert waiting_kinds(api, tenant) == {"no_workers": 1}
+    api.store.access.update_tenant(api.tenant_id, quota_changes={"max_gpus": 1})
+    register_worker(api, cpu=2, memory_mb=1024)
+    api.start_run(api.create_job("nowhere", requires={"zone": "mars"})["id"])
+    api.start_run(api.create_job("huge", resources={"cpu": 8})["id"])
+    api.start_run(api.create_job("greedy", resources={"gpus": 2})["id"])
+    two = api.create_job("two", resources={"cpu": 2})
+    api.start_run(two["id"])
+    dispatch(api.store)  # places "unseen" (1 cpu): "two" waits for room
+    api.start_run(two["id"])
+    api.start_run(api.create_job("pair", replicas=2)["id"])  # 1 cpu each: one fits
+    dispatch(api.store)
+    assert waiting_kinds(api, tenant) == {
+        "labels": 1, "too_big": 1, "quota": 1, "no_capacity": 2, "gang": 1,
+    }  # fmt: skip
+    api.store.access.update_tenant(api.tenant_id, quota_changes={"max_queued": 1})
+    dispatch(api.store)
+    assert waiting_kinds(api, tenant)["queue_quota"] == 5
+
+
+def waiting_kinds(api: Api, tenant: str) -> dict[str, float]:
+    return {
+        dict(labels)["waiting"]: value
+        for (name, labels), value in scrape(api).items()
+        if name == "herder_runs_queued" and dict(labels)["tenant"] == tenant
+    }

@@ -34,6 +34,7 @@ from herder.api.wakeups import Wakeups
 from herder.settings import Settings
 from herder.store.notifications import Listener
 from herder.store.store import Store
+from herder.telemetry.latency import RequestLatency
 
 
 def create_app(store: Store, settings: Settings) -> FastAPI:
@@ -86,5 +87,6 @@ def create_app(store: Store, settings: Settings) -> FastAPI:
         describe_problems(module.router)
         app.include_router(module.router)
     app.add_middleware(NulGuard)
-    app.add_middleware(BodyLimit)  # added last: outermost, so NulGuard reads a bounded body
+    app.add_middleware(BodyLimit)  # added after NulGuard: so NulGuard reads a bounded body
+    app.add_middleware(RequestLatency)  # outermost: times every answer, a 413 too
     return app

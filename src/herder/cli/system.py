@@ -56,8 +56,7 @@ def server(
     ] = 1,
 ) -> None:
     """Run an API server (no worker). Point HERDER_DATABASE_URL at PostgreSQL to scale out."""
-    from herder.prefork import serve_processes
-    from herder.server import prepare, serve
+    from herder.telemetry import multiprocess
 
     settings = Settings.from_environment(home=home, host=host, port=port)
     if processes > 1 and not settings.database_url.startswith("postgres"):
@@ -66,6 +65,12 @@ def server(
             "on SQLite the processes would not hear each other's notices"
         )
     _check_port_free(settings.host, settings.port)
+    metrics_directory = settings.home / f"metrics-{settings.port}"
+    if processes > 1:  # before anything imports prometheus_client
+        multiprocess.prepare(metrics_directory)
+    from herder.prefork import serve_processes
+    from herder.server import prepare, serve
+
     prepared = prepare(settings)
     out.print(f"Herder API listening on {settings.url}; admin key in {prepared.client_file}")
     if processes == 1:
@@ -73,13 +78,27 @@ def server(
         return
     prepared.store.close()  # each process opens its own connections after the fork
     out.print(f"{processes} API processes" + (" and the control loops" if with_scheduler else ""))
-    serve_processes(settings, processes, with_scheduler=with_scheduler)
+    try:
+        serve_processes(settings, processes, with_scheduler=with_scheduler)
+    finally:
+        multiprocess.finish(metrics_directory)
 
 
 @app.command()
-def scheduler(home: HomeOption = None) -> None:
+def scheduler(
+    home: HomeOption = None,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(min=1, max=65535, help="serve this process's /metrics on this port"),
+    ] = None,
+    metrics_address: Annotated[
+        str, typer.Option(help="the address --metrics-port listens on")
+    ] = "127.0.0.1",
+) -> None:
     """Run the control loops (reaper, …) under leases; run several for high availability."""
     import logging
+
+    from prometheus_client import start_http_server
 
     from herder.server import start_scheduler
     from herder.store.store import Store
@@ -95,8 +114,13 @@ def scheduler(home: HomeOption = None) -> None:
     # with every loop stopped. What start-up made is left out of collections for good.
     gc.freeze()
     gc.set_threshold(50_000, 10, 10)
+    if metrics_port is not None:
+        _check_port_free(metrics_address, metrics_port)
+        start_http_server(metrics_port, metrics_address)  # its loops, fires, placements, …
     running = start_scheduler(settings, store, listen=True)
     out.print(f"Herder scheduler {running.holder} running against {store.database.dialect}")
+    if metrics_port is not None:
+        out.print(f"Its metrics: http://{metrics_address}:{metrics_port}/metrics")
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: running.stop())
     running.wait()

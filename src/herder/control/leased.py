@@ -16,6 +16,7 @@ from typing import Protocol
 
 from herder.domain.errors import HerderError
 from herder.store.leases import LeaseRepository
+from herder.telemetry import metrics
 
 log = logging.getLogger("herder.control")
 
@@ -64,7 +65,8 @@ class LeasedLoop:
                     continue
                 if time.monotonic() - renewed_at >= self._renew_every:
                     renewed_at = time.monotonic()
-                delay = self._step()
+                with metrics.loop_pass(self.name):
+                    delay = self._step()
                 until_renewal = self._renew_every - (time.monotonic() - renewed_at)
                 self._wake.wait(max(0.0, min(delay, until_renewal)))
                 self._wake.clear()

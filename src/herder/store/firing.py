@@ -15,7 +15,7 @@ batch, whatever its size — the cost is in proportion to the schedules due (DES
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -45,6 +45,7 @@ from herder.store.schema import ID, schedules
 from herder.store.types import UtcDateTime
 from herder.store.work import Work
 from herder.store.workflows.scheduled import start_scheduled
+from herder.telemetry import metrics
 
 _NEEDS_ACTIVE = (ConcurrencyPolicy.FORBID, ConcurrencyPolicy.REPLACE)
 
@@ -105,7 +106,19 @@ def fire_batch(
         if one.due.workflow_id is not None and one.plan.fire:
             made[one.due.id] = start_scheduled(work, one.due, one.plan.fire, actor)
     _record(work, decided, made)
+    due_times, missed = _due_times(decided, made), sum(one.plan.missed for one in decided)
+    work.after_commit.append(lambda: metrics.schedules_fired(work.now, due_times, missed))
     return sum(len(nominals) for nominals in made.values())
+
+
+def _due_times(
+    decided: Sequence[_Decided], made_for: Mapping[str, Sequence[datetime]]
+) -> Iterator[datetime]:
+    """When each run made was due: its nominal time plus its schedule's jitter."""
+    for one in decided:
+        offset = jitter_offset(one.due.id, one.due.spec.jitter_seconds)
+        for nominal in made_for.get(one.due.id, []):
+            yield nominal + offset
 
 
 @dataclass(frozen=True)

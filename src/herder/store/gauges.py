@@ -9,20 +9,35 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, case, func, select
 
 from herder.domain.models import WorkerState
 from herder.domain.states import RunState
 from herder.domain.workflows.progress import WorkflowRunState
 from herder.store.database import Database
 from herder.store.schema import attempts, runs, tenants, workers, workflow_runs
+from herder.telemetry.metrics import PRIORITY_NAMES
 
-PRIORITIES = {0: "low", 1: "medium", 2: "high"}
+# A queued run's waiting reason (a sentence from ``domain.placement``) as one of a few kinds,
+# by the first pattern it matches (SQL LIKE); any other, or none, is "other".
+NOT_SEEN_YET = "not looked at by the dispatcher yet"
+WAITING_KINDS = (
+    ("not_seen", NOT_SEEN_YET),
+    ("queue_quota", "tenant quota: only the tenant's first %"),
+    ("quota", "%; tenant quota %"),
+    ("preempting", "%; preempting %"),
+    ("preempting", "%; waiting for preempted runs to stop on %"),
+    ("gang", "%a gang starts whole or not at all%"),
+    ("no_workers", "%; no worker is available%"),
+    ("labels", "%; none of % workers has %"),
+    ("too_big", "%no worker that could take it is big enough%"),
+    ("no_capacity", "% but none has room for %"),
+)
 
 
 @dataclass(frozen=True)
 class Gauges:
-    queued: dict[tuple[str, str], int]  # (tenant name, priority) → queued runs
+    queued: dict[tuple[str, str, str], int]  # (tenant name, priority, waiting kind) → runs
     runs: dict[str, int]  # active run state → runs
     dead: dict[str, int]  # tenant name → runs in the dead-letter set
     workers: dict[str, int]  # worker state → workers
@@ -44,14 +59,25 @@ def read_gauges(database: Database) -> Gauges:
         )
 
 
-def _queued(connection: Connection) -> dict[tuple[str, str], int]:
-    rows = connection.execute(
-        select(tenants.c.name, runs.c.priority, func.count())
-        .join(tenants, tenants.c.id == runs.c.tenant_id)
-        .where(runs.c.state == RunState.QUEUED)
-        .group_by(tenants.c.name, runs.c.priority)
+def _queued(connection: Connection) -> dict[tuple[str, str, str], int]:
+    kind = case(
+        *((runs.c.waiting_reason.like(pattern), name) for name, pattern in WAITING_KINDS),
+        else_="other",
     )
-    return {(name, PRIORITIES.get(priority, str(priority))): n for name, priority, n in rows}
+    queued = (
+        select(runs.c.tenant_id, runs.c.priority, kind.label("kind"))
+        .where(runs.c.state == RunState.QUEUED)
+        .subquery()
+    )  # grouped outside: PostgreSQL would not see the CASE's parameters as the same twice
+    rows = connection.execute(
+        select(tenants.c.name, queued.c.priority, queued.c.kind, func.count())
+        .join(tenants, tenants.c.id == queued.c.tenant_id)
+        .group_by(tenants.c.name, queued.c.priority, queued.c.kind)
+    )
+    return {
+        (name, PRIORITY_NAMES.get(priority, str(priority)), kind): n
+        for name, priority, kind, n in rows
+    }
 
 
 def _by_state(connection: Connection, states: list[RunState]) -> dict[str, int]:

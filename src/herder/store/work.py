@@ -5,9 +5,9 @@ and after whose commit its notices are delivered."""
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -23,6 +23,7 @@ from herder.store.runs.facts import facts_of_attempts
 from herder.store.runs.writes import Applied, apply_changes
 from herder.store.schema import runs
 from herder.store.workflows.progress import advance_run
+from herder.telemetry import metrics
 
 
 @dataclass(frozen=True)
@@ -31,12 +32,16 @@ class Work:
     connection: Connection
     now: datetime
     rng: random.Random
+    after_commit: list[Callable[[], None]] = field(default_factory=list)  # metrics to count
 
     def apply(self, changes: Changes, *, facts: Mapping[str, RunFacts] | None = None) -> Applied:
         """Apply the changes; a workflow task run or a backfill's run that ended moves its
         workflow run or backfill on, in this same transaction. ``facts`` (the runs as the
         decision read them) say which those are without asking the database again."""
         applied = apply_changes(self.database, self.connection, self.now, changes)
+        self.after_commit.append(
+            lambda: metrics.runs_moved(self.now, changes.moves, applied.moved, facts or {})
+        )
         ended = [
             m.run_id for m in changes.moves if m.target.is_terminal and m.run_id in applied.moved
         ]
@@ -76,4 +81,7 @@ class Work:
 @contextmanager
 def unit_of_work(database: Database, clock: Clock, rng: random.Random) -> Iterator[Work]:
     with database.write() as connection:
-        yield Work(database, connection, clock.now(), rng)
+        work = Work(database, connection, clock.now(), rng)
+        yield work
+    for count in work.after_commit:
+        count()

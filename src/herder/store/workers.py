@@ -42,6 +42,7 @@ from herder.store.runs.facts import ATTEMPT_FACTS, active_runs, attempt_facts
 from herder.store.runs.writes import record_events
 from herder.store.schema import attempts, runs, workers
 from herder.store.work import Work, unit_of_work
+from herder.telemetry import metrics
 
 log = logging.getLogger("herder.store")
 SECRET_PREFIX = "wks_"  # a registered worker's secret; 32 random bytes follow
@@ -164,6 +165,7 @@ class WorkerRepository:
             stale = [item for item in running if item.attempt_id in directives.drop]
             if stale:
                 _record_stale(work, worker_id, stale)
+        metrics.zombie_reports(len(stale))
         return directives
 
     def directives(self, worker_id: str, running: Sequence[HeldAttempt]) -> Directives:
@@ -201,6 +203,7 @@ class WorkerRepository:
                 .values(delivered_at=work.now)
             )
             peers = _gang_peers(work.connection, [row for row, _, _ in given if row.replicas > 1])
+        metrics.attempts_delivered(work.now, (row.placed_at for row, _, _ in given))
         return [
             Assignment(
                 attempt_id=row.id,
@@ -223,8 +226,9 @@ def _undelivered(work: Work, worker_id: str, limit: int) -> Sequence[Any]:
     return work.connection.execute(
         select(
             attempts.c.id, attempts.c.number, attempts.c.rank, attempts.c.gpu_indices,
-            runs.c.id.label("run_id"), runs.c.tenant_id, runs.c.spec, runs.c.idempotency_key,
-            runs.c.replicas, runs.c.cancel_requested, attempts.c.preempt_requested_at,
+            attempts.c.started_at.label("placed_at"), runs.c.id.label("run_id"), runs.c.tenant_id,
+            runs.c.spec, runs.c.idempotency_key, runs.c.replicas, runs.c.cancel_requested,
+            attempts.c.preempt_requested_at,
             runs.c.workflow_run_id, runs.c.task_name, runs.c.map_index, runs.c.map_item,
             runs.c.inputs,
         )

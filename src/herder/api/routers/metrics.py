@@ -1,6 +1,8 @@
 """/metrics: Prometheus's text format, for a system admin's key (a scrape config's bearer
-token). The numbers are read from the database at each scrape (``store.gauges``), so every
-API process and replica answers alike."""
+token). The state of the queue and the fleet is read from the database at each scrape
+(``store.gauges``), so every API process and replica answers alike; what was counted as it
+happened (``telemetry.metrics``) is this process's, or with several API processes all of
+theirs added up (``telemetry.multiprocess``)."""
 
 from __future__ import annotations
 
@@ -14,11 +16,12 @@ from prometheus_client.registry import Collector
 
 from herder.api.auth import StoreDep, SystemAdmin
 from herder.store.gauges import Gauges, read_gauges
+from herder.telemetry.multiprocess import registry
 
 router = APIRouter(tags=["metrics"])
 
 
-class _Snapshot(Collector):
+class Snapshot(Collector):
     """One scrape's gauges, as metric families."""
 
     def __init__(self, gauges: Gauges) -> None:
@@ -27,10 +30,11 @@ class _Snapshot(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         g = self._gauges
         queued = GaugeMetricFamily(
-            "herder_runs_queued", "Runs waiting to be placed", labels=["tenant", "priority"]
-        )
-        for (tenant, priority), count in sorted(g.queued.items()):
-            queued.add_metric([tenant, priority], count)
+            "herder_runs_queued", "Runs waiting to be placed, by why they wait",
+            labels=["tenant", "priority", "waiting"],
+        )  # fmt: skip
+        for labels, count in sorted(g.queued.items()):
+            queued.add_metric(list(labels), count)
         yield queued
         yield _family("herder_runs", "Runs not yet ended, by state", "state", g.runs)
         yield _family("herder_runs_dead", "Runs in the dead-letter set", "tenant", g.dead)
@@ -60,6 +64,7 @@ def _family(
 @router.get("/metrics", include_in_schema=False)
 async def metrics(_: SystemAdmin, store: StoreDep) -> Response:
     gauges = await run_in_threadpool(read_gauges, store.database)
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Snapshot(gauges))
-    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+    snapshot = CollectorRegistry(auto_describe=False)
+    snapshot.register(Snapshot(gauges))
+    counted = await run_in_threadpool(generate_latest, registry())
+    return Response(counted + generate_latest(snapshot), media_type=CONTENT_TYPE_LATEST)

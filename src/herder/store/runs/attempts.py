@@ -12,12 +12,13 @@ from collections.abc import Sequence
 
 from herder.clock import Clock
 from herder.domain.lifecycle.changes import combine
-from herder.domain.lifecycle.settle import is_current, refusal, settle
+from herder.domain.lifecycle.settle import Receipt, is_current, refusal, settle
 from herder.protocol import Completion, OutputChunk, ReportResult
 from herder.store.database import Database
 from herder.store.logs import MAX_LOG_BYTES_PER_ATTEMPT, append_output
 from herder.store.runs.facts import facts_of_attempts
 from herder.store.work import unit_of_work
+from herder.telemetry import metrics
 
 
 class AttemptRepository:
@@ -60,6 +61,10 @@ class AttemptRepository:
                 actor=f"worker:{worker_id}", now=work.now, rng=self._rng,
             )  # fmt: skip
             work.apply(combine([changes, *(part for part, _ in refused)]), facts=runs)
+        metrics.zombie_reports(
+            sum(1 for _, item in refused if item.receipt is Receipt.STALE)
+            + sum(1 for item in settled if item.receipt is Receipt.STALE)
+        )
         return [ReportResult.of(item) for _, item in refused] + [
             ReportResult.of(item) for item in settled
         ]

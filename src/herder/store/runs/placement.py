@@ -33,6 +33,7 @@ from herder.store.notifications import CANCEL, CAPACITY, WORKER_CHANNEL, send
 from herder.store.runs.snapshot import QUEUE_WINDOW, TENANT_QUEUE_WINDOW, read_snapshot
 from herder.store.runs.writes import record_events
 from herder.store.schema import attempts, runs, workers
+from herder.telemetry import metrics
 
 ATTEMPT_DEADLINE_MARGIN_SECONDS = 30  # past its timeout, the worker's own kill, and reporting
 
@@ -109,6 +110,10 @@ class PlacementRepository:
                 notices(NoticeKind.CANCEL, {p.worker_id for p in preempted})
                 | notices(NoticeKind.ASSIGNED, {m.worker_id for p in placed for m in p.members}),
             )
+        metrics.runs_placed(
+            now, ((started[p.run_id].priority, started[p.run_id].queued_at) for p in placed)
+        )
+        metrics.preemptions(len(preempted))
         placed_ids = {placement.run_id for placement in placed}
         skipped = [p.run_id for p in plan.placements if p.run_id not in placed_ids]
         return Applied(placed, skipped, preempted, attempts_started)
@@ -146,7 +151,7 @@ def _statements(dialect: str) -> _Statements:
         )
         .returning(
             runs.c.id, runs.c.attempt_count, runs.c.tenant_id, runs.c.priority,
-            runs.c.preemptible, runs.c.preempted_at, runs.c.cancel_requested,
+            runs.c.preemptible, runs.c.preempted_at, runs.c.cancel_requested, runs.c.queued_at,
         ),
         worker_ids=worker_ids,
         lock=select(workers.c.id, workers.c.cpu_milli, workers.c.memory_mb, workers.c.gpus,
@@ -222,6 +227,7 @@ class _Started:
     priority: int
     preemptible: bool
     preempted_at: datetime | None
+    queued_at: datetime | None
 
 
 def _start_runs(
@@ -235,6 +241,7 @@ def _start_runs(
             started[row.id] = _Started(
                 row.attempt_count, row.tenant_id, row.priority,
                 can_be_victim(row.preemptible, row.cancel_requested), row.preempted_at,
+                row.queued_at,
             )  # fmt: skip
     return started
 
