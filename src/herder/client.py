@@ -21,6 +21,7 @@ from pydantic import BaseModel
 
 from herder.api.schemas import MAX_BATCH_RUNS, RunBatchResult
 from herder.client_errors import ApiError, ServerUnreachable
+from herder.client_uploads import MultipartUpload, UploadProgress
 from herder.client_workflows import WorkflowCalls
 from herder.domain.models import (
     Artifact,
@@ -90,9 +91,11 @@ class HerderClient(WorkflowCalls):
 
     # --- artifacts ---
 
-    def upload_artifact(self, path: Path) -> Artifact:
+    def upload_artifact(self, path: Path, *, progress: UploadProgress | None = None) -> Artifact:
+        """Streamed from the file; ``progress(sent, total)`` is called as the bytes go."""
         with path.open("rb") as file:
-            response = self._request("POST", "/v1/artifacts", files={"file": (path.name, file)})
+            body = MultipartUpload(file, path.name, progress)
+            response = self._request("POST", "/v1/artifacts", content=body, headers=body.headers)
         return Artifact.model_validate(response.json())
 
     # --- jobs ---
