@@ -37,6 +37,7 @@ from herder.domain.models import (
     Tenant,
     Worker,
 )
+from herder.domain.stats import Stats
 
 
 class Logs(BaseModel):
@@ -321,6 +322,14 @@ class HerderClient(WorkflowCalls):
         params = _drop_none({"job_id": job_id, "limit": limit, "cursor": cursor})
         response = self._request("GET", "/v1/queue", params=params)
         return Page[QueueEntry].model_validate(response.json())
+
+    # --- overview ---
+
+    def stats(self, minutes: int = 60) -> Stats:
+        """Live counts and the last ``minutes`` of runs ended per minute: the tenant's, or
+        the fleet's (with capacity and workers) for the system admins."""
+        response = self._request("GET", "/v1/stats", params={"minutes": minutes})
+        return Stats.model_validate(response.json())
 
     # --- administration ---
 
