@@ -21,6 +21,7 @@ from pydantic import BaseModel
 
 from herder.api.schemas import MAX_BATCH_RUNS, RunBatchResult
 from herder.client_errors import ApiError, ServerUnreachable
+from herder.client_uploads import MultipartUpload, UploadProgress
 from herder.client_workflows import WorkflowCalls
 from herder.domain.models import (
     Artifact,
@@ -36,6 +37,7 @@ from herder.domain.models import (
     Tenant,
     Worker,
 )
+from herder.domain.stats import Stats
 
 
 class Logs(BaseModel):
@@ -90,9 +92,11 @@ class HerderClient(WorkflowCalls):
 
     # --- artifacts ---
 
-    def upload_artifact(self, path: Path) -> Artifact:
+    def upload_artifact(self, path: Path, *, progress: UploadProgress | None = None) -> Artifact:
+        """Streamed from the file; ``progress(sent, total)`` is called as the bytes go."""
         with path.open("rb") as file:
-            response = self._request("POST", "/v1/artifacts", files={"file": (path.name, file)})
+            body = MultipartUpload(file, path.name, progress)
+            response = self._request("POST", "/v1/artifacts", content=body, headers=body.headers)
         return Artifact.model_validate(response.json())
 
     # --- jobs ---
@@ -318,6 +322,14 @@ class HerderClient(WorkflowCalls):
         params = _drop_none({"job_id": job_id, "limit": limit, "cursor": cursor})
         response = self._request("GET", "/v1/queue", params=params)
         return Page[QueueEntry].model_validate(response.json())
+
+    # --- overview ---
+
+    def stats(self, minutes: int = 60) -> Stats:
+        """Live counts and the last ``minutes`` of runs ended per minute: the tenant's, or
+        the fleet's (with capacity and workers) for the system admins."""
+        response = self._request("GET", "/v1/stats", params={"minutes": minutes})
+        return Stats.model_validate(response.json())
 
     # --- administration ---
 

@@ -1,5 +1,5 @@
 """The ``herder`` command: run the system (up, server, scheduler, worker) and drive it
-(job, run, workflow, schedule, queue, tenant, workers; apply and export definitions files).
+(job, run, workflow, schedule, queue, top, tenant, workers; apply and export definitions files).
 One module per group of commands; ``common`` holds the root app."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from herder.cli import (
     schedules,
     system,
     tenants,
+    top,
     workers,
     workflows,
 )
@@ -22,7 +23,7 @@ from herder.cli.common import app, err
 from herder.client_errors import ClientError
 
 __all__ = [
-    "apply", "backfills", "jobs", "main", "queue", "runs", "schedules", "system", "tenants",
+    "apply", "backfills", "jobs", "main", "queue", "runs", "schedules", "system", "tenants", "top",
     "workers", "workflows",
 ]  # fmt: skip
 

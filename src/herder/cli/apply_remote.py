@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from herder.cli.uploads import upload_progress
 from herder.client import HerderClient
 from herder.client_errors import ApiError
 from herder.definitions.documents import TARGETS
@@ -118,7 +119,8 @@ class Applier:
         sha256 = definition.fields["artifact"]
         if self._client.get_artifact(sha256) is not None:
             return
-        artifact = self._client.upload_artifact(definition.artifact_file)
+        with upload_progress(definition.artifact_file) as progress:
+            artifact = self._client.upload_artifact(definition.artifact_file, progress=progress)
         if artifact.id != sha256:
             raise ApiError(409, "Changed", f"{definition.artifact_file} changed while applying")
         self.uploaded += 1

@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from herder.cli.common import JsonFlag, app, client, fail, out, pairs, print_json, when
+from herder.cli.uploads import upload_progress
 from herder.domain.models import Job
 
 job_app = typer.Typer(help="Create and manage jobs.", no_args_is_help=True)
@@ -84,7 +85,8 @@ def job_create(
         if file is not None:
             if not file.is_file():
                 raise fail(f"{file} is not a file")
-            spec["artifact"] = herder.upload_artifact(file).id
+            with upload_progress(file) as progress:
+                spec["artifact"] = herder.upload_artifact(file, progress=progress).id
             runtime = runtime or _RUNTIME_BY_SUFFIX.get(file.suffix, "executable")
         spec["runtime"] = runtime or "shell"
         if command is not None:

@@ -158,7 +158,11 @@ def read_private_token(path: Path) -> str:
     return token
 
 
-_STATE_STYLE = {WorkerState.ALIVE: "green", WorkerState.DRAINING: "yellow", WorkerState.LOST: "red"}
+STATE_STYLE: dict[str, str] = {
+    WorkerState.ALIVE: "green",
+    WorkerState.DRAINING: "yellow",
+    WorkerState.LOST: "red",
+}
 
 
 def _worker_table(workers: list[Worker]) -> Table:
@@ -166,7 +170,7 @@ def _worker_table(workers: list[Worker]) -> Table:
     for worker in workers:
         capacity = worker.capacity
         labels = ", ".join(f"{key}={value}" for key, value in sorted(worker.labels.items()))
-        style = _STATE_STYLE.get(worker.state, "")
+        style = STATE_STYLE.get(worker.state, "")
         table.add_row(
             worker.id, worker.name, f"[{style}]{worker.state}[/]", f"{capacity.cpu:g}",
             f"{capacity.memory_mb} MB", str(capacity.gpus), str(worker.max_slots),

@@ -1,0 +1,66 @@
+"""``herder top --once`` against the in-process API on both stores: the view a system admin
+and a tenant get, and what it prints when the server refuses."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import Result
+
+from herder.cli import common
+from tests.integration.conftest import Api, Herder
+from tests.integration.registered import register_worker
+
+
+def ok(result: Result) -> str:
+    assert result.exit_code == 0, (result.output, result.exception)
+    return result.output
+
+
+@pytest.fixture
+def narrow(monkeypatch: pytest.MonkeyPatch, herder: Herder) -> Herder:
+    """``herder`` printing to 80 columns."""
+    monkeypatch.setattr(common.out, "width", 80)
+    return herder
+
+
+def test_top_once_shows_the_queue_and_the_fleet_to_a_system_admin(api: Api, narrow: Herder) -> None:
+    register_worker(api, "edge-worker-with-a-rather-long-name", cpu=2)
+    job = api.create_job("too-big-to-place", resources={"cpu": 64})
+    run = api.start_run(job["id"])
+    output = ok(narrow("top", "--once"))
+    assert all(len(line) <= 80 for line in output.splitlines())
+    assert "herder top · the fleet" in output
+    assert "queued 1   running 0   retry_wait 0   dead 0   workers 1 alive" in output
+    assert "last 60 min: 0 succeeded  0 failed  0 cancelled  failure rate -" in output
+    assert "queue: first 1 of 1" in output
+    assert f"{str(run['id'])[:16]}…  too-big-to-place  medium" in output
+    row = next(line for line in output.splitlines() if line.startswith("edge-worker"))
+    assert row.split() == ["edge-worker-wit…", "alive", "10", "2", "2.0", "GB", "0", "0s", "ago"]
+    assert "updated " in output
+    assert "refresh failed" not in output
+
+
+def test_top_once_shows_a_tenant_its_own_runs_and_no_fleet(api: Api, narrow: Herder) -> None:
+    register_worker(api)
+    api.start_run(api.create_job("the-admins-job")["id"])
+    output = ok(narrow("top", "--once", key=api.other_tenant_key("team-b")))
+    assert "herder top · your tenant" in output
+    assert "queued 0" in output  # the system tenant's run is not theirs
+    assert "the-admins-job" not in output
+    assert "workers: the fleet view needs a system admin key" in output
+
+
+def test_top_refuses_a_pipe_without_once_and_intervals_out_of_bounds(herder: Herder) -> None:
+    piped = herder("top")
+    assert piped.exit_code == 1
+    assert "give --once" in piped.output
+    for interval in ("0.1", "61"):
+        assert herder("top", "--interval", interval).exit_code == 2
+
+
+def test_top_once_with_the_server_refusing_prints_the_error_and_fails(narrow: Herder) -> None:
+    refused = narrow("top", "--once", key="not-a-key")
+    assert refused.exit_code == 1
+    assert "waiting for the server's first answer" in refused.output
+    assert "refresh failed at" in refused.output
+    assert "(HTTP 401)" in refused.output
