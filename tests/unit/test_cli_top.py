@@ -14,7 +14,7 @@ from herder.cli.top import Reading, frame, read, sparkline
 from herder.client import HerderClient
 from herder.domain.jobs import Capacity, Priority
 from herder.domain.models import QueueEntry, Worker, WorkerState
-from herder.domain.stats import MinuteOutcomes, Resources, Stats, window_start
+from herder.domain.stats import MinuteOutcomes, ResourceTotals, Stats, window_start
 
 NOW = datetime(2026, 11, 24, 12, 0, 30, tzinfo=UTC)
 LONG_REASON = "no worker has 64 cpu free; the largest has 8 (worker-a), and more words follow"
@@ -40,8 +40,8 @@ def fleet_stats() -> Stats:
         throughput=series({0: (3, 0), 58: (6, 2), 59: (1, 0)}),
         ended={"succeeded": 10, "failed": 2, "cancelled": 0}, failure_rate=2 / 12,
         resources={
-            "used": Resources(cpu=3, memory_mb=2048, gpus=0, slots=5),
-            "capacity": Resources(cpu=8, memory_mb=16384, gpus=0, slots=30),
+            "used": ResourceTotals(cpu=3, memory_mb=2048, gpus=0, slots=5),
+            "capacity": ResourceTotals(cpu=8, memory_mb=16384, gpus=0, slots=30),
         },
         workers={"alive": 2, "draining": 0, "lost": 1},
     )  # fmt: skip
@@ -53,7 +53,7 @@ def tenant_stats() -> Stats:
             "scope": "tenant",
             "workers": None,
             "resources": {
-                "used": Resources(cpu=1.5, memory_mb=300, gpus=0, slots=1),
+                "used": ResourceTotals(cpu=1.5, memory_mb=300, gpus=0, slots=1),
                 "capacity": None,
             },
         }

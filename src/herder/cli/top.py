@@ -27,7 +27,7 @@ from herder.cli.workers import STATE_STYLE
 from herder.client import HerderClient
 from herder.client_errors import ClientError
 from herder.domain.models import QueueEntry, Worker
-from herder.domain.stats import MinuteOutcomes, Resources, Stats
+from herder.domain.stats import MinuteOutcomes, ResourceTotals, Stats
 
 WINDOW_MINUTES = 60  # the sparkline's minutes, one column each
 TABLE_ROWS = 10  # per table, unless the terminal is too short for them
@@ -153,7 +153,9 @@ def _resources(stats: Stats) -> RenderableType:
     return grid
 
 
-def _gauge(name: str, used: Resources, capacity: Resources) -> tuple[str, RenderableType, str]:
+def _gauge(
+    name: str, used: ResourceTotals, capacity: ResourceTotals
+) -> tuple[str, RenderableType, str]:
     have, total = getattr(used, name), getattr(capacity, name)
     show = _megabytes if name == "memory_mb" else "{:g}".format
     bar: RenderableType = ProgressBar(total=total, completed=min(have, total)) if total else ""
