@@ -1,0 +1,231 @@
+"""The dashboard in a real browser, used as a person would: Debian's ``chromium`` driven by
+Playwright against a real server and worker. Screenshots go to
+``.test-results/screenshots/``. ``make test`` installs the browser (apt) and Playwright (pip);
+the test never downloads a browser of its own and never skips for want of one."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, Dialog, Locator, Page, expect, sync_playwright
+
+from herder.client import HerderClient
+from herder.store.database import sqlite_url
+from tests.system.conftest import Cluster, free_port
+
+pytestmark = pytest.mark.system
+
+CHROMIUM = Path("/usr/bin/chromium")
+SCREENSHOTS = Path(__file__).parents[2] / ".test-results" / "screenshots"
+SEEN_WITHIN_MS = 15_000
+ATTACK = "<img src=x onerror=window.__pwned=1><script>window.__pwned=2</script>"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """One server (with its control loops) and one isolation-none worker for the module."""
+    home = tmp_path_factory.mktemp("dashboard") / "home"
+    port = free_port()
+    environment = {
+        **os.environ,
+        "HERDER_HOME": str(home),
+        "HERDER_DATABASE_URL": sqlite_url(home / "herder.db"),
+        "PYTHONUNBUFFERED": "1",
+    }
+    started = Cluster(
+        home=home,
+        url=f"http://127.0.0.1:{port}",
+        environment=environment,
+        server_args=("server", "--with-scheduler", "--port", str(port)),
+    )
+    try:
+        started.start_server()
+        started.start_worker("w1", "--isolation", "none", "--cpu", "2", "--label", "pool=web")
+        yield started
+    finally:
+        started.stop_all()
+
+
+@pytest.fixture(scope="module")
+def herder(cluster: Cluster) -> Iterator[HerderClient]:
+    with cluster.client() as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: `make test` installs Debian's chromium package")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Browser, cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[Page]:
+    """A fresh tab, signed in as the system admin; its last look is kept as a screenshot."""
+    context = browser.new_context(base_url=cluster.url, viewport={"width": 1280, "height": 900})
+    tab = context.new_page()
+    tab.set_default_timeout(SEEN_WITHIN_MS)
+    errors: list[str] = []
+    tab.on("pageerror", lambda error: errors.append(str(error)))
+    tab.goto("/")
+    tab.get_by_label("API key").fill(cluster.credentials["api_key"])
+    tab.get_by_role("button", name="Sign in").click()
+    expect(tab.get_by_role("heading", name="Overview")).to_be_visible()
+    yield tab
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    tab.screenshot(path=SCREENSHOTS / f"{request.node.name}.png", full_page=True)
+    context.close()
+    assert not errors, errors
+
+
+def run_row(page: Page, run_id: str) -> Locator:
+    return page.locator(f'tr[data-run="{run_id}"]')
+
+
+def test_a_wrong_key_is_refused_and_signing_out_forgets_the_key(
+    browser: Browser, cluster: Cluster
+) -> None:
+    context = browser.new_context(base_url=cluster.url)
+    tab = context.new_page()
+    tab.goto("/#/runs")
+    tab.get_by_label("API key").fill("not-a-key")
+    tab.get_by_role("button", name="Sign in").click()
+    expect(tab.get_by_role("alert")).to_have_text("That key was not accepted.")
+    tab.get_by_label("API key").fill(cluster.credentials["api_key"])
+    tab.get_by_role("button", name="Sign in").click()
+    expect(tab.get_by_role("heading", name="Runs")).to_be_visible()
+    tab.get_by_role("button", name="Sign out").click()
+    expect(tab.get_by_role("button", name="Sign in")).to_be_visible()
+    assert tab.evaluate("sessionStorage.length") == 0
+    tab.reload()
+    expect(tab.get_by_role("button", name="Sign in")).to_be_visible()
+    context.close()
+
+
+def test_a_run_appears_and_succeeds_live_and_its_logs_show(
+    page: Page, herder: HerderClient
+) -> None:
+    job = herder.create_job("hello", {"runtime": "shell", "command": "echo hello; sleep 1"})
+    page.get_by_role("link", name="Runs", exact=True).click()
+    expect(page.get_by_role("heading", name="Runs")).to_be_visible()
+    run = herder.start_run(job.id)  # after the page is shown: it must appear without a reload
+    row = run_row(page, run.id)
+    expect(row).to_be_visible()
+    expect(row.locator(".state")).to_have_text("succeeded")
+    row.get_by_role("link", name=run.id).click()
+    expect(page.get_by_role("heading", name=f"Run {run.id}")).to_be_visible()
+    expect(page.locator("#logs")).to_contain_text("hello")
+    expect(page.get_by_text("Attempt 1 · complete")).to_be_visible()
+
+
+def test_a_running_run_is_cancelled_from_its_page(page: Page, herder: HerderClient) -> None:
+    job = herder.create_job("long", {"runtime": "shell", "command": "echo started; sleep 60"})
+    run = herder.start_run(job.id)
+    page.goto(f"/#/runs/{run.id}")
+    headline = page.locator(".headline .state")
+    expect(headline).to_have_text("running")
+    expect(page.locator("#logs")).to_contain_text("started")
+    asked: list[str] = []
+
+    def accept(dialog: Dialog) -> None:
+        asked.append(dialog.message)
+        dialog.accept()
+
+    page.on("dialog", accept)
+    page.get_by_role("button", name="Cancel").click()
+    expect(headline).to_have_text("cancelled")
+    assert asked == [f"Cancel run {run.id} (long)?"]
+    assert herder.get_run(run.id).state == "cancelled"
+
+
+def test_a_queued_run_shows_why_it_waits(page: Page, herder: HerderClient) -> None:
+    job = herder.create_job(
+        "needs-gpu-pool", {"runtime": "shell", "command": "true", "requires": {"pool": "gpu"}}
+    )
+    run = herder.start_run(job.id)
+    page.get_by_role("link", name="Queue").click()
+    reason = run_row(page, run.id).locator(".reason")
+    expect(reason).to_contain_text("pool=gpu")
+    waiting = herder.get_run(run.id).waiting_reason
+    assert waiting
+    expect(reason).to_have_text(waiting)
+    herder.cancel_run(run.id)
+    expect(run_row(page, run.id)).to_have_count(0)
+
+
+def test_the_overview_counts_and_charts_the_last_hour(page: Page, herder: HerderClient) -> None:
+    job = herder.create_job("counted", {"runtime": "shell", "command": "exit 3"})
+    herder.wait(herder.start_run(job.id).id, timeout=15)
+    page.reload()
+    expect(page.get_by_text("Fleet view")).to_be_visible()
+    failed = page.locator('[data-stat="failed (1 h)"] .number')
+    expect(failed).not_to_have_text("0")
+    expect(page.locator("svg.chart rect.bar.failed").first).to_be_attached()
+    expect(page.locator("svg.chart path.rate")).to_be_attached()
+    expect(page.locator('[data-stat="workers alive"] .number')).to_have_text("1")
+
+
+def test_untrusted_text_is_shown_as_text_and_runs_nothing(page: Page, herder: HerderClient) -> None:
+    """A run's logs, output, idempotency key and required labels are the tenant's own text:
+    the page shows them literally, and nothing in them runs."""
+    output = json.dumps({"note": ATTACK})
+    command = f"printf '%s\\n' '{ATTACK}'; printf '%s' '{output}' > \"$HERDER_OUTPUT\""
+    job = herder.create_job("attack", {"runtime": "shell", "command": command})
+    run = herder.start_run(job.id, idempotency_key=ATTACK)
+    herder.wait(run.id, timeout=15)
+    stuck = herder.create_job(
+        "attack-queued", {"runtime": "shell", "command": "true", "requires": {"pool": ATTACK}}
+    )
+    queued = herder.start_run(stuck.id)
+    page.on("dialog", lambda dialog: pytest.fail(f"a dialog opened: {dialog.message}"))
+    page.goto(f"/#/runs/{run.id}")
+    expect(page.locator("#logs")).to_have_text(f"{ATTACK}\n")
+    expect(page.locator("pre.output")).to_contain_text(ATTACK.replace('"', '\\"'))
+    expect(page.locator(".facts")).to_contain_text(ATTACK)
+    page.get_by_role("link", name="Queue").click()
+    expect(run_row(page, queued.id)).to_contain_text(f"pool={ATTACK}")
+    assert page.evaluate("window.__pwned") is None
+    assert page.locator("#view img, #view script").count() == 0
+    herder.cancel_run(queued.id)
+
+
+def test_the_fleet_is_drained_and_undrained(page: Page, herder: HerderClient) -> None:
+    (worker,) = herder.list_workers()
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("link", name="Workers").click()
+    row = page.locator(f'tr[data-worker="{worker.id}"]')
+    expect(row.locator(".state")).to_have_text("alive")
+    row.get_by_role("button", name="Drain").click()
+    expect(row.locator(".state")).to_have_text("draining")
+    row.get_by_role("button", name="Undrain").click()
+    expect(row.locator(".state")).to_have_text("alive")
+    assert [one.state for one in herder.list_workers()] == ["alive"]
+
+
+def test_a_workflow_run_is_drawn_with_its_task_states(
+    page: Page, herder: HerderClient, cluster: Cluster
+) -> None:
+    herder.create_job("step", {"runtime": "shell", "command": "true"})
+    tasks = [
+        {"name": "extract", "job": "step"},
+        {"name": "load", "job": "step", "depends_on": ["extract"]},
+    ]
+    key = {"Authorization": f"Bearer {cluster.credentials['api_key']}"}
+    with httpx.Client(base_url=cluster.url, headers=key) as http:
+        created = http.post("/v1/workflows", json={"name": "etl", "tasks": tasks})
+        started = http.post(f"/v1/workflows/{created.json()['id']}/runs", json={})
+    assert started.status_code == 201, started.text
+    workflow_run_id = started.json()["id"]
+    page.goto(f"/#/workflow-runs/{workflow_run_id}")
+    expect(page.locator('g.task[data-task="load"]')).to_have_class(re.compile("state-succeeded"))
+    expect(page.locator('g.task[data-task="extract"]')).to_have_class(re.compile("succeeded"))
+    expect(page.locator("svg.dag path.edge")).to_have_count(1)
