@@ -26,6 +26,7 @@ from herder.api.routers import (
     queue,
     runs,
     schedules,
+    stats,
     tenants,
     workers,
     workflows,
@@ -81,6 +82,7 @@ def create_app(store: Store, settings: Settings) -> FastAPI:
         fleet,
         metrics,
         workflows,
+        stats,
     ):
         describe_problems(module.router)
         app.include_router(module.router)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
@@ -14,15 +14,18 @@ from sqlalchemy import (
     Column,
     ColumnElement,
     Connection,
+    String,
     Table,
     Text,
     Update,
+    any_,
     bindparam,
     cast,
     exc,
     func,
     insert,
     select,
+    true,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import Insert
@@ -211,3 +214,28 @@ def update_rows(
     source = select(*(column.label(name) for name, column in columns.items())).subquery("v")
     result = connection.execute(statement({name: source.c[name] for name in kinds}), values)
     return list(result.scalars())
+
+
+def minute_of(
+    database: Database, column: ColumnElement[datetime]
+) -> tuple[ColumnElement[Any], Callable[[Any], datetime]]:
+    """The minute a stored time falls in, truncated by the database (so rows are grouped
+    there, not fetched), and how to read that minute back as a UTC time."""
+    if database.is_postgres:
+        return func.date_trunc("minute", column), lambda value: value.astimezone(UTC)
+    # SQLite keeps naive UTC text, "YYYY-MM-DD HH:MM:SS.ffffff": the minute is its head.
+    return func.substr(column, 1, 16), lambda value: datetime.fromisoformat(value).replace(
+        tzinfo=UTC
+    )
+
+
+def one_of(
+    database: Database, column: ColumnElement[str], values: Sequence[str]
+) -> ColumnElement[bool]:
+    """``column IN values`` that an index on ``column`` can serve whatever the count: one
+    array parameter on PostgreSQL; on SQLite, past its parameter cap, every row (no filter)."""
+    if database.is_postgres:
+        return column == any_(bindparam(None, list(values), type_=postgresql.ARRAY(String)))
+    if len(values) > SQLITE_IN_LIMIT:
+        return true()
+    return column.in_(values)

@@ -37,9 +37,9 @@ def read_gauges(database: Database) -> Gauges:
             queued=_queued(connection),
             runs=_by_state(connection, [RunState.QUEUED, RunState.RUNNING, RunState.RETRY_WAIT]),
             dead=_dead(connection),
-            workers=_workers(connection),
-            capacity=_capacity(connection),
-            used=_used(connection),
+            workers=workers_by_state(connection),
+            capacity=fleet_capacity(connection),
+            used=fleet_used(connection),
             workflow_runs=_workflow_runs(connection),
         )
 
@@ -75,14 +75,14 @@ def _dead(connection: Connection) -> dict[str, int]:
     return {name: n for name, n in rows}
 
 
-def _workers(connection: Connection) -> dict[str, int]:
+def workers_by_state(connection: Connection) -> dict[str, int]:
     found = {str(state): 0 for state in WorkerState}
     rows = connection.execute(select(workers.c.state, func.count()).group_by(workers.c.state))
     found.update({state: n for state, n in rows})
     return found
 
 
-def _capacity(connection: Connection) -> dict[str, float]:
+def fleet_capacity(connection: Connection) -> dict[str, float]:
     row = connection.execute(
         select(
             func.coalesce(func.sum(workers.c.cpu_milli), 0),
@@ -95,7 +95,7 @@ def _capacity(connection: Connection) -> dict[str, float]:
             "slots": float(row[3])}  # fmt: skip
 
 
-def _used(connection: Connection) -> dict[str, float]:
+def fleet_used(connection: Connection) -> dict[str, float]:
     row = connection.execute(
         select(
             func.coalesce(func.sum(attempts.c.cpu_milli), 0),

@@ -164,6 +164,15 @@ runs = Table(
 # The claim orders by priority DESC, queued_at: the index matches it column for column,
 # direction included (DESIGN §9).
 Index("ix_runs_claim_order", runs.c.state, runs.c.priority.desc(), runs.c.queued_at)
+# The overview's "ended in the last hour": only ended runs are in it, so a submit or a
+# claim writes nothing to it.
+Index(
+    "ix_runs_tenant_id_finished_at",
+    runs.c.tenant_id,
+    runs.c.finished_at,
+    postgresql_where=runs.c.finished_at.is_not(None),
+    sqlite_where=runs.c.finished_at.is_not(None),
+)
 
 attempts = Table(
     "attempts",
