@@ -229,3 +229,39 @@ def test_a_workflow_run_is_drawn_with_its_task_states(
     expect(page.locator('g.task[data-task="load"]')).to_have_class(re.compile("state-succeeded"))
     expect(page.locator('g.task[data-task="extract"]')).to_have_class(re.compile("succeeded"))
     expect(page.locator("svg.dag path.edge")).to_have_count(1)
+
+
+def test_a_dead_run_is_found_by_filters_and_re_run_from_the_dead_letters(
+    page: Page, herder: HerderClient
+) -> None:
+    retry = {"max_attempts": 2, "initial_delay_seconds": 0}
+    job = herder.create_job("doomed", {"runtime": "shell", "command": "exit 1", "retry": retry})
+    dead = herder.wait(herder.start_run(job.id).id, timeout=15)
+    assert dead.state == "dead"
+    page.goto("/#/runs")
+    page.get_by_label("Job").fill("doomed")
+    page.get_by_label("State").select_option("succeeded")
+    page.get_by_role("button", name="Filter").click()
+    expect(page.get_by_text("No runs match.")).to_be_visible()
+    page.get_by_label("State").select_option("dead")
+    page.get_by_role("button", name="Filter").click()
+    expect(page.locator("tbody tr")).to_have_count(1)
+    expect(run_row(page, dead.id)).to_be_visible()
+    page.get_by_role("link", name="Dead letters").click()
+    run_row(page, dead.id).get_by_role("button", name="Re-run").click()
+    expect(page.get_by_role("heading", name=re.compile(r"^Run run_"))).not_to_have_text(
+        f"Run {dead.id}"
+    )
+    expect(page.locator(".facts")).to_contain_text(f"Re-run of{dead.id}")
+    expect(page.locator(".headline .state")).to_have_text("dead")  # it fails again, twice
+
+
+def test_a_schedule_shows_its_next_fires_in_its_zone(page: Page, herder: HerderClient) -> None:
+    job = herder.create_job("daily", {"runtime": "shell", "command": "true"})
+    schedule = herder.create_schedule(job.id, {"cron": "0 9 * * *", "timezone": "Asia/Kolkata"})
+    page.get_by_role("link", name="Schedules").click()
+    link = page.get_by_role("link", name=schedule.id)
+    expect(link.locator("xpath=../..")).to_contain_text("09:00:00 GMT+5:30 (Asia/Kolkata)")
+    link.click()
+    expect(page.get_by_role("heading", name="Next fires")).to_be_visible()
+    expect(page.locator("tbody tr").first).to_contain_text("T09:00:00+05:30")

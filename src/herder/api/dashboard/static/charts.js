@@ -59,13 +59,13 @@ export function stackedBars(points, series, { width = 720, height = 180, title =
   return chart;
 }
 
-// The share of ended runs that failed, per minute, as a line; minutes where nothing ended are
-// gaps.
+// The failure rate per minute as a line — failed / (succeeded + failed), as /v1/stats counts
+// it; minutes where nothing succeeded or failed are gaps.
 export function rateLine(points, { width = 720, height = 120, title = "" } = {}) {
   const { chart, pad, innerHeight, step } = frame(points, { width, height, title }, (fraction) => `${fraction * 100}%`);
   const segments = [[]];
   points.forEach((point, index) => {
-    const ended = (point.succeeded || 0) + (point.failed || 0) + (point.cancelled || 0);
+    const ended = (point.succeeded || 0) + (point.failed || 0);
     const x = pad.left + index * step + step / 2;
     if (index % 10 === 0) chart.append(svg("text", { x: x - step / 2, y: height - 6, class: "axis" }, minuteLabel(point.minute)));
     if (!ended) {

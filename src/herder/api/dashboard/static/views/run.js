@@ -33,7 +33,7 @@ function attemptRows(attempts) {
 
 function eventRows(events) {
   return events.map((event) =>
-    row([when(event.at), [event.from_state || "", " → ", event.to_state || ""], event.attempt ?? "", event.actor, event.message]),
+    row([when(event.at), event.to_state ? [event.from_state || "", " → ", event.to_state] : "", event.attempt ?? "", event.actor, event.message]),
   );
 }
 
@@ -57,7 +57,7 @@ export function mount(root, route, ctx) {
   function show(run) {
     fill(summary,
       h("h1", {}, "Run ", h("code", {}, run.id)),
-      h("p", { class: "headline" }, badge(run.state), run.cancel_requested ? " cancel requested " : " ", runActions(run, ctx)),
+      h("p", { class: "headline" }, badge(run.state), run.cancel_requested && isActive(run.state) ? " cancel requested " : " ", runActions(run, ctx)),
       facts([
         ["Job", link(`#/runs${query({ job: run.job_name })}`, run.job_name)],
         ["Priority", run.spec.priority],

@@ -3,7 +3,7 @@
 
 import { api, query } from "../api.js";
 import { badge, between, h, link, row, table, when } from "../dom.js";
-import { RUN_STATES, pagedList, runActions, runPath } from "./common.js";
+import { RUN_STATES, isActive, pagedList, runActions, runPath } from "./common.js";
 
 const PAGE = 50;
 
@@ -47,7 +47,7 @@ export function runRows(items, ctx) {
       [
         link(runPath(run.id), run.id),
         link(`#/runs${query({ job: run.job_name })}`, run.job_name),
-        [badge(run.state), run.cancel_requested ? " cancel requested" : ""],
+        [badge(run.state), run.cancel_requested && isActive(run.state) ? " cancel requested" : ""],
         run.attempt_count,
         when(run.created_at),
         between(run.started_at, run.finished_at),
