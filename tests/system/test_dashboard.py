@@ -8,12 +8,20 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Dialog, Locator, Page, expect, sync_playwright
+from playwright.sync_api import (
+    Browser,
+    BrowserContext,
+    Dialog,
+    Locator,
+    Page,
+    expect,
+    sync_playwright,
+)
 
 from herder.client import HerderClient
 from herder.store.database import sqlite_url
@@ -69,22 +77,40 @@ def browser() -> Iterator[Browser]:
 
 
 @pytest.fixture
-def page(browser: Browser, cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[Page]:
-    """A fresh tab, signed in as the system admin; its last look is kept as a screenshot."""
-    context = browser.new_context(base_url=cluster.url, viewport={"width": 1280, "height": 900})
-    tab = context.new_page()
-    tab.set_default_timeout(SEEN_WITHIN_MS)
+def sign_in(
+    browser: Browser, cluster: Cluster, request: pytest.FixtureRequest
+) -> Iterator[Callable[[str], Page]]:
+    """``sign_in(key)``: a fresh tab signed in with the key. Each tab's last look is kept as
+    a screenshot, and a script error in any fails the test."""
+    contexts: list[BrowserContext] = []
     errors: list[str] = []
-    tab.on("pageerror", lambda error: errors.append(str(error)))
-    tab.goto("/")
-    tab.get_by_label("API key").fill(cluster.credentials["api_key"])
-    tab.get_by_role("button", name="Sign in").click()
-    expect(tab.get_by_role("heading", name="Overview")).to_be_visible()
-    yield tab
+
+    def open_tab(key: str) -> Page:
+        context = browser.new_context(base_url=cluster.url, viewport={"width": 1280, "height": 900})
+        contexts.append(context)
+        tab = context.new_page()
+        tab.set_default_timeout(SEEN_WITHIN_MS)
+        tab.on("pageerror", lambda error: errors.append(str(error)))
+        tab.goto("/")
+        tab.get_by_label("API key").fill(key)
+        tab.get_by_role("button", name="Sign in").click()
+        expect(tab.get_by_role("heading", name="Overview")).to_be_visible()
+        return tab
+
+    yield open_tab
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    tab.screenshot(path=SCREENSHOTS / f"{request.node.name}.png", full_page=True)
-    context.close()
+    for number, context in enumerate(contexts):
+        suffix = f"-{number}" if number else ""
+        path = SCREENSHOTS / f"{request.node.name}{suffix}.png"
+        context.pages[0].screenshot(path=path, full_page=True)
+        context.close()
     assert not errors, errors
+
+
+@pytest.fixture
+def page(sign_in: Callable[[str], Page], cluster: Cluster) -> Page:
+    """A tab signed in as the system admin."""
+    return sign_in(cluster.credentials["api_key"])
 
 
 def run_row(page: Page, run_id: str) -> Locator:
@@ -200,10 +226,18 @@ def test_untrusted_text_is_shown_as_text_and_runs_nothing(page: Page, herder: He
 
 def test_the_fleet_is_drained_and_undrained(page: Page, herder: HerderClient) -> None:
     (worker,) = herder.list_workers()
+    job = herder.create_job(
+        "busy", {"runtime": "shell", "command": "sleep 30", "resources": {"cpu": 0.5}}
+    )
+    busy = herder.start_run(job.id)
     page.on("dialog", lambda dialog: dialog.accept())
     page.get_by_role("link", name="Workers").click()
     row = page.locator(f'tr[data-worker="{worker.id}"]')
     expect(row.locator(".state")).to_have_text("alive")
+    expect(row).to_contain_text("1 / 256")  # slots held of the worker's slots
+    expect(row).to_contain_text("0.5 / 2 cpu")
+    herder.cancel_run(busy.id)
+    expect(row).to_contain_text("0 / 256")
     row.get_by_role("button", name="Drain").click()
     expect(row.locator(".state")).to_have_text("draining")
     row.get_by_role("button", name="Undrain").click()
@@ -265,3 +299,27 @@ def test_a_schedule_shows_its_next_fires_in_its_zone(page: Page, herder: HerderC
     link.click()
     expect(page.get_by_role("heading", name="Next fires")).to_be_visible()
     expect(page.locator("tbody tr").first).to_contain_text("T09:00:00+05:30")
+
+
+def test_a_tenant_sees_only_its_own_and_not_the_fleet(
+    sign_in: Callable[[str], Page], herder: HerderClient
+) -> None:
+    tenant = herder.create_tenant("acme")
+    key = herder.create_api_key(tenant.id, role="developer")
+    theirs = herder.create_job("theirs", {"runtime": "shell", "command": "true"})
+    hidden = herder.start_run(theirs.id)
+    with HerderClient(herder.url, key) as acme:
+        ours = acme.create_job("ours", {"runtime": "shell", "command": "echo ours"})
+        mine = acme.wait(acme.start_run(ours.id).id, timeout=15)
+    tab = sign_in(key)
+    expect(tab.get_by_text("Your tenant's runs.")).to_be_visible()
+    expect(
+        tab.get_by_text("The fleet's capacity and workers need a system admin key.")
+    ).to_be_visible()
+    tab.get_by_role("link", name="Runs", exact=True).click()
+    expect(run_row(tab, mine.id)).to_be_visible()
+    expect(tab.locator("tbody tr")).to_have_count(1)
+    tab.goto(f"/#/runs/{hidden.id}")
+    expect(tab.locator(".banner")).to_contain_text("not found")
+    tab.get_by_role("link", name="Workers").click()
+    expect(tab.get_by_text("The fleet view needs a system admin key.")).to_be_visible()

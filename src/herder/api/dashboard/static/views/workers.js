@@ -2,7 +2,16 @@
 // drain and undrain.
 
 import { ApiError, api } from "../api.js";
-import { action, ago, badge, h, labels, resources, row, table, when, fill } from "../dom.js";
+import { action, ago, badge, fill, h, labels, row, table, when } from "../dom.js";
+
+// "0.5 / 2 cpu · 300 / 1024 MB": what its running attempts hold of what it offers.
+function held(worker) {
+  const use = worker.in_use || { cpu: 0, memory_mb: 0, gpus: 0 };
+  const have = worker.capacity;
+  const parts = [`${use.cpu} / ${have.cpu} cpu`, `${use.memory_mb} / ${have.memory_mb} MB`];
+  if (have.gpus) parts.push(`${use.gpus} / ${have.gpus} gpu`);
+  return parts.join(" · ");
+}
 
 export function mount(root, _route, ctx) {
   const list = h("div", { class: "list" });
@@ -10,12 +19,8 @@ export function mount(root, _route, ctx) {
   return {
     async refresh() {
       let workers;
-      let stats = null;
       try {
-        [workers, stats] = await Promise.all([
-          api("/v1/workers", { signal: ctx.signal }),
-          api("/v1/stats?minutes=1", { signal: ctx.signal }).catch(() => null),
-        ]);
+        workers = await api("/v1/workers", { signal: ctx.signal });
       } catch (error) {
         if (error instanceof ApiError && error.status === 403) {
           fill(list, h("p", { class: "empty" }, "The fleet view needs a system admin key."));
@@ -30,8 +35,8 @@ export function mount(root, _route, ctx) {
             worker.name,
             h("code", {}, worker.id),
             badge(worker.state),
-            worker.max_slots,
-            resources(worker.capacity),
+            `${worker.in_use ? worker.in_use.slots : "?"} / ${worker.max_slots}`,
+            held(worker),
             labels(worker.labels),
             [when(worker.last_heartbeat_at), " · ", ago(worker.last_heartbeat_at)],
             worker.version,
@@ -44,12 +49,9 @@ export function mount(root, _route, ctx) {
           { "data-worker": worker.id },
         ),
       );
-      const used = stats && stats.resources ? stats.resources : null;
-      fill(list,
-        used
-          ? h("p", { class: "muted" }, `In use across the fleet: ${resources(used.used)}${used.used.slots !== undefined ? ` · ${used.used.slots} slots` : ""}${used.capacity ? ` of ${resources(used.capacity)}${used.capacity.slots !== undefined ? ` · ${used.capacity.slots} slots` : ""}` : ""}.`)
-          : "",
-        table(["Name", "Id", "State", "Slots", "Capacity", "Labels", "Last heartbeat", "Version", ""], rows, "No workers registered."),
+      fill(
+        list,
+        table(["Name", "Id", "State", "Slots in use", "Resources in use", "Labels", "Last heartbeat", "Version", ""], rows, "No workers registered."),
       );
     },
   };
