@@ -134,6 +134,10 @@ def test_a_wrong_key_is_refused_and_signing_out_forgets_the_key(
     assert tab.evaluate("sessionStorage.length") == 0
     tab.reload()
     expect(tab.get_by_role("button", name="Sign in")).to_be_visible()
+    tab.evaluate("sessionStorage.setItem('herder.api_key', 'revoked')")  # as if revoked
+    tab.goto("/#/queue")
+    expect(tab.get_by_role("alert")).to_contain_text("The key was not accepted")
+    assert tab.evaluate("sessionStorage.length") == 0
     context.close()
 
 
@@ -212,7 +216,8 @@ def test_untrusted_text_is_shown_as_text_and_runs_nothing(page: Page, herder: He
         "attack-queued", {"runtime": "shell", "command": "true", "requires": {"pool": ATTACK}}
     )
     queued = herder.start_run(stuck.id)
-    page.on("dialog", lambda dialog: pytest.fail(f"a dialog opened: {dialog.message}"))
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: dialogs.append(dialog.message))
     page.goto(f"/#/runs/{run.id}")
     expect(page.locator("#logs")).to_have_text(f"{ATTACK}\n")
     expect(page.locator("pre.output")).to_contain_text(ATTACK.replace('"', '\\"'))
@@ -220,6 +225,7 @@ def test_untrusted_text_is_shown_as_text_and_runs_nothing(page: Page, herder: He
     page.get_by_role("link", name="Queue").click()
     expect(run_row(page, queued.id)).to_contain_text(f"pool={ATTACK}")
     assert page.evaluate("window.__pwned") is None
+    assert dialogs == []
     assert page.locator("#view img, #view script").count() == 0
     herder.cancel_run(queued.id)
 
