@@ -11,14 +11,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from fastapi.testclient import TestClient
 
-from herder.api.app import create_app
 from herder.api.dashboard.routes import CONTENT_SECURITY_POLICY
-from herder.settings import Settings
-from herder.store.store import Store
-from tests.conftest import fresh_sqlite_url
 from tests.integration.conftest import Api
+from tests.integration.one_app import sqlite_app
 
 STATIC = Path(__file__).parents[2] / "src/herder/api/dashboard/static"
 IMPORT = re.compile(r"""^import .* from "(\.{1,2}/[^"]+)";$""", re.MULTILINE)
@@ -26,14 +22,8 @@ IMPORT = re.compile(r"""^import .* from "(\.{1,2}/[^"]+)";$""", re.MULTILINE)
 
 @pytest.fixture(scope="module")
 def api(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
-    directory = tmp_path_factory.mktemp("dashboard")
-    store = Store(fresh_sqlite_url(sqlite_template, directory))
-    bootstrap = store.access.bootstrap()
-    assert bootstrap is not None
-    settings = Settings(home=directory, database_url=store.database.url)
-    with TestClient(create_app(store, settings)) as http:
-        yield Api(http, store, bootstrap.admin_key, bootstrap.worker_token, bootstrap.tenant.id)
-    store.close()
+    with sqlite_app(sqlite_template, tmp_path_factory.mktemp("dashboard")) as app:
+        yield app
 
 
 def assert_locked_down(headers: httpx.Headers) -> None:
