@@ -155,6 +155,7 @@ def test_a_run_appears_and_succeeds_live_and_its_logs_show(
     expect(page.get_by_role("heading", name=f"Run {run.id}")).to_be_visible()
     expect(page.locator("#logs")).to_contain_text("hello")
     expect(page.get_by_text("Attempt 1 · complete")).to_be_visible()
+    expect(page.locator("svg.timeline rect.span.state-succeeded")).to_have_count(1)
 
 
 def test_a_running_run_is_cancelled_from_its_page(page: Page, herder: HerderClient) -> None:

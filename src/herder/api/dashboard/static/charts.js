@@ -106,3 +106,34 @@ export function utilization(used, capacity, { width = 360 } = {}) {
 function round(value) {
   return Math.round((value || 0) * 100) / 100;
 }
+
+// A run's life on one time axis: the wait before its first attempt, then each attempt from
+// start to end (or to now while it runs), coloured by how it ended.
+export function runTimeline(run, now = Date.now(), { width = 720 } = {}) {
+  const time = (iso) => (iso ? new Date(iso).getTime() : null);
+  const start = time(run.created_at);
+  const end = Math.max(start + 1000, time(run.finished_at) || now);
+  const firstStart = Math.min(...run.attempts.map((attempt) => time(attempt.started_at)));
+  const waited = Number.isFinite(firstStart) ? firstStart : time(run.finished_at) || now;
+  const rows = [{ label: "waiting", from: start, to: waited, kind: "queued" }];
+  for (const attempt of run.attempts) {
+    rows.push({ label: `attempt ${attempt.number}${attempt.rank ? ` rank ${attempt.rank}` : ""}`, from: time(attempt.started_at), to: time(attempt.finished_at) || now, kind: attempt.state });
+  }
+  const left = 110;
+  const rowHeight = 22;
+  const height = rows.length * rowHeight + 24;
+  const scale = (at) => left + ((at - start) / (end - start)) * (width - left - 10);
+  const chart = svg("svg", { viewBox: `0 0 ${width} ${height}`, class: "chart timeline", role: "img", "aria-label": "run timeline" });
+  rows.forEach((one, index) => {
+    const y = index * rowHeight + 4;
+    chart.append(svg("text", { x: 0, y: y + 13, class: "axis" }, one.label));
+    const x = scale(one.from);
+    const span = Math.max(2, scale(one.to) - x);
+    const seconds = Math.max(0, Math.round((one.to - one.from) / 1000));
+    chart.append(svg("rect", { x, y, width: span, height: 16, rx: 3, class: `span state-${one.kind}` }, svg("title", {}, `${one.label}: ${one.kind}, ${seconds}s`)));
+  });
+  const axisY = height - 6;
+  chart.append(svg("text", { x: left, y: axisY, class: "axis" }, new Date(start).toLocaleTimeString()));
+  chart.append(svg("text", { x: width - 10, y: axisY, class: "axis", "text-anchor": "end" }, new Date(end).toLocaleTimeString()));
+  return chart;
+}

@@ -2,6 +2,7 @@
 // follow the running attempt live (long-polling /logs with its cursor).
 
 import { api, query } from "../api.js";
+import { runTimeline } from "../charts.js";
 import { badge, between, h, link, resources, row, table, when, fill } from "../dom.js";
 import { isActive, runActions, runPath } from "./common.js";
 
@@ -78,6 +79,7 @@ export function mount(root, route, ctx) {
       h("h2", {}, "Attempts"),
       table(["#", "Rank", "Worker", "State", "Exit", "Reason", "Started", "Took", "Max RSS"], attemptRows(run.attempts), "No attempt yet."),
       h("h2", {}, "Timeline"),
+      runTimeline(run),
       table(["At", "Change", "Attempt", "By", "What"], eventRows(run.events), "No events."),
       run.output === null || run.output === undefined ? "" : [h("h2", {}, "Output"), h("pre", { class: "output" }, JSON.stringify(run.output, null, 2))],
     );
