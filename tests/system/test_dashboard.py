@@ -81,9 +81,14 @@ def sign_in(
     browser: Browser, cluster: Cluster, request: pytest.FixtureRequest
 ) -> Iterator[Callable[[str], Page]]:
     """``sign_in(key)``: a fresh tab signed in with the key. Each tab's last look is kept as
-    a screenshot, and a script error in any fails the test."""
+    a screenshot; a script error or anything the CSP refused, in any tab, fails the test."""
     contexts: list[BrowserContext] = []
     errors: list[str] = []
+
+    def refused(text: str) -> None:
+        """What the Content-Security-Policy blocked: the page's own code never needs it."""
+        if "Content Security Policy" in text:
+            errors.append(text)
 
     def open_tab(key: str) -> Page:
         context = browser.new_context(base_url=cluster.url, viewport={"width": 1280, "height": 900})
@@ -91,6 +96,7 @@ def sign_in(
         tab = context.new_page()
         tab.set_default_timeout(SEEN_WITHIN_MS)
         tab.on("pageerror", lambda error: errors.append(str(error)))
+        tab.on("console", lambda message: refused(message.text))
         tab.goto("/")
         tab.get_by_label("API key").fill(key)
         tab.get_by_role("button", name="Sign in").click()

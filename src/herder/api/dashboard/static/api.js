@@ -38,7 +38,8 @@ export function query(params) {
 export async function api(path, { method = "GET", body, signal } = {}) {
   const headers = { Authorization: `Bearer ${apiKey() || ""}`, Accept: "application/json" };
   if (body !== undefined) headers["Content-Type"] = "application/json";
-  const response = await fetch(path, {
+  // Relative to the page ("v1/…"), so the dashboard works behind a proxy's path prefix too.
+  const response = await fetch(path.replace(/^\//, ""), {
     method,
     headers,
     signal,
