@@ -43,8 +43,12 @@ export function runActions(run, ctx) {
 export function pagedList(ctx, load, show) {
   const node = h("div", { class: "list" });
   let cursors = [];
+  let shown = null; // what the page last drew: redrawn only when it changes, so a selection holds
   async function refresh() {
     const page = await load(cursors.at(-1) || "");
+    const drawn = JSON.stringify([cursors, page]);
+    if (drawn === shown) return;
+    shown = drawn;
     fill(node,
       show(page),
       pager(page, cursors, (next) => {

@@ -11,6 +11,7 @@ function queueRows(entries, ctx) {
     row(
       [
         link(runPath(entry.run_id), entry.run_id),
+        h("code", {}, entry.tenant_id),
         entry.job_name,
         entry.priority,
         [resources(entry.resources), entry.replicas > 1 ? ` × ${entry.replicas}` : ""],
@@ -28,7 +29,7 @@ export function mount(root, _route, ctx) {
   const list = pagedList(
     ctx,
     (cursor) => api(`/v1/queue${query({ limit: PAGE, cursor })}`, { signal: ctx.signal }),
-    (page) => table(["Run", "Job", "Priority", "Needs", "Requires", "Waited", "Waiting because", ""], queueRows(page.items, ctx), "The queue is empty."),
+    (page) => table(["Run", "Tenant", "Job", "Priority", "Needs", "Requires", "Waited", "Waiting because", ""], queueRows(page.items, ctx), "The queue is empty."),
   );
   root.append(h("h1", {}, "Queue"), h("p", { class: "muted" }, "Queued runs in the order the dispatcher considers them."), list.node);
   return list;

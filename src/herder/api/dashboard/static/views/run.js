@@ -129,8 +129,12 @@ export function mount(root, route, ctx) {
   follow();
   return {
     async refresh() {
-      latest = await api(`/v1/runs/${encodeURIComponent(id)}`, { signal: ctx.signal });
-      show(latest);
+      const run = await api(`/v1/runs/${encodeURIComponent(id)}`, { signal: ctx.signal });
+      // An ended run is redrawn only when it changes (a selection in it holds); an active one
+      // every time, as its durations grow.
+      const changed = !latest || JSON.stringify(run) !== JSON.stringify(latest);
+      latest = run;
+      if (changed || isActive(run.state)) show(run);
     },
   };
 }

@@ -64,7 +64,7 @@ export const RUN_HEADINGS = ["Run", "Job", "State", "Attempts", "Created", "Took
 export function mount(root, route, ctx) {
   const params = route.params;
   const jobName = params.get("job");
-  let jobId = null; // the named job's id, once looked up
+  let jobId = params.get("job_id"); // or the named job's id, once looked up
   const list = pagedList(
     ctx,
     async (cursor) => {

@@ -29,7 +29,9 @@ function scheduleRows(items) {
   return items.map((schedule) =>
     row([
       link(schedulePath(schedule.id), schedule.name || schedule.id),
-      schedule.job_id ? `job ${schedule.job_id}` : `workflow ${schedule.workflow_id}`,
+      schedule.job_id
+        ? link(`#/runs${query({ job_id: schedule.job_id })}`, `job ${schedule.job_id}`)
+        : link(`#/workflows${query({ workflow: schedule.workflow_id })}`, `workflow ${schedule.workflow_id}`),
       h("code", {}, schedule.spec.cron),
       schedule.paused ? "paused" : inZone(schedule.next_fire_at, schedule.spec.timezone),
       when(schedule.last_fired_for),
