@@ -80,7 +80,10 @@ def test_nothing_else_of_the_package_is_served(api: Api, path: str) -> None:
 
 def test_the_api_routes_beside_it_still_answer(api: Api) -> None:
     assert api.http.get("/healthz").status_code == 200
+    assert api.http.get("/readyz").status_code == 200
     assert api.http.get("/docs").status_code == 200
+    assert api.http.get("/redoc").status_code == 200
+    assert api.http.get("/metrics", headers=api.admin).status_code == 200
     assert api.http.get("/openapi.json").status_code == 200
     assert api.http.get("/v1/jobs").status_code == 401
     assert api.http.get("/v1/jobs", headers=api.admin).status_code == 200

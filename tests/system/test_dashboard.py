@@ -212,12 +212,13 @@ def test_the_overview_counts_and_charts_the_last_hour(page: Page, herder: Herder
 
 
 def test_untrusted_text_is_shown_as_text_and_runs_nothing(page: Page, herder: HerderClient) -> None:
-    """A run's logs, output, idempotency key and required labels are the tenant's own text:
+    """A run's logs, output, command, args, idempotency key and required labels are the
+    tenant's own text:
     the page shows them literally, and nothing in them runs."""
     output = json.dumps({"note": ATTACK})
     command = f"printf '%s\\n' '{ATTACK}'; printf '%s' '{output}' > \"$HERDER_OUTPUT\""
     job = herder.create_job("attack", {"runtime": "shell", "command": command})
-    run = herder.start_run(job.id, idempotency_key=ATTACK)
+    run = herder.start_run(job.id, args=[ATTACK], idempotency_key=ATTACK)
     herder.wait(run.id, timeout=15)
     stuck = herder.create_job(
         "attack-queued", {"runtime": "shell", "command": "true", "requires": {"pool": ATTACK}}
@@ -228,7 +229,10 @@ def test_untrusted_text_is_shown_as_text_and_runs_nothing(page: Page, herder: He
     page.goto(f"/#/runs/{run.id}")
     expect(page.locator("#logs")).to_have_text(f"{ATTACK}\n")
     expect(page.locator("pre.output")).to_contain_text(ATTACK.replace('"', '\\"'))
-    expect(page.locator(".facts")).to_contain_text(ATTACK)
+    facts = page.locator(".facts")
+    expect(facts).to_contain_text(f"Idempotency key{ATTACK}")
+    expect(facts).to_contain_text(f"printf '%s\\n' '{ATTACK}'")  # the command
+    expect(facts).to_contain_text(json.dumps([ATTACK]))  # the args
     page.get_by_role("link", name="Queue").click()
     expect(run_row(page, queued.id)).to_contain_text(f"pool={ATTACK}")
     assert page.evaluate("window.__pwned") is None

@@ -61,6 +61,8 @@ export function mount(root, route, ctx) {
       h("p", { class: "headline" }, badge(run.state), run.cancel_requested && isActive(run.state) ? " cancel requested " : " ", runActions(run, ctx)),
       facts([
         ["Job", link(`#/runs${query({ job: run.job_name })}`, run.job_name)],
+        ["Runs", [run.spec.runtime, run.spec.command ? [" · ", h("code", {}, run.spec.command)] : ""]],
+        ["Args", run.spec.args.length ? h("code", {}, JSON.stringify(run.spec.args)) : ""],
         ["Priority", run.spec.priority],
         ["Resources", resources(run.spec.resources)],
         ["Created", when(run.created_at)],
