@@ -39,6 +39,8 @@ def test_the_page_is_at_the_root_and_needs_no_key(api: Api) -> None:
     assert_locked_down(response.headers)
     assert '<script type="module" src="ui/app.js"></script>' in response.text
     assert "<script>" not in response.text  # no inline script: the policy would refuse it
+    # The key's field has no name: were the script not to run, the form would not send it.
+    assert '<input id="api-key" type="password"' in response.text
     assert "http" not in response.text.replace("http-equiv", "")  # nothing from another host
 
 
