@@ -39,7 +39,7 @@ class MinuteOutcomes(_Record):
     cancelled: int = 0
 
 
-class Resources(_Record):
+class ResourceTotals(_Record):
     cpu: float
     memory_mb: float
     gpus: float
@@ -57,7 +57,7 @@ class Stats(_Record):
     throughput: list[MinuteOutcomes]  # one per minute of the window, oldest first
     ended: dict[str, int]  # outcome → runs ended in the window
     failure_rate: float | None  # failed / (succeeded + failed); None when none ended
-    resources: dict[str, Resources | None]  # used, and capacity (None for a tenant)
+    resources: dict[str, ResourceTotals | None]  # used, and capacity (None for a tenant)
     workers: dict[str, int] | None  # workers by state (None for a tenant)
 
 

@@ -15,7 +15,7 @@ from sqlalchemy import ColumnElement, Connection, func, select
 from herder.domain.states import RunState
 from herder.domain.stats import (
     OUTCOME_OF_STATE,
-    Resources,
+    ResourceTotals,
     Stats,
     failure_rate,
     throughput,
@@ -50,8 +50,8 @@ def read_stats(database: Database, tenant_id: str | None, now: datetime, minutes
             resources={
                 "used": _tenant_used(connection, scope)
                 if scope is not None
-                else Resources(**fleet_used(connection)),
-                "capacity": Resources(**fleet_capacity(connection)) if fleet else None,
+                else ResourceTotals(**fleet_used(connection)),
+                "capacity": ResourceTotals(**fleet_capacity(connection)) if fleet else None,
             },
             workers=workers_by_state(connection) if fleet else None,
         )
@@ -89,7 +89,7 @@ def _every_tenant(connection: Connection, database: Database) -> ColumnElement[b
     return one_of(database, runs.c.tenant_id, ids)
 
 
-def _tenant_used(connection: Connection, scope: ColumnElement[bool]) -> Resources:
+def _tenant_used(connection: Connection, scope: ColumnElement[bool]) -> ResourceTotals:
     row = connection.execute(
         select(
             func.coalesce(func.sum(runs.c.cpu_milli * runs.c.replicas), 0),
@@ -98,4 +98,4 @@ def _tenant_used(connection: Connection, scope: ColumnElement[bool]) -> Resource
             func.coalesce(func.sum(runs.c.replicas), 0),
         ).where(runs.c.state == RunState.RUNNING, scope)
     ).one()
-    return Resources(cpu=row[0] / 1000, memory_mb=row[1], gpus=row[2], slots=row[3])
+    return ResourceTotals(cpu=row[0] / 1000, memory_mb=row[1], gpus=row[2], slots=row[3])
