@@ -280,6 +280,14 @@ def test_a_workflow_run_is_drawn_with_its_task_states(
     expect(page.locator('g.task[data-task="load"]')).to_have_class(re.compile("state-succeeded"))
     expect(page.locator('g.task[data-task="extract"]')).to_have_class(re.compile("succeeded"))
     expect(page.locator("svg.dag path.edge")).to_have_count(1)
+    load_run = page.locator("tbody tr", has_text="load").get_by_role("link").inner_text()
+    page.locator('g.task[data-task="load"]').click()  # a task's box opens its run
+    expect(page.get_by_role("heading", name=f"Run {load_run}")).to_be_visible()
+    page.goto(f"/#/workflows?workflow={created.json()['id']}")  # the definition, drawn
+    expect(page.get_by_role("heading", name="etl v1")).to_be_visible()
+    expect(page.locator('svg.dag g.task[data-task="extract"]')).to_have_class(
+        re.compile("state-pending")
+    )
 
 
 def test_a_dead_run_is_found_by_filters_and_re_run_from_the_dead_letters(

@@ -81,6 +81,7 @@ export function dag(tasks) {
       const at = where.get(task.name);
       const state = taskState(task);
       const count = task.instances.length > 1 ? ` ×${task.instances.length}` : "";
+      const only = task.instances.length === 1 ? task.instances[0] : null;
       const box = svg(
         "g",
         { class: `task state-${state}`, "data-task": task.name, transform: `translate(${at.x},${at.y})` },
@@ -89,7 +90,8 @@ export function dag(tasks) {
         svg("text", { x: 8, y: 16, class: "task-name" }, `${task.name.slice(0, 18)}${count}`),
         svg("text", { x: 8, y: 32, class: "task-state" }, state),
       );
-      chart.append(box);
+      // A task with one run opens it; a mapped one's instances are in the table below.
+      chart.append(only && only.run_id ? svg("a", { href: runPath(only.run_id) }, box) : box);
     }
   }
   return chart;

@@ -3,6 +3,7 @@
 import { api, query } from "../api.js";
 import { badge, between, h, link, row, table, when, fill } from "../dom.js";
 import { pagedList } from "./common.js";
+import { dag } from "./workflow_run.js";
 
 const PAGE = 50;
 
@@ -46,11 +47,17 @@ export function mount(root, route, ctx) {
       table(["Run", "Workflow", "State", "Created", "Took", "Reason"], workflowRunRows(page.items), "No workflow runs."),
     ],
   );
-  root.append(h("h1", {}, "Workflows"), definitions, h("h2", {}, "Workflow runs"), runs.node);
+  const graph = h("div", {});
+  root.append(h("h1", {}, "Workflows"), definitions, graph, h("h2", {}, "Workflow runs"), runs.node);
   return {
     async refresh() {
       const workflows = await api(`/v1/workflows${query({ limit: 100 })}`, { signal: ctx.signal });
       fill(definitions, table(["Workflow", "Version", "Tasks", "Max active runs", "Updated"], definitionRows(workflows.items), "No workflows."));
+      if (workflowId && !graph.firstChild) {
+        const workflow = await api(`/v1/workflows/${encodeURIComponent(workflowId)}`, { signal: ctx.signal });
+        const tasks = workflow.tasks.map((task) => ({ task: task.name, depends_on: task.depends_on, state: "pending" }));
+        fill(graph, h("h2", {}, `${workflow.name} v${workflow.version}`), h("div", { class: "dag-scroll" }, dag(tasks)));
+      }
       await runs.refresh();
     },
   };
