@@ -184,6 +184,31 @@ def test_a_running_run_is_cancelled_from_its_page(page: Page, herder: HerderClie
     assert herder.get_run(run.id).state == "cancelled"
 
 
+def test_a_refused_action_shows_the_problem_detail(page: Page, herder: HerderClient) -> None:
+    """As when the run ended between the page's last refresh and the click: the API answers
+    409 with a problem document, and the page says what it says."""
+    job = herder.create_job("raced", {"runtime": "shell", "command": "sleep 30"})
+    run = herder.start_run(job.id)
+    detail = "the run ended before it could be cancelled"
+    page.route(
+        f"**/v1/runs/{run.id}/cancel",
+        lambda route: route.fulfill(
+            status=409,
+            content_type="application/problem+json",
+            body=json.dumps({"type": "about:blank", "title": "Conflict", "status": 409,
+                             "detail": detail}),
+        ),
+    )  # fmt: skip
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.goto(f"/#/runs/{run.id}")
+    page.get_by_role("button", name="Cancel").click()
+    expect(page.locator(".banner.error")).to_have_text(detail)
+    refreshed = page.locator("#live").inner_text()
+    expect(page.locator("#live")).not_to_have_text(refreshed)  # the view refreshed since
+    expect(page.locator(".banner.error")).to_have_text(detail)
+    herder.cancel_run(run.id)
+
+
 def test_a_queued_run_shows_why_it_waits(page: Page, herder: HerderClient) -> None:
     job = herder.create_job(
         "needs-gpu-pool", {"runtime": "shell", "command": "true", "requires": {"pool": "gpu"}}

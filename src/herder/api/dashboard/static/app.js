@@ -61,7 +61,9 @@ function status(text, isError = false) {
   live.classList.toggle("error", isError);
 }
 
-function fail(error) {
+// Shows what went wrong at the top of the view. A failed refresh's message goes away when a
+// refresh succeeds again; a failed action's stays until the next action or view.
+function fail(error, source = "action") {
   if (error instanceof ApiError && error.status === 401) {
     signOut();
     showSignIn("The key was not accepted (it may have been revoked or expired). Sign in again.");
@@ -73,8 +75,9 @@ function fail(error) {
   if (banner) {
     banner.textContent = message;
     banner.className = "banner error";
+    banner.dataset.source = source;
   }
-  status("not updated", true);
+  if (source === "refresh") status("not updated", true);
 }
 
 function notice(text) {
@@ -82,6 +85,7 @@ function notice(text) {
   if (banner) {
     banner.textContent = text;
     banner.className = "banner ok";
+    banner.dataset.source = "action";
   }
 }
 
@@ -91,9 +95,13 @@ async function refresh() {
   view.refreshing = true;
   try {
     await view.refresh();
-    if (current === view) status(`live · ${new Date().toLocaleTimeString()}`);
+    if (current === view) {
+      status(`live · ${new Date().toLocaleTimeString()}`);
+      const banner = byId("view").querySelector(".banner");
+      if (banner && banner.dataset.source === "refresh") banner.replaceChildren();
+    }
   } catch (error) {
-    if (current === view) fail(error);
+    if (current === view) fail(error, "refresh");
   } finally {
     view.refreshing = false;
   }

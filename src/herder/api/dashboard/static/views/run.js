@@ -122,7 +122,7 @@ export function mount(root, route, ctx) {
           }
         }
       } catch (error) {
-        ctx.fail(error);
+        ctx.fail(error, "refresh");
         await sleep(2 * IDLE_MS, ctx.signal);
       }
     }
