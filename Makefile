@@ -11,8 +11,11 @@ BENCH_STAMP := $(VENV)/.bench-installed
 # sandbox launcher is built from source once per host), nft (attempt networks), ip, nsenter,
 # setpriv.
 SYSTEM_PACKAGES := gcc libc6-dev linux-libc-dev nftables iproute2 util-linux
+# What only `make test` needs besides: the browser the dashboard's test drives (Playwright,
+# from the dev extra, uses this system chromium; it never downloads a browser).
+TEST_PACKAGES := chromium
 
-.PHONY: up test lint unit bench postgres redis system-packages clean
+.PHONY: up test lint unit bench postgres redis system-packages test-packages clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,14 +35,21 @@ $(BENCH_STAMP): pyproject.toml | $(BIN)/python
 	touch $@ $(DEV_STAMP) $(RUNTIME_STAMP)
 
 # Quick when all are there (dpkg -s); apt-get update only when one is missing. A user who is
-# not root is told what is missing: only a root worker needs them.
-system-packages:
-	@missing=$$(for package in $(SYSTEM_PACKAGES); do \
+# not root is told what is missing: only a root worker (and the browser test) needs them.
+define install_missing
+	@missing=$$(for package in $(1); do \
 		dpkg -s $$package >/dev/null 2>&1 || echo $$package; done); \
 	if [ -z "$$missing" ] || ! command -v dpkg >/dev/null; then exit 0; fi; \
 	if [ "$$(id -u)" != 0 ]; then \
-		echo "not installed (a root worker needs them): $$missing"; exit 0; fi; \
+		echo "not installed ($(2)): $$missing"; exit 0; fi; \
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing
+endef
+
+system-packages:
+	$(call install_missing,$(SYSTEM_PACKAGES),a root worker needs them)
+
+test-packages:
+	$(call install_missing,$(TEST_PACKAGES),the dashboard's browser test needs them)
 
 up: system-packages $(RUNTIME_STAMP)
 	$(BIN)/herder up
@@ -52,7 +62,7 @@ lint: $(DEV_STAMP)
 postgres:
 	scripts/ensure-postgres.sh
 
-test: system-packages lint postgres
+test: system-packages test-packages lint postgres
 	$(BIN)/pytest --junitxml=.test-results/junit.xml $(PYTEST_ARGS)
 
 unit: $(DEV_STAMP)

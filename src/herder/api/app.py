@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from herder import __version__
+from herder.api.dashboard import router as dashboard
 from herder.api.docs_ui import install_docs_ui
 from herder.api.errors import install_error_handlers
 from herder.api.limits import BodyLimit
@@ -86,6 +87,7 @@ def create_app(store: Store, settings: Settings) -> FastAPI:
     ):
         describe_problems(module.router)
         app.include_router(module.router)
+    app.include_router(dashboard)
     app.add_middleware(NulGuard)
     app.add_middleware(BodyLimit)  # added after NulGuard: so NulGuard reads a bounded body
     app.add_middleware(RequestLatency)  # outermost: times every answer, a 413 too

@@ -140,6 +140,15 @@ class WorkerState(StrEnum):
     LOST = "lost"
 
 
+class WorkerUse(_Record):
+    """What a worker's running attempts hold: slots and the resources their runs asked for."""
+
+    slots: int
+    cpu: float
+    memory_mb: int
+    gpus: int
+
+
 class Worker(_Record):
     id: str
     name: str
@@ -151,6 +160,7 @@ class Worker(_Record):
     registered_at: datetime
     address: str = ""  # where gang peers reach it
     last_heartbeat_at: datetime
+    in_use: WorkerUse | None = None  # counted for the fleet listing (GET /v1/workers)
 
 
 class AssignedTask(_Record):

@@ -14,7 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, func, insert, select, update
 
 from herder.clock import Clock, epoch_ms
 from herder.domain.errors import Gone, NotFound
@@ -30,7 +30,7 @@ from herder.domain.lifecycle.stops import (
     pending_stop,
     stop_orders,
 )
-from herder.domain.models import AssignedTask, Assignment, Worker, WorkerState
+from herder.domain.models import AssignedTask, Assignment, Worker, WorkerState, WorkerUse
 from herder.domain.states import AttemptState
 from herder.protocol import Directives, HeldAttempt
 from herder.store.access import hash_secret
@@ -122,9 +122,29 @@ class WorkerRepository:
         return gone
 
     def fleet(self) -> list[Worker]:
+        """Every worker, with what its running attempts hold (one grouped read of the
+        running attempts, which the hot path keeps few)."""
         with self._db.read() as connection:
             rows = connection.execute(select(workers).order_by(workers.c.id)).all()
-        return [worker_record(row) for row in rows]
+            held = connection.execute(
+                select(
+                    attempts.c.worker_id,
+                    func.count(),
+                    func.coalesce(func.sum(attempts.c.cpu_milli), 0),
+                    func.coalesce(func.sum(attempts.c.memory_mb), 0),
+                    func.coalesce(func.sum(attempts.c.gpus), 0),
+                )
+                .where(attempts.c.state == AttemptState.RUNNING)
+                .group_by(attempts.c.worker_id)
+            ).all()
+        use = {
+            worker_id: WorkerUse(slots=slots, cpu=cpu / 1000, memory_mb=memory, gpus=gpus)
+            for worker_id, slots, cpu, memory, gpus in held
+        }
+        idle = WorkerUse(slots=0, cpu=0, memory_mb=0, gpus=0)
+        return [
+            worker_record(row).model_copy(update={"in_use": use.get(row.id, idle)}) for row in rows
+        ]
 
     def heartbeat(
         self,

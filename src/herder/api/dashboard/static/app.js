@@ -1,0 +1,170 @@
+// The dashboard's shell: sign-in, routing by URL hash, and the live loop that refreshes the
+// current view every two seconds while the tab is visible.
+
+import { ApiError, api, apiKey, signIn, signOut } from "./api.js";
+import { h } from "./dom.js";
+import * as overview from "./views/overview.js";
+import * as runs from "./views/runs.js";
+import * as run from "./views/run.js";
+import * as queue from "./views/queue.js";
+import * as dead from "./views/dead.js";
+import * as workflows from "./views/workflows.js";
+import * as workflowRun from "./views/workflow_run.js";
+import * as schedules from "./views/schedules.js";
+import * as schedule from "./views/schedule.js";
+import * as workers from "./views/workers.js";
+
+const REFRESH_MS = 2000;
+const VIEWS = {
+  overview: [overview, null],
+  runs: [runs, run],
+  queue: [queue, null],
+  dead: [dead, null],
+  workflows: [workflows, null],
+  "workflow-runs": [workflows, workflowRun],
+  schedules: [schedules, schedule],
+  workers: [workers, null],
+};
+
+const byId = (id) => document.getElementById(id);
+let current = null; // { view, controller, refreshing }
+
+export function parseRoute(hash) {
+  const [path, search = ""] = hash.replace(/^#\/?/, "").split("?");
+  const [name = "overview", id = null] = path.split("/").filter(Boolean).map(decodeURIComponent);
+  return { name, id, params: new URLSearchParams(search) };
+}
+
+function showSignIn(message = "") {
+  stopView();
+  byId("view").hidden = true;
+  byId("nav").hidden = true;
+  byId("sign-out").hidden = true;
+  byId("live").hidden = true;
+  byId("sign-in").hidden = false;
+  byId("sign-in-message").textContent = message;
+  byId("api-key").value = "";
+  byId("api-key").focus();
+}
+
+function stopView() {
+  if (current) {
+    current.controller.abort();
+    current = null;
+  }
+}
+
+function status(text, isError = false) {
+  const live = byId("live");
+  live.hidden = false;
+  live.textContent = text;
+  live.classList.toggle("error", isError);
+}
+
+// Shows what went wrong at the top of the view. A failed refresh's message goes away when a
+// refresh succeeds again; a failed action's stays until the next action or view.
+function fail(error, source = "action") {
+  if (error instanceof ApiError && error.status === 401) {
+    signOut();
+    showSignIn("The key was not accepted (it may have been revoked or expired). Sign in again.");
+    return;
+  }
+  if (error && error.name === "AbortError") return;
+  const message = error instanceof ApiError ? error.message : `Cannot reach the server: ${error.message}`;
+  const banner = byId("view").querySelector(".banner");
+  if (banner) {
+    banner.textContent = message;
+    banner.className = "banner error";
+    banner.dataset.source = source;
+  }
+  if (source === "refresh") status("not updated", true);
+}
+
+function notice(text) {
+  const banner = byId("view").querySelector(".banner");
+  if (banner) {
+    banner.textContent = text;
+    banner.className = "banner ok";
+    banner.dataset.source = "action";
+  }
+}
+
+async function refresh() {
+  const view = current;
+  if (!view || view.refreshing) return;
+  view.refreshing = true;
+  try {
+    await view.refresh();
+    if (current === view) {
+      status(`live · ${new Date().toLocaleTimeString()}`);
+      const banner = byId("view").querySelector(".banner");
+      if (banner && banner.dataset.source === "refresh") banner.replaceChildren();
+    }
+  } catch (error) {
+    if (current === view) fail(error, "refresh");
+  } finally {
+    view.refreshing = false;
+  }
+}
+
+function go(hash) {
+  if (window.location.hash === hash) route();
+  else window.location.hash = hash;
+}
+
+function route() {
+  if (!apiKey()) {
+    showSignIn();
+    return;
+  }
+  stopView();
+  const where = parseRoute(window.location.hash);
+  const pair = VIEWS[where.name] || VIEWS.overview;
+  const module = where.id ? pair[1] || pair[0] : pair[0];
+  for (const anchor of byId("nav").querySelectorAll("a")) {
+    const active = anchor.dataset.view === where.name || (where.name === "workflow-runs" && anchor.dataset.view === "workflows");
+    anchor.classList.toggle("active", active);
+  }
+  byId("sign-in").hidden = true;
+  byId("nav").hidden = false;
+  byId("sign-out").hidden = false;
+  const root = byId("view");
+  root.hidden = false;
+  root.replaceChildren(h("p", { class: "banner", role: "status" }));
+  const controller = new AbortController();
+  const ctx = { signal: controller.signal, refresh, fail, notice, go };
+  const mounted = module.mount(root, where, ctx);
+  current = { controller, refreshing: false, refresh: mounted.refresh };
+  document.title = `Herder · ${where.name}`;
+  refresh();
+}
+
+byId("sign-in").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const key = byId("api-key").value.trim();
+  if (!key) return;
+  signIn(key);
+  try {
+    await api("/v1/jobs?limit=1"); // any key that may read its tenant passes
+  } catch (error) {
+    signOut();
+    const message = error instanceof ApiError && error.status === 401 ? "That key was not accepted." : error.message;
+    showSignIn(message);
+    return;
+  }
+  route();
+});
+
+byId("sign-out").addEventListener("click", () => {
+  signOut();
+  showSignIn("Signed out.");
+});
+
+window.addEventListener("hashchange", route);
+document.addEventListener("visibilitychange", () => {
+  if (!document.hidden) refresh();
+});
+setInterval(() => {
+  if (!document.hidden) refresh();
+}, REFRESH_MS);
+route();

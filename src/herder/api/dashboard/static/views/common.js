@@ -1,0 +1,61 @@
+// What several views share: run states and a run's actions.
+
+import { api } from "../api.js";
+import { action, h, pager, fill } from "../dom.js";
+
+export const RUN_STATES = [
+  "pending", "queued", "running", "retry_wait", "succeeded", "failed", "timed_out",
+  "lost", "cancelled", "dead", "expired", "skipped", "upstream_failed",
+];
+const ACTIVE = new Set(["pending", "queued", "running", "retry_wait"]);
+
+export function isActive(state) {
+  return ACTIVE.has(state);
+}
+
+export function runPath(id) {
+  return `#/runs/${encodeURIComponent(id)}`;
+}
+
+// Cancel while it is active (after a confirmation), re-run once it has ended.
+export function runActions(run, ctx) {
+  const base = `/v1/runs/${encodeURIComponent(run.id)}`;
+  if (isActive(run.state)) {
+    if (run.cancel_requested) return "cancelling…";
+    return action("Cancel", () => api(`${base}/cancel`, { method: "POST" }), {
+      ctx,
+      danger: true,
+      confirmText: `Cancel run ${run.id} (${run.job_name})?`,
+    });
+  }
+  return action(
+    "Re-run",
+    async () => {
+      const rerun = await api(`${base}/rerun`, { method: "POST" });
+      ctx.go(runPath(rerun.id));
+    },
+    { ctx },
+  );
+}
+
+// A list the server pages by cursor: ``load(cursor)`` reads a page, ``show(page)`` draws it;
+// "Older" and "Newer" walk the cursors, and every refresh reloads the page shown.
+export function pagedList(ctx, load, show) {
+  const node = h("div", { class: "list" });
+  let cursors = [];
+  let shown = null; // what the page last drew: redrawn only when it changes, so a selection holds
+  async function refresh() {
+    const page = await load(cursors.at(-1) || "");
+    const drawn = JSON.stringify([cursors, page]);
+    if (drawn === shown) return;
+    shown = drawn;
+    fill(node,
+      show(page),
+      pager(page, cursors, (next) => {
+        cursors = next;
+        ctx.refresh();
+      }),
+    );
+  }
+  return { node, refresh };
+}

@@ -1,0 +1,53 @@
+// Schedules: each with its next fire in its own zone, what it starts, and its counts of
+// fires and misses.
+
+import { api, query } from "../api.js";
+import { h, link, row, table, when } from "../dom.js";
+import { pagedList } from "./common.js";
+
+const PAGE = 50;
+
+// An instant as the wall clock of a zone shows it, e.g. "2026-11-24 09:00 Europe/Paris".
+export function inZone(iso, zone) {
+  if (!iso) return "";
+  try {
+    const text = new Intl.DateTimeFormat("sv-SE", {
+      timeZone: zone, year: "numeric", month: "2-digit", day: "2-digit",
+      hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short",
+    }).format(new Date(iso));
+    return h("time", { datetime: iso, title: iso }, `${text} (${zone})`);
+  } catch {
+    return when(iso);
+  }
+}
+
+export function schedulePath(id) {
+  return `#/schedules/${encodeURIComponent(id)}`;
+}
+
+function scheduleRows(items) {
+  return items.map((schedule) =>
+    row([
+      link(schedulePath(schedule.id), schedule.name || schedule.id),
+      schedule.job_id
+        ? link(`#/runs${query({ job_id: schedule.job_id })}`, `job ${schedule.job_id}`)
+        : link(`#/workflows${query({ workflow: schedule.workflow_id })}`, `workflow ${schedule.workflow_id}`),
+      h("code", {}, schedule.spec.cron),
+      schedule.paused ? "paused" : inZone(schedule.next_fire_at, schedule.spec.timezone),
+      when(schedule.last_fired_for),
+      schedule.fired_count,
+      schedule.missed_count,
+      schedule.skipped_count,
+    ]),
+  );
+}
+
+export function mount(root, _route, ctx) {
+  const list = pagedList(
+    ctx,
+    (cursor) => api(`/v1/schedules${query({ limit: PAGE, cursor })}`, { signal: ctx.signal }),
+    (page) => table(["Schedule", "Starts", "Cron", "Next fire", "Last fired for", "Fired", "Missed", "Skipped"], scheduleRows(page.items), "No schedules."),
+  );
+  root.append(h("h1", {}, "Schedules"), list.node);
+  return list;
+}

@@ -1,0 +1,64 @@
+// Workflows and their recent runs.
+
+import { api, query } from "../api.js";
+import { badge, between, h, link, row, table, when, fill } from "../dom.js";
+import { pagedList } from "./common.js";
+import { dag } from "./workflow_run.js";
+
+const PAGE = 50;
+
+export function workflowRunPath(id) {
+  return `#/workflow-runs/${encodeURIComponent(id)}`;
+}
+
+function definitionRows(items) {
+  return items.map((workflow) =>
+    row([
+      link(`#/workflows${query({ workflow: workflow.id })}`, workflow.name),
+      workflow.version,
+      workflow.tasks.length,
+      workflow.max_active_runs ?? "",
+      when(workflow.updated_at),
+    ]),
+  );
+}
+
+function workflowRunRows(items) {
+  return items.map((run) =>
+    row([
+      link(workflowRunPath(run.id), run.id),
+      `${run.workflow_name} v${run.version}`,
+      badge(run.state),
+      when(run.created_at),
+      between(run.started_at, run.finished_at),
+      run.reason || "",
+    ]),
+  );
+}
+
+export function mount(root, route, ctx) {
+  const definitions = h("div", { class: "list" });
+  const workflowId = route.params.get("workflow") || "";
+  const runs = pagedList(
+    ctx,
+    (cursor) => api(`/v1/workflow-runs${query({ workflow_id: workflowId, limit: PAGE, cursor })}`, { signal: ctx.signal }),
+    (page) => [
+      workflowId ? h("p", {}, "Runs of one workflow · ", link("#/workflows", "show all")) : "",
+      table(["Run", "Workflow", "State", "Created", "Took", "Reason"], workflowRunRows(page.items), "No workflow runs."),
+    ],
+  );
+  const graph = h("div", {});
+  root.append(h("h1", {}, "Workflows"), definitions, graph, h("h2", {}, "Workflow runs"), runs.node);
+  return {
+    async refresh() {
+      const workflows = await api(`/v1/workflows${query({ limit: 100 })}`, { signal: ctx.signal });
+      fill(definitions, table(["Workflow", "Version", "Tasks", "Max active runs", "Updated"], definitionRows(workflows.items), "No workflows."));
+      if (workflowId && !graph.firstChild) {
+        const workflow = await api(`/v1/workflows/${encodeURIComponent(workflowId)}`, { signal: ctx.signal });
+        const tasks = workflow.tasks.map((task) => ({ task: task.name, depends_on: task.depends_on, state: "pending" }));
+        fill(graph, h("h2", {}, `${workflow.name} v${workflow.version}`), h("div", { class: "dag-scroll" }, dag(tasks)));
+      }
+      await runs.refresh();
+    },
+  };
+}

@@ -1,0 +1,375 @@
+"""The dashboard in a real browser, used as a person would: Debian's ``chromium`` driven by
+Playwright against a real server and worker. Screenshots go to
+``.test-results/screenshots/``. ``make test`` installs the browser (apt) and Playwright (pip);
+the test never downloads a browser of its own and never skips for want of one."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from playwright.sync_api import (
+    Browser,
+    BrowserContext,
+    Dialog,
+    Locator,
+    Page,
+    expect,
+    sync_playwright,
+)
+
+from herder.client import HerderClient
+from herder.store.database import sqlite_url
+from tests.system.conftest import Cluster, free_port
+
+pytestmark = pytest.mark.system
+
+CHROMIUM = Path("/usr/bin/chromium")
+SCREENSHOTS = Path(__file__).parents[2] / ".test-results" / "screenshots"
+SEEN_WITHIN_MS = 15_000
+ATTACK = "<img src=x onerror=window.__pwned=1><script>window.__pwned=2</script>"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """One server (with its control loops) and one isolation-none worker for the module."""
+    home = tmp_path_factory.mktemp("dashboard") / "home"
+    port = free_port()
+    environment = {
+        **os.environ,
+        "HERDER_HOME": str(home),
+        "HERDER_DATABASE_URL": sqlite_url(home / "herder.db"),
+        "PYTHONUNBUFFERED": "1",
+    }
+    started = Cluster(
+        home=home,
+        url=f"http://127.0.0.1:{port}",
+        environment=environment,
+        server_args=("server", "--with-scheduler", "--port", str(port)),
+    )
+    try:
+        started.start_server()
+        started.start_worker("w1", "--isolation", "none", "--cpu", "2", "--label", "pool=web")
+        yield started
+    finally:
+        started.stop_all()
+
+
+@pytest.fixture(scope="module")
+def herder(cluster: Cluster) -> Iterator[HerderClient]:
+    with cluster.client() as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: `make test` installs Debian's chromium package")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def sign_in(
+    browser: Browser, cluster: Cluster, request: pytest.FixtureRequest
+) -> Iterator[Callable[[str], Page]]:
+    """``sign_in(key)``: a fresh tab signed in with the key. Each tab's last look is kept as
+    a screenshot; a script error or anything the CSP refused, in any tab, fails the test."""
+    contexts: list[BrowserContext] = []
+    errors: list[str] = []
+
+    def refused(text: str) -> None:
+        """What the Content-Security-Policy blocked: the page's own code never needs it."""
+        if "Content Security Policy" in text:
+            errors.append(text)
+
+    def open_tab(key: str) -> Page:
+        context = browser.new_context(base_url=cluster.url, viewport={"width": 1280, "height": 900})
+        contexts.append(context)
+        tab = context.new_page()
+        tab.set_default_timeout(SEEN_WITHIN_MS)
+        tab.on("pageerror", lambda error: errors.append(str(error)))
+        tab.on("console", lambda message: refused(message.text))
+        tab.goto("/")
+        tab.get_by_label("API key").fill(key)
+        tab.get_by_role("button", name="Sign in").click()
+        expect(tab.get_by_role("heading", name="Overview")).to_be_visible()
+        return tab
+
+    yield open_tab
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    for number, context in enumerate(contexts):
+        suffix = f"-{number}" if number else ""
+        path = SCREENSHOTS / f"{request.node.name}{suffix}.png"
+        context.pages[0].screenshot(path=path, full_page=True)
+        context.close()
+    assert not errors, errors
+
+
+@pytest.fixture
+def page(sign_in: Callable[[str], Page], cluster: Cluster) -> Page:
+    """A tab signed in as the system admin."""
+    return sign_in(cluster.credentials["api_key"])
+
+
+def run_row(page: Page, run_id: str) -> Locator:
+    return page.locator(f'tr[data-run="{run_id}"]')
+
+
+def test_a_wrong_key_is_refused_and_signing_out_forgets_the_key(
+    browser: Browser, cluster: Cluster
+) -> None:
+    context = browser.new_context(base_url=cluster.url)
+    tab = context.new_page()
+    tab.goto("/#/runs")
+    tab.get_by_label("API key").fill("not-a-key")
+    tab.get_by_role("button", name="Sign in").click()
+    expect(tab.get_by_role("alert")).to_have_text("That key was not accepted.")
+    tab.get_by_label("API key").fill(cluster.credentials["api_key"])
+    tab.get_by_role("button", name="Sign in").click()
+    expect(tab.get_by_role("heading", name="Runs")).to_be_visible()
+    tab.get_by_role("button", name="Sign out").click()
+    expect(tab.get_by_role("button", name="Sign in")).to_be_visible()
+    assert tab.evaluate("sessionStorage.length") == 0
+    tab.reload()
+    expect(tab.get_by_role("button", name="Sign in")).to_be_visible()
+    tab.evaluate("sessionStorage.setItem('herder.api_key', 'revoked')")  # as if revoked
+    tab.goto("/#/queue")
+    expect(tab.get_by_role("alert")).to_contain_text("The key was not accepted")
+    assert tab.evaluate("sessionStorage.length") == 0
+    context.close()
+
+
+def test_a_run_appears_and_succeeds_live_and_its_logs_show(
+    page: Page, herder: HerderClient
+) -> None:
+    job = herder.create_job("hello", {"runtime": "shell", "command": "echo hello; sleep 1"})
+    page.get_by_role("link", name="Runs", exact=True).click()
+    expect(page.get_by_role("heading", name="Runs")).to_be_visible()
+    run = herder.start_run(job.id)  # after the page is shown: it must appear without a reload
+    row = run_row(page, run.id)
+    expect(row).to_be_visible()
+    expect(row.locator(".state")).to_have_text("succeeded")
+    row.get_by_role("link", name=run.id).click()
+    expect(page.get_by_role("heading", name=f"Run {run.id}")).to_be_visible()
+    expect(page.locator("#logs")).to_contain_text("hello")
+    expect(page.get_by_text("Attempt 1 · complete")).to_be_visible()
+    expect(page.locator("svg.timeline rect.span.state-succeeded")).to_have_count(1)
+
+
+def test_a_running_run_is_cancelled_from_its_page(page: Page, herder: HerderClient) -> None:
+    job = herder.create_job("long", {"runtime": "shell", "command": "echo started; sleep 60"})
+    run = herder.start_run(job.id)
+    page.goto(f"/#/runs/{run.id}")
+    headline = page.locator(".headline .state")
+    expect(headline).to_have_text("running")
+    expect(page.locator("#logs")).to_contain_text("started")
+    asked: list[str] = []
+
+    def accept(dialog: Dialog) -> None:
+        asked.append(dialog.message)
+        dialog.accept()
+
+    page.on("dialog", accept)
+    page.get_by_role("button", name="Cancel").click()
+    expect(headline).to_have_text("cancelled")
+    assert asked == [f"Cancel run {run.id} (long)?"]
+    assert herder.get_run(run.id).state == "cancelled"
+
+
+def test_a_refused_action_shows_the_problem_detail(page: Page, herder: HerderClient) -> None:
+    """As when the run ended between the page's last refresh and the click: the API answers
+    409 with a problem document, and the page says what it says."""
+    job = herder.create_job("raced", {"runtime": "shell", "command": "sleep 30"})
+    run = herder.start_run(job.id)
+    detail = "the run ended before it could be cancelled"
+    page.route(
+        f"**/v1/runs/{run.id}/cancel",
+        lambda route: route.fulfill(
+            status=409,
+            content_type="application/problem+json",
+            body=json.dumps({"type": "about:blank", "title": "Conflict", "status": 409,
+                             "detail": detail}),
+        ),
+    )  # fmt: skip
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.goto(f"/#/runs/{run.id}")
+    page.get_by_role("button", name="Cancel").click()
+    expect(page.locator(".banner.error")).to_have_text(detail)
+    refreshed = page.locator("#live").inner_text()
+    expect(page.locator("#live")).not_to_have_text(refreshed)  # the view refreshed since
+    expect(page.locator(".banner.error")).to_have_text(detail)
+    herder.cancel_run(run.id)
+
+
+def test_a_queued_run_shows_why_it_waits(page: Page, herder: HerderClient) -> None:
+    job = herder.create_job(
+        "needs-gpu-pool", {"runtime": "shell", "command": "true", "requires": {"pool": "gpu"}}
+    )
+    run = herder.start_run(job.id)
+    page.get_by_role("link", name="Queue").click()
+    reason = run_row(page, run.id).locator(".reason")
+    expect(reason).to_contain_text("pool=gpu")
+    waiting = herder.get_run(run.id).waiting_reason
+    assert waiting
+    expect(reason).to_have_text(waiting)
+    herder.cancel_run(run.id)
+    expect(run_row(page, run.id)).to_have_count(0)
+
+
+def test_the_overview_counts_and_charts_the_last_hour(page: Page, herder: HerderClient) -> None:
+    job = herder.create_job("counted", {"runtime": "shell", "command": "exit 3"})
+    herder.wait(herder.start_run(job.id).id, timeout=15)
+    page.reload()
+    expect(page.get_by_text("Fleet view")).to_be_visible()
+    failed = page.locator('[data-stat="failed (1 h)"] .number')
+    expect(failed).not_to_have_text("0")
+    expect(page.locator("svg.chart rect.bar.failed").first).to_be_attached()
+    expect(page.locator("svg.chart path.rate")).to_be_attached()
+    expect(page.locator('[data-stat="workers alive"] .number')).to_have_text("1")
+
+
+def test_untrusted_text_is_shown_as_text_and_runs_nothing(page: Page, herder: HerderClient) -> None:
+    """A run's logs, output, command, args, idempotency key and required labels are the
+    tenant's own text:
+    the page shows them literally, and nothing in them runs."""
+    output = json.dumps({"note": ATTACK})
+    command = f"printf '%s\\n' '{ATTACK}'; printf '%s' '{output}' > \"$HERDER_OUTPUT\""
+    job = herder.create_job("attack", {"runtime": "shell", "command": command})
+    run = herder.start_run(job.id, args=[ATTACK], idempotency_key=ATTACK)
+    herder.wait(run.id, timeout=15)
+    stuck = herder.create_job(
+        "attack-queued", {"runtime": "shell", "command": "true", "requires": {"pool": ATTACK}}
+    )
+    queued = herder.start_run(stuck.id)
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: dialogs.append(dialog.message))
+    page.goto(f"/#/runs/{run.id}")
+    expect(page.locator("#logs")).to_have_text(f"{ATTACK}\n")
+    expect(page.locator("pre.output")).to_contain_text(ATTACK.replace('"', '\\"'))
+    facts = page.locator(".facts")
+    expect(facts).to_contain_text(f"Idempotency key{ATTACK}")
+    expect(facts).to_contain_text(f"printf '%s\\n' '{ATTACK}'")  # the command
+    expect(facts).to_contain_text(json.dumps([ATTACK]))  # the args
+    page.get_by_role("link", name="Queue").click()
+    expect(run_row(page, queued.id)).to_contain_text(f"pool={ATTACK}")
+    assert page.evaluate("window.__pwned") is None
+    assert dialogs == []
+    assert page.locator("#view img, #view script").count() == 0
+    herder.cancel_run(queued.id)
+
+
+def test_the_fleet_is_drained_and_undrained(page: Page, herder: HerderClient) -> None:
+    (worker,) = herder.list_workers()
+    job = herder.create_job(
+        "busy", {"runtime": "shell", "command": "sleep 30", "resources": {"cpu": 0.5}}
+    )
+    busy = herder.start_run(job.id)
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("link", name="Workers").click()
+    row = page.locator(f'tr[data-worker="{worker.id}"]')
+    expect(row.locator(".state")).to_have_text("alive")
+    expect(row).to_contain_text("1 / 256")  # slots held of the worker's slots
+    expect(row).to_contain_text("0.5 / 2 cpu")
+    herder.cancel_run(busy.id)
+    expect(row).to_contain_text("0 / 256")
+    row.get_by_role("button", name="Drain").click()
+    expect(row.locator(".state")).to_have_text("draining")
+    row.get_by_role("button", name="Undrain").click()
+    expect(row.locator(".state")).to_have_text("alive")
+    assert [one.state for one in herder.list_workers()] == ["alive"]
+
+
+def test_a_workflow_run_is_drawn_with_its_task_states(
+    page: Page, herder: HerderClient, cluster: Cluster
+) -> None:
+    herder.create_job("step", {"runtime": "shell", "command": "true"})
+    tasks = [
+        {"name": "extract", "job": "step"},
+        {"name": "load", "job": "step", "depends_on": ["extract"]},
+    ]
+    key = {"Authorization": f"Bearer {cluster.credentials['api_key']}"}
+    with httpx.Client(base_url=cluster.url, headers=key) as http:
+        created = http.post("/v1/workflows", json={"name": "etl", "tasks": tasks})
+        started = http.post(f"/v1/workflows/{created.json()['id']}/runs", json={})
+    assert started.status_code == 201, started.text
+    workflow_run_id = started.json()["id"]
+    page.goto(f"/#/workflow-runs/{workflow_run_id}")
+    expect(page.locator('g.task[data-task="load"]')).to_have_class(re.compile("state-succeeded"))
+    expect(page.locator('g.task[data-task="extract"]')).to_have_class(re.compile("succeeded"))
+    expect(page.locator("svg.dag path.edge")).to_have_count(1)
+    load_run = page.locator("tbody tr", has_text="load").get_by_role("link").inner_text()
+    page.locator('g.task[data-task="load"]').click()  # a task's box opens its run
+    expect(page.get_by_role("heading", name=f"Run {load_run}")).to_be_visible()
+    page.goto(f"/#/workflows?workflow={created.json()['id']}")  # the definition, drawn
+    expect(page.get_by_role("heading", name="etl v1")).to_be_visible()
+    expect(page.locator('svg.dag g.task[data-task="extract"]')).to_have_class(
+        re.compile("state-pending")
+    )
+
+
+def test_a_dead_run_is_found_by_filters_and_re_run_from_the_dead_letters(
+    page: Page, herder: HerderClient
+) -> None:
+    retry = {"max_attempts": 2, "initial_delay_seconds": 0}
+    job = herder.create_job("doomed", {"runtime": "shell", "command": "exit 1", "retry": retry})
+    dead = herder.wait(herder.start_run(job.id).id, timeout=15)
+    assert dead.state == "dead"
+    page.goto("/#/runs")
+    page.get_by_label("Job").fill("doomed")
+    page.get_by_label("State").select_option("succeeded")
+    page.get_by_role("button", name="Filter").click()
+    expect(page.get_by_text("No runs match.")).to_be_visible()
+    page.get_by_label("State").select_option("dead")
+    page.get_by_role("button", name="Filter").click()
+    expect(page.locator("tbody tr")).to_have_count(1)
+    expect(run_row(page, dead.id)).to_be_visible()
+    page.get_by_role("link", name="Dead letters").click()
+    run_row(page, dead.id).get_by_role("button", name="Re-run").click()
+    expect(page.get_by_role("heading", name=re.compile(r"^Run run_"))).not_to_have_text(
+        f"Run {dead.id}"
+    )
+    expect(page.locator(".facts")).to_contain_text(f"Re-run of{dead.id}")
+    expect(page.locator(".headline .state")).to_have_text("dead")  # it fails again, twice
+
+
+def test_a_schedule_shows_its_next_fires_in_its_zone(page: Page, herder: HerderClient) -> None:
+    job = herder.create_job("daily", {"runtime": "shell", "command": "true"})
+    schedule = herder.create_schedule(job.id, {"cron": "0 9 * * *", "timezone": "Asia/Kolkata"})
+    page.get_by_role("link", name="Schedules").click()
+    link = page.get_by_role("link", name=schedule.id)
+    expect(link.locator("xpath=../..")).to_contain_text("09:00:00 GMT+5:30 (Asia/Kolkata)")
+    link.click()
+    expect(page.get_by_role("heading", name="Next fires")).to_be_visible()
+    expect(page.locator("tbody tr").first).to_contain_text("T09:00:00+05:30")
+
+
+def test_a_tenant_sees_only_its_own_and_not_the_fleet(
+    sign_in: Callable[[str], Page], herder: HerderClient
+) -> None:
+    tenant = herder.create_tenant("acme")
+    key = herder.create_api_key(tenant.id, role="developer")
+    theirs = herder.create_job("theirs", {"runtime": "shell", "command": "true"})
+    hidden = herder.start_run(theirs.id)
+    with HerderClient(herder.url, key) as acme:
+        ours = acme.create_job("ours", {"runtime": "shell", "command": "echo ours"})
+        mine = acme.wait(acme.start_run(ours.id).id, timeout=15)
+    tab = sign_in(key)
+    expect(tab.get_by_text("Your tenant's runs.")).to_be_visible()
+    expect(
+        tab.get_by_text("The fleet's capacity and workers need a system admin key.")
+    ).to_be_visible()
+    tab.get_by_role("link", name="Runs", exact=True).click()
+    expect(run_row(tab, mine.id)).to_be_visible()
+    expect(tab.locator("tbody tr")).to_have_count(1)
+    tab.goto(f"/#/runs/{hidden.id}")
+    expect(tab.locator(".banner")).to_contain_text("not found")
+    tab.get_by_role("link", name="Workers").click()
+    expect(tab.get_by_text("The fleet view needs a system admin key.")).to_be_visible()
