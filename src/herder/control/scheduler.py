@@ -14,6 +14,7 @@ import socket
 import threading
 from datetime import timedelta
 
+from herder.control.alerts import AlertEvaluator, AlertSender
 from herder.control.dispatcher import Dispatcher
 from herder.control.firer import Firer
 from herder.control.leased import LeasedLoop, Loop
@@ -44,6 +45,7 @@ class Scheduler:
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
         misfire_grace_seconds: float = MISFIRE_GRACE.total_seconds(),
         listen: bool = True,
+        alert_private_targets: bool = False,
     ) -> None:
         self.holder = holder_name()
         self._stop = threading.Event()
@@ -55,6 +57,10 @@ class Scheduler:
             Firer(store, store.clock, partition, misfire_grace=grace)
             for partition in range(PARTITIONS)
         ]
+        sender = AlertSender(
+            store.alert_deliveries, store.clock, allow_private=alert_private_targets
+        )
+        bodies += [AlertEvaluator(store), sender]
         self._wakes = [threading.Event() for _ in bodies]
         self.loops = [
             LeasedLoop(
