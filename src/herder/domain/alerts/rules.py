@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Literal
 
-from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, JsonValue, model_validator
+from pydantic import AnyUrl, BaseModel, ConfigDict, Field, JsonValue, UrlConstraints
 
 from herder.domain.models import _Record
 
@@ -92,26 +92,29 @@ class RuleParams(BaseModel):
         return {name: values[name] for name in sorted(PARAMS_OF_KIND[kind])}
 
 
+WebhookUrl = Annotated[
+    AnyUrl,
+    UrlConstraints(
+        max_length=MAX_URL_LENGTH, allowed_schemes=["http", "https"], host_required=True
+    ),
+    Field(description="http or https; the webhook is POSTed here"),
+]
+
+
 class ChannelRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: Name
     kind: Literal["webhook"] = "webhook"
-    url: AnyHttpUrl = Field(description="http or https; the webhook is POSTed here")
+    url: WebhookUrl
     enabled: bool = True
-
-    @model_validator(mode="after")
-    def _short_url(self) -> Self:
-        if len(str(self.url)) > MAX_URL_LENGTH:
-            raise ValueError(f"url is longer than {MAX_URL_LENGTH} characters")
-        return self
 
 
 class ChannelChanges(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: Name | None = None
-    url: AnyHttpUrl | None = None
+    url: WebhookUrl | None = None
     enabled: bool | None = None
 
 
