@@ -4,11 +4,12 @@ tenants' objects (404), the test delivery, incidents and deliveries listed and p
 from __future__ import annotations
 
 import dataclasses
+import json
 
 from httpx import Response
 
 from herder.control.scheduler import Scheduler
-from tests.integration.conftest import Api
+from tests.integration.conftest import Api, Herder
 
 HOOK = "https://hooks.example.com/herder"
 
@@ -197,3 +198,31 @@ def test_the_scheduler_runs_the_alert_loops(api: Api) -> None:
     scheduler = Scheduler(api.store, heartbeat_timeout_seconds=10, listen=False)
     names = [loop.name for loop in scheduler.loops]
     assert {"alerts", "alert-deliveries"} <= set(names)
+
+
+def test_the_cli_makes_channels_and_rules_and_lists_what_they_did(api: Api, herder: Herder) -> None:
+    created = herder("alert", "channel", "create", "ops", HOOK, "--json")
+    assert created.exit_code == 0, created.output
+    channel_id = json.loads(created.output)["id"]
+    assert "whsec_" in created.output
+    listed = herder("alert", "channel", "list")
+    assert channel_id in listed.output
+    assert "whsec_" not in listed.output
+    rule = herder(
+        "alert", "rule", "create", "failures", "--kind", "run_failed",
+        "--channel", channel_id, "--param", "consecutive=3",
+    )  # fmt: skip
+    assert rule.exit_code == 0, rule.output
+    assert '"consecutive": 3' in herder("alert", "rule", "list").output
+    bad = herder(
+        "alert", "rule", "create", "x", "--kind", "run_failed", "--channel", channel_id,
+        "--param", "consecutive=0",
+    )  # fmt: skip
+    assert bad.exit_code != 0
+    assert "params.consecutive" in str(bad.exception)  # main() prints it
+    tested = herder("alert", "channel", "test", channel_id)
+    assert tested.exit_code == 0, tested.output
+    deliveries = herder("alert", "deliveries", "--channel", channel_id, "--json")
+    assert json.loads(deliveries.output)["items"][0]["event"] == "test"
+    assert herder("alert", "list").exit_code == 0
+    assert herder("alert", "channel", "delete", channel_id).exit_code == 0
