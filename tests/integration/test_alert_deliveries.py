@@ -15,9 +15,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from sqlalchemy import insert
 
 from herder.control import webhooks
 from herder.control.alerts import AlertEvaluator, AlertSender
+from herder.control.firer import Firer
 from herder.domain.alerts.decisions import Signal
 from herder.domain.alerts.rules import (
     ChannelRequest,
@@ -30,9 +32,12 @@ from herder.domain.alerts.rules import (
 from herder.domain.alerts.webhooks import MAX_ATTEMPTS, SIGNATURE_HEADER
 from herder.domain.errors import Invalid
 from herder.domain.jobs import JobSpec, Resources, RunOverrides
+from herder.domain.schedules import ScheduleSpec
 from herder.domain.states import AttemptState
 from herder.protocol import Completion
 from herder.store.alerts.evaluation import _open, enabled_rules
+from herder.store.schedules import PARTITIONS
+from herder.store.schema import leases
 from herder.store.store import Store
 from tests.integration.dispatching import dispatch
 from tests.integration.webhook_receiver import Receiver, running_receiver
@@ -314,3 +319,70 @@ def test_no_capacity_opens_after_runs_wait_and_resolves_when_they_are_placed(
     world.store.runs.cancel(world.tenant_id, run.id, actor="test")
     world.evaluator.step()
     assert world.incidents() == [("queue", IncidentState.RESOLVED)]
+
+
+def test_missed_fires_open_an_incident_that_an_on_time_fire_resolves(world: World) -> None:
+    channel_id, _ = world.channel()
+    job_id = world.job()
+    first = world.clock.now() + timedelta(minutes=1)
+    schedule = world.store.schedules.create(
+        world.tenant_id, job_id, ScheduleSpec(cron="* * * * *"), first
+    )
+    world.rule(channel_id, RuleKind.SCHEDULE_MISSED, schedule_id=schedule.id)
+    firers = [Firer(world.store, world.clock, partition) for partition in range(PARTITIONS)]
+    world.clock.advance(10 * 60)  # no scheduler ran for ten minutes
+    for firer in firers:
+        firer.step()  # records the misses, fires one catch-up run
+    world.evaluator.step()
+    world.evaluator.step()  # the catch-up fire does not count as on time
+    assert world.incidents() == [(schedule.id, IncidentState.OPEN)]
+    world.clock.advance(60)
+    for firer in firers:
+        firer.step()  # on time
+    world.evaluator.step()
+    assert world.incidents() == [(schedule.id, IncidentState.RESOLVED)]
+
+
+def test_queue_wait_p99_opens_when_runs_waited_too_long(world: World) -> None:
+    channel_id, _ = world.channel()
+    world.rule(channel_id, RuleKind.QUEUE_WAIT_P99, threshold_seconds=30)
+    world.evaluator.step()
+    assert world.incidents() == []  # nothing started: nothing to judge
+    job_id = world.job()
+    world.store.runs.submit(world.tenant_id, job_id, RunOverrides())
+    world.clock.advance(120)  # queued two minutes before it is placed
+    dispatch(world.store)
+    world.evaluator.step()
+    (incident,) = world.store.alert_history.incidents(world.tenant_id).items
+    assert incident.key == "queue"
+    assert incident.details["p99_seconds"] == 120.0
+
+
+def test_a_stale_loop_alerts_the_system_tenant(world: World) -> None:
+    system = world.store.access.create_tenant("sys", is_system=True)
+    world.tenant_id = system.id
+    channel_id, _ = world.channel()
+    world.rule(channel_id, RuleKind.LOOP_STALE, stale_seconds=30)
+    with world.store.database.write() as connection:
+        connection.execute(
+            insert(leases).values(
+                name="reaper", holder="h", fencing=1, expires_at=world.clock.now()
+            )
+        )
+    world.evaluator.step()
+    assert world.incidents() == []
+    world.clock.advance(31)
+    world.evaluator.step()
+    assert world.incidents() == [("reaper", IncidentState.OPEN)]
+
+
+def test_every_kind_evaluates_on_a_quiet_tenant(world: World) -> None:
+    channel_id, _ = world.channel()
+    for kind in RuleKind:
+        if kind is not RuleKind.LOOP_STALE:
+            params = {"threshold_seconds": 5} if kind is RuleKind.QUEUE_WAIT_P99 else {}
+            world.rule(channel_id, kind, **params)
+    world.clock.advance(600)
+    world.evaluator.step()
+    world.evaluator.step()
+    assert world.incidents() == []

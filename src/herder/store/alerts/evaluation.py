@@ -121,8 +121,16 @@ def _signals(
         return decisions.queue_wait_p99(_queue_waits(work, rule), params)
     if rule.kind is RuleKind.NO_CAPACITY:
         return decisions.no_capacity(_waiting_for_room(work, rule), params)
-    expiries = dict(work.connection.execute(select(leases.c.name, leases.c.expires_at)).tuples())
+    expiries = {
+        row.name: row.expires_at
+        for row in work.connection.execute(select(leases.c.name, leases.c.expires_at))
+    }
     return decisions.loop_stale(expiries, params, work.now)
+
+
+def _overlapping(rule: StoredRule, since: datetime) -> datetime:
+    """``since`` less the overlap, but never before the rule was made: it looks forward."""
+    return max(since - OVERLAP, rule.created_at)
 
 
 def _ended_runs(work: Work, rule: StoredRule, since: datetime) -> dict[str, list[Ended]]:
@@ -133,7 +141,7 @@ def _ended_runs(work: Work, rule: StoredRule, since: datetime) -> dict[str, list
     if rule.params.job_id is not None:
         scope.append(runs.c.job_id == rule.params.job_id)
     touched = work.connection.execute(
-        select(runs.c.job_id).where(*scope, runs.c.finished_at > since - OVERLAP)
+        select(runs.c.job_id).where(*scope, runs.c.finished_at >= _overlapping(rule, since))
         .group_by(runs.c.job_id).order_by(runs.c.job_id).limit(MAX_KEYS_PER_PASS)
     ).scalars().all()  # fmt: skip
     ended: dict[str, list[Ended]] = {}
@@ -157,7 +165,7 @@ def _ended_workflow_runs(work: Work, rule: StoredRule, since: datetime) -> dict[
     rows = work.connection.execute(
         select(workflow_runs.c.id, workflow_runs.c.workflow_id, workflow_runs.c.state,
                workflow_runs.c.finished_at)
-        .where(*scope, workflow_runs.c.finished_at > since - OVERLAP)
+        .where(*scope, workflow_runs.c.finished_at >= _overlapping(rule, since))
         .order_by(workflow_runs.c.finished_at.desc(), workflow_runs.c.id.desc())
         .limit(MAX_QUEUE_SAMPLES)
     ).all()  # fmt: skip
@@ -182,16 +190,17 @@ def _schedule_misses(
         .where(*scope, schedule_events.c.kind.in_(("missed", "skipped")),
                schedule_events.c.at > since)
         .group_by(schedule_events.c.schedule_id)
-    ).tuples().all()  # fmt: skip
-    counts = {schedule_id: (count, last) for schedule_id, count, last in new}
+    ).all()  # fmt: skip
+    counts = {row[0]: (row[1], row[2]) for row in new}
     wanted = set(counts) | set(open_since)
-    fired = dict(
-        work.connection.execute(
+    fired = {
+        row.id: row.last_fired_for
+        for row in work.connection.execute(
             select(schedules.c.id, schedules.c.last_fired_for).where(
                 *scope, schedules.c.id.in_(sorted(wanted))
             )
-        ).tuples()
-    )
+        )
+    }
     return [
         ScheduleMisses(schedule_id, counts.get(schedule_id, (0, None))[0],
                        counts.get(schedule_id, (0, None))[1], fired.get(schedule_id),
