@@ -34,6 +34,7 @@ from herder.domain.errors import Invalid
 from herder.domain.jobs import JobSpec, Resources, RunOverrides
 from herder.domain.schedules import ScheduleSpec
 from herder.domain.states import AttemptState
+from herder.domain.workflows.spec import WorkflowSpec
 from herder.protocol import Completion
 from herder.store.alerts.evaluation import _open, enabled_rules
 from herder.store.schedules import PARTITIONS
@@ -71,18 +72,21 @@ class World:
 
     def end_run(self, job_id: str, outcome: AttemptState) -> str:
         run, _ = self.store.runs.submit(self.tenant_id, job_id, RunOverrides())
-        worker = self.worker_id
+        self.end_queued(outcome)
+        return run.id
+
+    def end_queued(self, outcome: AttemptState) -> None:
+        """The one queued run is placed, claimed and ends with ``outcome``."""
         dispatch(self.store)
-        (assignment,) = self.store.workers.claim(worker, 8)
+        (assignment,) = self.store.workers.claim(self.worker_id, 8)
         exit_code = 0 if outcome is AttemptState.SUCCEEDED else 1
         completion = Completion(
             attempt_id=assignment.attempt_id, attempt=assignment.attempt, outcome=outcome,
             exit_code=exit_code, reason=f"exit {exit_code}",
         )  # fmt: skip
-        (result,) = self.store.attempts.report(worker, [], [completion])
+        (result,) = self.store.attempts.report(self.worker_id, [], [completion])
         assert result.status == 200
         self.clock.advance(1)
-        return run.id
 
     def channel(self) -> tuple[str, str]:
         created = self.store.alert_channels.create(
@@ -386,3 +390,20 @@ def test_every_kind_evaluates_on_a_quiet_tenant(world: World) -> None:
     world.evaluator.step()
     world.evaluator.step()
     assert world.incidents() == []
+
+
+def test_a_failed_workflow_run_opens_an_incident_and_a_success_resolves_it(world: World) -> None:
+    channel_id, _ = world.channel()
+    job_id = world.job()
+    job_name = world.store.jobs.get(world.tenant_id, job_id).name
+    spec = WorkflowSpec.model_validate({"tasks": [{"name": "a", "job": job_name}]})
+    workflow = world.store.workflows.create(world.tenant_id, "flow", spec)
+    world.rule(channel_id, RuleKind.WORKFLOW_FAILED, workflow_id=workflow.id)
+    world.store.workflow_runs.start(world.tenant_id, workflow.id, {})
+    world.end_queued(AttemptState.FAILED)
+    world.evaluator.step()
+    assert world.incidents() == [(workflow.id, IncidentState.OPEN)]
+    world.store.workflow_runs.start(world.tenant_id, workflow.id, {})
+    world.end_queued(AttemptState.SUCCEEDED)
+    world.evaluator.step()
+    assert world.incidents() == [(workflow.id, IncidentState.RESOLVED)]
