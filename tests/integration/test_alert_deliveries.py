@@ -36,7 +36,7 @@ from herder.domain.schedules import ScheduleSpec
 from herder.domain.states import AttemptState
 from herder.domain.workflows.spec import WorkflowSpec
 from herder.protocol import Completion
-from herder.store.alerts.evaluation import _open, enabled_rules
+from herder.store.alerts.evaluation import _open, stored_rule
 from herder.store.schedules import PARTITIONS
 from herder.store.schema import leases
 from herder.store.store import Store
@@ -274,10 +274,11 @@ def test_private_targets_are_refused_unless_allowed(world: World) -> None:
 def test_two_evaluators_open_one_incident(world: World) -> None:
     channel_id, _ = world.channel()
     job_id = world.job()
-    world.rule(channel_id, RuleKind.RUN_FAILED, job_id=job_id)
+    rule_id = world.rule(channel_id, RuleKind.RUN_FAILED, job_id=job_id)
     world.end_run(job_id, AttemptState.FAILED)
     with world.store.work() as work:
-        (rule,) = enabled_rules(work)
+        rule = stored_rule(work, rule_id)
+    assert rule is not None
     signal = Signal(job_id, True, "failed")
     for _ in range(2):  # both decided to open, from the same stale read
         with world.store.work() as work:
@@ -344,6 +345,9 @@ def test_missed_fires_open_an_incident_that_an_on_time_fire_resolves(world: Worl
     for firer in firers:
         firer.step()  # on time
     world.evaluator.step()
+    assert world.incidents() == [(schedule.id, IncidentState.RESOLVED)]
+    world.clock.advance(5)
+    world.evaluator.step()  # the misses, read again in the overlap, are judged already
     assert world.incidents() == [(schedule.id, IncidentState.RESOLVED)]
 
 

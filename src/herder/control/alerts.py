@@ -12,7 +12,7 @@ from herder.clock import Clock
 from herder.control.webhooks import post_all
 from herder.domain.errors import HerderError
 from herder.store.alerts.deliveries import DeliveryRepository
-from herder.store.alerts.evaluation import enabled_rules, evaluate
+from herder.store.alerts.evaluation import enabled_rule_ids, evaluate
 from herder.store.store import Store
 
 log = logging.getLogger("herder.control")
@@ -33,13 +33,13 @@ class AlertEvaluator:
         """Every enabled rule, each in its own transaction: a rule that fails is logged and
         the others still run."""
         with self._store.work() as work:
-            rules = enabled_rules(work)
-        for rule in rules:
+            rule_ids = enabled_rule_ids(work)
+        for rule_id in rule_ids:
             try:
                 with self._store.work() as work:
-                    evaluate(work, rule)
+                    evaluate(work, rule_id)
             except HerderError as error:
-                log.warning("alert rule %s: %s", rule.id, error)
+                log.warning("alert rule %s: %s", rule_id, error)
         return EVALUATE_EVERY_SECONDS
 
 

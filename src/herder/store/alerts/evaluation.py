@@ -58,29 +58,42 @@ class StoredRule:
     created_at: datetime
 
 
-def enabled_rules(work: Work) -> list[StoredRule]:
-    """The enabled rules of every tenant; a row its model refuses (a server bug) is logged
-    and left out, so that it never stops the others."""
-    rows = work.connection.execute(
-        select(alert_rules).where(alert_rules.c.enabled.is_(True)).order_by(alert_rules.c.id)
-    ).all()
-    rules = []
-    for row in rows:
-        try:
-            params = RuleParams.model_validate(row.params)
-            kind = RuleKind(row.kind)
-        except (ValidationError, ValueError):
-            log.exception("stored alert rule %s fails its model; not evaluated", row.id)
-            continue
-        rules.append(
-            StoredRule(row.id, row.tenant_id, row.name, kind, params, list(row.channel_ids),
-                       row.notify_recovery, row.evaluated_at, row.created_at)
-        )  # fmt: skip
-    return rules
+def enabled_rule_ids(work: Work) -> list[str]:
+    return list(
+        work.connection.execute(
+            select(alert_rules.c.id)
+            .where(alert_rules.c.enabled.is_(True))
+            .order_by(alert_rules.c.id)
+        ).scalars()
+    )
 
 
-def evaluate(work: Work, rule: StoredRule) -> decisions.Decisions:
-    """Decide and apply one rule's incidents; what was decided."""
+def stored_rule(work: Work, rule_id: str) -> StoredRule | None:
+    """The rule as it is now, locked (PostgreSQL) so that evaluations of it take turns;
+    ``None`` when it was deleted or disabled meanwhile, or when its row fails its model (a
+    server bug: logged, and the other rules still run)."""
+    row = work.connection.execute(
+        select(alert_rules)
+        .where(alert_rules.c.id == rule_id, alert_rules.c.enabled.is_(True))
+        .with_for_update()
+    ).first()
+    if row is None:
+        return None
+    try:
+        params = RuleParams.model_validate(row.params)
+        kind = RuleKind(row.kind)
+    except (ValidationError, ValueError):
+        log.exception("stored alert rule %s fails its model; not evaluated", row.id)
+        return None
+    return StoredRule(row.id, row.tenant_id, row.name, kind, params, list(row.channel_ids),
+                      row.notify_recovery, row.evaluated_at, row.created_at)  # fmt: skip
+
+
+def evaluate(work: Work, rule_id: str) -> decisions.Decisions | None:
+    """Decide and apply one rule's incidents; what was decided (``None``: nothing to judge)."""
+    rule = stored_rule(work, rule_id)
+    if rule is None:
+        return None
     open_rows = work.connection.execute(
         select(alert_incidents.c.id, alert_incidents.c.key, alert_incidents.c.opened_at).where(
             alert_incidents.c.rule_id == rule.id, alert_incidents.c.state == IncidentState.OPEN
@@ -178,21 +191,37 @@ def _ended_workflow_runs(work: Work, rule: StoredRule, since: datetime) -> dict[
 def _schedule_misses(
     work: Work, rule: StoredRule, since: datetime, open_since: dict[str, datetime]
 ) -> list[ScheduleMisses]:
-    """Misses recorded since the last evaluation (no overlap: a miss read twice would open
-    a resolved incident again), and the schedules with an incident open."""
+    """Per schedule, the misses not yet judged — recorded after its open incident opened, or
+    after its last one resolved — among those since the last evaluation (less the overlap);
+    and the schedules with an incident open."""
     scope = [schedules.c.tenant_id == rule.tenant_id]
     if rule.params.schedule_id is not None:
         scope.append(schedules.c.id == rule.params.schedule_id)
-    new = work.connection.execute(
-        select(schedule_events.c.schedule_id, func.count(),
-               func.max(schedule_events.c.scheduled_for))
+    events = work.connection.execute(
+        select(schedule_events.c.schedule_id, schedule_events.c.at,
+               schedule_events.c.scheduled_for)
         .join(schedules, schedules.c.id == schedule_events.c.schedule_id)
         .where(*scope, schedule_events.c.kind.in_(("missed", "skipped")),
-               schedule_events.c.at > since)
-        .group_by(schedule_events.c.schedule_id)
+               schedule_events.c.at >= _overlapping(rule, since))
+        .limit(MAX_QUEUE_SAMPLES)
     ).all()  # fmt: skip
-    counts = {row[0]: (row[1], row[2]) for row in new}
-    wanted = set(counts) | set(open_since)
+    resolved = {
+        row.key: row.resolved_at
+        for row in work.connection.execute(
+            select(alert_incidents.c.key,
+                   func.max(alert_incidents.c.resolved_at).label("resolved_at"))
+            .where(alert_incidents.c.rule_id == rule.id,
+                   alert_incidents.c.state == IncidentState.RESOLVED)
+            .group_by(alert_incidents.c.key)
+        )
+    }  # fmt: skip
+    judged = {**resolved, **open_since}
+    new: dict[str, list[datetime | None]] = {}
+    for event in events:
+        before = judged.get(event.schedule_id)
+        if before is None or event.at > before:
+            new.setdefault(event.schedule_id, []).append(event.scheduled_for)
+    wanted = set(new) | set(open_since)
     fired = {
         row.id: row.last_fired_for
         for row in work.connection.execute(
@@ -202,9 +231,9 @@ def _schedule_misses(
         )
     }
     return [
-        ScheduleMisses(schedule_id, counts.get(schedule_id, (0, None))[0],
-                       counts.get(schedule_id, (0, None))[1], fired.get(schedule_id),
-                       open_since.get(schedule_id))
+        ScheduleMisses(schedule_id, len(new.get(schedule_id, [])),
+                       max(filter(None, new.get(schedule_id, [])), default=None),
+                       fired.get(schedule_id), open_since.get(schedule_id))
         for schedule_id in sorted(wanted)
     ]  # fmt: skip
 
