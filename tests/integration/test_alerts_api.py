@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 
 from httpx import Response
 
@@ -194,10 +195,18 @@ def test_bad_listing_parameters_answer_422(api: Api) -> None:
         assert api.http.get(f"/v1/alerts?{query}", headers=api.admin).status_code == 422, query
 
 
-def test_the_scheduler_runs_the_alert_loops(api: Api) -> None:
+def test_the_scheduler_runs_the_alert_loops_under_their_leases(api: Api) -> None:
     scheduler = Scheduler(api.store, heartbeat_timeout_seconds=10, listen=False)
-    names = [loop.name for loop in scheduler.loops]
-    assert {"alerts", "alert-deliveries"} <= set(names)
+    scheduler.start()
+    try:
+        deadline = time.monotonic() + 10
+        held = set()
+        while held != {"alerts", "alert-deliveries"} and time.monotonic() < deadline:
+            held = {n for n in ("alerts", "alert-deliveries") if api.store.leases.holder(n)}
+            time.sleep(0.02)
+        assert held == {"alerts", "alert-deliveries"}
+    finally:
+        scheduler.stop()
 
 
 def test_the_cli_makes_channels_and_rules_and_lists_what_they_did(api: Api, herder: Herder) -> None:
