@@ -13,6 +13,7 @@ from herder.domain.alerts.decisions import (
     Ended,
     ScheduleMisses,
     Signal,
+    is_due,
     loop_stale,
     no_capacity,
     percentile,
@@ -178,3 +179,10 @@ def test_retries_back_off_exponentially_with_jitter_until_attempts_run_out() -> 
 )
 def test_private_hosts(host: str, private: bool | None) -> None:
     assert is_private_host(host) is private
+
+
+def test_queue_wait_p99_is_judged_once_a_minute_the_others_every_pass() -> None:
+    just = NOW - timedelta(seconds=5)
+    assert not is_due(RuleKind.QUEUE_WAIT_P99, just, NOW)
+    assert is_due(RuleKind.QUEUE_WAIT_P99, NOW - timedelta(seconds=60), NOW)
+    assert is_due(RuleKind.RUN_FAILED, just, NOW)

@@ -15,9 +15,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from herder.domain.alerts.rules import RuleParams
+from herder.domain.alerts.rules import RuleKind, RuleParams
 
 QUEUE_KEY = "queue"  # the one key of a tenant-wide condition
+# Kinds that read many rows are judged less often than every pass of the evaluator.
+EVALUATE_EVERY: dict[RuleKind, timedelta] = {RuleKind.QUEUE_WAIT_P99: timedelta(seconds=60)}
+
+
+def is_due(kind: RuleKind, evaluated_at: datetime | None, now: datetime) -> bool:
+    every = EVALUATE_EVERY.get(kind)
+    return every is None or evaluated_at is None or now - evaluated_at >= every
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ thing twice decides the same, so the overlap is harmless.
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -40,6 +41,10 @@ from herder.store.work import Work
 log = logging.getLogger("herder.store")
 
 OVERLAP = timedelta(minutes=5)
+# A run ending now was made at most this long ago, or its end is not alerted on: the bound
+# that keeps a pass on the runs of the last days, not of the tenant's whole history.
+LOOKBACK = timedelta(days=3)
+QUEUE_LOOKBACK = timedelta(hours=6)  # a run queued longer is no_capacity's to report
 MAX_KEYS_PER_PASS = 500  # jobs or workflows looked at per rule and pass
 MAX_QUEUE_SAMPLES = 100_000
 _QUOTA_REASON = "tenant quota%"  # waiting on the tenant's own quota is not missing capacity
@@ -92,7 +97,7 @@ def stored_rule(work: Work, rule_id: str) -> StoredRule | None:
 def evaluate(work: Work, rule_id: str) -> decisions.Decisions | None:
     """Decide and apply one rule's incidents; what was decided (``None``: nothing to judge)."""
     rule = stored_rule(work, rule_id)
-    if rule is None:
+    if rule is None or not decisions.is_due(rule.kind, rule.evaluated_at, work.now):
         return None
     open_rows = work.connection.execute(
         select(alert_incidents.c.id, alert_incidents.c.key, alert_incidents.c.opened_at).where(
@@ -125,9 +130,10 @@ def _signals(
 ) -> list[Signal]:
     params = rule.params
     if rule.kind is RuleKind.RUN_FAILED:
-        return decisions.run_failed(_ended_runs(work, rule, since), params)
+        return decisions.run_failed(_ended_runs(work, rule, since, open_since.keys()), params)
     if rule.kind is RuleKind.WORKFLOW_FAILED:
-        return decisions.workflow_failed(_ended_workflow_runs(work, rule, since))
+        ended = _ended_workflow_runs(work, rule, since, open_since.keys())
+        return decisions.workflow_failed(ended)
     if rule.kind is RuleKind.SCHEDULE_MISSED:
         return decisions.schedule_missed(_schedule_misses(work, rule, since, open_since))
     if rule.kind is RuleKind.QUEUE_WAIT_P99:
@@ -146,45 +152,69 @@ def _overlapping(rule: StoredRule, since: datetime) -> datetime:
     return max(since - OVERLAP, rule.created_at)
 
 
-def _ended_runs(work: Work, rule: StoredRule, since: datetime) -> dict[str, list[Ended]]:
-    """The last ``consecutive`` ended runs (failed in a counted way, or succeeded) of each
-    job that had a run end since ``since``."""
-    counted = [*(o.value for o in rule.params.outcomes), RunState.SUCCEEDED.value]
-    scope = [runs.c.tenant_id == rule.tenant_id, runs.c.state.in_(counted)]
+def _created_since(prefix: str, moment: datetime) -> str:
+    """The smallest id made at ``moment``: ids begin with their creation time, so an id
+    range is a creation-time range the tenant's ``(…, id)`` indexes read directly."""
+    return new_id(prefix, epoch_ms(moment))[: len(prefix) + 11] + "0" * 16
+
+
+def _ended_runs(
+    work: Work, rule: StoredRule, since: datetime, open_keys: Collection[str]
+) -> dict[str, list[Ended]]:
+    """The last ``consecutive`` ended runs (failed in a counted way, or succeeded), newest
+    first, of each job with a failure since ``since`` or an incident open. Failures are
+    few: finding them reads no succeeded run."""
+    failures = [outcome.value for outcome in rule.params.outcomes]
+    scope = [runs.c.tenant_id == rule.tenant_id]
     if rule.params.job_id is not None:
         scope.append(runs.c.job_id == rule.params.job_id)
-    touched = work.connection.execute(
-        select(runs.c.job_id).where(*scope, runs.c.finished_at >= _overlapping(rule, since))
+    failed = work.connection.execute(
+        select(runs.c.job_id)
+        .where(*scope, runs.c.state.in_(failures),
+               runs.c.id >= _created_since("run", work.now - LOOKBACK),
+               runs.c.finished_at >= _overlapping(rule, since))
         .group_by(runs.c.job_id).order_by(runs.c.job_id).limit(MAX_KEYS_PER_PASS)
     ).scalars().all()  # fmt: skip
     ended: dict[str, list[Ended]] = {}
-    for job_id in touched:
+    for job_id in sorted(set(failed) | set(open_keys)):
         rows = work.connection.execute(
             select(runs.c.id, runs.c.state, runs.c.finished_at)
-            .where(*scope, runs.c.job_id == job_id, runs.c.finished_at.is_not(None))
-            .order_by(runs.c.finished_at.desc(), runs.c.id.desc())
+            .where(runs.c.tenant_id == rule.tenant_id, runs.c.job_id == job_id,
+                   runs.c.state.in_([*failures, RunState.SUCCEEDED.value]))
+            .order_by(runs.c.id.desc())
             .limit(rule.params.consecutive)
-        ).all()
+        ).all()  # fmt: skip
         ended[job_id] = [Ended(row.id, row.state, row.finished_at) for row in rows]
     return ended
 
 
-def _ended_workflow_runs(work: Work, rule: StoredRule, since: datetime) -> dict[str, list[Ended]]:
-    """Each workflow's latest ended (failed or succeeded) run, for those with one since."""
-    scope = [workflow_runs.c.tenant_id == rule.tenant_id,
-             workflow_runs.c.state.in_(("failed", "succeeded"))]  # fmt: skip
+def _ended_workflow_runs(
+    work: Work, rule: StoredRule, since: datetime, open_keys: Collection[str]
+) -> dict[str, list[Ended]]:
+    """The latest ended (failed or succeeded) run of each workflow with a failed run since
+    ``since`` or an incident open."""
+    scope = [workflow_runs.c.tenant_id == rule.tenant_id]
     if rule.params.workflow_id is not None:
         scope.append(workflow_runs.c.workflow_id == rule.params.workflow_id)
-    rows = work.connection.execute(
-        select(workflow_runs.c.id, workflow_runs.c.workflow_id, workflow_runs.c.state,
-               workflow_runs.c.finished_at)
-        .where(*scope, workflow_runs.c.finished_at >= _overlapping(rule, since))
-        .order_by(workflow_runs.c.finished_at.desc(), workflow_runs.c.id.desc())
-        .limit(MAX_QUEUE_SAMPLES)
-    ).all()  # fmt: skip
+    failed = work.connection.execute(
+        select(workflow_runs.c.workflow_id)
+        .where(*scope, workflow_runs.c.state == "failed",
+               workflow_runs.c.id >= _created_since("wfrun", work.now - LOOKBACK),
+               workflow_runs.c.finished_at >= _overlapping(rule, since))
+        .group_by(workflow_runs.c.workflow_id).order_by(workflow_runs.c.workflow_id)
+        .limit(MAX_KEYS_PER_PASS)
+    ).scalars().all()  # fmt: skip
     ended: dict[str, list[Ended]] = {}
-    for row in rows:  # newest first: the first seen of each workflow is its latest
-        ended.setdefault(row.workflow_id, [Ended(row.id, row.state, row.finished_at)])
+    for workflow_id in sorted(set(failed) | set(open_keys)):
+        rows = work.connection.execute(
+            select(workflow_runs.c.id, workflow_runs.c.state, workflow_runs.c.finished_at)
+            .where(workflow_runs.c.tenant_id == rule.tenant_id,
+                   workflow_runs.c.workflow_id == workflow_id,
+                   workflow_runs.c.state.in_(("failed", "succeeded")))
+            .order_by(workflow_runs.c.id.desc())
+            .limit(1)
+        ).all()  # fmt: skip
+        ended[workflow_id] = [Ended(row.id, row.state, row.finished_at) for row in rows]
     return ended
 
 
@@ -244,6 +274,7 @@ def _queue_waits(work: Work, rule: StoredRule) -> list[float]:
     rows = work.connection.execute(
         select(runs.c.queued_at, runs.c.started_at)
         .where(runs.c.tenant_id == rule.tenant_id, runs.c.started_at >= start,
+               runs.c.id >= _created_since("run", start - QUEUE_LOOKBACK),
                runs.c.queued_at.is_not(None))
         .limit(MAX_QUEUE_SAMPLES)
     ).all()  # fmt: skip
