@@ -58,7 +58,7 @@ class RuleParams(BaseModel):
         default=1, description="run_failed: open after this many ended runs of a job all failed"
     )
     outcomes: list[FailedOutcome] = Field(
-        default_factory=lambda: list(FailedOutcome), min_length=1,
+        default_factory=lambda: list(FailedOutcome), min_length=1, max_length=3,
         description="run_failed: which ends count as failures",
     )  # fmt: skip
     schedule_id: str | None = Field(default=None, max_length=40)
