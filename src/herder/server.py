@@ -136,6 +136,7 @@ def start_scheduler(settings: Settings, store: Store, *, listen: bool) -> Schedu
         lease_seconds=settings.lease_seconds,
         misfire_grace_seconds=settings.misfire_grace_seconds,
         listen=listen,
+        alert_private_targets=settings.allow_private_alert_targets,
     )
     scheduler.start()
     return scheduler

@@ -23,6 +23,9 @@ class Settings:
     lease_seconds: float = 10.0  # a control loop's lease; a standby takes over after it
     allow_cron_seconds: bool = False  # accept a seconds field (fires faster than a minute)
     misfire_grace_seconds: float = 60.0  # a fire later than this was missed
+    # Webhooks to loopback, private and link-local addresses: None decides by the store —
+    # allowed on SQLite (one host, the embedded ``herder up``), refused on PostgreSQL.
+    alert_private_targets: bool | None = None
 
     @classmethod
     def from_environment(
@@ -40,8 +43,22 @@ class Settings:
             lease_seconds=float(os.environ.get("HERDER_LEASE_SECONDS", "10")),
             allow_cron_seconds=os.environ.get("HERDER_CRON_SECONDS", "") in ("1", "true", "yes"),
             misfire_grace_seconds=float(os.environ.get("HERDER_MISFIRE_GRACE", "60")),
+            alert_private_targets=_flag(os.environ.get("HERDER_ALERTS_PRIVATE_TARGETS")),
         )
+
+    @property
+    def allow_private_alert_targets(self) -> bool:
+        if self.alert_private_targets is not None:
+            return self.alert_private_targets
+        return not self.database_url.startswith("postgres")
 
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+
+def _flag(value: str | None) -> bool | None:
+    """``1``/``true``/``yes`` or ``0``/``false``/``no``; unset (or empty) is ``None``."""
+    if not value:
+        return None
+    return value.strip().lower() in ("1", "true", "yes")

@@ -193,6 +193,18 @@ def _build_world(api: Api) -> World:
         json={"start": (now - timedelta(days=3)).isoformat(), "end": now.isoformat()},
     )
     assert backfill.status_code == 201, backfill.text
+    channel = api.http.post(
+        "/v1/alert-channels",
+        headers=owner_admin,
+        json={"name": "hook", "url": "https://hooks.example.com/herder"},
+    )
+    assert channel.status_code == 201, channel.text
+    rule = api.http.post(
+        "/v1/alert-rules",
+        headers=owner_admin,
+        json={"name": "failed", "kind": "run_failed", "channel_ids": [channel.json()["id"]]},
+    )
+    assert rule.status_code == 201, rule.text
     world = World(
         ids={
             "artifact_id": artifact_id,
@@ -205,6 +217,8 @@ def _build_world(api: Api) -> World:
             "workflow_id": workflow_id,
             "workflow_run_id": workflow_run.json()["id"],
             "backfill_id": backfill.json()["id"],
+            "channel_id": channel.json()["id"],
+            "rule_id": rule.json()["id"],
         }
     )
     world.intruder = api.as_key(access.create_api_key(intruder.id, Role.ADMIN, "k")[1])

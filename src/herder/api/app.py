@@ -17,6 +17,7 @@ from herder.api.nul import NulGuard
 from herder.api.openapi import describe_problems, install_openapi
 from herder.api.ratelimit import SubmitLimiter
 from herder.api.routers import (
+    alerts,
     artifacts,
     backfills,
     fleet,
@@ -84,6 +85,7 @@ def create_app(store: Store, settings: Settings) -> FastAPI:
         metrics,
         workflows,
         stats,
+        alerts,
     ):
         describe_problems(module.router)
         app.include_router(module.router)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 
 from herder.cli import (
+    alerts,
     apply,
     backfills,
     jobs,
@@ -23,8 +24,8 @@ from herder.cli.common import app, err
 from herder.client_errors import ClientError
 
 __all__ = [
-    "apply", "backfills", "jobs", "main", "queue", "runs", "schedules", "system", "tenants", "top",
-    "workers", "workflows",
+    "alerts", "apply", "backfills", "jobs", "main", "queue", "runs", "schedules", "system",
+    "tenants", "top", "workers", "workflows",
 ]  # fmt: skip
 
 

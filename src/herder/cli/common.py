@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from pydantic import BaseModel
@@ -60,6 +60,17 @@ def pairs(items: list[str], what: str) -> dict[str, str]:
             raise fail(f"{what} {item!r} must look like KEY=VALUE")
         result[key] = value
     return result
+
+
+def json_pairs(items: list[str], what: str) -> dict[str, Any]:
+    """KEY=VALUE, the value as JSON when it reads as JSON (1, true, ["a"]), else a string."""
+    values: dict[str, Any] = {}
+    for key, raw in pairs(items, what).items():
+        try:
+            values[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            values[key] = raw
+    return values
 
 
 def when(moment: object) -> str:

@@ -15,7 +15,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from herder.cli.common import JsonFlag, app, client, fail, out, pairs, print_json, when
+from herder.cli.common import JsonFlag, app, client, fail, json_pairs, out, print_json, when
 from herder.cli.dag import definition_tasks, draw, run_tasks, state_style
 from herder.client import HerderClient
 from herder.definitions.problems import Problem
@@ -46,17 +46,6 @@ def _read_body(path: Path) -> dict[str, Any]:
     if not isinstance(source.data, dict):
         raise fail(f"{path} must hold a mapping (name, tasks, …)")
     return source.data
-
-
-def _params(items: list[str]) -> dict[str, Any]:
-    """KEY=VALUE, the value as JSON when it reads as JSON (1, true, ["a"]), else a string."""
-    params: dict[str, Any] = {}
-    for key, raw in pairs(items, "--param").items():
-        try:
-            params[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            params[key] = raw
-    return params
 
 
 def _state(state: str) -> Text:
@@ -229,7 +218,7 @@ def workflow_run(
     as_json: JsonFlag = False,
 ) -> None:
     """Start a run of a workflow (by name or id) at its current version."""
-    params = _params(param)
+    params = json_pairs(param, "--param")
     with client() as herder:
         run: WorkflowRun = herder.start_workflow(
             herder.find_workflow(workflow).id, params, idempotency_key=idempotency_key

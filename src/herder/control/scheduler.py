@@ -14,6 +14,7 @@ import socket
 import threading
 from datetime import timedelta
 
+from herder.control.alerts import AlertEvaluator, AlertSender
 from herder.control.dispatcher import Dispatcher
 from herder.control.firer import Firer
 from herder.control.leased import LeasedLoop, Loop
@@ -44,6 +45,7 @@ class Scheduler:
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
         misfire_grace_seconds: float = MISFIRE_GRACE.total_seconds(),
         listen: bool = True,
+        alert_private_targets: bool = False,
     ) -> None:
         self.holder = holder_name()
         self._stop = threading.Event()
@@ -55,6 +57,11 @@ class Scheduler:
             Firer(store, store.clock, partition, misfire_grace=grace)
             for partition in range(PARTITIONS)
         ]
+        self._due_loops = len(bodies)  # the loops a due notice wakes: all but the alerts'
+        sender = AlertSender(
+            store.alert_deliveries, store.clock, allow_private=alert_private_targets
+        )
+        bodies += [AlertEvaluator(store), sender]  # on their own clocks: no notice wakes them
         self._wakes = [threading.Event() for _ in bodies]
         self.loops = [
             LeasedLoop(
@@ -74,7 +81,7 @@ class Scheduler:
 
     def _on_notice(self, channel: str, payload: str) -> None:
         if channel == DUE_CHANNEL:
-            for wake in self._wakes[1:]:
+            for wake in self._wakes[1 : self._due_loops]:
                 wake.set()
         elif channel == WORK_CHANNEL or payload.startswith(f"{CAPACITY}:"):
             self._wakes[0].set()  # the dispatcher: new work or freed capacity

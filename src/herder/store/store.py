@@ -7,6 +7,10 @@ from contextlib import AbstractContextManager
 
 from herder.clock import Clock, SystemClock
 from herder.store.access import AccessRepository
+from herder.store.alerts.channels import ChannelRepository
+from herder.store.alerts.deliveries import DeliveryRepository
+from herder.store.alerts.history import AlertHistoryRepository
+from herder.store.alerts.rules import RuleRepository
 from herder.store.artifacts import ArtifactRepository
 from herder.store.backfills import BackfillRepository
 from herder.store.database import Database
@@ -52,6 +56,10 @@ class Store:
         self.workflows = WorkflowRepository(self.database, self.clock)
         self.workflow_runs = WorkflowRunRepository(self.database, self.clock, self.rng)
         self.backfills = BackfillRepository(self.database, self.clock, self.rng)
+        self.alert_channels = ChannelRepository(self.database, self.clock)
+        self.alert_rules = RuleRepository(self.database, self.clock)
+        self.alert_history = AlertHistoryRepository(self.database)
+        self.alert_deliveries = DeliveryRepository(self.database, self.clock, self.rng)
 
     def work(self) -> AbstractContextManager[Work]:
         """A unit of work: one transaction, one ``now``, notices sent after commit."""

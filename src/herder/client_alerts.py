@@ -1,0 +1,62 @@
+"""The client's alert calls: channels, rules, incidents and deliveries (mixed into
+``HerderClient``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import httpx
+
+from herder.domain.alerts.rules import Channel, CreatedChannel, Delivery, Incident, Rule
+from herder.domain.models import Page
+
+
+class AlertCalls:
+    _request: Callable[..., httpx.Response]  # HerderClient's: one call, errors mapped
+
+    def create_alert_channel(self, name: str, url: str, *, enabled: bool = True) -> CreatedChannel:
+        body = {"name": name, "url": url, "enabled": enabled}
+        response = self._request("POST", "/v1/alert-channels", json=body)
+        return CreatedChannel.model_validate(response.json())
+
+    def list_alert_channels(self, *, limit: int = 100, cursor: str | None = None) -> Page[Channel]:
+        response = self._request("GET", "/v1/alert-channels", params=_page(limit, cursor))
+        return Page[Channel].model_validate(response.json())
+
+    def delete_alert_channel(self, channel_id: str) -> None:
+        self._request("DELETE", f"/v1/alert-channels/{channel_id}")
+
+    def test_alert_channel(self, channel_id: str) -> str:
+        """Queue a signed test delivery; its id."""
+        response = self._request("POST", f"/v1/alert-channels/{channel_id}/test")
+        return str(response.json()["delivery_id"])
+
+    def create_alert_rule(self, body: Mapping[str, Any]) -> Rule:
+        """``body`` as the API takes it: name, kind, params, channel_ids, notify_recovery."""
+        return Rule.model_validate(self._request("POST", "/v1/alert-rules", json=body).json())
+
+    def list_alert_rules(self, *, limit: int = 100, cursor: str | None = None) -> Page[Rule]:
+        response = self._request("GET", "/v1/alert-rules", params=_page(limit, cursor))
+        return Page[Rule].model_validate(response.json())
+
+    def delete_alert_rule(self, rule_id: str) -> None:
+        self._request("DELETE", f"/v1/alert-rules/{rule_id}")
+
+    def list_alerts(
+        self, *, state: str | None = None, limit: int = 100, cursor: str | None = None
+    ) -> Page[Incident]:
+        params = _page(limit, cursor) | ({"state": state} if state else {})
+        response = self._request("GET", "/v1/alerts", params=params)
+        return Page[Incident].model_validate(response.json())
+
+    def list_alert_deliveries(
+        self, *, channel_id: str | None = None, limit: int = 100, cursor: str | None = None
+    ) -> Page[Delivery]:
+        params = _page(limit, cursor) | ({"channel_id": channel_id} if channel_id else {})
+        response = self._request("GET", "/v1/alert-deliveries", params=params)
+        return Page[Delivery].model_validate(response.json())
+
+
+def _page(limit: int, cursor: str | None) -> dict[str, Any]:
+    return {"limit": limit, **({"cursor": cursor} if cursor else {})}

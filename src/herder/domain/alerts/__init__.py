@@ -1,0 +1,2 @@
+"""Alerts: per-tenant channels (signed webhooks) and rules whose incidents open once and
+resolve once, decided by pure functions here and applied by the store."""

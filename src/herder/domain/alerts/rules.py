@@ -1,0 +1,214 @@
+"""Alert channels and rules as the API takes and shows them, and the incidents and
+deliveries they make.
+
+A rule's ``params`` hold what its kind needs and nothing else: a field another kind uses is
+refused by name, so a typo cannot silently widen a rule.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import AnyUrl, BaseModel, ConfigDict, Field, JsonValue, UrlConstraints
+
+from herder.domain.models import _Record
+
+MAX_CONSECUTIVE = 100
+MAX_CHANNELS_PER_RULE = 10
+MAX_URL_LENGTH = 2048
+Name = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][\w.\-]*$")]
+
+
+class RuleKind(StrEnum):
+    RUN_FAILED = "run_failed"
+    SCHEDULE_MISSED = "schedule_missed"
+    WORKFLOW_FAILED = "workflow_failed"
+    QUEUE_WAIT_P99 = "queue_wait_p99"
+    NO_CAPACITY = "no_capacity"
+    LOOP_STALE = "loop_stale"
+
+
+class FailedOutcome(StrEnum):
+    FAILED = "failed"
+    DEAD = "dead"
+    TIMED_OUT = "timed_out"
+
+
+# Which params each kind reads; any other param given is refused.
+PARAMS_OF_KIND: dict[RuleKind, frozenset[str]] = {
+    RuleKind.RUN_FAILED: frozenset({"job_id", "consecutive", "outcomes"}),
+    RuleKind.SCHEDULE_MISSED: frozenset({"schedule_id"}),
+    RuleKind.WORKFLOW_FAILED: frozenset({"workflow_id"}),
+    RuleKind.QUEUE_WAIT_P99: frozenset({"threshold_seconds", "window_seconds"}),
+    RuleKind.NO_CAPACITY: frozenset({"wait_seconds"}),
+    RuleKind.LOOP_STALE: frozenset({"loop", "stale_seconds"}),
+}
+REQUIRED_PARAMS: dict[RuleKind, frozenset[str]] = {
+    RuleKind.QUEUE_WAIT_P99: frozenset({"threshold_seconds"}),
+}
+
+
+class RuleParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    job_id: str | None = Field(default=None, max_length=40, description="run_failed: only this job")
+    consecutive: Annotated[int, Field(ge=1, le=MAX_CONSECUTIVE)] = Field(
+        default=1, description="run_failed: open after this many ended runs of a job all failed"
+    )
+    outcomes: list[FailedOutcome] = Field(
+        default_factory=lambda: list(FailedOutcome), min_length=1, max_length=3,
+        description="run_failed: which ends count as failures",
+    )  # fmt: skip
+    schedule_id: str | None = Field(default=None, max_length=40)
+    workflow_id: str | None = Field(default=None, max_length=40)
+    threshold_seconds: Annotated[float, Field(gt=0, le=7 * 86400)] | None = Field(
+        default=None, description="queue_wait_p99: open when the p99 wait is above this"
+    )
+    window_seconds: Annotated[float, Field(ge=60, le=86400)] = Field(
+        default=900, description="queue_wait_p99: over runs started in this window"
+    )
+    wait_seconds: Annotated[float, Field(ge=60, le=86400)] = Field(
+        default=300, description="no_capacity: runs waiting for room this long"
+    )
+    loop: str | None = Field(default=None, max_length=128, description="loop_stale: one loop")
+    stale_seconds: Annotated[float, Field(ge=10, le=86400)] = Field(
+        default=60, description="loop_stale: a lease expired this long ago"
+    )
+
+    def check_for(self, kind: RuleKind) -> list[tuple[str, str]]:
+        """(field, message) for each param the kind does not use, or needs and lacks."""
+        given = self.model_fields_set
+        unused = sorted(given - PARAMS_OF_KIND[kind])
+        missing = sorted(REQUIRED_PARAMS.get(kind, frozenset()) - given)
+        return [(f"params.{name}", f"not a parameter of rule kind {kind}") for name in unused] + [
+            (f"params.{name}", f"required by rule kind {kind}") for name in missing
+        ]
+
+    def shown(self, kind: RuleKind) -> dict[str, Any]:
+        """Only the params the kind reads (defaults included), as JSON."""
+        values = self.model_dump(mode="json")
+        return {name: values[name] for name in sorted(PARAMS_OF_KIND[kind])}
+
+
+WebhookUrl = Annotated[
+    AnyUrl,
+    UrlConstraints(
+        max_length=MAX_URL_LENGTH, allowed_schemes=["http", "https"], host_required=True
+    ),
+    Field(description="http or https; the webhook is POSTed here"),
+]
+
+
+class ChannelRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: Name
+    kind: Literal["webhook"] = "webhook"
+    url: WebhookUrl
+    enabled: bool = True
+
+
+class ChannelChanges(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: Name | None = None
+    url: WebhookUrl | None = None
+    enabled: bool | None = None
+
+
+class Channel(_Record):
+    id: str
+    name: str
+    kind: str
+    url: str
+    enabled: bool
+    created_at: datetime
+    updated_at: datetime
+
+
+class CreatedChannel(Channel):
+    secret: str = Field(description="the HMAC key of the signatures: shown this once only")
+
+
+class RuleRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: Name
+    kind: RuleKind
+    params: RuleParams = RuleParams()
+    channel_ids: list[Annotated[str, Field(max_length=40)]] = Field(
+        min_length=1, max_length=MAX_CHANNELS_PER_RULE
+    )
+    enabled: bool = True
+    notify_recovery: bool = Field(default=True, description="a notice when an incident resolves")
+
+
+class RuleChanges(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: Name | None = None
+    params: RuleParams | None = None
+    channel_ids: list[Annotated[str, Field(max_length=40)]] | None = Field(
+        default=None, min_length=1, max_length=MAX_CHANNELS_PER_RULE
+    )
+    enabled: bool | None = None
+    notify_recovery: bool | None = None
+
+
+class Rule(_Record):
+    id: str
+    name: str
+    kind: RuleKind
+    params: dict[str, JsonValue]
+    channel_ids: list[str]
+    enabled: bool
+    notify_recovery: bool
+    created_at: datetime
+    updated_at: datetime
+
+
+class IncidentState(StrEnum):
+    OPEN = "open"
+    RESOLVED = "resolved"
+
+
+class Incident(_Record):
+    id: str
+    rule_id: str
+    key: str = Field(description="what is alerting: a job, schedule, workflow, loop id, …")
+    state: IncidentState
+    summary: str
+    details: dict[str, JsonValue]
+    opened_at: datetime
+    last_seen_at: datetime
+    resolved_at: datetime | None
+
+
+class DeliveryState(StrEnum):
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    FAILED = "failed"  # every attempt failed
+
+
+class DeliveryAttempt(_Record):
+    at: datetime
+    status: int | None  # the receiver's HTTP status; None when none came
+    error: str | None
+
+
+class Delivery(_Record):
+    id: str
+    channel_id: str
+    incident_id: str | None  # None for a channel's test
+    event: str = Field(description="opened, resolved or test")
+    state: DeliveryState
+    attempts: int
+    next_attempt_at: datetime | None
+    last_status: int | None
+    last_error: str | None
+    history: list[DeliveryAttempt]
+    payload: dict[str, JsonValue]
+    created_at: datetime
+    delivered_at: datetime | None

@@ -1,0 +1,174 @@
+"""A tenant's alert channels: webhook targets with the secret their deliveries are signed
+with. The secret is made here, shown once when the channel is created, and kept (it must be
+at hand to sign); issue 14 encrypts it at rest."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from sqlalchemy import Connection, delete, exc, insert, select, update
+
+from herder.clock import Clock, epoch_ms
+from herder.domain.alerts.rules import Channel, ChannelChanges, ChannelRequest, CreatedChannel
+from herder.domain.alerts.webhooks import is_private_host
+from herder.domain.errors import Conflict, Invalid
+from herder.domain.ids import new_id
+from herder.domain.models import Page
+from herder.store.alerts.deliveries import new_delivery
+from herder.store.alerts.owned import owned_row, page_of
+from herder.store.database import Database
+from herder.store.schema import alert_channels, alert_deliveries, alert_rules
+
+NOUN = "alert channel"
+
+
+def _channel(row: Any) -> Channel:
+    return Channel.model_validate(dict(row._mapping))
+
+
+def _duplicate_name(name: str) -> Conflict:
+    return Conflict(f"an alert channel named {name!r} already exists", field="name")
+
+
+def check_target(url: str, *, allow_private: bool) -> None:
+    """Refuse a literal loopback, private or link-local target unless the server allows
+    them; a name is judged again when it is resolved, at every delivery."""
+    host = urlsplit(url).hostname or ""
+    if not allow_private and is_private_host(host):
+        raise Invalid(
+            f"url points at a private or loopback address ({host}); this server does not "
+            "send webhooks there (HERDER_ALERTS_PRIVATE_TARGETS)",
+            field="url",
+        )
+
+
+class ChannelRepository:
+    def __init__(self, database: Database, clock: Clock) -> None:
+        self._db = database
+        self._clock = clock
+
+    def create(
+        self, tenant_id: str, request: ChannelRequest, *, allow_private: bool
+    ) -> CreatedChannel:
+        url = str(request.url)
+        check_target(url, allow_private=allow_private)
+        now = self._clock.now()
+        secret = "whsec_" + secrets.token_urlsafe(32)
+        channel_id = new_id("ach", epoch_ms(now))
+        with self._db.write() as connection:
+            try:
+                connection.execute(
+                    insert(alert_channels).values(
+                        id=channel_id, tenant_id=tenant_id, name=request.name,
+                        kind=request.kind, url=url, secret=secret, enabled=request.enabled,
+                        created_at=now, updated_at=now,
+                    )
+                )  # fmt: skip
+            except exc.IntegrityError as error:
+                raise _duplicate_name(request.name) from error
+            channel = self._get(connection, tenant_id, channel_id)
+        return CreatedChannel(**channel.model_dump(), secret=secret)
+
+    def get(self, tenant_id: str, channel_id: str) -> Channel:
+        with self._db.read() as connection:
+            return self._get(connection, tenant_id, channel_id)
+
+    def list(self, tenant_id: str, *, limit: int = 100, cursor: str | None = None) -> Page[Channel]:
+        query = select(alert_channels).where(alert_channels.c.tenant_id == tenant_id)
+        with self._db.read() as connection:
+            return page_of(
+                connection, query, alert_channels.c.id, _channel, limit=limit, cursor=cursor
+            )
+
+    def update(
+        self, tenant_id: str, channel_id: str, changes: ChannelChanges, *, allow_private: bool
+    ) -> Channel:
+        values: dict[str, Any] = changes.model_dump(exclude_none=True)
+        if changes.url is not None:
+            values["url"] = str(changes.url)
+            check_target(values["url"], allow_private=allow_private)
+        with self._db.write() as connection:
+            self._get(connection, tenant_id, channel_id)
+            if values:
+                try:
+                    connection.execute(
+                        update(alert_channels)
+                        .where(alert_channels.c.id == channel_id)
+                        .values(**values, updated_at=self._clock.now())
+                    )
+                except exc.IntegrityError as error:
+                    raise _duplicate_name(str(changes.name)) from error
+            return self._get(connection, tenant_id, channel_id)
+
+    def delete(self, tenant_id: str, channel_id: str) -> None:
+        """The channel and its deliveries go; rules that named it no longer do."""
+        with self._db.write() as connection:
+            self._get(connection, tenant_id, channel_id)
+            rules = connection.execute(
+                select(alert_rules.c.id, alert_rules.c.channel_ids).where(
+                    alert_rules.c.tenant_id == tenant_id
+                )
+            ).all()
+            for rule in rules:
+                if channel_id in rule.channel_ids:
+                    kept = [one for one in rule.channel_ids if one != channel_id]
+                    connection.execute(
+                        update(alert_rules)
+                        .where(alert_rules.c.id == rule.id)
+                        .values(channel_ids=kept)
+                    )
+            connection.execute(
+                delete(alert_deliveries).where(alert_deliveries.c.channel_id == channel_id)
+            )
+            connection.execute(delete(alert_channels).where(alert_channels.c.id == channel_id))
+
+    def send_test(self, tenant_id: str, channel_id: str) -> str:
+        """Queue a test delivery on the channel (the sender posts it); its id."""
+        with self._db.write() as connection:
+            channel = self._get(connection, tenant_id, channel_id)
+            now = self._clock.now()
+            payload = {
+                "event": "test",
+                "channel": {"id": channel.id, "name": channel.name},
+                "message": "a test of this alert channel",
+                "at": now.isoformat(),
+            }
+            row = new_delivery(tenant_id, channel.id, None, "test", payload, now)
+            connection.execute(insert(alert_deliveries).values(**row))
+            return str(row["id"])
+
+    @staticmethod
+    def _get(connection: Connection, tenant_id: str, channel_id: str) -> Channel:
+        return _channel(owned_row(connection, alert_channels, tenant_id, channel_id, NOUN))
+
+
+def add_deliveries(
+    connection: Connection,
+    tenant_id: str,
+    channel_ids: list[str],
+    incident_id: str | None,
+    event: str,
+    payload: dict[str, Any],
+    now: datetime,
+) -> list[str]:
+    """One pending delivery per enabled channel of the tenant among ``channel_ids``."""
+    enabled = (
+        connection.execute(
+            select(alert_channels.c.id).where(
+                alert_channels.c.tenant_id == tenant_id,
+                alert_channels.c.id.in_(channel_ids),
+                alert_channels.c.enabled.is_(True),
+            )
+        )
+        .scalars()
+        .all()
+    )
+    rows = [
+        new_delivery(tenant_id, channel, incident_id, event, payload, now) for channel in enabled
+    ]
+    if rows:
+        connection.execute(insert(alert_deliveries), rows)
+    return [row["id"] for row in rows]

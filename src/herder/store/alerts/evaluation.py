@@ -1,0 +1,347 @@
+"""One evaluation of one rule, in one transaction: read its facts and its open incidents,
+decide (``domain.alerts.decisions``), then open, resolve and queue deliveries.
+
+Opening inserts under the unique ``open_key`` (rule and key) and ignores a duplicate, and
+resolving is guarded by the incident still being open, so two evaluators racing make one
+incident and one notice each way. Event-driven kinds read what ended since the rule's last
+evaluation (``evaluated_at``, less an overlap for transactions that commit late); reading a
+thing twice decides the same, so the overlap is harmless.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import func, select, update
+
+from herder.clock import epoch_ms
+from herder.domain.alerts import decisions
+from herder.domain.alerts.decisions import Ended, ScheduleMisses, Signal
+from herder.domain.alerts.rules import IncidentState, RuleKind, RuleParams
+from herder.domain.ids import new_id
+from herder.domain.states import RunState
+from herder.store.alerts.channels import add_deliveries
+from herder.store.dialect import insert_ignoring_duplicates
+from herder.store.schema import (
+    alert_incidents,
+    alert_rules,
+    leases,
+    runs,
+    schedule_events,
+    schedules,
+    workflow_runs,
+)
+from herder.store.work import Work
+
+log = logging.getLogger("herder.store")
+
+OVERLAP = timedelta(minutes=5)
+# A run ending now was made at most this long ago, or its end is not alerted on: the bound
+# that keeps a pass on the runs of the last days, not of the tenant's whole history.
+LOOKBACK = timedelta(days=3)
+QUEUE_LOOKBACK = timedelta(hours=6)  # a run queued longer is no_capacity's to report
+MAX_KEYS_PER_PASS = 500  # jobs or workflows looked at per rule and pass
+MAX_QUEUE_SAMPLES = 100_000
+_QUOTA_REASON = "tenant quota%"  # waiting on the tenant's own quota is not missing capacity
+
+
+@dataclass(frozen=True)
+class StoredRule:
+    id: str
+    tenant_id: str
+    name: str
+    kind: RuleKind
+    params: RuleParams
+    channel_ids: list[str]
+    notify_recovery: bool
+    evaluated_at: datetime | None
+    created_at: datetime
+
+
+def enabled_rule_ids(work: Work) -> list[str]:
+    return list(
+        work.connection.execute(
+            select(alert_rules.c.id)
+            .where(alert_rules.c.enabled.is_(True))
+            .order_by(alert_rules.c.id)
+        ).scalars()
+    )
+
+
+def stored_rule(work: Work, rule_id: str) -> StoredRule | None:
+    """The rule as it is now, locked (PostgreSQL) so that evaluations of it take turns;
+    ``None`` when it was deleted or disabled meanwhile, or when its row fails its model (a
+    server bug: logged, and the other rules still run)."""
+    row = work.connection.execute(
+        select(alert_rules)
+        .where(alert_rules.c.id == rule_id, alert_rules.c.enabled.is_(True))
+        .with_for_update()
+    ).first()
+    if row is None:
+        return None
+    try:
+        params = RuleParams.model_validate(row.params)
+        kind = RuleKind(row.kind)
+    except (ValidationError, ValueError):
+        log.exception("stored alert rule %s fails its model; not evaluated", row.id)
+        return None
+    return StoredRule(row.id, row.tenant_id, row.name, kind, params, list(row.channel_ids),
+                      row.notify_recovery, row.evaluated_at, row.created_at)  # fmt: skip
+
+
+def evaluate(work: Work, rule_id: str) -> decisions.Decisions | None:
+    """Decide and apply one rule's incidents; what was decided (``None``: nothing to judge)."""
+    rule = stored_rule(work, rule_id)
+    if rule is None or not decisions.is_due(rule.kind, rule.evaluated_at, work.now):
+        return None
+    open_rows = work.connection.execute(
+        select(alert_incidents.c.id, alert_incidents.c.key, alert_incidents.c.opened_at).where(
+            alert_incidents.c.rule_id == rule.id, alert_incidents.c.state == IncidentState.OPEN
+        )
+    ).all()
+    opened = {row.key: row for row in open_rows}
+    since = rule.evaluated_at or rule.created_at
+    signals = _signals(work, rule, since, {key: row.opened_at for key, row in opened.items()})
+    decided = decisions.reconcile(signals, opened.keys())
+    for signal in decided.opens:
+        _open(work, rule, signal)
+    for signal in decided.resolves:
+        _resolve(work, rule, opened[signal.key].id, signal)
+    if decided.still_firing:
+        ids = [opened[key].id for key in decided.still_firing]
+        work.connection.execute(
+            update(alert_incidents)
+            .where(alert_incidents.c.id.in_(ids), alert_incidents.c.state == IncidentState.OPEN)
+            .values(last_seen_at=work.now)
+        )
+    work.connection.execute(
+        update(alert_rules).where(alert_rules.c.id == rule.id).values(evaluated_at=work.now)
+    )
+    return decided
+
+
+def _signals(
+    work: Work, rule: StoredRule, since: datetime, open_since: dict[str, datetime]
+) -> list[Signal]:
+    params = rule.params
+    if rule.kind is RuleKind.RUN_FAILED:
+        return decisions.run_failed(_ended_runs(work, rule, since, open_since.keys()), params)
+    if rule.kind is RuleKind.WORKFLOW_FAILED:
+        ended = _ended_workflow_runs(work, rule, since, open_since.keys())
+        return decisions.workflow_failed(ended)
+    if rule.kind is RuleKind.SCHEDULE_MISSED:
+        return decisions.schedule_missed(_schedule_misses(work, rule, since, open_since))
+    if rule.kind is RuleKind.QUEUE_WAIT_P99:
+        return decisions.queue_wait_p99(_queue_waits(work, rule), params)
+    if rule.kind is RuleKind.NO_CAPACITY:
+        return decisions.no_capacity(_waiting_for_room(work, rule), params)
+    expiries = {
+        row.name: row.expires_at
+        for row in work.connection.execute(select(leases.c.name, leases.c.expires_at))
+    }
+    return decisions.loop_stale(expiries, params, work.now)
+
+
+def _overlapping(rule: StoredRule, since: datetime) -> datetime:
+    """``since`` less the overlap, but never before the rule was made: it looks forward."""
+    return max(since - OVERLAP, rule.created_at)
+
+
+def _created_since(prefix: str, moment: datetime) -> str:
+    """The smallest id made at ``moment``: ids begin with their creation time, so an id
+    range is a creation-time range the tenant's ``(…, id)`` indexes read directly."""
+    return new_id(prefix, epoch_ms(moment))[: len(prefix) + 11] + "0" * 16
+
+
+def _ended_runs(
+    work: Work, rule: StoredRule, since: datetime, open_keys: Collection[str]
+) -> dict[str, list[Ended]]:
+    """The last ``consecutive`` ended runs (failed in a counted way, or succeeded), newest
+    first, of each job with a failure since ``since`` or an incident open. Failures are
+    few: finding them reads no succeeded run."""
+    failures = [outcome.value for outcome in rule.params.outcomes]
+    scope = [runs.c.tenant_id == rule.tenant_id]
+    if rule.params.job_id is not None:
+        scope.append(runs.c.job_id == rule.params.job_id)
+    failed = work.connection.execute(
+        select(runs.c.job_id)
+        .where(*scope, runs.c.state.in_(failures),
+               runs.c.id >= _created_since("run", work.now - LOOKBACK),
+               runs.c.finished_at >= _overlapping(rule, since))
+        .group_by(runs.c.job_id).order_by(runs.c.job_id).limit(MAX_KEYS_PER_PASS)
+    ).scalars().all()  # fmt: skip
+    ended: dict[str, list[Ended]] = {}
+    for job_id in sorted(set(failed) | set(open_keys)):
+        rows = work.connection.execute(
+            select(runs.c.id, runs.c.state, runs.c.finished_at)
+            .where(runs.c.tenant_id == rule.tenant_id, runs.c.job_id == job_id,
+                   runs.c.state.in_([*failures, RunState.SUCCEEDED.value]))
+            .order_by(runs.c.id.desc())
+            .limit(rule.params.consecutive)
+        ).all()  # fmt: skip
+        ended[job_id] = [Ended(row.id, row.state, row.finished_at) for row in rows]
+    return ended
+
+
+def _ended_workflow_runs(
+    work: Work, rule: StoredRule, since: datetime, open_keys: Collection[str]
+) -> dict[str, list[Ended]]:
+    """The latest ended (failed or succeeded) run of each workflow with a failed run since
+    ``since`` or an incident open."""
+    scope = [workflow_runs.c.tenant_id == rule.tenant_id]
+    if rule.params.workflow_id is not None:
+        scope.append(workflow_runs.c.workflow_id == rule.params.workflow_id)
+    failed = work.connection.execute(
+        select(workflow_runs.c.workflow_id)
+        .where(*scope, workflow_runs.c.state == "failed",
+               workflow_runs.c.id >= _created_since("wfrun", work.now - LOOKBACK),
+               workflow_runs.c.finished_at >= _overlapping(rule, since))
+        .group_by(workflow_runs.c.workflow_id).order_by(workflow_runs.c.workflow_id)
+        .limit(MAX_KEYS_PER_PASS)
+    ).scalars().all()  # fmt: skip
+    ended: dict[str, list[Ended]] = {}
+    for workflow_id in sorted(set(failed) | set(open_keys)):
+        rows = work.connection.execute(
+            select(workflow_runs.c.id, workflow_runs.c.state, workflow_runs.c.finished_at)
+            .where(workflow_runs.c.tenant_id == rule.tenant_id,
+                   workflow_runs.c.workflow_id == workflow_id,
+                   workflow_runs.c.state.in_(("failed", "succeeded")))
+            .order_by(workflow_runs.c.id.desc())
+            .limit(1)
+        ).all()  # fmt: skip
+        ended[workflow_id] = [Ended(row.id, row.state, row.finished_at) for row in rows]
+    return ended
+
+
+def _schedule_misses(
+    work: Work, rule: StoredRule, since: datetime, open_since: dict[str, datetime]
+) -> list[ScheduleMisses]:
+    """Per schedule, the misses not yet judged — recorded after its open incident opened, or
+    after its last one resolved — among those since the last evaluation (less the overlap);
+    and the schedules with an incident open."""
+    scope = [schedules.c.tenant_id == rule.tenant_id]
+    if rule.params.schedule_id is not None:
+        scope.append(schedules.c.id == rule.params.schedule_id)
+    events = work.connection.execute(
+        select(schedule_events.c.schedule_id, schedule_events.c.at,
+               schedule_events.c.scheduled_for)
+        .join(schedules, schedules.c.id == schedule_events.c.schedule_id)
+        .where(*scope, schedule_events.c.kind.in_(("missed", "skipped")),
+               schedule_events.c.at >= _overlapping(rule, since))
+        .limit(MAX_QUEUE_SAMPLES)
+    ).all()  # fmt: skip
+    resolved = {
+        row.key: row.resolved_at
+        for row in work.connection.execute(
+            select(alert_incidents.c.key,
+                   func.max(alert_incidents.c.resolved_at).label("resolved_at"))
+            .where(alert_incidents.c.rule_id == rule.id,
+                   alert_incidents.c.state == IncidentState.RESOLVED)
+            .group_by(alert_incidents.c.key)
+        )
+    }  # fmt: skip
+    judged = {**resolved, **open_since}
+    new: dict[str, list[datetime | None]] = {}
+    for event in events:
+        before = judged.get(event.schedule_id)
+        if before is None or event.at > before:
+            new.setdefault(event.schedule_id, []).append(event.scheduled_for)
+    wanted = set(new) | set(open_since)
+    fired = {
+        row.id: row.last_fired_for
+        for row in work.connection.execute(
+            select(schedules.c.id, schedules.c.last_fired_for).where(
+                *scope, schedules.c.id.in_(sorted(wanted))
+            )
+        )
+    }
+    return [
+        ScheduleMisses(schedule_id, len(new.get(schedule_id, [])),
+                       max(filter(None, new.get(schedule_id, [])), default=None),
+                       fired.get(schedule_id), open_since.get(schedule_id))
+        for schedule_id in sorted(wanted)
+    ]  # fmt: skip
+
+
+def _queue_waits(work: Work, rule: StoredRule) -> list[float]:
+    """Seconds from queued to started of the tenant's runs started in the window."""
+    start = work.now - timedelta(seconds=rule.params.window_seconds)
+    rows = work.connection.execute(
+        select(runs.c.queued_at, runs.c.started_at)
+        .where(runs.c.tenant_id == rule.tenant_id, runs.c.started_at >= start,
+               runs.c.id >= _created_since("run", start - QUEUE_LOOKBACK),
+               runs.c.queued_at.is_not(None))
+        .limit(MAX_QUEUE_SAMPLES)
+    ).all()  # fmt: skip
+    return [max(0.0, (row.started_at - row.queued_at).total_seconds()) for row in rows]
+
+
+def _waiting_for_room(work: Work, rule: StoredRule) -> list[str]:
+    """Queued runs of the tenant, waiting ``wait_seconds`` or more for lack of room (the
+    dispatcher gave a reason that is not the tenant's own quota)."""
+    before = work.now - timedelta(seconds=rule.params.wait_seconds)
+    return list(
+        work.connection.execute(
+            select(runs.c.id)
+            .where(runs.c.tenant_id == rule.tenant_id, runs.c.state == RunState.QUEUED,
+                   runs.c.queued_at <= before, runs.c.waiting_reason.is_not(None),
+                   runs.c.waiting_reason.not_like(_QUOTA_REASON))
+            .order_by(runs.c.queued_at)
+            .limit(20)
+        ).scalars()
+    )  # fmt: skip
+
+
+def _payload(rule: StoredRule, event: str, incident: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "event": event,
+        "tenant_id": rule.tenant_id,
+        "rule": {"id": rule.id, "name": rule.name, "kind": rule.kind.value},
+        "incident": incident,
+    }
+
+
+def _open(work: Work, rule: StoredRule, signal: Signal) -> None:
+    incident_id = new_id("inc", epoch_ms(work.now))
+    details = dict(signal.details)
+    inserted = work.connection.execute(
+        insert_ignoring_duplicates(
+            work.database, alert_incidents, id=incident_id, tenant_id=rule.tenant_id,
+            rule_id=rule.id, key=signal.key, state=IncidentState.OPEN,
+            open_key=f"{rule.id} {signal.key}", summary=signal.summary, details=details,
+            opened_at=work.now, last_seen_at=work.now,
+        ).returning(alert_incidents.c.id)
+    ).first()  # fmt: skip
+    if inserted is None:  # another evaluator opened it first: its notice is the one
+        return
+    incident = {"id": incident_id, "key": signal.key, "state": "open",
+                "summary": signal.summary, "details": details,
+                "opened_at": work.now.isoformat(), "resolved_at": None}  # fmt: skip
+    add_deliveries(work.connection, rule.tenant_id, rule.channel_ids, incident_id, "opened",
+                   _payload(rule, "opened", incident), work.now)  # fmt: skip
+
+
+def _resolve(work: Work, rule: StoredRule, incident_id: str, signal: Signal) -> None:
+    resolved = work.connection.execute(
+        update(alert_incidents)
+        .where(alert_incidents.c.id == incident_id, alert_incidents.c.state == IncidentState.OPEN)
+        .values(state=IncidentState.RESOLVED, open_key=None, resolved_at=work.now,
+                last_seen_at=work.now)
+    ).rowcount  # fmt: skip
+    if not resolved or not rule.notify_recovery:
+        return
+    row = work.connection.execute(
+        select(alert_incidents).where(alert_incidents.c.id == incident_id)
+    ).one()
+    incident = {
+        "id": incident_id, "key": row.key, "state": "resolved", "summary": row.summary,
+        "details": row.details, "recovery": signal.summary,
+        "opened_at": row.opened_at.isoformat(), "resolved_at": work.now.isoformat(),
+    }  # fmt: skip
+    add_deliveries(work.connection, rule.tenant_id, rule.channel_ids, incident_id, "resolved",
+                   _payload(rule, "resolved", incident), work.now)  # fmt: skip

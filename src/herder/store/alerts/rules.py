@@ -1,0 +1,141 @@
+"""A tenant's alert rules. What a rule names (a job, a schedule, a workflow, its channels)
+must be the tenant's own when the rule is made or changed: anything else is refused by the
+field, never looked up across tenants."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, Table, delete, exc, insert, select, update
+
+from herder.clock import Clock, epoch_ms
+from herder.domain.alerts.rules import Rule, RuleChanges, RuleKind, RuleParams, RuleRequest
+from herder.domain.errors import Conflict, FieldError, Invalid
+from herder.domain.ids import new_id
+from herder.domain.models import Page
+from herder.store.alerts.owned import owned_row, page_of
+from herder.store.database import Database
+from herder.store.schema import (
+    alert_channels,
+    alert_incidents,
+    alert_rules,
+    jobs,
+    schedules,
+    tenants,
+    workflows,
+)
+
+_NAMED: dict[str, Table] = {"job_id": jobs, "schedule_id": schedules, "workflow_id": workflows}
+
+
+def _rule(row: Any) -> Rule:
+    return Rule.model_validate(dict(row._mapping))
+
+
+def _duplicate_name(name: str) -> Conflict:
+    return Conflict(f"an alert rule named {name!r} already exists", field="name")
+
+
+def _check(
+    connection: Connection,
+    tenant_id: str,
+    kind: RuleKind,
+    params: RuleParams,
+    channel_ids: list[str],
+) -> None:
+    """Every field at fault, named: params of another kind, objects not the tenant's."""
+    errors = [FieldError(field, message) for field, message in params.check_for(kind)]
+    for name, table in _NAMED.items():
+        wanted = getattr(params, name)
+        if wanted is None or name not in params.model_fields_set:
+            continue
+        found = connection.execute(
+            select(table.c.id).where(table.c.tenant_id == tenant_id, table.c.id == wanted)
+        ).first()
+        if found is None:
+            errors.append(FieldError(f"params.{name}", f"no {name[:-3]} {wanted} in this tenant"))
+    known = set(
+        connection.execute(
+            select(alert_channels.c.id).where(
+                alert_channels.c.tenant_id == tenant_id, alert_channels.c.id.in_(channel_ids)
+            )
+        ).scalars()
+    )
+    errors += [
+        FieldError("channel_ids", f"no alert channel {one} in this tenant")
+        for one in channel_ids
+        if one not in known
+    ]
+    if kind is RuleKind.LOOP_STALE:
+        is_system = connection.execute(
+            select(tenants.c.is_system).where(tenants.c.id == tenant_id)
+        ).scalar()
+        if not is_system:
+            errors.append(FieldError("kind", "loop_stale rules belong to the system tenant"))
+    if errors:
+        raise Invalid("; ".join(f"{e.field}: {e.message}" for e in errors), errors=errors)
+
+
+class RuleRepository:
+    def __init__(self, database: Database, clock: Clock) -> None:
+        self._db = database
+        self._clock = clock
+
+    def create(self, tenant_id: str, request: RuleRequest) -> Rule:
+        now = self._clock.now()
+        rule_id = new_id("alr", epoch_ms(now))
+        channel_ids = list(dict.fromkeys(request.channel_ids))
+        with self._db.write() as connection:
+            _check(connection, tenant_id, request.kind, request.params, channel_ids)
+            try:
+                connection.execute(
+                    insert(alert_rules).values(
+                        id=rule_id, tenant_id=tenant_id, name=request.name, kind=request.kind,
+                        params=request.params.shown(request.kind), channel_ids=channel_ids,
+                        enabled=request.enabled, notify_recovery=request.notify_recovery,
+                        evaluated_at=now, created_at=now, updated_at=now,
+                    )
+                )  # fmt: skip
+            except exc.IntegrityError as error:
+                raise _duplicate_name(request.name) from error
+            return self._get(connection, tenant_id, rule_id)
+
+    def get(self, tenant_id: str, rule_id: str) -> Rule:
+        with self._db.read() as connection:
+            return self._get(connection, tenant_id, rule_id)
+
+    def list(self, tenant_id: str, *, limit: int = 100, cursor: str | None = None) -> Page[Rule]:
+        query = select(alert_rules).where(alert_rules.c.tenant_id == tenant_id)
+        with self._db.read() as connection:
+            return page_of(connection, query, alert_rules.c.id, _rule, limit=limit, cursor=cursor)
+
+    def update(self, tenant_id: str, rule_id: str, changes: RuleChanges) -> Rule:
+        """Change some fields; new params replace the old ones whole."""
+        with self._db.write() as connection:
+            rule = self._get(connection, tenant_id, rule_id)
+            params = changes.params or RuleParams.model_validate(rule.params)
+            channel_ids = list(dict.fromkeys(changes.channel_ids or rule.channel_ids))
+            given = params if changes.params else RuleParams()
+            _check(connection, tenant_id, rule.kind, given, channel_ids)
+            values = changes.model_dump(exclude_none=True, exclude={"params", "channel_ids"})
+            try:
+                connection.execute(
+                    update(alert_rules)
+                    .where(alert_rules.c.id == rule_id)
+                    .values(**values, params=params.shown(rule.kind), channel_ids=channel_ids,
+                            updated_at=self._clock.now())
+                )  # fmt: skip
+            except exc.IntegrityError as error:
+                raise _duplicate_name(str(changes.name)) from error
+            return self._get(connection, tenant_id, rule_id)
+
+    def delete(self, tenant_id: str, rule_id: str) -> None:
+        """The rule and its incidents go (deliveries already made stay listed)."""
+        with self._db.write() as connection:
+            self._get(connection, tenant_id, rule_id)
+            connection.execute(delete(alert_incidents).where(alert_incidents.c.rule_id == rule_id))
+            connection.execute(delete(alert_rules).where(alert_rules.c.id == rule_id))
+
+    @staticmethod
+    def _get(connection: Connection, tenant_id: str, rule_id: str) -> Rule:
+        return _rule(owned_row(connection, alert_rules, tenant_id, rule_id, "alert rule"))
