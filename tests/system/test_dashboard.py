@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,12 +20,14 @@ from playwright.sync_api import (
     Dialog,
     Locator,
     Page,
+    Route,
     expect,
     sync_playwright,
 )
 
 from herder.client import HerderClient
 from herder.store.database import sqlite_url
+from tests.integration.webhook_receiver import Receiver, running_receiver
 from tests.system.conftest import Cluster, free_port
 
 pytestmark = pytest.mark.system
@@ -32,6 +35,7 @@ pytestmark = pytest.mark.system
 CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOTS = Path(__file__).parents[2] / ".test-results" / "screenshots"
 SEEN_WITHIN_MS = 15_000
+ALERTED_WITHIN_MS = 30_000  # the evaluator's pass (every 5 s), then the sender's (every 5 s)
 ATTACK = "<img src=x onerror=window.__pwned=1><script>window.__pwned=2</script>"
 
 
@@ -346,6 +350,7 @@ def test_a_schedule_shows_its_next_fires_in_its_zone(page: Page, herder: HerderC
     page.get_by_role("link", name="Schedules").click()
     link = page.get_by_role("link", name=schedule.id)
     expect(link.locator("xpath=../..")).to_contain_text("09:00:00 GMT+5:30 (Asia/Kolkata)")
+    expect(link.locator("xpath=../..")).to_contain_text("job daily")  # its job's name
     link.click()
     expect(page.get_by_role("heading", name="Next fires")).to_be_visible()
     expect(page.locator("tbody tr").first).to_contain_text("T09:00:00+05:30")
@@ -373,3 +378,118 @@ def test_a_tenant_sees_only_its_own_and_not_the_fleet(
     expect(tab.locator(".banner")).to_contain_text("not found")
     tab.get_by_role("link", name="Workers").click()
     expect(tab.get_by_text("The fleet view needs a system admin key.")).to_be_visible()
+
+
+def test_a_gang_runs_logs_are_shown_rank_by_rank(page: Page, herder: HerderClient) -> None:
+    job = herder.create_job(
+        "pair",
+        {"runtime": "shell", "replicas": 2, "resources": {"cpu": 0.1},
+         "command": 'echo "member $HERDER_RANK"'},
+    )  # fmt: skip
+    run = herder.wait(herder.start_run(job.id).id, timeout=15)
+    assert run.state == "succeeded"
+    page.goto(f"/#/runs/{run.id}")
+    expect(page.locator("#logs")).to_have_text("member 0\n")
+    page.get_by_label("Gang member").select_option("1")
+    expect(page.locator("#logs")).to_have_text("member 1\n")
+
+
+def test_a_hidden_tab_pauses_the_log_follow_and_resumes_it(
+    page: Page, herder: HerderClient
+) -> None:
+    job = herder.create_job("paced", {"runtime": "shell", "command": "echo one; sleep 2; echo two"})
+    run = herder.start_run(job.id)
+    page.goto(f"/#/runs/{run.id}")
+    expect(page.locator("#logs")).to_contain_text("one")
+    asked: list[str] = []
+    page.on(
+        "request", lambda request: asked.append(request.url) if "/logs" in request.url else None
+    )
+    set_hidden = """hidden => {
+        Object.defineProperty(document, "hidden", { value: hidden, configurable: true });
+        document.dispatchEvent(new Event("visibilitychange"));
+    }"""
+    page.evaluate(set_hidden, True)
+    asked.clear()
+    assert herder.wait(run.id, timeout=15).state == "succeeded"
+    expect(page.locator("#logs")).to_have_text("one\n")  # "two" is not fetched while hidden
+    assert asked == []
+    page.evaluate(set_hidden, False)
+    expect(page.locator("#logs")).to_have_text("one\ntwo\n")  # from the cursor: no repeat
+
+
+def received(receiver: Receiver, event: str) -> bool:
+    deadline = time.monotonic() + ALERTED_WITHIN_MS / 1000
+    while time.monotonic() < deadline:
+        if any(one.headers.get("X-Herder-Event") == event for one in receiver.requests):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_a_failure_alerts_live_and_a_test_delivery_is_sent_from_the_page(
+    page: Page, herder: HerderClient
+) -> None:
+    """A real receiver on 127.0.0.1 (allowed on SQLite): a failed run's incident and its
+    delivery appear without a reload, and a test sent from the page reaches the receiver."""
+    with running_receiver() as receiver:
+        channel = herder.create_alert_channel("ops", f"{receiver.url}/hook")
+        job = herder.create_job("alerting", {"runtime": "shell", "command": "exit 1"})
+        rule = herder.create_alert_rule(
+            {"name": "failures", "kind": "run_failed",
+             "params": {"job_id": job.id}, "channel_ids": [channel.id]}
+        )  # fmt: skip
+        page.get_by_role("link", name="Alerts").click()
+        rule_row = page.locator(f'tr[data-rule="{rule.id}"]')
+        expect(rule_row).to_contain_text("run_failed")
+        expect(rule_row.locator(".label")).to_have_text("ops")  # the channel, by name
+        channel_row = page.locator(f'tr[data-channel="{channel.id}"]')
+        expect(channel_row).to_contain_text(f"{receiver.url}/hook")
+        expect(page.get_by_text("No open incidents.")).to_be_visible()
+        herder.start_run(job.id)  # it fails: the page shows the incident without a reload
+        incident = page.locator("tr[data-incident]")
+        expect(incident.locator(".state")).to_have_text("open", timeout=ALERTED_WITHIN_MS)
+        expect(incident).to_contain_text("failures")
+        expect(incident.get_by_role("link", name="alerting")).to_be_visible()
+        opened = page.locator("tr[data-delivery]", has_text="opened")
+        expect(opened.locator(".state")).to_have_text("delivered", timeout=ALERTED_WITHIN_MS)
+        expect(opened.locator(".history li")).to_have_count(1)
+        expect(opened.locator(".history li")).to_contain_text("204")
+        assert received(receiver, "opened")
+        channel_row.get_by_role("button", name="Send test").click()
+        expect(page.locator(".banner.ok")).to_contain_text("queued for ops")
+        assert received(receiver, "test")
+        tested = page.locator("tr[data-delivery]", has_text="test")
+        expect(tested.locator(".state")).to_have_text("delivered", timeout=ALERTED_WITHIN_MS)
+        channel_row.get_by_role("link", name="deliveries").click()
+        expect(page.get_by_role("heading", name="Deliveries to ops")).to_be_visible()
+        expect(page.locator("tr[data-delivery]")).to_have_count(2)
+        rule_row.get_by_role("button", name="Disable").click()
+        expect(rule_row).to_contain_text("disabled")
+        assert [one.enabled for one in herder.list_alert_rules().items] == [False]
+        assert channel.secret not in page.locator("#view").inner_text()
+        show_names_as_attacks(page)
+        page.reload()
+        expect(rule_row.locator("td").first).to_have_text(ATTACK)
+        expect(rule_row.locator(".label")).to_have_text(ATTACK)  # the channel's name
+        expect(incident.locator("td").first).to_have_text(ATTACK)  # the rule's name
+        expect(page.get_by_role("heading", name=f"Deliveries to {ATTACK}")).to_be_visible()
+        assert page.evaluate("window.__pwned") is None
+        assert page.locator("#view img, #view script").count() == 0
+        herder.delete_alert_rule(rule.id)
+        herder.delete_alert_channel(channel.id)
+
+
+def show_names_as_attacks(page: Page) -> None:
+    """The API allows rule and channel names of ``[A-Za-z0-9][\\w.-]*`` only; the page must
+    not rely on it, so its answers are given names carrying HTML and script."""
+
+    def rename(route: Route) -> None:
+        answer = route.fetch()
+        body = answer.json()
+        for one in body.get("items", [body]):
+            if "name" in one:
+                one["name"] = ATTACK
+        route.fulfill(response=answer, json=body)
+
+    page.route(re.compile(r"/v1/alert-(rules|channels)"), rename)

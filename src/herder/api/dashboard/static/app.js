@@ -13,6 +13,7 @@ import * as workflowRun from "./views/workflow_run.js";
 import * as schedules from "./views/schedules.js";
 import * as schedule from "./views/schedule.js";
 import * as workers from "./views/workers.js";
+import * as alerts from "./views/alerts.js";
 
 const REFRESH_MS = 2000;
 const VIEWS = {
@@ -24,6 +25,7 @@ const VIEWS = {
   "workflow-runs": [workflows, workflowRun],
   schedules: [schedules, schedule],
   workers: [workers, null],
+  alerts: [alerts, null],
 };
 
 const byId = (id) => document.getElementById(id);

@@ -82,8 +82,8 @@ export function labels(map) {
   return Object.entries(map || {}).map(([key, value]) => h("span", { class: "label" }, `${key}=${value}`));
 }
 
-// A button that runs an action, shows the API's problem detail if it fails and then
-// refreshes the view.
+// A button that runs an action, shows the API's problem detail if it fails (else what the
+// action returned, or that it is done) and then refreshes the view.
 export function action(text, perform, { confirmText, ctx, danger = false } = {}) {
   return h(
     "button",
@@ -95,8 +95,8 @@ export function action(text, perform, { confirmText, ctx, danger = false } = {})
         const button = event.currentTarget;
         button.disabled = true;
         try {
-          await perform();
-          ctx.notice(`${text}: done`);
+          const said = await perform();
+          ctx.notice(typeof said === "string" ? said : `${text}: done`);
         } catch (error) {
           ctx.fail(error);
         } finally {

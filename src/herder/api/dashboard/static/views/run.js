@@ -47,13 +47,50 @@ const sleep = (ms, signal) =>
     });
   });
 
+// Resolves once the tab is visible (at once if it is) or the signal aborts.
+const visible = (signal) =>
+  new Promise((resolve) => {
+    if (!document.hidden || signal.aborted) {
+      resolve();
+      return;
+    }
+    const done = () => {
+      document.removeEventListener("visibilitychange", shown);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const shown = () => {
+      if (!document.hidden) done();
+    };
+    document.addEventListener("visibilitychange", shown);
+    signal.addEventListener("abort", done);
+  });
+
+// ``perform(signal)`` with a signal that also aborts when the tab is hidden: a hidden tab
+// holds no long poll open.
+async function untilHidden(signal, perform) {
+  const hidden = new AbortController();
+  const hide = () => {
+    if (document.hidden) hidden.abort();
+  };
+  document.addEventListener("visibilitychange", hide);
+  try {
+    return await perform(AbortSignal.any([signal, hidden.signal]));
+  } finally {
+    document.removeEventListener("visibilitychange", hide);
+  }
+}
+
 export function mount(root, route, ctx) {
   const id = route.id;
   const summary = h("div", { class: "run-summary" });
   const logHead = h("p", { class: "muted" }, "Waiting for an attempt…");
+  const ranks = h("select", { id: "rank", onchange: () => followRank(Number(ranks.value)) });
+  const rankPicker = h("label", { class: "rank", hidden: true }, "Gang member ", ranks);
   const logs = h("pre", { class: "logs", id: "logs", tabindex: "0" });
-  root.append(summary, h("h2", {}, "Logs"), logHead, logs);
+  root.append(summary, h("h2", {}, "Logs"), rankPicker, logHead, logs);
   let latest = null; // the run as last read
+  let following = null; // the AbortController of the rank's follow
 
   function show(run) {
     fill(summary,
@@ -93,14 +130,21 @@ export function mount(root, route, ctx) {
     if (atBottom) logs.scrollTop = logs.scrollHeight;
   }
 
-  async function follow() {
+  // Follows one gang member's logs from attempt to attempt. Paused while the tab is hidden,
+  // it resumes from its cursor.
+  async function follow(rank, signal) {
     let attempt = null;
     let after = -1;
-    while (!ctx.signal.aborted) {
+    while (!signal.aborted) {
+      await visible(signal);
+      if (signal.aborted) return;
       try {
-        const page = await api(`/v1/runs/${encodeURIComponent(id)}/logs${query({ attempt, after, follow: true })}`, { signal: ctx.signal });
+        const search = { attempt, rank, after, follow: true };
+        const path = `/v1/runs/${encodeURIComponent(id)}/logs${query(search)}`;
+        const page = await untilHidden(signal, (either) => api(path, { signal: either }));
+        if (signal.aborted) return; // another rank is followed now
         if (page.attempt === null) {
-          await sleep(IDLE_MS, ctx.signal);
+          await sleep(IDLE_MS, signal);
           continue;
         }
         if (attempt === null || page.attempt !== attempt) {
@@ -118,17 +162,33 @@ export function mount(root, route, ctx) {
           } else if (latest && !isActive(latest.state)) {
             return;
           } else {
-            await sleep(IDLE_MS, ctx.signal);
+            await sleep(IDLE_MS, signal);
           }
         }
       } catch (error) {
+        if (signal.aborted || (error.name === "AbortError" && document.hidden)) continue;
         ctx.fail(error, "refresh");
-        await sleep(2 * IDLE_MS, ctx.signal);
+        await sleep(2 * IDLE_MS, signal);
       }
     }
   }
 
-  follow();
+  function followRank(rank) {
+    if (following) following.abort();
+    following = new AbortController();
+    logs.replaceChildren();
+    logHead.textContent = "Waiting for an attempt…";
+    follow(rank, AbortSignal.any([ctx.signal, following.signal]));
+  }
+
+  // A gang's members each have their own logs: a picker once the run has more than one.
+  function showRanks(replicas) {
+    if (replicas <= 1 || ranks.options.length === replicas) return;
+    fill(ranks, Array.from({ length: replicas }, (_, rank) => h("option", { value: rank }, `rank ${rank}`)));
+    rankPicker.hidden = false;
+  }
+
+  followRank(0);
   return {
     async refresh() {
       const run = await api(`/v1/runs/${encodeURIComponent(id)}`, { signal: ctx.signal });
@@ -136,6 +196,7 @@ export function mount(root, route, ctx) {
       // every time, as its durations grow.
       const changed = !latest || JSON.stringify(run) !== JSON.stringify(latest);
       latest = run;
+      showRanks(run.spec.replicas || 1);
       if (changed || isActive(run.state)) show(run);
     },
   };

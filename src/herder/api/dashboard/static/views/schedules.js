@@ -3,6 +3,7 @@
 
 import { api, query } from "../api.js";
 import { h, link, row, table, when } from "../dom.js";
+import { nameBook } from "../names.js";
 import { pagedList } from "./common.js";
 
 const PAGE = 50;
@@ -25,13 +26,13 @@ export function schedulePath(id) {
   return `#/schedules/${encodeURIComponent(id)}`;
 }
 
-function scheduleRows(items) {
+function scheduleRows(items, names) {
   return items.map((schedule) =>
     row([
       link(schedulePath(schedule.id), schedule.name || schedule.id),
       schedule.job_id
-        ? link(`#/runs${query({ job_id: schedule.job_id })}`, `job ${schedule.job_id}`)
-        : link(`#/workflows${query({ workflow: schedule.workflow_id })}`, `workflow ${schedule.workflow_id}`),
+        ? link(`#/runs${query({ job_id: schedule.job_id })}`, `job ${names.of("jobs", schedule.job_id)}`)
+        : link(`#/workflows${query({ workflow: schedule.workflow_id })}`, `workflow ${names.of("workflows", schedule.workflow_id)}`),
       h("code", {}, schedule.spec.cron),
       schedule.paused ? "paused" : inZone(schedule.next_fire_at, schedule.spec.timezone),
       when(schedule.last_fired_for),
@@ -43,10 +44,18 @@ function scheduleRows(items) {
 }
 
 export function mount(root, _route, ctx) {
+  const names = nameBook(ctx.signal);
   const list = pagedList(
     ctx,
-    (cursor) => api(`/v1/schedules${query({ limit: PAGE, cursor })}`, { signal: ctx.signal }),
-    (page) => table(["Schedule", "Starts", "Cron", "Next fire", "Last fired for", "Fired", "Missed", "Skipped"], scheduleRows(page.items), "No schedules."),
+    async (cursor) => {
+      const page = await api(`/v1/schedules${query({ limit: PAGE, cursor })}`, { signal: ctx.signal });
+      await Promise.all([
+        names.learn("jobs", page.items.map((schedule) => schedule.job_id)),
+        names.learn("workflows", page.items.map((schedule) => schedule.workflow_id)),
+      ]);
+      return page;
+    },
+    (page) => table(["Schedule", "Starts", "Cron", "Next fire", "Last fired for", "Fired", "Missed", "Skipped"], scheduleRows(page.items, names), "No schedules."),
   );
   root.append(h("h1", {}, "Schedules"), list.node);
   return list;
