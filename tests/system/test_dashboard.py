@@ -378,6 +378,11 @@ def test_a_tenant_sees_only_its_own_and_not_the_fleet(
     expect(tab.locator(".banner")).to_contain_text("not found")
     tab.get_by_role("link", name="Workers").click()
     expect(tab.get_by_text("The fleet view needs a system admin key.")).to_be_visible()
+    channel = herder.create_alert_channel("system-ops", "http://127.0.0.1:9/hook")
+    tab.get_by_role("link", name="Alerts").click()
+    expect(tab.get_by_text("No channels.")).to_be_visible()
+    expect(tab.get_by_text("No deliveries yet.")).to_be_visible()
+    herder.delete_alert_channel(channel.id)
 
 
 def test_a_gang_runs_logs_are_shown_rank_by_rank(page: Page, herder: HerderClient) -> None:
@@ -463,7 +468,12 @@ def test_a_failure_alerts_live_and_a_test_delivery_is_sent_from_the_page(
         expect(tested.locator(".state")).to_have_text("delivered", timeout=ALERTED_WITHIN_MS)
         channel_row.get_by_role("link", name="deliveries").click()
         expect(page.get_by_role("heading", name="Deliveries to ops")).to_be_visible()
-        expect(page.locator("tr[data-delivery]")).to_have_count(2)
+        for _ in range(19):  # 21 deliveries: one page of 20, and one older
+            herder.test_alert_channel(channel.id)
+        expect(page.locator("tr[data-delivery]")).to_have_count(20)
+        page.get_by_role("button", name="Older →").click()
+        expect(page.locator("tr[data-delivery]")).to_have_count(1)
+        expect(page.locator("tr[data-delivery]")).to_contain_text("opened")
         rule_row.get_by_role("button", name="Disable").click()
         expect(rule_row).to_contain_text("disabled")
         assert [one.enabled for one in herder.list_alert_rules().items] == [False]

@@ -109,7 +109,9 @@ export function action(text, perform, { confirmText, ctx, danger = false } = {})
   );
 }
 
+// "Newer" and "Older" buttons, when there is more than one page.
 export function pager(page, cursors, go) {
+  if (cursors.length === 0 && !page.next_cursor) return "";
   return h(
     "div",
     { class: "pager" },
