@@ -503,3 +503,28 @@ def show_names_as_attacks(page: Page) -> None:
         route.fulfill(response=answer, json=body)
 
     page.route(re.compile(r"/v1/alert-(rules|channels)"), rename)
+
+
+def test_a_viewer_sees_the_alerts_but_its_actions_are_refused(
+    sign_in: Callable[[str], Page], herder: HerderClient
+) -> None:
+    tenant = herder.create_tenant("watchers")
+    with HerderClient(herder.url, herder.create_api_key(tenant.id, role="admin")) as admin:
+        channel = admin.create_alert_channel("pager", "http://127.0.0.1:9/hook")
+        rule = admin.create_alert_rule(
+            {"name": "any-failure", "kind": "run_failed", "channel_ids": [channel.id]}
+        )
+    tab = sign_in(herder.create_api_key(tenant.id, role="viewer"))
+    tab.get_by_role("link", name="Alerts").click()
+    rule_row = tab.locator(f'tr[data-rule="{rule.id}"]')
+    expect(rule_row).to_contain_text("enabled")
+    rule_row.get_by_role("button", name="Disable").click()
+    expect(tab.locator(".banner.error")).to_have_text(
+        "role viewer may read but not change anything"
+    )
+    tab.locator(f'tr[data-channel="{channel.id}"]').get_by_role("button", name="Send test").click()
+    expect(tab.locator(".banner.error")).to_have_text(
+        "role viewer may read but not change anything"
+    )
+    expect(rule_row).to_contain_text("enabled")
+    expect(tab.locator("tr[data-delivery]")).to_have_count(0)
