@@ -9,8 +9,11 @@ import time
 
 from httpx import Response
 
+from herder.control.alerts import SEND_POLL_SECONDS
 from herder.control.scheduler import Scheduler
+from herder.domain.alerts.rules import ChannelRequest
 from tests.integration.conftest import Api, Herder
+from tests.integration.webhook_receiver import running_receiver
 
 HOOK = "https://hooks.example.com/herder"
 
@@ -207,6 +210,30 @@ def test_the_scheduler_runs_the_alert_loops_under_their_leases(api: Api) -> None
         assert held == {"alerts", "alert-deliveries"}
     finally:
         scheduler.stop()
+
+
+def test_a_queued_delivery_wakes_the_sender_at_once(api: Api) -> None:
+    """The sender's idle poll is 5 s and its lease is renewed every 10 s here: a test
+    delivery that arrives well within that was woken for."""
+    scheduler = Scheduler(
+        api.store, heartbeat_timeout_seconds=10, lease_seconds=30, listen=False,
+        alert_private_targets=True,
+    )  # fmt: skip
+    with running_receiver() as receiver:
+        request = ChannelRequest(name="local", url=receiver.url + "/hook")  # type: ignore[arg-type]
+        channel_id = api.store.alert_channels.create(api.tenant_id, request, allow_private=True).id
+        scheduler.start()
+        try:
+            for count in (1, 2):  # the second is queued while the sender idles after the first
+                queued = time.monotonic()
+                test = api.http.post(f"/v1/alert-channels/{channel_id}/test", headers=api.admin)
+                assert test.status_code == 202, test.text
+                while len(receiver.requests) < count and time.monotonic() - queued < 10:
+                    time.sleep(0.01)
+                assert len(receiver.requests) == count
+                assert time.monotonic() - queued < SEND_POLL_SECONDS / 2
+        finally:
+            scheduler.stop()
 
 
 def test_the_cli_makes_channels_and_rules_and_lists_what_they_did(api: Api, herder: Herder) -> None:
