@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import insert
+from sqlalchemy import func, insert, select
 
+from herder.clock import epoch_ms
 from herder.control import webhooks
 from herder.control.alerts import AlertEvaluator, AlertSender
 from herder.control.firer import Firer
@@ -25,20 +26,23 @@ from herder.domain.alerts.rules import (
     ChannelRequest,
     DeliveryState,
     IncidentState,
+    RuleChanges,
     RuleKind,
     RuleParams,
     RuleRequest,
 )
 from herder.domain.alerts.webhooks import MAX_ATTEMPTS, SIGNATURE_HEADER
 from herder.domain.errors import Invalid
+from herder.domain.ids import new_id
 from herder.domain.jobs import JobSpec, Resources, RunOverrides
+from herder.domain.models import Assignment
 from herder.domain.schedules import ScheduleSpec
 from herder.domain.states import AttemptState
 from herder.domain.workflows.spec import WorkflowSpec
 from herder.protocol import Completion
-from herder.store.alerts.evaluation import _open, stored_rule
+from herder.store.alerts.evaluation import OVERLAP, _open, stored_rule
 from herder.store.schedules import PARTITIONS
-from herder.store.schema import leases
+from herder.store.schema import alert_incidents, leases, runs
 from herder.store.store import Store
 from tests.integration.dispatching import dispatch
 from tests.integration.webhook_receiver import Receiver, running_receiver
@@ -77,8 +81,15 @@ class World:
 
     def end_queued(self, outcome: AttemptState) -> None:
         """The one queued run is placed, claimed and ends with ``outcome``."""
+        (assignment,) = self.start_queued()
+        self.finish(assignment, outcome)
+
+    def start_queued(self) -> list[Assignment]:
+        """The queued runs, placed and claimed."""
         dispatch(self.store)
-        (assignment,) = self.store.workers.claim(self.worker_id, 8)
+        return self.store.workers.claim(self.worker_id, 8)
+
+    def finish(self, assignment: Assignment, outcome: AttemptState) -> None:
         exit_code = 0 if outcome is AttemptState.SUCCEEDED else 1
         completion = Completion(
             attempt_id=assignment.attempt_id, attempt=assignment.attempt, outcome=outcome,
@@ -411,3 +422,112 @@ def test_a_failed_workflow_run_opens_an_incident_and_a_success_resolves_it(world
     world.end_queued(AttemptState.SUCCEEDED)
     world.evaluator.step()
     assert world.incidents() == [(workflow.id, IncidentState.RESOLVED)]
+
+
+def test_a_run_that_fails_days_after_it_was_made_is_alerted_on(world: World) -> None:
+    channel_id, _ = world.channel()
+    job_id = world.job()
+    world.store.runs.submit(world.tenant_id, job_id, RunOverrides())
+    (assignment,) = world.start_queued()
+    world.clock.advance(5 * 86_400)  # a long run, made five days before it ends
+    world.rule(channel_id, RuleKind.RUN_FAILED, job_id=job_id)
+    world.finish(assignment, AttemptState.FAILED)
+    world.evaluator.step()
+    assert world.incidents() == [(job_id, IncidentState.OPEN)]
+
+
+def test_the_last_end_is_the_run_that_ended_last_not_the_one_made_last(world: World) -> None:
+    channel_id, _ = world.channel()
+    job_id = world.job()
+    world.rule(channel_id, RuleKind.RUN_FAILED, job_id=job_id)
+    for _ in range(2):
+        world.store.runs.submit(world.tenant_id, job_id, RunOverrides())
+    first, second = sorted(world.start_queued(), key=lambda one: one.run_id)
+    world.finish(second, AttemptState.FAILED)
+    world.finish(first, AttemptState.SUCCEEDED)  # made first, ended last: the job is well
+    world.evaluator.step()
+    assert world.incidents() == []
+    world.store.runs.submit(world.tenant_id, job_id, RunOverrides())
+    world.end_queued(AttemptState.FAILED)
+    world.evaluator.step()
+    assert world.incidents() == [(job_id, IncidentState.OPEN)]
+
+
+def test_every_failing_job_is_alerted_on_however_many_fail_at_once(world: World) -> None:
+    channel_id, _ = world.channel()
+    world.rule(channel_id, RuleKind.RUN_FAILED)
+    now = world.clock.now()
+    failed = [
+        {"id": new_id("run", epoch_ms(now)), "tenant_id": world.tenant_id,
+         "job_id": f"job_{number:04}", "job_name": f"j{number}", "state": "failed",
+         "priority": 0, "spec": {}, "cpu_milli": 1000, "memory_mb": 1, "gpus": 0,
+         "created_at": now, "finished_at": now}
+        for number in range(501)  # one more than a pass once read
+    ]  # fmt: skip
+    with world.store.database.write() as connection:
+        connection.execute(insert(runs), failed)
+    world.clock.advance(1)
+    world.evaluator.step()
+    with world.store.database.read() as connection:
+        opened = connection.execute(
+            select(func.count()).where(alert_incidents.c.state == IncidentState.OPEN)
+        ).scalar()
+    assert opened == 501
+
+
+def test_an_open_incident_follows_the_latest_failures(world: World) -> None:
+    channel_id, _ = world.channel()
+    job_id = world.job()
+    world.rule(channel_id, RuleKind.RUN_FAILED, job_id=job_id)
+    first = world.end_run(job_id, AttemptState.FAILED)
+    world.evaluator.step()
+    later = world.end_run(job_id, AttemptState.TIMED_OUT)
+    world.evaluator.step()
+    (incident,) = world.store.alert_history.incidents(world.tenant_id).items
+    assert incident.details == {"run_ids": [later], "state": "timed_out"}
+    assert later in incident.summary
+    assert first != later
+    assert len(world.store.alert_history.deliveries(world.tenant_id).items) == 1  # no new page
+
+
+@pytest.mark.parametrize("how", ["disabled", "deleted"])
+def test_a_rule_turned_off_resolves_its_open_incidents_without_a_notice(
+    world: World, how: str
+) -> None:
+    channel_id, _ = world.channel()
+    job_id = world.job()
+    rule_id = world.rule(channel_id, RuleKind.RUN_FAILED, job_id=job_id)
+    world.end_run(job_id, AttemptState.FAILED)
+    world.evaluator.step()
+    if how == "disabled":
+        world.store.alert_rules.update(world.tenant_id, rule_id, RuleChanges(enabled=False))
+    else:
+        world.store.alert_rules.delete(world.tenant_id, rule_id)
+    (incident,) = world.store.alert_history.incidents(world.tenant_id).items
+    assert (incident.state, incident.resolution) == (IncidentState.RESOLVED, f"rule {how}")
+    assert incident.resolved_at == world.clock.now()
+    deliveries = world.store.alert_history.deliveries(world.tenant_id).items
+    assert [delivery.event for delivery in deliveries] == ["opened"]  # no resolved notice
+    world.evaluator.step()
+    assert world.incidents() == [(job_id, IncidentState.RESOLVED)]
+    if how == "disabled":  # enabled again, it looks forward: the old failure is not news
+        world.clock.advance(OVERLAP.total_seconds() + 60)
+        world.store.alert_rules.update(world.tenant_id, rule_id, RuleChanges(enabled=True))
+        world.evaluator.step()
+        assert world.incidents() == [(job_id, IncidentState.RESOLVED)]
+
+
+def test_queue_wait_p99_counts_a_run_queued_for_hours_before_the_window(world: World) -> None:
+    channel_id, _ = world.channel()
+    job_id = world.job()
+    world.store.runs.submit(world.tenant_id, job_id, RunOverrides())
+    world.rule(channel_id, RuleKind.QUEUE_WAIT_P99, threshold_seconds=60)
+    world.clock.advance(8 * 3600)
+    (assignment,) = world.start_queued()
+    world.evaluator.step()  # running: counted
+    (incident,) = world.store.alert_history.incidents(world.tenant_id).items
+    assert incident.details["p99_seconds"] == 8 * 3600
+    world.finish(assignment, AttemptState.SUCCEEDED)
+    world.clock.advance(60)
+    world.evaluator.step()  # ended in the window: still counted, still open
+    assert world.incidents() == [("queue", IncidentState.OPEN)]

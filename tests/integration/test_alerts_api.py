@@ -5,14 +5,22 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 import time
 
+import pytest
 from httpx import Response
 
+from herder.control.alerts import SEND_POLL_SECONDS
 from herder.control.scheduler import Scheduler
+from herder.domain.alerts.rules import ChannelRequest
+from herder.store.notifications import ALERTS_CHANNEL
+from herder.store.store import Store
 from tests.integration.conftest import Api, Herder
+from tests.integration.webhook_receiver import running_receiver
 
 HOOK = "https://hooks.example.com/herder"
+PROBE = "probe"  # a notice payload the store never sends
 
 
 def fields(response: Response) -> list[str]:
@@ -207,6 +215,45 @@ def test_the_scheduler_runs_the_alert_loops_under_their_leases(api: Api) -> None
         assert held == {"alerts", "alert-deliveries"}
     finally:
         scheduler.stop()
+
+
+@pytest.mark.parametrize("where", ["this process", "another process"])
+def test_a_queued_delivery_wakes_the_sender_at_once(api: Api, where: str) -> None:
+    """The sender's idle poll is 5 s and its lease is renewed every 10 s here: a test
+    delivery that arrives well within that was woken for — in the API's process directly, in
+    another scheduler process (PostgreSQL) by a NOTIFY its listener hears."""
+    if where == "another process" and not api.store.database.is_postgres:
+        pytest.skip("processes share notices on PostgreSQL only")
+    store = api.store if where == "this process" else Store(api.store.database.url)
+    scheduler = Scheduler(
+        store, heartbeat_timeout_seconds=10, lease_seconds=30,
+        listen=store is not api.store, alert_private_targets=True,
+    )  # fmt: skip
+    listening = threading.Event()
+    store.database.subscribe(lambda _, payload: payload == PROBE and listening.set())
+    with running_receiver() as receiver:
+        request = ChannelRequest(name="local", url=receiver.url + "/hook")  # type: ignore[arg-type]
+        channel_id = api.store.alert_channels.create(api.tenant_id, request, allow_private=True).id
+        scheduler.start()
+        try:
+            deadline = time.monotonic() + 5
+            while not listening.is_set():  # the listener LISTENs before anything is sent
+                assert time.monotonic() < deadline, "the listener never started listening"
+                with api.store.database.write() as connection:
+                    api.store.database.notify(connection, ALERTS_CHANNEL, PROBE)
+                listening.wait(0.05)
+            for count in (1, 2):  # the second is queued while the sender idles after the first
+                queued = time.monotonic()
+                test = api.http.post(f"/v1/alert-channels/{channel_id}/test", headers=api.admin)
+                assert test.status_code == 202, test.text
+                while len(receiver.requests) < count and time.monotonic() - queued < 10:
+                    time.sleep(0.01)
+                assert len(receiver.requests) == count
+                assert time.monotonic() - queued < SEND_POLL_SECONDS / 2
+        finally:
+            scheduler.stop()
+            if store is not api.store:
+                store.close()
 
 
 def test_the_cli_makes_channels_and_rules_and_lists_what_they_did(api: Api, herder: Herder) -> None:

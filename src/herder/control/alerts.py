@@ -18,7 +18,7 @@ from herder.store.store import Store
 log = logging.getLogger("herder.control")
 
 EVALUATE_EVERY_SECONDS = 5.0
-SEND_POLL_SECONDS = 5.0  # the longest a new delivery waits (nothing announces one)
+SEND_POLL_SECONDS = 5.0  # a queued delivery wakes the sender (a notice); this is the fallback
 MIN_SLEEP_SECONDS = 0.05
 DELIVERIES_PER_PASS = 50
 

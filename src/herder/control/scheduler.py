@@ -21,6 +21,7 @@ from herder.control.leased import LeasedLoop, Loop
 from herder.control.reaper import Reaper
 from herder.domain.schedules import MISFIRE_GRACE
 from herder.store.notifications import (
+    ALERTS_CHANNEL,
     CAPACITY,
     DUE_CHANNEL,
     WORK_CHANNEL,
@@ -61,7 +62,8 @@ class Scheduler:
         sender = AlertSender(
             store.alert_deliveries, store.clock, allow_private=alert_private_targets
         )
-        bodies += [AlertEvaluator(store), sender]  # on their own clocks: no notice wakes them
+        # on their own clocks, but a queued delivery wakes the sender (the last loop)
+        bodies += [AlertEvaluator(store), sender]
         self._wakes = [threading.Event() for _ in bodies]
         self.loops = [
             LeasedLoop(
@@ -85,6 +87,8 @@ class Scheduler:
                 wake.set()
         elif channel == WORK_CHANNEL or payload.startswith(f"{CAPACITY}:"):
             self._wakes[0].set()  # the dispatcher: new work or freed capacity
+        elif channel == ALERTS_CHANNEL:
+            self._wakes[-1].set()  # the alert sender: a delivery was queued
 
     def start(self) -> None:
         if self._listener is not None:

@@ -25,7 +25,8 @@ from herder.store.database import Database
 WORK_CHANNEL = "herder_work"
 WORKER_CHANNEL = "herder_worker"  # payload "<kind>:<worker id>", kinds below
 DUE_CHANNEL = "herder_due"  # something got a due time: the reaper should look again
-CHANNELS = (WORK_CHANNEL, WORKER_CHANNEL, DUE_CHANNEL)
+ALERTS_CHANNEL = "herder_alerts"  # an alert delivery was queued: the sender should post it
+CHANNELS = (WORK_CHANNEL, WORKER_CHANNEL, DUE_CHANNEL, ALERTS_CHANNEL)
 CANCEL = str(NoticeKind.CANCEL)  # the worker must stop something (cancel, preempt, a member)
 CAPACITY = str(NoticeKind.CAPACITY)  # the worker freed capacity: the dispatcher may place more
 ASSIGNED = str(NoticeKind.ASSIGNED)  # attempts were placed on the worker: its claim may answer
@@ -47,6 +48,10 @@ def send(database: Database, connection: Connection, notices: Iterable[Notice]) 
 
 def notify_work(database: Database, connection: Connection) -> None:
     database.notify(connection, WORK_CHANNEL)
+
+
+def notify_alert_delivery(database: Database, connection: Connection) -> None:
+    database.notify(connection, ALERTS_CHANNEL)
 
 
 def notify_cancel(database: Database, connection: Connection, worker_id: str) -> None:

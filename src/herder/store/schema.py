@@ -107,6 +107,14 @@ job_labels = Table(
     Index(None, "key", "value"),
 )
 
+
+def ended_index(name: str, table: Table, *columns: str) -> Index:
+    """An index of the ended rows only (``finished_at`` set): a submit or a claim writes
+    nothing to it."""
+    ended = table.c.finished_at.is_not(None)
+    return Index(name, *(table.c[c] for c in columns), postgresql_where=ended, sqlite_where=ended)
+
+
 runs = Table(
     "runs",
     metadata,
@@ -173,6 +181,8 @@ Index(
     postgresql_where=runs.c.finished_at.is_not(None),
     sqlite_where=runs.c.finished_at.is_not(None),
 )
+# Alerts read a job's last ended runs in end order, however long its history.
+ended_index("ix_runs_tenant_id_job_id_finished_at", runs, "tenant_id", "job_id", "finished_at")
 
 attempts = Table(
     "attempts",
@@ -342,6 +352,8 @@ workflow_runs = Table(
     Index(None, "tenant_id", "workflow_id", "id"),
     Index(None, "workflow_id", "state", "id"),
 )
+# Alerts read the workflow runs that ended since their watermark, in end order.
+ended_index("ix_workflow_runs_tenant_id_finished_at", workflow_runs, "tenant_id", "finished_at")
 
 # A schedule's nominal times over a past range, run a few at a time: the next start when one
 # of its runs ends. ``cursor`` is the last nominal time it has started (or found run).
@@ -426,6 +438,7 @@ alert_incidents = Table(
     Column("opened_at", UtcDateTime, nullable=False),
     Column("last_seen_at", UtcDateTime, nullable=False),
     Column("resolved_at", UtcDateTime),
+    Column("resolution", Text),  # what resolved it: a recovery, or its rule disabled or deleted
     Index(None, "tenant_id", "id"),
     Index(None, "rule_id", "state"),
 )

@@ -184,6 +184,10 @@ class Incident(_Record):
     opened_at: datetime
     last_seen_at: datetime
     resolved_at: datetime | None
+    resolution: str | None = Field(
+        default=None,
+        description="what resolved it: its recovery, or 'rule disabled' / 'rule deleted'",
+    )
 
 
 class DeliveryState(StrEnum):

@@ -20,6 +20,7 @@ from herder.domain.models import Page
 from herder.store.alerts.deliveries import new_delivery
 from herder.store.alerts.owned import owned_row, page_of
 from herder.store.database import Database
+from herder.store.notifications import notify_alert_delivery
 from herder.store.schema import alert_channels, alert_deliveries, alert_rules
 
 NOUN = "alert channel"
@@ -138,6 +139,7 @@ class ChannelRepository:
             }
             row = new_delivery(tenant_id, channel.id, None, "test", payload, now)
             connection.execute(insert(alert_deliveries).values(**row))
+            notify_alert_delivery(self._db, connection)
             return str(row["id"])
 
     @staticmethod
@@ -146,6 +148,7 @@ class ChannelRepository:
 
 
 def add_deliveries(
+    database: Database,
     connection: Connection,
     tenant_id: str,
     channel_ids: list[str],
@@ -154,7 +157,8 @@ def add_deliveries(
     payload: dict[str, Any],
     now: datetime,
 ) -> list[str]:
-    """One pending delivery per enabled channel of the tenant among ``channel_ids``."""
+    """One pending delivery per enabled channel of the tenant among ``channel_ids``; the
+    sender is woken once they commit."""
     enabled = (
         connection.execute(
             select(alert_channels.c.id).where(
@@ -171,4 +175,5 @@ def add_deliveries(
     ]
     if rows:
         connection.execute(insert(alert_deliveries), rows)
+        notify_alert_delivery(database, connection)
     return [row["id"] for row in rows]

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import func, select, update
+from sqlalchemy import ColumnElement, Table, func, select, update
 
 from herder.clock import epoch_ms
 from herder.domain.alerts import decisions
@@ -41,11 +41,6 @@ from herder.store.work import Work
 log = logging.getLogger("herder.store")
 
 OVERLAP = timedelta(minutes=5)
-# A run ending now was made at most this long ago, or its end is not alerted on: the bound
-# that keeps a pass on the runs of the last days, not of the tenant's whole history.
-LOOKBACK = timedelta(days=3)
-QUEUE_LOOKBACK = timedelta(hours=6)  # a run queued longer is no_capacity's to report
-MAX_KEYS_PER_PASS = 500  # jobs or workflows looked at per rule and pass
 MAX_QUEUE_SAMPLES = 100_000
 _QUOTA_REASON = "tenant quota%"  # waiting on the tenant's own quota is not missing capacity
 
@@ -100,10 +95,11 @@ def evaluate(work: Work, rule_id: str) -> decisions.Decisions | None:
     if rule is None or not decisions.is_due(rule.kind, rule.evaluated_at, work.now):
         return None
     open_rows = work.connection.execute(
-        select(alert_incidents.c.id, alert_incidents.c.key, alert_incidents.c.opened_at).where(
-            alert_incidents.c.rule_id == rule.id, alert_incidents.c.state == IncidentState.OPEN
-        )
-    ).all()
+        select(alert_incidents.c.id, alert_incidents.c.key, alert_incidents.c.opened_at,
+               alert_incidents.c.summary, alert_incidents.c.details)
+        .where(alert_incidents.c.rule_id == rule.id,
+               alert_incidents.c.state == IncidentState.OPEN)
+    ).all()  # fmt: skip
     opened = {row.key: row for row in open_rows}
     since = rule.evaluated_at or rule.created_at
     signals = _signals(work, rule, since, {key: row.opened_at for key, row in opened.items()})
@@ -112,13 +108,7 @@ def evaluate(work: Work, rule_id: str) -> decisions.Decisions | None:
         _open(work, rule, signal)
     for signal in decided.resolves:
         _resolve(work, rule, opened[signal.key].id, signal)
-    if decided.still_firing:
-        ids = [opened[key].id for key in decided.still_firing]
-        work.connection.execute(
-            update(alert_incidents)
-            .where(alert_incidents.c.id.in_(ids), alert_incidents.c.state == IncidentState.OPEN)
-            .values(last_seen_at=work.now)
-        )
+    _seen_again(work, [opened[key] for key in decided.still_firing], signals)
     work.connection.execute(
         update(alert_rules).where(alert_rules.c.id == rule.id).values(evaluated_at=work.now)
     )
@@ -147,75 +137,108 @@ def _signals(
     return decisions.loop_stale(expiries, params, work.now)
 
 
+def _seen_again(work: Work, rows: Collection[Any], signals: Collection[Signal]) -> None:
+    """Open incidents still firing: ``last_seen_at`` moves, and the summary and details
+    follow what was seen (the streak's latest runs, the p99…) — written only when they
+    changed, so a steady incident costs one update of all of them."""
+    latest = {signal.key: signal for signal in signals}
+    for row in rows:
+        signal = latest[row.key]
+        if (signal.summary, dict(signal.details)) != (row.summary, row.details):
+            work.connection.execute(
+                update(alert_incidents)
+                .where(alert_incidents.c.id == row.id,
+                       alert_incidents.c.state == IncidentState.OPEN)
+                .values(summary=signal.summary, details=dict(signal.details))
+            )  # fmt: skip
+    if rows:
+        work.connection.execute(
+            update(alert_incidents)
+            .where(alert_incidents.c.id.in_([row.id for row in rows]),
+                   alert_incidents.c.state == IncidentState.OPEN)
+            .values(last_seen_at=work.now)
+        )  # fmt: skip
+
+
 def _overlapping(rule: StoredRule, since: datetime) -> datetime:
     """``since`` less the overlap, but never before the rule was made: it looks forward."""
     return max(since - OVERLAP, rule.created_at)
 
 
-def _created_since(prefix: str, moment: datetime) -> str:
-    """The smallest id made at ``moment``: ids begin with their creation time, so an id
-    range is a creation-time range the tenant's ``(…, id)`` indexes read directly."""
-    return new_id(prefix, epoch_ms(moment))[: len(prefix) + 11] + "0" * 16
-
-
 def _ended_runs(
     work: Work, rule: StoredRule, since: datetime, open_keys: Collection[str]
 ) -> dict[str, list[Ended]]:
-    """The last ``consecutive`` ended runs (failed in a counted way, or succeeded), newest
-    first, of each job with a failure since ``since`` or an incident open. Failures are
-    few: finding them reads no succeeded run."""
+    """The last ``consecutive`` ends (failed in a counted way, or succeeded), newest first,
+    of each job with a counted failure since ``since`` or an incident open."""
     failures = [outcome.value for outcome in rule.params.outcomes]
-    scope = [runs.c.tenant_id == rule.tenant_id]
-    if rule.params.job_id is not None:
-        scope.append(runs.c.job_id == rule.params.job_id)
-    failed = work.connection.execute(
-        select(runs.c.job_id)
-        .where(*scope, runs.c.state.in_(failures),
-               runs.c.id >= _created_since("run", work.now - LOOKBACK),
-               runs.c.finished_at >= _overlapping(rule, since))
-        .group_by(runs.c.job_id).order_by(runs.c.job_id).limit(MAX_KEYS_PER_PASS)
-    ).scalars().all()  # fmt: skip
-    ended: dict[str, list[Ended]] = {}
-    for job_id in sorted(set(failed) | set(open_keys)):
-        rows = work.connection.execute(
-            select(runs.c.id, runs.c.state, runs.c.finished_at)
-            .where(runs.c.tenant_id == rule.tenant_id, runs.c.job_id == job_id,
-                   runs.c.state.in_([*failures, RunState.SUCCEEDED.value]))
-            .order_by(runs.c.id.desc())
-            .limit(rule.params.consecutive)
-        ).all()  # fmt: skip
-        ended[job_id] = [Ended(row.id, row.state, row.finished_at) for row in rows]
-    return ended
+    scope = [] if rule.params.job_id is None else [runs.c.job_id == rule.params.job_id]
+    failing = _failing_keys(work, runs, runs.c.job_id, rule, scope, failures, since)
+    states = [*failures, RunState.SUCCEEDED.value]
+    return {
+        job_id: _last_ends(work, runs, runs.c.job_id, rule.tenant_id, job_id, states,
+                           rule.params.consecutive)
+        for job_id in sorted(failing | set(open_keys))
+    }  # fmt: skip
 
 
 def _ended_workflow_runs(
     work: Work, rule: StoredRule, since: datetime, open_keys: Collection[str]
 ) -> dict[str, list[Ended]]:
-    """The latest ended (failed or succeeded) run of each workflow with a failed run since
+    """The last end (failed or succeeded) of each workflow with a failed run since
     ``since`` or an incident open."""
-    scope = [workflow_runs.c.tenant_id == rule.tenant_id]
-    if rule.params.workflow_id is not None:
-        scope.append(workflow_runs.c.workflow_id == rule.params.workflow_id)
-    failed = work.connection.execute(
-        select(workflow_runs.c.workflow_id)
-        .where(*scope, workflow_runs.c.state == "failed",
-               workflow_runs.c.id >= _created_since("wfrun", work.now - LOOKBACK),
-               workflow_runs.c.finished_at >= _overlapping(rule, since))
-        .group_by(workflow_runs.c.workflow_id).order_by(workflow_runs.c.workflow_id)
-        .limit(MAX_KEYS_PER_PASS)
-    ).scalars().all()  # fmt: skip
-    ended: dict[str, list[Ended]] = {}
-    for workflow_id in sorted(set(failed) | set(open_keys)):
-        rows = work.connection.execute(
-            select(workflow_runs.c.id, workflow_runs.c.state, workflow_runs.c.finished_at)
-            .where(workflow_runs.c.tenant_id == rule.tenant_id,
-                   workflow_runs.c.workflow_id == workflow_id,
-                   workflow_runs.c.state.in_(("failed", "succeeded")))
-            .order_by(workflow_runs.c.id.desc())
-            .limit(1)
-        ).all()  # fmt: skip
-        ended[workflow_id] = [Ended(row.id, row.state, row.finished_at) for row in rows]
-    return ended
+    key = workflow_runs.c.workflow_id
+    workflow_id = rule.params.workflow_id
+    scope = [] if workflow_id is None else [key == workflow_id]
+    failing = _failing_keys(work, workflow_runs, key, rule, scope, ["failed"], since)
+    return {
+        one: _last_ends(work, workflow_runs, key, rule.tenant_id, one, ("failed", "succeeded"), 1)
+        for one in sorted(failing | set(open_keys))
+    }
+
+
+def _failing_keys(
+    work: Work,
+    table: Table,
+    key: ColumnElement[str],
+    rule: StoredRule,
+    scope: list[ColumnElement[bool]],
+    failures: Collection[str],
+    since: datetime,
+) -> set[str]:
+    """The keys (jobs, workflows) with a failure that ended since ``since`` (less the
+    overlap): a range of the ``(tenant_id, finished_at)`` index, however long ago the run
+    was made. Every such key is read: a pass covers the ends of a few seconds and the
+    overlap, and re-enabling a rule moves its watermark to then."""
+    return set(
+        work.connection.execute(
+            select(key)
+            .where(table.c.tenant_id == rule.tenant_id,
+                   table.c.finished_at >= _overlapping(rule, since),
+                   table.c.state.in_(failures), *scope)
+            .group_by(key)
+        ).scalars()
+    )  # fmt: skip
+
+
+def _last_ends(
+    work: Work,
+    table: Table,
+    key: ColumnElement[str],
+    tenant_id: str,
+    key_id: str,
+    states: Collection[str],
+    count: int,
+) -> list[Ended]:
+    """The key's last ``count`` ends in ``states``, newest first in end order (runs: the
+    ``(tenant_id, job_id, finished_at)`` index, read backwards)."""
+    rows = work.connection.execute(
+        select(table.c.id, table.c.state, table.c.finished_at)
+        .where(table.c.tenant_id == tenant_id, key == key_id,
+               table.c.finished_at.is_not(None), table.c.state.in_(states))
+        .order_by(table.c.finished_at.desc(), table.c.id.desc())
+        .limit(count)
+    ).all()  # fmt: skip
+    return [Ended(row.id, row.state, row.finished_at) for row in rows]
 
 
 def _schedule_misses(
@@ -269,16 +292,24 @@ def _schedule_misses(
 
 
 def _queue_waits(work: Work, rule: StoredRule) -> list[float]:
-    """Seconds from queued to started of the tenant's runs started in the window."""
+    """Seconds from queued to started of the tenant's runs started in the window: those
+    ended since its start (the ``(tenant_id, finished_at)`` index: a run that started in
+    the window ended after it began) and those running now (``(tenant_id, state, id)``).
+    At most ``MAX_QUEUE_SAMPLES`` of each: past that, the p99 is judged on a sample."""
     start = work.now - timedelta(seconds=rule.params.window_seconds)
-    rows = work.connection.execute(
-        select(runs.c.queued_at, runs.c.started_at)
-        .where(runs.c.tenant_id == rule.tenant_id, runs.c.started_at >= start,
-               runs.c.id >= _created_since("run", start - QUEUE_LOOKBACK),
-               runs.c.queued_at.is_not(None))
-        .limit(MAX_QUEUE_SAMPLES)
-    ).all()  # fmt: skip
-    return [max(0.0, (row.started_at - row.queued_at).total_seconds()) for row in rows]
+    placed = [runs.c.tenant_id == rule.tenant_id, runs.c.started_at >= start,
+              runs.c.queued_at.is_not(None)]  # fmt: skip
+    ended = [runs.c.finished_at >= start]
+    running = [runs.c.state.in_((RunState.RUNNING, RunState.RETRY_WAIT))]
+    waits: list[float] = []
+    for where in (ended, running):
+        rows = work.connection.execute(
+            select(runs.c.queued_at, runs.c.started_at)
+            .where(*placed, *where)
+            .limit(MAX_QUEUE_SAMPLES)
+        ).all()
+        waits += [max(0.0, (row.started_at - row.queued_at).total_seconds()) for row in rows]
+    return waits
 
 
 def _waiting_for_room(work: Work, rule: StoredRule) -> list[str]:
@@ -322,8 +353,8 @@ def _open(work: Work, rule: StoredRule, signal: Signal) -> None:
     incident = {"id": incident_id, "key": signal.key, "state": "open",
                 "summary": signal.summary, "details": details,
                 "opened_at": work.now.isoformat(), "resolved_at": None}  # fmt: skip
-    add_deliveries(work.connection, rule.tenant_id, rule.channel_ids, incident_id, "opened",
-                   _payload(rule, "opened", incident), work.now)  # fmt: skip
+    add_deliveries(work.database, work.connection, rule.tenant_id, rule.channel_ids,
+                   incident_id, "opened", _payload(rule, "opened", incident), work.now)  # fmt: skip
 
 
 def _resolve(work: Work, rule: StoredRule, incident_id: str, signal: Signal) -> None:
@@ -331,7 +362,7 @@ def _resolve(work: Work, rule: StoredRule, incident_id: str, signal: Signal) -> 
         update(alert_incidents)
         .where(alert_incidents.c.id == incident_id, alert_incidents.c.state == IncidentState.OPEN)
         .values(state=IncidentState.RESOLVED, open_key=None, resolved_at=work.now,
-                last_seen_at=work.now)
+                last_seen_at=work.now, resolution=signal.summary)
     ).rowcount  # fmt: skip
     if not resolved or not rule.notify_recovery:
         return
@@ -343,5 +374,6 @@ def _resolve(work: Work, rule: StoredRule, incident_id: str, signal: Signal) -> 
         "details": row.details, "recovery": signal.summary,
         "opened_at": row.opened_at.isoformat(), "resolved_at": work.now.isoformat(),
     }  # fmt: skip
-    add_deliveries(work.connection, rule.tenant_id, rule.channel_ids, incident_id, "resolved",
-                   _payload(rule, "resolved", incident), work.now)  # fmt: skip
+    payload = _payload(rule, "resolved", incident)
+    add_deliveries(work.database, work.connection, rule.tenant_id, rule.channel_ids,
+                   incident_id, "resolved", payload, work.now)  # fmt: skip

@@ -4,12 +4,20 @@ field, never looked up across tenants."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Table, delete, exc, insert, select, update
 
 from herder.clock import Clock, epoch_ms
-from herder.domain.alerts.rules import Rule, RuleChanges, RuleKind, RuleParams, RuleRequest
+from herder.domain.alerts.rules import (
+    IncidentState,
+    Rule,
+    RuleChanges,
+    RuleKind,
+    RuleParams,
+    RuleRequest,
+)
 from herder.domain.errors import Conflict, FieldError, Invalid
 from herder.domain.ids import new_id
 from herder.domain.models import Page
@@ -76,6 +84,19 @@ def _check(
         raise Invalid("; ".join(f"{e.field}: {e.message}" for e in errors), errors=errors)
 
 
+def _resolve_open(connection: Connection, rule_id: str, why: str, now: datetime) -> None:
+    """A rule turned off resolves its open incidents, with no notice: whoever turned it off
+    wants no more pages about it. Called after the rule's row is changed: that waits for an
+    evaluation holding it (``stored_rule`` locks it), so what that evaluation opened is
+    resolved here too, and later ones see the rule off."""
+    connection.execute(
+        update(alert_incidents)
+        .where(alert_incidents.c.rule_id == rule_id,
+               alert_incidents.c.state == IncidentState.OPEN)
+        .values(state=IncidentState.RESOLVED, open_key=None, resolved_at=now, resolution=why)
+    )  # fmt: skip
+
+
 class RuleRepository:
     def __init__(self, database: Database, clock: Clock) -> None:
         self._db = database
@@ -118,23 +139,28 @@ class RuleRepository:
             given = params if changes.params else RuleParams()
             _check(connection, tenant_id, rule.kind, given, channel_ids)
             values = changes.model_dump(exclude_none=True, exclude={"params", "channel_ids"})
+            now = self._clock.now()
+            if changes.enabled and not rule.enabled:  # it looks forward from here again
+                values["evaluated_at"] = now
             try:
                 connection.execute(
                     update(alert_rules)
                     .where(alert_rules.c.id == rule_id)
                     .values(**values, params=params.shown(rule.kind), channel_ids=channel_ids,
-                            updated_at=self._clock.now())
+                            updated_at=now)
                 )  # fmt: skip
             except exc.IntegrityError as error:
                 raise _duplicate_name(str(changes.name)) from error
+            if changes.enabled is False and rule.enabled:
+                _resolve_open(connection, rule_id, "rule disabled", now)
             return self._get(connection, tenant_id, rule_id)
 
     def delete(self, tenant_id: str, rule_id: str) -> None:
-        """The rule and its incidents go (deliveries already made stay listed)."""
+        """The rule goes; its incidents stay listed, the open ones resolved."""
         with self._db.write() as connection:
             self._get(connection, tenant_id, rule_id)
-            connection.execute(delete(alert_incidents).where(alert_incidents.c.rule_id == rule_id))
             connection.execute(delete(alert_rules).where(alert_rules.c.id == rule_id))
+            _resolve_open(connection, rule_id, "rule deleted", self._clock.now())
 
     @staticmethod
     def _get(connection: Connection, tenant_id: str, rule_id: str) -> Rule:

@@ -1,4 +1,4 @@
-"""alerts: channels, rules, incidents, deliveries
+"""alerts: channels, rules, incidents, deliveries; runs and workflow runs by end time
 
 Revision ID: 0010
 Revises: 0009
@@ -18,6 +18,11 @@ branch_labels = None
 depends_on = None
 
 ID = sa.String(length=40)
+# The alert evaluator's reads of what ended: only ended rows are in them.
+ENDED_INDEXES = [
+    ("ix_runs_tenant_id_job_id_finished_at", "runs", ["tenant_id", "job_id", "finished_at"]),
+    ("ix_workflow_runs_tenant_id_finished_at", "workflow_runs", ["tenant_id", "finished_at"]),
+]
 
 
 def upgrade() -> None:
@@ -72,6 +77,7 @@ def upgrade() -> None:
         sa.Column("opened_at", UtcDateTime(), nullable=False),
         sa.Column("last_seen_at", UtcDateTime(), nullable=False),
         sa.Column("resolved_at", UtcDateTime(), nullable=True),
+        sa.Column("resolution", sa.Text(), nullable=True),
         sa.ForeignKeyConstraint(
             ["tenant_id"], ["tenants.id"], name=op.f("fk_alert_incidents_tenant_id_tenants")
         ),
@@ -112,8 +118,13 @@ def upgrade() -> None:
     op.create_index(
         op.f("ix_alert_deliveries_next_attempt_at"), "alert_deliveries", ["next_attempt_at"]
     )
+    for name, table, columns in ENDED_INDEXES:
+        ended = sa.text("finished_at IS NOT NULL")
+        op.create_index(name, table, columns, postgresql_where=ended, sqlite_where=ended)
 
 
 def downgrade() -> None:
+    for name, table, _ in ENDED_INDEXES:
+        op.drop_index(name, table_name=table)
     for table in ("alert_deliveries", "alert_incidents", "alert_rules", "alert_channels"):
         op.drop_table(table)
