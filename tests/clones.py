@@ -1,14 +1,16 @@
 """PostgreSQL databases for tests, cloned from a migrated template off the tests' path.
 
-Creating a database from a template and dropping it each take PostgreSQL about half a second
-to a second (it copies and removes files, and syncs them). One background thread keeps a few
-clones ready before tests ask for them and drops the used ones after, so a test waits for
-neither — and each test still gets a database of its own.
+Creating a database from a template and dropping it take PostgreSQL about 0.45 and 0.15
+seconds (it copies and removes files, and syncs them). Three background threads keep a few
+clones ready before tests ask for them and drop the used ones after, so a test waits for
+neither — and each test still gets a database of its own. One thread was not enough: many
+tests take less than a clone's create and drop together (three halved a module's time).
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import uuid
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -17,7 +19,8 @@ import psycopg
 from sqlalchemy.engine import make_url
 
 POSTGRES_URL = os.environ.get("HERDER_TEST_POSTGRES_URL", "postgresql://127.0.0.1:5432/test")
-CLONES_AHEAD = 2  # ready before a test asks: enough to hide a clone's latency behind a test
+CLONES_AHEAD = 4  # ready before a test asks: enough to hide a clone's latency behind a test
+CLONE_THREADS = 3
 
 
 def admin_connection() -> psycopg.Connection[tuple[object, ...]]:
@@ -42,37 +45,41 @@ class PostgresClones:
 
     def __init__(self, template: str) -> None:
         self._template = template
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="postgres-clones")
-        self._admin: psycopg.Connection[tuple[object, ...]] | None = None  # the thread's own
+        self._threads = ThreadPoolExecutor(CLONE_THREADS, thread_name_prefix="postgres-clones")
+        self._admins: list[psycopg.Connection[tuple[object, ...]]] = []
+        self._local = threading.local()  # each thread's own admin connection
         self._ahead: deque[Future[str]] = deque()
         self._drops: list[Future[None]] = []
         self._make_ahead()
 
     def take(self) -> str:
-        future = self._ahead.popleft() if self._ahead else self._thread.submit(self._create)
+        future = self._ahead.popleft() if self._ahead else self._threads.submit(self._create)
         self._make_ahead()
         return future.result()
 
     def drop(self, name: str) -> None:
-        self._drops.append(self._thread.submit(self._drop, name))
+        self._drops.append(self._threads.submit(self._drop, name))
 
     def close(self) -> None:
         for future in self._ahead:
             if future.exception() is None:
                 self.drop(future.result())
-        self._thread.submit(self._close_admin)
-        self._thread.shutdown(wait=True)
+        self._threads.shutdown(wait=True)
+        for admin in self._admins:
+            admin.close()
         for drop in self._drops:
             drop.result()
 
     def _make_ahead(self) -> None:
         while len(self._ahead) < CLONES_AHEAD:
-            self._ahead.append(self._thread.submit(self._create))
+            self._ahead.append(self._threads.submit(self._create))
 
     def _connection(self) -> psycopg.Connection[tuple[object, ...]]:
-        if self._admin is None:
-            self._admin = admin_connection()
-        return self._admin
+        admin: psycopg.Connection[tuple[object, ...]] | None = getattr(self._local, "admin", None)
+        if admin is None:
+            admin = self._local.admin = admin_connection()
+            self._admins.append(admin)
+        return admin
 
     def _create(self) -> str:
         name = f"herder_test_{uuid.uuid4().hex[:12]}"
@@ -81,7 +88,3 @@ class PostgresClones:
 
     def _drop(self, name: str) -> None:
         self._connection().execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-    def _close_admin(self) -> None:
-        if self._admin is not None:
-            self._admin.close()
