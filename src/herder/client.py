@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from herder.api.schemas import MAX_BATCH_RUNS, RunBatchResult
 from herder.client_alerts import AlertCalls
 from herder.client_errors import ApiError, ServerUnreachable
+from herder.client_schedules import ScheduleCalls, drop_none
 from herder.client_uploads import MultipartUpload, UploadProgress
 from herder.client_workflows import WorkflowCalls
 from herder.domain.models import (
@@ -33,8 +34,6 @@ from herder.domain.models import (
     Run,
     RunDetail,
     RunEvent,
-    Schedule,
-    ScheduleEvent,
     Tenant,
     Worker,
 )
@@ -48,7 +47,7 @@ class Logs(BaseModel):
     complete: bool
 
 
-class HerderClient(WorkflowCalls, AlertCalls):
+class HerderClient(ScheduleCalls, WorkflowCalls, AlertCalls):
     def __init__(
         self,
         url: str,
@@ -129,7 +128,7 @@ class HerderClient(WorkflowCalls, AlertCalls):
     ) -> Page[Job]:
         params: dict[str, Any] = {"limit": limit, "cursor": cursor, "name": name}
         params["label"] = [f"{key}={value}" for key, value in (labels or {}).items()]
-        response = self._request("GET", "/v1/jobs", params=_drop_none(params))
+        response = self._request("GET", "/v1/jobs", params=drop_none(params))
         return Page[Job].model_validate(response.json())
 
     def update_job(self, job_id: str, changes: dict[str, Any]) -> Job:
@@ -149,7 +148,7 @@ class HerderClient(WorkflowCalls, AlertCalls):
         idempotency_key: str | None = None,
     ) -> Run:
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
-        body = _drop_none({"args": args, "env": env})
+        body = drop_none({"args": args, "env": env})
         response = self._request("POST", f"/v1/jobs/{job_id}/runs", json=body, headers=headers)
         return Run.model_validate(response.json())
 
@@ -167,7 +166,7 @@ class HerderClient(WorkflowCalls, AlertCalls):
         cursor: str | None = None,
         id_prefix: str | None = None,
     ) -> Page[Run]:
-        params = _drop_none(
+        params = drop_none(
             {
                 "job_id": job_id,
                 "id_prefix": id_prefix,
@@ -200,7 +199,7 @@ class HerderClient(WorkflowCalls, AlertCalls):
         follow: bool = False,
     ) -> Logs:
         """Output of one attempt (the newest by default); ``rank`` picks a gang member."""
-        params = _drop_none(
+        params = drop_none(
             {"attempt": attempt, "rank": rank or None, "after": after, "follow": follow}
         )
         response = self._request("GET", f"/v1/runs/{run_id}/logs", params=params)
@@ -232,7 +231,7 @@ class HerderClient(WorkflowCalls, AlertCalls):
     ) -> list[str]:
         """``count`` runs of the job, in batches of 1,000; their ids in order. Raises the
         first run's problem if any was refused."""
-        item = {"job_id": job_id, **_drop_none({"args": args, "env": env})}
+        item = {"job_id": job_id, **drop_none({"args": args, "env": env})}
         run_ids: list[str] = []
         for start in range(0, count, MAX_BATCH_RUNS):
             result = self.submit_runs([item] * min(MAX_BATCH_RUNS, count - start))
@@ -253,74 +252,13 @@ class HerderClient(WorkflowCalls, AlertCalls):
                 raise TimeoutError(f"run {run_id} is still {run.state} after {timeout}s")
             time.sleep(poll)
 
-    # --- schedules ---
-
-    def create_schedule(self, job_id: str, spec: dict[str, Any]) -> Schedule:
-        return self.create_schedule_of({"job_id": job_id}, spec)
-
-    def create_schedule_of(self, target: dict[str, str], spec: dict[str, Any]) -> Schedule:
-        """A schedule of what ``target`` names: ``{"job_id": …}`` or ``{"workflow_id": …}``."""
-        response = self._request("POST", "/v1/schedules", json={**target, **spec})
-        return Schedule.model_validate(response.json())
-
-    def get_schedule(self, schedule_id: str) -> Schedule:
-        return Schedule.model_validate(self._request("GET", f"/v1/schedules/{schedule_id}").json())
-
-    def list_schedules(
-        self,
-        *,
-        job_id: str | None = None,
-        workflow_id: str | None = None,
-        limit: int = 100,
-        name: str | None = None,
-        cursor: str | None = None,
-    ) -> Page[Schedule]:
-        params = _drop_none(
-            {"job_id": job_id, "workflow_id": workflow_id, "limit": limit, "name": name,
-             "cursor": cursor}
-        )  # fmt: skip
-        response = self._request("GET", "/v1/schedules", params=params)
-        return Page[Schedule].model_validate(response.json())
-
-    def update_schedule(self, schedule_id: str, changes: dict[str, Any]) -> Schedule:
-        response = self._request("PATCH", f"/v1/schedules/{schedule_id}", json=changes)
-        return Schedule.model_validate(response.json())
-
-    def delete_schedule(self, schedule_id: str) -> None:
-        self._request("DELETE", f"/v1/schedules/{schedule_id}")
-
-    def pause_schedule(self, schedule_id: str, *, paused: bool = True) -> Schedule:
-        action = "pause" if paused else "resume"
-        response = self._request("POST", f"/v1/schedules/{schedule_id}/{action}")
-        return Schedule.model_validate(response.json())
-
-    def next_fires(self, schedule_id: str, count: int = 10) -> list[dict[str, Any]]:
-        response = self._request(
-            "GET", f"/v1/schedules/{schedule_id}/next", params={"count": count}
-        )
-        fires: list[dict[str, Any]] = response.json()["fires"]
-        return fires
-
-    def preview_cron(
-        self, cron: str, timezone: str = "UTC", count: int = 10
-    ) -> list[dict[str, Any]]:
-        body = {"cron": cron, "timezone": timezone, "count": count}
-        fires: list[dict[str, Any]] = self._request("POST", "/v1/cron/preview", json=body).json()[
-            "fires"
-        ]
-        return fires
-
-    def schedule_events(self, schedule_id: str) -> list[ScheduleEvent]:
-        response = self._request("GET", f"/v1/schedules/{schedule_id}/events")
-        return [ScheduleEvent.model_validate(item) for item in response.json()]
-
     # --- queue ---
 
     def queue(
         self, *, job_id: str | None = None, limit: int = 100, cursor: str | None = None
     ) -> Page[QueueEntry]:
         """Queued runs in dispatch order (every tenant's, for the system admins)."""
-        params = _drop_none({"job_id": job_id, "limit": limit, "cursor": cursor})
+        params = drop_none({"job_id": job_id, "limit": limit, "cursor": cursor})
         response = self._request("GET", "/v1/queue", params=params)
         return Page[QueueEntry].model_validate(response.json())
 
@@ -348,11 +286,11 @@ class HerderClient(WorkflowCalls, AlertCalls):
     def create_tenant(
         self, name: str, *, weight: int = 1, quotas: dict[str, Any] | None = None
     ) -> Tenant:
-        body = _drop_none({"name": name, "weight": weight, "quotas": quotas})
+        body = drop_none({"name": name, "weight": weight, "quotas": quotas})
         return Tenant.model_validate(self._request("POST", "/v1/tenants", json=body).json())
 
     def list_tenants(self, *, limit: int = 100, cursor: str | None = None) -> Page[Tenant]:
-        params = _drop_none({"limit": limit, "cursor": cursor})
+        params = drop_none({"limit": limit, "cursor": cursor})
         response = self._request("GET", "/v1/tenants", params=params)
         return Page[Tenant].model_validate(response.json())
 
@@ -407,7 +345,3 @@ class HerderClient(WorkflowCalls, AlertCalls):
                 return None
             raise
         return Artifact.model_validate(response.json())
-
-
-def _drop_none(values: dict[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in values.items() if value is not None}

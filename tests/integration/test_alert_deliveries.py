@@ -44,19 +44,9 @@ from herder.store.alerts.evaluation import OVERLAP, _open, stored_rule
 from herder.store.schedules import PARTITIONS
 from herder.store.schema import alert_incidents, leases, runs
 from herder.store.store import Store
+from tests.clocks import ManualClock
 from tests.integration.dispatching import dispatch
 from tests.integration.webhook_receiver import Receiver, running_receiver
-
-
-class ManualClock:
-    def __init__(self) -> None:
-        self.moment = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
-
-    def now(self) -> datetime:
-        return self.moment
-
-    def advance(self, seconds: float) -> None:
-        self.moment += timedelta(seconds=seconds)
 
 
 @dataclass
@@ -121,7 +111,7 @@ class World:
 
 @pytest.fixture
 def world(database_url: str) -> Iterator[World]:
-    clock = ManualClock()
+    clock = ManualClock(datetime(2026, 11, 24, 12, 0, tzinfo=UTC))
     store = Store(database_url, clock=clock, rng=random.Random(7))
     tenant = store.access.create_tenant("t")
     token_id = store.access.authenticate_worker_token(store.access.create_worker_token("w"))

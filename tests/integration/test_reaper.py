@@ -7,7 +7,6 @@ import random
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -17,20 +16,10 @@ from herder.domain.models import Assignment
 from herder.domain.states import AttemptState, RunState
 from herder.protocol import Completion, HeldAttempt, ReportResult
 from herder.store.store import Store
+from tests.clocks import ManualClock
 from tests.integration.dispatching import dispatch
 
 TIMEOUT = 10.0  # heartbeat timeout
-
-
-class ManualClock:
-    def __init__(self) -> None:
-        self.moment = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
-
-    def now(self) -> datetime:
-        return self.moment
-
-    def advance(self, seconds: float) -> None:
-        self.moment += timedelta(seconds=seconds)
 
 
 @dataclass

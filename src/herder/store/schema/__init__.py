@@ -1,5 +1,6 @@
-"""The tables (DESIGN §2). Migrations under ``migrations/`` create them; this module is what
-the repositories query against and what Alembic compares with to generate new revisions."""
+"""The tables (DESIGN §2). Migrations under ``migrations/`` create them; this package is what
+the repositories query against and what Alembic compares with to generate new revisions.
+The alerts' tables are in ``alerts``; the metadata they all share is in ``base``."""
 
 from __future__ import annotations
 
@@ -11,25 +12,20 @@ from sqlalchemy import (
     Index,
     Integer,
     LargeBinary,
-    MetaData,
     String,
     Table,
     Text,
     UniqueConstraint,
 )
 
+from herder.store.schema.alerts import alert_channels as alert_channels
+from herder.store.schema.alerts import alert_deliveries as alert_deliveries
+from herder.store.schema.alerts import alert_incidents as alert_incidents
+from herder.store.schema.alerts import alert_rules as alert_rules
+from herder.store.schema.base import ID as ID
+from herder.store.schema.base import ended_index
+from herder.store.schema.base import metadata as metadata
 from herder.store.types import AutoIncrementId, JsonColumn, UtcDateTime
-
-metadata = MetaData(
-    naming_convention={
-        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
-        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
-        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-        "pk": "pk_%(table_name)s",
-    }
-)
-
-ID = String(40)
 
 tenants = Table(
     "tenants",
@@ -108,13 +104,6 @@ job_labels = Table(
 )
 
 
-def ended_index(name: str, table: Table, *columns: str) -> Index:
-    """An index of the ended rows only (``finished_at`` set): a submit or a claim writes
-    nothing to it."""
-    ended = table.c.finished_at.is_not(None)
-    return Index(name, *(table.c[c] for c in columns), postgresql_where=ended, sqlite_where=ended)
-
-
 runs = Table(
     "runs",
     metadata,
@@ -172,15 +161,8 @@ runs = Table(
 # The claim orders by priority DESC, queued_at: the index matches it column for column,
 # direction included (DESIGN §9).
 Index("ix_runs_claim_order", runs.c.state, runs.c.priority.desc(), runs.c.queued_at)
-# The overview's "ended in the last hour": only ended runs are in it, so a submit or a
-# claim writes nothing to it.
-Index(
-    "ix_runs_tenant_id_finished_at",
-    runs.c.tenant_id,
-    runs.c.finished_at,
-    postgresql_where=runs.c.finished_at.is_not(None),
-    sqlite_where=runs.c.finished_at.is_not(None),
-)
+# The overview's "ended in the last hour".
+ended_index("ix_runs_tenant_id_finished_at", runs, "tenant_id", "finished_at")
 # Alerts read a job's last ended runs in end order, however long its history.
 ended_index("ix_runs_tenant_id_job_id_finished_at", runs, "tenant_id", "job_id", "finished_at")
 
@@ -383,84 +365,4 @@ leases = Table(
     Column("holder", String(255), nullable=False),
     Column("fencing", AutoIncrementId, nullable=False),
     Column("expires_at", UtcDateTime, nullable=False),
-)
-
-# Alerts (``herder.domain.alerts``): a tenant's channels, its rules, the incidents they open
-# and the deliveries those make. No foreign keys between them: deleting a rule or a channel
-# removes what belongs to it in the same transaction (``store.alerts``).
-alert_channels = Table(
-    "alert_channels",
-    metadata,
-    Column("id", ID, primary_key=True),
-    Column("tenant_id", ID, ForeignKey("tenants.id"), nullable=False),
-    Column("name", String(128), nullable=False),
-    Column("kind", String(16), nullable=False),
-    Column("url", Text, nullable=False),
-    Column("secret", String(128), nullable=False),  # the HMAC key (to be encrypted, issue 14)
-    Column("enabled", Boolean, nullable=False),
-    Column("created_at", UtcDateTime, nullable=False),
-    Column("updated_at", UtcDateTime, nullable=False),
-    UniqueConstraint("tenant_id", "name"),
-    Index(None, "tenant_id", "id"),
-)
-
-alert_rules = Table(
-    "alert_rules",
-    metadata,
-    Column("id", ID, primary_key=True),
-    Column("tenant_id", ID, ForeignKey("tenants.id"), nullable=False),
-    Column("name", String(128), nullable=False),
-    Column("kind", String(32), nullable=False),
-    Column("params", JsonColumn, nullable=False),
-    Column("channel_ids", JsonColumn, nullable=False),
-    Column("enabled", Boolean, nullable=False),
-    Column("notify_recovery", Boolean, nullable=False),
-    Column("evaluated_at", UtcDateTime),  # the watermark of event-driven kinds
-    Column("created_at", UtcDateTime, nullable=False),
-    Column("updated_at", UtcDateTime, nullable=False),
-    UniqueConstraint("tenant_id", "name"),
-    Index(None, "tenant_id", "id"),
-)
-
-alert_incidents = Table(
-    "alert_incidents",
-    metadata,
-    Column("id", ID, primary_key=True),
-    Column("tenant_id", ID, ForeignKey("tenants.id"), nullable=False),
-    Column("rule_id", ID, nullable=False),
-    Column("key", String(128), nullable=False),
-    Column("state", String(16), nullable=False),
-    # "<rule id> <key>" while open, NULL once resolved: unique, so two evaluators racing
-    # open one incident (a portable partial unique index)
-    Column("open_key", String(200), unique=True),
-    Column("summary", Text, nullable=False),
-    Column("details", JsonColumn, nullable=False),
-    Column("opened_at", UtcDateTime, nullable=False),
-    Column("last_seen_at", UtcDateTime, nullable=False),
-    Column("resolved_at", UtcDateTime),
-    Column("resolution", Text),  # what resolved it: a recovery, or its rule disabled or deleted
-    Index(None, "tenant_id", "id"),
-    Index(None, "rule_id", "state"),
-)
-
-alert_deliveries = Table(
-    "alert_deliveries",
-    metadata,
-    Column("id", ID, primary_key=True),
-    Column("tenant_id", ID, ForeignKey("tenants.id"), nullable=False),
-    Column("channel_id", ID, nullable=False),
-    Column("incident_id", ID),
-    Column("event", String(16), nullable=False),
-    Column("state", String(16), nullable=False),
-    Column("attempts", Integer, nullable=False, server_default="0"),
-    Column("next_attempt_at", UtcDateTime),  # NULL once delivered or failed
-    Column("last_status", Integer),
-    Column("last_error", Text),
-    Column("history", JsonColumn, nullable=False),  # every attempt: at, status, error
-    Column("payload", JsonColumn, nullable=False),
-    Column("created_at", UtcDateTime, nullable=False),
-    Column("delivered_at", UtcDateTime),
-    Index(None, "tenant_id", "id"),
-    Index(None, "channel_id", "id"),
-    Index(None, "next_attempt_at"),  # the sender's "what is due"
 )

@@ -1,0 +1,98 @@
+"""The alerts' tables (``herder.domain.alerts``, ``herder.store.alerts``)."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+from herder.store.schema.base import ID, metadata
+from herder.store.types import JsonColumn, UtcDateTime
+
+# Alerts (``herder.domain.alerts``): a tenant's channels, its rules, the incidents they open
+# and the deliveries those make. No foreign keys between them: deleting a rule or a channel
+# removes what belongs to it in the same transaction (``store.alerts``).
+alert_channels = Table(
+    "alert_channels",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("tenant_id", ID, ForeignKey("tenants.id"), nullable=False),
+    Column("name", String(128), nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("url", Text, nullable=False),
+    Column("secret", String(128), nullable=False),  # the HMAC key (to be encrypted, issue 14)
+    Column("enabled", Boolean, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+    UniqueConstraint("tenant_id", "name"),
+    Index(None, "tenant_id", "id"),
+)
+
+alert_rules = Table(
+    "alert_rules",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("tenant_id", ID, ForeignKey("tenants.id"), nullable=False),
+    Column("name", String(128), nullable=False),
+    Column("kind", String(32), nullable=False),
+    Column("params", JsonColumn, nullable=False),
+    Column("channel_ids", JsonColumn, nullable=False),
+    Column("enabled", Boolean, nullable=False),
+    Column("notify_recovery", Boolean, nullable=False),
+    Column("evaluated_at", UtcDateTime),  # the watermark of event-driven kinds
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+    UniqueConstraint("tenant_id", "name"),
+    Index(None, "tenant_id", "id"),
+)
+
+alert_incidents = Table(
+    "alert_incidents",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("tenant_id", ID, ForeignKey("tenants.id"), nullable=False),
+    Column("rule_id", ID, nullable=False),
+    Column("key", String(128), nullable=False),
+    Column("state", String(16), nullable=False),
+    # "<rule id> <key>" while open, NULL once resolved: unique, so two evaluators racing
+    # open one incident (a portable partial unique index)
+    Column("open_key", String(200), unique=True),
+    Column("summary", Text, nullable=False),
+    Column("details", JsonColumn, nullable=False),
+    Column("opened_at", UtcDateTime, nullable=False),
+    Column("last_seen_at", UtcDateTime, nullable=False),
+    Column("resolved_at", UtcDateTime),
+    Column("resolution", Text),  # what resolved it: a recovery, or its rule disabled or deleted
+    Index(None, "tenant_id", "id"),
+    Index(None, "rule_id", "state"),
+)
+
+alert_deliveries = Table(
+    "alert_deliveries",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("tenant_id", ID, ForeignKey("tenants.id"), nullable=False),
+    Column("channel_id", ID, nullable=False),
+    Column("incident_id", ID),
+    Column("event", String(16), nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("next_attempt_at", UtcDateTime),  # NULL once delivered or failed
+    Column("last_status", Integer),
+    Column("last_error", Text),
+    Column("history", JsonColumn, nullable=False),  # every attempt: at, status, error
+    Column("payload", JsonColumn, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("delivered_at", UtcDateTime),
+    Index(None, "tenant_id", "id"),
+    Index(None, "channel_id", "id"),
+    Index(None, "next_attempt_at"),  # the sender's "what is due"
+)
