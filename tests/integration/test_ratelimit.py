@@ -1,4 +1,6 @@
-"""Submissions over a tenant's rate answer 429 with Retry-After; the clock is moved by hand."""
+"""Submissions over a tenant's rate answer 429 with Retry-After; the clock is moved by hand.
+Every API process leases from one bucket per tenant in the store: see
+``test_ratelimit_shared.py`` for several processes."""
 
 from __future__ import annotations
 
@@ -6,23 +8,17 @@ import pytest
 
 from herder.api.ratelimit import QUOTA_TTL_SECONDS, SubmitLimiter
 from herder.domain.tenants import TenantQuotas
+from tests.clocks import ManualClock
 from tests.integration.conftest import Api
-
-
-class ManualClock:
-    def __init__(self) -> None:
-        self.seconds = 0.0
-
-    def __call__(self) -> float:
-        return self.seconds
 
 
 @pytest.fixture
 def clock(api: Api) -> ManualClock:
-    """The app's limiter, reading this clock instead of the monotonic one."""
+    """The app's limiter, reading this clock instead of the system's."""
     manual = ManualClock()
-    app = api.http.app
-    app.state.submit_limiter = SubmitLimiter(api.store.access.tenant_quotas, clock=manual)  # type: ignore[attr-defined]
+    api.http.app.state.submit_limiter = SubmitLimiter(  # type: ignore[attr-defined]
+        api.store.submit_buckets, api.store.access.tenant_quotas, clock=manual
+    )
     return manual
 
 
@@ -57,7 +53,7 @@ def test_over_the_rate_a_submission_gets_429_with_retry_after(api: Api, clock: M
     # The refused submission made no run.
     runs = api.http.get("/v1/runs", headers=api.admin, params={"job_id": job["id"]}).json()
     assert len(runs["items"]) == 3
-    clock.seconds += 0.5
+    clock.advance(0.5)
     assert submit(api, job["id"]) == 201
     assert submit(api, job["id"]) == 429
 
@@ -68,9 +64,9 @@ def test_a_slow_rate_says_to_wait_longer(api: Api, clock: ManualClock) -> None:
     assert submit(api, job["id"]) == 201
     refused = api.http.post(f"/v1/jobs/{job['id']}/runs", headers=api.admin)
     assert refused.headers["Retry-After"] == "10"
-    clock.seconds += 9.9
+    clock.advance(9.9)
     assert submit(api, job["id"]) == 429
-    clock.seconds += 0.1
+    clock.advance(0.1)
     assert submit(api, job["id"]) == 201
 
 
@@ -112,12 +108,12 @@ def test_a_change_made_by_another_replica_applies_within_seconds(
     api.store.access.update_tenant(
         api.tenant_id, quota_changes={"submit_rate_per_second": 1000, "submit_burst": 1000}
     )
-    clock.seconds += 1
+    clock.advance(1)
     assert submit(api, job["id"]) == 201
     assert submit(api, job["id"]) == 429  # the old rate, from its cache
-    clock.seconds += QUOTA_TTL_SECONDS
+    clock.advance(QUOTA_TTL_SECONDS)
     assert submit(api, job["id"]) == 201  # the quotas are read again
-    clock.seconds += 0.02  # 20 ms of the new rate
+    clock.advance(0.02)  # 20 ms of the new rate
     assert [submit(api, job["id"]) for _ in range(20)] == [201] * 20
 
 
@@ -134,5 +130,5 @@ def test_a_repeat_with_the_same_idempotency_key_counts_too(api: Api, clock: Manu
     limit(api, submit_rate_per_second=1)
     assert submit(api, job["id"], **{"Idempotency-Key": "k"}) == 201
     assert submit(api, job["id"], **{"Idempotency-Key": "k"}) == 429
-    clock.seconds += 1
+    clock.advance(1)
     assert submit(api, job["id"], **{"Idempotency-Key": "k"}) == 200

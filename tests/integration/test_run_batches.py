@@ -10,6 +10,7 @@ import pytest
 from herder.api.ratelimit import SubmitLimiter
 from herder.client import HerderClient
 from herder.client_errors import ApiError
+from tests.clocks import ManualClock
 from tests.integration.conftest import Api, Herder
 
 
@@ -118,9 +119,9 @@ def test_a_viewer_cannot_submit_a_batch(api: Api) -> None:
 
 
 def test_a_batch_takes_one_submission_per_run_from_the_rate_quota(api: Api) -> None:
-    clock = [0.0]
+    clock = ManualClock()
     api.http.app.state.submit_limiter = SubmitLimiter(  # type: ignore[attr-defined]
-        api.store.access.tenant_quotas, clock=lambda: clock[0]
+        api.store.submit_buckets, api.store.access.tenant_quotas, clock=clock
     )
     job = api.create_job()
     api.http.patch(
@@ -136,7 +137,7 @@ def test_a_batch_takes_one_submission_per_run_from_the_rate_quota(api: Api) -> N
     assert too_big.status_code == 422
     assert too_big.json()["field"] == "runs"
     assert "at most 5 per batch" in too_big.json()["detail"]
-    clock[0] += 0.1
+    clock.advance(0.1)
     assert batch(api, [{"job_id": job["id"]}] * 3).json()["created"] == 3
     listed = api.http.get("/v1/runs", headers=api.admin, params={"job_id": job["id"]}).json()
     assert len(listed["items"]) == 6

@@ -1,28 +1,20 @@
-"""The submission rate limit: a token bucket per tenant, time given by hand."""
+"""The submission rate's leasing arithmetic: processes lease tokens from one shared bucket
+(here a model of the store's statement) and spend them locally; time given by hand."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from herder.api.errors import status_and_title
-from herder.api.ratelimit import (
-    QUOTA_TTL_SECONDS,
-    RateLimited,
-    SubmitLimiter,
-    TokenBucket,
-    bucket_shape,
-)
+from herder.domain.errors import RateLimited
+from herder.domain.submit_rate import ROUNDING, Allowance, BucketShape, LeaseAsk, bucket_shape
 from herder.domain.tenants import TenantQuotas
 
-
-class ManualClock:
-    def __init__(self) -> None:
-        self.seconds = 1000.0
-
-    def __call__(self) -> float:
-        return self.seconds
+START = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(
@@ -30,146 +22,161 @@ class ManualClock:
     [
         (TenantQuotas(), None),
         (TenantQuotas(submit_burst=10), None),  # a burst without a rate limits nothing
-        (TenantQuotas(submit_rate_per_second=50), (50.0, 50.0)),  # one second's worth
-        (TenantQuotas(submit_rate_per_second=0.2), (0.2, 1.0)),  # always at least one
-        (TenantQuotas(submit_rate_per_second=5, submit_burst=20), (5.0, 20.0)),
+        (TenantQuotas(submit_rate_per_second=50), BucketShape(50.0, 50.0)),  # one second's
+        (TenantQuotas(submit_rate_per_second=0.2), BucketShape(0.2, 1.0)),  # at least one
+        (TenantQuotas(submit_rate_per_second=5, submit_burst=20), BucketShape(5.0, 20.0)),
     ],
 )
-def test_bucket_shape(quotas: TenantQuotas, shape: tuple[float, float] | None) -> None:
+def test_bucket_shape(quotas: TenantQuotas, shape: BucketShape | None) -> None:
     assert bucket_shape(quotas) == shape
 
 
 @pytest.mark.parametrize(
-    ("rate", "capacity", "takes_at", "waits"),
+    ("rate", "capacity", "lease_size"),
     [
-        # a full bucket admits its capacity at once, then one per 1/rate seconds
-        (2.0, 3.0, [0, 0, 0, 0], [0, 0, 0, 0.5]),
-        (2.0, 3.0, [0, 0, 0, 0.5, 0.5], [0, 0, 0, 0, 0.5]),
-        (2.0, 3.0, [0, 0, 0, 0.25], [0, 0, 0, 0.25]),
-        # idle time refills up to the capacity, never beyond
-        (1.0, 2.0, [0, 0, 100, 100, 100], [0, 0, 0, 0, 1.0]),
-        # slow rates wait long: Retry-After rounds this up
-        (0.1, 1.0, [0, 0], [0, 10.0]),
-        # a refused take takes nothing
-        (1.0, 1.0, [0, 0, 0, 1], [0, 1.0, 1.0, 0]),
-        # a clock reading older than the last one adds no tokens
-        (1.0, 1.0, [5, 4], [0, 1.0]),
+        (1000, 1000, 100),  # a tenth of a second of rate
+        (1000, 50, 5),  # but no more than a tenth of the burst
+        (25, 25, 2),  # whole tokens
+        (2, 3, 1),  # at least one
+        (0.1, 1, 1),
     ],
 )
-def test_token_bucket(
-    rate: float, capacity: float, takes_at: list[float], waits: list[float]
+def test_a_lease_is_a_tenth_of_a_second_of_rate(
+    rate: float, capacity: float, lease_size: float
 ) -> None:
-    bucket = TokenBucket.full(rate, capacity, now=0.0)
-    assert [bucket.take(now) for now in takes_at] == pytest.approx(waits)
+    assert BucketShape(rate, capacity).lease_size == lease_size
 
 
-def test_a_smaller_capacity_keeps_only_what_fits() -> None:
-    bucket = TokenBucket.full(10.0, 10.0, now=0.0)
-    bucket.reshape(1.0, 2.0, now=0.0)
-    assert [bucket.take(0.0) for _ in range(3)] == pytest.approx([0, 0, 1.0])
+@dataclass
+class SharedBucket:
+    """What ``store/submit_buckets`` does in one statement, in Python."""
+
+    shape: BucketShape
+    tokens: float
+    refilled_at: datetime
+
+    def lease(self, ask: LeaseAsk, now: datetime) -> tuple[float, float]:
+        elapsed = max(0.0, (now - self.refilled_at).total_seconds())
+        refilled = min(self.shape.capacity, self.tokens + elapsed * self.shape.rate)
+        granted = min(refilled, ask.want) if refilled >= ask.need - ROUNDING else 0.0
+        self.tokens, self.refilled_at = max(0.0, refilled - granted), max(self.refilled_at, now)
+        return granted, self.tokens
+
+
+def submit(allowance: Allowance, bucket: SharedBucket, now: datetime, count: int = 1) -> float:
+    """The limiter's steps: 0.0 when admitted, else the seconds to wait."""
+    if allowance.spend(count):
+        return 0.0
+    if wait := allowance.wait(count, now):
+        return wait
+    ask = allowance.reserve(count)
+    return allowance.settle(ask, *bucket.lease(ask, now), now)
+
+
+def test_a_process_leases_a_tenth_of_a_second_and_spends_it_locally() -> None:
+    shape = BucketShape(rate=100, capacity=100)
+    bucket = SharedBucket(shape, tokens=100, refilled_at=START)
+    allowance = Allowance(shape)
+    assert submit(allowance, bucket, START) == 0.0
+    assert (allowance.held, bucket.tokens) == (9, 90)  # one lease of 10, one spent
+    for _ in range(9):
+        assert submit(allowance, bucket, START) == 0.0
+    assert (allowance.held, bucket.tokens) == (0, 90)  # no lease for those
+
+
+def test_a_refusal_says_when_the_shared_bucket_will_have_enough() -> None:
+    shape = BucketShape(rate=2, capacity=3)
+    bucket = SharedBucket(shape, tokens=0.5, refilled_at=START)
+    allowance = Allowance(shape)
+    assert submit(allowance, bucket, START, count=3) == pytest.approx(1.25)
+    assert allowance.held == 0  # nothing leased, nothing lost
+    assert bucket.tokens == 0.5
+
+
+def test_once_refused_a_process_refuses_on_its_own_until_the_tokens_can_be_there() -> None:
+    shape = BucketShape(rate=1, capacity=1)
+    bucket = SharedBucket(shape, tokens=0, refilled_at=START)
+    allowance = Allowance(shape)
+    assert submit(allowance, bucket, START) == pytest.approx(1.0)
+    bucket.tokens = -100.0  # the store is not asked again: this would show if it were
+    assert allowance.wait(1, START + timedelta(seconds=0.75)) == pytest.approx(0.25)
+    assert allowance.wait(1, START + timedelta(seconds=1)) == 0.0  # may be there: ask
+
+
+def test_a_batch_spends_what_the_process_holds_and_leases_the_rest() -> None:
+    shape = BucketShape(rate=100, capacity=100)
+    bucket = SharedBucket(shape, tokens=100, refilled_at=START)
+    allowance = Allowance(shape, held=4)
+    assert submit(allowance, bucket, START, count=30) == 0.0
+    assert (allowance.held, bucket.tokens) == (0, 74)
+
+
+def test_new_quotas_keep_at_most_a_lease_and_forget_the_shared_level() -> None:
+    allowance = Allowance(BucketShape(1000, 1000), held=80, seen_tokens=0, seen_at=START)
+    reshaped = allowance.reshaped(BucketShape(10, 10))
+    assert (reshaped.held, reshaped.seen_tokens) == (1, None)
+    assert allowance.reshaped(BucketShape(1000, 1000)) is allowance
+
+
+def test_a_failed_lease_keeps_the_tokens_set_aside() -> None:
+    allowance = Allowance(BucketShape(100, 100), held=3)
+    ask = allowance.reserve(5)
+    assert allowance.held == 0
+    allowance.give_back(ask)
+    assert allowance.held == 3
+
+
+def test_retry_after_is_whole_seconds_at_least_one() -> None:
+    assert RateLimited("x", retry_after_seconds=0.001, rate=1, burst=1).retry_after_header == 1
+    assert RateLimited("x", retry_after_seconds=2.5, rate=1, burst=1).retry_after_header == 3
 
 
 @given(
-    rate=st.floats(min_value=0.01, max_value=1000),
-    burst=st.integers(min_value=1, max_value=100),
-    gaps=st.lists(st.floats(min_value=0, max_value=2), min_size=1, max_size=200),
+    rate=st.floats(min_value=0.5, max_value=1000),
+    burst=st.integers(min_value=1, max_value=200),
+    processes=st.integers(min_value=1, max_value=5),
+    steps=st.lists(
+        st.tuples(st.integers(0, 4), st.integers(1, 20), st.floats(0, 0.5)),
+        min_size=1,
+        max_size=200,
+    ),
 )
-def test_a_bucket_never_admits_more_than_its_burst_plus_its_rate(
+def test_processes_sharing_a_bucket_admit_at_most_its_burst_its_rate_and_a_lease_each(
+    rate: float, burst: int, processes: int, steps: list[tuple[int, int, float]]
+) -> None:
+    """In any window: the burst, the rate over the window, and what the processes held
+    (leased before it, spent in it) — less than a lease each."""
+    shape = BucketShape(rate, float(burst))
+    bucket = SharedBucket(shape, tokens=shape.capacity, refilled_at=START)
+    allowances = [Allowance(shape) for _ in range(processes)]
+    now, admitted = START, 0
+    history = [(now, admitted)]
+    for process, asked, gap in steps:
+        now += timedelta(seconds=gap)
+        count = min(asked, burst)
+        if submit(allowances[process % processes], bucket, now, count) == 0.0:
+            admitted += count
+        assert all(allowance.held < shape.lease_size for allowance in allowances)
+        history.append((now, admitted))
+    for since, admitted_before in history:
+        window = (now - since).total_seconds()
+        bound = burst + rate * window + processes * shape.lease_size
+        assert admitted - admitted_before <= bound + 1e-6
+
+
+@given(
+    rate=st.floats(min_value=0.5, max_value=1000),
+    burst=st.integers(min_value=1, max_value=200),
+    gaps=st.lists(st.floats(0, 0.5), min_size=1, max_size=200),
+)
+def test_one_process_alone_is_as_exact_as_a_bucket_of_its_own(
     rate: float, burst: int, gaps: list[float]
 ) -> None:
-    bucket = TokenBucket.full(rate, float(burst), now=0.0)
-    now, admitted = 0.0, 0
+    shape = BucketShape(rate, float(burst))
+    bucket = SharedBucket(shape, tokens=shape.capacity, refilled_at=START)
+    allowance = Allowance(shape)
+    now, admitted = START, 0
     for gap in gaps:
-        now += gap
-        admitted += bucket.take(now) == 0.0
-    assert admitted <= burst + rate * now + 1e-6
-
-
-def _limiter(
-    quotas: dict[str, TenantQuotas], clock: ManualClock
-) -> tuple[SubmitLimiter, list[str]]:
-    reads: list[str] = []
-
-    def read(tenant_id: str) -> TenantQuotas:
-        reads.append(tenant_id)
-        return quotas[tenant_id]
-
-    return SubmitLimiter(read, clock=clock), reads
-
-
-def _submit(limiter: SubmitLimiter, tenant_id: str) -> None:
-    if limiter.needs_quotas(tenant_id):
-        limiter.refresh(tenant_id)
-    limiter.take(tenant_id)
-
-
-def test_the_limiter_refuses_with_the_rate_and_when_to_retry() -> None:
-    clock = ManualClock()
-    limiter, _ = _limiter({"ten_a": TenantQuotas(submit_rate_per_second=0.4)}, clock)
-    _submit(limiter, "ten_a")
-    with pytest.raises(RateLimited) as refused:
-        _submit(limiter, "ten_a")
-    assert status_and_title(type(refused.value))[0] == 429  # the API's map, not the error
-    assert refused.value.retry_after_seconds == pytest.approx(2.5)
-    assert refused.value.retry_after_header == 3  # whole seconds, rounded up
-    assert "0.4 runs per second" in refused.value.detail
-    clock.seconds += 2.5
-    _submit(limiter, "ten_a")
-
-
-def test_retry_after_is_at_least_one_second() -> None:
-    clock = ManualClock()
-    limiter, _ = _limiter({"ten_a": TenantQuotas(submit_rate_per_second=1000)}, clock)
-    for _ in range(1000):
-        _submit(limiter, "ten_a")
-    with pytest.raises(RateLimited) as refused:
-        _submit(limiter, "ten_a")
-    assert refused.value.retry_after_seconds == pytest.approx(0.001)
-    assert refused.value.retry_after_header == 1
-
-
-def test_tenants_have_their_own_buckets_and_unlimited_ones_none() -> None:
-    clock = ManualClock()
-    limiter, _ = _limiter(
-        {"ten_a": TenantQuotas(submit_rate_per_second=1), "ten_b": TenantQuotas()}, clock
-    )
-    _submit(limiter, "ten_a")
-    for _ in range(10_000):
-        _submit(limiter, "ten_b")
-    with pytest.raises(RateLimited):
-        _submit(limiter, "ten_a")
-
-
-def test_quotas_are_read_once_per_ttl_and_changes_apply_after_it() -> None:
-    clock = ManualClock()
-    quotas = {"ten_a": TenantQuotas(submit_rate_per_second=1)}
-    limiter, reads = _limiter(quotas, clock)
-    _submit(limiter, "ten_a")
-    quotas["ten_a"] = TenantQuotas(submit_rate_per_second=100)  # changed elsewhere
-    clock.seconds += QUOTA_TTL_SECONDS / 2
-    _submit(limiter, "ten_a")  # refilled by the old rate
-    with pytest.raises(RateLimited):
-        _submit(limiter, "ten_a")  # still the old rate: the quotas are cached
-    assert reads == ["ten_a"]
-    clock.seconds += QUOTA_TTL_SECONDS / 2
-    _submit(limiter, "ten_a")  # quotas read again
-    clock.seconds += 0.5
-    for _ in range(50):  # half a second of the new rate
-        _submit(limiter, "ten_a")
-    assert reads == ["ten_a", "ten_a"]
-
-
-def test_a_change_made_here_applies_on_the_next_submission_and_keeps_the_tokens() -> None:
-    clock = ManualClock()
-    quotas = {"ten_a": TenantQuotas(submit_rate_per_second=1, submit_burst=2)}
-    limiter, reads = _limiter(quotas, clock)
-    _submit(limiter, "ten_a")
-    _submit(limiter, "ten_a")
-    quotas["ten_a"] = TenantQuotas(submit_rate_per_second=1, submit_burst=50)
-    limiter.quotas_changed("ten_a")
-    with pytest.raises(RateLimited):
-        _submit(limiter, "ten_a")  # a larger burst is no gift of tokens
-    assert len(reads) == 2
-    quotas["ten_a"] = TenantQuotas()
-    limiter.quotas_changed("ten_a")
-    _submit(limiter, "ten_a")  # the limit is gone
+        now += timedelta(seconds=gap)
+        admitted += submit(allowance, bucket, now) == 0.0
+    assert admitted <= burst + rate * (now - START).total_seconds() + 1e-6

@@ -67,7 +67,9 @@ def create_app(store: Store, settings: Settings) -> FastAPI:
     app.state.store = store
     app.state.settings = settings
     app.state.wakeups = wakeups
-    app.state.submit_limiter = SubmitLimiter(store.access.tenant_quotas)
+    app.state.submit_limiter = SubmitLimiter(
+        store.submit_buckets, store.access.tenant_quotas, clock=store.clock
+    )
     install_error_handlers(app)
     install_openapi(app)
     install_docs_ui(app)

@@ -23,6 +23,7 @@ from herder.store.runs.placement import PlacementRepository
 from herder.store.runs.queue import QueueRepository
 from herder.store.runs.repository import RunRepository
 from herder.store.schedules import ScheduleRepository
+from herder.store.submit_buckets import SubmitBucketRepository
 from herder.store.work import Work, unit_of_work
 from herder.store.workers import WorkerRepository
 from herder.store.workflows.definitions import WorkflowRepository
@@ -60,6 +61,7 @@ class Store:
         self.alert_rules = RuleRepository(self.database, self.clock)
         self.alert_history = AlertHistoryRepository(self.database)
         self.alert_deliveries = DeliveryRepository(self.database, self.clock, self.rng)
+        self.submit_buckets = SubmitBucketRepository(self.database)
 
     def work(self) -> AbstractContextManager[Work]:
         """A unit of work: one transaction, one ``now``, notices sent after commit."""
