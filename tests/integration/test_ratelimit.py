@@ -132,3 +132,28 @@ def test_a_repeat_with_the_same_idempotency_key_counts_too(api: Api, clock: Manu
     assert submit(api, job["id"], **{"Idempotency-Key": "k"}) == 429
     clock.advance(1)
     assert submit(api, job["id"], **{"Idempotency-Key": "k"}) == 200
+
+
+@pytest.mark.parametrize(
+    "quotas",
+    [
+        {"submit_rate_per_second": 1e308},
+        {"submit_rate_per_second": 1e308, "submit_burst": 2**62},
+        {"submit_rate_per_second": 1e-300},
+        {"submit_rate_per_second": 1, "submit_burst": 10**400},
+    ],
+)
+def test_extreme_quotas_never_break_a_submission(
+    api: Api, clock: ManualClock, quotas: dict[str, float]
+) -> None:
+    job = api.create_job()
+    limit(api, **quotas)
+    statuses = []
+    for seconds in (0, 0, 0.001, 3600, 10**9):  # long idle times refill the most
+        clock.advance(seconds)
+        statuses.append(submit(api, job["id"]))
+    assert set(statuses) <= {201, 429}
+    refused = api.http.post(
+        "/v1/runs/batch", headers=api.admin, json={"runs": [{"job_id": job["id"]}] * 1000}
+    )
+    assert refused.status_code in (200, 422, 429)

@@ -25,6 +25,10 @@ START = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
         (TenantQuotas(submit_rate_per_second=50), BucketShape(50.0, 50.0)),  # one second's
         (TenantQuotas(submit_rate_per_second=0.2), BucketShape(0.2, 1.0)),  # at least one
         (TenantQuotas(submit_rate_per_second=5, submit_burst=20), BucketShape(5.0, 20.0)),
+        # numbers past what the arithmetic holds are kept to it
+        (TenantQuotas(submit_rate_per_second=1e308), BucketShape(1e9, 1e9)),
+        (TenantQuotas(submit_rate_per_second=1e-300), BucketShape(1e-9, 1.0)),
+        (TenantQuotas(submit_rate_per_second=1, submit_burst=10**400), BucketShape(1, 1e15)),
     ],
 )
 def test_bucket_shape(quotas: TenantQuotas, shape: BucketShape | None) -> None:

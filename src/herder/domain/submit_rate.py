@@ -32,6 +32,11 @@ from herder.domain.tenants import TenantQuotas
 LEASE_SECONDS = 0.1  # seconds of rate a process leases at once
 LEASE_SHARE_OF_BURST = 0.1  # and never more than this share of the burst
 ROUNDING = 1e-9  # tokens: refills computed in floating point land a hair short of whole
+# Quotas are stored as given; the bucket keeps to numbers its arithmetic (in SQL too) can
+# hold: a rate past a billion a second is as good as unlimited, one below one per 30 years
+# as good as none, and floats count whole tokens exactly below 2**53.
+RATE_RANGE = (1e-9, 1e9)  # tokens a second
+MAX_CAPACITY = 10**15  # tokens
 
 
 @dataclass(frozen=True)
@@ -49,10 +54,12 @@ class BucketShape:
 
 def bucket_shape(quotas: TenantQuotas) -> BucketShape | None:
     """The shape of a tenant's bucket; None when its submissions are unlimited."""
-    rate = quotas.submit_rate_per_second
-    if rate is None:
+    if quotas.submit_rate_per_second is None:
         return None
-    return BucketShape(rate=rate, capacity=float(quotas.submit_burst or max(1.0, rate)))
+    low, high = RATE_RANGE
+    rate = min(max(quotas.submit_rate_per_second, low), high)
+    burst = quotas.submit_burst or max(1.0, rate)
+    return BucketShape(rate=rate, capacity=float(min(burst, MAX_CAPACITY)))
 
 
 @dataclass(frozen=True)
