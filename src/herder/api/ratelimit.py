@@ -69,7 +69,8 @@ class SubmitLimiter:
         known = self._tenants.get(tenant_id)
         if known is None or known.quotas_read_at is None:
             return True
-        return (self._clock.now() - known.quotas_read_at).total_seconds() >= self._ttl
+        age = (self._clock.now() - known.quotas_read_at).total_seconds()
+        return not 0 <= age < self._ttl  # a wall clock stepped back reads them too
 
     def refresh(self, tenant_id: str) -> None:
         """Read the tenant's quotas from the store (blocking: run it off the event loop)."""
