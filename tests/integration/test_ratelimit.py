@@ -117,6 +117,16 @@ def test_a_change_made_by_another_replica_applies_within_seconds(
     assert [submit(api, job["id"]) for _ in range(20)] == [201] * 20
 
 
+def test_a_larger_burst_is_no_gift_of_tokens(api: Api, clock: ManualClock) -> None:
+    job = api.create_job()
+    limit(api, submit_rate_per_second=1, submit_burst=2)
+    assert [submit(api, job["id"]) for _ in range(3)] == [201, 201, 429]
+    limit(api, submit_rate_per_second=1, submit_burst=50)
+    assert submit(api, job["id"]) == 429
+    clock.advance(3)  # the bucket fills up to the new burst at the rate
+    assert [submit(api, job["id"]) for _ in range(4)] == [201, 201, 201, 429]
+
+
 def test_without_a_rate_quota_nothing_is_refused(api: Api, clock: ManualClock) -> None:
     job = api.create_job()
     limit(api, max_gpus=1)
