@@ -7,15 +7,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.system.conftest import free_port
+from tests.system.conftest import free_port, wait_healthy
 
 CONFIGURATION = """\
 global
@@ -72,7 +70,7 @@ def balancing(backends: list[str], directory: Path) -> Iterator[str]:
     process = subprocess.Popen([binary, "-db", "-f", str(configuration)])
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait_answering(url, process)
+        wait_healthy(url, process)
         yield url
     finally:
         process.terminate()
@@ -81,16 +79,3 @@ def balancing(backends: list[str], directory: Path) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-
-
-def _wait_answering(url: str, process: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        assert process.poll() is None, f"haproxy exited with {process.returncode}"
-        try:
-            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.05)
-    raise TimeoutError(f"haproxy at {url} did not answer")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import ColumnElement, func, select
 
 from herder.client import HerderClient
 from herder.domain.states import RunState
@@ -192,16 +192,18 @@ def test_three_api_processes_two_schedulers_four_workers_survive_a_kill_of_each(
     wait_until(lambda: fired_until(store, schedule_ids, firing_until), 30, "fires caught up")
     for schedule_id in schedule_ids:
         herder.pause_schedule(schedule_id)
-    wait_until(lambda: unfinished(store) == 0, 60, "every run ended")
+    unfinished = runs.c.state.not_in(TERMINAL)
+    wait_until(lambda: count_runs(store, unfinished) == 0, 60, "every run ended")
     stopping.set()
     threads[1].join(10)
 
     check_every_fire_once(store, schedule_ids, firing_from, firing_until)
     check_every_run_succeeded_once(store, submissions, effects)
     failed = [answer for answer in probe.answers if answer != 200]
+    fires = count_runs(store, runs.c.schedule_id.is_not(None))
     print(
         f"{len(submissions.acknowledged)} one-off runs acknowledged "
-        f"({submissions.unanswered} unanswered), {fired(store)} fires; the survivor held "
+        f"({submissions.unanswered} unanswered), {fires} fires; the survivor held "
         f"every partition {moved:.1f}s after the other's kill; probes {len(probe.answers)}, "
         f"not 200: {failed}; took {time.monotonic() - began:.1f}s"
     )
@@ -215,10 +217,10 @@ def arguments_port(process: subprocess.Popen[bytes]) -> str:
     return f"127.0.0.1:{arguments[arguments.index('--port') + 1]}"
 
 
-def unfinished(store: Store) -> int:
+def count_runs(store: Store, *where: ColumnElement[bool]) -> int:
     with store.database.read() as connection:
         count: int = connection.execute(
-            select(func.count()).select_from(runs).where(runs.c.state.not_in(TERMINAL))
+            select(func.count()).select_from(runs).where(*where)
         ).scalar_one()
     return count
 
@@ -233,14 +235,6 @@ def fired_until(store: Store, schedule_ids: list[str], moment: datetime) -> bool
             )
         ).scalar_one()
     return bool(caught_up == len(schedule_ids))
-
-
-def fired(store: Store) -> int:
-    with store.database.read() as connection:
-        count: int = connection.execute(
-            select(func.count()).select_from(runs).where(runs.c.schedule_id.is_not(None))
-        ).scalar_one()
-    return count
 
 
 def check_every_fire_once(
