@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 import pytest
+from prometheus_client import REGISTRY
 
 from herder.control import leased
 from herder.control.leased import ERROR_PAUSE_SECONDS, LeasedLoop
@@ -163,7 +164,11 @@ def world(monkeypatch: pytest.MonkeyPatch) -> World:
 
 
 def test_takes_a_free_lease_and_steps_under_its_fencing_number(world: World) -> None:
-    world.run(0.5, lambda loop: 0.2)
+    def step(loop: LeasedLoop) -> float:
+        assert REGISTRY.get_sample_value("herder_control_loop_held", {"loop": "loop"}) == 1
+        return 0.2
+
+    world.run(0.5, step)
     assert world.leases.named("acquire") == [("acquire", START, 1)]
     assert world.steps[0] == (START, 1)
     assert {fencing for _, fencing in world.steps} == {1}
@@ -221,6 +226,7 @@ def test_a_holder_hands_the_lease_to_its_preferred_holder_after_a_pass(world: Wo
     world.run(1.0, step)
     assert [when - START for when, _ in world.steps] == [0.0, 0.25]
     assert world.leases.named("hand_over") == [("hand_over", START + 0.25, 1)]
+    assert REGISTRY.get_sample_value("herder_control_loop_held", {"loop": "loop"}) == 0
     assert world.leases.successors == ["newcomer"]
     assert world.leases.named("release") == [], "nothing left to release on stop"
 

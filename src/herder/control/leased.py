@@ -107,7 +107,7 @@ class LeasedLoop:
                 self._leases.release(self.name, self._holder, self.fencing)
             except HerderError as error:  # it will expire by itself
                 log.warning("%s: could not release the lease: %s", self.name, error)
-            self._lost()
+            self._let_go()
 
     def _hold(self, renewed_at: float) -> bool:
         """Take the lease, or renew it when due; ``False`` while another process holds it."""
@@ -128,7 +128,7 @@ class LeasedLoop:
         if self._leases.renew(self.name, self._holder, self.fencing, self._ttl):
             return True
         log.warning("%s: lost the lease (fencing %d); standing by", self.name, self.fencing)
-        self._lost()
+        self._let_go()
         return False
 
     def _hand_over(self) -> bool:
@@ -138,9 +138,9 @@ class LeasedLoop:
             return False
         if self._leases.hand_over(self.name, self._holder, self.fencing, successor):
             log.info("%s: %s handed the lease to %s", self.name, self._holder, successor)
-        self._lost()
+        self._let_go()
         return True
 
-    def _lost(self) -> None:
+    def _let_go(self) -> None:
         self.fencing = None
         metrics.loop_held(self.name, held=False)
