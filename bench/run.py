@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from bench import (
+    api_processes,
     baseline,
     celery_peer,
     dispatch,
@@ -61,7 +62,16 @@ def main() -> None:
     parser.add_argument("--no-celery", action="store_true", help="one-off: skip the Celery peer")
     parser.add_argument(
         "--scenario",
-        choices=["oneoff", "mix", "schedules", "dispatch", "sandbox", "workflows", "all"],
+        choices=[
+            "oneoff",
+            "mix",
+            "schedules",
+            "dispatch",
+            "sandbox",
+            "workflows",
+            "api-processes",
+            "all",
+        ],
         default="all",
     )
     options = parser.parse_args()
@@ -77,6 +87,8 @@ def main() -> None:
         run_mix()
     if options.scenario in ("workflows", "all"):
         run_workflows(options)
+    if options.scenario in ("api-processes", "all"):
+        run_api_processes()
 
 
 def run_oneoff(options: argparse.Namespace) -> None:
@@ -142,6 +154,24 @@ def run_workflows(options: argparse.Namespace) -> None:
     command = " ".join(["python -m bench.run", *sys.argv[1:]])
     now = datetime.datetime.now(datetime.UTC)
     _append(workflows_report.section(results, machine.describe(), now, command))
+
+
+def run_api_processes() -> None:
+    home = WORK / "api-processes"
+    shutil.rmtree(home, ignore_errors=True)
+    try:
+        results = api_processes.measure(home, fresh_postgres)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+        drop_postgres()
+    for result in results:
+        print(
+            f"--processes {result.processes}: {result.per_second:.0f} submissions/s, API CPU "
+            f"{result.api_cpu_ms:.2f} ms each, {result.refused} refused"
+        )
+    command = " ".join(["python -m bench.run", *sys.argv[1:]])
+    now = datetime.datetime.now(datetime.UTC)
+    _append(api_processes.section(results, machine.describe(), now, command))
 
 
 def run_mix() -> None:

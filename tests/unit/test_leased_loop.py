@@ -4,12 +4,14 @@ the test's thread until the clock passes an end time, then reads what it did."""
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import cast
 
 import pytest
+from prometheus_client import REGISTRY
 
 from herder.control import leased
 from herder.control.leased import ERROR_PAUSE_SECONDS, LeasedLoop
@@ -76,13 +78,18 @@ class FakeLeases:
     fail_release: bool = False
     fencing: int = 0
     calls: list[tuple[str, float, int | None]] = field(default_factory=list)
+    graces: list[float] = field(default_factory=list)  # each acquire's free_for_seconds
+    successors: list[str] = field(default_factory=list)
 
     def _taken(self) -> bool:
         start, end = self.other_holds
         return start <= self.timeline.now < end
 
-    def acquire(self, name: str, holder: str, ttl_seconds: float) -> int | None:
+    def acquire(
+        self, name: str, holder: str, ttl_seconds: float, *, free_for_seconds: float = 0.0
+    ) -> int | None:
         assert (name, holder) == ("loop", "me")
+        self.graces.append(free_for_seconds)
         if self._taken():
             self.calls.append(("acquire", self.timeline.now, None))
             return None
@@ -100,6 +107,12 @@ class FakeLeases:
         if self.fail_release:
             raise Unavailable("the database is unavailable")
 
+    def hand_over(self, name: str, holder: str, fencing: int, successor: str) -> bool:
+        self.calls.append(("hand_over", self.timeline.now, fencing))
+        self.successors.append(successor)
+        self.other_holds = (self.timeline.now, math.inf)  # the successor takes it
+        return True
+
     def named(self, kind: str) -> list[tuple[str, float, int | None]]:
         return [call for call in self.calls if call[0] == kind]
 
@@ -110,6 +123,7 @@ class World:
     leases: FakeLeases
     wake: FakeEvent
     stop: FakeEvent
+    preferred: str = "me"  # the placement's preferred holder of the loop's lease
     steps: list[tuple[float, int | None]] = field(default_factory=list)  # (when, fencing)
 
     def loop(self, step: Callable[[], float]) -> LeasedLoop:
@@ -121,7 +135,11 @@ class World:
             ttl_seconds=TTL_SECONDS,
             wake=cast(threading.Event, self.wake),
             stop=cast(threading.Event, self.stop),
+            placement=self,
         )
+
+    def preferred_holder(self, loop: str) -> str:
+        return self.preferred
 
     def run(self, seconds: float, step: Callable[[LeasedLoop], float]) -> LeasedLoop:
         """Run the loop until the clock has moved ``seconds``; each step is recorded."""
@@ -146,7 +164,11 @@ def world(monkeypatch: pytest.MonkeyPatch) -> World:
 
 
 def test_takes_a_free_lease_and_steps_under_its_fencing_number(world: World) -> None:
-    world.run(0.5, lambda loop: 0.2)
+    def step(loop: LeasedLoop) -> float:
+        assert REGISTRY.get_sample_value("herder_control_loop_held", {"loop": "loop"}) == 1
+        return 0.2
+
+    world.run(0.5, step)
     assert world.leases.named("acquire") == [("acquire", START, 1)]
     assert world.steps[0] == (START, 1)
     assert {fencing for _, fencing in world.steps} == {1}
@@ -193,6 +215,33 @@ def test_a_loop_that_never_held_the_lease_releases_nothing(world: World) -> None
     assert world.steps == []
     assert [kind for kind, _, _ in world.leases.calls] == ["acquire"] * 3
     assert world.timeline.waits == [("stop", RENEW_EVERY)] * 3
+
+
+def test_a_holder_hands_the_lease_to_its_preferred_holder_after_a_pass(world: World) -> None:
+    def step(loop: LeasedLoop) -> float:
+        if len(world.steps) == 2:
+            world.preferred = "newcomer"  # another scheduler joined and wins this loop
+        return 0.25
+
+    world.run(1.0, step)
+    assert [when - START for when, _ in world.steps] == [0.0, 0.25]
+    assert world.leases.named("hand_over") == [("hand_over", START + 0.25, 1)]
+    assert REGISTRY.get_sample_value("herder_control_loop_held", {"loop": "loop"}) == 0
+    assert world.leases.successors == ["newcomer"]
+    assert world.leases.named("release") == [], "nothing left to release on stop"
+
+
+def test_a_process_that_is_not_preferred_takes_a_free_lease_only_after_a_grace(
+    world: World,
+) -> None:
+    world.preferred = "other"
+    world.run(0.5, lambda loop: 0.1)  # it takes the lease (its preferred holder is gone) …
+    assert world.leases.graces[0] == leased.TAKEOVER_GRACE_RENEWALS * RENEW_EVERY
+    assert world.steps[0] == (START, 1)
+    assert world.leases.successors == ["other"]  # … runs one pass and offers it back
+    world.preferred = "me"
+    world.run(0.5, lambda loop: 0.1)
+    assert world.leases.graces[-1] == 0.0
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,12 @@ Each pass: take or renew the lease, run one step, sleep until the step's next wa
 notice, or the next renewal), whichever comes first. A holder that cannot renew stops
 stepping at once; a standby takes the lease when it expires. Correctness never rests on the
 lease alone — every step is conditional updates that are harmless if run twice.
+
+With several schedulers, each loop has a preferred holder (``Membership``): a holder that is
+not the preferred one hands the lease to it after its pass, and a process that is not the
+preferred one takes a free lease only once it has been free for a grace (the preferred
+process would have taken it by then, were it alive) — so the loops spread and none stays
+unheld.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from herder.telemetry import metrics
 log = logging.getLogger("herder.control")
 
 ERROR_PAUSE_SECONDS = 1.0
+TAKEOVER_GRACE_RENEWALS = 2  # a free lease waits this many renewal periods for its preferred
 
 
 class Loop(Protocol):
@@ -29,6 +36,12 @@ class Loop(Protocol):
     name: str
 
     def step(self) -> float: ...
+
+
+class Placement(Protocol):
+    """Who should hold a loop's lease, as this process sees the live schedulers."""
+
+    def preferred_holder(self, loop: str) -> str: ...
 
 
 class LeasedLoop:
@@ -42,6 +55,7 @@ class LeasedLoop:
         ttl_seconds: float,
         wake: threading.Event,
         stop: threading.Event,
+        placement: Placement | None = None,  # None: alone, every lease is ours to keep
     ) -> None:
         self.name = name
         self._leases = leases
@@ -50,11 +64,19 @@ class LeasedLoop:
         self._ttl = ttl_seconds
         self._wake = wake
         self._stop = stop
+        self._placement = placement
         self.fencing: int | None = None  # set while this process holds the lease
 
     @property
     def _renew_every(self) -> float:
         return self._ttl / 3
+
+    def _successor(self) -> str | None:
+        """The process this loop's lease should go to, when not this one."""
+        if self._placement is None:
+            return None
+        preferred = self._placement.preferred_holder(self.name)
+        return None if preferred == self._holder else preferred
 
     def run(self) -> None:
         renewed_at = 0.0
@@ -67,6 +89,9 @@ class LeasedLoop:
                     renewed_at = time.monotonic()
                 with metrics.loop_pass(self.name):
                     delay = self._step()
+                if self._hand_over():
+                    self._stop.wait(self._renew_every)  # for the successor to take it
+                    continue
                 until_renewal = self._renew_every - (time.monotonic() - renewed_at)
                 self._wake.wait(max(0.0, min(delay, until_renewal)))
                 self._wake.clear()
@@ -82,19 +107,40 @@ class LeasedLoop:
                 self._leases.release(self.name, self._holder, self.fencing)
             except HerderError as error:  # it will expire by itself
                 log.warning("%s: could not release the lease: %s", self.name, error)
-            self.fencing = None
+            self._let_go()
 
     def _hold(self, renewed_at: float) -> bool:
         """Take the lease, or renew it when due; ``False`` while another process holds it."""
         if self.fencing is None:
-            self.fencing = self._leases.acquire(self.name, self._holder, self._ttl)
+            grace = (
+                0.0 if self._successor() is None else TAKEOVER_GRACE_RENEWALS * self._renew_every
+            )
+            self.fencing = self._leases.acquire(
+                self.name, self._holder, self._ttl, free_for_seconds=grace
+            )
             if self.fencing is not None:
-                log.info("%s: took the lease (fencing %d)", self.name, self.fencing)
+                log.info("%s: %s took the lease (fencing %d)", self.name, self._holder,
+                         self.fencing)  # fmt: skip
+                metrics.loop_held(self.name, held=True)
             return self.fencing is not None
         if time.monotonic() - renewed_at < self._renew_every:
             return True
         if self._leases.renew(self.name, self._holder, self.fencing, self._ttl):
             return True
         log.warning("%s: lost the lease (fencing %d); standing by", self.name, self.fencing)
-        self.fencing = None
+        self._let_go()
         return False
+
+    def _hand_over(self) -> bool:
+        """After a pass, give the lease to its preferred holder if that is another process."""
+        successor = self._successor()
+        if successor is None or self.fencing is None:
+            return False
+        if self._leases.hand_over(self.name, self._holder, self.fencing, successor):
+            log.info("%s: %s handed the lease to %s", self.name, self._holder, successor)
+        self._let_go()
+        return True
+
+    def _let_go(self) -> None:
+        self.fencing = None
+        metrics.loop_held(self.name, held=False)

@@ -1,9 +1,12 @@
-"""``herder scheduler``: the control loops of one process — the dispatcher, the reaper and one
-cron firer per schedule partition — each in a thread under its lease.
+"""``herder scheduler``: the control loops of one process — the dispatcher, the reaper, the
+alerts' and one cron firer per schedule partition — each in a thread under its lease.
 
-Several schedulers may run against one PostgreSQL; each loop runs in exactly one of them at a
-time and a standby takes over within the lease time when the holder dies. ``herder up`` runs
-the same loops inside its own process.
+Several schedulers may run against one PostgreSQL; each loop runs in one of them at a time and
+a standby takes over within the lease time when the holder dies. The schedulers are members
+of a pool (``Membership``) and all loops but the dispatcher spread over them by rendezvous
+hashing, moving when one joins or leaves; the dispatcher stays where it is, with its warm view
+of the fleet, until that process goes. ``herder up`` runs the same loops inside its own
+process.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from herder.control.alerts import AlertEvaluator, AlertSender
 from herder.control.dispatcher import Dispatcher
 from herder.control.firer import Firer
 from herder.control.leased import LeasedLoop, Loop
+from herder.control.membership import Membership
 from herder.control.reaper import Reaper
 from herder.domain.schedules import MISFIRE_GRACE
 from herder.store.notifications import (
@@ -65,10 +69,14 @@ class Scheduler:
         # on their own clocks, but a queued delivery wakes the sender (the last loop)
         bodies += [AlertEvaluator(store), sender]
         self._wakes = [threading.Event() for _ in bodies]
+        self.membership = Membership(
+            store.leases, self.holder, ttl_seconds=lease_seconds, stop=self._stop
+        )
         self.loops = [
             LeasedLoop(
                 loop.name, store.leases, self.holder, loop.step,
                 ttl_seconds=lease_seconds, wake=wake, stop=self._stop,
+                placement=None if loop is dispatcher else self.membership,
             )
             for loop, wake in zip(bodies, self._wakes, strict=True)
         ]  # fmt: skip
@@ -76,6 +84,9 @@ class Scheduler:
         # A scheduler in its own process hears other processes' notices itself; inside
         # ``herder up`` the API's listener (PostgreSQL) or the store (SQLite) delivers them.
         self._listener = Listener(store.database) if listen and store.database.is_postgres else None
+        self._membership_thread = threading.Thread(
+            target=self.membership.run, name="membership", daemon=True
+        )
         self._threads = [
             threading.Thread(target=loop.run, name=f"loop-{loop.name}", daemon=True)
             for loop in self.loops
@@ -93,6 +104,8 @@ class Scheduler:
     def start(self) -> None:
         if self._listener is not None:
             self._listener.start()
+        self.membership.refresh()  # before the loops' first takes, so that they spread at once
+        self._membership_thread.start()
         for thread in self._threads:
             thread.start()
 
@@ -102,6 +115,8 @@ class Scheduler:
             wake.set()
         for thread in self._threads:
             thread.join(timeout=10)
+        self._membership_thread.join(timeout=10)
+        self.membership.leave()  # after the loops released their leases: the others take them
         if self._listener is not None:
             self._listener.stop()
 

@@ -70,6 +70,10 @@ LOOP_LAST_PASS = Gauge(
     "herder_control_loop_last_pass_timestamp_seconds",
     "When a control loop last finished a pass (Unix time)", ["loop"], multiprocess_mode="max",
 )  # fmt: skip
+LOOP_HELD = Gauge(
+    "herder_control_loop_held", "1 while this process holds a control loop's lease", ["loop"],
+    multiprocess_mode="livesum",
+)  # fmt: skip
 
 
 @functools.cache
@@ -156,6 +160,10 @@ def loop_pass(name: str) -> Iterator[None]:
     yield
     histogram.observe(time.perf_counter() - started)
     gauge.set(time.time())
+
+
+def loop_held(name: str, *, held: bool) -> None:
+    LOOP_HELD.labels(name).set(1 if held else 0)
 
 
 @functools.cache
