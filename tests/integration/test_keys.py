@@ -154,6 +154,9 @@ def test_a_key_stops_working_at_its_expiry_even_while_cached(api: Clocked) -> No
         ({"name": ""}, "name"),
         ({"name": "x" * 129}, "name"),
         ({"secret": "mine"}, "secret"),
+        ({"role": None}, "role"),
+        ({"expires_at": "10000-01-01T00:00:00Z"}, "expires_at"),
+        ({"name": ["a"]}, "name"),
     ],
 )
 def test_bad_key_input_gets_422_naming_the_field(
@@ -280,3 +283,24 @@ def test_the_tenant_route_still_creates_keys_with_an_expiry(api: Clocked) -> Non
     key = api.http.get(f"/v1/keys/{response.json()['id']}", headers=api.admin).json()
     assert (key["tenant_id"], key["role"], key["name"]) == (tenant_id, "operator", "ops")
     assert key["expires_at"] is not None
+
+
+def test_a_revoked_or_expired_keys_state_is_told_only_to_whoever_holds_its_secret(
+    api: Clocked,
+) -> None:
+    victim = create_key(api, api.admin, name="victim")
+    api.http.post(f"/v1/keys/{victim['id']}/revoke", headers=api.admin)
+    forged = f"{victim['id']}.{api.admin_key.partition('.')[2]}"  # another key's secret
+    response = api.http.get("/v1/jobs", headers=api.as_key(forged))
+    assert response.status_code == 401
+    assert response.json()["detail"] == "unknown or revoked API key"
+
+
+def test_a_revoked_admin_key_can_neither_revoke_nor_make_keys(api: Clocked) -> None:
+    second = create_key(api, api.admin, name="second", role="admin")
+    api.http.post(f"/v1/keys/{second['id']}/revoke", headers=api.admin)
+    revoked = api.as_key(second["token"])
+    bootstrap_id = api.admin_key.partition(".")[0]
+    assert api.http.post("/v1/keys", headers=revoked, json={"role": "admin"}).status_code == 401
+    assert api.http.post(f"/v1/keys/{bootstrap_id}/revoke", headers=revoked).status_code == 401
+    assert api.http.get("/v1/keys", headers=api.admin).json()["items"][0]["revoked_at"]
