@@ -34,7 +34,7 @@ class AuditTrail:
         if scope["type"] != "http" or scope["method"] not in audit.MUTATING_METHODS:
             await self.app(scope, receive, send)
             return
-        is_json = dict(scope["headers"]).get(b"content-type", b"").startswith(b"application/json")
+        is_json = b"json" in dict(scope["headers"]).get(b"content-type", b"")  # +json too
         request_body = bytearray()
         response_body = bytearray()
         status = 500

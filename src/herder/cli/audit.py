@@ -16,10 +16,10 @@ Since = Annotated[str | None, typer.Option(help="1h, 7d, … ago, or an ISO 8601
 
 
 def _audit_table(entries: list[AuditEntry]) -> Table:
-    table = Table("WHEN", "KEY", "ROLE", "ACTION", "OBJECT", "FIELDS", "OUTCOME")
+    table = Table("WHEN", "KEY", "ROLE", "ACTION", "OBJECT", "FIELDS", "OUTCOME")  # ids: --json
     for entry in entries:
         table.add_row(
-            when(entry.created_at), f"{entry.key_name} ({entry.key_id})", entry.role,
+            when(entry.created_at), entry.key_name, entry.role,
             entry.action, entry.object_id or entry.object_type, ", ".join(entry.fields),
             f"{entry.outcome} ({entry.status})",
         )  # fmt: skip
