@@ -165,3 +165,24 @@ def test_bad_audit_queries_get_422_naming_the_field(
     response = api.http.get("/v1/audit", headers=api.admin, params=params)
     assert response.status_code == 422, response.text
     assert field in [error["field"] for error in response.json()["errors"]]
+
+
+def test_a_system_admins_change_to_a_tenant_is_in_that_tenants_log_too(api: Api) -> None:
+    tenant = api.store.access.create_tenant("team")
+    key, token = api.store.access.create_api_key(tenant.id, Role.DEVELOPER, "leaked")
+    team = api.as_key(api.store.access.create_api_key(tenant.id, Role.ADMIN, "team admin")[1])
+    patched = api.http.patch(f"/v1/tenants/{tenant.id}", headers=api.admin, json={"weight": 2})
+    assert patched.status_code == 200
+    assert api.http.post(f"/v1/keys/{key.id}/revoke", headers=api.admin).status_code == 200
+    seen_by_team = [
+        (entry["action"], entry["object_id"], entry["key_name"]) for entry in entries(api, team)
+    ]
+    assert seen_by_team == [
+        ("keys.revoke", key.id, "bootstrap admin"),
+        ("tenants.update", tenant.id, "bootstrap admin"),
+    ]
+    assert [entry["action"] for entry in entries(api)] == ["keys.revoke", "tenants.update"]
+    intruder = api.as_key(api.other_tenant_key("intruder"))
+    refused = api.http.patch(f"/v1/tenants/{tenant.id}", headers=intruder, json={"weight": 9})
+    assert refused.status_code == 403
+    assert len(entries(api, team)) == 2  # a refused call is only in the caller's own log

@@ -6,14 +6,20 @@ record is written after the answer, in its own transaction, like the Kubernetes 
 audit at ``ResponseComplete``: a change and its record are not atomic, and a process that
 dies between the two loses the record (never the change). A call refused before its key was
 checked (401, 413) names nobody and is not recorded.
+
+An entry is filed in the caller's tenant's log, and a system admin's change to another
+tenant also in that tenant's: the tenant is the route's ``{tenant_id}``, or the one a route
+names with ``acted_on`` (a key's tenant, known only once the key is read).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 from typing import Any
 
+from fastapi import Request
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -61,6 +67,19 @@ class AuditTrail:
             call = _call(scope, status, bytes(request_body), bytes(response_body))
             if call is not None:
                 await _record(scope, call)
+                if status < 400 and call.tenant_id != (other := _other_tenant(scope, call)):
+                    await _record(scope, replace(call, tenant_id=other))
+
+
+def acted_on(request: Request, tenant_id: str) -> None:
+    """Say which tenant the call changed, when its route does not name it."""
+    request.state.audit_tenant_id = tenant_id
+
+
+def _other_tenant(scope: Scope, call: AuditCall) -> str:
+    state = scope.get("state", {})
+    named = state.get("audit_tenant_id") or scope.get("path_params", {}).get("tenant_id")
+    return named if isinstance(named, str) else call.tenant_id
 
 
 def _creates(scope: Scope) -> bool:
@@ -78,6 +97,7 @@ def _call(scope: Scope, status: int, request_body: bytes, response_body: bytes) 
     if object_id is None and response_body:
         object_id = _created_id(response_body)
     return AuditCall(
+        tenant_id=caller.tenant_id,
         caller=caller,
         action=audit.action(method, route),
         method=method,

@@ -22,8 +22,9 @@ from herder.store.schema import audit_log
 
 @dataclass(frozen=True)
 class AuditCall:
-    """One answered call, as the API saw it."""
+    """One answered call, as the API saw it, for ``tenant_id``'s log."""
 
+    tenant_id: str
     caller: Principal
     action: str
     method: str
@@ -52,7 +53,7 @@ class AuditRepository:
         now = self._clock.now()
         entry = AuditEntry(
             id=new_id("aud", epoch_ms(now)),
-            tenant_id=call.caller.tenant_id,
+            tenant_id=call.tenant_id,
             key_id=call.caller.key_id,
             key_name=call.caller.key_name,
             role=call.caller.role,

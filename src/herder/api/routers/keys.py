@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, status
+from fastapi import APIRouter, Query, Request, status
 
+from herder.api.audit import acted_on
 from herder.api.auth import Caller, StoreDep
 from herder.api.openapi import problems
 from herder.api.schemas import CreatedKey, KeyCreate
@@ -48,7 +49,9 @@ def get_key(key_id: str, caller: Caller, store: StoreDep) -> ApiKey:
 
 
 @router.post("/{key_id}/revoke", responses=problems(404, 409))
-def revoke_key(key_id: str, caller: Caller, store: StoreDep) -> ApiKey:
+def revoke_key(key_id: str, caller: Caller, store: StoreDep, request: Request) -> ApiKey:
     """Stop the key working: at once on this server, within 5 seconds on the others. 409 for
     the last live admin key of the system tenant, or of the caller's own tenant."""
-    return keys.revoke_key(store, caller, key_id)
+    revoked = keys.revoke_key(store, caller, key_id)
+    acted_on(request, revoked.tenant_id)
+    return revoked
