@@ -169,7 +169,7 @@ def test_bad_audit_queries_get_422_naming_the_field(
 
 def test_a_system_admins_change_to_a_tenant_is_in_that_tenants_log_too(api: Api) -> None:
     tenant = api.store.access.create_tenant("team")
-    key, token = api.store.access.create_api_key(tenant.id, Role.DEVELOPER, "leaked")
+    key = api.store.access.create_api_key(tenant.id, Role.DEVELOPER, "leaked")[0]
     team = api.as_key(api.store.access.create_api_key(tenant.id, Role.ADMIN, "team admin")[1])
     patched = api.http.patch(f"/v1/tenants/{tenant.id}", headers=api.admin, json={"weight": 2})
     assert patched.status_code == 200
