@@ -20,6 +20,7 @@ import httpx
 from pydantic import BaseModel
 
 from herder.api.schemas import MAX_BATCH_RUNS, RunBatchResult
+from herder.client_admin import AdminCalls
 from herder.client_alerts import AlertCalls
 from herder.client_errors import ApiError, ServerUnreachable
 from herder.client_schedules import ScheduleCalls, drop_none
@@ -47,7 +48,7 @@ class Logs(BaseModel):
     complete: bool
 
 
-class HerderClient(ScheduleCalls, WorkflowCalls, AlertCalls):
+class HerderClient(ScheduleCalls, WorkflowCalls, AlertCalls, AdminCalls):
     def __init__(
         self,
         url: str,

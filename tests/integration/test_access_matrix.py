@@ -6,9 +6,11 @@ without anyone listing it.
    worker's secret: only its own secret acts as it.
 2. Every route refuses (403; 401 without a key, and on a worker route for the other kind of
    worker credential) every credential that may not use it, and
-   admits every credential that may. Roles nest (admin ⊃ developer ⊃ viewer): reading needs
-   a viewer, changing needs a developer; the system tenant's admins administer tenants, the
-   fleet and worker tokens; a tenant's own admins read their tenant and create its keys;
+   admits every credential that may. Roles nest (admin ⊃ developer ⊃ operator ⊃ viewer):
+   reading needs a viewer, starting and stopping runs an operator, changing definitions a
+   developer; the system tenant's admins administer tenants, the fleet and worker tokens,
+   and any tenant's keys and audit log; a tenant's own admins read their tenant, manage its
+   keys and read its audit log;
    the fleet's worker token only registers a worker, whose secret admits only that worker's
    calls (docs/tenants.md, docs/worker-protocol.md).
 
@@ -39,6 +41,7 @@ class Needs(Enum):
 
     NOTHING = "no credentials"
     VIEWER = "any API key"
+    OPERATOR = "an operator, developer or admin key"
     DEVELOPER = "a developer or admin key"
     TENANT_ADMIN = "an admin of that tenant, or a system admin"
     SYSTEM_ADMIN = "an admin of the system tenant"
@@ -46,9 +49,26 @@ class Needs(Enum):
     WORKER = "the registered worker's own secret"
 
 
+# What an operator may do beyond a viewer: start, stop, re-run and repair runs, backfill,
+# pause and resume schedules; never change a definition (docs/tenants.md).
+OPERATIONS = [
+    ("POST", "/v1/jobs/{job_id}/runs"),
+    ("POST", "/v1/runs/batch"),
+    ("POST", "/v1/runs/{run_id}/cancel"),
+    ("POST", "/v1/runs/{run_id}/rerun"),
+    ("POST", "/v1/workflows/{workflow_id}/runs"),
+    ("POST", "/v1/workflow-runs/{workflow_run_id}/cancel"),
+    ("POST", "/v1/workflow-runs/{workflow_run_id}/repair"),
+    ("POST", "/v1/schedules/{schedule_id}/backfills"),
+    ("POST", "/v1/backfills/{backfill_id}/cancel"),
+    ("POST", "/v1/schedules/{schedule_id}/pause"),
+    ("POST", "/v1/schedules/{schedule_id}/resume"),
+]
+
 # The exceptions to "GET needs a viewer, anything else a developer", from docs/tenants.md
 # and the worker protocol.
 EXCEPTIONS = {
+    **dict.fromkeys(OPERATIONS, Needs.OPERATOR),
     ("GET", "/healthz"): Needs.NOTHING,
     ("GET", "/readyz"): Needs.NOTHING,
     ("POST", "/v1/cron/preview"): Needs.VIEWER,  # computes, stores nothing
@@ -57,6 +77,11 @@ EXCEPTIONS = {
     ("PATCH", "/v1/tenants/{tenant_id}"): Needs.SYSTEM_ADMIN,
     ("GET", "/v1/tenants/{tenant_id}"): Needs.TENANT_ADMIN,
     ("POST", "/v1/tenants/{tenant_id}/keys"): Needs.TENANT_ADMIN,
+    ("GET", "/v1/keys"): Needs.TENANT_ADMIN,
+    ("POST", "/v1/keys"): Needs.TENANT_ADMIN,
+    ("GET", "/v1/keys/{key_id}"): Needs.TENANT_ADMIN,
+    ("POST", "/v1/keys/{key_id}/revoke"): Needs.TENANT_ADMIN,
+    ("GET", "/v1/audit"): Needs.TENANT_ADMIN,
     ("POST", "/v1/worker-tokens"): Needs.SYSTEM_ADMIN,
     ("GET", "/v1/workers"): Needs.SYSTEM_ADMIN,
     ("POST", "/v1/workers/{worker_id}/drain"): Needs.SYSTEM_ADMIN,
@@ -88,14 +113,16 @@ class Credential:
             return need is self.worker
         if self.role is None:
             return False
-        at_least = {Role.VIEWER: 0, Role.DEVELOPER: 1, Role.ADMIN: 2}[self.role]
+        at_least = {Role.VIEWER: 0, Role.OPERATOR: 1, Role.DEVELOPER: 2, Role.ADMIN: 3}[self.role]
         if need is Needs.VIEWER:
             return True
-        if need is Needs.DEVELOPER:
+        if need is Needs.OPERATOR:
             return at_least >= 1
+        if need is Needs.DEVELOPER:
+            return at_least >= 2
         if need is Needs.TENANT_ADMIN:  # of its own tenant, which the matrix asks about
-            return at_least == 2
-        return self.system and at_least == 2
+            return at_least == 3
+        return self.system and at_least == 3
 
 
 CREDENTIALS = [
@@ -123,6 +150,7 @@ class World:
     token, and a header set per credential."""
 
     ids: dict[str, str]
+    own_ids: dict[str, dict[str, str]] = field(default_factory=dict)  # by a caller's tenant
     headers: dict[str, dict[str, str]] = field(default_factory=dict)
     intruder: dict[str, str] = field(default_factory=dict)
     other_worker_token: dict[str, str] = field(default_factory=dict)
@@ -138,10 +166,12 @@ class World:
         return BODIES.get((method, path), {})
 
     def url(self, path: str, own_tenant: str | None = None) -> str:
+        """With ``own_tenant``: the tenant and the key of the caller's tenant (administration
+        asks whether a caller may manage its own); else the owner's objects."""
+        own = self.own_ids.get(own_tenant or "", {})
         for name in _path_parameters(path):
             assert name in self.ids, f"the matrix has no object for {{{name}}} in {path}"
-            value = own_tenant if name == "tenant_id" and own_tenant else self.ids[name]
-            path = path.replace(f"{{{name}}}", value)
+            path = path.replace(f"{{{name}}}", own.get(name, self.ids[name]))
         return path
 
 
@@ -219,8 +249,14 @@ def _build_world(api: Api) -> World:
             "backfill_id": backfill.json()["id"],
             "channel_id": channel.json()["id"],
             "rule_id": rule.json()["id"],
+            "key_id": access.create_api_key(owner.id, Role.DEVELOPER, "to revoke")[0].id,
         }
     )
+    system_key = access.create_api_key(api.tenant_id, Role.DEVELOPER, "to revoke")[0].id
+    world.own_ids = {
+        owner.id: {"tenant_id": owner.id, "key_id": world.ids["key_id"]},
+        api.tenant_id: {"tenant_id": api.tenant_id, "key_id": system_key},
+    }
     world.intruder = api.as_key(access.create_api_key(intruder.id, Role.ADMIN, "k")[1])
     world.other_worker_token = api.as_key(access.create_worker_token("other fleet"))
     world.other_worker_secret = as_worker(register_worker(api, "other worker"))
@@ -271,7 +307,7 @@ def test_another_tenants_objects_answer_404_and_nothing_of_them(api: Api, world:
         else:
             refusal = 404
             intruders = {"another tenant's admin": world.intruder}
-            if "tenant_id" not in _path_parameters(path):
+            if need is not Needs.TENANT_ADMIN:  # which the system admins administer too
                 intruders["a system admin"] = world.headers["system admin"]
         for who, headers in intruders.items():
             response = _call(api, world, method, path, world.url(path), headers)

@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from herder import __version__
+from herder.api.audit import AuditTrail
 from herder.api.dashboard import router as dashboard
 from herder.api.docs_ui import install_docs_ui
 from herder.api.errors import install_error_handlers
@@ -19,10 +20,12 @@ from herder.api.ratelimit import SubmitLimiter
 from herder.api.routers import (
     alerts,
     artifacts,
+    audit,
     backfills,
     fleet,
     health,
     jobs,
+    keys,
     metrics,
     queue,
     runs,
@@ -88,10 +91,13 @@ def create_app(store: Store, settings: Settings) -> FastAPI:
         workflows,
         stats,
         alerts,
+        keys,
+        audit,
     ):
         describe_problems(module.router)
         app.include_router(module.router)
     app.include_router(dashboard)
+    app.add_middleware(AuditTrail)  # innermost: it reads the route the call matched
     app.add_middleware(NulGuard)
     app.add_middleware(BodyLimit)  # added after NulGuard: so NulGuard reads a bounded body
     app.add_middleware(RequestLatency)  # outermost: times every answer, a 413 too

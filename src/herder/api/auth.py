@@ -2,6 +2,11 @@
 tokens (``wtk_….secret``, the fleet's) admit only worker registration; a registered worker's
 own secret (``wks_…``, given at registration) admits only calls for that worker.
 
+Roles are checked here and nowhere else: ``Caller`` (any key: viewers read), ``Operator``
+(runs: start, cancel, re-run, repair, backfill, pause and resume), ``Writer`` (definitions),
+``SystemAdmin``; a tenant's own admins are checked in ``services.access``. The caller is
+left on the request's state for the audit trail (``herder.api.audit``).
+
 The dependencies are ``async``: FastAPI runs a sync dependency in a worker thread, a hop
 that costs more than the check itself once the key is in the store's recent-keys cache.
 """
@@ -37,17 +42,31 @@ async def principal(request: Request, store: StoreDep) -> Principal:
     token = _bearer(request)
     if token.startswith(("wtk_", "wks_")):
         raise Forbidden("worker credentials admit only the worker protocol; use an API key")
-    recent = store.access.recent_principal(token)
-    if recent is not None:
-        return recent
-    return await run_in_threadpool(store.access.authenticate, token)
+    caller = store.access.recent_principal(token)
+    if caller is None:
+        caller = await run_in_threadpool(store.access.authenticate, token)
+    request.state.principal = caller
+    return caller
 
 
 Caller = Annotated[Principal, Depends(principal)]
 
 
+async def operator(caller: Caller) -> Principal:
+    if not caller.role.may_operate:
+        raise Forbidden(f"role {caller.role} may read but not start or stop anything")
+    return caller
+
+
+Operator = Annotated[Principal, Depends(operator)]
+
+
 async def writer(caller: Caller) -> Principal:
     if not caller.role.may_write:
+        if caller.role.may_operate:
+            raise Forbidden(
+                f"role {caller.role} may start and stop runs but not change definitions"
+            )
         raise Forbidden(f"role {caller.role} may read but not change anything")
     return caller
 

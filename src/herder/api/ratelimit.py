@@ -28,7 +28,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from starlette.concurrency import run_in_threadpool
 
-from herder.api.auth import Writer
+from herder.api.auth import Operator
 from herder.clock import Clock, SystemClock
 from herder.domain.errors import Invalid, RateLimited
 from herder.domain.models import Principal
@@ -161,8 +161,8 @@ def submit_limiter(request: Request) -> SubmitLimiter:
     return limiter
 
 
-async def submitter(caller: Writer, request: Request) -> Principal:
-    """A writer whose tenant is within its submission rate (else 429)."""
+async def submitter(caller: Operator, request: Request) -> Principal:
+    """An operator (or more) whose tenant is within its submission rate (else 429)."""
     await admit(caller, request, 1)
     return caller
 

@@ -17,7 +17,7 @@ from pydantic import (
 )
 
 from herder.domain.jobs import JobSpec, RunOverrides, RunRequest, check_job_name
-from herder.domain.models import LogChunk, Role
+from herder.domain.models import ApiKey, LogChunk, Role
 from herder.domain.tenants import TenantQuotas
 from herder.domain.workflows.spec import WorkflowSpec
 
@@ -113,11 +113,24 @@ class TenantCreate(_Body):
 class KeyCreate(_Body):
     role: Role = Role.DEVELOPER
     name: Annotated[str, Field(min_length=1, max_length=128)] = "api key"
+    expires_at: Annotated[
+        IsoTime | None, Field(description="when the key stops working (default: never)")
+    ] = None
 
 
 class CreatedSecret(BaseModel):
     id: str
     token: str  # shown once
+
+
+class CreatedKey(CreatedSecret):
+    name: str
+    role: Role
+    expires_at: datetime | None
+
+    @classmethod
+    def of(cls, key: ApiKey, token: str) -> CreatedKey:
+        return cls(id=key.id, token=token, name=key.name, role=key.role, expires_at=key.expires_at)
 
 
 class LogsResponse(BaseModel):

@@ -1,5 +1,6 @@
 """The ``herder`` command: run the system (up, server, scheduler, worker) and drive it
-(job, run, workflow, schedule, queue, top, tenant, workers; apply and export definitions files).
+(job, run, workflow, schedule, queue, top, tenant, key, audit, workers; apply and export
+definitions files).
 One module per group of commands; ``common`` holds the root app."""
 
 from __future__ import annotations
@@ -9,8 +10,10 @@ import sys
 from herder.cli import (
     alerts,
     apply,
+    audit,
     backfills,
     jobs,
+    keys,
     queue,
     runs,
     schedules,
@@ -24,8 +27,8 @@ from herder.cli.common import app, err
 from herder.client_errors import ClientError
 
 __all__ = [
-    "alerts", "apply", "backfills", "jobs", "main", "queue", "runs", "schedules", "system",
-    "tenants", "top", "workers", "workflows",
+    "alerts", "apply", "audit", "backfills", "jobs", "keys", "main", "queue", "runs",
+    "schedules", "system", "tenants", "top", "workers", "workflows",
 ]  # fmt: skip
 
 

@@ -22,13 +22,29 @@ GpuIndices = Annotated[list[int], BeforeValidator(lambda value: value or [])]  #
 
 
 class Role(StrEnum):
+    """Roles nest: an admin may do all a developer may, a developer all an operator may, an
+    operator all a viewer may (docs/tenants.md)."""
+
     ADMIN = "admin"
     DEVELOPER = "developer"
+    OPERATOR = "operator"
     VIEWER = "viewer"
+
+    def includes(self, other: Role) -> bool:
+        return _ROLE_RANK[self] >= _ROLE_RANK[other]
 
     @property
     def may_write(self) -> bool:
-        return self is not Role.VIEWER
+        """May change definitions: jobs, schedules, workflows, artifacts, alerts, secrets."""
+        return self.includes(Role.DEVELOPER)
+
+    @property
+    def may_operate(self) -> bool:
+        """May start, cancel, re-run and repair runs, backfill, pause and resume schedules."""
+        return self.includes(Role.OPERATOR)
+
+
+_ROLE_RANK = {Role.VIEWER: 0, Role.OPERATOR: 1, Role.DEVELOPER: 2, Role.ADMIN: 3}
 
 
 class Tenant(_Record):
@@ -47,14 +63,20 @@ class Principal(_Record):
     role: Role
     key_id: str
     is_system: bool
+    key_name: str = ""
 
 
 class ApiKey(_Record):
+    """A key as listed: never its secret nor the secret's hash."""
+
     id: str
     tenant_id: str
     name: str
     role: Role
     created_at: datetime
+    expires_at: datetime | None = None
+    last_used_at: datetime | None = None  # to about a minute (docs/tenants.md)
+    revoked_at: datetime | None = None
 
 
 class Artifact(_Record):

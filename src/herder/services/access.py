@@ -7,7 +7,10 @@ another tenant).
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from herder.domain.errors import Forbidden, NotFound
+from herder.domain.keys import check_expiry
 from herder.domain.models import ApiKey, Page, Principal, QueueEntry, Role, Tenant
 from herder.store.store import Store
 
@@ -17,16 +20,23 @@ def is_system_admin(caller: Principal) -> bool:
 
 
 def read_tenant(store: Store, caller: Principal, tenant_id: str) -> Tenant:
-    _check_tenant_admin(caller, tenant_id, "read it")
+    check_tenant_admin(caller, tenant_id, "read it")
     return store.access.get_tenant(tenant_id)
 
 
 def create_key(
-    store: Store, caller: Principal, tenant_id: str, role: Role, name: str
+    store: Store,
+    caller: Principal,
+    tenant_id: str,
+    role: Role,
+    name: str,
+    *,
+    expires_at: datetime | None = None,
 ) -> tuple[ApiKey, str]:
     """A new API key of ``tenant_id`` and its secret (the only copy)."""
-    _check_tenant_admin(caller, tenant_id, "create its keys")
-    return store.access.create_api_key(tenant_id, role, name)
+    check_tenant_admin(caller, tenant_id, "create its keys")
+    check_expiry(expires_at, store.clock.now())
+    return store.access.create_api_key(tenant_id, role, name, expires_at=expires_at)
 
 
 def create_worker_token(store: Store, name: str) -> tuple[str, str]:
@@ -43,7 +53,7 @@ def list_queue(
     return store.queue.list(tenant_id, job_id=job_id, limit=limit, cursor=cursor)
 
 
-def _check_tenant_admin(caller: Principal, tenant_id: str, what: str) -> None:
+def check_tenant_admin(caller: Principal, tenant_id: str, what: str) -> None:
     if is_system_admin(caller):
         return
     if caller.tenant_id != tenant_id:

@@ -1,5 +1,6 @@
 """Tenants (with their weights and quotas), API keys, worker tokens and the secrets of
-registered workers. Secrets are shown once and stored only as hashes."""
+registered workers. Secrets are shown once and stored only as hashes. Listing and revoking
+keys is in ``herder.store.keys``."""
 
 from __future__ import annotations
 
@@ -7,14 +8,16 @@ import hashlib
 import hmac
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
-from sqlalchemy import exc, func, insert, select, update
+from sqlalchemy import exc, func, insert, or_, select, update
 
 from herder.clock import Clock, epoch_ms
 from herder.domain.errors import Conflict, NotFound, Unauthorized
 from herder.domain.ids import new_id
+from herder.domain.keys import refusal
 from herder.domain.models import ApiKey, Page, Principal, Role, Tenant
 from herder.domain.tenants import TenantQuotas
 from herder.store.database import Database
@@ -31,6 +34,10 @@ def _split_token(token: str) -> tuple[str, str]:
     if not identifier or not secret:
         raise Unauthorized("malformed key: expected '<id>.<secret>' as given when it was created")
     return identifier, secret
+
+
+LAST_USE_GRANULARITY = timedelta(minutes=1)  # a key's last use is written at most this often
+UNKNOWN_KEY = "unknown or revoked API key"
 
 
 @dataclass(frozen=True)
@@ -62,6 +69,19 @@ class _RecentlyChecked:
         if len(self._entries) >= self.MAX_ENTRIES:
             self._entries.clear()
         self._entries[token] = (time.monotonic() + self.TTL_SECONDS, value)
+
+    def forget(self, matches: Callable[[object], bool]) -> None:
+        for token in [token for token, (_, value) in self._entries.items() if matches(value)]:
+            self._entries.pop(token, None)
+
+
+@dataclass(frozen=True)
+class _AdmittedKey:
+    """A verified key in the recent-keys cache: it stops admitting at its expiry, not at the
+    end of the cache's time to live."""
+
+    principal: Principal
+    expires_at: datetime | None
 
 
 class AccessRepository:
@@ -163,7 +183,9 @@ class AccessRepository:
             )
         return changed
 
-    def create_api_key(self, tenant_id: str, role: Role, name: str) -> tuple[ApiKey, str]:
+    def create_api_key(
+        self, tenant_id: str, role: Role, name: str, *, expires_at: datetime | None = None
+    ) -> tuple[ApiKey, str]:
         """A new key for ``tenant_id``; the returned token is the only copy of its secret."""
         self.get_tenant(tenant_id)
         now = self._clock.now()
@@ -173,6 +195,7 @@ class AccessRepository:
             name=name,
             role=role,
             created_at=now,
+            expires_at=expires_at,
         )
         secret = secrets.token_urlsafe(32)
         with self._db.write() as connection:
@@ -182,9 +205,20 @@ class AccessRepository:
         return key, f"{key.id}.{secret}"
 
     def recent_principal(self, token: str) -> Principal | None:
-        """The caller, if this key was verified in the last few seconds (no store access)."""
+        """The caller, if this key was verified in the last few seconds and has not expired
+        since (no store access)."""
         cached = self._recent.get(token)
-        return cached if isinstance(cached, Principal) else None
+        if not isinstance(cached, _AdmittedKey):
+            return None
+        if cached.expires_at is not None and cached.expires_at <= self._clock.now():
+            return None  # the store says why
+        return cached.principal
+
+    def forget_key(self, key_id: str) -> None:
+        """Stop admitting ``key_id`` from this process's cache (it was just revoked)."""
+        self._recent.forget(
+            lambda value: isinstance(value, _AdmittedKey) and value.principal.key_id == key_id
+        )
 
     def recent_worker_token(self, token: str) -> str | None:
         cached = self._recent.get(token)
@@ -196,22 +230,40 @@ class AccessRepository:
         key_id, secret = _split_token(token)
         with self._db.read() as connection:
             row = connection.execute(
-                select(
-                    api_keys.c.tenant_id,
-                    api_keys.c.role,
-                    api_keys.c.secret_hash,
-                    tenants.c.is_system,
-                )
+                select(api_keys, tenants.c.is_system)
                 .join(tenants, tenants.c.id == api_keys.c.tenant_id)
-                .where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None))
+                .where(api_keys.c.id == key_id)
             ).first()
         if row is None or not hmac.compare_digest(row.secret_hash, hash_secret(secret)):
-            raise Unauthorized("unknown or revoked API key")
+            raise Unauthorized(UNKNOWN_KEY)
+        key = ApiKey.model_validate(row._mapping)
+        now = self._clock.now()
+        if why := refusal(key, now):  # said only to whoever holds the secret
+            raise Unauthorized(why)
+        if key.last_used_at is None or key.last_used_at <= now - LAST_USE_GRANULARITY:
+            self._note_use(key_id, now)
         principal = Principal(
-            tenant_id=row.tenant_id, role=Role(row.role), key_id=key_id, is_system=row.is_system
+            tenant_id=key.tenant_id,
+            role=key.role,
+            key_id=key_id,
+            is_system=row.is_system,
+            key_name=key.name,
         )
-        self._recent.put(token, principal)
+        self._recent.put(token, _AdmittedKey(principal, key.expires_at))
         return principal
+
+    def _note_use(self, key_id: str, now: datetime) -> None:
+        """One write a minute per key at most, whichever process gets there first."""
+        stale = now - LAST_USE_GRANULARITY
+        with self._db.write() as connection:
+            connection.execute(
+                update(api_keys)
+                .where(
+                    api_keys.c.id == key_id,
+                    or_(api_keys.c.last_used_at.is_(None), api_keys.c.last_used_at <= stale),
+                )
+                .values(last_used_at=now)
+            )
 
     def create_worker_token(self, name: str) -> str:
         now = self._clock.now()

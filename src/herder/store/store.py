@@ -12,10 +12,12 @@ from herder.store.alerts.deliveries import DeliveryRepository
 from herder.store.alerts.history import AlertHistoryRepository
 from herder.store.alerts.rules import RuleRepository
 from herder.store.artifacts import ArtifactRepository
+from herder.store.audit import AuditRepository
 from herder.store.backfills import BackfillRepository
 from herder.store.database import Database
 from herder.store.fleet import FleetRepository
 from herder.store.jobs import JobRepository
+from herder.store.keys import KeyRepository
 from herder.store.leases import LeaseRepository
 from herder.store.logs import LogRepository
 from herder.store.runs.attempts import AttemptRepository
@@ -43,6 +45,8 @@ class Store:
         self.rng = rng or random.Random()
         self.database = Database(url, pool_size=pool_size)
         self.access = AccessRepository(self.database, self.clock)
+        self.keys = KeyRepository(self.database, self.clock, self.access.forget_key)
+        self.audit = AuditRepository(self.database, self.clock)
         self.artifacts = ArtifactRepository(self.database, self.clock)
         self.jobs = JobRepository(self.database, self.clock)
         self.runs = RunRepository(self.database, self.clock, self.rng, self.jobs)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 
-from herder.api.auth import Caller, StoreDep, Writer
+from herder.api.auth import Caller, Operator, StoreDep
 from herder.api.openapi import problems
 from herder.domain.backfills import Backfill, BackfillRequest
 from herder.domain.models import Page
@@ -21,7 +21,7 @@ router = APIRouter(tags=["schedules"])
     responses=problems(404),
 )
 def create_backfill(
-    schedule_id: str, body: BackfillRequest, caller: Writer, store: StoreDep
+    schedule_id: str, body: BackfillRequest, caller: Operator, store: StoreDep
 ) -> Backfill:
     """Run the schedule's nominal times in ``(start, end]`` as if each had fired: at most
     ``max_active`` at once, each once (a time that already has a run is counted, not run
@@ -46,6 +46,6 @@ def get_backfill(backfill_id: str, caller: Caller, store: StoreDep) -> Backfill:
 
 
 @router.post("/v1/backfills/{backfill_id}/cancel", responses=problems(409))
-def cancel_backfill(backfill_id: str, caller: Writer, store: StoreDep) -> Backfill:
+def cancel_backfill(backfill_id: str, caller: Operator, store: StoreDep) -> Backfill:
     """No more starts; runs already started go on."""
     return store.backfills.cancel(caller.tenant_id, backfill_id)

@@ -9,7 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
-from herder.api.auth import Caller, StoreDep, Writer
+from herder.api.auth import Caller, Operator, StoreDep
 from herder.api.errors import status_and_title
 from herder.api.openapi import problems
 from herder.api.ratelimit import admit
@@ -57,7 +57,7 @@ def list_runs(
 
 @router.post("/batch", responses=problems(429))
 async def submit_batch(
-    body: RunBatch, caller: Writer, store: StoreDep, request: Request
+    body: RunBatch, caller: Operator, store: StoreDep, request: Request
 ) -> RunBatchResult:
     """Queue up to 1,000 one-off runs in one transaction — the fast way to submit many.
     The batch takes as many submissions from the tenant's rate quota as it holds runs, all
@@ -90,7 +90,7 @@ def run_events(run_id: str, caller: Caller, store: StoreDep) -> list[RunEvent]:
 
 
 @router.post("/{run_id}/cancel", responses=problems(409))
-def cancel_run(run_id: str, caller: Writer, store: StoreDep, response: Response) -> Run:
+def cancel_run(run_id: str, caller: Operator, store: StoreDep, response: Response) -> Run:
     """Ends a queued run at once (200); a running one is stopped by its worker (202)."""
     run = runs.cancel(store, caller, run_id)
     if run.state is RunState.RUNNING:
@@ -99,7 +99,7 @@ def cancel_run(run_id: str, caller: Writer, store: StoreDep, response: Response)
 
 
 @router.post("/{run_id}/rerun", status_code=status.HTTP_201_CREATED, responses=problems(409))
-def rerun(run_id: str, caller: Writer, store: StoreDep, response: Response) -> Run:
+def rerun(run_id: str, caller: Operator, store: StoreDep, response: Response) -> Run:
     """A new run of an ended run's spec, linked to it (``rerun_of``): how a dead run is
     retried by hand."""
     run = runs.rerun(store, caller, run_id)

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Self
 from fastapi import APIRouter, Body, Query, Request, Response, status
 from pydantic import AfterValidator, BaseModel, Field, model_validator
 
-from herder.api.auth import Caller, StoreDep, Writer
+from herder.api.auth import Caller, Operator, StoreDep, Writer
 from herder.api.openapi import patch_body, problems
 from herder.api.schemas import IsoTime
 from herder.domain.models import Page, Schedule, ScheduleEvent
@@ -138,13 +138,13 @@ def delete_schedule(schedule_id: str, caller: Writer, store: StoreDep) -> Respon
 
 
 @router.post("/v1/schedules/{schedule_id}/pause")
-def pause_schedule(schedule_id: str, caller: Writer, store: StoreDep) -> Schedule:
+def pause_schedule(schedule_id: str, caller: Operator, store: StoreDep) -> Schedule:
     return store.schedules.pause(caller.tenant_id, schedule_id)
 
 
 @router.post("/v1/schedules/{schedule_id}/resume")
 def resume_schedule(
-    schedule_id: str, caller: Writer, store: StoreDep, request: Request
+    schedule_id: str, caller: Operator, store: StoreDep, request: Request
 ) -> Schedule:
     """Fires resume from now; what would have fired while paused is not caught up."""
     return schedules.resume(

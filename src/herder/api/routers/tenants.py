@@ -1,7 +1,8 @@
 """/v1/tenants and /v1/worker-tokens: administration by the system tenant's admins.
 
-A tenant's own admins may read their tenant (its weight and quotas) and create its keys;
-another tenant answers 404 to them, as every object of another tenant does.
+A tenant's own admins may read their tenant (its weight and quotas) and create its keys
+(listed and revoked under ``/v1/keys``); another tenant answers 404 to them, as every
+object of another tenant does.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from fastapi import APIRouter, Query, Request, status
 from herder.api.auth import Caller, StoreDep, SystemAdmin
 from herder.api.openapi import problems
 from herder.api.ratelimit import submit_limiter
-from herder.api.schemas import CreatedSecret, KeyCreate, TenantCreate, TenantUpdate
+from herder.api.schemas import CreatedKey, CreatedSecret, KeyCreate, TenantCreate, TenantUpdate
 from herder.domain.models import Page, Tenant
 from herder.services import access
 
@@ -55,10 +56,12 @@ def update_tenant(
 
 
 @router.post("/v1/tenants/{tenant_id}/keys", status_code=status.HTTP_201_CREATED)
-def create_key(tenant_id: str, body: KeyCreate, caller: Caller, store: StoreDep) -> CreatedSecret:
+def create_key(tenant_id: str, body: KeyCreate, caller: Caller, store: StoreDep) -> CreatedKey:
     """An API key for a tenant: by the system admins, or by the tenant's own admins."""
-    key, token = access.create_key(store, caller, tenant_id, body.role, body.name)
-    return CreatedSecret(id=key.id, token=token)
+    key, token = access.create_key(
+        store, caller, tenant_id, body.role, body.name, expires_at=body.expires_at
+    )
+    return CreatedKey.of(key, token)
 
 
 @router.post("/v1/worker-tokens", status_code=status.HTTP_201_CREATED)

@@ -10,7 +10,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Response, status
 
-from herder.api.auth import Caller, StoreDep, Writer
+from herder.api.auth import Caller, Operator, StoreDep, Writer
 from herder.api.etags import tagged, versions
 from herder.api.openapi import ETAG_HEADER, problems
 from herder.api.ratelimit import Submitter
@@ -130,7 +130,7 @@ def get_workflow_run(workflow_run_id: str, caller: Caller, store: StoreDep) -> W
 
 
 @router.post("/v1/workflow-runs/{workflow_run_id}/cancel", responses=problems(409))
-def cancel_workflow_run(workflow_run_id: str, caller: Writer, store: StoreDep) -> WorkflowRun:
+def cancel_workflow_run(workflow_run_id: str, caller: Operator, store: StoreDep) -> WorkflowRun:
     """Pending and queued tasks are cancelled at once; running ones are stopped by their
     workers, and the run ends ``cancelled`` when the last has ended."""
     return store.workflow_runs.cancel(caller.tenant_id, workflow_run_id, actor=actor(caller))
@@ -138,7 +138,7 @@ def cancel_workflow_run(workflow_run_id: str, caller: Writer, store: StoreDep) -
 
 @router.post("/v1/workflow-runs/{workflow_run_id}/repair", responses=problems(409))
 def repair_workflow_run(
-    workflow_run_id: str, body: RepairRequest, caller: Writer, store: StoreDep
+    workflow_run_id: str, body: RepairRequest, caller: Operator, store: StoreDep
 ) -> WorkflowRun:
     """Run tasks of an ended run again, in place (history kept). ``repair`` is the run's
     latest-repair token as last read: a second repair from the same reading is a 409."""

@@ -22,6 +22,7 @@ from herder.store.schema.alerts import alert_channels as alert_channels
 from herder.store.schema.alerts import alert_deliveries as alert_deliveries
 from herder.store.schema.alerts import alert_incidents as alert_incidents
 from herder.store.schema.alerts import alert_rules as alert_rules
+from herder.store.schema.audit import audit_log as audit_log
 from herder.store.schema.base import ID as ID
 from herder.store.schema.base import ended_index
 from herder.store.schema.base import metadata as metadata
@@ -49,6 +50,8 @@ api_keys = Table(
     Column("secret_hash", String(64), nullable=False),
     Column("created_at", UtcDateTime, nullable=False),
     Column("revoked_at", UtcDateTime),
+    Column("expires_at", UtcDateTime),
+    Column("last_used_at", UtcDateTime),  # written at most once a minute per key
 )
 
 worker_tokens = Table(

@@ -1,0 +1,44 @@
+"""/v1/audit: the tenant's audit log (``herder.domain.audit``), for its admins; the system
+admins may read any tenant's."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from herder.api.auth import Caller, StoreDep
+from herder.api.openapi import problems
+from herder.api.schemas import IsoTime
+from herder.domain.audit import AuditEntry
+from herder.domain.models import Page
+from herder.services.access import check_tenant_admin
+from herder.store.audit import AuditFilter
+
+router = APIRouter(prefix="/v1/audit", tags=["administration"])
+Text = Annotated[str | None, Query(max_length=255)]
+
+
+@router.get("", responses=problems(404))
+def list_audit(
+    caller: Caller,
+    store: StoreDep,
+    tenant_id: Annotated[
+        str | None, Query(max_length=40, description="another tenant's (system admins)")
+    ] = None,
+    since: Annotated[IsoTime | None, Query(description="entries at or after")] = None,
+    until: Annotated[IsoTime | None, Query(description="entries before")] = None,
+    object_type: Annotated[str | None, Query(max_length=64, description="e.g. jobs")] = None,
+    object_id: Text = None,
+    key_id: Annotated[str | None, Query(max_length=40)] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    cursor: str | None = None,
+) -> Page[AuditEntry]:
+    """Who changed what and when, newest first: the action, the object, the names of the
+    fields sent (never their values) and the status the call was answered with."""
+    tenant_id = tenant_id or caller.tenant_id
+    check_tenant_admin(caller, tenant_id, "read its audit log")
+    where = AuditFilter(
+        since=since, until=until, object_type=object_type, object_id=object_id, key_id=key_id
+    )
+    return store.audit.list(tenant_id, where, limit=limit, cursor=cursor)

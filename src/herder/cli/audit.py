@@ -1,0 +1,52 @@
+"""``herder audit``: who changed what and when in the tenant, newest first."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from herder.cli.common import JsonFlag, app, client, out, print_json, when
+from herder.cli.keys import TenantOption, moment
+from herder.domain.audit import AuditEntry
+
+Since = Annotated[str | None, typer.Option(help="1h, 7d, … ago, or an ISO 8601 time")]
+
+
+def _audit_table(entries: list[AuditEntry]) -> Table:
+    table = Table("WHEN", "KEY", "ROLE", "ACTION", "OBJECT", "FIELDS", "OUTCOME")  # ids: --json
+    for entry in entries:
+        table.add_row(
+            when(entry.created_at), entry.key_name, entry.role,
+            entry.action, entry.object_id or entry.object_type, ", ".join(entry.fields),
+            f"{entry.outcome} ({entry.status})",
+        )  # fmt: skip
+    return table
+
+
+@app.command("audit")
+def audit(
+    since: Since = None,
+    until: Since = None,
+    object_type: Annotated[str | None, typer.Option("--type", help="e.g. jobs, keys")] = None,
+    object_id: Annotated[str | None, typer.Option("--object", help="an object's id")] = None,
+    key_id: Annotated[str | None, typer.Option("--key", help="calls made with this key")] = None,
+    tenant: TenantOption = None,
+    limit: int = 100,
+    as_json: JsonFlag = False,
+) -> None:
+    """The audit log: every change made through the API, newest first (tenant admins)."""
+    now = datetime.now(UTC)
+    with client() as herder:
+        page = herder.audit(
+            tenant_id=herder.find_tenant(tenant).id if tenant else None,
+            since=moment(since, "--since", now=now, ahead=False) if since else None,
+            until=moment(until, "--until", now=now, ahead=False) if until else None,
+            object_type=object_type, object_id=object_id, key_id=key_id, limit=limit,
+        )  # fmt: skip
+    if as_json:
+        print_json(page)
+    else:
+        out.print(_audit_table(page.items))

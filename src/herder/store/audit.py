@@ -1,0 +1,98 @@
+"""The audit log (``herder.domain.audit``): written once per change, read newest first.
+
+It grows with a tenant's changes, not its runs (run submissions are not in it); its rows carry
+``created_at`` so that retention can drop the old ones with the rest of the history.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import insert, select
+
+from herder.clock import Clock, epoch_ms
+from herder.domain.audit import AuditEntry
+from herder.domain.ids import new_id
+from herder.domain.models import Page, Principal
+from herder.store.database import Database
+from herder.store.pagination import next_cursor, page_query, page_records
+from herder.store.schema import audit_log
+
+
+@dataclass(frozen=True)
+class AuditCall:
+    """One answered call, as the API saw it, for ``tenant_id``'s log."""
+
+    tenant_id: str
+    caller: Principal
+    action: str
+    method: str
+    route: str
+    object_type: str
+    object_id: str | None
+    fields: list[str]
+    status: int
+
+
+@dataclass(frozen=True)
+class AuditFilter:
+    since: datetime | None = None
+    until: datetime | None = None
+    object_type: str | None = None
+    object_id: str | None = None
+    key_id: str | None = None
+
+
+class AuditRepository:
+    def __init__(self, database: Database, clock: Clock) -> None:
+        self._db = database
+        self._clock = clock
+
+    def record(self, call: AuditCall) -> AuditEntry:
+        now = self._clock.now()
+        entry = AuditEntry(
+            id=new_id("aud", epoch_ms(now)),
+            tenant_id=call.tenant_id,
+            key_id=call.caller.key_id,
+            key_name=call.caller.key_name,
+            role=call.caller.role,
+            action=call.action,
+            method=call.method,
+            route=call.route,
+            object_type=call.object_type,
+            object_id=call.object_id,
+            fields=call.fields,
+            status=call.status,
+            created_at=now,
+        )
+        with self._db.write() as connection:
+            connection.execute(insert(audit_log).values(**entry.model_dump(exclude={"outcome"})))
+        return entry
+
+    def list(
+        self,
+        tenant_id: str,
+        where: AuditFilter = AuditFilter(),
+        *,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> Page[AuditEntry]:
+        """The tenant's entries, newest first."""
+        query = select(audit_log).where(audit_log.c.tenant_id == tenant_id)
+        if where.since is not None:
+            query = query.where(audit_log.c.created_at >= where.since)
+        if where.until is not None:
+            query = query.where(audit_log.c.created_at < where.until)
+        if where.object_type is not None:
+            query = query.where(audit_log.c.object_type == where.object_type)
+        if where.object_id is not None:
+            query = query.where(audit_log.c.object_id == where.object_id)
+        if where.key_id is not None:
+            query = query.where(audit_log.c.key_id == where.key_id)
+        with self._db.read() as connection:
+            rows = connection.execute(page_query(query, audit_log.c.id, limit, cursor)).all()
+        return Page(
+            items=page_records(rows[:limit], lambda row: AuditEntry.model_validate(row._mapping)),
+            next_cursor=next_cursor([row.id for row in rows], limit),
+        )
