@@ -27,6 +27,7 @@ from herder.api.routers import (
     queue,
     runs,
     schedules,
+    secrets,
     stats,
     tenants,
     workers,
@@ -86,6 +87,7 @@ def create_app(store: Store, settings: Settings) -> FastAPI:
         workflows,
         stats,
         alerts,
+        secrets,
     ):
         describe_problems(module.router)
         app.include_router(module.router)
