@@ -23,6 +23,7 @@ from herder.api.schemas import MAX_BATCH_RUNS, RunBatchResult
 from herder.client_alerts import AlertCalls
 from herder.client_errors import ApiError, ServerUnreachable
 from herder.client_schedules import ScheduleCalls, drop_none
+from herder.client_secrets import SecretCalls
 from herder.client_uploads import MultipartUpload, UploadProgress
 from herder.client_workflows import WorkflowCalls
 from herder.domain.models import (
@@ -47,7 +48,7 @@ class Logs(BaseModel):
     complete: bool
 
 
-class HerderClient(ScheduleCalls, WorkflowCalls, AlertCalls):
+class HerderClient(ScheduleCalls, WorkflowCalls, AlertCalls, SecretCalls):
     def __init__(
         self,
         url: str,

@@ -14,6 +14,7 @@ from herder.cli import (
     queue,
     runs,
     schedules,
+    secrets,
     system,
     tenants,
     top,
@@ -24,8 +25,8 @@ from herder.cli.common import app, err
 from herder.client_errors import ClientError
 
 __all__ = [
-    "alerts", "apply", "backfills", "jobs", "main", "queue", "runs", "schedules", "system",
-    "tenants", "top", "workers", "workflows",
+    "alerts", "apply", "backfills", "jobs", "main", "queue", "runs", "schedules", "secrets",
+    "system", "tenants", "top", "workers", "workflows",
 ]  # fmt: skip
 
 
