@@ -4,7 +4,7 @@ argument; nothing printed ever holds it."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,18 +13,9 @@ from typer.testing import CliRunner, Result
 from herder.cli import common
 from herder.cli.common import app
 from herder.client import HerderClient
-from herder.keyring import Keyring
-from herder.store.store import Store
 from tests.integration.conftest import Api
 
 VALUE = "cli-v4lue-" + os.urandom(6).hex()
-
-
-@pytest.fixture
-def store(database_url: str) -> Iterator[Store]:
-    store = Store(database_url, keyring=Keyring.of([os.urandom(32)]))
-    yield store
-    store.close()
 
 
 Secret = Callable[..., Result]

@@ -5,30 +5,19 @@ from __future__ import annotations
 
 import base64
 import os
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from sqlalchemy import inspect, text
 
 from herder.domain.models import Role
-from herder.keyring import Keyring
 from herder.store.store import Store
 from tests.integration.conftest import Api
 from tests.integration.dispatching import dispatch
 from tests.integration.registered import as_worker, register_worker
 
-KEYRING = Keyring.of([os.urandom(32)])
 VALUE = "s3cr3t-Vv9-" + base64.b32encode(os.urandom(10)).decode()
 ROTATED = "r0tat3d-" + base64.b32encode(os.urandom(10)).decode()
-
-
-@pytest.fixture
-def store(database_url: str) -> Iterator[Store]:
-    """The store with a server key, as ``herder server`` opens it."""
-    store = Store(database_url, keyring=KEYRING)
-    yield store
-    store.close()
 
 
 def put(api: Api, name: str, value: str, headers: dict[str, str] | None = None) -> Any:

@@ -8,7 +8,6 @@ import base64
 import hashlib
 import json
 import os
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -19,27 +18,11 @@ from tests.system.conftest import Cluster
 
 pytestmark = pytest.mark.system
 
-ISOLATIONS = [
-    pytest.param(
-        "sandbox",
-        marks=pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox needs a root worker"),
-    ),
-    "none",
-]
 # The job proves it saw the value without showing it: its output is the value's sha256.
 HASH_OF_TOKEN = (
     """printf '"%s"' "$(printf %s "$TOKEN" | sha256sum | cut -d' ' -f1)" > "$HERDER_OUTPUT";"""
     """ echo "TOKEN is ${#TOKEN} characters" """
 )
-
-
-@pytest.fixture(params=ISOLATIONS)
-def cluster(request: pytest.FixtureRequest, start_cluster: Callable[..., Cluster]) -> Cluster:
-    if request.param == "sandbox":
-        return start_cluster(embedded=True)
-    started = start_cluster()
-    started.start_worker("trusted", "--isolation", "none")
-    return started
 
 
 def sha256(value: str) -> str:
@@ -61,9 +44,10 @@ def files_holding(root: Path, needles: list[bytes]) -> list[str]:
 
 
 def test_a_job_sees_its_secret_a_new_value_reaches_the_next_attempt_and_nothing_leaks(
-    capfd: pytest.CaptureFixture[str], cluster: Cluster
+    capfd: pytest.CaptureFixture[str], isolated_cluster: Cluster
 ) -> None:
     """``capfd`` first: it hears the server and the worker from their start."""
+    cluster = isolated_cluster
     first, second = f"v1-{os.urandom(8).hex()}", f"v2-{os.urandom(8).hex()}"
     with cluster.client() as herder:
         herder.set_secret("API_TOKEN", first)
