@@ -135,6 +135,16 @@ def test_bad_names_and_values_are_refused_naming_the_field(
     assert api.http.get("/v1/secrets", headers=api.admin).json()["items"] == []
 
 
+def test_a_value_that_is_not_unicode_text_is_refused(api: Api) -> None:
+    """JSON may spell a lone surrogate ("\\ud800"); no environment can hold it."""
+    response = api.http.put(
+        "/v1/secrets/OK",
+        headers={**api.admin, "content-type": "application/json"},
+        content=b'{"value": "lone \\ud800"}',
+    )
+    assert (response.status_code, response.json()["field"]) == (422, "value")
+
+
 def test_a_value_of_exactly_64_kib_is_kept(api: Api) -> None:
     assert put(api, "BIG", "é" * (32 * 1024)).status_code == 201
 

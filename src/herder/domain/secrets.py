@@ -37,7 +37,10 @@ def check_secret_name(name: str, *, field: str = "name") -> str:
 def secret_bytes(value: str) -> bytes:
     """The value as stored (UTF-8), refused when it is too large or holds a NUL (an
     environment variable cannot)."""
-    encoded = value.encode()
+    try:
+        encoded = value.encode()
+    except UnicodeEncodeError as error:  # a lone surrogate: JSON allows "\ud800", UTF-8 not
+        raise Invalid("the value is not valid Unicode text", field="value") from error
     if len(encoded) > MAX_SECRET_BYTES:
         raise TooLarge(
             f"the value is {len(encoded)} bytes; a secret holds at most {MAX_SECRET_BYTES}",
