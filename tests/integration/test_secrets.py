@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from sqlalchemy import inspect, text
 
+from herder.domain import secrets as domain_secrets
 from herder.domain.models import Role
 from herder.store.store import Store
 from tests.integration.conftest import Api
@@ -147,6 +148,18 @@ def test_a_value_that_is_not_unicode_text_is_refused(api: Api) -> None:
 
 def test_a_value_of_exactly_64_kib_is_kept(api: Api) -> None:
     assert put(api, "BIG", "é" * (32 * 1024)).status_code == 201
+
+
+def test_a_tenant_holds_a_bounded_number_of_secrets(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(domain_secrets, "MAX_SECRETS_PER_TENANT", 2)
+    assert put(api, "A", "1").status_code == 201
+    assert put(api, "B", "2").status_code == 201
+    refused = put(api, "C", "3")
+    assert refused.status_code == 409
+    assert "the most it may" in refused.json()["detail"]
+    assert put(api, "A", "new").status_code == 200  # a new value needs no room
 
 
 def test_bad_listing_cursors_are_422(api: Api) -> None:

@@ -15,6 +15,7 @@ from herder.domain.errors import Invalid, TooLarge
 
 MAX_SECRET_BYTES = 64 * 1024  # a value, UTF-8 encoded
 MAX_NAME_CHARS = 128
+MAX_SECRETS_PER_TENANT = 1000
 _SECRET_NAME = re.compile(rf"^[A-Za-z_][A-Za-z0-9_]{{0,{MAX_NAME_CHARS - 1}}}$")
 NAME_RULE = (
     f"a secret's name is 1-{MAX_NAME_CHARS} letters, digits and '_', not starting with a digit "

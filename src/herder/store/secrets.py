@@ -12,9 +12,10 @@ import binascii
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Connection, delete, exc, insert, select, update
+from sqlalchemy import Connection, delete, exc, func, insert, select, update
 
 from herder.clock import Clock
+from herder.domain import secrets as domain_secrets
 from herder.domain.errors import Conflict, HerderError, Invalid, NotFound, Unavailable
 from herder.domain.models import Page
 from herder.domain.secrets import Secret, check_secret_name, secret_bytes, secret_name_problem
@@ -59,6 +60,7 @@ class SecretRepository:
                 "ciphertext": sealed.ciphertext, "updated_at": now,
             }  # fmt: skip
             if row is None:
+                _check_room(connection, tenant_id)
                 try:
                     connection.execute(
                         insert(secrets).values(
@@ -219,6 +221,16 @@ def _existing(connection: Connection, tenant_id: str, names: set[str]) -> set[st
             )
         ).scalars()
     )
+
+
+def _check_room(connection: Connection, tenant_id: str) -> None:
+    held = connection.execute(
+        select(func.count()).select_from(secrets).where(secrets.c.tenant_id == tenant_id)
+    ).scalar_one()
+    if held >= domain_secrets.MAX_SECRETS_PER_TENANT:
+        raise Conflict(
+            f"the tenant holds {held} secrets, the most it may; delete one to add another"
+        )
 
 
 def _after_name(cursor: str) -> str:

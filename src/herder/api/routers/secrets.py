@@ -9,6 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response, status
 
 from herder.api.auth import Caller, StoreDep, Writer
+from herder.api.openapi import problems
 from herder.domain.models import Page
 from herder.domain.secrets import Secret, SecretValue
 
@@ -16,12 +17,15 @@ router = APIRouter(prefix="/v1/secrets", tags=["secrets"])
 Limit = Annotated[int, Query(ge=1, le=1000)]
 
 
-@router.put("/{name}", responses={201: {"description": "created", "model": Secret}})
+@router.put(
+    "/{name}", responses={201: {"description": "created", "model": Secret}, **problems(409)}
+)
 def put_secret(
     name: str, body: SecretValue, caller: Writer, store: StoreDep, response: Response
 ) -> Secret:
     """Create the secret (201) or give it a new value (200, its version one more). Attempts
-    that start afterwards get the new value; running ones keep theirs."""
+    that start afterwards get the new value; running ones keep theirs. A tenant holds at
+    most 1000 secrets (409)."""
     secret, created = store.secrets.put(caller.tenant_id, name, body.value)
     if created:
         response.status_code = status.HTTP_201_CREATED
