@@ -4,6 +4,7 @@ the value reaches only the claim of an attempt whose job names it, as it is when
 from __future__ import annotations
 
 import base64
+import logging
 import os
 from typing import Any
 
@@ -206,7 +207,10 @@ def test_a_run_cannot_add_a_secret_its_job_does_not_name(api: Api) -> None:
     assert assignment["secret_env"] == {}
 
 
-def test_the_claim_carries_the_value_as_set_when_the_attempt_starts(api: Api) -> None:
+def test_the_claim_carries_the_value_as_set_when_the_attempt_starts(
+    api: Api, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
     put(api, "API_TOKEN", VALUE)
     job = api.create_job("uses", secrets={"TOKEN": "API_TOKEN"}, env={"PLAIN": "1"})
     worker_id = register_worker(api)
@@ -231,6 +235,7 @@ def test_the_claim_carries_the_value_as_set_when_the_attempt_starts(api: Api) ->
     needles = in_plain_sight(VALUE) + in_plain_sight(ROTATED)
     assert not [answer for answer in answers if any(needle in answer for needle in needles)]
     assert cells_holding(api.store, needles) == []
+    assert not [needle for needle in needles if needle in caplog.text]
 
 
 def test_an_attempt_whose_secret_is_gone_fails_saying_which(api: Api) -> None:

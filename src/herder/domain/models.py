@@ -176,6 +176,8 @@ class AssignedTask(_Record):
 class Assignment(_Record):
     """One attempt handed to a worker: everything it needs to run it."""
 
+    model_config = ConfigDict(frozen=True, hide_input_in_errors=True)  # secret_env, below
+
     attempt_id: str
     attempt: int  # the fencing token every later report must carry
     run_id: str
