@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import logging
 import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -82,6 +83,17 @@ def test_a_secret_is_set_listed_replaced_and_deleted_never_shown(api: Api) -> No
     assert api.http.delete("/v1/secrets/API_TOKEN", headers=api.admin).status_code == 204
     assert api.http.get("/v1/secrets/API_TOKEN", headers=api.admin).status_code == 404
     assert api.http.delete("/v1/secrets/API_TOKEN", headers=api.admin).status_code == 404
+
+
+def test_puts_of_one_new_name_at_once_all_land_one_creating_it(api: Api) -> None:
+    def set_one(number: int) -> tuple[int, bool]:
+        secret, created = api.store.secrets.put(api.tenant_id, "RACED", f"value {number}")
+        return secret.version, created
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(set_one, range(8)))
+    assert sorted(version for version, _ in results) == list(range(1, 9))
+    assert [created for _, created in results].count(True) == 1
 
 
 def test_another_tenants_secret_is_not_found(api: Api) -> None:

@@ -34,6 +34,10 @@ class SecretUnavailable(HerderError):
     """A secret an attempt needs cannot be given to it: gone, or it does not open here."""
 
 
+class _CreatedMeanwhile(Exception):
+    """Another call created the secret between this one's read and its insert."""
+
+
 class SecretRepository:
     def __init__(self, database: Database, clock: Clock, keyring: Keyring | None) -> None:
         self._db = database
@@ -42,10 +46,18 @@ class SecretRepository:
 
     def put(self, tenant_id: str, name: str, value: str) -> tuple[Secret, bool]:
         """Create the secret, or give it a new value (its version goes up by one); whether it
-        was created."""
+        was created. Two first PUTs of one name at once: the later one replaces."""
         check_secret_name(name)
         plaintext = secret_bytes(value)
         keyring = self._require_keyring()
+        try:
+            return self._put(keyring, tenant_id, name, plaintext)
+        except _CreatedMeanwhile:
+            return self._put(keyring, tenant_id, name, plaintext)
+
+    def _put(
+        self, keyring: Keyring, tenant_id: str, name: str, plaintext: bytes
+    ) -> tuple[Secret, bool]:
         now = self._clock.now()
         with self._db.write() as connection:
             row = connection.execute(
@@ -68,7 +80,7 @@ class SecretRepository:
                         )
                     )
                 except exc.IntegrityError as error:
-                    raise Conflict(f"secret {name} was created meanwhile; send it again") from error
+                    raise _CreatedMeanwhile from error
             else:
                 connection.execute(
                     update(secrets)

@@ -51,12 +51,16 @@ SECRET_PREFIX = "wks_"  # a registered worker's secret; 32 random bytes follow
 
 class WorkerRepository:
     def __init__(
-        self, database: Database, clock: Clock, rng: random.Random, secrets: SecretRepository
+        self,
+        database: Database,
+        clock: Clock,
+        rng: random.Random,
+        secret_store: SecretRepository,
     ) -> None:
         self._db = database
         self._clock = clock
         self._rng = rng
-        self._secrets = secrets
+        self._secrets = secret_store
 
     def register(
         self,
@@ -278,7 +282,7 @@ class _Deliverable(NamedTuple):
 
 
 def _deliverable(
-    work: Work, worker_id: str, placed: Sequence[Any], secrets: SecretRepository
+    work: Work, worker_id: str, placed: Sequence[Any], secret_store: SecretRepository
 ) -> list[_Deliverable]:
     """The placed attempts to hand over, with their specs and the secrets they name, opened
     now, so a secret's new value reaches every attempt that starts after it was set. One
@@ -306,7 +310,7 @@ def _deliverable(
             failed.add(row.run_id)
             continue
         try:
-            secret_env = secrets.reveal(work.connection, row.tenant_id, spec.secrets)
+            secret_env = secret_store.reveal(work.connection, row.tenant_id, spec.secrets)
         except SecretUnavailable as unavailable:
             _fail_unstartable(work, worker_id, row, unavailable.detail)
             failed.add(row.run_id)
