@@ -13,6 +13,8 @@ from typer.testing import CliRunner, Result
 from herder.cli import common
 from herder.cli.common import app
 from herder.client import HerderClient
+from herder.keyring import Keyring, new_key, parse_keys
+from herder.store.store import Store
 from tests.integration.conftest import Api
 
 VALUE = "cli-v4lue-" + os.urandom(6).hex()
@@ -74,3 +76,21 @@ def test_a_bad_name_is_refused_saying_why(secret: Secret) -> None:
     refused = secret("set", "1BAD", stdin="x")
     assert refused.exit_code == 1
     assert "letters, digits and '_'" in str(refused.exception) + refused.output
+
+
+def test_reencrypt_seals_every_secret_with_the_first_key(
+    database_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    old, new = new_key(), new_key()
+    before = Store(database_url, keyring=Keyring.of(parse_keys(old, "old")))
+    before.secrets.put(before.access.create_tenant("t").id, "API_TOKEN", VALUE)
+    before.close()
+    monkeypatch.setenv("HERDER_DATABASE_URL", database_url)
+    monkeypatch.setenv("HERDER_SECRETS_KEY", f"{new},{old}")
+    done = CliRunner().invoke(app, ["secret", "reencrypt", "--home", str(tmp_path)])
+    assert done.exit_code == 0, done.output
+    rotated = Keyring.of(parse_keys(new, "new"))
+    assert f"sealed 1 secret(s) again with key {rotated.current_key_id}" in done.output
+    after = Store(database_url, keyring=rotated)
+    assert after.secrets.key_ids_in_use() == {rotated.current_key_id}
+    after.close()
