@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response, status
+from fastapi import APIRouter, Path, Query, Response, status
 
 from herder.api.auth import Caller, StoreDep, Writer
 from herder.api.openapi import problems
 from herder.domain.models import Page
-from herder.domain.secrets import Secret, SecretValue
+from herder.domain.secrets import NAME_RULE, Secret, SecretValue
 
 router = APIRouter(prefix="/v1/secrets", tags=["secrets"])
 Limit = Annotated[int, Query(ge=1, le=1000)]
@@ -21,7 +21,11 @@ Limit = Annotated[int, Query(ge=1, le=1000)]
     "/{name}", responses={201: {"description": "created", "model": Secret}, **problems(409)}
 )
 def put_secret(
-    name: str, body: SecretValue, caller: Writer, store: StoreDep, response: Response
+    name: Annotated[str, Path(description=NAME_RULE)],
+    body: SecretValue,
+    caller: Writer,
+    store: StoreDep,
+    response: Response,
 ) -> Secret:
     """Create the secret (201) or give it a new value (200, its version one more). Attempts
     that start afterwards get the new value; running ones keep theirs. A tenant holds at
