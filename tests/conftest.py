@@ -17,11 +17,13 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from herder.keyring import Keyring
 from herder.store.database import Database, sqlite_url
 from herder.store.store import Store
 from tests.clones import POSTGRES_URL, PostgresClones, admin_connection, database_url_named
 
 _CLONES: dict[str, PostgresClones] = {}  # by template name
+TEST_KEYRING = Keyring.of([os.urandom(32)])
 
 
 @pytest.fixture(scope="session")
@@ -87,6 +89,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
 
 @pytest.fixture
 def store(database_url: str) -> Iterator[Store]:
-    store = Store(database_url)
+    """The store as a server opens it: with a secrets key (``herder up`` makes one)."""
+    store = Store(database_url, keyring=TEST_KEYRING)
     yield store
     store.close()

@@ -24,6 +24,7 @@ from herder.client_admin import AdminCalls
 from herder.client_alerts import AlertCalls
 from herder.client_errors import ApiError, ServerUnreachable
 from herder.client_schedules import ScheduleCalls, drop_none
+from herder.client_secrets import SecretCalls
 from herder.client_uploads import MultipartUpload, UploadProgress
 from herder.client_workflows import WorkflowCalls
 from herder.domain.models import (
@@ -48,7 +49,7 @@ class Logs(BaseModel):
     complete: bool
 
 
-class HerderClient(ScheduleCalls, WorkflowCalls, AlertCalls, AdminCalls):
+class HerderClient(ScheduleCalls, WorkflowCalls, AlertCalls, AdminCalls, SecretCalls):
     def __init__(
         self,
         url: str,

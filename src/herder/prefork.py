@@ -24,7 +24,13 @@ from types import FrameType
 import uvicorn
 
 from herder.api.app import create_app
-from herder.server import WORKER_STOP_SECONDS, Server, die_with_parent, start_scheduler
+from herder.server import (
+    WORKER_STOP_SECONDS,
+    Server,
+    die_with_parent,
+    server_keyring,
+    start_scheduler,
+)
 from herder.settings import Settings
 from herder.store.store import Store
 from herder.telemetry import multiprocess
@@ -94,7 +100,7 @@ def _fork(role: Callable[[], None]) -> int:
 
 
 def _api(settings: Settings, listening: socket.socket) -> None:
-    store = Store(settings.database_url)
+    store = Store(settings.database_url, keyring=server_keyring(settings))
     try:
         app = create_app(store, settings)
         config = uvicorn.Config(

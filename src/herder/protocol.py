@@ -108,6 +108,10 @@ class Directives(BaseModel):
 
 
 class ClaimReply(Directives):
+    # Assignments carry secrets' values: an answer that does not validate (say, a server of
+    # another version) is reported without them.
+    model_config = ConfigDict(hide_input_in_errors=True)
+
     assignments: list[Assignment]
 
 

@@ -20,7 +20,15 @@ from herder.api.app import create_app
 from herder.api.wakeups import Wakeups
 from herder.control.scheduler import Scheduler
 from herder.credentials import WORKER_TOKEN_FILE, ClientCredentials, write_private
-from herder.home import secure_home
+from herder.home import secure_home, sqlite_path
+from herder.keyring import (
+    KEY_ENV,
+    KEY_FILE_ENV,
+    Keyring,
+    KeyringError,
+    home_keyring,
+    load_keyring,
+)
 from herder.settings import Settings
 from herder.store.store import Store
 
@@ -43,8 +51,10 @@ def prepare(settings: Settings) -> PreparedHome:
     """Make the home and database private, migrate the store; on a first start create the
     default tenant, its admin key and a worker token, saved (0600) in the home directory."""
     secure_home(settings.home, settings.database_url)
-    store = Store(settings.database_url)
+    keyring = server_keyring(settings)
+    store = Store(settings.database_url, keyring=keyring)
     store.migrate()
+    check_keyring(store, keyring)
     bootstrap = store.access.bootstrap()
     token_file = settings.home / WORKER_TOKEN_FILE
     saved = ClientCredentials.load(settings.home)
@@ -65,6 +75,30 @@ def prepare(settings: Settings) -> PreparedHome:
     return PreparedHome(
         store, client_file, worker_token, bootstrap.admin_key if bootstrap else None
     )
+
+
+def server_keyring(settings: Settings) -> Keyring | None:
+    """The secrets keys from the environment; on SQLite without them, the home's key file
+    (made on the first start). A PostgreSQL server without them serves no secrets."""
+    try:
+        keyring = load_keyring()
+        if keyring is None and sqlite_path(settings.database_url) is not None:
+            keyring = home_keyring(settings.home)
+    except KeyringError as error:
+        raise SystemExit(str(error)) from error
+    return keyring
+
+
+def check_keyring(store: Store, keyring: Keyring | None) -> None:
+    """Refuse to start when stored secrets are sealed with keys this server lacks: every
+    attempt that needs one would fail."""
+    missing = store.secrets.key_ids_in_use() - (keyring.key_ids if keyring else frozenset())
+    if missing:
+        raise SystemExit(
+            f"secrets are stored sealed with key(s) {', '.join(sorted(missing))}, which this "
+            f"server does not have: set {KEY_ENV} or {KEY_FILE_ENV} to the keys (the first "
+            "the current one; keep old ones until `herder secret reencrypt` has run)"
+        )
 
 
 def die_with_parent() -> None:

@@ -141,7 +141,11 @@ BODIES: dict[tuple[str, str], Any] = {
     },
     ("PUT", "/v1/workflows/{workflow_id}"): {"name": "w", "tasks": [{"name": "t", "job": "j"}]},
     ("POST", "/v1/workflow-runs/{workflow_run_id}/repair"): {"repair": 0},
+    ("PUT", "/v1/secrets/{name}"): {"value": "intruder's own"},
 }  # fmt: skip
+# Routes whose path names an object in the caller's own tenant: another tenant's call makes
+# or changes its own (a secret is per tenant by name), never the owner's — checked below.
+OWN_NAMESPACE = {("PUT", "/v1/secrets/{name}")}
 
 
 @dataclass
@@ -235,6 +239,8 @@ def _build_world(api: Api) -> World:
         json={"name": "failed", "kind": "run_failed", "channel_ids": [channel.json()["id"]]},
     )
     assert rule.status_code == 201, rule.text
+    secret = api.http.put("/v1/secrets/OWNER_TOKEN", headers=owner_admin, json={"value": SECRET})
+    assert secret.status_code == 201, secret.text
     world = World(
         ids={
             "artifact_id": artifact_id,
@@ -250,6 +256,7 @@ def _build_world(api: Api) -> World:
             "channel_id": channel.json()["id"],
             "rule_id": rule.json()["id"],
             "key_id": access.create_api_key(owner.id, Role.DEVELOPER, "to revoke")[0].id,
+            "name": "OWNER_TOKEN",
         }
     )
     system_key = access.create_api_key(api.tenant_id, Role.DEVELOPER, "to revoke")[0].id
@@ -295,8 +302,8 @@ def test_another_tenants_objects_answer_404_and_nothing_of_them(api: Api, world:
     wrong = []
     for method, path, operation in ID_ROUTES:
         need = needs(method, path, operation)
-        if need is Needs.SYSTEM_ADMIN:
-            continue  # no tenant's object: any other caller is refused by role (403), below
+        if need is Needs.SYSTEM_ADMIN or (method, path) in OWN_NAMESPACE:
+            continue  # refused by role (403) below; or its own namespace: checked after
         if need is Needs.WORKER:
             intruders = {
                 "the fleet token": world.headers["worker token"],
@@ -318,6 +325,9 @@ def test_another_tenants_objects_answer_404_and_nothing_of_them(api: Api, world:
     # and the intruders changed nothing
     owner_job = api.store.jobs.get(world.ids["tenant_id"], world.ids["job_id"])
     assert owner_job.spec.env == {"K": SECRET}
+    put = _call(api, world, "PUT", "/v1/secrets/{name}", "/v1/secrets/OWNER_TOKEN", world.intruder)
+    assert put.status_code == 201  # the intruder's own secret of that name
+    assert api.store.secrets.get(world.ids["tenant_id"], "OWNER_TOKEN").version == 1
 
 
 def test_every_route_refuses_every_credential_that_may_not_use_it(api: Api, world: World) -> None:

@@ -193,6 +193,27 @@ def remove_what_killed_workers_left(home: Path) -> None:
         subprocess.run(["nft", "delete", "table", "inet", table], capture_output=True, check=False)
 
 
+ISOLATIONS = [
+    pytest.param(
+        "sandbox",
+        marks=pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox needs a root worker"),
+    ),
+    "none",
+]
+
+
+@pytest.fixture(params=ISOLATIONS)
+def isolated_cluster(
+    request: pytest.FixtureRequest, start_cluster: Callable[..., Cluster]
+) -> Cluster:
+    """``herder up`` (its local worker sandboxes), or a server and an isolation none worker."""
+    if request.param == "sandbox":
+        return start_cluster(embedded=True)
+    started = start_cluster()
+    started.start_worker("trusted", "--isolation", "none")
+    return started
+
+
 @pytest.fixture
 def system_postgres_url(postgres_template: str) -> Iterator[str]:
     yield from fresh_postgres_url(postgres_template)

@@ -4,8 +4,7 @@ and at isolation none."""
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from sqlalchemy import select
@@ -20,23 +19,10 @@ from tests.task_runs import insert_task_run
 
 pytestmark = pytest.mark.system
 
-ISOLATIONS = [
-    pytest.param(
-        "sandbox",
-        marks=pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox needs a root worker"),
-    ),
-    "none",
-]
 
-
-@pytest.fixture(params=ISOLATIONS)
-def cluster(request: pytest.FixtureRequest, start_cluster: Callable[..., Cluster]) -> Cluster:
-    """``herder up`` (its local worker sandboxes), or a server and an isolation none worker."""
-    if request.param == "sandbox":
-        return start_cluster(embedded=True)
-    started = start_cluster()
-    started.start_worker("trusted", "--isolation", "none")
-    return started
+@pytest.fixture
+def cluster(isolated_cluster: Cluster) -> Cluster:
+    return isolated_cluster
 
 
 @pytest.fixture

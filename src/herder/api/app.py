@@ -30,6 +30,7 @@ from herder.api.routers import (
     queue,
     runs,
     schedules,
+    secrets,
     stats,
     tenants,
     workers,
@@ -93,6 +94,7 @@ def create_app(store: Store, settings: Settings) -> FastAPI:
         alerts,
         keys,
         audit,
+        secrets,
     ):
         describe_problems(module.router)
         app.include_router(module.router)

@@ -17,6 +17,7 @@ from herder.cli import (
     queue,
     runs,
     schedules,
+    secrets,
     system,
     tenants,
     top,
@@ -28,7 +29,7 @@ from herder.client_errors import ClientError
 
 __all__ = [
     "alerts", "apply", "audit", "backfills", "jobs", "keys", "main", "queue", "runs",
-    "schedules", "system", "tenants", "top", "workers", "workflows",
+    "schedules", "secrets", "system", "tenants", "top", "workers", "workflows",
 ]  # fmt: skip
 
 

@@ -7,7 +7,17 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Self
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from herder.domain.secrets import secret_name_problem
 
 MAX_TIMEOUT_SECONDS = 24 * 60 * 60
 DEFAULT_TIMEOUT_SECONDS = 60 * 60
@@ -15,6 +25,7 @@ MAX_ARTIFACT_BYTES = 10 * 1024 * 1024
 MAX_REPLICAS = 256
 MAX_ARGS = 1024
 MAX_STRING_CHARS = 65536  # one argument, one environment value, the command
+MAX_SECRET_REFERENCES = 100
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LABEL_KEY = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._/-]{0,62}[A-Za-z0-9])?$")
@@ -107,6 +118,17 @@ def _check_env(env: dict[str, str]) -> dict[str, str]:
     return env
 
 
+def _check_secret_references(references: dict[str, str]) -> dict[str, str]:
+    if len(references) > MAX_SECRET_REFERENCES:
+        raise ValueError(f"a job names at most {MAX_SECRET_REFERENCES} secrets")
+    _check_env(references)
+    for variable, name in references.items():
+        problem = secret_name_problem(name)
+        if problem is not None:
+            raise ValueError(f"environment variable {variable!r} names the secret {problem}")
+    return references
+
+
 def _check_labels(labels: dict[str, str]) -> dict[str, str]:
     for key, value in labels.items():
         if not _LABEL_KEY.match(key):
@@ -137,6 +159,11 @@ class JobSpec(_Strict):
     artifact: str | None = Field(default=None, description="sha256 of an uploaded artifact")
     args: Args = []
     env: Env = {}
+    secrets: Annotated[dict[str, str], AfterValidator(_check_secret_references)] = Field(
+        default={},
+        description="environment variable → the name of one of the tenant's secrets: its "
+        "value, read when an attempt starts, is put in that attempt's environment only",
+    )
     labels: dict[str, str] = {}
     resources: Resources = Resources()
     priority: Priority = Priority.MEDIUM
@@ -176,6 +203,16 @@ class JobSpec(_Strict):
     @classmethod
     def _label_keys(cls, labels: dict[str, str]) -> dict[str, str]:
         return _check_labels(labels)
+
+    @field_validator("secrets")
+    @classmethod
+    def _one_source_per_variable(
+        cls, references: dict[str, str], info: ValidationInfo
+    ) -> dict[str, str]:
+        both = sorted(references.keys() & info.data.get("env", {}).keys())
+        if both:
+            raise ValueError(f"environment variable(s) {', '.join(both)} set by env and secrets")
+        return references
 
     @model_validator(mode="after")
     def _runtime_needs(self) -> Self:
@@ -222,12 +259,15 @@ class RunRequest:
 
 
 def apply_overrides(spec: JobSpec, overrides: RunOverrides) -> JobSpec:
-    """The spec a run executes: the job's, with the run's args replacing and env merged."""
+    """The spec a run executes: the job's, with the run's args replacing and env merged —
+    except the variables the job takes from its secrets: an override cannot replace those
+    (a run may use the job's secrets, never choose other ones)."""
     changes: dict[str, object] = {}
     if overrides.args is not None:
         changes["args"] = overrides.args
     if overrides.env is not None:
-        changes["env"] = {**spec.env, **overrides.env}
+        merged = {**spec.env, **overrides.env}
+        changes["env"] = {name: value for name, value in merged.items() if name not in spec.secrets}
     if overrides.retry is not None:
         changes["retry"] = overrides.retry
     return spec.model_copy(update=changes) if changes else spec

@@ -6,7 +6,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Generic, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, JsonValue
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
 
 from herder.domain.jobs import Capacity, JobSpec, Priority
 from herder.domain.schedules import ScheduleSpec
@@ -198,6 +198,8 @@ class AssignedTask(_Record):
 class Assignment(_Record):
     """One attempt handed to a worker: everything it needs to run it."""
 
+    model_config = ConfigDict(frozen=True, hide_input_in_errors=True)  # secret_env, below
+
     attempt_id: str
     attempt: int  # the fencing token every later report must carry
     run_id: str
@@ -209,6 +211,9 @@ class Assignment(_Record):
     world_size: int = 1  # HERDER_WORLD_SIZE: members in the gang
     peers: list[str] = []  # HERDER_PEERS: every member's worker address, by rank
     task: AssignedTask | None = None  # set when the run is a workflow's task
+    # The values of the secrets its spec names, by environment variable: opened at the claim,
+    # sent in its answer only, put in the attempt's environment only; never in a repr.
+    secret_env: dict[str, str] = Field(default={}, repr=False)
 
 
 class QueueEntry(_Record):

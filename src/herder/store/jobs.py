@@ -21,6 +21,7 @@ from herder.domain.states import TERMINAL_RUN_STATES
 from herder.store.database import Database
 from herder.store.pagination import next_cursor, page_query, page_records
 from herder.store.schema import artifacts, job_labels, jobs, runs, schedules, workflows
+from herder.store.secrets import SecretRepository
 
 
 def _job(row: Any) -> Job:
@@ -60,15 +61,17 @@ def _duplicate_name(name: str) -> Conflict:
 
 
 class JobRepository:
-    def __init__(self, database: Database, clock: Clock) -> None:
+    def __init__(self, database: Database, clock: Clock, secrets: SecretRepository) -> None:
         self._db = database
         self._clock = clock
+        self._secrets = secrets
 
     def create(self, tenant_id: str, name: str, spec: JobSpec) -> Job:
         now = self._clock.now()
         job_id = new_id("job", epoch_ms(now))
         with self._db.write() as connection:
             self._check_artifact(connection, tenant_id, spec)
+            self._secrets.check_references(connection, tenant_id, spec.secrets)
             try:
                 connection.execute(
                     insert(jobs).values(
@@ -154,6 +157,8 @@ class JobRepository:
                 _refuse_if_used(connection, tenant_id, current.name, "renaming it")
             if spec != current.spec:
                 self._check_artifact(connection, tenant_id, spec)
+                self._secrets.check_references(connection, tenant_id, spec.secrets)
+            self._secrets.check_references(connection, tenant_id, spec.secrets)
             try:
                 written = connection.execute(
                     update(jobs)

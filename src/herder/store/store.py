@@ -6,6 +6,7 @@ import random
 from contextlib import AbstractContextManager
 
 from herder.clock import Clock, SystemClock
+from herder.keyring import Keyring
 from herder.store.access import AccessRepository
 from herder.store.alerts.channels import ChannelRepository
 from herder.store.alerts.deliveries import DeliveryRepository
@@ -25,6 +26,7 @@ from herder.store.runs.placement import PlacementRepository
 from herder.store.runs.queue import QueueRepository
 from herder.store.runs.repository import RunRepository
 from herder.store.schedules import ScheduleRepository
+from herder.store.secrets import SecretRepository
 from herder.store.submit_buckets import SubmitBucketRepository
 from herder.store.work import Work, unit_of_work
 from herder.store.workers import WorkerRepository
@@ -40,6 +42,7 @@ class Store:
         clock: Clock | None = None,
         rng: random.Random | None = None,
         pool_size: int = 10,
+        keyring: Keyring | None = None,
     ) -> None:
         self.clock = clock or SystemClock()
         self.rng = rng or random.Random()
@@ -48,9 +51,10 @@ class Store:
         self.keys = KeyRepository(self.database, self.clock, self.access.forget_key)
         self.audit = AuditRepository(self.database, self.clock)
         self.artifacts = ArtifactRepository(self.database, self.clock)
-        self.jobs = JobRepository(self.database, self.clock)
+        self.secrets = SecretRepository(self.database, self.clock, keyring)
+        self.jobs = JobRepository(self.database, self.clock, self.secrets)
         self.runs = RunRepository(self.database, self.clock, self.rng, self.jobs)
-        self.workers = WorkerRepository(self.database, self.clock, self.rng)
+        self.workers = WorkerRepository(self.database, self.clock, self.rng, self.secrets)
         self.logs = LogRepository(self.database, self.clock)
         self.attempts = AttemptRepository(self.database, self.clock, self.rng)
         self.leases = LeaseRepository(self.database, self.clock)

@@ -11,7 +11,7 @@ import random
 import secrets
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 from sqlalchemy import Connection, func, insert, select, update
@@ -41,6 +41,7 @@ from herder.store.runs.due import mark_lost
 from herder.store.runs.facts import ATTEMPT_FACTS, active_runs, attempt_facts
 from herder.store.runs.writes import record_events
 from herder.store.schema import attempts, runs, workers
+from herder.store.secrets import SecretRepository, SecretUnavailable
 from herder.store.work import Work, unit_of_work
 from herder.telemetry import metrics
 
@@ -49,10 +50,17 @@ SECRET_PREFIX = "wks_"  # a registered worker's secret; 32 random bytes follow
 
 
 class WorkerRepository:
-    def __init__(self, database: Database, clock: Clock, rng: random.Random) -> None:
+    def __init__(
+        self,
+        database: Database,
+        clock: Clock,
+        rng: random.Random,
+        secret_store: SecretRepository,
+    ) -> None:
         self._db = database
         self._clock = clock
         self._rng = rng
+        self._secrets = secret_store
 
     def register(
         self,
@@ -214,16 +222,18 @@ class WorkerRepository:
                 raise NotFound(f"worker {worker_id} is not registered")
             if state == WorkerState.LOST:
                 raise _gone(worker_id)
-            given = _deliverable(work, worker_id, _undelivered(work, worker_id, max_runs))
+            placed = _undelivered(work, worker_id, max_runs)
+            given = _deliverable(work, worker_id, placed, self._secrets)
             if not given:
                 return []
             work.connection.execute(
                 update(attempts)
-                .where(attempts.c.id.in_([row.id for row, _, _ in given]))
+                .where(attempts.c.id.in_([item.row.id for item in given]))
                 .values(delivered_at=work.now)
             )
-            peers = _gang_peers(work.connection, [row for row, _, _ in given if row.replicas > 1])
-        metrics.attempts_delivered(work.now, (row.placed_at for row, _, _ in given))
+            gangs = [item.row for item in given if item.row.replicas > 1]
+            peers = _gang_peers(work.connection, gangs)
+        metrics.attempts_delivered(work.now, (item.row.placed_at for item in given))
         return [
             Assignment(
                 attempt_id=row.id,
@@ -237,8 +247,9 @@ class WorkerRepository:
                 world_size=row.replicas,
                 peers=peers.get((row.run_id, row.number), []),
                 task=task,
+                secret_env=secret_env,
             )
-            for row, spec, task in given
+            for row, spec, task, secret_env in given
         ]
 
 
@@ -263,14 +274,21 @@ def _undelivered(work: Work, worker_id: str, limit: int) -> Sequence[Any]:
     ).all()  # fmt: skip
 
 
+class _Deliverable(NamedTuple):
+    row: Any
+    spec: JobSpec
+    task: AssignedTask | None  # for a workflow's task: which one
+    secret_env: dict[str, str]  # the values of the secrets its spec names, by variable
+
+
 def _deliverable(
-    work: Work, worker_id: str, placed: Sequence[Any]
-) -> list[tuple[Any, JobSpec, AssignedTask | None]]:
-    """The placed attempts to hand over, with their specs and (for a workflow's task) which
-    task it is. One cancelled or preempted before
-    it was handed over ends here instead (the worker would start it before it heard the
-    stop); one whose stored run cannot be read fails (one broken row must not fail the
-    batch)."""
+    work: Work, worker_id: str, placed: Sequence[Any], secret_store: SecretRepository
+) -> list[_Deliverable]:
+    """The placed attempts to hand over, with their specs and the secrets they name, opened
+    now, so a secret's new value reaches every attempt that starts after it was set. One
+    cancelled or preempted before it was handed over ends here instead (the worker would
+    start it before it heard the stop); one whose stored run cannot be read, or whose secret
+    is gone or does not open, fails (one broken row must not fail the batch)."""
     stopped = []
     for row in placed:
         stop = pending_stop(row.cancel_requested, row.preempt_requested_at is not None)
@@ -280,13 +298,24 @@ def _deliverable(
     work.settle(stopped, f"worker:{worker_id}")
     halted = {ending.attempt_id for ending in stopped}
     given = []
+    failed: set[str] = set()  # runs failed here: a gang's other members went with them
     for row in placed:
-        if row.id in halted:
+        if row.id in halted or row.run_id in failed:
             continue
         try:
-            given.append((row, JobSpec.model_validate(row.spec), _task_of(row)))
+            spec = JobSpec.model_validate(row.spec)
+            task = _task_of(row)
         except ValidationError as error:
             _fail_unreadable(work, worker_id, row, error)
+            failed.add(row.run_id)
+            continue
+        try:
+            secret_env = secret_store.reveal(work.connection, row.tenant_id, spec.secrets)
+        except SecretUnavailable as unavailable:
+            _fail_unstartable(work, worker_id, row, unavailable.detail)
+            failed.add(row.run_id)
+            continue
+        given.append(_Deliverable(row, spec, task, secret_env))
     return given
 
 
@@ -355,6 +384,12 @@ def _fail_unreadable(work: Work, worker_id: str, row: Any, error: ValidationErro
     when it was stored): logged loudly, and the run fails with a reason its owner can read."""
     log.error("server bug: run %s's stored row does not validate: %s", row.run_id, error)
     reason = f"the stored run could not be read: {_first_problem(error)}"
+    _fail_unstartable(work, worker_id, row, reason)
+
+
+def _fail_unstartable(work: Work, worker_id: str, row: Any, reason: str) -> None:
+    """The run fails, with no retry: the same row would fail again (a secret that is gone
+    must be set again, then the run rerun)."""
     (active,) = active_runs(work.connection, [row.run_id])
     work.apply(fail_unreadable(active.run, active.members, reason, claimer=worker_id, now=work.now))
 

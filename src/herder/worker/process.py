@@ -14,7 +14,7 @@ import os
 import signal
 import subprocess
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from herder.worker.launch_server import Reaped
@@ -36,7 +36,7 @@ class LaunchPlan:
     """
 
     argv: list[str]  # argv[0] resolved by PATH in env, or a path
-    env: dict[str, str]  # the complete environment (nothing inherited)
+    env: dict[str, str] = field(repr=False)  # the complete environment: secrets too
     cwd: Path
     timeout_seconds: float
     kill_grace_seconds: float = 5.0

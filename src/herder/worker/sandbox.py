@@ -157,8 +157,9 @@ class Sandbox:
 
 
 def attempt_environment(assignment: Assignment, home: Path, tmp: Path) -> dict[str, str]:
-    """Nothing inherited from the worker: a fixed base, the job's env, then Herder's own
-    (``home`` is the workspace as the job sees it, where ``task_files``' files are)."""
+    """Nothing inherited from the worker: a fixed base, the job's env, its secrets (which a
+    run's env override cannot replace), then Herder's own (``home`` is the workspace as the
+    job sees it, where ``task_files``' files are)."""
     base = {
         "PATH": SAFE_PATH,
         "HOME": str(home),
@@ -170,6 +171,7 @@ def attempt_environment(assignment: Assignment, home: Path, tmp: Path) -> dict[s
     return {
         **base,
         **assignment.spec.env,
+        **assignment.secret_env,
         "HERDER_RUN_ID": assignment.run_id,
         "HERDER_ATTEMPT": str(assignment.attempt),
         "HERDER_ATTEMPT_ID": assignment.attempt_id,
