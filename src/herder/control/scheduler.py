@@ -18,6 +18,7 @@ from herder.control.alerts import AlertEvaluator, AlertSender
 from herder.control.dispatcher import Dispatcher
 from herder.control.firer import Firer
 from herder.control.leased import LeasedLoop, Loop
+from herder.control.maintenance import Maintenance
 from herder.control.reaper import Reaper
 from herder.domain.schedules import MISFIRE_GRACE
 from herder.store.notifications import (
@@ -63,7 +64,8 @@ class Scheduler:
             store.alert_deliveries, store.clock, allow_private=alert_private_targets
         )
         # on their own clocks, but a queued delivery wakes the sender (the last loop)
-        bodies += [AlertEvaluator(store), sender]
+        maintenance = Maintenance(store.history, partitioned=store.database.is_postgres)
+        bodies += [AlertEvaluator(store), maintenance, sender]
         self._wakes = [threading.Event() for _ in bodies]
         self.loops = [
             LeasedLoop(

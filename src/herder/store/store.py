@@ -15,6 +15,7 @@ from herder.store.artifacts import ArtifactRepository
 from herder.store.backfills import BackfillRepository
 from herder.store.database import Database
 from herder.store.fleet import FleetRepository
+from herder.store.history.retention import HistoryRetention
 from herder.store.jobs import JobRepository
 from herder.store.leases import LeaseRepository
 from herder.store.logs import LogRepository
@@ -60,6 +61,7 @@ class Store:
         self.alert_rules = RuleRepository(self.database, self.clock)
         self.alert_history = AlertHistoryRepository(self.database)
         self.alert_deliveries = DeliveryRepository(self.database, self.clock, self.rng)
+        self.history = HistoryRetention(self.database, self.clock)
 
     def work(self) -> AbstractContextManager[Work]:
         """A unit of work: one transaction, one ``now``, notices sent after commit."""
