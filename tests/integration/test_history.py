@@ -156,6 +156,8 @@ def test_a_shorter_tenant_retention_is_honoured_while_another_keeps_its_runs(
     assert world.listed(brief) == set()
     with pytest.raises(NotFound):
         world.store.runs.get(brief, brief_run)
+    with pytest.raises(NotFound):
+        world.store.logs.read(brief, brief_run)
     assert world.listed() == {kept_run}
     assert world.store.runs.get(world.tenant_id, kept_run).id == kept_run
     if not world.postgres:  # deleted at once; PostgreSQL drops the slice when all have let go

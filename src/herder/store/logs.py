@@ -16,6 +16,7 @@ from herder.domain.states import AttemptState
 from herder.protocol import OutputChunk
 from herder.store.database import Database
 from herder.store.dialect import insert_ignoring_duplicates
+from herder.store.history.retention import visible_runs_floor
 from herder.store.schema import attempts, log_chunks, runs
 
 MAX_LOG_BYTES_PER_ATTEMPT = 8 * 1024 * 1024 + 64 * 1024  # the worker's 8 MiB and its marker
@@ -80,9 +81,10 @@ class LogRepository:
         limit: int = 1000,
     ) -> LogPage:
         with self._db.read() as connection:
+            floor = visible_runs_floor(connection, tenant_id, self._clock.now())
             attempt_count = connection.execute(
                 select(runs.c.attempt_count).where(
-                    runs.c.tenant_id == tenant_id, runs.c.id == run_id
+                    runs.c.tenant_id == tenant_id, runs.c.id == run_id, runs.c.id >= floor
                 )
             ).scalar()
             if attempt_count is None:

@@ -36,6 +36,7 @@ from herder.protocol import Directives, HeldAttempt
 from herder.store.access import hash_secret
 from herder.store.database import Database
 from herder.store.fleet import worker_record
+from herder.store.history.live import live_floor
 from herder.store.notifications import notify_capacity
 from herder.store.runs.due import mark_lost
 from herder.store.runs.facts import ATTEMPT_FACTS, active_runs, attempt_facts
@@ -243,6 +244,7 @@ class WorkerRepository:
 
 
 def _undelivered(work: Work, worker_id: str, limit: int) -> Sequence[Any]:
+    floor = live_floor(work.connection, work.now)  # running attempts: older slices pruned
     return work.connection.execute(
         select(
             attempts.c.id, attempts.c.number, attempts.c.rank, attempts.c.gpu_indices,
@@ -257,6 +259,8 @@ def _undelivered(work: Work, worker_id: str, limit: int) -> Sequence[Any]:
             attempts.c.worker_id == worker_id,
             attempts.c.state == AttemptState.RUNNING,
             attempts.c.delivered_at.is_(None),
+            attempts.c.run_id >= floor,
+            runs.c.id >= floor,
         )
         .order_by(attempts.c.id)
         .limit(limit)

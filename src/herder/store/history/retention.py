@@ -10,9 +10,11 @@ log chunks, a bounded batch per transaction.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 
-from sqlalchemy import Connection, delete, func, select
+from sqlalchemy import Connection, delete, func, select, text
 
 from herder.clock import Clock, epoch_ms
 from herder.domain.history import (
@@ -33,6 +35,7 @@ from herder.store.history.partitions import (
 )
 from herder.store.schema import attempts, log_chunks, run_events, runs, tenants
 
+DDL_LOCK_TIMEOUT = "2s"
 DELETE_BATCH = 500  # runs (with their attempts, events and log chunks) per SQLite transaction
 
 
@@ -53,7 +56,7 @@ class HistoryRetention:
         """Make the slices the coming weeks need, in every history table (PostgreSQL)."""
         now, created = self._clock.now(), []
         for table in HISTORY_TABLES:
-            with self._db.write() as connection:
+            with self._ddl() as connection:
                 missing = sorted(set(slices_wanted(now)) - attached_slices(connection, table))
                 for piece in missing:
                     create_slice(connection, table, piece)
@@ -65,7 +68,7 @@ class HistoryRetention:
         they stay as plain tables until ``drop_detached``."""
         now, detached = self._clock.now(), []
         for table in HISTORY_TABLES:
-            with self._db.write() as connection:
+            with self._ddl() as connection:
                 longest = _longest_retention_days(connection)
                 for piece in expired_slices(attached_slices(connection, table), now, longest):
                     detach_slice(connection, table, piece)
@@ -75,11 +78,19 @@ class HistoryRetention:
     def drop_detached(self) -> list[str]:
         dropped = []
         for table in HISTORY_TABLES:
-            with self._db.write() as connection:
+            with self._ddl() as connection:
                 for piece in sorted(detached_slices(connection, table)):
                     drop_detached_slice(connection, table, piece)
                     dropped.append(table.partition(piece))
         return dropped
+
+    @contextmanager
+    def _ddl(self) -> Iterator[Connection]:
+        """A transaction that gives up on a table's lock rather than queue the hot path
+        behind it (a detach locks the table briefly); the next pass tries again."""
+        with self._db.write() as connection:
+            connection.execute(text(f"SET LOCAL lock_timeout = '{DDL_LOCK_TIMEOUT}'"))
+            yield connection
 
     def delete_expired_batch(self, batch: int = DELETE_BATCH) -> int:
         """Delete up to ``batch`` runs past their tenant's retention, with everything of

@@ -34,6 +34,7 @@ from herder.domain.placement.snapshot import (
 from herder.domain.states import AttemptState, RunState
 from herder.domain.tenants import TenantQuotas
 from herder.store.dialect import Among
+from herder.store.history.live import live_floor
 from herder.store.schema import attempts, runs, tenants, workers
 
 QUEUE_WINDOW = 20_000  # queued runs one pass looks at, in priority-then-age order
@@ -60,13 +61,15 @@ def read_snapshot(
         free = _free_slots(workers_now)
         window = min(window, QUICK_WINDOW_BASE + 4 * free)
         per_tenant = min(per_tenant, QUICK_WINDOW_BASE + 2 * free)
-    limits = {"window": window, "per_tenant": per_tenant}
+    floor = live_floor(connection, now)
+    limits = {"window": window, "per_tenant": per_tenant, "live_floor": floor}
     queue = list(connection.execute(_QUEUE_WINDOW, limits).all())
     # and the longest-waiting, whatever their class, so aging never stalls — unless the
     # window already holds the whole queue
     if quick and not _whole_queue(queue, window, per_tenant):
         seen = {row.id for row in queue}
-        oldest = connection.execute(_OLDEST_QUEUED, {"count": QUICK_WINDOW_BASE}).all()
+        limits = {"count": QUICK_WINDOW_BASE, "live_floor": floor}
+        oldest = connection.execute(_OLDEST_QUEUED, limits).all()
         queue += [row for row in oldest if row.id not in seen]
     return Snapshot(
         now=now,
@@ -179,7 +182,7 @@ _QUEUED_COLUMNS = (
 
 _OLDEST_QUEUED: Select[Any] = (
     select(*_QUEUED_COLUMNS)
-    .where(runs.c.state == RunState.QUEUED)
+    .where(runs.c.state == RunState.QUEUED, runs.c.id >= bindparam("live_floor"))
     .order_by(runs.c.queued_at)
     .limit(bindparam("count"))
 )
@@ -196,7 +199,7 @@ def _queue_window() -> Select[Any]:
                 order_by=(runs.c.priority.desc(), runs.c.queued_at),
             ).label("position"),
         )
-        .where(runs.c.state == RunState.QUEUED)
+        .where(runs.c.state == RunState.QUEUED, runs.c.id >= bindparam("live_floor"))
         .subquery()
     )  # fmt: skip
     return (
