@@ -18,7 +18,8 @@ from herder.domain.errors import NotFound
 from herder.domain.history import DEFAULT_RETENTION_DAYS, slice_of, slices_wanted
 from herder.domain.ids import new_id
 from herder.domain.jobs import JobSpec, Resources, RunOverrides
-from herder.domain.states import AttemptState
+from herder.domain.models import Assignment
+from herder.domain.states import AttemptState, RunState
 from herder.protocol import Completion, OutputChunk
 from herder.store.dialect import insert_rows_ignoring_duplicates
 from herder.store.history.partitions import HISTORY_TABLES, attached_slices, detached_slices
@@ -56,6 +57,23 @@ class World:
         tenant = self.store.access.create_tenant(f"t{random.random()}")
         self.store.access.update_tenant(tenant.id, retention_days=retention_days)
         return tenant.id
+
+    def worker(self) -> str:
+        store = self.store
+        token = store.access.authenticate_worker_token(store.access.create_worker_token("w"))
+        return store.workers.register(
+            token, name="w", capacity=Resources(cpu=2, memory_mb=1024),
+            max_slots=2, labels={}, version="t",
+        )[0].id  # fmt: skip
+
+    def finish(self, worker_id: str, assignment: Assignment, output: bytes = b"") -> int:
+        chunks = [OutputChunk.of(assignment.attempt_id, assignment.attempt, 0, "stdout", output)]
+        done = Completion(
+            attempt_id=assignment.attempt_id, attempt=assignment.attempt,
+            outcome=AttemptState.SUCCEEDED, exit_code=0, reason="exit 0",
+        )  # fmt: skip
+        (result,) = self.store.attempts.report(worker_id, chunks if output else [], [done])
+        return result.status
 
     @property
     def postgres(self) -> bool:
@@ -100,27 +118,34 @@ def test_the_maintenance_loop_makes_every_tables_slices_ahead(pg_world: World) -
 
 
 def test_a_runs_attempts_events_and_logs_land_in_its_slice(pg_world: World) -> None:
-    world, store = pg_world, pg_world.store
+    world = pg_world
     run_id = world.submit()
-    token = store.access.authenticate_worker_token(store.access.create_worker_token("w"))
-    worker_id = store.workers.register(
-        token, name="w", capacity=Resources(cpu=2, memory_mb=1024),
-        max_slots=2, labels={}, version="t",
-    )[0].id  # fmt: skip
-    dispatch(store)
-    (assignment,) = store.workers.claim(worker_id, 1)
-    chunk = OutputChunk.of(assignment.attempt_id, assignment.attempt, 0, "stdout", b"hi\n")
-    done = Completion(
-        attempt_id=assignment.attempt_id, attempt=assignment.attempt,
-        outcome=AttemptState.SUCCEEDED, exit_code=0, reason="exit 0",
-    )  # fmt: skip
-    assert store.attempts.report(worker_id, [chunk], [done])[0].status == 200
+    worker_id = world.worker()
+    dispatch(world.store)
+    (assignment,) = world.store.workers.claim(worker_id, 1)
+    assert world.finish(worker_id, assignment, b"hi\n") == 200
     suffix = slice_of(START).suffix
     assert partition_of(world, "runs", "id", run_id) == f"runs_{suffix}"
     assert partition_of(world, "attempts", "run_id", run_id) == f"attempts_{suffix}"
     assert partition_of(world, "run_events", "run_id", run_id) == f"run_events_{suffix}"
     logs = partition_of(world, "log_chunks", "attempt_id", assignment.attempt_id)
     assert logs == f"log_chunks_{suffix}"
+
+
+def test_a_run_live_for_weeks_is_still_placed_and_settled(world: World) -> None:
+    """The hot path reads live rows above the live floor: the oldest live run sets it, so
+    a run queued (then running) for weeks, slices ago, is never out of its sight."""
+    waiting = world.submit()
+    world.clock.advance(timedelta(weeks=5).total_seconds())
+    world.maintenance.step()
+    worker_id = world.worker()
+    dispatch(world.store)
+    (assignment,) = world.store.workers.claim(worker_id, 1)
+    assert assignment.run_id == waiting
+    world.clock.advance(timedelta(weeks=3).total_seconds())
+    world.maintenance.step()
+    assert world.finish(worker_id, assignment) == 200
+    assert world.store.runs.get(world.tenant_id, waiting).state is RunState.SUCCEEDED
 
 
 def test_retention_detaches_a_whole_slice_then_drops_it(pg_world: World) -> None:
