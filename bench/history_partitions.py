@@ -56,6 +56,13 @@ STATEMENTS = {
         " AND attempts.delivered_at IS NULL AND attempts.run_id >= '{floor}'"
         " AND runs.id >= '{floor}' ORDER BY attempts.id LIMIT 10"
     ),
+    "settle read (attempt)": (
+        "SELECT run_id FROM attempts WHERE id = '{attempt}' AND run_id >= '{floor}'"
+    ),
+    "reaper overdue attempts": (
+        "SELECT id FROM attempts WHERE state = 'running' AND deadline_at < now()"
+        " AND run_id >= '{floor}' LIMIT 500"
+    ),
     "settle by attempt id": (
         "UPDATE attempts SET state = 'succeeded' WHERE id = '{attempt}'"
         " AND state = 'running' AND run_id >= '{floor}' RETURNING id"

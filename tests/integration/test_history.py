@@ -5,6 +5,7 @@ unique keys that hold across a slice boundary."""
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -226,6 +227,31 @@ def test_a_fire_happens_once_across_a_slice_boundary(world: World) -> None:
     with world.store.database.read() as connection:
         count = select(func.count()).where(runs.c.schedule_id == "sch_x")
         assert connection.execute(count).scalar() == 1
+
+
+def test_two_firers_racing_for_one_fire_make_one_run(pg_world: World) -> None:
+    """The second insert waits for the first's commit on the guard's key, then skips."""
+    world, boundary = pg_world, slice_of(START).end
+    first = world.submit()
+    with world.store.database.read() as connection:
+        row = dict(connection.execute(select(runs).where(runs.c.id == first)).one()._mapping)
+    fire = {**row, "schedule_id": "sch_race", "scheduled_for": boundary}
+    made: dict[str, list[str]] = {}
+
+    def second() -> None:
+        again = {**fire, "id": new_id("run", epoch_ms(boundary + timedelta(seconds=1)))}
+        with world.store.database.write() as connection:
+            made["second"] = insert_rows_ignoring_duplicates(connection, runs, [again], runs.c.id)
+
+    with world.store.database.write() as connection:
+        early = {**fire, "id": new_id("run", epoch_ms(boundary - timedelta(seconds=1)))}
+        made["first"] = insert_rows_ignoring_duplicates(connection, runs, [early], runs.c.id)
+        racer = threading.Thread(target=second)
+        racer.start()
+        racer.join(timeout=0.5)
+        assert racer.is_alive()  # waiting on the first's uncommitted key
+    racer.join(timeout=10)
+    assert made == {"first": [early["id"]], "second": []}
 
 
 def test_sqlite_retention_deletes_in_batches(world: World) -> None:

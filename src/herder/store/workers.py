@@ -10,7 +10,7 @@ import logging
 import random
 import secrets
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
@@ -135,7 +135,10 @@ class WorkerRepository:
                     func.coalesce(func.sum(attempts.c.memory_mb), 0),
                     func.coalesce(func.sum(attempts.c.gpus), 0),
                 )
-                .where(attempts.c.state == AttemptState.RUNNING)
+                .where(
+                    attempts.c.state == AttemptState.RUNNING,
+                    attempts.c.run_id >= live_floor(connection, self._clock.now()),
+                )
                 .group_by(attempts.c.worker_id)
             ).all()
         use = {
@@ -178,11 +181,12 @@ class WorkerRepository:
                     attempts.c.worker_id == worker_id,
                     attempts.c.state == AttemptState.RUNNING,
                     attempts.c.delivered_at < handed_over_before,
+                    attempts.c.run_id >= live_floor(work.connection, work.now),
                 )
             ).all()
             unheard = [attempt_facts(row) for row in given if (row.id, row.number) not in reported]
             work.settle(never_delivered(unheard), f"worker:{worker_id}")
-            directives = _directives(work.connection, worker_id, running)
+            directives = _directives(work.connection, worker_id, running, work.now)
             stale = [item for item in running if item.attempt_id in directives.drop]
             if stale:
                 _record_stale(work, worker_id, stale)
@@ -192,7 +196,7 @@ class WorkerRepository:
     def directives(self, worker_id: str, running: Sequence[HeldAttempt]) -> Directives:
         """Which of its attempts the worker must stop (see ``stops.stop_orders``)."""
         with self._db.read() as connection:
-            return _directives(connection, worker_id, running)
+            return _directives(connection, worker_id, running, self._clock.now())
 
     def claim_with_directives(
         self, worker_id: str, max_runs: int, running: Sequence[HeldAttempt], look_for_news: bool
@@ -307,17 +311,19 @@ def _task_of(row: Any) -> AssignedTask | None:
 
 
 def _directives(
-    connection: Connection, worker_id: str, running: Sequence[HeldAttempt]
+    connection: Connection, worker_id: str, running: Sequence[HeldAttempt], now: datetime
 ) -> Directives:
     """Cancelled ones (stop and report them), preempted ones (stop and report them
     preempted), and ones that are no longer its current attempts (kill, report nothing)."""
+    floor = live_floor(connection, now)
     current = connection.execute(
         select(
             attempts.c.id, attempts.c.number, attempts.c.preempt_requested_at,
             runs.c.cancel_requested,
         )
         .join(runs, runs.c.id == attempts.c.run_id)
-        .where(attempts.c.worker_id == worker_id, attempts.c.state == AttemptState.RUNNING)
+        .where(attempts.c.worker_id == worker_id, attempts.c.state == AttemptState.RUNNING,
+               attempts.c.run_id >= floor, runs.c.id >= floor)
     ).all()  # fmt: skip
     orders = stop_orders(
         [

@@ -56,7 +56,7 @@ def read_snapshot(
     much of the queue as the fleet's free slots could take (a few times over), which is what
     a pass right after a submit or a completion needs. Given ``fleet`` (the workers of an
     earlier snapshot), only the ``changed`` workers are read again."""
-    workers_now = read_fleet(connection, fleet, changed)
+    workers_now = read_fleet(connection, fleet, changed, now)
     if quick:
         free = _free_slots(workers_now)
         window = min(window, QUICK_WINDOW_BASE + 4 * free)
@@ -83,15 +83,19 @@ def read_snapshot(
 
 
 def read_fleet(
-    connection: Connection, known: Sequence[WorkerView] | None, changed: Collection[str]
+    connection: Connection,
+    known: Sequence[WorkerView] | None,
+    changed: Collection[str],
+    now: datetime,
 ) -> tuple[WorkerView, ...]:
     """Every worker not lost, with what it runs, in id order: all read afresh, or the
     ``known`` ones with only the ``changed`` ones read again (gone if lost)."""
+    floor = live_floor(connection, now)
     if known is None:
-        return _read_workers(connection, None)
+        return _read_workers(connection, None, floor)
     if not changed:
         return tuple(known)
-    fresh = {worker.id: worker for worker in _read_workers(connection, sorted(changed))}
+    fresh = {worker.id: worker for worker in _read_workers(connection, sorted(changed), floor)}
     kept = [fresh.pop(w.id, w) for w in known if w.id not in changed or w.id in fresh]
     if not fresh:
         return tuple(kept)
@@ -99,18 +103,18 @@ def read_fleet(
 
 
 def _read_workers(
-    connection: Connection, worker_ids: Sequence[str] | None
+    connection: Connection, worker_ids: Sequence[str] | None, floor: str
 ) -> tuple[WorkerView, ...]:
     rows: list[Any] = []
     running: list[Any] = []
     if worker_ids is None:
         rows = list(connection.execute(_WORKERS).all())
-        running = list(connection.execute(_RUNNING).all())
+        running = list(connection.execute(_RUNNING, {"live_floor": floor}).all())
     else:
         named = _named_workers(connection.dialect.name)
         for params in named.workers_among.batches(worker_ids):
             rows += connection.execute(named.workers, params).all()
-        for params in named.running_among.batches(worker_ids):
+        for params in named.running_among.batches(worker_ids, live_floor=floor):
             running += connection.execute(named.running, params).all()
     by_worker: dict[str, list[RunningAttempt]] = defaultdict(list)
     for row in running:
@@ -146,7 +150,11 @@ _RUNNING = (
         runs.c.preemptible, runs.c.preempted_at, runs.c.cancel_requested,
     )
     .join(runs, runs.c.id == attempts.c.run_id)
-    .where(attempts.c.state == AttemptState.RUNNING)
+    .where(
+        attempts.c.state == AttemptState.RUNNING,
+        attempts.c.run_id >= bindparam("live_floor"),
+        runs.c.id >= bindparam("live_floor"),
+    )
 )  # fmt: skip
 
 
