@@ -23,7 +23,7 @@ from herder.domain.models import Assignment
 from herder.domain.states import AttemptState, RunState
 from herder.protocol import Completion, OutputChunk
 from herder.store.dialect import insert_rows_ignoring_duplicates
-from herder.store.history.partitions import HISTORY_TABLES, attached_slices, detached_slices
+from herder.store.history.partitions import SLICED_TABLES, attached_slices, detached_slices
 from herder.store.schema import runs
 from herder.store.store import Store
 from tests.clocks import ManualClock
@@ -109,12 +109,12 @@ def partition_of(world: World, table: str, column: str, value: str) -> str:
 
 def test_the_maintenance_loop_makes_every_tables_slices_ahead(pg_world: World) -> None:
     with pg_world.store.database.read() as connection:
-        for table in HISTORY_TABLES:
+        for table in SLICED_TABLES:
             assert set(slices_wanted(START)) <= attached_slices(connection, table)
     pg_world.clock.advance(timedelta(days=30).total_seconds())
     pg_world.maintenance.step()
     with pg_world.store.database.read() as connection:
-        for table in HISTORY_TABLES:
+        for table in SLICED_TABLES:
             assert set(slices_wanted(pg_world.clock.now())) <= attached_slices(connection, table)
 
 
@@ -160,13 +160,13 @@ def test_retention_detaches_a_whole_slice_then_drops_it(pg_world: World) -> None
     assert f"runs_{old_slice.suffix}" in detached
     assert world.listed() == {recent}
     with world.store.database.read() as connection:
-        for table in HISTORY_TABLES:
+        for table in SLICED_TABLES:
             assert old_slice not in attached_slices(connection, table)
             assert old_slice in detached_slices(connection, table)  # for an exporter to read
         assert connection.execute(select(func.count()).select_from(runs)).scalar() == 1
     history.drop_detached()
     with world.store.database.read() as connection:
-        for table in HISTORY_TABLES:
+        for table in SLICED_TABLES:
             assert not detached_slices(connection, table)
     with pytest.raises(NotFound):
         world.store.runs.get(world.tenant_id, old)

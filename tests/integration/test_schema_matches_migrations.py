@@ -41,7 +41,7 @@ from herder.store import migrations
 from herder.store.database import Database, sqlite_url
 from herder.store.history.conversion import FOREIGN_KEYS_BETWEEN_HISTORY_TABLES
 from herder.store.history.guards import GUARD_TABLES, GUARDED_UNIQUE_KEYS
-from herder.store.history.partitions import HISTORY_TABLES, PARTITION_NAME
+from herder.store.history.partitions import HISTORY_TABLES, PARTITION_NAME, SLICED_TABLES
 from herder.store.schema import metadata
 from tests.clones import admin_connection, database_url_named
 
@@ -104,7 +104,7 @@ def test_postgresql_guards_the_unique_keys_of_partitioned_runs(migrated: Databas
     plain = {index["name"] for index in inspector.get_indexes("runs") if not index["unique"]}
     assert set(GUARDED_UNIQUE_KEYS) <= plain
     assert set(GUARD_TABLES) <= set(inspector.get_table_names())
-    partitioned = {table.name for table in HISTORY_TABLES}
+    partitioned = {table.name for table in SLICED_TABLES}
     assert partitioned <= _partitioned_tables(migrated)
 
 

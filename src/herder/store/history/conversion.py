@@ -6,15 +6,15 @@ table goes."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 from sqlalchemy import Connection, ForeignKeyConstraint, Table, UniqueConstraint, text
 from sqlalchemy.schema import AddConstraint, CreateIndex
 
 from herder.domain.history import slices_between, slices_wanted
-from herder.domain.ids import id_time_ms
 from herder.store.history.guards import GUARDED_UNIQUE_KEYS, create_guards
 from herder.store.history.partitions import (
+    FIRE_KEYS,
     HISTORY_TABLES,
     HistoryTable,
     create_default_partition,
@@ -38,6 +38,7 @@ def partition_history(connection: Connection, now: datetime) -> None:
     for history in HISTORY_TABLES:
         _partition(connection, history, metadata.tables[history.name], now)
     create_guards(connection)
+    _slice_up(connection, FIRE_KEYS, FIRE_KEYS.name, now)
 
 
 def _partition(connection: Connection, history: HistoryTable, table: Table, now: datetime) -> None:
@@ -58,14 +59,7 @@ def _partition(connection: Connection, history: HistoryTable, table: Table, now:
     )
     _declare_keys_and_indexes(connection, table)
     create_default_partition(connection, history)
-    oldest, newest = connection.execute(
-        text(f'SELECT min("{history.key}"), max("{history.key}") FROM "{aside}"')
-    ).one()
-    pieces = set(slices_wanted(now))
-    if oldest is not None:
-        pieces.update(slices_between(_made_at(oldest), _made_at(newest)))
-    for piece in sorted(pieces):
-        create_slice(connection, history, piece)
+    _slice_up(connection, history, aside, now)
     connection.execute(text(f'INSERT INTO "{history.name}" SELECT * FROM "{aside}"'))
     if table.autoincrement_column is not None:
         column, owner = table.autoincrement_column.name, history.name
@@ -73,6 +67,18 @@ def _partition(connection: Connection, history: HistoryTable, table: Table, now:
             text(f'ALTER SEQUENCE "{owner}_{column}_seq" OWNED BY "{owner}"."{column}"')
         )
     connection.execute(text(f'DROP TABLE "{aside}"'))
+
+
+def _slice_up(connection: Connection, history: HistoryTable, rows_in: str, now: datetime) -> None:
+    """The slices the rows of ``rows_in`` fall in, and those the coming weeks need."""
+    oldest, newest = connection.execute(
+        text(f'SELECT min("{history.key}"), max("{history.key}") FROM "{rows_in}"')
+    ).one()
+    pieces = set(slices_wanted(now))
+    if oldest is not None:
+        pieces.update(slices_between(history.moment(oldest), history.moment(newest)))
+    for piece in sorted(pieces):
+        create_slice(connection, history, piece)
 
 
 def _drop_keys_and_indexes(connection: Connection, table: str) -> None:
@@ -112,7 +118,3 @@ def _declare_keys_and_indexes(connection: Connection, table: Table) -> None:
 
 def _plain_index(connection: Connection, table: str, name: str, columns: list[str]) -> None:
     connection.execute(text(f'CREATE INDEX "{name}" ON "{table}" ({", ".join(columns)})'))
-
-
-def _made_at(identifier: str) -> datetime:
-    return datetime.fromtimestamp(id_time_ms(identifier) / 1000, tz=UTC)

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, text
 
+from herder.store.history.partitions import FIRE_KEYS, create_default_partition
+
 # (guard table, its key columns in runs, their SQL types)
 RUN_GUARDS = (
     ("run_fire_keys", ("schedule_id", "scheduled_for"), ("varchar(40)", "timestamptz")),
@@ -37,16 +39,20 @@ _TRIGGER_FUNCTION = "runs_take_unique_keys"
 
 def create_guards(connection: Connection) -> None:
     """The guard tables, filled from the runs there are, and the trigger that takes a new
-    run's keys."""
+    run's keys. The fires' guard is sliced by nominal time (``partitions.FIRE_KEYS``); its
+    rows wait in its default partition for their slices."""
     for name, columns, types in RUN_GUARDS:
         declared = ", ".join(f"{c} {t} NOT NULL" for c, t in zip(columns, types, strict=True))
         listed = ", ".join(columns)
+        sliced = f" PARTITION BY RANGE ({FIRE_KEYS.key})" if name == FIRE_KEYS.name else ""
         connection.execute(
             text(
                 f"CREATE TABLE {name} ({declared}, run_id varchar(40) NOT NULL,"
-                f" CONSTRAINT pk_{name} PRIMARY KEY ({listed}))"
+                f" CONSTRAINT pk_{name} PRIMARY KEY ({listed})){sliced}"
             )
         )
+        if sliced:
+            create_default_partition(connection, FIRE_KEYS)
         present = " AND ".join(f"{c} IS NOT NULL" for c in columns)
         connection.execute(
             text(

@@ -11,23 +11,37 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, cast
 
 from sqlalchemy import Connection, text
 
 from herder.domain.history import Slice, slice_named
+from herder.domain.ids import id_time_ms
 
 
 @dataclass(frozen=True)
 class HistoryTable:
     name: str
     key: str  # the column its slices range over
-    prefix: str  # of the ids in that column
+    prefix: str | None  # of the ids in that column; None: the column is a time
     # PostgreSQL wants the key in every unique key of a partitioned table: the declared
     # primary key, with the key added when it is not in it
     primary_key: tuple[str, ...]
 
     def partition(self, piece: Slice) -> str:
         return f"{self.name}_{piece.suffix}"
+
+    def bounds(self, piece: Slice) -> tuple[str, str]:
+        if self.prefix is None:
+            return piece.start.isoformat(), piece.end.isoformat()
+        return piece.bounds(self.prefix)
+
+    def moment(self, key: Any) -> datetime:
+        """When a row with this key was made (its time, for a time key)."""
+        if self.prefix is None:
+            return cast(datetime, key)
+        return datetime.fromtimestamp(id_time_ms(key) / 1000, tz=UTC)
 
     @property
     def default_partition(self) -> str:
@@ -41,6 +55,10 @@ HISTORY_TABLES = (
     HistoryTable("attempts", "run_id", "run", ("id", "run_id")),
     HistoryTable("runs", "id", "run", ("id",)),
 )
+# The guard of runs' fires (``guards``), sliced by the nominal time: the fires of a slice
+# past every retention are forgotten with it.
+FIRE_KEYS = HistoryTable("run_fire_keys", "scheduled_for", None, ("schedule_id", "scheduled_for"))
+SLICED_TABLES = (*HISTORY_TABLES, FIRE_KEYS)
 PARTITION_NAME = re.compile(r"^(?P<table>[a-z_]+)_(?P<suffix>p\d{8}|default)$")
 
 
@@ -73,15 +91,14 @@ def _slices_named(connection: Connection, table: HistoryTable, query: str) -> se
 def create_slice(connection: Connection, table: HistoryTable, piece: Slice) -> None:
     """Make the slice's partition, moving into it what the default partition holds of it (a
     partition cannot be added over rows the default already has)."""
-    name, (low, high) = table.partition(piece), piece.bounds(table.prefix)
+    name, (low, high) = table.partition(piece), table.bounds(piece)
     connection.execute(text(f'CREATE TABLE "{name}" (LIKE "{table.name}" INCLUDING DEFAULTS)'))
     connection.execute(
         text(
             f'WITH moved AS (DELETE FROM "{table.default_partition}"'
-            f' WHERE "{table.key}" >= :low AND "{table.key}" < :high RETURNING *)'
+            f" WHERE \"{table.key}\" >= '{low}' AND \"{table.key}\" < '{high}' RETURNING *)"
             f' INSERT INTO "{name}" SELECT * FROM moved'
-        ),
-        {"low": low, "high": high},
+        )
     )
     connection.execute(
         text(

@@ -26,7 +26,7 @@ from herder.domain.history import (
 from herder.domain.ids import id_bound
 from herder.store.database import Database
 from herder.store.history.partitions import (
-    HISTORY_TABLES,
+    SLICED_TABLES,
     attached_slices,
     create_slice,
     detach_slice,
@@ -55,7 +55,7 @@ class HistoryRetention:
     def prepare_slices(self) -> list[str]:
         """Make the slices the coming weeks need, in every history table (PostgreSQL)."""
         now, created = self._clock.now(), []
-        for table in HISTORY_TABLES:
+        for table in SLICED_TABLES:
             with self._ddl() as connection:
                 missing = sorted(set(slices_wanted(now)) - attached_slices(connection, table))
                 for piece in missing:
@@ -67,7 +67,7 @@ class HistoryRetention:
         """Take the slices past every tenant's retention out of their tables (PostgreSQL);
         they stay as plain tables until ``drop_detached``."""
         now, detached = self._clock.now(), []
-        for table in HISTORY_TABLES:
+        for table in SLICED_TABLES:
             with self._ddl() as connection:
                 longest = _longest_retention_days(connection)
                 for piece in expired_slices(attached_slices(connection, table), now, longest):
@@ -77,7 +77,7 @@ class HistoryRetention:
 
     def drop_detached(self) -> list[str]:
         dropped = []
-        for table in HISTORY_TABLES:
+        for table in SLICED_TABLES:
             with self._ddl() as connection:
                 for piece in sorted(detached_slices(connection, table)):
                     drop_detached_slice(connection, table, piece)
