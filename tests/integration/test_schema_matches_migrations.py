@@ -5,6 +5,11 @@ Alembic's autogenerate comparison (what would write the next revision) must find
 do: tables, columns, types, nullability, server defaults, indexes, unique constraints and
 foreign keys. What it does not compare is checked by reflection: primary keys, descending
 index columns, which columns autoincrement, and check constraints.
+
+On PostgreSQL the history tables are partitioned by time (``store/history``), which the
+declared schema does not say: their partitions, the guard tables holding runs' unique keys
+and the foreign keys between history tables left out are the known differences, each
+checked for what it is instead.
 """
 
 from __future__ import annotations
@@ -34,6 +39,9 @@ from sqlalchemy.sql import operators
 
 from herder.store import migrations
 from herder.store.database import Database, sqlite_url
+from herder.store.history.conversion import FOREIGN_KEYS_BETWEEN_HISTORY_TABLES
+from herder.store.history.guards import GUARD_TABLES, GUARDED_UNIQUE_KEYS
+from herder.store.history.partitions import HISTORY_TABLES, PARTITION_NAME, SLICED_TABLES
 from herder.store.schema import metadata
 from tests.clones import admin_connection, database_url_named
 
@@ -75,17 +83,73 @@ def test_autogenerate_finds_nothing_to_migrate(migrated: Database) -> None:
     with migrated.engine.connect() as connection:
         context = MigrationContext.configure(
             connection,
-            opts={"compare_type": True, "compare_server_default": _same_server_default},
+            opts={
+                "compare_type": True,
+                "compare_server_default": _same_server_default,
+                "include_name": _declared_or_unknown,
+            },
         )
         differences = compare_metadata(context, metadata)
+    if migrated.dialect == "postgresql":
+        differences = [found for found in differences if not _partitioning(found)]
     assert differences == [], pformat(differences)
+
+
+def test_postgresql_guards_the_unique_keys_of_partitioned_runs(migrated: Database) -> None:
+    """A unique key of ``runs`` cannot hold on a table partitioned by id: a guard table's
+    primary key holds it, and a plain index of the same name serves the reads."""
+    if migrated.dialect != "postgresql":
+        pytest.skip("SQLite keeps plain tables")
+    inspector = inspect(migrated.engine)
+    plain = {index["name"] for index in inspector.get_indexes("runs") if not index["unique"]}
+    assert set(GUARDED_UNIQUE_KEYS) <= plain
+    assert set(GUARD_TABLES) <= set(inspector.get_table_names())
+    partitioned = {table.name for table in SLICED_TABLES}
+    assert partitioned <= _partitioned_tables(migrated)
+
+
+def _declared_or_unknown(name: str | None, kind: str, parents: dict[str, Any]) -> bool:
+    """Leave out the partitions and guard tables of partitioned history (PostgreSQL)."""
+    if kind != "table" or name is None:
+        return True
+    return PARTITION_NAME.match(name) is None and name not in GUARD_TABLES
+
+
+def _partitioning(difference: Any) -> bool:
+    """A difference partitioned history makes on purpose (see the module's docstring)."""
+    kind, subject = difference[0], difference[1]
+    name = getattr(subject, "name", None)
+    if kind == "add_fk":
+        return name in FOREIGN_KEYS_BETWEEN_HISTORY_TABLES
+    if kind in {"remove_index", "add_index", "add_constraint"}:
+        columns = [column.name for column in getattr(subject, "columns", [])]
+        return name in GUARDED_UNIQUE_KEYS or (
+            kind == "add_constraint" and _guarded_columns(columns)
+        )
+    return False
+
+
+def _guarded_columns(columns: list[str]) -> bool:
+    """Alembic names an added unique constraint by its columns, not our convention."""
+    return any(name.endswith("_" + "_".join(columns)) for name in GUARDED_UNIQUE_KEYS)
+
+
+def _partitioned_tables(database: Database) -> set[str]:
+    with database.engine.connect() as connection:
+        rows = connection.exec_driver_sql(
+            "SELECT relname FROM pg_class WHERE relkind = 'p'"
+        ).scalars()
+        return set(rows)
 
 
 def test_primary_keys_are_the_declared_ones(migrated: Database) -> None:
     inspector = inspect(migrated.engine)
+    partitioned = {table.name: list(table.primary_key) for table in HISTORY_TABLES}
     for table in metadata.sorted_tables:
         reflected = inspector.get_pk_constraint(table.name)
         declared = [column.name for column in table.primary_key.columns]
+        if migrated.dialect == "postgresql":  # the slice key belongs in it
+            declared = partitioned.get(table.name, declared)
         assert (reflected["name"], reflected["constrained_columns"]) == (
             table.primary_key.name,
             declared,
@@ -162,7 +226,7 @@ def _autoincrementing(inspector: Inspector, dialect: str) -> set[str]:
     rowid), which is the only column SQLite numbers by itself."""
     found = set()
     for table in inspector.get_table_names():
-        if table == "alembic_version":
+        if table == "alembic_version" or not _declared_or_unknown(table, "table", {}):
             continue
         columns = inspector.get_columns(table)
         primary = inspector.get_pk_constraint(table)["constrained_columns"]

@@ -16,6 +16,7 @@ from pydantic import (
     field_validator,
 )
 
+from herder.domain.history import MAX_RETENTION_DAYS, MIN_RETENTION_DAYS
 from herder.domain.jobs import JobSpec, RunOverrides, RunRequest, check_job_name
 from herder.domain.models import ApiKey, LogChunk, Role
 from herder.domain.tenants import TenantQuotas
@@ -147,6 +148,17 @@ class TenantUpdate(_Body):
 
     weight: Annotated[int, Field(ge=1, le=1000, description="fair-share weight")] | None = None
     quotas: TenantQuotas | None = None
+    retention_days: (
+        Annotated[
+            int,
+            Field(
+                ge=MIN_RETENTION_DAYS,
+                le=MAX_RETENTION_DAYS,
+                description="days its runs, logs and events are kept (default 1825)",
+            ),
+        ]
+        | None
+    ) = None
 
     @field_validator("weight")
     @classmethod
@@ -154,6 +166,13 @@ class TenantUpdate(_Body):
         if weight is None:
             raise ValueError("weight cannot be cleared; give a number from 1 to 1000")
         return weight
+
+    @field_validator("retention_days")
+    @classmethod
+    def _retention_stays(cls, days: int | None) -> int | None:
+        if days is None:
+            raise ValueError("retention_days cannot be cleared; give a number from 1 to 1825")
+        return days
 
     def quota_changes(self) -> dict[str, object] | None:
         if "quotas" not in self.model_fields_set:

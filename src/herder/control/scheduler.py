@@ -21,6 +21,7 @@ from herder.control.alerts import AlertEvaluator, AlertSender
 from herder.control.dispatcher import Dispatcher
 from herder.control.firer import Firer
 from herder.control.leased import LeasedLoop, Loop
+from herder.control.maintenance import Maintenance
 from herder.control.membership import Membership
 from herder.control.reaper import Reaper
 from herder.domain.schedules import MISFIRE_GRACE
@@ -66,8 +67,9 @@ class Scheduler:
         sender = AlertSender(
             store.alert_deliveries, store.clock, allow_private=alert_private_targets
         )
+        maintenance = Maintenance(store.history, partitioned=store.database.is_postgres)
         # on their own clocks, but a queued delivery wakes the sender (the last loop)
-        bodies += [AlertEvaluator(store), sender]
+        bodies += [AlertEvaluator(store), maintenance, sender]
         self._wakes = [threading.Event() for _ in bodies]
         self.membership = Membership(
             store.leases, self.holder, ttl_seconds=lease_seconds, stop=self._stop

@@ -8,6 +8,7 @@ from typing import Annotated, Generic, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
 
+from herder.domain.history import DEFAULT_RETENTION_DAYS
 from herder.domain.jobs import Capacity, JobSpec, Priority
 from herder.domain.schedules import ScheduleSpec
 from herder.domain.states import AttemptState, RunState
@@ -54,6 +55,7 @@ class Tenant(_Record):
     is_system: bool
     created_at: datetime
     quotas: TenantQuotas = TenantQuotas()
+    retention_days: int = DEFAULT_RETENTION_DAYS  # its runs older than this are gone
 
 
 class Principal(_Record):

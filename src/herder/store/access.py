@@ -155,6 +155,7 @@ class AccessRepository:
         *,
         weight: int | None = None,
         quota_changes: Mapping[str, object] | None = None,
+        retention_days: int | None = None,
     ) -> Tenant:
         """Change the weight and some quotas: each given quota replaces the stored one, and
         ``None`` clears it (unlimited). The row is locked while the quotas are merged, so two
@@ -174,12 +175,20 @@ class AccessRepository:
                 {**current.quotas.model_dump(), **(quota_changes or {})}
             )
             changed = current.model_copy(
-                update={"weight": current.weight if weight is None else weight, "quotas": quotas}
+                update={
+                    "weight": current.weight if weight is None else weight,
+                    "quotas": quotas,
+                    "retention_days": retention_days or current.retention_days,
+                }
             )
             connection.execute(
                 update(tenants)
                 .where(tenants.c.id == tenant_id)
-                .values(weight=changed.weight, quotas=quotas.model_dump(exclude_none=True))
+                .values(
+                    weight=changed.weight,
+                    quotas=quotas.model_dump(exclude_none=True),
+                    retention_days=changed.retention_days,
+                )
             )
         return changed
 

@@ -16,6 +16,8 @@ from herder.domain.states import AttemptState
 from herder.protocol import OutputChunk
 from herder.store.database import Database
 from herder.store.dialect import insert_ignoring_duplicates
+from herder.store.history.live import live_floor
+from herder.store.history.retention import visible_runs_floor
 from herder.store.schema import attempts, log_chunks, runs
 
 MAX_LOG_BYTES_PER_ATTEMPT = 8 * 1024 * 1024 + 64 * 1024  # the worker's 8 MiB and its marker
@@ -31,9 +33,8 @@ def append_output(
 ) -> None:
     """Store what fits under the attempt's cap; the rest is dropped and the log marked
     truncated. The caller has checked the attempt is the worker's current one."""
-    stored = connection.execute(
-        select(attempts.c.log_bytes).where(attempts.c.id == attempt_id)
-    ).scalar_one()
+    this_attempt = (attempts.c.id == attempt_id, attempts.c.run_id >= live_floor(connection, now))
+    stored = connection.execute(select(attempts.c.log_bytes).where(*this_attempt)).scalar_one()
     room = max_bytes - stored
     kept = []
     for chunk in chunks:
@@ -53,7 +54,7 @@ def append_output(
     values: dict[str, object] = {"log_bytes": max_bytes - room}
     if len(kept) < len(chunks):
         values["log_truncated"] = True
-    connection.execute(update(attempts).where(attempts.c.id == attempt_id).values(**values))
+    connection.execute(update(attempts).where(*this_attempt).values(**values))
 
 
 @dataclass(frozen=True)
@@ -80,9 +81,10 @@ class LogRepository:
         limit: int = 1000,
     ) -> LogPage:
         with self._db.read() as connection:
+            floor = visible_runs_floor(connection, tenant_id, self._clock.now())
             attempt_count = connection.execute(
                 select(runs.c.attempt_count).where(
-                    runs.c.tenant_id == tenant_id, runs.c.id == run_id
+                    runs.c.tenant_id == tenant_id, runs.c.id == run_id, runs.c.id >= floor
                 )
             ).scalar()
             if attempt_count is None:

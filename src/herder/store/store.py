@@ -17,6 +17,7 @@ from herder.store.audit import AuditRepository
 from herder.store.backfills import BackfillRepository
 from herder.store.database import Database
 from herder.store.fleet import FleetRepository
+from herder.store.history.retention import HistoryRetention
 from herder.store.jobs import JobRepository
 from herder.store.keys import KeyRepository
 from herder.store.leases import LeaseRepository
@@ -70,6 +71,7 @@ class Store:
         self.alert_history = AlertHistoryRepository(self.database)
         self.alert_deliveries = DeliveryRepository(self.database, self.clock, self.rng)
         self.submit_buckets = SubmitBucketRepository(self.database)
+        self.history = HistoryRetention(self.database, self.clock)
 
     def work(self) -> AbstractContextManager[Work]:
         """A unit of work: one transaction, one ``now``, notices sent after commit."""

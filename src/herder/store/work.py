@@ -72,7 +72,9 @@ class Work:
         """Decide and apply the ends of these attempts (see ``lifecycle.settle``)."""
         if not endings:
             return []
-        runs, attempts = facts_of_attempts(self.connection, {e.attempt_id for e in endings})
+        runs, attempts = facts_of_attempts(
+            self.connection, {e.attempt_id for e in endings}, self.now
+        )
         changes, settled = settle(runs, attempts, endings, actor=actor, now=self.now, rng=self.rng)
         self.apply(changes, facts=runs)
         return settled

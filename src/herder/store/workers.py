@@ -10,7 +10,7 @@ import logging
 import random
 import secrets
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from pydantic import ValidationError
@@ -36,6 +36,7 @@ from herder.protocol import Directives, HeldAttempt
 from herder.store.access import hash_secret
 from herder.store.database import Database
 from herder.store.fleet import worker_record
+from herder.store.history.live import live_floor
 from herder.store.notifications import notify_capacity
 from herder.store.runs.due import mark_lost
 from herder.store.runs.facts import ATTEMPT_FACTS, active_runs, attempt_facts
@@ -142,7 +143,10 @@ class WorkerRepository:
                     func.coalesce(func.sum(attempts.c.memory_mb), 0),
                     func.coalesce(func.sum(attempts.c.gpus), 0),
                 )
-                .where(attempts.c.state == AttemptState.RUNNING)
+                .where(
+                    attempts.c.state == AttemptState.RUNNING,
+                    attempts.c.run_id >= live_floor(connection, self._clock.now()),
+                )
                 .group_by(attempts.c.worker_id)
             ).all()
         use = {
@@ -185,11 +189,12 @@ class WorkerRepository:
                     attempts.c.worker_id == worker_id,
                     attempts.c.state == AttemptState.RUNNING,
                     attempts.c.delivered_at < handed_over_before,
+                    attempts.c.run_id >= live_floor(work.connection, work.now),
                 )
             ).all()
             unheard = [attempt_facts(row) for row in given if (row.id, row.number) not in reported]
             work.settle(never_delivered(unheard), f"worker:{worker_id}")
-            directives = _directives(work.connection, worker_id, running)
+            directives = _directives(work.connection, worker_id, running, work.now)
             stale = [item for item in running if item.attempt_id in directives.drop]
             if stale:
                 _record_stale(work, worker_id, stale)
@@ -199,7 +204,7 @@ class WorkerRepository:
     def directives(self, worker_id: str, running: Sequence[HeldAttempt]) -> Directives:
         """Which of its attempts the worker must stop (see ``stops.stop_orders``)."""
         with self._db.read() as connection:
-            return _directives(connection, worker_id, running)
+            return _directives(connection, worker_id, running, self._clock.now())
 
     def claim_with_directives(
         self, worker_id: str, max_runs: int, running: Sequence[HeldAttempt], look_for_news: bool
@@ -254,6 +259,7 @@ class WorkerRepository:
 
 
 def _undelivered(work: Work, worker_id: str, limit: int) -> Sequence[Any]:
+    floor = live_floor(work.connection, work.now)  # running attempts: older slices pruned
     return work.connection.execute(
         select(
             attempts.c.id, attempts.c.number, attempts.c.rank, attempts.c.gpu_indices,
@@ -268,6 +274,8 @@ def _undelivered(work: Work, worker_id: str, limit: int) -> Sequence[Any]:
             attempts.c.worker_id == worker_id,
             attempts.c.state == AttemptState.RUNNING,
             attempts.c.delivered_at.is_(None),
+            attempts.c.run_id >= floor,
+            runs.c.id >= floor,
         )
         .order_by(attempts.c.id)
         .limit(limit)
@@ -332,17 +340,19 @@ def _task_of(row: Any) -> AssignedTask | None:
 
 
 def _directives(
-    connection: Connection, worker_id: str, running: Sequence[HeldAttempt]
+    connection: Connection, worker_id: str, running: Sequence[HeldAttempt], now: datetime
 ) -> Directives:
     """Cancelled ones (stop and report them), preempted ones (stop and report them
     preempted), and ones that are no longer its current attempts (kill, report nothing)."""
+    floor = live_floor(connection, now)
     current = connection.execute(
         select(
             attempts.c.id, attempts.c.number, attempts.c.preempt_requested_at,
             runs.c.cancel_requested,
         )
         .join(runs, runs.c.id == attempts.c.run_id)
-        .where(attempts.c.worker_id == worker_id, attempts.c.state == AttemptState.RUNNING)
+        .where(attempts.c.worker_id == worker_id, attempts.c.state == AttemptState.RUNNING,
+               attempts.c.run_id >= floor, runs.c.id >= floor)
     ).all()  # fmt: skip
     orders = stop_orders(
         [

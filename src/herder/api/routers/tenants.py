@@ -46,10 +46,14 @@ def get_tenant(tenant_id: str, caller: Caller, store: StoreDep) -> Tenant:
 def update_tenant(
     tenant_id: str, body: TenantUpdate, _admin: SystemAdmin, store: StoreDep, request: Request
 ) -> Tenant:
-    """Change the fair-share weight and quotas. Usage quotas apply from the dispatcher's next
-    pass; a submit rate within a few seconds on every API replica."""
+    """Change the fair-share weight, quotas and retention. Usage quotas apply from the
+    dispatcher's next pass; a submit rate within a few seconds on every API replica; a
+    shorter retention hides older runs at once and removes them at the next maintenance."""
     tenant = store.access.update_tenant(
-        tenant_id, weight=body.weight, quota_changes=body.quota_changes()
+        tenant_id,
+        weight=body.weight,
+        quota_changes=body.quota_changes(),
+        retention_days=body.retention_days,
     )
     submit_limiter(request).quotas_changed(tenant_id)
     return tenant

@@ -27,6 +27,7 @@ from herder.domain.ids import new_id
 from herder.domain.states import RunState
 from herder.store.alerts.channels import add_deliveries
 from herder.store.dialect import insert_ignoring_duplicates
+from herder.store.history.live import live_floor
 from herder.store.schema import (
     alert_incidents,
     alert_rules,
@@ -320,6 +321,7 @@ def _waiting_for_room(work: Work, rule: StoredRule) -> list[str]:
         work.connection.execute(
             select(runs.c.id)
             .where(runs.c.tenant_id == rule.tenant_id, runs.c.state == RunState.QUEUED,
+                   runs.c.id >= live_floor(work.connection, work.now),
                    runs.c.queued_at <= before, runs.c.waiting_reason.is_not(None),
                    runs.c.waiting_reason.not_like(_QUOTA_REASON))
             .order_by(runs.c.queued_at)

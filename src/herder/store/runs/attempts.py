@@ -44,7 +44,9 @@ class AttemptRepository:
             by_attempt[chunk.attempt_id, chunk.attempt].append(chunk)
         named = {c.attempt_id for c in completions} | {key[0] for key in by_attempt}
         with unit_of_work(self._db, self._clock, self._rng) as work:
-            runs, attempts = facts_of_attempts(work.connection, named, lock=bool(completions))
+            runs, attempts = facts_of_attempts(
+                work.connection, named, work.now, lock=bool(completions)
+            )
             refused = []
             for (attempt_id, number), chunks in by_attempt.items():
                 if is_current(attempts.get(attempt_id), worker_id, number):

@@ -13,6 +13,7 @@ from sqlalchemy import func, select, update
 from herder.domain.lifecycle.facts import AttemptFacts, DueRetry, WorkerSilence
 from herder.domain.models import WorkerState
 from herder.domain.states import AttemptState, RunState
+from herder.store.history.live import live_floor
 from herder.store.runs.facts import ATTEMPT_FACTS, attempt_facts
 from herder.store.schema import attempts, runs, workers
 from herder.store.work import Work
@@ -39,12 +40,17 @@ def more_waiting(ends: DueEnds, due: DueRuns) -> bool:
 def read_due_ends(work: Work) -> DueEnds:
     """Attempts whose end is due: their worker is silent, or their deadline passed."""
     connection, now = work.connection, work.now
+    floor = live_floor(connection, now)
     silent = connection.execute(
         select(workers.c.id, workers.c.last_heartbeat_at).where(workers.c.state != WorkerState.LOST)
     ).all()
     overdue = connection.execute(
         select(*ATTEMPT_FACTS)
-        .where(attempts.c.state == AttemptState.RUNNING, attempts.c.deadline_at < now)
+        .where(
+            attempts.c.state == AttemptState.RUNNING,
+            attempts.c.deadline_at < now,
+            attempts.c.run_id >= floor,
+        )
         .limit(BATCH)
     ).all()
     return DueEnds(
@@ -57,9 +63,11 @@ def read_due_runs(work: Work) -> DueRuns:
     """Runs whose retry or start deadline is due (read after the ends: a lost attempt with
     no back-off is queued again in the same pass)."""
     connection, now = work.connection, work.now
+    floor = live_floor(connection, now)
     lost_last = (
         select(attempts.c.id)
         .where(
+            attempts.c.run_id >= floor,
             attempts.c.run_id == runs.c.id,
             attempts.c.number == runs.c.attempt_count,
             attempts.c.state == AttemptState.LOST,
@@ -68,12 +76,12 @@ def read_due_runs(work: Work) -> DueRuns:
     )
     retries = connection.execute(
         select(runs.c.id, runs.c.queued_at, lost_last.label("lost"))
-        .where(runs.c.state == RunState.RETRY_WAIT, runs.c.retry_at <= now)
+        .where(runs.c.state == RunState.RETRY_WAIT, runs.c.retry_at <= now, runs.c.id >= floor)
         .limit(BATCH)
     ).all()
     expiring = connection.execute(
         select(runs.c.id)
-        .where(runs.c.state == RunState.QUEUED, runs.c.start_deadline <= now)
+        .where(runs.c.state == RunState.QUEUED, runs.c.start_deadline <= now, runs.c.id >= floor)
         .limit(BATCH)
     ).scalars()
     return DueRuns(
@@ -98,7 +106,9 @@ def mark_lost(work: Work, worker_ids: Sequence[str], timeout: float | None) -> l
     ).scalars()
     rows = work.connection.execute(
         select(*ATTEMPT_FACTS).where(
-            attempts.c.worker_id.in_(list(lost)), attempts.c.state == AttemptState.RUNNING
+            attempts.c.worker_id.in_(list(lost)),
+            attempts.c.state == AttemptState.RUNNING,
+            attempts.c.run_id >= live_floor(work.connection, work.now),
         )
     ).all()
     return [attempt_facts(row) for row in rows]
@@ -107,15 +117,21 @@ def mark_lost(work: Work, worker_ids: Sequence[str], timeout: float | None) -> l
 def next_due(work: Work, heartbeat_timeout: float) -> datetime | None:
     """The earliest moment something above will be due."""
     connection = work.connection
+    floor = live_floor(connection, work.now)
+    live_runs, live_attempts = runs.c.id >= floor, attempts.c.run_id >= floor
     candidates = [
         connection.execute(
-            select(func.min(runs.c.retry_at)).where(runs.c.state == RunState.RETRY_WAIT)
+            select(func.min(runs.c.retry_at)).where(runs.c.state == RunState.RETRY_WAIT, live_runs)
         ).scalar(),
         connection.execute(
-            select(func.min(runs.c.start_deadline)).where(runs.c.state == RunState.QUEUED)
+            select(func.min(runs.c.start_deadline)).where(
+                runs.c.state == RunState.QUEUED, live_runs
+            )
         ).scalar(),
         connection.execute(
-            select(func.min(attempts.c.deadline_at)).where(attempts.c.state == AttemptState.RUNNING)
+            select(func.min(attempts.c.deadline_at)).where(
+                attempts.c.state == AttemptState.RUNNING, live_attempts
+            )
         ).scalar(),
     ]
     oldest_heartbeat = connection.execute(

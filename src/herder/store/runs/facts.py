@@ -8,6 +8,7 @@ attempts), so gang members ending together, or two batches, cannot deadlock.
 from __future__ import annotations
 
 from collections.abc import Collection
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Select, or_, select
@@ -15,6 +16,7 @@ from sqlalchemy import Connection, Select, or_, select
 from herder.domain.jobs import RetryPolicy
 from herder.domain.lifecycle.facts import ActiveRun, AttemptFacts, RunFacts
 from herder.domain.states import AttemptState, RunState
+from herder.store.history.live import live_floor
 from herder.store.schema import attempts, runs
 
 _RUN_FACTS = (
@@ -72,20 +74,23 @@ def lock_runs(
 
 
 def facts_of_attempts(
-    connection: Connection, attempt_ids: Collection[str], *, lock: bool = True
+    connection: Connection, attempt_ids: Collection[str], now: datetime, *, lock: bool = True
 ) -> tuple[dict[str, RunFacts], dict[str, AttemptFacts]]:
     """The named attempts (in whatever state), their runs (locked), and every running
-    member of those runs' attempts."""
+    member of those runs' attempts. An attempt of a run older than every live run is not
+    looked for (it is answered as unknown): the slices before the live floor are pruned."""
     if not attempt_ids:
         return {}, {}
-    owners = select(attempts.c.run_id).where(attempts.c.id.in_(attempt_ids))
+    live = attempts.c.run_id >= live_floor(connection, now)
+    owners = select(attempts.c.run_id).where(attempts.c.id.in_(attempt_ids), live)
     found = lock_runs(connection, owners) if lock else _runs(connection, owners)
     rows = connection.execute(
         select(*ATTEMPT_FACTS).where(
+            live,
             or_(
                 attempts.c.id.in_(attempt_ids),
                 attempts.c.run_id.in_(list(found)) & (attempts.c.state == AttemptState.RUNNING),
-            )
+            ),
         )
     ).all()
     return found, {row.id: attempt_facts(row) for row in rows}

@@ -29,6 +29,7 @@ from herder.domain.placement.snapshot import RunningAttempt, Snapshot, WorkerVie
 from herder.domain.states import AttemptState, RunState, check_transition
 from herder.store.database import Database
 from herder.store.dialect import Among, insert_rows, set_each, update_each
+from herder.store.history.live import live_floor
 from herder.store.notifications import CANCEL, CAPACITY, WORKER_CHANNEL, send
 from herder.store.runs.snapshot import QUEUE_WINDOW, TENANT_QUEUE_WINDOW, read_snapshot
 from herder.store.runs.writes import record_events
@@ -90,7 +91,7 @@ class PlacementRepository:
         )
         with self._db.write() as connection:
             sql = _statements(connection.dialect.name)
-            room = _lock_and_measure(connection, sql, touched)
+            room = _lock_and_measure(connection, sql, touched, live_floor(connection, now))
             queued = _queued_runs(connection, sql, [p.run_id for p in plan.placements])
             fitting = [
                 placement
@@ -162,7 +163,11 @@ def _statements(dialect: str) -> _Statements:
         attempt_worker_ids=attempt_worker_ids,
         used=select(attempts.c.worker_id, attempts.c.cpu_milli, attempts.c.memory_mb,
                     attempts.c.gpus, attempts.c.gpu_indices)
-        .where(attempt_worker_ids.condition, attempts.c.state == AttemptState.RUNNING),
+        .where(
+            attempt_worker_ids.condition,
+            attempts.c.state == AttemptState.RUNNING,
+            attempts.c.run_id >= bindparam("live_floor"),
+        ),
     )  # fmt: skip
 
 
@@ -312,7 +317,7 @@ def _insert_attempts(
 
 
 def _lock_and_measure(
-    connection: Connection, sql: _Statements, worker_ids: list[str]
+    connection: Connection, sql: _Statements, worker_ids: list[str], floor: str
 ) -> dict[str, _Room]:
     """Lock the alive ones among ``worker_ids`` (sorted, so lockers never deadlock) and
     work out what each has free from the attempts it runs."""
@@ -320,7 +325,7 @@ def _lock_and_measure(
     for params in sql.worker_ids.batches(worker_ids):
         for worker_id, cpu, memory_mb, gpus, slots in connection.execute(sql.lock, params).all():
             room[worker_id] = _Room(Amount(cpu, memory_mb, gpus, slots), set(range(gpus)))
-    for params in sql.attempt_worker_ids.batches(worker_ids):
+    for params in sql.attempt_worker_ids.batches(worker_ids, live_floor=floor):
         for worker_id, cpu, memory_mb, gpus, indices in connection.execute(sql.used, params).all():
             held = room.get(worker_id)
             if held is not None:

@@ -20,6 +20,7 @@ from herder.domain.jobs import Capacity, Priority
 from herder.domain.models import Page, QueueEntry
 from herder.domain.states import RunState
 from herder.store.database import Database
+from herder.store.history.live import live_floor
 from herder.store.pagination import MAX_PAGE_SIZE, page_records
 from herder.store.schema import runs
 
@@ -92,6 +93,7 @@ class QueueRepository:
         query = query.order_by(runs.c.priority.desc(), runs.c.queued_at, runs.c.id)
         now = self._clock.now()
         with self._db.read() as connection:
+            query = query.where(runs.c.id >= live_floor(connection, now))
             rows = connection.execute(query.limit(limit + 1)).all()
         more = len(rows) > limit
         rows = rows[:limit]

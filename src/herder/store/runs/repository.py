@@ -21,6 +21,7 @@ from herder.domain.models import Attempt, Job, Page, Run, RunDetail, RunEvent
 from herder.domain.schedules import ConcurrencyPolicy
 from herder.domain.states import RunState
 from herder.store.database import Database
+from herder.store.history.retention import visible_runs_floor
 from herder.store.jobs import JobRepository
 from herder.store.pagination import next_cursor, page_query, page_records
 from herder.store.runs.facts import active_of_schedule, active_runs
@@ -183,10 +184,12 @@ class RunRepository:
         with self._db.read() as connection:
             return self._get(connection, tenant_id, run_id)
 
-    @staticmethod
-    def _get(connection: Connection, tenant_id: str, run_id: str) -> Run:
+    def _get(self, connection: Connection, tenant_id: str, run_id: str) -> Run:
+        floor = visible_runs_floor(connection, tenant_id, self._clock.now())
         row = connection.execute(
-            select(*_RUN_COLUMNS).where(runs.c.tenant_id == tenant_id, runs.c.id == run_id)
+            select(*_RUN_COLUMNS).where(
+                runs.c.tenant_id == tenant_id, runs.c.id == run_id, runs.c.id >= floor
+            )
         ).first()
         if row is None:
             raise NotFound(f"run {run_id} not found")
@@ -251,6 +254,8 @@ class RunRepository:
         if until is not None:
             query = query.where(runs.c.created_at < until)
         with self._db.read() as connection:
+            floor = visible_runs_floor(connection, tenant_id, self._clock.now())
+            query = query.where(runs.c.id >= floor)
             rows = connection.execute(page_query(query, runs.c.id, limit, cursor)).all()
         return Page(
             items=page_records(rows[:limit], _run),

@@ -34,6 +34,7 @@ from herder.domain.placement.snapshot import (
 from herder.domain.states import AttemptState, RunState
 from herder.domain.tenants import TenantQuotas
 from herder.store.dialect import Among
+from herder.store.history.live import live_floor
 from herder.store.schema import attempts, runs, tenants, workers
 
 QUEUE_WINDOW = 20_000  # queued runs one pass looks at, in priority-then-age order
@@ -55,18 +56,20 @@ def read_snapshot(
     much of the queue as the fleet's free slots could take (a few times over), which is what
     a pass right after a submit or a completion needs. Given ``fleet`` (the workers of an
     earlier snapshot), only the ``changed`` workers are read again."""
-    workers_now = read_fleet(connection, fleet, changed)
+    workers_now = read_fleet(connection, fleet, changed, now)
     if quick:
         free = _free_slots(workers_now)
         window = min(window, QUICK_WINDOW_BASE + 4 * free)
         per_tenant = min(per_tenant, QUICK_WINDOW_BASE + 2 * free)
-    limits = {"window": window, "per_tenant": per_tenant}
+    floor = live_floor(connection, now)
+    limits = {"window": window, "per_tenant": per_tenant, "live_floor": floor}
     queue = list(connection.execute(_QUEUE_WINDOW, limits).all())
     # and the longest-waiting, whatever their class, so aging never stalls — unless the
     # window already holds the whole queue
     if quick and not _whole_queue(queue, window, per_tenant):
         seen = {row.id for row in queue}
-        oldest = connection.execute(_OLDEST_QUEUED, {"count": QUICK_WINDOW_BASE}).all()
+        limits = {"count": QUICK_WINDOW_BASE, "live_floor": floor}
+        oldest = connection.execute(_OLDEST_QUEUED, limits).all()
         queue += [row for row in oldest if row.id not in seen]
     return Snapshot(
         now=now,
@@ -80,15 +83,19 @@ def read_snapshot(
 
 
 def read_fleet(
-    connection: Connection, known: Sequence[WorkerView] | None, changed: Collection[str]
+    connection: Connection,
+    known: Sequence[WorkerView] | None,
+    changed: Collection[str],
+    now: datetime,
 ) -> tuple[WorkerView, ...]:
     """Every worker not lost, with what it runs, in id order: all read afresh, or the
     ``known`` ones with only the ``changed`` ones read again (gone if lost)."""
+    floor = live_floor(connection, now)
     if known is None:
-        return _read_workers(connection, None)
+        return _read_workers(connection, None, floor)
     if not changed:
         return tuple(known)
-    fresh = {worker.id: worker for worker in _read_workers(connection, sorted(changed))}
+    fresh = {worker.id: worker for worker in _read_workers(connection, sorted(changed), floor)}
     kept = [fresh.pop(w.id, w) for w in known if w.id not in changed or w.id in fresh]
     if not fresh:
         return tuple(kept)
@@ -96,18 +103,18 @@ def read_fleet(
 
 
 def _read_workers(
-    connection: Connection, worker_ids: Sequence[str] | None
+    connection: Connection, worker_ids: Sequence[str] | None, floor: str
 ) -> tuple[WorkerView, ...]:
     rows: list[Any] = []
     running: list[Any] = []
     if worker_ids is None:
         rows = list(connection.execute(_WORKERS).all())
-        running = list(connection.execute(_RUNNING).all())
+        running = list(connection.execute(_RUNNING, {"live_floor": floor}).all())
     else:
         named = _named_workers(connection.dialect.name)
         for params in named.workers_among.batches(worker_ids):
             rows += connection.execute(named.workers, params).all()
-        for params in named.running_among.batches(worker_ids):
+        for params in named.running_among.batches(worker_ids, live_floor=floor):
             running += connection.execute(named.running, params).all()
     by_worker: dict[str, list[RunningAttempt]] = defaultdict(list)
     for row in running:
@@ -143,7 +150,11 @@ _RUNNING = (
         runs.c.preemptible, runs.c.preempted_at, runs.c.cancel_requested,
     )
     .join(runs, runs.c.id == attempts.c.run_id)
-    .where(attempts.c.state == AttemptState.RUNNING)
+    .where(
+        attempts.c.state == AttemptState.RUNNING,
+        attempts.c.run_id >= bindparam("live_floor"),
+        runs.c.id >= bindparam("live_floor"),
+    )
 )  # fmt: skip
 
 
@@ -179,7 +190,7 @@ _QUEUED_COLUMNS = (
 
 _OLDEST_QUEUED: Select[Any] = (
     select(*_QUEUED_COLUMNS)
-    .where(runs.c.state == RunState.QUEUED)
+    .where(runs.c.state == RunState.QUEUED, runs.c.id >= bindparam("live_floor"))
     .order_by(runs.c.queued_at)
     .limit(bindparam("count"))
 )
@@ -196,7 +207,7 @@ def _queue_window() -> Select[Any]:
                 order_by=(runs.c.priority.desc(), runs.c.queued_at),
             ).label("position"),
         )
-        .where(runs.c.state == RunState.QUEUED)
+        .where(runs.c.state == RunState.QUEUED, runs.c.id >= bindparam("live_floor"))
         .subquery()
     )  # fmt: skip
     return (

@@ -18,6 +18,7 @@ from herder.domain.lifecycle.changes import AttemptEnd, Changes, Event, NewRun, 
 from herder.domain.states import AttemptState, RunState
 from herder.store.database import Database
 from herder.store.dialect import insert_rows, insert_rows_ignoring_duplicates, update_each
+from herder.store.history.live import live_floor
 from herder.store.notifications import send
 from herder.store.schema import attempts, run_events, runs
 
@@ -124,7 +125,11 @@ def _insert_runs(connection: Connection, new_runs: Sequence[NewRun], now: dateti
 
 _END_ATTEMPT = (
     update(attempts)
-    .where(attempts.c.id == bindparam("e_id"), attempts.c.state == AttemptState.RUNNING)
+    .where(
+        attempts.c.id == bindparam("e_id"),
+        attempts.c.state == AttemptState.RUNNING,
+        attempts.c.run_id >= bindparam("e_live_floor"),
+    )
     .values(
         state=bindparam("e_state"),
         reason=bindparam("e_reason"),
@@ -139,11 +144,13 @@ _END_ATTEMPT = (
 
 
 def _end_attempts(connection: Connection, ends: Sequence[AttemptEnd], now: datetime) -> set[str]:
+    floor = live_floor(connection, now) if ends else ""
     rows = [
         {
             "e_id": end.attempt_id, "e_state": end.state, "e_reason": end.reason,
             "e_exit_code": end.exit_code, "e_now": now, "e_cpu_user": end.cpu_user_seconds,
             "e_cpu_system": end.cpu_system_seconds, "e_max_rss": end.max_rss_kb,
+            "e_live_floor": floor,
         }
         for end in ends
     ]  # fmt: skip

@@ -39,6 +39,7 @@ tenants = Table(
     Column("is_system", Boolean, nullable=False, server_default="0"),
     Column("quotas", JsonColumn, nullable=False),
     Column("created_at", UtcDateTime, nullable=False),
+    Column("retention_days", Integer, nullable=False, server_default="1825"),  # its history
 )
 
 api_keys = Table(

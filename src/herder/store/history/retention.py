@@ -1,0 +1,130 @@
+"""Keeping history as long as tenants want it, and no longer.
+
+PostgreSQL: the history tables' slices are made ahead of time, and a slice past every
+tenant's retention is detached, then dropped — whole partitions, never a bulk ``DELETE``.
+A tenant with a shorter retention than the longest sees only the runs inside its own
+(``visible_runs_floor``) until its slice goes.
+SQLite: each tenant's runs past its retention are deleted with their attempts, events and
+log chunks, a bounded batch per transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+
+from sqlalchemy import Connection, delete, func, select, text
+
+from herder.clock import Clock, epoch_ms
+from herder.domain.history import (
+    DEFAULT_RETENTION_DAYS,
+    expired_slices,
+    slices_wanted,
+    visible_since,
+)
+from herder.domain.ids import id_bound
+from herder.store.database import Database
+from herder.store.history.partitions import (
+    SLICED_TABLES,
+    attached_slices,
+    create_slice,
+    detach_slice,
+    detached_slices,
+    drop_detached_slice,
+)
+from herder.store.schema import attempts, log_chunks, run_events, runs, tenants
+
+DDL_LOCK_TIMEOUT = "2s"
+DELETE_BATCH = 500  # runs (with their attempts, events and log chunks) per SQLite transaction
+
+
+def visible_runs_floor(connection: Connection, tenant_id: str, now: datetime) -> str:
+    """The first run id inside the tenant's retention: it sees the runs at or above it."""
+    days = connection.execute(
+        select(tenants.c.retention_days).where(tenants.c.id == tenant_id)
+    ).scalar()
+    return id_bound("run", epoch_ms(visible_since(now, days or DEFAULT_RETENTION_DAYS)))
+
+
+class HistoryRetention:
+    def __init__(self, database: Database, clock: Clock) -> None:
+        self._db = database
+        self._clock = clock
+
+    def prepare_slices(self) -> list[str]:
+        """Make the slices the coming weeks need, in every history table (PostgreSQL)."""
+        now, created = self._clock.now(), []
+        for table in SLICED_TABLES:
+            with self._ddl() as connection:
+                missing = sorted(set(slices_wanted(now)) - attached_slices(connection, table))
+                for piece in missing:
+                    create_slice(connection, table, piece)
+                    created.append(table.partition(piece))
+        return created
+
+    def detach_expired(self) -> list[str]:
+        """Take the slices past every tenant's retention out of their tables (PostgreSQL);
+        they stay as plain tables until ``drop_detached``."""
+        now, detached = self._clock.now(), []
+        for table in SLICED_TABLES:
+            with self._ddl() as connection:
+                longest = _longest_retention_days(connection)
+                for piece in expired_slices(attached_slices(connection, table), now, longest):
+                    detach_slice(connection, table, piece)
+                    detached.append(table.partition(piece))
+        return detached
+
+    def drop_detached(self) -> list[str]:
+        dropped = []
+        for table in SLICED_TABLES:
+            with self._ddl() as connection:
+                for piece in sorted(detached_slices(connection, table)):
+                    drop_detached_slice(connection, table, piece)
+                    dropped.append(table.partition(piece))
+        return dropped
+
+    @contextmanager
+    def _ddl(self) -> Iterator[Connection]:
+        """A transaction that gives up on a table's lock rather than queue the hot path
+        behind it (a detach locks the table briefly); the next pass tries again."""
+        with self._db.write() as connection:
+            connection.execute(text(f"SET LOCAL lock_timeout = '{DDL_LOCK_TIMEOUT}'"))
+            yield connection
+
+    def delete_expired_batch(self, batch: int = DELETE_BATCH) -> int:
+        """Delete up to ``batch`` runs past their tenant's retention, with everything of
+        theirs (SQLite); how many went."""
+        now = self._clock.now()
+        with self._db.write() as connection:
+            floors = {
+                tenant_id: id_bound("run", epoch_ms(visible_since(now, days)))
+                for tenant_id, days in connection.execute(
+                    select(tenants.c.id, tenants.c.retention_days)
+                )
+            }
+            expired: list[str] = []
+            for tenant_id, floor in floors.items():
+                expired += connection.execute(
+                    select(runs.c.id)
+                    .where(runs.c.tenant_id == tenant_id, runs.c.id < floor)
+                    .order_by(runs.c.tenant_id, runs.c.id)
+                    .limit(batch - len(expired))
+                ).scalars()
+                if len(expired) >= batch:
+                    break
+            _delete_runs(connection, expired)
+        return len(expired)
+
+
+def _delete_runs(connection: Connection, run_ids: list[str]) -> None:
+    their_attempts = select(attempts.c.id).where(attempts.c.run_id.in_(run_ids))
+    connection.execute(delete(log_chunks).where(log_chunks.c.attempt_id.in_(their_attempts)))
+    connection.execute(delete(run_events).where(run_events.c.run_id.in_(run_ids)))
+    connection.execute(delete(attempts).where(attempts.c.run_id.in_(run_ids)))
+    connection.execute(delete(runs).where(runs.c.id.in_(run_ids)))
+
+
+def _longest_retention_days(connection: Connection) -> int:
+    longest = connection.execute(select(func.max(tenants.c.retention_days))).scalar()
+    return int(longest or DEFAULT_RETENTION_DAYS)

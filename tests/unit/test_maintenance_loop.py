@@ -1,0 +1,58 @@
+"""The maintenance loop's pass: on PostgreSQL make slices, detach, then drop, and come back
+in ten minutes; on SQLite delete a batch, and come back at once while batches come full."""
+
+from __future__ import annotations
+
+from typing import cast
+
+import pytest
+
+from herder.control.maintenance import (
+    BETWEEN_BATCHES_SECONDS,
+    PASS_INTERVAL_SECONDS,
+    Maintenance,
+)
+from herder.store.history.retention import DELETE_BATCH, HistoryRetention
+
+
+class RecordingHistory:
+    def __init__(self, deleted: int = 0) -> None:
+        self.calls: list[str] = []
+        self.deleted = deleted
+
+    def prepare_slices(self) -> list[str]:
+        self.calls.append("prepare")
+        return []
+
+    def detach_expired(self) -> list[str]:
+        self.calls.append("detach")
+        return []
+
+    def drop_detached(self) -> list[str]:
+        self.calls.append("drop")
+        return []
+
+    def delete_expired_batch(self) -> int:
+        self.calls.append("delete")
+        return self.deleted
+
+
+def test_a_postgresql_pass_makes_slices_then_detaches_then_drops() -> None:
+    history = RecordingHistory()
+    loop = Maintenance(cast(HistoryRetention, history), partitioned=True)
+    assert loop.step() == PASS_INTERVAL_SECONDS
+    assert history.calls == ["prepare", "detach", "drop"]
+
+
+@pytest.mark.parametrize(
+    ("deleted", "wake"),
+    [(DELETE_BATCH, BETWEEN_BATCHES_SECONDS), (DELETE_BATCH - 1, PASS_INTERVAL_SECONDS),
+     (0, PASS_INTERVAL_SECONDS)],
+)  # fmt: skip
+def test_a_sqlite_pass_deletes_a_batch_and_comes_back_soon_while_more_wait(
+    deleted: int, wake: float
+) -> None:
+    history = RecordingHistory(deleted)
+    loop = Maintenance(cast(HistoryRetention, history), partitioned=False)
+    assert loop.step() == wake
+    assert history.calls == ["delete"]
