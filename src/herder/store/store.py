@@ -17,6 +17,7 @@ from herder.store.database import Database
 from herder.store.fleet import FleetRepository
 from herder.store.jobs import JobRepository
 from herder.store.leases import LeaseRepository
+from herder.store.log_compaction import LogCompactionRepository
 from herder.store.logs import LogRepository
 from herder.store.runs.attempts import AttemptRepository
 from herder.store.runs.placement import PlacementRepository
@@ -47,6 +48,7 @@ class Store:
         self.runs = RunRepository(self.database, self.clock, self.rng, self.jobs)
         self.workers = WorkerRepository(self.database, self.clock, self.rng)
         self.logs = LogRepository(self.database, self.clock)
+        self.log_compaction = LogCompactionRepository(self.database, self.clock)
         self.attempts = AttemptRepository(self.database, self.clock, self.rng)
         self.leases = LeaseRepository(self.database, self.clock)
         self.schedules = ScheduleRepository(self.database, self.clock, self.rng, self.jobs)

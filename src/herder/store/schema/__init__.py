@@ -25,6 +25,7 @@ from herder.store.schema.alerts import alert_rules as alert_rules
 from herder.store.schema.base import ID as ID
 from herder.store.schema.base import ended_index
 from herder.store.schema.base import metadata as metadata
+from herder.store.schema.logs import attempt_logs as attempt_logs
 from herder.store.types import AutoIncrementId, JsonColumn, UtcDateTime
 
 tenants = Table(
