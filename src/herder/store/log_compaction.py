@@ -74,6 +74,7 @@ class LogCompactionRepository:
                     select(attempts.c.id, attempts.c.run_id)
                     .where(attempts.c.id.in_(attempt_ids))
                     .where(attempts.c.state != AttemptState.RUNNING)
+                    .order_by(attempts.c.id)  # two compactors lock in one order
                     .with_for_update()
                 ).all()
             )
