@@ -7,14 +7,16 @@
 compactor's passes and a ``VACUUM FULL`` (in steady state autovacuum makes the deleted chunks'
 room reusable by new ones instead).
 
-    .venv/bin/python -m bench.log_bytes [--runs 2000] [--lines 20]
+    .venv/bin/python -m bench.log_bytes [--runs 2000] [--lines 20] [--short-lines]
 
-2026-11-24 21:50 UTC, this 2-core box, PostgreSQL, 2,000 runs of 20 lines (~2.4 KB):
+2026-11-24 21:50-22:00 UTC, this 2-core box, PostgreSQL, 2,000 runs of 20 lines each:
 
-    one chunk         745 B/run before (PostgreSQL's own pglz already shrinks a value past
-                      2 KB), 664 B/run after (attempt_logs: 473 B of zlib, the rest row and key)
-    a chunk per line  5,661 B/run before (20 rows and their two index entries), 762 B/run after
-    compaction        2,400 to 3,600 attempts/s in batches of 200, one core
+    lines of ~120 characters (2.4 KB), one chunk   745 B/run before, 664 after
+        (PostgreSQL's own pglz already shrinks a value past 2 KB; the blob is 473 B of zlib)
+    the same, a chunk per line                     5,661 B/run before, 762 after
+    lines of ~20 characters (0.4 KB), one chunk    700 B/run before, 471 after
+    the same, a chunk per line                     3,973 B/run before, 537 after
+    compaction: 2,400 to 9,000 attempts/s in batches of 200 (one core)
 """
 
 from __future__ import annotations
@@ -45,9 +47,11 @@ VACUUM_PATIENCE_SECONDS = 120.0
 MODULES = ("etl.extract", "etl.transform", "etl.load", "db.pool", "http.client")
 
 
-def line(run: int, number: int, at: datetime) -> str:
+def line(run: int, number: int, at: datetime, *, short: bool) -> str:
     module = MODULES[(run + number) % len(MODULES)]
     rows = (run * 7919 + number * 104729) % 100_000
+    if short:
+        return f"{module}: {rows} rows\n"
     return (
         f"{at.isoformat(timespec='milliseconds')} INFO [{module}] pid=4242 "
         f"fetched {rows} rows from table orders in {rows % 997} ms\n"
@@ -63,7 +67,7 @@ def fresh_store() -> Store:
     return store
 
 
-def ended_runs(store: Store, count: int, lines: int, chunk_per_line: bool) -> None:
+def ended_runs(store: Store, count: int, lines: int, chunk_per_line: bool, short: bool) -> None:
     tenant = store.access.create_tenant("bench")
     spec = JobSpec(runtime=Runtime.SHELL, command="./etl.sh")
     start = datetime(2026, 11, 24, 3, 0, tzinfo=UTC)
@@ -82,7 +86,9 @@ def ended_runs(store: Store, count: int, lines: int, chunk_per_line: bool) -> No
                     started_at=at, finished_at=at + timedelta(seconds=2),
                 )
             )  # fmt: skip
-            text_lines = [line(run, n, at + timedelta(milliseconds=50 * n)) for n in range(lines)]
+            text_lines = [
+                line(run, n, at + timedelta(milliseconds=50 * n), short=short) for n in range(lines)
+            ]
             pieces = text_lines if chunk_per_line else ["".join(text_lines)]
             chunks = [
                 OutputChunk.of(attempt_id, 1, seq, "stdout", piece.encode())
@@ -127,10 +133,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=2000)
     parser.add_argument("--lines", type=int, default=20)
+    parser.add_argument("--short-lines", action="store_true", help="~20 characters, no time")
     options = parser.parse_args()
     for chunk_per_line in (False, True):
         store = fresh_store()
-        ended_runs(store, options.runs, options.lines, chunk_per_line)
+        ended_runs(store, options.runs, options.lines, chunk_per_line, options.short_lines)
         vacuum_full(store)
         before = sizes(store)
         started = time.perf_counter()
@@ -141,7 +148,8 @@ def main() -> None:
         vacuum_full(store)
         after = sizes(store)
         shape = "a chunk per line" if chunk_per_line else "one chunk"
-        print(f"{options.runs} runs, {options.lines} lines each, {shape}:")
+        size = "short " if options.short_lines else ""
+        print(f"{options.runs} runs, {options.lines} {size}lines each, {shape}:")
         for label, measured in (("before", before), ("after", after)):
             per_run = sum(measured.values()) / options.runs
             detail = ", ".join(f"{table} {size:,} B" for table, size in measured.items())
