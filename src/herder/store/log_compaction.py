@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, delete, insert, select, text, update
@@ -22,7 +23,7 @@ from sqlalchemy import Connection, delete, insert, select, text, update
 from herder.clock import Clock
 from herder.domain.states import AttemptState
 from herder.store.database import Database
-from herder.store.log_blobs import ENCODING, DamagedLog, StoredChunk, pack, unpack
+from herder.store.log_blobs import ENCODING, Blob, DamagedLog, StoredChunk, pack, unpack
 from herder.store.schema import attempt_logs, attempts, log_chunks
 
 log = logging.getLogger("herder.store")
@@ -69,46 +70,22 @@ class LogCompactionRepository:
             attempt_ids, more = _pick(connection, skip, batch)
             if not attempt_ids:
                 return CompactionPass([], [], more=False)
-            owners = dict(
-                connection.execute(
-                    select(attempts.c.id, attempts.c.run_id)
-                    .where(attempts.c.id.in_(attempt_ids))
-                    .where(attempts.c.state != AttemptState.RUNNING)
-                    .order_by(attempts.c.id)  # two compactors lock in one order
-                    .with_for_update()
-                ).all()
-            )
+            owners = _lock_ended(connection, attempt_ids)
             chunks = _chunks(connection, list(owners))
-            compacted = _existing(connection, list(owners))
-            new_rows: list[dict[str, Any]] = []
+            earlier = _existing(connection, list(owners))
+            blobs: dict[str, Blob] = {}
             damaged = []
-            for attempt_id, run_id in owners.items():
-                earlier = compacted.get(attempt_id)
+            for attempt_id in owners:
                 try:
-                    content = _merged(earlier, chunks.get(attempt_id, []))
+                    blobs[attempt_id] = pack(
+                        _merged(earlier.get(attempt_id), chunks.get(attempt_id, []))
+                    )
                 except DamagedLog as error:
                     log.error("cannot compact attempt %s again: its log blob is damaged: %s",
                               attempt_id, error.detail)  # fmt: skip
                     damaged.append(attempt_id)
-                    continue
-                blob = pack(content)
-                row = {"sha256": blob.sha256, "encoding": ENCODING,
-                       "content_bytes": blob.content_bytes, "stored_bytes": len(blob.data),
-                       "chunks": blob.chunks, "compacted_at": now, "data": blob.data}  # fmt: skip
-                if earlier is None:
-                    new_rows.append({"attempt_id": attempt_id, "run_id": run_id, **row})
-                else:
-                    connection.execute(
-                        update(attempt_logs)
-                        .where(attempt_logs.c.attempt_id == attempt_id)
-                        .values(**row)
-                    )
-            if new_rows:
-                connection.execute(insert(attempt_logs), new_rows)
-            done = [attempt_id for attempt_id in owners if attempt_id not in damaged]
-            if done:
-                connection.execute(delete(log_chunks).where(log_chunks.c.attempt_id.in_(done)))
-        return CompactionPass(done, damaged, more=more)
+            _write(connection, blobs, owners, set(earlier), now)
+        return CompactionPass(list(blobs), damaged, more=more)
 
 
 def _pick(connection: Connection, skip: Collection[str], batch: int) -> tuple[list[str], bool]:
@@ -127,6 +104,43 @@ def _pick(connection: Connection, skip: Collection[str], batch: int) -> tuple[li
         picked.append(attempt_id)
         total += log_bytes
     return picked, len(rows) == batch + len(skip)
+
+
+def _lock_ended(connection: Connection, attempt_ids: list[str]) -> dict[str, str]:
+    """The run of each attempt still ended, its row locked (see the module's docstring)."""
+    rows = connection.execute(
+        select(attempts.c.id, attempts.c.run_id)
+        .where(attempts.c.id.in_(attempt_ids))
+        .where(attempts.c.state != AttemptState.RUNNING)
+        .order_by(attempts.c.id)  # two compactors lock in one order
+        .with_for_update()
+    )
+    return {row.id: row.run_id for row in rows}
+
+
+def _write(
+    connection: Connection,
+    blobs: dict[str, Blob],
+    owners: dict[str, str],
+    replaced: set[str],
+    now: datetime,
+) -> None:
+    """Each blob stored (a new row, or over the attempt's earlier blob) and its chunks gone."""
+    new_rows = []
+    for attempt_id, blob in blobs.items():
+        row = {"sha256": blob.sha256, "encoding": ENCODING, "content_bytes": blob.content_bytes,
+               "stored_bytes": len(blob.data), "chunks": blob.chunks, "compacted_at": now,
+               "data": blob.data}  # fmt: skip
+        if attempt_id in replaced:
+            connection.execute(
+                update(attempt_logs).where(attempt_logs.c.attempt_id == attempt_id).values(**row)
+            )
+        else:
+            new_rows.append({"attempt_id": attempt_id, "run_id": owners[attempt_id], **row})
+    if new_rows:
+        connection.execute(insert(attempt_logs), new_rows)
+    if blobs:
+        connection.execute(delete(log_chunks).where(log_chunks.c.attempt_id.in_(list(blobs))))
 
 
 def _chunks(connection: Connection, attempt_ids: list[str]) -> dict[str, list[StoredChunk]]:
