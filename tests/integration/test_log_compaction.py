@@ -296,3 +296,12 @@ def test_the_scheduler_compacts_under_its_lease_when_attempts_end(api: Api) -> N
         assert [(c["stream"], c["text"]) for c in logs(api, run_id)["chunks"]] == OUTPUT
     finally:
         scheduler.stop()
+
+
+@pytest.mark.parametrize("after", [2**31 - 1, 2**31, 2**63, 2**64])
+def test_an_after_past_any_seq_reads_nothing_more(api: Api, after: int) -> None:
+    run_id, _ = ended_run(api)
+    for _ in ("chunks", "blob"):
+        page = logs(api, run_id, after=after)
+        assert (page["chunks"], page["next_after"], page["complete"]) == ([], after, True)
+        api.store.log_compaction.compact_ended()

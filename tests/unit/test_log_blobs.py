@@ -15,6 +15,7 @@ CHUNKS = [
     StoredChunk(1, "stderr", b"\xff not utf-8 \x00\n", AT + timedelta(microseconds=1)),
     StoredChunk(2, "system", b"", AT + timedelta(days=400)),
     StoredChunk(7, "stdout", b"x" * 300_000, AT + timedelta(seconds=9)),
+    StoredChunk(2**40, "stdout", b"a seq SQLite can hold\n", AT),
 ]
 
 
@@ -25,7 +26,7 @@ def read(blob_data: bytes, sha256: str, content_bytes: int) -> list[StoredChunk]
 def test_what_is_packed_unpacks_the_same() -> None:
     blob = pack(CHUNKS)
     assert read(blob.data, blob.sha256, blob.content_bytes) == CHUNKS
-    assert blob.chunks == 4
+    assert blob.chunks == 5
     assert len(blob.data) < blob.content_bytes / 100
 
 

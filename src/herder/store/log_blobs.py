@@ -1,7 +1,7 @@
 """The compacted form of an attempt's output: its chunks framed one after another and
 compressed as one blob, named and checked by the sha256 of the framed content.
 
-A frame is a 17-byte header — the chunk's seq (u32), its stream (u8), when it was stored
+A frame is a 21-byte header — the chunk's seq (u64), its stream (u8), when it was stored
 (microseconds since the epoch, i64) and the length of its data (u32), big-endian — then the
 data. A compacted log so answers exactly what its chunks did: the same seq, stream, time and
 bytes, in the same order.
@@ -26,7 +26,7 @@ from herder.domain.errors import Unavailable
 
 ENCODING = "zlib"
 COMPRESSION_LEVEL = 6
-HEADER = struct.Struct(">IBqI")  # seq, stream, stored at (µs since the epoch), data length
+HEADER = struct.Struct(">QBqI")  # seq, stream, stored at (µs since the epoch), data length
 STREAMS = ("stdout", "stderr", "system")  # a stream's code is its index
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 

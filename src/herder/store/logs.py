@@ -26,6 +26,7 @@ from herder.store.schema import attempt_logs, attempts, log_chunks, runs
 log = logging.getLogger("herder.store")
 
 MAX_LOG_BYTES_PER_ATTEMPT = 8 * 1024 * 1024 + 64 * 1024  # the worker's 8 MiB and its marker
+MAX_SEQ = 2**31 - 1  # the column's range on PostgreSQL: an ``after`` past it reads nothing more
 
 
 def append_output(
@@ -110,7 +111,7 @@ class LogRepository:
             # blob, so a compaction committing between the two reads cannot hide any of it.
             rows = connection.execute(
                 select(log_chunks.c.seq, log_chunks.c.stream, log_chunks.c.data, log_chunks.c.at)
-                .where(log_chunks.c.attempt_id == row.id, log_chunks.c.seq > after)
+                .where(log_chunks.c.attempt_id == row.id, log_chunks.c.seq > min(after, MAX_SEQ))
                 .order_by(log_chunks.c.seq)
                 .limit(limit)
             ).all()
@@ -120,6 +121,7 @@ class LogRepository:
         by_seq = {
             chunk.seq: StoredChunk(chunk.seq, chunk.stream, bytes(chunk.data), chunk.at)
             for chunk in rows
+            if chunk.seq > after  # SQLite holds larger seqs than ``MAX_SEQ``
         }
         if blob is not None:
             by_seq.update(
