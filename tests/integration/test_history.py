@@ -24,7 +24,7 @@ from herder.domain.states import AttemptState, RunState
 from herder.protocol import Completion, OutputChunk
 from herder.store.dialect import insert_rows_ignoring_duplicates
 from herder.store.history.partitions import SLICED_TABLES, attached_slices, detached_slices
-from herder.store.schema import runs
+from herder.store.schema import attempt_logs, runs
 from herder.store.store import Store
 from tests.clocks import ManualClock
 from tests.integration.dispatching import dispatch
@@ -131,6 +131,9 @@ def test_a_runs_attempts_events_and_logs_land_in_its_slice(pg_world: World) -> N
     assert partition_of(world, "run_events", "run_id", run_id) == f"run_events_{suffix}"
     logs = partition_of(world, "log_chunks", "attempt_id", assignment.attempt_id)
     assert logs == f"log_chunks_{suffix}"
+    assert world.store.log_compaction.compact_ended().compacted == [assignment.attempt_id]
+    compacted = partition_of(world, "attempt_logs", "attempt_id", assignment.attempt_id)
+    assert compacted == f"attempt_logs_{suffix}"
 
 
 def test_a_run_live_for_weeks_is_still_placed_and_settled(world: World) -> None:
@@ -252,6 +255,25 @@ def test_two_firers_racing_for_one_fire_make_one_run(pg_world: World) -> None:
         assert racer.is_alive()  # waiting on the first's uncommitted key
     racer.join(timeout=10)
     assert made == {"first": [early["id"]], "second": []}
+
+
+def test_sqlite_retention_deletes_a_runs_compacted_logs_with_it(world: World) -> None:
+    if world.postgres:
+        pytest.skip("PostgreSQL drops whole slices")
+    brief = world.tenant(retention_days=1)
+    run_id = world.submit(brief)
+    worker_id = world.worker()
+    dispatch(world.store)
+    (assignment,) = world.store.workers.claim(worker_id, 1)
+    assert world.finish(worker_id, assignment, b"gone with its run\n") == 200
+    assert world.store.log_compaction.compact_ended().compacted == [assignment.attempt_id]
+    world.clock.advance(timedelta(days=2).total_seconds())
+    world.maintenance.step()
+    with world.store.database.read() as connection:
+        assert connection.execute(select(runs.c.id)).scalars().all() == []
+        assert connection.execute(select(func.count()).select_from(attempt_logs)).scalar() == 0
+    with pytest.raises(NotFound):
+        world.store.logs.read(brief, run_id)
 
 
 def test_sqlite_retention_deletes_in_batches(world: World) -> None:

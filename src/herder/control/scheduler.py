@@ -18,6 +18,7 @@ import threading
 from datetime import timedelta
 
 from herder.control.alerts import AlertEvaluator, AlertSender
+from herder.control.compactor import LogCompactor
 from herder.control.dispatcher import Dispatcher
 from herder.control.firer import Firer
 from herder.control.leased import LeasedLoop, Loop
@@ -64,6 +65,7 @@ class Scheduler:
             for partition in range(PARTITIONS)
         ]
         self._due_loops = len(bodies)  # the loops a due notice wakes: all but the alerts'
+        bodies.append(LogCompactor(store.log_compaction))  # the next: woken by attempts' ends
         sender = AlertSender(
             store.alert_deliveries, store.clock, allow_private=alert_private_targets
         )
@@ -95,6 +97,8 @@ class Scheduler:
         ]
 
     def _on_notice(self, channel: str, payload: str) -> None:
+        if payload.startswith(f"{CAPACITY}:"):  # an attempt ended: the log compactor
+            self._wakes[self._due_loops].set()
         if channel == DUE_CHANNEL:
             for wake in self._wakes[1 : self._due_loops]:
                 wake.set()

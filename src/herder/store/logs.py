@@ -1,11 +1,14 @@
 """Attempt output: appended from workers' reports (bounded per attempt, a resent chunk
-stored once), read back by users in order."""
+stored once), read back by users in order — from its chunks while the attempt runs, from its
+compacted blob (``log_compaction``) once it has ended, or from both during the move."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Connection, select, update
 
@@ -18,9 +21,14 @@ from herder.store.database import Database
 from herder.store.dialect import insert_ignoring_duplicates
 from herder.store.history.live import live_floor
 from herder.store.history.retention import visible_runs_floor
-from herder.store.schema import attempts, log_chunks, runs
+from herder.store.log_blobs import DamagedLog, StoredChunk
+from herder.store.log_compaction import read_blob
+from herder.store.schema import attempt_logs, attempts, log_chunks, runs
+
+log = logging.getLogger("herder.store")
 
 MAX_LOG_BYTES_PER_ATTEMPT = 8 * 1024 * 1024 + 64 * 1024  # the worker's 8 MiB and its marker
+MAX_SEQ = 2**31 - 1  # the column's range on PostgreSQL: an ``after`` past it reads nothing more
 
 
 def append_output(
@@ -101,21 +109,37 @@ class LogRepository:
                 if attempt is not None or rank:
                     raise NotFound(f"run {run_id} has no attempt {number} of rank {rank}")
                 return LogPage(chunks=[], next_after=after, attempt=None, attempt_running=False)
+            # The chunks first, then the blob: output only ever moves from chunks into the
+            # blob, so a compaction committing between the two reads cannot hide any of it.
             rows = connection.execute(
                 select(log_chunks.c.seq, log_chunks.c.stream, log_chunks.c.data, log_chunks.c.at)
-                .where(log_chunks.c.attempt_id == row.id, log_chunks.c.seq > after)
+                .where(log_chunks.c.attempt_id == row.id, log_chunks.c.seq > min(after, MAX_SEQ))
                 .order_by(log_chunks.c.seq)
                 .limit(limit)
             ).all()
+            blob = connection.execute(
+                select(attempt_logs).where(attempt_logs.c.attempt_id == row.id)
+            ).first()
+        by_seq = {
+            chunk.seq: StoredChunk(chunk.seq, chunk.stream, bytes(chunk.data), chunk.at)
+            for chunk in rows
+            if chunk.seq > after  # SQLite holds larger seqs than ``MAX_SEQ``
+        }
+        if blob is not None:
+            by_seq.update(
+                (chunk.seq, chunk)
+                for chunk in _compacted(blob, run_id, number, rank)
+                if chunk.seq > after
+            )
         chunks = [
             LogChunk(
                 attempt=number,
                 seq=chunk.seq,
                 stream=chunk.stream,
-                text=bytes(chunk.data).decode("utf-8", errors="replace"),
+                text=chunk.data.decode("utf-8", errors="replace"),
                 at=chunk.at,
             )
-            for chunk in rows
+            for chunk in (by_seq[seq] for seq in sorted(by_seq)[:limit])
         ]
         return LogPage(
             chunks=chunks,
@@ -123,3 +147,14 @@ class LogRepository:
             attempt=number,
             attempt_running=row.state == AttemptState.RUNNING,
         )
+
+
+def _compacted(blob: Any, run_id: str, number: int, rank: int) -> list[StoredChunk]:
+    try:
+        return read_blob(blob)
+    except DamagedLog as error:
+        log.error("the log blob of attempt %s is damaged: %s", blob.attempt_id, error.detail)
+        raise DamagedLog(
+            f"the stored output of run {run_id}, attempt {number}, rank {rank} is damaged "
+            f"({error.detail}); it was logged for the operator"
+        ) from error

@@ -21,6 +21,7 @@ from herder.store.history.retention import HistoryRetention
 from herder.store.jobs import JobRepository
 from herder.store.keys import KeyRepository
 from herder.store.leases import LeaseRepository
+from herder.store.log_compaction import LogCompactionRepository
 from herder.store.logs import LogRepository
 from herder.store.runs.attempts import AttemptRepository
 from herder.store.runs.placement import PlacementRepository
@@ -57,6 +58,7 @@ class Store:
         self.runs = RunRepository(self.database, self.clock, self.rng, self.jobs)
         self.workers = WorkerRepository(self.database, self.clock, self.rng, self.secrets)
         self.logs = LogRepository(self.database, self.clock)
+        self.log_compaction = LogCompactionRepository(self.database, self.clock)
         self.attempts = AttemptRepository(self.database, self.clock, self.rng)
         self.leases = LeaseRepository(self.database, self.clock)
         self.schedules = ScheduleRepository(self.database, self.clock, self.rng, self.jobs)

@@ -29,6 +29,7 @@ FOREIGN_KEYS_BETWEEN_HISTORY_TABLES = {
     "fk_attempts_run_id_runs": "attempts",
     "fk_run_events_run_id_runs": "run_events",
     "fk_log_chunks_attempt_id_attempts": "log_chunks",
+    "fk_attempt_logs_attempt_id_attempts": "attempt_logs",
 }
 
 

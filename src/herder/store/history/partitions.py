@@ -50,6 +50,7 @@ class HistoryTable:
 
 # Children first: the order retention detaches and drops them in.
 HISTORY_TABLES = (
+    HistoryTable("attempt_logs", "attempt_id", "att", ("attempt_id",)),
     HistoryTable("log_chunks", "attempt_id", "att", ("id", "attempt_id")),
     HistoryTable("run_events", "run_id", "run", ("id", "run_id")),
     HistoryTable("attempts", "run_id", "run", ("id", "run_id")),

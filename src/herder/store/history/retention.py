@@ -33,7 +33,7 @@ from herder.store.history.partitions import (
     detached_slices,
     drop_detached_slice,
 )
-from herder.store.schema import attempts, log_chunks, run_events, runs, tenants
+from herder.store.schema import attempt_logs, attempts, log_chunks, run_events, runs, tenants
 
 DDL_LOCK_TIMEOUT = "2s"
 DELETE_BATCH = 500  # runs (with their attempts, events and log chunks) per SQLite transaction
@@ -120,6 +120,7 @@ class HistoryRetention:
 def _delete_runs(connection: Connection, run_ids: list[str]) -> None:
     their_attempts = select(attempts.c.id).where(attempts.c.run_id.in_(run_ids))
     connection.execute(delete(log_chunks).where(log_chunks.c.attempt_id.in_(their_attempts)))
+    connection.execute(delete(attempt_logs).where(attempt_logs.c.attempt_id.in_(their_attempts)))
     connection.execute(delete(run_events).where(run_events.c.run_id.in_(run_ids)))
     connection.execute(delete(attempts).where(attempts.c.run_id.in_(run_ids)))
     connection.execute(delete(runs).where(runs.c.id.in_(run_ids)))

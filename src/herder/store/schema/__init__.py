@@ -27,6 +27,7 @@ from herder.store.schema.base import ID as ID
 from herder.store.schema.base import ended_index
 from herder.store.schema.base import metadata as metadata
 from herder.store.schema.limits import submit_buckets as submit_buckets
+from herder.store.schema.logs import attempt_logs as attempt_logs
 from herder.store.schema.secrets import secrets as secrets
 from herder.store.types import AutoIncrementId, JsonColumn, UtcDateTime
 

@@ -1,7 +1,7 @@
 """secrets: a tenant's named values, sealed with the server's key
 
 Revision ID: 0012
-Revises: 0010
+Revises: 0011
 Create Date: 2026-11-24
 """
 

@@ -1,7 +1,7 @@
 """submit_buckets: each rate-limited tenant's token bucket, shared by every API process
 
 Revision ID: 0013
-Revises: 0010
+Revises: 0012
 Create Date: 2026-11-24
 """
 

@@ -2,7 +2,7 @@
 log chunks partitioned by week, runs' unique keys in guard tables
 
 Revision ID: 0015
-Revises: 0010
+Revises: 0014
 Create Date: 2026-11-24
 """
 
@@ -16,7 +16,7 @@ from alembic import op
 from herder.store.history.conversion import partition_history
 
 revision = "0015"
-down_revision = "0013"
+down_revision = "0014"
 branch_labels = None
 depends_on = None
 
