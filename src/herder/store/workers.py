@@ -11,38 +11,33 @@ import random
 import secrets
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
 
-from pydantic import ValidationError
 from sqlalchemy import Connection, func, insert, select, update
 
 from herder.clock import Clock, epoch_ms
 from herder.domain.errors import Gone, NotFound
 from herder.domain.ids import new_id
-from herder.domain.jobs import Capacity, JobSpec
+from herder.domain.jobs import Capacity
 from herder.domain.lifecycle.changes import Event
-from herder.domain.lifecycle.facts import Ending
 from herder.domain.lifecycle.reap import never_delivered, replaced_worker
-from herder.domain.lifecycle.settle import fail_unreadable
 from herder.domain.lifecycle.stops import (
     StoppableAttempt,
-    before_delivery,
-    pending_stop,
     stop_orders,
 )
-from herder.domain.models import AssignedTask, Assignment, Worker, WorkerState, WorkerUse
+from herder.domain.models import Assignment, Worker, WorkerState, WorkerUse
 from herder.domain.states import AttemptState
 from herder.protocol import Directives, HeldAttempt
 from herder.store.access import hash_secret
 from herder.store.database import Database
 from herder.store.fleet import worker_record
+from herder.store.handover import deliverable, gang_peers, undelivered
 from herder.store.history.live import live_floor
 from herder.store.notifications import notify_capacity
 from herder.store.runs.due import mark_lost
-from herder.store.runs.facts import ATTEMPT_FACTS, active_runs, attempt_facts
+from herder.store.runs.facts import ATTEMPT_FACTS, attempt_facts
 from herder.store.runs.writes import record_events
 from herder.store.schema import attempts, runs, workers
-from herder.store.secrets import SecretRepository, SecretUnavailable
+from herder.store.secrets import SecretRepository
 from herder.store.work import Work, unit_of_work
 from herder.telemetry import metrics
 
@@ -227,8 +222,8 @@ class WorkerRepository:
                 raise NotFound(f"worker {worker_id} is not registered")
             if state == WorkerState.LOST:
                 raise _gone(worker_id)
-            placed = _undelivered(work, worker_id, max_runs)
-            given = _deliverable(work, worker_id, placed, self._secrets)
+            placed = undelivered(work, worker_id, max_runs)
+            given = deliverable(work, worker_id, placed, self._secrets)
             if not given:
                 return []
             work.connection.execute(
@@ -237,7 +232,7 @@ class WorkerRepository:
                 .values(delivered_at=work.now)
             )
             gangs = [item.row for item in given if item.row.replicas > 1]
-            peers = _gang_peers(work.connection, gangs)
+            peers = gang_peers(work.connection, gangs)
         metrics.attempts_delivered(work.now, (item.row.placed_at for item in given))
         return [
             Assignment(
@@ -256,87 +251,6 @@ class WorkerRepository:
             )
             for row, spec, task, secret_env in given
         ]
-
-
-def _undelivered(work: Work, worker_id: str, limit: int) -> Sequence[Any]:
-    floor = live_floor(work.connection, work.now)  # running attempts: older slices pruned
-    return work.connection.execute(
-        select(
-            attempts.c.id, attempts.c.number, attempts.c.rank, attempts.c.gpu_indices,
-            attempts.c.started_at.label("placed_at"), runs.c.id.label("run_id"), runs.c.tenant_id,
-            runs.c.spec, runs.c.idempotency_key, runs.c.replicas, runs.c.cancel_requested,
-            attempts.c.preempt_requested_at,
-            runs.c.workflow_run_id, runs.c.task_name, runs.c.map_index, runs.c.map_item,
-            runs.c.inputs,
-        )
-        .join(runs, runs.c.id == attempts.c.run_id)
-        .where(
-            attempts.c.worker_id == worker_id,
-            attempts.c.state == AttemptState.RUNNING,
-            attempts.c.delivered_at.is_(None),
-            attempts.c.run_id >= floor,
-            runs.c.id >= floor,
-        )
-        .order_by(attempts.c.id)
-        .limit(limit)
-    ).all()  # fmt: skip
-
-
-class _Deliverable(NamedTuple):
-    row: Any
-    spec: JobSpec
-    task: AssignedTask | None  # for a workflow's task: which one
-    secret_env: dict[str, str]  # the values of the secrets its spec names, by variable
-
-
-def _deliverable(
-    work: Work, worker_id: str, placed: Sequence[Any], secret_store: SecretRepository
-) -> list[_Deliverable]:
-    """The placed attempts to hand over, with their specs and the secrets they name, opened
-    now, so a secret's new value reaches every attempt that starts after it was set. One
-    cancelled or preempted before it was handed over ends here instead (the worker would
-    start it before it heard the stop); one whose stored run cannot be read, or whose secret
-    is gone or does not open, fails (one broken row must not fail the batch)."""
-    stopped = []
-    for row in placed:
-        stop = pending_stop(row.cancel_requested, row.preempt_requested_at is not None)
-        if stop is not None:
-            outcome, why = before_delivery(stop)
-            stopped.append(Ending(row.id, row.number, outcome, why))
-    work.settle(stopped, f"worker:{worker_id}")
-    halted = {ending.attempt_id for ending in stopped}
-    given = []
-    failed: set[str] = set()  # runs failed here: a gang's other members went with them
-    for row in placed:
-        if row.id in halted or row.run_id in failed:
-            continue
-        try:
-            spec = JobSpec.model_validate(row.spec)
-            task = _task_of(row)
-        except ValidationError as error:
-            _fail_unreadable(work, worker_id, row, error)
-            failed.add(row.run_id)
-            continue
-        try:
-            secret_env = secret_store.reveal(work.connection, row.tenant_id, spec.secrets)
-        except SecretUnavailable as unavailable:
-            _fail_unstartable(work, worker_id, row, unavailable.detail)
-            failed.add(row.run_id)
-            continue
-        given.append(_Deliverable(row, spec, task, secret_env))
-    return given
-
-
-def _task_of(row: Any) -> AssignedTask | None:
-    if row.workflow_run_id is None:
-        return None
-    return AssignedTask(
-        workflow_run_id=row.workflow_run_id,
-        task_name=row.task_name,
-        map_index=row.map_index,
-        map_item=row.map_item,
-        inputs=row.inputs or {},
-    )
 
 
 def _directives(
@@ -387,44 +301,6 @@ def _record_stale(work: Work, worker_id: str, stale: Sequence[HeldAttempt]) -> N
             for row in rows
         ],
     )
-
-
-def _fail_unreadable(work: Work, worker_id: str, row: Any, error: ValidationError) -> None:
-    """A stored run whose spec (or task) no longer validates is a server bug (it was checked
-    when it was stored): logged loudly, and the run fails with a reason its owner can read."""
-    log.error("server bug: run %s's stored row does not validate: %s", row.run_id, error)
-    reason = f"the stored run could not be read: {_first_problem(error)}"
-    _fail_unstartable(work, worker_id, row, reason)
-
-
-def _fail_unstartable(work: Work, worker_id: str, row: Any, reason: str) -> None:
-    """The run fails, with no retry: the same row would fail again (a secret that is gone
-    must be set again, then the run rerun)."""
-    (active,) = active_runs(work.connection, [row.run_id])
-    work.apply(fail_unreadable(active.run, active.members, reason, claimer=worker_id, now=work.now))
-
-
-def _first_problem(error: ValidationError) -> str:
-    problem = error.errors()[0]
-    where = ".".join(str(part) for part in problem["loc"]) or "spec"
-    return f"{where}: {problem['msg']} ({error.error_count()} problem(s) in all)"
-
-
-def _gang_peers(connection: Connection, members: list[Any]) -> dict[tuple[str, int], list[str]]:
-    """Each gang's member addresses by rank (the worker's address, or its id if it gave none)."""
-    if not members:
-        return {}
-    rows = connection.execute(
-        select(attempts.c.run_id, attempts.c.number, attempts.c.rank, workers.c.address,
-               workers.c.id.label("worker_id"))
-        .join(workers, workers.c.id == attempts.c.worker_id)
-        .where(attempts.c.run_id.in_({member.run_id for member in members}))
-        .order_by(attempts.c.rank)
-    ).all()  # fmt: skip
-    peers: dict[tuple[str, int], list[str]] = {}
-    for row in rows:
-        peers.setdefault((row.run_id, row.number), []).append(row.address or row.worker_id)
-    return peers
 
 
 def _gone(worker_id: str) -> Gone:

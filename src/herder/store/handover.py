@@ -1,0 +1,146 @@
+"""What a claim hands a worker: the attempts placed on it and not yet handed over, with
+their specs, their workflow task and the secrets their spec names (opened at the handover),
+and a gang's peers. One whose stored row cannot be read, or whose secret is gone, fails here
+rather than failing the whole claim."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from pydantic import ValidationError
+from sqlalchemy import Connection, select
+
+from herder.domain.jobs import JobSpec
+from herder.domain.lifecycle.facts import Ending
+from herder.domain.lifecycle.settle import fail_unreadable
+from herder.domain.lifecycle.stops import before_delivery, pending_stop
+from herder.domain.models import AssignedTask
+from herder.domain.states import AttemptState
+from herder.store.history.live import live_floor
+from herder.store.runs.facts import active_runs
+from herder.store.schema import attempts, runs, workers
+from herder.store.secrets import SecretRepository, SecretUnavailable
+from herder.store.work import Work
+
+log = logging.getLogger("herder.store")
+
+
+def undelivered(work: Work, worker_id: str, limit: int) -> Sequence[Any]:
+    floor = live_floor(work.connection, work.now)  # running attempts: older slices pruned
+    return work.connection.execute(
+        select(
+            attempts.c.id, attempts.c.number, attempts.c.rank, attempts.c.gpu_indices,
+            attempts.c.started_at.label("placed_at"), runs.c.id.label("run_id"), runs.c.tenant_id,
+            runs.c.spec, runs.c.idempotency_key, runs.c.replicas, runs.c.cancel_requested,
+            attempts.c.preempt_requested_at,
+            runs.c.workflow_run_id, runs.c.task_name, runs.c.map_index, runs.c.map_item,
+            runs.c.inputs,
+        )
+        .join(runs, runs.c.id == attempts.c.run_id)
+        .where(
+            attempts.c.worker_id == worker_id,
+            attempts.c.state == AttemptState.RUNNING,
+            attempts.c.delivered_at.is_(None),
+            attempts.c.run_id >= floor,
+            runs.c.id >= floor,
+        )
+        .order_by(attempts.c.id)
+        .limit(limit)
+    ).all()  # fmt: skip
+
+
+class Deliverable(NamedTuple):
+    row: Any
+    spec: JobSpec
+    task: AssignedTask | None  # for a workflow's task: which one
+    secret_env: dict[str, str]  # the values of the secrets its spec names, by variable
+
+
+def deliverable(
+    work: Work, worker_id: str, placed: Sequence[Any], secret_store: SecretRepository
+) -> list[Deliverable]:
+    """The placed attempts to hand over, with their specs and the secrets they name, opened
+    now, so a secret's new value reaches every attempt that starts after it was set. One
+    cancelled or preempted before it was handed over ends here instead (the worker would
+    start it before it heard the stop); one whose stored run cannot be read, or whose secret
+    is gone or does not open, fails (one broken row must not fail the batch)."""
+    stopped = []
+    for row in placed:
+        stop = pending_stop(row.cancel_requested, row.preempt_requested_at is not None)
+        if stop is not None:
+            outcome, why = before_delivery(stop)
+            stopped.append(Ending(row.id, row.number, outcome, why))
+    work.settle(stopped, f"worker:{worker_id}")
+    halted = {ending.attempt_id for ending in stopped}
+    given = []
+    failed: set[str] = set()  # runs failed here: a gang's other members went with them
+    for row in placed:
+        if row.id in halted or row.run_id in failed:
+            continue
+        try:
+            spec = JobSpec.model_validate(row.spec)
+            task = _task_of(row)
+        except ValidationError as error:
+            _fail_unreadable(work, worker_id, row, error)
+            failed.add(row.run_id)
+            continue
+        try:
+            secret_env = secret_store.reveal(work.connection, row.tenant_id, spec.secrets)
+        except SecretUnavailable as unavailable:
+            _fail_unstartable(work, worker_id, row, unavailable.detail)
+            failed.add(row.run_id)
+            continue
+        given.append(Deliverable(row, spec, task, secret_env))
+    return given
+
+
+def _task_of(row: Any) -> AssignedTask | None:
+    if row.workflow_run_id is None:
+        return None
+    return AssignedTask(
+        workflow_run_id=row.workflow_run_id,
+        task_name=row.task_name,
+        map_index=row.map_index,
+        map_item=row.map_item,
+        inputs=row.inputs or {},
+    )
+
+
+def _fail_unreadable(work: Work, worker_id: str, row: Any, error: ValidationError) -> None:
+    """A stored run whose spec (or task) no longer validates is a server bug (it was checked
+    when it was stored): logged loudly, and the run fails with a reason its owner can read."""
+    log.error("server bug: run %s's stored row does not validate: %s", row.run_id, error)
+    reason = f"the stored run could not be read: {_first_problem(error)}"
+    _fail_unstartable(work, worker_id, row, reason)
+
+
+def _fail_unstartable(work: Work, worker_id: str, row: Any, reason: str) -> None:
+    """The run fails, with no retry: the same row would fail again (a secret that is gone
+    must be set again, then the run rerun)."""
+    (active,) = active_runs(work.connection, [row.run_id])
+    work.apply(fail_unreadable(active.run, active.members, reason, claimer=worker_id, now=work.now))
+
+
+def _first_problem(error: ValidationError) -> str:
+    problem = error.errors()[0]
+    where = ".".join(str(part) for part in problem["loc"]) or "spec"
+    return f"{where}: {problem['msg']} ({error.error_count()} problem(s) in all)"
+
+
+def gang_peers(connection: Connection, members: list[Any]) -> dict[tuple[str, int], list[str]]:
+    """Each gang's member addresses by rank (the worker's address, or its id if it gave none)."""
+    if not members:
+        return {}
+    rows = connection.execute(
+        select(attempts.c.run_id, attempts.c.number, attempts.c.rank, workers.c.address,
+               workers.c.id.label("worker_id"))
+        .join(workers, workers.c.id == attempts.c.worker_id)
+        .where(attempts.c.run_id.in_({member.run_id for member in members}))
+        .order_by(attempts.c.rank)
+    ).all()  # fmt: skip
+    peers: dict[tuple[str, int], list[str]] = {}
+    for row in rows:
+        peers.setdefault((row.run_id, row.number), []).append(row.address or row.worker_id)
+    return peers
