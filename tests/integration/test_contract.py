@@ -5,10 +5,16 @@ status, content type, header or body.
 
 One test per store walks every operation (a fresh PostgreSQL database per operation would
 cost more than the examples); a failure lists every operation that failed.
+
+Whether an operation has any input that breaks its schema depends on the OpenAPI document
+alone (generation is derandomized): Hypothesis rejects about 460 drawn cases before it says
+there is none, half a second per operation, so the second store does not search again for
+an operation whose unchanged definition the first store found had none.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -39,6 +45,13 @@ CONFIG = schemathesis.config.SchemathesisConfig.from_dict(
         }
     }
 )
+
+
+NOTHING_TO_NEGATE: set[str] = set()  # operations' definitions with no input to break
+
+
+def _definition(operation: Any) -> str:
+    return json.dumps([operation.label, operation.definition.raw], sort_keys=True, default=str)
 
 
 def _all_checks() -> list[Any]:
@@ -75,9 +88,12 @@ def test_every_operation_keeps_the_contract(api: Api) -> None:
     for result in schema.get_all_operations():
         operation = result.ok()
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+            if mode == GenerationMode.NEGATIVE and _definition(operation) in NOTHING_TO_NEGATE:
+                continue
             try:
                 _exercise(operation, mode, _headers(api, operation), checks)
             except Unsatisfiable:
+                NOTHING_TO_NEGATE.add(_definition(operation))
                 continue  # no input of this operation can break its schema (negative mode)
             except (Exception, BaseExceptionGroup) as error:  # one report for all operations
                 failures.append(f"{operation.label} [{mode.value}]: {error}")
