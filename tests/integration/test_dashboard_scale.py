@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
+from herder.domain.ids import id_bound, id_time_ms
 from herder.store.schema import runs
 from tests.integration.conftest import Api
 from tests.integration.one_app import sqlite_app
@@ -29,19 +30,21 @@ def api(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
 
 @pytest.fixture(scope="module")
 def history(api: Api) -> dict[str, object]:
-    """100,000 ended runs older than one queued run, copied from it in one statement."""
+    """100,000 ended runs older than one queued run (made an hour before it, well inside the
+    tenant's retention), copied from it in one statement."""
     job = api.create_job("nightly")
     newest = api.start_run(job["id"])
+    an_hour_before = id_bound("run", id_time_ms(newest["id"]) - 3_600_000)
     copied = ", ".join(c.name for c in runs.c if c.name not in ("id", "state"))
     statement = text(
         "WITH RECURSIVE numbers(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM numbers"
         f" WHERE n < {STORED}) INSERT INTO runs (id, state, {copied})"
-        " SELECT 'run_0' || printf('%025d', n),"
+        " SELECT :an_hour_before || printf('%016d', n),"
         f" CASE n % 3 WHEN 0 THEN '{ENDED[0]}' WHEN 1 THEN '{ENDED[1]}' ELSE '{ENDED[2]}' END,"
         f" {copied} FROM numbers CROSS JOIN (SELECT * FROM runs WHERE id = :id)"
     )
     with api.store.database.engine.begin() as connection:
-        connection.execute(statement, {"id": newest["id"]})
+        connection.execute(statement, {"id": newest["id"], "an_hour_before": an_hour_before})
     return newest
 
 
