@@ -9,6 +9,7 @@ import hashlib
 import json
 import random
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,6 +20,7 @@ from sqlalchemy import text
 
 from herder.api.app import create_app
 from herder.control.maintenance import Maintenance
+from herder.domain.errors import NotFound
 from herder.domain.history import slice_of
 from herder.domain.jobs import JobSpec, Resources, RunOverrides
 from herder.domain.models import Run
@@ -113,6 +115,18 @@ class World:
             if (cursor := page.next_cursor) is None:
                 return found
 
+    def go_cold(self) -> None:
+        """Past the hot window: a maintenance pass exports the old week, then drops it."""
+        self.clock.advance(PAST_HOT.total_seconds())
+        self.maintenance.step()
+
+    @contextmanager
+    def http(self, home: Path) -> Iterator[tuple[TestClient, dict[str, str]]]:
+        """The API over this store, and the admin's headers."""
+        settings = Settings(home=home, database_url=self.store.database.url)
+        with TestClient(create_app(self.store, settings)) as client:
+            yield client, {"Authorization": f"Bearer {self.admin_key}"}
+
     def manifest(self) -> Manifest | None:
         path = self.cold_root / manifest_key(OLD)
         return Manifest.from_json(path.read_bytes()) if path.exists() else None
@@ -155,8 +169,7 @@ def test_a_slice_past_the_hot_window_is_exported_then_dropped(world: World) -> N
     made = world.history_of_the_old_week()
     before = world.listed(START)
     counts = _slice_counts(world)
-    world.clock.advance(PAST_HOT.total_seconds())
-    world.maintenance.step()
+    world.go_cold()
 
     manifest = world.manifest()
     assert manifest is not None
@@ -202,8 +215,7 @@ def test_another_tenants_cold_runs_never_appear(world: World) -> None:
     mine = world.history_of_the_old_week()
     world.clock.moment = START
     theirs = world.history_of_the_old_week(other)
-    world.clock.advance(PAST_HOT.total_seconds())
-    world.maintenance.step()
+    world.go_cold()
     manifest = world.manifest()
     assert manifest is not None
     assert {file.tenant_id for file in manifest.files} == {world.tenant_id, other}
@@ -244,8 +256,7 @@ def test_cold_day_files_past_a_tenants_retention_are_removed(world: World) -> No
     kept = world.history_of_the_old_week()
     world.clock.moment = START
     world.history_of_the_old_week(brief)
-    world.clock.advance(PAST_HOT.total_seconds())
-    world.maintenance.step()
+    world.go_cold()
     manifest = world.manifest()
     assert manifest is not None
     brief_files = [file.key for file in manifest.files if file.tenant_id == brief]
@@ -263,8 +274,7 @@ def test_cold_day_files_past_a_tenants_retention_are_removed(world: World) -> No
 
 def test_the_export_writes_a_run_with_its_attempts_and_events(world: World) -> None:
     run_id = world.run_to_success()
-    world.clock.advance(PAST_HOT.total_seconds())
-    world.maintenance.step()
+    world.go_cold()
     manifest = world.manifest()
     assert manifest is not None
     (file,) = manifest.files
@@ -293,11 +303,8 @@ REFUSED_WINDOWS = [
 
 def test_odd_old_windows_answer_and_bad_ones_are_422(world: World, tmp_path: Path) -> None:
     world.history_of_the_old_week()
-    world.clock.advance(PAST_HOT.total_seconds())
-    world.maintenance.step()
-    settings = Settings(home=tmp_path, database_url=world.store.database.url)
-    headers = {"Authorization": f"Bearer {world.admin_key}"}
-    with TestClient(create_app(world.store, settings)) as http:
+    world.go_cold()
+    with world.http(tmp_path) as (http, headers):
         for params in HOSTILE_WINDOWS:
             response = http.get("/v1/runs", params=params, headers=headers)
             assert response.status_code == 200, (params, response.text)
@@ -307,3 +314,25 @@ def test_odd_old_windows_answer_and_bad_ones_are_422(world: World, tmp_path: Pat
             assert field in response.text
         everything = http.get("/v1/runs", params=HOSTILE_WINDOWS[1], headers=headers).json()
         assert len(everything["items"]) == 6
+
+
+def test_a_cold_runs_detail_is_read_from_its_day_file(world: World) -> None:
+    other = world.tenant()
+    run_id = world.run_to_success()
+    before = world.store.runs.detail(world.tenant_id, run_id)
+    world.go_cold()
+    assert world.manifest() is not None
+    assert world.store.runs.detail(world.tenant_id, run_id) == before
+    assert world.store.runs.events(world.tenant_id, run_id) == before.events
+    with pytest.raises(NotFound):
+        world.store.runs.detail(other, run_id)
+
+
+def test_odd_run_ids_are_404_never_500(world: World, tmp_path: Path) -> None:
+    world.run_to_success()
+    world.go_cold()
+    odd = ["run_" + "Z" * 26, "run_" + "0" * 26, "run_0000000000!!!!!!!!!!!!!!!!", "run_", "x"]
+    with world.http(tmp_path) as (http, headers):
+        for run_id in odd:
+            response = http.get(f"/v1/runs/{run_id}", headers=headers)
+            assert response.status_code == 404, (run_id, response.text)

@@ -1,18 +1,24 @@
-"""A run listing over a window that reaches before the hot window: the cold tier's runs of
-the tenant merged, newest first, with the hot ones the database gave."""
+"""Runs past the hot window as users read them: a listing over a window that reaches before
+it (the tenant's cold runs merged, newest first, with the hot ones the database gave), and
+a run's detail (its id names its day, so one day file is read)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from herder.domain.ids import id_time_ms
-from herder.domain.models import Page, Run
+from herder.clock import epoch_ms
+from herder.domain.history import slice_of
+from herder.domain.ids import id_bound, id_time_ms
+from herder.domain.models import Page, Run, RunDetail
 from herder.domain.states import RunState
-from herder.store.cold.reads import cold_runs
+from herder.store.cold.reads import cold_record, cold_runs
 from herder.store.cold.tier import ColdTier
 from herder.store.pagination import decode_cursor, encode_cursor
+
+RUN_ID = re.compile(r"^run_[0-9A-HJKMNP-TV-Z]{26}$")
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,19 @@ def merged_page(
     runs = sorted({run.id: run for run in [*hot, *found]}.values(), key=_id, reverse=True)
     more = len(runs) > limit
     return Page(items=runs[:limit], next_cursor=encode_cursor(runs[limit - 1].id) if more else None)
+
+
+def cold_detail(
+    cold: ColdTier, tenant_id: str, run_id: str, floor: str, now: datetime
+) -> RunDetail | None:
+    """The run, when its id is a well-formed one made inside the tenant's retention and
+    before the hot window, and the tenant's day file holds it."""
+    hot_floor = id_bound("run", epoch_ms(cold.hot_since(now)))
+    if not (RUN_ID.match(run_id) and floor <= run_id < hot_floor):
+        return None
+    made = datetime.fromtimestamp(id_time_ms(run_id) / 1000, tz=UTC)
+    record = cold_record(cold.blobs, tenant_id, slice_of(made), made.date(), run_id)
+    return None if record is None else RunDetail.model_validate(record)
 
 
 def _id(run: Run) -> str:

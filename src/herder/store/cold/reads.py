@@ -8,6 +8,7 @@ import gzip
 import json
 from collections.abc import Callable, Iterator
 from datetime import date, datetime
+from typing import Any, cast
 
 from herder.domain.history import Slice, slices_between
 from herder.domain.models import Run
@@ -51,6 +52,21 @@ def cold_runs(
             if len(found) >= count:
                 return found[:count]
     return found
+
+
+def cold_record(
+    blobs: BlobStore, tenant_id: str, piece: Slice, day: date, run_id: str
+) -> dict[str, Any] | None:
+    """The run's line (with its attempts and events) in the tenant's file of that day."""
+    manifest = read_manifest(blobs, piece)
+    if manifest is None:
+        return None
+    for file in _tenant_days(manifest, tenant_id, day, day):
+        data = blobs.get(file.key)
+        for line in gzip.decompress(data or b"").splitlines():
+            if (record := json.loads(line))["id"] == run_id:
+                return cast(dict[str, Any], record)
+    return None
 
 
 def _tenant_days(manifest: Manifest, tenant_id: str, first: date, last: date) -> list[DayFile]:

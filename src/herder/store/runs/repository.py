@@ -20,7 +20,7 @@ from herder.domain.lifecycle.concurrency import admit
 from herder.domain.models import Attempt, Job, Page, Run, RunDetail, RunEvent
 from herder.domain.schedules import ConcurrencyPolicy
 from herder.domain.states import RunState
-from herder.store.cold.listing import RunWindow, merged_page
+from herder.store.cold.listing import RunWindow, cold_detail, merged_page
 from herder.store.cold.tier import ColdTier
 from herder.store.database import Database
 from herder.store.history.retention import visible_runs_floor
@@ -205,7 +205,23 @@ class RunRepository:
 
     def detail(self, tenant_id: str, run_id: str) -> RunDetail:
         """The run with its attempts, history and output (which lists leave out: up to
-        64 KiB a run)."""
+        64 KiB a run); one past the hot window from the cold tier."""
+        try:
+            return self._hot_detail(tenant_id, run_id)
+        except NotFound:
+            if (cold := self._cold_detail(tenant_id, run_id)) is None:
+                raise
+            return cold
+
+    def _cold_detail(self, tenant_id: str, run_id: str) -> RunDetail | None:
+        if self._cold is None:
+            return None
+        now = self._clock.now()
+        with self._db.read() as connection:
+            floor = visible_runs_floor(connection, tenant_id, now)
+        return cold_detail(self._cold, tenant_id, run_id, floor, now)
+
+    def _hot_detail(self, tenant_id: str, run_id: str) -> RunDetail:
         with self._db.read() as connection:
             run = self._get(connection, tenant_id, run_id)
             output = connection.execute(select(runs.c.output).where(runs.c.id == run_id)).scalar()
