@@ -31,7 +31,7 @@ from herder.store.cold import export
 from herder.store.cold.blobs import BlobStore, DirectoryBlobStore, put_bytes
 from herder.store.cold.manifest import Manifest, manifest_key
 from herder.store.cold.tier import ColdTier
-from herder.store.history.partitions import HISTORY_TABLES, detached_slices
+from herder.store.history.partitions import HISTORY_TABLES, detach_slice, detached_slices
 from herder.store.store import Store
 from tests.clocks import ManualClock
 from tests.conftest import fresh_postgres_url
@@ -336,3 +336,23 @@ def test_odd_run_ids_are_404_never_500(world: World, tmp_path: Path) -> None:
         for run_id in odd:
             response = http.get(f"/v1/runs/{run_id}", headers=headers)
             assert response.status_code == 404, (run_id, response.text)
+
+
+def test_a_slice_detached_from_runs_alone_waits_for_the_others(world: World) -> None:
+    """A detach gives up on a busy table's lock: until runs, attempts and events are all
+    detached, nothing is exported and nothing dropped."""
+    made = world.history_of_the_old_week()
+    world.clock.advance(PAST_HOT.total_seconds())
+    (runs_table,) = [table for table in HISTORY_TABLES if table.name == "runs"]
+    with world.store.database.write() as connection:
+        detach_slice(connection, runs_table, OLD)
+    assert world.store.history.export_detached() == []
+    world.store.history.drop_detached()
+    assert world.detached() == {"runs"}
+    assert world.manifest() is None
+
+    world.maintenance.step()
+    manifest = world.manifest()
+    assert manifest is not None
+    assert manifest.runs == len(made)
+    assert world.detached() == set()

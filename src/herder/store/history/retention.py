@@ -94,14 +94,15 @@ class HistoryRetention:
         if self._cold is None:
             return []
         exported = []
-        for piece in self._awaiting_export():
+        ready, _ = self._awaiting_export()
+        for piece in sorted(ready):
             with self._db.read() as connection:
                 exported.append(self._cold.export(connection, piece).slice)
         return exported
 
     def drop_detached(self) -> list[str]:
         """Drop the detached slices, but none the cold tier still waits to export."""
-        awaited, dropped = set(self._awaiting_export()), []
+        (_, awaited), dropped = self._awaiting_export(), []
         for table in SLICED_TABLES:
             with self._ddl() as connection:
                 for piece in sorted(detached_slices(connection, table)):
@@ -118,19 +119,21 @@ class HistoryRetention:
         with self._db.read() as connection:
             return self._cold.remove_expired(connection, self._clock.now())
 
-    def _awaiting_export(self) -> list[Slice]:
-        """Detached slices of the cold tables, inside some tenant's retention, with no
-        manifest yet (one past every retention is dropped unexported)."""
+    def _awaiting_export(self) -> tuple[set[Slice], set[Slice]]:
+        """Detached slices of runs, attempts or events inside some tenant's retention with
+        no manifest yet (one past every retention is dropped unexported): those of all
+        three, ready to export, and those of any, which must not be dropped yet."""
         if self._cold is None:
-            return []
+            return set(), set()
         with self._db.read() as connection:
             longest = _longest_retention_days(connection)
             detached = [
                 detached_slices(connection, t) for t in HISTORY_TABLES if t.name in COLD_TABLES
             ]
-        whole = set.intersection(*detached)
-        kept = set(whole) - set(expired_slices(whole, self._clock.now(), longest))
-        return sorted(piece for piece in kept if not self._cold.exported(piece))
+        anywhere = set[Slice]().union(*detached)
+        kept = anywhere - set(expired_slices(anywhere, self._clock.now(), longest))
+        waiting = {piece for piece in kept if not self._cold.exported(piece)}
+        return waiting.intersection(*detached), waiting
 
     @contextmanager
     def _ddl(self) -> Iterator[Connection]:
