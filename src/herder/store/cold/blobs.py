@@ -75,8 +75,13 @@ def put_bytes(blobs: BlobStore, key: str, data: bytes) -> None:
 
 
 def blob_store_at(url: str) -> BlobStore:
-    """The store a ``HERDER_COLD_STORE`` names: ``file:///path`` or a plain path."""
+    """The store a ``HERDER_COLD_STORE`` names: ``file:///path`` (or a plain path), or
+    ``s3://bucket/prefix``."""
     parts = urlsplit(url)
     if parts.scheme in ("", "file"):
         return DirectoryBlobStore(Path(unquote(parts.path)))
-    raise ValueError(f"HERDER_COLD_STORE {url!r}: only file:// is supported")
+    if parts.scheme == "s3" and parts.netloc:
+        from herder.store.cold.s3 import S3BlobStore
+
+        return S3BlobStore(parts.netloc, unquote(parts.path))
+    raise ValueError(f"HERDER_COLD_STORE {url!r}: file:///path or s3://bucket/prefix")
