@@ -47,3 +47,9 @@ def test_sqlite_has_no_cold_tier_and_postgresql_defaults_to_the_home(tmp_path: P
     assert tier.hot_days == 30
     assert isinstance(tier.blobs, DirectoryBlobStore)
     assert tier.blobs.root == tmp_path / "cold"
+
+
+def test_a_hot_window_is_at_least_a_day(tmp_path: Path) -> None:
+    postgres = Settings(home=tmp_path, database_url="postgresql+psycopg://h/db", hot_days=0)
+    with pytest.raises(ValueError, match="HERDER_HOT_DAYS"):
+        postgres.cold_tier()

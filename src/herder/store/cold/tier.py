@@ -27,6 +27,8 @@ DEFAULT_HOT_DAYS = 90
 
 class ColdTier:
     def __init__(self, blobs: BlobStore, hot_days: int = DEFAULT_HOT_DAYS) -> None:
+        if hot_days < 1:
+            raise ValueError(f"HERDER_HOT_DAYS must be 1 or more, not {hot_days}")
         self.blobs = blobs
         self.hot_days = hot_days
 
