@@ -47,7 +47,7 @@ def export_slice(connection: Connection, blobs: BlobStore, piece: Slice) -> Mani
     return manifest
 
 
-def cold_line(run: dict[str, Any], its_attempts: list[Any], its_events: list[Any]) -> bytes:
+def _line(run: dict[str, Any], its_attempts: list[Any], its_events: list[Any]) -> bytes:
     record = run | {"attempts": its_attempts, "events": its_events}
     return json.dumps(record, default=_plain, separators=(",", ":")).encode() + b"\n"
 
@@ -76,7 +76,7 @@ def _write_day_file(
     ):
         for batch in batches:
             for run, its_attempts, its_events in batch:
-                out.write(cold_line(run, its_attempts, its_events))
+                out.write(_line(run, its_attempts, its_events))
                 counts.runs += 1
                 counts.attempts += len(its_attempts)
                 counts.events += len(its_events)
