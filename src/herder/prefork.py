@@ -100,7 +100,9 @@ def _fork(role: Callable[[], None]) -> int:
 
 
 def _api(settings: Settings, listening: socket.socket) -> None:
-    store = Store(settings.database_url, keyring=server_keyring(settings))
+    store = Store(
+        settings.database_url, keyring=server_keyring(settings), cold=settings.cold_tier()
+    )
     try:
         app = create_app(store, settings)
         config = uvicorn.Config(
@@ -112,7 +114,7 @@ def _api(settings: Settings, listening: socket.socket) -> None:
 
 
 def _scheduler(settings: Settings) -> None:
-    store = Store(settings.database_url)
+    store = Store(settings.database_url, cold=settings.cold_tier())
     running = start_scheduler(settings, store, listen=True)
     for number in (signal.SIGTERM, signal.SIGINT):
         signal.signal(number, lambda *_: running.stop())

@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from herder.store.cold.tier import DEFAULT_HOT_DAYS, ColdTier
 from herder.store.database import sqlite_url
 
 DEFAULT_PORT = 8080
@@ -26,6 +27,9 @@ class Settings:
     # Webhooks to loopback, private and link-local addresses: None decides by the store —
     # allowed on SQLite (one host, the embedded ``herder up``), refused on PostgreSQL.
     alert_private_targets: bool | None = None
+    # PostgreSQL's cold tier (docs/history.md): where history past the hot window goes
+    cold_store: str | None = None  # file:///path; None: the home's ``cold`` directory
+    hot_days: int = DEFAULT_HOT_DAYS
 
     @classmethod
     def from_environment(
@@ -44,6 +48,8 @@ class Settings:
             allow_cron_seconds=os.environ.get("HERDER_CRON_SECONDS", "") in ("1", "true", "yes"),
             misfire_grace_seconds=float(os.environ.get("HERDER_MISFIRE_GRACE", "60")),
             alert_private_targets=_flag(os.environ.get("HERDER_ALERTS_PRIVATE_TARGETS")),
+            cold_store=os.environ.get("HERDER_COLD_STORE") or None,
+            hot_days=int(os.environ.get("HERDER_HOT_DAYS", DEFAULT_HOT_DAYS)),
         )
 
     @property
@@ -51,6 +57,12 @@ class Settings:
         if self.alert_private_targets is not None:
             return self.alert_private_targets
         return not self.database_url.startswith("postgres")
+
+    def cold_tier(self) -> ColdTier | None:
+        """PostgreSQL's cold tier; SQLite has none (its retention deletes runs)."""
+        if not self.database_url.startswith("postgres"):
+            return None
+        return ColdTier.at(self.cold_store or (self.home / "cold").as_uri(), self.hot_days)
 
     @property
     def url(self) -> str:

@@ -1,5 +1,6 @@
-"""The maintenance loop's pass: on PostgreSQL make slices, detach, then drop, and come back
-in ten minutes; on SQLite delete a batch, and come back at once while batches come full."""
+"""The maintenance loop's pass: on PostgreSQL make slices, detach, export to the cold tier,
+drop, prune the cold tier, and come back in ten minutes; on SQLite delete a batch, and come
+back at once while batches come full."""
 
 from __future__ import annotations
 
@@ -28,8 +29,16 @@ class RecordingHistory:
         self.calls.append("detach")
         return []
 
+    def export_detached(self) -> list[str]:
+        self.calls.append("export")
+        return []
+
     def drop_detached(self) -> list[str]:
         self.calls.append("drop")
+        return []
+
+    def remove_expired_cold(self) -> list[str]:
+        self.calls.append("remove cold")
         return []
 
     def delete_expired_batch(self) -> int:
@@ -37,11 +46,11 @@ class RecordingHistory:
         return self.deleted
 
 
-def test_a_postgresql_pass_makes_slices_then_detaches_then_drops() -> None:
+def test_a_postgresql_pass_makes_slices_then_detaches_exports_and_drops() -> None:
     history = RecordingHistory()
     loop = Maintenance(cast(HistoryRetention, history), partitioned=True)
     assert loop.step() == PASS_INTERVAL_SECONDS
-    assert history.calls == ["prepare", "detach", "drop"]
+    assert history.calls == ["prepare", "detach", "export", "drop", "remove cold"]
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,7 @@
 """The maintenance loop: history's time slices made ahead of the clock, and history past
 every tenant's retention removed (DESIGN §2 History). On PostgreSQL whole slices are
-detached, then dropped; on SQLite expired runs are deleted a batch per pass, passes back to
+detached, exported to the cold tier when they are past the hot window (and inside some
+retention), then dropped; on SQLite expired runs are deleted a batch per pass, passes back to
 back until none are left."""
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ class Maintenance:
         if self._partitioned:
             self._history.prepare_slices()
             self._history.detach_expired()
+            self._history.export_detached()
             self._history.drop_detached()
+            self._history.remove_expired_cold()
             return PASS_INTERVAL_SECONDS
         if self._history.delete_expired_batch() == DELETE_BATCH:
             return BETWEEN_BATCHES_SECONDS

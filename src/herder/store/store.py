@@ -15,6 +15,7 @@ from herder.store.alerts.rules import RuleRepository
 from herder.store.artifacts import ArtifactRepository
 from herder.store.audit import AuditRepository
 from herder.store.backfills import BackfillRepository
+from herder.store.cold.tier import ColdTier
 from herder.store.database import Database
 from herder.store.fleet import FleetRepository
 from herder.store.history.retention import HistoryRetention
@@ -45,6 +46,7 @@ class Store:
         rng: random.Random | None = None,
         pool_size: int = 10,
         keyring: Keyring | None = None,
+        cold: ColdTier | None = None,
     ) -> None:
         self.clock = clock or SystemClock()
         self.rng = rng or random.Random()
@@ -55,7 +57,7 @@ class Store:
         self.artifacts = ArtifactRepository(self.database, self.clock)
         self.secrets = SecretRepository(self.database, self.clock, keyring)
         self.jobs = JobRepository(self.database, self.clock, self.secrets)
-        self.runs = RunRepository(self.database, self.clock, self.rng, self.jobs)
+        self.runs = RunRepository(self.database, self.clock, self.rng, self.jobs, cold)
         self.workers = WorkerRepository(self.database, self.clock, self.rng, self.secrets)
         self.logs = LogRepository(self.database, self.clock)
         self.log_compaction = LogCompactionRepository(self.database, self.clock)
@@ -73,7 +75,7 @@ class Store:
         self.alert_history = AlertHistoryRepository(self.database)
         self.alert_deliveries = DeliveryRepository(self.database, self.clock, self.rng)
         self.submit_buckets = SubmitBucketRepository(self.database)
-        self.history = HistoryRetention(self.database, self.clock)
+        self.history = HistoryRetention(self.database, self.clock, cold)
 
     def work(self) -> AbstractContextManager[Work]:
         """A unit of work: one transaction, one ``now``, notices sent after commit."""

@@ -51,13 +51,14 @@ def live_floor(connection: Connection, now: datetime) -> str:
     fresh = known is not None and time.monotonic() - known.read_at < REFRESH_SECONDS
     if known is not None and fresh and known.at <= now:
         return known.run_id
-    floor = _Floor(_read_floor(connection, now), now, time.monotonic())
+    floor = _Floor(read_live_floor(connection, now), now, time.monotonic())
     with _lock:
         _floors[engine] = floor
     return floor.run_id
 
 
-def _read_floor(connection: Connection, now: datetime) -> str:
+def read_live_floor(connection: Connection, now: datetime) -> str:
+    """The floor read now, not kept (for the maintenance, that must not act on a stale one)."""
     oldest = connection.execute(
         select(func.min(runs.c.id)).where(runs.c.state.in_(_LIVE_STATES))
     ).scalar()

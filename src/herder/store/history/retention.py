@@ -19,13 +19,18 @@ from sqlalchemy import Connection, delete, func, select, text
 from herder.clock import Clock, epoch_ms
 from herder.domain.history import (
     DEFAULT_RETENTION_DAYS,
+    Slice,
     expired_slices,
     slices_wanted,
     visible_since,
 )
 from herder.domain.ids import id_bound
+from herder.store.cold.export import COLD_TABLES
+from herder.store.cold.tier import ColdTier
 from herder.store.database import Database
+from herder.store.history.live import read_live_floor
 from herder.store.history.partitions import (
+    HISTORY_TABLES,
     SLICED_TABLES,
     attached_slices,
     create_slice,
@@ -48,9 +53,10 @@ def visible_runs_floor(connection: Connection, tenant_id: str, now: datetime) ->
 
 
 class HistoryRetention:
-    def __init__(self, database: Database, clock: Clock) -> None:
+    def __init__(self, database: Database, clock: Clock, cold: ColdTier | None = None) -> None:
         self._db = database
         self._clock = clock
+        self._cold = cold
 
     def prepare_slices(self) -> list[str]:
         """Make the slices the coming weeks need, in every history table (PostgreSQL)."""
@@ -64,25 +70,70 @@ class HistoryRetention:
         return created
 
     def detach_expired(self) -> list[str]:
-        """Take the slices past every tenant's retention out of their tables (PostgreSQL);
-        they stay as plain tables until ``drop_detached``."""
+        """Take the slices past every tenant's retention (with a cold tier: runs, attempts
+        and events past the hot window) out of their tables (PostgreSQL); they stay as plain
+        tables until ``drop_detached``."""
         now, detached = self._clock.now(), []
         for table in SLICED_TABLES:
             with self._ddl() as connection:
-                longest = _longest_retention_days(connection)
-                for piece in expired_slices(attached_slices(connection, table), now, longest):
+                days = longest = _longest_retention_days(connection)
+                if self._cold is not None:
+                    days = self._cold.keep_days(table.name, longest)
+                expired = expired_slices(attached_slices(connection, table), now, days)
+                if days < longest:  # going cold, not away: never a slice with a live run
+                    floor = read_live_floor(connection, now)
+                    expired = [piece for piece in expired if piece.bounds("run")[1] <= floor]
+                for piece in expired:
                     detach_slice(connection, table, piece)
                     detached.append(table.partition(piece))
         return detached
 
+    def export_detached(self) -> list[str]:
+        """Export to the cold tier each slice whose runs, attempts and events are all
+        detached and that no manifest holds yet; one slice a transaction."""
+        if self._cold is None:
+            return []
+        exported = []
+        ready, _ = self._awaiting_export()
+        for piece in sorted(ready):
+            with self._db.read() as connection:
+                exported.append(self._cold.export(connection, piece).slice)
+        return exported
+
     def drop_detached(self) -> list[str]:
-        dropped = []
+        """Drop the detached slices, but none the cold tier still waits to export."""
+        (_, awaited), dropped = self._awaiting_export(), []
         for table in SLICED_TABLES:
             with self._ddl() as connection:
                 for piece in sorted(detached_slices(connection, table)):
+                    if table.name in COLD_TABLES and piece in awaited:
+                        continue
                     drop_detached_slice(connection, table, piece)
                     dropped.append(table.partition(piece))
         return dropped
+
+    def remove_expired_cold(self) -> list[str]:
+        """The cold tier's day files past their tenant's retention."""
+        if self._cold is None:
+            return []
+        with self._db.read() as connection:
+            return self._cold.remove_expired(connection, self._clock.now())
+
+    def _awaiting_export(self) -> tuple[set[Slice], set[Slice]]:
+        """Detached slices of runs, attempts or events inside some tenant's retention with
+        no manifest yet (one past every retention is dropped unexported): those of all
+        three, ready to export, and those of any, which must not be dropped yet."""
+        if self._cold is None:
+            return set(), set()
+        with self._db.read() as connection:
+            longest = _longest_retention_days(connection)
+            detached = [
+                detached_slices(connection, t) for t in HISTORY_TABLES if t.name in COLD_TABLES
+            ]
+        anywhere = set[Slice]().union(*detached)
+        kept = anywhere - set(expired_slices(anywhere, self._clock.now(), longest))
+        waiting = {piece for piece in kept if not self._cold.exported(piece)}
+        return waiting.intersection(*detached), waiting
 
     @contextmanager
     def _ddl(self) -> Iterator[Connection]:

@@ -20,6 +20,8 @@ from herder.domain.lifecycle.concurrency import admit
 from herder.domain.models import Attempt, Job, Page, Run, RunDetail, RunEvent
 from herder.domain.schedules import ConcurrencyPolicy
 from herder.domain.states import RunState
+from herder.store.cold.listing import RunWindow, cold_detail, merged_page
+from herder.store.cold.tier import ColdTier
 from herder.store.database import Database
 from herder.store.history.retention import visible_runs_floor
 from herder.store.jobs import JobRepository
@@ -65,12 +67,18 @@ def _run(row: Any) -> Run:
 
 class RunRepository:
     def __init__(
-        self, database: Database, clock: Clock, rng: random.Random, jobs: JobRepository
+        self,
+        database: Database,
+        clock: Clock,
+        rng: random.Random,
+        jobs: JobRepository,
+        cold: ColdTier | None = None,
     ) -> None:
         self._db = database
         self._clock = clock
         self._rng = rng
         self._jobs = jobs
+        self._cold = cold  # old windows of the listing read it (PostgreSQL)
 
     def submit(
         self,
@@ -197,7 +205,23 @@ class RunRepository:
 
     def detail(self, tenant_id: str, run_id: str) -> RunDetail:
         """The run with its attempts, history and output (which lists leave out: up to
-        64 KiB a run)."""
+        64 KiB a run); one past the hot window from the cold tier."""
+        try:
+            return self._hot_detail(tenant_id, run_id)
+        except NotFound:
+            if (cold := self._cold_detail(tenant_id, run_id)) is None:
+                raise
+            return cold
+
+    def _cold_detail(self, tenant_id: str, run_id: str) -> RunDetail | None:
+        if self._cold is None:
+            return None
+        now = self._clock.now()
+        with self._db.read() as connection:
+            floor = visible_runs_floor(connection, tenant_id, now)
+        return cold_detail(self._cold, tenant_id, run_id, floor, now)
+
+    def _hot_detail(self, tenant_id: str, run_id: str) -> RunDetail:
         with self._db.read() as connection:
             run = self._get(connection, tenant_id, run_id)
             output = connection.execute(select(runs.c.output).where(runs.c.id == run_id)).scalar()
@@ -253,10 +277,17 @@ class RunRepository:
             query = query.where(runs.c.created_at >= since)
         if until is not None:
             query = query.where(runs.c.created_at < until)
+        now = self._clock.now()
         with self._db.read() as connection:
-            floor = visible_runs_floor(connection, tenant_id, self._clock.now())
+            floor = visible_runs_floor(connection, tenant_id, now)
             query = query.where(runs.c.id >= floor)
             rows = connection.execute(page_query(query, runs.c.id, limit, cursor)).all()
+        if self._cold is not None and since is not None and since < self._cold.hot_since(now):
+            # a window reaching before the hot window reads the cold tier too (slower)
+            window = RunWindow(
+                tenant_id, floor, since, until, job_id, id_prefix, states or [], cursor
+            )
+            return merged_page(self._cold, window, page_records(rows, _run), limit, now)
         return Page(
             items=page_records(rows[:limit], _run),
             next_cursor=next_cursor([row.id for row in rows], limit),

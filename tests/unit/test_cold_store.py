@@ -1,0 +1,55 @@
+"""The cold tier's blob store (a directory) and where the settings put it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from herder.settings import Settings
+from herder.store.cold.blobs import DirectoryBlobStore, blob_store_at, put_bytes
+
+
+def test_a_directory_store_writes_whole_private_files(tmp_path: Path) -> None:
+    blobs = DirectoryBlobStore(tmp_path / "cold")
+    put_bytes(blobs, "runs/p20270308/manifest.json", b"first")
+    put_bytes(blobs, "runs/p20270308/manifest.json", b"second")
+    assert blobs.get("runs/p20270308/manifest.json") == b"second"
+    written = tmp_path / "cold" / "runs" / "p20270308" / "manifest.json"
+    assert written.stat().st_mode & 0o777 == 0o600
+    assert [path.name for path in written.parent.iterdir()] == ["manifest.json"]  # no temp
+    blobs.delete("runs/p20270308/manifest.json")
+    blobs.delete("runs/p20270308/manifest.json")
+    assert blobs.get("runs/p20270308/manifest.json") is None
+
+
+def test_a_key_cannot_leave_the_store(tmp_path: Path) -> None:
+    blobs = DirectoryBlobStore(tmp_path / "cold")
+    with pytest.raises(ValueError, match="leaves the store"):
+        put_bytes(blobs, "../outside", b"x")
+    assert not (tmp_path / "outside").exists()
+
+
+def test_the_cold_store_is_a_directory_url(tmp_path: Path) -> None:
+    store = blob_store_at((tmp_path / "a b").as_uri())
+    assert isinstance(store, DirectoryBlobStore)
+    assert store.root == tmp_path / "a b"
+    with pytest.raises(ValueError, match="HERDER_COLD_STORE"):
+        blob_store_at("ftp://host/cold")
+
+
+def test_sqlite_has_no_cold_tier_and_postgresql_defaults_to_the_home(tmp_path: Path) -> None:
+    settings = Settings(home=tmp_path, database_url=f"sqlite:///{tmp_path}/herder.db")
+    assert settings.cold_tier() is None
+    postgres = Settings(home=tmp_path, database_url="postgresql+psycopg://h/db", hot_days=30)
+    tier = postgres.cold_tier()
+    assert tier is not None
+    assert tier.hot_days == 30
+    assert isinstance(tier.blobs, DirectoryBlobStore)
+    assert tier.blobs.root == tmp_path / "cold"
+
+
+def test_a_hot_window_is_at_least_a_day(tmp_path: Path) -> None:
+    postgres = Settings(home=tmp_path, database_url="postgresql+psycopg://h/db", hot_days=0)
+    with pytest.raises(ValueError, match="HERDER_HOT_DAYS"):
+        postgres.cold_tier()
