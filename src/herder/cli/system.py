@@ -107,7 +107,7 @@ def scheduler(
         level=logging.INFO, format="%(asctime)s scheduler %(levelname)s %(message)s"
     )
     settings = Settings.from_environment(home=home)
-    store = Store(settings.database_url)
+    store = Store(settings.database_url, cold=settings.cold_tier())  # its maintenance exports
     store.migrate()
     # A burst of fires makes hundreds of thousands of objects that live for one pass; with
     # CPython's default thresholds full collections ran in the middle of it, 100-150 ms each
