@@ -19,12 +19,13 @@ from herder.domain.errors import NotFound
 from herder.domain.history import DEFAULT_RETENTION_DAYS, slice_of, slices_wanted
 from herder.domain.ids import new_id
 from herder.domain.jobs import JobSpec, Resources, RunOverrides
-from herder.domain.models import Assignment
+from herder.domain.models import Assignment, Principal, Role
 from herder.domain.states import AttemptState, RunState
 from herder.protocol import Completion, OutputChunk
+from herder.store.audit import AuditCall
 from herder.store.dialect import insert_rows_ignoring_duplicates
 from herder.store.history.partitions import SLICED_TABLES, attached_slices, detached_slices
-from herder.store.schema import attempt_logs, runs
+from herder.store.schema import attempt_logs, audit_log, runs
 from herder.store.store import Store
 from tests.clocks import ManualClock
 from tests.integration.dispatching import dispatch
@@ -286,3 +287,22 @@ def test_sqlite_retention_deletes_in_batches(world: World) -> None:
     assert [world.store.history.delete_expired_batch(2) for _ in range(4)] == [2, 2, 1, 0]
     assert world.listed() == {kept}
     assert made.isdisjoint(world.listed(brief))
+
+
+def test_audit_entries_go_with_their_tenants_retention(world: World) -> None:
+    brief = world.tenant(retention_days=7)
+
+    def record(tenant_id: str) -> None:
+        caller = Principal(tenant_id=tenant_id, role=Role.ADMIN, key_id="key_x", is_system=False)
+        world.store.audit.record(
+            AuditCall(tenant_id, caller, "jobs.create", "POST", "/v1/jobs", "job", None, [], 201)
+        )
+
+    record(brief)
+    record(world.tenant_id)
+    world.clock.advance(timedelta(days=8).total_seconds())
+    record(brief)
+    world.maintenance.step()
+    with world.store.database.read() as connection:
+        left = connection.execute(select(audit_log.c.tenant_id)).scalars().all()
+    assert sorted(left) == sorted([brief, world.tenant_id])  # the brief tenant's new one

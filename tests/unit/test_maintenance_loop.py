@@ -1,6 +1,6 @@
-"""The maintenance loop's pass: on PostgreSQL make slices, detach, export to the cold tier,
-drop, prune the cold tier, and come back in ten minutes; on SQLite delete a batch, and come
-back at once while batches come full."""
+"""The maintenance loop's pass: expired audit entries on both stores; on PostgreSQL make
+slices, detach, export to the cold tier, drop, prune the cold tier, and come back in ten
+minutes; on SQLite delete a batch, and come back at once while batches come full."""
 
 from __future__ import annotations
 
@@ -17,9 +17,10 @@ from herder.store.history.retention import DELETE_BATCH, HistoryRetention
 
 
 class RecordingHistory:
-    def __init__(self, deleted: int = 0) -> None:
+    def __init__(self, deleted: int = 0, audit_deleted: int = 0) -> None:
         self.calls: list[str] = []
         self.deleted = deleted
+        self.audit_deleted = audit_deleted
 
     def prepare_slices(self) -> list[str]:
         self.calls.append("prepare")
@@ -45,12 +46,16 @@ class RecordingHistory:
         self.calls.append("delete")
         return self.deleted
 
+    def delete_expired_audit(self) -> int:
+        self.calls.append("audit")
+        return self.audit_deleted
+
 
 def test_a_postgresql_pass_makes_slices_then_detaches_exports_and_drops() -> None:
     history = RecordingHistory()
     loop = Maintenance(cast(HistoryRetention, history), partitioned=True)
     assert loop.step() == PASS_INTERVAL_SECONDS
-    assert history.calls == ["prepare", "detach", "export", "drop", "remove cold"]
+    assert history.calls == ["audit", "prepare", "detach", "export", "drop", "remove cold"]
 
 
 @pytest.mark.parametrize(
@@ -64,4 +69,13 @@ def test_a_sqlite_pass_deletes_a_batch_and_comes_back_soon_while_more_wait(
     history = RecordingHistory(deleted)
     loop = Maintenance(cast(HistoryRetention, history), partitioned=False)
     assert loop.step() == wake
-    assert history.calls == ["delete"]
+    assert history.calls == ["audit", "delete"]
+
+
+@pytest.mark.parametrize("partitioned", [True, False])
+def test_a_full_batch_of_expired_audit_entries_brings_the_next_pass_soon(
+    partitioned: bool,
+) -> None:
+    history = RecordingHistory(audit_deleted=DELETE_BATCH)
+    loop = Maintenance(cast(HistoryRetention, history), partitioned=partitioned)
+    assert loop.step() == BETWEEN_BATCHES_SECONDS

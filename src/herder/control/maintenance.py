@@ -2,7 +2,8 @@
 every tenant's retention removed (DESIGN §2 History). On PostgreSQL whole slices are
 detached, exported to the cold tier when they are past the hot window (and inside some
 retention), then dropped; on SQLite expired runs are deleted a batch per pass, passes back to
-back until none are left."""
+back until none are left. Audit entries past their tenant's retention go too, on both stores,
+a batch per pass."""
 
 from __future__ import annotations
 
@@ -20,13 +21,14 @@ class Maintenance:
         self._partitioned = partitioned
 
     def step(self) -> float:
+        more_audit = self._history.delete_expired_audit() == DELETE_BATCH
         if self._partitioned:
             self._history.prepare_slices()
             self._history.detach_expired()
             self._history.export_detached()
             self._history.drop_detached()
             self._history.remove_expired_cold()
-            return PASS_INTERVAL_SECONDS
-        if self._history.delete_expired_batch() == DELETE_BATCH:
+            return BETWEEN_BATCHES_SECONDS if more_audit else PASS_INTERVAL_SECONDS
+        if self._history.delete_expired_batch() == DELETE_BATCH or more_audit:
             return BETWEEN_BATCHES_SECONDS
         return PASS_INTERVAL_SECONDS

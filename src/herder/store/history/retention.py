@@ -38,7 +38,15 @@ from herder.store.history.partitions import (
     detached_slices,
     drop_detached_slice,
 )
-from herder.store.schema import attempt_logs, attempts, log_chunks, run_events, runs, tenants
+from herder.store.schema import (
+    attempt_logs,
+    attempts,
+    audit_log,
+    log_chunks,
+    run_events,
+    runs,
+    tenants,
+)
 
 DDL_LOCK_TIMEOUT = "2s"
 DELETE_BATCH = 500  # runs (with their attempts, events and log chunks) per SQLite transaction
@@ -142,6 +150,28 @@ class HistoryRetention:
         with self._db.write() as connection:
             connection.execute(text(f"SET LOCAL lock_timeout = '{DDL_LOCK_TIMEOUT}'"))
             yield connection
+
+    def delete_expired_audit(self, batch: int = DELETE_BATCH) -> int:
+        """Delete up to ``batch`` audit entries past their tenant's retention (both stores:
+        the audit log grows with changes, not runs, so it is not sliced); how many went."""
+        now = self._clock.now()
+        with self._db.write() as connection:
+            expired: list[str] = []
+            for tenant_id, days in connection.execute(
+                select(tenants.c.id, tenants.c.retention_days)
+            ):
+                floor = id_bound("aud", epoch_ms(visible_since(now, days)))
+                expired += connection.execute(
+                    select(audit_log.c.id)
+                    .where(audit_log.c.tenant_id == tenant_id, audit_log.c.id < floor)
+                    .order_by(audit_log.c.tenant_id, audit_log.c.id)
+                    .limit(batch - len(expired))
+                ).scalars()
+                if len(expired) >= batch:
+                    break
+            if expired:
+                connection.execute(delete(audit_log).where(audit_log.c.id.in_(expired)))
+        return len(expired)
 
     def delete_expired_batch(self, batch: int = DELETE_BATCH) -> int:
         """Delete up to ``batch`` runs past their tenant's retention, with everything of
