@@ -21,9 +21,10 @@ from herder.domain.models import Attempt, Job, Page, Run, RunDetail, RunEvent
 from herder.domain.schedules import ConcurrencyPolicy
 from herder.domain.states import RunState
 from herder.store.database import Database
+from herder.store.history.listing import newest_runs
 from herder.store.history.retention import visible_runs_floor
 from herder.store.jobs import JobRepository
-from herder.store.pagination import next_cursor, page_query, page_records
+from herder.store.pagination import next_cursor, page_records
 from herder.store.runs.facts import active_of_schedule, active_runs
 from herder.store.runs.writes import new_run_row
 from herder.store.schedule_events import record_replaced
@@ -254,9 +255,9 @@ class RunRepository:
         if until is not None:
             query = query.where(runs.c.created_at < until)
         with self._db.read() as connection:
-            floor = visible_runs_floor(connection, tenant_id, self._clock.now())
-            query = query.where(runs.c.id >= floor)
-            rows = connection.execute(page_query(query, runs.c.id, limit, cursor)).all()
+            now = self._clock.now()
+            floor = visible_runs_floor(connection, tenant_id, now)
+            rows = newest_runs(connection, query, floor, now, limit, cursor)
         return Page(
             items=page_records(rows[:limit], _run),
             next_cursor=next_cursor([row.id for row in rows], limit),
