@@ -29,9 +29,10 @@ from alembic import command
 
 from bench import history_fill
 from herder.clock import epoch_ms
-from herder.domain.ids import new_id
+from herder.domain.ids import id_bound, new_id
 from herder.domain.models import Page, Run
 from herder.domain.states import RunState
+from herder.store.history.listing import WINDOWS
 from herder.store.history.partitions import HISTORY_TABLES, attached_slices, create_slice
 from herder.store.history.retention import HistoryRetention, visible_runs_floor
 from herder.store.migrations import alembic_config
@@ -161,16 +162,18 @@ def _job(number: int) -> str:
 
 
 def _plan(url: str, store: Store) -> str:
-    """EXPLAIN (ANALYZE, BUFFERS) of the job listing's statement as the store sends it."""
+    """EXPLAIN (ANALYZE, BUFFERS) of the job listing's first read (its newest window)."""
+    now = store.clock.now()
     with store.database.read() as connection:
-        floor = visible_runs_floor(connection, _tenant(7), store.clock.now())
+        floor = visible_runs_floor(connection, _tenant(7), now)
+    lower = max(floor, id_bound("run", epoch_ms(now - WINDOWS[0])))
     statement = (
         "EXPLAIN (ANALYZE, BUFFERS) SELECT id, job_id, job_name, state, spec, created_at,"
         " finished_at FROM runs WHERE tenant_id = %s AND job_id = %s AND id >= %s"
         " ORDER BY id DESC LIMIT 101"
     )
     with psycopg.connect(url) as connection:
-        rows = connection.execute(statement, (_tenant(7), _job(107), floor)).fetchall()
+        rows = connection.execute(statement, (_tenant(7), _job(107), lower)).fetchall()
     return "\n".join(row[0] for row in rows)
 
 
@@ -224,6 +227,7 @@ class _Inserts(threading.Thread):
     def __init__(self, url: str) -> None:
         super().__init__(daemon=True)
         self.url = url
+        self.spec = history_fill.realistic_specs()[0]
         self.times: list[tuple[float, float]] = []  # (monotonic start, seconds)
         self._stopping = threading.Event()
 
@@ -235,8 +239,8 @@ class _Inserts(threading.Thread):
                 connection.execute(
                     "INSERT INTO runs (id, tenant_id, job_id, job_name, state, priority, spec,"
                     " cpu_milli, memory_mb, gpus, created_at, queued_at) VALUES (%s, %s, %s,"
-                    " 'bench', 'queued', 1, '{}', 1000, 512, 0, now(), now())",
-                    (run_id, _tenant(0), _job(0)),
+                    " 'bench', 'queued', 1, %s, 1000, 512, 0, now(), now())",
+                    (run_id, _tenant(0), _job(0), self.spec),
                 )
                 self.times.append((began, time.monotonic() - began))
                 self._stopping.wait(INSERT_PAUSE_SECONDS)
