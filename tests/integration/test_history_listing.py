@@ -11,6 +11,7 @@ import pytest
 
 from herder.domain.jobs import JobSpec, RunOverrides
 from herder.domain.states import RunState
+from herder.store.pagination import encode_cursor
 from herder.store.store import Store
 from tests.clocks import ManualClock
 
@@ -92,3 +93,15 @@ def test_a_state_filter_walks_the_windows_too(store: Store) -> None:
     queued = all_pages(store, tenant_id, 3, job_id=job_id, states=[RunState.QUEUED])
     assert queued == made
     assert all_pages(store, tenant_id, 3, states=[RunState.SUCCEEDED]) == []
+
+
+@pytest.mark.parametrize(
+    "top", ["run_" + "Z" * 26, "run_0I" + "0" * 24, "run_" + "0" * 26, "job_01" + "L" * 24]
+)
+def test_a_cursor_no_run_was_made_at_still_reads_below_it(store: Store, top: str) -> None:
+    tenant_id = store.access.create_tenant("t").id
+    job_id, other_id = jobs(store, tenant_id)
+    made = submit_over_the_years(store, tenant_id, job_id, other_id)
+
+    page = store.runs.list(tenant_id, job_id=job_id, cursor=encode_cursor(top), limit=100)
+    assert [run.id for run in page.items] == [run_id for run_id in made if run_id < top]

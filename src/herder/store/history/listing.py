@@ -37,13 +37,15 @@ def newest_runs(
     """Up to ``limit + 1`` rows of ``query`` at or above ``floor``, newest first, from below
     ``cursor`` if given (``page_query``'s contract)."""
     top = decode_cursor(cursor) if cursor else None
-    reach_from = now if top is None else datetime.fromtimestamp(id_time_ms(top) / 1000, UTC)
+    reach_from = now if top is None else _made_at(top, now)
     rows: list[Row[Any]] = []
     upper = None  # the first read's is the cursor, applied by ``page_query``
     for window in (*WINDOWS, None):
         lower = floor
         if window is not None:
-            lower = max(floor, id_bound("run", epoch_ms(reach_from - window)))
+            lower = max(floor, id_bound("run", max(0, epoch_ms(reach_from - window))))
+        if top is not None:  # never above the cursor, which bounds every read
+            lower = min(lower, top)
         bounded = query.where(runs.c.id >= lower)
         if upper is None:
             statement = page_query(bounded, runs.c.id, limit, cursor)
@@ -54,7 +56,18 @@ def newest_runs(
                 .limit(limit + 1 - len(rows))
             )
         rows += connection.execute(statement).all()
-        if len(rows) > limit or lower == floor:
+        if len(rows) > limit or lower <= floor:
             break
         upper = lower
     return rows
+
+
+def _made_at(top: str, now: datetime) -> datetime:
+    """When the cursor's run was made; ``now`` for a cursor from the future or one no id of
+    ours spells (a letter outside Crockford's), which reads from ``now`` down as well."""
+    if top >= id_bound("run", epoch_ms(now)):
+        return now
+    try:
+        return datetime.fromtimestamp(id_time_ms(top) / 1000, UTC)
+    except ValueError:
+        return now
