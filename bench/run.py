@@ -16,6 +16,7 @@ from bench import (
     baseline,
     celery_peer,
     dispatch,
+    history_scale,
     machine,
     mix,
     oneoff,
@@ -70,6 +71,7 @@ def main() -> None:
             "sandbox",
             "workflows",
             "api-processes",
+            "history",
             "all",
         ],
         default="all",
@@ -89,6 +91,8 @@ def main() -> None:
         run_workflows(options)
     if options.scenario in ("api-processes", "all"):
         run_api_processes()
+    if options.scenario == "history":  # not in "all": ten million runs take a while to make
+        run_history()
 
 
 def run_oneoff(options: argparse.Namespace) -> None:
@@ -172,6 +176,21 @@ def run_api_processes() -> None:
     command = " ".join(["python -m bench.run", *sys.argv[1:]])
     now = datetime.datetime.now(datetime.UTC)
     _append(api_processes.section(results, machine.describe(), now, command))
+
+
+def run_history() -> None:
+    """``BENCH_HISTORY_RUNS`` ended runs (default ten million) on a fresh database, dropped
+    afterwards."""
+    try:
+        result = history_scale.measure(fresh_postgres(), history_scale.DEFAULT_RUNS)
+    finally:
+        drop_postgres()
+    print(result.plan)
+    command = " ".join(["python -m bench.run", *sys.argv[1:]])
+    if history_scale.DEFAULT_RUNS != 10_000_000:
+        command = f"BENCH_HISTORY_RUNS={history_scale.DEFAULT_RUNS} {command}"
+    now = datetime.datetime.now(datetime.UTC)
+    _append(history_scale.section(result, machine.describe(), now, command))
 
 
 def run_mix() -> None:

@@ -23,9 +23,10 @@ from herder.domain.states import RunState
 from herder.store.cold.listing import RunWindow, cold_detail, merged_page
 from herder.store.cold.tier import ColdTier
 from herder.store.database import Database
+from herder.store.history.listing import newest_runs
 from herder.store.history.retention import visible_runs_floor
 from herder.store.jobs import JobRepository
-from herder.store.pagination import next_cursor, page_query, page_records
+from herder.store.pagination import next_cursor, page_records
 from herder.store.runs.facts import active_of_schedule, active_runs
 from herder.store.runs.writes import new_run_row
 from herder.store.schedule_events import record_replaced
@@ -280,8 +281,7 @@ class RunRepository:
         now = self._clock.now()
         with self._db.read() as connection:
             floor = visible_runs_floor(connection, tenant_id, now)
-            query = query.where(runs.c.id >= floor)
-            rows = connection.execute(page_query(query, runs.c.id, limit, cursor)).all()
+            rows = newest_runs(connection, query, floor, now, limit, cursor)
         if self._cold is not None and since is not None and since < self._cold.hot_since(now):
             # a window reaching before the hot window reads the cold tier too (slower)
             window = RunWindow(

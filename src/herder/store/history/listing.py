@@ -1,0 +1,73 @@
+"""Newest-first listings over years of weekly slices: read a window of recent slices at a
+time, widening until the page is full.
+
+One ``ORDER BY id DESC LIMIT n`` over every slice makes PostgreSQL plan all of them (tens of
+milliseconds at a year of slices, growing with the years) and, for a selective filter such as
+one job, fetch and sort the filter's rows of every slice before the limit. A window bounded on
+both sides is pruned to its few slices while planning, and a page is usually full after the
+first (bench/history_scale.py). The rows and their order are the same as one statement's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, Row, Select
+
+from herder.clock import epoch_ms
+from herder.domain.ids import id_bound, id_time_ms
+from herder.store.pagination import decode_cursor, page_query
+from herder.store.schema import runs
+
+# How far back each read reaches from the page's top (now, or the cursor's run); the last
+# read goes down to the floor. Growing by 4 keeps a sparse job's page to a few reads.
+WINDOWS = tuple(timedelta(weeks=weeks) for weeks in (1, 4, 16, 64, 256))
+
+
+def newest_runs(
+    connection: Connection,
+    query: Select[tuple[object, ...]],
+    floor: str,
+    now: datetime,
+    limit: int,
+    cursor: str | None,
+) -> Sequence[Row[Any]]:
+    """Up to ``limit + 1`` rows of ``query`` at or above ``floor``, newest first, from below
+    ``cursor`` if given (``page_query``'s contract)."""
+    top = decode_cursor(cursor) if cursor else None
+    reach_from = now if top is None else _made_at(top, now)
+    rows: list[Row[Any]] = []
+    upper = None  # the first read's is the cursor, applied by ``page_query``
+    for window in (*WINDOWS, None):
+        lower = floor
+        if window is not None:
+            lower = max(floor, id_bound("run", max(0, epoch_ms(reach_from - window))))
+        if top is not None:  # never above the cursor, which bounds every read
+            lower = min(lower, top)
+        bounded = query.where(runs.c.id >= lower)
+        if upper is None:
+            statement = page_query(bounded, runs.c.id, limit, cursor)
+        else:
+            statement = (
+                bounded.where(runs.c.id < upper)
+                .order_by(runs.c.id.desc())
+                .limit(limit + 1 - len(rows))
+            )
+        rows += connection.execute(statement).all()
+        if len(rows) > limit or lower <= floor:
+            break
+        upper = lower
+    return rows
+
+
+def _made_at(top: str, now: datetime) -> datetime:
+    """When the cursor's run was made; ``now`` for a cursor from the future or one no id of
+    ours spells (a letter outside Crockford's), which reads from ``now`` down as well."""
+    if top >= id_bound("run", epoch_ms(now)):
+        return now
+    try:
+        return datetime.fromtimestamp(id_time_ms(top) / 1000, UTC)
+    except ValueError:
+        return now
