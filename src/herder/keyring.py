@@ -6,7 +6,8 @@ a key id derived from the key itself, stored beside the ciphertext: rotating the
 putting a new key first and keeping the old ones until every secret was sealed again
 (``herder secret reencrypt``). The associated data — tenant, secret name, version — is
 authenticated but not stored in the ciphertext: a ciphertext copied to another tenant's row,
-another name or another version does not open.
+another name or another version does not open. Alert channels' signing secrets are sealed
+the same way, bound to their tenant and channel (``channel_associated_data``).
 
 Where the keys come from: ``HERDER_SECRETS_KEY`` (base64 of 32 bytes; several, comma
 separated, the first current) or the file ``HERDER_SECRETS_KEY_FILE`` names (one base64 key a
@@ -58,6 +59,12 @@ def key_id_of(key: bytes) -> str:
 def associated_data(tenant_id: str, name: str, version: int) -> bytes:
     """What a ciphertext is bound to; NUL-separated (neither ids nor names hold a NUL)."""
     return f"herder-secret\0{tenant_id}\0{name}\0{version}".encode()
+
+
+def channel_associated_data(tenant_id: str, channel_id: str) -> bytes:
+    """What an alert channel's signing secret is bound to: its own domain, so neither a
+    tenant's secret nor another channel's ciphertext opens in its place."""
+    return f"herder-alert-channel\0{tenant_id}\0{channel_id}".encode()
 
 
 @dataclass(frozen=True)

@@ -99,6 +99,32 @@ def check_keyring(store: Store, keyring: Keyring | None) -> None:
             f"server does not have: set {KEY_ENV} or {KEY_FILE_ENV} to the keys (the first "
             "the current one; keep old ones until `herder secret reencrypt` has run)"
         )
+    check_channel_keys(store, keyring)
+
+
+def check_channel_keys(store: Store, keyring: Keyring | None) -> None:
+    """Seal the alert channels' secrets left in plain text from before 0016, and say which
+    keys sealed channels need that this keyring lacks: their deliveries fail (the reason
+    recorded on each) until it has them. A warning, not a refusal: only the sender needs them."""
+    if keyring is not None:
+        sealed = store.channel_secrets.seal_plain()
+        if sealed:
+            log.info(
+                "sealed %d alert channel secret(s) with key %s", sealed, keyring.current_key_id
+            )
+    elif plain := store.channel_secrets.plain_count():
+        log.warning(
+            "%d alert channel secret(s) are still stored in plain text: set %s or %s and "
+            "start again to seal them",
+            plain, KEY_ENV, KEY_FILE_ENV,
+        )  # fmt: skip
+    missing = store.channel_secrets.key_ids_in_use() - (keyring.key_ids if keyring else frozenset())
+    if missing:
+        log.warning(
+            "alert channel secrets are sealed with key(s) %s, which this process does not "
+            "have: their deliveries fail until %s or %s holds them",
+            ", ".join(sorted(missing)), KEY_ENV, KEY_FILE_ENV,
+        )  # fmt: skip
 
 
 def die_with_parent() -> None:

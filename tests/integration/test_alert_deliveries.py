@@ -45,6 +45,7 @@ from herder.store.schedules import PARTITIONS
 from herder.store.schema import alert_incidents, leases, runs
 from herder.store.store import Store
 from tests.clocks import ManualClock
+from tests.conftest import TEST_KEYRING
 from tests.integration.dispatching import dispatch
 from tests.integration.webhook_receiver import Receiver, running_receiver
 
@@ -112,7 +113,7 @@ class World:
 @pytest.fixture
 def world(database_url: str) -> Iterator[World]:
     clock = ManualClock(datetime(2026, 11, 24, 12, 0, tzinfo=UTC))
-    store = Store(database_url, clock=clock, rng=random.Random(7))
+    store = Store(database_url, clock=clock, rng=random.Random(7), keyring=TEST_KEYRING)
     tenant = store.access.create_tenant("t")
     token_id = store.access.authenticate_worker_token(store.access.create_worker_token("w"))
     sender = AlertSender(store.alert_deliveries, clock, allow_private=True)
@@ -284,7 +285,7 @@ def test_two_evaluators_open_one_incident(world: World) -> None:
     for _ in range(2):  # both decided to open, from the same stale read
         with world.store.work() as work:
             _open(work, rule, signal)
-    other = Store(world.store.database.url, clock=world.clock)
+    other = Store(world.store.database.url, clock=world.clock, keyring=TEST_KEYRING)
     try:
         evaluators = [world.evaluator, AlertEvaluator(other)]
         threads = [threading.Thread(target=one.step) for one in evaluators]

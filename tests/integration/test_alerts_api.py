@@ -16,6 +16,7 @@ from herder.control.scheduler import Scheduler
 from herder.domain.alerts.rules import ChannelRequest
 from herder.store.notifications import ALERTS_CHANNEL
 from herder.store.store import Store
+from tests.conftest import TEST_KEYRING
 from tests.integration.conftest import Api, Herder
 from tests.integration.webhook_receiver import running_receiver
 
@@ -224,7 +225,12 @@ def test_a_queued_delivery_wakes_the_sender_at_once(api: Api, where: str) -> Non
     another scheduler process (PostgreSQL) by a NOTIFY its listener hears."""
     if where == "another process" and not api.store.database.is_postgres:
         pytest.skip("processes share notices on PostgreSQL only")
-    store = api.store if where == "this process" else Store(api.store.database.url)
+    # another scheduler opens the channels' secrets with the same keys
+    store = (
+        api.store
+        if where == "this process"
+        else Store(api.store.database.url, keyring=TEST_KEYRING)
+    )
     scheduler = Scheduler(
         store, heartbeat_timeout_seconds=10, lease_seconds=30,
         listen=store is not api.store, alert_private_targets=True,

@@ -100,15 +100,17 @@ def scheduler(
 
     from prometheus_client import start_http_server
 
-    from herder.server import start_scheduler
+    from herder.server import check_channel_keys, server_keyring, start_scheduler
     from herder.store.store import Store
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s scheduler %(levelname)s %(message)s"
     )
     settings = Settings.from_environment(home=home)
-    store = Store(settings.database_url, cold=settings.cold_tier())  # its maintenance exports
+    keyring = server_keyring(settings)  # the alert sender opens the channels' secrets
+    store = Store(settings.database_url, keyring=keyring, cold=settings.cold_tier())
     store.migrate()
+    check_channel_keys(store, keyring)
     # A burst of fires makes hundreds of thousands of objects that live for one pass; with
     # CPython's default thresholds full collections ran in the middle of it, 100-150 ms each
     # with every loop stopped. What start-up made is left out of collections for good.

@@ -50,6 +50,8 @@ async def _refused_target(url: str) -> str | None:
 async def post(
     client: httpx.AsyncClient, delivery: DueDelivery, now: datetime, *, allow_private: bool
 ) -> AttemptOutcome:
+    if delivery.secret is None:
+        return AttemptOutcome(None, delivery.unsigned_because)
     body = body_of(delivery)
     headers = {
         "Content-Type": "application/json",

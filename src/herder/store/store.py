@@ -8,6 +8,7 @@ from contextlib import AbstractContextManager
 from herder.clock import Clock, SystemClock
 from herder.keyring import Keyring
 from herder.store.access import AccessRepository
+from herder.store.alerts.channel_secrets import ChannelSecrets
 from herder.store.alerts.channels import ChannelRepository
 from herder.store.alerts.deliveries import DeliveryRepository
 from herder.store.alerts.history import AlertHistoryRepository
@@ -70,10 +71,13 @@ class Store:
         self.workflows = WorkflowRepository(self.database, self.clock)
         self.workflow_runs = WorkflowRunRepository(self.database, self.clock, self.rng)
         self.backfills = BackfillRepository(self.database, self.clock, self.rng)
-        self.alert_channels = ChannelRepository(self.database, self.clock)
+        self.channel_secrets = ChannelSecrets(self.database, keyring)
+        self.alert_channels = ChannelRepository(self.database, self.clock, self.channel_secrets)
         self.alert_rules = RuleRepository(self.database, self.clock)
         self.alert_history = AlertHistoryRepository(self.database)
-        self.alert_deliveries = DeliveryRepository(self.database, self.clock, self.rng)
+        self.alert_deliveries = DeliveryRepository(
+            self.database, self.clock, self.rng, self.channel_secrets
+        )
         self.submit_buckets = SubmitBucketRepository(self.database)
         self.history = HistoryRetention(self.database, self.clock, cold)
 

@@ -1,6 +1,6 @@
 """A tenant's alert channels: webhook targets with the secret their deliveries are signed
-with. The secret is made here, shown once when the channel is created, and kept (it must be
-at hand to sign); issue 14 encrypts it at rest."""
+with. The secret is made here, shown once when the channel is created, and kept sealed with
+the server's keyring (``channel_secrets``): it must be at hand to sign."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from herder.domain.alerts.webhooks import is_private_host
 from herder.domain.errors import Conflict, Invalid
 from herder.domain.ids import new_id
 from herder.domain.models import Page
+from herder.store.alerts.channel_secrets import ChannelSecrets
 from herder.store.alerts.deliveries import new_delivery
 from herder.store.alerts.owned import owned_row, page_of
 from herder.store.database import Database
@@ -47,9 +48,10 @@ def check_target(url: str, *, allow_private: bool) -> None:
 
 
 class ChannelRepository:
-    def __init__(self, database: Database, clock: Clock) -> None:
+    def __init__(self, database: Database, clock: Clock, secrets: ChannelSecrets) -> None:
         self._db = database
         self._clock = clock
+        self._secrets = secrets
 
     def create(
         self, tenant_id: str, request: ChannelRequest, *, allow_private: bool
@@ -59,13 +61,14 @@ class ChannelRepository:
         now = self._clock.now()
         secret = "whsec_" + secrets.token_urlsafe(32)
         channel_id = new_id("ach", epoch_ms(now))
+        sealed = self._secrets.sealed_columns(tenant_id, channel_id, secret)
         with self._db.write() as connection:
             try:
                 connection.execute(
                     insert(alert_channels).values(
                         id=channel_id, tenant_id=tenant_id, name=request.name,
-                        kind=request.kind, url=url, secret=secret, enabled=request.enabled,
-                        created_at=now, updated_at=now,
+                        kind=request.kind, url=url, enabled=request.enabled, created_at=now,
+                        updated_at=now, **sealed,
                     )
                 )  # fmt: skip
             except exc.IntegrityError as error:

@@ -14,6 +14,8 @@ from herder.clock import Clock, epoch_ms
 from herder.domain.alerts.rules import DeliveryState
 from herder.domain.alerts.webhooks import retry_at
 from herder.domain.ids import new_id
+from herder.keyring import KeyringError
+from herder.store.alerts.channel_secrets import ChannelSecrets
 from herder.store.database import Database
 from herder.store.schema import alert_channels, alert_deliveries
 
@@ -44,9 +46,10 @@ class DueDelivery:
     id: str
     attempt: int  # the number of the attempt about to be made
     url: str
-    secret: str
+    secret: str | None  # None when the channel's secret does not open here
     event: str
     payload: dict[str, Any]
+    unsigned_because: str | None = None  # why the secret did not open: the attempt's error
 
 
 @dataclass(frozen=True)
@@ -60,10 +63,13 @@ class AttemptOutcome:
 
 
 class DeliveryRepository:
-    def __init__(self, database: Database, clock: Clock, rng: random.Random) -> None:
+    def __init__(
+        self, database: Database, clock: Clock, rng: random.Random, secrets: ChannelSecrets
+    ) -> None:
         self._db = database
         self._clock = clock
         self._rng = rng
+        self._secrets = secrets
 
     def take_due(self, limit: int) -> list[DueDelivery]:
         """Up to ``limit`` deliveries due now, each taken (its attempt counted, due again
@@ -72,7 +78,9 @@ class DeliveryRepository:
         now = self._clock.now()
         query = (
             select(alert_deliveries.c.id, alert_deliveries.c.attempts, alert_deliveries.c.event,
-                   alert_deliveries.c.payload, alert_channels.c.url, alert_channels.c.secret)
+                   alert_deliveries.c.payload, alert_channels.c.url, alert_channels.c.tenant_id,
+                   alert_channels.c.id.label("channel_id"), alert_channels.c.plain_secret,
+                   alert_channels.c.key_id, alert_channels.c.nonce, alert_channels.c.ciphertext)
             .join(alert_channels, alert_channels.c.id == alert_deliveries.c.channel_id)
             .where(alert_deliveries.c.next_attempt_at <= now,
                    alert_deliveries.c.state == DeliveryState.PENDING)
@@ -91,12 +99,18 @@ class DeliveryRepository:
                             next_attempt_at=now + timedelta(seconds=TAKEN_SECONDS))
                 ).rowcount  # fmt: skip
                 if claimed:
-                    payload = {**row.payload, "delivery_id": row.id}
-                    taken.append(
-                        DueDelivery(row.id, row.attempts + 1, row.url, row.secret, row.event,
-                                    payload)
-                    )  # fmt: skip
+                    taken.append(self._due(row))
         return taken
+
+    def _due(self, row: Any) -> DueDelivery:
+        payload = {**row.payload, "delivery_id": row.id}
+        secret, unsigned_because = None, None
+        try:
+            secret = self._secrets.open(row, channel_id=row.channel_id)
+        except KeyringError as error:
+            unsigned_because = f"the channel's signing secret does not open: {error}"
+        return DueDelivery(row.id, row.attempts + 1, row.url, secret, row.event, payload,
+                           unsigned_because)  # fmt: skip
 
     def record(self, delivery: DueDelivery, outcome: AttemptOutcome) -> None:
         """The attempt's outcome: delivered, due again after a back-off, or failed for good

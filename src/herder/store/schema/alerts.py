@@ -8,6 +8,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     String,
     Table,
     Text,
@@ -28,12 +29,18 @@ alert_channels = Table(
     Column("name", String(128), nullable=False),
     Column("kind", String(16), nullable=False),
     Column("url", Text, nullable=False),
-    Column("secret", String(128), nullable=False),  # the HMAC key (to be encrypted, issue 14)
+    # the HMAC key, sealed (``herder.keyring``) like a tenant's secrets
+    Column("key_id", String(16)),
+    Column("nonce", LargeBinary),
+    Column("ciphertext", LargeBinary),
+    # a secret made before 0016, until a server with a keyring starts and seals it
+    Column("plain_secret", String(128)),
     Column("enabled", Boolean, nullable=False),
     Column("created_at", UtcDateTime, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
     UniqueConstraint("tenant_id", "name"),
     Index(None, "tenant_id", "id"),
+    Index(None, "key_id"),  # what a re-encryption after a key rotation still has to do
 )
 
 alert_rules = Table(
