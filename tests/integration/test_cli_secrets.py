@@ -13,6 +13,7 @@ from typer.testing import CliRunner, Result
 from herder.cli import common
 from herder.cli.common import app
 from herder.client import HerderClient
+from herder.domain.alerts.rules import ChannelRequest
 from herder.keyring import Keyring, new_key, parse_keys
 from herder.store.store import Store
 from tests.integration.conftest import Api
@@ -78,12 +79,15 @@ def test_a_bad_name_is_refused_saying_why(secret: Secret) -> None:
     assert "letters, digits and '_'" in str(refused.exception) + refused.output
 
 
-def test_reencrypt_seals_every_secret_with_the_first_key(
+def test_reencrypt_seals_every_secret_and_channel_secret_with_the_first_key(
     database_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     old, new = new_key(), new_key()
     before = Store(database_url, keyring=Keyring.of(parse_keys(old, "old")))
-    before.secrets.put(before.access.create_tenant("t").id, "API_TOKEN", VALUE)
+    tenant_id = before.access.create_tenant("t").id
+    before.secrets.put(tenant_id, "API_TOKEN", VALUE)
+    channel = ChannelRequest(name="pager", url="https://hooks.example.com/h")  # type: ignore[arg-type]
+    before.alert_channels.create(tenant_id, channel, allow_private=False)
     before.close()
     monkeypatch.setenv("HERDER_DATABASE_URL", database_url)
     monkeypatch.setenv("HERDER_SECRETS_KEY", f"{new},{old}")
@@ -91,6 +95,10 @@ def test_reencrypt_seals_every_secret_with_the_first_key(
     assert done.exit_code == 0, done.output
     rotated = Keyring.of(parse_keys(new, "new"))
     assert f"sealed 1 secret(s) again with key {rotated.current_key_id}" in done.output
+    assert f"sealed 1 alert channel secret(s) again with key {rotated.current_key_id}" in (
+        done.output
+    )
     after = Store(database_url, keyring=rotated)
     assert after.secrets.key_ids_in_use() == {rotated.current_key_id}
+    assert after.channel_secrets.key_ids_in_use() == {rotated.current_key_id}
     after.close()

@@ -13,6 +13,7 @@ from herder.keyring import (
     Keyring,
     KeyringError,
     associated_data,
+    channel_associated_data,
     home_keyring,
     load_keyring,
     new_key,
@@ -41,12 +42,29 @@ def test_two_seals_of_one_value_differ() -> None:
         associated_data("ten_b", "API_TOKEN", 1),  # another tenant's row
         associated_data("ten_a", "OTHER", 1),  # another secret's name
         associated_data("ten_a", "API_TOKEN", 2),  # another version
+        channel_associated_data("ten_a", "API_TOKEN"),  # an alert channel's domain
     ],
 )
 def test_a_value_moved_elsewhere_does_not_open(elsewhere: bytes) -> None:
     keyring = Keyring.of([KEY])
     with pytest.raises(KeyringError, match="does not open"):
         keyring.open(keyring.seal(b"hunter2", HERE), elsewhere)
+
+
+@pytest.mark.parametrize(
+    "elsewhere",
+    [
+        channel_associated_data("ten_a", "ach_2"),  # another channel
+        channel_associated_data("ten_b", "ach_1"),  # another tenant's channel of that id
+        associated_data("ten_a", "ach_1", 1),  # a tenant's secret
+    ],
+)
+def test_a_channel_secret_opens_for_its_channel_only(elsewhere: bytes) -> None:
+    keyring = Keyring.of([KEY])
+    sealed = keyring.seal(b"whsec_x", channel_associated_data("ten_a", "ach_1"))
+    assert keyring.open(sealed, channel_associated_data("ten_a", "ach_1")) == b"whsec_x"
+    with pytest.raises(KeyringError, match="does not open"):
+        keyring.open(sealed, elsewhere)
 
 
 def test_a_tampered_ciphertext_or_nonce_does_not_open() -> None:
