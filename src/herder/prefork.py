@@ -114,7 +114,9 @@ def _api(settings: Settings, listening: socket.socket) -> None:
 
 
 def _scheduler(settings: Settings) -> None:
-    store = Store(settings.database_url, cold=settings.cold_tier())
+    store = Store(  # its alert sender opens the channels' secrets
+        settings.database_url, keyring=server_keyring(settings), cold=settings.cold_tier()
+    )
     running = start_scheduler(settings, store, listen=True)
     for number in (signal.SIGTERM, signal.SIGINT):
         signal.signal(number, lambda *_: running.stop())
