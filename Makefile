@@ -64,7 +64,7 @@ postgres:
 	scripts/ensure-postgres.sh
 
 test: system-packages test-packages lint postgres
-	$(BIN)/pytest --junitxml=.test-results/junit.xml $(PYTEST_ARGS)
+	scripts/run-tests.sh $(PYTEST_ARGS)
 
 unit: $(DEV_STAMP)
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
