@@ -252,3 +252,22 @@ def test_an_attempt_made_in_the_next_week_goes_cold_with_its_run(world: World) -
     world.maintenance.step()
     assert log_rows(world) == 0
     assert read_all(world, run_id) == before
+
+
+def test_odd_asks_of_a_cold_log_are_404_or_422_never_500(world: World, tmp_path: Path) -> None:
+    run_id = run_with_output(world)
+    world.go_cold()
+    odd_runs = ["run_" + "Z" * 26, "run_" + "0" * 26, run_id[:-1] + "!", run_id.lower(), "x"]
+    odd_params: list[dict[str, Any]] = [
+        {"attempt": 0}, {"attempt": -1}, {"attempt": 2**40}, {"rank": -1}, {"rank": 10**6},
+        {"after": -5}, {"after": 2**62}, {"limit": 0}, {"limit": 10**9}, {"after": "x"},
+    ]  # fmt: skip
+    with world.http(tmp_path) as (http, headers):
+        for odd in odd_runs:
+            response = http.get(f"/v1/runs/{odd}/logs", headers=headers)
+            assert response.status_code == 404, (odd, response.text)
+        for params in odd_params:
+            response = http.get(f"/v1/runs/{run_id}/logs", headers=headers, params=params)
+            assert response.status_code in (200, 404, 422), (params, response.text)
+        page = http.get(f"/v1/runs/{run_id}/logs", headers=headers, params={"after": 2})
+        assert [chunk["seq"] for chunk in page.json()["chunks"]] == [3, 4]
