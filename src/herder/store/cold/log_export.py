@@ -56,10 +56,11 @@ def export_logs(
         return None
     with file_path.open("wb") as out, body_path.open("rb") as body:
         write_log_file(out, index, body)
-    data = file_path.read_bytes()
+    with file_path.open("rb") as written:
+        sha256 = hashlib.file_digest(written, "sha256").hexdigest()
     blobs.put(key, file_path)
     return LogFile(key=key, day=day, tenant_id=tenant_id, attempts=len(index),
-                   bytes=len(data), sha256=hashlib.sha256(data).hexdigest())  # fmt: skip
+                   bytes=file_path.stat().st_size, sha256=sha256)  # fmt: skip
 
 
 def _blobs(connection: Connection, attempt_ids: list[str]) -> Iterator[tuple[str, dict[str, Any]]]:
