@@ -1,6 +1,7 @@
 """Attempt output: appended from workers' reports (bounded per attempt, a resent chunk
 stored once), read back by users in order — from its chunks while the attempt runs, from its
-compacted blob (``log_compaction``) once it has ended, or from both during the move."""
+compacted blob (``log_compaction``) once it has ended, or from both during the move; a run
+past the hot window's from the cold tier (``cold.log_reads``)."""
 
 from __future__ import annotations
 
