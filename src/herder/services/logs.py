@@ -27,10 +27,7 @@ def read(
     limit: int,
 ) -> LogRead:
     page = store.logs.read(tenant_id, run_id, attempt=attempt, rank=rank, after=after, limit=limit)
-    if page.attempt is None:
-        active = store.runs.get(tenant_id, run_id).state.is_active
-    else:
-        active = page.attempt_running
+    active = page.active
     return LogRead(
         attempt=page.attempt,
         chunks=page.chunks,

@@ -78,7 +78,7 @@ class LogCompactionRepository:
             for attempt_id in owners:
                 try:
                     blobs[attempt_id] = pack(
-                        _merged(earlier.get(attempt_id), chunks.get(attempt_id, []))
+                        merged_chunks(earlier.get(attempt_id), chunks.get(attempt_id, []))
                     )
                 except DamagedLog as error:
                     log.error("cannot compact attempt %s again: its log blob is damaged: %s",
@@ -165,7 +165,7 @@ def _existing(connection: Connection, attempt_ids: list[str]) -> dict[str, Any]:
     return {row.attempt_id: row for row in rows}
 
 
-def _merged(earlier: Any, chunks: list[StoredChunk]) -> list[StoredChunk]:
+def merged_chunks(earlier: Any, chunks: list[StoredChunk]) -> list[StoredChunk]:
     """The earlier blob's chunks with the new ones, in seq order; a seq in both is kept once."""
     if earlier is None:
         return chunks

@@ -1,6 +1,7 @@
 """Attempt output: appended from workers' reports (bounded per attempt, a resent chunk
 stored once), read back by users in order — from its chunks while the attempt runs, from its
-compacted blob (``log_compaction``) once it has ended, or from both during the move."""
+compacted blob (``log_compaction``) once it has ended, or from both during the move; a run
+past the hot window's from the cold tier (``cold.log_reads``)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ from sqlalchemy import Connection, select, update
 from herder.clock import Clock
 from herder.domain.errors import NotFound
 from herder.domain.models import LogChunk
-from herder.domain.states import AttemptState
+from herder.domain.states import AttemptState, RunState
 from herder.protocol import OutputChunk
+from herder.store.cold.log_reads import cold_attempt_log, cold_run_of_log
+from herder.store.cold.tier import ColdTier
 from herder.store.database import Database
 from herder.store.dialect import insert_ignoring_duplicates
 from herder.store.history.live import live_floor
@@ -70,13 +73,14 @@ class LogPage:
     chunks: list[LogChunk]
     next_after: int  # pass back as ``after`` to read on
     attempt: int | None  # the attempt these came from (the newest unless asked)
-    attempt_running: bool
+    active: bool  # the attempt (or, before its first, the run) may still write more
 
 
 class LogRepository:
-    def __init__(self, database: Database, clock: Clock) -> None:
+    def __init__(self, database: Database, clock: Clock, cold: ColdTier | None = None) -> None:
         self._db = database
         self._clock = clock
+        self._cold = cold  # a cold run's log is read from it (PostgreSQL)
 
     def read(
         self,
@@ -88,16 +92,17 @@ class LogRepository:
         after: int = -1,
         limit: int = 1000,
     ) -> LogPage:
+        now = self._clock.now()
         with self._db.read() as connection:
-            floor = visible_runs_floor(connection, tenant_id, self._clock.now())
-            attempt_count = connection.execute(
-                select(runs.c.attempt_count).where(
+            floor = visible_runs_floor(connection, tenant_id, now)
+            run = connection.execute(
+                select(runs.c.attempt_count, runs.c.state).where(
                     runs.c.tenant_id == tenant_id, runs.c.id == run_id, runs.c.id >= floor
                 )
-            ).scalar()
-            if attempt_count is None:
-                raise NotFound(f"run {run_id} not found")
-            number = attempt if attempt is not None else attempt_count
+            ).first()
+            if run is None:
+                return self._read_cold(tenant_id, run_id, floor, now, attempt, rank, after, limit)
+            number = attempt if attempt is not None else run.attempt_count
             row = connection.execute(
                 select(attempts.c.id, attempts.c.state).where(
                     attempts.c.run_id == run_id,
@@ -108,7 +113,7 @@ class LogRepository:
             if row is None:
                 if attempt is not None or rank:
                     raise NotFound(f"run {run_id} has no attempt {number} of rank {rank}")
-                return LogPage(chunks=[], next_after=after, attempt=None, attempt_running=False)
+                return LogPage([], after, None, RunState(run.state).is_active)
             # The chunks first, then the blob: output only ever moves from chunks into the
             # blob, so a compaction committing between the two reads cannot hide any of it.
             rows = connection.execute(
@@ -120,33 +125,53 @@ class LogRepository:
             blob = connection.execute(
                 select(attempt_logs).where(attempt_logs.c.attempt_id == row.id)
             ).first()
-        by_seq = {
-            chunk.seq: StoredChunk(chunk.seq, chunk.stream, bytes(chunk.data), chunk.at)
-            for chunk in rows
-            if chunk.seq > after  # SQLite holds larger seqs than ``MAX_SEQ``
-        }
+        found = [StoredChunk(c.seq, c.stream, bytes(c.data), c.at) for c in rows]
         if blob is not None:
-            by_seq.update(
-                (chunk.seq, chunk)
-                for chunk in _compacted(blob, run_id, number, rank)
-                if chunk.seq > after
-            )
-        chunks = [
-            LogChunk(
-                attempt=number,
-                seq=chunk.seq,
-                stream=chunk.stream,
-                text=chunk.data.decode("utf-8", errors="replace"),
-                at=chunk.at,
-            )
-            for chunk in (by_seq[seq] for seq in sorted(by_seq)[:limit])
-        ]
-        return LogPage(
-            chunks=chunks,
-            next_after=chunks[-1].seq if chunks else after,
+            found += _compacted(blob, run_id, number, rank)
+        return _page(found, number, after, limit, row.state == AttemptState.RUNNING)
+
+    def _read_cold(
+        self,
+        tenant_id: str,
+        run_id: str,
+        floor: str,
+        now: datetime,
+        attempt: int | None,
+        rank: int,
+        after: int,
+        limit: int,
+    ) -> LogPage:
+        """A run past the hot window: its log from the cold tier (it has ended)."""
+        cold = None if self._cold is None else cold_run_of_log(self._cold, tenant_id, run_id,
+                                                                floor, now)  # fmt: skip
+        if self._cold is None or cold is None:
+            raise NotFound(f"run {run_id} not found")
+        number = attempt if attempt is not None else cold.attempt_count
+        found = [a for a in cold.attempts if a["number"] == number and a["rank"] == rank]
+        if not found:
+            if attempt is not None or rank:
+                raise NotFound(f"run {run_id} has no attempt {number} of rank {rank}")
+            return LogPage([], after, None, RunState(cold.run_state).is_active)
+        named = f"run {run_id}, attempt {number}, rank {rank}"
+        chunks = cold_attempt_log(self._cold, tenant_id, run_id, found[0]["id"], named)
+        return _page(chunks, number, after, limit, found[0]["state"] == AttemptState.RUNNING)
+
+
+def _page(found: list[StoredChunk], number: int, after: int, limit: int, running: bool) -> LogPage:
+    """The chunks after ``after`` (a seq stored twice, in the chunks and the blob, once),
+    in seq order, up to ``limit``."""
+    by_seq = {chunk.seq: chunk for chunk in found if chunk.seq > after}
+    chunks = [
+        LogChunk(
             attempt=number,
-            attempt_running=row.state == AttemptState.RUNNING,
+            seq=chunk.seq,
+            stream=chunk.stream,
+            text=chunk.data.decode("utf-8", errors="replace"),
+            at=chunk.at,
         )
+        for chunk in (by_seq[seq] for seq in sorted(by_seq)[:limit])
+    ]
+    return LogPage(chunks, chunks[-1].seq if chunks else after, number, running)
 
 
 def _compacted(blob: Any, run_id: str, number: int, rank: int) -> list[StoredChunk]:

@@ -60,7 +60,7 @@ class Store:
         self.jobs = JobRepository(self.database, self.clock, self.secrets)
         self.runs = RunRepository(self.database, self.clock, self.rng, self.jobs, cold)
         self.workers = WorkerRepository(self.database, self.clock, self.rng, self.secrets)
-        self.logs = LogRepository(self.database, self.clock)
+        self.logs = LogRepository(self.database, self.clock, cold)
         self.log_compaction = LogCompactionRepository(self.database, self.clock)
         self.attempts = AttemptRepository(self.database, self.clock, self.rng)
         self.leases = LeaseRepository(self.database, self.clock)

@@ -24,25 +24,43 @@ from herder.clock import epoch_ms
 from herder.domain.history import Slice
 from herder.domain.ids import id_bound
 from herder.store.cold.blobs import BlobStore, put_bytes
-from herder.store.cold.manifest import DayFile, Manifest, day_file_key, manifest_key
+from herder.store.cold.log_export import export_logs
+from herder.store.cold.manifest import (
+    DayFile,
+    LogFile,
+    Manifest,
+    day_file_key,
+    log_file_key,
+    manifest_key,
+)
 from herder.store.schema import attempts, run_events, runs
 
-COLD_TABLES = frozenset({"runs", "attempts", "run_events"})  # what the cold tier holds
+COLD_TABLES = frozenset({"runs", "attempts", "run_events"})  # what the day files hold
+# Sliced by attempt id: exported with the runs of their attempts (``log_export``), dropped
+# once no slice up to theirs waits for its export.
+COLD_LOG_TABLES = frozenset({"attempt_logs", "log_chunks"})
 EXPORT_BATCH = 1000  # runs read (with their attempts and events) at a time
 Row = dict[str, Any]
 Batch = list[tuple[Row, list[Row], list[Row]]]  # runs, each with its attempts and events
 
 
 def export_slice(connection: Connection, blobs: BlobStore, piece: Slice) -> Manifest:
-    """Write the slice's day files, then its manifest; the slice's partitions are detached
-    plain tables (``runs_p20261123`` …)."""
+    """Write the slice's day files and log files, then its manifest; the slice's partitions
+    are detached plain tables (``runs_p20261123`` …)."""
     files: list[DayFile] = []
+    logs: list[LogFile] = []
     with tempfile.TemporaryDirectory(prefix="herder-cold-") as scratch:
         for day in _days(piece):
             for tenant_id, batches in _tenants_of_day(connection, piece, day):
                 files.append(_write_day_file(blobs, Path(scratch), piece, day, tenant_id, batches))
+                where = (log_file_key(piece, day, tenant_id), day, tenant_id)
+                its_attempts = _attempts_of_day(connection, piece, day, tenant_id)
+                if its_attempts and (
+                    written := export_logs(connection, blobs, Path(scratch), where, its_attempts)
+                ):
+                    logs.append(written)
         first, end = piece.bounds("run")
-        manifest = Manifest(piece.suffix, first, end, tuple(files))
+        manifest = Manifest(piece.suffix, first, end, tuple(files), tuple(logs))
         put_bytes(blobs, manifest_key(piece), manifest.to_json())
     return manifest
 
@@ -101,12 +119,30 @@ class _Hashing:
         self._raw.flush()
 
 
+def _attempts_of_day(connection: Connection, piece: Slice, day: date, tenant_id: str) -> list[str]:
+    """The ids of the attempts of the tenant's runs of the day, in order."""
+    low, high = _day_bounds(piece, day)
+    return list(
+        connection.execute(
+            text(f'SELECT a.id FROM "attempts_{piece.suffix}" a'
+                 f' JOIN "runs_{piece.suffix}" r ON r.id = a.run_id'
+                 " WHERE r.tenant_id = :tenant AND r.id >= :low AND r.id < :high ORDER BY a.id"),
+            {"tenant": tenant_id, "low": low, "high": high},
+        ).scalars()
+    )  # fmt: skip
+
+
+def _day_bounds(piece: Slice, day: date) -> tuple[str, str]:
+    start = datetime(day.year, day.month, day.day, tzinfo=piece.start.tzinfo)
+    low, high = (id_bound("run", epoch_ms(moment)) for moment in (start, start + timedelta(1)))
+    return low, high
+
+
 def _tenants_of_day(
     connection: Connection, piece: Slice, day: date
 ) -> Iterator[tuple[str, Iterator[Batch]]]:
     """Each tenant with runs that day, and its runs in batches (with attempts and events)."""
-    start = datetime(day.year, day.month, day.day, tzinfo=piece.start.tzinfo)
-    low, high = (id_bound("run", epoch_ms(moment)) for moment in (start, start + timedelta(1)))
+    low, high = _day_bounds(piece, day)
     tenant_ids = connection.execute(
         text(f'SELECT DISTINCT tenant_id FROM "runs_{piece.suffix}"'
              " WHERE id >= :low AND id < :high ORDER BY tenant_id"),

@@ -8,6 +8,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from herder.clock import epoch_ms
 from herder.domain.history import slice_of
@@ -65,12 +66,23 @@ def cold_detail(
 ) -> RunDetail | None:
     """The run, when its id is a well-formed one made inside the tenant's retention and
     before the hot window, and the tenant's day file holds it."""
+    record = cold_run_record(cold, tenant_id, run_id, floor, now)
+    return None if record is None else RunDetail.model_validate(record)
+
+
+def cold_run_record(
+    cold: ColdTier, tenant_id: str, run_id: str, floor: str, now: datetime
+) -> dict[str, Any] | None:
+    """The run's line in its day file (``cold_detail``'s conditions), as it was exported."""
     hot_floor = id_bound("run", epoch_ms(cold.hot_since(now)))
     if not (RUN_ID.match(run_id) and floor <= run_id < hot_floor):
         return None
-    made = datetime.fromtimestamp(id_time_ms(run_id) / 1000, tz=UTC)
-    record = cold_record(cold.blobs, tenant_id, slice_of(made), made.date(), run_id)
-    return None if record is None else RunDetail.model_validate(record)
+    made = made_at(run_id)
+    return cold_record(cold.blobs, tenant_id, slice_of(made), made.date(), run_id)
+
+
+def made_at(run_id: str) -> datetime:
+    return datetime.fromtimestamp(id_time_ms(run_id) / 1000, tz=UTC)
 
 
 def _id(run: Run) -> str:

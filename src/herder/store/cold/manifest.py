@@ -24,18 +24,35 @@ class DayFile:
 
 
 @dataclass(frozen=True)
+class LogFile:
+    """The compacted logs of a tenant's runs of a day (``log_files``)."""
+
+    key: str
+    day: date
+    tenant_id: str
+    attempts: int
+    bytes: int
+    sha256: str
+
+
+@dataclass(frozen=True)
 class Manifest:
     slice: str  # the partitions' suffix, p20261123
     first_run_id: str  # the slice's id range: from this one, up to ``end_run_id``
     end_run_id: str
     files: tuple[DayFile, ...]
+    logs: tuple[LogFile, ...] = ()
 
     @property
     def runs(self) -> int:
         return sum(file.runs for file in self.files)
 
     def without(self, gone: set[str]) -> Manifest:
-        return replace(self, files=tuple(file for file in self.files if file.key not in gone))
+        return replace(
+            self,
+            files=tuple(file for file in self.files if file.key not in gone),
+            logs=tuple(file for file in self.logs if file.key not in gone),
+        )
 
     def to_json(self) -> bytes:
         document = asdict(self) | {
@@ -43,6 +60,7 @@ class Manifest:
             "tenants": sorted({file.tenant_id for file in self.files}),
             "days": sorted({file.day.isoformat() for file in self.files}),
             "files": [asdict(file) | {"day": file.day.isoformat()} for file in self.files],
+            "logs": [asdict(file) | {"day": file.day.isoformat()} for file in self.logs],
         }
         return json.dumps(document, indent=1).encode()
 
@@ -53,7 +71,11 @@ class Manifest:
             DayFile(**(entry | {"day": date.fromisoformat(entry["day"])}))
             for entry in document["files"]
         )
-        return cls(document["slice"], document["first_run_id"], document["end_run_id"], files)
+        logs = tuple(  # none in a manifest written before logs went cold
+            LogFile(**(entry | {"day": date.fromisoformat(entry["day"])}))
+            for entry in document.get("logs", [])
+        )
+        return cls(document["slice"], document["first_run_id"], document["end_run_id"], files, logs)
 
 
 def manifest_key(piece: Slice) -> str:
@@ -62,3 +84,7 @@ def manifest_key(piece: Slice) -> str:
 
 def day_file_key(piece: Slice, day: date, tenant_id: str) -> str:
     return f"runs/{piece.suffix}/{day.isoformat()}/{tenant_id}.jsonl.gz"
+
+
+def log_file_key(piece: Slice, day: date, tenant_id: str) -> str:
+    return f"runs/{piece.suffix}/{day.isoformat()}/{tenant_id}.logs"

@@ -17,8 +17,8 @@ from herder.domain.history import (
     visible_since,
 )
 from herder.store.cold.blobs import BlobStore, blob_store_at, put_bytes
-from herder.store.cold.export import COLD_TABLES, export_slice
-from herder.store.cold.manifest import Manifest, manifest_key
+from herder.store.cold.export import COLD_LOG_TABLES, COLD_TABLES, export_slice
+from herder.store.cold.manifest import DayFile, LogFile, Manifest, manifest_key
 from herder.store.cold.reads import manifests_between, read_manifest
 from herder.store.schema import tenants
 
@@ -42,8 +42,8 @@ class ColdTier:
 
     def keep_days(self, table: str, longest_retention_days: int) -> int:
         """How long a table's slices stay attached: the hot window for what the cold tier
-        holds (never past every retention), the retention for the rest (logs, fire keys)."""
-        if table in COLD_TABLES:
+        holds, logs too (never past every retention), the retention for the rest (fire keys)."""
+        if table in COLD_TABLES | COLD_LOG_TABLES:
             return min(self.hot_days, longest_retention_days)
         return longest_retention_days
 
@@ -61,9 +61,10 @@ class ColdTier:
         oldest = now - timedelta(days=MAX_RETENTION_DAYS) - SLICE_LENGTH
         removed: list[str] = []
         for manifest in manifests_between(self.blobs, oldest, self.hot_since(now)):
+            files: list[DayFile | LogFile] = [*manifest.files, *manifest.logs]
             expired = {
                 file.key
-                for file in manifest.files
+                for file in files
                 if file.day + timedelta(days=1)
                 <= visible_since(now, retention.get(file.tenant_id, DEFAULT_RETENTION_DAYS)).date()
             }

@@ -25,7 +25,7 @@ from herder.domain.history import (
     visible_since,
 )
 from herder.domain.ids import id_bound
-from herder.store.cold.export import COLD_TABLES
+from herder.store.cold.export import COLD_LOG_TABLES, COLD_TABLES
 from herder.store.cold.tier import ColdTier
 from herder.store.database import Database
 from herder.store.history.live import read_live_floor
@@ -109,12 +109,16 @@ class HistoryRetention:
         return exported
 
     def drop_detached(self) -> list[str]:
-        """Drop the detached slices, but none the cold tier still waits to export."""
+        """Drop the detached slices, but none the cold tier still waits to export (nor the
+        logs of any run it waits for)."""
         (_, awaited), dropped = self._awaiting_export(), []
         for table in SLICED_TABLES:
             with self._ddl() as connection:
                 for piece in sorted(detached_slices(connection, table)):
                     if table.name in COLD_TABLES and piece in awaited:
+                        continue
+                    # an attempt's log is in its own week's slice, its run's at or before it
+                    if table.name in COLD_LOG_TABLES and any(w <= piece for w in awaited):
                         continue
                     drop_detached_slice(connection, table, piece)
                     dropped.append(table.partition(piece))
