@@ -95,11 +95,12 @@ def test_autogenerate_finds_nothing_to_migrate(migrated: Database) -> None:
     assert differences == [], pformat(differences)
 
 
+@pytest.mark.parametrize(
+    "migrated", [pytest.param("postgresql", marks=pytest.mark.postgres)], indirect=True
+)  # SQLite keeps plain tables
 def test_postgresql_guards_the_unique_keys_of_partitioned_runs(migrated: Database) -> None:
     """A unique key of ``runs`` cannot hold on a table partitioned by id: a guard table's
     primary key holds it, and a plain index of the same name serves the reads."""
-    if migrated.dialect != "postgresql":
-        pytest.skip("SQLite keeps plain tables")
     inspector = inspect(migrated.engine)
     plain = {index["name"] for index in inspector.get_indexes("runs") if not index["unique"]}
     assert set(GUARDED_UNIQUE_KEYS) <= plain
