@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 
-from sqlalchemy import Connection, delete, func, select, text
+from sqlalchemy import Connection, Table, delete, func, select, text
 
 from herder.clock import Clock, epoch_ms
 from herder.domain.history import (
@@ -158,21 +158,8 @@ class HistoryRetention:
     def delete_expired_audit(self, batch: int = DELETE_BATCH) -> int:
         """Delete up to ``batch`` audit entries past their tenant's retention (both stores:
         the audit log grows with changes, not runs, so it is not sliced); how many went."""
-        now = self._clock.now()
         with self._db.write() as connection:
-            expired: list[str] = []
-            for tenant_id, days in connection.execute(
-                select(tenants.c.id, tenants.c.retention_days)
-            ):
-                floor = id_bound("aud", epoch_ms(visible_since(now, days)))
-                expired += connection.execute(
-                    select(audit_log.c.id)
-                    .where(audit_log.c.tenant_id == tenant_id, audit_log.c.id < floor)
-                    .order_by(audit_log.c.tenant_id, audit_log.c.id)
-                    .limit(batch - len(expired))
-                ).scalars()
-                if len(expired) >= batch:
-                    break
+            expired = _expired_ids(connection, audit_log, "aud", self._clock.now(), batch)
             if expired:
                 connection.execute(delete(audit_log).where(audit_log.c.id.in_(expired)))
         return len(expired)
@@ -180,26 +167,30 @@ class HistoryRetention:
     def delete_expired_batch(self, batch: int = DELETE_BATCH) -> int:
         """Delete up to ``batch`` runs past their tenant's retention, with everything of
         theirs (SQLite); how many went."""
-        now = self._clock.now()
         with self._db.write() as connection:
-            floors = {
-                tenant_id: id_bound("run", epoch_ms(visible_since(now, days)))
-                for tenant_id, days in connection.execute(
-                    select(tenants.c.id, tenants.c.retention_days)
-                )
-            }
-            expired: list[str] = []
-            for tenant_id, floor in floors.items():
-                expired += connection.execute(
-                    select(runs.c.id)
-                    .where(runs.c.tenant_id == tenant_id, runs.c.id < floor)
-                    .order_by(runs.c.tenant_id, runs.c.id)
-                    .limit(batch - len(expired))
-                ).scalars()
-                if len(expired) >= batch:
-                    break
+            expired = _expired_ids(connection, runs, "run", self._clock.now(), batch)
             _delete_runs(connection, expired)
         return len(expired)
+
+
+def _expired_ids(
+    connection: Connection, table: Table, prefix: str, now: datetime, batch: int
+) -> list[str]:
+    """Up to ``batch`` ids of ``table``'s rows past their tenant's retention, oldest first, a
+    tenant at a time through its ``(tenant_id, id)`` index (ids sort by the time they were
+    made)."""
+    expired: list[str] = []
+    for tenant_id, days in connection.execute(select(tenants.c.id, tenants.c.retention_days)):
+        floor = id_bound(prefix, epoch_ms(visible_since(now, days)))
+        expired += connection.execute(
+            select(table.c.id)
+            .where(table.c.tenant_id == tenant_id, table.c.id < floor)
+            .order_by(table.c.tenant_id, table.c.id)
+            .limit(batch - len(expired))
+        ).scalars()
+        if len(expired) >= batch:
+            break
+    return expired
 
 
 def _delete_runs(connection: Connection, run_ids: list[str]) -> None:
