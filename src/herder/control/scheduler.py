@@ -58,21 +58,26 @@ class Scheduler:
         self._stop = threading.Event()
         dispatcher = Dispatcher(store.placement)
         reaper = Reaper(store, store.clock, heartbeat_timeout_seconds=heartbeat_timeout_seconds)
-        bodies: list[Loop] = [dispatcher, reaper]
         grace = timedelta(seconds=misfire_grace_seconds)
-        bodies += [
+        firers = [
             Firer(store, store.clock, partition, misfire_grace=grace)
             for partition in range(PARTITIONS)
         ]
-        self._due_loops = len(bodies)  # the loops a due notice wakes: all but the alerts'
-        bodies.append(LogCompactor(store.log_compaction))  # the next: woken by attempts' ends
+        compactor = LogCompactor(store.log_compaction)
         sender = AlertSender(
             store.alert_deliveries, store.clock, allow_private=alert_private_targets
         )
         maintenance = Maintenance(store.history, partitioned=store.database.is_postgres)
-        # on their own clocks, but a queued delivery wakes the sender (the last loop)
-        bodies += [AlertEvaluator(store), maintenance, sender]
-        self._wakes = [threading.Event() for _ in bodies]
+        bodies: list[Loop] = [dispatcher, reaper, *firers, compactor, AlertEvaluator(store),
+                              maintenance, sender]  # fmt: skip
+        wakes = {loop.name: threading.Event() for loop in bodies}
+        self._wakes = list(wakes.values())
+        # Who a notice wakes; the alert evaluator and the maintenance keep their own clocks.
+        self._wake_on_work = wakes[dispatcher.name]  # new work or freed capacity
+        woken_when_due: list[Loop] = [reaper, *firers]
+        self._wake_on_due = [wakes[loop.name] for loop in woken_when_due]
+        self._wake_on_ended = wakes[compactor.name]  # an attempt ended: its log to compact
+        self._wake_on_alert = wakes[sender.name]  # a delivery was queued
         self.membership = Membership(
             store.leases, self.holder, ttl_seconds=lease_seconds, stop=self._stop
         )
@@ -97,15 +102,15 @@ class Scheduler:
         ]
 
     def _on_notice(self, channel: str, payload: str) -> None:
-        if payload.startswith(f"{CAPACITY}:"):  # an attempt ended: the log compactor
-            self._wakes[self._due_loops].set()
+        if payload.startswith(f"{CAPACITY}:"):  # an attempt ended
+            self._wake_on_ended.set()
         if channel == DUE_CHANNEL:
-            for wake in self._wakes[1 : self._due_loops]:
+            for wake in self._wake_on_due:
                 wake.set()
         elif channel == WORK_CHANNEL or payload.startswith(f"{CAPACITY}:"):
-            self._wakes[0].set()  # the dispatcher: new work or freed capacity
+            self._wake_on_work.set()
         elif channel == ALERTS_CHANNEL:
-            self._wakes[-1].set()  # the alert sender: a delivery was queued
+            self._wake_on_alert.set()
 
     def start(self) -> None:
         if self._listener is not None:
