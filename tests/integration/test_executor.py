@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import io
 import os
 import select
 import signal
 import stat
-import tarfile
 import time
-import zipfile
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,10 +15,8 @@ from typing import Any, TypeVar
 import pytest
 import uvloop
 
-from herder.domain.errors import Invalid
 from herder.domain.jobs import JobSpec, Runtime
 from herder.domain.states import AttemptState
-from herder.worker.disk import MIB, close_disk, open_disk
 from herder.worker.executor import StopRequest, execute
 from herder.worker.launch_server import LaunchServer
 from herder.worker.outcome import Outcome
@@ -33,7 +28,6 @@ from herder.worker.workspace import (
     place_artifact,
     prepare_workspace,
     remove_workspace,
-    unpack_archive,
 )
 from tests.sandboxes import attempt_sandbox, launcher, needs_root
 
@@ -508,142 +502,6 @@ def test_place_artifact_copies_into_the_workspace(
     assert stat.S_IMODE(info.st_mode) == 0o700
     assert info.st_uid == (uid if uid is not None else os.getuid())
     assert stat.S_IMODE(cached.stat().st_mode) == 0o644  # the cached copy is untouched
-
-
-# --- archives -----------------------------------------------------------------------------
-
-
-def tar(path: Path, members: list[tarfile.TarInfo], mode: str = "w") -> Path:
-    with tarfile.open(path, mode) as archive:  # type: ignore[call-overload]
-        for member in members:
-            data = b"x" * member.size
-            archive.addfile(member, io.BytesIO(data) if member.isreg() else None)
-    return path
-
-
-def tar_member(name: str, size: int = 1, **changes: Any) -> tarfile.TarInfo:
-    member = tarfile.TarInfo(name)
-    member.size = size
-    for key, value in changes.items():
-        setattr(member, key, value)
-    return member
-
-
-def zip_archive(path: Path, members: dict[str | zipfile.ZipInfo, bytes]) -> Path:
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, data in members.items():
-            archive.writestr(name, data)
-    return path
-
-
-def symlink_info(name: str) -> zipfile.ZipInfo:
-    info = zipfile.ZipInfo(name)
-    info.external_attr = (stat.S_IFLNK | 0o777) << 16
-    return info
-
-
-@pytest.fixture(params=["directory", pytest.param("disk", marks=needs_root)])
-def unpacked(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
-    """Where an archive is unpacked: a plain workspace, or an attempt's disk (reached through
-    its descriptor, never by a path of the host)."""
-    if request.param == "directory":
-        yield prepare_workspace(tmp_path / "attempts", "att_1")
-        return
-    disk = open_disk(16 * MIB, SANDBOX_UID)
-    try:
-        yield disk.work
-    finally:
-        close_disk(disk)
-
-
-REFUSED: list[tuple[str, Callable[[Path], Path], str]] = [
-    ("tar-dotdot", lambda d: tar(d / "a.tar", [tar_member("../evil")]), "outside"),
-    (
-        "tar-absolute-link",
-        lambda d: tar(d / "a.tar", [tar_member("link", 0, type=tarfile.SYMTYPE, linkname="/")]),
-        "absolute",
-    ),
-    ("tar-absolute-path", lambda d: tar(d / "a.tar", [tar_member("/tmp/evil")]), "absolute"),
-    (
-        "tar-device",
-        lambda d: tar(d / "a.tar", [tar_member("dev", 0, type=tarfile.CHRTYPE)]),
-        "device",
-    ),
-    ("zip-dotdot", lambda d: zip_archive(d / "a.zip", {"ok": b"x", "../x": b"x"}), "outside"),
-    ("zip-absolute", lambda d: zip_archive(d / "a.zip", {"/tmp/evil": b"x"}), "outside"),
-    ("zip-symlink", lambda d: zip_archive(d / "a.zip", {symlink_info("l"): b"/etc"}), "link"),
-]
-
-
-@pytest.mark.parametrize(
-    ("make", "why"), [pytest.param(make, why, id=name) for name, make, why in REFUSED]
-)
-def test_unpack_refuses_what_would_reach_outside(
-    unpacked: Path, tmp_path: Path, make: Callable[[Path], Path], why: str
-) -> None:
-    archive = make(tmp_path)
-    with pytest.raises(Invalid, match=why):
-        unpack_archive(unpacked, archive, None, None)
-    assert list(unpacked.iterdir()) == []  # checked before anything is written
-    assert not (unpacked.parent / "evil").exists()
-    assert not (unpacked.parent / "x").exists()
-
-
-def test_unpack_accepts_a_tar_gz(unpacked: Path, tmp_path: Path) -> None:
-    archive = tar(
-        tmp_path / "job.tgz",
-        [
-            tar_member("pkg", 0, type=tarfile.DIRTYPE, mode=0o755),
-            tar_member("pkg/run.sh", 3, mode=0o755),
-            tar_member("pkg/link", 0, type=tarfile.SYMTYPE, linkname="run.sh"),
-        ],
-        mode="w:gz",
-    )
-    unpack_archive(unpacked, archive, None, None)
-    assert (unpacked / "pkg" / "run.sh").read_bytes() == b"xxx"
-    assert os.access(unpacked / "pkg" / "run.sh", os.X_OK)
-    assert os.readlink(unpacked / "pkg" / "link") == "run.sh"  # nothing here may be resolved
-
-
-@pytest.mark.parametrize("uid", [None, pytest.param(SANDBOX_UID, marks=needs_root)])
-def test_unpack_accepts_a_zip(unpacked: Path, tmp_path: Path, uid: int | None) -> None:
-    archive = zip_archive(tmp_path / "job.zip", {"pkg/": b"", "pkg/main.py": b"print(1)\n"})
-    unpack_archive(unpacked, archive, uid, uid)
-    assert (unpacked / "pkg" / "main.py").read_text() == "print(1)\n"
-    owner = uid if uid is not None else os.getuid()
-    assert {path.stat().st_uid for path in unpacked.rglob("*")} == {owner}
-    if uid is not None:
-        assert unpacked.stat().st_uid == uid
-
-
-def test_unpack_bounds_what_a_zip_bomb_unpacks_to(unpacked: Path, tmp_path: Path) -> None:
-    archive = zip_archive(tmp_path / "bomb.zip", {"zeros": bytes(1_000_000)})
-    assert archive.stat().st_size < 10_000
-    with pytest.raises(Invalid, match="more than 100000 bytes"):
-        unpack_archive(unpacked, archive, None, None, max_bytes=100_000)
-
-
-@pytest.mark.parametrize(
-    ("content", "why"),
-    [
-        (b"\x1f\x8b\x08\x00garbage", "not a valid tar"),
-        (b"just some text", "not a .tar, .tar.gz or .zip"),
-    ],
-)
-def test_unpack_refuses_what_is_not_an_archive(
-    unpacked: Path, tmp_path: Path, content: bytes, why: str
-) -> None:
-    (tmp_path / "blob").write_bytes(content)
-    with pytest.raises(Invalid, match=why):
-        unpack_archive(unpacked, tmp_path / "blob", None, None)
-
-
-def test_unpack_refuses_a_truncated_zip(unpacked: Path, tmp_path: Path) -> None:
-    archive = zip_archive(tmp_path / "job.zip", {"a": os.urandom(50_000)})
-    data = archive.read_bytes()
-    archive.write_bytes(data[:1000] + data[-22:])  # central directory kept, data cut
-    with pytest.raises(Invalid, match="not a valid zip"):
-        unpack_archive(unpacked, archive, None, None)
 
 
 # --- launch plans ---------------------------------------------------------------------------

@@ -20,14 +20,15 @@ from herder.protocol import MAX_REASON_CHARS, Completion, HeldAttempt, Usage
 from herder.worker.cache import ArtifactCache
 from herder.worker.executor import StopRequest, execute
 from herder.worker.host import AttemptHost, AttemptPlace
-from herder.worker.limits import limits_for
+from herder.worker.limits import Confinement, Limits, limits_for
 from herder.worker.network import NetworkUnavailable
 from herder.worker.outcome import Outcome, not_started
 from herder.worker.output import OutputBuffer
 from herder.worker.process import OutputSink
 from herder.worker.sandbox import SANDBOX_WORKSPACE, attempt_environment
 from herder.worker.task_files import OutputRefused, read_output, write_inputs
-from herder.worker.workspace import build_plan, place_artifact, unpack_archive
+from herder.worker.unpacker import unpack_here, unpack_in_attempt
+from herder.worker.workspace import build_plan, place_artifact
 
 # What keeps an attempt from starting, rather than a fault of the worker: the attempt fails.
 log = logging.getLogger("herder.worker")
@@ -110,14 +111,17 @@ class AttemptRunner:
     async def _execute(
         self, attempt: LiveAttempt, place: AttemptPlace, on_output: OutputSink
     ) -> Outcome:
-        """Place the program and the task's inputs in the attempt's workspace, run it there,
-        then read its output if it succeeded."""
-        spec, task = attempt.assignment.spec, attempt.assignment.task
+        """Place the program (or, in the attempt's limits, unpack its archive) and the task's
+        inputs in the attempt's workspace, run it there, then read its output if it
+        succeeded."""
+        spec = attempt.assignment.spec
         program = await self._place_program(attempt.assignment, place)
-        if task is not None:
-            await asyncio.to_thread(write_inputs, place.workspace, place.uid, task.inputs)
+        archive = None
+        if spec.runtime is Runtime.ARCHIVE and spec.artifact is not None:
+            archive = await self.cache.path(spec.artifact)
         seen_as = SANDBOX_WORKSPACE if place.sandbox is not None else place.workspace
         temporary = Path("/tmp") if place.sandbox is not None else seen_as
+        limits = limits_for(spec.resources, self.max_processes)
         plan = build_plan(
             spec,
             seen_as,
@@ -126,11 +130,23 @@ class AttemptRunner:
             self.python,
             spec.timeout_seconds,
             kill_grace_seconds=self.kill_grace_seconds,
-            limits=limits_for(spec.resources, self.max_processes),
+            limits=limits,
             sandbox=place.sandbox,
             name=attempt.assignment.attempt_id,
         )
-        outcome = await execute(plan, on_output, attempt.stop, self.host.enforcer)
+
+        async def prepare(confinement: Confinement | None) -> str | None:
+            """The archive first: the inputs' file is never one an archive brought."""
+            if archive is not None:
+                refused = await self._unpack(attempt, place, archive, confinement, limits)
+                if refused is not None:
+                    return refused
+            task = attempt.assignment.task
+            if task is not None:
+                await asyncio.to_thread(write_inputs, place.workspace, place.uid, task.inputs)
+            return None
+
+        outcome = await execute(plan, on_output, attempt.stop, self.host.enforcer, prepare)
         if outcome.state is not AttemptState.SUCCEEDED:
             return outcome
         try:
@@ -139,17 +155,38 @@ class AttemptRunner:
             return replace(outcome, state=AttemptState.FAILED, reason=str(refused))
 
     async def _place_program(self, assignment: Assignment, place: AttemptPlace) -> Path | None:
-        """The artifact in the workspace: unpacked (an archive), or as the program to run."""
+        """The artifact in the workspace as the program to run (an archive is unpacked
+        later, in the attempt's limits)."""
         spec, uid = assignment.spec, place.uid
-        if spec.artifact is None:
+        if spec.artifact is None or spec.runtime is Runtime.ARCHIVE:
             return None
         cached = await self.cache.path(spec.artifact)
-        if spec.runtime is Runtime.ARCHIVE:
-            await asyncio.to_thread(unpack_archive, place.workspace, cached, uid, uid)
-            return None
         name = "main.py" if spec.runtime is Runtime.PYTHON else "program"
         executable = spec.runtime is Runtime.EXECUTABLE
         await asyncio.to_thread(
             place_artifact, place.workspace, cached, name, executable=executable, uid=uid, gid=uid
         )
         return Path(name)
+
+    @staticmethod
+    async def _unpack(
+        attempt: LiveAttempt,
+        place: AttemptPlace,
+        cached: Path,
+        confinement: Confinement | None,
+        limits: Limits,
+    ) -> str | None:
+        """Sandboxed, as the attempt, in its limits; at isolation none, here."""
+        spec = attempt.assignment.spec
+        if place.sandbox is None:
+            disk_mb = spec.resources.disk_mb
+            return await asyncio.to_thread(unpack_here, place.workspace, cached, disk_mb)
+        return await unpack_in_attempt(
+            cached,
+            place.sandbox.disk,
+            place.sandbox.uid,
+            confinement,
+            limits,
+            spec.timeout_seconds,
+            attempt.stop,
+        )

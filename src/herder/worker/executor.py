@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from herder.domain.states import AttemptState
@@ -27,6 +28,10 @@ from herder.worker.outcome import Outcome, ResourceUsage, Stopped, never_ran, ou
 from herder.worker.process import AttemptProcess, LaunchPlan, OutputSink
 
 OUTPUT_DRAIN_SECONDS = 0.5  # after the group is killed, how long to wait for the pipes' EOF
+
+# What readies the workspace inside the attempt's limits (given them), before the job: why the
+# attempt cannot start, or None.
+Preparation = Callable[[Confinement | None], Awaitable[str | None]]
 
 
 class StopRequest(asyncio.Event):
@@ -53,10 +58,15 @@ def _why_stopped(cancel: asyncio.Event) -> tuple[AttemptState, str]:
 
 
 async def execute(
-    plan: LaunchPlan, on_output: OutputSink, cancel: asyncio.Event, enforcer: Enforcer | None = None
+    plan: LaunchPlan,
+    on_output: OutputSink,
+    cancel: asyncio.Event,
+    enforcer: Enforcer | None = None,
+    prepare: Preparation | None = None,
 ) -> Outcome:
     """Run ``plan`` to its end; on return nothing of its process group (or of its cgroup) is
-    left running. ``plan.limits`` are enforced by ``enforcer`` when both are given.
+    left running. ``plan.limits`` are enforced by ``enforcer`` when both are given, from
+    ``prepare`` on (an archive is unpacked there, charged to the attempt).
 
     An exception raised by ``on_output`` stops the attempt and is re-raised here once the
     process is gone.
@@ -75,6 +85,12 @@ async def execute(
         except OSError as exc:
             return never_ran(AttemptState.FAILED, f"could not set its limits: {exc}", started)
     try:
+        refused = await prepare(confinement) if prepare is not None else None
+        if refused is not None:
+            return never_ran(AttemptState.FAILED, refused, started)
+        if cancel.is_set():
+            state, reason = _why_stopped(cancel)
+            return never_ran(state, f"{reason} before it started", started)
         return await _run(plan, on_output, cancel, confinement, started)
     finally:
         if confinement is not None and not confinement.try_remove():

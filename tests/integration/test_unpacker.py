@@ -1,0 +1,166 @@
+"""An archive unpacked inside its attempt, on real sandboxes: as the attempt's uid, charged to
+its cgroup, bounded by its disk and memory, and never growing the worker."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import tarfile
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from herder.domain.states import AttemptState
+from herder.worker.cgroups import CgroupEnforcer
+from herder.worker.executor import execute
+from herder.worker.limits import MIB, Confinement, Enforcer, Limits
+from herder.worker.outcome import Outcome
+from herder.worker.process import LaunchPlan
+from herder.worker.sandbox import SANDBOX_WORKSPACE, limit_enforcer
+from herder.worker.unpacker import unpack_in_attempt
+from tests.sandboxes import attempt_sandbox, launcher, needs_root
+from tests.unit.test_archive import barely_compressible
+
+pytestmark = needs_root
+
+SANDBOX_UID = 61998
+ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+ROOMY = Limits(256 * MIB, 1.0)
+
+
+@pytest.fixture(scope="module")
+def enforcer() -> Iterator[Enforcer]:
+    chosen = limit_enforcer(f"test-unpack-{os.getpid()}")
+    yield chosen
+    chosen.close()
+
+
+@pytest.fixture
+def attempt(tmp_path_factory: pytest.TempPathFactory, enforcer: Enforcer) -> Attempt:
+    return Attempt(tmp_path_factory, enforcer)
+
+
+class Attempt:
+    """Runs one archive job in a real sandbox: its archive unpacked in its limits, then
+    ``command``; ``work`` lists what its workspace held at the end."""
+
+    def __init__(self, factory: pytest.TempPathFactory, enforcer: Enforcer) -> None:
+        self.factory, self.enforcer = factory, enforcer
+        self.work: list[str] = []
+
+    def run(
+        self, archive: Path, command: str = "true", *, limits: Limits = ROOMY, disk_mb: int = 64
+    ) -> tuple[Outcome, str]:
+        output: list[bytes] = []
+        with attempt_sandbox(launcher(self.factory), SANDBOX_UID, disk_mb=disk_mb) as sandbox:
+            plan = LaunchPlan(
+                ["/bin/sh", "-c", command], ENV, SANDBOX_WORKSPACE, 30, 0.5, limits, sandbox,
+                f"att_unpack_{os.getpid()}",
+            )  # fmt: skip
+            stop = asyncio.Event()
+
+            async def prepare(confinement: Confinement | None) -> str | None:
+                disk = sandbox.disk
+                return await unpack_in_attempt(
+                    archive, disk, SANDBOX_UID, confinement, limits, 30, stop
+                )
+
+            outcome = asyncio.run(
+                execute(plan, lambda _, data: output.append(data), stop, self.enforcer, prepare)
+            )
+            self.work = sorted(os.listdir(sandbox.disk.work))
+        return outcome, b"".join(output).decode()
+
+
+def zip_streamed(path: Path, name: str, mib: int, chunk: bytes) -> Path:
+    """A zip of ``mib`` MiB of ``chunk`` repeated, written without holding it in memory."""
+    with (
+        zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive,
+        archive.open(name, "w", force_zip64=True) as member,
+    ):
+        for _ in range(mib):
+            member.write(chunk)
+    return path
+
+
+def in_cgroups(enforcer: Enforcer) -> bool:
+    return isinstance(enforcer, CgroupEnforcer)
+
+
+def test_an_archive_is_unpacked_by_the_attempts_own_uid(attempt: Attempt, tmp_path: Path) -> None:
+    archive = tmp_path / "job.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr("pkg/main.sh", "echo hi\n")
+    outcome, output = attempt.run(archive, "stat -c %u pkg pkg/main.sh; id -u; sh pkg/main.sh")
+    assert outcome.state is AttemptState.SUCCEEDED, outcome.reason
+    assert output == f"{SANDBOX_UID}\n{SANDBOX_UID}\n{SANDBOX_UID}\nhi\n"
+
+
+def test_a_zip_bomb_is_refused_before_a_byte_is_written(attempt: Attempt, tmp_path: Path) -> None:
+    bomb = zip_streamed(tmp_path / "bomb.zip", "zeros", 100, bytes(MIB))
+    assert bomb.stat().st_size < 200_000
+    outcome, output = attempt.run(bomb, "echo ran", disk_mb=16)
+    assert outcome.state is AttemptState.FAILED
+    assert outcome.reason.startswith("archive: unpacks to at least 104857600 bytes, more than")
+    assert "free on the attempt's disk (its disk_mb)" in outcome.reason
+    assert (output, attempt.work) == ("", [])
+    outcome, _ = attempt.run(bomb, disk_mb=1024)  # room enough: the ratio refuses it
+    assert "more than 100 times its size: refused as a zip bomb" in outcome.reason
+    assert attempt.work == []
+
+
+def test_a_link_out_of_the_workspace_is_refused_by_the_unpacker(
+    attempt: Attempt, tmp_path: Path
+) -> None:
+    archive = tmp_path / "escape.tar"
+    with tarfile.open(archive, "w") as tarred:
+        link = tarfile.TarInfo("etc")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc"
+        tarred.addfile(link)
+        planted = tarfile.TarInfo("etc/cron.d/evil")
+        tarred.addfile(planted, io.BytesIO(b""))
+    outcome, _ = attempt.run(archive)
+    assert outcome.reason == "archive: member 'etc' is a link to an absolute path"
+    assert attempt.work == []
+
+
+def test_an_archive_that_fills_the_disk_fails_the_attempt_saying_so(
+    attempt: Attempt, tmp_path: Path
+) -> None:
+    """Declared sizes fit, but every file takes a page of the 1 MiB disk."""
+    archive = tmp_path / "many.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        for index in range(300):
+            zipped.writestr(f"f{index}", b"x")
+    outcome, _ = attempt.run(archive, "echo ran", disk_mb=1)
+    assert outcome.state is AttemptState.FAILED
+    assert outcome.reason == "disk full: the archive fills its 1 MiB disk"
+
+
+def test_what_an_archive_expands_to_is_the_attempts_memory_not_the_workers(
+    attempt: Attempt, tmp_path: Path
+) -> None:
+    if not in_cgroups(attempt.enforcer):
+        pytest.skip("only a cgroup tells what an attempt's files cost in memory")
+    archive = zip_streamed(tmp_path / "big.zip", "data", 64, barely_compressible(MIB))
+    assert archive.stat().st_size < 20 * MIB
+    Path("/proc/self/clear_refs").write_text("5")  # the peak below is the unpacking's
+    before = _status_kib("VmRSS")
+    outcome, _ = attempt.run(archive, "stat -c %s data", disk_mb=128)
+    assert outcome.state is AttemptState.SUCCEEDED, outcome.reason
+    assert outcome.usage.max_rss_kb >= 64 * 1024  # the attempt's peak holds its files
+    assert _status_kib("VmHWM") - before < 16 * 1024  # this process (the worker) stayed flat
+    outcome, _ = attempt.run(archive, "echo ran", limits=Limits(32 * MIB, 1.0), disk_mb=128)
+    assert outcome.state is AttemptState.FAILED
+    assert outcome.reason == "out of memory: the archive expands past its 32 MiB memory limit"
+
+
+def _status_kib(field: str) -> int:
+    line = next(
+        line for line in Path("/proc/self/status").read_text().splitlines()
+        if line.startswith(f"{field}:")
+    )  # fmt: skip
+    return int(line.split()[1])
