@@ -112,18 +112,21 @@ def test_a_zip_bomb_is_refused_before_a_byte_is_written(attempt: Attempt, tmp_pa
     assert attempt.work == []
 
 
+@pytest.mark.parametrize(
+    ("target", "why"),
+    [("/etc", "is a link to an absolute path"), ("../..", "is a link that leads outside")],
+)
 def test_a_link_out_of_the_workspace_is_refused_by_the_unpacker(
-    attempt: Attempt, tmp_path: Path
+    attempt: Attempt, tmp_path: Path, target: str, why: str
 ) -> None:
     archive = tmp_path / "escape.tar"
     with tarfile.open(archive, "w") as tarred:
         link = tarfile.TarInfo("etc")
-        link.type, link.linkname = tarfile.SYMTYPE, "/etc"
+        link.type, link.linkname = tarfile.SYMTYPE, target
         tarred.addfile(link)
-        planted = tarfile.TarInfo("etc/cron.d/evil")
-        tarred.addfile(planted, io.BytesIO(b""))
+        tarred.addfile(tarfile.TarInfo("etc/cron.d/evil"), io.BytesIO(b""))
     outcome, _ = attempt.run(archive)
-    assert outcome.reason == "archive: member 'etc' is a link to an absolute path"
+    assert outcome.reason.startswith(f"archive: member 'etc' {why}")
     assert attempt.work == []
 
 

@@ -259,6 +259,7 @@ def main(arguments: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m herder.worker.archive")
     parser.add_argument("--uid", type=int, required=True)
     parser.add_argument("--disk", type=int, required=True)  # the attempt's disk, passed open
+    parser.add_argument("--workspace", required=True)  # its directory on the disk
     parser.add_argument("--enter", type=int, action="append", default=[])  # its cgroups' files
     parser.add_argument("--memory", type=int)  # RLIMIT_DATA, where there are no cgroups
     options = parser.parse_args(arguments)
@@ -266,20 +267,21 @@ def main(arguments: list[str]) -> int:
         os.write(entrance, b"0")
         os.close(entrance)
     _shut_in(options.disk, options.uid, options.memory)
-    room = os.statvfs("/")
+    workspace = Path("/", options.workspace)
+    room = os.statvfs(workspace)
     with open(0, "rb", closefd=False) as archive:
-        status, why = try_unpack(
-            Path("/"), archive, Bound(room.f_bavail * room.f_frsize, room.f_favail)
-        )
+        bound = Bound(room.f_bavail * room.f_frsize, room.f_favail)
+        status, why = try_unpack(workspace, archive, bound)
     if why:
         print(why, file=sys.stderr)
     return status
 
 
 def _shut_in(disk: int, uid: int, memory_bytes: int | None) -> None:
-    """The attempt's workspace as its root, its uid, no way back: no file of the host, and
-    nothing of its disk but the workspace, can be reached from here."""
-    os.chroot(f"/proc/self/fd/{disk}/work")
+    """The attempt's disk as its root, its uid, no way back: no file of the host can be
+    reached from here. (The workspace is not the root: there, a link to ``..`` would lead
+    nowhere, and be let through, to lead out of /workspace when the job runs.)"""
+    os.chroot(f"/proc/self/fd/{disk}")
     os.chdir("/")
     os.close(disk)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))

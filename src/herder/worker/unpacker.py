@@ -1,18 +1,19 @@
 """An archive unpacked inside its attempt, never in the worker.
 
 A sandboxed attempt's archive is unpacked by a child of the worker that, before it reads a
-byte of the archive, enters the attempt's cgroups, shuts itself in the attempt's workspace on
-its disk (``chroot``) and becomes the attempt's uid (no groups, no_new_privs):
+byte of the archive, enters the attempt's cgroups, shuts itself in the attempt's disk
+(``chroot``) and becomes the attempt's uid (no groups, no_new_privs):
 
-    worker   python -m herder.worker.archive --uid U --disk FD [--enter FD]… [--memory BYTES]
+    worker   python -m herder.worker.archive --uid U --disk FD --workspace work
+                 [--enter FD]… [--memory BYTES]
              stdin: the archive, opened by the worker; the disk and cgroup files passed open
-    child    enter the cgroups → chroot <disk>/work → drop to U → unpack, bounded by the
-             room left on its disk → exit 0, or a status that says why (``archive.py``)
+    child    enter the cgroups → chroot <disk> → drop to U → unpack into /work, bounded by
+             the room left on its disk → exit 0, or a status that says why (``archive.py``)
 
 What it expands to is charged to the attempt, as the files it writes there are memory (their
 pages count toward its memory limit, as the job's own files do): a bomb meets the attempt's
 memory, CPU and disk limits and fails the attempt with a reason, never the worker. A parser
-bug that a hostile archive finds reaches nothing but the attempt's own workspace.
+bug that a hostile archive finds reaches nothing but the attempt's own disk.
 
 At isolation none there is no uid, cgroup or disk to give the attempt: the worker unpacks in
 its own process (``unpack_here``), bounded by the job's ``disk_mb``.
@@ -29,7 +30,7 @@ from pathlib import Path
 from herder.domain.retry import DISK_FULL_REASON_PREFIX, OOM_REASON_PREFIX
 from herder.worker import archive as archives
 from herder.worker.archive import DISK_FULL, OUT_OF_MEMORY, REFUSED, Bound, try_unpack
-from herder.worker.disk import INODES_PER_MIB, MIB, AttemptDisk
+from herder.worker.disk import INODES_PER_MIB, MIB, WORK, AttemptDisk
 from herder.worker.limits import Confinement, Limits
 
 REASON_CHARS = 1000
@@ -51,7 +52,7 @@ async def unpack_in_attempt(
         passed.append(os.open(archive, os.O_RDONLY | os.O_CLOEXEC))
         entrances = confinement.entrances() if confinement is not None else []
         argv = [sys.executable, "-P", "-m", archives.__name__]
-        argv += ["--uid", str(uid), "--disk", str(disk.fd)]
+        argv += ["--uid", str(uid), "--disk", str(disk.fd), "--workspace", WORK]
         for entrance in entrances:
             passed.append(os.open(entrance, os.O_WRONLY | os.O_CLOEXEC))
             argv += ["--enter", str(passed[-1])]

@@ -1,0 +1,140 @@
+"""A hostile tenant's archives against a real root worker (issue 22, item 2): a bomb is refused
+before a byte is written and never grows the worker; what an archive expands to is the
+attempt's (its uid, its memory); a link out of the workspace is refused."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import tarfile
+import time
+import uuid
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from herder.client import HerderClient
+from herder.domain.models import RunDetail
+from tests.system.conftest import HERDER, free_port, stop, wait_healthy
+from tests.unit.test_archive import barely_compressible
+
+pytestmark = [
+    pytest.mark.system,
+    pytest.mark.skipif(os.geteuid() != 0, reason="only a root worker sandboxes its attempts"),
+]
+
+MIB = 1024 * 1024
+
+
+class Herder:
+    """``herder up`` (its server and sandboxing worker in one process) and a tenant's client."""
+
+    def __init__(self, process: subprocess.Popen[bytes], client: HerderClient) -> None:
+        self.process, self.client = process, client
+
+    def run_archive(self, archive: Path, command: str, **spec: Any) -> tuple[RunDetail, str]:
+        artifact = self.client.upload_artifact(archive).id
+        name = f"archive-{uuid.uuid4().hex[:10]}"
+        job = self.client.create_job(
+            name, {"runtime": "archive", "artifact": artifact, "command": command, **spec}
+        )
+        run = self.client.wait(self.client.start_run(job.id).id, timeout=60)
+        return run, "".join(chunk.text for chunk in self.client.logs(run.id).chunks)
+
+    def status_kib(self, field: str) -> int:
+        status = Path(f"/proc/{self.process.pid}/status").read_text().splitlines()
+        return int(next(line for line in status if line.startswith(f"{field}:")).split()[1])
+
+
+@pytest.fixture(scope="module")
+def herder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Herder]:
+    home = tmp_path_factory.mktemp("archives") / "home"
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    environment = {**os.environ, "HERDER_HOME": str(home), "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen([*HERDER, "up", "--port", str(port)], env=environment)
+    try:
+        wait_healthy(url, process)
+        key = json.loads((home / "client.json").read_text())["api_key"]
+        with HerderClient(url, key) as client:
+            deadline = time.monotonic() + 30
+            while not client.list_workers() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            yield Herder(process, client)
+    finally:
+        stop(process)
+
+
+@pytest.fixture(scope="module")
+def bomb(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The issue's: a ~1 MB zip of zeros that expands to 1,000 MiB."""
+    path = tmp_path_factory.mktemp("bomb") / "bomb.zip"
+    zeros = bytes(MIB)
+    with (
+        zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive,
+        archive.open("zeros", "w", force_zip64=True) as member,
+    ):
+        for _ in range(1000):
+            member.write(zeros)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("disk_mb", "why"),
+    [
+        (16, "archive: unpacks to at least 1048576000 bytes, more than the 16777216 bytes free"),
+        (1024, "more than 100 times its size: refused as a zip bomb"),
+    ],
+)
+def test_a_zip_bomb_is_refused_before_a_byte_is_written_and_the_worker_stays_flat(
+    herder: Herder, bomb: Path, disk_mb: int, why: str
+) -> None:
+    assert bomb.stat().st_size < 1.1 * MIB
+    Path(f"/proc/{herder.process.pid}/clear_refs").write_text("5")  # its peak from here on
+    before = herder.status_kib("VmRSS")
+    run, output = herder.run_archive(
+        bomb, "echo ran", resources={"memory_mb": 64, "disk_mb": disk_mb}
+    )
+    assert run.state == "failed"
+    assert why in (run.reason or "")
+    assert output == ""
+    assert herder.status_kib("VmHWM") - before < 64 * 1024  # far from the bomb's 1,000 MiB
+
+
+def test_an_archive_unpacks_as_the_attempt_and_counts_toward_its_memory(
+    herder: Herder, tmp_path: Path
+) -> None:
+    archive = tmp_path / "big.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zipped:
+        zipped.writestr("data", barely_compressible(40 * MIB))
+        zipped.writestr("bin/run.sh", "id -u; stat -c %u data bin/run.sh\n")
+    roomy = {"memory_mb": 256, "disk_mb": 128}
+    run, output = herder.run_archive(archive, "sh bin/run.sh", resources=roomy)
+    assert run.state == "succeeded", run.reason
+    uid, *owners = output.split()
+    assert int(uid) != 0
+    assert owners == [uid, uid]
+    assert (run.attempts[0].max_rss_kb or 0) >= 40 * 1024  # the attempt's cgroup saw its files
+    tight = {"memory_mb": 24, "disk_mb": 128}
+    run, output = herder.run_archive(archive, "echo ran", resources=tight)
+    assert run.state == "failed"
+    assert run.reason == "out of memory: the archive expands past its 24 MiB memory limit"
+    assert output == ""
+
+
+def test_a_link_out_of_the_workspace_is_refused(herder: Herder, tmp_path: Path) -> None:
+    archive = tmp_path / "escape.tar.gz"
+    with tarfile.open(archive, "w:gz") as tarred:
+        link = tarfile.TarInfo("up")
+        link.type, link.linkname = tarfile.SYMTYPE, "../.."
+        tarred.addfile(link)
+        tarred.addfile(tarfile.TarInfo("up/etc/evil"), io.BytesIO(b""))
+    run, output = herder.run_archive(archive, "echo ran")
+    assert run.state == "failed"
+    assert run.reason == "archive: member 'up' is a link that leads outside the workspace"
+    assert output == ""
