@@ -21,6 +21,7 @@ from herder.worker.outcome import Outcome
 from herder.worker.process import LaunchPlan
 from herder.worker.sandbox import SANDBOX_WORKSPACE, limit_enforcer
 from herder.worker.unpacker import unpack_in_attempt
+from tests.integration.test_executor import living_of_uid
 from tests.sandboxes import attempt_sandbox, launcher, needs_root
 from tests.unit.test_archive import barely_compressible
 
@@ -45,14 +46,22 @@ def attempt(tmp_path_factory: pytest.TempPathFactory, enforcer: Enforcer) -> Att
 
 class Attempt:
     """Runs one archive job in a real sandbox: its archive unpacked in its limits, then
-    ``command``; ``work`` lists what its workspace held at the end."""
+    ``command``; ``work`` lists what its workspace held at the end, ``left`` the processes
+    of its uid still alive then."""
 
     def __init__(self, factory: pytest.TempPathFactory, enforcer: Enforcer) -> None:
         self.factory, self.enforcer = factory, enforcer
         self.work: list[str] = []
+        self.left: list[int] = []
 
     def run(
-        self, archive: Path, command: str = "true", *, limits: Limits = ROOMY, disk_mb: int = 64
+        self,
+        archive: Path,
+        command: str = "true",
+        *,
+        limits: Limits = ROOMY,
+        disk_mb: int = 64,
+        cancel_while_unpacking: bool = False,
     ) -> tuple[Outcome, str]:
         output: list[bytes] = []
         with attempt_sandbox(launcher(self.factory), SANDBOX_UID, disk_mb=disk_mb) as sandbox:
@@ -68,17 +77,31 @@ class Attempt:
                     archive, disk, SANDBOX_UID, confinement, limits, 30, stop
                 )
 
-            outcome = asyncio.run(
-                execute(plan, lambda _, data: output.append(data), stop, self.enforcer, prepare)
-            )
+            async def cancel_once_writing() -> None:
+                while not os.listdir(sandbox.disk.work):
+                    await asyncio.sleep(0.01)
+                stop.set()
+
+            async def go() -> Outcome:
+                if cancel_while_unpacking:
+                    canceller = asyncio.create_task(cancel_once_writing())
+                try:
+                    sink = lambda _, data: output.append(data)  # noqa: E731
+                    return await execute(plan, sink, stop, self.enforcer, prepare)
+                finally:
+                    if cancel_while_unpacking:
+                        canceller.cancel()
+
+            outcome = asyncio.run(go())
             self.work = sorted(os.listdir(sandbox.disk.work))
+            self.left = living_of_uid(SANDBOX_UID)
         return outcome, b"".join(output).decode()
 
 
-def zip_streamed(path: Path, name: str, mib: int, chunk: bytes) -> Path:
+def zip_streamed(path: Path, name: str, mib: int, chunk: bytes, level: int = 1) -> Path:
     """A zip of ``mib`` MiB of ``chunk`` repeated, written without holding it in memory."""
     with (
-        zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive,
+        zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=level) as archive,
         archive.open(name, "w", force_zip64=True) as member,
     ):
         for _ in range(mib):
@@ -100,7 +123,7 @@ def test_an_archive_is_unpacked_by_the_attempts_own_uid(attempt: Attempt, tmp_pa
 
 
 def test_a_zip_bomb_is_refused_before_a_byte_is_written(attempt: Attempt, tmp_path: Path) -> None:
-    bomb = zip_streamed(tmp_path / "bomb.zip", "zeros", 100, bytes(MIB))
+    bomb = zip_streamed(tmp_path / "bomb.zip", "zeros", 100, bytes(MIB), level=9)
     assert bomb.stat().st_size < 200_000
     outcome, output = attempt.run(bomb, "echo ran", disk_mb=16)
     assert outcome.state is AttemptState.FAILED
@@ -167,3 +190,15 @@ def _status_kib(field: str) -> int:
         if line.startswith(f"{field}:")
     )  # fmt: skip
     return int(line.split()[1])
+
+
+def test_a_cancel_kills_the_unpacking(attempt: Attempt, tmp_path: Path) -> None:
+    archive = zip_streamed(tmp_path / "big.zip", "data", 16, barely_compressible(MIB))
+    slow = Limits(256 * MIB, 0.01)  # a hundredth of a core: many seconds to unpack
+    outcome, output = attempt.run(archive, "echo ran", limits=slow, cancel_while_unpacking=True)
+    assert (outcome.state, outcome.reason) == (
+        AttemptState.CANCELLED,
+        "cancelled before it started",
+    )
+    assert output == ""
+    assert attempt.left == []
