@@ -12,7 +12,7 @@ import tarfile
 import time
 import uuid
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ import pytest
 
 from herder.client import HerderClient
 from herder.domain.models import RunDetail
-from tests.system.conftest import HERDER, free_port, stop, wait_healthy
+from tests.system.conftest import HERDER, Cluster, free_port, stop, wait_healthy
 from tests.unit.test_archive import barely_compressible
 
 pytestmark = [
@@ -38,17 +38,24 @@ class Herder:
         self.process, self.client = process, client
 
     def run_archive(self, archive: Path, command: str, **spec: Any) -> tuple[RunDetail, str]:
-        artifact = self.client.upload_artifact(archive).id
-        name = f"archive-{uuid.uuid4().hex[:10]}"
-        job = self.client.create_job(
-            name, {"runtime": "archive", "artifact": artifact, "command": command, **spec}
-        )
-        run = self.client.wait(self.client.start_run(job.id).id, timeout=60)
-        return run, "".join(chunk.text for chunk in self.client.logs(run.id).chunks)
+        return run_archive(self.client, archive, command, **spec)
 
     def status_kib(self, field: str) -> int:
         status = Path(f"/proc/{self.process.pid}/status").read_text().splitlines()
         return int(next(line for line in status if line.startswith(f"{field}:")).split()[1])
+
+
+def run_archive(
+    client: HerderClient, archive: Path, command: str, **spec: Any
+) -> tuple[RunDetail, str]:
+    """Run ``archive`` as an archive job to its end: the run and everything it printed."""
+    artifact = client.upload_artifact(archive).id
+    name = f"archive-{uuid.uuid4().hex[:10]}"
+    job = client.create_job(
+        name, {"runtime": "archive", "artifact": artifact, "command": command, **spec}
+    )
+    run = client.wait(client.start_run(job.id).id, timeout=60)
+    return run, "".join(chunk.text for chunk in client.logs(run.id).chunks)
 
 
 @pytest.fixture(scope="module")
@@ -138,3 +145,24 @@ def test_a_link_out_of_the_workspace_is_refused(herder: Herder, tmp_path: Path) 
     assert run.state == "failed"
     assert run.reason == "archive: member 'up' is a link that leads outside the workspace"
     assert output == ""
+
+
+def test_at_isolation_none_the_worker_refuses_a_bomb_too(
+    start_cluster: Callable[..., Cluster], bomb: Path, tmp_path: Path
+) -> None:
+    cluster = start_cluster()
+    cluster.start_worker("trusted", "--isolation", "none")
+    legit = tmp_path / "legit.tar.gz"
+    with tarfile.open(legit, "w:gz") as tarred:
+        script = b"echo unpacked\n"
+        info = tarfile.TarInfo("run.sh")
+        info.size = len(script)
+        tarred.addfile(info, io.BytesIO(script))
+    with cluster.client() as client:
+        run, output = run_archive(client, bomb, "echo ran", resources={"disk_mb": 16})
+        assert run.state == "failed"
+        assert (run.reason or "").startswith("archive: unpacks to at least 1048576000 bytes")
+        assert output == ""
+        run, output = run_archive(client, legit, "sh run.sh")
+        assert run.state == "succeeded", run.reason
+        assert output == "unpacked\n"
