@@ -8,20 +8,20 @@ import io
 import os
 import tarfile
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from herder.domain.states import AttemptState
-from herder.worker.cgroups import CgroupEnforcer
 from herder.worker.executor import execute
-from herder.worker.limits import MIB, Confinement, Enforcer, Limits, RlimitEnforcer
+from herder.worker.limits import MIB, Confinement, Enforcer, Limits
 from herder.worker.outcome import Outcome
 from herder.worker.process import LaunchPlan
-from herder.worker.sandbox import SANDBOX_WORKSPACE, limit_enforcer
+from herder.worker.sandbox import SANDBOX_WORKSPACE
 from herder.worker.unpacker import unpack_in_attempt
+from tests.integration import test_limits
 from tests.integration.test_executor import living_of_uid
+from tests.integration.test_limits import in_cgroups
 from tests.sandboxes import attempt_sandbox, launcher, needs_root
 from tests.unit.test_archive import barely_compressible
 
@@ -31,17 +31,7 @@ SANDBOX_UID = 61998
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
 ROOMY = Limits(256 * MIB, 1.0)
 
-
-@pytest.fixture(scope="module", params=["host", "rlimits"])
-def enforcer(request: pytest.FixtureRequest) -> Iterator[Enforcer]:
-    """What the worker picks on this host, and the fallback forced."""
-    chosen: Enforcer
-    if request.param == "host":
-        chosen = limit_enforcer(f"test-unpack-{os.getpid()}")
-    else:
-        chosen = RlimitEnforcer("forced by the test")
-    yield chosen
-    chosen.close()
+enforcer = test_limits.enforcer  # the host's limits, and the rlimit fallback forced
 
 
 @pytest.fixture
@@ -112,10 +102,6 @@ def zip_streamed(path: Path, name: str, mib: int, chunk: bytes, level: int = 1) 
         for _ in range(mib):
             member.write(chunk)
     return path
-
-
-def in_cgroups(enforcer: Enforcer) -> bool:
-    return isinstance(enforcer, CgroupEnforcer)
 
 
 def test_an_archive_is_unpacked_by_the_attempts_own_uid(attempt: Attempt, tmp_path: Path) -> None:
