@@ -15,6 +15,11 @@ multicast, the worker's ``blocked`` destinations (the control plane), and IPv6 (
 none). Nothing can open a connection to an attempt. Packets with a source that is not the
 attempt's own are dropped, so an attempt cannot pose as another.
 
+Private, shared (carrier-grade NAT) and the other special-purpose ranges (``DENIED_BY_DEFAULT``:
+the operator's own networks, never the internet) are dropped too, unless the worker is told to
+``allow`` a range of them; the attempts' nameservers stay reachable on port 53 wherever they
+are, or no name would resolve.
+
 Every attempt interface is named ``hrd`` and a slot number, and its addresses follow from the
 slot, so the kernel's refusal of a second interface of the same name is what keeps two workers
 on one host from taking the same addresses: no lock, no shared file. Which slots are this
@@ -31,7 +36,7 @@ import socket
 import subprocess
 import threading
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -59,6 +64,19 @@ ALWAYS_BLOCKED = (
     "169.254.0.0/16",  # link-local: cloud metadata (169.254.169.254), AWS DNS and time
     "224.0.0.0/3",  # multicast, reserved, broadcast
 )
+DENIED_BY_DEFAULT = (  # IANA's special-purpose IPv4 ranges that are not globally reachable
+    "10.0.0.0/8",  # private (RFC 1918)
+    "172.16.0.0/12",  # private (RFC 1918)
+    "192.168.0.0/16",  # private (RFC 1918)
+    "100.64.0.0/10",  # shared address space: carrier-grade NAT, Tailscale and the like
+    "192.0.0.0/24",  # IETF protocol assignments
+    "192.0.2.0/24",  # documentation (TEST-NET-1), yet some hosts' real LANs
+    "198.51.100.0/24",  # documentation (TEST-NET-2)
+    "203.0.113.0/24",  # documentation (TEST-NET-3)
+    "198.18.0.0/15",  # benchmarking, often internal test networks
+    "240.0.0.0/4",  # reserved (also inside ALWAYS_BLOCKED's 224.0.0.0/3)
+)
+NAMESERVER_PORT = 53
 NFT_SECONDS = 10.0
 NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 MAX_NAME_LENGTH = 32
@@ -82,12 +100,21 @@ class OutboundNetworks:
 
     ``state_dir`` is the worker's root-owned 0700 directory; ``name`` is unique among the
     host's workers (letters, digits, ``_``); ``blocked`` adds destinations attempts must not
-    reach (addresses or networks; IPv6 ones need nothing, attempts have no IPv6). Starting
-    removes what a crashed worker of the same name left. Blocking calls: use a thread.
+    reach (addresses or networks; IPv6 ones need nothing, attempts have no IPv6); ``allowed``
+    opens ranges of ``DENIED_BY_DEFAULT`` (``blocked`` still wins). ``host_resolver_files``
+    reads the host's resolv.conf files (``nameservers.host_files``). Starting removes what a
+    crashed worker of the same name left. Blocking calls: use a thread.
     """
 
     def __init__(
-        self, state_dir: Path, name: str, blocked: Sequence[str], *, pool: str = DEFAULT_POOL
+        self,
+        state_dir: Path,
+        name: str,
+        blocked: Sequence[str],
+        *,
+        allowed: Sequence[str] = (),
+        pool: str = DEFAULT_POOL,
+        host_resolver_files: Callable[[], tuple[str, str | None]] = nameservers.host_files,
     ) -> None:
         if not name or len(name) > MAX_NAME_LENGTH or not set(name) <= NAME_CHARACTERS:
             raise ValueError(
@@ -99,13 +126,15 @@ class OutboundNetworks:
         if self._slots == 0:
             raise ValueError(f"the attempt address pool {pool} is too small")
         self._blocked = blocked_networks([*ALWAYS_BLOCKED, str(self._pool), *blocked])
+        self._denied = denied_networks(allowed)
+        self._host_resolver_files = host_resolver_files
         self._namespaces = state_dir / "netns"
         self._resolv_conf = state_dir / "resolv.conf"
         self._resolv_conf_partial = state_dir / "resolv.conf.partial"
         self._lock = threading.Lock()
         self._in_use: set[int] = set()
         self._next = zlib.crc32(name.encode()) % self._slots  # workers start apart
-        self._ruleset = ruleset(self.table, name, self._blocked)
+        self._ruleset = ""  # installed with the first resolv.conf: it names its nameservers
         clashes = overlapping_routes(_read("/proc/net/route"), self._pool)
         if clashes:
             raise NetworkUnavailable(
@@ -119,7 +148,6 @@ class OutboundNetworks:
             self._refresh_resolv_conf()
         except OSError as error:
             raise NetworkUnavailable(f"cannot set up attempt networks: {error}") from error
-        _nft(self._ruleset)
 
     @property
     def table(self) -> str:
@@ -237,9 +265,18 @@ class OutboundNetworks:
 
     def _refresh_resolv_conf(self) -> None:
         """Rewritten (atomically) only when the host's changed; attempts that have it bound
-        keep the file they started with."""
-        wanted = nameservers.attempt_resolv_conf(*nameservers.host_files(), self._blocked)
+        keep the file they started with. The filter, which lets attempts reach their
+        nameservers, is brought up to date first."""
+        wanted = nameservers.attempt_resolv_conf(*self._host_resolver_files(), self._blocked)
+        reachable = [ipaddress.IPv4Address(server) for server in wanted.nameservers]
+        wanted_ruleset = ruleset(
+            self.table, self._name, self._blocked, self._denied,
+            [server for server in reachable if any(server in net for net in self._denied)],
+        )  # fmt: skip
         with self._lock:
+            if wanted_ruleset != self._ruleset:
+                _nft(wanted_ruleset)
+                self._ruleset = wanted_ruleset
             if _read(self._resolv_conf) == wanted.text:
                 return
             if not wanted.nameservers:
@@ -271,6 +308,22 @@ def blocked_networks(destinations: Sequence[str]) -> list[ipaddress.IPv4Network]
     return list(ipaddress.collapse_addresses(n for n in networks if n.version == 4))
 
 
+def denied_networks(allowed: Sequence[str]) -> list[ipaddress.IPv4Network]:
+    """``DENIED_BY_DEFAULT`` less the ``allowed`` networks (IPv6 ones mean nothing here)."""
+    denied = [ipaddress.IPv4Network(network) for network in DENIED_BY_DEFAULT]
+    for opened in blocked_networks(allowed):
+        kept: list[ipaddress.IPv4Network] = []
+        for network in denied:
+            if opened.supernet_of(network):
+                continue
+            if network.supernet_of(opened):
+                kept.extend(network.address_exclude(opened))
+            else:
+                kept.append(network)
+        denied = kept
+    return list(ipaddress.collapse_addresses(denied))
+
+
 def overlapping_routes(proc_net_route: str, pool: ipaddress.IPv4Network) -> list[str]:
     """Routes of the host (``/proc/net/route``) that overlap the pool, other than attempts'
     own; the default route overlaps everything and is not counted."""
@@ -287,24 +340,37 @@ def overlapping_routes(proc_net_route: str, pool: ipaddress.IPv4Network) -> list
     return clashes
 
 
-def ruleset(table: str, worker: str, blocked: Sequence[ipaddress.IPv4Network]) -> str:
+def ruleset(
+    table: str,
+    worker: str,
+    blocked: Sequence[ipaddress.IPv4Network],
+    denied: Sequence[ipaddress.IPv4Network] = (),
+    nameservers: Sequence[ipaddress.IPv4Address] = (),
+) -> str:
     """The worker's nftables table, replacing any table of that name in one transaction.
 
     Drops are final in nftables whichever table makes them, so each worker's table guards
-    every attempt interface on the host, and none can open up another's. The host's own
+    every attempt interface on the host, and none can open up another's (a range one worker
+    allows stays closed while another worker of the host denies it). The host's own
     addresses are refused in prerouting (``fib daddr type``), before any DNAT rule (Docker's
-    published ports) could turn them into something forwarded.
+    published ports) could turn them into something forwarded. ``denied`` ranges are refused
+    when forwarding, after any DNAT, except port 53 of ``nameservers`` (those in them).
     """
     attempts = f'"{INTERFACE_PREFIX}*"'
-    elements = ", ".join(str(network) for network in blocked)
     return f"""table inet {table}
 delete table inet {table}
 table inet {table} {{
     comment "herder worker {worker}: outbound-only networks of attempts"
     set blocked {{
         type ipv4_addr
-        flags interval
-        elements = {{ {elements} }}
+        flags interval{_elements(blocked)}
+    }}
+    set denied {{
+        type ipv4_addr
+        flags interval{_elements(denied)}
+    }}
+    set nameservers {{
+        type ipv4_addr{_elements(nameservers)}
     }}
     chain prerouting {{
         type filter hook prerouting priority raw; policy accept;
@@ -321,6 +387,9 @@ table inet {table} {{
         type filter hook forward priority filter; policy accept;
         iifname {attempts} oifname {attempts} drop
         iifname {attempts} ip daddr @blocked drop
+        iifname {attempts} ip daddr @denied ip daddr != @nameservers drop
+        iifname {attempts} ip daddr @nameservers meta l4proto != {{ tcp, udp }} drop
+        iifname {attempts} ip daddr @nameservers th dport != {NAMESERVER_PORT} drop
         oifname {attempts} ct state established,related accept
         oifname {attempts} drop
     }}
@@ -335,6 +404,13 @@ table inet {table} {{
     }}
 }}
 """
+
+
+def _elements(items: Sequence[ipaddress.IPv4Network | ipaddress.IPv4Address]) -> str:
+    """A set's elements line (none for an empty set: nftables refuses ``elements = { }``)."""
+    if not items:
+        return ""
+    return f"\n        elements = {{ {', '.join(str(item) for item in items)} }}"
 
 
 def _enable_forwarding() -> None:
