@@ -11,12 +11,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from herder.worker.nameservers import attempt_resolv_conf
-from herder.worker.network import (
+from herder.worker.network import overlapping_routes
+from herder.worker.network_filter import (
     ALWAYS_BLOCKED,
     DENIED_BY_DEFAULT,
     blocked_networks,
     denied_networks,
-    overlapping_routes,
     ruleset,
 )
 

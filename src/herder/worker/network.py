@@ -6,8 +6,9 @@
     close()        veth deleted, netns unbound: nothing left
     close_all()    the above for every netns file, and the table
 
-What an attempt can reach is decided by the filter, not by routes (DESIGN §6): its packets
-are masqueraded to the host's address and forwarded to anything the host can route to,
+What an attempt can reach is decided by the filter (``network_filter.py``), not by routes
+(DESIGN §6): its packets are masqueraded to the host's address and forwarded to anything the
+host can route to,
 except the host itself (any of its addresses, loopback included: refused before any DNAT of
 the host and again on input), other attempts (on this worker or another: every attempt
 interface is filtered by every worker's table), link-local addresses (cloud metadata),
@@ -50,33 +51,20 @@ from herder.worker.netlink import (
     create_namespace,
     remove_namespace,
 )
+from herder.worker.network_filter import (
+    ALWAYS_BLOCKED,
+    INTERFACE_PREFIX,
+    blocked_networks,
+    denied_networks,
+    ruleset,
+)
 
 log = logging.getLogger("herder.worker")
 
 DEFAULT_POOL = "10.200.0.0/16"  # attempt addresses, two per attempt; shared by the host's workers
-INTERFACE_PREFIX = "hrd"  # host end of every attempt's veth: hrd0000 … hrdffff
 ATTEMPT_INTERFACE = "eth0"
 MAX_SLOTS = 0x10000  # four hex digits in an interface name
 SLOT_TRIES = 64  # slots held by other workers skipped before giving up
-ALWAYS_BLOCKED = (
-    "0.0.0.0/8",  # "this network"
-    "127.0.0.0/8",  # loopback
-    "169.254.0.0/16",  # link-local: cloud metadata (169.254.169.254), AWS DNS and time
-    "224.0.0.0/3",  # multicast, reserved, broadcast
-)
-DENIED_BY_DEFAULT = (  # IANA's special-purpose IPv4 ranges that are not globally reachable
-    "10.0.0.0/8",  # private (RFC 1918)
-    "172.16.0.0/12",  # private (RFC 1918)
-    "192.168.0.0/16",  # private (RFC 1918)
-    "100.64.0.0/10",  # shared address space: carrier-grade NAT, Tailscale and the like
-    "192.0.0.0/24",  # IETF protocol assignments
-    "192.0.2.0/24",  # documentation (TEST-NET-1), yet some hosts' real LANs
-    "198.51.100.0/24",  # documentation (TEST-NET-2)
-    "203.0.113.0/24",  # documentation (TEST-NET-3)
-    "198.18.0.0/15",  # benchmarking, often internal test networks
-    "240.0.0.0/4",  # reserved (also inside ALWAYS_BLOCKED's 224.0.0.0/3)
-)
-NAMESERVER_PORT = 53
 NFT_SECONDS = 10.0
 NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 MAX_NAME_LENGTH = 32
@@ -135,6 +123,7 @@ class OutboundNetworks:
         self._in_use: set[int] = set()
         self._next = zlib.crc32(name.encode()) % self._slots  # workers start apart
         self._ruleset = ""  # installed with the first resolv.conf: it names its nameservers
+        self._ruleset_nameservers: tuple[str, ...] | None = None  # those it was made for
         clashes = overlapping_routes(_read("/proc/net/route"), self._pool)
         if clashes:
             raise NetworkUnavailable(
@@ -268,15 +257,9 @@ class OutboundNetworks:
         keep the file they started with. The filter, which lets attempts reach their
         nameservers, is brought up to date first."""
         wanted = nameservers.attempt_resolv_conf(*self._host_resolver_files(), self._blocked)
-        reachable = [ipaddress.IPv4Address(server) for server in wanted.nameservers]
-        wanted_ruleset = ruleset(
-            self.table, self._name, self._blocked, self._denied,
-            [server for server in reachable if any(server in net for net in self._denied)],
-        )  # fmt: skip
         with self._lock:
-            if wanted_ruleset != self._ruleset:
-                _nft(wanted_ruleset)
-                self._ruleset = wanted_ruleset
+            if wanted.nameservers != self._ruleset_nameservers:
+                self._install_ruleset(wanted.nameservers)
             if _read(self._resolv_conf) == wanted.text:
                 return
             if not wanted.nameservers:
@@ -289,6 +272,14 @@ class OutboundNetworks:
             partial.chmod(0o644)
             partial.replace(self._resolv_conf)
 
+    def _install_ruleset(self, servers: tuple[str, ...]) -> None:
+        """The table, letting attempts reach port 53 of ``servers`` in denied ranges."""
+        addresses = [ipaddress.IPv4Address(server) for server in servers]
+        denied = [one for one in addresses if any(one in network for network in self._denied)]
+        self._ruleset = ruleset(self.table, self._name, self._blocked, self._denied, denied)
+        _nft(self._ruleset)
+        self._ruleset_nameservers = servers
+
 
 def control_plane_addresses(server_url: str) -> list[str]:
     """The addresses a worker's server URL resolves to, for ``blocked``."""
@@ -300,28 +291,6 @@ def control_plane_addresses(server_url: str) -> list[str]:
     except socket.gaierror:
         return []
     return sorted({str(entry[4][0]) for entry in found})
-
-
-def blocked_networks(destinations: Sequence[str]) -> list[ipaddress.IPv4Network]:
-    """IPv4 addresses and networks, merged; IPv6 ones are dropped (attempts have no IPv6)."""
-    networks = [ipaddress.ip_network(item, strict=False) for item in destinations]
-    return list(ipaddress.collapse_addresses(n for n in networks if n.version == 4))
-
-
-def denied_networks(allowed: Sequence[str]) -> list[ipaddress.IPv4Network]:
-    """``DENIED_BY_DEFAULT`` less the ``allowed`` networks (IPv6 ones mean nothing here)."""
-    denied = [ipaddress.IPv4Network(network) for network in DENIED_BY_DEFAULT]
-    for opened in blocked_networks(allowed):
-        kept: list[ipaddress.IPv4Network] = []
-        for network in denied:
-            if opened.supernet_of(network):
-                continue
-            if network.supernet_of(opened):
-                kept.extend(network.address_exclude(opened))
-            else:
-                kept.append(network)
-        denied = kept
-    return list(ipaddress.collapse_addresses(denied))
 
 
 def overlapping_routes(proc_net_route: str, pool: ipaddress.IPv4Network) -> list[str]:
@@ -338,79 +307,6 @@ def overlapping_routes(proc_net_route: str, pool: ipaddress.IPv4Network) -> list
         if network.prefixlen and network.overlaps(pool):
             clashes.append(f"{network} dev {fields[0]}")
     return clashes
-
-
-def ruleset(
-    table: str,
-    worker: str,
-    blocked: Sequence[ipaddress.IPv4Network],
-    denied: Sequence[ipaddress.IPv4Network] = (),
-    nameservers: Sequence[ipaddress.IPv4Address] = (),
-) -> str:
-    """The worker's nftables table, replacing any table of that name in one transaction.
-
-    Drops are final in nftables whichever table makes them, so each worker's table guards
-    every attempt interface on the host, and none can open up another's (a range one worker
-    allows stays closed while another worker of the host denies it). The host's own
-    addresses are refused in prerouting (``fib daddr type``), before any DNAT rule (Docker's
-    published ports) could turn them into something forwarded. ``denied`` ranges are refused
-    when forwarding, after any DNAT, except port 53 of ``nameservers`` (those in them).
-    """
-    attempts = f'"{INTERFACE_PREFIX}*"'
-    return f"""table inet {table}
-delete table inet {table}
-table inet {table} {{
-    comment "herder worker {worker}: outbound-only networks of attempts"
-    set blocked {{
-        type ipv4_addr
-        flags interval{_elements(blocked)}
-    }}
-    set denied {{
-        type ipv4_addr
-        flags interval{_elements(denied)}
-    }}
-    set nameservers {{
-        type ipv4_addr{_elements(nameservers)}
-    }}
-    chain prerouting {{
-        type filter hook prerouting priority raw; policy accept;
-        iifname {attempts} meta nfproto ipv6 drop
-        iifname {attempts} fib saddr . iif oif missing drop
-        iifname {attempts} fib daddr type != unicast drop
-        iifname {attempts} ip daddr @blocked drop
-    }}
-    chain input {{
-        type filter hook input priority filter; policy accept;
-        iifname {attempts} drop
-    }}
-    chain forward {{
-        type filter hook forward priority filter; policy accept;
-        iifname {attempts} oifname {attempts} drop
-        iifname {attempts} ip daddr @blocked drop
-        iifname {attempts} ip daddr @denied ip daddr != @nameservers drop
-        iifname {attempts} ip daddr @nameservers meta l4proto != {{ tcp, udp }} drop
-        iifname {attempts} ip daddr @nameservers th dport != {NAMESERVER_PORT} drop
-        oifname {attempts} ct state established,related accept
-        oifname {attempts} drop
-    }}
-    chain output {{
-        type filter hook output priority filter; policy accept;
-        oifname {attempts} ct state established,related accept
-        oifname {attempts} drop
-    }}
-    chain postrouting {{
-        type nat hook postrouting priority srcnat; policy accept;
-        iifname {attempts} oifname != {attempts} masquerade
-    }}
-}}
-"""
-
-
-def _elements(items: Sequence[ipaddress.IPv4Network | ipaddress.IPv4Address]) -> str:
-    """A set's elements line (none for an empty set: nftables refuses ``elements = { }``)."""
-    if not items:
-        return ""
-    return f"\n        elements = {{ {', '.join(str(item) for item in items)} }}"
 
 
 def _enable_forwarding() -> None:
