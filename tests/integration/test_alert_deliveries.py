@@ -9,10 +9,12 @@ import hashlib
 import hmac
 import json
 import random
+import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from sqlalchemy import func, insert, select
@@ -271,6 +273,56 @@ def test_private_targets_are_refused_unless_allowed(world: World) -> None:
     (delivery,) = world.store.alert_history.deliveries(world.tenant_id).items
     assert delivery.last_error is not None
     assert "private address" in delivery.last_error
+
+
+def test_a_name_rebound_to_loopback_after_its_check_never_reaches_loopback(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DNS rebinding: the name answers an allowed address to the check, and loopback to
+    anyone who asks after it. The POST goes to the checked address; the retry resolves
+    again, sees loopback and is refused. The loopback service never hears of it."""
+    loopback_service = world.receiver  # on 127.0.0.1
+    port = int(loopback_service.url.rsplit(":", 1)[1])
+    allowed = "127.0.0.2"  # stands for a public address: the check lets it through here
+    monkeypatch.setattr(webhooks, "is_private_address", lambda address: address != allowed)
+    system_getaddrinfo = socket.getaddrinfo
+
+    def rebound_getaddrinfo(host: object, *args: Any, **kwargs: Any) -> Any:
+        """What the name answers to everyone but the check: loopback."""
+        return system_getaddrinfo("127.0.0.1" if host == "rebind.test" else host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebound_getaddrinfo)
+    answers = iter([[allowed]])
+    asked: list[tuple[str, int]] = []
+
+    async def resolver(host: str, port: int) -> list[str]:
+        asked.append((host, port))
+        return next(answers, ["127.0.0.1"])
+
+    sender = AlertSender(
+        world.store.alert_deliveries, world.clock, allow_private=False, resolver=resolver
+    )
+    created = world.store.alert_channels.create(
+        world.tenant_id,
+        ChannelRequest(name="rebind", url=f"http://rebind.test:{port}/hook"),  # type: ignore[arg-type]
+        allow_private=False,
+    )
+    with running_receiver(allowed, port) as checked_receiver:
+        checked_receiver.fail_first = 1
+        world.store.alert_channels.send_test(world.tenant_id, created.id)
+        sender.step()
+        (received,) = checked_receiver.requests
+        assert received.path == "/hook"
+        assert received.headers["Host"] == f"rebind.test:{port}"
+        verified(received.body, received.headers[SIGNATURE_HEADER], created.secret)
+        world.clock.advance(10)  # past the first retry's back-off
+        sender.step()
+        assert len(checked_receiver.requests) == 1
+    assert loopback_service.requests == []
+    assert asked == [("rebind.test", port)] * 2  # each attempt resolved and checked afresh
+    (delivery,) = world.store.alert_history.deliveries(world.tenant_id).items
+    assert delivery.last_error == "refused: rebind.test resolves to the private address 127.0.0.1"
+    assert [attempt.status for attempt in delivery.history] == [500, None]
 
 
 def test_two_evaluators_open_one_incident(world: World) -> None:

@@ -3,6 +3,7 @@ workflows and schedules as code."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import zipfile
 from pathlib import Path
@@ -36,7 +37,10 @@ def ok(result: Result) -> str:
 
 
 def refused(result: Result) -> str:
-    assert result.exit_code == 1, (result.output, result.exception)
+    """Refused before any change: exit 2, the problems said without a traceback."""
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert isinstance(result.exception, SystemExit)
+    assert "Traceback" not in result.output
     return result.output
 
 
@@ -216,6 +220,60 @@ def test_a_bad_file_changes_nothing_and_names_the_place(
     assert f"{path}:4" in refused(herder("apply", "-f", str(path)))
     assert names(api, "jobs") == []
     assert names(api, "schedules") == []
+
+
+def secret_beside(project: Path) -> Path:
+    """A key in ``.ssh`` beside the project directory, as ``~/.ssh`` is beside a checkout."""
+    (project.parent / ".ssh").mkdir()
+    secret = project.parent / ".ssh" / "id_rsa"
+    secret.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    project.mkdir()
+    return secret
+
+
+def naming(project: Path, artifact: str) -> Path:
+    path = project / "herder.yaml"
+    path.write_text(f"jobs:\n  - name: leak\n    runtime: python\n    artifact: {artifact}\n")
+    return path
+
+
+def test_an_artifact_outside_the_project_is_refused_and_nothing_is_uploaded(
+    api: Api, herder: Herder, tmp_path: Path
+) -> None:
+    project = tmp_path / "project"
+    secret = secret_beside(project)
+    (project / "key").symlink_to(secret)
+    sha256 = hashlib.sha256(secret.read_bytes()).hexdigest()
+    for artifact in ("../.ssh/id_rsa", str(secret), "key"):
+        path = naming(project, artifact)
+        result = refused(herder("apply", "-f", str(path)))
+        assert f"{path}:4: jobs[0].artifact: {artifact} " in result
+        assert result.count("error:") == 2  # the problem, then "nothing was changed"
+        assert api.http.get(f"/v1/artifacts/{sha256}", headers=api.admin).status_code == 404
+    assert names(api, "jobs") == []
+
+
+def test_allow_path_opens_a_directory_for_artifacts(
+    api: Api, herder: Herder, tmp_path: Path
+) -> None:
+    project = tmp_path / "project"
+    secret = secret_beside(project)
+    path = naming(project, "../.ssh/id_rsa")
+    applied = ok(herder("apply", "-f", str(path), "--allow-path", str(secret.parent)))
+    assert "uploaded 1 artifact(s)" in applied
+    sha256 = hashlib.sha256(secret.read_bytes()).hexdigest()
+    assert api.http.get(f"/v1/artifacts/{sha256}", headers=api.admin).status_code == 200
+    assert names(api, "jobs") == ["leak"]
+
+
+def test_a_file_nested_a_hundred_thousand_deep_is_one_line_not_a_traceback(
+    api: Api, herder: Herder, tmp_path: Path
+) -> None:
+    path = tmp_path / "deep.yaml"
+    path.write_text("jobs: " + "[" * 100_000)
+    result = refused(herder("apply", "-f", str(path)))
+    assert f"{path}:1: YAML syntax: nested deeper than 100 levels" in result
+    assert names(api, "jobs") == []
 
 
 def test_what_only_the_server_refuses_is_asked_before_any_change(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import Result
 
 from herder.client_errors import ApiError
@@ -82,6 +83,24 @@ def test_workers_are_listed_drained_and_undrained(api: Api, herder: Herder) -> N
 
 def test_herder_worker_still_starts_an_agent(herder: Herder) -> None:
     assert "Run a worker agent" in ok(herder("worker", "--help"))
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "says"),
+    [
+        ("--allow-cidr", "10.0.0.0/33", "is not an address or network"),
+        ("--allow-cidr", "fd00::/8", "jobs have IPv4 only"),
+        ("--block", "lan", "is not an address or network"),
+    ],
+)
+def test_a_worker_network_option_that_means_nothing_is_refused_before_it_starts(
+    herder: Herder, monkeypatch: pytest.MonkeyPatch, option: str, value: str, says: str
+) -> None:
+    monkeypatch.setenv("HERDER_WORKER_TOKEN", "wtk_unused")
+    result = herder("worker", "--server", "http://testserver", option, value)
+    assert result.exit_code == 1, result.output
+    assert f"{option} {value!r}" in result.output
+    assert says in result.output
 
 
 def test_the_queue_in_dispatch_order_with_waiting_reasons(api: Api, herder: Herder) -> None:

@@ -4,6 +4,8 @@ can be reached through them."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import re
 
 import pytest
@@ -41,6 +43,30 @@ def test_a_documentation_page_loads_only_what_the_api_serves(api: Api, page: str
         assert asset.status_code == 200, url
         assert CONTENT_TYPES[url[url.rindex(".") :]] in asset.headers["content-type"], url
         assert len(asset.content) > 1000, url
+
+
+@pytest.mark.parametrize("root_path", ["", "/herder"])
+@pytest.mark.parametrize("page", ["/docs", "/redoc"])
+def test_a_documentation_page_allows_only_this_origin_and_its_own_inline_code(
+    api: Api, page: str, root_path: str
+) -> None:
+    response = TestClient(api.http.app, root_path=root_path).get(page)
+    policy = dict(
+        directive.strip().split(" ", 1)
+        for directive in response.headers["content-security-policy"].split(";")
+    )
+    assert policy["default-src"] == "'none'"
+    assert policy["frame-ancestors"] == "'none'"
+    assert response.headers["x-frame-options"] == "DENY"
+    assert "http" not in response.headers["content-security-policy"]
+    inline = re.findall(r"<script>(.*?)</script>", response.text, re.DOTALL)
+    hashes = [
+        "'sha256-" + base64.b64encode(hashlib.sha256(script.encode()).digest()).decode() + "'"
+        for script in inline
+    ]
+    assert policy["script-src"] == " ".join(["'self'", *hashes])  # the page's own, as it is now
+    assert policy["img-src"] == "'self' data:"
+    assert policy["connect-src"] == "'self'"
 
 
 def test_swagger_ui_does_not_ask_an_outside_validator(api: Api) -> None:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 
 import pytest
+import typer
 
+from herder.cli.common import app
 from herder.worker.statedir import UnsafeStateDirectory, secure_directory
 
 OTHER_UID = 61777
@@ -42,8 +45,18 @@ def test_a_directory_someone_else_made_is_refused(tmp_path: Path) -> None:
     planted = tmp_path / "herder-attempts-x"
     planted.mkdir()
     os.chown(planted, OTHER_UID, OTHER_UID)
-    with pytest.raises(UnsafeStateDirectory, match=f"belongs to uid {OTHER_UID}"):
+    with pytest.raises(UnsafeStateDirectory, match=f"belongs to uid {OTHER_UID}") as refused:
         secure_directory(planted)
+    options = re.findall(r"herder worker (--[a-z-]+)", str(refused.value))
+    assert options == ["--home"]
+    assert all(option in worker_options() for option in options)  # an option that exists
+
+
+def worker_options() -> set[str]:
+    command = typer.main.get_command(app)
+    assert isinstance(command, typer.core.TyperGroup)
+    worker = command.commands["worker"]
+    return {name for parameter in worker.params for name in getattr(parameter, "opts", [])}
 
 
 @needs_root

@@ -4,6 +4,7 @@ to fail the first K with 500, to redirect, to answer a huge body, or to hang."""
 from __future__ import annotations
 
 import contextlib
+import ssl
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,6 +26,7 @@ class Receiver:
     fail_first: int = 0  # answer 500 to this many requests first
     mode: str = "ok"  # ok, redirect, huge, hang
     release: threading.Event = field(default_factory=threading.Event)  # ends a hang
+    server_names: list[str | None] = field(default_factory=list)  # TLS SNI, per handshake
 
 
 def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
@@ -63,11 +65,19 @@ def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
 
 
 @contextmanager
-def running_receiver() -> Iterator[Receiver]:
+def running_receiver(
+    host: str = "127.0.0.1", port: int = 0, tls: ssl.SSLContext | None = None
+) -> Iterator[Receiver]:
+    """A receiver on ``host`` (any loopback address) and ``port`` (0: a free one); over
+    HTTPS with ``tls``, recording the name each client asked for (SNI)."""
     receiver = Receiver(url="")
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(receiver))
+    server = ThreadingHTTPServer((host, port), _handler(receiver))
     server.daemon_threads = True
-    receiver.url = f"http://127.0.0.1:{server.server_address[1]}"
+    receiver.url = f"http://{host}:{server.server_address[1]}"
+    if tls is not None:
+        tls.sni_callback = lambda _socket, name, _context: receiver.server_names.append(name)
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
+        receiver.url = receiver.url.replace("http:", "https:", 1)
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:

@@ -1,7 +1,11 @@
 """A host "outside" the worker: its own network namespace, routed from this host by a veth,
-with documentation (198.18.0.0/15) and link-local addresses, each served by a TCP echo
-server. What a job with ``network: true`` should reach, or be refused, as a plain host would
-reach it. The ``outside`` fixture (conftest.py) makes one per test module."""
+with a global address (the internet), link-local and private-range ones, each served by a TCP
+echo server. What a job with ``network: true`` should reach, or be refused, as a plain host
+would reach it. The ``outside`` fixture (conftest.py) makes one per test module.
+
+The internet is played by 192.88.99.0/24, a global range nothing uses any more (the 6to4
+relay anycast, deprecated by RFC 7526): routed here into the test's own namespace, as every
+other address below is by a /32 route, so no packet of the tests leaves this host."""
 
 from __future__ import annotations
 
@@ -14,10 +18,19 @@ from pathlib import Path
 PYTHON = "/usr/bin/python3"  # readable by the unprivileged uid, unlike a venv under /root
 NOBODY = "65534"
 ECHO_PORT = 7777
-OUTSIDE = "198.18.0.2"  # an ordinary destination
-CONTROL_PLANE = "198.18.0.3"  # served outside too, but blocked by the worker
+OUTSIDE = "192.88.99.2"  # an ordinary destination
+CONTROL_PLANE = "192.88.99.3"  # served outside too, but blocked by the worker
 LINK_LOCAL = "169.254.77.77"  # routed to the outside like a metadata service would be
-HOST_END = "198.18.0.1"  # the host's address on the outside's link
+HOST_END = "192.88.99.1"  # the host's address on the outside's link
+PRIVATE = {  # one address of each kind of range a job may not reach unless allowed
+    "10.254.77.77": "private (10/8)",
+    "172.31.254.77": "private (172.16/12)",
+    "192.168.254.77": "private (192.168/16)",
+    "100.64.77.77": "shared, carrier-grade NAT (100.64/10)",
+    "198.18.77.77": "benchmarking (198.18/15)",
+    "203.0.113.77": "documentation (203.0.113/24)",
+}
+ROUTED = (LINK_LOCAL, *PRIVATE)  # addresses of the outside host beyond its link
 
 ECHO_SERVER = """
 import socket, sys, threading
@@ -69,11 +82,13 @@ def outside_host(directory: Path) -> Iterator[Path]:
         batch = (
             f"link add eth0 type veth peer name {link} netns {os.getpid()}\n"
             f"addr add {OUTSIDE}/24 dev eth0\naddr add {CONTROL_PLANE}/24 dev eth0\n"
-            f"addr add {LINK_LOCAL}/32 dev eth0\nlink set eth0 up\nlink set lo up\n"
+            + "".join(f"addr add {address}/32 dev eth0\n" for address in ROUTED)
+            + "link set eth0 up\nlink set lo up\n"
         )
         run(*in_namespace(namespace, "ip", "-batch", "-"), stdin=batch)
         run("ip", "-batch", "-", stdin=f"addr add {HOST_END}/24 dev {link}\nlink set {link} up\n")
-        run("ip", "route", "add", f"{LINK_LOCAL}/32", "via", OUTSIDE, "dev", link)
+        routes = "".join(f"route add {address}/32 via {OUTSIDE} dev {link}\n" for address in ROUTED)
+        run("ip", "-batch", "-", stdin=routes)
         with echo_server(namespace):
             yield namespace
     finally:

@@ -22,7 +22,7 @@ import pytest
 from herder.client import HerderClient
 from herder.domain.retry import DISK_FULL_REASON_PREFIX
 from tests.system.conftest import HERDER, free_port, processes_matching, stop, wait_healthy
-from tests.system.outside import ECHO_PORT, OUTSIDE
+from tests.system.outside import ECHO_PORT, OUTSIDE, PRIVATE
 
 pytestmark = [
     pytest.mark.system,
@@ -305,6 +305,27 @@ def test_a_network_job_reaches_nothing_of_the_host(herder: Herder) -> None:
         )
     assert run.state == "succeeded", (run.reason, output)
     assert output.count("refused") == 6, output
+
+
+@pytest.mark.usefixtures("outside")  # serves each range, as the host's LAN would
+def test_a_network_job_reaches_no_private_or_special_range_by_default(herder: Herder) -> None:
+    """The host's LAN, a VPN, carrier-grade NAT, benchmarking and documentation ranges: each
+    answers the host (``outside.py``), none answers the job; the internet does."""
+    targets = [OUTSIDE, *PRIVATE]
+    run, output = herder.python(
+        f"""
+        import socket
+        for host in {targets!r}:
+            try:
+                socket.create_connection((host, {ECHO_PORT}), timeout=1).close()
+                print("reached", host)
+            except OSError:
+                print("refused", host)
+        """,
+        network=True,
+    )
+    assert run.state == "succeeded", (run.reason, output)
+    assert output.splitlines() == [f"reached {OUTSIDE}", *(f"refused {host}" for host in PRIVATE)]
 
 
 @pytest.mark.usefixtures("outside")  # a host beyond the worker's NAT

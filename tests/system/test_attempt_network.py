@@ -1,10 +1,12 @@
 """A job with ``network: true`` reaches the outside, and nothing of the host, the control
-plane, other attempts or link-local (metadata) addresses (DESIGN §6).
+plane, other attempts, link-local (metadata) addresses or, unless the worker allows them,
+private and special-purpose ranges (DESIGN §6).
 
-"The outside" is a network namespace of the test's own, joined to the host by a veth with
-documentation (198.18.0.0/15) and link-local addresses, each served by a TCP echo server, so a
-refused destination is one a plain host could reach. The job's side is a process run as an
-unprivileged uid in the attempt's namespace (``nsenter`` + ``setpriv``), as the sandbox will.
+"The outside" is a network namespace of the test's own, joined to the host by a veth, with a
+global, a link-local and private-range addresses (``outside.py``), each served by a TCP echo
+server, so a refused destination is one a plain host could reach. The job's side is a process
+run as an unprivileged uid in the attempt's namespace (``nsenter`` + ``setpriv``), as the
+sandbox will.
 """
 
 from __future__ import annotations
@@ -26,14 +28,17 @@ from herder.worker.network import DEFAULT_POOL, MAX_SLOTS, AttemptNetwork, Outbo
 from tests.system.outside import (
     CONTROL_PLANE,
     ECHO_PORT,
+    ECHO_SERVER,
     HOST_END,
     LINK_LOCAL,
     NOBODY,
     OUTSIDE,
+    PRIVATE,
     PYTHON,
     echo_server,
     in_namespace,
     run,
+    serving,
 )
 
 pytestmark = [
@@ -139,6 +144,52 @@ def test_an_attempt_reaches_the_outside_and_nothing_of_the_host_or_the_control_p
         assert probe(None, f"{other.address}:{ECHO_PORT}") != {
             f"{other.address}:{ECHO_PORT}": "echoed"
         }
+
+
+def test_private_and_special_ranges_are_refused_unless_the_worker_allows_them(
+    outside: Path, networks: OutboundNetworks, tmp_path: Path
+) -> None:
+    targets = [f"{address}:{ECHO_PORT}" for address in PRIVATE]
+    assert set(probe(None, *targets).values()) == {"echoed"}  # the host reaches them all
+
+    seen = probe(networks.open("attempt-a").namespace, f"{OUTSIDE}:{ECHO_PORT}", *targets)
+
+    assert seen == {f"{OUTSIDE}:{ECHO_PORT}": "echoed"} | dict.fromkeys(targets, "TimeoutError")
+
+    state = tmp_path / "opened"
+    state.mkdir(mode=0o700)
+    private_10, private_172, *_ = PRIVATE
+    opened = OutboundNetworks(
+        state, f"a{os.getpid()}", [CONTROL_PLANE, private_172],  # --block wins over --allow-cidr
+        allowed=["10.254.0.0/16", "172.16.0.0/12"],
+    )  # fmt: skip
+    try:
+        networks.close_all()  # its drops are final whatever another table allows
+        seen = probe(opened.open("attempt-b").namespace, *targets)
+    finally:
+        opened.close_all()
+    assert seen.pop(f"{private_10}:{ECHO_PORT}") == "echoed"
+    assert set(seen.values()) == {"TimeoutError"}
+
+
+def test_a_nameserver_on_a_private_address_is_reached_on_port_53_only(
+    outside: Path, tmp_path: Path
+) -> None:
+    nameserver = next(iter(PRIVATE))
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    networks = OutboundNetworks(
+        state, f"d{os.getpid()}", [CONTROL_PLANE],
+        host_resolver_files=lambda: (f"nameserver {nameserver}\nsearch example\n", None),
+    )  # fmt: skip
+    try:
+        attempt = networks.open("attempt-a")
+        assert f"nameserver {nameserver}\n" in attempt.resolv_conf.read_text()
+        with serving(outside, ECHO_SERVER, "53"):
+            seen = probe(attempt.namespace, f"{nameserver}:53", f"{nameserver}:{ECHO_PORT}")
+    finally:
+        networks.close_all()
+    assert seen == {f"{nameserver}:53": "echoed", f"{nameserver}:{ECHO_PORT}": "TimeoutError"}
 
 
 def test_a_port_the_host_publishes_by_dnat_is_refused_too(

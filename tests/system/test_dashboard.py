@@ -528,3 +528,37 @@ def test_a_viewer_sees_the_alerts_but_its_actions_are_refused(
     )
     expect(rule_row).to_contain_text("enabled")
     expect(tab.locator("tr[data-delivery]")).to_have_count(0)
+
+
+@pytest.mark.parametrize(
+    ("path", "rendered"),
+    [("/docs", ".opblock-summary-path"), ("/redoc", '[data-section-id^="operation/"]')],
+)
+def test_the_api_docs_render_within_their_content_security_policy(
+    browser: Browser, cluster: Cluster, path: str, rendered: str
+) -> None:
+    """Each page's policy allows exactly what it loads from here: it draws every operation,
+    and the browser refuses only what another host would serve (ReDoc's footer logo, from
+    cdn.redoc.ly: refused, as it should be)."""
+    context = browser.new_context(base_url=cluster.url, viewport={"width": 1280, "height": 900})
+    tab = context.new_page()
+    errors: list[str] = []
+    tab.on("pageerror", lambda error: errors.append(str(error)))
+    tab.on(
+        "console", lambda message: errors.append(message.text) if message.type == "error" else None
+    )
+    try:
+        response = tab.goto(path)
+        assert response is not None
+        policy = response.headers["content-security-policy"]
+        assert "default-src 'none'" in policy
+        assert "frame-ancestors 'none'" in policy
+        expect(tab.locator(rendered).first).to_be_visible(timeout=SEEN_WITHIN_MS)
+        assert tab.locator(rendered).count() > 20  # every operation, not a blank page
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        tab.screenshot(path=SCREENSHOTS / f"api-docs{path.replace('/', '-')}.png")
+    finally:
+        context.close()
+    other_hosts = [error for error in errors if "'https://cdn.redoc.ly/redoc/" in error]
+    assert [error for error in errors if error not in other_hosts] == []
+    assert all("violates the following Content Security Policy" in error for error in other_hosts)

@@ -166,10 +166,76 @@ def test_a_local_artifact_is_hashed_relative_to_its_file(tmp_path: Path) -> None
         tmp_path / "conf",
         "jobs:\n  - {name: t, runtime: archive, artifact: ../build/train.zip, command: x}\n",
     )
-    (job,) = load([path]).items
+    (job,) = load([path], allowed=[tmp_path / "build"]).items
     assert job.fields["artifact"] == hashlib.sha256(archive.read_bytes()).hexdigest()
-    assert job.artifact_file is not None
-    assert job.artifact_file.resolve() == archive.resolve()
+    assert job.artifact_file == archive.resolve()
+
+
+def artifact_problems(directory: Path, artifact: str, allowed: list[Path] | None = None) -> str:
+    """The one problem of a job in ``directory`` naming ``artifact``."""
+    path = write(directory, f"jobs:\n  - {{name: a, runtime: python, artifact: '{artifact}'}}\n")
+    with pytest.raises(DefinitionError) as refused:
+        load([path], allowed=allowed or [])
+    (problem,) = refused.value.problems
+    return str(problem)
+
+
+def secret_outside(tmp_path: Path) -> tuple[Path, Path]:
+    """A project directory, and a secret file beside it (as ~/.ssh/id_rsa is to a checkout)."""
+    (tmp_path / ".ssh").mkdir()
+    secret = tmp_path / ".ssh" / "id_rsa"
+    secret.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    project = tmp_path / "project"
+    (project / "jobs").mkdir(parents=True)
+    return project, secret
+
+
+@pytest.mark.parametrize(
+    ("artifact", "reason"),
+    [
+        ("../../.ssh/id_rsa", "leaves the directory"),
+        ("../jobs/../../.ssh/id_rsa", "leaves the directory"),
+        ("{secret}", "is an absolute path outside every --allow-path directory"),
+        ("link", "leaves the directory"),  # a symlink to the secret
+        ("linked/id_rsa", "leaves the directory"),  # through a symlinked directory
+    ],
+)
+def test_an_artifact_outside_the_files_directory_is_refused_naming_file_and_field(
+    tmp_path: Path, artifact: str, reason: str
+) -> None:
+    project, secret = secret_outside(tmp_path)
+    jobs = project / "jobs"
+    (jobs / "link").symlink_to(secret)
+    (jobs / "linked").symlink_to(secret.parent, target_is_directory=True)
+    named = artifact.format(secret=secret)
+    problem = artifact_problems(jobs, named)
+    assert problem.startswith(f"{jobs / 'herder.yaml'}:2: jobs[0].artifact: {named} {reason}")
+    assert "--allow-path DIR" in problem
+
+
+def test_a_path_that_stays_inside_is_fine_and_allow_path_opens_another_directory(
+    tmp_path: Path,
+) -> None:
+    project, secret = secret_outside(tmp_path)
+    jobs = project / "jobs"
+    (jobs / "run.sh").write_text("echo hi\n")
+    (jobs / "inside").symlink_to(jobs / "run.sh")
+    for artifact in ("run.sh", "./sub/../run.sh", "inside", str(jobs / "run.sh")):
+        (jobs / "sub").mkdir(exist_ok=True)
+        path = write(jobs, f"jobs:\n  - {{name: a, runtime: python, artifact: '{artifact}'}}\n")
+        allowed = [jobs] if artifact.startswith("/") else []
+        (job,) = load([path], allowed=allowed).items
+        assert job.artifact_file == (jobs / "run.sh").resolve()
+    for artifact in ("../../.ssh/id_rsa", str(secret)):
+        path = write(jobs, f"jobs:\n  - {{name: a, runtime: python, artifact: '{artifact}'}}\n")
+        (job,) = load([path], allowed=[secret.parent]).items
+        assert job.artifact_file == secret.resolve()
+    assert "leaves the directory" in artifact_problems(jobs, "../../.ssh/id_rsa", [project])
+
+
+def test_an_artifact_path_that_cannot_be_resolved_is_named(tmp_path: Path) -> None:
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    assert "jobs[0].artifact: loop" in artifact_problems(tmp_path, "loop")
 
 
 def test_a_missing_or_wrong_artifact_is_named(tmp_path: Path) -> None:
@@ -201,3 +267,13 @@ def test_aliases_that_expand_exponentially_are_refused_quickly(tmp_path: Path) -
 def test_an_alias_inside_its_own_anchor_is_refused(tmp_path: Path) -> None:
     (problem,) = problems(write(tmp_path, "jobs: &loop [*loop]\n"))
     assert "aliases expand" in problem or "must be a mapping" in problem
+
+
+@pytest.mark.parametrize("opening", ["[", "{a: ", "- "])
+def test_a_document_nested_past_the_bound_is_one_problem_not_a_crash(
+    tmp_path: Path, opening: str
+) -> None:
+    text = "jobs: " + opening * 100_000 if opening != "- " else "jobs:\n" + "- " * 100_000 + "x\n"
+    (problem,) = problems(write(tmp_path, text))
+    assert problem.startswith(f"{tmp_path / 'herder.yaml'}:")
+    assert "nested deeper than 100 levels" in problem

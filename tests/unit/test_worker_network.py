@@ -4,11 +4,21 @@ destinations, and the check that their addresses do not hide the host's own rout
 from __future__ import annotations
 
 import ipaddress
+from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from herder.worker.nameservers import attempt_resolv_conf
-from herder.worker.network import blocked_networks, overlapping_routes
+from herder.worker.network import overlapping_routes
+from herder.worker.network_filter import (
+    ALWAYS_BLOCKED,
+    DENIED_BY_DEFAULT,
+    blocked_networks,
+    denied_networks,
+    ruleset,
+)
 
 BLOCKED = blocked_networks(["10.200.0.0/16", "169.254.0.0/16", "192.0.2.10"])
 RESOLVED_STUB = "nameserver 127.0.0.53\noptions edns0 trust-ad\nsearch corp.example\n"
@@ -62,6 +72,62 @@ def test_glibc_reads_three_nameservers_at_most() -> None:
 def test_blocked_destinations_are_merged_ipv4_networks() -> None:
     merged = blocked_networks(["192.0.2.7", "192.0.2.0/24", "2001:db8::1", "10.1.2.3/8"])
     assert merged == [ipaddress.IPv4Network("10.0.0.0/8"), ipaddress.IPv4Network("192.0.2.0/24")]
+
+
+def networks(*items: str) -> list[ipaddress.IPv4Network]:
+    return [ipaddress.IPv4Network(item) for item in items]
+
+
+DOCUMENTATION_AND_THE_REST = networks(
+    "100.64.0.0/10", "172.16.0.0/12", "192.0.0.0/24", "192.0.2.0/24", "192.168.0.0/16",
+    "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24", "240.0.0.0/4",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("allowed", "denied"),
+    [
+        ([], [*networks("10.0.0.0/8"), *DOCUMENTATION_AND_THE_REST]),
+        (["10.0.0.0/8", "fd00::/8"], DOCUMENTATION_AND_THE_REST),  # IPv6 opens nothing
+        (
+            ["10.128.0.0/9", "10.0.0.0/9", "9.0.0.0/8"],  # two halves, and a global range
+            DOCUMENTATION_AND_THE_REST,
+        ),
+        (
+            ["10.64.0.0/10"],
+            [*networks("10.0.0.0/10", "10.128.0.0/9"), *DOCUMENTATION_AND_THE_REST],
+        ),
+        (["0.0.0.0/0"], []),
+    ],
+)
+def test_allowed_ranges_are_cut_out_of_the_denied_ones(
+    allowed: list[str], denied: list[ipaddress.IPv4Network]
+) -> None:
+    assert denied_networks(allowed) == sorted(denied)
+
+
+@given(st.integers(min_value=0, max_value=2**32 - 1))
+def test_every_address_that_is_not_global_is_denied_or_blocked(number: int) -> None:
+    address = ipaddress.IPv4Address(number)
+    closed = networks(*DENIED_BY_DEFAULT, *ALWAYS_BLOCKED)
+    if not address.is_global:
+        assert any(address in network for network in closed)
+
+
+def test_docs_list_every_range_denied_by_default() -> None:
+    isolation = (Path(__file__).parents[2] / "docs" / "isolation.md").read_text()
+    assert [item for item in DENIED_BY_DEFAULT if f"`{item}`" not in isolation] == []
+
+
+def test_the_filter_lets_attempts_reach_their_nameservers_port_53_alone() -> None:
+    nameserver = ipaddress.IPv4Address("10.0.0.2")
+    text = ruleset("herder_w", "w", BLOCKED, denied_networks([]), [nameserver])
+    forward = text[text.index("chain forward") :]
+    assert "elements = { 10.0.0.2 }" in text
+    assert forward.index("@nameservers drop") < forward.index("established,related accept")
+    assert "ip daddr @nameservers th dport != 53 drop" in forward
+    assert "ip daddr @nameservers meta l4proto != { tcp, udp } drop" in forward
+    assert "set nameservers {\n        type ipv4_addr\n    }" in ruleset("t", "w", BLOCKED)
 
 
 PROC_NET_ROUTE = """\

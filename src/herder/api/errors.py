@@ -110,6 +110,10 @@ async def _validation_error(_request: Request, error: Exception) -> JSONResponse
 
 async def _http_error(_request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, HTTPException)
+    if isinstance(error.__cause__, RecursionError):  # FastAPI's 400 for a body json can't parse
+        return herder_problem(
+            Invalid("the body is JSON nested too deeply to read (arrays and objects)", field="body")
+        )
     return problem(error.status_code, str(error.detail), str(error.detail), headers=error.headers)
 
 

@@ -26,6 +26,8 @@ from herder.definitions.export import document, to_yaml
 from herder.definitions.plan import ABSENT, Action, Plan, Step, plan
 from herder.definitions.problems import DefinitionError, Kind, Problem
 
+REFUSED = 2  # the exit status when nothing was changed because the files are refused
+
 _MARKS = {
     Action.CREATE: "[green]+[/]",
     Action.UPDATE: "[yellow]~[/]",
@@ -43,10 +45,24 @@ def apply(
     prune: Annotated[
         bool, typer.Option(help="delete what the files no longer name (of the kinds they have)")
     ] = False,
+    allow_path: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--allow-path",
+            exists=True,
+            file_okay=False,
+            metavar="DIR",
+            help="a directory local artifacts may also be read from (by default only the one "
+            "of the file that names them); repeatable",
+        ),
+    ] = None,
 ) -> None:
-    """Create or change jobs, workflows and schedules to match the files."""
+    """Create or change jobs, workflows and schedules to match the files.
+
+    Exits 2 when the files (or what the server says of them before any change) are refused:
+    nothing was changed; 1 when a change fails part way."""
     try:
-        definitions = load(file)
+        definitions = load(file, allow_path or ())
     except DefinitionError as error:
         raise _refused(error.problems) from error
     with client() as herder:
@@ -93,7 +109,7 @@ def export(
 def _refused(problems: list[Problem]) -> typer.Exit:
     for problem in problems:
         err.print(f"[bold red]error:[/] {problem}", highlight=False, markup=True, soft_wrap=True)
-    return fail(f"{len(problems)} problem(s); nothing was changed")
+    return fail(f"{len(problems)} problem(s); nothing was changed", code=REFUSED)
 
 
 def _show(the_plan: Plan) -> None:

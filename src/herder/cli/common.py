@@ -30,9 +30,9 @@ HomeOption = Annotated[
 ]
 
 
-def fail(message: str) -> typer.Exit:
+def fail(message: str, *, code: int = 1) -> typer.Exit:
     err.print(f"[bold red]error:[/] {message}", highlight=False)
-    return typer.Exit(1)
+    return typer.Exit(code)
 
 
 def client() -> HerderClient:

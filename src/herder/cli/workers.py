@@ -4,6 +4,7 @@ workers, drain one for maintenance and take it back (system admins)."""
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import os
 import signal
 import socket
@@ -68,6 +69,15 @@ def worker(
         list[str],
         typer.Option(help="an address or network network-on jobs may not reach; repeatable"),
     ] = [],  # noqa: B006
+    allow_cidr: Annotated[
+        list[str],
+        typer.Option(
+            help="a private or special-purpose IPv4 network network-on jobs may reach (by "
+            "default none: 10/8, 172.16/12, 192.168/16, 100.64/10 and the like are denied); "
+            "repeatable; --block still wins",
+            metavar="CIDR",
+        ),
+    ] = [],  # noqa: B006
 ) -> None:
     """Run a worker agent that takes attempts from a Herder server (herder worker --server
     URL), or manage the fleet: herder worker list, drain ID, undrain ID."""
@@ -100,10 +110,23 @@ def worker(
         address=address or "",
         isolation=isolation,
         expose=tuple(expose),
-        block=tuple(block),
+        block=_networks(block, "--block"),
+        allow_cidr=_networks(allow_cidr, "--allow-cidr", ipv4_only=True),
     )
 
     _run_agent(Agent(config))
+
+
+def _networks(values: list[str], option: str, *, ipv4_only: bool = False) -> tuple[str, ...]:
+    """The option's values, each an address or network (CIDR), or a clear refusal."""
+    for value in values:
+        try:
+            network = ipaddress.ip_network(value, strict=False)
+        except ValueError as error:
+            raise fail(f"{option} {value!r} is not an address or network: {error}") from error
+        if ipv4_only and network.version != 4:
+            raise fail(f"{option} {value!r}: jobs have IPv4 only, so it would open nothing")
+    return tuple(values)
 
 
 def _run_agent(agent: Agent) -> None:

@@ -9,7 +9,7 @@ import logging
 from datetime import datetime
 
 from herder.clock import Clock
-from herder.control.webhooks import post_all
+from herder.control.webhooks import Resolver, post_all, system_resolver
 from herder.domain.errors import HerderError
 from herder.store.alerts.deliveries import DeliveryRepository
 from herder.store.alerts.evaluation import enabled_rule_ids, evaluate
@@ -46,19 +46,28 @@ class AlertEvaluator:
 class AlertSender:
     name = "alert-deliveries"
 
-    def __init__(self, deliveries: DeliveryRepository, clock: Clock, *, allow_private: bool):
+    def __init__(
+        self,
+        deliveries: DeliveryRepository,
+        clock: Clock,
+        *,
+        allow_private: bool,
+        resolver: Resolver = system_resolver,
+    ) -> None:
         self._deliveries = deliveries
         self._clock = clock
         self._allow_private = allow_private
+        self._resolver = resolver
 
     def step(self) -> float:
         """Post what is due (at most ``DELIVERIES_PER_PASS``, all at once), record each
         outcome; the seconds until the next is due."""
         due = self._deliveries.take_due(DELIVERIES_PER_PASS)
         if due:
-            outcomes = asyncio.run(
-                post_all(due, self._clock.now(), allow_private=self._allow_private)
+            posting = post_all(
+                due, self._clock.now(), allow_private=self._allow_private, resolver=self._resolver
             )
+            outcomes = asyncio.run(posting)
             for delivery, outcome in zip(due, outcomes, strict=True):
                 self._deliveries.record(delivery, outcome)
             if len(due) == DELIVERIES_PER_PASS:

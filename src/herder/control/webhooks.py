@@ -3,16 +3,22 @@ a redirect, and — unless the server allows it — never to a private or loopba
 
 A receiver may hang, trickle, redirect or answer gigabytes: the whole attempt is cut at
 ``TOTAL_SECONDS`` and at most ``MAX_RESPONSE_BYTES`` of the answer are read.
+
+A name is resolved once per attempt, every address it answers is checked, and the request
+connects to a checked address (the URL's host is replaced by it, while the ``Host`` header,
+TLS SNI and certificate check keep the name): a name that answers a public address to the
+check and a loopback one a moment later (DNS rebinding) cannot steer the connection. No
+connection is kept for another request, so none verified for one name serves another.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
-from urllib.parse import urlsplit
 
 import httpx
 
@@ -29,26 +35,79 @@ from herder.store.alerts.deliveries import AttemptOutcome, DueDelivery
 TOTAL_SECONDS = 5.0
 MAX_RESPONSE_BYTES = 4096
 
+Resolver = Callable[[str, int], Awaitable[list[str]]]
+"""The addresses a host name answers for a TCP port, in the order to try them."""
+
+
+async def system_resolver(host: str, port: int) -> list[str]:
+    loop = asyncio.get_running_loop()
+    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
 
 def body_of(delivery: DueDelivery) -> bytes:
     return json.dumps(delivery.payload, separators=(",", ":"), sort_keys=True).encode()
 
 
-async def _refused_target(url: str) -> str | None:
-    """Why the URL's host may not be posted to, if it resolves to a private address."""
-    parts = urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    loop = asyncio.get_running_loop()
-    infos = await loop.getaddrinfo(parts.hostname or "", port, type=socket.SOCK_STREAM)
-    for info in infos:
-        address = str(info[4][0])
-        if is_private_address(address):
-            return f"refused: {parts.hostname} resolves to the private address {address}"
-    return None
+class Refused(Exception):
+    """The target may not be posted to; the message says why."""
+
+
+async def checked_addresses(
+    url: httpx.URL, resolver: Resolver, *, allow_private: bool
+) -> list[str]:
+    """The addresses the URL's host answers, each allowed, or ``Refused``."""
+    host = url.raw_host.decode("ascii")
+    addresses = await resolver(host, url.port or (443 if url.scheme == "https" else 80))
+    if not addresses:
+        raise Refused(f"refused: {host} resolves to no address")
+    if not allow_private:
+        for address in addresses:
+            if is_private_address(address):
+                raise Refused(f"refused: {host} resolves to the private address {address}")
+    return addresses
+
+
+async def _post_to_first(
+    client: httpx.AsyncClient, url: httpx.URL, addresses: list[str], body: bytes,
+    headers: dict[str, str],
+) -> int:  # fmt: skip
+    """Each checked address in turn until one connects."""
+    for address in addresses[:-1]:
+        with contextlib.suppress(httpx.ConnectError):
+            return await _post_to(client, url, address, body, headers)
+    return await _post_to(client, url, addresses[-1], body, headers)
+
+
+async def _post_to(
+    client: httpx.AsyncClient, url: httpx.URL, address: str, body: bytes, headers: dict[str, str]
+) -> int:
+    """POST to ``address`` as if to ``url``'s host; the status, after at most
+    ``MAX_RESPONSE_BYTES`` of the answer are read."""
+    pinned = client.build_request(
+        "POST", url.copy_with(host=address), content=body,
+        headers={**headers, "Host": url.netloc.decode("ascii")},
+        extensions={"sni_hostname": url.raw_host.decode("ascii")},
+    )  # fmt: skip
+    answer = await client.send(pinned, stream=True)
+    try:
+        read = 0
+        async for chunk in answer.aiter_raw():
+            read += len(chunk)
+            if read >= MAX_RESPONSE_BYTES:
+                break
+    finally:
+        await answer.aclose()
+    return answer.status_code
 
 
 async def post(
-    client: httpx.AsyncClient, delivery: DueDelivery, now: datetime, *, allow_private: bool
+    client: httpx.AsyncClient,
+    delivery: DueDelivery,
+    now: datetime,
+    *,
+    allow_private: bool,
+    resolver: Resolver = system_resolver,
 ) -> AttemptOutcome:
     if delivery.secret is None:
         return AttemptOutcome(None, delivery.unsigned_because)
@@ -62,20 +121,17 @@ async def post(
     }
 
     async def attempt() -> AttemptOutcome:
-        if not allow_private and (refused := await _refused_target(delivery.url)):
-            return AttemptOutcome(None, refused)
-        async with client.stream("POST", delivery.url, content=body, headers=headers) as answer:
-            read = 0
-            async for chunk in answer.aiter_raw():
-                read += len(chunk)
-                if read >= MAX_RESPONSE_BYTES:
-                    break
-        if 200 <= answer.status_code < 300:
-            return AttemptOutcome(answer.status_code, None)
-        return AttemptOutcome(answer.status_code, f"the receiver answered {answer.status_code}")
+        url = httpx.URL(delivery.url)
+        addresses = await checked_addresses(url, resolver, allow_private=allow_private)
+        status = await _post_to_first(client, url, addresses, body, headers)
+        if 200 <= status < 300:
+            return AttemptOutcome(status, None)
+        return AttemptOutcome(status, f"the receiver answered {status}")
 
     try:
         return await asyncio.wait_for(attempt(), TOTAL_SECONDS)
+    except Refused as refused:
+        return AttemptOutcome(None, str(refused))
     except TimeoutError:
         return AttemptOutcome(None, f"no answer within {TOTAL_SECONDS:g}s")
     except (httpx.HTTPError, OSError) as error:
@@ -83,13 +139,22 @@ async def post(
 
 
 async def post_all(
-    deliveries: Sequence[DueDelivery], now: datetime, *, allow_private: bool
+    deliveries: Sequence[DueDelivery],
+    now: datetime,
+    *,
+    allow_private: bool,
+    resolver: Resolver = system_resolver,
 ) -> list[AttemptOutcome]:
     """All at once, so one slow receiver delays none of the others."""
-    async with httpx.AsyncClient(follow_redirects=False, trust_env=False,
-                                 timeout=TOTAL_SECONDS) as client:  # fmt: skip
+    async with httpx.AsyncClient(
+        follow_redirects=False, trust_env=False, timeout=TOTAL_SECONDS,
+        limits=httpx.Limits(max_keepalive_connections=0),
+    ) as client:  # fmt: skip
         return list(
             await asyncio.gather(
-                *(post(client, one, now, allow_private=allow_private) for one in deliveries)
+                *(
+                    post(client, one, now, allow_private=allow_private, resolver=resolver)
+                    for one in deliveries
+                )
             )
         )

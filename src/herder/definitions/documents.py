@@ -3,8 +3,9 @@
 ``ScheduleSpec``, the workflow's ``TaskSpec``), so a file the server would refuse is refused
 before anything is changed.
 
-A job's ``artifact`` may be a local path (relative to its file): it is hashed here, and the
-definition holds the sha256 the server knows it by, with the file to upload if it has not.
+A job's ``artifact`` may be a local path (relative to its file, and inside its directory or
+an allowed one: ``artifact_paths``): it is hashed here, and the definition holds the sha256
+the server knows it by, with the file to upload if it has not.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from herder.definitions.artifact_paths import OutsideAllowed, artifact_file
 from herder.definitions.problems import DefinitionError, Kind, Problem, Where
 from herder.definitions.source import DocumentPath, Source, read
 from herder.domain.artifacts import ARCHIVE_MEDIA_TYPES, sniff_media_type
@@ -63,14 +65,15 @@ class WorkflowBody(BaseModel):
     concurrency: str = "queue"
 
 
-def load(paths: Sequence[Path]) -> Definitions:
+def load(paths: Sequence[Path], allowed: Sequence[Path] = ()) -> Definitions:
     """Every definition in the files (a directory: its ``*.yaml`` and ``*.yml``, sorted), or
-    ``DefinitionError`` with every problem found."""
+    ``DefinitionError`` with every problem found. Local artifacts may lie under each file's
+    directory and under ``allowed``."""
     problems: list[Problem] = []
     items: list[Definition] = []
     kinds: set[Kind] = set()
     for path, file in _files(paths, problems):
-        source = read(path, file)
+        source = read(path, file, allowed=tuple(allowed))
         if isinstance(source, Problem):
             problems.append(source)
             continue
@@ -170,13 +173,16 @@ def _job(
 ) -> Definition | None:
     name = _name(source, path, raw, problems)
     body = {key: value for key, value in raw.items() if key != "name"}
-    artifact_file = None
+    local_file = None
     artifact = body.get("artifact")
     if isinstance(artifact, str) and not _SHA256.match(artifact):
-        artifact_file = source.directory / artifact
-        digest = _digest(
-            artifact_file, body.get("runtime"), source.where((*path, "artifact")), problems
-        )
+        where = source.where((*path, "artifact"))
+        try:
+            local_file = artifact_file(source.directory, artifact, source.allowed)
+        except OutsideAllowed as error:
+            problems.append(Problem(str(error), where))
+            return None
+        digest = _digest(local_file, body.get("runtime"), where, problems)
         if digest is None:
             return None
         body["artifact"] = digest
@@ -187,9 +193,7 @@ def _job(
         return None
     if name is None:
         return None
-    return Definition(
-        Kind.JOB, name, spec.model_dump(mode="json"), source.where(path), artifact_file
-    )
+    return Definition(Kind.JOB, name, spec.model_dump(mode="json"), source.where(path), local_file)
 
 
 def _digest(file: Path, runtime: object, where: Where, problems: list[Problem]) -> str | None:

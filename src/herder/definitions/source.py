@@ -8,12 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml.composer import ComposerError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from herder.definitions.problems import Problem, Where
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_VALUES = 200_000  # values in a document once its aliases are expanded ("billion laughs")
+MAX_DEPTH = 100  # sequences and mappings nested in one another; composing recurses per level
 
 DocumentPath = tuple[str | int, ...]
 
@@ -35,6 +37,7 @@ class Source:
     directory: Path  # where the file's relative artifact paths start
     data: Any
     lines: dict[DocumentPath, int]
+    allowed: tuple[Path, ...] = ()  # more directories its artifacts may lie under
 
     def where(self, path: DocumentPath) -> Where:
         """The line of ``path``, or of the nearest enclosing value that has one."""
@@ -45,7 +48,25 @@ class Source:
         return Where(self.file, 1, dotted(path))
 
 
-def read(path: Path, file: str) -> Source | Problem:
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a document nested past ``MAX_DEPTH`` before its
+    recursive composer runs out of stack (``[[[[…`` a hundred thousand deep)."""
+
+    depth = 0
+
+    def compose_node(self, parent: Node | None, index: int) -> Node | None:
+        if self.depth >= MAX_DEPTH:
+            raise ComposerError(
+                None, None, f"nested deeper than {MAX_DEPTH} levels", self.get_mark()
+            )
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
+def read(path: Path, file: str, allowed: tuple[Path, ...] = ()) -> Source | Problem:
     """The file's single YAML document, or the problem with it (syntax errors at their line)."""
     try:
         if path.stat().st_size > MAX_FILE_BYTES:
@@ -53,7 +74,7 @@ def read(path: Path, file: str) -> Source | Problem:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         return Problem(f"cannot be read: {error}", Where(file, 1, ""))
-    loader = yaml.SafeLoader(text)
+    loader = _Loader(text)
     try:
         node = loader.get_single_node()
         lines: dict[DocumentPath, int] = {}
@@ -71,7 +92,7 @@ def read(path: Path, file: str) -> Source | Problem:
         return Problem(f"YAML: {error}", Where(file, 1, ""))
     finally:
         loader.dispose()
-    return Source(file, path.parent, data, lines)
+    return Source(file, path.parent, data, lines, allowed)
 
 
 def _map_lines(root: Node, file: str, lines: dict[DocumentPath, int]) -> Problem | None:

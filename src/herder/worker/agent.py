@@ -65,6 +65,7 @@ class WorkerConfig:
     isolation: Isolation = Isolation.SANDBOX
     expose: tuple[str, ...] = ()  # more host directories attempts see, read-only
     block: tuple[str, ...] = ()  # more destinations network-on attempts must not reach
+    allow_cidr: tuple[str, ...] = ()  # private or special ranges network-on attempts may reach
 
 
 class Agent:
@@ -84,6 +85,7 @@ class Agent:
             server_url=config.server_url,
             expose=config.expose,
             block=config.block,
+            allow_cidr=config.allow_cidr,
         )
         self.address = config.address or local_address(config.server_url)
         self.runner = AttemptRunner(

@@ -74,6 +74,7 @@ class AttemptHost:
         server_url: str,
         expose: Sequence[str] = (),
         block: Sequence[str] = (),
+        allow_cidr: Sequence[str] = (),
     ) -> None:
         self.sandboxed = isolation is Isolation.SANDBOX
         if self.sandboxed and os.geteuid() != 0:
@@ -102,19 +103,26 @@ class AttemptHost:
         else:
             log.info("resource limits: none per attempt (isolation none); the worker's own hold")
         blocked = [*control_plane_addresses(server_url), *block]
-        self._networks = self._outbound_networks(blocked) if self.sandboxed else None
+        self._networks = self._outbound_networks(blocked, allow_cidr) if self.sandboxed else None
 
-    def _outbound_networks(self, blocked: list[str]) -> OutboundNetworks | str:
+    def _outbound_networks(
+        self, blocked: list[str], allowed: Sequence[str]
+    ) -> OutboundNetworks | str:
         """Networks for ``network: true`` attempts, or why there are none: such attempts then
         fail with that reason rather than share the worker's network."""
         try:
             networks = OutboundNetworks(
-                secure_directory(self.state / "net"), f"w{self.uids.base}", blocked
-            )
+                secure_directory(self.state / "net"), f"w{self.uids.base}", blocked,
+                allowed=allowed,
+            )  # fmt: skip
         except (NetworkUnavailable, OSError) as error:
             log.error("jobs with network: true cannot run here: %s", error)
             return f"this worker cannot give jobs a network: {error}"
-        log.info("network: true jobs get outbound access; blocked: %s", ", ".join(blocked))
+        log.info(
+            "network: true jobs get outbound access; blocked: %s; private and special ranges "
+            "denied but for: %s (docs/isolation.md, Network)",
+            ", ".join(blocked) or "-", ", ".join(allowed) or "-",
+        )  # fmt: skip
         return networks
 
     def _remove_leftovers(self) -> None:

@@ -4,7 +4,8 @@ An attempt's network namespace has a loopback of its own, so the host's loopback
 (systemd-resolved's 127.0.0.53, a dnsmasq on 127.0.0.1) is not there, and its filter refuses
 the host's own addresses and link-local ones. The attempt gets the host's nameservers that it
 can reach: those of /etc/resolv.conf, or, when that names only a loopback stub, the upstream
-servers that systemd-resolved writes to /run/systemd/resolve/resolv.conf. With none left, the
+servers that systemd-resolved writes to /run/systemd/resolve/resolv.conf. A nameserver on a
+private address stays reachable, on port 53 only (``network.py``). With none left, the
 file lists no nameserver (the resolver then tries the attempt's own loopback and fails at once)
 and the worker says so in its log.
 """
@@ -25,7 +26,7 @@ KEPT_KEYWORDS = ("search", "domain", "options")
 @dataclass(frozen=True)
 class AttemptResolvConf:
     text: str
-    nameservers: tuple[str, ...]  # empty: the attempts cannot resolve names
+    nameservers: tuple[str, ...]  # those it lists; empty: the attempts cannot resolve names
 
 
 def attempt_resolv_conf(
@@ -41,7 +42,9 @@ def attempt_resolv_conf(
             kept = [line for line in text.splitlines() if _keyword(line) in KEPT_KEYWORDS]
             lines = [f"# herder: the host's nameservers from {source} that attempts can reach"]
             lines += [f"nameserver {server}" for server in servers[:MAX_NAMESERVERS]]
-            return AttemptResolvConf("\n".join([*lines, *kept, ""]), tuple(servers))
+            return AttemptResolvConf(
+                "\n".join([*lines, *kept, ""]), tuple(servers[:MAX_NAMESERVERS])
+            )
     note = (
         "# herder: no nameserver of the host is reachable from attempts (the host lists only\n"
         "# loopback, link-local, IPv6 or refused addresses): names do not resolve here.\n"

@@ -6,14 +6,20 @@
     close()        veth deleted, netns unbound: nothing left
     close_all()    the above for every netns file, and the table
 
-What an attempt can reach is decided by the filter, not by routes (DESIGN §6): its packets
-are masqueraded to the host's address and forwarded to anything the host can route to,
+What an attempt can reach is decided by the filter (``network_filter.py``), not by routes
+(DESIGN §6): its packets are masqueraded to the host's address and forwarded to anything the
+host can route to,
 except the host itself (any of its addresses, loopback included: refused before any DNAT of
 the host and again on input), other attempts (on this worker or another: every attempt
 interface is filtered by every worker's table), link-local addresses (cloud metadata),
 multicast, the worker's ``blocked`` destinations (the control plane), and IPv6 (attempts have
 none). Nothing can open a connection to an attempt. Packets with a source that is not the
 attempt's own are dropped, so an attempt cannot pose as another.
+
+Private, shared (carrier-grade NAT) and the other special-purpose ranges (``DENIED_BY_DEFAULT``:
+the operator's own networks, never the internet) are dropped too, unless the worker is told to
+``allow`` a range of them; the attempts' nameservers stay reachable on port 53 wherever they
+are, or no name would resolve.
 
 Every attempt interface is named ``hrd`` and a slot number, and its addresses follow from the
 slot, so the kernel's refusal of a second interface of the same name is what keeps two workers
@@ -31,7 +37,7 @@ import socket
 import subprocess
 import threading
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -45,20 +51,20 @@ from herder.worker.netlink import (
     create_namespace,
     remove_namespace,
 )
+from herder.worker.network_filter import (
+    ALWAYS_BLOCKED,
+    INTERFACE_PREFIX,
+    blocked_networks,
+    denied_networks,
+    ruleset,
+)
 
 log = logging.getLogger("herder.worker")
 
 DEFAULT_POOL = "10.200.0.0/16"  # attempt addresses, two per attempt; shared by the host's workers
-INTERFACE_PREFIX = "hrd"  # host end of every attempt's veth: hrd0000 … hrdffff
 ATTEMPT_INTERFACE = "eth0"
 MAX_SLOTS = 0x10000  # four hex digits in an interface name
 SLOT_TRIES = 64  # slots held by other workers skipped before giving up
-ALWAYS_BLOCKED = (
-    "0.0.0.0/8",  # "this network"
-    "127.0.0.0/8",  # loopback
-    "169.254.0.0/16",  # link-local: cloud metadata (169.254.169.254), AWS DNS and time
-    "224.0.0.0/3",  # multicast, reserved, broadcast
-)
 NFT_SECONDS = 10.0
 NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 MAX_NAME_LENGTH = 32
@@ -82,12 +88,21 @@ class OutboundNetworks:
 
     ``state_dir`` is the worker's root-owned 0700 directory; ``name`` is unique among the
     host's workers (letters, digits, ``_``); ``blocked`` adds destinations attempts must not
-    reach (addresses or networks; IPv6 ones need nothing, attempts have no IPv6). Starting
-    removes what a crashed worker of the same name left. Blocking calls: use a thread.
+    reach (addresses or networks; IPv6 ones need nothing, attempts have no IPv6); ``allowed``
+    opens ranges of ``DENIED_BY_DEFAULT`` (``blocked`` still wins). ``host_resolver_files``
+    reads the host's resolv.conf files (``nameservers.host_files``). Starting removes what a
+    crashed worker of the same name left. Blocking calls: use a thread.
     """
 
     def __init__(
-        self, state_dir: Path, name: str, blocked: Sequence[str], *, pool: str = DEFAULT_POOL
+        self,
+        state_dir: Path,
+        name: str,
+        blocked: Sequence[str],
+        *,
+        allowed: Sequence[str] = (),
+        pool: str = DEFAULT_POOL,
+        host_resolver_files: Callable[[], tuple[str, str | None]] = nameservers.host_files,
     ) -> None:
         if not name or len(name) > MAX_NAME_LENGTH or not set(name) <= NAME_CHARACTERS:
             raise ValueError(
@@ -99,13 +114,16 @@ class OutboundNetworks:
         if self._slots == 0:
             raise ValueError(f"the attempt address pool {pool} is too small")
         self._blocked = blocked_networks([*ALWAYS_BLOCKED, str(self._pool), *blocked])
+        self._denied = denied_networks(allowed)
+        self._host_resolver_files = host_resolver_files
         self._namespaces = state_dir / "netns"
         self._resolv_conf = state_dir / "resolv.conf"
         self._resolv_conf_partial = state_dir / "resolv.conf.partial"
         self._lock = threading.Lock()
         self._in_use: set[int] = set()
         self._next = zlib.crc32(name.encode()) % self._slots  # workers start apart
-        self._ruleset = ruleset(self.table, name, self._blocked)
+        self._ruleset = ""  # installed with the first resolv.conf: it names its nameservers
+        self._ruleset_nameservers: tuple[str, ...] | None = None  # those it was made for
         clashes = overlapping_routes(_read("/proc/net/route"), self._pool)
         if clashes:
             raise NetworkUnavailable(
@@ -119,7 +137,6 @@ class OutboundNetworks:
             self._refresh_resolv_conf()
         except OSError as error:
             raise NetworkUnavailable(f"cannot set up attempt networks: {error}") from error
-        _nft(self._ruleset)
 
     @property
     def table(self) -> str:
@@ -237,9 +254,12 @@ class OutboundNetworks:
 
     def _refresh_resolv_conf(self) -> None:
         """Rewritten (atomically) only when the host's changed; attempts that have it bound
-        keep the file they started with."""
-        wanted = nameservers.attempt_resolv_conf(*nameservers.host_files(), self._blocked)
+        keep the file they started with. The filter, which lets attempts reach their
+        nameservers, is brought up to date first."""
+        wanted = nameservers.attempt_resolv_conf(*self._host_resolver_files(), self._blocked)
         with self._lock:
+            if wanted.nameservers != self._ruleset_nameservers:
+                self._install_ruleset(wanted.nameservers)
             if _read(self._resolv_conf) == wanted.text:
                 return
             if not wanted.nameservers:
@@ -252,6 +272,14 @@ class OutboundNetworks:
             partial.chmod(0o644)
             partial.replace(self._resolv_conf)
 
+    def _install_ruleset(self, servers: tuple[str, ...]) -> None:
+        """The table, letting attempts reach port 53 of ``servers`` in denied ranges."""
+        addresses = [ipaddress.IPv4Address(server) for server in servers]
+        denied = [one for one in addresses if any(one in network for network in self._denied)]
+        self._ruleset = ruleset(self.table, self._name, self._blocked, self._denied, denied)
+        _nft(self._ruleset)
+        self._ruleset_nameservers = servers
+
 
 def control_plane_addresses(server_url: str) -> list[str]:
     """The addresses a worker's server URL resolves to, for ``blocked``."""
@@ -263,12 +291,6 @@ def control_plane_addresses(server_url: str) -> list[str]:
     except socket.gaierror:
         return []
     return sorted({str(entry[4][0]) for entry in found})
-
-
-def blocked_networks(destinations: Sequence[str]) -> list[ipaddress.IPv4Network]:
-    """IPv4 addresses and networks, merged; IPv6 ones are dropped (attempts have no IPv6)."""
-    networks = [ipaddress.ip_network(item, strict=False) for item in destinations]
-    return list(ipaddress.collapse_addresses(n for n in networks if n.version == 4))
 
 
 def overlapping_routes(proc_net_route: str, pool: ipaddress.IPv4Network) -> list[str]:
@@ -285,56 +307,6 @@ def overlapping_routes(proc_net_route: str, pool: ipaddress.IPv4Network) -> list
         if network.prefixlen and network.overlaps(pool):
             clashes.append(f"{network} dev {fields[0]}")
     return clashes
-
-
-def ruleset(table: str, worker: str, blocked: Sequence[ipaddress.IPv4Network]) -> str:
-    """The worker's nftables table, replacing any table of that name in one transaction.
-
-    Drops are final in nftables whichever table makes them, so each worker's table guards
-    every attempt interface on the host, and none can open up another's. The host's own
-    addresses are refused in prerouting (``fib daddr type``), before any DNAT rule (Docker's
-    published ports) could turn them into something forwarded.
-    """
-    attempts = f'"{INTERFACE_PREFIX}*"'
-    elements = ", ".join(str(network) for network in blocked)
-    return f"""table inet {table}
-delete table inet {table}
-table inet {table} {{
-    comment "herder worker {worker}: outbound-only networks of attempts"
-    set blocked {{
-        type ipv4_addr
-        flags interval
-        elements = {{ {elements} }}
-    }}
-    chain prerouting {{
-        type filter hook prerouting priority raw; policy accept;
-        iifname {attempts} meta nfproto ipv6 drop
-        iifname {attempts} fib saddr . iif oif missing drop
-        iifname {attempts} fib daddr type != unicast drop
-        iifname {attempts} ip daddr @blocked drop
-    }}
-    chain input {{
-        type filter hook input priority filter; policy accept;
-        iifname {attempts} drop
-    }}
-    chain forward {{
-        type filter hook forward priority filter; policy accept;
-        iifname {attempts} oifname {attempts} drop
-        iifname {attempts} ip daddr @blocked drop
-        oifname {attempts} ct state established,related accept
-        oifname {attempts} drop
-    }}
-    chain output {{
-        type filter hook output priority filter; policy accept;
-        oifname {attempts} ct state established,related accept
-        oifname {attempts} drop
-    }}
-    chain postrouting {{
-        type nat hook postrouting priority srcnat; policy accept;
-        iifname {attempts} oifname != {attempts} masquerade
-    }}
-}}
-"""
 
 
 def _enable_forwarding() -> None:

@@ -73,5 +73,6 @@ def _check_owned(path: Path, info: os.stat_result) -> None:
     if info.st_uid != os.geteuid():
         raise UnsafeStateDirectory(
             f"{path} belongs to uid {info.st_uid}, not to this worker (uid {os.geteuid()}): "
-            "someone else made it; remove it or choose another --state-dir"
+            "someone else made it: remove it (or, if it is in the worker's home, start the "
+            "worker with another: herder worker --home DIR)"
         )

@@ -37,7 +37,8 @@ def _duplicate_name(name: str) -> Conflict:
 
 def check_target(url: str, *, allow_private: bool) -> None:
     """Refuse a literal loopback, private or link-local target unless the server allows
-    them; a name is judged again when it is resolved, at every delivery."""
+    them. A name is judged when it is resolved, at every delivery attempt, which then
+    connects to the address it checked (``control/webhooks.py``)."""
     host = urlsplit(url).hostname or ""
     if not allow_private and is_private_host(host):
         raise Invalid(
