@@ -130,6 +130,7 @@ class AttemptRunner:
             sandbox=place.sandbox,
             name=attempt.assignment.attempt_id,
         )
+        plan = replace(plan, launcher=place.launcher)
         outcome = await execute(plan, on_output, attempt.stop, self.host.enforcer)
         if outcome.state is not AttemptState.SUCCEEDED:
             return outcome

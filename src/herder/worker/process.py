@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from herder.worker.launch_server import Reaped
+from herder.worker.launch_server import LaunchServer, Reaped
 from herder.worker.limits import Confinement, Limits
 from herder.worker.sandbox import Sandbox
 
@@ -32,7 +32,9 @@ class LaunchPlan:
     """Everything needed to start the process.
 
     With a ``sandbox`` the job starts through the sandbox launcher and ``cwd`` is a path as
-    the job sees it; without, it runs as the worker's own user in ``cwd`` (isolation none).
+    the job sees it; without, it runs as the worker's own user in ``cwd`` (isolation none),
+    started by ``launcher`` (``plain_launcher.py``), so that it dies with the worker; without
+    a launcher, or with limits (``confinement.wrap``), by the caller itself (outside a worker).
     """
 
     argv: list[str]  # argv[0] resolved by PATH in env, or a path
@@ -43,6 +45,7 @@ class LaunchPlan:
     limits: Limits | None = None  # None: none beyond the worker's own
     sandbox: Sandbox | None = None
     name: str = ""  # names its cgroup; unique among the worker's running attempts
+    launcher: LaunchServer | None = None
 
     def __post_init__(self) -> None:
         if not self.argv:
@@ -195,6 +198,17 @@ async def _spawn(plan: LaunchPlan, confinement: Confinement | None) -> _Child:
                 lambda: sandbox.reap(pid),
                 lambda: sandbox.reap_later(pid),
             )
+        if plan.launcher is not None and confinement is None:  # none has no limits of its own
+            launcher = plan.launcher
+            pid, pidfd = await _start_plain(launcher, plan, stdout_end, stderr_end)
+            return _Child(
+                pid,
+                pidfd,
+                stdout,
+                stderr,
+                lambda: launcher.reap(pid),
+                lambda: launcher.reap_later(pid),
+            )
         return _spawn_plain(plan, confinement, stdout, stderr, stdout_end, stderr_end)
     except BaseException:
         os.close(stdout)
@@ -203,6 +217,16 @@ async def _spawn(plan: LaunchPlan, confinement: Confinement | None) -> _Child:
     finally:
         os.close(stdout_end)
         os.close(stderr_end)
+
+
+async def _start_plain(
+    launcher: LaunchServer, plan: LaunchPlan, stdout_end: int, stderr_end: int
+) -> tuple[int, int]:
+    try:
+        options = ["--chdir", str(plan.cwd), "--", *plan.argv]
+        return await launcher.start(options, plan.env, stdout_end, stderr_end)
+    except OSError as error:  # as a start by the worker itself would say it
+        raise OSError(error.errno, f"{error.strerror}: {plan.argv[0]!r}") from error
 
 
 def _spawn_plain(
