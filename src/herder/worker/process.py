@@ -19,6 +19,7 @@ from pathlib import Path
 
 from herder.worker.launch_server import LaunchServer, Reaped
 from herder.worker.limits import Confinement, Limits
+from herder.worker.output import MAX_OUTPUT_BYTES_PER_ATTEMPT
 from herder.worker.sandbox import Sandbox
 
 READ_CHUNK_BYTES = 64 * 1024
@@ -42,6 +43,7 @@ class LaunchPlan:
     cwd: Path
     timeout_seconds: float
     kill_grace_seconds: float = 5.0
+    output_limit_bytes: int = MAX_OUTPUT_BYTES_PER_ATTEMPT  # then its stdout and stderr close
     limits: Limits | None = None  # None: none beyond the worker's own
     sandbox: Sandbox | None = None
     name: str = ""  # names its cgroup; unique among the worker's running attempts
@@ -69,17 +71,24 @@ class _Child:
 
 
 class AttemptProcess:
-    """The running process: its pipes and pidfd stay registered with the loop until closed."""
+    """The running process: its pipes and pidfd stay registered with the loop until closed.
+
+    Once it has written more than its output limit, the worker closes its ends of the pipes:
+    reading no more, the worker spends nothing on what the job writes next, which fails at
+    once (EPIPE, or SIGPIPE, which ends most programs), so the cost stays with the job.
+    """
 
     @classmethod
     async def start(
         cls, plan: LaunchPlan, on_output: OutputSink, confinement: Confinement | None
     ) -> AttemptProcess:
-        return cls(await _spawn(plan, confinement), on_output)
+        return cls(await _spawn(plan, confinement), on_output, plan.output_limit_bytes)
 
-    def __init__(self, child: _Child, on_output: OutputSink) -> None:
+    def __init__(self, child: _Child, on_output: OutputSink, output_limit: int) -> None:
         self._loop = asyncio.get_running_loop()
         self._on_output = on_output
+        self._output_left = output_limit
+        self.output_limited = False
         self.exited: asyncio.Future[None] = self._loop.create_future()
         self.has_exited = False
         self.reaped = False
@@ -125,7 +134,7 @@ class AttemptProcess:
             await asyncio.wait({self._output_closed}, timeout=within)
         for fd in list(self._streams):
             for _ in range(MAX_DRAIN_READS):
-                if not self._read(fd):
+                if fd not in self._streams or not self._read(fd):
                     break
         self._close_pipes()
 
@@ -158,6 +167,11 @@ class AttemptProcess:
             except Exception as exc:
                 self.sink_error = exc
                 self.sink_failed.set()
+        self._output_left -= len(data)
+        if self._output_left < 0:
+            self.output_limited = True
+            self._close_pipes()
+            return False
         return True
 
     def _close_stream(self, fd: int) -> None:
