@@ -81,7 +81,7 @@ def test_the_plain_launcher_runs_a_job_as_the_worker_would(tmp_path: Path) -> No
     async def go() -> tuple[Outcome, Outcome, bytes]:
         server = LaunchServer.plain()
         out = bytearray()
-        command = "echo $FOO; pwd; cat; exit 3"
+        command = "echo $FOO; pwd; cat; ls /proc/self/fd; grep SigIgn /proc/self/status; exit 3"
         env = {**ENV, "FOO": "bar"}
         plan = LaunchPlan(["sh", "-c", command], env, tmp_path, 30, launcher=server)
         missing = LaunchPlan(["no-such-program"], ENV, tmp_path, 30, launcher=server)
@@ -94,7 +94,12 @@ def test_the_plain_launcher_runs_a_job_as_the_worker_would(tmp_path: Path) -> No
 
     outcome, unstarted, out = asyncio.run(go())
     assert outcome.exit_code == 3
-    assert out.decode().splitlines() == ["bar", str(tmp_path)]  # stdin: /dev/null
+    # stdin: /dev/null; no descriptor but its own (3: ls reading the directory); SIGPIPE and
+    # SIGXFSZ not ignored (as by the launcher's Python)
+    *said, ignored = out.decode().splitlines()
+    assert said == ["bar", str(tmp_path), "0", "1", "2", "3"]
+    mask = int(ignored.split()[1], 16)
+    assert not [number for number in (signal.SIGPIPE, signal.SIGXFSZ) if mask & 1 << number - 1]
     assert unstarted.reason.startswith("could not start: ")
     assert "no-such-program" in unstarted.reason
 

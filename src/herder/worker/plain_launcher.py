@@ -23,12 +23,12 @@ import selectors
 import signal
 import socket
 import struct
-import subprocess
 import sys
 from array import array
 from pathlib import Path
 
 PR_SET_CHILD_SUBREAPER = 36
+DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ)  # Python ignores them; a program must not
 REQUEST = struct.Struct("=IiII")  # as launch_server.py's
 REPLY = struct.Struct("=iiiiqqq")
 MAX_DESCRIPTORS = 10
@@ -37,7 +37,7 @@ MAX_DESCRIPTORS = 10
 class Server:
     def __init__(self, worker: socket.socket) -> None:
         self.worker = worker
-        self.running: dict[int, subprocess.Popen[bytes]] = {}  # not reaped yet, by pid
+        self.running: set[int] = set()  # not reaped yet
 
     def serve(self) -> None:
         """Answer requests in turn; reap orphans whenever a child has ended; return at EOF."""
@@ -66,6 +66,8 @@ class Server:
         for level, kind, items in ancillary:
             if (level, kind) == (socket.SOL_SOCKET, socket.SCM_RIGHTS):
                 fds.frombytes(items[: len(items) - len(items) % fds.itemsize])
+        for fd in fds:
+            os.set_inheritable(fd, False)  # a program gets only what it is given
         try:
             if not header:
                 return False
@@ -96,47 +98,38 @@ class Server:
         strings = [os.fsdecode(string) for string in payload.split(b"\0")[:-1]]
         options, env_entries = strings[:count], strings[count:]
         try:
-            if options[0] != "--chdir" or options[2] != "--":
-                raise ValueError("a start takes --chdir DIR -- PROGRAM ARG...")
-            process = subprocess.Popen(
-                options[3:],
-                stdin=subprocess.DEVNULL,
-                stdout=fds[0],
-                stderr=fds[1],
-                cwd=options[1],
-                env=dict(entry.split("=", 1) for entry in env_entries),
-                close_fds=True,
-                start_new_session=True,
-            )
+            if len(options) < 4 or options[::2][:2] != ["--chdir", "--"] or len(fds) < 2:
+                raise OSError(errno.EINVAL, "a start takes --chdir DIR -- PROGRAM ARG...")
+            env = dict(entry.split("=", 1) for entry in env_entries)
+            os.chdir(options[1])  # this server's own: the program starts where it is
+            pid = spawn(options[3:], env, fds[0], fds[1])
         except OSError as error:
             self._reply(error.errno or errno.EINVAL)
             return
-        except (subprocess.SubprocessError, ValueError, IndexError):
+        except ValueError:  # an environment entry without "="
             self._reply(errno.EINVAL)
             return
         try:
-            pidfd = os.pidfd_open(process.pid)
+            pidfd = os.pidfd_open(pid)
         except OSError as error:  # no way to watch it: it must not run unwatched
-            process.kill()  # and is reaped as an orphan
+            os.kill(pid, signal.SIGKILL)  # and is reaped as an orphan
             self._reply(error.errno or errno.EINVAL)
             return
-        self.running[process.pid] = process
+        self.running.add(pid)
         try:
-            self._reply(0, process.pid, pidfd=pidfd)
+            self._reply(0, pid, pidfd=pidfd)
         finally:
             os.close(pidfd)
 
     def reap(self, pid: int) -> None:
-        process = self.running.get(pid)
-        if process is None:
+        if pid not in self.running:
             self._reply(errno.ECHILD, pid)
             return
         reaped, status, usage = os.wait4(pid, os.WNOHANG)
         if not reaped:
             self._reply(errno.EAGAIN, pid)
             return
-        process.returncode = os.waitstatus_to_exitcode(status)  # keeps Popen quiet
-        del self.running[pid]
+        self.running.remove(pid)
         user, system = (round(seconds * 1e6) for seconds in (usage.ru_utime, usage.ru_stime))
         self._reply(0, pid, status, user, system, usage.ru_maxrss)
 
@@ -160,6 +153,31 @@ class Server:
             [] if pidfd is None else [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array("i", [pidfd]))]
         )
         self.worker.sendmsg([reply], rights)
+
+
+def spawn(argv: list[str], env: dict[str, str], stdout: int, stderr: int) -> int:
+    """``argv`` started in a session of its own, as ``execvpe`` finds it in ``env``'s PATH,
+    with /dev/null, ``stdout`` and ``stderr``; ``posix_spawn`` costs a third of ``Popen``.
+    (glibc's own two real-time signals, 32 and 33, stay ignored, as after any posix_spawn.)"""
+    program = argv[0]
+    paths = [program] if "/" in program else [
+        os.path.join(directory, program) for directory in os.get_exec_path(env)
+    ]  # fmt: skip
+    found = [path for path in paths if os.path.isfile(path) and os.access(path, os.X_OK)]
+    if not found:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+    return os.posix_spawn(
+        found[0],
+        argv,
+        env,
+        file_actions=[
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_DUP2, stdout, 1),
+            (os.POSIX_SPAWN_DUP2, stderr, 2),
+        ],
+        setsid=True,
+        setsigdef=DEFAULT_SIGNALS,
+    )
 
 
 def descendants() -> set[int]:
