@@ -24,7 +24,7 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="only root can sandbox
 def _launcher(directory: Path) -> LaunchServer:
     binary = sandbox_launcher(secure_directory(directory / "bin", 0o755))
     root = secure_directory(directory / "root", 0o755)
-    return LaunchServer(binary, skeleton_options(root, system_view(SYSTEM_DIRECTORIES)))
+    return LaunchServer.sandboxing(binary, skeleton_options(root, system_view(SYSTEM_DIRECTORIES)))
 
 
 def launcher(tmp_path_factory: pytest.TempPathFactory) -> LaunchServer:

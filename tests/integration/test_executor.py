@@ -323,7 +323,7 @@ def test_a_launcher_that_died_is_started_again(
     tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     shared = launcher(tmp_path_factory)
-    server = LaunchServer(shared.binary, shared.skeleton)
+    server = LaunchServer(shared.command, shared.name)
     try:
         with attempt_sandbox(server, SANDBOX_UID) as sandbox:
             first, _, _ = shell("true", tmp_path, sandbox=sandbox)

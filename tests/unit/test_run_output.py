@@ -239,16 +239,19 @@ def test_a_mapped_task_is_told_its_index_and_item() -> None:
 # --- reports stay under the server's body limit ---------------------------------------------
 
 
-def test_a_large_report_goes_in_parts_logs_before_completions() -> None:
+def test_a_large_report_goes_in_parts_each_attempts_logs_before_its_completion() -> None:
     logs = [OutputChunk.of("att_1", 1, seq, "stdout", b"x" * 300_000) for seq in range(8)]
     ends = [completion("x" * 60_000).model_copy(update={"attempt_id": f"a{n}"}) for n in range(20)]
-    parts = split(Report(logs=logs, completions=ends), budget=1024 * 1024)
+    loud = completion("x" * 60_000).model_copy(update={"attempt_id": "att_1"})
+    parts = split(Report(logs=logs, completions=[*ends, loud]), budget=1024 * 1024)
     assert len(parts) > 2
     assert all(len(part.model_dump_json()) < 1024 * 1024 + 100_000 for part in parts)
     assert [chunk for part in parts for chunk in part.logs] == logs
-    assert [item for part in parts for item in part.completions] == ends
-    first_completion = next(i for i, part in enumerate(parts) if part.completions)
-    assert not any(part.logs for part in parts[first_completion + 1 :])
+    assert [item for part in parts for item in part.completions] == [*ends, loud]
+    applied = [item for part in parts for item in (*part.logs, *part.completions)]
+    assert applied.index(loud) > applied.index(logs[-1])  # an attempt's last words, then its end
+    # the quiet attempts' ends go first, not behind another attempt's megabytes of output
+    assert max(applied.index(end) for end in ends) < applied.index(logs[2])
 
 
 def test_a_small_report_goes_whole() -> None:

@@ -146,6 +146,7 @@ class AttemptRunner:
                 await asyncio.to_thread(write_inputs, place.workspace, place.uid, task.inputs)
             return None
 
+        plan = replace(plan, launcher=place.launcher)
         outcome = await execute(plan, on_output, attempt.stop, self.host.enforcer, prepare)
         if outcome.state is not AttemptState.SUCCEEDED:
             return outcome

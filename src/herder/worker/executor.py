@@ -124,7 +124,15 @@ async def _run(
         reaped.user_seconds, reaped.system_seconds, peak_kb or reaped.max_rss_kb, wall_seconds
     )
     disk_full = plan.sandbox is not None and plan.sandbox.disk.is_full()
-    return outcome_of(stop, reaped.status, usage, plan, verdict, disk_full=disk_full)
+    return outcome_of(
+        stop,
+        reaped.status,
+        usage,
+        plan,
+        verdict,
+        disk_full=disk_full,
+        output_limited=child.output_limited,
+    )
 
 
 async def _supervise(

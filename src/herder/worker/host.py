@@ -56,11 +56,13 @@ LAUNCHERS = Path("/var/lib/herder/bin")  # host-wide: built once, whatever a wor
 @dataclass(frozen=True)
 class AttemptPlace:
     """Where one attempt runs: its working directory on this host, and its sandbox (None at
-    isolation none, where it runs as the worker's user in that directory)."""
+    isolation none, where it runs as the worker's user in that directory, started by
+    ``launcher``)."""
 
     workspace: Path
     uid: int | None
     sandbox: Sandbox | None
+    launcher: LaunchServer | None = None
 
 
 class AttemptHost:
@@ -88,15 +90,13 @@ class AttemptHost:
         self.sweeper = UidSweeper(self.uids)
         self.state = secure_directory(home / f"worker-{self.uids.base}")  # the range is ours
         self._workspaces = secure_directory(self.state / "attempts")
-        self._launcher: LaunchServer | None = None
+        self._launcher = LaunchServer.plain()  # isolation none: the attempts die with us
         if self.sandboxed:
             binary = sandbox_launcher(secure_directory(LAUNCHERS, 0o755))
             view = system_view(SYSTEM_DIRECTORIES + tuple(expose))
             root = secure_directory(self.state / "root", 0o755)
-            self._launcher = LaunchServer(binary, skeleton_options(root, view))
-        if self.sandboxed:  # what a crashed worker of this range left running dies now
-            kill_processes_of_uids(self.uids.all_uids())
-        self._remove_leftovers()
+            self._launcher = LaunchServer.sandboxing(binary, skeleton_options(root, view))
+        self._report_leftovers()
         self.enforcer: Enforcer | None = None  # isolation none: the worker's own limits
         if self.sandboxed:
             self.enforcer = limit_enforcer(f"worker-{self.uids.base}")
@@ -125,12 +125,27 @@ class AttemptHost:
         )  # fmt: skip
         return networks
 
-    def _remove_leftovers(self) -> None:
-        """Workspaces of a worker of this range that crashed: never reused."""
+    def _report_leftovers(self) -> None:
+        """What a worker of this home and range that died left: its attempts' processes (only
+        where they outlived it: an attempt dies with its worker's launcher) die, and their
+        workspaces, never reused, go; said in one line."""
+        killed = kill_processes_of_uids(self.uids.all_uids()) if self.sandboxed else 0
+        workspaces = self._remove_leftovers()
+        if killed or workspaces:
+            log.warning("a previous worker on this home left %d attempt workspace(s), removed "
+                        "(%s), and %d of their processes running, killed",
+                        len(workspaces), ", ".join(workspaces) or "-", killed)  # fmt: skip
+
+    def _remove_leftovers(self) -> list[str]:
+        """Workspaces of a worker of this range that died (named for their attempts): never
+        reused."""
+        removed = []
         for path in self._workspaces.iterdir():
             if path.is_mount():  # an attempt's disk, as workers mounted them before
                 detach_leftover(path)
             remove_workspace(path)
+            removed.append(path.name)
+        return removed
 
     @contextlib.asynccontextmanager
     async def attempt(self, assignment: Assignment) -> AsyncIterator[AttemptPlace]:
@@ -146,7 +161,7 @@ class AttemptHost:
                 workspace = await asyncio.to_thread(
                     prepare_workspace, self._workspaces, assignment.attempt_id
                 )
-                yield AttemptPlace(workspace, None, None)
+                yield AttemptPlace(workspace, None, None, self._launcher)
                 return
             disk = open_disk(assignment.spec.resources.disk_mb * MIB, uid)  # no thread: quick
             if assignment.spec.network:
@@ -170,7 +185,6 @@ class AttemptHost:
     def _sandbox(
         self, assignment: Assignment, uid: int, disk: AttemptDisk, network: AttemptNetwork | None
     ) -> Sandbox:
-        assert self._launcher is not None  # sandboxed: built at start
         return Sandbox(
             self._launcher,
             uid,
@@ -189,6 +203,5 @@ class AttemptHost:
                 await asyncio.to_thread(self._networks.close_all)
             if self.enforcer is not None:
                 await asyncio.to_thread(self.enforcer.close)
-            if self._launcher is not None:
-                self._launcher.close()
+            self._launcher.close()
             self._uid_lock.close()

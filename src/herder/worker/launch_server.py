@@ -1,4 +1,5 @@
-"""The sandbox launcher's server (``sandbox.c``, built by ``launcher.py``), as the worker asks it.
+"""The launcher's server, as the worker asks it: the sandbox's (``sandbox.c``, built by
+``launcher.py``), or isolation none's (``plain_launcher.py``), which speak alike.
 
     start  the launcher's options, the environment, the attempt's stdout, stderr and further
            descriptors  →  the pid of the attempt's init (a session of its own) and a pidfd
@@ -11,8 +12,12 @@ namespaces, and the new process's set-up competes with it for the CPU meanwhile.
 are the server's children, so their CPU shows in the server's accounting (the children's times
 of ``/proc/<pid>/stat``), not the worker's.
 
-A server that died is started again on the next start; what the dead one started cannot be
-reaped (asking raises ``OSError``); it dies with its uid's sweep.
+An attempt dies with the server that started it, and the server with the worker: it ends
+when it reads the end of its socket, which the kernel closes when the worker dies, however it
+dies (a SIGKILL included). The sandbox's server takes every attempt's PID namespace with it
+(``PR_SET_PDEATHSIG`` on each init); at isolation none ``plain_launcher.py`` kills everything
+below it, being their subreaper. A server that died is started again on the next start; what
+the dead one started died with it and cannot be reaped (asking raises ``OSError``).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import signal
 import socket
 import struct
 import subprocess
+import sys
 from array import array
 from collections import deque
 from dataclasses import dataclass
@@ -54,17 +60,28 @@ class Reaped:
 class LaunchServer:
     """One worker's launcher server, started when first asked; used from one event loop.
 
-    ``skeleton``: the launcher's options of what every attempt sees alike
-    (``sandbox.skeleton_options``), built once by the server when it starts.
+    ``command`` starts the server: ``sandboxing`` or ``plain`` make it.
     """
 
-    def __init__(self, binary: Path, skeleton: list[str]) -> None:
-        self.binary = binary
-        self.skeleton = skeleton
+    def __init__(self, command: list[str], name: str) -> None:
+        self.command = command
+        self.name = name
         self._process: subprocess.Popen[bytes] | None = None
         self._socket: socket.socket | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiting: deque[asyncio.Future[Answer]] = deque()
+
+    @classmethod
+    def sandboxing(cls, binary: Path, skeleton: list[str]) -> LaunchServer:
+        """``sandbox.c``'s server; ``skeleton``: its options of what every attempt sees alike
+        (``sandbox.skeleton_options``), built once by the server when it starts."""
+        return cls([str(binary), "--serve", *skeleton], "the sandbox launcher")
+
+    @classmethod
+    def plain(cls) -> LaunchServer:
+        """Isolation none's server (``plain_launcher.py``), in this Python, without site."""
+        script = Path(__file__).with_name("plain_launcher.py")
+        return cls([sys.executable, "-I", "-S", str(script)], "the launcher")
 
     @property
     def pid(self) -> int | None:
@@ -110,8 +127,8 @@ class LaunchServer:
             self._ask(REQUEST.pack(ord("R"), pid, 0, 0), b"", []).add_done_callback(_ignored)
 
     def close(self) -> None:
-        """Stop the server (attempts it started run on); idempotent."""
-        self._lose(OSError(errno.ESHUTDOWN, "the sandbox launcher was stopped"))
+        """Stop the server, and with it what it started that still runs; idempotent."""
+        self._lose(OSError(errno.ESHUTDOWN, f"{self.name} was stopped"))
         if self._process is not None:
             try:
                 self._process.wait(STOP_SECONDS)
@@ -149,7 +166,7 @@ class LaunchServer:
                 self._lose(error)
                 return
             if len(data) < REPLY.size or not self._waiting:  # it ended, or answered nothing
-                self._lose(OSError(errno.EPIPE, "the sandbox launcher stopped answering"))
+                self._lose(OSError(errno.EPIPE, f"{self.name} stopped answering"))
                 return
             received = array("i")
             for level, kind, items in ancillary:
@@ -161,7 +178,7 @@ class LaunchServer:
                 if fd is not None:
                     os.close(fd)
                 if not answer.done():
-                    strerror = f"the sandbox launcher: {os.strerror(reply[0])}"
+                    strerror = f"{self.name}: {os.strerror(reply[0])}"
                     answer.set_exception(OSError(reply[0], strerror))
             else:
                 answer.set_result((reply, fd))
@@ -205,13 +222,12 @@ class LaunchServer:
                     self._listen(loop)
                 return self._socket
             if self._process.poll() is not None:
-                log.error("the sandbox launcher exited (%s); starting it again",
-                          self._process.returncode)  # fmt: skip
+                log.error("%s exited (%s); starting it again", self.name, self._process.returncode)
         self.close()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         with theirs:
             self._process = subprocess.Popen(
-                [str(self.binary), "--serve", *self.skeleton],
+                self.command,
                 stdin=theirs.fileno(),
                 stdout=subprocess.DEVNULL,
                 env={},  # nothing of the worker's, such as its token

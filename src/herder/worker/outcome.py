@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from pydantic import JsonValue
 
+from herder.domain.artifacts import human_size
 from herder.domain.retry import DISK_FULL_REASON_PREFIX, OOM_REASON_PREFIX
 from herder.domain.states import AttemptState
 from herder.worker.limits import Verdict
@@ -58,7 +59,10 @@ def outcome_of(
     verdict: Verdict,
     *,
     disk_full: bool = False,
+    output_limited: bool = False,
 ) -> Outcome:
+    """``output_limited``: it wrote past ``plan.output_limit_bytes``, and its output was
+    closed there (``process.AttemptProcess``)."""
     exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
     if stop is not None:
         grace = plan.kill_grace_seconds
@@ -74,6 +78,8 @@ def outcome_of(
             )
         if disk_full:
             ended += f"; {_disk_text(plan)} was full"
+        if output_limited:
+            ended += f"; {_output_limit_text(plan)}"
         return Outcome(AttemptState.SUCCEEDED, 0, ended, usage)
     if verdict.oom_kills and plan.limits is not None:
         if number == signal.SIGKILL:
@@ -88,9 +94,20 @@ def outcome_of(
             f"{DISK_FULL_REASON_PREFIX}: {_disk_text(plan)} was full; {ended}",
             usage,
         )
+    if output_limited:
+        return Outcome(
+            AttemptState.FAILED, exit_code, f"{_output_limit_text(plan)}; {ended}", usage
+        )
     if number == signal.SIGKILL and verdict.oom_kills is None:
         ended += " (possibly out of memory)"  # not from us; the cgroup that could tell is absent
     return Outcome(AttemptState.FAILED, exit_code, ended, usage)
+
+
+def _output_limit_text(plan: LaunchPlan) -> str:
+    return (
+        f"output limit: it wrote more than {human_size(plan.output_limit_bytes)}, "
+        "and its stdout and stderr were closed there"
+    )
 
 
 def _processes(count: int) -> str:

@@ -1,7 +1,8 @@
 """An attempt's output on its way to the server: buffered per stream, numbered, bounded.
 
 Past the per-attempt limit the rest is dropped and one marker line says so, so a job that
-prints without end cannot fill the store or the worker's memory.
+prints without end cannot fill the store or the worker's memory; the worker then stops
+reading it at all (``process.AttemptProcess``), so neither can it cost the worker's CPU.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ class OutputBuffer:
             self._marked = True
             marker = (
                 f"\n[herder] output truncated: this attempt wrote more than "
-                f"{human_size(self.limit)}; the rest is dropped\n"
+                f"{human_size(self.limit)}; the rest is dropped, and its stdout and stderr "
+                "are closed\n"
             )
             self._pending.append(("system", bytearray(marker.encode())))
 

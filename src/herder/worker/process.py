@@ -17,8 +17,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from herder.worker.launch_server import Reaped
+from herder.worker.launch_server import LaunchServer, Reaped
 from herder.worker.limits import Confinement, Limits
+from herder.worker.output import MAX_OUTPUT_BYTES_PER_ATTEMPT
 from herder.worker.sandbox import Sandbox
 
 READ_CHUNK_BYTES = 64 * 1024
@@ -32,7 +33,9 @@ class LaunchPlan:
     """Everything needed to start the process.
 
     With a ``sandbox`` the job starts through the sandbox launcher and ``cwd`` is a path as
-    the job sees it; without, it runs as the worker's own user in ``cwd`` (isolation none).
+    the job sees it; without, it runs as the worker's own user in ``cwd`` (isolation none),
+    started by ``launcher`` (``plain_launcher.py``), so that it dies with the worker; without
+    a launcher, or with limits (``confinement.wrap``), by the caller itself (outside a worker).
     """
 
     argv: list[str]  # argv[0] resolved by PATH in env, or a path
@@ -40,9 +43,11 @@ class LaunchPlan:
     cwd: Path
     timeout_seconds: float
     kill_grace_seconds: float = 5.0
+    output_limit_bytes: int = MAX_OUTPUT_BYTES_PER_ATTEMPT  # then its stdout and stderr close
     limits: Limits | None = None  # None: none beyond the worker's own
     sandbox: Sandbox | None = None
     name: str = ""  # names its cgroup; unique among the worker's running attempts
+    launcher: LaunchServer | None = None
 
     def __post_init__(self) -> None:
         if not self.argv:
@@ -66,17 +71,24 @@ class _Child:
 
 
 class AttemptProcess:
-    """The running process: its pipes and pidfd stay registered with the loop until closed."""
+    """The running process: its pipes and pidfd stay registered with the loop until closed.
+
+    Once it has written more than its output limit, the worker closes its ends of the pipes:
+    reading no more, the worker spends nothing on what the job writes next, which fails at
+    once (EPIPE, or SIGPIPE, which ends most programs), so the cost stays with the job.
+    """
 
     @classmethod
     async def start(
         cls, plan: LaunchPlan, on_output: OutputSink, confinement: Confinement | None
     ) -> AttemptProcess:
-        return cls(await _spawn(plan, confinement), on_output)
+        return cls(await _spawn(plan, confinement), on_output, plan.output_limit_bytes)
 
-    def __init__(self, child: _Child, on_output: OutputSink) -> None:
+    def __init__(self, child: _Child, on_output: OutputSink, output_limit: int) -> None:
         self._loop = asyncio.get_running_loop()
         self._on_output = on_output
+        self._output_left = output_limit
+        self.output_limited = False
         self.exited: asyncio.Future[None] = self._loop.create_future()
         self.has_exited = False
         self.reaped = False
@@ -122,7 +134,7 @@ class AttemptProcess:
             await asyncio.wait({self._output_closed}, timeout=within)
         for fd in list(self._streams):
             for _ in range(MAX_DRAIN_READS):
-                if not self._read(fd):
+                if fd not in self._streams or not self._read(fd):
                     break
         self._close_pipes()
 
@@ -155,6 +167,11 @@ class AttemptProcess:
             except Exception as exc:
                 self.sink_error = exc
                 self.sink_failed.set()
+        self._output_left -= len(data)
+        if self._output_left < 0:
+            self.output_limited = True
+            self._close_pipes()
+            return False
         return True
 
     def _close_stream(self, fd: int) -> None:
@@ -195,6 +212,17 @@ async def _spawn(plan: LaunchPlan, confinement: Confinement | None) -> _Child:
                 lambda: sandbox.reap(pid),
                 lambda: sandbox.reap_later(pid),
             )
+        if plan.launcher is not None and confinement is None:  # none has no limits of its own
+            launcher = plan.launcher
+            pid, pidfd = await _start_plain(launcher, plan, stdout_end, stderr_end)
+            return _Child(
+                pid,
+                pidfd,
+                stdout,
+                stderr,
+                lambda: launcher.reap(pid),
+                lambda: launcher.reap_later(pid),
+            )
         return _spawn_plain(plan, confinement, stdout, stderr, stdout_end, stderr_end)
     except BaseException:
         os.close(stdout)
@@ -203,6 +231,16 @@ async def _spawn(plan: LaunchPlan, confinement: Confinement | None) -> _Child:
     finally:
         os.close(stdout_end)
         os.close(stderr_end)
+
+
+async def _start_plain(
+    launcher: LaunchServer, plan: LaunchPlan, stdout_end: int, stderr_end: int
+) -> tuple[int, int]:
+    try:
+        options = ["--chdir", str(plan.cwd), "--", *plan.argv]
+        return await launcher.start(options, plan.env, stdout_end, stderr_end)
+    except OSError as error:  # as a start by the worker itself would say it
+        raise OSError(error.errno, f"{error.strerror}: {plan.argv[0]!r}") from error
 
 
 def _spawn_plain(

@@ -3,9 +3,11 @@ at a time, each under the registration its attempt was given to; what fails is k
 again, sooner when a heartbeat says the server is back.
 
 Completions go at once; output alone waits a little (``LOG_FLUSH_SECONDS``) to travel in
-batches. A batch larger than ``REPORT_BUDGET_BYTES`` goes as several requests, in order (logs
-before completions), each well under the server's body limit: a refused oversize request
-would be sent again forever.
+batches. A batch larger than ``REPORT_BUDGET_BYTES`` goes as several requests, each well under
+the server's body limit (a refused oversize request would be sent again forever), one at a
+time, what has come meanwhile joining the rest: an attempt's output goes before its
+completion, but a completion with no output left to send goes first, so a quiet run's end
+never waits behind other attempts' megabytes of output.
 
 An ended attempt whose report is not delivered yet is named in heartbeats as ``finished``
 (``unreported``), so the server does not take it for lost.
@@ -40,10 +42,14 @@ def backoff(failures: int) -> float:
 
 def split(report: Report, budget: int = REPORT_BUDGET_BYTES) -> list[Report]:
     """``report`` as consecutive parts of about ``budget`` bytes each (one item larger than
-    that goes alone): every log chunk still goes before every completion."""
+    that goes alone): the completions of attempts with no output in it first, then the
+    output, in order, then the other completions."""
     parts: list[Report] = []
     part, size = Report(), 0
-    items: list[OutputChunk | Completion] = [*report.logs, *report.completions]
+    with_output = {chunk.attempt_id for chunk in report.logs}
+    ended = [item for item in report.completions if item.attempt_id not in with_output]
+    ended_after = [item for item in report.completions if item.attempt_id in with_output]
+    items: list[OutputChunk | Completion] = [*ended, *report.logs, *ended_after]
     for item in items:
         if isinstance(item, OutputChunk):
             item_size = len(item.data_b64) + ITEM_OVERHEAD_BYTES
@@ -151,25 +157,36 @@ class Reporter:
                 number = attempt.assignment.attempt
                 output = _chunks(attempt_id, number, attempt.output.take())
                 self._pending[attempt.worker_id].logs += output
+        return self._take()
+
+    def _take(self) -> dict[str, Report]:
+        """What is pending, by worker id, leaving nothing."""
         reports, self._pending = self._pending, defaultdict(Report)
-        return reports
+        return {worker: report for worker, report in reports.items() if report != Report()}
 
     async def _send(self) -> bool:
-        """Everything pending, one request per worker id; what fails is kept for next time."""
-        delivered = True
-        for worker_id, report in self._collect().items():
-            parts = split(report)
-            for index, part in enumerate(parts):
-                if not await self._send_part(worker_id, part):
-                    self._keep(worker_id, parts[index:])
+        """Everything pending, a request at a time, each worker id's in turn, taking in what
+        came meanwhile before each; what fails is kept for next time."""
+        reports = self._collect()
+        while reports:
+            delivered = True
+            for worker_id, report in reports.items():
+                first, *rest = split(report)
+                self._keep(worker_id, rest)
+                if not await self._send_part(worker_id, first):
+                    self._keep(worker_id, [first])
                     delivered = False
-                    break
-        return delivered
+            if not delivered:
+                return False
+            reports = self._take()  # the rest, and the completions that came meanwhile
+        return True
 
     def _keep(self, worker_id: str, unsent: list[Report]) -> None:
         """What could not be sent goes first next time."""
+        if not unsent:
+            return
         later = self._pending[worker_id]
-        self._pending[worker_id] = Report(
+        self._pending[worker_id] = Report.model_construct(  # items checked when they were made
             logs=[chunk for part in unsent for chunk in part.logs] + later.logs,
             completions=[item for part in unsent for item in part.completions] + later.completions,
         )

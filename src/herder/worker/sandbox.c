@@ -12,13 +12,15 @@
  *              For each start: clones a child into new mount, PID, IPC and UTS namespaces and
  *              answers its pid and a pidfd; for each reap (once the worker saw the pidfd say it
  *              exited): waits for it and answers the job's wait status and the CPU and memory
- *              of all of it; ends when the worker's socket does
+ *              of all of it; ends when the worker's socket does (the kernel closes it when the
+ *              worker dies, however it dies), and every attempt's init with it
  *   init       PID 1 of the new PID namespace, a session of its own, in a copy of the
  *              skeleton: enters a new (or the attempt's) network namespace, adds what is the
  *              attempt's own (its disk's directories, a fresh /proc and /sys, its GPUs' device
  *              nodes, its resolv.conf), forks the job, reaps orphans, and ends when the job's
  *              main process ends, handing its status to the server; the kernel then kills what
- *              is left inside
+ *              is left inside. It dies with the server (PR_SET_PDEATHSIG), so an attempt
+ *              never outlives the worker that owns it, even when the server is killed
  *   job        enters its cgroups (as the very last privileged step, so set-up is not charged
  *              to it), sets rlimits, drops to the attempt's uid with no groups and
  *              no_new_privs, loads the seccomp filter, execs the program
@@ -42,6 +44,7 @@
 #include <linux/mount.h>
 #include <linux/seccomp.h>
 #include <net/if.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stddef.h>
@@ -485,6 +488,7 @@ struct reply {
 
 static int worker = 0; /* the server's standard input: a stream socket to the worker */
 static int dev_null;    /* the attempts' standard input */
+static int server_pidfd; /* the server's own: an init that polls it readable lost its server */
 
 /* the attempts started and not yet reaped: their init, and where the job's status comes */
 static struct running { pid_t pid; int status_fd; } *running;
@@ -560,6 +564,11 @@ static char **take_strings(char **at, const char *end, size_t count, int all) {
  * reaches the job through it) */
 static void become_init(char **options, char **environment, const int *fds, int fd_count,
                         int status_pipe) {
+    /* dies with the server (its only thread); one that died before this is seen by its pidfd:
+     * a parent outside the PID namespace shows as getppid() == 0 either way */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL)) fail("set the parent-death signal", NULL);
+    struct pollfd server = {server_pidfd, POLLIN, 0};
+    if (poll(&server, 1, 0) != 0) _exit(SANDBOX_FAILED);
     if (setsid() < 0) fail("setsid", NULL);
     int sources[MAX_PASSED + 4], count = 0;
     sources[count++] = dev_null;
@@ -671,6 +680,8 @@ int main(int argc, char **argv) {
     parse_skeleton(argc - 2, argv + 2, &root);
     dev_null = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (dev_null < 0) fail("open", "/dev/null");
+    server_pidfd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+    if (server_pidfd < 0) fail("pidfd_open", NULL);
     build_skeleton(root);
     serve();
 }

@@ -1,0 +1,154 @@
+"""An attempt dies with the launcher's server that started it, and the server with the end of
+the worker's socket: at isolation none (``plain_launcher.py``) and in the sandbox
+(``sandbox.c``). Killing the worker itself is ``tests/system/test_worker_death.py``."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from herder.worker.executor import StopRequest, execute
+from herder.worker.host import AttemptHost
+from herder.worker.isolation import Isolation
+from herder.worker.launch_server import LaunchServer
+from herder.worker.outcome import Outcome
+from herder.worker.process import LaunchPlan
+from tests.sandboxes import attempt_sandbox, launcher, needs_root
+from tests.system.conftest import alive, kill_matching, processes_matching
+
+ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+SANDBOX_UID = 61998
+
+
+def gone(pids: set[int], within: float = 2.0) -> bool:
+    """Whether ``pids`` have all died within ``within`` seconds (killed ones take a moment)."""
+    deadline = time.monotonic() + within
+    while any(alive(pid) for pid in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+@pytest.fixture
+def marker() -> Iterator[str]:
+    """A ``sleep`` command line no other test shares; whatever of it is left dies after."""
+    sleep = f"sleep 60.{uuid.uuid4().int % 10**6:06d}"
+    yield sleep
+    kill_matching(sleep)
+
+
+def daemonizing(sleep: str) -> list[str]:
+    """A job that leaves a daemon of its own session (a double fork), then waits."""
+    return ["sh", "-c", f"setsid sh -c '{sleep} & wait' & {sleep} & wait"]
+
+
+def started(marker: str, how_many: int = 4) -> set[int]:
+    """The job's processes once all are there: its shell and sleep, the daemon's."""
+    deadline = time.monotonic() + 10
+    while len(found := {pid for pid in processes_matching(marker) if alive(pid)}) < how_many:
+        assert time.monotonic() < deadline, found
+        time.sleep(0.01)
+    return found
+
+
+async def start(server: LaunchServer, options: list[str], env: dict[str, str]) -> None:
+    with open(os.devnull, "wb") as null:
+        _, pidfd = await server.start(options, env, null.fileno(), null.fileno())
+    os.close(pidfd)
+
+
+def test_an_attempt_at_isolation_none_dies_with_the_end_of_the_workers_socket(
+    tmp_path: Path, marker: str
+) -> None:
+    """Closed: as the kernel closes the socket of a worker that died, however it died."""
+    server = LaunchServer.plain()
+    asyncio.run(start(server, ["--chdir", str(tmp_path), "--", *daemonizing(marker)], ENV))
+    processes = started(marker)
+    server.close()
+    assert gone(processes), [pid for pid in processes if alive(pid)]
+
+
+def test_the_plain_launcher_runs_a_job_as_the_worker_would(tmp_path: Path) -> None:
+    async def go() -> tuple[Outcome, Outcome, bytes]:
+        server = LaunchServer.plain()
+        out = bytearray()
+        command = "echo $FOO; pwd; cat; ls /proc/self/fd; grep SigIgn /proc/self/status; exit 3"
+        env = {**ENV, "FOO": "bar"}
+        plan = LaunchPlan(["sh", "-c", command], env, tmp_path, 30, launcher=server)
+        missing = LaunchPlan(["no-such-program"], ENV, tmp_path, 30, launcher=server)
+        try:
+            outcome = await execute(plan, lambda _, data: out.extend(data), StopRequest())
+            unstarted = await execute(missing, lambda _, __: None, StopRequest())
+        finally:
+            server.close()
+        return outcome, unstarted, bytes(out)
+
+    outcome, unstarted, out = asyncio.run(go())
+    assert outcome.exit_code == 3
+    # stdin: /dev/null; no descriptor but its own (3: ls reading the directory); SIGPIPE and
+    # SIGXFSZ not ignored (as by the launcher's Python)
+    *said, ignored = out.decode().splitlines()
+    assert said == ["bar", str(tmp_path), "0", "1", "2", "3"]
+    mask = int(ignored.split()[1], 16)
+    assert not [number for number in (signal.SIGPIPE, signal.SIGXFSZ) if mask & 1 << number - 1]
+    assert unstarted.reason.startswith("could not start: ")
+    assert "no-such-program" in unstarted.reason
+
+
+@needs_root
+@pytest.mark.parametrize("how", ["closed", "killed"])
+def test_a_sandboxed_attempt_dies_with_its_launcher(
+    tmp_path_factory: pytest.TempPathFactory, marker: str, how: str
+) -> None:
+    """Closed: the worker died; killed: the server itself did (each init's parent-death
+    signal takes its PID namespace)."""
+    shared = launcher(tmp_path_factory)
+    server = LaunchServer(shared.command, shared.name)  # its own: this test ends it
+    try:
+        with attempt_sandbox(server, SANDBOX_UID) as sandbox:
+
+            async def go() -> None:
+                with open(os.devnull, "wb") as null:
+                    _, pidfd = await sandbox.start(
+                        daemonizing(marker), None, ENV, null.fileno(), null.fileno()
+                    )
+                os.close(pidfd)
+
+            asyncio.run(go())
+            processes = started(marker)
+            if how == "closed":
+                server.close()
+            else:
+                assert server.pid is not None
+                os.kill(server.pid, signal.SIGKILL)
+            assert gone(processes), [pid for pid in processes if alive(pid)]
+    finally:
+        server.close()
+
+
+def test_a_worker_started_on_the_home_of_one_that_died_says_what_it_found(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    def host() -> AttemptHost:
+        return AttemptHost(
+            tmp_path / "home", Isolation.NONE, uid_base=63000, uid_count=8, server_url="http://x"
+        )
+
+    first = host()
+    state = first.state
+    asyncio.run(first.close())
+    (state / "attempts" / "att_left").mkdir(mode=0o700)  # as a killed worker leaves it
+    caplog.set_level(logging.WARNING, "herder.worker")
+    second = host()
+    asyncio.run(second.close())
+    assert not (state / "attempts" / "att_left").exists()
+    assert "left 1 attempt workspace(s), removed (att_left)" in caplog.text
