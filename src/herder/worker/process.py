@@ -43,11 +43,11 @@ class LaunchPlan:
     cwd: Path
     timeout_seconds: float
     kill_grace_seconds: float = 5.0
-    output_limit_bytes: int = MAX_OUTPUT_BYTES_PER_ATTEMPT  # then its stdout and stderr close
     limits: Limits | None = None  # None: none beyond the worker's own
     sandbox: Sandbox | None = None
     name: str = ""  # names its cgroup; unique among the worker's running attempts
     launcher: LaunchServer | None = None
+    output_limit_bytes: int = MAX_OUTPUT_BYTES_PER_ATTEMPT  # then its stdout and stderr close
 
     def __post_init__(self) -> None:
         if not self.argv:
