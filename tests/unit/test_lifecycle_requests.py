@@ -179,7 +179,8 @@ def test_a_due_retry_keeps_its_place_only_when_its_worker_was_lost() -> None:
     assert not requeue_due([], NOW).notices
 
 
-def test_a_queued_run_past_its_start_deadline_expires() -> None:
-    (move,) = expire(["late"], NOW).moves
-    assert (move.source, move.target) == (RunState.QUEUED, RunState.EXPIRED)
+@pytest.mark.parametrize("state", [RunState.QUEUED, RunState.PENDING])
+def test_a_run_not_started_by_its_start_deadline_expires(state: RunState) -> None:
+    (move,) = expire([("late", state)], NOW).moves
+    assert (move.source, move.target) == (state, RunState.EXPIRED)
     assert move.values["waiting_reason"] is None  # it no longer waits

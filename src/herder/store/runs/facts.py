@@ -101,14 +101,18 @@ def _runs(connection: Connection, run_ids: Select[tuple[str]]) -> dict[str, RunF
     return {row.id: run_facts(row) for row in rows}
 
 
-def active_runs(connection: Connection, run_ids: Collection[str]) -> list[ActiveRun]:
-    """These runs (locked) with the running members of their current attempts."""
+def active_runs(
+    connection: Connection, run_ids: Collection[str] | Select[tuple[str]]
+) -> list[ActiveRun]:
+    """These runs (ids, or a query of them; locked) with the running members of their
+    current attempts."""
     found = lock_runs(connection, run_ids)
     members: dict[str, list[AttemptFacts]] = {run_id: [] for run_id in found}
-    if found:
+    running = [run_id for run_id, run in found.items() if run.state is RunState.RUNNING]
+    if running:
         rows = connection.execute(
             select(*ATTEMPT_FACTS).where(
-                attempts.c.run_id.in_(list(found)), attempts.c.state == AttemptState.RUNNING
+                attempts.c.run_id.in_(running), attempts.c.state == AttemptState.RUNNING
             )
         ).all()
         for row in rows:

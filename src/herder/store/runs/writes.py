@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import Connection, Update, bindparam, update
 
 from herder.domain.lifecycle.changes import AttemptEnd, Changes, Event, NewRun, RunMove
+from herder.domain.queue_room import QUEUED_WAITING
 from herder.domain.states import AttemptState, RunState
 from herder.store.database import Database
 from herder.store.dialect import insert_rows, insert_rows_ignoring_duplicates, update_each
@@ -67,9 +68,11 @@ def record_events(connection: Connection, now: datetime, events: Iterable[Event]
 
 
 def new_run_row(new: NewRun, now: datetime) -> dict[str, Any]:
-    """The row of a new run: queued, or a workflow task already ended without running."""
+    """The row of a new run: queued, held ``pending`` past its tenant's ``max_queued`` (the
+    reason is why it waits), or a workflow task already ended without running."""
     spec = new.spec
     queued = new.state is RunState.QUEUED
+    held = new.state is RunState.PENDING
     task = new.task
     return {
         "id": new.id,
@@ -91,9 +94,9 @@ def new_run_row(new: NewRun, now: datetime) -> dict[str, Any]:
         "created_at": now,
         "queued_at": now if queued else None,
         "started_at": None,
-        "finished_at": None if queued else now,
+        "finished_at": now if new.state.is_terminal else None,
         "exit_code": None,
-        "reason": new.reason,
+        "reason": None if held else new.reason,
         "retry_at": None,
         "start_deadline": new.start_deadline,
         "rerun_of": new.rerun_of,
@@ -102,7 +105,7 @@ def new_run_row(new: NewRun, now: datetime) -> dict[str, Any]:
         "preemptible": spec.preemptible,
         "preemptions": 0,
         "preempted_at": None,
-        "waiting_reason": "not looked at by the dispatcher yet" if queued else None,
+        "waiting_reason": QUEUED_WAITING if queued else new.reason if held else None,
         "workflow_run_id": task.workflow_run_id if task else None,
         "task_name": task.task_name if task else None,
         "map_index": task.map_index if task else None,
