@@ -15,7 +15,9 @@ from sqlalchemy import func, select
 from herder.clock import SystemClock
 from herder.control.reaper import Reaper
 from herder.domain.jobs import JobSpec
+from herder.domain.tenants import TenantQuotas
 from herder.domain.workflows import run_bound
+from herder.domain.workflows.spec import WorkflowSpec
 from herder.store.schema import run_events, runs
 from herder.store.store import Store
 from tests.integration.conftest import Api
@@ -241,3 +243,38 @@ def test_cancelling_a_wide_fan_out_ends_every_run_in_one_go(api: Api, fleet: Fle
     ended = detail(api, run["id"])
     assert ended["state"] == "cancelled"
     assert {task["state"] for task in ended["tasks"]} == {"cancelled"}
+
+
+def test_a_held_run_expires_at_its_start_deadline(database_url: str) -> None:
+    clock = ManualClock()
+    store = Store(database_url, clock=clock)
+    try:
+        tenant = store.access.create_tenant("t", quotas=TenantQuotas(max_queued=1)).id
+        store.jobs.create(tenant, "work", JobSpec(runtime="shell", command="true"))
+        spec = WorkflowSpec.model_validate(
+            {
+                "params": {"items": [1, 2, 3]},
+                "tasks": [
+                    {
+                        "name": "each",
+                        "job": "work",
+                        "map_over": "params.items",
+                        "overrides": {"start_deadline_seconds": 60},
+                    }
+                ],
+            }
+        )
+        flow = store.workflows.create(tenant, "flow", spec)
+        run, _ = store.workflow_runs.start(tenant, flow.id, {})
+        assert (count(store, "queued"), count(store, "pending")) == (1, 2)
+
+        clock.advance(61)
+        Reaper(store, clock, heartbeat_timeout_seconds=600).step()
+
+        ended = store.workflow_runs.get(tenant, run.id)
+        assert ended.state == "failed"
+        assert {(task.state, task.reason) for task in ended.tasks} == {
+            ("expired", "expired: not started by its start deadline")
+        }
+    finally:
+        store.close()
