@@ -18,7 +18,7 @@ from herder.domain.jobs import JobSpec
 from herder.domain.tenants import TenantQuotas
 from herder.domain.workflows import run_bound
 from herder.domain.workflows.spec import WorkflowSpec
-from herder.store.schema import run_events, runs
+from herder.store.schema import run_events, runs, tenants
 from herder.store.store import Store
 from tests.integration.conftest import Api
 from tests.integration.test_backfills import backfill, hourly_schedule, hours_ago
@@ -276,5 +276,42 @@ def test_a_held_run_expires_at_its_start_deadline(database_url: str) -> None:
         assert {(task.state, task.reason) for task in ended.tasks} == {
             ("expired", "expired: not started by its start deadline")
         }
+    finally:
+        store.close()
+
+
+POSTGRES_ONLY = pytest.mark.parametrize(
+    "database_url", [pytest.param("postgresql", marks=pytest.mark.postgres)], indirect=True
+)
+
+
+@POSTGRES_ONLY  # SQLite has one writer at a time: no two can take room at once
+def test_a_start_while_another_takes_room_holds_its_runs_until_the_next_release(
+    database_url: str,
+) -> None:
+    store = Store(database_url)
+    try:
+        tenant = store.access.create_tenant("t", quotas=TenantQuotas(max_queued=5)).id
+        store.jobs.create(tenant, "work", JobSpec(runtime="shell", command="true"))
+        spec = WorkflowSpec.model_validate(
+            {
+                "params": {"items": [1, 2, 3]},
+                "tasks": [{"name": "each", "job": "work", "map_over": "params.items"}],
+            }
+        )
+        flow = store.workflows.create(tenant, "flow", spec)
+        with store.database.engine.connect() as other, other.begin():
+            other.execute(  # another transaction taking room for the tenant now
+                select(tenants.c.id).where(tenants.c.id == tenant).with_for_update(key_share=True)
+            )
+            run, _ = store.workflow_runs.start(tenant, flow.id, {})  # does not wait for it
+        assert (count(store, "queued"), count(store, "pending")) == (0, 3)
+        assert {task.reason for task in store.workflow_runs.get(tenant, run.id).tasks} == {
+            "tenant at its max_queued 5: 0 queued, and another start is taking room"
+        }
+
+        Reaper(store, SystemClock(), heartbeat_timeout_seconds=600).step()
+
+        assert (count(store, "queued"), count(store, "pending")) == (3, 0)
     finally:
         store.close()
