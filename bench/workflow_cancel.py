@@ -12,6 +12,7 @@ import argparse
 import os
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.dispatch_store import postgres_database, sqlite_database
@@ -25,10 +26,20 @@ ITEMS = 1000
 POSTGRES_DATABASE = os.environ.get("HERDER_BENCH_DATABASE", "herder_bench") + "_cancel"
 
 
-def measure(url: str, items: int, max_queued: int | None) -> tuple[int, float, float, float]:
-    """Runs made, seconds to start the workflow run, seconds to cancel it, and this
-    process's CPU seconds in the cancel (SQLite's work is all in it; a loaded box stretches
-    the wall time, not this)."""
+@dataclass(frozen=True)
+class Measured:
+    """The runs the start made and how many it queued (the rest held past ``max_queued``);
+    the start's and the cancel's wall seconds, and this process's CPU seconds in the cancel
+    (SQLite's work is all in it: a loaded box stretches the wall time, not this)."""
+
+    runs: int
+    queued: int
+    start_seconds: float
+    cancel_seconds: float
+    cancel_cpu_seconds: float
+
+
+def measure(url: str, items: int, max_queued: int | None) -> Measured:
     store = Store(url)
     try:
         store.migrate()
@@ -48,12 +59,13 @@ def measure(url: str, items: int, max_queued: int | None) -> tuple[int, float, f
         started = time.perf_counter()
         run, _ = store.workflow_runs.start(tenant, workflow.id, {"items": list(range(items))})
         start_seconds = time.perf_counter() - started
-        made = len(store.workflow_runs.get(tenant, run.id).tasks)
+        tasks = store.workflow_runs.get(tenant, run.id).tasks
+        queued = sum(task.state == "queued" for task in tasks)
         started, cpu = time.perf_counter(), time.process_time()
         cancelled = store.workflow_runs.cancel(tenant, run.id)
         cancel_seconds, cancel_cpu = time.perf_counter() - started, time.process_time() - cpu
         assert cancelled.state == "cancelled", cancelled
-        return made, start_seconds, cancel_seconds, cancel_cpu
+        return Measured(len(tasks), queued, start_seconds, cancel_seconds, cancel_cpu)
     finally:
         store.close()
 
@@ -68,13 +80,14 @@ def main() -> None:
     for name in stores:
         if name == "sqlite":
             with tempfile.TemporaryDirectory() as home, sqlite_database(Path(home), "c") as url:
-                made, start, cancel, cpu = measure(url, args.items, args.max_queued)
+                found = measure(url, args.items, args.max_queued)
         else:
             with postgres_database(POSTGRES_DATABASE) as url:
-                made, start, cancel, cpu = measure(url, args.items, args.max_queued)
+                found = measure(url, args.items, args.max_queued)
         print(
-            f"{name}: {made:,} runs (max_queued {args.max_queued or '-'}): started in "
-            f"{start:.2f} s, cancelled in {cancel:.2f} s ({cpu:.2f} s CPU in this process)"
+            f"{name}: {found.runs:,} runs, {found.queued:,} queued (max_queued "
+            f"{args.max_queued or '-'}): started in {found.start_seconds:.2f} s, cancelled in "
+            f"{found.cancel_seconds:.2f} s ({found.cancel_cpu_seconds:.2f} s CPU in this process)"
         )
 
 
