@@ -9,7 +9,14 @@ import pytest
 
 from herder.domain.errors import Conflict
 from herder.domain.jobs import JobSpec
-from herder.domain.lifecycle.cancel import CANCEL_REQUESTED, Cause, cancel, rerun
+from herder.domain.lifecycle.cancel import (
+    CANCEL_REQUESTED,
+    Cancellable,
+    Cause,
+    cancel,
+    cancel_all,
+    rerun,
+)
 from herder.domain.lifecycle.changes import WORK, Event, NewRun, Notice, NoticeKind
 from herder.domain.lifecycle.concurrency import admit, fire
 from herder.domain.lifecycle.facts import ActiveRun, AttemptFacts, DueRetry, RunFacts, WorkerSilence
@@ -179,7 +186,33 @@ def test_a_due_retry_keeps_its_place_only_when_its_worker_was_lost() -> None:
     assert not requeue_due([], NOW).notices
 
 
-def test_a_queued_run_past_its_start_deadline_expires() -> None:
-    (move,) = expire(["late"], NOW).moves
-    assert (move.source, move.target) == (RunState.QUEUED, RunState.EXPIRED)
+@pytest.mark.parametrize("state", [RunState.QUEUED, RunState.PENDING])
+def test_a_run_not_started_by_its_start_deadline_expires(state: RunState) -> None:
+    (move,) = expire([("late", state)], NOW).moves
+    assert (move.source, move.target) == (state, RunState.EXPIRED)
     assert move.values["waiting_reason"] is None  # it no longer waits
+
+
+def test_a_set_of_runs_is_cancelled_by_the_one_rule_decided_at_once() -> None:
+    runs = [
+        Cancellable("held", RunState.PENDING, 0, False),
+        Cancellable("queued", RunState.QUEUED, 0, False),
+        Cancellable("waiting", RunState.RETRY_WAIT, 1, False),
+        Cancellable("running", RunState.RUNNING, 2, False),
+        Cancellable("stopping", RunState.RUNNING, 1, True),
+        Cancellable("done", RunState.SUCCEEDED, 1, False),
+    ]
+    changes = cancel_all(
+        runs, {"w1", "w2"}, Cause("user", "its workflow run wfrun_1 was cancelled"), NOW
+    )
+    assert [(m.run_id, m.source, m.target) for m in changes.moves] == [
+        ("held", RunState.PENDING, RunState.CANCELLED),
+        ("queued", RunState.QUEUED, RunState.CANCELLED),
+        ("waiting", RunState.RETRY_WAIT, RunState.CANCELLED),
+    ]
+    assert {m.values["reason"] for m in changes.moves} == {
+        "cancelled: its workflow run wfrun_1 was cancelled"
+    }
+    assert changes.cancel_requests == ("running",)  # "stopping" was asked already
+    assert [(e.run_id, e.attempt) for e in changes.events] == [("running", 2)]
+    assert changes.notices == {Notice(NoticeKind.CANCEL, "w1"), Notice(NoticeKind.CANCEL, "w2")}

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from herder.domain.errors import Invalid
 from herder.domain.states import RunState
 from herder.domain.workflows.dag import Dag
 from herder.domain.workflows.progress import (
@@ -15,6 +17,11 @@ from herder.domain.workflows.progress import (
     WorkflowRunState,
     advance,
     upstream_end,
+)
+from herder.domain.workflows.run_bound import (
+    MAX_RUNS_PER_WORKFLOW_RUN,
+    check_run_bound,
+    runs_at_start,
 )
 from herder.domain.workflows.spec import TaskSpec, WorkflowSpec
 from herder.domain.workflows.trigger_rules import TriggerRule, Upstream, Verdict, decide
@@ -160,3 +167,49 @@ def test_a_list_in_an_upstream_output_is_mapped_and_its_absence_explained() -> N
     (start,) = advance(Dag.of(spec), board, {}, {"split": {"parts": list(range(1001))}}).starts
     assert start.state is RunState.FAILED
     assert "1,001 items" in start.reason
+
+
+def test_a_fan_out_past_the_runs_a_workflow_run_may_make_fails_its_task_saying_why() -> None:
+    spec = WorkflowSpec.model_validate(
+        {
+            "tasks": [
+                {"name": "split", "job": "work"},
+                {"name": "each", "job": "work", "depends_on": ["split"], "map_over": "split"},
+            ]
+        }
+    )
+    board = {"split": [Instance(-1, RunState.SUCCEEDED)]}
+    sources = {"split": list(range(1000))}
+    (fits,) = advance(
+        Dag.of(spec), board, {}, sources, made=MAX_RUNS_PER_WORKFLOW_RUN - 1000
+    ).starts
+    assert (fits.state, len(fits.items or ())) == (RunState.QUEUED, 1000)
+    (past,) = advance(Dag.of(spec), board, {}, sources, made=MAX_RUNS_PER_WORKFLOW_RUN - 999).starts
+    assert past.state is RunState.FAILED
+    assert past.reason == (
+        "its 1,000 instance(s) would take the workflow run past 10,000 runs (it has made "
+        "9,001); a workflow run makes at most 10,000"
+    )
+
+
+def test_the_runs_a_start_makes_are_counted_from_the_lists_it_maps_over() -> None:
+    spec = WorkflowSpec.model_validate(
+        {
+            "params": {"items": [], "other": "x"},
+            "tasks": [
+                {"name": "first", "job": "work"},
+                *(
+                    {"name": f"each{n}", "job": "work", "map_over": "params.items"}
+                    for n in range(11)
+                ),
+                {"name": "later", "job": "work", "depends_on": ["first"], "map_over": "first"},
+            ],
+        }
+    )
+    assert runs_at_start(spec, spec.params) == 13  # an empty list still makes a run
+    assert runs_at_start(spec, {"items": list(range(1000))}) == 11_002
+    with pytest.raises(Invalid) as refused:
+        check_run_bound(spec, {"items": list(range(1000))})
+    assert refused.value.field == "params"
+    assert "11,002 runs" in refused.value.detail
+    check_run_bound(spec, {"items": list(range(900))})  # 9,902: allowed

@@ -1,7 +1,7 @@
 """The reaper: moves on whatever has become due — lost workers, attempts past their deadline,
-retries whose back-off is over, runs not started by their start deadline — in one unit of
-work per pass, and sleeps until the next such moment (or a notice that something new got a
-due time)."""
+retries whose back-off is over, runs not started by their start deadline, runs held past
+their tenant's ``max_queued`` that now have room — in one unit of work per pass, and sleeps
+until the next such moment (or a notice that something new got a due time)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from herder.domain.lifecycle.reap import (
     requeue_due,
     silent_workers,
 )
+from herder.domain.queue_room import RELEASER
+from herder.store.queue_room import release_all_held
 from herder.store.runs.due import mark_lost, more_waiting, next_due, read_due_ends, read_due_runs
 from herder.store.store import Store
 
@@ -40,7 +42,8 @@ class Reaper:
             work.settle(lost_with_worker(orphans, timeout) + overdue(ends.overdue), REAPER)
             due = read_due_runs(work)
             work.apply(requeue_due(due.retries, work.now) + expire(due.expiring, work.now))
-            busy = more_waiting(ends, due)
+            more_held = release_all_held(work, actor=RELEASER)
+            busy = more_waiting(ends, due) or more_held
             upcoming = None if busy else next_due(work, timeout)
             now = work.now
         if busy:

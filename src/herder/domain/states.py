@@ -60,7 +60,8 @@ TERMINAL_RUN_STATES = frozenset(
 )
 
 RUN_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
-    RunState.PENDING: frozenset({RunState.QUEUED, RunState.CANCELLED}),
+    # held past its tenant's max_queued until there is room (``domain.queue_room``)
+    RunState.PENDING: frozenset({RunState.QUEUED, RunState.CANCELLED, RunState.EXPIRED}),
     RunState.QUEUED: frozenset({RunState.RUNNING, RunState.CANCELLED, RunState.EXPIRED}),
     RunState.RUNNING: frozenset(
         {

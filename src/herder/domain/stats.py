@@ -53,7 +53,7 @@ class Stats(_Record):
     scope: str
     at: datetime
     minutes: int
-    runs: dict[str, int]  # queued, running, retry_wait, dead
+    runs: dict[str, int]  # pending (held), queued, running, retry_wait, dead
     throughput: list[MinuteOutcomes]  # one per minute of the window, oldest first
     ended: dict[str, int]  # outcome → runs ended in the window
     failure_rate: float | None  # failed / (succeeded + failed); None when none ended

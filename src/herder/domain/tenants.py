@@ -11,7 +11,8 @@ class TenantQuotas(BaseModel):
     """Limits that hold a tenant's runs back (in use, queued) or slow its submissions.
 
     ``None`` means unlimited. Runs over a usage quota stay queued with a waiting reason;
-    only submissions faster than the rate are refused (429).
+    only submissions faster than the rate are refused (429). ``max_queued`` also bounds the
+    runs made for the tenant (``domain.queue_room``).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -20,7 +21,12 @@ class TenantQuotas(BaseModel):
     max_memory_mb: Annotated[int | None, Field(ge=1)] = None
     max_gpus: Annotated[int | None, Field(ge=0)] = None
     max_queued: Annotated[
-        int | None, Field(ge=1, description="queued runs the dispatcher considers at once")
+        int | None,
+        Field(
+            ge=1,
+            description="queued runs the dispatcher considers at once; runs that workflows, "
+            "backfills and schedules make wait (held) or are skipped past it",
+        ),
     ] = None
     submit_rate_per_second: Annotated[float | None, Field(gt=0)] = None
     submit_burst: Annotated[

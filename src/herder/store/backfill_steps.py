@@ -1,6 +1,7 @@
 """A backfill's step (``domain.backfills``), inside the unit of work that created it or ended
 one of its runs: the next nominal times start while fewer than ``max_active`` of its runs are
-active, each once (the schedule's unique key), at ``low`` priority."""
+active, each once (the schedule's unique key), at ``low`` priority; past the tenant's
+``max_queued`` its runs are held ``pending`` until there is room (``domain.queue_room``)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,11 @@ from herder.domain.errors import NotFound
 from herder.domain.ids import new_id
 from herder.domain.jobs import JobSpec, Priority, apply_overrides
 from herder.domain.lifecycle.changes import WORK, Changes, Event, NewRun
+from herder.domain.queue_room import RELEASER, QueueRoom, hold
 from herder.domain.schedules import ScheduleSpec
 from herder.domain.states import RunState
 from herder.domain.workflows.progress import WorkflowRunState
+from herder.store.queue_room import queue_room, room_after_release
 from herder.store.runs.facts import ACTIVE_STATES
 from herder.store.schema import backfills, jobs, runs, schedules, workflow_runs
 from herder.store.workflows.starts import start_in
@@ -46,6 +49,7 @@ def advance_backfill(work: Work, backfill_id: str) -> None:
     schedule = work.connection.execute(
         select(schedules).where(schedules.c.id == backfill.schedule_id)
     ).first()
+    room = room_after_release(work, backfill.tenant_id, actor=RELEASER)
     free = backfill.max_active - _active(work.connection, backfill)
     cursor, started, already = backfill.cursor or backfill.start, 0, 0
     exhausted = schedule is None
@@ -58,7 +62,8 @@ def advance_backfill(work: Work, backfill_id: str) -> None:
                 break
             for nominal in nominals:
                 cursor = nominal
-                if _start(work, backfill, schedule, spec, nominal):
+                made, room = _start(work, backfill, schedule, spec, nominal, room)
+                if made:
                     started += 1
                     if started == free:
                         break
@@ -96,14 +101,18 @@ def _of_job(connection: Connection, backfill: Any) -> bool:
     return job_id is not None
 
 
-def _start(work: Work, backfill: Any, schedule: Any, spec: ScheduleSpec, nominal: datetime) -> bool:
-    """A run for this nominal time, unless it has one already."""
+def _start(
+    work: Work, backfill: Any, schedule: Any, spec: ScheduleSpec, nominal: datetime,
+    room: QueueRoom,
+) -> tuple[bool, QueueRoom]:  # fmt: skip
+    """A run for this nominal time, unless it has one already (held past the tenant's
+    ``max_queued``: its tasks, a workflow run's); the room left."""
     if schedule.workflow_id is not None:
         run_id = start_in(
             work, backfill.tenant_id, schedule.workflow_id, {}, schedule_id=schedule.id,
             scheduled_for=nominal, backfill_id=backfill.id,
         )  # fmt: skip
-        return run_id is not None
+        return run_id is not None, queue_room(work, backfill.tenant_id)
     job = work.connection.execute(select(jobs).where(jobs.c.id == schedule.job_id)).first()
     if job is None:
         raise NotFound(f"job {schedule.job_id} of schedule {schedule.id} no longer exists")
@@ -118,4 +127,7 @@ def _start(work: Work, backfill: Any, schedule: Any, spec: ScheduleSpec, nominal
         Event(run_id, message, f"backfill:{backfill.id}", target=RunState.QUEUED),
         schedule_id=schedule.id, scheduled_for=nominal, backfill_id=backfill.id,
     )  # fmt: skip
-    return run_id in work.apply(Changes(new_runs=(new,), notices=frozenset({WORK}))).inserted
+    (new,), left = hold([new], room)
+    notices = frozenset({WORK}) if new.state is RunState.QUEUED else frozenset()
+    inserted = run_id in work.apply(Changes(new_runs=(new,), notices=notices)).inserted
+    return inserted, left if inserted else room

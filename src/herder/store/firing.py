@@ -1,8 +1,10 @@
 """Firing a batch of due schedules in one unit of work, set-based: a few statements per
 batch, whatever its size — the cost is in proportion to the schedules due (DESIGN §4).
 
-    read      the jobs in one query; the active runs of forbid/replace schedules in one
-    decide    pure: each schedule's runs under its concurrency policy (``fire``)
+    read      the jobs in one query; the active runs of forbid/replace schedules in one; the
+              room under each tenant's ``max_queued`` (its row held: ``store.queue_room``)
+    decide    pure: the fires the room takes (the rest are skipped and recorded), each
+              schedule's runs under its concurrency policy (``fire``)
     advance   one guarded UPDATE: each schedule moves on, with its counters, only if it is
               still as it was read (its nominal time and its last change) — the fence; one
               fired meanwhile by another firer, or changed, fires nothing
@@ -31,10 +33,12 @@ from herder.domain.lifecycle.changes import Changes, Event, NewRun, combine
 from herder.domain.lifecycle.concurrency import Fires, fire
 from herder.domain.lifecycle.facts import ActiveRun, RunFacts
 from herder.domain.models import Job
+from herder.domain.queue_room import UNLIMITED, QueueRoom
 from herder.domain.schedules import ConcurrencyPolicy, FirePlan, ScheduleSpec, jitter_offset
 from herder.domain.states import RunState
 from herder.store.dialect import update_rows
 from herder.store.jobs import JobRepository
+from herder.store.queue_room import queue_rooms
 from herder.store.runs.facts import active_of_schedules
 from herder.store.schedule_events import (
     NewScheduleEvent,
@@ -85,10 +89,15 @@ def fire_batch(
         work.connection,
         [due.id for due, _ in firing if due.spec.concurrency_policy in _NEEDS_ACTIVE],
     )
-    decided = [
-        _Decided(due, plan, _decide(work, due, plan, found, active.get(due.id, []), actor))
-        for due, plan in batch
-    ]
+    rooms = queue_rooms(work, {due.tenant_id for due, plan in batch if plan.fire}, wait=True)
+    decided = []
+    for due, plan in batch:
+        room = rooms.get(due.tenant_id, UNLIMITED)
+        fire_now, past_room = room.split(plan.fire)
+        fires = _decide(work, due, fire_now, found, active.get(due.id, []), actor)
+        taking = len(fire_now) if due.workflow_id is not None else len(fires.changes.new_runs)
+        rooms[due.tenant_id] = room.taken(taking)
+        decided.append(_Decided(due, plan, fires, fire_now, _over_room(due, past_room, room)))
     advanced = set(
         update_rows(work.connection, _ADVANCE_COLUMNS, _advances(work, decided), _advance)
     )
@@ -103,8 +112,8 @@ def fire_batch(
         for one in decided
     }
     for one in decided:
-        if one.due.workflow_id is not None and one.plan.fire:
-            made[one.due.id] = start_scheduled(work, one.due, one.plan.fire, actor)
+        if one.due.workflow_id is not None and one.fire:
+            made[one.due.id] = start_scheduled(work, one.due, one.fire, actor)
     _record(work, decided, made)
     due_times, missed = _due_times(decided, made), sum(one.plan.missed for one in decided)
     work.after_commit.append(lambda: metrics.schedules_fired(work.now, due_times, missed))
@@ -126,11 +135,13 @@ class _Decided:
     due: DueSchedule
     plan: FirePlan
     fires: Fires
+    fire: list[datetime]  # the plan's fires the tenant's max_queued leaves room for
+    over_room: list[NewScheduleEvent]  # the rest, skipped
 
     @property
     def to_fire(self) -> list[datetime]:
         if self.due.workflow_id is not None:
-            return list(self.plan.fire)
+            return list(self.fire)
         return [new.scheduled_for for new in self.fires.changes.new_runs if new.scheduled_for]
 
 
@@ -169,7 +180,7 @@ def _advances(work: Work, decided: Sequence[_Decided]) -> list[dict[str, Any]]:
     return [
         {"id": one.due.id, "read_fire_at": one.due.next_fire_at,
          "read_updated_at": one.due.updated_at, "missed": one.plan.missed,
-         "fired": len(one.to_fire), "skipped": len(one.fires.skipped),
+         "fired": len(one.to_fire), "skipped": len(one.fires.skipped) + len(one.over_room),
          "last_fired_for": max(one.to_fire, default=None), "now": work.now,
          **next_fire_values(one.due.id, one.due.spec, one.plan.next_nominal)}
         for one in decided
@@ -191,20 +202,29 @@ def _job_of(found: Mapping[tuple[str, str], Job], due: DueSchedule) -> Job:
     return job
 
 
+def _over_room(
+    due: DueSchedule, nominals: Sequence[datetime], room: QueueRoom
+) -> list[NewScheduleEvent]:
+    return [
+        NewScheduleEvent(due.id, "skipped", f"not fired: {room.reason}", scheduled_for=nominal)
+        for nominal in nominals
+    ]
+
+
 def _decide(
     work: Work,
     due: DueSchedule,
-    plan: FirePlan,
+    fire_now: Sequence[datetime],
     found: Mapping[tuple[str, str], Job],
     active: Sequence[ActiveRun],
     actor: str,
 ) -> Fires:
-    if not plan.fire or due.job_id is None:
+    if not fire_now or due.job_id is None:
         return Fires(Changes())  # a workflow's fires start after the fence: ``start_scheduled``
     job = _job_of(found, due)
     spec = apply_overrides(job.spec, due.spec.overrides)
     new_runs = []
-    for nominal in plan.fire:
+    for nominal in fire_now:
         run_id = new_id("run", epoch_ms(work.now))
         message = f"fired by schedule {due.id} for {nominal:%Y-%m-%d %H:%M:%S} UTC"
         event = Event(run_id, message, actor, target=RunState.QUEUED)
@@ -226,6 +246,7 @@ def _record(
         if one.plan.missed:
             events.append(_missed(one.due, one.plan))
         events += [_skipped(one.due, nominal, blocking) for nominal, blocking in one.fires.skipped]
+        events += one.over_room
         events += replaced_events(one.due.id, one.fires.replaced)
         made = made_for.get(one.due.id, [])
         if len(made) < len(one.to_fire):

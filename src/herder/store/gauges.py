@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, case, func, select
 
 from herder.domain.models import WorkerState
+from herder.domain.queue_room import QUEUED_WAITING
 from herder.domain.states import RunState
 from herder.domain.workflows.progress import WorkflowRunState
 from herder.store.database import Database
@@ -20,9 +21,8 @@ from herder.telemetry.metrics import PRIORITY_NAMES
 
 # A queued run's waiting reason (a sentence from ``domain.placement``) as one of a few kinds,
 # by the first pattern it matches (SQL LIKE); any other, or none, is "other".
-NOT_SEEN_YET = "not looked at by the dispatcher yet"
 WAITING_KINDS = (
-    ("not_seen", NOT_SEEN_YET),
+    ("not_seen", QUEUED_WAITING),
     ("queue_quota", "tenant quota: only the tenant's first %"),
     ("quota", "%; tenant quota %"),
     ("preempting", "%; preempting %"),
@@ -46,11 +46,15 @@ class Gauges:
     workflow_runs: dict[str, int]  # active workflow run state → workflow runs
 
 
+# Runs not yet ended: held past their tenant's max_queued, queued, running, retrying.
+_ACTIVE_STATES = [state for state in RunState if state.is_active]
+
+
 def read_gauges(database: Database) -> Gauges:
     with database.read() as connection:
         return Gauges(
             queued=_queued(connection),
-            runs=_by_state(connection, [RunState.QUEUED, RunState.RUNNING, RunState.RETRY_WAIT]),
+            runs=_by_state(connection, _ACTIVE_STATES),
             dead=_dead(connection),
             workers=workers_by_state(connection),
             capacity=fleet_capacity(connection),

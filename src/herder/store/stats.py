@@ -27,7 +27,13 @@ from herder.store.dialect import minute_of, one_of
 from herder.store.gauges import fleet_capacity, fleet_used, workers_by_state
 from herder.store.schema import runs, tenants
 
-LIVE_STATES = (RunState.QUEUED, RunState.RUNNING, RunState.RETRY_WAIT, RunState.DEAD)
+LIVE_STATES = (
+    RunState.PENDING,  # held past the tenant's max_queued
+    RunState.QUEUED,
+    RunState.RUNNING,
+    RunState.RETRY_WAIT,
+    RunState.DEAD,
+)
 
 
 def read_stats(database: Database, tenant_id: str | None, now: datetime, minutes: int) -> Stats:

@@ -19,6 +19,7 @@ from herder.domain.lifecycle.facts import Ending, RunFacts
 from herder.domain.lifecycle.settle import Settled, settle
 from herder.store.backfill_steps import advance_backfill
 from herder.store.database import Database
+from herder.store.dialect import Among
 from herder.store.runs.facts import facts_of_attempts
 from herder.store.runs.writes import Applied, apply_changes
 from herder.store.schema import runs
@@ -52,13 +53,13 @@ class Work:
     def _move_on(self, ended_run_ids: list[str], facts: Mapping[str, RunFacts]) -> None:
         owners: list[Any] = [facts[run_id] for run_id in ended_run_ids if run_id in facts]
         unknown = [run_id for run_id in ended_run_ids if run_id not in facts]
-        if unknown:
-            owners += self.connection.execute(
-                select(runs.c.workflow_run_id, runs.c.backfill_id).where(
-                    runs.c.id.in_(unknown),
-                    or_(runs.c.workflow_run_id.is_not(None), runs.c.backfill_id.is_not(None)),
-                )
-            ).all()
+        among = Among(self.connection.dialect.name, runs.c.id, "run_ids")
+        owned = select(runs.c.workflow_run_id, runs.c.backfill_id).where(
+            among.condition,
+            or_(runs.c.workflow_run_id.is_not(None), runs.c.backfill_id.is_not(None)),
+        )
+        for batch in among.batches(unknown):  # many at once: a fan-out's cancel
+            owners += self.connection.execute(owned, batch).all()
         for workflow_run_id in sorted({owner.workflow_run_id for owner in owners} - {None}):
             advance_run(self, workflow_run_id)
         for backfill_id in sorted({owner.backfill_id for owner in owners} - {None}):

@@ -5,6 +5,7 @@ when they report (``settle``)."""
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -15,6 +16,7 @@ from herder.domain.lifecycle.changes import (
     Event,
     NewRun,
     NoticeKind,
+    RunMove,
     notices,
     transition,
 )
@@ -33,23 +35,58 @@ class Cause:
     why: str | None = None
 
 
+@dataclass(frozen=True)
+class Cancellable:
+    """A run of a set cancelled at once (a workflow run's): what its row says, no more."""
+
+    id: str
+    state: RunState
+    attempt: int
+    cancel_requested: bool
+
+
 def cancel(active: ActiveRun, cause: Cause, now: datetime) -> Changes:
     run = active.run
     if run.state.is_terminal:
         raise Conflict(f"run {run.id} is already {run.state}; only active runs can be cancelled")
     if run.state is not RunState.RUNNING:
-        message = cause.why or f"cancelled while {run.state}"
-        reason = f"cancelled: {cause.why}" if cause.why else "cancelled"
-        move = transition(
-            run.id, run.state, RunState.CANCELLED, now,
-            actor=cause.actor, message=message, reason=reason,
-        )  # fmt: skip
-        return Changes(moves=(move,))
+        return Changes(moves=(_ended(run.id, run.state, cause, now),))
     stop = Changes(notices=notices(NoticeKind.CANCEL, {m.worker_id for m in active.members}))
     if run.cancel_requested:
         return stop
     event = Event(run.id, cause.why or CANCEL_REQUESTED, cause.actor, attempt=run.attempt)
     return stop + Changes(cancel_requests=(run.id,), events=(event,))
+
+
+def cancel_all(
+    runs: Sequence[Cancellable], workers: Collection[str], cause: Cause, now: datetime
+) -> Changes:
+    """``cancel``'s rule for every active run of a set, decided at once so that it is applied
+    in a few statements (alike moves: one each); ``workers``: those running any of them."""
+    active = [run for run in runs if run.state.is_active]
+    requested = [r for r in active if r.state is RunState.RUNNING and not r.cancel_requested]
+    return Changes(
+        moves=tuple(
+            _ended(run.id, run.state, cause, now)
+            for run in active
+            if run.state is not RunState.RUNNING
+        ),
+        cancel_requests=tuple(run.id for run in requested),
+        events=tuple(
+            Event(run.id, cause.why or CANCEL_REQUESTED, cause.actor, attempt=run.attempt)
+            for run in requested
+        ),
+        notices=notices(NoticeKind.CANCEL, workers),
+    )
+
+
+def _ended(run_id: str, state: RunState, cause: Cause, now: datetime) -> RunMove:
+    """A run not running yet ends at once."""
+    message = cause.why or f"cancelled while {state}"
+    reason = f"cancelled: {cause.why}" if cause.why else "cancelled"
+    return transition(
+        run_id, state, RunState.CANCELLED, now, actor=cause.actor, message=message, reason=reason
+    )
 
 
 def rerun(old: Run, tenant_id: str, new_run_id: str, actor: str) -> Changes:

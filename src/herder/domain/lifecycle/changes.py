@@ -140,10 +140,18 @@ NO_CHANGES = Changes()
 
 
 def combine(parts: Iterable[Changes]) -> Changes:
-    total = NO_CHANGES
-    for part in parts:
-        total = total + part
-    return total
+    """The parts as one, in linear time (adding them one by one copies the tuples each time:
+    a fan-out's thousands of cancels would take seconds)."""
+    listed = list(parts)
+    return Changes(
+        new_runs=tuple(new for part in listed for new in part.new_runs),
+        attempt_ends=tuple(end for part in listed for end in part.attempt_ends),
+        moves=tuple(move for part in listed for move in part.moves),
+        cancel_requests=tuple(run_id for part in listed for run_id in part.cancel_requests),
+        preempt_requests=tuple(a for part in listed for a in part.preempt_requests),
+        events=tuple(event for part in listed for event in part.events),
+        notices=frozenset(notice for part in listed for notice in part.notices),
+    )
 
 
 def notices(kind: NoticeKind, worker_ids: Iterable[str]) -> frozenset[Notice]:

@@ -80,19 +80,21 @@ def requeue_due(due: Sequence[DueRetry], now: datetime) -> Changes:
     return Changes(moves=moves, notices=frozenset({WORK}) if moves else frozenset())
 
 
-def expire(run_ids: Sequence[str], now: datetime) -> Changes:
-    """Queued runs not started by their start deadline."""
+def expire(expiring: Sequence[tuple[str, RunState]], now: datetime) -> Changes:
+    """Runs not started by their start deadline: queued, or still held past their tenant's
+    ``max_queued`` (``(run id, state)`` each)."""
     return Changes(
         moves=tuple(
             transition(
                 run_id,
-                RunState.QUEUED,
+                state,
                 RunState.EXPIRED,
                 now,
                 actor=REAPER,
                 message="not started by its start deadline",
                 reason="expired: not started by its start deadline",
+                waiting_reason=None,
             )
-            for run_id in run_ids
+            for run_id, state in expiring
         )
     )

@@ -19,6 +19,7 @@ from typing import Any
 
 from herder.domain.states import RunState
 from herder.domain.workflows.dag import Dag
+from herder.domain.workflows.run_bound import past_bound
 from herder.domain.workflows.spec import MapSource, TaskSpec, WorkflowSpec, map_source
 from herder.domain.workflows.trigger_rules import (
     TriggerRule,
@@ -97,11 +98,13 @@ def advance(
     map_sources: Mapping[str, Any],
     *,
     cancelling: bool = False,
+    made: int = 0,
 ) -> Progress:
     """Decide every pending task, in dependency order, against ``board`` (each task's
     current instances; a task absent from it is pending). ``map_sources`` holds the output
     of each upstream task a pending mapped task reads its list from (a mapped upstream
-    task: the list of its instances' outputs). A run being cancelled starts nothing."""
+    task: the list of its instances' outputs). A run being cancelled starts nothing. ``made``:
+    the runs the workflow run has made so far, over every repair (``run_bound``)."""
     current = {name: list(instances) for name, instances in board.items()}
     progress = Progress()
     for name in dag.order:
@@ -125,8 +128,12 @@ def advance(
             continue
         start = _start(name, decision.verdict, decision.reason, map_source(task), params,
                        map_sources)  # fmt: skip
+        if start.state is RunState.QUEUED:
+            past = past_bound(made, len(start.items) if start.items is not None else 1)
+            start = start if past is None else Start(name, RunState.FAILED, past)
         progress.starts.append(start)
         current[name] = _instances(start)
+        made += len(current[name])
     return Progress(progress.starts, progress.waiting, _end(dag, current, cancelling))
 
 

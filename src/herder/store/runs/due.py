@@ -1,6 +1,6 @@
 """What has become due, read inside the reaper's unit of work: workers silent too long and
 the attempts they ran, attempts past their deadline, retries whose back-off is over, queued
-runs past their start deadline — and when the next of these falls due."""
+(or held) runs past their start deadline — and when the next of these falls due."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from herder.store.schema import attempts, runs, workers
 from herder.store.work import Work
 
 BATCH = 500  # rows of each kind one pass moves
+_WAITING_TO_START = [RunState.QUEUED, RunState.PENDING]  # a start deadline holds in these
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class DueEnds:
 @dataclass(frozen=True)
 class DueRuns:
     retries: list[DueRetry]
-    expiring: list[str]  # queued run ids past their start deadline
+    expiring: list[tuple[str, RunState]]  # queued (or held) runs past their start deadline
 
 
 def more_waiting(ends: DueEnds, due: DueRuns) -> bool:
@@ -80,13 +81,17 @@ def read_due_runs(work: Work) -> DueRuns:
         .limit(BATCH)
     ).all()
     expiring = connection.execute(
-        select(runs.c.id)
-        .where(runs.c.state == RunState.QUEUED, runs.c.start_deadline <= now, runs.c.id >= floor)
+        select(runs.c.id, runs.c.state)
+        .where(
+            runs.c.state.in_(_WAITING_TO_START),
+            runs.c.start_deadline <= now,
+            runs.c.id >= floor,
+        )
         .limit(BATCH)
-    ).scalars()
+    ).all()
     return DueRuns(
         retries=[DueRetry(row.id, row.queued_at, bool(row.lost)) for row in retries],
-        expiring=list(expiring),
+        expiring=[(row.id, RunState(row.state)) for row in expiring],
     )
 
 
@@ -125,7 +130,7 @@ def next_due(work: Work, heartbeat_timeout: float) -> datetime | None:
         ).scalar(),
         connection.execute(
             select(func.min(runs.c.start_deadline)).where(
-                runs.c.state == RunState.QUEUED, live_runs
+                runs.c.state.in_(_WAITING_TO_START), live_runs
             )
         ).scalar(),
         connection.execute(

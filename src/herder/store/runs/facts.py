@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import Connection, Select, or_, select
 
 from herder.domain.jobs import RetryPolicy
+from herder.domain.lifecycle.cancel import Cancellable
 from herder.domain.lifecycle.facts import ActiveRun, AttemptFacts, RunFacts
 from herder.domain.states import AttemptState, RunState
 from herder.store.history.live import live_floor
@@ -105,10 +106,11 @@ def active_runs(connection: Connection, run_ids: Collection[str]) -> list[Active
     """These runs (locked) with the running members of their current attempts."""
     found = lock_runs(connection, run_ids)
     members: dict[str, list[AttemptFacts]] = {run_id: [] for run_id in found}
-    if found:
+    running = [run_id for run_id, run in found.items() if run.state is RunState.RUNNING]
+    if running:
         rows = connection.execute(
             select(*ATTEMPT_FACTS).where(
-                attempts.c.run_id.in_(list(found)), attempts.c.state == AttemptState.RUNNING
+                attempts.c.run_id.in_(running), attempts.c.state == AttemptState.RUNNING
             )
         ).all()
         for row in rows:
@@ -117,6 +119,32 @@ def active_runs(connection: Connection, run_ids: Collection[str]) -> list[Active
 
 
 ACTIVE_STATES = [str(state) for state in RunState if state.is_active]
+
+
+def cancellable_runs(
+    connection: Connection, run_ids: Select[tuple[str]]
+) -> tuple[list[Cancellable], set[str]]:
+    """The runs of a set cancelled at once (a query of their ids), locked in id order, and
+    the workers running any of them: only the columns the cancel reads, whatever the set."""
+    rows = connection.execute(
+        select(runs.c.id, runs.c.state, runs.c.attempt_count, runs.c.cancel_requested)
+        .where(runs.c.id.in_(run_ids))
+        .order_by(runs.c.id)
+        .with_for_update(key_share=True)
+    ).all()
+    found = [
+        Cancellable(row.id, RunState(row.state), row.attempt_count, row.cancel_requested)
+        for row in rows
+    ]
+    running = [run.id for run in found if run.state is RunState.RUNNING]
+    if not running:
+        return found, set()
+    workers = connection.execute(
+        select(attempts.c.worker_id).where(
+            attempts.c.run_id.in_(running), attempts.c.state == AttemptState.RUNNING
+        )
+    ).scalars()
+    return found, set(workers)
 
 
 def active_of_schedule(connection: Connection, schedule_id: str) -> list[ActiveRun]:

@@ -15,9 +15,15 @@ from typing import Any
 from sqlalchemy import Connection, Update, bindparam, update
 
 from herder.domain.lifecycle.changes import AttemptEnd, Changes, Event, NewRun, RunMove
+from herder.domain.queue_room import QUEUED_WAITING
 from herder.domain.states import AttemptState, RunState
 from herder.store.database import Database
-from herder.store.dialect import insert_rows, insert_rows_ignoring_duplicates, update_each
+from herder.store.dialect import (
+    Among,
+    insert_rows,
+    insert_rows_ignoring_duplicates,
+    update_each,
+)
 from herder.store.history.live import live_floor
 from herder.store.notifications import send
 from herder.store.schema import attempts, run_events, runs
@@ -67,9 +73,11 @@ def record_events(connection: Connection, now: datetime, events: Iterable[Event]
 
 
 def new_run_row(new: NewRun, now: datetime) -> dict[str, Any]:
-    """The row of a new run: queued, or a workflow task already ended without running."""
+    """The row of a new run: queued, held ``pending`` past its tenant's ``max_queued`` (the
+    reason is why it waits), or a workflow task already ended without running."""
     spec = new.spec
     queued = new.state is RunState.QUEUED
+    held = new.state is RunState.PENDING
     task = new.task
     return {
         "id": new.id,
@@ -91,9 +99,9 @@ def new_run_row(new: NewRun, now: datetime) -> dict[str, Any]:
         "created_at": now,
         "queued_at": now if queued else None,
         "started_at": None,
-        "finished_at": None if queued else now,
+        "finished_at": now if new.state.is_terminal else None,
         "exit_code": None,
-        "reason": new.reason,
+        "reason": None if held else new.reason,
         "retry_at": None,
         "start_deadline": new.start_deadline,
         "rerun_of": new.rerun_of,
@@ -102,7 +110,7 @@ def new_run_row(new: NewRun, now: datetime) -> dict[str, Any]:
         "preemptible": spec.preemptible,
         "preemptions": 0,
         "preempted_at": None,
-        "waiting_reason": "not looked at by the dispatcher yet" if queued else None,
+        "waiting_reason": QUEUED_WAITING if queued else new.reason if held else None,
         "workflow_run_id": task.workflow_run_id if task else None,
         "task_name": task.task_name if task else None,
         "map_index": task.map_index if task else None,
@@ -158,12 +166,18 @@ def _end_attempts(connection: Connection, ends: Sequence[AttemptEnd], now: datet
 
 
 def _move_runs(connection: Connection, moves: Sequence[RunMove]) -> set[str]:
-    """One statement per shape of move (the columns it sets, whether fenced)."""
+    """One statement per shape of move (the columns it sets, whether fenced); many unfenced
+    moves alike (a fan-out's cancel): one ``UPDATE … WHERE id IN …`` for them all."""
     shapes: dict[tuple[bool, tuple[str, ...]], list[RunMove]] = defaultdict(list)
     for move in moves:
         shapes[move.attempt is not None, tuple(sorted(move.values))].append(move)
     moved: set[str] = set()
-    for (fenced, columns), group in shapes.items():
+    for (fenced, columns), shaped in shapes.items():
+        group = shaped
+        if not fenced:
+            group, alike = _alike(shaped)
+            for (source, target, values), run_ids in alike.items():
+                moved.update(_move_alike(connection, source, target, dict(values), run_ids))
         rows = [
             {
                 "m_id": move.run_id, "m_source": move.source, "m_target": move.target,
@@ -173,6 +187,49 @@ def _move_runs(connection: Connection, moves: Sequence[RunMove]) -> set[str]:
             for move in group
         ]  # fmt: skip
         moved.update(update_each(connection, _move_statement(fenced, columns), rows))
+    return moved
+
+
+_Alike = tuple[RunState, RunState, tuple[tuple[str, Any], ...]]
+ALIKE_AT_LEAST = 16  # moves alike past which one statement takes them all
+
+
+def _alike(moves: Sequence[RunMove]) -> tuple[list[RunMove], dict[_Alike, list[str]]]:
+    """The moves alike (same states and values) in batches worth one statement; the rest."""
+    by_kind: dict[_Alike, list[RunMove]] = defaultdict(list)
+    rest: list[RunMove] = []
+    for move in moves:
+        kind = (move.source, move.target, tuple(sorted(move.values.items())))
+        try:
+            by_kind[kind].append(move)
+        except TypeError:  # a value that cannot be compared whole (a JSON document)
+            rest.append(move)
+    alike = {}
+    for kind, group in by_kind.items():
+        if len(group) >= ALIKE_AT_LEAST:
+            alike[kind] = [move.run_id for move in group]
+        else:
+            rest += group
+    return rest, alike
+
+
+def _move_alike(
+    connection: Connection,
+    source: RunState,
+    target: RunState,
+    values: dict[str, Any],
+    run_ids: Sequence[str],
+) -> list[str]:
+    among = Among(connection.dialect.name, runs.c.id, "m_ids")
+    statement = (
+        update(runs)
+        .where(among.condition, runs.c.state == source)
+        .values(state=target, **values)
+        .returning(runs.c.id)
+    )
+    moved: list[str] = []
+    for batch in among.batches(sorted(run_ids)):
+        moved += connection.execute(statement, batch).scalars()
     return moved
 
 

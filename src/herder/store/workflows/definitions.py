@@ -19,6 +19,7 @@ from herder.domain.models import Page
 from herder.domain.workflows.dag import Dag
 from herder.domain.workflows.models import Workflow
 from herder.domain.workflows.progress import WorkflowRunState
+from herder.domain.workflows.run_bound import check_run_bound
 from herder.domain.workflows.spec import WorkflowSpec, task_order
 from herder.store.database import Database
 from herder.store.pagination import next_cursor, page_query, page_records
@@ -92,6 +93,7 @@ class WorkflowRepository:
 
     def create(self, tenant_id: str, name: str, spec: WorkflowSpec) -> Workflow:
         task_order(spec)
+        check_run_bound(spec, spec.params)
         now = self._clock.now()
         workflow_id = new_id("wf", epoch_ms(now))
         with self._db.write() as connection:
@@ -126,6 +128,7 @@ class WorkflowRepository:
         """The workflow becomes ``spec`` as a new version (if still at one of ``if_version``,
         when given). Runs already started keep the version they pinned."""
         task_order(spec)
+        check_run_bound(spec, spec.params)
         now = self._clock.now()
         with self._db.write() as connection:
             current = self._get(connection, tenant_id, workflow_id, for_update=True)

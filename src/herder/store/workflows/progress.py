@@ -21,6 +21,7 @@ from herder.clock import epoch_ms
 from herder.domain.ids import new_id
 from herder.domain.jobs import JobSpec, Priority
 from herder.domain.lifecycle.changes import DUE, WORK, Changes, Event, NewRun, TaskOf
+from herder.domain.queue_room import RELEASER, hold
 from herder.domain.states import RunState
 from herder.domain.workflows.progress import (
     End,
@@ -31,6 +32,7 @@ from herder.domain.workflows.progress import (
 )
 from herder.domain.workflows.spec import WorkflowSpec, map_source
 from herder.domain.workflows.task_runs import gather_inputs, task_run_spec
+from herder.store.queue_room import room_after_release
 from herder.store.schema import runs, workflow_runs, workflows
 from herder.store.workflows.definitions import dag_of
 
@@ -44,16 +46,23 @@ def advance_run(work: Work, workflow_run_id: str) -> None:
     """Decide the run's pending tasks and apply the decision; end the run when every task
     has ended, and then start the workflow's next queued run if a slot is free."""
     row = lock(work.connection, workflow_run_id)
-    if row is None or WorkflowRunState(row.state) is not WorkflowRunState.RUNNING:
+    if row is None:
+        return
+    room = room_after_release(work, row.tenant_id, actor=RELEASER)
+    if WorkflowRunState(row.state) is not WorkflowRunState.RUNNING:
         return
     dag = dag_of(work.connection, row.workflow_id, row.version)
     board = read_board(work.connection, row)
+    made = _made(work.connection, row.id)
     while True:
         sources = _map_sources(work.connection, row, dag.spec, board)
-        progress = advance(dag, board, row.params, sources, cancelling=row.cancel_requested)
+        progress = advance(
+            dag, board, row.params, sources, cancelling=row.cancel_requested, made=made
+        )
         if not progress.starts:
             break
-        new_runs = _new_runs(work, row, dag.spec, board, progress.starts)
+        new_runs, room = hold(_new_runs(work, row, dag.spec, board, progress.starts), room)
+        made += len(new_runs)
         work.apply(_queued(new_runs))
         for new in new_runs:
             assert new.task is not None
@@ -198,13 +207,30 @@ def _refused(starts: list[Start], new_runs: list[NewRun]) -> bool:
     """A start the decision made that could not be made as decided (its inputs too big): it
     failed instead, and its dependants must be decided again."""
     decided = {start.task: start.state for start in starts}
-    return any(new.task and decided[new.task.task_name] is not new.state for new in new_runs)
+    return any(
+        new.task and decided[new.task.task_name] is not _as_decided(new.state) for new in new_runs
+    )
+
+
+def _as_decided(state: RunState) -> RunState:
+    """A run held past its tenant's ``max_queued`` started as decided: it waits to be queued."""
+    return RunState.QUEUED if state is RunState.PENDING else state
+
+
+def _made(connection: Connection, workflow_run_id: str) -> int:
+    """The runs the workflow run has made, over every repair."""
+    return int(
+        connection.execute(
+            select(func.count()).select_from(runs).where(runs.c.workflow_run_id == workflow_run_id)
+        ).scalar_one()
+    )
 
 
 def _queued(new_runs: list[NewRun]) -> Changes:
     queued = [new for new in new_runs if new.state is RunState.QUEUED]
+    waiting = [new for new in new_runs if new.state.is_active]  # queued, or held
     notices = ({WORK} if queued else set()) | (
-        {DUE} if any(n.start_deadline for n in queued) else set()
+        {DUE} if any(n.start_deadline for n in waiting) else set()
     )
     return Changes(new_runs=tuple(new_runs), notices=frozenset(notices))
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import select, update
 
-from herder.domain.errors import Conflict
+from herder.domain.errors import Conflict, Invalid
 from herder.domain.lifecycle.cancel import Cause
 from herder.domain.workflows.progress import WorkflowRunState
 from herder.domain.workflows.scheduled import scheduled_starts
@@ -54,7 +54,7 @@ def start_scheduled(
                 work, due.tenant_id, due.workflow_id, {}, schedule_id=due.id,
                 scheduled_for=nominal,
             )  # fmt: skip
-        except Conflict as refused:  # the workflow's max_active_runs, under forbid
+        except (Conflict, Invalid) as refused:  # max_active_runs under forbid; run bound
             events.append(_skip(due, nominal, refused.detail))
             continue
         if run_id is not None:
