@@ -24,7 +24,7 @@ from sqlalchemy import ColumnElement, Integer, Update, func, update
 from sqlalchemy.types import TypeEngine
 
 from herder.clock import epoch_ms
-from herder.domain.errors import NotFound
+from herder.domain.errors import Invalid, NotFound
 from herder.domain.ids import new_id
 from herder.domain.jobs import apply_overrides
 from herder.domain.lifecycle.changes import Changes, Event, NewRun, combine
@@ -86,8 +86,7 @@ def fire_batch(
         [due.id for due, _ in firing if due.spec.concurrency_policy in _NEEDS_ACTIVE],
     )
     decided = [
-        _Decided(due, plan, _decide(work, due, plan, found, active.get(due.id, []), actor))
-        for due, plan in batch
+        _decide(work, due, plan, found, active.get(due.id, []), actor) for due, plan in batch
     ]
     advanced = set(
         update_rows(work.connection, _ADVANCE_COLUMNS, _advances(work, decided), _advance)
@@ -126,6 +125,7 @@ class _Decided:
     due: DueSchedule
     plan: FirePlan
     fires: Fires
+    refused: str | None = None  # why its job's runs cannot start with its overrides
 
     @property
     def to_fire(self) -> list[datetime]:
@@ -198,11 +198,14 @@ def _decide(
     found: Mapping[tuple[str, str], Job],
     active: Sequence[ActiveRun],
     actor: str,
-) -> Fires:
-    if not plan.fire or due.job_id is None:
-        return Fires(Changes())  # a workflow's fires start after the fence: ``start_scheduled``
+) -> _Decided:
+    if not plan.fire or due.job_id is None:  # a workflow's fires start after the fence
+        return _Decided(due, plan, Fires(Changes()))  # (``start_scheduled``)
     job = _job_of(found, due)
-    spec = apply_overrides(job.spec, due.spec.overrides)
+    try:
+        spec = apply_overrides(job.spec, due.spec.overrides)
+    except Invalid as refused:  # the job changed since: the overrides no longer fit it
+        return _Decided(due, plan, Fires(Changes()), refused.detail)
     new_runs = []
     for nominal in plan.fire:
         run_id = new_id("run", epoch_ms(work.now))
@@ -212,7 +215,9 @@ def _decide(
             NewRun(run_id, due.tenant_id, job.id, job.name, spec, event,
                    schedule_id=due.id, scheduled_for=nominal)
         )  # fmt: skip
-    return fire(due.id, due.spec.concurrency_policy, active, new_runs, work.now)
+    return _Decided(
+        due, plan, fire(due.id, due.spec.concurrency_policy, active, new_runs, work.now)
+    )
 
 
 def _record(
@@ -225,6 +230,9 @@ def _record(
     for one in decided:
         if one.plan.missed:
             events.append(_missed(one.due, one.plan))
+        if one.refused is not None and one.plan.fire:
+            message = f"not fired: its overrides no longer fit job {one.due.job_id}: {one.refused}"
+            events.append(NewScheduleEvent(one.due.id, "error", message, max(one.plan.fire)))
         events += [_skipped(one.due, nominal, blocking) for nominal, blocking in one.fires.skipped]
         events += replaced_events(one.due.id, one.fires.replaced)
         made = made_for.get(one.due.id, [])
