@@ -278,3 +278,28 @@ def test_a_rerun_keeps_the_values_it_ran_with(api: Api) -> None:
     again = api.http.post(f"/v1/runs/{run['id']}/rerun", headers=operator)
     assert again.status_code == 201, again.text
     assert again.json()["spec"]["env"]["REGION"] == "us"
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"params": {"DAY": "2026-11-27\u0000"}}, "params.DAY"),
+        ({"params": {"DAY\u0000": "2026-11-27"}}, "params"),
+    ],
+)
+def test_a_nul_in_a_parameter_is_422_and_stores_nothing(
+    api: Api, body: dict[str, Any], field: str
+) -> None:
+    job = api.create_job("params", parameters=PARAMETERS)
+    response = api.http.post(f"/v1/jobs/{job['id']}/runs", headers=api.admin, json=body)
+    assert response.status_code == 422, response.text
+    assert fields(response)[0].startswith(field), response.text
+    no_runs(api)
+    declared = api.http.post(
+        "/v1/jobs",
+        headers=api.admin,
+        json={"name": "nul", "runtime": "shell", "command": "true",
+              "parameters": [{"name": "A", "pattern": "a\u0000"}]},
+    )  # fmt: skip
+    assert declared.status_code == 422, declared.text
+    assert fields(declared) == ["parameters.0.pattern"]
