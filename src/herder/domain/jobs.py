@@ -282,7 +282,8 @@ class RunRequest:
 
 
 # Overrides that choose what a run executes, rather than a value its job lets a caller
-# choose: setting one needs this role (``herder.api.auth`` checks it).
+# choose: setting one needs a role that may change definitions (``api.auth.check_overrides``).
+# A run has no ``command`` override at all.
 RAW_OVERRIDES = ("args", "env")
 
 
@@ -299,7 +300,7 @@ def apply_overrides(spec: JobSpec, overrides: RunOverrides, field: str = "") -> 
         env |= resolve(spec.parameters, overrides.params or {}, f"{field}params")
         changes["parameters"] = []  # a run's spec holds their values, in env
     if overrides.env is not None:
-        problems = override_problems(spec, overrides.env, f"{field}env")
+        problems = _override_problems(spec, overrides.env, f"{field}env")
         if problems:
             raise Invalid(problems[0].message, errors=problems, field=problems[0].field)
         env |= overrides.env
@@ -312,7 +313,7 @@ def apply_overrides(spec: JobSpec, overrides: RunOverrides, field: str = "") -> 
     return spec.model_copy(update=changes) if changes else spec
 
 
-def override_problems(spec: JobSpec, env: dict[str, str], field: str = "env") -> list[FieldError]:
+def _override_problems(spec: JobSpec, env: dict[str, str], field: str = "env") -> list[FieldError]:
     """Why each of these env overrides may not apply to a run of ``spec``."""
     declared = {parameter.name for parameter in spec.parameters}
     problems = []

@@ -173,11 +173,7 @@ class Parameter(BaseModel):
 
     def value_of(self, given: object) -> bool | int | float | str:
         """``given`` checked against this declaration (``ValueError`` saying why not)."""
-        value = typed_value(self.type, given)
-        if isinstance(value, str) and len(value) > MAX_VALUE_CHARS:
-            raise ValueError(f"expected at most {MAX_VALUE_CHARS} characters")
-        if self.pattern is not None and not _compiled(self.pattern).fullmatch(value):
-            raise ValueError(f"does not match the pattern {self.pattern!r}")
+        value = _fitting(self.type, self.pattern, given)
         if self.enum is not None and value not in self.enum:
             allowed = ", ".join(json.dumps(item) for item in self.enum[:20])
             raise ValueError(f"expected one of {allowed}")
@@ -190,16 +186,21 @@ class Parameter(BaseModel):
 
 
 def _allowed(data: Mapping[str, Any], value: object) -> Any:
-    """A value of the declaration so far (``data``): its type, and its pattern."""
+    """A value of the declaration so far (``data``, while it is validated)."""
     kind = data.get("type")
     if kind is None:  # the type itself was refused; that is the error to report
         return value
-    value = typed_value(kind, value)
-    if isinstance(value, str) and len(value) > MAX_VALUE_CHARS:
-        raise ValueError(f"expected at most {MAX_VALUE_CHARS} characters")
-    pattern = data.get("pattern")
-    if isinstance(value, str) and pattern is not None and not _compiled(pattern).fullmatch(value):
-        raise ValueError(f"{value[:100]!r} does not match the pattern {pattern!r}")
+    return _fitting(kind, data.get("pattern"), value)
+
+
+def _fitting(kind: ParameterType, pattern: str | None, given: object) -> bool | int | float | str:
+    """``given`` as a value of ``kind`` that, as text, is not too long and matches whole."""
+    value = typed_value(kind, given)
+    if isinstance(value, str):
+        if len(value) > MAX_VALUE_CHARS:
+            raise ValueError(f"expected at most {MAX_VALUE_CHARS} characters")
+        if pattern is not None and not _compiled(pattern).fullmatch(value):
+            raise ValueError(f"{value[:100]!r} does not match the pattern {pattern!r}")
     return value
 
 
