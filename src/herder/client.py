@@ -145,12 +145,15 @@ class HerderClient(ScheduleCalls, WorkflowCalls, AlertCalls, AdminCalls, SecretC
         self,
         job_id: str,
         *,
+        params: Mapping[str, Any] | None = None,
         args: list[str] | None = None,
         env: dict[str, str] | None = None,
         idempotency_key: str | None = None,
     ) -> Run:
+        """A one-off run with values for the job's declared ``params``; raw ``args`` and
+        ``env`` need a developer key."""
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
-        body = drop_none({"args": args, "env": env})
+        body = drop_none({"params": dict(params) if params else None, "args": args, "env": env})
         response = self._request("POST", f"/v1/jobs/{job_id}/runs", json=body, headers=headers)
         return Run.model_validate(response.json())
 
@@ -228,18 +231,23 @@ class HerderClient(ScheduleCalls, WorkflowCalls, AlertCalls, AdminCalls, SecretC
         job_id: str,
         count: int,
         *,
+        params: Mapping[str, Any] | None = None,
         args: list[str] | None = None,
         env: dict[str, str] | None = None,
     ) -> list[str]:
         """``count`` runs of the job, in batches of 1,000; their ids in order. Raises the
         first run's problem if any was refused."""
-        item = {"job_id": job_id, **drop_none({"args": args, "env": env})}
+        overrides = {"params": dict(params) if params else None, "args": args, "env": env}
+        item = {"job_id": job_id, **drop_none(overrides)}
         run_ids: list[str] = []
         for start in range(0, count, MAX_BATCH_RUNS):
             result = self.submit_runs([item] * min(MAX_BATCH_RUNS, count - start))
             for one in result.items:
                 if one.run_id is None:
-                    raise ApiError(one.status, one.title or "", one.detail or "refused")
+                    field = one.field.split(".", 2)[2] if one.field else None  # not runs.i.
+                    raise ApiError(
+                        one.status, one.title or "", one.detail or "refused", field=field
+                    )
                 run_ids.append(one.run_id)
         return run_ids
 

@@ -8,9 +8,10 @@ without anyone listing it.
    worker credential) every credential that may not use it, and
    admits every credential that may. Roles nest (admin ⊃ developer ⊃ operator ⊃ viewer):
    reading needs a viewer, starting and stopping runs an operator, changing definitions a
-   developer; the system tenant's admins administer tenants, the fleet and worker tokens,
-   and any tenant's keys and audit log; a tenant's own admins read their tenant, manage its
-   keys and read its audit log;
+   developer (and so do a run's raw overrides, ``args`` and ``env``: an operator starts
+   runs with a job's declared parameters only); the system tenant's admins administer
+   tenants, the fleet and worker tokens, and any tenant's keys and audit log; a tenant's
+   own admins read their tenant, manage its keys and read its audit log;
    the fleet's worker token only registers a worker, whose secret admits only that worker's
    calls (docs/tenants.md, docs/worker-protocol.md).
 
@@ -27,10 +28,11 @@ from typing import Any
 
 import pytest
 
+from herder.domain.jobs import RAW_OVERRIDES
 from herder.domain.models import Role
 from tests.integration.conftest import Api
 from tests.integration.dispatching import dispatch
-from tests.integration.openapi import operations
+from tests.integration.openapi import operations, resolve
 from tests.integration.registered import as_worker, register_worker
 
 SECRET = "owner-secret-7f3a"  # in the owner's job; no answer to an intruder may carry it
@@ -362,3 +364,62 @@ def test_every_route_refuses_every_credential_that_may_not_use_it(api: Api, worl
             )
     assert not wrong, "\n".join(wrong)
     assert len(refused) > 100
+
+
+def _takes_overrides(operation: dict[str, Any]) -> str | None:
+    """Where a route's body holds a run's raw overrides: ``""`` (the body), ``"runs.0."``
+    (each run of a batch), or None."""
+    content = operation.get("requestBody", {}).get("content", {}).get("application/json", {})
+    schemas = [resolve(content.get("schema", {}))]
+    schemas += [resolve(option) for option in schemas[0].get("anyOf", [])]
+    for schema in schemas:
+        properties = schema.get("properties", {})
+        if set(RAW_OVERRIDES) <= set(properties):
+            return ""
+        items = resolve(properties.get("runs", {})).get("items")
+        if items and set(RAW_OVERRIDES) <= set(resolve(items).get("properties", {})):
+            return "runs.0."
+    return None
+
+
+OVERRIDE_ROUTES = [
+    (method, path, where)
+    for method, path, operation in ROUTES
+    if needs(method, path, operation) is Needs.OPERATOR
+    and (where := _takes_overrides(operation)) is not None
+]
+
+
+def test_below_developer_a_run_takes_declared_parameters_never_raw_overrides(
+    api: Api, world: World
+) -> None:
+    """Every route an operator may use to start runs refuses it ``args`` and ``env`` (403
+    naming the field), and admits a developer's; raw overrides choose what a job runs."""
+    assert {(method, path) for method, path, _ in OVERRIDE_ROUTES} == {
+        ("POST", "/v1/jobs/{job_id}/runs"), ("POST", "/v1/runs/batch"),
+    }  # fmt: skip
+    values = {"args": ["x"], "env": {"VERBOSE": "1"}}
+    wrong = []
+    for method, path, where in OVERRIDE_ROUTES:
+        for credential in CREDENTIALS:
+            if credential.system or not credential.may(Needs.OPERATOR):
+                continue
+            for name in RAW_OVERRIDES:
+                override = {name: values[name]}
+                body = (
+                    {"runs": [{"job_id": world.ids["job_id"], **override}]} if where else override
+                )
+                url = world.url(path)
+                headers = world.headers[credential.name]
+                answer = api.http.request(method, url, headers=headers, json=body)
+                if credential.may(Needs.DEVELOPER):
+                    ok = answer.status_code in (200, 201)
+                else:
+                    ok = answer.status_code == 403 and answer.json()["field"] == where + name
+                if not ok:
+                    wrong.append(f"{method} {path} {name} as {credential.name}: {answer.text}")
+            plain = {"runs": [{"job_id": world.ids["job_id"], "params": {}}]} if where else {}
+            admitted = api.http.request(method, world.url(path), headers=headers, json=plain)
+            if admitted.status_code not in (200, 201):
+                wrong.append(f"{method} {path} with params as {credential.name}: {admitted.text}")
+    assert not wrong, "\n".join(wrong)

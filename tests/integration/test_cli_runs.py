@@ -10,7 +10,8 @@ import pytest
 from typer.testing import Result
 
 from herder.client import HerderClient
-from herder.domain.models import RunDetail
+from herder.client_errors import ApiError
+from herder.domain.models import Role, RunDetail
 from tests.integration.conftest import Api, Herder
 from tests.integration.test_workflows import Fleet, job
 
@@ -167,3 +168,34 @@ def test_start_count_wait_exits_non_zero_if_any_run_failed(
     failed = herder("run", "start", "bad", "--count", "2", "--wait")
     assert failed.exit_code == 1, failed.output
     assert "2 runs of bad: 2 failed" in failed.output
+
+
+def test_start_takes_the_jobs_parameters_as_text_typed_by_their_declaration(
+    api: Api, herder: Herder
+) -> None:
+    parameters = [
+        {"name": "DAY", "pattern": "[0-9]{4}-[0-9]{2}-[0-9]{2}"},
+        {"name": "COUNT", "type": "integer", "default": 1},
+        {"name": "DRY_RUN", "type": "boolean", "default": False},
+    ]
+    api.create_job("report", parameters=parameters)
+    operator = api.store.access.create_api_key(api.tenant_id, Role.OPERATOR, "ops")[1]
+    args = ["run", "start", "report", "--param", "DAY=2026-11-27", "--param", "COUNT=3"]
+    started = herder(*args, "--param", "DRY_RUN=true", "--json", key=operator)
+    env = json.loads(ok(started))["spec"]["env"]
+    assert env == {"DAY": "2026-11-27", "COUNT": "3", "DRY_RUN": "true"}
+    many = herder(*args, "--count", "2", "--json", key=operator)
+    assert len(json.loads(ok(many))) == 2
+    wrong = herder("run", "start", "report", "--param", "DAY=2026-11-27", "--param", "COUNT=x")
+    assert isinstance(wrong.exception, ApiError)
+    assert (wrong.exception.status, wrong.exception.field) == (422, "params.COUNT")
+    wrong_many = herder(*args[:-1], "COUNT=x", "--count", "2")
+    assert isinstance(wrong_many.exception, ApiError)
+    assert (wrong_many.exception.status, wrong_many.exception.field) == (422, "params.COUNT")
+    for raw in (
+        herder(*args, "--env", "A=1", key=operator),
+        herder(*args, "--count", "2", "--arg", "x", key=operator),
+    ):
+        assert isinstance(raw.exception, ApiError)
+        assert raw.exception.status == 403
+        assert "needs a developer" in raw.exception.detail

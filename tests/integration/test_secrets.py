@@ -231,10 +231,15 @@ def test_the_claim_carries_the_value_as_set_when_the_attempt_starts(
     assert assignment["secret_env"] == {"TOKEN": VALUE}
     assert assignment["spec"]["secrets"] == {"TOKEN": "API_TOKEN"}
     put(api, "API_TOKEN", ROTATED)
-    second = api.start_run(job["id"], env={"TOKEN": "override"})
+    override = api.http.post(
+        f"/v1/jobs/{job['id']}/runs", headers=api.admin, json={"env": {"TOKEN": "override"}}
+    )
+    assert override.status_code == 422  # an override cannot replace a secret
+    assert override.json()["field"] == "env.TOKEN"
+    second = api.start_run(job["id"])
     (rotated,) = claim(api, worker_id)
     assert rotated["secret_env"] == {"TOKEN": ROTATED}
-    assert rotated["spec"]["env"] == {"PLAIN": "1"}  # an override cannot replace a secret
+    assert rotated["spec"]["env"] == {"PLAIN": "1"}
     answers = [
         api.http.get(path, headers=api.admin).text
         for run in (first, second)

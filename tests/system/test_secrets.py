@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from herder.client import HerderClient
+from herder.client_errors import ApiError
 from tests.system.conftest import Cluster
 
 pytestmark = pytest.mark.system
@@ -58,7 +59,10 @@ def test_a_job_sees_its_secret_a_new_value_reaches_the_next_attempt_and_nothing_
         before = herder.wait(herder.start_run(job.id).id, timeout=60)
         assert (before.state, before.output) == ("succeeded", sha256(first)), before.reason
         herder.set_secret("API_TOKEN", second)
-        after = herder.wait(herder.start_run(job.id, env={"TOKEN": "x"}).id, timeout=60)
+        with pytest.raises(ApiError) as replaced:  # no run may replace a secret's variable
+            herder.start_run(job.id, env={"TOKEN": "x"})
+        assert (replaced.value.status, replaced.value.field) == (422, "env.TOKEN")
+        after = herder.wait(herder.start_run(job.id).id, timeout=60)
         assert (after.state, after.output) == ("succeeded", sha256(second)), after.reason
         answers = _everything_the_api_says(herder, cluster, [before.id, after.id], job.id)
     assert f"TOKEN is {len(first)} characters" in answers  # the logs came through

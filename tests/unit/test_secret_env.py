@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from herder.domain.errors import Invalid
 from herder.domain.jobs import JobSpec, RunOverrides, apply_overrides
 from herder.domain.models import Assignment
 from herder.protocol import ClaimReply
@@ -29,10 +30,14 @@ def test_the_attempts_environment_holds_the_value_under_its_variable() -> None:
     assert (env["TOKEN"], env["PLAIN"], env["HERDER_RUN_ID"]) == (VALUE, "1", "run_1")
 
 
-def test_an_env_override_cannot_replace_a_secrets_variable() -> None:
-    spec = apply_overrides(SPEC, RunOverrides(env={"TOKEN": "mine", "OTHER": "2"}))
-    assert spec.env == {"PLAIN": "1", "OTHER": "2"}
-    assert spec.secrets == {"TOKEN": "T"}
+def test_an_env_override_of_a_secrets_variable_is_refused_naming_it() -> None:
+    with pytest.raises(Invalid) as refused:
+        apply_overrides(SPEC, RunOverrides(env={"TOKEN": "mine", "OTHER": "2"}))
+    assert refused.value.field == "env.TOKEN"
+    assert apply_overrides(SPEC, RunOverrides(env={"OTHER": "2"})).env == {
+        "PLAIN": "1",
+        "OTHER": "2",
+    }
 
 
 def test_no_repr_on_the_way_shows_the_value() -> None:

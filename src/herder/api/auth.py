@@ -4,7 +4,9 @@ own secret (``wks_…``, given at registration) admits only calls for that worke
 
 Roles are checked here and nowhere else: ``Caller`` (any key: viewers read), ``Operator``
 (runs: start, cancel, re-run, repair, backfill, pause and resume), ``Writer`` (definitions),
-``SystemAdmin``; a tenant's own admins are checked in ``services.access``. The caller is
+``SystemAdmin``; a tenant's own admins are checked in ``services.access``. An operator
+starts runs with the job's declared parameters only: raw overrides (``RAW_OVERRIDES``)
+choose what runs, a developer's decision (``check_overrides``). The caller is
 left on the request's state for the audit trail (``herder.api.audit``).
 
 The dependencies are ``async``: FastAPI runs a sync dependency in a worker thread, a hop
@@ -19,6 +21,7 @@ from fastapi import Depends, Path, Request
 from starlette.concurrency import run_in_threadpool
 
 from herder.domain.errors import Forbidden, Unauthorized
+from herder.domain.jobs import RAW_OVERRIDES, RunOverrides
 from herder.domain.models import Principal, Role
 from herder.store.store import Store
 
@@ -72,6 +75,20 @@ async def writer(caller: Caller) -> Principal:
 
 
 Writer = Annotated[Principal, Depends(writer)]
+
+
+def check_overrides(caller: Principal, overrides: RunOverrides, field: str = "") -> None:
+    """A role that may not change definitions sets only declared parameters: ``args`` or
+    ``env`` would let it choose the code a job runs, next to the job's secrets."""
+    if caller.role.may_write:
+        return
+    for name in RAW_OVERRIDES:
+        if getattr(overrides, name) is not None:
+            raise Forbidden(
+                f"role {caller.role} may start runs with the job's declared parameters "
+                f"(params) only; setting {name} needs a developer or admin key",
+                field=f"{field}{name}",
+            )
 
 
 async def system_admin(caller: Caller) -> Principal:

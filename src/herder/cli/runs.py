@@ -6,6 +6,7 @@ import json
 import re
 import sys
 from collections import Counter
+from dataclasses import dataclass
 from typing import Annotated
 
 import typer
@@ -93,8 +94,14 @@ def _print_detail(run: RunDetail) -> None:
 @run_app.command("start")
 def run_start(
     job: str,
-    arg: Annotated[list[str] | None, typer.Option(help="replace the job's args")] = None,
-    env: Annotated[list[str], typer.Option(help="KEY=VALUE, merged")] = [],  # noqa: B006
+    param: Annotated[
+        list[str],
+        typer.Option(help="NAME=VALUE of a parameter the job declares (checked by its type)"),
+    ] = [],  # noqa: B006
+    arg: Annotated[
+        list[str] | None, typer.Option(help="replace the job's args (a developer's)")
+    ] = None,
+    env: Annotated[list[str], typer.Option(help="KEY=VALUE, merged (a developer's)")] = [],  # noqa: B006
     idempotency_key: Annotated[str | None, typer.Option(help="same key, same run")] = None,
     wait: Annotated[bool, typer.Option(help="wait for the run to end, then show it")] = False,
     count: Annotated[
@@ -102,15 +109,19 @@ def run_start(
     ] = 1,
     as_json: JsonFlag = False,
 ) -> None:
-    """Start a one-off run of a job (by name or id)."""
+    """Start a one-off run of a job (by name or id). An operator key sets only the job's
+    declared parameters (--param); --arg and --env need a developer key."""
+    params = pairs(param, "--param") or None  # as text: the job's declaration types it
     if count > 1:
         if idempotency_key is not None:
             raise typer.BadParameter("one key names one run", param_hint="--idempotency-key")
-        _start_many(job, count, arg, pairs(env, "env") or None, wait=wait, as_json=as_json)
+        overrides = _Overrides(params, arg, pairs(env, "env") or None)
+        _start_many(job, count, overrides, wait=wait, as_json=as_json)
         return
     with client() as herder:
         run: Run = herder.start_run(
             herder.find_job(job).id,
+            params=params,
             args=arg,
             env=pairs(env, "env") or None,
             idempotency_key=idempotency_key,
@@ -127,18 +138,19 @@ def run_start(
         _ended_well([run])
 
 
-def _start_many(
-    job: str,
-    count: int,
-    args: list[str] | None,
-    env: dict[str, str] | None,
-    *,
-    wait: bool,
-    as_json: bool,
-) -> None:
+@dataclass(frozen=True)
+class _Overrides:
+    params: dict[str, str] | None
+    args: list[str] | None
+    env: dict[str, str] | None
+
+
+def _start_many(job: str, count: int, overrides: _Overrides, *, wait: bool, as_json: bool) -> None:
     with client() as herder:
         job_id = herder.find_job(job).id
-        run_ids = herder.start_runs(job_id, count, args=args, env=env)
+        run_ids = herder.start_runs(
+            job_id, count, params=overrides.params, args=overrides.args, env=overrides.env
+        )
         ended = [herder.wait(run_id, timeout=25 * 3600) for run_id in run_ids] if wait else []
     if as_json and ended:
         print_json(list(ended))

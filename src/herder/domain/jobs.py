@@ -12,12 +12,16 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    JsonValue,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 
+from herder.domain.errors import FieldError, Invalid
+from herder.domain.parameters import Parameter, Parameters, refuse_name, resolve
 from herder.domain.secrets import secret_name_problem
+from herder.domain.variables import changes_startup, variable_name_problem
 
 MAX_TIMEOUT_SECONDS = 24 * 60 * 60
 DEFAULT_TIMEOUT_SECONDS = 60 * 60
@@ -27,7 +31,6 @@ MAX_ARGS = 1024
 MAX_STRING_CHARS = 65536  # one argument, one environment value, the command
 MAX_SECRET_REFERENCES = 100
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LABEL_KEY = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._/-]{0,62}[A-Za-z0-9])?$")
 _JOB_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,126}[A-Za-z0-9])?$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -111,10 +114,9 @@ class RetryPolicy(_Strict):
 
 def _check_env(env: dict[str, str]) -> dict[str, str]:
     for name in env:
-        if not _ENV_NAME.match(name):
-            raise ValueError(f"environment variable name {name!r} is not a valid identifier")
-        if name.startswith("HERDER_"):
-            raise ValueError(f"environment variable {name!r}: the HERDER_ prefix is reserved")
+        problem = variable_name_problem(name)
+        if problem is not None:
+            raise ValueError(problem)
     return env
 
 
@@ -163,6 +165,11 @@ class JobSpec(_Strict):
         default={},
         description="environment variable → the name of one of the tenant's secrets: its "
         "value, read when an attempt starts, is put in that attempt's environment only",
+    )
+    parameters: Parameters = Field(
+        default=[],
+        description="what whoever starts a run may choose, each reaching the job as an "
+        "environment variable of its name (docs/api.md, 'Job parameters')",
     )
     labels: dict[str, str] = {}
     resources: Resources = Resources()
@@ -214,6 +221,18 @@ class JobSpec(_Strict):
             raise ValueError(f"environment variable(s) {', '.join(both)} set by env and secrets")
         return references
 
+    @field_validator("parameters")
+    @classmethod
+    def _own_variables(cls, parameters: list[Parameter], info: ValidationInfo) -> list[Parameter]:
+        """A parameter's variable is set by nothing else: not env, not a secret."""
+        for position, parameter in enumerate(parameters):
+            for source in ("env", "secrets"):
+                if parameter.name in info.data.get(source, {}):
+                    raise refuse_name(
+                        parameters, position, f"{parameter.name} is set by {source} already"
+                    )
+        return parameters
+
     @model_validator(mode="after")
     def _runtime_needs(self) -> Self:
         needs_command = self.runtime in (Runtime.SHELL, Runtime.ARCHIVE)
@@ -239,8 +258,12 @@ def check_job_name(name: str) -> str:
 
 
 class RunOverrides(_Strict):
-    """What a one-off run may change about its job."""
+    """What a one-off run may change about its job: its declared parameters (any role that
+    may start it), and raw ``args`` and ``env`` (``RAW_OVERRIDES``: a developer's)."""
 
+    params: dict[str, JsonValue] | None = Field(
+        default=None, description="values of the job's declared parameters, by name"
+    )
     args: Args | None = None
     env: Env | None = None
     retry: RetryPolicy | None = None
@@ -258,16 +281,53 @@ class RunRequest:
     idempotency_key: str | None = None
 
 
-def apply_overrides(spec: JobSpec, overrides: RunOverrides) -> JobSpec:
-    """The spec a run executes: the job's, with the run's args replacing and env merged —
-    except the variables the job takes from its secrets: an override cannot replace those
-    (a run may use the job's secrets, never choose other ones)."""
+# Overrides that choose what a run executes, rather than a value its job lets a caller
+# choose: setting one needs a role that may change definitions (``api.auth.check_overrides``).
+# A run has no ``command`` override at all.
+RAW_OVERRIDES = ("args", "env")
+
+
+def apply_overrides(spec: JobSpec, overrides: RunOverrides, field: str = "") -> JobSpec:
+    """The spec a run executes: the job's, with its parameters resolved into env, the run's
+    args replacing and env merged. ``Invalid`` (naming ``field`` + ``env.NAME``, say) for an
+    env override of a secret's variable (a run may use the job's secrets, never replace
+    them), of a parameter's (set it as a parameter), or of a variable that changes how a
+    program starts that the job does not set itself; and for parameters that do not fit.
+    The run's spec holds the values in env and no declarations: it is what runs."""
     changes: dict[str, object] = {}
+    env = dict(spec.env)
+    if spec.parameters or overrides.params:
+        env |= resolve(spec.parameters, overrides.params or {}, f"{field}params")
+        changes["parameters"] = []  # a run's spec holds their values, in env
+    if overrides.env is not None:
+        problems = _override_problems(spec, overrides.env, f"{field}env")
+        if problems:
+            raise Invalid(problems[0].message, errors=problems, field=problems[0].field)
+        env |= overrides.env
+    if env != spec.env:
+        changes["env"] = env
     if overrides.args is not None:
         changes["args"] = overrides.args
-    if overrides.env is not None:
-        merged = {**spec.env, **overrides.env}
-        changes["env"] = {name: value for name, value in merged.items() if name not in spec.secrets}
     if overrides.retry is not None:
         changes["retry"] = overrides.retry
     return spec.model_copy(update=changes) if changes else spec
+
+
+def _override_problems(spec: JobSpec, env: dict[str, str], field: str = "env") -> list[FieldError]:
+    """Why each of these env overrides may not apply to a run of ``spec``."""
+    declared = {parameter.name for parameter in spec.parameters}
+    problems = []
+    for name in env:
+        if name in spec.secrets:
+            why = f"{name} holds the secret {spec.secrets[name]!r}: no run may replace it"
+        elif name in declared:
+            why = f"{name} is a parameter of the job: set it in params, where it is checked"
+        elif changes_startup(name) and name not in spec.env:
+            why = (
+                f"{name} changes how a program starts (docs/isolation.md); a run may set it "
+                "only where its job sets it too"
+            )
+        else:
+            continue
+        problems.append(FieldError(f"{field}.{name}", why))
+    return problems

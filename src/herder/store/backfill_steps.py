@@ -13,7 +13,7 @@ from sqlalchemy import Connection, func, select, update
 from herder.clock import epoch_ms
 from herder.domain.backfills import BackfillState
 from herder.domain.cron import CronExpression, fires_between, parse_timezone
-from herder.domain.errors import NotFound
+from herder.domain.errors import Invalid, NotFound
 from herder.domain.ids import new_id
 from herder.domain.jobs import JobSpec, Priority, apply_overrides
 from herder.domain.lifecycle.changes import WORK, Changes, Event, NewRun
@@ -53,28 +53,34 @@ def advance_backfill(work: Work, backfill_id: str) -> None:
     free = backfill.max_active - _active(work.connection, backfill)
     cursor, started, already = backfill.cursor or backfill.start, 0, 0
     exhausted = schedule is None
+    refused = False
     if schedule is not None and free > 0:
         expression, zone, spec = compiled(schedule)
-        while started < free:
-            nominals = fires_between(expression, zone, cursor, backfill.end, _SEARCHED)
-            if not nominals:
-                exhausted = True
-                break
-            for nominal in nominals:
-                cursor = nominal
-                made, room = _start(work, backfill, schedule, spec, nominal, room)
-                if made:
-                    started += 1
-                    if started == free:
-                        break
-                else:
-                    already += 1
+        try:
+            while started < free:
+                nominals = fires_between(expression, zone, cursor, backfill.end, _SEARCHED)
+                if not nominals:
+                    exhausted = True
+                    break
+                for nominal in nominals:
+                    cursor = nominal
+                    made, room = _start(work, backfill, schedule, spec, nominal, room)
+                    if made:
+                        started += 1
+                        if started == free:
+                            break
+                    else:
+                        already += 1
+        except Invalid:  # its job changed since: the schedule's overrides no longer fit it
+            refused = True
     values: dict[str, Any] = {
         "cursor": cursor if cursor != backfill.start else backfill.cursor,
         "started": backfill.started + started,
         "already_run": backfill.already_run + already,
     }
-    if exhausted and _active(work.connection, backfill) == 0:
+    if refused:
+        values.update(state=BackfillState.CANCELLED, finished_at=work.now)
+    elif exhausted and _active(work.connection, backfill) == 0:
         values.update(state=BackfillState.FINISHED, finished_at=work.now)
     work.connection.execute(update(backfills).where(backfills.c.id == backfill_id).values(values))
 
@@ -101,6 +107,15 @@ def _of_job(connection: Connection, backfill: Any) -> bool:
     return job_id is not None
 
 
+def job_run_spec(connection: Connection, schedule: Any, spec: ScheduleSpec) -> tuple[Any, JobSpec]:
+    """The schedule's job and the spec its runs get (``Invalid`` where the schedule's
+    overrides no longer fit the job)."""
+    job = connection.execute(select(jobs).where(jobs.c.id == schedule.job_id)).first()
+    if job is None:
+        raise NotFound(f"job {schedule.job_id} of schedule {schedule.id} no longer exists")
+    return job, apply_overrides(JobSpec.model_validate(job.spec), spec.overrides, "overrides.")
+
+
 def _start(
     work: Work, backfill: Any, schedule: Any, spec: ScheduleSpec, nominal: datetime,
     room: QueueRoom,
@@ -113,10 +128,7 @@ def _start(
             scheduled_for=nominal, backfill_id=backfill.id,
         )  # fmt: skip
         return run_id is not None, queue_room(work, backfill.tenant_id)
-    job = work.connection.execute(select(jobs).where(jobs.c.id == schedule.job_id)).first()
-    if job is None:
-        raise NotFound(f"job {schedule.job_id} of schedule {schedule.id} no longer exists")
-    run_spec = apply_overrides(JobSpec.model_validate(job.spec), spec.overrides)
+    job, run_spec = job_run_spec(work.connection, schedule, spec)
     run_id = new_id("run", epoch_ms(work.now))
     message = (
         f"backfill {backfill.id} of schedule {schedule.id} for {nominal:%Y-%m-%d %H:%M:%S} UTC"

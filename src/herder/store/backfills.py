@@ -13,7 +13,7 @@ from herder.domain.backfills import Backfill, BackfillRequest, BackfillState
 from herder.domain.errors import Conflict, Invalid, NotFound
 from herder.domain.ids import new_id
 from herder.domain.models import Page
-from herder.store.backfill_steps import advance_backfill, compiled
+from herder.store.backfill_steps import advance_backfill, compiled, job_run_spec
 from herder.store.database import Database
 from herder.store.pagination import next_cursor, page_query, page_records
 from herder.store.schema import backfills, schedules
@@ -38,7 +38,9 @@ class BackfillRepository:
                 raise Invalid(
                     "end is in the future: the schedule itself fires from now on", field="end"
                 )
-            compiled(schedule)
+            _, _, spec = compiled(schedule)
+            if schedule.job_id is not None:  # its runs must be able to start: 422 if not
+                job_run_spec(work.connection, schedule, spec)
             backfill_id = new_id("bkf", epoch_ms(work.now))
             work.connection.execute(
                 insert(backfills).values(

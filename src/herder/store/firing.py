@@ -26,7 +26,7 @@ from sqlalchemy import ColumnElement, Integer, Update, func, update
 from sqlalchemy.types import TypeEngine
 
 from herder.clock import epoch_ms
-from herder.domain.errors import NotFound
+from herder.domain.errors import Invalid, NotFound
 from herder.domain.ids import new_id
 from herder.domain.jobs import apply_overrides
 from herder.domain.lifecycle.changes import Changes, Event, NewRun, combine
@@ -94,10 +94,11 @@ def fire_batch(
     for due, plan in batch:
         room = rooms.get(due.tenant_id, UNLIMITED)
         fire_now, past_room = room.split(plan.fire)
-        fires = _decide(work, due, fire_now, found, active.get(due.id, []), actor)
+        fires, refused = _decide(work, due, fire_now, found, active.get(due.id, []), actor)
         taking = len(fire_now) if due.workflow_id is not None else len(fires.changes.new_runs)
         rooms[due.tenant_id] = room.taken(taking)
-        decided.append(_Decided(due, plan, fires, fire_now, _over_room(due, past_room, room)))
+        over_room = _over_room(due, past_room, room)
+        decided.append(_Decided(due, plan, fires, fire_now, over_room, refused))
     advanced = set(
         update_rows(work.connection, _ADVANCE_COLUMNS, _advances(work, decided), _advance)
     )
@@ -137,6 +138,7 @@ class _Decided:
     fires: Fires
     fire: list[datetime]  # the plan's fires the tenant's max_queued leaves room for
     over_room: list[NewScheduleEvent]  # the rest, skipped
+    refused: str | None = None  # why its job's runs cannot start with its overrides
 
     @property
     def to_fire(self) -> list[datetime]:
@@ -218,11 +220,14 @@ def _decide(
     found: Mapping[tuple[str, str], Job],
     active: Sequence[ActiveRun],
     actor: str,
-) -> Fires:
-    if not fire_now or due.job_id is None:
-        return Fires(Changes())  # a workflow's fires start after the fence: ``start_scheduled``
+) -> tuple[Fires, str | None]:
+    if not fire_now or due.job_id is None:  # a workflow's fires start after the fence
+        return Fires(Changes()), None  # (``start_scheduled``)
     job = _job_of(found, due)
-    spec = apply_overrides(job.spec, due.spec.overrides)
+    try:
+        spec = apply_overrides(job.spec, due.spec.overrides)
+    except Invalid as refused:  # the job changed since: the overrides no longer fit it
+        return Fires(Changes()), refused.detail
     new_runs = []
     for nominal in fire_now:
         run_id = new_id("run", epoch_ms(work.now))
@@ -232,7 +237,7 @@ def _decide(
             NewRun(run_id, due.tenant_id, job.id, job.name, spec, event,
                    schedule_id=due.id, scheduled_for=nominal)
         )  # fmt: skip
-    return fire(due.id, due.spec.concurrency_policy, active, new_runs, work.now)
+    return fire(due.id, due.spec.concurrency_policy, active, new_runs, work.now), None
 
 
 def _record(
@@ -245,6 +250,9 @@ def _record(
     for one in decided:
         if one.plan.missed:
             events.append(_missed(one.due, one.plan))
+        if one.refused is not None and one.fire:
+            message = f"not fired: its overrides no longer fit job {one.due.job_id}: {one.refused}"
+            events.append(NewScheduleEvent(one.due.id, "error", message, max(one.fire)))
         events += [_skipped(one.due, nominal, blocking) for nominal, blocking in one.fires.skipped]
         events += one.over_room
         events += replaced_events(one.due.id, one.fires.replaced)

@@ -20,6 +20,7 @@ from sqlalchemy import Connection, delete, exc, func, insert, select, update
 from herder.clock import Clock, epoch_ms
 from herder.domain.errors import Conflict, NotFound
 from herder.domain.ids import new_id
+from herder.domain.jobs import apply_overrides
 from herder.domain.models import Page, Schedule, ScheduleEvent
 from herder.domain.schedules import FirePlan, ScheduleSpec
 from herder.store.database import Database
@@ -71,7 +72,8 @@ class ScheduleRepository:
         schedule_id = new_id("sch", epoch_ms(now))
         with self._db.write() as connection:
             if job_id is not None:
-                self._jobs.get_within(connection, tenant_id, job_id)
+                job = self._jobs.get_within(connection, tenant_id, job_id)
+                apply_overrides(job.spec, spec.overrides, "overrides.")  # fit, or Invalid
             elif not connection.execute(
                 select(workflows.c.id).where(
                     workflows.c.tenant_id == tenant_id, workflows.c.id == workflow_id
@@ -151,6 +153,9 @@ class ScheduleRepository:
         with self._db.write() as connection:
             current = self._get(connection, tenant_id, schedule_id, for_update=True)
             spec, first = change(current)
+            if current.job_id is not None:
+                job = self._jobs.get_within(connection, tenant_id, current.job_id)
+                apply_overrides(job.spec, spec.overrides, "overrides.")  # fit, or Invalid
             next_values = next_fire_values(schedule_id, spec, None if current.paused else first)
             connection.execute(
                 update(schedules)

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Query, Response, status
 
-from herder.api.auth import Caller, StoreDep, Writer
+from herder.api.auth import Caller, StoreDep, Writer, check_overrides
 from herder.api.etags import tagged, versions
 from herder.api.openapi import ETAG_HEADER, patch_body, problems
 from herder.api.ratelimit import Submitter
@@ -98,13 +98,16 @@ def start_run(
     ] = None,
 ) -> Run:
     """Queue a one-off run; 429 with Retry-After when the tenant submits faster than its
-    ``submit_rate_per_second`` quota allows."""
+    ``submit_rate_per_second`` quota allows. An operator sets only the job's declared
+    parameters (``params``); ``args`` and ``env`` need a developer (403)."""
     body = body or RunCreate()
+    overrides = body.overrides()
+    check_overrides(caller, overrides)
     run, created = runs.submit(
         store,
         caller,
         job_id,
-        body.overrides(),
+        overrides,
         idempotency_key=idempotency_key,
         schedule_id=body.schedule_id,
     )

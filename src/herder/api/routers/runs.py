@@ -9,7 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
-from herder.api.auth import Caller, Operator, StoreDep
+from herder.api.auth import Caller, Operator, StoreDep, check_overrides
 from herder.api.errors import status_and_title
 from herder.api.openapi import problems
 from herder.api.ratelimit import admit
@@ -62,11 +62,14 @@ async def submit_batch(
     """Queue up to 1,000 one-off runs in one transaction — the fast way to submit many.
     The batch takes as many submissions from the tenant's rate quota as it holds runs, all
     or none (429). Each run is answered on its own, in order: one whose job is unknown, or
-    whose key was used for another job, is refused alone and the others are queued."""
+    whose key was used for another job, or whose parameters or env do not fit its job, is
+    refused alone and the others are queued. An operator sets only declared parameters:
+    ``args`` or ``env`` in any run refuse the batch (403)."""
+    requests = [item.request() for item in body.runs]
+    for index, one in enumerate(requests):
+        check_overrides(caller, one.overrides, f"runs.{index}.")
     await admit(caller, request, len(body.runs))
-    submitted = await run_in_threadpool(
-        runs.submit_many, store, caller, [item.request() for item in body.runs]
-    )
+    submitted = await run_in_threadpool(runs.submit_many, store, caller, requests)
     items = [_submission(index, one) for index, one in enumerate(submitted)]
     return RunBatchResult(created=sum(one.created for one in submitted), items=items)
 

@@ -15,11 +15,12 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue
 
 from herder.domain.errors import Invalid
 from herder.domain.jobs import MAX_TIMEOUT_SECONDS, RunOverrides, check_job_name
+from herder.domain.variables import variable_name_problem
 from herder.domain.workflows.trigger_rules import TriggerRule
 
 MAX_TASKS = 1000
 MAX_PARAMS_BYTES = 64 * 1024  # a workflow's parameters, encoded as JSON
-_PARAM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+MAX_PARAM_NAME_CHARS = 128
 _MAP_OVER = re.compile(r"^(params\.[A-Za-z_][A-Za-z0-9_]*|[A-Za-z0-9][A-Za-z0-9._-]*)$")
 
 
@@ -32,11 +33,12 @@ class Concurrency(StrEnum):
 
 def _check_params(params: dict[str, JsonValue]) -> dict[str, JsonValue]:
     for name in params:
-        if not _PARAM_NAME.match(name) or name.startswith("HERDER_"):
+        problem = variable_name_problem(name)
+        if problem is not None or len(name) > MAX_PARAM_NAME_CHARS:
             raise ValueError(
-                f"parameter {name!r}: a parameter reaches every task as an environment "
-                "variable of its name, so it must be an identifier (letters, digits, '_'; "
-                "not starting with a digit or HERDER_)"
+                f"parameter {name[:MAX_PARAM_NAME_CHARS]!r}: a parameter reaches every task as "
+                f"an environment variable of its name (at most {MAX_PARAM_NAME_CHARS} "
+                f"characters): {problem or 'too long'}"
             )
     size = len(json.dumps(params))
     if size > MAX_PARAMS_BYTES:

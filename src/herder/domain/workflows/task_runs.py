@@ -8,26 +8,28 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from herder.domain.jobs import JobSpec, apply_overrides
+from herder.domain.parameters import environment
 from herder.domain.workflows.spec import TaskSpec
 
 MAX_INPUTS_BYTES = 1024 * 1024  # all of a task's inputs, encoded as JSON
 
 
-def params_env(params: Mapping[str, Any]) -> dict[str, str]:
-    """Each parameter as an environment variable of its name: a string as it is, any other
-    value as JSON."""
-    return {
-        name: value if isinstance(value, str) else json.dumps(value)
-        for name, value in params.items()
-    }
-
-
 def task_run_spec(job: JobSpec, task: TaskSpec, params: Mapping[str, Any]) -> JobSpec:
-    """The job's spec; the parameters over its env, the task's own env over those; the
-    task's args, retry policy and timeout where it sets them. Validated whole, so what is
-    stored is what a claim will accept (``ValidationError`` otherwise)."""
-    env = {**params_env(params), **(task.overrides.env or {})}
-    spec = apply_overrides(job, task.overrides.model_copy(update={"env": env}))
+    """The job's spec; the workflow's parameters over its env — those the job declares as
+    its own parameters checked as such — and the task's own env and parameters over those;
+    the task's args, retry policy and timeout where it sets them. Validated whole, so what
+    is stored is what a claim will accept (``ValidationError`` otherwise); ``Invalid`` for
+    a variable no override may set (``apply_overrides``)."""
+    declared = {parameter.name for parameter in job.parameters}
+    own = {name: value for name, value in params.items() if name in declared}
+    env = environment({name: value for name, value in params.items() if name not in declared})
+    overrides = task.overrides.model_copy(
+        update={
+            "env": {**env, **(task.overrides.env or {})} or None,
+            "params": {**own, **(task.overrides.params or {})} or None,
+        }
+    )
+    spec = apply_overrides(job, overrides)
     if task.timeout_seconds is not None:
         spec = spec.model_copy(update={"timeout_seconds": task.timeout_seconds})
     return JobSpec.model_validate(spec.model_dump())

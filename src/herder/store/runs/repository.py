@@ -125,16 +125,16 @@ class RunRepository:
                 work.connection, {(tenant_id, request.job_id) for request in requests}
             )
             new_runs = [
-                _new_run(work.now, tenant_id, job, request, actor)
-                if (job := found.get((tenant_id, request.job_id)))
-                else None
+                _new_or_refused(work.now, tenant_id, found.get((tenant_id, request.job_id)),
+                                request, actor)
                 for request in requests
-            ]
-            inserted = work.apply(_queue([new for new in new_runs if new])).inserted
+            ]  # fmt: skip
+            queued = [new for new in new_runs if isinstance(new, NewRun)]
+            inserted = work.apply(_queue(queued)).inserted
             repeated = _runs_by_key(
                 work.connection,
                 tenant_id,
-                {new.idempotency_key for new in new_runs if new and new.id not in inserted},
+                {new.idempotency_key for new in queued if new.id not in inserted},
             )
         return [
             _submitted(request, new, inserted, repeated)
@@ -365,14 +365,27 @@ def _runs_by_key(
     return {row.idempotency_key: (row.id, row.job_id) for row in rows}
 
 
+def _new_or_refused(
+    now: datetime, tenant_id: str, job: Job | None, request: RunRequest, actor: str
+) -> NewRun | HerderError:
+    """A batch's run, or why this request alone is refused (its job is unknown; its
+    overrides do not fit the job)."""
+    if job is None:
+        return NotFound(f"job {request.job_id} not found", field="job_id")
+    try:
+        return _new_run(now, tenant_id, job, request, actor)
+    except Invalid as refused:
+        return refused
+
+
 def _submitted(
     request: RunRequest,
-    new: NewRun | None,
+    new: NewRun | HerderError,
     inserted: frozenset[str],
     repeated: dict[str, tuple[str, str]],
 ) -> Submitted:
-    if new is None:
-        return Submitted(None, False, NotFound(f"job {request.job_id} not found", field="job_id"))
+    if isinstance(new, HerderError):
+        return Submitted(None, False, new)
     if new.id in inserted:
         return Submitted(new.id, True)
     made = repeated.get(request.idempotency_key or "")

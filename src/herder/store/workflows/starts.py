@@ -127,6 +127,12 @@ def _pinned_jobs(
                 f"task {task.name!r} cannot run with these parameters: {problem['msg']}",
                 field=f"tasks.{position}" if not params else "params",
             ) from error
+        except Invalid as error:  # a variable no override may set, a parameter that misfits
+            name = (error.field or "").partition(".")[2]
+            field = (
+                f"params.{name}" if name in params else f"tasks.{position}.overrides.{error.field}"
+            )
+            raise Invalid(f"task {task.name!r}: {error.detail}", field=field) from error
     return {name: {"id": row.id, "spec": row.spec} for name, row in found.items()}
 
 
