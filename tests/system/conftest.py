@@ -59,6 +59,26 @@ def stop(process: subprocess.Popen[bytes], signum: int = signal.SIGTERM) -> None
             process.wait()
 
 
+@contextlib.contextmanager
+def herder_up(home: Path) -> Iterator[tuple[subprocess.Popen[bytes], str, HerderClient]]:
+    """``herder up`` in ``home`` (its server and root worker in one process), ready once its
+    worker has registered: the process, its URL and an admin's client; stopped on exit."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    environment = {**os.environ, "HERDER_HOME": str(home), "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen([*HERDER, "up", "--port", str(port)], env=environment)
+    try:
+        wait_healthy(url, process)
+        key = json.loads((home / "client.json").read_text())["api_key"]
+        with HerderClient(url, key) as client:
+            deadline = time.monotonic() + 30
+            while not client.list_workers() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            yield process, url, client
+    finally:
+        stop(process)
+
+
 @dataclass
 class Cluster:
     """A server and its workers, all real processes."""

@@ -5,11 +5,9 @@ attempt's (its uid, its memory); a link out of the workspace is refused."""
 from __future__ import annotations
 
 import io
-import json
 import os
 import subprocess
 import tarfile
-import time
 import uuid
 import zipfile
 from collections.abc import Callable, Iterator
@@ -20,7 +18,7 @@ import pytest
 
 from herder.client import HerderClient
 from herder.domain.models import RunDetail
-from tests.system.conftest import HERDER, Cluster, free_port, stop, wait_healthy
+from tests.system.conftest import Cluster, herder_up
 from tests.unit.test_archive import barely_compressible
 
 pytestmark = [
@@ -60,21 +58,8 @@ def run_archive(
 
 @pytest.fixture(scope="module")
 def herder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Herder]:
-    home = tmp_path_factory.mktemp("archives") / "home"
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    environment = {**os.environ, "HERDER_HOME": str(home), "PYTHONUNBUFFERED": "1"}
-    process = subprocess.Popen([*HERDER, "up", "--port", str(port)], env=environment)
-    try:
-        wait_healthy(url, process)
-        key = json.loads((home / "client.json").read_text())["api_key"]
-        with HerderClient(url, key) as client:
-            deadline = time.monotonic() + 30
-            while not client.list_workers() and time.monotonic() < deadline:
-                time.sleep(0.1)
-            yield Herder(process, client)
-    finally:
-        stop(process)
+    with herder_up(tmp_path_factory.mktemp("archives") / "home") as (process, _, client):
+        yield Herder(process, client)
 
 
 @pytest.fixture(scope="module")

@@ -6,10 +6,8 @@ every test submits the jobs an attacker would and checks what they could reach.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
-import subprocess
 import textwrap
 import time
 import uuid
@@ -21,7 +19,7 @@ import pytest
 
 from herder.client import HerderClient
 from herder.domain.retry import DISK_FULL_REASON_PREFIX
-from tests.system.conftest import HERDER, free_port, processes_matching, stop, wait_healthy
+from tests.system.conftest import herder_up, processes_matching
 from tests.system.outside import ECHO_PORT, OUTSIDE, PRIVATE
 
 pytestmark = [
@@ -58,20 +56,8 @@ class Herder:
 @pytest.fixture(scope="module")
 def herder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Herder]:
     home = tmp_path_factory.mktemp("attacked") / "home"
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    environment = {**os.environ, "HERDER_HOME": str(home), "PYTHONUNBUFFERED": "1"}
-    process = subprocess.Popen([*HERDER, "up", "--port", str(port)], env=environment)
-    try:
-        wait_healthy(url, process)
-        key = json.loads((home / "client.json").read_text())["api_key"]
-        with HerderClient(url, key) as client:
-            deadline = time.monotonic() + 30
-            while not client.list_workers() and time.monotonic() < deadline:
-                time.sleep(0.1)
-            yield Herder(home, url, client)
-    finally:
-        stop(process)
+    with herder_up(home) as (_, url, client):
+        yield Herder(home, url, client)
 
 
 def test_a_job_sees_only_its_own_processes_and_never_the_worker_token(herder: Herder) -> None:
