@@ -59,6 +59,13 @@ TERMINAL_RUN_STATES = frozenset(
     }
 )
 
+# The state sets every layer names (CLI, dashboard, gauges, stats, workflows): one definition.
+ACTIVE_RUN_STATES = frozenset(state for state in RunState if state not in TERMINAL_RUN_STATES)
+# Ended without succeeding on its own account: not cancelled, skipped or upstream_failed.
+FAILED_RUN_STATES = frozenset(
+    {RunState.FAILED, RunState.TIMED_OUT, RunState.LOST, RunState.DEAD, RunState.EXPIRED}
+)
+
 RUN_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
     # held past its tenant's max_queued until there is room (``domain.queue_room``)
     RunState.PENDING: frozenset({RunState.QUEUED, RunState.CANCELLED, RunState.EXPIRED}),
