@@ -9,9 +9,12 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from herder.domain.jobs import MAX_ARGS, JobSpec, RunOverrides, apply_overrides
+from herder.domain.variables import changes_startup
 
+# Valid override names: not Herder's own, and no variable an interpreter or loader reads at
+# start (an override may not set one its job does not: ``domain/variables.py``).
 names = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,8}", fullmatch=True).filter(
-    lambda name: not name.startswith("HERDER_")
+    lambda name: not name.startswith("HERDER_") and not changes_startup(name)
 )
 envs = st.dictionaries(names, st.text(max_size=20), max_size=20)
 arg_lists = st.lists(st.text(max_size=20), max_size=MAX_ARGS)
