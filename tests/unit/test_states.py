@@ -6,6 +6,7 @@ import itertools
 
 import pytest
 
+from herder.domain.alerts.rules import FailedOutcome
 from herder.domain.errors import Conflict
 from herder.domain.states import (
     ACTIVE_RUN_STATES,
@@ -76,6 +77,10 @@ def test_each_state_is_in_its_sets(state: RunState) -> None:
     assert (state in ACTIVE_RUN_STATES, state.is_active) == (not ended, not ended)
     assert (state in FAILED_RUN_STATES) == failed
     assert (state in LIVE_RUN_STATES) == live
+
+
+def test_a_run_failed_alert_chooses_among_failed_states() -> None:
+    assert {RunState(outcome) for outcome in FailedOutcome} <= FAILED_RUN_STATES
 
 
 def test_terminal_states_are_final() -> None:
