@@ -48,6 +48,7 @@ RUN_TONES: dict[RunState, Tone] = {
 states in this order (the dashboard's graph), and the CLI lists their counts by it."""
 
 RUN_STATES_WORST_FIRST = tuple(RUN_TONES)
+"""Every run state, worst first (``RUN_TONES``'s order)."""
 
 ATTEMPT_TONES: dict[AttemptState, Tone] = {
     AttemptState.RUNNING: Tone.ACTIVE,
