@@ -4,6 +4,7 @@ serving them: one app on SQLite for the module."""
 
 from __future__ import annotations
 
+import json
 import posixpath
 import re
 from collections.abc import Iterator
@@ -13,6 +14,10 @@ import httpx
 import pytest
 
 from herder.api.dashboard.routes import CONTENT_SECURITY_POLICY
+from herder.api.dashboard.state_module import PATH as STATES_PATH
+from herder.domain.state_tones import RUN_STATES_WORST_FIRST, TONE_OF_NAME
+from herder.domain.states import ACTIVE_RUN_STATES, RunState
+from herder.domain.workflows.progress import WorkflowRunState
 from tests.integration.conftest import Api
 from tests.integration.one_app import sqlite_app
 
@@ -63,9 +68,30 @@ def test_every_module_the_app_imports_is_served(api: Api) -> None:
         folder = posixpath.dirname(name)
         for target in IMPORT.findall(response.text):
             pending.append(posixpath.normpath(posixpath.join(folder, target)))
-    assert {path.relative_to(STATIC).as_posix() for path in STATIC.rglob("*.js")} == seen
+    written = {STATES_PATH}  # from the domain, not a file: test_the_states_module_is_the_domains
+    assert {path.relative_to(STATIC).as_posix() for path in STATIC.rglob("*.js")} | written == seen
     for asset in ("style.css", "icon.svg"):
         assert api.http.get(f"/ui/{asset}").status_code == 200
+
+
+def test_the_states_module_is_the_domains(api: Api) -> None:
+    """The scripts' only lists of states, each constant a JSON literal taken from the domain."""
+    response = api.http.get(f"/ui/{STATES_PATH}")
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "text/javascript; charset=utf-8"
+    assert_locked_down(response.headers)
+    constants = {
+        name: json.loads(value)
+        for name, value in re.findall(r"^export const (\w+) = (.*);$", response.text, re.M)
+    }
+    assert constants["RUN_STATES"] == list(RunState)
+    assert set(constants["ACTIVE_RUN_STATES"]) == ACTIVE_RUN_STATES
+    assert constants["RUN_STATES_WORST_FIRST"] == list(RUN_STATES_WORST_FIRST)
+    ended = [state for state in WorkflowRunState if state.is_terminal]
+    assert constants["ENDED_WORKFLOW_RUN_STATES"] == ended
+    assert constants["TONE_OF_STATE"] == TONE_OF_NAME
+    code = [line for line in response.text.splitlines() if not line.startswith("//")]
+    assert len(code) == len(constants)  # nothing but the constants
 
 
 @pytest.mark.parametrize(

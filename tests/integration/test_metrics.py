@@ -6,6 +6,8 @@ from __future__ import annotations
 from prometheus_client.parser import text_string_to_metric_families
 
 from herder.domain.models import Role
+from herder.domain.states import ACTIVE_RUN_STATES
+from herder.domain.workflows.progress import WorkflowRunState
 from tests.integration.conftest import Api
 from tests.integration.dispatching import dispatch
 from tests.integration.registered import as_worker, register_worker
@@ -49,6 +51,17 @@ def test_the_queue_and_the_fleet_are_counted(api: Api) -> None:
     assert after["herder_fleet_used", (("resource", "cpu"),)] == 2
     assert after["herder_fleet_free", (("resource", "memory_mb"),)] == 512
     assert after["herder_fleet_used", (("resource", "slots"),)] == 2
+
+
+def test_each_state_not_yet_ended_has_its_gauge_even_at_zero(api: Api) -> None:
+    """Taken from the domain's sets: a new active state is gauged without a list to update."""
+    scraped = scrape(api)
+    runs = {dict(labels)["state"] for name, labels in scraped if name == "herder_runs"}
+    assert runs == set(ACTIVE_RUN_STATES)
+    workflow_runs = {
+        dict(labels)["state"] for name, labels in scraped if name == "herder_workflow_runs"
+    }
+    assert workflow_runs == {str(state) for state in WorkflowRunState if not state.is_terminal}
 
 
 def test_only_a_system_admin_may_scrape(api: Api) -> None:

@@ -37,6 +37,9 @@ SCREENSHOTS = Path(__file__).parents[2] / ".test-results" / "screenshots"
 SEEN_WITHIN_MS = 15_000
 ALERTED_WITHIN_MS = 30_000  # the evaluator's pass (every 5 s), then the sender's (every 5 s)
 ATTACK = "<img src=x onerror=window.__pwned=1><script>window.__pwned=2</script>"
+# The stylesheet's colours of the tones ok (--ok) and active (--run), as the browser computes them.
+OK_COLOUR = "rgb(47, 133, 90)"
+ACTIVE_COLOUR = "rgb(44, 122, 155)"
 
 
 @pytest.fixture(scope="module")
@@ -161,11 +164,13 @@ def test_a_run_appears_and_succeeds_live_and_its_logs_show(
     row = run_row(page, run.id)
     expect(row).to_be_visible()
     expect(row.locator(".state")).to_have_text("succeeded")
+    expect(row.locator(".state")).to_have_css("background-color", OK_COLOUR)  # by its tone
     row.get_by_role("link", name=run.id).click()
     expect(page.get_by_role("heading", name=f"Run {run.id}")).to_be_visible()
     expect(page.locator("#logs")).to_contain_text("hello")
     expect(page.get_by_text("Attempt 1 · complete")).to_be_visible()
     expect(page.locator("svg.timeline rect.span.state-succeeded")).to_have_count(1)
+    expect(page.locator("svg.timeline rect.span.state-succeeded")).to_have_css("fill", OK_COLOUR)
 
 
 def test_a_running_run_is_cancelled_from_its_page(page: Page, herder: HerderClient) -> None:
@@ -174,6 +179,7 @@ def test_a_running_run_is_cancelled_from_its_page(page: Page, herder: HerderClie
     page.goto(f"/#/runs/{run.id}")
     headline = page.locator(".headline .state")
     expect(headline).to_have_text("running")
+    expect(headline).to_have_css("background-color", ACTIVE_COLOUR)
     expect(page.locator("#logs")).to_contain_text("started")
     asked: list[str] = []
 
@@ -307,6 +313,7 @@ def test_a_workflow_run_is_drawn_with_its_task_states(
     workflow_run_id = started.json()["id"]
     page.goto(f"/#/workflow-runs/{workflow_run_id}")
     expect(page.locator('g.task[data-task="load"]')).to_have_class(re.compile("state-succeeded"))
+    expect(page.locator('g.task[data-task="load"] rect')).to_have_css("fill", OK_COLOUR)
     expect(page.locator('g.task[data-task="extract"]')).to_have_class(re.compile("succeeded"))
     expect(page.locator("svg.dag path.edge")).to_have_count(1)
     load_run = page.locator("tbody tr", has_text="load").get_by_role("link").inner_text()

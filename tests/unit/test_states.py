@@ -6,9 +6,13 @@ import itertools
 
 import pytest
 
+from herder.domain.alerts.rules import FailedOutcome
 from herder.domain.errors import Conflict
 from herder.domain.states import (
+    ACTIVE_RUN_STATES,
     CANCELLABLE_RUN_STATES,
+    FAILED_RUN_STATES,
+    LIVE_RUN_STATES,
     TERMINAL_RUN_STATES,
     AttemptState,
     RunState,
@@ -40,6 +44,43 @@ def test_every_other_transition_is_a_conflict(source: RunState, target: RunState
     assert not can_transition(source, target)
     with pytest.raises(Conflict, match=f"{source}.*{target}"):
         check_transition(source, target)
+
+
+# Each state's sets, one row a state: ended (terminal, else active), failed (ended without
+# succeeding on its own account), live (the overview counts it now). A new state needs its row.
+SETS: dict[RunState, tuple[bool, bool, bool]] = {
+    # state: (ended, failed, live)
+    S.PENDING: (False, False, True),
+    S.QUEUED: (False, False, True),
+    S.RUNNING: (False, False, True),
+    S.RETRY_WAIT: (False, False, True),
+    S.SUCCEEDED: (True, False, False),
+    S.FAILED: (True, True, False),
+    S.TIMED_OUT: (True, True, False),
+    S.LOST: (True, True, False),
+    S.CANCELLED: (True, False, False),
+    S.DEAD: (True, True, True),
+    S.EXPIRED: (True, True, False),
+    S.SKIPPED: (True, False, False),
+    S.UPSTREAM_FAILED: (True, False, False),
+}
+
+
+def test_every_state_has_a_row_of_sets() -> None:
+    assert set(SETS) == set(RunState)
+
+
+@pytest.mark.parametrize("state", list(RunState))
+def test_each_state_is_in_its_sets(state: RunState) -> None:
+    ended, failed, live = SETS[state]
+    assert (state in TERMINAL_RUN_STATES, state.is_terminal) == (ended, ended)
+    assert (state in ACTIVE_RUN_STATES, state.is_active) == (not ended, not ended)
+    assert (state in FAILED_RUN_STATES) == failed
+    assert (state in LIVE_RUN_STATES) == live
+
+
+def test_a_run_failed_alert_chooses_among_failed_states() -> None:
+    assert {RunState(outcome) for outcome in FailedOutcome} <= FAILED_RUN_STATES
 
 
 def test_terminal_states_are_final() -> None:

@@ -16,27 +16,21 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from herder.cli.tones import state_style
+from herder.domain.state_tones import RUN_STATES_WORST_FIRST
+from herder.domain.states import FAILED_RUN_STATES, RunState
 from herder.domain.workflows.models import TaskRun, Workflow
 
 UPSTREAM_SHOWN = 5  # upstream names shown before "+N more": a fan-in stays one line
 MAPPED_INSTANCES_SHOWN = 3  # a mapped task's failed instances listed with their run ids
 
-STATE_STYLES = {
-    "pending": "dim",
-    "queued": "yellow",
-    "retry_wait": "yellow",
-    "running": "cyan",
-    "succeeded": "green",
-    "skipped": "magenta",
-    "upstream_failed": "dark_orange",
-    "cancelled": "bright_black",
-}
-FAILURES = ("failed", "timed_out", "lost", "dead", "expired")
-# The order a mapped task's instance counts are listed in: most telling first.
+# The order a mapped task's instance counts are listed in: most telling first — succeeded,
+# then the other ended states and then the active ones, each worst first.
 STATE_ORDER = (
-    "succeeded", *FAILURES, "upstream_failed", "cancelled", "skipped",
-    "running", "retry_wait", "queued", "pending",
-)  # fmt: skip
+    RunState.SUCCEEDED,
+    *(s for s in RUN_STATES_WORST_FIRST if s.is_terminal and s is not RunState.SUCCEEDED),
+    *(s for s in RUN_STATES_WORST_FIRST if s.is_active),
+)
 
 
 @dataclass(frozen=True)
@@ -142,7 +136,7 @@ def _mapped_instances(task: DagTask) -> list[Text]:
     """A mapped task's failed instances, a few, with the runs whose logs tell why."""
     if not task.mapped:
         return []
-    failed = [i for i in task.instances if i.state in FAILURES]
+    failed = [i for i in task.instances if i.state in FAILED_RUN_STATES]
     shown = []
     for instance in failed[:MAPPED_INSTANCES_SHOWN]:
         text = Text(f"   [{instance.map_index}] ")
@@ -169,11 +163,6 @@ def _names(names: Sequence[str]) -> str:
     shown = ", ".join(names[:UPSTREAM_SHOWN])
     hidden = len(names) - UPSTREAM_SHOWN
     return f"{shown} +{hidden:,} more" if hidden > 0 else shown
-
-
-def state_style(state: str) -> str:
-    """A state's colour: a run's or a task's (they share their names)."""
-    return "bold red" if state in FAILURES else STATE_STYLES.get(state, "")
 
 
 def run_tasks(task_runs: Iterable[TaskRun]) -> list[DagTask]:

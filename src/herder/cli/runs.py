@@ -164,16 +164,19 @@ def _start_many(job: str, count: int, overrides: _Overrides, *, wait: bool, as_j
     _ended_well(ended)
 
 
+STATES_HELP = "repeatable: " + ", ".join(RunState)
+
+
 @run_app.command("list")
 def run_list(
     job: Annotated[str | None, typer.Option(help="job name or id")] = None,
-    state: Annotated[list[str], typer.Option(help="repeatable")] = [],  # noqa: B006
+    state: Annotated[list[str], typer.Option(help=STATES_HELP)] = [],  # noqa: B006
     dead: Annotated[bool, typer.Option("--dead", help="the dead-letter set")] = False,
     limit: int = 50,
     as_json: JsonFlag = False,
 ) -> None:
     """List runs, newest first."""
-    state = [*state, "dead"] if dead else state
+    state = [*state, RunState.DEAD] if dead else state
     with client() as herder:
         job_id = herder.find_job(job).id if job else None
         page = herder.list_runs(job_id=job_id, states=state, limit=limit)

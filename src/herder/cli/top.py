@@ -23,7 +23,7 @@ from rich.text import Text
 
 from herder.cli.common import app, client, fail, out
 from herder.cli.queue import waited
-from herder.cli.workers import STATE_STYLE
+from herder.cli.tones import state_style
 from herder.client import HerderClient
 from herder.client_errors import ClientError
 from herder.domain.models import QueueEntry, Worker
@@ -89,7 +89,7 @@ def _header(stats: Stats) -> RenderableType:
     counts = "   ".join(f"{state} [bold]{count}[/]" for state, count in stats.runs.items())
     if stats.workers is not None:
         present = [
-            f"[{STATE_STYLE.get(state, '')}]{count} {state}[/]"
+            f"[{state_style(state)}]{count} {state}[/]"
             for state, count in stats.workers.items()
             if count
         ]
@@ -200,7 +200,7 @@ def _workers(stats: Stats, workers: list[Worker], now: datetime, rows: int) -> R
         age = max(0.0, (now - worker.last_heartbeat_at).total_seconds())
         table.add_row(
             Text(_cut(worker.name, NAME_CHARACTERS)),  # any text a worker gave: not markup
-            f"[{STATE_STYLE.get(worker.state, '')}]{worker.state}[/]",
+            f"[{state_style(worker.state)}]{worker.state}[/]",
             str(worker.max_slots), f"{capacity.cpu:g}", _megabytes(capacity.memory_mb),
             str(capacity.gpus), f"{waited(age)} ago",
         )  # fmt: skip

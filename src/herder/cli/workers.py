@@ -16,8 +16,9 @@ import typer
 from rich.table import Table
 
 from herder.cli.common import LOG_FORMAT, JsonFlag, app, client, fail, out, pairs, print_json, when
+from herder.cli.tones import state_style
 from herder.credentials import home_directory
-from herder.domain.models import Worker, WorkerState
+from herder.domain.models import Worker
 from herder.worker.isolation import Isolation
 
 if TYPE_CHECKING:
@@ -181,19 +182,12 @@ def read_private_token(path: Path) -> str:
     return token
 
 
-STATE_STYLE: dict[str, str] = {
-    WorkerState.ALIVE: "green",
-    WorkerState.DRAINING: "yellow",
-    WorkerState.LOST: "red",
-}
-
-
 def _worker_table(workers: list[Worker]) -> Table:
     table = Table("ID", "NAME", "STATE", "CPU", "MEMORY", "GPUS", "SLOTS", "LABELS", "HEARTBEAT")
     for worker in workers:
         capacity = worker.capacity
         labels = ", ".join(f"{key}={value}" for key, value in sorted(worker.labels.items()))
-        style = STATE_STYLE.get(worker.state, "")
+        style = state_style(worker.state)
         table.add_row(
             worker.id, worker.name, f"[{style}]{worker.state}[/]", f"{capacity.cpu:g}",
             f"{capacity.memory_mb} MB", str(capacity.gpus), str(worker.max_slots),

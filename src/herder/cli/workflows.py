@@ -16,11 +16,13 @@ from rich.table import Table
 from rich.text import Text
 
 from herder.cli.common import JsonFlag, app, client, fail, json_pairs, out, print_json, when
-from herder.cli.dag import definition_tasks, draw, run_tasks, state_style
+from herder.cli.dag import definition_tasks, draw, run_tasks
+from herder.cli.tones import state_style
 from herder.client import HerderClient
 from herder.definitions.problems import Problem
 from herder.definitions.source import read
 from herder.domain.workflows.models import Workflow, WorkflowRun, WorkflowRunDetail
+from herder.domain.workflows.progress import WorkflowRunState
 
 workflow_app = typer.Typer(
     help="Define workflows (DAGs of jobs), run them, watch, cancel and repair their runs.",
@@ -238,9 +240,7 @@ def workflow_run(
 @workflow_app.command("runs")
 def workflow_runs(
     workflow: Annotated[str | None, typer.Argument(help="a workflow (default: all)")] = None,
-    state: Annotated[
-        str | None, typer.Option(help="queued, running, succeeded, failed or cancelled")
-    ] = None,
+    state: Annotated[str | None, typer.Option(help=", ".join(WorkflowRunState))] = None,
     limit: int = 50,
     as_json: JsonFlag = False,
 ) -> None:

@@ -58,13 +58,20 @@ TERMINAL_RUN_STATES = frozenset(
         RunState.UPSTREAM_FAILED,
     }
 )
+"""Ended: no move leaves these. Every layer (CLI, dashboard, gauges, stats, workflows) takes its
+state sets from here and ``domain.state_tones``, never from a list of its own."""
 
-# The state sets every layer names (CLI, dashboard, gauges, stats, workflows): one definition.
 ACTIVE_RUN_STATES = frozenset(state for state in RunState if state not in TERMINAL_RUN_STATES)
-# Ended without succeeding on its own account: not cancelled, skipped or upstream_failed.
+"""Not yet ended: held, queued, running or waiting to retry; each is a ``herder_runs`` gauge."""
+
 FAILED_RUN_STATES = frozenset(
     {RunState.FAILED, RunState.TIMED_OUT, RunState.LOST, RunState.DEAD, RunState.EXPIRED}
 )
+"""Ended without succeeding on its own account: not cancelled, skipped or upstream_failed (a
+task that never ran is no outcome of the fleet's work)."""
+
+LIVE_RUN_STATES = ACTIVE_RUN_STATES | {RunState.DEAD}
+"""What the overview counts as it is now: the active runs and the dead-letter set."""
 
 RUN_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
     # held past its tenant's max_queued until there is room (``domain.queue_room``)
@@ -89,6 +96,7 @@ RUN_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
 CANCELLABLE_RUN_STATES = frozenset(
     state for state, targets in RUN_TRANSITIONS.items() if RunState.CANCELLED in targets
 )
+"""The states a cancel ends at once or by killing the attempt: those with a move to cancelled."""
 
 
 def can_transition(source: RunState, target: RunState) -> bool:

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from herder.domain.models import _Record
-from herder.domain.states import RunState
+from herder.domain.states import FAILED_RUN_STATES, RunState
 
 MAX_MINUTES = 1440  # a day of per-minute buckets at most
 
@@ -23,11 +23,7 @@ class Outcome(StrEnum):
 # that never ran (skipped, upstream_failed) is no outcome of the fleet's work.
 OUTCOME_OF_STATE: dict[RunState, Outcome] = {
     RunState.SUCCEEDED: Outcome.SUCCEEDED,
-    RunState.FAILED: Outcome.FAILED,
-    RunState.TIMED_OUT: Outcome.FAILED,
-    RunState.LOST: Outcome.FAILED,
-    RunState.DEAD: Outcome.FAILED,
-    RunState.EXPIRED: Outcome.FAILED,
+    **dict.fromkeys(FAILED_RUN_STATES, Outcome.FAILED),
     RunState.CANCELLED: Outcome.CANCELLED,
 }
 
@@ -53,7 +49,7 @@ class Stats(_Record):
     scope: str
     at: datetime
     minutes: int
-    runs: dict[str, int]  # pending (held), queued, running, retry_wait, dead
+    runs: dict[str, int]  # runs in each live state (LIVE_RUN_STATES), in the enum's order
     throughput: list[MinuteOutcomes]  # one per minute of the window, oldest first
     ended: dict[str, int]  # outcome → runs ended in the window
     failure_rate: float | None  # failed / (succeeded + failed); None when none ended

@@ -13,7 +13,7 @@ from sqlalchemy import Connection, case, func, select
 
 from herder.domain.models import WorkerState
 from herder.domain.queue_room import QUEUED_WAITING
-from herder.domain.states import RunState
+from herder.domain.states import ACTIVE_RUN_STATES, RunState
 from herder.domain.workflows.progress import WorkflowRunState
 from herder.store.database import Database
 from herder.store.schema import attempts, runs, tenants, workers, workflow_runs
@@ -46,15 +46,16 @@ class Gauges:
     workflow_runs: dict[str, int]  # active workflow run state → workflow runs
 
 
-# Runs not yet ended: held past their tenant's max_queued, queued, running, retrying.
-_ACTIVE_STATES = [state for state in RunState if state.is_active]
+# A gauge for each state not yet ended, zero when no run is in it, in the enums' order.
+GAUGED_RUN_STATES = [state for state in RunState if state in ACTIVE_RUN_STATES]
+GAUGED_WORKFLOW_RUN_STATES = [state for state in WorkflowRunState if not state.is_terminal]
 
 
 def read_gauges(database: Database) -> Gauges:
     with database.read() as connection:
         return Gauges(
             queued=_queued(connection),
-            runs=_by_state(connection, _ACTIVE_STATES),
+            runs=_by_state(connection, GAUGED_RUN_STATES),
             dead=_dead(connection),
             workers=workers_by_state(connection),
             capacity=fleet_capacity(connection),
@@ -139,7 +140,7 @@ def fleet_used(connection: Connection) -> dict[str, float]:
 
 
 def _workflow_runs(connection: Connection) -> dict[str, int]:
-    found = {str(WorkflowRunState.QUEUED): 0, str(WorkflowRunState.RUNNING): 0}
+    found = {str(state): 0 for state in GAUGED_WORKFLOW_RUN_STATES}
     rows = connection.execute(
         select(workflow_runs.c.state, func.count())
         .where(workflow_runs.c.state.in_(list(found)))

@@ -12,7 +12,7 @@ from datetime import datetime
 
 from sqlalchemy import ColumnElement, Connection, func, select
 
-from herder.domain.states import RunState
+from herder.domain.states import LIVE_RUN_STATES, RunState
 from herder.domain.stats import (
     OUTCOME_OF_STATE,
     ResourceTotals,
@@ -27,13 +27,7 @@ from herder.store.dialect import minute_of, one_of
 from herder.store.gauges import fleet_capacity, fleet_used, workers_by_state
 from herder.store.schema import runs, tenants
 
-LIVE_STATES = (
-    RunState.PENDING,  # held past the tenant's max_queued
-    RunState.QUEUED,
-    RunState.RUNNING,
-    RunState.RETRY_WAIT,
-    RunState.DEAD,
-)
+LIVE_STATES = [state for state in RunState if state in LIVE_RUN_STATES]  # in the enum's order
 
 
 def read_stats(database: Database, tenant_id: str | None, now: datetime, minutes: int) -> Stats:

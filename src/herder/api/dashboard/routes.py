@@ -1,5 +1,6 @@
-"""``GET /`` (the page) and ``GET /ui/{path}`` (its scripts and stylesheet), each with the
-headers that keep the page to its own code: no inline script, no other origin, no framing."""
+"""``GET /`` (the page) and ``GET /ui/{path}`` (its scripts and stylesheet, and the states
+module written from the domain), each with the headers that keep the page to its own code:
+no inline script, no other origin, no framing."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from typing import Annotated
 from fastapi import APIRouter, Path
 from fastapi.responses import Response
 
+from herder.api.dashboard.state_module import PATH as STATES_PATH
+from herder.api.dashboard.state_module import states_module
 from herder.domain.errors import NotFound
 
 router = APIRouter(include_in_schema=False)
@@ -37,6 +40,12 @@ ASSET_PATH = r"^[a-z][a-z0-9_-]{0,63}(/[a-z][a-z0-9_-]{0,63})?\.(js|css|svg)$"
 @router.get("/")
 def index() -> Response:
     return _serve("index.html")
+
+
+@router.get(f"/ui/{STATES_PATH}")
+def states() -> Response:
+    """Written from the domain (``state_module``), declared before the files it sits among."""
+    return Response(states_module(), media_type=MEDIA_TYPES[".js"], headers=HEADERS)
 
 
 @router.get("/ui/{path:path}")

@@ -1,6 +1,8 @@
 // Charts drawn as SVG by this file (no chart library): bars per minute, a rate line, and
 // horizontal utilization bars. Numbers go in as text nodes and attributes only.
 
+import { stateClasses } from "./dom.js";
+
 const SVG = "http://www.w3.org/2000/svg";
 
 export function svg(tag, attributes = {}, ...children) {
@@ -130,7 +132,7 @@ export function runTimeline(run, now = Date.now(), { width = 720 } = {}) {
     const x = scale(one.from);
     const span = Math.max(2, scale(one.to) - x);
     const seconds = Math.max(0, Math.round((one.to - one.from) / 1000));
-    chart.append(svg("rect", { x, y, width: span, height: 16, rx: 3, class: `span state-${one.kind}` }, svg("title", {}, `${one.label}: ${one.kind}, ${seconds}s`)));
+    chart.append(svg("rect", { x, y, width: span, height: 16, rx: 3, class: `span ${stateClasses(one.kind)}` }, svg("title", {}, `${one.label}: ${one.kind}, ${seconds}s`)));
   });
   const axisY = height - 6;
   chart.append(svg("text", { x: left, y: axisY, class: "axis" }, new Date(start).toLocaleTimeString()));

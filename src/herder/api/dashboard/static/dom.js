@@ -1,6 +1,8 @@
 // Building the page. Every piece of data goes in as text (textContent, attributes set one by
 // one): nothing from the API is ever parsed as HTML, so a job named "<script>" is just a name.
 
+import { TONE_OF_STATE } from "./states.js";
+
 export function h(tag, attributes = {}, ...children) {
   const node = document.createElement(tag);
   for (const [name, value] of Object.entries(attributes)) {
@@ -25,8 +27,15 @@ export function link(href, ...children) {
   return h("a", { href }, ...children);
 }
 
+// A state's classes: its name, and its tone (from the server's states.js), which the
+// stylesheet colours; a name the page does not know reads neutral.
+export function stateClasses(state) {
+  const tone = Object.hasOwn(TONE_OF_STATE, state) ? TONE_OF_STATE[state] : "neutral";
+  return `state-${state} tone-${tone}`;
+}
+
 export function badge(state, extra = "") {
-  return h("span", { class: `state state-${state}`, "data-state": state }, state, extra);
+  return h("span", { class: `state ${stateClasses(state)}`, "data-state": state }, state, extra);
 }
 
 export function table(headings, rows, empty = "Nothing here.") {

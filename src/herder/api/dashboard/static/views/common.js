@@ -1,13 +1,10 @@
-// What several views share: run states and a run's actions.
+// What several views share: whether a run is active, and a run's actions.
 
 import { api } from "../api.js";
 import { action, h, pager, fill } from "../dom.js";
+import { ACTIVE_RUN_STATES } from "../states.js";
 
-export const RUN_STATES = [
-  "pending", "queued", "running", "retry_wait", "succeeded", "failed", "timed_out",
-  "lost", "cancelled", "dead", "expired", "skipped", "upstream_failed",
-];
-const ACTIVE = new Set(["pending", "queued", "running", "retry_wait"]);
+const ACTIVE = new Set(ACTIVE_RUN_STATES);
 
 export function isActive(state) {
   return ACTIVE.has(state);

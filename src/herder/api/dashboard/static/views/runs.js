@@ -3,7 +3,8 @@
 
 import { api, query } from "../api.js";
 import { badge, between, h, link, row, table, when } from "../dom.js";
-import { RUN_STATES, isActive, pagedList, runActions, runPath } from "./common.js";
+import { RUN_STATES } from "../states.js";
+import { isActive, pagedList, runActions, runPath } from "./common.js";
 
 const PAGE = 50;
 

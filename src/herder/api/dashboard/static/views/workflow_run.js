@@ -4,11 +4,11 @@
 
 import { api } from "../api.js";
 import { svg } from "../charts.js";
-import { action, badge, between, h, link, row, table, when, fill } from "../dom.js";
+import { action, badge, between, h, link, row, stateClasses, table, when, fill } from "../dom.js";
+import { ENDED_WORKFLOW_RUN_STATES, RUN_STATES_WORST_FIRST } from "../states.js";
 import { runPath } from "./common.js";
 
 const BOX = { width: 150, height: 40, gapX: 50, gapY: 16 };
-const ORDER = ["failed", "timed_out", "lost", "dead", "expired", "upstream_failed", "cancelled", "running", "retry_wait", "queued", "pending", "skipped", "succeeded"];
 
 // Tasks by name with their instances (a mapped task has several).
 function byTask(tasks) {
@@ -50,7 +50,7 @@ export function layers(tasks) {
 // The state a task's box shows: its worst instance's.
 function taskState(task) {
   const states = task.instances.map((instance) => instance.state);
-  return ORDER.find((state) => states.includes(state)) || states[0] || "pending";
+  return RUN_STATES_WORST_FIRST.find((state) => states.includes(state)) || states[0] || "pending";
 }
 
 export function dag(tasks) {
@@ -84,7 +84,7 @@ export function dag(tasks) {
       const only = task.instances.length === 1 ? task.instances[0] : null;
       const box = svg(
         "g",
-        { class: `task state-${state}`, "data-task": task.name, transform: `translate(${at.x},${at.y})` },
+        { class: `task ${stateClasses(state)}`, "data-task": task.name, transform: `translate(${at.x},${at.y})` },
         svg("title", {}, `${task.name}: ${state}`),
         svg("rect", { width: BOX.width, height: BOX.height, rx: 6 }),
         svg("text", { x: 8, y: 16, class: "task-name" }, `${task.name.slice(0, 18)}${count}`),
@@ -104,7 +104,7 @@ export function mount(root, route, ctx) {
   return {
     async refresh() {
       const run = await api(`/v1/workflow-runs/${encodeURIComponent(id)}`, { signal: ctx.signal });
-      const ended = ["succeeded", "failed", "cancelled"].includes(run.state);
+      const ended = ENDED_WORKFLOW_RUN_STATES.includes(run.state);
       fill(body,
         h("h1", {}, "Workflow run ", h("code", {}, run.id)),
         h(

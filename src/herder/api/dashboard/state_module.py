@@ -1,0 +1,34 @@
+"""``/ui/states.js``: the dashboard's states, written from the domain when first asked for.
+
+The page's one module not in ``static/``: the run states (in order, active, worst first),
+the ended workflow-run states and every state's tone, so the scripts and the stylesheet keep
+no list of their own. Plain constants as JSON literals: the same strict policy applies.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+
+from herder.domain.state_tones import RUN_STATES_WORST_FIRST, TONE_OF_NAME
+from herder.domain.states import ACTIVE_RUN_STATES, RunState
+from herder.domain.workflows.progress import WorkflowRunState
+
+PATH = "states.js"
+
+_CONSTANTS: dict[str, object] = {
+    "RUN_STATES": list(RunState),
+    "ACTIVE_RUN_STATES": [state for state in RunState if state in ACTIVE_RUN_STATES],
+    "RUN_STATES_WORST_FIRST": list(RUN_STATES_WORST_FIRST),
+    "ENDED_WORKFLOW_RUN_STATES": [state for state in WorkflowRunState if state.is_terminal],
+    "TONE_OF_STATE": TONE_OF_NAME,
+}
+
+
+@functools.cache
+def states_module() -> bytes:
+    lines = [
+        "// Written by the server from herder.domain (states, state_tones): do not copy.",
+        *(f"export const {name} = {json.dumps(value)};" for name, value in _CONSTANTS.items()),
+    ]
+    return ("\n".join(lines) + "\n").encode()
