@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from herder.api.auth import Caller, StoreDep, Writer
 from herder.api.openapi import problems
+from herder.api.queries import Limit
 from herder.domain.alerts.rules import (
     Channel,
     ChannelChanges,
@@ -26,7 +27,6 @@ from herder.domain.alerts.rules import (
 from herder.domain.models import Page
 
 router = APIRouter(tags=["alerts"])
-Limit = Annotated[int, Query(ge=1, le=1000)]
 
 
 class TestQueued(BaseModel):

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query
 
 from herder.api.auth import Caller, StoreDep
 from herder.api.openapi import problems
+from herder.api.queries import Limit
 from herder.api.schemas import IsoTime
 from herder.domain.audit import AuditEntry
 from herder.domain.models import Page
@@ -31,7 +32,7 @@ def list_audit(
     object_type: Annotated[str | None, Query(max_length=64, description="e.g. jobs")] = None,
     object_id: Text = None,
     key_id: Annotated[str | None, Query(max_length=40)] = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    limit: Limit = 100,
     cursor: str | None = None,
 ) -> Page[AuditEntry]:
     """Who changed what and when, newest first: the action, the object, the names of the

@@ -3,12 +3,11 @@ few at a time, each once, at low priority."""
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Query, status
+from fastapi import APIRouter, status
 
 from herder.api.auth import Caller, Operator, StoreDep
 from herder.api.openapi import problems
+from herder.api.queries import Limit
 from herder.domain.backfills import Backfill, BackfillRequest
 from herder.domain.models import Page
 
@@ -34,7 +33,7 @@ def list_backfills(
     schedule_id: str,
     caller: Caller,
     store: StoreDep,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    limit: Limit = 100,
     cursor: str | None = None,
 ) -> Page[Backfill]:
     return store.backfills.list(caller.tenant_id, schedule_id, limit=limit, cursor=cursor)

@@ -13,6 +13,7 @@ from fastapi import APIRouter, Body, Header, Query, Response, status
 from herder.api.auth import Caller, StoreDep, Writer, check_overrides
 from herder.api.etags import tagged, versions
 from herder.api.openapi import ETAG_HEADER, patch_body, problems
+from herder.api.queries import Limit
 from herder.api.ratelimit import Submitter
 from herder.api.schemas import JobCreate, RunCreate
 from herder.domain.errors import Invalid
@@ -46,7 +47,7 @@ def create_job(body: JobCreate, caller: Writer, store: StoreDep, response: Respo
 def list_jobs(
     caller: Caller,
     store: StoreDep,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    limit: Limit = 100,
     cursor: str | None = None,
     name: str | None = None,
     label: Annotated[list[str], Query(description="key=value; repeat to AND")] = [],  # noqa: B006

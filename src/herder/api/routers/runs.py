@@ -12,6 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from herder.api.auth import Caller, Operator, StoreDep, check_overrides
 from herder.api.errors import status_and_title
 from herder.api.openapi import problems
+from herder.api.queries import Limit
 from herder.api.ratelimit import admit
 from herder.api.schemas import IsoTime, LogsResponse, RunBatch, RunBatchResult, Submission
 from herder.domain.models import Page, Run, RunDetail, RunEvent
@@ -34,7 +35,7 @@ def list_runs(
     state: Annotated[list[RunState], Query(description="repeat for several")] = [],  # noqa: B006
     since: IsoTime | None = None,
     until: IsoTime | None = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    limit: Limit = 100,
     cursor: str | None = None,
     id_prefix: Annotated[
         str | None,

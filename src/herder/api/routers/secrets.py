@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query, Response, status
+from fastapi import APIRouter, Path, Response, status
 
 from herder.api.auth import Caller, StoreDep, Writer
 from herder.api.openapi import problems
+from herder.api.queries import Limit
 from herder.domain.models import Page
 from herder.domain.secrets import NAME_RULE, Secret, SecretValue
 
 router = APIRouter(prefix="/v1/secrets", tags=["secrets"])
-Limit = Annotated[int, Query(ge=1, le=1000)]
 
 
 @router.put(

@@ -7,12 +7,11 @@ object of another tenant does.
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Query, Request, status
+from fastapi import APIRouter, Request, status
 
 from herder.api.auth import Caller, StoreDep, SystemAdmin
 from herder.api.openapi import problems
+from herder.api.queries import Limit
 from herder.api.ratelimit import submit_limiter
 from herder.api.schemas import CreatedKey, CreatedSecret, KeyCreate, TenantCreate, TenantUpdate
 from herder.domain.models import Page, Tenant
@@ -30,7 +29,7 @@ def create_tenant(body: TenantCreate, _admin: SystemAdmin, store: StoreDep) -> T
 def list_tenants(
     _admin: SystemAdmin,
     store: StoreDep,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    limit: Limit = 100,
     cursor: str | None = None,
 ) -> Page[Tenant]:
     """Every tenant, newest first."""

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query, Response, status
+from fastapi import APIRouter, Header, Response, status
 
 from herder.api.auth import Caller, Operator, StoreDep, Writer
 from herder.api.etags import tagged, versions
 from herder.api.openapi import ETAG_HEADER, problems
+from herder.api.queries import Limit
 from herder.api.ratelimit import Submitter
 from herder.api.schemas import RepairRequest, WorkflowCreate, WorkflowRunCreate
 from herder.domain.models import Page
@@ -46,7 +47,7 @@ def create_workflow(
 def list_workflows(
     caller: Caller,
     store: StoreDep,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    limit: Limit = 100,
     cursor: str | None = None,
     name: str | None = None,
 ) -> Page[Workflow]:
@@ -115,7 +116,7 @@ def list_workflow_runs(
     store: StoreDep,
     workflow_id: str | None = None,
     state: WorkflowRunState | None = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    limit: Limit = 100,
     cursor: str | None = None,
 ) -> Page[WorkflowRun]:
     return store.workflow_runs.list(
