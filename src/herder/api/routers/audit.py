@@ -13,8 +13,7 @@ from herder.api.queries import Limit
 from herder.api.schemas import IsoTime
 from herder.domain.audit import AuditEntry
 from herder.domain.models import Page
-from herder.services.access import check_tenant_admin
-from herder.store.audit import AuditFilter
+from herder.services import audit
 
 router = APIRouter(prefix="/v1/audit", tags=["administration"])
 Text = Annotated[str | None, Query(max_length=255)]
@@ -37,9 +36,15 @@ def list_audit(
 ) -> Page[AuditEntry]:
     """Who changed what and when, newest first: the action, the object, the names of the
     fields sent (never their values) and the status the call was answered with."""
-    tenant_id = tenant_id or caller.tenant_id
-    check_tenant_admin(caller, tenant_id, "read its audit log")
-    where = AuditFilter(
-        since=since, until=until, object_type=object_type, object_id=object_id, key_id=key_id
+    return audit.list_entries(
+        store,
+        caller,
+        tenant_id,
+        since=since,
+        until=until,
+        object_type=object_type,
+        object_id=object_id,
+        key_id=key_id,
+        limit=limit,
+        cursor=cursor,
     )
-    return store.audit.list(tenant_id, where, limit=limit, cursor=cursor)

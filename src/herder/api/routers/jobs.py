@@ -40,7 +40,7 @@ def _labels(label: list[str]) -> dict[str, str]:
 
 @router.post("", status_code=status.HTTP_201_CREATED, responses={201: ETAG_HEADER, **problems(409)})
 def create_job(body: JobCreate, caller: Writer, store: StoreDep, response: Response) -> Job:
-    return tagged(store.jobs.create(caller.tenant_id, body.name, body.spec()), response)
+    return tagged(jobs.create(store, caller.tenant_id, body.name, body.spec()), response)
 
 
 @router.get("")
@@ -52,14 +52,14 @@ def list_jobs(
     name: str | None = None,
     label: Annotated[list[str], Query(description="key=value; repeat to AND")] = [],  # noqa: B006
 ) -> Page[Job]:
-    return store.jobs.list(
-        caller.tenant_id, limit=limit, cursor=cursor, name=name, labels=_labels(label)
+    return jobs.list_jobs(
+        store, caller.tenant_id, limit=limit, cursor=cursor, name=name, labels=_labels(label)
     )
 
 
 @router.get("/{job_id}", responses={200: ETAG_HEADER})
 def get_job(job_id: str, caller: Caller, store: StoreDep, response: Response) -> Job:
-    return tagged(store.jobs.get(caller.tenant_id, job_id), response)
+    return tagged(jobs.read(store, caller.tenant_id, job_id), response)
 
 
 @router.patch(
@@ -83,7 +83,7 @@ def update_job(
 
 @router.delete("/{job_id}", status_code=status.HTTP_204_NO_CONTENT, responses=problems(409))
 def delete_job(job_id: str, caller: Writer, store: StoreDep) -> Response:
-    store.jobs.delete(caller.tenant_id, job_id)
+    jobs.delete(store, caller.tenant_id, job_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 

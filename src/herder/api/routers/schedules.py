@@ -103,7 +103,8 @@ def list_schedules(
     limit: Limit = 100,
     cursor: str | None = None,
 ) -> Page[Schedule]:
-    return store.schedules.list(
+    return schedules.list_schedules(
+        store,
         caller.tenant_id,
         job_id=job_id,
         workflow_id=workflow_id,
@@ -115,7 +116,7 @@ def list_schedules(
 
 @router.get("/v1/schedules/{schedule_id}")
 def get_schedule(schedule_id: str, caller: Caller, store: StoreDep) -> Schedule:
-    return store.schedules.get(caller.tenant_id, schedule_id)
+    return schedules.read(store, caller.tenant_id, schedule_id)
 
 
 @router.patch("/v1/schedules/{schedule_id}", openapi_extra=patch_body(ScheduleSpec))
@@ -134,13 +135,13 @@ def update_schedule(
 
 @router.delete("/v1/schedules/{schedule_id}", status_code=status.HTTP_204_NO_CONTENT)
 def delete_schedule(schedule_id: str, caller: Writer, store: StoreDep) -> Response:
-    store.schedules.delete(caller.tenant_id, schedule_id)
+    schedules.delete(store, caller.tenant_id, schedule_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.post("/v1/schedules/{schedule_id}/pause")
 def pause_schedule(schedule_id: str, caller: Operator, store: StoreDep) -> Schedule:
-    return store.schedules.pause(caller.tenant_id, schedule_id)
+    return schedules.pause(store, caller.tenant_id, schedule_id)
 
 
 @router.post("/v1/schedules/{schedule_id}/resume")
@@ -170,7 +171,7 @@ def next_fires(
 @router.get("/v1/schedules/{schedule_id}/events")
 def schedule_events(schedule_id: str, caller: Caller, store: StoreDep) -> list[ScheduleEvent]:
     """Fires, misses, skips and changes, oldest first (the last 1,000)."""
-    return store.schedules.events(caller.tenant_id, schedule_id)
+    return schedules.events(store, caller.tenant_id, schedule_id)
 
 
 @router.post("/v1/cron/preview")
@@ -180,9 +181,10 @@ def preview_cron(
     """The next fires of an expression that is not saved anywhere; 422 if it has none after
     ``after`` (the same refusal as creating a schedule with it)."""
     fires = schedules.preview_cron(
+        store,
         body.cron,
         body.timezone,
-        body.after or store.clock.now(),
+        body.after,
         body.count,
         allow_seconds=_allow_seconds(request),
     )

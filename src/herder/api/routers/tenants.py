@@ -22,7 +22,7 @@ router = APIRouter(tags=["administration"])
 
 @router.post("/v1/tenants", status_code=status.HTTP_201_CREATED, responses=problems(409))
 def create_tenant(body: TenantCreate, _admin: SystemAdmin, store: StoreDep) -> Tenant:
-    return store.access.create_tenant(body.name, weight=body.weight, quotas=body.quotas)
+    return access.create_tenant(store, body.name, weight=body.weight, quotas=body.quotas)
 
 
 @router.get("/v1/tenants")
@@ -33,7 +33,7 @@ def list_tenants(
     cursor: str | None = None,
 ) -> Page[Tenant]:
     """Every tenant, newest first."""
-    return store.access.list_tenants(limit=limit, cursor=cursor)
+    return access.list_tenants(store, limit=limit, cursor=cursor)
 
 
 @router.get("/v1/tenants/{tenant_id}")
@@ -48,7 +48,8 @@ def update_tenant(
     """Change the fair-share weight, quotas and retention. Usage quotas apply from the
     dispatcher's next pass; a submit rate within a few seconds on every API replica; a
     shorter retention hides older runs at once and removes them at the next maintenance."""
-    tenant = store.access.update_tenant(
+    tenant = access.update_tenant(
+        store,
         tenant_id,
         weight=body.weight,
         quota_changes=body.quota_changes(),
