@@ -10,6 +10,7 @@ spec) it hands the decision to the store to make inside the writing transaction,
 is read in one transaction and written from in another. Errors are the domain's
 (``herder.domain.errors``); the API maps them to HTTP in one place.
 
-A call of one repository that decides nothing (list a run's events, create a job from a
-validated body) needs no use case here: its router asks the store directly.
+Every use case of the API has its function here, even one that only calls one repository
+(list a run's events, create a job from a validated body): a router never reaches the store
+itself (``tests/unit/test_layers.py``), so where a use case lives is never a choice.
 """

@@ -1,4 +1,4 @@
-"""Who may read a tenant, create its keys, and see every tenant's queue.
+"""Tenants and who may read them, create their keys, and see every tenant's queue.
 
 The system tenant's admins administer every tenant; a tenant's own admins may read theirs and
 create its keys; to anyone else another tenant does not exist (404, as every object of
@@ -7,16 +7,41 @@ another tenant).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 
 from herder.domain.errors import Forbidden, NotFound
 from herder.domain.keys import check_expiry
 from herder.domain.models import ApiKey, Page, Principal, QueueEntry, Role, Tenant
+from herder.domain.tenants import TenantQuotas
 from herder.store.store import Store
 
 
 def is_system_admin(caller: Principal) -> bool:
     return caller.is_system and caller.role is Role.ADMIN
+
+
+def create_tenant(store: Store, name: str, *, weight: int, quotas: TenantQuotas) -> Tenant:
+    return store.access.create_tenant(name, weight=weight, quotas=quotas)
+
+
+def list_tenants(store: Store, *, limit: int, cursor: str | None) -> Page[Tenant]:
+    """Every tenant, newest first."""
+    return store.access.list_tenants(limit=limit, cursor=cursor)
+
+
+def update_tenant(
+    store: Store,
+    tenant_id: str,
+    *,
+    weight: int | None,
+    quota_changes: Mapping[str, object] | None,
+    retention_days: int | None,
+) -> Tenant:
+    """Each given quota replaces the stored one (``None``: unlimited); the rest stay."""
+    return store.access.update_tenant(
+        tenant_id, weight=weight, quota_changes=quota_changes, retention_days=retention_days
+    )
 
 
 def read_tenant(store: Store, caller: Principal, tenant_id: str) -> Tenant:

@@ -1,4 +1,5 @@
-"""Uploaded programs: what an upload must be before its bytes are stored."""
+"""Uploaded programs: what an upload must be before its bytes are stored, and reading them
+back."""
 
 from __future__ import annotations
 
@@ -31,3 +32,13 @@ def upload(store: Store, tenant_id: str, data: bytes, filename: str) -> Artifact
     return store.artifacts.put(
         tenant_id, data, filename=filename, media_type=sniff_media_type(data[:512])
     )
+
+
+def read(store: Store, tenant_id: str, artifact_id: str) -> Artifact:
+    return store.artifacts.get(tenant_id, artifact_id)
+
+
+def download(store: Store, tenant_id: str, artifact_id: str) -> tuple[Artifact, bytes]:
+    """The artifact and its bytes."""
+    artifact = store.artifacts.get(tenant_id, artifact_id)
+    return artifact, store.artifacts.read(tenant_id, artifact_id)

@@ -1,4 +1,5 @@
-"""Job definitions: create, and change some fields with the rest kept, in one transaction."""
+"""Job definitions: create, read, list, change some fields with the rest kept (in one
+transaction), and delete."""
 
 from __future__ import annotations
 
@@ -8,11 +9,38 @@ from pydantic import ValidationError
 
 from herder.domain.errors import Invalid, StaleVersion
 from herder.domain.jobs import JobSpec, check_job_name
-from herder.domain.models import Job
+from herder.domain.models import Job, Page
 from herder.store.jobs import JobEdit
 from herder.store.store import Store
 
 FIELDS = frozenset(JobSpec.model_fields) | {"name"}  # what a PATCH may change
+
+
+def create(store: Store, tenant_id: str, name: str, spec: JobSpec) -> Job:
+    return store.jobs.create(tenant_id, name, spec)
+
+
+def list_jobs(
+    store: Store,
+    tenant_id: str,
+    *,
+    limit: int,
+    cursor: str | None,
+    name: str | None,
+    labels: dict[str, str],
+) -> Page[Job]:
+    """Newest first; with ``labels``, the jobs that have every one of them."""
+    return store.jobs.list(tenant_id, limit=limit, cursor=cursor, name=name, labels=labels)
+
+
+def read(store: Store, tenant_id: str, job_id: str) -> Job:
+    return store.jobs.get(tenant_id, job_id)
+
+
+def delete(store: Store, tenant_id: str, job_id: str) -> None:
+    """The definition goes; its runs stay in history. Refused while runs are active, or
+    schedules or workflows name it."""
+    store.jobs.delete(tenant_id, job_id)
 
 
 def update(

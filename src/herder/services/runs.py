@@ -1,11 +1,14 @@
-"""Runs a user starts, cancels and re-runs; each recorded as done by the caller's key."""
+"""Runs a user starts, cancels and re-runs (each recorded as done by the caller's key), and
+their history, detail and events."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 from herder.domain.jobs import RunOverrides, RunRequest
-from herder.domain.models import Principal, Run
+from herder.domain.models import Page, Principal, Run, RunDetail, RunEvent
+from herder.domain.states import RunState
 from herder.store.runs.repository import Submitted
 from herder.store.store import Store
 
@@ -44,6 +47,40 @@ def submit_many(store: Store, caller: Principal, requests: Sequence[RunRequest])
 def cancel(store: Store, caller: Principal, run_id: str) -> Run:
     """Ends a queued run at once; a running one stays running until its worker stops it."""
     return store.runs.cancel(caller.tenant_id, run_id, actor=actor(caller))
+
+
+def list_runs(
+    store: Store,
+    tenant_id: str,
+    *,
+    job_id: str | None,
+    id_prefix: str | None,
+    states: list[RunState],
+    since: datetime | None,
+    until: datetime | None,
+    limit: int,
+    cursor: str | None,
+) -> Page[Run]:
+    """Newest first; a window reaching before the hot window reads the cold tier too."""
+    return store.runs.list(
+        tenant_id,
+        job_id=job_id,
+        id_prefix=id_prefix,
+        states=states,
+        since=since,
+        until=until,
+        limit=limit,
+        cursor=cursor,
+    )
+
+
+def read(store: Store, tenant_id: str, run_id: str) -> RunDetail:
+    """The run with its attempts, history and output."""
+    return store.runs.detail(tenant_id, run_id)
+
+
+def events(store: Store, tenant_id: str, run_id: str) -> list[RunEvent]:
+    return store.runs.events(tenant_id, run_id)
 
 
 def rerun(store: Store, caller: Principal, run_id: str) -> Run:

@@ -1,4 +1,5 @@
-"""Schedules: their first fire on create, change and resume, and previews of their fires.
+"""Schedules: their first fire on create, change and resume, previews of their fires, and
+reading, pausing and deleting them.
 
 The domain computes fires (``herder.domain.cron``, ``herder.domain.schedules``); here they are
 asked for at the right moment — a change or a resume decides its first fire inside the store's
@@ -23,7 +24,7 @@ from herder.domain.cron import (
     preview,
 )
 from herder.domain.errors import Invalid
-from herder.domain.models import Schedule
+from herder.domain.models import Page, Schedule, ScheduleEvent
 from herder.domain.schedules import ScheduleSpec, first_fire
 from herder.store.store import Store
 
@@ -65,6 +66,38 @@ def create(
     return store.schedules.create(
         tenant_id, job_id, spec, first, name=name, paused=paused, workflow_id=workflow_id
     )
+
+
+def list_schedules(
+    store: Store,
+    tenant_id: str,
+    *,
+    job_id: str | None,
+    workflow_id: str | None,
+    name: str | None,
+    limit: int,
+    cursor: str | None,
+) -> Page[Schedule]:
+    return store.schedules.list(
+        tenant_id, job_id=job_id, workflow_id=workflow_id, name=name, limit=limit, cursor=cursor
+    )
+
+
+def read(store: Store, tenant_id: str, schedule_id: str) -> Schedule:
+    return store.schedules.get(tenant_id, schedule_id)
+
+
+def delete(store: Store, tenant_id: str, schedule_id: str) -> None:
+    store.schedules.delete(tenant_id, schedule_id)
+
+
+def pause(store: Store, tenant_id: str, schedule_id: str) -> Schedule:
+    return store.schedules.pause(tenant_id, schedule_id)
+
+
+def events(store: Store, tenant_id: str, schedule_id: str) -> list[ScheduleEvent]:
+    """Fires, misses, skips and changes, oldest first (the last 1,000)."""
+    return store.schedules.events(tenant_id, schedule_id)
 
 
 def update(
@@ -131,12 +164,18 @@ def upcoming(
 
 
 def preview_cron(
-    cron: str, timezone: str, after: datetime, count: int, *, allow_seconds: bool
+    store: Store,
+    cron: str,
+    timezone: str,
+    after: datetime | None,
+    count: int,
+    *,
+    allow_seconds: bool,
 ) -> Fires:
-    """The next fires of an expression saved nowhere; ``Invalid`` if it has none after
-    ``after`` (the same refusal as creating a schedule with it)."""
+    """The next fires of an expression saved nowhere, after ``after`` (default: now);
+    ``Invalid`` if it has none (the same refusal as creating a schedule with it)."""
     expression, zone = _compile(cron, timezone, allow_seconds=allow_seconds)
-    moments = preview(expression, zone, after, count)
+    moments = preview(expression, zone, after or store.clock.now(), count)
     if not moments:
         raise _never_fires(cron)
     return Fires(cron, timezone, zone, moments)

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import exc, func, insert, or_, select, update
 
@@ -21,7 +22,7 @@ from herder.domain.keys import refusal
 from herder.domain.models import ApiKey, Page, Principal, Role, Tenant
 from herder.domain.tenants import TenantQuotas
 from herder.store.database import Database
-from herder.store.pagination import next_cursor, page_query, page_records
+from herder.store.pagination import page_of
 from herder.store.schema import api_keys, tenants, worker_tokens, workers
 
 
@@ -143,11 +144,7 @@ class AccessRepository:
     def list_tenants(self, *, limit: int = 100, cursor: str | None = None) -> Page[Tenant]:
         query = select(tenants)
         with self._db.read() as connection:
-            rows = connection.execute(page_query(query, tenants.c.id, limit, cursor)).all()
-        return Page(
-            items=page_records(rows[:limit], lambda row: Tenant.model_validate(dict(row._mapping))),
-            next_cursor=next_cursor([row.id for row in rows], limit),
-        )
+            return page_of(connection, query, tenants.c.id, _tenant, limit=limit, cursor=cursor)
 
     def update_tenant(
         self,
@@ -337,3 +334,7 @@ class AccessRepository:
             return None  # another process bootstrapped first
         _, admin_key = self.create_api_key(tenant.id, Role.ADMIN, "bootstrap admin")
         return Bootstrap(tenant, admin_key, self.create_worker_token("bootstrap"))
+
+
+def _tenant(row: Any) -> Tenant:
+    return Tenant.model_validate(dict(row._mapping))

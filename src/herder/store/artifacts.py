@@ -13,6 +13,7 @@ from herder.domain.models import Artifact
 from herder.domain.states import AttemptState
 from herder.store.database import Database
 from herder.store.dialect import insert_ignoring_duplicates
+from herder.store.owned import owned_row
 from herder.store.schema import artifacts, attempts, blobs, runs
 
 
@@ -46,23 +47,15 @@ class ArtifactRepository:
 
     def get(self, tenant_id: str, artifact_id: str) -> Artifact:
         with self._db.read() as connection:
-            row = (
-                connection.execute(
-                    select(artifacts).where(
-                        artifacts.c.tenant_id == tenant_id, artifacts.c.sha256 == artifact_id
-                    )
-                )
-                .mappings()
-                .first()
+            row = owned_row(
+                connection, artifacts, tenant_id, artifact_id, "artifact", key=artifacts.c.sha256
             )
-        if row is None:
-            raise NotFound(f"artifact {artifact_id} not found")
         return Artifact(
-            id=row["sha256"],
-            size=row["size"],
-            media_type=row["media_type"],
-            filename=row["filename"],
-            created_at=row["created_at"],
+            id=row.sha256,
+            size=row.size,
+            media_type=row.media_type,
+            filename=row.filename,
+            created_at=row.created_at,
         )
 
     def read(self, tenant_id: str, artifact_id: str) -> bytes:

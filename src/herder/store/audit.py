@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import insert, select
 
@@ -16,7 +17,7 @@ from herder.domain.audit import AuditEntry
 from herder.domain.ids import new_id
 from herder.domain.models import Page, Principal
 from herder.store.database import Database
-from herder.store.pagination import next_cursor, page_query, page_records
+from herder.store.pagination import page_of
 from herder.store.schema import audit_log
 
 
@@ -91,8 +92,8 @@ class AuditRepository:
         if where.key_id is not None:
             query = query.where(audit_log.c.key_id == where.key_id)
         with self._db.read() as connection:
-            rows = connection.execute(page_query(query, audit_log.c.id, limit, cursor)).all()
-        return Page(
-            items=page_records(rows[:limit], lambda row: AuditEntry.model_validate(row._mapping)),
-            next_cursor=next_cursor([row.id for row in rows], limit),
-        )
+            return page_of(connection, query, audit_log.c.id, _entry, limit=limit, cursor=cursor)
+
+
+def _entry(row: Any) -> AuditEntry:
+    return AuditEntry.model_validate(row._mapping)

@@ -13,13 +13,14 @@ from sqlalchemy import Connection, delete, exc, func, insert, select, update
 
 from herder.clock import Clock, epoch_ms
 from herder.domain.artifacts import ARCHIVE_MEDIA_TYPES
-from herder.domain.errors import Conflict, Invalid, NotFound
+from herder.domain.errors import Conflict, Invalid
 from herder.domain.ids import new_id
 from herder.domain.jobs import JobSpec, Runtime
 from herder.domain.models import Job, Page
 from herder.domain.states import TERMINAL_RUN_STATES
 from herder.store.database import Database
-from herder.store.pagination import next_cursor, page_query, page_records
+from herder.store.owned import owned_row
+from herder.store.pagination import page_of
 from herder.store.schema import artifacts, job_labels, jobs, runs, schedules, workflows
 from herder.store.secrets import SecretRepository
 
@@ -98,11 +99,7 @@ class JobRepository:
     ) -> Job:
         """The job, read inside a caller's transaction (a submit or a fire reads what it
         runs in the same unit of work that queues it)."""
-        query = select(jobs).where(jobs.c.tenant_id == tenant_id, jobs.c.id == job_id)
-        row = connection.execute(query.with_for_update() if for_update else query).first()
-        if row is None:
-            raise NotFound(f"job {job_id} not found")
-        return _job(row)
+        return _job(owned_row(connection, jobs, tenant_id, job_id, "job", for_update=for_update))
 
     def get_many_within(
         self, connection: Connection, keys: Collection[tuple[str, str]]
@@ -139,11 +136,7 @@ class JobRepository:
                 .exists()
             )
         with self._db.read() as connection:
-            rows = connection.execute(page_query(query, jobs.c.id, limit, cursor)).all()
-        return Page(
-            items=page_records(rows[:limit], _job),
-            next_cursor=next_cursor([row.id for row in rows], limit),
-        )
+            return page_of(connection, query, jobs.c.id, _job, limit=limit, cursor=cursor)
 
     def edit(self, tenant_id: str, job_id: str, change: Callable[[Job], JobEdit]) -> Job:
         """Read, decide and write in one transaction: ``change`` gets the job as it is, held

@@ -12,7 +12,7 @@ from herder.domain.errors import NotFound
 from herder.domain.keys import check_revocation
 from herder.domain.models import ApiKey, Page, Role
 from herder.store.database import Database
-from herder.store.pagination import next_cursor, page_query, page_records
+from herder.store.pagination import page_of
 from herder.store.schema import api_keys, tenants
 
 _LISTED = [column for column in api_keys.c if column.name != "secret_hash"]
@@ -33,11 +33,7 @@ class KeyRepository:
         """The tenant's keys, newest first, revoked and expired ones too."""
         query = select(*_LISTED).where(api_keys.c.tenant_id == tenant_id)
         with self._db.read() as connection:
-            rows = connection.execute(page_query(query, api_keys.c.id, limit, cursor)).all()
-        return Page(
-            items=page_records(rows[:limit], _key),
-            next_cursor=next_cursor([row.id for row in rows], limit),
-        )
+            return page_of(connection, query, api_keys.c.id, _key, limit=limit, cursor=cursor)
 
     def get(self, key_id: str) -> ApiKey:
         """Any tenant's key: the caller's right to see it is checked by the service."""

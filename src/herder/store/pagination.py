@@ -6,13 +6,14 @@ import base64
 import binascii
 import logging
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
-from sqlalchemy import Column, Select
+from sqlalchemy import Column, Connection, Select
 
 from herder.domain.errors import Invalid
+from herder.domain.models import Page
 
 MAX_PAGE_SIZE = 1000
 _ID = re.compile(r"^[a-z]+_[0-9A-Z]{26}$")
@@ -34,12 +35,41 @@ def decode_cursor(cursor: str) -> str:
     return last_id
 
 
+def check_limit(limit: int) -> None:
+    """The one bound on a page's size, for listings in any order."""
+    if not 1 <= limit <= MAX_PAGE_SIZE:
+        raise Invalid(f"limit must be between 1 and {MAX_PAGE_SIZE}", field="limit")
+
+
+def page_of(
+    connection: Connection,
+    query: Select[Any],
+    id_column: Column[str],
+    record: Callable[[Any], T],
+    *,
+    limit: int,
+    cursor: str | None,
+) -> Page[T]:
+    """The page of ``query``'s rows below ``cursor``, newest first, as records: every listing
+    keyed by sortable ids reads its pages here."""
+    rows = connection.execute(page_query(query, id_column, limit, cursor)).all()
+    return page_from(rows, record, limit)
+
+
+def page_from(rows: Sequence[Any], record: Callable[[Any], T], limit: int) -> Page[T]:
+    """The page of up to ``limit + 1`` rows read newest first (a row more than asked: a next
+    page exists), for a listing that reads its rows its own way."""
+    return Page(
+        items=page_records(rows[:limit], record),
+        next_cursor=next_cursor([row.id for row in rows], limit),
+    )
+
+
 def page_query(
     query: Select[tuple[object, ...]], id_column: Column[str], limit: int, cursor: str | None
 ) -> Select[tuple[object, ...]]:
     """Newest first, one row more than asked so the caller knows whether a next page exists."""
-    if not 1 <= limit <= MAX_PAGE_SIZE:
-        raise Invalid(f"limit must be between 1 and {MAX_PAGE_SIZE}", field="limit")
+    check_limit(limit)
     if cursor:  # an empty cursor (``?cursor=``) is no cursor: the first page
         query = query.where(id_column < decode_cursor(cursor))
     return query.order_by(id_column.desc()).limit(limit + 1)

@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import Connection, delete, exc, func, insert, select, update
 
 from herder.clock import Clock, epoch_ms
-from herder.domain.errors import Conflict, NotFound
+from herder.domain.errors import Conflict
 from herder.domain.ids import new_id
 from herder.domain.jobs import apply_overrides
 from herder.domain.models import Page, Schedule, ScheduleEvent
@@ -27,7 +27,8 @@ from herder.store.database import Database
 from herder.store.firing import DueSchedule, fire_batch, next_fire_values
 from herder.store.jobs import JobRepository
 from herder.store.notifications import DUE_CHANNEL
-from herder.store.pagination import next_cursor, page_query, page_records
+from herder.store.owned import owned_row
+from herder.store.pagination import page_of
 from herder.store.schedule_events import schedule_event
 from herder.store.schema import schedule_events, schedules, workflows
 from herder.store.work import Work, unit_of_work
@@ -74,12 +75,15 @@ class ScheduleRepository:
             if job_id is not None:
                 job = self._jobs.get_within(connection, tenant_id, job_id)
                 apply_overrides(job.spec, spec.overrides, "overrides.")  # fit, or Invalid
-            elif not connection.execute(
-                select(workflows.c.id).where(
-                    workflows.c.tenant_id == tenant_id, workflows.c.id == workflow_id
+            else:
+                owned_row(
+                    connection,
+                    workflows,
+                    tenant_id,
+                    str(workflow_id),
+                    "workflow",
+                    columns=[workflows.c.id],
                 )
-            ).first():
-                raise NotFound(f"workflow {workflow_id} not found")
             try:
                 connection.execute(
                     insert(schedules).values(
@@ -109,12 +113,9 @@ class ScheduleRepository:
     def _get(
         connection: Connection, tenant_id: str, schedule_id: str, *, for_update: bool = False
     ) -> Schedule:
-        query = select(schedules).where(
-            schedules.c.tenant_id == tenant_id, schedules.c.id == schedule_id
+        row = owned_row(
+            connection, schedules, tenant_id, schedule_id, "schedule", for_update=for_update
         )
-        row = connection.execute(query.with_for_update() if for_update else query).first()
-        if row is None:
-            raise NotFound(f"schedule {schedule_id} not found")
         return _schedule(row)
 
     def list(
@@ -135,11 +136,7 @@ class ScheduleRepository:
         if name is not None:
             query = query.where(schedules.c.name == name)
         with self._db.read() as connection:
-            rows = connection.execute(page_query(query, schedules.c.id, limit, cursor)).all()
-        return Page(
-            items=page_records(rows[:limit], _schedule),
-            next_cursor=next_cursor([row.id for row in rows], limit),
-        )
+            return page_of(connection, query, schedules.c.id, _schedule, limit=limit, cursor=cursor)
 
     def replace(
         self,

@@ -21,7 +21,8 @@ from herder.domain.models import Page
 from herder.domain.secrets import Secret, check_secret_name, secret_bytes, secret_name_problem
 from herder.keyring import KEY_ENV, KEY_FILE_ENV, Keyring, KeyringError, Sealed, associated_data
 from herder.store.database import Database
-from herder.store.pagination import MAX_PAGE_SIZE, encode_cursor
+from herder.store.owned import owned_row
+from herder.store.pagination import check_limit, encode_cursor
 from herder.store.schema import secrets
 
 NO_KEY = (
@@ -92,17 +93,20 @@ class SecretRepository:
 
     def get(self, tenant_id: str, name: str) -> Secret:
         with self._db.read() as connection:
-            row = connection.execute(
-                select(*_METADATA).where(secrets.c.tenant_id == tenant_id, secrets.c.name == name)
-            ).first()
-        if row is None:
-            raise NotFound(f"secret {name[:128]} not found")
+            row = owned_row(
+                connection,
+                secrets,
+                tenant_id,
+                name,
+                "secret",
+                key=secrets.c.name,
+                columns=_METADATA,
+            )
         return _secret(row)
 
     def list(self, tenant_id: str, *, limit: int = 100, cursor: str | None = None) -> Page[Secret]:
         """By name; never a value."""
-        if not 1 <= limit <= MAX_PAGE_SIZE:
-            raise Invalid(f"limit must be between 1 and {MAX_PAGE_SIZE}", field="limit")
+        check_limit(limit)
         query = select(*_METADATA).where(secrets.c.tenant_id == tenant_id)
         if cursor:
             query = query.where(secrets.c.name > _after_name(cursor))

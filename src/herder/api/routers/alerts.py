@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from herder.api.auth import Caller, StoreDep, Writer
 from herder.api.openapi import problems
+from herder.api.queries import Limit
 from herder.domain.alerts.rules import (
     Channel,
     ChannelChanges,
@@ -24,9 +25,9 @@ from herder.domain.alerts.rules import (
     RuleRequest,
 )
 from herder.domain.models import Page
+from herder.services import alerts
 
 router = APIRouter(tags=["alerts"])
-Limit = Annotated[int, Query(ge=1, le=1000)]
 
 
 class TestQueued(BaseModel):
@@ -42,8 +43,8 @@ def create_channel(
     body: ChannelRequest, caller: Writer, store: StoreDep, request: Request, response: Response
 ) -> CreatedChannel:
     """A webhook channel. Its ``secret`` (the key of its signatures) is in this answer only."""
-    channel = store.alert_channels.create(
-        caller.tenant_id, body, allow_private=_allow_private(request)
+    channel = alerts.create_channel(
+        store, caller.tenant_id, body, allow_private=_allow_private(request)
     )
     response.headers["Location"] = f"/v1/alert-channels/{channel.id}"
     return channel
@@ -53,27 +54,27 @@ def create_channel(
 def list_channels(
     caller: Caller, store: StoreDep, limit: Limit = 100, cursor: str | None = None
 ) -> Page[Channel]:
-    return store.alert_channels.list(caller.tenant_id, limit=limit, cursor=cursor)
+    return alerts.list_channels(store, caller.tenant_id, limit=limit, cursor=cursor)
 
 
 @router.get("/v1/alert-channels/{channel_id}")
 def get_channel(channel_id: str, caller: Caller, store: StoreDep) -> Channel:
-    return store.alert_channels.get(caller.tenant_id, channel_id)
+    return alerts.read_channel(store, caller.tenant_id, channel_id)
 
 
 @router.patch("/v1/alert-channels/{channel_id}", responses=problems(409))
 def update_channel(
     channel_id: str, body: ChannelChanges, caller: Writer, store: StoreDep, request: Request
 ) -> Channel:
-    return store.alert_channels.update(
-        caller.tenant_id, channel_id, body, allow_private=_allow_private(request)
+    return alerts.update_channel(
+        store, caller.tenant_id, channel_id, body, allow_private=_allow_private(request)
     )
 
 
 @router.delete("/v1/alert-channels/{channel_id}", status_code=status.HTTP_204_NO_CONTENT)
 def delete_channel(channel_id: str, caller: Writer, store: StoreDep) -> Response:
     """The channel and its deliveries; rules that named it stop naming it."""
-    store.alert_channels.delete(caller.tenant_id, channel_id)
+    alerts.delete_channel(store, caller.tenant_id, channel_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -81,13 +82,13 @@ def delete_channel(channel_id: str, caller: Writer, store: StoreDep) -> Response
 def test_channel(channel_id: str, caller: Writer, store: StoreDep) -> TestQueued:
     """Queue a signed test delivery (even to a disabled channel); follow it in
     ``/v1/alert-deliveries``."""
-    return TestQueued(delivery_id=store.alert_channels.send_test(caller.tenant_id, channel_id))
+    return TestQueued(delivery_id=alerts.send_test(store, caller.tenant_id, channel_id))
 
 
 @router.post("/v1/alert-rules", status_code=status.HTTP_201_CREATED, responses=problems(409))
 def create_rule(body: RuleRequest, caller: Writer, store: StoreDep, response: Response) -> Rule:
     """A rule; what it names (job, schedule, workflow, channels) must be the tenant's."""
-    rule = store.alert_rules.create(caller.tenant_id, body)
+    rule = alerts.create_rule(store, caller.tenant_id, body)
     response.headers["Location"] = f"/v1/alert-rules/{rule.id}"
     return rule
 
@@ -96,24 +97,24 @@ def create_rule(body: RuleRequest, caller: Writer, store: StoreDep, response: Re
 def list_rules(
     caller: Caller, store: StoreDep, limit: Limit = 100, cursor: str | None = None
 ) -> Page[Rule]:
-    return store.alert_rules.list(caller.tenant_id, limit=limit, cursor=cursor)
+    return alerts.list_rules(store, caller.tenant_id, limit=limit, cursor=cursor)
 
 
 @router.get("/v1/alert-rules/{rule_id}")
 def get_rule(rule_id: str, caller: Caller, store: StoreDep) -> Rule:
-    return store.alert_rules.get(caller.tenant_id, rule_id)
+    return alerts.read_rule(store, caller.tenant_id, rule_id)
 
 
 @router.patch("/v1/alert-rules/{rule_id}", responses=problems(409))
 def update_rule(rule_id: str, body: RuleChanges, caller: Writer, store: StoreDep) -> Rule:
     """Change some fields; ``params``, when given, replace the rule's params whole."""
-    return store.alert_rules.update(caller.tenant_id, rule_id, body)
+    return alerts.update_rule(store, caller.tenant_id, rule_id, body)
 
 
 @router.delete("/v1/alert-rules/{rule_id}", status_code=status.HTTP_204_NO_CONTENT)
 def delete_rule(rule_id: str, caller: Writer, store: StoreDep) -> Response:
     """The rule and its incidents (deliveries made stay listed)."""
-    store.alert_rules.delete(caller.tenant_id, rule_id)
+    alerts.delete_rule(store, caller.tenant_id, rule_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -127,8 +128,8 @@ def list_incidents(
     rule_id: Annotated[str | None, Query(max_length=40)] = None,
 ) -> Page[Incident]:
     """Incidents, newest first: one per episode of a rule's condition, open until it clears."""
-    return store.alert_history.incidents(
-        caller.tenant_id, state=state, rule_id=rule_id, limit=limit, cursor=cursor
+    return alerts.list_incidents(
+        store, caller.tenant_id, state=state, rule_id=rule_id, limit=limit, cursor=cursor
     )
 
 
@@ -141,6 +142,6 @@ def list_deliveries(
     channel_id: Annotated[str | None, Query(max_length=40)] = None,
 ) -> Page[Delivery]:
     """Deliveries, newest first, each with every attempt made (``history``)."""
-    return store.alert_history.deliveries(
-        caller.tenant_id, channel_id=channel_id, limit=limit, cursor=cursor
+    return alerts.list_deliveries(
+        store, caller.tenant_id, channel_id=channel_id, limit=limit, cursor=cursor
     )

@@ -52,14 +52,14 @@ async def upload_artifact(request: Request, caller: Writer, store: StoreDep) -> 
 
 @router.get("/{artifact_id}")
 def get_artifact(artifact_id: str, caller: Caller, store: StoreDep) -> Artifact:
-    return store.artifacts.get(caller.tenant_id, artifact_id)
+    return artifacts.read(store, caller.tenant_id, artifact_id)
 
 
 @router.get("/{artifact_id}/content", response_class=Response)
 def download_artifact(artifact_id: str, caller: Caller, store: StoreDep) -> Response:
-    artifact = store.artifacts.get(caller.tenant_id, artifact_id)
+    artifact, data = artifacts.download(store, caller.tenant_id, artifact_id)
     return Response(
-        store.artifacts.read(caller.tenant_id, artifact_id),
+        data,
         media_type=artifact.media_type,
         headers={"Content-Disposition": f'attachment; filename="{artifact.filename}"'},
     )

@@ -9,11 +9,11 @@ from fastapi import APIRouter, Query
 
 from herder.api.auth import Caller, StoreDep
 from herder.api.openapi import problems
+from herder.api.queries import Limit
 from herder.api.schemas import IsoTime
 from herder.domain.audit import AuditEntry
 from herder.domain.models import Page
-from herder.services.access import check_tenant_admin
-from herder.store.audit import AuditFilter
+from herder.services import audit
 
 router = APIRouter(prefix="/v1/audit", tags=["administration"])
 Text = Annotated[str | None, Query(max_length=255)]
@@ -31,14 +31,20 @@ def list_audit(
     object_type: Annotated[str | None, Query(max_length=64, description="e.g. jobs")] = None,
     object_id: Text = None,
     key_id: Annotated[str | None, Query(max_length=40)] = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    limit: Limit = 100,
     cursor: str | None = None,
 ) -> Page[AuditEntry]:
     """Who changed what and when, newest first: the action, the object, the names of the
     fields sent (never their values) and the status the call was answered with."""
-    tenant_id = tenant_id or caller.tenant_id
-    check_tenant_admin(caller, tenant_id, "read its audit log")
-    where = AuditFilter(
-        since=since, until=until, object_type=object_type, object_id=object_id, key_id=key_id
+    return audit.list_entries(
+        store,
+        caller,
+        tenant_id,
+        since=since,
+        until=until,
+        object_type=object_type,
+        object_id=object_id,
+        key_id=key_id,
+        limit=limit,
+        cursor=cursor,
     )
-    return store.audit.list(tenant_id, where, limit=limit, cursor=cursor)

@@ -3,14 +3,14 @@ few at a time, each once, at low priority."""
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Query, status
+from fastapi import APIRouter, status
 
 from herder.api.auth import Caller, Operator, StoreDep
 from herder.api.openapi import problems
+from herder.api.queries import Limit
 from herder.domain.backfills import Backfill, BackfillRequest
 from herder.domain.models import Page
+from herder.services import backfills
 
 router = APIRouter(tags=["schedules"])
 
@@ -26,7 +26,7 @@ def create_backfill(
     """Run the schedule's nominal times in ``(start, end]`` as if each had fired: at most
     ``max_active`` at once, each once (a time that already has a run is counted, not run
     again), queued at low priority. The first runs start now; the next when one ends."""
-    return store.backfills.create(caller.tenant_id, schedule_id, body)
+    return backfills.create(store, caller.tenant_id, schedule_id, body)
 
 
 @router.get("/v1/schedules/{schedule_id}/backfills")
@@ -34,18 +34,20 @@ def list_backfills(
     schedule_id: str,
     caller: Caller,
     store: StoreDep,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    limit: Limit = 100,
     cursor: str | None = None,
 ) -> Page[Backfill]:
-    return store.backfills.list(caller.tenant_id, schedule_id, limit=limit, cursor=cursor)
+    return backfills.list_backfills(
+        store, caller.tenant_id, schedule_id, limit=limit, cursor=cursor
+    )
 
 
 @router.get("/v1/backfills/{backfill_id}")
 def get_backfill(backfill_id: str, caller: Caller, store: StoreDep) -> Backfill:
-    return store.backfills.get(caller.tenant_id, backfill_id)
+    return backfills.read(store, caller.tenant_id, backfill_id)
 
 
 @router.post("/v1/backfills/{backfill_id}/cancel", responses=problems(409))
 def cancel_backfill(backfill_id: str, caller: Operator, store: StoreDep) -> Backfill:
     """No more starts; runs already started go on."""
-    return store.backfills.cancel(caller.tenant_id, backfill_id)
+    return backfills.cancel(store, caller.tenant_id, backfill_id)

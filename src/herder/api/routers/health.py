@@ -6,6 +6,7 @@ from fastapi import APIRouter
 
 from herder import __version__
 from herder.api.auth import StoreDep
+from herder.services import health
 
 router = APIRouter(tags=["health"])
 
@@ -17,5 +18,4 @@ def healthz() -> dict[str, str]:
 
 @router.get("/readyz")
 def readyz(store: StoreDep) -> dict[str, str]:
-    store.database.ping()
-    return {"status": "ready", "database": store.database.dialect}
+    return {"status": "ready", "database": health.ready(store)}

@@ -13,6 +13,7 @@ from fastapi import APIRouter, Body, Header, Query, Response, status
 from herder.api.auth import Caller, StoreDep, Writer, check_overrides
 from herder.api.etags import tagged, versions
 from herder.api.openapi import ETAG_HEADER, patch_body, problems
+from herder.api.queries import Limit
 from herder.api.ratelimit import Submitter
 from herder.api.schemas import JobCreate, RunCreate
 from herder.domain.errors import Invalid
@@ -39,26 +40,26 @@ def _labels(label: list[str]) -> dict[str, str]:
 
 @router.post("", status_code=status.HTTP_201_CREATED, responses={201: ETAG_HEADER, **problems(409)})
 def create_job(body: JobCreate, caller: Writer, store: StoreDep, response: Response) -> Job:
-    return tagged(store.jobs.create(caller.tenant_id, body.name, body.spec()), response)
+    return tagged(jobs.create(store, caller.tenant_id, body.name, body.spec()), response)
 
 
 @router.get("")
 def list_jobs(
     caller: Caller,
     store: StoreDep,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    limit: Limit = 100,
     cursor: str | None = None,
     name: str | None = None,
     label: Annotated[list[str], Query(description="key=value; repeat to AND")] = [],  # noqa: B006
 ) -> Page[Job]:
-    return store.jobs.list(
-        caller.tenant_id, limit=limit, cursor=cursor, name=name, labels=_labels(label)
+    return jobs.list_jobs(
+        store, caller.tenant_id, limit=limit, cursor=cursor, name=name, labels=_labels(label)
     )
 
 
 @router.get("/{job_id}", responses={200: ETAG_HEADER})
 def get_job(job_id: str, caller: Caller, store: StoreDep, response: Response) -> Job:
-    return tagged(store.jobs.get(caller.tenant_id, job_id), response)
+    return tagged(jobs.read(store, caller.tenant_id, job_id), response)
 
 
 @router.patch(
@@ -82,7 +83,7 @@ def update_job(
 
 @router.delete("/{job_id}", status_code=status.HTTP_204_NO_CONTENT, responses=problems(409))
 def delete_job(job_id: str, caller: Writer, store: StoreDep) -> Response:
-    store.jobs.delete(caller.tenant_id, job_id)
+    jobs.delete(store, caller.tenant_id, job_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 

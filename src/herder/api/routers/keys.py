@@ -13,6 +13,7 @@ from fastapi import APIRouter, Query, Request, status
 from herder.api.audit import acted_on
 from herder.api.auth import Caller, StoreDep
 from herder.api.openapi import problems
+from herder.api.queries import Limit
 from herder.api.schemas import CreatedKey, KeyCreate
 from herder.domain.models import ApiKey, Page
 from herder.services import access, keys
@@ -36,7 +37,7 @@ def list_keys(
     tenant_id: Annotated[
         str | None, Query(max_length=40, description="another tenant's (system admins)")
     ] = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    limit: Limit = 100,
     cursor: str | None = None,
 ) -> Page[ApiKey]:
     """The tenant's keys, newest first, revoked and expired ones included."""

@@ -15,7 +15,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from herder.api.auth import StoreDep, SystemAdmin
-from herder.store.gauges import Gauges, read_gauges
+from herder.services.metrics import Gauges, gauges
 from herder.telemetry.multiprocess import registry
 
 router = APIRouter(tags=["metrics"])
@@ -63,8 +63,7 @@ def _family(
 
 @router.get("/metrics", include_in_schema=False)
 async def metrics(_: SystemAdmin, store: StoreDep) -> Response:
-    gauges = await run_in_threadpool(read_gauges, store.database)
     snapshot = CollectorRegistry(auto_describe=False)
-    snapshot.register(Snapshot(gauges))
+    snapshot.register(Snapshot(await run_in_threadpool(gauges, store)))
     counted = await run_in_threadpool(generate_latest, registry())
     return Response(counted + generate_latest(snapshot), media_type=CONTENT_TYPE_LATEST)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Query
+from fastapi import APIRouter
 
 from herder.api.auth import Caller, StoreDep
+from herder.api.queries import Limit
 from herder.domain.models import Page, QueueEntry
 from herder.services import access
 
@@ -18,7 +17,7 @@ def list_queue(
     caller: Caller,
     store: StoreDep,
     job_id: str | None = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    limit: Limit = 100,
     cursor: str | None = None,
 ) -> Page[QueueEntry]:
     """The caller's tenant's queued runs; the system tenant's admins see every tenant's."""

@@ -12,12 +12,13 @@ from starlette.concurrency import run_in_threadpool
 from herder.api.auth import Caller, Operator, StoreDep, check_overrides
 from herder.api.errors import status_and_title
 from herder.api.openapi import problems
+from herder.api.queries import Limit
 from herder.api.ratelimit import admit
 from herder.api.schemas import IsoTime, LogsResponse, RunBatch, RunBatchResult, Submission
+from herder.domain.errors import HerderError
 from herder.domain.models import Page, Run, RunDetail, RunEvent
 from herder.domain.states import RunState
 from herder.services import logs, runs
-from herder.store.runs.repository import Submitted
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
 
@@ -34,7 +35,7 @@ def list_runs(
     state: Annotated[list[RunState], Query(description="repeat for several")] = [],  # noqa: B006
     since: IsoTime | None = None,
     until: IsoTime | None = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    limit: Limit = 100,
     cursor: str | None = None,
     id_prefix: Annotated[
         str | None,
@@ -43,7 +44,8 @@ def list_runs(
 ) -> Page[Run]:
     """Newest first. ``id_prefix`` finds a run from the start of its id, as a narrow table
     shows it."""
-    return store.runs.list(
+    return runs.list_runs(
+        store,
         caller.tenant_id,
         job_id=job_id,
         id_prefix=id_prefix,
@@ -70,26 +72,31 @@ async def submit_batch(
         check_overrides(caller, one.overrides, f"runs.{index}.")
     await admit(caller, request, len(body.runs))
     submitted = await run_in_threadpool(runs.submit_many, store, caller, requests)
-    items = [_submission(index, one) for index, one in enumerate(submitted)]
+    items = [
+        _submission(index, one.run_id, one.created, one.error)
+        for index, one in enumerate(submitted)
+    ]
     return RunBatchResult(created=sum(one.created for one in submitted), items=items)
 
 
-def _submission(index: int, submitted: Submitted) -> Submission:
-    if submitted.error is None:
-        return Submission(status=201 if submitted.created else 200, run_id=submitted.run_id)
-    status, title = status_and_title(type(submitted.error))
-    field = f"runs.{index}.{submitted.error.field}" if submitted.error.field else None
-    return Submission(status=status, title=title, detail=submitted.error.detail, field=field)
+def _submission(
+    index: int, run_id: str | None, created: bool, error: HerderError | None
+) -> Submission:
+    if error is None:
+        return Submission(status=201 if created else 200, run_id=run_id)
+    status, title = status_and_title(type(error))
+    field = f"runs.{index}.{error.field}" if error.field else None
+    return Submission(status=status, title=title, detail=error.detail, field=field)
 
 
 @router.get("/{run_id}")
 def get_run(run_id: str, caller: Caller, store: StoreDep) -> RunDetail:
-    return store.runs.detail(caller.tenant_id, run_id)
+    return runs.read(store, caller.tenant_id, run_id)
 
 
 @router.get("/{run_id}/events")
 def run_events(run_id: str, caller: Caller, store: StoreDep) -> list[RunEvent]:
-    return store.runs.events(caller.tenant_id, run_id)
+    return runs.events(store, caller.tenant_id, run_id)
 
 
 @router.post("/{run_id}/cancel", responses=problems(409))

@@ -10,6 +10,7 @@ from pydantic import AfterValidator, BaseModel, Field, model_validator
 
 from herder.api.auth import Caller, Operator, StoreDep, Writer
 from herder.api.openapi import patch_body, problems
+from herder.api.queries import Limit
 from herder.api.schemas import IsoTime
 from herder.domain.models import Page, Schedule, ScheduleEvent
 from herder.domain.schedules import ScheduleSpec, check_schedule_name
@@ -99,10 +100,11 @@ def list_schedules(
     job_id: str | None = None,
     workflow_id: str | None = None,
     name: Annotated[str | None, Query(max_length=128)] = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    limit: Limit = 100,
     cursor: str | None = None,
 ) -> Page[Schedule]:
-    return store.schedules.list(
+    return schedules.list_schedules(
+        store,
         caller.tenant_id,
         job_id=job_id,
         workflow_id=workflow_id,
@@ -114,7 +116,7 @@ def list_schedules(
 
 @router.get("/v1/schedules/{schedule_id}")
 def get_schedule(schedule_id: str, caller: Caller, store: StoreDep) -> Schedule:
-    return store.schedules.get(caller.tenant_id, schedule_id)
+    return schedules.read(store, caller.tenant_id, schedule_id)
 
 
 @router.patch("/v1/schedules/{schedule_id}", openapi_extra=patch_body(ScheduleSpec))
@@ -133,13 +135,13 @@ def update_schedule(
 
 @router.delete("/v1/schedules/{schedule_id}", status_code=status.HTTP_204_NO_CONTENT)
 def delete_schedule(schedule_id: str, caller: Writer, store: StoreDep) -> Response:
-    store.schedules.delete(caller.tenant_id, schedule_id)
+    schedules.delete(store, caller.tenant_id, schedule_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.post("/v1/schedules/{schedule_id}/pause")
 def pause_schedule(schedule_id: str, caller: Operator, store: StoreDep) -> Schedule:
-    return store.schedules.pause(caller.tenant_id, schedule_id)
+    return schedules.pause(store, caller.tenant_id, schedule_id)
 
 
 @router.post("/v1/schedules/{schedule_id}/resume")
@@ -169,7 +171,7 @@ def next_fires(
 @router.get("/v1/schedules/{schedule_id}/events")
 def schedule_events(schedule_id: str, caller: Caller, store: StoreDep) -> list[ScheduleEvent]:
     """Fires, misses, skips and changes, oldest first (the last 1,000)."""
-    return store.schedules.events(caller.tenant_id, schedule_id)
+    return schedules.events(store, caller.tenant_id, schedule_id)
 
 
 @router.post("/v1/cron/preview")
@@ -179,9 +181,10 @@ def preview_cron(
     """The next fires of an expression that is not saved anywhere; 422 if it has none after
     ``after`` (the same refusal as creating a schedule with it)."""
     fires = schedules.preview_cron(
+        store,
         body.cron,
         body.timezone,
-        body.after or store.clock.now(),
+        body.after,
         body.count,
         allow_seconds=_allow_seconds(request),
     )

@@ -7,12 +7,11 @@ object of another tenant does.
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Query, Request, status
+from fastapi import APIRouter, Request, status
 
 from herder.api.auth import Caller, StoreDep, SystemAdmin
 from herder.api.openapi import problems
+from herder.api.queries import Limit
 from herder.api.ratelimit import submit_limiter
 from herder.api.schemas import CreatedKey, CreatedSecret, KeyCreate, TenantCreate, TenantUpdate
 from herder.domain.models import Page, Tenant
@@ -23,18 +22,18 @@ router = APIRouter(tags=["administration"])
 
 @router.post("/v1/tenants", status_code=status.HTTP_201_CREATED, responses=problems(409))
 def create_tenant(body: TenantCreate, _admin: SystemAdmin, store: StoreDep) -> Tenant:
-    return store.access.create_tenant(body.name, weight=body.weight, quotas=body.quotas)
+    return access.create_tenant(store, body.name, weight=body.weight, quotas=body.quotas)
 
 
 @router.get("/v1/tenants")
 def list_tenants(
     _admin: SystemAdmin,
     store: StoreDep,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    limit: Limit = 100,
     cursor: str | None = None,
 ) -> Page[Tenant]:
     """Every tenant, newest first."""
-    return store.access.list_tenants(limit=limit, cursor=cursor)
+    return access.list_tenants(store, limit=limit, cursor=cursor)
 
 
 @router.get("/v1/tenants/{tenant_id}")
@@ -49,7 +48,8 @@ def update_tenant(
     """Change the fair-share weight, quotas and retention. Usage quotas apply from the
     dispatcher's next pass; a submit rate within a few seconds on every API replica; a
     shorter retention hides older runs at once and removes them at the next maintenance."""
-    tenant = store.access.update_tenant(
+    tenant = access.update_tenant(
+        store,
         tenant_id,
         weight=body.weight,
         quota_changes=body.quota_changes(),

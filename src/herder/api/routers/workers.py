@@ -29,6 +29,7 @@ from herder.protocol import (
     ReportResult,
     ReportResults,
 )
+from herder.services import fleet, workers
 
 router = APIRouter(prefix="/v1", tags=["worker protocol"])
 
@@ -42,7 +43,8 @@ def _wakeups(request: Request) -> Wakeups:
 def register(
     body: RegisterRequest, token_id: WorkerToken, store: StoreDep, request: Request
 ) -> RegisterReply:
-    worker, secret = store.workers.register(
+    worker, secret = workers.register(
+        store,
         token_id,
         name=body.name,
         capacity=body.capacity,
@@ -63,7 +65,7 @@ def register(
 @router.get("/workers", tags=["administration"])
 def list_workers(_admin: SystemAdmin, store: StoreDep) -> list[Worker]:
     """The fleet, for the system tenant's admins."""
-    return store.workers.fleet()
+    return fleet.list_workers(store)
 
 
 @router.post("/workers/{worker_id}/heartbeat")
@@ -71,7 +73,8 @@ def heartbeat(
     body: Heartbeat, worker_id: RegisteredWorker, store: StoreDep, request: Request
 ) -> Directives:
     interval = request.app.state.settings.heartbeat_interval_seconds
-    directives = store.workers.heartbeat(
+    directives = workers.heartbeat(
+        store,
         worker_id,
         body.running,
         unreported_grace_seconds=2 * interval + 1.0,
@@ -92,7 +95,7 @@ async def claim(
         since = wakeups.generation(worker_id)
         news = news or wakeups.take_news(worker_id)
         assignments, directives = await run_in_threadpool(
-            store.workers.claim_with_directives, worker_id, body.max_runs, body.running, news
+            workers.claim, store, worker_id, body.max_runs, body.running, look_for_news=news
         )
         news = False
         remaining = deadline - time.monotonic()
@@ -117,13 +120,13 @@ def _single(results: list[ReportResult], attempt_id: str) -> ReportResult:
 @router.post("/workers/{worker_id}/reports")
 def reports(body: Report, worker_id: RegisteredWorker, store: StoreDep) -> ReportResults:
     """Batched output and completions; each result says whether it was applied."""
-    return ReportResults(results=store.attempts.report(worker_id, body.logs, body.completions))
+    return ReportResults(results=workers.report(store, worker_id, body.logs, body.completions))
 
 
 @router.get("/workers/{worker_id}/artifacts/{artifact_id}", response_class=Response)
 def download(artifact_id: str, worker_id: RegisteredWorker, store: StoreDep) -> Response:
     return Response(
-        store.artifacts.read_for_worker(worker_id, artifact_id),
+        workers.artifact(store, worker_id, artifact_id),
         media_type="application/octet-stream",
     )
 
@@ -133,10 +136,10 @@ def attempt_logs(
     attempt_id: str, body: AttemptOutput, request: Request, store: StoreDep
 ) -> ReportResult:
     """One attempt's output (the batched ``/workers/{id}/reports`` is the fast path)."""
-    store.access.authenticate_worker(body.worker_id, worker_secret(request))
+    workers.authenticate(store, body.worker_id, worker_secret(request))
     if any(chunk.attempt_id != attempt_id for chunk in body.chunks):
         raise Invalid("every chunk must belong to the attempt in the path", field="chunks")
-    results = store.attempts.report(body.worker_id, body.chunks, [])
+    results = workers.report(store, body.worker_id, body.chunks, [])
     return _single(results, attempt_id)
 
 
@@ -147,8 +150,8 @@ def attempt_complete(
     request: Request,
     store: StoreDep,
 ) -> ReportResult:
-    store.access.authenticate_worker(body.worker_id, worker_secret(request))
+    workers.authenticate(store, body.worker_id, worker_secret(request))
     if body.completion.attempt_id != attempt_id:
         raise Invalid("the completion must be for the attempt in the path", field="attempt_id")
-    results = store.attempts.report(body.worker_id, [], [body.completion])
+    results = workers.report(store, body.worker_id, [], [body.completion])
     return _single(results, attempt_id)

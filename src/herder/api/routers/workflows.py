@@ -8,17 +8,18 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query, Response, status
+from fastapi import APIRouter, Header, Response, status
 
 from herder.api.auth import Caller, Operator, StoreDep, Writer
 from herder.api.etags import tagged, versions
 from herder.api.openapi import ETAG_HEADER, problems
+from herder.api.queries import Limit
 from herder.api.ratelimit import Submitter
 from herder.api.schemas import RepairRequest, WorkflowCreate, WorkflowRunCreate
 from herder.domain.models import Page
 from herder.domain.workflows.models import Workflow, WorkflowRun, WorkflowRunDetail
 from herder.domain.workflows.progress import WorkflowRunState
-from herder.services.runs import actor
+from herder.services import workflows
 
 router = APIRouter(tags=["workflows"])
 
@@ -37,7 +38,7 @@ def create_workflow(
 ) -> Workflow:
     """Check the DAG whole (an order of its tasks exists; every job it names exists) and
     store it as version 1."""
-    workflow = store.workflows.create(caller.tenant_id, body.name, body.spec())
+    workflow = workflows.create(store, caller.tenant_id, body.name, body.spec())
     response.headers["Location"] = f"/v1/workflows/{workflow.id}"
     return tagged(workflow, response)
 
@@ -46,16 +47,16 @@ def create_workflow(
 def list_workflows(
     caller: Caller,
     store: StoreDep,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    limit: Limit = 100,
     cursor: str | None = None,
     name: str | None = None,
 ) -> Page[Workflow]:
-    return store.workflows.list(caller.tenant_id, limit=limit, cursor=cursor, name=name)
+    return workflows.list_workflows(store, caller.tenant_id, limit=limit, cursor=cursor, name=name)
 
 
 @router.get("/v1/workflows/{workflow_id}", responses={200: ETAG_HEADER})
 def get_workflow(workflow_id: str, caller: Caller, store: StoreDep, response: Response) -> Workflow:
-    return tagged(store.workflows.get(caller.tenant_id, workflow_id), response)
+    return tagged(workflows.read(store, caller.tenant_id, workflow_id), response)
 
 
 @router.put("/v1/workflows/{workflow_id}", responses={200: ETAG_HEADER, **problems(409, 412)})
@@ -68,8 +69,13 @@ def replace_workflow(
     if_match: Annotated[str | None, Header(max_length=1024, description=IF_MATCH)] = None,
 ) -> Workflow:
     """A new version; runs already started keep the version they pinned."""
-    workflow = store.workflows.replace(
-        caller.tenant_id, workflow_id, body.name, body.spec(), if_version=versions(if_match)
+    workflow = workflows.replace(
+        store,
+        caller.tenant_id,
+        workflow_id,
+        body.name,
+        body.spec(),
+        if_version=versions(if_match),
     )
     return tagged(workflow, response)
 
@@ -78,7 +84,7 @@ def replace_workflow(
     "/v1/workflows/{workflow_id}", status_code=status.HTTP_204_NO_CONTENT, responses=problems(409)
 )
 def delete_workflow(workflow_id: str, caller: Writer, store: StoreDep) -> Response:
-    store.workflows.delete(caller.tenant_id, workflow_id)
+    workflows.delete(store, caller.tenant_id, workflow_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -100,8 +106,8 @@ def start_workflow_run(
     """Start a run of the workflow's current version: its first tasks are queued at once.
     Under ``max_active_runs`` it queues (``concurrency: queue``) or is refused (``forbid``)."""
     params = (body or WorkflowRunCreate()).params
-    run, created = store.workflow_runs.start(
-        caller.tenant_id, workflow_id, params, idempotency_key=idempotency_key
+    run, created = workflows.start_run(
+        store, caller.tenant_id, workflow_id, params, idempotency_key=idempotency_key
     )
     if not created:
         response.status_code = status.HTTP_200_OK
@@ -115,25 +121,25 @@ def list_workflow_runs(
     store: StoreDep,
     workflow_id: str | None = None,
     state: WorkflowRunState | None = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    limit: Limit = 100,
     cursor: str | None = None,
 ) -> Page[WorkflowRun]:
-    return store.workflow_runs.list(
-        caller.tenant_id, workflow_id=workflow_id, state=state, limit=limit, cursor=cursor
+    return workflows.list_runs(
+        store, caller.tenant_id, workflow_id=workflow_id, state=state, limit=limit, cursor=cursor
     )
 
 
 @router.get("/v1/workflow-runs/{workflow_run_id}")
 def get_workflow_run(workflow_run_id: str, caller: Caller, store: StoreDep) -> WorkflowRunDetail:
     """The run with every task instance: its run, or, pending, why it waits."""
-    return store.workflow_runs.get(caller.tenant_id, workflow_run_id)
+    return workflows.read_run(store, caller.tenant_id, workflow_run_id)
 
 
 @router.post("/v1/workflow-runs/{workflow_run_id}/cancel", responses=problems(409))
 def cancel_workflow_run(workflow_run_id: str, caller: Operator, store: StoreDep) -> WorkflowRun:
     """Pending and queued tasks are cancelled at once; running ones are stopped by their
     workers, and the run ends ``cancelled`` when the last has ended."""
-    return store.workflow_runs.cancel(caller.tenant_id, workflow_run_id, actor=actor(caller))
+    return workflows.cancel_run(store, caller, workflow_run_id)
 
 
 @router.post("/v1/workflow-runs/{workflow_run_id}/repair", responses=problems(409))
@@ -142,7 +148,7 @@ def repair_workflow_run(
 ) -> WorkflowRun:
     """Run tasks of an ended run again, in place (history kept). ``repair`` is the run's
     latest-repair token as last read: a second repair from the same reading is a 409."""
-    return store.workflow_runs.repair(
-        caller.tenant_id, workflow_run_id, token=body.repair, tasks=body.tasks,
+    return workflows.repair_run(
+        store, caller.tenant_id, workflow_run_id, token=body.repair, tasks=body.tasks,
         dependents=body.dependents,
     )  # fmt: skip

@@ -19,9 +19,10 @@ from herder.domain.ids import new_id
 from herder.domain.models import Page
 from herder.store.alerts.channel_secrets import ChannelSecrets
 from herder.store.alerts.deliveries import new_delivery
-from herder.store.alerts.owned import owned_row, page_of
 from herder.store.database import Database
 from herder.store.notifications import notify_alert_delivery
+from herder.store.owned import owned_row
+from herder.store.pagination import page_of
 from herder.store.schema import alert_channels, alert_deliveries, alert_rules
 
 NOUN = "alert channel"

@@ -8,8 +8,9 @@ from sqlalchemy import select
 
 from herder.domain.alerts.rules import Delivery, Incident, IncidentState
 from herder.domain.models import Page
-from herder.store.alerts.owned import owned_row, page_of
 from herder.store.database import Database
+from herder.store.owned import owned_row
+from herder.store.pagination import page_of
 from herder.store.schema import alert_channels, alert_deliveries, alert_incidents
 
 

@@ -21,8 +21,9 @@ from herder.domain.alerts.rules import (
 from herder.domain.errors import Conflict, FieldError, Invalid
 from herder.domain.ids import new_id
 from herder.domain.models import Page
-from herder.store.alerts.owned import owned_row, page_of
 from herder.store.database import Database
+from herder.store.owned import owned_row
+from herder.store.pagination import page_of
 from herder.store.schema import (
     alert_channels,
     alert_incidents,

@@ -17,7 +17,7 @@ from herder.domain.models import Page, Run, RunDetail
 from herder.domain.states import RunState
 from herder.store.cold.reads import cold_record, cold_runs
 from herder.store.cold.tier import ColdTier
-from herder.store.pagination import decode_cursor, encode_cursor
+from herder.store.pagination import decode_cursor, next_cursor
 
 RUN_ID = re.compile(r"^run_[0-9A-HJKMNP-TV-Z]{26}$")
 
@@ -57,8 +57,7 @@ def merged_page(
     last = min(window.until or now, cold.hot_since(now))
     found = cold_runs(cold.blobs, window.tenant_id, first, last, window.wants, limit + 1)
     runs = sorted({run.id: run for run in [*hot, *found]}.values(), key=_id, reverse=True)
-    more = len(runs) > limit
-    return Page(items=runs[:limit], next_cursor=encode_cursor(runs[limit - 1].id) if more else None)
+    return Page(items=runs[:limit], next_cursor=next_cursor([run.id for run in runs], limit))
 
 
 def cold_detail(

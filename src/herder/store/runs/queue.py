@@ -21,7 +21,7 @@ from herder.domain.models import Page, QueueEntry
 from herder.domain.states import RunState
 from herder.store.database import Database
 from herder.store.history.live import live_floor
-from herder.store.pagination import MAX_PAGE_SIZE, page_records
+from herder.store.pagination import check_limit, page_records
 from herder.store.schema import runs
 
 _PRIORITY_BY_RANK = {priority.rank: priority for priority in Priority}
@@ -68,8 +68,7 @@ class QueueRepository:
         cursor: str | None = None,
     ) -> Page[QueueEntry]:
         """Queued runs of one tenant (``None``: of every tenant), in dispatch order."""
-        if not 1 <= limit <= MAX_PAGE_SIZE:
-            raise Invalid(f"limit must be between 1 and {MAX_PAGE_SIZE}", field="limit")
+        check_limit(limit)
         query = select(
             runs.c.id,
             runs.c.tenant_id,

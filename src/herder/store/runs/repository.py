@@ -26,7 +26,8 @@ from herder.store.database import Database
 from herder.store.history.listing import newest_runs
 from herder.store.history.retention import visible_runs_floor
 from herder.store.jobs import JobRepository
-from herder.store.pagination import next_cursor, page_records
+from herder.store.owned import owned_row
+from herder.store.pagination import page_from, page_records
 from herder.store.runs.facts import active_of_schedule, active_runs
 from herder.store.runs.writes import new_run_row
 from herder.store.schedule_events import record_replaced
@@ -144,13 +145,14 @@ class RunRepository:
     @staticmethod
     def _admit(work: Work, tenant_id: str, job_id: str, schedule_id: str) -> Changes:
         """The schedule's concurrency policy, for a manual run that counts as its own."""
-        schedule = work.connection.execute(
-            select(schedules.c.job_id, schedules.c.spec).where(
-                schedules.c.tenant_id == tenant_id, schedules.c.id == schedule_id
-            )
-        ).first()
-        if schedule is None:
-            raise NotFound(f"schedule {schedule_id} not found")
+        schedule = owned_row(
+            work.connection,
+            schedules,
+            tenant_id,
+            schedule_id,
+            "schedule",
+            columns=[schedules.c.job_id, schedules.c.spec],
+        )
         if schedule.job_id != job_id:
             raise Invalid(
                 f"schedule {schedule_id} runs job {schedule.job_id}, not {job_id}",
@@ -195,13 +197,15 @@ class RunRepository:
 
     def _get(self, connection: Connection, tenant_id: str, run_id: str) -> Run:
         floor = visible_runs_floor(connection, tenant_id, self._clock.now())
-        row = connection.execute(
-            select(*_RUN_COLUMNS).where(
-                runs.c.tenant_id == tenant_id, runs.c.id == run_id, runs.c.id >= floor
-            )
-        ).first()
-        if row is None:
-            raise NotFound(f"run {run_id} not found")
+        row = owned_row(
+            connection,
+            runs,
+            tenant_id,
+            run_id,
+            "run",
+            columns=_RUN_COLUMNS,
+            where=[runs.c.id >= floor],
+        )
         return _run(row)
 
     def detail(self, tenant_id: str, run_id: str) -> RunDetail:
@@ -288,10 +292,7 @@ class RunRepository:
                 tenant_id, floor, since, until, job_id, id_prefix, states or [], cursor
             )
             return merged_page(self._cold, window, page_records(rows, _run), limit, now)
-        return Page(
-            items=page_records(rows[:limit], _run),
-            next_cursor=next_cursor([row.id for row in rows], limit),
-        )
+        return page_from(rows, _run, limit)
 
     def cancel(self, tenant_id: str, run_id: str, *, actor: str = "user") -> Run:
         """Cancel a run. A run that is not running yet ends at once; a running one is marked

@@ -1,0 +1,19 @@
+"""The shared fleet, for the system tenant's admins: list it, drain a worker and undrain it."""
+
+from __future__ import annotations
+
+from herder.domain.models import Worker
+from herder.store.store import Store
+
+
+def list_workers(store: Store) -> list[Worker]:
+    return store.workers.fleet()
+
+
+def drain(store: Store, worker_id: str) -> Worker:
+    """Place nothing new on the worker; what it runs finishes."""
+    return store.fleet.drain(worker_id)
+
+
+def undrain(store: Store, worker_id: str) -> Worker:
+    return store.fleet.undrain(worker_id)

@@ -1,0 +1,98 @@
+"""Workflows (DAGs of jobs, versioned) and their runs. The store checks a DAG and moves its
+runs in one unit of work; these pass each use case on, naming who cancelled."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from herder.domain.models import Page, Principal
+from herder.domain.workflows.models import Workflow, WorkflowRun, WorkflowRunDetail
+from herder.domain.workflows.progress import WorkflowRunState
+from herder.domain.workflows.spec import WorkflowSpec
+from herder.services.runs import actor
+from herder.store.store import Store
+
+
+def create(store: Store, tenant_id: str, name: str, spec: WorkflowSpec) -> Workflow:
+    """Version 1, once the DAG is checked whole."""
+    return store.workflows.create(tenant_id, name, spec)
+
+
+def list_workflows(
+    store: Store, tenant_id: str, *, limit: int, cursor: str | None, name: str | None
+) -> Page[Workflow]:
+    return store.workflows.list(tenant_id, limit=limit, cursor=cursor, name=name)
+
+
+def read(store: Store, tenant_id: str, workflow_id: str) -> Workflow:
+    return store.workflows.get(tenant_id, workflow_id)
+
+
+def replace(
+    store: Store,
+    tenant_id: str,
+    workflow_id: str,
+    name: str,
+    spec: WorkflowSpec,
+    *,
+    if_version: Collection[int] | None,
+) -> Workflow:
+    """A new version (if still at one of ``if_version``, when given)."""
+    return store.workflows.replace(tenant_id, workflow_id, name, spec, if_version=if_version)
+
+
+def delete(store: Store, tenant_id: str, workflow_id: str) -> None:
+    store.workflows.delete(tenant_id, workflow_id)
+
+
+def start_run(
+    store: Store,
+    tenant_id: str,
+    workflow_id: str,
+    params: dict[str, Any],
+    *,
+    idempotency_key: str | None,
+) -> tuple[WorkflowRun, bool]:
+    """A run of the current version, and whether it is new (a repeated key: not)."""
+    return store.workflow_runs.start(
+        tenant_id, workflow_id, params, idempotency_key=idempotency_key
+    )
+
+
+def list_runs(
+    store: Store,
+    tenant_id: str,
+    *,
+    workflow_id: str | None,
+    state: WorkflowRunState | None,
+    limit: int,
+    cursor: str | None,
+) -> Page[WorkflowRun]:
+    return store.workflow_runs.list(
+        tenant_id, workflow_id=workflow_id, state=state, limit=limit, cursor=cursor
+    )
+
+
+def read_run(store: Store, tenant_id: str, workflow_run_id: str) -> WorkflowRunDetail:
+    return store.workflow_runs.get(tenant_id, workflow_run_id)
+
+
+def cancel_run(store: Store, caller: Principal, workflow_run_id: str) -> WorkflowRun:
+    return store.workflow_runs.cancel(caller.tenant_id, workflow_run_id, actor=actor(caller))
+
+
+def repair_run(
+    store: Store,
+    tenant_id: str,
+    workflow_run_id: str,
+    *,
+    token: int,
+    tasks: Sequence[str] | None,
+    dependents: bool,
+) -> WorkflowRun:
+    """Tasks of an ended run again, in place; ``token`` as last read (a second repair from
+    the same reading is refused)."""
+    return store.workflow_runs.repair(
+        tenant_id, workflow_run_id, token=token, tasks=tasks, dependents=dependents
+    )
