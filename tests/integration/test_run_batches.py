@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 
 from herder.api.ratelimit import SubmitLimiter
-from herder.client import HerderClient
-from herder.client_errors import ApiError
+from herder.client import ApiError, HerderClient
 from tests.clocks import ManualClock
 from tests.integration.conftest import Api, Herder
 
