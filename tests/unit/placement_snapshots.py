@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from herder.domain.placement.fleet import Fleet, WorkerRoom
 from herder.domain.placement.resources import Amount
-from herder.domain.placement.snapshot import QueuedRun, RunningAttempt, WorkerView
+from herder.domain.placement.snapshot import QueuedRun, RunningAttempt, Snapshot, WorkerView
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 
@@ -76,3 +77,8 @@ def running(
         preempting=preempting,
         last_preempted_at=None if preempted_ago is None else NOW - timedelta(seconds=preempted_ago),
     )
+
+
+def rooms(*views: WorkerView) -> list[WorkerRoom]:
+    """The workers as a pass holds them, for the stages that take ``WorkerRoom``s."""
+    return Fleet(Snapshot(now=NOW, queued=(), workers=views)).workers
