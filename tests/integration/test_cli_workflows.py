@@ -14,7 +14,7 @@ from herder.client import ApiError
 from tests.integration.conftest import Api, Herder
 from tests.integration.test_workflows import Fleet, detail, job, run_of
 
-PIPELINE = {
+PIPELINE: dict[str, Any] = {
     "name": "pipeline",
     "params": {"epochs": 1, "label": "nightly", "files": []},
     "tasks": [

@@ -20,8 +20,8 @@ from herder.domain.states import RunState
 from herder.store.schedules import partition_of
 from herder.store.schema import runs
 from herder.store.store import Store
+from tests.clocks import ManualClock
 from tests.integration.conftest import Api
-from tests.integration.test_reaper import ManualClock
 
 # --- the API --------------------------------------------------------------------------
 

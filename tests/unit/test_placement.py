@@ -4,6 +4,7 @@ gangs and the reasons runs wait."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 
 import pytest
 
@@ -16,8 +17,8 @@ HIGH, MEDIUM, LOW = 2, 1, 0
 
 
 def decide(
-    queue: list[QueuedRun], workers: list[WorkerView], tenants: list[TenantView] = ()
-) -> Plan:  # type: ignore[assignment]
+    queue: list[QueuedRun], workers: list[WorkerView], tenants: Sequence[TenantView] = ()
+) -> Plan:
     snapshot = Snapshot(
         now=NOW,
         queued=tuple(queue),
