@@ -41,14 +41,16 @@ def queued(
     waited: float = 0,
     replicas: int = 1,
     requires: dict[str, str] | None = None,
-    **resources: float,
+    cpu: float = 1,
+    memory_mb: int = 256,
+    gpus: int = 0,
 ) -> QueuedRun:
     return QueuedRun(
         id=name,
         tenant_id=tenant,
         priority=priority,
         queued_at=NOW - timedelta(seconds=waited),
-        need=need(**resources),  # type: ignore[arg-type]
+        need=need(cpu, memory_mb, gpus),
         replicas=replicas,
         requires=requires or {},
     )
@@ -63,14 +65,16 @@ def running(
     gpu_indices: tuple[int, ...] = (),
     preempted_ago: float | None = None,
     preempting: bool = False,
-    **resources: float,
+    cpu: float = 1,
+    memory_mb: int = 256,
+    gpus: int = 0,
 ) -> RunningAttempt:
     return RunningAttempt(
         attempt_id=f"att_{name}",
         run_id=name,
         tenant_id=tenant,
         priority=priority,
-        need=need(**resources),  # type: ignore[arg-type]
+        need=need(cpu, memory_mb, gpus),
         started_at=NOW - timedelta(seconds=started_ago),
         gpu_indices=gpu_indices,
         preemptible=preemptible,

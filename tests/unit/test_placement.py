@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
@@ -210,10 +211,8 @@ def test_preemption_takes_the_fewest_victims() -> None:
         ),
     ],
 )
-def test_preemption_takes_the_cheapest_victim(
-    victims: list[dict[str, object]], chosen: str
-) -> None:
-    box = worker("w", cpu=2, running=tuple(running(**victim) for victim in victims))  # type: ignore[arg-type]
+def test_preemption_takes_the_cheapest_victim(victims: list[dict[str, Any]], chosen: str) -> None:
+    box = worker("w", cpu=2, running=tuple(running(**victim) for victim in victims))
     result = decide([queued("urgent", priority=HIGH)], [box])
     assert [p.run_id for p in result.preemptions] == [chosen]
 
