@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import psycopg
@@ -50,7 +50,7 @@ def postgres_template() -> Iterator[str]:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def fresh_postgres_url(template: str) -> Iterator[str]:
+def fresh_postgres_url(template: str) -> Generator[str, None, None]:
     """A database of its own for one test, dropped after it."""
     clones = _CLONES[template]
     name = clones.take()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -58,17 +59,17 @@ class Api:
         worker_id: str = response.json()["worker_id"]
         return worker_id
 
-    def create_job(self, name: str = "hello", **spec: object) -> dict[str, object]:
+    def create_job(self, name: str = "hello", **spec: object) -> dict[str, Any]:
         body = {"name": name, "runtime": "shell", "command": "echo hello", **spec}
         response = self.http.post("/v1/jobs", headers=self.admin, json=body)
         assert response.status_code == 201, response.text
-        job: dict[str, object] = response.json()
+        job: dict[str, Any] = response.json()
         return job
 
-    def start_run(self, job_id: object, **body: object) -> dict[str, object]:
+    def start_run(self, job_id: object, **body: object) -> dict[str, Any]:
         response = self.http.post(f"/v1/jobs/{job_id}/runs", headers=self.admin, json=body)
         assert response.status_code == 201, response.text
-        run: dict[str, object] = response.json()
+        run: dict[str, Any] = response.json()
         return run
 
 

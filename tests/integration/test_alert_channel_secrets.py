@@ -42,7 +42,7 @@ def receiver() -> Iterator[Receiver]:
 
 
 def create_channel(store: Store, tenant_id: str, receiver: Receiver, name: str) -> CreatedChannel:
-    request = ChannelRequest(name=name, url=receiver.url + "/hook")  # type: ignore[arg-type]
+    request = ChannelRequest(name=name, url=receiver.url + "/hook")
     return store.alert_channels.create(tenant_id, request, allow_private=True)
 
 
@@ -137,7 +137,7 @@ def test_without_a_key_a_channel_cannot_be_created(database_url: str) -> None:
     keyless = Store(database_url)
     try:
         tenant = keyless.access.create_tenant("t")
-        request = ChannelRequest(name="pager", url="https://example.com/hook")  # type: ignore[arg-type]
+        request = ChannelRequest(name="pager", url="https://example.com/hook")
         with pytest.raises(Unavailable, match="HERDER_SECRETS_KEY"):
             keyless.alert_channels.create(tenant.id, request, allow_private=False)
     finally:

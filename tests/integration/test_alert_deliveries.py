@@ -95,7 +95,7 @@ class World:
     def channel(self) -> tuple[str, str]:
         created = self.store.alert_channels.create(
             self.tenant_id,
-            ChannelRequest(name=f"hook{random.random()}", url=self.receiver.url + "/hook"),  # type: ignore[arg-type]
+            ChannelRequest(name=f"hook{random.random()}", url=self.receiver.url + "/hook"),
             allow_private=True,
         )
         return created.id, created.secret
@@ -261,7 +261,7 @@ def test_private_targets_are_refused_unless_allowed(world: World) -> None:
     with pytest.raises(Invalid) as refused:
         world.store.alert_channels.create(
             world.tenant_id,
-            ChannelRequest(name="loop", url="http://127.0.0.1:9/x"),  # type: ignore[arg-type]
+            ChannelRequest(name="loop", url="http://127.0.0.1:9/x"),
             allow_private=False,
         )
     assert refused.value.field == "url"
@@ -287,7 +287,7 @@ def test_a_name_rebound_to_loopback_after_its_check_never_reaches_loopback(
     monkeypatch.setattr(webhooks, "is_private_address", lambda address: address != allowed)
     system_getaddrinfo = socket.getaddrinfo
 
-    def rebound_getaddrinfo(host: object, *args: Any, **kwargs: Any) -> Any:
+    def rebound_getaddrinfo(host: bytes | str | None, *args: Any, **kwargs: Any) -> Any:
         """What the name answers to everyone but the check: loopback."""
         return system_getaddrinfo("127.0.0.1" if host == "rebind.test" else host, *args, **kwargs)
 
@@ -304,7 +304,7 @@ def test_a_name_rebound_to_loopback_after_its_check_never_reaches_loopback(
     )
     created = world.store.alert_channels.create(
         world.tenant_id,
-        ChannelRequest(name="rebind", url=f"http://rebind.test:{port}/hook"),  # type: ignore[arg-type]
+        ChannelRequest(name="rebind", url=f"http://rebind.test:{port}/hook"),
         allow_private=False,
     )
     with running_receiver(allowed, port) as checked_receiver:

@@ -172,7 +172,7 @@ def test_another_tenants_channels_rules_and_deliveries_answer_404(api: Api) -> N
         ("PATCH", f"/v1/alert-rules/{rule['id']}"),
         ("DELETE", f"/v1/alert-rules/{rule['id']}"),
     ]:
-        json = {} if method in ("PATCH", "POST") else None
+        json: dict[str, object] | None = {} if method in ("PATCH", "POST") else None
         response = api.http.request(method, url, headers=intruder, json=json)
         assert response.status_code == 404, (method, url, response.text)
     assert api.http.get("/v1/alert-channels", headers=intruder).json()["items"] == []
@@ -209,7 +209,7 @@ def test_the_scheduler_runs_the_alert_loops_under_their_leases(api: Api) -> None
     scheduler.start()
     try:
         deadline = time.monotonic() + 10
-        held = set()
+        held: set[str] = set()
         while held != {"alerts", "alert-deliveries"} and time.monotonic() < deadline:
             held = {n for n in ("alerts", "alert-deliveries") if api.store.leases.holder(n)}
             time.sleep(0.02)
@@ -236,9 +236,14 @@ def test_a_queued_delivery_wakes_the_sender_at_once(api: Api, where: str) -> Non
         listen=store is not api.store, alert_private_targets=True,
     )  # fmt: skip
     listening = threading.Event()
-    store.database.subscribe(lambda _, payload: payload == PROBE and listening.set())
+
+    def heard(_: str, payload: str) -> None:
+        if payload == PROBE:
+            listening.set()
+
+    store.database.subscribe(heard)
     with running_receiver() as receiver:
-        request = ChannelRequest(name="local", url=receiver.url + "/hook")  # type: ignore[arg-type]
+        request = ChannelRequest(name="local", url=receiver.url + "/hook")
         channel_id = api.store.alert_channels.create(api.tenant_id, request, allow_private=True).id
         scheduler.start()
         try:

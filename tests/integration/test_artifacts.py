@@ -6,6 +6,7 @@ import hashlib
 import io
 import tarfile
 
+from httpx import Response
 from sqlalchemy import func, select
 
 from herder.store.schema import blobs
@@ -14,9 +15,12 @@ from tests.integration.conftest import Api
 SCRIPT = b"print('Hello World!')\n"
 
 
-def upload(api: Api, data: bytes, name: str = "hello.py", key: str | None = None) -> object:
+def upload(api: Api, data: bytes, name: str = "hello.py", key: str | None = None) -> Response:
     headers = api.as_key(key) if key else api.admin
-    return api.http.post("/v1/artifacts", headers=headers, files={"file": (name, data)})
+    response: Response = api.http.post(
+        "/v1/artifacts", headers=headers, files={"file": (name, data)}
+    )
+    return response
 
 
 def test_an_upload_is_named_by_its_sha256(api: Api) -> None:

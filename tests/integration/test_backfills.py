@@ -93,7 +93,7 @@ def test_bad_backfills_are_refused_naming_the_field(api: Api) -> None:
     job = api.create_job("report")
     schedule_id = hourly_schedule(api, job_id=str(job["id"]))
     future = (datetime.now(UTC) + timedelta(days=1)).isoformat()
-    cases = [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"start": hours_ago(1), "end": hours_ago(3)}, "body"),
         ({"start": hours_ago(1), "end": future}, "end"),
         ({"start": hours_ago(3), "end": hours_ago(1), "max_active": 0}, "max_active"),

@@ -7,7 +7,7 @@ import json
 import pytest
 from typer.testing import Result
 
-from herder.client_errors import ApiError
+from herder.client import ApiError
 from tests.integration.conftest import Api, Herder
 
 

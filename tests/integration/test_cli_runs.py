@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 from typer.testing import Result
 
-from herder.client import HerderClient
-from herder.client_errors import ApiError
+from herder.client import ApiError, HerderClient
 from herder.domain.models import Role, RunDetail
 from tests.integration.conftest import Api, Herder
 from tests.integration.test_workflows import Fleet, job

@@ -30,8 +30,9 @@ def test_a_new_schedule_shows_its_next_fires_in_its_zone_and_in_utc(
     assert len(fires) == 3, said
     for local, utc in fires:
         moment = datetime.fromisoformat(local)
-        assert moment.utcoffset() is not None
-        assert moment.utcoffset().total_seconds() in (3600, 7200)  # CET or CEST
+        offset = moment.utcoffset()
+        assert offset is not None
+        assert offset.total_seconds() in (3600, 7200)  # CET or CEST
         assert datetime.fromisoformat(f"{utc}+00:00") == moment
 
 

@@ -86,7 +86,7 @@ def test_reencrypt_seals_every_secret_and_channel_secret_with_the_first_key(
     before = Store(database_url, keyring=Keyring.of(parse_keys(old, "old")))
     tenant_id = before.access.create_tenant("t").id
     before.secrets.put(tenant_id, "API_TOKEN", VALUE)
-    channel = ChannelRequest(name="pager", url="https://hooks.example.com/h")  # type: ignore[arg-type]
+    channel = ChannelRequest(name="pager", url="https://hooks.example.com/h")
     before.alert_channels.create(tenant_id, channel, allow_private=False)
     before.close()
     monkeypatch.setenv("HERDER_DATABASE_URL", database_url)

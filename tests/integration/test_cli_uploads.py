@@ -9,8 +9,7 @@ from pathlib import Path
 
 from typer.testing import Result
 
-from herder.client import HerderClient
-from herder.client_errors import ApiError
+from herder.client import ApiError, HerderClient
 from tests.integration.conftest import Api, Herder
 
 

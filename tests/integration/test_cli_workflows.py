@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from typer.testing import Result
 
-from herder.client_errors import ApiError
+from herder.client import ApiError
 from tests.integration.conftest import Api, Herder
 from tests.integration.test_workflows import Fleet, detail, job, run_of
 
-PIPELINE = {
+PIPELINE: dict[str, Any] = {
     "name": "pipeline",
     "params": {"epochs": 1, "label": "nightly", "files": []},
     "tasks": [

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -102,14 +103,14 @@ class World:
             self.clock.advance(timedelta(days=2).total_seconds())
         return made
 
-    def listed(self, since: datetime, tenant_id: str | None = None, **more: object) -> list[Run]:
+    def listed(self, since: datetime, tenant_id: str | None = None, **more: Any) -> list[Run]:
         found, cursor = [], None
         while True:
             page = self.store.runs.list(
                 tenant_id or self.tenant_id,
                 since=since,
                 cursor=cursor,
-                **more,  # type: ignore[arg-type]
+                **more,
             )
             found += page.items
             if (cursor := page.next_cursor) is None:

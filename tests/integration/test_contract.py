@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 from schemathesis.checks import CHECKS, load_all_checks
+from schemathesis.core.result import Err
 
 from tests.integration.conftest import Api
 
@@ -86,6 +87,8 @@ def test_every_operation_keeps_the_contract(api: Api) -> None:
     checks = _all_checks()
     failures: list[str] = []
     for result in schema.get_all_operations():
+        if isinstance(result, Err):
+            raise result.err()
         operation = result.ok()
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
             if mode == GenerationMode.NEGATIVE and _definition(operation) in NOTHING_TO_NEGATE:

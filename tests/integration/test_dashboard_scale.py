@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import text
@@ -29,7 +30,7 @@ def api(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
 
 
 @pytest.fixture(scope="module")
-def history(api: Api) -> dict[str, object]:
+def history(api: Api) -> dict[str, Any]:
     """100,000 ended runs older than one queued run (made an hour before it, well inside the
     tenant's retention), copied from it in one statement."""
     job = api.create_job("nightly")
@@ -48,17 +49,17 @@ def history(api: Api) -> dict[str, object]:
     return newest
 
 
-def timed_page(api: Api, **params: object) -> dict[str, object]:
+def timed_page(api: Api, **params: object) -> dict[str, Any]:
     started = time.monotonic()
     response = api.http.get("/v1/runs", headers=api.admin, params={"limit": PAGE, **params})
     elapsed = time.monotonic() - started
     assert response.status_code == 200, response.text
     assert elapsed < SECONDS_PER_PAGE, f"{params}: {elapsed:.2f}s"
-    page: dict[str, object] = response.json()
+    page: dict[str, Any] = response.json()
     return page
 
 
-def test_the_newest_runs_page_by_cursor(api: Api, history: dict[str, object]) -> None:
+def test_the_newest_runs_page_by_cursor(api: Api, history: dict[str, Any]) -> None:
     first = timed_page(api)
     items = first["items"]
     assert isinstance(items, list)
@@ -77,9 +78,7 @@ def test_the_newest_runs_page_by_cursor(api: Api, history: dict[str, object]) ->
 
 
 @pytest.mark.parametrize("state", ["dead", "queued", "running"])
-def test_a_state_filter_pages_from_its_index(
-    api: Api, history: dict[str, object], state: str
-) -> None:
+def test_a_state_filter_pages_from_its_index(api: Api, history: dict[str, Any], state: str) -> None:
     page = timed_page(api, state=state)
     items = page["items"]
     assert isinstance(items, list)
@@ -87,10 +86,10 @@ def test_a_state_filter_pages_from_its_index(
     assert len(items) == {"dead": PAGE, "queued": 1, "running": 0}[state]
 
 
-def test_a_job_filter_pages_from_its_index(api: Api, history: dict[str, object]) -> None:
+def test_a_job_filter_pages_from_its_index(api: Api, history: dict[str, Any]) -> None:
     other = api.create_job("other")
     api.start_run(other["id"])
-    assert len(timed_page(api, job_id=history["job_id"])["items"]) == PAGE  # type: ignore[arg-type]
+    assert len(timed_page(api, job_id=history["job_id"])["items"]) == PAGE
     only = timed_page(api, job_id=other["id"])["items"]
     assert isinstance(only, list)
     assert len(only) == 1

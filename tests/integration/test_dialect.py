@@ -4,8 +4,9 @@ size, with the same rows in the end."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import Row, select, update
 
 from herder.domain.states import RunState
 from herder.store.dialect import SQLITE_IN_LIMIT, Among, insert_rows, set_each
@@ -25,7 +26,7 @@ def test_rows_inserted_in_bulk_are_found_by_their_ids_as_given(store: Store) -> 
         insert_rows(connection, tenants, rows)
         named = Among(connection.dialect.name, tenants.c.id, "ids")
         statement = select(tenants.c.id, tenants.c.quotas, tenants.c.created_at)
-        found = []
+        found: list[Row[Any, Any, Any]] = []
         for params in named.batches([row["id"] for row in rows]):
             found += connection.execute(statement.where(named.condition), params).all()
     assert sorted(found) == [(row["id"], row["quotas"], NOW) for row in rows]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -42,11 +43,11 @@ def submit_over_the_years(store: Store, tenant_id: str, job_id: str, other_id: s
     return made[::-1]
 
 
-def all_pages(store: Store, tenant_id: str, limit: int, **filters: object) -> list[str]:
+def all_pages(store: Store, tenant_id: str, limit: int, **filters: Any) -> list[str]:
     listed: list[str] = []
     cursor = None
     while True:
-        page = store.runs.list(tenant_id, limit=limit, cursor=cursor, **filters)  # type: ignore[arg-type]
+        page = store.runs.list(tenant_id, limit=limit, cursor=cursor, **filters)
         listed += [run.id for run in page.items]
         if page.next_cursor is None:
             return listed

@@ -158,5 +158,5 @@ def test_a_workflow_parameter_the_job_declares_reaches_it_checked(
         f"/v1/workflows/{flow}/runs", headers=api.admin, json={"params": {"REGION": "us"}}
     )
     assert started.status_code == 201, started.text
-    (assignment,) = fleet.held.values() if fleet.claim() else ()
+    (assignment,) = fleet.held.values() if fleet.claim() else []
     assert assignment["spec"]["env"] == {"REGION": "us", "DAY": "2026-11-27"}

@@ -22,9 +22,9 @@ from herder.domain.states import AttemptState, RunState
 from herder.protocol import Completion, HeldAttempt
 from herder.store.schema import attempts, runs, workers
 from herder.store.store import Store
+from tests.clocks import ManualClock
 from tests.conftest import fresh_sqlite_url
 from tests.integration.dispatching import dispatch
-from tests.integration.test_reaper import ManualClock
 
 TIMEOUT = 10.0
 OUTCOMES = [AttemptState.SUCCEEDED, AttemptState.FAILED, AttemptState.CANCELLED]

@@ -20,14 +20,14 @@ from herder.domain.workflows import run_bound
 from herder.domain.workflows.spec import WorkflowSpec
 from herder.store.schema import run_events, runs, tenants
 from herder.store.store import Store
+from tests.clocks import ManualClock
 from tests.integration.conftest import Api
 from tests.integration.test_backfills import backfill, hourly_schedule, hours_ago
-from tests.integration.test_reaper import ManualClock
 from tests.integration.test_schedules import Firing, minute
 from tests.integration.test_workflow_schedules import WorkflowFiring
 from tests.integration.test_workflows import Fleet, detail, start, workflow
 
-FAN_OUT = {
+FAN_OUT: dict[str, Any] = {
     "params": {"items": []},
     "tasks": [
         {"name": "each", "job": "work", "map_over": "params.items"},
@@ -171,7 +171,7 @@ def test_a_workflow_fire_past_max_queued_is_skipped_and_recorded(database_url: s
 def test_a_start_that_would_make_too_many_runs_is_refused_naming_params(
     api: Api, fleet: Fleet
 ) -> None:
-    wide = {
+    wide: dict[str, Any] = {
         "params": {"items": []},
         "tasks": [
             {"name": f"each{n}", "job": "work", "map_over": "params.items"} for n in range(11)

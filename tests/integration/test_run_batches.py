@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from herder.api.ratelimit import SubmitLimiter
-from herder.client import HerderClient
-from herder.client_errors import ApiError
+from herder.client import ApiError, HerderClient
+from herder.domain.models import Role
 from tests.clocks import ManualClock
 from tests.integration.conftest import Api, Herder
 
@@ -114,7 +114,7 @@ def test_a_malformed_batch_is_422_naming_the_run_and_field(api: Api) -> None:
 
 def test_a_viewer_cannot_submit_a_batch(api: Api) -> None:
     job = api.create_job()
-    viewer = api.store.access.create_api_key(api.tenant_id, "viewer", "v")[1]
+    viewer = api.store.access.create_api_key(api.tenant_id, Role.VIEWER, "v")[1]
     assert batch(api, [{"job_id": job["id"]}], key=viewer).status_code == 403
 
 

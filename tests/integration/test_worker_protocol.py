@@ -33,7 +33,7 @@ def report(api: Api, worker_id: str, **body: Any) -> list[dict[str, Any]]:
 
 
 def completion(
-    assignment: dict[str, Any], outcome: str = "succeeded", code: int = 0
+    assignment: dict[str, Any], outcome: str = "succeeded", code: int | None = 0
 ) -> dict[str, Any]:
     return {
         "attempt_id": assignment["attempt_id"],

@@ -46,8 +46,10 @@ def claimed(api: Api) -> tuple[str, dict[str, Any], str]:
 
 def _call(api: Api, path: str, body: Any, headers: dict[str, str]) -> int:
     if body is None:
-        return api.http.get(path, headers=headers).status_code
-    return api.http.post(path, headers=headers, json=body).status_code
+        status: int = api.http.get(path, headers=headers).status_code
+    else:
+        status = api.http.post(path, headers=headers, json=body).status_code
+    return status
 
 
 def test_the_fleet_token_alone_cannot_act_for_a_registered_worker(
@@ -121,7 +123,7 @@ def test_a_broken_stored_run_fails_alone_and_the_rest_of_the_claim_is_handed_ove
     broken = api.start_run(api.create_job("broken")["id"])
     dispatch(api.store)
     with api.store.database.write() as connection:  # what oversized overrides once stored
-        spec = connection.execute(select(runs.c.spec).where(runs.c.id == broken["id"])).scalar()
+        spec = connection.execute(select(runs.c.spec).where(runs.c.id == broken["id"])).scalar_one()
         connection.execute(
             update(runs)
             .where(runs.c.id == broken["id"])

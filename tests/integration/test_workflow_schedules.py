@@ -17,8 +17,8 @@ from herder.domain.workflows.spec import WorkflowSpec
 from herder.store.schedules import partition_of
 from herder.store.schema import workflow_runs
 from herder.store.store import Store
+from tests.clocks import ManualClock
 from tests.integration.conftest import Api
-from tests.integration.test_reaper import ManualClock
 from tests.integration.test_schedules import minute
 
 

@@ -72,7 +72,7 @@ def run_of(api: Api, workflow_run_id: str, task: str) -> str:
 
 
 def chain(*names: str) -> list[dict[str, Any]]:
-    tasks = [{"name": names[0], "job": "work"}]
+    tasks: list[dict[str, Any]] = [{"name": names[0], "job": "work"}]
     tasks += [
         {"name": name, "job": "work", "depends_on": [prev]}
         for prev, name in itertools.pairwise(names)
@@ -277,7 +277,7 @@ def test_parameters_reach_every_task_as_environment(api: Api, fleet: Fleet) -> N
     flow = workflow(api, tasks=chain("a", "b"), params={"DAY": "2026-11-24", "LIMIT": 10})
     run = start(api, flow["id"], params={"LIMIT": 20})
     assert run["params"] == {"DAY": "2026-11-24", "LIMIT": 20}
-    (assignment,) = fleet.held.values() if fleet.claim() else ()
+    (assignment,) = fleet.held.values() if fleet.claim() else []
     assert assignment["spec"]["env"] == {"DAY": "2026-11-24", "LIMIT": "20"}
     found = problem(api, "POST", f"/v1/workflows/{flow['id']}/runs", 422, params={"LIMT": 1})
     assert fields(found) == ["params.LIMT"]

@@ -178,7 +178,7 @@ def start_cluster(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
         url = f"http://127.0.0.1:{port}"
         extra = {**(FAST_FAILURE_DETECTION if fast else {}), **(environment or {})}
         full_environment = _environment(home, database_url or sqlite_url(home / "herder.db"), extra)
-        arguments = ("up",) if embedded else ("server",)
+        arguments: tuple[str, ...] = ("up",) if embedded else ("server",)
         if scheduler and not embedded:
             arguments += ("--with-scheduler",)
         if processes > 1:

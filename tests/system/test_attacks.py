@@ -219,7 +219,7 @@ def test_an_oom_kill_under_a_successful_exit_is_reported(herder: Herder) -> None
 
 
 def test_a_fork_bomb_a_memory_bomb_and_kill_all_stay_inside(herder: Herder) -> None:
-    bombs = [
+    bombs: list[tuple[str, dict[str, Any]]] = [
         ("bomb() { bomb | bomb & }; bomb; sleep 3", {"timeout_seconds": 5}),
         ("python3 -c 'data = b\"x\" * (2 * 1024 ** 3)'", {"resources": {"memory_mb": 64}}),
         ("kill -9 -1; kill -9 1; sleep 0.2; echo survived", {}),

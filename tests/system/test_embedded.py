@@ -26,7 +26,9 @@ def test_hello_world_runs_end_to_end(start_cluster: Callable[..., Cluster], tmp_
     assert run.state == "succeeded"
     assert run.exit_code == 0
     (attempt,) = run.attempts
-    assert attempt.started_at <= attempt.finished_at  # type: ignore[operator]
+    assert attempt.started_at is not None
+    assert attempt.finished_at is not None
+    assert attempt.started_at <= attempt.finished_at
     assert "".join(chunk.text for chunk in logs.chunks) == "Hello World!\n"
     assert logs.chunks[0].at >= attempt.started_at
     assert logs.complete

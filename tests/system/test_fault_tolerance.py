@@ -104,7 +104,8 @@ def test_a_killed_workers_run_finishes_on_another_worker(
         one.kill()
         finished = herder.wait(run.id, timeout=HEARTBEAT_TIMEOUT + 5 + 10)
     kill_matching(command)  # the orphan of the killed worker (no worker is left to end it)
-    took = (finished.finished_at - killed_at).total_seconds()  # type: ignore[operator]
+    assert finished.finished_at is not None
+    took = (finished.finished_at - killed_at).total_seconds()
     redispatch = (finished.attempts[1].started_at - killed_at).total_seconds()
     print(f"re-dispatched {redispatch:.2f}s after the kill; finished {took:.2f}s after it")
     assert finished.state == "succeeded"
@@ -241,7 +242,9 @@ def test_a_run_that_always_fails_is_dead_after_four_attempts_with_growing_delays
     assert {attempt.exit_code for attempt in run.attempts} == {3}
     caps = [0.3, 0.6, 1.2]
     for cap, before, after in zip(caps, run.attempts, run.attempts[1:], strict=False):
-        gap = (after.started_at - before.finished_at).total_seconds()  # type: ignore[operator]
+        assert after.started_at is not None
+        assert before.finished_at is not None
+        gap = (after.started_at - before.finished_at).total_seconds()
         assert 0 <= gap <= cap + 1.0, (cap, gap)
     messages = [event.message for event in run.events if "back-off cap" in event.message]
     assert [f"cap {cap:.2f}s" in message for cap, message in zip(caps, messages, strict=True)]

@@ -21,6 +21,7 @@ def test_a_flood_fails_at_the_output_limit_instead_of_being_read_to_its_timeout(
         finished = herder.wait(run.id, timeout=110)  # a flood still read would time out
         logs = herder.logs(run.id)
     assert finished.state == "failed"
+    assert finished.reason is not None
     assert finished.reason.startswith(
         "output limit: it wrote more than 8.0 MiB, and its stdout and stderr were closed there; "
     ), finished.reason

@@ -81,7 +81,7 @@ def test_a_high_priority_run_preempts_a_low_one_which_runs_again_later(
             "urgent", {"runtime": "shell", "priority": "high", "command": "echo urgent"}
         )
         victim = herder.start_run(low.id)
-        wait_until(lambda: processes_matching(marker), 20, "the low run is running")
+        wait_until(lambda: bool(processes_matching(marker)), 20, "the low run is running")
         first = herder.start_run(urgent.id)
         assert herder.wait(first.id, timeout=30).state == "succeeded"
         detail = herder.wait(victim.id, timeout=30)

@@ -27,8 +27,9 @@ def test_api_processes_share_the_port_serve_runs_and_are_restarted_when_killed(
     start_cluster: Callable[..., Cluster], system_postgres_url: str
 ) -> None:
     cluster = start_cluster(system_postgres_url, processes=2)
-    assert cluster.server is not None
-    children = children_of(cluster.server.pid)
+    server = cluster.server
+    assert server is not None
+    children = children_of(server.pid)
     assert len(children) == 3  # two API processes and the control loops
     cluster.start_worker("w1", "--isolation", "none")
     with cluster.client() as client:
@@ -40,10 +41,7 @@ def test_api_processes_share_the_port_serve_runs_and_are_restarted_when_killed(
         victim = children[0]
         os.kill(victim, signal.SIGKILL)
         wait_until(
-            lambda: (
-                victim not in children_of(cluster.server.pid)  # type: ignore[union-attr]
-                and len(children_of(cluster.server.pid)) == 3
-            ),  # type: ignore[union-attr]
+            lambda: victim not in children_of(server.pid) and len(children_of(server.pid)) == 3,
             10,
             "a new process in place of the killed one",
         )
@@ -52,9 +50,9 @@ def test_api_processes_share_the_port_serve_runs_and_are_restarted_when_killed(
         for run_id in second:
             assert client.wait(run_id, timeout=60).state == "succeeded"
 
-    survivors = children_of(cluster.server.pid)
-    cluster.server.send_signal(signal.SIGTERM)
-    assert cluster.server.wait(20) == 0
+    survivors = children_of(server.pid)
+    server.send_signal(signal.SIGTERM)
+    assert server.wait(20) == 0
     assert not any(alive(pid) for pid in survivors)
     assert not ready(cluster.url)
 

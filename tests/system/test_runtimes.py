@@ -8,6 +8,7 @@ import tarfile
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,7 @@ from tests.system.outside import ECHO_PORT, OUTSIDE
 pytestmark = pytest.mark.system
 
 
-def run_and_read(herder: HerderClient, name: str, spec: dict[str, object]) -> str:
+def run_and_read(herder: HerderClient, name: str, spec: dict[str, Any]) -> str:
     job = herder.create_job(name, spec)
     run = herder.wait(herder.start_run(job.id, args=["one", "two"]).id, timeout=30)
     output = "".join(chunk.text for chunk in herder.logs(run.id).chunks)
@@ -58,12 +59,12 @@ def test_each_runtime_runs_its_program(
         assert run_and_read(herder, "python", python) == "python one two\n"
         executable = {"runtime": "executable", "artifact": upload["tool.sh"]}
         assert run_and_read(herder, "executable", executable) == "executable one two\n"
-        archive = {
+        archive_job = {
             "runtime": "archive",
             "artifact": upload["app.tar.gz"],
             "command": 'sh bin/run.sh "$@"',
         }
-        assert run_and_read(herder, "archive", archive) == "archive one two\n"
+        assert run_and_read(herder, "archive", archive_job) == "archive one two\n"
         zipped_job = {
             "runtime": "archive",
             "artifact": upload["app.zip"],

@@ -136,6 +136,7 @@ def test_three_api_processes_two_schedulers_four_workers_survive_a_kill_of_each(
     cluster = start_cluster(
         system_postgres_url, scheduler=False, fast=True, environment=environment
     )
+    assert cluster.server is not None
     apis = [cluster.server]
     for _ in range(2):
         port = free_port()

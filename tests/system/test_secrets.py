@@ -13,8 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from herder.client import HerderClient
-from herder.client_errors import ApiError
+from herder.client import ApiError, HerderClient
 from tests.system.conftest import Cluster
 
 pytestmark = pytest.mark.system

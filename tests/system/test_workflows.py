@@ -5,6 +5,7 @@ twice."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from sqlalchemy import func, select
@@ -17,7 +18,7 @@ from tests.system.conftest import Cluster, wait_until
 pytestmark = pytest.mark.system
 
 # a diamond, then a chain: prepare → (left, right) → join → report → publish
-TASKS = [
+TASKS: list[dict[str, Any]] = [
     {"name": "prepare", "job": "step"},
     {"name": "left", "job": "step", "depends_on": ["prepare"]},
     {"name": "right", "job": "step", "depends_on": ["prepare"]},

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from herder.domain.placement.fleet import Fleet, WorkerRoom
 from herder.domain.placement.resources import Amount
-from herder.domain.placement.snapshot import QueuedRun, RunningAttempt, WorkerView
+from herder.domain.placement.snapshot import QueuedRun, RunningAttempt, Snapshot, WorkerView
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 
@@ -40,14 +41,16 @@ def queued(
     waited: float = 0,
     replicas: int = 1,
     requires: dict[str, str] | None = None,
-    **resources: float,
+    cpu: float = 1,
+    memory_mb: int = 256,
+    gpus: int = 0,
 ) -> QueuedRun:
     return QueuedRun(
         id=name,
         tenant_id=tenant,
         priority=priority,
         queued_at=NOW - timedelta(seconds=waited),
-        need=need(**resources),  # type: ignore[arg-type]
+        need=need(cpu, memory_mb, gpus),
         replicas=replicas,
         requires=requires or {},
     )
@@ -62,17 +65,24 @@ def running(
     gpu_indices: tuple[int, ...] = (),
     preempted_ago: float | None = None,
     preempting: bool = False,
-    **resources: float,
+    cpu: float = 1,
+    memory_mb: int = 256,
+    gpus: int = 0,
 ) -> RunningAttempt:
     return RunningAttempt(
         attempt_id=f"att_{name}",
         run_id=name,
         tenant_id=tenant,
         priority=priority,
-        need=need(**resources),  # type: ignore[arg-type]
+        need=need(cpu, memory_mb, gpus),
         started_at=NOW - timedelta(seconds=started_ago),
         gpu_indices=gpu_indices,
         preemptible=preemptible,
         preempting=preempting,
         last_preempted_at=None if preempted_ago is None else NOW - timedelta(seconds=preempted_ago),
     )
+
+
+def rooms(*views: WorkerView) -> list[WorkerRoom]:
+    """The workers as a pass holds them, for the stages that take ``WorkerRoom``s."""
+    return Fleet(Snapshot(now=NOW, queued=(), workers=views)).workers

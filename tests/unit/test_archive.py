@@ -11,7 +11,7 @@ import tarfile
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -25,11 +25,12 @@ from herder.worker.archive import (
 )
 
 MIB = 1024 * 1024
+TarWriteMode = Literal["w", "w:gz", "w:bz2", "w:xz"]
 ROOMY = Bound(max_bytes=64 * MIB, max_entries=10_000)
 
 
-def tar(path: Path, members: list[tarfile.TarInfo], mode: str = "w") -> Path:
-    with tarfile.open(path, mode) as archive:  # type: ignore[call-overload]
+def tar(path: Path, members: list[tarfile.TarInfo], mode: TarWriteMode = "w") -> Path:
+    with tarfile.open(path, mode) as archive:
         for member in members:
             data = b"x" * member.size
             archive.addfile(member, io.BytesIO(data) if member.isreg() else None)
@@ -238,7 +239,9 @@ def test_unpack_refuses_what_would_reach_outside(
 
 
 @pytest.mark.parametrize("mode", ["w", "w:gz", "w:bz2", "w:xz"])
-def test_unpack_accepts_a_tar_compressed_or_not(workspace: Path, tmp_path: Path, mode: str) -> None:
+def test_unpack_accepts_a_tar_compressed_or_not(
+    workspace: Path, tmp_path: Path, mode: TarWriteMode
+) -> None:
     archive = tar(
         tmp_path / "job.tar",
         [

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from herder.client_errors import ClientError
-from herder.client_uploads import CHUNK_BYTES, MultipartUpload
+from herder.client import ClientError
+from herder.client.uploads import CHUNK_BYTES, MultipartUpload
 
 
 def test_the_body_is_as_long_as_its_header_says_and_holds_the_bytes(tmp_path: Path) -> None:

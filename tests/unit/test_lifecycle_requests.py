@@ -4,6 +4,7 @@ without a database."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -38,12 +39,12 @@ USER = Cause("user:key")
 
 
 def active(state: RunState, run_id: str = "run", workers: tuple[str, ...] = (),
-           **facts: object) -> ActiveRun:  # fmt: skip
+           **facts: Any) -> ActiveRun:  # fmt: skip
     members = tuple(
         AttemptFacts(f"a{rank}", run_id, 1, worker, rank=rank)
         for rank, worker in enumerate(workers)
     )
-    return ActiveRun(RunFacts(run_id, state, 1, **facts), members)  # type: ignore[arg-type]
+    return ActiveRun(RunFacts(run_id, state, 1, **facts), members)
 
 
 @pytest.mark.parametrize(

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from herder.domain.jobs import RetryPolicy
-from herder.domain.lifecycle.changes import DUE, WORK, Notice, NoticeKind
+from herder.domain.lifecycle.changes import DUE, WORK, Changes, Notice, NoticeKind
 from herder.domain.lifecycle.facts import AttemptFacts, Ending, RunFacts
-from herder.domain.lifecycle.settle import Receipt, fail_unreadable, settle
+from herder.domain.lifecycle.settle import Receipt, Settled, fail_unreadable, settle
 from herder.domain.states import AttemptState, RunState
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -33,7 +33,9 @@ def report(outcome: AttemptState, attempt_id: str = "a", **fields: Any) -> Endin
     return Ending(attempt_id, number, outcome, **values)
 
 
-def decide(facts: RunFacts, attempts: list[AttemptFacts], *endings: Ending):  # type: ignore[no-untyped-def]
+def decide(
+    facts: RunFacts, attempts: list[AttemptFacts], *endings: Ending
+) -> tuple[Changes, list[Settled]]:
     return settle(
         {facts.id: facts}, {a.id: a for a in attempts}, list(endings),
         actor="worker:w1", now=NOW, rng=random.Random(7),
@@ -60,13 +62,13 @@ def decide(facts: RunFacts, attempts: list[AttemptFacts], *endings: Ending):  # 
 )  # fmt: skip
 def test_the_run_follows_its_retry_policy(
     policy: RetryPolicy,
-    facts: dict[str, object],
+    facts: dict[str, Any],
     outcome: AttemptState,
     reason: str,
     exit_code: int | None,
     target: RunState,
 ) -> None:
-    number = int(facts.get("attempt", 1))  # type: ignore[call-overload]
+    number = int(facts.get("attempt", 1))
     changes, (settled,) = decide(
         run(retry=policy, **facts),
         [attempt(number=number)],

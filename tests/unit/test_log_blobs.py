@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from herder.store.log_blobs import DamagedLog, StoredChunk, pack, unpack
+from herder.store.log_blobs import Blob, DamagedLog, StoredChunk, pack, unpack
 
 AT = datetime(2026, 11, 24, 3, 0, 0, 123456, tzinfo=UTC)
 CHUNKS = [
@@ -46,8 +47,8 @@ def test_no_chunks_is_an_empty_blob() -> None:
     ],
     ids=["cut short", "prefixed", "other sha256", "other size", "other content"],
 )
-def test_damage_is_named(change: object, why: str) -> None:
-    data, sha256, size = change(pack(CHUNKS))  # type: ignore[operator]
+def test_damage_is_named(change: Callable[[Blob], tuple[bytes, str, int]], why: str) -> None:
+    data, sha256, size = change(pack(CHUNKS))
     with pytest.raises(DamagedLog, match=why):
         read(data, sha256, size)
 

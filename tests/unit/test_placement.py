@@ -4,6 +4,8 @@ gangs and the reasons runs wait."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
@@ -16,8 +18,8 @@ HIGH, MEDIUM, LOW = 2, 1, 0
 
 
 def decide(
-    queue: list[QueuedRun], workers: list[WorkerView], tenants: list[TenantView] = ()
-) -> Plan:  # type: ignore[assignment]
+    queue: list[QueuedRun], workers: list[WorkerView], tenants: Sequence[TenantView] = ()
+) -> Plan:
     snapshot = Snapshot(
         now=NOW,
         queued=tuple(queue),
@@ -209,10 +211,8 @@ def test_preemption_takes_the_fewest_victims() -> None:
         ),
     ],
 )
-def test_preemption_takes_the_cheapest_victim(
-    victims: list[dict[str, object]], chosen: str
-) -> None:
-    box = worker("w", cpu=2, running=tuple(running(**victim) for victim in victims))  # type: ignore[arg-type]
+def test_preemption_takes_the_cheapest_victim(victims: list[dict[str, Any]], chosen: str) -> None:
+    box = worker("w", cpu=2, running=tuple(running(**victim) for victim in victims))
     result = decide([queued("urgent", priority=HIGH)], [box])
     assert [p.run_id for p in result.preemptions] == [chosen]
 

@@ -52,7 +52,7 @@ def upstream(spec: WorkflowSpec, task: TaskSpec, board: dict[str, list[Instance]
     return Upstream.of(
         upstream_end(instance.state) if instance else None
         for parent in task.depends_on
-        for instance in board.get(parent, [None])  # type: ignore[list-item]
+        for instance in board.get(parent, [None])
     )
 
 

@@ -25,7 +25,7 @@ from herder.cli import (
     workflows,
 )
 from herder.cli.common import app, err
-from herder.client_errors import ClientError
+from herder.client import ClientError
 
 __all__ = [
     "alerts", "apply", "audit", "backfills", "jobs", "keys", "main", "queue", "runs",

@@ -20,7 +20,7 @@ from herder.cli.apply_remote import (
     server_problems,
 )
 from herder.cli.common import app, client, err, fail, out
-from herder.client_errors import ApiError
+from herder.client import ApiError
 from herder.definitions.documents import load
 from herder.definitions.export import document, to_yaml
 from herder.definitions.plan import ABSENT, Action, Plan, Step, plan

@@ -8,8 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from herder.cli.uploads import upload_progress
-from herder.client import HerderClient
-from herder.client_errors import ApiError
+from herder.client import ApiError, HerderClient
 from herder.definitions.documents import TARGETS
 from herder.definitions.plan import Action, Existing, Step
 from herder.definitions.problems import Kind, Problem, Where

@@ -24,8 +24,7 @@ from rich.text import Text
 from herder.cli.common import app, client, fail, out
 from herder.cli.queue import waited
 from herder.cli.tones import state_style
-from herder.client import HerderClient
-from herder.client_errors import ClientError
+from herder.client import ClientError, HerderClient
 from herder.domain.models import QueueEntry, Worker
 from herder.domain.stats import MinuteOutcomes, ResourceTotals, Stats
 

@@ -16,7 +16,7 @@ from rich.progress import (
 )
 
 from herder.cli.common import out
-from herder.client_uploads import UploadProgress
+from herder.client import UploadProgress
 
 SHOWN_FROM_BYTES = 1024 * 1024  # smaller uploads end before a bar would be seen
 

@@ -10,7 +10,7 @@ import secrets
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
-from herder.client_errors import ClientError
+from herder.client.errors import ClientError
 
 UploadProgress = Callable[[int, int], None]  # (bytes sent, bytes in all)
 

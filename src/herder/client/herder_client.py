@@ -1,11 +1,6 @@
-"""A typed Python client for the Herder API, used by the CLI, the tests and users.
-
-from herder.client import HerderClient
-with HerderClient("http://127.0.0.1:8080", key) as herder:
-    artifact = herder.upload_artifact(Path("hello.py"))
-    job = herder.create_job("hello", {"runtime": "python", "artifact": artifact.id})
-    run = herder.wait(herder.start_run(job.id).id)
-"""
+"""``HerderClient``: one HTTP connection with the key, errors mapped, and the calls on
+artifacts, jobs, runs, logs, the queue, stats, workers and tenants; the other groups of
+calls are mixed in from their modules."""
 
 from __future__ import annotations
 
@@ -20,13 +15,13 @@ import httpx
 from pydantic import BaseModel
 
 from herder.api.schemas import MAX_BATCH_RUNS, RunBatchResult
-from herder.client_admin import AdminCalls
-from herder.client_alerts import AlertCalls
-from herder.client_errors import ApiError, ServerUnreachable
-from herder.client_schedules import ScheduleCalls, drop_none
-from herder.client_secrets import SecretCalls
-from herder.client_uploads import MultipartUpload, UploadProgress
-from herder.client_workflows import WorkflowCalls
+from herder.client.admin import AdminCalls
+from herder.client.alerts import AlertCalls
+from herder.client.errors import ApiError, ServerUnreachable
+from herder.client.schedules import ScheduleCalls, drop_none
+from herder.client.secrets import SecretCalls
+from herder.client.uploads import MultipartUpload, UploadProgress
+from herder.client.workflows import WorkflowCalls
 from herder.domain.models import (
     Artifact,
     Job,

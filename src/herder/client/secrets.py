@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 import httpx
 
-from herder.client_schedules import drop_none
+from herder.client.schedules import drop_none
 from herder.domain.models import Page
 from herder.domain.secrets import Secret
 

@@ -9,7 +9,7 @@ from datetime import datetime
 import httpx
 
 from herder.api.schemas import CreatedKey
-from herder.client_schedules import drop_none
+from herder.client.schedules import drop_none
 from herder.domain.audit import AuditEntry
 from herder.domain.models import ApiKey, Page
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from herder.client_errors import ApiError
+from herder.client.errors import ApiError
 from herder.domain.backfills import Backfill
 from herder.domain.models import Page
 from herder.domain.workflows.models import Workflow, WorkflowRun, WorkflowRunDetail
