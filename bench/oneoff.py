@@ -27,6 +27,7 @@ from sqlalchemy import func, select, text
 from bench.proc import CpuTimes, parent_of
 from herder.client import HerderClient
 from herder.credentials import ClientCredentials
+from herder.domain.states import TERMINAL_RUN_STATES
 from herder.store.database import Database
 from herder.store.schema import runs
 from herder.worker.isolation import Isolation
@@ -141,7 +142,7 @@ class Herder:
 
 def _wait_all_ended(database: Database, count: int, timeout: float) -> None:
     deadline = time.monotonic() + timeout
-    ended = ["succeeded", "failed", "timed_out", "cancelled", "lost"]
+    ended = sorted(TERMINAL_RUN_STATES)
     while time.monotonic() < deadline:
         with database.read() as connection:
             done = connection.execute(
