@@ -15,15 +15,46 @@ from typing import Annotated, Self
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
+from herder.domain.errors import Conflict
+from herder.domain.jobs import JobSpec, Priority
 from herder.domain.models import _Record
 
 MAX_ACTIVE = 100
+BACKFILL_PRIORITY = Priority.LOW  # a backfill never starves current work
 
 
 class BackfillState(StrEnum):
     RUNNING = "running"
     FINISHED = "finished"  # every nominal time in the range has been run
     CANCELLED = "cancelled"  # no more starts; runs already started go on
+
+    @property
+    def is_terminal(self) -> bool:
+        return self is not BackfillState.RUNNING
+
+
+BACKFILL_TRANSITIONS: dict[BackfillState, frozenset[BackfillState]] = {
+    BackfillState.RUNNING: frozenset(
+        {
+            BackfillState.RUNNING,  # a step: its cursor and counts move on
+            BackfillState.FINISHED,
+            BackfillState.CANCELLED,
+        }
+    ),
+    BackfillState.FINISHED: frozenset(),
+    BackfillState.CANCELLED: frozenset(),
+}
+
+
+def check_backfill_transition(source: BackfillState, target: BackfillState) -> None:
+    """Raise ``Conflict`` naming both states when ``source → target`` is not a legal move."""
+    if target not in BACKFILL_TRANSITIONS[source]:
+        raise Conflict(f"backfill is already {source}; a {source} backfill cannot become {target}")
+
+
+def backfill_run_spec(spec: JobSpec) -> JobSpec:
+    """The spec a backfill's run gets, a job's or a workflow task's: at ``low`` priority."""
+    return spec.model_copy(update={"priority": BACKFILL_PRIORITY})
 
 
 class BackfillRequest(BaseModel):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, func, select, update
+from sqlalchemy import Connection, func, select
 
 from herder.clock import epoch_ms
 from herder.domain.backfills import BackfillState
@@ -16,7 +16,7 @@ from herder.domain.cron import CronExpression, fires_between, parse_timezone
 from herder.domain.errors import Invalid, NotFound
 from herder.domain.ids import new_id
 from herder.domain.jobs import JobSpec, Priority, apply_overrides
-from herder.domain.lifecycle.changes import WORK, Changes, Event, NewRun
+from herder.domain.lifecycle.changes import WORK, Changes, Event, NewRun, backfill_transition
 from herder.domain.queue_room import RELEASER, QueueRoom, hold
 from herder.domain.schedules import ScheduleSpec
 from herder.domain.states import RunState
@@ -73,16 +73,17 @@ def advance_backfill(work: Work, backfill_id: str) -> None:
                         already += 1
         except Invalid:  # its job changed since: the schedule's overrides no longer fit it
             refused = True
-    values: dict[str, Any] = {
-        "cursor": cursor if cursor != backfill.start else backfill.cursor,
-        "started": backfill.started + started,
-        "already_run": backfill.already_run + already,
-    }
+    target = BackfillState.RUNNING
     if refused:
-        values.update(state=BackfillState.CANCELLED, finished_at=work.now)
+        target = BackfillState.CANCELLED
     elif exhausted and _active(work.connection, backfill) == 0:
-        values.update(state=BackfillState.FINISHED, finished_at=work.now)
-    work.connection.execute(update(backfills).where(backfills.c.id == backfill_id).values(values))
+        target = BackfillState.FINISHED
+    step = backfill_transition(
+        backfill_id, BackfillState.RUNNING, target, work.now,
+        cursor=cursor if cursor != backfill.start else backfill.cursor,
+        started=backfill.started + started, already_run=backfill.already_run + already,
+    )  # fmt: skip
+    work.apply(Changes(backfill_moves=(step,)))
 
 
 def _active(connection: Connection, backfill: Any) -> int:

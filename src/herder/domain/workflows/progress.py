@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 from herder.domain.states import RunState
 from herder.domain.workflows.dag import Dag
 from herder.domain.workflows.run_bound import past_bound
 from herder.domain.workflows.spec import MapSource, TaskSpec, WorkflowSpec, map_source
+from herder.domain.workflows.states import WorkflowRunState
 from herder.domain.workflows.trigger_rules import (
     TriggerRule,
     Upstream,
@@ -29,19 +29,12 @@ from herder.domain.workflows.trigger_rules import (
     decide,
 )
 
+__all__ = [  # WorkflowRunState re-exported: its home is ``states``
+    "MAX_MAP_ITEMS", "End", "Instance", "Progress", "Start", "WorkflowRunState", "advance",
+    "map_items", "upstream_end",
+]  # fmt: skip
+
 MAX_MAP_ITEMS = 1000
-
-
-class WorkflowRunState(StrEnum):
-    QUEUED = "queued"  # waiting for a slot under the workflow's max_active_runs
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-    @property
-    def is_terminal(self) -> bool:
-        return self in (self.SUCCEEDED, self.FAILED, self.CANCELLED)
 
 
 @dataclass(frozen=True)

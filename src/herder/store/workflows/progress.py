@@ -15,12 +15,20 @@ from collections.abc import Collection, Iterable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, func, select, update
+from sqlalchemy import Connection, func, select
 
 from herder.clock import epoch_ms
 from herder.domain.ids import new_id
 from herder.domain.jobs import JobSpec, Priority
-from herder.domain.lifecycle.changes import DUE, WORK, Changes, Event, NewRun, TaskOf
+from herder.domain.lifecycle.changes import (
+    DUE,
+    WORK,
+    Changes,
+    Event,
+    NewRun,
+    TaskOf,
+    workflow_run_transition,
+)
 from herder.domain.queue_room import RELEASER, hold
 from herder.domain.states import RunState
 from herder.domain.workflows.progress import (
@@ -33,7 +41,7 @@ from herder.domain.workflows.progress import (
 from herder.domain.workflows.spec import WorkflowSpec, map_source
 from herder.domain.workflows.task_runs import gather_inputs, task_run_spec
 from herder.store.queue_room import room_after_release
-from herder.store.schema import runs, workflow_runs, workflows
+from herder.store.schema import runs, workflow_runs
 from herder.store.workflows.definitions import dag_of
 
 if TYPE_CHECKING:
@@ -44,7 +52,7 @@ Board = dict[str, list[Instance]]
 
 def advance_run(work: Work, workflow_run_id: str) -> None:
     """Decide the run's pending tasks and apply the decision; end the run when every task
-    has ended, and then start the workflow's next queued run if a slot is free."""
+    has ended."""
     row = lock(work.connection, workflow_run_id)
     if row is None:
         return
@@ -71,9 +79,6 @@ def advance_run(work: Work, workflow_run_id: str) -> None:
             break  # the decision stands as made: nothing more to decide until a task ends
     if progress.end is not None:
         _finish(work, row, progress.end)
-        admit_next(work, row.workflow_id)
-        if row.backfill_id is not None:
-            work.backfill_step(row.backfill_id)
 
 
 def lock(connection: Connection, workflow_run_id: str) -> Any:
@@ -236,60 +241,9 @@ def _queued(new_runs: list[NewRun]) -> Changes:
 
 
 def _finish(work: Work, workflow_run: Any, end: End) -> None:
-    work.connection.execute(
-        update(workflow_runs)
-        .where(
-            workflow_runs.c.id == workflow_run.id,
-            workflow_runs.c.state == WorkflowRunState.RUNNING,
-        )
-        .values(state=end.state, reason=end.reason, finished_at=work.now, cancel_requested=False)
-    )
-
-
-def admit_next(work: Work, workflow_id: str) -> None:
-    """Start the workflow's oldest queued run if ``max_active_runs`` leaves a slot. The
-    workflow's row is locked, so two runs ending at once admit one run each."""
-    limit = work.connection.execute(
-        select(workflows.c.spec).where(workflows.c.id == workflow_id).with_for_update()
-    ).scalar()
-    if limit is None:
-        return  # deleted: nothing of it is queued (a delete waits for its runs to end)
-    capacity = limit.get("max_active_runs")
-    running = active_count(work.connection, workflow_id, WorkflowRunState.RUNNING)
-    if capacity is not None and running >= capacity:
-        return
-    queued = work.connection.execute(
-        select(workflow_runs.c.id)
-        .where(
-            workflow_runs.c.workflow_id == workflow_id,
-            workflow_runs.c.state == WorkflowRunState.QUEUED,
-        )
-        .order_by(workflow_runs.c.id)
-        .limit(1 if capacity is None else max(capacity - running, 0))
-    ).scalars()
-    for workflow_run_id in list(queued):
-        begin(work, workflow_run_id, from_state=WorkflowRunState.QUEUED)
-
-
-def begin(work: Work, workflow_run_id: str, *, from_state: WorkflowRunState) -> None:
-    """The run starts: it becomes ``running`` and its first tasks are decided."""
-    started = work.connection.execute(
-        update(workflow_runs)
-        .where(workflow_runs.c.id == workflow_run_id, workflow_runs.c.state == from_state)
-        .values(state=WorkflowRunState.RUNNING, started_at=work.now)
-    ).rowcount
-    if started:
-        advance_run(work, workflow_run_id)
-
-
-def active_count(connection: Connection, workflow_id: str, *states: WorkflowRunState) -> int:
-    return int(
-        connection.execute(
-            select(func.count())
-            .select_from(workflow_runs)
-            .where(
-                workflow_runs.c.workflow_id == workflow_id,
-                workflow_runs.c.state.in_([str(state) for state in states]),
-            )
-        ).scalar_one()
-    )
+    """The run ends; the unit of work's follow-up frees its slot (``store.follow_ups``)."""
+    move = workflow_run_transition(
+        workflow_run.id, WorkflowRunState.RUNNING, end.state, work.now,
+        reason=end.reason, cancel_requested=False,
+    )  # fmt: skip
+    work.apply(Changes(workflow_run_moves=(move,)))

@@ -9,11 +9,12 @@ from collections import defaultdict
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, select
 
 from herder.clock import Clock
 from herder.domain.errors import Conflict, Invalid, NotFound
 from herder.domain.lifecycle.cancel import Cause
+from herder.domain.lifecycle.changes import Changes, workflow_run_transition
 from herder.domain.models import Page
 from herder.domain.states import RunState
 from herder.domain.workflows.dag import Dag
@@ -145,18 +146,12 @@ class WorkflowRunRepository:
                 )
             spec = spec_of(work.connection, row.workflow_id, row.version)
             chosen = _to_repair(spec, read_board(work.connection, row), tasks, dependents)
-            work.connection.execute(
-                update(workflow_runs)
-                .where(workflow_runs.c.id == workflow_run_id, workflow_runs.c.repair == token)
-                .values(
-                    repair=token + 1,
-                    repaired_tasks=sorted(chosen),
-                    reason=None,
-                    state=WorkflowRunState.RUNNING,
-                    finished_at=None,
-                    cancel_requested=False,
-                )
-            )
+            repaired = workflow_run_transition(
+                workflow_run_id, WorkflowRunState(row.state), WorkflowRunState.RUNNING,
+                work.now, at_repair=token, repair=token + 1,
+                repaired_tasks=sorted(chosen), cancel_requested=False,
+            )  # fmt: skip
+            work.apply(Changes(workflow_run_moves=(repaired,)))
             advance_run(work, workflow_run_id)
             return self._read(work.connection, tenant_id, workflow_run_id)
 

@@ -8,13 +8,14 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, func, select
 
 from herder.clock import epoch_ms
 from herder.domain.errors import Conflict, Invalid, NotFound
 from herder.domain.ids import new_id
 from herder.domain.jobs import JobSpec
 from herder.domain.lifecycle.cancel import Cause, cancel_all
+from herder.domain.lifecycle.changes import Changes, workflow_run_transition
 from herder.domain.workflows.progress import WorkflowRunState
 from herder.domain.workflows.run_bound import check_run_bound
 from herder.domain.workflows.spec import Concurrency, WorkflowSpec, check_params
@@ -23,7 +24,7 @@ from herder.store.dialect import insert_ignoring_duplicates
 from herder.store.runs.facts import ACTIVE_STATES, cancellable_runs
 from herder.store.schema import runs, workflow_runs, workflows
 from herder.store.workflows.definitions import check_jobs, spec_of
-from herder.store.workflows.progress import active_count, advance_run, begin, lock
+from herder.store.workflows.progress import advance_run, lock
 
 if TYPE_CHECKING:
     from herder.store.work import Work
@@ -77,6 +78,7 @@ def start_in(
             repair=0,
             cancel_requested=False,
             created_at=work.now,
+            started_at=work.now if state is WorkflowRunState.RUNNING else None,
             schedule_id=schedule_id,
             scheduled_for=scheduled_for,
             backfill_id=backfill_id,
@@ -85,7 +87,7 @@ def start_in(
     if inserted is None:
         return None
     if state is WorkflowRunState.RUNNING:
-        begin(work, run_id, from_state=WorkflowRunState.RUNNING)
+        advance_run(work, run_id)
     return run_id
 
 
@@ -95,11 +97,11 @@ def cancel_in(work: Work, workflow_run_id: str, cause: Cause) -> None:
     if WorkflowRunState(row.state) is WorkflowRunState.QUEUED:
         _end_queued(work, workflow_run_id)
         return
-    work.connection.execute(
-        update(workflow_runs)
-        .where(workflow_runs.c.id == workflow_run_id)
-        .values(cancel_requested=True)
-    )
+    asked = workflow_run_transition(
+        workflow_run_id, WorkflowRunState.RUNNING, WorkflowRunState.RUNNING, work.now,
+        cancel_requested=True,
+    )  # fmt: skip
+    work.apply(Changes(workflow_run_moves=(asked,)))
     active = select(runs.c.id).where(
         runs.c.workflow_run_id == workflow_run_id, runs.c.state.in_(ACTIVE_STATES)
     )
@@ -153,15 +155,55 @@ def _admission(connection: Connection, workflow_id: str, spec: WorkflowSpec) -> 
 
 
 def _end_queued(work: Work, workflow_run_id: str) -> None:
-    work.connection.execute(
-        update(workflow_runs)
+    ended = workflow_run_transition(
+        workflow_run_id, WorkflowRunState.QUEUED, WorkflowRunState.CANCELLED, work.now,
+        reason="cancelled before it started",
+    )  # fmt: skip
+    work.apply(Changes(workflow_run_moves=(ended,)))
+
+
+def admit_next(work: Work, workflow_id: str) -> None:
+    """Start the workflow's oldest queued run if ``max_active_runs`` leaves a slot. The
+    workflow's row is locked, so two runs ending at once admit one run each."""
+    limit = work.connection.execute(
+        select(workflows.c.spec).where(workflows.c.id == workflow_id).with_for_update()
+    ).scalar()
+    if limit is None:
+        return  # deleted: nothing of it is queued (a delete waits for its runs to end)
+    capacity = limit.get("max_active_runs")
+    running = active_count(work.connection, workflow_id, WorkflowRunState.RUNNING)
+    if capacity is not None and running >= capacity:
+        return
+    queued = work.connection.execute(
+        select(workflow_runs.c.id)
         .where(
-            workflow_runs.c.id == workflow_run_id,
+            workflow_runs.c.workflow_id == workflow_id,
             workflow_runs.c.state == WorkflowRunState.QUEUED,
         )
-        .values(
-            state=WorkflowRunState.CANCELLED,
-            reason="cancelled before it started",
-            finished_at=work.now,
-        )
+        .order_by(workflow_runs.c.id)
+        .limit(1 if capacity is None else max(capacity - running, 0))
+    ).scalars()
+    for workflow_run_id in list(queued):
+        begin(work, workflow_run_id)
+
+
+def begin(work: Work, workflow_run_id: str) -> None:
+    """The queued run starts: it becomes ``running`` and its first tasks are decided."""
+    move = workflow_run_transition(
+        workflow_run_id, WorkflowRunState.QUEUED, WorkflowRunState.RUNNING, work.now
+    )
+    if work.apply(Changes(workflow_run_moves=(move,))).workflow_runs_moved:
+        advance_run(work, workflow_run_id)
+
+
+def active_count(connection: Connection, workflow_id: str, *states: WorkflowRunState) -> int:
+    return int(
+        connection.execute(
+            select(func.count())
+            .select_from(workflow_runs)
+            .where(
+                workflow_runs.c.workflow_id == workflow_id,
+                workflow_runs.c.state.in_([str(state) for state in states]),
+            )
+        ).scalar_one()
     )
