@@ -15,7 +15,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from herder.domain.backfills import BackfillState, check_backfill_transition
+from herder.domain.backfill_states import BackfillState, check_backfill_transition
 from herder.domain.jobs import JobSpec
 from herder.domain.states import AttemptState, RunState, check_transition
 from herder.domain.workflows.states import WorkflowRunState, check_workflow_run_transition

@@ -11,14 +11,15 @@ from pydantic import ValidationError
 from sqlalchemy import Connection, func, select
 
 from herder.clock import epoch_ms
-from herder.domain.errors import Conflict, Invalid, NotFound
+from herder.domain.errors import Invalid, NotFound
 from herder.domain.ids import new_id
 from herder.domain.jobs import JobSpec
 from herder.domain.lifecycle.cancel import Cause, cancel_all
 from herder.domain.lifecycle.changes import Changes, workflow_run_transition
+from herder.domain.workflows.admission import admission, admit, admitted_at_most
 from herder.domain.workflows.progress import WorkflowRunState
 from herder.domain.workflows.run_bound import check_run_bound
-from herder.domain.workflows.spec import Concurrency, WorkflowSpec, check_params
+from herder.domain.workflows.spec import WorkflowSpec, check_params
 from herder.domain.workflows.task_runs import task_run_spec
 from herder.store.dialect import insert_ignoring_duplicates
 from herder.store.runs.facts import ACTIVE_STATES, cancellable_runs
@@ -60,7 +61,10 @@ def start_in(
     values = check_params(spec, params)
     check_run_bound(spec, values)
     pinned = _pinned_jobs(work.connection, tenant_id, spec, values)
-    state = _admission(work.connection, workflow.id, spec)
+    active = active_count(
+        work.connection, workflow.id, WorkflowRunState.RUNNING, WorkflowRunState.QUEUED
+    )
+    state = admission(spec.max_active_runs, spec.concurrency, active)
     run_id = new_id("wfrun", epoch_ms(work.now))
     inserted = work.connection.execute(
         insert_ignoring_duplicates(
@@ -138,22 +142,6 @@ def _pinned_jobs(
     return {name: {"id": row.id, "spec": row.spec} for name, row in found.items()}
 
 
-def _admission(connection: Connection, workflow_id: str, spec: WorkflowSpec) -> WorkflowRunState:
-    if spec.max_active_runs is None:
-        return WorkflowRunState.RUNNING
-    active = active_count(
-        connection, workflow_id, WorkflowRunState.RUNNING, WorkflowRunState.QUEUED
-    )
-    if active < spec.max_active_runs:
-        return WorkflowRunState.RUNNING
-    if spec.concurrency is Concurrency.FORBID:
-        raise Conflict(
-            f"the workflow allows {spec.max_active_runs} active run(s) and has {active}; its "
-            "concurrency policy is forbid"
-        )
-    return WorkflowRunState.QUEUED
-
-
 def _end_queued(work: Work, workflow_run_id: str) -> None:
     ended = workflow_run_transition(
         workflow_run_id, WorkflowRunState.QUEUED, WorkflowRunState.CANCELLED, work.now,
@@ -163,17 +151,16 @@ def _end_queued(work: Work, workflow_run_id: str) -> None:
 
 
 def admit_next(work: Work, workflow_id: str) -> None:
-    """Start the workflow's oldest queued run if ``max_active_runs`` leaves a slot. The
-    workflow's row is locked, so two runs ending at once admit one run each."""
-    limit = work.connection.execute(
+    """Start the workflow's oldest queued runs that ``max_active_runs`` leaves a slot for
+    (``domain.workflows.admission``). The workflow's row is locked, so two runs ending at
+    once admit one run each."""
+    spec = work.connection.execute(
         select(workflows.c.spec).where(workflows.c.id == workflow_id).with_for_update()
     ).scalar()
-    if limit is None:
+    if spec is None:
         return  # deleted: nothing of it is queued (a delete waits for its runs to end)
-    capacity = limit.get("max_active_runs")
+    capacity = spec.get("max_active_runs")
     running = active_count(work.connection, workflow_id, WorkflowRunState.RUNNING)
-    if capacity is not None and running >= capacity:
-        return
     queued = work.connection.execute(
         select(workflow_runs.c.id)
         .where(
@@ -181,19 +168,11 @@ def admit_next(work: Work, workflow_id: str) -> None:
             workflow_runs.c.state == WorkflowRunState.QUEUED,
         )
         .order_by(workflow_runs.c.id)
-        .limit(1 if capacity is None else max(capacity - running, 0))
+        .limit(admitted_at_most(capacity))
     ).scalars()
-    for workflow_run_id in list(queued):
-        begin(work, workflow_run_id)
-
-
-def begin(work: Work, workflow_run_id: str) -> None:
-    """The queued run starts: it becomes ``running`` and its first tasks are decided."""
-    move = workflow_run_transition(
-        workflow_run_id, WorkflowRunState.QUEUED, WorkflowRunState.RUNNING, work.now
-    )
-    if work.apply(Changes(workflow_run_moves=(move,))).workflow_runs_moved:
-        advance_run(work, workflow_run_id)
+    started = work.apply(admit(capacity, running, list(queued), work.now))
+    for move in sorted(started.workflow_runs_moved):
+        advance_run(work, move)
 
 
 def active_count(connection: Connection, workflow_id: str, *states: WorkflowRunState) -> int:
