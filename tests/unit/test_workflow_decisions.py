@@ -15,6 +15,7 @@ from herder.domain.jobs import JobSpec, Priority, RunOverrides
 from herder.domain.queue_room import UNLIMITED, QueueRoom
 from herder.domain.states import RunState
 from herder.domain.workflows.admission import admission, admit
+from herder.domain.workflows.cancel import cancel_workflow_run
 from herder.domain.workflows.dag import Dag
 from herder.domain.workflows.progress import Instance
 from herder.domain.workflows.repair import (
@@ -280,3 +281,21 @@ def test_a_repair_runs_the_chosen_tasks_again_under_the_next_token() -> None:
 def test_a_repair_is_refused(state: WorkflowRunState, at: int, problem: str) -> None:
     with pytest.raises(Conflict, match=problem):
         repair(repair_facts(state, at), RepairRequest(3), NOW)
+
+
+@pytest.mark.parametrize(
+    ("state", "target", "values"),
+    [
+        (WorkflowRunState.QUEUED, WorkflowRunState.CANCELLED,
+         {"reason": "cancelled before it started", "finished_at": NOW}),
+        (WorkflowRunState.RUNNING, WorkflowRunState.RUNNING, {"cancel_requested": True}),
+        (WorkflowRunState.SUCCEEDED, None, None),
+    ],
+)  # fmt: skip
+def test_cancel_a_workflow_run(
+    state: WorkflowRunState, target: WorkflowRunState | None, values: dict[str, Any] | None
+) -> None:
+    moves = cancel_workflow_run("wfrun_1", state, NOW).workflow_run_moves
+    assert [(move.target, dict(move.values)) for move in moves] == (
+        [(target, values)] if target else []
+    )

@@ -13,8 +13,8 @@ from sqlalchemy import select, update
 from herder.domain.errors import Conflict, Invalid
 from herder.domain.lifecycle.cancel import Cause
 from herder.domain.schedules import ScheduleSpec
-from herder.domain.workflows.progress import WorkflowRunState
 from herder.domain.workflows.scheduled import scheduled_starts
+from herder.domain.workflows.states import ACTIVE_WORKFLOW_RUN_STATES
 from herder.store.schedule_events import (
     NewScheduleEvent,
     record_schedule_events,
@@ -50,7 +50,7 @@ def start_scheduled(
             select(workflow_runs.c.id)
             .where(
                 workflow_runs.c.schedule_id == due.id,
-                workflow_runs.c.state.in_([WorkflowRunState.QUEUED, WorkflowRunState.RUNNING]),
+                workflow_runs.c.state.in_(sorted(ACTIVE_WORKFLOW_RUN_STATES)),
             )
             .order_by(workflow_runs.c.id)
         ).scalars()

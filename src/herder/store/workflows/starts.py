@@ -15,14 +15,15 @@ from herder.domain.errors import Invalid, NotFound
 from herder.domain.ids import new_id
 from herder.domain.jobs import JobSpec
 from herder.domain.lifecycle.cancel import Cause, cancel_all
-from herder.domain.lifecycle.changes import Changes, workflow_run_transition
+from herder.domain.states import ACTIVE_RUN_STATES
 from herder.domain.workflows.admission import admission, admit, admitted_at_most
-from herder.domain.workflows.progress import WorkflowRunState
+from herder.domain.workflows.cancel import cancel_workflow_run
 from herder.domain.workflows.run_bound import check_run_bound
 from herder.domain.workflows.spec import WorkflowSpec, check_params
+from herder.domain.workflows.states import ACTIVE_WORKFLOW_RUN_STATES, WorkflowRunState
 from herder.domain.workflows.task_runs import task_run_spec
 from herder.store.dialect import insert_ignoring_duplicates
-from herder.store.runs.facts import ACTIVE_STATES, cancellable_runs
+from herder.store.runs.facts import cancellable_runs
 from herder.store.schema import runs, workflow_runs, workflows
 from herder.store.workflows.definitions import check_jobs, spec_of
 from herder.store.workflows.progress import advance_run, lock
@@ -61,9 +62,7 @@ def start_in(
     values = check_params(spec, params)
     check_run_bound(spec, values)
     pinned = _pinned_jobs(work.connection, tenant_id, spec, values)
-    active = active_count(
-        work.connection, workflow.id, WorkflowRunState.RUNNING, WorkflowRunState.QUEUED
-    )
+    active = active_count(work.connection, workflow.id, *ACTIVE_WORKFLOW_RUN_STATES)
     state = admission(spec.max_active_runs, spec.concurrency, active)
     run_id = new_id("wfrun", epoch_ms(work.now))
     inserted = work.connection.execute(
@@ -98,16 +97,12 @@ def start_in(
 def cancel_in(work: Work, workflow_run_id: str, cause: Cause) -> None:
     """Cancel an active workflow run inside ``work`` (see ``WorkflowRunRepository.cancel``)."""
     row = lock(work.connection, workflow_run_id)
-    if WorkflowRunState(row.state) is WorkflowRunState.QUEUED:
-        _end_queued(work, workflow_run_id)
+    state = WorkflowRunState(row.state)
+    work.apply(cancel_workflow_run(workflow_run_id, state, work.now))
+    if state is WorkflowRunState.QUEUED:
         return
-    asked = workflow_run_transition(
-        workflow_run_id, WorkflowRunState.RUNNING, WorkflowRunState.RUNNING, work.now,
-        cancel_requested=True,
-    )  # fmt: skip
-    work.apply(Changes(workflow_run_moves=(asked,)))
     active = select(runs.c.id).where(
-        runs.c.workflow_run_id == workflow_run_id, runs.c.state.in_(ACTIVE_STATES)
+        runs.c.workflow_run_id == workflow_run_id, runs.c.state.in_(sorted(ACTIVE_RUN_STATES))
     )
     why = Cause(cause.actor, cause.why or f"its workflow run {workflow_run_id} was cancelled")
     # One decision for all its runs, applied set-based: a few statements for a fan-out of
@@ -140,14 +135,6 @@ def _pinned_jobs(
             )
             raise Invalid(f"task {task.name!r}: {error.detail}", field=field) from error
     return {name: {"id": row.id, "spec": row.spec} for name, row in found.items()}
-
-
-def _end_queued(work: Work, workflow_run_id: str) -> None:
-    ended = workflow_run_transition(
-        workflow_run_id, WorkflowRunState.QUEUED, WorkflowRunState.CANCELLED, work.now,
-        reason="cancelled before it started",
-    )  # fmt: skip
-    work.apply(Changes(workflow_run_moves=(ended,)))
 
 
 def admit_next(work: Work, workflow_id: str) -> None:
