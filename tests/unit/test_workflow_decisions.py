@@ -32,7 +32,13 @@ from herder.domain.workflows.states import (
     check_workflow_run_transition,
 )
 from herder.domain.workflows.task_runs import MAX_INPUTS_BYTES, PinnedRun
-from herder.domain.workflows.walk import TaskRunFact, WalkFacts, current_runs, walk
+from herder.domain.workflows.walk import (
+    TaskRunFact,
+    WalkFacts,
+    current_runs,
+    outputs_wanted,
+    walk,
+)
 
 NOW = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 JOB = {"id": "job_1", "spec": JobSpec(runtime="shell", command="true").model_dump(mode="json")}
@@ -299,3 +305,25 @@ def test_cancel_a_workflow_run(
     assert [(move.target, dict(move.values)) for move in moves] == (
         [(target, values)] if target else []
     )
+
+
+@pytest.mark.parametrize(
+    ("found", "wanted"),
+    [
+        ([ended("a")], {"a"}),  # b may start: a's output is its input
+        ([ended("a", RunState.RUNNING)], set()),  # b waits on a: nothing to pass on
+        ([ended("a"), ended("b", RunState.RUNNING)], set()),
+        ([ended("a"), ended("b")], {"b"}),
+    ],
+)
+def test_only_the_outputs_a_start_may_pass_on_are_wanted(
+    found: list[TaskRunFact], wanted: set[str]
+) -> None:
+    chain = Dag.of(spec(task("a"), task("b", "a"), task("c", "b")))
+    assert outputs_wanted(chain, current_runs(found, 0, ())) == wanted
+
+
+def test_a_fan_outs_join_wants_no_output_while_its_instances_run() -> None:
+    fan = Dag.of(spec(task("a"), task("join", "a")))
+    instances = [ended("a", map_index=0), ended("a", RunState.RUNNING, map_index=1)]
+    assert outputs_wanted(fan, current_runs(instances, 0, ())) == set()

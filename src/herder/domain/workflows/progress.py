@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from herder.domain.states import RunState
 from herder.domain.workflows.dag import Dag
@@ -38,8 +38,7 @@ __all__ = [  # WorkflowRunState re-exported: its home is ``states``
 MAX_MAP_ITEMS = 1000
 
 
-@dataclass(frozen=True)
-class Instance:
+class Instance(NamedTuple):  # a tuple: thousands are made at each end of a fan-out's run
     """A task instance's current run (of the latest repair that ran the task)."""
 
     map_index: int  # -1: the task is not mapped

@@ -1,7 +1,8 @@
 """The walk from a task run's end to its successors' start, decided once: over the facts
-the store read in one go — the workflow run, its version's DAG, every run it has made (state
-and output), the tenant's room under ``max_queued`` — which tasks start (with their inputs),
-which end without running, the runs they become, and whether the workflow run has ended.
+the store read in one go — the workflow run, its version's DAG, every run it has made (its
+state, and its output where a start may pass it on: ``outputs_wanted``), the tenant's room
+under ``max_queued`` — which tasks start (with their inputs), which end without running,
+the runs they become, and whether the workflow run has ended.
 
 "The current repair" is here, once: each task's runs of the latest repair that ran it; a
 task the latest repair runs again has none until it starts again (it is pending).
@@ -13,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from herder.domain.lifecycle.changes import (
     DUE,
@@ -25,10 +26,11 @@ from herder.domain.lifecycle.changes import (
 from herder.domain.queue_room import QueueRoom, hold
 from herder.domain.states import RunState
 from herder.domain.workflows.dag import Dag
-from herder.domain.workflows.progress import Instance, advance
+from herder.domain.workflows.progress import Instance, advance, upstream_end
 from herder.domain.workflows.spec import WorkflowSpec, map_source
 from herder.domain.workflows.states import WorkflowRunState
 from herder.domain.workflows.task_runs import PinnedRun, build_task_runs
+from herder.domain.workflows.trigger_rules import Upstream, Verdict, decide
 
 
 class TaskInstance(Protocol):
@@ -46,10 +48,10 @@ class TaskInstance(Protocol):
 
 
 Found = TypeVar("Found", bound=TaskInstance)
+RUN_STATES = {str(state): state for state in RunState}  # faster than ``RunState(value)``
 
 
-@dataclass(frozen=True)
-class TaskRunFact:
+class TaskRunFact(NamedTuple):  # a tuple: thousands are read at each end of a fan-out's run
     task_name: str
     map_index: int  # -1: the task is not mapped
     repair: int
@@ -87,7 +89,7 @@ def current_runs(
 
 def board_of(current: Mapping[str, Sequence[TaskInstance]]) -> dict[str, list[Instance]]:
     return {
-        task: [Instance(run.map_index, RunState(run.state)) for run in runs]
+        task: [Instance(run.map_index, RUN_STATES[run.state]) for run in runs]
         for task, runs in current.items()
     }
 
@@ -96,6 +98,31 @@ def outputs_of(
     current: Mapping[str, Sequence[TaskRunFact]],
 ) -> dict[str, list[tuple[int, Any]]]:
     return {task: [(run.map_index, run.output) for run in runs] for task, runs in current.items()}
+
+
+def outputs_wanted(dag: Dag, board: Mapping[str, Sequence[TaskRunFact]]) -> set[str]:
+    """The tasks whose outputs a walk may pass on, so the store reads only those: each on
+    the board (``current_runs``) and upstream of a pending task the walk may decide — one
+    whose rule no longer waits on the board as it is, or below one that may be decided in
+    the same pass. A fan-out's join waiting on its instances reads none of their outputs as
+    each ends."""
+    may_decide: set[str] = set()
+    for name in dag.order:
+        if name in board:
+            continue
+        task = dag.tasks[name]
+        ends = [
+            upstream_end(instance.state) if instance is not None else None
+            for parent in task.depends_on
+            for instance in board.get(parent, [None])
+        ]
+        if any(parent in may_decide for parent in task.depends_on) or (
+            decide(task.trigger_rule, Upstream.of(ends)).verdict is not Verdict.WAIT
+        ):
+            may_decide.add(name)
+    return {
+        parent for name in may_decide for parent in dag.tasks[name].depends_on if parent in board
+    }
 
 
 def map_sources(

@@ -3,10 +3,11 @@ started, repaired or cancelled the workflow run): never a scan of DAGs.
 
 Read once, decide once, apply once. The workflow run's row is locked first, so two of its
 tasks ending at once decide one after the other, each seeing the other's end; then its facts
-are read in one go — its version's DAG, every run it has made with its state and output, the
-tenant's room — and ``domain.workflows.walk`` decides; the unit of work applies the runs it
-makes (a unique index on task instance and repair makes a repeated start nothing) and the
-workflow run's end, whose follow-up (``store.follow_ups``) frees its slot.
+are read in one go — its version's DAG, every run it has made (from the index) and the
+outputs a start may pass on, the tenant's room — and ``domain.workflows.walk`` decides;
+the unit of work applies the runs it makes (a unique index on task instance and repair
+makes a repeated start nothing) and the workflow run's end, whose follow-up
+(``store.follow_ups``) frees its slot.
 """
 
 from __future__ import annotations
@@ -18,10 +19,16 @@ from sqlalchemy import Connection, select
 from herder.clock import epoch_ms
 from herder.domain.ids import new_id
 from herder.domain.queue_room import RELEASER
-from herder.domain.states import RunState
 from herder.domain.workflows.states import WorkflowRunState
 from herder.domain.workflows.task_runs import PinnedRun
-from herder.domain.workflows.walk import TaskRunFact, WalkFacts, walk
+from herder.domain.workflows.walk import (
+    RUN_STATES,
+    TaskRunFact,
+    WalkFacts,
+    current_runs,
+    outputs_wanted,
+    walk,
+)
 from herder.store.queue_room import room_after_release
 from herder.store.schema import runs, workflow_runs
 from herder.store.workflows.definitions import dag_of
@@ -51,13 +58,17 @@ def read_walk(work: Work, workflow_run_id: str) -> WalkFacts | None:
     state = WorkflowRunState(row.state)
     if state is not WorkflowRunState.RUNNING:
         return None
+    repaired = frozenset(row.repaired_tasks or ())
+    dag = dag_of(work.connection, row.workflow_id, row.version)
+    found = task_runs_of(work.connection, workflow_run_id)
+    wanted = outputs_wanted(dag, current_runs(found, row.repair, repaired))
     return WalkFacts(
         workflow_run=pinned(row),
         state=state,
-        repaired_tasks=frozenset(row.repaired_tasks or ()),
+        repaired_tasks=repaired,
         cancel_requested=row.cancel_requested,
-        dag=dag_of(work.connection, row.workflow_id, row.version),
-        task_runs=task_runs_of(work.connection, workflow_run_id),
+        dag=dag,
+        task_runs=_with_outputs(work.connection, workflow_run_id, found, wanted),
         room=room,
     )
 
@@ -73,12 +84,36 @@ def pinned(row: Any) -> PinnedRun:
 
 
 def task_runs_of(connection: Connection, workflow_run_id: str) -> list[TaskRunFact]:
-    """Every run the workflow run has made, over every repair."""
+    """Every run the workflow run has made, over every repair, without its output (the
+    index answers this; outputs are read from the rows)."""
     found = connection.execute(
-        select(runs.c.task_name, runs.c.map_index, runs.c.repair, runs.c.state, runs.c.output)
-        .where(runs.c.workflow_run_id == workflow_run_id)
-    ).all()  # fmt: skip
+        select(runs.c.task_name, runs.c.map_index, runs.c.repair, runs.c.state).where(
+            runs.c.workflow_run_id == workflow_run_id
+        )
+    ).all()
     return [
-        TaskRunFact(run.task_name, run.map_index, run.repair, RunState(run.state), run.output)
+        TaskRunFact(run.task_name, run.map_index, run.repair, RUN_STATES[run.state])
+        for run in found
+    ]
+
+
+def _with_outputs(
+    connection: Connection, workflow_run_id: str, found: list[TaskRunFact], tasks: set[str]
+) -> list[TaskRunFact]:
+    """The runs, those of these tasks with their outputs."""
+    if not tasks:
+        return found
+    outputs = {
+        (run.task_name, run.map_index, run.repair): run.output
+        for run in connection.execute(
+            select(runs.c.task_name, runs.c.map_index, runs.c.repair, runs.c.output).where(
+                runs.c.workflow_run_id == workflow_run_id, runs.c.task_name.in_(sorted(tasks))
+            )
+        )
+    }
+    return [
+        run._replace(output=outputs.get((run.task_name, run.map_index, run.repair)))
+        if run.task_name in tasks
+        else run
         for run in found
     ]
