@@ -111,3 +111,25 @@ def test_the_check_sees_a_cycle() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert cycles(graph) == [["a", "b", "c"]]
     assert reaching(graph, "d") == {"a", "b", "c"}
+
+
+ABOVE_THE_STORE = ("herder.api", "herder.services", "herder.control", "herder.cli", "herder.worker")
+
+
+def test_no_store_module_imports_a_layer_above_the_store() -> None:
+    found = []
+    for path in STORE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            found += [
+                f"{_module_name(path)} imports {name}"
+                for name in names
+                if name.startswith(ABOVE_THE_STORE)
+            ]
+    assert found == []
