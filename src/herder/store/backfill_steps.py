@@ -8,28 +8,34 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, func, select, update
+from sqlalchemy import Connection, func, select
 
 from herder.clock import epoch_ms
-from herder.domain.backfills import BackfillState
+from herder.domain.backfills import (
+    BackfillFacts,
+    BackfillState,
+    backfill_job_runs,
+    first_tally,
+    refused_at,
+    step,
+    still_to_start,
+    tallied,
+)
 from herder.domain.cron import CronExpression, fires_between, parse_timezone
 from herder.domain.errors import Invalid, NotFound
 from herder.domain.ids import new_id
-from herder.domain.jobs import JobSpec, Priority, apply_overrides
-from herder.domain.lifecycle.changes import WORK, Changes, Event, NewRun
+from herder.domain.jobs import JobSpec, apply_overrides
+from herder.domain.lifecycle.changes import WORK, Changes
 from herder.domain.queue_room import RELEASER, QueueRoom, hold
 from herder.domain.schedules import ScheduleSpec
-from herder.domain.states import RunState
-from herder.domain.workflows.progress import WorkflowRunState
+from herder.domain.states import ACTIVE_RUN_STATES, RunState
+from herder.domain.workflows.states import ACTIVE_WORKFLOW_RUN_STATES
 from herder.store.queue_room import queue_room, room_after_release
-from herder.store.runs.facts import ACTIVE_STATES
 from herder.store.schema import backfills, jobs, runs, schedules, workflow_runs
 from herder.store.workflows.starts import start_in
 
 if TYPE_CHECKING:
     from herder.store.work import Work
-
-_SEARCHED = 1000  # nominal times looked at per search, so one step stays short
 
 
 def compiled(schedule: Any) -> tuple[CronExpression, Any, ScheduleSpec]:
@@ -40,62 +46,49 @@ def compiled(schedule: Any) -> tuple[CronExpression, Any, ScheduleSpec]:
 
 def advance_backfill(work: Work, backfill_id: str) -> None:
     """Start the backfill's next nominal times while fewer than ``max_active`` of its runs
-    are active; finish it once the range is done and none is active."""
-    backfill = work.connection.execute(
+    are active; finish it once the range is done and none is active. Which times are
+    already run is the unique key's answer (schedule, nominal time): each time is tried,
+    and a repeat makes nothing."""
+    row = work.connection.execute(
         select(backfills).where(backfills.c.id == backfill_id).with_for_update()
     ).first()
-    if backfill is None or BackfillState(backfill.state) is not BackfillState.RUNNING:
+    if row is None or BackfillState(row.state) is not BackfillState.RUNNING:
         return
     schedule = work.connection.execute(
-        select(schedules).where(schedules.c.id == backfill.schedule_id)
+        select(schedules).where(schedules.c.id == row.schedule_id)
     ).first()
-    room = room_after_release(work, backfill.tenant_id, actor=RELEASER)
-    free = backfill.max_active - _active(work.connection, backfill)
-    cursor, started, already = backfill.cursor or backfill.start, 0, 0
-    exhausted = schedule is None
-    refused = False
-    if schedule is not None and free > 0:
+    room = room_after_release(work, row.tenant_id, actor=RELEASER)
+    backfill = BackfillFacts(
+        row.id, row.start, row.end, row.cursor, row.started, row.already_run, row.max_active,
+        _active(work.connection, row, schedule),
+    )  # fmt: skip
+    tally = first_tally(backfill)
+    if schedule is None:
+        tally = tallied(tally, [], 0)
+    else:
         expression, zone, spec = compiled(schedule)
-        try:
-            while started < free:
-                nominals = fires_between(expression, zone, cursor, backfill.end, _SEARCHED)
-                if not nominals:
-                    exhausted = True
-                    break
-                for nominal in nominals:
-                    cursor = nominal
-                    made, room = _start(work, backfill, schedule, spec, nominal, room)
-                    if made:
-                        started += 1
-                        if started == free:
-                            break
-                    else:
-                        already += 1
-        except Invalid:  # its job changed since: the schedule's overrides no longer fit it
-            refused = True
-    values: dict[str, Any] = {
-        "cursor": cursor if cursor != backfill.start else backfill.cursor,
-        "started": backfill.started + started,
-        "already_run": backfill.already_run + already,
-    }
-    if refused:
-        values.update(state=BackfillState.CANCELLED, finished_at=work.now)
-    elif exhausted and _active(work.connection, backfill) == 0:
-        values.update(state=BackfillState.FINISHED, finished_at=work.now)
-    work.connection.execute(update(backfills).where(backfills.c.id == backfill_id).values(values))
+        while (wanted := still_to_start(backfill, tally)) > 0:
+            nominals = fires_between(expression, zone, tally.cursor, backfill.end, wanted)
+            try:
+                made, room = _start(work, row, schedule, spec, nominals, room)
+            except Invalid:  # its job changed since: the schedule's overrides no longer fit it
+                tally = refused_at(tally, nominals[0])
+                break
+            tally = tallied(tally, nominals, made)
+    active_after = _active(work.connection, row, schedule)
+    work.apply(step(backfill, tally, active_after, work.now))
 
 
-def _active(connection: Connection, backfill: Any) -> int:
+def _active(connection: Connection, backfill: Any, schedule: Any) -> int:
+    of_job = schedule is not None and schedule.job_id is not None
     table, states = (
-        (runs, ACTIVE_STATES)
-        if _of_job(connection, backfill)
-        else (workflow_runs, [WorkflowRunState.QUEUED, WorkflowRunState.RUNNING])
+        (runs, ACTIVE_RUN_STATES) if of_job else (workflow_runs, ACTIVE_WORKFLOW_RUN_STATES)
     )
     return int(
         connection.execute(
             select(func.count())
             .select_from(table)
-            .where(table.c.backfill_id == backfill.id, table.c.state.in_(list(states)))
+            .where(table.c.backfill_id == backfill.id, table.c.state.in_(sorted(states)))
         ).scalar_one()
     )
 
@@ -117,29 +110,33 @@ def job_run_spec(connection: Connection, schedule: Any, spec: ScheduleSpec) -> t
 
 
 def _start(
-    work: Work, backfill: Any, schedule: Any, spec: ScheduleSpec, nominal: datetime,
+    work: Work, backfill: Any, schedule: Any, spec: ScheduleSpec, nominals: list[datetime],
     room: QueueRoom,
-) -> tuple[bool, QueueRoom]:  # fmt: skip
-    """A run for this nominal time, unless it has one already (held past the tenant's
-    ``max_queued``: its tasks, a workflow run's); the room left."""
+) -> tuple[int, QueueRoom]:  # fmt: skip
+    """A run for each of these nominal times that has none yet (held past the tenant's
+    ``max_queued``: its tasks, a workflow run's); how many were made, and the room left."""
+    if not nominals:
+        return 0, room
     if schedule.workflow_id is not None:
-        run_id = start_in(
-            work, backfill.tenant_id, schedule.workflow_id, {}, schedule_id=schedule.id,
-            scheduled_for=nominal, backfill_id=backfill.id,
-        )  # fmt: skip
-        return run_id is not None, queue_room(work, backfill.tenant_id)
+        made = 0
+        for nominal in nominals:
+            run_id = start_in(
+                work, backfill.tenant_id, schedule.workflow_id, {}, schedule_id=schedule.id,
+                scheduled_for=nominal, backfill_id=backfill.id,
+            )  # fmt: skip
+            made += run_id is not None
+        return made, queue_room(work, backfill.tenant_id)
     job, run_spec = job_run_spec(work.connection, schedule, spec)
-    run_id = new_id("run", epoch_ms(work.now))
-    message = (
-        f"backfill {backfill.id} of schedule {schedule.id} for {nominal:%Y-%m-%d %H:%M:%S} UTC"
-    )
-    new = NewRun(
-        run_id, backfill.tenant_id, job.id, job.name,
-        run_spec.model_copy(update={"priority": Priority.LOW}),
-        Event(run_id, message, f"backfill:{backfill.id}", target=RunState.QUEUED),
-        schedule_id=schedule.id, scheduled_for=nominal, backfill_id=backfill.id,
+    new_runs, _ = hold(
+        backfill_job_runs(
+            backfill.id, backfill.tenant_id, schedule.id, (job.id, job.name, run_spec), nominals,
+            lambda: new_id("run", epoch_ms(work.now)),
+        ),
+        room,
     )  # fmt: skip
-    (new,), left = hold([new], room)
-    notices = frozenset({WORK}) if new.state is RunState.QUEUED else frozenset()
-    inserted = run_id in work.apply(Changes(new_runs=(new,), notices=notices)).inserted
-    return inserted, left if inserted else room
+    notices = (
+        frozenset({WORK}) if any(n.state is RunState.QUEUED for n in new_runs) else frozenset()
+    )
+    inserted = work.apply(Changes(new_runs=tuple(new_runs), notices=notices)).inserted
+    taken = sum(1 for new in new_runs if new.id in inserted and new.state is RunState.QUEUED)
+    return len(inserted), room.taken(taken) if inserted else room

@@ -6,12 +6,13 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, insert, select
 
 from herder.clock import Clock, epoch_ms
 from herder.domain.backfills import Backfill, BackfillRequest, BackfillState
 from herder.domain.errors import Conflict, Invalid, NotFound
 from herder.domain.ids import new_id
+from herder.domain.lifecycle.changes import Changes, backfill_transition
 from herder.domain.models import Page
 from herder.store.backfill_steps import advance_backfill, compiled, job_run_spec
 from herder.store.database import Database
@@ -79,16 +80,15 @@ class BackfillRepository:
 
     def cancel(self, tenant_id: str, backfill_id: str) -> Backfill:
         """No more starts; its runs already started go on (cancel them as runs)."""
-        with self._db.write() as connection:
-            backfill = self._get(connection, tenant_id, backfill_id)
+        with unit_of_work(self._db, self._clock, self._rng) as work:
+            backfill = self._get(work.connection, tenant_id, backfill_id)
             if backfill.state is not BackfillState.RUNNING:
                 raise Conflict(f"backfill {backfill_id} is already {backfill.state}")
-            connection.execute(
-                update(backfills)
-                .where(backfills.c.id == backfill_id, backfills.c.state == BackfillState.RUNNING)
-                .values(state=BackfillState.CANCELLED, finished_at=self._clock.now())
+            cancel = backfill_transition(
+                backfill_id, BackfillState.RUNNING, BackfillState.CANCELLED, work.now
             )
-            return self._get(connection, tenant_id, backfill_id)
+            work.apply(Changes(backfill_moves=(cancel,)))
+            return self._get(work.connection, tenant_id, backfill_id)
 
     @staticmethod
     def _get(connection: Connection, tenant_id: str, backfill_id: str) -> Backfill:

@@ -19,6 +19,7 @@ from herder.store.backfills import BackfillRepository
 from herder.store.cold.tier import ColdTier
 from herder.store.database import Database
 from herder.store.fleet import FleetRepository
+from herder.store.follow_ups import move_owners_on
 from herder.store.history.retention import HistoryRetention
 from herder.store.jobs import JobRepository
 from herder.store.keys import KeyRepository
@@ -32,7 +33,7 @@ from herder.store.runs.repository import RunRepository
 from herder.store.schedules import ScheduleRepository
 from herder.store.secrets import SecretRepository
 from herder.store.submit_buckets import SubmitBucketRepository
-from herder.store.work import Work, unit_of_work
+from herder.store.work import Work, follow_ends_with, unit_of_work
 from herder.store.workers import WorkerRepository
 from herder.store.workflows.definitions import WorkflowRepository
 from herder.store.workflows.runs import WorkflowRunRepository
@@ -52,6 +53,7 @@ class Store:
         self.clock = clock or SystemClock()
         self.rng = rng or random.Random()
         self.database = Database(url, pool_size=pool_size)
+        follow_ends_with(move_owners_on)  # workflow runs and backfills move on as runs end
         self.access = AccessRepository(self.database, self.clock)
         self.keys = KeyRepository(self.database, self.clock, self.access.forget_key)
         self.audit = AuditRepository(self.database, self.clock)

@@ -1,6 +1,7 @@
 """The unit of work: one write transaction with one ``now`` read from the injected clock,
 in which a lifecycle decision's facts are read (runs locked), its changes applied set-based,
-and after whose commit its notices are delivered."""
+and after whose commit its notices are delivered. What follows an end (a workflow run or a
+backfill moving on) is registered from above (``follow_ends_with``), never imported here."""
 
 from __future__ import annotations
 
@@ -9,22 +10,38 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
-from sqlalchemy import Connection, or_, select
+from sqlalchemy import Connection
 
 from herder.clock import Clock
-from herder.domain.lifecycle.changes import Changes
+from herder.domain.lifecycle.changes import Changes, WorkflowRunMove
 from herder.domain.lifecycle.facts import Ending, RunFacts
 from herder.domain.lifecycle.settle import Settled, settle
-from herder.store.backfill_steps import advance_backfill
 from herder.store.database import Database
-from herder.store.dialect import Among
 from herder.store.runs.facts import facts_of_attempts
 from herder.store.runs.writes import Applied, apply_changes
-from herder.store.schema import runs
-from herder.store.workflows.progress import advance_run
 from herder.telemetry import metrics
+
+
+@dataclass(frozen=True)
+class Ended:
+    """What one ``Work.apply`` ended: runs (with the facts its decision read them as, which
+    spare asking the database again what owns them) and workflow runs."""
+
+    run_ids: tuple[str, ...]
+    facts: Mapping[str, RunFacts]
+    workflow_runs: tuple[WorkflowRunMove, ...]
+
+
+FollowUp = Callable[["Work", Ended], None]
+_FOLLOW_UPS: list[FollowUp] = []
+
+
+def follow_ends_with(follow_up: FollowUp) -> None:
+    """Register what follows an end, from a layer above the unit of work (``store.store``
+    moves workflow runs and backfills on), so the unit of work imports none of it."""
+    if follow_up not in _FOLLOW_UPS:
+        _FOLLOW_UPS.append(follow_up)
 
 
 @dataclass(frozen=True)
@@ -36,38 +53,30 @@ class Work:
     after_commit: list[Callable[[], None]] = field(default_factory=list)  # metrics to count
 
     def apply(self, changes: Changes, *, facts: Mapping[str, RunFacts] | None = None) -> Applied:
-        """Apply the changes; a workflow task run or a backfill's run that ended moves its
-        workflow run or backfill on, in this same transaction. ``facts`` (the runs as the
-        decision read them) say which those are without asking the database again."""
+        """Apply the changes; what they ended is handed to the registered follow-ups, in
+        this same transaction (a workflow task's end moves its workflow run on). ``facts``
+        (the runs as the decision read them) go with it."""
         applied = apply_changes(self.database, self.connection, self.now, changes)
         self.after_commit.append(
             lambda: metrics.runs_moved(self.now, changes.moves, applied.moved, facts or {})
         )
-        ended = [
-            m.run_id for m in changes.moves if m.target.is_terminal and m.run_id in applied.moved
-        ]
-        if ended:
-            self._move_on(ended, facts or {})
-        return applied
-
-    def _move_on(self, ended_run_ids: list[str], facts: Mapping[str, RunFacts]) -> None:
-        owners: list[Any] = [facts[run_id] for run_id in ended_run_ids if run_id in facts]
-        unknown = [run_id for run_id in ended_run_ids if run_id not in facts]
-        among = Among(self.connection.dialect.name, runs.c.id, "run_ids")
-        owned = select(runs.c.workflow_run_id, runs.c.backfill_id).where(
-            among.condition,
-            or_(runs.c.workflow_run_id.is_not(None), runs.c.backfill_id.is_not(None)),
+        ended = Ended(
+            tuple(
+                m.run_id
+                for m in changes.moves
+                if m.target.is_terminal and m.run_id in applied.moved
+            ),
+            facts or {},
+            tuple(
+                m
+                for m in changes.workflow_run_moves
+                if m.target.is_terminal and m.workflow_run_id in applied.workflow_runs_moved
+            ),
         )
-        for batch in among.batches(unknown):  # many at once: a fan-out's cancel
-            owners += self.connection.execute(owned, batch).all()
-        for workflow_run_id in sorted({owner.workflow_run_id for owner in owners} - {None}):
-            advance_run(self, workflow_run_id)
-        for backfill_id in sorted({owner.backfill_id for owner in owners} - {None}):
-            self.backfill_step(backfill_id)
-
-    def backfill_step(self, backfill_id: str) -> None:
-        """One of the backfill's runs ended (or it was created): its next runs start."""
-        advance_backfill(self, backfill_id)
+        if ended.run_ids or ended.workflow_runs:
+            for follow_up in _FOLLOW_UPS:
+                follow_up(self, ended)
+        return applied
 
     def settle(self, endings: Sequence[Ending], actor: str) -> list[Settled]:
         """Decide and apply the ends of these attempts (see ``lifecycle.settle``)."""

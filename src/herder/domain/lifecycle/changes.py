@@ -3,7 +3,8 @@ transaction, each write guarded by the state it expects.
 
 The one rule of what a transition sets besides the state is here (``transition``): an end
 stamps ``finished_at``, entering the queue stamps ``queued_at``, leaving it clears the
-waiting reason.
+waiting reason. Workflow runs and backfills move likewise (``workflow_run_transition``,
+``backfill_transition``), along their own tables.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from herder.domain.backfill_states import BackfillState, check_backfill_transition
 from herder.domain.jobs import JobSpec
 from herder.domain.states import AttemptState, RunState, check_transition
+from herder.domain.workflows.states import WorkflowRunState, check_workflow_run_transition
 
 
 class NoticeKind(StrEnum):
@@ -58,6 +61,29 @@ class RunMove:
     attempt: int | None
     values: Mapping[str, Any]
     event: Event
+
+
+@dataclass(frozen=True)
+class WorkflowRunMove:
+    """``source → target`` if the workflow run is still in ``source`` (and at repair
+    ``at_repair``, if set: two repairs from one reading cannot both apply)."""
+
+    workflow_run_id: str
+    source: WorkflowRunState
+    target: WorkflowRunState
+    values: Mapping[str, Any]
+    at_repair: int | None = None
+
+
+@dataclass(frozen=True)
+class BackfillMove:
+    """``source → target`` if the backfill is still in ``source``; a step that stays
+    ``running`` moves its cursor and counts."""
+
+    backfill_id: str
+    source: BackfillState
+    target: BackfillState
+    values: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -119,6 +145,8 @@ class Changes:
     preempt_requests: tuple[str, ...] = ()  # running attempts to stop for a higher class
     events: tuple[Event, ...] = ()
     notices: frozenset[Notice] = field(default_factory=frozenset)
+    workflow_run_moves: tuple[WorkflowRunMove, ...] = ()
+    backfill_moves: tuple[BackfillMove, ...] = ()
 
     def __add__(self, other: Changes) -> Changes:
         return Changes(
@@ -129,6 +157,8 @@ class Changes:
             preempt_requests=self.preempt_requests + other.preempt_requests,
             events=self.events + other.events,
             notices=self.notices | other.notices,
+            workflow_run_moves=self.workflow_run_moves + other.workflow_run_moves,
+            backfill_moves=self.backfill_moves + other.backfill_moves,
         )
 
     @property
@@ -151,6 +181,8 @@ def combine(parts: Iterable[Changes]) -> Changes:
         preempt_requests=tuple(a for part in listed for a in part.preempt_requests),
         events=tuple(event for part in listed for event in part.events),
         notices=frozenset(notice for part in listed for notice in part.notices),
+        workflow_run_moves=tuple(m for part in listed for m in part.workflow_run_moves),
+        backfill_moves=tuple(move for part in listed for move in part.backfill_moves),
     )
 
 
@@ -179,3 +211,35 @@ def transition(
         values.setdefault("waiting_reason", None)
     event = Event(run_id, message, actor, attempt, source, target)
     return RunMove(run_id, source, target, attempt, values, event)
+
+
+def workflow_run_transition(
+    workflow_run_id: str,
+    source: WorkflowRunState,
+    target: WorkflowRunState,
+    now: datetime,
+    *,
+    at_repair: int | None = None,
+    **values: Any,
+) -> WorkflowRunMove:
+    """A legal move (``Conflict`` otherwise) with what it sets besides the state: an end
+    stamps ``finished_at``; a start ``started_at``; a repair clears the end."""
+    check_workflow_run_transition(source, target)
+    if target.is_terminal:
+        values.setdefault("finished_at", now)
+    if source is WorkflowRunState.QUEUED and target is WorkflowRunState.RUNNING:
+        values.setdefault("started_at", now)
+    if source.is_terminal:
+        values.setdefault("finished_at", None)
+        values.setdefault("reason", None)
+    return WorkflowRunMove(workflow_run_id, source, target, values, at_repair)
+
+
+def backfill_transition(
+    backfill_id: str, source: BackfillState, target: BackfillState, now: datetime, **values: Any
+) -> BackfillMove:
+    """A legal move (``Conflict`` otherwise); an end stamps ``finished_at``."""
+    check_backfill_transition(source, target)
+    if target.is_terminal:
+        values.setdefault("finished_at", now)
+    return BackfillMove(backfill_id, source, target, values)

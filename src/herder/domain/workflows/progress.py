@@ -13,14 +13,15 @@ downstream (an ``all_done`` clean-up, a ``one_failed`` notice) does not fail the
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, NamedTuple
 
 from herder.domain.states import RunState
 from herder.domain.workflows.dag import Dag
 from herder.domain.workflows.run_bound import past_bound
 from herder.domain.workflows.spec import MapSource, TaskSpec, WorkflowSpec, map_source
+from herder.domain.workflows.states import WorkflowRunState
+from herder.domain.workflows.task_runs import gather_inputs
 from herder.domain.workflows.trigger_rules import (
     TriggerRule,
     Upstream,
@@ -29,23 +30,15 @@ from herder.domain.workflows.trigger_rules import (
     decide,
 )
 
+__all__ = [  # WorkflowRunState re-exported: its home is ``states``
+    "MAX_MAP_ITEMS", "End", "Instance", "Progress", "Start", "WorkflowRunState", "advance",
+    "map_items", "upstream_end",
+]  # fmt: skip
+
 MAX_MAP_ITEMS = 1000
 
 
-class WorkflowRunState(StrEnum):
-    QUEUED = "queued"  # waiting for a slot under the workflow's max_active_runs
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-    @property
-    def is_terminal(self) -> bool:
-        return self in (self.SUCCEEDED, self.FAILED, self.CANCELLED)
-
-
-@dataclass(frozen=True)
-class Instance:
+class Instance(NamedTuple):  # a tuple: thousands are made at each end of a fan-out's run
     """A task instance's current run (of the latest repair that ran the task)."""
 
     map_index: int  # -1: the task is not mapped
@@ -61,6 +54,7 @@ class Start:
     state: RunState
     reason: str
     items: tuple[Any, ...] | None = None  # a mapped task's items, one instance each
+    inputs: Mapping[str, Any] | None = None  # a started task's upstream outputs
 
 
 @dataclass(frozen=True)
@@ -99,12 +93,16 @@ def advance(
     *,
     cancelling: bool = False,
     made: int = 0,
+    outputs: Mapping[str, Sequence[tuple[int, Any]]] | None = None,
 ) -> Progress:
     """Decide every pending task, in dependency order, against ``board`` (each task's
     current instances; a task absent from it is pending). ``map_sources`` holds the output
     of each upstream task a pending mapped task reads its list from (a mapped upstream
     task: the list of its instances' outputs). A run being cancelled starts nothing. ``made``:
-    the runs the workflow run has made so far, over every repair (``run_bound``)."""
+    the runs the workflow run has made so far, over every repair (``run_bound``). With
+    ``outputs`` (each task's current instances' ``(map_index, output)``) a started task is
+    given its inputs, or fails when they are too big — and its dependants are decided on
+    that, in the same pass."""
     current = {name: list(instances) for name, instances in board.items()}
     progress = Progress()
     for name in dag.order:
@@ -131,6 +129,13 @@ def advance(
         if start.state is RunState.QUEUED:
             past = past_bound(made, len(start.items) if start.items is not None else 1)
             start = start if past is None else Start(name, RunState.FAILED, past)
+        if start.state is RunState.QUEUED and outputs is not None:
+            inputs, problem = gather_inputs(task, outputs)
+            start = (
+                Start(name, RunState.FAILED, problem)
+                if problem is not None
+                else replace(start, inputs=inputs)
+            )
         progress.starts.append(start)
         current[name] = _instances(start)
         made += len(current[name])

@@ -1,15 +1,24 @@
 """What a workflow task's run is given: its job's spec with the task's overrides, the
-workflow's parameters as environment, and its upstream tasks' outputs as inputs."""
+workflow's parameters as environment, and its upstream tasks' outputs as inputs — and the
+runs a decision's starts become (``build_task_runs``)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
+from herder.domain.backfills import backfill_run_spec
 from herder.domain.jobs import JobSpec, apply_overrides
+from herder.domain.lifecycle.changes import Event, NewRun, TaskOf
 from herder.domain.parameters import environment
-from herder.domain.workflows.spec import TaskSpec
+from herder.domain.states import RunState
+from herder.domain.workflows.spec import TaskSpec, WorkflowSpec
+
+if TYPE_CHECKING:
+    from herder.domain.workflows.progress import Start
 
 MAX_INPUTS_BYTES = 1024 * 1024  # all of a task's inputs, encoded as JSON
 
@@ -56,3 +65,71 @@ def gather_inputs(
             f"{MAX_INPUTS_BYTES:,} (1 MiB): pass references (paths, URLs) instead"
         )
     return inputs, None
+
+
+@dataclass(frozen=True)
+class PinnedRun:
+    """A workflow run as its task runs are built from it: what it pinned when it started."""
+
+    id: str
+    tenant_id: str
+    params: Mapping[str, Any]
+    jobs: Mapping[str, Any]  # job name → {"id", "spec"} as pinned
+    repair: int
+    backfill_id: str | None = None
+
+
+def build_task_runs(
+    workflow_run: PinnedRun,
+    spec: WorkflowSpec,
+    starts: Sequence[Start],
+    now: datetime,
+    new_run_id: Callable[[], str],
+) -> list[NewRun]:
+    """The runs of these decided tasks: a started task's instances queued (a mapped task's,
+    one an item) with its start deadline, at ``low`` priority in a backfill; a task decided
+    not to run, one run already ended saying why."""
+    tasks = {task.name: task for task in spec.tasks}
+    jobs: dict[str, JobSpec] = {}
+    new_runs = []
+    for start in starts:
+        task = tasks[start.task]
+        job = workflow_run.jobs[task.job]
+        if task.job not in jobs:
+            jobs[task.job] = JobSpec.model_validate(job["spec"])
+        run_spec = task_run_spec(jobs[task.job], task, workflow_run.params)
+        if workflow_run.backfill_id is not None:
+            run_spec = backfill_run_spec(run_spec)
+        queued = start.state is RunState.QUEUED
+        items = start.items if queued and start.items is not None else None
+        instances = [(-1, None)] if items is None else list(enumerate(items))
+        deadline = task.overrides.start_deadline_seconds
+        message = f"task {task.name} of workflow run {workflow_run.id}: {start.reason}"
+        for map_index, item in instances:
+            run_id = new_run_id()
+            new_runs.append(
+                NewRun(
+                    id=run_id,
+                    tenant_id=workflow_run.tenant_id,
+                    job_id=job["id"],
+                    job_name=task.job,
+                    spec=run_spec,
+                    state=start.state,
+                    reason=None if queued else start.reason,
+                    start_deadline=(
+                        now + timedelta(seconds=deadline)
+                        if deadline is not None and queued
+                        else None
+                    ),
+                    event=Event(run_id, message, f"workflow:{workflow_run.id}", target=start.state),
+                    task=TaskOf(
+                        workflow_run.id,
+                        task.name,
+                        workflow_run.repair,
+                        map_index,
+                        item,
+                        start.inputs if queued else None,
+                    ),
+                )
+            )
+    return new_runs

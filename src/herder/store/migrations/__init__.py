@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from alembic import command
 from alembic.config import Config
+from sqlalchemy import Engine
 
-if TYPE_CHECKING:
-    from herder.store.database import Database
+
+class Database(Protocol):
+    """What a migration needs of ``store.database.Database`` (which imports this module)."""
+
+    @property
+    def engine(self) -> Engine: ...
+
 
 _HERE = Path(__file__).parent
 

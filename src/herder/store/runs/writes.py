@@ -1,4 +1,5 @@
-"""Applying a lifecycle decision's ``Changes`` to runs, attempts and their events: a few
+"""Applying a lifecycle decision's ``Changes`` to runs, attempts and their events (and to
+the workflow runs and backfills that own runs: ``owner_writes``): a few
 set-based statements whatever the size of the batch, each write guarded by the state (and
 fencing number) it expects. A guard that no longer holds changes nothing, its event is not
 recorded, and the caller is told which writes held.
@@ -26,6 +27,7 @@ from herder.store.dialect import (
 )
 from herder.store.history.live import live_floor
 from herder.store.notifications import send
+from herder.store.runs.owner_writes import move_backfills, move_workflow_runs
 from herder.store.schema import attempts, run_events, runs
 
 
@@ -34,6 +36,8 @@ class Applied:
     inserted: frozenset[str]  # run ids
     ended: frozenset[str]  # attempt ids
     moved: frozenset[str]  # run ids
+    workflow_runs_moved: frozenset[str] = frozenset()
+    backfills_moved: frozenset[str] = frozenset()
 
 
 def apply_changes(
@@ -52,8 +56,16 @@ def apply_changes(
             *changes.events,
         ],
     )
+    workflow_runs_moved = move_workflow_runs(connection, changes.workflow_run_moves)
+    backfills_moved = move_backfills(connection, changes.backfill_moves)
     send(database, connection, changes.notices)
-    return Applied(frozenset(inserted), frozenset(ended), frozenset(moved))
+    return Applied(
+        frozenset(inserted),
+        frozenset(ended),
+        frozenset(moved),
+        frozenset(workflow_runs_moved),
+        frozenset(backfills_moved),
+    )
 
 
 def record_events(connection: Connection, now: datetime, events: Iterable[Event]) -> None:

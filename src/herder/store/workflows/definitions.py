@@ -18,9 +18,9 @@ from herder.domain.ids import new_id
 from herder.domain.models import Page
 from herder.domain.workflows.dag import Dag
 from herder.domain.workflows.models import Workflow
-from herder.domain.workflows.progress import WorkflowRunState
 from herder.domain.workflows.run_bound import check_run_bound
 from herder.domain.workflows.spec import WorkflowSpec, task_order
+from herder.domain.workflows.states import ACTIVE_WORKFLOW_RUN_STATES
 from herder.store.database import Database
 from herder.store.pagination import next_cursor, page_query, page_records
 from herder.store.schema import jobs, schedules, workflow_runs, workflow_versions, workflows
@@ -183,7 +183,7 @@ class WorkflowRepository:
                 .select_from(workflow_runs)
                 .where(
                     workflow_runs.c.workflow_id == workflow_id,
-                    workflow_runs.c.state.in_([WorkflowRunState.QUEUED, WorkflowRunState.RUNNING]),
+                    workflow_runs.c.state.in_(sorted(ACTIVE_WORKFLOW_RUN_STATES)),
                 )
             ).scalar_one()
             if active:

@@ -1,79 +1,76 @@
 """Moving workflow runs on inside the unit of work that ended one of their task runs (or
 started, repaired or cancelled the workflow run): never a scan of DAGs.
 
-The workflow run's row is locked first, so two of its tasks ending at once decide one after
-the other, each seeing the other's end. The decision is ``domain.workflows.progress``; here
-its facts are read — the current instance of every task, the outputs a mapped task or a
-starting task needs — and its starts become runs, inserted through the unit of work (a
-unique index on task instance and repair makes a repeated start nothing).
+Read once, decide once, apply once. The workflow run's row is locked first, so two of its
+tasks ending at once decide one after the other, each seeing the other's end; then its facts
+are read in one go — its version's DAG, every run it has made (from the index) and the
+outputs a start may pass on, the tenant's room — and ``domain.workflows.walk`` decides;
+the unit of work applies the runs it makes (a unique index on task instance and repair
+makes a repeated start nothing) and the workflow run's end, whose follow-up
+(``store.follow_ups``) frees its slot.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Collection, Iterable
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, func, select, update
+from sqlalchemy import Connection, select
 
 from herder.clock import epoch_ms
 from herder.domain.ids import new_id
-from herder.domain.jobs import JobSpec, Priority
-from herder.domain.lifecycle.changes import DUE, WORK, Changes, Event, NewRun, TaskOf
-from herder.domain.queue_room import RELEASER, hold
-from herder.domain.states import RunState
-from herder.domain.workflows.progress import (
-    End,
-    Instance,
-    Start,
-    WorkflowRunState,
-    advance,
+from herder.domain.queue_room import RELEASER
+from herder.domain.workflows.states import WorkflowRunState
+from herder.domain.workflows.task_runs import PinnedRun
+from herder.domain.workflows.walk import (
+    RUN_STATES,
+    TaskRunFact,
+    WalkFacts,
+    current_runs,
+    outputs_wanted,
+    walk,
 )
-from herder.domain.workflows.spec import WorkflowSpec, map_source
-from herder.domain.workflows.task_runs import gather_inputs, task_run_spec
 from herder.store.queue_room import room_after_release
-from herder.store.schema import runs, workflow_runs, workflows
+from herder.store.schema import runs, workflow_runs
 from herder.store.workflows.definitions import dag_of
 
 if TYPE_CHECKING:
     from herder.store.work import Work
 
-Board = dict[str, list[Instance]]
-
 
 def advance_run(work: Work, workflow_run_id: str) -> None:
     """Decide the run's pending tasks and apply the decision; end the run when every task
-    has ended, and then start the workflow's next queued run if a slot is free."""
+    has ended."""
+    facts = read_walk(work, workflow_run_id)
+    if facts is None:
+        return
+    changes = walk(facts, work.now, lambda: new_id("run", epoch_ms(work.now)))
+    if not changes.empty:
+        work.apply(changes)
+
+
+def read_walk(work: Work, workflow_run_id: str) -> WalkFacts | None:
+    """The walk's facts, the run locked (its tenant's held runs released first, as room
+    frees); None for a run that is not running."""
     row = lock(work.connection, workflow_run_id)
     if row is None:
-        return
+        return None
     room = room_after_release(work, row.tenant_id, actor=RELEASER)
-    if WorkflowRunState(row.state) is not WorkflowRunState.RUNNING:
-        return
+    state = WorkflowRunState(row.state)
+    if state is not WorkflowRunState.RUNNING:
+        return None
+    repaired = frozenset(row.repaired_tasks or ())
     dag = dag_of(work.connection, row.workflow_id, row.version)
-    board = read_board(work.connection, row)
-    made = _made(work.connection, row.id)
-    while True:
-        sources = _map_sources(work.connection, row, dag.spec, board)
-        progress = advance(
-            dag, board, row.params, sources, cancelling=row.cancel_requested, made=made
-        )
-        if not progress.starts:
-            break
-        new_runs, room = hold(_new_runs(work, row, dag.spec, board, progress.starts), room)
-        made += len(new_runs)
-        work.apply(_queued(new_runs))
-        for new in new_runs:
-            assert new.task is not None
-            board.setdefault(new.task.task_name, []).append(Instance(new.task.map_index, new.state))
-        if not _refused(progress.starts, new_runs):
-            break  # the decision stands as made: nothing more to decide until a task ends
-    if progress.end is not None:
-        _finish(work, row, progress.end)
-        admit_next(work, row.workflow_id)
-        if row.backfill_id is not None:
-            work.backfill_step(row.backfill_id)
+    found = task_runs_of(work.connection, workflow_run_id)
+    wanted = outputs_wanted(dag, current_runs(found, row.repair, repaired))
+    return WalkFacts(
+        workflow_run=pinned(row),
+        state=state,
+        repaired_tasks=repaired,
+        cancel_requested=row.cancel_requested,
+        dag=dag,
+        task_runs=_with_outputs(work.connection, workflow_run_id, found, wanted),
+        room=room,
+    )
 
 
 def lock(connection: Connection, workflow_run_id: str) -> Any:
@@ -82,214 +79,41 @@ def lock(connection: Connection, workflow_run_id: str) -> Any:
     ).first()
 
 
-def read_board(connection: Connection, row: Any) -> Board:
-    """Each task's current instances: its runs of the latest repair that ran it. A task the
-    latest repair runs again has none until it starts again: it is pending."""
+def pinned(row: Any) -> PinnedRun:
+    return PinnedRun(row.id, row.tenant_id, row.params, row.jobs, row.repair, row.backfill_id)
+
+
+def task_runs_of(connection: Connection, workflow_run_id: str) -> list[TaskRunFact]:
+    """Every run the workflow run has made, over every repair, without its output (the
+    index answers this; outputs are read from the rows)."""
     found = connection.execute(
         select(runs.c.task_name, runs.c.map_index, runs.c.repair, runs.c.state).where(
-            runs.c.workflow_run_id == row.id
+            runs.c.workflow_run_id == workflow_run_id
         )
     ).all()
-    return _current(found, row)
+    return [
+        TaskRunFact(run.task_name, run.map_index, run.repair, RUN_STATES[run.state])
+        for run in found
+    ]
 
 
-def _current(rows: Iterable[Any], workflow_run: Any) -> Board:
-    by_repair: dict[str, dict[int, list[Instance]]] = defaultdict(lambda: defaultdict(list))
-    for found in rows:
-        instance = Instance(found.map_index, RunState(found.state))
-        by_repair[found.task_name][found.repair].append(instance)
-    again = set(workflow_run.repaired_tasks or ())
-    board: Board = {}
-    for task, repairs in by_repair.items():
-        latest = max(repairs)
-        if task in again and latest < workflow_run.repair:
-            continue
-        board[task] = repairs[latest]
-    return board
-
-
-def outputs_of(
-    connection: Connection, workflow_run: Any, board: Board, tasks: Collection[str]
-) -> dict[str, list[tuple[int, Any]]]:
-    """The current instances' outputs of these tasks, ``(map_index, output)`` each."""
+def _with_outputs(
+    connection: Connection, workflow_run_id: str, found: list[TaskRunFact], tasks: set[str]
+) -> list[TaskRunFact]:
+    """The runs, those of these tasks with their outputs."""
     if not tasks:
-        return {}
-    rows = connection.execute(
-        select(runs.c.task_name, runs.c.map_index, runs.c.repair, runs.c.output).where(
-            runs.c.workflow_run_id == workflow_run.id, runs.c.task_name.in_(list(tasks))
+        return found
+    outputs = {
+        (run.task_name, run.map_index, run.repair): run.output
+        for run in connection.execute(
+            select(runs.c.task_name, runs.c.map_index, runs.c.repair, runs.c.output).where(
+                runs.c.workflow_run_id == workflow_run_id, runs.c.task_name.in_(sorted(tasks))
+            )
         )
-    ).all()
-    latest: dict[str, int] = {}
-    for found in rows:
-        latest[found.task_name] = max(latest.get(found.task_name, -1), found.repair)
-    outputs: dict[str, list[tuple[int, Any]]] = defaultdict(list)
-    for found in rows:
-        if found.task_name in board and found.repair == latest[found.task_name]:
-            outputs[found.task_name].append((found.map_index, found.output))
-    return outputs
-
-
-def _map_sources(
-    connection: Connection, workflow_run: Any, spec: WorkflowSpec, board: Board
-) -> dict[str, Any]:
-    """What pending mapped tasks read their lists from: an upstream task's output (a mapped
-    upstream task's: the list of its instances' outputs)."""
-    wanted = {
-        source.task
-        for task in spec.tasks
-        if task.name not in board
-        and (source := map_source(task)) is not None
-        and source.task is not None
-        and source.task in board
     }
-    sources: dict[str, Any] = {}
-    for task, instances in outputs_of(connection, workflow_run, board, wanted).items():
-        ordered = sorted(instances, key=lambda pair: pair[0])
-        mapped = any(index >= 0 for index, _ in ordered)
-        sources[task] = [output for _, output in ordered] if mapped else ordered[0][1]
-    return sources
-
-
-def _new_runs(
-    work: Work, workflow_run: Any, spec: WorkflowSpec, board: Board, starts: list[Start]
-) -> list[NewRun]:
-    tasks = {task.name: task for task in spec.tasks}
-    parents = {p for s in starts if s.state is RunState.QUEUED for p in tasks[s.task].depends_on}
-    outputs = outputs_of(work.connection, workflow_run, board, parents)
-    jobs = {name: JobSpec.model_validate(job["spec"]) for name, job in workflow_run.jobs.items()}
-    new_runs = []
-    for start in starts:
-        task = tasks[start.task]
-        job = workflow_run.jobs[task.job]
-        state, reason, inputs = start.state, start.reason, None
-        if state is RunState.QUEUED:
-            inputs, problem = gather_inputs(task, outputs)
-            if problem is not None:
-                state, reason = RunState.FAILED, problem
-        spec_run = task_run_spec(jobs[task.job], task, workflow_run.params)
-        if workflow_run.backfill_id is not None:  # a backfill never starves current work
-            spec_run = spec_run.model_copy(update={"priority": Priority.LOW})
-        items = start.items if state is RunState.QUEUED and start.items is not None else None
-        instances = [(-1, None)] if items is None else list(enumerate(items))
-        deadline = task.overrides.start_deadline_seconds
-        for map_index, item in instances:
-            run_id = new_id("run", epoch_ms(work.now))
-            message = f"task {task.name} of workflow run {workflow_run.id}: {reason}"
-            new_runs.append(
-                NewRun(
-                    id=run_id,
-                    tenant_id=workflow_run.tenant_id,
-                    job_id=job["id"],
-                    job_name=task.job,
-                    spec=spec_run,
-                    state=state,
-                    reason=None if state is RunState.QUEUED else reason,
-                    start_deadline=(
-                        work.now + timedelta(seconds=deadline)
-                        if deadline is not None and state is RunState.QUEUED
-                        else None
-                    ),
-                    event=Event(run_id, message, f"workflow:{workflow_run.id}", target=state),
-                    task=TaskOf(
-                        workflow_run.id,
-                        task.name,
-                        workflow_run.repair,
-                        map_index,
-                        item,
-                        inputs if state is RunState.QUEUED else None,
-                    ),
-                )
-            )
-    return new_runs
-
-
-def _refused(starts: list[Start], new_runs: list[NewRun]) -> bool:
-    """A start the decision made that could not be made as decided (its inputs too big): it
-    failed instead, and its dependants must be decided again."""
-    decided = {start.task: start.state for start in starts}
-    return any(
-        new.task and decided[new.task.task_name] is not _as_decided(new.state) for new in new_runs
-    )
-
-
-def _as_decided(state: RunState) -> RunState:
-    """A run held past its tenant's ``max_queued`` started as decided: it waits to be queued."""
-    return RunState.QUEUED if state is RunState.PENDING else state
-
-
-def _made(connection: Connection, workflow_run_id: str) -> int:
-    """The runs the workflow run has made, over every repair."""
-    return int(
-        connection.execute(
-            select(func.count()).select_from(runs).where(runs.c.workflow_run_id == workflow_run_id)
-        ).scalar_one()
-    )
-
-
-def _queued(new_runs: list[NewRun]) -> Changes:
-    queued = [new for new in new_runs if new.state is RunState.QUEUED]
-    waiting = [new for new in new_runs if new.state.is_active]  # queued, or held
-    notices = ({WORK} if queued else set()) | (
-        {DUE} if any(n.start_deadline for n in waiting) else set()
-    )
-    return Changes(new_runs=tuple(new_runs), notices=frozenset(notices))
-
-
-def _finish(work: Work, workflow_run: Any, end: End) -> None:
-    work.connection.execute(
-        update(workflow_runs)
-        .where(
-            workflow_runs.c.id == workflow_run.id,
-            workflow_runs.c.state == WorkflowRunState.RUNNING,
-        )
-        .values(state=end.state, reason=end.reason, finished_at=work.now, cancel_requested=False)
-    )
-
-
-def admit_next(work: Work, workflow_id: str) -> None:
-    """Start the workflow's oldest queued run if ``max_active_runs`` leaves a slot. The
-    workflow's row is locked, so two runs ending at once admit one run each."""
-    limit = work.connection.execute(
-        select(workflows.c.spec).where(workflows.c.id == workflow_id).with_for_update()
-    ).scalar()
-    if limit is None:
-        return  # deleted: nothing of it is queued (a delete waits for its runs to end)
-    capacity = limit.get("max_active_runs")
-    running = active_count(work.connection, workflow_id, WorkflowRunState.RUNNING)
-    if capacity is not None and running >= capacity:
-        return
-    queued = work.connection.execute(
-        select(workflow_runs.c.id)
-        .where(
-            workflow_runs.c.workflow_id == workflow_id,
-            workflow_runs.c.state == WorkflowRunState.QUEUED,
-        )
-        .order_by(workflow_runs.c.id)
-        .limit(1 if capacity is None else max(capacity - running, 0))
-    ).scalars()
-    for workflow_run_id in list(queued):
-        begin(work, workflow_run_id, from_state=WorkflowRunState.QUEUED)
-
-
-def begin(work: Work, workflow_run_id: str, *, from_state: WorkflowRunState) -> None:
-    """The run starts: it becomes ``running`` and its first tasks are decided."""
-    started = work.connection.execute(
-        update(workflow_runs)
-        .where(workflow_runs.c.id == workflow_run_id, workflow_runs.c.state == from_state)
-        .values(state=WorkflowRunState.RUNNING, started_at=work.now)
-    ).rowcount
-    if started:
-        advance_run(work, workflow_run_id)
-
-
-def active_count(connection: Connection, workflow_id: str, *states: WorkflowRunState) -> int:
-    return int(
-        connection.execute(
-            select(func.count())
-            .select_from(workflow_runs)
-            .where(
-                workflow_runs.c.workflow_id == workflow_id,
-                workflow_runs.c.state.in_([str(state) for state in states]),
-            )
-        ).scalar_one()
-    )
+    return [
+        run._replace(output=outputs.get((run.task_name, run.map_index, run.repair)))
+        if run.task_name in tasks
+        else run
+        for run in found
+    ]

@@ -5,38 +5,33 @@ and repair in place."""
 from __future__ import annotations
 
 import random
-from collections import defaultdict
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, select
 
 from herder.clock import Clock
-from herder.domain.errors import Conflict, Invalid, NotFound
+from herder.domain.errors import Conflict, NotFound
 from herder.domain.lifecycle.cancel import Cause
 from herder.domain.models import Page
 from herder.domain.states import RunState
 from herder.domain.workflows.dag import Dag
 from herder.domain.workflows.models import TaskRun, WorkflowRun, WorkflowRunDetail
-from herder.domain.workflows.progress import WorkflowRunState, advance, upstream_end
-from herder.domain.workflows.spec import WorkflowSpec
-from herder.domain.workflows.trigger_rules import UpstreamEnd
+from herder.domain.workflows.progress import WorkflowRunState, advance
+from herder.domain.workflows.repair import RepairFacts, RepairRequest, repair
+from herder.domain.workflows.walk import board_of, current_runs
 from herder.store.database import Database
 from herder.store.pagination import next_cursor, page_query, page_records
 from herder.store.schema import runs, workflow_runs
 from herder.store.work import unit_of_work
 from herder.store.workflows.definitions import dag_of, spec_of
-from herder.store.workflows.progress import (
-    advance_run,
-    lock,
-    outputs_of,
-    read_board,
-)
+from herder.store.workflows.progress import advance_run, lock, task_runs_of
 from herder.store.workflows.starts import cancel_in, start_in, workflow_row
 
 _TASK_RUN_COLUMNS = (
     runs.c.id, runs.c.task_name, runs.c.map_index, runs.c.repair, runs.c.state, runs.c.reason,
     runs.c.attempt_count, runs.c.started_at, runs.c.finished_at, runs.c.waiting_reason,
+    runs.c.output,
 )  # fmt: skip
 
 
@@ -132,31 +127,15 @@ class WorkflowRunRepository:
         with unit_of_work(self._db, self._clock, self._rng) as work:
             self._read(work.connection, tenant_id, workflow_run_id)
             row = lock(work.connection, workflow_run_id)
-            if row.repair != token:
-                raise Conflict(
-                    f"workflow run {workflow_run_id} is at repair {row.repair}, not {token}: "
-                    "it was repaired meanwhile; read it again",
-                    field="repair",
-                )
-            if not WorkflowRunState(row.state).is_terminal:
-                raise Conflict(
-                    f"workflow run {workflow_run_id} is still {row.state}; repair it once it "
-                    "has ended"
-                )
-            spec = spec_of(work.connection, row.workflow_id, row.version)
-            chosen = _to_repair(spec, read_board(work.connection, row), tasks, dependents)
-            work.connection.execute(
-                update(workflow_runs)
-                .where(workflow_runs.c.id == workflow_run_id, workflow_runs.c.repair == token)
-                .values(
-                    repair=token + 1,
-                    repaired_tasks=sorted(chosen),
-                    reason=None,
-                    state=WorkflowRunState.RUNNING,
-                    finished_at=None,
-                    cancel_requested=False,
-                )
+            found = task_runs_of(work.connection, workflow_run_id)
+            facts = RepairFacts(
+                workflow_run_id,
+                WorkflowRunState(row.state),
+                row.repair,
+                spec_of(work.connection, row.workflow_id, row.version),
+                board_of(current_runs(found, row.repair, row.repaired_tasks or ())),
             )
+            work.apply(repair(facts, RepairRequest(token, tasks, dependents), work.now))
             advance_run(work, workflow_run_id)
             return self._read(work.connection, tenant_id, workflow_run_id)
 
@@ -196,65 +175,17 @@ def _same_workflow(existing: Any, workflow_id: str, key: str) -> WorkflowRun:
     return _workflow_run(existing)
 
 
-def _to_repair(
-    spec: WorkflowSpec, board: dict[str, Any], tasks: Sequence[str] | None, dependents: bool
-) -> set[str]:
-    names = [task.name for task in spec.tasks]
-    if tasks is not None:
-        for position, name in enumerate(tasks):
-            if name not in names:
-                raise Invalid(f"{name!r} is not a task of this workflow", field=f"tasks.{position}")
-        chosen = set(tasks)
-    else:
-        chosen = {
-            name
-            for name in names
-            if name not in board
-            or any(
-                upstream_end(instance.state) not in (UpstreamEnd.SUCCESS, UpstreamEnd.SKIPPED)
-                for instance in board[name]
-            )
-        }
-    if dependents:
-        chosen |= _downstream(spec, chosen)
-    if not chosen:
-        raise Conflict("nothing to repair: every task succeeded or was skipped")
-    return chosen
-
-
-def _downstream(spec: WorkflowSpec, roots: Collection[str]) -> set[str]:
-    children: dict[str, list[str]] = {task.name: [] for task in spec.tasks}
-    for task in spec.tasks:
-        for parent in task.depends_on:
-            children[parent].append(task.name)
-    found: set[str] = set()
-    stack = list(roots)
-    while stack:
-        for child in children[stack.pop()]:
-            if child not in found:
-                found.add(child)
-                stack.append(child)
-    return found
-
-
 def _tasks(connection: Connection, row: Any, dag: Dag) -> list[TaskRun]:
     """Every task instance: its current run, or — pending — why it waits."""
     found = connection.execute(
-        select(*_TASK_RUN_COLUMNS).where(runs.c.workflow_run_id == row.id)
+        select(*_TASK_RUN_COLUMNS)
+        .where(runs.c.workflow_run_id == row.id)
+        .order_by(runs.c.map_index)
     ).all()
-    board = read_board(connection, row)
-    latest: dict[str, int] = {}
-    for f in found:
-        latest[f.task_name] = max(latest.get(f.task_name, -1), f.repair)
-    current: dict[str, list[Any]] = defaultdict(list)
-    for f in sorted(found, key=lambda f: f.map_index):
-        if f.task_name in board and f.repair == latest[f.task_name]:
-            current[f.task_name].append(f)
-    outputs = outputs_of(connection, row, board, list(board))
-    output = {(t, i): value for t, pairs in outputs.items() for i, value in pairs}
+    current = current_runs(found, row.repair, row.repaired_tasks or ())
     state = WorkflowRunState(row.state)
     waiting = (
-        advance(dag, board, row.params, {}, cancelling=row.cancel_requested).waiting
+        advance(dag, board_of(current), row.params, {}, cancelling=row.cancel_requested).waiting
         if state is WorkflowRunState.RUNNING
         else {}
     )
@@ -277,7 +208,7 @@ def _tasks(connection: Connection, row: Any, dag: Dag) -> list[TaskRun]:
                     attempt_count=f.attempt_count,
                     started_at=f.started_at,
                     finished_at=f.finished_at,
-                    output=output.get((task.name, f.map_index)),
+                    output=f.output,
                 )
             )
     return listed

@@ -6,14 +6,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from sqlalchemy import select, update
 
 from herder.domain.errors import Conflict, Invalid
 from herder.domain.lifecycle.cancel import Cause
-from herder.domain.workflows.progress import WorkflowRunState
+from herder.domain.schedules import ScheduleSpec
 from herder.domain.workflows.scheduled import scheduled_starts
+from herder.domain.workflows.states import ACTIVE_WORKFLOW_RUN_STATES
 from herder.store.schedule_events import (
     NewScheduleEvent,
     record_schedule_events,
@@ -23,8 +24,20 @@ from herder.store.schema import schedules, workflow_runs
 from herder.store.workflows.starts import cancel_in, start_in
 
 if TYPE_CHECKING:
-    from herder.store.firing import DueSchedule
     from herder.store.work import Work
+
+
+class DueSchedule(Protocol):
+    """A due schedule of a workflow as the firer read it (``store.firing.DueSchedule``)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def tenant_id(self) -> str: ...
+    @property
+    def workflow_id(self) -> str | None: ...
+    @property
+    def spec(self) -> ScheduleSpec: ...
 
 
 def start_scheduled(
@@ -37,7 +50,7 @@ def start_scheduled(
             select(workflow_runs.c.id)
             .where(
                 workflow_runs.c.schedule_id == due.id,
-                workflow_runs.c.state.in_([WorkflowRunState.QUEUED, WorkflowRunState.RUNNING]),
+                workflow_runs.c.state.in_(sorted(ACTIVE_WORKFLOW_RUN_STATES)),
             )
             .order_by(workflow_runs.c.id)
         ).scalars()

@@ -8,22 +8,25 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, func, select
 
 from herder.clock import epoch_ms
-from herder.domain.errors import Conflict, Invalid, NotFound
+from herder.domain.errors import Invalid, NotFound
 from herder.domain.ids import new_id
 from herder.domain.jobs import JobSpec
 from herder.domain.lifecycle.cancel import Cause, cancel_all
-from herder.domain.workflows.progress import WorkflowRunState
+from herder.domain.states import ACTIVE_RUN_STATES
+from herder.domain.workflows.admission import admission, admit, admitted_at_most
+from herder.domain.workflows.cancel import cancel_workflow_run
 from herder.domain.workflows.run_bound import check_run_bound
-from herder.domain.workflows.spec import Concurrency, WorkflowSpec, check_params
+from herder.domain.workflows.spec import WorkflowSpec, check_params
+from herder.domain.workflows.states import ACTIVE_WORKFLOW_RUN_STATES, WorkflowRunState
 from herder.domain.workflows.task_runs import task_run_spec
 from herder.store.dialect import insert_ignoring_duplicates
-from herder.store.runs.facts import ACTIVE_STATES, cancellable_runs
+from herder.store.runs.facts import cancellable_runs
 from herder.store.schema import runs, workflow_runs, workflows
 from herder.store.workflows.definitions import check_jobs, spec_of
-from herder.store.workflows.progress import active_count, advance_run, begin, lock
+from herder.store.workflows.progress import advance_run, lock
 
 if TYPE_CHECKING:
     from herder.store.work import Work
@@ -59,7 +62,8 @@ def start_in(
     values = check_params(spec, params)
     check_run_bound(spec, values)
     pinned = _pinned_jobs(work.connection, tenant_id, spec, values)
-    state = _admission(work.connection, workflow.id, spec)
+    active = active_count(work.connection, workflow.id, *ACTIVE_WORKFLOW_RUN_STATES)
+    state = admission(spec.max_active_runs, spec.concurrency, active)
     run_id = new_id("wfrun", epoch_ms(work.now))
     inserted = work.connection.execute(
         insert_ignoring_duplicates(
@@ -77,6 +81,7 @@ def start_in(
             repair=0,
             cancel_requested=False,
             created_at=work.now,
+            started_at=work.now if state is WorkflowRunState.RUNNING else None,
             schedule_id=schedule_id,
             scheduled_for=scheduled_for,
             backfill_id=backfill_id,
@@ -85,23 +90,19 @@ def start_in(
     if inserted is None:
         return None
     if state is WorkflowRunState.RUNNING:
-        begin(work, run_id, from_state=WorkflowRunState.RUNNING)
+        advance_run(work, run_id)
     return run_id
 
 
 def cancel_in(work: Work, workflow_run_id: str, cause: Cause) -> None:
     """Cancel an active workflow run inside ``work`` (see ``WorkflowRunRepository.cancel``)."""
     row = lock(work.connection, workflow_run_id)
-    if WorkflowRunState(row.state) is WorkflowRunState.QUEUED:
-        _end_queued(work, workflow_run_id)
+    state = WorkflowRunState(row.state)
+    work.apply(cancel_workflow_run(workflow_run_id, state, work.now))
+    if state is WorkflowRunState.QUEUED:
         return
-    work.connection.execute(
-        update(workflow_runs)
-        .where(workflow_runs.c.id == workflow_run_id)
-        .values(cancel_requested=True)
-    )
     active = select(runs.c.id).where(
-        runs.c.workflow_run_id == workflow_run_id, runs.c.state.in_(ACTIVE_STATES)
+        runs.c.workflow_run_id == workflow_run_id, runs.c.state.in_(sorted(ACTIVE_RUN_STATES))
     )
     why = Cause(cause.actor, cause.why or f"its workflow run {workflow_run_id} was cancelled")
     # One decision for all its runs, applied set-based: a few statements for a fan-out of
@@ -136,32 +137,39 @@ def _pinned_jobs(
     return {name: {"id": row.id, "spec": row.spec} for name, row in found.items()}
 
 
-def _admission(connection: Connection, workflow_id: str, spec: WorkflowSpec) -> WorkflowRunState:
-    if spec.max_active_runs is None:
-        return WorkflowRunState.RUNNING
-    active = active_count(
-        connection, workflow_id, WorkflowRunState.RUNNING, WorkflowRunState.QUEUED
-    )
-    if active < spec.max_active_runs:
-        return WorkflowRunState.RUNNING
-    if spec.concurrency is Concurrency.FORBID:
-        raise Conflict(
-            f"the workflow allows {spec.max_active_runs} active run(s) and has {active}; its "
-            "concurrency policy is forbid"
-        )
-    return WorkflowRunState.QUEUED
-
-
-def _end_queued(work: Work, workflow_run_id: str) -> None:
-    work.connection.execute(
-        update(workflow_runs)
+def admit_next(work: Work, workflow_id: str) -> None:
+    """Start the workflow's oldest queued runs that ``max_active_runs`` leaves a slot for
+    (``domain.workflows.admission``). The workflow's row is locked, so two runs ending at
+    once admit one run each."""
+    spec = work.connection.execute(
+        select(workflows.c.spec).where(workflows.c.id == workflow_id).with_for_update()
+    ).scalar()
+    if spec is None:
+        return  # deleted: nothing of it is queued (a delete waits for its runs to end)
+    capacity = spec.get("max_active_runs")
+    running = active_count(work.connection, workflow_id, WorkflowRunState.RUNNING)
+    queued = work.connection.execute(
+        select(workflow_runs.c.id)
         .where(
-            workflow_runs.c.id == workflow_run_id,
+            workflow_runs.c.workflow_id == workflow_id,
             workflow_runs.c.state == WorkflowRunState.QUEUED,
         )
-        .values(
-            state=WorkflowRunState.CANCELLED,
-            reason="cancelled before it started",
-            finished_at=work.now,
-        )
+        .order_by(workflow_runs.c.id)
+        .limit(admitted_at_most(capacity))
+    ).scalars()
+    started = work.apply(admit(capacity, running, list(queued), work.now))
+    for move in sorted(started.workflow_runs_moved):
+        advance_run(work, move)
+
+
+def active_count(connection: Connection, workflow_id: str, *states: WorkflowRunState) -> int:
+    return int(
+        connection.execute(
+            select(func.count())
+            .select_from(workflow_runs)
+            .where(
+                workflow_runs.c.workflow_id == workflow_id,
+                workflow_runs.c.state.in_([str(state) for state in states]),
+            )
+        ).scalar_one()
     )
