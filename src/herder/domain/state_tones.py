@@ -16,7 +16,7 @@ from herder.domain.alerts.rules import DeliveryState, IncidentState
 from herder.domain.backfills import BackfillState
 from herder.domain.models import WorkerState
 from herder.domain.states import AttemptState, RunState
-from herder.domain.workflows.progress import WorkflowRunState
+from herder.domain.workflows.states import WorkflowRunState
 
 State = TypeVar("State", bound=StrEnum)
 

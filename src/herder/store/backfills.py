@@ -10,13 +10,14 @@ from sqlalchemy import Connection, insert, select
 
 from herder.clock import Clock, epoch_ms
 from herder.domain.backfills import Backfill, BackfillRequest, BackfillState
-from herder.domain.errors import Conflict, Invalid, NotFound
+from herder.domain.errors import Conflict, Invalid
 from herder.domain.ids import new_id
 from herder.domain.lifecycle.changes import Changes, backfill_transition
 from herder.domain.models import Page
 from herder.store.backfill_steps import advance_backfill, compiled, job_run_spec
 from herder.store.database import Database
-from herder.store.pagination import next_cursor, page_query, page_records
+from herder.store.owned import owned_row
+from herder.store.pagination import page_of
 from herder.store.schema import backfills, schedules
 from herder.store.work import unit_of_work
 
@@ -72,11 +73,7 @@ class BackfillRepository:
         )
         with self._db.read() as connection:
             _schedule(connection, tenant_id, schedule_id)
-            rows = connection.execute(page_query(query, backfills.c.id, limit, cursor)).all()
-        return Page(
-            items=page_records(rows[:limit], _backfill),
-            next_cursor=next_cursor([row.id for row in rows], limit),
-        )
+            return page_of(connection, query, backfills.c.id, _backfill, limit=limit, cursor=cursor)
 
     def cancel(self, tenant_id: str, backfill_id: str) -> Backfill:
         """No more starts; its runs already started go on (cancel them as runs)."""
@@ -92,20 +89,8 @@ class BackfillRepository:
 
     @staticmethod
     def _get(connection: Connection, tenant_id: str, backfill_id: str) -> Backfill:
-        row = connection.execute(
-            select(backfills).where(
-                backfills.c.tenant_id == tenant_id, backfills.c.id == backfill_id
-            )
-        ).first()
-        if row is None:
-            raise NotFound(f"backfill {backfill_id} not found")
-        return _backfill(row)
+        return _backfill(owned_row(connection, backfills, tenant_id, backfill_id, "backfill"))
 
 
 def _schedule(connection: Connection, tenant_id: str, schedule_id: str) -> Any:
-    row = connection.execute(
-        select(schedules).where(schedules.c.tenant_id == tenant_id, schedules.c.id == schedule_id)
-    ).first()
-    if row is None:
-        raise NotFound(f"schedule {schedule_id} not found")
-    return row
+    return owned_row(connection, schedules, tenant_id, schedule_id, "schedule")

@@ -14,7 +14,7 @@ from sqlalchemy import Connection, case, func, select
 from herder.domain.models import WorkerState
 from herder.domain.queue_room import QUEUED_WAITING
 from herder.domain.states import ACTIVE_RUN_STATES, RunState
-from herder.domain.workflows.progress import WorkflowRunState
+from herder.domain.workflows.states import ACTIVE_WORKFLOW_RUN_STATES
 from herder.store.database import Database
 from herder.store.schema import attempts, runs, tenants, workers, workflow_runs
 from herder.telemetry.metrics import PRIORITY_NAMES
@@ -48,7 +48,7 @@ class Gauges:
 
 # A gauge for each state not yet ended, zero when no run is in it, in the enums' order.
 GAUGED_RUN_STATES = [state for state in RunState if state in ACTIVE_RUN_STATES]
-GAUGED_WORKFLOW_RUN_STATES = [state for state in WorkflowRunState if not state.is_terminal]
+GAUGED_WORKFLOW_RUN_STATES = sorted(ACTIVE_WORKFLOW_RUN_STATES)
 
 
 def read_gauges(database: Database) -> Gauges:

@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import Connection, delete, exc, func, insert, select, update
 
 from herder.clock import Clock, epoch_ms
-from herder.domain.errors import Conflict, Invalid, NotFound, StaleVersion
+from herder.domain.errors import Conflict, Invalid, StaleVersion
 from herder.domain.ids import new_id
 from herder.domain.models import Page
 from herder.domain.workflows.dag import Dag
@@ -22,7 +22,8 @@ from herder.domain.workflows.run_bound import check_run_bound
 from herder.domain.workflows.spec import WorkflowSpec, task_order
 from herder.domain.workflows.states import ACTIVE_WORKFLOW_RUN_STATES
 from herder.store.database import Database
-from herder.store.pagination import next_cursor, page_query, page_records
+from herder.store.owned import owned_row
+from herder.store.pagination import page_of
 from herder.store.schema import jobs, schedules, workflow_runs, workflow_versions, workflows
 
 _CACHED_VERSIONS = 256
@@ -167,11 +168,7 @@ class WorkflowRepository:
         if name is not None:
             query = query.where(workflows.c.name == name)
         with self._db.read() as connection:
-            rows = connection.execute(page_query(query, workflows.c.id, limit, cursor)).all()
-        return Page(
-            items=page_records(rows[:limit], _workflow),
-            next_cursor=next_cursor([row.id for row in rows], limit),
-        )
+            return page_of(connection, query, workflows.c.id, _workflow, limit=limit, cursor=cursor)
 
     def delete(self, tenant_id: str, workflow_id: str) -> None:
         """Remove the definition; its runs and versions stay in history. Refused while it
@@ -205,12 +202,9 @@ class WorkflowRepository:
     def _get(
         self, connection: Connection, tenant_id: str, workflow_id: str, *, for_update: bool = False
     ) -> Workflow:
-        query = select(workflows).where(
-            workflows.c.tenant_id == tenant_id, workflows.c.id == workflow_id
+        row = owned_row(
+            connection, workflows, tenant_id, workflow_id, "workflow", for_update=for_update
         )
-        row = connection.execute(query.with_for_update() if for_update else query).first()
-        if row is None:
-            raise NotFound(f"workflow {workflow_id} not found")
         return _workflow(row)
 
     @staticmethod

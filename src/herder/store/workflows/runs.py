@@ -21,7 +21,8 @@ from herder.domain.workflows.progress import WorkflowRunState, advance
 from herder.domain.workflows.repair import RepairFacts, RepairRequest, repair
 from herder.domain.workflows.walk import board_of, current_runs
 from herder.store.database import Database
-from herder.store.pagination import next_cursor, page_query, page_records
+from herder.store.owned import owned_row
+from herder.store.pagination import page_of
 from herder.store.schema import runs, workflow_runs
 from herder.store.work import unit_of_work
 from herder.store.workflows.definitions import dag_of, spec_of
@@ -92,11 +93,9 @@ class WorkflowRunRepository:
         if state is not None:
             query = query.where(workflow_runs.c.state == state)
         with self._db.read() as connection:
-            rows = connection.execute(page_query(query, workflow_runs.c.id, limit, cursor)).all()
-        return Page(
-            items=page_records(rows[:limit], _workflow_run),
-            next_cursor=next_cursor([row.id for row in rows], limit),
-        )
+            return page_of(
+                connection, query, workflow_runs.c.id, _workflow_run, limit=limit, cursor=cursor
+            )
 
     def cancel(self, tenant_id: str, workflow_run_id: str, *, actor: str = "user") -> WorkflowRun:
         """Queued and pending tasks are cancelled at once, running ones stopped by their
@@ -141,13 +140,7 @@ class WorkflowRunRepository:
 
     @staticmethod
     def _read(connection: Connection, tenant_id: str, workflow_run_id: str) -> WorkflowRun:
-        row = connection.execute(
-            select(workflow_runs).where(
-                workflow_runs.c.tenant_id == tenant_id, workflow_runs.c.id == workflow_run_id
-            )
-        ).first()
-        if row is None:
-            raise NotFound(f"workflow run {workflow_run_id} not found")
+        row = owned_row(connection, workflow_runs, tenant_id, workflow_run_id, "workflow run")
         return _workflow_run(row)
 
     @staticmethod
