@@ -315,3 +315,22 @@ def test_a_start_while_another_takes_room_holds_its_runs_until_the_next_release(
         assert (count(store, "queued"), count(store, "pending")) == (3, 0)
     finally:
         store.close()
+
+
+def test_a_time_already_run_takes_no_queue_room_from_a_backfills_next_run(api: Api) -> None:
+    """A backfill's nominal time that already has a run makes nothing, so it must not take
+    the tenant's room under max_queued: the next time's run is queued, not held pending."""
+    limit_tenant(api, max_queued=1)
+    job = api.create_job("report", retry={"max_attempts": 1})
+    fleet = Fleet(api)
+    schedule_id = hourly_schedule(api, job_id=str(job["id"]))
+    first = backfill(api, schedule_id, start=hours_ago(4), end=hours_ago(3), max_active=1)
+    assert first["started"] == 1
+    for run_id in fleet.claim():
+        fleet.end(run_id)
+    assert (count(api.store, "queued"), count(api.store, "pending")) == (0, 0)
+
+    again = backfill(api, schedule_id, start=hours_ago(4), end=hours_ago(2), max_active=2)
+
+    assert (again["started"], again["already_run"]) == (1, 1)
+    assert (count(api.store, "queued"), count(api.store, "pending")) == (1, 0)

@@ -93,13 +93,6 @@ def _active(connection: Connection, backfill: Any, schedule: Any) -> int:
     )
 
 
-def _of_job(connection: Connection, backfill: Any) -> bool:
-    job_id = connection.execute(
-        select(schedules.c.job_id).where(schedules.c.id == backfill.schedule_id)
-    ).scalar()
-    return job_id is not None
-
-
 def job_run_spec(connection: Connection, schedule: Any, spec: ScheduleSpec) -> tuple[Any, JobSpec]:
     """The schedule's job and the spec its runs get (``Invalid`` where the schedule's
     overrides no longer fit the job)."""
@@ -127,16 +120,14 @@ def _start(
             made += run_id is not None
         return made, queue_room(work, backfill.tenant_id)
     job, run_spec = job_run_spec(work.connection, schedule, spec)
-    new_runs, _ = hold(
-        backfill_job_runs(
-            backfill.id, backfill.tenant_id, schedule.id, (job.id, job.name, run_spec), nominals,
-            lambda: new_id("run", epoch_ms(work.now)),
-        ),
-        room,
-    )  # fmt: skip
-    notices = (
-        frozenset({WORK}) if any(n.state is RunState.QUEUED for n in new_runs) else frozenset()
-    )
-    inserted = work.apply(Changes(new_runs=tuple(new_runs), notices=notices)).inserted
-    taken = sum(1 for new in new_runs if new.id in inserted and new.state is RunState.QUEUED)
-    return len(inserted), room.taken(taken) if inserted else room
+    made = 0
+    # One time at a time: a time that already has a run inserts nothing and takes no room.
+    for new in backfill_job_runs(
+        backfill.id, backfill.tenant_id, schedule.id, (job.id, job.name, run_spec), nominals,
+        lambda: new_id("run", epoch_ms(work.now)),
+    ):  # fmt: skip
+        (held,), left = hold([new], room)
+        notices = frozenset({WORK}) if held.state is RunState.QUEUED else frozenset()
+        if held.id in work.apply(Changes(new_runs=(held,), notices=notices)).inserted:
+            made, room = made + 1, left
+    return made, room
