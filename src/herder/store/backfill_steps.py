@@ -45,6 +45,22 @@ def compiled(schedule: Any) -> tuple[CronExpression, Any, ScheduleSpec]:
 
 
 def advance_backfill(work: Work, backfill_id: str) -> None:
+    """Step the backfill; a step asked from inside its own (a workflow run it started ended
+    at once) is taken after it, on what that one left, so no step's tally is lost."""
+    if backfill_id in work.moving:
+        work.move_again.add(backfill_id)
+        return
+    work.moving.add(backfill_id)
+    try:
+        _step(work, backfill_id)
+        while backfill_id in work.move_again:
+            work.move_again.discard(backfill_id)
+            _step(work, backfill_id)
+    finally:
+        work.moving.discard(backfill_id)
+
+
+def _step(work: Work, backfill_id: str) -> None:
     """Start the backfill's next nominal times while fewer than ``max_active`` of its runs
     are active; finish it once the range is done and none is active. Which times are
     already run is the unique key's answer (schedule, nominal time): each time is tried,

@@ -51,6 +51,10 @@ class Work:
     now: datetime
     rng: random.Random
     after_commit: list[Callable[[], None]] = field(default_factory=list)  # metrics to count
+    # Owners (backfills) being moved on in this unit of work: a move of one asked from inside
+    # its own (a run it started ended at once) is made again after it, never nested in it.
+    moving: set[str] = field(default_factory=set)
+    move_again: set[str] = field(default_factory=set)
 
     def apply(self, changes: Changes, *, facts: Mapping[str, RunFacts] | None = None) -> Applied:
         """Apply the changes; what they ended is handed to the registered follow-ups, in
