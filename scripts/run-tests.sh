@@ -14,7 +14,7 @@ set -u
 cd "$(dirname "$0")/.."
 mkdir -p .test-results
 cores=$(nproc)
-TEST_PROCESSES=${TEST_PROCESSES:-$((cores + 1))}    # unit and integration: CPU, and waits
+TEST_PROCESSES=${TEST_PROCESSES:-$cores}              # unit and integration: mostly CPU
 SYSTEM_PROCESSES=${SYSTEM_PROCESSES:-$((cores + 1))}  # system: mostly waiting on processes
 if [ $# -gt 0 ]; then
     make --no-print-directory lint || exit
