@@ -1,26 +1,55 @@
 #!/usr/bin/env bash
-# `make test`'s pytest: the system tests (real servers, workers and browsers; mostly waiting on
-# them) run beside the unit and integration tests (mostly CPU), as two pytest processes, so the
-# suite takes the longer of the two rather than their sum. Each has its own databases (named
-# by process) and temporary directories. The system tests' output is shown when both are done.
-# With arguments (PYTEST_ARGS: a path, -k, …) it is one pytest over what they name.
+# `make test`: the lint and the tests, all at once: the lint; the unit and integration tests
+# (mostly CPU, and waits on PostgreSQL); and the system tests (real servers, workers and
+# browsers; mostly waiting on them): first those on the outside host, one at a time (its
+# addresses are the machine's, and they need a host with no other worker: every worker's
+# filter applies to every attempt's interface), then the others. The unit and integration
+# tests and the other system tests are spread over pytest-xdist workers, a module to a worker
+# (-n, --dist loadfile), each worker with its own databases and directories.
+# Their PostgreSQL is a server of their own (scripts/test-postgres.sh), stopped at the end.
+# What the lint and the system tests say is shown when all are done; any failure fails the
+# whole. With arguments (PYTEST_ARGS: a path, -k, -n …) it is the lint, then one pytest over
+# what they name.
 set -u
 cd "$(dirname "$0")/.."
 mkdir -p .test-results
+cores=$(nproc)
+TEST_PROCESSES=${TEST_PROCESSES:-$cores}              # unit and integration: mostly CPU
+SYSTEM_PROCESSES=${SYSTEM_PROCESSES:-$((cores + 1))}  # system: mostly waiting on processes
 if [ $# -gt 0 ]; then
+    make --no-print-directory lint || exit
     exec .venv/bin/pytest --junitxml=.test-results/junit.xml "$@"
 fi
-rm -f .test-results/junit-system.xml
-.venv/bin/pytest tests/system --junitxml=.test-results/junit-system.xml \
-    > .test-results/system.log 2>&1 &
-system=$!
-trap 'kill "$system" 2>/dev/null' EXIT
-.venv/bin/pytest tests/unit tests/integration --junitxml=.test-results/junit.xml
-rest=$?
-wait "$system"
-system_status=$?
+rm -f .test-results/junit*.xml
+pids=()
+postgres=$(mktemp -d "${TMPDIR:-/tmp}/herder-test-postgres.XXXXXX")
+trap 'kill "${pids[@]}" 2>/dev/null; scripts/test-postgres.sh stop "$postgres"' EXIT
+if [ -z "${HERDER_TEST_POSTGRES_URL:-}" ] && url=$(scripts/test-postgres.sh start "$postgres"); then
+    export HERDER_TEST_POSTGRES_URL=$url  # else the server `make postgres` made sure of
+fi
+make --no-print-directory lint > .test-results/lint.log 2>&1 &
+pids+=($!)
+system_tests() {  # first those on the outside host, on a host with no other worker
+    .venv/bin/pytest tests/system -m outside_host \
+        --junitxml=.test-results/junit-outside.xml > .test-results/outside.log 2>&1
+    local outside=$?
+    .venv/bin/pytest tests/system -m "not outside_host" -n "$SYSTEM_PROCESSES" --dist loadfile \
+        --junitxml=.test-results/junit-system.xml > .test-results/system.log 2>&1 &&
+        [ "$outside" -eq 0 ]
+}
+system_tests &
+pids+=($!)
+.venv/bin/pytest tests/unit tests/integration -n "$TEST_PROCESSES" --dist loadfile \
+    --junitxml=.test-results/junit.xml
+failed=$?
+for pid in "${pids[@]}"; do
+    wait "$pid" || failed=1
+done
 trap - EXIT
-echo
-echo "=== the system tests (tests/system), run beside the others ==="
-cat .test-results/system.log
-[ "$rest" -eq 0 ] && [ "$system_status" -eq 0 ]
+scripts/test-postgres.sh stop "$postgres"
+for part in "system:system tests" "outside:system tests on the outside host" "lint:lint"; do
+    echo
+    echo "=== the ${part#*:}, run beside the others ==="
+    cat ".test-results/${part%%:*}.log"
+done
+[ "$failed" -eq 0 ]

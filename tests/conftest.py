@@ -5,6 +5,11 @@ a file copy on SQLite, a ``CREATE DATABASE … TEMPLATE`` on PostgreSQL (``clone
 those ahead of need and drops them after, off the test's path). When PostgreSQL cannot be
 reached the PostgreSQL variants are skipped on a developer's machine, and fail under CI
 (``HERDER_REQUIRE_POSTGRES=1``): they must never pass by skipping.
+
+``make test`` runs the tests in several processes (pytest-xdist, a module to a process): each
+has its own templates, named by its worker and pid. Modules that run attempts as a fixed uid
+each have their own (``SANDBOX_UID``); the tests on the outside host run apart, one at a time
+(``pytest_itemcollected``).
 """
 
 from __future__ import annotations
@@ -24,6 +29,15 @@ from tests.clones import POSTGRES_URL, PostgresClones, admin_connection, databas
 
 _CLONES: dict[str, PostgresClones] = {}  # by template name
 TEST_KEYRING = Keyring.of([os.urandom(32)])
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")  # gw0, gw1… under -n
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """A test on the outside host (``tests/system/outside.py``) is marked ``outside_host``:
+    that host's addresses and routes are the machine's, so ``make test`` runs these tests
+    one at a time, in a process of their own."""
+    if "outside" in getattr(item, "fixturenames", ()):
+        item.add_marker(pytest.mark.outside_host)
 
 
 @pytest.fixture(scope="session")
@@ -35,7 +49,7 @@ def postgres_template() -> Iterator[str]:
         if os.environ.get("HERDER_REQUIRE_POSTGRES") or os.environ.get("CI"):
             pytest.fail(f"PostgreSQL is required but unreachable at {POSTGRES_URL}: {error}")
         pytest.skip(f"PostgreSQL unreachable at {POSTGRES_URL}")
-    name = f"herder_template_{os.getpid()}"
+    name = f"herder_template_{XDIST_WORKER}_{os.getpid()}"
     with admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
         admin.execute(f'CREATE DATABASE "{name}"')

@@ -97,6 +97,7 @@ def herder(api: Api, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Herder:
     monkeypatch.setenv("HERDER_HOME", str(tmp_path))
     monkeypatch.setenv("HERDER_URL", "http://testserver")
     monkeypatch.setattr(common.out, "width", 250)  # long ids stay on one line
+    monkeypatch.setattr(common.err, "width", 250)  # and long paths (xdist's tmp_path)
 
     def run(*args: str, key: str | None = None) -> Result:
         monkeypatch.setenv("HERDER_API_KEY", key or api.admin_key)

@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 import herder.worker.agent
+from herder.cli import common
 from herder.cli.common import app
 
 
@@ -28,6 +29,7 @@ class CapturedAgent:
 def captured(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(herder.worker.agent, "Agent", CapturedAgent)
     monkeypatch.delenv("HERDER_WORKER_TOKEN", raising=False)
+    monkeypatch.setattr(common.err, "width", 250)  # a long tmp_path (xdist's) on one line
 
 
 def _worker(tmp_path: Path, *extra: str) -> Any:

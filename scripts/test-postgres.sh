@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# A PostgreSQL server of `make test`'s own, made with the installed server binaries in a new
+# directory and on a free port: `start DIR` prints its URL (the tests' HERDER_TEST_POSTGRES_URL),
+# `stop DIR` stops it and removes DIR. Every test clones and drops databases, and PostgreSQL
+# waits for a checkpoint in every DROP DATABASE: on a server that syncs to disk, and shares it
+# with whatever else runs, those waits were most of the suite's time. This one never syncs
+# (a crash of the machine would lose nothing the tests keep) and takes the connections of
+# every test process at once. Prints nothing and fails when no server binaries are installed.
+set -euo pipefail
+action=$1
+directory=$2
+bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
+[ -n "$bin" ] || exit 1
+as_owner=()
+if [ "$(id -u)" = 0 ]; then as_owner=(runuser -u postgres --); fi
+
+if [ "$action" = stop ]; then
+    "${as_owner[@]}" "$bin/pg_ctl" -D "$directory/data" -m immediate stop >/dev/null || true
+    rm -rf "$directory"
+    exit 0
+fi
+
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+mkdir -p "$directory"
+[ "$(id -u)" = 0 ] && chown postgres "$directory"
+"${as_owner[@]}" "$bin/initdb" -D "$directory/data" --auth=trust -U postgres --no-sync >/dev/null
+options="-p $port -k $directory -c listen_addresses=127.0.0.1 -c max_connections=400"
+options+=" -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+"${as_owner[@]}" "$bin/pg_ctl" -D "$directory/data" -l "$directory/server.log" -w -o "$options" \
+    start >/dev/null
+if [ "$(id -un)" != postgres ]; then
+    psql -h 127.0.0.1 -p "$port" -U postgres -qc "CREATE ROLE \"$(id -un)\" SUPERUSER LOGIN"
+fi
+psql -h 127.0.0.1 -p "$port" -U postgres -qc "CREATE DATABASE test"
+echo "postgresql://127.0.0.1:$port/test"
