@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from typer.testing import Result
 
-from herder.cli import common
+from herder.cli import common, top
+from tests.clocks import ManualClock
 from tests.integration.conftest import Api, Herder
 from tests.integration.registered import register_worker
 
@@ -23,10 +24,14 @@ def narrow(monkeypatch: pytest.MonkeyPatch, herder: Herder) -> Herder:
     return herder
 
 
-def test_top_once_shows_the_queue_and_the_fleet_to_a_system_admin(api: Api, narrow: Herder) -> None:
-    register_worker(api, "edge-worker-with-a-rather-long-name", cpu=2)
+def test_top_once_shows_the_queue_and_the_fleet_to_a_system_admin(
+    api: Api, narrow: Herder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    worker_id = register_worker(api, "edge-worker-with-a-rather-long-name", cpu=2)
     job = api.create_job("too-big-to-place", resources={"cpu": 64})
     run = api.start_run(job["id"])
+    beat = next(w for w in api.store.workers.fleet() if w.id == worker_id).last_heartbeat_at
+    monkeypatch.setattr(top, "CLOCK", ManualClock(beat))  # "0s ago" however loaded the box
     output = ok(narrow("top", "--once"))
     assert all(len(line) <= 80 for line in output.splitlines())
     assert "herder top · the fleet" in output

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated
 
 import httpx
@@ -25,8 +25,11 @@ from herder.cli.common import app, client, fail, out
 from herder.cli.queue import waited
 from herder.cli.tones import state_style
 from herder.client import ClientError, HerderClient
+from herder.clock import Clock, SystemClock
 from herder.domain.models import QueueEntry, Worker
 from herder.domain.stats import MinuteOutcomes, ResourceTotals, Stats
+
+CLOCK: Clock = SystemClock()  # what the frame's ages count to; a test sets its own
 
 WINDOW_MINUTES = 60  # the sparkline's minutes, one column each
 TABLE_ROWS = 10  # per table, unless the terminal is too short for them
@@ -245,7 +248,7 @@ def top(
 
 
 def _drawn(reading: Reading, rows: int = TABLE_ROWS) -> RenderableType:
-    now = datetime.now(UTC)
+    now = CLOCK.now()
     return frame(reading.stats, reading.queue, reading.workers, now, error=reading.error, rows=rows)
 
 
