@@ -56,8 +56,9 @@ def sandbox_launcher(bin_directory: Path) -> Path:
             "with the host's C compiler; install one (apt-get install gcc) or run a trusted "
             "fleet's worker with --isolation none"
         )
-    source_file = bin_directory / f".{target.name}.c"
+    # Each builder's own files: two workers starting together on a new host build side by side.
     partial = bin_directory / f".{target.name}.{os.getpid()}"
+    source_file = partial.with_name(f"{partial.name}.c")
     source_file.write_bytes(source)
     try:
         for linking in (["-static"], []):  # static execs faster; libc.a may be missing
