@@ -11,7 +11,7 @@ import time
 import pytest
 from httpx import Response
 
-from herder.control.alerts import SEND_POLL_SECONDS
+from herder.control import alerts as alert_loops
 from herder.control.scheduler import Scheduler
 from herder.domain.alerts.rules import ChannelRequest
 from herder.store.notifications import ALERTS_CHANNEL
@@ -219,10 +219,14 @@ def test_the_scheduler_runs_the_alert_loops_under_their_leases(api: Api) -> None
 
 
 @pytest.mark.parametrize("where", ["this process", "another process"])
-def test_a_queued_delivery_wakes_the_sender_at_once(api: Api, where: str) -> None:
-    """The sender's idle poll is 5 s and its lease is renewed every 10 s here: a test
-    delivery that arrives well within that was woken for — in the API's process directly, in
-    another scheduler process (PostgreSQL) by a NOTIFY its listener hears."""
+def test_a_queued_delivery_wakes_the_sender_at_once(
+    api: Api, where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sender's idle poll is 120 s and its lease is renewed every 100 s here: a test
+    delivery that arrives within 20 s was woken for — in the API's process directly, in
+    another scheduler process (PostgreSQL) by a NOTIFY its listener hears — however loaded
+    the machine."""
+    monkeypatch.setattr(alert_loops, "SEND_POLL_SECONDS", 120.0)
     if where == "another process" and not api.store.database.is_postgres:
         pytest.skip("processes share notices on PostgreSQL only")
     # another scheduler opens the channels' secrets with the same keys
@@ -232,7 +236,7 @@ def test_a_queued_delivery_wakes_the_sender_at_once(api: Api, where: str) -> Non
         else Store(api.store.database.url, keyring=TEST_KEYRING)
     )
     scheduler = Scheduler(
-        store, heartbeat_timeout_seconds=10, lease_seconds=30,
+        store, heartbeat_timeout_seconds=10, lease_seconds=300,
         listen=store is not api.store, alert_private_targets=True,
     )  # fmt: skip
     listening = threading.Event()
@@ -257,10 +261,9 @@ def test_a_queued_delivery_wakes_the_sender_at_once(api: Api, where: str) -> Non
                 queued = time.monotonic()
                 test = api.http.post(f"/v1/alert-channels/{channel_id}/test", headers=api.admin)
                 assert test.status_code == 202, test.text
-                while len(receiver.requests) < count and time.monotonic() - queued < 10:
+                while len(receiver.requests) < count and time.monotonic() - queued < 20:
                     time.sleep(0.01)
                 assert len(receiver.requests) == count
-                assert time.monotonic() - queued < SEND_POLL_SECONDS / 2
         finally:
             scheduler.stop()
             if store is not api.store:
