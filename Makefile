@@ -63,7 +63,9 @@ lint: $(DEV_STAMP)
 postgres:
 	scripts/ensure-postgres.sh
 
-test: system-packages test-packages $(DEV_STAMP) postgres  # the lint runs beside the tests
+# The lint runs beside the tests; their PostgreSQL is a server of their own, or the machine's
+# (scripts/ensure-postgres.sh) where none can be made.
+test: system-packages test-packages $(DEV_STAMP)
 	scripts/run-tests.sh $(PYTEST_ARGS)
 
 unit: $(DEV_STAMP)

@@ -18,18 +18,39 @@ TEST_PROCESSES=${TEST_PROCESSES:-$cores}              # unit and integration: mo
 SYSTEM_PROCESSES=${SYSTEM_PROCESSES:-$((cores + 1))}  # system: mostly waiting on processes
 if [ $# -gt 0 ]; then
     make --no-print-directory lint || exit
+    [ -n "${HERDER_TEST_POSTGRES_URL:-}" ] || scripts/ensure-postgres.sh || exit
     exec .venv/bin/pytest --junitxml=.test-results/junit.xml "$@"
 fi
 rm -f .test-results/junit*.xml
-pids=()
+pids=()  # each background part leads a process group of its own: stopped whole, torn down
 postgres=$(mktemp -d "${TMPDIR:-/tmp}/herder-test-postgres.XXXXXX")
-trap 'kill "${pids[@]}" 2>/dev/null; scripts/test-postgres.sh stop "$postgres"' EXIT
-if [ -z "${HERDER_TEST_POSTGRES_URL:-}" ] && url=$(scripts/test-postgres.sh start "$postgres"); then
-    export HERDER_TEST_POSTGRES_URL=$url  # else the server `make postgres` made sure of
+stop_all() {
+    local pid
+    for pid in "${pids[@]}"; do kill -INT -- "-$pid" 2>/dev/null; done  # pytest tears down
+    for _ in $(seq 120); do  # a minute for their teardown
+        alive=0
+        for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+        [ "$alive" -eq 0 ] && break
+        sleep 0.5
+    done
+    for pid in "${pids[@]}"; do kill -KILL -- "-$pid" 2>/dev/null; done
+    scripts/test-postgres.sh stop "$postgres"
+}
+trap stop_all EXIT
+trap 'exit 130' INT TERM  # Ctrl-C stops every part, not only the one in the foreground
+if [ -z "${HERDER_TEST_POSTGRES_URL:-}" ]; then
+    if url=$(scripts/test-postgres.sh start "$postgres"); then
+        export HERDER_TEST_POSTGRES_URL=$url
+    else  # no server binaries, or it would not start: the machine's server on 5432
+        scripts/ensure-postgres.sh || exit
+    fi
 fi
-make --no-print-directory lint > .test-results/lint.log 2>&1 &
+# `trap - INT`: a part started in the background would ignore Ctrl-C's INT (bash's rule
+# without job control), and pytest then has no KeyboardInterrupt to tear its tests down on.
+(trap - INT; exec setsid -w make --no-print-directory lint > .test-results/lint.log 2>&1) &
 pids+=($!)
 system_tests() {  # first those on the outside host, on a host with no other worker
+    trap 'exit 130' INT  # stopped: no second phase
     .venv/bin/pytest tests/system -m outside_host \
         --junitxml=.test-results/junit-outside.xml > .test-results/outside.log 2>&1
     local outside=$?
@@ -37,7 +58,9 @@ system_tests() {  # first those on the outside host, on a host with no other wor
         --junitxml=.test-results/junit-system.xml > .test-results/system.log 2>&1 &&
         [ "$outside" -eq 0 ]
 }
-system_tests &
+export -f system_tests
+export SYSTEM_PROCESSES
+(trap - INT; exec setsid -w bash -c system_tests) &
 pids+=($!)
 .venv/bin/pytest tests/unit tests/integration -n "$TEST_PROCESSES" --dist loadfile \
     --junitxml=.test-results/junit.xml

@@ -10,15 +10,19 @@ set -euo pipefail
 action=$1
 directory=$2
 bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
-[ -n "$bin" ] || exit 1
 as_owner=()
 if [ "$(id -u)" = 0 ]; then as_owner=(runuser -u postgres --); fi
 
-if [ "$action" = stop ]; then
-    "${as_owner[@]}" "$bin/pg_ctl" -D "$directory/data" -m immediate stop >/dev/null || true
+if [ "$action" = stop ]; then  # whether or not a server was started in it
+    if [ -n "$bin" ] && [ -d "$directory/data" ]; then
+        "${as_owner[@]}" "$bin/pg_ctl" -D "$directory/data" -m immediate stop >/dev/null || true
+    fi
     rm -rf "$directory"
     exit 0
 fi
+[ -n "$bin" ] || exit 1
+# A server that would not start says why before the tests fall back to the machine's.
+trap '[ -f "$directory/server.log" ] && cat "$directory/server.log" >&2' ERR
 
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 mkdir -p "$directory"
