@@ -125,7 +125,7 @@ def _line(task: DagTask) -> Text:
         return line
     instance = task.instances[0]  # an unmapped task has one current instance
     line.append(instance.state, style=state_style(instance.state))
-    if instance.reason and instance.state != "succeeded":
+    if instance.reason and instance.state != RunState.SUCCEEDED:
         line.append(f": {instance.reason}")
     if instance.run_id:
         line.append(f"  {instance.run_id}", style="dim")

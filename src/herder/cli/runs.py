@@ -237,7 +237,7 @@ def run_cancel(run_id: str, as_json: JsonFlag = False) -> None:
         run = herder.cancel_run(run_id)
     if as_json:
         print_json(run)
-    elif run.state == "running":
+    elif run.state is RunState.RUNNING:
         out.print(f"cancelling run {run.id}: its worker is stopping it")
     else:
         out.print(f"run {run.id} is {run.state}")

@@ -22,7 +22,7 @@ from herder.client import HerderClient
 from herder.definitions.problems import Problem
 from herder.definitions.source import read
 from herder.domain.workflows.models import Workflow, WorkflowRun, WorkflowRunDetail
-from herder.domain.workflows.progress import WorkflowRunState
+from herder.domain.workflows.states import WorkflowRunState
 
 workflow_app = typer.Typer(
     help="Define workflows (DAGs of jobs), run them, watch, cancel and repair their runs.",
@@ -233,7 +233,7 @@ def workflow_run(
         out.print(_run_view(run))
     else:
         out.print(f"started workflow run [bold]{run.id}[/] of {run.workflow_name} ({run.state})")
-    if wait and run.state != "succeeded":
+    if wait and run.state is not WorkflowRunState.SUCCEEDED:
         raise typer.Exit(1)
 
 

@@ -13,7 +13,7 @@ from sqlalchemy import Connection, case, func, select
 
 from herder.domain.models import WorkerState
 from herder.domain.queue_room import QUEUED_WAITING
-from herder.domain.states import ACTIVE_RUN_STATES, RunState
+from herder.domain.states import ACTIVE_RUN_STATES, AttemptState, RunState
 from herder.domain.workflows.states import ACTIVE_WORKFLOW_RUN_STATES
 from herder.store.database import Database
 from herder.store.schema import attempts, runs, tenants, workers, workflow_runs
@@ -133,7 +133,7 @@ def fleet_used(connection: Connection) -> dict[str, float]:
             func.coalesce(func.sum(attempts.c.memory_mb), 0),
             func.coalesce(func.sum(attempts.c.gpus), 0),
             func.count(),
-        ).where(attempts.c.state == "running")
+        ).where(attempts.c.state == AttemptState.RUNNING)
     ).one()
     return {"cpu": row[0] / 1000, "memory_mb": float(row[1]), "gpus": float(row[2]),
             "slots": float(row[3])}  # fmt: skip

@@ -25,6 +25,7 @@ from herder.domain.alerts.decisions import Ended, ScheduleMisses, Signal
 from herder.domain.alerts.rules import IncidentState, RuleKind, RuleParams
 from herder.domain.ids import new_id
 from herder.domain.states import RunState
+from herder.domain.workflows.states import WorkflowRunState
 from herder.store.alerts.channels import add_deliveries
 from herder.store.dialect import insert_ignoring_duplicates
 from herder.store.history.live import live_floor
@@ -57,6 +58,9 @@ class StoredRule:
     notify_recovery: bool
     evaluated_at: datetime | None
     created_at: datetime
+
+
+_WORKFLOW_ENDS = (WorkflowRunState.FAILED, WorkflowRunState.SUCCEEDED)  # a failure and a success
 
 
 def enabled_rule_ids(work: Work) -> list[str]:
@@ -190,9 +194,9 @@ def _ended_workflow_runs(
     key = workflow_runs.c.workflow_id
     workflow_id = rule.params.workflow_id
     scope = [] if workflow_id is None else [key == workflow_id]
-    failing = _failing_keys(work, workflow_runs, key, rule, scope, ["failed"], since)
+    failing = _failing_keys(work, workflow_runs, key, rule, scope, [WorkflowRunState.FAILED], since)
     return {
-        one: _last_ends(work, workflow_runs, key, rule.tenant_id, one, ("failed", "succeeded"), 1)
+        one: _last_ends(work, workflow_runs, key, rule.tenant_id, one, _WORKFLOW_ENDS, 1)
         for one in sorted(failing | set(open_keys))
     }
 
