@@ -11,12 +11,14 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from playwright.sync_api import (
     Browser,
     BrowserContext,
+    ConsoleMessage,
     Dialog,
     Locator,
     Page,
@@ -88,7 +90,8 @@ def sign_in(
     browser: Browser, cluster: Cluster, request: pytest.FixtureRequest
 ) -> Iterator[Callable[[str], Page]]:
     """``sign_in(key)``: a fresh tab signed in with the key. Each tab's last look is kept as
-    a screenshot; a script error or anything the CSP refused, in any tab, fails the test."""
+    a screenshot; a script error or anything the CSP refused, in any tab, fails the test.
+    The browser's console errors and failed requests are printed, so a failure shows them."""
     contexts: list[BrowserContext] = []
     errors: list[str] = []
 
@@ -97,6 +100,11 @@ def sign_in(
         if "Content Security Policy" in text:
             errors.append(text)
 
+    def printed_if_error(message: ConsoleMessage) -> None:
+        """Such as a script the server did not send: pytest shows it when the test fails."""
+        if message.type == "error":
+            print(f"console error: {message.text}")
+
     def open_tab(key: str) -> Page:
         context = browser.new_context(base_url=cluster.url, viewport={"width": 1280, "height": 900})
         contexts.append(context)
@@ -104,6 +112,8 @@ def sign_in(
         tab.set_default_timeout(SEEN_WITHIN_MS)
         tab.on("pageerror", lambda error: errors.append(str(error)))
         tab.on("console", lambda message: refused(message.text))
+        tab.on("console", printed_if_error)
+        tab.on("requestfailed", lambda asked: print(f"failed: {asked.url} {asked.failure}"))
         tab.goto("/")
         tab.get_by_label("API key").fill(key)
         tab.get_by_role("button", name="Sign in").click()
@@ -244,6 +254,37 @@ def test_the_overview_counts_and_charts_the_last_hour(page: Page, herder: Herder
     expect(page.locator("svg.chart rect.bar.failed").first).to_be_attached()
     expect(page.locator("svg.chart path.rate")).to_be_attached()
     expect(page.locator('[data-stat="workers alive"] .number')).to_have_text("1")
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        ({"status": 503, "body": "busy"},
+         "The dashboard's scripts did not all load (the server may be busy or restarting)."),
+        ({"content_type": "text/javascript", "body": 'throw new Error("broken")'},
+         "The dashboard could not start: Uncaught Error: broken."),
+    ],
+    ids=["not-sent", "throws"],
+)  # fmt: skip
+def test_a_page_that_cannot_start_says_so_and_a_reload_starts_it(
+    browser: Browser, cluster: Cluster, answer: dict[str, Any], said: str
+) -> None:
+    """The app's modules start only whole: one the server did not send (too busy,
+    restarting) or one that throws stops them all. The page says so rather than staying
+    blank, and its Reload, once the server answers, starts the page."""
+    context = browser.new_context(base_url=cluster.url)
+    tab = context.new_page()
+    broken = "**/ui/views/alerts.js"
+    try:
+        tab.route(broken, lambda route: route.fulfill(**answer))
+        tab.goto("/")
+        expect(tab.get_by_role("alert")).to_have_text(f"{said} Reload")
+        tab.unroute(broken)
+        tab.get_by_role("button", name="Reload").click()
+        expect(tab.get_by_role("button", name="Sign in")).to_be_visible()
+        expect(tab.get_by_text("Loading the dashboard")).to_have_count(0)
+    finally:
+        context.close()
 
 
 def test_untrusted_text_is_shown_as_text_and_runs_nothing(page: Page, herder: HerderClient) -> None:

@@ -170,3 +170,4 @@ setInterval(() => {
   if (!document.hidden) refresh();
 }, REFRESH_MS);
 route();
+byId("starting").remove(); // started: from here on, the views report what goes wrong
