@@ -79,6 +79,9 @@ def herder(cluster: Cluster) -> Iterator[HerderClient]:
 def browser() -> Iterator[Browser]:
     if not CHROMIUM.exists():
         pytest.fail(f"{CHROMIUM} is missing: `make test` installs Debian's chromium package")
+    # The tabs' default timeout covers actions only; assertions default to 5 s, too short for
+    # a refresh on a loaded CI box (load ~35 on 2 cores), so they get the same allowance.
+    expect.set_options(timeout=SEEN_WITHIN_MS)
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
         yield launched
