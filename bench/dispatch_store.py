@@ -33,7 +33,8 @@ from herder.domain.lifecycle.changes import Event, NewRun
 from herder.domain.models import WorkerState
 from herder.domain.placement.policy import Plan
 from herder.domain.placement.snapshot import Snapshot, WorkerView
-from herder.store.database import Database, sqlite_url
+from herder.settings import sqlite_url
+from herder.store.database import Database
 from herder.store.runs.placement import Applied, PlacementRepository
 from herder.store.runs.snapshot import QUEUE_WINDOW, TENANT_QUEUE_WINDOW
 from herder.store.runs.writes import new_run_row

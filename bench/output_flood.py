@@ -34,7 +34,7 @@ from typing import Any
 from bench.oneoff import Herder
 from bench.proc import CpuTimes
 from herder.client import HerderClient
-from herder.store.database import sqlite_url
+from herder.settings import sqlite_url
 from herder.worker.isolation import Isolation
 
 LIMITS: dict[str, Any] = {"resources": {"cpu": 0.01, "memory_mb": 16}, "timeout_seconds": 10}

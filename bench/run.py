@@ -26,7 +26,7 @@ from bench import (
     workflows,
     workflows_report,
 )
-from herder.store.database import sqlite_url
+from herder.settings import sqlite_url
 from herder.worker.isolation import Isolation
 
 RESULTS = Path(__file__).parent / "RESULTS.md"

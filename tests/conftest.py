@@ -23,7 +23,8 @@ import psycopg
 import pytest
 
 from herder.keyring import Keyring
-from herder.store.database import Database, sqlite_url
+from herder.settings import sqlite_url
+from herder.store.database import Database
 from herder.store.store import Store
 from tests.clones import POSTGRES_URL, PostgresClones, admin_connection, database_url_named
 

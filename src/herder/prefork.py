@@ -24,13 +24,9 @@ from types import FrameType
 import uvicorn
 
 from herder.api.app import create_app
-from herder.server import (
-    WORKER_STOP_SECONDS,
-    Server,
-    die_with_parent,
-    server_keyring,
-    start_scheduler,
-)
+from herder.control.scheduler import start_scheduler
+from herder.server import WORKER_STOP_SECONDS, Server, die_with_parent
+from herder.server_keys import server_keyring
 from herder.settings import Settings
 from herder.store.store import Store
 from herder.telemetry import multiprocess

@@ -18,17 +18,10 @@ import uvicorn
 
 from herder.api.app import create_app
 from herder.api.wakeups import Wakeups
-from herder.control.scheduler import Scheduler
+from herder.control.scheduler import start_scheduler
 from herder.credentials import WORKER_TOKEN_FILE, ClientCredentials, write_private
-from herder.home import secure_home, sqlite_path
-from herder.keyring import (
-    KEY_ENV,
-    KEY_FILE_ENV,
-    Keyring,
-    KeyringError,
-    home_keyring,
-    load_keyring,
-)
+from herder.home import secure_home
+from herder.server_keys import check_keyring, server_keyring
 from herder.settings import Settings
 from herder.store.store import Store
 
@@ -75,56 +68,6 @@ def prepare(settings: Settings) -> PreparedHome:
     return PreparedHome(
         store, client_file, worker_token, bootstrap.admin_key if bootstrap else None
     )
-
-
-def server_keyring(settings: Settings) -> Keyring | None:
-    """The secrets keys from the environment; on SQLite without them, the home's key file
-    (made on the first start). A PostgreSQL server without them serves no secrets."""
-    try:
-        keyring = load_keyring()
-        if keyring is None and sqlite_path(settings.database_url) is not None:
-            keyring = home_keyring(settings.home)
-    except KeyringError as error:
-        raise SystemExit(str(error)) from error
-    return keyring
-
-
-def check_keyring(store: Store, keyring: Keyring | None) -> None:
-    """Refuse to start when stored secrets are sealed with keys this server lacks: every
-    attempt that needs one would fail."""
-    missing = store.secrets.key_ids_in_use() - (keyring.key_ids if keyring else frozenset())
-    if missing:
-        raise SystemExit(
-            f"secrets are stored sealed with key(s) {', '.join(sorted(missing))}, which this "
-            f"server does not have: set {KEY_ENV} or {KEY_FILE_ENV} to the keys (the first "
-            "the current one; keep old ones until `herder secret reencrypt` has run)"
-        )
-    check_channel_keys(store, keyring)
-
-
-def check_channel_keys(store: Store, keyring: Keyring | None) -> None:
-    """Seal the alert channels' secrets left in plain text from before 0016, and say which
-    keys sealed channels need that this keyring lacks: their deliveries fail (the reason
-    recorded on each) until it has them. A warning, not a refusal: only the sender needs them."""
-    if keyring is not None:
-        sealed = store.channel_secrets.seal_plain()
-        if sealed:
-            log.info(
-                "sealed %d alert channel secret(s) with key %s", sealed, keyring.current_key_id
-            )
-    elif plain := store.channel_secrets.plain_count():
-        log.warning(
-            "%d alert channel secret(s) are still stored in plain text: set %s or %s and "
-            "start again to seal them",
-            plain, KEY_ENV, KEY_FILE_ENV,
-        )  # fmt: skip
-    missing = store.channel_secrets.key_ids_in_use() - (keyring.key_ids if keyring else frozenset())
-    if missing:
-        log.warning(
-            "alert channel secrets are sealed with key(s) %s, which this process does not "
-            "have: their deliveries fail until %s or %s holds them",
-            ", ".join(sorted(missing)), KEY_ENV, KEY_FILE_ENV,
-        )  # fmt: skip
 
 
 def die_with_parent() -> None:
@@ -187,19 +130,6 @@ class Server(uvicorn.Server):
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         self._wakeups.close()
         super().handle_exit(sig, frame)
-
-
-def start_scheduler(settings: Settings, store: Store, *, listen: bool) -> Scheduler:
-    scheduler = Scheduler(
-        store,
-        heartbeat_timeout_seconds=settings.heartbeat_timeout_seconds,
-        lease_seconds=settings.lease_seconds,
-        misfire_grace_seconds=settings.misfire_grace_seconds,
-        listen=listen,
-        alert_private_targets=settings.allow_private_alert_targets,
-    )
-    scheduler.start()
-    return scheduler
 
 
 def serve(

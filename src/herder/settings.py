@@ -1,13 +1,19 @@
-"""Server settings, from flags and ``HERDER_*`` environment variables."""
+"""Server settings, from flags and ``HERDER_*`` environment variables.
+
+The CLI and the worker read these too (the home directory), so this module loads no store
+module: the cold tier's comes when a server asks for it."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from herder.store.cold.tier import DEFAULT_HOT_DAYS, ColdTier
-from herder.store.database import sqlite_url
+from herder.domain.history import DEFAULT_HOT_DAYS
+
+if TYPE_CHECKING:
+    from herder.store.cold.tier import ColdTier
 
 DEFAULT_PORT = 8080
 DEFAULT_HOME = Path(".herder")
@@ -60,6 +66,8 @@ class Settings:
 
     def cold_tier(self) -> ColdTier | None:
         """PostgreSQL's cold tier; SQLite has none (its retention deletes runs)."""
+        from herder.store.cold.tier import ColdTier
+
         if not self.database_url.startswith("postgres"):
             return None
         return ColdTier.at(self.cold_store or (self.home / "cold").as_uri(), self.hot_days)
@@ -67,6 +75,10 @@ class Settings:
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+
+def sqlite_url(path: Path) -> str:
+    return f"sqlite:///{path}"
 
 
 def _flag(value: str | None) -> bool | None:

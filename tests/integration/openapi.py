@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from herder.api.app import create_app
-from herder.settings import Settings
-from herder.store.database import sqlite_url
+from herder.settings import Settings, sqlite_url
 from herder.store.store import Store
 
 

@@ -22,8 +22,9 @@ from herder.domain.alerts.rules import ChannelRequest, CreatedChannel, DeliveryS
 from herder.domain.alerts.webhooks import SIGNATURE_HEADER
 from herder.domain.errors import Unavailable
 from herder.keyring import Keyring
-from herder.server import check_channel_keys
-from herder.store.database import Database, sqlite_url
+from herder.server_keys import check_channel_keys
+from herder.settings import sqlite_url
+from herder.store.database import Database
 from herder.store.migrations import alembic_config
 from herder.store.schema import alert_channels
 from herder.store.store import Store

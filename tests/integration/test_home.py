@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from herder.server import prepare
-from herder.settings import Settings
-from herder.store.database import sqlite_url
+from herder.settings import Settings, sqlite_url
 
 DATABASE_FILES = ("herder.db", "herder.db-wal", "herder.db-shm")
 

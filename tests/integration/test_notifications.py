@@ -10,7 +10,8 @@ import pytest
 
 from herder.domain.jobs import JobSpec, Resources, RunOverrides
 from herder.store.database import Database
-from herder.store.notifications import WORK_CHANNEL, Listener
+from herder.store.listener import Listener
+from herder.store.notifications import CHANNELS, WORK_CHANNEL
 from herder.store.store import Store
 from tests.conftest import fresh_postgres_url
 from tests.integration.dispatching import dispatch
@@ -53,7 +54,7 @@ def test_a_listener_hears_new_work_and_news_for_a_worker(postgres_store: Store) 
 
     other_process = Database(store.database.url)  # stands for another API replica
     other_process.subscribe(hear)
-    listener = Listener(other_process)
+    listener = Listener(other_process, CHANNELS)
     listener.start()
     try:
         until_listening(store.database, listening)  # before anything is sent
@@ -93,7 +94,7 @@ def test_a_process_hears_its_own_notices_once_at_commit_and_others_through_the_l
 
     database.subscribe(hear)
     other_process = Database(database.url)
-    listener = Listener(database)
+    listener = Listener(database, CHANNELS)
     listener.start()
     try:
         until_listening(other_process, listening)

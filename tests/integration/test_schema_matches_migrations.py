@@ -37,8 +37,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.sql import operators
 
+from herder.settings import sqlite_url
 from herder.store import migrations
-from herder.store.database import Database, sqlite_url
+from herder.store.database import Database
 from herder.store.history.conversion import FOREIGN_KEYS_BETWEEN_HISTORY_TABLES
 from herder.store.history.guards import GUARD_TABLES, GUARDED_UNIQUE_KEYS
 from herder.store.history.partitions import HISTORY_TABLES, PARTITION_NAME, SLICED_TABLES

@@ -13,8 +13,7 @@ import pytest
 from herder.domain.errors import Unavailable
 from herder.keyring import Keyring, new_key
 from herder.server import prepare
-from herder.settings import Settings
-from herder.store.database import sqlite_url
+from herder.settings import Settings, sqlite_url
 from herder.store.store import Store
 from tests.conftest import fresh_postgres_url
 

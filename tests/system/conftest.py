@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from herder.client import HerderClient
-from herder.store.database import sqlite_url
+from herder.settings import sqlite_url
 from tests.conftest import fresh_postgres_url
 from tests.system.outside import outside_host
 

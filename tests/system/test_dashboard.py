@@ -28,7 +28,7 @@ from playwright.sync_api import (
 )
 
 from herder.client import HerderClient
-from herder.store.database import sqlite_url
+from herder.settings import sqlite_url
 from tests.integration.webhook_receiver import Receiver, running_receiver
 from tests.system.conftest import Cluster, free_port
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from herder.store.database import Database, sqlite_url
+from herder.settings import sqlite_url
+from herder.store.database import Database
 from herder.store.schema import attempt_logs, log_chunks
 from tests.system.conftest import Cluster
 

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from herder.store.database import sqlite_url
+from herder.settings import sqlite_url
 from tests.system.conftest import HERDER, Cluster, free_port, stop, wait_until
 
 pytestmark = [pytest.mark.system]

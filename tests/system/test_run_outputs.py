@@ -11,7 +11,7 @@ from sqlalchemy import select
 
 from herder.client import HerderClient
 from herder.domain.lifecycle.changes import TaskOf
-from herder.store.database import sqlite_url
+from herder.settings import sqlite_url
 from herder.store.schema import jobs
 from herder.store.store import Store
 from tests.system.conftest import Cluster

@@ -38,7 +38,7 @@ from herder.api.routers import (
 )
 from herder.api.wakeups import Wakeups
 from herder.settings import Settings
-from herder.store.notifications import Listener
+from herder.store.notifications import listener_for
 from herder.store.store import Store
 from herder.telemetry.latency import RequestLatency
 
@@ -50,9 +50,8 @@ def create_app(store: Store, settings: Settings) -> FastAPI:
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         wakeups.bind(asyncio.get_running_loop())
         store.database.subscribe(wakeups.on_notice)
-        listener = None
-        if store.database.is_postgres:  # every replica hears every replica's notices
-            listener = Listener(store.database)
+        listener = listener_for(store.database)  # every replica hears every replica's notices
+        if listener is not None:
             listener.start()
         try:
             yield

@@ -92,7 +92,7 @@ def secret_reencrypt(home: HomeOption = None) -> None:
     """After putting a new key first in HERDER_SECRETS_KEY (or the key file): seal every
     stored secret and alert channel secret with it, so the old keys can be dropped. Runs
     against the database."""
-    from herder.server import server_keyring
+    from herder.server_keys import server_keyring
     from herder.store.store import Store
 
     settings = Settings.from_environment(home=home)

@@ -100,7 +100,8 @@ def scheduler(
 
     from prometheus_client import start_http_server
 
-    from herder.server import check_channel_keys, server_keyring, start_scheduler
+    from herder.control.scheduler import start_scheduler
+    from herder.server_keys import check_channel_keys, server_keyring
     from herder.store.store import Store
 
     logging.basicConfig(

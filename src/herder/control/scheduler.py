@@ -26,12 +26,13 @@ from herder.control.maintenance import Maintenance
 from herder.control.membership import Membership
 from herder.control.reaper import Reaper
 from herder.domain.schedules import MISFIRE_GRACE
+from herder.settings import Settings
 from herder.store.notifications import (
     ALERTS_CHANNEL,
     CAPACITY,
     DUE_CHANNEL,
     WORK_CHANNEL,
-    Listener,
+    listener_for,
 )
 from herder.store.schedules import PARTITIONS
 from herder.store.store import Store
@@ -92,7 +93,7 @@ class Scheduler:
         store.database.subscribe(self._on_notice)
         # A scheduler in its own process hears other processes' notices itself; inside
         # ``herder up`` the API's listener (PostgreSQL) or the store (SQLite) delivers them.
-        self._listener = Listener(store.database) if listen and store.database.is_postgres else None
+        self._listener = listener_for(store.database) if listen else None
         self._membership_thread = threading.Thread(
             target=self.membership.run, name="membership", daemon=True
         )
@@ -134,3 +135,16 @@ class Scheduler:
     def wait(self) -> None:
         """Block until ``stop`` (from a signal handler)."""
         self._stop.wait()
+
+
+def start_scheduler(settings: Settings, store: Store, *, listen: bool) -> Scheduler:
+    scheduler = Scheduler(
+        store,
+        heartbeat_timeout_seconds=settings.heartbeat_timeout_seconds,
+        lease_seconds=settings.lease_seconds,
+        misfire_grace_seconds=settings.misfire_grace_seconds,
+        listen=listen,
+        alert_private_targets=settings.allow_private_alert_targets,
+    )
+    scheduler.start()
+    return scheduler

@@ -18,6 +18,7 @@ from herder.domain.ids import id_bound
 DEFAULT_RETENTION_DAYS = 1825  # five years
 MIN_RETENTION_DAYS = 1
 MAX_RETENTION_DAYS = 1825
+DEFAULT_HOT_DAYS = 90  # PostgreSQL keeps this many days in its tables, the rest in the cold tier
 SLICE_LENGTH = timedelta(days=7)
 SLICES_AHEAD = 2  # made this many slices before the clock reaches them
 _FIRST_MONDAY = datetime(1970, 1, 5, tzinfo=UTC)  # slices start on Mondays, 00:00 UTC

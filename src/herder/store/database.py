@@ -10,7 +10,6 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event, exc, text
@@ -30,10 +29,6 @@ def normalize_url(url: str) -> str:
     if parsed.drivername in ("postgresql", "postgres"):
         parsed = parsed.set(drivername="postgresql+psycopg")
     return parsed.render_as_string(hide_password=False)
-
-
-def sqlite_url(path: Path) -> str:
-    return f"sqlite:///{path}"
 
 
 def _configure_sqlite(engine: Engine) -> None:

@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
-import psycopg
 from sqlalchemy import (
     JSON,
     Column,
@@ -121,6 +120,7 @@ def update_each(
         for row in rows
     ]
     keys = []
+    driver_error = connection.dialect.loaded_dbapi.Error  # psycopg's, loaded with the engine
     try:
         with connection.connection.dbapi_connection.cursor() as cursor:  # type: ignore[union-attr]
             cursor.executemany(compiled.string, params, returning=True)
@@ -128,8 +128,8 @@ def update_each(
                 keys += [row[0] for row in cursor.fetchall()]
                 if not cursor.nextset():
                     break
-    except psycopg.Error as error:  # as SQLAlchemy would raise it: the store wraps those
-        raise exc.DBAPIError.instance(compiled.string, params, error, psycopg.Error) from error
+    except driver_error as error:  # as SQLAlchemy would raise it: the store wraps those
+        raise exc.DBAPIError.instance(compiled.string, params, error, driver_error) from error
     return keys
 
 

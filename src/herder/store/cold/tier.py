@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import Connection, select
 
 from herder.domain.history import (
+    DEFAULT_HOT_DAYS,
     DEFAULT_RETENTION_DAYS,
     MAX_RETENTION_DAYS,
     SLICE_LENGTH,
@@ -21,8 +22,6 @@ from herder.store.cold.export import COLD_LOG_TABLES, COLD_TABLES, export_slice
 from herder.store.cold.manifest import DayFile, LogFile, Manifest, manifest_key
 from herder.store.cold.reads import manifests_between, read_manifest
 from herder.store.schema import tenants
-
-DEFAULT_HOT_DAYS = 90
 
 
 class ColdTier:
