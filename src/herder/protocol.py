@@ -34,7 +34,7 @@ from herder.domain.lifecycle.facts import Ending
 from herder.domain.lifecycle.settle import Receipt, Settled
 from herder.domain.models import Assignment
 from herder.domain.outputs import output_problem
-from herder.domain.states import AttemptState
+from herder.domain.states import AttemptState, StoppedBy
 
 _STATUS_OF_RECEIPT = {Receipt.APPLIED: 200, Receipt.STALE: 409, Receipt.NOT_YOURS: 404}
 MAX_REASON_CHARS = 4096  # longer reasons are cut by the worker, refused by the API
@@ -169,6 +169,11 @@ class Completion(_Message):
     output: JsonValue = Field(
         default=None, description="the JSON its job wrote to $HERDER_OUTPUT (at most 64 KiB)"
     )
+    stopped_by: StoppedBy | None = Field(
+        default=None,
+        description="stopped by the worker (timeout, cancel, preemption): it exited within "
+        "its stop grace after SIGTERM (sigterm) or needed SIGKILL (sigkill)",
+    )
 
     def ending(self, worker_id: str) -> Ending:
         """This report, as the lifecycle settles it: fenced to ``worker_id``'s attempt. A
@@ -186,7 +191,7 @@ class Completion(_Message):
             self.attempt_id, self.attempt, outcome, reason, self.exit_code, worker_id,
             usage.cpu_user_seconds if usage else None,
             usage.cpu_system_seconds if usage else None, usage.max_rss_kb if usage else None,
-            output,
+            output, self.stopped_by,
         )  # fmt: skip
 
     @field_validator("outcome")

@@ -12,6 +12,8 @@ from typer.testing import Result
 from herder.client import ApiError, HerderClient
 from herder.domain.models import Role, RunDetail
 from tests.integration.conftest import Api, Herder
+from tests.integration.registered import register_worker
+from tests.integration.test_worker_protocol import claim, completion, report
 from tests.integration.test_workflows import Fleet, job
 
 
@@ -198,3 +200,18 @@ def test_start_takes_the_jobs_parameters_as_text_typed_by_their_declaration(
         assert isinstance(raw.exception, ApiError)
         assert raw.exception.status == 403
         assert "needs a developer" in raw.exception.detail
+
+
+def test_run_show_says_how_a_stopped_attempt_ended(api: Api, herder: Herder) -> None:
+    created = ok(herder("job", "create", "graceful", "--command", "true", "--stop-grace", "5",
+                        "--json"))  # fmt: skip
+    assert json.loads(created)["spec"]["stop_grace_seconds"] == 5
+    worker_id = register_worker(api)
+    run = json.loads(ok(herder("run", "start", "graceful", "--json")))
+    (assignment,) = claim(api, worker_id)["assignments"]
+    ok(herder("run", "cancel", run["id"]))
+    stopped = completion(assignment, "cancelled", None) | {"stopped_by": "sigterm"}
+    report(api, worker_id, completions=[stopped])
+    shown = ok(herder("run", "show", run["id"]))
+    assert "STOPPED BY" in shown
+    assert "sigterm" in shown

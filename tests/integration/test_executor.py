@@ -16,7 +16,7 @@ import pytest
 import uvloop
 
 from herder.domain.jobs import JobSpec, Runtime
-from herder.domain.states import AttemptState
+from herder.domain.states import AttemptState, StoppedBy
 from herder.worker.executor import StopRequest, execute
 from herder.worker.launch_server import LaunchServer
 from herder.worker.outcome import Outcome
@@ -227,7 +227,7 @@ def test_timeout_terminates_the_whole_group(workspace: Path, loop_factory: LoopF
     )
     assert outcome.state is AttemptState.TIMED_OUT
     assert outcome.reason == "timed out after 0.5s (SIGTERM)"
-    assert outcome.exit_code is None
+    assert (outcome.exit_code, outcome.stopped_by) == (None, StoppedBy.SIGTERM)
     assert took < 2.0
     with pytest.raises(ProcessLookupError):
         os.killpg(int(output.of("stdout")), 0)
@@ -239,9 +239,34 @@ def test_a_job_ignoring_sigterm_is_killed_after_the_grace(workspace: Path) -> No
     )
     assert outcome.state is AttemptState.TIMED_OUT
     assert outcome.reason == "timed out after 0.5s (SIGTERM, then SIGKILL after 0.5s grace)"
+    assert outcome.stopped_by is StoppedBy.SIGKILL
     assert 1.0 <= took < 2.0
     group = int(output.of("stdout"))
     assert eventually(lambda: not living_in_group(group)), living_in_group(group)
+
+
+def test_a_job_saves_its_work_on_sigterm_within_its_grace(workspace: Path) -> None:
+    outcome, _, took = shell(
+        "trap 'echo saved > state; exit 0' TERM; sleep 30 & wait", workspace, timeout=0.5, grace=5
+    )
+    assert (outcome.state, outcome.stopped_by) == (AttemptState.TIMED_OUT, StoppedBy.SIGTERM)
+    assert (workspace / "state").read_text() == "saved\n"
+    assert took < 5.0
+
+
+def test_no_stop_grace_kills_at_once_without_a_sigterm(workspace: Path) -> None:
+    outcome, _, took = shell(
+        "trap 'echo saved > state' TERM; sleep 30 & wait", workspace, timeout=0.5, grace=0
+    )
+    assert outcome.reason == "timed out after 0.5s (SIGKILL, no stop grace)"
+    assert outcome.stopped_by is StoppedBy.SIGKILL
+    assert not (workspace / "state").exists()
+    assert took < 2.0
+
+
+def test_a_job_that_ends_by_itself_was_stopped_by_nothing(workspace: Path) -> None:
+    outcome, _, _ = shell("exit 3", workspace)
+    assert (outcome.state, outcome.stopped_by) == (AttemptState.FAILED, None)
 
 
 def test_what_the_job_left_in_its_group_is_killed_when_it_exits(workspace: Path) -> None:
@@ -390,6 +415,7 @@ def test_preemption_stops_the_attempt_like_a_cancel_but_says_preempted(workspace
     outcome, took = stopped("trap '' TERM; sleep 30", workspace, preempt)
     assert outcome.state is AttemptState.PREEMPTED
     assert outcome.reason == f"{PREEMPTED} (SIGTERM, then SIGKILL after 0.5s grace)"
+    assert outcome.stopped_by is StoppedBy.SIGKILL
     assert 0.7 <= took < 2.0
 
 
@@ -397,6 +423,7 @@ def test_a_preempted_job_that_obeys_sigterm_ends_at_once(workspace: Path) -> Non
     preempt = stop_after(0.2, (AttemptState.PREEMPTED, PREEMPTED))
     outcome, took = stopped("sleep 30", workspace, preempt)
     assert (outcome.state, outcome.reason) == (AttemptState.PREEMPTED, f"{PREEMPTED} (SIGTERM)")
+    assert outcome.stopped_by is StoppedBy.SIGTERM
     assert took < 0.7
 
 
@@ -540,7 +567,19 @@ def test_build_plan_turns_each_runtime_into_argv(
     plan = build_plan(spec, Path("/w"), program, ENV, "/usr/bin/python3", 60, name="att_1")
     assert plan.argv == argv
     assert (plan.env, plan.cwd, plan.cgroup_name) == (ENV, Path("/w"), "att_1")
-    assert (plan.timeout_seconds, plan.kill_grace_seconds) == (60, 5.0)
+    assert (plan.timeout_seconds, plan.stop_grace_seconds) == (60, spec.stop_grace_seconds)
+
+
+@pytest.mark.parametrize(
+    ("job_grace", "worker_cap", "granted"),
+    [(30, 600, 30), (30, 1, 1), (0, 1, 0), (600, 600, 600), (5, 0.5, 0.5)],
+)
+def test_a_job_gets_its_stop_grace_cut_to_the_workers_cap(
+    job_grace: int, worker_cap: float, granted: float
+) -> None:
+    spec = JobSpec(runtime=Runtime.SHELL, command="true", stop_grace_seconds=job_grace)
+    plan = build_plan(spec, Path("/w"), None, ENV, "python3", 60, max_stop_grace_seconds=worker_cap)
+    assert plan.stop_grace_seconds == granted
 
 
 def test_build_plan_for_a_program_runtime_needs_the_program() -> None:

@@ -16,6 +16,7 @@ def test_a_job_is_created_with_defaults_and_read_back(api: Api) -> None:
     assert spec["priority"] == "medium"
     assert spec["resources"] == {"cpu": 1.0, "memory_mb": 256, "gpus": 0, "disk_mb": 1024}
     assert spec["retry"]["max_attempts"] == 1
+    assert spec["stop_grace_seconds"] == 30
     assert spec["env"] == {"MODE": "full"}
 
 
@@ -23,6 +24,9 @@ def test_a_job_is_created_with_defaults_and_read_back(api: Api) -> None:
     ("body", "field", "words"),
     [
         ({"timeout_seconds": 86401}, "timeout_seconds", "24 h"),
+        ({"stop_grace_seconds": -1}, "stop_grace_seconds", "greater than or equal to 0"),
+        ({"stop_grace_seconds": 601}, "stop_grace_seconds", "less than or equal to 600"),
+        ({"stop_grace_seconds": "x"}, "stop_grace_seconds", "valid integer"),
         ({"runtime": "shell", "command": None}, "body", "needs a command"),
         ({"runtime": "python", "command": None}, "body", "needs an artifact"),
         ({"runtime": "cobol"}, "runtime", "shell"),
@@ -44,6 +48,19 @@ def test_invalid_jobs_get_422_naming_the_field(
     problem = response.json()
     assert any(error["field"] == field for error in problem["errors"]), problem
     assert words in problem["detail"]
+
+
+def test_a_stop_grace_is_kept_changed_and_taken_by_its_runs(api: Api) -> None:
+    job = api.create_job("graceful", stop_grace_seconds=5)
+    assert job["spec"]["stop_grace_seconds"] == 5
+    changed = api.http.patch(
+        f"/v1/jobs/{job['id']}", headers=api.admin, json={"stop_grace_seconds": 0}
+    )
+    assert changed.status_code == 200, changed.text
+    fetched = api.http.get(f"/v1/jobs/{job['id']}", headers=api.admin).json()
+    assert fetched["spec"]["stop_grace_seconds"] == 0
+    run = api.start_run(job["id"])
+    assert run["spec"]["stop_grace_seconds"] == 0
 
 
 def test_an_artifact_the_tenant_does_not_have_is_refused(api: Api) -> None:

@@ -104,7 +104,7 @@ def test_a_silent_worker_is_lost_and_its_runs_retry_at_once(world: World) -> Non
 
 
 def test_an_attempt_past_its_deadline_times_out_even_if_its_worker_lives(world: World) -> None:
-    run_id = world.submit(world.job(timeout_seconds=60))
+    run_id = world.submit(world.job(timeout_seconds=60, stop_grace_seconds=0))
     worker = world.worker()
     (assignment,) = world.claim(worker)
     running = [HeldAttempt(attempt_id=assignment.attempt_id, attempt=assignment.attempt)]
@@ -114,6 +114,23 @@ def test_an_attempt_past_its_deadline_times_out_even_if_its_worker_lives(world: 
         world.reap()
     assert world.state(run_id) is RunState.TIMED_OUT
     assert "deadline" in (world.store.runs.get(world.tenant_id, run_id).reason or "")
+
+
+def test_an_attempts_deadline_leaves_its_worker_the_jobs_stop_grace(world: World) -> None:
+    run_id = world.submit(world.job(timeout_seconds=60, stop_grace_seconds=600))
+    worker = world.worker()
+    (assignment,) = world.claim(worker)
+    running = [HeldAttempt(attempt_id=assignment.attempt_id, attempt=assignment.attempt)]
+    for _ in range(76):  # 684 s: past the timeout and its grace, within the margin after
+        world.clock.advance(9)
+        world.store.workers.heartbeat(worker, running, unreported_grace_seconds=2)
+        world.reap()
+    assert world.state(run_id) is RunState.RUNNING
+    for _ in range(2):
+        world.clock.advance(9)
+        world.store.workers.heartbeat(worker, running, unreported_grace_seconds=2)
+        world.reap()
+    assert world.state(run_id) is RunState.TIMED_OUT
 
 
 def test_an_attempt_that_never_reached_its_worker_is_lost_and_retried(world: World) -> None:

@@ -118,7 +118,7 @@ def config(tmp_path: Path, **changes: Any) -> WorkerConfig:
         "python": PYTHON,
         "run_uid_base": 300000,
         "run_uid_count": 16,
-        "kill_grace_seconds": 0.5,
+        "max_stop_grace_seconds": 0.5,
         **changes,
     }
     return WorkerConfig(**settings)

@@ -91,6 +91,7 @@ def test_a_finished_attempt_ends_the_run_with_its_logs(api: Api) -> None:
     (attempt,) = detail["attempts"]
     assert attempt["state"] == "succeeded"
     assert attempt["max_rss_kb"] == 1000
+    assert attempt["stopped_by"] is None
     logs = api.http.get(f"/v1/runs/{run['id']}/logs", headers=api.admin).json()
     assert [(chunk["stream"], chunk["text"]) for chunk in logs["chunks"]] == [
         ("stdout", "hello\n"),
@@ -129,6 +130,36 @@ def test_another_workers_attempt_is_not_found(api: Api) -> None:
     (assignment,) = claim(api, first)["assignments"]
     (result,) = report(api, second, completions=[completion(assignment)])
     assert result["status"] == 404
+
+
+def test_an_assignment_carries_the_jobs_stop_grace(api: Api) -> None:
+    worker_id = register_worker(api)
+    api.start_run(api.create_job(stop_grace_seconds=7)["id"])
+    (assignment,) = claim(api, worker_id)["assignments"]
+    assert assignment["spec"]["stop_grace_seconds"] == 7
+
+
+def test_how_a_stopped_attempt_ended_is_kept_on_it(api: Api) -> None:
+    worker_id = register_worker(api)
+    run = api.start_run(api.create_job()["id"])
+    (assignment,) = claim(api, worker_id)["assignments"]
+    api.http.post(f"/v1/runs/{run['id']}/cancel", headers=api.admin)
+    stopped = completion(assignment, "cancelled", None) | {"stopped_by": "sigkill"}
+    report(api, worker_id, completions=[stopped])
+    (attempt,) = api.http.get(f"/v1/runs/{run['id']}", headers=api.admin).json()["attempts"]
+    assert (attempt["state"], attempt["stopped_by"]) == ("cancelled", "sigkill")
+
+
+def test_a_stop_that_is_no_signal_is_refused(api: Api) -> None:
+    worker_id = register_worker(api)
+    api.start_run(api.create_job()["id"])
+    (assignment,) = claim(api, worker_id)["assignments"]
+    response = api.http.post(
+        f"/v1/workers/{worker_id}/reports",
+        headers=as_worker(worker_id),
+        json={"completions": [completion(assignment, "cancelled", None) | {"stopped_by": "x"}]},
+    )
+    assert response.status_code == 422
 
 
 def test_cancelling_a_running_run_tells_its_worker(api: Api) -> None:

@@ -128,7 +128,7 @@ class Cluster:
             name,
             "--home",
             str(self.home / f"worker-{name}"),
-            "--kill-grace",
+            "--max-stop-grace",
             "1",
             *flags,
             HERDER_WORKER_TOKEN=self.worker_token,

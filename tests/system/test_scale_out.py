@@ -149,7 +149,7 @@ def test_three_api_processes_two_schedulers_four_workers_survive_a_kill_of_each(
         cluster.spawn(
             "worker", "--server", url, "--name", f"w{index}", "--home",
             str(cluster.home / f"worker-w{index}"), "--isolation", "none", "--max-slots", "16",
-            "--kill-grace", "1", HERDER_WORKER_TOKEN=cluster.worker_token,
+            "--max-stop-grace", "1", HERDER_WORKER_TOKEN=cluster.worker_token,
         )
         for index in range(4)
     ]  # fmt: skip

@@ -16,6 +16,7 @@ def test_defaults_are_those_documented() -> None:
     assert spec.priority is Priority.MEDIUM
     assert spec.resources == Resources(cpu=1, memory_mb=256, gpus=0)
     assert spec.network is False
+    assert spec.stop_grace_seconds == 30
 
 
 @pytest.mark.parametrize(
@@ -30,6 +31,8 @@ def test_defaults_are_those_documented() -> None:
         ({"runtime": "archive", "artifact": SHA}, "needs a command"),
         ({"runtime": "shell", "command": "x", "timeout_seconds": 86401}, "24 h"),
         ({"runtime": "shell", "command": "x", "timeout_seconds": 0}, "greater than or equal"),
+        ({"runtime": "shell", "command": "x", "stop_grace_seconds": -1}, "greater than or equal"),
+        ({"runtime": "shell", "command": "x", "stop_grace_seconds": 601}, "less than or equal"),
         ({"runtime": "shell", "command": "x", "resources": {"cpu": 0.0001}}, "millicore"),
         ({"runtime": "shell", "command": "x", "labels": {"bad key!": "v"}}, "label key"),
     ],
@@ -41,6 +44,12 @@ def test_invalid_specs_say_what_is_wrong(fields: dict[str, object], message: str
 
 def test_a_day_is_the_longest_timeout() -> None:
     assert JobSpec(runtime="shell", command="x", timeout_seconds=86400).timeout_seconds == 86400
+
+
+@pytest.mark.parametrize("grace", [0, 600])
+def test_a_stop_grace_may_be_none_at_all_or_ten_minutes(grace: int) -> None:
+    spec = JobSpec(runtime="shell", command="x", stop_grace_seconds=grace)
+    assert spec.stop_grace_seconds == grace
 
 
 def test_cpu_is_kept_in_whole_millicores() -> None:

@@ -8,7 +8,7 @@ from pydantic import ValidationError
 
 from herder.domain.jobs import JobSpec, Runtime
 from herder.domain.models import Assignment
-from herder.domain.states import AttemptState
+from herder.domain.states import AttemptState, StoppedBy
 from herder.protocol import MAX_REASON_CHARS, Completion, OutputChunk, Report
 from herder.worker.attempts import LiveAttempt
 from herder.worker.outcome import Outcome, ResourceUsage
@@ -77,7 +77,18 @@ def test_an_outcome_becomes_a_completion() -> None:
         "reason": "exit 3",
         "usage": {"cpu_user_seconds": 0.5, "cpu_system_seconds": 0.25, "max_rss_kb": 2048},
         "output": None,
+        "stopped_by": None,
     }
+
+
+def test_how_a_stopped_attempt_ended_reaches_its_completion_and_its_ending() -> None:
+    usage = ResourceUsage(0.0, 0.0, 0, 2.0)
+    stopped = Outcome(
+        AttemptState.CANCELLED, None, "cancelled", usage, stopped_by=StoppedBy.SIGKILL
+    )
+    completion = live_attempt().completion(stopped)
+    assert completion.stopped_by is StoppedBy.SIGKILL
+    assert completion.ending("wrk_1").stopped_by is StoppedBy.SIGKILL
 
 
 def test_a_lost_attempt_says_why_and_a_long_reason_is_cut() -> None:

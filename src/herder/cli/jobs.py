@@ -11,6 +11,7 @@ from rich.table import Table
 
 from herder.cli.common import JsonFlag, app, client, fail, out, pairs, print_json, when
 from herder.cli.uploads import upload_progress
+from herder.domain.jobs import DEFAULT_STOP_GRACE_SECONDS
 from herder.domain.models import Job
 
 job_app = typer.Typer(help="Create and manage jobs.", no_args_is_help=True)
@@ -55,6 +56,13 @@ def job_create(
     ] = 1024,
     priority: Annotated[str, typer.Option(help="high, medium or low")] = "medium",
     timeout: Annotated[int, typer.Option(help="seconds, at most 86400")] = 3600,
+    stop_grace: Annotated[
+        int,
+        typer.Option(
+            help="seconds between SIGTERM and SIGKILL when it is stopped, for it to save its "
+            "work (0: kill at once; at most 600)"
+        ),
+    ] = DEFAULT_STOP_GRACE_SECONDS,
     max_attempts: Annotated[int, typer.Option(help="retry policy: attempts in all")] = 1,
     retry_delay: Annotated[float, typer.Option(help="first back-off cap, seconds")] = 10.0,
     network: Annotated[bool, typer.Option(help="allow network access")] = False,
@@ -76,6 +84,7 @@ def job_create(
             "resources": {"cpu": cpu, "memory_mb": memory_mb, "gpus": gpus, "disk_mb": disk_mb},
             "priority": priority,
             "timeout_seconds": timeout,
+            "stop_grace_seconds": stop_grace,
             "retry": {"max_attempts": max_attempts, "initial_delay_seconds": retry_delay},
             "network": network,
             "requires": pairs(requires, "requires"),

@@ -71,13 +71,16 @@ def _print_detail(run: RunDetail) -> None:
     if run.reason:
         out.print(f"reason: {run.reason}")
     if run.attempts:
-        attempts = Table("ATTEMPT", "WORKER", "STATE", "STARTED", "FINISHED", "CPU s", "MAX RSS")
+        attempts = Table(
+            "ATTEMPT", "WORKER", "STATE", "STOPPED BY", "STARTED", "FINISHED", "CPU s", "MAX RSS"
+        )
         for attempt in run.attempts:
             cpu = (attempt.cpu_user_seconds or 0) + (attempt.cpu_system_seconds or 0)
             attempts.add_row(
                 str(attempt.number),
                 attempt.worker_id,
                 attempt.state,
+                attempt.stopped_by or "-",
                 when(attempt.started_at),
                 when(attempt.finished_at),
                 f"{cpu:.2f}",

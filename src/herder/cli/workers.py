@@ -18,6 +18,7 @@ from rich.table import Table
 from herder.cli.common import LOG_FORMAT, JsonFlag, app, client, fail, out, pairs, print_json, when
 from herder.cli.tones import state_style
 from herder.credentials import home_directory
+from herder.domain.jobs import MAX_STOP_GRACE_SECONDS
 from herder.domain.models import Worker
 from herder.worker.isolation import Isolation
 
@@ -52,7 +53,15 @@ def worker(
         int, typer.Option(help="when root: attempts run as uids from here up")
     ] = 61000,
     python: Annotated[str | None, typer.Option(help="interpreter for python jobs")] = None,
-    kill_grace: Annotated[float, typer.Option(help="seconds between SIGTERM and SIGKILL")] = 5.0,
+    max_stop_grace: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            max=MAX_STOP_GRACE_SECONDS,
+            help="the longest stop grace (seconds between SIGTERM and SIGKILL) an attempt gets "
+            "here: a job's stop_grace_seconds above it is cut to it",
+        ),
+    ] = MAX_STOP_GRACE_SECONDS,
     address: Annotated[
         str | None,
         typer.Option(help="where gang peers reach it (default: its address towards the server)"),
@@ -107,7 +116,7 @@ def worker(
         max_slots=max_slots,
         labels=pairs(label, "label"),
         run_uid_base=run_uid_base,
-        kill_grace_seconds=kill_grace,
+        max_stop_grace_seconds=max_stop_grace,
         address=address or "",
         isolation=isolation,
         expose=tuple(expose),

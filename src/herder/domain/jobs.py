@@ -25,6 +25,8 @@ from herder.domain.variables import changes_startup, variable_name_problem
 
 MAX_TIMEOUT_SECONDS = 24 * 60 * 60
 DEFAULT_TIMEOUT_SECONDS = 60 * 60
+MAX_STOP_GRACE_SECONDS = 600
+DEFAULT_STOP_GRACE_SECONDS = 30
 MAX_ARTIFACT_BYTES = 10 * 1024 * 1024
 MAX_REPLICAS = 256
 MAX_ARGS = 1024
@@ -178,6 +180,16 @@ class JobSpec(_Strict):
     timeout_seconds: Annotated[int, Field(ge=1, description="at most 86400 (24 h)")] = (
         DEFAULT_TIMEOUT_SECONDS
     )
+    stop_grace_seconds: Annotated[
+        int,
+        Field(
+            ge=0,
+            le=MAX_STOP_GRACE_SECONDS,
+            description="when it is stopped (preemption, cancel, timeout): seconds between "
+            "SIGTERM and SIGKILL, for it to save its work; 0 kills it at once; a worker's "
+            "--max-stop-grace may shorten it",
+        ),
+    ] = DEFAULT_STOP_GRACE_SECONDS
     network: bool = Field(default=False, description="may the job reach the network")
     requires: dict[str, str] = Field(
         default={}, description="labels a worker must have to run it, e.g. gpu_model: h100"

@@ -11,7 +11,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
 from herder.domain.history import DEFAULT_RETENTION_DAYS
 from herder.domain.jobs import Capacity, JobSpec, Priority
 from herder.domain.schedules import ScheduleSpec
-from herder.domain.states import AttemptState, RunState
+from herder.domain.states import AttemptState, RunState, StoppedBy
 from herder.domain.tenants import TenantQuotas
 
 
@@ -116,6 +116,9 @@ class Attempt(_Record):
     log_truncated: bool
     rank: int = 0  # the gang member; 0 for a single run
     gpu_indices: GpuIndices = []
+    # Stopped by its worker (timeout, cancel, preemption): it exited within its stop grace
+    # after SIGTERM, or needed SIGKILL. None when it ended by itself or was never stopped.
+    stopped_by: StoppedBy | None = None
 
 
 class RunEvent(_Record):

@@ -45,6 +45,14 @@ class AttemptState(StrEnum):
     PREEMPTED = "preempted"
 
 
+class StoppedBy(StrEnum):
+    """How an attempt we stopped (timeout, cancel, preemption) ended: within its stop grace
+    after SIGTERM, or by the SIGKILL after it. An attempt that ended by itself has none."""
+
+    SIGTERM = "sigterm"
+    SIGKILL = "sigkill"
+
+
 TERMINAL_RUN_STATES = frozenset(
     {
         RunState.SUCCEEDED,

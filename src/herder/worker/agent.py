@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 
 from herder import __version__
-from herder.domain.jobs import Capacity
+from herder.domain.jobs import MAX_STOP_GRACE_SECONDS, Capacity
 from herder.domain.models import Assignment
 from herder.domain.states import AttemptState
 from herder.protocol import Directives, Heartbeat, RegisterReply, RegisterRequest
@@ -59,7 +59,7 @@ class WorkerConfig:
     labels: dict[str, str] = field(default_factory=dict)
     run_uid_base: int = 61000
     run_uid_count: int = 4096
-    kill_grace_seconds: float = 5.0
+    max_stop_grace_seconds: float = MAX_STOP_GRACE_SECONDS  # caps jobs' stop_grace_seconds
     address: str = ""  # where gang peers reach this worker; "" finds it (see address.py)
     max_processes_per_attempt: int = MAX_PROCESSES_PER_ATTEMPT
     isolation: Isolation = Isolation.SANDBOX
@@ -92,7 +92,7 @@ class Agent:
             self.host,
             ArtifactCache(self.host.state / "cache", self.connection.download),
             config.python,
-            config.kill_grace_seconds,
+            config.max_stop_grace_seconds,
             config.max_processes_per_attempt,
         )
         self._running: dict[str, LiveAttempt] = {}

@@ -72,6 +72,7 @@ class LiveAttempt:
                 max_rss_kb=usage.max_rss_kb,
             ),
             output=output,
+            stopped_by=outcome.stopped_by,
         )
 
 
@@ -82,7 +83,7 @@ class AttemptRunner:
     host: AttemptHost
     cache: ArtifactCache
     python: str  # the interpreter of python jobs
-    kill_grace_seconds: float
+    max_stop_grace_seconds: float  # the operator's cap on a job's stop_grace_seconds
     max_processes: int
 
     async def run(
@@ -129,7 +130,7 @@ class AttemptRunner:
             attempt_environment(attempt.assignment, seen_as, temporary),
             self.python,
             spec.timeout_seconds,
-            kill_grace_seconds=self.kill_grace_seconds,
+            max_stop_grace_seconds=self.max_stop_grace_seconds,
             limits=limits,
             sandbox=place.sandbox,
             name=attempt.assignment.attempt_id,

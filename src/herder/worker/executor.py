@@ -1,8 +1,9 @@
 """Run one attempt of a job as a real OS process and say how it ended.
 
 The attempt is its own session and process group, so a timeout or a cancel reaches everything
-it started at once: SIGTERM, then SIGKILL after a grace period. When the main process exits,
-for any reason, what is left of its group is killed. A grandchild that left the group with
+it started at once: SIGTERM, then SIGKILL after the job's stop grace (``stop_grace_seconds``,
+at most the worker's ``--max-stop-grace``). When the main process exits, for any reason,
+what is left of its group is killed. A grandchild that left the group with
 ``setsid`` is out of reach of that; in a sandbox it dies with the attempt's PID namespace
 (``sandbox.c``), it dies here when the attempt has a cgroup (``cgroups.py``), and the caller
 sweeps every process of the attempt's uid before the uid is used again (``uids.UidSweeper``).
@@ -138,7 +139,8 @@ async def _run(
 async def _supervise(
     child: AttemptProcess, plan: LaunchPlan, cancel: asyncio.Event
 ) -> Stopped | None:
-    """Wait for the exit, a cancel or the timeout; on the latter two, TERM then KILL the group."""
+    """Wait for the exit, a cancel or the timeout; on the latter two, TERM then KILL the group
+    (KILL at once with no stop grace)."""
     stoppers: set[asyncio.Future[Any]] = {
         asyncio.ensure_future(cancel.wait()),
         asyncio.ensure_future(child.sink_failed.wait()),
@@ -160,9 +162,10 @@ async def _supervise(
         state, reason = _why_stopped(cancel)
     else:
         state, reason = AttemptState.TIMED_OUT, f"timed out after {plan.timeout_seconds:g}s"
-    child.signal_group(signal.SIGTERM)
-    await asyncio.wait({child.exited}, timeout=plan.kill_grace_seconds)
-    escalated = not child.has_exited
+    if plan.stop_grace_seconds > 0:
+        child.signal_group(signal.SIGTERM)
+        await asyncio.wait({child.exited}, timeout=plan.stop_grace_seconds)
+    escalated = plan.stop_grace_seconds == 0 or not child.has_exited
     if escalated:
         child.signal_group(signal.SIGKILL)
         await asyncio.wait({child.exited})

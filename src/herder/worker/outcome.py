@@ -13,7 +13,7 @@ from pydantic import JsonValue
 
 from herder.domain.artifacts import human_size
 from herder.domain.retry import DISK_FULL_REASON_PREFIX, OOM_REASON_PREFIX
-from herder.domain.states import AttemptState
+from herder.domain.states import AttemptState, StoppedBy
 from herder.worker.limits import Verdict
 from herder.worker.process import LaunchPlan
 
@@ -40,6 +40,7 @@ class Outcome:
     reason: str
     usage: ResourceUsage
     output: JsonValue = None  # what the job wrote to $HERDER_OUTPUT, when it succeeded
+    stopped_by: StoppedBy | None = None  # None: it ended by itself
 
 
 @dataclass(frozen=True)
@@ -65,9 +66,9 @@ def outcome_of(
     closed there (``process.AttemptProcess``)."""
     exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
     if stop is not None:
-        grace = plan.kill_grace_seconds
-        sent = f"SIGTERM, then SIGKILL after {grace:g}s grace" if stop.escalated else "SIGTERM"
-        return Outcome(stop.state, exit_code, f"{stop.reason} ({sent})", usage)
+        stopped_by = StoppedBy.SIGKILL if stop.escalated else StoppedBy.SIGTERM
+        reason = f"{stop.reason} ({_signals_sent(stopped_by, plan.stop_grace_seconds)})"
+        return Outcome(stop.state, exit_code, reason, usage, stopped_by=stopped_by)
     number = os.WTERMSIG(status) if exit_code is None else None
     ended = f"exit {exit_code}" if number is None else f"killed by {_signal_name(number)}"
     memory = plan.limits.memory_text if plan.limits is not None else "its"
@@ -101,6 +102,14 @@ def outcome_of(
     if number == signal.SIGKILL and verdict.oom_kills is None:
         ended += " (possibly out of memory)"  # not from us; the cgroup that could tell is absent
     return Outcome(AttemptState.FAILED, exit_code, ended, usage)
+
+
+def _signals_sent(stopped_by: StoppedBy, grace_seconds: float) -> str:
+    if stopped_by is StoppedBy.SIGTERM:
+        return "SIGTERM"
+    if grace_seconds == 0:
+        return "SIGKILL, no stop grace"
+    return f"SIGTERM, then SIGKILL after {grace_seconds:g}s grace"
 
 
 def _output_limit_text(plan: LaunchPlan) -> str:

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from herder.domain.jobs import DEFAULT_STOP_GRACE_SECONDS
 from herder.worker.launch_server import LaunchServer, Reaped
 from herder.worker.limits import Confinement, Limits
 from herder.worker.output import MAX_OUTPUT_BYTES_PER_ATTEMPT
@@ -42,7 +43,7 @@ class LaunchPlan:
     env: dict[str, str] = field(repr=False)  # the complete environment: secrets too
     cwd: Path
     timeout_seconds: float
-    kill_grace_seconds: float = 5.0
+    stop_grace_seconds: float = DEFAULT_STOP_GRACE_SECONDS  # SIGTERM, this long, SIGKILL
     limits: Limits | None = None  # None: none beyond the worker's own
     sandbox: Sandbox | None = None
     name: str = ""  # names its cgroup; unique among the worker's running attempts
@@ -52,8 +53,8 @@ class LaunchPlan:
     def __post_init__(self) -> None:
         if not self.argv:
             raise ValueError("argv is empty")
-        if self.timeout_seconds <= 0 or self.kill_grace_seconds < 0:
-            raise ValueError("timeout_seconds must be > 0 and kill_grace_seconds >= 0")
+        if self.timeout_seconds <= 0 or self.stop_grace_seconds < 0:
+            raise ValueError("timeout_seconds must be > 0 and stop_grace_seconds >= 0")
 
     @property
     def cgroup_name(self) -> str:

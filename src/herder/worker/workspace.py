@@ -14,7 +14,7 @@ import stat
 from pathlib import Path
 from typing import assert_never
 
-from herder.domain.jobs import JobSpec, Runtime
+from herder.domain.jobs import MAX_STOP_GRACE_SECONDS, JobSpec, Runtime
 from herder.worker.limits import Limits
 from herder.worker.process import LaunchPlan
 from herder.worker.sandbox import Sandbox
@@ -90,13 +90,14 @@ def build_plan(
     python: str,
     timeout_seconds: float,
     *,
-    kill_grace_seconds: float = 5.0,
+    max_stop_grace_seconds: float = MAX_STOP_GRACE_SECONDS,
     limits: Limits | None = None,
     sandbox: Sandbox | None = None,
     name: str = "",
 ) -> LaunchPlan:
     """How to start ``spec`` in ``workspace`` (the path the job sees); ``env`` is already the
-    complete environment and a relative ``program`` is taken relative to the workspace."""
+    complete environment and a relative ``program`` is taken relative to the workspace. The
+    job's stop grace is cut to ``max_stop_grace_seconds``, the worker operator's cap."""
     if program is not None and not program.is_absolute():
         program = workspace / program  # a bare name would be looked up in PATH instead
     return LaunchPlan(
@@ -104,7 +105,7 @@ def build_plan(
         env=dict(env),
         cwd=workspace,
         timeout_seconds=timeout_seconds,
-        kill_grace_seconds=kill_grace_seconds,
+        stop_grace_seconds=min(spec.stop_grace_seconds, max_stop_grace_seconds),
         limits=limits,
         sandbox=sandbox,
         name=name,

@@ -17,7 +17,7 @@ from typing import Any
 
 from herder.domain.backfill_states import BackfillState, check_backfill_transition
 from herder.domain.jobs import JobSpec
-from herder.domain.states import AttemptState, RunState, check_transition
+from herder.domain.states import AttemptState, RunState, StoppedBy, check_transition
 from herder.domain.workflows.states import WorkflowRunState, check_workflow_run_transition
 
 
@@ -97,6 +97,7 @@ class AttemptEnd:
     cpu_user_seconds: float | None = None
     cpu_system_seconds: float | None = None
     max_rss_kb: int | None = None
+    stopped_by: StoppedBy | None = None
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from datetime import datetime
 from pydantic import JsonValue
 
 from herder.domain.jobs import RetryPolicy
-from herder.domain.states import AttemptState, RunState
+from herder.domain.states import AttemptState, RunState, StoppedBy
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,7 @@ class Ending:
     cpu_system_seconds: float | None = None
     max_rss_kb: int | None = None
     output: JsonValue = None
+    stopped_by: StoppedBy | None = None  # the worker's signal that ended it, if it stopped it
 
 
 @dataclass(frozen=True)

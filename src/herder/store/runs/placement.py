@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Select, Update, bindparam, select, update
+from sqlalchemy import Connection, Select, Update, bindparam, func, select, update
 
 from herder.clock import Clock, epoch_ms
 from herder.domain.ids import new_id
+from herder.domain.jobs import DEFAULT_STOP_GRACE_SECONDS
 from herder.domain.lifecycle.changes import Event, NoticeKind, notices
 from herder.domain.lifecycle.stops import can_be_victim
 from herder.domain.models import WorkerState
@@ -36,7 +37,7 @@ from herder.store.runs.writes import record_events
 from herder.store.schema import attempts, runs, workers
 from herder.telemetry import metrics
 
-ATTEMPT_DEADLINE_MARGIN_SECONDS = 30  # past its timeout, the worker's own kill, and reporting
+ATTEMPT_DEADLINE_MARGIN_SECONDS = 30  # past its timeout and stop grace: the kill, reporting
 
 
 @dataclass(frozen=True)
@@ -139,10 +140,14 @@ def _statements(dialect: str) -> _Statements:
     worker_ids = Among(dialect, workers.c.id, "worker_ids")
     attempt_worker_ids = Among(dialect, attempts.c.worker_id, "worker_ids")
     timeout = runs.c.spec["timeout_seconds"].as_integer().label("timeout_seconds")
+    grace = runs.c.spec["stop_grace_seconds"].as_integer()  # absent from runs made before it
+    stop_grace = func.coalesce(grace, DEFAULT_STOP_GRACE_SECONDS).label("stop_grace_seconds")
     still_queued = (run_ids.condition, runs.c.state == RunState.QUEUED)
     return _Statements(
         run_ids=run_ids,
-        queued=select(runs.c.id, runs.c.cpu_milli, runs.c.memory_mb, runs.c.gpus, timeout)
+        queued=select(
+            runs.c.id, runs.c.cpu_milli, runs.c.memory_mb, runs.c.gpus, timeout, stop_grace
+        )
         .where(*still_queued),
         start=update(runs)
         .where(*still_queued)
@@ -199,6 +204,7 @@ class _Room:
 class _QueuedRun:
     need: Amount  # per member
     timeout_seconds: int
+    stop_grace_seconds: int
 
 
 def _queued_runs(
@@ -206,8 +212,10 @@ def _queued_runs(
 ) -> dict[str, _QueuedRun]:
     found: dict[str, _QueuedRun] = {}
     for params in sql.run_ids.batches(run_ids):
-        for run_id, cpu, memory_mb, gpus, timeout in connection.execute(sql.queued, params).all():
-            found[run_id] = _QueuedRun(Amount(cpu, memory_mb, gpus, 1), timeout)
+        for run_id, cpu, memory_mb, gpus, timeout, grace in connection.execute(
+            sql.queued, params
+        ).all():
+            found[run_id] = _QueuedRun(Amount(cpu, memory_mb, gpus, 1), timeout, grace)
     return found
 
 
@@ -286,7 +294,8 @@ def _insert_attempts(
     by_worker: dict[str, list[RunningAttempt]] = defaultdict(list)
     for placement in placed:
         run, start = queued[placement.run_id], started[placement.run_id]
-        deadline = now + timedelta(seconds=run.timeout_seconds + ATTEMPT_DEADLINE_MARGIN_SECONDS)
+        running = run.timeout_seconds + run.stop_grace_seconds + ATTEMPT_DEADLINE_MARGIN_SECONDS
+        deadline = now + timedelta(seconds=running)
         for member in placement.members:
             attempt_id = new_id("att", epoch_ms(now))
             rows.append(

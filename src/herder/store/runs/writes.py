@@ -158,6 +158,7 @@ _END_ATTEMPT = (
         cpu_user_seconds=bindparam("e_cpu_user"),
         cpu_system_seconds=bindparam("e_cpu_system"),
         max_rss_kb=bindparam("e_max_rss"),
+        stopped_by=bindparam("e_stopped_by"),
     )
     .returning(attempts.c.id)
 )
@@ -170,7 +171,7 @@ def _end_attempts(connection: Connection, ends: Sequence[AttemptEnd], now: datet
             "e_id": end.attempt_id, "e_state": end.state, "e_reason": end.reason,
             "e_exit_code": end.exit_code, "e_now": now, "e_cpu_user": end.cpu_user_seconds,
             "e_cpu_system": end.cpu_system_seconds, "e_max_rss": end.max_rss_kb,
-            "e_live_floor": floor,
+            "e_stopped_by": end.stopped_by, "e_live_floor": floor,
         }
         for end in ends
     ]  # fmt: skip

@@ -198,6 +198,7 @@ attempts = Table(
     Column("gpu_indices", JsonColumn),  # the worker's GPUs this attempt was given
     Column("delivered_at", UtcDateTime),  # handed to the worker by a claim
     Column("preempt_requested_at", UtcDateTime),  # the dispatcher chose it as a victim
+    Column("stopped_by", String(8)),  # sigterm | sigkill: how a stop by its worker ended it
     UniqueConstraint("run_id", "number", "rank"),
     Index(None, "worker_id", "state"),
     Index(None, "state", "deadline_at"),
