@@ -8,8 +8,10 @@ import ctypes
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -18,7 +20,7 @@ import uvicorn
 
 from herder.api.app import create_app
 from herder.api.wakeups import Wakeups
-from herder.control.scheduler import start_scheduler
+from herder.control.scheduler import Scheduler, start_scheduler
 from herder.credentials import WORKER_TOKEN_FILE, ClientCredentials, write_private
 from herder.home import secure_home
 from herder.server_keys import check_keyring, server_keyring
@@ -121,11 +123,22 @@ def stop_process(process: subprocess.Popen[bytes]) -> None:
 
 class Server(uvicorn.Server):
     """Answers open long-polls as soon as a stop is asked for, so stopping takes no longer
-    than the requests in flight."""
+    than the requests in flight; calls ``when_listening`` once it accepts connections."""
 
-    def __init__(self, config: uvicorn.Config, wakeups: Wakeups) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        wakeups: Wakeups,
+        when_listening: Callable[[], None] = lambda: None,
+    ) -> None:
         super().__init__(config)
         self._wakeups = wakeups
+        self._when_listening = when_listening
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            self._when_listening()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         self._wakeups.close()
@@ -136,8 +149,15 @@ def serve(
     settings: Settings, prepared: PreparedHome, *, with_worker: bool, with_scheduler: bool
 ) -> None:
     app = create_app(prepared.store, settings)
-    # In-process, notices reach the scheduler from the API's listener or the store itself.
-    scheduler = start_scheduler(settings, prepared.store, listen=False) if with_scheduler else None
+    schedulers: list[Scheduler] = []
+
+    def start_loops() -> None:
+        """Only once workers can reach the API: the reaper gives each a full heartbeat
+        timeout from its start, which a slow start of the API must not spend. In-process,
+        notices reach the scheduler from the API's listener or the store itself."""
+        if with_scheduler:
+            schedulers.append(start_scheduler(settings, prepared.store, listen=False))
+
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -146,7 +166,7 @@ def serve(
         access_log=False,
         timeout_graceful_shutdown=3,
     )
-    server = Server(config, app.state.wakeups)
+    server = Server(config, app.state.wakeups, start_loops)
     worker = None
     if with_worker:
         retire_local_worker(prepared)
@@ -157,6 +177,6 @@ def serve(
         if worker is not None:
             with contextlib.suppress(ProcessLookupError):
                 stop_process(worker)
-        if scheduler is not None:
+        for scheduler in schedulers:
             scheduler.stop()
         prepared.store.close()

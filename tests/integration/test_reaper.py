@@ -133,19 +133,28 @@ def test_an_attempts_deadline_leaves_its_worker_the_jobs_stop_grace(world: World
     assert world.state(run_id) is RunState.TIMED_OUT
 
 
-def test_an_attempt_that_never_reached_its_worker_is_lost_and_retried(world: World) -> None:
-    run_id = world.submit(world.job(retry={"max_attempts": 2, "initial_delay_seconds": 0}))
+def test_an_attempt_whose_claim_answer_was_lost_is_handed_over_again(world: World) -> None:
+    """The server died mid-claim: the attempt was handed over, its answer never arrived. The
+    job never started, so it is no try, even for a run allowed one attempt: the worker's next
+    claim gets the same attempt, and the run succeeds with it."""
+    run_id = world.submit(world.job())  # one attempt allowed
     worker = world.worker()
-    world.claim(worker)  # the answer "never arrives": the worker keeps saying it runs nothing
+    (lost,) = world.claim(worker)  # the answer "never arrives": the worker says it runs nothing
     world.store.workers.heartbeat(worker, [], unreported_grace_seconds=2)
-    assert world.state(run_id) is RunState.RUNNING  # within the grace the answer may be coming
+    assert world.store.workers.claim(worker, 8) == []  # within the grace it may be coming
     world.clock.advance(3)
     world.store.workers.heartbeat(worker, [], unreported_grace_seconds=2)
     world.reap()
-    assert world.state(run_id) is RunState.QUEUED
-    (attempt,) = world.store.runs.detail(world.tenant_id, run_id).attempts
-    assert attempt.state is AttemptState.LOST
-    assert "never reached its worker" in (attempt.reason or "")
+    (again,) = world.store.workers.claim(worker, 8)
+    assert (again.attempt_id, again.attempt) == (lost.attempt_id, 1)
+    assert world.report(worker, again, AttemptState.SUCCEEDED, 0).status == 200
+    detail = world.store.runs.detail(world.tenant_id, run_id)
+    assert (detail.state, [a.state for a in detail.attempts]) == (
+        RunState.SUCCEEDED,
+        [AttemptState.SUCCEEDED],
+    )
+    events = [event.message for event in world.store.runs.events(world.tenant_id, run_id)]
+    assert any("handed over again" in message for message in events)
 
 
 def test_a_run_that_always_fails_ends_dead_after_its_attempts(world: World) -> None:

@@ -211,6 +211,25 @@ def test_preemption_from_a_heartbeat_or_a_claim_is_reported_apart_from_a_cancel(
     }
 
 
+def test_an_attempt_handed_over_again_runs_once(tmp_path: Path) -> None:
+    """A claim's answer late enough that the server, not hearing of the attempt, handed it
+    over again: the worker already runs it and does not start it twice."""
+    server = FakeServer()
+    twice = assignment("att_twice", "echo started; sleep 0.5")
+    server.to_assign = [twice]
+
+    async def handed_over_again(_: Agent) -> None:
+        await until(lambda: server.text("att_twice") == "started\n")
+        server.to_assign = [twice]
+        await until(lambda: not server.to_assign)  # the next claim took it
+        await until(lambda: len(server.completions) == 1)
+        await asyncio.sleep(HEARTBEAT_SECONDS)  # a second start would have begun by now
+
+    with_agent(server, config(tmp_path), handed_over_again)
+    assert server.completions["att_twice"]["outcome"] == "succeeded"
+    assert server.text("att_twice") == "started\n"
+
+
 def test_the_memory_request_is_enforced(tmp_path: Path) -> None:
     server = FakeServer()
     allocate = f'{PYTHON} -c \'data = b"x" * ({{}} * 1024 * 1024); print("allocated")\''

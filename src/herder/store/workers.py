@@ -167,7 +167,7 @@ class WorkerRepository:
         An attempt the worker lists neither as running nor as ``finished`` (ended, its report
         not yet delivered: say the server was down when it ended) although a claim handed it
         over more than ``unreported_grace_seconds`` ago never reached it (the claim's answer
-        was lost, say when the server died mid-claim): it ends ``lost`` and its run retries.
+        was lost, say when the server died mid-claim): its next claim hands it over again.
         """
         reported = {(item.attempt_id, item.attempt) for item in [*running, *finished]}
         with unit_of_work(self._db, self._clock, self._rng) as work:
@@ -188,7 +188,7 @@ class WorkerRepository:
                 )
             ).all()
             unheard = [attempt_facts(row) for row in given if (row.id, row.number) not in reported]
-            work.settle(never_delivered(unheard), f"worker:{worker_id}")
+            work.apply(never_delivered(unheard))
             directives = _directives(work.connection, worker_id, running, work.now)
             stale = [item for item in running if item.attempt_id in directives.drop]
             if stale:

@@ -217,9 +217,19 @@ class Agent:
                 self._start(assignment)
 
     def _start(self, assignment: Assignment) -> None:
+        if self._holds(assignment.attempt_id):
+            # a claim's answer came so late that the server, not hearing of the attempt in
+            # our heartbeats, handed it over again: it runs (or ran) here once
+            log.info("attempt %s was handed over again; it is already ours", assignment.attempt_id)
+            return
         attempt = LiveAttempt(assignment, self.connection.worker_id)
         self._running[assignment.attempt_id] = attempt
         self._attempts.start(assignment.attempt_id, self._run_attempt(attempt), may_return=True)
+
+    def _holds(self, attempt_id: str) -> bool:
+        """Running here, or ended with its report still on its way."""
+        finished = self.reporter.unreported(self.connection.worker_id)
+        return attempt_id in self._running or any(i.attempt_id == attempt_id for i in finished)
 
     def _drop(self, attempt_id: str) -> None:
         if attempt := self._running.get(attempt_id):

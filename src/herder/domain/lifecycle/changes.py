@@ -144,6 +144,9 @@ class Changes:
     moves: tuple[RunMove, ...] = ()
     cancel_requests: tuple[str, ...] = ()  # running runs whose workers must stop them
     preempt_requests: tuple[str, ...] = ()  # running attempts to stop for a higher class
+    # running attempts whose claim's answer never reached the worker: the next claim hands
+    # them over again
+    handovers_lost: tuple[str, ...] = ()
     events: tuple[Event, ...] = ()
     notices: frozenset[Notice] = field(default_factory=frozenset)
     workflow_run_moves: tuple[WorkflowRunMove, ...] = ()
@@ -156,6 +159,7 @@ class Changes:
             moves=self.moves + other.moves,
             cancel_requests=self.cancel_requests + other.cancel_requests,
             preempt_requests=self.preempt_requests + other.preempt_requests,
+            handovers_lost=self.handovers_lost + other.handovers_lost,
             events=self.events + other.events,
             notices=self.notices | other.notices,
             workflow_run_moves=self.workflow_run_moves + other.workflow_run_moves,
@@ -180,6 +184,7 @@ def combine(parts: Iterable[Changes]) -> Changes:
         moves=tuple(move for part in listed for move in part.moves),
         cancel_requests=tuple(run_id for part in listed for run_id in part.cancel_requests),
         preempt_requests=tuple(a for part in listed for a in part.preempt_requests),
+        handovers_lost=tuple(a for part in listed for a in part.handovers_lost),
         events=tuple(event for part in listed for event in part.events),
         notices=frozenset(notice for part in listed for notice in part.notices),
         workflow_run_moves=tuple(m for part in listed for m in part.workflow_run_moves),

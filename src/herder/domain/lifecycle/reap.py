@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from herder.domain.lifecycle.changes import WORK, Changes, transition
+from herder.domain.lifecycle.changes import WORK, Changes, Event, NoticeKind, notices, transition
 from herder.domain.lifecycle.facts import AttemptFacts, DueRetry, Ending, WorkerSilence
 from herder.domain.states import AttemptState, RunState
 
@@ -47,11 +47,24 @@ def overdue(attempts: Sequence[AttemptFacts]) -> list[Ending]:
     return [_ending(attempt, AttemptState.TIMED_OUT, why) for attempt in attempts]
 
 
-def never_delivered(attempts: Sequence[AttemptFacts]) -> list[Ending]:
+def never_delivered(attempts: Sequence[AttemptFacts]) -> Changes:
     """Attempts a claim handed over whose worker, well past the handover, lists them neither
-    as running nor as finished: the claim's answer was lost (say the server died mid-claim)."""
-    why = "never reached its worker (the claim's answer was lost)"
-    return [_ending(attempt, AttemptState.LOST, why) for attempt in attempts]
+    as running nor as finished: the claim's answer was lost (say the server died mid-claim).
+    Their jobs never started, so no try is used and nothing is placed anew: the worker's next
+    claim hands the same attempts over again."""
+    return Changes(
+        handovers_lost=tuple(attempt.id for attempt in attempts),
+        events=tuple(
+            Event(
+                attempt.run_id,
+                "the claim's answer never reached the worker: handed over again",
+                f"worker:{attempt.worker_id}",
+                attempt=attempt.number,
+            )
+            for attempt in attempts
+        ),
+        notices=notices(NoticeKind.ASSIGNED, {attempt.worker_id for attempt in attempts}),
+    )
 
 
 def _ending(attempt: AttemptFacts, outcome: AttemptState, reason: str) -> Ending:

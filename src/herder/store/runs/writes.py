@@ -47,6 +47,7 @@ def apply_changes(
     ended = _end_attempts(connection, changes.attempt_ends, now)
     moved = _move_runs(connection, changes.moves)
     _request_cancels(connection, changes.cancel_requests)
+    _hand_over_again(connection, changes.handovers_lost)
     record_events(
         connection,
         now,
@@ -254,6 +255,17 @@ def _move_statement(fenced: bool, columns: tuple[str, ...]) -> Update:
         statement = statement.where(runs.c.attempt_count == bindparam("m_attempt"))
     values: dict[str, Any] = {column: bindparam(f"v_{column}") for column in columns}
     return statement.values(state=bindparam("m_target"), **values).returning(runs.c.id)
+
+
+def _hand_over_again(connection: Connection, attempt_ids: Sequence[str]) -> None:
+    """Undelivered again: the worker's next claim hands these attempts over (if still
+    running)."""
+    if attempt_ids:
+        connection.execute(
+            update(attempts)
+            .where(attempts.c.id.in_(attempt_ids), attempts.c.state == AttemptState.RUNNING)
+            .values(delivered_at=None)
+        )
 
 
 def _request_cancels(connection: Connection, run_ids: Sequence[str]) -> None:
