@@ -27,6 +27,7 @@ SETTLE_SECONDS = 3 * LEASE_SECONDS  # a death: the lease runs out, then the grac
 
 def test_a_lease_handed_over_is_taken_only_by_its_successor(store: Store) -> None:
     leases = store.leases
+    leases.join("b", 30)
     first = leases.acquire("firer-0", "a", 30)
     assert first is not None
     assert leases.hand_over("firer-0", "a", first, "b")
@@ -34,6 +35,30 @@ def test_a_lease_handed_over_is_taken_only_by_its_successor(store: Store) -> Non
     assert not leases.renew("firer-0", "a", first, 30), "the old holder still holds it"
     assert leases.acquire("firer-0", "b", 30, free_for_seconds=10) == first + 1
     assert leases.holder("firer-0") == ("b", first + 1)
+
+
+def test_a_lease_is_handed_only_to_a_live_member(store: Store) -> None:
+    leases = store.leases
+    leases.join("b", 30)
+    leases.leave("b")
+    first = leases.acquire("firer-2", "a", 30)
+    assert first is not None
+    assert not leases.hand_over("firer-2", "a", first, "b"), "handed to one that left"
+    assert not leases.hand_over("firer-2", "a", first, "c"), "handed to one never seen"
+    assert leases.holder("firer-2") == ("a", first)
+
+
+def test_a_stopping_holder_gives_up_the_leases_handed_to_it_too(store: Store) -> None:
+    leases = store.leases
+    leases.join("b", 30)
+    held = leases.acquire("firer-3", "b", 30)
+    handed = leases.acquire("firer-4", "a", 30)
+    assert held is not None
+    assert handed is not None
+    assert leases.hand_over("firer-4", "a", handed, "b")
+    leases.release_all("b")
+    assert leases.holder("firer-3") is None
+    assert leases.holder("firer-4") is None, "the lease handed to it waits out its expiry"
 
 
 def test_a_free_lease_waits_out_the_grace_for_anyone_else(store: Store) -> None:
@@ -79,6 +104,7 @@ class Pool:
         if die:
             store.leases.release = lambda *_: None  # type: ignore[method-assign]
             store.leases.leave = lambda *_: None  # type: ignore[method-assign]
+            store.leases.release_all = lambda *_: None  # type: ignore[method-assign]
         scheduler.stop()
         store.close()
 
@@ -178,3 +204,24 @@ def test_loops_spread_when_schedulers_join_and_move_to_the_survivors(pool: Pool)
     for schedule_id in schedule_ids:
         fired = {moment for owner, moment in made if owner == schedule_id}
         assert fired >= set(window), f"{schedule_id} missed {sorted(set(window) - fired)[:3]}"
+
+
+def test_a_scheduler_that_left_is_handed_none_of_its_loops_back(pool: Pool) -> None:
+    """The survivors' views of the pool lag a heartbeat behind a leave; the loops they take
+    from the leaver must stay with them, not go back to it to wait out a lease."""
+    pool.start()
+    leaver = pool.start()
+    wait_until(pool.balanced, SETTLE_SECONDS, "the loops spread over two")
+    pool.stop(leaver)
+    named: set[str | None] = set()
+
+    def settled() -> bool:
+        named.update(pool.holders().values())
+        return pool.balanced()
+
+    wait_until(settled, SETTLE_SECONDS, "the leaver's loops moved")
+    watched_until = time.monotonic() + 2 * LEASE_SECONDS  # past any lease handed back
+    while time.monotonic() < watched_until:
+        named.update(pool.holders().values())
+        time.sleep(0.05)
+    assert leaver.holder not in named, "a loop went back to the scheduler that left"

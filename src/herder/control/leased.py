@@ -132,7 +132,9 @@ class LeasedLoop:
         return False
 
     def _hand_over(self) -> bool:
-        """After a pass, give the lease to its preferred holder if that is another process."""
+        """After a pass, give the lease to its preferred holder if that is another process.
+        Refused (the lease lapsed, or the successor has left), it is let go all the same: the
+        next pass takes it again while it is still ours."""
         successor = self._successor()
         if successor is None or self.fencing is None:
             return False

@@ -11,6 +11,7 @@ process.
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import socket
@@ -25,6 +26,7 @@ from herder.control.leased import LeasedLoop, Loop
 from herder.control.maintenance import Maintenance
 from herder.control.membership import Membership
 from herder.control.reaper import Reaper
+from herder.domain.errors import HerderError
 from herder.domain.schedules import MISFIRE_GRACE
 from herder.settings import Settings
 from herder.store.notifications import (
@@ -36,6 +38,8 @@ from herder.store.notifications import (
 )
 from herder.store.schedules import PARTITIONS
 from herder.store.store import Store
+
+log = logging.getLogger("herder.control")
 
 DEFAULT_LEASE_SECONDS = 10.0
 
@@ -56,7 +60,9 @@ class Scheduler:
         alert_private_targets: bool = False,
     ) -> None:
         self.holder = holder_name()
+        self._leases = store.leases
         self._stop = threading.Event()
+        self._leaving = threading.Event()  # ends the heartbeat, before ``_stop`` ends the loops
         dispatcher = Dispatcher(store.placement)
         reaper = Reaper(store, store.clock, heartbeat_timeout_seconds=heartbeat_timeout_seconds)
         grace = timedelta(seconds=misfire_grace_seconds)
@@ -80,7 +86,7 @@ class Scheduler:
         self._wake_on_ended = wakes[compactor.name]  # an attempt ended: its log to compact
         self._wake_on_alert = wakes[sender.name]  # a delivery was queued
         self.membership = Membership(
-            store.leases, self.holder, ttl_seconds=lease_seconds, stop=self._stop
+            store.leases, self.holder, ttl_seconds=lease_seconds, stop=self._leaving
         )
         self.loops = [
             LeasedLoop(
@@ -122,13 +128,21 @@ class Scheduler:
             thread.start()
 
     def stop(self) -> None:
+        """Leave the pool, then let the loops go, then any lease handed here and not yet
+        taken: none is left naming this process, unheld until it expires (once it has left,
+        ``hand_over`` names it no more, so no survivor hands one back)."""
+        self._leaving.set()
+        self._membership_thread.join(timeout=10)
+        self.membership.leave()
         self._stop.set()
         for wake in self._wakes:
             wake.set()
         for thread in self._threads:
             thread.join(timeout=10)
-        self._membership_thread.join(timeout=10)
-        self.membership.leave()  # after the loops released their leases: the others take them
+        try:
+            self._leases.release_all(self.holder)
+        except HerderError as error:  # they will expire by themselves
+            log.warning("could not release the leases handed to %s: %s", self.holder, error)
         if self._listener is not None:
             self._listener.stop()
 

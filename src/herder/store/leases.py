@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Interval, delete, func, literal, select, update
+from sqlalchemy import ColumnElement, Interval, delete, exists, func, literal, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import ReturningInsert
 
@@ -101,12 +101,30 @@ class LeaseRepository:
                 .values(expires_at=self._now(-1.0))
             )
 
+    def release_all(self, holder: str) -> None:
+        """Give up every lease naming ``holder`` as it stops, those handed to it and not yet
+        taken too, so that none waits out its expiry for a process that has gone."""
+        with self._db.write() as connection:
+            connection.execute(
+                update(leases)
+                .where(leases.c.holder == holder, leases.c.expires_at >= self._now())
+                .values(expires_at=self._now(-1.0))
+            )
+
     def hand_over(self, name: str, holder: str, fencing: int, successor: str) -> bool:
         """Name ``successor`` the holder of our unexpired lease: only it may take the lease
-        before it expires (``acquire``), so no third process slips in between."""
+        before it expires (``acquire``), so no third process slips in between. Only a live
+        member is named: our view of the members may be a heartbeat old, and a lease handed
+        to a scheduler that has left would stay unheld until it expired."""
+        member = leases.alias("member")
+        successor_is_live = exists().where(
+            member.c.name == MEMBER_PREFIX + successor, member.c.expires_at >= self._now()
+        )
         with self._db.write() as connection:
             handed = connection.execute(
-                update(leases).where(*self._ours(name, holder, fencing)).values(holder=successor)
+                update(leases)
+                .where(*self._ours(name, holder, fencing), successor_is_live)
+                .values(holder=successor)
             ).rowcount
         return bool(handed)
 
