@@ -5,11 +5,14 @@ This is Airflow's own table (``TriggerRuleDep._evaluate_direct_relatives``, as i
 scheduler runs it, with ``flag_upstream_failed``), not its prose: first whether the task's
 fate is already sealed — ``skipped`` or ``upstream_failed`` — then whether it may run;
 otherwise it waits. Rules that can decide early do (``one_success`` runs at the first
-success, ``all_success`` fails at the first failure), and a decision, once made, stands
-whatever the remaining upstream tasks end as. Two places where Airflow's code is stricter
-than its prose, kept as the code has them: ``all_done_min_one_success`` is skipped as soon
-as any upstream task was skipped, and ``one_success`` with every upstream task skipped is
-skipped, not ``upstream_failed``.
+success, ``all_success`` fails at the first failure), and a task is decided once: deciding
+early never changes whether it runs, nor — but for one race Airflow has too — how it ends
+without running. ``all_success`` is ``skipped`` at the first skip and ``upstream_failed``
+at the first failure, so with both, whichever is seen first decides (both at once:
+``upstream_failed``). Two places where Airflow's code is stricter than its prose, kept as
+the code has them: ``all_done_min_one_success`` is skipped as soon as any upstream task
+was skipped, and ``one_success`` with every upstream task skipped is skipped, not
+``upstream_failed``.
 """
 
 from __future__ import annotations
