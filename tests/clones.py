@@ -11,14 +11,20 @@ held the clone threads from cloning).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import uuid
 from collections import deque
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import psycopg
+from alembic import command
 from sqlalchemy.engine import make_url
+
+from herder.store.database import Database
+from herder.store.migrations import alembic_config
 
 POSTGRES_URL = os.environ.get("HERDER_TEST_POSTGRES_URL", "postgresql://127.0.0.1:5432/test")
 CLONES_AHEAD = 4  # ready before a test asks: enough to hide a clone's latency behind a test
@@ -40,6 +46,24 @@ def admin_connection() -> psycopg.Connection[tuple[object, ...]]:
 
 def database_url_named(name: str) -> str:
     return make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
+
+
+@contextlib.contextmanager
+def database_at_revision(purpose: str, revision: str) -> Iterator[Database]:
+    """A database of its own migrated only to ``revision``, for a migration's test; dropped
+    after it."""
+    name = f"herder_{purpose}_{os.getpid()}"
+    with admin_connection() as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        admin.execute(f'CREATE DATABASE "{name}"')
+    database = Database(database_url_named(name))
+    try:
+        command.upgrade(alembic_config(database), revision)
+        yield database
+    finally:
+        database.dispose()
+        with admin_connection() as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 class PostgresClones:

@@ -4,12 +4,10 @@ taken before the migration is still taken after it."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from alembic import command
 from sqlalchemy import select, text
 
 from herder.clock import epoch_ms
@@ -17,9 +15,8 @@ from herder.domain.history import slice_of
 from herder.domain.ids import new_id
 from herder.store.database import Database
 from herder.store.dialect import insert_rows_ignoring_duplicates
-from herder.store.migrations import alembic_config
 from herder.store.schema import runs
-from tests.clones import admin_connection, database_url_named
+from tests.clones import database_at_revision
 
 pytestmark = pytest.mark.postgres
 MADE = datetime(2026, 6, 3, 9, 30, tzinfo=UTC)  # months before the migration runs
@@ -28,21 +25,11 @@ MADE = datetime(2026, 6, 3, 9, 30, tzinfo=UTC)  # months before the migration ru
 @pytest.fixture
 def before_0015(postgres_template: str) -> Iterator[Database]:
     """A database at revision 0010 with one run of a schedule, its attempt, event and log."""
-    name = f"herder_history_migration_{os.getpid()}"
-    with admin_connection() as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        admin.execute(f'CREATE DATABASE "{name}"')
-    database = Database(database_url_named(name))
-    command.upgrade(alembic_config(database), "0010")
-    with database.write() as connection:
-        for statement in _HISTORY_BEFORE:
-            connection.execute(text(statement), _IDS)
-    try:
+    with database_at_revision("history_migration", "0010") as database:
+        with database.write() as connection:
+            for statement in _HISTORY_BEFORE:
+                connection.execute(text(statement), _IDS)
         yield database
-    finally:
-        database.dispose()
-        with admin_connection() as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 _IDS = {

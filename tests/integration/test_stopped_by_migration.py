@@ -4,17 +4,14 @@ tier's export reads a slice as the table's columns)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
-from alembic import command
 from sqlalchemy import text
 
 from herder.store.database import Database
 from herder.store.history.partitions import HISTORY_TABLES, attached_slices, detach_slice
-from herder.store.migrations import alembic_config
-from tests.clones import admin_connection, database_url_named
+from tests.clones import database_at_revision
 
 pytestmark = pytest.mark.postgres
 ATTEMPTS = next(table for table in HISTORY_TABLES if table.name == "attempts")
@@ -22,18 +19,8 @@ ATTEMPTS = next(table for table in HISTORY_TABLES if table.name == "attempts")
 
 @pytest.fixture
 def before_0017(postgres_template: str) -> Iterator[Database]:
-    name = f"herder_stopped_by_migration_{os.getpid()}"
-    with admin_connection() as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        admin.execute(f'CREATE DATABASE "{name}"')
-    database = Database(database_url_named(name))
-    command.upgrade(alembic_config(database), "0016")
-    try:
+    with database_at_revision("stopped_by_migration", "0016") as database:
         yield database
-    finally:
-        database.dispose()
-        with admin_connection() as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def _has_stopped_by(database: Database, table: str) -> bool:
