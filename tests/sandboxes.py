@@ -10,14 +10,21 @@ from pathlib import Path
 
 import pytest
 
+from herder.worker.agent import WorkerConfig
 from herder.worker.disk import MIB, close_disk, open_disk
 from herder.worker.launch_server import LaunchServer
 from herder.worker.launcher import sandbox_launcher
 from herder.worker.sandbox import SYSTEM_DIRECTORIES, Sandbox, skeleton_options, system_view
 from herder.worker.statedir import secure_directory
-from herder.worker.uids import kill_processes_of_uid
+from herder.worker.uids import RANGE_TRIES, kill_processes_of_uid
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="only root can sandbox an attempt")
+# Every uid a root worker on this host may claim with the default --run-uid-base. The system
+# tests run such workers beside these tests, and a worker starting kills every process of its
+# range (``host._report_leftovers``): a test's fixed uid in there is killed by SIGKILL at random.
+WORKER_UIDS = range(
+    WorkerConfig.run_uid_base, WorkerConfig.run_uid_base + RANGE_TRIES * WorkerConfig.run_uid_count
+)
 
 
 @cache
@@ -42,6 +49,7 @@ def attempt_sandbox(
     gpu_indices: tuple[int, ...] = (),
 ) -> Iterator[Sandbox]:
     """A sandbox for one attempt; afterwards nothing of ``uid`` runs and its disk is gone."""
+    assert uid not in WORKER_UIDS, f"uid {uid} is one a worker on this host may kill"
     disk = open_disk(disk_mb * MIB, uid)
     try:
         yield Sandbox(

@@ -31,7 +31,7 @@ from herder.worker.workspace import (
 )
 from tests.sandboxes import attempt_sandbox, launcher, needs_root
 
-SANDBOX_UID = 61999
+SANDBOX_UID = 190005
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
 LOOPS = [
     pytest.param(None, id="asyncio"),

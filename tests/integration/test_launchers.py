@@ -25,7 +25,7 @@ from tests.sandboxes import attempt_sandbox, launcher, needs_root
 from tests.system.conftest import alive, kill_matching, processes_matching
 
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
-SANDBOX_UID = 61998
+SANDBOX_UID = 190004
 
 
 def gone(pids: set[int], within: float = 2.0) -> bool:

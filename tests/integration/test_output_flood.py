@@ -19,7 +19,7 @@ from tests.sandboxes import attempt_sandbox, launcher, needs_root
 
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
 LIMIT = 1024 * 1024
-SANDBOX_UID = 61997
+SANDBOX_UID = 190003
 LIMITED = "output limit: it wrote more than 1.0 MiB, and its stdout and stderr were closed there"
 
 

@@ -27,7 +27,7 @@ from tests.unit.test_archive import barely_compressible
 
 pytestmark = needs_root
 
-SANDBOX_UID = 61996  # its own: test_launchers, which may run beside it, has 61998
+SANDBOX_UID = 190002  # its own: test_launchers, which may run beside it, has 190004
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
 ROOMY = Limits(256 * MIB, 1.0)
 
