@@ -144,6 +144,24 @@ def test_preemption_requeues_the_victim_without_using_up_a_retry(api: Api) -> No
     assert run(api, victim["id"])["state"] == "retry_wait"  # the preemption was not a try
 
 
+def test_a_preempted_run_keeps_its_place_in_the_queue(api: Api) -> None:
+    worker = register(api, "w", capacity={"cpu": 1})
+    victim = api.start_run(api.create_job("low", priority="low", preemptible=True)["id"])
+    (first,) = claim(api, worker)["assignments"]
+    later = api.start_run(api.create_job("later", priority="low")["id"])
+    urgent = api.start_run(api.create_job("urgent", priority="high")["id"])
+    dispatch(api.store)
+    assert heartbeat(api, worker, first)["preempt"] == [first["attempt_id"]]
+    report(api, worker, completions=[completion(first, "cancelled", 143)])
+    assert run(api, victim["id"])["queued_at"] == victim["queued_at"]
+    (placed,) = claim(api, worker)["assignments"]
+    assert placed["run_id"] == urgent["id"]
+    report(api, worker, completions=[completion(placed)])
+    (second,) = claim(api, worker)["assignments"]
+    assert (second["run_id"], second["attempt"]) == (victim["id"], 2)  # ahead of the later run
+    assert run(api, later["id"])["state"] == "queued"
+
+
 def test_racing_dispatchers_never_over_commit_a_worker(api: Api) -> None:
     worker = register(api, "w", capacity={"cpu": 2})
     job = api.create_job("job", resources={"cpu": 1})

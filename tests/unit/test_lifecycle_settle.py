@@ -104,8 +104,15 @@ def test_a_preempted_attempt_requeues_the_run_without_using_a_retry() -> None:
     assert move.target is RunState.QUEUED
     assert move.values["preemptions"] == 3
     assert move.values["preempted_at"] == NOW
-    assert move.values["queued_at"] == NOW
     assert WORK in changes.notices
+
+
+def test_a_preempted_run_keeps_its_place_in_the_queue() -> None:
+    first_queued = NOW - timedelta(hours=1)
+    changes, _ = decide(run(queued_at=first_queued), [attempt()], report(AttemptState.PREEMPTED))
+    (move,) = changes.moves
+    assert move.target is RunState.QUEUED
+    assert move.values["queued_at"] == first_queued
 
 
 @pytest.mark.parametrize(

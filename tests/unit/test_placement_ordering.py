@@ -5,6 +5,8 @@ between tenants)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
+from datetime import timedelta
 
 import pytest
 
@@ -20,6 +22,7 @@ from tests.unit.placement_snapshots import NOW, queued
 
 HIGH, MEDIUM, LOW = 2, 1, 0
 AGING = Aging()  # a class per 600 s of waiting; starving after 300 s
+_MINUTE = timedelta(minutes=1)
 
 
 def no_shares(tenant: str) -> float:
@@ -155,3 +158,14 @@ def test_starving_runs_go_before_fair_share_in_their_class() -> None:
     runs = [queued("favoured", tenant="t2", waited=10), queued("starving", tenant="t1", waited=301)]
     shares = {"t1": 0.9, "t2": 0.0}
     assert order(runs, shares.__getitem__) == ["starving", "favoured"]
+
+
+def test_a_preempted_run_keeps_its_place_but_not_its_age() -> None:
+    """Preempted a minute ago, after an hour in line and at work: still ahead of a run of its
+    class that queued after it, yet not aged past the high run it made room for."""
+    victim = replace(queued("victim", priority=LOW, waited=3600), preempted_at=NOW - _MINUTE)
+    later = queued("later", priority=LOW, waited=120)
+    urgent = queued("urgent", priority=HIGH, waited=60)
+    assert effective_class(victim, NOW, AGING) == LOW
+    assert not is_starving(victim, NOW, AGING)
+    assert order([later, victim, urgent]) == ["urgent", "victim", "later"]

@@ -99,8 +99,9 @@ class Dispatcher:
             self._fleet_read_at = self._monotonic()
         snapshot = self._placement.snapshot(quick=not full, fleet=known, changed=stale)
         decided = plan(snapshot, self._settings)
-        # a reason is cached with the queued_at it was written for: a run placed and queued
-        # again (a retry, a preemption) gets its reason written afresh
+        # a reason is cached with the queued_at it was written for, and forgotten once its
+        # run is placed: a run queued again (a retry, a preemption, whether or not it keeps
+        # its place) gets its reason written afresh
         queued = {run.id: run.queued_at for run in snapshot.queued}
         changed = {
             run_id: reason

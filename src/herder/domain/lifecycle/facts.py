@@ -24,6 +24,7 @@ class RunFacts:
     workflow_run_id: str | None = None  # a workflow task's run: its end moves that run on
     backfill_id: str | None = None  # a backfill's run: its end starts the next
     started_at: datetime | None = None  # when its current attempt was placed
+    queued_at: datetime | None = None  # its place in the queue: kept while it runs
 
     def at(self, state: RunState) -> RunFacts:
         return replace(self, state=state)

@@ -187,6 +187,8 @@ def _after_attempt(
         )
     if decision.state is RunState.QUEUED:
         notices.add(WORK)
+        if outcome is AttemptState.PREEMPTED and run.queued_at is not None:
+            values["queued_at"] = run.queued_at  # not its fault: it keeps its place
     if decision.retry_in_seconds is not None:
         values["retry_at"] = now + timedelta(seconds=decision.retry_in_seconds)
         notices.add(DUE)

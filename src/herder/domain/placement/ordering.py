@@ -30,7 +30,10 @@ class Aging:
 
 
 def waited(run: QueuedRun, now: datetime) -> float:
-    return max(0.0, (now - run.queued_at).total_seconds())
+    """How long it has waited for its aging: a preempted run keeps its place (``queued_at``)
+    but not its age, or the run it made room for would find it promoted ahead of itself."""
+    since = max(run.queued_at, run.preempted_at or run.queued_at)
+    return max(0.0, (now - since).total_seconds())
 
 
 def effective_class(run: QueuedRun, now: datetime, aging: Aging) -> int:

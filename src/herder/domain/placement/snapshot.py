@@ -22,6 +22,7 @@ class QueuedRun:
     need: Amount  # per member, slots=1
     replicas: int = 1
     requires: Mapping[str, str] = field(default_factory=dict)
+    preempted_at: datetime | None = None  # when it was last preempted: its wait restarts
 
     @property
     def total_need(self) -> Amount:

@@ -23,7 +23,7 @@ from herder.store.schema import attempts, runs
 _RUN_FACTS = (
     runs.c.id, runs.c.state, runs.c.attempt_count, runs.c.replicas, runs.c.preemptions,
     runs.c.cancel_requested, runs.c.spec, runs.c.workflow_run_id, runs.c.backfill_id,
-    runs.c.started_at,
+    runs.c.started_at, runs.c.queued_at,
 )  # fmt: skip
 ATTEMPT_FACTS = (
     attempts.c.id, attempts.c.run_id, attempts.c.number, attempts.c.worker_id,
@@ -43,6 +43,7 @@ def run_facts(row: Any) -> RunFacts:
         workflow_run_id=row.workflow_run_id,
         backfill_id=row.backfill_id,
         started_at=row.started_at,
+        queued_at=row.queued_at,
     )
 
 

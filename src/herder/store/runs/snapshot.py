@@ -186,6 +186,7 @@ _QUEUED_COLUMNS = (
     runs.c.id, runs.c.tenant_id, runs.c.priority, runs.c.queued_at, runs.c.cpu_milli,
     runs.c.memory_mb, runs.c.gpus, runs.c.replicas,
     cast(runs.c.requires, Text).label("requires"),  # as text: a few shapes, parsed once each
+    runs.c.preempted_at,
 )  # fmt: skip
 
 _OLDEST_QUEUED: Select[Any] = (
@@ -234,9 +235,14 @@ def _running(row: Any) -> RunningAttempt:
 
 
 def _queued(row: Any) -> QueuedRun:
-    run_id, tenant_id, priority, queued_at, cpu_milli, memory_mb, gpus, replicas, requires = row
+    (
+        run_id, tenant_id, priority, queued_at, cpu_milli, memory_mb, gpus, replicas, requires,
+        preempted_at,
+    ) = row  # fmt: skip
     need = Amount(cpu_milli, memory_mb, gpus, 1)
-    return QueuedRun(run_id, tenant_id, priority, queued_at, need, replicas, _labels(requires))
+    return QueuedRun(
+        run_id, tenant_id, priority, queued_at, need, replicas, _labels(requires), preempted_at
+    )
 
 
 @functools.lru_cache(maxsize=1024)
