@@ -143,7 +143,6 @@ class Changes:
     attempt_ends: tuple[AttemptEnd, ...] = ()
     moves: tuple[RunMove, ...] = ()
     cancel_requests: tuple[str, ...] = ()  # running runs whose workers must stop them
-    preempt_requests: tuple[str, ...] = ()  # running attempts to stop for a higher class
     # running attempts whose claim's answer never reached the worker: the next claim hands
     # them over again
     handovers_lost: tuple[str, ...] = ()
@@ -158,7 +157,6 @@ class Changes:
             attempt_ends=self.attempt_ends + other.attempt_ends,
             moves=self.moves + other.moves,
             cancel_requests=self.cancel_requests + other.cancel_requests,
-            preempt_requests=self.preempt_requests + other.preempt_requests,
             handovers_lost=self.handovers_lost + other.handovers_lost,
             events=self.events + other.events,
             notices=self.notices | other.notices,
@@ -183,7 +181,6 @@ def combine(parts: Iterable[Changes]) -> Changes:
         attempt_ends=tuple(end for part in listed for end in part.attempt_ends),
         moves=tuple(move for part in listed for move in part.moves),
         cancel_requests=tuple(run_id for part in listed for run_id in part.cancel_requests),
-        preempt_requests=tuple(a for part in listed for a in part.preempt_requests),
         handovers_lost=tuple(a for part in listed for a in part.handovers_lost),
         events=tuple(event for part in listed for event in part.events),
         notices=frozenset(notice for part in listed for notice in part.notices),
