@@ -174,6 +174,11 @@ class Completion(_Message):
         description="stopped by the worker (timeout, cancel, preemption): it exited within "
         "its stop grace after SIGTERM (sigterm) or needed SIGKILL (sigkill)",
     )
+    checkpoint_refused: Annotated[str | None, Field(max_length=MAX_REASON_CHARS)] = Field(
+        default=None,
+        description="why the checkpoint directory was not saved at the attempt's end (past "
+        "checkpoint_mb, unreadable, the upload refused); the run keeps its previous one",
+    )
 
     def ending(self, worker_id: str) -> Ending:
         """This report, as the lifecycle settles it: fenced to ``worker_id``'s attempt. A

@@ -78,6 +78,7 @@ def test_an_outcome_becomes_a_completion() -> None:
         "usage": {"cpu_user_seconds": 0.5, "cpu_system_seconds": 0.25, "max_rss_kb": 2048},
         "output": None,
         "stopped_by": None,
+        "checkpoint_refused": None,
     }
 
 

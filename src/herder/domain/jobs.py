@@ -27,6 +27,10 @@ MAX_TIMEOUT_SECONDS = 24 * 60 * 60
 DEFAULT_TIMEOUT_SECONDS = 60 * 60
 MAX_STOP_GRACE_SECONDS = 600
 DEFAULT_STOP_GRACE_SECONDS = 30
+DEFAULT_CHECKPOINT_MB = 256
+MAX_CHECKPOINT_MB = 65536  # the schema's bound; the operator's HERDER_MAX_CHECKPOINT_MB is lower
+MIN_CHECKPOINT_INTERVAL_SECONDS = 10
+MAX_CHECKPOINT_KEEP_DAYS = 3650
 MAX_ARTIFACT_BYTES = 10 * 1024 * 1024
 MAX_REPLICAS = 256
 MAX_ARGS = 1024
@@ -190,6 +194,36 @@ class JobSpec(_Strict):
             "--max-stop-grace may shorten it",
         ),
     ] = DEFAULT_STOP_GRACE_SECONDS
+    checkpoint_mb: Annotated[
+        int,
+        Field(
+            ge=1,
+            le=MAX_CHECKPOINT_MB,
+            description="the most its checkpoint directory ($HERDER_CHECKPOINT_DIR) may hold "
+            "when it is saved (MiB; it lies on the attempt's disk, so disk_mb bounds it too); "
+            "past it the save is refused and the previous checkpoint kept; at most the "
+            "server's HERDER_MAX_CHECKPOINT_MB (docs/checkpoints.md)",
+        ),
+    ] = DEFAULT_CHECKPOINT_MB
+    checkpoint_interval_seconds: Annotated[
+        int | None,
+        Field(
+            ge=MIN_CHECKPOINT_INTERVAL_SECONDS,
+            le=MAX_TIMEOUT_SECONDS,
+            description="also save the checkpoint directory this often while an attempt runs "
+            "(a lost worker then costs at most one interval); null: only at an attempt's end "
+            "and when the job asks ($HERDER_CHECKPOINT_REQUEST)",
+        ),
+    ] = None
+    checkpoint_keep_days: Annotated[
+        int,
+        Field(
+            ge=0,
+            le=MAX_CHECKPOINT_KEEP_DAYS,
+            description="days a run's last checkpoint is kept after the run ends (GET "
+            "/v1/runs/{id}/checkpoint); 0: deleted when the run ends",
+        ),
+    ] = 0
     network: bool = Field(default=False, description="may the job reach the network")
     requires: dict[str, str] = Field(
         default={}, description="labels a worker must have to run it, e.g. gpu_model: h100"

@@ -200,6 +200,15 @@ class AssignedTask(_Record):
     inputs: dict[str, JsonValue] = {}  # the file at HERDER_INPUTS: by upstream task name
 
 
+class CheckpointRef(_Record):
+    """The run's last saved checkpoint, which its next attempt restores before it starts
+    (docs/checkpoints.md): fetched by the worker holding the attempt, by its sha256."""
+
+    sha256: str  # of the stored bytes: a gzip'd tar of the checkpoint directory
+    stored_bytes: int
+    attempt: int  # the attempt that saved it
+
+
 class Assignment(_Record):
     """One attempt handed to a worker: everything it needs to run it."""
 
@@ -216,6 +225,7 @@ class Assignment(_Record):
     world_size: int = 1  # HERDER_WORLD_SIZE: members in the gang
     peers: list[str] = []  # HERDER_PEERS: every member's worker address, by rank
     task: AssignedTask | None = None  # set when the run is a workflow's task
+    checkpoint: CheckpointRef | None = None  # restore this first; never set on attempt 1
     # The values of the secrets its spec names, by environment variable: opened at the claim,
     # sent in its answer only, put in the attempt's environment only; never in a repr.
     secret_env: dict[str, str] = Field(default={}, repr=False)
