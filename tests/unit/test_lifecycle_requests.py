@@ -48,20 +48,28 @@ def active(state: RunState, run_id: str = "run", workers: tuple[str, ...] = (),
 
 
 @pytest.mark.parametrize(
-    ("cancel_requested", "preempt_requested", "stop"),
-    [(False, False, None), (False, True, Stop.PREEMPT), (True, False, Stop.CANCEL),
-     (True, True, Stop.CANCEL)],
+    ("cancel_requested", "suspend_requested", "preempt_requested", "stop"),
+    [(False, False, False, None), (False, False, True, Stop.PREEMPT),
+     (True, False, False, Stop.CANCEL), (True, False, True, Stop.CANCEL),
+     (False, True, False, Stop.SUSPEND), (False, True, True, Stop.SUSPEND),
+     (True, True, True, Stop.CANCEL)],
 )  # fmt: skip
-def test_a_cancel_wins_over_a_preemption(
-    cancel_requested: bool, preempt_requested: bool, stop: Stop | None
+def test_a_cancel_wins_over_a_suspend_and_a_suspend_over_a_preemption(
+    cancel_requested: bool, suspend_requested: bool, preempt_requested: bool, stop: Stop | None
 ) -> None:
-    assert pending_stop(cancel_requested, preempt_requested) is stop
-    assert can_be_victim(True, cancel_requested) is not cancel_requested
+    found = pending_stop(cancel_requested, preempt_requested, suspend_requested=suspend_requested)
+    assert found is stop
+    stopping = cancel_requested or suspend_requested
+    assert can_be_victim(True, cancel_requested, suspend_requested) is not stopping
 
 
 def test_an_attempt_stopped_before_delivery_ends_as_its_stop_says() -> None:
     assert before_delivery(Stop.CANCEL)[0] is AttemptState.CANCELLED
     assert before_delivery(Stop.PREEMPT)[0] is AttemptState.PREEMPTED
+    assert before_delivery(Stop.SUSPEND) == (
+        AttemptState.PREEMPTED,
+        "suspended before it reached its worker",
+    )
 
 
 def test_a_worker_hears_what_to_cancel_preempt_and_drop() -> None:
@@ -69,10 +77,11 @@ def test_a_worker_hears_what_to_cancel_preempt_and_drop() -> None:
         StoppableAttempt("cancel-me", 1, cancel_requested=True, preempt_requested=True),
         StoppableAttempt("preempt-me", 2, cancel_requested=False, preempt_requested=True),
         StoppableAttempt("keep", 1, cancel_requested=False, preempt_requested=False),
+        StoppableAttempt("suspend-me", 3, False, preempt_requested=False, suspend_requested=True),
     ]
     orders = stop_orders(current, [("keep", 1), ("stale", 4), ("preempt-me", 1)])
     assert orders.cancel == ["cancel-me"]
-    assert orders.preempt == ["preempt-me"]
+    assert orders.preempt == ["preempt-me", "suspend-me"]  # a suspend stops as a preemption
     assert orders.drop == ["stale", "preempt-me"]  # a number the store no longer has
 
 

@@ -13,6 +13,8 @@ from herder.domain.states import (
     CANCELLABLE_RUN_STATES,
     FAILED_RUN_STATES,
     LIVE_RUN_STATES,
+    SLOT_HOLDING_RUN_STATES,
+    SUSPENDABLE_RUN_STATES,
     TERMINAL_RUN_STATES,
     AttemptState,
     RunState,
@@ -29,6 +31,9 @@ LEGAL = {
     (S.RUNNING, S.LOST), (S.RUNNING, S.CANCELLED), (S.RUNNING, S.RETRY_WAIT),
     (S.RUNNING, S.DEAD), (S.RUNNING, S.QUEUED),
     (S.RETRY_WAIT, S.QUEUED), (S.RETRY_WAIT, S.CANCELLED),
+    (S.PENDING, S.SUSPENDED), (S.QUEUED, S.SUSPENDED), (S.RUNNING, S.SUSPENDED),
+    (S.RETRY_WAIT, S.SUSPENDED),
+    (S.SUSPENDED, S.QUEUED), (S.SUSPENDED, S.PENDING), (S.SUSPENDED, S.CANCELLED),
 }  # fmt: skip
 ALL_PAIRS = list(itertools.product(RunState, RunState))
 
@@ -54,6 +59,7 @@ SETS: dict[RunState, tuple[bool, bool, bool]] = {
     S.QUEUED: (False, False, True),
     S.RUNNING: (False, False, True),
     S.RETRY_WAIT: (False, False, True),
+    S.SUSPENDED: (False, False, True),
     S.SUCCEEDED: (True, False, False),
     S.FAILED: (True, True, False),
     S.TIMED_OUT: (True, True, False),
@@ -90,7 +96,17 @@ def test_terminal_states_are_final() -> None:
 
 
 def test_only_active_states_can_be_cancelled() -> None:
-    assert {S.PENDING, S.QUEUED, S.RUNNING, S.RETRY_WAIT} == CANCELLABLE_RUN_STATES
+    assert {S.PENDING, S.QUEUED, S.RUNNING, S.RETRY_WAIT, S.SUSPENDED} == CANCELLABLE_RUN_STATES
+
+
+def test_every_waiting_or_running_run_can_be_suspended() -> None:
+    assert {S.PENDING, S.QUEUED, S.RUNNING, S.RETRY_WAIT} == SUSPENDABLE_RUN_STATES
+
+
+def test_a_suspended_run_is_active_but_holds_no_slot() -> None:
+    assert S.SUSPENDED.is_active
+    assert S.SUSPENDED not in SLOT_HOLDING_RUN_STATES
+    assert SLOT_HOLDING_RUN_STATES | {S.SUSPENDED} == ACTIVE_RUN_STATES
 
 
 @pytest.mark.parametrize(

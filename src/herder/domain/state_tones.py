@@ -40,6 +40,7 @@ RUN_TONES: dict[RunState, Tone] = {
     RunState.RUNNING: Tone.ACTIVE,
     RunState.RETRY_WAIT: Tone.WAITING,
     RunState.QUEUED: Tone.WAITING,
+    RunState.SUSPENDED: Tone.NEUTRAL,
     RunState.PENDING: Tone.NEUTRAL,
     RunState.SKIPPED: Tone.NEUTRAL,
     RunState.SUCCEEDED: Tone.OK,

@@ -16,6 +16,7 @@ class RunState(StrEnum):
     QUEUED = "queued"
     RUNNING = "running"
     RETRY_WAIT = "retry_wait"
+    SUSPENDED = "suspended"  # held by an operator until resumed: holds no worker, quota or slot
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     TIMED_OUT = "timed_out"
@@ -70,7 +71,12 @@ TERMINAL_RUN_STATES = frozenset(
 state sets from here and ``domain.state_tones``, never from a list of its own."""
 
 ACTIVE_RUN_STATES = frozenset(state for state in RunState if state not in TERMINAL_RUN_STATES)
-"""Not yet ended: held, queued, running or waiting to retry; each is a ``herder_runs`` gauge."""
+"""Not yet ended: held, queued, running, waiting to retry or suspended; each is a
+``herder_runs`` gauge."""
+
+SLOT_HOLDING_RUN_STATES = ACTIVE_RUN_STATES - {RunState.SUSPENDED}
+"""Active runs that hold their schedule's concurrency slot: a suspended run holds nothing
+(``forbid`` lets a new run start beside it, ``replace`` leaves it be)."""
 
 FAILED_RUN_STATES = frozenset(
     {RunState.FAILED, RunState.TIMED_OUT, RunState.LOST, RunState.DEAD, RunState.EXPIRED}
@@ -83,8 +89,12 @@ LIVE_RUN_STATES = ACTIVE_RUN_STATES | {RunState.DEAD}
 
 RUN_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
     # held past its tenant's max_queued until there is room (``domain.queue_room``)
-    RunState.PENDING: frozenset({RunState.QUEUED, RunState.CANCELLED, RunState.EXPIRED}),
-    RunState.QUEUED: frozenset({RunState.RUNNING, RunState.CANCELLED, RunState.EXPIRED}),
+    RunState.PENDING: frozenset(
+        {RunState.QUEUED, RunState.CANCELLED, RunState.EXPIRED, RunState.SUSPENDED}
+    ),
+    RunState.QUEUED: frozenset(
+        {RunState.RUNNING, RunState.CANCELLED, RunState.EXPIRED, RunState.SUSPENDED}
+    ),
     RunState.RUNNING: frozenset(
         {
             RunState.SUCCEEDED,
@@ -95,9 +105,12 @@ RUN_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
             RunState.RETRY_WAIT,
             RunState.DEAD,
             RunState.QUEUED,  # preempted: back to the queue without using up a retry
+            RunState.SUSPENDED,  # its attempt stopped on a suspend: no retry used either
         }
     ),
-    RunState.RETRY_WAIT: frozenset({RunState.QUEUED, RunState.CANCELLED}),
+    RunState.RETRY_WAIT: frozenset({RunState.QUEUED, RunState.CANCELLED, RunState.SUSPENDED}),
+    # resumed (queued, or held pending when its tenant is at max_queued), or cancelled
+    RunState.SUSPENDED: frozenset({RunState.QUEUED, RunState.PENDING, RunState.CANCELLED}),
     **{state: frozenset() for state in TERMINAL_RUN_STATES},
 }
 
@@ -105,6 +118,13 @@ CANCELLABLE_RUN_STATES = frozenset(
     state for state, targets in RUN_TRANSITIONS.items() if RunState.CANCELLED in targets
 )
 """The states a cancel ends at once or by killing the attempt: those with a move to cancelled."""
+
+
+SUSPENDABLE_RUN_STATES = frozenset(
+    state for state, targets in RUN_TRANSITIONS.items() if RunState.SUSPENDED in targets
+)
+"""The states a suspend holds at once or by stopping the attempt: those with a move to
+suspended."""
 
 
 def can_transition(source: RunState, target: RunState) -> bool:

@@ -34,7 +34,7 @@ def undelivered(work: Work, worker_id: str, limit: int) -> Sequence[Any]:
             attempts.c.id, attempts.c.number, attempts.c.rank, attempts.c.gpu_indices,
             attempts.c.started_at.label("placed_at"), runs.c.id.label("run_id"), runs.c.tenant_id,
             runs.c.spec, runs.c.idempotency_key, runs.c.replicas, runs.c.cancel_requested,
-            attempts.c.preempt_requested_at,
+            runs.c.suspend_requested, attempts.c.preempt_requested_at,
             runs.c.workflow_run_id, runs.c.task_name, runs.c.map_index, runs.c.map_item,
             runs.c.inputs,
         )
@@ -68,7 +68,11 @@ def deliverable(
     is gone or does not open, fails (one broken row must not fail the batch)."""
     stopped = []
     for row in placed:
-        stop = pending_stop(row.cancel_requested, row.preempt_requested_at is not None)
+        stop = pending_stop(
+            row.cancel_requested,
+            row.preempt_requested_at is not None,
+            suspend_requested=row.suspend_requested,
+        )
         if stop is not None:
             outcome, why = before_delivery(stop)
             stopped.append(Ending(row.id, row.number, outcome, why))

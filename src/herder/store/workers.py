@@ -262,7 +262,7 @@ def _directives(
     current = connection.execute(
         select(
             attempts.c.id, attempts.c.number, attempts.c.preempt_requested_at,
-            runs.c.cancel_requested,
+            runs.c.cancel_requested, runs.c.suspend_requested,
         )
         .join(runs, runs.c.id == attempts.c.run_id)
         .where(attempts.c.worker_id == worker_id, attempts.c.state == AttemptState.RUNNING,
@@ -271,7 +271,7 @@ def _directives(
     orders = stop_orders(
         [
             StoppableAttempt(row.id, row.number, row.cancel_requested,
-                             row.preempt_requested_at is not None)
+                             row.preempt_requested_at is not None, row.suspend_requested)
             for row in current
         ],
         [(item.attempt_id, item.attempt) for item in running],

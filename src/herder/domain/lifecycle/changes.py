@@ -143,6 +143,7 @@ class Changes:
     attempt_ends: tuple[AttemptEnd, ...] = ()
     moves: tuple[RunMove, ...] = ()
     cancel_requests: tuple[str, ...] = ()  # running runs whose workers must stop them
+    suspend_requests: tuple[str, ...] = ()  # running runs to stop, then hold suspended
     # running attempts whose claim's answer never reached the worker: the next claim hands
     # them over again
     handovers_lost: tuple[str, ...] = ()
@@ -157,6 +158,7 @@ class Changes:
             attempt_ends=self.attempt_ends + other.attempt_ends,
             moves=self.moves + other.moves,
             cancel_requests=self.cancel_requests + other.cancel_requests,
+            suspend_requests=self.suspend_requests + other.suspend_requests,
             handovers_lost=self.handovers_lost + other.handovers_lost,
             events=self.events + other.events,
             notices=self.notices | other.notices,
@@ -181,6 +183,7 @@ def combine(parts: Iterable[Changes]) -> Changes:
         attempt_ends=tuple(end for part in listed for end in part.attempt_ends),
         moves=tuple(move for part in listed for move in part.moves),
         cancel_requests=tuple(run_id for part in listed for run_id in part.cancel_requests),
+        suspend_requests=tuple(run_id for part in listed for run_id in part.suspend_requests),
         handovers_lost=tuple(a for part in listed for a in part.handovers_lost),
         events=tuple(event for part in listed for event in part.events),
         notices=frozenset(notice for part in listed for notice in part.notices),

@@ -20,6 +20,8 @@ class RunFacts:
     replicas: int = 1
     preemptions: int = 0
     cancel_requested: bool = False
+    suspend_requested: bool = False
+    suspensions: int = 0  # attempts stopped by a suspend: like preemptions, not tries
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     workflow_run_id: str | None = None  # a workflow task's run: its end moves that run on
     backfill_id: str | None = None  # a backfill's run: its end starts the next
@@ -31,8 +33,9 @@ class RunFacts:
 
     @property
     def tries(self) -> int:
-        """Attempts that count against the retry policy: preempted ones are not tries."""
-        return self.attempt - self.preemptions
+        """Attempts that count against the retry policy: preempted and suspended ones are
+        not tries."""
+        return self.attempt - self.preemptions - self.suspensions
 
 
 @dataclass(frozen=True)

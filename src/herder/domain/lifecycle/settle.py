@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
@@ -27,7 +27,7 @@ from herder.domain.lifecycle.changes import (
     transition,
 )
 from herder.domain.lifecycle.facts import AttemptFacts, Ending, RunFacts
-from herder.domain.lifecycle.stops import outcome_of, pending_stop
+from herder.domain.lifecycle.stops import SUSPENDED_REASON, Stop, outcome_of, pending_stop
 from herder.domain.retry import decide
 from herder.domain.states import AttemptState, RunState
 
@@ -125,8 +125,12 @@ def _settle_one(
     if attempt is None or attempt.state is not AttemptState.RUNNING:
         return Changes(), Settled(ending.attempt_id, Receipt.STALE, "already ended")
     run = board.runs[attempt.run_id]
-    stop = pending_stop(run.cancel_requested, attempt.preempt_requested)
+    stop = pending_stop(
+        run.cancel_requested, attempt.preempt_requested, suspend_requested=run.suspend_requested
+    )
     outcome = outcome_of(ending.outcome, stop)
+    if stop is Stop.SUSPEND and outcome is AttemptState.PREEMPTED:
+        ending = replace(ending, reason=SUSPENDED_REASON)
     board.attempts[attempt.id] = attempt.ended(outcome)
     changes = Changes(
         attempt_ends=(
@@ -144,7 +148,10 @@ def _settle_one(
             return changes, Settled(attempt.id, Receipt.APPLIED, f"run is {run.state}")
         if outcome is not AttemptState.SUCCEEDED:
             changes += _stop_gang(board, attempt, f"{outcome}: {ending.reason}")
-    move = _after_attempt(run, outcome, ending, actor, now, rng)
+    if stop is Stop.SUSPEND and outcome is AttemptState.PREEMPTED:
+        move = _suspended(run, ending, actor, now)
+    else:
+        move = _after_attempt(run, outcome, ending, actor, now, rng)
     target = move.moves[0].target
     board.runs[run.id] = run.at(target)
     return changes + move, Settled(attempt.id, Receipt.APPLIED, f"run is {target}")
@@ -181,6 +188,8 @@ def _after_attempt(
         values["output"] = ending.output
     if decision.state in (RunState.QUEUED, RunState.RETRY_WAIT):
         values["cancel_requested"] = False
+    if run.suspend_requested:  # it ended by itself (or was cancelled) before the stop took
+        values["suspend_requested"] = False
     if outcome is AttemptState.PREEMPTED:
         values.update(
             preemptions=run.preemptions + 1, preempted_at=now, waiting_reason=PREEMPTED_WAITING
@@ -197,6 +206,17 @@ def _after_attempt(
         actor=actor, message=decision.message, attempt=run.attempt, **values,
     )  # fmt: skip
     return Changes(moves=(move,), notices=frozenset(notices))
+
+
+def _suspended(run: RunFacts, ending: Ending, actor: str, now: datetime) -> Changes:
+    """A suspend stopped the attempt: the run is held, using up no try (as a preemption),
+    until someone resumes it; the next attempt restores its checkpoint."""
+    move = transition(
+        run.id, RunState.RUNNING, RunState.SUSPENDED, now, actor=actor, attempt=run.attempt,
+        message=f"attempt {run.attempt} stopped: {SUSPENDED_REASON}", reason=SUSPENDED_REASON,
+        exit_code=ending.exit_code, suspend_requested=False, suspensions=run.suspensions + 1,
+    )  # fmt: skip
+    return Changes(moves=(move,))
 
 
 def fail_unreadable(

@@ -1,7 +1,11 @@
-"""Why a running attempt must stop before it ends by itself — and the one rule between the
-two reasons: **a cancel wins over a preemption** (a run being cancelled is never queued
-again). Its worker hears the stop, the outcome it reports is read through it, an attempt not
-yet delivered ends here, and the dispatcher never picks it as a victim."""
+"""Why a running attempt must stop before it ends by itself — and the one order between the
+reasons: **a cancel wins over a suspend, a suspend over a preemption** (a run being cancelled
+is never held or queued again; one being suspended is held, not queued). Its worker hears the
+stop, the outcome it reports is read through it, an attempt not yet delivered ends here, and
+the dispatcher never picks it as a victim.
+
+A suspend reaches the worker as a preemption order — SIGTERM, the job's stop grace, SIGKILL,
+its checkpoint saved — so the worker need not know the difference: the server does."""
 
 from __future__ import annotations
 
@@ -14,21 +18,30 @@ from herder.domain.states import AttemptState
 
 class Stop(StrEnum):
     CANCEL = "cancel"
+    SUSPEND = "suspend"
     PREEMPT = "preempt"
 
 
-def pending_stop(cancel_requested: bool, preempt_requested: bool) -> Stop | None:
+SUSPENDED_REASON = "suspended"
+"""An attempt stopped by a suspend ends ``preempted`` with this reason."""
+
+
+def pending_stop(
+    cancel_requested: bool, preempt_requested: bool, *, suspend_requested: bool
+) -> Stop | None:
     if cancel_requested:
         return Stop.CANCEL
+    if suspend_requested:
+        return Stop.SUSPEND
     if preempt_requested:
         return Stop.PREEMPT
     return None
 
 
 def outcome_of(reported: AttemptState, stop: Stop | None) -> AttemptState:
-    """A preempted attempt that did not succeed ends ``preempted``, however its worker saw
-    the stop (killed, failed on the signal)."""
-    if stop is Stop.PREEMPT and reported is not AttemptState.SUCCEEDED:
+    """A preempted or suspended attempt that did not succeed ends ``preempted``, however its
+    worker saw the stop (killed, failed on the signal): it used up no try."""
+    if stop in (Stop.PREEMPT, Stop.SUSPEND) and reported is not AttemptState.SUCCEEDED:
         return AttemptState.PREEMPTED
     return reported
 
@@ -36,14 +49,20 @@ def outcome_of(reported: AttemptState, stop: Stop | None) -> AttemptState:
 def before_delivery(stop: Stop) -> tuple[AttemptState, str]:
     """An attempt stopped before its worker was handed it ends at once: the worker would
     otherwise start it before hearing the stop."""
-    if stop is Stop.CANCEL:
-        return AttemptState.CANCELLED, "cancelled before it reached its worker"
-    return AttemptState.PREEMPTED, "preempted before it reached its worker"
+    match stop:
+        case Stop.CANCEL:
+            return AttemptState.CANCELLED, "cancelled before it reached its worker"
+        case Stop.SUSPEND:
+            return AttemptState.PREEMPTED, f"{SUSPENDED_REASON} before it reached its worker"
+        case Stop.PREEMPT:
+            return AttemptState.PREEMPTED, "preempted before it reached its worker"
 
 
-def can_be_victim(preemptible: bool, cancel_requested: bool) -> bool:
-    """A run already being cancelled is stopping anyway: preempting it frees nothing more."""
-    return preemptible and pending_stop(cancel_requested, False) is None
+def can_be_victim(preemptible: bool, cancel_requested: bool, suspend_requested: bool) -> bool:
+    """A run already being cancelled or suspended is stopping anyway: preempting it frees
+    nothing more."""
+    stop = pending_stop(cancel_requested, False, suspend_requested=suspend_requested)
+    return preemptible and stop is None
 
 
 @dataclass(frozen=True)
@@ -54,13 +73,14 @@ class StoppableAttempt:
     number: int
     cancel_requested: bool
     preempt_requested: bool
+    suspend_requested: bool = False
 
 
 @dataclass(frozen=True)
 class StopOrders:
     cancel: list[str]  # stop now and report (cancelled)
     drop: list[str]  # no longer this worker's: kill, report nothing
-    preempt: list[str]  # stop for a higher-priority run and report (preempted)
+    preempt: list[str]  # stop with grace and report (preempted, or suspended: the same order)
 
 
 def stop_orders(
@@ -68,11 +88,14 @@ def stop_orders(
 ) -> StopOrders:
     """What a worker holding ``held`` (attempt id, number) must stop, given its ``current``
     attempts in the store."""
-    stops = {item.attempt_id: pending_stop(item.cancel_requested, item.preempt_requested)
+    stops = {item.attempt_id: pending_stop(item.cancel_requested, item.preempt_requested,
+                                           suspend_requested=item.suspend_requested)
              for item in current}  # fmt: skip
     mine = {(item.attempt_id, item.number) for item in current}
     return StopOrders(
         cancel=[attempt_id for attempt_id, stop in stops.items() if stop is Stop.CANCEL],
         drop=[attempt_id for attempt_id, number in held if (attempt_id, number) not in mine],
-        preempt=[attempt_id for attempt_id, stop in stops.items() if stop is Stop.PREEMPT],
+        preempt=[
+            attempt_id for attempt_id, stop in stops.items() if stop in (Stop.PREEMPT, Stop.SUSPEND)
+        ],
     )

@@ -22,8 +22,8 @@ from herder.store.schema import attempts, runs
 
 _RUN_FACTS = (
     runs.c.id, runs.c.state, runs.c.attempt_count, runs.c.replicas, runs.c.preemptions,
-    runs.c.cancel_requested, runs.c.spec, runs.c.workflow_run_id, runs.c.backfill_id,
-    runs.c.started_at, runs.c.queued_at,
+    runs.c.cancel_requested, runs.c.suspend_requested, runs.c.suspensions, runs.c.spec,
+    runs.c.workflow_run_id, runs.c.backfill_id, runs.c.started_at, runs.c.queued_at,
 )  # fmt: skip
 ATTEMPT_FACTS = (
     attempts.c.id, attempts.c.run_id, attempts.c.number, attempts.c.worker_id,
@@ -39,6 +39,8 @@ def run_facts(row: Any) -> RunFacts:
         replicas=row.replicas,
         preemptions=row.preemptions,
         cancel_requested=row.cancel_requested,
+        suspend_requested=row.suspend_requested,
+        suspensions=row.suspensions,
         retry=RetryPolicy.model_validate((row.spec or {}).get("retry", {})),
         workflow_run_id=row.workflow_run_id,
         backfill_id=row.backfill_id,

@@ -157,7 +157,8 @@ def _statements(dialect: str) -> _Statements:
         )
         .returning(
             runs.c.id, runs.c.attempt_count, runs.c.tenant_id, runs.c.priority,
-            runs.c.preemptible, runs.c.preempted_at, runs.c.cancel_requested, runs.c.queued_at,
+            runs.c.preemptible, runs.c.preempted_at, runs.c.cancel_requested,
+            runs.c.suspend_requested, runs.c.queued_at,
         ),
         worker_ids=worker_ids,
         lock=select(workers.c.id, workers.c.cpu_milli, workers.c.memory_mb, workers.c.gpus,
@@ -253,7 +254,8 @@ def _start_runs(
         for row in connection.execute(sql.start, params).all():
             started[row.id] = _Started(
                 row.attempt_count, row.tenant_id, row.priority,
-                can_be_victim(row.preemptible, row.cancel_requested), row.preempted_at,
+                can_be_victim(row.preemptible, row.cancel_requested, row.suspend_requested),
+                row.preempted_at,
                 row.queued_at,
             )  # fmt: skip
     return started

@@ -148,6 +148,7 @@ _RUNNING = (
         attempts.c.memory_mb, attempts.c.gpus, attempts.c.started_at, attempts.c.gpu_indices,
         attempts.c.preempt_requested_at, runs.c.tenant_id, runs.c.priority,
         runs.c.preemptible, runs.c.preempted_at, runs.c.cancel_requested,
+        runs.c.suspend_requested,
     )
     .join(runs, runs.c.id == attempts.c.run_id)
     .where(
@@ -226,10 +227,12 @@ def _running(row: Any) -> RunningAttempt:
     (
         _worker_id, attempt_id, run_id, cpu_milli, memory_mb, gpus, started_at, gpu_indices,
         preempt_requested_at, tenant_id, priority, preemptible, preempted_at, cancel_requested,
+        suspend_requested,
     ) = row  # fmt: skip
     return RunningAttempt(
         attempt_id, run_id, tenant_id, priority, Amount(cpu_milli, memory_mb, gpus, 1),
-        started_at, tuple(gpu_indices or ()), can_be_victim(preemptible, cancel_requested),
+        started_at, tuple(gpu_indices or ()),
+        can_be_victim(preemptible, cancel_requested, suspend_requested),
         preempting=preempt_requested_at is not None, last_preempted_at=preempted_at,
     )  # fmt: skip
 

@@ -47,6 +47,7 @@ def apply_changes(
     ended = _end_attempts(connection, changes.attempt_ends, now)
     moved = _move_runs(connection, changes.moves)
     _request_cancels(connection, changes.cancel_requests)
+    _request_suspends(connection, changes.suspend_requests)
     _hand_over_again(connection, changes.handovers_lost)
     record_events(
         connection,
@@ -109,6 +110,8 @@ def new_run_row(new: NewRun, now: datetime) -> dict[str, Any]:
         "scheduled_for": new.scheduled_for,
         "attempt_count": 0,
         "cancel_requested": False,
+        "suspend_requested": False,
+        "suspensions": 0,
         "created_at": now,
         "queued_at": now if queued else None,
         "started_at": None,
@@ -274,4 +277,18 @@ def _request_cancels(connection: Connection, run_ids: Sequence[str]) -> None:
             update(runs)
             .where(runs.c.id.in_(run_ids), runs.c.state == RunState.RUNNING)
             .values(cancel_requested=True)
+        )
+
+
+def _request_suspends(connection: Connection, run_ids: Sequence[str]) -> None:
+    """Only a running run not being cancelled: a cancel wins (``domain.lifecycle.stops``)."""
+    if run_ids:
+        connection.execute(
+            update(runs)
+            .where(
+                runs.c.id.in_(run_ids),
+                runs.c.state == RunState.RUNNING,
+                runs.c.cancel_requested.is_(False),
+            )
+            .values(suspend_requested=True)
         )

@@ -130,6 +130,9 @@ runs = Table(
     Column("scheduled_for", UtcDateTime),
     Column("attempt_count", Integer, nullable=False, server_default="0"),
     Column("cancel_requested", Boolean, nullable=False, server_default="0"),
+    # its workers are stopping it for a suspend: held ``suspended`` when they report
+    Column("suspend_requested", Boolean, nullable=False, server_default="0"),
+    Column("suspensions", Integer, nullable=False, server_default="0"),  # not retries
     Column("created_at", UtcDateTime, nullable=False),
     Column("queued_at", UtcDateTime),
     Column("started_at", UtcDateTime),
