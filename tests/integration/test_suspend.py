@@ -13,6 +13,7 @@ from herder.domain.models import Role
 from tests.integration.conftest import Api
 from tests.integration.dispatching import dispatch
 from tests.integration.registered import register_worker
+from tests.integration.test_metrics import scrape
 from tests.integration.test_placement import heartbeat, run
 from tests.integration.test_queue_room import limit_tenant
 from tests.integration.test_worker_protocol import claim, completion, report
@@ -198,3 +199,12 @@ def test_a_suspended_run_holds_no_slot_of_its_schedule(api: Api) -> None:
     second = api.http.post(url, headers=api.admin, json={"schedule_id": schedule["id"]})
     assert second.status_code == 201
     assert run(api, first["id"])["state"] == "suspended"  # replace leaves it be
+
+
+def test_the_run_state_gauge_counts_suspended_runs(api: Api) -> None:
+    job = api.create_job()
+    act(api, api.start_run(job["id"])["id"], "suspend")
+    api.start_run(job["id"])
+    scraped = scrape(api)
+    assert scraped["herder_runs", (("state", "suspended"),)] == 1
+    assert scraped["herder_runs", (("state", "queued"),)] == 1
