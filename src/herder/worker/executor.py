@@ -33,6 +33,9 @@ OUTPUT_DRAIN_SECONDS = 0.5  # after the group is killed, how long to wait for th
 # What readies the workspace inside the attempt's limits (given them), before the job: why the
 # attempt cannot start, or None.
 Preparation = Callable[[Confinement | None], Awaitable[str | None]]
+# What follows the job's end, its processes gone, still inside its limits (its checkpoint
+# saved): the outcome, amended.
+Conclusion = Callable[[Outcome], Awaitable[Outcome]]
 
 
 class StopRequest(asyncio.Event):
@@ -64,10 +67,12 @@ async def execute(
     cancel: asyncio.Event,
     enforcer: Enforcer | None = None,
     prepare: Preparation | None = None,
+    conclude: Conclusion | None = None,
 ) -> Outcome:
     """Run ``plan`` to its end; on return nothing of its process group (or of its cgroup) is
     left running. ``plan.limits`` are enforced by ``enforcer`` when both are given, from
-    ``prepare`` on (an archive is unpacked there, charged to the attempt).
+    ``prepare`` on (an archive is unpacked there, charged to the attempt) to ``conclude``
+    (called once the job ran, even if it could not start).
 
     An exception raised by ``on_output`` stops the attempt and is re-raised here once the
     process is gone.
@@ -92,7 +97,8 @@ async def execute(
         if cancel.is_set():
             state, reason = _why_stopped(cancel)
             return never_ran(state, f"{reason} before it started", started)
-        return await _run(plan, on_output, cancel, confinement, started)
+        outcome = await _run(plan, on_output, cancel, confinement, started)
+        return await conclude(outcome) if conclude is not None else outcome
     finally:
         if confinement is not None and not confinement.try_remove():
             await asyncio.to_thread(confinement.remove)  # waits for what is left: off the loop
