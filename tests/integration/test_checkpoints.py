@@ -213,7 +213,7 @@ def test_it_is_saved_every_interval_while_it_runs(host: Any, tmp_path: Path) -> 
     quick = given.spec.model_copy(update={"checkpoint_interval_seconds": 0.1})  # tests only
     outcome, _ = run(host, transfer, given.model_copy(update={"spec": quick}), tmp_path)
     assert outcome.state is AttemptState.CANCELLED
-    assert len(transfer.uploads) == 3  # two while it ran, the last at its end
+    assert len(transfer.uploads) >= 3  # two while it ran (more while it stops), one at its end
     assert all(members(saved) == {"step": b"1\n"} for saved in transfer.uploads)
 
 

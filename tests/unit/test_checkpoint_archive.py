@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from herder.worker.archive import ArchiveRefused
-from herder.worker.checkpoint_archive import GZIP_LEVEL, pack, unpack
+from herder.worker.checkpoint_archive import GZIP_LEVEL, PROBE_BYTES, pack, unpack
 
 MIB = 1024 * 1024
 ENTRIES = 10_000
@@ -86,13 +86,21 @@ def test_a_link_is_stored_never_followed_and_one_leading_out_is_skipped(tmp_path
     assert members["sub/up"].linkname == "../data"
 
 
-def test_the_archive_is_gzip_at_the_fastest_level(tmp_path: Path) -> None:
-    (tmp_path / "saved").mkdir()
-    (tmp_path / "saved" / "a").write_text("a" * 10_000)
-    header = packed(tmp_path / "saved").getvalue()[:10]
-    assert header[:2] == b"\x1f\x8b"
+def test_what_compresses_is_gzipped_at_the_fastest_level_and_what_would_not_is_stored(
+    tmp_path: Path,
+) -> None:
+    saved = tmp_path / "saved"
+    saved.mkdir()
+    noise = os.urandom(4 * PROBE_BYTES)
+    (saved / "noise").write_bytes(noise)
+    (saved / "zeros").write_bytes(bytes(4 * PROBE_BYTES))
+    archive = packed(saved).getvalue()
+    assert archive[:2] == b"\x1f\x8b"
     assert GZIP_LEVEL == 1
-    assert gzip.decompress(packed(tmp_path / "saved").getvalue())  # a plain gzip stream
+    assert len(noise) < len(archive) < len(noise) + 16 * 1024  # stored, zeros nearly nothing
+    restored(io.BytesIO(archive), tmp_path / "back")  # one .tar.gz of several gzip members
+    assert (tmp_path / "back" / "noise").read_bytes() == noise
+    assert (tmp_path / "back" / "zeros").read_bytes() == bytes(4 * PROBE_BYTES)
 
 
 def test_a_directory_past_checkpoint_mb_is_refused_before_a_byte_is_written(

@@ -166,11 +166,14 @@ class AttemptRunner:
             saving.append(asyncio.create_task(checkpoints.keep_saving(interval, ending, note)))
             return None
 
-        async def conclude(outcome: Outcome) -> Outcome:
-            """Its last save, once it is over (an earlier one still saving finishes first)."""
+        async def settle() -> None:
+            """No more saves while it runs; one under way finishes."""
             ending.set()
             if saving:
                 await saving[0]
+
+        async def conclude(outcome: Outcome) -> Outcome:
+            """Its last save, once it is over."""
             gone = attempt.dropped or attempt.lost_because is not None
             if gone or checkpoints.is_empty():
                 return outcome
@@ -179,7 +182,7 @@ class AttemptRunner:
         plan = replace(plan, launcher=place.launcher)
         try:
             outcome = await execute(
-                plan, on_output, attempt.stop, self.host.enforcer, prepare, conclude
+                plan, on_output, attempt.stop, self.host.enforcer, prepare, settle, conclude
             )
         finally:
             ending.set()

@@ -4,9 +4,11 @@ Packed (``pack``): its regular files, directories and symbolic links (stored as 
 followed), each with its permission bits and modification time, no owner; devices, fifos,
 sockets and links that lead out of the directory (a restore would refuse them) are skipped.
 Before a byte is written, the apparent size of its regular files (a sparse file counts its
-full size) is bounded by the job's ``checkpoint_mb``: past it nothing is packed. Level
-``GZIP_LEVEL``: a checkpoint is mostly numbers, which compress little, and saving it holds the
-attempt's end.
+full size) is bounded by the job's ``checkpoint_mb``: past it nothing is packed. Saving holds
+the attempt's end, so speed comes first: gzip at level ``GZIP_LEVEL``, the fastest, except for
+a file whose first ``PROBE_BYTES`` would not shrink by a tenth (weights, already compressed
+data), which is stored (level 0: ten times faster, a few percent larger). Each level change
+starts a new gzip member; gzip readers join members (RFC 1952), so it is one .tar.gz.
 
 Unpacked (``unpack``): only regular files, directories and links that stay inside, each
 checked before anything is written (``archive.check_tar_member``, tar's "data" filter: no
@@ -28,14 +30,16 @@ import argparse
 import contextlib
 import errno
 import gzip
+import io
 import os
 import stat
+import struct
 import sys
 import tarfile
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from herder.worker.archive import (
     DISK_FULL,
@@ -48,8 +52,12 @@ from herder.worker.archive import (
     shut_in,
 )
 
-GZIP_LEVEL = 1  # the fastest: a checkpoint is mostly numbers, which compress little anyway
+GZIP_LEVEL = 1  # the fastest that compresses
+STORED = 0
+PROBE_BYTES = 64 * 1024  # of a file, compressed to choose its level
+WORTH_COMPRESSING = 0.9  # the probe must shrink to this fraction, or the file is stored
 GZIP_MAGIC = b"\x1f\x8b"
+GZIP_HEADER = GZIP_MAGIC + b"\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate, no name, no time
 COPY_CHUNK_BYTES = 1024 * 1024
 MIB = 1024 * 1024
 
@@ -64,12 +72,51 @@ def pack(directory: Path, sink: IO[bytes], max_bytes: int) -> None:
             f"the checkpoint directory holds {total} bytes, more than its checkpoint_mb "
             f"({max_bytes // MIB} MiB)"
         )
-    with (
-        gzip.GzipFile(fileobj=sink, mode="wb", compresslevel=GZIP_LEVEL, mtime=0) as zipped,
-        tarfile.open(fileobj=zipped, mode="w|", format=tarfile.PAX_FORMAT) as archive,
-    ):
+    zipped = _GzipMembers(sink)
+    with tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as archive:
         for name, info in members:
-            _add(archive, directory / name, name, info)
+            _add(archive, zipped, directory / name, name, info)
+    zipped.finish()
+
+
+class _GzipMembers(io.RawIOBase):
+    """A gzip stream of members, each at the level set when it started."""
+
+    def __init__(self, sink: IO[bytes]) -> None:
+        super().__init__()
+        self._sink = sink
+        self._written = 0
+        self._level = GZIP_LEVEL  # for what is written next
+        self._member: Any = None  # zlib's compressor of the current member
+        self._member_level = self._crc = self._size = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._written
+
+    def set_level(self, level: int) -> None:
+        self._level = level
+
+    def write(self, data: Any) -> int:
+        if self._member is None or self._member_level != self._level:
+            self.finish()
+            self._sink.write(GZIP_HEADER)
+            self._member = zlib.compressobj(self._level, zlib.DEFLATED, -zlib.MAX_WBITS)
+            self._member_level, self._crc, self._size = self._level, 0, 0
+        self._crc = zlib.crc32(data, self._crc)
+        self._size += len(data)
+        self._written += len(data)
+        self._sink.write(self._member.compress(data))
+        return len(data)
+
+    def finish(self) -> None:
+        """End the current member, if any."""
+        if self._member is not None:
+            self._sink.write(self._member.flush())
+            self._sink.write(struct.pack("<II", self._crc, self._size & 0xFFFFFFFF))
+            self._member = None
 
 
 def _walk(directory: Path, prefix: str) -> Iterator[tuple[str, os.stat_result]]:
@@ -94,7 +141,10 @@ def _stays_inside(name: str, target: str) -> bool:
     return not os.path.isabs(target) and resolved != ".." and not resolved.startswith("../")
 
 
-def _add(archive: tarfile.TarFile, path: Path, name: str, info: os.stat_result) -> None:
+def _add(
+    archive: tarfile.TarFile, zipped: _GzipMembers, path: Path, name: str, info: os.stat_result
+) -> None:
+    zipped.set_level(GZIP_LEVEL)
     member = tarfile.TarInfo(name)
     member.mode = stat.S_IMODE(info.st_mode) & 0o777
     member.mtime = int(info.st_mtime)
@@ -108,7 +158,18 @@ def _add(archive: tarfile.TarFile, path: Path, name: str, info: os.stat_result) 
         descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         with open(descriptor, "rb") as source:
             member.size = info.st_size  # what was bounded: a file that grew since is cut there
+            zipped.set_level(_level_for(source))
             archive.addfile(member, source)
+
+
+def _level_for(source: IO[bytes]) -> int:
+    """Stored when its start would not shrink by a tenth; small files are compressed."""
+    probe = source.read(PROBE_BYTES)
+    source.seek(0)
+    if len(probe) < PROBE_BYTES:
+        return GZIP_LEVEL
+    worth = len(zlib.compress(probe, GZIP_LEVEL)) <= WORTH_COMPRESSING * len(probe)
+    return GZIP_LEVEL if worth else STORED
 
 
 def unpack(directory: Path, archive: IO[bytes], max_bytes: int, max_entries: int) -> None:
@@ -158,7 +219,7 @@ def status_of(error: BaseException) -> tuple[int, str]:
 
 
 def main(arguments: list[str]) -> int:
-    """Enter the attempt's cgroups, shut itself in, then pack the directory to stdout (and
+    """Enter the attempt's cgroups, shut itself in, then pack the directory to stdout (then
     remove the job's request, as the job) or unpack stdin into it."""
     parser = argparse.ArgumentParser(prog="python -m herder.worker.checkpoint_archive")
     parser.add_argument("action", choices=("pack", "unpack"))
@@ -177,11 +238,13 @@ def main(arguments: list[str]) -> int:
     directory = Path("/", options.directory)
     try:
         if options.action == "pack":
-            if options.request is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(Path("/", options.request))
-            with open(1, "wb", closefd=False) as sink:
-                pack(directory, sink, options.max_bytes)
+            try:
+                with open(1, "wb", closefd=False) as sink:
+                    pack(directory, sink, options.max_bytes)
+            finally:  # packed (or not): the job may write to the directory again
+                if options.request is not None:
+                    with contextlib.suppress(OSError):
+                        os.unlink(Path("/", options.request))
         else:
             room = os.statvfs(directory)
             with open(0, "rb", closefd=False) as source:

@@ -6,7 +6,8 @@ at its end, each save uploaded for the run's next attempt, wherever it runs.
     save      at the attempt's end, whatever the outcome, once its processes are gone and
               before its completion is reported (skipped when the directory is empty, or
               the attempt was dropped or lost); every checkpoint_interval_seconds while it
-              runs; when the job creates the request file (polled each second)
+              runs; when the job creates the request file (polled each second; removed once
+              the directory is packed, so a job may wait for that before it writes again)
 
 Sandboxed, both are done by a child of the worker that is the attempt (its uid, cgroups,
 chrooted into its disk: ``checkpoint_archive.py``, started as ``unpacker.py`` starts
@@ -83,15 +84,22 @@ class Checkpoints:
 
     def is_empty(self) -> bool:
         """One scandir (through the disk's descriptor when sandboxed): a run that never
-        writes a checkpoint pays nothing more."""
-        with os.scandir(self.directory) as entries:
-            return next(entries, None) is None
+        writes a checkpoint pays nothing more. One the job made unreadable (or, at isolation
+        none, removed) is not empty: its save says what is wrong."""
+        try:
+            with os.scandir(self.directory) as entries:
+                return next(entries, None) is None
+        except OSError:
+            return False
 
     async def save(self) -> str | None:
         """Pack and upload the directory's content now: why it was not saved, or None."""
         async with self._saving:
             with self._scratch_file() as archive:
-                refused = await self._pack(archive)
+                try:
+                    refused = await self._pack(archive)
+                except OSError as error:  # the worker's own: its state, the child's start
+                    return f"could not pack it: {error}"[:REASON_CHARS]
                 if refused is not None:
                     return refused
                 try:
@@ -110,7 +118,10 @@ class Checkpoints:
                 await self.transfer.download_checkpoint(self.attempt_id, self.attempt, ref, archive)
             except (HerderError, httpx.HTTPError, OSError, ValueError) as error:
                 return _restore_failed(f"could not fetch it: {error}")
-            why = await self._unpack(archive)
+            try:
+                why = await self._unpack(archive)
+            except OSError as error:
+                why = f"could not unpack it: {error}"
         return None if why is None else _restore_failed(why)
 
     async def keep_saving(
@@ -152,13 +163,14 @@ class Checkpoints:
             return await self._in_attempt(argv, asyncio.subprocess.DEVNULL, sink)
 
     def _pack_here(self, archive: Path) -> str | None:
-        with contextlib.suppress(OSError):
-            os.unlink(self.request)
         try:
             with archive.open("wb") as sink:
                 packer.pack(self.directory, sink, self.max_bytes)
         except (ArchiveRefused, MemoryError, OSError) as error:
             return _reason(*packer.status_of(error), self.max_bytes)
+        finally:  # packed (or not): the job may write to the directory again
+            with contextlib.suppress(OSError):
+                os.unlink(self.request)
         return None
 
     async def _unpack(self, archive: Path) -> str | None:
@@ -219,8 +231,12 @@ class Checkpoints:
         why = (await errors).decode(errors="replace").strip()
         if not copied:
             return f"its archive grew past {self.max_bytes // MIB} MiB"
-        killed = status == -signal.SIGKILL and self.confinement is not None
-        if killed and self.confinement is not None and self.confinement.collect().oom_kills:
+        confinement = self.confinement
+        if (
+            status == -signal.SIGKILL
+            and confinement is not None
+            and confinement.collect().oom_kills
+        ):
             status = OUT_OF_MEMORY  # the kernel's kill at the limit
         if status is not None and status < 0:
             return f"the packer was killed by {signal.Signals(-status).name}"
