@@ -41,9 +41,14 @@ class Transfer:
     hears each upload's count."""
 
     def __init__(
-        self, stored: bytes = b"", refuse: str | None = None, cancel_after: int | None = None
+        self,
+        stored: bytes = b"",
+        refuse: str | None = None,
+        cancel_after: int | None = None,
+        lose_after: int | None = None,
     ) -> None:
-        self.stored, self.refuse, self.cancel_after = stored, refuse, cancel_after
+        self.stored, self.refuse = stored, refuse
+        self.cancel_after, self.lose_after = cancel_after, lose_after
         self.uploads: list[bytes] = []
         self.after_upload: Callable[[int], None] = lambda _: None
 
@@ -121,9 +126,14 @@ def run(host: Any, transfer: Transfer, given: Assignment, tmp_path: Path) -> tup
     cache = ArtifactCache(tmp_path / "cache", no_artifacts)
     runner = AttemptRunner(cast(AttemptHost, host), cache, PYTHON, 0.5, 256, transfer)
     attempt = LiveAttempt(given, "wrk_fake")
-    if transfer.cancel_after is not None:
-        cancel_after = transfer.cancel_after
-        transfer.after_upload = lambda count: attempt.stop.set() if count == cancel_after else None
+
+    def after_upload(count: int) -> None:
+        if count == transfer.cancel_after:
+            attempt.stop.set()
+        if count == transfer.lose_after:
+            attempt.lose("the worker is stopping")
+
+    transfer.after_upload = after_upload
     outcomes: list[Outcome] = []
     output: list[bytes] = []
     sink = lambda _, data: output.append(data)  # noqa: E731
@@ -215,6 +225,17 @@ def test_it_is_saved_every_interval_while_it_runs(host: Any, tmp_path: Path) -> 
     assert outcome.state is AttemptState.CANCELLED
     assert len(transfer.uploads) >= 3  # two while it ran (more while it stops), one at its end
     assert all(members(saved) == {"step": b"1\n"} for saved in transfer.uploads)
+
+
+def test_an_attempt_lost_is_not_saved_at_its_end(host: Any, tmp_path: Path) -> None:
+    transfer = Transfer(lose_after=1)
+    command = (
+        'echo 1 > "$HERDER_CHECKPOINT_DIR/step"; touch "$HERDER_CHECKPOINT_REQUEST"; '
+        "while :; do sleep 0.05; done"
+    )
+    outcome, _ = run(host, transfer, assignment(command), tmp_path)
+    assert outcome.state is AttemptState.CANCELLED  # reported lost (LiveAttempt.completion)
+    assert len(transfer.uploads) == 1  # the one it asked for, none at its end
 
 
 def test_a_checkpoint_past_checkpoint_mb_is_refused_with_a_reason_and_never_uploaded(
