@@ -94,6 +94,8 @@ class Agent:
             config.python,
             config.max_stop_grace_seconds,
             config.max_processes_per_attempt,
+            # checkpoints go through the connection's upload_checkpoint / download_checkpoint
+            self.connection,  # type: ignore[arg-type]  # until the server side's branch joins
         )
         self._running: dict[str, LiveAttempt] = {}
         self.reporter = Reporter(self.connection, self._running, self._drop)

@@ -145,17 +145,17 @@ def _is_tar(archive: IO[bytes]) -> bool:
 def _unpack_tar(workspace: Path, stream: Stream, size: int, bound: Bound) -> None:
     # tar's headers count too: a block per entry, and pax or long-name headers
     limit = bound.expanded_bytes(size) + (bound.max_entries + 2) * 4 * TAR_BLOCK_BYTES
-    with tarfile.open(fileobj=_BoundedStream(stream, limit), mode="r:") as archive:
+    with tarfile.open(fileobj=BoundedStream(stream, limit), mode="r:") as archive:
         total = 0
         for entries, member in enumerate(archive, start=1):  # headers only: data is skipped
             bound.check_entries(entries)
-            _check_tar_member(member, workspace)
+            check_tar_member(member, workspace)
             total += member.size if member.isreg() else 0
             bound.check_total(total, size)
         archive.extractall(workspace, filter="data")
 
 
-def _check_tar_member(member: tarfile.TarInfo, workspace: Path) -> None:
+def check_tar_member(member: tarfile.TarInfo, workspace: Path) -> None:
     """Refuse what the "data" filter refuses, and absolute names, which it would only strip."""
     if member.name.startswith("/"):
         raise ArchiveRefused(f"member {member.name!r} has an absolute path")
@@ -166,7 +166,7 @@ def _check_tar_member(member: tarfile.TarInfo, workspace: Path) -> None:
         raise ArchiveRefused(f"member {member.name!r} {why}") from exc
 
 
-class _BoundedStream(io.RawIOBase):
+class BoundedStream(io.RawIOBase):
     """A tar stream (decompressed) that refuses to go past ``limit`` bytes, or to read one
     huge header at once: tarfile reads a pax header whole, whatever size it declares."""
 
@@ -255,7 +255,7 @@ PR_SET_NO_NEW_PRIVS = 38
 
 
 def main(arguments: list[str]) -> int:
-    """Enter the attempt's cgroups and shut itself in (``_shut_in``), then unpack stdin."""
+    """Enter the attempt's cgroups and shut itself in (``shut_in``), then unpack stdin."""
     parser = argparse.ArgumentParser(prog="python -m herder.worker.archive")
     parser.add_argument("--uid", type=int, required=True)
     parser.add_argument("--disk", type=int, required=True)  # the attempt's disk, passed open
@@ -266,7 +266,7 @@ def main(arguments: list[str]) -> int:
     for entrance in options.enter:  # first: everything from here on is the attempt's
         os.write(entrance, b"0")
         os.close(entrance)
-    _shut_in(options.disk, options.uid, options.memory)
+    shut_in(options.disk, options.uid, options.memory)
     workspace = Path("/", options.workspace)
     room = os.statvfs(workspace)
     with open(0, "rb", closefd=False) as archive:
@@ -277,7 +277,7 @@ def main(arguments: list[str]) -> int:
     return status
 
 
-def _shut_in(disk: int, uid: int, memory_bytes: int | None) -> None:
+def shut_in(disk: int, uid: int, memory_bytes: int | None) -> None:
     """The attempt's disk as its root, its uid, no way back: no file of the host can be
     reached from here. (The workspace is not the root: there, a link to ``..`` would lead
     nowhere, and be let through, to lead out of /workspace when the job runs.)"""

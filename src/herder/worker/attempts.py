@@ -18,6 +18,8 @@ from herder.domain.models import Assignment
 from herder.domain.states import AttemptState
 from herder.protocol import MAX_REASON_CHARS, Completion, HeldAttempt, Usage
 from herder.worker.cache import ArtifactCache
+from herder.worker.checkpoints import REQUEST_NAME, Checkpoints, CheckpointTransfer
+from herder.worker.disk import MIB
 from herder.worker.executor import StopRequest, execute
 from herder.worker.host import AttemptHost, AttemptPlace
 from herder.worker.limits import Confinement, Limits, limits_for
@@ -25,7 +27,7 @@ from herder.worker.network import NetworkUnavailable
 from herder.worker.outcome import Outcome, not_started
 from herder.worker.output import OutputBuffer
 from herder.worker.process import OutputSink
-from herder.worker.sandbox import SANDBOX_WORKSPACE, attempt_environment
+from herder.worker.sandbox import SANDBOX_CHECKPOINT, SANDBOX_WORKSPACE, attempt_environment
 from herder.worker.task_files import OutputRefused, read_output, write_inputs
 from herder.worker.unpacker import unpack_here, unpack_in_attempt
 from herder.worker.workspace import build_plan, place_artifact
@@ -73,6 +75,7 @@ class LiveAttempt:
             ),
             output=output,
             stopped_by=outcome.stopped_by,
+            checkpoint_refused=_cut(outcome.checkpoint_refused),
         )
 
 
@@ -85,6 +88,7 @@ class AttemptRunner:
     python: str  # the interpreter of python jobs
     max_stop_grace_seconds: float  # the operator's cap on a job's stop_grace_seconds
     max_processes: int
+    transfer: CheckpointTransfer  # checkpoints to and from the server
 
     async def run(
         self, attempt: LiveAttempt, on_output: OutputSink, on_end: Callable[[Outcome], None]
@@ -112,9 +116,9 @@ class AttemptRunner:
     async def _execute(
         self, attempt: LiveAttempt, place: AttemptPlace, on_output: OutputSink
     ) -> Outcome:
-        """Place the program (or, in the attempt's limits, unpack its archive) and the task's
-        inputs in the attempt's workspace, run it there, then read its output if it
-        succeeded."""
+        """Place the program (or, in the attempt's limits, unpack its archive), the run's
+        checkpoint and the task's inputs in the attempt's place, run it there (saving its
+        checkpoint as it asks, and at its end), then read its output if it succeeded."""
         spec = attempt.assignment.spec
         program = await self._place_program(attempt.assignment, place)
         archive = None
@@ -123,11 +127,15 @@ class AttemptRunner:
         seen_as = SANDBOX_WORKSPACE if place.sandbox is not None else place.workspace
         temporary = Path("/tmp") if place.sandbox is not None else seen_as
         limits = limits_for(spec.resources, self.max_processes)
+        checkpoints = self._checkpoints(attempt, place, limits)
+        checkpoint_seen_as = SANDBOX_CHECKPOINT if place.sandbox is not None else place.checkpoint
         plan = build_plan(
             spec,
             seen_as,
             program,
-            attempt_environment(attempt.assignment, seen_as, temporary),
+            attempt_environment(
+                attempt.assignment, seen_as, temporary, (checkpoint_seen_as, seen_as / REQUEST_NAME)
+            ),
             self.python,
             spec.timeout_seconds,
             max_stop_grace_seconds=self.max_stop_grace_seconds,
@@ -136,25 +144,72 @@ class AttemptRunner:
             name=attempt.assignment.attempt_id,
         )
 
+        ending = asyncio.Event()
+        saving: list[asyncio.Task[None]] = []
+
         async def prepare(confinement: Confinement | None) -> str | None:
             """The archive first: the inputs' file is never one an archive brought."""
+            checkpoints.confinement = confinement
             if archive is not None:
                 refused = await self._unpack(attempt, place, archive, confinement, limits)
+                if refused is not None:
+                    return refused
+            if attempt.assignment.checkpoint is not None:
+                refused = await checkpoints.restore(attempt.assignment.checkpoint)
                 if refused is not None:
                     return refused
             task = attempt.assignment.task
             if task is not None:
                 await asyncio.to_thread(write_inputs, place.workspace, place.uid, task.inputs)
+            interval = spec.checkpoint_interval_seconds
+            note = lambda line: on_output("stderr", line.encode())  # noqa: E731
+            saving.append(asyncio.create_task(checkpoints.keep_saving(interval, ending, note)))
             return None
 
+        async def settle() -> None:
+            """No more saves while it runs; one under way finishes."""
+            ending.set()
+            if saving:
+                await saving[0]
+
+        async def conclude(outcome: Outcome) -> Outcome:
+            """Its last save, once it is over."""
+            gone = attempt.dropped or attempt.lost_because is not None
+            if gone or checkpoints.is_empty():
+                return outcome
+            return replace(outcome, checkpoint_refused=await checkpoints.save())
+
         plan = replace(plan, launcher=place.launcher)
-        outcome = await execute(plan, on_output, attempt.stop, self.host.enforcer, prepare)
+        try:
+            outcome = await execute(
+                plan, on_output, attempt.stop, self.host.enforcer, prepare, settle, conclude
+            )
+        finally:
+            ending.set()
+            for task in saving:  # when the job never started, or the output sink failed
+                task.cancel()
         if outcome.state is not AttemptState.SUCCEEDED:
             return outcome
         try:
             return replace(outcome, output=read_output(place.workspace))
         except OutputRefused as refused:
             return replace(outcome, state=AttemptState.FAILED, reason=str(refused))
+
+    def _checkpoints(
+        self, attempt: LiveAttempt, place: AttemptPlace, limits: Limits
+    ) -> Checkpoints:
+        assignment = attempt.assignment
+        return Checkpoints(
+            assignment.attempt_id,
+            assignment.attempt,
+            self.transfer,
+            self.host.checkpoints,
+            place.checkpoint,
+            place.workspace / REQUEST_NAME,
+            assignment.spec.checkpoint_mb * MIB,
+            place.sandbox,
+            limits.memory_bytes,
+        )
 
     async def _place_program(self, assignment: Assignment, place: AttemptPlace) -> Path | None:
         """The artifact in the workspace as the program to run (an archive is unpacked
@@ -192,3 +247,7 @@ class AttemptRunner:
             spec.timeout_seconds,
             attempt.stop,
         )
+
+
+def _cut(reason: str | None) -> str | None:
+    return reason[:MAX_REASON_CHARS] if reason is not None else None

@@ -6,8 +6,10 @@ other mounts the worker makes for an attempt, all attached nowhere.
         tmp/       its /tmp         (1777)
         var-tmp/   its /var/tmp     (1777)
         shm/       its /dev/shm     (1777)
+        checkpoint/  its /checkpoint ($HERDER_CHECKPOINT_DIR), owned by the attempt's uid:
+                   what is saved for the run's next attempt (checkpoints.py)
 
-One file system for all four makes the request one bound on every byte the job can write, and
+One file system for all five makes the request one bound on every byte the job can write, and
 the kernel enforces it: a write past it fails with ENOSPC. Its pages are memory: they count
 toward the attempt's memory cgroup like any file it writes (docs/isolation.md says what
 follows).
@@ -28,7 +30,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-WORK, TMP, VAR_TMP, SHM = "work", "tmp", "var-tmp", "shm"
+WORK, TMP, VAR_TMP, SHM, CHECKPOINT = "work", "tmp", "var-tmp", "shm", "checkpoint"
 INODES_PER_MIB = 256  # one per 4 KiB: many small files, never an inode bomb
 MIB = 1024 * 1024
 MNT_DETACH = 0x2
@@ -81,8 +83,9 @@ def open_disk(size_bytes: int, uid: int) -> AttemptDisk:
         os.close(context)
     disk = AttemptDisk(mount, size_bytes)
     try:
-        os.mkdir(WORK, 0o700, dir_fd=disk.fd)
-        os.chown(WORK, uid, uid, dir_fd=disk.fd)
+        for own in (WORK, CHECKPOINT):
+            os.mkdir(own, 0o700, dir_fd=disk.fd)
+            os.chown(own, uid, uid, dir_fd=disk.fd)
         for shared in (TMP, VAR_TMP, SHM):
             os.mkdir(shared, dir_fd=disk.fd)
             os.chmod(shared, 0o1777, dir_fd=disk.fd)

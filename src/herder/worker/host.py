@@ -5,7 +5,9 @@ A root worker keeps its state under ``home`` in directories no job can reach or 
 
     /var/lib/herder/bin/herder-sandbox-<hash>   the launcher, built once per version and host
     <home>/worker-<uid base>/cache       artifacts by sha256 (the agent's ArtifactCache)
-    <home>/worker-<uid base>/attempts    workspaces of attempts at isolation none
+    <home>/worker-<uid base>/attempts    workspaces of attempts at isolation none, and
+                                         their checkpoint directories (<attempt>.checkpoint)
+    <home>/worker-<uid base>/checkpoints checkpoints on their way to or from the server
     <home>/worker-<uid base>/root        where the launcher builds what all attempts see
     <home>/worker-<uid base>/net         network namespaces of network-on attempts
     /run/herder/uids                     which uid ranges this host's workers hold
@@ -25,7 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from herder.domain.models import Assignment
-from herder.worker.disk import MIB, AttemptDisk, close_disk, detach_leftover, open_disk
+from herder.worker.disk import (
+    CHECKPOINT,
+    MIB,
+    AttemptDisk,
+    close_disk,
+    detach_leftover,
+    open_disk,
+)
 from herder.worker.isolation import Isolation
 from herder.worker.launch_server import LaunchServer
 from herder.worker.launcher import sandbox_launcher
@@ -49,17 +58,19 @@ from herder.worker.workspace import check_plain_name, prepare_workspace, remove_
 
 log = logging.getLogger("herder.worker")
 
+CHECKPOINT_SUFFIX = ".checkpoint"  # at isolation none, beside the attempt's workspace
 UID_LOCKS = Path("/run/herder/uids")  # host-wide: every root worker must see every other's
 LAUNCHERS = Path("/var/lib/herder/bin")  # host-wide: built once, whatever a worker's home
 
 
 @dataclass(frozen=True)
 class AttemptPlace:
-    """Where one attempt runs: its working directory on this host, and its sandbox (None at
-    isolation none, where it runs as the worker's user in that directory, started by
-    ``launcher``)."""
+    """Where one attempt runs: its working directory on this host and its checkpoint
+    directory (both as the worker reaches them), and its sandbox (None at isolation none,
+    where it runs as the worker's user in that directory, started by ``launcher``)."""
 
     workspace: Path
+    checkpoint: Path
     uid: int | None
     sandbox: Sandbox | None
     launcher: LaunchServer | None = None
@@ -90,6 +101,7 @@ class AttemptHost:
         self.sweeper = UidSweeper(self.uids)
         self.state = secure_directory(home / f"worker-{self.uids.base}")  # the range is ours
         self._workspaces = secure_directory(self.state / "attempts")
+        self.checkpoints = secure_directory(self.state / "checkpoints")
         self._launcher = LaunchServer.plain()  # isolation none: the attempts die with us
         if self.sandboxed:
             binary = sandbox_launcher(secure_directory(LAUNCHERS, 0o755))
@@ -131,6 +143,8 @@ class AttemptHost:
         workspaces, never reused, go; said in one line."""
         killed = kill_processes_of_uids(self.uids.all_uids()) if self.sandboxed else 0
         workspaces = self._remove_leftovers()
+        for archive in self.checkpoints.iterdir():  # a save or restore it was making
+            archive.unlink()
         if killed or workspaces:
             log.warning("a previous worker on this home left %d attempt workspace(s), removed "
                         "(%s), and %d of their processes running, killed",
@@ -155,18 +169,23 @@ class AttemptHost:
         uid = self.uids.acquire() if self.sandboxed else None
         disk: AttemptDisk | None = None
         workspace: Path | None = None
+        checkpoint: Path | None = None
         network: AttemptNetwork | None = None
         try:
             if uid is None:
                 workspace = await asyncio.to_thread(
                     prepare_workspace, self._workspaces, assignment.attempt_id
                 )
-                yield AttemptPlace(workspace, None, None, self._launcher)
+                checkpoint = await asyncio.to_thread(
+                    prepare_workspace, self._workspaces, assignment.attempt_id + CHECKPOINT_SUFFIX
+                )
+                yield AttemptPlace(workspace, checkpoint, None, None, self._launcher)
                 return
             disk = open_disk(assignment.spec.resources.disk_mb * MIB, uid)  # no thread: quick
             if assignment.spec.network:
                 network = await self._open_network(assignment.attempt_id)
-            yield AttemptPlace(disk.work, uid, self._sandbox(assignment, uid, disk, network))
+            sandbox = self._sandbox(assignment, uid, disk, network)
+            yield AttemptPlace(disk.work, disk.root / CHECKPOINT, uid, sandbox)
         finally:
             if uid is not None:
                 self.sweeper.finished(uid)
@@ -174,8 +193,10 @@ class AttemptHost:
                 await asyncio.to_thread(self._networks.close, network)
             if disk is not None:
                 close_disk(disk)
-            elif workspace is not None:
-                await asyncio.to_thread(remove_workspace, workspace)
+            else:
+                for directory in (workspace, checkpoint):
+                    if directory is not None:
+                        await asyncio.to_thread(remove_workspace, directory)
 
     async def _open_network(self, attempt_id: str) -> AttemptNetwork:
         if not isinstance(self._networks, OutboundNetworks):

@@ -41,6 +41,7 @@ class Outcome:
     usage: ResourceUsage
     output: JsonValue = None  # what the job wrote to $HERDER_OUTPUT, when it succeeded
     stopped_by: StoppedBy | None = None  # None: it ended by itself
+    checkpoint_refused: str | None = None  # why its checkpoint was not saved at its end
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ what every attempt sees alike (``skeleton_options``), and for each attempt what 
     /            a read-only tmpfs holding only what is listed below
     /usr /etc …  the host's system directories, read-only, nosuid, nodev
     /workspace   the attempt's workspace: its cwd and HOME     ┐ one tmpfs of the job's
-    /tmp /var/tmp /dev/shm  private                            ┘ disk request (disk.py)
+    /tmp /var/tmp /dev/shm  private                            │ disk request (disk.py)
+    /checkpoint  saved for the run's next attempt              ┘ (checkpoints.py)
     /dev         null, zero, full, random, urandom, tty; GPUs only when given some
     /proc /sys   fresh: only the attempt's own processes
     /run         empty (no host sockets)
@@ -30,7 +31,7 @@ from pathlib import Path
 from herder.domain.jobs import Runtime
 from herder.domain.models import AssignedTask, Assignment
 from herder.worker.cgroups import CgroupsUnavailable, cgroup_enforcer
-from herder.worker.disk import SHM, TMP, VAR_TMP, WORK, AttemptDisk, detached_bind
+from herder.worker.disk import CHECKPOINT, SHM, TMP, VAR_TMP, WORK, AttemptDisk, detached_bind
 from herder.worker.launch_server import LaunchServer, Reaped
 from herder.worker.limits import Confinement, Enforcer, RlimitEnforcer
 from herder.worker.task_files import INPUTS, OUTPUT
@@ -39,6 +40,7 @@ log = logging.getLogger("herder.worker")
 
 SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SANDBOX_WORKSPACE = Path("/workspace")
+SANDBOX_CHECKPOINT = Path("/checkpoint")
 SYSTEM_DIRECTORIES = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 GPU_SHARED_DEVICES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
@@ -66,6 +68,7 @@ DISK_VIEWS = (
     (TMP, "/tmp"),
     (VAR_TMP, "/var/tmp"),
     (SHM, "/dev/shm"),
+    (CHECKPOINT, str(SANDBOX_CHECKPOINT)),
 )
 MOUNT_POINTS = ("/proc", "/sys", "/run", "/var/run", *(target for _, target in DISK_VIEWS))
 FIRST_PASSED = 3  # the launcher's descriptor of the first one passed with a start
@@ -156,10 +159,16 @@ class Sandbox:
         self.launcher.reap_later(pid)
 
 
-def attempt_environment(assignment: Assignment, home: Path, tmp: Path) -> dict[str, str]:
+def attempt_environment(
+    assignment: Assignment,
+    home: Path,
+    tmp: Path,
+    checkpoint: tuple[Path, Path] | None = None,
+) -> dict[str, str]:
     """Nothing inherited from the worker: a fixed base, the job's env, its secrets (which a
     run's env override cannot replace), then Herder's own (``home`` is the workspace as the
-    job sees it, where ``task_files``' files are)."""
+    job sees it, where ``task_files``' files are; ``checkpoint`` its checkpoint directory and
+    the file it creates to ask for a save, as it sees them)."""
     base = {
         "PATH": SAFE_PATH,
         "HOME": str(home),
@@ -185,7 +194,15 @@ def attempt_environment(assignment: Assignment, home: Path, tmp: Path) -> dict[s
         "HERDER_PEERS": ",".join(assignment.peers),
         "HERDER_OUTPUT": str(home / OUTPUT),
         **_task_environment(assignment.task, home),
+        **_checkpoint_environment(checkpoint),
     }
+
+
+def _checkpoint_environment(checkpoint: tuple[Path, Path] | None) -> dict[str, str]:
+    if checkpoint is None:
+        return {}
+    directory, request = checkpoint
+    return {"HERDER_CHECKPOINT_DIR": str(directory), "HERDER_CHECKPOINT_REQUEST": str(request)}
 
 
 def _task_environment(task: AssignedTask | None, home: Path) -> dict[str, str]:

@@ -1,0 +1,271 @@
+"""One attempt's checkpoint directory: restored before the job starts, saved while it runs and
+at its end, each save uploaded for the run's next attempt, wherever it runs.
+
+    restore   assignment.checkpoint set (never on attempt 1): fetched to a private file in
+              the worker's state, checked against its sha256, unpacked into the directory
+    save      at the attempt's end, whatever the outcome, once its processes are gone and
+              before its completion is reported (skipped when the directory is empty, or
+              the attempt was dropped or lost); every checkpoint_interval_seconds while it
+              runs; when the job creates the request file (polled each second; removed once
+              the directory is packed, so a job may wait for that before it writes again)
+
+Sandboxed, both are done by a child of the worker that is the attempt (its uid, cgroups,
+chrooted into its disk: ``checkpoint_archive.py``, started as ``unpacker.py`` starts
+``archive.py``): the worker never reads or writes the job's paths as root. The packing child
+writes to a pipe; the worker copies it, bounded, to a private file and uploads that. At
+isolation none the worker packs and unpacks in its own process, with the same bounds.
+
+Saves of one attempt never overlap. A refused save keeps the run's previous checkpoint: at the
+end it is told in the completion (``checkpoint_refused``), earlier in the attempt's log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Protocol
+
+import httpx
+
+from herder.domain.errors import HerderError
+from herder.domain.models import CheckpointRef
+from herder.worker import checkpoint_archive as packer
+from herder.worker.archive import DISK_FULL, OUT_OF_MEMORY, ArchiveRefused
+from herder.worker.disk import CHECKPOINT, INODES_PER_MIB, MIB, WORK
+from herder.worker.limits import Confinement
+from herder.worker.sandbox import Sandbox
+
+REQUEST_NAME = ".herder-checkpoint-request"  # in the workspace: the job touches it to ask
+REQUEST_POLL_SECONDS = 1.0
+COPY_CHUNK_BYTES = 1024 * 1024
+REASON_CHARS = 1000
+
+
+class CheckpointRefused(Exception):
+    """The server would not store it (a zombie attempt's, or too big); says why.
+
+    Stands for ``herder.worker.connection.CheckpointRefused`` until the two branches meet."""
+
+
+class CheckpointTransfer(Protocol):
+    """The server's side of it: the worker's connection."""
+
+    async def upload_checkpoint(self, attempt_id: str, attempt: int, archive: Path) -> None: ...
+
+    async def download_checkpoint(
+        self, attempt_id: str, attempt: int, ref: CheckpointRef, into: Path
+    ) -> None: ...
+
+
+@dataclass
+class Checkpoints:
+    """One attempt's checkpoint directory, as the worker reaches it (``directory``; the job's
+    request file ``request``), bounded by ``max_bytes`` (its checkpoint_mb)."""
+
+    attempt_id: str
+    attempt: int
+    transfer: CheckpointTransfer
+    scratch: Path  # the worker's private directory for the archive on its way
+    directory: Path
+    request: Path
+    max_bytes: int
+    sandbox: Sandbox | None  # None at isolation none
+    memory_bytes: int  # the job's: the child's RLIMIT_DATA, where there are no cgroups
+    confinement: Confinement | None = None  # the attempt's cgroups, once they exist
+    _saving: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def is_empty(self) -> bool:
+        """One scandir (through the disk's descriptor when sandboxed): a run that never
+        writes a checkpoint pays nothing more. One the job made unreadable (or, at isolation
+        none, removed) is not empty: its save says what is wrong."""
+        try:
+            with os.scandir(self.directory) as entries:
+                return next(entries, None) is None
+        except OSError:
+            return False
+
+    async def save(self) -> str | None:
+        """Pack and upload the directory's content now: why it was not saved, or None."""
+        async with self._saving:
+            with self._scratch_file() as archive:
+                try:
+                    refused = await self._pack(archive)
+                except OSError as error:  # the worker's own: its state, the child's start
+                    return f"could not pack it: {error}"[:REASON_CHARS]
+                if refused is not None:
+                    return refused
+                try:
+                    await self.transfer.upload_checkpoint(self.attempt_id, self.attempt, archive)
+                except CheckpointRefused as refusal:
+                    return f"the server refused it: {refusal}"[:REASON_CHARS]
+                except (HerderError, httpx.HTTPError, OSError) as error:
+                    return f"could not upload it: {error}"[:REASON_CHARS]
+        return None
+
+    async def restore(self, ref: CheckpointRef) -> str | None:
+        """Fetch the run's checkpoint and unpack it into the empty directory: why it could
+        not, starting "checkpoint:" (the attempt then fails), or None."""
+        with self._scratch_file() as archive:
+            try:
+                await self.transfer.download_checkpoint(self.attempt_id, self.attempt, ref, archive)
+            except (HerderError, httpx.HTTPError, OSError, ValueError) as error:
+                return _restore_failed(f"could not fetch it: {error}")
+            try:
+                why = await self._unpack(archive)
+            except OSError as error:
+                why = f"could not unpack it: {error}"
+        return None if why is None else _restore_failed(why)
+
+    async def keep_saving(
+        self, interval_seconds: float | None, ending: asyncio.Event, note: Callable[[str], None]
+    ) -> None:
+        """Until ``ending``: save every ``interval_seconds`` (none when None; not when the
+        directory is empty) and whenever the job creates its request file; a save that fails
+        is ``note``d in the attempt's log."""
+        last = time.monotonic()
+        tick = min(REQUEST_POLL_SECONDS, interval_seconds or REQUEST_POLL_SECONDS)
+        while not ending.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(ending.wait(), tick)
+                return
+            requested = os.path.lexists(self.request)
+            due = interval_seconds is not None and time.monotonic() - last >= interval_seconds
+            if not requested and not (due and not self.is_empty()):
+                continue
+            why = await self.save()
+            last = time.monotonic()
+            if why is not None:
+                note(f"herder: checkpoint not saved: {why}\n")
+
+    @contextlib.contextmanager
+    def _scratch_file(self) -> Iterator[Path]:
+        descriptor, name = tempfile.mkstemp(prefix=f"{self.attempt_id}-", dir=self.scratch)
+        os.close(descriptor)
+        try:
+            yield Path(name)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name)
+
+    async def _pack(self, archive: Path) -> str | None:
+        if self.sandbox is None:
+            return await asyncio.to_thread(self._pack_here, archive)
+        argv = self._child_argv("pack", "--request", f"{WORK}/{REQUEST_NAME}")
+        with archive.open("wb") as sink:
+            return await self._in_attempt(argv, asyncio.subprocess.DEVNULL, sink)
+
+    def _pack_here(self, archive: Path) -> str | None:
+        try:
+            with archive.open("wb") as sink:
+                packer.pack(self.directory, sink, self.max_bytes)
+        except (ArchiveRefused, MemoryError, OSError) as error:
+            return _reason(*packer.status_of(error), self.max_bytes)
+        finally:  # packed (or not): the job may write to the directory again
+            with contextlib.suppress(OSError):
+                os.unlink(self.request)
+        return None
+
+    async def _unpack(self, archive: Path) -> str | None:
+        if self.sandbox is None:
+            return await asyncio.to_thread(self._unpack_here, archive)
+        with archive.open("rb") as source:
+            return await self._in_attempt(self._child_argv("unpack"), source.fileno(), None)
+
+    def _unpack_here(self, archive: Path) -> str | None:
+        try:
+            with archive.open("rb") as source:
+                entries = self.max_bytes // MIB * INODES_PER_MIB + INODES_PER_MIB
+                packer.unpack(self.directory, source, self.max_bytes, entries)
+        except (ArchiveRefused, MemoryError, OSError) as error:
+            return _reason(*packer.status_of(error), self.max_bytes)
+        return None
+
+    def _child_argv(self, action: str, *more: str) -> list[str]:
+        assert self.sandbox is not None
+        argv = [sys.executable, "-P", "-m", packer.__name__, action, *more]
+        argv += ["--uid", str(self.sandbox.uid), "--disk", str(self.sandbox.disk.fd)]
+        argv += ["--directory", CHECKPOINT, "--max-bytes", str(self.max_bytes)]
+        if self.confinement is None or not self.confinement.entrances():
+            argv += ["--memory", str(self.memory_bytes)]  # no cgroup on this host: its rlimit
+        return argv
+
+    async def _in_attempt(self, argv: list[str], stdin: int, sink: IO[bytes] | None) -> str | None:
+        """Run the child as the attempt; with ``sink``, copy what it writes there, bounded
+        (gzip at its fastest never grows data by more than a small fraction)."""
+        assert self.sandbox is not None
+        passed: list[int] = []
+        try:
+            entrances = self.confinement.entrances() if self.confinement is not None else []
+            for entrance in entrances:
+                passed.append(os.open(entrance, os.O_WRONLY | os.O_CLOEXEC))
+                argv += ["--enter", str(passed[-1])]
+            child = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=stdin,
+                stdout=asyncio.subprocess.PIPE if sink is not None else asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.PIPE,
+                pass_fds=(self.sandbox.disk.fd, *passed),
+                cwd="/",
+                start_new_session=True,
+            )
+        finally:
+            for fd in passed:
+                os.close(fd)
+        assert child.stderr is not None
+        errors = asyncio.ensure_future(child.stderr.read())
+        copied = True
+        if sink is not None:
+            assert child.stdout is not None
+            copied = await _copy(child.stdout, sink, self.max_bytes + self.max_bytes // 64 + MIB)
+            if not copied:
+                child.kill()
+        status = await child.wait()
+        why = (await errors).decode(errors="replace").strip()
+        if not copied:
+            return f"its archive grew past {self.max_bytes // MIB} MiB"
+        confinement = self.confinement
+        if (
+            status == -signal.SIGKILL
+            and confinement is not None
+            and confinement.collect().oom_kills
+        ):
+            status = OUT_OF_MEMORY  # the kernel's kill at the limit
+        if status is not None and status < 0:
+            return f"the packer was killed by {signal.Signals(-status).name}"
+        return _reason(status, why.splitlines()[-1] if why else "", self.max_bytes)
+
+
+async def _copy(source: asyncio.StreamReader, sink: IO[bytes], most: int) -> bool:
+    """Copy to the end, or False past ``most`` bytes."""
+    written = 0
+    while chunk := await source.read(COPY_CHUNK_BYTES):
+        written += len(chunk)
+        if written > most:
+            return False
+        sink.write(chunk)  # a local file: quicker than a thread hop
+    return True
+
+
+def _reason(status: int, why: str, max_bytes: int) -> str | None:
+    if status == 0:
+        return None
+    if status == OUT_OF_MEMORY:
+        return "it needs more than the attempt's memory limit"
+    if status == DISK_FULL:
+        return "the attempt's disk is full"
+    return (why or f"exit status {status}")[:REASON_CHARS]
+
+
+def _restore_failed(why: str) -> str:
+    return (
+        f"checkpoint: the run's checkpoint could not be restored: {why} (delete the run's "
+        "checkpoint to start over without it)"
+    )[:REASON_CHARS]
