@@ -51,7 +51,8 @@ class Needs(Enum):
     WORKER = "the registered worker's own secret"
 
 
-# What an operator may do beyond a viewer: start, stop, re-run and repair runs, backfill,
+# What an operator may do beyond a viewer: start, stop, suspend, resume, re-run and repair
+# runs, backfill,
 # pause and resume schedules; never change a definition (docs/tenants.md).
 OPERATIONS = [
     ("POST", "/v1/jobs/{job_id}/runs"),
@@ -60,6 +61,8 @@ OPERATIONS = [
     ("POST", "/v1/runs/{run_id}/rerun"),
     ("POST", "/v1/workflows/{workflow_id}/runs"),
     ("POST", "/v1/workflow-runs/{workflow_run_id}/cancel"),
+    ("POST", "/v1/workflow-runs/{workflow_run_id}/suspend"),
+    ("POST", "/v1/workflow-runs/{workflow_run_id}/resume"),
     ("POST", "/v1/workflow-runs/{workflow_run_id}/repair"),
     ("POST", "/v1/schedules/{schedule_id}/backfills"),
     ("POST", "/v1/backfills/{backfill_id}/cancel"),
