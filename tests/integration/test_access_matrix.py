@@ -52,12 +52,13 @@ class Needs(Enum):
 
 
 # What an operator may do beyond a viewer: start, stop, suspend, resume, re-run and repair
-# runs, backfill,
-# pause and resume schedules; never change a definition (docs/tenants.md).
+# runs, backfill, pause and resume schedules; never change a definition (docs/tenants.md).
 OPERATIONS = [
     ("POST", "/v1/jobs/{job_id}/runs"),
     ("POST", "/v1/runs/batch"),
     ("POST", "/v1/runs/{run_id}/cancel"),
+    ("POST", "/v1/runs/{run_id}/suspend"),
+    ("POST", "/v1/runs/{run_id}/resume"),
     ("POST", "/v1/runs/{run_id}/rerun"),
     ("POST", "/v1/workflows/{workflow_id}/runs"),
     ("POST", "/v1/workflow-runs/{workflow_run_id}/cancel"),

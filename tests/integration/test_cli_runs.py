@@ -215,3 +215,15 @@ def test_run_show_says_how_a_stopped_attempt_ended(api: Api, herder: Herder) -> 
     shown = ok(herder("run", "show", run["id"]))
     assert "STOPPED BY" in shown
     assert "sigterm" in shown
+
+
+def test_run_suspend_and_resume_hold_a_run_and_queue_it_again(api: Api, herder: Herder) -> None:
+    (queued,) = batch(api, api.create_job()["id"], 1)
+    assert ok(herder("run", "suspend", queued)).strip() == f"run {queued} is suspended"
+    assert json.loads(ok(herder("run", "show", queued, "--json")))["state"] == "suspended"
+    resumed = json.loads(ok(herder("run", "resume", queued, "--json")))
+    assert resumed["state"] == "queued"
+    twice = herder("run", "resume", queued)
+    assert isinstance(twice.exception, ApiError)
+    assert twice.exception.status == 409
+    assert "not suspended" in twice.exception.detail

@@ -207,6 +207,25 @@ def test_a_running_run_is_cancelled_from_its_page(page: Page, herder: HerderClie
     assert herder.get_run(run.id).state == "cancelled"
 
 
+def test_a_running_run_is_suspended_and_resumed_from_its_page(
+    page: Page, herder: HerderClient
+) -> None:
+    """A real worker stops it with its grace; it runs again as attempt 2 when resumed."""
+    spec = {"runtime": "shell", "command": "echo started; sleep 60", "stop_grace_seconds": 1}
+    run = herder.start_run(herder.create_job("paused", spec).id)
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.goto(f"/#/runs/{run.id}")
+    headline = page.locator(".headline .state")
+    expect(page.locator("#logs")).to_contain_text("started")
+    page.get_by_role("button", name="Suspend").click()
+    expect(headline).to_have_text("suspended")
+    assert [a.reason for a in herder.get_run(run.id).attempts] == ["suspended"]
+    page.get_by_role("button", name="Resume").click()
+    expect(headline).to_have_text("running")
+    assert [a.number for a in herder.get_run(run.id).attempts] == [1, 2]
+    herder.cancel_run(run.id)
+
+
 def test_a_refused_action_shows_the_problem_detail(page: Page, herder: HerderClient) -> None:
     """As when the run ended between the page's last refresh and the click: the API answers
     409 with a problem document, and the page says what it says."""

@@ -1,4 +1,4 @@
-"""``herder run …``: start, inspect and cancel runs."""
+"""``herder run …``: start, inspect, cancel, suspend and resume runs."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from herder.client import HerderClient
 from herder.domain.models import Run, RunDetail
 from herder.domain.states import RunState
 
-run_app = typer.Typer(help="Start, inspect and cancel runs.", no_args_is_help=True)
+run_app = typer.Typer(help="Start, inspect, cancel, suspend and resume runs.", no_args_is_help=True)
 app.add_typer(run_app, name="run")
 
 MIN_PREFIX_CHARACTERS = 8  # after "run_": they pin the creation time to about a second
@@ -242,5 +242,32 @@ def run_cancel(run_id: str, as_json: JsonFlag = False) -> None:
         print_json(run)
     elif run.state is RunState.RUNNING:
         out.print(f"cancelling run {run.id}: its worker is stopping it")
+    else:
+        out.print(f"run {run.id} is {run.state}")
+
+
+@run_app.command("suspend")
+def run_suspend(run_id: str, as_json: JsonFlag = False) -> None:
+    """Hold a run until resumed: at once if waiting; a running one is stopped by its worker
+    as a preemption (its stop grace, its checkpoint saved)."""
+    with client() as herder:
+        run_id = run_id_of(herder, run_id)
+        run = herder.suspend_run(run_id)
+    if as_json:
+        print_json(run)
+    elif run.state is RunState.RUNNING:
+        out.print(f"suspending run {run.id}: its worker is stopping it")
+    else:
+        out.print(f"run {run.id} is {run.state}")
+
+
+@run_app.command("resume")
+def run_resume(run_id: str, as_json: JsonFlag = False) -> None:
+    """Queue a suspended run again (held pending while the tenant is at max_queued)."""
+    with client() as herder:
+        run_id = run_id_of(herder, run_id)
+        run = herder.resume_run(run_id)
+    if as_json:
+        print_json(run)
     else:
         out.print(f"run {run.id} is {run.state}")

@@ -189,6 +189,12 @@ class HerderClient(ScheduleCalls, WorkflowCalls, AlertCalls, AdminCalls, SecretC
     def cancel_run(self, run_id: str) -> Run:
         return Run.model_validate(self._request("POST", f"/v1/runs/{run_id}/cancel").json())
 
+    def suspend_run(self, run_id: str) -> Run:
+        return Run.model_validate(self._request("POST", f"/v1/runs/{run_id}/suspend").json())
+
+    def resume_run(self, run_id: str) -> Run:
+        return Run.model_validate(self._request("POST", f"/v1/runs/{run_id}/resume").json())
+
     def logs(
         self,
         run_id: str,

@@ -189,8 +189,8 @@ class JobSpec(_Strict):
         Field(
             ge=0,
             le=MAX_STOP_GRACE_SECONDS,
-            description="when it is stopped (preemption, cancel, timeout): seconds between "
-            "SIGTERM and SIGKILL, for it to save its work; 0 kills it at once; a worker's "
+            description="when it is stopped (preemption, suspend, cancel, timeout): seconds "
+            "between SIGTERM and SIGKILL, for it to save its work; 0 kills it at once; a worker's "
             "--max-stop-grace may shorten it",
         ),
     ] = DEFAULT_STOP_GRACE_SECONDS

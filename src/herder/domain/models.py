@@ -149,6 +149,8 @@ class Run(_Record):
     start_deadline: datetime | None = None
     rerun_of: str | None = None
     preemptions: int = 0  # attempts stopped by preemption; they use up no retry
+    suspend_requested: bool = False  # its workers are stopping it: suspended when they report
+    suspensions: int = 0  # attempts stopped by a suspend; they use up no retry either
     waiting_reason: str | None = None  # why a queued run is not placed yet
     workflow_run_id: str | None = None  # set when the run is a workflow's task
     task_name: str | None = None

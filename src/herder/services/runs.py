@@ -1,5 +1,5 @@
-"""Runs a user starts, cancels and re-runs (each recorded as done by the caller's key), and
-their history, detail and events."""
+"""Runs a user starts, cancels, suspends, resumes and re-runs (each recorded as done by the
+caller's key), and their history, detail and events."""
 
 from __future__ import annotations
 
@@ -47,6 +47,16 @@ def submit_many(store: Store, caller: Principal, requests: Sequence[RunRequest])
 def cancel(store: Store, caller: Principal, run_id: str) -> Run:
     """Ends a queued run at once; a running one stays running until its worker stops it."""
     return store.runs.cancel(caller.tenant_id, run_id, actor=actor(caller))
+
+
+def suspend(store: Store, caller: Principal, run_id: str) -> Run:
+    """Holds a run not running yet at once; a running one is held once its workers stop it."""
+    return store.runs.suspend(caller.tenant_id, run_id, actor=actor(caller))
+
+
+def resume(store: Store, caller: Principal, run_id: str) -> Run:
+    """Queues a suspended run again (held pending past its tenant's ``max_queued``)."""
+    return store.runs.resume(caller.tenant_id, run_id, actor=actor(caller))
 
 
 def list_runs(

@@ -1,4 +1,4 @@
-"""/v1/runs: history, detail, events, logs and cancellation."""
+"""/v1/runs: history, detail, events, logs, cancellation, suspend and resume."""
 
 from __future__ import annotations
 
@@ -106,6 +106,26 @@ def cancel_run(run_id: str, caller: Operator, store: StoreDep, response: Respons
     if run.state is RunState.RUNNING:
         response.status_code = status.HTTP_202_ACCEPTED
     return run
+
+
+@router.post("/{run_id}/suspend", responses=problems(409))
+def suspend_run(run_id: str, caller: Operator, store: StoreDep, response: Response) -> Run:
+    """Holds a run until resumed: one not running yet is ``suspended`` at once (200); a
+    running one is stopped by its workers as a preemption — SIGTERM, its stop grace, SIGKILL,
+    its checkpoint saved — and is ``suspended`` when they report (202, ``suspend_requested``).
+    A suspended or suspending run answers as the first suspend did; an ended run, or one
+    being cancelled, is a 409."""
+    run = runs.suspend(store, caller, run_id)
+    if run.state is RunState.RUNNING:
+        response.status_code = status.HTTP_202_ACCEPTED
+    return run
+
+
+@router.post("/{run_id}/resume", responses=problems(409))
+def resume_run(run_id: str, caller: Operator, store: StoreDep) -> Run:
+    """Queues a suspended run again, behind what queued meanwhile; held ``pending`` while its
+    tenant is at ``max_queued``. Any run not suspended is a 409."""
+    return runs.resume(store, caller, run_id)
 
 
 @router.post("/{run_id}/rerun", status_code=status.HTTP_201_CREATED, responses=problems(409))

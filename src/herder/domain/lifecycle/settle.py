@@ -129,7 +129,8 @@ def _settle_one(
         run.cancel_requested, attempt.preempt_requested, suspend_requested=run.suspend_requested
     )
     outcome = outcome_of(ending.outcome, stop)
-    if stop is Stop.SUSPEND and outcome is AttemptState.PREEMPTED:
+    suspended = stop is Stop.SUSPEND and outcome is AttemptState.PREEMPTED
+    if suspended and not ending.reason.startswith(SUSPENDED_REASON):  # its worker saw a preempt
         ending = replace(ending, reason=SUSPENDED_REASON)
     board.attempts[attempt.id] = attempt.ended(outcome)
     changes = Changes(
@@ -148,7 +149,7 @@ def _settle_one(
             return changes, Settled(attempt.id, Receipt.APPLIED, f"run is {run.state}")
         if outcome is not AttemptState.SUCCEEDED:
             changes += _stop_gang(board, attempt, f"{outcome}: {ending.reason}")
-    if stop is Stop.SUSPEND and outcome is AttemptState.PREEMPTED:
+    if suspended:
         move = _suspended(run, ending, actor, now)
     else:
         move = _after_attempt(run, outcome, ending, actor, now, rng)

@@ -16,7 +16,7 @@ from sqlalchemy import Connection, Select, or_, select
 from herder.domain.jobs import RetryPolicy
 from herder.domain.lifecycle.cancel import Cancellable
 from herder.domain.lifecycle.facts import ActiveRun, AttemptFacts, RunFacts
-from herder.domain.states import AttemptState, RunState
+from herder.domain.states import SLOT_HOLDING_RUN_STATES, AttemptState, RunState
 from herder.store.history.live import live_floor
 from herder.store.schema import attempts, runs
 
@@ -121,7 +121,7 @@ def active_runs(connection: Connection, run_ids: Collection[str]) -> list[Active
     return [ActiveRun(found[run_id], tuple(members[run_id])) for run_id in sorted(found)]
 
 
-ACTIVE_STATES = [str(state) for state in RunState if state.is_active]
+SLOT_HOLDING_STATES = [str(state) for state in SLOT_HOLDING_RUN_STATES]
 
 
 def cancellable_runs(
@@ -151,20 +151,21 @@ def cancellable_runs(
 
 
 def active_of_schedule(connection: Connection, schedule_id: str) -> list[ActiveRun]:
-    """The schedule's runs not yet ended (locked), for its concurrency policy."""
+    """The schedule's runs that hold its slot (locked), for its concurrency policy."""
     return active_of_schedules(connection, [schedule_id]).get(schedule_id, [])
 
 
 def active_of_schedules(
     connection: Connection, schedule_ids: Collection[str]
 ) -> dict[str, list[ActiveRun]]:
-    """Each schedule's runs not yet ended (all locked at once, in id order), for a batch of
-    fires under their concurrency policies; a schedule without any is left out."""
+    """Each schedule's runs that hold its slot — not ended, not suspended — (all locked at
+    once, in id order), for a batch of fires under their concurrency policies; a schedule
+    without any is left out."""
     if not schedule_ids:
         return {}
     rows = connection.execute(
         select(runs.c.id, runs.c.schedule_id).where(
-            runs.c.schedule_id.in_(list(schedule_ids)), runs.c.state.in_(ACTIVE_STATES)
+            runs.c.schedule_id.in_(list(schedule_ids)), runs.c.state.in_(SLOT_HOLDING_STATES)
         )
     )
     owners: dict[str, str] = {run_id: schedule_id for run_id, schedule_id in rows}

@@ -1,4 +1,4 @@
-"""Runs as users see them: submit, read, list, cancel, re-run."""
+"""Runs as users see them: submit, read, list, cancel, suspend, resume, re-run."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ from herder.domain.jobs import RunOverrides, RunRequest, apply_overrides
 from herder.domain.lifecycle.cancel import Cause, cancel, rerun
 from herder.domain.lifecycle.changes import DUE, WORK, Changes, Event, NewRun
 from herder.domain.lifecycle.concurrency import admit
+from herder.domain.lifecycle.suspend import resume, suspend
 from herder.domain.models import Attempt, Job, Page, Run, RunDetail, RunEvent
+from herder.domain.queue_room import RELEASER, UNLIMITED
 from herder.domain.schedules import ConcurrencyPolicy
 from herder.domain.states import RunState
 from herder.store.cold.listing import RunWindow, cold_detail, merged_page
@@ -28,6 +30,7 @@ from herder.store.history.retention import visible_runs_floor
 from herder.store.jobs import JobRepository
 from herder.store.owned import owned_row
 from herder.store.pagination import page_from, page_records
+from herder.store.queue_room import queue_room, room_after_release
 from herder.store.runs.facts import active_of_schedule, active_runs
 from herder.store.runs.writes import new_run_row
 from herder.store.schedule_events import record_replaced
@@ -43,6 +46,8 @@ _RUN_COLUMNS = [
     runs.c.idempotency_key,
     runs.c.attempt_count,
     runs.c.cancel_requested,
+    runs.c.suspend_requested,
+    runs.c.suspensions,
     runs.c.created_at,
     runs.c.queued_at,
     runs.c.started_at,
@@ -301,6 +306,29 @@ class RunRepository:
             self._get(work.connection, tenant_id, run_id)
             (active,) = active_runs(work.connection, [run_id])
             work.apply(cancel(active, Cause(actor), work.now))
+            return self._get(work.connection, tenant_id, run_id)
+
+    def suspend(self, tenant_id: str, run_id: str, *, actor: str = "user") -> Run:
+        """Hold a run until resumed. One not running yet is held at once, and the room it
+        took under ``max_queued`` goes to a held run; a running one is marked and its
+        workers, told through a notice, stop it as a preemption (``domain.lifecycle.suspend``)."""
+        with unit_of_work(self._db, self._clock, self._rng) as work:
+            self._get(work.connection, tenant_id, run_id)
+            (active,) = active_runs(work.connection, [run_id])
+            moved = work.apply(suspend(active, actor, work.now)).moved
+            if moved and active.run.state is RunState.QUEUED:
+                room_after_release(work, tenant_id, actor=RELEASER)
+            return self._get(work.connection, tenant_id, run_id)
+
+    def resume(self, tenant_id: str, run_id: str, *, actor: str = "user") -> Run:
+        """Queue a suspended run again: held ``pending`` instead when its tenant is at
+        ``max_queued``."""
+        with unit_of_work(self._db, self._clock, self._rng) as work:
+            self._get(work.connection, tenant_id, run_id)
+            (active,) = active_runs(work.connection, [run_id])
+            state = active.run.state
+            room = queue_room(work, tenant_id) if state is RunState.SUSPENDED else UNLIMITED
+            work.apply(resume(run_id, state, room, actor, work.now))
             return self._get(work.connection, tenant_id, run_id)
 
 

@@ -35,6 +35,21 @@ export function runActions(run, ctx) {
   );
 }
 
+// Suspend while it waits or runs (a running one is stopped by its worker, its checkpoint
+// saved), resume once suspended; beside the run page's Cancel.
+export function suspendActions(run, ctx) {
+  const base = `/v1/runs/${encodeURIComponent(run.id)}`;
+  if (run.state === "suspended") {
+    return action("Resume", () => api(`${base}/resume`, { method: "POST" }), { ctx });
+  }
+  if (!isActive(run.state) || run.cancel_requested) return "";
+  if (run.suspend_requested) return "suspending…";
+  return action("Suspend", () => api(`${base}/suspend`, { method: "POST" }), {
+    ctx,
+    confirmText: `Suspend run ${run.id} (${run.job_name})?`,
+  });
+}
+
 // A list the server pages by cursor: ``load(cursor)`` reads a page, ``show(page)`` draws it;
 // "Older" and "Newer" walk the cursors, and every refresh reloads the page shown.
 export function pagedList(ctx, load, show) {

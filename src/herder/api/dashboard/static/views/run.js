@@ -4,7 +4,7 @@
 import { api, query } from "../api.js";
 import { runTimeline } from "../charts.js";
 import { badge, between, h, link, resources, row, table, when, fill } from "../dom.js";
-import { isActive, runActions, runPath } from "./common.js";
+import { isActive, runActions, runPath, suspendActions } from "./common.js";
 
 const IDLE_MS = 1000;
 
@@ -95,7 +95,15 @@ export function mount(root, route, ctx) {
   function show(run) {
     fill(summary,
       h("h1", {}, "Run ", h("code", {}, run.id)),
-      h("p", { class: "headline" }, badge(run.state), run.cancel_requested && isActive(run.state) ? " cancel requested " : " ", runActions(run, ctx)),
+      h(
+        "p",
+        { class: "headline" },
+        badge(run.state),
+        run.cancel_requested && isActive(run.state) ? " cancel requested " : " ",
+        runActions(run, ctx),
+        " ",
+        suspendActions(run, ctx),
+      ),
       facts([
         ["Job", link(`#/runs${query({ job: run.job_name })}`, run.job_name)],
         ["Runs", [run.spec.runtime, run.spec.command ? [" · ", h("code", {}, run.spec.command)] : ""]],
