@@ -116,7 +116,7 @@ class WorkflowRunRepository:
         grace) and it starts no task until resumed; a suspended one is answered as it is."""
         with unit_of_work(self._db, self._clock, self._rng) as work:
             self._read(work.connection, tenant_id, workflow_run_id)
-            suspend_in(work, workflow_run_id, Cause(actor))
+            suspend_in(work, workflow_run_id, actor)
             return self._read(work.connection, tenant_id, workflow_run_id)
 
     def resume(self, tenant_id: str, workflow_run_id: str, *, actor: str) -> WorkflowRun:
@@ -124,7 +124,7 @@ class WorkflowRunRepository:
         it was suspended starts."""
         with unit_of_work(self._db, self._clock, self._rng) as work:
             self._read(work.connection, tenant_id, workflow_run_id)
-            resume_in(work, workflow_run_id, Cause(actor))
+            resume_in(work, workflow_run_id, actor)
             return self._read(work.connection, tenant_id, workflow_run_id)
 
     def repair(

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, Select, func, select
 
-from herder.domain.lifecycle.cancel import Cause
 from herder.domain.lifecycle.suspend import Suspendable, resume_all, suspend_all
 from herder.domain.queue_room import RELEASER
 from herder.domain.states import SUSPENDABLE_RUN_STATES, AttemptState, RunState
@@ -22,7 +21,7 @@ if TYPE_CHECKING:
     from herder.store.work import Work
 
 
-def suspend_in(work: Work, workflow_run_id: str, cause: Cause) -> None:
+def suspend_in(work: Work, workflow_run_id: str, actor: str) -> None:
     """Suspend a running workflow run and its active task runs (a suspended one is left as
     it is)."""
     row = lock(work.connection, workflow_run_id)
@@ -36,10 +35,10 @@ def suspend_in(work: Work, workflow_run_id: str, cause: Cause) -> None:
         runs.c.state.in_(sorted(SUSPENDABLE_RUN_STATES)),
     )
     found, workers = suspendable_runs(work.connection, active)
-    work.apply(suspend_all(found, workers, cause.actor, work.now))
+    work.apply(suspend_all(found, workers, actor, work.now))
 
 
-def resume_in(work: Work, workflow_run_id: str, cause: Cause) -> None:
+def resume_in(work: Work, workflow_run_id: str, actor: str) -> None:
     """Resume a suspended workflow run: its suspended task runs queued again (held past the
     tenant's ``max_queued``), then the walk starts what became ready meanwhile — or ends it,
     when every task has ended."""
@@ -63,7 +62,7 @@ def resume_in(work: Work, workflow_run_id: str, cause: Cause) -> None:
         .all()
     )
     room = room_after_release(work, row.tenant_id, actor=RELEASER)
-    work.apply(resume_all(suspended, room, cause.actor, work.now))
+    work.apply(resume_all(suspended, room, actor, work.now))
     advance_run(work, workflow_run_id)
 
 
