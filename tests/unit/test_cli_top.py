@@ -93,7 +93,7 @@ def test_the_fleet_view_has_counts_rates_throughput_queue_and_workers() -> None:
     text = "\n".join(lines)
     assert all(len(line) <= 80 for line in lines)
     assert "herder top · the fleet" in text
-    assert "queued 57   running 5   retry_wait 1   dead 2   workers 2 alive 1 lost" in text
+    assert "queued 57   running 5   retry_wait 1   dead 2\nworkers 2 alive 1 lost\n" in text
     assert "last 60 min: 10 succeeded  2 failed  0 cancelled  failure rate 16.7%" in text
     assert "ended/min " + "▄" + "▁" * 57 + "█▂ peak 8" in text
     assert "3/8" in text

@@ -88,19 +88,20 @@ def frame(
 
 def _header(stats: Stats) -> RenderableType:
     scope = "the fleet" if stats.scope == "fleet" else "your tenant"
-    counts = "   ".join(f"{state} [bold]{count}[/]" for state, count in stats.runs.items())
-    if stats.workers is not None:
+    runs = "   ".join(f"{state} [bold]{count}[/]" for state, count in stats.runs.items())
+    counts = [Text.from_markup(runs)]
+    if stats.workers is not None:  # a line of its own: the run states alone fill 70 columns
         present = [
             f"[{state_style(state)}]{count} {state}[/]"
             for state, count in stats.workers.items()
             if count
         ]
-        counts += "   workers " + (" ".join(present) or "none")
+        counts.append(Text.from_markup("workers " + (" ".join(present) or "none")))
     ended = stats.ended
     rate = "-" if stats.failure_rate is None else f"{stats.failure_rate:.1%}"
     return Group(
         Text.from_markup(f"[bold]herder top[/] · {scope}"),
-        Text.from_markup(counts),
+        *counts,
         Text.from_markup(
             f"last {stats.minutes} min: [green]{ended.get('succeeded', 0)} succeeded[/]  "
             f"[red]{ended.get('failed', 0)} failed[/]  {ended.get('cancelled', 0)} cancelled  "
