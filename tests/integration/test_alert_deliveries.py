@@ -380,6 +380,31 @@ def test_no_capacity_opens_after_runs_wait_and_resolves_when_they_are_placed(
     assert world.incidents() == [("queue", IncidentState.RESOLVED)]
 
 
+def test_a_suspended_run_waits_for_no_capacity_and_its_wait_starts_again_at_its_resume(
+    world: World,
+) -> None:
+    channel_id, _ = world.channel()
+    world.rule(channel_id, RuleKind.NO_CAPACITY, wait_seconds=300)
+    spec = JobSpec.model_validate(
+        {"runtime": "shell", "command": "true", "resources": {"cpu": 64, "memory_mb": 64}}
+    )
+    job_id = world.store.jobs.create(world.tenant_id, "big", spec).id
+    run, _ = world.store.runs.submit(world.tenant_id, job_id, RunOverrides())
+    dispatch(world.store)
+    world.clock.advance(301)
+    world.evaluator.step()
+    assert world.incidents() == [("queue", IncidentState.OPEN)]
+    world.store.runs.suspend(world.tenant_id, run.id, actor="test")
+    world.evaluator.step()
+    assert world.incidents() == [("queue", IncidentState.RESOLVED)]
+    world.clock.advance(3600)
+    world.store.runs.resume(world.tenant_id, run.id, actor="test")
+    dispatch(world.store)
+    world.clock.advance(60)
+    world.evaluator.step()  # waiting a minute since its resume, not an hour and more
+    assert world.incidents() == [("queue", IncidentState.RESOLVED)]
+
+
 def test_missed_fires_open_an_incident_that_an_on_time_fire_resolves(world: World) -> None:
     channel_id, _ = world.channel()
     job_id = world.job()

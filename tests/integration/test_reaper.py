@@ -215,6 +215,28 @@ def test_a_run_not_started_by_its_deadline_expires(world: World) -> None:
     assert world.state(run_id) is RunState.EXPIRED
 
 
+def test_a_suspended_run_neither_expires_nor_retries_until_resumed(world: World) -> None:
+    retrying = world.submit(world.job(retry={"max_attempts": 2, "initial_delay_seconds": 1}))
+    worker = world.worker()
+    (first,) = world.claim(worker)
+    world.fail(worker, first)
+    assert world.state(retrying) is RunState.RETRY_WAIT
+    running = world.submit(world.job(), start_deadline_seconds=30)
+    world.claim(worker)  # placed: the worker then goes silent
+    waiting = world.submit(world.job(), start_deadline_seconds=30)
+    held = (retrying, running, waiting)
+    for run_id in held:
+        world.store.runs.suspend(world.tenant_id, run_id, actor="user:key")
+    world.clock.advance(3600)
+    world.reap()  # the silent worker is lost: its suspending run is held all the same
+    assert [world.state(run_id) for run_id in held] == [RunState.SUSPENDED] * 3
+    for run_id in held:
+        world.store.runs.resume(world.tenant_id, run_id, actor="user:key")
+    world.clock.advance(3600)
+    world.reap()
+    assert [world.state(run_id) for run_id in held] == [RunState.QUEUED] * 3
+
+
 def test_a_per_run_retry_policy_overrides_the_jobs(world: World) -> None:
     run_id = world.submit(world.job(), retry=RetryPolicy(max_attempts=2).model_dump())
     worker = world.worker()

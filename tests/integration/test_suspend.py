@@ -13,6 +13,7 @@ from herder.domain.models import Role
 from tests.integration.conftest import Api
 from tests.integration.dispatching import dispatch
 from tests.integration.registered import register_worker
+from tests.integration.test_metrics import scrape
 from tests.integration.test_placement import heartbeat, run
 from tests.integration.test_queue_room import limit_tenant
 from tests.integration.test_worker_protocol import claim, completion, report
@@ -198,3 +199,29 @@ def test_a_suspended_run_holds_no_slot_of_its_schedule(api: Api) -> None:
     second = api.http.post(url, headers=api.admin, json={"schedule_id": schedule["id"]})
     assert second.status_code == 201
     assert run(api, first["id"])["state"] == "suspended"  # replace leaves it be
+
+
+def test_the_run_state_gauge_counts_suspended_runs(api: Api) -> None:
+    job = api.create_job()
+    act(api, api.start_run(job["id"])["id"], "suspend")
+    api.start_run(job["id"])
+    scraped = scrape(api)
+    assert scraped["herder_runs", (("state", "suspended"),)] == 1
+    assert scraped["herder_runs", (("state", "queued"),)] == 1
+
+
+def test_a_suspended_gang_is_stopped_whole_and_resumes_whole(api: Api) -> None:
+    one, two = register_worker(api, "one", cpu=1), register_worker(api, "two", cpu=1)
+    gang = api.start_run(api.create_job("gang", replicas=2)["id"])
+    (a,), (b,) = claim(api, one)["assignments"], claim(api, two)["assignments"]
+    assert act(api, gang["id"], "suspend").status_code == 202
+    assert heartbeat(api, one, a)["preempt"] == [a["attempt_id"]]
+    assert heartbeat(api, two, b)["preempt"] == [b["attempt_id"]]
+    report(api, one, completions=[stopped(a)])
+    held = run(api, gang["id"])
+    assert held["state"] == "suspended"
+    assert {attempt["state"] for attempt in held["attempts"]} == {"preempted", "cancelled"}
+    assert heartbeat(api, two, b)["drop"] == [b["attempt_id"]]  # its member went with it
+    act(api, gang["id"], "resume")
+    (a2,), (b2,) = claim(api, one)["assignments"], claim(api, two)["assignments"]
+    assert a2["attempt"] == b2["attempt"] == 2

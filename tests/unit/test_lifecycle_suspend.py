@@ -185,6 +185,7 @@ def test_a_suspended_attempt_holds_the_run_without_using_a_try(reported: Attempt
     assert move.target is S.SUSPENDED
     assert move.values["suspensions"] == 3
     assert move.values["suspend_requested"] is False
+    assert move.values["start_deadline"] is None  # resumed, it is wanted: nothing expires it
     assert "preemptions" not in move.values
     assert WORK not in changes.notices
     assert Notice(NoticeKind.CAPACITY, "w1") in changes.notices  # its room is freed

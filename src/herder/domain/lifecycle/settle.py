@@ -211,11 +211,13 @@ def _after_attempt(
 
 def _suspended(run: RunFacts, ending: Ending, actor: str, now: datetime) -> Changes:
     """A suspend stopped the attempt: the run is held, using up no try (as a preemption),
-    until someone resumes it; the next attempt restores its checkpoint."""
+    until someone resumes it; the next attempt restores its checkpoint. Its start deadline
+    goes, as for a run held before it started (``suspend``)."""
     move = transition(
         run.id, RunState.RUNNING, RunState.SUSPENDED, now, actor=actor, attempt=run.attempt,
         message=f"attempt {run.attempt} stopped: {SUSPENDED_REASON}", reason=SUSPENDED_REASON,
         exit_code=ending.exit_code, suspend_requested=False, suspensions=run.suspensions + 1,
+        start_deadline=None,
     )  # fmt: skip
     return Changes(moves=(move,))
 

@@ -32,6 +32,7 @@ export function mount(root, _route, ctx) {
           card("queued", stats.runs.queued, "#/queue"),
           card("running", stats.runs.running, "#/runs?state=running"),
           card("retry_wait", stats.runs.retry_wait, "#/runs?state=retry_wait"),
+          card("suspended", stats.runs.suspended, "#/runs?state=suspended"),
           card("dead", stats.runs.dead, "#/dead"),
           card("succeeded (1 h)", stats.ended.succeeded),
           card("failed (1 h)", stats.ended.failed),
