@@ -62,6 +62,8 @@ OPERATIONS = [
     ("POST", "/v1/runs/{run_id}/rerun"),
     ("POST", "/v1/workflows/{workflow_id}/runs"),
     ("POST", "/v1/workflow-runs/{workflow_run_id}/cancel"),
+    ("POST", "/v1/workflow-runs/{workflow_run_id}/suspend"),
+    ("POST", "/v1/workflow-runs/{workflow_run_id}/resume"),
     ("POST", "/v1/workflow-runs/{workflow_run_id}/repair"),
     ("POST", "/v1/schedules/{schedule_id}/backfills"),
     ("POST", "/v1/backfills/{backfill_id}/cancel"),

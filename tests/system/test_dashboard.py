@@ -389,6 +389,37 @@ def test_a_workflow_run_is_drawn_with_its_task_states(
     )
 
 
+def test_a_workflow_run_is_suspended_and_resumed_from_its_page(
+    page: Page, herder: HerderClient, cluster: Cluster
+) -> None:
+    herder.create_job("nap", {"runtime": "shell", "command": "sleep 60"})
+    key = {"Authorization": f"Bearer {cluster.credentials['api_key']}"}
+    with httpx.Client(base_url=cluster.url, headers=key) as http:
+        tasks = [{"name": "nap", "job": "nap"}]
+        created = http.post("/v1/workflows", json={"name": "naps", "tasks": tasks})
+        started = http.post(f"/v1/workflows/{created.json()['id']}/runs", json={})
+    assert started.status_code == 201, started.text
+    workflow_run_id = started.json()["id"]
+    asked: list[str] = []
+
+    def accept(dialog: Dialog) -> None:
+        asked.append(dialog.message)
+        dialog.accept()
+
+    page.on("dialog", accept)
+    page.goto(f"/#/workflow-runs/{workflow_run_id}")
+    nap = page.locator('g.task[data-task="nap"]')
+    expect(nap).to_have_class(re.compile("state-running"))
+    page.get_by_role("button", name="Suspend").click()
+    expect(page.locator(".headline .state")).to_have_text("suspended")
+    expect(nap).to_have_class(re.compile("state-suspended"))  # its worker stopped it
+    assert asked == [f"Suspend workflow run {workflow_run_id}? Its running tasks are stopped."]
+    page.get_by_role("button", name="Resume").click()
+    expect(page.locator(".headline .state")).to_have_text("running")
+    expect(page.get_by_role("button", name="Suspend")).to_be_visible()
+    herder.cancel_workflow_run(workflow_run_id)
+
+
 def test_a_dead_run_is_found_by_filters_and_re_run_from_the_dead_letters(
     page: Page, herder: HerderClient
 ) -> None:

@@ -90,6 +90,10 @@ def test_admit_starts_the_oldest_queued_runs_the_slots_take(
         (WorkflowRunState.RUNNING, WorkflowRunState.FAILED, True),
         (WorkflowRunState.RUNNING, WorkflowRunState.QUEUED, False),
         (WorkflowRunState.FAILED, WorkflowRunState.RUNNING, True),  # a repair
+        (WorkflowRunState.RUNNING, WorkflowRunState.SUSPENDED, True),
+        (WorkflowRunState.SUSPENDED, WorkflowRunState.RUNNING, True),  # resumed, or cancelled
+        (WorkflowRunState.SUSPENDED, WorkflowRunState.CANCELLED, False),  # through running
+        (WorkflowRunState.QUEUED, WorkflowRunState.SUSPENDED, False),
         (WorkflowRunState.SUCCEEDED, WorkflowRunState.FAILED, False),
     ],
 )
@@ -295,6 +299,7 @@ def test_a_repair_is_refused(state: WorkflowRunState, at: int, problem: str) -> 
         (WorkflowRunState.QUEUED, WorkflowRunState.CANCELLED,
          {"reason": "cancelled before it started", "finished_at": NOW}),
         (WorkflowRunState.RUNNING, WorkflowRunState.RUNNING, {"cancel_requested": True}),
+        (WorkflowRunState.SUSPENDED, WorkflowRunState.RUNNING, {"cancel_requested": True}),
         (WorkflowRunState.SUCCEEDED, None, None),
     ],
 )  # fmt: skip

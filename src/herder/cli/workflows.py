@@ -1,5 +1,5 @@
-"""``herder workflow …``: define workflows (DAGs of jobs), run them, watch, cancel and
-repair their runs."""
+"""``herder workflow …``: define workflows (DAGs of jobs), run them, watch, cancel, suspend,
+resume and repair their runs."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ from herder.domain.workflows.models import Workflow, WorkflowRun, WorkflowRunDet
 from herder.domain.workflows.states import WorkflowRunState
 
 workflow_app = typer.Typer(
-    help="Define workflows (DAGs of jobs), run them, watch, cancel and repair their runs.",
+    help="Define workflows (DAGs of jobs), run them, watch, cancel, suspend, resume and repair "
+    "their runs.",
     no_args_is_help=True,
 )
 app.add_typer(workflow_app, name="workflow")
@@ -80,6 +81,8 @@ def _run_view(run: WorkflowRunDetail) -> RenderableType:
     )
     if run.cancel_requested and not run.state.is_terminal:
         head.append("  (cancelling)")
+    if run.state is WorkflowRunState.SUSPENDED:
+        head.append("  (no task starts until resumed)")
     lines: list[RenderableType] = [head]
     if run.reason:
         lines.append(Text(f"reason: {run.reason}"))
@@ -269,6 +272,35 @@ def workflow_cancel(run_id: str, as_json: JsonFlag = False) -> None:
         out.print(f"workflow run {run.id} is {run.state}")
     else:
         out.print(f"cancelling workflow run {run.id}: its running tasks are being stopped")
+
+
+@workflow_app.command("suspend")
+def workflow_suspend(run_id: str, as_json: JsonFlag = False) -> None:
+    """Suspend a workflow run: no task starts until it is resumed.
+
+    Its queued tasks are held and its running ones stopped by their workers, with the job's
+    grace to save a checkpoint. It keeps its max_active_runs slot.
+    """
+    with client() as herder:
+        run = herder.suspend_workflow_run(run_id)
+    if as_json:
+        print_json(run)
+    else:
+        out.print(f"workflow run {run.id} is {run.state}: its running tasks are being stopped")
+
+
+@workflow_app.command("resume")
+def workflow_resume(run_id: str, as_json: JsonFlag = False) -> None:
+    """Resume a suspended workflow run.
+
+    Its suspended tasks are queued again and every task that became ready meanwhile starts.
+    """
+    with client() as herder:
+        run = herder.resume_workflow_run(run_id)
+    if as_json:
+        print_json(run)
+    else:
+        out.print(f"workflow run {run.id} is {run.state}")
 
 
 @workflow_app.command("repair")

@@ -1,4 +1,4 @@
-"""The client's workflow calls: definitions, runs, cancel and repair (mixed into
+"""The client's workflow calls: definitions, runs, cancel, suspend, resume and repair (mixed into
 ``HerderClient``)."""
 
 from __future__ import annotations
@@ -84,6 +84,14 @@ class WorkflowCalls:
 
     def cancel_workflow_run(self, workflow_run_id: str) -> WorkflowRun:
         response = self._request("POST", f"/v1/workflow-runs/{workflow_run_id}/cancel")
+        return WorkflowRun.model_validate(response.json())
+
+    def suspend_workflow_run(self, workflow_run_id: str) -> WorkflowRun:
+        response = self._request("POST", f"/v1/workflow-runs/{workflow_run_id}/suspend")
+        return WorkflowRun.model_validate(response.json())
+
+    def resume_workflow_run(self, workflow_run_id: str) -> WorkflowRun:
+        response = self._request("POST", f"/v1/workflow-runs/{workflow_run_id}/resume")
         return WorkflowRun.model_validate(response.json())
 
     def repair_workflow_run(

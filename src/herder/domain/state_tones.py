@@ -64,6 +64,7 @@ ATTEMPT_TONES: dict[AttemptState, Tone] = {
 WORKFLOW_RUN_TONES: dict[WorkflowRunState, Tone] = {
     WorkflowRunState.QUEUED: Tone.WAITING,
     WorkflowRunState.RUNNING: Tone.ACTIVE,
+    WorkflowRunState.SUSPENDED: Tone.NEUTRAL,
     WorkflowRunState.SUCCEEDED: Tone.OK,
     WorkflowRunState.FAILED: Tone.BAD,
     WorkflowRunState.CANCELLED: Tone.NEUTRAL,

@@ -1,5 +1,6 @@
 """Workflows (DAGs of jobs, versioned) and their runs. The store checks a DAG and moves its
-runs in one unit of work; these pass each use case on, naming who cancelled."""
+runs in one unit of work; these pass each use case on, naming who cancelled, suspended or
+resumed."""
 
 from __future__ import annotations
 
@@ -80,6 +81,14 @@ def read_run(store: Store, tenant_id: str, workflow_run_id: str) -> WorkflowRunD
 
 def cancel_run(store: Store, caller: Principal, workflow_run_id: str) -> WorkflowRun:
     return store.workflow_runs.cancel(caller.tenant_id, workflow_run_id, actor=actor(caller))
+
+
+def suspend_run(store: Store, caller: Principal, workflow_run_id: str) -> WorkflowRun:
+    return store.workflow_runs.suspend(caller.tenant_id, workflow_run_id, actor=actor(caller))
+
+
+def resume_run(store: Store, caller: Principal, workflow_run_id: str) -> WorkflowRun:
+    return store.workflow_runs.resume(caller.tenant_id, workflow_run_id, actor=actor(caller))
 
 
 def repair_run(

@@ -1,4 +1,5 @@
-"""/v1/workflows and /v1/workflow-runs: DAGs of jobs, their runs, cancel and repair.
+"""/v1/workflows and /v1/workflow-runs: DAGs of jobs, their runs, cancel, suspend, resume
+and repair.
 
 A workflow's ``ETag`` is its version in quotes; a PUT with ``If-Match`` replaces it only if
 it is still at that version (else 412). A workflow run pins the version it started with.
@@ -140,6 +141,22 @@ def cancel_workflow_run(workflow_run_id: str, caller: Operator, store: StoreDep)
     """Pending and queued tasks are cancelled at once; running ones are stopped by their
     workers, and the run ends ``cancelled`` when the last has ended."""
     return workflows.cancel_run(store, caller, workflow_run_id)
+
+
+@router.post("/v1/workflow-runs/{workflow_run_id}/suspend", responses=problems(409))
+def suspend_workflow_run(workflow_run_id: str, caller: Operator, store: StoreDep) -> WorkflowRun:
+    """Its active task runs are suspended — running ones stopped by their workers like a
+    preemption, with the job's grace to save a checkpoint — and no task starts until it is
+    resumed; it keeps its ``max_active_runs`` slot. A suspended run is answered as it is; a
+    queued, cancelling or ended one is a 409."""
+    return workflows.suspend_run(store, caller, workflow_run_id)
+
+
+@router.post("/v1/workflow-runs/{workflow_run_id}/resume", responses=problems(409))
+def resume_workflow_run(workflow_run_id: str, caller: Operator, store: StoreDep) -> WorkflowRun:
+    """Its suspended task runs are queued again and every task that became ready while it
+    was suspended starts. A run that is not suspended is a 409."""
+    return workflows.resume_run(store, caller, workflow_run_id)
 
 
 @router.post("/v1/workflow-runs/{workflow_run_id}/repair", responses=problems(409))

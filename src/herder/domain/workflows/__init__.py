@@ -12,6 +12,7 @@ every move of a workflow run as a pure function over plain facts returning ``Cha
     walk.py           a task's end to its successors' start: the current repair, decided once
     repair.py         which tasks an ended run runs again, under the next repair token
     cancel.py         a queued run ends at once; a running one is asked to stop
+    suspend.py        a running run suspended, starting nothing until resumed
     run_bound.py      how many runs one workflow run may make
     scheduled.py      a schedule's fires of a workflow under its concurrency policy
     models.py         workflows, their runs and tasks as the API shows them

@@ -1,7 +1,8 @@
 """Admission under a workflow's ``max_active_runs``: a new run starts ``running`` while the
-workflow has fewer active runs (queued or running) than that; past it, it waits ``queued``,
-or under ``forbid`` it is refused. When a running run ends, the oldest queued runs start, as
-many as the slots it leaves."""
+workflow has fewer active runs (queued, running or suspended) than that; past it, it waits
+``queued``, or under ``forbid`` it is refused. When a running run ends, the oldest queued runs
+start, as many as the slots it leaves. A suspended run holds its slot (``SLOT_HOLDING``): its
+tasks' work is begun, and its resume must not wait behind runs admitted in its place."""
 
 from __future__ import annotations
 
@@ -13,12 +14,15 @@ from herder.domain.lifecycle.changes import Changes, workflow_run_transition
 from herder.domain.workflows.spec import Concurrency
 from herder.domain.workflows.states import WorkflowRunState
 
+SLOT_HOLDING = frozenset({WorkflowRunState.RUNNING, WorkflowRunState.SUSPENDED})
+"""The workflow-run states that take a slot under ``max_active_runs``."""
+
 
 def admission(
     max_active_runs: int | None, concurrency: Concurrency, active: int
 ) -> WorkflowRunState:
-    """The state a new run starts in, ``active`` being the workflow's queued and running
-    runs (``Conflict`` under ``forbid`` when there is no slot)."""
+    """The state a new run starts in, ``active`` being the workflow's active runs
+    (``Conflict`` under ``forbid`` when there is no slot)."""
     if max_active_runs is None or active < max_active_runs:
         return WorkflowRunState.RUNNING
     if concurrency is Concurrency.FORBID:
@@ -35,11 +39,11 @@ def admitted_at_most(max_active_runs: int | None) -> int:
 
 
 def admit(
-    max_active_runs: int | None, running: int, queued: Sequence[str], now: datetime
+    max_active_runs: int | None, holding: int, queued: Sequence[str], now: datetime
 ) -> Changes:
-    """The oldest of the ``queued`` runs (oldest first) that the slots left by ``running``
-    take, moved to ``running``."""
-    slots = 1 if max_active_runs is None else max(max_active_runs - running, 0)
+    """The oldest of the ``queued`` runs (oldest first) that the slots left by the
+    ``holding`` ones (``SLOT_HOLDING``) take, moved to ``running``."""
+    slots = 1 if max_active_runs is None else max(max_active_runs - holding, 0)
     moves = tuple(
         workflow_run_transition(run_id, WorkflowRunState.QUEUED, WorkflowRunState.RUNNING, now)
         for run_id in queued[:slots]

@@ -12,6 +12,7 @@ from herder.domain.errors import Conflict
 class WorkflowRunState(StrEnum):
     QUEUED = "queued"  # waiting for a slot under the workflow's max_active_runs
     RUNNING = "running"
+    SUSPENDED = "suspended"  # starts no task until resumed; keeps its max_active_runs slot
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
@@ -38,8 +39,11 @@ WORKFLOW_RUN_TRANSITIONS: dict[WorkflowRunState, frozenset[WorkflowRunState]] = 
             WorkflowRunState.SUCCEEDED,
             WorkflowRunState.FAILED,
             WorkflowRunState.CANCELLED,
+            WorkflowRunState.SUSPENDED,
         }
     ),
+    # resumed; or cancelled: it runs again, asked to stop, until its tasks have ended
+    WorkflowRunState.SUSPENDED: frozenset({WorkflowRunState.RUNNING}),
     **{state: _REPAIRED for state in TERMINAL_WORKFLOW_RUN_STATES},
 }
 

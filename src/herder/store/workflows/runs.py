@@ -1,6 +1,6 @@
 """Workflow runs as users see them: start one (with parameters, under an idempotency key and
-the workflow's ``max_active_runs``), read it with every task's state and reason, list, cancel
-and repair in place."""
+the workflow's ``max_active_runs``), read it with every task's state and reason, list, cancel,
+suspend, resume and repair in place."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from herder.store.work import unit_of_work
 from herder.store.workflows.definitions import dag_of, spec_of
 from herder.store.workflows.progress import advance_run, lock, task_runs_of
 from herder.store.workflows.starts import cancel_in, start_in, workflow_row
+from herder.store.workflows.suspension import resume_in, suspend_in
 
 _TASK_RUN_COLUMNS = (
     runs.c.id, runs.c.task_name, runs.c.map_index, runs.c.repair, runs.c.state, runs.c.reason,
@@ -108,6 +109,22 @@ class WorkflowRunRepository:
                     "can be cancelled"
                 )
             cancel_in(work, workflow_run_id, Cause(actor))
+            return self._read(work.connection, tenant_id, workflow_run_id)
+
+    def suspend(self, tenant_id: str, workflow_run_id: str, *, actor: str) -> WorkflowRun:
+        """Its active task runs are suspended (running ones stopped by their workers, with
+        grace) and it starts no task until resumed; a suspended one is answered as it is."""
+        with unit_of_work(self._db, self._clock, self._rng) as work:
+            self._read(work.connection, tenant_id, workflow_run_id)
+            suspend_in(work, workflow_run_id, actor)
+            return self._read(work.connection, tenant_id, workflow_run_id)
+
+    def resume(self, tenant_id: str, workflow_run_id: str, *, actor: str) -> WorkflowRun:
+        """Its suspended task runs are queued again and every task that became ready while
+        it was suspended starts."""
+        with unit_of_work(self._db, self._clock, self._rng) as work:
+            self._read(work.connection, tenant_id, workflow_run_id)
+            resume_in(work, workflow_run_id, actor)
             return self._read(work.connection, tenant_id, workflow_run_id)
 
     def repair(
@@ -213,4 +230,7 @@ def _not_started(state: WorkflowRunState, task: str, waiting: dict[str, str]) ->
     if state is WorkflowRunState.QUEUED:
         return {"state": RunState.PENDING, "reason": "the workflow run waits for a slot "
                 "(max_active_runs)"}  # fmt: skip
+    if state is WorkflowRunState.SUSPENDED:
+        return {"state": RunState.PENDING, "reason": "the workflow run is suspended: no task "
+                "starts until it is resumed"}  # fmt: skip
     return {"state": RunState.CANCELLED, "reason": f"never started: the workflow run {state}"}

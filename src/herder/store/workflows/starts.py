@@ -16,7 +16,7 @@ from herder.domain.ids import new_id
 from herder.domain.jobs import JobSpec
 from herder.domain.lifecycle.cancel import Cause, cancel_all
 from herder.domain.states import ACTIVE_RUN_STATES
-from herder.domain.workflows.admission import admission, admit, admitted_at_most
+from herder.domain.workflows.admission import SLOT_HOLDING, admission, admit, admitted_at_most
 from herder.domain.workflows.cancel import cancel_workflow_run
 from herder.domain.workflows.run_bound import check_run_bound
 from herder.domain.workflows.spec import WorkflowSpec, check_params
@@ -151,7 +151,7 @@ def admit_next(work: Work, workflow_id: str) -> None:
     if spec is None:
         return  # deleted: nothing of it is queued (a delete waits for its runs to end)
     capacity = spec.get("max_active_runs")
-    running = active_count(work.connection, workflow_id, WorkflowRunState.RUNNING)
+    holding = active_count(work.connection, workflow_id, *SLOT_HOLDING)
     queued = work.connection.execute(
         select(workflow_runs.c.id)
         .where(
@@ -161,7 +161,7 @@ def admit_next(work: Work, workflow_id: str) -> None:
         .order_by(workflow_runs.c.id)
         .limit(admitted_at_most(capacity))
     ).scalars()
-    started = work.apply(admit(capacity, running, list(queued), work.now))
+    started = work.apply(admit(capacity, holding, list(queued), work.now))
     for move in sorted(started.workflow_runs_moved):
         advance_run(work, move)
 

@@ -97,6 +97,23 @@ export function dag(tasks) {
   return chart;
 }
 
+// Suspend or Resume (as its state allows) and Cancel, beside the headline.
+function actions(run, ended, ctx) {
+  if (ended || run.cancel_requested) return [];
+  const path = `/v1/workflow-runs/${encodeURIComponent(run.id)}`;
+  const post = (verb) => () => api(`${path}/${verb}`, { method: "POST" });
+  const suspended = run.state === "suspended";
+  return [
+    suspended
+      ? action("Resume", post("resume"), { ctx })
+      : run.state === "running"
+        ? action("Suspend", post("suspend"), { ctx, confirmText: `Suspend workflow run ${run.id}? Its running tasks are stopped.` })
+        : "",
+    " ",
+    action("Cancel", post("cancel"), { ctx, danger: true, confirmText: `Cancel workflow run ${run.id}?` }),
+  ];
+}
+
 export function mount(root, route, ctx) {
   const id = route.id;
   const body = h("div", {});
@@ -112,13 +129,7 @@ export function mount(root, route, ctx) {
           { class: "headline" },
           badge(run.state),
           ` ${run.workflow_name} v${run.version} · started ${run.started_at ? new Date(run.started_at).toLocaleString() : "not yet"} `,
-          ended || run.cancel_requested
-            ? ""
-            : action("Cancel", () => api(`/v1/workflow-runs/${encodeURIComponent(run.id)}/cancel`, { method: "POST" }), {
-                ctx,
-                danger: true,
-                confirmText: `Cancel workflow run ${run.id}?`,
-              }),
+          ...actions(run, ended, ctx),
         ),
         run.reason ? h("p", {}, run.reason) : "",
         h("div", { class: "dag-scroll" }, dag(run.tasks)),
