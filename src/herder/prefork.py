@@ -97,7 +97,10 @@ def _fork(role: Callable[[], None]) -> int:
 
 def _api(settings: Settings, listening: socket.socket) -> None:
     store = Store(
-        settings.database_url, keyring=server_keyring(settings), cold=settings.cold_tier()
+        settings.database_url,
+        keyring=server_keyring(settings),
+        cold=settings.cold_tier(),
+        max_checkpoint_mb=settings.max_checkpoint_mb,
     )
     try:
         app = create_app(store, settings)
@@ -111,7 +114,10 @@ def _api(settings: Settings, listening: socket.socket) -> None:
 
 def _scheduler(settings: Settings) -> None:
     store = Store(  # its alert sender opens the channels' secrets
-        settings.database_url, keyring=server_keyring(settings), cold=settings.cold_tier()
+        settings.database_url,
+        keyring=server_keyring(settings),
+        cold=settings.cold_tier(),
+        max_checkpoint_mb=settings.max_checkpoint_mb,
     )
     running = start_scheduler(settings, store, listen=True)
     for number in (signal.SIGTERM, signal.SIGINT):

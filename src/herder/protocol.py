@@ -196,7 +196,7 @@ class Completion(_Message):
             self.attempt_id, self.attempt, outcome, reason, self.exit_code, worker_id,
             usage.cpu_user_seconds if usage else None,
             usage.cpu_system_seconds if usage else None, usage.max_rss_kb if usage else None,
-            output, self.stopped_by,
+            output, self.stopped_by, self.checkpoint_refused,
         )  # fmt: skip
 
     @field_validator("outcome")

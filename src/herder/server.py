@@ -47,7 +47,12 @@ def prepare(settings: Settings) -> PreparedHome:
     default tenant, its admin key and a worker token, saved (0600) in the home directory."""
     secure_home(settings.home, settings.database_url)
     keyring = server_keyring(settings)
-    store = Store(settings.database_url, keyring=keyring, cold=settings.cold_tier())
+    store = Store(
+        settings.database_url,
+        keyring=keyring,
+        cold=settings.cold_tier(),
+        max_checkpoint_mb=settings.max_checkpoint_mb,
+    )
     store.migrate()
     check_keyring(store, keyring)
     bootstrap = store.access.bootstrap()

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from herder.domain.history import DEFAULT_HOT_DAYS
+from herder.domain.jobs import DEFAULT_MAX_CHECKPOINT_MB
 
 if TYPE_CHECKING:
     from herder.store.cold.tier import ColdTier
@@ -36,6 +37,7 @@ class Settings:
     # PostgreSQL's cold tier (docs/history.md): where history past the hot window goes
     cold_store: str | None = None  # file:///path; None: the home's ``cold`` directory
     hot_days: int = DEFAULT_HOT_DAYS
+    max_checkpoint_mb: int = DEFAULT_MAX_CHECKPOINT_MB  # the most a job's checkpoint_mb may be
 
     @classmethod
     def from_environment(
@@ -56,6 +58,9 @@ class Settings:
             alert_private_targets=_flag(os.environ.get("HERDER_ALERTS_PRIVATE_TARGETS")),
             cold_store=os.environ.get("HERDER_COLD_STORE") or None,
             hot_days=int(os.environ.get("HERDER_HOT_DAYS", DEFAULT_HOT_DAYS)),
+            max_checkpoint_mb=int(
+                os.environ.get("HERDER_MAX_CHECKPOINT_MB", DEFAULT_MAX_CHECKPOINT_MB)
+            ),
         )
 
     @property

@@ -60,6 +60,7 @@ OPERATIONS = [
     ("POST", "/v1/runs/{run_id}/suspend"),
     ("POST", "/v1/runs/{run_id}/resume"),
     ("POST", "/v1/runs/{run_id}/rerun"),
+    ("DELETE", "/v1/runs/{run_id}/checkpoint"),  # start it over
     ("POST", "/v1/workflows/{workflow_id}/runs"),
     ("POST", "/v1/workflow-runs/{workflow_run_id}/cancel"),
     ("POST", "/v1/workflow-runs/{workflow_run_id}/suspend"),
@@ -78,6 +79,8 @@ EXCEPTIONS = {
     ("GET", "/healthz"): Needs.NOTHING,
     ("GET", "/readyz"): Needs.NOTHING,
     ("POST", "/v1/cron/preview"): Needs.VIEWER,  # computes, stores nothing
+    # the job's own data, as its definition is a developer's: a viewer sees only its size
+    ("GET", "/v1/runs/{run_id}/checkpoint/content"): Needs.DEVELOPER,
     ("GET", "/v1/tenants"): Needs.SYSTEM_ADMIN,
     ("POST", "/v1/tenants"): Needs.SYSTEM_ADMIN,
     ("PATCH", "/v1/tenants/{tenant_id}"): Needs.SYSTEM_ADMIN,

@@ -21,7 +21,7 @@ from herder.domain.models import Assignment, CheckpointRef
 from herder.domain.states import AttemptState
 from herder.worker.attempts import AttemptRunner, LiveAttempt
 from herder.worker.cache import ArtifactCache
-from herder.worker.checkpoints import CheckpointRefused
+from herder.worker.connection import CheckpointRefused
 from herder.worker.disk import CHECKPOINT
 from herder.worker.host import AttemptHost, AttemptPlace
 from herder.worker.isolation import Isolation

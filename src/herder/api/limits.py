@@ -3,16 +3,34 @@ without being buffered whole (413 with the limit in the message)."""
 
 from __future__ import annotations
 
+import re
+
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from herder.api.errors import herder_problem
 from herder.domain.artifacts import human_size
+from herder.domain.checkpoints import MIB
 from herder.domain.errors import TooLarge
-from herder.domain.jobs import MAX_ARTIFACT_BYTES
+from herder.domain.jobs import MAX_ARTIFACT_BYTES, MAX_CHECKPOINT_MB
 
 DEFAULT_BODY_LIMIT = 4 * 1024 * 1024
 MULTIPART_OVERHEAD = 64 * 1024
 BODY_LIMITS = {"/v1/artifacts": MAX_ARTIFACT_BYTES + MULTIPART_OVERHEAD}
+# A worker's checkpoint upload: raw bytes (``application/octet-stream``), streamed to the store
+# by its route, which bounds it by the job's own checkpoint_mb; here, by the schema's bound.
+RAW_UPLOAD = re.compile(r"^/v1/workers/[^/]+/attempts/[^/]+/checkpoint/?$")
+RAW_UPLOAD_LIMIT = MAX_CHECKPOINT_MB * MIB
+
+
+def is_raw_upload(scope: Scope) -> bool:
+    """A body of bytes, not JSON: no NUL check (``nul.py``) applies to it."""
+    return scope["method"] == "PUT" and RAW_UPLOAD.match(scope["path"]) is not None
+
+
+def body_limit(scope: Scope) -> int:
+    if is_raw_upload(scope):
+        return RAW_UPLOAD_LIMIT
+    return BODY_LIMITS.get(scope["path"].rstrip("/"), DEFAULT_BODY_LIMIT)
 
 
 def too_large_message(size: int | None, limit: int) -> str:
@@ -28,7 +46,7 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = BODY_LIMITS.get(scope["path"].rstrip("/"), DEFAULT_BODY_LIMIT)
+        limit = body_limit(scope)
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             response = herder_problem(TooLarge(too_large_message(int(declared), limit)))

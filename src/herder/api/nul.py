@@ -17,6 +17,7 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from herder.api.errors import herder_problem
+from herder.api.limits import is_raw_upload
 from herder.domain.errors import HerderError, Invalid
 
 NUL = "\x00"
@@ -113,7 +114,8 @@ class NulGuard:
             return
         refused = _nul_outside_body(scope)
         content_type = dict(scope["headers"]).get(b"content-type", b"").lower()
-        if refused is None and not content_type.startswith(b"multipart/"):
+        raw = content_type.startswith(b"multipart/") or is_raw_upload(scope)
+        if refused is None and not raw:
             try:
                 body = await _read_body(receive)
             except HerderError as error:  # too large, from BodyLimit

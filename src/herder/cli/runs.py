@@ -74,6 +74,7 @@ def _print_detail(run: RunDetail) -> None:
         attempts = Table(
             "ATTEMPT", "WORKER", "STATE", "STOPPED BY", "STARTED", "FINISHED", "CPU s", "MAX RSS"
         )
+        refused = [a for a in run.attempts if a.checkpoint_refused]
         for attempt in run.attempts:
             cpu = (attempt.cpu_user_seconds or 0) + (attempt.cpu_system_seconds or 0)
             attempts.add_row(
@@ -87,6 +88,17 @@ def _print_detail(run: RunDetail) -> None:
                 f"{attempt.max_rss_kb or 0} KB",
             )
         out.print(attempts)
+        for attempt in refused:
+            out.print(
+                f"attempt {attempt.number}: checkpoint not saved: {attempt.checkpoint_refused}"
+            )
+    if run.checkpoint is not None:
+        saved = run.checkpoint
+        kept = f", kept until {when(saved.expires_at)}" if saved.expires_at else ""
+        out.print(
+            f"checkpoint: saved by attempt {saved.attempt} at {when(saved.saved_at)}, "
+            f"{saved.stored_bytes} bytes{kept}"
+        )
     events = Table("TIME", "CHANGE", "ACTOR", "MESSAGE")
     for event in run.events:
         change = f"{event.from_state or ''} → {event.to_state}" if event.to_state else ""

@@ -24,6 +24,7 @@ from herder.client.uploads import MultipartUpload, UploadProgress
 from herder.client.workflows import WorkflowCalls
 from herder.domain.models import (
     Artifact,
+    CheckpointInfo,
     Job,
     LogChunk,
     Page,
@@ -194,6 +195,19 @@ class HerderClient(ScheduleCalls, WorkflowCalls, AlertCalls, AdminCalls, SecretC
 
     def resume_run(self, run_id: str) -> Run:
         return Run.model_validate(self._request("POST", f"/v1/runs/{run_id}/resume").json())
+
+    def get_checkpoint(self, run_id: str) -> CheckpointInfo:
+        """The run's last saved checkpoint (``ApiError`` 404 when it has none)."""
+        response = self._request("GET", f"/v1/runs/{run_id}/checkpoint")
+        return CheckpointInfo.model_validate(response.json())
+
+    def download_checkpoint(self, run_id: str) -> bytes:
+        """Its bytes: a gzip'd tar of the checkpoint directory."""
+        return self._request("GET", f"/v1/runs/{run_id}/checkpoint/content").content
+
+    def delete_checkpoint(self, run_id: str) -> None:
+        """The run's next attempt starts without one."""
+        self._request("DELETE", f"/v1/runs/{run_id}/checkpoint")
 
     def logs(
         self,

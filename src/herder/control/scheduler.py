@@ -19,6 +19,7 @@ import threading
 from datetime import timedelta
 
 from herder.control.alerts import AlertEvaluator, AlertSender
+from herder.control.checkpoint_sweeper import CheckpointSweeper
 from herder.control.compactor import LogCompactor
 from herder.control.dispatcher import Dispatcher
 from herder.control.firer import Firer
@@ -75,15 +76,17 @@ class Scheduler:
             store.alert_deliveries, store.clock, allow_private=alert_private_targets
         )
         maintenance = Maintenance(store.history, partitioned=store.database.is_postgres)
+        sweeper = CheckpointSweeper(store.checkpoints)
         bodies: list[Loop] = [dispatcher, reaper, *firers, compactor, AlertEvaluator(store),
-                              maintenance, sender]  # fmt: skip
+                              maintenance, sender, sweeper]  # fmt: skip
         wakes = {loop.name: threading.Event() for loop in bodies}
         self._wakes = list(wakes.values())
         # Who a notice wakes; the alert evaluator and the maintenance keep their own clocks.
         self._wake_on_work = wakes[dispatcher.name]  # new work or freed capacity
         woken_when_due: list[Loop] = [reaper, *firers]
         self._wake_on_due = [wakes[loop.name] for loop in woken_when_due]
-        self._wake_on_ended = wakes[compactor.name]  # an attempt ended: its log to compact
+        # an attempt ended: its log to compact, maybe its run's checkpoint to delete
+        self._wake_on_ended = [wakes[compactor.name], wakes[sweeper.name]]
         self._wake_on_alert = wakes[sender.name]  # a delivery was queued
         self.membership = Membership(
             store.leases, self.holder, ttl_seconds=lease_seconds, stop=self._leaving
@@ -110,7 +113,8 @@ class Scheduler:
 
     def _on_notice(self, channel: str, payload: str) -> None:
         if payload.startswith(f"{CAPACITY}:"):  # an attempt ended
-            self._wake_on_ended.set()
+            for wake in self._wake_on_ended:
+                wake.set()
         if channel == DUE_CHANNEL:
             for wake in self._wake_on_due:
                 wake.set()

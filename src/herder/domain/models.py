@@ -119,6 +119,9 @@ class Attempt(_Record):
     # Stopped by its worker (timeout, cancel, preemption): it exited within its stop grace
     # after SIGTERM, or needed SIGKILL. None when it ended by itself or was never stopped.
     stopped_by: StoppedBy | None = None
+    # Why its checkpoint directory was not saved at its end (docs/checkpoints.md); the run
+    # kept its previous checkpoint. None when it was saved, or there was nothing to save.
+    checkpoint_refused: str | None = None
 
 
 class RunEvent(_Record):
@@ -157,10 +160,22 @@ class Run(_Record):
     map_index: int | None = None  # -1 for a task not mapped over a list
 
 
+class CheckpointInfo(_Record):
+    """A run's last saved checkpoint, as its tenant sees it (GET /v1/runs/{id}/checkpoint)."""
+
+    run_id: str
+    attempt: int  # the attempt that saved it
+    sha256: str
+    stored_bytes: int  # compressed, as stored
+    saved_at: datetime
+    expires_at: datetime | None = None  # kept after its run ended (checkpoint_keep_days)
+
+
 class RunDetail(Run):
     attempts: list[Attempt]
     events: list[RunEvent]
     output: JsonValue = None  # what its job wrote to $HERDER_OUTPUT, kept once it succeeded
+    checkpoint: CheckpointInfo | None = None  # its last saved checkpoint, while it is kept
 
 
 class WorkerState(StrEnum):

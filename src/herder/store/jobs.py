@@ -15,7 +15,7 @@ from herder.clock import Clock, epoch_ms
 from herder.domain.artifacts import ARCHIVE_MEDIA_TYPES
 from herder.domain.errors import Conflict, Invalid
 from herder.domain.ids import new_id
-from herder.domain.jobs import JobSpec, Runtime
+from herder.domain.jobs import DEFAULT_MAX_CHECKPOINT_MB, JobSpec, Runtime
 from herder.domain.models import Job, Page
 from herder.domain.states import TERMINAL_RUN_STATES
 from herder.store.database import Database
@@ -62,14 +62,22 @@ def _duplicate_name(name: str) -> Conflict:
 
 
 class JobRepository:
-    def __init__(self, database: Database, clock: Clock, secrets: SecretRepository) -> None:
+    def __init__(
+        self,
+        database: Database,
+        clock: Clock,
+        secrets: SecretRepository,
+        max_checkpoint_mb: int = DEFAULT_MAX_CHECKPOINT_MB,
+    ) -> None:
         self._db = database
         self._clock = clock
         self._secrets = secrets
+        self._max_checkpoint_mb = max_checkpoint_mb  # the operator's (HERDER_MAX_CHECKPOINT_MB)
 
     def create(self, tenant_id: str, name: str, spec: JobSpec) -> Job:
         now = self._clock.now()
         job_id = new_id("job", epoch_ms(now))
+        self._check_checkpoint(spec)
         with self._db.write() as connection:
             self._check_artifact(connection, tenant_id, spec)
             self._secrets.check_references(connection, tenant_id, spec.secrets)
@@ -149,6 +157,7 @@ class JobRepository:
             if name != current.name:
                 _refuse_if_used(connection, tenant_id, current.name, "renaming it")
             if spec != current.spec:
+                self._check_checkpoint(spec)
                 self._check_artifact(connection, tenant_id, spec)
                 self._secrets.check_references(connection, tenant_id, spec.secrets)
             self._secrets.check_references(connection, tenant_id, spec.secrets)
@@ -209,6 +218,14 @@ class JobRepository:
             connection.execute(
                 insert(job_labels),
                 [{"job_id": job_id, "key": key, "value": value} for key, value in labels.items()],
+            )
+
+    def _check_checkpoint(self, spec: JobSpec) -> None:
+        if spec.checkpoint_mb > self._max_checkpoint_mb:
+            raise Invalid(
+                f"checkpoint_mb is {spec.checkpoint_mb}; this server keeps checkpoints of at "
+                f"most {self._max_checkpoint_mb} MiB (HERDER_MAX_CHECKPOINT_MB)",
+                field="checkpoint_mb",
             )
 
     @staticmethod

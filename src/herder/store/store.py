@@ -6,6 +6,7 @@ import random
 from contextlib import AbstractContextManager
 
 from herder.clock import Clock, SystemClock
+from herder.domain.jobs import DEFAULT_MAX_CHECKPOINT_MB
 from herder.keyring import Keyring
 from herder.store.access import AccessRepository
 from herder.store.alerts.channel_secrets import ChannelSecrets
@@ -16,6 +17,7 @@ from herder.store.alerts.rules import RuleRepository
 from herder.store.artifacts import ArtifactRepository
 from herder.store.audit import AuditRepository
 from herder.store.backfills import BackfillRepository
+from herder.store.checkpoints import CheckpointRepository
 from herder.store.cold.tier import ColdTier
 from herder.store.database import Database
 from herder.store.fleet import FleetRepository
@@ -49,6 +51,7 @@ class Store:
         pool_size: int = 10,
         keyring: Keyring | None = None,
         cold: ColdTier | None = None,
+        max_checkpoint_mb: int = DEFAULT_MAX_CHECKPOINT_MB,
     ) -> None:
         self.clock = clock or SystemClock()
         self.rng = rng or random.Random()
@@ -58,8 +61,9 @@ class Store:
         self.keys = KeyRepository(self.database, self.clock, self.access.forget_key)
         self.audit = AuditRepository(self.database, self.clock)
         self.artifacts = ArtifactRepository(self.database, self.clock)
+        self.checkpoints = CheckpointRepository(self.database, self.clock)
         self.secrets = SecretRepository(self.database, self.clock, keyring)
-        self.jobs = JobRepository(self.database, self.clock, self.secrets)
+        self.jobs = JobRepository(self.database, self.clock, self.secrets, max_checkpoint_mb)
         self.runs = RunRepository(self.database, self.clock, self.rng, self.jobs, cold)
         self.workers = WorkerRepository(self.database, self.clock, self.rng, self.secrets)
         self.logs = LogRepository(self.database, self.clock, cold)

@@ -28,6 +28,7 @@ from herder.domain.models import Assignment, Worker, WorkerState, WorkerUse
 from herder.domain.states import AttemptState
 from herder.protocol import Directives, HeldAttempt
 from herder.store.access import hash_secret
+from herder.store.checkpoints import refs_for_claim
 from herder.store.database import Database
 from herder.store.fleet import worker_record
 from herder.store.handover import deliverable, gang_peers, undelivered
@@ -233,6 +234,10 @@ class WorkerRepository:
             )
             gangs = [item.row for item in given if item.row.replicas > 1]
             peers = gang_peers(work.connection, gangs)
+            # never on a first attempt: the one-off path reads nothing more
+            restored = refs_for_claim(
+                work.connection, [item.row.run_id for item in given if item.row.number > 1]
+            )
         metrics.attempts_delivered(work.now, (item.row.placed_at for item in given))
         return [
             Assignment(
@@ -248,6 +253,7 @@ class WorkerRepository:
                 peers=peers.get((row.run_id, row.number), []),
                 task=task,
                 secret_env=secret_env,
+                checkpoint=restored.get(row.run_id),
             )
             for row, spec, task, secret_env in given
         ]

@@ -95,7 +95,7 @@ class Agent:
             config.max_stop_grace_seconds,
             config.max_processes_per_attempt,
             # checkpoints go through the connection's upload_checkpoint / download_checkpoint
-            self.connection,  # type: ignore[arg-type]  # until the server side's branch joins
+            self.connection,
         )
         self._running: dict[str, LiveAttempt] = {}
         self.reporter = Reporter(self.connection, self._running, self._drop)

@@ -39,6 +39,7 @@ from herder.domain.errors import HerderError
 from herder.domain.models import CheckpointRef
 from herder.worker import checkpoint_archive as packer
 from herder.worker.archive import DISK_FULL, OUT_OF_MEMORY, ArchiveRefused
+from herder.worker.connection import CheckpointRefused
 from herder.worker.disk import CHECKPOINT, INODES_PER_MIB, MIB, WORK
 from herder.worker.limits import Confinement
 from herder.worker.sandbox import Sandbox
@@ -49,14 +50,8 @@ COPY_CHUNK_BYTES = 1024 * 1024
 REASON_CHARS = 1000
 
 
-class CheckpointRefused(Exception):
-    """The server would not store it (a zombie attempt's, or too big); says why.
-
-    Stands for ``herder.worker.connection.CheckpointRefused`` until the two branches meet."""
-
-
 class CheckpointTransfer(Protocol):
-    """The server's side of it: the worker's connection."""
+    """The server's side of it: the worker's connection (``ServerConnection``)."""
 
     async def upload_checkpoint(self, attempt_id: str, attempt: int, archive: Path) -> None: ...
 

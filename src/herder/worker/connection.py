@@ -9,12 +9,17 @@ attempts under the ids they were given to.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import time
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import TypeVar
 
 import httpx
 from pydantic import BaseModel
 
+from herder.domain.models import CheckpointRef
 from herder.protocol import (
     ClaimReply,
     ClaimRequest,
@@ -32,12 +37,29 @@ CLAIM_WAIT_SECONDS = 20.0
 GONE = 410  # the server declared this worker lost: drop everything, register again
 UNKNOWN = 401  # the server does not know this worker's secret (say, an older registration)
 
+CHECKPOINT_CHUNK_BYTES = 1024 * 1024
+CHECKPOINT_TIMEOUT = httpx.Timeout(10.0, read=300.0, write=300.0)  # 256 MiB on a slow link
+REFUSALS = (404, 409, 410, 413, 422)  # a checkpoint the server will not take or give
+
 Reply = TypeVar("Reply", bound=BaseModel)
 
 
 class RegistrationOver(Exception):
     """The server declared this worker lost, or no longer knows its secret: the worker must
     drop its attempts and register again."""
+
+
+class CheckpointRefused(Exception):
+    """The server would not store a checkpoint (a zombie attempt's, or past its job's
+    checkpoint_mb), or has none to give, or gave bytes that are not the ones named: why."""
+
+
+def _refusal(response: httpx.Response) -> CheckpointRefused:
+    try:
+        detail = str(response.json().get("detail", ""))
+    except ValueError:
+        detail = ""
+    return CheckpointRefused(detail or f"HTTP {response.status_code}")
 
 
 class ServerConnection:
@@ -112,3 +134,57 @@ class ServerConnection:
         )
         response.raise_for_status()
         return response.content
+
+    async def upload_checkpoint(self, attempt_id: str, attempt: int, archive: Path) -> None:
+        """Stream ``archive`` to the server as the run's checkpoint (this registration's
+        attempt); ``CheckpointRefused`` when it will not take it."""
+
+        async def chunks() -> AsyncIterator[bytes]:
+            with archive.open("rb") as source:
+                while chunk := source.read(CHECKPOINT_CHUNK_BYTES):
+                    yield chunk
+
+        response = await self._http.put(
+            self._checkpoint_path(attempt_id),
+            params={"attempt": attempt},
+            content=chunks(),
+            headers={
+                **self._as(self.worker_id),
+                "Content-Type": "application/octet-stream",
+                "Content-Length": str(archive.stat().st_size),
+            },
+            timeout=CHECKPOINT_TIMEOUT,
+        )
+        if response.status_code in REFUSALS:
+            raise _refusal(response)
+        response.raise_for_status()
+
+    async def download_checkpoint(
+        self, attempt_id: str, attempt: int, ref: CheckpointRef, into: Path
+    ) -> None:
+        """Write the run's checkpoint to ``into`` (a new file, 0600), checked against ``ref``:
+        ``CheckpointRefused`` when the server has none or sends other bytes."""
+        digest, size = hashlib.sha256(), 0
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+        path, params = self._checkpoint_path(attempt_id), {"attempt": attempt}
+        headers = self._as(self.worker_id)
+        request = self._http.stream(
+            "GET", path, params=params, headers=headers, timeout=CHECKPOINT_TIMEOUT
+        )
+        async with request as response:
+            if response.status_code in REFUSALS:
+                await response.aread()
+                raise _refusal(response)
+            response.raise_for_status()
+            with open(os.open(into, flags, 0o600), "wb") as sink:
+                async for chunk in response.aiter_bytes(CHECKPOINT_CHUNK_BYTES):
+                    size += len(chunk)
+                    if size > ref.stored_bytes:
+                        raise CheckpointRefused("the server sent more than the checkpoint holds")
+                    digest.update(chunk)
+                    sink.write(chunk)
+        if size != ref.stored_bytes or digest.hexdigest() != ref.sha256:
+            raise CheckpointRefused("the bytes received are not the run's checkpoint")
+
+    def _checkpoint_path(self, attempt_id: str) -> str:
+        return f"/v1/workers/{self.worker_id}/attempts/{attempt_id}/checkpoint"

@@ -7,18 +7,19 @@ import time
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response, status
+from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from herder.api.auth import Caller, Operator, StoreDep, check_overrides
+from herder.api.auth import Caller, Operator, StoreDep, Writer, check_overrides
 from herder.api.errors import status_and_title
 from herder.api.openapi import problems
 from herder.api.queries import Limit
 from herder.api.ratelimit import admit
 from herder.api.schemas import IsoTime, LogsResponse, RunBatch, RunBatchResult, Submission
 from herder.domain.errors import HerderError
-from herder.domain.models import Page, Run, RunDetail, RunEvent
+from herder.domain.models import CheckpointInfo, Page, Run, RunDetail, RunEvent
 from herder.domain.states import RunState
-from herder.services import logs, runs
+from herder.services import checkpoints, logs, runs
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
 
@@ -126,6 +127,32 @@ def resume_run(run_id: str, caller: Operator, store: StoreDep) -> Run:
     """Queues a suspended run again, behind what queued meanwhile; held ``pending`` while its
     tenant is at ``max_queued``. Any run not suspended is a 409."""
     return runs.resume(store, caller, run_id)
+
+
+@router.get("/{run_id}/checkpoint")
+def get_checkpoint(run_id: str, caller: Caller, store: StoreDep) -> CheckpointInfo:
+    """The run's last saved checkpoint (docs/checkpoints.md): while the run lives, and after
+    it ended for its job's ``checkpoint_keep_days``; 404 when there is none."""
+    return checkpoints.read(store, caller.tenant_id, run_id)
+
+
+@router.get("/{run_id}/checkpoint/content", response_class=StreamingResponse)
+def checkpoint_content(run_id: str, caller: Writer, store: StoreDep) -> StreamingResponse:
+    """The checkpoint's bytes as saved: a gzip'd tar of the checkpoint directory."""
+    info, content = checkpoints.content(store, caller.tenant_id, run_id)
+    headers = {
+        "X-Herder-Sha256": info.sha256,
+        "Content-Length": str(info.stored_bytes),
+        "Content-Disposition": f'attachment; filename="{run_id}-checkpoint.tar.gz"',
+    }
+    return StreamingResponse(content, media_type="application/gzip", headers=headers)
+
+
+@router.delete("/{run_id}/checkpoint", status_code=status.HTTP_204_NO_CONTENT)
+def delete_checkpoint(run_id: str, caller: Operator, store: StoreDep) -> Response:
+    """Forget it: the run's next attempt starts without one."""
+    checkpoints.delete(store, caller.tenant_id, run_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.post("/{run_id}/rerun", status_code=status.HTTP_201_CREATED, responses=problems(409))

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 import time
+from typing import Annotated
 
-from fastapi import APIRouter, Request, Response, status
+from fastapi import APIRouter, Query, Request, Response, status
+from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from herder.api.auth import (
@@ -29,7 +31,7 @@ from herder.protocol import (
     ReportResult,
     ReportResults,
 )
-from herder.services import fleet, workers
+from herder.services import checkpoints, fleet, workers
 
 router = APIRouter(prefix="/v1", tags=["worker protocol"])
 
@@ -129,6 +131,44 @@ def download(artifact_id: str, worker_id: RegisteredWorker, store: StoreDep) -> 
         workers.artifact(store, worker_id, artifact_id),
         media_type="application/octet-stream",
     )
+
+
+AttemptNumber = Annotated[int, Query(ge=1, le=2**31 - 1, description="the attempt's number")]
+
+
+@router.put(
+    "/workers/{worker_id}/attempts/{attempt_id}/checkpoint",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses=problems(404, 409, 410, 413),
+)
+async def save_checkpoint(
+    attempt_id: str,
+    attempt: AttemptNumber,
+    worker_id: RegisteredWorker,
+    store: StoreDep,
+    request: Request,
+) -> Response:
+    """The attempt's checkpoint directory as the worker saved it (raw bytes, a gzip'd tar;
+    ``application/octet-stream``): the run's checkpoint from now on. Only the run's current
+    attempt, running on this worker (409 otherwise: a zombie's save is refused and the run
+    keeps what it had); at most the job's ``checkpoint_mb`` (413)."""
+    await checkpoints.save(store, worker_id, attempt_id, attempt, request.stream())
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.get(
+    "/workers/{worker_id}/attempts/{attempt_id}/checkpoint",
+    response_class=StreamingResponse,
+    responses=problems(404, 410),
+)
+def restore_checkpoint(
+    attempt_id: str, attempt: AttemptNumber, worker_id: RegisteredWorker, store: StoreDep
+) -> StreamingResponse:
+    """The run's checkpoint, for its running attempt on this worker to restore (404 when the
+    run has none); ``X-Herder-Sha256`` names the bytes."""
+    sha256, size, content = checkpoints.restore(store, worker_id, attempt_id, attempt)
+    headers = {"X-Herder-Sha256": sha256, "Content-Length": str(size)}
+    return StreamingResponse(content, media_type="application/octet-stream", headers=headers)
 
 
 @router.post("/attempts/{attempt_id}/logs", responses=problems(401, 403, 409, 410))

@@ -98,6 +98,7 @@ class AttemptEnd:
     cpu_system_seconds: float | None = None
     max_rss_kb: int | None = None
     stopped_by: StoppedBy | None = None
+    checkpoint_refused: str | None = None
 
 
 @dataclass(frozen=True)

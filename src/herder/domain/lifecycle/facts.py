@@ -75,6 +75,7 @@ class Ending:
     max_rss_kb: int | None = None
     output: JsonValue = None
     stopped_by: StoppedBy | None = None  # the worker's signal that ended it, if it stopped it
+    checkpoint_refused: str | None = None  # why its checkpoint was not saved at its end
 
 
 @dataclass(frozen=True)

@@ -138,6 +138,7 @@ def _settle_one(
             AttemptEnd(
                 attempt.id, outcome, ending.reason, ending.exit_code, ending.cpu_user_seconds,
                 ending.cpu_system_seconds, ending.max_rss_kb, ending.stopped_by,
+                ending.checkpoint_refused,
             ),
         ),
         notices=frozenset({Notice(NoticeKind.CAPACITY, attempt.worker_id)}),

@@ -22,6 +22,7 @@ from herder.domain.models import Attempt, Job, Page, Run, RunDetail, RunEvent
 from herder.domain.queue_room import RELEASER, UNLIMITED
 from herder.domain.schedules import ConcurrencyPolicy
 from herder.domain.states import RunState
+from herder.store.checkpoints import kept_checkpoints
 from herder.store.cold.listing import RunWindow, cold_detail, merged_page
 from herder.store.cold.tier import ColdTier
 from herder.store.database import Database
@@ -244,6 +245,7 @@ class RunRepository:
                 .mappings()
                 .all()
             )
+            checkpoint = kept_checkpoints(connection, tenant_id, [run_id], self._clock.now())
             event_rows = (
                 connection.execute(
                     select(run_events)
@@ -258,6 +260,7 @@ class RunRepository:
             attempts=[Attempt.model_validate(dict(row)) for row in attempt_rows],
             events=[RunEvent.model_validate(dict(row)) for row in event_rows],
             output=output,
+            checkpoint=checkpoint.get(run_id),
         )
 
     def events(self, tenant_id: str, run_id: str) -> list[RunEvent]:

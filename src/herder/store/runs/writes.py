@@ -163,6 +163,7 @@ _END_ATTEMPT = (
         cpu_system_seconds=bindparam("e_cpu_system"),
         max_rss_kb=bindparam("e_max_rss"),
         stopped_by=bindparam("e_stopped_by"),
+        checkpoint_refused=bindparam("e_checkpoint_refused"),
     )
     .returning(attempts.c.id)
 )
@@ -176,6 +177,7 @@ def _end_attempts(connection: Connection, ends: Sequence[AttemptEnd], now: datet
             "e_exit_code": end.exit_code, "e_now": now, "e_cpu_user": end.cpu_user_seconds,
             "e_cpu_system": end.cpu_system_seconds, "e_max_rss": end.max_rss_kb,
             "e_stopped_by": end.stopped_by, "e_live_floor": floor,
+            "e_checkpoint_refused": end.checkpoint_refused,
         }
         for end in ends
     ]  # fmt: skip

@@ -26,6 +26,8 @@ from herder.store.schema.audit import audit_log as audit_log
 from herder.store.schema.base import ID as ID
 from herder.store.schema.base import ended_index
 from herder.store.schema.base import metadata as metadata
+from herder.store.schema.checkpoints import checkpoint_chunks as checkpoint_chunks
+from herder.store.schema.checkpoints import checkpoints as checkpoints
 from herder.store.schema.limits import submit_buckets as submit_buckets
 from herder.store.schema.logs import attempt_logs as attempt_logs
 from herder.store.schema.secrets import secrets as secrets
@@ -202,6 +204,7 @@ attempts = Table(
     Column("delivered_at", UtcDateTime),  # handed to the worker by a claim
     Column("preempt_requested_at", UtcDateTime),  # the dispatcher chose it as a victim
     Column("stopped_by", String(8)),  # sigterm | sigkill: how a stop by its worker ended it
+    Column("checkpoint_refused", Text),  # why its checkpoint was not saved at its end
     UniqueConstraint("run_id", "number", "rank"),
     Index(None, "worker_id", "state"),
     Index(None, "state", "deadline_at"),

@@ -1,0 +1,52 @@
+"""A run's checkpoint: who may save it, and how long it outlives its run (docs/checkpoints.md).
+
+The worker saves the attempt's checkpoint directory as a gzip'd tar (never unpacked by the
+server); the store keeps the run's last one, its bytes addressed by content within a tenant.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from herder.domain.states import AttemptState, RunState
+
+CHUNK_BYTES = 4 * 1024 * 1024  # a stored row of a checkpoint's bytes
+MIB = 1024 * 1024
+
+
+def save_refusal(
+    run_state: RunState,
+    run_attempt: int,
+    attempt_state: AttemptState,
+    attempt: int,
+    rank: int,
+    worker_id: str,
+    saved_by: str,
+) -> str | None:
+    """Why the attempt ``attempt`` (rank ``rank``, given to ``worker_id``) may not save the
+    run's checkpoint now, as worker ``saved_by`` asks; None when it may. Only the run's
+    current attempt, still running on the worker it was given to: a zombie's or a lost
+    worker's late save never replaces what a later attempt saved. A gang's checkpoint is its
+    rank 0's, restored into every member."""
+    if worker_id != saved_by:
+        return "the attempt is not this worker's"
+    if attempt_state is not AttemptState.RUNNING or run_state is not RunState.RUNNING:
+        return f"the attempt is {attempt_state} and its run {run_state}: it may save no more"
+    if run_attempt != attempt:
+        return f"attempt {attempt} is no longer its run's current attempt ({run_attempt})"
+    if rank != 0:
+        return "only rank 0 of a gang saves the run's checkpoint"
+    return None
+
+
+def kept_until(finished_at: datetime, keep_days: int) -> datetime | None:
+    """When the checkpoint of a run that ended at ``finished_at`` goes: None, at once."""
+    return finished_at + timedelta(days=keep_days) if keep_days > 0 else None
+
+
+def readable(run_state: RunState, expires_at: datetime | None, now: datetime) -> bool:
+    """A live run's checkpoint, or an ended one's while it is kept; gone otherwise, even
+    before the maintenance loop deletes it."""
+    if run_state.is_active:
+        return True
+    return expires_at is not None and now < expires_at
