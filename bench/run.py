@@ -15,6 +15,7 @@ from bench import (
     api_processes,
     baseline,
     celery_peer,
+    checkpoints,
     dispatch,
     history_scale,
     machine,
@@ -72,6 +73,7 @@ def main() -> None:
             "workflows",
             "api-processes",
             "history",
+            "checkpoints",
             "all",
         ],
         default="all",
@@ -91,6 +93,8 @@ def main() -> None:
         run_workflows(options)
     if options.scenario in ("api-processes", "all"):
         run_api_processes()
+    if options.scenario in ("checkpoints", "all"):
+        run_checkpoints(options)
     if options.scenario == "history":  # not in "all": ten million runs take a while to make
         run_history()
 
@@ -158,6 +162,32 @@ def run_workflows(options: argparse.Namespace) -> None:
     command = " ".join(["python -m bench.run", *sys.argv[1:]])
     now = datetime.datetime.now(datetime.UTC)
     _append(workflows_report.section(results, machine.describe(), now, command))
+
+
+def run_checkpoints(options: argparse.Namespace) -> None:
+    """Suspend and resume with checkpoints of 0, 10 and 256 MiB, each store and isolation."""
+    stores = [store for store in ("postgresql", "sqlite") if options.store in (store, "both")]
+    isolations = [choice for choice in Isolation if options.isolation in (choice.value, "both")]
+    when = f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M}"
+    lines = [f"\n### Checkpoints: suspend and resume, {when} UTC",
+             "", f"Machine: {machine.describe()}", "",
+             "`python -m bench.run " + " ".join(sys.argv[1:]) + "` (bench/checkpoints.py)", "",
+             "```"]  # fmt: skip
+    for store, isolation in itertools.product(stores, isolations):
+        home = WORK / f"checkpoints-{store}-{isolation.value}"
+        shutil.rmtree(home, ignore_errors=True)
+        home.mkdir(parents=True)
+        url = sqlite_url(home / "herder.db") if store == "sqlite" else fresh_postgres()
+        try:
+            medians = checkpoints.measure(url, home, isolation, repeats=3)
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
+            if store == "postgresql":
+                drop_postgres()
+        measured = checkpoints.report(store, isolation.value, medians)
+        print("\n".join(measured))
+        lines += measured
+    _append([*lines, "```"])
 
 
 def run_api_processes() -> None:
