@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import IO
 
-from sqlalchemy import Connection, and_, delete, exists, func, insert, select, update
+from sqlalchemy import Connection, and_, delete, exists, func, insert, select, text, update
 
 from herder.clock import Clock
 from herder.domain.checkpoints import CHUNK_BYTES, MIB, kept_until, readable, save_refusal
@@ -68,6 +68,10 @@ class CheckpointRepository:
         with self._db.write() as connection:
             saver = _saver(connection, worker_id, attempt_id, attempt, now)
             tenant_id = saver.tenant_id
+            previous = connection.execute(
+                select(checkpoints.c.sha256).where(checkpoints.c.run_id == saver.run_id)
+            ).scalar()
+            _hold_contents(connection, tenant_id, [sha256, *([previous] if previous else [])])
             if not _content_exists(connection, tenant_id, sha256):
                 content.seek(0)
                 seq = 0
@@ -78,9 +82,6 @@ class CheckpointRepository:
                         )
                     )
                     seq += 1
-            previous = connection.execute(
-                select(checkpoints.c.sha256).where(checkpoints.c.run_id == saver.run_id)
-            ).scalar()
             connection.execute(delete(checkpoints).where(checkpoints.c.run_id == saver.run_id))
             connection.execute(
                 insert(checkpoints).values(
@@ -265,8 +266,22 @@ def _content_exists(connection: Connection, tenant_id: str, sha256: str) -> bool
     )
 
 
+def _hold_contents(connection: Connection, tenant_id: str, shas: Sequence[str]) -> None:
+    """Until commit, no other transaction saves or forgets these contents of the tenant: a
+    save that finds the bytes stored and names them never races a delete of their last
+    other name (PostgreSQL; SQLite has one writer at a time)."""
+    if connection.dialect.name != "postgresql":
+        return
+    for sha256 in sorted(set(shas)):  # one order everywhere: no deadlock
+        connection.execute(
+            text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"),
+            {"key": f"checkpoint:{tenant_id}:{sha256}"},
+        )
+
+
 def _forget_unreferenced(connection: Connection, tenant_id: str, shas: Sequence[str]) -> None:
     """Delete the bytes of these contents that no checkpoint of the tenant names any more."""
+    _hold_contents(connection, tenant_id, shas)
     named = exists().where(
         and_(
             checkpoints.c.tenant_id == checkpoint_chunks.c.tenant_id,
