@@ -18,7 +18,7 @@ from herder.domain.models import Assignment
 from herder.domain.states import AttemptState
 from herder.protocol import MAX_REASON_CHARS, Completion, HeldAttempt, Usage
 from herder.worker.cache import ArtifactCache
-from herder.worker.checkpoints import REQUEST_NAME, Checkpoints, CheckpointTransfer
+from herder.worker.checkpoints import REQUEST_NAME, Checkpoints, CheckpointTransfer, SaveWatch
 from herder.worker.disk import MIB
 from herder.worker.executor import StopRequest, execute
 from herder.worker.host import AttemptHost, AttemptPlace
@@ -144,8 +144,7 @@ class AttemptRunner:
             name=attempt.assignment.attempt_id,
         )
 
-        ending = asyncio.Event()
-        saving: list[asyncio.Task[None]] = []
+        watching: list[SaveWatch] = []
 
         async def prepare(confinement: Confinement | None) -> str | None:
             """The archive first: the inputs' file is never one an archive brought."""
@@ -163,14 +162,14 @@ class AttemptRunner:
                 await asyncio.to_thread(write_inputs, place.workspace, place.uid, task.inputs)
             interval = spec.checkpoint_interval_seconds
             note = lambda line: on_output("stderr", line.encode())  # noqa: E731
-            saving.append(asyncio.create_task(checkpoints.keep_saving(interval, ending, note)))
+            watching.append(SaveWatch(checkpoints, interval, note))
+            watching[0].start()
             return None
 
         async def settle() -> None:
             """No more saves while it runs; one under way finishes."""
-            ending.set()
-            if saving:
-                await saving[0]
+            if watching:
+                await watching[0].stop()
 
         async def conclude(outcome: Outcome) -> Outcome:
             """Its last save, once it is over."""
@@ -185,9 +184,8 @@ class AttemptRunner:
                 plan, on_output, attempt.stop, self.host.enforcer, prepare, settle, conclude
             )
         finally:
-            ending.set()
-            for task in saving:  # when the job never started, or the output sink failed
-                task.cancel()
+            for watch in watching:  # when the job never started, or the output sink failed
+                watch.cancel()
         if outcome.state is not AttemptState.SUCCEEDED:
             return outcome
         try:

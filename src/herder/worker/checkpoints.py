@@ -119,27 +119,6 @@ class Checkpoints:
                 why = f"could not unpack it: {error}"
         return None if why is None else _restore_failed(why)
 
-    async def keep_saving(
-        self, interval_seconds: float | None, ending: asyncio.Event, note: Callable[[str], None]
-    ) -> None:
-        """Until ``ending``: save every ``interval_seconds`` (none when None; not when the
-        directory is empty) and whenever the job creates its request file; a save that fails
-        is ``note``d in the attempt's log."""
-        last = time.monotonic()
-        tick = min(REQUEST_POLL_SECONDS, interval_seconds or REQUEST_POLL_SECONDS)
-        while not ending.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(ending.wait(), tick)
-                return
-            requested = os.path.lexists(self.request)
-            due = interval_seconds is not None and time.monotonic() - last >= interval_seconds
-            if not requested and not (due and not self.is_empty()):
-                continue
-            why = await self.save()
-            last = time.monotonic()
-            if why is not None:
-                note(f"herder: checkpoint not saved: {why}\n")
-
     @contextlib.contextmanager
     def _scratch_file(self) -> Iterator[Path]:
         descriptor, name = tempfile.mkstemp(prefix=f"{self.attempt_id}-", dir=self.scratch)
@@ -264,3 +243,57 @@ def _restore_failed(why: str) -> str:
         f"checkpoint: the run's checkpoint could not be restored: {why} (delete the run's "
         "checkpoint to start over without it)"
     )[:REASON_CHARS]
+
+
+@dataclass
+class SaveWatch:
+    """While an attempt runs: save its checkpoint every ``interval_seconds`` (none when None;
+    not when the directory is empty) and whenever the job creates its request file; a save
+    that fails is ``note``d in the attempt's log. A timer looks once a tick; no task exists
+    while no save is under way, so an attempt that never asks costs one timer a second."""
+
+    checkpoints: Checkpoints
+    interval_seconds: float | None
+    note: Callable[[str], None]
+    _timer: asyncio.TimerHandle | None = None
+    _saving: asyncio.Task[None] | None = None
+    _last: float = field(default_factory=time.monotonic)
+    _stopped: bool = False
+
+    @property
+    def _tick(self) -> float:
+        return min(REQUEST_POLL_SECONDS, self.interval_seconds or REQUEST_POLL_SECONDS)
+
+    def start(self) -> None:
+        self._timer = asyncio.get_running_loop().call_later(self._tick, self._look)
+
+    def _look(self) -> None:
+        if self._stopped:
+            return
+        if self._saving is None or self._saving.done():
+            requested = os.path.lexists(self.checkpoints.request)
+            interval = self.interval_seconds
+            due = interval is not None and time.monotonic() - self._last >= interval
+            if requested or (due and not self.checkpoints.is_empty()):
+                self._saving = asyncio.create_task(self._save())
+        self._timer = asyncio.get_running_loop().call_later(self._tick, self._look)
+
+    async def _save(self) -> None:
+        why = await self.checkpoints.save()
+        self._last = time.monotonic()
+        if why is not None:
+            self.note(f"herder: checkpoint not saved: {why}\n")
+
+    async def stop(self) -> None:
+        """No more saves; one under way finishes."""
+        self.cancel(under_way=False)
+        if self._saving is not None:
+            await self._saving
+
+    def cancel(self, *, under_way: bool = True) -> None:
+        """No more saves, and (``under_way``) not the one under way either."""
+        self._stopped = True
+        if self._timer is not None:
+            self._timer.cancel()
+        if under_way and self._saving is not None:
+            self._saving.cancel()

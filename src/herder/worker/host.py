@@ -173,13 +173,11 @@ class AttemptHost:
         network: AttemptNetwork | None = None
         try:
             if uid is None:
-                workspace = await asyncio.to_thread(
-                    prepare_workspace, self._workspaces, assignment.attempt_id
+                places = await asyncio.to_thread(
+                    _prepare_places, self._workspaces, assignment.attempt_id
                 )
-                checkpoint = await asyncio.to_thread(
-                    prepare_workspace, self._workspaces, assignment.attempt_id + CHECKPOINT_SUFFIX
-                )
-                yield AttemptPlace(workspace, checkpoint, None, None, self._launcher)
+                workspace, checkpoint = places
+                yield AttemptPlace(*places, None, None, self._launcher)
                 return
             disk = open_disk(assignment.spec.resources.disk_mb * MIB, uid)  # no thread: quick
             if assignment.spec.network:
@@ -194,9 +192,9 @@ class AttemptHost:
             if disk is not None:
                 close_disk(disk)
             else:
-                for directory in (workspace, checkpoint):
-                    if directory is not None:
-                        await asyncio.to_thread(remove_workspace, directory)
+                made = [place for place in (workspace, checkpoint) if place is not None]
+                if made:  # one hop off the loop for both: the one-off path's cost
+                    await asyncio.to_thread(_remove_places, made)
 
     async def _open_network(self, attempt_id: str) -> AttemptNetwork:
         if not isinstance(self._networks, OutboundNetworks):
@@ -226,3 +224,14 @@ class AttemptHost:
                 await asyncio.to_thread(self.enforcer.close)
             self._launcher.close()
             self._uid_lock.close()
+
+
+def _prepare_places(root: Path, attempt_id: str) -> tuple[Path, Path]:
+    """At isolation none: the attempt's workspace and, beside it, its checkpoint directory."""
+    workspace = prepare_workspace(root, attempt_id)
+    return workspace, prepare_workspace(root, attempt_id + CHECKPOINT_SUFFIX)
+
+
+def _remove_places(places: list[Path]) -> None:
+    for place in places:
+        remove_workspace(place)
