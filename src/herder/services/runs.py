@@ -9,7 +9,7 @@ from datetime import datetime
 from herder.domain.jobs import RunOverrides, RunRequest
 from herder.domain.models import Page, Principal, Run, RunDetail, RunEvent
 from herder.domain.states import RunState
-from herder.store.runs.repository import Submitted
+from herder.store.runs.submissions import Submitted
 from herder.store.store import Store
 
 

@@ -4,21 +4,20 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, select
 
 from herder.clock import Clock, epoch_ms
-from herder.domain.errors import Conflict, HerderError, Invalid, NotFound
+from herder.domain.errors import Conflict, Invalid, NotFound
 from herder.domain.ids import new_id
-from herder.domain.jobs import RunOverrides, RunRequest, apply_overrides
+from herder.domain.jobs import RunOverrides, RunRequest
 from herder.domain.lifecycle.cancel import Cause, cancel, rerun
-from herder.domain.lifecycle.changes import DUE, WORK, Changes, Event, NewRun
+from herder.domain.lifecycle.changes import Changes, NewRun
 from herder.domain.lifecycle.concurrency import admit
 from herder.domain.lifecycle.suspend import resume, suspend
-from herder.domain.models import Attempt, Job, Page, Run, RunDetail, RunEvent
+from herder.domain.models import Attempt, Page, Run, RunDetail, RunEvent
 from herder.domain.queue_room import RELEASER, UNLIMITED
 from herder.domain.schedules import ConcurrencyPolicy
 from herder.domain.states import RunState
@@ -33,6 +32,16 @@ from herder.store.owned import owned_row
 from herder.store.pagination import page_from, page_records
 from herder.store.queue_room import queue_room, room_after_release
 from herder.store.runs.facts import active_of_schedule, active_runs
+from herder.store.runs.submissions import (
+    BEING_CREATED,
+    Submitted,
+    key_reused,
+    new_or_refused,
+    new_run,
+    queue,
+    runs_by_key,
+    submitted,
+)
 from herder.store.runs.writes import new_run_row
 from herder.store.schedule_events import record_replaced
 from herder.store.schema import attempts, run_events, runs, schedules
@@ -64,9 +73,6 @@ _RUN_COLUMNS = [
     runs.c.task_name,
     runs.c.map_index,
 ]
-
-
-BEING_CREATED = "the run for this Idempotency-Key is being created; retry"
 
 
 def _run(row: Any) -> Run:
@@ -108,8 +114,8 @@ class RunRepository:
         with unit_of_work(self._db, self._clock, self._rng) as work:
             job = self._jobs.get_within(work.connection, tenant_id, job_id)
             request = RunRequest(job_id, overrides, idempotency_key)
-            new = _new_run(work.now, tenant_id, job, request, actor, as_schedule)
-            changes = _queue([new])
+            new = new_run(work.now, tenant_id, job, request, actor, as_schedule)
+            changes = queue([new])
             if as_schedule is not None:
                 changes += self._admit(work, tenant_id, job.id, as_schedule)
             inserted = new.id in work.apply(changes).inserted
@@ -117,7 +123,7 @@ class RunRepository:
             return Run.model_validate(new_run_row(new, work.now) | {"spec": new.spec}), True
         existing = self._by_idempotency_key(tenant_id, idempotency_key)
         if existing.job_id != job_id:
-            raise _key_reused(idempotency_key, existing.id, existing.job_id)
+            raise key_reused(idempotency_key, existing.id, existing.job_id)
         return existing, False
 
     def submit_many(
@@ -132,19 +138,19 @@ class RunRepository:
                 work.connection, {(tenant_id, request.job_id) for request in requests}
             )
             new_runs = [
-                _new_or_refused(work.now, tenant_id, found.get((tenant_id, request.job_id)),
+                new_or_refused(work.now, tenant_id, found.get((tenant_id, request.job_id)),
                                 request, actor)
                 for request in requests
             ]  # fmt: skip
             queued = [new for new in new_runs if isinstance(new, NewRun)]
-            inserted = work.apply(_queue(queued)).inserted
-            repeated = _runs_by_key(
+            inserted = work.apply(queue(queued)).inserted
+            repeated = runs_by_key(
                 work.connection,
                 tenant_id,
                 {new.idempotency_key for new in queued if new.id not in inserted},
             )
         return [
-            _submitted(request, new, inserted, repeated)
+            submitted(request, new, inserted, repeated)
             for request, new in zip(requests, new_runs, strict=True)
         ]
 
@@ -333,98 +339,3 @@ class RunRepository:
             room = queue_room(work, tenant_id) if state is RunState.SUSPENDED else UNLIMITED
             work.apply(resume(run_id, state, room, actor, work.now))
             return self._get(work.connection, tenant_id, run_id)
-
-
-@dataclass(frozen=True)
-class Submitted:
-    """One request's answer in a batch submit: the run (new, or the one its key already
-    made), or the error that refused this request alone."""
-
-    run_id: str | None
-    created: bool
-    error: HerderError | None = None
-
-
-def _new_run(
-    now: datetime,
-    tenant_id: str,
-    job: Job,
-    request: RunRequest,
-    actor: str,
-    as_schedule: str | None = None,
-) -> NewRun:
-    deadline = request.overrides.start_deadline_seconds
-    run_id = new_id("run", epoch_ms(now))
-    return NewRun(
-        id=run_id, tenant_id=tenant_id, job_id=job.id, job_name=job.name,
-        spec=apply_overrides(job.spec, request.overrides),
-        idempotency_key=request.idempotency_key, schedule_id=as_schedule,
-        start_deadline=None if deadline is None else now + timedelta(seconds=deadline),
-        event=Event(run_id, "submitted", actor, target=RunState.QUEUED),
-    )  # fmt: skip
-
-
-def _queue(new_runs: Sequence[NewRun]) -> Changes:
-    """Insert the runs; the dispatcher hears of new work, the reaper of start deadlines."""
-    if not new_runs:
-        return Changes()
-    notices = {WORK} | ({DUE} if any(new.start_deadline for new in new_runs) else set())
-    return Changes(new_runs=tuple(new_runs), notices=frozenset(notices))
-
-
-def _key_reused(
-    key: str | None, run_id: str, job_id: str, field: str = "Idempotency-Key"
-) -> Conflict:
-    return Conflict(
-        f"Idempotency-Key {key!r} was already used for run {run_id} of job {job_id}; use a "
-        "new key for a different job",
-        field=field,
-    )
-
-
-def _runs_by_key(
-    connection: Connection, tenant_id: str, keys: set[str | None]
-) -> dict[str, tuple[str, str]]:
-    """(run id, job id) of the tenant's runs made under these idempotency keys."""
-    wanted = [key for key in keys if key is not None]
-    if not wanted:
-        return {}
-    rows = connection.execute(
-        select(runs.c.idempotency_key, runs.c.id, runs.c.job_id).where(
-            runs.c.tenant_id == tenant_id, runs.c.idempotency_key.in_(wanted)
-        )
-    ).all()
-    return {row.idempotency_key: (row.id, row.job_id) for row in rows}
-
-
-def _new_or_refused(
-    now: datetime, tenant_id: str, job: Job | None, request: RunRequest, actor: str
-) -> NewRun | HerderError:
-    """A batch's run, or why this request alone is refused (its job is unknown; its
-    overrides do not fit the job)."""
-    if job is None:
-        return NotFound(f"job {request.job_id} not found", field="job_id")
-    try:
-        return _new_run(now, tenant_id, job, request, actor)
-    except Invalid as refused:
-        return refused
-
-
-def _submitted(
-    request: RunRequest,
-    new: NewRun | HerderError,
-    inserted: frozenset[str],
-    repeated: dict[str, tuple[str, str]],
-) -> Submitted:
-    if isinstance(new, HerderError):
-        return Submitted(None, False, new)
-    if new.id in inserted:
-        return Submitted(new.id, True)
-    made = repeated.get(request.idempotency_key or "")
-    if made is None:  # only if a concurrent insert under the key was rolled back
-        return Submitted(None, False, Conflict(BEING_CREATED, field="idempotency_key"))
-    run_id, job_id = made
-    if job_id != request.job_id:
-        conflict = _key_reused(request.idempotency_key, run_id, job_id, "idempotency_key")
-        return Submitted(None, False, conflict)
-    return Submitted(run_id, False)
