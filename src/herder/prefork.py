@@ -100,6 +100,7 @@ def _api(settings: Settings, listening: socket.socket) -> None:
         settings.database_url,
         keyring=server_keyring(settings),
         cold=settings.cold_tier(),
+        checkpoint_blobs=settings.checkpoint_blobs(),
         max_checkpoint_mb=settings.max_checkpoint_mb,
     )
     try:
@@ -117,6 +118,7 @@ def _scheduler(settings: Settings) -> None:
         settings.database_url,
         keyring=server_keyring(settings),
         cold=settings.cold_tier(),
+        checkpoint_blobs=settings.checkpoint_blobs(),
         max_checkpoint_mb=settings.max_checkpoint_mb,
     )
     running = start_scheduler(settings, store, listen=True)

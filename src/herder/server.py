@@ -51,6 +51,7 @@ def prepare(settings: Settings) -> PreparedHome:
         settings.database_url,
         keyring=keyring,
         cold=settings.cold_tier(),
+        checkpoint_blobs=settings.checkpoint_blobs(),
         max_checkpoint_mb=settings.max_checkpoint_mb,
     )
     store.migrate()

@@ -14,6 +14,7 @@ from herder.domain.history import DEFAULT_HOT_DAYS
 from herder.domain.jobs import DEFAULT_MAX_CHECKPOINT_MB
 
 if TYPE_CHECKING:
+    from herder.store.cold.blobs import BlobStore
     from herder.store.cold.tier import ColdTier
 
 DEFAULT_PORT = 8080
@@ -76,6 +77,13 @@ class Settings:
         if not self.database_url.startswith("postgres"):
             return None
         return ColdTier.at(self.cold_store or (self.home / "cold").as_uri(), self.hot_days)
+
+    def checkpoint_blobs(self) -> BlobStore | None:
+        """Where new checkpoints' bytes go: the cold store when ``HERDER_COLD_STORE`` names
+        one (either database), else None: the database."""
+        from herder.store.cold.blobs import blob_store_at
+
+        return blob_store_at(self.cold_store) if self.cold_store else None
 
     @property
     def url(self) -> str:

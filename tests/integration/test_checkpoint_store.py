@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import hashlib
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import func, select, update
 
 from herder.domain.models import Role
-from herder.store.schema import checkpoint_chunks, checkpoints
+from herder.store.checkpoints import CheckpointRepository
+from herder.store.cold.blobs import DirectoryBlobStore
+from herder.store.schema import checkpoint_chunks, checkpoint_contents, checkpoints
 from tests.integration.conftest import Api
 from tests.integration.registered import as_worker, register_worker
 from tests.integration.test_placement import heartbeat, run
@@ -53,6 +56,14 @@ def suspended_and_resumed(api: Api, worker: str, assignment: dict[str, Any]) -> 
     (following,) = claim(api, worker)["assignments"]
     assignment_of_next: dict[str, Any] = following
     return assignment_of_next
+
+
+def two_running(api: Api, worker: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Two runs of one job claimed by ``worker``: their assignments, in the order started."""
+    job = api.create_job("train")
+    first, second = (api.start_run(job["id"]) for _ in range(2))
+    assignments = {a["run_id"]: a for a in claim(api, worker)["assignments"]}
+    return assignments[first["id"]], assignments[second["id"]]
 
 
 def stored_rows(api: Api) -> tuple[int, int]:
@@ -231,3 +242,145 @@ def test_why_an_attempts_end_saved_no_checkpoint_is_on_the_attempt(api: Api) -> 
     report(api, worker, completions=[completion(attempt) | {"checkpoint_refused": why}])
     (ended,) = run(api, training["id"])["attempts"]
     assert ended["checkpoint_refused"] == why
+
+
+# --- with a cold store (HERDER_COLD_STORE) -----------------------------------------------
+
+
+def keep_checkpoints_in(api: Api, monkeypatch: pytest.MonkeyPatch, root: Path | None) -> None:
+    """The server as started with ``HERDER_COLD_STORE`` at ``root`` (None: without one)."""
+    blobs = DirectoryBlobStore(root) if root is not None else None
+    repository = CheckpointRepository(api.store.database, api.store.clock, blobs)
+    monkeypatch.setattr(api.store, "checkpoints", repository)
+
+
+@pytest.fixture
+def cold(api: Api, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    keep_checkpoints_in(api, monkeypatch, tmp_path / "cold")
+    return tmp_path / "cold"
+
+
+def cold_file(cold: Path, api: Api, content: bytes) -> Path:
+    return cold / "checkpoints" / api.tenant_id / hashlib.sha256(content).hexdigest()
+
+
+def unnamed_a_grace_ago(api: Api) -> None:
+    """The grace an unnamed content in the cold store gets passes."""
+    with api.store.database.write() as connection:
+        connection.execute(
+            update(checkpoint_contents)
+            .where(checkpoint_contents.c.unreferenced_since.is_not(None))
+            .values(unreferenced_since=api.store.clock.now() - timedelta(minutes=2))
+        )
+
+
+def test_with_a_cold_store_the_bytes_are_a_private_file_there_and_no_rows(
+    api: Api, cold: Path
+) -> None:
+    worker = register_worker(api)
+    training = api.start_run(api.create_job("train")["id"])
+    (first,) = claim(api, worker)["assignments"]
+    assert save(api, worker, first, SAVED).status_code == 204
+
+    stored = cold_file(cold, api, SAVED)
+    assert stored.read_bytes() == SAVED
+    assert stored.stat().st_mode & 0o777 == 0o600
+    assert stored_rows(api) == (1, 0)  # the checkpoint's row; no chunk of bytes
+    path = f"/v1/runs/{training['id']}/checkpoint/content"
+    assert api.http.get(path, headers=api.admin).content == SAVED
+    second = suspended_and_resumed(api, worker, first)
+    restored = fetch(api, worker, second)
+    assert (restored.status_code, restored.content) == (200, SAVED)
+
+
+def test_cold_content_no_checkpoint_names_goes_after_a_grace(api: Api, cold: Path) -> None:
+    worker = register_worker(api)
+    api.start_run(api.create_job("train")["id"])
+    (attempt,) = claim(api, worker)["assignments"]
+    save(api, worker, attempt, b"step 1")
+    save(api, worker, attempt, b"step 2")  # step 1 is named no more
+
+    assert api.store.checkpoints.purge() == 0  # within its grace: a download may be reading
+    assert cold_file(cold, api, b"step 1").exists()
+    unnamed_a_grace_ago(api)
+    assert api.store.checkpoints.purge() == 1
+    assert not cold_file(cold, api, b"step 1").exists()
+    assert cold_file(cold, api, b"step 2").read_bytes() == b"step 2"
+    assert fetch(api, worker, attempt).content == b"step 2"
+
+
+def test_cold_content_named_again_within_its_grace_is_kept_and_stored_anew(
+    api: Api, cold: Path
+) -> None:
+    worker = register_worker(api)
+    one, two = two_running(api, worker)
+    save(api, worker, one, SAVED)
+    save(api, worker, one, b"moved on")  # SAVED is named by no checkpoint now
+    cold_file(cold, api, SAVED).unlink()  # as a sweeper whose transaction then failed left it
+
+    assert save(api, worker, two, SAVED).status_code == 204  # named again: stored anew
+    unnamed_a_grace_ago(api)
+    assert api.store.checkpoints.purge() == 0
+    assert cold_file(cold, api, SAVED).read_bytes() == SAVED
+    download = api.http.get(f"/v1/runs/{two['run_id']}/checkpoint/content", headers=api.admin)
+    assert download.content == SAVED
+    assert info(api, one["run_id"]).json()["sha256"] == hashlib.sha256(b"moved on").hexdigest()
+
+
+def test_a_deleted_or_ended_runs_cold_checkpoint_goes_from_the_cold_store(
+    api: Api, cold: Path
+) -> None:
+    worker = register_worker(api)
+    deleted, ended = two_running(api, worker)
+    save(api, worker, deleted, b"deleted")
+    save(api, worker, ended, b"ended")
+    api.http.delete(f"/v1/runs/{deleted['run_id']}/checkpoint", headers=api.admin)
+    report(api, worker, completions=[completion(ended)])
+    assert api.store.checkpoints.sweep() == 1
+
+    unnamed_a_grace_ago(api)
+    assert api.store.checkpoints.purge() == 2
+    assert list((cold / "checkpoints" / api.tenant_id).iterdir()) == []
+    with api.store.database.read() as connection:
+        left = connection.execute(select(func.count()).select_from(checkpoint_contents))
+        assert left.scalar_one() == 0
+
+
+def test_checkpoints_kept_in_the_database_are_read_there_once_a_cold_store_is_set(
+    api: Api, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    worker = register_worker(api)
+    before, after = two_running(api, worker)
+    save(api, worker, before, b"in the database")
+
+    keep_checkpoints_in(api, monkeypatch, tmp_path / "cold")
+    save(api, worker, after, b"in the cold store")
+    assert stored_rows(api) == (2, 1)
+    for run_id, content in (
+        (before["run_id"], b"in the database"),
+        (after["run_id"], b"in the cold store"),
+    ):
+        download = api.http.get(f"/v1/runs/{run_id}/checkpoint/content", headers=api.admin)
+        assert download.content == content
+    assert cold_file(tmp_path / "cold", api, b"in the cold store").exists()
+    assert not cold_file(tmp_path / "cold", api, b"in the database").exists()
+
+
+def test_a_server_started_without_the_cold_store_says_where_the_checkpoint_is(
+    api: Api, cold: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    worker = register_worker(api)
+    training = api.start_run(api.create_job("train")["id"])
+    (attempt,) = claim(api, worker)["assignments"]
+    save(api, worker, attempt, SAVED)
+
+    keep_checkpoints_in(api, monkeypatch, None)
+    assert info(api, training["id"]).status_code == 200
+    download = api.http.get(f"/v1/runs/{training['id']}/checkpoint/content", headers=api.admin)
+    assert download.status_code == 503, download.text
+    assert "HERDER_COLD_STORE" in download.json()["detail"]
+    assert save(api, worker, attempt, SAVED).status_code == 204  # saved again: in the database
+    assert (
+        api.http.get(f"/v1/runs/{training['id']}/checkpoint/content", headers=api.admin).content
+        == SAVED
+    )

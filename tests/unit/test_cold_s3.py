@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,16 @@ def test_an_s3_store_puts_gets_and_deletes_under_its_prefix(client: Any) -> None
     blobs.delete("runs/p20270308/manifest.json")
     assert blobs.get("runs/p20270308/manifest.json") is None
     blobs.delete("runs/p20270308/manifest.json")  # already gone: nothing happens
+
+
+def test_an_s3_store_streams_in_and_out(client: Any) -> None:
+    blobs = S3BlobStore("history", "cold", client)
+    content = b"a checkpoint\x00" * 200_000
+    blobs.put_stream("checkpoints/ten_1/abc", io.BytesIO(content))
+    pieces = blobs.stream("checkpoints/ten_1/abc")
+    assert pieces is not None
+    assert b"".join(pieces) == content
+    assert blobs.stream("checkpoints/ten_1/missing") is None
 
 
 def test_an_s3_url_names_the_bucket_and_prefix(client: Any, tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,20 @@ def test_a_directory_store_writes_whole_private_files(tmp_path: Path) -> None:
     blobs.delete("runs/p20270308/manifest.json")
     blobs.delete("runs/p20270308/manifest.json")
     assert blobs.get("runs/p20270308/manifest.json") is None
+
+
+def test_a_directory_store_streams_in_and_out_in_pieces(tmp_path: Path) -> None:
+    blobs = DirectoryBlobStore(tmp_path / "cold")
+    content = bytes(range(256)) * 10_000  # 2.4 MiB: three pieces
+    source = io.BytesIO(b"skipped" + content)
+    source.seek(len(b"skipped"))
+    blobs.put_stream("checkpoints/ten_1/abc", source)
+    pieces = blobs.stream("checkpoints/ten_1/abc")
+    assert pieces is not None
+    read = list(pieces)
+    assert b"".join(read) == content
+    assert len(read) == 3
+    assert blobs.stream("checkpoints/ten_1/missing") is None
 
 
 def test_a_key_cannot_leave_the_store(tmp_path: Path) -> None:
@@ -53,3 +68,12 @@ def test_a_hot_window_is_at_least_a_day(tmp_path: Path) -> None:
     postgres = Settings(home=tmp_path, database_url="postgresql+psycopg://h/db", hot_days=0)
     with pytest.raises(ValueError, match="HERDER_HOT_DAYS"):
         postgres.cold_tier()
+
+
+def test_checkpoints_go_to_the_cold_store_only_when_one_is_named(tmp_path: Path) -> None:
+    for url in (f"sqlite:///{tmp_path}/herder.db", "postgresql+psycopg://h/db"):
+        assert Settings(home=tmp_path, database_url=url).checkpoint_blobs() is None
+        named = Settings(home=tmp_path, database_url=url, cold_store=(tmp_path / "c").as_uri())
+        blobs = named.checkpoint_blobs()
+        assert isinstance(blobs, DirectoryBlobStore)
+        assert blobs.root == tmp_path / "c"

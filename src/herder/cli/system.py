@@ -109,7 +109,12 @@ def scheduler(
     )
     settings = Settings.from_environment(home=home)
     keyring = server_keyring(settings)  # the alert sender opens the channels' secrets
-    store = Store(settings.database_url, keyring=keyring, cold=settings.cold_tier())
+    store = Store(
+        settings.database_url,
+        keyring=keyring,
+        cold=settings.cold_tier(),
+        checkpoint_blobs=settings.checkpoint_blobs(),
+    )
     store.migrate()
     check_channel_keys(store, keyring)
     # A burst of fires makes hundreds of thousands of objects that live for one pass; with

@@ -7,11 +7,27 @@ server); the store keeps the run's last one, its bytes addressed by content with
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from enum import StrEnum
 
 from herder.domain.states import AttemptState, RunState
 
 CHUNK_BYTES = 4 * 1024 * 1024  # a stored row of a checkpoint's bytes
 MIB = 1024 * 1024
+# A content in the cold store that no checkpoint names stays this long before it is deleted:
+# a download that began before it went unnamed reads to its end.
+UNREFERENCED_GRACE = timedelta(minutes=1)
+
+
+class ContentLocation(StrEnum):
+    """Where a stored checkpoint content's bytes are."""
+
+    DATABASE = "database"  # in chunks in the store
+    COLD_STORE = "cold_store"  # a file or object in the cold store (``HERDER_COLD_STORE``)
+
+
+def content_key(tenant_id: str, sha256: str) -> str:
+    """A content's key in the cold store: one per tenant and content, as in the database."""
+    return f"checkpoints/{tenant_id}/{sha256}"
 
 
 def save_refusal(

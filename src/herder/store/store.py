@@ -18,6 +18,7 @@ from herder.store.artifacts import ArtifactRepository
 from herder.store.audit import AuditRepository
 from herder.store.backfills import BackfillRepository
 from herder.store.checkpoints import CheckpointRepository
+from herder.store.cold.blobs import BlobStore
 from herder.store.cold.tier import ColdTier
 from herder.store.database import Database
 from herder.store.fleet import FleetRepository
@@ -51,6 +52,7 @@ class Store:
         pool_size: int = 10,
         keyring: Keyring | None = None,
         cold: ColdTier | None = None,
+        checkpoint_blobs: BlobStore | None = None,
         max_checkpoint_mb: int = DEFAULT_MAX_CHECKPOINT_MB,
     ) -> None:
         self.clock = clock or SystemClock()
@@ -61,7 +63,7 @@ class Store:
         self.keys = KeyRepository(self.database, self.clock, self.access.forget_key)
         self.audit = AuditRepository(self.database, self.clock)
         self.artifacts = ArtifactRepository(self.database, self.clock)
-        self.checkpoints = CheckpointRepository(self.database, self.clock)
+        self.checkpoints = CheckpointRepository(self.database, self.clock, checkpoint_blobs)
         self.secrets = SecretRepository(self.database, self.clock, keyring)
         self.jobs = JobRepository(self.database, self.clock, self.secrets, max_checkpoint_mb)
         self.runs = RunRepository(self.database, self.clock, self.rng, self.jobs, cold)

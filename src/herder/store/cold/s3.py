@@ -6,8 +6,11 @@ one object: a reader never sees half of one."""
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
+
+from herder.store.cold.blobs import READ_BYTES
 
 
 class S3BlobStore:
@@ -22,12 +25,23 @@ class S3BlobStore:
     def put(self, key: str, source: Path) -> None:
         self._client.upload_file(str(source), self.bucket, self._name(key))
 
+    def put_stream(self, key: str, source: IO[bytes]) -> None:
+        self._client.upload_fileobj(source, self.bucket, self._name(key))
+
     def get(self, key: str) -> bytes | None:
+        body = self._body(key)
+        return None if body is None else bytes(body.read())
+
+    def stream(self, key: str) -> Iterator[bytes] | None:
+        body = self._body(key)
+        return None if body is None else iter(body.iter_chunks(READ_BYTES))
+
+    def _body(self, key: str) -> Any:
         try:
             answer = self._client.get_object(Bucket=self.bucket, Key=self._name(key))
         except self._client.exceptions.NoSuchKey:
             return None
-        return bytes(answer["Body"].read())
+        return answer["Body"]
 
     def delete(self, key: str) -> None:
         self._client.delete_object(Bucket=self.bucket, Key=self._name(key))

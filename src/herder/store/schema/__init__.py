@@ -27,6 +27,7 @@ from herder.store.schema.base import ID as ID
 from herder.store.schema.base import ended_index
 from herder.store.schema.base import metadata as metadata
 from herder.store.schema.checkpoints import checkpoint_chunks as checkpoint_chunks
+from herder.store.schema.checkpoints import checkpoint_contents as checkpoint_contents
 from herder.store.schema.checkpoints import checkpoints as checkpoints
 from herder.store.schema.limits import submit_buckets as submit_buckets
 from herder.store.schema.logs import attempt_logs as attempt_logs

@@ -24,9 +24,24 @@ checkpoints = Table(
     Index(None, "expires_at"),
 )
 
-# The stored bytes (a gzip'd tar the worker made; never unpacked here), in chunks, addressed by
-# content within a tenant: the same content saved by two runs of one tenant is stored once,
-# and content of one tenant is never found through another's.
+# Each stored content (a gzip'd tar the worker made; never unpacked here), addressed within a
+# tenant: the same content saved by two runs of one tenant is stored once, and content of one
+# tenant is never found through another's. Its bytes are in ``checkpoint_chunks`` or, when
+# the server has a cold store (``HERDER_COLD_STORE``), there under
+# ``checkpoints/<tenant>/<sha256>``. A content there that no checkpoint names any more is
+# marked ``unreferenced_since`` and deleted by the sweeper after a grace.
+checkpoint_contents = Table(
+    "checkpoint_contents",
+    metadata,
+    Column("tenant_id", ID, primary_key=True),
+    Column("sha256", String(64), primary_key=True),
+    Column("stored_bytes", BigInteger, nullable=False),
+    Column("location", String(16), nullable=False),  # domain.checkpoints.ContentLocation
+    Column("unreferenced_since", UtcDateTime),
+    Index(None, "unreferenced_since"),
+)
+
+# The bytes of the contents kept in the database, in chunks.
 checkpoint_chunks = Table(
     "checkpoint_chunks",
     metadata,
