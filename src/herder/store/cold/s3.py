@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from herder.store.cold.blobs import READ_BYTES
+READ_BYTES = 1024 * 1024  # a streamed read's piece
 
 
 class S3BlobStore:
