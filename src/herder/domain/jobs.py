@@ -41,6 +41,7 @@ MAX_SECRET_REFERENCES = 100
 _LABEL_KEY = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._/-]{0,62}[A-Za-z0-9])?$")
 _JOB_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,126}[A-Za-z0-9])?$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_POOL_NAME = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?$")
 
 
 class Runtime(StrEnum):
@@ -138,7 +139,18 @@ def _check_secret_references(references: dict[str, str]) -> dict[str, str]:
     return references
 
 
-def _check_labels(labels: dict[str, str]) -> dict[str, str]:
+def check_pool_reference(name: str | None) -> str | None:
+    """A pool's name as a job or run names it: whether the tenant may use it is the store's
+    to say (a 422 naming ``pool``)."""
+    if name is not None and not _POOL_NAME.match(name):
+        raise ValueError(
+            "a pool name is 1-64 lower-case letters, digits, '.', '_' or '-', starting and "
+            "ending with a letter or digit"
+        )
+    return name
+
+
+def check_labels(labels: dict[str, str]) -> dict[str, str]:
     for key, value in labels.items():
         if not _LABEL_KEY.match(key):
             raise ValueError(
@@ -229,6 +241,11 @@ class JobSpec(_Strict):
     requires: dict[str, str] = Field(
         default={}, description="labels a worker must have to run it, e.g. gpu_model: h100"
     )
+    pool: Annotated[str | None, AfterValidator(check_pool_reference)] = Field(
+        default=None,
+        description="the resource pool its runs go to (docs/pools.md), one its tenant may use; "
+        "null: the tenant's default pool, else the shared fleet",
+    )
     preemptible: bool = Field(
         default=False, description="may a higher-priority run stop it (it is queued again)"
     )
@@ -256,7 +273,7 @@ class JobSpec(_Strict):
     @field_validator("labels", "requires")
     @classmethod
     def _label_keys(cls, labels: dict[str, str]) -> dict[str, str]:
-        return _check_labels(labels)
+        return check_labels(labels)
 
     @field_validator("secrets")
     @classmethod
@@ -317,6 +334,9 @@ class RunOverrides(_Strict):
     start_deadline_seconds: Annotated[
         float | None, Field(gt=0, le=366 * 86400, description="expire if not started by then")
     ] = None
+    pool: Annotated[str | None, AfterValidator(check_pool_reference)] = Field(
+        default=None, description="run in this pool rather than the job's (docs/pools.md)"
+    )
 
 
 @dataclass(frozen=True)
@@ -357,6 +377,8 @@ def apply_overrides(spec: JobSpec, overrides: RunOverrides, field: str = "") -> 
         changes["args"] = overrides.args
     if overrides.retry is not None:
         changes["retry"] = overrides.retry
+    if overrides.pool is not None:
+        changes["pool"] = overrides.pool
     return spec.model_copy(update=changes) if changes else spec
 
 

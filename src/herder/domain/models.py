@@ -56,6 +56,7 @@ class Tenant(_Record):
     created_at: datetime
     quotas: TenantQuotas = TenantQuotas()
     retention_days: int = DEFAULT_RETENTION_DAYS  # its runs older than this are gone
+    default_pool: str | None = None  # where its runs that name no pool go (docs/pools.md)
 
 
 class Principal(_Record):

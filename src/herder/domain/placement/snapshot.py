@@ -23,6 +23,7 @@ class QueuedRun:
     replicas: int = 1
     requires: Mapping[str, str] = field(default_factory=dict)
     preempted_at: datetime | None = None  # when it was last preempted: its wait restarts
+    pool: str | None = None  # its own pool, else its tenant's default; None: the shared fleet
 
     @property
     def total_need(self) -> Amount:
@@ -41,6 +42,7 @@ class RunningAttempt:
     preemptible: bool = False
     preempting: bool = False  # already chosen as a victim; its resources are being freed
     last_preempted_at: datetime | None = None  # the run's, for the cool-down
+    borrowed: bool = False  # placed past its tenant's nominal share of the worker's pool
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +53,7 @@ class WorkerView:
     running: tuple[RunningAttempt, ...] = ()
     address: str = ""
     draining: bool = False  # takes nothing new; what it runs still counts
+    pool: str | None = None  # domain.pools.worker_pool of its labels; None: the shared fleet
     # Derived from the above once per view (a dispatcher keeps the views of unchanged
     # workers between passes, so each pass need not add up thousands of attempts again):
     used: Amount = field(init=False, repr=False, compare=False)  # by what it runs
@@ -86,6 +89,15 @@ class TenantView:
     id: str
     weight: int = 1
     quotas: TenantQuotas = field(default_factory=TenantQuotas)
+    default_pool: str | None = None  # where its runs that name no pool go
+
+
+@dataclass(frozen=True, slots=True)
+class PoolView:
+    """A pool as placement sees it: the tenants that may use it and their nominal shares."""
+
+    name: str
+    shares: Mapping[str, Amount] = field(default_factory=dict)  # tenant id → share (slots 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,3 +106,4 @@ class Snapshot:
     queued: tuple[QueuedRun, ...]  # in any order; the policy orders them
     workers: tuple[WorkerView, ...]  # alive and draining ones
     tenants: Mapping[str, TenantView] = field(default_factory=dict)  # missing: defaults
+    pools: Mapping[str, PoolView] = field(default_factory=dict)  # by name; missing: deleted

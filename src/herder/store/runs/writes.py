@@ -123,6 +123,7 @@ def new_run_row(new: NewRun, now: datetime) -> dict[str, Any]:
         "rerun_of": new.rerun_of,
         "replicas": spec.replicas,
         "requires": spec.requires or None,
+        "pool": spec.pool,
         "preemptible": spec.preemptible,
         "preemptions": 0,
         "preempted_at": None,

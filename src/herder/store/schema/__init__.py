@@ -31,6 +31,8 @@ from herder.store.schema.checkpoints import checkpoint_contents as checkpoint_co
 from herder.store.schema.checkpoints import checkpoints as checkpoints
 from herder.store.schema.limits import submit_buckets as submit_buckets
 from herder.store.schema.logs import attempt_logs as attempt_logs
+from herder.store.schema.pools import pool_shares as pool_shares
+from herder.store.schema.pools import pools as pools
 from herder.store.schema.secrets import secrets as secrets
 from herder.store.types import AutoIncrementId, JsonColumn, UtcDateTime
 
@@ -44,6 +46,7 @@ tenants = Table(
     Column("quotas", JsonColumn, nullable=False),
     Column("created_at", UtcDateTime, nullable=False),
     Column("retention_days", Integer, nullable=False, server_default="1825"),  # its history
+    Column("default_pool", String(64)),  # a pool's name: where its runs naming none go
 )
 
 api_keys = Table(
@@ -147,6 +150,7 @@ runs = Table(
     Column("rerun_of", ID),  # the run this one re-runs
     Column("replicas", Integer, nullable=False, server_default="1"),  # a gang when > 1
     Column("requires", JsonColumn),  # labels a worker must have
+    Column("pool", String(64)),  # the pool it names (its job's or its own); None: the default
     Column("preemptible", Boolean, nullable=False, server_default="0"),
     Column("preemptions", Integer, nullable=False, server_default="0"),  # not retries
     Column("preempted_at", UtcDateTime),  # the cool-down against preemption loops
@@ -206,6 +210,8 @@ attempts = Table(
     Column("preempt_requested_at", UtcDateTime),  # the dispatcher chose it as a victim
     Column("stopped_by", String(8)),  # sigterm | sigkill: how a stop by its worker ended it
     Column("checkpoint_refused", Text),  # why its checkpoint was not saved at its end
+    # placed past its tenant's nominal share of its worker's pool: reclaimable
+    Column("borrowed", Boolean, nullable=False, server_default="0"),
     UniqueConstraint("run_id", "number", "rank"),
     Index(None, "worker_id", "state"),
     Index(None, "state", "deadline_at"),

@@ -1,0 +1,106 @@
+"""Resource pools: named groups of workers that only the tenants given a share of them may
+use, each share a nominal amount that is its tenant's first (docs/pools.md).
+
+A worker is in the pool whose selector its labels match (the most specific selector, then
+the first name); ``herder worker --pool NAME`` registers with ``pool=NAME``, every pool's
+selector unless it names another. Workers in no pool form the shared fleet, where runs that
+name no pool go. Within a pool a tenant's runs first use its nominal share; past it they
+may **borrow** idle capacity, and borrowed work is the only work reclaimed (preempted) when a
+tenant needs its share back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Annotated, Self
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from herder.domain.jobs import check_labels, check_pool_reference
+from herder.domain.placement.resources import Amount
+
+POOL_LABEL = "pool"  # ``herder worker --pool NAME`` registers with this label
+MAX_POOL_SHARES = 1000  # tenants named by one pool
+MAX_SHARE_CPU = 1_000_000  # cores
+MAX_SHARE_MEMORY_MB = 2**40
+MAX_SHARE_GPUS = 100_000
+
+
+def check_pool_name(name: str) -> str:
+    checked = check_pool_reference(name)
+    assert checked is not None
+    return checked
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PoolShare(_Strict):
+    """One tenant's nominal share of a pool: what it gets first, whoever else is busy. Zero
+    everywhere: the tenant may use the pool, by borrowing only."""
+
+    tenant_id: Annotated[str, Field(min_length=1, max_length=40)]
+    cpu: Annotated[float, Field(ge=0, le=MAX_SHARE_CPU, description="cores")] = 0.0
+    memory_mb: Annotated[int, Field(ge=0, le=MAX_SHARE_MEMORY_MB)] = 0
+    gpus: Annotated[int, Field(ge=0, le=MAX_SHARE_GPUS)] = 0
+
+    @field_validator("cpu")
+    @classmethod
+    def _whole_millicores(cls, cpu: float) -> float:
+        return round(cpu, 3)
+
+    @property
+    def amount(self) -> Amount:
+        return Amount(round(self.cpu * 1000), self.memory_mb, self.gpus)
+
+
+class PoolSpec(_Strict):
+    """What a system admin says of a pool: its workers (by selector) and who may use it."""
+
+    description: Annotated[str, Field(max_length=1000)] = ""
+    selector: dict[str, str] | None = Field(
+        default=None,
+        description="labels a worker must all have to be in the pool; default "
+        "{'pool': NAME}, which `herder worker --pool NAME` registers with",
+    )
+    shares: list[PoolShare] = Field(
+        default=[],
+        max_length=MAX_POOL_SHARES,
+        description="the tenants that may use the pool, each with its nominal share",
+    )
+
+    @field_validator("selector")
+    @classmethod
+    def _labels(cls, selector: dict[str, str] | None) -> dict[str, str] | None:
+        if selector is not None and not selector:
+            raise ValueError("a selector names at least one label; leave it out for the default")
+        return None if selector is None else check_labels(selector)
+
+    @model_validator(mode="after")
+    def _one_share_per_tenant(self) -> Self:
+        seen: set[str] = set()
+        for share in self.shares:
+            if share.tenant_id in seen:
+                raise ValueError(f"tenant {share.tenant_id} has two shares; give it one")
+            seen.add(share.tenant_id)
+        return self
+
+
+def selector_of(name: str, selector: Mapping[str, str] | None) -> dict[str, str]:
+    """The labels that put a worker in pool ``name``."""
+    return dict(selector) if selector else {POOL_LABEL: name}
+
+
+def worker_pool(
+    labels: Mapping[str, str], selectors: Iterable[tuple[str, Mapping[str, str]]]
+) -> str | None:
+    """The pool a worker with these labels is in: of the pools (name, selector) whose
+    selector its labels match, the most specific, then the first by name; None: the shared
+    fleet."""
+    matching = [
+        (-len(selector), name)
+        for name, selector in selectors
+        if all(labels.get(key) == value for key, value in selector.items())
+    ]
+    return min(matching)[1] if matching else None
