@@ -21,7 +21,7 @@ from herder.domain.models import Assignment, CheckpointRef
 from herder.domain.states import AttemptState
 from herder.worker.attempts import AttemptRunner, LiveAttempt
 from herder.worker.cache import ArtifactCache
-from herder.worker.connection import CheckpointRefused
+from herder.worker.connection import CheckpointGone, CheckpointRefused
 from herder.worker.disk import CHECKPOINT
 from herder.worker.host import AttemptHost, AttemptPlace
 from herder.worker.isolation import Isolation
@@ -42,7 +42,7 @@ class Transfer:
 
     def __init__(
         self,
-        stored: bytes = b"",
+        stored: bytes | None = b"",
         refuse: str | None = None,
         cancel_after: int | None = None,
         lose_after: int | None = None,
@@ -61,12 +61,15 @@ class Transfer:
     async def download_checkpoint(
         self, attempt_id: str, attempt: int, ref: CheckpointRef, into: Path
     ) -> None:
+        if self.stored is None:
+            raise CheckpointGone("run has no checkpoint")
         assert hashlib.sha256(self.stored).hexdigest() == ref.sha256
         into.write_bytes(self.stored)
 
     def ref(self) -> CheckpointRef:
-        digest = hashlib.sha256(self.stored).hexdigest()
-        return CheckpointRef(sha256=digest, stored_bytes=len(self.stored), attempt=1)
+        stored = self.stored or b""
+        digest = hashlib.sha256(stored).hexdigest()
+        return CheckpointRef(sha256=digest, stored_bytes=len(stored), attempt=1)
 
 
 class SandboxHost:
@@ -194,6 +197,18 @@ def test_the_next_attempt_finds_the_checkpoint_restored(host: Any, tmp_path: Pat
     assert output == f"41\n{owner}\n"
     [saved] = transfer.uploads  # unchanged, and saved again at its end
     assert members(saved)["model/step"] == b"41\n"
+
+
+def test_a_checkpoint_deleted_after_the_claim_lets_the_attempt_start_afresh(
+    host: Any, tmp_path: Path
+) -> None:
+    transfer = Transfer(b"deleted meanwhile")
+    given = assignment('ls -A "$HERDER_CHECKPOINT_DIR"; echo ran', attempt=2)
+    given = given.model_copy(update={"checkpoint": transfer.ref()})
+    transfer.stored = None  # DELETE /v1/runs/{id}/checkpoint between the claim and the fetch
+    outcome, output = run(host, transfer, given, tmp_path)
+    assert outcome.state is AttemptState.SUCCEEDED, outcome.reason
+    assert output == "ran\n"
 
 
 def test_a_run_that_writes_no_checkpoint_uploads_nothing(host: Any, tmp_path: Path) -> None:

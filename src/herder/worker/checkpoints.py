@@ -39,7 +39,7 @@ from herder.domain.errors import HerderError
 from herder.domain.models import CheckpointRef
 from herder.worker import checkpoint_archive as packer
 from herder.worker.archive import DISK_FULL, OUT_OF_MEMORY, ArchiveRefused
-from herder.worker.connection import CheckpointRefused
+from herder.worker.connection import CheckpointGone, CheckpointRefused
 from herder.worker.disk import CHECKPOINT, INODES_PER_MIB, MIB, WORK
 from herder.worker.limits import Confinement
 from herder.worker.sandbox import Sandbox
@@ -107,10 +107,14 @@ class Checkpoints:
 
     async def restore(self, ref: CheckpointRef) -> str | None:
         """Fetch the run's checkpoint and unpack it into the empty directory: why it could
-        not, starting "checkpoint:" (the attempt then fails), or None."""
+        not, starting "checkpoint:" (the attempt then fails), or None. A checkpoint deleted
+        since the claim named it leaves the directory empty: the attempt starts afresh, as
+        the delete meant."""
         with self._scratch_file() as archive:
             try:
                 await self.transfer.download_checkpoint(self.attempt_id, self.attempt, ref, archive)
+            except CheckpointGone:
+                return None
             except (HerderError, httpx.HTTPError, OSError, ValueError) as error:
                 return _restore_failed(f"could not fetch it: {error}")
             try:

@@ -54,12 +54,17 @@ class CheckpointRefused(Exception):
     checkpoint_mb), or has none to give, or gave bytes that are not the ones named: why."""
 
 
+class CheckpointGone(CheckpointRefused):
+    """The run has no checkpoint any more (deleted after the attempt was claimed)."""
+
+
 def _refusal(response: httpx.Response) -> CheckpointRefused:
     try:
         detail = str(response.json().get("detail", ""))
     except ValueError:
         detail = ""
-    return CheckpointRefused(detail or f"HTTP {response.status_code}")
+    refusal = CheckpointGone if response.status_code == 404 else CheckpointRefused
+    return refusal(detail or f"HTTP {response.status_code}")
 
 
 class ServerConnection:
@@ -163,7 +168,8 @@ class ServerConnection:
         self, attempt_id: str, attempt: int, ref: CheckpointRef, into: Path
     ) -> None:
         """Write the run's checkpoint to ``into`` (a new file, 0600), checked against ``ref``:
-        ``CheckpointRefused`` when the server has none or sends other bytes."""
+        ``CheckpointGone`` when the server has none now, ``CheckpointRefused`` when it sends
+        other bytes."""
         digest, size = hashlib.sha256(), 0
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
         path, params = self._checkpoint_path(attempt_id), {"attempt": attempt}
