@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import func, insert, select
+from sqlalchemy import func, insert, select, update
 
 from herder.clock import epoch_ms
 from herder.control import webhooks
@@ -45,6 +45,7 @@ from herder.protocol import Completion
 from herder.store.alerts.evaluation import OVERLAP, _open, stored_rule
 from herder.store.schedules import PARTITIONS
 from herder.store.schema import alert_incidents, leases, runs
+from herder.store.schema import runs as runs_table
 from herder.store.store import Store
 from tests.clocks import ManualClock
 from tests.conftest import TEST_KEYRING
@@ -443,6 +444,26 @@ def test_queue_wait_p99_opens_when_runs_waited_too_long(world: World) -> None:
     (incident,) = world.store.alert_history.incidents(world.tenant_id).items
     assert incident.key == "queue"
     assert incident.details["p99_seconds"] == 120.0
+
+
+def test_a_preempted_runs_wait_counts_from_its_preemption_not_its_first_queueing(
+    world: World,
+) -> None:
+    channel_id, _ = world.channel()
+    world.rule(channel_id, RuleKind.QUEUE_WAIT_P99, threshold_seconds=60)
+    world.rule(channel_id, RuleKind.NO_CAPACITY, wait_seconds=300)
+    run, _ = world.store.runs.submit(world.tenant_id, world.job(), RunOverrides())
+    world.clock.advance(8 * 3600)  # it ran for hours, then was preempted ten seconds ago
+    with world.store.database.write() as connection:
+        connection.execute(
+            update(runs_table)
+            .where(runs_table.c.id == run.id)
+            .values(preempted_at=world.clock.now() - timedelta(seconds=10))
+        )
+    world.evaluator.step()  # waiting ten seconds, not eight hours: no capacity alert
+    world.start_queued()
+    world.evaluator.step()
+    assert world.incidents() == []
 
 
 def test_a_stale_loop_alerts_the_system_tenant(world: World) -> None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from sqlalchemy import update
 
 from herder.domain.models import Role
+from herder.store.schema import runs
 from tests.integration.conftest import Api
 
 
@@ -33,6 +36,19 @@ def by_priority(api: Api) -> dict[str, list[str]]:
     for priority in ("low", "high", "medium", "low", "high"):
         submitted[priority].append(str(api.start_run(jobs[priority])["id"]))
     return submitted
+
+
+def test_a_preempted_run_keeps_its_place_but_its_wait_starts_again(api: Api) -> None:
+    run_id = api.start_run(api.create_job("train")["id"])["id"]
+    now = api.store.clock.now()
+    with api.store.database.write() as connection:  # queued an hour ago, preempted just now
+        connection.execute(
+            update(runs)
+            .where(runs.c.id == run_id)
+            .values(queued_at=now - timedelta(hours=1), preempted_at=now - timedelta(seconds=5))
+        )
+    (item,) = queue(api)["items"]
+    assert 5 <= item["waited_seconds"] < 60
 
 
 def test_queued_runs_come_in_dispatch_order(api: Api, by_priority: dict[str, list[str]]) -> None:

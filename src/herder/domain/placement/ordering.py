@@ -29,11 +29,17 @@ class Aging:
     starvation_seconds: float = 300.0
 
 
+def wait_began(queued_at: datetime, preempted_at: datetime | None) -> datetime:
+    """When a queued run's current wait began: a preempted run keeps its place in the queue
+    (``queued_at``), but its wait starts again when it is preempted, or its running time
+    would count as waiting — in its aging, the queue's waits and their alerts alike."""
+    return max(queued_at, preempted_at or queued_at)
+
+
 def waited(run: QueuedRun, now: datetime) -> float:
-    """How long it has waited for its aging: a preempted run keeps its place (``queued_at``)
-    but not its age, or the run it made room for would find it promoted ahead of itself."""
-    since = max(run.queued_at, run.preempted_at or run.queued_at)
-    return max(0.0, (now - since).total_seconds())
+    """How long it has waited for its aging: a preempted run keeps its place but not its
+    age, or the run it made room for would find it promoted ahead of itself."""
+    return max(0.0, (now - wait_began(run.queued_at, run.preempted_at)).total_seconds())
 
 
 def effective_class(run: QueuedRun, now: datetime, aging: Aging) -> int:

@@ -17,13 +17,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import ColumnElement, Table, func, select, update
+from sqlalchemy import ColumnElement, Table, func, or_, select, update
 
 from herder.clock import epoch_ms
 from herder.domain.alerts import decisions
 from herder.domain.alerts.decisions import Ended, ScheduleMisses, Signal
 from herder.domain.alerts.rules import IncidentState, RuleKind, RuleParams
 from herder.domain.ids import new_id
+from herder.domain.placement.ordering import wait_began
 from herder.domain.states import RunState
 from herder.domain.workflows.states import WorkflowRunState
 from herder.store.alerts.channels import add_deliveries
@@ -297,7 +298,8 @@ def _schedule_misses(
 
 
 def _queue_waits(work: Work, rule: StoredRule) -> list[float]:
-    """Seconds from queued to started of the tenant's runs started in the window: those
+    """Seconds from queued (or last preempted) to started of the tenant's runs started in
+    the window: those
     ended since its start (the ``(tenant_id, finished_at)`` index: a run that started in
     the window ended after it began) and those running now (``(tenant_id, state, id)``).
     At most ``MAX_QUEUE_SAMPLES`` of each: past that, the p99 is judged on a sample."""
@@ -309,11 +311,14 @@ def _queue_waits(work: Work, rule: StoredRule) -> list[float]:
     waits: list[float] = []
     for where in (ended, running):
         rows = work.connection.execute(
-            select(runs.c.queued_at, runs.c.started_at)
+            select(runs.c.queued_at, runs.c.preempted_at, runs.c.started_at)
             .where(*placed, *where)
             .limit(MAX_QUEUE_SAMPLES)
         ).all()
-        waits += [max(0.0, (row.started_at - row.queued_at).total_seconds()) for row in rows]
+        waits += [
+            max(0.0, (row.started_at - wait_began(row.queued_at, row.preempted_at)).total_seconds())
+            for row in rows
+        ]
     return waits
 
 
@@ -326,7 +331,9 @@ def _waiting_for_room(work: Work, rule: StoredRule) -> list[str]:
             select(runs.c.id)
             .where(runs.c.tenant_id == rule.tenant_id, runs.c.state == RunState.QUEUED,
                    runs.c.id >= live_floor(work.connection, work.now),
-                   runs.c.queued_at <= before, runs.c.waiting_reason.is_not(None),
+                   runs.c.queued_at <= before,  # and, if it was preempted, since then
+                   or_(runs.c.preempted_at.is_(None), runs.c.preempted_at <= before),
+                   runs.c.waiting_reason.is_not(None),
                    runs.c.waiting_reason.not_like(_QUOTA_REASON))
             .order_by(runs.c.queued_at)
             .limit(20)

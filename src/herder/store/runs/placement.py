@@ -24,6 +24,7 @@ from herder.domain.jobs import DEFAULT_STOP_GRACE_SECONDS
 from herder.domain.lifecycle.changes import Event, NoticeKind, notices
 from herder.domain.lifecycle.stops import can_be_victim
 from herder.domain.models import WorkerState
+from herder.domain.placement.ordering import wait_began
 from herder.domain.placement.policy import Placement, Plan, Preemption
 from herder.domain.placement.resources import Amount
 from herder.domain.placement.snapshot import RunningAttempt, Snapshot, WorkerView
@@ -112,9 +113,7 @@ class PlacementRepository:
                 notices(NoticeKind.CANCEL, {p.worker_id for p in preempted})
                 | notices(NoticeKind.ASSIGNED, {m.worker_id for p in placed for m in p.members}),
             )
-        metrics.runs_placed(
-            now, ((started[p.run_id].priority, started[p.run_id].queued_at) for p in placed)
-        )
+        metrics.runs_placed(now, (_waited_from(started[p.run_id]) for p in placed))
         metrics.preemptions(len(preempted))
         placed_ids = {placement.run_id for placement in placed}
         skipped = [p.run_id for p in plan.placements if p.run_id not in placed_ids]
@@ -379,3 +378,10 @@ def _request_preemptions(
         ],
     )
     return held
+
+
+def _waited_from(start: _Started) -> tuple[int, datetime | None]:
+    """A started run's priority and when its wait began, for the queue-wait histogram."""
+    if start.queued_at is None:
+        return start.priority, None
+    return start.priority, wait_began(start.queued_at, start.preempted_at)

@@ -18,6 +18,7 @@ from herder.clock import Clock
 from herder.domain.errors import Invalid
 from herder.domain.jobs import Capacity, Priority
 from herder.domain.models import Page, QueueEntry
+from herder.domain.placement.ordering import wait_began
 from herder.domain.states import RunState
 from herder.store.database import Database
 from herder.store.history.live import live_floor
@@ -81,6 +82,7 @@ class QueueRepository:
             runs.c.replicas,
             runs.c.requires,
             runs.c.queued_at,
+            runs.c.preempted_at,
             runs.c.waiting_reason,
         ).where(runs.c.state == RunState.QUEUED)
         if tenant_id is not None:
@@ -114,6 +116,8 @@ def _entry(row: Any, now: datetime) -> QueueEntry:
         replicas=row.replicas,
         requires=row.requires or {},
         queued_at=row.queued_at,
-        waited_seconds=round(max(0.0, (now - row.queued_at).total_seconds()), 3),
+        waited_seconds=round(
+            max(0.0, (now - wait_began(row.queued_at, row.preempted_at)).total_seconds()), 3
+        ),
         waiting_reason=row.waiting_reason,
     )
