@@ -77,9 +77,10 @@ def read_existing(client: HerderClient) -> list[Existing]:
 
 def server_problems(client: HerderClient, steps: list[Step]) -> list[Problem]:
     """What only the server can say, asked before anything changes: that an artifact named
-    by its sha256 was uploaded, and that a schedule's expression fires (the server may refuse
-    a seconds field)."""
+    by its sha256 was uploaded, that a job's pool is one the tenant may use, and that a
+    schedule's expression fires (the server may refuse a seconds field)."""
     problems: list[Problem] = []
+    usable: set[str] | None = None  # asked once, if a job names a pool
     for step in steps:
         definition = step.definition
         if step.action not in (Action.CREATE, Action.UPDATE) or definition is None:
@@ -89,6 +90,12 @@ def server_problems(client: HerderClient, steps: list[Step]) -> list[Problem]:
         if named and client.get_artifact(fields["artifact"]) is None:
             message = f"no artifact {fields['artifact']} on the server: upload it first"
             problems.append(Problem(message, _at(where, "artifact")))
+        pool = fields.get("pool") if step.kind is Kind.JOB else None
+        if pool and usable is None:
+            usable = client.usable_pools()
+        if pool and pool not in (usable or ()):
+            message = f"no pool named {pool} that your tenant may use"
+            problems.append(Problem(message, _at(where, "pool")))
         if step.kind is Kind.SCHEDULE:
             try:
                 client.preview_cron(fields["cron"], fields["timezone"], count=1)
