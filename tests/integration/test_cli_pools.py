@@ -144,6 +144,8 @@ def test_apply_asks_for_a_jobs_pool_before_any_change(
     result = herder("apply", "-f", str(path))
     assert result.exit_code == 2, result.output
     assert "jobs[1].pool: no pool named h100 that your tenant may use" in result.output
+    assert "workflows[0].tasks[0].overrides.pool: no pool named h100" in result.output
+    assert "schedules[0].overrides.pool: no pool named h100" in result.output
     assert api.http.get("/v1/jobs", headers=api.admin).json()["items"] == []
 
     path.write_text(JOBS.format(first="a100", second="a100"))
@@ -162,4 +164,15 @@ jobs:
     runtime: shell
     command: "true"
     pool: {second}
+workflows:
+  - name: nightly
+    tasks:
+      - name: train
+        job: train
+        overrides: {{pool: {second}}}
+schedules:
+  - name: often
+    job: prepare
+    cron: "@daily"
+    overrides: {{pool: {second}}}
 """
