@@ -336,3 +336,34 @@ def test_pool_changes_are_audited_under_the_system_tenant(api: Api, ml: Tenant) 
         ("pools.update", ["description"]),
         ("pools.create", ["name", "shares"]),
     ]
+
+
+def test_hostile_pool_input_is_refused_never_a_server_error(api: Api, ml: Tenant) -> None:
+    make_pool(api, "a100", shares=[{"tenant_id": ml.id}])
+    long_name = api.http.get(f"/v1/pools/{'x' * 5000}", headers=ml.headers)
+    assert long_name.status_code == 404
+    assert len(long_name.json()["detail"]) < 200
+    for path in ("/v1/pools/a%00100", "/v1/pools/%2e%2e"):
+        assert api.http.get(path, headers=ml.headers).status_code in (404, 422)
+    many = [{"tenant_id": f"ten_{index}"} for index in range(1001)]
+    assert "shares" in fields(api.http.post("/v1/pools", headers=api.admin, json={
+        "name": "p", "shares": many}))  # fmt: skip
+    assert "description" in fields(api.http.post("/v1/pools", headers=api.admin, json={
+        "name": "p", "description": "x" * 1001}))  # fmt: skip
+    assert "name" in fields(api.http.patch("/v1/pools/a100", headers=api.admin, json={
+        "name": "b100"}))  # fmt: skip
+    bad_cursor = api.http.get("/v1/pools", headers=ml.headers, params={"cursor": "nope"})
+    assert fields(bad_cursor) == ["cursor"]
+    assert [pool.name for pool in api.store.pools.list().items] == ["a100"]
+
+
+def test_pools_are_listed_newest_first_in_pages(api: Api, ml: Tenant) -> None:
+    for name in ("p1", "p2", "p3", "p4"):
+        make_pool(api, name, shares=[{"tenant_id": ml.id}] if name != "p3" else [])
+    first = api.http.get("/v1/pools", headers=ml.headers, params={"limit": 2}).json()
+    assert [pool["name"] for pool in first["items"]] == ["p4", "p2"]
+    params = {"limit": 2, "cursor": first["next_cursor"]}
+    rest = api.http.get("/v1/pools", headers=ml.headers, params=params).json()
+    assert ([pool["name"] for pool in rest["items"]], rest["next_cursor"]) == (["p1"], None)
+    usable = api.http.get("/v1/pools", headers=api.admin, params={"usable": True}).json()
+    assert usable["items"] == []  # the system tenant has no share in any
