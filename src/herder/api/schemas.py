@@ -27,7 +27,7 @@ from herder.domain.jobs import (
 )
 from herder.domain.models import ApiKey, LogChunk, Role
 from herder.domain.pools import PoolSpec, check_pool_name
-from herder.domain.tenants import TenantQuotas
+from herder.domain.tenants import DefaultPoolChange, TenantQuotas
 from herder.domain.workflows.spec import WorkflowSpec
 
 _ISO_8601 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]")
@@ -200,9 +200,10 @@ class TenantUpdate(_Body):
             raise ValueError("retention_days cannot be cleared; give a number from 1 to 1825")
         return days
 
-    def default_pool_change(self) -> tuple[str | None] | None:
-        """The default pool to set (a pool's name, or None to clear it), if given."""
-        return (self.default_pool,) if "default_pool" in self.model_fields_set else None
+    def default_pool_change(self) -> DefaultPoolChange | None:
+        if "default_pool" not in self.model_fields_set:
+            return None
+        return DefaultPoolChange(self.default_pool)
 
     def quota_changes(self) -> dict[str, object] | None:
         if "quotas" not in self.model_fields_set:
