@@ -2,8 +2,9 @@
 without anyone listing it.
 
 1. Every route that takes an ID answers 404 for another tenant's object (never its data,
-   never 403); a registered worker's route refuses (401) the fleet token and another
-   worker's secret: only its own secret acts as it.
+   never 403), and for a pool the caller's tenant has no share in; a registered worker's
+   route refuses (401) the fleet token and another worker's secret: only its own secret
+   acts as it.
 2. Every route refuses (403; 401 without a key, and on a worker route for the other kind of
    worker credential) every credential that may not use it, and
    admits every credential that may. Roles nest (admin ⊃ developer ⊃ operator ⊃ viewer):
@@ -91,6 +92,9 @@ EXCEPTIONS = {
     ("GET", "/v1/keys/{key_id}"): Needs.TENANT_ADMIN,
     ("POST", "/v1/keys/{key_id}/revoke"): Needs.TENANT_ADMIN,
     ("GET", "/v1/audit"): Needs.TENANT_ADMIN,
+    ("POST", "/v1/pools"): Needs.SYSTEM_ADMIN,
+    ("PATCH", "/v1/pools/{pool_id}"): Needs.SYSTEM_ADMIN,
+    ("DELETE", "/v1/pools/{pool_id}"): Needs.SYSTEM_ADMIN,
     ("POST", "/v1/worker-tokens"): Needs.SYSTEM_ADMIN,
     ("GET", "/v1/workers"): Needs.SYSTEM_ADMIN,
     ("POST", "/v1/workers/{worker_id}/drain"): Needs.SYSTEM_ADMIN,
@@ -152,6 +156,9 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/v1/workflow-runs/{workflow_run_id}/repair"): {"repair": 0},
     ("PUT", "/v1/secrets/{name}"): {"value": "intruder's own"},
 }  # fmt: skip
+# Routes that read an object shared between tenants (a pool and the shares in it): the
+# system admins read every one; a tenant without a share in it is answered 404.
+SYSTEM_WIDE = {("GET", "/v1/pools/{pool_id}")}
 # Routes whose path names an object in the caller's own tenant: another tenant's call makes
 # or changes its own (a secret is per tenant by name), never the owner's — checked below.
 OWN_NAMESPACE = {("PUT", "/v1/secrets/{name}")}
@@ -250,6 +257,12 @@ def _build_world(api: Api) -> World:
     assert rule.status_code == 201, rule.text
     secret = api.http.put("/v1/secrets/OWNER_TOKEN", headers=owner_admin, json={"value": SECRET})
     assert secret.status_code == 201, secret.text
+    pool = api.http.post(
+        "/v1/pools",
+        headers=api.admin,
+        json={"name": "owners", "shares": [{"tenant_id": owner.id, "gpus": 3}]},
+    )
+    assert pool.status_code == 201, pool.text
     world = World(
         ids={
             "artifact_id": artifact_id,
@@ -266,6 +279,7 @@ def _build_world(api: Api) -> World:
             "rule_id": rule.json()["id"],
             "key_id": access.create_api_key(owner.id, Role.DEVELOPER, "to revoke")[0].id,
             "name": "OWNER_TOKEN",
+            "pool_id": pool.json()["id"],
         }
     )
     system_key = access.create_api_key(api.tenant_id, Role.DEVELOPER, "to revoke")[0].id
@@ -323,7 +337,8 @@ def test_another_tenants_objects_answer_404_and_nothing_of_them(api: Api, world:
         else:
             refusal = 404
             intruders = {"another tenant's admin": world.intruder}
-            if need is not Needs.TENANT_ADMIN:  # which the system admins administer too
+            # the system admins administer every tenant and read every pool
+            if need is not Needs.TENANT_ADMIN and (method, path) not in SYSTEM_WIDE:
                 intruders["a system admin"] = world.headers["system admin"]
         for who, headers in intruders.items():
             response = _call(api, world, method, path, world.url(path), headers)

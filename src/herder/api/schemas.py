@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Annotated
 
 from pydantic import (
+    AfterValidator,
     AwareDatetime,
     BaseModel,
     BeforeValidator,
@@ -17,9 +18,16 @@ from pydantic import (
 )
 
 from herder.domain.history import MAX_RETENTION_DAYS, MIN_RETENTION_DAYS
-from herder.domain.jobs import JobSpec, RunOverrides, RunRequest, check_job_name
+from herder.domain.jobs import (
+    JobSpec,
+    RunOverrides,
+    RunRequest,
+    check_job_name,
+    check_pool_reference,
+)
 from herder.domain.models import ApiKey, LogChunk, Role
-from herder.domain.tenants import TenantQuotas
+from herder.domain.pools import PoolSpec, check_pool_name
+from herder.domain.tenants import DefaultPoolChange, TenantQuotas
 from herder.domain.workflows.spec import WorkflowSpec
 
 _ISO_8601 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]")
@@ -111,6 +119,18 @@ class TenantCreate(_Body):
     quotas: TenantQuotas = TenantQuotas()  # none: unlimited
 
 
+class PoolCreate(PoolSpec):
+    name: str = Field(description="how jobs, runs and `herder worker --pool` name it")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, name: str) -> str:
+        return check_pool_name(name)
+
+    def spec(self) -> PoolSpec:
+        return PoolSpec.model_validate(self.model_dump(exclude={"name"}))
+
+
 class KeyCreate(_Body):
     role: Role = Role.DEVELOPER
     name: Annotated[str, Field(min_length=1, max_length=128)] = "api key"
@@ -144,7 +164,7 @@ class LogsResponse(BaseModel):
 class TenantUpdate(_Body):
     """PATCH semantics: an absent field keeps its value. Inside ``quotas`` each given field
     replaces the stored one and an explicit null clears it (unlimited); ``"quotas": null``
-    clears them all."""
+    clears them all; ``"default_pool": null`` sends its runs back to the shared fleet."""
 
     weight: Annotated[int, Field(ge=1, le=1000, description="fair-share weight")] | None = None
     quotas: TenantQuotas | None = None
@@ -160,6 +180,12 @@ class TenantUpdate(_Body):
         | None
     ) = None
 
+    default_pool: Annotated[str | None, AfterValidator(check_pool_reference)] = Field(
+        default=None,
+        description="the pool its runs that name none go to: one it has a share in; "
+        "null: the shared fleet (docs/pools.md)",
+    )
+
     @field_validator("weight")
     @classmethod
     def _weight_stays(cls, weight: int | None) -> int | None:
@@ -173,6 +199,11 @@ class TenantUpdate(_Body):
         if days is None:
             raise ValueError("retention_days cannot be cleared; give a number from 1 to 1825")
         return days
+
+    def default_pool_change(self) -> DefaultPoolChange | None:
+        if "default_pool" not in self.model_fields_set:
+            return None
+        return DefaultPoolChange(self.default_pool)
 
     def quota_changes(self) -> dict[str, object] | None:
         if "quotas" not in self.model_fields_set:

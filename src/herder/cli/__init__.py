@@ -1,5 +1,5 @@
 """The ``herder`` command: run the system (up, server, scheduler, worker) and drive it
-(job, run, workflow, schedule, queue, top, tenant, key, audit, workers; apply and export
+(job, run, workflow, schedule, queue, top, tenant, pool, key, audit, workers; apply and export
 definitions files).
 One module per group of commands; ``common`` holds the root app."""
 
@@ -14,6 +14,7 @@ from herder.cli import (
     backfills,
     jobs,
     keys,
+    pools,
     queue,
     runs,
     schedules,
@@ -28,7 +29,7 @@ from herder.cli.common import app, err
 from herder.client import ClientError
 
 __all__ = [
-    "alerts", "apply", "audit", "backfills", "jobs", "keys", "main", "queue", "runs",
+    "alerts", "apply", "audit", "backfills", "jobs", "keys", "main", "pools", "queue", "runs",
     "schedules", "secrets", "system", "tenants", "top", "workers", "workflows",
 ]  # fmt: skip
 

@@ -77,9 +77,10 @@ def read_existing(client: HerderClient) -> list[Existing]:
 
 def server_problems(client: HerderClient, steps: list[Step]) -> list[Problem]:
     """What only the server can say, asked before anything changes: that an artifact named
-    by its sha256 was uploaded, and that a schedule's expression fires (the server may refuse
-    a seconds field)."""
+    by its sha256 was uploaded, that a pool named is one the tenant may use, and that a
+    schedule's expression fires (the server may refuse a seconds field)."""
     problems: list[Problem] = []
+    usable: set[str] | None = None  # asked once, if anything names a pool
     for step in steps:
         definition = step.definition
         if step.action not in (Action.CREATE, Action.UPDATE) or definition is None:
@@ -89,12 +90,33 @@ def server_problems(client: HerderClient, steps: list[Step]) -> list[Problem]:
         if named and client.get_artifact(fields["artifact"]) is None:
             message = f"no artifact {fields['artifact']} on the server: upload it first"
             problems.append(Problem(message, _at(where, "artifact")))
+        for field, pool in _pools_named(step.kind, fields).items():
+            if usable is None:
+                usable = client.usable_pools()
+            if pool not in usable:
+                message = f"no pool named {pool} that your tenant may use"
+                problems.append(Problem(message, _at(where, field)))
         if step.kind is Kind.SCHEDULE:
             try:
                 client.preview_cron(fields["cron"], fields["timezone"], count=1)
             except ApiError as error:
                 problems.append(Problem(error.detail, _at(where, "cron")))
     return problems
+
+
+def _pools_named(kind: Kind, fields: dict[str, Any]) -> dict[str, str]:
+    """The pools a definition names, by field: a job's own, a schedule's or a workflow
+    task's overrides'."""
+    if kind is Kind.JOB:
+        named = {"pool": fields.get("pool")}
+    elif kind is Kind.SCHEDULE:
+        named = {"overrides.pool": (fields.get("overrides") or {}).get("pool")}
+    else:
+        named = {
+            f"tasks[{index}].overrides.pool": (task.get("overrides") or {}).get("pool")
+            for index, task in enumerate(fields.get("tasks") or [])
+        }
+    return {field: pool for field, pool in named.items() if pool}
 
 
 def _at(where: Where, field: str) -> Where:

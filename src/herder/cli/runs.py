@@ -66,6 +66,8 @@ def _run_table(runs: list[Run]) -> Table:
 
 def _print_detail(run: RunDetail) -> None:
     out.print(_run_table([run]))
+    if run.pool:
+        out.print(f"pool: {run.pool}")
     if run.state is RunState.QUEUED and run.waiting_reason:
         out.print(f"waiting: {run.waiting_reason}")
     if run.reason:

@@ -24,6 +24,8 @@ QUOTA_FLAGS = {
     "submit-burst": "submit_burst",
 }
 
+DEFAULT_POOL_FLAG = "default-pool"  # --clear default-pool: the shared fleet again
+
 Weight = Annotated[int | None, typer.Option(help="fair-share weight, 1 to 1000")]
 MaxCpu = Annotated[float | None, typer.Option("--max-cpu", help="cores in use at once")]
 MaxMemory = Annotated[int | None, typer.Option("--max-memory-mb", help="memory in use, MB")]
@@ -53,7 +55,7 @@ def _rate(quotas: TenantQuotas) -> str:
 def _tenant_table(tenants: list[Tenant]) -> Table:
     table = Table(
         "ID", "NAME", "WEIGHT", "MAX CPU", "MAX MEMORY", "MAX GPUS", "MAX QUEUED", "SUBMIT RATE",
-        "CREATED",
+        "DEFAULT POOL", "CREATED",
     )  # fmt: skip
     for tenant in tenants:
         quotas = tenant.quotas
@@ -61,7 +63,8 @@ def _tenant_table(tenants: list[Tenant]) -> Table:
         table.add_row(
             tenant.id, name, str(tenant.weight), _limit(quotas.max_cpu),
             _limit(quotas.max_memory_mb, " MB"), _limit(quotas.max_gpus),
-            _limit(quotas.max_queued), _rate(quotas), when(tenant.created_at),
+            _limit(quotas.max_queued), _rate(quotas), tenant.default_pool or "-",
+            when(tenant.created_at),
         )  # fmt: skip
     return table
 
@@ -141,25 +144,39 @@ def tenant_update(
     max_queued: MaxQueued = None,
     submit_rate: SubmitRate = None,
     submit_burst: SubmitBurst = None,
+    default_pool: Annotated[
+        str | None,
+        typer.Option(help="the pool its runs that name none go to (one it has a share in)"),
+    ] = None,
     clear: Annotated[
         list[str],
-        typer.Option(help="remove a quota (unlimited), e.g. --clear max-gpus; repeatable"),
+        typer.Option(
+            help="remove a quota (unlimited), e.g. --clear max-gpus, or the default pool "
+            "(--clear default-pool: the shared fleet); repeatable"
+        ),
     ] = [],  # noqa: B006
     as_json: JsonFlag = False,
 ) -> None:
-    """Change a tenant's weight or quotas; quotas not named keep their values."""
+    """Change a tenant's weight, quotas or default pool; what is not named keeps its value."""
+    clear_pool = DEFAULT_POOL_FLAG in [name.removeprefix("--") for name in clear]
+    if clear_pool and default_pool is not None:
+        raise fail(f"--clear {DEFAULT_POOL_FLAG} and --default-pool: choose one")
     changes = _quota_changes(
         {
             "max-cpu": max_cpu, "max-memory-mb": max_memory_mb, "max-gpus": max_gpus,
             "max-queued": max_queued, "submit-rate": submit_rate, "submit-burst": submit_burst,
         },
-        clear,
+        [name for name in clear if name.removeprefix("--") != DEFAULT_POOL_FLAG],
     )  # fmt: skip
-    if weight is None and not changes:
-        raise fail("nothing to change: give --weight, a quota flag or --clear")
+    if weight is None and not changes and default_pool is None and not clear_pool:
+        raise fail("nothing to change: give --weight, a quota flag, --default-pool or --clear")
     with client() as herder:
         updated = herder.update_tenant(
-            herder.find_tenant(tenant).id, weight=weight, quotas=changes or None
+            herder.find_tenant(tenant).id,
+            weight=weight,
+            quotas=changes or None,
+            default_pool=default_pool,
+            clear_default_pool=clear_pool,
         )
     if as_json:
         print_json(updated)

@@ -20,6 +20,7 @@ from herder.cli.tones import state_style
 from herder.credentials import home_directory
 from herder.domain.jobs import MAX_STOP_GRACE_SECONDS
 from herder.domain.models import Worker
+from herder.domain.pools import POOL_LABEL, check_pool_name
 from herder.worker.isolation import Isolation
 
 if TYPE_CHECKING:
@@ -47,6 +48,10 @@ def worker(
     memory_mb: Annotated[int | None, typer.Option(help="memory to offer (default: all)")] = None,
     gpus: Annotated[int | None, typer.Option(help="GPUs to offer (default: detected)")] = None,
     label: Annotated[list[str], typer.Option(help="KEY=VALUE, repeatable")] = [],  # noqa: B006
+    pool: Annotated[
+        str | None,
+        typer.Option(help="join this resource pool: registers with the label pool=NAME"),
+    ] = None,
     max_slots: Annotated[int, typer.Option(help="most attempts at once")] = 256,
     home: Annotated[Path | None, typer.Option(help="cache and workspaces")] = None,
     run_uid_base: Annotated[
@@ -114,7 +119,7 @@ def worker(
         home=(home or home_directory() / "worker").absolute(),
         python=python or default_python(),
         max_slots=max_slots,
-        labels=pairs(label, "label"),
+        labels=_labels(label, pool),
         run_uid_base=run_uid_base,
         max_stop_grace_seconds=max_stop_grace,
         address=address or "",
@@ -125,6 +130,20 @@ def worker(
     )
 
     _run_agent(Agent(config))
+
+
+def _labels(given: list[str], pool: str | None) -> dict[str, str]:
+    """The ``--label`` pairs, and ``pool=NAME`` for ``--pool NAME``."""
+    labels = pairs(given, "label")
+    if pool is None:
+        return labels
+    try:
+        check_pool_name(pool)
+    except ValueError as error:
+        raise fail(f"--pool {pool!r}: {error}") from error
+    if labels.get(POOL_LABEL, pool) != pool:
+        raise fail(f"--pool {pool} and --label {POOL_LABEL}={labels[POOL_LABEL]}: choose one")
+    return {**labels, POOL_LABEL: pool}
 
 
 def _networks(values: list[str], option: str, *, ipv4_only: bool = False) -> tuple[str, ...]:

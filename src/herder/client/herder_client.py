@@ -18,6 +18,7 @@ from herder.api.schemas import MAX_BATCH_RUNS, RunBatchResult
 from herder.client.admin import AdminCalls
 from herder.client.alerts import AlertCalls
 from herder.client.errors import ApiError, ServerUnreachable
+from herder.client.pools import PoolCalls
 from herder.client.schedules import ScheduleCalls, drop_none
 from herder.client.secrets import SecretCalls
 from herder.client.uploads import MultipartUpload, UploadProgress
@@ -45,7 +46,7 @@ class Logs(BaseModel):
     complete: bool
 
 
-class HerderClient(ScheduleCalls, WorkflowCalls, AlertCalls, AdminCalls, SecretCalls):
+class HerderClient(ScheduleCalls, WorkflowCalls, AlertCalls, AdminCalls, SecretCalls, PoolCalls):
     def __init__(
         self,
         url: str,
@@ -337,12 +338,21 @@ class HerderClient(ScheduleCalls, WorkflowCalls, AlertCalls, AdminCalls, SecretC
             cursor = page.next_cursor
 
     def update_tenant(
-        self, tenant_id: str, *, weight: int | None = None, quotas: dict[str, Any] | None = None
+        self,
+        tenant_id: str,
+        *,
+        weight: int | None = None,
+        quotas: dict[str, Any] | None = None,
+        default_pool: str | None = None,
+        clear_default_pool: bool = False,
     ) -> Tenant:
-        """Change the weight and the given quotas; a quota given as ``None`` is cleared."""
+        """Change the weight, the given quotas (one given as ``None`` is cleared) and the
+        default pool (``clear_default_pool``: back to the shared fleet)."""
         body: dict[str, Any] = {"quotas": quotas} if quotas is not None else {}
         if weight is not None:
             body["weight"] = weight
+        if default_pool is not None or clear_default_pool:
+            body["default_pool"] = default_pool
         response = self._request("PATCH", f"/v1/tenants/{tenant_id}", json=body)
         return Tenant.model_validate(response.json())
 

@@ -159,6 +159,7 @@ class Run(_Record):
     workflow_run_id: str | None = None  # set when the run is a workflow's task
     task_name: str | None = None
     map_index: int | None = None  # -1 for a task not mapped over a list
+    pool: str | None = None  # the pool it names (its own or its job's); None: the default
 
 
 class CheckpointInfo(_Record):

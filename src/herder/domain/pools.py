@@ -12,9 +12,10 @@ tenant needs its share back.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Annotated, Self
+from datetime import datetime
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from herder.domain.jobs import check_labels, check_pool_reference
 from herder.domain.placement.resources import Amount
@@ -41,7 +42,9 @@ class PoolShare(_Strict):
     everywhere: the tenant may use the pool, by borrowing only."""
 
     tenant_id: Annotated[str, Field(min_length=1, max_length=40)]
-    cpu: Annotated[float, Field(ge=0, le=MAX_SHARE_CPU, description="cores")] = 0.0
+    cpu: Annotated[
+        float, Field(ge=0, le=MAX_SHARE_CPU, allow_inf_nan=False, description="cores")
+    ] = 0.0
     memory_mb: Annotated[int, Field(ge=0, le=MAX_SHARE_MEMORY_MB)] = 0
     gpus: Annotated[int, Field(ge=0, le=MAX_SHARE_GPUS)] = 0
 
@@ -77,14 +80,38 @@ class PoolSpec(_Strict):
             raise ValueError("a selector names at least one label; leave it out for the default")
         return None if selector is None else check_labels(selector)
 
-    @model_validator(mode="after")
-    def _one_share_per_tenant(self) -> Self:
+    @field_validator("shares")
+    @classmethod
+    def _one_share_per_tenant(cls, shares: list[PoolShare]) -> list[PoolShare]:
         seen: set[str] = set()
-        for share in self.shares:
+        for index, share in enumerate(shares):
             if share.tenant_id in seen:
-                raise ValueError(f"tenant {share.tenant_id} has two shares; give it one")
+                raise ValueError(
+                    f"tenant {share.tenant_id} is named again at shares.{index}; "
+                    "give each tenant one share"
+                )
             seen.add(share.tenant_id)
-        return self
+        return shares
+
+
+class PoolChanges(PoolSpec):
+    """A change to a pool (PATCH): each field given replaces the stored one, ``shares`` as a
+    whole; ``"selector": null`` goes back to the default selector. A pool keeps its name:
+    jobs and runs name it."""
+
+
+class Pool(_Strict):
+    """A pool as the API shows it. A tenant sees only the pools it has a share in, and of
+    their shares only its own; a system admin sees every pool and every share."""
+
+    id: str
+    name: str
+    description: str
+    selector: dict[str, str] = Field(description="the labels that put a worker in it")
+    shares: list[PoolShare]
+    workers: int = Field(description="live workers in it now (alive or draining)")
+    created_at: datetime
+    updated_at: datetime
 
 
 def selector_of(name: str, selector: Mapping[str, str] | None) -> dict[str, str]:

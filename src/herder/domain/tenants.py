@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -32,3 +33,10 @@ class TenantQuotas(BaseModel):
     submit_burst: Annotated[
         int | None, Field(ge=1, description="submissions allowed at once (default: 1 s of rate)")
     ] = None
+
+
+@dataclass(frozen=True)
+class DefaultPoolChange:
+    """A tenant's default pool, set (a pool's name) or cleared (None: the shared fleet)."""
+
+    pool: str | None

@@ -13,7 +13,7 @@ from datetime import datetime
 from herder.domain.errors import Forbidden, NotFound
 from herder.domain.keys import check_expiry
 from herder.domain.models import ApiKey, Page, Principal, QueueEntry, Role, Tenant
-from herder.domain.tenants import TenantQuotas
+from herder.domain.tenants import DefaultPoolChange, TenantQuotas
 from herder.store.store import Store
 
 
@@ -37,8 +37,13 @@ def update_tenant(
     weight: int | None,
     quota_changes: Mapping[str, object] | None,
     retention_days: int | None,
+    default_pool: DefaultPoolChange | None = None,
 ) -> Tenant:
-    """Each given quota replaces the stored one (``None``: unlimited); the rest stay."""
+    """Each given quota replaces the stored one (``None``: unlimited); the rest stay.
+    ``default_pool``, when given, is set first: a pool the tenant may not use refuses the
+    whole change."""
+    if default_pool is not None:
+        store.access.set_default_pool(tenant_id, default_pool.pool)
     return store.access.update_tenant(
         tenant_id, weight=weight, quota_changes=quota_changes, retention_days=retention_days
     )

@@ -23,6 +23,7 @@ from herder.domain.models import ApiKey, Page, Principal, Role, Tenant
 from herder.domain.tenants import TenantQuotas
 from herder.store.database import Database
 from herder.store.pagination import page_of
+from herder.store.pools import check_usable
 from herder.store.schema import api_keys, tenants, worker_tokens, workers
 
 
@@ -188,6 +189,18 @@ class AccessRepository:
                 )
             )
         return changed
+
+    def set_default_pool(self, tenant_id: str, pool: str | None) -> None:
+        """Where the tenant's runs that name no pool go: a pool it has a share in (422
+        naming ``default_pool`` otherwise), or None: the shared fleet."""
+        with self._db.write() as connection:
+            if pool is not None:
+                check_usable(connection, tenant_id, {"default_pool": pool})
+            written = connection.execute(
+                update(tenants).where(tenants.c.id == tenant_id).values(default_pool=pool)
+            ).rowcount
+        if not written:
+            raise NotFound(f"tenant {tenant_id} not found")
 
     def create_api_key(
         self, tenant_id: str, role: Role, name: str, *, expires_at: datetime | None = None

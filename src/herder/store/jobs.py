@@ -21,6 +21,7 @@ from herder.domain.states import TERMINAL_RUN_STATES
 from herder.store.database import Database
 from herder.store.owned import owned_row
 from herder.store.pagination import page_of
+from herder.store.pools import check_usable
 from herder.store.schema import artifacts, job_labels, jobs, runs, schedules, workflows
 from herder.store.secrets import SecretRepository
 
@@ -81,6 +82,7 @@ class JobRepository:
         with self._db.write() as connection:
             self._check_artifact(connection, tenant_id, spec)
             self._secrets.check_references(connection, tenant_id, spec.secrets)
+            check_usable(connection, tenant_id, {"pool": spec.pool})
             try:
                 connection.execute(
                     insert(jobs).values(
@@ -160,6 +162,8 @@ class JobRepository:
                 self._check_checkpoint(spec)
                 self._check_artifact(connection, tenant_id, spec)
                 self._secrets.check_references(connection, tenant_id, spec.secrets)
+            if spec.pool != current.spec.pool:  # a job whose pool went may change otherwise
+                check_usable(connection, tenant_id, {"pool": spec.pool})
             self._secrets.check_references(connection, tenant_id, spec.secrets)
             try:
                 written = connection.execute(

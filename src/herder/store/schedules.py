@@ -29,6 +29,7 @@ from herder.store.jobs import JobRepository
 from herder.store.notifications import DUE_CHANNEL
 from herder.store.owned import owned_row
 from herder.store.pagination import page_of
+from herder.store.pools import check_usable
 from herder.store.schedule_events import schedule_event
 from herder.store.schema import schedule_events, schedules, workflows
 from herder.store.work import Work, unit_of_work
@@ -84,6 +85,7 @@ class ScheduleRepository:
                     "workflow",
                     columns=[workflows.c.id],
                 )
+            check_usable(connection, tenant_id, {"overrides.pool": spec.overrides.pool})
             try:
                 connection.execute(
                     insert(schedules).values(
@@ -153,6 +155,7 @@ class ScheduleRepository:
             if current.job_id is not None:
                 job = self._jobs.get_within(connection, tenant_id, current.job_id)
                 apply_overrides(job.spec, spec.overrides, "overrides.")  # fit, or Invalid
+            check_usable(connection, tenant_id, {"overrides.pool": spec.overrides.pool})
             next_values = next_fire_values(schedule_id, spec, None if current.paused else first)
             connection.execute(
                 update(schedules)

@@ -29,6 +29,7 @@ from herder.store.keys import KeyRepository
 from herder.store.leases import LeaseRepository
 from herder.store.log_compaction import LogCompactionRepository
 from herder.store.logs import LogRepository
+from herder.store.pools import PoolRepository
 from herder.store.runs.attempts import AttemptRepository
 from herder.store.runs.placement import PlacementRepository
 from herder.store.runs.queue import QueueRepository
@@ -74,6 +75,7 @@ class Store:
         self.leases = LeaseRepository(self.database, self.clock)
         self.schedules = ScheduleRepository(self.database, self.clock, self.rng, self.jobs)
         self.fleet = FleetRepository(self.database)
+        self.pools = PoolRepository(self.database, self.clock)
         self.queue = QueueRepository(self.database, self.clock)
         self.placement = PlacementRepository(self.database, self.clock)
         self.workflows = WorkflowRepository(self.database, self.clock)

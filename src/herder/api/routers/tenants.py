@@ -45,7 +45,8 @@ def get_tenant(tenant_id: str, caller: Caller, store: StoreDep) -> Tenant:
 def update_tenant(
     tenant_id: str, body: TenantUpdate, _admin: SystemAdmin, store: StoreDep, request: Request
 ) -> Tenant:
-    """Change the fair-share weight, quotas and retention. Usage quotas apply from the
+    """Change the fair-share weight, quotas, retention and default pool (one the tenant has
+    a share in, else 422 naming ``default_pool``). Usage quotas apply from the
     dispatcher's next pass; a submit rate within a few seconds on every API replica; a
     shorter retention hides older runs at once and removes them at the next maintenance."""
     tenant = access.update_tenant(
@@ -54,6 +55,7 @@ def update_tenant(
         weight=body.weight,
         quota_changes=body.quota_changes(),
         retention_days=body.retention_days,
+        default_pool=body.default_pool_change(),
     )
     submit_limiter(request).quotas_changed(tenant_id)
     return tenant

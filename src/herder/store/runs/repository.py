@@ -30,6 +30,7 @@ from herder.store.history.retention import visible_runs_floor
 from herder.store.jobs import JobRepository
 from herder.store.owned import owned_row
 from herder.store.pagination import page_from, page_records
+from herder.store.pools import check_usable, usable_pools
 from herder.store.queue_room import queue_room, room_after_release
 from herder.store.runs.facts import active_of_schedule, active_runs
 from herder.store.runs.submissions import (
@@ -72,6 +73,7 @@ _RUN_COLUMNS = [
     runs.c.workflow_run_id,
     runs.c.task_name,
     runs.c.map_index,
+    runs.c.pool,
 ]
 
 
@@ -113,6 +115,7 @@ class RunRepository:
         """
         with unit_of_work(self._db, self._clock, self._rng) as work:
             job = self._jobs.get_within(work.connection, tenant_id, job_id)
+            check_usable(work.connection, tenant_id, {"pool": overrides.pool})
             request = RunRequest(job_id, overrides, idempotency_key)
             new = new_run(work.now, tenant_id, job, request, actor, as_schedule)
             changes = queue([new])
@@ -137,9 +140,11 @@ class RunRepository:
             found = self._jobs.get_many_within(
                 work.connection, {(tenant_id, request.job_id) for request in requests}
             )
+            named = {one.overrides.pool for one in requests if one.overrides.pool is not None}
+            usable = usable_pools(work.connection, tenant_id, named)
             new_runs = [
                 new_or_refused(work.now, tenant_id, found.get((tenant_id, request.job_id)),
-                                request, actor)
+                                request, actor, usable)
                 for request in requests
             ]  # fmt: skip
             queued = [new for new in new_runs if isinstance(new, NewRun)]

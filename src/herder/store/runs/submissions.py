@@ -4,7 +4,7 @@ and a batch's answer per request, an idempotency key's earlier run included."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -17,6 +17,7 @@ from herder.domain.jobs import RunRequest, apply_overrides
 from herder.domain.lifecycle.changes import DUE, WORK, Changes, Event, NewRun
 from herder.domain.models import Job
 from herder.domain.states import RunState
+from herder.store.pools import not_usable
 from herder.store.schema import runs
 
 BEING_CREATED = "the run for this Idempotency-Key is being created; retry"
@@ -85,12 +86,20 @@ def runs_by_key(
 
 
 def new_or_refused(
-    now: datetime, tenant_id: str, job: Job | None, request: RunRequest, actor: str
+    now: datetime,
+    tenant_id: str,
+    job: Job | None,
+    request: RunRequest,
+    actor: str,
+    usable: Collection[str],
 ) -> NewRun | HerderError:
     """A batch's run, or why this request alone is refused (its job is unknown; its
-    overrides do not fit the job)."""
+    overrides do not fit the job or name a pool the tenant may not use, not in ``usable``)."""
     if job is None:
         return NotFound(f"job {request.job_id} not found", field="job_id")
+    pool = request.overrides.pool
+    if pool is not None and pool not in usable:
+        return not_usable(pool, tenant_id, "pool")
     try:
         return new_run(now, tenant_id, job, request, actor)
     except Invalid as refused:

@@ -24,6 +24,7 @@ from herder.domain.workflows.states import ACTIVE_WORKFLOW_RUN_STATES
 from herder.store.database import Database
 from herder.store.owned import owned_row
 from herder.store.pagination import page_of
+from herder.store.pools import check_usable
 from herder.store.schema import jobs, schedules, workflow_runs, workflow_versions, workflows
 
 _CACHED_VERSIONS = 256
@@ -68,7 +69,7 @@ def dag_of(connection: Connection, workflow_id: str, version: int) -> Dag:
 
 def check_jobs(connection: Connection, tenant_id: str, spec: WorkflowSpec) -> dict[str, Any]:
     """The jobs the tasks name (name → row), or ``Invalid`` naming the first task whose job
-    does not exist."""
+    does not exist or whose overrides name a pool the tenant may not use."""
     names = {task.job for task in spec.tasks}
     found = {
         row.name: row
@@ -84,6 +85,11 @@ def check_jobs(connection: Connection, tenant_id: str, spec: WorkflowSpec) -> di
                 f"task {task.name!r} runs job {task.job!r}, and there is no job of that name",
                 field=f"tasks.{position}.job",
             )
+    pools = {
+        f"tasks.{position}.overrides.pool": task.overrides.pool
+        for position, task in enumerate(spec.tasks)
+    }
+    check_usable(connection, tenant_id, pools)
     return found
 
 

@@ -1,0 +1,173 @@
+"""``herder pool …``: resource pools, their workers (by selector) and the tenants' shares of
+them (docs/pools.md). Made and changed by system admins; any key lists the pools its tenant
+may use."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from herder.cli.common import JsonFlag, app, client, fail, out, pairs, print_json, when
+from herder.client import HerderClient
+from herder.domain.pools import Pool, PoolShare
+
+pool_app = typer.Typer(help="Resource pools and the tenants' shares of them.", no_args_is_help=True)
+app.add_typer(pool_app, name="pool")
+
+SHARE_FIELDS = ("cpu", "memory_mb", "gpus")
+
+Selector = Annotated[
+    list[str],
+    typer.Option(help="KEY=VALUE a worker's labels must hold, repeatable (default: pool=NAME)"),
+]
+Share = Annotated[
+    list[str],
+    typer.Option(
+        help="TENANT=cpu=8,memory_mb=16384,gpus=4: a tenant (name or id) that may use the pool "
+        "and its nominal share (left out: 0, borrowing only); repeatable",
+        metavar="TENANT=SHARE",
+    ),
+]
+Description = Annotated[str | None, typer.Option(help="what the pool is for")]
+
+
+def _number(text: str) -> Any:
+    """As typed: a number when it reads as one; else the text, for the server to refuse by
+    name (``shares.0.cpu``)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _shares(herder: HerderClient, given: list[str]) -> list[dict[str, Any]]:
+    shares = []
+    for item in given:
+        tenant, _, amounts = item.partition("=")
+        if not tenant:
+            raise fail(f"--share {item!r} must look like TENANT=cpu=8,memory_mb=16384,gpus=4")
+        share: dict[str, Any] = {}
+        for amount in filter(None, amounts.split(",")):
+            key, sep, value = amount.partition("=")
+            if not sep or key not in SHARE_FIELDS:
+                raise fail(f"--share {item!r}: {amount!r} is not one of cpu=, memory_mb=, gpus=")
+            share[key] = _number(value)
+        tenant_id = tenant if tenant.startswith("ten_") else herder.find_tenant(tenant).id
+        shares.append({"tenant_id": tenant_id, **share})
+    return shares
+
+
+def _share_text(share: PoolShare) -> str:
+    return f"{share.tenant_id}: cpu {share.cpu:g}, memory {share.memory_mb} MB, gpus {share.gpus}"
+
+
+def _pool_table(pools: list[Pool]) -> Table:
+    table = Table("ID", "NAME", "SELECTOR", "WORKERS", "SHARES", "CREATED")
+    for pool in pools:
+        selector = ", ".join(f"{key}={value}" for key, value in sorted(pool.selector.items()))
+        table.add_row(
+            pool.id, pool.name, selector, str(pool.workers), str(len(pool.shares)),
+            when(pool.created_at),
+        )  # fmt: skip
+    return table
+
+
+def _print_pool(pool: Pool) -> None:
+    out.print(_pool_table([pool]))
+    if pool.description:
+        out.print(f"description: {pool.description}")
+    for share in pool.shares:
+        out.print(f"share {_share_text(share)}")
+
+
+@pool_app.command("create")
+def pool_create(
+    name: str,
+    selector: Selector = [],  # noqa: B006
+    share: Share = [],  # noqa: B006
+    description: Description = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Create a pool (system admins)."""
+    with client() as herder:
+        spec: dict[str, Any] = {"shares": _shares(herder, share)}
+        if selector:
+            spec["selector"] = pairs(selector, "selector")
+        if description is not None:
+            spec["description"] = description
+        created = herder.create_pool(name, spec)
+    if as_json:
+        print_json(created)
+    else:
+        out.print(f"created pool [bold]{created.name}[/] ({created.id})")
+
+
+@pool_app.command("list")
+def pool_list(limit: int = 100, as_json: JsonFlag = False) -> None:
+    """List pools, newest first: all of them for a system admin, else those your tenant may
+    use."""
+    with client() as herder:
+        page = herder.list_pools(limit=limit)
+    if as_json:
+        print_json(page)
+    else:
+        out.print(_pool_table(page.items))
+
+
+@pool_app.command("show")
+def pool_show(pool: str, as_json: JsonFlag = False) -> None:
+    """Show a pool (by name or id) with its shares (yours only, unless a system admin)."""
+    with client() as herder:
+        found = herder.get_pool(pool)
+    if as_json:
+        print_json(found)
+    else:
+        _print_pool(found)
+
+
+@pool_app.command("update")
+def pool_update(
+    pool: str,
+    selector: Selector = [],  # noqa: B006
+    default_selector: Annotated[
+        bool, typer.Option(help="go back to the default selector, pool=NAME")
+    ] = False,
+    share: Annotated[
+        list[str], typer.Option(help="as for create; the shares given replace all of them")
+    ] = [],  # noqa: B006
+    no_shares: Annotated[bool, typer.Option(help="remove every share")] = False,
+    description: Description = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Change a pool (system admins): what is not given stays."""
+    if selector and default_selector:
+        raise fail("--selector and --default-selector: choose one")
+    if share and no_shares:
+        raise fail("--share and --no-shares: choose one")
+    with client() as herder:
+        changes: dict[str, Any] = {}
+        if selector or default_selector:
+            changes["selector"] = pairs(selector, "selector") if selector else None
+        if share or no_shares:
+            changes["shares"] = _shares(herder, share)
+        if description is not None:
+            changes["description"] = description
+        if not changes:
+            raise fail("nothing to change: give --selector, --share, --description or a --no-…")
+        updated = herder.update_pool(pool, changes)
+    if as_json:
+        print_json(updated)
+    else:
+        _print_pool(updated)
+
+
+@pool_app.command("delete")
+def pool_delete(pool: str) -> None:
+    """Delete a pool (system admins). Runs that name it wait, not lost, until a pool of that
+    name exists again."""
+    with client() as herder:
+        herder.delete_pool(pool)
+    out.print(f"deleted pool {pool}")

@@ -1,0 +1,45 @@
+"""Resource pools: made, changed and deleted by the system admins; read by every tenant that
+may use one, which sees only its own share of it. A pool a tenant has no share in does not
+exist for it (404), as every object of another tenant."""
+
+from __future__ import annotations
+
+from herder.domain.models import Page, Principal
+from herder.domain.pools import Pool, PoolChanges, PoolSpec
+from herder.services.access import is_system_admin
+from herder.store.store import Store
+
+
+def create_pool(store: Store, name: str, spec: PoolSpec) -> Pool:
+    return store.pools.create(name, spec)
+
+
+def list_pools(
+    store: Store, caller: Principal, *, usable: bool, limit: int, cursor: str | None
+) -> Page[Pool]:
+    """Newest first: every pool for a system admin (unless ``usable``), else those the
+    caller's tenant may use."""
+    if is_system_admin(caller) and not usable:
+        return store.pools.list(limit=limit, cursor=cursor)
+    page = store.pools.list(tenant_id=caller.tenant_id, limit=limit, cursor=cursor)
+    return page.model_copy(update={"items": [_as_seen_by(caller, pool) for pool in page.items]})
+
+
+def read_pool(store: Store, caller: Principal, pool: str) -> Pool:
+    if is_system_admin(caller):
+        return store.pools.get(pool)
+    return _as_seen_by(caller, store.pools.get(pool, tenant_id=caller.tenant_id))
+
+
+def update_pool(store: Store, pool: str, changes: PoolChanges) -> Pool:
+    return store.pools.update(pool, changes)
+
+
+def delete_pool(store: Store, pool: str) -> None:
+    store.pools.delete(pool)
+
+
+def _as_seen_by(caller: Principal, pool: Pool) -> Pool:
+    """Another tenant's share of a pool is that tenant's business: only the caller's shows."""
+    own = [share for share in pool.shares if share.tenant_id == caller.tenant_id]
+    return pool.model_copy(update={"shares": own})

@@ -1,0 +1,240 @@
+"""Resource pools and the tenants' shares of them (``domain.pools``, docs/pools.md).
+
+A pool is found by its id or its name (names are lower case, ids are not, so the two never
+meet). ``usable_pools`` is the check every submission that names a pool makes, in the
+submission's own transaction; nothing is read when no pool is named.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from sqlalchemy import Connection, delete, exc, insert, or_, select, update
+
+from herder.clock import Clock, epoch_ms
+from herder.domain.errors import Conflict, Invalid, NotFound
+from herder.domain.ids import new_id
+from herder.domain.models import Page, WorkerState
+from herder.domain.pools import (
+    Pool,
+    PoolChanges,
+    PoolShare,
+    PoolSpec,
+    selector_of,
+    worker_pool,
+)
+from herder.store.database import Database
+from herder.store.owned import MAX_SHOWN_CHARS
+from herder.store.pagination import page_of
+from herder.store.schema import pool_shares, pools, tenants, workers
+
+
+def not_usable(name: str, tenant_id: str, field: str) -> Invalid:
+    return Invalid(f"no pool named {name} that tenant {tenant_id} may use", field=field)
+
+
+def usable_pools(connection: Connection, tenant_id: str, names: Collection[str]) -> set[str]:
+    """Of ``names``, the pools ``tenant_id`` has a share in (one query; none when none)."""
+    if not names:
+        return set()
+    rows = connection.execute(
+        select(pools.c.name)
+        .join(pool_shares, pool_shares.c.pool_id == pools.c.id)
+        .where(pool_shares.c.tenant_id == tenant_id, pools.c.name.in_(set(names)))
+    )
+    return set(rows.scalars())
+
+
+def check_usable(connection: Connection, tenant_id: str, named: Mapping[str, str | None]) -> None:
+    """Every pool named (field → pool name; None names none) is one ``tenant_id`` may use,
+    else ``Invalid`` naming the first field that names another."""
+    wanted = {field: name for field, name in named.items() if name is not None}
+    usable = usable_pools(connection, tenant_id, wanted.values())
+    for field, name in wanted.items():
+        if name not in usable:
+            raise not_usable(name, tenant_id, field)
+
+
+def _duplicate_name(name: str) -> Conflict:
+    return Conflict(f"a pool named {name!r} already exists", field="name")
+
+
+def _share_rows(pool_id: str, shares: list[PoolShare]) -> list[dict[str, Any]]:
+    return [
+        {
+            "pool_id": pool_id,
+            "tenant_id": share.tenant_id,
+            "cpu_milli": share.amount.cpu_milli,
+            "memory_mb": share.memory_mb,
+            "gpus": share.gpus,
+        }
+        for share in shares
+    ]
+
+
+class PoolRepository:
+    def __init__(self, database: Database, clock: Clock) -> None:
+        self._db = database
+        self._clock = clock
+
+    def create(self, name: str, spec: PoolSpec) -> Pool:
+        now = self._clock.now()
+        pool_id = new_id("pool", epoch_ms(now))
+        with self._db.write() as connection:
+            _check_tenants(connection, spec.shares)
+            try:
+                connection.execute(
+                    insert(pools).values(
+                        id=pool_id, name=name, description=spec.description,
+                        selector=spec.selector or {}, created_at=now, updated_at=now,
+                    )
+                )  # fmt: skip
+            except exc.IntegrityError as error:
+                raise _duplicate_name(name) from error
+            if spec.shares:
+                connection.execute(insert(pool_shares), _share_rows(pool_id, spec.shares))
+            return self._get(connection, pool_id)
+
+    def get(self, pool: str, *, tenant_id: str | None = None) -> Pool:
+        """The pool of this id or name; with ``tenant_id``, only if that tenant may use it."""
+        with self._db.read() as connection:
+            return self._get(connection, pool, tenant_id=tenant_id)
+
+    def list(
+        self, *, tenant_id: str | None = None, limit: int = 100, cursor: str | None = None
+    ) -> Page[Pool]:
+        """Newest first: every pool, or (``tenant_id``) those that tenant may use."""
+        query = select(pools)
+        if tenant_id is not None:
+            query = query.where(_shared_with(tenant_id))
+        with self._db.read() as connection:
+            page = page_of(connection, query, pools.c.id, _bare_pool, limit=limit, cursor=cursor)
+            return page.model_copy(update={"items": _completed(connection, page.items)})
+
+    def usable(self, tenant_id: str) -> tuple[str, ...]:
+        """The names of the pools ``tenant_id`` may use (it has a share in), sorted."""
+        with self._db.read() as connection:
+            rows = connection.execute(
+                select(pools.c.name).where(_shared_with(tenant_id)).order_by(pools.c.name)
+            )
+            return tuple(rows.scalars())
+
+    def update(self, pool: str, changes: PoolChanges) -> Pool:
+        """Each of ``description``, ``selector`` (None: the default) and ``shares`` (as a
+        whole) given replaces the stored one."""
+        given = changes.model_fields_set
+        with self._db.write() as connection:
+            pool_id = self._id_of(connection, pool, for_update=True)
+            values: dict[str, object] = {"updated_at": self._clock.now()}
+            if "description" in given:
+                values["description"] = changes.description
+            if "selector" in given:
+                values["selector"] = changes.selector or {}
+            connection.execute(update(pools).where(pools.c.id == pool_id).values(**values))
+            if "shares" in given:
+                _check_tenants(connection, changes.shares)
+                connection.execute(delete(pool_shares).where(pool_shares.c.pool_id == pool_id))
+                if changes.shares:
+                    connection.execute(insert(pool_shares), _share_rows(pool_id, changes.shares))
+            return self._get(connection, pool_id)
+
+    def delete(self, pool: str) -> None:
+        """The pool and its shares go. Runs and jobs that name it keep naming it: queued
+        runs wait (the dispatcher says why) and are placed again if a pool of that name is
+        made."""
+        with self._db.write() as connection:
+            pool_id = self._id_of(connection, pool, for_update=True)
+            connection.execute(delete(pool_shares).where(pool_shares.c.pool_id == pool_id))
+            connection.execute(delete(pools).where(pools.c.id == pool_id))
+
+    def _get(self, connection: Connection, pool: str, *, tenant_id: str | None = None) -> Pool:
+        query = select(pools).where(or_(pools.c.id == pool, pools.c.name == pool))
+        if tenant_id is not None:
+            query = query.where(_shared_with(tenant_id))
+        row = connection.execute(query).first()
+        if row is None:
+            raise NotFound(f"pool {pool[:MAX_SHOWN_CHARS]} not found")
+        [found] = _completed(connection, [_bare_pool(row)])
+        return found
+
+    @staticmethod
+    def _id_of(connection: Connection, pool: str, *, for_update: bool = False) -> str:
+        query = select(pools.c.id).where(or_(pools.c.id == pool, pools.c.name == pool))
+        found = connection.execute(query.with_for_update() if for_update else query).scalar()
+        if found is None:
+            raise NotFound(f"pool {pool[:MAX_SHOWN_CHARS]} not found")
+        return str(found)
+
+
+def _shared_with(tenant_id: str) -> Any:
+    return (
+        select(pool_shares.c.pool_id)
+        .where(pool_shares.c.pool_id == pools.c.id, pool_shares.c.tenant_id == tenant_id)
+        .exists()
+    )
+
+
+def _check_tenants(connection: Connection, shares: list[PoolShare]) -> None:
+    """Every share names a tenant that exists (422 naming ``shares.i.tenant_id``)."""
+    named = {share.tenant_id for share in shares}
+    if not named:
+        return
+    found = set(connection.execute(select(tenants.c.id).where(tenants.c.id.in_(named))).scalars())
+    for index, share in enumerate(shares):
+        if share.tenant_id not in found:
+            raise Invalid(
+                f"tenant {share.tenant_id[:MAX_SHOWN_CHARS]} not found",
+                field=f"shares.{index}.tenant_id",
+            )
+
+
+def _bare_pool(row: Any) -> Pool:
+    """A pool as its row says, before its shares and workers are read."""
+    return Pool(
+        id=row.id,
+        name=row.name,
+        description=row.description,
+        selector=selector_of(row.name, row.selector),
+        shares=[],
+        workers=0,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def _completed(connection: Connection, found: list[Pool]) -> list[Pool]:
+    """The pools with their shares and how many live workers each holds now. Which pool a
+    worker is in depends on every pool's selector (the most specific wins), so all are read:
+    pools are few, made by hand."""
+    if not found:
+        return []
+    shares: dict[str, list[PoolShare]] = {pool.id: [] for pool in found}
+    for row in connection.execute(
+        select(pool_shares)
+        .where(pool_shares.c.pool_id.in_(shares))
+        .order_by(pool_shares.c.tenant_id)
+    ):
+        shares[row.pool_id].append(
+            PoolShare(
+                tenant_id=row.tenant_id,
+                cpu=row.cpu_milli / 1000,
+                memory_mb=row.memory_mb,
+                gpus=row.gpus,
+            )
+        )
+    selectors = [
+        (row.name, selector_of(row.name, row.selector))
+        for row in connection.execute(select(pools.c.name, pools.c.selector))
+    ]
+    counts: dict[str, int] = {}
+    for labels in connection.execute(
+        select(workers.c.labels).where(workers.c.state != str(WorkerState.LOST))
+    ).scalars():
+        name = worker_pool(labels or {}, selectors)
+        if name is not None:
+            counts[name] = counts.get(name, 0) + 1
+    return [
+        pool.model_copy(update={"shares": shares[pool.id], "workers": counts.get(pool.name, 0)})
+        for pool in found
+    ]
