@@ -95,6 +95,7 @@ EXCEPTIONS = {
     ("POST", "/v1/pools"): Needs.SYSTEM_ADMIN,
     ("PATCH", "/v1/pools/{pool_id}"): Needs.SYSTEM_ADMIN,
     ("DELETE", "/v1/pools/{pool_id}"): Needs.SYSTEM_ADMIN,
+    ("GET", "/v1/pools/{pool_id}/autoscaling"): Needs.SYSTEM_ADMIN,
     ("POST", "/v1/worker-tokens"): Needs.SYSTEM_ADMIN,
     ("GET", "/v1/workers"): Needs.SYSTEM_ADMIN,
     ("POST", "/v1/workers/{worker_id}/drain"): Needs.SYSTEM_ADMIN,

@@ -14,10 +14,63 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Annotated, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from herder.domain.placement.resources import Amount
 
 MINUTE_SECONDS = 60
+MAX_WORKERS = 10_000
+
+
+class WorkerShape(BaseModel):
+    """What one worker the cloud starts for the pool offers."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cpu: Annotated[float, Field(gt=0, le=1024, allow_inf_nan=False, description="cores")]
+    memory_mb: Annotated[int, Field(ge=1, le=16 * 1024 * 1024)]
+    gpus: Annotated[int, Field(ge=0, le=64)] = 0
+    slots: Annotated[int, Field(ge=1, le=10_000, description="its --max-slots")] = 256
+
+    @property
+    def amount(self) -> Amount:
+        return Amount(round(self.cpu * 1000), self.memory_mb, self.gpus, self.slots)
+
+
+class AutoscalingSpec(BaseModel):
+    """A pool's autoscaling, as a system admin sets it (docs/autoscaling.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    worker: WorkerShape
+    min_workers: Annotated[int, Field(ge=0, le=MAX_WORKERS)] = 0
+    max_workers: Annotated[int, Field(ge=1, le=MAX_WORKERS)] = 10
+    lead_seconds: Annotated[
+        float,
+        Field(ge=0, le=3600, allow_inf_nan=False, description="from asking for a worker to its "
+              "first claim: the forecast is looked at this far ahead"),
+    ] = 120.0  # fmt: skip
+    scale_down_after_seconds: Annotated[
+        float,
+        Field(ge=0, le=86400, allow_inf_nan=False, description="demand stays below the fleet "
+              "this long before workers are drained and removed"),
+    ] = 300.0  # fmt: skip
+
+    @model_validator(mode="after")
+    def _bounds(self) -> Self:
+        if self.min_workers > self.max_workers:
+            raise ValueError(
+                f"min_workers ({self.min_workers}) is more than max_workers ({self.max_workers})"
+            )
+        return self
+
+    def policy(self) -> ScalingPolicy:
+        return ScalingPolicy(
+            self.worker.amount, self.min_workers, self.max_workers, self.lead_seconds,
+            self.scale_down_after_seconds,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -86,9 +139,7 @@ def workers_for(need: Amount, worker: Amount) -> int:
 def desired_workers(demand: PoolDemand, policy: ScalingPolicy) -> int:
     """Enough workers for what runs and waits now plus the forecast's peak within the lead
     time (and the minute after it), within the policy's bounds."""
-    ahead = math.ceil(policy.lead_seconds / MINUTE_SECONDS) + 1
-    peak = _peak(demand.forecast[:ahead])
-    need = demand.running + demand.queued + peak
+    need = demand.running + demand.queued + forecast_peak(demand, policy)
     return min(policy.max_workers, max(policy.min_workers, workers_for(need, policy.worker)))
 
 
@@ -119,8 +170,9 @@ def scale(
     return Scaling(desired, drain, removable)
 
 
-def _peak(minutes: Sequence[Amount]) -> Amount:
-    """Each resource's largest need over these minutes."""
+def forecast_peak(demand: PoolDemand, policy: ScalingPolicy) -> Amount:
+    """Each resource's largest forecast need within the lead time and the minute after."""
+    minutes = demand.forecast[: math.ceil(policy.lead_seconds / MINUTE_SECONDS) + 1]
     if not minutes:
         return Amount()
     return Amount(
@@ -133,3 +185,46 @@ def _peak(minutes: Sequence[Amount]) -> Amount:
 
 def _ceil_ratio(need: int, each: int) -> int:
     return -(-need // each) if need > 0 else 0
+
+
+class Demand(BaseModel):
+    """An amount as the autoscaling endpoint shows it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    cpu: float
+    memory_mb: int
+    gpus: int
+    runs: int
+
+    @classmethod
+    def of(cls, amount: Amount) -> Demand:
+        return cls(
+            cpu=amount.cpu_milli / 1000, memory_mb=amount.memory_mb, gpus=amount.gpus,
+            runs=amount.slots,
+        )  # fmt: skip
+
+
+class ScaledWorker(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    running: int = Field(description="attempts on it now")
+    draining: bool
+
+
+class PoolAutoscaling(BaseModel):
+    """``GET /v1/pools/{pool}/autoscaling``: the count a pool should have and why."""
+
+    model_config = ConfigDict(frozen=True)
+
+    pool: str
+    desired_workers: int = Field(
+        description="enough for running + queued + the forecast's peak within the lead "
+        "time, within min_workers and max_workers"
+    )
+    workers: list[ScaledWorker] = Field(description="its live workers now")
+    running: Demand
+    queued: Demand
+    forecast_peak: Demand = Field(description="the largest scheduled demand within the lead")
+    autoscaling: AutoscalingSpec

@@ -17,6 +17,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from herder.domain.autoscaling import AutoscalingSpec
 from herder.domain.jobs import check_labels, check_pool_reference
 from herder.domain.placement.resources import Amount
 
@@ -72,6 +73,11 @@ class PoolSpec(_Strict):
         max_length=MAX_POOL_SHARES,
         description="the tenants that may use the pool, each with its nominal share",
     )
+    autoscaling: AutoscalingSpec | None = Field(
+        default=None,
+        description="how many workers it should have, for `herder autoscaler` and the "
+        "herder_pool_desired_workers gauge (docs/autoscaling.md); null: a fixed fleet",
+    )
 
     @field_validator("selector")
     @classmethod
@@ -110,6 +116,7 @@ class Pool(_Strict):
     selector: dict[str, str] = Field(description="the labels that put a worker in it")
     shares: list[PoolShare]
     workers: int = Field(description="live workers in it now (alive or draining)")
+    autoscaling: AutoscalingSpec | None = None
     created_at: datetime
     updated_at: datetime
 

@@ -4,6 +4,7 @@ exist for it (404), as every object of another tenant."""
 
 from __future__ import annotations
 
+from herder.domain.autoscaling import Demand, PoolAutoscaling, ScaledWorker, forecast_peak
 from herder.domain.models import Page, Principal
 from herder.domain.pools import Pool, PoolChanges, PoolSpec
 from herder.services.access import is_system_admin
@@ -33,6 +34,23 @@ def read_pool(store: Store, caller: Principal, pool: str) -> Pool:
 
 def update_pool(store: Store, pool: str, changes: PoolChanges) -> Pool:
     return store.pools.update(pool, changes)
+
+
+def read_autoscaling(store: Store, pool: str) -> PoolAutoscaling:
+    scaling = store.pools.autoscaling(pool)
+    policy = scaling.spec.policy()
+    return PoolAutoscaling(
+        pool=scaling.pool,
+        desired_workers=scaling.desired,
+        workers=[
+            ScaledWorker(id=worker.id, running=worker.running, draining=worker.draining)
+            for worker in scaling.workers
+        ],
+        running=Demand.of(scaling.demand.running),
+        queued=Demand.of(scaling.demand.queued),
+        forecast_peak=Demand.of(forecast_peak(scaling.demand, policy)),
+        autoscaling=scaling.spec,
+    )
 
 
 def delete_pool(store: Store, pool: str) -> None:

@@ -8,6 +8,7 @@ Each count is over rows the hot path keeps few (queued, running, alive) or over 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy import Connection, case, func, select
 
@@ -15,6 +16,7 @@ from herder.domain.models import WorkerState
 from herder.domain.queue_room import QUEUED_WAITING
 from herder.domain.states import ACTIVE_RUN_STATES, AttemptState, RunState
 from herder.domain.workflows.states import ACTIVE_WORKFLOW_RUN_STATES
+from herder.store.autoscaling import desired_by_pool
 from herder.store.database import Database
 from herder.store.schema import attempts, runs, tenants, workers, workflow_runs
 from herder.telemetry.metrics import PRIORITY_NAMES
@@ -44,6 +46,7 @@ class Gauges:
     capacity: dict[str, float]  # resource → offered by alive and draining workers
     used: dict[str, float]  # resource → taken by running attempts
     workflow_runs: dict[str, int]  # active workflow run state → workflow runs
+    desired_workers: dict[str, int]  # autoscaled pool → the workers it should have
 
 
 # A gauge for each state not yet ended, zero when no run is in it, in the enums' order.
@@ -51,7 +54,7 @@ GAUGED_RUN_STATES = [state for state in RunState if state in ACTIVE_RUN_STATES]
 GAUGED_WORKFLOW_RUN_STATES = sorted(ACTIVE_WORKFLOW_RUN_STATES)
 
 
-def read_gauges(database: Database) -> Gauges:
+def read_gauges(database: Database, now: datetime) -> Gauges:
     with database.read() as connection:
         return Gauges(
             queued=_queued(connection),
@@ -61,6 +64,7 @@ def read_gauges(database: Database) -> Gauges:
             capacity=fleet_capacity(connection),
             used=fleet_used(connection),
             workflow_runs=_workflow_runs(connection),
+            desired_workers=desired_by_pool(connection, now),
         )
 
 

@@ -24,6 +24,7 @@ from herder.domain.pools import (
     selector_of,
     worker_pool,
 )
+from herder.store.autoscaling import PoolScaling, pool_scaling
 from herder.store.database import Database
 from herder.store.owned import MAX_SHOWN_CHARS
 from herder.store.pagination import page_of
@@ -60,6 +61,10 @@ def _duplicate_name(name: str) -> Conflict:
     return Conflict(f"a pool named {name!r} already exists", field="name")
 
 
+def _autoscaling(spec: PoolSpec) -> dict[str, Any] | None:
+    return None if spec.autoscaling is None else spec.autoscaling.model_dump(mode="json")
+
+
 def _share_rows(pool_id: str, shares: list[PoolShare]) -> list[dict[str, Any]]:
     return [
         {
@@ -87,7 +92,8 @@ class PoolRepository:
                 connection.execute(
                     insert(pools).values(
                         id=pool_id, name=name, description=spec.description,
-                        selector=spec.selector or {}, created_at=now, updated_at=now,
+                        selector=spec.selector or {}, autoscaling=_autoscaling(spec),
+                        created_at=now, updated_at=now,
                     )
                 )  # fmt: skip
             except exc.IntegrityError as error:
@@ -131,6 +137,8 @@ class PoolRepository:
                 values["description"] = changes.description
             if "selector" in given:
                 values["selector"] = changes.selector or {}
+            if "autoscaling" in given:
+                values["autoscaling"] = _autoscaling(changes)
             connection.execute(update(pools).where(pools.c.id == pool_id).values(**values))
             if "shares" in given:
                 _check_tenants(connection, changes.shares)
@@ -138,6 +146,11 @@ class PoolRepository:
                 if changes.shares:
                     connection.execute(insert(pool_shares), _share_rows(pool_id, changes.shares))
             return self._get(connection, pool_id)
+
+    def autoscaling(self, pool: str) -> PoolScaling:
+        """The pool's autoscaling inputs and desired count (``store.autoscaling``)."""
+        with self._db.read() as connection:
+            return pool_scaling(connection, pool, self._clock.now())
 
     def delete(self, pool: str) -> None:
         """The pool and its shares go. Runs and jobs that name it keep naming it: queued
@@ -198,6 +211,7 @@ def _bare_pool(row: Any) -> Pool:
         selector=selector_of(row.name, row.selector),
         shares=[],
         workers=0,
+        autoscaling=row.autoscaling,
         created_at=row.created_at,
         updated_at=row.updated_at,
     )

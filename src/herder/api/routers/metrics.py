@@ -50,6 +50,12 @@ class Snapshot(Collector):
             "herder_workflow_runs", "Workflow runs not yet ended, by state", "state",
             g.workflow_runs,
         )  # fmt: skip
+        yield _family(
+            "herder_pool_desired_workers",
+            "Workers an autoscaled pool should have now (running + queued + forecast within "
+            "the lead time, within min and max): a target for KEDA or an HPA", "pool",
+            g.desired_workers,
+        )  # fmt: skip
 
 
 def _family(

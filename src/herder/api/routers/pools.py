@@ -14,6 +14,7 @@ from herder.api.auth import Caller, StoreDep, SystemAdmin
 from herder.api.openapi import problems
 from herder.api.queries import Limit
 from herder.api.schemas import PoolCreate
+from herder.domain.autoscaling import PoolAutoscaling
 from herder.domain.models import Page
 from herder.domain.pools import Pool, PoolChanges
 from herder.services import pools
@@ -58,6 +59,14 @@ def update_pool(pool_id: str, body: PoolChanges, _admin: SystemAdmin, store: Sto
     """Each field given replaces the stored one (``shares`` as a whole; ``"selector": null``:
     the default). Running work is not stopped; the dispatcher's next pass uses the change."""
     return pools.update_pool(store, pool_id, body)
+
+
+@router.get("/v1/pools/{pool_id}/autoscaling")
+def get_autoscaling(pool_id: str, _admin: SystemAdmin, store: StoreDep) -> PoolAutoscaling:
+    """How many workers the pool should have now (docs/autoscaling.md): enough for what runs
+    and waits in it and for its schedules' forecast peak within the policy's lead time, within
+    its bounds; with its workers and how busy each is. 404 for a pool without autoscaling."""
+    return pools.read_autoscaling(store, pool_id)
 
 
 @router.delete("/v1/pools/{pool_id}", status_code=status.HTTP_204_NO_CONTENT)

@@ -16,6 +16,7 @@ pools = Table(
     Column("name", String(64), nullable=False, unique=True),
     Column("description", Text, nullable=False, server_default=""),
     Column("selector", JsonColumn, nullable=False),  # labels → value, every one required
+    Column("autoscaling", JsonColumn),  # domain.autoscaling.AutoscalingSpec; None: fixed
     Column("created_at", UtcDateTime, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
 )

@@ -35,6 +35,7 @@ def upgrade() -> None:
         sa.Column("name", sa.String(length=64), nullable=False),
         sa.Column("description", sa.Text(), server_default="", nullable=False),
         sa.Column("selector", JsonColumn, nullable=False),
+        sa.Column("autoscaling", JsonColumn, nullable=True),
         sa.Column("created_at", UtcDateTime(), nullable=False),
         sa.Column("updated_at", UtcDateTime(), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_pools")),
