@@ -62,6 +62,8 @@ def test_shrinking_waits_for_demand_to_stay_low() -> None:
     workers = [WorkerLoad(f"wrk_{n}", 0, False) for n in "abc"]
     step = scale(1, workers, NOW - timedelta(seconds=60), NOW, POLICY)
     assert (step.desired, step.drain, step.removable) == (3, (), ())
+    drained = [*workers, WorkerLoad("wrk_d", 0, True)]
+    assert scale(1, drained, None, NOW, POLICY).removable == ("wrk_d",)  # gone anyway
 
 
 def test_shrinking_drains_the_least_busy_and_removes_only_drained_idle_workers() -> None:

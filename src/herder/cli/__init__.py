@@ -11,6 +11,7 @@ from herder.cli import (
     alerts,
     apply,
     audit,
+    autoscaler,
     backfills,
     jobs,
     keys,
@@ -29,8 +30,8 @@ from herder.cli.common import app, err
 from herder.client import ClientError
 
 __all__ = [
-    "alerts", "apply", "audit", "backfills", "jobs", "keys", "main", "pools", "queue", "runs",
-    "schedules", "secrets", "system", "tenants", "top", "workers", "workflows",
+    "alerts", "apply", "audit", "autoscaler", "backfills", "jobs", "keys", "main", "pools",
+    "queue", "runs", "schedules", "secrets", "system", "tenants", "top", "workers", "workflows",
 ]  # fmt: skip
 
 

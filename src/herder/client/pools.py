@@ -10,6 +10,7 @@ from urllib.parse import quote
 import httpx
 
 from herder.client.schedules import drop_none
+from herder.domain.autoscaling import PoolAutoscaling
 from herder.domain.models import Page
 from herder.domain.pools import Pool
 
@@ -49,6 +50,11 @@ class PoolCalls:
         whole list) given replaces the stored one."""
         response = self._request("PATCH", f"/v1/pools/{quote(pool)}", json=changes)
         return Pool.model_validate(response.json())
+
+    def pool_autoscaling(self, pool: str) -> PoolAutoscaling:
+        """The workers the pool should have now, and why (system admins)."""
+        response = self._request("GET", f"/v1/pools/{quote(pool)}/autoscaling")
+        return PoolAutoscaling.model_validate(response.json())
 
     def delete_pool(self, pool: str) -> None:
         self._request("DELETE", f"/v1/pools/{quote(pool)}")

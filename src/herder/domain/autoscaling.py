@@ -150,24 +150,22 @@ def scale(
     now: datetime,
     policy: ScalingPolicy,
 ) -> Scaling:
-    """The step toward ``desired`` from the pool's ``workers``. Growing asks at once (and
-    takes drained workers back first: undraining is the autoscaler's, not decided here).
-    Shrinking only once demand has been below the fleet since ``low_since`` for the
-    policy's time: then the least busy surplus workers are drained, and those drained with
-    nothing running may be removed."""
+    """The step toward ``desired`` from the pool's ``workers``. Growing asks at once (the
+    autoscaler takes drained workers back first). Shrinking only once demand has been below
+    the fleet since ``low_since`` for the policy's time: then the least busy surplus workers
+    are drained. Workers drained and running nothing may always be removed."""
     accepting = [worker for worker in workers if not worker.draining]
+    removable = tuple(worker.id for worker in workers if worker.draining and worker.running == 0)
     if desired >= len(accepting):
-        return Scaling(desired)
+        return Scaling(desired, (), removable)
     waited = low_since is not None and now - low_since >= timedelta(
         seconds=policy.scale_down_after_seconds
     )
     if not waited:
-        return Scaling(len(accepting))
+        return Scaling(len(accepting), (), removable)
     surplus = len(accepting) - desired
     by_load = sorted(accepting, key=lambda worker: (worker.running, worker.id))
-    drain = tuple(worker.id for worker in by_load[:surplus])
-    removable = tuple(worker.id for worker in workers if worker.draining and worker.running == 0)
-    return Scaling(desired, drain, removable)
+    return Scaling(desired, tuple(worker.id for worker in by_load[:surplus]), removable)
 
 
 def forecast_peak(demand: PoolDemand, policy: ScalingPolicy) -> Amount:
