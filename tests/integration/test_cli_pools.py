@@ -63,6 +63,8 @@ def test_pools_are_created_listed_shown_changed_and_deleted(api: Api, herder: He
         (["pool", "create", "Big Pool"], "name"),
         (["pool", "update", "p"], "nothing to change"),
         (["pool", "update", "p", "--share", "ml=", "--no-shares"], "choose one"),
+        (["pool", "create", "p", "--autoscaling", "{max: 3"], "--autoscaling is not JSON"),
+        (["pool", "create", "p", "--autoscaling", '{"max_workers": 3}'], "autoscaling.worker"),
     ],
 )
 def test_bad_pool_commands_say_what_is_wrong(
@@ -75,6 +77,18 @@ def test_bad_pool_commands_say_what_is_wrong(
     if isinstance(result.exception, ApiError):
         told += f" {result.exception.field}"
     assert says in told
+
+
+def test_a_pools_autoscaling_is_set_shown_and_turned_off(api: Api, herder: Herder) -> None:
+    policy = '{"worker": {"cpu": 2, "memory_mb": 2048, "slots": 4}, "min_workers": 2}'
+    ok(herder("pool", "create", "cpu", "--autoscaling", policy))
+    shown = ok(herder("pool", "autoscaling", "cpu"))
+    assert "pool cpu: 2 workers wanted" in shown
+    assert "queued: cpu 0, 0 MB, 0 GPUs, 0 runs" in shown
+    as_json = json.loads(ok(herder("pool", "autoscaling", "cpu", "--json")))
+    assert as_json["autoscaling"]["worker"]["slots"] == 4
+    off = json.loads(ok(herder("pool", "update", "cpu", "--autoscaling", "null", "--json")))
+    assert off["autoscaling"] is None
 
 
 def test_a_tenant_lists_its_pools_with_its_share_only(api: Api, herder: Herder) -> None:

@@ -32,6 +32,21 @@ Share = Annotated[
     ),
 ]
 Description = Annotated[str | None, typer.Option(help="what the pool is for")]
+Autoscaling = Annotated[
+    str | None,
+    typer.Option(
+        help='its autoscaling policy as JSON, e.g. \'{"worker": {"cpu": 8, "memory_mb": 32768, '
+        '"slots": 64}, "max_workers": 40}\' (docs/autoscaling.md); "null" turns it off',
+        metavar="JSON",
+    ),
+]
+
+
+def _autoscaling(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as error:
+        raise fail(f"--autoscaling is not JSON: {error}") from error
 
 
 def _number(text: str) -> Any:
@@ -89,6 +104,7 @@ def pool_create(
     selector: Selector = [],  # noqa: B006
     share: Share = [],  # noqa: B006
     description: Description = None,
+    autoscaling: Autoscaling = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Create a pool (system admins)."""
@@ -98,6 +114,8 @@ def pool_create(
             spec["selector"] = pairs(selector, "selector")
         if description is not None:
             spec["description"] = description
+        if autoscaling is not None:
+            spec["autoscaling"] = _autoscaling(autoscaling)
         created = herder.create_pool(name, spec)
     if as_json:
         print_json(created)
@@ -140,6 +158,7 @@ def pool_update(
     ] = [],  # noqa: B006
     no_shares: Annotated[bool, typer.Option(help="remove every share")] = False,
     description: Description = None,
+    autoscaling: Autoscaling = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Change a pool (system admins): what is not given stays."""
@@ -155,13 +174,39 @@ def pool_update(
             changes["shares"] = _shares(herder, share)
         if description is not None:
             changes["description"] = description
+        if autoscaling is not None:
+            changes["autoscaling"] = _autoscaling(autoscaling)
         if not changes:
-            raise fail("nothing to change: give --selector, --share, --description or a --no-…")
+            raise fail(
+                "nothing to change: give --selector, --share, --description, --autoscaling or "
+                "a --no-…"
+            )
         updated = herder.update_pool(pool, changes)
     if as_json:
         print_json(updated)
     else:
         _print_pool(updated)
+
+
+@pool_app.command("autoscaling")
+def pool_autoscaling(pool: str, as_json: JsonFlag = False) -> None:
+    """How many workers an autoscaled pool should have now, and why (system admins)."""
+    with client() as herder:
+        view = herder.pool_autoscaling(pool)
+    if as_json:
+        print_json(view)
+        return
+    out.print(f"pool [bold]{view.pool}[/]: {view.desired_workers} workers wanted")
+    for label, demand in (("running", view.running), ("queued", view.queued),
+                          ("forecast peak", view.forecast_peak)):  # fmt: skip
+        out.print(
+            f"  {label}: cpu {demand.cpu:g}, {demand.memory_mb} MB, {demand.gpus} GPUs, "
+            f"{demand.runs} runs"
+        )
+    table = Table("WORKER", "RUNNING", "DRAINING")
+    for worker in view.workers:
+        table.add_row(worker.id, str(worker.running), "yes" if worker.draining else "")
+    out.print(table)
 
 
 @pool_app.command("delete")
