@@ -91,6 +91,19 @@ def test_a_pools_autoscaling_is_set_shown_and_turned_off(api: Api, herder: Herde
     assert off["autoscaling"] is None
 
 
+def test_the_forecast_shows_the_minutes_the_schedules_start_runs_in(
+    api: Api, herder: Herder
+) -> None:
+    job = api.create_job("tick", resources={"cpu": 0.5, "memory_mb": 128})
+    schedule = {"job_id": job["id"], "cron": "* * * * *"}
+    assert api.http.post("/v1/schedules", headers=api.admin, json=schedule).status_code == 201
+    shown = ok(herder("forecast", "--minutes", "3"))
+    assert shown.count(" 0.5 ") >= 2  # a run a minute, half a core busy
+    as_json = json.loads(ok(herder("forecast", "--minutes", "2", "--json")))
+    assert as_json["minutes"][1]["runs_starting"] == 1
+    assert herder("forecast", "--minutes", "0").exit_code != 0
+
+
 def test_a_tenant_lists_its_pools_with_its_share_only(api: Api, herder: Herder) -> None:
     ml = api.store.access.create_tenant("ml")
     web = api.store.access.create_tenant("web")

@@ -28,7 +28,8 @@ SAMPLES_OF = {
 def families() -> dict[str, str]:
     """Every herder metric family served, by name: its type."""
     empty = Gauges(queued={}, runs={}, dead={}, workers={}, capacity={}, used={},
-                   workflow_runs={}, desired_workers={})  # fmt: skip
+                   workflow_runs={}, desired_workers={}, forecast_starting={},
+                   forecast_busy={})  # fmt: skip
     found = [*REGISTRY.collect(), *Snapshot(empty).collect()]
     return {family.name: family.type for family in found if family.name.startswith("herder_")}
 

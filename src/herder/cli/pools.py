@@ -216,3 +216,27 @@ def pool_delete(pool: str) -> None:
     with client() as herder:
         herder.delete_pool(pool)
     out.print(f"deleted pool {pool}")
+
+
+@app.command("forecast")
+def forecast(
+    pool: Annotated[str | None, typer.Option(help="one pool (default: every pool)")] = None,
+    minutes: Annotated[int, typer.Option(min=1, max=1440, help="how far ahead")] = 60,
+    as_json: JsonFlag = False,
+) -> None:
+    """What the schedules foretell, a minute at a time: runs starting, and what they keep
+    busy at each minute's peak (docs/autoscaling.md#forecast). Minutes with nothing are left
+    out of the table."""
+    with client() as herder:
+        found = herder.forecast(pool=pool, minutes=minutes)
+    if as_json:
+        print_json(found)
+        return
+    table = Table("MINUTE (UTC)", "STARTING", "CPU", "MEMORY MB", "GPUS", "RUNS BUSY")
+    for minute in found.minutes:
+        if minute.runs_starting or minute.runs:
+            table.add_row(
+                minute.at.strftime("%Y-%m-%d %H:%M"), str(minute.runs_starting),
+                f"{minute.cpu:g}", str(minute.memory_mb), str(minute.gpus), str(minute.runs),
+            )  # fmt: skip
+    out.print(table)

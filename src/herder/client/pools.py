@@ -11,6 +11,7 @@ import httpx
 
 from herder.client.schedules import drop_none
 from herder.domain.autoscaling import PoolAutoscaling
+from herder.domain.forecast import Forecast
 from herder.domain.models import Page
 from herder.domain.pools import Pool
 
@@ -55,6 +56,11 @@ class PoolCalls:
         """The workers the pool should have now, and why (system admins)."""
         response = self._request("GET", f"/v1/pools/{quote(pool)}/autoscaling")
         return PoolAutoscaling.model_validate(response.json())
+
+    def forecast(self, *, pool: str | None = None, minutes: int = 60) -> Forecast:
+        """What the schedules foretell, minute by minute from now."""
+        params = drop_none({"pool": pool, "minutes": minutes})
+        return Forecast.model_validate(self._request("GET", "/v1/forecast", params=params).json())
 
     def delete_pool(self, pool: str) -> None:
         self._request("DELETE", f"/v1/pools/{quote(pool)}")

@@ -23,16 +23,13 @@ from herder.domain.models import WorkerState
 from herder.domain.placement.resources import Amount
 from herder.domain.pools import selector_of, worker_pool
 from herder.domain.states import AttemptState, RunState
+from herder.store.forecast import pool_busy
 from herder.store.history.live import live_floor
 from herder.store.schema import attempts, pools, runs, tenants, workers
 
 # The forecast of a pool's scheduled demand, minute by minute from now, as busy amounts
-# (slots: runs); the store's forecast when there is one, else nothing ahead.
+# (slots: runs): the schedules' (``store.forecast``), or another in tests.
 Forecast = Callable[[Connection, str, datetime, int], Sequence[Amount]]
-
-
-def no_forecast(connection: Connection, pool: str, now: datetime, minutes: int) -> Sequence[Amount]:
-    return ()
 
 
 @dataclass(frozen=True)
@@ -47,7 +44,7 @@ class PoolScaling:
 
 
 def pool_scaling(
-    connection: Connection, pool: str, now: datetime, forecast: Forecast = no_forecast
+    connection: Connection, pool: str, now: datetime, forecast: Forecast = pool_busy
 ) -> PoolScaling:
     """The autoscaling of pool ``pool`` (its id or name): ``NotFound`` when there is no
     such pool or it has none."""
@@ -65,7 +62,7 @@ def pool_scaling(
 
 
 def desired_by_pool(
-    connection: Connection, now: datetime, forecast: Forecast = no_forecast
+    connection: Connection, now: datetime, forecast: Forecast = pool_busy
 ) -> dict[str, int]:
     """Each autoscaled pool's desired worker count (the ``herder_pool_desired_workers``
     gauge)."""

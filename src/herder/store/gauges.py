@@ -7,8 +7,10 @@ Each count is over rows the hot path keeps few (queued, running, alive) or over 
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Connection, case, func, select
 
@@ -18,6 +20,7 @@ from herder.domain.states import ACTIVE_RUN_STATES, AttemptState, RunState
 from herder.domain.workflows.states import ACTIVE_WORKFLOW_RUN_STATES
 from herder.store.autoscaling import desired_by_pool
 from herder.store.database import Database
+from herder.store.forecast import demand_by_pool
 from herder.store.schema import attempts, runs, tenants, workers, workflow_runs
 from herder.telemetry.metrics import PRIORITY_NAMES
 
@@ -47,6 +50,10 @@ class Gauges:
     used: dict[str, float]  # resource → taken by running attempts
     workflow_runs: dict[str, int]  # active workflow run state → workflow runs
     desired_workers: dict[str, int]  # autoscaled pool → the workers it should have
+    # (pool, window) → runs the schedules start in the next window; (pool, resource, window)
+    # → the most they keep busy at once in it. Pool "shared": the fleet in no pool.
+    forecast_starting: dict[tuple[str, str], int]
+    forecast_busy: dict[tuple[str, str, str], float]
 
 
 # A gauge for each state not yet ended, zero when no run is in it, in the enums' order.
@@ -65,7 +72,41 @@ def read_gauges(database: Database, now: datetime) -> Gauges:
             used=fleet_used(connection),
             workflow_runs=_workflow_runs(connection),
             desired_workers=desired_by_pool(connection, now),
+            **_forecast_cached(database.url, connection, now),
         )
+
+
+FORECAST_WINDOWS = {"5m": 5, "15m": 15, "60m": 60}
+SHARED_FLEET = "shared"
+FORECAST_KEPT_SECONDS = 30.0  # a scrape reads the schedules at most this often per process
+_forecasts: dict[str, tuple[float, dict[str, Any]]] = {}  # database url → (read at, gauges)
+
+
+def _forecast_cached(url: str, connection: Connection, now: datetime) -> dict[str, Any]:
+    read_at, found = _forecasts.get(url, (-FORECAST_KEPT_SECONDS, {}))
+    if time.monotonic() - read_at >= FORECAST_KEPT_SECONDS:
+        found = _forecast(connection, now)
+        _forecasts[url] = (time.monotonic(), found)
+    return found
+
+
+def _forecast(connection: Connection, now: datetime) -> dict[str, Any]:
+    """The forecast gauges: the next hour, read once, summed over each window."""
+    starting: dict[tuple[str, str], int] = {}
+    busy: dict[tuple[str, str, str], float] = {}
+    for pool, minutes in demand_by_pool(connection, now, max(FORECAST_WINDOWS.values())).items():
+        name = pool or SHARED_FLEET
+        for window, length in FORECAST_WINDOWS.items():
+            ahead = minutes[:length]
+            starting[(name, window)] = sum(minute.runs_starting for minute in ahead)
+            for resource, value in (
+                ("cpu", max(m.busy.cpu_milli for m in ahead) / 1000),
+                ("memory_mb", float(max(m.busy.memory_mb for m in ahead))),
+                ("gpus", float(max(m.busy.gpus for m in ahead))),
+                ("runs", float(max(m.busy.slots for m in ahead))),
+            ):
+                busy[(name, resource, window)] = value
+    return {"forecast_starting": starting, "forecast_busy": busy}
 
 
 def _queued(connection: Connection) -> dict[tuple[str, str, str], int]:

@@ -23,6 +23,7 @@ from herder.store.cold.tier import ColdTier
 from herder.store.database import Database
 from herder.store.fleet import FleetRepository
 from herder.store.follow_ups import move_owners_on
+from herder.store.forecast import ForecastRepository
 from herder.store.history.retention import HistoryRetention
 from herder.store.jobs import JobRepository
 from herder.store.keys import KeyRepository
@@ -90,6 +91,7 @@ class Store:
         )
         self.submit_buckets = SubmitBucketRepository(self.database)
         self.history = HistoryRetention(self.database, self.clock, cold)
+        self.forecast = ForecastRepository(self.database, self.clock)
 
     def work(self) -> AbstractContextManager[Work]:
         """A unit of work: one transaction, one ``now``, notices sent after commit."""

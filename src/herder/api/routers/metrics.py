@@ -56,6 +56,22 @@ class Snapshot(Collector):
             "the lead time, within min and max): a target for KEDA or an HPA", "pool",
             g.desired_workers,
         )  # fmt: skip
+        starting = GaugeMetricFamily(
+            "herder_forecast_runs_starting",
+            "Runs the schedules will start in the next window, by pool (shared: no pool)",
+            labels=["pool", "within"],
+        )
+        for (pool, window), count in sorted(g.forecast_starting.items()):
+            starting.add_metric([pool, window], count)
+        yield starting
+        busy = GaugeMetricFamily(
+            "herder_forecast_busy",
+            "The most the schedules' runs keep busy at once in the next window, by pool",
+            labels=["pool", "resource", "within"],
+        )
+        for (pool, resource, window), value in sorted(g.forecast_busy.items()):
+            busy.add_metric([pool, resource, window], value)
+        yield busy
 
 
 def _family(

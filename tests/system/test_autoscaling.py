@@ -1,0 +1,114 @@
+"""Autoscaling with a local "cloud" (tests/system/local_cloud.py, the scale command): a burst
+of schedule fires the forecast foretells finds its workers already up, each of its runs starts
+within a second of its due time, and the pool shrinks back to its minimum afterwards, by
+removing only drained idle workers."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from herder.client import HerderClient
+from herder.domain.states import RunState
+from herder.store.database import Database
+from herder.store.schema import runs
+from tests.system.conftest import Cluster, alive, wait_until
+
+pytestmark = pytest.mark.system
+
+BURST = 500  # fires at one minute
+POLICY = {
+    "worker": {"cpu": 4, "memory_mb": 4096, "slots": 100},
+    "min_workers": 1,
+    "max_workers": 8,
+    "lead_seconds": 30,
+    "scale_down_after_seconds": 5,
+}
+WANTED_AT_THE_BURST = 5  # 500 runs of cpu 0.04 on 100-slot, 4-core workers
+
+
+@pytest.fixture
+def cloud(tmp_path: Path) -> Iterator[Path]:
+    """The cloud's state directory; every worker it started is stopped at the end."""
+    state = tmp_path / "cloud"
+    state.mkdir()
+    yield state
+    for pid_file in state.glob("*.pid"):
+        pid = int(pid_file.read_text())
+        if alive(pid):
+            os.killpg(pid, signal.SIGKILL)
+
+
+def accepting(herder: HerderClient) -> list[str]:
+    view = herder.pool_autoscaling("burst")
+    return [worker.id for worker in view.workers if not worker.draining]
+
+
+def next_minute_at_least(seconds: float) -> datetime:
+    soonest = datetime.now(UTC) + timedelta(seconds=seconds)
+    return soonest.replace(second=0, microsecond=0) + timedelta(minutes=1)
+
+
+def test_a_foretold_burst_finds_its_workers_up_and_the_pool_shrinks_after(
+    start_cluster: Callable[..., Cluster], cloud: Path
+) -> None:
+    cluster = start_cluster(fast=True)
+    with cluster.client() as herder:
+        tenant = herder.list_tenants().items[0]
+        herder.create_pool("burst", {"shares": [{"tenant_id": tenant.id}], "autoscaling": POLICY})
+        job = herder.create_job(
+            "tick",
+            {"runtime": "shell", "command": "true", "pool": "burst",
+             "resources": {"cpu": 0.04, "memory_mb": 16}},
+        )  # fmt: skip
+        due = next_minute_at_least(40)
+        for _ in range(BURST):
+            herder.create_schedule(job.id, {"cron": f"{due.minute} {due.hour} * * *"})
+        command = shlex.join(
+            [sys.executable, "-m", "tests.system.local_cloud", str(cloud), cluster.url, "burst"]
+        )
+        cluster.spawn(
+            "autoscaler", "--pool", "burst", "--scale-command", command, "--interval", "1",
+            HERDER_URL=cluster.url, HERDER_API_KEY=cluster.credentials["api_key"],
+        )  # fmt: skip
+
+        wait_until(lambda: len(accepting(herder)) >= WANTED_AT_THE_BURST, 60, "burst workers")
+        assert datetime.now(UTC) < due, "the workers came up only after the burst was due"
+
+        database = Database(cluster.environment["HERDER_DATABASE_URL"])
+        try:
+
+            def started() -> list[tuple[datetime, datetime]]:
+                with database.read() as connection:
+                    return list(
+                        connection.execute(
+                            select(runs.c.scheduled_for, runs.c.started_at).where(
+                                runs.c.state == RunState.SUCCEEDED
+                            )
+                        ).tuples()
+                    )
+
+            wait_until(lambda: len(started()) == BURST, 90, "the burst's runs to succeed")
+            late = [
+                (started_at - scheduled_for).total_seconds()
+                for scheduled_for, started_at in started()
+                if started_at - scheduled_for > timedelta(seconds=1)
+            ]
+            assert late == [], f"{len(late)} runs started more than 1 s after due: {late[:5]}"
+        finally:
+            database.dispose()
+
+        wait_until(lambda: len(accepting(herder)) == 1, 60, "the pool back at its minimum")
+        wait_until(
+            lambda: sum(alive(int(p.read_text())) for p in cloud.glob("*.pid")) == 1,
+            30,
+            "the cloud to stop the drained workers",
+        )
