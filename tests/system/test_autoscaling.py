@@ -78,6 +78,7 @@ def test_a_foretold_burst_finds_its_workers_up_and_the_pool_shrinks_after(
         cluster.spawn(
             "autoscaler", "--pool", "burst", "--scale-command", command, "--interval", "1",
             HERDER_URL=cluster.url, HERDER_API_KEY=cluster.credentials["api_key"],
+            HERDER_WORKER_TOKEN=cluster.worker_token,  # the cloud's workers register with it
         )  # fmt: skip
 
         wait_until(lambda: len(accepting(herder)) >= WANTED_AT_THE_BURST, 60, "burst workers")
@@ -88,13 +89,12 @@ def test_a_foretold_burst_finds_its_workers_up_and_the_pool_shrinks_after(
 
             def started() -> list[tuple[datetime, datetime]]:
                 with database.read() as connection:
-                    return list(
-                        connection.execute(
-                            select(runs.c.scheduled_for, runs.c.started_at).where(
-                                runs.c.state == RunState.SUCCEEDED
-                            )
-                        ).tuples()
+                    rows = connection.execute(
+                        select(runs.c.scheduled_for, runs.c.started_at).where(
+                            runs.c.state == RunState.SUCCEEDED
+                        )
                     )
+                    return [(row.scheduled_for, row.started_at) for row in rows]
 
             wait_until(lambda: len(started()) == BURST, 90, "the burst's runs to succeed")
             late = [
