@@ -29,8 +29,12 @@ from herder.telemetry.metrics import PRIORITY_NAMES
 WAITING_KINDS = (
     ("not_seen", QUEUED_WAITING),
     ("queue_quota", "tenant quota: only the tenant's first %"),
+    ("pool", "%; pool % does not exist%"),
+    ("pool", "%; tenant % may not use pool %"),
+    ("share", "%; tenant % uses % in pool %"),
     ("quota", "%; tenant quota %"),
     ("preempting", "%; preempting %"),
+    ("preempting", "%; reclaiming its share in pool %"),
     ("preempting", "%; waiting for preempted runs to stop on %"),
     ("gang", "%a gang starts whole or not at all%"),
     ("no_workers", "%; no worker is available%"),

@@ -51,13 +51,23 @@ class Fleet:
         ]
         self.total = total([view.capacity for view in snapshot.workers if not view.draining])
         needs: dict[str, list[Amount]] = defaultdict(list)
+        in_pools: dict[tuple[str, str], list[Amount]] = defaultdict(list)
         for worker in self.workers:
             for attempt in worker.view.running:
                 needs[attempt.tenant_id].append(attempt.need)
+                if worker.view.pool is not None:
+                    in_pools[(attempt.tenant_id, worker.view.pool)].append(attempt.need)
         self.usage = {tenant_id: total(amounts) for tenant_id, amounts in needs.items()}
+        self.pool_usage = {key: total(amounts) for key, amounts in in_pools.items()}
 
-    def use(self, tenant_id: str, amount: Amount) -> None:
+    def use(self, tenant_id: str, amount: Amount, pool: str | None = None) -> None:
         self.usage[tenant_id] = self.usage.get(tenant_id, Amount()) + amount
+        if pool is not None:
+            self.pool_usage[(tenant_id, pool)] = self.used_in(tenant_id, pool) + amount
 
     def used_by(self, tenant_id: str) -> Amount:
         return self.usage.get(tenant_id, Amount())
+
+    def used_in(self, tenant_id: str, pool: str) -> Amount:
+        """What the tenant's attempts take on the pool's workers."""
+        return self.pool_usage.get((tenant_id, pool), Amount())

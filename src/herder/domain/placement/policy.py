@@ -3,6 +3,9 @@ why every other run waits. Pure: a snapshot and ``now`` in, a plan out.
 
 The pipeline, per run in dispatch order (ordering.py):
 
+0. pools       — a run goes only to its pool's workers (none: the shared fleet), if its
+                 tenant may use the pool; runs within their tenant's nominal share are
+                 considered before those that would borrow past it (pools.py);
 1. quotas      — the tenant's queued-run window and in-use quotas hold the run back;
 2. feasibility — accepting workers with the run's labels and room for it now
                  (feasibility.py). Capacity only shrinks within a pass, so each shape (need
@@ -10,7 +13,9 @@ The pipeline, per run in dispatch order (ordering.py):
                  shape that found no room is not tried again;
 3. ranking     — best fit among them (ranking.py, kept up to date per shape by
                  candidates.py); a gang places every member or none;
-4. preemption  — a high-priority run with no room may stop lower-class preemptible runs
+4. preemption  — a run within its pool share with no room reclaims it from other tenants'
+                 borrowed runs; a high-priority run with no room may stop lower-class
+                 preemptible runs, in a pool never another tenant's within its share
                  (preemption.py);
 5. reservation — a starving run with no room holds its best worker for the rest of the pass,
                  so small newer runs cannot keep taking the space it needs;
@@ -22,7 +27,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from herder.domain.placement import preemption, reasons
+from herder.domain.placement import pools, preemption, reasons
 from herder.domain.placement.candidates import Candidates
 from herder.domain.placement.feasibility import could_ever_fit, eligible, fits_now
 from herder.domain.placement.fleet import Fleet, WorkerRoom
@@ -49,6 +54,7 @@ class Member:
 class Placement:
     run_id: str
     members: tuple[Member, ...]
+    borrowed: bool = False  # past its tenant's nominal share of the pool: reclaimable
 
 
 @dataclass(frozen=True)
@@ -79,19 +85,34 @@ class _Pass:
         self.plan = Plan()
         self.no_room: dict[tuple[object, ...], str] = {}  # shape → reason, this pass
         self.candidates: dict[tuple[object, ...], Candidates] = {}  # by shape
-        self.matching: dict[tuple[tuple[str, str], ...], list[WorkerRoom]] = {}  # by labels
+        self.matching: dict[tuple[object, ...], list[WorkerRoom]] = {}  # by pool and labels
 
     def tenant(self, tenant_id: str) -> TenantView:
         return self.snapshot.tenants.get(tenant_id) or TenantView(tenant_id)
 
-    def eligible(self, run: QueuedRun) -> list[WorkerRoom]:
-        """The accepting workers with the run's labels, found once per pass for each set of
-        labels: neither labels nor draining change within a pass."""
-        labels = tuple(sorted(run.requires.items()))
-        found = self.matching.get(labels)
+    def in_pool(self, run: QueuedRun) -> list[WorkerRoom]:
+        """The workers of the run's pool (the shared fleet's when it names none)."""
+        key = ("pool", run.pool)
+        found = self.matching.get(key)
         if found is None:
-            found = self.matching[labels] = eligible(self.fleet.workers, run.requires)
+            found = self.matching[key] = [w for w in self.fleet.workers if w.view.pool == run.pool]
         return found
+
+    def eligible(self, run: QueuedRun) -> list[WorkerRoom]:
+        """The accepting workers of the run's pool with its labels, found once per pass for
+        each pool and set of labels: neither changes within a pass, nor does draining."""
+        key = (run.pool, tuple(sorted(run.requires.items())))
+        found = self.matching.get(key)
+        if found is None:
+            found = self.matching[key] = eligible(self.in_pool(run), run.requires)
+        return found
+
+    def borrows(self, run: QueuedRun) -> bool:
+        """Whether placing it now would take its tenant past its share of its pool."""
+        nominal = pools.share(run, self.snapshot)
+        if nominal is None or run.pool is None:
+            return False
+        return pools.borrows(self.fleet.used_in(run.tenant_id, run.pool), run.total_need, nominal)
 
     def share(self, tenant_id: str) -> float:
         used = self.fleet.used_by(tenant_id)
@@ -99,10 +120,13 @@ class _Pass:
 
     def run(self) -> Plan:
         considered = self._within_queue_quotas(list(self.snapshot.queued))
-        for run in dispatch_order(considered, self.now, self.settings.aging, self.share):
-            reason = self._consider(run)
-            if reason is not None:
-                self.plan.waiting[run.id] = reason
+        owned = [run for run in considered if not self.borrows(run)]  # within their shares
+        borrowing = [run for run in considered if self.borrows(run)]
+        for runs in (owned, borrowing):
+            for run in dispatch_order(runs, self.now, self.settings.aging, self.share):
+                reason = self._consider(run)
+                if reason is not None:
+                    self.plan.waiting[run.id] = reason
         return self.plan
 
     def _within_queue_quotas(self, queued: list[QueuedRun]) -> list[QueuedRun]:
@@ -124,25 +148,44 @@ class _Pass:
 
     def _consider(self, run: QueuedRun) -> str | None:
         """Place the run, or say why it waits."""
+        refused = pools.refusal(run, self.snapshot)
+        if refused is not None:
+            return f"{reasons.needs(run)}; {refused}"
         quotas = self.tenant(run.tenant_id).quotas
         over = reasons.over_quota(quotas, self.fleet.used_by(run.tenant_id), run.total_need)
         if over is not None:
             return f"{reasons.needs(run)}; {over}"
-        shape = (run.need, run.replicas, tuple(sorted(run.requires.items())))
+        borrowing = self.borrows(run)
+        if borrowing and not pools.may_borrow(run):
+            return f"{reasons.needs(run)}; {self._at_share(run)}"
+        shape = (run.need, run.replicas, run.pool, tuple(sorted(run.requires.items())))
         known = self.no_room.get(shape)
         if known is not None and not is_starving(run, self.now, self.settings.aging):
-            return known
+            return f"{known}; {self._at_share(run)}" if borrowing else known
         members = self._fit(run)
         if members is not None:
-            self._take(run, members)
+            self._take(run, members, borrowing)
             return None
         reason = self._no_room_reason(run)
         self.no_room.setdefault(shape, reason)
-        if preemption.may_preempt(run):
+        if borrowing:
+            return f"{reason}; {self._at_share(run)}"
+        taken_back = None
+        if run.pool is not None and run.replicas == 1:
+            taken_back = self._preempt(run, reclaim=True)
+        if taken_back is not None:
+            reason = taken_back
+        elif preemption.may_preempt(run):
             reason = self._preempt(run) or reason
         if is_starving(run, self.now, self.settings.aging):
             reason = self._reserve(run) or reason
         return reason
+
+    def _at_share(self, run: QueuedRun) -> str:
+        """Why a run past its share waits (only a pooled run has one)."""
+        nominal = pools.share(run, self.snapshot) or Amount()
+        used = self.fleet.used_in(run.tenant_id, run.pool) if run.pool else Amount()
+        return pools.at_share(run, used, nominal)
 
     def _fit(self, run: QueuedRun) -> list[tuple[WorkerRoom, Amount]] | None:
         """A worker per member, best fit each, trying the whole gang before taking any."""
@@ -173,13 +216,15 @@ class _Pass:
             known = self.candidates[shape] = Candidates(workers, run.need)
         return known
 
-    def _take(self, run: QueuedRun, members: list[tuple[WorkerRoom, Amount]]) -> None:
+    def _take(
+        self, run: QueuedRun, members: list[tuple[WorkerRoom, Amount]], borrowed: bool
+    ) -> None:
         placed = tuple(
             Member(worker.id, rank, worker.take(need))
             for rank, (worker, need) in enumerate(members)
         )
-        self.fleet.use(run.tenant_id, run.total_need)
-        self.plan.placements.append(Placement(run.id, placed))
+        self.fleet.use(run.tenant_id, run.total_need, run.pool)
+        self.plan.placements.append(Placement(run.id, placed, borrowed))
 
     def _no_room_reason(self, run: QueuedRun) -> str:
         if run.replicas > 1:
@@ -192,7 +237,7 @@ class _Pass:
         return self._no_room(run)
 
     def _no_room(self, run: QueuedRun) -> str:
-        return reasons.no_room(run, self.fleet.workers, self.eligible(run))
+        return reasons.no_room(run, self.in_pool(run), self.eligible(run))
 
     def _members_that_fit(self, run: QueuedRun) -> int:
         count = 0
@@ -204,9 +249,11 @@ class _Pass:
                     count += 1
         return count
 
-    def _preempt(self, run: QueuedRun) -> str | None:
+    def _preempt(self, run: QueuedRun, *, reclaim: bool = False) -> str | None:
+        """Make room by stopping runs: lower-class ones, or (``reclaim``) other tenants'
+        borrowed ones in the run's pool, for a run within its share."""
         choice, cooling = preemption.choose(
-            run, self.eligible(run), self.now, self.settings.preemption
+            run, self.eligible(run), self.now, self.settings.preemption, reclaim=reclaim
         )
         if choice is None:
             if cooling:
@@ -226,10 +273,11 @@ class _Pass:
                 Preemption(victim.attempt_id, victim.run_id, worker.id, run.id)
             )
         names = ", ".join(victim.run_id for victim in choice.victims)
+        count = f"{len(choice.victims)} {'borrowed' if reclaim else 'lower-priority'} run"
+        doing = f"reclaiming its share in pool {run.pool}: preempting" if reclaim else "preempting"
         return (
-            f"{reasons.needs(run)}; preempting {len(choice.victims)} lower-priority "
-            f"run{'s' if len(choice.victims) != 1 else ''} on {worker.id} ({names}); it "
-            "starts when they stop"
+            f"{reasons.needs(run)}; {doing} {count}{'s' if len(choice.victims) != 1 else ''} "
+            f"on {worker.id} ({names}); it starts when they stop"
         )
 
     def _reserve(self, run: QueuedRun) -> str | None:

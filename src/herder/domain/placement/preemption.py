@@ -36,10 +36,16 @@ def may_preempt(run: QueuedRun) -> bool:
 
 
 def choose(
-    run: QueuedRun, eligible: list[WorkerRoom], now: datetime, rules: Rules
+    run: QueuedRun,
+    eligible: list[WorkerRoom],
+    now: datetime,
+    rules: Rules,
+    *,
+    reclaim: bool = False,
 ) -> tuple[Choice | None, int]:
     """The best place among the ``eligible`` workers (accepting, with the run's labels) to
-    make room for ``run``, and how many candidates sat out a cool-down."""
+    make room for ``run``, and how many candidates sat out a cool-down. ``reclaim``: the run
+    takes its pool share back, from other tenants' borrowed runs only, whatever their class."""
     best: tuple[tuple[int, int, float, str], Choice] | None = None
     cooling = 0
     for worker in eligible:
@@ -48,7 +54,7 @@ def choose(
         room = worker.free + worker.releasing
         if run.need.fits_in(room):
             return Choice(worker, ()), cooling
-        candidates, cooled_out = _candidates(worker, run, now, rules)
+        candidates, cooled_out = _candidates(worker, run, now, rules, reclaim)
         cooling += cooled_out
         # a worker needing more victims than the best so far cannot win: look no further
         most = rules.max_victims if best is None else min(rules.max_victims, best[0][0])
@@ -62,11 +68,11 @@ def choose(
 
 
 def _candidates(
-    worker: WorkerRoom, run: QueuedRun, now: datetime, rules: Rules
+    worker: WorkerRoom, run: QueuedRun, now: datetime, rules: Rules, reclaim: bool
 ) -> tuple[list[RunningAttempt], int]:
     candidates, cooling = [], 0
     for attempt in worker.view.running:
-        if not attempt.preemptible or attempt.priority >= run.priority or attempt.preempting:
+        if not _may_stop(attempt, run, worker, reclaim):
             continue
         if attempt in worker.victims:
             continue
@@ -76,6 +82,19 @@ def _candidates(
             continue
         candidates.append(attempt)
     return candidates, cooling
+
+
+def _may_stop(attempt: RunningAttempt, run: QueuedRun, worker: WorkerRoom, reclaim: bool) -> bool:
+    """Whether ``run`` may stop ``attempt``: one not stopping already and preemptible; to
+    reclaim a pool share, another tenant's borrowed one; else one of a lower class and, in
+    a pool, never another tenant's within its share."""
+    if not attempt.preemptible or attempt.preempting:
+        return False
+    if reclaim:
+        return attempt.borrowed and attempt.tenant_id != run.tenant_id
+    if attempt.priority >= run.priority:
+        return False
+    return worker.view.pool is None or attempt.borrowed or attempt.tenant_id == run.tenant_id
 
 
 def _cost(victims: tuple[RunningAttempt, ...], now: datetime) -> tuple[int, float]:

@@ -24,6 +24,7 @@ class QueuedRun:
     requires: Mapping[str, str] = field(default_factory=dict)
     preempted_at: datetime | None = None  # when it was last preempted: its wait restarts
     pool: str | None = None  # its own pool, else its tenant's default; None: the shared fleet
+    preemptible: bool = False  # may be stopped for another run: only such a run borrows
 
     @property
     def total_need(self) -> Amount:

@@ -313,13 +313,14 @@ def _insert_attempts(
                     "memory_mb": run.need.memory_mb,
                     "gpus": run.need.gpus,
                     "gpu_indices": list(member.gpu_indices) or None,
+                    "borrowed": placement.borrowed,
                 }
             )
             by_worker[member.worker_id].append(
                 RunningAttempt(
                     attempt_id, placement.run_id, start.tenant_id, start.priority, run.need,
                     now, member.gpu_indices, start.preemptible,
-                    last_preempted_at=start.preempted_at,
+                    last_preempted_at=start.preempted_at, borrowed=placement.borrowed,
                 )
             )  # fmt: skip
     insert_rows(connection, attempts, rows)

@@ -14,7 +14,7 @@ import functools
 import json
 from collections import Counter, defaultdict
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any
@@ -25,17 +25,19 @@ from herder.domain.lifecycle.stops import can_be_victim
 from herder.domain.models import WorkerState
 from herder.domain.placement.resources import Amount
 from herder.domain.placement.snapshot import (
+    PoolView,
     QueuedRun,
     RunningAttempt,
     Snapshot,
     TenantView,
     WorkerView,
 )
+from herder.domain.pools import selector_of, worker_pool
 from herder.domain.states import AttemptState, RunState
 from herder.domain.tenants import TenantQuotas
 from herder.store.dialect import Among
 from herder.store.history.live import live_floor
-from herder.store.schema import attempts, runs, tenants, workers
+from herder.store.schema import attempts, pool_shares, pools, runs, tenants, workers
 
 QUEUE_WINDOW = 20_000  # queued runs one pass looks at, in priority-then-age order
 TENANT_QUEUE_WINDOW = 2_000  # of them at most this many per tenant: a backlog cannot hide others
@@ -71,15 +73,45 @@ def read_snapshot(
         limits = {"count": QUICK_WINDOW_BASE, "live_floor": floor}
         oldest = connection.execute(_OLDEST_QUEUED, limits).all()
         queue += [row for row in oldest if row.id not in seen]
+    tenant_views = {
+        tenant_id: TenantView(tenant_id, weight, _quotas(quotas), default_pool)
+        for tenant_id, weight, quotas, default_pool in connection.execute(_TENANTS).all()
+    }
+    pools, selectors = read_pools(connection)
     return Snapshot(
         now=now,
-        queued=tuple(_queued(row) for row in queue),
-        workers=workers_now,
-        tenants={
-            tenant_id: TenantView(tenant_id, weight, _quotas(quotas))
-            for tenant_id, weight, quotas in connection.execute(_TENANTS).all()
-        },
+        queued=tuple(_queued(row, tenant_views) for row in queue),
+        workers=in_pools(workers_now, selectors),
+        tenants=tenant_views,
+        pools=pools,
     )
+
+
+def read_pools(
+    connection: Connection,
+) -> tuple[dict[str, PoolView], list[tuple[str, Mapping[str, str]]]]:
+    """The pools with their shares, and each pool's selector (name, labels). Pools are few,
+    made by hand: read whole every pass, so a change reaches the next one."""
+    shares: dict[str, dict[str, Amount]] = defaultdict(dict)
+    for name, tenant_id, cpu_milli, memory_mb, gpus in connection.execute(_SHARES):
+        shares[name][tenant_id] = Amount(cpu_milli, memory_mb, gpus)
+    selectors: list[tuple[str, Mapping[str, str]]] = [
+        (name, selector_of(name, selector)) for name, selector in connection.execute(_POOLS)
+    ]
+    views = {name: PoolView(name, MappingProxyType(shares[name])) for name, _ in selectors}
+    return views, selectors
+
+
+def in_pools(
+    fleet: Sequence[WorkerView], selectors: Sequence[tuple[str, Mapping[str, str]]]
+) -> tuple[WorkerView, ...]:
+    """The workers, each knowing its pool by the selectors read now (a kept view whose
+    pool changed is replaced; the others are kept as they are)."""
+    placed = []
+    for worker in fleet:
+        pool = worker_pool(worker.labels, selectors) if selectors else None
+        placed.append(worker if worker.pool == pool else replace(worker, pool=pool))
+    return tuple(placed)
 
 
 def read_fleet(
@@ -148,7 +180,7 @@ _RUNNING = (
         attempts.c.memory_mb, attempts.c.gpus, attempts.c.started_at, attempts.c.gpu_indices,
         attempts.c.preempt_requested_at, runs.c.tenant_id, runs.c.priority,
         runs.c.preemptible, runs.c.preempted_at, runs.c.cancel_requested,
-        runs.c.suspend_requested,
+        runs.c.suspend_requested, attempts.c.borrowed,
     )
     .join(runs, runs.c.id == attempts.c.run_id)
     .where(
@@ -181,13 +213,20 @@ def _named_workers(dialect: str) -> _NamedWorkers:
     )
 
 
-_TENANTS = select(tenants.c.id, tenants.c.weight, cast(tenants.c.quotas, Text))
+_TENANTS = select(
+    tenants.c.id, tenants.c.weight, cast(tenants.c.quotas, Text), tenants.c.default_pool
+)
+_POOLS = select(pools.c.name, pools.c.selector).order_by(pools.c.name)
+_SHARES = select(
+    pools.c.name, pool_shares.c.tenant_id, pool_shares.c.cpu_milli, pool_shares.c.memory_mb,
+    pool_shares.c.gpus,
+).join(pool_shares, pool_shares.c.pool_id == pools.c.id)  # fmt: skip
 
 _QUEUED_COLUMNS = (
     runs.c.id, runs.c.tenant_id, runs.c.priority, runs.c.queued_at, runs.c.cpu_milli,
     runs.c.memory_mb, runs.c.gpus, runs.c.replicas,
     cast(runs.c.requires, Text).label("requires"),  # as text: a few shapes, parsed once each
-    runs.c.preempted_at,
+    runs.c.preempted_at, runs.c.pool, runs.c.preemptible,
 )  # fmt: skip
 
 _OLDEST_QUEUED: Select[Any] = (
@@ -227,25 +266,30 @@ def _running(row: Any) -> RunningAttempt:
     (
         _worker_id, attempt_id, run_id, cpu_milli, memory_mb, gpus, started_at, gpu_indices,
         preempt_requested_at, tenant_id, priority, preemptible, preempted_at, cancel_requested,
-        suspend_requested,
+        suspend_requested, borrowed,
     ) = row  # fmt: skip
     return RunningAttempt(
         attempt_id, run_id, tenant_id, priority, Amount(cpu_milli, memory_mb, gpus, 1),
         started_at, tuple(gpu_indices or ()),
         can_be_victim(preemptible, cancel_requested, suspend_requested),
         preempting=preempt_requested_at is not None, last_preempted_at=preempted_at,
+        borrowed=bool(borrowed),
     )  # fmt: skip
 
 
-def _queued(row: Any) -> QueuedRun:
+def _queued(row: Any, tenant_views: Mapping[str, TenantView]) -> QueuedRun:
+    """A queued run; its pool its own, else its tenant's default one."""
     (
         run_id, tenant_id, priority, queued_at, cpu_milli, memory_mb, gpus, replicas, requires,
-        preempted_at,
+        preempted_at, pool, preemptible,
     ) = row  # fmt: skip
     need = Amount(cpu_milli, memory_mb, gpus, 1)
+    if pool is None and tenant_id in tenant_views:
+        pool = tenant_views[tenant_id].default_pool
     return QueuedRun(
-        run_id, tenant_id, priority, queued_at, need, replicas, _labels(requires), preempted_at
-    )
+        run_id, tenant_id, priority, queued_at, need, replicas, _labels(requires), preempted_at,
+        pool, bool(preemptible),
+    )  # fmt: skip
 
 
 @functools.lru_cache(maxsize=1024)
