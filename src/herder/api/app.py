@@ -33,6 +33,7 @@ from herder.api.routers import (
     secrets,
     stats,
     tenants,
+    usage,
     workers,
     workflows,
 )
@@ -94,6 +95,7 @@ def create_app(store: Store, settings: Settings) -> FastAPI:
         keys,
         audit,
         secrets,
+        usage,
     ):
         describe_problems(module.router)
         app.include_router(module.router)

@@ -3,6 +3,7 @@ why every other run waits. Pure: a snapshot and ``now`` in, a plan out.
 
 The pipeline, per run in dispatch order (ordering.py):
 
+0. budgets     — a spent time budget of the tenant holds the run back (budgets.py);
 1. quotas      — the tenant's queued-run window and in-use quotas hold the run back;
 2. feasibility — accepting workers with the run's labels and room for it now
                  (feasibility.py). Capacity only shrinks within a pass, so each shape (need
@@ -22,7 +23,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from herder.domain.placement import preemption, reasons
+from herder.domain.placement import budgets, preemption, reasons
 from herder.domain.placement.candidates import Candidates
 from herder.domain.placement.feasibility import could_ever_fit, eligible, fits_now
 from herder.domain.placement.fleet import Fleet, WorkerRoom
@@ -80,6 +81,7 @@ class _Pass:
         self.no_room: dict[tuple[object, ...], str] = {}  # shape → reason, this pass
         self.candidates: dict[tuple[object, ...], Candidates] = {}  # by shape
         self.matching: dict[tuple[tuple[str, str], ...], list[WorkerRoom]] = {}  # by labels
+        self.spent = budgets.spent_budgets(snapshot)
 
     def tenant(self, tenant_id: str) -> TenantView:
         return self.snapshot.tenants.get(tenant_id) or TenantView(tenant_id)
@@ -124,6 +126,9 @@ class _Pass:
 
     def _consider(self, run: QueuedRun) -> str | None:
         """Place the run, or say why it waits."""
+        held = self.spent.holding(run)
+        if held is not None:
+            return held
         quotas = self.tenant(run.tenant_id).quotas
         over = reasons.over_quota(quotas, self.fleet.used_by(run.tenant_id), run.total_need)
         if over is not None:
