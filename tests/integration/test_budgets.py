@@ -1,0 +1,106 @@
+"""Time budgets through the API and the store: set by the system admins, charged from what
+attempts report, holding a tenant's runs once spent, and usage each tenant sees of its own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from herder.domain.models import Role
+from tests.integration.conftest import Api
+from tests.integration.registered import register_worker
+from tests.integration.test_run_outputs import run_detail
+from tests.integration.test_worker_protocol import claim, completion, report
+
+
+def set_budgets(api: Api, tenant_id: str, body: dict[str, Any]) -> Any:
+    return api.http.put(f"/v1/tenants/{tenant_id}/budgets", headers=api.admin, json=body)
+
+
+def used_cpu(api: Api, worker_id: str, cpu_seconds: float) -> dict[str, Any]:
+    """A run of a new job that ran on the worker and reported ``cpu_seconds`` of CPU."""
+    job = api.create_job(f"job-{cpu_seconds}", resources={"cpu": 1, "memory_mb": 64})
+    run = api.start_run(job["id"])
+    (assignment,) = claim(api, worker_id)["assignments"]
+    usage = {"cpu_user_seconds": cpu_seconds - 1, "cpu_system_seconds": 1, "max_rss_kb": 10}
+    (result,) = report(api, worker_id, completions=[{**completion(assignment), "usage": usage}])
+    assert result["status"] == 200
+    return run
+
+
+def usage(api: Api, headers: dict[str, str], **query: str) -> Any:
+    response = api.http.get("/v1/usage", headers=headers, params=query)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def test_the_system_admins_set_a_tenants_budgets_and_its_admins_read_them(api: Api) -> None:
+    tenant = api.store.access.create_tenant("ml")
+    body = {"time_zone": "Europe/Paris", "budgets": [
+        {"period": "week", "gpu_seconds": 36000, "pool": "a100", "hard": True},
+        {"period": "day", "cpu_seconds": 3600},
+    ]}  # fmt: skip
+    assert set_budgets(api, tenant.id, body).status_code == 200
+    own_admin = api.as_key(api.store.access.create_api_key(tenant.id, Role.ADMIN, "k")[1])
+    read = api.http.get(f"/v1/tenants/{tenant.id}/budgets", headers=own_admin)
+    assert read.status_code == 200
+    assert read.json()["time_zone"] == "Europe/Paris"
+    assert [budget["period"] for budget in read.json()["budgets"]] == ["week", "day"]
+    assert set_budgets(api, "ten_missing", body).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"budgets": [{"period": "day", "cpu_seconds": -5}]}, "budgets.0.cpu_seconds"),
+        ({"budgets": [{"period": "day", "gpu_seconds": 1e300}]}, "budgets.0.gpu_seconds"),
+        ({"budgets": [{"period": "day", "cpu_seconds": "all"}]}, "budgets.0.cpu_seconds"),
+        ({"budgets": [{"period": "fortnight", "cpu_seconds": 1}]}, "budgets.0.period"),
+        ({"budgets": [{"period": "day", "cpu_seconds": 1, "pool": "../x"}]}, "budgets.0.pool"),
+        ({"time_zone": "Nowhere/Land"}, "time_zone"),
+        ({"budgets": [{"period": "day", "cpu_seconds": 1}] * 33}, "budgets"),
+    ],
+)
+def test_a_hostile_budget_is_a_422_naming_its_field(
+    api: Api, body: dict[str, Any], field: str
+) -> None:
+    response = set_budgets(api, api.tenant_id, body)
+    assert response.status_code == 422, response.text
+    assert [error["field"] for error in response.json()["errors"]] == [field]
+
+
+def test_ended_attempts_are_charged_and_each_tenant_sees_only_its_own_usage(api: Api) -> None:
+    worker_id = register_worker(api, cpu=4)
+    first = used_cpu(api, worker_id, 30)
+    used_cpu(api, worker_id, 12)
+    by_job = usage(api, api.admin, group_by="job", tenant_id=api.tenant_id)
+    assert sorted(row["cpu_seconds"] for row in by_job["rows"]) == [12, 30]
+    assert first["job_id"] in {row["job_id"] for row in by_job["rows"]}
+    by_tenant = usage(api, api.admin, period="month")
+    assert [(row["tenant_id"], row["cpu_seconds"]) for row in by_tenant["rows"]] == [
+        (api.tenant_id, 42)
+    ]
+    other = api.as_key(api.other_tenant_key("other", role=Role.VIEWER))
+    assert usage(api, other)["rows"] == []
+    intruding = api.http.get("/v1/usage", headers=other, params={"tenant_id": api.tenant_id})
+    assert intruding.status_code == 404
+    assert "cpu_seconds" not in intruding.text
+
+
+def test_a_spent_budget_holds_new_runs_saying_which_and_when_it_resets(api: Api) -> None:
+    assert set_budgets(api, api.tenant_id, {
+        "time_zone": "America/New_York", "budgets": [{"period": "day", "cpu_seconds": 40}],
+    }).status_code == 200  # fmt: skip
+    worker_id = register_worker(api, cpu=4)
+    used_cpu(api, worker_id, 41)
+    held = api.start_run(api.create_job("after")["id"])
+    assert claim(api, worker_id)["assignments"] == []
+    reason = run_detail(api, held["id"])["waiting_reason"]
+    assert reason.startswith("tenant day budget is spent (cpu 41 of 40 s); it resets at ")
+    assert reason.endswith(("EST", "EDT"))
+    (standing,) = usage(api, api.admin)["budgets"]
+    assert standing["spent"]
+    assert standing["fraction"] > 1
+    assert set_budgets(api, api.tenant_id, {"budgets": []}).status_code == 200
+    assert len(claim(api, worker_id)["assignments"]) == 1
