@@ -9,7 +9,8 @@ import pytest
 
 from herder.domain.models import Role
 from tests.integration.conftest import Api
-from tests.integration.registered import register_worker
+from tests.integration.dispatching import dispatch
+from tests.integration.registered import as_worker, register_worker
 from tests.integration.test_run_outputs import run_detail
 from tests.integration.test_worker_protocol import claim, completion, report
 
@@ -104,3 +105,25 @@ def test_a_spent_budget_holds_new_runs_saying_which_and_when_it_resets(api: Api)
     assert standing["fraction"] > 1
     assert set_budgets(api, api.tenant_id, {"budgets": []}).status_code == 200
     assert len(claim(api, worker_id)["assignments"]) == 1
+
+
+def test_a_spent_hard_budget_stops_running_runs_which_wait_again(api: Api) -> None:
+    hard = {"budgets": [{"period": "month", "cpu_seconds": 40, "hard": True}]}
+    assert set_budgets(api, api.tenant_id, hard).status_code == 200
+    worker_id = register_worker(api, cpu=4)
+    running = api.start_run(api.create_job("long")["id"])
+    assert len(claim(api, worker_id)["assignments"]) == 1
+    used_cpu(api, worker_id, 50)
+    dispatch(api.store)
+    (attempt,) = run_detail(api, running["id"])["attempts"]
+    stopped = [event["message"] for event in run_detail(api, running["id"])["events"]]
+    assert any(
+        message.startswith(f"stopped on {worker_id}: tenant hard month budget is spent")
+        for message in stopped
+    ), stopped
+    heartbeat = api.http.post(
+        f"/v1/workers/{worker_id}/heartbeat", headers=as_worker(worker_id),
+        json={"running": [{"attempt_id": attempt["id"], "attempt": 1}]},
+    )  # fmt: skip
+    assert heartbeat.status_code == 200, heartbeat.text
+    assert heartbeat.json()["preempt"] == [attempt["id"]]  # stopped with its grace

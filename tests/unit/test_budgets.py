@@ -23,7 +23,7 @@ from herder.domain.budgets import (
 )
 from herder.domain.placement.policy import plan
 from herder.domain.placement.snapshot import Snapshot
-from tests.unit.placement_snapshots import NOW, queued, worker
+from tests.unit.placement_snapshots import NOW, queued, running, worker
 
 PARIS = TenantBudgets(time_zone="Europe/Paris").zone
 SATURDAY_LATE = datetime(2026, 11, 28, 23, 30, tzinfo=UTC)  # Sunday 00:30 in Paris
@@ -108,6 +108,34 @@ def test_a_budget_with_room_left_holds_nothing() -> None:
         budgets={"t1": use(budget, charged=charged)},
     )  # fmt: skip
     assert [placement.run_id for placement in plan(snapshot).placements] == ["run"]
+
+
+def test_a_spent_hard_budget_stops_the_tenants_running_attempts_in_its_pool() -> None:
+    hard = Budget(period=Period.DAY, cpu_seconds=60, hard=True, pool="a100")
+    in_pool = replace(
+        worker("gpu-box", running=(running("mine", started_ago=120), running("stopping",
+                                   started_ago=120, preempting=True), running("theirs", "t2"))),
+        pool="a100",
+    )  # fmt: skip
+    elsewhere = worker("shared", running=(running("mine-elsewhere"),))
+    snapshot = Snapshot(
+        now=NOW,
+        queued=(),
+        workers=(in_pool, elsewhere),
+        budgets={"t1": use(hard, charged=(Charged("a100", "j", NOW.date(), Usage(240, 0)),))},
+    )
+    (stop,) = plan(snapshot).preemptions
+    assert (stop.run_id, stop.worker_id, stop.for_run_id) == ("mine", "gpu-box", "")
+    assert stop.why.startswith("tenant hard day budget (pool a100) is spent (cpu 240 of 60 s)")
+
+
+def test_a_spent_soft_budget_lets_running_attempts_finish() -> None:
+    soft = Budget(period=Period.DAY, cpu_seconds=1)
+    busy = worker("w", running=(running("mine", started_ago=120),))
+    spent = use(soft, running=(Running(None, "j", 1, 0, NOW - timedelta(seconds=120)),))
+    snapshot = Snapshot(now=NOW, queued=(), workers=(busy,), budgets={"t1": spent})
+    assert spent.standings(NOW)[0].spent
+    assert plan(snapshot).preemptions == []
 
 
 @pytest.mark.parametrize(

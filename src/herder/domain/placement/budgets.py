@@ -5,11 +5,11 @@ attempt gets its stop grace, and its run queues again, to wait like the others).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from herder.domain.budgets import Standing, TenantUse
-from herder.domain.placement.snapshot import QueuedRun, Snapshot
+from herder.domain.placement.snapshot import QueuedRun, RunningAttempt, Snapshot, WorkerView
 
 
 @dataclass(frozen=True)
@@ -25,12 +25,21 @@ class Spent:
                 return reason
         return None
 
-    def stopping(self, tenant_id: str, pool: str | None) -> str | None:
-        """Why a running attempt of the tenant (in ``pool``) is stopped, if a hard budget says."""
-        for standing, reason in self.by_tenant.get(tenant_id, ()):
-            if standing.budget.hard and standing.budget.covers(pool):
-                return reason
-        return None
+    def stopping(
+        self, workers: Iterable[WorkerView]
+    ) -> Iterator[tuple[WorkerView, RunningAttempt, str]]:
+        """The running attempts a spent hard budget stops (those not already stopping), on
+        their workers, with why. An attempt's pool is its worker's."""
+        if not self.by_tenant:
+            return
+        for worker in workers:
+            for attempt in worker.running:
+                if attempt.preempting:
+                    continue
+                for standing, reason in self.by_tenant.get(attempt.tenant_id, ()):
+                    if standing.budget.hard and standing.budget.covers(worker.pool):
+                        yield worker, attempt, reason
+                        break
 
 
 def spent_budgets(snapshot: Snapshot) -> Spent:

@@ -57,7 +57,8 @@ class Preemption:
     attempt_id: str
     run_id: str  # the victim
     worker_id: str
-    for_run_id: str  # the run it makes room for
+    for_run_id: str  # the run it makes room for ('' when stopped by a spent hard budget)
+    why: str = ""  # for a budget's stop: the budget's reason
 
 
 @dataclass
@@ -105,6 +106,10 @@ class _Pass:
             reason = self._consider(run)
             if reason is not None:
                 self.plan.waiting[run.id] = reason
+        for worker, attempt, why in self.spent.stopping(self.snapshot.workers):
+            self.plan.preemptions.append(
+                Preemption(attempt.attempt_id, attempt.run_id, worker.id, "", why)
+            )
         return self.plan
 
     def _within_queue_quotas(self, queued: list[QueuedRun]) -> list[QueuedRun]:

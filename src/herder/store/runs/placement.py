@@ -373,7 +373,10 @@ def _request_preemptions(
         [
             Event(
                 p.run_id,
-                f"preempted on {p.worker_id} to make room for the higher-priority run "
+                f"stopped on {p.worker_id}: {p.why}; it will be queued again without using up "
+                "a retry"
+                if p.why
+                else f"preempted on {p.worker_id} to make room for the higher-priority run "
                 f"{p.for_run_id}; it will be queued again without using up a retry",
                 "dispatcher",
             )
