@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from herder.control.alerts import AlertEvaluator
 from herder.domain.models import Role
 from tests.integration.conftest import Api
 from tests.integration.dispatching import dispatch
@@ -127,3 +128,30 @@ def test_a_spent_hard_budget_stops_running_runs_which_wait_again(api: Api) -> No
     )  # fmt: skip
     assert heartbeat.status_code == 200, heartbeat.text
     assert heartbeat.json()["preempt"] == [attempt["id"]]  # stopped with its grace
+
+
+def test_a_budget_rule_opens_an_incident_at_80_percent_and_another_when_spent(api: Api) -> None:
+    body = {"budgets": [{"period": "week", "cpu_seconds": 100}]}
+    assert set_budgets(api, api.tenant_id, body).status_code == 200
+    channel = api.http.post(
+        "/v1/alert-channels", headers=api.admin,
+        json={"name": "hook", "url": "https://hooks.example.com/herder"},
+    )  # fmt: skip
+    rule = api.http.post(
+        "/v1/alert-rules", headers=api.admin,
+        json={"name": "budget", "kind": "budget", "channel_ids": [channel.json()["id"]]},
+    )  # fmt: skip
+    assert rule.status_code == 201, rule.text
+    worker_id = register_worker(api, cpu=4)
+    used_cpu(api, worker_id, 85)
+    AlertEvaluator(api.store).step()
+    incidents = api.store.alert_history.incidents(api.tenant_id).items
+    assert [incident.key for incident in incidents] == ["week:*:0.8"]
+    assert incidents[0].summary == "week budget reached 0.8 (85% used)"
+    bad = api.http.post(
+        "/v1/alert-rules", headers=api.admin,
+        json={"name": "b2", "kind": "budget", "params": {"fraction": 1.5},
+              "channel_ids": [channel.json()["id"]]},
+    )  # fmt: skip
+    assert bad.status_code == 422
+    assert [error["field"] for error in bad.json()["errors"]] == ["params.fraction"]

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from herder.domain.alerts.decisions import budget as budget_signals
+from herder.domain.alerts.rules import RuleParams
 from herder.domain.budgets import (
     Budget,
     Charged,
@@ -159,3 +161,21 @@ def test_a_hostile_budget_is_refused_naming_its_field(budget: dict[str, Any], fi
 def test_an_unknown_time_zone_is_refused() -> None:
     with pytest.raises(ValidationError, match="time_zone"):
         TenantBudgets(time_zone="Mars/Olympus")
+
+
+@pytest.mark.parametrize(
+    ("used", "firing"),
+    [(700, {"day:*:0.8": False, "day:*:spent": False}),
+     (800, {"day:*:0.8": True, "day:*:spent": False}),
+     (1000, {"day:*:0.8": True, "day:*:spent": True})],
+)  # fmt: skip
+def test_a_budget_alert_warns_at_80_percent_and_again_when_spent(
+    used: float, firing: dict[str, bool]
+) -> None:
+    budget = Budget(period=Period.DAY, cpu_seconds=1000)
+    standings = use(budget, charged=(Charged(None, "j", NOW.date(), Usage(used, 0)),)).standings(
+        NOW
+    )
+    signals = budget_signals(standings, RuleParams())
+    assert {signal.key: signal.firing for signal in signals} == firing
+    assert signals[0].details["resets_at"] == "2026-11-22T00:00:00+00:00"
