@@ -155,3 +155,15 @@ def test_a_budget_rule_opens_an_incident_at_80_percent_and_another_when_spent(ap
     )  # fmt: skip
     assert bad.status_code == 422
     assert [error["field"] for error in bad.json()["errors"]] == ["params.fraction"]
+
+
+def test_metrics_show_each_budgets_use_against_its_limit(api: Api) -> None:
+    body = {"budgets": [{"period": "day", "cpu_seconds": 100, "gpu_seconds": 10}]}
+    assert set_budgets(api, api.tenant_id, body).status_code == 200
+    used_cpu(api, register_worker(api, cpu=4), 25)
+    scraped = api.http.get("/metrics", headers=api.admin).text
+    name = api.store.access.get_tenant(api.tenant_id).name
+    labels = f'period="day",pool="",resource="cpu",tenant="{name}"'
+    assert f"herder_budget_used_seconds{{{labels}}} 25.0" in scraped
+    assert f"herder_budget_limit_seconds{{{labels}}} 100.0" in scraped
+    assert 'resource="gpu"' in scraped

@@ -10,4 +10,4 @@ __all__ = ["Gauges", "gauges"]  # Gauges: what a scrape's collector turns into f
 
 
 def gauges(store: Store) -> Gauges:
-    return read_gauges(store.database)
+    return read_gauges(store.database, store.clock.now())

@@ -7,7 +7,8 @@ Each count is over rows the hot path keeps few (queued, running, alive) or over 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 
 from sqlalchemy import Connection, case, func, select
 
@@ -17,12 +18,14 @@ from herder.domain.states import ACTIVE_RUN_STATES, AttemptState, RunState
 from herder.domain.workflows.states import ACTIVE_WORKFLOW_RUN_STATES
 from herder.store.database import Database
 from herder.store.schema import attempts, runs, tenants, workers, workflow_runs
+from herder.store.usage import read_uses
 from herder.telemetry.metrics import PRIORITY_NAMES
 
 # A queued run's waiting reason (a sentence from ``domain.placement``) as one of a few kinds,
 # by the first pattern it matches (SQL LIKE); any other, or none, is "other".
 WAITING_KINDS = (
     ("not_seen", QUEUED_WAITING),
+    ("budget", "tenant %budget% is spent%"),
     ("queue_quota", "tenant quota: only the tenant's first %"),
     ("quota", "%; tenant quota %"),
     ("preempting", "%; preempting %"),
@@ -44,6 +47,8 @@ class Gauges:
     capacity: dict[str, float]  # resource → offered by alive and draining workers
     used: dict[str, float]  # resource → taken by running attempts
     workflow_runs: dict[str, int]  # active workflow run state → workflow runs
+    # (tenant name, period, pool or "", resource cpu|gpu) → (seconds used, limit)
+    budgets: dict[tuple[str, str, str, str], tuple[float, float]] = field(default_factory=dict)
 
 
 # A gauge for each state not yet ended, zero when no run is in it, in the enums' order.
@@ -51,7 +56,7 @@ GAUGED_RUN_STATES = [state for state in RunState if state in ACTIVE_RUN_STATES]
 GAUGED_WORKFLOW_RUN_STATES = sorted(ACTIVE_WORKFLOW_RUN_STATES)
 
 
-def read_gauges(database: Database) -> Gauges:
+def read_gauges(database: Database, now: datetime) -> Gauges:
     with database.read() as connection:
         return Gauges(
             queued=_queued(connection),
@@ -61,7 +66,31 @@ def read_gauges(database: Database) -> Gauges:
             capacity=fleet_capacity(connection),
             used=fleet_used(connection),
             workflow_runs=_workflow_runs(connection),
+            budgets=_budgets(connection, now),
         )
+
+
+def _budgets(
+    connection: Connection, now: datetime
+) -> dict[tuple[str, str, str, str], tuple[float, float]]:
+    """Each budget's use in its period so far against its limit (few: tenants' budgets)."""
+    uses = read_uses(connection, now, None)
+    if not uses:
+        return {}
+    rows = connection.execute(select(tenants.c.id, tenants.c.name).where(tenants.c.id.in_(uses)))
+    names = {row.id: row.name for row in rows}
+    found = {}
+    for tenant_id, use in uses.items():
+        for standing in use.standings(now):
+            budget = standing.budget
+            for resource, used, limit in (
+                ("cpu", standing.used.cpu_seconds, budget.cpu_seconds),
+                ("gpu", standing.used.gpu_seconds, budget.gpu_seconds),
+            ):
+                if limit is not None:
+                    key = (names[tenant_id], str(budget.period), budget.pool or "", resource)
+                    found[key] = (used, limit)
+    return found
 
 
 def _queued(connection: Connection) -> dict[tuple[str, str, str], int]:
