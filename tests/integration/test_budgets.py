@@ -167,3 +167,26 @@ def test_metrics_show_each_budgets_use_against_its_limit(api: Api) -> None:
     assert f"herder_budget_used_seconds{{{labels}}} 25.0" in scraped
     assert f"herder_budget_limit_seconds{{{labels}}} 100.0" in scraped
     assert 'resource="gpu"' in scraped
+
+
+def test_every_member_of_a_gang_is_charged_and_a_fan_out_waits_whole(api: Api) -> None:
+    assert set_budgets(api, api.tenant_id, {
+        "budgets": [{"period": "day", "cpu_seconds": 15}],
+    }).status_code == 200  # fmt: skip
+    worker_id = register_worker(api, cpu=4)
+    gang = api.create_job("gang", replicas=2, resources={"cpu": 1, "memory_mb": 64})
+    api.start_run(gang["id"])
+    members = claim(api, worker_id)["assignments"]
+    usage_each = {"cpu_user_seconds": 8, "cpu_system_seconds": 0, "max_rss_kb": 10}
+    ended = [{**completion(member), "usage": usage_each} for member in members]
+    assert [result["status"] for result in report(api, worker_id, completions=ended)] == [200] * 2
+    (row,) = usage(api, api.admin)["rows"]
+    assert row["cpu_seconds"] == 16
+    job_id = api.create_job("fan-out")["id"]
+    batch = api.http.post(
+        "/v1/runs/batch", headers=api.admin, json={"runs": [{"job_id": job_id}] * 5}
+    )
+    assert batch.status_code == 200, batch.text
+    assert claim(api, worker_id)["assignments"] == []
+    for item in batch.json()["items"]:
+        assert "budget is spent" in run_detail(api, item["run_id"])["waiting_reason"]
