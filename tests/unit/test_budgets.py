@@ -102,6 +102,14 @@ def test_a_pool_budget_counts_and_holds_only_its_pools_runs() -> None:
     )
 
 
+def test_a_zero_budget_holds_every_run_from_the_start() -> None:
+    nothing = Budget(period=Period.MONTH, gpu_seconds=0)
+    snapshot = Snapshot(
+        now=NOW, queued=(queued("run"),), workers=(worker("w"),), budgets={"t1": use(nothing)}
+    )
+    assert plan(snapshot).waiting["run"].startswith("tenant month budget is spent (gpu 0 of 0 s)")
+
+
 def test_a_budget_with_room_left_holds_nothing() -> None:
     budget = Budget(period=Period.DAY, cpu_seconds=3600)
     charged = (Charged(None, "j", NOW.date(), Usage(3599, 0)),)

@@ -167,7 +167,7 @@ class Standing:
     def fraction(self) -> float:
         """The largest share of a limit used (1.0 or more: spent)."""
         shares = [
-            used / limit if limit else (1.0 if used > 0 else 0.0)
+            used / limit if limit else 1.0  # a zero budget allows nothing
             for used, limit in (
                 (self.used.cpu_seconds, self.budget.cpu_seconds),
                 (self.used.gpu_seconds, self.budget.gpu_seconds),
