@@ -23,6 +23,7 @@ from herder.domain.jobs import check_pool_reference
 MAX_BUDGET_SECONDS = 1e12  # ~31,700 years of one core: past it a budget is a mistake
 MAX_BUDGETS = 32  # per tenant
 ALERT_FRACTION = 0.8  # of a budget used: the warning's threshold
+DEFAULT_TIME_ZONE = "UTC"
 
 
 class Period(StrEnum):
@@ -70,7 +71,7 @@ class TenantBudgets(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     time_zone: Annotated[str, Field(max_length=64, description="IANA name, e.g. Europe/Paris")] = (
-        "UTC"
+        DEFAULT_TIME_ZONE
     )
     budgets: Annotated[tuple[Budget, ...], Field(max_length=MAX_BUDGETS)] = ()
 

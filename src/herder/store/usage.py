@@ -8,18 +8,21 @@ attempt's worker's, so reports from different workers about one job never wait o
 
 from __future__ import annotations
 
+import functools
 import zlib
 from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import date, datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
-from sqlalchemy import BindParameter, Connection, bindparam, func, select
+from sqlalchemy import BindParameter, Connection, Insert, Select, bindparam, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from herder.clock import Clock
 from herder.domain.budgets import (
+    DEFAULT_TIME_ZONE,
     Charged,
     Period,
     Running,
@@ -42,16 +45,18 @@ NO_POOL = ""  # usage_charges.pool of a run in no pool
 SHARDS = 16  # rows per (tenant, day, pool, job): one per group of workers
 
 
+_FLOOR: BindParameter[str] = bindparam("live_floor")
+
+
 def charge_ended(connection: Connection, attempt_ids: Collection[str], now: datetime) -> None:
     """Charge the attempts just ended (``now``) to their tenants: one read, one upsert."""
     if not attempt_ids:
         return
-    among = Among(connection.dialect.name, attempts.c.id, "attempt_ids")
+    statements = _charging(connection.dialect.name)
     floor = live_floor(connection, now)
     ended: list[Any] = []
-    for params in among.batches(sorted(attempt_ids), live_floor=floor):
-        ended += connection.execute(_ENDED.where(among.condition), params).all()
-    zones = _zones(connection, {row.tenant_id for row in ended})
+    for params in statements.attempt_ids.batches(sorted(attempt_ids), live_floor=floor):
+        ended += connection.execute(statements.ended, params).all()
     charges: dict[tuple[str, str, str, str, int], list[float]] = defaultdict(lambda: [0, 0, 0])
     for row in ended:
         measured = (
@@ -60,11 +65,9 @@ def charge_ended(connection: Connection, attempt_ids: Collection[str], now: date
             else row.cpu_user_seconds + (row.cpu_system_seconds or 0.0)
         )
         use = ended_use(measured, row.cpu_milli / 1000, row.gpus, row.started_at, now)
-        zone = zones.get(row.tenant_id, TenantBudgets()).zone
-        day = local_day(now, zone).isoformat()
+        day = local_day(now, ZoneInfo(row.time_zone or DEFAULT_TIME_ZONE)).isoformat()
         shard = zlib.crc32((row.worker_id or "").encode()) % SHARDS
-        key = (row.tenant_id, day, row.pool or NO_POOL, row.job_id, shard)
-        charge = charges[key]
+        charge = charges[(row.tenant_id, day, row.pool or NO_POOL, row.job_id, shard)]
         charge[0] += use.cpu_seconds
         charge[1] += use.gpu_seconds
         charge[2] += 1
@@ -73,26 +76,35 @@ def charge_ended(connection: Connection, attempt_ids: Collection[str], now: date
          "cpu_seconds": cpu, "gpu_seconds": gpu, "attempts": int(count)}
         for (tenant_id, day, pool, job_id, shard), (cpu, gpu, count) in sorted(charges.items())
     ]  # fmt: skip
-    connection.execute(_upsert(connection.dialect.name), rows)
+    connection.execute(statements.upsert, rows)
 
 
-_FLOOR: BindParameter[str] = bindparam("live_floor")
-_ENDED = (
-    select(
-        attempts.c.started_at, attempts.c.cpu_milli, attempts.c.gpus, attempts.c.worker_id,
-        attempts.c.cpu_user_seconds, attempts.c.cpu_system_seconds, runs.c.tenant_id,
-        runs.c.pool, runs.c.job_id,
-    )
-    .join(runs, runs.c.id == attempts.c.run_id)
-    .where(attempts.c.run_id >= _FLOOR, runs.c.id >= _FLOOR)
-)  # fmt: skip
+@dataclass(frozen=True)
+class _Charging:
+    """Charging's statements for one dialect, built once."""
+
+    attempt_ids: Among
+    ended: Select[Any]  # the named attempts, with their runs' tenant, pool, job, time zone
+    upsert: Insert  # adds a batch's charges to the rows they fall in
 
 
-def _upsert(dialect: str) -> Any:
+@functools.cache
+def _charging(dialect: str) -> _Charging:
+    attempt_ids = Among(dialect, attempts.c.id, "attempt_ids")
+    ended = (
+        select(
+            attempts.c.started_at, attempts.c.cpu_milli, attempts.c.gpus, attempts.c.worker_id,
+            attempts.c.cpu_user_seconds, attempts.c.cpu_system_seconds, runs.c.tenant_id,
+            runs.c.pool, runs.c.job_id, tenant_budgets.c.time_zone,
+        )
+        .join(runs, runs.c.id == attempts.c.run_id)
+        .outerjoin(tenant_budgets, tenant_budgets.c.tenant_id == runs.c.tenant_id)
+        .where(attempt_ids.condition, attempts.c.run_id >= _FLOOR, runs.c.id >= _FLOOR)
+    )  # fmt: skip
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
     statement = insert(usage_charges)
     added = statement.excluded
-    return statement.on_conflict_do_update(
+    upsert = statement.on_conflict_do_update(
         index_elements=[
             usage_charges.c.tenant_id, usage_charges.c.day, usage_charges.c.pool,
             usage_charges.c.job_id, usage_charges.c.shard,
@@ -103,6 +115,7 @@ def _upsert(dialect: str) -> Any:
             "attempts": usage_charges.c.attempts + added.attempts,
         },
     )  # fmt: skip
+    return _Charging(attempt_ids, ended, upsert)
 
 
 def _zones(connection: Connection, tenant_ids: Collection[str] | None) -> dict[str, TenantBudgets]:
