@@ -3,13 +3,14 @@ attempts report, holding a tenant's runs once spent, and usage each tenant sees 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from herder.control.alerts import AlertEvaluator
 from herder.domain.models import Role
-from tests.integration.conftest import Api
+from tests.integration.conftest import Api, Herder
 from tests.integration.dispatching import dispatch
 from tests.integration.registered import as_worker, register_worker
 from tests.integration.test_run_outputs import run_detail
@@ -190,3 +191,23 @@ def test_every_member_of_a_gang_is_charged_and_a_fan_out_waits_whole(api: Api) -
     assert claim(api, worker_id)["assignments"] == []
     for item in batch.json()["items"]:
         assert "budget is spent" in run_detail(api, item["run_id"])["waiting_reason"]
+
+
+def test_the_cli_sets_shows_and_reports_budgets(api: Api, herder: Herder, tmp_path: Path) -> None:
+    document = tmp_path / "budgets.json"
+    document.write_text(
+        '{"time_zone": "Asia/Tokyo", "budgets": [{"period": "day", "cpu_seconds": 90}]}'
+    )
+    assert herder("budgets", "set", api.tenant_id, str(document)).exit_code == 0
+    shown = herder("budgets", "show", api.tenant_id)
+    assert "time zone Asia/Tokyo" in shown.output
+    assert "day budget: cpu 90 s" in shown.output
+    used_cpu(api, register_worker(api), 30)
+    report = herder("usage", "--by", "job")
+    assert report.exit_code == 0, report.output
+    assert "30.0" in report.output
+    assert "30 / 90" in report.output
+    document.write_text('{"budgets": [{"period": "day", "cpu_seconds": -1}]}')
+    refused = herder("budgets", "set", api.tenant_id, str(document))
+    assert refused.exit_code == 1
+    assert "cpu_seconds" in refused.output

@@ -21,6 +21,7 @@ from herder.cli import (
     system,
     tenants,
     top,
+    usage,
     workers,
     workflows,
 )
@@ -29,7 +30,7 @@ from herder.client import ClientError
 
 __all__ = [
     "alerts", "apply", "audit", "backfills", "jobs", "keys", "main", "queue", "runs",
-    "schedules", "secrets", "system", "tenants", "top", "workers", "workflows",
+    "schedules", "secrets", "system", "tenants", "top", "usage", "workers", "workflows",
 ]  # fmt: skip
 
 

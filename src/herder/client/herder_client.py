@@ -21,6 +21,7 @@ from herder.client.errors import ApiError, ServerUnreachable
 from herder.client.schedules import ScheduleCalls, drop_none
 from herder.client.secrets import SecretCalls
 from herder.client.uploads import MultipartUpload, UploadProgress
+from herder.client.usage import UsageCalls
 from herder.client.workflows import WorkflowCalls
 from herder.domain.models import (
     Artifact,
@@ -45,7 +46,7 @@ class Logs(BaseModel):
     complete: bool
 
 
-class HerderClient(ScheduleCalls, WorkflowCalls, AlertCalls, AdminCalls, SecretCalls):
+class HerderClient(ScheduleCalls, WorkflowCalls, AlertCalls, AdminCalls, SecretCalls, UsageCalls):
     def __init__(
         self,
         url: str,
