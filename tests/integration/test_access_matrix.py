@@ -86,6 +86,8 @@ EXCEPTIONS = {
     ("POST", "/v1/tenants"): Needs.SYSTEM_ADMIN,
     ("PATCH", "/v1/tenants/{tenant_id}"): Needs.SYSTEM_ADMIN,
     ("GET", "/v1/tenants/{tenant_id}"): Needs.TENANT_ADMIN,
+    ("PUT", "/v1/tenants/{tenant_id}/budgets"): Needs.SYSTEM_ADMIN,
+    ("GET", "/v1/tenants/{tenant_id}/budgets"): Needs.TENANT_ADMIN,
     ("POST", "/v1/tenants/{tenant_id}/keys"): Needs.TENANT_ADMIN,
     ("GET", "/v1/keys"): Needs.TENANT_ADMIN,
     ("POST", "/v1/keys"): Needs.TENANT_ADMIN,
@@ -156,6 +158,7 @@ BODIES: dict[tuple[str, str], Any] = {
     ("PUT", "/v1/workflows/{workflow_id}"): {"name": "w", "tasks": [{"name": "t", "job": "j"}]},
     ("POST", "/v1/workflow-runs/{workflow_run_id}/repair"): {"repair": 0},
     ("PUT", "/v1/secrets/{name}"): {"value": "intruder's own"},
+    ("PUT", "/v1/tenants/{tenant_id}/budgets"): {"budgets": [{"period": "day", "cpu_seconds": 1}]},
 }  # fmt: skip
 # Routes that read an object shared between tenants (a pool and the shares in it): the
 # system admins read every one; a tenant without a share in it is answered 404.

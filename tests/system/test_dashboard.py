@@ -28,6 +28,7 @@ from playwright.sync_api import (
 )
 
 from herder.client import HerderClient
+from herder.domain.budgets import Budget, Period, TenantBudgets
 from herder.settings import sqlite_url
 from tests.integration.webhook_receiver import Receiver, running_receiver
 from tests.system.conftest import Cluster, free_port
@@ -674,3 +675,18 @@ def test_the_api_docs_render_within_their_content_security_policy(
     other_hosts = [error for error in errors if "'https://cdn.redoc.ly/redoc/" in error]
     assert [error for error in errors if error not in other_hosts] == []
     assert all("violates the following Content Security Policy" in error for error in other_hosts)
+
+
+def test_usage_shows_what_ran_against_its_budget(page: Page, herder: HerderClient) -> None:
+    job = herder.create_job("quick", {"runtime": "shell", "command": "true"})
+    run = herder.wait(herder.start_run(job.id).id, timeout=30)
+    tenant_id = herder.usage().rows[0].tenant_id
+    herder.set_budgets(
+        tenant_id, TenantBudgets(budgets=(Budget(period=Period.WEEK, cpu_seconds=3600),))
+    )
+    page.get_by_role("link", name="Usage").click()
+    budget = page.locator('tr[data-spent="false"]')
+    expect(budget).to_contain_text("week")
+    expect(budget).to_contain_text("/ 3600")
+    page.get_by_role("link", name="job").click()
+    expect(page.locator("main")).to_contain_text(run.job_id)

@@ -6,12 +6,13 @@ offers; here the other layouts are fed in as text, and cgroup v2 as a directory 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from herder.domain.jobs import Resources
-from herder.worker.attempt_cgroup import V2_JOIN_SCRIPT, limit_settings
+from herder.worker.attempt_cgroup import V2_JOIN_SCRIPT, AttemptCgroup, limit_settings
 from herder.worker.cgroupfs import CgroupMount, cgroup_membership, cgroup_mounts
 from herder.worker.cgroups import CgroupEnforcer, CgroupsUnavailable, cgroup_enforcer
 from herder.worker.limits import MIB, Limits, RlimitConfinement, limits_for
@@ -208,3 +209,20 @@ def test_the_rlimit_fallback_tells_the_launcher_the_same_limits() -> None:
     assert RlimitConfinement(limits, own_uid=True).launcher_options() == [
         "--rlimit", f"data={64 * MIB}", "--rlimit", "nproc=30",
     ]  # fmt: skip
+
+
+def test_an_attempts_cpu_time_is_the_cgroups_account_where_the_host_keeps_one(
+    tmp_path: Path,
+) -> None:
+    """What budgets charge: every process's CPU time, waited for or not (docs/budgets.md)."""
+    unified, cpu, memory = tmp_path / "v2", tmp_path / "cpu", tmp_path / "memory"
+    for directory in (unified, cpu, memory):
+        directory.mkdir()
+    (unified / "cpu.stat").write_text("usage_usec 3500000\nuser_usec 3000000\nsystem_usec 500000\n")
+    (unified / "memory.peak").write_text("1024\n")
+    assert AttemptCgroup(2, {"memory": unified}).collect().cpu_seconds == (3.0, 0.5)
+    ticks = os.sysconf("SC_CLK_TCK")
+    (cpu / "cpuacct.stat").write_text(f"user {3 * ticks}\nsystem {ticks}\n")  # cpu,cpuacct
+    assert AttemptCgroup(1, {"memory": memory, "cpu": cpu}).collect().cpu_seconds == (3.0, 1.0)
+    alone = AttemptCgroup(1, {"memory": memory})  # cpuacct mounted apart: wait4's account
+    assert alone.collect().cpu_seconds is None

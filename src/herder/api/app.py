@@ -35,6 +35,7 @@ from herder.api.routers import (
     secrets,
     stats,
     tenants,
+    usage,
     workers,
     workflows,
 )
@@ -98,6 +99,7 @@ def create_app(store: Store, settings: Settings) -> FastAPI:
         keys,
         audit,
         secrets,
+        usage,
     ):
         describe_problems(module.router)
         app.include_router(module.router)

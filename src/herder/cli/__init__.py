@@ -23,6 +23,7 @@ from herder.cli import (
     system,
     tenants,
     top,
+    usage,
     workers,
     workflows,
 )
@@ -31,7 +32,8 @@ from herder.client import ClientError
 
 __all__ = [
     "alerts", "apply", "audit", "autoscaler", "backfills", "jobs", "keys", "main", "pools",
-    "queue", "runs", "schedules", "secrets", "system", "tenants", "top", "workers", "workflows",
+    "queue", "runs", "schedules", "secrets", "system", "tenants", "top", "usage", "workers",
+    "workflows",
 ]  # fmt: skip
 
 

@@ -22,6 +22,7 @@ from herder.client.pools import PoolCalls
 from herder.client.schedules import ScheduleCalls, drop_none
 from herder.client.secrets import SecretCalls
 from herder.client.uploads import MultipartUpload, UploadProgress
+from herder.client.usage import UsageCalls
 from herder.client.workflows import WorkflowCalls
 from herder.domain.models import (
     Artifact,
@@ -46,7 +47,9 @@ class Logs(BaseModel):
     complete: bool
 
 
-class HerderClient(ScheduleCalls, WorkflowCalls, AlertCalls, AdminCalls, SecretCalls, PoolCalls):
+class HerderClient(
+    ScheduleCalls, WorkflowCalls, AlertCalls, AdminCalls, SecretCalls, PoolCalls, UsageCalls
+):
     def __init__(
         self,
         url: str,

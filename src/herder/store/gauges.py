@@ -8,7 +8,7 @@ Each count is over rows the hot path keeps few (queued, running, alive) or over 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -22,12 +22,14 @@ from herder.store.autoscaling import desired_by_pool
 from herder.store.database import Database
 from herder.store.forecast import demand_by_pool
 from herder.store.schema import attempts, runs, tenants, workers, workflow_runs
+from herder.store.usage import read_uses
 from herder.telemetry.metrics import PRIORITY_NAMES
 
 # A queued run's waiting reason (a sentence from ``domain.placement``) as one of a few kinds,
 # by the first pattern it matches (SQL LIKE); any other, or none, is "other".
 WAITING_KINDS = (
     ("not_seen", QUEUED_WAITING),
+    ("budget", "tenant %budget% is spent%"),
     ("queue_quota", "tenant quota: only the tenant's first %"),
     ("pool", "%; pool % does not exist%"),
     ("pool", "%; tenant % may not use pool %"),
@@ -58,6 +60,8 @@ class Gauges:
     # → the most they keep busy at once in it. Pool "shared": the fleet in no pool.
     forecast_starting: dict[tuple[str, str], int]
     forecast_busy: dict[tuple[str, str, str], float]
+    # (tenant name, period, pool or "", resource cpu|gpu) → (seconds used, limit)
+    budgets: dict[tuple[str, str, str, str], tuple[float, float]] = field(default_factory=dict)
 
 
 # A gauge for each state not yet ended, zero when no run is in it, in the enums' order.
@@ -77,6 +81,7 @@ def read_gauges(database: Database, now: datetime) -> Gauges:
             workflow_runs=_workflow_runs(connection),
             desired_workers=desired_by_pool(connection, now),
             **_forecast_cached(database.url, connection, now),
+            budgets=_budgets(connection, now),
         )
 
 
@@ -111,6 +116,29 @@ def _forecast(connection: Connection, now: datetime) -> dict[str, Any]:
             ):
                 busy[(name, resource, window)] = value
     return {"forecast_starting": starting, "forecast_busy": busy}
+
+
+def _budgets(
+    connection: Connection, now: datetime
+) -> dict[tuple[str, str, str, str], tuple[float, float]]:
+    """Each budget's use in its period so far against its limit (few: tenants' budgets)."""
+    uses = read_uses(connection, now, None)
+    if not uses:
+        return {}
+    rows = connection.execute(select(tenants.c.id, tenants.c.name).where(tenants.c.id.in_(uses)))
+    names = {row.id: row.name for row in rows}
+    found = {}
+    for tenant_id, use in uses.items():
+        for standing in use.standings(now):
+            budget = standing.budget
+            for resource, used, limit in (
+                ("cpu", standing.used.cpu_seconds, budget.cpu_seconds),
+                ("gpu", standing.used.gpu_seconds, budget.gpu_seconds),
+            ):
+                if limit is not None:
+                    key = (names[tenant_id], str(budget.period), budget.pool or "", resource)
+                    found[key] = (used, limit)
+    return found
 
 
 def _queued(connection: Connection) -> dict[tuple[str, str, str], int]:

@@ -38,6 +38,7 @@ from herder.store.runs.repository import RunRepository
 from herder.store.schedules import ScheduleRepository
 from herder.store.secrets import SecretRepository
 from herder.store.submit_buckets import SubmitBucketRepository
+from herder.store.usage import UsageRepository
 from herder.store.work import Work, follow_ends_with, unit_of_work
 from herder.store.workers import WorkerRepository
 from herder.store.workflows.definitions import WorkflowRepository
@@ -90,6 +91,7 @@ class Store:
             self.database, self.clock, self.rng, self.channel_secrets
         )
         self.submit_buckets = SubmitBucketRepository(self.database)
+        self.usage = UsageRepository(self.database, self.clock)
         self.history = HistoryRetention(self.database, self.clock, cold)
         self.forecast = ForecastRepository(self.database, self.clock)
 

@@ -95,11 +95,27 @@ class AttemptCgroup:
             events, peak = memory / "memory.events", memory / "memory.peak"
         else:
             events, peak = memory / "memory.oom_control", memory / "memory.max_usage_in_bytes"
-        verdict = Verdict(read_key(events, "oom_kill"), read_number(peak))
+        verdict = Verdict(read_key(events, "oom_kill"), read_number(peak), self._cpu_seconds())
         # v1: a process enters each of the attempt's hierarchies before it forks and cannot
         # leave them, so the memory one holds them all (removing each kills what is left)
         close_all(kill_members(memory))
         return verdict
+
+    def _cpu_seconds(self) -> tuple[float, float] | None:
+        """User and system CPU time: v2's cpu.stat (always there), v1's cpuacct.stat where
+        cpuacct is mounted with cpu (in ticks); ``None`` where this host does not say."""
+        if self._version == 2:
+            stat, scale = self._directories["memory"] / "cpu.stat", 1e-6
+            user, system = read_key(stat, "user_usec"), read_key(stat, "system_usec")
+        else:
+            cpu = self._directories.get("cpu")
+            if cpu is None:
+                return None
+            stat, scale = cpu / "cpuacct.stat", 1 / os.sysconf("SC_CLK_TCK")
+            user, system = read_key(stat, "user"), read_key(stat, "system")
+        if user is None or system is None:
+            return None
+        return user * scale, system * scale
 
     def try_remove(self) -> bool:
         self._close_entrance()

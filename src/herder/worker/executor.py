@@ -135,9 +135,9 @@ async def _run(
     if child.sink_error is not None:
         raise child.sink_error
     peak_kb = (verdict.peak_memory_bytes or 0) // 1024
-    usage = ResourceUsage(
-        reaped.user_seconds, reaped.system_seconds, peak_kb or reaped.max_rss_kb, wall_seconds
-    )
+    # the cgroup's account where there is one: wait4 misses what the attempt left unwaited
+    user, system = verdict.cpu_seconds or (reaped.user_seconds, reaped.system_seconds)
+    usage = ResourceUsage(user, system, peak_kb or reaped.max_rss_kb, wall_seconds)
     disk_full = plan.sandbox is not None and plan.sandbox.disk.is_full()
     return outcome_of(
         stop,

@@ -49,6 +49,8 @@ class Verdict:
 
     oom_kills: int | None = None  # processes the kernel killed at the memory limit
     peak_memory_bytes: int | None = None
+    # user and system CPU time of every process the attempt ran, waited for or not
+    cpu_seconds: tuple[float, float] | None = None
 
 
 class Confinement(Protocol):

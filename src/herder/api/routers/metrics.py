@@ -72,6 +72,25 @@ class Snapshot(Collector):
         for (pool, resource, window), value in sorted(g.forecast_busy.items()):
             busy.add_metric([pool, resource, window], value)
         yield busy
+        yield from _budget_families(g.budgets)
+
+
+def _budget_families(
+    budgets: dict[tuple[str, str, str, str], tuple[float, float]],
+) -> Iterator[GaugeMetricFamily]:
+    labels = ["tenant", "period", "pool", "resource"]
+    used = GaugeMetricFamily(
+        "herder_budget_used_seconds", "CPU- or GPU-seconds used in the budget's period so far",
+        labels=labels,
+    )  # fmt: skip
+    limit = GaugeMetricFamily(
+        "herder_budget_limit_seconds", "A budget's CPU- or GPU-seconds per period", labels=labels
+    )
+    for key, (spent, allowed) in sorted(budgets.items()):
+        used.add_metric(list(key), spent)
+        limit.add_metric(list(key), allowed)
+    yield used
+    yield limit
 
 
 def _family(

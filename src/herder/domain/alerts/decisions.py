@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from herder.domain.alerts.rules import RuleKind, RuleParams
+from herder.domain.budgets import Standing
 
 QUEUE_KEY = "queue"  # the one key of a tenant-wide condition
 # Kinds that read many rows are judged less often than every pass of the evaluator.
@@ -169,6 +170,30 @@ def loop_stale(
             if stale else f"control loop {name} runs again"
         )  # fmt: skip
         signals.append(Signal(name, stale, summary, {"lease_expires_at": _iso(expires_at)}))
+    return signals
+
+
+def budget(standings: Sequence[Standing], params: RuleParams) -> list[Signal]:
+    """Two keys per budget: its ``fraction`` used (a warning) and spent. Each clears when
+    its use is back under (a new period begins, or the budget is raised)."""
+    signals = []
+    for standing in standings:
+        budget, used = standing.budget, standing.used
+        name = f"{budget.period}:{budget.pool or '*'}"
+        details = {
+            "period": str(budget.period), "pool": budget.pool, "hard": budget.hard,
+            "cpu_seconds_used": round(used.cpu_seconds, 3), "cpu_seconds": budget.cpu_seconds,
+            "gpu_seconds_used": round(used.gpu_seconds, 3), "gpu_seconds": budget.gpu_seconds,
+            "resets_at": _iso(standing.window.ends_at),
+        }  # fmt: skip
+        percent = f"{standing.fraction:.0%}"
+        for key, reached in (
+            (f"{name}:{params.fraction:g}", standing.fraction >= params.fraction),
+            (f"{name}:spent", standing.spent),
+        ):
+            state = "reached" if reached else "is back under"
+            summary = f"{budget.name} {state} {key.rsplit(':', 1)[1]} ({percent} used)"
+            signals.append(Signal(key, reached, summary, details))
     return signals
 
 

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AnyUrl, BaseModel, ConfigDict, Field, JsonValue, UrlConstraints
 
+from herder.domain.budgets import ALERT_FRACTION
 from herder.domain.models import _Record
 
 MAX_CONSECUTIVE = 100
@@ -28,6 +29,7 @@ class RuleKind(StrEnum):
     QUEUE_WAIT_P99 = "queue_wait_p99"
     NO_CAPACITY = "no_capacity"
     LOOP_STALE = "loop_stale"
+    BUDGET = "budget"
 
 
 class FailedOutcome(StrEnum):
@@ -44,6 +46,7 @@ PARAMS_OF_KIND: dict[RuleKind, frozenset[str]] = {
     RuleKind.QUEUE_WAIT_P99: frozenset({"threshold_seconds", "window_seconds"}),
     RuleKind.NO_CAPACITY: frozenset({"wait_seconds"}),
     RuleKind.LOOP_STALE: frozenset({"loop", "stale_seconds"}),
+    RuleKind.BUDGET: frozenset({"fraction"}),
 }
 REQUIRED_PARAMS: dict[RuleKind, frozenset[str]] = {
     RuleKind.QUEUE_WAIT_P99: frozenset({"threshold_seconds"}),
@@ -75,6 +78,10 @@ class RuleParams(BaseModel):
     loop: str | None = Field(default=None, max_length=128, description="loop_stale: one loop")
     stale_seconds: Annotated[float, Field(ge=10, le=86400)] = Field(
         default=60, description="loop_stale: a lease expired this long ago"
+    )
+    fraction: Annotated[float, Field(gt=0, lt=1)] = Field(
+        default=ALERT_FRACTION,
+        description="budget: warn when this share of a budget is used (and again when spent)",
     )
 
     def check_for(self, kind: RuleKind) -> list[tuple[str, str]]:

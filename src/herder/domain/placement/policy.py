@@ -3,7 +3,8 @@ why every other run waits. Pure: a snapshot and ``now`` in, a plan out.
 
 The pipeline, per run in dispatch order (ordering.py):
 
-0. pools       — a run goes only to its pool's workers (none: the shared fleet), if its
+0. budgets     — a spent time budget of the tenant holds the run back (budgets.py);
+   pools       — a run goes only to its pool's workers (none: the shared fleet), if its
                  tenant may use the pool; runs within their tenant's nominal share are
                  considered before those that would borrow past it (pools.py);
 1. quotas      — the tenant's queued-run window and in-use quotas hold the run back;
@@ -27,7 +28,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from herder.domain.placement import pools, preemption, reasons
+from herder.domain.placement import budgets, pools, preemption, reasons
 from herder.domain.placement.candidates import Candidates
 from herder.domain.placement.feasibility import could_ever_fit, eligible, fits_now
 from herder.domain.placement.fleet import Fleet, WorkerRoom
@@ -62,7 +63,8 @@ class Preemption:
     attempt_id: str
     run_id: str  # the victim
     worker_id: str
-    for_run_id: str  # the run it makes room for
+    for_run_id: str  # the run it makes room for ('' when stopped by a spent hard budget)
+    why: str = ""  # for a budget's stop: the budget's reason
 
 
 @dataclass
@@ -86,6 +88,7 @@ class _Pass:
         self.no_room: dict[tuple[object, ...], str] = {}  # shape → reason, this pass
         self.candidates: dict[tuple[object, ...], Candidates] = {}  # by shape
         self.matching: dict[tuple[object, ...], list[WorkerRoom]] = {}  # by pool and labels
+        self.spent = budgets.spent_budgets(snapshot)
 
     def tenant(self, tenant_id: str) -> TenantView:
         return self.snapshot.tenants.get(tenant_id) or TenantView(tenant_id)
@@ -127,6 +130,10 @@ class _Pass:
                 reason = self._consider(run)
                 if reason is not None:
                     self.plan.waiting[run.id] = reason
+        for worker, attempt, why in self.spent.stopping(self.snapshot.workers):
+            self.plan.preemptions.append(
+                Preemption(attempt.attempt_id, attempt.run_id, worker.id, "", why)
+            )
         return self.plan
 
     def _within_queue_quotas(self, queued: list[QueuedRun]) -> list[QueuedRun]:
@@ -148,6 +155,9 @@ class _Pass:
 
     def _consider(self, run: QueuedRun) -> str | None:
         """Place the run, or say why it waits."""
+        held = self.spent.holding(run)
+        if held is not None:
+            return held
         refused = pools.refusal(run, self.snapshot)
         if refused is not None:
             return f"{reasons.needs(run)}; {refused}"

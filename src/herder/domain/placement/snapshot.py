@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from herder.domain.budgets import TenantUse
 from herder.domain.placement.resources import Amount, total
 from herder.domain.tenants import TenantQuotas
 
@@ -108,3 +109,4 @@ class Snapshot:
     workers: tuple[WorkerView, ...]  # alive and draining ones
     tenants: Mapping[str, TenantView] = field(default_factory=dict)  # missing: defaults
     pools: Mapping[str, PoolView] = field(default_factory=dict)  # by name; missing: deleted
+    budgets: Mapping[str, TenantUse] = field(default_factory=dict)  # tenants with budgets

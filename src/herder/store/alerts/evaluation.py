@@ -39,6 +39,7 @@ from herder.store.schema import (
     schedules,
     workflow_runs,
 )
+from herder.store.usage import read_uses
 from herder.store.work import Work
 
 log = logging.getLogger("herder.store")
@@ -46,6 +47,7 @@ log = logging.getLogger("herder.store")
 OVERLAP = timedelta(minutes=5)
 MAX_QUEUE_SAMPLES = 100_000
 _QUOTA_REASON = "tenant quota%"  # waiting on the tenant's own quota is not missing capacity
+_BUDGET_REASON = "tenant %budget%"  # nor is waiting on its spent time budget
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,10 @@ def _signals(
         return decisions.queue_wait_p99(_queue_waits(work, rule), params)
     if rule.kind is RuleKind.NO_CAPACITY:
         return decisions.no_capacity(_waiting_for_room(work, rule), params)
+    if rule.kind is RuleKind.BUDGET:
+        uses = read_uses(work.connection, work.now, [rule.tenant_id])
+        standings = uses[rule.tenant_id].standings(work.now) if rule.tenant_id in uses else []
+        return decisions.budget(standings, params)
     expiries = {
         row.name: row.expires_at
         for row in work.connection.execute(select(leases.c.name, leases.c.expires_at))
@@ -334,7 +340,8 @@ def _waiting_for_room(work: Work, rule: StoredRule) -> list[str]:
                    runs.c.queued_at <= before,  # and, if it was preempted, since then
                    or_(runs.c.preempted_at.is_(None), runs.c.preempted_at <= before),
                    runs.c.waiting_reason.is_not(None),
-                   runs.c.waiting_reason.not_like(_QUOTA_REASON))
+                   runs.c.waiting_reason.not_like(_QUOTA_REASON),
+                   runs.c.waiting_reason.not_like(_BUDGET_REASON))
             .order_by(runs.c.queued_at)
             .limit(20)
         ).scalars()

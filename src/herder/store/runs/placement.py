@@ -36,6 +36,7 @@ from herder.store.notifications import CANCEL, CAPACITY, WORKER_CHANNEL, send
 from herder.store.runs.snapshot import QUEUE_WINDOW, TENANT_QUEUE_WINDOW, read_snapshot
 from herder.store.runs.writes import record_events
 from herder.store.schema import attempts, runs, workers
+from herder.store.usage import with_budgets
 from herder.telemetry import metrics
 
 ATTEMPT_DEADLINE_MARGIN_SECONDS = 30  # past its timeout and stop grace: the kill, reporting
@@ -66,10 +67,11 @@ class PlacementRepository:
         """The fleet, the tenants and the head of the queue; given an earlier snapshot's
         ``fleet``, only the ``changed`` workers are read again (``snapshot.read_snapshot``)."""
         with self._db.read() as connection:
-            return read_snapshot(
+            snapshot = read_snapshot(
                 connection, self._clock.now(), window, per_tenant,
                 quick=quick, fleet=fleet, changed=changed,
             )  # fmt: skip
+            return with_budgets(connection, snapshot)
 
     def on_worker_notice(self, heard: Callable[[str], None]) -> None:
         """Call ``heard(worker_id)`` for each notice this process hears, after its commit,
@@ -371,7 +373,10 @@ def _request_preemptions(
         [
             Event(
                 p.run_id,
-                f"preempted on {p.worker_id} to make room for the higher-priority run "
+                f"stopped on {p.worker_id}: {p.why}; it will be queued again without using up "
+                "a retry"
+                if p.why
+                else f"preempted on {p.worker_id} to make room for the higher-priority run "
                 f"{p.for_run_id}; it will be queued again without using up a retry",
                 "dispatcher",
             )

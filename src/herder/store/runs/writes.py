@@ -29,6 +29,7 @@ from herder.store.history.live import live_floor
 from herder.store.notifications import send
 from herder.store.runs.owner_writes import move_backfills, move_workflow_runs
 from herder.store.schema import attempts, run_events, runs
+from herder.store.usage import charge_ended
 
 
 @dataclass(frozen=True)
@@ -182,7 +183,9 @@ def _end_attempts(connection: Connection, ends: Sequence[AttemptEnd], now: datet
         }
         for end in ends
     ]  # fmt: skip
-    return set(update_each(connection, _END_ATTEMPT, rows))
+    ended = set(update_each(connection, _END_ATTEMPT, rows))
+    charge_ended(connection, ended, now)
+    return ended
 
 
 def _move_runs(connection: Connection, moves: Sequence[RunMove]) -> set[str]:

@@ -34,6 +34,8 @@ from herder.store.schema.logs import attempt_logs as attempt_logs
 from herder.store.schema.pools import pool_shares as pool_shares
 from herder.store.schema.pools import pools as pools
 from herder.store.schema.secrets import secrets as secrets
+from herder.store.schema.usage import tenant_budgets as tenant_budgets
+from herder.store.schema.usage import usage_charges as usage_charges
 from herder.store.types import AutoIncrementId, JsonColumn, UtcDateTime
 
 tenants = Table(

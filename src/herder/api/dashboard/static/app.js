@@ -14,6 +14,7 @@ import * as schedules from "./views/schedules.js";
 import * as schedule from "./views/schedule.js";
 import * as workers from "./views/workers.js";
 import * as alerts from "./views/alerts.js";
+import * as usage from "./views/usage.js";
 
 const REFRESH_MS = 2000;
 const VIEWS = {
@@ -26,6 +27,7 @@ const VIEWS = {
   schedules: [schedules, schedule],
   workers: [workers, null],
   alerts: [alerts, null],
+  usage: [usage, null],
 };
 
 const byId = (id) => document.getElementById(id);

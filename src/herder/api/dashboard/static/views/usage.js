@@ -1,0 +1,64 @@
+// Usage: CPU- and GPU-seconds used this day, week or month, by tenant, pool or job, and each
+// time budget against its period (docs/budgets.md). A tenant sees its own.
+
+import { api, query } from "../api.js";
+import { fill, h, row, table, when } from "../dom.js";
+
+const PERIODS = ["day", "week", "month"];
+const GROUPS = ["tenant", "pool", "job"];
+
+const seconds = (value) => value.toFixed(1);
+const limitOf = (used, limit) => (limit === null || limit === undefined ? "–" : `${used.toFixed(0)} / ${limit}`);
+
+function choices(name, values, current, route) {
+  return h(
+    "p",
+    { class: "muted" },
+    `${name}: `,
+    values.map((value) =>
+      value === current
+        ? h("strong", {}, `${value} `)
+        : h("a", { href: `#/usage${query({ ...route, [name]: value })}` }, `${value} `),
+    ),
+  );
+}
+
+export function mount(root, route, ctx) {
+  const period = PERIODS.includes(route.params.get("period")) ? route.params.get("period") : "day";
+  const groupBy = GROUPS.includes(route.params.get("group_by")) ? route.params.get("group_by") : "tenant";
+  const body = h("div", { class: "list" });
+  root.append(
+    h("h1", {}, "Usage"),
+    choices("period", PERIODS, period, { period, group_by: groupBy }),
+    choices("group_by", GROUPS, groupBy, { period, group_by: groupBy }),
+    body,
+  );
+  return {
+    async refresh() {
+      const report = await api(`/v1/usage${query({ period, group_by: groupBy })}`, { signal: ctx.signal });
+      const used = report.rows.map((item) =>
+        row([h("code", {}, item.tenant_id), item.pool || "–", item.job_id ? h("code", {}, item.job_id) : "–",
+             seconds(item.cpu_seconds), seconds(item.gpu_seconds), when(item.period_start)]),
+      );
+      const budgets = report.budgets.map((standing) =>
+        row(
+          [
+            h("code", {}, standing.tenant_id),
+            `${standing.budget.hard ? "hard " : ""}${standing.budget.period}${standing.budget.pool ? ` (pool ${standing.budget.pool})` : ""}`,
+            limitOf(standing.cpu_seconds, standing.budget.cpu_seconds),
+            limitOf(standing.gpu_seconds, standing.budget.gpu_seconds),
+            `${Math.round(standing.fraction * 100)}%${standing.spent ? " (spent)" : ""}`,
+            when(standing.resets_at),
+          ],
+          { "data-spent": String(standing.spent) },
+        ),
+      );
+      fill(
+        body,
+        table(["Tenant", "Pool", "Job", "CPU-seconds", "GPU-seconds", "Since"], used, "Nothing used this period."),
+        h("h2", {}, "Budgets"),
+        table(["Tenant", "Budget", "CPU used / limit", "GPU used / limit", "Used", "Resets"], budgets, "No budgets."),
+      );
+    },
+  };
+}

@@ -1,0 +1,257 @@
+"""Time budgets and usage: tenants' budgets, what ended attempts are charged (one upsert per
+batch of ended attempts, in the transaction that ends them), and what tenants used, read for
+placement and ``/v1/usage`` (docs/budgets.md).
+
+Charges are added up per (tenant, local day, pool, job, shard): the shard is the ending
+attempt's worker's, so reports from different workers about one job never wait on one row.
+"""
+
+from __future__ import annotations
+
+import functools
+import zlib
+from collections import defaultdict
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import date, datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from sqlalchemy import BindParameter, Connection, Insert, Select, bindparam, func, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from herder.clock import Clock
+from herder.domain.budgets import (
+    DEFAULT_TIME_ZONE,
+    Charged,
+    Period,
+    Running,
+    TenantBudgets,
+    TenantUse,
+    Usage,
+    earliest_day,
+    ended_use,
+    local_day,
+)
+from herder.domain.errors import NotFound
+from herder.domain.placement.snapshot import Snapshot
+from herder.domain.states import AttemptState
+from herder.store.database import Database
+from herder.store.dialect import Among
+from herder.store.history.live import live_floor
+from herder.store.schema import attempts, runs, tenant_budgets, tenants, usage_charges
+
+NO_POOL = ""  # usage_charges.pool of a run in no pool
+SHARDS = 16  # rows per (tenant, day, pool, job): one per group of workers
+
+
+_FLOOR: BindParameter[str] = bindparam("live_floor")
+
+
+def charge_ended(connection: Connection, attempt_ids: Collection[str], now: datetime) -> None:
+    """Charge the attempts just ended (``now``) to their tenants: one read, one upsert."""
+    if not attempt_ids:
+        return
+    statements = _charging(connection.dialect.name)
+    floor = live_floor(connection, now)
+    ended: list[Any] = []
+    for params in statements.attempt_ids.batches(sorted(attempt_ids), live_floor=floor):
+        ended += connection.execute(statements.ended, params).all()
+    charges: dict[tuple[str, str, str, str, int], list[float]] = defaultdict(lambda: [0, 0, 0])
+    for row in ended:
+        measured = (
+            None
+            if row.cpu_user_seconds is None
+            else row.cpu_user_seconds + (row.cpu_system_seconds or 0.0)
+        )
+        use = ended_use(measured, row.cpu_milli / 1000, row.gpus, row.started_at, now)
+        day = local_day(now, ZoneInfo(row.time_zone or DEFAULT_TIME_ZONE)).isoformat()
+        shard = zlib.crc32((row.worker_id or "").encode()) % SHARDS
+        charge = charges[(row.tenant_id, day, row.pool or NO_POOL, row.job_id, shard)]
+        charge[0] += use.cpu_seconds
+        charge[1] += use.gpu_seconds
+        charge[2] += 1
+    rows = [
+        {"tenant_id": tenant_id, "day": day, "pool": pool, "job_id": job_id, "shard": shard,
+         "cpu_seconds": cpu, "gpu_seconds": gpu, "attempts": int(count)}
+        for (tenant_id, day, pool, job_id, shard), (cpu, gpu, count) in sorted(charges.items())
+    ]  # fmt: skip
+    connection.execute(statements.upsert, rows)
+
+
+@dataclass(frozen=True)
+class _Charging:
+    """Charging's statements for one dialect, built once."""
+
+    attempt_ids: Among
+    ended: Select[Any]  # the named attempts, with their runs' tenant, pool, job, time zone
+    upsert: Insert  # adds a batch's charges to the rows they fall in
+
+
+@functools.cache
+def _charging(dialect: str) -> _Charging:
+    attempt_ids = Among(dialect, attempts.c.id, "attempt_ids")
+    ended = (
+        select(
+            attempts.c.started_at, attempts.c.cpu_milli, attempts.c.gpus, attempts.c.worker_id,
+            attempts.c.cpu_user_seconds, attempts.c.cpu_system_seconds, runs.c.tenant_id,
+            runs.c.pool, runs.c.job_id, tenant_budgets.c.time_zone,
+        )
+        .join(runs, runs.c.id == attempts.c.run_id)
+        .outerjoin(tenant_budgets, tenant_budgets.c.tenant_id == runs.c.tenant_id)
+        .where(attempt_ids.condition, attempts.c.run_id >= _FLOOR, runs.c.id >= _FLOOR)
+    )  # fmt: skip
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    statement = insert(usage_charges)
+    added = statement.excluded
+    upsert = statement.on_conflict_do_update(
+        index_elements=[
+            usage_charges.c.tenant_id, usage_charges.c.day, usage_charges.c.pool,
+            usage_charges.c.job_id, usage_charges.c.shard,
+        ],
+        set_={
+            "cpu_seconds": usage_charges.c.cpu_seconds + added.cpu_seconds,
+            "gpu_seconds": usage_charges.c.gpu_seconds + added.gpu_seconds,
+            "attempts": usage_charges.c.attempts + added.attempts,
+        },
+    )  # fmt: skip
+    return _Charging(attempt_ids, ended, upsert)
+
+
+def _zones(connection: Connection, tenant_ids: Collection[str] | None) -> dict[str, TenantBudgets]:
+    """The budgets (and time zones) of the tenants with any (of ``tenant_ids``, or all)."""
+    query = select(tenant_budgets.c.tenant_id, tenant_budgets.c.time_zone, tenant_budgets.c.budgets)
+    if tenant_ids is not None:
+        if not tenant_ids:
+            return {}
+        query = query.where(tenant_budgets.c.tenant_id.in_(sorted(tenant_ids)))
+    return {
+        row.tenant_id: _budgets(row.time_zone, row.budgets) for row in connection.execute(query)
+    }
+
+
+def _budgets(time_zone: str, budgets: Any) -> TenantBudgets:
+    return TenantBudgets.model_validate({"time_zone": time_zone, "budgets": budgets})
+
+
+def read_uses(
+    connection: Connection, now: datetime, tenant_ids: Collection[str] | None
+) -> dict[str, TenantUse]:
+    """What the tenants with budgets (of ``tenant_ids``, or all) used: their charges since
+    the first day of their budgets' periods and their running attempts."""
+    return read_use_of(connection, now, _zones(connection, tenant_ids), None)
+
+
+def read_use_of(
+    connection: Connection, now: datetime, budgeted: Mapping[str, TenantBudgets],
+    period: Period | None,
+) -> dict[str, TenantUse]:  # fmt: skip
+    """What the tenants of ``budgeted`` used since the first day of their budgets' periods
+    and of ``period``, in each one's time zone (see ``read_uses``)."""
+    if not budgeted:
+        return {}
+    first = {
+        tenant_id: earliest_day(budgets, now, period) for tenant_id, budgets in budgeted.items()
+    }
+    charged: dict[str, list[Charged]] = defaultdict(list)
+    rows = connection.execute(
+        select(
+            usage_charges.c.tenant_id, usage_charges.c.day, usage_charges.c.pool,
+            usage_charges.c.job_id, func.sum(usage_charges.c.cpu_seconds).label("cpu"),
+            func.sum(usage_charges.c.gpu_seconds).label("gpu"),
+        )
+        .where(
+            usage_charges.c.tenant_id.in_(sorted(budgeted)),
+            usage_charges.c.day >= min(first.values()).isoformat(),
+        )
+        .group_by(
+            usage_charges.c.tenant_id, usage_charges.c.day, usage_charges.c.pool,
+            usage_charges.c.job_id,
+        )
+    ).all()  # fmt: skip
+    for row in rows:
+        day = date.fromisoformat(row.day)
+        if day >= first[row.tenant_id]:
+            usage = Usage(float(row.cpu), float(row.gpu))
+            charged[row.tenant_id].append(Charged(row.pool or None, row.job_id, day, usage))
+    running: dict[str, list[Running]] = defaultdict(list)
+    floor = live_floor(connection, now)
+    for row in connection.execute(
+        _RUNNING.where(runs.c.tenant_id.in_(sorted(budgeted))), {"live_floor": floor}
+    ):
+        running[row.tenant_id].append(
+            Running(row.pool, row.job_id, row.cpu_milli / 1000, row.gpus, row.started_at)
+        )
+    return {
+        tenant_id: TenantUse(budgets, tuple(charged[tenant_id]), tuple(running[tenant_id]))
+        for tenant_id, budgets in budgeted.items()
+    }
+
+
+_RUNNING = (
+    select(
+        runs.c.tenant_id, runs.c.pool, runs.c.job_id, attempts.c.cpu_milli, attempts.c.gpus,
+        attempts.c.started_at,
+    )
+    .join(runs, runs.c.id == attempts.c.run_id)
+    .where(
+        attempts.c.state == AttemptState.RUNNING,
+        attempts.c.run_id >= _FLOOR,
+        runs.c.id >= _FLOOR,
+    )
+)  # fmt: skip
+
+
+def with_budgets(connection: Connection, snapshot: Snapshot) -> Snapshot:
+    """The snapshot with what its budgeted tenants used (nothing to read when none has a
+    budget: one small query)."""
+    uses = read_uses(connection, snapshot.now, None)
+    return replace(snapshot, budgets=uses) if uses else snapshot
+
+
+class UsageRepository:
+    def __init__(self, database: Database, clock: Clock) -> None:
+        self._db = database
+        self._clock = clock
+
+    def set_budgets(self, tenant_id: str, budgets: TenantBudgets) -> TenantBudgets:
+        """Replace a tenant's budgets and time zone; ``NotFound`` for no such tenant."""
+        row = {
+            "tenant_id": tenant_id,
+            "time_zone": budgets.time_zone,
+            "budgets": [budget.model_dump(mode="json") for budget in budgets.budgets],
+            "updated_at": self._clock.now(),
+        }
+        insert = postgresql.insert if self._db.is_postgres else sqlite.insert
+        statement = insert(tenant_budgets).values(**row)
+        statement = statement.on_conflict_do_update(
+            index_elements=[tenant_budgets.c.tenant_id],
+            set_={key: statement.excluded[key] for key in row if key != "tenant_id"},
+        )
+        with self._db.write() as connection:
+            known = connection.execute(select(tenants.c.id).where(tenants.c.id == tenant_id))
+            if known.first() is None:
+                raise NotFound(f"tenant {tenant_id} not found")
+            connection.execute(statement)
+        return budgets
+
+    def budgets(self, tenant_id: str) -> TenantBudgets:
+        """A tenant's budgets (none, in UTC, when never set)."""
+        with self._db.read() as connection:
+            return _zones(connection, [tenant_id]).get(tenant_id, TenantBudgets())
+
+    def uses(
+        self, tenant_ids: Sequence[str] | None, period: Period
+    ) -> tuple[datetime, dict[str, TenantUse]]:
+        """What tenants used (every tenant's, or those of ``tenant_ids``) in ``period`` and
+        their budgets' periods, and the ``now`` it was read at; a tenant without budgets has
+        none, in UTC."""
+        now = self._clock.now()
+        with self._db.read() as connection:
+            query = select(tenants.c.id)
+            if tenant_ids is not None:
+                query = query.where(tenants.c.id.in_(sorted(tenant_ids)))
+            known = list(connection.execute(query).scalars())
+            budgeted = {tenant_id: TenantBudgets() for tenant_id in known}
+            budgeted.update(_zones(connection, known))
+            return now, read_use_of(connection, now, budgeted, period)
