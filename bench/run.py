@@ -22,6 +22,7 @@ from bench import (
     mix,
     oneoff,
     oneoff_report,
+    pools,
     sandbox,
     schedules,
     workflows,
@@ -74,6 +75,7 @@ def main() -> None:
             "api-processes",
             "history",
             "checkpoints",
+            "pools",
             "all",
         ],
         default="all",
@@ -93,6 +95,8 @@ def main() -> None:
         run_workflows(options)
     if options.scenario in ("api-processes", "all"):
         run_api_processes()
+    if options.scenario in ("pools", "all"):
+        run_pools()
     if options.scenario in ("checkpoints", "all"):
         run_checkpoints(options)
     if options.scenario == "history":  # not in "all": ten million runs take a while to make
@@ -258,6 +262,41 @@ def run_schedules() -> None:
         f"| {result.lateness_p50_ms:.0f} ms | {result.lateness_p99_ms:.0f} ms "
         f"| {result.peak_memory_mb:.0f} MB | {result.steady_rate:.0f} fires/s "
         f"| {result.steady_p50_ms:.0f} ms | {result.steady_p99_ms:.0f} ms |",
+    ]
+    _append(lines)
+
+
+def run_pools() -> None:
+    comparisons = pools.compare_policy()
+    forecast = pools.measure_forecast(fresh_postgres())
+    lines = [
+        f"\n### Pools and the forecast, {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC\n",
+        f"Machine: {machine.describe()}. `python -m bench.run --scenario pools`.\n",
+        "Dispatcher policy alone, 10,000 queued x 500 workers x 100 tenants, without pools and "
+        "split into 10 pools (median of 5 `plan()` passes, same process):\n",
+        "| fleet | without pools | 10 pools | ratio | placed (without / with) | borrowed "
+        "| preemptions |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for one in comparisons:
+        print(
+            f"pools, {one.fleet}: plan {one.plain_seconds:.3f}s without, "
+            f"{one.pooled_seconds:.3f}s with 10 pools"
+        )
+        lines.append(
+            f"| {one.fleet} | {one.plain_seconds:.3f} s | {one.pooled_seconds:.3f} s "
+            f"| {one.pooled_seconds / one.plain_seconds:.2f}x | {one.plain_placed} / "
+            f"{one.pooled_placed} | {one.pooled_borrowed} | {one.pooled_preemptions} |"
+        )
+    print(
+        f"forecast over {forecast.schedules:,} schedules: {forecast.every_pool_seconds:.2f}s "
+        f"(every pool), {forecast.one_pool_seconds:.2f}s (one pool)"
+    )
+    lines += [
+        "",
+        f"Forecast for the next hour over {forecast.schedules:,} schedules on PostgreSQL "
+        f"({forecast.groups_note}), median of 3: every pool "
+        f"**{forecast.every_pool_seconds:.2f} s**, one pool {forecast.one_pool_seconds:.2f} s.",
     ]
     _append(lines)
 

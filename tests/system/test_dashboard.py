@@ -690,3 +690,21 @@ def test_usage_shows_what_ran_against_its_budget(page: Page, herder: HerderClien
     expect(budget).to_contain_text("/ 3600")
     page.get_by_role("link", name="job").click()
     expect(page.locator("main")).to_contain_text(run.job_id)
+
+
+def test_the_forecast_shows_the_next_hour_the_schedules_foretell(
+    page: Page, herder: HerderClient
+) -> None:
+    job = herder.create_job(
+        "every-minute",
+        {"runtime": "shell", "command": "true", "resources": {"cpu": 0.5, "memory_mb": 64}},
+    )
+    schedule = herder.create_schedule(job.id, {"cron": "* * * * *"})
+    try:
+        page.get_by_role("link", name="Forecast").click()
+        expect(page.locator("svg.chart rect.bar.forecast").first).to_be_attached()
+        minutes = page.locator("main table tr")
+        expect(minutes.nth(1)).to_contain_text("0.5")  # half a core busy each minute
+        assert minutes.count() >= 60  # a fire every minute of the next hour
+    finally:
+        herder.delete_schedule(schedule.id)

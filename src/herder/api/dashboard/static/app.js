@@ -15,6 +15,7 @@ import * as schedule from "./views/schedule.js";
 import * as workers from "./views/workers.js";
 import * as alerts from "./views/alerts.js";
 import * as usage from "./views/usage.js";
+import * as forecast from "./views/forecast.js";
 
 const REFRESH_MS = 2000;
 const VIEWS = {
@@ -28,6 +29,7 @@ const VIEWS = {
   workers: [workers, null],
   alerts: [alerts, null],
   usage: [usage, null],
+  forecast: [forecast, null],
 };
 
 const byId = (id) => document.getElementById(id);
