@@ -16,7 +16,7 @@ import os
 import statistics
 import subprocess
 import time
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -150,9 +150,10 @@ def sqlite_database(home: Path, name: str) -> Iterator[str]:
             leftover.unlink()
 
 
-def measure_postgres(world: World) -> StoreResult:
+def measure_postgres(world: World, prepare: Callable[[Store], None] | None = None) -> StoreResult:
+    """The passes on PostgreSQL; ``prepare`` changes the populated store first."""
     with postgres_database(POSTGRES_DATABASE) as url:
-        return _measure("postgresql", url, world)
+        return _measure("postgresql", url, world, prepare)
 
 
 def measure_sqlite(world: World, home: Path) -> StoreResult:
@@ -160,12 +161,16 @@ def measure_sqlite(world: World, home: Path) -> StoreResult:
         return _measure("sqlite", url, world)
 
 
-def _measure(name: str, url: str, world: World) -> StoreResult:
+def _measure(
+    name: str, url: str, world: World, prepare: Callable[[Store], None] | None = None
+) -> StoreResult:
     store = Store(url)
     try:
         started = time.perf_counter()
         store.migrate()
         _populate(store, world)
+        if prepare is not None:
+            prepare(store)
         setup_seconds = time.perf_counter() - started
         timed = TimedPlacement(store.database, store.clock)
         clock = [0.0]

@@ -18,17 +18,20 @@ import time
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from sqlalchemy import text
+from sqlalchemy import select, text, update
 
 from bench.dispatch import FLEETS, SEED
+from bench.dispatch_store import StoreResult, measure_postgres
 from bench.dispatch_workload import make_world
 from herder.domain.jobs import JobSpec
 from herder.domain.placement import policy
 from herder.domain.placement.resources import Amount, total
 from herder.domain.placement.snapshot import PoolView, Snapshot
+from herder.domain.pools import PoolShare, PoolSpec
 from herder.domain.schedules import ScheduleSpec
 from herder.store.forecast import pool_demand
 from herder.store.schedules import PARTITIONS
+from herder.store.schema import runs, tenants, workers
 from herder.store.store import Store
 
 POOLS = 10
@@ -49,6 +52,12 @@ class PolicyComparison:
     pooled_placed: int
     pooled_borrowed: int
     pooled_preemptions: int
+
+
+@dataclass(frozen=True)
+class StoreComparison:
+    plain: StoreResult
+    pooled: StoreResult
 
 
 @dataclass(frozen=True)
@@ -126,6 +135,9 @@ def measure_forecast(url: str) -> ForecastResult:
     store = Store(url)
     store.migrate()
     tenants = [store.access.create_tenant(f"bench-{index}").id for index in range(TENANTS)]
+    shares = [PoolShare(tenant_id=tenant_id, cpu=10) for tenant_id in tenants]
+    for index in range(POOLS):
+        store.pools.create(f"pool{index}", PoolSpec(shares=shares))
     jobs = []
     for index in range(JOBS):
         spec = JobSpec.model_validate(
@@ -153,10 +165,10 @@ def measure_forecast(url: str) -> ForecastResult:
                 "INSERT INTO schedules (id, tenant_id, job_id, spec, paused, partition, "
                 "next_fire_at, next_due_at, fired_count, missed_count, skipped_count, "
                 "created_at, updated_at) "
-                "SELECT 'sch_bench' || lpad(n::text, 17, '0'), j.tenant, j.job, "
-                "CAST(s.spec AS jsonb), false, n % :partitions, :next, :next, 0, 0, 0, "
-                "now(), now() FROM generate_series(1, :count) AS n "
-                "JOIN bench_jobs j ON j.n = n % :jobs JOIN bench_specs s ON s.n = n % :crons"
+                "SELECT 'sch_bench' || lpad(g.n::text, 17, '0'), j.tenant, j.job, "
+                "CAST(s.spec AS jsonb), false, g.n % :partitions, :next, :next, 0, 0, 0, "
+                "now(), now() FROM generate_series(1, :count) AS g(n) "
+                "JOIN bench_jobs j ON j.n = g.n % :jobs JOIN bench_specs s ON s.n = g.n % :crons"
             ),
             {"partitions": PARTITIONS, "next": soon, "count": SCHEDULES, "jobs": JOBS,
              "crons": len(CRONS)},
@@ -174,3 +186,42 @@ def measure_forecast(url: str) -> ForecastResult:
     store.close()
     note = f"{JOBS:,} jobs x {len(CRONS)} expressions = {JOBS * len(CRONS):,} groups at most"
     return ForecastResult(SCHEDULES, note, statistics.median(every), statistics.median(one))
+
+
+def split_into_pools(store: Store) -> None:
+    """The populated dispatch world, split into 10 pools: workers by index (a label), runs
+    by index, every tenant a hundredth of each pool's capacity, every run preemptible."""
+    with store.database.write() as connection:
+        worker_rows = connection.execute(
+            select(workers.c.id, workers.c.labels, workers.c.cpu_milli, workers.c.memory_mb,
+                   workers.c.gpus).order_by(workers.c.id)
+        ).all()  # fmt: skip
+        tenant_ids = list(connection.execute(select(tenants.c.id)).scalars())
+        for index, row in enumerate(worker_rows):
+            labels = {**(row.labels or {}), "bench_pool": f"pool{index % POOLS}"}
+            connection.execute(update(workers).where(workers.c.id == row.id).values(labels=labels))
+        run_ids = list(connection.execute(select(runs.c.id).order_by(runs.c.id)).scalars())
+        for number in range(POOLS):
+            chosen = run_ids[number::POOLS]
+            for start in range(0, len(chosen), 1000):
+                connection.execute(
+                    update(runs)
+                    .where(runs.c.id.in_(chosen[start : start + 1000]))
+                    .values(pool=f"pool{number}", preemptible=True)
+                )
+    for number in range(POOLS):
+        members = worker_rows[number::POOLS]
+        cpu = sum(row.cpu_milli for row in members) / 1000 / len(tenant_ids)
+        memory = sum(row.memory_mb for row in members) // len(tenant_ids)
+        gpus = sum(row.gpus for row in members) // len(tenant_ids)
+        shares = [PoolShare(tenant_id=tenant_id, cpu=round(cpu, 3), memory_mb=memory, gpus=gpus)
+                  for tenant_id in tenant_ids]  # fmt: skip
+        store.pools.create(
+            f"pool{number}", PoolSpec(selector={"bench_pool": f"pool{number}"}, shares=shares)
+        )
+
+
+def compare_store() -> StoreComparison:
+    """Real dispatcher passes on PostgreSQL over the world without pools, then split."""
+    world = make_world(SEED, (0.0, 0.0))
+    return StoreComparison(measure_postgres(world), measure_postgres(world, split_into_pools))

@@ -268,6 +268,7 @@ def run_schedules() -> None:
 
 def run_pools() -> None:
     comparisons = pools.compare_policy()
+    through_store = pools.compare_store()
     forecast = pools.measure_forecast(fresh_postgres())
     lines = [
         f"\n### Pools and the forecast, {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC\n",
@@ -292,6 +293,26 @@ def run_pools() -> None:
         f"forecast over {forecast.schedules:,} schedules: {forecast.every_pool_seconds:.2f}s "
         f"(every pool), {forecast.one_pool_seconds:.2f}s (one pool)"
     )
+    lines += [
+        "",
+        "Through the store (PostgreSQL, real `Dispatcher.step()` passes, every worker idle at "
+        "first; as the dispatch scenario):",
+        "",
+        "| | first pass | steady pass (median) | placed in the first |",
+        "|---|---|---|---|",
+    ]
+    for label, result in (
+        ("without pools", through_store.plain),
+        ("10 pools", through_store.pooled),
+    ):
+        print(
+            f"pools, store {label}: first {result.passes[0].seconds:.2f}s, "
+            f"steady {result.steady_median('seconds'):.3f}s"
+        )
+        lines.append(
+            f"| {label} | {result.passes[0].seconds:.2f} s "
+            f"| {result.steady_median('seconds'):.3f} s | {result.passes[0].placed} |"
+        )
     lines += [
         "",
         f"Forecast for the next hour over {forecast.schedules:,} schedules on PostgreSQL "

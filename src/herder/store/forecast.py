@@ -84,34 +84,46 @@ def pool_busy(connection: Connection, pool: str, now: datetime, minutes: int) ->
 def _groups(
     connection: Connection, end: datetime, pool: str | None, tenant_id: str | None
 ) -> list[ScheduleGroup]:
-    spec, job = schedules.c.spec, jobs.c.spec
-    cron = spec["cron"].as_string()
-    zone = func.coalesce(spec["timezone"].as_string(), "UTC")
-    chosen_pool = func.coalesce(
-        spec[("overrides", "pool")].as_string(), job["pool"].as_string(), tenants.c.default_pool
+    """Schedules counted per (tenant, job, cron, zone, pool override) first, over the
+    schedules alone; only the groups then meet their jobs and tenants (pool, resources)."""
+    spec = schedules.c.spec
+    keys = (
+        schedules.c.tenant_id.label("tenant_id"),
+        schedules.c.job_id.label("job_id"),
+        spec["cron"].as_string().label("cron"),
+        func.coalesce(spec["timezone"].as_string(), "UTC").label("zone"),
+        spec[("overrides", "pool")].as_string().label("override_pool"),
     )
-    cpu = func.coalesce(cast(job[("resources", "cpu")].as_float(), Float), 1.0)
-    memory = func.coalesce(cast(job[("resources", "memory_mb")].as_integer(), Integer), 256)
-    gpus = func.coalesce(cast(job[("resources", "gpus")].as_integer(), Integer), 0)
-    replicas = func.coalesce(cast(job["replicas"].as_integer(), Integer), 1)
-    columns = (schedules.c.tenant_id, schedules.c.job_id, cron, zone,
-               cast(chosen_pool, String), cpu, memory, gpus, replicas)  # fmt: skip
-    query = (
-        select(*columns, func.count())
-        .select_from(
-            schedules.join(jobs, jobs.c.id == schedules.c.job_id).join(
-                tenants, tenants.c.id == schedules.c.tenant_id
-            )
-        )
+    counted = (
+        select(*keys, func.count().label("count"))
         .where(
             schedules.c.paused.is_(False),
+            schedules.c.job_id.is_not(None),
             schedules.c.next_fire_at.is_not(None),
             schedules.c.next_fire_at < end,
         )
-        .group_by(*columns)
+        .group_by(*keys)
     )
     if tenant_id is not None:
-        query = query.where(schedules.c.tenant_id == tenant_id)
+        counted = counted.where(schedules.c.tenant_id == tenant_id)
+    grouped = counted.subquery()
+    job = jobs.c.spec
+    chosen_pool = func.coalesce(
+        grouped.c.override_pool, job["pool"].as_string(), tenants.c.default_pool
+    )
+    query = select(
+        grouped.c.tenant_id, grouped.c.job_id, grouped.c.cron, grouped.c.zone,
+        cast(chosen_pool, String),
+        func.coalesce(cast(job[("resources", "cpu")].as_float(), Float), 1.0),
+        func.coalesce(cast(job[("resources", "memory_mb")].as_integer(), Integer), 256),
+        func.coalesce(cast(job[("resources", "gpus")].as_integer(), Integer), 0),
+        func.coalesce(cast(job["replicas"].as_integer(), Integer), 1),
+        grouped.c.count,
+    ).select_from(
+        grouped.join(jobs, jobs.c.id == grouped.c.job_id).join(
+            tenants, tenants.c.id == grouped.c.tenant_id
+        )
+    )  # fmt: skip
     if pool is None:
         query = query.where(chosen_pool.is_(None))
     elif pool != ANY_POOL:
