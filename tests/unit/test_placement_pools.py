@@ -136,3 +136,14 @@ def test_a_gang_places_every_member_in_its_pool_or_none() -> None:
 def test_without_pools_nothing_changes() -> None:
     decided = plan(Snapshot(now=NOW, queued=(queued("plain"),), workers=(worker("w"),)))
     assert [(p.run_id, p.borrowed) for p in decided.placements] == [("plain", False)]
+
+
+def test_runs_of_one_shape_in_two_pools_each_find_their_own_pools_workers() -> None:
+    pools = {name: PoolView(name, {"ml": Amount(0, 0, 4, 0)}) for name in ("a", "b")}
+    first = replace(queued("in-a", tenant="ml", gpus=4), pool="a")
+    second = replace(queued("in-b", tenant="ml", gpus=4), pool="b")
+    decided = plan(
+        snapshot([first, second], [box("box-a", pool="a"), box("box-b", pool="b")], pools)
+    )
+    where = {p.run_id: p.members[0].worker_id for p in decided.placements}
+    assert where == {"in-a": "box-a", "in-b": "box-b"}

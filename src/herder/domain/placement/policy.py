@@ -219,7 +219,7 @@ class _Pass:
 
     def _candidates(self, run: QueuedRun) -> Candidates:
         """The workers big enough for one member, kept for the pass by shape."""
-        shape = (run.need, tuple(sorted(run.requires.items())))
+        shape = (run.need, run.pool, tuple(sorted(run.requires.items())))
         known = self.candidates.get(shape)
         if known is None:
             workers = [worker for worker in self.eligible(run) if could_ever_fit(worker, run.need)]
