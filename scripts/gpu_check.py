@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from herder.client import HerderClient
+from herder.client.errors import ServerUnreachable
 
 START_SECONDS = 120.0  # herder up builds the sandbox launcher on its first start
 RUN_SECONDS = 180.0
@@ -83,8 +84,8 @@ def ready_client(url: str, home: Path, herder_pid: int) -> HerderClient:
         try:
             if client is not None and client.list_workers():
                 return client
-        except OSError:
-            pass  # not listening yet
+        except (OSError, ServerUnreachable):
+            pass  # not listening yet: it writes client.json before it listens
         time.sleep(0.2)
     raise SystemExit(f"gpu-check: FAILED: no worker registered within {START_SECONDS:.0f}s")
 

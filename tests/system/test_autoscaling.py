@@ -63,7 +63,8 @@ def test_a_foretold_burst_finds_its_workers_up_and_the_pool_shrinks_after(
     cluster = start_cluster(fast=True)
     with cluster.client() as herder:
         tenant = herder.list_tenants().items[0]
-        herder.create_pool("burst", {"shares": [{"tenant_id": tenant.id}], "autoscaling": POLICY})
+        share = {"tenant_id": tenant.id, "cpu": 40, "memory_mb": 40 * 4096}  # the whole pool
+        herder.create_pool("burst", {"shares": [share], "autoscaling": POLICY})
         job = herder.create_job(
             "tick",
             {"runtime": "shell", "command": "true", "pool": "burst",
