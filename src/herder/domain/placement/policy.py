@@ -89,6 +89,11 @@ class _Pass:
         self.candidates: dict[tuple[object, ...], Candidates] = {}  # by shape
         self.matching: dict[tuple[object, ...], list[WorkerRoom]] = {}  # by pool and labels
         self.spent = budgets.spent_budgets(snapshot)
+        # what a run within its pool share could reclaim: each pool's tenants with borrowed
+        # work, and the needs a tenant found nothing to reclaim for this pass (nothing frees
+        # up within a pass, so no larger need will find anything either)
+        self.lenders = pools.borrowers(snapshot)
+        self.unreclaimable: dict[tuple[str, str], list[Amount]] = {}
 
     def tenant(self, tenant_id: str) -> TenantView:
         return self.snapshot.tenants.get(tenant_id) or TenantView(tenant_id)
@@ -123,8 +128,10 @@ class _Pass:
 
     def run(self) -> Plan:
         considered = self._within_queue_quotas(list(self.snapshot.queued))
-        owned = [run for run in considered if not self.borrows(run)]  # within their shares
-        borrowing = [run for run in considered if self.borrows(run)]
+        owned: list[QueuedRun] = []  # within their shares: considered first
+        borrowing: list[QueuedRun] = []
+        for run in considered:
+            (borrowing if self.borrows(run) else owned).append(run)
         for runs in (owned, borrowing):
             for run in dispatch_order(runs, self.now, self.settings.aging, self.share):
                 reason = self._consider(run)
@@ -180,15 +187,28 @@ class _Pass:
         self.no_room.setdefault(shape, reason)
         if borrowing:
             return f"{reason}; {self._at_share(run)}"
-        taken_back = None
-        if run.pool is not None and run.replicas == 1:
-            taken_back = self._preempt(run, reclaim=True)
+        taken_back = self._reclaim(run)
         if taken_back is not None:
             reason = taken_back
         elif preemption.may_preempt(run):
             reason = self._preempt(run) or reason
         if is_starving(run, self.now, self.settings.aging):
             reason = self._reserve(run) or reason
+        return reason
+
+    def _reclaim(self, run: QueuedRun) -> str | None:
+        """Take the run's pool share back from other tenants' borrowed work, unless there is
+        none in the pool or a need no larger found none this pass."""
+        if run.pool is None or run.replicas != 1:
+            return None
+        if not self.lenders.get(run.pool, set()) - {run.tenant_id}:
+            return None
+        failed = self.unreclaimable.setdefault((run.pool, run.tenant_id), [])
+        if any(need.fits_in(run.need) for need in failed):
+            return None
+        reason = self._preempt(run, reclaim=True)
+        if reason is None:
+            failed.append(run.need)
         return reason
 
     def _at_share(self, run: QueuedRun) -> str:

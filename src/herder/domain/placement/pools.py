@@ -26,6 +26,18 @@ def refusal(run: QueuedRun, snapshot: Snapshot) -> str | None:
     return None
 
 
+def borrowers(snapshot: Snapshot) -> dict[str, set[str]]:
+    """Each pool's tenants with borrowed work that may be stopped (not stopping already)."""
+    found: dict[str, set[str]] = {}
+    for worker in snapshot.workers:
+        if worker.pool is None:
+            continue
+        for attempt in worker.running:
+            if attempt.borrowed and attempt.preemptible and not attempt.preempting:
+                found.setdefault(worker.pool, set()).add(attempt.tenant_id)
+    return found
+
+
 def share(run: QueuedRun, snapshot: Snapshot) -> Amount | None:
     """The run's tenant's nominal share of the run's pool; None outside pools."""
     if run.pool is None or run.pool not in snapshot.pools:

@@ -46,14 +46,18 @@ def choose(
     """The best place among the ``eligible`` workers (accepting, with the run's labels) to
     make room for ``run``, and how many candidates sat out a cool-down. ``reclaim``: the run
     takes its pool share back, from other tenants' borrowed runs only, whatever their class."""
+    usable = [
+        worker
+        for worker in eligible
+        if could_ever_fit(worker, run.need) and worker.reserved_for in (None, run.id)
+    ]
+    for worker in usable:  # room being freed already: no new victim needed
+        if run.need.fits_in(worker.free + worker.releasing):
+            return Choice(worker, ()), 0
     best: tuple[tuple[int, int, float, str], Choice] | None = None
     cooling = 0
-    for worker in eligible:
-        if not could_ever_fit(worker, run.need) or worker.reserved_for not in (None, run.id):
-            continue
+    for worker in usable:
         room = worker.free + worker.releasing
-        if run.need.fits_in(room):
-            return Choice(worker, ()), cooling
         candidates, cooled_out = _candidates(worker, run, now, rules, reclaim)
         cooling += cooled_out
         # a worker needing more victims than the best so far cannot win: look no further
