@@ -17,6 +17,7 @@ from bench import (
     celery_peer,
     checkpoints,
     dispatch,
+    forecast_accuracy,
     history_scale,
     machine,
     mix,
@@ -76,6 +77,7 @@ def main() -> None:
             "history",
             "checkpoints",
             "pools",
+            "forecast-accuracy",
             "all",
         ],
         default="all",
@@ -97,6 +99,8 @@ def main() -> None:
         run_api_processes()
     if options.scenario in ("pools", "all"):
         run_pools()
+    if options.scenario in ("forecast-accuracy", "all"):
+        run_forecast_accuracy()
     if options.scenario in ("checkpoints", "all"):
         run_checkpoints(options)
     if options.scenario == "history":  # not in "all": ten million runs take a while to make
@@ -320,6 +324,18 @@ def run_pools() -> None:
         f"**{forecast.every_pool_seconds:.2f} s**, one pool {forecast.one_pool_seconds:.2f} s.",
     ]
     _append(lines)
+
+
+def run_forecast_accuracy() -> None:
+    result = forecast_accuracy.measure(fresh_postgres(), WORK / "forecast-accuracy")
+    for minute in result.minutes:
+        print(
+            f"forecast {minute.at:%H:%M}: starting {minute.forecast_starting} / "
+            f"{minute.actual_starting}, cpu {minute.forecast_cpu:g} / {minute.actual_cpu:g}"
+        )
+    print(f"forecast: peak cpu error {result.cpu_error:.0%}")
+    when = datetime.datetime.now(datetime.UTC)
+    _append(forecast_accuracy.section(result, machine.describe(), when))
 
 
 def run_dispatch(stores: str) -> None:
