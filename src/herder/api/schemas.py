@@ -18,13 +18,8 @@ from pydantic import (
 )
 
 from herder.domain.history import MAX_RETENTION_DAYS, MIN_RETENTION_DAYS
-from herder.domain.jobs import (
-    JobSpec,
-    RunOverrides,
-    RunRequest,
-    check_job_name,
-    check_pool_reference,
-)
+from herder.domain.jobs import JobSpec, RunOverrides, RunRequest, check_job_name
+from herder.domain.labels import check_pool_reference
 from herder.domain.models import ApiKey, LogChunk, Role
 from herder.domain.pools import PoolSpec, check_pool_name
 from herder.domain.tenants import DefaultPoolChange, TenantQuotas

@@ -5,7 +5,8 @@ it; reads refuse an ended run's checkpoint even before it is swept."""
 
 from __future__ import annotations
 
-from herder.store.checkpoints import PURGE_BATCH, SWEEP_BATCH, CheckpointRepository
+from herder.store.checkpoint_contents import PURGE_BATCH
+from herder.store.checkpoints import SWEEP_BATCH, CheckpointRepository
 
 PASS_INTERVAL_SECONDS = 5.0  # also woken when an attempt ends
 BETWEEN_BATCHES_SECONDS = 0.05

@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from herder.domain.jobs import check_pool_reference
+from herder.domain.labels import check_pool_reference
 
 MAX_BUDGET_SECONDS = 1e12  # ~31,700 years of one core: past it a budget is a mistake
 MAX_BUDGETS = 32  # per tenant

@@ -19,6 +19,7 @@ from pydantic import (
 )
 
 from herder.domain.errors import FieldError, Invalid
+from herder.domain.labels import check_labels, check_pool_reference
 from herder.domain.parameters import Parameter, Parameters, refuse_name, resolve
 from herder.domain.secrets import secret_name_problem
 from herder.domain.variables import changes_startup, variable_name_problem
@@ -38,10 +39,8 @@ MAX_ARGS = 1024
 MAX_STRING_CHARS = 65536  # one argument, one environment value, the command
 MAX_SECRET_REFERENCES = 100
 
-_LABEL_KEY = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._/-]{0,62}[A-Za-z0-9])?$")
 _JOB_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,126}[A-Za-z0-9])?$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
-_POOL_NAME = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?$")
 
 
 class Runtime(StrEnum):
@@ -137,28 +136,6 @@ def _check_secret_references(references: dict[str, str]) -> dict[str, str]:
         if problem is not None:
             raise ValueError(f"environment variable {variable!r} names the secret {problem}")
     return references
-
-
-def check_pool_reference(name: str | None) -> str | None:
-    """A pool's name as a job or run names it: whether the tenant may use it is the store's
-    to say (a 422 naming ``pool``)."""
-    if name is not None and not _POOL_NAME.match(name):
-        raise ValueError(
-            "a pool name is 1-64 lower-case letters, digits, '.', '_' or '-', starting and "
-            "ending with a letter or digit"
-        )
-    return name
-
-
-def check_labels(labels: dict[str, str]) -> dict[str, str]:
-    for key, value in labels.items():
-        if not _LABEL_KEY.match(key):
-            raise ValueError(
-                f"label key {key!r} must be 1-64 letters, digits, '.', '_', '-' or '/'"
-            )
-        if len(value) > 256:
-            raise ValueError(f"label {key!r}: value is longer than 256 characters")
-    return labels
 
 
 # A run's overrides and a job's spec share these types, so an override can never hold what

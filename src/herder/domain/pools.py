@@ -18,7 +18,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from herder.domain.autoscaling import AutoscalingSpec
-from herder.domain.jobs import check_labels, check_pool_reference
+from herder.domain.labels import check_labels, check_pool_reference
 from herder.domain.placement.resources import Amount
 
 POOL_LABEL = "pool"  # ``herder worker --pool NAME`` registers with this label
