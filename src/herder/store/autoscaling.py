@@ -19,13 +19,12 @@ from herder.domain.autoscaling import (
     desired_workers,
 )
 from herder.domain.errors import NotFound
-from herder.domain.models import WorkerState
 from herder.domain.placement.resources import Amount
-from herder.domain.pools import selector_of, worker_pool
 from herder.domain.states import AttemptState, RunState
 from herder.store.forecast import pool_busy
 from herder.store.history.live import live_floor
-from herder.store.schema import attempts, pools, runs, tenants, workers
+from herder.store.pool_members import live_members
+from herder.store.schema import attempts, pools, runs, tenants
 
 # The forecast of a pool's scheduled demand, minute by minute from now, as busy amounts
 # (slots: runs): the schedules' (``store.forecast``), or another in tests.
@@ -80,7 +79,7 @@ def desired_by_pool(
 def _scaling(
     connection: Connection, name: str, spec: AutoscalingSpec, now: datetime, forecast: Forecast
 ) -> PoolScaling:
-    members = _members(connection, name)
+    members = live_members(connection).get(name, {})
     floor = live_floor(connection, now)
     loads, running = _running(connection, members, floor)
     minutes = int(spec.lead_seconds // 60) + 2
@@ -88,23 +87,6 @@ def _scaling(
         running, _queued(connection, name, floor), forecast(connection, name, now, minutes)
     )
     return PoolScaling(name, spec, demand, loads, desired_workers(demand, spec.policy()))
-
-
-def _members(connection: Connection, name: str) -> dict[str, bool]:
-    """The live workers in pool ``name``: id → draining."""
-    selectors = [
-        (row.name, selector_of(row.name, row.selector))
-        for row in connection.execute(select(pools.c.name, pools.c.selector))
-    ]
-    return {
-        row.id: row.state == WorkerState.DRAINING
-        for row in connection.execute(
-            select(workers.c.id, workers.c.labels, workers.c.state).where(
-                workers.c.state.in_([WorkerState.ALIVE, WorkerState.DRAINING])
-            )
-        )
-        if worker_pool(row.labels or {}, selectors) == name
-    }
 
 
 def _running(

@@ -15,20 +15,20 @@ from sqlalchemy import Connection, delete, exc, insert, or_, select, update
 from herder.clock import Clock, epoch_ms
 from herder.domain.errors import Conflict, Invalid, NotFound
 from herder.domain.ids import new_id
-from herder.domain.models import Page, WorkerState
+from herder.domain.models import Page
 from herder.domain.pools import (
     Pool,
     PoolChanges,
     PoolShare,
     PoolSpec,
     selector_of,
-    worker_pool,
 )
 from herder.store.autoscaling import PoolScaling, pool_scaling
 from herder.store.database import Database
 from herder.store.owned import MAX_SHOWN_CHARS
 from herder.store.pagination import page_of
-from herder.store.schema import pool_shares, pools, tenants, workers
+from herder.store.pool_members import live_members
+from herder.store.schema import pool_shares, pools, tenants
 
 
 def not_usable(name: str, tenant_id: str, field: str) -> Invalid:
@@ -237,17 +237,7 @@ def _completed(connection: Connection, found: list[Pool]) -> list[Pool]:
                 gpus=row.gpus,
             )
         )
-    selectors = [
-        (row.name, selector_of(row.name, row.selector))
-        for row in connection.execute(select(pools.c.name, pools.c.selector))
-    ]
-    counts: dict[str, int] = {}
-    for labels in connection.execute(
-        select(workers.c.labels).where(workers.c.state != str(WorkerState.LOST))
-    ).scalars():
-        name = worker_pool(labels or {}, selectors)
-        if name is not None:
-            counts[name] = counts.get(name, 0) + 1
+    counts = {name: len(members) for name, members in live_members(connection).items()}
     return [
         pool.model_copy(update={"shares": shares[pool.id], "workers": counts.get(pool.name, 0)})
         for pool in found
