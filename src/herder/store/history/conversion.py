@@ -101,6 +101,14 @@ def _drop_keys_and_indexes(connection: Connection, table: str) -> None:
 
 
 def _declare_keys_and_indexes(connection: Connection, table: Table) -> None:
+    """The table's keys and indexes as the schema declares them now, but for an index on
+    a column a later migration adds (with that index)."""
+    present = set(
+        connection.execute(
+            text("SELECT column_name FROM information_schema.columns WHERE table_name = :table"),
+            {"table": table.name},
+        ).scalars()
+    )
     for constraint in table.constraints:
         if isinstance(constraint, ForeignKeyConstraint):
             if constraint.referred_table.name not in HISTORY_NAMES:
@@ -110,6 +118,8 @@ def _declare_keys_and_indexes(connection: Connection, table: Table) -> None:
         elif isinstance(constraint, UniqueConstraint):
             connection.execute(AddConstraint(constraint))
     for index in table.indexes:
+        if not {column.name for column in index.columns} <= present:
+            continue
         if index.name in GUARDED_UNIQUE_KEYS:
             columns = [column.name for column in index.columns]
             _plain_index(connection, table.name, str(index.name), columns)

@@ -29,6 +29,8 @@ from herder.store.schema.base import metadata as metadata
 from herder.store.schema.checkpoints import checkpoint_chunks as checkpoint_chunks
 from herder.store.schema.checkpoints import checkpoint_contents as checkpoint_contents
 from herder.store.schema.checkpoints import checkpoints as checkpoints
+from herder.store.schema.limits import limits as limits
+from herder.store.schema.limits import run_limit_keys as run_limit_keys
 from herder.store.schema.limits import submit_buckets as submit_buckets
 from herder.store.schema.logs import attempt_logs as attempt_logs
 from herder.store.schema.pools import pool_shares as pool_shares
@@ -167,6 +169,9 @@ runs = Table(
     Column("inputs", JsonColumn),
     Column("output", JsonColumn),  # the JSON the job wrote to $HERDER_OUTPUT (≤ 64 KiB)
     Column("backfill_id", ID),  # the backfill that asked for it
+    Column("run_at", UtcDateTime),  # a ``scheduled`` (delayed) run is queued then
+    # [[limit id, key], ...]: the limits it counts against, keys rendered at submit
+    Column("limit_keys", JsonColumn),
     UniqueConstraint("tenant_id", "idempotency_key"),
     UniqueConstraint("schedule_id", "scheduled_for"),
     # a task instance runs once per repair, whoever decides it
@@ -176,6 +181,7 @@ runs = Table(
     Index(None, "tenant_id", "state", "id"),
     Index(None, "state", "retry_at"),
     Index(None, "state", "start_deadline"),
+    Index(None, "state", "run_at"),
 )
 # The claim orders by priority DESC, queued_at: the index matches it column for column,
 # direction included (DESIGN §9).

@@ -1,10 +1,23 @@
-"""The shared submission buckets: one row per rate-limited tenant (``store/submit_buckets``)."""
+"""What holds submissions and starts back: the shared submission buckets (one row per
+rate-limited tenant, ``store/submit_buckets``) and the tenants' limits by key
+(``domain.limits``, docs/flow-control.md)."""
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Column, Float, ForeignKey, Table
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Table,
+    UniqueConstraint,
+)
 
 from herder.store.schema.base import ID, metadata
+from herder.store.types import JsonColumn, UtcDateTime
 
 submit_buckets = Table(
     "submit_buckets",
@@ -14,4 +27,31 @@ submit_buckets = Table(
     Column("granted", Float, nullable=False),  # by the last lease: RETURNING sees no old row
     # microseconds since the epoch, by the leasing processes' clocks: exact differences
     Column("refilled_at_us", BigInteger, nullable=False),
+)
+
+# A tenant's named limit (``domain.limits.LimitSpec``), shared by every job, task and schedule
+# of the tenant that names it.
+limits = Table(
+    "limits",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("tenant_id", ID, ForeignKey("tenants.id"), nullable=False),
+    Column("name", String(64), nullable=False),
+    Column("spec", JsonColumn, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+    Column("version", Integer, nullable=False, server_default="1"),
+    UniqueConstraint("tenant_id", "name"),
+)
+
+# Which key of which limit a run counts against (as ``runs.limit_keys``), for counting a
+# key's runs set-based; no foreign key to the sliced ``runs``.
+run_limit_keys = Table(
+    "run_limit_keys",
+    metadata,
+    Column("run_id", ID, primary_key=True),
+    Column("limit_id", ID, primary_key=True),
+    Column("tenant_id", ID, nullable=False),
+    Column("key", String(128), nullable=False),
+    Index(None, "limit_id", "key", "run_id"),
 )
