@@ -171,6 +171,7 @@ def _measure(
         _populate(store, world)
         if prepare is not None:
             prepare(store)
+            _analyze(store)  # as autovacuum would after so many updated rows
         setup_seconds = time.perf_counter() - started
         timed = TimedPlacement(store.database, store.clock)
         clock = [0.0]
@@ -240,5 +241,9 @@ def _populate(store: Store, world: World) -> None:
         )
         for start in range(0, len(rows), INSERT_BATCH):
             connection.execute(insert(runs), rows[start : start + INSERT_BATCH])
+    _analyze(store)
+
+
+def _analyze(store: Store) -> None:
     with store.database.write() as connection:
         connection.execute(text("ANALYZE"))

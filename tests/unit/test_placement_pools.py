@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import pytest
+
 from herder.domain.placement.policy import plan
 from herder.domain.placement.resources import Amount
 from herder.domain.placement.snapshot import (
@@ -17,6 +19,7 @@ from herder.domain.placement.snapshot import (
     Snapshot,
     WorkerView,
 )
+from herder.domain.pools import PoolSelectors
 from tests.unit.placement_snapshots import NOW, queued, running, worker
 
 HIGH, LOW = 2, 0
@@ -147,3 +150,36 @@ def test_runs_of_one_shape_in_two_pools_each_find_their_own_pools_workers() -> N
     )
     where = {p.run_id: p.members[0].worker_id for p in decided.placements}
     assert where == {"in-a": "box-a", "in-b": "box-b"}
+
+
+@pytest.mark.parametrize(
+    ("labels", "expected"),
+    [
+        ({"pool": "a100"}, "a100"),
+        ({"pool": "a100", "zone": "eu"}, "a100-eu"),  # the most specific selector
+        ({"gpu": "h100", "zone": "eu"}, "eu-h100"),
+        ({"gpu": "h100", "zone": "us"}, "h100"),
+        ({"gpu": "h100"}, "h100"),
+        ({"zone": "eu"}, None),  # no selector wholly matched: the shared fleet
+        ({}, None),
+    ],
+)
+def test_a_worker_is_in_the_most_specific_pool_its_labels_match(
+    labels: dict[str, str], expected: str | None
+) -> None:
+    selectors = PoolSelectors(
+        [
+            ("a100", {"pool": "a100"}),
+            ("a100-eu", {"pool": "a100", "zone": "eu"}),
+            ("h100", {"gpu": "h100"}),
+            ("eu-h100", {"zone": "eu", "gpu": "h100"}),
+            ("z-h100", {"gpu": "h100"}),  # as specific as h100: the first name wins
+        ]
+    )
+    assert selectors.pool_of(labels) == expected
+
+
+def test_no_pools_means_every_worker_is_in_the_shared_fleet() -> None:
+    selectors = PoolSelectors([])
+    assert not selectors
+    assert selectors.pool_of({"pool": "a100"}) is None

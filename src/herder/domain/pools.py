@@ -126,15 +126,27 @@ def selector_of(name: str, selector: Mapping[str, str] | None) -> dict[str, str]
     return dict(selector) if selector else {POOL_LABEL: name}
 
 
-def worker_pool(
-    labels: Mapping[str, str], selectors: Iterable[tuple[str, Mapping[str, str]]]
-) -> str | None:
-    """The pool a worker with these labels is in: of the pools (name, selector) whose
+class PoolSelectors:
+    """Which pool a worker with given labels is in: of the pools (name, selector) whose
     selector its labels match, the most specific, then the first by name; None: the shared
-    fleet."""
-    matching = [
-        (-len(selector), name)
-        for name, selector in selectors
-        if all(labels.get(key) == value for key, value in selector.items())
-    ]
-    return min(matching)[1] if matching else None
+    fleet. Each selector is filed under one of its labels, so finding a worker's pool looks
+    only at the selectors sharing a label with it, not at every pool (the dispatcher asks
+    for each worker on every pass)."""
+
+    def __init__(self, selectors: Iterable[tuple[str, Mapping[str, str]]]) -> None:
+        self._filed: dict[tuple[str, str], list[tuple[str, Mapping[str, str]]]] = {}
+        for name, selector in selectors:
+            filed_under = min(selector.items())  # selector_of never gives an empty one
+            self._filed.setdefault(filed_under, []).append((name, selector))
+
+    def __bool__(self) -> bool:
+        return bool(self._filed)
+
+    def pool_of(self, labels: Mapping[str, str]) -> str | None:
+        matching = [
+            (-len(selector), name)
+            for label in labels.items()
+            for name, selector in self._filed.get(label, ())
+            if all(labels.get(key) == value for key, value in selector.items())
+        ]
+        return min(matching)[1] if matching else None

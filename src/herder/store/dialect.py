@@ -144,7 +144,11 @@ class Among:
         self._json = dialect == "postgresql"
         if self._json:
             values = cast(bindparam(name, type_=Text), JSON)
-            self.condition = column.in_(select(func.json_array_elements_text(values)))
+            # ``= ANY(ARRAY(…))``, not ``IN (SELECT …)``: the planner then probes the column's
+            # index per value instead of hash-joining whatever it guesses is fewer (after a
+            # burst, stale statistics made it scan every running attempt for one worker's)
+            listed = func.array(select(func.json_array_elements_text(values)).scalar_subquery())
+            self.condition = column == func.any(listed)
         else:
             self.condition = column.in_(bindparam(name, expanding=True))
 

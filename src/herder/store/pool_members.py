@@ -1,5 +1,5 @@
 """Which live workers are in which pool: a worker's labels against every pool's selector
-(``domain.pools.worker_pool``). Pools are few, made by hand, so all are read; every live
+(``domain.pools.PoolSelectors``). Pools are few, made by hand, so all are read; every live
 worker's labels are read too, which suits the admin reads and the autoscaler's look, not a
 per-run path."""
 
@@ -8,16 +8,16 @@ from __future__ import annotations
 from sqlalchemy import Connection, select
 
 from herder.domain.models import WorkerState
-from herder.domain.pools import selector_of, worker_pool
+from herder.domain.pools import PoolSelectors, selector_of
 from herder.store.schema import pools, workers
 
 
 def live_members(connection: Connection) -> dict[str, dict[str, bool]]:
     """Each pool's alive and draining workers: pool name → worker id → draining."""
-    selectors = [
+    selectors = PoolSelectors(
         (row.name, selector_of(row.name, row.selector))
         for row in connection.execute(select(pools.c.name, pools.c.selector))
-    ]
+    )
     members: dict[str, dict[str, bool]] = {}
     if not selectors:
         return members
@@ -26,7 +26,7 @@ def live_members(connection: Connection) -> dict[str, dict[str, bool]]:
             workers.c.state.in_([WorkerState.ALIVE, WorkerState.DRAINING])
         )
     ):
-        name = worker_pool(row.labels or {}, selectors)
+        name = selectors.pool_of(row.labels or {})
         if name is not None:
             members.setdefault(name, {})[row.id] = row.state == WorkerState.DRAINING
     return members

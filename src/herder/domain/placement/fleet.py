@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from herder.domain.placement.resources import Amount, total
 from herder.domain.placement.snapshot import RunningAttempt, Snapshot, WorkerView
 
+NOTHING = Amount()  # the use of a tenant with none (one object: ``is`` tells it unchanged)
+
 
 @dataclass(slots=True)
 class WorkerRoom:
@@ -50,24 +52,36 @@ class Fleet:
             for view in snapshot.workers
         ]
         self.total = total([view.capacity for view in snapshot.workers if not view.draining])
-        needs: dict[str, list[Amount]] = defaultdict(list)
-        in_pools: dict[tuple[str, str], list[Amount]] = defaultdict(list)
-        for worker in self.workers:
-            for attempt in worker.view.running:
-                needs[attempt.tenant_id].append(attempt.need)
-                if worker.view.pool is not None:
-                    in_pools[(attempt.tenant_id, worker.view.pool)].append(attempt.need)
-        self.usage = {tenant_id: total(amounts) for tenant_id, amounts in needs.items()}
-        self.pool_usage = {key: total(amounts) for key, amounts in in_pools.items()}
+        # added up as plain numbers, attempt by attempt: thousands of them every pass
+        usage: dict[str, list[int]] = defaultdict(_nothing)
+        in_pools: dict[tuple[str, str], list[int]] = defaultdict(_nothing)
+        for view in snapshot.workers:
+            for attempt in view.running:
+                _add(usage[attempt.tenant_id], attempt.need)
+                if view.pool is not None:
+                    _add(in_pools[(attempt.tenant_id, view.pool)], attempt.need)
+        self.usage = {tenant_id: Amount(*added) for tenant_id, added in usage.items()}
+        self.pool_usage = {key: Amount(*added) for key, added in in_pools.items()}
 
     def use(self, tenant_id: str, amount: Amount, pool: str | None = None) -> None:
-        self.usage[tenant_id] = self.usage.get(tenant_id, Amount()) + amount
+        self.usage[tenant_id] = self.used_by(tenant_id) + amount
         if pool is not None:
             self.pool_usage[(tenant_id, pool)] = self.used_in(tenant_id, pool) + amount
 
     def used_by(self, tenant_id: str) -> Amount:
-        return self.usage.get(tenant_id, Amount())
+        return self.usage.get(tenant_id, NOTHING)
 
     def used_in(self, tenant_id: str, pool: str) -> Amount:
         """What the tenant's attempts take on the pool's workers."""
-        return self.pool_usage.get((tenant_id, pool), Amount())
+        return self.pool_usage.get((tenant_id, pool), NOTHING)
+
+
+def _nothing() -> list[int]:
+    return [0, 0, 0, 0]
+
+
+def _add(added: list[int], need: Amount) -> None:
+    added[0] += need.cpu_milli
+    added[1] += need.memory_mb
+    added[2] += need.gpus
+    added[3] += need.slots

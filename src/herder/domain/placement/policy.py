@@ -94,6 +94,7 @@ class _Pass:
         # up within a pass, so no larger need will find anything either)
         self.lenders = pools.borrowers(snapshot)
         self.unreclaimable: dict[tuple[str, str], list[Amount]] = {}
+        self.borrowing: dict[str, tuple[Amount, bool]] = {}  # run id → (use seen, answer)
 
     def tenant(self, tenant_id: str) -> TenantView:
         return self.snapshot.tenants.get(tenant_id) or TenantView(tenant_id)
@@ -116,11 +117,18 @@ class _Pass:
         return found
 
     def borrows(self, run: QueuedRun) -> bool:
-        """Whether placing it now would take its tenant past its share of its pool."""
+        """Whether placing it now would take its tenant past its share of its pool (asked
+        twice a pass: the answer is kept while the tenant's use of the pool is unchanged)."""
         nominal = pools.share(run, self.snapshot)
         if nominal is None or run.pool is None:
             return False
-        return pools.borrows(self.fleet.used_in(run.tenant_id, run.pool), run.total_need, nominal)
+        used = self.fleet.used_in(run.tenant_id, run.pool)
+        known = self.borrowing.get(run.id)
+        if known is not None and known[0] is used:
+            return known[1]
+        answer = pools.borrows(used, run.total_need, nominal)
+        self.borrowing[run.id] = (used, answer)
+        return answer
 
     def share(self, tenant_id: str) -> float:
         used = self.fleet.used_by(tenant_id)

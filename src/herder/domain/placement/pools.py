@@ -49,19 +49,15 @@ def borrows(used: Amount, need: Amount, nominal: Amount | None) -> bool:
     """Whether taking ``need`` on top of ``used`` passes the nominal share in a resource the
     share gives (cpu, memory or GPUs above zero: one left at zero is not shared out, as
     slots never are); a share of nothing at all borrows everything. Outside pools nothing
-    borrows."""
+    borrows. (Asked of every pooled run at least once a pass: plain comparisons.)"""
     if nominal is None:
         return False
-    if nominal == Amount():
+    if nominal.cpu_milli == nominal.memory_mb == nominal.gpus == 0:
         return True
-    after = used + need
-    return any(
-        given > 0 and wanted > given
-        for wanted, given in (
-            (after.cpu_milli, nominal.cpu_milli),
-            (after.memory_mb, nominal.memory_mb),
-            (after.gpus, nominal.gpus),
-        )
+    return (
+        0 < nominal.cpu_milli < used.cpu_milli + need.cpu_milli
+        or 0 < nominal.memory_mb < used.memory_mb + need.memory_mb
+        or 0 < nominal.gpus < used.gpus + need.gpus
     )
 
 

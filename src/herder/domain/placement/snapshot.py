@@ -29,7 +29,7 @@ class QueuedRun:
 
     @property
     def total_need(self) -> Amount:
-        return self.need.times(self.replicas)
+        return self.need if self.replicas == 1 else self.need.times(self.replicas)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +55,7 @@ class WorkerView:
     running: tuple[RunningAttempt, ...] = ()
     address: str = ""
     draining: bool = False  # takes nothing new; what it runs still counts
-    pool: str | None = None  # domain.pools.worker_pool of its labels; None: the shared fleet
+    pool: str | None = None  # domain.pools.PoolSelectors.pool_of its labels; None: the shared fleet
     # Derived from the above once per view (a dispatcher keeps the views of unchanged
     # workers between passes, so each pass need not add up thousands of attempts again):
     used: Amount = field(init=False, repr=False, compare=False)  # by what it runs

@@ -32,7 +32,7 @@ from herder.domain.placement.snapshot import (
     TenantView,
     WorkerView,
 )
-from herder.domain.pools import selector_of, worker_pool
+from herder.domain.pools import PoolSelectors, selector_of
 from herder.domain.states import AttemptState, RunState
 from herder.domain.tenants import TenantQuotas
 from herder.store.dialect import Among
@@ -87,11 +87,9 @@ def read_snapshot(
     )
 
 
-def read_pools(
-    connection: Connection,
-) -> tuple[dict[str, PoolView], list[tuple[str, Mapping[str, str]]]]:
-    """The pools with their shares, and each pool's selector (name, labels). Pools are few,
-    made by hand: read whole every pass, so a change reaches the next one."""
+def read_pools(connection: Connection) -> tuple[dict[str, PoolView], PoolSelectors]:
+    """The pools with their shares, and their selectors. Pools are few, made by hand: read
+    whole every pass, so a change reaches the next one."""
     shares: dict[str, dict[str, Amount]] = defaultdict(dict)
     for name, tenant_id, cpu_milli, memory_mb, gpus in connection.execute(_SHARES):
         shares[name][tenant_id] = Amount(cpu_milli, memory_mb, gpus)
@@ -99,17 +97,15 @@ def read_pools(
         (name, selector_of(name, selector)) for name, selector in connection.execute(_POOLS)
     ]
     views = {name: PoolView(name, MappingProxyType(shares[name])) for name, _ in selectors}
-    return views, selectors
+    return views, PoolSelectors(selectors)
 
 
-def in_pools(
-    fleet: Sequence[WorkerView], selectors: Sequence[tuple[str, Mapping[str, str]]]
-) -> tuple[WorkerView, ...]:
+def in_pools(fleet: Sequence[WorkerView], selectors: PoolSelectors) -> tuple[WorkerView, ...]:
     """The workers, each knowing its pool by the selectors read now (a kept view whose
     pool changed is replaced; the others are kept as they are)."""
     placed = []
     for worker in fleet:
-        pool = worker_pool(worker.labels, selectors) if selectors else None
+        pool = selectors.pool_of(worker.labels) if selectors else None
         placed.append(worker if worker.pool == pool else replace(worker, pool=pool))
     return tuple(placed)
 
