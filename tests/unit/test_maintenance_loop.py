@@ -1,6 +1,7 @@
-"""The maintenance loop's pass: expired audit entries on both stores; on PostgreSQL make
-slices, detach, export to the cold tier, drop, prune the cold tier, and come back in ten
-minutes; on SQLite delete a batch, and come back at once while batches come full."""
+"""The maintenance loop's pass: expired audit entries and old limit starts on both stores;
+on PostgreSQL make slices, detach, export to the cold tier, drop, prune the cold tier, and
+come back in ten minutes; on SQLite delete a batch, and come back at once while batches come
+full."""
 
 from __future__ import annotations
 
@@ -14,13 +15,15 @@ from herder.control.maintenance import (
     Maintenance,
 )
 from herder.store.history.retention import DELETE_BATCH, HistoryRetention
+from herder.store.limit_use import PRUNE_BATCH
 
 
 class RecordingHistory:
-    def __init__(self, deleted: int = 0, audit_deleted: int = 0) -> None:
+    def __init__(self, deleted: int = 0, audit_deleted: int = 0, starts_deleted: int = 0) -> None:
         self.calls: list[str] = []
         self.deleted = deleted
         self.audit_deleted = audit_deleted
+        self.starts_deleted = starts_deleted
 
     def prepare_slices(self) -> list[str]:
         self.calls.append("prepare")
@@ -50,12 +53,24 @@ class RecordingHistory:
         self.calls.append("audit")
         return self.audit_deleted
 
+    def delete_old_limit_starts(self) -> int:
+        self.calls.append("limit starts")
+        return self.starts_deleted
+
 
 def test_a_postgresql_pass_makes_slices_then_detaches_exports_and_drops() -> None:
     history = RecordingHistory()
     loop = Maintenance(cast(HistoryRetention, history), partitioned=True)
     assert loop.step() == PASS_INTERVAL_SECONDS
-    assert history.calls == ["audit", "prepare", "detach", "export", "drop", "remove cold"]
+    assert history.calls == [
+        "audit",
+        "limit starts",
+        "prepare",
+        "detach",
+        "export",
+        "drop",
+        "remove cold",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -69,7 +84,7 @@ def test_a_sqlite_pass_deletes_a_batch_and_comes_back_soon_while_more_wait(
     history = RecordingHistory(deleted)
     loop = Maintenance(cast(HistoryRetention, history), partitioned=False)
     assert loop.step() == wake
-    assert history.calls == ["audit", "delete"]
+    assert history.calls == ["audit", "limit starts", "delete"]
 
 
 @pytest.mark.parametrize("partitioned", [True, False])
@@ -78,4 +93,10 @@ def test_a_full_batch_of_expired_audit_entries_brings_the_next_pass_soon(
 ) -> None:
     history = RecordingHistory(audit_deleted=DELETE_BATCH)
     loop = Maintenance(cast(HistoryRetention, history), partitioned=partitioned)
+    assert loop.step() == BETWEEN_BATCHES_SECONDS
+
+
+def test_a_full_batch_of_old_limit_starts_brings_the_next_pass_soon() -> None:
+    history = RecordingHistory(starts_deleted=PRUNE_BATCH)
+    loop = Maintenance(cast(HistoryRetention, history), partitioned=True)
     assert loop.step() == BETWEEN_BATCHES_SECONDS

@@ -3,11 +3,12 @@ every tenant's retention removed (DESIGN §2 History). On PostgreSQL whole slice
 detached, exported to the cold tier when they are past the hot window (and inside some
 retention), then dropped; on SQLite expired runs are deleted a batch per pass, passes back to
 back until none are left. Audit entries past their tenant's retention go too, on both stores,
-a batch per pass."""
+a batch per pass, as do rate-limited keys' starts past the longest rate period."""
 
 from __future__ import annotations
 
 from herder.store.history.retention import DELETE_BATCH, HistoryRetention
+from herder.store.limit_use import PRUNE_BATCH
 
 PASS_INTERVAL_SECONDS = 600.0  # slices are made two weeks ahead: a late pass costs nothing
 BETWEEN_BATCHES_SECONDS = 0.05  # lets other writers in between SQLite's delete batches
@@ -22,6 +23,7 @@ class Maintenance:
 
     def step(self) -> float:
         more_audit = self._history.delete_expired_audit() == DELETE_BATCH
+        more_audit |= self._history.delete_old_limit_starts() == PRUNE_BATCH
         if self._partitioned:
             self._history.prepare_slices()
             self._history.detach_expired()

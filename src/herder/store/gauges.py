@@ -34,6 +34,7 @@ WAITING_KINDS = (
     ("pool", "%; pool % does not exist%"),
     ("pool", "%; tenant % may not use pool %"),
     ("share", "%; tenant % uses % in pool %"),
+    ("limit", "%; limit %, key %: %"),
     ("quota", "%; tenant quota %"),
     ("preempting", "%; preempting %"),
     ("preempting", "%; reclaiming its share in pool %"),

@@ -7,14 +7,15 @@
    they bypass fair share, and one that cannot start gets a worker reserved (policy.py).
 3. Then the tenant with the lowest weighted dominant share (DRF) goes next, its oldest run
    first; shares are read again after every placement, so a tenant that just got capacity
-   drops back.
+   drops back. A run counted against a limit's key waits its key's turn (limits.turns):
+   within a tenant's queue, by turn, then age, so the keys of a limit take turns.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections import defaultdict, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -52,10 +53,15 @@ def is_starving(run: QueuedRun, now: datetime, aging: Aging) -> bool:
 
 
 def dispatch_order(
-    runs: list[QueuedRun], now: datetime, aging: Aging, share: Callable[[str], float]
+    runs: list[QueuedRun],
+    now: datetime,
+    aging: Aging,
+    share: Callable[[str], float],
+    turns: Mapping[str, int] | None = None,
 ) -> Iterator[QueuedRun]:
     """Yield runs in the order to consider them; ``share(tenant)`` is asked afresh each time
-    a tenant comes up, so placements made between yields count."""
+    a tenant comes up, so placements made between yields count; ``turns`` (by run id; none:
+    0) order each tenant's queue before age."""
     classes: dict[int, list[QueuedRun]] = defaultdict(list)
     for run in runs:
         classes[effective_class(run, now, aging)].append(run)
@@ -63,6 +69,8 @@ def dispatch_order(
         members = sorted(classes[level], key=lambda run: (run.queued_at, run.id))
         starving = [run for run in members if is_starving(run, now, aging)]
         yield from starving
+        if turns:
+            members.sort(key=lambda run: turns.get(run.id, 0))  # stable: age within a turn
         queues: dict[str, deque[QueuedRun]] = defaultdict(deque)
         for run in members:
             if not is_starving(run, now, aging):

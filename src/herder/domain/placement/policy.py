@@ -8,6 +8,8 @@ The pipeline, per run in dispatch order (ordering.py):
                  tenant may use the pool; runs within their tenant's nominal share are
                  considered before those that would borrow past it (pools.py);
 1. quotas      — the tenant's queued-run window and in-use quotas hold the run back;
+   limits      — a run whose key of a limit has its ``max_running`` running or its rate
+                 spent waits; keys take turns in the order (limits.py);
 2. feasibility — accepting workers with the run's labels and room for it now
                  (feasibility.py). Capacity only shrinks within a pass, so each shape (need
                  and labels) keeps its candidate workers for the pass (candidates.py), and a
@@ -32,6 +34,7 @@ from herder.domain.placement import budgets, pools, preemption, reasons
 from herder.domain.placement.candidates import Candidates
 from herder.domain.placement.feasibility import could_ever_fit, eligible, fits_now
 from herder.domain.placement.fleet import Fleet, WorkerRoom
+from herder.domain.placement.limits import LimitKey, LimitsInPass, turns
 from herder.domain.placement.ordering import Aging, dispatch_order, is_starving
 from herder.domain.placement.ranking import SCORED_WORKERS, best
 from herder.domain.placement.resources import Amount, dominant_share
@@ -56,6 +59,7 @@ class Placement:
     run_id: str
     members: tuple[Member, ...]
     borrowed: bool = False  # past its tenant's nominal share of the pool: reclaimable
+    rate_keys: tuple[LimitKey, ...] = ()  # its keys of rate-limited limits: a start each
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,10 @@ class _Pass:
         self.lenders = pools.borrowers(snapshot)
         self.unreclaimable: dict[tuple[str, str], list[Amount]] = {}
         self.borrowing: dict[str, tuple[Amount, bool]] = {}  # run id → (use seen, answer)
+        self.limits = LimitsInPass.of(
+            snapshot.limits, snapshot.workers, snapshot.limit_starts, snapshot.now
+        )
+        self.turns = turns(snapshot.queued, self.limits.running) if snapshot.limits else {}
 
     def tenant(self, tenant_id: str) -> TenantView:
         return self.snapshot.tenants.get(tenant_id) or TenantView(tenant_id)
@@ -141,7 +149,7 @@ class _Pass:
         for run in considered:
             (borrowing if self.borrows(run) else owned).append(run)
         for runs in (owned, borrowing):
-            for run in dispatch_order(runs, self.now, self.settings.aging, self.share):
+            for run in dispatch_order(runs, self.now, self.settings.aging, self.share, self.turns):
                 reason = self._consider(run)
                 if reason is not None:
                     self.plan.waiting[run.id] = reason
@@ -152,9 +160,14 @@ class _Pass:
         return self.plan
 
     def _within_queue_quotas(self, queued: list[QueuedRun]) -> list[QueuedRun]:
-        """Each tenant's first ``max_queued`` runs (by class, then age); the rest wait."""
+        """Each tenant's first ``max_queued`` runs (by class, then age); the rest wait. A run
+        a full key holds back takes no place there: it must not keep other keys' runs out."""
         by_tenant: dict[str, list[QueuedRun]] = defaultdict(list)
         for run in queued:
+            held = self.limits.holding(run) if run.limit_keys else None
+            if held is not None:
+                self.plan.waiting[run.id] = f"{reasons.needs(run)}; {held}"
+                continue
             by_tenant[run.tenant_id].append(run)
         considered = []
         for tenant_id, runs in by_tenant.items():
@@ -180,6 +193,9 @@ class _Pass:
         over = reasons.over_quota(quotas, self.fleet.used_by(run.tenant_id), run.total_need)
         if over is not None:
             return f"{reasons.needs(run)}; {over}"
+        held = self.limits.holding(run) if run.limit_keys else None
+        if held is not None:
+            return f"{reasons.needs(run)}; {held}"
         borrowing = self.borrows(run)
         if borrowing and not pools.may_borrow(run):
             return f"{reasons.needs(run)}; {self._at_share(run)}"
@@ -262,7 +278,11 @@ class _Pass:
             for rank, (worker, need) in enumerate(members)
         )
         self.fleet.use(run.tenant_id, run.total_need, run.pool)
-        self.plan.placements.append(Placement(run.id, placed, borrowed))
+        rate_keys: tuple[LimitKey, ...] = ()
+        if run.limit_keys:
+            self.limits.take(run)
+            rate_keys = tuple(self.limits.rate_limited(run))
+        self.plan.placements.append(Placement(run.id, placed, borrowed, rate_keys))
 
     def _no_room_reason(self, run: QueuedRun) -> str:
         if run.replicas > 1:

@@ -26,6 +26,7 @@ class QueuedRun:
     preempted_at: datetime | None = None  # when it was last preempted: its wait restarts
     pool: str | None = None  # its own pool, else its tenant's default; None: the shared fleet
     preemptible: bool = False  # may be stopped for another run: only such a run borrows
+    limit_keys: tuple[tuple[str, str], ...] = ()  # (limit id, key) it counts against
 
     @property
     def total_need(self) -> Amount:
@@ -45,6 +46,7 @@ class RunningAttempt:
     preempting: bool = False  # already chosen as a victim; its resources are being freed
     last_preempted_at: datetime | None = None  # the run's, for the cool-down
     borrowed: bool = False  # placed past its tenant's nominal share of the worker's pool
+    limit_keys: tuple[tuple[str, str], ...] = ()  # its run's (limit id, key)s
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +105,25 @@ class PoolView:
 
 
 @dataclass(frozen=True, slots=True)
+class LimitView:
+    """A limit as placement sees it (``domain.limits.LimitSpec``; placement.limits)."""
+
+    id: str
+    name: str
+    max_running: int | None = None
+    rate_count: int | None = None  # starts per ``rate_period_seconds``
+    rate_period_seconds: int = 60
+
+
+@dataclass(frozen=True, slots=True)
+class KeyStarts:
+    """A rate-limited key's starts within its limit's period, as read."""
+
+    count: int
+    oldest: datetime  # the first of them: the window frees a start when it leaves
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     now: datetime
     queued: tuple[QueuedRun, ...]  # in any order; the policy orders them
@@ -110,3 +131,5 @@ class Snapshot:
     tenants: Mapping[str, TenantView] = field(default_factory=dict)  # missing: defaults
     pools: Mapping[str, PoolView] = field(default_factory=dict)  # by name; missing: deleted
     budgets: Mapping[str, TenantUse] = field(default_factory=dict)  # tenants with budgets
+    limits: Mapping[str, LimitView] = field(default_factory=dict)  # those queued runs name
+    limit_starts: Mapping[tuple[str, str], KeyStarts] = field(default_factory=dict)

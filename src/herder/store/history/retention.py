@@ -38,6 +38,7 @@ from herder.store.history.partitions import (
     detached_slices,
     drop_detached_slice,
 )
+from herder.store.limit_use import prune_starts
 from herder.store.schema import (
     attempt_logs,
     attempts,
@@ -163,6 +164,12 @@ class HistoryRetention:
             if expired:
                 connection.execute(delete(audit_log).where(audit_log.c.id.in_(expired)))
         return len(expired)
+
+    def delete_old_limit_starts(self) -> int:
+        """Forget a batch of rate-limited keys' starts past the longest period a rate may
+        have (``limit_use.prune_starts``); how many went."""
+        with self._db.write() as connection:
+            return prune_starts(connection, self._clock.now())
 
     def delete_expired_batch(self, batch: int = DELETE_BATCH) -> int:
         """Delete up to ``batch`` runs past their tenant's retention, with everything of

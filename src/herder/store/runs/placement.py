@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Select, Update, bindparam, func, select, update
+from sqlalchemy import Connection, Select, Text, Update, bindparam, cast, func, select, update
 
 from herder.clock import Clock, epoch_ms
 from herder.domain.ids import new_id
@@ -24,6 +24,7 @@ from herder.domain.jobs import DEFAULT_STOP_GRACE_SECONDS
 from herder.domain.lifecycle.changes import Event, NoticeKind, notices
 from herder.domain.lifecycle.stops import can_be_victim
 from herder.domain.models import WorkerState
+from herder.domain.placement.limits import LimitKey
 from herder.domain.placement.ordering import wait_began
 from herder.domain.placement.policy import Placement, Plan, Preemption
 from herder.domain.placement.resources import Amount
@@ -32,6 +33,7 @@ from herder.domain.states import AttemptState, RunState, check_transition
 from herder.store.database import Database
 from herder.store.dialect import Among, insert_rows, set_each, update_each
 from herder.store.history.live import live_floor
+from herder.store.limit_use import limit_keys_of, record_starts, with_limits
 from herder.store.notifications import CANCEL, CAPACITY, WORKER_CHANNEL, send
 from herder.store.runs.snapshot import QUEUE_WINDOW, TENANT_QUEUE_WINDOW, read_snapshot
 from herder.store.runs.writes import record_events
@@ -71,7 +73,7 @@ class PlacementRepository:
                 connection, self._clock.now(), window, per_tenant,
                 quick=quick, fleet=fleet, changed=changed,
             )  # fmt: skip
-            return with_budgets(connection, snapshot)
+            return with_limits(connection, with_budgets(connection, snapshot))
 
     def on_worker_notice(self, heard: Callable[[str], None]) -> None:
         """Call ``heard(worker_id)`` for each notice this process hears, after its commit,
@@ -107,6 +109,7 @@ class PlacementRepository:
             placed = [placement for placement in fitting if placement.run_id in started]
             _record_starts(connection, placed, started, now)
             attempts_started = _insert_attempts(connection, placed, queued, started, now)
+            record_starts(connection, (key for p in placed for key in p.rate_keys), now)
             preempted = _request_preemptions(connection, plan.preemptions, now)
             _record_reasons(connection, reasons)
             send(
@@ -160,6 +163,7 @@ def _statements(dialect: str) -> _Statements:
             runs.c.id, runs.c.attempt_count, runs.c.tenant_id, runs.c.priority,
             runs.c.preemptible, runs.c.preempted_at, runs.c.cancel_requested,
             runs.c.suspend_requested, runs.c.queued_at,
+            cast(runs.c.limit_keys, Text).label("limit_keys"),
         ),
         worker_ids=worker_ids,
         lock=select(workers.c.id, workers.c.cpu_milli, workers.c.memory_mb, workers.c.gpus,
@@ -243,6 +247,7 @@ class _Started:
     preemptible: bool
     preempted_at: datetime | None
     queued_at: datetime | None
+    limit_keys: tuple[LimitKey, ...]
 
 
 def _start_runs(
@@ -258,6 +263,7 @@ def _start_runs(
                 can_be_victim(row.preemptible, row.cancel_requested, row.suspend_requested),
                 row.preempted_at,
                 row.queued_at,
+                limit_keys_of(row.limit_keys),
             )  # fmt: skip
     return started
 
@@ -323,6 +329,7 @@ def _insert_attempts(
                     attempt_id, placement.run_id, start.tenant_id, start.priority, run.need,
                     now, member.gpu_indices, start.preemptible,
                     last_preempted_at=start.preempted_at, borrowed=placement.borrowed,
+                    limit_keys=start.limit_keys,
                 )
             )  # fmt: skip
     insert_rows(connection, attempts, rows)

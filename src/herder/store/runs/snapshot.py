@@ -19,7 +19,7 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
-from sqlalchemy import Connection, Select, Text, bindparam, cast, func, select
+from sqlalchemy import Connection, Select, Text, bindparam, cast, func, or_, select
 
 from herder.domain.lifecycle.stops import can_be_victim
 from herder.domain.models import WorkerState
@@ -37,10 +37,12 @@ from herder.domain.states import AttemptState, RunState
 from herder.domain.tenants import TenantQuotas
 from herder.store.dialect import Among
 from herder.store.history.live import live_floor
-from herder.store.schema import attempts, pool_shares, pools, runs, tenants, workers
+from herder.store.limit_use import limit_keys_of
+from herder.store.schema import attempts, limits, pool_shares, pools, runs, tenants, workers
 
 QUEUE_WINDOW = 20_000  # queued runs one pass looks at, in priority-then-age order
 TENANT_QUEUE_WINDOW = 2_000  # of them at most this many per tenant: a backlog cannot hide others
+KEY_QUEUE_WINDOW = 500  # and per set of limit keys: one key's backlog cannot hide other keys
 QUICK_WINDOW_BASE = 64  # a quick snapshot reads this many queued runs plus a few per free slot
 
 
@@ -64,14 +66,17 @@ def read_snapshot(
         window = min(window, QUICK_WINDOW_BASE + 4 * free)
         per_tenant = min(per_tenant, QUICK_WINDOW_BASE + 2 * free)
     floor = live_floor(connection, now)
-    limits = {"window": window, "per_tenant": per_tenant, "live_floor": floor}
-    queue = list(connection.execute(_QUEUE_WINDOW, limits).all())
+    bounds = {"window": window, "per_tenant": per_tenant, "live_floor": floor}
+    by_key = connection.execute(_ANY_LIMIT).first() is not None
+    queue = list(
+        connection.execute(_QUEUE_WINDOW_BY_KEY if by_key else _QUEUE_WINDOW, bounds).all()
+    )
     # and the longest-waiting, whatever their class, so aging never stalls — unless the
     # window already holds the whole queue
     if quick and not _whole_queue(queue, window, per_tenant):
         seen = {row.id for row in queue}
-        limits = {"count": QUICK_WINDOW_BASE, "live_floor": floor}
-        oldest = connection.execute(_OLDEST_QUEUED, limits).all()
+        bounds = {"count": QUICK_WINDOW_BASE, "live_floor": floor}
+        oldest = connection.execute(_OLDEST_QUEUED, bounds).all()
         queue += [row for row in oldest if row.id not in seen]
     tenant_views = {
         tenant_id: TenantView(tenant_id, weight, _quotas(quotas), default_pool)
@@ -177,6 +182,7 @@ _RUNNING = (
         attempts.c.preempt_requested_at, runs.c.tenant_id, runs.c.priority,
         runs.c.preemptible, runs.c.preempted_at, runs.c.cancel_requested,
         runs.c.suspend_requested, attempts.c.borrowed,
+        cast(runs.c.limit_keys, Text).label("limit_keys"),
     )
     .join(runs, runs.c.id == attempts.c.run_id)
     .where(
@@ -223,6 +229,7 @@ _QUEUED_COLUMNS = (
     runs.c.memory_mb, runs.c.gpus, runs.c.replicas,
     cast(runs.c.requires, Text).label("requires"),  # as text: a few shapes, parsed once each
     runs.c.preempted_at, runs.c.pool, runs.c.preemptible,
+    cast(runs.c.limit_keys, Text).label("limit_keys"),
 )  # fmt: skip
 
 _OLDEST_QUEUED: Select[Any] = (
@@ -233,20 +240,52 @@ _OLDEST_QUEUED: Select[Any] = (
 )
 
 
-def _queue_window() -> Select[Any]:
+def _queue_window(*, by_key: bool) -> Select[Any]:
     """The first ``per_tenant`` queued runs of each tenant (by class, then age), at most
-    ``window`` in all, so one tenant's backlog never pushes the others out of sight."""
-    ranked = (
+    ``window`` in all, so one tenant's backlog never pushes the others out of sight; ``by_key``
+    (when any limit exists), of the runs sharing limit keys the first ``KEY_QUEUE_WINDOW``
+    only, so neither does one key's backlog (its runs past that could not start this pass
+    anyway)."""
+    if not by_key:
+        queued = (
+            select(*_QUEUED_COLUMNS)
+            .where(runs.c.state == RunState.QUEUED, runs.c.id >= bindparam("live_floor"))
+            .subquery()
+        )
+        return _tenant_window(queued, [queued.c[column.name] for column in _QUEUED_COLUMNS])
+    keys = cast(runs.c.limit_keys, Text)
+    keyed = (
         select(
             *_QUEUED_COLUMNS,
-            func.row_number().over(
-                partition_by=runs.c.tenant_id,
-                order_by=(runs.c.priority.desc(), runs.c.queued_at),
-            ).label("position"),
+            func.row_number()
+            .over(partition_by=keys, order_by=(runs.c.priority.desc(), runs.c.queued_at))
+            .label("key_position"),
         )
         .where(runs.c.state == RunState.QUEUED, runs.c.id >= bindparam("live_floor"))
         .subquery()
-    )  # fmt: skip
+    )
+    below = or_(
+        keyed.c.key_position <= KEY_QUEUE_WINDOW,
+        keyed.c.limit_keys.is_(None),
+        keyed.c.limit_keys.in_(["null", "[]"]),
+    )
+    return _tenant_window(keyed, [keyed.c[column.name] for column in _QUEUED_COLUMNS], below)
+
+
+def _tenant_window(queued: Any, columns: list[Any], *where: Any) -> Select[Any]:
+    ranked = (
+        select(
+            *columns,
+            func.row_number()
+            .over(
+                partition_by=queued.c.tenant_id,
+                order_by=(queued.c.priority.desc(), queued.c.queued_at),
+            )
+            .label("position"),
+        )
+        .where(*where)
+        .subquery()
+    )
     return (
         select(*(ranked.c[column.name] for column in _QUEUED_COLUMNS))
         .where(ranked.c.position <= bindparam("per_tenant"))
@@ -255,21 +294,23 @@ def _queue_window() -> Select[Any]:
     )
 
 
-_QUEUE_WINDOW = _queue_window()
+_QUEUE_WINDOW = _queue_window(by_key=False)
+_QUEUE_WINDOW_BY_KEY = _queue_window(by_key=True)
+_ANY_LIMIT = select(limits.c.id).limit(1)
 
 
 def _running(row: Any) -> RunningAttempt:
     (
         _worker_id, attempt_id, run_id, cpu_milli, memory_mb, gpus, started_at, gpu_indices,
         preempt_requested_at, tenant_id, priority, preemptible, preempted_at, cancel_requested,
-        suspend_requested, borrowed,
+        suspend_requested, borrowed, limit_keys,
     ) = row  # fmt: skip
     return RunningAttempt(
         attempt_id, run_id, tenant_id, priority, Amount(cpu_milli, memory_mb, gpus, 1),
         started_at, tuple(gpu_indices or ()),
         can_be_victim(preemptible, cancel_requested, suspend_requested),
         preempting=preempt_requested_at is not None, last_preempted_at=preempted_at,
-        borrowed=bool(borrowed),
+        borrowed=bool(borrowed), limit_keys=limit_keys_of(limit_keys),
     )  # fmt: skip
 
 
@@ -277,14 +318,14 @@ def _queued(row: Any, tenant_views: Mapping[str, TenantView]) -> QueuedRun:
     """A queued run; its pool its own, else its tenant's default one."""
     (
         run_id, tenant_id, priority, queued_at, cpu_milli, memory_mb, gpus, replicas, requires,
-        preempted_at, pool, preemptible,
+        preempted_at, pool, preemptible, limit_keys,
     ) = row  # fmt: skip
     need = Amount(cpu_milli, memory_mb, gpus, 1)
     if pool is None and tenant_id in tenant_views:
         pool = tenant_views[tenant_id].default_pool
     return QueuedRun(
         run_id, tenant_id, priority, queued_at, need, replicas, _labels(requires), preempted_at,
-        pool, bool(preemptible),
+        pool, bool(preemptible), limit_keys_of(limit_keys),
     )  # fmt: skip
 
 

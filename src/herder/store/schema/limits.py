@@ -17,7 +17,7 @@ from sqlalchemy import (
 )
 
 from herder.store.schema.base import ID, metadata
-from herder.store.types import JsonColumn, UtcDateTime
+from herder.store.types import AutoIncrementId, JsonColumn, UtcDateTime
 
 submit_buckets = Table(
     "submit_buckets",
@@ -54,4 +54,17 @@ run_limit_keys = Table(
     Column("tenant_id", ID, nullable=False),
     Column("key", String(128), nullable=False),
     Index(None, "limit_id", "key", "run_id"),
+)
+
+# When a rate-limited key's runs started (one row a start and key), for counting a key's
+# starts within its limit's period; older than the longest period, pruned.
+limit_starts = Table(
+    "limit_starts",
+    metadata,
+    Column("id", AutoIncrementId, primary_key=True, autoincrement=True),
+    Column("limit_id", ID, nullable=False),
+    Column("key", String(128), nullable=False),
+    Column("started_at", UtcDateTime, nullable=False),
+    Index(None, "limit_id", "key", "started_at"),
+    Index(None, "started_at"),
 )

@@ -1,0 +1,107 @@
+"""Limits by key in the dispatcher, through the store on both stores: a key at its
+``max_running`` holds its runs with a reason naming the limit and key while other keys' runs
+start; a rate counts the starts recorded within its period, across passes; a run of a full
+key never hides another key's run from a tenant's queued window."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import func, insert, select, update
+
+from herder.clock import epoch_ms
+from herder.domain.ids import new_id
+from herder.domain.limits import LimitSpec
+from herder.store.schema import limit_starts, limits, runs
+from tests.integration.conftest import Api
+from tests.integration.dispatching import dispatch
+from tests.integration.registered import register_worker
+from tests.integration.test_metrics import waiting_kinds
+from tests.integration.test_pools import Tenant
+from tests.integration.test_pools_placement import run_of
+
+
+def make_limit(api: Api, tenant: Tenant, name: str, **spec: Any) -> str:
+    now = datetime.now(UTC)
+    limit_id = new_id("lim", epoch_ms(now))
+    row = {"id": limit_id, "tenant_id": tenant.id, "name": name, "created_at": now,
+           "updated_at": now, "spec": LimitSpec(**spec).model_dump(mode="json")}  # fmt: skip
+    with api.store.database.write() as connection:
+        connection.execute(insert(limits).values(**row))
+    return limit_id
+
+
+def submit(api: Api, tenant: Tenant, job_id: str, limit_id: str, key: str) -> str:
+    response = api.http.post(f"/v1/jobs/{job_id}/runs", headers=tenant.headers, json={})
+    assert response.status_code == 201, response.text
+    run_id: str = response.json()["id"]
+    with api.store.database.write() as connection:
+        connection.execute(
+            update(runs).where(runs.c.id == run_id).values(limit_keys=[[limit_id, key]])
+        )
+    return run_id
+
+
+def job(api: Api, tenant: Tenant) -> str:
+    body = {"name": "call", "runtime": "shell", "command": "true",
+            "resources": {"cpu": 0.1, "memory_mb": 64}}  # fmt: skip
+    response = api.http.post("/v1/jobs", headers=tenant.headers, json=body)
+    assert response.status_code == 201, response.text
+    job_id: str = response.json()["id"]
+    return job_id
+
+
+def states(api: Api, tenant: Tenant, *run_ids: str) -> list[str]:
+    return [run_of(api, tenant, run_id)["state"] for run_id in run_ids]
+
+
+def test_a_full_key_holds_its_runs_while_other_keys_start(api: Api) -> None:
+    acme = Tenant(api, "acme")
+    partner = make_limit(api, acme, "partner-api", max_running=1)
+    call = job(api, acme)
+    register_worker(api, "w1")
+    first, second = (submit(api, acme, call, partner, "acme") for _ in range(2))
+    other = submit(api, acme, call, partner, "beta")
+    dispatch(api.store)
+    assert states(api, acme, first, second, other) == ["running", "queued", "running"]
+    assert run_of(api, acme, second)["waiting_reason"].endswith(
+        "limit partner-api, key acme: 1 of 1 running"
+    )
+    assert waiting_kinds(api, "acme") == {"limit": 1}
+
+
+def test_a_rate_counts_starts_across_passes_and_says_when_the_next_may_go(api: Api) -> None:
+    acme = Tenant(api, "acme")
+    partner = make_limit(api, acme, "partner-api", rate={"count": 2, "period_seconds": 3600})
+    call = job(api, acme)
+    register_worker(api, "w1")
+    first = submit(api, acme, call, partner, "acme")
+    dispatch(api.store)
+    later = [submit(api, acme, call, partner, "acme") for _ in range(2)]
+    dispatch(api.store)
+    assert states(api, acme, first, *later) == ["running", "running", "queued"]
+    assert (
+        "limit partner-api, key acme: 2/h used, next start at "
+        in (run_of(api, acme, later[1])["waiting_reason"])
+    )
+    with api.store.database.read() as connection:
+        recorded = connection.execute(
+            select(func.count()).select_from(limit_starts).where(limit_starts.c.key == "acme")
+        ).scalar_one()
+    assert recorded == 2
+
+
+def test_a_full_keys_backlog_does_not_hide_another_keys_run(api: Api) -> None:
+    acme = Tenant(api, "acme")
+    api.http.patch(
+        f"/v1/tenants/{acme.id}", headers=api.admin, json={"quotas": {"max_queued": 3}}
+    ).raise_for_status()
+    partner = make_limit(api, acme, "partner-api", max_running=1)
+    call = job(api, acme)
+    register_worker(api, "w1")
+    backlog = [submit(api, acme, call, partner, "acme") for _ in range(5)]
+    late = submit(api, acme, call, partner, "beta")
+    dispatch(api.store)  # the key fills: its backlog takes the tenant's window this once
+    dispatch(api.store)  # and, held by a full key, no place in it from then on
+    assert states(api, acme, backlog[0], late) == ["running", "running"]
