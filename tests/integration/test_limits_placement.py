@@ -13,11 +13,11 @@ from sqlalchemy import func, insert, select, update
 from herder.clock import epoch_ms
 from herder.domain.ids import new_id
 from herder.domain.limits import LimitSpec
-from herder.store.schema import limit_starts, limits, runs
+from herder.store.schema import limit_starts, limits, run_limit_keys, runs
 from tests.integration.conftest import Api
 from tests.integration.dispatching import dispatch
 from tests.integration.registered import register_worker
-from tests.integration.test_metrics import waiting_kinds
+from tests.integration.test_metrics import scrape, waiting_kinds
 from tests.integration.test_pools import Tenant
 from tests.integration.test_pools_placement import run_of
 
@@ -39,6 +39,11 @@ def submit(api: Api, tenant: Tenant, job_id: str, limit_id: str, key: str) -> st
     with api.store.database.write() as connection:
         connection.execute(
             update(runs).where(runs.c.id == run_id).values(limit_keys=[[limit_id, key]])
+        )
+        connection.execute(
+            insert(run_limit_keys).values(
+                run_id=run_id, limit_id=limit_id, tenant_id=tenant.id, key=key
+            )
         )
     return run_id
 
@@ -105,3 +110,26 @@ def test_a_full_keys_backlog_does_not_hide_another_keys_run(api: Api) -> None:
     dispatch(api.store)  # the key fills: its backlog takes the tenant's window this once
     dispatch(api.store)  # and, held by a full key, no place in it from then on
     assert states(api, acme, backlog[0], late) == ["running", "running"]
+
+
+def test_the_gauges_count_each_limits_runs_and_its_busiest_keys_only(api: Api) -> None:
+    acme = Tenant(api, "acme")
+    partner = make_limit(api, acme, "partner-api", max_running=1)
+    call = job(api, acme)
+    register_worker(api, "w1", cpu=4)
+    for index in range(8):  # key k0 has 3 runs, k1 2, the other six 1 each
+        for _ in range(3 if index == 0 else 2 if index == 1 else 1):
+            submit(api, acme, call, partner, f"k{index}")
+    dispatch(api.store)
+    samples = scrape(api)
+    limit = {"tenant": "acme", "limit": "partner-api"}
+
+    def value(name: str, **labels: str) -> float | None:
+        return samples.get((name, tuple(sorted({**limit, **labels}.items()))))
+
+    assert value("herder_limit_runs", state="running") == 8
+    assert value("herder_limit_runs", state="queued") == 3
+    assert value("herder_limit_key_runs", key="k0", state="queued") == 2
+    keys = {dict(labels)["key"] for (name, labels) in samples if name == "herder_limit_key_runs"}
+    assert len(keys) == 5
+    assert {"k0", "k1"} <= keys

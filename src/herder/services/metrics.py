@@ -4,9 +4,11 @@ scrape, so every API process and replica answers alike."""
 from __future__ import annotations
 
 from herder.store.gauges import Gauges, read_gauges
+from herder.store.limit_gauges import TOP_KEYS, LimitGauges
 from herder.store.store import Store
 
-__all__ = ["Gauges", "gauges"]  # Gauges: what a scrape's collector turns into families
+# what a scrape's collector turns into families
+__all__ = ["TOP_KEYS", "Gauges", "LimitGauges", "gauges"]
 
 
 def gauges(store: Store) -> Gauges:

@@ -21,6 +21,7 @@ from herder.domain.workflows.states import ACTIVE_WORKFLOW_RUN_STATES
 from herder.store.autoscaling import desired_by_pool
 from herder.store.database import Database
 from herder.store.forecast import demand_by_pool
+from herder.store.limit_gauges import LimitGauges, read_limit_gauges
 from herder.store.schema import attempts, runs, tenants, workers, workflow_runs
 from herder.store.usage import read_uses
 from herder.telemetry.metrics import PRIORITY_NAMES
@@ -63,6 +64,7 @@ class Gauges:
     forecast_busy: dict[tuple[str, str, str], float]
     # (tenant name, period, pool or "", resource cpu|gpu) → (seconds used, limit)
     budgets: dict[tuple[str, str, str, str], tuple[float, float]] = field(default_factory=dict)
+    limits: LimitGauges = field(default_factory=LimitGauges)
 
 
 # A gauge for each state not yet ended, zero when no run is in it, in the enums' order.
@@ -83,6 +85,7 @@ def read_gauges(database: Database, now: datetime) -> Gauges:
             desired_workers=desired_by_pool(connection, now),
             **_forecast_cached(database.url, connection, now),
             budgets=_budgets(connection, now),
+            limits=read_limit_gauges(connection),
         )
 
 

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import functools
 import json
-from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Select, bindparam, delete, func, insert, select
+from sqlalchemy import Connection, Select, delete, insert, select, text
 
 from herder.domain.limits import MAX_RATE_PERIOD_SECONDS, LimitSpec
 from herder.domain.placement.limits import LimitKey
@@ -35,26 +34,28 @@ def with_limits(connection: Connection, snapshot: Snapshot) -> Snapshot:
     for params in statements.limit_ids.batches(sorted({limit_id for limit_id, _ in keys})):
         for limit_id, name, spec in connection.execute(statements.limits, params):
             views[limit_id] = _view(limit_id, name, spec)
-    by_limit: dict[str, list[str]] = defaultdict(list)
-    for limit_id, key in keys:
-        if limit_id in views and views[limit_id].rate_count is not None:
-            by_limit[limit_id].append(key)
+    # the starts within its period of each rate-limited key, one statement for all
+    wanted = []
+    for limit_id, key in sorted(keys):
+        view = views.get(limit_id)
+        if view is not None and view.rate_count is not None:
+            since = snapshot.now - timedelta(seconds=view.rate_period_seconds)
+            wanted.append({"limit": limit_id, "key": key, "since": _stored_time(connection, since)})
     starts: dict[LimitKey, KeyStarts] = {}
-    for limit_id, limit_keys in by_limit.items():
-        since = snapshot.now - timedelta(seconds=views[limit_id].rate_period_seconds)
-        for params in statements.keys.batches(sorted(limit_keys), limit_id=limit_id, since=since):
-            for key, count, oldest in connection.execute(statements.starts, params):
-                starts[(limit_id, key)] = KeyStarts(count, oldest)
+    if wanted:
+        read = statements.starts
+        for limit_id, key, count, oldest in connection.execute(read, {"keys": json.dumps(wanted)}):
+            starts[(limit_id, key)] = KeyStarts(count, _read_time(oldest))
     return replace(snapshot, limits=views, limit_starts=starts)
 
 
 @functools.lru_cache(maxsize=65_536)
-def limit_keys_of(text: str | None) -> tuple[LimitKey, ...]:
+def limit_keys_of(stored: str | None) -> tuple[LimitKey, ...]:
     """A run's ``limit_keys`` read as text (``[[limit id, key], ...]``), parsed once per
     distinct value: many runs share their keys."""
-    if not text:
+    if not stored:
         return ()
-    return tuple((str(limit_id), str(key)) for limit_id, key in json.loads(text) or ())
+    return tuple((str(limit_id), str(key)) for limit_id, key in json.loads(stored) or ())
 
 
 def record_starts(connection: Connection, started: Iterable[LimitKey], now: datetime) -> None:
@@ -94,20 +95,44 @@ class _Statements:
         self.limits: Select[Any] = select(limits.c.id, limits.c.name, limits.c.spec).where(
             self.limit_ids.condition
         )
-        self.keys = Among(dialect, limit_starts.c.key, "keys")
-        self.starts: Select[Any] = (
-            select(
-                limit_starts.c.key,
-                func.count(),
-                func.min(limit_starts.c.started_at),
-            )
-            .where(
-                limit_starts.c.limit_id == bindparam("limit_id"),
-                limit_starts.c.started_at > bindparam("since"),
-                self.keys.condition,
-            )
-            .group_by(limit_starts.c.key)
-        )
+        self.starts = _STARTS[dialect]
+
+
+# The starts of the given keys, each within its own period (the keys as one JSON parameter:
+# [{"limit": id, "key": key, "since": time}, ...]), driven by the keys through the (limit,
+# key, time) index.
+_STARTS = {
+    "postgresql": text(
+        "SELECT s.limit_id, s.key, count(*), min(s.started_at)"
+        ' FROM json_to_recordset(CAST(:keys AS json)) AS k("limit" text, key text,'
+        " since timestamptz)"
+        ' JOIN limit_starts s ON s.limit_id = k."limit" AND s.key = k.key'
+        " AND s.started_at > k.since"
+        " GROUP BY s.limit_id, s.key"
+    ),
+    "sqlite": text(
+        "SELECT s.limit_id, s.key, count(*), min(s.started_at)"
+        " FROM json_each(:keys) AS k"
+        " JOIN limit_starts s ON s.limit_id = json_extract(k.value, '$.limit')"
+        " AND s.key = json_extract(k.value, '$.key')"
+        " AND s.started_at > json_extract(k.value, '$.since')"
+        " GROUP BY s.limit_id, s.key"
+    ),
+}
+
+
+def _stored_time(connection: Connection, moment: datetime) -> str:
+    """A time as the JSON parameter carries it: as SQLite stores it (naive UTC text, which
+    compares as the times do), or ISO 8601 with its offset for PostgreSQL."""
+    if connection.dialect.name == "sqlite":
+        return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    return moment.isoformat()
+
+
+def _read_time(value: Any) -> datetime:
+    """``min(started_at)`` comes back as the driver gives it (text on SQLite)."""
+    moment = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 @functools.cache

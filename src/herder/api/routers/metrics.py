@@ -15,7 +15,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from herder.api.auth import StoreDep, SystemAdmin
-from herder.services.metrics import Gauges, gauges
+from herder.services.metrics import TOP_KEYS, Gauges, LimitGauges, gauges
 from herder.telemetry.multiprocess import registry
 
 router = APIRouter(tags=["metrics"])
@@ -73,6 +73,25 @@ class Snapshot(Collector):
             busy.add_metric([pool, resource, window], value)
         yield busy
         yield from _budget_families(g.budgets)
+        yield from _limit_families(g.limits)
+
+
+def _limit_families(limits: LimitGauges) -> Iterator[GaugeMetricFamily]:
+    runs = GaugeMetricFamily(
+        "herder_limit_runs", "Runs counted against a limit, running or waiting (queued)",
+        labels=["tenant", "limit", "state"],
+    )  # fmt: skip
+    for labels, count in sorted(limits.runs.items()):
+        runs.add_metric(list(labels), count)
+    yield runs
+    keys = GaugeMetricFamily(
+        "herder_limit_key_runs",
+        f"As herder_limit_runs, for each limit's {TOP_KEYS} busiest keys only",
+        labels=["tenant", "limit", "key", "state"],
+    )
+    for key_labels, count in sorted(limits.key_runs.items()):
+        keys.add_metric(list(key_labels), count)
+    yield keys
 
 
 def _budget_families(

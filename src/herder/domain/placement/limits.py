@@ -36,6 +36,7 @@ class LimitsInPass:
     running: Counter[LimitKey] = field(default_factory=Counter)
     starts: dict[LimitKey, KeyStarts] = field(default_factory=dict)
     started_now: Counter[LimitKey] = field(default_factory=Counter)  # in this pass
+    answers: dict[LimitKey, str | None] = field(default_factory=dict)  # ``holding``'s, kept
 
     @classmethod
     def of(
@@ -56,12 +57,15 @@ class LimitsInPass:
         return cls(limits, now, running, dict(starts))
 
     def holding(self, run: QueuedRun) -> str | None:
-        """Why one of the run's keys holds it back now (None: every key has room)."""
-        for limit_id, key in run.limit_keys:
-            limit = self.limits.get(limit_id)
-            if limit is None:  # deleted since the run was submitted: it binds no more
-                continue
-            held = self._held(limit, key)
+        """Why one of the run's keys holds it back now (None: every key has room). Each
+        key's answer is kept until a placement counts against it: a full key's backlog is
+        thousands of runs asking the same."""
+        for name in run.limit_keys:
+            if name not in self.answers:
+                limit = self.limits.get(name[0])
+                # a limit deleted since the run was submitted binds it no more
+                self.answers[name] = None if limit is None else self._held(limit, name[1])
+            held = self.answers[name]
             if held is not None:
                 return held
         return None
@@ -100,6 +104,7 @@ class LimitsInPass:
             if name[0] in self.limits:
                 self.running[name] += 1
                 self.started_now[name] += 1
+                self.answers.pop(name, None)
 
     def rate_limited(self, run: QueuedRun) -> list[LimitKey]:
         """The run's keys whose limits have a rate: each start there is recorded."""
