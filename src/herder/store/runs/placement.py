@@ -35,7 +35,12 @@ from herder.store.dialect import Among, insert_rows, set_each, update_each
 from herder.store.history.live import live_floor
 from herder.store.limit_use import limit_keys_of, record_starts, with_limits
 from herder.store.notifications import CANCEL, CAPACITY, WORKER_CHANNEL, send
-from herder.store.runs.snapshot import QUEUE_WINDOW, TENANT_QUEUE_WINDOW, read_snapshot
+from herder.store.runs.snapshot import (
+    QUEUE_WINDOW,
+    TENANT_QUEUE_WINDOW,
+    any_limit,
+    read_snapshot,
+)
 from herder.store.runs.writes import record_events
 from herder.store.schema import attempts, runs, workers
 from herder.store.usage import with_budgets
@@ -56,6 +61,7 @@ class PlacementRepository:
     def __init__(self, database: Database, clock: Clock) -> None:
         self._db = database
         self._clock = clock
+        self._any_limit: bool | None = None  # whether any limit exists, as last read
 
     def snapshot(
         self,
@@ -69,9 +75,11 @@ class PlacementRepository:
         """The fleet, the tenants and the head of the queue; given an earlier snapshot's
         ``fleet``, only the ``changed`` workers are read again (``snapshot.read_snapshot``)."""
         with self._db.read() as connection:
+            if not quick or self._any_limit is None:  # a quick pass goes by the last full one
+                self._any_limit = any_limit(connection)
             snapshot = read_snapshot(
                 connection, self._clock.now(), window, per_tenant,
-                quick=quick, fleet=fleet, changed=changed,
+                quick=quick, fleet=fleet, changed=changed, by_key=self._any_limit,
             )  # fmt: skip
             return with_limits(connection, with_budgets(connection, snapshot))
 

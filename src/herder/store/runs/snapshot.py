@@ -55,11 +55,13 @@ def read_snapshot(
     quick: bool = False,
     fleet: Sequence[WorkerView] | None = None,
     changed: Collection[str] = (),
+    by_key: bool | None = None,
 ) -> Snapshot:
     """The fleet, the tenants and the head of the queue. A ``quick`` snapshot reads only as
     much of the queue as the fleet's free slots could take (a few times over), which is what
     a pass right after a submit or a completion needs. Given ``fleet`` (the workers of an
-    earlier snapshot), only the ``changed`` workers are read again."""
+    earlier snapshot), only the ``changed`` workers are read again. ``by_key``: whether to
+    window the queue by limit keys too (None: when any limit exists)."""
     workers_now = read_fleet(connection, fleet, changed, now)
     if quick:
         free = _free_slots(workers_now)
@@ -67,7 +69,7 @@ def read_snapshot(
         per_tenant = min(per_tenant, QUICK_WINDOW_BASE + 2 * free)
     floor = live_floor(connection, now)
     bounds = {"window": window, "per_tenant": per_tenant, "live_floor": floor}
-    by_key = connection.execute(_ANY_LIMIT).first() is not None
+    by_key = any_limit(connection) if by_key is None else by_key
     queue = list(
         connection.execute(_QUEUE_WINDOW_BY_KEY if by_key else _QUEUE_WINDOW, bounds).all()
     )
@@ -297,6 +299,10 @@ def _tenant_window(queued: Any, columns: list[Any], *where: Any) -> Select[Any]:
 _QUEUE_WINDOW = _queue_window(by_key=False)
 _QUEUE_WINDOW_BY_KEY = _queue_window(by_key=True)
 _ANY_LIMIT = select(limits.c.id).limit(1)
+
+
+def any_limit(connection: Connection) -> bool:
+    return connection.execute(_ANY_LIMIT).first() is not None
 
 
 def _running(row: Any) -> RunningAttempt:
