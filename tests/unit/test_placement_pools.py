@@ -109,6 +109,41 @@ def test_a_tenant_below_its_share_reclaims_borrowed_work_only_whatever_its_class
     )
 
 
+def test_a_gang_within_its_share_reclaims_room_for_every_member_across_workers() -> None:
+    left = box("left", borrowed("web-1", "web"), running("web-own", tenant="web", gpus=1), gpus=2)
+    right = box("right", borrowed("web-2", "web"), running("ml-own", tenant="ml", gpus=1), gpus=2)
+    gang = wants("ml-gang", "ml", replicas=2)
+    decided = plan(snapshot([gang], [left, right], gpu_pool(ml=3, web=1)))
+    assert sorted(p.run_id for p in decided.preemptions) == ["web-1", "web-2"]
+    assert {p.worker_id for p in decided.preemptions} == {"left", "right"}
+    assert decided.waiting["ml-gang"].endswith(
+        "reclaiming its share in pool a100: preempting 2 borrowed runs on left, right "
+        "(web-1, web-2); its gang starts when they stop"
+    )
+
+
+def test_a_gang_reclaims_for_all_its_members_or_stops_nothing() -> None:
+    left = box("left", borrowed("web-1", "web"), running("web-own", tenant="web", gpus=1), gpus=2)
+    right = box(
+        "right",
+        running("web-own-2", tenant="web", gpus=1),
+        running("ml-own", tenant="ml", gpus=1),
+        gpus=2,
+    )
+    gang = wants("ml-gang", "ml", replicas=2)
+    decided = plan(snapshot([gang], [left, right], gpu_pool(ml=3, web=2)))
+    assert decided.preemptions == []  # web-1 alone would make room for one member only
+    assert "none has room for all its members now" in decided.waiting["ml-gang"]
+
+
+def test_two_members_on_one_worker_each_get_their_own_victims() -> None:
+    full = box("box", borrowed("web-1", "web"), borrowed("web-2", "web"), borrowed("web-3", "web"),
+               running("ml-own", tenant="ml", gpus=1))  # fmt: skip
+    gang = wants("ml-gang", "ml", replicas=2)
+    decided = plan(snapshot([gang], [full], gpu_pool(ml=3, web=0)))
+    assert len(decided.preemptions) == 2  # one member's room each, not three stopped
+
+
 def test_nothing_borrowed_means_nothing_reclaimed_and_a_borrower_waits() -> None:
     full = box("gpu-box", running("web-own", tenant="web", gpus=4, priority=LOW))
     decided = plan(snapshot([wants("ml-wants", "ml")], [full], gpu_pool(ml=0, web=4)))

@@ -37,8 +37,8 @@ from herder.domain.placement.fleet import Fleet, WorkerRoom
 from herder.domain.placement.limits import LimitKey, LimitsInPass, turns
 from herder.domain.placement.ordering import Aging, dispatch_order, is_starving
 from herder.domain.placement.ranking import SCORED_WORKERS, best
-from herder.domain.placement.resources import Amount, dominant_share
-from herder.domain.placement.snapshot import QueuedRun, Snapshot, TenantView
+from herder.domain.placement.resources import Amount, dominant_share, total
+from herder.domain.placement.snapshot import QueuedRun, RunningAttempt, Snapshot, TenantView
 
 
 @dataclass(frozen=True)
@@ -223,10 +223,12 @@ class _Pass:
     def _reclaim(self, run: QueuedRun) -> str | None:
         """Take the run's pool share back from other tenants' borrowed work, unless there is
         none in the pool or a need no larger found none this pass."""
-        if run.pool is None or run.replicas != 1:
+        if run.pool is None:
             return None
         if not self.lenders.get(run.pool, set()) - {run.tenant_id}:
             return None
+        if run.replicas > 1:
+            return self._reclaim_for_gang(run)
         failed = self.unreclaimable.setdefault((run.pool, run.tenant_id), [])
         if any(need.fits_in(run.need) for need in failed):
             return None
@@ -234,6 +236,42 @@ class _Pass:
         if reason is None:
             failed.append(run.need)
         return reason
+
+    def _reclaim_for_gang(self, run: QueuedRun) -> str | None:
+        """Room for every member of a gang, each found as for a single run with the room the
+        members before it take counted, and the victims stopped only if all are found."""
+        rules, now = self.settings.preemption, self.now
+        found: list[tuple[WorkerRoom, Amount, tuple[RunningAttempt, ...], str | None]] = []
+        for _ in range(run.replicas):
+            choice, _ = preemption.choose(run, self.eligible(run), now, rules, reclaim=True)
+            if choice is None:
+                for room, free, chosen, reserved in reversed(found):  # as it was
+                    room.free, room.reserved_for = free, reserved
+                    room.releasing -= total([victim.need for victim in chosen])
+                    del room.victims[len(room.victims) - len(chosen) :]
+                return None
+            room = choice.worker
+            found.append((room, room.free, choice.victims, room.reserved_for))
+            room.victims.extend(choice.victims)
+            room.releasing += total([victim.need for victim in choice.victims])
+            room.free -= run.need  # this member's, while the next one looks
+            room.reserve(run.id)
+        for room, free, _, _ in reversed(found):  # not placed yet: only held for the gang
+            room.free = free
+        victims = [(room, victim) for room, _, chosen, _ in found for victim in chosen]
+        self.plan.preemptions += [
+            Preemption(victim.attempt_id, victim.run_id, room.id, run.id)
+            for room, victim in victims
+        ]
+        if not victims:
+            return f"{reasons.needs(run)}; waiting for preempted runs to stop"
+        names = ", ".join(victim.run_id for _, victim in victims)
+        on = ", ".join(sorted({room.id for room, _ in victims}))
+        count = f"{len(victims)} borrowed run{'s' if len(victims) != 1 else ''}"
+        return (
+            f"{reasons.needs(run)}; reclaiming its share in pool {run.pool}: preempting {count} "
+            f"on {on} ({names}); its gang starts when they stop"
+        )
 
     def _at_share(self, run: QueuedRun) -> str:
         """Why a run past its share waits (only a pooled run has one)."""
