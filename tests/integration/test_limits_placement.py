@@ -5,7 +5,7 @@ key never hides another key's run from a tenant's queued window."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, insert, select, update
@@ -133,3 +133,26 @@ def test_the_gauges_count_each_limits_runs_and_its_busiest_keys_only(api: Api) -
     keys = {dict(labels)["key"] for (name, labels) in samples if name == "herder_limit_key_runs"}
     assert len(keys) == 5
     assert {"k0", "k1"} <= keys
+
+
+def test_maintenance_forgets_ended_runs_keys_and_starts_past_the_longest_period(
+    api: Api,
+) -> None:
+    acme = Tenant(api, "acme")
+    partner = make_limit(api, acme, "partner-api", max_running=5)
+    call = job(api, acme)
+    ended, active = (submit(api, acme, call, partner, "acme") for _ in range(2))
+    long_ago = datetime.now(UTC) - timedelta(days=40)
+    with api.store.database.write() as connection:
+        connection.execute(update(runs).where(runs.c.id == ended).values(state="succeeded"))
+        connection.execute(
+            insert(limit_starts),
+            [{"limit_id": partner, "key": "acme", "started_at": at}
+             for at in (long_ago, datetime.now(UTC))],
+        )  # fmt: skip
+    api.store.history.delete_old_limit_starts()
+    with api.store.database.read() as connection:
+        keyed = set(connection.execute(select(run_limit_keys.c.run_id)).scalars())
+        starts = connection.execute(select(func.count()).select_from(limit_starts)).scalar_one()
+    assert keyed == {active}
+    assert starts == 1

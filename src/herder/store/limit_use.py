@@ -12,13 +12,14 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Select, delete, insert, select, text
+from sqlalchemy import Connection, Select, delete, insert, or_, select, text
 
 from herder.domain.limits import MAX_RATE_PERIOD_SECONDS, LimitSpec
 from herder.domain.placement.limits import LimitKey
 from herder.domain.placement.snapshot import KeyStarts, LimitView, Snapshot
+from herder.domain.states import ACTIVE_RUN_STATES
 from herder.store.dialect import Among
-from herder.store.schema import limit_starts, limits
+from herder.store.schema import limit_starts, limits, run_limit_keys, runs
 
 PRUNE_BATCH = 10_000  # starts deleted per statement once past the longest period
 
@@ -63,6 +64,21 @@ def record_starts(connection: Connection, started: Iterable[LimitKey], now: date
     rows = [{"limit_id": limit_id, "key": key, "started_at": now} for limit_id, key in started]
     if rows:
         connection.execute(insert(limit_starts), rows)
+
+
+def forget_ended_keys(connection: Connection) -> int:
+    """Forget a batch of the keys of runs that ended (or are gone): only active runs'
+    keys are counted (gauges, a key's listing, strategies at submit); how many went."""
+    active = [str(state) for state in ACTIVE_RUN_STATES]
+    ended = (
+        select(run_limit_keys.c.run_id)
+        .outerjoin(runs, runs.c.id == run_limit_keys.c.run_id)
+        .where(or_(runs.c.id.is_(None), runs.c.state.not_in(active)))
+        .limit(PRUNE_BATCH)
+        .scalar_subquery()
+    )
+    gone = delete(run_limit_keys).where(run_limit_keys.c.run_id.in_(ended))
+    return connection.execute(gone).rowcount
 
 
 def prune_starts(connection: Connection, now: datetime) -> int:

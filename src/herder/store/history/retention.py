@@ -38,7 +38,7 @@ from herder.store.history.partitions import (
     detached_slices,
     drop_detached_slice,
 )
-from herder.store.limit_use import prune_starts
+from herder.store.limit_use import forget_ended_keys, prune_starts
 from herder.store.schema import (
     attempt_logs,
     attempts,
@@ -167,9 +167,9 @@ class HistoryRetention:
 
     def delete_old_limit_starts(self) -> int:
         """Forget a batch of rate-limited keys' starts past the longest period a rate may
-        have (``limit_use.prune_starts``); how many went."""
+        have, and of ended runs' limit keys (``limit_use``); how many went, the larger."""
         with self._db.write() as connection:
-            return prune_starts(connection, self._clock.now())
+            return max(prune_starts(connection, self._clock.now()), forget_ended_keys(connection))
 
     def delete_expired_batch(self, batch: int = DELETE_BATCH) -> int:
         """Delete up to ``batch`` runs past their tenant's retention, with everything of
