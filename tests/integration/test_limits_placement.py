@@ -156,3 +156,23 @@ def test_maintenance_forgets_ended_runs_keys_and_starts_past_the_longest_period(
         starts = connection.execute(select(func.count()).select_from(limit_starts)).scalar_one()
     assert keyed == {active}
     assert starts == 1
+
+
+def test_the_queue_lists_the_runs_waiting_on_a_limit_and_key(api: Api) -> None:
+    acme, other = Tenant(api, "acme"), Tenant(api, "other")
+    partner = make_limit(api, acme, "partner-api", max_running=1)
+    call = job(api, acme)
+    register_worker(api, "w1")
+    runs_of = {key: [submit(api, acme, call, partner, key) for _ in range(3)] for key in "ab"}
+    dispatch(api.store)
+
+    def queued(headers: dict[str, str], **filters: str) -> list[str]:
+        response = api.http.get("/v1/queue", headers=headers, params=filters)
+        assert response.status_code == 200, response.text
+        return [entry["run_id"] for entry in response.json()["items"]]
+
+    assert queued(acme.headers, limit_id=partner) == [*runs_of["a"][1:], *runs_of["b"][1:]]
+    assert queued(acme.headers, limit_id=partner, key="b") == runs_of["b"][1:]
+    assert queued(other.headers, limit_id=partner) == []  # another tenant's limit: nothing
+    too_long = api.http.get("/v1/queue", headers=acme.headers, params={"key": "k" * 129})
+    assert too_long.status_code == 422

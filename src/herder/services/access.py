@@ -76,11 +76,20 @@ def create_worker_token(store: Store, name: str) -> tuple[str, str]:
 
 
 def list_queue(
-    store: Store, caller: Principal, *, job_id: str | None, limit: int, cursor: str | None
+    store: Store,
+    caller: Principal,
+    *,
+    job_id: str | None,
+    limit_id: str | None = None,
+    key: str | None = None,
+    limit: int,
+    cursor: str | None,
 ) -> Page[QueueEntry]:
     """The caller's tenant's queued runs; the system tenant's admins see every tenant's."""
     tenant_id = None if is_system_admin(caller) else caller.tenant_id
-    return store.queue.list(tenant_id, job_id=job_id, limit=limit, cursor=cursor)
+    return store.queue.list(
+        tenant_id, job_id=job_id, limit_id=limit_id, key=key, limit=limit, cursor=cursor
+    )
 
 
 def check_tenant_admin(caller: Principal, tenant_id: str, what: str) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Query
 
 from herder.api.auth import Caller, StoreDep
 from herder.api.queries import Limit
@@ -17,8 +19,16 @@ def list_queue(
     caller: Caller,
     store: StoreDep,
     job_id: str | None = None,
+    limit_id: Annotated[
+        str | None, Query(max_length=40, description="only runs counted against this limit")
+    ] = None,
+    key: Annotated[
+        str | None, Query(max_length=128, description="with limit_id: only under this key")
+    ] = None,
     limit: Limit = 100,
     cursor: str | None = None,
 ) -> Page[QueueEntry]:
     """The caller's tenant's queued runs; the system tenant's admins see every tenant's."""
-    return access.list_queue(store, caller, job_id=job_id, limit=limit, cursor=cursor)
+    return access.list_queue(
+        store, caller, job_id=job_id, limit_id=limit_id, key=key, limit=limit, cursor=cursor
+    )

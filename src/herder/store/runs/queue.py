@@ -23,7 +23,7 @@ from herder.domain.states import RunState
 from herder.store.database import Database
 from herder.store.history.live import live_floor
 from herder.store.pagination import check_limit, page_records
-from herder.store.schema import runs
+from herder.store.schema import run_limit_keys, runs
 
 _PRIORITY_BY_RANK = {priority.rank: priority for priority in Priority}
 
@@ -65,10 +65,13 @@ class QueueRepository:
         tenant_id: str | None,
         *,
         job_id: str | None = None,
+        limit_id: str | None = None,
+        key: str | None = None,
         limit: int = 100,
         cursor: str | None = None,
     ) -> Page[QueueEntry]:
-        """Queued runs of one tenant (``None``: of every tenant), in dispatch order."""
+        """Queued runs of one tenant (``None``: of every tenant), in dispatch order; of one
+        job, or counted against one limit (and key), if asked."""
         check_limit(limit)
         query = select(
             runs.c.id,
@@ -89,6 +92,11 @@ class QueueRepository:
             query = query.where(runs.c.tenant_id == tenant_id)
         if job_id is not None:
             query = query.where(runs.c.job_id == job_id)
+        if limit_id is not None:
+            keyed = select(run_limit_keys.c.run_id).where(run_limit_keys.c.limit_id == limit_id)
+            if key is not None:
+                keyed = keyed.where(run_limit_keys.c.key == key)
+            query = query.where(runs.c.id.in_(keyed))
         if cursor:  # empty: the first page
             query = query.where(_after(cursor))
         query = query.order_by(runs.c.priority.desc(), runs.c.queued_at, runs.c.id)
