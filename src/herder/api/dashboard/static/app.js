@@ -16,6 +16,8 @@ import * as workers from "./views/workers.js";
 import * as alerts from "./views/alerts.js";
 import * as usage from "./views/usage.js";
 import * as forecast from "./views/forecast.js";
+import * as limits from "./views/limits.js";
+import * as limit from "./views/limit.js";
 
 const REFRESH_MS = 2000;
 const VIEWS = {
@@ -30,6 +32,7 @@ const VIEWS = {
   alerts: [alerts, null],
   usage: [usage, null],
   forecast: [forecast, null],
+  limits: [limits, limit],
 };
 
 const byId = (id) => document.getElementById(id);
