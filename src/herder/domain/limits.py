@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated
@@ -90,13 +90,16 @@ def placeholders(template: str) -> list[tuple[str, str]]:
 
 def check_key(key: str, field: str) -> str:
     """A rendered key is at most ``MAX_KEY_CHARS`` without control characters (it is shown
-    in reasons, listings and metrics), else ``Invalid`` naming ``field``."""
+    in reasons, listings and metrics) or braces (a run's spec keeps its rendered keys where
+    its job has templates: a key renders to itself), else ``Invalid`` naming ``field``."""
     if not key:
         raise Invalid(f"{field}: the key renders empty", field=field)
     if len(key) > MAX_KEY_CHARS:
         raise Invalid(f"{field}: the key is longer than {MAX_KEY_CHARS} characters", field=field)
     if _CONTROL.search(key):
         raise Invalid(f"{field}: the key has a control character", field=field)
+    if "{" in key or "}" in key:
+        raise Invalid(f"{field}: the key has a brace", field=field)
     return key
 
 
@@ -185,3 +188,42 @@ class LimitReference(_Strict):
     def _template(cls, key: str) -> str:
         placeholders(key)
         return key
+
+
+LimitReferences = Annotated[
+    list[LimitReference],
+    Field(
+        max_length=MAX_LIMIT_REFERENCES,
+        description="the limits its runs count against, each with the key template that "
+        "names the run's key (docs/flow-control.md)",
+    ),
+]
+
+
+def rendered_references(
+    references: Sequence[tuple[str, LimitReference]],
+    params: Mapping[str, JsonValue],
+    env: Mapping[str, str],
+) -> list[LimitReference]:
+    """A run's limits with their keys rendered, one per limit (by name): of the references
+    (each with the field it is at, ``limits.0``), a later one for the same limit wins (a
+    task's or schedule's over its job's). ``Invalid`` naming ``….key`` and the missing
+    value, or ``limits`` past ``MAX_LIMIT_REFERENCES`` limits in all."""
+    winners = {reference.limit: (field, reference) for field, reference in references}
+    if len(winners) > MAX_LIMIT_REFERENCES:
+        raise Invalid(
+            f"a run counts against at most {MAX_LIMIT_REFERENCES} limits; its job and "
+            f"overrides name {len(winners)}",
+            field="limits",
+        )
+    return [
+        LimitReference(limit=name, key=render_key(reference.key, params, env, f"{field}.key"))
+        for name, (field, reference) in sorted(winners.items())
+    ]
+
+
+def fielded(
+    references: Iterable[LimitReference], prefix: str = ""
+) -> list[tuple[str, LimitReference]]:
+    """``references`` with the field each is at (``limits.0``, ``tasks.2.limits.1``…)."""
+    return [(f"{prefix}limits.{index}", ref) for index, ref in enumerate(references)]

@@ -32,6 +32,7 @@ from herder.domain.jobs import apply_overrides
 from herder.domain.lifecycle.changes import Changes, Event, NewRun, combine
 from herder.domain.lifecycle.concurrency import Fires, fire
 from herder.domain.lifecycle.facts import ActiveRun, RunFacts
+from herder.domain.limits import fielded
 from herder.domain.models import Job
 from herder.domain.queue_room import UNLIMITED, QueueRoom
 from herder.domain.schedules import ConcurrencyPolicy, FirePlan, ScheduleSpec, jitter_offset
@@ -225,7 +226,7 @@ def _decide(
         return Fires(Changes()), None  # (``start_scheduled``)
     job = _job_of(found, due)
     try:
-        spec = apply_overrides(job.spec, due.spec.overrides)
+        spec = apply_overrides(job.spec, due.spec.overrides, limits=fielded(due.spec.limits))
     except Invalid as refused:  # the job changed since: the overrides no longer fit it
         return Fires(Changes()), refused.detail
     new_runs = []

@@ -9,7 +9,7 @@ runs would render keys of a limit that no longer exists.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import (
@@ -27,12 +27,14 @@ from sqlalchemy import (
 )
 
 from herder.clock import Clock, epoch_ms
-from herder.domain.errors import Conflict, NotFound, StaleVersion
+from herder.domain.errors import Conflict, Invalid, NotFound, StaleVersion
 from herder.domain.ids import new_id
-from herder.domain.limits import Limit, LimitKeyUsage, LimitSpec
+from herder.domain.lifecycle.changes import NewRun
+from herder.domain.limits import Limit, LimitKeyUsage, LimitReference, LimitSpec
 from herder.domain.models import Page
 from herder.domain.states import ACTIVE_RUN_STATES, RunState
 from herder.store.database import Database
+from herder.store.dialect import insert_rows
 from herder.store.owned import MAX_SHOWN_CHARS
 from herder.store.pagination import check_limit, page_of
 from herder.store.schema import jobs, limits, run_limit_keys, runs, schedules, workflows
@@ -92,6 +94,82 @@ def referrers(connection: Connection, tenant_id: str, name: str) -> list[str]:
         )
         found += [f"{noun} {row.name or row.id}" for row in rows if names(row.spec, name)]
     return sorted(found)
+
+
+def named_limits(
+    connection: Connection, tenant_id: str, names: Iterable[str]
+) -> dict[str, tuple[str, LimitSpec]]:
+    """Of ``names``, the tenant's limits: name → (id, spec); one query, none when none."""
+    wanted = set(names)
+    if not wanted:
+        return {}
+    rows = connection.execute(
+        select(limits.c.id, limits.c.name, limits.c.spec).where(
+            limits.c.tenant_id == tenant_id, limits.c.name.in_(wanted)
+        )
+    )
+    return {row.name: (row.id, LimitSpec.model_validate(row.spec)) for row in rows}
+
+
+def check_references(
+    connection: Connection, tenant_id: str, references: Iterable[tuple[str, LimitReference]]
+) -> None:
+    """Every limit named (``field`` prefix such as ``limits.0`` → reference) is one of the
+    tenant's, else ``Invalid`` naming the first ``….limit`` that names another: a template
+    can reach no other tenant's limit."""
+    named = list(references)
+    found = named_limits(connection, tenant_id, (reference.limit for _, reference in named))
+    for field, reference in named:
+        if reference.limit not in found:
+            raise Invalid(
+                f"no limit named {reference.limit}; create it with POST /v1/limits first",
+                field=f"{field}.limit",
+            )
+
+
+def run_keys(
+    connection: Connection, new_runs: Sequence[NewRun]
+) -> dict[str, builtins.list[builtins.list[str]]]:
+    """Each new run's ``[[limit_id, key], ...]`` (sorted by limit id) from the rendered keys
+    its spec carries, the limits' ids read in one query for the whole batch; a limit deleted
+    meanwhile counts nothing."""
+    named = [new for new in new_runs if new.spec.limits]
+    if not named:
+        return {}
+    rows = connection.execute(
+        select(limits.c.id, limits.c.tenant_id, limits.c.name).where(
+            limits.c.tenant_id.in_({new.tenant_id for new in named}),
+            limits.c.name.in_({ref.limit for new in named for ref in new.spec.limits}),
+        )
+    )
+    ids = {(row.tenant_id, row.name): row.id for row in rows}
+    found = {}
+    for new in named:
+        pairs = sorted(
+            [ids[new.tenant_id, ref.limit], ref.key]
+            for ref in new.spec.limits
+            if (new.tenant_id, ref.limit) in ids
+        )
+        if pairs:
+            found[new.id] = pairs
+    return found
+
+
+def record_run_keys(
+    connection: Connection,
+    new_runs: Sequence[NewRun],
+    keys: Mapping[str, Sequence[Sequence[str]]],
+    inserted: Collection[str],
+) -> None:
+    """The ``run_limit_keys`` rows of the runs inserted, for counting a key's runs."""
+    tenants = {new.id: new.tenant_id for new in new_runs}
+    rows = [
+        {"run_id": run_id, "limit_id": limit_id, "tenant_id": tenants[run_id], "key": key}
+        for run_id, pairs in keys.items()
+        if run_id in inserted
+        for limit_id, key in pairs
+    ]
+    insert_rows(connection, run_limit_keys, rows)
 
 
 class LimitRepository:
