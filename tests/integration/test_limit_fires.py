@@ -7,7 +7,7 @@ from __future__ import annotations
 from sqlalchemy import select
 
 from herder.domain.jobs import JobSpec
-from herder.domain.limits import LimitReference, LimitSpec
+from herder.domain.limits import LimitReference, LimitSpec, LimitStrategy
 from herder.store.jobs import JobEdit
 from herder.store.schema import run_limit_keys, runs
 from tests.integration.test_firing_batches import read_batch
@@ -59,3 +59,20 @@ def test_a_fire_that_cannot_render_its_key_records_an_error_and_others_fire(
     [error] = firing.store.schedules.events(firing.tenant_id, broken)
     assert error.kind == "error"
     assert "limits.0.key: env.REGION is not set" in error.message
+
+
+def test_a_fire_to_a_full_drop_key_is_recorded_skipped_naming_limit_and_key(
+    firing: Firing,  # noqa: F811
+) -> None:
+    spec = LimitSpec(max_running=1, strategy=LimitStrategy.DROP)
+    firing.store.limits.create(firing.tenant_id, "partner", spec)
+    reference = LimitReference(limit="partner", key="acme")
+    schedule_id = firing.schedule(limits=[reference])
+    firing.clock.advance(61)
+    firing.fire(schedule_id)
+    firing.clock.advance(60)
+    firing.fire(schedule_id)
+    assert len(firing.runs(schedule_id)) == 1  # the first is still queued: the key is full
+    [skipped] = firing.store.schedules.events(firing.tenant_id, schedule_id)
+    assert skipped.kind == "skipped"
+    assert "not fired: limit partner, key acme: 1 of 1 active; strategy drop" in skipped.message

@@ -160,3 +160,26 @@ def test_a_limit_that_jobs_schedules_or_workflows_name_is_not_deleted(api: Api) 
     gone = api.http.delete(f"/v1/workflows/{workflow.json()['id']}", headers=api.admin)
     assert gone.status_code == 204, gone.text
     assert api.http.delete("/v1/limits/per-account", headers=api.admin).status_code == 204
+
+
+def test_a_rerun_counts_against_the_keys_its_run_had(api: Api) -> None:
+    make_limit(api)
+    job_id = make_job(api, parameters=[ACCOUNT], limits=[PER_ACCOUNT])
+    run_id = submit(api, job_id, params={"account": "acme"}).json()["id"]
+    cancelled = api.http.post(f"/v1/runs/{run_id}/cancel", headers=api.admin)
+    assert cancelled.status_code == 200, cancelled.text
+    assert keys(api) == []
+    again = api.http.post(f"/v1/runs/{run_id}/rerun", headers=api.admin)
+    assert again.status_code == 201, again.text
+    assert keys(api) == [{"key": "acct-acme", "running": 0, "queued": 1, "scheduled": 0}]
+
+
+def test_a_nul_or_a_huge_template_is_refused_before_anything_is_stored(api: Api) -> None:
+    make_limit(api)
+    nul = post_job(api, limits=[{"limit": "per-account", "key": "a\u0000b"}])
+    assert nul.status_code in (400, 422), nul.text
+    huge = post_job(api, limits=[{"limit": "per-account", "key": "{params.a}" * 100_000}])
+    assert huge.status_code in (413, 422), huge.text
+    many = post_job(api, limits=[PER_ACCOUNT] * 5)
+    assert fields(many) == ["limits"]
+    assert api.http.get("/v1/jobs", headers=api.admin).json()["items"] == []

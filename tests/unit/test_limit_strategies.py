@@ -44,9 +44,7 @@ def test_a_full_queue_key_admits_the_run_to_wait() -> None:
 
 def test_a_full_drop_key_makes_no_run() -> None:
     admission = admit(new("run_2"), [room(LimitStrategy.DROP, active("run_1"))], NOW)
-    assert (
-        admission.dropped == "not submitted: limit partner, key acme: 1 of 1 active; strategy drop"
-    )
+    assert admission.dropped == "limit partner, key acme: 1 of 1 active; strategy drop"
     assert admission.changes.new_runs == ()
 
 

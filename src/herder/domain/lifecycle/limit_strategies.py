@@ -58,7 +58,7 @@ def admit(new: NewRun, rooms: Sequence[KeyRoom], now: datetime) -> LimitAdmissio
     full = [room for room in rooms if room.full]
     for room in full:
         if room.strategy is LimitStrategy.DROP:
-            return LimitAdmission(dropped=f"not submitted: {room.why()}")
+            return LimitAdmission(dropped=room.why())
     for room in full:
         if room.strategy is LimitStrategy.CANCEL_NEWEST:
             reason = f"cancelled at submit: {room.why()}"

@@ -31,7 +31,12 @@ class Limited:
 
     new_runs: tuple[NewRun, ...]
     changes: Changes
-    dropped: dict[str, Conflict]
+    dropped: dict[str, str]  # run id → why
+
+    def refusal(self, run_id: str) -> Conflict | None:
+        """Why a dropped submission made no run, as its 409."""
+        why = self.dropped.get(run_id)
+        return None if why is None else Conflict(f"not submitted: {why}")
 
 
 def by_limits(connection: Connection, new_runs: Sequence[NewRun], now: datetime) -> Limited:
@@ -40,7 +45,7 @@ def by_limits(connection: Connection, new_runs: Sequence[NewRun], now: datetime)
         return Limited(tuple(new_runs), Changes(), {})
     decided = admit_all(new_runs, rooms, now)
     dropped = {
-        run_id: Conflict(admission.dropped)
+        run_id: admission.dropped
         for run_id, admission in decided.items()
         if admission.dropped is not None
     }

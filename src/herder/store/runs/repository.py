@@ -153,9 +153,7 @@ class RunRepository:
             )
             admitted = {new.id: new for new in limited.new_runs}
             new_runs = [
-                new
-                if not isinstance(new, NewRun)
-                else limited.dropped.get(new.id) or admitted[new.id]
+                new if not isinstance(new, NewRun) else limited.refusal(new.id) or admitted[new.id]
                 for new in new_runs
             ]
             queued = [new for new in new_runs if isinstance(new, NewRun)]
@@ -361,6 +359,7 @@ def _under_limits(work: Work, new: NewRun) -> tuple[NewRun, Changes]:
     """A one-off run under its limits' strategies (``runs.limit_rooms``): the run to insert
     (cancelled by ``cancel_newest``) and what it changes; 409 where ``drop`` makes none."""
     limited = by_limits(work.connection, [new], work.now)
-    if new.id in limited.dropped:
-        raise limited.dropped[new.id]
+    refusal = limited.refusal(new.id)
+    if refusal is not None:
+        raise refusal
     return limited.new_runs[0], queue(limited.new_runs) + limited.changes
