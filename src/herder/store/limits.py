@@ -32,7 +32,7 @@ from herder.domain.ids import new_id
 from herder.domain.lifecycle.changes import NewRun
 from herder.domain.limits import Limit, LimitKeyUsage, LimitReference, LimitSpec
 from herder.domain.models import Page
-from herder.domain.states import ACTIVE_RUN_STATES, RunState
+from herder.domain.states import SLOT_HOLDING_RUN_STATES, RunState
 from herder.store.database import Database
 from herder.store.dialect import insert_rows
 from herder.store.owned import MAX_SHOWN_CHARS
@@ -41,6 +41,8 @@ from herder.store.schema import jobs, limits, run_limit_keys, runs, schedules, w
 
 # A delayed run (issue 26 item 3) is active and counts against its key while it waits.
 SCHEDULED_STATE = "scheduled"
+# A key's active runs: those holding a slot (not ended, not suspended), and delayed ones.
+COUNTED_STATES = sorted({*(str(state) for state in SLOT_HOLDING_RUN_STATES), SCHEDULED_STATE})
 MAX_REFERRERS_SHOWN = 10  # in a refused delete's message
 
 
@@ -250,7 +252,6 @@ class LimitRepository:
     def keys(self, tenant_id: str, limit: str, *, count: int = 100) -> builtins.list[LimitKeyUsage]:
         """The limit's keys with active runs, busiest first (then by key), at most ``count``."""
         check_limit(count)
-        active = [*(state.value for state in ACTIVE_RUN_STATES), SCHEDULED_STATE]
 
         def counted(*states: str) -> Any:
             return func.sum(case((runs.c.state.in_(states), 1), else_=0))
@@ -266,7 +267,7 @@ class LimitRepository:
                 .where(
                     run_limit_keys.c.limit_id == found.id,
                     run_limit_keys.c.tenant_id == tenant_id,
-                    runs.c.state.in_(active),
+                    runs.c.state.in_(COUNTED_STATES),
                 )
                 .group_by(run_limit_keys.c.key)
                 .order_by(total.desc(), run_limit_keys.c.key)

@@ -17,11 +17,9 @@ from herder.domain.errors import Conflict
 from herder.domain.lifecycle.changes import Changes, NewRun, combine
 from herder.domain.lifecycle.limit_strategies import KeyRoom, admit_all
 from herder.domain.limits import LimitSpec, LimitStrategy
-from herder.store.limits import SCHEDULED_STATE
-from herder.store.runs.facts import SLOT_HOLDING_STATES, active_runs
+from herder.store.limits import COUNTED_STATES
+from herder.store.runs.facts import active_runs
 from herder.store.schema import limits, run_limit_keys, runs
-
-COUNTED_STATES = [*SLOT_HOLDING_STATES, SCHEDULED_STATE]  # a key's active runs
 
 
 @dataclass(frozen=True)
