@@ -87,3 +87,15 @@ def test_cancel_in_progress_cancels_the_keys_oldest_runs_for_the_new_one(api: Ap
 def test_queue_leaves_every_submission_queued(api: Api) -> None:
     job_id = setup(api, "queue")
     assert [submit(api, job_id, "acme").json()["state"] for _ in range(3)] == ["queued"] * 3
+
+
+def test_a_repeated_idempotency_key_answers_its_run_and_cancels_nothing(api: Api) -> None:
+    job_id = setup(api, "cancel_in_progress")
+    body = {"params": {"account": "acme"}}
+    key = {"Idempotency-Key": "once"}
+    first = api.http.post(f"/v1/jobs/{job_id}/runs", headers={**api.admin, **key}, json=body)
+    assert first.status_code == 201, first.text
+    again = api.http.post(f"/v1/jobs/{job_id}/runs", headers={**api.admin, **key}, json=body)
+    assert again.status_code == 200, again.text
+    assert again.json()["id"] == first.json()["id"]
+    assert state(api, first.json()["id"]) == "queued"

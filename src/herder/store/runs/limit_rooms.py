@@ -38,10 +38,14 @@ class Limited:
 
 
 def by_limits(connection: Connection, new_runs: Sequence[NewRun], now: datetime) -> Limited:
-    rooms = key_rooms(connection, new_runs)
+    """The new runs under their keys' strategies; a run whose idempotency key already made
+    one is left as it is (its insert will make nothing, so it may cancel nothing)."""
+    repeats = _repeated(connection, new_runs)
+    deciding = [new for new in new_runs if new.id not in repeats]
+    rooms = key_rooms(connection, deciding)
     if not rooms:
         return Limited(tuple(new_runs), Changes(), {})
-    decided = admit_all(new_runs, rooms, now)
+    decided = admit_all(deciding, rooms, now)
     dropped = {
         run_id: admission.dropped
         for run_id, admission in decided.items()
@@ -54,6 +58,22 @@ def by_limits(connection: Connection, new_runs: Sequence[NewRun], now: datetime)
     ]
     cancels = combine(replace(admission.changes, new_runs=()) for admission in decided.values())
     return Limited(tuple(made), cancels, dropped)
+
+
+def _repeated(connection: Connection, new_runs: Sequence[NewRun]) -> set[str]:
+    """The ids of the new runs naming limits whose tenant's idempotency key already has a
+    run (one query, none when no such run carries a key)."""
+    keyed = [new for new in new_runs if new.spec.limits and new.idempotency_key is not None]
+    if not keyed:
+        return set()
+    rows = connection.execute(
+        select(runs.c.tenant_id, runs.c.idempotency_key).where(
+            runs.c.tenant_id.in_({new.tenant_id for new in keyed}),
+            runs.c.idempotency_key.in_({new.idempotency_key for new in keyed}),
+        )
+    ).all()
+    used = {(row.tenant_id, row.idempotency_key) for row in rows}
+    return {new.id for new in keyed if (new.tenant_id, new.idempotency_key) in used}
 
 
 def key_rooms(connection: Connection, new_runs: Sequence[NewRun]) -> dict[str, list[KeyRoom]]:
