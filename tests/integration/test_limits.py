@@ -1,141 +1,367 @@
-"""A tenant's named limits through the API (docs/flow-control.md): developers make and change
-them, viewers read them, another tenant's limit is not found, a limit that bounds nothing or
-bounds by zero is a 422 naming the field, and a limit that jobs name is not deleted."""
+"""Resource limits enforced on real processes: cgroups where this host allows them, and the
+rlimit fallback everywhere (it is what hosts without cgroups get).
+
+Nothing here is skipped for want of cgroups: on such a host the tests assert what the fallback
+does instead, and one test checks that the worker does use cgroups wherever they work.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-from httpx import Response
 
-from herder.domain.models import Role
-from tests.integration.conftest import Api
+from herder.domain.jobs import RetryOutcome
+from herder.domain.retry import OOM_REASON_PREFIX, retry_outcome
+from herder.domain.states import AttemptState
+from herder.worker.attempt_cgroup import AttemptCgroup
+from herder.worker.cgroupfs import cgroup_membership
+from herder.worker.cgroups import CgroupEnforcer
+from herder.worker.executor import execute
+from herder.worker.limits import MIB, Confinement, Enforcer, Limits, RlimitEnforcer
+from herder.worker.outcome import Outcome
+from herder.worker.process import LaunchPlan
+from herder.worker.sandbox import SANDBOX_WORKSPACE, Sandbox, limit_enforcer
+from herder.worker.uids import default_python
+from herder.worker.workspace import prepare_workspace, remove_workspace
+from tests.sandboxes import attempt_sandbox, launcher
+
+SETPRIV = shutil.which("setpriv")
+SANDBOX_UID = 190001
+
+ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+PYTHON = default_python()
+ALLOCATE = PYTHON + ' -c \'data = b"x" * ({mib} * 1024 * 1024); print("allocated")\''
+ESCAPE = "setsid sleep 30 & echo $!; sleep 0.3"  # the pause: setsid has run before the end
+FORK_MANY = (
+    PYTHON
+    + """ -c '
+import os, time
+started = 0
+try:
+    for _ in range(60):
+        if os.fork() == 0:
+            time.sleep(2)
+            os._exit(0)
+        started += 1
+except OSError as error:
+    print("fork refused:", error.strerror)
+print("started", started)
+'"""
+)
 
 
-class Tenant:
-    def __init__(self, api: Api, name: str) -> None:
-        self.id = api.store.access.create_tenant(name).id
-        self.api = api
-        self.headers = self.key(Role.DEVELOPER)
+def host_allows_cgroups() -> bool:
+    """Asked of the host directly, not of the code under test: root, and a memory controller
+    mounted read-write (cgroup v2 with memory available, or a cgroup v1 memory hierarchy)."""
+    if os.geteuid() != 0:
+        return False
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        _, point, kind, options, *_ = line.split()
+        flags = options.split(",")
+        if "rw" not in flags:
+            continue
+        if kind == "cgroup" and "memory" in flags:
+            return True
+        controllers = Path(point, "cgroup.controllers")
+        if kind == "cgroup2" and "memory" in controllers.read_text().split():
+            return True
+    return False
 
-    def key(self, role: Role) -> dict[str, str]:
-        return self.api.as_key(self.api.store.access.create_api_key(self.id, role, "k")[1])
+
+@pytest.fixture(params=["host", "rlimits"])
+def enforcer(request: pytest.FixtureRequest) -> Iterator[Enforcer]:
+    """What the worker picks on this host, and the fallback forced."""
+    chosen: Enforcer
+    if request.param == "host":
+        chosen = limit_enforcer(f"test-{os.getpid()}")
+    else:
+        chosen = RlimitEnforcer("forced by the test")
+    yield chosen
+    chosen.close()
 
 
 @pytest.fixture
-def acme(api: Api) -> Tenant:
-    return Tenant(api, "acme")
+def workspace(tmp_path: Path) -> Iterator[Path]:
+    path = prepare_workspace(tmp_path, f"att_limits_{os.getpid()}")
+    yield path
+    remove_workspace(path)
 
 
-def fields(response: Response) -> list[str]:
-    assert response.status_code == 422, response.text
-    return [error["field"] for error in response.json()["errors"]]
+def in_cgroups(enforcer: Enforcer) -> bool:
+    return isinstance(enforcer, CgroupEnforcer)
 
 
-def make_limit(api: Api, tenant: Tenant, name: str = "partner-api", **spec: Any) -> Response:
-    body = {"name": name, "max_running": 1, **spec}
-    response: Response = api.http.post("/v1/limits", headers=tenant.headers, json=body)
-    return response
+def run(
+    enforcer: Enforcer,
+    command: str,
+    workspace: Path,
+    limits: Limits,
+    sandbox: Sandbox | None = None,
+) -> tuple[Outcome, str, float]:
+    """``workspace`` names the attempt's cgroup; with a ``sandbox`` the job runs inside it."""
+    where = SANDBOX_WORKSPACE if sandbox is not None else workspace
+    plan = LaunchPlan(
+        ["/bin/sh", "-c", command], ENV, where, 30, 0.5, limits, sandbox, workspace.name
+    )
+    output: list[bytes] = []
+    started = time.monotonic()
+    outcome = asyncio.run(
+        execute(plan, lambda _, data: output.append(data), asyncio.Event(), enforcer)
+    )
+    return outcome, b"".join(output).decode(), time.monotonic() - started
 
 
-def test_a_developer_creates_reads_changes_lists_and_deletes_a_limit(
-    api: Api, acme: Tenant
+def test_the_worker_uses_cgroups_wherever_the_host_allows_them() -> None:
+    enforcer = limit_enforcer(f"test-detect-{os.getpid()}")
+    try:
+        assert in_cgroups(enforcer) == host_allows_cgroups(), enforcer.description
+    finally:
+        enforcer.close()
+
+
+def test_a_job_past_its_memory_request_is_stopped(enforcer: Enforcer, workspace: Path) -> None:
+    outcome, output, _ = run(enforcer, ALLOCATE.format(mib=512), workspace, Limits(128 * MIB, 1))
+    assert outcome.state is AttemptState.FAILED
+    assert "allocated" not in output
+    if in_cgroups(enforcer):  # the kernel kills it, and we can tell why
+        assert outcome.reason.startswith(f"{OOM_REASON_PREFIX}: "), outcome.reason
+        assert "128 MiB memory limit" in outcome.reason
+        assert retry_outcome(outcome.state, outcome.reason) is RetryOutcome.OOM
+        assert outcome.usage.max_rss_kb <= 130 * 1024
+    else:  # the allocation fails inside the job, which reports it as it likes
+        assert outcome.exit_code == 1
+        assert "MemoryError" in output
+
+
+def test_a_job_within_its_memory_request_runs(enforcer: Enforcer, workspace: Path) -> None:
+    outcome, output, _ = run(enforcer, ALLOCATE.format(mib=64), workspace, Limits(256 * MIB, 1))
+    assert (outcome.state, output) == (AttemptState.SUCCEEDED, "allocated\n")
+    if in_cgroups(enforcer):  # the cgroup's peak: the job's own memory, not the worker's
+        assert 64 * 1024 <= outcome.usage.max_rss_kb < 256 * 1024
+
+
+def test_cpu_is_held_to_the_request_only_under_cgroups(enforcer: Enforcer, workspace: Path) -> None:
+    burn = f"{PYTHON} -c 'import time\nwhile time.process_time() < 0.3: pass'"
+    outcome, _, took = run(enforcer, burn, workspace, Limits(256 * MIB, 0.1))
+    assert outcome.state is AttemptState.SUCCEEDED
+    if in_cgroups(enforcer):  # 0.3 s of CPU at 0.1 cores: 3 s, less the first period's share
+        assert took >= 2.0, took
+    else:
+        assert "no CPU limit" in enforcer.description
+
+
+@pytest.fixture
+def own_uid(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Sandbox, Path]]:
+    """A sandbox with a uid of its own, as a root worker runs attempts, and the name of its
+    cgroup (as a path whose name it is)."""
+    if os.geteuid() != 0:
+        pytest.skip("an own uid for the attempt needs root")
+    with attempt_sandbox(launcher(tmp_path_factory), SANDBOX_UID) as sandbox:
+        yield sandbox, tmp_path / f"att_own_{os.getpid()}"
+
+
+def test_the_process_count_is_bounded(enforcer: Enforcer, own_uid: tuple[Sandbox, Path]) -> None:
+    sandbox, workspace = own_uid
+    limits = Limits(256 * MIB, 1, max_processes=20)
+    outcome, output, _ = run(enforcer, FORK_MANY, workspace, limits, sandbox)
+    assert outcome.state is AttemptState.SUCCEEDED
+    assert "fork refused: Resource temporarily unavailable" in output
+    assert int(output.split()[-1]) < 20
+
+
+def test_without_an_own_uid_only_a_cgroup_bounds_the_process_count(
+    enforcer: Enforcer, workspace: Path
 ) -> None:
-    created = make_limit(api, acme, rate={"count": 10, "period_seconds": 60})
-    assert created.status_code == 201, created.text
-    limit = created.json()
-    assert created.headers["ETag"] == '"1"'
-    assert created.headers["Location"] == f"/v1/limits/{limit['id']}"
-    assert limit["strategy"] == "queue"
-    assert limit["rate"] == {"count": 10, "period_seconds": 60}
-    viewer = acme.key(Role.VIEWER)
-    by_name = api.http.get("/v1/limits/partner-api", headers=viewer)
-    assert by_name.status_code == 200
-    assert by_name.json()["id"] == limit["id"]
-    changed = api.http.patch(
-        f"/v1/limits/{limit['id']}",
-        headers={**acme.headers, "If-Match": '"1"'},
-        json={"max_running": 3, "rate": None},
-    )
-    assert changed.status_code == 200, changed.text
-    assert changed.json()["max_running"] == 3
-    assert changed.json()["rate"] is None
-    assert changed.headers["ETag"] == '"2"'
-    stale = api.http.patch(
-        "/v1/limits/partner-api", headers={**acme.headers, "If-Match": '"1"'}, json={}
-    )
-    assert stale.status_code == 412, stale.text
-    listed = api.http.get("/v1/limits", headers=viewer).json()
-    assert [item["name"] for item in listed["items"]] == ["partner-api"]
-    assert api.http.delete("/v1/limits/partner-api", headers=viewer).status_code == 403
-    assert api.http.delete("/v1/limits/partner-api", headers=acme.headers).status_code == 204
-    assert api.http.get("/v1/limits/partner-api", headers=viewer).status_code == 404
+    limits = Limits(256 * MIB, 1, max_processes=20)
+    outcome, output, _ = run(enforcer, FORK_MANY, workspace, limits)
+    assert outcome.state is AttemptState.SUCCEEDED
+    if in_cgroups(enforcer):
+        assert "fork refused" in output
+    else:  # RLIMIT_NPROC would count every process of the worker's user: not set
+        assert output.split()[-1] == "60"
 
 
-def test_a_name_taken_is_409_and_another_tenants_limit_is_not_found(api: Api, acme: Tenant) -> None:
-    assert make_limit(api, acme).status_code == 201
-    assert make_limit(api, acme).status_code == 409
-    other = Tenant(api, "other")
-    assert make_limit(api, other).status_code == 201  # names are per tenant
-    mine = api.http.get("/v1/limits/partner-api", headers=acme.headers).json()["id"]
-    for method in ("GET", "PATCH", "DELETE"):
-        answer = api.http.request(method, f"/v1/limits/{mine}", headers=other.headers, json={})
-        assert answer.status_code == 404, answer.text
-    assert api.http.get(f"/v1/limits/{mine}/keys", headers=other.headers).status_code == 404
-
-
-@pytest.mark.parametrize(
-    ("spec", "field"),
-    [
-        ({"max_running": 0}, "max_running"),
-        ({"max_running": -1}, "max_running"),
-        ({"max_running": None, "rate": {"count": -1, "period_seconds": 60}}, "rate.count"),
-        ({"max_running": None, "rate": {"count": 1, "period_seconds": 0}}, "rate.period_seconds"),
-        ({"max_running": None, "debounce": {"window_seconds": 0}}, "debounce.window_seconds"),
-        ({"max_running": None}, "body"),
-        (
-            {"max_running": None, "strategy": "drop", "rate": {"count": 1, "period_seconds": 1}},
-            "body",
-        ),
-        ({"strategy": "later"}, "strategy"),
-        ({"name": "Partner API"}, "name"),
-        ({"name": "a\x00b"}, "name"),
-        ({"description": "x" * 1_000_001}, "description"),
-        ({"surprise": 1}, "surprise"),
-    ],
-)
-def test_a_limit_that_bounds_nothing_or_by_zero_is_a_422_naming_the_field(
-    api: Api, acme: Tenant, spec: dict[str, Any], field: str
+def test_a_process_that_left_the_group_dies_with_the_attempt_only_under_cgroups(
+    enforcer: Enforcer, workspace: Path
 ) -> None:
-    response = make_limit(api, acme, **spec)
-    if field == "name" and "\x00" in spec.get("name", ""):
-        assert response.status_code in (400, 422), response.text
-        return
-    if field == "description":
-        assert response.status_code in (413, 422), response.text
-        return
-    assert field in fields(response), response.text
+    outcome, output, _ = run(enforcer, ESCAPE, workspace, Limits(MIB * 64, 1))
+    escaped = int(output)
+    assert outcome.state is AttemptState.SUCCEEDED
+    try:
+        assert alive(escaped) != in_cgroups(enforcer)
+    finally:
+        if alive(escaped):
+            os.kill(escaped, signal.SIGKILL)
 
 
-def test_a_patch_is_checked_as_a_whole(api: Api, acme: Tenant) -> None:
-    assert make_limit(api, acme).status_code == 201
-    cleared = api.http.patch(
-        "/v1/limits/partner-api", headers=acme.headers, json={"max_running": None}
+def test_the_job_is_inside_its_cgroup_from_the_start_and_it_is_removed_after(
+    enforcer: Enforcer, workspace: Path
+) -> None:
+    outcome, output, _ = run(enforcer, "cat /proc/self/cgroup", workspace, Limits(MIB * 64, 1))
+    assert outcome.state is AttemptState.SUCCEEDED
+    lines = output.splitlines()
+    inside = [line for line in lines if line.endswith(f"/{workspace.name}")]
+    if isinstance(enforcer, CgroupEnforcer):
+        assert {line.split(":")[1] for line in inside} >= (
+            {"memory", "cpu", "pids"} if enforcer.version == 1 else {""}
+        ), lines
+        for parent in enforcer.parents.values():
+            assert not (parent / workspace.name).exists()
+    else:
+        assert inside == []
+
+
+def test_a_sandboxed_job_is_inside_from_the_start(
+    enforcer: Enforcer, own_uid: tuple[Sandbox, Path]
+) -> None:
+    sandbox, workspace = own_uid
+    outcome, output, _ = run(
+        enforcer, "id -u; cat /proc/self/cgroup", workspace, Limits(MIB * 64, 1), sandbox
     )
-    assert fields(cleared) == ["body"]
-    renamed = api.http.patch("/v1/limits/partner-api", headers=acme.headers, json={"name": "b"})
-    assert fields(renamed) == ["name"]
-    negative = api.http.patch(
-        "/v1/limits/partner-api", headers=acme.headers, json={"max_running": -5}
+    assert outcome.state is AttemptState.SUCCEEDED, output
+    assert output.splitlines()[0] == str(sandbox.uid)
+    inside = [line for line in output.splitlines() if line.endswith(f"/{workspace.name}")]
+    if isinstance(enforcer, CgroupEnforcer):
+        assert {line.split(":")[1] for line in inside} >= (
+            {"memory", "cpu", "pids"} if enforcer.version == 1 else {""}
+        ), output
+    else:
+        assert inside == []
+
+
+def test_the_cpu_quota_is_not_spent_on_setting_the_attempt_up(
+    enforcer: Enforcer, own_uid: tuple[Sandbox, Path]
+) -> None:
+    """Namespaces, mounts and the uid switch cost a few ms of CPU: charged to a job of 0.01
+    cores (1 ms per 100 ms) they would hold a job that does nothing for 300 ms."""
+    sandbox, workspace = own_uid
+    took = min(
+        run(enforcer, "true", workspace, Limits(MIB * 64, 0.01), sandbox)[2] for _ in range(3)
     )
-    assert fields(negative) == ["max_running"]
+    assert took < 0.1, took
 
 
-def test_the_keys_of_a_limit_without_runs_are_none(api: Api, acme: Tenant) -> None:
-    assert make_limit(api, acme).status_code == 201
-    keys = api.http.get("/v1/limits/partner-api/keys?limit=10", headers=acme.headers)
-    assert keys.status_code == 200
-    assert keys.json() == []
-    zero = api.http.get("/v1/limits/partner-api/keys?limit=0", headers=acme.headers)
-    assert fields(zero) == ["limit"]
+def test_a_job_can_neither_leave_its_cgroup_nor_open_it_to_others(
+    enforcer: Enforcer, own_uid: tuple[Sandbox, Path]
+) -> None:
+    if not isinstance(enforcer, CgroupEnforcer):
+        pytest.skip("without cgroups there is no cgroup to leave")
+    sandbox, workspace = own_uid
+    files = ("tasks", "cgroup.procs")
+    leave = [
+        f"{{ echo 0 > {parent / file}; }} 2>/dev/null && echo left {parent}"
+        for parent in enforcer.parents.values()
+        for file in files
+    ]
+    share = [
+        f"chmod 666 {parent / workspace.name / file} 2>/dev/null && echo opened {file}"
+        for parent in enforcer.parents.values()
+        for file in files
+    ]
+    command = "; ".join([*leave, *share, "grep -c herder /proc/self/cgroup"])
+    outcome, output, _ = run(enforcer, command, workspace, Limits(MIB * 64, 1), sandbox)
+    assert outcome.state is AttemptState.SUCCEEDED
+    assert output == f"{3 if enforcer.version == 1 else 1}\n"  # still inside, and only there
+
+
+def test_another_uid_cannot_enter_an_attempts_cgroup(enforcer: Enforcer) -> None:
+    if os.geteuid() != 0 or not isinstance(enforcer, CgroupEnforcer) or SETPRIV is None:
+        pytest.skip("needs root, setpriv and cgroups")
+    owner, other = 190101, 190102
+    name = f"att_other_{os.getpid()}"
+    confinement = enforcer.confine(name, Limits(MIB * 64, 1), gid=owner, by_launcher=True)
+    try:
+        files = [
+            str(parent / name / file)
+            for parent in dict.fromkeys(enforcer.parents.values())
+            for file in ("tasks", "cgroup.procs")
+            if (parent / name / file).exists()
+        ]
+        switch = [SETPRIV, f"--reuid={other}", f"--regid={other}", "--clear-groups", "--"]
+        script = 'for file; do { echo 0 > "$file"; } 2>/dev/null && echo "entered $file"; done'
+        tries = subprocess.run(
+            [*switch, "/bin/sh", "-c", script, "try", *files],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert files
+        assert tries.stdout == ""
+    finally:
+        confinement.remove()
+
+
+def own_cgroup_v2() -> tuple[Path, str] | None:
+    """This process's cgroup in a writable cgroup v2 hierarchy, controllers or not: its
+    directory, and its path as /proc/<pid>/cgroup says it."""
+    membership = cgroup_membership(Path("/proc/self/cgroup").read_text())
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        _, point, kind, options, *_ = line.split()
+        if kind == "cgroup2" and "rw" in options.split(",") and "" in membership:
+            return Path(point, membership[""].lstrip("/")), membership[""]
+    return None
+
+
+class BareCgroupV2:
+    """An enforcer whose every attempt gets the one cgroup given: v2's way in, alone."""
+
+    description = "a bare cgroup v2"
+
+    def __init__(self, cgroup: AttemptCgroup) -> None:
+        self.cgroup = cgroup
+
+    def confine(
+        self, name: str, limits: Limits, *, gid: int | None, by_launcher: bool = False
+    ) -> Confinement:
+        return self.cgroup
+
+    def close(self) -> None:
+        self.cgroup.remove()
+
+
+def test_on_cgroup_v2_an_unsandboxed_job_enters_through_what_the_worker_opened(
+    workspace: Path,
+) -> None:
+    """Isolation none: the job enters through the cgroup.procs descriptor the worker handed
+    it as stdin, then gets /dev/null. Any cgroup v2 hierarchy shows it, with or without the
+    memory controller the worker needs."""
+    found = own_cgroup_v2()
+    if found is None:
+        pytest.skip("no writable cgroup v2 hierarchy here")
+    if tuple(map(int, os.uname().release.split(".")[:2])) < (5, 16):
+        pytest.skip("Linux before 5.16 checks the writer, not the opener")
+    home, path = found
+    directory = home / f"herder-v2-{os.getpid()}"
+    directory.mkdir()
+    cgroup = AttemptCgroup(2, {"memory": directory})
+    enforcer = BareCgroupV2(cgroup)
+    try:
+        cgroup.open_entrance(before_switch=False)
+        command = "grep ^0:: /proc/self/cgroup; ls -l /proc/self/fd/0"
+        outcome, output, _ = run(enforcer, command, workspace, Limits(MIB, 1))
+    finally:
+        enforcer.close()
+    assert outcome.state is AttemptState.SUCCEEDED, output
+    membership, stdin = output.splitlines()
+    assert membership == f"0::{path.rstrip('/')}/{directory.name}"
+    assert stdin.endswith("/dev/null")
+    assert not directory.exists()
+
+
+def alive(pid: int) -> bool:
+    """Running still: neither gone nor a zombie."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
