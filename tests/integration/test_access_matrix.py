@@ -267,6 +267,10 @@ def _build_world(api: Api) -> World:
         json={"name": "owners", "shares": [{"tenant_id": owner.id, "gpus": 3}]},
     )
     assert pool.status_code == 201, pool.text
+    limit = api.http.post(
+        "/v1/limits", headers=owner_admin, json={"name": "partner-api", "max_running": 1}
+    )
+    assert limit.status_code == 201, limit.text
     world = World(
         ids={
             "artifact_id": artifact_id,
@@ -284,6 +288,7 @@ def _build_world(api: Api) -> World:
             "key_id": access.create_api_key(owner.id, Role.DEVELOPER, "to revoke")[0].id,
             "name": "OWNER_TOKEN",
             "pool_id": pool.json()["id"],
+            "limit_id": limit.json()["id"],
         }
     )
     system_key = access.create_api_key(api.tenant_id, Role.DEVELOPER, "to revoke")[0].id

@@ -20,6 +20,7 @@ from pydantic import (
 from herder.domain.history import MAX_RETENTION_DAYS, MIN_RETENTION_DAYS
 from herder.domain.jobs import JobSpec, RunOverrides, RunRequest, check_job_name
 from herder.domain.labels import check_pool_reference
+from herder.domain.limits import LimitSpec, check_limit_name
 from herder.domain.models import ApiKey, LogChunk, Role
 from herder.domain.pools import PoolSpec, check_pool_name
 from herder.domain.tenants import DefaultPoolChange, TenantQuotas
@@ -124,6 +125,18 @@ class PoolCreate(PoolSpec):
 
     def spec(self) -> PoolSpec:
         return PoolSpec.model_validate(self.model_dump(exclude={"name"}))
+
+
+class LimitCreate(LimitSpec):
+    name: str = Field(description="how jobs, workflow tasks and schedules name it")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, name: str) -> str:
+        return check_limit_name(name)
+
+    def spec(self) -> LimitSpec:
+        return LimitSpec.model_validate(self.model_dump(exclude={"name"}))
 
 
 class KeyCreate(_Body):

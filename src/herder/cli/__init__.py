@@ -15,6 +15,7 @@ from herder.cli import (
     backfills,
     jobs,
     keys,
+    limits,
     pools,
     queue,
     runs,
@@ -31,9 +32,9 @@ from herder.cli.common import app, err
 from herder.client import ClientError
 
 __all__ = [
-    "alerts", "apply", "audit", "autoscaler", "backfills", "jobs", "keys", "main", "pools",
-    "queue", "runs", "schedules", "secrets", "system", "tenants", "top", "usage", "workers",
-    "workflows",
+    "alerts", "apply", "audit", "autoscaler", "backfills", "jobs", "keys", "limits", "main",
+    "pools", "queue", "runs", "schedules", "secrets", "system", "tenants", "top", "usage",
+    "workers", "workflows",
 ]  # fmt: skip
 
 

@@ -12,6 +12,7 @@ from herder.client import ApiError, HerderClient
 from herder.definitions.documents import TARGETS
 from herder.definitions.plan import Action, Existing, Step
 from herder.definitions.problems import Kind, Problem, Where
+from herder.domain.limits import LimitSpec
 from herder.domain.schedules import ScheduleSpec
 
 PAGE = 1000
@@ -30,6 +31,18 @@ def _workflows(client: HerderClient) -> Iterator[Existing]:
         cursor = page.next_cursor
 
 
+def _limits(client: HerderClient) -> Iterator[Existing]:
+    cursor = None
+    while True:
+        page = client.list_limits(limit=PAGE, cursor=cursor)
+        for limit in page.items:
+            fields = limit.model_dump(mode="json", include=set(LimitSpec.model_fields))
+            yield Existing(Kind.LIMIT, limit.name, limit.id, fields)
+        if page.next_cursor is None:
+            return
+        cursor = page.next_cursor
+
+
 def _plain(value: Any) -> Any:
     """Pydantic values (a workflow's tasks) as the JSON the files compare with."""
     if hasattr(value, "model_dump"):
@@ -42,8 +55,8 @@ def _plain(value: Any) -> Any:
 
 
 def read_existing(client: HerderClient) -> list[Existing]:
-    """Every job, workflow and schedule of the tenant."""
-    found: list[Existing] = []
+    """Every limit, job, workflow and schedule of the tenant."""
+    found: list[Existing] = list(_limits(client))
     names: dict[str, str] = {}  # job id → name
     cursor = None
     while True:
@@ -107,6 +120,8 @@ def server_problems(client: HerderClient, steps: list[Step]) -> list[Problem]:
 def _pools_named(kind: Kind, fields: dict[str, Any]) -> dict[str, str]:
     """The pools a definition names, by field: a job's own, a schedule's or a workflow
     task's overrides'."""
+    if kind is Kind.LIMIT:
+        return {}
     if kind is Kind.JOB:
         named = {"pool": fields.get("pool")}
     elif kind is Kind.SCHEDULE:
@@ -160,7 +175,9 @@ class Applier:
     def _create(self, step: Step) -> None:
         assert step.definition is not None
         fields = step.definition.fields
-        if step.kind is Kind.JOB:
+        if step.kind is Kind.LIMIT:
+            self._ids[(Kind.LIMIT, step.name)] = self._client.create_limit(step.name, fields).id
+        elif step.kind is Kind.JOB:
             self._ids[(Kind.JOB, step.name)] = self._client.create_job(step.name, fields).id
         elif step.kind is Kind.WORKFLOW:
             workflow = self._client.create_workflow({"name": step.name, **fields})
@@ -177,7 +194,9 @@ class Applier:
     def _update(self, step: Step) -> None:
         assert step.definition is not None
         fields, item_id = step.definition.fields, self._id(step)
-        if step.kind is Kind.JOB:
+        if step.kind is Kind.LIMIT:
+            self._client.update_limit(item_id, fields)
+        elif step.kind is Kind.JOB:
             self._client.update_job(item_id, {"name": step.name, **fields})
         elif step.kind is Kind.WORKFLOW:
             self._client.update_workflow(item_id, {"name": step.name, **fields})
@@ -192,7 +211,9 @@ class Applier:
                 self._client.pause_schedule(item_id, paused=fields["paused"])
 
     def _delete(self, kind: Kind, item_id: str) -> None:
-        if kind is Kind.JOB:
+        if kind is Kind.LIMIT:
+            self._client.delete_limit(item_id)
+        elif kind is Kind.JOB:
             self._client.delete_job(item_id)
         elif kind is Kind.WORKFLOW:
             self._client.delete_workflow(item_id)

@@ -18,6 +18,7 @@ from herder.api.schemas import MAX_BATCH_RUNS, RunBatchResult
 from herder.client.admin import AdminCalls
 from herder.client.alerts import AlertCalls
 from herder.client.errors import ApiError, ServerUnreachable
+from herder.client.limits import LimitCalls
 from herder.client.pools import PoolCalls
 from herder.client.schedules import ScheduleCalls, drop_none
 from herder.client.secrets import SecretCalls
@@ -48,7 +49,14 @@ class Logs(BaseModel):
 
 
 class HerderClient(
-    ScheduleCalls, WorkflowCalls, AlertCalls, AdminCalls, SecretCalls, PoolCalls, UsageCalls
+    ScheduleCalls,
+    WorkflowCalls,
+    AlertCalls,
+    AdminCalls,
+    SecretCalls,
+    PoolCalls,
+    LimitCalls,
+    UsageCalls,
 ):
     def __init__(
         self,

@@ -26,6 +26,7 @@ from herder.domain.artifacts import ARCHIVE_MEDIA_TYPES, sniff_media_type
 from herder.domain.cron import CronError, CronExpression, parse_timezone
 from herder.domain.errors import Invalid
 from herder.domain.jobs import MAX_ARTIFACT_BYTES, JobSpec, Runtime, check_job_name
+from herder.domain.limits import LimitSpec, check_limit_name
 from herder.domain.schedules import ScheduleSpec
 from herder.domain.workflows.spec import TaskSpec, WorkflowSpec, task_order
 
@@ -106,7 +107,9 @@ def _collect(source: Source, items: list[Definition], problems: list[Problem]) -
         return set()
     if not isinstance(data, dict):
         problems.append(
-            Problem("the file must be a mapping of jobs, workflows, schedules", source.where(()))
+            Problem(
+                "the file must be a mapping of limits, jobs, workflows, schedules", source.where(())
+            )
         )
         return set()
     kinds: set[Kind] = set()
@@ -304,9 +307,31 @@ def _workflow(
     return Definition(Kind.WORKFLOW, name, fields, source.where(path))
 
 
+def _limit(
+    source: Source, path: DocumentPath, raw: dict[str, Any], problems: list[Problem]
+) -> Definition | None:
+    name = raw.get("name")
+    try:
+        if not isinstance(name, str):
+            raise ValueError("a name is required, as a string")
+        check_limit_name(name)
+    except ValueError as error:
+        problems.append(Problem(str(error), source.where((*path, "name"))))
+        name = None
+    try:
+        spec = LimitSpec.model_validate({key: value for key, value in raw.items() if key != "name"})
+    except ValidationError as error:
+        _refused(source, path, error, problems)
+        return None
+    if name is None:
+        return None
+    return Definition(Kind.LIMIT, name, spec.model_dump(mode="json"), source.where(path))
+
+
 _READERS: dict[
     Kind, Callable[[Source, DocumentPath, dict[str, Any], list[Problem]], Definition | None]
 ] = {
+    Kind.LIMIT: _limit,
     Kind.JOB: _job,
     Kind.WORKFLOW: _workflow,
     Kind.SCHEDULE: _schedule,

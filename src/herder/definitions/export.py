@@ -12,6 +12,7 @@ from herder.definitions.documents import TARGETS
 from herder.definitions.plan import Existing
 from herder.definitions.problems import Kind
 from herder.domain.jobs import JobSpec
+from herder.domain.limits import LimitSpec
 from herder.domain.schedules import ScheduleSpec
 from herder.domain.workflows.spec import TaskSpec
 
@@ -40,6 +41,8 @@ def to_yaml(sections: dict[str, Any]) -> str:
 
 
 def _written(kind: Kind, fields: dict[str, Any]) -> dict[str, Any]:
+    if kind is Kind.LIMIT:
+        return LimitSpec.model_validate(fields).model_dump(mode="json", exclude_defaults=True)
     if kind is Kind.JOB:
         return JobSpec.model_validate(fields).model_dump(mode="json", exclude_defaults=True)
     if kind is Kind.SCHEDULE:

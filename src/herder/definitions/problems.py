@@ -8,9 +8,11 @@ from enum import StrEnum
 
 
 class Kind(StrEnum):
-    """The kinds a file defines, in the order they are applied (pruned in reverse): workflows
-    and schedules name jobs, schedules name workflows."""
+    """The kinds a file defines, in the order they are applied (pruned in reverse): jobs,
+    workflows and schedules name limits, workflows and schedules name jobs, schedules name
+    workflows."""
 
+    LIMIT = "limits"
     JOB = "jobs"
     WORKFLOW = "workflows"
     SCHEDULE = "schedules"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Self
@@ -20,6 +21,7 @@ from pydantic import (
 
 from herder.domain.errors import FieldError, Invalid
 from herder.domain.labels import check_labels, check_pool_reference
+from herder.domain.limits import LimitReference, LimitReferences, fielded, rendered_references
 from herder.domain.parameters import Parameter, Parameters, refuse_name, resolve
 from herder.domain.secrets import secret_name_problem
 from herder.domain.variables import changes_startup, variable_name_problem
@@ -229,6 +231,7 @@ class JobSpec(_Strict):
     replicas: Annotated[int, Field(ge=1, le=MAX_REPLICAS)] = Field(
         default=1, description="a gang: this many members, placed all at once or not at all"
     )
+    limits: LimitReferences = []
 
     @field_validator("timeout_seconds")
     @classmethod
@@ -331,17 +334,26 @@ class RunRequest:
 RAW_OVERRIDES = ("args", "env")
 
 
-def apply_overrides(spec: JobSpec, overrides: RunOverrides, field: str = "") -> JobSpec:
+def apply_overrides(
+    spec: JobSpec,
+    overrides: RunOverrides,
+    field: str = "",
+    limits: Sequence[tuple[str, LimitReference]] = (),
+) -> JobSpec:
     """The spec a run executes: the job's, with its parameters resolved into env, the run's
     args replacing and env merged. ``Invalid`` (naming ``field`` + ``env.NAME``, say) for an
     env override of a secret's variable (a run may use the job's secrets, never replace
     them), of a parameter's (set it as a parameter), or of a variable that changes how a
     program starts that the job does not set itself; and for parameters that do not fit.
-    The run's spec holds the values in env and no declarations: it is what runs."""
+    The run's spec holds the values in env and no declarations: it is what runs; and its
+    limits (the job's, then ``limits``: a task's or schedule's, each with its field) with
+    their keys rendered (``domain.limits.rendered_references``)."""
     changes: dict[str, object] = {}
     env = dict(spec.env)
+    params: dict[str, str] = {}
     if spec.parameters or overrides.params:
-        env |= resolve(spec.parameters, overrides.params or {}, f"{field}params")
+        params = resolve(spec.parameters, overrides.params or {}, f"{field}params")
+        env |= params
         changes["parameters"] = []  # a run's spec holds their values, in env
     if overrides.env is not None:
         problems = _override_problems(spec, overrides.env, f"{field}env")
@@ -356,6 +368,8 @@ def apply_overrides(spec: JobSpec, overrides: RunOverrides, field: str = "") -> 
         changes["retry"] = overrides.retry
     if overrides.pool is not None:
         changes["pool"] = overrides.pool
+    if spec.limits or limits:
+        changes["limits"] = rendered_references([*fielded(spec.limits), *limits], params, env)
     return spec.model_copy(update=changes) if changes else spec
 
 

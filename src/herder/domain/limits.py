@@ -15,10 +15,17 @@ after ``max_wait_seconds``), with the first or last submission's values.
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
+
+from herder.domain.errors import Invalid
+from herder.domain.labels import check_pool_reference
 
 MAX_LIMIT_REFERENCES = 4  # limits one job, task or schedule names
 MAX_KEY_CHARS = 128  # a rendered key
@@ -58,8 +65,73 @@ class Debounce(_Strict):
     max_wait_seconds: Annotated[int | None, Field(ge=1, le=MAX_DEBOUNCE_SECONDS)] = None
 
 
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+_NAMED = re.compile(r"^(params|env)\.([A-Za-z_][A-Za-z0-9_]{0,127})$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+PLACEHOLDER_RULE = "a placeholder is {params.NAME} or {env.NAME}"
+
+
+def placeholders(template: str) -> list[tuple[str, str]]:
+    """The ``(source, name)`` of each placeholder of ``template``, in order; ``ValueError``
+    for anything else in braces, a brace left open, or a control character. A template
+    reads only the run's own parameters and environment: no other object, no tenant's."""
+    if _CONTROL.search(template):
+        raise ValueError("a key template has no control characters")
+    found = []
+    for match in _PLACEHOLDER.finditer(template):
+        named = _NAMED.match(match.group(1))
+        if named is None:
+            raise ValueError(f"{match.group(0)[:64]!r} is not a placeholder: {PLACEHOLDER_RULE}")
+        found.append((named.group(1), named.group(2)))
+    if "{" in _PLACEHOLDER.sub("", template) or "}" in _PLACEHOLDER.sub("", template):
+        raise ValueError(f"a brace is left open: {PLACEHOLDER_RULE}")
+    return found
+
+
+def check_key(key: str, field: str) -> str:
+    """A rendered key is at most ``MAX_KEY_CHARS`` without control characters (it is shown
+    in reasons, listings and metrics) or braces (a run's spec keeps its rendered keys where
+    its job has templates: a key renders to itself), else ``Invalid`` naming ``field``."""
+    if not key:
+        raise Invalid(f"{field}: the key renders empty", field=field)
+    if len(key) > MAX_KEY_CHARS:
+        raise Invalid(f"{field}: the key is longer than {MAX_KEY_CHARS} characters", field=field)
+    if _CONTROL.search(key):
+        raise Invalid(f"{field}: the key has a control character", field=field)
+    if "{" in key or "}" in key:
+        raise Invalid(f"{field}: the key has a brace", field=field)
+    return key
+
+
+def _text(value: JsonValue) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def render_key(
+    template: str,
+    params: Mapping[str, JsonValue],
+    env: Mapping[str, str],
+    field: str = "key",
+) -> str:
+    """The key ``template`` names for a run with ``params`` and ``env``; ``Invalid`` naming
+    ``field`` and the missing value (``limits[0].key: params.account is not set``), or a
+    key out of bounds."""
+    sources: dict[str, Mapping[str, JsonValue]] = {"params": params, "env": env}
+    placeholders(template)  # a stored template was checked; this one may not have been
+
+    def value(match: re.Match[str]) -> str:
+        source, _, name = match.group(1).partition(".")
+        if name not in sources[source]:
+            raise Invalid(f"{field}: {source}.{name} is not set", field=field)
+        return _text(sources[source][name])
+
+    return check_key(_PLACEHOLDER.sub(value, template), field)
+
+
 class LimitSpec(_Strict):
-    """What a tenant says of one limit."""
+    """What a tenant says of one limit: it bounds something (``max_running``, ``rate`` or
+    ``debounce``); a strategy other than ``queue`` acts when ``max_running`` is reached, so
+    it needs one."""
 
     description: Annotated[str, Field(max_length=1000)] = ""
     max_running: Annotated[int | None, Field(ge=1, le=MAX_RUNNING_PER_KEY)] = None
@@ -67,9 +139,91 @@ class LimitSpec(_Strict):
     strategy: LimitStrategy = LimitStrategy.QUEUE
     debounce: Debounce | None = None
 
+    @model_validator(mode="after")
+    def _bounds_something(self) -> LimitSpec:
+        if self.max_running is None and self.rate is None and self.debounce is None:
+            raise ValueError("a limit bounds something: give max_running, rate or debounce")
+        if self.strategy is not LimitStrategy.QUEUE and self.max_running is None:
+            raise ValueError(f"strategy {self.strategy.value} needs max_running")
+        return self
+
+
+def check_limit_name(name: str) -> str:
+    """A limit's name is spelled as a pool's (lower case, so never an id)."""
+    checked = check_pool_reference(name)
+    assert checked is not None
+    return checked
+
+
+class Limit(LimitSpec):
+    id: str
+    name: str
+    created_at: datetime
+    updated_at: datetime
+    version: int
+
+
+class LimitKeyUsage(_Strict):
+    """One key of a limit with active runs, as ``GET /v1/limits/{id}/keys`` lists it."""
+
+    key: str
+    running: int
+    queued: int
+    scheduled: int
+
 
 class LimitReference(_Strict):
     """A job's, task's or schedule's use of a limit: its name and the key template."""
 
     limit: Annotated[str, Field(min_length=1, max_length=64)]
     key: Annotated[str, Field(min_length=1, max_length=MAX_TEMPLATE_CHARS)]
+
+    @field_validator("limit")
+    @classmethod
+    def _name(cls, limit: str) -> str:
+        return check_limit_name(limit)
+
+    @field_validator("key")
+    @classmethod
+    def _template(cls, key: str) -> str:
+        placeholders(key)
+        return key
+
+
+LimitReferences = Annotated[
+    list[LimitReference],
+    Field(
+        max_length=MAX_LIMIT_REFERENCES,
+        description="the limits its runs count against, each with the key template that "
+        "names the run's key (docs/flow-control.md)",
+    ),
+]
+
+
+def rendered_references(
+    references: Sequence[tuple[str, LimitReference]],
+    params: Mapping[str, JsonValue],
+    env: Mapping[str, str],
+) -> list[LimitReference]:
+    """A run's limits with their keys rendered, one per limit (by name): of the references
+    (each with the field it is at, ``limits.0``), a later one for the same limit wins (a
+    task's or schedule's over its job's). ``Invalid`` naming ``….key`` and the missing
+    value, or ``limits`` past ``MAX_LIMIT_REFERENCES`` limits in all."""
+    winners = {reference.limit: (field, reference) for field, reference in references}
+    if len(winners) > MAX_LIMIT_REFERENCES:
+        raise Invalid(
+            f"a run counts against at most {MAX_LIMIT_REFERENCES} limits; its job and "
+            f"overrides name {len(winners)}",
+            field="limits",
+        )
+    return [
+        LimitReference(limit=name, key=render_key(reference.key, params, env, f"{field}.key"))
+        for name, (field, reference) in sorted(winners.items())
+    ]
+
+
+def fielded(
+    references: Iterable[LimitReference], prefix: str = ""
+) -> list[tuple[str, LimitReference]]:
+    """``references`` with the field each is at (``limits.0``, ``tasks.2.limits.1``…)."""
+    return [(f"{prefix}limits.{index}", ref) for index, ref in enumerate(references)]

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from herder.domain.cron import CronExpression, fires_between, next_fire
 from herder.domain.jobs import RunOverrides, check_job_name
+from herder.domain.limits import LimitReferences
 
 MISFIRE_GRACE = timedelta(seconds=60)  # a fire later than this was missed (schedulers down)
 MAX_COUNTED_MISSES = 1_000_000  # misses past this are a lower bound (~8 s of counting)
@@ -48,6 +49,7 @@ class ScheduleSpec(BaseModel):
     misfire_policy: MisfirePolicy = MisfirePolicy.RUN_ONCE
     misfire_limit: Annotated[int, Field(ge=1, le=1000)] = 100
     concurrency_policy: ConcurrencyPolicy = ConcurrencyPolicy.ALLOW
+    limits: LimitReferences = []  # over the job's: a later reference to the same limit wins
 
     @model_validator(mode="after")
     def _window(self) -> Self:

@@ -26,6 +26,7 @@ from herder.domain.errors import Invalid, NotFound
 from herder.domain.ids import new_id
 from herder.domain.jobs import JobSpec, apply_overrides
 from herder.domain.lifecycle.changes import WORK, Changes
+from herder.domain.limits import fielded
 from herder.domain.queue_room import RELEASER, QueueRoom, hold
 from herder.domain.schedules import ScheduleSpec
 from herder.domain.states import ACTIVE_RUN_STATES, RunState
@@ -115,7 +116,9 @@ def job_run_spec(connection: Connection, schedule: Any, spec: ScheduleSpec) -> t
     job = connection.execute(select(jobs).where(jobs.c.id == schedule.job_id)).first()
     if job is None:
         raise NotFound(f"job {schedule.job_id} of schedule {schedule.id} no longer exists")
-    return job, apply_overrides(JobSpec.model_validate(job.spec), spec.overrides, "overrides.")
+    return job, apply_overrides(
+        JobSpec.model_validate(job.spec), spec.overrides, "overrides.", fielded(spec.limits)
+    )
 
 
 def _start(

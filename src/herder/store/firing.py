@@ -18,7 +18,7 @@ batch, whatever its size — the cost is in proportion to the schedules due (DES
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -32,6 +32,7 @@ from herder.domain.jobs import apply_overrides
 from herder.domain.lifecycle.changes import Changes, Event, NewRun, combine
 from herder.domain.lifecycle.concurrency import Fires, fire
 from herder.domain.lifecycle.facts import ActiveRun, RunFacts
+from herder.domain.limits import fielded
 from herder.domain.models import Job
 from herder.domain.queue_room import UNLIMITED, QueueRoom
 from herder.domain.schedules import ConcurrencyPolicy, FirePlan, ScheduleSpec, jitter_offset
@@ -40,6 +41,7 @@ from herder.store.dialect import update_rows
 from herder.store.jobs import JobRepository
 from herder.store.queue_room import queue_rooms
 from herder.store.runs.facts import active_of_schedules
+from herder.store.runs.limit_rooms import by_limits
 from herder.store.schedule_events import (
     NewScheduleEvent,
     record_schedule_events,
@@ -103,7 +105,8 @@ def fire_batch(
         update_rows(work.connection, _ADVANCE_COLUMNS, _advances(work, decided), _advance)
     )
     decided = [one for one in decided if one.due.id in advanced]
-    applied = work.apply(combine(one.fires.changes for one in decided))
+    changes, dropped = _under_limits(work, decided)
+    applied = work.apply(changes)
     made: dict[str, list[datetime]] = {
         one.due.id: [
             new.scheduled_for
@@ -116,9 +119,28 @@ def fire_batch(
         if one.due.workflow_id is not None and one.fire:
             made[one.due.id] = start_scheduled(work, one.due, one.fire, actor)
     _record(work, decided, made)
+    record_schedule_events(work.connection, work.now, dropped)
     due_times, missed = _due_times(decided, made), sum(one.plan.missed for one in decided)
     work.after_commit.append(lambda: metrics.schedules_fired(work.now, due_times, missed))
     return sum(len(nominals) for nominals in made.values())
+
+
+def _under_limits(
+    work: Work, decided: Sequence[_Decided]
+) -> tuple[Changes, list[NewScheduleEvent]]:
+    """The batch's fires under their limits' strategies, at once (``runs.limit_rooms``): a
+    fire ``drop`` refuses is recorded skipped, naming the limit and key."""
+    changes = combine(one.fires.changes for one in decided)
+    limited = by_limits(work.connection, changes.new_runs, work.now)
+    if not limited.dropped:
+        return replace(changes, new_runs=limited.new_runs) + limited.changes, []
+    skipped = [
+        NewScheduleEvent(new.schedule_id, "skipped", f"not fired: {limited.dropped[new.id]}",
+                         scheduled_for=new.scheduled_for)
+        for new in changes.new_runs
+        if new.id in limited.dropped and new.schedule_id is not None
+    ]  # fmt: skip
+    return replace(changes, new_runs=limited.new_runs) + limited.changes, skipped
 
 
 def _due_times(
@@ -225,7 +247,7 @@ def _decide(
         return Fires(Changes()), None  # (``start_scheduled``)
     job = _job_of(found, due)
     try:
-        spec = apply_overrides(job.spec, due.spec.overrides)
+        spec = apply_overrides(job.spec, due.spec.overrides, limits=fielded(due.spec.limits))
     except Invalid as refused:  # the job changed since: the overrides no longer fit it
         return Fires(Changes()), refused.detail
     new_runs = []

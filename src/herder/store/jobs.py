@@ -16,9 +16,11 @@ from herder.domain.artifacts import ARCHIVE_MEDIA_TYPES
 from herder.domain.errors import Conflict, Invalid
 from herder.domain.ids import new_id
 from herder.domain.jobs import DEFAULT_MAX_CHECKPOINT_MB, JobSpec, Runtime
+from herder.domain.limits import fielded
 from herder.domain.models import Job, Page
 from herder.domain.states import TERMINAL_RUN_STATES
 from herder.store.database import Database
+from herder.store.limits import check_references as check_limits
 from herder.store.owned import owned_row
 from herder.store.pagination import page_of
 from herder.store.pools import check_usable
@@ -83,6 +85,7 @@ class JobRepository:
             self._check_artifact(connection, tenant_id, spec)
             self._secrets.check_references(connection, tenant_id, spec.secrets)
             check_usable(connection, tenant_id, {"pool": spec.pool})
+            check_limits(connection, tenant_id, fielded(spec.limits))
             try:
                 connection.execute(
                     insert(jobs).values(
@@ -164,6 +167,8 @@ class JobRepository:
                 self._secrets.check_references(connection, tenant_id, spec.secrets)
             if spec.pool != current.spec.pool:  # a job whose pool went may change otherwise
                 check_usable(connection, tenant_id, {"pool": spec.pool})
+            if spec.limits != current.spec.limits:
+                check_limits(connection, tenant_id, fielded(spec.limits))
             self._secrets.check_references(connection, tenant_id, spec.secrets)
             try:
                 written = connection.execute(

@@ -21,11 +21,13 @@ from herder.clock import Clock, epoch_ms
 from herder.domain.errors import Conflict
 from herder.domain.ids import new_id
 from herder.domain.jobs import apply_overrides
+from herder.domain.limits import fielded
 from herder.domain.models import Page, Schedule, ScheduleEvent
 from herder.domain.schedules import FirePlan, ScheduleSpec
 from herder.store.database import Database
 from herder.store.firing import DueSchedule, fire_batch, next_fire_values
 from herder.store.jobs import JobRepository
+from herder.store.limits import check_references as check_limits
 from herder.store.notifications import DUE_CHANNEL
 from herder.store.owned import owned_row
 from herder.store.pagination import page_of
@@ -75,7 +77,7 @@ class ScheduleRepository:
         with self._db.write() as connection:
             if job_id is not None:
                 job = self._jobs.get_within(connection, tenant_id, job_id)
-                apply_overrides(job.spec, spec.overrides, "overrides.")  # fit, or Invalid
+                apply_overrides(job.spec, spec.overrides, "overrides.", fielded(spec.limits))
             else:
                 owned_row(
                     connection,
@@ -86,6 +88,7 @@ class ScheduleRepository:
                     columns=[workflows.c.id],
                 )
             check_usable(connection, tenant_id, {"overrides.pool": spec.overrides.pool})
+            check_limits(connection, tenant_id, fielded(spec.limits))
             try:
                 connection.execute(
                     insert(schedules).values(
@@ -154,8 +157,9 @@ class ScheduleRepository:
             spec, first = change(current)
             if current.job_id is not None:
                 job = self._jobs.get_within(connection, tenant_id, current.job_id)
-                apply_overrides(job.spec, spec.overrides, "overrides.")  # fit, or Invalid
+                apply_overrides(job.spec, spec.overrides, "overrides.", fielded(spec.limits))
             check_usable(connection, tenant_id, {"overrides.pool": spec.overrides.pool})
+            check_limits(connection, tenant_id, fielded(spec.limits))
             next_values = next_fire_values(schedule_id, spec, None if current.paused else first)
             connection.execute(
                 update(schedules)

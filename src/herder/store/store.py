@@ -28,6 +28,7 @@ from herder.store.history.retention import HistoryRetention
 from herder.store.jobs import JobRepository
 from herder.store.keys import KeyRepository
 from herder.store.leases import LeaseRepository
+from herder.store.limits import LimitRepository
 from herder.store.log_compaction import LogCompactionRepository
 from herder.store.logs import LogRepository
 from herder.store.pools import PoolRepository
@@ -78,6 +79,7 @@ class Store:
         self.schedules = ScheduleRepository(self.database, self.clock, self.rng, self.jobs)
         self.fleet = FleetRepository(self.database)
         self.pools = PoolRepository(self.database, self.clock)
+        self.limits = LimitRepository(self.database, self.clock)
         self.queue = QueueRepository(self.database, self.clock)
         self.placement = PlacementRepository(self.database, self.clock)
         self.workflows = WorkflowRepository(self.database, self.clock)

@@ -15,6 +15,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue
 
 from herder.domain.errors import Invalid
 from herder.domain.jobs import MAX_TIMEOUT_SECONDS, RunOverrides, check_job_name
+from herder.domain.limits import LimitReferences
 from herder.domain.variables import variable_name_problem
 from herder.domain.workflows.trigger_rules import TriggerRule
 
@@ -75,6 +76,7 @@ class TaskSpec(BaseModel):
         description="run one instance per item of a list: 'params.NAME', or 'TASK' or "
         "'TASK.key' for a list in an upstream task's output (at most 1,000 items)",
     )
+    limits: LimitReferences = []  # over the job's: a later reference to the same limit wins
 
 
 class WorkflowSpec(BaseModel):

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from herder.domain.backfills import backfill_run_spec
 from herder.domain.jobs import JobSpec, apply_overrides
 from herder.domain.lifecycle.changes import Event, NewRun, TaskOf
+from herder.domain.limits import fielded
 from herder.domain.parameters import environment
 from herder.domain.states import RunState
 from herder.domain.workflows.spec import TaskSpec, WorkflowSpec
@@ -38,7 +39,7 @@ def task_run_spec(job: JobSpec, task: TaskSpec, params: Mapping[str, Any]) -> Jo
             "params": {**own, **(task.overrides.params or {})} or None,
         }
     )
-    spec = apply_overrides(job, overrides)
+    spec = apply_overrides(job, overrides, limits=fielded(task.limits))
     if task.timeout_seconds is not None:
         spec = spec.model_copy(update={"timeout_seconds": task.timeout_seconds})
     return JobSpec.model_validate(spec.model_dump())

@@ -33,6 +33,7 @@ from herder.store.pagination import page_from, page_records
 from herder.store.pools import check_usable, usable_pools
 from herder.store.queue_room import queue_room, room_after_release
 from herder.store.runs.facts import active_of_schedule, active_runs
+from herder.store.runs.limit_rooms import by_limits
 from herder.store.runs.submissions import (
     BEING_CREATED,
     Submitted,
@@ -118,7 +119,7 @@ class RunRepository:
             check_usable(work.connection, tenant_id, {"pool": overrides.pool})
             request = RunRequest(job_id, overrides, idempotency_key)
             new = new_run(work.now, tenant_id, job, request, actor, as_schedule)
-            changes = queue([new])
+            new, changes = _under_limits(work, new)
             if as_schedule is not None:
                 changes += self._admit(work, tenant_id, job.id, as_schedule)
             inserted = new.id in work.apply(changes).inserted
@@ -147,8 +148,16 @@ class RunRepository:
                                 request, actor, usable)
                 for request in requests
             ]  # fmt: skip
+            limited = by_limits(
+                work.connection, [new for new in new_runs if isinstance(new, NewRun)], work.now
+            )
+            admitted = {new.id: new for new in limited.new_runs}
+            new_runs = [
+                new if not isinstance(new, NewRun) else limited.refusal(new.id) or admitted[new.id]
+                for new in new_runs
+            ]
             queued = [new for new in new_runs if isinstance(new, NewRun)]
-            inserted = work.apply(queue(queued)).inserted
+            inserted = work.apply(queue(queued) + limited.changes).inserted
             repeated = runs_by_key(
                 work.connection,
                 tenant_id,
@@ -344,3 +353,13 @@ class RunRepository:
             room = queue_room(work, tenant_id) if state is RunState.SUSPENDED else UNLIMITED
             work.apply(resume(run_id, state, room, actor, work.now))
             return self._get(work.connection, tenant_id, run_id)
+
+
+def _under_limits(work: Work, new: NewRun) -> tuple[NewRun, Changes]:
+    """A one-off run under its limits' strategies (``runs.limit_rooms``): the run to insert
+    (cancelled by ``cancel_newest``) and what it changes; 409 where ``drop`` makes none."""
+    limited = by_limits(work.connection, [new], work.now)
+    refusal = limited.refusal(new.id)
+    if refusal is not None:
+        raise refusal
+    return limited.new_runs[0], queue(limited.new_runs) + limited.changes

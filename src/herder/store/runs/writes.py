@@ -26,6 +26,7 @@ from herder.store.dialect import (
     update_each,
 )
 from herder.store.history.live import live_floor
+from herder.store.limits import record_run_keys, run_keys
 from herder.store.notifications import send
 from herder.store.runs.owner_writes import move_backfills, move_workflow_runs
 from herder.store.schema import attempts, run_events, runs
@@ -145,8 +146,11 @@ def _insert_runs(connection: Connection, new_runs: Sequence[NewRun], now: dateti
     time) already has one; the ids inserted."""
     if not new_runs:
         return set()
-    rows = [new_run_row(new, now) for new in new_runs]
-    return set(insert_rows_ignoring_duplicates(connection, runs, rows, runs.c.id))
+    keys = run_keys(connection, new_runs)
+    rows = [new_run_row(new, now) | {"limit_keys": keys.get(new.id)} for new in new_runs]
+    inserted = set(insert_rows_ignoring_duplicates(connection, runs, rows, runs.c.id))
+    record_run_keys(connection, new_runs, keys, inserted)
+    return inserted
 
 
 _END_ATTEMPT = (

@@ -15,6 +15,7 @@ from sqlalchemy import Connection, delete, exc, func, insert, select, update
 from herder.clock import Clock, epoch_ms
 from herder.domain.errors import Conflict, Invalid, StaleVersion
 from herder.domain.ids import new_id
+from herder.domain.limits import fielded
 from herder.domain.models import Page
 from herder.domain.workflows.dag import Dag
 from herder.domain.workflows.models import Workflow
@@ -22,6 +23,7 @@ from herder.domain.workflows.run_bound import check_run_bound
 from herder.domain.workflows.spec import WorkflowSpec, task_order
 from herder.domain.workflows.states import ACTIVE_WORKFLOW_RUN_STATES
 from herder.store.database import Database
+from herder.store.limits import check_references as check_limits
 from herder.store.owned import owned_row
 from herder.store.pagination import page_of
 from herder.store.pools import check_usable
@@ -90,6 +92,15 @@ def check_jobs(connection: Connection, tenant_id: str, spec: WorkflowSpec) -> di
         for position, task in enumerate(spec.tasks)
     }
     check_usable(connection, tenant_id, pools)
+    check_limits(
+        connection,
+        tenant_id,
+        [
+            named
+            for position, task in enumerate(spec.tasks)
+            for named in fielded(task.limits, f"tasks.{position}.")
+        ],
+    )
     return found
 
 

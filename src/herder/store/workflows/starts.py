@@ -135,7 +135,11 @@ def _pinned_jobs(
         except Invalid as error:  # a variable no override may set, a parameter that misfits
             name = (error.field or "").partition(".")[2]
             field = (
-                f"params.{name}" if name in params else f"tasks.{position}.overrides.{error.field}"
+                f"params.{name}"
+                if name in params
+                else f"tasks.{position}.{error.field}"
+                if (error.field or "").startswith("limits")
+                else f"tasks.{position}.overrides.{error.field}"
             )
             raise Invalid(f"task {task.name!r}: {error.detail}", field=field) from error
     return {name: {"id": row.id, "spec": row.spec} for name, row in found.items()}

@@ -1,0 +1,157 @@
+"""``herder limit …``: a tenant's named limits by key (docs/flow-control.md) — made and
+changed by developers, read by any key — and the keys with active runs."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from herder.cli.common import JsonFlag, app, client, fail, out, print_json, when
+from herder.domain.limits import Limit, LimitStrategy
+
+limit_app = typer.Typer(help="Limits by key: concurrency, rate, strategy.", no_args_is_help=True)
+app.add_typer(limit_app, name="limit")
+
+MaxRunning = Annotated[int | None, typer.Option(help="at most this many active runs per key")]
+Rate = Annotated[
+    str | None,
+    typer.Option(help="COUNT/SECONDS: at most COUNT starts per key in any SECONDS", metavar="N/S"),
+]
+Strategy = Annotated[
+    LimitStrategy | None, typer.Option(help="what a submission to a full key does")
+]
+Description = Annotated[str | None, typer.Option(help="what the limit is for")]
+
+
+def _rate(text: str) -> dict[str, Any]:
+    """COUNT/SECONDS as the API's ``rate``; a number out of bounds is the server's to refuse
+    by name (``rate.count``)."""
+    count, _, period = text.partition("/")
+    try:
+        return {"count": int(count), "period_seconds": int(period)}
+    except ValueError:
+        raise fail(f"--rate {text!r} must look like COUNT/SECONDS, e.g. 10/60") from None
+
+
+def _fields(
+    max_running: int | None,
+    rate: str | None,
+    strategy: LimitStrategy | None,
+    description: str | None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {}
+    if max_running is not None:
+        spec["max_running"] = max_running
+    if rate is not None:
+        spec["rate"] = _rate(rate)
+    if strategy is not None:
+        spec["strategy"] = strategy.value
+    if description is not None:
+        spec["description"] = description
+    return spec
+
+
+def _table(limits: list[Limit]) -> Table:
+    table = Table("ID", "NAME", "MAX RUNNING", "RATE", "STRATEGY", "CREATED")
+    for limit in limits:
+        rate = f"{limit.rate.count}/{limit.rate.period_seconds}s" if limit.rate else ""
+        table.add_row(
+            limit.id, limit.name, str(limit.max_running or ""), rate, limit.strategy.value,
+            when(limit.created_at),
+        )  # fmt: skip
+    return table
+
+
+def _show(limit: Limit, as_json: bool) -> None:
+    if as_json:
+        print_json(limit)
+        return
+    out.print(_table([limit]))
+    if limit.description:
+        out.print(f"description: {limit.description}")
+
+
+@limit_app.command("create")
+def limit_create(
+    name: str,
+    max_running: MaxRunning = None,
+    rate: Rate = None,
+    strategy: Strategy = None,
+    description: Description = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Create a limit; it bounds something: --max-running or --rate."""
+    with client() as herder:
+        created = herder.create_limit(name, _fields(max_running, rate, strategy, description))
+    if as_json:
+        print_json(created)
+    else:
+        out.print(f"created limit [bold]{created.name}[/] ({created.id})")
+
+
+@limit_app.command("list")
+def limit_list(limit: int = 100, as_json: JsonFlag = False) -> None:
+    """Your tenant's limits, newest first."""
+    with client() as herder:
+        page = herder.list_limits(limit=limit)
+    if as_json:
+        print_json(page)
+    else:
+        out.print(_table(page.items))
+
+
+@limit_app.command("show")
+def limit_show(limit: str, as_json: JsonFlag = False) -> None:
+    """A limit, by name or id."""
+    with client() as herder:
+        _show(herder.get_limit(limit), as_json)
+
+
+@limit_app.command("update")
+def limit_update(
+    limit: str,
+    max_running: MaxRunning = None,
+    rate: Rate = None,
+    no_rate: Annotated[bool, typer.Option(help="remove the rate")] = False,
+    strategy: Strategy = None,
+    description: Description = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Change a limit: what is not given stays."""
+    if rate and no_rate:
+        raise fail("--rate and --no-rate: choose one")
+    changes = _fields(max_running, rate, strategy, description)
+    if no_rate:
+        changes["rate"] = None
+    if not changes:
+        raise fail("nothing to change: give --max-running, --rate, --strategy or --description")
+    with client() as herder:
+        _show(herder.update_limit(limit, changes), as_json)
+
+
+@limit_app.command("delete")
+def limit_delete(limit: str) -> None:
+    """Delete a limit; refused while jobs, schedules or workflows name it."""
+    with client() as herder:
+        herder.delete_limit(limit)
+    out.print(f"deleted limit {limit}")
+
+
+@limit_app.command("keys")
+def limit_keys(
+    limit: str,
+    count: Annotated[int, typer.Option("--limit", help="at most this many keys")] = 20,
+    as_json: JsonFlag = False,
+) -> None:
+    """The limit's keys with active runs, busiest first."""
+    with client() as herder:
+        keys = herder.limit_keys(limit, count=count)
+    if as_json:
+        print_json(list(keys))
+        return
+    table = Table("KEY", "RUNNING", "QUEUED", "SCHEDULED")
+    for usage in keys:
+        table.add_row(usage.key, str(usage.running), str(usage.queued), str(usage.scheduled))
+    out.print(table)
