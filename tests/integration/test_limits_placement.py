@@ -10,10 +10,7 @@ from typing import Any
 
 from sqlalchemy import func, insert, select, update
 
-from herder.clock import epoch_ms
-from herder.domain.ids import new_id
-from herder.domain.limits import LimitSpec
-from herder.store.schema import limit_starts, limits, run_limit_keys, runs
+from herder.store.schema import limit_starts, run_limit_keys, runs
 from tests.integration.conftest import Api
 from tests.integration.dispatching import dispatch
 from tests.integration.registered import register_worker
@@ -23,38 +20,29 @@ from tests.integration.test_pools_placement import run_of
 
 
 def make_limit(api: Api, tenant: Tenant, name: str, **spec: Any) -> str:
-    now = datetime.now(UTC)
-    limit_id = new_id("lim", epoch_ms(now))
-    row = {"id": limit_id, "tenant_id": tenant.id, "name": name, "created_at": now,
-           "updated_at": now, "spec": LimitSpec(**spec).model_dump(mode="json")}  # fmt: skip
-    with api.store.database.write() as connection:
-        connection.execute(insert(limits).values(**row))
+    response = api.http.post("/v1/limits", headers=tenant.headers, json={"name": name, **spec})
+    assert response.status_code == 201, response.text
+    limit_id: str = response.json()["id"]
     return limit_id
 
 
-def submit(api: Api, tenant: Tenant, job_id: str, limit_id: str, key: str) -> str:
-    response = api.http.post(f"/v1/jobs/{job_id}/runs", headers=tenant.headers, json={})
-    assert response.status_code == 201, response.text
-    run_id: str = response.json()["id"]
-    with api.store.database.write() as connection:
-        connection.execute(
-            update(runs).where(runs.c.id == run_id).values(limit_keys=[[limit_id, key]])
-        )
-        connection.execute(
-            insert(run_limit_keys).values(
-                run_id=run_id, limit_id=limit_id, tenant_id=tenant.id, key=key
-            )
-        )
-    return run_id
-
-
-def job(api: Api, tenant: Tenant) -> str:
+def job(api: Api, tenant: Tenant, limit: str = "partner-api") -> str:
+    """A job whose runs count against ``limit`` under their parameter ``account``."""
     body = {"name": "call", "runtime": "shell", "command": "true",
-            "resources": {"cpu": 0.1, "memory_mb": 64}}  # fmt: skip
+            "resources": {"cpu": 0.1, "memory_mb": 64}, "parameters": [{"name": "account"}],
+            "limits": [{"limit": limit, "key": "{params.account}"}]}  # fmt: skip
     response = api.http.post("/v1/jobs", headers=tenant.headers, json=body)
     assert response.status_code == 201, response.text
     job_id: str = response.json()["id"]
     return job_id
+
+
+def submit(api: Api, tenant: Tenant, job_id: str, key: str) -> str:
+    body = {"params": {"account": key}}
+    response = api.http.post(f"/v1/jobs/{job_id}/runs", headers=tenant.headers, json=body)
+    assert response.status_code == 201, response.text
+    run_id: str = response.json()["id"]
+    return run_id
 
 
 def states(api: Api, tenant: Tenant, *run_ids: str) -> list[str]:
@@ -63,11 +51,11 @@ def states(api: Api, tenant: Tenant, *run_ids: str) -> list[str]:
 
 def test_a_full_key_holds_its_runs_while_other_keys_start(api: Api) -> None:
     acme = Tenant(api, "acme")
-    partner = make_limit(api, acme, "partner-api", max_running=1)
+    make_limit(api, acme, "partner-api", max_running=1)
     call = job(api, acme)
     register_worker(api, "w1")
-    first, second = (submit(api, acme, call, partner, "acme") for _ in range(2))
-    other = submit(api, acme, call, partner, "beta")
+    first, second = (submit(api, acme, call, "acme") for _ in range(2))
+    other = submit(api, acme, call, "beta")
     dispatch(api.store)
     assert states(api, acme, first, second, other) == ["running", "queued", "running"]
     assert run_of(api, acme, second)["waiting_reason"].endswith(
@@ -78,12 +66,12 @@ def test_a_full_key_holds_its_runs_while_other_keys_start(api: Api) -> None:
 
 def test_a_rate_counts_starts_across_passes_and_says_when_the_next_may_go(api: Api) -> None:
     acme = Tenant(api, "acme")
-    partner = make_limit(api, acme, "partner-api", rate={"count": 2, "period_seconds": 3600})
+    make_limit(api, acme, "partner-api", rate={"count": 2, "period_seconds": 3600})
     call = job(api, acme)
     register_worker(api, "w1")
-    first = submit(api, acme, call, partner, "acme")
+    first = submit(api, acme, call, "acme")
     dispatch(api.store)
-    later = [submit(api, acme, call, partner, "acme") for _ in range(2)]
+    later = [submit(api, acme, call, "acme") for _ in range(2)]
     dispatch(api.store)
     assert states(api, acme, first, *later) == ["running", "running", "queued"]
     assert (
@@ -102,11 +90,11 @@ def test_a_full_keys_backlog_does_not_hide_another_keys_run(api: Api) -> None:
     api.http.patch(
         f"/v1/tenants/{acme.id}", headers=api.admin, json={"quotas": {"max_queued": 3}}
     ).raise_for_status()
-    partner = make_limit(api, acme, "partner-api", max_running=1)
+    make_limit(api, acme, "partner-api", max_running=1)
     call = job(api, acme)
     register_worker(api, "w1")
-    backlog = [submit(api, acme, call, partner, "acme") for _ in range(5)]
-    late = submit(api, acme, call, partner, "beta")
+    backlog = [submit(api, acme, call, "acme") for _ in range(5)]
+    late = submit(api, acme, call, "beta")
     dispatch(api.store)  # the key fills: its backlog takes the tenant's window this once
     dispatch(api.store)  # and, held by a full key, no place in it from then on
     assert states(api, acme, backlog[0], late) == ["running", "running"]
@@ -114,12 +102,12 @@ def test_a_full_keys_backlog_does_not_hide_another_keys_run(api: Api) -> None:
 
 def test_the_gauges_count_each_limits_runs_and_its_busiest_keys_only(api: Api) -> None:
     acme = Tenant(api, "acme")
-    partner = make_limit(api, acme, "partner-api", max_running=1)
+    make_limit(api, acme, "partner-api", max_running=1)
     call = job(api, acme)
     register_worker(api, "w1", cpu=4)
     for index in range(8):  # key k0 has 3 runs, k1 2, the other six 1 each
         for _ in range(3 if index == 0 else 2 if index == 1 else 1):
-            submit(api, acme, call, partner, f"k{index}")
+            submit(api, acme, call, f"k{index}")
     dispatch(api.store)
     samples = scrape(api)
     limit = {"tenant": "acme", "limit": "partner-api"}
@@ -141,7 +129,7 @@ def test_maintenance_forgets_ended_runs_keys_and_starts_past_the_longest_period(
     acme = Tenant(api, "acme")
     partner = make_limit(api, acme, "partner-api", max_running=5)
     call = job(api, acme)
-    ended, active = (submit(api, acme, call, partner, "acme") for _ in range(2))
+    ended, active = (submit(api, acme, call, "acme") for _ in range(2))
     long_ago = datetime.now(UTC) - timedelta(days=40)
     with api.store.database.write() as connection:
         connection.execute(update(runs).where(runs.c.id == ended).values(state="succeeded"))
@@ -163,7 +151,7 @@ def test_the_queue_lists_the_runs_waiting_on_a_limit_and_key(api: Api) -> None:
     partner = make_limit(api, acme, "partner-api", max_running=1)
     call = job(api, acme)
     register_worker(api, "w1")
-    runs_of = {key: [submit(api, acme, call, partner, key) for _ in range(3)] for key in "ab"}
+    runs_of = {key: [submit(api, acme, call, key) for _ in range(3)] for key in "ab"}
     dispatch(api.store)
 
     def queued(headers: dict[str, str], **filters: str) -> list[str]:
