@@ -709,3 +709,28 @@ def test_the_forecast_shows_the_next_hour_the_schedules_foretell(
         assert minutes.count() >= 60  # a fire every minute of the next hour
     finally:
         herder.delete_schedule(schedule.id)
+
+
+def test_a_limit_shows_its_busiest_keys_and_the_runs_waiting_on_it(
+    page: Page, herder: HerderClient
+) -> None:
+    herder.create_limit("per-customer", {"max_running": 1})
+    job = herder.create_job(
+        "rebuild",
+        {"runtime": "shell", "command": "sleep 60", "parameters": [{"name": "customer"}],
+         "resources": {"cpu": 0.1, "memory_mb": 64},
+         "limits": [{"limit": "per-customer", "key": "{params.customer}"}]},
+    )  # fmt: skip
+    runs = [herder.start_run(job.id, params={"customer": "acme"}).id for _ in range(3)]
+    try:
+        page.get_by_role("link", name="Limits").click()
+        page.get_by_role("link", name="per-customer").click()
+        expect(page.get_by_role("heading", name="Limit per-customer")).to_be_visible()
+        acme = page.locator('tr[data-key="acme"]')
+        expect(acme).to_contain_text("1")  # running
+        waiting = page.locator("tr[data-run]")
+        expect(waiting).to_have_count(2)
+        expect(waiting.first).to_contain_text("limit per-customer, key acme: 1 of 1 running")
+    finally:
+        for run_id in runs:
+            herder.cancel_run(run_id)
