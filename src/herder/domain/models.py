@@ -151,6 +151,7 @@ class Run(_Record):
     reason: str | None
     retry_at: datetime | None = None  # when a retry_wait run is queued again
     start_deadline: datetime | None = None
+    run_at: datetime | None = None  # not started before: a debounce's window closes then
     rerun_of: str | None = None
     preemptions: int = 0  # attempts stopped by preemption; they use up no retry
     suspend_requested: bool = False  # its workers are stopping it: suspended when they report

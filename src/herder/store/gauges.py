@@ -36,6 +36,7 @@ WAITING_KINDS = (
     ("pool", "%; tenant % may not use pool %"),
     ("share", "%; tenant % uses % in pool %"),
     ("limit", "%; limit %, key %: %"),
+    ("limit", "debounced: %"),
     ("quota", "%; tenant quota %"),
     ("preempting", "%; preempting %"),
     ("preempting", "%; reclaiming its share in pool %"),

@@ -136,6 +136,7 @@ class NewRun:
     reason: str | None = None
     task: TaskOf | None = None
     backfill_id: str | None = None
+    run_at: datetime | None = None  # queued, but not started before (a debounce's window)
 
 
 @dataclass(frozen=True)

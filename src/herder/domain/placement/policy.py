@@ -3,7 +3,8 @@ why every other run waits. Pure: a snapshot and ``now`` in, a plan out.
 
 The pipeline, per run in dispatch order (ordering.py):
 
-0. budgets     — a spent time budget of the tenant holds the run back (budgets.py);
+0. debounce    — a run waiting out its limit's debounce window is held until it closes;
+   budgets     — a spent time budget of the tenant holds the run back (budgets.py);
    pools       — a run goes only to its pool's workers (none: the shared fleet), if its
                  tenant may use the pool; runs within their tenant's nominal share are
                  considered before those that would borrow past it (pools.py);
@@ -161,9 +162,13 @@ class _Pass:
 
     def _within_queue_quotas(self, queued: list[QueuedRun]) -> list[QueuedRun]:
         """Each tenant's first ``max_queued`` runs (by class, then age); the rest wait. A run
-        a full key holds back takes no place there: it must not keep other keys' runs out."""
+        a full key holds back, or a debounce's window, takes no place there: it must not keep
+        other runs out."""
         by_tenant: dict[str, list[QueuedRun]] = defaultdict(list)
         for run in queued:
+            if run.not_before is not None and run.not_before > self.now:
+                self.plan.waiting[run.id] = reasons.debounced(run.not_before)
+                continue
             held = self.limits.holding(run) if run.limit_keys else None
             if held is not None:
                 self.plan.waiting[run.id] = f"{reasons.needs(run)}; {held}"

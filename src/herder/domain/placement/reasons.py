@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
+from datetime import datetime
 
 from herder.domain.placement.feasibility import could_ever_fit
 from herder.domain.placement.fleet import WorkerRoom
@@ -80,3 +81,7 @@ def no_room(run: QueuedRun, workers: list[WorkerRoom], matching: list[WorkerRoom
         f"{needs(run)}; {len(matching)} of {accepting} workers {having} but none has "
         f"room for {members} now{detail}"
     )
+
+
+def debounced(until: datetime) -> str:
+    return f"debounced: submissions with its key join it until {until:%H:%M:%S} UTC, when it starts"

@@ -27,6 +27,7 @@ class QueuedRun:
     pool: str | None = None  # its own pool, else its tenant's default; None: the shared fleet
     preemptible: bool = False  # may be stopped for another run: only such a run borrows
     limit_keys: tuple[tuple[str, str], ...] = ()  # (limit id, key) it counts against
+    not_before: datetime | None = None  # a debounce's window: it may not start before
 
     @property
     def total_need(self) -> Amount:

@@ -76,9 +76,10 @@ def _repeated(connection: Connection, new_runs: Sequence[NewRun]) -> set[str]:
     return {new.id for new in keyed if (new.tenant_id, new.idempotency_key) in used}
 
 
-def key_rooms(connection: Connection, new_runs: Sequence[NewRun]) -> dict[str, list[KeyRoom]]:
-    """Each new run's rooms (by run id), for the limits whose strategy acts at submit; none
-    read (one query) where no new run names a limit."""
+def named_limits(
+    connection: Connection, new_runs: Sequence[NewRun]
+) -> dict[tuple[str, str], tuple[str, LimitSpec]]:
+    """The limits the new runs name, locked: (tenant id, name) → (limit id, spec)."""
     named = [new for new in new_runs if new.spec.limits]
     if not named:
         return {}
@@ -91,11 +92,18 @@ def key_rooms(connection: Connection, new_runs: Sequence[NewRun]) -> dict[str, l
         .order_by(limits.c.id)
         .with_for_update()
     ).all()
-    acting = {}
-    for row in rows:
-        spec = LimitSpec.model_validate(row.spec)
-        if spec.strategy is not LimitStrategy.QUEUE and spec.max_running is not None:
-            acting[row.tenant_id, row.name] = (row.id, spec)
+    return {(row.tenant_id, row.name): (row.id, LimitSpec.model_validate(row.spec)) for row in rows}
+
+
+def key_rooms(connection: Connection, new_runs: Sequence[NewRun]) -> dict[str, list[KeyRoom]]:
+    """Each new run's rooms (by run id), for the limits whose strategy acts at submit; none
+    read (one query) where no new run names a limit."""
+    named = [new for new in new_runs if new.spec.limits]
+    acting = {
+        name: (limit_id, spec)
+        for name, (limit_id, spec) in named_limits(connection, named).items()
+        if spec.strategy is not LimitStrategy.QUEUE and spec.max_running is not None
+    }
     if not acting:
         return {}
     wanted = {

@@ -32,6 +32,7 @@ from herder.store.owned import owned_row
 from herder.store.pagination import page_from, page_records
 from herder.store.pools import check_usable, usable_pools
 from herder.store.queue_room import queue_room, room_after_release
+from herder.store.runs.debouncing import debounced
 from herder.store.runs.facts import active_of_schedule, active_runs
 from herder.store.runs.limit_rooms import by_limits
 from herder.store.runs.submissions import (
@@ -68,6 +69,7 @@ _RUN_COLUMNS = [
     runs.c.reason,
     runs.c.retry_at,
     runs.c.start_deadline,
+    runs.c.run_at,
     runs.c.rerun_of,
     runs.c.preemptions,
     runs.c.waiting_reason,
@@ -119,10 +121,15 @@ class RunRepository:
             check_usable(work.connection, tenant_id, {"pool": overrides.pool})
             request = RunRequest(job_id, overrides, idempotency_key)
             new = new_run(work.now, tenant_id, job, request, actor, as_schedule)
-            new, changes = _under_limits(work, new)
-            if as_schedule is not None:
-                changes += self._admit(work, tenant_id, job.id, as_schedule)
-            inserted = new.id in work.apply(changes).inserted
+            folded = debounced(work.connection, [new], work.now, actor)
+            joined = folded.joined.get(new.id)
+            if joined is None:
+                new, changes = _under_limits(work, folded.new_runs[0])
+                if as_schedule is not None:
+                    changes += self._admit(work, tenant_id, job.id, as_schedule)
+                inserted = new.id in work.apply(changes).inserted
+        if joined is not None:  # a debounce's waiting run stands for it
+            return self.get(tenant_id, joined), False
         if inserted:
             return Run.model_validate(new_run_row(new, work.now) | {"spec": new.spec}), True
         existing = self._by_idempotency_key(tenant_id, idempotency_key)
@@ -148,15 +155,21 @@ class RunRepository:
                                 request, actor, usable)
                 for request in requests
             ]  # fmt: skip
-            limited = by_limits(
-                work.connection, [new for new in new_runs if isinstance(new, NewRun)], work.now
-            )
+            folded = debounced(
+                work.connection, [new for new in new_runs if isinstance(new, NewRun)], work.now,
+                actor,
+            )  # fmt: skip
+            limited = by_limits(work.connection, folded.new_runs, work.now)
             admitted = {new.id: new for new in limited.new_runs}
             new_runs = [
-                new if not isinstance(new, NewRun) else limited.refusal(new.id) or admitted[new.id]
+                new
+                if not isinstance(new, NewRun) or new.id in folded.joined
+                else limited.refusal(new.id) or admitted[new.id]
                 for new in new_runs
             ]
-            queued = [new for new in new_runs if isinstance(new, NewRun)]
+            queued = [
+                new for new in new_runs if isinstance(new, NewRun) and new.id not in folded.joined
+            ]
             inserted = work.apply(queue(queued) + limited.changes).inserted
             repeated = runs_by_key(
                 work.connection,
@@ -164,7 +177,9 @@ class RunRepository:
                 {new.idempotency_key for new in queued if new.id not in inserted},
             )
         return [
-            submitted(request, new, inserted, repeated)
+            Submitted(folded.joined[new.id], False)  # a debounce's waiting run stands for it
+            if isinstance(new, NewRun) and new.id in folded.joined
+            else submitted(request, new, inserted, repeated)
             for request, new in zip(requests, new_runs, strict=True)
         ]
 

@@ -231,7 +231,7 @@ _QUEUED_COLUMNS = (
     runs.c.memory_mb, runs.c.gpus, runs.c.replicas,
     cast(runs.c.requires, Text).label("requires"),  # as text: a few shapes, parsed once each
     runs.c.preempted_at, runs.c.pool, runs.c.preemptible,
-    cast(runs.c.limit_keys, Text).label("limit_keys"),
+    cast(runs.c.limit_keys, Text).label("limit_keys"), runs.c.run_at,
 )  # fmt: skip
 
 _OLDEST_QUEUED: Select[Any] = (
@@ -324,14 +324,14 @@ def _queued(row: Any, tenant_views: Mapping[str, TenantView]) -> QueuedRun:
     """A queued run; its pool its own, else its tenant's default one."""
     (
         run_id, tenant_id, priority, queued_at, cpu_milli, memory_mb, gpus, replicas, requires,
-        preempted_at, pool, preemptible, limit_keys,
+        preempted_at, pool, preemptible, limit_keys, run_at,
     ) = row  # fmt: skip
     need = Amount(cpu_milli, memory_mb, gpus, 1)
     if pool is None and tenant_id in tenant_views:
         pool = tenant_views[tenant_id].default_pool
     return QueuedRun(
         run_id, tenant_id, priority, queued_at, need, replicas, _labels(requires), preempted_at,
-        pool, bool(preemptible), limit_keys_of(limit_keys),
+        pool, bool(preemptible), limit_keys_of(limit_keys), run_at,
     )  # fmt: skip
 
 

@@ -138,6 +138,7 @@ def new_run_row(new: NewRun, now: datetime) -> dict[str, Any]:
         "inputs": task.inputs if task else None,
         "output": None,
         "backfill_id": new.backfill_id,
+        "run_at": new.run_at,
     }
 
 
