@@ -53,3 +53,16 @@ def test_a_bad_rate_or_nothing_to_change_is_said_plainly(herder: Herder) -> None
     assert "max_running" in str(zero.exception)
     ok(herder("limit", "create", "x", "--max-running", "1"))
     assert herder("limit", "update", "x").exit_code != 0
+
+
+def test_a_limit_debounces_from_the_command_line(herder: Herder) -> None:
+    created = json.loads(
+        ok(herder("limit", "create", "rebuilds", "--debounce", "60", "--debounce-keep", "first",
+                  "--debounce-max-wait", "600", "--json"))
+    )  # fmt: skip
+    assert created["debounce"] == {"window_seconds": 60, "keep": "first", "max_wait_seconds": 600}
+    assert "60s, first" in ok(herder("limit", "show", "rebuilds"))
+    assert herder("limit", "create", "x", "--debounce-keep", "last").exit_code != 0
+    ok(herder("limit", "update", "rebuilds", "--max-running", "1"))
+    changed = json.loads(ok(herder("limit", "update", "rebuilds", "--no-debounce", "--json")))
+    assert changed["debounce"] is None

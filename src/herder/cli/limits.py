@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from herder.cli.common import JsonFlag, app, client, fail, out, print_json, when
+from herder.domain.limits import DebounceKeep as DebounceKeeping
 from herder.domain.limits import Limit, LimitStrategy
 
 limit_app = typer.Typer(help="Limits by key: concurrency, rate, strategy.", no_args_is_help=True)
@@ -23,6 +24,16 @@ Strategy = Annotated[
     LimitStrategy | None, typer.Option(help="what a submission to a full key does")
 ]
 Description = Annotated[str | None, typer.Option(help="what the limit is for")]
+DebounceWindow = Annotated[
+    int | None,
+    typer.Option("--debounce", help="SECONDS: fold a key's submissions within them into one run"),
+]
+DebounceKeep = Annotated[
+    DebounceKeeping | None, typer.Option(help="the folded run's values: the first's or the last's")
+]
+DebounceMaxWait = Annotated[
+    int | None, typer.Option(help="SECONDS after the first submission it starts at the latest")
+]
 
 
 def _rate(text: str) -> dict[str, Any]:
@@ -35,13 +46,32 @@ def _rate(text: str) -> dict[str, Any]:
         raise fail(f"--rate {text!r} must look like COUNT/SECONDS, e.g. 10/60") from None
 
 
+def _debounce(
+    window: int | None, keep: DebounceKeeping | None, max_wait: int | None
+) -> dict[str, Any] | None:
+    """The API's ``debounce`` from the three options (None: none given)."""
+    if window is None:
+        if keep is not None or max_wait is not None:
+            raise fail("--debounce-keep and --debounce-max-wait need --debounce SECONDS")
+        return None
+    debounce: dict[str, Any] = {"window_seconds": window}
+    if keep is not None:
+        debounce["keep"] = keep.value
+    if max_wait is not None:
+        debounce["max_wait_seconds"] = max_wait
+    return debounce
+
+
 def _fields(
     max_running: int | None,
     rate: str | None,
     strategy: LimitStrategy | None,
     description: str | None,
+    debounce: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     spec: dict[str, Any] = {}
+    if debounce is not None:
+        spec["debounce"] = debounce
     if max_running is not None:
         spec["max_running"] = max_running
     if rate is not None:
@@ -54,12 +84,14 @@ def _fields(
 
 
 def _table(limits: list[Limit]) -> Table:
-    table = Table("ID", "NAME", "MAX RUNNING", "RATE", "STRATEGY", "CREATED")
+    table = Table("ID", "NAME", "MAX RUNNING", "RATE", "STRATEGY", "DEBOUNCE", "CREATED")
     for limit in limits:
         rate = f"{limit.rate.count}/{limit.rate.period_seconds}s" if limit.rate else ""
+        folds = limit.debounce
+        debounce = f"{folds.window_seconds}s, {folds.keep.value}" if folds else ""
         table.add_row(
             limit.id, limit.name, str(limit.max_running or ""), rate, limit.strategy.value,
-            when(limit.created_at),
+            debounce, when(limit.created_at),
         )  # fmt: skip
     return table
 
@@ -80,11 +112,17 @@ def limit_create(
     rate: Rate = None,
     strategy: Strategy = None,
     description: Description = None,
+    debounce: DebounceWindow = None,
+    debounce_keep: DebounceKeep = None,
+    debounce_max_wait: DebounceMaxWait = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Create a limit; it bounds something: --max-running or --rate."""
+    """Create a limit; it bounds something: --max-running, --rate or --debounce."""
+    folds = _debounce(debounce, debounce_keep, debounce_max_wait)
     with client() as herder:
-        created = herder.create_limit(name, _fields(max_running, rate, strategy, description))
+        created = herder.create_limit(
+            name, _fields(max_running, rate, strategy, description, folds)
+        )
     if as_json:
         print_json(created)
     else:
@@ -117,16 +155,27 @@ def limit_update(
     no_rate: Annotated[bool, typer.Option(help="remove the rate")] = False,
     strategy: Strategy = None,
     description: Description = None,
+    debounce: DebounceWindow = None,
+    debounce_keep: DebounceKeep = None,
+    debounce_max_wait: DebounceMaxWait = None,
+    no_debounce: Annotated[bool, typer.Option(help="stop debouncing")] = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """Change a limit: what is not given stays."""
+    """Change a limit: what is not given stays (--debounce replaces the whole debounce)."""
     if rate and no_rate:
         raise fail("--rate and --no-rate: choose one")
-    changes = _fields(max_running, rate, strategy, description)
+    if debounce is not None and no_debounce:
+        raise fail("--debounce and --no-debounce: choose one")
+    folds = _debounce(debounce, debounce_keep, debounce_max_wait)
+    changes = _fields(max_running, rate, strategy, description, folds)
     if no_rate:
         changes["rate"] = None
+    if no_debounce:
+        changes["debounce"] = None
     if not changes:
-        raise fail("nothing to change: give --max-running, --rate, --strategy or --description")
+        raise fail(
+            "nothing to change: give --max-running, --rate, --strategy, --debounce or --description"
+        )
     with client() as herder:
         _show(herder.update_limit(limit, changes), as_json)
 
