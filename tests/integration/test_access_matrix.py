@@ -52,14 +52,16 @@ class Needs(Enum):
     WORKER = "the registered worker's own secret"
 
 
-# What an operator may do beyond a viewer: start, stop, suspend, resume, re-run and repair
-# runs, backfill, pause and resume schedules; never change a definition (docs/tenants.md).
+# What an operator may do beyond a viewer: start, stop, suspend, resume, re-prioritise, re-run
+# and repair runs, backfill, pause and resume schedules; never change a definition
+# (docs/tenants.md).
 OPERATIONS = [
     ("POST", "/v1/jobs/{job_id}/runs"),
     ("POST", "/v1/runs/batch"),
     ("POST", "/v1/runs/{run_id}/cancel"),
     ("POST", "/v1/runs/{run_id}/suspend"),
     ("POST", "/v1/runs/{run_id}/resume"),
+    ("POST", "/v1/runs/{run_id}/priority"),
     ("POST", "/v1/runs/{run_id}/rerun"),
     ("DELETE", "/v1/runs/{run_id}/checkpoint"),  # start it over
     ("POST", "/v1/workflows/{workflow_id}/runs"),
@@ -157,6 +159,7 @@ BODIES: dict[tuple[str, str], Any] = {
     },
     ("PUT", "/v1/workflows/{workflow_id}"): {"name": "w", "tasks": [{"name": "t", "job": "j"}]},
     ("POST", "/v1/workflow-runs/{workflow_run_id}/repair"): {"repair": 0},
+    ("POST", "/v1/runs/{run_id}/priority"): {"priority": "high"},
     ("PUT", "/v1/secrets/{name}"): {"value": "intruder's own"},
     ("PUT", "/v1/tenants/{tenant_id}/budgets"): {"budgets": [{"period": "day", "cpu_seconds": 1}]},
 }  # fmt: skip

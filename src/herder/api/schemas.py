@@ -18,7 +18,7 @@ from pydantic import (
 )
 
 from herder.domain.history import MAX_RETENTION_DAYS, MIN_RETENTION_DAYS
-from herder.domain.jobs import JobSpec, RunOverrides, RunRequest, check_job_name
+from herder.domain.jobs import JobSpec, Priority, RunOverrides, RunRequest, check_job_name
 from herder.domain.labels import check_pool_reference
 from herder.domain.limits import LimitSpec, check_limit_name
 from herder.domain.models import ApiKey, LogChunk, Role
@@ -85,6 +85,10 @@ class RunSubmission(RunOverrides):
             self.model_dump(exclude={"job_id", "idempotency_key"})
         )
         return RunRequest(self.job_id, overrides, self.idempotency_key)
+
+
+class PriorityChange(_Body):
+    priority: Priority
 
 
 class RunBatch(_Body):

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from herder.cli.common import JsonFlag, app, client, fail, out, pairs, print_json, when
 from herder.client import HerderClient
+from herder.domain.jobs import Priority
 from herder.domain.models import Run, RunDetail
 from herder.domain.states import RunState
 
@@ -120,6 +121,9 @@ def run_start(
     ] = None,
     env: Annotated[list[str], typer.Option(help="KEY=VALUE, merged (a developer's)")] = [],  # noqa: B006
     idempotency_key: Annotated[str | None, typer.Option(help="same key, same run")] = None,
+    priority: Annotated[
+        Priority | None, typer.Option(help="this run's class, up to the tenant's max_priority")
+    ] = None,
     wait: Annotated[bool, typer.Option(help="wait for the run to end, then show it")] = False,
     count: Annotated[
         int, typer.Option(min=1, max=100_000, help="start this many runs (in batches)")
@@ -132,6 +136,8 @@ def run_start(
     if count > 1:
         if idempotency_key is not None:
             raise typer.BadParameter("one key names one run", param_hint="--idempotency-key")
+        if priority is not None:
+            raise typer.BadParameter("one run at a time", param_hint="--priority")
         overrides = _Overrides(params, arg, pairs(env, "env") or None)
         _start_many(job, count, overrides, wait=wait, as_json=as_json)
         return
@@ -142,6 +148,7 @@ def run_start(
             args=arg,
             env=pairs(env, "env") or None,
             idempotency_key=idempotency_key,
+            priority=priority,
         )
         if wait:
             run = herder.wait(run.id, timeout=25 * 3600)
@@ -273,6 +280,18 @@ def run_suspend(run_id: str, as_json: JsonFlag = False) -> None:
         out.print(f"suspending run {run.id}: its worker is stopping it")
     else:
         out.print(f"run {run.id} is {run.state}")
+
+
+@run_app.command("priority")
+def run_priority(run_id: str, priority: Priority, as_json: JsonFlag = False) -> None:
+    """Move a run not started yet to another class (it keeps its place in time)."""
+    with client() as herder:
+        run_id = run_id_of(herder, run_id)
+        run = herder.set_run_priority(run_id, priority)
+    if as_json:
+        print_json(run)
+    else:
+        out.print(f"run {run.id} is {run.spec.priority} priority ({run.state})")
 
 
 @run_app.command("resume")

@@ -25,6 +25,7 @@ from herder.client.secrets import SecretCalls
 from herder.client.uploads import MultipartUpload, UploadProgress
 from herder.client.usage import UsageCalls
 from herder.client.workflows import WorkflowCalls
+from herder.domain.jobs import Priority
 from herder.domain.models import (
     Artifact,
     CheckpointInfo,
@@ -157,11 +158,16 @@ class HerderClient(
         args: list[str] | None = None,
         env: dict[str, str] | None = None,
         idempotency_key: str | None = None,
+        priority: Priority | None = None,
     ) -> Run:
-        """A one-off run with values for the job's declared ``params``; raw ``args`` and
-        ``env`` need a developer key."""
+        """A one-off run with values for the job's declared ``params`` (and its own
+        ``priority`` class, up to the tenant's max); raw ``args`` and ``env`` need a
+        developer key."""
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
-        body = drop_none({"params": dict(params) if params else None, "args": args, "env": env})
+        body = drop_none(
+            {"params": dict(params) if params else None, "args": args, "env": env,
+             "priority": priority.value if priority else None}
+        )  # fmt: skip
         response = self._request("POST", f"/v1/jobs/{job_id}/runs", json=body, headers=headers)
         return Run.model_validate(response.json())
 
@@ -204,6 +210,13 @@ class HerderClient(
 
     def suspend_run(self, run_id: str) -> Run:
         return Run.model_validate(self._request("POST", f"/v1/runs/{run_id}/suspend").json())
+
+    def set_run_priority(self, run_id: str, priority: Priority) -> Run:
+        """Another class for a run not started yet (keeping its place in time)."""
+        body = {"priority": priority.value}
+        return Run.model_validate(
+            self._request("POST", f"/v1/runs/{run_id}/priority", json=body).json()
+        )
 
     def resume_run(self, run_id: str) -> Run:
         return Run.model_validate(self._request("POST", f"/v1/runs/{run_id}/resume").json())

@@ -317,6 +317,11 @@ class RunOverrides(_Strict):
     pool: Annotated[str | None, AfterValidator(check_pool_reference)] = Field(
         default=None, description="run in this pool rather than the job's (docs/pools.md)"
     )
+    priority: Priority | None = Field(
+        default=None,
+        description="this run's class rather than the job's, up to its tenant's "
+        "max_priority (docs/flow-control.md#priority)",
+    )
 
 
 @dataclass(frozen=True)
@@ -368,6 +373,8 @@ def apply_overrides(
         changes["retry"] = overrides.retry
     if overrides.pool is not None:
         changes["pool"] = overrides.pool
+    if overrides.priority is not None:
+        changes["priority"] = overrides.priority
     if spec.limits or limits:
         changes["limits"] = rendered_references([*fielded(spec.limits), *limits], params, env)
     return spec.model_copy(update=changes) if changes else spec

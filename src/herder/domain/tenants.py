@@ -7,6 +7,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from herder.domain.jobs import Priority
+
 
 class TenantQuotas(BaseModel):
     """Limits that hold a tenant's runs back (in use, queued) or slow its submissions.
@@ -27,6 +29,13 @@ class TenantQuotas(BaseModel):
             ge=1,
             description="queued runs the dispatcher considers at once; runs that workflows, "
             "backfills and schedules make wait (held) or are skipped past it",
+        ),
+    ] = None
+    max_priority: Annotated[
+        Priority | None,
+        Field(
+            description="the highest class a run may ask for when submitted or "
+            "re-prioritised (its job's own class is the job's developers' to choose)"
         ),
     ] = None
     submit_rate_per_second: Annotated[float | None, Field(gt=0)] = None

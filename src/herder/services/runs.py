@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from herder.domain.jobs import RunOverrides, RunRequest
+from herder.domain.jobs import Priority, RunOverrides, RunRequest
 from herder.domain.models import Page, Principal, Run, RunDetail, RunEvent
 from herder.domain.states import RunState
 from herder.store.runs.submissions import Submitted
@@ -52,6 +52,11 @@ def cancel(store: Store, caller: Principal, run_id: str) -> Run:
 def suspend(store: Store, caller: Principal, run_id: str) -> Run:
     """Holds a run not running yet at once; a running one is held once its workers stop it."""
     return store.runs.suspend(caller.tenant_id, run_id, actor=actor(caller))
+
+
+def set_priority(store: Store, caller: Principal, run_id: str, priority: Priority) -> Run:
+    """Another class for a run not started yet, within its tenant's ``max_priority``."""
+    return store.runs.set_priority(caller.tenant_id, run_id, priority, actor=actor(caller))
 
 
 def resume(store: Store, caller: Principal, run_id: str) -> Run:

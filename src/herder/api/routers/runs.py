@@ -1,4 +1,4 @@
-"""/v1/runs: history, detail, events, logs, cancellation, suspend and resume."""
+"""/v1/runs: history, detail, events, logs, cancellation, suspend and resume, priority."""
 
 from __future__ import annotations
 
@@ -15,7 +15,14 @@ from herder.api.errors import status_and_title
 from herder.api.openapi import problems
 from herder.api.queries import Limit
 from herder.api.ratelimit import admit
-from herder.api.schemas import IsoTime, LogsResponse, RunBatch, RunBatchResult, Submission
+from herder.api.schemas import (
+    IsoTime,
+    LogsResponse,
+    PriorityChange,
+    RunBatch,
+    RunBatchResult,
+    Submission,
+)
 from herder.domain.errors import HerderError
 from herder.domain.models import CheckpointInfo, Page, Run, RunDetail, RunEvent
 from herder.domain.states import RunState
@@ -120,6 +127,14 @@ def suspend_run(run_id: str, caller: Operator, store: StoreDep, response: Respon
     if run.state is RunState.RUNNING:
         response.status_code = status.HTTP_202_ACCEPTED
     return run
+
+
+@router.post("/{run_id}/priority", responses=problems(409))
+def set_run_priority(run_id: str, body: PriorityChange, caller: Operator, store: StoreDep) -> Run:
+    """Moves a run not started yet (queued, pending, waiting to retry, suspended) to another
+    class, keeping its place in time so aging goes on; above the tenant's ``max_priority``
+    is a 422, a run started or ended a 409. Its events record who changed it."""
+    return runs.set_priority(store, caller, run_id, body.priority)
 
 
 @router.post("/{run_id}/resume", responses=problems(409))

@@ -12,10 +12,11 @@ from sqlalchemy import Connection, select
 from herder.clock import Clock, epoch_ms
 from herder.domain.errors import Conflict, Invalid, NotFound
 from herder.domain.ids import new_id
-from herder.domain.jobs import RunOverrides, RunRequest
+from herder.domain.jobs import Priority, RunOverrides, RunRequest
 from herder.domain.lifecycle.cancel import Cause, cancel, rerun
 from herder.domain.lifecycle.changes import Changes, NewRun
 from herder.domain.lifecycle.concurrency import admit
+from herder.domain.lifecycle.priority import check_allowed
 from herder.domain.lifecycle.suspend import resume, suspend
 from herder.domain.models import Attempt, Page, Run, RunDetail, RunEvent
 from herder.domain.queue_room import RELEASER, UNLIMITED
@@ -35,6 +36,7 @@ from herder.store.queue_room import queue_room, room_after_release
 from herder.store.runs.debouncing import debounced
 from herder.store.runs.facts import active_of_schedule, active_runs
 from herder.store.runs.limit_rooms import by_limits
+from herder.store.runs.priority import max_priority, set_priority
 from herder.store.runs.submissions import (
     BEING_CREATED,
     Submitted,
@@ -119,6 +121,8 @@ class RunRepository:
         with unit_of_work(self._db, self._clock, self._rng) as work:
             job = self._jobs.get_within(work.connection, tenant_id, job_id)
             check_usable(work.connection, tenant_id, {"pool": overrides.pool})
+            if overrides.priority is not None:
+                check_allowed(overrides.priority, max_priority(work.connection, tenant_id))
             request = RunRequest(job_id, overrides, idempotency_key)
             new = new_run(work.now, tenant_id, job, request, actor, as_schedule)
             folded = debounced(work.connection, [new], work.now, actor)
@@ -150,9 +154,10 @@ class RunRepository:
             )
             named = {one.overrides.pool for one in requests if one.overrides.pool is not None}
             usable = usable_pools(work.connection, tenant_id, named)
+            allowed = max_priority(work.connection, tenant_id)
             new_runs = [
                 new_or_refused(work.now, tenant_id, found.get((tenant_id, request.job_id)),
-                                request, actor, usable)
+                                request, actor, usable, allowed)
                 for request in requests
             ]  # fmt: skip
             folded = debounced(
@@ -356,6 +361,15 @@ class RunRepository:
             moved = work.apply(suspend(active, actor, work.now)).moved
             if moved and active.run.state is RunState.QUEUED:
                 room_after_release(work, tenant_id, actor=RELEASER)
+            return self._get(work.connection, tenant_id, run_id)
+
+    def set_priority(
+        self, tenant_id: str, run_id: str, priority: Priority, *, actor: str = "user"
+    ) -> Run:
+        """Move a run not started yet to another class, keeping its place in time."""
+        with unit_of_work(self._db, self._clock, self._rng) as work:
+            self._get(work.connection, tenant_id, run_id)
+            set_priority(work.connection, tenant_id, run_id, priority, actor, work.now)
             return self._get(work.connection, tenant_id, run_id)
 
     def resume(self, tenant_id: str, run_id: str, *, actor: str = "user") -> Run:

@@ -13,8 +13,9 @@ from sqlalchemy import Connection, select
 from herder.clock import epoch_ms
 from herder.domain.errors import Conflict, HerderError, Invalid, NotFound
 from herder.domain.ids import new_id
-from herder.domain.jobs import RunRequest, apply_overrides
+from herder.domain.jobs import Priority, RunRequest, apply_overrides
 from herder.domain.lifecycle.changes import DUE, WORK, Changes, Event, NewRun
+from herder.domain.lifecycle.priority import check_allowed
 from herder.domain.models import Job
 from herder.domain.states import RunState
 from herder.store.pools import not_usable
@@ -92,15 +93,19 @@ def new_or_refused(
     request: RunRequest,
     actor: str,
     usable: Collection[str],
+    allowed: Priority | None = None,
 ) -> NewRun | HerderError:
     """A batch's run, or why this request alone is refused (its job is unknown; its
-    overrides do not fit the job or name a pool the tenant may not use, not in ``usable``)."""
+    overrides do not fit the job, name a pool the tenant may not use, not in ``usable``, or
+    ask for a class above the tenant's ``allowed``)."""
     if job is None:
         return NotFound(f"job {request.job_id} not found", field="job_id")
     pool = request.overrides.pool
     if pool is not None and pool not in usable:
         return not_usable(pool, tenant_id, "pool")
     try:
+        if request.overrides.priority is not None:
+            check_allowed(request.overrides.priority, allowed)
         return new_run(now, tenant_id, job, request, actor)
     except Invalid as refused:
         return refused
