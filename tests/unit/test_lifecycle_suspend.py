@@ -40,8 +40,10 @@ def active(state: RunState, workers: tuple[str, ...] = (), **facts: Any) -> Acti
 
 
 # What a suspend does in each state: "held" (suspended at once), "requested" (its workers stop
-# it first), "nothing" (already suspended), or "conflict" (409).
+# it first), "nothing" (already suspended), "conflict" (409), or "not yet" (409: a delayed run
+# holds nothing to free; it is cancelled instead).
 SUSPEND: dict[RunState, str] = {
+    S.SCHEDULED: "not yet",
     S.PENDING: "held",
     S.QUEUED: "held",
     S.RETRY_WAIT: "held",
@@ -58,6 +60,10 @@ def test_every_state_has_a_suspend_row() -> None:
 @pytest.mark.parametrize("state", list(RunState))
 def test_a_suspend_in_each_state(state: RunState) -> None:
     expected = SUSPEND[state]
+    if expected == "not yet":
+        with pytest.raises(Conflict, match="cancel it instead"):
+            suspend(active(state), ACTOR, NOW)
+        return
     if expected == "conflict":
         with pytest.raises(Conflict, match="only active runs can be suspended"):
             suspend(active(state), ACTOR, NOW)

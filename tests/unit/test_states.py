@@ -34,6 +34,7 @@ LEGAL = {
     (S.PENDING, S.SUSPENDED), (S.QUEUED, S.SUSPENDED), (S.RUNNING, S.SUSPENDED),
     (S.RETRY_WAIT, S.SUSPENDED),
     (S.SUSPENDED, S.QUEUED), (S.SUSPENDED, S.PENDING), (S.SUSPENDED, S.CANCELLED),
+    (S.SCHEDULED, S.QUEUED), (S.SCHEDULED, S.CANCELLED),
 }  # fmt: skip
 ALL_PAIRS = list(itertools.product(RunState, RunState))
 
@@ -55,6 +56,7 @@ def test_every_other_transition_is_a_conflict(source: RunState, target: RunState
 # succeeding on its own account), live (the overview counts it now). A new state needs its row.
 SETS: dict[RunState, tuple[bool, bool, bool]] = {
     # state: (ended, failed, live)
+    S.SCHEDULED: (False, False, True),
     S.PENDING: (False, False, True),
     S.QUEUED: (False, False, True),
     S.RUNNING: (False, False, True),
@@ -96,7 +98,9 @@ def test_terminal_states_are_final() -> None:
 
 
 def test_only_active_states_can_be_cancelled() -> None:
-    assert {S.PENDING, S.QUEUED, S.RUNNING, S.RETRY_WAIT, S.SUSPENDED} == CANCELLABLE_RUN_STATES
+    assert {
+        S.SCHEDULED, S.PENDING, S.QUEUED, S.RUNNING, S.RETRY_WAIT, S.SUSPENDED
+    } == CANCELLABLE_RUN_STATES  # fmt: skip
 
 
 def test_every_waiting_or_running_run_can_be_suspended() -> None:

@@ -7,6 +7,7 @@ import re
 import sys
 from collections import Counter
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Annotated
 
 import typer
@@ -124,6 +125,17 @@ def run_start(
     priority: Annotated[
         Priority | None, typer.Option(help="this run's class, up to the tenant's max_priority")
     ] = None,
+    at: Annotated[
+        datetime | None,
+        typer.Option(
+            "--at",
+            formats=["%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%dT%H:%M%z", "%Y-%m-%d %H:%M%z"],
+            help="start no earlier than this instant, with its offset (2026-11-29T09:00+01:00)",
+        ),
+    ] = None,
+    after: Annotated[
+        str | None, typer.Option("--in", help="start this much later: 90s, 10m, 2h, 1d")
+    ] = None,
     wait: Annotated[bool, typer.Option(help="wait for the run to end, then show it")] = False,
     count: Annotated[
         int, typer.Option(min=1, max=100_000, help="start this many runs (in batches)")
@@ -136,8 +148,8 @@ def run_start(
     if count > 1:
         if idempotency_key is not None:
             raise typer.BadParameter("one key names one run", param_hint="--idempotency-key")
-        if priority is not None:
-            raise typer.BadParameter("one run at a time", param_hint="--priority")
+        if priority is not None or at is not None or after is not None:
+            raise typer.BadParameter("one run at a time", param_hint="--priority, --at, --in")
         overrides = _Overrides(params, arg, pairs(env, "env") or None)
         _start_many(job, count, overrides, wait=wait, as_json=as_json)
         return
@@ -149,6 +161,8 @@ def run_start(
             env=pairs(env, "env") or None,
             idempotency_key=idempotency_key,
             priority=priority,
+            run_at=at,
+            delay_seconds=None if after is None else seconds_in(after),
         )
         if wait:
             run = herder.wait(run.id, timeout=25 * 3600)
@@ -156,10 +170,24 @@ def run_start(
         print_json(run)
     elif isinstance(run, RunDetail):
         _print_detail(run)
+    elif run.state is RunState.SCHEDULED and run.run_at is not None:
+        out.print(f"run [bold]{run.id}[/] of {run.job_name} starts at {when(run.run_at)}")
     else:
         out.print(f"started run [bold]{run.id}[/] of {run.job_name} ({run.state})")
     if isinstance(run, RunDetail):
         _ended_well([run])
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
+
+
+def seconds_in(text: str) -> int:
+    """``90s``, ``10m``, ``2h``, ``1d`` (or plain seconds) as seconds."""
+    number, unit = (text[:-1], text[-1]) if text[-1:] in _UNITS else (text, "s")
+    try:
+        return int(number) * _UNITS[unit]
+    except ValueError:
+        raise typer.BadParameter(f"{text!r}: give 90s, 10m, 2h or 1d", param_hint="--in") from None
 
 
 @dataclass(frozen=True)

@@ -159,14 +159,17 @@ class HerderClient(
         env: dict[str, str] | None = None,
         idempotency_key: str | None = None,
         priority: Priority | None = None,
+        run_at: datetime | None = None,
+        delay_seconds: int | None = None,
     ) -> Run:
         """A one-off run with values for the job's declared ``params`` (and its own
-        ``priority`` class, up to the tenant's max); raw ``args`` and ``env`` need a
-        developer key."""
+        ``priority`` class, up to the tenant's max), started at ``run_at`` or after
+        ``delay_seconds`` if given; raw ``args`` and ``env`` need a developer key."""
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
         body = drop_none(
             {"params": dict(params) if params else None, "args": args, "env": env,
-             "priority": priority.value if priority else None}
+             "priority": priority.value if priority else None,
+             "run_at": run_at.isoformat() if run_at else None, "delay_seconds": delay_seconds}
         )  # fmt: skip
         response = self._request("POST", f"/v1/jobs/{job_id}/runs", json=body, headers=headers)
         return Run.model_validate(response.json())

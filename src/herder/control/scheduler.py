@@ -27,6 +27,7 @@ from herder.control.leased import LeasedLoop, Loop
 from herder.control.maintenance import Maintenance
 from herder.control.membership import Membership
 from herder.control.reaper import Reaper
+from herder.control.starter import Starter
 from herder.domain.errors import HerderError
 from herder.domain.schedules import MISFIRE_GRACE
 from herder.settings import Settings
@@ -66,6 +67,7 @@ class Scheduler:
         self._leaving = threading.Event()  # ends the heartbeat, before ``_stop`` ends the loops
         dispatcher = Dispatcher(store.placement)
         reaper = Reaper(store, store.clock, heartbeat_timeout_seconds=heartbeat_timeout_seconds)
+        starter = Starter(store)
         grace = timedelta(seconds=misfire_grace_seconds)
         firers = [
             Firer(store, store.clock, partition, misfire_grace=grace)
@@ -77,13 +79,13 @@ class Scheduler:
         )
         maintenance = Maintenance(store.history, partitioned=store.database.is_postgres)
         sweeper = CheckpointSweeper(store.checkpoints)
-        bodies: list[Loop] = [dispatcher, reaper, *firers, compactor, AlertEvaluator(store),
-                              maintenance, sender, sweeper]  # fmt: skip
+        bodies: list[Loop] = [dispatcher, reaper, starter, *firers, compactor,
+                              AlertEvaluator(store), maintenance, sender, sweeper]  # fmt: skip
         wakes = {loop.name: threading.Event() for loop in bodies}
         self._wakes = list(wakes.values())
         # Who a notice wakes; the alert evaluator and the maintenance keep their own clocks.
         self._wake_on_work = wakes[dispatcher.name]  # new work or freed capacity
-        woken_when_due: list[Loop] = [reaper, *firers]
+        woken_when_due: list[Loop] = [reaper, starter, *firers]
         self._wake_on_due = [wakes[loop.name] for loop in woken_when_due]
         # an attempt ended: its log to compact, maybe its run's checkpoint to delete
         self._wake_on_ended = [wakes[compactor.name], wakes[sweeper.name]]

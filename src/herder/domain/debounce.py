@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from herder.domain.jobs import JobSpec
 from herder.domain.lifecycle.changes import NewRun
 from herder.domain.limits import Debounce, DebounceKeep
+from herder.domain.states import RunState
 
 DebounceKey = tuple[str, str, str]  # limit id, key, job id
 
@@ -62,7 +63,7 @@ def debounce(
     joined: dict[str, str] = {}
     moved: dict[str, tuple[datetime, JobSpec | None]] = {}
     for new in new_runs:
-        if new.id not in windows:
+        if new.id not in windows or new.state is not RunState.QUEUED:  # a delayed one stays
             kept.append(new)
             continue
         key, window = windows[new.id]

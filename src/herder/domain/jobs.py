@@ -5,11 +5,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Self
 
 from pydantic import (
     AfterValidator,
+    AwareDatetime,
     BaseModel,
     ConfigDict,
     Field,
@@ -301,6 +303,9 @@ def check_job_name(name: str) -> str:
     return name
 
 
+MAX_DELAY_SECONDS = 366 * 86_400  # a delayed run starts within a year (a leap one too)
+
+
 class RunOverrides(_Strict):
     """What a one-off run may change about its job: its declared parameters (any role that
     may start it), and raw ``args`` and ``env`` (``RAW_OVERRIDES``: a developer's)."""
@@ -322,6 +327,32 @@ class RunOverrides(_Strict):
         description="this run's class rather than the job's, up to its tenant's "
         "max_priority (docs/flow-control.md#priority)",
     )
+    run_at: AwareDatetime | None = Field(
+        default=None,
+        description="start no earlier than this instant (with its offset): the run is "
+        "`scheduled` until then, at most a year ahead; one past starts now",
+    )
+    delay_seconds: Annotated[
+        int | None, Field(ge=0, le=MAX_DELAY_SECONDS, description="start this much later")
+    ] = None
+
+    @model_validator(mode="after")
+    def _one_start(self) -> Self:
+        if self.run_at is not None and self.delay_seconds is not None:
+            raise ValueError("run_at and delay_seconds: give one of them, not both")
+        return self
+
+    def start_at(self, now: datetime) -> datetime | None:
+        """When the run should start, if later than ``now``; ``Invalid`` past a year."""
+        start = self.run_at
+        if self.delay_seconds:
+            start = now + timedelta(seconds=self.delay_seconds)
+        if start is None or start <= now:
+            return None
+        start = start.astimezone(UTC)
+        if start > now + timedelta(seconds=MAX_DELAY_SECONDS):
+            raise Invalid("run_at is more than a year ahead", field="run_at")
+        return start
 
 
 @dataclass(frozen=True)

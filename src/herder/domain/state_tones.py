@@ -42,6 +42,7 @@ RUN_TONES: dict[RunState, Tone] = {
     RunState.QUEUED: Tone.WAITING,
     RunState.SUSPENDED: Tone.NEUTRAL,
     RunState.PENDING: Tone.NEUTRAL,
+    RunState.SCHEDULED: Tone.NEUTRAL,
     RunState.SKIPPED: Tone.NEUTRAL,
     RunState.SUCCEEDED: Tone.OK,
 }

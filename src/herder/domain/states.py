@@ -12,6 +12,7 @@ from herder.domain.errors import Conflict
 
 
 class RunState(StrEnum):
+    SCHEDULED = "scheduled"  # a delayed run: queued at its ``run_at``; holds nothing till then
     PENDING = "pending"
     QUEUED = "queued"
     RUNNING = "running"
@@ -71,7 +72,7 @@ TERMINAL_RUN_STATES = frozenset(
 state sets from here and ``domain.state_tones``, never from a list of its own."""
 
 ACTIVE_RUN_STATES = frozenset(state for state in RunState if state not in TERMINAL_RUN_STATES)
-"""Not yet ended: held, queued, running, waiting to retry or suspended; each is a
+"""Not yet ended: scheduled, held, queued, running, waiting to retry or suspended; each is a
 ``herder_runs`` gauge."""
 
 SLOT_HOLDING_RUN_STATES = ACTIVE_RUN_STATES - {RunState.SUSPENDED}
@@ -88,6 +89,8 @@ LIVE_RUN_STATES = ACTIVE_RUN_STATES | {RunState.DEAD}
 """What the overview counts as it is now: the active runs and the dead-letter set."""
 
 RUN_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
+    # its time came (``store.runs.starting``), or cancelled before it did
+    RunState.SCHEDULED: frozenset({RunState.QUEUED, RunState.CANCELLED}),
     # held past its tenant's max_queued until there is room (``domain.queue_room``)
     RunState.PENDING: frozenset(
         {RunState.QUEUED, RunState.CANCELLED, RunState.EXPIRED, RunState.SUSPENDED}

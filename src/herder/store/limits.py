@@ -39,10 +39,8 @@ from herder.store.owned import MAX_SHOWN_CHARS
 from herder.store.pagination import check_limit, page_of
 from herder.store.schema import jobs, limits, run_limit_keys, runs, schedules, workflows
 
-# A delayed run (issue 26 item 3) is active and counts against its key while it waits.
-SCHEDULED_STATE = "scheduled"
-# A key's active runs: those holding a slot (not ended, not suspended), and delayed ones.
-COUNTED_STATES = sorted({*(str(state) for state in SLOT_HOLDING_RUN_STATES), SCHEDULED_STATE})
+# A key's active runs: those holding a slot (not ended, not suspended; a delayed run too).
+COUNTED_STATES = sorted(str(state) for state in SLOT_HOLDING_RUN_STATES)
 MAX_REFERRERS_SHOWN = 10  # in a refused delete's message
 
 
@@ -257,7 +255,7 @@ class LimitRepository:
             return func.sum(case((runs.c.state.in_(states), 1), else_=0))
 
         running = counted(RunState.RUNNING.value)
-        scheduled = counted(SCHEDULED_STATE)
+        scheduled = counted(RunState.SCHEDULED.value)
         total = func.count()
         with self._db.read() as connection:
             found = self._get(connection, tenant_id, limit)

@@ -10,8 +10,11 @@ from herder.domain.lifecycle.changes import Event
 from herder.domain.states import RunState
 
 REPRIORITISABLE = frozenset(
-    {RunState.QUEUED, RunState.PENDING, RunState.RETRY_WAIT, RunState.SUSPENDED}
-)
+    {
+        RunState.SCHEDULED, RunState.QUEUED, RunState.PENDING, RunState.RETRY_WAIT,
+        RunState.SUSPENDED,
+    }
+)  # fmt: skip
 """Not started (or between attempts): a change of class changes what goes first."""
 
 
@@ -37,8 +40,8 @@ def reprioritised(
     naming the state for a run already started or ended, ``Invalid`` above ``allowed``."""
     if state not in REPRIORITISABLE:
         raise Conflict(
-            f"run {run_id} is {state.value}: only a run not started yet (queued, pending, "
-            "waiting to retry or suspended) changes priority",
+            f"run {run_id} is {state.value}: only a run not started yet (scheduled, queued, "
+            "pending, waiting to retry or suspended) changes priority",
             field="priority",
         )
     check_allowed(wanted, allowed)

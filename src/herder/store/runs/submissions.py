@@ -42,22 +42,31 @@ def new_run(
     actor: str,
     as_schedule: str | None = None,
 ) -> NewRun:
+    """The run a request makes: queued, or ``scheduled`` until its later start (a start
+    deadline then counts from that start)."""
     deadline = request.overrides.start_deadline_seconds
     run_id = new_id("run", epoch_ms(now))
+    start = request.overrides.start_at(now)
+    state = RunState.QUEUED if start is None else RunState.SCHEDULED
+    message = (
+        "submitted" if start is None else f"submitted to start at {start:%Y-%m-%d %H:%M:%S} UTC"
+    )
     return NewRun(
         id=run_id, tenant_id=tenant_id, job_id=job.id, job_name=job.name,
         spec=apply_overrides(job.spec, request.overrides),
         idempotency_key=request.idempotency_key, schedule_id=as_schedule,
-        start_deadline=None if deadline is None else now + timedelta(seconds=deadline),
-        event=Event(run_id, "submitted", actor, target=RunState.QUEUED),
+        start_deadline=None if deadline is None else (start or now) + timedelta(seconds=deadline),
+        event=Event(run_id, message, actor, target=state), state=state, run_at=start,
     )  # fmt: skip
 
 
 def queue(new_runs: Sequence[NewRun]) -> Changes:
-    """Insert the runs; the dispatcher hears of new work, the reaper of start deadlines."""
+    """Insert the runs; the dispatcher hears of new work, the reaper of start deadlines and
+    the starter of delayed runs."""
     if not new_runs:
         return Changes()
-    notices = {WORK} | ({DUE} if any(new.start_deadline for new in new_runs) else set())
+    later = any(new.start_deadline or new.state is RunState.SCHEDULED for new in new_runs)
+    notices = {WORK} | ({DUE} if later else set())
     return Changes(new_runs=tuple(new_runs), notices=frozenset(notices))
 
 
