@@ -734,3 +734,18 @@ def test_a_limit_shows_its_busiest_keys_and_the_runs_waiting_on_it(
     finally:
         for run_id in runs:
             herder.cancel_run(run_id)
+
+
+def test_a_delayed_run_shows_when_it_starts_and_is_listed_as_scheduled(
+    page: Page, herder: HerderClient
+) -> None:
+    job = herder.create_job("report", {"runtime": "shell", "command": "true"})
+    run = herder.start_run(job.id, delay_seconds=3600)
+    try:
+        page.goto("/#/runs?state=scheduled")
+        row = page.locator(f'tr[data-run="{run.id}"]')
+        expect(row).to_contain_text("scheduled")
+        row.get_by_role("link", name=run.id).click()
+        expect(page.locator("dl.facts")).to_contain_text("Starts at")
+    finally:
+        herder.cancel_run(run.id)

@@ -111,6 +111,7 @@ export function mount(root, route, ctx) {
         ["Priority", run.spec.priority],
         ["Resources", resources(run.spec.resources)],
         ["Created", when(run.created_at)],
+        ["Starts at", run.state === "scheduled" || run.state === "queued" ? when(run.run_at) : ""],
         ["Queued", when(run.queued_at)],
         ["Started", when(run.started_at)],
         ["Finished", when(run.finished_at)],
