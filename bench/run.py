@@ -16,6 +16,7 @@ from bench import (
     baseline,
     celery_peer,
     checkpoints,
+    delayed,
     dispatch,
     forecast_accuracy,
     history_scale,
@@ -79,6 +80,7 @@ def main() -> None:
             "checkpoints",
             "pools",
             "limits",
+            "delayed",
             "forecast-accuracy",
             "all",
         ],
@@ -103,6 +105,8 @@ def main() -> None:
         run_pools()
     if options.scenario in ("limits", "all"):
         run_limits()
+    if options.scenario in ("delayed", "all"):
+        run_delayed()
     if options.scenario in ("forecast-accuracy", "all"):
         run_forecast_accuracy()
     if options.scenario in ("checkpoints", "all"):
@@ -327,6 +331,34 @@ def run_pools() -> None:
         f"({forecast.groups_note}), median of 3: every pool "
         f"**{forecast.every_pool_seconds:.2f} s**, one pool {forecast.one_pool_seconds:.2f} s.",
     ]
+    _append(lines)
+
+
+def run_delayed() -> None:
+    results = [
+        delayed.measure(fresh_postgres()),
+        delayed.measure(fresh_postgres(), spread_seconds=0),
+    ]
+    now = datetime.datetime.now(datetime.UTC)
+    lines = [
+        f"\n### Delayed runs, {now:%Y-%m-%d %H:%M} UTC\n",
+        f"Machine: {machine.describe()}. `python -m bench.run --scenario delayed`: 100,000 runs "
+        "`scheduled` on PostgreSQL, their starts spread evenly over one minute, or all at one "
+        "instant; queued by the real `starter` loop paced by its own answer; lateness from "
+        "each run's `run_at` to the commit of the batch that queued it.\n",
+        "| starts | runs | lateness p50 | p99 | max | batches |",
+        "|---|---|---|---|---|---|",
+    ]
+    for result in results:
+        spread = f"over {result.spread_seconds:.0f} s" if result.spread_seconds else "one instant"
+        print(
+            f"delayed, {spread}: {result.runs:,} runs queued {result.lateness_p50:.3f}s after "
+            f"their time (p50), {result.lateness_p99:.3f}s (p99), {result.lateness_max:.3f}s max"
+        )
+        lines.append(
+            f"| {spread} | {result.runs:,} | {result.lateness_p50:.3f} s "
+            f"| {result.lateness_p99:.3f} s | {result.lateness_max:.3f} s | {result.batches:,} |"
+        )
     _append(lines)
 
 
