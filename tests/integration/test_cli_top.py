@@ -35,7 +35,9 @@ def test_top_once_shows_the_queue_and_the_fleet_to_a_system_admin(
     output = ok(narrow("top", "--once"))
     assert all(len(line) <= 80 for line in output.splitlines())
     assert "herder top · the fleet" in output
-    assert "pending 0   queued 1   running 0   retry_wait 0   suspended 0   dead 0\n" in output
+    states = "scheduled 0   pending 0   queued 1   running 0   retry_wait 0   suspended 0"
+    assert states in output
+    assert "dead 0\n" in output
     assert "\nworkers 1 alive\n" in output
     assert "last 60 min: 0 succeeded  0 failed  0 cancelled  failure rate -" in output
     assert "queue: first 1 of 1" in output
