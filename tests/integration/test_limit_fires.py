@@ -76,3 +76,5 @@ def test_a_fire_to_a_full_drop_key_is_recorded_skipped_naming_limit_and_key(
     [skipped] = firing.store.schedules.events(firing.tenant_id, schedule_id)
     assert skipped.kind == "skipped"
     assert "not fired: limit partner, key acme: 1 of 1 active; strategy drop" in skipped.message
+    schedule = firing.store.schedules.get(firing.tenant_id, schedule_id)
+    assert (schedule.fired_count, schedule.skipped_count) == (1, 1)

@@ -17,6 +17,7 @@ batch, whatever its size — the cost is in proportion to the schedules due (DES
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -118,8 +119,7 @@ def fire_batch(
     for one in decided:
         if one.due.workflow_id is not None and one.fire:
             made[one.due.id] = start_scheduled(work, one.due, one.fire, actor)
-    _record(work, decided, made)
-    record_schedule_events(work.connection, work.now, dropped)
+    _record(work, decided, made, dropped)
     due_times, missed = _due_times(decided, made), sum(one.plan.missed for one in decided)
     work.after_commit.append(lambda: metrics.schedules_fired(work.now, due_times, missed))
     return sum(len(nominals) for nominals in made.values())
@@ -263,11 +263,16 @@ def _decide(
 
 
 def _record(
-    work: Work, decided: Sequence[_Decided], made_for: Mapping[str, Sequence[datetime]]
+    work: Work,
+    decided: Sequence[_Decided],
+    made_for: Mapping[str, Sequence[datetime]],
+    dropped: Sequence[NewScheduleEvent],
 ) -> None:
     """The schedules' unusual events (their runs' events record fires); and the counts put
-    right where the unique key refused a run (its nominal time had one already)."""
-    events: list[NewScheduleEvent] = []
+    right where a run was not made: the unique key refused it (its nominal time had one
+    already), or a limit's ``drop`` did (``dropped``: skipped, then)."""
+    events: list[NewScheduleEvent] = list(dropped)
+    skipped = Counter(event.schedule_id for event in dropped)
     recounts: list[dict[str, Any]] = []
     for one in decided:
         if one.plan.missed:
@@ -282,6 +287,7 @@ def _record(
         if len(made) < len(one.to_fire):
             recounts.append(
                 {"id": one.due.id, "refused": len(one.to_fire) - len(made),
+                 "skipped": skipped[one.due.id],
                  "last_fired_for": max(filter(None, made), default=one.due.last_fired_for)}
             )  # fmt: skip
     record_schedule_events(work.connection, work.now, events)
@@ -297,7 +303,7 @@ def _skipped(due: DueSchedule, nominal: datetime, blocking: RunFacts) -> NewSche
 
 
 _RECOUNT_COLUMNS: dict[str, TypeEngine[Any]] = {
-    "id": ID, "refused": Integer(), "last_fired_for": UtcDateTime(),
+    "id": ID, "refused": Integer(), "skipped": Integer(), "last_fired_for": UtcDateTime(),
 }  # fmt: skip
 
 
@@ -307,6 +313,7 @@ def _recount(row: Mapping[str, ColumnElement[Any]]) -> Update:
         .where(schedules.c.id == row["id"])
         .values(
             fired_count=schedules.c.fired_count - row["refused"],
+            skipped_count=schedules.c.skipped_count + row["skipped"],
             last_fired_for=row["last_fired_for"],
         )
         .returning(schedules.c.id)
