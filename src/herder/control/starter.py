@@ -4,6 +4,8 @@ submitted)."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from herder.domain.lifecycle.changes import WORK, Changes
 from herder.store.runs.starting import BATCH, next_start, start_due
 from herder.store.store import Store
@@ -19,7 +21,16 @@ class Starter:
         self._store = store
 
     def step(self) -> float:
-        """One pass: start what is due, write once; the seconds until the next start."""
+        """One pass: start what is due, write once; the seconds until the next start. Nothing
+        due, nothing is written: a pass on every notice must not queue for the write lock
+        (SQLite's is one for all) while a burst of fires needs it."""
+        with self._store.database.read() as connection:
+            now = self._store.clock.now()
+            upcoming = next_start(connection, now)
+        if upcoming is None:
+            return MAX_SLEEP_SECONDS
+        if upcoming > now:
+            return _until(upcoming, now)
         with self._store.work() as work:
             started = start_due(work.connection, work.now)
             if started:
@@ -28,7 +39,8 @@ class Starter:
             now = work.now
         if started == BATCH:
             return 0.0
-        if upcoming is None:
-            return MAX_SLEEP_SECONDS
-        wait = (upcoming - now).total_seconds()
-        return min(MAX_SLEEP_SECONDS, max(MIN_SLEEP_SECONDS, wait))
+        return MAX_SLEEP_SECONDS if upcoming is None else _until(upcoming, now)
+
+
+def _until(moment: datetime, now: datetime) -> float:
+    return min(MAX_SLEEP_SECONDS, max(MIN_SLEEP_SECONDS, (moment - now).total_seconds()))
