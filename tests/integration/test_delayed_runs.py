@@ -128,3 +128,10 @@ def test_the_cli_starts_a_run_later(api: Api, herder: Herder) -> None:
     assert at.exit_code == 0, at.output
     assert "starts at" in at.output
     assert herder("run", "start", "report", "--in", "soon").exit_code != 0
+
+
+def test_a_run_at_at_the_end_of_time_is_a_422_not_a_500(api: Api) -> None:
+    job = api.create_job("report", command="true")
+    for far in ("9999-12-31T23:59:59-23:59", "9999-12-31T23:59:59+23:59"):
+        answer = submit(api, job["id"], run_at=far)
+        assert answer.status_code == 422, answer.text

@@ -349,10 +349,9 @@ class RunOverrides(_Strict):
             start = now + timedelta(seconds=self.delay_seconds)
         if start is None or start <= now:
             return None
-        start = start.astimezone(UTC)
         if start > now + timedelta(seconds=MAX_DELAY_SECONDS):
             raise Invalid("run_at is more than a year ahead", field="run_at")
-        return start
+        return start.astimezone(UTC)  # within a year of now: never past datetime's range
 
 
 @dataclass(frozen=True)
