@@ -67,6 +67,11 @@ def channel_associated_data(tenant_id: str, channel_id: str) -> bytes:
     return f"herder-alert-channel\0{tenant_id}\0{channel_id}".encode()
 
 
+def hook_associated_data(tenant_id: str, hook_id: str) -> bytes:
+    """What an inbound webhook's signing secret is bound to: its tenant and hook."""
+    return f"herder-hook\0{tenant_id}\0{hook_id}".encode()
+
+
 @dataclass(frozen=True)
 class Keyring:
     current_key_id: str

@@ -49,6 +49,7 @@ class Needs(Enum):
     TENANT_ADMIN = "an admin of that tenant, or a system admin"
     SYSTEM_ADMIN = "an admin of the system tenant"
     FLEET = "the fleet's worker token"
+    SIGNATURE = "a signature by the inbound webhook's secret (no key of any kind)"
     WORKER = "the registered worker's own secret"
 
 
@@ -73,6 +74,7 @@ OPERATIONS = [
     ("POST", "/v1/backfills/{backfill_id}/cancel"),
     ("POST", "/v1/schedules/{schedule_id}/pause"),
     ("POST", "/v1/schedules/{schedule_id}/resume"),
+    ("POST", "/v1/events"),  # an event starts what its triggers say: as starting runs
 ]
 
 # The exceptions to "GET needs a viewer, anything else a developer", from docs/tenants.md
@@ -80,6 +82,7 @@ OPERATIONS = [
 EXCEPTIONS = {
     **dict.fromkeys(OPERATIONS, Needs.OPERATOR),
     ("GET", "/healthz"): Needs.NOTHING,
+    ("POST", "/v1/hooks/{hook_id}"): Needs.SIGNATURE,
     ("GET", "/readyz"): Needs.NOTHING,
     ("POST", "/v1/cron/preview"): Needs.VIEWER,  # computes, stores nothing
     # the job's own data, as its definition is a developer's: a viewer sees only its size
@@ -127,6 +130,8 @@ class Credential:
     def may(self, need: Needs) -> bool:
         if need is Needs.NOTHING:
             return True
+        if need is Needs.SIGNATURE:
+            return False  # no credential the matrix holds signs a delivery
         if need in (Needs.FLEET, Needs.WORKER) or self.worker is not None:
             return need is self.worker
         if self.role is None:
@@ -274,6 +279,18 @@ def _build_world(api: Api) -> World:
         "/v1/limits", headers=owner_admin, json={"name": "partner-api", "max_running": 1}
     )
     assert limit.status_code == 201, limit.text
+    trigger = api.http.post(
+        "/v1/triggers",
+        headers=owner_admin,
+        json={"name": "on-push", "event": "push", "job": f"job-{SECRET}"},
+    )
+    assert trigger.status_code == 201, trigger.text
+    event = api.http.post(
+        "/v1/events", headers=owner_admin, json={"name": "push", "payload": {"s": SECRET}}
+    )
+    assert event.status_code == 201, event.text
+    hook = api.http.post("/v1/hooks", headers=owner_admin, json={"name": "github"})
+    assert hook.status_code == 201, hook.text
     world = World(
         ids={
             "artifact_id": artifact_id,
@@ -292,6 +309,9 @@ def _build_world(api: Api) -> World:
             "name": "OWNER_TOKEN",
             "pool_id": pool.json()["id"],
             "limit_id": limit.json()["id"],
+            "trigger_id": trigger.json()["id"],
+            "event_id": event.json()["event"]["id"],
+            "hook_id": hook.json()["id"],
         }
     )
     system_key = access.create_api_key(api.tenant_id, Role.DEVELOPER, "to revoke")[0].id
@@ -337,8 +357,8 @@ def test_another_tenants_objects_answer_404_and_nothing_of_them(api: Api, world:
     wrong = []
     for method, path, operation in ID_ROUTES:
         need = needs(method, path, operation)
-        if need is Needs.SYSTEM_ADMIN or (method, path) in OWN_NAMESPACE:
-            continue  # refused by role (403) below; or its own namespace: checked after
+        if need in (Needs.SYSTEM_ADMIN, Needs.SIGNATURE) or (method, path) in OWN_NAMESPACE:
+            continue  # refused by role (403) or unsigned (401) below; or its own namespace
         if need is Needs.WORKER:
             intruders = {
                 "the fleet token": world.headers["worker token"],
@@ -387,8 +407,10 @@ def test_every_route_refuses_every_credential_that_may_not_use_it(api: Api, worl
             ok = status not in (401, 403)
         else:
             # a worker credential of the wrong kind is no credential for a worker route
-            unknown = credential.name == "nothing" or (
-                credential.worker is not None and need in (Needs.FLEET, Needs.WORKER)
+            unknown = (
+                credential.name == "nothing"
+                or need is Needs.SIGNATURE
+                or (credential.worker is not None and need in (Needs.FLEET, Needs.WORKER))
             )
             ok = status == (401 if unknown else 403)
         if not ok:

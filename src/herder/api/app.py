@@ -22,9 +22,11 @@ from herder.api.routers import (
     artifacts,
     audit,
     backfills,
+    events,
     fleet,
     forecast,
     health,
+    hooks,
     jobs,
     keys,
     limits,
@@ -36,11 +38,13 @@ from herder.api.routers import (
     secrets,
     stats,
     tenants,
+    triggers,
     usage,
     workers,
     workflows,
 )
 from herder.api.wakeups import Wakeups
+from herder.services.hooks import HookRates
 from herder.settings import Settings
 from herder.store.notifications import listener_for
 from herder.store.store import Store
@@ -77,6 +81,7 @@ def create_app(store: Store, settings: Settings) -> FastAPI:
     app.state.submit_limiter = SubmitLimiter(
         store.submit_buckets, store.access.tenant_quotas, clock=store.clock
     )
+    app.state.hook_rates = HookRates(store.clock)
     install_error_handlers(app)
     install_openapi(app)
     install_docs_ui(app)
@@ -91,6 +96,9 @@ def create_app(store: Store, settings: Settings) -> FastAPI:
         tenants,
         pools,
         limits,
+        events,
+        triggers,
+        hooks,
         forecast,
         workers,
         fleet,

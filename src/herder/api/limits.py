@@ -11,11 +11,18 @@ from herder.api.errors import herder_problem
 from herder.domain.artifacts import human_size
 from herder.domain.checkpoints import MIB
 from herder.domain.errors import TooLarge
+from herder.domain.events import MAX_PAYLOAD_BYTES
 from herder.domain.jobs import MAX_ARTIFACT_BYTES, MAX_CHECKPOINT_MB
 
 DEFAULT_BODY_LIMIT = 4 * 1024 * 1024
 MULTIPART_OVERHEAD = 64 * 1024
-BODY_LIMITS = {"/v1/artifacts": MAX_ARTIFACT_BYTES + MULTIPART_OVERHEAD}
+EVENT_ENVELOPE = 8 * 1024  # an event's name and id around its payload
+BODY_LIMITS = {
+    "/v1/artifacts": MAX_ARTIFACT_BYTES + MULTIPART_OVERHEAD,
+    "/v1/events": MAX_PAYLOAD_BYTES + EVENT_ENVELOPE,
+}
+# An inbound webhook's delivery: its body is the event's payload.
+HOOK_DELIVERY = re.compile(r"^/v1/hooks/[^/]+/?$")
 # A worker's checkpoint upload: raw bytes (``application/octet-stream``), streamed to the store
 # by its route, which bounds it by the job's own checkpoint_mb; here, by the schema's bound.
 RAW_UPLOAD = re.compile(r"^/v1/workers/[^/]+/attempts/[^/]+/checkpoint/?$")
@@ -30,6 +37,8 @@ def is_raw_upload(scope: Scope) -> bool:
 def body_limit(scope: Scope) -> int:
     if is_raw_upload(scope):
         return RAW_UPLOAD_LIMIT
+    if scope["method"] == "POST" and HOOK_DELIVERY.match(scope["path"]):
+        return MAX_PAYLOAD_BYTES
     return BODY_LIMITS.get(scope["path"].rstrip("/"), DEFAULT_BODY_LIMIT)
 
 

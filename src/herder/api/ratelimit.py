@@ -169,8 +169,12 @@ async def submitter(caller: Operator, request: Request) -> Principal:
 
 async def admit(caller: Principal, request: Request, count: int) -> None:
     """Take ``count`` submissions from the caller's tenant's bucket (else 429)."""
+    await admit_tenant(caller.tenant_id, request, count)
+
+
+async def admit_tenant(tenant_id: str, request: Request, count: int) -> None:
+    """As ``admit``, for a tenant no key speaks for (an inbound webhook's)."""
     limiter = submit_limiter(request)
-    tenant_id = caller.tenant_id
     if limiter.needs_quotas(tenant_id):
         await run_in_threadpool(limiter.refresh, tenant_id)
     if limiter.take_held(tenant_id, count):

@@ -77,7 +77,11 @@ class Scheduler:
         sender = AlertSender(
             store.alert_deliveries, store.clock, allow_private=alert_private_targets
         )
-        maintenance = Maintenance(store.history, partitioned=store.database.is_postgres)
+        maintenance = Maintenance(
+            store.history,
+            partitioned=store.database.is_postgres,
+            expiring=(store.events.prune, store.hooks.prune),
+        )
         sweeper = CheckpointSweeper(store.checkpoints)
         bodies: list[Loop] = [dispatcher, reaper, starter, *firers, compactor,
                               AlertEvaluator(store), maintenance, sender, sweeper]  # fmt: skip

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pydantic import ValidationError
-
-from herder.domain.errors import Invalid
 from herder.domain.limits import Limit, LimitKeyUsage, LimitSpec
 from herder.domain.models import Page
+from herder.services.patches import check_fields, patched
 from herder.store.store import Store
 
 FIELDS = frozenset(LimitSpec.model_fields)  # what a PATCH may change (not the name)
@@ -37,16 +35,10 @@ def update(
 ) -> Limit:
     """Change the given fields; the rest keep theirs (``null`` clears an optional one). The
     merge happens inside the writing transaction, so a concurrent change is never lost."""
-    unknown = set(changes) - FIELDS
-    if unknown:
-        raise Invalid(f"unknown field(s): {', '.join(sorted(unknown))}", field=min(unknown))
+    check_fields(changes, FIELDS)
 
     def change(current: Limit) -> LimitSpec:
-        stored = current.model_dump(mode="json", include=set(FIELDS))
-        try:
-            return LimitSpec.model_validate({**stored, **changes})
-        except ValidationError as error:
-            raise Invalid.from_validation(error) from error
+        return patched(LimitSpec, current.model_dump(mode="json", include=set(FIELDS)), changes)
 
     return store.limits.edit(tenant_id, limit, change, if_version=if_version)
 

@@ -18,16 +18,12 @@ from sqlalchemy import (
     case,
     cast,
     delete,
-    exc,
     func,
-    insert,
-    or_,
     select,
-    update,
 )
 
 from herder.clock import Clock, epoch_ms
-from herder.domain.errors import Conflict, Invalid, NotFound, StaleVersion
+from herder.domain.errors import Conflict, Invalid
 from herder.domain.ids import new_id
 from herder.domain.lifecycle.changes import NewRun
 from herder.domain.limits import Limit, LimitKeyUsage, LimitReference, LimitSpec
@@ -35,8 +31,8 @@ from herder.domain.models import Page
 from herder.domain.states import SLOT_HOLDING_RUN_STATES, RunState
 from herder.store.database import Database
 from herder.store.dialect import insert_rows
-from herder.store.owned import MAX_SHOWN_CHARS
-from herder.store.pagination import check_limit, page_of
+from herder.store.named import NamedRows
+from herder.store.pagination import check_limit
 from herder.store.schema import jobs, limits, run_limit_keys, runs, schedules, workflows
 
 # A key's active runs: those holding a slot (not ended, not suspended; a delayed run too).
@@ -60,10 +56,6 @@ def _limit(row: Any) -> Limit:
 def _spec(spec: LimitSpec) -> dict[str, Any]:
     """What the row keeps: the spec's own fields (a ``Limit`` carries its id and times too)."""
     return spec.model_dump(mode="json", include=set(LimitSpec.model_fields), exclude_none=True)
-
-
-def _not_found(limit: str) -> NotFound:
-    return NotFound(f"limit {limit[:MAX_SHOWN_CHARS]} not found")
 
 
 def _names_limit(references: object, name: str) -> bool:
@@ -172,6 +164,9 @@ def record_run_keys(
     insert_rows(connection, run_limit_keys, rows)
 
 
+ROWS = NamedRows(limits, "limit", _limit)
+
+
 class LimitRepository:
     def __init__(self, database: Database, clock: Clock) -> None:
         self._db = database
@@ -179,18 +174,9 @@ class LimitRepository:
 
     def create(self, tenant_id: str, name: str, spec: LimitSpec) -> Limit:
         now = self._clock.now()
-        limit_id = new_id("lim", epoch_ms(now))
         with self._db.write() as connection:
-            try:
-                connection.execute(
-                    insert(limits).values(
-                        id=limit_id, tenant_id=tenant_id, name=name, spec=_spec(spec),
-                        created_at=now, updated_at=now, version=1,
-                    )
-                )  # fmt: skip
-            except exc.IntegrityError as error:
-                raise Conflict(f"a limit named {name!r} already exists", field="name") from error
-            return self._get(connection, tenant_id, limit_id)
+            limit_id = new_id("lim", epoch_ms(now))
+            return ROWS.insert(connection, tenant_id, limit_id, name, {"spec": _spec(spec)}, now)
 
     def get(self, tenant_id: str, limit: str) -> Limit:
         """The tenant's limit of this id or name; another tenant's is not found."""
@@ -198,9 +184,8 @@ class LimitRepository:
             return self._get(connection, tenant_id, limit)
 
     def list(self, tenant_id: str, *, limit: int = 100, cursor: str | None = None) -> Page[Limit]:
-        query = select(limits).where(limits.c.tenant_id == tenant_id)
         with self._db.read() as connection:
-            return page_of(connection, query, limits.c.id, _limit, limit=limit, cursor=cursor)
+            return ROWS.page(connection, tenant_id, limit=limit, cursor=cursor)
 
     def edit(
         self,
@@ -213,20 +198,11 @@ class LimitRepository:
         """Read, decide and write in one transaction, the row held; the version goes up by
         one. With ``if_version``, only if the limit is still at one of those versions."""
         with self._db.write() as connection:
-            current = self._get(connection, tenant_id, limit, for_update=True)
-            if if_version is not None and current.version not in if_version:
-                raise StaleVersion(
-                    f"limit {current.name} is at version {current.version} now, not the one "
-                    "this change was made to; read it again",
-                    current_version=current.version,
-                )
-            spec = change(current)
-            connection.execute(
-                update(limits)
-                .where(limits.c.id == current.id, limits.c.version == current.version)
-                .values(spec=_spec(spec), updated_at=self._clock.now(), version=current.version + 1)
-            )
-            return self._get(connection, tenant_id, current.id)
+            return ROWS.edit(
+                connection, tenant_id, limit,
+                lambda row: {"spec": _spec(change(_limit(row)))}, self._clock.now(),
+                if_version=if_version,
+            )  # fmt: skip
 
     def delete(self, tenant_id: str, limit: str) -> None:
         """Refused (409 naming them) while jobs, schedules or workflows name it. Runs that
@@ -285,10 +261,4 @@ class LimitRepository:
     def _get(
         connection: Connection, tenant_id: str, limit: str, *, for_update: bool = False
     ) -> Limit:
-        query = select(limits).where(
-            limits.c.tenant_id == tenant_id, or_(limits.c.id == limit, limits.c.name == limit)
-        )
-        row = connection.execute(query.with_for_update() if for_update else query).first()
-        if row is None:
-            raise _not_found(limit)
-        return _limit(row)
+        return _limit(ROWS.row(connection, tenant_id, limit, for_update=for_update))

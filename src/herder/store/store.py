@@ -21,10 +21,12 @@ from herder.store.checkpoints import CheckpointRepository
 from herder.store.cold.blobs import BlobStore
 from herder.store.cold.tier import ColdTier
 from herder.store.database import Database
+from herder.store.events import EventRepository
 from herder.store.fleet import FleetRepository
 from herder.store.follow_ups import move_owners_on
 from herder.store.forecast import ForecastRepository
 from herder.store.history.retention import HistoryRetention
+from herder.store.hooks import HookRepository
 from herder.store.jobs import JobRepository
 from herder.store.keys import KeyRepository
 from herder.store.leases import LeaseRepository
@@ -39,6 +41,7 @@ from herder.store.runs.repository import RunRepository
 from herder.store.schedules import ScheduleRepository
 from herder.store.secrets import SecretRepository
 from herder.store.submit_buckets import SubmitBucketRepository
+from herder.store.triggers import TriggerRepository
 from herder.store.usage import UsageRepository
 from herder.store.work import Work, follow_ends_with, unit_of_work
 from herder.store.workers import WorkerRepository
@@ -80,6 +83,9 @@ class Store:
         self.fleet = FleetRepository(self.database)
         self.pools = PoolRepository(self.database, self.clock)
         self.limits = LimitRepository(self.database, self.clock)
+        self.triggers = TriggerRepository(self.database, self.clock)
+        self.hooks = HookRepository(self.database, self.clock, keyring)
+        self.events = EventRepository(self.database, self.clock, self.rng, self.runs)
         self.queue = QueueRepository(self.database, self.clock)
         self.placement = PlacementRepository(self.database, self.clock)
         self.workflows = WorkflowRepository(self.database, self.clock)

@@ -16,6 +16,7 @@ from datetime import datetime
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from herder.domain.events import TriggerOutcome
 from herder.domain.jobs import Priority
 from herder.domain.lifecycle.changes import RunMove
 from herder.domain.lifecycle.facts import RunFacts
@@ -52,6 +53,17 @@ PREEMPTIONS = Counter(
     "herder_preemptions", "Running attempts chosen to make room for a higher class"
 )
 FIRES = Counter("herder_schedule_fires", "Runs started by schedules")
+EVENTS = Counter("herder_events_received", "Events accepted, by source (api, hook)", ["source"])
+TRIGGER_STARTS = Counter(
+    "herder_trigger_starts",
+    "What matching triggers did with events: started work, or refused (the event says why)",
+    ["outcome"],
+)
+HOOK_REFUSALS = Counter(
+    "herder_hook_deliveries_refused",
+    "Inbound webhook requests refused, by HTTP status (401 signature, 413, 422, 429)",
+    ["status"],
+)
 MISSED_FIRES = Counter("herder_schedule_missed_fires", "Schedule fires not run (misfire policy)")
 FIRE_LAG = Histogram(
     "herder_schedule_fire_lag_seconds", "From a fire's due time to its run being made",
@@ -138,6 +150,16 @@ def zombie_reports(count: int) -> None:
 def preemptions(count: int) -> None:
     if count:
         PREEMPTIONS.inc(count)
+
+
+def event_received(source: str, outcomes: Iterable[TriggerOutcome]) -> None:
+    EVENTS.labels(source).inc()
+    for outcome in outcomes:
+        TRIGGER_STARTS.labels("refused" if outcome.error else "started").inc()
+
+
+def hook_refused(status: int) -> None:
+    HOOK_REFUSALS.labels(str(status)).inc()
 
 
 def schedules_fired(now: datetime, due_times: Iterable[datetime], missed: int) -> None:

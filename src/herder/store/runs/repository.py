@@ -149,38 +149,45 @@ class RunRepository:
         answer and never holds back the others — and keys repeat as in ``submit``, within
         the batch too (the second of two equal keys answers with the first's run)."""
         with unit_of_work(self._db, self._clock, self._rng) as work:
-            found = self._jobs.get_many_within(
-                work.connection, {(tenant_id, request.job_id) for request in requests}
-            )
-            named = {one.overrides.pool for one in requests if one.overrides.pool is not None}
-            usable = usable_pools(work.connection, tenant_id, named)
-            allowed = max_priority(work.connection, tenant_id)
-            new_runs = [
-                new_or_refused(work.now, tenant_id, found.get((tenant_id, request.job_id)),
-                                request, actor, usable, allowed)
-                for request in requests
-            ]  # fmt: skip
-            folded = debounced(
-                work.connection, [new for new in new_runs if isinstance(new, NewRun)], work.now,
-                actor,
-            )  # fmt: skip
-            limited = by_limits(work.connection, folded.new_runs, work.now)
-            admitted = {new.id: new for new in limited.new_runs}
-            new_runs = [
-                new
-                if not isinstance(new, NewRun) or new.id in folded.joined
-                else limited.refusal(new.id) or admitted[new.id]
-                for new in new_runs
-            ]
-            queued = [
-                new for new in new_runs if isinstance(new, NewRun) and new.id not in folded.joined
-            ]
-            inserted = work.apply(queue(queued) + limited.changes).inserted
-            repeated = runs_by_key(
-                work.connection,
-                tenant_id,
-                {new.idempotency_key for new in queued if new.id not in inserted},
-            )
+            return self.submit_within(work, tenant_id, requests, actor=actor)
+
+    def submit_within(
+        self, work: Work, tenant_id: str, requests: Sequence[RunRequest], *, actor: str
+    ) -> list[Submitted]:
+        """``submit_many`` inside a caller's unit of work (an event's triggers start their
+        runs in the transaction that records the event)."""
+        found = self._jobs.get_many_within(
+            work.connection, {(tenant_id, request.job_id) for request in requests}
+        )
+        named = {one.overrides.pool for one in requests if one.overrides.pool is not None}
+        usable = usable_pools(work.connection, tenant_id, named)
+        allowed = max_priority(work.connection, tenant_id)
+        new_runs = [
+            new_or_refused(work.now, tenant_id, found.get((tenant_id, request.job_id)),
+                           request, actor, usable, allowed)
+            for request in requests
+        ]  # fmt: skip
+        folded = debounced(
+            work.connection, [new for new in new_runs if isinstance(new, NewRun)], work.now,
+            actor,
+        )  # fmt: skip
+        limited = by_limits(work.connection, folded.new_runs, work.now)
+        admitted = {new.id: new for new in limited.new_runs}
+        new_runs = [
+            new
+            if not isinstance(new, NewRun) or new.id in folded.joined
+            else limited.refusal(new.id) or admitted[new.id]
+            for new in new_runs
+        ]
+        queued = [
+            new for new in new_runs if isinstance(new, NewRun) and new.id not in folded.joined
+        ]
+        inserted = work.apply(queue(queued) + limited.changes).inserted
+        repeated = runs_by_key(
+            work.connection,
+            tenant_id,
+            {new.idempotency_key for new in queued if new.id not in inserted},
+        )
         return [
             Submitted(folded.joined[new.id], False)  # a debounce's waiting run stands for it
             if isinstance(new, NewRun) and new.id in folded.joined

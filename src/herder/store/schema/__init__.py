@@ -29,6 +29,10 @@ from herder.store.schema.base import metadata as metadata
 from herder.store.schema.checkpoints import checkpoint_chunks as checkpoint_chunks
 from herder.store.schema.checkpoints import checkpoint_contents as checkpoint_contents
 from herder.store.schema.checkpoints import checkpoints as checkpoints
+from herder.store.schema.events import events as events
+from herder.store.schema.events import hook_deliveries as hook_deliveries
+from herder.store.schema.events import hooks as hooks
+from herder.store.schema.events import triggers as triggers
 from herder.store.schema.limits import limit_starts as limit_starts
 from herder.store.schema.limits import limits as limits
 from herder.store.schema.limits import run_limit_keys as run_limit_keys

@@ -1,0 +1,50 @@
+"""/v1/events: events a tenant sends, and the work their triggers started (docs/events.md)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response, status
+
+from herder.api.auth import Caller, StoreDep
+from herder.api.openapi import problems
+from herder.api.queries import Limit as PageSize
+from herder.api.ratelimit import Submitter
+from herder.domain.events import Event as EventRecord
+from herder.domain.events import EventName, EventRequest, EventSummary, ReceivedEvent
+from herder.domain.models import Page
+from herder.services import events
+
+router = APIRouter(prefix="/v1/events", tags=["events"])
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, responses=problems(409, 413))
+def send_event(
+    body: EventRequest, caller: Submitter, store: StoreDep, response: Response
+) -> ReceivedEvent:
+    """Record the event and start what its triggers say, in one transaction; each matching
+    trigger's outcome (the run it started, or why not) is in ``event.outcomes``. Counted
+    against the tenant's submission rate (429). An ``id`` sent before answers 200 with the
+    first event (``duplicate``), starting nothing."""
+    received = events.send(store, caller, body)
+    if received.duplicate:
+        response.status_code = status.HTTP_200_OK
+    response.headers["Location"] = f"/v1/events/{received.event.id}"
+    return received
+
+
+@router.get("")
+def list_events(
+    caller: Caller,
+    store: StoreDep,
+    name: Annotated[EventName | None, Query(description="only events of this name")] = None,
+    limit: PageSize = 100,
+    cursor: str | None = None,
+) -> Page[EventSummary]:
+    """Newest first, without payloads; kept 30 days."""
+    return events.list_events(store, caller.tenant_id, name=name, limit=limit, cursor=cursor)
+
+
+@router.get("/{event_id}")
+def get_event(event_id: str, caller: Caller, store: StoreDep) -> EventRecord:
+    return events.read(store, caller.tenant_id, event_id)

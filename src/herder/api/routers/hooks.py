@@ -1,0 +1,113 @@
+"""/v1/hooks: inbound webhooks (docs/events.md). A developer makes a hook and hands its URL
+and secret to the sender; the sender POSTs to ``/v1/hooks/{id}`` with no API key — the
+signature is the credential — and each verified delivery becomes an event."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Header, Request, Response, status
+from starlette.concurrency import run_in_threadpool
+
+from herder.api.auth import Caller, StoreDep, Writer
+from herder.api.etags import tagged, versions
+from herder.api.openapi import ETAG_HEADER, patch_body, problems
+from herder.api.queries import Limit as PageSize
+from herder.api.ratelimit import admit_tenant
+from herder.domain.events import ReceivedEvent
+from herder.domain.hooks import CreatedHook, Delivery, Hook, HookRequest, HookSpec
+from herder.domain.models import Page
+from herder.services import hooks
+
+router = APIRouter(prefix="/v1/hooks", tags=["events"])
+
+IF_MATCH = "the ETag of the hook as last read: change it only if it is still that version"
+
+
+@router.post(
+    "", status_code=status.HTTP_201_CREATED, responses={201: ETAG_HEADER, **problems(409, 503)}
+)
+def create_hook(
+    body: HookRequest, caller: Writer, store: StoreDep, response: Response
+) -> CreatedHook:
+    """The hook and its URL; its signing secret (the one given — Stripe's ``whsec_…`` — or
+    a new one) is in this answer only."""
+    hook = hooks.create(store, caller.tenant_id, body)
+    response.headers["Location"] = f"/v1/hooks/{hook.id}"
+    return tagged(hook, response)
+
+
+@router.get("")
+def list_hooks(
+    caller: Caller, store: StoreDep, limit: PageSize = 100, cursor: str | None = None
+) -> Page[Hook]:
+    return hooks.list_hooks(store, caller.tenant_id, limit=limit, cursor=cursor)
+
+
+@router.get("/{hook_id}", responses={200: ETAG_HEADER})
+def get_hook(hook_id: str, caller: Caller, store: StoreDep, response: Response) -> Hook:
+    """By id or name; never its secret."""
+    return tagged(hooks.read(store, caller.tenant_id, hook_id), response)
+
+
+@router.patch(
+    "/{hook_id}", responses={200: ETAG_HEADER, **problems(412)}, openapi_extra=patch_body(HookSpec)
+)
+def update_hook(
+    hook_id: str,
+    caller: Writer,
+    store: StoreDep,
+    response: Response,
+    changes: Annotated[dict[str, Any], Body(examples=[{"enabled": False}])],
+    if_match: Annotated[str | None, Header(max_length=1024, description=IF_MATCH)] = None,
+) -> Hook:
+    hook = hooks.update(store, caller.tenant_id, hook_id, changes, if_version=versions(if_match))
+    return tagged(hook, response)
+
+
+@router.delete("/{hook_id}", status_code=status.HTTP_204_NO_CONTENT)
+def delete_hook(hook_id: str, caller: Writer, store: StoreDep) -> Response:
+    """Its URL answers 404 from then on."""
+    hooks.delete(store, caller.tenant_id, hook_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.get("/{hook_id}/deliveries")
+def list_deliveries(
+    hook_id: str, caller: Caller, store: StoreDep, limit: PageSize = 100, cursor: str | None = None
+) -> Page[Delivery]:
+    """Every request that got past the hook's rate, newest first, without bodies: accepted,
+    a duplicate, or rejected and why."""
+    return hooks.deliveries(store, caller.tenant_id, hook_id, limit=limit, cursor=cursor)
+
+
+@router.post(
+    "/{hook_id}",
+    status_code=status.HTTP_201_CREATED,
+    responses=problems(401, 413, 422, 429),
+    openapi_extra={
+        "security": [],
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {"type": "object"}}},
+        },
+    },
+)
+async def deliver(
+    hook_id: str, request: Request, store: StoreDep, response: Response
+) -> ReceivedEvent:
+    """An inbound delivery (no API key: signed as the hook's scheme says). 201 with the
+    event; 200 for a delivery id accepted before and signed anew (the sender retrying),
+    starting nothing; 401 for a bad, missing or replayed signature; 429 past the hook's or
+    the tenant's rate."""
+    receiver = await run_in_threadpool(hooks.receiver, store, hook_id)
+    request.app.state.hook_rates.take(receiver.hook)
+    await admit_tenant(receiver.tenant_id, request, 1)
+    body = await request.body()
+    headers = {name.lower(): value for name, value in request.headers.items()}
+    received = await run_in_threadpool(
+        hooks.deliver, store, receiver, headers, body, store.clock.now()
+    )
+    if received.duplicate:
+        response.status_code = status.HTTP_200_OK
+    return received

@@ -1,0 +1,410 @@
+"""The small expression language of triggers: which events start work, and the values a
+trigger takes from them (docs/events.md).
+
+A filter is parsed once, when the trigger is saved, into a tree of the nodes below; it is
+then only ever *evaluated* against an event's document (``{"name", "source", "payload"}``)
+— there is no name lookup, no call, no attribute access and no loop, so a filter can read
+its event's document and nothing else, and its cost is bounded by its size and the
+payload's. Grammar (keywords are lower case; precedence lowest first):
+
+    expression := and_expr ("or" and_expr)*
+    and_expr   := not_expr ("and" not_expr)*
+    not_expr   := "not" not_expr | comparison
+    comparison := operand [ ("==" | "!=" | "<" | "<=" | ">" | ">=" | "in" | "not in"
+                             | "starts_with" | "ends_with") operand ]
+    operand    := path | string | number | "true" | "false" | "null"
+                | "[" [literal ("," literal)*] "]" | "(" expression ")"
+    path       := name ("." name | "[" integer "]" | "[" string "]")*
+
+Semantics, chosen so that a filter never fails on an event, it only does not match: a path
+that leads nowhere is ``null``; ``==``/``!=`` compare JSON values (``1 == 1.0``, ``true !=
+1``); an ordering holds only between two numbers or two strings; ``in`` looks for an
+element in a list or a substring in a string; a lone operand holds when it is ``true``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+MAX_SOURCE_CHARS = 2048
+MAX_NODES = 256
+MAX_DEPTH = 24  # nesting of parentheses, not and operators
+MAX_PATH_SEGMENTS = 32
+MAX_LIST_ITEMS = 256
+
+Comparator = Literal["==", "!=", "<", "<=", ">", ">=", "in", "not in", "starts_with", "ends_with"]
+COMPARATORS: frozenset[str] = frozenset(Comparator.__args__)  # type: ignore[attr-defined]
+KEYWORDS = frozenset(
+    {"and", "or", "not", "in", "true", "false", "null", "starts_with", "ends_with"}
+)
+
+
+class FilterError(ValueError):
+    """Why a source is not a filter, and where (0-based character offset)."""
+
+    def __init__(self, message: str, position: int) -> None:
+        super().__init__(f"{message} (at character {position + 1})")
+        self.position = position
+
+
+@dataclass(frozen=True)
+class Path:
+    segments: tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class Constant:
+    value: Any  # a JSON value
+
+
+@dataclass(frozen=True)
+class Compare:
+    left: Node
+    comparator: Comparator
+    right: Node
+
+
+@dataclass(frozen=True)
+class Not:
+    operand: Node
+
+
+@dataclass(frozen=True)
+class All:
+    operands: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class AnyOf:
+    operands: tuple[Node, ...]
+
+
+Node = Path | Constant | Compare | Not | All | AnyOf
+
+
+@dataclass(frozen=True)
+class _Token:
+    kind: Literal["name", "string", "number", "symbol", "end"]
+    text: str
+    value: Any
+    position: int
+
+
+_TOKEN = re.compile(
+    r"""
+    (?P<space>\s+)
+  | (?P<number>-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)
+  | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
+  | (?P<string>"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt])*"|'(?:[^'\\\x00-\x1f]|\\['\\/bfnrt])*')
+  | (?P<symbol>==|!=|<=|>=|<|>|\(|\)|\[|\]|\.|,)
+    """,
+    re.VERBOSE,
+)
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}
+
+
+def _unquote(text: str) -> str:
+    return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(1)), text[1:-1])
+
+
+def _tokens(source: str) -> Iterator[_Token]:
+    position = 0
+    while position < len(source):
+        match = _TOKEN.match(source, position)
+        if match is None:
+            raise FilterError(f"unexpected character {source[position]!r}", position)
+        kind, text = match.lastgroup, match.group()
+        if kind == "number":
+            number = float(text) if any(c in text for c in ".eE") else int(text)
+            if isinstance(number, float) and not math.isfinite(number):
+                raise FilterError(f"number {text} is out of range", position)
+            yield _Token("number", text, number, position)
+        elif kind == "string":
+            yield _Token("string", text, _unquote(text), position)
+        elif kind in ("name", "symbol"):
+            yield _Token(kind, text, text, position)  # type: ignore[arg-type]
+        position = match.end()
+    yield _Token("end", "", None, position)
+
+
+class _Parser:
+    def __init__(self, source: str) -> None:
+        self._tokens = list(_tokens(source))
+        self._at = 0
+        self._nodes = 0
+        self._depth = 0
+
+    def parse(self) -> Node:
+        node = self._expression()
+        if self._peek().kind != "end":
+            raise self._error("expected and, or or the end")
+        return node
+
+    def _peek(self) -> _Token:
+        return self._tokens[self._at]
+
+    def _take(self) -> _Token:
+        token = self._tokens[self._at]
+        self._at += 1
+        return token
+
+    def _is(self, text: str) -> bool:
+        token = self._peek()
+        return token.kind in ("name", "symbol") and token.text == text
+
+    def _expect(self, text: str) -> None:
+        if not self._is(text):
+            raise self._error(f"expected {text!r}")
+        self._take()
+
+    def _error(self, message: str) -> FilterError:
+        token = self._peek()
+        found = "the end" if token.kind == "end" else repr(token.text)
+        return FilterError(f"{message}, found {found}", token.position)
+
+    def _node(self, node: Node) -> Node:
+        self._nodes += 1
+        if self._nodes > MAX_NODES:
+            raise FilterError(f"more than {MAX_NODES} parts", self._peek().position)
+        return node
+
+    def _nested(self) -> None:
+        self._depth += 1
+        if self._depth > MAX_DEPTH:
+            raise FilterError(f"nested deeper than {MAX_DEPTH}", self._peek().position)
+
+    def _expression(self) -> Node:
+        operands = [self._and()]
+        while self._is("or"):
+            self._take()
+            operands.append(self._and())
+        return operands[0] if len(operands) == 1 else self._node(AnyOf(tuple(operands)))
+
+    def _and(self) -> Node:
+        operands = [self._not()]
+        while self._is("and"):
+            self._take()
+            operands.append(self._not())
+        return operands[0] if len(operands) == 1 else self._node(All(tuple(operands)))
+
+    def _not(self) -> Node:
+        if self._is("not"):
+            self._take()
+            self._nested()
+            operand = self._not()
+            self._depth -= 1
+            return self._node(Not(operand))
+        return self._comparison()
+
+    def _comparison(self) -> Node:
+        left = self._operand()
+        comparator = self._comparator()
+        if comparator is None:
+            return left
+        return self._node(Compare(left, comparator, self._operand()))
+
+    def _comparator(self) -> Comparator | None:
+        token = self._peek()
+        if token.kind not in ("name", "symbol"):
+            return None
+        if token.text == "not" and self._tokens[self._at + 1].text == "in":
+            self._at += 2
+            return "not in"
+        if token.text in COMPARATORS:
+            self._take()
+            return token.text  # type: ignore[return-value]
+        return None
+
+    def _operand(self) -> Node:
+        token = self._peek()
+        if self._is("("):
+            self._take()
+            self._nested()
+            node = self._expression()
+            self._depth -= 1
+            self._expect(")")
+            return node
+        if self._is("["):
+            return self._node(Constant(self._list()))
+        if token.kind == "name" and token.text not in KEYWORDS:
+            return self._node(self._path())
+        return self._node(Constant(self._literal()))
+
+    def _literal(self) -> Any:
+        token = self._peek()
+        if token.kind in ("string", "number"):
+            self._take()
+            return token.value
+        if token.kind == "name" and token.text in ("true", "false", "null"):
+            self._take()
+            return {"true": True, "false": False, "null": None}[token.text]
+        raise self._error("expected a path, a string, a number, true, false, null or a list")
+
+    def _list(self) -> list[Any]:
+        self._expect("[")
+        items: list[Any] = []
+        while not self._is("]"):
+            if items:
+                self._expect(",")
+            items.append(self._literal())
+            if len(items) > MAX_LIST_ITEMS:
+                raise self._error(f"a list holds at most {MAX_LIST_ITEMS} items")
+        self._take()
+        return items
+
+    def _path(self) -> Path:
+        segments: list[str | int] = [self._take().text]
+        while self._is(".") or self._is("["):
+            if self._take().text == ".":
+                token = self._take()
+                if token.kind != "name":
+                    self._at -= 1
+                    raise self._error("expected a name after '.'")
+                segments.append(token.text)
+            else:
+                token = self._take()
+                if (
+                    token.kind == "number" and isinstance(token.value, int)
+                ) or token.kind == "string":
+                    segments.append(token.value)
+                else:
+                    self._at -= 1
+                    raise self._error("expected an integer or a string inside [ ]")
+                self._expect("]")
+            if len(segments) > MAX_PATH_SEGMENTS:
+                raise self._error(f"a path has at most {MAX_PATH_SEGMENTS} parts")
+        return Path(tuple(segments))
+
+
+def parse(source: str) -> Node:
+    """The filter's tree, or ``FilterError`` saying what is wrong and where."""
+    if len(source) > MAX_SOURCE_CHARS:
+        raise FilterError(f"longer than {MAX_SOURCE_CHARS} characters", MAX_SOURCE_CHARS)
+    if not source.strip():
+        raise FilterError("empty", 0)
+    return _Parser(source).parse()
+
+
+def parse_value(source: str) -> Path | Constant:
+    """A single operand — a path or a literal — as a trigger's parameter takes."""
+    node = parse(source)
+    if not isinstance(node, Path | Constant):
+        raise FilterError("expected a path or a literal, not a condition", 0)
+    return node
+
+
+def paths(node: Node) -> Iterator[Path]:
+    """Every path the tree reads."""
+    match node:
+        case Path():
+            yield node
+        case Constant():
+            return
+        case Compare(left, _, right):
+            yield from paths(left)
+            yield from paths(right)
+        case Not(operand):
+            yield from paths(operand)
+        case All(operands) | AnyOf(operands):
+            for operand in operands:
+                yield from paths(operand)
+
+
+def value(node: Node, document: Any) -> Any:
+    """What a node reads from ``document``: a path's value (``None`` where it leads nowhere),
+    a literal's, or a condition's truth."""
+    match node:
+        case Path(segments):
+            return _follow(document, segments)
+        case Constant(constant):
+            return constant
+        case _:
+            return matches(node, document)
+
+
+def matches(node: Node, document: Any) -> bool:
+    """Whether the event's ``document`` satisfies the filter."""
+    match node:
+        case All(operands):
+            return all(matches(operand, document) for operand in operands)
+        case AnyOf(operands):
+            return any(matches(operand, document) for operand in operands)
+        case Not(operand):
+            return not matches(operand, document)
+        case Compare(left, comparator, right):
+            return _compare(value(left, document), comparator, value(right, document))
+        case Path() | Constant():
+            return value(node, document) is True
+
+
+def _follow(document: Any, segments: Sequence[str | int]) -> Any:
+    current = document
+    for segment in segments:
+        if isinstance(segment, int) and isinstance(current, list):
+            if not -len(current) <= segment < len(current):
+                return None
+            current = current[segment]
+        elif isinstance(segment, str) and isinstance(current, dict):
+            current = current.get(segment)
+        else:
+            return None
+    return current
+
+
+def _is_number(item: Any) -> bool:
+    return isinstance(item, int | float) and not isinstance(item, bool)
+
+
+def _equal(left: Any, right: Any) -> bool:
+    """JSON equality: numbers by value, booleans only with booleans, containers deeply."""
+    if _is_number(left) and _is_number(right):
+        return bool(left == right)
+    if type(left) is not type(right) and not (_is_number(left) and _is_number(right)):
+        return False
+    if isinstance(left, list):
+        return len(left) == len(right) and all(map(_equal, left, right))
+    if isinstance(left, dict):
+        return left.keys() == right.keys() and all(_equal(left[k], right[k]) for k in left)
+    return bool(left == right)
+
+
+def _ordered(left: Any, right: Any) -> bool:
+    return (_is_number(left) and _is_number(right)) or (
+        isinstance(left, str) and isinstance(right, str)
+    )
+
+
+def _compare(left: Any, comparator: Comparator, right: Any) -> bool:
+    match comparator:
+        case "==":
+            return _equal(left, right)
+        case "!=":
+            return not _equal(left, right)
+        case "<":
+            return _ordered(left, right) and left < right
+        case "<=":
+            return _ordered(left, right) and left <= right
+        case ">":
+            return _ordered(left, right) and left > right
+        case ">=":
+            return _ordered(left, right) and left >= right
+        case "in":
+            return _contains(right, left)
+        case "not in":
+            return not _contains(right, left)
+        case "starts_with":
+            return isinstance(left, str) and isinstance(right, str) and left.startswith(right)
+        case "ends_with":
+            return isinstance(left, str) and isinstance(right, str) and left.endswith(right)
+
+
+def _contains(container: Any, item: Any) -> bool:
+    if isinstance(container, list):
+        return any(_equal(element, item) for element in container)
+    if isinstance(container, str) and isinstance(item, str):
+        return item in container
+    return False

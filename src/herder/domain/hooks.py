@@ -1,0 +1,242 @@
+"""Inbound webhooks (docs/events.md): a URL a tenant's developer hands to another system,
+whose deliveries become events once their signature verifies.
+
+Three signature schemes:
+
+- ``herder``: ``X-Herder-Signature: t=<unix>,v1=<hex>``, HMAC-SHA256 of ``"<t>.<body>"``
+  (what Herder's own alert webhooks send, ``domain.alerts.webhooks``), with
+  ``X-Herder-Delivery`` (required) and ``X-Herder-Event`` (optional, appended to the name).
+- ``github``: ``X-Hub-Signature-256: sha256=<hex>`` of the body, ``X-GitHub-Delivery``,
+  ``X-GitHub-Event`` (appended: ``github.push``). GitHub signs no time: only the delivery id
+  stops a replay.
+- ``stripe``: ``Stripe-Signature: t=<unix>,v1=<hex>[,v1=…]`` of ``"<t>.<body>"``; the
+  delivery id is the payload's ``id``, the kind its ``type`` (``stripe.invoice.paid``).
+
+A signed time more than ``TOLERANCE_SECONDS`` from now is refused: a captured delivery
+cannot be sent again later. A delivery id seen before starts nothing (``store.hooks``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from herder.domain.events import EventName, check_depth, is_event_name
+from herder.domain.models import _Record
+
+TOLERANCE_SECONDS = 300
+MIN_SECRET_CHARS = 16
+MAX_SECRET_CHARS = 256
+MAX_DELIVERY_ID_CHARS = 128
+DEFAULT_RATE_PER_SECOND = 50.0
+DEFAULT_BURST = 200
+Secret = Annotated[
+    str,
+    Field(min_length=MIN_SECRET_CHARS, max_length=MAX_SECRET_CHARS, pattern=r"^[\x21-\x7e]+$"),
+]
+HookName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9_.\-]*$")]
+
+
+class HookScheme(StrEnum):
+    HERDER = "herder"
+    GITHUB = "github"
+    STRIPE = "stripe"
+
+
+class HookSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    scheme: HookScheme = HookScheme.HERDER
+    event: EventName | None = Field(
+        default=None,
+        description="the name its events get (default: the hook's name), with the delivery's "
+        "kind appended where the scheme sends one: github.push",
+    )
+    rate_per_second: Annotated[float, Field(gt=0, le=10_000)] = DEFAULT_RATE_PER_SECOND
+    burst: Annotated[int, Field(ge=1, le=100_000)] = DEFAULT_BURST
+    enabled: bool = True
+
+
+class HookRequest(HookSpec):
+    name: HookName
+    secret: Secret | None = Field(
+        default=None,
+        description="the signing secret the sender holds (Stripe's whsec_…); "
+        "without it Herder makes one and shows it once",
+    )  # fmt: skip
+
+
+class Hook(_Record):
+    id: str
+    name: str
+    scheme: HookScheme
+    event: str
+    rate_per_second: float
+    burst: int
+    enabled: bool
+    url: str = Field(description="where the sender posts: /v1/hooks/{id}")
+    created_at: datetime
+    updated_at: datetime
+    version: int
+
+
+class CreatedHook(Hook):
+    secret: str = Field(description="the signing secret: shown this once only")
+
+
+class DeliveryStatus(StrEnum):
+    ACCEPTED = "accepted"
+    DUPLICATE = "duplicate"
+    REJECTED = "rejected"
+
+
+class Delivery(_Record):
+    """One inbound request to a hook, recorded without its body."""
+
+    id: str
+    hook_id: str
+    delivery_id: str | None
+    status: DeliveryStatus
+    http_status: int
+    reason: str | None
+    event_id: str | None
+    received_at: datetime
+
+
+class Unverified(Exception):
+    """Why a delivery is refused (401): said to the sender and recorded."""
+
+
+class Malformed(Exception):
+    """A delivery whose signature verified but whose body or names cannot be an event."""
+
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass(frozen=True)
+class Verified:
+    delivery_id: str
+    signed_at: int | None  # unix seconds the sender signed, where the scheme signs a time
+    kind: str | None  # appended to the hook's event name
+    payload: Any
+
+
+def verify(
+    scheme: HookScheme, secret: str, headers: Mapping[str, str], body: bytes, now: datetime
+) -> Verified:
+    """The delivery if its signature verifies under ``secret`` within the time tolerance,
+    else ``Unverified`` (then ``Malformed`` for a signed body that is not a JSON event).
+    ``headers`` are keyed in lower case."""
+    signed_at: int | None
+    match scheme:
+        case HookScheme.HERDER:
+            signed_at = _timed_signature(headers.get("x-herder-signature"), secret, body, now)
+            delivery, kind = headers.get("x-herder-delivery"), headers.get("x-herder-event")
+            payload = _json(body)
+        case HookScheme.GITHUB:
+            _github_signature(headers.get("x-hub-signature-256"), secret, body)
+            signed_at = None
+            delivery, kind = headers.get("x-github-delivery"), headers.get("x-github-event")
+            payload = _json(body)
+        case HookScheme.STRIPE:
+            signed_at = _timed_signature(headers.get("stripe-signature"), secret, body, now)
+            payload = _json(body)
+            delivery = _text(payload, "id")
+            kind = _text(payload, "type")
+    if not delivery or len(delivery) > MAX_DELIVERY_ID_CHARS or not delivery.isprintable():
+        raise Malformed("the delivery has no usable delivery id", field="delivery_id")
+    if kind is not None and not is_event_name(kind):
+        raise Malformed(f"the delivery's kind {kind[:64]!r} is not an event name", field="kind")
+    return Verified(delivery, signed_at, kind, payload)
+
+
+def is_replay(first_signed_at: int | None, signed_at: int | None) -> bool:
+    """A delivery id seen before is a replay when signed at the same time as the first (for
+    GitHub, which signs no time: always); signed anew, it is the sender trying again after
+    a lost answer — a duplicate, answered as the first was, starting nothing either way."""
+    return first_signed_at == signed_at
+
+
+def event_name(base: str, kind: str | None) -> str:
+    """The event's name: the hook's, with the delivery's kind appended."""
+    return base if kind is None else f"{base}.{kind}"[:128]
+
+
+def _digest(secret: str, message: bytes) -> str:
+    return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
+
+
+def _timed_signature(header: str | None, secret: str, body: bytes, now: datetime) -> int:
+    """Stripe's shape (Herder's too): ``t=…`` and one or more ``v1=…``."""
+    if not header:
+        raise Unverified("no signature header")
+    parts = [part.partition("=") for part in header.split(",")]
+    stamps = [value for key, _, value in parts if key.strip() == "t"]
+    signatures = [value.strip() for key, _, value in parts if key.strip() == "v1"]
+    if len(stamps) != 1 or not stamps[0].strip().isdigit() or not signatures:
+        raise Unverified("the signature header is not t=<unix seconds>,v1=<hex>")
+    timestamp = int(stamps[0].strip()[:12])
+    expected = _digest(secret, str(timestamp).encode() + b"." + body)
+    if not any(hmac.compare_digest(expected, signature) for signature in signatures):
+        raise Unverified("the signature does not match the body")
+    age = now.timestamp() - timestamp
+    if abs(age) > TOLERANCE_SECONDS:
+        raise Unverified(
+            f"signed {abs(age):.0f} s {'ago' if age > 0 else 'ahead'}: more than "
+            f"{TOLERANCE_SECONDS} s from now (a replay, or a clock far off)"
+        )
+    return timestamp
+
+
+def _github_signature(header: str | None, secret: str, body: bytes) -> None:
+    if not header:
+        raise Unverified("no X-Hub-Signature-256 header")
+    scheme, _, signature = header.partition("=")
+    if scheme != "sha256" or not hmac.compare_digest(_digest(secret, body), signature.strip()):
+        raise Unverified("the signature does not match the body")
+
+
+def _json(body: bytes) -> Any:
+    try:
+        payload = json.loads(body)
+    except (ValueError, RecursionError):
+        raise Malformed("the body is not JSON", field="body") from None
+    try:
+        check_depth(payload)
+    except ValueError as error:
+        raise Malformed(str(error), field="body") from None
+    return payload
+
+
+def _text(payload: Any, name: str) -> str | None:
+    found = payload.get(name) if isinstance(payload, dict) else None
+    return found if isinstance(found, str) else None
+
+
+@dataclass
+class TokenBucket:
+    """A hook's rate in one API process: ``rate`` a second, bursts of ``capacity``."""
+
+    rate: float
+    capacity: float
+    tokens: float
+    at: datetime
+
+    def take(self, now: datetime) -> float:
+        """0.0 when a delivery may pass (a token taken), else the seconds until one may."""
+        elapsed = max(0.0, (now - self.at).total_seconds())
+        self.tokens, self.at = min(self.capacity, self.tokens + elapsed * self.rate), now
+        if self.tokens >= 1:
+            self.tokens -= 1
+            return 0.0
+        return (1 - self.tokens) / self.rate

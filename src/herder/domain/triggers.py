@@ -1,0 +1,136 @@
+"""Triggers: which events start which work, with which parameters (docs/events.md).
+
+A trigger names an event (exactly), an optional filter over the event (``domain.
+event_filters``), and a job or a workflow of its tenant to start, its parameters read from
+the event. ``plan`` decides, purely, what each of an event's triggers does; the store starts
+the runs in the transaction that records the event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import lru_cache
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from herder.domain.event_filters import FilterError, Node, matches, parse, parse_value, value
+from herder.domain.events import EventName
+from herder.domain.models import _Record
+
+MAX_TRIGGER_PARAMS = 32
+MAX_TRIGGERS_PER_EVENT = 20  # a tenant's enabled triggers on one event name
+TriggerName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9_.\-]*$")]
+TargetName = Annotated[str, Field(min_length=1, max_length=128)]
+ParamName = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+
+
+class TriggerSpec(BaseModel):
+    """What a trigger does; its name is its own field, as a limit's."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    event: EventName
+    filter: str | None = Field(
+        default=None,
+        max_length=2048,
+        description="e.g. payload.ref == 'refs/heads/main' and 'prod' in payload.labels",
+    )
+    job: TargetName | None = Field(default=None, description="the job to start (by name)")
+    workflow: TargetName | None = Field(
+        default=None, description="or the workflow to start (by name)"
+    )
+    params: dict[ParamName, Annotated[str, Field(max_length=512)]] = Field(
+        default_factory=dict,
+        max_length=MAX_TRIGGER_PARAMS,
+        description="each parameter's value: a path into the event (payload.ref) or a literal",
+    )
+    enabled: bool = True
+
+    @field_validator("filter")
+    @classmethod
+    def _filter_parses(cls, source: str | None) -> str | None:
+        if source is not None:
+            try:
+                parse(source)
+            except FilterError as error:
+                raise ValueError(str(error)) from None
+        return source
+
+    @field_validator("params")
+    @classmethod
+    def _params_parse(cls, params: dict[str, str]) -> dict[str, str]:
+        for name, source in params.items():
+            try:
+                parse_value(source)
+            except FilterError as error:
+                raise ValueError(f"{name}: {error}") from None
+        return params
+
+    @model_validator(mode="after")
+    def _one_target(self) -> TriggerSpec:
+        if (self.job is None) == (self.workflow is None):
+            raise ValueError("give exactly one of job and workflow")
+        return self
+
+
+class TriggerRequest(TriggerSpec):
+    name: TriggerName
+
+
+class Trigger(_Record):
+    id: str
+    name: str
+    event: str
+    filter: str | None
+    job: str | None
+    workflow: str | None
+    params: dict[str, str]
+    enabled: bool
+    created_at: datetime
+    updated_at: datetime
+    version: int
+
+
+@dataclass(frozen=True)
+class Start:
+    """A matching trigger's start: of ``job`` or ``workflow`` (by name), with ``params``."""
+
+    trigger: Trigger
+    params: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A matching trigger that cannot start: why, as the event records it."""
+
+    trigger: Trigger
+    error: str
+
+
+def plan(triggers: Sequence[Trigger], event: Mapping[str, Any]) -> list[Start | Refused]:
+    """For each enabled trigger whose filter the event (``domain.events.document``)
+    satisfies, its start, or why its parameters cannot be read; the others say nothing."""
+    decided: list[Start | Refused] = []
+    for trigger in triggers:
+        if not trigger.enabled or not _matches(trigger.filter, event):
+            continue
+        params: dict[str, Any] = {}
+        missing = []
+        for name, source in trigger.params.items():
+            found = value(parse_value(source), event)
+            if found is None:
+                missing.append(f"params.{name}: {source} is not in the event")
+            params[name] = found
+        decided.append(Refused(trigger, "; ".join(missing)) if missing else Start(trigger, params))
+    return decided
+
+
+def _matches(source: str | None, event: Mapping[str, Any]) -> bool:
+    return source is None or matches(_parsed(source), event)
+
+
+# A filter is parsed once a process, not once an event (its tree is immutable).
+_parsed: Callable[[str], Node] = lru_cache(maxsize=4096)(parse)

@@ -1,0 +1,184 @@
+"""A tenant's inbound webhooks (``domain.hooks``, docs/events.md) with their sealed signing
+secrets, and the record of every delivery that got past a hook's rate (never its body)."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, delete, insert, select
+
+from herder.clock import Clock, epoch_ms
+from herder.domain.errors import NotFound, Unavailable
+from herder.domain.events import EVENT_RETENTION_DAYS
+from herder.domain.hooks import CreatedHook, Delivery, DeliveryStatus, Hook, HookRequest, HookSpec
+from herder.domain.ids import new_id
+from herder.domain.models import Page
+from herder.keyring import Keyring, Sealed, hook_associated_data
+from herder.store.database import Database
+from herder.store.named import NamedRows
+from herder.store.owned import MAX_SHOWN_CHARS
+from herder.store.pagination import page_of
+from herder.store.schema import hook_deliveries, hooks
+from herder.store.secrets import NO_KEY
+
+PRUNED_PER_PASS = 5_000
+MAX_REASON_CHARS = 512
+
+
+def _hook(row: Any) -> Hook:
+    spec = HookSpec.model_validate(row.spec)
+    return Hook(
+        id=row.id, name=row.name, scheme=spec.scheme, event=spec.event or row.name,
+        rate_per_second=spec.rate_per_second, burst=spec.burst, enabled=spec.enabled,
+        url=f"/v1/hooks/{row.id}", created_at=row.created_at, updated_at=row.updated_at,
+        version=row.version,
+    )  # fmt: skip
+
+
+ROWS = NamedRows(hooks, "hook", _hook)
+
+
+@dataclass(frozen=True)
+class Receiver:
+    """What a delivery is checked against: the hook, its tenant and its secret."""
+
+    hook: Hook
+    tenant_id: str
+    secret: str
+
+
+@dataclass(frozen=True)
+class DeliveryRecord:
+    hook_id: str
+    tenant_id: str
+    delivery_id: str | None
+    signed_at: int | None
+    status: DeliveryStatus
+    http_status: int
+    reason: str | None = None
+    event_id: str | None = None
+
+
+def record_delivery(connection: Connection, record: DeliveryRecord, now: datetime) -> None:
+    connection.execute(
+        insert(hook_deliveries).values(
+            id=new_id("dlv", epoch_ms(now)), hook_id=record.hook_id, tenant_id=record.tenant_id,
+            delivery_id=record.delivery_id, signed_at=record.signed_at, status=record.status,
+            http_status=record.http_status, event_id=record.event_id, received_at=now,
+            reason=None if record.reason is None else record.reason[:MAX_REASON_CHARS],
+        )
+    )  # fmt: skip
+
+
+def first_signed_at(connection: Connection, hook_id: str, delivery_id: str) -> int | None:
+    """When the accepted delivery of this id was signed (``None``: the scheme signs no time)."""
+    return connection.execute(
+        select(hook_deliveries.c.signed_at).where(
+            hook_deliveries.c.hook_id == hook_id,
+            hook_deliveries.c.delivery_id == delivery_id,
+            hook_deliveries.c.status == DeliveryStatus.ACCEPTED,
+        )
+    ).scalar()
+
+
+class HookRepository:
+    def __init__(self, database: Database, clock: Clock, keyring: Keyring | None) -> None:
+        self._db = database
+        self._clock = clock
+        self._keyring = keyring
+
+    def create(self, tenant_id: str, request: HookRequest) -> CreatedHook:
+        """The hook, with its secret (the one given, else a new one) shown this once."""
+        if self._keyring is None:
+            raise Unavailable(NO_KEY)
+        now = self._clock.now()
+        hook_id = new_id("hook", epoch_ms(now))
+        secret = request.secret or f"whk_{secrets.token_urlsafe(32)}"
+        sealed = self._keyring.seal(secret.encode(), hook_associated_data(tenant_id, hook_id))
+        columns = {
+            "spec": HookSpec.model_validate(
+                request.model_dump(include=set(HookSpec.model_fields))
+            ).model_dump(mode="json"),
+            "key_id": sealed.key_id,
+            "nonce": sealed.nonce,
+            "ciphertext": sealed.ciphertext,
+        }
+        with self._db.write() as connection:
+            hook = ROWS.insert(connection, tenant_id, hook_id, request.name, columns, now)
+        return CreatedHook(**hook.model_dump(), secret=secret)
+
+    def get(self, tenant_id: str, hook: str) -> Hook:
+        with self._db.read() as connection:
+            return _hook(ROWS.row(connection, tenant_id, hook))
+
+    def list(self, tenant_id: str, *, limit: int, cursor: str | None) -> Page[Hook]:
+        with self._db.read() as connection:
+            return ROWS.page(connection, tenant_id, limit=limit, cursor=cursor)
+
+    def edit(
+        self,
+        tenant_id: str,
+        hook: str,
+        change: Callable[[HookSpec], HookSpec],
+        *,
+        if_version: frozenset[int] | None = None,
+    ) -> Hook:
+        def columns(row: Any) -> Mapping[str, Any]:
+            return {"spec": change(HookSpec.model_validate(row.spec)).model_dump(mode="json")}
+
+        with self._db.write() as connection:
+            return ROWS.edit(
+                connection, tenant_id, hook, columns, self._clock.now(), if_version=if_version
+            )
+
+    def delete(self, tenant_id: str, hook: str) -> None:
+        with self._db.write() as connection:
+            gone = ROWS.delete(connection, tenant_id, hook)
+            connection.execute(delete(hook_deliveries).where(hook_deliveries.c.hook_id == gone.id))
+
+    def receiver(self, hook_id: str) -> Receiver:
+        """The hook a delivery names, whoever's it is (the signature decides), with its
+        secret opened; ``NotFound`` for none."""
+        with self._db.read() as connection:
+            row = connection.execute(select(hooks).where(hooks.c.id == hook_id)).first()
+        if row is None:
+            raise NotFound(f"hook {hook_id[:MAX_SHOWN_CHARS]} not found")
+        if self._keyring is None:
+            raise Unavailable(NO_KEY)
+        sealed = Sealed(row.key_id, bytes(row.nonce), bytes(row.ciphertext))
+        secret = self._keyring.open(sealed, hook_associated_data(row.tenant_id, row.id))
+        return Receiver(_hook(row), row.tenant_id, secret.decode())
+
+    def record(self, record: DeliveryRecord) -> None:
+        """A delivery refused before it became an event."""
+        with self._db.write() as connection:
+            record_delivery(connection, record, self._clock.now())
+
+    def deliveries(
+        self, tenant_id: str, hook: str, *, limit: int, cursor: str | None
+    ) -> Page[Delivery]:
+        with self._db.read() as connection:
+            found = ROWS.row(connection, tenant_id, hook)
+            query = select(hook_deliveries).where(hook_deliveries.c.hook_id == found.id)
+            return page_of(
+                connection, query, hook_deliveries.c.id,
+                lambda row: Delivery.model_validate(dict(row._mapping)), limit=limit, cursor=cursor,
+            )  # fmt: skip
+
+    def prune(self) -> bool:
+        """As ``EventRepository.prune``, for deliveries."""
+        oldest = self._clock.now() - timedelta(days=EVENT_RETENTION_DAYS)
+        with self._db.write() as connection:
+            doomed = (
+                select(hook_deliveries.c.id)
+                .where(hook_deliveries.c.received_at < oldest)
+                .limit(PRUNED_PER_PASS)
+            )
+            gone = connection.execute(
+                delete(hook_deliveries).where(hook_deliveries.c.id.in_(doomed))
+            ).rowcount
+        return bool(gone == PRUNED_PER_PASS)

@@ -1,0 +1,90 @@
+"""Events, the triggers they start work by, and the inbound webhooks that deliver them
+(``domain.events``, ``domain.triggers``, ``domain.hooks``; docs/events.md)."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Table,
+    UniqueConstraint,
+)
+
+from herder.store.schema.base import ID, metadata
+from herder.store.types import JsonColumn, UtcDateTime
+
+# One row per accepted event; ``sender_key`` is unique per tenant while it is kept, so a
+# repeat of the sender's id (or a hook's delivery id) starts nothing.
+events = Table(
+    "events",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("tenant_id", ID, ForeignKey("tenants.id"), nullable=False),
+    Column("name", String(128), nullable=False),
+    Column("source", String(64), nullable=False),
+    Column("sender_id", String(128)),
+    Column("sender_key", String(200)),
+    Column("payload", JsonColumn, nullable=False),
+    Column("outcomes", JsonColumn, nullable=False),
+    Column("received_at", UtcDateTime, nullable=False),
+    UniqueConstraint("tenant_id", "sender_key"),
+    Index(None, "tenant_id", "id"),
+    Index(None, "tenant_id", "name", "id"),
+    Index(None, "received_at"),
+)
+
+triggers = Table(
+    "triggers",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("tenant_id", ID, ForeignKey("tenants.id"), nullable=False),
+    Column("name", String(64), nullable=False),
+    Column("event", String(128), nullable=False),
+    Column("spec", JsonColumn, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+    Column("version", Integer, nullable=False, server_default="1"),
+    UniqueConstraint("tenant_id", "name"),
+    Index(None, "tenant_id", "event"),
+)
+
+# A hook's signing secret is sealed with the server's keyring, bound to tenant and hook.
+hooks = Table(
+    "hooks",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("tenant_id", ID, ForeignKey("tenants.id"), nullable=False),
+    Column("name", String(64), nullable=False),
+    Column("spec", JsonColumn, nullable=False),
+    Column("key_id", String(64), nullable=False),
+    Column("nonce", LargeBinary, nullable=False),
+    Column("ciphertext", LargeBinary, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+    Column("version", Integer, nullable=False, server_default="1"),
+    UniqueConstraint("tenant_id", "name"),
+)
+
+# Every request to a hook that got past its rate, recorded without its body.
+hook_deliveries = Table(
+    "hook_deliveries",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("hook_id", ID, nullable=False),
+    Column("tenant_id", ID, nullable=False),
+    Column("delivery_id", String(128)),
+    Column("signed_at", BigInteger),
+    Column("status", String(16), nullable=False),
+    Column("http_status", Integer, nullable=False),
+    Column("reason", String(512)),
+    Column("event_id", ID),
+    Column("received_at", UtcDateTime, nullable=False),
+    Index(None, "hook_id", "id"),
+    Index(None, "hook_id", "delivery_id"),
+    Index(None, "received_at"),
+)

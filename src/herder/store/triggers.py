@@ -1,0 +1,113 @@
+"""A tenant's triggers (``domain.triggers``, docs/events.md): what they are, and which ones
+an event of a name wakes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import Connection, select
+
+from herder.clock import Clock, epoch_ms
+from herder.domain.errors import Invalid
+from herder.domain.ids import new_id
+from herder.domain.models import Page
+from herder.domain.triggers import MAX_TRIGGERS_PER_EVENT, Trigger, TriggerSpec
+from herder.store.database import Database
+from herder.store.named import NamedRows
+from herder.store.schema import jobs, triggers, workflows
+
+
+def _trigger(row: Any) -> Trigger:
+    return Trigger.model_validate(
+        {
+            **row.spec,
+            "id": row.id,
+            "name": row.name,
+            "created_at": row.created_at,
+            "updated_at": row.updated_at,
+            "version": row.version,
+        }
+    )
+
+
+def _columns(spec: TriggerSpec) -> dict[str, Any]:
+    return {"event": spec.event, "spec": spec.model_dump(mode="json")}
+
+
+ROWS = NamedRows(triggers, "trigger", _trigger)
+
+
+def for_event(connection: Connection, tenant_id: str, name: str) -> list[Trigger]:
+    """The tenant's triggers on events of ``name``, oldest first (at most
+    ``MAX_TRIGGERS_PER_EVENT``: more cannot be made)."""
+    rows = connection.execute(
+        select(triggers)
+        .where(triggers.c.tenant_id == tenant_id, triggers.c.event == name)
+        .order_by(triggers.c.id)
+        .limit(MAX_TRIGGERS_PER_EVENT)
+    )
+    return [_trigger(row) for row in rows]
+
+
+def _check(connection: Connection, tenant_id: str, spec: TriggerSpec, trigger_id: str) -> None:
+    """The target exists (a trigger that names nothing would fail at every event) and the
+    event has room for one more trigger."""
+    table, field, target = (
+        (jobs, "job", spec.job) if spec.job is not None else (workflows, "workflow", spec.workflow)
+    )
+    found = connection.execute(
+        select(table.c.id).where(table.c.tenant_id == tenant_id, table.c.name == target)
+    ).first()
+    if found is None:
+        raise Invalid(f"no {field} named {target}", field=field)
+    others = [one for one in for_event(connection, tenant_id, spec.event) if one.id != trigger_id]
+    if len(others) >= MAX_TRIGGERS_PER_EVENT:
+        raise Invalid(
+            f"event {spec.event} has {MAX_TRIGGERS_PER_EVENT} triggers already: the most one "
+            "event may start",
+            field="event",
+        )
+
+
+class TriggerRepository:
+    def __init__(self, database: Database, clock: Clock) -> None:
+        self._db = database
+        self._clock = clock
+
+    def create(self, tenant_id: str, name: str, spec: TriggerSpec) -> Trigger:
+        now = self._clock.now()
+        trigger_id = new_id("trg", epoch_ms(now))
+        with self._db.write() as connection:
+            _check(connection, tenant_id, spec, trigger_id)
+            return ROWS.insert(connection, tenant_id, trigger_id, name, _columns(spec), now)
+
+    def get(self, tenant_id: str, trigger: str) -> Trigger:
+        with self._db.read() as connection:
+            return _trigger(ROWS.row(connection, tenant_id, trigger))
+
+    def list(self, tenant_id: str, *, limit: int, cursor: str | None) -> Page[Trigger]:
+        with self._db.read() as connection:
+            return ROWS.page(connection, tenant_id, limit=limit, cursor=cursor)
+
+    def edit(
+        self,
+        tenant_id: str,
+        trigger: str,
+        change: Callable[[Trigger], TriggerSpec],
+        *,
+        if_version: frozenset[int] | None = None,
+    ) -> Trigger:
+        def columns(row: Any) -> dict[str, Any]:
+            spec = change(_trigger(row))
+            _check(connection, tenant_id, spec, row.id)
+            return _columns(spec)
+
+        with self._db.write() as connection:
+            return ROWS.edit(
+                connection, tenant_id, trigger, columns, self._clock.now(), if_version=if_version
+            )
+
+    def delete(self, tenant_id: str, trigger: str) -> None:
+        with self._db.write() as connection:
+            ROWS.delete(connection, tenant_id, trigger)
