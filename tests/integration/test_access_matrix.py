@@ -75,6 +75,8 @@ OPERATIONS = [
     ("POST", "/v1/schedules/{schedule_id}/pause"),
     ("POST", "/v1/schedules/{schedule_id}/resume"),
     ("POST", "/v1/events"),  # an event starts what its triggers say: as starting runs
+    ("POST", "/v1/workflow-runs/{workflow_run_id}/tasks/{task}/approve"),
+    ("POST", "/v1/workflow-runs/{workflow_run_id}/tasks/{task}/reject"),
 ]
 
 # The exceptions to "GET needs a viewer, anything else a developer", from docs/tenants.md
@@ -312,6 +314,7 @@ def _build_world(api: Api) -> World:
             "trigger_id": trigger.json()["id"],
             "event_id": event.json()["event"]["id"],
             "hook_id": hook.json()["id"],
+            "task": "t",
         }
     )
     system_key = access.create_api_key(api.tenant_id, Role.DEVELOPER, "to revoke")[0].id

@@ -44,6 +44,7 @@ def active(state: RunState, workers: tuple[str, ...] = (), **facts: Any) -> Acti
 # holds nothing to free; it is cancelled instead).
 SUSPEND: dict[RunState, str] = {
     S.SCHEDULED: "not yet",
+    S.WAITING: "not yet",  # a workflow's wait or approval task holds nothing either
     S.PENDING: "held",
     S.QUEUED: "held",
     S.RETRY_WAIT: "held",

@@ -35,6 +35,8 @@ LEGAL = {
     (S.RETRY_WAIT, S.SUSPENDED),
     (S.SUSPENDED, S.QUEUED), (S.SUSPENDED, S.PENDING), (S.SUSPENDED, S.CANCELLED),
     (S.SCHEDULED, S.QUEUED), (S.SCHEDULED, S.CANCELLED),
+    (S.WAITING, S.SUCCEEDED), (S.WAITING, S.FAILED), (S.WAITING, S.TIMED_OUT),
+    (S.WAITING, S.SKIPPED), (S.WAITING, S.CANCELLED),
 }  # fmt: skip
 ALL_PAIRS = list(itertools.product(RunState, RunState))
 
@@ -62,6 +64,7 @@ SETS: dict[RunState, tuple[bool, bool, bool]] = {
     S.RUNNING: (False, False, True),
     S.RETRY_WAIT: (False, False, True),
     S.SUSPENDED: (False, False, True),
+    S.WAITING: (False, False, True),
     S.SUCCEEDED: (True, False, False),
     S.FAILED: (True, True, False),
     S.TIMED_OUT: (True, True, False),
@@ -99,7 +102,7 @@ def test_terminal_states_are_final() -> None:
 
 def test_only_active_states_can_be_cancelled() -> None:
     assert {
-        S.SCHEDULED, S.PENDING, S.QUEUED, S.RUNNING, S.RETRY_WAIT, S.SUSPENDED
+        S.SCHEDULED, S.PENDING, S.QUEUED, S.RUNNING, S.RETRY_WAIT, S.SUSPENDED, S.WAITING
     } == CANCELLABLE_RUN_STATES  # fmt: skip
 
 

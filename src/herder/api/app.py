@@ -19,6 +19,7 @@ from herder.api.openapi import describe_problems, install_openapi
 from herder.api.ratelimit import SubmitLimiter
 from herder.api.routers import (
     alerts,
+    approvals,
     artifacts,
     audit,
     backfills,
@@ -104,6 +105,7 @@ def create_app(store: Store, settings: Settings) -> FastAPI:
         fleet,
         metrics,
         workflows,
+        approvals,
         stats,
         alerts,
         keys,

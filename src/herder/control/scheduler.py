@@ -80,7 +80,11 @@ class Scheduler:
         maintenance = Maintenance(
             store.history,
             partitioned=store.database.is_postgres,
-            expiring=(store.events.prune, store.hooks.prune),
+            expiring=(
+                store.events.prune,
+                store.hooks.prune,
+                store.workflow_runs.forget_ended_waits,
+            ),
         )
         sweeper = CheckpointSweeper(store.checkpoints)
         bodies: list[Loop] = [dispatcher, reaper, starter, *firers, compactor,

@@ -1,6 +1,7 @@
 """The starter: queues delayed runs when their time comes, a guarded batch at a time
-(``store.runs.starting``), and sleeps until the next one's (or a notice that a sooner one was
-submitted)."""
+(``store.runs.starting``), ends waiting workflow tasks whose time or timeout came
+(``store.workflows.waits``), and sleeps until the next one's (or a notice that a sooner one
+was submitted)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from datetime import datetime
 from herder.domain.lifecycle.changes import WORK, Changes
 from herder.store.runs.starting import BATCH, next_start, start_due
 from herder.store.store import Store
+from herder.store.workflows.waits import WOKEN_PER_PASS, wake_due
 
 MAX_SLEEP_SECONDS = 5.0  # a ceiling: a notice of a sooner start may be missed
 MIN_SLEEP_SECONDS = 0.005
@@ -35,9 +37,10 @@ class Starter:
             started = start_due(work.connection, work.now)
             if started:
                 work.apply(Changes(notices=frozenset({WORK})))
-            upcoming = None if started == BATCH else next_start(work.connection, work.now)
+            more = started == BATCH or wake_due(work) == WOKEN_PER_PASS
+            upcoming = None if more else next_start(work.connection, work.now)
             now = work.now
-        if started == BATCH:
+        if more:
             return 0.0
         return MAX_SLEEP_SECONDS if upcoming is None else _until(upcoming, now)
 

@@ -13,7 +13,7 @@ import re
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, field_validator
 
 from herder.domain.models import _Record
 
@@ -83,6 +83,9 @@ class EventSummary(_Record):
     sender_id: str | None = Field(description="the sender's id of the event, if it gave one")
     received_at: datetime
     outcomes: list[TriggerOutcome]
+    resumed: Annotated[list[str], BeforeValidator(lambda value: value or [])] = Field(
+        default_factory=list, description="the runs of waiting workflow tasks it ended"
+    )
 
 
 class Event(EventSummary):

@@ -43,6 +43,7 @@ RUN_TONES: dict[RunState, Tone] = {
     RunState.SUSPENDED: Tone.NEUTRAL,
     RunState.PENDING: Tone.NEUTRAL,
     RunState.SCHEDULED: Tone.NEUTRAL,
+    RunState.WAITING: Tone.NEUTRAL,
     RunState.SKIPPED: Tone.NEUTRAL,
     RunState.SUCCEEDED: Tone.OK,
 }

@@ -18,6 +18,7 @@ class RunState(StrEnum):
     RUNNING = "running"
     RETRY_WAIT = "retry_wait"
     SUSPENDED = "suspended"  # held by an operator until resumed: holds no worker, quota or slot
+    WAITING = "waiting"  # a workflow's wait or approval task: holds nothing until it is decided
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     TIMED_OUT = "timed_out"
@@ -72,8 +73,8 @@ TERMINAL_RUN_STATES = frozenset(
 state sets from here and ``domain.state_tones``, never from a list of its own."""
 
 ACTIVE_RUN_STATES = frozenset(state for state in RunState if state not in TERMINAL_RUN_STATES)
-"""Not yet ended: scheduled, held, queued, running, waiting to retry or suspended; each is a
-``herder_runs`` gauge."""
+"""Not yet ended: scheduled, held, queued, running, waiting to retry, suspended or a waiting
+task; each is a ``herder_runs`` gauge."""
 
 SLOT_HOLDING_RUN_STATES = ACTIVE_RUN_STATES - {RunState.SUSPENDED}
 """Active runs that hold their schedule's concurrency slot: a suspended run holds nothing
@@ -112,6 +113,16 @@ RUN_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
         }
     ),
     RunState.RETRY_WAIT: frozenset({RunState.QUEUED, RunState.CANCELLED, RunState.SUSPENDED}),
+    # its time, its event or a person's decision came (``domain.workflows.waits``)
+    RunState.WAITING: frozenset(
+        {
+            RunState.SUCCEEDED,
+            RunState.FAILED,
+            RunState.TIMED_OUT,
+            RunState.SKIPPED,
+            RunState.CANCELLED,
+        }
+    ),
     # resumed (queued, or held pending when its tenant is at max_queued), or cancelled
     RunState.SUSPENDED: frozenset({RunState.QUEUED, RunState.PENDING, RunState.CANCELLED}),
     **{state: frozenset() for state in TERMINAL_RUN_STATES},

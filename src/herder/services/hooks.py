@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from datetime import datetime
 
 from herder.clock import Clock
 from herder.domain.errors import Invalid, RateLimited, Unauthorized
@@ -104,7 +103,7 @@ def receiver(store: Store, hook_id: str) -> Receiver:
 
 
 def deliver(
-    store: Store, receiver: Receiver, headers: Mapping[str, str], body: bytes, now: datetime
+    store: Store, receiver: Receiver, headers: Mapping[str, str], body: bytes
 ) -> ReceivedEvent:
     """The delivery as an event, or why not: 401 for a signature that does not verify or a
     replay or a disabled hook, 422 for a signed body that is no event — each recorded
@@ -123,7 +122,7 @@ def deliver(
     if not hook.enabled:
         raise refuse(Unauthorized("this hook is disabled"), 401)
     try:
-        verified = verify(hook.scheme, receiver.secret, headers, body, now)
+        verified = verify(hook.scheme, receiver.secret, headers, body, store.clock.now())
     except Unverified as error:
         raise refuse(Unauthorized(f"signature refused: {error}"), 401) from None
     except Malformed as error:

@@ -79,6 +79,23 @@ def read_run(store: Store, tenant_id: str, workflow_run_id: str) -> WorkflowRunD
     return store.workflow_runs.get(tenant_id, workflow_run_id)
 
 
+def decide_task(
+    store: Store,
+    caller: Principal,
+    workflow_run_id: str,
+    task: str,
+    *,
+    approved: bool,
+    comment: str | None,
+) -> WorkflowRunDetail:
+    """An operator's decision on a waiting approval task; the workflow run as it is after."""
+    store.workflow_runs.decide(
+        caller.tenant_id, workflow_run_id, task, approved=approved, actor=actor(caller),
+        comment=comment,
+    )  # fmt: skip
+    return read_run(store, caller.tenant_id, workflow_run_id)
+
+
 def cancel_run(store: Store, caller: Principal, workflow_run_id: str) -> WorkflowRun:
     return store.workflow_runs.cancel(caller.tenant_id, workflow_run_id, actor=actor(caller))
 

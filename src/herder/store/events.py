@@ -1,6 +1,7 @@
 """Events as they arrive (``domain.events``, docs/events.md): recorded, de-duplicated by the
-sender's id, and the work their triggers start — in one transaction, so an event accepted
-has started its runs and an event refused has started none.
+sender's id, and the work their triggers start and the workflow tasks waiting for them that
+they end — in one transaction, so an event accepted has started its runs and an event
+refused has started none.
 
 A trigger's job runs go through the same submission as a user's (debounce, limits, pools,
 priority bound) and its workflow runs through the same start; a start refused (a parameter
@@ -43,6 +44,7 @@ from herder.store.schema import events, jobs, workflows
 from herder.store.triggers import for_event
 from herder.store.work import Work, unit_of_work
 from herder.store.workflows.starts import start_in
+from herder.store.workflows.waits import resume_waiting
 from herder.telemetry import metrics
 
 PRUNED_PER_PASS = 5_000  # events (and deliveries) past retention one maintenance pass deletes
@@ -94,14 +96,17 @@ class EventRepository:
                 first = _first(work.connection, tenant_id, sender_key)
                 status = _record_again(work, delivery, first.id)
                 return ReceivedEvent(event=first, duplicate=True), status
-            decided = plan(
-                for_event(work.connection, tenant_id, name), document(name, source, payload)
-            )
+            facts = document(name, source, payload)
+            decided = plan(for_event(work.connection, tenant_id, name), facts)
             outcomes = _start(work, self._runs, tenant_id, event_id, decided)
+            resumed = resume_waiting(work, tenant_id, event_id, name, facts)
             work.connection.execute(
                 update(events)
                 .where(events.c.id == event_id)
-                .values(outcomes=[outcome.model_dump(mode="json") for outcome in outcomes])
+                .values(
+                    outcomes=[outcome.model_dump(mode="json") for outcome in outcomes],
+                    resumed=resumed,
+                )
             )
             if delivery is not None:
                 accepted = replace(delivery, status=DeliveryStatus.ACCEPTED, event_id=event_id)
@@ -109,7 +114,7 @@ class EventRepository:
         metrics.event_received(source.partition(":")[0], outcomes)
         event = Event(
             id=event_id, name=name, source=source, sender_id=sender_id, received_at=work.now,
-            outcomes=outcomes, payload=payload,
+            outcomes=outcomes, resumed=resumed, payload=payload,
         )  # fmt: skip
         return ReceivedEvent(event=event, duplicate=False), (
             None if delivery is None else DeliveryStatus.ACCEPTED

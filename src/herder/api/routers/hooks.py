@@ -105,9 +105,7 @@ async def deliver(
     await admit_tenant(receiver.tenant_id, request, 1)
     body = await request.body()
     headers = {name.lower(): value for name, value in request.headers.items()}
-    received = await run_in_threadpool(
-        hooks.deliver, store, receiver, headers, body, store.clock.now()
-    )
+    received = await run_in_threadpool(hooks.deliver, store, receiver, headers, body)
     if received.duplicate:
         response.status_code = status.HTTP_200_OK
     return received

@@ -54,8 +54,8 @@ def suspend(active: ActiveRun, actor: str, now: datetime) -> Changes:
         raise Conflict(f"run {run.id} is already {run.state}; only active runs can be suspended")
     if run.state is RunState.SUSPENDED:
         return Changes()
-    if run.state is RunState.SCHEDULED:
-        raise Conflict(f"run {run.id} is scheduled, holding nothing yet: cancel it instead")
+    if run.state in (RunState.SCHEDULED, RunState.WAITING):
+        raise Conflict(f"run {run.id} is {run.state}, holding nothing: cancel it instead")
     if run.cancel_requested:
         raise Conflict(f"run {run.id} is being cancelled; a cancel wins over a suspend")
     if run.state is not RunState.RUNNING:

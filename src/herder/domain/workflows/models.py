@@ -10,7 +10,7 @@ from pydantic import JsonValue
 from herder.domain.models import _Record
 from herder.domain.states import RunState
 from herder.domain.workflows.progress import WorkflowRunState
-from herder.domain.workflows.spec import Concurrency, TaskSpec
+from herder.domain.workflows.spec import Concurrency, TaskKind, TaskSpec
 from herder.domain.workflows.trigger_rules import TriggerRule
 
 
@@ -49,7 +49,9 @@ class TaskRun(_Record):
 
     task: str
     map_index: int  # -1: the task is not mapped
-    job: str
+    job: str | None  # None: a wait or an approval (``kind``)
+    kind: TaskKind = TaskKind.JOB
+    message: str | None = None  # an approval's, for the approvers
     depends_on: list[str]
     trigger_rule: TriggerRule
     state: RunState  # pending until its trigger rule decides

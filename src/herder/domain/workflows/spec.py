@@ -11,13 +11,14 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from herder.domain.errors import Invalid
 from herder.domain.jobs import MAX_TIMEOUT_SECONDS, RunOverrides, check_job_name
 from herder.domain.limits import LimitReferences
 from herder.domain.variables import variable_name_problem
 from herder.domain.workflows.trigger_rules import TriggerRule
+from herder.domain.workflows.waits import ApprovalSpec, WaitSpec
 
 MAX_TASKS = 1000
 MAX_PARAMS_BYTES = 64 * 1024  # a workflow's parameters, encoded as JSON
@@ -62,11 +63,25 @@ def _check_map_over(source: str | None) -> str | None:
 TaskName = Annotated[str, AfterValidator(check_job_name)]  # the same alphabet as job names
 
 
+class TaskKind(StrEnum):
+    JOB = "job"  # runs its job on a worker
+    WAIT = "wait"  # runs nothing: a duration, an instant or an event
+    APPROVAL = "approval"  # runs nothing: an operator's decision
+
+
 class TaskSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: TaskName
-    job: Annotated[str, AfterValidator(check_job_name)]  # the job it runs, by name
+    job: Annotated[str, AfterValidator(check_job_name)] | None = Field(
+        default=None, description="the job it runs, by name (or it is a wait or an approval)"
+    )
+    wait: WaitSpec | None = Field(
+        default=None, description="run nothing: wait for a duration, an instant or an event"
+    )
+    approval: ApprovalSpec | None = Field(
+        default=None, description="run nothing: wait for an operator to approve or reject"
+    )
     depends_on: Annotated[list[TaskName], Field(max_length=MAX_TASKS)] = []
     trigger_rule: TriggerRule = TriggerRule.ALL_SUCCESS
     overrides: RunOverrides = RunOverrides()  # args, env, retries: as a one-off run's
@@ -77,6 +92,31 @@ class TaskSpec(BaseModel):
         "'TASK.key' for a list in an upstream task's output (at most 1,000 items)",
     )
     limits: LimitReferences = []  # over the job's: a later reference to the same limit wins
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> TaskSpec:
+        kinds = [kind for kind in ("job", "wait", "approval") if getattr(self, kind) is not None]
+        if len(kinds) != 1:
+            raise ValueError("a task has exactly one of job, wait and approval")
+        if self.job is None:
+            running = {"overrides": self.overrides != RunOverrides(), "limits": bool(self.limits),
+                       "timeout_seconds": self.timeout_seconds is not None,
+                       "map_over": self.map_over is not None}  # fmt: skip
+            given = [name for name, set_ in running.items() if set_]
+            if given:
+                raise ValueError(f"a {kinds[0]} task runs nothing: it takes no {given[0]}")
+        return self
+
+    @property
+    def kind(self) -> TaskKind:
+        if self.wait is not None:
+            return TaskKind.WAIT
+        return TaskKind.JOB if self.approval is None else TaskKind.APPROVAL
+
+    @property
+    def waiting(self) -> WaitSpec | ApprovalSpec | None:
+        """What a task that runs nothing waits for."""
+        return self.wait or self.approval
 
 
 class WorkflowSpec(BaseModel):

@@ -11,17 +11,20 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from herder.domain.backfills import backfill_run_spec
-from herder.domain.jobs import JobSpec, apply_overrides
+from herder.domain.jobs import JobSpec, Runtime, apply_overrides
 from herder.domain.lifecycle.changes import Event, NewRun, TaskOf
 from herder.domain.limits import fielded
 from herder.domain.parameters import environment
 from herder.domain.states import RunState
 from herder.domain.workflows.spec import TaskSpec, WorkflowSpec
+from herder.domain.workflows.waits import wake_at
 
 if TYPE_CHECKING:
     from herder.domain.workflows.progress import Start
 
 MAX_INPUTS_BYTES = 1024 * 1024  # all of a task's inputs, encoded as JSON
+# What a wait's or an approval's run holds as its spec: it is never queued, so never run.
+WAITING_SPEC = JobSpec(runtime=Runtime.SHELL, command="true")
 
 
 def task_run_spec(job: JobSpec, task: TaskSpec, params: Mapping[str, Any]) -> JobSpec:
@@ -95,6 +98,9 @@ def build_task_runs(
     new_runs = []
     for start in starts:
         task = tasks[start.task]
+        if task.job is None:
+            new_runs.append(_waiting_run(workflow_run, task, start, now, new_run_id()))
+            continue
         job = workflow_run.jobs[task.job]
         if task.job not in jobs:
             jobs[task.job] = JobSpec.model_validate(job["spec"])
@@ -134,3 +140,32 @@ def build_task_runs(
                 )
             )
     return new_runs
+
+
+def _waiting_run(
+    workflow_run: PinnedRun, task: TaskSpec, start: Start, now: datetime, run_id: str
+) -> NewRun:
+    """A wait or approval task's one run: ``waiting`` until its ``run_at`` (its time or its
+    timeout; none: only an event or a person ends it), or ended as decided. A wait until a
+    parameter that holds no instant fails (the start checks it; a repair may not have)."""
+    waiting = task.waiting
+    assert waiting is not None  # a task that runs nothing waits for something
+    kind = "wait" if task.wait is not None else "approval"
+    state, reason, run_at = (
+        start.state,
+        None if start.state is RunState.QUEUED else start.reason,
+        None,
+    )
+    if state is RunState.QUEUED:
+        state = RunState.WAITING
+        try:
+            run_at = wake_at(waiting, dict(workflow_run.params), now)
+        except ValueError as error:
+            state, reason = RunState.FAILED, str(error)
+    message = f"task {task.name} of workflow run {workflow_run.id}: {reason or start.reason}"
+    return NewRun(
+        id=run_id, tenant_id=workflow_run.tenant_id, job_id="", job_name=f":{kind}",
+        spec=WAITING_SPEC, state=state, reason=reason, run_at=run_at,
+        event=Event(run_id, message, f"workflow:{workflow_run.id}", target=state),
+        task=TaskOf(workflow_run.id, task.name, workflow_run.repair),
+    )  # fmt: skip

@@ -54,11 +54,14 @@ def start_due(connection: Connection, now: datetime, batch: int = BATCH) -> int:
 
 
 def next_start(connection: Connection, now: datetime) -> datetime | None:
-    """The earliest start of a delayed run, if any."""
+    """The earliest start of a delayed run, or wake of a waiting workflow task, if any."""
     floor = live_floor(connection, now)
     found: datetime | None = connection.execute(
         select(func.min(runs.c.run_at)).where(
             runs.c.state == RunState.SCHEDULED, runs.c.id >= floor
         )
     ).scalar_one()
-    return found
+    woken: datetime | None = connection.execute(
+        select(func.min(runs.c.run_at)).where(runs.c.state == RunState.WAITING, runs.c.id >= floor)
+    ).scalar_one()
+    return min((moment for moment in (found, woken) if moment is not None), default=None)

@@ -32,6 +32,7 @@ from herder.store.schema.checkpoints import checkpoints as checkpoints
 from herder.store.schema.events import events as events
 from herder.store.schema.events import hook_deliveries as hook_deliveries
 from herder.store.schema.events import hooks as hooks
+from herder.store.schema.events import run_waits as run_waits
 from herder.store.schema.events import triggers as triggers
 from herder.store.schema.limits import limit_starts as limit_starts
 from herder.store.schema.limits import limits as limits

@@ -31,6 +31,7 @@ events = Table(
     Column("sender_key", String(200)),
     Column("payload", JsonColumn, nullable=False),
     Column("outcomes", JsonColumn, nullable=False),
+    Column("resumed", JsonColumn),  # the waiting workflow tasks it ended
     Column("received_at", UtcDateTime, nullable=False),
     UniqueConstraint("tenant_id", "sender_key"),
     Index(None, "tenant_id", "id"),
@@ -87,4 +88,16 @@ hook_deliveries = Table(
     Index(None, "hook_id", "id"),
     Index(None, "hook_id", "delivery_id"),
     Index(None, "received_at"),
+)
+
+# A workflow's event wait while it waits: which event name it is woken by (with the wait's
+# filter), so an event reads only its own waits. Rows of ended waits are pruned.
+run_waits = Table(
+    "run_waits",
+    metadata,
+    Column("run_id", ID, primary_key=True),
+    Column("tenant_id", ID, nullable=False),
+    Column("event_name", String(128), nullable=False),
+    Column("filter", String(2048)),
+    Index(None, "tenant_id", "event_name"),
 )

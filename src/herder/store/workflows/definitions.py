@@ -72,7 +72,7 @@ def dag_of(connection: Connection, workflow_id: str, version: int) -> Dag:
 def check_jobs(connection: Connection, tenant_id: str, spec: WorkflowSpec) -> dict[str, Any]:
     """The jobs the tasks name (name → row), or ``Invalid`` naming the first task whose job
     does not exist or whose overrides name a pool the tenant may not use."""
-    names = {task.job for task in spec.tasks}
+    names = {task.job for task in spec.tasks if task.job is not None}
     found = {
         row.name: row
         for row in connection.execute(
@@ -82,7 +82,7 @@ def check_jobs(connection: Connection, tenant_id: str, spec: WorkflowSpec) -> di
         )
     }
     for position, task in enumerate(spec.tasks):
-        if task.job not in found:
+        if task.job is not None and task.job not in found:
             raise Invalid(
                 f"task {task.name!r} runs job {task.job!r}, and there is no job of that name",
                 field=f"tasks.{position}.job",

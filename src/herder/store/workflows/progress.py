@@ -32,6 +32,7 @@ from herder.domain.workflows.walk import (
 from herder.store.queue_room import room_after_release
 from herder.store.schema import runs, workflow_runs
 from herder.store.workflows.definitions import dag_of
+from herder.store.workflows.waits import record_event_waits
 
 if TYPE_CHECKING:
     from herder.store.work import Work
@@ -45,7 +46,8 @@ def advance_run(work: Work, workflow_run_id: str) -> None:
         return
     changes = walk(facts, work.now, lambda: new_id("run", epoch_ms(work.now)))
     if not changes.empty:
-        work.apply(changes)
+        applied = work.apply(changes)
+        record_event_waits(work, facts.dag, changes.new_runs, applied.inserted)
 
 
 def read_walk(work: Work, workflow_run_id: str) -> WalkFacts | None:

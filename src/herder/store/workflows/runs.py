@@ -29,6 +29,7 @@ from herder.store.workflows.definitions import dag_of, spec_of
 from herder.store.workflows.progress import advance_run, lock, task_runs_of
 from herder.store.workflows.starts import cancel_in, start_in, workflow_row
 from herder.store.workflows.suspension import resume_in, suspend_in
+from herder.store.workflows.waits import FORGOTTEN_PER_PASS, decide, forget_ended
 
 _TASK_RUN_COLUMNS = (
     runs.c.id, runs.c.task_name, runs.c.map_index, runs.c.repair, runs.c.state, runs.c.reason,
@@ -97,6 +98,29 @@ class WorkflowRunRepository:
             return page_of(
                 connection, query, workflow_runs.c.id, _workflow_run, limit=limit, cursor=cursor
             )
+
+    def decide(
+        self,
+        tenant_id: str,
+        workflow_run_id: str,
+        task: str,
+        *,
+        approved: bool,
+        actor: str,
+        comment: str | None,
+    ) -> str:
+        """Approve or reject a waiting approval task (``store.workflows.waits.decide``); its
+        run's id. The workflow run moves on in the same transaction."""
+        with unit_of_work(self._db, self._clock, self._rng) as work:
+            return decide(
+                work, tenant_id, workflow_run_id, task, approved=approved, actor=actor,
+                comment=comment,
+            )  # fmt: skip
+
+    def forget_ended_waits(self) -> bool:
+        """Maintenance: drop a batch of ended event waits; whether more may be left."""
+        with self._db.write() as connection:
+            return forget_ended(connection) == FORGOTTEN_PER_PASS
 
     def cancel(self, tenant_id: str, workflow_run_id: str, *, actor: str = "user") -> WorkflowRun:
         """Queued and pending tasks are cancelled at once, running ones stopped by their
@@ -202,7 +226,8 @@ def _tasks(connection: Connection, row: Any, dag: Dag) -> list[TaskRun]:
     listed = []
     for task in dag.spec.tasks:
         common = {"task": task.name, "job": task.job, "depends_on": task.depends_on,
-                  "trigger_rule": task.trigger_rule}  # fmt: skip
+                  "trigger_rule": task.trigger_rule, "kind": task.kind,
+                  "message": task.approval.message if task.approval else None}  # fmt: skip
         if task.name not in current:
             not_started = _not_started(state, task.name, waiting)
             listed.append(TaskRun(**common, map_index=-1, **not_started))

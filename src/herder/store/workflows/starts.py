@@ -19,9 +19,10 @@ from herder.domain.states import ACTIVE_RUN_STATES
 from herder.domain.workflows.admission import SLOT_HOLDING, admission, admit, admitted_at_most
 from herder.domain.workflows.cancel import cancel_workflow_run
 from herder.domain.workflows.run_bound import check_run_bound
-from herder.domain.workflows.spec import WorkflowSpec, check_params
+from herder.domain.workflows.spec import TaskSpec, WorkflowSpec, check_params
 from herder.domain.workflows.states import ACTIVE_WORKFLOW_RUN_STATES, WorkflowRunState
 from herder.domain.workflows.task_runs import task_run_spec
+from herder.domain.workflows.waits import until_instant
 from herder.store.dialect import insert_ignoring_duplicates
 from herder.store.runs.facts import cancellable_runs
 from herder.store.schema import runs, workflow_runs, workflows
@@ -124,6 +125,9 @@ def _pinned_jobs(
     found = check_jobs(connection, tenant_id, spec)
     jobs = {name: JobSpec.model_validate(row.spec) for name, row in found.items()}
     for position, task in enumerate(spec.tasks):
+        if task.job is None:
+            _check_waiting(task, params, position)
+            continue
         try:
             task_run_spec(jobs[task.job], task, params)
         except ValidationError as error:
@@ -143,6 +147,18 @@ def _pinned_jobs(
             )
             raise Invalid(f"task {task.name!r}: {error.detail}", field=field) from error
     return {name: {"id": row.id, "spec": row.spec} for name, row in found.items()}
+
+
+def _check_waiting(task: TaskSpec, params: dict[str, Any], position: int) -> None:
+    """A wait until ``params.NAME`` is refused at the start when the parameter holds no
+    instant, not when the task is reached."""
+    if task.wait is not None:
+        try:
+            until_instant(task.wait, params)
+        except ValueError as error:
+            raise Invalid(
+                f"task {task.name!r}: {error}", field=f"tasks.{position}.wait.until"
+            ) from None
 
 
 def admit_next(work: Work, workflow_id: str) -> None:

@@ -1,4 +1,5 @@
-"""events, triggers, hooks, hook_deliveries: work started by events (issue 27)
+"""events, triggers, hooks, hook_deliveries, run_waits: work started by events, and
+workflow tasks that wait for them (issue 27)
 
 Revision ID: 0026
 Revises: 0025
@@ -48,6 +49,7 @@ def upgrade() -> None:
         sa.Column("sender_key", sa.String(length=200), nullable=True),
         sa.Column("payload", JsonColumn, nullable=False),
         sa.Column("outcomes", JsonColumn, nullable=False),
+        sa.Column("resumed", JsonColumn, nullable=True),
         sa.Column("received_at", UtcDateTime(), nullable=False),
         sa.ForeignKeyConstraint(
             ["tenant_id"], ["tenants.id"], name=op.f("fk_events_tenant_id_tenants")
@@ -92,9 +94,21 @@ def upgrade() -> None:
         ["hook_id", "delivery_id"],
     )
     op.create_index(op.f("ix_hook_deliveries_received_at"), "hook_deliveries", ["received_at"])
+    op.create_table(
+        "run_waits",
+        sa.Column("run_id", sa.String(length=40), nullable=False),
+        sa.Column("tenant_id", sa.String(length=40), nullable=False),
+        sa.Column("event_name", sa.String(length=128), nullable=False),
+        sa.Column("filter", sa.String(length=2048), nullable=True),
+        sa.PrimaryKeyConstraint("run_id", name=op.f("pk_run_waits")),
+    )
+    op.create_index(
+        op.f("ix_run_waits_tenant_id_event_name"), "run_waits", ["tenant_id", "event_name"]
+    )
 
 
 def downgrade() -> None:
+    op.drop_table("run_waits")
     op.drop_table("hook_deliveries")
     op.drop_table("hooks")
     op.drop_index(op.f("ix_triggers_tenant_id_event"), table_name="triggers")
