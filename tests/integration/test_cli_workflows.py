@@ -291,3 +291,24 @@ def test_a_workflow_is_scheduled_and_backfilled_from_the_command_line(
                    "--end", "2026-11-01T05:30:00Z")  # fmt: skip
     assert naive.exit_code == 1
     assert "needs an offset" in naive.output
+
+
+def test_an_approval_is_drawn_waiting_and_decided_from_the_cli(
+    herder: Herder, fleet: Fleet, tmp_path: Path
+) -> None:
+    body = {
+        "name": "release",
+        "tasks": [
+            {"name": "review", "approval": {"message": "ship it?"}},
+            {"name": "ship", "job": "work", "depends_on": ["review"]},
+        ],
+    }
+    created(herder, tmp_path, body)
+    assert "review  approval" in ok(herder("workflow", "show", "release"))
+    run = started(herder, "release")
+    assert "waiting" in ok(herder("workflow", "show", run["id"]))
+    said = ok(herder("workflow", "approve", run["id"], "review", "-m", "go"))
+    assert f"approved task review of workflow run {run['id']}: the run is running" in said
+    again = refused(herder("workflow", "reject", run["id"], "review"))
+    assert again.status == 409
+    assert detail(fleet.api, run["id"])["tasks"][1]["state"] == "queued"

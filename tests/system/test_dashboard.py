@@ -749,3 +749,33 @@ def test_a_delayed_run_shows_when_it_starts_and_is_listed_as_scheduled(
         expect(page.locator("dl.facts")).to_contain_text("Starts at")
     finally:
         herder.cancel_run(run.id)
+
+
+def test_a_waiting_approval_is_approved_from_its_workflow_runs_page(
+    page: Page, herder: HerderClient, cluster: Cluster
+) -> None:
+    herder.create_job("ship", {"runtime": "shell", "command": "true"})
+    tasks = [
+        {"name": "review", "approval": {"message": "ship release 42?"}},
+        {"name": "ship", "job": "ship", "depends_on": ["review"]},
+    ]
+    key = {"Authorization": f"Bearer {cluster.credentials['api_key']}"}
+    with httpx.Client(base_url=cluster.url, headers=key) as http:
+        created = http.post("/v1/workflows", json={"name": "release", "tasks": tasks})
+        started = http.post(f"/v1/workflows/{created.json()['id']}/runs", json={})
+    assert started.status_code == 201, started.text
+    workflow_run_id = started.json()["id"]
+    page.goto(f"/#/workflow-runs/{workflow_run_id}")
+    decision = page.locator('.decision[data-task="review"]')
+    expect(decision).to_contain_text("ship release 42?")
+    expect(page.locator('g.task[data-task="review"]')).to_have_class(re.compile("state-waiting"))
+    decision.get_by_label("comment on review").fill("checked the changelog")
+    decision.get_by_role("button", name="Approve").click()
+    expect(page.locator('g.task[data-task="ship"]')).to_have_class(re.compile("state-succeeded"))
+    expect(page.locator(".decisions")).to_have_count(0)
+    review = next(t for t in herder.get_workflow_run(workflow_run_id).tasks if t.task == "review")
+    assert review.output == {
+        **review.output,
+        "decision": "approved",
+        "comment": "checked the changelog",
+    }

@@ -10,6 +10,7 @@ import sys
 from herder.cli import (
     alerts,
     apply,
+    approvals,
     audit,
     autoscaler,
     backfills,
@@ -32,9 +33,9 @@ from herder.cli.common import app, err
 from herder.client import ClientError
 
 __all__ = [
-    "alerts", "apply", "audit", "autoscaler", "backfills", "jobs", "keys", "limits", "main",
-    "pools", "queue", "runs", "schedules", "secrets", "system", "tenants", "top", "usage",
-    "workers", "workflows",
+    "alerts", "apply", "approvals", "audit", "autoscaler", "backfills", "jobs", "keys",
+    "limits", "main", "pools", "queue", "runs", "schedules", "secrets", "system", "tenants",
+    "top", "usage", "workers", "workflows",
 ]  # fmt: skip
 
 

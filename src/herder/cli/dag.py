@@ -187,7 +187,7 @@ def definition_tasks(workflow: Workflow) -> list[DagTask]:
     when they are not the plain case."""
     drawn = []
     for task in workflow.tasks:
-        note = [f"job {task.job}"]
+        note = [f"job {task.job}" if task.job is not None else str(task.kind)]
         if task.trigger_rule != "all_success":
             note.append(str(task.trigger_rule))
         if task.map_over:

@@ -82,6 +82,17 @@ class WorkflowCalls:
         response = self._request("GET", "/v1/workflow-runs", params=_given(params))
         return Page[WorkflowRun].model_validate(response.json())
 
+    def decide_workflow_task(
+        self, workflow_run_id: str, task: str, *, approved: bool, comment: str | None = None
+    ) -> WorkflowRunDetail:
+        """Approve or reject a waiting approval task."""
+        verb = "approve" if approved else "reject"
+        response = self._request(
+            "POST", f"/v1/workflow-runs/{workflow_run_id}/tasks/{task}/{verb}",
+            json={"comment": comment},
+        )  # fmt: skip
+        return WorkflowRunDetail.model_validate(response.json())
+
     def cancel_workflow_run(self, workflow_run_id: str) -> WorkflowRun:
         response = self._request("POST", f"/v1/workflow-runs/{workflow_run_id}/cancel")
         return WorkflowRun.model_validate(response.json())

@@ -114,12 +114,44 @@ function actions(run, ended, ctx) {
   ];
 }
 
+// Each approval task waiting for a decision: its message, a comment box, Approve and Reject.
+function decisions(run, ctx) {
+  const waiting = run.tasks.filter((task) => task.kind === "approval" && task.state === "waiting");
+  if (waiting.length === 0) return "";
+  const path = `/v1/workflow-runs/${encodeURIComponent(run.id)}/tasks`;
+  return h(
+    "section",
+    { class: "decisions" },
+    h("h2", {}, "Waiting for a decision"),
+    ...waiting.map((task) => {
+      const comment = h("input", { type: "text", maxlength: 1000, placeholder: "comment (optional)", "aria-label": `comment on ${task.task}` });
+      const decide = (verb) => () =>
+        api(`${path}/${encodeURIComponent(task.task)}/${verb}`, {
+          method: "POST",
+          body: { comment: comment.value || null },
+        }).then(() => `${task.task}: ${verb === "approve" ? "approved" : "rejected"}`);
+      return h(
+        "div",
+        { class: "decision", "data-task": task.task },
+        h("p", {}, h("strong", {}, task.task), task.message ? ` — ${task.message}` : ""),
+        comment,
+        " ",
+        action("Approve", decide("approve"), { ctx }),
+        " ",
+        action("Reject", decide("reject"), { ctx, danger: true, confirmText: `Reject ${task.task}?` }),
+      );
+    }),
+  );
+}
+
 export function mount(root, route, ctx) {
   const id = route.id;
   const body = h("div", {});
   root.append(body);
   return {
     async refresh() {
+      // A comment being typed is not redrawn away under the typist.
+      if (document.activeElement?.tagName === "INPUT" && body.contains(document.activeElement)) return;
       const run = await api(`/v1/workflow-runs/${encodeURIComponent(id)}`, { signal: ctx.signal });
       const ended = ENDED_WORKFLOW_RUN_STATES.includes(run.state);
       fill(body,
@@ -132,6 +164,7 @@ export function mount(root, route, ctx) {
           ...actions(run, ended, ctx),
         ),
         run.reason ? h("p", {}, run.reason) : "",
+        ended ? "" : decisions(run, ctx),
         h("div", { class: "dag-scroll" }, dag(run.tasks)),
         h("h2", {}, "Tasks"),
         table(
