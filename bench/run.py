@@ -18,6 +18,7 @@ from bench import (
     checkpoints,
     delayed,
     dispatch,
+    events,
     forecast_accuracy,
     history_scale,
     limits,
@@ -81,6 +82,7 @@ def main() -> None:
             "pools",
             "limits",
             "delayed",
+            "events",
             "forecast-accuracy",
             "all",
         ],
@@ -107,6 +109,8 @@ def main() -> None:
         run_limits()
     if options.scenario in ("delayed", "all"):
         run_delayed()
+    if options.scenario in ("events", "all"):
+        run_events()
     if options.scenario in ("forecast-accuracy", "all"):
         run_forecast_accuracy()
     if options.scenario in ("checkpoints", "all"):
@@ -360,6 +364,45 @@ def run_delayed() -> None:
             f"| {result.lateness_p99:.3f} s | {result.lateness_max:.3f} s | {result.batches:,} |"
         )
     _append(lines)
+
+
+def run_events() -> None:
+    home = WORK / "events"
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir(parents=True)
+    result = events.measure(fresh_postgres(), home)
+    cost = events.waiting_cost()
+    now = datetime.datetime.now(datetime.UTC)
+    plain, waiting = (one.steady_median("seconds") for one in (cost.plain, cost.waiting))
+    print(
+        f"events: event→start p50 {result.event_start_p50_ms:.1f} ms p99 "
+        f"{result.event_start_p99_ms:.1f} ms (submit→start {result.submit_start_p50_ms:.1f} / "
+        f"{result.submit_start_p99_ms:.1f} ms); burst {result.burst_events:,} events → "
+        f"{result.burst_runs:,} runs ({result.burst_distinct_runs:,} distinct) in "
+        f"{result.burst_seconds:.1f} s; approve→successor p50 {result.approval_p50_ms:.1f} ms; "
+        f"steady pass {plain:.3f} s, with {events.WAITING:,} waiting tasks {waiting:.3f} s"
+    )
+    _append(
+        [
+            f"\n### Events, triggers and waiting tasks, {now:%Y-%m-%d %H:%M} UTC\n",
+            f"Machine: {machine.describe()}. `python -m bench.run --scenario events`: a server "
+            "with its loops and one worker (isolation `none`) on PostgreSQL; a trigger starts "
+            "`true` for each event.\n",
+            "| measure | Herder | beside it |",
+            "|---|---|---|",
+            f"| event accepted → run started, idle, p50 / p99 | {result.event_start_p50_ms:.1f} / "
+            f"{result.event_start_p99_ms:.1f} ms | submit → start {result.submit_start_p50_ms:.1f}"
+            f" / {result.submit_start_p99_ms:.1f} ms |",
+            f"| {events.BURST:,} events at once ({events.THREADS} clients), then "
+            f"{events.RESENT:,} resent | {result.burst_events:,} events, {result.burst_runs:,} runs"
+            f" ({result.burst_distinct_runs:,} distinct), all ended {result.burst_seconds:.1f} s "
+            f"after the first | {result.resent_duplicates:,} resent answered as duplicates |",
+            f"| approve → successor started, p50 / p99 | {result.approval_p50_ms:.1f} / "
+            f"{result.approval_p99_ms:.1f} ms | |",
+            f"| dispatcher steady pass, 10,000 queued, 500 workers | {plain:.3f} s | with "
+            f"{events.WAITING:,} waiting tasks: {waiting:.3f} s |",
+        ]
+    )
 
 
 def run_limits() -> None:

@@ -8,11 +8,14 @@ import hashlib
 import hmac
 import json
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
+from herder.api.ratelimit import SubmitLimiter
 from herder.domain.alerts.webhooks import signature
+from tests.clocks import ManualClock
 from tests.integration.conftest import Api
 
 SECRET = "whsec_0123456789abcdef"
@@ -213,3 +216,31 @@ def test_a_disabled_or_deleted_hook_starts_nothing(api: Api, build: None) -> Non
     )
     other = api.as_key(api.other_tenant_key("intruder"))
     assert api.http.get(f"/v1/hooks/{hook['id']}", headers=other).status_code == 404
+
+
+def test_a_flood_past_the_tenants_rate_is_429_for_events_and_deliveries_alike(
+    api: Api, build: None
+) -> None:
+    clock = ManualClock(datetime.now(UTC))
+    api.http.app.state.submit_limiter = SubmitLimiter(  # type: ignore[attr-defined]
+        api.store.submit_buckets, api.store.access.tenant_quotas, clock=clock
+    )
+    quotas = {"submit_rate_per_second": 0.001, "submit_burst": 2}
+    patched = api.http.patch(
+        f"/v1/tenants/{api.tenant_id}", headers=api.admin, json={"quotas": quotas}
+    )
+    assert patched.status_code == 200, patched.text
+    hook = make_hook(api, name="ours")
+    api.http.post(
+        "/v1/triggers", headers=api.admin, json={"name": "t", "event": "ours", "job": "build"}
+    )
+    sent = api.http.post("/v1/events", headers=api.admin, json={"name": "ours"})
+    body = b"{}"
+    delivered = api.http.post(hook["url"], content=body, headers=herder_headers(body, "d-1"))
+    assert (sent.status_code, delivered.status_code) == (201, 201)
+    flooded = api.http.post("/v1/events", headers=api.admin, json={"name": "ours"})
+    refused = api.http.post(hook["url"], content=body, headers=herder_headers(body, "d-2"))
+    assert (flooded.status_code, refused.status_code) == (429, 429)
+    assert "Retry-After" in flooded.headers
+    assert "Retry-After" in refused.headers
+    assert len(runs(api)) == 2  # every event accepted started its run; none refused did
