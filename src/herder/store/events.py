@@ -17,7 +17,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Connection, delete, select, update
+from sqlalchemy import Connection, delete, insert, select, update
 
 from herder.clock import Clock, epoch_ms
 from herder.domain.errors import Conflict, HerderError
@@ -37,10 +37,11 @@ from herder.domain.triggers import Refused, Start, plan
 from herder.store.database import Database
 from herder.store.dialect import insert_ignoring_duplicates
 from herder.store.hooks import DeliveryRecord, first_signed_at, record_delivery
+from herder.store.jobs import jobs_named
 from herder.store.owned import owned_row
 from herder.store.pagination import page_of
 from herder.store.runs.repository import RunRepository
-from herder.store.schema import events, jobs, workflows
+from herder.store.schema import events, workflows
 from herder.store.triggers import for_event
 from herder.store.work import Work, unit_of_work
 from herder.store.workflows.starts import start_in
@@ -85,28 +86,31 @@ class EventRepository:
         duplicate, or a replay (rejected)."""
         with unit_of_work(self._db, self._clock, self._rng) as work:
             event_id = new_id("evt", epoch_ms(work.now))
-            inserted = work.connection.execute(
-                insert_ignoring_duplicates(
-                    self._db, events, id=event_id, tenant_id=tenant_id, name=name,
-                    source=source, sender_id=sender_id, sender_key=sender_key,
-                    payload=payload, outcomes=[], received_at=work.now,
-                ).returning(events.c.id)
-            ).scalar()  # fmt: skip
-            if inserted is None:
-                first = _first(work.connection, tenant_id, sender_key)
-                status = _record_again(work, delivery, first.id)
-                return ReceivedEvent(event=first, duplicate=True), status
+            row = {"id": event_id, "tenant_id": tenant_id, "name": name, "source": source,
+                   "sender_id": sender_id, "sender_key": sender_key, "payload": payload,
+                   "received_at": work.now}  # fmt: skip
+            if sender_key is not None:  # the sender's id is taken first: a repeat waits here
+                inserted = work.connection.execute(
+                    insert_ignoring_duplicates(self._db, events, **row, outcomes=[]).returning(
+                        events.c.id
+                    )
+                ).scalar()
+                if inserted is None:
+                    first = _first(work.connection, tenant_id, sender_key)
+                    status = _record_again(work, delivery, first.id)
+                    return ReceivedEvent(event=first, duplicate=True), status
             facts = document(name, source, payload)
             decided = plan(for_event(work.connection, tenant_id, name), facts)
             outcomes = _start(work, self._runs, tenant_id, event_id, decided)
             resumed = resume_waiting(work, tenant_id, event_id, name, facts)
+            said = {
+                "outcomes": [one.model_dump(mode="json") for one in outcomes],
+                "resumed": resumed,
+            }
             work.connection.execute(
-                update(events)
-                .where(events.c.id == event_id)
-                .values(
-                    outcomes=[outcome.model_dump(mode="json") for outcome in outcomes],
-                    resumed=resumed,
-                )
+                insert(events).values(**row, **said)
+                if sender_key is None
+                else update(events).where(events.c.id == event_id).values(**said)
             )
             if delivery is not None:
                 accepted = replace(delivery, status=DeliveryStatus.ACCEPTED, event_id=event_id)
@@ -182,7 +186,9 @@ def _start(
 ) -> list[TriggerOutcome]:
     """Each decision's outcome, in order: the job runs submitted as one batch, each workflow
     run started under a savepoint (a refused start undoes only itself)."""
-    job_ids = _ids(work.connection, jobs, tenant_id, {d.trigger.job for d in decided})
+    named_jobs = {d.trigger.job for d in decided if d.trigger.job is not None}
+    found = jobs_named(work.connection, tenant_id, named_jobs) if named_jobs else {}
+    job_ids = {name: job.id for name, job in found.items()}
     workflow_ids = _ids(
         work.connection, workflows, tenant_id, {d.trigger.workflow for d in decided}
     )
@@ -209,7 +215,13 @@ def _start(
                 work, tenant_id, workflow_ids[trigger.workflow], decision, named
             )
     submitted = (
-        runs.submit_within(work, tenant_id, [r for _, r in requests], actor=actor)
+        runs.submit_within(
+            work,
+            tenant_id,
+            [r for _, r in requests],
+            actor=actor,
+            jobs={(tenant_id, job.id): job for job in found.values()},
+        )
         if requests
         else []
     )

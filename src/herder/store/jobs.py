@@ -64,6 +64,15 @@ def _duplicate_name(name: str) -> Conflict:
     return Conflict(f"a job named {name!r} already exists", field="name")
 
 
+def jobs_named(connection: Connection, tenant_id: str, names: Collection[str]) -> dict[str, Job]:
+    """The tenant's jobs of these names (name → job), read in one query inside a caller's
+    transaction (an event's triggers name their jobs)."""
+    rows = connection.execute(
+        select(jobs).where(jobs.c.tenant_id == tenant_id, jobs.c.name.in_(sorted(names)))
+    )
+    return {row.name: _job(row) for row in rows}
+
+
 class JobRepository:
     def __init__(
         self,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -18,7 +18,7 @@ from herder.domain.lifecycle.changes import Changes, NewRun
 from herder.domain.lifecycle.concurrency import admit
 from herder.domain.lifecycle.priority import check_allowed
 from herder.domain.lifecycle.suspend import resume, suspend
-from herder.domain.models import Attempt, Page, Run, RunDetail, RunEvent
+from herder.domain.models import Attempt, Job, Page, Run, RunDetail, RunEvent
 from herder.domain.queue_room import RELEASER, UNLIMITED
 from herder.domain.schedules import ConcurrencyPolicy
 from herder.domain.states import RunState
@@ -152,11 +152,18 @@ class RunRepository:
             return self.submit_within(work, tenant_id, requests, actor=actor)
 
     def submit_within(
-        self, work: Work, tenant_id: str, requests: Sequence[RunRequest], *, actor: str
+        self,
+        work: Work,
+        tenant_id: str,
+        requests: Sequence[RunRequest],
+        *,
+        actor: str,
+        jobs: Mapping[tuple[str, str], Job] | None = None,
     ) -> list[Submitted]:
         """``submit_many`` inside a caller's unit of work (an event's triggers start their
-        runs in the transaction that records the event)."""
-        found = self._jobs.get_many_within(
+        runs in the transaction that records the event); ``jobs``: the requests' jobs by
+        (tenant, id), when the caller read them already."""
+        found = jobs or self._jobs.get_many_within(
             work.connection, {(tenant_id, request.job_id) for request in requests}
         )
         named = {one.overrides.pool for one in requests if one.overrides.pool is not None}

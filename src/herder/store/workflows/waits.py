@@ -68,18 +68,19 @@ def resume_waiting(
 ) -> list[str]:
     """End the tenant's event waits this event satisfies; the runs it ended."""
     connection = work.connection
-    found = connection.execute(
-        select(run_waits.c.run_id, run_waits.c.filter)
-        .join(runs, runs.c.id == run_waits.c.run_id)
-        .where(
-            run_waits.c.tenant_id == tenant_id,
-            run_waits.c.event_name == name,
-            runs.c.state == RunState.WAITING,
+    found = connection.execute(  # most events have no wait: one probe of the index
+        select(run_waits.c.run_id, run_waits.c.filter).where(
+            run_waits.c.tenant_id == tenant_id, run_waits.c.event_name == name
         )
     ).all()
     matched = [row.run_id for row in found if is_awaited(row.filter, document)]
     if not matched:
         return []
+    matched = list(
+        connection.execute(
+            select(runs.c.id).where(runs.c.id.in_(matched), runs.c.state == RunState.WAITING)
+        ).scalars()
+    )
     payload = document.get("payload")
     moves = tuple(arrived(run_id, event_id, name, payload, work.now) for run_id in matched)
     moved = work.apply(Changes(moves=moves)).moved
