@@ -144,3 +144,44 @@ def test_a_hook_made_with_the_senders_secret_never_prints_it(
     short = herder("hook", "create", "weak", "--secret", "short")
     assert isinstance(short.exception, ApiError)
     assert "secret" in str(short.exception)
+
+
+def test_the_worked_example_a_github_push_starts_the_build_workflow(
+    api: Api, herder: Herder, tmp_path: Path
+) -> None:
+    """docs/events.md's worked example, its commands as written there."""
+    command = 'git clone --branch "${branch#refs/heads/}" "https://github.com/$repo" src && make'
+    ok(herder("job", "create", "build", "--runtime", "shell", "--network", "--command", command))
+    workflow = tmp_path / "build.yaml"
+    workflow.write_text(
+        "name: build\nparams: {branch: refs/heads/main, repo: acme/app, commit: HEAD}\n"
+        "tasks:\n  - {name: build, job: build}\n"
+    )
+    ok(herder("workflow", "create", "-f", str(workflow)))
+    created = ok(herder("hook", "create", "github", "--scheme", "github"))
+    secret = re.search(r"secret: (whk_\S+)", created)
+    url = re.search(r"URL:\s+http://testserver(\S+)", created)
+    assert secret is not None
+    assert url is not None
+    ok(herder("trigger", "create", "build-on-push", "--event", "github.push", "--workflow", "build",
+              "--filter", "payload.ref starts_with 'refs/heads/' and not payload.deleted",
+              "--param", "branch=payload.ref", "--param", "repo=payload.repository.full_name",
+              "--param", "commit=payload.after"))  # fmt: skip
+    body = (
+        b'{"ref":"refs/heads/main","after":"9f2c1e7","deleted":false,'
+        b'"repository":{"full_name":"acme/app"}}'
+    )
+    digest = hmac.new(secret.group(1).encode(), body, hashlib.sha256).hexdigest()
+    headers = {
+        "Content-Type": "application/json", "X-GitHub-Event": "push",
+        "X-GitHub-Delivery": "72d3162e", "X-Hub-Signature-256": f"sha256={digest}",
+    }  # fmt: skip
+    delivered = api.http.post(url.group(1), content=body, headers=headers)
+    assert delivered.status_code == 201, delivered.text
+    [outcome] = delivered.json()["event"]["outcomes"]
+    run = api.http.get(f"/v1/workflow-runs/{outcome['workflow_run_id']}", headers=api.admin)
+    assert run.json()["params"] == {"branch": "refs/heads/main", "repo": "acme/app",
+                                    "commit": "9f2c1e7"}  # fmt: skip
+    shown = ok(herder("event", "show", delivered.json()["event"]["id"]))
+    assert f"trigger build-on-push: started workflow run {outcome['workflow_run_id']}" in shown
+    assert api.http.post(url.group(1), content=body, headers=headers).status_code == 401
