@@ -10,8 +10,9 @@ import json
 import re
 from pathlib import Path
 
-from typer.testing import Result
+from typer.testing import CliRunner, Result
 
+from herder.cli.common import app
 from herder.client import ApiError
 from tests.integration.conftest import Api, Herder
 
@@ -37,6 +38,9 @@ def test_an_event_sent_shows_the_run_its_trigger_started(
     payload.write_text('{"ref": "v1.0"}')
     missed = ok(herder("event", "send", "github.push", "--payload-file", str(payload)))
     assert "no trigger matched: nothing was started" in missed
+    # ``herder`` above left the client pointed at the app; this call pipes in the payload.
+    piped = CliRunner().invoke(app, ["event", "send", "github.push", "-"], input='{"ref": "x"}')
+    assert "no trigger matched" in ok(piped)
     shown = ok(herder("event", "show", event_id.group(1)))
     assert '"ref": "refs/heads/main"' in shown
     assert f"started run {run['id']}" in shown

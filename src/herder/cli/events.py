@@ -66,6 +66,10 @@ def _started(event: EventSummary) -> str:
 @event_app.command("send")
 def event_send(
     name: str,
+    from_stdin: Annotated[
+        Path | None,
+        typer.Argument(metavar="-", help="-: read the JSON payload from standard input"),
+    ] = None,
     payload: Annotated[str | None, typer.Option(help="the payload as JSON")] = None,
     payload_file: Annotated[
         Path | None, typer.Option(help="read the JSON payload from this file ('-': stdin)")
@@ -78,6 +82,10 @@ def event_send(
 ) -> None:
     """Send an event: its triggers start their jobs and workflows at once; each one's
     outcome is printed."""
+    if from_stdin is not None:
+        if from_stdin != STDIN or payload_file is not None:
+            raise fail(f"unexpected {from_stdin}: give - alone, for the payload on stdin")
+        payload_file = STDIN
     body = _payload(payload, payload_file)
     with client() as herder:
         received = herder.send_event(name, body, event_id=event_id)
