@@ -29,8 +29,9 @@ class EventCalls:
     def send_event(
         self, name: str, payload: JsonValue = None, *, event_id: str | None = None
     ) -> ReceivedEvent:
-        """Record the event and start what its triggers say; each trigger's outcome is in
-        ``event.outcomes``. An ``event_id`` sent before starts nothing (``duplicate``)."""
+        """Record the event (``payload`` None: ``{}``) and start what its triggers say; each
+        trigger's outcome is in ``event.outcomes``. An ``event_id`` sent before starts
+        nothing (``duplicate``)."""
         body = drop_none({"name": name, "payload": payload, "id": event_id})
         return ReceivedEvent.model_validate(self._request("POST", "/v1/events", json=body).json())
 
