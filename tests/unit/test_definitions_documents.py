@@ -95,7 +95,7 @@ def test_a_syntax_error_names_the_file_and_line(tmp_path: Path) -> None:
         ("jobs:\n  - {name: 'bad name', runtime: shell, command: x}\n", "jobs[0].name: name must"),
         ("job:\n  - {name: a}\n", ":1: job: unknown section 'job'"),
         ("jobs: {name: a}\n", ":1: jobs: jobs must be a list"),
-        ("- just a list\n", "must be a mapping of limits, jobs, workflows, schedules"),
+        ("- just a list\n", "a mapping of limits, jobs, workflows, schedules, hooks, triggers"),
         (
             "schedules:\n  - name: s\n    job: a\n    cron: '61 * * * *'\n",
             ":4: schedules[0].cron:",

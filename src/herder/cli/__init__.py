@@ -1,6 +1,6 @@
 """The ``herder`` command: run the system (up, server, scheduler, worker) and drive it
-(job, run, workflow, schedule, queue, top, tenant, pool, key, audit, workers; apply and export
-definitions files).
+(job, run, workflow, schedule, event, trigger, hook, queue, top, tenant, pool, key, audit,
+workers; apply and export definitions files).
 One module per group of commands; ``common`` holds the root app."""
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from herder.cli import (
     audit,
     autoscaler,
     backfills,
+    events,
+    hooks,
     jobs,
     keys,
     limits,
@@ -25,6 +27,7 @@ from herder.cli import (
     system,
     tenants,
     top,
+    triggers,
     usage,
     workers,
     workflows,
@@ -33,9 +36,9 @@ from herder.cli.common import app, err
 from herder.client import ClientError
 
 __all__ = [
-    "alerts", "apply", "approvals", "audit", "autoscaler", "backfills", "jobs", "keys",
-    "limits", "main", "pools", "queue", "runs", "schedules", "secrets", "system", "tenants",
-    "top", "usage", "workers", "workflows",
+    "alerts", "apply", "approvals", "audit", "autoscaler", "backfills", "events", "hooks",
+    "jobs", "keys", "limits", "main", "pools", "queue", "runs", "schedules", "secrets", "system",
+    "tenants", "top", "triggers", "usage", "workers", "workflows",
 ]  # fmt: skip
 
 

@@ -1,12 +1,15 @@
-"""``herder apply`` and ``herder export``: jobs, workflows and schedules as code.
+"""``herder apply`` and ``herder export``: limits, jobs, workflows, schedules, hooks and
+triggers as code.
 
 apply: load and check the files (nothing is sent if they are wrong) → read what the tenant
-has → ask the server what only it can check → plan → show the diff → carry it out (unless
---dry-run), jobs first, deletions last. Applying the same files again changes nothing.
+has → ask the server what only it can check, and the environment for new hooks' secrets →
+plan → show the diff → carry it out (unless --dry-run), jobs first, deletions last. Applying
+the same files again changes nothing.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,6 +17,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
+from herder.cli.apply_events import secret_problems
 from herder.cli.apply_remote import (
     Applier,
     read_existing,
@@ -57,7 +61,8 @@ def apply(
         ),
     ] = None,
 ) -> None:
-    """Create or change jobs, workflows and schedules to match the files.
+    """Create or change limits, jobs, workflows, schedules, hooks and triggers to match the
+    files (a new hook's secret from the variable its secret_from names, else printed once).
 
     Exits 2 when the files (or what the server says of them before any change) are refused:
     nothing was changed; 1 when a change fails part way."""
@@ -72,13 +77,14 @@ def apply(
         except DefinitionError as error:
             raise _refused(error.problems) from error
         problems = server_problems(herder, the_plan.changing)
+        problems += secret_problems(the_plan.changing, os.environ)
         if problems:
             raise _refused(problems)
         _show(the_plan)
         if dry_run:
             out.print("dry run: nothing was changed")
         else:
-            applier = Applier(herder, existing)
+            applier = Applier(herder, existing, os.environ, _say)
             _carry_out(applier, the_plan)
             if applier.uploaded:
                 out.print(f"uploaded {applier.uploaded} artifact(s)")
@@ -91,7 +97,7 @@ def export(
         Path | None, typer.Option("-o", "--output", help="write here (default: print it)")
     ] = None,
 ) -> None:
-    """Write the tenant's jobs, schedules (and workflows) as a file for herder apply."""
+    """Write the tenant's definitions as a file for herder apply (hooks without secrets)."""
     with client() as herder:
         existing = read_existing(herder)
     kinds = list(Kind)
@@ -116,6 +122,9 @@ def _show(the_plan: Plan) -> None:
     for step in the_plan.changing:
         what = f"{step.kind.singular} {step.name}"
         note = " (deleted and created again: it starts something else now)" if step.replaces else ""
+        if step.kind is Kind.HOOK and step.action is Action.CREATE and step.definition:
+            variable = step.definition.secret_from
+            note = f" (its secret from ${variable})" if variable else " (a new secret, shown once)"
         out.print(f"{_MARKS[step.action]} {what}{note}", highlight=False)
         for change in step.changes:
             out.print(
@@ -123,6 +132,10 @@ def _show(the_plan: Plan) -> None:
                 highlight=False,
                 markup=False,
             )
+
+
+def _say(text: str) -> None:
+    out.print(text, highlight=False, markup=False)
 
 
 def _value(value: Any) -> str:

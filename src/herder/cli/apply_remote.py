@@ -1,12 +1,15 @@
 """What ``herder apply`` and ``herder export`` do through the client: read the tenant's
 definitions as ``Existing`` objects, check what only the server can check, and carry out a
-plan's steps."""
+plan's steps (hooks and triggers through ``apply_events``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from herder.cli import apply_events
+from herder.cli.apply_events import EventKinds
+from herder.cli.common import PAGE, every
 from herder.cli.uploads import upload_progress
 from herder.client import ApiError, HerderClient
 from herder.definitions.documents import TARGETS
@@ -15,32 +18,19 @@ from herder.definitions.problems import Kind, Problem, Where
 from herder.domain.limits import LimitSpec
 from herder.domain.schedules import ScheduleSpec
 
-PAGE = 1000
 WORKFLOW_FIELDS = ("tasks", "params", "max_active_runs", "concurrency")
 
 
 def _workflows(client: HerderClient) -> Iterator[Existing]:
-    cursor = None
-    while True:
-        page = client.list_workflows(limit=PAGE, cursor=cursor)
-        for workflow in page.items:
-            fields = _plain({key: getattr(workflow, key) for key in WORKFLOW_FIELDS})
-            yield Existing(Kind.WORKFLOW, workflow.name, workflow.id, fields)
-        if page.next_cursor is None:
-            return
-        cursor = page.next_cursor
+    for workflow in every(client.list_workflows):
+        fields = _plain({key: getattr(workflow, key) for key in WORKFLOW_FIELDS})
+        yield Existing(Kind.WORKFLOW, workflow.name, workflow.id, fields)
 
 
 def _limits(client: HerderClient) -> Iterator[Existing]:
-    cursor = None
-    while True:
-        page = client.list_limits(limit=PAGE, cursor=cursor)
-        for limit in page.items:
-            fields = limit.model_dump(mode="json", include=set(LimitSpec.model_fields))
-            yield Existing(Kind.LIMIT, limit.name, limit.id, fields)
-        if page.next_cursor is None:
-            return
-        cursor = page.next_cursor
+    for limit in every(client.list_limits):
+        fields = limit.model_dump(mode="json", include=set(LimitSpec.model_fields))
+        yield Existing(Kind.LIMIT, limit.name, limit.id, fields)
 
 
 def _plain(value: Any) -> Any:
@@ -55,7 +45,7 @@ def _plain(value: Any) -> Any:
 
 
 def read_existing(client: HerderClient) -> list[Existing]:
-    """Every limit, job, workflow and schedule of the tenant."""
+    """Every limit, job, workflow, schedule, hook and trigger of the tenant."""
     found: list[Existing] = list(_limits(client))
     names: dict[str, str] = {}  # job id → name
     cursor = None
@@ -85,7 +75,7 @@ def read_existing(client: HerderClient) -> list[Existing]:
         if schedules.next_cursor is None:
             break
         cursor = schedules.next_cursor
-    return found
+    return found + list(apply_events.read_existing(client))
 
 
 def server_problems(client: HerderClient, steps: list[Step]) -> list[Problem]:
@@ -120,7 +110,7 @@ def server_problems(client: HerderClient, steps: list[Step]) -> list[Problem]:
 def _pools_named(kind: Kind, fields: dict[str, Any]) -> dict[str, str]:
     """The pools a definition names, by field: a job's own, a schedule's or a workflow
     task's overrides'."""
-    if kind is Kind.LIMIT:
+    if kind not in (Kind.JOB, Kind.SCHEDULE, Kind.WORKFLOW):
         return {}
     if kind is Kind.JOB:
         named = {"pool": fields.get("pool")}
@@ -140,11 +130,19 @@ def _at(where: Where, field: str) -> Where:
 
 class Applier:
     """Carries out steps in order, keeping the ids of what it made (a schedule names the
-    job or workflow it runs by id)."""
+    job or workflow it runs by id). A hook's secret is read from ``environment`` and a made
+    one is said through ``say``."""
 
-    def __init__(self, client: HerderClient, existing: list[Existing]):
+    def __init__(
+        self,
+        client: HerderClient,
+        existing: list[Existing],
+        environment: Mapping[str, str],
+        say: Callable[[str], None],
+    ):
         self._client = client
         self._ids = {(item.kind, item.name): item.id for item in existing if item.name}
+        self._events = EventKinds(client, environment, say)
         self.uploaded = 0
 
     def upload(self, step: Step) -> None:
@@ -175,7 +173,9 @@ class Applier:
     def _create(self, step: Step) -> None:
         assert step.definition is not None
         fields = step.definition.fields
-        if step.kind is Kind.LIMIT:
+        if step.kind in apply_events.KINDS:
+            self._ids[(step.kind, step.name)] = self._events.create(step)
+        elif step.kind is Kind.LIMIT:
             self._ids[(Kind.LIMIT, step.name)] = self._client.create_limit(step.name, fields).id
         elif step.kind is Kind.JOB:
             self._ids[(Kind.JOB, step.name)] = self._client.create_job(step.name, fields).id
@@ -194,7 +194,9 @@ class Applier:
     def _update(self, step: Step) -> None:
         assert step.definition is not None
         fields, item_id = step.definition.fields, self._id(step)
-        if step.kind is Kind.LIMIT:
+        if step.kind in apply_events.KINDS:
+            self._events.update(step, item_id)
+        elif step.kind is Kind.LIMIT:
             self._client.update_limit(item_id, fields)
         elif step.kind is Kind.JOB:
             self._client.update_job(item_id, {"name": step.name, **fields})
@@ -211,7 +213,9 @@ class Applier:
                 self._client.pause_schedule(item_id, paused=fields["paused"])
 
     def _delete(self, kind: Kind, item_id: str) -> None:
-        if kind is Kind.LIMIT:
+        if kind in apply_events.KINDS:
+            self._events.delete(kind, item_id)
+        elif kind is Kind.LIMIT:
             self._client.delete_limit(item_id)
         elif kind is Kind.JOB:
             self._client.delete_job(item_id)

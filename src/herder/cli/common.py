@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 from pydantic import BaseModel
@@ -12,6 +13,10 @@ from rich.console import Console
 
 from herder.client import HerderClient
 from herder.credentials import ClientCredentials, home_directory
+from herder.domain.models import Page
+
+T = TypeVar("T")
+PAGE = 1000  # items a listing asks for at once when it reads them all
 
 app = typer.Typer(
     help="Herder: run uploaded programs once, on a schedule or as DAG steps, on a fleet.",
@@ -50,6 +55,16 @@ def print_json(value: BaseModel | list[BaseModel]) -> None:
         out.print_json(json.dumps([item.model_dump(mode="json") for item in value]))
     else:
         out.print_json(value.model_dump_json())
+
+
+def every(listing: Callable[..., Page[T]]) -> Iterator[T]:
+    """Every item of a paged listing (``limit`` and ``cursor`` keywords), page by page."""
+    cursor = None
+    while True:
+        page = listing(limit=PAGE, cursor=cursor)
+        yield from page.items
+        if (cursor := page.next_cursor) is None:
+            return
 
 
 def pairs(items: list[str], what: str) -> dict[str, str]:

@@ -15,6 +15,7 @@ The modules, one group of calls each, mixed into ``HerderClient``:
     alerts         alert channels, rules, incidents, deliveries
     admin          API keys, the audit log
     secrets        secrets (a value goes up, only metadata comes back)
+    events         events, their triggers, inbound webhooks and their deliveries
     uploads        an artifact's multipart body, streamed with progress
     errors         what the client raises: ClientError ⊃ ServerUnreachable, ApiError
 """

@@ -18,6 +18,7 @@ from herder.api.schemas import MAX_BATCH_RUNS, RunBatchResult
 from herder.client.admin import AdminCalls
 from herder.client.alerts import AlertCalls
 from herder.client.errors import ApiError, ServerUnreachable
+from herder.client.events import EventCalls
 from herder.client.limits import LimitCalls
 from herder.client.pools import PoolCalls
 from herder.client.schedules import ScheduleCalls, drop_none
@@ -58,6 +59,7 @@ class HerderClient(
     PoolCalls,
     LimitCalls,
     UsageCalls,
+    EventCalls,
 ):
     def __init__(
         self,

@@ -1,7 +1,7 @@
 """Definitions files loaded into validated definitions, or every problem in them named by
 ``file:line: document.path`` — checked with the domain's own models (``JobSpec``,
-``ScheduleSpec``, the workflow's ``TaskSpec``), so a file the server would refuse is refused
-before anything is changed.
+``ScheduleSpec``, the workflow's ``TaskSpec``, ``TriggerRequest``, ``HookSpec``), so a file the
+server would refuse is refused before anything is changed.
 
 A job's ``artifact`` may be a local path (relative to its file, and inside its directory or
 an allowed one: ``artifact_paths``): it is hashed here, and the definition holds the sha256
@@ -25,9 +25,11 @@ from herder.definitions.source import DocumentPath, Source, read
 from herder.domain.artifacts import ARCHIVE_MEDIA_TYPES, sniff_media_type
 from herder.domain.cron import CronError, CronExpression, parse_timezone
 from herder.domain.errors import Invalid
+from herder.domain.hooks import HookName, HookSpec
 from herder.domain.jobs import MAX_ARTIFACT_BYTES, JobSpec, Runtime, check_job_name
 from herder.domain.limits import LimitSpec, check_limit_name
 from herder.domain.schedules import ScheduleSpec
+from herder.domain.triggers import TriggerRequest
 from herder.domain.workflows.spec import TaskSpec, WorkflowSpec, task_order
 
 SUFFIXES = (".yaml", ".yml")
@@ -37,13 +39,22 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 @dataclass(frozen=True)
 class Definition:
-    """One job, workflow or schedule as the files declare it."""
+    """One limit, job, workflow, schedule, hook or trigger as the files declare it."""
 
     kind: Kind
     name: str
     fields: dict[str, Any]  # JSON values with every default filled in: what is compared
     where: Where  # the item, e.g. ``herder.yaml:7: jobs[1]``
     artifact_file: Path | None = None  # a job's local artifact, to upload unless present
+    secret_from: str | None = None  # a hook's: the environment variable its secret is in
+
+
+class HookDocument(HookSpec):
+    """A hook as a file declares it: never its secret, at most where to read it from when the
+    hook is made (the server never shows a secret again, so apply cannot compare it)."""
+
+    name: HookName
+    secret_from: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
 
 
 @dataclass(frozen=True)
@@ -108,7 +119,8 @@ def _collect(source: Source, items: list[Definition], problems: list[Problem]) -
     if not isinstance(data, dict):
         problems.append(
             Problem(
-                "the file must be a mapping of limits, jobs, workflows, schedules", source.where(())
+                f"the file must be a mapping of {', '.join(kind.value for kind in Kind)}",
+                source.where(()),
             )
         )
         return set()
@@ -328,6 +340,39 @@ def _limit(
     return Definition(Kind.LIMIT, name, spec.model_dump(mode="json"), source.where(path))
 
 
+def _trigger(
+    source: Source, path: DocumentPath, raw: dict[str, Any], problems: list[Problem]
+) -> Definition | None:
+    try:
+        request = TriggerRequest.model_validate(raw)
+    except ValidationError as error:
+        _refused(source, path, error, problems)
+        return None
+    fields = request.model_dump(mode="json", exclude={"name"})
+    return Definition(Kind.TRIGGER, request.name, fields, source.where(path))
+
+
+def _hook(
+    source: Source, path: DocumentPath, raw: dict[str, Any], problems: list[Problem]
+) -> Definition | None:
+    if "secret" in raw:
+        message = "a secret is never written in a file: name the environment variable that "
+        problems.append(
+            Problem(message + "holds it with secret_from", source.where((*path, "secret")))
+        )
+        return None
+    try:
+        hook = HookDocument.model_validate(raw)
+    except ValidationError as error:
+        _refused(source, path, error, problems)
+        return None
+    fields = hook.model_dump(mode="json", include=set(HookSpec.model_fields))
+    fields["event"] = hook.event or hook.name  # as the server reads it back
+    return Definition(
+        Kind.HOOK, hook.name, fields, source.where(path), secret_from=hook.secret_from
+    )
+
+
 _READERS: dict[
     Kind, Callable[[Source, DocumentPath, dict[str, Any], list[Problem]], Definition | None]
 ] = {
@@ -335,6 +380,8 @@ _READERS: dict[
     Kind.JOB: _job,
     Kind.WORKFLOW: _workflow,
     Kind.SCHEDULE: _schedule,
+    Kind.HOOK: _hook,
+    Kind.TRIGGER: _trigger,
 }
 
 

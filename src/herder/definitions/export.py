@@ -7,15 +7,23 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 import yaml
+from pydantic import BaseModel
 
 from herder.definitions.documents import TARGETS
 from herder.definitions.plan import Existing
 from herder.definitions.problems import Kind
+from herder.domain.hooks import HookSpec
 from herder.domain.jobs import JobSpec
 from herder.domain.limits import LimitSpec
 from herder.domain.schedules import ScheduleSpec
+from herder.domain.triggers import TriggerSpec
 from herder.domain.workflows.spec import TaskSpec
 
+_SPECS: dict[Kind, type[BaseModel]] = {
+    Kind.LIMIT: LimitSpec,
+    Kind.JOB: JobSpec,
+    Kind.TRIGGER: TriggerSpec,
+}
 _WORKFLOW_DEFAULTS: dict[str, Any] = {"params": {}, "max_active_runs": None, "concurrency": "queue"}
 
 
@@ -31,7 +39,7 @@ def document(existing: Sequence[Existing], kinds: Collection[Kind]) -> dict[str,
             key=lambda item: item.name or "",
         )
         sections[kind.value] = [
-            {"name": item.name, **_written(kind, item.fields)} for item in items
+            {"name": item.name, **_written(kind, item.fields, item.name or "")} for item in items
         ]
     return sections
 
@@ -40,11 +48,15 @@ def to_yaml(sections: dict[str, Any]) -> str:
     return yaml.safe_dump(sections, sort_keys=False, allow_unicode=True, width=100)
 
 
-def _written(kind: Kind, fields: dict[str, Any]) -> dict[str, Any]:
-    if kind is Kind.LIMIT:
-        return LimitSpec.model_validate(fields).model_dump(mode="json", exclude_defaults=True)
-    if kind is Kind.JOB:
-        return JobSpec.model_validate(fields).model_dump(mode="json", exclude_defaults=True)
+def _written(kind: Kind, fields: dict[str, Any], name: str) -> dict[str, Any]:
+    if kind in _SPECS:
+        return _SPECS[kind].model_validate(fields).model_dump(mode="json", exclude_defaults=True)
+    if kind is Kind.HOOK:
+        # Never a secret: the server cannot show it. An event named as the hook is the default.
+        hook = HookSpec.model_validate(
+            fields | {"event": None} if fields["event"] == name else fields
+        )
+        return hook.model_dump(mode="json", exclude_defaults=True)
     if kind is Kind.SCHEDULE:
         target = {key: fields[key] for key in TARGETS if fields.get(key) is not None}
         spec = ScheduleSpec.model_validate(

@@ -3,8 +3,8 @@
 
 Deletions happen only when pruning, and only of the kinds the files manage (those they have a
 section for). A schedule without a name is never managed: the files cannot name it. A plan
-that would leave a schedule or a workflow naming a job (or workflow) that is neither declared
-nor kept is refused whole, before anything changes.
+that would leave a schedule, a trigger or a workflow naming a job (or workflow) that is
+neither declared nor kept is refused whole, before anything changes.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ class Plan:
 
 
 def plan(definitions: Definitions, existing: Sequence[Existing], *, prune: bool) -> Plan:
-    """Creates and changes kind by kind (jobs, workflows, schedules), then, when pruning, the
+    """Creates and changes kind by kind (in ``Kind``'s order), then, when pruning, the
     deletions in the reverse order; ``DefinitionError`` if the result would not hold."""
     problems = list(_dangling(definitions, existing, prune=prune))
     if problems:
@@ -148,14 +148,15 @@ class _After:
 def _dangling(
     definitions: Definitions, existing: Sequence[Existing], *, prune: bool
 ) -> Iterator[Problem]:
-    """What a schedule or a workflow would still name that would not exist."""
+    """What a schedule, a trigger or a workflow would still name that would not exist."""
     after = {kind: _after(kind, definitions, existing, prune=prune) for kind in Kind}
     names = {kind: {item.name for item in items if item.name} for kind, items in after.items()}
-    for schedule in after[Kind.SCHEDULE]:
-        for target, kind in (("job", Kind.JOB), ("workflow", Kind.WORKFLOW)):
-            name = schedule.fields.get(target)
-            if name is not None and name not in names[kind]:
-                yield _missing("schedule", schedule, target, kind, name, target)
+    for starter in (Kind.SCHEDULE, Kind.TRIGGER):
+        for item in after[starter]:
+            for target, kind in (("job", Kind.JOB), ("workflow", Kind.WORKFLOW)):
+                name = item.fields.get(target)
+                if name is not None and name not in names[kind]:
+                    yield _missing(starter.singular, item, target, kind, name, target)
     for workflow in after[Kind.WORKFLOW]:
         for index, task in enumerate(workflow.fields.get("tasks", [])):
             if task.get("job") not in names[Kind.JOB]:

@@ -9,13 +9,16 @@ from enum import StrEnum
 
 class Kind(StrEnum):
     """The kinds a file defines, in the order they are applied (pruned in reverse): jobs,
-    workflows and schedules name limits, workflows and schedules name jobs, schedules name
-    workflows."""
+    workflows and schedules name limits, workflows, schedules and triggers name jobs,
+    schedules and triggers name workflows; hooks name nothing (their events reach triggers
+    by name only)."""
 
     LIMIT = "limits"
     JOB = "jobs"
     WORKFLOW = "workflows"
     SCHEDULE = "schedules"
+    HOOK = "hooks"
+    TRIGGER = "triggers"
 
     @property
     def singular(self) -> str:

@@ -14,10 +14,12 @@ from herder.api.etags import tagged, versions
 from herder.api.openapi import ETAG_HEADER, patch_body, problems
 from herder.api.queries import Limit as PageSize
 from herder.api.ratelimit import admit_tenant
+from herder.domain.errors import RateLimited
 from herder.domain.events import ReceivedEvent
 from herder.domain.hooks import CreatedHook, Delivery, Hook, HookRequest, HookSpec
 from herder.domain.models import Page
 from herder.services import hooks
+from herder.telemetry import metrics
 
 router = APIRouter(prefix="/v1/hooks", tags=["events"])
 
@@ -102,7 +104,11 @@ async def deliver(
     the tenant's rate."""
     receiver = await run_in_threadpool(hooks.receiver, store, hook_id)
     request.app.state.hook_rates.take(receiver.hook)
-    await admit_tenant(receiver.tenant_id, request, 1)
+    try:
+        await admit_tenant(receiver.tenant_id, request, 1)
+    except RateLimited:
+        metrics.hook_refused(status.HTTP_429_TOO_MANY_REQUESTS)
+        raise
     body = await request.body()
     headers = {name.lower(): value for name, value in request.headers.items()}
     received = await run_in_threadpool(hooks.deliver, store, receiver, headers, body)
