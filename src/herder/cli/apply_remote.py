@@ -16,7 +16,7 @@ from herder.domain.limits import LimitSpec
 from herder.domain.schedules import ScheduleSpec
 
 PAGE = 1000
-WORKFLOW_FIELDS = ("tasks", "params", "max_active_runs", "concurrency")
+WORKFLOW_FIELDS = ("tasks", "params", "max_active_runs", "concurrency", "deadline")
 
 
 def _workflows(client: HerderClient) -> Iterator[Existing]:

@@ -16,7 +16,9 @@ from herder.domain.limits import LimitSpec
 from herder.domain.schedules import ScheduleSpec
 from herder.domain.workflows.spec import TaskSpec
 
-_WORKFLOW_DEFAULTS: dict[str, Any] = {"params": {}, "max_active_runs": None, "concurrency": "queue"}
+_WORKFLOW_DEFAULTS: dict[str, Any] = {
+    "params": {}, "max_active_runs": None, "concurrency": "queue", "deadline": None,
+}  # fmt: skip
 
 
 def document(existing: Sequence[Existing], kinds: Collection[Kind]) -> dict[str, Any]:

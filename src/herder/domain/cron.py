@@ -300,6 +300,16 @@ def _gap_end(zone: ZoneInfo, local: datetime, old: timedelta, new: timedelta) ->
     return datetime.fromtimestamp(high, UTC)
 
 
+def wall_time_instant(zone: ZoneInfo, local: datetime) -> datetime:
+    """Naive wall time ``local`` in ``zone`` placed as a fixed-time fire is, in UTC: a repeated
+    time's first occurrence; a time the spring-forward gap skips, the first instant after it."""
+    first = _offset(local.replace(tzinfo=zone))  # fold=0: the offset before a transition
+    second = _offset(local.replace(tzinfo=zone, fold=1))
+    if first >= second:
+        return (local - first).replace(tzinfo=UTC)
+    return _gap_end(zone, local, first, second)
+
+
 def _instants(
     expr: CronExpression, zone: ZoneInfo, local: datetime
 ) -> tuple[datetime, tuple[datetime, ...]]:
