@@ -10,6 +10,9 @@ import pytest
 from pydantic import ValidationError
 
 from herder.domain.deadlines import Deadline, Measured, deadline_at
+from herder.domain.lifecycle.cancel import Cancellable
+from herder.domain.lifecycle.missed import Missed, missed_message, missed_runs
+from herder.domain.states import RunState
 
 PARIS = ZoneInfo("Europe/Paris")
 
@@ -64,3 +67,53 @@ def test_a_deadline_out_of_bounds_is_refused_naming_its_field(
     with pytest.raises(ValidationError) as refused:
         Deadline.model_validate(given)
     assert refused.value.errors()[0]["loc"] == (field,)
+
+
+# --- the reaper's decision ----------------------------------------------------------------
+
+NOW = datetime.fromisoformat("2026-06-10T05:01Z")
+
+
+def missed(run_id: str, *, cancel: bool = False, fired: bool = False) -> Missed:
+    return Missed(
+        id=run_id, tenant_id="t", name="nightly-report",
+        deadline_at=datetime.fromisoformat("2026-06-10T05:00Z"), within_seconds=5 * 3600,
+        cancel=cancel, scheduled_for=datetime.fromisoformat("2026-06-10T00:00Z") if fired else None,
+        zone=PARIS if fired else None,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("one", "expected"),
+    [
+        (missed("r"), "deadline missed: not finished by 2026-06-10 05:00:00 UTC "
+                      "(5h after its submission)"),
+        (missed("r", fired=True), "deadline missed: not finished by 2026-06-10 07:00 "
+                                  "Europe/Paris (5h after its 02:00 fire)"),
+    ],
+)  # fmt: skip
+def test_the_timeline_line_names_the_deadline_as_its_owner_set_it(
+    one: Missed, expected: str
+) -> None:
+    assert missed_message(one) == expected
+
+
+@pytest.mark.parametrize(
+    ("state", "cancel", "ended", "requested"),
+    [
+        (RunState.QUEUED, False, [], []),  # reported only
+        (RunState.RUNNING, False, [], []),
+        (RunState.QUEUED, True, ["r"], []),  # not running yet: ends at once
+        (RunState.SUSPENDED, True, ["r"], []),  # unfinished too
+        (RunState.RUNNING, True, [], ["r"]),  # its worker stops it, as a user's cancel
+    ],
+)
+def test_a_missed_deadline_is_reported_and_cancels_only_when_asked(
+    state: RunState, cancel: bool, ended: list[str], requested: list[str]
+) -> None:
+    facts = [Cancellable("r", state, 1, cancel_requested=False)]
+    changes = missed_runs([missed("r", cancel=cancel)], facts, {"w1"}, NOW)
+    assert [event.message[:15] for event in changes.events][:1] == ["deadline missed"]
+    assert [move.run_id for move in changes.moves] == ended
+    assert all(move.target is RunState.CANCELLED for move in changes.moves)
+    assert list(changes.cancel_requests) == requested

@@ -65,10 +65,10 @@ def describe(deadline_at_utc: datetime, zone: ZoneInfo | None) -> str:
     return f"{deadline_at_utc.astimezone(zone):%Y-%m-%d %H:%M} {zone.key}"
 
 
-def duration_words(seconds: float) -> str:
-    """5h, 90min, 45s: the short form people write."""
-    if seconds >= 3600 and seconds % 3600 == 0:
-        return f"{seconds / 3600:g}h"
-    if seconds >= 60:
-        return f"{seconds / 60:.0f}min"
-    return f"{seconds:.0f}s"
+def duration_words(seconds: int) -> str:
+    """5h, 90min, 45s: a duration as people write one."""
+    if seconds % 3600 == 0:
+        return f"{seconds // 3600}h"
+    if seconds % 60 == 0:
+        return f"{seconds // 60}min"
+    return f"{seconds}s"
