@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from sqlalchemy import Table, func, select, update
+from sqlalchemy import Connection, Table, func, select, update
 
 from herder.domain.cron import CronError, parse_timezone
 from herder.domain.deadlines import Deadline
@@ -46,8 +46,8 @@ def judge_deadlines(work: Work) -> MissedNow:
     found_runs = _mark(work, runs, [runs.c.spec, runs.c.job_name])
     found_workflow_runs = _mark(work, workflow_runs, [workflow_runs.c.deadline,
                                                       workflow_runs.c.workflow_name])  # fmt: skip
-    zones = _zones(work, [*found_runs, *found_workflow_runs])
-    missed = [_missed(row, (row.spec or {}).get("deadline"), row.job_name, zones)
+    zones = zones_of(work.connection, [*found_runs, *found_workflow_runs])
+    missed = [missed_of(row, (row.spec or {}).get("deadline"), row.job_name, zones)
               for row in found_runs]  # fmt: skip
     to_cancel = select(runs.c.id).where(runs.c.id.in_([one.id for one in missed if one.cancel]))
     cancellable, workers = (
@@ -55,7 +55,7 @@ def judge_deadlines(work: Work) -> MissedNow:
     )
     work.apply(missed_runs(missed, cancellable, workers, work.now))
     for row in found_workflow_runs:
-        one = _missed(row, row.deadline, row.workflow_name, zones)
+        one = missed_of(row, row.deadline, row.workflow_name, zones)
         if one.cancel:
             cancel_in(work, one.id, Cause(REAPER, missed_message(one)))
     counted = MissedNow(len(found_runs), len(found_workflow_runs))
@@ -105,13 +105,13 @@ def _mark(work: Work, table: Table, extra: Sequence[Any]) -> list[Any]:
     )  # fmt: skip
 
 
-def _zones(work: Work, rows: Iterable[Any]) -> dict[str, ZoneInfo]:
+def zones_of(connection: Connection, rows: Iterable[Any]) -> dict[str, ZoneInfo]:
     """The zones of the schedules that fired these rows (a deleted schedule's: none)."""
     schedule_ids = sorted({row.schedule_id for row in rows if row.scheduled_for is not None})
     if not schedule_ids:
         return {}
     zones = {}
-    for row in work.connection.execute(
+    for row in connection.execute(
         select(schedules.c.id, schedules.c.spec).where(schedules.c.id.in_(schedule_ids))
     ):
         try:
@@ -121,7 +121,8 @@ def _zones(work: Work, rows: Iterable[Any]) -> dict[str, ZoneInfo]:
     return zones
 
 
-def _missed(row: Any, deadline: Any, name: str, zones: dict[str, ZoneInfo]) -> Missed:
+def missed_of(row: Any, deadline: Any, name: str, zones: dict[str, ZoneInfo]) -> Missed:
+    """A row marked missed (its id, tenant, deadline and fire) as the domain names it."""
     spec = Deadline.model_validate(deadline) if deadline else None
     return Missed(
         id=row.id, tenant_id=row.tenant_id, name=name, deadline_at=row.deadline_at,

@@ -33,8 +33,12 @@ class Missed:
 
 
 def missed_message(missed: Missed) -> str:
-    """ "deadline missed: not finished by 2026-06-10 07:00 Europe/Paris (5h after its 02:00
-    fire)" — the deadline in the schedule's own time, as its owner wrote it."""
+    """'deadline missed: not finished by 2026-06-10 07:00 Europe/Paris (5h after its 02:00
+    fire)' — the deadline in the schedule's own time, as its owner wrote it."""
+    return f"{DEADLINE_MISSED}: {not_finished_by(missed)}"
+
+
+def not_finished_by(missed: Missed) -> str:
     within = duration_words(missed.within_seconds)
     if missed.scheduled_for is None or missed.zone is None:
         since = "its submission"
@@ -42,7 +46,7 @@ def missed_message(missed: Missed) -> str:
     else:
         since = f"its {missed.scheduled_for.astimezone(missed.zone):%H:%M} fire"
         by = describe(missed.deadline_at, missed.zone)
-    return f"{DEADLINE_MISSED}: not finished by {by} ({within} after {since})"
+    return f"not finished by {by} ({within} after {since})"
 
 
 def missed_runs(

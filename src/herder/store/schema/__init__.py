@@ -24,7 +24,7 @@ from herder.store.schema.alerts import alert_incidents as alert_incidents
 from herder.store.schema.alerts import alert_rules as alert_rules
 from herder.store.schema.audit import audit_log as audit_log
 from herder.store.schema.base import ID as ID
-from herder.store.schema.base import deadline_index, ended_index
+from herder.store.schema.base import deadline_index, ended_index, missed_index
 from herder.store.schema.base import metadata as metadata
 from herder.store.schema.checkpoints import checkpoint_chunks as checkpoint_chunks
 from herder.store.schema.checkpoints import checkpoint_contents as checkpoint_contents
@@ -192,6 +192,7 @@ Index("ix_runs_claim_order", runs.c.state, runs.c.priority.desc(), runs.c.queued
 # The overview's "ended in the last hour".
 ended_index("ix_runs_tenant_id_finished_at", runs, "tenant_id", "finished_at")
 deadline_index("ix_runs_deadline_at", runs)
+missed_index("ix_runs_tenant_id_deadline_missed_at", runs)
 # Alerts read a job's last ended runs in end order, however long its history.
 ended_index("ix_runs_tenant_id_job_id_finished_at", runs, "tenant_id", "job_id", "finished_at")
 
@@ -373,6 +374,7 @@ workflow_runs = Table(
 # Alerts read the workflow runs that ended since their watermark, in end order.
 ended_index("ix_workflow_runs_tenant_id_finished_at", workflow_runs, "tenant_id", "finished_at")
 deadline_index("ix_workflow_runs_deadline_at", workflow_runs)
+missed_index("ix_workflow_runs_tenant_id_deadline_missed_at", workflow_runs)
 
 # A schedule's nominal times over a past range, run a few at a time: the next start when one
 # of its runs ends. ``cursor`` is the last nominal time it has started (or found run).

@@ -34,3 +34,13 @@ def deadline_index(name: str, table: Table) -> Index:
         table.c.finished_at.is_(None),
     )
     return Index(name, table.c.deadline_at, postgresql_where=waiting, sqlite_where=waiting)
+
+
+def missed_index(name: str, table: Table) -> Index:
+    """The tenant's rows found past their deadline, in the order they were: what a
+    ``deadline_missed`` alert rule reads since its last look. Only missed rows are in it."""
+    missed = table.c.deadline_missed_at.is_not(None)
+    return Index(
+        name, table.c.tenant_id, table.c.deadline_missed_at,
+        postgresql_where=missed, sqlite_where=missed,
+    )  # fmt: skip

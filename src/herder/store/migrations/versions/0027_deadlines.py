@@ -1,4 +1,5 @@
-"""runs and workflow_runs: deadline_at, deadline_missed_at; workflow_runs.deadline (issue 27)
+"""runs and workflow_runs: deadline_at, deadline_missed_at and their indexes;
+workflow_runs.deadline (issue 27)
 
 Revision ID: 0027
 Revises: 0025
@@ -48,6 +49,14 @@ def upgrade() -> None:
             postgresql_where=waiting,
             sqlite_where=waiting,
         )
+        missed = sa.column("deadline_missed_at").is_not(None)
+        op.create_index(
+            op.f(f"ix_{table}_tenant_id_deadline_missed_at"),
+            table,
+            ["tenant_id", "deadline_missed_at"],
+            postgresql_where=missed,
+            sqlite_where=missed,
+        )
     connection = op.get_bind()
     if connection.dialect.name == "postgresql":
         runs = next(table for table in HISTORY_TABLES if table.name == "runs")
@@ -62,6 +71,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     for table in ("runs", "workflow_runs"):
+        op.drop_index(op.f(f"ix_{table}_tenant_id_deadline_missed_at"), table_name=table)
         op.drop_index(op.f(f"ix_{table}_deadline_at"), table_name=table)
         with op.batch_alter_table(table, schema=None) as batch_op:
             for column in _COLUMNS:
