@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from herder.cli.common import JsonFlag, app, client, out, print_json, when
+from herder.cli.deadline_options import DeadlineCancelOption, DeadlineOption, deadline_of
 from herder.client import HerderClient
 from herder.domain.models import Page, Schedule
 
@@ -97,6 +98,8 @@ def schedule_create(
     name: Annotated[
         str | None, typer.Option(help="unique in the tenant; what herder apply calls it")
     ] = None,
+    deadline: DeadlineOption = None,
+    deadline_cancel: DeadlineCancelOption = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Run a job (by name or id) on a cron schedule."""
@@ -104,6 +107,7 @@ def schedule_create(
         spec: dict[str, Any] = {
             "cron": cron, "timezone": timezone, "jitter_seconds": jitter,
             "misfire_policy": misfire, "concurrency_policy": concurrency, "paused": paused,
+            "deadline": deadline_of(deadline, deadline_cancel),
         }  # fmt: skip
         if name is not None:
             spec["name"] = name
