@@ -21,7 +21,7 @@ DEADLINE = datetime(2026, 6, 10, 5, 0, tzinfo=UTC)
 
 def missed(*, ended: str | None, open: bool, workflow: bool = False) -> MissedDeadline:
     one = Missed(id="r1", tenant_id="t", name="etl", deadline_at=DEADLINE,
-                 within_seconds=3600, cancel=False, scheduled_for=None, zone=None)  # fmt: skip
+                 within_seconds=3600, cancel=False, fire=None)  # fmt: skip
     return MissedDeadline(one, workflow, ended, open)
 
 

@@ -10,12 +10,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from sqlalchemy import Connection, Table, func, select, update
 
-from herder.domain.cron import CronError, parse_timezone
-from herder.domain.deadlines import Deadline
+from herder.domain.deadlines import UNKNOWN_SCHEDULE, Deadline, told_fire
 from herder.domain.lifecycle.cancel import Cause
 from herder.domain.lifecycle.missed import Missed, missed_message, missed_runs
 from herder.domain.lifecycle.reap import REAPER
@@ -27,7 +25,6 @@ from herder.store.workflows.starts import cancel_in
 from herder.telemetry import metrics
 
 BATCH = 500  # of each kind, a pass
-_UTC = ZoneInfo("UTC")
 
 
 @dataclass(frozen=True)
@@ -46,8 +43,8 @@ def judge_deadlines(work: Work) -> MissedNow:
     found_runs = _mark(work, runs, [runs.c.spec, runs.c.job_name])
     found_workflow_runs = _mark(work, workflow_runs, [workflow_runs.c.deadline,
                                                       workflow_runs.c.workflow_name])  # fmt: skip
-    zones = zones_of(work.connection, [*found_runs, *found_workflow_runs])
-    missed = [missed_of(row, (row.spec or {}).get("deadline"), row.job_name, zones)
+    fires = fires_of(work.connection, [*found_runs, *found_workflow_runs])
+    missed = [missed_of(row, (row.spec or {}).get("deadline"), row.job_name, fires)
               for row in found_runs]  # fmt: skip
     to_cancel = select(runs.c.id).where(runs.c.id.in_([one.id for one in missed if one.cancel]))
     cancellable, workers = (
@@ -55,7 +52,7 @@ def judge_deadlines(work: Work) -> MissedNow:
     )
     work.apply(missed_runs(missed, cancellable, workers, work.now))
     for row in found_workflow_runs:
-        one = missed_of(row, row.deadline, row.workflow_name, zones)
+        one = missed_of(row, row.deadline, row.workflow_name, fires)
         if one.cancel:
             cancel_in(work, one.id, Cause(REAPER, missed_message(one)))
     counted = MissedNow(len(found_runs), len(found_workflow_runs))
@@ -105,30 +102,31 @@ def _mark(work: Work, table: Table, extra: Sequence[Any]) -> list[Any]:
     )  # fmt: skip
 
 
-def zones_of(connection: Connection, rows: Iterable[Any]) -> dict[str, ZoneInfo]:
-    """The zones of the schedules that fired these rows (a deleted schedule's: none)."""
+def fires_of(connection: Connection, rows: Iterable[Any]) -> dict[str, tuple[str, str]]:
+    """The cron and zone of the schedules that fired these rows: what their fires' wall times
+    are."""
     schedule_ids = sorted({row.schedule_id for row in rows if row.scheduled_for is not None})
     if not schedule_ids:
         return {}
-    zones = {}
-    for row in connection.execute(
-        select(schedules.c.id, schedules.c.spec).where(schedules.c.id.in_(schedule_ids))
-    ):
-        try:
-            zones[row.id] = parse_timezone(row.spec.get("timezone", "UTC"))
-        except CronError:  # a zone this server no longer knows: the message says UTC
-            continue
-    return zones
+    return {
+        row.id: (str(row.spec.get("cron", "")), str(row.spec.get("timezone", "UTC")))
+        for row in connection.execute(
+            select(schedules.c.id, schedules.c.spec).where(schedules.c.id.in_(schedule_ids))
+        )
+    }
 
 
-def missed_of(row: Any, deadline: Any, name: str, zones: dict[str, ZoneInfo]) -> Missed:
+def missed_of(row: Any, deadline: Any, name: str, fires: dict[str, tuple[str, str]]) -> Missed:
     """A row marked missed (its id, tenant, deadline and fire) as the domain names it."""
     spec = Deadline.model_validate(deadline) if deadline else None
+    fire = None
+    if row.scheduled_for is not None:
+        cron, timezone = fires.get(row.schedule_id or "", UNKNOWN_SCHEDULE)
+        fire = told_fire(row.scheduled_for, cron, timezone)
     return Missed(
         id=row.id, tenant_id=row.tenant_id, name=name, deadline_at=row.deadline_at,
         within_seconds=spec.within_seconds if spec else 0, cancel=bool(spec and spec.cancel),
-        scheduled_for=row.scheduled_for,
-        zone=None if row.scheduled_for is None else zones.get(row.schedule_id or "", _UTC),
+        fire=fire,
     )  # fmt: skip
 
 

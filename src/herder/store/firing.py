@@ -27,8 +27,7 @@ from sqlalchemy import ColumnElement, Integer, Update, func, update
 from sqlalchemy.types import TypeEngine
 
 from herder.clock import epoch_ms
-from herder.domain.cron import parse_timezone
-from herder.domain.deadlines import Measured, deadline_at
+from herder.domain.deadlines import Fire, deadline_at
 from herder.domain.errors import Invalid, NotFound
 from herder.domain.ids import new_id
 from herder.domain.jobs import apply_overrides
@@ -254,7 +253,7 @@ def _decide(
         return Fires(Changes()), refused.detail
     if due.spec.deadline is not None:  # the schedule's deadline wins over its job's
         spec = spec.model_copy(update={"deadline": due.spec.deadline})
-    zone = parse_timezone(due.spec.timezone)
+    cron, timezone = due.spec.cron, due.spec.timezone
     new_runs = []
     for nominal in fire_now:
         run_id = new_id("run", epoch_ms(work.now))
@@ -263,7 +262,7 @@ def _decide(
         new_runs.append(
             NewRun(run_id, due.tenant_id, job.id, job.name, spec, event,
                    schedule_id=due.id, scheduled_for=nominal,
-                   deadline_at=deadline_at(spec.deadline, Measured(nominal, zone)))
+                   deadline_at=deadline_at(spec.deadline, Fire(nominal, cron, timezone)))
         )  # fmt: skip
     return fire(due.id, due.spec.concurrency_policy, active, new_runs, work.now), None
 

@@ -9,7 +9,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from herder.domain.deadlines import Measured, deadline_at
+from herder.domain.deadlines import deadline_at
 from herder.domain.errors import Conflict
 from herder.domain.lifecycle.changes import (
     DUE,
@@ -103,7 +103,7 @@ def rerun(old: Run, tenant_id: str, new_run_id: str, actor: str, now: datetime) 
         job_name=old.job_name,
         spec=old.spec,
         rerun_of=old.id,
-        deadline_at=deadline_at(old.spec.deadline, Measured(now)),
+        deadline_at=deadline_at(old.spec.deadline, now),
         event=Event(
             new_run_id, f"submitted as a re-run of {old.id}", actor, target=RunState.QUEUED
         ),

@@ -7,9 +7,8 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from zoneinfo import ZoneInfo
 
-from herder.domain.deadlines import describe, duration_words
+from herder.domain.deadlines import Fire, describe, duration_words, wall_time_of
 from herder.domain.lifecycle.cancel import Cancellable, Cause, cancel_all
 from herder.domain.lifecycle.changes import Changes, Event
 from herder.domain.lifecycle.reap import REAPER
@@ -28,8 +27,7 @@ class Missed:
     deadline_at: datetime
     within_seconds: int
     cancel: bool
-    scheduled_for: datetime | None  # its fire's nominal time; None: counted from submission
-    zone: ZoneInfo | None  # its schedule's zone, when a schedule fired it
+    fire: Fire | None  # the schedule's fire it counts from; None: from its submission
 
 
 def missed_message(missed: Missed) -> str:
@@ -40,13 +38,13 @@ def missed_message(missed: Missed) -> str:
 
 def not_finished_by(missed: Missed) -> str:
     within = duration_words(missed.within_seconds)
-    if missed.scheduled_for is None or missed.zone is None:
-        since = "its submission"
-        by = describe(missed.deadline_at, None)
-    else:
-        since = f"its {missed.scheduled_for.astimezone(missed.zone):%H:%M} fire"
-        by = describe(missed.deadline_at, missed.zone)
-    return f"not finished by {by} ({within} after {since})"
+    if missed.fire is None:
+        return (
+            f"not finished by {describe(missed.deadline_at, None)} ({within} after its submission)"
+        )
+    wall, zone = wall_time_of(missed.fire)
+    by = describe(missed.deadline_at, zone)
+    return f"not finished by {by} ({within} after its {wall:%H:%M} fire)"
 
 
 def missed_runs(

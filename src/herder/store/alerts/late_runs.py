@@ -13,7 +13,7 @@ from sqlalchemy import Table, select
 from herder.domain.alerts.late_runs import SAMPLES, MissedDeadline, RunningRun
 from herder.domain.alerts.rules import RuleParams
 from herder.domain.states import RunState
-from herder.store.deadlines import missed_of, zones_of
+from herder.store.deadlines import fires_of, missed_of
 from herder.store.history.live import live_floor
 from herder.store.schema import alert_incidents, runs, workflow_runs
 from herder.store.work import Work
@@ -44,11 +44,11 @@ def missed_deadlines(
     judged = _judged(work, rule_id, [row.id for row, _ in found])
     new = [(row, workflow) for row, workflow in found if row.id not in judged | set(open_keys)]
     opened = _rows_of(work, tenant_id, open_keys)
-    zones = zones_of(work.connection, [row for row, _ in [*new, *opened]])
+    fires = fires_of(work.connection, [row for row, _ in [*new, *opened]])
     return [
         MissedDeadline(
             missed_of(row, row.deadline if workflow else row.spec.get("deadline"), row.name,
-                      zones),
+                      fires),
             workflow,
             None if row.finished_at is None else row.state, open=row.id in open_keys,
         )

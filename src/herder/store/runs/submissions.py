@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import Connection, select
 
 from herder.clock import epoch_ms
-from herder.domain.deadlines import Measured, deadline_at
+from herder.domain.deadlines import deadline_at
 from herder.domain.errors import Conflict, HerderError, Invalid, NotFound
 from herder.domain.ids import new_id
 from herder.domain.jobs import Priority, RunRequest, apply_overrides
@@ -58,7 +58,7 @@ def new_run(
         idempotency_key=request.idempotency_key, schedule_id=as_schedule,
         start_deadline=None if deadline is None else (start or now) + timedelta(seconds=deadline),
         event=Event(run_id, message, actor, target=state), state=state, run_at=start,
-        deadline_at=deadline_at(job.spec.deadline, Measured(now)),
+        deadline_at=deadline_at(job.spec.deadline, now),
     )  # fmt: skip
 
 

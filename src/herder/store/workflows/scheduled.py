@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from sqlalchemy import select, update
 
-from herder.domain.cron import parse_timezone
+from herder.domain.deadlines import Fire
 from herder.domain.errors import Conflict, Invalid
 from herder.domain.lifecycle.cancel import Cause
 from herder.domain.schedules import ScheduleSpec
@@ -62,12 +62,12 @@ def start_scheduled(
         cancel_in(work, replaced, cause)
     events = replaced_events(due.id, decision.replaced)
     made: list[datetime] = []
-    zone = parse_timezone(due.spec.timezone)
     for nominal in decision.start:
         try:
             run_id = start_in(
                 work, due.tenant_id, due.workflow_id, {}, schedule_id=due.id,
-                scheduled_for=nominal, fired_in=zone, schedule_deadline=due.spec.deadline,
+                scheduled_for=nominal, schedule_deadline=due.spec.deadline,
+                fired=Fire(nominal, due.spec.cron, due.spec.timezone),
             )  # fmt: skip
         except (Conflict, Invalid) as refused:  # max_active_runs under forbid; run bound
             events.append(_skip(due, nominal, refused.detail))

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
-from zoneinfo import ZoneInfo
 
 from pydantic import ValidationError
 from sqlalchemy import Connection, func, select
 
 from herder.clock import epoch_ms
-from herder.domain.deadlines import Deadline, Measured, deadline_at
+from herder.domain.deadlines import Deadline, Fire, deadline_at
 from herder.domain.errors import Invalid, NotFound
 from herder.domain.ids import new_id
 from herder.domain.jobs import JobSpec
@@ -52,7 +51,7 @@ def start_in(
     schedule_id: str | None = None,
     scheduled_for: datetime | None = None,
     backfill_id: str | None = None,
-    fired_in: ZoneInfo | None = None,
+    fired: Fire | None = None,
     schedule_deadline: Deadline | None = None,
 ) -> str | None:
     """Start a run of the workflow's current version inside ``work``: its first tasks are
@@ -60,9 +59,8 @@ def start_in(
     (``forbid``, 409). None when a unique key (idempotency key, or schedule and nominal
     time) already has a run.
 
-    Its deadline is the schedule's, else the workflow's: from the nominal time in the zone
-    ``fired_in`` of a schedule's fire, else from now. A backfill's runs catch up on the past
-    and have none."""
+    Its deadline is the schedule's, else the workflow's: from the schedule's ``fired``
+    nominal time, else from now. A backfill's runs catch up on the past and have none."""
     workflow = workflow_row(work.connection, tenant_id, workflow_id)
     if workflow is None:
         raise NotFound(f"workflow {workflow_id} not found")
@@ -78,11 +76,6 @@ def start_in(
     state = admission(spec.max_active_runs, spec.concurrency, active)
     run_id = new_id("wfrun", epoch_ms(work.now))
     deadline = None if backfill_id is not None else schedule_deadline or spec.deadline
-    measured = (
-        Measured(scheduled_for, fired_in)
-        if fired_in is not None and scheduled_for is not None
-        else Measured(work.now)
-    )
     inserted = work.connection.execute(
         insert_ignoring_duplicates(
             work.database,
@@ -104,7 +97,7 @@ def start_in(
             scheduled_for=scheduled_for,
             backfill_id=backfill_id,
             deadline=None if deadline is None else deadline.model_dump(mode="json"),
-            deadline_at=deadline_at(deadline, measured),
+            deadline_at=deadline_at(deadline, fired or work.now),
         ).returning(workflow_runs.c.id)
     ).scalar()
     if inserted is None:
