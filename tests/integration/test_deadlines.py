@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from prometheus_client import REGISTRY
+from sqlalchemy import select, update
 
 from herder.control.firer import Firer
 from herder.domain.cron import CronExpression, parse_timezone
@@ -19,6 +20,7 @@ from herder.domain.workflows.spec import WorkflowSpec
 from herder.domain.workflows.states import WorkflowRunState
 from herder.protocol import Completion
 from herder.store.schedules import partition_of
+from herder.store.schema import run_events, runs
 from tests.integration.test_reaper import World, world  # noqa: F401
 
 MISSED = "deadline missed"
@@ -147,3 +149,29 @@ def test_a_workflow_run_carries_the_deadline_and_its_tasks_runs_none(world: Worl
     assert ended.deadline_missed_at == world.clock.now()
     assert ended.state is WorkflowRunState.CANCELLED
     assert detail(world, task_run.id).state is RunState.CANCELLED
+
+
+def test_a_stored_deadline_its_model_refuses_is_told_and_stops_no_pass(
+    world: World,  # noqa: F811
+) -> None:
+    broken = world.submit(job(world, {"within_seconds": 5, "cancel": True}))
+    fine = world.submit(job(world, {"within_seconds": 5, "cancel": True}))
+    with world.store.database.write() as connection:
+        spec = connection.execute(select(runs.c.spec).where(runs.c.id == broken)).scalar_one()
+        connection.execute(
+            update(runs).where(runs.c.id == broken)
+            .values(spec=spec | {"deadline": {"within_seconds": -1}})
+        )  # fmt: skip
+    world.clock.advance(6)
+    world.reap()
+    with world.store.database.read() as connection:  # its row fails its model: read raw
+        lines = (
+            connection.execute(select(run_events.c.message).where(run_events.c.run_id == broken))
+            .scalars()
+            .all()
+        )
+        state = connection.execute(select(runs.c.state).where(runs.c.id == broken)).scalar()
+    (line,) = [message for message in lines if message.startswith(MISSED)]
+    assert line.endswith("UTC")  # when, without what it was counted from
+    assert state == RunState.QUEUED  # a bad deadline cancels nothing
+    assert detail(world, fine).state is RunState.CANCELLED

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy import Connection, Table, func, select, update
 
 from herder.domain.deadlines import UNKNOWN_SCHEDULE, Deadline, told_fire
@@ -44,7 +45,7 @@ def judge_deadlines(work: Work) -> MissedNow:
     found_workflow_runs = _mark(work, workflow_runs, [workflow_runs.c.deadline,
                                                       workflow_runs.c.workflow_name])  # fmt: skip
     fires = fires_of(work.connection, [*found_runs, *found_workflow_runs])
-    missed = [missed_of(row, (row.spec or {}).get("deadline"), row.job_name, fires)
+    missed = [missed_of(row, spec_deadline(row.spec), row.job_name, fires)
               for row in found_runs]  # fmt: skip
     to_cancel = select(runs.c.id).where(runs.c.id.in_([one.id for one in missed if one.cancel]))
     cancellable, workers = (
@@ -102,6 +103,11 @@ def _mark(work: Work, table: Table, extra: Sequence[Any]) -> list[Any]:
     )  # fmt: skip
 
 
+def spec_deadline(spec: Any) -> Any:
+    """The deadline a run's stored spec holds (the one it runs under)."""
+    return spec.get("deadline") if isinstance(spec, dict) else None
+
+
 def fires_of(connection: Connection, rows: Iterable[Any]) -> dict[str, tuple[str, str]]:
     """The cron and zone of the schedules that fired these rows: what their fires' wall times
     are."""
@@ -113,12 +119,18 @@ def fires_of(connection: Connection, rows: Iterable[Any]) -> dict[str, tuple[str
         for row in connection.execute(
             select(schedules.c.id, schedules.c.spec).where(schedules.c.id.in_(schedule_ids))
         )
+        if isinstance(row.spec, dict)  # else a server bug: told in UTC
     }
 
 
 def missed_of(row: Any, deadline: Any, name: str, fires: dict[str, tuple[str, str]]) -> Missed:
-    """A row marked missed (its id, tenant, deadline and fire) as the domain names it."""
-    spec = Deadline.model_validate(deadline) if deadline else None
+    """A row marked missed (its id, tenant, deadline and fire) as the domain names it. A
+    stored deadline that fails its model (a server bug) is told as none and cancels nothing:
+    one bad row must not stop every pass."""
+    try:
+        spec = Deadline.model_validate(deadline) if deadline else None
+    except ValidationError:
+        spec = None
     fire = None
     if row.scheduled_for is not None:
         cron, timezone = fires.get(row.schedule_id or "", UNKNOWN_SCHEDULE)

@@ -25,7 +25,7 @@ class Missed:
     tenant_id: str
     name: str  # its job's or workflow's
     deadline_at: datetime
-    within_seconds: int
+    within_seconds: int  # 0: not known (its stored deadline failed its model)
     cancel: bool
     fire: Fire | None  # the schedule's fire it counts from; None: from its submission
 
@@ -37,14 +37,14 @@ def missed_message(missed: Missed) -> str:
 
 
 def not_finished_by(missed: Missed) -> str:
-    within = duration_words(missed.within_seconds)
     if missed.fire is None:
-        return (
-            f"not finished by {describe(missed.deadline_at, None)} ({within} after its submission)"
-        )
-    wall, zone = wall_time_of(missed.fire)
-    by = describe(missed.deadline_at, zone)
-    return f"not finished by {by} ({within} after its {wall:%H:%M} fire)"
+        by, since = describe(missed.deadline_at, None), "its submission"
+    else:
+        wall, zone = wall_time_of(missed.fire)
+        by, since = describe(missed.deadline_at, zone), f"its {wall:%H:%M} fire"
+    if not missed.within_seconds:
+        return f"not finished by {by}"
+    return f"not finished by {by} ({duration_words(missed.within_seconds)} after {since})"
 
 
 def missed_runs(

@@ -13,7 +13,7 @@ from sqlalchemy import Table, select
 from herder.domain.alerts.late_runs import SAMPLES, MissedDeadline, RunningRun
 from herder.domain.alerts.rules import RuleParams
 from herder.domain.states import RunState
-from herder.store.deadlines import fires_of, missed_of
+from herder.store.deadlines import fires_of, missed_of, spec_deadline
 from herder.store.history.live import live_floor
 from herder.store.schema import alert_incidents, runs, workflow_runs
 from herder.store.work import Work
@@ -47,7 +47,7 @@ def missed_deadlines(
     fires = fires_of(work.connection, [row for row, _ in [*new, *opened]])
     return [
         MissedDeadline(
-            missed_of(row, row.deadline if workflow else row.spec.get("deadline"), row.name,
+            missed_of(row, row.deadline if workflow else spec_deadline(row.spec), row.name,
                       fires),
             workflow,
             None if row.finished_at is None else row.state, open=row.id in open_keys,
