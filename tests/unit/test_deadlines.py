@@ -133,6 +133,9 @@ def test_the_timeline_line_names_the_deadline_as_its_owner_set_it(
         (RunState.RUNNING, False, [], []),
         (RunState.QUEUED, True, ["r"], []),  # not running yet: ends at once
         (RunState.SUSPENDED, True, ["r"], []),  # unfinished too
+        (RunState.SCHEDULED, True, ["r"], []),  # a delayed run not started yet
+        (RunState.PENDING, True, ["r"], []),  # held past its tenant's max_queued
+        (RunState.RETRY_WAIT, True, ["r"], []),
         (RunState.RUNNING, True, [], ["r"]),  # its worker stops it, as a user's cancel
     ],
 )
