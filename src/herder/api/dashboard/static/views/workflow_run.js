@@ -131,8 +131,8 @@ export function mount(root, route, ctx) {
           ` ${run.workflow_name} v${run.version} · started ${run.started_at ? new Date(run.started_at).toLocaleString() : "not yet"} `,
           ...actions(run, ended, ctx),
         ),
-        run.reason ? h("p", {}, run.reason) : "",
         run.deadline_at ? h("p", {}, "Deadline ", deadline(run)) : "",
+        run.reason ? h("p", {}, run.reason) : "",
         h("div", { class: "dag-scroll" }, dag(run.tasks)),
         h("h2", {}, "Tasks"),
         table(
