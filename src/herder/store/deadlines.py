@@ -47,9 +47,11 @@ def judge_deadlines(work: Work) -> MissedNow:
     fires = fires_of(work.connection, [*found_runs, *found_workflow_runs])
     missed = [missed_of(row, spec_deadline(row.spec), row.job_name, fires)
               for row in found_runs]  # fmt: skip
-    to_cancel = select(runs.c.id).where(runs.c.id.in_([one.id for one in missed if one.cancel]))
+    cancels = [one.id for one in missed if one.cancel]
     cancellable, workers = (
-        cancellable_runs(work.connection, to_cancel) if any(m.cancel for m in missed) else ([], [])
+        cancellable_runs(work.connection, select(runs.c.id).where(runs.c.id.in_(cancels)))
+        if cancels
+        else ([], set())
     )
     work.apply(missed_runs(missed, cancellable, workers, work.now))
     for row in found_workflow_runs:
