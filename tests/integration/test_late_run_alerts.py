@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from herder.control.reaper import Reaper
 from herder.domain.alerts.rules import IncidentState, RuleKind
 from herder.domain.jobs import JobSpec, RunOverrides
 from herder.domain.states import AttemptState
+from herder.store.alerts import late_runs
 from tests.integration.test_alert_deliveries import World, world  # noqa: F401
 
 
@@ -99,3 +102,27 @@ def test_a_run_past_twice_its_jobs_p95_opens_an_incident_and_five_successes_are_
     world.clock.advance(60)
     world.evaluator.step()
     assert world.incidents() == [(long_run, IncidentState.RESOLVED)]
+
+
+def test_a_burst_of_misses_larger_than_a_page_is_judged_whole(
+    world: World,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(late_runs, "PAGE", 2)
+    reaper = Reaper(world.store, world.clock, heartbeat_timeout_seconds=3600)
+    channel_id, _ = world.channel()
+    job_id = job(world, deadline={"within_seconds": 5})
+    world.rule(channel_id, RuleKind.DEADLINE_MISSED)
+    first = [submit(world, job_id) for _ in range(3)]
+    world.clock.advance(6)
+    reaper.step()  # three marked at one instant
+    world.evaluator.step()
+    world.clock.advance(6)
+    later = [submit(world, job_id) for _ in range(2)]
+    world.clock.advance(6)
+    reaper.step()
+    for _ in range(2):
+        world.evaluator.step()
+        world.clock.advance(5)
+    assert sorted(world.incidents()) == sorted((run_id, IncidentState.OPEN)
+                                               for run_id in first + later)  # fmt: skip

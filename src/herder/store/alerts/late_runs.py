@@ -8,7 +8,7 @@ from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Table, select
+from sqlalchemy import Table, select, tuple_
 
 from herder.domain.alerts.late_runs import SAMPLES, MissedDeadline, RunningRun
 from herder.domain.alerts.rules import RuleParams
@@ -18,7 +18,8 @@ from herder.store.history.live import live_floor
 from herder.store.schema import alert_incidents, runs, workflow_runs
 from herder.store.work import Work
 
-MAX_READ = 1000  # missed rows, or running runs, read a pass
+PAGE = 1000  # missed rows read at once
+MAX_RUNNING = 1000  # running runs judged a pass: the longest running
 _WORKFLOW_RUN_PREFIX = "wfrun_"
 
 
@@ -28,21 +29,14 @@ def missed_deadlines(
 ) -> list[MissedDeadline]:  # fmt: skip
     """Rows marked missed from ``after`` on that this rule has not judged yet (no incident
     for them), within its scope, and the rows of its open incidents."""
-    found: list[tuple[Any, bool]] = []
+    new: list[tuple[Any, bool]] = []
     for table, workflow in ((runs, False), (workflow_runs, True)):
         scope = _scope(table, params)
-        if scope is None:
-            continue
-        rows = work.connection.execute(
-            _columns(table)
-            .where(table.c.tenant_id == tenant_id, table.c.deadline_missed_at.is_not(None),
-                   table.c.deadline_missed_at >= after, *scope)
-            .order_by(table.c.deadline_missed_at)
-            .limit(MAX_READ)
-        ).all()  # fmt: skip
-        found += [(row, workflow) for row in rows]
-    judged = _judged(work, rule_id, [row.id for row, _ in found])
-    new = [(row, workflow) for row, workflow in found if row.id not in judged | set(open_keys)]
+        if scope is not None:
+            where = [table.c.tenant_id == tenant_id, table.c.deadline_missed_at.is_not(None),
+                     table.c.deadline_missed_at >= after, *scope]  # fmt: skip
+            rows = _not_judged(work, table, where, rule_id, open_keys)
+            new += [(row, workflow) for row in rows]
     opened = _rows_of(work, tenant_id, open_keys)
     fires = fires_of(work.connection, [row for row, _ in [*new, *opened]])
     return [
@@ -76,13 +70,36 @@ def _scope(table: Table, params: RuleParams) -> list[Any] | None:
 def _columns(table: Table) -> Any:
     """What a miss is told with: its deadline (a run's is in its spec), its owner's name."""
     if table is runs:
-        return select(runs.c.id, runs.c.tenant_id, runs.c.deadline_at, runs.c.schedule_id,
-                      runs.c.scheduled_for, runs.c.state, runs.c.finished_at,
+        return select(runs.c.id, runs.c.tenant_id, runs.c.deadline_at, runs.c.deadline_missed_at,
+                      runs.c.schedule_id, runs.c.scheduled_for, runs.c.state, runs.c.finished_at,
                       runs.c.spec, runs.c.job_name.label("name"))  # fmt: skip
     return select(workflow_runs.c.id, workflow_runs.c.tenant_id, workflow_runs.c.deadline_at,
-                  workflow_runs.c.schedule_id, workflow_runs.c.scheduled_for,
-                  workflow_runs.c.state, workflow_runs.c.finished_at, workflow_runs.c.deadline,
+                  workflow_runs.c.deadline_missed_at, workflow_runs.c.schedule_id,
+                  workflow_runs.c.scheduled_for, workflow_runs.c.state,
+                  workflow_runs.c.finished_at, workflow_runs.c.deadline,
                   workflow_runs.c.workflow_name.label("name"))  # fmt: skip
+
+
+def _not_judged(
+    work: Work, table: Table, where: list[Any], rule_id: str, open_keys: Collection[str]
+) -> list[Any]:
+    """The rows ``where`` holds with no incident of the rule yet, a page at a time in the
+    order they were marked (a reaper's batch marks hundreds at one instant): a burst larger
+    than a page is judged whole, not a page of it again and again."""
+    found: list[Any] = []
+    after: tuple[datetime, str] | None = None
+    while True:
+        query = _columns(table).where(*where)
+        if after is not None:
+            query = query.where(tuple_(table.c.deadline_missed_at, table.c.id) > after)
+        page = work.connection.execute(
+            query.order_by(table.c.deadline_missed_at, table.c.id).limit(PAGE)
+        ).all()
+        judged = _judged(work, rule_id, [row.id for row in page]) | set(open_keys)
+        found += [row for row in page if row.id not in judged]
+        if len(page) < PAGE:
+            return found
+        after = (page[-1].deadline_missed_at, page[-1].id)
 
 
 def _judged(work: Work, rule_id: str, keys: list[str]) -> set[str]:
@@ -124,7 +141,7 @@ def running_runs(
         .where(runs.c.tenant_id == tenant_id, runs.c.state == RunState.RUNNING,
                runs.c.id >= floor, *scope)
         .order_by(runs.c.started_at)
-        .limit(MAX_READ)
+        .limit(MAX_RUNNING)
     ).all()  # fmt: skip
     running = [
         RunningRun(row.id, row.job_id, row.job_name, (work.now - row.started_at).total_seconds())
