@@ -175,3 +175,8 @@ def test_a_stored_deadline_its_model_refuses_is_told_and_stops_no_pass(
     assert line.endswith("UTC")  # when, without what it was counted from
     assert state == RunState.QUEUED  # a bad deadline cancels nothing
     assert detail(world, fine).state is RunState.CANCELLED
+
+
+def test_a_delayed_run_counts_its_deadline_from_its_start(world: World) -> None:  # noqa: F811
+    run_id = world.submit(job(world, {"within_seconds": 60}), delay_seconds=600)
+    assert detail(world, run_id).deadline_at == world.clock.now() + timedelta(seconds=660)

@@ -44,7 +44,7 @@ def new_run(
     as_schedule: str | None = None,
 ) -> NewRun:
     """The run a request makes: queued, or ``scheduled`` until its later start (a start
-    deadline then counts from that start)."""
+    deadline and a deadline then count from that start)."""
     deadline = request.overrides.start_deadline_seconds
     run_id = new_id("run", epoch_ms(now))
     start = request.overrides.start_at(now)
@@ -58,7 +58,7 @@ def new_run(
         idempotency_key=request.idempotency_key, schedule_id=as_schedule,
         start_deadline=None if deadline is None else (start or now) + timedelta(seconds=deadline),
         event=Event(run_id, message, actor, target=state), state=state, run_at=start,
-        deadline_at=deadline_at(job.spec.deadline, now),
+        deadline_at=deadline_at(job.spec.deadline, start or now),
     )  # fmt: skip
 
 
