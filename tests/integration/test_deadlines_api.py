@@ -77,6 +77,8 @@ def test_runs_and_workflow_runs_show_their_deadline(api: Api, herder: Herder) ->
     assert started.status_code == 201, started.text
     body = started.json()
     assert body["deadline"] == {"within_seconds": 600, "cancel": False}
+    assert "deadline: 10min\n" in ok(herder("workflow", "show", "nightly"))
+    assert "deadline: " in ok(herder("workflow", "show", body["id"]))
     assert datetime.fromisoformat(body["deadline_at"]) == datetime.fromisoformat(
         body["created_at"]
     ) + timedelta(seconds=600)
@@ -133,6 +135,8 @@ def test_the_cli_sets_a_deadline_as_a_duration(herder: Herder) -> None:
     schedule = ok(herder("schedule", "create", "report", "0 2 * * *", "--timezone",
                          "Europe/Paris", "--deadline", "90m", "--json"))  # fmt: skip
     assert json.loads(schedule)["spec"]["deadline"] == {"within_seconds": 5400, "cancel": False}
+    shown = ok(herder("schedule", "show", json.loads(schedule)["id"]))
+    assert "deadline: 90min after each fire, local time" in shown
     wrong = herder("job", "create", "other", "--command", "true", "--deadline", "5 hours")
     assert wrong.exit_code == 2
     assert "--deadline" in wrong.output

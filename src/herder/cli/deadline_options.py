@@ -1,13 +1,15 @@
-"""The options that set a job's or a schedule's ``deadline`` (``herder job create``,
-``herder schedule create``), as a duration: ``--deadline 5h``."""
+"""Deadlines in the CLI: the options that set a job's or a schedule's (``--deadline 5h``),
+and how a deadline and a run's deadline are shown."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated
 
 import typer
 
-from herder.cli.common import seconds_in
+from herder.cli.common import seconds_in, when
+from herder.domain.deadlines import Deadline, duration_words
 
 DeadlineOption = Annotated[
     str | None,
@@ -29,3 +31,15 @@ def deadline_of(within: str | None, cancel: bool) -> dict[str, object] | None:
             raise typer.BadParameter("needs --deadline", param_hint="--deadline-cancel")
         return None
     return {"within_seconds": seconds_in(within, "--deadline"), "cancel": cancel}
+
+
+def deadline_words(deadline: Deadline) -> str:
+    """``deadline: 5h, then cancelled``: a definition's deadline."""
+    then = ", then cancelled" if deadline.cancel else ""
+    return f"deadline: {duration_words(deadline.within_seconds)}{then}"
+
+
+def deadline_line(deadline_at: datetime, missed_at: datetime | None) -> str:
+    """``deadline: 2026-11-29 06:00:00, missed (unfinished at …)``: a run's."""
+    missed = f", missed (unfinished at {when(missed_at)})" if missed_at else ""
+    return f"deadline: {when(deadline_at)}{missed}"

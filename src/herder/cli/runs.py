@@ -24,6 +24,7 @@ from herder.cli.common import (
     seconds_in,
     when,
 )
+from herder.cli.deadline_options import deadline_line
 from herder.client import HerderClient
 from herder.domain.jobs import Priority
 from herder.domain.models import Run, RunDetail
@@ -85,8 +86,7 @@ def _print_detail(run: RunDetail) -> None:
     if run.reason:
         out.print(f"reason: {run.reason}")
     if run.deadline_at is not None:
-        missed = f", missed (unfinished at {when(run.deadline_missed_at)})"
-        out.print(f"deadline: {when(run.deadline_at)}{missed if run.deadline_missed_at else ''}")
+        out.print(deadline_line(run.deadline_at, run.deadline_missed_at))
     if run.attempts:
         attempts = Table(
             "ATTEMPT", "WORKER", "STATE", "STOPPED BY", "STARTED", "FINISHED", "CPU s", "MAX RSS"

@@ -10,7 +10,12 @@ import typer
 from rich.table import Table
 
 from herder.cli.common import JsonFlag, app, client, out, print_json, when
-from herder.cli.deadline_options import DeadlineCancelOption, DeadlineOption, deadline_of
+from herder.cli.deadline_options import (
+    DeadlineCancelOption,
+    DeadlineOption,
+    deadline_of,
+    deadline_words,
+)
 from herder.client import HerderClient
 from herder.domain.models import Page, Schedule
 
@@ -154,6 +159,8 @@ def schedule_show(schedule_id: str, as_json: JsonFlag = False) -> None:
         names = _target_names(herder, [schedule])
     out.print(_schedule_table([schedule], names))
     out.print("next fires: " + ", ".join(fire["local"] for fire in fires))
+    if schedule.spec.deadline is not None:
+        out.print(f"{deadline_words(schedule.spec.deadline)} after each fire, local time")
     table = Table("TIME", "KIND", "FOR", "RUN", "MESSAGE")
     for event in events[-20:]:
         table.add_row(
