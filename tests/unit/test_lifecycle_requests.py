@@ -128,7 +128,7 @@ def ended_run(state: RunState) -> Run:
 
 
 def test_a_rerun_is_a_new_queued_run_linked_both_ways() -> None:
-    changes = rerun(ended_run(RunState.DEAD), "tenant", "new", "user:key")
+    changes = rerun(ended_run(RunState.DEAD), "tenant", "new", "user:key", NOW)
     (new,) = changes.new_runs
     assert (new.id, new.rerun_of, new.job_id) == ("new", "old", "job")
     assert [(e.run_id, e.message) for e in (new.event, *changes.events)] == [
@@ -136,7 +136,7 @@ def test_a_rerun_is_a_new_queued_run_linked_both_ways() -> None:
     ]  # fmt: skip
     assert WORK in changes.notices
     with pytest.raises(Conflict, match="still running"):
-        rerun(ended_run(RunState.RUNNING), "tenant", "new", "user:key")
+        rerun(ended_run(RunState.RUNNING), "tenant", "new", "user:key", NOW)
 
 
 def new_run(run_id: str, minute: int) -> NewRun:

@@ -18,7 +18,7 @@ from herder.definitions.problems import Kind, Problem, Where
 from herder.domain.limits import LimitSpec
 from herder.domain.schedules import ScheduleSpec
 
-WORKFLOW_FIELDS = ("tasks", "params", "max_active_runs", "concurrency")
+WORKFLOW_FIELDS = ("tasks", "params", "max_active_runs", "concurrency", "deadline")
 
 
 def _workflows(client: HerderClient) -> Iterator[Existing]:

@@ -90,3 +90,15 @@ def json_pairs(items: list[str], what: str) -> dict[str, Any]:
 
 def when(moment: object) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S") if hasattr(moment, "strftime") else "-"
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
+
+
+def seconds_in(text: str, option: str = "--in") -> int:
+    """``90s``, ``10m``, ``2h``, ``1d`` (or plain seconds) as seconds."""
+    number, unit = (text[:-1], text[-1]) if text[-1:] in _UNITS else (text, "s")
+    try:
+        return int(number) * _UNITS[unit]
+    except ValueError:
+        raise typer.BadParameter(f"{text!r}: give 90s, 10m, 2h or 1d", param_hint=option) from None

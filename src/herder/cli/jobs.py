@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from herder.cli.common import JsonFlag, app, client, fail, out, pairs, print_json, when
+from herder.cli.deadline_options import DeadlineCancelOption, DeadlineOption, deadline_of
 from herder.cli.uploads import upload_progress
 from herder.domain.jobs import DEFAULT_STOP_GRACE_SECONDS
 from herder.domain.models import Job
@@ -73,6 +74,8 @@ def job_create(
         bool, typer.Option(help="a higher-priority run may stop it (it is queued again)")
     ] = False,
     replicas: Annotated[int, typer.Option(help="a gang: members started all at once")] = 1,
+    deadline: DeadlineOption = None,
+    deadline_cancel: DeadlineCancelOption = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Create a job. With --file the program is uploaded first."""
@@ -90,6 +93,7 @@ def job_create(
             "requires": pairs(requires, "requires"),
             "preemptible": preemptible,
             "replicas": replicas,
+            "deadline": deadline_of(deadline, deadline_cancel),
         }
         if file is not None:
             if not file.is_file():

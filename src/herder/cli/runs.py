@@ -13,7 +13,18 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from herder.cli.common import JsonFlag, app, client, fail, out, pairs, print_json, when
+from herder.cli.common import (
+    JsonFlag,
+    app,
+    client,
+    fail,
+    out,
+    pairs,
+    print_json,
+    seconds_in,
+    when,
+)
+from herder.cli.deadline_options import deadline_line
 from herder.client import HerderClient
 from herder.domain.jobs import Priority
 from herder.domain.models import Run, RunDetail
@@ -74,6 +85,8 @@ def _print_detail(run: RunDetail) -> None:
         out.print(f"waiting: {run.waiting_reason}")
     if run.reason:
         out.print(f"reason: {run.reason}")
+    if run.deadline_at is not None:
+        out.print(deadline_line(run.deadline_at, run.deadline_missed_at))
     if run.attempts:
         attempts = Table(
             "ATTEMPT", "WORKER", "STATE", "STOPPED BY", "STARTED", "FINISHED", "CPU s", "MAX RSS"
@@ -176,18 +189,6 @@ def run_start(
         out.print(f"started run [bold]{run.id}[/] of {run.job_name} ({run.state})")
     if isinstance(run, RunDetail):
         _ended_well([run])
-
-
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
-
-
-def seconds_in(text: str) -> int:
-    """``90s``, ``10m``, ``2h``, ``1d`` (or plain seconds) as seconds."""
-    number, unit = (text[:-1], text[-1]) if text[-1:] in _UNITS else (text, "s")
-    try:
-        return int(number) * _UNITS[unit]
-    except ValueError:
-        raise typer.BadParameter(f"{text!r}: give 90s, 10m, 2h or 1d", param_hint="--in") from None
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,12 @@ import typer
 from rich.table import Table
 
 from herder.cli.common import JsonFlag, app, client, out, print_json, when
+from herder.cli.deadline_options import (
+    DeadlineCancelOption,
+    DeadlineOption,
+    deadline_of,
+    deadline_words,
+)
 from herder.client import HerderClient
 from herder.domain.models import Page, Schedule
 
@@ -97,6 +103,8 @@ def schedule_create(
     name: Annotated[
         str | None, typer.Option(help="unique in the tenant; what herder apply calls it")
     ] = None,
+    deadline: DeadlineOption = None,
+    deadline_cancel: DeadlineCancelOption = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Run a job (by name or id) on a cron schedule."""
@@ -104,6 +112,7 @@ def schedule_create(
         spec: dict[str, Any] = {
             "cron": cron, "timezone": timezone, "jitter_seconds": jitter,
             "misfire_policy": misfire, "concurrency_policy": concurrency, "paused": paused,
+            "deadline": deadline_of(deadline, deadline_cancel),
         }  # fmt: skip
         if name is not None:
             spec["name"] = name
@@ -150,6 +159,8 @@ def schedule_show(schedule_id: str, as_json: JsonFlag = False) -> None:
         names = _target_names(herder, [schedule])
     out.print(_schedule_table([schedule], names))
     out.print("next fires: " + ", ".join(fire["local"] for fire in fires))
+    if schedule.spec.deadline is not None:
+        out.print(f"{deadline_words(schedule.spec.deadline)} after each fire, local time")
     table = Table("TIME", "KIND", "FOR", "RUN", "MESSAGE")
     for event in events[-20:]:
         table.add_row(

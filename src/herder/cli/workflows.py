@@ -17,6 +17,7 @@ from rich.text import Text
 
 from herder.cli.common import JsonFlag, app, client, fail, json_pairs, out, print_json, when
 from herder.cli.dag import definition_tasks, draw, run_tasks
+from herder.cli.deadline_options import deadline_line, deadline_words
 from herder.cli.tones import state_style
 from herder.client import HerderClient
 from herder.definitions.problems import Problem
@@ -90,6 +91,8 @@ def _run_view(run: WorkflowRunDetail) -> RenderableType:
         lines.append(Text(f"params: {json.dumps(run.params)}", overflow="fold"))
     if run.repair:
         lines.append(Text(f"repairs: {run.repair}"))
+    if run.deadline_at is not None:
+        lines.append(Text(deadline_line(run.deadline_at, run.deadline_missed_at)))
     return Group(*lines, draw(run_tasks(run.tasks)))
 
 
@@ -104,6 +107,8 @@ def _definition_view(workflow: Workflow) -> RenderableType:
     if workflow.max_active_runs is not None:
         limit = f"max_active_runs: {workflow.max_active_runs} ({workflow.concurrency})"
         lines.append(Text(limit))
+    if workflow.deadline is not None:
+        lines.append(Text(deadline_words(workflow.deadline)))
     return Group(*lines, draw(definition_tasks(workflow)))
 
 

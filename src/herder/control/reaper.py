@@ -1,9 +1,12 @@
 """The reaper: moves on whatever has become due — lost workers, attempts past their deadline,
 retries whose back-off is over, runs not started by their start deadline, runs held past
-their tenant's ``max_queued`` that now have room — in one unit of work per pass, and sleeps
-until the next such moment (or a notice that something new got a due time)."""
+their tenant's ``max_queued`` that now have room, runs and workflow runs unfinished past
+their deadline — in one unit of work per pass, and sleeps until the next such moment (or a
+notice that something new got a due time)."""
 
 from __future__ import annotations
+
+from datetime import datetime
 
 from herder.clock import Clock
 from herder.domain.lifecycle.reap import (
@@ -15,6 +18,7 @@ from herder.domain.lifecycle.reap import (
     silent_workers,
 )
 from herder.domain.queue_room import RELEASER
+from herder.store.deadlines import judge_deadlines, next_deadline
 from herder.store.queue_room import release_all_held
 from herder.store.runs.due import mark_lost, more_waiting, next_due, read_due_ends, read_due_runs
 from herder.store.store import Store
@@ -43,8 +47,9 @@ class Reaper:
             due = read_due_runs(work)
             work.apply(requeue_due(due.retries, work.now) + expire(due.expiring, work.now))
             more_held = release_all_held(work, actor=RELEASER)
-            busy = more_waiting(ends, due) or more_held
-            upcoming = None if busy else next_due(work, timeout)
+            missed = judge_deadlines(work)
+            busy = more_waiting(ends, due) or more_held or missed.more
+            upcoming = None if busy else _earliest(next_due(work, timeout), next_deadline(work))
             now = work.now
         if busy:
             return 0.0
@@ -52,3 +57,7 @@ class Reaper:
             return MAX_SLEEP_SECONDS
         wait = (upcoming - now).total_seconds()
         return min(MAX_SLEEP_SECONDS, max(MIN_SLEEP_SECONDS, wait))
+
+
+def _earliest(*moments: datetime | None) -> datetime | None:
+    return min((moment for moment in moments if moment is not None), default=None)

@@ -24,6 +24,7 @@ from herder.definitions.problems import DefinitionError, Kind, Problem, Where
 from herder.definitions.source import DocumentPath, Source, read
 from herder.domain.artifacts import ARCHIVE_MEDIA_TYPES, sniff_media_type
 from herder.domain.cron import CronError, CronExpression, parse_timezone
+from herder.domain.deadlines import Deadline
 from herder.domain.errors import Invalid
 from herder.domain.hooks import HookName, HookSpec
 from herder.domain.jobs import MAX_ARTIFACT_BYTES, JobSpec, Runtime, check_job_name
@@ -75,6 +76,7 @@ class WorkflowBody(BaseModel):
     params: dict[str, Any] = {}
     max_active_runs: Annotated[int, Field(ge=1)] | None = None
     concurrency: str = "queue"
+    deadline: Deadline | None = None
 
 
 def load(paths: Sequence[Path], allowed: Sequence[Path] = ()) -> Definitions:

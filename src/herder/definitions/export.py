@@ -24,7 +24,9 @@ _SPECS: dict[Kind, type[BaseModel]] = {
     Kind.JOB: JobSpec,
     Kind.TRIGGER: TriggerSpec,
 }
-_WORKFLOW_DEFAULTS: dict[str, Any] = {"params": {}, "max_active_runs": None, "concurrency": "queue"}
+_WORKFLOW_DEFAULTS: dict[str, Any] = {
+    "params": {}, "max_active_runs": None, "concurrency": "queue", "deadline": None,
+}  # fmt: skip
 
 
 def document(existing: Sequence[Existing], kinds: Collection[Kind]) -> dict[str, Any]:

@@ -300,6 +300,33 @@ def _gap_end(zone: ZoneInfo, local: datetime, old: timedelta, new: timedelta) ->
     return datetime.fromtimestamp(high, UTC)
 
 
+def fire_wall_time(expr: CronExpression, zone: ZoneInfo, fire: datetime) -> datetime:
+    """The naive wall time a fire stands for: its own local time — but a fixed-time fire the
+    spring-forward gap moved to the gap's end stands for the first time in the gap the
+    expression names (02:00 on the night 02:00-03:00 is skipped, though it fired at 03:00)."""
+    local = fire.astimezone(zone)
+    wall = local.replace(tzinfo=None)
+    gap = _offset(local) - _offset((fire - timedelta(seconds=1)).astimezone(zone))
+    if not expr.fixed_time or gap <= timedelta(0):
+        return wall
+    candidate = wall - gap
+    while candidate < wall:
+        if expr.matches_local(candidate):
+            return candidate
+        candidate += timedelta(seconds=1)
+    return wall
+
+
+def wall_time_instant(zone: ZoneInfo, local: datetime) -> datetime:
+    """Naive wall time ``local`` in ``zone`` placed as a fixed-time fire is, in UTC: a repeated
+    time's first occurrence; a time the spring-forward gap skips, the first instant after it."""
+    first = _offset(local.replace(tzinfo=zone))  # fold=0: the offset before a transition
+    second = _offset(local.replace(tzinfo=zone, fold=1))
+    if first >= second:
+        return (local - first).replace(tzinfo=UTC)
+    return _gap_end(zone, local, first, second)
+
+
 def _instants(
     expr: CronExpression, zone: ZoneInfo, local: datetime
 ) -> tuple[datetime, tuple[datetime, ...]]:

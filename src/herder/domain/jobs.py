@@ -21,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 
+from herder.domain.deadlines import Deadline
 from herder.domain.errors import FieldError, Invalid
 from herder.domain.labels import check_labels, check_pool_reference
 from herder.domain.limits import LimitReference, LimitReferences, fielded, rendered_references
@@ -234,6 +235,11 @@ class JobSpec(_Strict):
         default=1, description="a gang: this many members, placed all at once or not at all"
     )
     limits: LimitReferences = []
+    deadline: Deadline | None = Field(
+        default=None,
+        description="finished within this long of its submission, or of its schedule's "
+        "nominal fire time (docs/deadlines.md); a schedule's own deadline wins",
+    )
 
     @field_validator("timeout_seconds")
     @classmethod

@@ -161,6 +161,8 @@ class Run(_Record):
     task_name: str | None = None
     map_index: int | None = None  # -1 for a task not mapped over a list
     pool: str | None = None  # the pool it names (its own or its job's); None: the default
+    deadline_at: datetime | None = None  # finished by then (its spec's ``deadline``)
+    deadline_missed_at: datetime | None = None  # when it was found unfinished past it
 
 
 class CheckpointInfo(_Record):

@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from herder.domain.cron import CronExpression, fires_between, next_fire
+from herder.domain.deadlines import Deadline
 from herder.domain.jobs import RunOverrides, check_job_name
 from herder.domain.limits import LimitReferences
 
@@ -50,6 +51,11 @@ class ScheduleSpec(BaseModel):
     misfire_limit: Annotated[int, Field(ge=1, le=1000)] = 100
     concurrency_policy: ConcurrencyPolicy = ConcurrencyPolicy.ALLOW
     limits: LimitReferences = []  # over the job's: a later reference to the same limit wins
+    deadline: Deadline | None = Field(
+        default=None,
+        description="each fire's run finished within this long of its nominal time, counted "
+        "in local time in the schedule's zone; over its job's or workflow's (docs/deadlines.md)",
+    )
 
     @model_validator(mode="after")
     def _window(self) -> Self:

@@ -27,6 +27,7 @@ from sqlalchemy import ColumnElement, Integer, Update, func, update
 from sqlalchemy.types import TypeEngine
 
 from herder.clock import epoch_ms
+from herder.domain.deadlines import Fire, deadline_at
 from herder.domain.errors import Invalid, NotFound
 from herder.domain.ids import new_id
 from herder.domain.jobs import apply_overrides
@@ -250,6 +251,9 @@ def _decide(
         spec = apply_overrides(job.spec, due.spec.overrides, limits=fielded(due.spec.limits))
     except Invalid as refused:  # the job changed since: the overrides no longer fit it
         return Fires(Changes()), refused.detail
+    if due.spec.deadline is not None:  # the schedule's deadline wins over its job's
+        spec = spec.model_copy(update={"deadline": due.spec.deadline})
+    cron, timezone = due.spec.cron, due.spec.timezone
     new_runs = []
     for nominal in fire_now:
         run_id = new_id("run", epoch_ms(work.now))
@@ -257,7 +261,8 @@ def _decide(
         event = Event(run_id, message, actor, target=RunState.QUEUED)
         new_runs.append(
             NewRun(run_id, due.tenant_id, job.id, job.name, spec, event,
-                   schedule_id=due.id, scheduled_for=nominal)
+                   schedule_id=due.id, scheduled_for=nominal,
+                   deadline_at=deadline_at(spec.deadline, Fire(nominal, cron, timezone)))
         )  # fmt: skip
     return fire(due.id, due.spec.concurrency_policy, active, new_runs, work.now), None
 

@@ -65,6 +65,11 @@ HOOK_REFUSALS = Counter(
     ["status"],
 )
 MISSED_FIRES = Counter("herder_schedule_missed_fires", "Schedule fires not run (misfire policy)")
+DEADLINES_MISSED = Counter(
+    "herder_deadlines_missed",
+    "Runs and workflow runs found unfinished past their deadline, by kind (run, workflow_run)",
+    ["kind"],
+)
 FIRE_LAG = Histogram(
     "herder_schedule_fire_lag_seconds", "From a fire's due time to its run being made",
     buckets=_LAGS,
@@ -172,6 +177,12 @@ def schedules_fired(now: datetime, due_times: Iterable[datetime], missed: int) -
         FIRES.inc(fired)
     if missed:
         MISSED_FIRES.inc(missed)
+
+
+def deadlines_missed(kind: str, count: int) -> None:
+    """``count`` runs (``kind`` run) or workflow runs (workflow_run) missed their deadline."""
+    if count:
+        DEADLINES_MISSED.labels(kind).inc(count)
 
 
 @contextmanager

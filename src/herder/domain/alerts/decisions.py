@@ -20,7 +20,10 @@ from herder.domain.budgets import Standing
 
 QUEUE_KEY = "queue"  # the one key of a tenant-wide condition
 # Kinds that read many rows are judged less often than every pass of the evaluator.
-EVALUATE_EVERY: dict[RuleKind, timedelta] = {RuleKind.QUEUE_WAIT_P99: timedelta(seconds=60)}
+EVALUATE_EVERY: dict[RuleKind, timedelta] = {
+    RuleKind.QUEUE_WAIT_P99: timedelta(seconds=60),
+    RuleKind.RUNNING_LONG: timedelta(seconds=60),
+}
 
 
 def is_due(kind: RuleKind, evaluated_at: datetime | None, now: datetime) -> bool:

@@ -30,6 +30,8 @@ class RuleKind(StrEnum):
     NO_CAPACITY = "no_capacity"
     LOOP_STALE = "loop_stale"
     BUDGET = "budget"
+    DEADLINE_MISSED = "deadline_missed"
+    RUNNING_LONG = "running_long"
 
 
 class FailedOutcome(StrEnum):
@@ -47,6 +49,8 @@ PARAMS_OF_KIND: dict[RuleKind, frozenset[str]] = {
     RuleKind.NO_CAPACITY: frozenset({"wait_seconds"}),
     RuleKind.LOOP_STALE: frozenset({"loop", "stale_seconds"}),
     RuleKind.BUDGET: frozenset({"fraction"}),
+    RuleKind.DEADLINE_MISSED: frozenset({"job_id", "workflow_id", "schedule_id"}),
+    RuleKind.RUNNING_LONG: frozenset({"job_id", "factor", "min_seconds"}),
 }
 REQUIRED_PARAMS: dict[RuleKind, frozenset[str]] = {
     RuleKind.QUEUE_WAIT_P99: frozenset({"threshold_seconds"}),
@@ -56,7 +60,10 @@ REQUIRED_PARAMS: dict[RuleKind, frozenset[str]] = {
 class RuleParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    job_id: str | None = Field(default=None, max_length=40, description="run_failed: only this job")
+    job_id: str | None = Field(
+        default=None, max_length=40,
+        description="run_failed, deadline_missed, running_long: only this job's runs",
+    )  # fmt: skip
     consecutive: Annotated[int, Field(ge=1, le=MAX_CONSECUTIVE)] = Field(
         default=1, description="run_failed: open after this many ended runs of a job all failed"
     )
@@ -64,8 +71,14 @@ class RuleParams(BaseModel):
         default_factory=lambda: list(FailedOutcome), min_length=1, max_length=3,
         description="run_failed: which ends count as failures",
     )  # fmt: skip
-    schedule_id: str | None = Field(default=None, max_length=40)
-    workflow_id: str | None = Field(default=None, max_length=40)
+    schedule_id: str | None = Field(
+        default=None, max_length=40,
+        description="schedule_missed, deadline_missed: only this schedule's (runs)",
+    )  # fmt: skip
+    workflow_id: str | None = Field(
+        default=None, max_length=40,
+        description="workflow_failed, deadline_missed: only this workflow's runs",
+    )  # fmt: skip
     threshold_seconds: Annotated[float, Field(gt=0, le=7 * 86400)] | None = Field(
         default=None, description="queue_wait_p99: open when the p99 wait is above this"
     )
@@ -78,6 +91,14 @@ class RuleParams(BaseModel):
     loop: str | None = Field(default=None, max_length=128, description="loop_stale: one loop")
     stale_seconds: Annotated[float, Field(ge=10, le=86400)] = Field(
         default=60, description="loop_stale: a lease expired this long ago"
+    )
+    factor: Annotated[float, Field(gt=1, le=100)] = Field(
+        default=2.0,
+        description="running_long: open when a run's attempt has run this many times the p95 "
+        "of its job's last 50 successful runs (judged from 5 of them)",
+    )
+    min_seconds: Annotated[float, Field(ge=0, le=7 * 86400)] = Field(
+        default=60, description="running_long: and for longer than this"
     )
     fraction: Annotated[float, Field(gt=0, lt=1)] = Field(
         default=ALERT_FRACTION,

@@ -12,4 +12,5 @@ database or a random source of its own: ``now`` and ``rng`` are arguments.
     suspend.py      a run held until resumed, and its resume
     concurrency.py  a schedule's concurrency policy: allow, forbid, replace
     reap.py         silent workers, overdue attempts, due retries, start deadlines
+    missed.py       a run past its deadline: a timeline line, and the cancel it asks for
 """

@@ -9,8 +9,10 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from herder.domain.deadlines import deadline_at
 from herder.domain.errors import Conflict
 from herder.domain.lifecycle.changes import (
+    DUE,
     WORK,
     Changes,
     Event,
@@ -89,9 +91,9 @@ def _ended(run_id: str, state: RunState, cause: Cause, now: datetime) -> RunMove
     )
 
 
-def rerun(old: Run, tenant_id: str, new_run_id: str, actor: str) -> Changes:
+def rerun(old: Run, tenant_id: str, new_run_id: str, actor: str, now: datetime) -> Changes:
     """A new run of what an ended run ran (its spec as submitted), linked to it — how a dead
-    run leaves the dead-letter set."""
+    run leaves the dead-letter set. It is a new submission: its deadline counts from now."""
     if old.state.is_active:
         raise Conflict(f"run {old.id} is still {old.state}; only ended runs can be re-run")
     new = NewRun(
@@ -101,6 +103,7 @@ def rerun(old: Run, tenant_id: str, new_run_id: str, actor: str) -> Changes:
         job_name=old.job_name,
         spec=old.spec,
         rerun_of=old.id,
+        deadline_at=deadline_at(old.spec.deadline, now),
         event=Event(
             new_run_id, f"submitted as a re-run of {old.id}", actor, target=RunState.QUEUED
         ),
@@ -108,5 +111,5 @@ def rerun(old: Run, tenant_id: str, new_run_id: str, actor: str) -> Changes:
     return Changes(
         new_runs=(new,),
         events=(Event(old.id, f"re-run as {new_run_id}", actor),),
-        notices=frozenset({WORK}),
+        notices=frozenset({WORK, DUE}) if new.deadline_at else frozenset({WORK}),
     )

@@ -137,6 +137,7 @@ class NewRun:
     task: TaskOf | None = None
     backfill_id: str | None = None
     run_at: datetime | None = None  # queued, but not started before (a debounce's window)
+    deadline_at: datetime | None = None  # finished by then (``domain.deadlines``)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import JsonValue
 
+from herder.domain.deadlines import Deadline
 from herder.domain.models import _Record
 from herder.domain.states import RunState
 from herder.domain.workflows.progress import WorkflowRunState
@@ -22,6 +23,7 @@ class Workflow(_Record):
     params: dict[str, JsonValue]
     max_active_runs: int | None
     concurrency: Concurrency
+    deadline: Deadline | None = None
     created_at: datetime
     updated_at: datetime
 
@@ -42,6 +44,9 @@ class WorkflowRun(_Record):
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    deadline: Deadline | None = None  # its schedule's, else its workflow's
+    deadline_at: datetime | None = None  # finished by then
+    deadline_missed_at: datetime | None = None  # when it was found unfinished past it
 
 
 class TaskRun(_Record):

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, model_validator
 
+from herder.domain.deadlines import Deadline
 from herder.domain.errors import Invalid
 from herder.domain.jobs import MAX_TIMEOUT_SECONDS, RunOverrides, check_job_name
 from herder.domain.limits import LimitReferences
@@ -126,6 +127,11 @@ class WorkflowSpec(BaseModel):
     params: Params = Field(default={}, description="parameters and their defaults")
     max_active_runs: Annotated[int, Field(ge=1, le=10_000)] | None = None
     concurrency: Concurrency = Concurrency.QUEUE
+    deadline: Deadline | None = Field(
+        default=None,
+        description="the whole workflow run finished within this long of its start, or of "
+        "its schedule's nominal fire time (docs/deadlines.md); its tasks' runs carry none",
+    )
 
     def task(self, name: str) -> TaskSpec:
         return next(task for task in self.tasks if task.name == name)

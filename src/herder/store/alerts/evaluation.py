@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from sqlalchemy import ColumnElement, Table, func, or_, select, update
 
 from herder.clock import epoch_ms
-from herder.domain.alerts import decisions
+from herder.domain.alerts import decisions, late_runs
 from herder.domain.alerts.decisions import Ended, ScheduleMisses, Signal
 from herder.domain.alerts.rules import IncidentState, RuleKind, RuleParams
 from herder.domain.ids import new_id
@@ -28,6 +28,7 @@ from herder.domain.placement.ordering import wait_began
 from herder.domain.states import RunState
 from herder.domain.workflows.states import WorkflowRunState
 from herder.store.alerts.channels import add_deliveries
+from herder.store.alerts.late_runs import missed_deadlines, running_runs
 from herder.store.dialect import insert_ignoring_duplicates
 from herder.store.history.live import live_floor
 from herder.store.schema import (
@@ -138,6 +139,13 @@ def _signals(
         return decisions.queue_wait_p99(_queue_waits(work, rule), params)
     if rule.kind is RuleKind.NO_CAPACITY:
         return decisions.no_capacity(_waiting_for_room(work, rule), params)
+    if rule.kind is RuleKind.DEADLINE_MISSED:
+        after = _overlapping(rule, since)
+        found = missed_deadlines(work, rule.tenant_id, rule.id, params, after, open_since.keys())
+        return late_runs.deadline_missed(found)
+    if rule.kind is RuleKind.RUNNING_LONG:
+        running, successes, gone = running_runs(work, rule.tenant_id, params, open_since.keys())
+        return late_runs.running_long(running, successes, gone, params)
     if rule.kind is RuleKind.BUDGET:
         uses = read_uses(work.connection, work.now, [rule.tenant_id])
         standings = uses[rule.tenant_id].standings(work.now) if rule.tenant_id in uses else []

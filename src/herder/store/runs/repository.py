@@ -79,6 +79,8 @@ _RUN_COLUMNS = [
     runs.c.task_name,
     runs.c.map_index,
     runs.c.pool,
+    runs.c.deadline_at,
+    runs.c.deadline_missed_at,
 ]
 
 
@@ -235,7 +237,7 @@ class RunRepository:
         dead run leaves the dead-letter set."""
         with unit_of_work(self._db, self._clock, self._rng) as work:
             old = self._get(work.connection, tenant_id, run_id)
-            changes = rerun(old, tenant_id, new_id("run", epoch_ms(work.now)), actor)
+            changes = rerun(old, tenant_id, new_id("run", epoch_ms(work.now)), actor, work.now)
             work.apply(changes)
             (new,) = changes.new_runs
             return Run.model_validate(new_run_row(new, work.now) | {"spec": old.spec})

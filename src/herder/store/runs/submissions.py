@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import Connection, select
 
 from herder.clock import epoch_ms
+from herder.domain.deadlines import deadline_at
 from herder.domain.errors import Conflict, HerderError, Invalid, NotFound
 from herder.domain.ids import new_id
 from herder.domain.jobs import Priority, RunRequest, apply_overrides
@@ -43,7 +44,7 @@ def new_run(
     as_schedule: str | None = None,
 ) -> NewRun:
     """The run a request makes: queued, or ``scheduled`` until its later start (a start
-    deadline then counts from that start)."""
+    deadline and a deadline then count from that start)."""
     deadline = request.overrides.start_deadline_seconds
     run_id = new_id("run", epoch_ms(now))
     start = request.overrides.start_at(now)
@@ -57,15 +58,18 @@ def new_run(
         idempotency_key=request.idempotency_key, schedule_id=as_schedule,
         start_deadline=None if deadline is None else (start or now) + timedelta(seconds=deadline),
         event=Event(run_id, message, actor, target=state), state=state, run_at=start,
+        deadline_at=deadline_at(job.spec.deadline, start or now),
     )  # fmt: skip
 
 
 def queue(new_runs: Sequence[NewRun]) -> Changes:
-    """Insert the runs; the dispatcher hears of new work, the reaper of start deadlines and
+    """Insert the runs; the dispatcher hears of new work, the reaper of (start) deadlines and
     the starter of delayed runs."""
     if not new_runs:
         return Changes()
-    later = any(new.start_deadline or new.state is RunState.SCHEDULED for new in new_runs)
+    later = any(
+        new.start_deadline or new.deadline_at or new.state is RunState.SCHEDULED for new in new_runs
+    )
     notices = {WORK} | ({DUE} if later else set())
     return Changes(new_runs=tuple(new_runs), notices=frozenset(notices))
 

@@ -139,6 +139,8 @@ def new_run_row(new: NewRun, now: datetime) -> dict[str, Any]:
         "output": None,
         "backfill_id": new.backfill_id,
         "run_at": new.run_at,
+        "deadline_at": new.deadline_at,
+        "deadline_missed_at": None,
     }
 
 

@@ -24,7 +24,7 @@ from herder.store.schema.alerts import alert_incidents as alert_incidents
 from herder.store.schema.alerts import alert_rules as alert_rules
 from herder.store.schema.audit import audit_log as audit_log
 from herder.store.schema.base import ID as ID
-from herder.store.schema.base import ended_index
+from herder.store.schema.base import deadline_index, ended_index, missed_index
 from herder.store.schema.base import metadata as metadata
 from herder.store.schema.checkpoints import checkpoint_chunks as checkpoint_chunks
 from herder.store.schema.checkpoints import checkpoint_contents as checkpoint_contents
@@ -178,6 +178,8 @@ runs = Table(
     Column("run_at", UtcDateTime),  # a ``scheduled`` (delayed) run is queued then
     # [[limit id, key], ...]: the limits it counts against, keys rendered at submit
     Column("limit_keys", JsonColumn),
+    Column("deadline_at", UtcDateTime),  # finished by then, or its deadline is missed
+    Column("deadline_missed_at", UtcDateTime),  # when the reaper found it missed (once)
     UniqueConstraint("tenant_id", "idempotency_key"),
     UniqueConstraint("schedule_id", "scheduled_for"),
     # a task instance runs once per repair, whoever decides it
@@ -194,6 +196,8 @@ runs = Table(
 Index("ix_runs_claim_order", runs.c.state, runs.c.priority.desc(), runs.c.queued_at)
 # The overview's "ended in the last hour".
 ended_index("ix_runs_tenant_id_finished_at", runs, "tenant_id", "finished_at")
+deadline_index("ix_runs_deadline_at", runs)
+missed_index("ix_runs_tenant_id_deadline_missed_at", runs)
 # Alerts read a job's last ended runs in end order, however long its history.
 ended_index("ix_runs_tenant_id_job_id_finished_at", runs, "tenant_id", "job_id", "finished_at")
 
@@ -363,6 +367,9 @@ workflow_runs = Table(
     Column("created_at", UtcDateTime, nullable=False),
     Column("started_at", UtcDateTime),
     Column("finished_at", UtcDateTime),
+    Column("deadline", JsonColumn),  # the deadline it runs under: its schedule's or workflow's
+    Column("deadline_at", UtcDateTime),
+    Column("deadline_missed_at", UtcDateTime),
     UniqueConstraint("tenant_id", "idempotency_key"),
     UniqueConstraint("schedule_id", "scheduled_for"),
     Index(None, "tenant_id", "id"),
@@ -371,6 +378,8 @@ workflow_runs = Table(
 )
 # Alerts read the workflow runs that ended since their watermark, in end order.
 ended_index("ix_workflow_runs_tenant_id_finished_at", workflow_runs, "tenant_id", "finished_at")
+deadline_index("ix_workflow_runs_deadline_at", workflow_runs)
+missed_index("ix_workflow_runs_tenant_id_deadline_missed_at", workflow_runs)
 
 # A schedule's nominal times over a past range, run a few at a time: the next start when one
 # of its runs ends. ``cursor`` is the last nominal time it has started (or found run).

@@ -3,7 +3,7 @@ table declarations more than one module uses."""
 
 from __future__ import annotations
 
-from sqlalchemy import Index, MetaData, String, Table
+from sqlalchemy import Index, MetaData, String, Table, and_
 
 metadata = MetaData(
     naming_convention={
@@ -22,3 +22,25 @@ def ended_index(name: str, table: Table, *columns: str) -> Index:
     nothing to it."""
     ended = table.c.finished_at.is_not(None)
     return Index(name, *(table.c[c] for c in columns), postgresql_where=ended, sqlite_where=ended)
+
+
+def deadline_index(name: str, table: Table) -> Index:
+    """The rows whose deadline the reaper has still to judge: unfinished, with a deadline not
+    yet found missed. Most runs have none, and a run leaves it when it ends: a submit or a
+    claim of a run without a deadline writes nothing to it."""
+    waiting = and_(
+        table.c.deadline_at.is_not(None),
+        table.c.deadline_missed_at.is_(None),
+        table.c.finished_at.is_(None),
+    )
+    return Index(name, table.c.deadline_at, postgresql_where=waiting, sqlite_where=waiting)
+
+
+def missed_index(name: str, table: Table) -> Index:
+    """The tenant's rows found past their deadline, in the order they were: what a
+    ``deadline_missed`` alert rule reads since its last look. Only missed rows are in it."""
+    missed = table.c.deadline_missed_at.is_not(None)
+    return Index(
+        name, table.c.tenant_id, table.c.deadline_missed_at,
+        postgresql_where=missed, sqlite_where=missed,
+    )  # fmt: skip

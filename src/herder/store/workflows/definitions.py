@@ -37,7 +37,7 @@ def _workflow(row: Any) -> Workflow:
     spec = WorkflowSpec.model_validate(row.spec)
     return Workflow(
         id=row.id, name=row.name, version=row.version, tasks=spec.tasks, params=spec.params,
-        max_active_runs=spec.max_active_runs, concurrency=spec.concurrency,
+        max_active_runs=spec.max_active_runs, concurrency=spec.concurrency, deadline=spec.deadline,
         created_at=row.created_at, updated_at=row.updated_at,
     )  # fmt: skip
 

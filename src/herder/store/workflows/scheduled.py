@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from sqlalchemy import select, update
 
+from herder.domain.deadlines import Fire
 from herder.domain.errors import Conflict, Invalid
 from herder.domain.lifecycle.cancel import Cause
 from herder.domain.schedules import ScheduleSpec
@@ -65,7 +66,8 @@ def start_scheduled(
         try:
             run_id = start_in(
                 work, due.tenant_id, due.workflow_id, {}, schedule_id=due.id,
-                scheduled_for=nominal,
+                scheduled_for=nominal, schedule_deadline=due.spec.deadline,
+                fired=Fire(nominal, due.spec.cron, due.spec.timezone),
             )  # fmt: skip
         except (Conflict, Invalid) as refused:  # max_active_runs under forbid; run bound
             events.append(_skip(due, nominal, refused.detail))

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from sqlalchemy import Connection, func, select
 
 from herder.clock import epoch_ms
+from herder.domain.deadlines import Deadline, Fire, deadline_at
 from herder.domain.errors import Invalid, NotFound
 from herder.domain.ids import new_id
 from herder.domain.jobs import JobSpec
@@ -51,11 +52,16 @@ def start_in(
     schedule_id: str | None = None,
     scheduled_for: datetime | None = None,
     backfill_id: str | None = None,
+    fired: Fire | None = None,
+    schedule_deadline: Deadline | None = None,
 ) -> str | None:
     """Start a run of the workflow's current version inside ``work``: its first tasks are
     queued in the same transaction; under ``max_active_runs`` it queues, or is refused
     (``forbid``, 409). None when a unique key (idempotency key, or schedule and nominal
-    time) already has a run."""
+    time) already has a run.
+
+    Its deadline is the schedule's, else the workflow's: from the schedule's ``fired``
+    nominal time, else from now. A backfill's runs catch up on the past and have none."""
     workflow = workflow_row(work.connection, tenant_id, workflow_id)
     if workflow is None:
         raise NotFound(f"workflow {workflow_id} not found")
@@ -70,6 +76,7 @@ def start_in(
     )
     state = admission(spec.max_active_runs, spec.concurrency, active)
     run_id = new_id("wfrun", epoch_ms(work.now))
+    deadline = None if backfill_id is not None else schedule_deadline or spec.deadline
     inserted = work.connection.execute(
         insert_ignoring_duplicates(
             work.database,
@@ -90,6 +97,8 @@ def start_in(
             schedule_id=schedule_id,
             scheduled_for=scheduled_for,
             backfill_id=backfill_id,
+            deadline=None if deadline is None else deadline.model_dump(mode="json"),
+            deadline_at=deadline_at(deadline, fired or work.now),
         ).returning(workflow_runs.c.id)
     ).scalar()
     if inserted is None:

@@ -1,13 +1,19 @@
 // What several views share: whether a run is active, and a run's actions.
 
 import { api } from "../api.js";
-import { action, h, pager, fill } from "../dom.js";
+import { action, h, pager, fill, when } from "../dom.js";
 import { ACTIVE_RUN_STATES } from "../states.js";
 
 const ACTIVE = new Set(ACTIVE_RUN_STATES);
 
 export function isActive(state) {
   return ACTIVE.has(state);
+}
+
+// A run's or workflow run's deadline, and whether the reaper found it unfinished past it.
+export function deadline(item) {
+  if (!item.deadline_at) return "";
+  return [when(item.deadline_at), item.deadline_missed_at ? h("strong", {}, " · missed") : ""];
 }
 
 export function runPath(id) {

@@ -4,7 +4,7 @@
 import { api, query } from "../api.js";
 import { runTimeline } from "../charts.js";
 import { badge, between, h, link, resources, row, table, when, fill } from "../dom.js";
-import { isActive, runActions, runPath, suspendActions } from "./common.js";
+import { deadline, isActive, runActions, runPath, suspendActions } from "./common.js";
 
 const IDLE_MS = 1000;
 
@@ -115,6 +115,7 @@ export function mount(root, route, ctx) {
         ["Queued", when(run.queued_at)],
         ["Started", when(run.started_at)],
         ["Finished", when(run.finished_at)],
+        ["Deadline", deadline(run)],
         ["Took", between(run.started_at, run.finished_at)],
         ["Exit code", run.exit_code],
         ["Reason", run.reason],

@@ -6,7 +6,7 @@ import { api } from "../api.js";
 import { svg } from "../charts.js";
 import { action, badge, between, h, link, row, stateClasses, table, when, fill } from "../dom.js";
 import { ENDED_WORKFLOW_RUN_STATES, RUN_STATES_WORST_FIRST } from "../states.js";
-import { runPath } from "./common.js";
+import { deadline, runPath } from "./common.js";
 
 const BOX = { width: 150, height: 40, gapX: 50, gapY: 16 };
 
@@ -163,6 +163,7 @@ export function mount(root, route, ctx) {
           ` ${run.workflow_name} v${run.version} · started ${run.started_at ? new Date(run.started_at).toLocaleString() : "not yet"} `,
           ...actions(run, ended, ctx),
         ),
+        run.deadline_at ? h("p", {}, "Deadline ", deadline(run)) : "",
         run.reason ? h("p", {}, run.reason) : "",
         ended ? "" : decisions(run, ctx),
         h("div", { class: "dag-scroll" }, dag(run.tasks)),
