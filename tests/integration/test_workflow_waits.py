@@ -11,12 +11,16 @@ from typing import Any
 from sqlalchemy import update
 
 from herder.control.starter import Starter
+from herder.domain.alerts.rules import IncidentState, RuleKind
+from herder.domain.jobs import JobSpec
 from herder.domain.models import Role
+from herder.domain.workflows.spec import WorkflowSpec
 from herder.store.schema import runs
 from tests.integration.conftest import Api
+from tests.integration.test_alert_deliveries import World, world
 from tests.integration.test_workflows import Fleet, detail, fleet, run_of, start, states, workflow
 
-__all__ = ["fleet"]  # the fixture, used by name
+__all__ = ["fleet", "world"]  # the fixtures, used by name
 
 PUBLISH = [
     {"name": "train", "job": "work"},
@@ -198,3 +202,38 @@ def test_a_wait_task_that_would_run_something_is_refused_naming_the_field(
     refused = api.http.post(f"/v1/workflows/{flow['id']}/runs", headers=api.admin, json={})
     assert refused.status_code == 422
     assert refused.json()["errors"][0]["field"] == "tasks.0.wait.until"
+
+
+def test_an_approval_waiting_past_after_seconds_opens_an_incident_until_decided(
+    world: World,
+) -> None:
+    store = world.store
+    channel_id, _ = world.channel()
+    world.store.jobs.create(
+        world.tenant_id, "ship", JobSpec.model_validate({"runtime": "shell", "command": "true"})
+    )
+    tasks = [
+        {"name": "review", "approval": {}},
+        {"name": "ship", "job": "ship", "depends_on": ["review"]},
+    ]
+    workflow = store.workflows.create(
+        world.tenant_id, "release", WorkflowSpec.model_validate({"tasks": tasks})
+    )
+    world.rule(channel_id, RuleKind.APPROVAL_WAITING, after_seconds=600)
+    run, _ = store.workflow_runs.start(world.tenant_id, workflow.id, {})
+    world.evaluator.step()
+    assert world.incidents() == []  # not waited long enough yet
+    world.clock.advance(601)
+    world.evaluator.step()
+    [(key, state)] = world.incidents()
+    assert state is IncidentState.OPEN
+    (incident,) = store.alert_history.incidents(world.tenant_id).items
+    assert incident.summary == (
+        f"workflow run {run.id} of release waits for a decision on task review (10 min): "
+        "approve or reject it"
+    )
+    store.workflow_runs.decide(
+        world.tenant_id, run.id, "review", approved=True, actor="user:k", comment=None
+    )
+    world.evaluator.step()
+    assert world.incidents() == [(key, IncidentState.RESOLVED)]

@@ -32,6 +32,7 @@ class RuleKind(StrEnum):
     BUDGET = "budget"
     DEADLINE_MISSED = "deadline_missed"
     RUNNING_LONG = "running_long"
+    APPROVAL_WAITING = "approval_waiting"
 
 
 class FailedOutcome(StrEnum):
@@ -51,6 +52,7 @@ PARAMS_OF_KIND: dict[RuleKind, frozenset[str]] = {
     RuleKind.BUDGET: frozenset({"fraction"}),
     RuleKind.DEADLINE_MISSED: frozenset({"job_id", "workflow_id", "schedule_id"}),
     RuleKind.RUNNING_LONG: frozenset({"job_id", "factor", "min_seconds"}),
+    RuleKind.APPROVAL_WAITING: frozenset({"workflow_id", "after_seconds"}),
 }
 REQUIRED_PARAMS: dict[RuleKind, frozenset[str]] = {
     RuleKind.QUEUE_WAIT_P99: frozenset({"threshold_seconds"}),
@@ -84,6 +86,10 @@ class RuleParams(BaseModel):
     )
     window_seconds: Annotated[float, Field(ge=60, le=86400)] = Field(
         default=900, description="queue_wait_p99: over runs started in this window"
+    )
+    after_seconds: Annotated[float, Field(ge=0, le=30 * 86400)] = Field(
+        default=0,
+        description="approval_waiting: once an approval task has waited this long (0: at once)",
     )
     wait_seconds: Annotated[float, Field(ge=60, le=86400)] = Field(
         default=300, description="no_capacity: runs waiting for room this long"

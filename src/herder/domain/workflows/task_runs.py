@@ -150,7 +150,6 @@ def _waiting_run(
     parameter that holds no instant fails (the start checks it; a repair may not have)."""
     waiting = task.waiting
     assert waiting is not None  # a task that runs nothing waits for something
-    kind = "wait" if task.wait is not None else "approval"
     state, reason, run_at = (
         start.state,
         None if start.state is RunState.QUEUED else start.reason,
@@ -164,7 +163,7 @@ def _waiting_run(
             state, reason = RunState.FAILED, str(error)
     message = f"task {task.name} of workflow run {workflow_run.id}: {reason or start.reason}"
     return NewRun(
-        id=run_id, tenant_id=workflow_run.tenant_id, job_id="", job_name=f":{kind}",
+        id=run_id, tenant_id=workflow_run.tenant_id, job_id="", job_name=f":{task.kind}",
         spec=WAITING_SPEC, state=state, reason=reason, run_at=run_at,
         event=Event(run_id, message, f"workflow:{workflow_run.id}", target=state),
         task=TaskOf(workflow_run.id, task.name, workflow_run.repair),

@@ -20,13 +20,14 @@ from pydantic import ValidationError
 from sqlalchemy import ColumnElement, Table, func, or_, select, update
 
 from herder.clock import epoch_ms
-from herder.domain.alerts import decisions, late_runs
+from herder.domain.alerts import approvals, decisions, late_runs
 from herder.domain.alerts.decisions import Ended, ScheduleMisses, Signal
 from herder.domain.alerts.rules import IncidentState, RuleKind, RuleParams
 from herder.domain.ids import new_id
 from herder.domain.placement.ordering import wait_began
 from herder.domain.states import RunState
 from herder.domain.workflows.states import WorkflowRunState
+from herder.store.alerts.approvals import waiting_approvals
 from herder.store.alerts.channels import add_deliveries
 from herder.store.alerts.late_runs import missed_deadlines, running_runs
 from herder.store.dialect import insert_ignoring_duplicates
@@ -146,6 +147,9 @@ def _signals(
     if rule.kind is RuleKind.RUNNING_LONG:
         running, successes, gone = running_runs(work, rule.tenant_id, params, open_since.keys())
         return late_runs.running_long(running, successes, gone, params)
+    if rule.kind is RuleKind.APPROVAL_WAITING:
+        waiting, decided = waiting_approvals(work, rule.tenant_id, params, open_since.keys())
+        return approvals.approval_waiting(waiting, decided)
     if rule.kind is RuleKind.BUDGET:
         uses = read_uses(work.connection, work.now, [rule.tenant_id])
         standings = uses[rule.tenant_id].standings(work.now) if rule.tenant_id in uses else []
