@@ -173,3 +173,22 @@ def test_a_trigger_is_changed_by_patch_and_a_disabled_one_starts_nothing(api: Ap
     assert send(api, "push", {}).json()["event"]["outcomes"] == []
     assert api.http.delete(f"/v1/triggers/{made['id']}", headers=api.admin).status_code == 204
     assert api.http.get("/v1/triggers/t", headers=api.admin).status_code == 404
+
+
+def test_a_job_or_workflow_a_trigger_starts_is_not_deleted(api: Api) -> None:
+    job = api.create_job("build")
+    workflow = api.http.post(
+        "/v1/workflows",
+        headers=api.admin,
+        json={"name": "pipe", "tasks": [{"name": "t", "job": "build"}]},
+    ).json()
+    trigger(api, name="on-push", event="push", workflow="pipe")
+    refused = api.http.delete(f"/v1/workflows/{workflow['id']}", headers=api.admin)
+    assert refused.status_code == 409, refused.text
+    assert "started by trigger(s) on-push" in refused.json()["detail"]
+    api.http.delete("/v1/triggers/on-push", headers=api.admin)
+    assert api.http.delete(f"/v1/workflows/{workflow['id']}", headers=api.admin).status_code == 204
+    trigger(api, name="build-it", event="push", job="build")
+    refused = api.http.delete(f"/v1/jobs/{job['id']}", headers=api.admin)
+    assert refused.status_code == 409
+    assert "started by trigger(s) build-it" in refused.json()["detail"]

@@ -130,6 +130,7 @@ def test_bad_missing_and_stale_signatures_are_401_recorded_without_the_body(
     recorded = deliveries(api, hook["id"])
     assert len(recorded) == 6
     assert {d["status"] for d in recorded} == {"rejected"}
+    assert recorded[-1]["delivery_id"] == "d-1"  # as claimed: to match the sender's log
     assert (
         "do-not-keep"
         not in api.http.get(f"/v1/hooks/{hook['id']}/deliveries", headers=api.admin).text

@@ -160,6 +160,17 @@ def verify(
     return Verified(delivery, signed_at, kind, payload)
 
 
+_DELIVERY_HEADERS = {HookScheme.HERDER: "x-herder-delivery", HookScheme.GITHUB: "x-github-delivery"}
+
+
+def claimed_delivery(scheme: HookScheme, headers: Mapping[str, str]) -> str | None:
+    """The delivery id a request's headers claim, before anything is verified: recorded
+    with a refusal so it can be matched with the sender's log (Stripe's is in the body)."""
+    header = _DELIVERY_HEADERS.get(scheme)
+    claimed = headers.get(header) if header else None
+    return claimed[:MAX_DELIVERY_ID_CHARS] if claimed and claimed.isprintable() else None
+
+
 def is_replay(first_signed_at: int | None, signed_at: int | None) -> bool:
     """A delivery id seen before is a replay when signed at the same time as the first (for
     GitHub, which signs no time: always); signed anew, it is the sender trying again after

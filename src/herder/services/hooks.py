@@ -19,6 +19,7 @@ from herder.domain.hooks import (
     Malformed,
     TokenBucket,
     Unverified,
+    claimed_delivery,
     event_name,
     verify,
 )
@@ -110,10 +111,10 @@ def deliver(
     (without the body)."""
     hook = receiver.hook
 
-    def refuse(error: Exception, status: int, delivery_id: str | None = None) -> Exception:
+    def refuse(error: Exception, status: int) -> Exception:
         record = DeliveryRecord(
-            hook.id, receiver.tenant_id, delivery_id, None, DeliveryStatus.REJECTED, status,
-            reason=str(error),
+            hook.id, receiver.tenant_id, claimed_delivery(hook.scheme, headers), None,
+            DeliveryStatus.REJECTED, status, reason=str(error),
         )  # fmt: skip
         store.hooks.record(record)
         metrics.hook_refused(status)

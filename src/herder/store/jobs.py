@@ -26,6 +26,7 @@ from herder.store.pagination import page_of
 from herder.store.pools import check_usable
 from herder.store.schema import artifacts, job_labels, jobs, runs, schedules, workflows
 from herder.store.secrets import SecretRepository
+from herder.store.triggers import refuse_if_triggered
 
 
 def _job(row: Any) -> Job:
@@ -40,7 +41,8 @@ def _job(row: Any) -> Job:
 
 
 def _refuse_if_used(connection: Connection, tenant_id: str, job_name: str, doing: str) -> None:
-    """Workflows name jobs by name: a job one of them (its current version) runs keeps it."""
+    """Workflows and triggers name jobs by name: a job one of them (a workflow's current
+    version) runs keeps it."""
     rows = connection.execute(
         select(workflows.c.name, workflows.c.spec).where(workflows.c.tenant_id == tenant_id)
     )
@@ -51,6 +53,7 @@ def _refuse_if_used(connection: Connection, tenant_id: str, job_name: str, doing
         raise Conflict(
             f"job {job_name!r} is run by workflow(s) {', '.join(using)}; change them before {doing}"
         )
+    refuse_if_triggered(connection, tenant_id, "job", job_name, doing)
 
 
 class JobEdit(NamedTuple):

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Connection, select
 
 from herder.clock import Clock, epoch_ms
-from herder.domain.errors import Invalid
+from herder.domain.errors import Conflict, Invalid
 from herder.domain.ids import new_id
 from herder.domain.models import Page
 from herder.domain.triggers import MAX_TRIGGERS_PER_EVENT, Trigger, TriggerSpec
@@ -48,6 +48,24 @@ def for_event(connection: Connection, tenant_id: str, name: str) -> list[Trigger
         .limit(MAX_TRIGGERS_PER_EVENT)
     )
     return [_trigger(row) for row in rows]
+
+
+def refuse_if_triggered(
+    connection: Connection, tenant_id: str, kind: str, name: str, doing: str
+) -> None:
+    """``Conflict`` naming the triggers that start the job or workflow (``kind``) ``name``:
+    they would fail at every event."""
+    column = triggers.c.spec[kind].as_string()
+    using = sorted(
+        connection.execute(
+            select(triggers.c.name).where(triggers.c.tenant_id == tenant_id, column == name)
+        ).scalars()
+    )
+    if using:
+        raise Conflict(
+            f"{kind} {name!r} is started by trigger(s) {', '.join(using)}; change them before "
+            f"{doing}"
+        )
 
 
 def _check(connection: Connection, tenant_id: str, spec: TriggerSpec, trigger_id: str) -> None:

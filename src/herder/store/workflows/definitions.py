@@ -28,6 +28,7 @@ from herder.store.owned import owned_row
 from herder.store.pagination import page_of
 from herder.store.pools import check_usable
 from herder.store.schema import jobs, schedules, workflow_runs, workflow_versions, workflows
+from herder.store.triggers import refuse_if_triggered
 
 _CACHED_VERSIONS = 256
 _versions: dict[tuple[str, int], Dag] = {}
@@ -191,7 +192,7 @@ class WorkflowRepository:
         """Remove the definition; its runs and versions stay in history. Refused while it
         has active runs or schedules."""
         with self._db.write() as connection:
-            self._get(connection, tenant_id, workflow_id, for_update=True)
+            current = self._get(connection, tenant_id, workflow_id, for_update=True)
             active = connection.execute(
                 select(func.count())
                 .select_from(workflow_runs)
@@ -214,6 +215,7 @@ class WorkflowRepository:
                 raise Conflict(
                     f"workflow {workflow_id} has {scheduled} schedule(s); delete them first"
                 )
+            refuse_if_triggered(connection, tenant_id, "workflow", current.name, "deleting it")
             connection.execute(delete(workflows).where(workflows.c.id == workflow_id))
 
     def _get(
