@@ -148,6 +148,11 @@ def test_a_hook_made_with_the_senders_secret_never_prints_it(
     short = herder("hook", "create", "weak", "--secret", "short")
     assert isinstance(short.exception, ApiError)
     assert "secret" in str(short.exception)
+    rotated = ok(herder("hook", "rotate", "stripe"))
+    assert "hook stripe has a new secret; its URL is unchanged" in rotated
+    made = re.search(r"secret: (whk_\S+)", rotated)
+    assert made is not None
+    assert made.group(1) not in ok(herder("hook", "show", "stripe"))
 
 
 def test_the_worked_example_a_github_push_starts_the_build_workflow(

@@ -242,3 +242,26 @@ def test_a_flood_past_the_tenants_rate_is_429_for_events_and_deliveries_alike(
     assert "Retry-After" in flooded.headers
     assert "Retry-After" in refused.headers
     assert len(runs(api)) == 2  # every event accepted started its run; none refused did
+
+
+def test_a_rotated_secret_signs_from_then_on_and_the_old_one_is_refused(
+    api: Api, build: None
+) -> None:
+    hook = make_hook(api, name="ours")
+    rotated = api.http.post(f"/v1/hooks/{hook['id']}/secret", headers=api.admin, json={})
+    assert rotated.status_code == 200, rotated.text
+    new = rotated.json()["secret"]
+    assert new != SECRET
+    assert rotated.json()["url"] == hook["url"]
+    body = b"{}"
+    old = api.http.post(hook["url"], content=body, headers=herder_headers(body, "d-1"))
+    assert old.status_code == 401
+    signed = herder_headers(body, "d-2", secret=new)
+    assert api.http.post(hook["url"], content=body, headers=signed).status_code == 201
+    given = api.http.post(
+        f"/v1/hooks/{hook['id']}/secret", headers=api.admin, json={"secret": "short"}
+    )
+    assert given.status_code == 422
+    assert given.json()["errors"][0]["field"] == "secret"
+    other = api.as_key(api.other_tenant_key("intruder"))
+    assert api.http.post(f"/v1/hooks/{hook['id']}/secret", headers=other).status_code == 404

@@ -108,8 +108,30 @@ def hook_create(
     out.print(f"secret: {created.secret}", highlight=False, markup=False)
     out.print(
         "This secret will not be shown again: give it and the URL to the sender now "
-        "(lost, make a new hook)."
+        "(lost: herder hook rotate)."
     )
+
+
+@hook_app.command("rotate")
+def hook_rotate(
+    hook: str,
+    secret_file: Annotated[
+        Path | None, typer.Option(help="the sender's new secret, from this file ('-': stdin)")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Give a hook a new signing secret (the URL stays): prints it once, unless you gave it.
+    Deliveries signed with the old one are refused from then on."""
+    given = _secret(None, secret_file)
+    with client() as herder:
+        rotated = herder.rotate_hook_secret(hook, secret=given)
+    if as_json:
+        print_json(rotated)
+        return
+    out.print(f"hook [bold]{rotated.name}[/] has a new secret; its URL is unchanged")
+    if given is None:
+        out.print(f"secret: {rotated.secret}", highlight=False, markup=False)
+        out.print("This secret will not be shown again: give it to the sender now.")
 
 
 @hook_app.command("list")
@@ -147,7 +169,7 @@ def hook_update(
     enabled: Enabled = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Change a hook: what is not given stays. Its secret cannot change: make a new hook."""
+    """Change a hook: what is not given stays. A new secret: herder hook rotate."""
     changes = _fields(scheme, event, rate, burst, enabled)
     if not changes:
         raise fail(

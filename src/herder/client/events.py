@@ -90,8 +90,15 @@ class EventCalls:
     def update_hook(
         self, hook: str, changes: dict[str, Any], *, if_version: int | None = None
     ) -> Hook:
-        """Its spec's fields; the secret cannot be changed (make a new hook)."""
+        """Its spec's fields; a new secret: ``rotate_hook_secret``."""
         return Hook.model_validate(self._patch(f"/v1/hooks/{quote(hook)}", changes, if_version))
+
+    def rotate_hook_secret(self, hook: str, *, secret: str | None = None) -> CreatedHook:
+        """A new signing secret (``secret``, else a new one), in this answer only."""
+        response = self._request(
+            "POST", f"/v1/hooks/{quote(hook)}/secret", json=drop_none({"secret": secret})
+        )
+        return CreatedHook.model_validate(response.json())
 
     def delete_hook(self, hook: str) -> None:
         """Its URL answers 404 from then on."""

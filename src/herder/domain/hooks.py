@@ -74,6 +74,14 @@ class HookRequest(HookSpec):
     )  # fmt: skip
 
 
+class SecretChange(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    secret: Secret | None = Field(
+        default=None, description="the sender's new secret; without it Herder makes one"
+    )
+
+
 class Hook(_Record):
     id: str
     name: str

@@ -60,6 +60,10 @@ def update(
     return store.hooks.edit(tenant_id, hook, change, if_version=if_version)
 
 
+def rotate(store: Store, tenant_id: str, hook: str, secret: str | None) -> CreatedHook:
+    return store.hooks.rotate(tenant_id, hook, secret)
+
+
 def delete(store: Store, tenant_id: str, hook: str) -> None:
     store.hooks.delete(tenant_id, hook)
 

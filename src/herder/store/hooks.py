@@ -85,6 +85,10 @@ def first_signed_at(connection: Connection, hook_id: str, delivery_id: str) -> i
     ).scalar()
 
 
+def _new_secret() -> str:
+    return f"whk_{secrets.token_urlsafe(32)}"
+
+
 class HookRepository:
     def __init__(self, database: Database, clock: Clock, keyring: Keyring | None) -> None:
         self._db = database
@@ -93,23 +97,31 @@ class HookRepository:
 
     def create(self, tenant_id: str, request: HookRequest) -> CreatedHook:
         """The hook, with its secret (the one given, else a new one) shown this once."""
-        if self._keyring is None:
-            raise Unavailable(NO_KEY)
         now = self._clock.now()
         hook_id = new_id("hook", epoch_ms(now))
-        secret = request.secret or f"whk_{secrets.token_urlsafe(32)}"
-        sealed = self._keyring.seal(secret.encode(), hook_associated_data(tenant_id, hook_id))
-        columns = {
-            "spec": HookSpec.model_validate(
-                request.model_dump(include=set(HookSpec.model_fields))
-            ).model_dump(mode="json"),
-            "key_id": sealed.key_id,
-            "nonce": sealed.nonce,
-            "ciphertext": sealed.ciphertext,
-        }
+        secret = request.secret or _new_secret()
+        spec = HookSpec.model_validate(request.model_dump(include=set(HookSpec.model_fields)))
+        columns = {"spec": spec.model_dump(mode="json"), **self._sealed(tenant_id, hook_id, secret)}
         with self._db.write() as connection:
             hook = ROWS.insert(connection, tenant_id, hook_id, request.name, columns, now)
         return CreatedHook(**hook.model_dump(), secret=secret)
+
+    def rotate(self, tenant_id: str, hook: str, secret: str | None) -> CreatedHook:
+        """A new signing secret (the one given, else a new one), shown this once; the URL
+        stays. Deliveries signed with the old one are refused from the commit on."""
+        new = secret or _new_secret()
+        with self._db.write() as connection:
+            found = ROWS.edit(
+                connection, tenant_id, hook,
+                lambda row: self._sealed(row.tenant_id, row.id, new), self._clock.now(),
+            )  # fmt: skip
+        return CreatedHook(**found.model_dump(), secret=new)
+
+    def _sealed(self, tenant_id: str, hook_id: str, secret: str) -> dict[str, Any]:
+        if self._keyring is None:
+            raise Unavailable(NO_KEY)
+        sealed = self._keyring.seal(secret.encode(), hook_associated_data(tenant_id, hook_id))
+        return {"key_id": sealed.key_id, "nonce": sealed.nonce, "ciphertext": sealed.ciphertext}
 
     def get(self, tenant_id: str, hook: str) -> Hook:
         with self._db.read() as connection:

@@ -16,7 +16,7 @@ from herder.api.queries import Limit as PageSize
 from herder.api.ratelimit import admit_tenant
 from herder.domain.errors import RateLimited
 from herder.domain.events import ReceivedEvent
-from herder.domain.hooks import CreatedHook, Delivery, Hook, HookRequest, HookSpec
+from herder.domain.hooks import CreatedHook, Delivery, Hook, HookRequest, HookSpec, SecretChange
 from herder.domain.models import Page
 from herder.services import hooks
 from herder.telemetry import metrics
@@ -72,6 +72,19 @@ def delete_hook(hook_id: str, caller: Writer, store: StoreDep) -> Response:
     """Its URL answers 404 from then on."""
     hooks.delete(store, caller.tenant_id, hook_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post("/{hook_id}/secret", responses=problems(503))
+def rotate_secret(
+    hook_id: str,
+    caller: Writer,
+    store: StoreDep,
+    body: Annotated[SecretChange | None, Body()] = None,
+) -> CreatedHook:
+    """A new signing secret (the sender's, given; else a new one) in this answer only; the
+    URL stays. Deliveries signed with the old secret are refused from now on: give the
+    sender the new one first where it can hold two (GitHub cannot; Stripe can roll)."""
+    return hooks.rotate(store, caller.tenant_id, hook_id, body.secret if body else None)
 
 
 @router.get("/{hook_id}/deliveries")
