@@ -55,7 +55,15 @@ def check_channel_keys(store: Store, keyring: Keyring | None) -> None:
             "start again to seal them",
             plain, KEY_ENV, KEY_FILE_ENV,
         )  # fmt: skip
-    missing = store.channel_secrets.key_ids_in_use() - (keyring.key_ids if keyring else frozenset())
+    held = keyring.key_ids if keyring else frozenset()
+    unopened = store.hooks.key_ids_in_use() - held
+    if unopened:
+        log.warning(
+            "inbound webhook secrets are sealed with key(s) %s, which this process does not "
+            "have: their deliveries are refused (503) until %s or %s holds them",
+            ", ".join(sorted(unopened)), KEY_ENV, KEY_FILE_ENV,
+        )  # fmt: skip
+    missing = store.channel_secrets.key_ids_in_use() - held
     if missing:
         log.warning(
             "alert channel secrets are sealed with key(s) %s, which this process does not "

@@ -14,6 +14,8 @@ from herder.cli import common
 from herder.cli.common import app
 from herder.client import HerderClient
 from herder.domain.alerts.rules import ChannelRequest
+from herder.domain.errors import Unavailable
+from herder.domain.hooks import HookRequest
 from herder.keyring import Keyring, new_key, parse_keys
 from herder.store.store import Store
 from tests.integration.conftest import Api
@@ -79,7 +81,7 @@ def test_a_bad_name_is_refused_saying_why(secret: Secret) -> None:
     assert "letters, digits and '_'" in str(refused.exception) + refused.output
 
 
-def test_reencrypt_seals_every_secret_and_channel_secret_with_the_first_key(
+def test_reencrypt_seals_every_secret_channel_and_hook_secret_with_the_first_key(
     database_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     old, new = new_key(), new_key()
@@ -88,6 +90,7 @@ def test_reencrypt_seals_every_secret_and_channel_secret_with_the_first_key(
     before.secrets.put(tenant_id, "API_TOKEN", VALUE)
     channel = ChannelRequest(name="pager", url="https://hooks.example.com/h")
     before.alert_channels.create(tenant_id, channel, allow_private=False)
+    hook = before.hooks.create(tenant_id, HookRequest(name="github", secret="s" * 20))
     before.close()
     monkeypatch.setenv("HERDER_DATABASE_URL", database_url)
     monkeypatch.setenv("HERDER_SECRETS_KEY", f"{new},{old}")
@@ -98,7 +101,15 @@ def test_reencrypt_seals_every_secret_and_channel_secret_with_the_first_key(
     assert f"sealed 1 alert channel secret(s) again with key {rotated.current_key_id}" in (
         done.output
     )
+    assert f"sealed 1 inbound webhook secret(s) again with key {rotated.current_key_id}" in (
+        done.output
+    )
     after = Store(database_url, keyring=rotated)
     assert after.secrets.key_ids_in_use() == {rotated.current_key_id}
     assert after.channel_secrets.key_ids_in_use() == {rotated.current_key_id}
+    assert after.hooks.receiver(hook.id).secret == "s" * 20  # opens with the new key alone
     after.close()
+    lacking = Store(database_url, keyring=Keyring.of(parse_keys(new_key(), "other")))
+    with pytest.raises(Unavailable, match="does not open here"):
+        lacking.hooks.receiver(hook.id)  # a 503 to the sender, never a 500
+    lacking.close()

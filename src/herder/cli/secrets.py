@@ -90,7 +90,8 @@ def secret_delete(name: str) -> None:
 @secret_app.command("reencrypt")
 def secret_reencrypt(home: HomeOption = None) -> None:
     """After putting a new key first in HERDER_SECRETS_KEY (or the key file): seal every
-    stored secret and alert channel secret with it, so the old keys can be dropped. Runs
+    stored secret, alert channel secret and inbound webhook secret with it, so the old keys
+    can be dropped. Runs
     against the database."""
     from herder.server_keys import server_keyring
     from herder.store.store import Store
@@ -103,7 +104,9 @@ def secret_reencrypt(home: HomeOption = None) -> None:
     try:
         done = store.secrets.reencrypt()
         channels = store.channel_secrets.reencrypt()
+        hooks = store.hooks.reencrypt()
     finally:
         store.close()
     out.print(f"sealed {done} secret(s) again with key {keyring.current_key_id}")
     out.print(f"sealed {channels} alert channel secret(s) again with key {keyring.current_key_id}")
+    out.print(f"sealed {hooks} inbound webhook secret(s) again with key {keyring.current_key_id}")

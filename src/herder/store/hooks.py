@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert, select
+from sqlalchemy import Connection, delete, insert, select, update
 
 from herder.clock import Clock, epoch_ms
 from herder.domain.errors import NotFound, Unavailable
@@ -17,7 +17,7 @@ from herder.domain.events import EVENT_RETENTION_DAYS
 from herder.domain.hooks import CreatedHook, Delivery, DeliveryStatus, Hook, HookRequest, HookSpec
 from herder.domain.ids import new_id
 from herder.domain.models import Page
-from herder.keyring import Keyring, Sealed, hook_associated_data
+from herder.keyring import Keyring, KeyringError, Sealed, hook_associated_data
 from herder.store.database import Database
 from herder.store.named import NamedRows
 from herder.store.owned import MAX_SHOWN_CHARS
@@ -159,11 +159,45 @@ class HookRepository:
             row = connection.execute(select(hooks).where(hooks.c.id == hook_id)).first()
         if row is None:
             raise NotFound(f"hook {hook_id[:MAX_SHOWN_CHARS]} not found")
+        return Receiver(_hook(row), row.tenant_id, self._open(row))
+
+    def _open(self, row: Any) -> str:
+        """The hook's secret; ``Unavailable`` (503, never a 500) when this server's keyring
+        cannot open it."""
         if self._keyring is None:
             raise Unavailable(NO_KEY)
         sealed = Sealed(row.key_id, bytes(row.nonce), bytes(row.ciphertext))
-        secret = self._keyring.open(sealed, hook_associated_data(row.tenant_id, row.id))
-        return Receiver(_hook(row), row.tenant_id, secret.decode())
+        try:
+            opened = self._keyring.open(sealed, hook_associated_data(row.tenant_id, row.id))
+        except KeyringError as error:
+            raise Unavailable(f"this hook's secret does not open here: {error}") from error
+        return opened.decode()
+
+    def key_ids_in_use(self) -> set[str]:
+        with self._db.read() as connection:
+            return set(connection.execute(select(hooks.c.key_id).distinct()).scalars())
+
+    def reencrypt(self, batch: int = 500) -> int:
+        """Seal every hook's secret not sealed with the current key again with it (after a
+        key rotation, so the old key can be dropped); how many were."""
+        if self._keyring is None:
+            raise Unavailable(NO_KEY)
+        current = self._keyring.current_key_id
+        done = 0
+        while True:
+            with self._db.write() as connection:
+                rows = connection.execute(
+                    select(hooks).where(hooks.c.key_id != current).limit(batch).with_for_update()
+                ).all()
+                for row in rows:
+                    connection.execute(
+                        update(hooks)
+                        .where(hooks.c.id == row.id)
+                        .values(**self._sealed(row.tenant_id, row.id, self._open(row)))
+                    )
+            done += len(rows)
+            if len(rows) < batch:
+                return done
 
     def record(self, record: DeliveryRecord) -> None:
         """A delivery refused before it became an event."""
