@@ -297,23 +297,6 @@ def parse_value(source: str) -> Path | Constant:
     return node
 
 
-def paths(node: Node) -> Iterator[Path]:
-    """Every path the tree reads."""
-    match node:
-        case Path():
-            yield node
-        case Constant():
-            return
-        case Compare(left, _, right):
-            yield from paths(left)
-            yield from paths(right)
-        case Not(operand):
-            yield from paths(operand)
-        case All(operands) | AnyOf(operands):
-            for operand in operands:
-                yield from paths(operand)
-
-
 def value(node: Node, document: Any) -> Any:
     """What a node reads from ``document``: a path's value (``None`` where it leads nowhere),
     a literal's, or a condition's truth."""
