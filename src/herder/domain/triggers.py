@@ -16,7 +16,15 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from herder.domain.event_filters import FilterError, Node, matches, parse, parse_value, value
+from herder.domain.event_filters import (
+    FilterError,
+    FilterSource,
+    Node,
+    matches,
+    parse,
+    parse_value,
+    value,
+)
 from herder.domain.events import EventName
 from herder.domain.models import _Record
 
@@ -33,11 +41,7 @@ class TriggerSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     event: EventName
-    filter: str | None = Field(
-        default=None,
-        max_length=2048,
-        description="e.g. payload.ref == 'refs/heads/main' and 'prod' in payload.labels",
-    )
+    filter: FilterSource | None = None
     job: TargetName | None = Field(default=None, description="the job to start (by name)")
     workflow: TargetName | None = Field(
         default=None, description="or the workflow to start (by name)"
@@ -48,16 +52,6 @@ class TriggerSpec(BaseModel):
         description="each parameter's value: a path into the event (payload.ref) or a literal",
     )
     enabled: bool = True
-
-    @field_validator("filter")
-    @classmethod
-    def _filter_parses(cls, source: str | None) -> str | None:
-        if source is not None:
-            try:
-                parse(source)
-            except FilterError as error:
-                raise ValueError(str(error)) from None
-        return source
 
     @field_validator("params")
     @classmethod

@@ -18,9 +18,9 @@ from enum import StrEnum
 from functools import lru_cache
 from typing import Annotated, Any, assert_never
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from herder.domain.event_filters import FilterError, matches, parse
+from herder.domain.event_filters import FilterSource, matches, parse
 from herder.domain.events import EventName
 from herder.domain.lifecycle.changes import RunMove, transition
 from herder.domain.outputs import MAX_OUTPUT_BYTES
@@ -49,17 +49,7 @@ class _Strict(BaseModel):
 
 class EventWait(_Strict):
     name: EventName
-    filter: str | None = Field(default=None, max_length=2048, description="as a trigger's")
-
-    @field_validator("filter")
-    @classmethod
-    def _parses(cls, source: str | None) -> str | None:
-        if source is not None:
-            try:
-                parse(source)
-            except FilterError as error:
-                raise ValueError(str(error)) from None
-        return source
+    filter: FilterSource | None = None
 
 
 class WaitSpec(_Strict):
