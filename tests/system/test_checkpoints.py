@@ -20,7 +20,8 @@ COUNTER = r"""
 n=$(cat "$HERDER_CHECKPOINT_DIR/count" 2>/dev/null || echo 0)
 echo "attempt $HERDER_ATTEMPT from $n"
 # saved at SIGTERM too: a TERM between the count and its save would leave the file one short
-trap 'echo "$n" > "$HERDER_CHECKPOINT_DIR/count"; echo "attempt $HERDER_ATTEMPT stopped at $n"; exit 143' TERM
+save() { echo "$n" > "$HERDER_CHECKPOINT_DIR/count"; }
+trap 'save; echo "attempt $HERDER_ATTEMPT stopped at $n"; exit 143' TERM
 while [ "$n" -lt 1000 ]; do
   n=$((n + 1))
   echo "$n"
