@@ -1,7 +1,7 @@
 """Autoscaling with a local "cloud" (tests/system/local_cloud.py, the scale command): a burst
 of schedule fires the forecast foretells finds its workers already up, each of its runs starts
-within a second of its due time, and the pool shrinks back to its minimum afterwards, by
-removing only drained idle workers."""
+on the workers up before it, without waiting for one to start, and the pool shrinks back to
+its minimum afterwards, by removing only drained idle workers."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from sqlalchemy import select
 from herder.client import HerderClient
 from herder.domain.states import RunState
 from herder.store.database import Database
-from herder.store.schema import runs
+from herder.store.schema import attempts, runs
 from tests.system.conftest import Cluster, alive, wait_until
 
 pytestmark = pytest.mark.system
@@ -33,6 +33,11 @@ POLICY = {
     "scale_down_after_seconds": 5,
 }
 WANTED_AT_THE_BURST = 5  # 500 runs of cpu 0.04 on 100-slot, 4-core workers
+# A run that waited for a worker to be started would wait the autoscaler's interval and a
+# worker's start (several seconds); the runs are judged by the workers they ran on, and
+# their start by this bound — a latency target belongs to the bench, not a test on a shared
+# box, where CI's other suites can starve the server for a second or two.
+LATE_SECONDS = 5.0
 
 
 @pytest.fixture
@@ -60,7 +65,9 @@ def next_minute_at_least(seconds: float) -> datetime:
 def test_a_foretold_burst_finds_its_workers_up_and_the_pool_shrinks_after(
     start_cluster: Callable[..., Cluster], cloud: Path
 ) -> None:
-    cluster = start_cluster(fast=True)
+    # fast heartbeats for the drained workers; leases as in production: a starved second
+    # must not hand every loop to a stand-by in the middle of the burst
+    cluster = start_cluster(fast=True, environment={"HERDER_LEASE_SECONDS": "10"})
     with cluster.client() as herder:
         tenant = herder.list_tenants().items[0]
         share = {"tenant_id": tenant.id, "cpu": 40, "memory_mb": 40 * 4096}  # the whole pool
@@ -83,27 +90,30 @@ def test_a_foretold_burst_finds_its_workers_up_and_the_pool_shrinks_after(
         )  # fmt: skip
 
         wait_until(lambda: len(accepting(herder)) >= WANTED_AT_THE_BURST, 60, "burst workers")
+        up_before = set(accepting(herder))
         assert datetime.now(UTC) < due, "the workers came up only after the burst was due"
 
         database = Database(cluster.environment["HERDER_DATABASE_URL"])
         try:
 
-            def started() -> list[tuple[datetime, datetime]]:
+            def started() -> list[tuple[datetime, datetime, str]]:
                 with database.read() as connection:
                     rows = connection.execute(
-                        select(runs.c.scheduled_for, runs.c.started_at).where(
-                            runs.c.state == RunState.SUCCEEDED
-                        )
+                        select(runs.c.scheduled_for, runs.c.started_at, attempts.c.worker_id)
+                        .join(attempts, attempts.c.run_id == runs.c.id)
+                        .where(runs.c.state == RunState.SUCCEEDED)
                     )
-                    return [(row.scheduled_for, row.started_at) for row in rows]
+                    return [(row.scheduled_for, row.started_at, row.worker_id) for row in rows]
 
             wait_until(lambda: len(started()) == BURST, 90, "the burst's runs to succeed")
+            ran_on = {worker_id for _, _, worker_id in started()}
+            assert ran_on <= up_before, "some runs waited for a worker started after the burst"
             late = [
                 (started_at - scheduled_for).total_seconds()
-                for scheduled_for, started_at in started()
-                if started_at - scheduled_for > timedelta(seconds=1)
+                for scheduled_for, started_at, _ in started()
+                if started_at - scheduled_for > timedelta(seconds=LATE_SECONDS)
             ]
-            assert late == [], f"{len(late)} runs started more than 1 s after due: {late[:5]}"
+            assert late == [], f"{len(late)} runs started {LATE_SECONDS} s after due: {late[:5]}"
         finally:
             database.dispose()
 
