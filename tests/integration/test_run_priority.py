@@ -109,3 +109,20 @@ def test_the_cli_starts_a_run_in_a_class_and_moves_it(api: Api, herder: Herder) 
     moved = herder("run", "priority", run_id, "high")
     assert moved.exit_code == 0, (moved.output, moved.exception)
     assert "high priority" in moved.output
+
+
+def test_a_schedule_or_a_task_cannot_choose_its_runs_class_or_start_time(api: Api) -> None:
+    """Its runs start when it fires or is reached: a class chosen there would escape the
+    tenant's ``max_priority``, a start time would be ignored."""
+    acme = Tenant(api, "acme")
+    report = job(api, acme)
+    for overrides in ({"priority": "high"}, {"delay_seconds": 60},
+                      {"run_at": "2030-01-01T00:00:00Z"}):  # fmt: skip
+        schedule = {"job_id": report, "cron": "@daily", "overrides": overrides}
+        made = api.http.post("/v1/schedules", headers=acme.headers, json=schedule)
+        assert fields(made) == ["overrides"], made.text
+        tasks = [{"name": "t", "job": "report", "overrides": overrides}]
+        flow = api.http.post(
+            "/v1/workflows", headers=acme.headers, json={"name": "w", "tasks": tasks}
+        )
+        assert fields(flow) == ["tasks.0.overrides"], flow.text

@@ -360,6 +360,26 @@ class RunOverrides(_Strict):
         return start.astimezone(UTC)  # within a year of now: never past datetime's range
 
 
+ONE_OFF_FIELDS = ("priority", "run_at", "delay_seconds")  # a submission's, checked at submit
+
+
+def _standing(overrides: RunOverrides) -> RunOverrides:
+    """A schedule's or a workflow task's overrides: its runs start when it fires or is
+    reached, at their job's class — a start time or a class chosen here would escape the
+    checks a submission makes (the tenant's ``max_priority``)."""
+    for name in ONE_OFF_FIELDS:
+        if getattr(overrides, name) is not None:
+            raise ValueError(
+                f"{name} is a one-off run's: a schedule's or a task's runs start when it fires "
+                "or is reached, at their job's priority"
+            )
+    return overrides
+
+
+StandingOverrides = Annotated[RunOverrides, AfterValidator(_standing)]
+"""Overrides that recur (a schedule's, a workflow task's): no one-off start time or class."""
+
+
 @dataclass(frozen=True)
 class RunRequest:
     """One run asked for: of which job, changed how, under which idempotency key."""

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from herder.domain.cron import CronExpression, fires_between, next_fire
 from herder.domain.deadlines import Deadline
-from herder.domain.jobs import RunOverrides, check_job_name
+from herder.domain.jobs import RunOverrides, StandingOverrides, check_job_name
 from herder.domain.limits import LimitReferences
 
 MISFIRE_GRACE = timedelta(seconds=60)  # a fire later than this was missed (schedulers down)
@@ -46,7 +46,7 @@ class ScheduleSpec(BaseModel):
     start_at: datetime | None = None
     end_at: datetime | None = None
     jitter_seconds: Annotated[int, Field(ge=0, le=MAX_JITTER_SECONDS)] = 0
-    overrides: RunOverrides = RunOverrides()
+    overrides: StandingOverrides = RunOverrides()
     misfire_policy: MisfirePolicy = MisfirePolicy.RUN_ONCE
     misfire_limit: Annotated[int, Field(ge=1, le=1000)] = 100
     concurrency_policy: ConcurrencyPolicy = ConcurrencyPolicy.ALLOW

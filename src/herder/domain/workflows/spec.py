@@ -15,7 +15,12 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, mo
 
 from herder.domain.deadlines import Deadline
 from herder.domain.errors import Invalid
-from herder.domain.jobs import MAX_TIMEOUT_SECONDS, RunOverrides, check_job_name
+from herder.domain.jobs import (
+    MAX_TIMEOUT_SECONDS,
+    RunOverrides,
+    StandingOverrides,
+    check_job_name,
+)
 from herder.domain.limits import LimitReferences
 from herder.domain.variables import variable_name_problem
 from herder.domain.workflows.trigger_rules import TriggerRule
@@ -85,7 +90,7 @@ class TaskSpec(BaseModel):
     )
     depends_on: Annotated[list[TaskName], Field(max_length=MAX_TASKS)] = []
     trigger_rule: TriggerRule = TriggerRule.ALL_SUCCESS
-    overrides: RunOverrides = RunOverrides()  # args, env, retries: as a one-off run's
+    overrides: StandingOverrides = RunOverrides()  # args, env, retries: as a one-off run's
     timeout_seconds: Annotated[int, Field(ge=1, le=MAX_TIMEOUT_SECONDS)] | None = None
     map_over: Annotated[str | None, AfterValidator(_check_map_over)] = Field(
         default=None,
