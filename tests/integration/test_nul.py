@@ -4,6 +4,7 @@ parameter, every query parameter and every string (value or key) of every JSON b
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
@@ -143,3 +144,33 @@ def test_a_nul_deep_in_a_nested_body_is_refused_without_a_server_error(api: Api)
     headers = {**api.admin, "Content-Type": "application/json"}
     response = api.http.post("/v1/jobs", headers=headers, content=deep)
     assert response.status_code == 422, response.text
+
+
+def _surrogated(value: Any) -> Any:
+    """The body with its NUL text a lone surrogate instead."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ud800")
+    if isinstance(value, list):
+        return [_surrogated(item) for item in value]
+    if isinstance(value, dict):
+        return {_surrogated(key): _surrogated(item) for key, item in value.items()}
+    return value
+
+
+def test_a_lone_surrogate_in_any_json_body_is_refused_as_a_nul_is(api: Api) -> None:
+    """JSON can spell half a UTF-16 pair (``"\\ud800"``); no UTF-8 text can hold it: it was a
+    500 where PostgreSQL, a log or an environment met it. A whole pair (an emoji) is text."""
+    wrong = []
+    bodies = [case for case in CASES if "json" in case[3]]
+    for method, path, field, request_args in bodies:
+        body = json.dumps(_surrogated(request_args["json"]))  # as \ud800: ASCII JSON
+        headers = {**api.admin, "Content-Type": "application/json"}
+        response = api.http.request(method, path, headers=headers, content=body)
+        if response.status_code != 422 or response.json()["errors"][0]["field"] != field:
+            wrong.append(f"{method} {path} {field}: {response.status_code} {response.text}")
+    assert not wrong, "\n".join(wrong)
+    assert len(bodies) > 50
+    sent = api.http.post(
+        "/v1/events", headers=api.admin, json={"name": "push", "payload": {"by": "\U0001f600"}}
+    )
+    assert sent.status_code == 201, sent.text

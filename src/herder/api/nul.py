@@ -6,11 +6,16 @@ it and the worker fails much later (``embedded null byte``, the run lost with a 
 reason). No field of the API has a use for one, so one check at the edge covers every route
 and every field, present and future, instead of a validator per field. Multipart uploads
 carry binary programs and are not scanned; their file name is checked by the route.
+
+A lone UTF-16 surrogate in a JSON string (``"\ud800"``, half of a pair) is refused alike:
+JSON can spell it, Python decodes it, but no UTF-8 text (PostgreSQL's, a log's, a child
+process's environment) can hold it, so it failed deep inside as a 500.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from urllib.parse import parse_qsl
 
 from fastapi import FastAPI
@@ -22,16 +27,34 @@ from herder.domain.errors import HerderError, Invalid
 
 NUL = "\x00"
 _MAYBE_NUL = (b"\x00", b"\\u0000")  # raw, or as JSON writes it
+_MAYBE_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")  # an escape of a surrogate half
 
 
-def _message(where: str) -> str:
-    return f"{where} contains a NUL character (\\u0000), which no field accepts"
+NUL_CHARACTER = "a NUL character (\\u0000)"
+LONE_SURROGATE = "a lone UTF-16 surrogate (half of a pair, \\ud800-\\udfff)"
 
 
-def _nul_in_json(value: object, path: str = "") -> str | None:
-    """The dotted path of the first string or key holding a NUL, or None."""
+def _message(where: str, what: str = NUL_CHARACTER) -> str:
+    return f"{where} contains {what}, which no field accepts"
+
+
+def _unstorable(text: str) -> str | None:
+    """What in ``text`` no field can hold, if anything."""
+    if NUL in text:
+        return NUL_CHARACTER
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a surrogate no pair completed
+        return LONE_SURROGATE
+    return None
+
+
+def _nul_in_json(value: object, path: str = "") -> tuple[str, str] | None:
+    """The dotted path of the first string or key holding a NUL or a lone surrogate, and
+    which, or None."""
     if isinstance(value, str):
-        return path or "body" if NUL in value else None
+        what = _unstorable(value)
+        return None if what is None else (path or "body", what)
     items: list[tuple[object, object]] = []
     if isinstance(value, dict):
         items = list(value.items())
@@ -39,8 +62,9 @@ def _nul_in_json(value: object, path: str = "") -> str | None:
         items = list(enumerate(value))
     for key, item in items:
         where = f"{path}.{key}" if path else str(key)
-        if isinstance(key, str) and NUL in key:
-            return path or "body"
+        what = _unstorable(key) if isinstance(key, str) else None
+        if what is not None:
+            return path or "body", what
         found = _nul_in_json(item, where)
         if found is not None:
             return found
@@ -91,15 +115,15 @@ def _nul_outside_body(scope: Scope) -> Invalid | None:
 
 
 def _nul_in_body(body: bytes) -> Invalid | None:
-    if not any(marker in body for marker in _MAYBE_NUL):
+    if not any(marker in body for marker in _MAYBE_NUL) and not _MAYBE_SURROGATE.search(body):
         return None
     try:
-        where = _nul_in_json(json.loads(body))
+        found = _nul_in_json(json.loads(body))
     except ValueError:  # not JSON: the route refuses it anyway, unless it is a raw NUL
-        where = "body" if b"\x00" in body else None
-    except RecursionError:  # nested too deep to walk, with a NUL marker in it: refused whole
-        where = "body"
-    return None if where is None else Invalid(_message(where), field=where)
+        found = ("body", NUL_CHARACTER) if b"\x00" in body else None
+    except RecursionError:  # nested too deep to walk, with a marker in it: refused whole
+        found = ("body", "a character no field accepts")
+    return None if found is None else Invalid(_message(*found), field=found[0])
 
 
 class NulGuard:
