@@ -111,10 +111,11 @@ def start_local_worker(settings: Settings, token: str) -> subprocess.Popen[bytes
 
 def retire_local_worker(prepared: PreparedHome) -> None:
     """The local worker of an earlier start of this home is gone: say so now, rather than
-    let runs be placed on it until the reaper finds it silent (they would end lost)."""
+    let runs be placed on it until the reaper finds it silent (they would end lost), and
+    forget it rather than list it lost for good."""
     token_id = prepared.store.access.authenticate_worker_token(prepared.worker_token)
     for worker_id in prepared.store.workers.retire(token_id, LOCAL_WORKER):
-        log.info("the local worker %s of an earlier start is gone", worker_id)
+        log.info("the local worker %s of an earlier start is gone; forgotten", worker_id)
 
 
 def stop_process(process: subprocess.Popen[bytes]) -> None:

@@ -12,7 +12,7 @@ import secrets
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy import Connection, delete, func, insert, select, update
 
 from herder.clock import Clock, epoch_ms
 from herder.domain.errors import Gone, NotFound
@@ -109,21 +109,21 @@ class WorkerRepository:
         return worker, secret
 
     def retire(self, token_id: str, name: str) -> list[str]:
-        """The workers of this token and name that are not lost yet are gone — known, not
-        judged by their silence: ``herder up`` starting again retires its earlier local
-        worker, so no run is placed on it meanwhile. Their attempts end ``lost`` (and retry
-        as any lost attempt). Returns the workers retired."""
+        """The workers of this token and name are gone — known, not judged by their silence:
+        ``herder up`` starting again retires its earlier local worker, so no run is placed on
+        it meanwhile. The attempts of those not lost yet end ``lost`` (and retry as any lost
+        attempt); then all are forgotten (their attempts keep their ids), so the fleet lists
+        one local worker, not one more ghost each start. Returns the workers retired."""
         with unit_of_work(self._db, self._clock, self._rng) as work:
             gone = list(
                 work.connection.execute(
                     select(workers.c.id).where(
-                        workers.c.token_id == token_id,
-                        workers.c.name == name,
-                        workers.c.state != WorkerState.LOST,
+                        workers.c.token_id == token_id, workers.c.name == name
                     )
                 ).scalars()
             )
             work.settle(replaced_worker(mark_lost(work, gone, None)), "herder up")
+            work.connection.execute(delete(workers).where(workers.c.id.in_(gone)))
         return gone
 
     def fleet(self) -> list[Worker]:
