@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from sqlalchemy import update
 
+from herder.domain.lifecycle.reap import shut_down
 from herder.domain.models import Role, WorkerState
 from herder.store.schema import workers
 from tests.integration.conftest import Api
@@ -189,3 +190,29 @@ def test_lost_workers_are_forgotten_after_the_retention_and_not_before(api: Api)
 
     assert api.store.fleet.forget_lost(timedelta(hours=24)) is False  # nothing more left
     assert fleet_states(api) == {lately_lost: "lost", alive: "alive"}
+
+
+def test_herder_up_stopping_drains_its_worker_counts_its_runs_and_cancels_what_is_left(
+    api: Api,
+) -> None:
+    """What ``herder up`` does as it stops: nothing more is placed on its worker; the runs
+    its report did not end (here: one never delivered) end cancelled by the shutdown."""
+    local, other = register_worker(api, "local"), register_worker(api, "other")
+    api.http.post(f"/v1/workers/{other}/drain", headers=api.admin)
+    job = api.create_job(retry={"max_attempts": 3, "initial_delay_seconds": 0})
+    run = api.start_run(job["id"])
+    dispatch(api.store)
+    token_id = api.store.access.authenticate_worker_token(api.worker_token)
+
+    assert api.store.workers.drain_named(token_id, "local") == 1
+    assert fleet_states(api) == {local: "draining", other: "draining"}
+    reason = "stopped: herder up was shut down"
+    retired = api.store.workers.retire(
+        token_id, "local", lambda attempts: shut_down(attempts, reason)
+    )
+
+    assert retired == [local]
+    detail = api.http.get(f"/v1/runs/{run['id']}", headers=api.admin).json()
+    assert detail["state"] == "cancelled"  # not lost, and not retried
+    assert detail["reason"] == reason
+    assert [attempt["state"] for attempt in detail["attempts"]] == ["cancelled"]

@@ -39,7 +39,7 @@ def up(
     if prepared.new_admin_key:
         out.print("A default tenant and its admin key were created on this first start.")
     out.print("Press Ctrl-C to stop.")
-    serve(settings, prepared, with_worker=True, with_scheduler=True)
+    serve(settings, prepared, with_worker=True, with_scheduler=True, say=out.print)
 
 
 @app.command()

@@ -93,6 +93,14 @@ def worker(
             metavar="CIDR",
         ),
     ] = [],  # noqa: B006
+    shutdown_reason: Annotated[
+        str | None,
+        typer.Option(
+            hidden=True,
+            help="herder up's own worker: attempts still running when it stops end cancelled "
+            "with this reason (else lost: their runs retry)",
+        ),
+    ] = None,
 ) -> None:
     """Run a worker agent that takes attempts from a Herder server (herder worker --server
     URL), or manage the fleet: herder worker list, drain ID, undrain ID, forget ID."""
@@ -127,6 +135,7 @@ def worker(
         expose=tuple(expose),
         block=_networks(block, "--block"),
         allow_cidr=_networks(allow_cidr, "--allow-cidr", ipv4_only=True),
+        shutdown_reason=shutdown_reason,
     )
 
     _run_agent(Agent(config))
