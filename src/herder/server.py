@@ -196,6 +196,11 @@ class Server(uvicorn.Server):
         self._wakeups.close()
         super().handle_exit(sig, frame)
 
+    def finish_exit(self) -> None:
+        """Wait for ``before_exit`` if it runs."""
+        if self._exiting is not None:
+            self._exiting.join()
+
     def _exit_after(self, before: Callable[[], None], sig: int, frame: FrameType | None) -> None:
         try:
             before()
@@ -241,6 +246,7 @@ def serve(
     try:
         server.run()
     finally:
+        server.finish_exit()  # a second Ctrl-C stopped the API first: the store is still used
         if worker is not None:
             with contextlib.suppress(ProcessLookupError):
                 stop_process(worker)
