@@ -3,10 +3,12 @@ Forgetting a lost one, by hand or after the retention."""
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 from sqlalchemy import update
 
+from herder.control.scheduler import Scheduler
 from herder.domain.lifecycle.reap import shut_down
 from herder.domain.models import Role, WorkerState
 from herder.store.schema import workers
@@ -216,3 +218,26 @@ def test_herder_up_stopping_drains_its_worker_counts_its_runs_and_cancels_what_i
     assert detail["state"] == "cancelled"  # not lost, and not retried
     assert detail["reason"] == reason
     assert [attempt["state"] for attempt in detail["attempts"]] == ["cancelled"]
+
+
+def test_the_scheduler_forgets_workers_lost_past_its_retention(api: Api) -> None:
+    lost, lately = register_worker(api, "gone"), register_worker(api, "lately")
+    with api.store.database.write() as connection:
+        connection.execute(
+            update(workers)
+            .where(workers.c.id == lost)
+            .values(last_heartbeat_at=api.store.clock.now() - timedelta(hours=2))
+        )
+    lose(api, lost)
+    lose(api, lately)
+    scheduler = Scheduler(
+        api.store, heartbeat_timeout_seconds=10, lost_worker_retention_hours=1, listen=False
+    )
+    scheduler.start()
+    try:
+        deadline = time.monotonic() + 10
+        while lost in fleet_states(api) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        scheduler.stop()
+    assert fleet_states(api) == {lately: "lost"}
