@@ -128,9 +128,9 @@ def stopping(running: int) -> str:
         return "Stopping: no run is running on the local worker."
     runs = "1 run is" if running == 1 else f"{running} runs are"
     return (
-        f"Stopping: {runs} running on the local worker; each is stopped (SIGTERM, its stop "
-        f"grace, SIGKILL) and ends cancelled, '{SHUTDOWN_REASON}' (herder run rerun ID runs "
-        "one again)."
+        f"Stopping: {runs} running on the local worker; each gets SIGTERM, then SIGKILL "
+        f"after its stop grace ({WORKER_STOP_SECONDS:g} s at most), and ends cancelled, "
+        f"'{SHUTDOWN_REASON}' (herder run rerun ID runs one again)."
     )
 
 
