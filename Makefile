@@ -18,15 +18,19 @@ TEST_PACKAGES := chromium haproxy
 
 .PHONY: up test lint unit bench postgres redis system-packages test-packages clean
 
+# Each slow step says what it does first: a first `make up` is quiet for a minute otherwise.
 $(BIN)/python:
+	@echo "make: creating the virtual environment $(VENV)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(RUNTIME_STAMP): pyproject.toml | $(BIN)/python
+	@echo "make: installing Herder and its dependencies into $(VENV) (pip, a minute or so)"
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
 $(DEV_STAMP): pyproject.toml | $(BIN)/python
+	@echo "make: installing Herder with its test tools into $(VENV) (pip, a few minutes)"
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@ $(RUNTIME_STAMP)
 
@@ -43,6 +47,7 @@ define install_missing
 	if [ -z "$$missing" ] || ! command -v dpkg >/dev/null; then exit 0; fi; \
 	if [ "$$(id -u)" != 0 ]; then \
 		echo "not installed ($(2)): $$missing"; exit 0; fi; \
+	echo "make: installing system packages ($(2)): $$missing"; \
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing
 endef
 

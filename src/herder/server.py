@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from herder.api.app import create_app
 from herder.api.wakeups import Wakeups
 from herder.control.scheduler import Scheduler, start_scheduler
 from herder.credentials import WORKER_TOKEN_FILE, ClientCredentials, write_private
+from herder.domain.lifecycle.reap import shut_down
 from herder.home import secure_home
 from herder.server_keys import check_keyring, server_keyring
 from herder.settings import Settings
@@ -31,6 +33,7 @@ log = logging.getLogger("herder.server")
 
 WORKER_STOP_SECONDS = 15.0
 LOCAL_WORKER = "local"  # the name of herder up's own worker
+SHUTDOWN_REASON = "stopped: herder up was shut down"  # how its runs end when it stops
 _PR_SET_PDEATHSIG = 1
 
 
@@ -96,6 +99,8 @@ def start_local_worker(settings: Settings, token: str) -> subprocess.Popen[bytes
         str(settings.home / "worker"),
         "--name",
         LOCAL_WORKER,
+        "--shutdown-reason",
+        SHUTDOWN_REASON,
     ]
     if os.geteuid() != 0:
         # Only root can sandbox attempts. Trying Herder alone on one's own machine is a
@@ -111,10 +116,40 @@ def start_local_worker(settings: Settings, token: str) -> subprocess.Popen[bytes
 
 def retire_local_worker(prepared: PreparedHome) -> None:
     """The local worker of an earlier start of this home is gone: say so now, rather than
-    let runs be placed on it until the reaper finds it silent (they would end lost)."""
-    token_id = prepared.store.access.authenticate_worker_token(prepared.worker_token)
-    for worker_id in prepared.store.workers.retire(token_id, LOCAL_WORKER):
-        log.info("the local worker %s of an earlier start is gone", worker_id)
+    let runs be placed on it until the reaper finds it silent (they would end lost), and
+    forget it rather than list it lost for good."""
+    for worker_id in prepared.store.workers.retire(_token_id(prepared), LOCAL_WORKER):
+        log.info("the local worker %s of an earlier start is gone; forgotten", worker_id)
+
+
+def stopping(running: int) -> str:
+    """What ``herder up`` says as it stops: the runs it stops, and how they will end."""
+    if not running:
+        return "Stopping: no run is running on the local worker."
+    runs = "1 run is" if running == 1 else f"{running} runs are"
+    return (
+        f"Stopping: {runs} running on the local worker; each gets SIGTERM, then SIGKILL "
+        f"after its stop grace ({WORKER_STOP_SECONDS:g} s at most), and ends cancelled, "
+        f"'{SHUTDOWN_REASON}' (herder run rerun ID runs one again)."
+    )
+
+
+def stop_local_worker(
+    prepared: PreparedHome, worker: subprocess.Popen[bytes], say: Callable[[str], None]
+) -> None:
+    """Place nothing more on the worker, say what stops, stop the worker while the API still
+    takes its reports, then end what they did not (attempts never delivered, a report lost)
+    the same way, and forget it."""
+    token_id = _token_id(prepared)
+    say(stopping(prepared.store.workers.drain_named(token_id, LOCAL_WORKER)))
+    stop_process(worker)
+    prepared.store.workers.retire(
+        token_id, LOCAL_WORKER, lambda attempts: shut_down(attempts, SHUTDOWN_REASON)
+    )
+
+
+def _token_id(prepared: PreparedHome) -> str:
+    return prepared.store.access.authenticate_worker_token(prepared.worker_token)
 
 
 def stop_process(process: subprocess.Popen[bytes]) -> None:
@@ -129,17 +164,22 @@ def stop_process(process: subprocess.Popen[bytes]) -> None:
 
 class Server(uvicorn.Server):
     """Answers open long-polls as soon as a stop is asked for, so stopping takes no longer
-    than the requests in flight; calls ``when_listening`` once it accepts connections."""
+    than the requests in flight; calls ``when_listening`` once it accepts connections. At the
+    first SIGINT or SIGTERM, ``before_exit`` runs (in a thread: the API keeps serving) before
+    the API stops; a second signal stops it at once."""
 
     def __init__(
         self,
         config: uvicorn.Config,
         wakeups: Wakeups,
         when_listening: Callable[[], None] = lambda: None,
+        before_exit: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(config)
         self._wakeups = wakeups
         self._when_listening = when_listening
+        self._before_exit = before_exit
+        self._exiting: threading.Thread | None = None
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
@@ -147,13 +187,37 @@ class Server(uvicorn.Server):
             self._when_listening()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self._before_exit is not None and self._exiting is None:
+            self._exiting = threading.Thread(
+                target=self._exit_after, args=(self._before_exit, sig, frame), daemon=True
+            )
+            self._exiting.start()
+            return
         self._wakeups.close()
         super().handle_exit(sig, frame)
 
+    def finish_exit(self) -> None:
+        """Wait for ``before_exit`` if it runs."""
+        if self._exiting is not None:
+            self._exiting.join()
+
+    def _exit_after(self, before: Callable[[], None], sig: int, frame: FrameType | None) -> None:
+        try:
+            before()
+        finally:
+            self._wakeups.close()
+            super().handle_exit(sig, frame)
+
 
 def serve(
-    settings: Settings, prepared: PreparedHome, *, with_worker: bool, with_scheduler: bool
+    settings: Settings,
+    prepared: PreparedHome,
+    *,
+    with_worker: bool,
+    with_scheduler: bool,
+    say: Callable[[str], None] = print,
 ) -> None:
+    """``say``: where ``herder up`` tells what it stops as it stops."""
     app = create_app(prepared.store, settings)
     schedulers: list[Scheduler] = []
 
@@ -172,14 +236,17 @@ def serve(
         access_log=False,
         timeout_graceful_shutdown=3,
     )
-    server = Server(config, app.state.wakeups, start_loops)
     worker = None
     if with_worker:
         retire_local_worker(prepared)
         worker = start_local_worker(settings, prepared.worker_token)
+    local = worker
+    before_exit = None if local is None else lambda: stop_local_worker(prepared, local, say)
+    server = Server(config, app.state.wakeups, start_loops, before_exit)
     try:
         server.run()
     finally:
+        server.finish_exit()  # a second Ctrl-C stopped the API first: the store is still used
         if worker is not None:
             with contextlib.suppress(ProcessLookupError):
                 stop_process(worker)

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 DEFAULT_PORT = 8080
 DEFAULT_HOME = Path(".herder")
+DEFAULT_LOST_WORKER_RETENTION_HOURS = 24.0  # a lost worker is listed this long, then forgotten
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,7 @@ class Settings:
     port: int = DEFAULT_PORT
     heartbeat_interval_seconds: float = 2.0
     heartbeat_timeout_seconds: float = 10.0  # silent this long, a worker is lost
+    lost_worker_retention_hours: float = DEFAULT_LOST_WORKER_RETENTION_HOURS
     lease_seconds: float = 10.0  # a control loop's lease; a standby takes over after it
     allow_cron_seconds: bool = False  # accept a seconds field (fires faster than a minute)
     misfire_grace_seconds: float = 60.0  # a fire later than this was missed
@@ -53,6 +55,11 @@ class Settings:
             port=port or int(os.environ.get("HERDER_PORT", DEFAULT_PORT)),
             heartbeat_interval_seconds=float(os.environ.get("HERDER_HEARTBEAT_INTERVAL", "2")),
             heartbeat_timeout_seconds=float(os.environ.get("HERDER_HEARTBEAT_TIMEOUT", "10")),
+            lost_worker_retention_hours=float(
+                os.environ.get(
+                    "HERDER_LOST_WORKER_RETENTION_HOURS", DEFAULT_LOST_WORKER_RETENTION_HOURS
+                )
+            ),
             lease_seconds=float(os.environ.get("HERDER_LEASE_SECONDS", "10")),
             allow_cron_seconds=os.environ.get("HERDER_CRON_SECONDS", "") in ("1", "true", "yes"),
             misfire_grace_seconds=float(os.environ.get("HERDER_MISFIRE_GRACE", "60")),

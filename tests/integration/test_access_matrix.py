@@ -109,6 +109,7 @@ EXCEPTIONS = {
     ("GET", "/v1/workers"): Needs.SYSTEM_ADMIN,
     ("POST", "/v1/workers/{worker_id}/drain"): Needs.SYSTEM_ADMIN,
     ("POST", "/v1/workers/{worker_id}/undrain"): Needs.SYSTEM_ADMIN,
+    ("POST", "/v1/workers/{worker_id}/forget"): Needs.SYSTEM_ADMIN,
 }
 
 

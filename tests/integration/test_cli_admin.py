@@ -9,9 +9,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from sqlalchemy import update
 from typer.testing import Result
 
 from herder.client import ApiError
+from herder.domain.models import WorkerState
+from herder.store.schema import workers
 from tests.integration.conftest import Api, Herder
 from tests.integration.dispatching import dispatch
 
@@ -79,6 +82,21 @@ def test_workers_are_listed_drained_and_undrained(api: Api, herder: Herder) -> N
     missing = herder("worker", "drain", "wrk_missing")
     assert isinstance(missing.exception, ApiError)
     assert missing.exception.status == 404
+
+
+def test_a_lost_worker_is_forgotten_and_an_alive_one_refused(api: Api, herder: Herder) -> None:
+    worker_id = api.register_worker()
+    refused = herder("worker", "forget", worker_id)
+    assert isinstance(refused.exception, ApiError)
+    assert refused.exception.status == 409
+    assert "only a lost worker is forgotten" in str(refused.exception)
+    with api.store.database.write() as connection:
+        connection.execute(
+            update(workers).where(workers.c.id == worker_id).values(state=WorkerState.LOST)
+        )
+
+    assert "it is forgotten" in ok(herder("worker", "forget", worker_id))
+    assert json.loads(ok(herder("worker", "list", "--json"))) == []
 
 
 def test_herder_worker_still_starts_an_agent(herder: Herder) -> None:

@@ -373,6 +373,24 @@ def test_the_fleet_is_drained_and_undrained(page: Page, herder: HerderClient) ->
     assert [one.state for one in herder.list_workers()] == ["alive"]
 
 
+def test_a_lost_worker_is_forgotten_from_the_workers_page(
+    page: Page, herder: HerderClient, cluster: Cluster
+) -> None:
+    registered = httpx.post(
+        f"{cluster.url}/v1/workers",
+        headers={"Authorization": f"Bearer {cluster.worker_token}"},
+        json={"name": "silent", "capacity": {"cpu": 1, "memory_mb": 64, "gpus": 0}},
+    )
+    silent = registered.json()["worker_id"]  # it never heartbeats: lost after the timeout
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("link", name="Workers").click()
+    row = page.locator(f'tr[data-worker="{silent}"]')
+    expect(row.locator(".state")).to_have_text("lost", timeout=30_000)
+    row.get_by_role("button", name="Forget").click()
+    expect(row).to_have_count(0)
+    assert silent not in [worker.id for worker in herder.list_workers()]
+
+
 def test_a_workflow_run_is_drawn_with_its_task_states(
     page: Page, herder: HerderClient, cluster: Cluster
 ) -> None:

@@ -28,7 +28,8 @@ def up(
     home: HomeOption = None,
     port: Annotated[int | None, typer.Option(help="API port (default 8080)")] = None,
 ) -> None:
-    """Run the whole system here: API, store (SQLite) and a local worker. Ctrl-C stops it."""
+    """Run the whole system here: API, store (SQLite) and a local worker. Ctrl-C stops it;
+    the runs its worker still runs then end cancelled."""
     from herder.server import prepare, serve
 
     settings = Settings.from_environment(home=home, port=port)
@@ -38,8 +39,8 @@ def up(
     out.print(f"Admin key saved to {prepared.client_file} (mode 0600); the CLI finds it there.")
     if prepared.new_admin_key:
         out.print("A default tenant and its admin key were created on this first start.")
-    out.print("Press Ctrl-C to stop.")
-    serve(settings, prepared, with_worker=True, with_scheduler=True)
+    out.print("Press Ctrl-C to stop (runs still running then end cancelled).")
+    serve(settings, prepared, with_worker=True, with_scheduler=True, say=out.print)
 
 
 @app.command()

@@ -1,5 +1,5 @@
 """``herder worker``: run a worker agent (``--server URL``), or manage the fleet: list the
-workers, drain one for maintenance and take it back (system admins)."""
+workers, drain one for maintenance and take it back, forget a lost one (system admins)."""
 
 from __future__ import annotations
 
@@ -93,16 +93,24 @@ def worker(
             metavar="CIDR",
         ),
     ] = [],  # noqa: B006
+    shutdown_reason: Annotated[
+        str | None,
+        typer.Option(
+            hidden=True,
+            help="herder up's own worker: attempts still running when it stops end cancelled "
+            "with this reason (else lost: their runs retry)",
+        ),
+    ] = None,
 ) -> None:
     """Run a worker agent that takes attempts from a Herder server (herder worker --server
-    URL), or manage the fleet: herder worker list, drain ID, undrain ID."""
+    URL), or manage the fleet: herder worker list, drain ID, undrain ID, forget ID."""
     import logging
 
     if context.invoked_subcommand is not None:
         return
     if server_url is None:
         raise fail(
-            "--server is needed to run a worker agent (or: herder worker list|drain|undrain)"
+            "--server is needed to run a worker agent (or: herder worker list|drain|undrain|forget)"
         )
     from herder.worker.agent import Agent, WorkerConfig
     from herder.worker.capacity import detect_capacity
@@ -127,6 +135,7 @@ def worker(
         expose=tuple(expose),
         block=_networks(block, "--block"),
         allow_cidr=_networks(allow_cidr, "--allow-cidr", ipv4_only=True),
+        shutdown_reason=shutdown_reason,
     )
 
     _run_agent(Agent(config))
@@ -239,19 +248,27 @@ def workers_list(as_json: JsonFlag = False) -> None:
 def workers_drain(worker_id: str, as_json: JsonFlag = False) -> None:
     """Place nothing new on a worker; what it runs finishes."""
     with client() as herder:
-        worker = herder.drain_worker(worker_id)
-    if as_json:
-        print_json(worker)
-    else:
-        out.print(f"worker {worker.id} ({worker.name}) is {worker.state}: it takes no new work")
+        _said(herder.drain_worker(worker_id), as_json, "is {state}: it takes no new work")
 
 
 @worker_app.command("undrain")
 def workers_undrain(worker_id: str, as_json: JsonFlag = False) -> None:
     """Give a draining worker new work again."""
     with client() as herder:
-        worker = herder.undrain_worker(worker_id)
+        _said(herder.undrain_worker(worker_id), as_json, "is {state}: it takes new work")
+
+
+@worker_app.command("forget")
+def workers_forget(worker_id: str, as_json: JsonFlag = False) -> None:
+    """Stop listing a lost worker (lost ones go by themselves after
+    HERDER_LOST_WORKER_RETENTION_HOURS); its runs still name it."""
+    with client() as herder:
+        _said(herder.forget_worker(worker_id), as_json, "was {state}: it is forgotten")
+
+
+def _said(worker: Worker, as_json: bool, what: str) -> None:
+    """The worker an administration call answered, and what became of it."""
     if as_json:
         print_json(worker)
     else:
-        out.print(f"worker {worker.id} ({worker.name}) is {worker.state}: it takes new work")
+        out.print(f"worker {worker.id} ({worker.name}) " + what.format(state=worker.state))

@@ -338,6 +338,10 @@ class HerderClient(
         response = self._request("POST", f"/v1/workers/{worker_id}/undrain")
         return Worker.model_validate(response.json())
 
+    def forget_worker(self, worker_id: str) -> Worker:
+        response = self._request("POST", f"/v1/workers/{worker_id}/forget")
+        return Worker.model_validate(response.json())
+
     def create_tenant(
         self, name: str, *, weight: int = 1, quotas: dict[str, Any] | None = None
     ) -> Tenant:

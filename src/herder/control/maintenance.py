@@ -4,7 +4,8 @@ detached, exported to the cold tier when they are past the hot window (and insid
 retention), then dropped; on SQLite expired runs are deleted a batch per pass, passes back to
 back until none are left. Audit entries past their tenant's retention go too, on both stores,
 a batch per pass, as do rate-limited keys' starts past the longest rate period, and events
-and webhook deliveries past their retention (each an ``expiring`` pruner)."""
+and webhook deliveries past their retention, and workers lost for longer than theirs (each
+an ``expiring`` pruner)."""
 
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ process.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import secrets
@@ -30,7 +31,7 @@ from herder.control.reaper import Reaper
 from herder.control.starter import Starter
 from herder.domain.errors import HerderError
 from herder.domain.schedules import MISFIRE_GRACE
-from herder.settings import Settings
+from herder.settings import DEFAULT_LOST_WORKER_RETENTION_HOURS, Settings
 from herder.store.notifications import (
     ALERTS_CHANNEL,
     CAPACITY,
@@ -56,6 +57,7 @@ class Scheduler:
         store: Store,
         *,
         heartbeat_timeout_seconds: float,
+        lost_worker_retention_hours: float = DEFAULT_LOST_WORKER_RETENTION_HOURS,
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
         misfire_grace_seconds: float = MISFIRE_GRACE.total_seconds(),
         listen: bool = True,
@@ -84,6 +86,9 @@ class Scheduler:
                 store.events.prune,
                 store.hooks.prune,
                 store.workflow_runs.forget_ended_waits,
+                functools.partial(
+                    store.fleet.forget_lost, timedelta(hours=lost_worker_retention_hours)
+                ),
             ),
         )
         sweeper = CheckpointSweeper(store.checkpoints)
@@ -169,6 +174,7 @@ def start_scheduler(settings: Settings, store: Store, *, listen: bool) -> Schedu
     scheduler = Scheduler(
         store,
         heartbeat_timeout_seconds=settings.heartbeat_timeout_seconds,
+        lost_worker_retention_hours=settings.lost_worker_retention_hours,
         lease_seconds=settings.lease_seconds,
         misfire_grace_seconds=settings.misfire_grace_seconds,
         listen=listen,

@@ -1,4 +1,5 @@
-"""The shared fleet, for the system tenant's admins: list it, drain a worker and undrain it."""
+"""The shared fleet, for the system tenant's admins: list it, drain a worker and undrain it,
+forget a lost one."""
 
 from __future__ import annotations
 
@@ -17,3 +18,8 @@ def drain(store: Store, worker_id: str) -> Worker:
 
 def undrain(store: Store, worker_id: str) -> Worker:
     return store.fleet.undrain(worker_id)
+
+
+def forget(store: Store, worker_id: str) -> Worker:
+    """No longer list a lost worker (its runs' attempts keep its id)."""
+    return store.fleet.forget(worker_id)

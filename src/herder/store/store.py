@@ -80,7 +80,7 @@ class Store:
         self.attempts = AttemptRepository(self.database, self.clock, self.rng)
         self.leases = LeaseRepository(self.database, self.clock)
         self.schedules = ScheduleRepository(self.database, self.clock, self.rng, self.jobs)
-        self.fleet = FleetRepository(self.database)
+        self.fleet = FleetRepository(self.database, self.clock)
         self.pools = PoolRepository(self.database, self.clock)
         self.limits = LimitRepository(self.database, self.clock)
         self.triggers = TriggerRepository(self.database, self.clock)

@@ -9,16 +9,17 @@ from __future__ import annotations
 import logging
 import random
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
-from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy import Connection, delete, func, insert, select, update
 
 from herder.clock import Clock, epoch_ms
 from herder.domain.errors import Gone, NotFound
 from herder.domain.ids import new_id
 from herder.domain.jobs import Capacity
 from herder.domain.lifecycle.changes import Event
+from herder.domain.lifecycle.facts import AttemptFacts, Ending
 from herder.domain.lifecycle.reap import never_delivered, replaced_worker
 from herder.domain.lifecycle.stops import (
     StoppableAttempt,
@@ -108,23 +109,53 @@ class WorkerRepository:
             notify_capacity(self._db, connection, worker.id)  # the dispatcher may place here
         return worker, secret
 
-    def retire(self, token_id: str, name: str) -> list[str]:
-        """The workers of this token and name that are not lost yet are gone — known, not
-        judged by their silence: ``herder up`` starting again retires its earlier local
-        worker, so no run is placed on it meanwhile. Their attempts end ``lost`` (and retry
-        as any lost attempt). Returns the workers retired."""
+    def retire(
+        self,
+        token_id: str,
+        name: str,
+        ending: Callable[[Sequence[AttemptFacts]], list[Ending]] = replaced_worker,
+    ) -> list[str]:
+        """The workers of this token and name are gone — known, not judged by their silence:
+        ``herder up`` retires its local worker as it stops, and again as it starts (what a
+        killed start left), so no run is placed on it meanwhile. The attempts of those not
+        lost yet end as ``ending`` says (by default ``lost``, to retry as any lost attempt);
+        then all are forgotten (their attempts keep their ids), so the fleet lists one local
+        worker, not one more ghost each start. Returns the workers retired."""
         with unit_of_work(self._db, self._clock, self._rng) as work:
             gone = list(
                 work.connection.execute(
                     select(workers.c.id).where(
-                        workers.c.token_id == token_id,
-                        workers.c.name == name,
-                        workers.c.state != WorkerState.LOST,
+                        workers.c.token_id == token_id, workers.c.name == name
                     )
                 ).scalars()
             )
-            work.settle(replaced_worker(mark_lost(work, gone, None)), "herder up")
+            work.settle(ending(mark_lost(work, gone, None)), "herder up")
+            work.connection.execute(delete(workers).where(workers.c.id.in_(gone)))
         return gone
+
+    def drain_named(self, token_id: str, name: str) -> int:
+        """The alive workers of this token and name take nothing new (``draining``) as they
+        are about to stop; how many runs those of them not lost are running, which their stop
+        will end."""
+        with self._db.write() as connection:
+            named = (workers.c.token_id == token_id, workers.c.name == name)
+            connection.execute(
+                update(workers)
+                .where(*named, workers.c.state == WorkerState.ALIVE)
+                .values(state=WorkerState.DRAINING)
+            )
+            return int(
+                connection.execute(
+                    select(func.count(attempts.c.run_id.distinct()))
+                    .join(workers, workers.c.id == attempts.c.worker_id)
+                    .where(
+                        *named,
+                        workers.c.state != WorkerState.LOST,
+                        attempts.c.state == AttemptState.RUNNING,
+                        attempts.c.run_id >= live_floor(connection, self._clock.now()),
+                    )
+                ).scalar_one()
+            )
 
     def fleet(self) -> list[Worker]:
         """Every worker, with what its running attempts hold (one grouped read of the

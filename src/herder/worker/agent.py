@@ -66,6 +66,10 @@ class WorkerConfig:
     expose: tuple[str, ...] = ()  # more host directories attempts see, read-only
     block: tuple[str, ...] = ()  # more destinations network-on attempts must not reach
     allow_cidr: tuple[str, ...] = ()  # private or special ranges network-on attempts may reach
+    # The attempts still running when it stops end ``cancelled`` with this reason (herder
+    # up's own worker: the whole system stops on purpose); None: ``lost``, and their runs
+    # retry as after any lost worker (one worker of a fleet stops).
+    shutdown_reason: str | None = None
 
 
 class Agent:
@@ -170,11 +174,15 @@ class Agent:
             raise loops.death
         return self._gone.is_set() and not stop.is_set()
 
-    async def _end_all_attempts(self, why: str) -> None:
-        """Kill every attempt and report it ``lost``, under the worker id they were given to:
-        the server refuses (and records) reports of attempts it has given to others."""
+    async def _end_all_attempts(self, why: str, *, cancel: bool = False) -> None:
+        """Kill every attempt and report it ``lost`` (``cancel``: ``cancelled``, unless it
+        ended by itself first) with ``why``, under the worker id they were given to: the
+        server refuses (and records) reports of attempts it has given to others."""
         for attempt in self._running.values():
-            attempt.lose(why)
+            if cancel:
+                attempt.stop.stop(AttemptState.CANCELLED, why)
+            else:
+                attempt.lose(why)
         if self._attempts.pending:
             await asyncio.wait(self._attempts.pending)
         with contextlib.suppress(TimeoutError):
@@ -182,7 +190,11 @@ class Agent:
 
     async def _shutdown(self, side: TaskWatch) -> None:
         try:
-            await self._end_all_attempts("the worker stopped while the attempt ran")
+            reason = self.config.shutdown_reason
+            if reason is None:
+                await self._end_all_attempts("the worker stopped while the attempt ran")
+            else:
+                await self._end_all_attempts(reason, cancel=True)
             await self.host.close()
         finally:
             await side.close()

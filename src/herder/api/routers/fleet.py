@@ -1,5 +1,6 @@
-"""/v1/workers/{id}/drain and /undrain: taking a worker out of placement and back, for the
-system tenant's admins (the fleet is shared by every tenant)."""
+"""/v1/workers/{id}/drain, /undrain and /forget: taking a worker out of placement and back,
+and dropping a lost one from the list, for the system tenant's admins (the fleet is shared by
+every tenant)."""
 
 from __future__ import annotations
 
@@ -23,3 +24,11 @@ def drain(worker_id: str, _admin: SystemAdmin, store: StoreDep) -> Worker:
 def undrain(worker_id: str, _admin: SystemAdmin, store: StoreDep) -> Worker:
     """Give a draining worker new work again. 409 if it is lost."""
     return fleet.undrain(store, worker_id)
+
+
+@router.post("/{worker_id}/forget", responses=problems(409))
+def forget(worker_id: str, _admin: SystemAdmin, store: StoreDep) -> Worker:
+    """Stop listing a lost worker (lost ones are forgotten by themselves after
+    ``HERDER_LOST_WORKER_RETENTION_HOURS``); its runs' attempts keep its id. Answers the
+    worker as it was. 409 if it is alive or draining: its agent would register anew."""
+    return fleet.forget(store, worker_id)

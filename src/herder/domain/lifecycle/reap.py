@@ -40,6 +40,13 @@ def replaced_worker(attempts: Sequence[AttemptFacts]) -> list[Ending]:
     return [_ending(attempt, AttemptState.LOST, why) for attempt in attempts]
 
 
+def shut_down(attempts: Sequence[AttemptFacts], reason: str) -> list[Ending]:
+    """Attempts of ``herder up``'s own worker that its report did not end as ``herder up``
+    stopped (never delivered, or the report did not arrive): the whole system stopped on
+    purpose, so they end ``cancelled`` with ``reason``, not lost."""
+    return [_ending(attempt, AttemptState.CANCELLED, reason) for attempt in attempts]
+
+
 def overdue(attempts: Sequence[AttemptFacts]) -> list[Ending]:
     """Attempts past their deadline whose worker never ended them (it may be gone, or
     stuck): ``timed_out`` here, whatever the worker says later."""

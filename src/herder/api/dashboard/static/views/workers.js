@@ -1,5 +1,5 @@
 // The fleet (system admins only): each worker's state, slots, resources and labels, with
-// drain and undrain.
+// drain and undrain, and forget for a lost one.
 
 import { ApiError, api } from "../api.js";
 import { action, ago, badge, fill, h, labels, row, table, when } from "../dom.js";
@@ -44,7 +44,7 @@ export function mount(root, _route, ctx) {
               ? action("Drain", () => api(path(worker, "drain"), { method: "POST" }), { ctx, confirmText: `Drain ${worker.name}? Nothing new is placed on it.` })
               : worker.state === "draining"
                 ? action("Undrain", () => api(path(worker, "undrain"), { method: "POST" }), { ctx })
-                : "",
+                : action("Forget", () => api(path(worker, "forget"), { method: "POST" }), { ctx, confirmText: `Forget ${worker.name}? It is no longer listed; its runs still name it.` }),
           ],
           { "data-worker": worker.id },
         ),
