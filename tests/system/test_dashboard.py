@@ -495,6 +495,26 @@ def test_a_schedule_that_fired_twice_lists_its_runs(page: Page, herder: HerderCl
         herder.delete_schedule(schedule.id)
 
 
+def test_the_api_docs_sign_in_with_a_key_and_try_a_call(browser: Browser, cluster: Cluster) -> None:
+    context = browser.new_context(base_url=cluster.url)
+    try:
+        docs = context.new_page()
+        docs.goto("/docs")
+        docs.get_by_role("button", name="Authorize").first.click()
+        bearer = docs.locator("form").filter(has_text="bearerAuth")  # one form per scheme
+        bearer.locator("input").fill(cluster.credentials["api_key"])
+        bearer.get_by_role("button", name="Apply credentials").click()
+        bearer.get_by_role("button", name="Close").click()
+        operation = docs.locator("#operations-runs-list_runs_v1_runs_get")
+        operation.locator(".opblock-summary").click()
+        operation.get_by_role("button", name="Try it out").click()
+        operation.get_by_role("button", name="Execute").click()
+        status = operation.locator(".live-responses-table tr.response .response-col_status")
+        expect(status).to_have_text("200")
+    finally:
+        context.close()
+
+
 def test_a_tenant_sees_only_its_own_and_not_the_fleet(
     sign_in: Callable[[str], Page], herder: HerderClient
 ) -> None:
