@@ -426,6 +426,27 @@ def test_every_route_refuses_every_credential_that_may_not_use_it(api: Api, worl
     assert len(refused) > 100
 
 
+# The security scheme of each kind of credential in the OpenAPI document (None: no bearer
+# credential at all); every other route takes an API key (``bearerAuth``).
+SCHEMES = {
+    Needs.NOTHING: None,
+    Needs.SIGNATURE: None,
+    Needs.FLEET: "workerToken",
+    Needs.WORKER: "workerSecret",
+}
+
+
+def test_the_document_asks_each_route_for_the_credential_it_admits() -> None:
+    """What /docs's Authorize sends for a route is what the matrix above admits there."""
+    wrong = []
+    for method, path, operation in ROUTES:
+        scheme = SCHEMES.get(needs(method, path, operation), "bearerAuth")
+        expected: list[dict[str, list[str]]] = [] if scheme is None else [{scheme: []}]
+        if operation.get("security", []) != expected:
+            wrong.append(f"{method} {path}: {operation.get('security')}, expected {expected}")
+    assert not wrong, "\n".join(wrong)
+
+
 def _takes_overrides(operation: dict[str, Any]) -> str | None:
     """Where a route's body holds a run's raw overrides: ``""`` (the body), ``"runs.0."``
     (each run of a batch), or None."""

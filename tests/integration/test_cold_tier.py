@@ -25,6 +25,7 @@ from herder.domain.errors import NotFound
 from herder.domain.history import slice_of
 from herder.domain.jobs import JobSpec, Resources, RunOverrides
 from herder.domain.models import Run
+from herder.domain.schedules import ScheduleSpec
 from herder.domain.states import AttemptState
 from herder.protocol import Completion
 from herder.settings import Settings
@@ -209,6 +210,24 @@ def test_a_window_spanning_hot_and_cold_merges_newest_first(world: World) -> Non
     assert [run.attempt_count for run in succeeded] == [1, 1, 1]
     old_only = world.listed(START, until=START + timedelta(days=3))
     assert {run.id for run in old_only} == set(cold_runs[:4])
+
+
+def test_a_schedules_cold_runs_are_listed_by_its_id(world: World) -> None:
+    spec = JobSpec.model_validate({"runtime": "shell", "command": "true"})
+    job_id = world.store.jobs.create(world.tenant_id, "nightly", spec).id
+    schedule = ScheduleSpec(cron="0 3 * * *")
+    schedule_id = world.store.schedules.create(
+        world.tenant_id, job_id, schedule, world.clock.now() + timedelta(days=365)
+    ).id
+    run, _ = world.store.runs.submit(
+        world.tenant_id, job_id, RunOverrides(), as_schedule=schedule_id
+    )
+    world.store.runs.cancel(world.tenant_id, run.id)  # ended: a live run stays hot
+    world.history_of_the_old_week()  # other runs of the tenant, in the same slice
+    world.go_cold()
+    (listed,) = world.listed(START, schedule_id=schedule_id)
+    assert (listed.id, listed.schedule_id) == (run.id, schedule_id)
+    assert world.store.runs.list(world.tenant_id, schedule_id=schedule_id).items == []  # cold
 
 
 def test_another_tenants_cold_runs_never_appear(world: World) -> None:

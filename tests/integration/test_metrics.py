@@ -64,6 +64,14 @@ def test_each_state_not_yet_ended_has_its_gauge_even_at_zero(api: Api) -> None:
     assert workflow_runs == {str(state) for state in WorkflowRunState if not state.is_terminal}
 
 
+def test_counters_and_histograms_serve_no_created_series(api: Api) -> None:
+    """Each would double the samples of a counter for a timestamp nobody reads."""
+    api.http.get("/v1/jobs", headers=api.admin)  # counted: a request histogram's child
+    names = {name for name, _ in scrape(api)}
+    assert "herder_api_request_duration_seconds_count" in names
+    assert not [name for name in names if name.endswith("_created")]
+
+
 def test_only_a_system_admin_may_scrape(api: Api) -> None:
     assert api.http.get("/metrics").status_code == 401
     tenant = api.store.access.create_tenant("acme")

@@ -108,6 +108,14 @@ def test_every_input_of_every_route_is_covered() -> None:
     assert len(bodies) >= 15, bodies
 
 
+def test_a_route_that_reads_no_input_ignores_a_nul_as_it_ignores_the_rest(api: Api) -> None:
+    """/healthz documents no 422: a probe's stray query string cannot make it answer one."""
+    response = api.http.get("/healthz", params={"probe": NUL_TEXT})
+    assert response.status_code == 200, response.text
+    refused = api.http.get("/v1/jobs", headers=api.admin, params={"probe": NUL_TEXT})
+    assert refused.status_code == 422  # a route with input refuses it anywhere
+
+
 def test_a_nul_in_a_valid_request_stores_nothing(api: Api) -> None:
     body = {"name": "ok", "runtime": "shell", "command": "echo", "env": {"A": NUL_TEXT}}
     assert api.http.post("/v1/jobs", headers=api.admin, json=body).status_code == 422

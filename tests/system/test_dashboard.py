@@ -31,7 +31,7 @@ from herder.client import HerderClient
 from herder.domain.budgets import Budget, Period, TenantBudgets
 from herder.settings import sqlite_url
 from tests.integration.webhook_receiver import Receiver, running_receiver
-from tests.system.conftest import Cluster, free_port
+from tests.system.conftest import Cluster, free_port, wait_until
 
 pytestmark = pytest.mark.system
 
@@ -56,6 +56,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         "HERDER_HOME": str(home),
         "HERDER_DATABASE_URL": sqlite_url(home / "herder.db"),
         "PYTHONUNBUFFERED": "1",
+        "HERDER_CRON_SECONDS": "1",  # a schedule's page shows its fires within seconds
     }
     started = Cluster(
         home=home,
@@ -486,6 +487,50 @@ def test_a_schedule_shows_its_next_fires_in_its_zone(page: Page, herder: HerderC
     link.click()
     expect(page.get_by_role("heading", name="Next fires")).to_be_visible()
     expect(page.locator("tbody tr").first).to_contain_text("T09:00:00+05:30")
+
+
+def test_a_schedule_that_fired_twice_lists_its_runs(page: Page, herder: HerderClient) -> None:
+    job = herder.create_job("ticker", {"runtime": "shell", "command": "true"})
+    schedule = herder.create_schedule(job.id, {"cron": "* * * * * *"})  # every second
+    try:
+        wait_until(
+            lambda: len(herder.list_runs(schedule_id=schedule.id).items) >= 2,
+            SEEN_WITHIN_MS / 1000,
+            "two fires",
+        )
+        herder.pause_schedule(schedule.id)
+        fired = herder.list_runs(schedule_id=schedule.id).items
+        page.goto(f"/#/schedules/{schedule.id}")
+        expect(page.get_by_role("heading", name="Runs")).to_be_visible()
+        rows = page.locator("tr[data-run]")
+        expect(rows).to_have_count(len(fired))
+        newest = run_row(page, fired[0].id)
+        expect(newest).to_contain_text(fired[0].id)
+        expect(newest.locator(".state")).to_have_text(re.compile("queued|running|succeeded"))
+        newest.get_by_role("link", name=fired[0].id).click()
+        expect(page.get_by_role("heading", name=f"Run {fired[0].id}")).to_be_visible()
+    finally:
+        herder.delete_schedule(schedule.id)
+
+
+def test_the_api_docs_sign_in_with_a_key_and_try_a_call(browser: Browser, cluster: Cluster) -> None:
+    context = browser.new_context(base_url=cluster.url)
+    try:
+        docs = context.new_page()
+        docs.goto("/docs")
+        docs.get_by_role("button", name="Authorize").first.click()
+        bearer = docs.locator("form").filter(has_text="bearerAuth")  # one form per scheme
+        bearer.locator("input").fill(cluster.credentials["api_key"])
+        bearer.get_by_role("button", name="Apply credentials").click()
+        bearer.get_by_role("button", name="Close").click()
+        operation = docs.locator("#operations-runs-list_runs_v1_runs_get")
+        operation.locator(".opblock-summary").click()
+        operation.get_by_role("button", name="Try it out").click()
+        operation.get_by_role("button", name="Execute").click()
+        status = operation.locator(".live-responses-table tr.response .response-col_status")
+        expect(status).to_have_text("200")
+    finally:
+        context.close()
 
 
 def test_a_tenant_sees_only_its_own_and_not_the_fleet(

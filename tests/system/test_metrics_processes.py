@@ -51,6 +51,7 @@ def test_every_scrape_adds_up_every_api_process(
         samples(httpx.get(f"{cluster.url}/metrics", headers=headers).text) for _ in range(SCRAPES)
     ]
     assert [scrape[jobs] for scrape in scrapes] == [REQUESTS] * SCRAPES
+    assert not [name for name, _ in scrapes[0] if name.endswith("_created")]
     writers = {path.stem.rsplit("_", 1)[1] for path in directory.glob("histogram_*.db")}
     assert len(writers) >= 2  # the API processes and the control loops' process
     wait_until(

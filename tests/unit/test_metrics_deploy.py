@@ -19,8 +19,8 @@ from herder.telemetry import metrics  # noqa: F401 (its metrics are registered o
 ROOT = Path(__file__).resolve().parents[2]
 NAME = re.compile(r"\bherder_[a-z0-9_]+")
 SAMPLES_OF = {
-    "counter": ("_total", "_created"),
-    "histogram": ("_bucket", "_sum", "_count", "_created"),
+    "counter": ("_total",),
+    "histogram": ("_bucket", "_sum", "_count"),
     "gauge": ("",),
 }
 

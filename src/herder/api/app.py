@@ -15,7 +15,7 @@ from herder.api.docs_ui import install_docs_ui
 from herder.api.errors import install_error_handlers
 from herder.api.limits import BodyLimit
 from herder.api.nul import NulGuard
-from herder.api.openapi import describe_problems, install_openapi
+from herder.api.openapi import describe_routes, install_openapi
 from herder.api.ratelimit import SubmitLimiter
 from herder.api.routers import (
     alerts,
@@ -113,7 +113,7 @@ def create_app(store: Store, settings: Settings) -> FastAPI:
         secrets,
         usage,
     ):
-        describe_problems(module.router)
+        describe_routes(module.router)
         app.include_router(module.router)
     app.include_router(dashboard)
     app.add_middleware(AuditTrail)  # innermost: it reads the route the call matched

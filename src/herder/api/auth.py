@@ -126,6 +126,9 @@ def worker_secret(request: Request) -> str:
     return secret
 
 
+WorkerSecret = Annotated[str, Depends(worker_secret)]
+
+
 async def registered_worker(
     worker_id: Annotated[str, Path()], request: Request, store: StoreDep
 ) -> str:

@@ -1,5 +1,6 @@
 """NUL characters are refused wherever a request carries text: in the path, the query
-string, a header, or any string (or key) of a JSON body, with 422 naming where.
+string, a header, or any string (or key) of a JSON body, with 422 naming where (except by
+a route that reads no input at all).
 
 PostgreSQL cannot store a NUL in text (the request failed with 500 there), SQLite stores
 it and the worker fails much later (``embedded null byte``, the run lost with a wrong
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 from urllib.parse import parse_qsl
 
 from fastapi import FastAPI
@@ -147,10 +149,20 @@ class NulGuard:
                 return
             refused = _nul_in_body(body)
             receive = _replay(body, receive)
-        if refused is not None:
+        if refused is not None and _reads_input(scope):
             await herder_problem(refused)(scope, receive, send)
             return
         await self.app(scope, receive, send)
+
+
+def _reads_input(scope: Scope) -> bool:
+    """Whether the route the request is for may answer 422, as the OpenAPI document says
+    (``openapi.derived_statuses``): a route that reads nothing (``/healthz``) ignores a NUL
+    as it ignores the rest. A path the document does not name is refused as before."""
+    app = scope.get("app")
+    paths: dict[str, dict[str, Any]] = app.openapi()["paths"] if isinstance(app, FastAPI) else {}
+    operation = paths.get(scope["path"], {}).get(scope["method"].lower())
+    return operation is None or "422" in operation["responses"]
 
 
 async def _read_body(receive: Receive) -> bytes:

@@ -1,11 +1,16 @@
-"""The OpenAPI document describes every answer the API gives.
+"""The OpenAPI document describes every answer the API gives, and the credential each call
+needs.
 
-Each route's problems (RFC 9457, ``application/problem+json``, one ``Problem`` schema) are
-derived from what the route is made of, so a new route is described without anyone
-remembering to: its dependencies (a key: 401 and 403; a registered worker: 401, 403, 404 and
-410; the submission rate: 429; the store: 503), its path parameters (404), its body (400,
-413), the edge checks every request passes (422). What only the route's own logic knows (409, 412, a
-404 of an object named in the body) it declares with ``responses=problems(...)``.
+Each route's problems (RFC 9457, ``application/problem+json``, one ``Problem`` schema) and
+its security requirement are derived from what the route is made of, so a new route is
+described without anyone remembering to: its dependencies (a key: 401 and 403 and the
+``bearerAuth`` scheme; the fleet's worker token or a registered worker's secret: their own
+bearer schemes, and for a registered worker 404 and 410; the submission rate: 429; the
+store: 503), its path parameters (404), its body (400, 413), and the edge checks a request
+with any input passes (422; a route that takes no parameter, body or credential has none to
+refuse). What only the route's own logic knows (409, 412, a 404 of an object named in the
+body) it declares with ``responses=problems(...)``; a route whose credential is not a bearer
+one (the signed inbound webhook) declares ``"security": []`` in its ``openapi_extra``.
 """
 
 from __future__ import annotations
@@ -15,10 +20,18 @@ from typing import Any
 
 from fastapi import APIRouter, FastAPI
 from fastapi.dependencies.models import Dependant
+from fastapi.dependencies.utils import get_flat_params
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict
 
-from herder.api.auth import get_store, principal, registered_worker, system_admin, worker_token
+from herder.api.auth import (
+    get_store,
+    principal,
+    registered_worker,
+    system_admin,
+    worker_secret,
+    worker_token,
+)
 from herder.api.auth import writer as writer_dependency
 from herder.api.errors import PROBLEM_TYPE
 from herder.api.ratelimit import submitter
@@ -75,6 +88,35 @@ ETAG_HEADER: dict[str, Any] = {
 }
 
 
+# The bearer credentials, each named by the dependency that checks it: the interactive docs
+# (/docs) offer an "Authorize" field for each, and send it with every "Try it out".
+SECURITY_SCHEMES: dict[str, dict[str, str]] = {
+    "bearerAuth": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "an API key (``key_…``): ``herder key create``, or the admin key "
+        "``herder up`` prints; its role decides what it may do",
+    },
+    "workerToken": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "the fleet's worker token (``wtk_…``): it only registers a worker",
+    },
+    "workerSecret": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "the worker's secret (``wks_…``), given to it at registration: "
+        "every later call of that worker",
+    },
+}
+_SCHEME_OF: dict[Callable[..., Any], str] = {
+    principal: "bearerAuth",
+    worker_token: "workerToken",
+    worker_secret: "workerSecret",  # a report naming its worker in the body
+    registered_worker: "workerSecret",  # the worker in the path
+}
+
+
 def problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """``responses=`` for a route decorator: these statuses answer a problem document."""
     return {status: _problem_response(status) for status in statuses}
@@ -118,11 +160,28 @@ def _calls(dependant: Dependant) -> Iterator[Callable[..., Any] | None]:
         yield from _calls(dependency)
 
 
+def credentials(route: APIRoute) -> list[str]:
+    """The security schemes of the bearer credentials the route's dependencies check."""
+    calls = set(_calls(route.dependant))
+    return sorted({scheme for check, scheme in _SCHEME_OF.items() if check in calls})
+
+
+def takes_input(route: APIRoute) -> bool:
+    """Whether the route reads anything from a request: a parameter, a body or a credential
+    (what the NUL guard and the validation could refuse with 422)."""
+    parameters = get_flat_params(route.dependant)  # path, query, header and cookie
+    return bool(parameters) or _has_body(route) or bool(credentials(route))
+
+
+def _has_body(route: APIRoute) -> bool:
+    return route.body_field is not None or "requestBody" in (route.openapi_extra or {})
+
+
 def derived_statuses(route: APIRoute) -> set[int]:
     """The problems a route can answer because of what it is made of."""
     calls = set(_calls(route.dependant))
-    statuses = {422}  # every request passes the NUL guard; parameters are validated
-    if calls & {principal, worker_token}:
+    statuses = {422} if takes_input(route) else set()
+    if calls & {principal, worker_token, worker_secret}:
         statuses |= {401, 403}
     if calls & {writer_dependency, system_admin}:
         statuses.add(403)
@@ -132,23 +191,29 @@ def derived_statuses(route: APIRoute) -> set[int]:
         statuses.add(429)
     if route.dependant.path_params:
         statuses.add(404)
-    if route.body_field is not None or "requestBody" in (route.openapi_extra or {}):
+    if _has_body(route):
         statuses |= {400, 413}
     if get_store in calls:
         statuses.add(503)
     return statuses
 
 
-def describe_problems(router: APIRouter) -> None:
-    """Add each route's derived problems to its responses; call before including it."""
+def describe_routes(router: APIRouter) -> None:
+    """Add each route's derived problems to its responses, and the credentials it takes as
+    its security requirement (one scheme of them suffices), unless the route declares its
+    own; call before including it."""
     for route in router.routes:
         if isinstance(route, APIRoute):
             route.responses.update(problems(*sorted(derived_statuses(route))))
+            schemes = credentials(route)
+            if schemes:
+                security: dict[str, Any] = {"security": [{scheme: []} for scheme in schemes]}
+                route.openapi_extra = {**security, **(route.openapi_extra or {})}
 
 
 def install_openapi(app: FastAPI) -> None:
     """Replace ``app.openapi`` with one whose components hold the ``Problem`` schema (and
-    not FastAPI's validation error, which this API never answers)."""
+    not FastAPI's validation error, which this API never answers) and the bearer schemes."""
     plain = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -160,6 +225,7 @@ def install_openapi(app: FastAPI) -> None:
             problem = Problem.model_json_schema(ref_template="#/components/schemas/{model}")
             schemas.update(problem.pop("$defs", {}))
             schemas["Problem"] = problem
+            document["components"]["securitySchemes"] = SECURITY_SCHEMES
             app.openapi_schema = document
         return app.openapi_schema
 

@@ -189,10 +189,12 @@ class HerderClient(
         limit: int = 100,
         cursor: str | None = None,
         id_prefix: str | None = None,
+        schedule_id: str | None = None,
     ) -> Page[Run]:
         params = drop_none(
             {
                 "job_id": job_id,
+                "schedule_id": schedule_id,
                 "id_prefix": id_prefix,
                 "state": states or None,
                 "limit": limit,

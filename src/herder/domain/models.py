@@ -163,6 +163,8 @@ class Run(_Record):
     pool: str | None = None  # the pool it names (its own or its job's); None: the default
     deadline_at: datetime | None = None  # finished by then (its spec's ``deadline``)
     deadline_missed_at: datetime | None = None  # when it was found unfinished past it
+    schedule_id: str | None = None  # the schedule whose fire started it
+    scheduled_for: datetime | None = None  # that fire's nominal (cron) time
 
 
 class CheckpointInfo(_Record):

@@ -69,6 +69,7 @@ def list_runs(
     tenant_id: str,
     *,
     job_id: str | None,
+    schedule_id: str | None,
     id_prefix: str | None,
     states: list[RunState],
     since: datetime | None,
@@ -80,6 +81,7 @@ def list_runs(
     return store.runs.list(
         tenant_id,
         job_id=job_id,
+        schedule_id=schedule_id,
         id_prefix=id_prefix,
         states=states,
         since=since,

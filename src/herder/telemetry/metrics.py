@@ -14,13 +14,19 @@ from collections.abc import Iterable, Iterator, Mapping, Set
 from contextlib import contextmanager
 from datetime import datetime
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
 
 from herder.domain.events import TriggerOutcome
 from herder.domain.jobs import Priority
 from herder.domain.lifecycle.changes import RunMove
 from herder.domain.lifecycle.facts import RunFacts
 from herder.domain.states import RunState
+
+# No ``*_created`` series: a counter's creation time per label set doubles the samples
+# scraped and no rule or panel reads it (and several API processes, which add up their
+# counters, never had one). The switch is read at each scrape, so this one call holds for the
+# scheduler's metrics server as for /metrics.
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 PRIORITY_NAMES = {priority.rank: str(priority) for priority in Priority}  # as stored → name
 

@@ -40,6 +40,9 @@ def list_runs(
     caller: Caller,
     store: StoreDep,
     job_id: str | None = None,
+    schedule_id: Annotated[
+        str | None, Query(description="the runs this schedule's fires started")
+    ] = None,
     state: Annotated[list[RunState], Query(description="repeat for several")] = [],  # noqa: B006
     since: IsoTime | None = None,
     until: IsoTime | None = None,
@@ -56,6 +59,7 @@ def list_runs(
         store,
         caller.tenant_id,
         job_id=job_id,
+        schedule_id=schedule_id,
         id_prefix=id_prefix,
         states=state,
         since=since,

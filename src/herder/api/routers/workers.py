@@ -11,8 +11,8 @@ from herder.api.auth import (
     RegisteredWorker,
     StoreDep,
     SystemAdmin,
+    WorkerSecret,
     WorkerToken,
-    worker_secret,
 )
 from herder.api.openapi import problems
 from herder.api.wakeups import Wakeups
@@ -173,10 +173,10 @@ def restore_checkpoint(
 
 @router.post("/attempts/{attempt_id}/logs", responses=problems(401, 403, 409, 410))
 def attempt_logs(
-    attempt_id: str, body: AttemptOutput, request: Request, store: StoreDep
+    attempt_id: str, body: AttemptOutput, secret: WorkerSecret, store: StoreDep
 ) -> ReportResult:
     """One attempt's output (the batched ``/workers/{id}/reports`` is the fast path)."""
-    workers.authenticate(store, body.worker_id, worker_secret(request))
+    workers.authenticate(store, body.worker_id, secret)
     if any(chunk.attempt_id != attempt_id for chunk in body.chunks):
         raise Invalid("every chunk must belong to the attempt in the path", field="chunks")
     results = workers.report(store, body.worker_id, body.chunks, [])
@@ -187,10 +187,10 @@ def attempt_logs(
 def attempt_complete(
     attempt_id: str,
     body: AttemptCompletion,
-    request: Request,
+    secret: WorkerSecret,
     store: StoreDep,
 ) -> ReportResult:
-    workers.authenticate(store, body.worker_id, worker_secret(request))
+    workers.authenticate(store, body.worker_id, secret)
     if body.completion.attempt_id != attempt_id:
         raise Invalid("the completion must be for the attempt in the path", field="attempt_id")
     results = workers.report(store, body.worker_id, [], [body.completion])

@@ -31,6 +31,7 @@ class RunWindow:
     since: datetime
     until: datetime | None
     job_id: str | None
+    schedule_id: str | None
     id_prefix: str | None
     states: Sequence[RunState]
     cursor: str | None
@@ -41,6 +42,7 @@ class RunWindow:
             and run.created_at >= self.since
             and (self.until is None or run.created_at < self.until)
             and (self.job_id is None or run.job_id == self.job_id)
+            and (self.schedule_id is None or run.schedule_id == self.schedule_id)
             and (self.id_prefix is None or run.id.startswith(self.id_prefix))
             and (not self.states or run.state in self.states)
             and (not self.cursor or run.id < decode_cursor(self.cursor))

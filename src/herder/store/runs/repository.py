@@ -81,6 +81,8 @@ _RUN_COLUMNS = [
     runs.c.pool,
     runs.c.deadline_at,
     runs.c.deadline_missed_at,
+    runs.c.schedule_id,
+    runs.c.scheduled_for,
 ]
 
 
@@ -327,6 +329,7 @@ class RunRepository:
         tenant_id: str,
         *,
         job_id: str | None = None,
+        schedule_id: str | None = None,
         id_prefix: str | None = None,
         states: list[RunState] | None = None,
         since: datetime | None = None,
@@ -340,6 +343,10 @@ class RunRepository:
             query = query.where(runs.c.id.startswith(id_prefix, autoescape=True))
         if job_id is not None:
             query = query.where(runs.c.job_id == job_id)
+        if schedule_id is not None:
+            # (schedule_id, scheduled_for) is indexed on both stores: the rows read are the
+            # schedule's fires in the listing's window, one run each
+            query = query.where(runs.c.schedule_id == schedule_id)
         if states:
             query = query.where(runs.c.state.in_([str(state) for state in states]))
         if since is not None:
@@ -353,7 +360,15 @@ class RunRepository:
         if self._cold is not None and since is not None and since < self._cold.hot_since(now):
             # a window reaching before the hot window reads the cold tier too (slower)
             window = RunWindow(
-                tenant_id, floor, since, until, job_id, id_prefix, states or [], cursor
+                tenant_id,
+                floor,
+                since,
+                until,
+                job_id,
+                schedule_id,
+                id_prefix,
+                states or [],
+                cursor,
             )
             return merged_page(self._cold, window, page_records(rows, _run), limit, now)
         return page_from(rows, _run, limit)

@@ -1,15 +1,47 @@
-// One schedule: its next fires in its zone, and its recent fires, misses and skips.
+// One schedule: its next fires in its zone, the runs its fires started, and its recent
+// fires, misses and skips.
 
-import { api } from "../api.js";
-import { h, link, row, table, when, fill } from "../dom.js";
-import { runPath } from "./common.js";
+import { api, query } from "../api.js";
+import { badge, between, h, link, row, table, when, fill } from "../dom.js";
+import { pagedList, runActions, runPath } from "./common.js";
 import { inZone } from "./schedules.js";
 
 const SHOWN_EVENTS = 50;
+const RUNS_PAGE = 20;
+
+// Its runs, newest first: which fire started each (a manual run that asked for the
+// schedule's concurrency rule has none), how it went, and what can be done with it.
+function runsOf(scheduleId, zone, ctx) {
+  return pagedList(
+    ctx,
+    (cursor) =>
+      api(`/v1/runs${query({ schedule_id: scheduleId, limit: RUNS_PAGE, cursor })}`, { signal: ctx.signal }),
+    (page) =>
+      table(
+        ["Run", "Scheduled for", "State", "Started", "Took", ""],
+        page.items.map((run) =>
+          row(
+            [
+              link(runPath(run.id), run.id),
+              run.scheduled_for ? inZone(run.scheduled_for, zone()) : "by hand",
+              badge(run.state),
+              when(run.started_at),
+              between(run.started_at, run.finished_at),
+              runActions(run, ctx),
+            ],
+            { "data-run": run.id },
+          ),
+        ),
+        "No runs yet.",
+      ),
+  );
+}
 
 export function mount(root, route, ctx) {
   const id = encodeURIComponent(route.id);
   const body = h("div", {});
+  let zone = "UTC"; // the schedule's, read before its runs are drawn
+  const runs = runsOf(route.id, () => zone, ctx);
   root.append(body);
   return {
     async refresh() {
@@ -18,13 +50,16 @@ export function mount(root, route, ctx) {
         api(`/v1/schedules/${id}/next?count=5`, { signal: ctx.signal }),
         api(`/v1/schedules/${id}/events`, { signal: ctx.signal }),
       ]);
-      const zone = schedule.spec.timezone;
+      zone = schedule.spec.timezone;
+      await runs.refresh(); // after the zone is known: its fire times are shown in it
       const recent = events.slice(-SHOWN_EVENTS).reverse();
       fill(body,
         h("h1", {}, "Schedule ", h("code", {}, schedule.name || schedule.id)),
         h("p", {}, h("code", {}, schedule.spec.cron), ` in ${zone}`, schedule.paused ? " · paused" : ""),
         h("h2", {}, "Next fires"),
         table(["In its zone", "UTC"], preview.fires.map((fire) => row([fire.local, when(fire.utc)])), "No more fires."),
+        h("h2", {}, "Runs"),
+        runs.node,
         h("h2", {}, "Recent fires and misses"),
         table(
           ["At", "What", "Scheduled for", "Run", "Message"],
