@@ -77,8 +77,12 @@ class WorkflowCalls:
         state: str | None = None,
         limit: int = 100,
         cursor: str | None = None,
+        id_prefix: str | None = None,
     ) -> Page[WorkflowRun]:
-        params = {"workflow_id": workflow_id, "state": state, "limit": limit, "cursor": cursor}
+        params = {
+            "workflow_id": workflow_id, "state": state, "limit": limit, "cursor": cursor,
+            "id_prefix": id_prefix,
+        }  # fmt: skip
         response = self._request("GET", "/v1/workflow-runs", params=_given(params))
         return Page[WorkflowRun].model_validate(response.json())
 

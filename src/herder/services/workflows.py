@@ -67,11 +67,17 @@ def list_runs(
     *,
     workflow_id: str | None,
     state: WorkflowRunState | None,
+    id_prefix: str | None,
     limit: int,
     cursor: str | None,
 ) -> Page[WorkflowRun]:
     return store.workflow_runs.list(
-        tenant_id, workflow_id=workflow_id, state=state, limit=limit, cursor=cursor
+        tenant_id,
+        workflow_id=workflow_id,
+        state=state,
+        id_prefix=id_prefix,
+        limit=limit,
+        cursor=cursor,
     )
 
 
