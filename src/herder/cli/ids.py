@@ -1,0 +1,106 @@
+"""Ids as people read and type them: a table shows each id as its shortest unique start, as
+git abbreviates hashes, and every command that takes an id takes such a start back.
+
+One rule for every kind: a start names an id once it has ``MIN_PREFIX_CHARACTERS`` after the
+kind's ``sch_``, ``wfrun_``… — the creation time to about a second — and only one item has
+it. Tables never show less, so what a table shows can always be typed back.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
+from typing import Annotated
+
+import typer
+from rich.table import Column
+
+from herder.cli.common import fail
+from herder.client import HerderClient
+
+MIN_PREFIX_CHARACTERS = 8  # after the kind's prefix: they pin the creation time to about a second
+ID_CHARACTERS = 26  # after the kind's prefix: 10 of milliseconds, 16 random (domain/ids.py)
+CANDIDATES_SHOWN = 5  # ids an ambiguous start lists
+_ID = re.compile(rf"[a-z]+_[0-9A-Z]{{{ID_CHARACTERS}}}")
+# The start of an id, in the Crockford base32 ids are made of, short of a whole id; anything
+# else (a whole id, a name) goes to the server as it is.
+_START = re.compile(rf"[0-9A-HJKMNP-TV-Z]{{1,{ID_CHARACTERS - 1}}}")
+
+QuietFlag = Annotated[
+    bool, typer.Option("--quiet", "-q", help="print only whole ids, one a line, for pipes")
+]
+
+
+@dataclass(frozen=True)
+class IdKind:
+    """A kind of id: its prefix, its noun in messages, and how to list ids with a start."""
+
+    prefix: str
+    noun: str
+    starting: Callable[[HerderClient, str, int], list[str]]  # (client, start, at most) → ids
+
+
+RUN = IdKind(
+    "run", "run", lambda h, start, n: [r.id for r in h.list_runs(id_prefix=start, limit=n).items]
+)
+SCHEDULE = IdKind(
+    "sch",
+    "schedule",
+    lambda h, start, n: [s.id for s in h.list_schedules(id_prefix=start, limit=n).items],
+)
+WORKFLOW_RUN = IdKind(
+    "wfrun",
+    "workflow run",
+    lambda h, start, n: [r.id for r in h.list_workflow_runs(id_prefix=start, limit=n).items],
+)
+
+
+def full_id(herder: HerderClient, kind: IdKind, given: str) -> str:
+    """The id ``given`` names: a whole id or a name as it is, else the one id of ``kind``
+    that starts with it (a cell copied with a trailing ``…`` too)."""
+    head = f"{kind.prefix}_"
+    start = head + given.removesuffix("…").removeprefix(head).upper()
+    if not given.startswith(head) or not _START.fullmatch(start[len(head) :]):
+        return given
+    if len(start) - len(head) < MIN_PREFIX_CHARACTERS:
+        raise fail(
+            f"no {kind.noun} {given}: give {MIN_PREFIX_CHARACTERS} characters after {head} or more"
+        )
+    found = kind.starting(herder, start, CANDIDATES_SHOWN + 1)
+    if not found:
+        raise fail(f"no {kind.noun} starts with {start}")
+    if len(found) > 1:
+        more = ", …" if len(found) > CANDIDATES_SHOWN else ""
+        candidates = ", ".join(found[:CANDIDATES_SHOWN]) + more
+        raise fail(f"{start} is ambiguous: {candidates} (give more characters)")
+    return found[0]
+
+
+def short_ids(ids: Iterable[str]) -> dict[str, str]:
+    """Each id as its shortest start that no other of ``ids`` shares, with at least
+    ``MIN_PREFIX_CHARACTERS`` after its prefix; anything not shaped as an id stays whole."""
+    shown = {identifier: identifier for identifier in ids}
+    ordered = sorted(identifier for identifier in shown if _ID.fullmatch(identifier))
+    for index, identifier in enumerate(ordered):
+        neighbours = ordered[max(index - 1, 0) : index] + ordered[index + 1 : index + 2]
+        shared = max((_shared_length(identifier, other) for other in neighbours), default=0)
+        least = identifier.index("_") + 1 + MIN_PREFIX_CHARACTERS
+        shown[identifier] = identifier[: max(shared + 1, least)]
+    return shown
+
+
+def _shared_length(one: str, other: str) -> int:
+    pairs = enumerate(zip(one, other, strict=False))
+    return next((i for i, (a, b) in pairs if a != b), min(len(one), len(other)))
+
+
+def id_column(header: str, shown: Collection[str]) -> Column:
+    """A column as wide as the ids it shows, never cut or wrapped: the other columns give."""
+    return Column(header, no_wrap=True, min_width=max(map(len, shown), default=len(header)))
+
+
+def quiet_ids(ids: Iterable[str]) -> None:
+    """``-q``: whole ids only, one a line, for ``xargs`` and ``$(…)``."""
+    for identifier in ids:
+        typer.echo(identifier)
