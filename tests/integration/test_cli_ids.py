@@ -11,6 +11,7 @@ import pytest
 from herder.cli import common
 from tests.integration.conftest import Api, Herder
 from tests.integration.test_cli_runs import batch, ok
+from tests.integration.test_workflows import job, workflow
 
 
 def cells(output: str, prefix: str) -> list[str]:
@@ -37,6 +38,7 @@ def test_a_lone_id_is_shown_with_what_the_cli_asks_for(api: Api, herder: Herder)
     (shown,) = cells(ok(herder("run", "list")), "run")
     assert shown == run_id[: len("run_") + 8]
     assert json.loads(ok(herder("run", "show", shown, "--json")))["id"] == run_id
+    assert run_id in ok(herder("run", "show", shown))  # one run's view shows it whole
 
 
 def test_quiet_prints_whole_ids_that_feed_other_commands(api: Api, herder: Herder) -> None:
@@ -50,3 +52,48 @@ def test_quiet_prints_whole_ids_that_feed_other_commands(api: Api, herder: Herde
         ok(herder("run", "cancel", run_id))
     states = {run["state"] for run in json.loads(ok(herder("run", "list", "--json")))["items"]}
     assert states == {"cancelled"}
+
+
+def test_schedules_are_shown_and_named_by_the_start_of_their_id(
+    api: Api, herder: Herder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api.create_job("nightly")
+    made = [ok(herder("schedule", "create", "nightly", "@daily", "-q")).strip() for _ in range(2)]
+    assert [len(schedule_id) for schedule_id in made] == [len("sch_") + 26] * 2
+    assert ok(herder("schedule", "list", "-q")).splitlines() == sorted(made, reverse=True)
+    monkeypatch.setattr(common.out, "width", 80)
+    listed = ok(herder("schedule", "list"))
+    assert not re.search(r"sch_[0-9A-Z]*…", listed)
+    shown = cells(listed, "sch")
+    for identifier, start in zip(sorted(made, reverse=True), shown, strict=True):
+        assert len(start) < len(identifier)
+        assert ok(herder("schedule", "pause", start)) == f"paused {identifier}\n"
+        assert identifier in ok(herder("schedule", "show", start))
+    newest = sorted(made)[-1]
+    assert f"resumed {newest}" in ok(herder("schedule", "resume", shown[0].lower()))
+    short = herder("schedule", "show", made[0][:11])
+    assert short.exit_code == 1
+    assert f"no schedule {made[0][:11]}: give 8 characters after sch_ or more" in short.output
+    unknown = herder("schedule", "delete", "sch_ZZZZZZZZ")
+    assert unknown.exit_code == 1
+    assert "no schedule starts with sch_ZZZZZZZZ" in unknown.output
+
+
+def test_workflow_runs_are_shown_and_named_by_the_start_of_their_id(
+    api: Api, herder: Herder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job(api, "work")
+    workflow(api, "flow", tasks=[{"name": "only", "job": "work"}])
+    started = ok(herder("workflow", "run", "flow", "-q")).strip()
+    assert started.startswith("wfrun_")
+    assert len(started) == len("wfrun_") + 26
+    assert ok(herder("workflow", "runs", "--quiet")).splitlines() == [started]
+    monkeypatch.setattr(common.out, "width", 80)
+    (shown,) = cells(ok(herder("workflow", "runs")), "wfrun")
+    assert shown == started[: len("wfrun_") + 8]
+    assert started in ok(herder("workflow", "show", shown))
+    cancelled = json.loads(ok(herder("workflow", "cancel", shown, "--json")))
+    assert (cancelled["id"], cancelled["state"]) == (started, "cancelled")
+    short = herder("workflow", "resume", started[:12])
+    assert short.exit_code == 1
+    assert f"no workflow run {started[:12]}: give 8 characters after wfrun_" in short.output

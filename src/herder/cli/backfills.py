@@ -11,6 +11,7 @@ import typer
 from rich.progress import Progress
 
 from herder.cli.common import JsonFlag, client, fail, out, print_json, when
+from herder.cli.ids import SCHEDULE, full_id
 from herder.cli.schedules import schedule_app
 from herder.cli.workflows import workflow_app
 from herder.client import HerderClient
@@ -71,6 +72,7 @@ def schedule_backfill(
     """Run the schedule's nominal times after --start up to --end, each once, at low
     priority, --max-active at a time."""
     with client() as herder:
+        schedule_id = full_id(herder, SCHEDULE, schedule_id)
         _report(_backfill(herder, schedule_id, start, end, max_active, wait), as_json)
 
 

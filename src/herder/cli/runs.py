@@ -38,8 +38,9 @@ def _ended_well(runs: list[RunDetail]) -> None:
         raise typer.Exit(1)
 
 
-def _run_table(runs: list[Run]) -> Table:
-    shown = short_ids(run.id for run in runs)
+def _run_table(runs: list[Run], *, whole_ids: bool = False) -> Table:
+    """Runs, each id as its shortest unique start (``whole_ids``: as it is, for one run)."""
+    shown = {run.id: run.id for run in runs} if whole_ids else short_ids(run.id for run in runs)
     table = Table(
         id_column("ID", shown.values()), "JOB", "STATE", "ATTEMPTS", "CREATED", "FINISHED", "EXIT"
     )
@@ -58,7 +59,7 @@ def _run_table(runs: list[Run]) -> Table:
 
 
 def _print_detail(run: RunDetail) -> None:
-    out.print(_run_table([run]))
+    out.print(_run_table([run], whole_ids=True))
     if run.pool:
         out.print(f"pool: {run.pool}")
     if run.state is RunState.QUEUED and run.waiting_reason:
