@@ -10,6 +10,7 @@ import pytest
 
 from herder.cli import common
 from tests.integration.conftest import Api, Herder
+from tests.integration.test_alerts_api import channel
 from tests.integration.test_cli_runs import batch, ok
 from tests.integration.test_workflows import job, workflow
 
@@ -97,3 +98,25 @@ def test_workflow_runs_are_shown_and_named_by_the_start_of_their_id(
     short = herder("workflow", "resume", started[:12])
     assert short.exit_code == 1
     assert f"no workflow run {started[:12]}: give 8 characters after wfrun_" in short.output
+
+
+def test_alert_channels_and_rules_are_named_by_the_start_of_their_id(
+    api: Api, herder: Herder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = str(channel(api)["id"])
+    assert ok(herder("alert", "channel", "list", "-q")).splitlines() == [made]
+    monkeypatch.setattr(common.out, "width", 80)
+    (shown,) = cells(ok(herder("alert", "channel", "list")), "ach")
+    assert shown == made[: len("ach_") + 8]
+    rule = json.loads(
+        ok(herder("alert", "rule", "create", "failing", "--kind", "run_failed",
+                  "--channel", shown, "--json"))
+    )  # fmt: skip
+    assert rule["channel_ids"] == [made]
+    (rule_start,) = cells(ok(herder("alert", "rule", "list")), "alr")
+    assert ok(herder("alert", "rule", "delete", rule_start)) == f"deleted alert rule {rule['id']}\n"
+    assert "queued test delivery" in ok(herder("alert", "channel", "test", shown))
+    unknown = herder("alert", "channel", "delete", "ach_ZZZZZZZZ")
+    assert unknown.exit_code == 1
+    assert "no alert channel starts with ach_ZZZZZZZZ" in unknown.output
+    assert ok(herder("alert", "channel", "delete", shown)) == f"deleted alert channel {made}\n"

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import Api
+from tests.integration.test_alerts_api import channel, rule_body
 from tests.integration.test_workflows import job, start, workflow
 
 Made = Callable[[Api], list[str]]
@@ -31,9 +32,26 @@ def two_workflow_runs(api: Api) -> list[str]:
     return [start(api, workflow_id)["id"] for _ in range(2)]
 
 
+def two_alert_channels(api: Api) -> list[str]:
+    return [str(channel(api, name)["id"]) for name in ("ops", "oncall")]
+
+
+def two_alert_rules(api: Api) -> list[str]:
+    channel_id = channel(api)["id"]
+    made = []
+    for name in ("failures", "misses"):
+        body = rule_body(channel_id, name=name)
+        response = api.http.post("/v1/alert-rules", headers=api.admin, json=body)
+        assert response.status_code == 201, response.text
+        made.append(response.json()["id"])
+    return made
+
+
 LISTINGS = [
     pytest.param("/v1/schedules", two_schedules, id="schedules"),
     pytest.param("/v1/workflow-runs", two_workflow_runs, id="workflow-runs"),
+    pytest.param("/v1/alert-channels", two_alert_channels, id="alert-channels"),
+    pytest.param("/v1/alert-rules", two_alert_rules, id="alert-rules"),
 ]
 
 
@@ -55,7 +73,9 @@ def test_an_item_is_listed_by_the_start_of_its_id(api: Api, path: str, make: Mad
     assert listed(api, path, first, headers=other).json()["items"] == []
 
 
-@pytest.mark.parametrize("path", ["/v1/schedules", "/v1/workflow-runs"])
+@pytest.mark.parametrize(
+    "path", ["/v1/schedules", "/v1/workflow-runs", "/v1/alert-channels", "/v1/alert-rules"]
+)
 @pytest.mark.parametrize("prefix", ["sch_%", "wfrun__", "x_", "sch_01m8", "sch_" + "0" * 27])
 def test_a_malformed_start_is_a_problem_naming_the_field(api: Api, path: str, prefix: str) -> None:
     response = listed(api, path, prefix)

@@ -55,6 +55,17 @@ WORKFLOW_RUN = IdKind(
     lambda h, start, n: [r.id for r in h.list_workflow_runs(id_prefix=start, limit=n).items],
 )
 
+ALERT_CHANNEL = IdKind(
+    "ach",
+    "alert channel",
+    lambda h, start, n: [c.id for c in h.list_alert_channels(id_prefix=start, limit=n).items],
+)
+ALERT_RULE = IdKind(
+    "alr",
+    "alert rule",
+    lambda h, start, n: [r.id for r in h.list_alert_rules(id_prefix=start, limit=n).items],
+)
+
 
 def full_id(herder: HerderClient, kind: IdKind, given: str) -> str:
     """The id ``given`` names: a whole id or a name as it is, else the one id of ``kind``
