@@ -11,13 +11,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Column
 
 from herder.cli.common import fail
 from herder.client import HerderClient
+from herder.domain.models import Page
 
 MIN_PREFIX_CHARACTERS = 8  # after the kind's prefix: they pin the creation time to about a second
 ID_CHARACTERS = 26  # after the kind's prefix: 10 of milliseconds, 16 random (domain/ids.py)
@@ -34,37 +35,23 @@ QuietFlag = Annotated[
 
 @dataclass(frozen=True)
 class IdKind:
-    """A kind of id: its prefix, its noun in messages, and how to list ids with a start."""
+    """A kind of id: its prefix, its noun in messages, and its listing, which must take
+    ``id_prefix`` and ``limit``."""
 
     prefix: str
     noun: str
-    starting: Callable[[HerderClient, str, int], list[str]]  # (client, start, at most) → ids
+    listing: Callable[[HerderClient], Callable[..., Page[Any]]]
+
+    def starting(self, herder: HerderClient, start: str, most: int) -> list[str]:
+        """Up to ``most`` ids of this kind that begin with ``start``, newest first."""
+        return [item.id for item in self.listing(herder)(id_prefix=start, limit=most).items]
 
 
-RUN = IdKind(
-    "run", "run", lambda h, start, n: [r.id for r in h.list_runs(id_prefix=start, limit=n).items]
-)
-SCHEDULE = IdKind(
-    "sch",
-    "schedule",
-    lambda h, start, n: [s.id for s in h.list_schedules(id_prefix=start, limit=n).items],
-)
-WORKFLOW_RUN = IdKind(
-    "wfrun",
-    "workflow run",
-    lambda h, start, n: [r.id for r in h.list_workflow_runs(id_prefix=start, limit=n).items],
-)
-
-ALERT_CHANNEL = IdKind(
-    "ach",
-    "alert channel",
-    lambda h, start, n: [c.id for c in h.list_alert_channels(id_prefix=start, limit=n).items],
-)
-ALERT_RULE = IdKind(
-    "alr",
-    "alert rule",
-    lambda h, start, n: [r.id for r in h.list_alert_rules(id_prefix=start, limit=n).items],
-)
+RUN = IdKind("run", "run", lambda herder: herder.list_runs)
+SCHEDULE = IdKind("sch", "schedule", lambda herder: herder.list_schedules)
+WORKFLOW_RUN = IdKind("wfrun", "workflow run", lambda herder: herder.list_workflow_runs)
+ALERT_CHANNEL = IdKind("ach", "alert channel", lambda herder: herder.list_alert_channels)
+ALERT_RULE = IdKind("alr", "alert rule", lambda herder: herder.list_alert_rules)
 
 
 def full_id(herder: HerderClient, kind: IdKind, given: str) -> str:
