@@ -120,3 +120,19 @@ def test_alert_channels_and_rules_are_named_by_the_start_of_their_id(
     assert unknown.exit_code == 1
     assert "no alert channel starts with ach_ZZZZZZZZ" in unknown.output
     assert ok(herder("alert", "channel", "delete", shown)) == f"deleted alert channel {made}\n"
+
+
+def test_jobs_are_named_by_the_start_of_their_id_or_by_a_name_that_looks_like_one(
+    api: Api, herder: Herder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = str(api.create_job("nightly")["id"])
+    batch_job = str(api.create_job("job_batch")["id"])  # a name that reads as an id's start
+    assert ok(herder("job", "list", "-q")).splitlines() == [batch_job, made]
+    monkeypatch.setattr(common.out, "width", 80)
+    shown = cells(ok(herder("job", "list")), "job")
+    assert [batch_job.startswith(shown[0]), made.startswith(shown[1])] == [True, True]
+    assert len(shown[1]) < len(made)
+    started = ok(herder("run", "start", shown[1], "-q")).strip()
+    assert json.loads(ok(herder("run", "show", started, "--json")))["job_id"] == made
+    assert made in ok(herder("job", "show", shown[1]))  # one job's view: its id whole
+    assert batch_job in ok(herder("job", "show", "job_batch"))

@@ -47,7 +47,12 @@ def two_alert_rules(api: Api) -> list[str]:
     return made
 
 
+def two_jobs(api: Api) -> list[str]:
+    return [str(api.create_job(name)["id"]) for name in ("one", "two")]
+
+
 LISTINGS = [
+    pytest.param("/v1/jobs", two_jobs, id="jobs"),
     pytest.param("/v1/schedules", two_schedules, id="schedules"),
     pytest.param("/v1/workflow-runs", two_workflow_runs, id="workflow-runs"),
     pytest.param("/v1/alert-channels", two_alert_channels, id="alert-channels"),
@@ -74,7 +79,8 @@ def test_an_item_is_listed_by_the_start_of_its_id(api: Api, path: str, make: Mad
 
 
 @pytest.mark.parametrize(
-    "path", ["/v1/schedules", "/v1/workflow-runs", "/v1/alert-channels", "/v1/alert-rules"]
+    "path",
+    ["/v1/jobs", "/v1/schedules", "/v1/workflow-runs", "/v1/alert-channels", "/v1/alert-rules"],
 )
 @pytest.mark.parametrize("prefix", ["sch_%", "wfrun__", "x_", "sch_01m8", "sch_" + "0" * 27])
 def test_a_malformed_start_is_a_problem_naming_the_field(api: Api, path: str, prefix: str) -> None:

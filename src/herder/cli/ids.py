@@ -18,7 +18,7 @@ from rich.table import Column
 
 from herder.cli.common import fail
 from herder.client import HerderClient
-from herder.domain.models import Page
+from herder.domain.models import Job, Page
 
 MIN_PREFIX_CHARACTERS = 8  # after the kind's prefix: they pin the creation time to about a second
 ID_CHARACTERS = 26  # after the kind's prefix: 10 of milliseconds, 16 random (domain/ids.py)
@@ -41,12 +41,14 @@ class IdKind:
     prefix: str
     noun: str
     listing: Callable[[HerderClient], Callable[..., Page[Any]]]
+    named: bool = False  # a start no id has goes to the server as a name ("job_batch")
 
     def starting(self, herder: HerderClient, start: str, most: int) -> list[str]:
         """Up to ``most`` ids of this kind that begin with ``start``, newest first."""
         return [item.id for item in self.listing(herder)(id_prefix=start, limit=most).items]
 
 
+JOB = IdKind("job", "job", lambda herder: herder.list_jobs, named=True)
 RUN = IdKind("run", "run", lambda herder: herder.list_runs)
 SCHEDULE = IdKind("sch", "schedule", lambda herder: herder.list_schedules)
 WORKFLOW_RUN = IdKind("wfrun", "workflow run", lambda herder: herder.list_workflow_runs)
@@ -61,11 +63,14 @@ def full_id(herder: HerderClient, kind: IdKind, given: str) -> str:
     start = head + given.removesuffix("…").removeprefix(head).upper()
     if not given.startswith(head) or not _START.fullmatch(start[len(head) :]):
         return given
-    if len(start) - len(head) < MIN_PREFIX_CHARACTERS:
+    too_short = len(start) - len(head) < MIN_PREFIX_CHARACTERS
+    found = [] if too_short else kind.starting(herder, start, CANDIDATES_SHOWN + 1)
+    if kind.named and not found:
+        return given
+    if too_short:
         raise fail(
             f"no {kind.noun} {given}: give {MIN_PREFIX_CHARACTERS} characters after {head} or more"
         )
-    found = kind.starting(herder, start, CANDIDATES_SHOWN + 1)
     if not found:
         raise fail(f"no {kind.noun} starts with {start}")
     if len(found) > 1:
@@ -73,6 +78,11 @@ def full_id(herder: HerderClient, kind: IdKind, given: str) -> str:
         candidates = ", ".join(found[:CANDIDATES_SHOWN]) + more
         raise fail(f"{start} is ambiguous: {candidates} (give more characters)")
     return found[0]
+
+
+def job_of(herder: HerderClient, given: str) -> Job:
+    """The job ``given`` names: by name, whole id or a start of its id."""
+    return herder.find_job(full_id(herder, JOB, given))
 
 
 def short_ids(ids: Iterable[str]) -> dict[str, str]:

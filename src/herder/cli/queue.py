@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 
 from herder.cli.common import JsonFlag, app, client, out, print_json
-from herder.cli.ids import id_column, short_ids
+from herder.cli.ids import id_column, job_of, short_ids
 from herder.domain.models import QueueEntry
 
 
@@ -64,7 +64,7 @@ def queue(
 
     The system tenant's admins see every tenant's queue; everyone else their tenant's."""
     with client() as herder:
-        job_id = herder.find_job(job).id if job else None
+        job_id = job_of(herder, job).id if job else None
         page = herder.queue(job_id=job_id, limit=limit)
     if as_json:
         print_json(page)

@@ -23,7 +23,7 @@ from herder.cli.common import (
     when,
 )
 from herder.cli.deadline_options import deadline_line
-from herder.cli.ids import RUN, QuietFlag, full_id, id_column, quiet_ids, short_ids
+from herder.cli.ids import RUN, QuietFlag, full_id, id_column, job_of, quiet_ids, short_ids
 from herder.domain.jobs import Priority
 from herder.domain.models import Run, RunDetail
 from herder.domain.states import RunState
@@ -151,7 +151,7 @@ def run_start(
         return
     with client() as herder:
         run: Run = herder.start_run(
-            herder.find_job(job).id,
+            job_of(herder, job).id,
             params=params,
             args=arg,
             env=pairs(env, "env") or None,
@@ -187,7 +187,7 @@ def _start_many(
     job: str, count: int, overrides: _Overrides, *, wait: bool, as_json: bool, quiet: bool
 ) -> None:
     with client() as herder:
-        job_id = herder.find_job(job).id
+        job_id = job_of(herder, job).id
         run_ids = herder.start_runs(
             job_id, count, params=overrides.params, args=overrides.args, env=overrides.env
         )
@@ -221,7 +221,7 @@ def run_list(
     """List runs, newest first."""
     state = [*state, RunState.DEAD] if dead else state
     with client() as herder:
-        job_id = herder.find_job(job).id if job else None
+        job_id = job_of(herder, job).id if job else None
         page = herder.list_runs(job_id=job_id, states=state, limit=limit)
     if as_json:
         print_json(page)

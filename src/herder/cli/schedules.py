@@ -16,7 +16,7 @@ from herder.cli.deadline_options import (
     deadline_of,
     deadline_words,
 )
-from herder.cli.ids import SCHEDULE, QuietFlag, full_id, id_column, quiet_ids, short_ids
+from herder.cli.ids import SCHEDULE, QuietFlag, full_id, id_column, job_of, quiet_ids, short_ids
 from herder.client import HerderClient
 from herder.domain.models import Page, Schedule
 
@@ -126,7 +126,7 @@ def schedule_create(
             spec["name"] = name
         if arg is not None:
             spec["overrides"] = {"args": arg}
-        schedule = herder.create_schedule(herder.find_job(job).id, spec)
+        schedule = herder.create_schedule(job_of(herder, job).id, spec)
         if as_json:
             print_json(schedule)
             return
@@ -150,7 +150,7 @@ def schedule_list(
 ) -> None:
     """List schedules, newest first."""
     with client() as herder:
-        page = herder.list_schedules(job_id=herder.find_job(job).id if job else None)
+        page = herder.list_schedules(job_id=job_of(herder, job).id if job else None)
         if as_json:
             print_json(page)
             return
