@@ -84,8 +84,11 @@ def test_workflow_runs_are_shown_and_named_by_the_start_of_their_id(
     api: Api, herder: Herder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     job(api, "work")
-    workflow(api, "flow", tasks=[{"name": "only", "job": "work"}])
-    started = ok(herder("workflow", "run", "flow", "-q")).strip()
+    flow = str(workflow(api, "flow", tasks=[{"name": "only", "job": "work"}])["id"])
+    assert ok(herder("workflow", "list", "-q")).splitlines() == [flow]
+    (flow_start,) = cells(ok(herder("workflow", "list")), "wf")
+    assert flow_start == flow[: len("wf_") + 8]
+    started = ok(herder("workflow", "run", flow_start, "-q")).strip()
     assert started.startswith("wfrun_")
     assert len(started) == len("wfrun_") + 26
     assert ok(herder("workflow", "runs", "--quiet")).splitlines() == [started]

@@ -51,7 +51,15 @@ def two_jobs(api: Api) -> list[str]:
     return [str(api.create_job(name)["id"]) for name in ("one", "two")]
 
 
+def two_workflows(api: Api) -> list[str]:
+    job(api, "work")
+    return [
+        str(workflow(api, name, tasks=[{"name": "only", "job": "work"}])["id"]) for name in "ab"
+    ]
+
+
 LISTINGS = [
+    pytest.param("/v1/workflows", two_workflows, id="workflows"),
     pytest.param("/v1/jobs", two_jobs, id="jobs"),
     pytest.param("/v1/schedules", two_schedules, id="schedules"),
     pytest.param("/v1/workflow-runs", two_workflow_runs, id="workflow-runs"),
@@ -80,7 +88,14 @@ def test_an_item_is_listed_by_the_start_of_its_id(api: Api, path: str, make: Mad
 
 @pytest.mark.parametrize(
     "path",
-    ["/v1/jobs", "/v1/schedules", "/v1/workflow-runs", "/v1/alert-channels", "/v1/alert-rules"],
+    [
+        "/v1/jobs",
+        "/v1/schedules",
+        "/v1/workflows",
+        "/v1/workflow-runs",
+        "/v1/alert-channels",
+        "/v1/alert-rules",
+    ],
 )
 @pytest.mark.parametrize("prefix", ["sch_%", "wfrun__", "x_", "sch_01m8", "sch_" + "0" * 27])
 def test_a_malformed_start_is_a_problem_naming_the_field(api: Api, path: str, prefix: str) -> None:

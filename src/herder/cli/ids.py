@@ -19,6 +19,7 @@ from rich.table import Column
 from herder.cli.common import fail
 from herder.client import HerderClient
 from herder.domain.models import Job, Page
+from herder.domain.workflows.models import Workflow
 
 MIN_PREFIX_CHARACTERS = 8  # after the kind's prefix: they pin the creation time to about a second
 ID_CHARACTERS = 26  # after the kind's prefix: 10 of milliseconds, 16 random (domain/ids.py)
@@ -51,6 +52,7 @@ class IdKind:
 JOB = IdKind("job", "job", lambda herder: herder.list_jobs, named=True)
 RUN = IdKind("run", "run", lambda herder: herder.list_runs)
 SCHEDULE = IdKind("sch", "schedule", lambda herder: herder.list_schedules)
+WORKFLOW = IdKind("wf", "workflow", lambda herder: herder.list_workflows, named=True)
 WORKFLOW_RUN = IdKind("wfrun", "workflow run", lambda herder: herder.list_workflow_runs)
 ALERT_CHANNEL = IdKind("ach", "alert channel", lambda herder: herder.list_alert_channels)
 ALERT_RULE = IdKind("alr", "alert rule", lambda herder: herder.list_alert_rules)
@@ -83,6 +85,11 @@ def full_id(herder: HerderClient, kind: IdKind, given: str) -> str:
 def job_of(herder: HerderClient, given: str) -> Job:
     """The job ``given`` names: by name, whole id or a start of its id."""
     return herder.find_job(full_id(herder, JOB, given))
+
+
+def workflow_of(herder: HerderClient, given: str) -> Workflow:
+    """The workflow ``given`` names: by name, whole id or a start of its id."""
+    return herder.find_workflow(full_id(herder, WORKFLOW, given))
 
 
 def short_ids(ids: Iterable[str]) -> dict[str, str]:

@@ -18,7 +18,15 @@ from rich.text import Text
 from herder.cli.common import JsonFlag, app, client, fail, json_pairs, out, print_json, when
 from herder.cli.dag import definition_tasks, draw, run_tasks
 from herder.cli.deadline_options import deadline_line, deadline_words
-from herder.cli.ids import WORKFLOW_RUN, QuietFlag, full_id, id_column, quiet_ids, short_ids
+from herder.cli.ids import (
+    WORKFLOW_RUN,
+    QuietFlag,
+    full_id,
+    id_column,
+    quiet_ids,
+    short_ids,
+    workflow_of,
+)
 from herder.cli.tones import state_style
 from herder.client import HerderClient
 from herder.definitions.problems import Problem
@@ -163,7 +171,7 @@ def workflow_update(
     """
     body = _read_body(file)
     with client() as herder:
-        found = herder.find_workflow(workflow)
+        found = workflow_of(herder, workflow)
         updated = herder.update_workflow(
             found.id, {"name": found.name, **body}, if_version=if_version
         )
@@ -205,7 +213,7 @@ def workflow_show(
         shown: WorkflowRunDetail | Workflow = (
             herder.get_workflow_run(full_id(herder, WORKFLOW_RUN, target))
             if target.startswith(RUN_PREFIX)
-            else herder.find_workflow(target)
+            else workflow_of(herder, target)
         )
     if as_json:
         print_json(shown)
@@ -219,7 +227,7 @@ def workflow_show(
 def workflow_delete(workflow: str) -> None:
     """Delete a workflow (by name or id)."""
     with client() as herder:
-        found = herder.find_workflow(workflow)
+        found = workflow_of(herder, workflow)
         herder.delete_workflow(found.id)
     out.print(f"deleted workflow {found.name} ({found.id})")
 
@@ -241,7 +249,7 @@ def workflow_run(
     params = json_pairs(param, "--param")
     with client() as herder:
         run: WorkflowRun = herder.start_workflow(
-            herder.find_workflow(workflow).id, params, idempotency_key=idempotency_key
+            workflow_of(herder, workflow).id, params, idempotency_key=idempotency_key
         )
         if wait:
             run = _follow(herder, run.id, live=not (as_json or quiet))
@@ -267,7 +275,7 @@ def workflow_runs(
 ) -> None:
     """List workflow runs, newest first."""
     with client() as herder:
-        workflow_id = herder.find_workflow(workflow).id if workflow else None
+        workflow_id = workflow_of(herder, workflow).id if workflow else None
         page = herder.list_workflow_runs(workflow_id=workflow_id, state=state, limit=limit)
     if as_json:
         print_json(page)

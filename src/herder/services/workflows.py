@@ -21,9 +21,17 @@ def create(store: Store, tenant_id: str, name: str, spec: WorkflowSpec) -> Workf
 
 
 def list_workflows(
-    store: Store, tenant_id: str, *, limit: int, cursor: str | None, name: str | None
+    store: Store,
+    tenant_id: str,
+    *,
+    limit: int,
+    cursor: str | None,
+    name: str | None,
+    id_prefix: str | None,
 ) -> Page[Workflow]:
-    return store.workflows.list(tenant_id, limit=limit, cursor=cursor, name=name)
+    return store.workflows.list(
+        tenant_id, limit=limit, cursor=cursor, name=name, id_prefix=id_prefix
+    )
 
 
 def read(store: Store, tenant_id: str, workflow_id: str) -> Workflow:

@@ -51,8 +51,11 @@ def list_workflows(
     limit: Limit = 100,
     cursor: str | None = None,
     name: str | None = None,
+    id_prefix: IdPrefix = None,
 ) -> Page[Workflow]:
-    return workflows.list_workflows(store, caller.tenant_id, limit=limit, cursor=cursor, name=name)
+    return workflows.list_workflows(
+        store, caller.tenant_id, limit=limit, cursor=cursor, name=name, id_prefix=id_prefix
+    )
 
 
 @router.get("/v1/workflows/{workflow_id}", responses={200: ETAG_HEADER})
