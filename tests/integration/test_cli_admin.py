@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import update
 from typer.testing import Result
 
+from herder.cli.ids import short_ids
 from herder.client import ApiError
 from herder.domain.models import WorkerState
 from herder.store.schema import workers
@@ -127,7 +128,8 @@ def test_the_queue_in_dispatch_order_with_waiting_reasons(api: Api, herder: Herd
         api.create_job("urgent", priority="high", replicas=2, requires={"zone": "a"})["id"]
     )
     table = ok(herder("queue"))
-    assert table.index(str(high["id"])) < table.index(str(low["id"]))
+    shown = short_ids([str(high["id"]), str(low["id"])])  # each run as its shortest start
+    assert table.index(shown[str(high["id"])]) < table.index(shown[str(low["id"])])
     assert "2 x (1 cpu, 256 MB) on zone=a" in table
     assert "not looked at by the dispatcher yet" in table
     assert api.tenant_id in table

@@ -110,7 +110,7 @@ def test_an_ambiguous_unknown_or_short_prefix_is_explained(api: Api, herder: Her
     assert ambiguous.exit_code == 1
     newer, older = sorted([first, second], reverse=True)
     said = " ".join(ambiguous.output.split())  # the error console wraps at 80 columns
-    assert f"{shared} is ambiguous: {newer} and {older} (give more characters)" in said
+    assert f"{shared} is ambiguous: {newer}, {older} (give more characters)" in said
     unknown = herder("run", "cancel", "run_ZZZZZZZZ")
     assert unknown.exit_code == 1
     assert "no run starts with run_ZZZZZZZZ" in unknown.output

@@ -41,7 +41,7 @@ def test_top_once_shows_the_queue_and_the_fleet_to_a_system_admin(
     assert "\nworkers 1 alive\n" in output
     assert "last 60 min: 0 succeeded  0 failed  0 cancelled  failure rate -" in output
     assert "queue: first 1 of 1" in output
-    assert f"{str(run['id'])[:16]}…  too-big-to-place  medium" in output
+    assert f"{str(run['id'])[:12]}  too-big-to-place  medium" in output  # as run show takes it
     row = next(line for line in output.splitlines() if line.startswith("edge-worker"))
     assert row.split() == ["edge-worker-wit…", "alive", "10", "2", "2.0", "GB", "0", "0s", "ago"]
     assert "updated " in output

@@ -134,9 +134,9 @@ def test_a_runs_dag_shows_the_failure_its_dependants_reason_and_run_ids(
     assert "├─ publish ← evaluate  upstream_failed: all_success cannot be met" in drawn
     assert "└─ notify ← train, evaluate  queued" in drawn
 
-    listing = ok(herder("workflow", "runs", "pipeline", "--state", "running"))
-    assert run["id"] in listing
-    assert run["id"] not in ok(herder("workflow", "runs", "--state", "succeeded"))
+    listing = ok(herder("workflow", "runs", "pipeline", "--state", "running", "-q"))
+    assert listing.splitlines() == [run["id"]]
+    assert ok(herder("workflow", "runs", "--state", "succeeded", "-q")) == ""
 
 
 def test_a_failed_run_is_repaired_with_the_token_it_was_read_at(

@@ -101,7 +101,7 @@ def test_the_fleet_view_has_counts_rates_throughput_queue_and_workers() -> None:
     assert "5/30" in text
     assert "queue: first 1 of 57" in text
     row = next(line for line in lines if line.startswith("run_"))
-    assert row.split()[:5] == ["run_01KAB3XYZ012…", "nightly-report-…", "high", "3m05s", "no"]
+    assert row.split()[:5] == ["run_01KAB3XY", "nightly-report-…", "high", "3m05s", "no"]
     assert row.endswith("…")  # the reason is cut to the line, not wrapped
     assert "workers: 2" in text
     assert "gpu-box-in-the-…  alive  256    8    16.0 GB  1     3s ago" in text

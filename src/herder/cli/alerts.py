@@ -5,16 +5,31 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Annotated, TypeVar
+from typing import Annotated, Protocol, TypeVar
 
 import typer
 from rich.table import Table
 
 from herder.cli.common import JsonFlag, app, client, json_pairs, out, print_json, when
+from herder.cli.ids import (
+    ALERT_CHANNEL,
+    ALERT_RULE,
+    QuietFlag,
+    full_id,
+    id_column,
+    quiet_ids,
+    short_ids,
+)
 from herder.domain.alerts.rules import Channel, Delivery, Incident, Rule, RuleKind
 from herder.domain.models import Page
 
-T = TypeVar("T")
+
+class _Identified(Protocol):
+    @property
+    def id(self) -> str: ...
+
+
+T = TypeVar("T", bound=_Identified)
 Row = tuple[str, ...]
 
 alert_app = typer.Typer(
@@ -27,35 +42,47 @@ alert_app.add_typer(rule_app, name="rule")
 app.add_typer(alert_app, name="alert")
 
 
-def show(page: Page[T], as_json: bool, columns: tuple[str, ...], row: Callable[[T], Row]) -> None:
-    """The page as JSON, or its items as a table, a row each."""
+def show(
+    page: Page[T],
+    as_json: bool,
+    columns: tuple[str, ...],
+    row: Callable[[T], Row],
+    *,
+    quiet: bool = False,
+) -> None:
+    """The page as JSON, its ids (``quiet``), or its items as a table, a row each after the
+    item's id as its shortest unique start."""
     if as_json:
         print_json(page)
         return
-    table = Table(*columns)
+    if quiet:
+        quiet_ids(one.id for one in page.items)
+        return
+    shown = short_ids(one.id for one in page.items)
+    table = Table(id_column("ID", shown.values()), *columns)
     for one in page.items:
-        table.add_row(*row(one))
+        table.add_row(shown[one.id], *row(one))
     out.print(table)
 
 
 def _channel_row(one: Channel) -> Row:
-    return (one.id, one.name, one.url, "yes" if one.enabled else "no", when(one.created_at))
+    return (one.name, one.url, "yes" if one.enabled else "no", when(one.created_at))
 
 
 def _rule_row(one: Rule) -> Row:
     shown = {key: value for key, value in one.params.items() if value is not None}
-    return (one.id, one.name, one.kind, json.dumps(shown), ", ".join(one.channel_ids),
+    return (one.name, one.kind, json.dumps(shown), ", ".join(one.channel_ids),
             "yes" if one.enabled else "no")  # fmt: skip
 
 
 def _incident_row(one: Incident) -> Row:
-    return (one.id, one.rule_id, one.key, one.state, when(one.opened_at), when(one.resolved_at),
+    return (one.rule_id, one.key, one.state, when(one.opened_at), when(one.resolved_at),
             one.summary)  # fmt: skip
 
 
 def _delivery_row(one: Delivery) -> Row:
     last = str(one.last_status or one.last_error or "-")
-    return (one.id, one.channel_id, one.event, one.state, str(one.attempts), last,
+    return (one.channel_id, one.event, one.state, str(one.attempts), last,
             when(one.next_attempt_at))  # fmt: skip
 
 
@@ -75,17 +102,18 @@ def channel_create(name: str, url: str, as_json: JsonFlag = False) -> None:
 
 
 @channel_app.command("list")
-def channel_list(limit: Limit = 100, as_json: JsonFlag = False) -> None:
+def channel_list(limit: Limit = 100, as_json: JsonFlag = False, quiet: QuietFlag = False) -> None:
     with client() as herder:
         page = herder.list_alert_channels(limit=limit)
 
-    show(page, as_json, ("ID", "NAME", "URL", "ENABLED", "CREATED"), _channel_row)
+    show(page, as_json, ("NAME", "URL", "ENABLED", "CREATED"), _channel_row, quiet=quiet)
 
 
 @channel_app.command("delete")
 def channel_delete(channel_id: str) -> None:
     """Delete a channel and its deliveries; rules stop naming it."""
     with client() as herder:
+        channel_id = full_id(herder, ALERT_CHANNEL, channel_id)
         herder.delete_alert_channel(channel_id)
     out.print(f"deleted alert channel {channel_id}")
 
@@ -94,7 +122,7 @@ def channel_delete(channel_id: str) -> None:
 def channel_test(channel_id: str) -> None:
     """Queue a signed test delivery; see it with ``herder alert deliveries``."""
     with client() as herder:
-        delivery_id = herder.test_alert_channel(channel_id)
+        delivery_id = herder.test_alert_channel(full_id(herder, ALERT_CHANNEL, channel_id))
     out.print(f"queued test delivery {delivery_id}")
 
 
@@ -114,6 +142,7 @@ def rule_create(
     body = {"name": name, "kind": kind, "channel_ids": channel,
             "params": json_pairs(param or [], "--param"), "notify_recovery": recovery}  # fmt: skip
     with client() as herder:
+        body["channel_ids"] = [full_id(herder, ALERT_CHANNEL, one) for one in channel]
         rule = herder.create_alert_rule(body)
     if as_json:
         print_json(rule)
@@ -122,17 +151,19 @@ def rule_create(
 
 
 @rule_app.command("list")
-def rule_list(limit: Limit = 100, as_json: JsonFlag = False) -> None:
+def rule_list(limit: Limit = 100, as_json: JsonFlag = False, quiet: QuietFlag = False) -> None:
     with client() as herder:
         page = herder.list_alert_rules(limit=limit)
 
-    show(page, as_json, ("ID", "NAME", "KIND", "PARAMS", "CHANNELS", "ENABLED"), _rule_row)
+    columns = ("NAME", "KIND", "PARAMS", "CHANNELS", "ENABLED")
+    show(page, as_json, columns, _rule_row, quiet=quiet)
 
 
 @rule_app.command("delete")
 def rule_delete(rule_id: str) -> None:
     """Delete a rule and its incidents."""
     with client() as herder:
+        rule_id = full_id(herder, ALERT_RULE, rule_id)
         herder.delete_alert_rule(rule_id)
     out.print(f"deleted alert rule {rule_id}")
 
@@ -147,7 +178,7 @@ def alert_list(
     with client() as herder:
         page = herder.list_alerts(state=state, limit=limit)
 
-    columns = ("ID", "RULE", "KEY", "STATE", "OPENED", "RESOLVED", "SUMMARY")
+    columns = ("RULE", "KEY", "STATE", "OPENED", "RESOLVED", "SUMMARY")
     show(page, as_json, columns, _incident_row)
 
 
@@ -159,7 +190,8 @@ def alert_deliveries(
 ) -> None:
     """Deliveries, newest first, with their attempts."""
     with client() as herder:
-        page = herder.list_alert_deliveries(channel_id=channel, limit=limit)
+        channel_id = None if channel is None else full_id(herder, ALERT_CHANNEL, channel)
+        page = herder.list_alert_deliveries(channel_id=channel_id, limit=limit)
 
-    columns = ("ID", "CHANNEL", "EVENT", "STATE", "ATTEMPTS", "LAST", "NEXT")
+    columns = ("CHANNEL", "EVENT", "STATE", "ATTEMPTS", "LAST", "NEXT")
     show(page, as_json, columns, _delivery_row)

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from herder.cli.common import JsonFlag, client, out, print_json
+from herder.cli.ids import WORKFLOW_RUN, full_id
 from herder.cli.workflows import workflow_app
 
 Comment = Annotated[
@@ -17,6 +18,7 @@ Comment = Annotated[
 
 def _decide(run_id: str, task: str, *, approved: bool, comment: str | None, as_json: bool) -> None:
     with client() as herder:
+        run_id = full_id(herder, WORKFLOW_RUN, run_id)
         run = herder.decide_workflow_task(run_id, task, approved=approved, comment=comment)
     if as_json:
         print_json(run)

@@ -11,6 +11,7 @@ import typer
 from rich.progress import Progress
 
 from herder.cli.common import JsonFlag, client, fail, out, print_json, when
+from herder.cli.ids import SCHEDULE, full_id, workflow_of
 from herder.cli.schedules import schedule_app
 from herder.cli.workflows import workflow_app
 from herder.client import HerderClient
@@ -71,6 +72,7 @@ def schedule_backfill(
     """Run the schedule's nominal times after --start up to --end, each once, at low
     priority, --max-active at a time."""
     with client() as herder:
+        schedule_id = full_id(herder, SCHEDULE, schedule_id)
         _report(_backfill(herder, schedule_id, start, end, max_active, wait), as_json)
 
 
@@ -86,7 +88,7 @@ def workflow_schedule(
     """Start the workflow (by name or id) on a cron schedule."""
     spec = {"cron": cron, "timezone": timezone, "concurrency_policy": concurrency}
     with client() as herder:
-        target = {"workflow_id": herder.find_workflow(workflow).id}
+        target = {"workflow_id": workflow_of(herder, workflow).id}
         schedule = herder.create_schedule_of(target, spec | ({"name": name} if name else {}))
     if as_json:
         print_json(schedule)
@@ -111,7 +113,7 @@ def workflow_backfill(
     """Run a schedule of the workflow over a past range: one workflow run per nominal time."""
     with client() as herder:
         if schedule is None:
-            found = herder.list_schedules(workflow_id=herder.find_workflow(workflow).id).items
+            found = herder.list_schedules(workflow_id=workflow_of(herder, workflow).id).items
             if len(found) != 1:
                 raise fail(
                     f"workflow {workflow!r} has {len(found)} schedules; name one with --schedule"

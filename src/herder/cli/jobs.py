@@ -11,6 +11,7 @@ from rich.table import Table
 
 from herder.cli.common import JsonFlag, app, client, fail, out, pairs, print_json, when
 from herder.cli.deadline_options import DeadlineCancelOption, DeadlineOption, deadline_of
+from herder.cli.ids import QuietFlag, id_column, job_of, quiet_ids, short_ids
 from herder.cli.uploads import upload_progress
 from herder.domain.jobs import DEFAULT_STOP_GRACE_SECONDS
 from herder.domain.models import Job
@@ -22,12 +23,17 @@ app.add_typer(job_app, name="job")
 _RUNTIME_BY_SUFFIX = {".py": "python", ".zip": "archive", ".tgz": "archive", ".gz": "archive"}
 
 
-def _job_table(jobs: list[Job]) -> Table:
-    table = Table("ID", "NAME", "RUNTIME", "CPU", "MEMORY", "PRIORITY", "UPDATED")
+def _job_table(jobs: list[Job], *, whole_ids: bool = False) -> Table:
+    """Jobs, each id as its shortest unique start (``whole_ids``: as it is, for one job)."""
+    ids = [job.id for job in jobs]
+    shown = dict(zip(ids, ids, strict=True)) if whole_ids else short_ids(ids)
+    table = Table(
+        id_column("ID", shown.values()), "NAME", "RUNTIME", "CPU", "MEMORY", "PRIORITY", "UPDATED"
+    )
     for job in jobs:
         spec = job.spec
         table.add_row(
-            job.id,
+            shown[job.id],
             job.name,
             spec.runtime,
             f"{spec.resources.cpu:g}",
@@ -117,12 +123,15 @@ def job_list(
     label: Annotated[list[str], typer.Option(help="KEY=VALUE filter")] = [],  # noqa: B006
     limit: int = 100,
     as_json: JsonFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """List jobs, newest first."""
     with client() as herder:
         page = herder.list_jobs(name=name, labels=pairs(label, "label"), limit=limit)
     if as_json:
         print_json(page)
+    elif quiet:
+        quiet_ids(job.id for job in page.items)
     else:
         out.print(_job_table(page.items))
 
@@ -131,11 +140,11 @@ def job_list(
 def job_show(job: str, as_json: JsonFlag = False) -> None:
     """Show a job (by name or id)."""
     with client() as herder:
-        found = herder.find_job(job)
+        found = job_of(herder, job)
     if as_json:
         print_json(found)
     else:
-        out.print(_job_table([found]))
+        out.print(_job_table([found], whole_ids=True))
         out.print_json(found.spec.model_dump_json())
 
 
@@ -155,7 +164,7 @@ def job_update(
         except json.JSONDecodeError:
             changes[field] = raw
     with client() as herder:
-        updated = herder.update_job(herder.find_job(job).id, changes)
+        updated = herder.update_job(job_of(herder, job).id, changes)
     if as_json:
         print_json(updated)
     else:
@@ -166,6 +175,6 @@ def job_update(
 def job_delete(job: str) -> None:
     """Delete a job definition; its run history stays."""
     with client() as herder:
-        found = herder.find_job(job)
+        found = job_of(herder, job)
         herder.delete_job(found.id)
     out.print(f"deleted job {found.name} ({found.id})")

@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from herder.cli.common import JsonFlag, app, client, out, print_json
+from herder.cli.ids import id_column, job_of, short_ids
 from herder.domain.models import QueueEntry
 
 
@@ -40,10 +41,14 @@ def needs(entry: QueueEntry) -> str:
 
 
 def _queue_table(entries: list[QueueEntry]) -> Table:
-    table = Table("RUN", "JOB", "TENANT", "PRIORITY", "NEEDS", "WAITED", "WAITING REASON")
+    runs = short_ids(entry.run_id for entry in entries)
+    table = Table(
+        id_column("RUN", runs.values()), "JOB", "TENANT", "PRIORITY", "NEEDS", "WAITED",
+        "WAITING REASON",
+    )  # fmt: skip
     for entry in entries:
         table.add_row(
-            entry.run_id, entry.job_name, entry.tenant_id, entry.priority, needs(entry),
+            runs[entry.run_id], entry.job_name, entry.tenant_id, entry.priority, needs(entry),
             waited(entry.waited_seconds), entry.waiting_reason or "-",
         )  # fmt: skip
     return table
@@ -59,7 +64,7 @@ def queue(
 
     The system tenant's admins see every tenant's queue; everyone else their tenant's."""
     with client() as herder:
-        job_id = herder.find_job(job).id if job else None
+        job_id = job_of(herder, job).id if job else None
         page = herder.queue(job_id=job_id, limit=limit)
     if as_json:
         print_json(page)

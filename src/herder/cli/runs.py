@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import sys
 from collections import Counter
 from dataclasses import dataclass
@@ -17,7 +16,6 @@ from herder.cli.common import (
     JsonFlag,
     app,
     client,
-    fail,
     out,
     pairs,
     print_json,
@@ -25,34 +23,13 @@ from herder.cli.common import (
     when,
 )
 from herder.cli.deadline_options import deadline_line
-from herder.client import HerderClient
+from herder.cli.ids import RUN, QuietFlag, full_id, id_column, job_of, quiet_ids, short_ids
 from herder.domain.jobs import Priority
 from herder.domain.models import Run, RunDetail
 from herder.domain.states import RunState
 
 run_app = typer.Typer(help="Start, inspect, cancel, suspend and resume runs.", no_args_is_help=True)
 app.add_typer(run_app, name="run")
-
-MIN_PREFIX_CHARACTERS = 8  # after "run_": they pin the creation time to about a second
-# The start of a run id, in the Crockford base32 ids are made of (domain/ids.py), short of a
-# whole id (26 characters after "run_"); anything else goes to the server as it is.
-RUN_ID_START = re.compile(r"run_[0-9A-HJKMNP-TV-Z]{1,25}")
-
-
-def run_id_of(herder: HerderClient, given: str) -> str:
-    """The run ``given`` names: its whole id, or a unique start of it as a table cut to 80
-    columns shows it (``run_01M82Z…``), so a copied cell works."""
-    prefix = "run_" + given.removesuffix("…").removeprefix("run_").upper()
-    if not given.startswith("run_") or not RUN_ID_START.fullmatch(prefix):
-        return given
-    if len(prefix) - len("run_") < MIN_PREFIX_CHARACTERS:
-        raise fail(f"no run {given}: give {MIN_PREFIX_CHARACTERS} characters after run_ or more")
-    found = herder.list_runs(id_prefix=prefix, limit=2).items
-    if not found:
-        raise fail(f"no run starts with {prefix}")
-    if len(found) > 1:
-        raise fail(f"{prefix} is ambiguous: {found[0].id} and {found[1].id} (give more characters)")
-    return found[0].id
 
 
 def _ended_well(runs: list[RunDetail]) -> None:
@@ -61,12 +38,16 @@ def _ended_well(runs: list[RunDetail]) -> None:
         raise typer.Exit(1)
 
 
-def _run_table(runs: list[Run]) -> Table:
-    table = Table("ID", "JOB", "STATE", "ATTEMPTS", "CREATED", "FINISHED", "EXIT")
+def _run_table(runs: list[Run], *, whole_ids: bool = False) -> Table:
+    """Runs, each id as its shortest unique start (``whole_ids``: as it is, for one run)."""
+    shown = {run.id: run.id for run in runs} if whole_ids else short_ids(run.id for run in runs)
+    table = Table(
+        id_column("ID", shown.values()), "JOB", "STATE", "ATTEMPTS", "CREATED", "FINISHED", "EXIT"
+    )
     for run in runs:
         state = f"{run.state} until {when(run.retry_at)}" if run.retry_at else run.state
         table.add_row(
-            run.id,
+            shown[run.id],
             run.job_name,
             state,
             str(run.attempt_count),
@@ -78,7 +59,7 @@ def _run_table(runs: list[Run]) -> Table:
 
 
 def _print_detail(run: RunDetail) -> None:
-    out.print(_run_table([run]))
+    out.print(_run_table([run], whole_ids=True))
     if run.pool:
         out.print(f"pool: {run.pool}")
     if run.state is RunState.QUEUED and run.waiting_reason:
@@ -154,9 +135,11 @@ def run_start(
         int, typer.Option(min=1, max=100_000, help="start this many runs (in batches)")
     ] = 1,
     as_json: JsonFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """Start a one-off run of a job (by name or id). An operator key sets only the job's
-    declared parameters (--param); --arg and --env need a developer key."""
+    declared parameters (--param); --arg and --env need a developer key. With -q, only the
+    runs' ids: ``herder run start JOB -q | xargs herder run cancel``."""
     params = pairs(param, "--param") or None  # as text: the job's declaration types it
     if count > 1:
         if idempotency_key is not None:
@@ -164,11 +147,11 @@ def run_start(
         if priority is not None or at is not None or after is not None:
             raise typer.BadParameter("one run at a time", param_hint="--priority, --at, --in")
         overrides = _Overrides(params, arg, pairs(env, "env") or None)
-        _start_many(job, count, overrides, wait=wait, as_json=as_json)
+        _start_many(job, count, overrides, wait=wait, as_json=as_json, quiet=quiet)
         return
     with client() as herder:
         run: Run = herder.start_run(
-            herder.find_job(job).id,
+            job_of(herder, job).id,
             params=params,
             args=arg,
             env=pairs(env, "env") or None,
@@ -181,6 +164,8 @@ def run_start(
             run = herder.wait(run.id, timeout=25 * 3600)
     if as_json:
         print_json(run)
+    elif quiet:
+        quiet_ids([run.id])
     elif isinstance(run, RunDetail):
         _print_detail(run)
     elif run.state is RunState.SCHEDULED and run.run_at is not None:
@@ -198,9 +183,11 @@ class _Overrides:
     env: dict[str, str] | None
 
 
-def _start_many(job: str, count: int, overrides: _Overrides, *, wait: bool, as_json: bool) -> None:
+def _start_many(
+    job: str, count: int, overrides: _Overrides, *, wait: bool, as_json: bool, quiet: bool
+) -> None:
     with client() as herder:
-        job_id = herder.find_job(job).id
+        job_id = job_of(herder, job).id
         run_ids = herder.start_runs(
             job_id, count, params=overrides.params, args=overrides.args, env=overrides.env
         )
@@ -209,6 +196,8 @@ def _start_many(job: str, count: int, overrides: _Overrides, *, wait: bool, as_j
         print_json(list(ended))
     elif as_json:
         out.print_json(json.dumps(run_ids))
+    elif quiet:
+        quiet_ids(run_ids)
     elif ended:
         tally = Counter(str(run.state) for run in ended)
         out.print(f"{count} runs of {job}: " + ", ".join(f"{n} {s}" for s, n in tally.items()))
@@ -227,14 +216,17 @@ def run_list(
     dead: Annotated[bool, typer.Option("--dead", help="the dead-letter set")] = False,
     limit: int = 50,
     as_json: JsonFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """List runs, newest first."""
     state = [*state, RunState.DEAD] if dead else state
     with client() as herder:
-        job_id = herder.find_job(job).id if job else None
+        job_id = job_of(herder, job).id if job else None
         page = herder.list_runs(job_id=job_id, states=state, limit=limit)
     if as_json:
         print_json(page)
+    elif quiet:
+        quiet_ids(run.id for run in page.items)
     else:
         out.print(_run_table(page.items))
 
@@ -243,7 +235,7 @@ def run_list(
 def run_show(run_id: str, as_json: JsonFlag = False) -> None:
     """A run with its attempts and its timeline of events."""
     with client() as herder:
-        run_id = run_id_of(herder, run_id)
+        run_id = full_id(herder, RUN, run_id)
         run = herder.get_run(run_id)
     if as_json:
         print_json(run)
@@ -259,7 +251,7 @@ def run_logs(
 ) -> None:
     """Print a run's output (stdout and stderr, in order)."""
     with client() as herder:
-        run_id = run_id_of(herder, run_id)
+        run_id = full_id(herder, RUN, run_id)
         if follow:
             chunks = herder.follow_logs(run_id, attempt=attempt)
         else:
@@ -274,7 +266,7 @@ def run_logs(
 def run_rerun(run_id: str, as_json: JsonFlag = False) -> None:
     """Run an ended (say, dead) run again, as a new run linked to it."""
     with client() as herder:
-        run_id = run_id_of(herder, run_id)
+        run_id = full_id(herder, RUN, run_id)
         run = herder.rerun(run_id)
     if as_json:
         print_json(run)
@@ -286,7 +278,7 @@ def run_rerun(run_id: str, as_json: JsonFlag = False) -> None:
 def run_cancel(run_id: str, as_json: JsonFlag = False) -> None:
     """Cancel a run: at once if queued; a running one is killed by its worker."""
     with client() as herder:
-        run_id = run_id_of(herder, run_id)
+        run_id = full_id(herder, RUN, run_id)
         run = herder.cancel_run(run_id)
     if as_json:
         print_json(run)
@@ -301,7 +293,7 @@ def run_suspend(run_id: str, as_json: JsonFlag = False) -> None:
     """Hold a run until resumed: at once if waiting; a running one is stopped by its worker
     as a preemption (its stop grace, its checkpoint saved)."""
     with client() as herder:
-        run_id = run_id_of(herder, run_id)
+        run_id = full_id(herder, RUN, run_id)
         run = herder.suspend_run(run_id)
     if as_json:
         print_json(run)
@@ -315,7 +307,7 @@ def run_suspend(run_id: str, as_json: JsonFlag = False) -> None:
 def run_priority(run_id: str, priority: Priority, as_json: JsonFlag = False) -> None:
     """Move a run not started yet to another class (it keeps its place in time)."""
     with client() as herder:
-        run_id = run_id_of(herder, run_id)
+        run_id = full_id(herder, RUN, run_id)
         run = herder.set_run_priority(run_id, priority)
     if as_json:
         print_json(run)
@@ -327,7 +319,7 @@ def run_priority(run_id: str, priority: Priority, as_json: JsonFlag = False) -> 
 def run_resume(run_id: str, as_json: JsonFlag = False) -> None:
     """Queue a suspended run again (held pending while the tenant is at max_queued)."""
     with client() as herder:
-        run_id = run_id_of(herder, run_id)
+        run_id = full_id(herder, RUN, run_id)
         run = herder.resume_run(run_id)
     if as_json:
         print_json(run)

@@ -16,6 +16,7 @@ from herder.cli.deadline_options import (
     deadline_of,
     deadline_words,
 )
+from herder.cli.ids import SCHEDULE, QuietFlag, full_id, id_column, job_of, quiet_ids, short_ids
 from herder.client import HerderClient
 from herder.domain.models import Page, Schedule
 
@@ -67,15 +68,21 @@ def _names_of(wanted: set[str], listing: Callable[[str | None], Page[_Item]]) ->
         cursor = page.next_cursor
 
 
-def _schedule_table(items: list[Schedule], names: dict[str, str]) -> Table:
+def _schedule_table(
+    items: list[Schedule], names: dict[str, str], *, whole_ids: bool = False
+) -> Table:
+    """Schedules, each id as its shortest unique start (``whole_ids``: as it is, for one)."""
+    ids = [schedule.id for schedule in items]
+    shown = dict(zip(ids, ids, strict=True)) if whole_ids else short_ids(ids)
     table = Table(
-        "ID", "NAME", "JOB/WORKFLOW", "CRON", "ZONE", "NEXT (UTC)", "STATE", "FIRED", "MISSED"
-    )
+        id_column("ID", shown.values()), "NAME", "JOB/WORKFLOW", "CRON", "ZONE", "NEXT (UTC)",
+        "STATE", "FIRED", "MISSED",
+    )  # fmt: skip
     for schedule in items:
         spec = schedule.spec
         target = schedule.job_id or schedule.workflow_id or ""
         table.add_row(
-            schedule.id, schedule.name or "", names.get(target, target), spec.cron,
+            shown[schedule.id], schedule.name or "", names.get(target, target), spec.cron,
             spec.timezone, when(schedule.next_due_at), "paused" if schedule.paused else "active",
             str(schedule.fired_count), str(schedule.missed_count),
         )  # fmt: skip
@@ -106,6 +113,7 @@ def schedule_create(
     deadline: DeadlineOption = None,
     deadline_cancel: DeadlineCancelOption = False,
     as_json: JsonFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """Run a job (by name or id) on a cron schedule."""
     with client() as herder:
@@ -118,9 +126,12 @@ def schedule_create(
             spec["name"] = name
         if arg is not None:
             spec["overrides"] = {"args": arg}
-        schedule = herder.create_schedule(herder.find_job(job).id, spec)
+        schedule = herder.create_schedule(job_of(herder, job).id, spec)
         if as_json:
             print_json(schedule)
+            return
+        if quiet:
+            quiet_ids([schedule.id])
             return
         fires = [] if paused else herder.next_fires(schedule.id, CREATED_FIRES_SHOWN)
     if paused:
@@ -135,12 +146,16 @@ def schedule_create(
 def schedule_list(
     job: Annotated[str | None, typer.Option(help="job name or id")] = None,
     as_json: JsonFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """List schedules, newest first."""
     with client() as herder:
-        page = herder.list_schedules(job_id=herder.find_job(job).id if job else None)
+        page = herder.list_schedules(job_id=job_of(herder, job).id if job else None)
         if as_json:
             print_json(page)
+            return
+        if quiet:
+            quiet_ids(schedule.id for schedule in page.items)
             return
         names = _target_names(herder, page.items)
     out.print(_schedule_table(page.items, names))
@@ -150,6 +165,7 @@ def schedule_list(
 def schedule_show(schedule_id: str, as_json: JsonFlag = False) -> None:
     """A schedule, its next fires and its recent events."""
     with client() as herder:
+        schedule_id = full_id(herder, SCHEDULE, schedule_id)
         schedule = herder.get_schedule(schedule_id)
         fires = herder.next_fires(schedule_id, 5)
         events = herder.schedule_events(schedule_id)
@@ -157,14 +173,16 @@ def schedule_show(schedule_id: str, as_json: JsonFlag = False) -> None:
             print_json(schedule)
             return
         names = _target_names(herder, [schedule])
-    out.print(_schedule_table([schedule], names))
+    out.print(_schedule_table([schedule], names, whole_ids=True))
     out.print("next fires: " + ", ".join(fire["local"] for fire in fires))
     if schedule.spec.deadline is not None:
         out.print(f"{deadline_words(schedule.spec.deadline)} after each fire, local time")
-    table = Table("TIME", "KIND", "FOR", "RUN", "MESSAGE")
-    for event in events[-20:]:
+    recent = events[-20:]
+    runs = short_ids(event.run_id for event in recent if event.run_id)
+    table = Table("TIME", "KIND", "FOR", id_column("RUN", runs.values()), "MESSAGE")
+    for event in recent:
         table.add_row(
-            when(event.at), event.kind, when(event.scheduled_for), event.run_id or "",
+            when(event.at), event.kind, when(event.scheduled_for), runs.get(event.run_id or "", ""),
             event.message,
         )  # fmt: skip
     out.print(table)
@@ -179,7 +197,7 @@ def schedule_next(
     """The next fire times, in UTC and in the schedule's zone."""
     with client() as herder:
         if cron_or_id.startswith("sch_"):
-            fires = herder.next_fires(cron_or_id, count)
+            fires = herder.next_fires(full_id(herder, SCHEDULE, cron_or_id), count)
         else:
             fires = herder.preview_cron(cron_or_id, timezone, count)
     for fire in fires:
@@ -190,6 +208,7 @@ def schedule_next(
 def schedule_pause(schedule_id: str) -> None:
     """Stop firing; nothing is caught up on resume."""
     with client() as herder:
+        schedule_id = full_id(herder, SCHEDULE, schedule_id)
         herder.pause_schedule(schedule_id)
     out.print(f"paused {schedule_id}")
 
@@ -198,6 +217,7 @@ def schedule_pause(schedule_id: str) -> None:
 def schedule_resume(schedule_id: str) -> None:
     """Resume from now; fires that fell while paused are not caught up."""
     with client() as herder:
+        schedule_id = full_id(herder, SCHEDULE, schedule_id)
         schedule = herder.pause_schedule(schedule_id, paused=False)
     out.print(f"resumed {schedule_id}; next fire {when(schedule.next_due_at)} UTC")
 
@@ -206,5 +226,6 @@ def schedule_resume(schedule_id: str) -> None:
 def schedule_delete(schedule_id: str) -> None:
     """Delete a schedule; the runs it made stay."""
     with client() as herder:
+        schedule_id = full_id(herder, SCHEDULE, schedule_id)
         herder.delete_schedule(schedule_id)
     out.print(f"deleted {schedule_id}")

@@ -22,6 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from herder.cli.common import app, client, fail, out
+from herder.cli.ids import short_ids
 from herder.cli.queue import waited
 from herder.cli.tones import state_style
 from herder.client import ClientError, HerderClient
@@ -34,7 +35,6 @@ CLOCK: Clock = SystemClock()  # what the frame's ages count to; a test sets its 
 WINDOW_MINUTES = 60  # the sparkline's minutes, one column each
 TABLE_ROWS = 10  # per table, unless the terminal is too short for them
 FIXED_LINES = 18  # the frame's lines besides the two tables' rows
-RUN_ID_CHARACTERS = 16  # "run_" and 12 more: `herder run show run_01KA…` finds it
 NAME_CHARACTERS = 16
 BAR_COLUMNS = 12
 SPARK_BLOCKS = "▁▂▃▄▅▆▇█"
@@ -179,10 +179,11 @@ def _queue(entries: list[QueueEntry], queued: int) -> RenderableType:
     for heading in ("RUN", "JOB", "PRIORITY", "WAITED"):
         table.add_column(heading, no_wrap=True)
     table.add_column("WAITING REASON")  # the one that gives way: each reason cut to one line
+    runs = short_ids(entry.run_id for entry in entries)  # as `herder run show` takes them
     for entry in entries:
         reason = Text(entry.waiting_reason or "-", no_wrap=True, overflow="ellipsis")
         table.add_row(
-            _cut(entry.run_id, RUN_ID_CHARACTERS + 1), _cut(entry.job_name, NAME_CHARACTERS),
+            runs[entry.run_id], _cut(entry.job_name, NAME_CHARACTERS),
             entry.priority, waited(entry.waited_seconds), reason,
         )  # fmt: skip
     return table

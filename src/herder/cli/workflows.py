@@ -18,6 +18,15 @@ from rich.text import Text
 from herder.cli.common import JsonFlag, app, client, fail, json_pairs, out, print_json, when
 from herder.cli.dag import definition_tasks, draw, run_tasks
 from herder.cli.deadline_options import deadline_line, deadline_words
+from herder.cli.ids import (
+    WORKFLOW_RUN,
+    QuietFlag,
+    full_id,
+    id_column,
+    quiet_ids,
+    short_ids,
+    workflow_of,
+)
 from herder.cli.tones import state_style
 from herder.client import HerderClient
 from herder.definitions.problems import Problem
@@ -57,20 +66,25 @@ def _state(state: str) -> Text:
 
 
 def _workflow_table(workflows: list[Workflow]) -> Table:
-    table = Table("ID", "NAME", "VERSION", "TASKS", "PARAMS", "UPDATED")
+    shown = short_ids(workflow.id for workflow in workflows)
+    table = Table(id_column("ID", shown.values()), "NAME", "VERSION", "TASKS", "PARAMS", "UPDATED")
     for workflow in workflows:
         table.add_row(
-            workflow.id, workflow.name, str(workflow.version), str(len(workflow.tasks)),
+            shown[workflow.id], workflow.name, str(workflow.version), str(len(workflow.tasks)),
             ", ".join(sorted(workflow.params)) or "-", when(workflow.updated_at),
         )  # fmt: skip
     return table
 
 
 def _runs_table(runs: list[WorkflowRun]) -> Table:
-    table = Table("ID", "WORKFLOW", "VERSION", "STATE", "REPAIRS", "CREATED", "FINISHED")
+    shown = short_ids(run.id for run in runs)
+    table = Table(
+        id_column("ID", shown.values()), "WORKFLOW", "VERSION", "STATE", "REPAIRS", "CREATED",
+        "FINISHED",
+    )  # fmt: skip
     for run in runs:
         table.add_row(
-            run.id, run.workflow_name, str(run.version), _state(run.state), str(run.repair),
+            shown[run.id], run.workflow_name, str(run.version), _state(run.state), str(run.repair),
             when(run.created_at), when(run.finished_at),
         )  # fmt: skip
     return table
@@ -157,7 +171,7 @@ def workflow_update(
     """
     body = _read_body(file)
     with client() as herder:
-        found = herder.find_workflow(workflow)
+        found = workflow_of(herder, workflow)
         updated = herder.update_workflow(
             found.id, {"name": found.name, **body}, if_version=if_version
         )
@@ -172,12 +186,15 @@ def workflow_list(
     name: Annotated[str | None, typer.Option()] = None,
     limit: int = 100,
     as_json: JsonFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """List workflows."""
     with client() as herder:
         page = herder.list_workflows(name=name, limit=limit)
     if as_json:
         print_json(page)
+    elif quiet:
+        quiet_ids(workflow.id for workflow in page.items)
     else:
         out.print(_workflow_table(page.items))
 
@@ -194,9 +211,9 @@ def workflow_show(
     """
     with client() as herder:
         shown: WorkflowRunDetail | Workflow = (
-            herder.get_workflow_run(target)
+            herder.get_workflow_run(full_id(herder, WORKFLOW_RUN, target))
             if target.startswith(RUN_PREFIX)
-            else herder.find_workflow(target)
+            else workflow_of(herder, target)
         )
     if as_json:
         print_json(shown)
@@ -210,7 +227,7 @@ def workflow_show(
 def workflow_delete(workflow: str) -> None:
     """Delete a workflow (by name or id)."""
     with client() as herder:
-        found = herder.find_workflow(workflow)
+        found = workflow_of(herder, workflow)
         herder.delete_workflow(found.id)
     out.print(f"deleted workflow {found.name} ({found.id})")
 
@@ -226,17 +243,20 @@ def workflow_run(
         bool, typer.Option(help="follow the run to its end; exit 1 unless it succeeded")
     ] = False,
     as_json: JsonFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """Start a run of a workflow (by name or id) at its current version."""
     params = json_pairs(param, "--param")
     with client() as herder:
         run: WorkflowRun = herder.start_workflow(
-            herder.find_workflow(workflow).id, params, idempotency_key=idempotency_key
+            workflow_of(herder, workflow).id, params, idempotency_key=idempotency_key
         )
         if wait:
-            run = _follow(herder, run.id, live=not as_json)
+            run = _follow(herder, run.id, live=not (as_json or quiet))
     if as_json:
         print_json(run)
+    elif quiet:
+        quiet_ids([run.id])
     elif isinstance(run, WorkflowRunDetail):
         out.print(_run_view(run))
     else:
@@ -251,13 +271,16 @@ def workflow_runs(
     state: Annotated[str | None, typer.Option(help=", ".join(WorkflowRunState))] = None,
     limit: int = 50,
     as_json: JsonFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """List workflow runs, newest first."""
     with client() as herder:
-        workflow_id = herder.find_workflow(workflow).id if workflow else None
+        workflow_id = workflow_of(herder, workflow).id if workflow else None
         page = herder.list_workflow_runs(workflow_id=workflow_id, state=state, limit=limit)
     if as_json:
         print_json(page)
+    elif quiet:
+        quiet_ids(run.id for run in page.items)
     else:
         out.print(_runs_table(page.items))
 
@@ -270,6 +293,7 @@ def workflow_cancel(run_id: str, as_json: JsonFlag = False) -> None:
     stopped them.
     """
     with client() as herder:
+        run_id = full_id(herder, WORKFLOW_RUN, run_id)
         run = herder.cancel_workflow_run(run_id)
     if as_json:
         print_json(run)
@@ -287,6 +311,7 @@ def workflow_suspend(run_id: str, as_json: JsonFlag = False) -> None:
     grace to save a checkpoint. It keeps its max_active_runs slot.
     """
     with client() as herder:
+        run_id = full_id(herder, WORKFLOW_RUN, run_id)
         run = herder.suspend_workflow_run(run_id)
     if as_json:
         print_json(run)
@@ -301,6 +326,7 @@ def workflow_resume(run_id: str, as_json: JsonFlag = False) -> None:
     Its suspended tasks are queued again and every task that became ready meanwhile starts.
     """
     with client() as herder:
+        run_id = full_id(herder, WORKFLOW_RUN, run_id)
         run = herder.resume_workflow_run(run_id)
     if as_json:
         print_json(run)
@@ -325,6 +351,7 @@ def workflow_repair(
     Their earlier runs are kept. Refused if someone repaired it since it was read.
     """
     with client() as herder:
+        run_id = full_id(herder, WORKFLOW_RUN, run_id)
         token = herder.get_workflow_run(run_id).repair
         run = herder.repair_workflow_run(
             run_id, repair=token, tasks=task or None, dependents=dependents

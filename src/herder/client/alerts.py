@@ -20,8 +20,11 @@ class AlertCalls:
         response = self._request("POST", "/v1/alert-channels", json=body)
         return CreatedChannel.model_validate(response.json())
 
-    def list_alert_channels(self, *, limit: int = 100, cursor: str | None = None) -> Page[Channel]:
-        response = self._request("GET", "/v1/alert-channels", params=_page(limit, cursor))
+    def list_alert_channels(
+        self, *, limit: int = 100, cursor: str | None = None, id_prefix: str | None = None
+    ) -> Page[Channel]:
+        params = _page(limit, cursor) | ({"id_prefix": id_prefix} if id_prefix else {})
+        response = self._request("GET", "/v1/alert-channels", params=params)
         return Page[Channel].model_validate(response.json())
 
     def delete_alert_channel(self, channel_id: str) -> None:
@@ -36,8 +39,11 @@ class AlertCalls:
         """``body`` as the API takes it: name, kind, params, channel_ids, notify_recovery."""
         return Rule.model_validate(self._request("POST", "/v1/alert-rules", json=body).json())
 
-    def list_alert_rules(self, *, limit: int = 100, cursor: str | None = None) -> Page[Rule]:
-        response = self._request("GET", "/v1/alert-rules", params=_page(limit, cursor))
+    def list_alert_rules(
+        self, *, limit: int = 100, cursor: str | None = None, id_prefix: str | None = None
+    ) -> Page[Rule]:
+        params = _page(limit, cursor) | ({"id_prefix": id_prefix} if id_prefix else {})
+        response = self._request("GET", "/v1/alert-rules", params=params)
         return Page[Rule].model_validate(response.json())
 
     def delete_alert_rule(self, rule_id: str) -> None:

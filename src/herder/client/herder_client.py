@@ -123,9 +123,13 @@ class HerderClient(
         return Job.model_validate(self._request("GET", f"/v1/jobs/{job_id}").json())
 
     def find_job(self, name_or_id: str) -> Job:
-        """A job by id (``job_…``) or by name."""
+        """A job by id (``job_…``) or by name (which may start ``job_`` too)."""
         if name_or_id.startswith("job_"):
-            return self.get_job(name_or_id)
+            try:
+                return self.get_job(name_or_id)
+            except ApiError as error:
+                if error.status != 404:
+                    raise
         page = self.list_jobs(name=name_or_id, limit=1)
         if not page.items:
             raise ApiError(404, "Not found", f"no job named {name_or_id!r}")
@@ -138,8 +142,11 @@ class HerderClient(
         cursor: str | None = None,
         name: str | None = None,
         labels: dict[str, str] | None = None,
+        id_prefix: str | None = None,
     ) -> Page[Job]:
-        params: dict[str, Any] = {"limit": limit, "cursor": cursor, "name": name}
+        params: dict[str, Any] = {
+            "limit": limit, "cursor": cursor, "name": name, "id_prefix": id_prefix
+        }  # fmt: skip
         params["label"] = [f"{key}={value}" for key, value in (labels or {}).items()]
         response = self._request("GET", "/v1/jobs", params=drop_none(params))
         return Page[Job].model_validate(response.json())

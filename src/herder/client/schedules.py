@@ -38,10 +38,11 @@ class ScheduleCalls:
         limit: int = 100,
         name: str | None = None,
         cursor: str | None = None,
+        id_prefix: str | None = None,
     ) -> Page[Schedule]:
         params = drop_none(
             {"job_id": job_id, "workflow_id": workflow_id, "limit": limit, "name": name,
-             "cursor": cursor}
+             "cursor": cursor, "id_prefix": id_prefix}
         )  # fmt: skip
         response = self._request("GET", "/v1/schedules", params=params)
         return Page[Schedule].model_validate(response.json())

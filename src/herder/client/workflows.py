@@ -26,18 +26,27 @@ class WorkflowCalls:
         return Workflow.model_validate(self._request("GET", f"/v1/workflows/{workflow_id}").json())
 
     def find_workflow(self, name_or_id: str) -> Workflow:
-        """A workflow by id (``wf_…``) or by name."""
+        """A workflow by id (``wf_…``) or by name (which may start ``wf_`` too)."""
         if name_or_id.startswith("wf_"):
-            return self.get_workflow(name_or_id)
+            try:
+                return self.get_workflow(name_or_id)
+            except ApiError as error:
+                if error.status != 404:
+                    raise
         page = self.list_workflows(name=name_or_id, limit=1)
         if not page.items:
             raise ApiError(404, "Not found", f"no workflow named {name_or_id!r}")
         return page.items[0]
 
     def list_workflows(
-        self, *, name: str | None = None, limit: int = 100, cursor: str | None = None
+        self,
+        *,
+        name: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+        id_prefix: str | None = None,
     ) -> Page[Workflow]:
-        params = {"name": name, "limit": limit, "cursor": cursor}
+        params = {"name": name, "limit": limit, "cursor": cursor, "id_prefix": id_prefix}
         response = self._request("GET", "/v1/workflows", params=_given(params))
         return Page[Workflow].model_validate(response.json())
 
@@ -77,8 +86,12 @@ class WorkflowCalls:
         state: str | None = None,
         limit: int = 100,
         cursor: str | None = None,
+        id_prefix: str | None = None,
     ) -> Page[WorkflowRun]:
-        params = {"workflow_id": workflow_id, "state": state, "limit": limit, "cursor": cursor}
+        params = {
+            "workflow_id": workflow_id, "state": state, "limit": limit, "cursor": cursor,
+            "id_prefix": id_prefix,
+        }  # fmt: skip
         response = self._request("GET", "/v1/workflow-runs", params=_given(params))
         return Page[WorkflowRun].model_validate(response.json())
 

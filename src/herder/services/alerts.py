@@ -26,8 +26,10 @@ def create_channel(
     return store.alert_channels.create(tenant_id, request, allow_private=allow_private)
 
 
-def list_channels(store: Store, tenant_id: str, *, limit: int, cursor: str | None) -> Page[Channel]:
-    return store.alert_channels.list(tenant_id, limit=limit, cursor=cursor)
+def list_channels(
+    store: Store, tenant_id: str, *, limit: int, cursor: str | None, id_prefix: str | None
+) -> Page[Channel]:
+    return store.alert_channels.list(tenant_id, limit=limit, cursor=cursor, id_prefix=id_prefix)
 
 
 def read_channel(store: Store, tenant_id: str, channel_id: str) -> Channel:
@@ -53,8 +55,10 @@ def create_rule(store: Store, tenant_id: str, request: RuleRequest) -> Rule:
     return store.alert_rules.create(tenant_id, request)
 
 
-def list_rules(store: Store, tenant_id: str, *, limit: int, cursor: str | None) -> Page[Rule]:
-    return store.alert_rules.list(tenant_id, limit=limit, cursor=cursor)
+def list_rules(
+    store: Store, tenant_id: str, *, limit: int, cursor: str | None, id_prefix: str | None
+) -> Page[Rule]:
+    return store.alert_rules.list(tenant_id, limit=limit, cursor=cursor, id_prefix=id_prefix)
 
 
 def read_rule(store: Store, tenant_id: str, rule_id: str) -> Rule:

@@ -28,9 +28,12 @@ def list_jobs(
     cursor: str | None,
     name: str | None,
     labels: dict[str, str],
+    id_prefix: str | None,
 ) -> Page[Job]:
     """Newest first; with ``labels``, the jobs that have every one of them."""
-    return store.jobs.list(tenant_id, limit=limit, cursor=cursor, name=name, labels=labels)
+    return store.jobs.list(
+        tenant_id, limit=limit, cursor=cursor, name=name, labels=labels, id_prefix=id_prefix
+    )
 
 
 def read(store: Store, tenant_id: str, job_id: str) -> Job:

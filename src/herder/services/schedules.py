@@ -75,11 +75,18 @@ def list_schedules(
     job_id: str | None,
     workflow_id: str | None,
     name: str | None,
+    id_prefix: str | None,
     limit: int,
     cursor: str | None,
 ) -> Page[Schedule]:
     return store.schedules.list(
-        tenant_id, job_id=job_id, workflow_id=workflow_id, name=name, limit=limit, cursor=cursor
+        tenant_id,
+        job_id=job_id,
+        workflow_id=workflow_id,
+        name=name,
+        id_prefix=id_prefix,
+        limit=limit,
+        cursor=cursor,
     )
 
 

@@ -21,9 +21,17 @@ def create(store: Store, tenant_id: str, name: str, spec: WorkflowSpec) -> Workf
 
 
 def list_workflows(
-    store: Store, tenant_id: str, *, limit: int, cursor: str | None, name: str | None
+    store: Store,
+    tenant_id: str,
+    *,
+    limit: int,
+    cursor: str | None,
+    name: str | None,
+    id_prefix: str | None,
 ) -> Page[Workflow]:
-    return store.workflows.list(tenant_id, limit=limit, cursor=cursor, name=name)
+    return store.workflows.list(
+        tenant_id, limit=limit, cursor=cursor, name=name, id_prefix=id_prefix
+    )
 
 
 def read(store: Store, tenant_id: str, workflow_id: str) -> Workflow:
@@ -67,11 +75,17 @@ def list_runs(
     *,
     workflow_id: str | None,
     state: WorkflowRunState | None,
+    id_prefix: str | None,
     limit: int,
     cursor: str | None,
 ) -> Page[WorkflowRun]:
     return store.workflow_runs.list(
-        tenant_id, workflow_id=workflow_id, state=state, limit=limit, cursor=cursor
+        tenant_id,
+        workflow_id=workflow_id,
+        state=state,
+        id_prefix=id_prefix,
+        limit=limit,
+        cursor=cursor,
     )
 
 

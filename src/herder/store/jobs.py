@@ -146,6 +146,7 @@ class JobRepository:
         cursor: str | None = None,
         name: str | None = None,
         labels: dict[str, str] | None = None,
+        id_prefix: str | None = None,
     ) -> Page[Job]:
         query = select(jobs).where(jobs.c.tenant_id == tenant_id)
         if name is not None:
@@ -161,7 +162,9 @@ class JobRepository:
                 .exists()
             )
         with self._db.read() as connection:
-            return page_of(connection, query, jobs.c.id, _job, limit=limit, cursor=cursor)
+            return page_of(
+                connection, query, jobs.c.id, _job, limit=limit, cursor=cursor, id_prefix=id_prefix
+            )
 
     def edit(self, tenant_id: str, job_id: str, change: Callable[[Job], JobEdit]) -> Job:
         """Read, decide and write in one transaction: ``change`` gets the job as it is, held

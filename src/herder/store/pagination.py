@@ -49,9 +49,14 @@ def page_of(
     *,
     limit: int,
     cursor: str | None,
+    id_prefix: str | None = None,
 ) -> Page[T]:
     """The page of ``query``'s rows below ``cursor``, newest first, as records: every listing
-    keyed by sortable ids reads its pages here."""
+    keyed by sortable ids reads its pages here. ``id_prefix`` keeps the rows whose id starts
+    with it, as the CLI finds an id from the start a table shows."""
+    if id_prefix is not None:
+        # Escaped so that ``_`` (in every id) and ``%`` match only themselves.
+        query = query.where(id_column.startswith(id_prefix, autoescape=True))
     rows = connection.execute(page_query(query, id_column, limit, cursor)).all()
     return page_from(rows, record, limit)
 

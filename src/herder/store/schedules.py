@@ -130,6 +130,7 @@ class ScheduleRepository:
         job_id: str | None = None,
         workflow_id: str | None = None,
         name: str | None = None,
+        id_prefix: str | None = None,
         limit: int = 100,
         cursor: str | None = None,
     ) -> Page[Schedule]:
@@ -141,7 +142,10 @@ class ScheduleRepository:
         if name is not None:
             query = query.where(schedules.c.name == name)
         with self._db.read() as connection:
-            return page_of(connection, query, schedules.c.id, _schedule, limit=limit, cursor=cursor)
+            return page_of(
+                connection, query, schedules.c.id, _schedule,
+                limit=limit, cursor=cursor, id_prefix=id_prefix,
+            )  # fmt: skip
 
     def replace(
         self,

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from herder.api.auth import Caller, StoreDep, Writer
 from herder.api.openapi import problems
-from herder.api.queries import Limit
+from herder.api.queries import IdPrefix, Limit
 from herder.domain.alerts.rules import (
     Channel,
     ChannelChanges,
@@ -52,9 +52,15 @@ def create_channel(
 
 @router.get("/v1/alert-channels")
 def list_channels(
-    caller: Caller, store: StoreDep, limit: Limit = 100, cursor: str | None = None
+    caller: Caller,
+    store: StoreDep,
+    limit: Limit = 100,
+    cursor: str | None = None,
+    id_prefix: IdPrefix = None,
 ) -> Page[Channel]:
-    return alerts.list_channels(store, caller.tenant_id, limit=limit, cursor=cursor)
+    return alerts.list_channels(
+        store, caller.tenant_id, limit=limit, cursor=cursor, id_prefix=id_prefix
+    )
 
 
 @router.get("/v1/alert-channels/{channel_id}")
@@ -95,9 +101,15 @@ def create_rule(body: RuleRequest, caller: Writer, store: StoreDep, response: Re
 
 @router.get("/v1/alert-rules")
 def list_rules(
-    caller: Caller, store: StoreDep, limit: Limit = 100, cursor: str | None = None
+    caller: Caller,
+    store: StoreDep,
+    limit: Limit = 100,
+    cursor: str | None = None,
+    id_prefix: IdPrefix = None,
 ) -> Page[Rule]:
-    return alerts.list_rules(store, caller.tenant_id, limit=limit, cursor=cursor)
+    return alerts.list_rules(
+        store, caller.tenant_id, limit=limit, cursor=cursor, id_prefix=id_prefix
+    )
 
 
 @router.get("/v1/alert-rules/{rule_id}")

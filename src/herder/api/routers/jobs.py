@@ -13,7 +13,7 @@ from fastapi import APIRouter, Body, Header, Query, Response, status
 from herder.api.auth import Caller, StoreDep, Writer, check_overrides
 from herder.api.etags import tagged, versions
 from herder.api.openapi import ETAG_HEADER, patch_body, problems
-from herder.api.queries import Limit
+from herder.api.queries import IdPrefix, Limit
 from herder.api.ratelimit import Submitter
 from herder.api.schemas import JobCreate, RunCreate
 from herder.domain.errors import Invalid
@@ -51,10 +51,12 @@ def list_jobs(
     cursor: str | None = None,
     name: str | None = None,
     label: Annotated[list[str], Query(description="key=value; repeat to AND")] = [],  # noqa: B006
+    id_prefix: IdPrefix = None,
 ) -> Page[Job]:
     return jobs.list_jobs(
-        store, caller.tenant_id, limit=limit, cursor=cursor, name=name, labels=_labels(label)
-    )
+        store, caller.tenant_id, limit=limit, cursor=cursor, name=name, labels=_labels(label),
+        id_prefix=id_prefix,
+    )  # fmt: skip
 
 
 @router.get("/{job_id}", responses={200: ETAG_HEADER})

@@ -10,7 +10,7 @@ from pydantic import AfterValidator, BaseModel, Field, model_validator
 
 from herder.api.auth import Caller, Operator, StoreDep, Writer
 from herder.api.openapi import patch_body, problems
-from herder.api.queries import Limit
+from herder.api.queries import IdPrefix, Limit
 from herder.api.schemas import IsoTime
 from herder.domain.models import Page, Schedule, ScheduleEvent
 from herder.domain.schedules import ScheduleSpec, check_schedule_name
@@ -100,6 +100,7 @@ def list_schedules(
     job_id: str | None = None,
     workflow_id: str | None = None,
     name: Annotated[str | None, Query(max_length=128)] = None,
+    id_prefix: IdPrefix = None,
     limit: Limit = 100,
     cursor: str | None = None,
 ) -> Page[Schedule]:
@@ -109,6 +110,7 @@ def list_schedules(
         job_id=job_id,
         workflow_id=workflow_id,
         name=name,
+        id_prefix=id_prefix,
         limit=limit,
         cursor=cursor,
     )

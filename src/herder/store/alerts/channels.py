@@ -82,12 +82,20 @@ class ChannelRepository:
         with self._db.read() as connection:
             return self._get(connection, tenant_id, channel_id)
 
-    def list(self, tenant_id: str, *, limit: int = 100, cursor: str | None = None) -> Page[Channel]:
+    def list(
+        self,
+        tenant_id: str,
+        *,
+        limit: int = 100,
+        cursor: str | None = None,
+        id_prefix: str | None = None,
+    ) -> Page[Channel]:
         query = select(alert_channels).where(alert_channels.c.tenant_id == tenant_id)
         with self._db.read() as connection:
             return page_of(
-                connection, query, alert_channels.c.id, _channel, limit=limit, cursor=cursor
-            )
+                connection, query, alert_channels.c.id, _channel,
+                limit=limit, cursor=cursor, id_prefix=id_prefix,
+            )  # fmt: skip
 
     def update(
         self, tenant_id: str, channel_id: str, changes: ChannelChanges, *, allow_private: bool

@@ -126,10 +126,20 @@ class RuleRepository:
         with self._db.read() as connection:
             return self._get(connection, tenant_id, rule_id)
 
-    def list(self, tenant_id: str, *, limit: int = 100, cursor: str | None = None) -> Page[Rule]:
+    def list(
+        self,
+        tenant_id: str,
+        *,
+        limit: int = 100,
+        cursor: str | None = None,
+        id_prefix: str | None = None,
+    ) -> Page[Rule]:
         query = select(alert_rules).where(alert_rules.c.tenant_id == tenant_id)
         with self._db.read() as connection:
-            return page_of(connection, query, alert_rules.c.id, _rule, limit=limit, cursor=cursor)
+            return page_of(
+                connection, query, alert_rules.c.id, _rule,
+                limit=limit, cursor=cursor, id_prefix=id_prefix,
+            )  # fmt: skip
 
     def update(self, tenant_id: str, rule_id: str, changes: RuleChanges) -> Rule:
         """Change some fields; new params replace the old ones whole."""

@@ -181,12 +181,16 @@ class WorkflowRepository:
         limit: int = 100,
         cursor: str | None = None,
         name: str | None = None,
+        id_prefix: str | None = None,
     ) -> Page[Workflow]:
         query = select(workflows).where(workflows.c.tenant_id == tenant_id)
         if name is not None:
             query = query.where(workflows.c.name == name)
         with self._db.read() as connection:
-            return page_of(connection, query, workflows.c.id, _workflow, limit=limit, cursor=cursor)
+            return page_of(
+                connection, query, workflows.c.id, _workflow,
+                limit=limit, cursor=cursor, id_prefix=id_prefix,
+            )  # fmt: skip
 
     def delete(self, tenant_id: str, workflow_id: str) -> None:
         """Remove the definition; its runs and versions stay in history. Refused while it

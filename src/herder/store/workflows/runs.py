@@ -86,6 +86,7 @@ class WorkflowRunRepository:
         *,
         workflow_id: str | None = None,
         state: WorkflowRunState | None = None,
+        id_prefix: str | None = None,
         limit: int = 100,
         cursor: str | None = None,
     ) -> Page[WorkflowRun]:
@@ -96,8 +97,9 @@ class WorkflowRunRepository:
             query = query.where(workflow_runs.c.state == state)
         with self._db.read() as connection:
             return page_of(
-                connection, query, workflow_runs.c.id, _workflow_run, limit=limit, cursor=cursor
-            )
+                connection, query, workflow_runs.c.id, _workflow_run,
+                limit=limit, cursor=cursor, id_prefix=id_prefix,
+            )  # fmt: skip
 
     def decide(
         self,
