@@ -47,6 +47,9 @@ class Effect(socketserver.StreamRequestHandler):
         with open(sys.argv[2], "ab") as effects:
             effects.write(line)
 socketserver.ThreadingTCPServer.allow_reuse_address = True
+# 80 jobs may connect at once: past the default backlog of 5 the kernel drops a handshake's
+# last ACK and the line arrives only at a later SYN-ACK retry, seconds on
+socketserver.ThreadingTCPServer.request_queue_size = 256
 server = socketserver.ThreadingTCPServer(("0.0.0.0", int(sys.argv[1])), Effect)
 print("ready", flush=True)
 server.serve_forever()
