@@ -56,17 +56,15 @@ def check_channel_keys(store: Store, keyring: Keyring | None) -> None:
             plain, KEY_ENV, KEY_FILE_ENV,
         )  # fmt: skip
     held = keyring.key_ids if keyring else frozenset()
-    unopened = store.hooks.key_ids_in_use() - held
-    if unopened:
-        log.warning(
-            "inbound webhook secrets are sealed with key(s) %s, which this process does not "
-            "have: their deliveries are refused (503) until %s or %s holds them",
-            ", ".join(sorted(unopened)), KEY_ENV, KEY_FILE_ENV,
-        )  # fmt: skip
-    missing = store.channel_secrets.key_ids_in_use() - held
+    _warn_unopened("inbound webhook", store.hooks.key_ids_in_use() - held, "are refused (503)")
+    _warn_unopened("alert channel", store.channel_secrets.key_ids_in_use() - held, "fail")
+
+
+def _warn_unopened(kind: str, missing: set[str], what: str) -> None:
+    """Sealed secrets this process cannot open: a warning, as only their deliveries need them."""
     if missing:
         log.warning(
-            "alert channel secrets are sealed with key(s) %s, which this process does not "
-            "have: their deliveries fail until %s or %s holds them",
-            ", ".join(sorted(missing)), KEY_ENV, KEY_FILE_ENV,
+            "%s secrets are sealed with key(s) %s, which this process does not have: their "
+            "deliveries %s until %s or %s holds them",
+            kind, ", ".join(sorted(missing)), what, KEY_ENV, KEY_FILE_ENV,
         )  # fmt: skip

@@ -28,9 +28,7 @@ import math
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
-
-from pydantic import AfterValidator, Field
+from typing import Any, Literal
 
 MAX_SOURCE_CHARS = 2048
 MAX_NODES = 256
@@ -289,22 +287,6 @@ def parse(source: str) -> Node:
     if not source.strip():
         raise FilterError("empty", 0)
     return _Parser(source).parse()
-
-
-def _checked(source: str) -> str:
-    try:
-        parse(source)
-    except FilterError as error:
-        raise ValueError(str(error)) from None
-    return source
-
-
-FilterSource = Annotated[
-    str,
-    Field(max_length=MAX_SOURCE_CHARS, description="e.g. payload.ref == 'refs/heads/main'"),
-    AfterValidator(_checked),
-]
-"""A filter as a definition holds it: checked when it is given, so every stored one parses."""
 
 
 def parse_value(source: str) -> Path | Constant:

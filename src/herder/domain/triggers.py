@@ -18,7 +18,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from herder.domain.event_filters import (
     FilterError,
-    FilterSource,
     Node,
     matches,
     parse,
@@ -26,6 +25,7 @@ from herder.domain.event_filters import (
     value,
 )
 from herder.domain.events import EventName
+from herder.domain.filter_fields import FilterSource
 from herder.domain.models import _Record
 
 MAX_TRIGGER_PARAMS = 32

@@ -20,8 +20,9 @@ from typing import Annotated, Any, assert_never
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from herder.domain.event_filters import FilterSource, matches, parse
+from herder.domain.event_filters import matches, parse
 from herder.domain.events import EventName
+from herder.domain.filter_fields import FilterSource
 from herder.domain.lifecycle.changes import RunMove, transition
 from herder.domain.outputs import MAX_OUTPUT_BYTES
 from herder.domain.states import RunState
