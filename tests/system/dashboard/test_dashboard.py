@@ -1,160 +1,38 @@
-"""The dashboard in a real browser, used as a person would: Debian's ``chromium`` driven by
-Playwright against a real server and worker. Screenshots go to
-``.test-results/screenshots/``. ``make test`` installs the browser (apt) and Playwright (pip);
-the test never downloads a browser of its own and never skips for want of one."""
+"""The dashboard in a real browser, used as a person would (the browser and server: conftest)."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
 from playwright.sync_api import (
     Browser,
-    BrowserContext,
-    ConsoleMessage,
     Dialog,
-    Locator,
     Page,
     Route,
     expect,
-    sync_playwright,
 )
 
 from herder.client import HerderClient
 from herder.domain.budgets import Budget, Period, TenantBudgets
-from herder.settings import sqlite_url
 from tests.integration.webhook_receiver import Receiver, running_receiver
-from tests.system.conftest import Cluster, free_port, wait_until
+from tests.system.conftest import Cluster, wait_until
+from tests.system.dashboard.conftest import (
+    ACTIVE_COLOUR,
+    ALERTED_WITHIN_MS,
+    ATTACK,
+    OK_COLOUR,
+    SCREENSHOTS,
+    SEEN_WITHIN_MS,
+    run_row,
+)
 
 pytestmark = pytest.mark.system
-
-CHROMIUM = Path("/usr/bin/chromium")
-SCREENSHOTS = Path(__file__).parents[2] / ".test-results" / "screenshots"
-SEEN_WITHIN_MS = 15_000
-MODULE_LOAD_TRIES = 3  # loads of the page before its sign-in form must show
-ALERTED_WITHIN_MS = 30_000  # the evaluator's pass (every 5 s), then the sender's (every 5 s)
-ATTACK = "<img src=x onerror=window.__pwned=1><script>window.__pwned=2</script>"
-# The stylesheet's colours of the tones ok (--ok) and active (--run), as the browser computes them.
-OK_COLOUR = "rgb(47, 133, 90)"
-ACTIVE_COLOUR = "rgb(44, 122, 155)"
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """One server (with its control loops) and one isolation-none worker for the module."""
-    home = tmp_path_factory.mktemp("dashboard") / "home"
-    port = free_port()
-    environment = {
-        **os.environ,
-        "HERDER_HOME": str(home),
-        "HERDER_DATABASE_URL": sqlite_url(home / "herder.db"),
-        "PYTHONUNBUFFERED": "1",
-        "HERDER_CRON_SECONDS": "1",  # a schedule's page shows its fires within seconds
-    }
-    started = Cluster(
-        home=home,
-        url=f"http://127.0.0.1:{port}",
-        environment=environment,
-        server_args=("server", "--with-scheduler", "--port", str(port)),
-    )
-    try:
-        started.start_server()
-        started.start_worker("w1", "--isolation", "none", "--cpu", "2", "--label", "pool=web")
-        yield started
-    finally:
-        started.stop_all()
-
-
-@pytest.fixture(scope="module")
-def herder(cluster: Cluster) -> Iterator[HerderClient]:
-    with cluster.client() as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: `make test` installs Debian's chromium package")
-    # The tabs' default timeout covers actions only; assertions default to 5 s, too short for
-    # a refresh on a loaded CI box (load ~35 on 2 cores), so they get the same allowance.
-    expect.set_options(timeout=SEEN_WITHIN_MS)
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        yield launched
-        launched.close()
-
-
-@pytest.fixture
-def sign_in(
-    browser: Browser, cluster: Cluster, request: pytest.FixtureRequest
-) -> Iterator[Callable[[str], Page]]:
-    """``sign_in(key)``: a fresh tab signed in with the key. Each tab's last look is kept as
-    a screenshot; a script error or anything the CSP refused, in any tab, fails the test.
-    The browser's console errors and failed requests are printed, so a failure shows them."""
-    contexts: list[BrowserContext] = []
-    errors: list[str] = []
-
-    def refused(text: str) -> None:
-        """What the Content-Security-Policy blocked: the page's own code never needs it."""
-        if "Content Security Policy" in text:
-            errors.append(text)
-
-    def printed_if_error(message: ConsoleMessage) -> None:
-        """Such as a script the server did not send: pytest shows it when the test fails."""
-        if message.type == "error":
-            print(f"console error: {message.text}")
-
-    def open_tab(key: str) -> Page:
-        context = browser.new_context(base_url=cluster.url, viewport={"width": 1280, "height": 900})
-        contexts.append(context)
-        tab = context.new_page()
-        tab.set_default_timeout(SEEN_WITHIN_MS)
-        tab.on("pageerror", lambda error: errors.append(str(error)))
-        tab.on("console", lambda message: refused(message.text))
-        tab.on("console", printed_if_error)
-        tab.on("requestfailed", lambda asked: print(f"failed: {asked.url} {asked.failure}"))
-        tab.goto("/")
-        key_field, reload = tab.get_by_label("API key"), tab.get_by_role("button", name="Reload")
-        loading = tab.locator("#starting").filter(has_not=reload)  # gone once the app started
-        for _ in range(MODULE_LOAD_TRIES):
-            # Chromium drops requests in flight when the host's interfaces change, as the
-            # attempt-network tests beside these make them change (net::ERR_NETWORK_CHANGED):
-            # the page then says its scripts did not load and offers a reload, which a user
-            # would click too.
-            expect(loading).to_have_count(0)  # started, or failed with a reload offered
-            if not reload.is_visible():
-                break
-            reload.click()
-        key_field.fill(key)
-        tab.get_by_role("button", name="Sign in").click()
-        expect(tab.get_by_role("heading", name="Overview")).to_be_visible()
-        return tab
-
-    yield open_tab
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    for number, context in enumerate(contexts):
-        suffix = f"-{number}" if number else ""
-        path = SCREENSHOTS / f"{request.node.name}{suffix}.png"
-        context.pages[0].screenshot(path=path, full_page=True)
-        context.close()
-    assert not errors, errors
-
-
-@pytest.fixture
-def page(sign_in: Callable[[str], Page], cluster: Cluster) -> Page:
-    """A tab signed in as the system admin."""
-    return sign_in(cluster.credentials["api_key"])
-
-
-def run_row(page: Page, run_id: str) -> Locator:
-    return page.locator(f'tr[data-run="{run_id}"]')
 
 
 def test_a_wrong_key_is_refused_and_signing_out_forgets_the_key(
