@@ -72,6 +72,7 @@ export function mount(root, route, ctx) {
           ` ${run.workflow_name} v${run.version} · started ${run.started_at ? new Date(run.started_at).toLocaleString() : "not yet"} `,
           ...actions(run, ended, ctx),
         ),
+        ended ? h("p", { class: "outcome" }, "Ended: ", run.outcome) : "", // "succeeded, 2 tasks failed and were handled"
         run.deadline_at ? h("p", {}, "Deadline ", deadline(run)) : "",
         run.reason ? h("p", {}, run.reason) : "",
         ended ? "" : decisions(run, ctx),
