@@ -4,6 +4,7 @@ that succeeded with failures handled inside it says so."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -58,15 +59,37 @@ LEGEND_COLOURS = """() => Object.fromEntries([...document.querySelectorAll(".dag
   (item) => [item.dataset.state, getComputedStyle(item.querySelector("rect")).fill]))"""
 
 
+# Edges skipping one to four layers, into a task with eight upstream tasks.
+TANGLE: list[dict[str, Any]] = [
+    {"name": name, "job": "passes", "depends_on": ups}
+    for name, ups in [
+        ("a", []), ("b", ["a"]), ("c", ["b"]), ("d", ["c"]), ("e", ["a", "d"]),
+        ("f", ["b", "e"]), ("g", ["a"]), ("h", ["g", "c"]),
+        ("i", ["a", "b", "c", "d", "e", "f", "g", "h"]),
+    ]
+]  # fmt: skip
+
+
 @pytest.fixture(scope="module")
-def handled_run(herder: HerderClient, cluster: Cluster) -> dict[str, Any]:
+def http(herder: HerderClient, cluster: Cluster) -> Iterator[httpx.Client]:
+    """The API as the admin, with the jobs the workflows run."""
     herder.create_job("passes", {"runtime": "shell", "command": "true"})
     herder.create_job("fails", {"runtime": "shell", "command": "exit 1"})
     key = {"Authorization": f"Bearer {cluster.credentials['api_key']}"}
-    with httpx.Client(base_url=cluster.url, headers=key) as http:
-        created = http.post("/v1/workflows", json={"name": "training", "tasks": TASKS})
-        assert created.status_code == 201, created.text
-        started = http.post(f"/v1/workflows/{created.json()['id']}/runs", json={})
+    with httpx.Client(base_url=cluster.url, headers=key) as client:
+        yield client
+
+
+def created(http: httpx.Client, name: str, tasks: list[dict[str, Any]]) -> str:
+    response = http.post("/v1/workflows", json={"name": name, "tasks": tasks})
+    assert response.status_code == 201, response.text
+    workflow_id: str = response.json()["id"]
+    return workflow_id
+
+
+@pytest.fixture(scope="module")
+def handled_run(http: httpx.Client) -> dict[str, Any]:
+    started = http.post(f"/v1/workflows/{created(http, 'training', TASKS)}/runs", json={})
     assert started.status_code == 201, started.text
     run: dict[str, Any] = started.json()
     return run
@@ -99,6 +122,14 @@ def test_edges_go_around_boxes_and_end_in_arrowheads(
     for edge in edges:
         assert edge["passed"] == [], edge  # from one box's side to the other's, through none
         assert edge["arrowhead"], edge
+
+
+def test_edges_of_a_tangled_definition_go_around_every_box(page: Page, http: httpx.Client) -> None:
+    page.goto(f"/#/workflows?workflow={created(http, 'tangle', TANGLE)}")
+    expect(page.locator("svg.dag g.task")).to_have_count(len(TANGLE))
+    edges = page.evaluate(EDGE_GEOMETRY)
+    assert len(edges) == sum(len(task["depends_on"]) for task in TANGLE)
+    assert [edge for edge in edges if edge["passed"] or not edge["arrowhead"]] == []
 
 
 def test_each_state_has_its_own_colour_and_the_legend_names_those_shown(
