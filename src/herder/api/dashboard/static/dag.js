@@ -109,10 +109,10 @@ function order(rows, edges) {
     keyed.sort((a, b) => a.key - b.key || a.index - b.index);
     return keyed.map(({ node }) => node);
   };
-  const positions = () => new Map(rows.flatMap((row) => row.map((node, index) => [node, index])));
+  const positions = (row) => new Map(row.map((node, index) => [node, index]));
   for (let sweep = 0; sweep < ORDERING_SWEEPS; sweep++) {
-    for (let layer = 1; layer < rows.length; layer++) rows[layer] = sortBy(rows[layer], above, positions());
-    for (let layer = rows.length - 2; layer >= 0; layer--) rows[layer] = sortBy(rows[layer], below, positions());
+    for (let layer = 1; layer < rows.length; layer++) rows[layer] = sortBy(rows[layer], above, positions(rows[layer - 1]));
+    for (let layer = rows.length - 2; layer >= 0; layer--) rows[layer] = sortBy(rows[layer], below, positions(rows[layer + 1]));
   }
 }
 
