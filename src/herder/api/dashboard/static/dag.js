@@ -27,7 +27,7 @@ function byTask(tasks) {
 }
 
 // Longest path from a root, by Kahn's order; tasks on a cycle (refused by the API) go last.
-export function layers(tasks) {
+function layers(tasks) {
   const names = new Set(tasks.map((task) => task.name));
   const depth = new Map(tasks.map((task) => [task.name, 0]));
   const unmet = new Map(tasks.map((task) => [task.name, task.depends_on.filter((up) => names.has(up)).length]));
