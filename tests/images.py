@@ -162,8 +162,9 @@ class Image:
         return _tar(files)
 
 
-def busybox_image(compress: bool = True, **run: Any) -> Image:
-    layers = busybox_layers()
+def busybox_image(compress: bool = True, extra: list[Member] | None = None, **run: Any) -> Image:
+    """The busybox image; ``extra`` members make a third layer."""
+    layers = busybox_layers() + ([layer_tar(extra)] if extra else [])
     return Image(layers, image_config(layers, **run), compress)
 
 
