@@ -152,3 +152,20 @@ def test_garbage_and_zstd_layers_are_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", ["./a/b", "a//b/", "a/./b"])
 def test_member_paths_are_normalised(name: str) -> None:
     assert str(member_path(name)) == "a/b"
+
+
+def test_a_header_declaring_more_than_its_bound_is_never_read_whole(tmp_path: Path) -> None:
+    """A pax header of 16 MiB (compressed to almost nothing) would be read into memory at
+    once; it is refused before, and a layer past the budget is refused as it decompresses."""
+    header = tarfile.TarInfo("bomb")
+    header.type = tarfile.XHDTYPE
+    header.size = 16 * 1024 * 1024
+    buffer = io.BytesIO()
+    buffer.write(header.tobuf(format=tarfile.USTAR_FORMAT))
+    buffer.write(b"0" * header.size)
+    bomb = gzip.compress(buffer.getvalue() + b"\0" * 1024)
+    assert len(bomb) < 100_000
+    with pytest.raises(LayerRefused, match="header larger than"):
+        apply_layer(tmp_path, io.BytesIO(bomb), ROOMY)
+    with pytest.raises(LayerRefused, match="more than 1 MiB of tar"):
+        apply_layer(tmp_path, io.BytesIO(bomb), Budget(max_bytes=1024 * 1024, max_entries=0))

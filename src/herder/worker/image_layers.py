@@ -29,20 +29,29 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import io
+import lzma
 import os
 import shutil
 import stat
 import tarfile
+import tempfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO, cast
 
+from herder.worker.archive import TAR_BLOCK_BYTES, ArchiveRefused, BoundedStream
+
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
 COPY_CHUNK_BYTES = 1024 * 1024
-MAX_HEADER_BYTES = 8 * 1024 * 1024
+MIB = 1024 * 1024
+# The bound of one image's root: it lies on the worker's own disk, outside every attempt's
+# limits and shared by all of them, so a 10 MB archive that expands without end would fill
+# it for every job; this is about twice a full Python or JDK image.
+MAX_IMAGE_BYTES = 2 * 1024 * MIB
+MAX_IMAGE_ENTRIES = 200_000
+DECOMPRESSION_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile, lzma.LZMAError, OSError)
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
@@ -60,15 +69,19 @@ class Budget:
     used_bytes: int = 0
     used_entries: int = 0
 
+    def tar_room(self) -> int:
+        """The most a layer's tar may be: the bytes left, and its headers (a block per
+        entry left, and pax or long-name headers)."""
+        entries = self.max_entries - self.used_entries + 2
+        return self.max_bytes - self.used_bytes + entries * 4 * TAR_BLOCK_BYTES
+
     def spend(self, member: tarfile.TarInfo) -> None:
         self.used_entries += 1
         self.used_bytes += member.size if member.isreg() else 0
         if self.used_entries > self.max_entries:
             raise LayerRefused(f"the image has more than {self.max_entries} files")
         if self.used_bytes > self.max_bytes:
-            raise LayerRefused(
-                f"the image unpacks to more than {self.max_bytes // (1024 * 1024)} MiB"
-            )
+            raise LayerRefused(f"the image unpacks to more than {self.max_bytes // MIB} MiB")
 
 
 @dataclass
@@ -82,26 +95,48 @@ class _Layer:
 
 def apply_layer(root: Path, layer: IO[bytes], budget: Budget) -> str:
     """Lay ``layer`` over what ``root`` holds; the sha256 of its uncompressed tar (its
-    ``diff_id``, which the caller compares with the image config's)."""
+    ``diff_id``, which the caller compares with the image config's).
+
+    The layer is decompressed first, into an unnamed file beside ``root`` (bounded by what the
+    budget has left), so that tarfile reads it with random access, through ``archive.py``'s
+    ``BoundedStream``: no header is read whole past its bound (a pax header that declares
+    gigabytes would otherwise be read into the worker's memory)."""
     head = layer.read(4)
     layer.seek(0)
     if head.startswith(ZSTD_MAGIC):
         raise LayerRefused("a zstd-compressed layer: save the image with gzip or no compression")
-    stream: IO[bytes] = layer
-    if head.startswith(GZIP_MAGIC):
-        stream = cast(IO[bytes], gzip.GzipFile(fileobj=layer))
-    hashing = _HashingReader(stream)
-    state = _Layer(root)
+    source = cast(IO[bytes], gzip.GzipFile(fileobj=layer)) if head.startswith(GZIP_MAGIC) else layer
+    limit = budget.tar_room()
+    with tempfile.TemporaryFile(dir=root.parent) as plain:
+        diff_id = _decompressed(source, plain, limit)
+        plain.seek(0)
+        state = _Layer(root)
+        try:
+            with tarfile.open(fileobj=BoundedStream(plain, limit), mode="r:") as archive:
+                for member in archive:
+                    budget.spend(member)
+                    _apply(state, archive, member)
+        except (tarfile.TarError, EOFError, ArchiveRefused) as error:
+            raise LayerRefused(f"not a valid layer: {error}") from error
+    return diff_id
+
+
+def _decompressed(source: IO[bytes], sink: IO[bytes], limit: int) -> str:
+    """Copy at most ``limit`` bytes; their sha256."""
+    hashed = hashlib.sha256()
+    size = 0
     try:
-        with tarfile.open(fileobj=hashing, mode="r|") as archive:
-            for member in archive:
-                budget.spend(member)
-                _apply(state, archive, member)
-        while hashing.read(COPY_CHUNK_BYTES):  # the end-of-archive blocks count too
-            pass
-    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as error:
+        while chunk := source.read(COPY_CHUNK_BYTES):
+            size += len(chunk)
+            if size > limit:
+                raise LayerRefused(f"the image unpacks to more than {limit // MIB} MiB of tar")
+            hashed.update(chunk)
+            sink.write(chunk)
+    except DECOMPRESSION_ERRORS as error:
+        if isinstance(error, OSError) and error.errno is not None:
+            raise  # the worker's disk, not the layer
         raise LayerRefused(f"not a valid layer: {error}") from error
-    return "sha256:" + hashing.digest.hexdigest()
+    return "sha256:" + hashed.hexdigest()
 
 
 def member_path(name: str) -> PurePosixPath | None:
@@ -224,22 +259,3 @@ def _write(target: Path, source: IO[bytes], member: tarfile.TarInfo) -> None:
     with open(descriptor, "wb") as sink:
         shutil.copyfileobj(source, sink, COPY_CHUNK_BYTES)
         os.fchmod(descriptor, _mode(member.mode))
-
-
-class _HashingReader(io.RawIOBase):
-    """The uncompressed tar as tarfile reads it, hashed as it goes."""
-
-    def __init__(self, stream: IO[bytes]) -> None:
-        super().__init__()
-        self._stream = stream
-        self.digest = hashlib.sha256()
-
-    def readable(self) -> bool:
-        return True
-
-    def read(self, size: int = -1) -> bytes:
-        if size < 0 or size > MAX_HEADER_BYTES:
-            size = MAX_HEADER_BYTES
-        data = self._stream.read(size)
-        self.digest.update(data)
-        return data

@@ -31,16 +31,17 @@ import httpx
 from herder.domain.images import ImageConfig, ImageProblem, ImageReference, registry_for
 from herder.domain.jobs import JobSpec
 from herder.worker.cache import ArtifactCache
-from herder.worker.image_layers import Budget, apply_layer, remove_path
+from herder.worker.image_layers import (
+    MAX_IMAGE_BYTES,
+    MAX_IMAGE_ENTRIES,
+    Budget,
+    apply_layer,
+    remove_path,
+)
 from herder.worker.oci_archive import open_archive, open_layer, read_image
 from herder.worker.oci_registry import Registry
 from herder.worker.sandbox import IMAGE_MOUNT_POINTS, RESOLV_CONF
 
-# The bound of one image's root: it lies on the worker's own disk, outside every attempt's
-# limits and shared by all of them, so a 10 MB archive that expands without end would fill
-# it for every job; this is about twice a full Python or JDK image.
-MAX_IMAGE_BYTES = 2 * 1024 * 1024 * 1024
-MAX_IMAGE_ENTRIES = 200_000
 REGISTRY_TIMEOUT_SECONDS = 60.0
 
 Layers = Sequence[Callable[[], contextlib.AbstractContextManager[IO[bytes]]]]

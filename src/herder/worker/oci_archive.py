@@ -8,14 +8,18 @@ digests are checked against the config's ``diff_ids`` as they are stacked (``ima
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import tarfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 from herder.domain.images import MAX_CONFIG_BYTES, ImageConfig, ImageProblem, json_object
+from herder.worker.archive import DECOMPRESSORS, ArchiveRefused, BoundedStream
+from herder.worker.image_layers import DECOMPRESSION_ERRORS, MAX_IMAGE_BYTES
 from herder.worker.oci import (
     chosen_manifest,
     digest_of,
@@ -50,11 +54,22 @@ def read_image(archive: tarfile.TarFile) -> ArchivedImage:
     )
 
 
-def open_archive(path: Path) -> tarfile.TarFile:
-    try:
-        return tarfile.open(path, mode="r:*")
-    except (tarfile.TarError, OSError, EOFError) as error:
-        raise ImageProblem(f"not an image archive (.tar or .tar.gz): {error}") from error
+@contextlib.contextmanager
+def open_archive(path: Path) -> Iterator[tarfile.TarFile]:
+    """The archive (plain or compressed) read through ``archive.py``'s ``BoundedStream``: no
+    header is read whole past its bound, and no more than an image may be."""
+    with path.open("rb") as raw:
+        head = raw.read(8)
+        raw.seek(0)
+        opener = next((opener for magic, opener in DECOMPRESSORS if head.startswith(magic)), None)
+        stream = opener(raw) if opener is not None else raw
+        try:
+            bounded = BoundedStream(stream, MAX_IMAGE_BYTES)
+            archive = tarfile.open(fileobj=bounded, mode="r:")  # noqa: SIM115  closed below
+        except (tarfile.TarError, EOFError, ArchiveRefused, *DECOMPRESSION_ERRORS) as error:
+            raise ImageProblem(f"not an image archive (.tar or .tar.gz): {error}") from error
+        with archive:
+            yield archive
 
 
 def open_layer(archive: tarfile.TarFile, name: str) -> IO[bytes]:
@@ -74,7 +89,7 @@ def _members(archive: tarfile.TarFile) -> dict[str, tarfile.TarInfo]:
             if count > MAX_MEMBERS:
                 raise ImageProblem(f"the archive has more than {MAX_MEMBERS} members")
             members[member.name.removeprefix("./")] = member
-    except (tarfile.TarError, EOFError, OSError) as error:
+    except (tarfile.TarError, EOFError, ArchiveRefused, *DECOMPRESSION_ERRORS) as error:
         raise ImageProblem(f"not a valid image archive: {error}") from error
     return members
 
