@@ -92,7 +92,8 @@ def test_the_job_overrides_the_image_inside_the_same_sandbox(
 
 
 class Registry:
-    """A registry of one image over the OCI distribution API, serving what it is given."""
+    """A registry of one image over the OCI distribution API, serving what it is given
+    (its blobs from "storage" it redirects to)."""
 
     def __init__(self, name: str, image: Image) -> None:
         self.name, self.image = name, image
@@ -103,8 +104,12 @@ class Registry:
             def do_GET(self) -> None:
                 prefix, _, digest = self.path.rpartition("/")
                 data = registry.served.get(digest)
-                kinds = (f"/v2/{registry.name}/manifests", f"/v2/{registry.name}/blobs")
-                if prefix not in kinds or data is None:
+                if prefix == f"/v2/{registry.name}/blobs" and data is not None:
+                    self.send_response(307)  # as registries send blobs on to their storage
+                    self.send_header("Location", f"/storage/{digest}")
+                    self.end_headers()
+                    return
+                if prefix not in (f"/v2/{registry.name}/manifests", "/storage") or data is None:
                     self.send_error(404)
                     return
                 self.send_response(200)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -154,3 +155,17 @@ BAD_CONFIGS = {
 def test_bad_configs_are_refused(data: bytes) -> None:
     with pytest.raises(ImageProblem):
         ImageConfig.from_json(data)
+
+
+def test_two_builds_of_one_new_image_at_once_end_with_one_whole_root(tmp_path: Path) -> None:
+    image = busybox_image(compress=False)
+    config = ImageConfig.from_json(image.config)
+    layers = [lambda layer=layer: io.BytesIO(layer) for layer in image.layers]
+    with ThreadPoolExecutor(2) as pool:
+        built = list(pool.map(
+            lambda _: build_root(tmp_path, DIGEST, config, layers, Budget(1 << 30, 10_000)),
+            range(2),
+        ))  # fmt: skip
+    assert built[0] == built[1]
+    assert [path.name for path in tmp_path.iterdir()] == [built[0].name]  # no half-built one
+    assert (built[0] / "etc/greeting").read_text() == "from the top layer\n"

@@ -67,6 +67,8 @@ class ImageStore:
         self._roots = directory / "roots"
         for made in (directory, self._blobs, self._roots):
             made.mkdir(mode=0o700, exist_ok=True)
+            for partial in made.glob(".*"):  # a build or download a worker died in
+                remove_path(partial)
         self._artifacts = artifacts
         self._registries = registries
         self._max_bytes = max_bytes
@@ -111,7 +113,9 @@ class ImageStore:
         if base is None:
             raise ImageProblem(f"{reference} is not in a registry this worker may use "
                                "(its HERDER_IMAGE_REGISTRIES)")  # fmt: skip
-        async with httpx.AsyncClient(timeout=REGISTRY_TIMEOUT_SECONDS) as client:
+        # a registry may send a blob's GET on to its storage: what comes back is checked
+        client = httpx.AsyncClient(timeout=REGISTRY_TIMEOUT_SECONDS, follow_redirects=True)
+        async with client:
             registry = Registry(base, client)
             manifest = await registry.manifest(reference)
             config_data = await registry.config(reference, manifest.config)
