@@ -165,3 +165,16 @@ def test_a_tampered_layer_fails_the_run_and_never_runs(
     assert f"layer {layer}" in (run.reason or "")
     assert "does not match its digest" in (run.reason or "")
     assert output == ""
+
+
+def test_a_worker_without_a_sandbox_refuses_an_image_job_with_a_reason(
+    start_cluster: Callable[..., Cluster], tmp_path: Path
+) -> None:
+    cluster = start_cluster()
+    cluster.start_worker("trusted", "--isolation", "none")
+    with cluster.client() as herder:
+        artifact = upload(herder, tmp_path, "busybox.tar", busybox_image().oci_archive())
+        job = herder.create_job("unsandboxed", {"runtime": "image", "artifact": artifact})
+        run = herder.wait(herder.start_run(job.id).id, timeout=60)
+    assert run.state == "failed"
+    assert "runtime image runs only on a sandboxed worker" in (run.reason or "")
