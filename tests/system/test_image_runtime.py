@@ -98,6 +98,9 @@ class Registry:
     def __init__(self, name: str, image: Image) -> None:
         self.name, self.image = name, image
         self.served: dict[str, bytes] = dict(image.blobs)
+        self.asked_storage = threading.Event()
+        self.storage_open = threading.Event()  # cleared: storage answers only once it is set
+        self.storage_open.set()
         registry = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -112,6 +115,9 @@ class Registry:
                 if prefix not in (f"/v2/{registry.name}/manifests", "/storage") or data is None:
                     self.send_error(404)
                     return
+                if prefix == "/storage":
+                    registry.asked_storage.set()
+                    registry.storage_open.wait(timeout=60)
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
@@ -129,6 +135,7 @@ class Registry:
         return self
 
     def __exit__(self, *_: object) -> None:
+        self.storage_open.set()
         self.server.shutdown()
         self.server.server_close()
 
@@ -178,3 +185,17 @@ def test_a_worker_without_a_sandbox_refuses_an_image_job_with_a_reason(
         run = herder.wait(herder.start_run(job.id).id, timeout=60)
     assert run.state == "failed"
     assert "runtime image runs only on a sandboxed worker" in (run.reason or "")
+
+
+def test_a_run_cancelled_while_its_image_is_fetched_ends_at_once(
+    start_cluster: Callable[..., Cluster], registry: Registry
+) -> None:
+    registry.storage_open.clear()
+    cluster = start_cluster(embedded=True, environment={"HERDER_IMAGE_REGISTRIES": registry.url})
+    with cluster.client() as herder:
+        job = herder.create_job("slow-image", {"runtime": "image", "image": registry.reference})
+        run = herder.start_run(job.id)
+        assert registry.asked_storage.wait(timeout=60), "the worker never fetched a layer"
+        herder.cancel_run(run.id)
+        ended = herder.wait(run.id, timeout=30)  # the layer is still held back
+    assert ended.state == "cancelled", ended.reason

@@ -130,7 +130,9 @@ class AttemptRunner:
         if spec.runtime is Runtime.IMAGE:
             if place.sandbox is None:
                 return not_started(NO_IMAGE_WITHOUT_SANDBOX)
-            image = await self.images.prepare(spec)
+            image = await self._prepare_image(attempt)
+            if image is None:
+                return not_started(f"{attempt.stop.reason} before it started", attempt.stop.state)
             place = _on_image(place, image)
         program = await self._place_program(attempt.assignment, place)
         archive = None
@@ -209,6 +211,18 @@ class AttemptRunner:
             return replace(outcome, output=read_output(place.workspace))
         except OutputRefused as refused:
             return replace(outcome, state=AttemptState.FAILED, reason=str(refused))
+
+    async def _prepare_image(self, attempt: LiveAttempt) -> PreparedImage | None:
+        """Its image's root, or None when it was stopped first (a fetch can take a while)."""
+        preparing = asyncio.ensure_future(self.images.prepare(attempt.assignment.spec))
+        stopped = asyncio.ensure_future(attempt.stop.wait())
+        try:
+            await asyncio.wait({preparing, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+            if not preparing.done():
+                preparing.cancel()  # a root being built in its thread is finished and kept
+        return preparing.result() if preparing.done() and not preparing.cancelled() else None
 
     def _checkpoints(
         self, attempt: LiveAttempt, place: AttemptPlace, limits: Limits
