@@ -148,6 +148,8 @@ BAD_CONFIGS = {
     "relative workdir": json.dumps({"config": {"WorkingDir": "app"}}).encode(),
     "cmd not a list": json.dumps({"config": {"Cmd": "echo"}}).encode(),
     "diff id not a digest": json.dumps({"rootfs": {"diff_ids": ["md5:1"]}}).encode(),
+    "a NUL in cmd": json.dumps({"config": {"Cmd": ["echo", "a\u0000b"]}}).encode(),
+    "a NUL in env": json.dumps({"config": {"Env": ["A=1\u0000LD_PRELOAD=x"]}}).encode(),
 }
 
 

@@ -116,6 +116,8 @@ class ImageConfig:
         working_dir = run.get("WorkingDir") or ""
         if not isinstance(working_dir, str) or (working_dir and not working_dir.startswith("/")):
             raise ImageProblem("its config's WorkingDir is not an absolute path")
+        if "\0" in working_dir:
+            raise ImageProblem("its config's WorkingDir has a NUL in it")
         diff_ids = _strings(rootfs.get("diff_ids"), "rootfs.diff_ids")
         for diff_id in diff_ids:
             if not re.fullmatch(r"sha256:[0-9a-f]{64}", diff_id):
@@ -143,10 +145,13 @@ def json_object(data: bytes, what: str) -> dict[str, Any]:
 
 
 def _strings(value: object, what: str) -> tuple[str, ...]:
+    """A list of strings, none with a NUL (it would cut a word, or a variable, in two)."""
     if value is None:
         return ()
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         raise ImageProblem(f"its config's {what} is not a list of strings")
+    if any("\0" in item for item in value):
+        raise ImageProblem(f"its config's {what} has a NUL in it")
     return tuple(value)
 
 

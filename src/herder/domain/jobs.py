@@ -44,6 +44,7 @@ MAX_REPLICAS = 256
 MAX_ARGS = 1024
 MAX_STRING_CHARS = 65536  # one argument, one environment value, the command
 MAX_SECRET_REFERENCES = 100
+MAX_IMAGE_REFERENCE_CHARS = 1024
 
 _JOB_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,126}[A-Za-z0-9])?$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -164,6 +165,7 @@ class JobSpec(_Strict):
     artifact: str | None = Field(default=None, description="sha256 of an uploaded artifact")
     image: str | None = Field(
         default=None,
+        max_length=MAX_IMAGE_REFERENCE_CHARS,
         description="runtime image: an image in one of the operator's registries "
         "(HERDER_IMAGE_REGISTRIES), pinned by digest: host/repository@sha256:<64 hex>; "
         "else the artifact is an image archive (docs/runtimes.md)",
