@@ -14,7 +14,7 @@ SYSTEM_PACKAGES := gcc libc6-dev linux-libc-dev nftables iproute2 util-linux
 # What only `make test` needs besides: the browser the dashboard's test drives (Playwright,
 # from the dev extra, uses this system chromium; it never downloads a browser), and the load
 # balancer the scale-out test puts in front of three API processes.
-TEST_PACKAGES := chromium haproxy
+TEST_PACKAGES := chromium haproxy busybox-static
 
 .PHONY: up test lint unit bench postgres redis system-packages test-packages clean
 

@@ -23,6 +23,7 @@ from pydantic import (
 
 from herder.domain.deadlines import Deadline
 from herder.domain.errors import FieldError, Invalid
+from herder.domain.images import ImageProblem, ImageReference, command_words
 from herder.domain.labels import check_labels, check_pool_reference
 from herder.domain.limits import LimitReference, LimitReferences, fielded, rendered_references
 from herder.domain.parameters import Parameter, Parameters, refuse_name, resolve
@@ -43,6 +44,7 @@ MAX_REPLICAS = 256
 MAX_ARGS = 1024
 MAX_STRING_CHARS = 65536  # one argument, one environment value, the command
 MAX_SECRET_REFERENCES = 100
+MAX_IMAGE_REFERENCE_CHARS = 1024
 
 _JOB_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,126}[A-Za-z0-9])?$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -53,6 +55,7 @@ class Runtime(StrEnum):
     PYTHON = "python"  # a script artifact run by python3
     EXECUTABLE = "executable"  # a binary (or #! script) artifact run directly
     ARCHIVE = "archive"  # a .tar.gz/.zip artifact unpacked, then command
+    IMAGE = "image"  # an OCI image (artifact or registry reference) as the root (images.py)
 
 
 class Priority(StrEnum):
@@ -160,6 +163,13 @@ class JobSpec(_Strict):
     runtime: Runtime
     command: Annotated[str | None, Field(max_length=MAX_STRING_CHARS)] = None
     artifact: str | None = Field(default=None, description="sha256 of an uploaded artifact")
+    image: str | None = Field(
+        default=None,
+        max_length=MAX_IMAGE_REFERENCE_CHARS,
+        description="runtime image: an image in one of the operator's registries "
+        "(HERDER_IMAGE_REGISTRIES), pinned by digest: host/repository@sha256:<64 hex>; "
+        "else the artifact is an image archive (docs/runtimes.md)",
+    )
     args: Args = []
     env: Env = {}
     secrets: Annotated[dict[str, str], AfterValidator(_check_secret_references)] = Field(
@@ -258,6 +268,13 @@ class JobSpec(_Strict):
             raise ValueError("artifact must be the sha256 id returned by POST /v1/artifacts")
         return artifact
 
+    @field_validator("image")
+    @classmethod
+    def _pinned(cls, image: str | None) -> str | None:
+        if image is not None:
+            ImageReference.parse(image)
+        return image
+
     @field_validator("labels", "requires")
     @classmethod
     def _label_keys(cls, labels: dict[str, str]) -> dict[str, str]:
@@ -287,6 +304,10 @@ class JobSpec(_Strict):
 
     @model_validator(mode="after")
     def _runtime_needs(self) -> Self:
+        if self.runtime is Runtime.IMAGE:
+            return self._image_needs()
+        if self.image is not None:
+            raise ValueError(f"runtime {self.runtime} takes no image; use runtime image")
         needs_command = self.runtime in (Runtime.SHELL, Runtime.ARCHIVE)
         needs_artifact = self.runtime is not Runtime.SHELL
         if needs_command and not (self.command and self.command.strip()):
@@ -297,6 +318,21 @@ class JobSpec(_Strict):
             raise ValueError(f"runtime {self.runtime} needs an artifact")
         if not needs_artifact and self.artifact is not None:
             raise ValueError("runtime shell takes no artifact; use runtime archive")
+        return self
+
+    def _image_needs(self) -> Self:
+        """An image archive or a reference, not both; a command, if any, that splits into
+        words (it replaces the image's Cmd and runs without a shell)."""
+        if (self.artifact is None) == (self.image is None):
+            raise ValueError(
+                "runtime image needs either an artifact (an image archive) or an image "
+                "(host/repository@sha256:…), and not both"
+            )
+        if self.command is not None:
+            try:
+                command_words(self.command)
+            except ImageProblem as problem:
+                raise ValueError(str(problem)) from problem
         return self
 
 
