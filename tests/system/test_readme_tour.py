@@ -6,19 +6,12 @@ says Ctrl-C is given one once it has drawn something."""
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import re
 import signal
-import struct
 import subprocess
-import termios
-import threading
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -31,6 +24,7 @@ from tests.system.conftest import (
     wait_healthy,
     wait_until,
 )
+from tests.system.terminal import Terminal, Typed
 
 pytestmark = pytest.mark.system
 
@@ -38,10 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 COLUMNS, ROWS = 80, 24
 LINE_SECONDS = 60.0  # the slowest line waits for a run to end
-DRAWN_SECONDS = 20.0  # how long a Ctrl-C line may take to draw its first picture
-ANSI = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07]*\x07|[()][0-9A-Za-z]|[=>78])")
 TABLE = re.compile(r"[┃│┏┡└]")
-DONE = "__tour_line_done__"
 CHANGES = ("+ ", "~ ", "- ")  # how apply marks what it would create, change, delete
 
 
@@ -70,114 +61,20 @@ def make_up_command(port: int) -> list[str]:
     return command.split()
 
 
-def plain(output: str) -> str:
-    return ANSI.sub("", output).replace("\r", "")
-
-
-class Terminal:
-    """One ``bash`` whose output is a pty of 80 by 24 it controls (so Ctrl-C reaches its
-    foreground command), fed the tour's lines one at a time."""
-
-    def __init__(self, cwd: Path, environment: dict[str, str]):
-        self._master, slave = os.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLUMNS, 0, 0))
-        attributes = termios.tcgetattr(slave)
-        attributes[3] &= ~termios.ECHO  # the ^C written is not output
-        termios.tcsetattr(slave, termios.TCSANOW, attributes)
-        # The lines come through a pipe of their own: a command's stdin is the terminal.
-        script, self._lines = os.pipe()
-        self.shell = subprocess.Popen(
-            # setsid --ctty: a session of its own, the pty on stdin its controlling terminal
-            ["setsid", "--ctty", "bash", "--noprofile", "--norc", f"/dev/fd/{script}"],
-            pass_fds=(script,), stdin=slave, stdout=slave, stderr=slave, cwd=cwd,
-            env=environment,
-        )  # fmt: skip
-        os.close(slave)
-        os.close(script)
-        self._output = bytearray()
-        self._grew = threading.Condition()
-        threading.Thread(target=self._read, daemon=True).start()
-        # As at a prompt: aliases work, and a Ctrl-C its foreground command handles does not
-        # end the shell.
-        self._send("shopt -s expand_aliases; trap : INT")
-
-    def _read(self) -> None:
-        while True:
-            try:
-                chunk = os.read(self._master, 65536)
-            except OSError:  # EIO: the shell and all it started are gone
-                chunk = b""
-            with self._grew:
-                self._output += chunk
-                self._grew.notify_all()
-            if not chunk:
-                return
-
-    def _send(self, text: str) -> None:
-        os.write(self._lines, (text + "\n").encode())
-
-    def _text_from(self, start: int) -> str:
-        return self._output[start:].decode(errors="replace")
-
-    def _wait_for(self, start: int, pattern: re.Pattern[str], seconds: float) -> bool:
-        deadline = time.monotonic() + seconds
-        with self._grew:
-            while not pattern.search(plain(self._text_from(start))):
-                left = deadline - time.monotonic()
-                if left <= 0 or self.shell.poll() is not None:
-                    return pattern.search(plain(self._text_from(start))) is not None
-                self._grew.wait(left)
-            return True
-
-    def run(self, line: str, number: int) -> Result:
-        """``line`` as typed at the prompt; its output and exit status."""
-        with self._grew:
-            start = len(self._output)
-        done = re.compile(rf"{DONE}{number} (\d+)\n")
-        self._send(f"{line}\nprintf '\\n{DONE}{number} %d\\n' $?")
-        interrupted = False
-        if until_ctrl_c(line):
-            drawn = self._wait_for(start, re.compile(r"\S"), DRAWN_SECONDS)
-            time.sleep(1.0 if drawn else 0)  # a refresh or two on screen, as a person looks
-            os.write(self._master, b"\x03")
-            interrupted = True
-        finished = self._wait_for(start, done, LINE_SECONDS)
-        output = plain(self._text_from(start))
-        found = done.search(output)
-        status = int(found.group(1)) if finished and found else None
-        return Result(line, output[: found.start()] if found else output, status, interrupted)
-
-    def close(self) -> None:
-        os.close(self._lines)  # the end of its script: the shell exits
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.shell.wait(10)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.shell.pid, signal.SIGKILL)  # anything the tour left behind
-        self.shell.wait()
-        os.close(self._master)
-
-
-@dataclass(frozen=True)
-class Result:
-    line: str
-    output: str
-    status: int | None  # None: still running after LINE_SECONDS
-    interrupted: bool
-
-    def wrong(self) -> str | None:
-        """Why a newcomer would stop here, or None."""
-        if self.status is None:
-            return f"did not finish within {LINE_SECONDS:g}s"
-        if self.status != 0:
-            return f"exited {self.status}"
-        if "Traceback (most recent call last)" in self.output:
-            return "printed a traceback"
-        lines = self.output.splitlines()
-        if not self.interrupted and any(TABLE.search(line) for line in lines):
-            wide = [line for line in lines if len(line.rstrip()) > COLUMNS]
-            if wide:
-                return f"drew {len(wide)} line(s) wider than {COLUMNS} columns"
-        return None
+def wrong(typed: Typed) -> str | None:
+    """Why a newcomer would stop at a line that printed this, or None."""
+    if typed.status is None:
+        return f"did not finish within {LINE_SECONDS:g}s"
+    if typed.status != 0:
+        return f"exited {typed.status}"
+    if "Traceback (most recent call last)" in typed.output:
+        return "printed a traceback"
+    lines = typed.output.splitlines()
+    if not typed.interrupted and any(TABLE.search(line) for line in lines):
+        wide = [line for line in lines if len(line.rstrip()) > COLUMNS]
+        if wide:
+            return f"drew {len(wide)} line(s) wider than {COLUMNS} columns"
+    return None
 
 
 def outside_environment() -> dict[str, str]:
@@ -188,9 +85,9 @@ def outside_environment() -> dict[str, str]:
 
 
 @pytest.fixture
-def checkout(tmp_path: Path) -> Iterator[tuple[Path, str]]:
+def checkout(tmp_path: Path) -> Iterator[Path]:
     """A directory as the README sees it (``.venv`` and, once up, ``.herder``), with
-    ``make up PORT=…`` running there; its URL. Stopped with Ctrl-C, as the README says."""
+    ``make up PORT=…`` running there. Stopped with Ctrl-C, as the README says."""
     if not (ROOT / ".venv" / "bin" / "herder").exists():
         pytest.skip("no .venv with herder in the checkout: make up (or make test) makes it")
     (tmp_path / ".venv").symlink_to(ROOT / ".venv")
@@ -204,7 +101,7 @@ def checkout(tmp_path: Path) -> Iterator[tuple[Path, str]]:
         key = json.loads((tmp_path / ".herder" / "client.json").read_text())["api_key"]
         with HerderClient(url, key) as herder:  # its local worker too, as a person waits
             wait_until(lambda: bool(herder.list_workers()), 60, "herder up's worker registered")
-        yield tmp_path, url
+        yield tmp_path
     finally:
         stop(up, signal.SIGINT)
         remove_what_killed_workers_left(tmp_path / ".herder")
@@ -214,23 +111,18 @@ def test_make_up_passes_a_port() -> None:
     assert make_up_command(9090)[-3:] == ["up", "--port", "9090"]
 
 
-def test_the_readme_tour_runs_as_written_in_80_columns(checkout: tuple[Path, str]) -> None:
-    directory, _ = checkout
-    lines = tour_lines(README.read_text())
-    assert lines[0].startswith("source .venv/bin/activate")
-    live = [line.partition(" #")[0].strip() for line in lines if until_ctrl_c(line)]
-    assert live == ["herder top"]  # the one line that runs until stopped is marked so
-    terminal = Terminal(directory, outside_environment())
+def test_the_readme_tour_runs_as_written_in_80_columns(checkout: Path) -> None:
+    terminal = Terminal(checkout, outside_environment(), COLUMNS, ROWS)
     try:
-        for number, line in enumerate(lines):
-            result = terminal.run(line, number)
-            why = result.wrong()
-            assert why is None, f"README tour line {number + 1}: {line}\n{why}:\n{result.output}"
+        for number, line in enumerate(tour_lines(README.read_text()), start=1):
+            typed = terminal.type(line, seconds=LINE_SECONDS, ctrl_c=until_ctrl_c(line))
+            why = wrong(typed)
+            assert why is None, f"README tour line {number}: {line}\n{why}:\n{typed.output}"
             if line.startswith("herder run logs"):
-                assert "Hello World!" in result.output
+                assert "Hello World!" in typed.output
             if line.startswith("herder apply"):  # the export round-trips: no + ~ - lines
-                changes = [row for row in result.output.splitlines() if row[:2] in CHANGES]
-                assert changes == [], result.output
+                changes = [row for row in typed.output.splitlines() if row[:2] in CHANGES]
+                assert changes == [], typed.output
     finally:
         terminal.close()
 
