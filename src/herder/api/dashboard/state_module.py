@@ -1,8 +1,9 @@
 """``/ui/states.js``: the dashboard's states, written from the domain when first asked for.
 
 The page's one module not in ``static/``: the run states (in order, active, worst first),
-the ended workflow-run states and every state's tone, so the scripts and the stylesheet keep
-no list of their own. Plain constants as JSON literals: the same strict policy applies.
+the ended workflow-run states, every state's tone and each task state's colour, so the
+scripts and the stylesheet keep no list of their own. Plain constants as JSON literals: the
+same strict policy applies.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 
+from herder.api.dashboard.state_colours import TASK_STATE_COLOURS
 from herder.domain.state_tones import RUN_STATES_WORST_FIRST, TONE_OF_NAME
 from herder.domain.states import ACTIVE_RUN_STATES, RunState
 from herder.domain.workflows.progress import WorkflowRunState
@@ -22,6 +24,7 @@ _CONSTANTS: dict[str, object] = {
     "RUN_STATES_WORST_FIRST": list(RUN_STATES_WORST_FIRST),
     "ENDED_WORKFLOW_RUN_STATES": [state for state in WorkflowRunState if state.is_terminal],
     "TONE_OF_STATE": TONE_OF_NAME,
+    "COLOUR_OF_TASK_STATE": TASK_STATE_COLOURS,
 }
 
 
