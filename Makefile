@@ -57,8 +57,12 @@ system-packages:
 test-packages:
 	$(call install_missing,$(TEST_PACKAGES),the dashboard's browser test needs them)
 
+# `make up PORT=9090` (the API's port) and `make up ARGS="--home /srv/herder"` (any of
+# `herder up --help`) pass through to herder up.
+PORT ?=
+ARGS ?=
 up: system-packages $(RUNTIME_STAMP)
-	$(BIN)/herder up
+	$(BIN)/herder up $(if $(PORT),--port $(PORT)) $(ARGS)
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check src tests bench

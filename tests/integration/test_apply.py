@@ -204,6 +204,32 @@ def test_export_then_apply_shows_no_change(api: Api, herder: Herder, tmp_path: P
     assert "│ schedules │ 0" in dry
 
 
+def test_an_unnamed_schedule_is_exported_by_a_made_name_and_round_trips(
+    api: Api, herder: Herder, tmp_path: Path
+) -> None:
+    job = api.create_job("by-hand")
+    response = api.http.post(
+        "/v1/schedules", headers=api.admin, json={"job_id": job["id"], "cron": "*/5 * * * *"}
+    )
+    made = f"by-hand-{response.json()['id'].lower()[-8:]}"
+    exported = tmp_path / "exported.yaml"
+    written = herder("export", "-o", str(exported))
+    assert f"without a name written as {made}" in ok(written)
+    assert f"name: {made}" in exported.read_text()
+
+    dry = ok(herder("apply", "-f", str(exported), "--dry-run", "--prune"))
+    assert not [line for line in dry.splitlines() if line[:2] in ("+ ", "~ ", "- ")], dry
+    exported.write_text(exported.read_text().replace("*/5 * * * *", "*/10 * * * *"))
+    changed = ok(herder("apply", "-f", str(exported)))
+    assert f"~ schedule {made}" in changed
+    (schedule,) = api.http.get("/v1/schedules", headers=api.admin).json()["items"]
+    assert schedule["spec"]["cron"] == "*/10 * * * *"
+
+    other = api.other_tenant_key("team-b")
+    ok(herder("apply", "-f", str(exported), key=other))
+    assert names(api, "schedules", key=other) == [made]
+
+
 def test_a_bad_file_changes_nothing_and_names_the_place(
     api: Api, herder: Herder, tmp_path: Path
 ) -> None:

@@ -12,7 +12,7 @@ from herder.definitions.export import document
 from herder.definitions.plan import ABSENT, Action, Change, Existing, describe, diff, plan
 from herder.definitions.problems import DefinitionError, Kind, Where
 from herder.domain.jobs import JobSpec
-from herder.domain.schedules import ScheduleSpec
+from herder.domain.schedules import ScheduleSpec, check_schedule_name
 
 HERE = Where("herder.yaml", 1, "jobs[0]")
 
@@ -70,7 +70,7 @@ BOTH = {Kind.JOB, Kind.SCHEDULE}
             True,
             [("unchanged", "a")],
         ),
-        # an unnamed schedule is never managed
+        # an unnamed schedule is never pruned
         (
             declared(BOTH, (Kind.JOB, "a", job_fields())),
             [have(Kind.JOB, "a", job_fields()), have(Kind.SCHEDULE, None, schedule_fields())],
@@ -218,7 +218,8 @@ def test_an_export_planned_against_what_it_came_from_changes_nothing() -> None:
     assert exported["jobs"] == [{"name": "a", "runtime": "shell", "command": "x", "env": {"A": "1"},
                                  "resources": {"cpu": 0.5}}]  # fmt: skip
     assert exported["schedules"] == [
-        {"name": "s", "job": "a", "cron": "@daily", "timezone": "Europe/Paris", "paused": True}
+        {"name": "a-idnone", "job": "a", "cron": "@daily"},  # unnamed: named by job and id
+        {"name": "s", "job": "a", "cron": "@daily", "timezone": "Europe/Paris", "paused": True},
     ]
     jobs = [(Kind.JOB, item.pop("name"), job_fields(**item)) for item in exported["jobs"]]
     schedules = [
@@ -226,10 +227,42 @@ def test_an_export_planned_against_what_it_came_from_changes_nothing() -> None:
             Kind.SCHEDULE,
             item.pop("name"),
             schedule_fields(item.pop("job"))
-            | {"paused": item.pop("paused")}
+            | {"paused": item.pop("paused", False)}
             | ScheduleSpec.model_validate(item).model_dump(mode="json"),
         )
         for item in exported["schedules"]
     ]
     steps = plan(declared(BOTH, *jobs, *schedules), server, prune=True).steps
-    assert [step.action for step in steps] == [Action.UNCHANGED, Action.UNCHANGED]
+    assert [step.action for step in steps] == [Action.UNCHANGED] * 3
+
+
+def test_an_unnamed_schedule_is_known_by_what_it_runs_and_the_end_of_its_id() -> None:
+    fields = schedule_fields("nightly-report")
+    unnamed = Existing(Kind.SCHEDULE, None, "sch_01M8H5ZB8CEKN5PFMYWSBZPV28", fields)
+    assert unnamed.known_as == "nightly-report-wsbzpv28"
+    assert Existing(Kind.SCHEDULE, "mine", "sch_1", fields).known_as == "mine"
+    of_a_workflow = Existing(Kind.SCHEDULE, None, "sch_1234567890", schedule_fields(None, "w"))
+    assert of_a_workflow.known_as == "w-34567890"
+    long = Existing(Kind.SCHEDULE, None, "sch_1234567890", schedule_fields("j" * 128))
+    assert len(long.known_as) == 128
+    assert check_schedule_name(long.known_as) == long.known_as
+
+
+def test_a_file_naming_an_unnamed_schedule_so_updates_it_and_prune_keeps_the_others() -> None:
+    server = [
+        have(Kind.JOB, "a", job_fields()),
+        Existing(Kind.SCHEDULE, None, "sch_0000000001", schedule_fields("a")),
+        Existing(Kind.SCHEDULE, None, "sch_0000000002", schedule_fields("a")),
+    ]
+    files = declared(
+        BOTH,
+        (Kind.JOB, "a", job_fields()),
+        (Kind.SCHEDULE, "a-00000001", schedule_fields("a", cron="@hourly")),
+    )
+    steps = plan(files, server, prune=True).steps
+    assert [(step.action, step.name) for step in steps] == [
+        (Action.UNCHANGED, "a"),
+        (Action.UPDATE, "a-00000001"),
+    ]
+    assert steps[1].existing is not None
+    assert steps[1].existing.id == "sch_0000000001"

@@ -101,9 +101,10 @@ def export(
     with client() as herder:
         existing = read_existing(herder)
     kinds = list(Kind)
-    unnamed = sum(1 for item in existing if item.name is None)
+    unnamed = [item.known_as for item in existing if item.name is None]
     if unnamed:
-        err.print(f"left out {unnamed} schedule(s) without a name: a file cannot name them")
+        named = ", ".join(unnamed)
+        err.print(f"schedule(s) without a name written as {named}; apply knows them so")
     text = to_yaml(document(existing, kinds))
     if output is None:
         out.out(text, end="", highlight=False)

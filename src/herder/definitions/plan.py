@@ -2,7 +2,8 @@
 (field by field), delete, or leave as it is. Pure: the state comes in as data.
 
 Deletions happen only when pruning, and only of the kinds the files manage (those they have a
-section for). A schedule without a name is never managed: the files cannot name it. A plan
+section for). A schedule without a name is known to the files by the name ``export`` writes
+for it (``Existing.known_as``), so an exported file applies unchanged; it is never pruned. A plan
 that would leave a schedule, a trigger or a workflow naming a job (or workflow) that is
 neither declared nor kept is refused whole, before anything changes.
 """
@@ -10,6 +11,7 @@ neither declared nor kept is refused whole, before anything changes.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -27,6 +29,7 @@ class _Absent:
 
 
 ABSENT: Any = _Absent()
+GENERATED_TAIL = 8  # characters of an unnamed schedule's id in the name ``export`` gives it
 
 
 @dataclass(frozen=True)
@@ -34,9 +37,19 @@ class Existing:
     """An object the tenant has, in the shape of ``Definition.fields``."""
 
     kind: Kind
-    name: str | None  # None: an unnamed schedule, never managed (it may still hold a job)
+    name: str | None  # None: an unnamed schedule, never pruned (it may still hold a job)
     id: str
     fields: dict[str, Any]
+
+    @property
+    def known_as(self) -> str:
+        """The name a file calls it by: its own, or for an unnamed schedule one made from
+        what it runs and the end of its id, which neither changes while the schedule lives."""
+        if self.name:
+            return self.name
+        target = str(self.fields.get("job") or self.fields.get("workflow") or "schedule")
+        tail = re.sub(r"[^a-z0-9]", "", self.id.lower())[-GENERATED_TAIL:]
+        return f"{target[: 127 - len(tail)]}-{tail}"
 
     @property
     def label(self) -> str:
@@ -95,7 +108,7 @@ def plan(definitions: Definitions, existing: Sequence[Existing], *, prune: bool)
     for kind in Kind:
         if kind not in definitions.kinds:
             continue
-        have = {item.name: item for item in existing if item.kind is kind and item.name}
+        have = {item.known_as: item for item in existing if item.kind is kind}
         for definition in definitions.of(kind):
             current = have.get(definition.name)
             steps.append(_step(definition, current))
