@@ -16,7 +16,7 @@ import pytest
 
 from herder.client import HerderClient
 from tests.images import Image, busybox_image
-from tests.system.conftest import Cluster
+from tests.system.conftest import Cluster, wait_until
 
 pytestmark = [
     pytest.mark.system,
@@ -174,17 +174,29 @@ def test_a_tampered_layer_fails_the_run_and_never_runs(
     assert output == ""
 
 
-def test_a_worker_without_a_sandbox_refuses_an_image_job_with_a_reason(
+def test_an_image_job_waits_for_a_sandboxed_worker_and_runs_on_it(
     start_cluster: Callable[..., Cluster], tmp_path: Path
 ) -> None:
+    """A worker without a sandbox cannot build an image's root: the run is never placed
+    there, it waits saying why, and a sandboxed worker that joins runs it."""
     cluster = start_cluster()
     cluster.start_worker("trusted", "--isolation", "none")
     with cluster.client() as herder:
+        wait_until(lambda: any(w.state == "alive" for w in herder.list_workers()), 60, "a worker")
         artifact = upload(herder, tmp_path, "busybox.tar", busybox_image().oci_archive())
-        job = herder.create_job("unsandboxed", {"runtime": "image", "artifact": artifact})
-        run = herder.wait(herder.start_run(job.id).id, timeout=60)
-    assert run.state == "failed"
-    assert "runtime image runs only on a sandboxed worker" in (run.reason or "")
+        job = herder.create_job("sandboxed-only", {"runtime": "image", "artifact": artifact})
+        run = herder.start_run(job.id)
+        wait_until(
+            lambda: "isolation=sandbox" in (herder.get_run(run.id).waiting_reason or ""),
+            30,
+            "the run waiting for a sandboxed worker",
+        )
+        assert herder.get_run(run.id).state == "queued"
+        cluster.start_worker("sandboxed")
+        ended = herder.wait(run.id, timeout=60)
+        names = {worker.id: worker.name for worker in herder.list_workers()}
+    assert ended.state == "succeeded", ended.reason
+    assert [names[attempt.worker_id] for attempt in ended.attempts] == ["sandboxed"]
 
 
 def test_a_run_cancelled_while_its_image_is_fetched_ends_at_once(

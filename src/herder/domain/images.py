@@ -21,6 +21,11 @@ from urllib.parse import urlsplit
 from herder.domain.errors import Invalid
 
 REGISTRIES_VARIABLE = "HERDER_IMAGE_REGISTRIES"
+# Every worker registers its isolation under this label (its ``--isolation``: sandbox or
+# none); an image job requires a sandbox, where alone its root can be built, so it waits for
+# one rather than failing on a worker that cannot run it.
+ISOLATION_LABEL = "isolation"
+NEEDS_SANDBOX = {ISOLATION_LABEL: "sandbox"}
 _REFERENCE = re.compile(
     r"^(?P<host>[A-Za-z0-9.-]+(?::[0-9]{1,5})?)/"
     r"(?P<name>[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*)"

@@ -23,7 +23,7 @@ from pydantic import (
 
 from herder.domain.deadlines import Deadline
 from herder.domain.errors import FieldError, Invalid
-from herder.domain.images import ImageProblem, ImageReference, command_words
+from herder.domain.images import NEEDS_SANDBOX, ImageProblem, ImageReference, command_words
 from herder.domain.labels import check_labels, check_pool_reference
 from herder.domain.limits import LimitReference, LimitReferences, fielded, rendered_references
 from herder.domain.parameters import Parameter, Parameters, refuse_name, resolve
@@ -334,6 +334,14 @@ class JobSpec(_Strict):
             except ImageProblem as problem:
                 raise ValueError(str(problem)) from problem
         return self
+
+    @property
+    def placement_requires(self) -> dict[str, str]:
+        """The labels a worker must carry to take its runs: its ``requires``, and for an
+        image a sandbox (images.NEEDS_SANDBOX), which alone builds an image's root."""
+        if self.runtime is Runtime.IMAGE:
+            return {**self.requires, **NEEDS_SANDBOX}
+        return self.requires
 
 
 def check_job_name(name: str) -> str:

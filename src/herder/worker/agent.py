@@ -27,7 +27,7 @@ from pathlib import Path
 import httpx
 
 from herder import __version__
-from herder.domain.images import REGISTRIES_VARIABLE, parse_registries
+from herder.domain.images import ISOLATION_LABEL, REGISTRIES_VARIABLE, parse_registries
 from herder.domain.jobs import MAX_STOP_GRACE_SECONDS, Capacity
 from herder.domain.models import Assignment
 from herder.domain.states import AttemptState
@@ -59,7 +59,7 @@ class WorkerConfig:
     home: Path
     python: str
     max_slots: int = 256
-    labels: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)  # and its isolation, registered as a label
     run_uid_base: int = 61000
     run_uid_count: int = 4096
     max_stop_grace_seconds: float = MAX_STOP_GRACE_SECONDS  # caps jobs' stop_grace_seconds
@@ -141,7 +141,7 @@ class Agent:
             name=config.name,
             capacity=config.capacity,
             max_slots=config.max_slots,
-            labels=config.labels,
+            labels={**config.labels, ISOLATION_LABEL: config.isolation.value},
             version=__version__,
             address=self.address,
         )
