@@ -74,6 +74,7 @@ OPERATIONS = [
     ("POST", "/v1/backfills/{backfill_id}/cancel"),
     ("POST", "/v1/schedules/{schedule_id}/pause"),
     ("POST", "/v1/schedules/{schedule_id}/resume"),
+    ("POST", "/v1/schedules/{schedule_id}/trigger"),
     ("POST", "/v1/events"),  # an event starts what its triggers say: as starting runs
     ("POST", "/v1/workflow-runs/{workflow_run_id}/tasks/{task}/approve"),
     ("POST", "/v1/workflow-runs/{workflow_run_id}/tasks/{task}/reject"),

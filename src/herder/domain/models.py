@@ -304,6 +304,16 @@ class Schedule(_Record):
     updated_at: datetime
 
 
+class TriggeredFire(_Record):
+    """A fire asked for by hand (``POST /v1/schedules/{id}/trigger``): the run it started,
+    a job's or a workflow's, for ``scheduled_for`` (the moment it was asked for)."""
+
+    schedule_id: str
+    scheduled_for: datetime
+    run_id: str | None = None
+    workflow_run_id: str | None = None
+
+
 class ScheduleEvent(_Record):
     at: datetime
     kind: str
