@@ -2,6 +2,7 @@
 // horizontal utilization bars. Numbers go in as text nodes and attributes only.
 
 import { stateClasses } from "./dom.js";
+import { timeOfDay } from "./time.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 
@@ -13,8 +14,7 @@ export function svg(tag, attributes = {}, ...children) {
 }
 
 function minuteLabel(iso) {
-  const date = new Date(iso);
-  return `${String(date.getHours()).padStart(2, "0")}:${String(date.getMinutes()).padStart(2, "0")}`;
+  return timeOfDay(iso).slice(0, 5);
 }
 
 // An empty chart over a minute axis: its title, three grid lines labelled by ``label``
@@ -135,7 +135,7 @@ export function runTimeline(run, now = Date.now(), { width = 720 } = {}) {
     chart.append(svg("rect", { x, y, width: span, height: 16, rx: 3, class: `span ${stateClasses(one.kind)}` }, svg("title", {}, `${one.label}: ${one.kind}, ${seconds}s`)));
   });
   const axisY = height - 6;
-  chart.append(svg("text", { x: left, y: axisY, class: "axis" }, new Date(start).toLocaleTimeString()));
-  chart.append(svg("text", { x: width - 10, y: axisY, class: "axis", "text-anchor": "end" }, new Date(end).toLocaleTimeString()));
+  chart.append(svg("text", { x: left, y: axisY, class: "axis" }, timeOfDay(start)));
+  chart.append(svg("text", { x: width - 10, y: axisY, class: "axis", "text-anchor": "end" }, timeOfDay(end)));
   return chart;
 }

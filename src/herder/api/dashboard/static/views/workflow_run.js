@@ -97,9 +97,12 @@ export function dag(tasks) {
   return chart;
 }
 
+// The run's actions (imports are hoisted: this one sits with the code that uses it).
+import { repairBox } from "./repair.js";
+
 // Suspend or Resume (as its state allows) and Cancel, beside the headline.
 function actions(run, ended, ctx) {
-  if (ended || run.cancel_requested) return [];
+  if (ended || run.cancel_requested || !ctx.may("operator")) return [];
   const path = `/v1/workflow-runs/${encodeURIComponent(run.id)}`;
   const post = (verb) => () => api(`${path}/${verb}`, { method: "POST" });
   const suspended = run.state === "suspended";
@@ -117,7 +120,7 @@ function actions(run, ended, ctx) {
 // Each approval task waiting for a decision: its message, a comment box, Approve and Reject.
 function decisions(run, ctx) {
   const waiting = run.tasks.filter((task) => task.kind === "approval" && task.state === "waiting");
-  if (waiting.length === 0) return "";
+  if (waiting.length === 0 || !ctx.may("operator")) return "";
   const path = `/v1/workflow-runs/${encodeURIComponent(run.id)}/tasks`;
   return h(
     "section",
@@ -147,6 +150,7 @@ function decisions(run, ctx) {
 export function mount(root, route, ctx) {
   const id = route.id;
   const body = h("div", {});
+  const repair = repairBox(ctx);
   root.append(body);
   return {
     async refresh() {
@@ -154,18 +158,21 @@ export function mount(root, route, ctx) {
       if (document.activeElement?.tagName === "INPUT" && body.contains(document.activeElement)) return;
       const run = await api(`/v1/workflow-runs/${encodeURIComponent(id)}`, { signal: ctx.signal });
       const ended = ENDED_WORKFLOW_RUN_STATES.includes(run.state);
+      repair.update(run, ended);
       fill(body,
         h("h1", {}, "Workflow run ", h("code", {}, run.id)),
         h(
           "p",
           { class: "headline" },
           badge(run.state),
-          ` ${run.workflow_name} v${run.version} · started ${run.started_at ? new Date(run.started_at).toLocaleString() : "not yet"} `,
+          ` ${run.workflow_name} v${run.version} · started `,
+          run.started_at ? when(run.started_at) : "not yet",
+          " ",
           ...actions(run, ended, ctx),
         ),
         run.deadline_at ? h("p", {}, "Deadline ", deadline(run)) : "",
         run.reason ? h("p", {}, run.reason) : "",
-        ended ? "" : decisions(run, ctx),
+        ended ? repair.node : decisions(run, ctx),
         h("div", { class: "dag-scroll" }, dag(run.tasks)),
         h("h2", {}, "Tasks"),
         table(
