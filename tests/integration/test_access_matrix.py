@@ -54,7 +54,7 @@ class Needs(Enum):
 
 
 # What an operator may do beyond a viewer: start, stop, suspend, resume, re-prioritise, re-run
-# and repair runs, backfill, pause and resume schedules; never change a definition
+# and repair runs, backfill, pause, resume and fire schedules; never change a definition
 # (docs/tenants.md).
 OPERATIONS = [
     ("POST", "/v1/jobs/{job_id}/runs"),

@@ -41,7 +41,7 @@ class Role(StrEnum):
 
     @property
     def may_operate(self) -> bool:
-        """May start, cancel, re-run and repair runs, backfill, pause and resume schedules."""
+        """May start, cancel, re-run and repair runs, backfill, pause, resume and fire schedules."""
         return self.includes(Role.OPERATOR)
 
 

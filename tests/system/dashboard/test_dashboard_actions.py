@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -169,6 +170,16 @@ def test_the_overview_lists_the_windows_failures_and_a_reload_keeps_the_window(
     page.goto("/#/runs?window=1h")
     expect(page.get_by_label("Time window")).to_have_value("1h")
     expect(run_row(page, failed.id)).to_be_visible()
+    # a range is typed as times are shown: the browser's local time, 24-hour
+    zone = ZoneInfo(page.evaluate("Intl.DateTimeFormat().resolvedOptions().timeZone"))
+    after = (failed.created_at + timedelta(minutes=1)).astimezone(zone)
+    page.get_by_label("Time window").select_option("")
+    page.get_by_label("Since").fill(after.strftime("%Y-%m-%d %H:%M"))
+    page.get_by_role("button", name="Filter").click()
+    expect(page.get_by_text("No runs match.")).to_be_visible()
+    page.get_by_label("Since").fill("yesterday-ish")
+    page.get_by_role("button", name="Filter").click()
+    expect(page.locator(".banner.error")).to_contain_text("since")
 
 
 def test_one_instant_reads_the_same_on_every_view_in_the_browsers_zone(

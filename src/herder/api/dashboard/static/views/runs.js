@@ -9,9 +9,12 @@ import { isActive, pagedList, runActions, runPath } from "./common.js";
 
 const PAGE = 50;
 
-// "2026-11-24T10:00" from a datetime-local input is local time; the API wants an offset.
+// "2026-11-24 10:00" (seconds optional) is the browser's local time, written as every view
+// writes times (time.js); the API wants an offset. Anything else is left to the API's 422.
 function toIso(local) {
-  return local ? new Date(local).toISOString() : "";
+  if (!local) return "";
+  const moment = new Date(local.trim().replace(" ", "T"));
+  return Number.isNaN(moment.getTime()) ? local : moment.toISOString();
 }
 
 function filterForm(params, ctx) {
@@ -22,8 +25,9 @@ function filterForm(params, ctx) {
     h("option", { value: "" }, "any state"),
     RUN_STATES.map((one) => h("option", { value: one, selected: params.get("state") === one }, one)),
   );
-  const since = h("input", { name: "since", type: "datetime-local", value: params.get("since") || "" });
-  const until = h("input", { name: "until", type: "datetime-local", value: params.get("until") || "" });
+  const moment = (name) => h("input", { name, placeholder: "2026-11-28 14:03", size: 16, value: params.get(name) || "" });
+  const since = moment("since");
+  const until = moment("until");
   const lookBack = windowPicker(chosenWindow(params, WINDOWS, null), null, { anyText: "any time" });
   return h(
     "form",
