@@ -17,6 +17,11 @@ function minuteLabel(iso) {
   return timeOfDay(iso).slice(0, 5);
 }
 
+// Which minutes the axis names: about six, however long the window (an hour: every 10th).
+function labelled(index, count) {
+  return index % Math.max(1, Math.ceil(count / 6)) === 0;
+}
+
 // An empty chart over a minute axis: its title, three grid lines labelled by ``label``
 // (0, half, full), and where the bars go.
 function frame(points, { width, height, title }, label) {
@@ -54,7 +59,7 @@ export function stackedBars(points, series, { width = 720, height = 180, title =
         ),
       );
     }
-    if (index % 10 === 0) {
+    if (labelled(index, points.length)) {
       chart.append(svg("text", { x, y: height - 6, class: "axis" }, minuteLabel(point.minute)));
     }
   });
@@ -69,7 +74,7 @@ export function rateLine(points, { width = 720, height = 120, title = "" } = {})
   points.forEach((point, index) => {
     const ended = (point.succeeded || 0) + (point.failed || 0);
     const x = pad.left + index * step + step / 2;
-    if (index % 10 === 0) chart.append(svg("text", { x: x - step / 2, y: height - 6, class: "axis" }, minuteLabel(point.minute)));
+    if (labelled(index, points.length)) chart.append(svg("text", { x: x - step / 2, y: height - 6, class: "axis" }, minuteLabel(point.minute)));
     if (!ended) {
       segments.push([]);
       return;
