@@ -87,6 +87,13 @@ def test_a_workflow_schedule_starts_a_workflow_run(api: Api) -> None:
     assert again.status_code == 409
     assert run_id in again.json()["detail"]
 
+    replacing = schedule(api, workflow_id=workflow_id, concurrency_policy="replace")
+    old = trigger(api, replacing["id"]).json()["workflow_run_id"]
+    new = trigger(api, replacing["id"])
+    assert new.status_code == 201, new.text
+    replaced = api.http.get(f"/v1/workflow-runs/{old}", headers=api.admin).json()
+    assert replaced["state"] == "cancelled" or replaced["cancel_requested"]
+
 
 def test_only_an_operator_of_the_schedules_tenant_may_trigger_it(api: Api) -> None:
     made = schedule(api)
@@ -95,7 +102,8 @@ def test_only_an_operator_of_the_schedules_tenant_may_trigger_it(api: Api) -> No
     assert refused.status_code == 403
     stranger = trigger(api, made["id"], api.as_key(api.other_tenant_key()))
     assert stranger.status_code == 404
-    assert trigger(api, "sch_nosuchschedule").status_code == 404
+    for unknown in ("sch_nosuchschedule", "sch_" + "x" * 5000, "%00", "run_01M8H6Q3P14PFE5XP2"):
+        assert trigger(api, unknown).status_code in (404, 422), unknown  # never a 500
     operator = api.store.access.create_api_key(api.tenant_id, Role.OPERATOR, "ops")[1]
     assert trigger(api, made["id"], api.as_key(operator)).status_code == 201
     runs = api.http.get("/v1/runs", headers=api.admin, params={"schedule_id": made["id"]})
