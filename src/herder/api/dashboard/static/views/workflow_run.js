@@ -97,9 +97,6 @@ export function dag(tasks) {
   return chart;
 }
 
-// The run's actions (imports are hoisted: this one sits with the code that uses it).
-import { repairBox } from "./repair.js";
-
 // Suspend or Resume (as its state allows) and Cancel, beside the headline.
 function actions(run, ended, ctx) {
   if (ended || run.cancel_requested || !ctx.may("operator")) return [];
@@ -146,6 +143,9 @@ function decisions(run, ctx) {
     }),
   );
 }
+
+// Repair's form (imports are hoisted: this one sits with the code that uses it).
+import { repairBox } from "./repair.js";
 
 export function mount(root, route, ctx) {
   const id = route.id;

@@ -1,8 +1,8 @@
 // Workflows and their recent runs.
 
 import { api, query } from "../api.js";
-import { badge, between, h, link, row, table, when, fill } from "../dom.js";
 import { startForm, workflowFields } from "../forms.js";
+import { badge, between, h, link, row, table, when, fill } from "../dom.js";
 import { pagedList } from "./common.js";
 import { dag } from "./workflow_run.js";
 
