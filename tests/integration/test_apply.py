@@ -92,7 +92,7 @@ def test_one_changed_field_is_one_update_shown_by_dry_run_then_applied(
     dry = ok(herder("apply", "-f", str(path), "--dry-run"))
     assert "~ job train" in dry
     assert "resources.cpu: 2.0 → 4.0" in dry
-    assert "cron: '0 3 * * *' → '0 4 * * *'" in dry
+    assert 'cron: "0 3 * * *" → "0 4 * * *"' in dry
     assert "dry run: nothing was changed" in dry
     job = api.http.get("/v1/jobs", headers=api.admin, params={"name": "train"}).json()["items"][0]
     assert job["spec"]["resources"]["cpu"] == 2.0
@@ -113,7 +113,7 @@ def test_removing_a_field_resets_it_to_its_default(
     path = write_files(tmp_path)
     ok(herder("apply", "-f", str(path)))
     path.write_text(FILES.replace("    env: {STAGE: nightly}\n", ""))
-    assert "env.STAGE: 'nightly' → (none)" in ok(herder("apply", "-f", str(path)))
+    assert 'env.STAGE: "nightly" → (none)' in ok(herder("apply", "-f", str(path)))
     job = api.http.get("/v1/jobs", headers=api.admin, params={"name": "prepare"}).json()
     assert job["items"][0]["spec"]["env"] == {}
 
@@ -348,3 +348,31 @@ def test_workflows_and_their_schedules_are_applied_and_exported(
     assert "+ " not in again
     assert "~ " not in again
     assert "- " not in again
+
+
+def test_a_workflows_dry_run_is_a_field_level_diff_by_task_name(
+    api: Api, herder: Herder, tmp_path: Path
+) -> None:
+    first = WORKFLOW_FILES.replace(
+        "timeout_seconds: 600}", "timeout_seconds: 600, overrides: {env: {MODE: a}}}"
+    )
+    path = write_files(tmp_path, first)
+    ok(herder("apply", "-f", str(path)))
+    changed = first.replace("MODE: a", "MODE: b").replace(
+        "      - {name: notify, job: step, depends_on: [train], trigger_rule: one_failed}\n",
+        "      - {name: report, job: step, depends_on: [train], trigger_rule: all_done}\n",
+    )
+    path.write_text(changed)
+
+    dry = ok(herder("apply", "-f", str(path), "--dry-run"))
+    lines = dry.splitlines()
+    assert "~ workflow nightly" in lines
+    assert '    tasks.train.overrides.env.MODE: "a" → "b"' in lines
+    assert "    tasks.notify: removed" in lines
+    assert any(line.startswith('    tasks.report: added {"name": "report"') for line in lines)
+    assert "'" not in dry  # no Python repr
+    assert "null" not in dry  # no unset fields
+    assert "None" not in dry
+
+    ok(herder("apply", "-f", str(path)))
+    assert "nothing to change" in ok(herder("apply", "-f", str(path), "--dry-run"))

@@ -9,7 +9,7 @@ import pytest
 
 from herder.definitions.documents import Definition, Definitions
 from herder.definitions.export import document
-from herder.definitions.plan import ABSENT, Action, Change, Existing, diff, plan
+from herder.definitions.plan import ABSENT, Action, Change, Existing, describe, diff, plan
 from herder.definitions.problems import DefinitionError, Kind, Where
 from herder.domain.jobs import JobSpec
 from herder.domain.schedules import ScheduleSpec
@@ -105,18 +105,47 @@ def test_a_change_is_shown_field_by_field() -> None:
     ]
 
 
+def task(name: str, **fields: Any) -> dict[str, Any]:
+    return {"name": name, "job": "j", "overrides": None, **fields}
+
+
 @pytest.mark.parametrize(
-    ("before", "after", "paths"),
+    ("before", "after", "shown"),
     [
-        ({"tasks": [{"job": "a"}]}, {"tasks": [{"job": "b"}]}, ["tasks[0].job"]),
-        ({"tasks": [{"job": "a"}]}, {"tasks": []}, ["tasks"]),
+        ({"args": [{"job": "a"}]}, {"args": [{"job": "b"}]}, ['args[0].job: "a" → "b"']),
+        ({"args": ["a"]}, {"args": []}, ['args: ["a"] → []']),
         ({"x": 1}, {"x": 1.0}, []),
-        ({"x": 1}, {"x": True}, ["x"]),
-        ({"x": None}, {"x": {}}, ["x"]),
+        ({"x": 1}, {"x": True}, ["x: 1 → true"]),
+        ({"x": None}, {"x": {}}, ["x: null → {}"]),
+        ({"x": None}, {}, []),  # unset either way
+        ({"env": {"A": "1"}}, {"env": {}}, ['env.A: "1" → (none)']),
+        # a workflow's tasks, by name: in whatever order, a field deep inside one
+        (
+            {"tasks": [task("prepare"), task("train", overrides={"env": {"MODE": "a"}})]},
+            {"tasks": [task("train", overrides={"env": {"MODE": "b"}}), task("prepare")]},
+            ['tasks.train.overrides.env.MODE: "a" → "b"'],
+        ),
+        # set where it was unset: each field set, not the mapping's repr
+        (
+            {"tasks": [task("train")]},
+            {"tasks": [task("train", overrides={"args": None, "env": {"MODE": "a"}})]},
+            ['tasks.train.overrides.env.MODE: (none) → "a"'],
+        ),
+        # a task added or removed is one line, its unset fields left out
+        (
+            {"tasks": [task("train"), task("lint")]},
+            {"tasks": [task("train"), task("report", depends_on=["train"])]},
+            [
+                "tasks.lint: removed",
+                'tasks.report: added {"name": "report", "job": "j", "depends_on": ["train"]}',
+            ],
+        ),
+        # a list that is not of named mappings is shown whole when its length changes
+        ({"events": ["a"]}, {"events": ["a", "b"]}, ['events: ["a"] → ["a", "b"]']),
     ],
 )
-def test_diff_table(before: dict[str, Any], after: dict[str, Any], paths: list[str]) -> None:
-    assert [change.path for change in diff(before, after)] == paths
+def test_diff_table(before: dict[str, Any], after: dict[str, Any], shown: list[str]) -> None:
+    assert [describe(change) for change in diff(before, after)] == shown
 
 
 def test_a_schedule_that_starts_another_job_is_replaced() -> None:

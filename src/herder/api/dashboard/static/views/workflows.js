@@ -4,7 +4,7 @@ import { api, query } from "../api.js";
 import { startForm, workflowFields } from "../forms.js";
 import { badge, between, h, link, row, table, when, fill } from "../dom.js";
 import { pagedList } from "./common.js";
-import { dag } from "./workflow_run.js";
+import { dag } from "../dag.js";
 
 const PAGE = 50;
 
