@@ -81,7 +81,7 @@ export function mount(root, route, ctx) {
         ended ? h("p", { class: "outcome" }, "Ended: ", run.outcome) : "", // "succeeded, 2 tasks failed and were handled"
         run.deadline_at ? h("p", {}, "Deadline ", deadline(run)) : "",
         run.reason ? h("p", {}, run.reason) : "",
-        ended ? repair.node : decisions(run, ctx),
+        ended ? "" : decisions(run, ctx),
         h("div", { class: "dag-scroll" }, dag(run.tasks)),
         h("h2", {}, "Tasks"),
         table(
@@ -99,6 +99,7 @@ export function mount(root, route, ctx) {
             ]),
           ),
         ),
+        repair.node,
       );
     },
   };
