@@ -15,7 +15,7 @@ from herder.domain.ids import new_id
 from herder.domain.jobs import Priority, RunOverrides, RunRequest
 from herder.domain.lifecycle.cancel import Cause, cancel, rerun
 from herder.domain.lifecycle.changes import Changes, NewRun
-from herder.domain.lifecycle.concurrency import admit
+from herder.domain.lifecycle.concurrency import admit, forbidden
 from herder.domain.lifecycle.priority import check_allowed
 from herder.domain.lifecycle.suspend import resume, suspend
 from herder.domain.models import Attempt, Job, Page, Run, RunDetail, RunEvent
@@ -227,10 +227,7 @@ class RunRepository:
         admission = admit(schedule_id, policy, active, work.now)
         if admission.blocking is not None:
             blocking = admission.blocking.run
-            raise Conflict(
-                f"schedule {schedule_id} forbids concurrent runs and its run {blocking.id} "
-                f"is still {blocking.state}"
-            )
+            raise forbidden(schedule_id, blocking.id, blocking.state)
         record_replaced(work, schedule_id, admission.replaced)
         return admission.changes
 

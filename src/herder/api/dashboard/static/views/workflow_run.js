@@ -1,14 +1,16 @@
-// A workflow run: its DAG (`dag.js`) and its tasks listed with their runs.
+// A workflow run: its DAG (`dag.js`), its tasks listed with their runs, and what an operator
+// may do with it (suspend, resume, cancel, decide approvals, repair once it has ended).
 
 import { api } from "../api.js";
 import { dag } from "../dag.js";
 import { action, badge, between, h, link, row, table, when, fill } from "../dom.js";
 import { ENDED_WORKFLOW_RUN_STATES } from "../states.js";
 import { deadline, runPath } from "./common.js";
+import { repairBox } from "./repair.js";
 
 // Suspend or Resume (as its state allows) and Cancel, beside the headline.
 function actions(run, ended, ctx) {
-  if (ended || run.cancel_requested) return [];
+  if (ended || run.cancel_requested || !ctx.may("operator")) return [];
   const path = `/v1/workflow-runs/${encodeURIComponent(run.id)}`;
   const post = (verb) => () => api(`${path}/${verb}`, { method: "POST" });
   const suspended = run.state === "suspended";
@@ -26,7 +28,7 @@ function actions(run, ended, ctx) {
 // Each approval task waiting for a decision: its message, a comment box, Approve and Reject.
 function decisions(run, ctx) {
   const waiting = run.tasks.filter((task) => task.kind === "approval" && task.state === "waiting");
-  if (waiting.length === 0) return "";
+  if (waiting.length === 0 || !ctx.may("operator")) return "";
   const path = `/v1/workflow-runs/${encodeURIComponent(run.id)}/tasks`;
   return h(
     "section",
@@ -56,6 +58,7 @@ function decisions(run, ctx) {
 export function mount(root, route, ctx) {
   const id = route.id;
   const body = h("div", {});
+  const repair = repairBox(ctx);
   root.append(body);
   return {
     async refresh() {
@@ -63,13 +66,16 @@ export function mount(root, route, ctx) {
       if (document.activeElement?.tagName === "INPUT" && body.contains(document.activeElement)) return;
       const run = await api(`/v1/workflow-runs/${encodeURIComponent(id)}`, { signal: ctx.signal });
       const ended = ENDED_WORKFLOW_RUN_STATES.includes(run.state);
+      repair.update(run, ended);
       fill(body,
         h("h1", {}, "Workflow run ", h("code", {}, run.id)),
         h(
           "p",
           { class: "headline" },
           badge(run.state),
-          ` ${run.workflow_name} v${run.version} · started ${run.started_at ? new Date(run.started_at).toLocaleString() : "not yet"} `,
+          ` ${run.workflow_name} v${run.version} · started `,
+          run.started_at ? when(run.started_at) : "not yet",
+          " ",
           ...actions(run, ended, ctx),
         ),
         ended ? h("p", { class: "outcome" }, "Ended: ", run.outcome) : "", // "succeeded, 2 tasks failed and were handled"
@@ -93,6 +99,7 @@ export function mount(root, route, ctx) {
             ]),
           ),
         ),
+        repair.node,
       );
     },
   };
