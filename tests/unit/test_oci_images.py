@@ -169,5 +169,9 @@ def test_two_builds_of_one_new_image_at_once_end_with_one_whole_root(tmp_path: P
             range(2),
         ))  # fmt: skip
     assert built[0] == built[1]
-    assert [path.name for path in tmp_path.iterdir()] == [built[0].name]  # no half-built one
+    # no half-built one: the root and the marker written once it is whole
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        built[0].name,
+        f"{built[0].name}.used",
+    ]
     assert (built[0] / "etc/greeting").read_text() == "from the top layer\n"

@@ -37,7 +37,7 @@ from herder.worker.attempts import AttemptRunner, LiveAttempt
 from herder.worker.cache import ArtifactCache
 from herder.worker.connection import RegistrationOver, ServerConnection
 from herder.worker.host import AttemptHost
-from herder.worker.images import ImageStore
+from herder.worker.images import DEFAULT_CACHE_BYTES, ImageStore
 from herder.worker.isolation import Isolation
 from herder.worker.limits import MAX_PROCESSES_PER_ATTEMPT
 from herder.worker.outcome import Outcome
@@ -77,6 +77,7 @@ class WorkerConfig:
     image_registries: tuple[str, ...] = field(
         default_factory=lambda: parse_registries(os.environ.get(REGISTRIES_VARIABLE, ""))
     )
+    image_cache_bytes: int = DEFAULT_CACHE_BYTES  # its image roots' bound, together
 
 
 class Agent:
@@ -100,7 +101,12 @@ class Agent:
         )
         self.address = config.address or local_address(config.server_url)
         artifacts = ArtifactCache(self.host.state / "cache", self.connection.download)
-        images = ImageStore(self.host.state / "images", artifacts, config.image_registries)
+        images = ImageStore(
+            self.host.state / "images",
+            artifacts,
+            config.image_registries,
+            cache_bytes=config.image_cache_bytes,
+        )
         self.runner = AttemptRunner(
             self.host,
             artifacts,

@@ -5,6 +5,7 @@ reported (the executor's ``Outcome`` becomes the protocol's ``Completion``)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -124,16 +125,26 @@ class AttemptRunner:
     ) -> Outcome:
         """Place the program (or, in the attempt's limits, unpack its archive), the run's
         checkpoint and the task's inputs in the attempt's place, run it there (saving its
-        checkpoint as it asks, and at its end), then read its output if it succeeded."""
-        spec = attempt.assignment.spec
-        image = None
-        if spec.runtime is Runtime.IMAGE:
-            if place.sandbox is None:
-                return not_started(NO_IMAGE_WITHOUT_SANDBOX)
-            image = await self._prepare_image(attempt)
+        checkpoint as it asks, and at its end), then read its output if it succeeded. An
+        image job runs on its image's root, held (never evicted) until it is over."""
+        if attempt.assignment.spec.runtime is not Runtime.IMAGE:
+            return await self._run_in(attempt, place, on_output, None)
+        if place.sandbox is None:
+            return not_started(NO_IMAGE_WITHOUT_SANDBOX)
+        async with contextlib.AsyncExitStack() as held:
+            image = await self._prepare_image(attempt, held)
             if image is None:
                 return not_started(f"{attempt.stop.reason} before it started", attempt.stop.state)
-            place = _on_image(place, image)
+            return await self._run_in(attempt, _on_image(place, image), on_output, image)
+
+    async def _run_in(
+        self,
+        attempt: LiveAttempt,
+        place: AttemptPlace,
+        on_output: OutputSink,
+        image: PreparedImage | None,
+    ) -> Outcome:
+        spec = attempt.assignment.spec
         program = await self._place_program(attempt.assignment, place)
         archive = None
         if spec.runtime is Runtime.ARCHIVE and spec.artifact is not None:
@@ -212,9 +223,13 @@ class AttemptRunner:
         except OutputRefused as refused:
             return replace(outcome, state=AttemptState.FAILED, reason=str(refused))
 
-    async def _prepare_image(self, attempt: LiveAttempt) -> PreparedImage | None:
-        """Its image's root, or None when it was stopped first (a fetch can take a while)."""
-        preparing = asyncio.ensure_future(self.images.prepare(attempt.assignment.spec))
+    async def _prepare_image(
+        self, attempt: LiveAttempt, held: contextlib.AsyncExitStack
+    ) -> PreparedImage | None:
+        """Its image's root, held until ``held`` closes, or None when it was stopped first
+        (a fetch can take a while)."""
+        holding = self.images.holding(attempt.assignment.spec)
+        preparing = asyncio.ensure_future(held.enter_async_context(holding))
         stopped = asyncio.ensure_future(attempt.stop.wait())
         try:
             await asyncio.wait({preparing, stopped}, return_when=asyncio.FIRST_COMPLETED)

@@ -10,7 +10,10 @@
                                   to finish drops its copy and uses the first's)
 
 The launcher binds a root read-only as the attempt's ``/`` (``sandbox.c``, ``--root-tree``).
-It is kept while the worker's state is; an image that is not used again stays until then.
+Roots are bounded together (``HERDER_IMAGE_CACHE_MB``): past it, the least recently used
+roots that no attempt holds are removed (a held one is bound into a running attempt, whose
+files would vanish under it); ``<hex>.used`` beside each says its size and, by its mtime,
+when it was last used. A registry's blobs are removed once their root is built.
 """
 
 from __future__ import annotations
@@ -18,10 +21,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import logging
+import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO
@@ -34,6 +40,7 @@ from herder.worker.cache import ArtifactCache
 from herder.worker.image_layers import (
     MAX_IMAGE_BYTES,
     MAX_IMAGE_ENTRIES,
+    MIB,
     Budget,
     apply_layer,
     remove_path,
@@ -42,7 +49,12 @@ from herder.worker.oci_archive import open_archive, open_layer, read_image
 from herder.worker.oci_registry import Registry
 from herder.worker.sandbox import IMAGE_MOUNT_POINTS, RESOLV_CONF
 
+log = logging.getLogger(__name__)
+
 REGISTRY_TIMEOUT_SECONDS = 60.0
+CACHE_MB_VARIABLE = "HERDER_IMAGE_CACHE_MB"
+DEFAULT_CACHE_BYTES = 10 * 1024 * MIB  # five of the largest images a worker stacks
+USED_SUFFIX = ".used"
 
 Layers = Sequence[Callable[[], contextlib.AbstractContextManager[IO[bytes]]]]
 
@@ -62,18 +74,58 @@ class ImageStore:
         artifacts: ArtifactCache,
         registries: tuple[str, ...],
         max_bytes: int = MAX_IMAGE_BYTES,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
         self._blobs = directory / "blobs"
         self._roots = directory / "roots"
         for made in (directory, self._blobs, self._roots):
             made.mkdir(mode=0o700, exist_ok=True)
-            for partial in made.glob(".*"):  # a build or download a worker died in
+            for partial in made.glob(".*"):  # a build, download or eviction a worker died in
                 remove_path(partial)
+        for root in self._roots.iterdir():  # whole once its marker is written
+            if root.is_dir() and not _marker(root).exists():
+                remove_path(root)
         self._artifacts = artifacts
         self._registries = registries
         self._max_bytes = max_bytes
+        self._cache_bytes = cache_bytes
         self._ready: dict[str, PreparedImage] = {}  # by the artifact or reference named
         self._locks: dict[str, asyncio.Lock] = {}
+        self._holders: Counter[Path] = Counter()  # roots bound into running attempts
+
+    @contextlib.asynccontextmanager
+    async def holding(self, spec: JobSpec) -> AsyncIterator[PreparedImage]:
+        """The image ``spec`` names, kept from eviction until the block ends (its attempt
+        is over); then roots past the cache's bound are evicted."""
+        image = await self.prepare(spec)
+        self._holders[image.root] += 1
+        try:
+            yield image
+        finally:
+            self._holders[image.root] -= 1
+            if not self._holders[image.root]:
+                del self._holders[image.root]
+            for evicted in self._evict():
+                await asyncio.to_thread(remove_path, evicted)
+
+    def _evict(self) -> list[Path]:
+        """Least recently used first, until the roots fit the bound; held ones stay. Chosen
+        and moved aside on the event loop, between which no attempt can take one; the
+        caller removes what is returned."""
+        kept = sorted(_used_roots(self._roots), key=lambda used: used.last_used, reverse=True)
+        total, evicted = sum(used.size for used in kept), []
+        while total > self._cache_bytes and kept:
+            oldest = kept.pop()
+            if oldest.root in self._holders:
+                continue
+            self._ready = {name: r for name, r in self._ready.items() if r.root != oldest.root}
+            oldest.marker.unlink(missing_ok=True)
+            aside = oldest.root.with_name(f".{oldest.root.name}.evicted")
+            oldest.root.rename(aside)
+            evicted.append(aside)
+            total -= oldest.size
+            log.info("image root %s evicted (%d MiB)", oldest.root.name, oldest.size // MIB)
+        return evicted
 
     async def prepare(self, spec: JobSpec) -> PreparedImage:
         """The root and config of the image ``spec`` names; ``ImageProblem`` (or an HTTP
@@ -82,10 +134,11 @@ class ImageStore:
         if source is None:
             raise ImageProblem("runtime image needs an artifact or an image")
         ready = self._ready.get(source)
-        if ready is not None and ready.root.is_dir():
+        if ready is not None and _mark_used(ready.root):
             return ready
         async with self._locks.setdefault(source, asyncio.Lock()):
-            if source not in self._ready:
+            ready = self._ready.get(source)
+            if ready is None or not _mark_used(ready.root):
                 if spec.image is not None:
                     prepared = await self._from_registry(ImageReference.parse(spec.image))
                 else:
@@ -134,6 +187,8 @@ class ImageStore:
         root = await asyncio.to_thread(
             build_root, self._roots, manifest.config, config, layers, self._budget()
         )
+        for digest in manifest.layers:  # the root holds them now; evicted, it is fetched again
+            (self._blobs / _hex(digest)).unlink(missing_ok=True)
         return PreparedImage(root, config)
 
 
@@ -143,7 +198,7 @@ def build_root(
     """The image's root under ``roots``: there already, or stacked from ``layers`` (each
     checked against its ``diff_id``) in a directory of its own, then renamed into place."""
     target = roots / _hex(config_digest)
-    if target.is_dir():
+    if _mark_used(target):
         return target
     building = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=roots))
     try:
@@ -163,6 +218,8 @@ def build_root(
             if error.errno not in (errno.ENOTEMPTY, errno.EEXIST):
                 raise
             shutil.rmtree(building)
+        else:
+            _marker(target).write_text(str(budget.used_bytes))
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)
         raise
@@ -219,3 +276,48 @@ def _mode_of(path: Path) -> int:
 
 def _hex(digest: str) -> str:
     return digest.removeprefix("sha256:")
+
+
+def image_cache_bytes(environment: Mapping[str, str]) -> int:
+    """The bound on a worker's image roots from ``HERDER_IMAGE_CACHE_MB``; a value that is
+    not a positive whole number stops the worker at its start, saying so."""
+    given = environment.get(CACHE_MB_VARIABLE)
+    if given is None:
+        return DEFAULT_CACHE_BYTES
+    if not given.isdigit() or int(given) < 1:
+        raise ValueError(f"{CACHE_MB_VARIABLE} must be a whole number of MiB (≥ 1), not {given!r}")
+    return int(given) * MIB
+
+
+@dataclass(frozen=True)
+class _UsedRoot:
+    root: Path
+    marker: Path
+    size: int
+    last_used: float
+
+
+def _marker(root: Path) -> Path:
+    return root.with_name(root.name + USED_SUFFIX)
+
+
+def _mark_used(root: Path) -> bool:
+    """Whether ``root`` is whole and there (its marker is written last, removed first);
+    if so its use is noted, for eviction's order."""
+    try:
+        os.utime(_marker(root))
+    except FileNotFoundError:
+        return False
+    return root.is_dir()
+
+
+def _used_roots(roots: Path) -> list[_UsedRoot]:
+    found = []
+    for marker in roots.glob(f"*{USED_SUFFIX}"):
+        try:
+            size, last_used = int(marker.read_text()), marker.stat().st_mtime
+        except (OSError, ValueError):
+            continue
+        found.append(_UsedRoot(marker.with_name(marker.name[: -len(USED_SUFFIX)]), marker,
+                               size, last_used))  # fmt: skip
+    return found
