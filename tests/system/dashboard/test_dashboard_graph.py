@@ -147,3 +147,7 @@ def test_each_state_has_its_own_colour_and_the_legend_names_those_shown(
     assert legend["failed"] == colours["features"]
     assert legend["upstream_failed"] == colours["train"]
     assert legend["succeeded"] == colours["prepare"]
+    badges = page.locator("table tr").filter(has_text="train").locator(".state")
+    expect(badges.first).to_have_text("upstream_failed")  # the tasks table, in the graph's colour
+    badge_colour = badges.first.evaluate("badge => getComputedStyle(badge).backgroundColor")
+    assert badge_colour == colours["train"]

@@ -5,7 +5,7 @@
 // (COLOUR_OF_TASK_STATE, from the server) and a legend names the states drawn.
 
 import { svg } from "./charts.js";
-import { h, stateClasses } from "./dom.js";
+import { badge, h, stateClasses } from "./dom.js";
 import { COLOUR_OF_TASK_STATE, RUN_STATES_WORST_FIRST } from "./states.js";
 import { runPath } from "./views/common.js";
 
@@ -59,8 +59,15 @@ function taskState(task) {
   return RUN_STATES_WORST_FIRST.find((state) => states.includes(state)) || states[0] || "pending";
 }
 
-function colourOf(state) {
+export function colourOf(state) {
   return COLOUR_OF_TASK_STATE[state] || COLOUR_OF_TASK_STATE.pending; // a newer server's state
+}
+
+// A task state's badge in the colour its box has in the graph (not only its tone's).
+export function taskBadge(state) {
+  const shown = badge(state);
+  shown.style.backgroundColor = colourOf(state);
+  return shown;
 }
 
 // The layers as rows of nodes: each task's box, and a waypoint for every edge in every layer

@@ -2,7 +2,7 @@
 // may do with it (suspend, resume, cancel, decide approvals, repair once it has ended).
 
 import { api } from "../api.js";
-import { dag } from "../dag.js";
+import { dag, taskBadge } from "../dag.js";
 import { action, badge, between, h, link, row, table, when, fill } from "../dom.js";
 import { ENDED_WORKFLOW_RUN_STATES } from "../states.js";
 import { deadline, runPath } from "./common.js";
@@ -90,7 +90,7 @@ export function mount(root, route, ctx) {
             row([
               task.task,
               task.map_index >= 0 ? task.map_index : "",
-              badge(task.state),
+              taskBadge(task.state),
               task.run_id ? link(runPath(task.run_id), task.run_id) : "",
               task.attempt_count,
               when(task.started_at),
