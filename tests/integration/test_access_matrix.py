@@ -29,8 +29,8 @@ from typing import Any
 
 import pytest
 
-from herder.domain.jobs import RAW_OVERRIDES
 from herder.domain.models import Role
+from herder.domain.overrides import RAW_OVERRIDES
 from tests.integration.conftest import Api
 from tests.integration.dispatching import dispatch
 from tests.integration.openapi import operations, resolve

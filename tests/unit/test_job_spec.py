@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from herder.domain.jobs import JobSpec, Priority, Resources, RunOverrides, apply_overrides
+from herder.domain.jobs import JobSpec, Priority, Resources
+from herder.domain.overrides import RunOverrides, apply_overrides
 
 SHA = "0" * 64
 

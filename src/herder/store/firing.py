@@ -30,12 +30,13 @@ from herder.clock import epoch_ms
 from herder.domain.deadlines import Fire, deadline_at
 from herder.domain.errors import Invalid, NotFound
 from herder.domain.ids import new_id
-from herder.domain.jobs import JobSpec, apply_overrides
+from herder.domain.jobs import JobSpec
 from herder.domain.lifecycle.changes import Changes, Event, NewRun, combine
 from herder.domain.lifecycle.concurrency import Fires, fire
 from herder.domain.lifecycle.facts import ActiveRun, RunFacts
 from herder.domain.limits import fielded
 from herder.domain.models import Job
+from herder.domain.overrides import apply_overrides
 from herder.domain.queue_room import UNLIMITED, QueueRoom
 from herder.domain.schedules import ConcurrencyPolicy, FirePlan, ScheduleSpec, jitter_offset
 from herder.domain.states import RunState

@@ -20,9 +20,9 @@ from sqlalchemy import Connection, delete, exc, func, insert, select, update
 from herder.clock import Clock, epoch_ms
 from herder.domain.errors import Conflict
 from herder.domain.ids import new_id
-from herder.domain.jobs import apply_overrides
 from herder.domain.limits import fielded
 from herder.domain.models import Page, Schedule, ScheduleEvent, TriggeredFire
+from herder.domain.overrides import apply_overrides
 from herder.domain.schedules import FirePlan, ScheduleSpec
 from herder.store.database import Database
 from herder.store.firing import DueSchedule, fire_batch, next_fire_values
