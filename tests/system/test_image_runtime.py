@@ -4,6 +4,8 @@ The images are built by the test (``tests/images.py``); the registry is one in t
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import shlex
 import threading
@@ -93,31 +95,59 @@ def test_the_job_overrides_the_image_inside_the_same_sandbox(
 
 class Registry:
     """A registry of one image over the OCI distribution API, serving what it is given
-    (its blobs from "storage" it redirects to)."""
+    (its blobs from "storage" it redirects to). With ``sign_in`` (a user and password) it
+    answers 401 with a Bearer challenge, its token realm gives a token for those, and its
+    storage is on another origin (``localhost`` for ``127.0.0.1``), as a cloud's would be."""
 
-    def __init__(self, name: str, image: Image) -> None:
+    TOKEN = "t0ken-for-pulls"
+
+    def __init__(self, name: str, image: Image, sign_in: tuple[str, str] | None = None) -> None:
         self.name, self.image = name, image
         self.served: dict[str, bytes] = dict(image.blobs)
         self.asked_storage = threading.Event()
         self.storage_open = threading.Event()  # cleared: storage answers only once it is set
         self.storage_open.set()
+        self.authorization_at_storage: list[str | None] = []
         registry = self
+        basic = "Basic " + base64.b64encode(":".join(sign_in).encode()).decode() if sign_in else ""
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                prefix, _, digest = self.path.rpartition("/")
+                path, _, query = self.path.partition("?")
+                prefix, _, digest = path.rpartition("/")
+                given = self.headers.get("Authorization")
+                if sign_in and path == "/token":
+                    if given != basic or "scope=repository" not in query:
+                        self.send_error(401)
+                        return
+                    self.answer(json.dumps({"token": Registry.TOKEN}).encode())
+                    return
+                if sign_in and prefix.startswith("/v2/") and given != f"Bearer {Registry.TOKEN}":
+                    self.send_response(401)
+                    realm = f"{registry.url}/token"
+                    self.send_header(
+                        "WWW-Authenticate",
+                        f'Bearer realm="{realm}",service="test",'
+                        f'scope="repository:{registry.name}:pull"',
+                    )
+                    self.end_headers()
+                    return
                 data = registry.served.get(digest)
                 if prefix == f"/v2/{registry.name}/blobs" and data is not None:
                     self.send_response(307)  # as registries send blobs on to their storage
-                    self.send_header("Location", f"/storage/{digest}")
+                    self.send_header("Location", f"{registry.storage_url}/storage/{digest}")
                     self.end_headers()
                     return
                 if prefix not in (f"/v2/{registry.name}/manifests", "/storage") or data is None:
                     self.send_error(404)
                     return
                 if prefix == "/storage":
+                    registry.authorization_at_storage.append(given)
                     registry.asked_storage.set()
                     registry.storage_open.wait(timeout=60)
+                self.answer(data)
+
+            def answer(self, data: bytes) -> None:
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
@@ -127,8 +157,10 @@ class Registry:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.reference = f"127.0.0.1:{self.server.server_address[1]}/{name}@{image.manifest_digest}"
+        port = self.server.server_address[1]
+        self.url = f"http://127.0.0.1:{port}"
+        self.storage_url = f"http://localhost:{port}" if sign_in else self.url
+        self.reference = f"127.0.0.1:{port}/{name}@{image.manifest_digest}"
 
     def __enter__(self) -> Registry:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
@@ -172,6 +204,42 @@ def test_a_tampered_layer_fails_the_run_and_never_runs(
     assert f"layer {layer}" in (run.reason or "")
     assert "does not match its digest" in (run.reason or "")
     assert output == ""
+
+
+def test_a_registry_that_asks_to_sign_in_gets_a_token_for_the_operators_credentials(
+    start_cluster: Callable[..., Cluster], tmp_path: Path
+) -> None:
+    """Bearer sign-in as registries do it: 401 with a challenge, a token from the realm for
+    the operator's user and password (a 0600 file), the token on every request to the
+    registry and never to its storage on another origin; without credentials the run fails
+    saying so."""
+    with Registry("private/busybox", busybox_image(), sign_in=("puller", "s3cret")) as private:
+        credentials = tmp_path / "registries.json"
+        credentials.write_text(
+            json.dumps({private.url: {"username": "puller", "password": "s3cret"}})
+        )
+        credentials.chmod(0o600)
+        environment = {
+            "HERDER_IMAGE_REGISTRIES": private.url,
+            "HERDER_IMAGE_REGISTRY_CREDENTIALS_FILE": str(credentials),
+        }
+        cluster = start_cluster(embedded=True, environment=environment)
+        with cluster.client() as herder:
+            spec = {"runtime": "image", "image": private.reference}
+            output = run_output(herder, "signed-in", spec)
+        assert output == "from the top layer in /app with hello from the image\n"
+        assert private.authorization_at_storage  # the layers came through storage
+        assert set(private.authorization_at_storage) == {None}
+
+        anonymous = start_cluster(
+            embedded=True, environment={"HERDER_IMAGE_REGISTRIES": private.url}
+        )
+        with anonymous.client() as herder:
+            job = herder.create_job("anonymous", spec)
+            run = herder.wait(herder.start_run(job.id).id, timeout=60)
+    assert run.state == "failed"
+    assert "needs credentials" in (run.reason or ""), run.reason
+    assert "HERDER_IMAGE_REGISTRY_CREDENTIALS_FILE" in (run.reason or "")
 
 
 def test_an_image_job_waits_for_a_sandboxed_worker_and_runs_on_it(

@@ -25,6 +25,7 @@ from herder.worker.isolation import Isolation
 
 if TYPE_CHECKING:
     from herder.worker.agent import Agent
+    from herder.worker.registry_auth import RegistryCredentials
 
 worker_app = typer.Typer(invoke_without_command=True)
 app.add_typer(worker_app, name="worker")
@@ -122,6 +123,7 @@ def worker(
         cache_bytes = image_cache_bytes(os.environ)
     except ValueError as error:
         raise fail(str(error)) from error
+    credentials = _registry_credentials()
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT.format(role="worker"))
     logging.getLogger("httpx").setLevel(logging.WARNING)
     config = WorkerConfig(
@@ -142,6 +144,7 @@ def worker(
         allow_cidr=_networks(allow_cidr, "--allow-cidr", ipv4_only=True),
         shutdown_reason=shutdown_reason,
         image_cache_bytes=cache_bytes,
+        image_credentials=credentials,
     )
 
     _run_agent(Agent(config))
@@ -202,6 +205,21 @@ def _worker_token(token_file: Path | None) -> str:
         return read_private_token(token_file)
     except (OSError, ValueError) as error:
         raise fail(f"cannot use {token_file} as the worker token file: {error}") from error
+
+
+def _registry_credentials() -> dict[str, RegistryCredentials]:
+    """How image jobs' registries are signed in to: the private file
+    HERDER_IMAGE_REGISTRY_CREDENTIALS_FILE names (docs/runtimes.md), checked as the token file
+    is; none without it."""
+    from herder.worker.registry_auth import CREDENTIALS_VARIABLE, parse_credentials
+
+    given = os.environ.get(CREDENTIALS_VARIABLE)
+    if not given:
+        return {}
+    try:
+        return parse_credentials(read_private_token(Path(given)))
+    except (OSError, ValueError) as error:
+        raise fail(f"cannot use {given} as {CREDENTIALS_VARIABLE}: {error}") from error
 
 
 def read_private_token(path: Path) -> str:

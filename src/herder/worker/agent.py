@@ -41,6 +41,7 @@ from herder.worker.images import DEFAULT_CACHE_BYTES, ImageStore
 from herder.worker.isolation import Isolation
 from herder.worker.limits import MAX_PROCESSES_PER_ATTEMPT
 from herder.worker.outcome import Outcome
+from herder.worker.registry_auth import RegistryCredentials
 from herder.worker.reporter import Reporter, backoff
 from herder.worker.watch import TaskWatch, first_of
 
@@ -78,6 +79,8 @@ class WorkerConfig:
         default_factory=lambda: parse_registries(os.environ.get(REGISTRIES_VARIABLE, ""))
     )
     image_cache_bytes: int = DEFAULT_CACHE_BYTES  # its image roots' bound, together
+    # how it signs in to those registries, by base URL (HERDER_IMAGE_REGISTRY_CREDENTIALS_FILE)
+    image_credentials: dict[str, RegistryCredentials] = field(default_factory=dict)
 
 
 class Agent:
@@ -106,6 +109,7 @@ class Agent:
             artifacts,
             config.image_registries,
             cache_bytes=config.image_cache_bytes,
+            credentials=config.image_credentials,
         )
         self.runner = AttemptRunner(
             self.host,

@@ -47,6 +47,7 @@ from herder.worker.image_layers import (
 )
 from herder.worker.oci_archive import open_archive, open_layer, read_image
 from herder.worker.oci_registry import Registry
+from herder.worker.registry_auth import RegistryCredentials
 from herder.worker.sandbox import IMAGE_MOUNT_POINTS, RESOLV_CONF
 
 log = logging.getLogger(__name__)
@@ -75,6 +76,7 @@ class ImageStore:
         registries: tuple[str, ...],
         max_bytes: int = MAX_IMAGE_BYTES,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
+        credentials: Mapping[str, RegistryCredentials] | None = None,
     ) -> None:
         self._blobs = directory / "blobs"
         self._roots = directory / "roots"
@@ -89,6 +91,7 @@ class ImageStore:
         self._registries = registries
         self._max_bytes = max_bytes
         self._cache_bytes = cache_bytes
+        self._credentials = credentials or {}  # by registry base URL
         self._ready: dict[str, PreparedImage] = {}  # by the artifact or reference named
         self._locks: dict[str, asyncio.Lock] = {}
         self._holders: Counter[Path] = Counter()  # roots bound into running attempts
@@ -169,7 +172,7 @@ class ImageStore:
         # a registry may send a blob's GET on to its storage: what comes back is checked
         client = httpx.AsyncClient(timeout=REGISTRY_TIMEOUT_SECONDS, follow_redirects=True)
         async with client:
-            registry = Registry(base, client)
+            registry = Registry(base, client, self._credentials.get(base))
             manifest = await registry.manifest(reference)
             config_data = await registry.config(reference, manifest.config)
             config = ImageConfig.from_json(config_data)

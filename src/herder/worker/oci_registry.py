@@ -1,5 +1,6 @@
 """An image fetched from a registry the operator allows, over the OCI distribution API
-(``GET /v2/<name>/manifests/<digest>``, ``GET /v2/<name>/blobs/<digest>``), anonymously.
+(``GET /v2/<name>/manifests/<digest>``, ``GET /v2/<name>/blobs/<digest>``), anonymously or
+signed in with the operator's credentials for it (``registry_auth.py``).
 
 The reference is pinned by digest, so every document and blob is checked against the digest
 that named it before it is used: a registry (or anything between) that changes a byte fails
@@ -11,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -24,6 +26,7 @@ from herder.worker.oci import (
     manifest_of,
     verified,
 )
+from herder.worker.registry_auth import RegistryCredentials, authorization
 
 MAX_NESTED_INDEXES = 4
 CHUNK_BYTES = 1024 * 1024
@@ -32,9 +35,36 @@ CHUNK_BYTES = 1024 * 1024
 class Registry:
     """One allowed registry, at ``base_url``."""
 
-    def __init__(self, base_url: str, client: httpx.AsyncClient) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        client: httpx.AsyncClient,
+        credentials: RegistryCredentials | None = None,
+    ) -> None:
         self._base = base_url.rstrip("/")
         self._client = client
+        self._credentials = credentials
+        self._authorization: str | None = None  # once a challenge was answered
+
+    @contextlib.asynccontextmanager
+    async def _opened(
+        self, url: str, headers: dict[str, str], what: str
+    ) -> AsyncIterator[httpx.Response]:
+        """The answer to GET ``url``, 200 or ``ImageProblem``; a 401 is answered (signed
+        in, ``registry_auth.authorization``) and the request sent once more."""
+        for first in (True, False):
+            signed = dict(headers)
+            if self._authorization is not None:
+                signed["Authorization"] = self._authorization
+            async with self._client.stream("GET", url, headers=signed) as response:
+                if response.status_code != 401 or not first:
+                    _check(response, what)
+                    yield response
+                    return
+                challenge = response.headers.get("WWW-Authenticate", "")
+            self._authorization = await authorization(
+                self._client, self._base, challenge, self._credentials
+            )
 
     async def manifest(self, reference: ImageReference) -> Manifest:
         """The manifest the reference pins (through its index, for this machine)."""
@@ -61,8 +91,7 @@ class Registry:
         hashed = hashlib.sha256()
         size = 0
         try:
-            async with self._client.stream("GET", url) as response:
-                _check(response, f"layer {digest}")
+            async with self._opened(url, {}, f"layer {digest}") as response:
                 with partial.open("wb") as sink:
                     async for chunk in response.aiter_bytes(CHUNK_BYTES):
                         size += len(chunk)
@@ -84,8 +113,7 @@ class Registry:
                 partial.unlink()
 
     async def _small(self, url: str, headers: dict[str, str], what: str) -> bytes:
-        async with self._client.stream("GET", url, headers=headers) as response:
-            _check(response, what)
+        async with self._opened(url, headers, what) as response:
             data = b""
             async for chunk in response.aiter_bytes(CHUNK_BYTES):
                 data += chunk
@@ -95,5 +123,7 @@ class Registry:
 
 
 def _check(response: httpx.Response, what: str) -> None:
+    if response.status_code == 401:
+        raise ImageProblem(f"the registry refused its credentials for {what} (401)")
     if response.status_code != 200:
         raise ImageProblem(f"the registry answered {response.status_code} for {what}")
