@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from herder.api.ratelimit import SubmitLimiter
 from herder.domain.models import Role
 from herder.domain.workflows.spec import WorkflowSpec
+from tests.clocks import ManualClock
 from tests.integration.conftest import Api, Herder
 
 
@@ -118,3 +120,22 @@ def test_the_cli_triggers_a_schedule_by_the_start_of_its_id(api: Api, herder: He
     quiet = herder("schedule", "trigger", made["id"], "-q")
     assert quiet.exit_code == 0, quiet.output
     assert quiet.output.strip().startswith("run_")
+
+
+def test_a_trigger_is_a_submission_counted_against_the_tenants_rate(api: Api) -> None:
+    clock = ManualClock()
+    api.http.app.state.submit_limiter = SubmitLimiter(  # type: ignore[attr-defined]
+        api.store.submit_buckets, api.store.access.tenant_quotas, clock=clock
+    )
+    made = schedule(api)
+    api.http.patch(
+        f"/v1/tenants/{api.tenant_id}",
+        headers=api.admin,
+        json={"quotas": {"submit_rate_per_second": 1, "submit_burst": 1}},
+    )
+    assert trigger(api, made["id"]).status_code == 201
+    refused = trigger(api, made["id"])
+    assert refused.status_code == 429, refused.text
+    assert refused.headers["Retry-After"] == "1"
+    clock.advance(1)
+    assert trigger(api, made["id"]).status_code == 201

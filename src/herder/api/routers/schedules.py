@@ -11,6 +11,7 @@ from pydantic import AfterValidator, BaseModel, Field, model_validator
 from herder.api.auth import Caller, Operator, StoreDep, Writer
 from herder.api.openapi import patch_body, problems
 from herder.api.queries import IdPrefix, Limit
+from herder.api.ratelimit import Submitter
 from herder.api.schemas import IsoTime
 from herder.domain.models import Page, Schedule, ScheduleEvent, TriggeredFire
 from herder.domain.schedules import ScheduleSpec, check_schedule_name
@@ -159,12 +160,13 @@ def resume_schedule(
 @router.post(
     "/v1/schedules/{schedule_id}/trigger",
     status_code=status.HTTP_201_CREATED,
-    responses=problems(404, 409),
+    responses=problems(404, 409, 429),
 )
-def trigger_schedule(schedule_id: str, caller: Operator, store: StoreDep) -> TriggeredFire:
+def trigger_schedule(schedule_id: str, caller: Submitter, store: StoreDep) -> TriggeredFire:
     """Fire it now, as a fire of its own (the run carries ``schedule_id`` and
     ``scheduled_for``): under its concurrency policy (409 where ``forbid`` would skip it),
-    paused or not; its next fire stays as it was."""
+    paused or not; its next fire stays as it was. A submission of the caller's tenant,
+    counted against its submission rate (429)."""
     return schedules.trigger(store, caller, schedule_id)
 
 
