@@ -149,7 +149,7 @@ def with_agent(
     asyncio.run(main())
 
 
-def test_registration_carries_the_address_and_labels(tmp_path: Path) -> None:
+def test_registration_carries_the_address_and_labels_with_its_isolation(tmp_path: Path) -> None:
     server = FakeServer()
 
     async def registered(_: Agent) -> None:
@@ -159,7 +159,9 @@ def test_registration_carries_the_address_and_labels(tmp_path: Path) -> None:
     with_agent(server, config(tmp_path, labels=labels), registered)
     with_agent(server, config(tmp_path, address="10.1.2.3"), registered)
     detected, given = server.registrations
-    assert (detected["address"], detected["labels"]) == (local_address(SERVER_URL), labels)
+    isolation = config(tmp_path).isolation.value
+    assert detected["address"] == local_address(SERVER_URL)
+    assert detected["labels"] == {**labels, "isolation": isolation}  # image jobs need sandbox
     assert detected["address"] == "127.0.0.1"  # the interface towards this server
     assert given["address"] == "10.1.2.3"
 
