@@ -7,6 +7,7 @@ import json
 import pytest
 from typer.testing import Result
 
+from herder.cli.ids import short_ids
 from herder.client import ApiError
 from tests.integration.conftest import Api, Herder
 
@@ -23,7 +24,7 @@ def test_a_key_is_created_listed_used_and_revoked(api: Api, herder: Herder) -> N
     assert (created["name"], created["role"]) == ("ci", "operator")
     assert created["expires_at"] is not None
     listing = ok(herder("key", "list"))
-    assert created["id"] in listing
+    assert short_ids([created["id"]])[created["id"]] in listing
     assert "operator" in listing
     assert "live" in listing
     assert created["token"].partition(".")[2] not in listing

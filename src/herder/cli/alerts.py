@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Annotated, Protocol, TypeVar
+from typing import Annotated, Any, Protocol, TypeVar
 
 import typer
 from rich.table import Table
@@ -14,12 +14,17 @@ from herder.cli.common import JsonFlag, app, client, json_pairs, out, print_json
 from herder.cli.ids import (
     ALERT_CHANNEL,
     ALERT_RULE,
+    SCHEDULE,
     QuietFlag,
     full_id,
     id_column,
+    job_of,
+    names_of,
     quiet_ids,
     short_ids,
+    workflow_of,
 )
+from herder.client import HerderClient
 from herder.domain.alerts.rules import Channel, Delivery, Incident, Rule, RuleKind
 from herder.domain.models import Page
 
@@ -69,21 +74,31 @@ def _channel_row(one: Channel) -> Row:
     return (one.name, one.url, "yes" if one.enabled else "no", when(one.created_at))
 
 
-def _rule_row(one: Rule) -> Row:
-    shown = {key: value for key, value in one.params.items() if value is not None}
-    return (one.name, one.kind, json.dumps(shown), ", ".join(one.channel_ids),
-            "yes" if one.enabled else "no")  # fmt: skip
+def _rule_row(channels: dict[str, str]) -> Callable[[Rule], Row]:
+    def row(one: Rule) -> Row:
+        shown = {key: value for key, value in one.params.items() if value is not None}
+        named = (channels.get(channel_id, channel_id) for channel_id in one.channel_ids)
+        return (one.name, one.kind, json.dumps(shown), ", ".join(named),
+                "yes" if one.enabled else "no")  # fmt: skip
+
+    return row
 
 
-def _incident_row(one: Incident) -> Row:
-    return (one.rule_id, one.key, one.state, when(one.opened_at), when(one.resolved_at),
-            one.summary)  # fmt: skip
+def _incident_row(rules: dict[str, str]) -> Callable[[Incident], Row]:
+    def row(one: Incident) -> Row:
+        return (rules.get(one.rule_id, one.rule_id), one.key, one.state, when(one.opened_at),
+                when(one.resolved_at), one.summary)  # fmt: skip
+
+    return row
 
 
-def _delivery_row(one: Delivery) -> Row:
-    last = str(one.last_status or one.last_error or "-")
-    return (one.channel_id, one.event, one.state, str(one.attempts), last,
-            when(one.next_attempt_at))  # fmt: skip
+def _delivery_row(channels: dict[str, str]) -> Callable[[Delivery], Row]:
+    def row(one: Delivery) -> Row:
+        last = str(one.last_status or one.last_error or "-")
+        return (channels.get(one.channel_id, one.channel_id), one.event, one.state,
+                str(one.attempts), last, when(one.next_attempt_at))  # fmt: skip
+
+    return row
 
 
 Limit = Annotated[int, typer.Option(min=1, max=1000, help="how many, newest first")]
@@ -110,39 +125,57 @@ def channel_list(limit: Limit = 100, as_json: JsonFlag = False, quiet: QuietFlag
 
 
 @channel_app.command("delete")
-def channel_delete(channel_id: str) -> None:
-    """Delete a channel and its deliveries; rules stop naming it."""
+def channel_delete(channel: str) -> None:
+    """Delete a channel (by name, id or the start of its id) and its deliveries; rules stop
+    naming it."""
     with client() as herder:
-        channel_id = full_id(herder, ALERT_CHANNEL, channel_id)
+        channel_id = full_id(herder, ALERT_CHANNEL, channel)
         herder.delete_alert_channel(channel_id)
     out.print(f"deleted alert channel {channel_id}")
 
 
 @channel_app.command("test")
-def channel_test(channel_id: str) -> None:
+def channel_test(channel: str) -> None:
     """Queue a signed test delivery; see it with ``herder alert deliveries``."""
     with client() as herder:
-        delivery_id = herder.test_alert_channel(full_id(herder, ALERT_CHANNEL, channel_id))
+        delivery_id = herder.test_alert_channel(full_id(herder, ALERT_CHANNEL, channel))
     out.print(f"queued test delivery {delivery_id}")
+
+
+def _named_params(herder: HerderClient, params: dict[str, Any]) -> dict[str, Any]:
+    """The rule's params with the job, schedule or workflow each names by its id."""
+    named = dict(params)
+    if isinstance(params.get("job_id"), str):
+        named["job_id"] = job_of(herder, params["job_id"]).id
+    if isinstance(params.get("schedule_id"), str):
+        named["schedule_id"] = full_id(herder, SCHEDULE, params["schedule_id"])
+    if isinstance(params.get("workflow_id"), str):
+        named["workflow_id"] = workflow_of(herder, params["workflow_id"]).id
+    return named
 
 
 @rule_app.command("create")
 def rule_create(
     name: str,
     kind: Annotated[str, typer.Option(help=f"one of: {', '.join(RuleKind)}")],
-    channel: Annotated[list[str], typer.Option(help="a channel id (repeat for more)")],
+    channel: Annotated[
+        list[str], typer.Option(help="a channel's name, id or its start (repeat for more)")
+    ],
     param: Annotated[
         list[str] | None,
-        typer.Option(help="KEY=VALUE, e.g. job_id=job_…, consecutive=3, threshold_seconds=60"),
+        typer.Option(
+            help="KEY=VALUE, e.g. job_id=nightly (a name, id or its start), consecutive=3"
+        ),
     ] = None,
     recovery: Annotated[bool, typer.Option(help="a notice when an incident resolves")] = True,
     as_json: JsonFlag = False,
 ) -> None:
     """Create a rule; it is checked whole, each field at fault named."""
-    body = {"name": name, "kind": kind, "channel_ids": channel,
-            "params": json_pairs(param or [], "--param"), "notify_recovery": recovery}  # fmt: skip
+    params = json_pairs(param or [], "--param")
     with client() as herder:
-        body["channel_ids"] = [full_id(herder, ALERT_CHANNEL, one) for one in channel]
+        channel_ids = [full_id(herder, ALERT_CHANNEL, one) for one in channel]
+        body = {"name": name, "kind": kind, "channel_ids": channel_ids,
+                "params": _named_params(herder, params), "notify_recovery": recovery}  # fmt: skip
         rule = herder.create_alert_rule(body)
     if as_json:
         print_json(rule)
@@ -154,16 +187,19 @@ def rule_create(
 def rule_list(limit: Limit = 100, as_json: JsonFlag = False, quiet: QuietFlag = False) -> None:
     with client() as herder:
         page = herder.list_alert_rules(limit=limit)
+        channels = names_of(
+            herder, ALERT_CHANNEL, (c for one in page.items for c in one.channel_ids)
+        )
 
     columns = ("NAME", "KIND", "PARAMS", "CHANNELS", "ENABLED")
-    show(page, as_json, columns, _rule_row, quiet=quiet)
+    show(page, as_json, columns, _rule_row(channels), quiet=quiet)
 
 
 @rule_app.command("delete")
-def rule_delete(rule_id: str) -> None:
-    """Delete a rule and its incidents."""
+def rule_delete(rule: str) -> None:
+    """Delete a rule (by name, id or the start of its id) and its incidents."""
     with client() as herder:
-        rule_id = full_id(herder, ALERT_RULE, rule_id)
+        rule_id = full_id(herder, ALERT_RULE, rule)
         herder.delete_alert_rule(rule_id)
     out.print(f"deleted alert rule {rule_id}")
 
@@ -177,9 +213,10 @@ def alert_list(
     """Incidents, newest first."""
     with client() as herder:
         page = herder.list_alerts(state=state, limit=limit)
+        rules = names_of(herder, ALERT_RULE, (one.rule_id for one in page.items))
 
     columns = ("RULE", "KEY", "STATE", "OPENED", "RESOLVED", "SUMMARY")
-    show(page, as_json, columns, _incident_row)
+    show(page, as_json, columns, _incident_row(rules))
 
 
 @alert_app.command("deliveries")
@@ -192,6 +229,7 @@ def alert_deliveries(
     with client() as herder:
         channel_id = None if channel is None else full_id(herder, ALERT_CHANNEL, channel)
         page = herder.list_alert_deliveries(channel_id=channel_id, limit=limit)
+        channels = names_of(herder, ALERT_CHANNEL, (one.channel_id for one in page.items))
 
     columns = ("CHANNEL", "EVENT", "STATE", "ATTEMPTS", "LAST", "NEXT")
-    show(page, as_json, columns, _delivery_row)
+    show(page, as_json, columns, _delivery_row(channels))

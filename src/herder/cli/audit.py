@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from herder.cli.common import JsonFlag, app, client, out, print_json, when
+from herder.cli.ids import tenant_of
 from herder.cli.keys import TenantOption, moment
 from herder.domain.audit import AuditEntry
 
@@ -41,7 +42,7 @@ def audit(
     now = datetime.now(UTC)
     with client() as herder:
         page = herder.audit(
-            tenant_id=herder.find_tenant(tenant).id if tenant else None,
+            tenant_id=tenant_of(herder, tenant).id if tenant else None,
             since=moment(since, "--since", now=now, ahead=False) if since else None,
             until=moment(until, "--until", now=now, ahead=False) if until else None,
             object_type=object_type, object_id=object_id, key_id=key_id, limit=limit,
