@@ -1,7 +1,7 @@
 """Names and starts of ids in the CLI, on both stores: every kind of id a table shows is the
 start the CLI takes back, never cut at 80 columns; ``-q`` prints whole ids; schedules, alert
 channels and rules are taken by name (one that looks like an id's start too), and tables name
-channels, rules and tenants rather than show their ids."""
+channels, rules, tenants and the keys that acted rather than show their ids."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 
 from herder.cli import common
 from herder.cli.ids import MIN_PREFIX_CHARACTERS
+from herder.domain.models import Role
 from tests.integration.conftest import Api, Herder
 from tests.integration.test_alerts_api import channel
 from tests.integration.test_cli_runs import ok
@@ -106,3 +107,21 @@ def test_alert_channels_and_rules_are_taken_and_shown_by_name(api: Api, herder: 
     unknown = herder("alert", "channel", "test", "ops")
     assert unknown.exit_code == 1
     assert "no alert channel is named ops" in unknown.output
+
+
+def test_a_run_event_names_the_key_that_acted_by_its_name_and_role(
+    api: Api, herder: Herder
+) -> None:
+    key, token = api.store.access.create_api_key(api.tenant_id, Role.OPERATOR, "ci")
+    job = api.create_job("forever", command="sleep 3600")
+    run_id = ok(herder("run", "start", "forever", "-q", key=token)).strip()
+    ok(herder("run", "cancel", run_id, key=token))
+    events = api.http.get(f"/v1/runs/{run_id}/events", headers=api.admin).json()
+    by_key = [event for event in events if event["actor"] == f"user:{key.id}"]
+    assert by_key
+    assert {event["actor_name"] for event in by_key} == {"ci (operator)"}
+    assert all(event["actor_name"] is None for event in events if event not in by_key)
+    shown = ok(herder("run", "show", run_id))
+    assert "ci (operator)" in shown
+    assert f"user:{key.id}" not in shown
+    assert job["id"] not in shown  # the job by its name

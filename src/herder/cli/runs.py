@@ -100,7 +100,7 @@ def _print_detail(run: RunDetail) -> None:
     events = Table("TIME", "CHANGE", "ACTOR", "MESSAGE")
     for event in run.events:
         change = f"{event.from_state or ''} → {event.to_state}" if event.to_state else ""
-        events.add_row(when(event.at), change, event.actor, event.message)
+        events.add_row(when(event.at), change, event.actor_name or event.actor, event.message)
     out.print(events)
 
 
