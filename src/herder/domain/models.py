@@ -263,6 +263,7 @@ class QueueEntry(_Record):
 
     run_id: str
     tenant_id: str
+    tenant_name: str
     job_id: str
     job_name: str
     priority: Priority
