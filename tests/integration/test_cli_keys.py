@@ -62,3 +62,8 @@ def test_audit_shows_who_changed_what(api: Api, herder: Herder) -> None:
     entries = json.loads(ok(herder("audit", "--object", str(job["id"]), "--json")))["items"]
     assert [entry["action"] for entry in entries] == ["jobs.create"]
     assert json.loads(ok(herder("audit", "--type", "schedules", "--json")))["items"] == []
+    admin_key = api.admin_key.partition(".")[0]
+    keys = [key["id"] for key in json.loads(ok(herder("key", "list", "--json")))["items"]]
+    start = short_ids(keys)[admin_key]
+    by_start = ok(herder("audit", "--key", start, "--json"))  # the key by its start, as listed
+    assert {entry["key_id"] for entry in json.loads(by_start)["items"]} == {admin_key}

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from herder.cli.common import JsonFlag, app, client, out, print_json, when
-from herder.cli.ids import tenant_of
+from herder.cli.ids import API_KEY, full_id, tenant_of
 from herder.cli.keys import TenantOption, moment
 from herder.domain.audit import AuditEntry
 
@@ -33,7 +33,9 @@ def audit(
     until: Since = None,
     object_type: Annotated[str | None, typer.Option("--type", help="e.g. jobs, keys")] = None,
     object_id: Annotated[str | None, typer.Option("--object", help="an object's id")] = None,
-    key_id: Annotated[str | None, typer.Option("--key", help="calls made with this key")] = None,
+    key_id: Annotated[
+        str | None, typer.Option("--key", help="calls made with this key (its id or start)")
+    ] = None,
     tenant: TenantOption = None,
     limit: int = 100,
     as_json: JsonFlag = False,
@@ -45,7 +47,8 @@ def audit(
             tenant_id=tenant_of(herder, tenant).id if tenant else None,
             since=moment(since, "--since", now=now, ahead=False) if since else None,
             until=moment(until, "--until", now=now, ahead=False) if until else None,
-            object_type=object_type, object_id=object_id, key_id=key_id, limit=limit,
+            object_type=object_type, object_id=object_id,
+            key_id=full_id(herder, API_KEY, key_id) if key_id else None, limit=limit,
         )  # fmt: skip
     if as_json:
         print_json(page)
