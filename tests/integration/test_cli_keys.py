@@ -61,6 +61,10 @@ def test_audit_shows_who_changed_what(api: Api, herder: Herder) -> None:
     assert "bootstrap admin" in table
     entries = json.loads(ok(herder("audit", "--object", str(job["id"]), "--json")))["items"]
     assert [entry["action"] for entry in entries] == ["jobs.create"]
+    start = short_ids([job["id"]])[job["id"]]
+    assert start in table  # the object by the start the CLI takes back
+    by_start = json.loads(ok(herder("audit", "--object", start, "--json")))["items"]
+    assert by_start == entries
     assert json.loads(ok(herder("audit", "--type", "schedules", "--json")))["items"] == []
     admin_key = api.admin_key.partition(".")[0]
     keys = [key["id"] for key in json.loads(ok(herder("key", "list", "--json")))["items"]]

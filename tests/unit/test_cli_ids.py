@@ -10,7 +10,14 @@ from typing import Any, cast
 import pytest
 import typer
 
-from herder.cli.ids import MIN_PREFIX_CHARACTERS, IdKind, Naming, full_id, short_ids
+from herder.cli.ids import (
+    MIN_PREFIX_CHARACTERS,
+    IdKind,
+    Naming,
+    any_full_id,
+    full_id,
+    short_ids,
+)
 from herder.client import HerderClient
 from herder.domain.models import Page
 
@@ -117,3 +124,11 @@ def test_what_names_no_one_id_is_a_clear_error(
     with pytest.raises(typer.Exit):
         full_id(cast(HerderClient, None), kind, given)
     assert message in " ".join(capsys.readouterr().err.split())
+
+
+def test_an_id_of_any_kind_is_read_by_its_prefixs_kind() -> None:
+    herder = cast(HerderClient, None)
+    assert any_full_id(herder, "unknown_01M8") == "unknown_01M8"  # no kind: as it is
+    assert any_full_id(herder, "job_nightly") == "job_nightly"  # a job's name, passed on
+    with pytest.raises(typer.Exit):
+        any_full_id(herder, "run_01M8")  # a run's start, too short

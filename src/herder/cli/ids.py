@@ -96,6 +96,11 @@ TENANT = IdKind("ten", "tenant", lambda herder: herder.list_tenants, PASSED)
 EVENT = IdKind("evt", "event", lambda herder: herder.list_events)
 API_KEY = IdKind("key", "API key", lambda herder: herder.list_keys)
 WORKER = IdKind("wrk", "worker", _workers)
+KINDS = {
+    kind.prefix: kind
+    for kind in (JOB, RUN, SCHEDULE, WORKFLOW, WORKFLOW_RUN, ALERT_CHANNEL, ALERT_RULE, LIMIT,
+                 TRIGGER, HOOK, POOL, TENANT, EVENT, API_KEY, WORKER)
+}  # fmt: skip
 
 
 def full_id(herder: HerderClient, kind: IdKind, given: str) -> str:
@@ -125,6 +130,13 @@ def full_id(herder: HerderClient, kind: IdKind, given: str) -> str:
             f"no {kind.noun} {given}: give {MIN_PREFIX_CHARACTERS} characters after {head} or more"
         )
     raise fail(f"no {kind.noun} starts with {start}")
+
+
+def any_full_id(herder: HerderClient, given: str) -> str:
+    """The id ``given`` names, of whichever kind its prefix says (``audit --object``); a
+    prefix of no kind the CLI knows: as it is."""
+    kind = KINDS.get(given.partition("_")[0])
+    return given if kind is None else full_id(herder, kind, given)
 
 
 def job_of(herder: HerderClient, given: str) -> Job:
