@@ -3,7 +3,9 @@ git abbreviates hashes, and every command that takes an id takes such a start ba
 
 One rule for every kind: a start names an id once it has ``MIN_PREFIX_CHARACTERS`` after the
 kind's ``sch_``, ``wfrun_``… — the creation time to about a second — and only one item has
-it. Tables never show less, so what a table shows can always be typed back.
+it. Tables never show less, so what a table shows can always be typed back. Where people
+think in names (jobs, schedules, workflows, channels, rules, limits, triggers, hooks, pools,
+tenants) a name is taken too, and tables show the names of what their rows refer to.
 """
 
 from __future__ import annotations
