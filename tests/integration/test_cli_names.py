@@ -125,3 +125,18 @@ def test_a_run_event_names_the_key_that_acted_by_its_name_and_role(
     assert "ci (operator)" in shown
     assert f"user:{key.id}" not in shown
     assert job["id"] not in shown  # the job by its name
+
+
+def test_quiet_creates_print_the_whole_id_alone(api: Api, herder: Herder) -> None:
+    job_id = ok(herder("job", "create", "nightly", "--command", "true", "-q")).strip()
+    assert re.fullmatch(r"job_[0-9A-Z]{26}", job_id)
+    channel(api, "ops")
+    rule_id = ok(
+        herder("alert", "rule", "create", "fails", "--kind", "run_failed", "--channel", "ops",
+               "--param", f"job_id={job_id}", "-q")
+    ).strip()  # fmt: skip
+    assert ok(herder("alert", "rule", "list", "-q")).splitlines() == [rule_id]
+    ok(herder("alert", "channel", "test", "ops"))
+    (delivery,) = ok(herder("alert", "deliveries", "-q")).splitlines()
+    assert re.fullmatch(r"dlv_[0-9A-Z]{26}", delivery)
+    assert ok(herder("alert", "list", "-q")) == ""  # no incident yet

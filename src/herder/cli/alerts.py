@@ -169,6 +169,7 @@ def rule_create(
     ] = None,
     recovery: Annotated[bool, typer.Option(help="a notice when an incident resolves")] = True,
     as_json: JsonFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """Create a rule; it is checked whole, each field at fault named."""
     params = json_pairs(param or [], "--param")
@@ -179,6 +180,9 @@ def rule_create(
         rule = herder.create_alert_rule(body)
     if as_json:
         print_json(rule)
+        return
+    if quiet:
+        quiet_ids([rule.id])
         return
     out.print(f"created alert rule {rule.id} ({rule.name}, {rule.kind})")
 
@@ -209,6 +213,7 @@ def alert_list(
     state: Annotated[str | None, typer.Option(help="open or resolved")] = None,
     limit: Limit = 100,
     as_json: JsonFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """Incidents, newest first."""
     with client() as herder:
@@ -216,7 +221,7 @@ def alert_list(
         rules = names_of(herder, ALERT_RULE, (one.rule_id for one in page.items))
 
     columns = ("RULE", "KEY", "STATE", "OPENED", "RESOLVED", "SUMMARY")
-    show(page, as_json, columns, _incident_row(rules))
+    show(page, as_json, columns, _incident_row(rules), quiet=quiet)
 
 
 @alert_app.command("deliveries")
@@ -224,6 +229,7 @@ def alert_deliveries(
     channel: Annotated[str | None, typer.Option(help="only this channel's")] = None,
     limit: Limit = 100,
     as_json: JsonFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """Deliveries, newest first, with their attempts."""
     with client() as herder:
@@ -232,4 +238,4 @@ def alert_deliveries(
         channels = names_of(herder, ALERT_CHANNEL, (one.channel_id for one in page.items))
 
     columns = ("CHANNEL", "EVENT", "STATE", "ATTEMPTS", "LAST", "NEXT")
-    show(page, as_json, columns, _delivery_row(channels))
+    show(page, as_json, columns, _delivery_row(channels), quiet=quiet)

@@ -83,6 +83,7 @@ def job_create(
     deadline: DeadlineOption = None,
     deadline_cancel: DeadlineCancelOption = False,
     as_json: JsonFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """Create a job. With --file the program is uploaded first."""
     with client() as herder:
@@ -113,6 +114,8 @@ def job_create(
         job = herder.create_job(name, spec)
     if as_json:
         print_json(job)
+    elif quiet:
+        quiet_ids([job.id])
     else:
         out.print(f"created job [bold]{job.name}[/] ({job.id})")
 

@@ -149,7 +149,7 @@ def _follow(herder: HerderClient, run_id: str, *, live: bool) -> WorkflowRunDeta
 
 
 @workflow_app.command("create")
-def workflow_create(file: FileOption, as_json: JsonFlag = False) -> None:
+def workflow_create(file: FileOption, as_json: JsonFlag = False, quiet: QuietFlag = False) -> None:
     """Create a workflow from a YAML or JSON file.
 
     The whole DAG is checked: cycles, unknown tasks and jobs are refused with the field named.
@@ -159,6 +159,8 @@ def workflow_create(file: FileOption, as_json: JsonFlag = False) -> None:
         workflow = herder.create_workflow(body)
     if as_json:
         print_json(workflow)
+    elif quiet:
+        quiet_ids([workflow.id])
     else:
         out.print(f"created workflow [bold]{workflow.name}[/] ({workflow.id}), version 1")
 
