@@ -95,7 +95,9 @@ def test_alert_channels_and_rules_are_taken_and_shown_by_name(api: Api, herder: 
     assert (rule["channel_ids"], rule["params"]["job_id"]) == ([ops], job_id)
     (row,) = [line for line in ok(herder("alert", "rule", "list")).splitlines() if "report" in line]
     assert " ops " in row
-    assert "ach_" not in row  # the channel by name, not by id
+    assert '"job_id": "nightly-report"' in row
+    assert "ach_" not in row  # the channel and the job by name, not by id
+    assert not re.search(r"job_[0-9A-Z]", row)
     assert "queued test delivery" in ok(herder("alert", "channel", "test", "ops"))
     (delivery,) = [
         line for line in ok(herder("alert", "deliveries")).splitlines() if "dlv_" in line

@@ -8,13 +8,15 @@ from collections.abc import Callable
 from typing import Annotated, Any, Protocol, TypeVar
 
 import typer
-from rich.table import Table
+from rich.table import Column, Table
 
 from herder.cli.common import JsonFlag, app, client, json_pairs, out, print_json, when
 from herder.cli.ids import (
     ALERT_CHANNEL,
     ALERT_RULE,
+    JOB,
     SCHEDULE,
+    WORKFLOW,
     QuietFlag,
     full_id,
     id_column,
@@ -50,7 +52,7 @@ app.add_typer(alert_app, name="alert")
 def show(
     page: Page[T],
     as_json: bool,
-    columns: tuple[str, ...],
+    columns: tuple[str | Column, ...],
     row: Callable[[T], Row],
     *,
     quiet: bool = False,
@@ -74,9 +76,25 @@ def _channel_row(one: Channel) -> Row:
     return (one.name, one.url, "yes" if one.enabled else "no", when(one.created_at))
 
 
-def _rule_row(channels: dict[str, str]) -> Callable[[Rule], Row]:
+_NAMED_PARAMS = {"job_id": JOB, "schedule_id": SCHEDULE, "workflow_id": WORKFLOW}
+
+
+def _param_names(herder: HerderClient, rules: list[Rule]) -> dict[str, str]:
+    """The names of the jobs, schedules and workflows the rules' params name."""
+    names: dict[str, str] = {}
+    for param, kind in _NAMED_PARAMS.items():
+        ids = {str(rule.params[param]) for rule in rules if rule.params.get(param)}
+        names |= names_of(herder, kind, ids)
+    return names
+
+
+def _rule_row(channels: dict[str, str], named_params: dict[str, str]) -> Callable[[Rule], Row]:
     def row(one: Rule) -> Row:
-        shown = {key: value for key, value in one.params.items() if value is not None}
+        shown = {
+            key: named_params.get(str(value), value) if key in _NAMED_PARAMS else value
+            for key, value in one.params.items()
+            if value is not None
+        }
         named = (channels.get(channel_id, channel_id) for channel_id in one.channel_ids)
         return (one.name, one.kind, json.dumps(shown), ", ".join(named),
                 "yes" if one.enabled else "no")  # fmt: skip
@@ -84,9 +102,9 @@ def _rule_row(channels: dict[str, str]) -> Callable[[Rule], Row]:
     return row
 
 
-def _incident_row(rules: dict[str, str]) -> Callable[[Incident], Row]:
+def _incident_row(rules: dict[str, str], keys: dict[str, str]) -> Callable[[Incident], Row]:
     def row(one: Incident) -> Row:
-        return (rules.get(one.rule_id, one.rule_id), one.key, one.state, when(one.opened_at),
+        return (rules.get(one.rule_id, one.rule_id), keys[one.key], one.state, when(one.opened_at),
                 when(one.resolved_at), one.summary)  # fmt: skip
 
     return row
@@ -194,9 +212,10 @@ def rule_list(limit: Limit = 100, as_json: JsonFlag = False, quiet: QuietFlag = 
         channels = names_of(
             herder, ALERT_CHANNEL, (c for one in page.items for c in one.channel_ids)
         )
+        named_params = _param_names(herder, page.items)
 
     columns = ("NAME", "KIND", "PARAMS", "CHANNELS", "ENABLED")
-    show(page, as_json, columns, _rule_row(channels), quiet=quiet)
+    show(page, as_json, columns, _rule_row(channels, named_params), quiet=quiet)
 
 
 @rule_app.command("delete")
@@ -219,9 +238,10 @@ def alert_list(
     with client() as herder:
         page = herder.list_alerts(state=state, limit=limit)
         rules = names_of(herder, ALERT_RULE, (one.rule_id for one in page.items))
+    keys = short_ids(one.key for one in page.items)  # a job's, schedule's, run's… id, or a name
 
-    columns = ("RULE", "KEY", "STATE", "OPENED", "RESOLVED", "SUMMARY")
-    show(page, as_json, columns, _incident_row(rules), quiet=quiet)
+    columns = ("RULE", id_column("KEY", keys.values()), "STATE", "OPENED", "RESOLVED", "SUMMARY")
+    show(page, as_json, columns, _incident_row(rules, keys), quiet=quiet)
 
 
 @alert_app.command("deliveries")
