@@ -14,7 +14,7 @@ SYSTEM_PACKAGES := gcc libc6-dev linux-libc-dev nftables iproute2 util-linux
 # What only `make test` needs besides: the browser the dashboard's test drives (Playwright,
 # from the dev extra, uses this system chromium; it never downloads a browser), and the load
 # balancer the scale-out test puts in front of three API processes.
-TEST_PACKAGES := chromium haproxy
+TEST_PACKAGES := chromium haproxy busybox-static
 
 .PHONY: up test lint unit bench postgres redis system-packages test-packages clean
 
@@ -57,8 +57,12 @@ system-packages:
 test-packages:
 	$(call install_missing,$(TEST_PACKAGES),the dashboard's browser test needs them)
 
+# `make up PORT=9090` (the API's port) and `make up ARGS="--home /srv/herder"` (any of
+# `herder up --help`) pass through to herder up.
+PORT ?=
+ARGS ?=
 up: system-packages $(RUNTIME_STAMP)
-	$(BIN)/herder up
+	$(BIN)/herder up $(if $(PORT),--port $(PORT)) $(ARGS)
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check src tests bench

@@ -28,8 +28,9 @@ from bench.log_bytes import line
 from herder.control.dispatcher import Dispatcher
 from herder.control.maintenance import Maintenance
 from herder.domain.history import slice_of
-from herder.domain.jobs import JobSpec, Resources, RunOverrides, RunRequest
+from herder.domain.jobs import JobSpec, Resources
 from herder.domain.models import Assignment
+from herder.domain.overrides import RunOverrides, RunRequest
 from herder.domain.states import AttemptState
 from herder.protocol import Completion, OutputChunk
 from herder.store.cold.blobs import DirectoryBlobStore

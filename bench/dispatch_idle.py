@@ -16,7 +16,8 @@ from pathlib import Path
 
 from bench.dispatch_store import postgres_database, sqlite_database
 from herder.control.dispatcher import Dispatcher
-from herder.domain.jobs import JobSpec, Resources, RunOverrides
+from herder.domain.jobs import JobSpec, Resources
+from herder.domain.overrides import RunOverrides
 from herder.domain.states import AttemptState
 from herder.protocol import Completion
 from herder.store.store import Store

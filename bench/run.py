@@ -21,6 +21,7 @@ from bench import (
     events,
     forecast_accuracy,
     history_scale,
+    images,
     limits,
     machine,
     mix,
@@ -84,6 +85,7 @@ def main() -> None:
             "delayed",
             "events",
             "forecast-accuracy",
+            "images",
             "all",
         ],
         default="all",
@@ -115,6 +117,8 @@ def main() -> None:
         run_forecast_accuracy()
     if options.scenario in ("checkpoints", "all"):
         run_checkpoints(options)
+    if options.scenario in ("images", "all"):
+        print("\n".join(images.run()))  # printed only: bench/images.py
     if options.scenario == "history":  # not in "all": ten million runs take a while to make
         run_history()
 

@@ -102,6 +102,7 @@ def _api(settings: Settings, listening: socket.socket) -> None:
         cold=settings.cold_tier(),
         checkpoint_blobs=settings.checkpoint_blobs(),
         max_checkpoint_mb=settings.max_checkpoint_mb,
+        image_registries=settings.image_registries,
     )
     try:
         app = create_app(store, settings)
@@ -120,6 +121,7 @@ def _scheduler(settings: Settings) -> None:
         cold=settings.cold_tier(),
         checkpoint_blobs=settings.checkpoint_blobs(),
         max_checkpoint_mb=settings.max_checkpoint_mb,
+        image_registries=settings.image_registries,
     )
     running = start_scheduler(settings, store, listen=True)
     for number in (signal.SIGTERM, signal.SIGINT):

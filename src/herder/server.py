@@ -56,6 +56,7 @@ def prepare(settings: Settings) -> PreparedHome:
         cold=settings.cold_tier(),
         checkpoint_blobs=settings.checkpoint_blobs(),
         max_checkpoint_mb=settings.max_checkpoint_mb,
+        image_registries=settings.image_registries,
     )
     store.migrate()
     check_keyring(store, keyring)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from herder.domain.history import DEFAULT_HOT_DAYS
+from herder.domain.images import REGISTRIES_VARIABLE, parse_registries
 from herder.domain.jobs import DEFAULT_MAX_CHECKPOINT_MB
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ class Settings:
     cold_store: str | None = None  # file:///path; None: the home's ``cold`` directory
     hot_days: int = DEFAULT_HOT_DAYS
     max_checkpoint_mb: int = DEFAULT_MAX_CHECKPOINT_MB  # the most a job's checkpoint_mb may be
+    image_registries: tuple[str, ...] = ()  # where runtime image jobs may name images
 
     @classmethod
     def from_environment(
@@ -69,6 +71,7 @@ class Settings:
             max_checkpoint_mb=int(
                 os.environ.get("HERDER_MAX_CHECKPOINT_MB", DEFAULT_MAX_CHECKPOINT_MB)
             ),
+            image_registries=parse_registries(os.environ.get(REGISTRIES_VARIABLE, "")),
         )
 
     @property

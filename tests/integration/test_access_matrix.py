@@ -29,8 +29,8 @@ from typing import Any
 
 import pytest
 
-from herder.domain.jobs import RAW_OVERRIDES
 from herder.domain.models import Role
+from herder.domain.overrides import RAW_OVERRIDES
 from tests.integration.conftest import Api
 from tests.integration.dispatching import dispatch
 from tests.integration.openapi import operations, resolve
@@ -54,7 +54,7 @@ class Needs(Enum):
 
 
 # What an operator may do beyond a viewer: start, stop, suspend, resume, re-prioritise, re-run
-# and repair runs, backfill, pause and resume schedules; never change a definition
+# and repair runs, backfill, pause, resume and fire schedules; never change a definition
 # (docs/tenants.md).
 OPERATIONS = [
     ("POST", "/v1/jobs/{job_id}/runs"),
@@ -74,6 +74,7 @@ OPERATIONS = [
     ("POST", "/v1/backfills/{backfill_id}/cancel"),
     ("POST", "/v1/schedules/{schedule_id}/pause"),
     ("POST", "/v1/schedules/{schedule_id}/resume"),
+    ("POST", "/v1/schedules/{schedule_id}/trigger"),
     ("POST", "/v1/events"),  # an event starts what its triggers say: as starting runs
     ("POST", "/v1/workflow-runs/{workflow_run_id}/tasks/{task}/approve"),
     ("POST", "/v1/workflow-runs/{workflow_run_id}/tasks/{task}/reject"),

@@ -36,8 +36,9 @@ from herder.domain.alerts.rules import (
 from herder.domain.alerts.webhooks import MAX_ATTEMPTS, SIGNATURE_HEADER
 from herder.domain.errors import Invalid
 from herder.domain.ids import new_id
-from herder.domain.jobs import JobSpec, Resources, RunOverrides
+from herder.domain.jobs import JobSpec, Resources
 from herder.domain.models import Assignment
+from herder.domain.overrides import RunOverrides
 from herder.domain.schedules import ScheduleSpec
 from herder.domain.states import AttemptState
 from herder.domain.workflows.spec import WorkflowSpec

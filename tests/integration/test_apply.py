@@ -92,7 +92,7 @@ def test_one_changed_field_is_one_update_shown_by_dry_run_then_applied(
     dry = ok(herder("apply", "-f", str(path), "--dry-run"))
     assert "~ job train" in dry
     assert "resources.cpu: 2.0 → 4.0" in dry
-    assert "cron: '0 3 * * *' → '0 4 * * *'" in dry
+    assert 'cron: "0 3 * * *" → "0 4 * * *"' in dry
     assert "dry run: nothing was changed" in dry
     job = api.http.get("/v1/jobs", headers=api.admin, params={"name": "train"}).json()["items"][0]
     assert job["spec"]["resources"]["cpu"] == 2.0
@@ -113,7 +113,7 @@ def test_removing_a_field_resets_it_to_its_default(
     path = write_files(tmp_path)
     ok(herder("apply", "-f", str(path)))
     path.write_text(FILES.replace("    env: {STAGE: nightly}\n", ""))
-    assert "env.STAGE: 'nightly' → (none)" in ok(herder("apply", "-f", str(path)))
+    assert 'env.STAGE: "nightly" → (none)' in ok(herder("apply", "-f", str(path)))
     job = api.http.get("/v1/jobs", headers=api.admin, params={"name": "prepare"}).json()
     assert job["items"][0]["spec"]["env"] == {}
 
@@ -202,6 +202,32 @@ def test_export_then_apply_shows_no_change(api: Api, herder: Herder, tmp_path: P
     assert "~ " not in dry
     assert "- " not in dry
     assert "│ schedules │ 0" in dry
+
+
+def test_an_unnamed_schedule_is_exported_by_a_made_name_and_round_trips(
+    api: Api, herder: Herder, tmp_path: Path
+) -> None:
+    job = api.create_job("by-hand")
+    response = api.http.post(
+        "/v1/schedules", headers=api.admin, json={"job_id": job["id"], "cron": "*/5 * * * *"}
+    )
+    made = f"by-hand-{response.json()['id'].lower()[-8:]}"
+    exported = tmp_path / "exported.yaml"
+    written = herder("export", "-o", str(exported))
+    assert f"without a name written as {made}" in ok(written)
+    assert f"name: {made}" in exported.read_text()
+
+    dry = ok(herder("apply", "-f", str(exported), "--dry-run", "--prune"))
+    assert not [line for line in dry.splitlines() if line[:2] in ("+ ", "~ ", "- ")], dry
+    exported.write_text(exported.read_text().replace("*/5 * * * *", "*/10 * * * *"))
+    changed = ok(herder("apply", "-f", str(exported)))
+    assert f"~ schedule {made}" in changed
+    (schedule,) = api.http.get("/v1/schedules", headers=api.admin).json()["items"]
+    assert schedule["spec"]["cron"] == "*/10 * * * *"
+
+    other = api.other_tenant_key("team-b")
+    ok(herder("apply", "-f", str(exported), key=other))
+    assert names(api, "schedules", key=other) == [made]
 
 
 def test_a_bad_file_changes_nothing_and_names_the_place(
@@ -348,3 +374,31 @@ def test_workflows_and_their_schedules_are_applied_and_exported(
     assert "+ " not in again
     assert "~ " not in again
     assert "- " not in again
+
+
+def test_a_workflows_dry_run_is_a_field_level_diff_by_task_name(
+    api: Api, herder: Herder, tmp_path: Path
+) -> None:
+    first = WORKFLOW_FILES.replace(
+        "timeout_seconds: 600}", "timeout_seconds: 600, overrides: {env: {MODE: a}}}"
+    )
+    path = write_files(tmp_path, first)
+    ok(herder("apply", "-f", str(path)))
+    changed = first.replace("MODE: a", "MODE: b").replace(
+        "      - {name: notify, job: step, depends_on: [train], trigger_rule: one_failed}\n",
+        "      - {name: report, job: step, depends_on: [train], trigger_rule: all_done}\n",
+    )
+    path.write_text(changed)
+
+    dry = ok(herder("apply", "-f", str(path), "--dry-run"))
+    lines = dry.splitlines()
+    assert "~ workflow nightly" in lines
+    assert '    tasks.train.overrides.env.MODE: "a" → "b"' in lines
+    assert "    tasks.notify: removed" in lines
+    assert any(line.startswith('    tasks.report: added {"name": "report"') for line in lines)
+    assert "'" not in dry  # no Python repr
+    assert "null" not in dry  # no unset fields
+    assert "None" not in dry
+
+    ok(herder("apply", "-f", str(path)))
+    assert "nothing to change" in ok(herder("apply", "-f", str(path), "--dry-run"))

@@ -24,6 +24,7 @@ from herder.worker.cache import ArtifactCache
 from herder.worker.connection import CheckpointGone, CheckpointRefused
 from herder.worker.disk import CHECKPOINT
 from herder.worker.host import AttemptHost, AttemptPlace
+from herder.worker.images import ImageStore
 from herder.worker.isolation import Isolation
 from herder.worker.limits import Enforcer
 from herder.worker.outcome import Outcome
@@ -127,7 +128,8 @@ def run(host: Any, transfer: Transfer, given: Assignment, tmp_path: Path) -> tup
         raise AssertionError(f"no artifact is fetched here: {sha256}")
 
     cache = ArtifactCache(tmp_path / "cache", no_artifacts)
-    runner = AttemptRunner(cast(AttemptHost, host), cache, PYTHON, 0.5, 256, transfer)
+    images = ImageStore(tmp_path / "images", cache, ())
+    runner = AttemptRunner(cast(AttemptHost, host), cache, PYTHON, 0.5, 256, transfer, images)
     attempt = LiveAttempt(given, "wrk_fake")
 
     def after_upload(count: int) -> None:

@@ -3,6 +3,8 @@ and a tenant get, and what it prints when the server refuses."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from typer.testing import Result
 
@@ -72,3 +74,47 @@ def test_top_once_with_the_server_refusing_prints_the_error_and_fails(narrow: He
     assert "waiting for the server's first answer" in refused.output
     assert "refresh failed at" in refused.output
     assert "(HTTP 401)" in refused.output
+
+
+def test_top_json_is_one_document_of_what_the_view_shows(
+    api: Api, herder: Herder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    worker_id = register_worker(api, "edge", cpu=2)
+    run = api.start_run(api.create_job("too-big-to-place", resources={"cpu": 64})["id"])
+    beat = next(w for w in api.store.workers.fleet() if w.id == worker_id).last_heartbeat_at
+    monkeypatch.setattr(top, "CLOCK", ManualClock(beat))
+    shown = json.loads(ok(herder("top", "--json")))  # a pipe: no terminal needed
+    assert list(shown) == [
+        "at", "scope", "window_minutes", "runs", "queue", "ended", "failure_rate",
+        "throughput", "resources", "utilization", "workers",
+    ]  # fmt: skip
+    assert shown["scope"] == "fleet"
+    assert shown["runs"]["queued"] == 1
+    assert shown["queue"]["depth"] == 1
+    (head,) = shown["queue"]["head"]
+    assert head["run_id"] == run["id"]
+    assert head["job_name"] == "too-big-to-place"
+    assert head["waiting_reason"]  # whatever the dispatcher said last
+    assert shown["ended"] == {"succeeded": 0, "failed": 0, "cancelled": 0}
+    assert shown["failure_rate"] is None
+    assert len(shown["throughput"]) == shown["window_minutes"] == 60
+    assert shown["resources"]["capacity"]["cpu"] == 2
+    assert shown["utilization"]["cpu"] == 0
+    assert shown["utilization"]["gpus"] is None  # the fleet has none
+    assert shown["workers"]["by_state"]["alive"] == 1
+    (edge,) = shown["workers"]["items"]
+    assert (edge["name"], edge["state"], edge["heartbeat_age_seconds"]) == ("edge", "alive", 0)
+
+
+def test_top_json_for_a_tenant_has_no_fleet_and_a_refusal_is_no_document(
+    api: Api, herder: Herder
+) -> None:
+    tenant = json.loads(ok(herder("top", "--json", key=api.other_tenant_key("team-b"))))
+    assert tenant["scope"] == "tenant"
+    assert tenant["workers"] is None
+    assert tenant["utilization"] is None
+    assert tenant["resources"]["capacity"] is None
+    refused = herder("top", "--json", key="not-a-key")
+    assert refused.exit_code == 1
+    assert "could not read the server" in refused.output
+    assert "{" not in refused.output

@@ -144,6 +144,31 @@ def test_a_runs_dag_shows_the_failure_its_dependants_reason_and_run_ids(
     assert ok(herder("workflow", "runs", "--state", "succeeded", "-q")) == ""
 
 
+HANDLED: dict[str, Any] = {
+    "name": "handled",
+    "tasks": [
+        {"name": "train", "job": "work"},
+        {"name": "evaluate", "job": "work", "depends_on": ["train"]},
+        {"name": "notify", "job": "work", "depends_on": ["train"], "trigger_rule": "one_failed"},
+        {"name": "cleanup", "job": "work", "depends_on": ["evaluate"], "trigger_rule": "all_done"},
+    ],
+}
+
+
+def test_a_run_that_succeeded_with_handled_failures_says_so(
+    api: Api, herder: Herder, fleet: Fleet, tmp_path: Path
+) -> None:
+    created(herder, tmp_path, HANDLED)
+    run = started(herder, "handled")
+    fleet.claim()
+    fleet.end(run_of(api, run["id"], "train"), "failed")
+    for run_id in fleet.claim():  # notify and cleanup handle it
+        fleet.end(run_id)
+
+    drawn = ok(herder("workflow", "show", run["id"]))
+    assert f"{run['id']}  handled v1  succeeded, 2 tasks failed and were handled" in drawn
+
+
 def test_a_failed_run_is_repaired_with_the_token_it_was_read_at(
     api: Api, herder: Herder, fleet: Fleet, tmp_path: Path
 ) -> None:

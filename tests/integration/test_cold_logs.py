@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select, text
 
-from herder.domain.jobs import JobSpec, RunOverrides
+from herder.domain.jobs import JobSpec
 from herder.domain.models import Role
+from herder.domain.overrides import RunOverrides
 from herder.domain.states import AttemptState
 from herder.protocol import Completion, OutputChunk
 from herder.store.cold import export

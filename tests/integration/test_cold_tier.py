@@ -23,8 +23,9 @@ from herder.api.app import create_app
 from herder.control.maintenance import Maintenance
 from herder.domain.errors import NotFound
 from herder.domain.history import slice_of
-from herder.domain.jobs import JobSpec, Resources, RunOverrides
+from herder.domain.jobs import JobSpec, Resources
 from herder.domain.models import Run
+from herder.domain.overrides import RunOverrides
 from herder.domain.schedules import ScheduleSpec
 from herder.domain.states import AttemptState
 from herder.protocol import Completion

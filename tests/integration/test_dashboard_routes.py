@@ -16,7 +16,8 @@ import pytest
 from herder.api.dashboard.routes import CONTENT_SECURITY_POLICY
 from herder.api.dashboard.state_module import PATH as STATES_PATH
 from herder.domain.state_tones import RUN_STATES_WORST_FIRST, TONE_OF_NAME
-from herder.domain.states import ACTIVE_RUN_STATES, RunState
+from herder.domain.states import ACTIVE_RUN_STATES, FAILED_RUN_STATES, RunState
+from herder.domain.stats import MAX_MINUTES
 from herder.domain.workflows.progress import WorkflowRunState
 from tests.integration.conftest import Api
 from tests.integration.one_app import sqlite_app
@@ -92,6 +93,9 @@ def test_the_states_module_is_the_domains(api: Api) -> None:
     ended = [state for state in WorkflowRunState if state.is_terminal]
     assert constants["ENDED_WORKFLOW_RUN_STATES"] == ended
     assert constants["TONE_OF_STATE"] == TONE_OF_NAME
+    assert set(constants["FAILED_RUN_STATES"]) == FAILED_RUN_STATES
+    assert constants["ROLES_WEAKEST_FIRST"] == ["viewer", "operator", "developer", "admin"]
+    assert constants["STATS_MAX_MINUTES"] == MAX_MINUTES
     code = [line for line in response.text.splitlines() if not line.startswith("//")]
     assert len(code) == len(constants)  # nothing but the constants
 

@@ -8,8 +8,8 @@ from datetime import datetime
 from sqlalchemy import select
 
 from herder.control.firer import READ_AHEAD_SECONDS, Firer
-from herder.domain.jobs import RunOverrides
 from herder.domain.models import Schedule
+from herder.domain.overrides import RunOverrides
 from herder.domain.schedules import ScheduleSpec
 from herder.store.schedules import partition_of
 from herder.store.schema import runs

@@ -18,8 +18,9 @@ from herder.control.maintenance import Maintenance
 from herder.domain.errors import NotFound
 from herder.domain.history import DEFAULT_RETENTION_DAYS, slice_of, slices_wanted
 from herder.domain.ids import new_id
-from herder.domain.jobs import JobSpec, Resources, RunOverrides
+from herder.domain.jobs import JobSpec, Resources
 from herder.domain.models import Assignment, Principal, Role
+from herder.domain.overrides import RunOverrides
 from herder.domain.states import AttemptState, RunState
 from herder.protocol import Completion, OutputChunk
 from herder.store.audit import AuditCall

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from herder.domain.jobs import JobSpec, RunOverrides
+from herder.domain.jobs import JobSpec
+from herder.domain.overrides import RunOverrides
 from herder.domain.states import RunState
 from herder.store.pagination import encode_cursor
 from herder.store.store import Store

@@ -9,7 +9,8 @@ import pytest
 
 from herder.control.reaper import Reaper
 from herder.domain.alerts.rules import IncidentState, RuleKind
-from herder.domain.jobs import JobSpec, RunOverrides
+from herder.domain.jobs import JobSpec
+from herder.domain.overrides import RunOverrides
 from herder.domain.states import AttemptState
 from herder.store.alerts import late_runs
 from tests.integration.test_alert_deliveries import World, world  # noqa: F401

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from herder.domain.jobs import JobSpec, Resources, RunOverrides
+from herder.domain.jobs import JobSpec, Resources
+from herder.domain.overrides import RunOverrides
 from herder.store.database import Database
 from herder.store.listener import Listener
 from herder.store.notifications import CHANNELS, WORK_CHANNEL

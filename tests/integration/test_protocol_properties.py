@@ -16,8 +16,9 @@ from sqlalchemy import select
 
 from herder.control.reaper import Reaper
 from herder.domain.errors import Conflict, Gone
-from herder.domain.jobs import JobSpec, Resources, RunOverrides
+from herder.domain.jobs import JobSpec, Resources
 from herder.domain.models import WorkerState
+from herder.domain.overrides import RunOverrides
 from herder.domain.states import AttemptState, RunState
 from herder.protocol import Completion, HeldAttempt
 from herder.store.schema import attempts, runs, workers

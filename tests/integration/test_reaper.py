@@ -11,8 +11,9 @@ from dataclasses import dataclass
 import pytest
 
 from herder.control.reaper import Reaper
-from herder.domain.jobs import JobSpec, Resources, RetryPolicy, RunOverrides
+from herder.domain.jobs import JobSpec, Resources, RetryPolicy
 from herder.domain.models import Assignment
+from herder.domain.overrides import RunOverrides
 from herder.domain.states import AttemptState, RunState
 from herder.protocol import Completion, HeldAttempt, ReportResult
 from herder.store.store import Store

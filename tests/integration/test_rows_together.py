@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 
 from sqlalchemy import func, insert, select
 
-from herder.domain.jobs import JobSpec, RunOverrides
+from herder.domain.jobs import JobSpec
+from herder.domain.overrides import RunOverrides
 from herder.store.dialect import insert_rows, insert_rows_ignoring_duplicates
 from herder.store.schema import blobs, run_events
 from herder.store.store import Store

@@ -138,6 +138,8 @@ def test_a_failure_fails_its_dependants_and_starts_its_handlers(api: Api, fleet:
     ended = detail(api, run["id"])
     assert ended["state"] == "succeeded"  # every leaf (notify, cleanup) succeeded
     assert "train" in ended["reason"]
+    assert ended["failed_tasks"] == ["train", "evaluate"]
+    assert ended["outcome"] == "succeeded, 2 tasks failed and were handled"
 
 
 def test_a_failed_leaf_fails_the_run_naming_the_failed_tasks(api: Api, fleet: Fleet) -> None:
@@ -148,6 +150,7 @@ def test_a_failed_leaf_fails_the_run_naming_the_failed_tasks(api: Api, fleet: Fl
     ended = detail(api, run["id"])
     assert ended["state"] == "failed"
     assert ended["reason"] == "failed tasks: a (failed), b (upstream_failed)"
+    assert (ended["outcome"], ended["failed_tasks"]) == ("failed", ["a", "b"])
 
 
 def test_one_success_starts_at_the_first_success(api: Api, fleet: Fleet) -> None:

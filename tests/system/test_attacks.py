@@ -7,6 +7,7 @@ every test submits the jobs an attacker would and checks what they could reach.
 from __future__ import annotations
 
 import os
+import shlex
 import socket
 import textwrap
 import time
@@ -19,6 +20,7 @@ import pytest
 
 from herder.client import HerderClient
 from herder.domain.retry import DISK_FULL_REASON_PREFIX
+from tests.images import BUSYBOX, Member, busybox_image
 from tests.system.conftest import herder_up, processes_matching
 from tests.system.outside import ECHO_PORT, OUTSIDE, PRIVATE
 
@@ -28,6 +30,10 @@ pytestmark = [
 ]
 
 
+# the busybox image, with a set-uid copy of busybox (as id) that unpacking must make plain
+ATTACK_IMAGE = busybox_image(extra=[Member("opt/setuid/id", BUSYBOX.read_bytes(), mode=0o4755)])
+
+
 class Herder:
     """The running system, and a way to run a job in it as a tenant would."""
 
@@ -35,6 +41,7 @@ class Herder:
         self.home = home
         self.url = url
         self.client = client
+        self._image_artifact: str | None = None
 
     @property
     def worker_token(self) -> str:
@@ -42,11 +49,25 @@ class Herder:
 
     def run(self, command: str, **spec: Any) -> tuple[Any, str]:
         """Run ``command`` as a shell job to its end: the run and everything it printed."""
+        return self.run_spec({"runtime": "shell", "command": command, **spec})
+
+    def run_spec(self, spec: dict[str, Any]) -> tuple[Any, str]:
         name = f"attack-{uuid.uuid4().hex[:10]}"
-        job = self.client.create_job(name, {"runtime": "shell", "command": command, **spec})
+        job = self.client.create_job(name, spec)
         run = self.client.wait(self.client.start_run(job.id).id, timeout=60)
         output = "".join(chunk.text for chunk in self.client.logs(run.id).chunks)
         return run, output
+
+    def in_image(self, script: str, **spec: Any) -> tuple[Any, str]:
+        """Run ``script`` as a runtime image job in the busybox image (``ATTACK_IMAGE``)."""
+        if self._image_artifact is None:
+            path = self.home.parent / "attack-image.tar"
+            path.write_bytes(ATTACK_IMAGE.oci_archive())
+            self._image_artifact = self.client.upload_artifact(path).id
+        command = shlex.quote(script)  # the image's entrypoint is sh -c
+        return self.run_spec(
+            {"runtime": "image", "artifact": self._image_artifact, "command": command, **spec}
+        )
 
     def python(self, source: str, **spec: Any) -> tuple[Any, str]:
         script = textwrap.dedent(source).replace("'", "'\"'\"'")
@@ -141,7 +162,8 @@ def test_what_the_worker_keeps_cannot_be_planted_or_redirected(herder: Herder) -
     assert not Path("/usr/planted").exists()
 
 
-def test_other_attempts_are_invisible(herder: Herder) -> None:
+@pytest.mark.parametrize("runtime", ["shell", "image"])
+def test_other_attempts_are_invisible(herder: Herder, runtime: str) -> None:
     marker = f"sleep 30.{uuid.uuid4().int % 10**6:06d}"
     job = herder.client.create_job(f"victim-{uuid.uuid4().hex[:8]}", {
         "runtime": "shell", "command": f"{marker}; true"
@@ -152,11 +174,12 @@ def test_other_attempts_are_invisible(herder: Herder) -> None:
         while not processes_matching(marker) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert processes_matching(marker), "the victim never started"
-        run, output = herder.run(  # the marker comes in its env, never on its command line
+        probe = herder.run if runtime == "shell" else herder.in_image
+        run, output = probe(  # the marker comes in its env, never on its command line
             'grep -l "$MARKER" /proc/[0-9]*/cmdline; echo cgroups: $(ls -A /sys/fs/cgroup)',
             env={"MARKER": marker.split()[1]},
         )
-        assert run.state == "succeeded"
+        assert run.state == "succeeded", (run.reason, output)
         assert output == "cgroups:\n"  # no other process, no cgroup statistics of anyone
     finally:
         herder.client.cancel_run(victim.id)
@@ -329,3 +352,55 @@ def test_a_network_job_reaches_the_outside_and_resolves_names(herder: Herder) ->
     )
     assert run.state == "succeeded", (run.reason, output)
     assert output == "hello\nTrue\n"
+
+
+# --- the same attacks from inside an image (runtime image: busybox, no host /usr) -----------
+
+
+def test_an_image_job_cannot_write_its_root_or_see_the_host(herder: Herder) -> None:
+    run, output = herder.in_image(
+        f"touch /planted /bin/planted /etc/planted 2>&1; ls {herder.home} /usr /root 2>&1; "
+        "ls /proc/1/root/ 2>&1; true"
+    )
+    assert run.state == "succeeded", (run.reason, output)
+    assert output.count("Read-only file system") == 3, output
+    assert output.count("No such file or directory") == 3, output
+    assert "Permission denied" in output  # its init's root: not the job's to look through
+    assert not Path("/planted").exists()
+
+
+@pytest.mark.usefixtures("outside")  # a host beyond the worker's NAT: the positive control
+def test_an_image_job_reaches_no_control_plane(herder: Herder) -> None:
+    api_port = int(herder.url.rsplit(":", 1)[1])
+    probe = (
+        "gateway=$(ip route | awk '/^default/ {print $3}'); echo gateway: ${gateway:-none}; "
+        f"for target in 127.0.0.1:{api_port} $gateway:{api_port} 169.254.169.254:80; do "
+        "wget -q -T 2 -O /dev/null http://$target/ 2>/dev/null "
+        "&& echo reached $target || echo refused $target; done; "
+        f"echo hello | nc -w 2 {OUTSIDE} {ECHO_PORT} 2>/dev/null || echo no outside"
+    )
+    outputs = {}
+    for network in (False, True):
+        run, outputs[network] = herder.in_image(probe, network=network)
+        assert run.state == "succeeded", (run.reason, outputs[network])
+        assert outputs[network].count("refused") == 3, outputs[network]
+    assert outputs[False].splitlines()[::4] == ["gateway: none", "no outside"]
+    assert outputs[True].splitlines()[-1] == "hello"
+    assert "gateway: none" not in outputs[True]
+
+
+def test_an_image_job_cannot_mount_or_gain_privilege(herder: Herder) -> None:
+    run, output = herder.in_image(
+        "grep -E '^(NoNewPrivs|CapEff|Seccomp):' /proc/self/status; "
+        "mount -t tmpfs none /tmp 2>&1; unshare -r true 2>&1; "
+        "stat -c %a /opt/setuid/id; /opt/setuid/id -u; true"
+    )
+    assert run.state == "succeeded", (run.reason, output)
+    assert "NoNewPrivs:\t1" in output
+    assert "CapEff:\t0000000000000000" in output
+    assert "Seccomp:\t2" in output
+    assert "mount: permission denied" in output
+    assert "unshare(0x10000000): Operation not permitted" in output
+    lines = output.splitlines()
+    assert "755" in lines  # the set-uid bit was dropped when the layer was unpacked
+    assert "0" not in lines  # and it runs as the attempt's uid

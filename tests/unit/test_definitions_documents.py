@@ -11,6 +11,7 @@ import pytest
 
 from herder.definitions.documents import load
 from herder.definitions.problems import DefinitionError, Kind
+from tests.images import busybox_image
 
 
 def write(directory: Path, text: str, name: str = "herder.yaml") -> Path:
@@ -277,3 +278,19 @@ def test_a_document_nested_past_the_bound_is_one_problem_not_a_crash(
     (problem,) = problems(write(tmp_path, text))
     assert problem.startswith(f"{tmp_path / 'herder.yaml'}:")
     assert "nested deeper than 100 levels" in problem
+
+
+def test_an_image_job_takes_a_local_image_archive_or_a_reference(tmp_path: Path) -> None:
+    (tmp_path / "busybox.tar").write_bytes(busybox_image().oci_archive())
+    (tmp_path / "plain.txt").write_text("not an image")
+    reference = "registry.internal/tools/busybox@sha256:" + "ab" * 32
+    path = write(
+        tmp_path,
+        "jobs:\n  - {name: a, runtime: image, artifact: busybox.tar}\n"
+        f"  - {{name: b, runtime: image, image: '{reference}', command: 'echo hi'}}\n",
+    )
+    first, second = load([path], allowed=[tmp_path]).items
+    assert first.artifact_file == (tmp_path / "busybox.tar").resolve()
+    assert second.fields["image"] == reference
+    wrong = write(tmp_path, "jobs:\n  - {name: c, runtime: image, artifact: plain.txt}\n")
+    assert any("runtime image needs an image archive" in problem for problem in problems(wrong))

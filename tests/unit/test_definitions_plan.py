@@ -9,10 +9,10 @@ import pytest
 
 from herder.definitions.documents import Definition, Definitions
 from herder.definitions.export import document
-from herder.definitions.plan import ABSENT, Action, Change, Existing, diff, plan
+from herder.definitions.plan import ABSENT, Action, Change, Existing, describe, diff, plan
 from herder.definitions.problems import DefinitionError, Kind, Where
 from herder.domain.jobs import JobSpec
-from herder.domain.schedules import ScheduleSpec
+from herder.domain.schedules import ScheduleSpec, check_schedule_name
 
 HERE = Where("herder.yaml", 1, "jobs[0]")
 
@@ -70,7 +70,7 @@ BOTH = {Kind.JOB, Kind.SCHEDULE}
             True,
             [("unchanged", "a")],
         ),
-        # an unnamed schedule is never managed
+        # an unnamed schedule is never pruned
         (
             declared(BOTH, (Kind.JOB, "a", job_fields())),
             [have(Kind.JOB, "a", job_fields()), have(Kind.SCHEDULE, None, schedule_fields())],
@@ -105,18 +105,47 @@ def test_a_change_is_shown_field_by_field() -> None:
     ]
 
 
+def task(name: str, **fields: Any) -> dict[str, Any]:
+    return {"name": name, "job": "j", "overrides": None, **fields}
+
+
 @pytest.mark.parametrize(
-    ("before", "after", "paths"),
+    ("before", "after", "shown"),
     [
-        ({"tasks": [{"job": "a"}]}, {"tasks": [{"job": "b"}]}, ["tasks[0].job"]),
-        ({"tasks": [{"job": "a"}]}, {"tasks": []}, ["tasks"]),
+        ({"args": [{"job": "a"}]}, {"args": [{"job": "b"}]}, ['args[0].job: "a" → "b"']),
+        ({"args": ["a"]}, {"args": []}, ['args: ["a"] → []']),
         ({"x": 1}, {"x": 1.0}, []),
-        ({"x": 1}, {"x": True}, ["x"]),
-        ({"x": None}, {"x": {}}, ["x"]),
+        ({"x": 1}, {"x": True}, ["x: 1 → true"]),
+        ({"x": None}, {"x": {}}, ["x: null → {}"]),
+        ({"x": None}, {}, []),  # unset either way
+        ({"env": {"A": "1"}}, {"env": {}}, ['env.A: "1" → (none)']),
+        # a workflow's tasks, by name: in whatever order, a field deep inside one
+        (
+            {"tasks": [task("prepare"), task("train", overrides={"env": {"MODE": "a"}})]},
+            {"tasks": [task("train", overrides={"env": {"MODE": "b"}}), task("prepare")]},
+            ['tasks.train.overrides.env.MODE: "a" → "b"'],
+        ),
+        # set where it was unset: each field set, not the mapping's repr
+        (
+            {"tasks": [task("train")]},
+            {"tasks": [task("train", overrides={"args": None, "env": {"MODE": "a"}})]},
+            ['tasks.train.overrides.env.MODE: (none) → "a"'],
+        ),
+        # a task added or removed is one line, its unset fields left out
+        (
+            {"tasks": [task("train"), task("lint")]},
+            {"tasks": [task("train"), task("report", depends_on=["train"])]},
+            [
+                "tasks.lint: removed",
+                'tasks.report: added {"name": "report", "job": "j", "depends_on": ["train"]}',
+            ],
+        ),
+        # a list that is not of named mappings is shown whole when its length changes
+        ({"events": ["a"]}, {"events": ["a", "b"]}, ['events: ["a"] → ["a", "b"]']),
     ],
 )
-def test_diff_table(before: dict[str, Any], after: dict[str, Any], paths: list[str]) -> None:
-    assert [change.path for change in diff(before, after)] == paths
+def test_diff_table(before: dict[str, Any], after: dict[str, Any], shown: list[str]) -> None:
+    assert [describe(change) for change in diff(before, after)] == shown
 
 
 def test_a_schedule_that_starts_another_job_is_replaced() -> None:
@@ -189,7 +218,8 @@ def test_an_export_planned_against_what_it_came_from_changes_nothing() -> None:
     assert exported["jobs"] == [{"name": "a", "runtime": "shell", "command": "x", "env": {"A": "1"},
                                  "resources": {"cpu": 0.5}}]  # fmt: skip
     assert exported["schedules"] == [
-        {"name": "s", "job": "a", "cron": "@daily", "timezone": "Europe/Paris", "paused": True}
+        {"name": "a-idnone", "job": "a", "cron": "@daily"},  # unnamed: named by job and id
+        {"name": "s", "job": "a", "cron": "@daily", "timezone": "Europe/Paris", "paused": True},
     ]
     jobs = [(Kind.JOB, item.pop("name"), job_fields(**item)) for item in exported["jobs"]]
     schedules = [
@@ -197,10 +227,42 @@ def test_an_export_planned_against_what_it_came_from_changes_nothing() -> None:
             Kind.SCHEDULE,
             item.pop("name"),
             schedule_fields(item.pop("job"))
-            | {"paused": item.pop("paused")}
+            | {"paused": item.pop("paused", False)}
             | ScheduleSpec.model_validate(item).model_dump(mode="json"),
         )
         for item in exported["schedules"]
     ]
     steps = plan(declared(BOTH, *jobs, *schedules), server, prune=True).steps
-    assert [step.action for step in steps] == [Action.UNCHANGED, Action.UNCHANGED]
+    assert [step.action for step in steps] == [Action.UNCHANGED] * 3
+
+
+def test_an_unnamed_schedule_is_known_by_what_it_runs_and_the_end_of_its_id() -> None:
+    fields = schedule_fields("nightly-report")
+    unnamed = Existing(Kind.SCHEDULE, None, "sch_01M8H5ZB8CEKN5PFMYWSBZPV28", fields)
+    assert unnamed.known_as == "nightly-report-wsbzpv28"
+    assert Existing(Kind.SCHEDULE, "mine", "sch_1", fields).known_as == "mine"
+    of_a_workflow = Existing(Kind.SCHEDULE, None, "sch_1234567890", schedule_fields(None, "w"))
+    assert of_a_workflow.known_as == "w-34567890"
+    long = Existing(Kind.SCHEDULE, None, "sch_1234567890", schedule_fields("j" * 128))
+    assert len(long.known_as) == 128
+    assert check_schedule_name(long.known_as) == long.known_as
+
+
+def test_a_file_naming_an_unnamed_schedule_so_updates_it_and_prune_keeps_the_others() -> None:
+    server = [
+        have(Kind.JOB, "a", job_fields()),
+        Existing(Kind.SCHEDULE, None, "sch_0000000001", schedule_fields("a")),
+        Existing(Kind.SCHEDULE, None, "sch_0000000002", schedule_fields("a")),
+    ]
+    files = declared(
+        BOTH,
+        (Kind.JOB, "a", job_fields()),
+        (Kind.SCHEDULE, "a-00000001", schedule_fields("a", cron="@hourly")),
+    )
+    steps = plan(files, server, prune=True).steps
+    assert [(step.action, step.name) for step in steps] == [
+        (Action.UNCHANGED, "a"),
+        (Action.UPDATE, "a-00000001"),
+    ]
+    assert steps[1].existing is not None
+    assert steps[1].existing.id == "sch_0000000001"

@@ -9,7 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from herder.domain.errors import Invalid
-from herder.domain.jobs import JobSpec, RunOverrides, apply_overrides
+from herder.domain.jobs import JobSpec
+from herder.domain.overrides import RunOverrides, apply_overrides
 from herder.domain.parameters import Parameter, ParameterType, resolve, typed_value
 from herder.domain.variables import changes_startup, variable_name_problem
 

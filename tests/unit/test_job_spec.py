@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from herder.domain.jobs import JobSpec, Priority, Resources, RunOverrides, apply_overrides
+from herder.domain.jobs import JobSpec, Priority, Resources
+from herder.domain.overrides import RunOverrides, apply_overrides
 
 SHA = "0" * 64
 
@@ -66,3 +67,21 @@ def test_overrides_replace_args_and_merge_env() -> None:
     assert run.args == ["b", "c"]
     assert run.env == {"A": "1", "B": "3"}
     assert apply_overrides(spec, RunOverrides()) == spec
+
+
+@pytest.mark.parametrize(
+    ("fields", "requires"),
+    [
+        ({"runtime": "shell", "command": "true"}, {}),
+        ({"runtime": "shell", "command": "true", "requires": {"zone": "b"}}, {"zone": "b"}),
+        ({"runtime": "image", "artifact": SHA}, {"isolation": "sandbox"}),
+        (
+            {"runtime": "image", "artifact": SHA, "requires": {"isolation": "none", "zone": "b"}},
+            {"isolation": "sandbox", "zone": "b"},
+        ),
+    ],
+)
+def test_an_image_job_is_placed_only_on_a_sandboxed_worker(
+    fields: dict[str, object], requires: dict[str, str]
+) -> None:
+    assert JobSpec.model_validate(fields).placement_requires == requires

@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from herder.domain.jobs import MAX_ARGS, JobSpec, RunOverrides, apply_overrides
+from herder.domain.jobs import MAX_ARGS, JobSpec
+from herder.domain.overrides import RunOverrides, apply_overrides
 from herder.domain.variables import changes_startup
 
 # Valid override names: not Herder's own, and no variable an interpreter or loader reads at

@@ -9,8 +9,9 @@ import pytest
 from pydantic import ValidationError
 
 from herder.domain.errors import Invalid
-from herder.domain.jobs import JobSpec, RunOverrides, apply_overrides
+from herder.domain.jobs import JobSpec
 from herder.domain.models import Assignment
+from herder.domain.overrides import RunOverrides, apply_overrides
 from herder.protocol import ClaimReply
 from herder.worker.sandbox import attempt_environment
 from herder.worker.workspace import build_plan

@@ -38,8 +38,8 @@ from herder.domain.workflows.progress import WorkflowRunState
 ROOT = Path(__file__).resolve().parents[2]
 STYLESHEET = (files("herder.api.dashboard") / "static" / "style.css").read_text()
 # Where the dashboard colours a state: a badge, a task's box in the graph, a timeline span.
+# The workflow graph colours each task state on its own (api/dashboard/state_colours.py).
 RULES = (r"\.state\.tone-{tone} \{{ background: var\(--\w+\); \}}",
-         r"\.dag \.task\.tone-{tone} rect \{{ fill: var\(--\w+\); \}}",
          r"\.chart\.timeline \.span\.tone-{tone} \{{ fill: var\(--\w+\); \}}")  # fmt: skip
 
 

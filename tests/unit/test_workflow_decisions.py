@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from herder.domain.errors import Conflict, Invalid
-from herder.domain.jobs import JobSpec, Priority, RunOverrides
+from herder.domain.jobs import JobSpec, Priority
+from herder.domain.overrides import RunOverrides
 from herder.domain.queue_room import UNLIMITED, QueueRoom
 from herder.domain.states import RunState
 from herder.domain.workflows.admission import admission, admit

@@ -21,8 +21,8 @@ from fastapi import Depends, Path, Request
 from starlette.concurrency import run_in_threadpool
 
 from herder.domain.errors import Forbidden, Unauthorized
-from herder.domain.jobs import RAW_OVERRIDES, RunOverrides
 from herder.domain.models import Principal, Role
+from herder.domain.overrides import RAW_OVERRIDES, RunOverrides
 from herder.store.store import Store
 
 

@@ -18,10 +18,11 @@ from pydantic import (
 )
 
 from herder.domain.history import MAX_RETENTION_DAYS, MIN_RETENTION_DAYS
-from herder.domain.jobs import JobSpec, Priority, RunOverrides, RunRequest, check_job_name
+from herder.domain.jobs import JobSpec, Priority, check_job_name
 from herder.domain.labels import check_pool_reference
 from herder.domain.limits import LimitSpec, check_limit_name
 from herder.domain.models import ApiKey, LogChunk, Role
+from herder.domain.overrides import RunOverrides, RunRequest
 from herder.domain.pools import PoolSpec, check_pool_name
 from herder.domain.tenants import DefaultPoolChange, TenantQuotas
 from herder.domain.workflows.spec import WorkflowSpec

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -27,7 +27,7 @@ from herder.cli.common import app, client, err, fail, out
 from herder.client import ApiError
 from herder.definitions.documents import load
 from herder.definitions.export import document, to_yaml
-from herder.definitions.plan import ABSENT, Action, Plan, Step, plan
+from herder.definitions.plan import Action, Plan, Step, describe, plan
 from herder.definitions.problems import DefinitionError, Kind, Problem
 
 REFUSED = 2  # the exit status when nothing was changed because the files are refused
@@ -101,9 +101,10 @@ def export(
     with client() as herder:
         existing = read_existing(herder)
     kinds = list(Kind)
-    unnamed = sum(1 for item in existing if item.name is None)
+    unnamed = [item.known_as for item in existing if item.name is None]
     if unnamed:
-        err.print(f"left out {unnamed} schedule(s) without a name: a file cannot name them")
+        named = ", ".join(unnamed)
+        err.print(f"schedule(s) without a name written as {named}; apply knows them so")
     text = to_yaml(document(existing, kinds))
     if output is None:
         out.out(text, end="", highlight=False)
@@ -119,6 +120,8 @@ def _refused(problems: list[Problem]) -> typer.Exit:
 
 
 def _show(the_plan: Plan) -> None:
+    if not the_plan.changing:
+        out.print("nothing to change")
     for step in the_plan.changing:
         what = f"{step.kind.singular} {step.name}"
         note = " (deleted and created again: it starts something else now)" if step.replaces else ""
@@ -127,19 +130,11 @@ def _show(the_plan: Plan) -> None:
             note = f" (its secret from ${variable})" if variable else " (a new secret, shown once)"
         out.print(f"{_MARKS[step.action]} {what}{note}", highlight=False)
         for change in step.changes:
-            out.print(
-                f"    {change.path}: {_value(change.before)} → {_value(change.after)}",
-                highlight=False,
-                markup=False,
-            )
+            out.print(f"    {describe(change)}", highlight=False, markup=False)
 
 
 def _say(text: str) -> None:
     out.print(text, highlight=False, markup=False)
-
-
-def _value(value: Any) -> str:
-    return "(none)" if value is ABSENT else repr(value)
 
 
 def _carry_out(applier: Applier, the_plan: Plan) -> None:

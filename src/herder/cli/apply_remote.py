@@ -141,7 +141,7 @@ class Applier:
         say: Callable[[str], None],
     ):
         self._client = client
-        self._ids = {(item.kind, item.name): item.id for item in existing if item.name}
+        self._ids = {(item.kind, item.known_as): item.id for item in existing}
         self._events = EventKinds(client, environment, say)
         self.uploaded = 0
 

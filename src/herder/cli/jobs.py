@@ -48,10 +48,14 @@ def _job_table(jobs: list[Job], *, whole_ids: bool = False) -> Table:
 def job_create(
     name: str,
     runtime: Annotated[
-        str | None, typer.Option(help="shell, python, executable or archive (default: guessed)")
+        str | None,
+        typer.Option(help="shell, python, executable, archive or image (default: guessed)"),
     ] = None,
     command: Annotated[str | None, typer.Option(help="shell command (shell, archive)")] = None,
     file: Annotated[Path | None, typer.Option(help="program to upload (≤ 10 MB)")] = None,
+    image: Annotated[
+        str | None, typer.Option(help="runtime image: host/repository@sha256:… in a registry")
+    ] = None,
     arg: Annotated[list[str], typer.Option(help="argument, repeatable")] = [],  # noqa: B006
     env: Annotated[list[str], typer.Option(help="KEY=VALUE, repeatable")] = [],  # noqa: B006
     label: Annotated[list[str], typer.Option(help="KEY=VALUE, repeatable")] = [],  # noqa: B006
@@ -108,6 +112,9 @@ def job_create(
             with upload_progress(file) as progress:
                 spec["artifact"] = herder.upload_artifact(file, progress=progress).id
             runtime = runtime or _RUNTIME_BY_SUFFIX.get(file.suffix, "executable")
+        if image is not None:
+            spec["image"] = image
+            runtime = runtime or "image"
         spec["runtime"] = runtime or "shell"
         if command is not None:
             spec["command"] = command

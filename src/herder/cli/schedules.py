@@ -210,6 +210,19 @@ def schedule_resume(schedule_id: str) -> None:
     out.print(f"resumed {schedule_id}; next fire {when(schedule.next_due_at)} UTC")
 
 
+@schedule_app.command("trigger")
+def schedule_trigger(schedule_id: str, quiet: QuietFlag = False) -> None:
+    """Fire it now, paused or not, as one of its fires (under its concurrency policy)."""
+    with client() as herder:
+        schedule_id = full_id(herder, SCHEDULE, schedule_id)
+        fired = herder.trigger_schedule(schedule_id)
+    started = fired.run_id or fired.workflow_run_id or ""
+    if quiet:
+        quiet_ids([started])
+        return
+    out.print(f"fired {schedule_id} by hand: started {started}")
+
+
 @schedule_app.command("delete")
 def schedule_delete(schedule_id: str) -> None:
     """Delete a schedule; the runs it made stay."""

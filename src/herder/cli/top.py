@@ -3,15 +3,17 @@ seconds until Ctrl-C.
 
 read (``Reading``: the last good numbers, and why the latest read failed if it did) →
 draw (``frame``: pure, one picture of 80 columns from what was read) → show (a full-screen
-``Live``, or one print with ``--once``)."""
+``Live``, or one print with ``--once``); or ``--json``: the same numbers as one document
+(``top_document``, pure)."""
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 import httpx
 import typer
@@ -21,7 +23,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from herder.cli.common import app, client, fail, out
+from herder.cli.common import JsonFlag, app, client, fail, out
 from herder.cli.ids import short_ids
 from herder.cli.queue import waited
 from herder.cli.tones import state_style
@@ -222,6 +224,57 @@ def _footer(stats: Stats | None, now: datetime, error: str | None) -> Renderable
     return Group(*lines)
 
 
+# --- as JSON (pure) ---
+
+
+def top_document(
+    stats: Stats, queue: list[QueueEntry], workers: list[Worker], now: datetime
+) -> Any:
+    """What the view shows, as one document of a stable shape (docs/cli.md): ``workers``
+    and ``utilization`` are null for a key that does not see the fleet."""
+    shown = stats.model_dump(mode="json")
+    used, capacity = stats.resources.get("used"), stats.resources.get("capacity")
+    return {
+        "at": shown["at"], "scope": stats.scope, "window_minutes": stats.minutes,
+        "runs": stats.runs,
+        "queue": {
+            "depth": stats.runs.get("queued", 0),
+            "head": [_queued(entry) for entry in queue],
+        },
+        "ended": stats.ended, "failure_rate": stats.failure_rate,
+        "throughput": shown["throughput"], "resources": shown["resources"],
+        "utilization": _utilization(used, capacity) if used and capacity else None,
+        "workers": {
+            "by_state": stats.workers or {},
+            "items": [_worker(worker, now) for worker in workers],
+        } if stats.scope == "fleet" else None,
+    }  # fmt: skip
+
+
+def _queued(entry: QueueEntry) -> dict[str, Any]:
+    return entry.model_dump(
+        mode="json", include={"run_id", "job_name", "priority", "waited_seconds", "waiting_reason"}
+    )
+
+
+def _utilization(used: ResourceTotals, capacity: ResourceTotals) -> dict[str, float | None]:
+    """Each resource's share in use, 0 to 1 (more when over-committed); null where the
+    fleet has none of it."""
+    return {
+        name: (getattr(used, name) / total if (total := getattr(capacity, name)) else None)
+        for name in ResourceTotals.model_fields
+    }
+
+
+def _worker(worker: Worker, now: datetime) -> dict[str, Any]:
+    shown = worker.model_dump(
+        mode="json",
+        include={"id", "name", "state", "max_slots", "capacity", "in_use", "last_heartbeat_at"},
+    )
+    age = max(0.0, (now - worker.last_heartbeat_at).total_seconds())
+    return shown | {"heartbeat_age_seconds": age}
+
+
 # --- the command ---
 
 
@@ -231,12 +284,16 @@ def top(
         float, typer.Option(min=0.5, max=60, help="seconds between refreshes")
     ] = 2.0,
     once: Annotated[bool, typer.Option("--once", help="print one view and exit")] = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """A live view of the queue, the workers and the failure rate; Ctrl-C quits. The fleet
     for a system admin's key, your tenant's runs for any other."""
-    if not once and not out.is_terminal:
+    if not once and not as_json and not out.is_terminal:
         raise fail("herder top draws on a terminal; give --once to print one view")
     with client() as herder:
+        if as_json:
+            _print_json(read(herder, Reading()))
+            return
         if once:
             reading = read(herder, Reading())
             out.print(_drawn(reading))
@@ -247,6 +304,13 @@ def top(
             _watch(herder, interval)
         except KeyboardInterrupt:
             return
+
+
+def _print_json(reading: Reading) -> None:
+    if reading.stats is None:
+        raise fail(f"could not read the server: {reading.error}")
+    document = top_document(reading.stats, reading.queue, reading.workers, CLOCK.now())
+    out.print_json(json.dumps(document))
 
 
 def _drawn(reading: Reading, rows: int = TABLE_ROWS) -> RenderableType:

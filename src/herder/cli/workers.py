@@ -115,9 +115,14 @@ def worker(
         )
     from herder.worker.agent import Agent, WorkerConfig
     from herder.worker.capacity import detect_capacity
+    from herder.worker.images import image_cache_bytes
     from herder.worker.uids import default_python
 
     token = _worker_token(token_file)
+    try:
+        cache_bytes = image_cache_bytes(os.environ)
+    except ValueError as error:
+        raise fail(str(error)) from error
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT.format(role="worker"))
     logging.getLogger("httpx").setLevel(logging.WARNING)
     config = WorkerConfig(
@@ -137,6 +142,7 @@ def worker(
         block=_networks(block, "--block"),
         allow_cidr=_networks(allow_cidr, "--allow-cidr", ipv4_only=True),
         shutdown_reason=shutdown_reason,
+        image_cache_bytes=cache_bytes,
     )
 
     _run_agent(Agent(config))

@@ -92,8 +92,9 @@ def _runs_table(runs: list[WorkflowRun]) -> Table:
 
 def _run_view(run: WorkflowRunDetail) -> RenderableType:
     head = Text.assemble(
-        (run.id, "bold"), f"  {run.workflow_name} v{run.version}  ", _state(run.state)
-    )
+        (run.id, "bold"), f"  {run.workflow_name} v{run.version}  ",
+        (run.outcome, state_style(run.state)),
+    )  # fmt: skip
     if run.cancel_requested and not run.state.is_terminal:
         head.append("  (cancelling)")
     if run.state is WorkflowRunState.SUSPENDED:

@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from herder.domain.models import Page, Schedule, ScheduleEvent
+from herder.domain.models import Page, Schedule, ScheduleEvent, TriggeredFire
 
 
 def drop_none(values: dict[str, Any]) -> dict[str, Any]:
@@ -58,6 +58,11 @@ class ScheduleCalls:
         action = "pause" if paused else "resume"
         response = self._request("POST", f"/v1/schedules/{schedule_id}/{action}")
         return Schedule.model_validate(response.json())
+
+    def trigger_schedule(self, schedule_id: str) -> TriggeredFire:
+        """Fire it now (paused or not), under its concurrency policy."""
+        response = self._request("POST", f"/v1/schedules/{schedule_id}/trigger")
+        return TriggeredFire.model_validate(response.json())
 
     def next_fires(self, schedule_id: str, count: int = 10) -> list[dict[str, Any]]:
         response = self._request(

@@ -22,7 +22,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from herder.definitions.artifact_paths import OutsideAllowed, artifact_file
 from herder.definitions.problems import DefinitionError, Kind, Problem, Where
 from herder.definitions.source import DocumentPath, Source, read
-from herder.domain.artifacts import ARCHIVE_MEDIA_TYPES, sniff_media_type
+from herder.domain.artifacts import (
+    ARCHIVE_MEDIA_TYPES,
+    IMAGE_ARCHIVE_MEDIA_TYPES,
+    sniff_media_type,
+)
 from herder.domain.cron import CronError, CronExpression, parse_timezone
 from herder.domain.deadlines import Deadline
 from herder.domain.errors import Invalid
@@ -226,12 +230,16 @@ def _digest(file: Path, runtime: object, where: Where, problems: list[Problem]) 
     except OSError as error:
         problems.append(Problem(f"cannot read {file}: {error}", where))
         return None
-    if runtime == Runtime.ARCHIVE and sniff_media_type(content[:512]) not in ARCHIVE_MEDIA_TYPES:
+    media_type = sniff_media_type(content[:512])
+    if runtime == Runtime.ARCHIVE and media_type not in ARCHIVE_MEDIA_TYPES:
         problems.append(
             Problem(
                 f"runtime archive needs a .tar.gz, .tar or .zip artifact; {file} is not one", where
             )
         )
+        return None
+    if runtime == Runtime.IMAGE and media_type not in IMAGE_ARCHIVE_MEDIA_TYPES:
+        problems.append(Problem(f"runtime image needs an image archive; {file} is not one", where))
         return None
     return hashlib.sha256(content).hexdigest()
 

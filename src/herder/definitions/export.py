@@ -31,17 +31,16 @@ _WORKFLOW_DEFAULTS: dict[str, Any] = {
 
 def document(existing: Sequence[Existing], kinds: Collection[Kind]) -> dict[str, Any]:
     """A section per kind in ``kinds`` (even empty: applying it with --prune manages that
-    kind), items by name. Unnamed schedules cannot be named by a file and are left out."""
+    kind), items by name; an unnamed schedule by the name ``apply`` knows it by."""
     sections: dict[str, Any] = {}
     for kind in Kind:
         if kind not in kinds:
             continue
         items = sorted(
-            (item for item in existing if item.kind is kind and item.name),
-            key=lambda item: item.name or "",
+            (item for item in existing if item.kind is kind), key=lambda item: item.known_as
         )
         sections[kind.value] = [
-            {"name": item.name, **_written(kind, item.fields, item.name or "")} for item in items
+            {"name": item.known_as, **_written(kind, item.fields, item.known_as)} for item in items
         ]
     return sections
 

@@ -2,13 +2,16 @@
 (field by field), delete, or leave as it is. Pure: the state comes in as data.
 
 Deletions happen only when pruning, and only of the kinds the files manage (those they have a
-section for). A schedule without a name is never managed: the files cannot name it. A plan
+section for). A schedule without a name is known to the files by the name ``export`` writes
+for it (``Existing.known_as``), so an exported file applies unchanged; it is never pruned. A plan
 that would leave a schedule, a trigger or a workflow naming a job (or workflow) that is
 neither declared nor kept is refused whole, before anything changes.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -26,6 +29,7 @@ class _Absent:
 
 
 ABSENT: Any = _Absent()
+GENERATED_TAIL = 8  # characters of an unnamed schedule's id in the name ``export`` gives it
 
 
 @dataclass(frozen=True)
@@ -33,9 +37,19 @@ class Existing:
     """An object the tenant has, in the shape of ``Definition.fields``."""
 
     kind: Kind
-    name: str | None  # None: an unnamed schedule, never managed (it may still hold a job)
+    name: str | None  # None: an unnamed schedule, never pruned (it may still hold a job)
     id: str
     fields: dict[str, Any]
+
+    @property
+    def known_as(self) -> str:
+        """The name a file calls it by: its own, or for an unnamed schedule one made from
+        what it runs and the end of its id, which neither changes while the schedule lives."""
+        if self.name:
+            return self.name
+        target = str(self.fields.get("job") or self.fields.get("workflow") or "schedule")
+        tail = re.sub(r"[^a-z0-9]", "", self.id.lower())[-GENERATED_TAIL:]
+        return f"{target[: 127 - len(tail)]}-{tail}"
 
     @property
     def label(self) -> str:
@@ -94,7 +108,7 @@ def plan(definitions: Definitions, existing: Sequence[Existing], *, prune: bool)
     for kind in Kind:
         if kind not in definitions.kinds:
             continue
-        have = {item.name: item for item in existing if item.kind is kind and item.name}
+        have = {item.known_as: item for item in existing if item.kind is kind}
         for definition in definitions.of(kind):
             current = have.get(definition.name)
             steps.append(_step(definition, current))
@@ -123,16 +137,92 @@ def _step(definition: Definition, current: Existing | None) -> Step:
 
 
 def diff(before: Any, after: Any, path: str = "") -> Iterator[Change]:
-    """Field by field: into mappings by key and into lists of the same length by index."""
-    if isinstance(before, dict) and isinstance(after, dict):
-        for key in [*before, *(key for key in after if key not in before)]:
-            inner = f"{path}.{key}" if path else str(key)
-            yield from diff(before.get(key, ABSENT), after.get(key, ABSENT), inner)
+    """Field by field: into mappings by key, into lists of named mappings (a workflow's
+    tasks) by name — a task added or removed is one change — and into other lists of the same
+    length by index. A field unset on one side (absent or None) and a mapping on the other is
+    its fields, each set one a change; unset on both sides is no change."""
+    if _unset(before) and _unset(after):
+        return
+    if _mapping_or_unset(before) and _mapping_or_unset(after):
+        inner = list(_keyed(_as_mapping(before), _as_mapping(after), path, whole=False))
+        if inner or isinstance(before, dict) == isinstance(after, dict):
+            yield from inner
+        else:  # unset on one side, an empty mapping on the other
+            yield Change(path, before, after)
+    elif (named := _named(before, after)) is not None:
+        yield from _keyed(*named, path, whole=True)
     elif isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
         for index, (old, new) in enumerate(zip(before, after, strict=True)):
             yield from diff(old, new, f"{path}[{index}]")
     elif before != after or isinstance(before, bool) != isinstance(after, bool):
         yield Change(path, before, after)
+
+
+def describe(change: Change) -> str:
+    """A change as ``apply`` prints it, values as JSON without their unset fields: ``tasks.
+    train.overrides.env.MODE: "a" → "b"``, ``tasks.report: added {…}``, ``tasks.lint:
+    removed``."""
+    if change.before is ABSENT and isinstance(change.after, dict):
+        return f"{change.path}: added {_json(change.after)}"
+    if change.after is ABSENT and isinstance(change.before, dict):
+        return f"{change.path}: removed"
+    return f"{change.path}: {_json(change.before)} → {_json(change.after)}"
+
+
+def _keyed(
+    before: dict[str, Any], after: dict[str, Any], path: str, *, whole: bool
+) -> Iterator[Change]:
+    """Key by key; with ``whole``, a key on one side only is one change of its whole value."""
+    for key in [*before, *(key for key in after if key not in before)]:
+        inner = f"{path}.{key}" if path else str(key)
+        old, new = before.get(key, ABSENT), after.get(key, ABSENT)
+        if whole and (old is ABSENT or new is ABSENT):
+            yield Change(inner, old, new)
+        else:
+            yield from diff(old, new, inner)
+
+
+def _unset(value: Any) -> bool:
+    return value is ABSENT or value is None
+
+
+def _mapping_or_unset(value: Any) -> bool:
+    return isinstance(value, dict) or _unset(value)
+
+
+def _as_mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _named(before: Any, after: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """Both sides as mappings by name when both are lists of mappings each with a name of its
+    own (empty lists too), else None."""
+    sides = []
+    for side in (before, after):
+        if not isinstance(side, list):
+            return None
+        if not all(isinstance(item, dict) and isinstance(item.get("name"), str) for item in side):
+            return None
+        by_name = {item["name"]: item for item in side}
+        if len(by_name) < len(side):
+            return None
+        sides.append(by_name)
+    return sides[0], sides[1]
+
+
+def _json(value: Any) -> str:
+    return "(none)" if value is ABSENT else json.dumps(_without_unset(value), ensure_ascii=False)
+
+
+def _without_unset(value: Any) -> Any:
+    """Leaves out a mapping's None and empty fields, at every depth: what a reader would not
+    have written."""
+    if isinstance(value, dict):
+        kept = {key: _without_unset(inner) for key, inner in value.items()}
+        return {key: inner for key, inner in kept.items() if inner not in (None, {}, [])}
+    if isinstance(value, list):
+        return [_without_unset(item) for item in value]
+    return value
 
 
 @dataclass(frozen=True)

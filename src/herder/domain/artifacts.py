@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 ARCHIVE_MEDIA_TYPES = frozenset({"application/gzip", "application/x-tar", "application/zip"})
+IMAGE_ARCHIVE_MEDIA_TYPES = frozenset({"application/gzip", "application/x-tar"})
 
 
 def sniff_media_type(head: bytes) -> str:

@@ -41,7 +41,7 @@ class Role(StrEnum):
 
     @property
     def may_operate(self) -> bool:
-        """May start, cancel, re-run and repair runs, backfill, pause and resume schedules."""
+        """May start, cancel, re-run and repair runs, backfill, pause, resume and fire schedules."""
         return self.includes(Role.OPERATOR)
 
 
@@ -306,6 +306,16 @@ class Schedule(_Record):
     skipped_count: int
     created_at: datetime
     updated_at: datetime
+
+
+class TriggeredFire(_Record):
+    """A fire asked for by hand (``POST /v1/schedules/{id}/trigger``): the run it started,
+    a job's or a workflow's, for ``scheduled_for`` (the moment it was asked for)."""
+
+    schedule_id: str
+    scheduled_for: datetime
+    run_id: str | None = None
+    workflow_run_id: str | None = None
 
 
 class ScheduleEvent(_Record):

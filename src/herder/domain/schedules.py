@@ -15,8 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from herder.domain.cron import CronExpression, fires_between, next_fire
 from herder.domain.deadlines import Deadline
-from herder.domain.jobs import RunOverrides, StandingOverrides, check_job_name
+from herder.domain.jobs import check_job_name
 from herder.domain.limits import LimitReferences
+from herder.domain.overrides import RunOverrides, StandingOverrides
 
 MISFIRE_GRACE = timedelta(seconds=60)  # a fire later than this was missed (schedulers down)
 MAX_COUNTED_MISSES = 1_000_000  # misses past this are a lower bound (~8 s of counting)

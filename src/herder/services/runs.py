@@ -7,8 +7,9 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from herder.domain.actors import user_actor
-from herder.domain.jobs import Priority, RunOverrides, RunRequest
+from herder.domain.jobs import Priority
 from herder.domain.models import Page, Principal, Run, RunDetail, RunEvent
+from herder.domain.overrides import RunOverrides, RunRequest
 from herder.domain.states import RunState
 from herder.store.runs.submissions import Submitted
 from herder.store.store import Store

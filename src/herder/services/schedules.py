@@ -24,8 +24,9 @@ from herder.domain.cron import (
     preview,
 )
 from herder.domain.errors import Invalid
-from herder.domain.models import Page, Schedule, ScheduleEvent
+from herder.domain.models import Page, Principal, Schedule, ScheduleEvent, TriggeredFire
 from herder.domain.schedules import ScheduleSpec, first_fire
+from herder.services import runs
 from herder.store.store import Store
 
 
@@ -100,6 +101,11 @@ def delete(store: Store, tenant_id: str, schedule_id: str) -> None:
 
 def pause(store: Store, tenant_id: str, schedule_id: str) -> Schedule:
     return store.schedules.pause(tenant_id, schedule_id)
+
+
+def trigger(store: Store, caller: Principal, schedule_id: str) -> TriggeredFire:
+    """Fire it now, paused or not, under its concurrency policy; its next fire stays."""
+    return store.schedules.trigger(caller.tenant_id, schedule_id, actor=runs.actor(caller))
 
 
 def events(store: Store, tenant_id: str, schedule_id: str) -> list[ScheduleEvent]:

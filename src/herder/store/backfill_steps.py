@@ -24,9 +24,10 @@ from herder.domain.backfills import (
 from herder.domain.cron import CronExpression, fires_between, parse_timezone
 from herder.domain.errors import Invalid, NotFound
 from herder.domain.ids import new_id
-from herder.domain.jobs import JobSpec, apply_overrides
+from herder.domain.jobs import JobSpec
 from herder.domain.lifecycle.changes import WORK, Changes
 from herder.domain.limits import fielded
+from herder.domain.overrides import apply_overrides
 from herder.domain.queue_room import RELEASER, QueueRoom, hold
 from herder.domain.schedules import ScheduleSpec
 from herder.domain.states import ACTIVE_RUN_STATES, RunState

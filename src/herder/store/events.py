@@ -31,8 +31,8 @@ from herder.domain.events import (
 )
 from herder.domain.hooks import DeliveryStatus, is_replay
 from herder.domain.ids import new_id
-from herder.domain.jobs import RunOverrides, RunRequest
 from herder.domain.models import Page
+from herder.domain.overrides import RunOverrides, RunRequest
 from herder.domain.triggers import Refused, Start, plan
 from herder.store.database import Database
 from herder.store.dialect import insert_ignoring_duplicates

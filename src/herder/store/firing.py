@@ -30,12 +30,13 @@ from herder.clock import epoch_ms
 from herder.domain.deadlines import Fire, deadline_at
 from herder.domain.errors import Invalid, NotFound
 from herder.domain.ids import new_id
-from herder.domain.jobs import apply_overrides
+from herder.domain.jobs import JobSpec
 from herder.domain.lifecycle.changes import Changes, Event, NewRun, combine
 from herder.domain.lifecycle.concurrency import Fires, fire
 from herder.domain.lifecycle.facts import ActiveRun, RunFacts
 from herder.domain.limits import fielded
 from herder.domain.models import Job
+from herder.domain.overrides import apply_overrides
 from herder.domain.queue_room import UNLIMITED, QueueRoom
 from herder.domain.schedules import ConcurrencyPolicy, FirePlan, ScheduleSpec, jitter_offset
 from herder.domain.states import RunState
@@ -248,23 +249,37 @@ def _decide(
         return Fires(Changes()), None  # (``start_scheduled``)
     job = _job_of(found, due)
     try:
-        spec = apply_overrides(job.spec, due.spec.overrides, limits=fielded(due.spec.limits))
+        spec = scheduled_spec(job, due.spec)
     except Invalid as refused:  # the job changed since: the overrides no longer fit it
         return Fires(Changes()), refused.detail
-    if due.spec.deadline is not None:  # the schedule's deadline wins over its job's
-        spec = spec.model_copy(update={"deadline": due.spec.deadline})
-    cron, timezone = due.spec.cron, due.spec.timezone
-    new_runs = []
-    for nominal in fire_now:
-        run_id = new_id("run", epoch_ms(work.now))
-        message = f"fired by schedule {due.id} for {nominal:%Y-%m-%d %H:%M:%S} UTC"
-        event = Event(run_id, message, actor, target=RunState.QUEUED)
-        new_runs.append(
-            NewRun(run_id, due.tenant_id, job.id, job.name, spec, event,
-                   schedule_id=due.id, scheduled_for=nominal,
-                   deadline_at=deadline_at(spec.deadline, Fire(nominal, cron, timezone)))
-        )  # fmt: skip
+    new_runs = [
+        scheduled_run(work, due, job, spec, nominal, actor,
+                      f"fired by schedule {due.id} for {nominal:%Y-%m-%d %H:%M:%S} UTC")
+        for nominal in fire_now
+    ]  # fmt: skip
     return fire(due.id, due.spec.concurrency_policy, active, new_runs, work.now), None
+
+
+def scheduled_spec(job: Job, schedule: ScheduleSpec) -> JobSpec:
+    """What the schedule's runs of the job run: the job's spec under the schedule's overrides,
+    limits and deadline (``Invalid`` where the job changed so that they no longer fit)."""
+    spec = apply_overrides(job.spec, schedule.overrides, limits=fielded(schedule.limits))
+    if schedule.deadline is not None:  # the schedule's deadline wins over its job's
+        spec = spec.model_copy(update={"deadline": schedule.deadline})
+    return spec
+
+
+def scheduled_run(
+    work: Work, due: DueSchedule, job: Job, spec: JobSpec, nominal: datetime, actor: str,
+    message: str,
+) -> NewRun:  # fmt: skip
+    """A queued run of the schedule's job for its fire at ``nominal``."""
+    run_id = new_id("run", epoch_ms(work.now))
+    event = Event(run_id, message, actor, target=RunState.QUEUED)
+    fired = Fire(nominal, due.spec.cron, due.spec.timezone)
+    return NewRun(run_id, due.tenant_id, job.id, job.name, spec, event,
+                  schedule_id=due.id, scheduled_for=nominal,
+                  deadline_at=deadline_at(spec.deadline, fired))  # fmt: skip
 
 
 def _record(

@@ -12,9 +12,10 @@ from typing import Any, NamedTuple
 from sqlalchemy import Connection, delete, exc, func, insert, select, update
 
 from herder.clock import Clock, epoch_ms
-from herder.domain.artifacts import ARCHIVE_MEDIA_TYPES
+from herder.domain.artifacts import ARCHIVE_MEDIA_TYPES, IMAGE_ARCHIVE_MEDIA_TYPES
 from herder.domain.errors import Conflict, Invalid
 from herder.domain.ids import new_id
+from herder.domain.images import check_image_allowed
 from herder.domain.jobs import DEFAULT_MAX_CHECKPOINT_MB, JobSpec, Runtime
 from herder.domain.limits import fielded
 from herder.domain.models import Job, Page
@@ -83,11 +84,13 @@ class JobRepository:
         clock: Clock,
         secrets: SecretRepository,
         max_checkpoint_mb: int = DEFAULT_MAX_CHECKPOINT_MB,
+        image_registries: tuple[str, ...] = (),
     ) -> None:
         self._db = database
         self._clock = clock
         self._secrets = secrets
         self._max_checkpoint_mb = max_checkpoint_mb  # the operator's (HERDER_MAX_CHECKPOINT_MB)
+        self._image_registries = image_registries  # the operator's (HERDER_IMAGE_REGISTRIES)
 
     def create(self, tenant_id: str, name: str, spec: JobSpec) -> Job:
         now = self._clock.now()
@@ -252,8 +255,9 @@ class JobRepository:
                 field="checkpoint_mb",
             )
 
-    @staticmethod
-    def _check_artifact(connection: Connection, tenant_id: str, spec: JobSpec) -> None:
+    def _check_artifact(self, connection: Connection, tenant_id: str, spec: JobSpec) -> None:
+        if spec.image is not None:
+            check_image_allowed(spec.image, self._image_registries)
         if spec.artifact is None:
             return
         media_type = connection.execute(
@@ -270,5 +274,11 @@ class JobRepository:
             raise Invalid(
                 f"runtime archive needs a .tar.gz, .tar or .zip artifact; "
                 f"{spec.artifact} is {media_type}",
+                field="artifact",
+            )
+        if spec.runtime is Runtime.IMAGE and media_type not in IMAGE_ARCHIVE_MEDIA_TYPES:
+            raise Invalid(
+                "runtime image needs an image archive (docker save, or skopeo copy … "
+                f"oci-archive:), a .tar or .tar.gz; {spec.artifact} is {media_type}",
                 field="artifact",
             )

@@ -20,9 +20,9 @@ from sqlalchemy import Connection, delete, exc, func, insert, select, update
 from herder.clock import Clock, epoch_ms
 from herder.domain.errors import Conflict
 from herder.domain.ids import new_id
-from herder.domain.jobs import apply_overrides
 from herder.domain.limits import fielded
-from herder.domain.models import Page, Schedule, ScheduleEvent
+from herder.domain.models import Page, Schedule, ScheduleEvent, TriggeredFire
+from herder.domain.overrides import apply_overrides
 from herder.domain.schedules import FirePlan, ScheduleSpec
 from herder.store.database import Database
 from herder.store.firing import DueSchedule, fire_batch, next_fire_values
@@ -33,6 +33,7 @@ from herder.store.owned import owned_row
 from herder.store.pagination import page_of
 from herder.store.pools import check_usable
 from herder.store.schedule_events import schedule_event
+from herder.store.schedule_trigger import trigger
 from herder.store.schema import schedule_events, schedules, workflows
 from herder.store.work import Work, unit_of_work
 
@@ -283,6 +284,17 @@ class ScheduleRepository:
         """Apply each plan once, in one unit of work (see ``firing``); the runs made."""
         with unit_of_work(self._db, self._clock, self._rng) as work:
             return fire_batch(work, self._jobs, batch, actor)
+
+    def trigger(self, tenant_id: str, schedule_id: str, *, actor: str) -> TriggeredFire:
+        """Fire it now, by hand (``schedule_trigger``); its row held, so two at once take
+        turns under its concurrency policy."""
+        with unit_of_work(self._db, self._clock, self._rng) as work:
+            row = owned_row(work.connection, schedules, tenant_id, schedule_id, "schedule",
+                            for_update=True)  # fmt: skip
+            due = DueSchedule(row.id, row.tenant_id, row.job_id,
+                              ScheduleSpec.model_validate(row.spec), row.next_fire_at,
+                              row.updated_at, row.last_fired_for, row.workflow_id)  # fmt: skip
+            return trigger(work, self._jobs, due, actor)
 
     def stop_unfireable(self, unfireable: Sequence[tuple[DueSchedule, str]]) -> None:
         """Schedules that cannot be evaluated (the error says why), like Kubernetes'

@@ -61,6 +61,7 @@ class Store:
         cold: ColdTier | None = None,
         checkpoint_blobs: BlobStore | None = None,
         max_checkpoint_mb: int = DEFAULT_MAX_CHECKPOINT_MB,
+        image_registries: tuple[str, ...] = (),
     ) -> None:
         self.clock = clock or SystemClock()
         self.rng = rng or random.Random()
@@ -72,7 +73,9 @@ class Store:
         self.artifacts = ArtifactRepository(self.database, self.clock)
         self.checkpoints = CheckpointRepository(self.database, self.clock, checkpoint_blobs)
         self.secrets = SecretRepository(self.database, self.clock, keyring)
-        self.jobs = JobRepository(self.database, self.clock, self.secrets, max_checkpoint_mb)
+        self.jobs = JobRepository(
+            self.database, self.clock, self.secrets, max_checkpoint_mb, image_registries
+        )
         self.runs = RunRepository(self.database, self.clock, self.rng, self.jobs, cold)
         self.workers = WorkerRepository(self.database, self.clock, self.rng, self.secrets)
         self.logs = LogRepository(self.database, self.clock, cold)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ from pathlib import Path
 import httpx
 
 from herder import __version__
+from herder.domain.images import ISOLATION_LABEL, REGISTRIES_VARIABLE, parse_registries
 from herder.domain.jobs import MAX_STOP_GRACE_SECONDS, Capacity
 from herder.domain.models import Assignment
 from herder.domain.states import AttemptState
@@ -35,6 +37,7 @@ from herder.worker.attempts import AttemptRunner, LiveAttempt
 from herder.worker.cache import ArtifactCache
 from herder.worker.connection import RegistrationOver, ServerConnection
 from herder.worker.host import AttemptHost
+from herder.worker.images import DEFAULT_CACHE_BYTES, ImageStore
 from herder.worker.isolation import Isolation
 from herder.worker.limits import MAX_PROCESSES_PER_ATTEMPT
 from herder.worker.outcome import Outcome
@@ -56,7 +59,7 @@ class WorkerConfig:
     home: Path
     python: str
     max_slots: int = 256
-    labels: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)  # and its isolation, registered as a label
     run_uid_base: int = 61000
     run_uid_count: int = 4096
     max_stop_grace_seconds: float = MAX_STOP_GRACE_SECONDS  # caps jobs' stop_grace_seconds
@@ -70,6 +73,11 @@ class WorkerConfig:
     # up's own worker: the whole system stops on purpose); None: ``lost``, and their runs
     # retry as after any lost worker (one worker of a fleet stops).
     shutdown_reason: str | None = None
+    # where runtime image jobs' images may come from (HERDER_IMAGE_REGISTRIES, as the server's)
+    image_registries: tuple[str, ...] = field(
+        default_factory=lambda: parse_registries(os.environ.get(REGISTRIES_VARIABLE, ""))
+    )
+    image_cache_bytes: int = DEFAULT_CACHE_BYTES  # its image roots' bound, together
 
 
 class Agent:
@@ -92,14 +100,22 @@ class Agent:
             allow_cidr=config.allow_cidr,
         )
         self.address = config.address or local_address(config.server_url)
+        artifacts = ArtifactCache(self.host.state / "cache", self.connection.download)
+        images = ImageStore(
+            self.host.state / "images",
+            artifacts,
+            config.image_registries,
+            cache_bytes=config.image_cache_bytes,
+        )
         self.runner = AttemptRunner(
             self.host,
-            ArtifactCache(self.host.state / "cache", self.connection.download),
+            artifacts,
             config.python,
             config.max_stop_grace_seconds,
             config.max_processes_per_attempt,
             # checkpoints go through the connection's upload_checkpoint / download_checkpoint
             self.connection,
+            images,
         )
         self._running: dict[str, LiveAttempt] = {}
         self.reporter = Reporter(self.connection, self._running, self._drop)
@@ -131,7 +147,7 @@ class Agent:
             name=config.name,
             capacity=config.capacity,
             max_slots=config.max_slots,
-            labels=config.labels,
+            labels={**config.labels, ISOLATION_LABEL: config.isolation.value},
             version=__version__,
             address=self.address,
         )

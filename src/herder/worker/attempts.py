@@ -5,6 +5,7 @@ reported (the executor's ``Outcome`` becomes the protocol's ``Completion``)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -22,6 +23,7 @@ from herder.worker.checkpoints import REQUEST_NAME, Checkpoints, CheckpointTrans
 from herder.worker.disk import MIB
 from herder.worker.executor import StopRequest, execute
 from herder.worker.host import AttemptHost, AttemptPlace
+from herder.worker.images import ImageStore, PreparedImage
 from herder.worker.limits import Confinement, Limits, limits_for
 from herder.worker.network import NetworkUnavailable
 from herder.worker.outcome import Outcome, not_started
@@ -35,6 +37,10 @@ from herder.worker.workspace import build_plan, place_artifact
 # What keeps an attempt from starting, rather than a fault of the worker: the attempt fails.
 log = logging.getLogger("herder.worker")
 
+NO_IMAGE_WITHOUT_SANDBOX = (
+    "runtime image runs only on a sandboxed worker: at isolation none there is no root of "
+    "its own to give it"
+)
 PREPARATION_ERRORS = (HerderError, OSError, ValueError, httpx.HTTPError, NetworkUnavailable)
 
 
@@ -89,6 +95,7 @@ class AttemptRunner:
     max_stop_grace_seconds: float  # the operator's cap on a job's stop_grace_seconds
     max_processes: int
     transfer: CheckpointTransfer  # checkpoints to and from the server
+    images: ImageStore  # runtime image: roots built from images, once
 
     async def run(
         self, attempt: LiveAttempt, on_output: OutputSink, on_end: Callable[[Outcome], None]
@@ -118,7 +125,25 @@ class AttemptRunner:
     ) -> Outcome:
         """Place the program (or, in the attempt's limits, unpack its archive), the run's
         checkpoint and the task's inputs in the attempt's place, run it there (saving its
-        checkpoint as it asks, and at its end), then read its output if it succeeded."""
+        checkpoint as it asks, and at its end), then read its output if it succeeded. An
+        image job runs on its image's root, held (never evicted) until it is over."""
+        if attempt.assignment.spec.runtime is not Runtime.IMAGE:
+            return await self._run_in(attempt, place, on_output, None)
+        if place.sandbox is None:
+            return not_started(NO_IMAGE_WITHOUT_SANDBOX)
+        async with contextlib.AsyncExitStack() as held:
+            image = await self._prepare_image(attempt, held)
+            if image is None:
+                return not_started(f"{attempt.stop.reason} before it started", attempt.stop.state)
+            return await self._run_in(attempt, _on_image(place, image), on_output, image)
+
+    async def _run_in(
+        self,
+        attempt: LiveAttempt,
+        place: AttemptPlace,
+        on_output: OutputSink,
+        image: PreparedImage | None,
+    ) -> Outcome:
         spec = attempt.assignment.spec
         program = await self._place_program(attempt.assignment, place)
         archive = None
@@ -134,7 +159,11 @@ class AttemptRunner:
             seen_as,
             program,
             attempt_environment(
-                attempt.assignment, seen_as, temporary, (checkpoint_seen_as, seen_as / REQUEST_NAME)
+                attempt.assignment,
+                seen_as,
+                temporary,
+                (checkpoint_seen_as, seen_as / REQUEST_NAME),
+                image.config if image is not None else None,
             ),
             self.python,
             spec.timeout_seconds,
@@ -142,6 +171,7 @@ class AttemptRunner:
             limits=limits,
             sandbox=place.sandbox,
             name=attempt.assignment.attempt_id,
+            image=image.config if image is not None else None,
         )
 
         watching: list[SaveWatch] = []
@@ -193,6 +223,22 @@ class AttemptRunner:
         except OutputRefused as refused:
             return replace(outcome, state=AttemptState.FAILED, reason=str(refused))
 
+    async def _prepare_image(
+        self, attempt: LiveAttempt, held: contextlib.AsyncExitStack
+    ) -> PreparedImage | None:
+        """Its image's root, held until ``held`` closes, or None when it was stopped first
+        (a fetch can take a while)."""
+        holding = self.images.holding(attempt.assignment.spec)
+        preparing = asyncio.ensure_future(held.enter_async_context(holding))
+        stopped = asyncio.ensure_future(attempt.stop.wait())
+        try:
+            await asyncio.wait({preparing, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+            if not preparing.done():
+                preparing.cancel()  # a root being built in its thread is finished and kept
+        return preparing.result() if preparing.done() and not preparing.cancelled() else None
+
     def _checkpoints(
         self, attempt: LiveAttempt, place: AttemptPlace, limits: Limits
     ) -> Checkpoints:
@@ -213,7 +259,7 @@ class AttemptRunner:
         """The artifact in the workspace as the program to run (an archive is unpacked
         later, in the attempt's limits)."""
         spec, uid = assignment.spec, place.uid
-        if spec.artifact is None or spec.runtime is Runtime.ARCHIVE:
+        if spec.artifact is None or spec.runtime in (Runtime.ARCHIVE, Runtime.IMAGE):
             return None
         cached = await self.cache.path(spec.artifact)
         name = "main.py" if spec.runtime is Runtime.PYTHON else "program"
@@ -245,6 +291,14 @@ class AttemptRunner:
             spec.timeout_seconds,
             attempt.stop,
         )
+
+
+def _on_image(place: AttemptPlace, image: PreparedImage) -> AttemptPlace:
+    """The attempt's place with the image's root as its ``/`` and its working directory."""
+    assert place.sandbox is not None  # checked by the caller
+    working_dir = Path(image.config.working_dir or SANDBOX_WORKSPACE)
+    sandbox = replace(place.sandbox, image_root=image.root, working_dir=working_dir)
+    return replace(place, sandbox=sandbox)
 
 
 def _cut(reason: str | None) -> str | None:

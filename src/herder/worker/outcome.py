@@ -129,9 +129,10 @@ def _disk_text(plan: LaunchPlan) -> str:
     return f"its {size // (1024 * 1024)} MiB disk"
 
 
-def not_started(reason: str) -> Outcome:
-    """A FAILED outcome for an attempt that never got as far as a process."""
-    return Outcome(AttemptState.FAILED, None, reason, ResourceUsage(0.0, 0.0, 0, 0.0))
+def not_started(reason: str, state: AttemptState = AttemptState.FAILED) -> Outcome:
+    """An outcome (FAILED, unless stopped) for an attempt that never got as far as a
+    process."""
+    return Outcome(state, None, reason, ResourceUsage(0.0, 0.0, 0, 0.0))
 
 
 def never_ran(state: AttemptState, reason: str, started: float) -> Outcome:

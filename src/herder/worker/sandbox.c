@@ -232,6 +232,7 @@ struct options {
     const char *hostname;
     int seccomp;
     int disk_fd; /* the attempt's disk: a mount attached nowhere, made by the worker */
+    int root_fd; /* an image's root (runtime image): a mount attached nowhere, or -1 */
     struct { const char *directory, *target; } disk_binds[8];
     int disk_bind_count;
     struct item devices[8]; /* its GPUs: given, it gets a /dev of its own */
@@ -259,7 +260,7 @@ static int rlimit_resource(const char *name) {
 static void parse(int argc, char **argv, struct options *o) {
     memset(o, 0, sizeof *o);
     o->uid = (uid_t)-1;
-    o->disk_fd = o->net_fd = -1;
+    o->disk_fd = o->net_fd = o->root_fd = -1;
     int i = 0;
     for (; i < argc; i++) {
         const char *flag = argv[i];
@@ -272,6 +273,7 @@ static void parse(int argc, char **argv, struct options *o) {
         else if (!strcmp(flag, "--hostname")) o->hostname = argv[++i];
         else if (!strcmp(flag, "--seccomp")) o->seccomp = (int)number(argv[++i]);
         else if (!strcmp(flag, "--disk")) o->disk_fd = (int)number(argv[++i]);
+        else if (!strcmp(flag, "--root-tree")) o->root_fd = (int)number(argv[++i]);
         else if (!strcmp(flag, "--net-namespace")) o->net_fd = (int)number(argv[++i]);
         else if (!strcmp(flag, "--cgroup")) {
             if (o->cgroup_count == 8) usage("too many cgroups");
@@ -313,7 +315,9 @@ static void parse(int argc, char **argv, struct options *o) {
 /* In this attempt's copy of the skeleton (whose mounts no other attempt sees), what is its
  * own. The skeleton's files are shared by every attempt, so nothing is written to them. */
 static void add_own(const struct options *o) {
-    if (o->device_count) { /* the skeleton's /dev again, with its GPUs, on a tmpfs of its own */
+    /* the skeleton's /dev again, with its GPUs, on a tmpfs of its own; an image's root has
+     * only an empty directory there */
+    if (o->device_count || o->root_fd >= 0) {
         if (mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,mode=0755"))
             fail("mount", "/dev");
         mode_t job_umask = umask(0);
@@ -439,6 +443,21 @@ static void become_job(const struct options *o) {
     _exit(127);
 }
 
+/* Runtime image: the image's root (stacked by the worker, images.py) becomes this attempt's
+ * "/", read-only, nosuid, nodev, in place of the skeleton, whose host directories are then
+ * out of sight; what add_own adds goes on it as on the skeleton. It is attached on /run
+ * (an empty mount point of the skeleton) and pivoted into, as the skeleton was. */
+static void enter_image_root(int root_fd) {
+    if (syscall(SYS_move_mount, root_fd, "", AT_FDCWD, "/run", MOVE_MOUNT_F_EMPTY_PATH))
+        fail("attach the image's root", NULL);
+    close(root_fd);
+    if (chdir("/run")) fail("chdir", "the image's root");
+    if (syscall(SYS_pivot_root, ".", ".")) fail("pivot_root", "the image's root");
+    if (umount2(".", MNT_DETACH)) fail("detach the skeleton", NULL);
+    if (chdir("/")) fail("chdir", "/");
+    restrict_mount("/", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+}
+
 /* PID 1: end with the job's main process, handing its wait status to the server */
 static void init(struct options *o, int status_pipe) {
     if (o->net_fd >= 0) {
@@ -448,6 +467,7 @@ static void init(struct options *o, int status_pipe) {
         if (unshare(CLONE_NEWNET)) fail("unshare the network namespace", NULL);
         bring_up_loopback();
     }
+    if (o->root_fd >= 0) enter_image_root(o->root_fd);
     add_own(o);
     if (o->hostname && sethostname(o->hostname, strlen(o->hostname))) fail("sethostname", NULL);
     pid_t job = fork();

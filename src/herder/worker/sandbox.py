@@ -28,6 +28,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from herder.domain.images import ImageConfig, image_environment
 from herder.domain.jobs import Runtime
 from herder.domain.models import AssignedTask, Assignment
 from herder.worker.cgroups import CgroupsUnavailable, cgroup_enforcer
@@ -71,6 +72,9 @@ DISK_VIEWS = (
     (CHECKPOINT, str(SANDBOX_CHECKPOINT)),
 )
 MOUNT_POINTS = ("/proc", "/sys", "/run", "/var/run", *(target for _, target in DISK_VIEWS))
+# what an image's root must hold for the launcher to mount over (images.py makes them)
+IMAGE_MOUNT_POINTS = ("/proc", "/sys", "/dev", *(t for _, t in DISK_VIEWS if t != "/dev/shm"))
+RESOLV_CONF = "/etc/resolv.conf"
 FIRST_PASSED = 3  # the launcher's descriptor of the first one passed with a start
 
 
@@ -113,6 +117,8 @@ class Sandbox:
     net_namespace: Path | None = None  # None: no network at all (only its own loopback)
     resolv_conf: Path | None = None
     gpu_indices: tuple[int, ...] = field(default=())
+    image_root: Path | None = None  # runtime image: its root, else the host's system view
+    working_dir: Path = SANDBOX_WORKSPACE
 
     async def start(
         self,
@@ -127,7 +133,7 @@ class Sandbox:
         passed = [self.disk.fd]
         options = [
             "--uid", str(self.uid), "--gid", str(self.uid), "--hostname", self.hostname,
-            "--seccomp", "1", "--chdir", str(SANDBOX_WORKSPACE), "--disk", str(FIRST_PASSED),
+            "--seccomp", "1", "--chdir", str(self.working_dir), "--disk", str(FIRST_PASSED),
         ]  # fmt: skip
         for directory, target in DISK_VIEWS:
             options += ["--disk-bind", directory, target]
@@ -137,10 +143,12 @@ class Sandbox:
             passed.append(fd)
 
         try:
+            if self.image_root is not None:
+                pass_on(detached_bind(self.image_root), "--root-tree")
             if self.net_namespace is not None:
                 pass_on(os.open(self.net_namespace, os.O_RDONLY | os.O_CLOEXEC), "--net-namespace")
             if self.resolv_conf is not None:
-                pass_on(detached_bind(self.resolv_conf), "--mount", "/etc/resolv.conf")
+                pass_on(detached_bind(self.resolv_conf), "--mount", RESOLV_CONF)
             if confinement is not None:
                 for entrance in confinement.entrances():
                     pass_on(os.open(entrance, os.O_WRONLY | os.O_CLOEXEC), "--cgroup")
@@ -164,8 +172,10 @@ def attempt_environment(
     home: Path,
     tmp: Path,
     checkpoint: tuple[Path, Path] | None = None,
+    image: ImageConfig | None = None,
 ) -> dict[str, str]:
-    """Nothing inherited from the worker: a fixed base, the job's env, its secrets (which a
+    """Nothing inherited from the worker: a fixed base (under an ``image``'s Env), the
+    job's env, its secrets (which a
     run's env override cannot replace), then Herder's own (``home`` is the workspace as the
     job sees it, where ``task_files``' files are; ``checkpoint`` its checkpoint directory and
     the file it creates to ask for a save, as it sees them)."""
@@ -177,6 +187,8 @@ def attempt_environment(
     }
     if assignment.spec.runtime is Runtime.PYTHON:
         base["PYTHONUNBUFFERED"] = "1"  # output reaches the logs as it is printed
+    if image is not None:
+        base = image_environment(image, base)
     return {
         **base,
         **assignment.spec.env,

@@ -14,6 +14,7 @@ import stat
 from pathlib import Path
 from typing import assert_never
 
+from herder.domain.images import ImageConfig, image_argv
 from herder.domain.jobs import MAX_STOP_GRACE_SECONDS, JobSpec, Runtime
 from herder.worker.limits import Limits
 from herder.worker.process import LaunchPlan
@@ -94,14 +95,16 @@ def build_plan(
     limits: Limits | None = None,
     sandbox: Sandbox | None = None,
     name: str = "",
+    image: ImageConfig | None = None,
 ) -> LaunchPlan:
     """How to start ``spec`` in ``workspace`` (the path the job sees); ``env`` is already the
     complete environment and a relative ``program`` is taken relative to the workspace. The
-    job's stop grace is cut to ``max_stop_grace_seconds``, the worker operator's cap."""
+    job's stop grace is cut to ``max_stop_grace_seconds``, the worker operator's cap; a
+    runtime image job's command line follows its ``image``'s config."""
     if program is not None and not program.is_absolute():
         program = workspace / program  # a bare name would be looked up in PATH instead
     return LaunchPlan(
-        argv=_argv(spec, program, python),
+        argv=_argv(spec, program, python, image),
         env=dict(env),
         cwd=workspace,
         timeout_seconds=timeout_seconds,
@@ -112,7 +115,7 @@ def build_plan(
     )
 
 
-def _argv(spec: JobSpec, program: Path | None, python: str) -> list[str]:
+def _argv(spec: JobSpec, program: Path | None, python: str, image: ImageConfig | None) -> list[str]:
     match spec.runtime:
         case Runtime.SHELL | Runtime.ARCHIVE:
             if spec.command is None:
@@ -122,6 +125,10 @@ def _argv(spec: JobSpec, program: Path | None, python: str) -> list[str]:
             return [python, str(_needed(program, spec.runtime)), *spec.args]
         case Runtime.EXECUTABLE:
             return [str(_needed(program, spec.runtime)), *spec.args]
+        case Runtime.IMAGE:
+            if image is None:
+                raise ValueError("runtime image needs its image's config")
+            return image_argv(image, spec.command, spec.args)
         case _:
             assert_never(spec.runtime)
 

@@ -26,7 +26,7 @@ from herder.settings import sqlite_url
 from tests.system.conftest import Cluster, free_port
 
 CHROMIUM = Path("/usr/bin/chromium")
-SCREENSHOTS = Path(__file__).parents[2] / ".test-results" / "screenshots"
+SCREENSHOTS = Path(__file__).parents[3] / ".test-results" / "screenshots"
 SEEN_WITHIN_MS = 15_000
 MODULE_LOAD_TRIES = 3  # loads of the page before its sign-in form must show
 ALERTED_WITHIN_MS = 30_000  # the evaluator's pass (every 5 s), then the sender's (every 5 s)

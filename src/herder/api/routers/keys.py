@@ -15,7 +15,7 @@ from herder.api.auth import Caller, StoreDep
 from herder.api.openapi import problems
 from herder.api.queries import IdPrefix, Limit
 from herder.api.schemas import CreatedKey, KeyCreate
-from herder.domain.models import ApiKey, Page
+from herder.domain.models import ApiKey, Page, Principal
 from herder.services import access, keys
 
 router = APIRouter(prefix="/v1/keys", tags=["administration"])
@@ -43,6 +43,12 @@ def list_keys(
 ) -> Page[ApiKey]:
     """The tenant's keys, newest first, revoked and expired ones included."""
     return keys.list_keys(store, caller, tenant_id, limit=limit, cursor=cursor, id_prefix=id_prefix)
+
+
+@router.get("/current")
+def current_key(caller: Caller) -> Principal:
+    """The calling key: its tenant and role — what a client (the dashboard) may offer to do."""
+    return caller
 
 
 @router.get("/{key_id}", responses=problems(404))

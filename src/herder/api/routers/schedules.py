@@ -12,7 +12,7 @@ from herder.api.auth import Caller, Operator, StoreDep, Writer
 from herder.api.openapi import patch_body, problems
 from herder.api.queries import IdPrefix, Limit
 from herder.api.schemas import IsoTime
-from herder.domain.models import Page, Schedule, ScheduleEvent
+from herder.domain.models import Page, Schedule, ScheduleEvent, TriggeredFire
 from herder.domain.schedules import ScheduleSpec, check_schedule_name
 from herder.services import schedules
 
@@ -154,6 +154,18 @@ def resume_schedule(
     return schedules.resume(
         store, caller.tenant_id, schedule_id, allow_seconds=_allow_seconds(request)
     )
+
+
+@router.post(
+    "/v1/schedules/{schedule_id}/trigger",
+    status_code=status.HTTP_201_CREATED,
+    responses=problems(404, 409),
+)
+def trigger_schedule(schedule_id: str, caller: Operator, store: StoreDep) -> TriggeredFire:
+    """Fire it now, as a fire of its own (the run carries ``schedule_id`` and
+    ``scheduled_for``): under its concurrency policy (409 where ``forbid`` would skip it),
+    paused or not; its next fire stays as it was."""
+    return schedules.trigger(store, caller, schedule_id)
 
 
 @router.get("/v1/schedules/{schedule_id}/next")

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from herder.domain.errors import Conflict
 from herder.domain.lifecycle.cancel import Cause, cancel
 from herder.domain.lifecycle.changes import WORK, Changes, NewRun, combine
 from herder.domain.lifecycle.facts import ActiveRun, RunFacts
@@ -78,3 +79,24 @@ def fire(
         replaced += admission.replaced
         current = [ActiveRun(RunFacts(new.id, RunState.QUEUED, 0))]
     return Fires(changes, tuple(skipped), tuple(replaced))
+
+
+def fire_now(
+    schedule_id: str,
+    policy: ConcurrencyPolicy,
+    active: Sequence[ActiveRun],
+    new_run: NewRun,
+    now: datetime,
+) -> Fires:
+    """A fire asked for by hand: as a due fire under the policy, but refused (409) where
+    ``forbid`` would skip it — the caller is told, no skip is recorded."""
+    fires = fire(schedule_id, policy, active, [new_run], now)
+    for _, blocking in fires.skipped:
+        raise forbidden(schedule_id, blocking.id, blocking.state)
+    return fires
+
+
+def forbidden(schedule_id: str, blocking_id: str, state: str = "active") -> Conflict:
+    return Conflict(
+        f"schedule {schedule_id} forbids concurrent runs and its run {blocking_id} is still {state}"
+    )

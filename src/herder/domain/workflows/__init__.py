@@ -8,6 +8,7 @@ every move of a workflow run as a pure function over plain facts returning ``Cha
     states.py         the workflow-run states and their transition table
     admission.py      max_active_runs: start, queue or refuse; admit the queued as slots free
     progress.py       which pending tasks start or end without running; when the run ends
+    outcome.py        how a run ended, in words: "succeeded, 2 tasks failed and were handled"
     task_runs.py      what a task's run is given, and the runs a decision's starts become
     walk.py           a task's end to its successors' start: the current repair, decided once
     repair.py         which tasks an ended run runs again, under the next repair token

@@ -5,12 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import JsonValue
+from pydantic import JsonValue, computed_field
 
 from herder.domain.deadlines import Deadline
 from herder.domain.models import _Record
 from herder.domain.states import RunState
-from herder.domain.workflows.progress import WorkflowRunState
+from herder.domain.workflows.outcome import outcome
+from herder.domain.workflows.progress import WorkflowRunState, failed_tasks
 from herder.domain.workflows.spec import Concurrency, TaskKind, TaskSpec
 from herder.domain.workflows.trigger_rules import TriggerRule
 
@@ -71,3 +72,19 @@ class TaskRun(_Record):
 
 class WorkflowRunDetail(WorkflowRun):
     tasks: list[TaskRun]
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def failed_tasks(self) -> list[str]:
+        """The tasks that failed or were ``upstream_failed``: a run that succeeded had each
+        handled downstream (Airflow's leaf rule)."""
+        return list(failed_tasks(self._instances()))
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def outcome(self) -> str:
+        """How it ended, in words: "succeeded, 2 tasks failed and were handled"."""
+        return outcome(self.state, self._instances())
+
+    def _instances(self) -> list[tuple[str, RunState]]:
+        return [(task.task, task.state) for task in self.tasks]

@@ -12,14 +12,14 @@ downstream (an ``all_done`` clean-up, a ``one_failed`` notice) does not fail the
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from herder.domain.states import RunState
 from herder.domain.workflows.dag import Dag
 from herder.domain.workflows.run_bound import past_bound
-from herder.domain.workflows.spec import MapSource, TaskSpec, WorkflowSpec, map_source
+from herder.domain.workflows.spec import MapSource, TaskSpec, map_source
 from herder.domain.workflows.states import WorkflowRunState
 from herder.domain.workflows.task_runs import gather_inputs
 from herder.domain.workflows.trigger_rules import (
@@ -32,7 +32,7 @@ from herder.domain.workflows.trigger_rules import (
 
 __all__ = [  # WorkflowRunState re-exported: its home is ``states``
     "MAX_MAP_ITEMS", "End", "Instance", "Progress", "Start", "WorkflowRunState", "advance",
-    "map_items", "upstream_end",
+    "failed_tasks", "map_items", "upstream_end",
 ]  # fmt: skip
 
 MAX_MAP_ITEMS = 1000
@@ -232,7 +232,11 @@ def _end(dag: Dag, current: Mapping[str, Sequence[Instance]], cancelling: bool) 
         return End(WorkflowRunState.CANCELLED, "cancelled")
     if len(current) < len(dag.order):
         return None
-    failed = _failed_tasks(dag.spec, current)
+    failed = failed_tasks(
+        (task.name, instance.state)
+        for task in dag.spec.tasks
+        for instance in current.get(task.name, [])
+    )
     if any(name in dag.leaves for name in failed):
         return End(WorkflowRunState.FAILED, "failed tasks: " + ", ".join(
             f"{name} ({state})" for name, state in failed.items()
@@ -244,14 +248,14 @@ def _end(dag: Dag, current: Mapping[str, Sequence[Instance]], cancelling: bool) 
     return End(WorkflowRunState.SUCCEEDED, "every task succeeded or was skipped")
 
 
-def _failed_tasks(
-    spec: WorkflowSpec, current: Mapping[str, Sequence[Instance]]
-) -> dict[str, RunState]:
-    """Each task with an instance that failed (the first such state), in definition order."""
+def failed_tasks(instances: Iterable[tuple[str, RunState]]) -> dict[str, RunState]:
+    """Each task with an instance that failed or was ``upstream_failed`` (its first such
+    state), in the order the instances come: the failures the leaf rule weighs."""
     failed: dict[str, RunState] = {}
-    for task in spec.tasks:
-        for instance in current.get(task.name, []):
-            if upstream_end(instance.state) in (UpstreamEnd.FAILED, UpstreamEnd.UPSTREAM_FAILED):
-                failed[task.name] = instance.state
-                break
+    for task, state in instances:
+        if task not in failed and upstream_end(state) in _FAILURES:
+            failed[task] = state
     return failed
+
+
+_FAILURES = (UpstreamEnd.FAILED, UpstreamEnd.UPSTREAM_FAILED)

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from herder.domain.lifecycle.concurrency import forbidden
 from herder.domain.schedules import ConcurrencyPolicy
 
 
@@ -32,3 +33,14 @@ def scheduled_starts(
         return ScheduledStarts((), tuple((nominal, active[0]) for nominal in nominals), ())
     first, *rest = nominals
     return ScheduledStarts((first,), tuple((nominal, None) for nominal in rest), ())
+
+
+def started_now(
+    schedule_id: str, policy: ConcurrencyPolicy, active: Sequence[str], now: datetime
+) -> ScheduledStarts:
+    """A fire asked for by hand, ``now``: as a due one, but refused (409) where ``forbid``
+    would skip it."""
+    decision = scheduled_starts(policy, active, [now])
+    for _, blocking in decision.skipped:
+        raise forbidden(schedule_id, blocking or "started just now")
+    return decision

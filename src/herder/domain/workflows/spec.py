@@ -15,13 +15,9 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, mo
 
 from herder.domain.deadlines import Deadline
 from herder.domain.errors import Invalid
-from herder.domain.jobs import (
-    MAX_TIMEOUT_SECONDS,
-    RunOverrides,
-    StandingOverrides,
-    check_job_name,
-)
+from herder.domain.jobs import MAX_TIMEOUT_SECONDS, check_job_name
 from herder.domain.limits import LimitReferences
+from herder.domain.overrides import RunOverrides, StandingOverrides
 from herder.domain.variables import variable_name_problem
 from herder.domain.workflows.trigger_rules import TriggerRule
 from herder.domain.workflows.waits import ApprovalSpec, WaitSpec

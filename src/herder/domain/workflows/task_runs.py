@@ -11,9 +11,10 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from herder.domain.backfills import backfill_run_spec
-from herder.domain.jobs import JobSpec, Runtime, apply_overrides
+from herder.domain.jobs import JobSpec, Runtime
 from herder.domain.lifecycle.changes import Event, NewRun, TaskOf
 from herder.domain.limits import fielded
+from herder.domain.overrides import apply_overrides
 from herder.domain.parameters import environment
 from herder.domain.states import RunState
 from herder.domain.workflows.spec import TaskSpec, WorkflowSpec

@@ -12,13 +12,14 @@ from sqlalchemy import Connection, select
 from herder.clock import Clock, epoch_ms
 from herder.domain.errors import Conflict, Invalid, NotFound
 from herder.domain.ids import new_id
-from herder.domain.jobs import Priority, RunOverrides, RunRequest
+from herder.domain.jobs import Priority
 from herder.domain.lifecycle.cancel import Cause, cancel, rerun
 from herder.domain.lifecycle.changes import Changes, NewRun
-from herder.domain.lifecycle.concurrency import admit
+from herder.domain.lifecycle.concurrency import admit, forbidden
 from herder.domain.lifecycle.priority import check_allowed
 from herder.domain.lifecycle.suspend import resume, suspend
 from herder.domain.models import Attempt, Job, Page, Run, RunDetail, RunEvent
+from herder.domain.overrides import RunOverrides, RunRequest
 from herder.domain.queue_room import RELEASER, UNLIMITED
 from herder.domain.schedules import ConcurrencyPolicy
 from herder.domain.states import RunState
@@ -228,10 +229,7 @@ class RunRepository:
         admission = admit(schedule_id, policy, active, work.now)
         if admission.blocking is not None:
             blocking = admission.blocking.run
-            raise Conflict(
-                f"schedule {schedule_id} forbids concurrent runs and its run {blocking.id} "
-                f"is still {blocking.state}"
-            )
+            raise forbidden(schedule_id, blocking.id, blocking.state)
         record_replaced(work, schedule_id, admission.replaced)
         return admission.changes
 

@@ -14,10 +14,11 @@ from herder.clock import epoch_ms
 from herder.domain.deadlines import deadline_at
 from herder.domain.errors import Conflict, HerderError, Invalid, NotFound
 from herder.domain.ids import new_id
-from herder.domain.jobs import Priority, RunRequest, apply_overrides
+from herder.domain.jobs import Priority
 from herder.domain.lifecycle.changes import DUE, WORK, Changes, Event, NewRun
 from herder.domain.lifecycle.priority import check_allowed
 from herder.domain.models import Job
+from herder.domain.overrides import RunRequest, apply_overrides
 from herder.domain.states import RunState
 from herder.store.pools import not_usable
 from herder.store.schema import runs

@@ -124,7 +124,7 @@ def new_run_row(new: NewRun, now: datetime) -> dict[str, Any]:
         "start_deadline": new.start_deadline,
         "rerun_of": new.rerun_of,
         "replicas": spec.replicas,
-        "requires": spec.requires or None,
+        "requires": spec.placement_requires or None,
         "pool": spec.pool,
         "preemptible": spec.preemptible,
         "preemptions": 0,

@@ -46,17 +46,7 @@ def start_scheduled(
 ) -> list[datetime]:
     """Start the runs of these fires; the nominal times a run was made for."""
     assert due.workflow_id is not None
-    active = list(
-        work.connection.execute(
-            select(workflow_runs.c.id)
-            .where(
-                workflow_runs.c.schedule_id == due.id,
-                workflow_runs.c.state.in_(sorted(ACTIVE_WORKFLOW_RUN_STATES)),
-            )
-            .order_by(workflow_runs.c.id)
-        ).scalars()
-    )
-    decision = scheduled_starts(due.spec.concurrency_policy, active, nominals)
+    decision = scheduled_starts(due.spec.concurrency_policy, active_of(work, due.id), nominals)
     cause = Cause(actor, f"replaced by a newer run of schedule {due.id}")
     for replaced in decision.replaced:
         cancel_in(work, replaced, cause)
@@ -89,6 +79,20 @@ def start_scheduled(
         )
     record_schedule_events(work.connection, work.now, events)
     return made
+
+
+def active_of(work: Work, schedule_id: str) -> list[str]:
+    """The schedule's workflow runs not yet ended, oldest first."""
+    return list(
+        work.connection.execute(
+            select(workflow_runs.c.id)
+            .where(
+                workflow_runs.c.schedule_id == schedule_id,
+                workflow_runs.c.state.in_(sorted(ACTIVE_WORKFLOW_RUN_STATES)),
+            )
+            .order_by(workflow_runs.c.id)
+        ).scalars()
+    )
 
 
 def _skip(due: DueSchedule, nominal: datetime, why: str) -> NewScheduleEvent:

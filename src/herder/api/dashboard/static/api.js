@@ -4,10 +4,19 @@
 const KEY = "herder.api_key";
 
 export class ApiError extends Error {
-  constructor(status, detail) {
+  // ``field``: the request field a 422 (or a 403 for a field) names, e.g. "params.size".
+  constructor(status, detail, field = null) {
     super(detail);
     this.status = status;
+    this.field = field;
   }
+}
+
+function fieldOf(problem) {
+  if (!problem) return null;
+  if (typeof problem.field === "string") return problem.field;
+  const first = Array.isArray(problem.errors) ? problem.errors[0] : null;
+  return first && typeof first.field === "string" ? first.field : null;
 }
 
 export function apiKey() {
@@ -56,7 +65,7 @@ export async function api(path, { method = "GET", body, signal } = {}) {
   }
   if (!response.ok) {
     const detail = (data && (data.detail || data.title)) || `${response.status} ${response.statusText}`;
-    throw new ApiError(response.status, typeof detail === "string" ? detail : JSON.stringify(detail));
+    throw new ApiError(response.status, typeof detail === "string" ? detail : JSON.stringify(detail), fieldOf(data));
   }
   return data;
 }

@@ -1,8 +1,12 @@
 // The dashboard's shell: sign-in, routing by URL hash, and the live loop that refreshes the
 // current view every two seconds while the tab is visible.
 
-import { ApiError, api, apiKey, signIn, signOut } from "./api.js";
+import { ApiError, apiKey, signIn, signOut } from "./api.js";
 import { h } from "./dom.js";
+import { forgetRole, learnRole, may } from "./role.js";
+import { browserZone, timeOfDay } from "./time.js";
+import * as jobs from "./views/jobs.js";
+import * as job from "./views/job.js";
 import * as overview from "./views/overview.js";
 import * as runs from "./views/runs.js";
 import * as run from "./views/run.js";
@@ -22,6 +26,7 @@ import * as limit from "./views/limit.js";
 const REFRESH_MS = 2000;
 const VIEWS = {
   overview: [overview, null],
+  jobs: [jobs, job],
   runs: [runs, run],
   queue: [queue, null],
   dead: [dead, null],
@@ -50,6 +55,7 @@ function showSignIn(message = "") {
   byId("nav").hidden = true;
   byId("sign-out").hidden = true;
   byId("live").hidden = true;
+  byId("zone").hidden = true;
   byId("sign-in").hidden = false;
   byId("sign-in-message").textContent = message;
   byId("api-key").value = "";
@@ -105,7 +111,7 @@ async function refresh() {
   try {
     await view.refresh();
     if (current === view) {
-      status(`live · ${new Date().toLocaleTimeString()}`);
+      status(`live · ${timeOfDay(Date.now())}`);
       const banner = byId("view").querySelector(".banner");
       if (banner && banner.dataset.source === "refresh") banner.replaceChildren();
     }
@@ -121,12 +127,26 @@ function go(hash) {
   else window.location.hash = hash;
 }
 
-function route() {
+let routing = 0; // the latest route(): an earlier one still learning the role gives way
+
+async function route() {
   if (!apiKey()) {
     showSignIn();
     return;
   }
   stopView();
+  const mine = ++routing;
+  try {
+    await learnRole(); // once per sign-in: which actions to offer
+  } catch (error) {
+    if (mine !== routing) return;
+    if (error instanceof ApiError && error.status === 401) {
+      fail(error);
+      return;
+    }
+    // offline for a moment: the view shows no actions until the next route learns the role
+  }
+  if (mine !== routing) return;
   const where = parseRoute(window.location.hash);
   const pair = VIEWS[where.name] || VIEWS.overview;
   const module = where.id ? pair[1] || pair[0] : pair[0];
@@ -137,11 +157,13 @@ function route() {
   byId("sign-in").hidden = true;
   byId("nav").hidden = false;
   byId("sign-out").hidden = false;
+  byId("zone").hidden = false;
+  byId("zone").textContent = `times in ${browserZone()}`;
   const root = byId("view");
   root.hidden = false;
   root.replaceChildren(h("p", { class: "banner", role: "status" }));
   const controller = new AbortController();
-  const ctx = { signal: controller.signal, refresh, fail, notice, go };
+  const ctx = { signal: controller.signal, refresh, fail, notice, go, may };
   const mounted = module.mount(root, where, ctx);
   current = { controller, refreshing: false, refresh: mounted.refresh };
   document.title = `Herder · ${where.name}`;
@@ -153,8 +175,9 @@ byId("sign-in").addEventListener("submit", async (event) => {
   const key = byId("api-key").value.trim();
   if (!key) return;
   signIn(key);
+  forgetRole();
   try {
-    await api("/v1/jobs?limit=1"); // any key that may read its tenant passes
+    await learnRole(); // any key that may read its tenant passes
   } catch (error) {
     signOut();
     const message = error instanceof ApiError && error.status === 401 ? "That key was not accepted." : error.message;
@@ -166,6 +189,7 @@ byId("sign-in").addEventListener("submit", async (event) => {
 
 byId("sign-out").addEventListener("click", () => {
   signOut();
+  forgetRole();
   showSignIn("Signed out.");
 });
 

@@ -2,6 +2,7 @@
 // horizontal utilization bars. Numbers go in as text nodes and attributes only.
 
 import { stateClasses } from "./dom.js";
+import { timeOfDay } from "./time.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 
@@ -13,8 +14,12 @@ export function svg(tag, attributes = {}, ...children) {
 }
 
 function minuteLabel(iso) {
-  const date = new Date(iso);
-  return `${String(date.getHours()).padStart(2, "0")}:${String(date.getMinutes()).padStart(2, "0")}`;
+  return timeOfDay(iso).slice(0, 5);
+}
+
+// Which minutes the axis names: about six, however long the window (an hour: every 10th).
+function labelled(index, count) {
+  return index % Math.max(1, Math.ceil(count / 6)) === 0;
 }
 
 // An empty chart over a minute axis: its title, three grid lines labelled by ``label``
@@ -54,7 +59,7 @@ export function stackedBars(points, series, { width = 720, height = 180, title =
         ),
       );
     }
-    if (index % 10 === 0) {
+    if (labelled(index, points.length)) {
       chart.append(svg("text", { x, y: height - 6, class: "axis" }, minuteLabel(point.minute)));
     }
   });
@@ -69,7 +74,7 @@ export function rateLine(points, { width = 720, height = 120, title = "" } = {})
   points.forEach((point, index) => {
     const ended = (point.succeeded || 0) + (point.failed || 0);
     const x = pad.left + index * step + step / 2;
-    if (index % 10 === 0) chart.append(svg("text", { x: x - step / 2, y: height - 6, class: "axis" }, minuteLabel(point.minute)));
+    if (labelled(index, points.length)) chart.append(svg("text", { x: x - step / 2, y: height - 6, class: "axis" }, minuteLabel(point.minute)));
     if (!ended) {
       segments.push([]);
       return;
@@ -135,7 +140,7 @@ export function runTimeline(run, now = Date.now(), { width = 720 } = {}) {
     chart.append(svg("rect", { x, y, width: span, height: 16, rx: 3, class: `span ${stateClasses(one.kind)}` }, svg("title", {}, `${one.label}: ${one.kind}, ${seconds}s`)));
   });
   const axisY = height - 6;
-  chart.append(svg("text", { x: left, y: axisY, class: "axis" }, new Date(start).toLocaleTimeString()));
-  chart.append(svg("text", { x: width - 10, y: axisY, class: "axis", "text-anchor": "end" }, new Date(end).toLocaleTimeString()));
+  chart.append(svg("text", { x: left, y: axisY, class: "axis" }, timeOfDay(start)));
+  chart.append(svg("text", { x: width - 10, y: axisY, class: "axis", "text-anchor": "end" }, timeOfDay(end)));
   return chart;
 }

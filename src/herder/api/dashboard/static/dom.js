@@ -2,6 +2,7 @@
 // one): nothing from the API is ever parsed as HTML, so a job named "<script>" is just a name.
 
 import { TONE_OF_STATE } from "./states.js";
+import { dateTime } from "./time.js";
 
 export function h(tag, attributes = {}, ...children) {
   const node = document.createElement(tag);
@@ -52,10 +53,10 @@ export function row(cells, attributes = {}) {
   return h("tr", attributes, cells.map((cell) => h("td", {}, cell)));
 }
 
-export function when(iso) {
+// A moment as every view shows one (time.js): in the browser's zone, or in ``zone``.
+export function when(iso, zone = "") {
   if (!iso) return "";
-  const date = new Date(iso);
-  return h("time", { datetime: iso, title: iso }, date.toLocaleString());
+  return h("time", { datetime: iso, title: iso }, dateTime(iso, zone));
 }
 
 export function ago(iso, now = Date.now()) {

@@ -54,11 +54,13 @@ function ruleRows(items, names, ctx) {
         rule.channel_ids.map((id) => h("span", { class: "label" }, names.of("alert-channels", id))),
         rule.enabled ? "enabled" : "disabled",
         rule.notify_recovery ? "yes" : "no",
-        action(
-          rule.enabled ? "Disable" : "Enable",
-          () => api(`/v1/alert-rules/${encodeURIComponent(rule.id)}`, { method: "PATCH", body: { enabled: !rule.enabled } }),
-          { ctx },
-        ),
+        ctx.may("developer")
+          ? action(
+              rule.enabled ? "Disable" : "Enable",
+              () => api(`/v1/alert-rules/${encodeURIComponent(rule.id)}`, { method: "PATCH", body: { enabled: !rule.enabled } }),
+              { ctx },
+            )
+          : "",
       ],
       { "data-rule": rule.id },
     ),
@@ -73,14 +75,16 @@ function channelRows(items, ctx) {
         h("code", {}, channel.url),
         channel.enabled ? "enabled" : "disabled",
         link(alertsPath(channel.id), "deliveries"),
-        action(
-          "Send test",
-          async () => {
-            const queued = await api(`/v1/alert-channels/${encodeURIComponent(channel.id)}/test`, { method: "POST" });
-            return `Test delivery ${queued.delivery_id} queued for ${channel.name}`;
-          },
-          { ctx },
-        ),
+        ctx.may("developer")
+          ? action(
+              "Send test",
+              async () => {
+                const queued = await api(`/v1/alert-channels/${encodeURIComponent(channel.id)}/test`, { method: "POST" });
+                return `Test delivery ${queued.delivery_id} queued for ${channel.name}`;
+              },
+              { ctx },
+            )
+          : "",
       ],
       { "data-channel": channel.id },
     ),

@@ -20,8 +20,10 @@ export function runPath(id) {
   return `#/runs/${encodeURIComponent(id)}`;
 }
 
-// Cancel while it is active (after a confirmation), re-run once it has ended.
+// Cancel while it is active (after a confirmation), re-run once it has ended: for a key
+// that may (an operator's or more; a viewer's sees none).
 export function runActions(run, ctx) {
+  if (!ctx.may("operator")) return "";
   const base = `/v1/runs/${encodeURIComponent(run.id)}`;
   if (isActive(run.state)) {
     if (run.cancel_requested) return "cancelling…";
@@ -44,6 +46,7 @@ export function runActions(run, ctx) {
 // Suspend while it waits or runs (a running one is stopped by its worker, its checkpoint
 // saved), resume once suspended; beside the run page's Cancel.
 export function suspendActions(run, ctx) {
+  if (!ctx.may("operator")) return "";
   const base = `/v1/runs/${encodeURIComponent(run.id)}`;
   if (run.state === "suspended") {
     return action("Resume", () => api(`${base}/resume`, { method: "POST" }), { ctx });

@@ -1,11 +1,15 @@
-// Overview: the queue, what runs, what ended in the last hour (charted) and how full the
-// fleet is — from one call to /v1/stats.
+// Overview: the queue, what runs, what ended in the chosen window (charted, and its recent
+// failures listed) and how full the fleet is — from /v1/stats and /v1/runs.
 
-import { api } from "../api.js";
+import { api, query } from "../api.js";
 import { rateLine, stackedBars, utilization } from "../charts.js";
-import { h, link, fill } from "../dom.js";
+import { badge, h, link, fill, row, table, when } from "../dom.js";
+import { FAILED_RUN_STATES, STATS_MAX_MINUTES } from "../states.js";
+import { WINDOWS, chosenWindow, windowPicker, windowStart } from "../window.js";
+import { runPath } from "./common.js";
 
-const MINUTES = 60;
+const OFFERED = WINDOWS.filter((one) => one.minutes <= STATS_MAX_MINUTES);
+const FAILURES_SHOWN = 20;
 
 function card(label, value, href) {
   const number = h("span", { class: "number" }, value === null || value === undefined ? "–" : value);
@@ -16,12 +20,30 @@ function percent(rate) {
   return rate === null || rate === undefined ? "–" : `${(rate * 100).toFixed(1)}%`;
 }
 
-export function mount(root, _route, ctx) {
+// The window's failed, timed-out, lost, dead and expired runs, newest first.
+function failures(page) {
+  return table(
+    ["Run", "Job", "State", "Created", "Reason"],
+    page.items.map((run) =>
+      row([link(runPath(run.id), run.id), run.job_name, badge(run.state), when(run.created_at), run.reason || ""], { "data-run": run.id }),
+    ),
+    "No failures in this window.",
+  );
+}
+
+export function mount(root, route, ctx) {
+  const chosen = chosenWindow(route.params, OFFERED);
+  const span = chosen.label;
   const body = h("div", { class: "overview" });
-  root.append(h("h1", {}, "Overview"), body);
+  const picker = windowPicker(chosen, (key) => ctx.go(`#/overview${query({ window: key })}`), { offered: OFFERED });
+  root.append(h("div", { class: "title-bar" }, h("h1", {}, "Overview"), picker), body);
   return {
     async refresh() {
-      const stats = await api(`/v1/stats?minutes=${MINUTES}`, { signal: ctx.signal });
+      const failed = { state: FAILED_RUN_STATES, since: windowStart(chosen), limit: FAILURES_SHOWN };
+      const [stats, recent] = await Promise.all([
+        api(`/v1/stats?minutes=${chosen.minutes}`, { signal: ctx.signal }),
+        api(`/v1/runs${query(failed)}`, { signal: ctx.signal }),
+      ]);
       const fleet = stats.scope === "fleet";
       const workers = stats.workers;
       fill(body,
@@ -34,11 +56,13 @@ export function mount(root, _route, ctx) {
           card("retry_wait", stats.runs.retry_wait, "#/runs?state=retry_wait"),
           card("suspended", stats.runs.suspended, "#/runs?state=suspended"),
           card("dead", stats.runs.dead, "#/dead"),
-          card("succeeded (1 h)", stats.ended.succeeded),
-          card("failed (1 h)", stats.ended.failed),
-          card("failure rate (1 h)", percent(stats.failure_rate)),
+          card(`succeeded (${span})`, stats.ended.succeeded),
+          card(`failed (${span})`, stats.ended.failed),
+          card(`failure rate (${span})`, percent(stats.failure_rate)),
         ),
-        h("h2", {}, "Throughput per minute, last hour"),
+        h("h2", {}, `Recent failures, last ${span}`),
+        h("div", { class: "failures" }, failures(recent)),
+        h("h2", {}, `Throughput per minute, last ${span}`),
         h(
           "div",
           { class: "legend" },

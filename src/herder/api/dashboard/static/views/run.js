@@ -4,7 +4,9 @@
 import { api, query } from "../api.js";
 import { runTimeline } from "../charts.js";
 import { badge, between, h, link, resources, row, table, when, fill } from "../dom.js";
+import { logView } from "../logview.js";
 import { deadline, isActive, runActions, runPath, suspendActions } from "./common.js";
+import { jobPath } from "./jobs.js";
 
 const IDLE_MS = 1000;
 
@@ -87,8 +89,9 @@ export function mount(root, route, ctx) {
   const logHead = h("p", { class: "muted" }, "Waiting for an attempt…");
   const ranks = h("select", { id: "rank", onchange: () => followRank(Number(ranks.value)) });
   const rankPicker = h("label", { class: "rank", hidden: true }, "Gang member ", ranks);
-  const logs = h("pre", { class: "logs", id: "logs", tabindex: "0" });
-  root.append(summary, h("h2", {}, "Logs"), rankPicker, logHead, logs);
+  let rank = 0; // the gang member whose logs are shown
+  const logs = logView(() => `${id}${ranks.options.length > 1 ? `-rank${rank}` : ""}.txt`);
+  root.append(summary, h("h2", {}, "Logs"), rankPicker, logHead, logs.tools, logs.pre);
   let latest = null; // the run as last read
   let following = null; // the AbortController of the rank's follow
 
@@ -105,7 +108,7 @@ export function mount(root, route, ctx) {
         suspendActions(run, ctx),
       ),
       facts([
-        ["Job", link(`#/runs${query({ job: run.job_name })}`, run.job_name)],
+        ["Job", [link(`#/runs${query({ job: run.job_name })}`, run.job_name), " · ", link(jobPath(run.job_id), "the job")]],
         ["Runs", [run.spec.runtime, run.spec.command ? [" · ", h("code", {}, run.spec.command)] : ""]],
         ["Args", run.spec.args.length ? h("code", {}, JSON.stringify(run.spec.args)) : ""],
         ["Priority", run.spec.priority],
@@ -134,12 +137,6 @@ export function mount(root, route, ctx) {
     );
   }
 
-  function write(chunks) {
-    const atBottom = logs.scrollTop + logs.clientHeight >= logs.scrollHeight - 4;
-    for (const chunk of chunks) logs.append(h("span", { class: `stream-${chunk.stream}` }, chunk.text));
-    if (atBottom) logs.scrollTop = logs.scrollHeight;
-  }
-
   // Follows one gang member's logs from attempt to attempt. Paused while the tab is hidden,
   // it resumes from its cursor.
   async function follow(rank, signal) {
@@ -161,14 +158,14 @@ export function mount(root, route, ctx) {
           attempt = page.attempt;
           logHead.textContent = `Attempt ${attempt}`;
         }
-        write(page.chunks);
+        logs.append(page.chunks);
         after = page.next_after;
         if (page.complete) {
           logHead.textContent = `Attempt ${attempt} · complete`;
           if (latest && latest.attempt_count > attempt) {
             attempt += 1;
             after = -1;
-            logs.append(h("span", { class: "separator" }, `\n── attempt ${attempt} ──\n`));
+            logs.separator(`\n── attempt ${attempt} ──\n`);
           } else if (latest && !isActive(latest.state)) {
             return;
           } else {
@@ -183,10 +180,11 @@ export function mount(root, route, ctx) {
     }
   }
 
-  function followRank(rank) {
+  function followRank(chosen) {
     if (following) following.abort();
     following = new AbortController();
-    logs.replaceChildren();
+    rank = chosen;
+    logs.clear();
     logHead.textContent = "Waiting for an attempt…";
     follow(rank, AbortSignal.any([ctx.signal, following.signal]));
   }

@@ -4,13 +4,17 @@
 import { api, query } from "../api.js";
 import { badge, between, h, link, row, table, when } from "../dom.js";
 import { RUN_STATES } from "../states.js";
+import { WINDOWS, chosenWindow, windowPicker, windowStart } from "../window.js";
 import { isActive, pagedList, runActions, runPath } from "./common.js";
 
 const PAGE = 50;
 
-// "2026-11-24T10:00" from a datetime-local input is local time; the API wants an offset.
+// "2026-11-24 10:00" (seconds optional) is the browser's local time, written as every view
+// writes times (time.js); the API wants an offset. Anything else is left to the API's 422.
 function toIso(local) {
-  return local ? new Date(local).toISOString() : "";
+  if (!local) return "";
+  const moment = new Date(local.trim().replace(" ", "T"));
+  return Number.isNaN(moment.getTime()) ? local : moment.toISOString();
 }
 
 function filterForm(params, ctx) {
@@ -21,20 +25,23 @@ function filterForm(params, ctx) {
     h("option", { value: "" }, "any state"),
     RUN_STATES.map((one) => h("option", { value: one, selected: params.get("state") === one }, one)),
   );
-  const since = h("input", { name: "since", type: "datetime-local", value: params.get("since") || "" });
-  const until = h("input", { name: "until", type: "datetime-local", value: params.get("until") || "" });
+  const moment = (name) => h("input", { name, placeholder: "2026-11-28 14:03", size: 16, value: params.get(name) || "" });
+  const since = moment("since");
+  const until = moment("until");
+  const lookBack = windowPicker(chosenWindow(params, WINDOWS, null), null, { anyText: "any time" });
   return h(
     "form",
     {
       class: "filters",
       onsubmit: (event) => {
         event.preventDefault();
-        const chosen = { job: job.value.trim(), state: state.value, since: since.value, until: until.value };
+        const chosen = { job: job.value.trim(), state: state.value, window: lookBack.value, since: since.value, until: until.value };
         ctx.go(`#/runs${query(chosen)}`);
       },
     },
     h("label", {}, "Job ", job),
     h("label", {}, "State ", state),
+    h("label", {}, "Window ", lookBack),
     h("label", {}, "Since ", since),
     h("label", {}, "Until ", until),
     h("button", { type: "submit" }, "Filter"),
@@ -65,6 +72,7 @@ export const RUN_HEADINGS = ["Run", "Job", "State", "Attempts", "Created", "Took
 export function mount(root, route, ctx) {
   const params = route.params;
   const jobName = params.get("job");
+  const lookBack = chosenWindow(params, WINDOWS, null); // a window slides: since = now − it
   let jobId = params.get("job_id"); // or the named job's id, once looked up
   const list = pagedList(
     ctx,
@@ -77,7 +85,7 @@ export function mount(root, route, ctx) {
       const search = {
         job_id: jobId || "",
         state: params.get("state") || "",
-        since: toIso(params.get("since")),
+        since: lookBack ? windowStart(lookBack) : toIso(params.get("since")),
         until: toIso(params.get("until")),
         limit: PAGE,
         cursor,

@@ -2,7 +2,7 @@
 // fires, misses and skips.
 
 import { api, query } from "../api.js";
-import { badge, between, h, link, row, table, when, fill } from "../dom.js";
+import { action, badge, between, h, link, row, table, when, fill } from "../dom.js";
 import { pagedList, runActions, runPath } from "./common.js";
 import { inZone } from "./schedules.js";
 
@@ -37,6 +37,23 @@ function runsOf(scheduleId, zone, ctx) {
   );
 }
 
+// Pause or Resume, and Fire now (paused or not; under its concurrency policy, which may
+// refuse it): for a key that may (an operator's or more).
+function scheduleActions(schedule, ctx) {
+  if (!ctx.may("operator")) return [];
+  const path = `/v1/schedules/${encodeURIComponent(schedule.id)}`;
+  const post = (verb) => () => api(`${path}/${verb}`, { method: "POST" });
+  const fire = async () => {
+    const fired = await api(`${path}/trigger`, { method: "POST" });
+    return `Fired now: started ${fired.run_id || fired.workflow_run_id}`;
+  };
+  return [
+    schedule.paused ? action("Resume", post("resume"), { ctx }) : action("Pause", post("pause"), { ctx }),
+    " ",
+    action("Fire now", fire, { ctx }),
+  ];
+}
+
 export function mount(root, route, ctx) {
   const id = encodeURIComponent(route.id);
   const body = h("div", {});
@@ -55,9 +72,9 @@ export function mount(root, route, ctx) {
       const recent = events.slice(-SHOWN_EVENTS).reverse();
       fill(body,
         h("h1", {}, "Schedule ", h("code", {}, schedule.name || schedule.id)),
-        h("p", {}, h("code", {}, schedule.spec.cron), ` in ${zone}`, schedule.paused ? " · paused" : ""),
+        h("p", { class: "headline" }, h("code", {}, schedule.spec.cron), ` in ${zone}`, schedule.paused ? " · paused " : " ", ...scheduleActions(schedule, ctx)),
         h("h2", {}, "Next fires"),
-        table(["In its zone", "UTC"], preview.fires.map((fire) => row([fire.local, when(fire.utc)])), "No more fires."),
+        table(["In its zone", "In your zone"], preview.fires.map((fire) => row([inZone(fire.utc, zone), when(fire.utc)])), "No more fires."),
         h("h2", {}, "Runs"),
         runs.node,
         h("h2", {}, "Recent fires and misses"),

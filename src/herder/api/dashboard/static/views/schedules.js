@@ -4,6 +4,7 @@
 import { api, query } from "../api.js";
 import { h, link, row, table, when } from "../dom.js";
 import { nameBook } from "../names.js";
+import { dateTime } from "../time.js";
 import { pagedList } from "./common.js";
 
 const PAGE = 50;
@@ -12,11 +13,8 @@ const PAGE = 50;
 export function inZone(iso, zone) {
   if (!iso) return "";
   try {
-    const text = new Intl.DateTimeFormat("sv-SE", {
-      timeZone: zone, year: "numeric", month: "2-digit", day: "2-digit",
-      hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short",
-    }).format(new Date(iso));
-    return h("time", { datetime: iso, title: iso }, `${text} (${zone})`);
+    const text = dateTime(iso, zone); // "… GMT+5:30", or "… UTC" in UTC: named once
+    return h("time", { datetime: iso, title: iso }, text.endsWith(zone) ? text : `${text} (${zone})`);
   } catch {
     return when(iso);
   }

@@ -1,9 +1,10 @@
 // Workflows and their recent runs.
 
 import { api, query } from "../api.js";
+import { startForm, workflowFields } from "../forms.js";
 import { badge, between, h, link, row, table, when, fill } from "../dom.js";
 import { pagedList } from "./common.js";
-import { dag } from "./workflow_run.js";
+import { dag } from "../dag.js";
 
 const PAGE = 50;
 
@@ -36,6 +37,17 @@ function workflowRunRows(items) {
   );
 }
 
+// A run of the workflow with its params (each prefilled with its default), for a key that
+// may start runs; it opens the run started.
+function starter(workflow, ctx) {
+  if (!ctx.may("operator")) return "";
+  const start = async (params) => {
+    const run = await api(`/v1/workflows/${encodeURIComponent(workflow.id)}/runs`, { method: "POST", body: { params } });
+    ctx.go(workflowRunPath(run.id));
+  };
+  return [h("h2", {}, "Start a run"), startForm(workflowFields(workflow.params), start, ctx)];
+}
+
 export function mount(root, route, ctx) {
   const definitions = h("div", { class: "list" });
   const workflowId = route.params.get("workflow") || "";
@@ -56,7 +68,7 @@ export function mount(root, route, ctx) {
       if (workflowId && !graph.firstChild) {
         const workflow = await api(`/v1/workflows/${encodeURIComponent(workflowId)}`, { signal: ctx.signal });
         const tasks = workflow.tasks.map((task) => ({ task: task.name, depends_on: task.depends_on, state: "pending" }));
-        fill(graph, h("h2", {}, `${workflow.name} v${workflow.version}`), h("div", { class: "dag-scroll" }, dag(tasks)));
+        fill(graph, h("h2", {}, `${workflow.name} v${workflow.version}`), h("div", { class: "dag-scroll" }, dag(tasks)), starter(workflow, ctx));
       }
       await runs.refresh();
     },
