@@ -199,14 +199,17 @@ def test_the_cli_sets_shows_and_reports_budgets(api: Api, herder: Herder, tmp_pa
         '{"time_zone": "Asia/Tokyo", "budgets": [{"period": "day", "cpu_seconds": 90}]}'
     )
     assert herder("budgets", "set", api.tenant_id, str(document)).exit_code == 0
-    shown = herder("budgets", "show", api.tenant_id)
+    shown = herder("budgets", "show", "default")  # the tenant by its name
     assert "time zone Asia/Tokyo" in shown.output
     assert "day budget: cpu 90 s" in shown.output
-    used_cpu(api, register_worker(api), 30)
+    job_id = used_cpu(api, register_worker(api), 30)["job_id"]
     report = herder("usage", "--by", "job")
     assert report.exit_code == 0, report.output
     assert "30.0" in report.output
     assert "30 / 90" in report.output
+    assert api.tenant_id not in report.output  # tenants and jobs by name
+    assert job_id not in report.output
+    assert "job-30" in report.output
     document.write_text('{"budgets": [{"period": "day", "cpu_seconds": -1}]}')
     refused = herder("budgets", "set", api.tenant_id, str(document))
     assert refused.exit_code == 1

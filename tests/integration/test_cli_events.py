@@ -13,6 +13,7 @@ from pathlib import Path
 from typer.testing import CliRunner, Result
 
 from herder.cli.common import app
+from herder.cli.ids import short_ids
 from herder.client import ApiError
 from tests.integration.conftest import Api, Herder
 
@@ -45,7 +46,7 @@ def test_an_event_sent_shows_the_run_its_trigger_started(
     assert '"ref": "refs/heads/main"' in shown
     assert f"started run {run['id']}" in shown
     listed = ok(herder("event", "list", "--name", "github.push"))
-    assert event_id.group(1) in listed
+    assert short_ids([event_id.group(1)])[event_id.group(1)] in listed
     assert herder("event", "send", "x", "--payload", "{not json").exit_code != 0
 
 
@@ -123,7 +124,7 @@ def test_a_hook_shows_its_url_and_secret_once_and_lists_its_deliveries(
     listed = ok(herder("hook", "deliveries", "github"))
     event_id = accepted.json()["event"]["id"]
     accepted_row = next(line for line in listed.splitlines() if "gh-1" in line)
-    assert event_id in accepted_row
+    assert short_ids([event_id])[event_id] in accepted_row
     assert " accepted " in accepted_row
     assert " 201 " in accepted_row
     rejected_row = next(line for line in listed.splitlines() if "rejected" in line)

@@ -7,6 +7,7 @@ import json
 import pytest
 from typer.testing import Result
 
+from herder.cli.ids import short_ids
 from herder.client import ApiError
 from tests.integration.conftest import Api, Herder
 
@@ -23,7 +24,7 @@ def test_a_key_is_created_listed_used_and_revoked(api: Api, herder: Herder) -> N
     assert (created["name"], created["role"]) == ("ci", "operator")
     assert created["expires_at"] is not None
     listing = ok(herder("key", "list"))
-    assert created["id"] in listing
+    assert short_ids([created["id"]])[created["id"]] in listing
     assert "operator" in listing
     assert "live" in listing
     assert created["token"].partition(".")[2] not in listing
@@ -60,4 +61,13 @@ def test_audit_shows_who_changed_what(api: Api, herder: Herder) -> None:
     assert "bootstrap admin" in table
     entries = json.loads(ok(herder("audit", "--object", str(job["id"]), "--json")))["items"]
     assert [entry["action"] for entry in entries] == ["jobs.create"]
+    start = short_ids([job["id"]])[job["id"]]
+    assert start in table  # the object by the start the CLI takes back
+    by_start = json.loads(ok(herder("audit", "--object", start, "--json")))["items"]
+    assert by_start == entries
     assert json.loads(ok(herder("audit", "--type", "schedules", "--json")))["items"] == []
+    admin_key = api.admin_key.partition(".")[0]
+    keys = [key["id"] for key in json.loads(ok(herder("key", "list", "--json")))["items"]]
+    start = short_ids(keys)[admin_key]
+    by_start = ok(herder("audit", "--key", start, "--json"))  # the key by its start, as listed
+    assert {entry["key_id"] for entry in json.loads(by_start)["items"]} == {admin_key}

@@ -10,7 +10,7 @@ from datetime import datetime
 import pytest
 from typer.testing import Result
 
-from herder.cli import schedules
+from herder.cli import ids
 from tests.integration.conftest import Api, Herder
 from tests.integration.test_workflows import workflow
 
@@ -52,7 +52,7 @@ def test_json_output_of_create_is_the_schedule_alone(api: Api, herder: Herder) -
 def test_schedules_are_listed_with_the_names_of_what_they_start(
     api: Api, herder: Herder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(schedules, "NAMES_PAGE", 1)  # names found across pages
+    monkeypatch.setattr(ids, "NAMES_PAGE", 1)  # names found across pages
     for name in ("backup", "report", "unused"):
         api.create_job(name)
     flow = workflow(api, "pipeline", tasks=[{"name": "only", "job": "report"}])

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from typer.testing import Result
 
+from herder.cli.ids import short_ids
 from herder.client import ApiError
 from tests.integration.conftest import Api, Herder
 from tests.integration.test_workflows import Fleet, detail, job, run_of
@@ -125,11 +126,15 @@ def test_a_runs_dag_shows_the_failure_its_dependants_reason_and_run_ids(
 
     drawn = ok(herder("workflow", "show", run["id"]))
     assert f"{run['id']}  pipeline v1  running" in drawn
+    tasks = detail(api, run["id"])["tasks"]
+    shown = short_ids(task["run_id"] for task in tasks if task["run_id"])
     train, evaluate = run_of(api, run["id"], "train"), run_of(api, run["id"], "evaluate")
-    assert f"└─ train  failed: exit 1  {train}" in drawn  # for 'herder run logs RUN_ID'
+    assert len(shown[train]) < len(train)  # each run by its shortest start
+    assert f"└─ train  failed: exit 1  {shown[train]}\n" in drawn  # for 'herder run logs …'
+    assert train in ok(herder("run", "show", shown[train]))
     assert (
-        f"└─ evaluate ← train  upstream_failed: all_success cannot be met: 1 failed  {evaluate}"
-        in drawn
+        "└─ evaluate ← train  upstream_failed: all_success cannot be met: 1 failed  "
+        f"{shown[evaluate]}\n" in drawn
     )
     assert "├─ publish ← evaluate  upstream_failed: all_success cannot be met" in drawn
     assert "└─ notify ← train, evaluate  queued" in drawn
@@ -231,7 +236,8 @@ def test_a_mapped_task_is_summed_up(api: Api, herder: Herder, fleet: Fleet, tmp_
             ended.append(run_id)
     drawn = ok(herder("workflow", "show", run["id"]))
     assert "└─ resize ×3  2 succeeded, 1 failed" in drawn  # noqa: RUF001
-    assert f"failed: exit 1  {ended[0]}" in drawn
+    shown = short_ids(ended)[ended[0]]  # its shortest start among the task's runs
+    assert f"failed: exit 1  {shown}\n" in drawn
 
 
 def test_a_cycle_in_the_file_is_refused_naming_the_field(

@@ -1,5 +1,6 @@
-"""``id_prefix`` on the listings beside /v1/runs, on both stores: an item found from the start
-of its id (as the CLI does), only the caller's tenant's, and LIKE's wildcards only as text."""
+"""``id_prefix`` on the listings beside /v1/runs (every kind whose id the CLI takes), on both
+stores: an item found from the start of its id (as the CLI does), only the caller's tenant's,
+and LIKE's wildcards only as text."""
 
 from __future__ import annotations
 
@@ -58,7 +59,53 @@ def two_workflows(api: Api) -> list[str]:
     ]
 
 
+def made(api: Api, path: str, body: dict[str, Any]) -> str:
+    response = api.http.post(path, headers=api.admin, json=body)
+    assert response.status_code == 201, response.text
+    return str(response.json()["id"])
+
+
+def two_limits(api: Api) -> list[str]:
+    return [made(api, "/v1/limits", {"name": name, "max_running": 1}) for name in ("a", "b")]
+
+
+def two_triggers(api: Api) -> list[str]:
+    api.create_job("work")
+    return [
+        made(api, "/v1/triggers", {"name": name, "event": "push", "job": "work"})
+        for name in ("a", "b")
+    ]
+
+
+def two_hooks(api: Api) -> list[str]:
+    return [made(api, "/v1/hooks", {"name": name}) for name in ("github", "stripe")]
+
+
+def two_events(api: Api) -> list[str]:
+    sent = [api.http.post("/v1/events", headers=api.admin, json={"name": "push"}) for _ in "ab"]
+    return [str(one.json()["event"]["id"]) for one in sent]
+
+
+def two_keys(api: Api) -> list[str]:
+    return [made(api, "/v1/keys", {"role": "viewer", "name": name}) for name in ("a", "b")]
+
+
+def two_pools(api: Api) -> list[str]:
+    return [made(api, "/v1/pools", {"name": name}) for name in ("gpu", "cpu")]
+
+
+def two_tenants(api: Api) -> list[str]:
+    return [made(api, "/v1/tenants", {"name": name}) for name in ("team-a", "team-c")]
+
+
 LISTINGS = [
+    pytest.param("/v1/limits", two_limits, id="limits"),
+    pytest.param("/v1/triggers", two_triggers, id="triggers"),
+    pytest.param("/v1/hooks", two_hooks, id="hooks"),
+    pytest.param("/v1/events", two_events, id="events"),
+    pytest.param("/v1/keys", two_keys, id="keys"),
+    pytest.param("/v1/pools", two_pools, id="pools"),
+    pytest.param("/v1/tenants", two_tenants, id="tenants"),
     pytest.param("/v1/workflows", two_workflows, id="workflows"),
     pytest.param("/v1/jobs", two_jobs, id="jobs"),
     pytest.param("/v1/schedules", two_schedules, id="schedules"),
@@ -82,8 +129,11 @@ def test_an_item_is_listed_by_the_start_of_its_id(api: Api, path: str, make: Mad
     assert [item["id"] for item in listed(api, path, first).json()["items"]] == [first]
     assert [item["id"] for item in listed(api, path, second).json()["items"]] == [second]
     assert listed(api, path, f"{kind}_ZZZZZZZZ").json()["items"] == []
-    other = api.as_key(api.other_tenant_key("team-b"))
-    assert listed(api, path, first, headers=other).json()["items"] == []
+    other = listed(api, path, first, headers=api.as_key(api.other_tenant_key("team-b")))
+    if path == "/v1/tenants":  # the tenants are for system admins alone
+        assert other.status_code == 403
+    else:
+        assert other.json()["items"] == []
 
 
 @pytest.mark.parametrize(
@@ -95,6 +145,13 @@ def test_an_item_is_listed_by_the_start_of_its_id(api: Api, path: str, make: Mad
         "/v1/workflow-runs",
         "/v1/alert-channels",
         "/v1/alert-rules",
+        "/v1/limits",
+        "/v1/triggers",
+        "/v1/hooks",
+        "/v1/events",
+        "/v1/keys",
+        "/v1/pools",
+        "/v1/tenants",
     ],
 )
 @pytest.mark.parametrize("prefix", ["sch_%", "wfrun__", "x_", "sch_01m8", "sch_" + "0" * 27])
@@ -103,3 +160,24 @@ def test_a_malformed_start_is_a_problem_naming_the_field(api: Api, path: str, pr
     assert response.status_code == 422, response.text
     assert response.headers["content-type"].startswith("application/problem+json")
     assert [error["field"] for error in response.json()["errors"]] == ["id_prefix"]
+
+
+@pytest.mark.parametrize(
+    ("path", "make", "name"),
+    [
+        pytest.param("/v1/alert-channels", two_alert_channels, "oncall", id="alert-channels"),
+        pytest.param("/v1/alert-rules", two_alert_rules, "failures", id="alert-rules"),
+    ],
+)
+def test_a_channel_or_rule_is_listed_by_its_name(
+    api: Api, path: str, make: Made, name: str
+) -> None:
+    make(api)
+    found = api.http.get(path, headers=api.admin, params={"name": name}).json()["items"]
+    assert [item["name"] for item in found] == [name]
+    assert api.http.get(path, headers=api.admin, params={"name": "nobody"}).json()["items"] == []
+    other = api.as_key(api.other_tenant_key("team-b"))
+    assert api.http.get(path, headers=other, params={"name": name}).json()["items"] == []
+    too_long = api.http.get(path, headers=api.admin, params={"name": "x" * 129})
+    assert too_long.status_code == 422
+    assert [error["field"] for error in too_long.json()["errors"]] == ["name"]

@@ -84,6 +84,7 @@ def test_an_item_says_what_the_run_needs_and_why_it_waits(api: Api) -> None:
     assert item == {
         "run_id": run["id"],
         "tenant_id": api.tenant_id,
+        "tenant_name": "default",
         "job_id": job["id"],
         "job_name": "train",
         "priority": "high",

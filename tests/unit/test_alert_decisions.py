@@ -54,14 +54,14 @@ def ends(*states: str) -> list[Ended]:
 def test_run_failed_fires_after_n_consecutive_failures_and_clears_on_success(
     consecutive: int, states: list[str], expected: bool | None
 ) -> None:
-    signals = run_failed({"job_a": ends(*states)}, RuleParams(consecutive=consecutive))
+    signals = run_failed({"job_a": ends(*states)}, RuleParams(consecutive=consecutive), {})
     assert [s.firing for s in signals] == ([] if expected is None else [expected])
 
 
 def test_only_the_outcomes_asked_for_count_as_failures() -> None:
     params = RuleParams(outcomes=["dead"])
-    assert run_failed({"job_a": ends("failed")}, params)[0].firing is False
-    assert run_failed({"job_a": ends("dead")}, params)[0].firing is True
+    assert run_failed({"job_a": ends("failed")}, params, {})[0].firing is False
+    assert run_failed({"job_a": ends("dead")}, params, {})[0].firing is True
 
 
 def test_reconcile_opens_once_then_only_sees_again_and_resolves_once() -> None:
@@ -85,8 +85,8 @@ def test_keys_the_facts_do_not_mention_are_left_alone() -> None:
 
 
 def test_workflow_failed_follows_the_latest_end() -> None:
-    assert [s.firing for s in workflow_failed({"wf_a": ends("failed", "succeeded")})] == [True]
-    assert [s.firing for s in workflow_failed({"wf_a": ends("succeeded", "failed")})] == [False]
+    assert [s.firing for s in workflow_failed({"wf_a": ends("failed", "succeeded")}, {})] == [True]
+    assert [s.firing for s in workflow_failed({"wf_a": ends("succeeded", "failed")}, {})] == [False]
 
 
 @pytest.mark.parametrize(
@@ -102,7 +102,7 @@ def test_schedule_missed(
     new: int, fired_for: datetime, open_since: datetime | None, expected: bool | None
 ) -> None:
     misses = ScheduleMisses("sch_a", new, NOW - timedelta(minutes=3), fired_for, open_since)
-    signals = schedule_missed([misses])
+    signals = schedule_missed([misses], {})
     assert [s.firing for s in signals] == ([] if expected is None else [expected])
 
 
@@ -186,3 +186,22 @@ def test_queue_wait_p99_is_judged_once_a_minute_the_others_every_pass() -> None:
     assert not is_due(RuleKind.QUEUE_WAIT_P99, just, NOW)
     assert is_due(RuleKind.QUEUE_WAIT_P99, NOW - timedelta(seconds=60), NOW)
     assert is_due(RuleKind.RUN_FAILED, just, NOW)
+
+
+def test_an_incident_names_what_failed_as_people_know_it() -> None:
+    names = {"job_a": "nightly-report"}
+    three = run_failed(
+        {"job_a": ends("failed", "dead", "failed")}, RuleParams(consecutive=3), names
+    )
+    assert three[0].summary == "job nightly-report failed 3 times in a row (last: run_0 failed)"
+    (once,) = run_failed({"job_a": ends("timed_out")}, RuleParams(), names)
+    assert once.summary == "job nightly-report failed (run_0 timed_out)"
+    (back,) = run_failed({"job_a": ends("succeeded")}, RuleParams(), names)
+    assert back.summary == "job nightly-report recovered: run_0 succeeded"
+    (deleted,) = run_failed({"job_b": ends("failed")}, RuleParams(), names)
+    assert deleted.summary == "job job_b failed (run_0 failed)"  # no name left: its id
+    (flow,) = workflow_failed({"wf_a": ends("failed")}, {"wf_a": "etl"})
+    assert flow.summary.startswith("workflow etl failed")
+    misses = ScheduleMisses("sch_a", 2, NOW, NOW, None)
+    (missed,) = schedule_missed([misses], {"sch_a": "nightly-etl"})
+    assert missed.summary == "schedule nightly-etl missed or skipped 2 fire(s)"

@@ -62,7 +62,8 @@ def tenant_stats() -> Stats:
 
 def entry(job_name: str = "nightly-report-for-the-finance-team") -> QueueEntry:
     return QueueEntry(
-        run_id="run_01KAB3XYZ0123456789ABCDEFG", tenant_id="ten_1", job_id="job_1",
+        run_id="run_01KAB3XYZ0123456789ABCDEFG", tenant_id="ten_1", tenant_name="team",
+        job_id="job_1",
         job_name=job_name, priority=Priority.HIGH, resources=Capacity(), replicas=1,
         requires={}, queued_at=NOW - timedelta(seconds=185), waited_seconds=185,
         waiting_reason=LONG_REASON,

@@ -20,3 +20,6 @@ IdPrefix = Annotated[
 ]
 """The start of an id (its kind's prefix and up to its 26 characters), as the CLI finds an
 item from the start of its id that a table shows."""
+
+ItemName = Annotated[str | None, Query(max_length=128, description="only the item of this name")]
+"""A name to find an item by, as the CLI takes a name wherever it takes an id."""

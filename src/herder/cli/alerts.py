@@ -5,21 +5,28 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Annotated, Protocol, TypeVar
+from typing import Annotated, Any, Protocol, TypeVar
 
 import typer
-from rich.table import Table
+from rich.table import Column, Table
 
 from herder.cli.common import JsonFlag, app, client, json_pairs, out, print_json, when
 from herder.cli.ids import (
     ALERT_CHANNEL,
     ALERT_RULE,
+    JOB,
+    SCHEDULE,
+    WORKFLOW,
     QuietFlag,
     full_id,
     id_column,
+    job_of,
+    names_of,
     quiet_ids,
     short_ids,
+    workflow_of,
 )
+from herder.client import HerderClient
 from herder.domain.alerts.rules import Channel, Delivery, Incident, Rule, RuleKind
 from herder.domain.models import Page
 
@@ -45,7 +52,7 @@ app.add_typer(alert_app, name="alert")
 def show(
     page: Page[T],
     as_json: bool,
-    columns: tuple[str, ...],
+    columns: tuple[str | Column, ...],
     row: Callable[[T], Row],
     *,
     quiet: bool = False,
@@ -69,21 +76,47 @@ def _channel_row(one: Channel) -> Row:
     return (one.name, one.url, "yes" if one.enabled else "no", when(one.created_at))
 
 
-def _rule_row(one: Rule) -> Row:
-    shown = {key: value for key, value in one.params.items() if value is not None}
-    return (one.name, one.kind, json.dumps(shown), ", ".join(one.channel_ids),
-            "yes" if one.enabled else "no")  # fmt: skip
+_NAMED_PARAMS = {"job_id": JOB, "schedule_id": SCHEDULE, "workflow_id": WORKFLOW}
 
 
-def _incident_row(one: Incident) -> Row:
-    return (one.rule_id, one.key, one.state, when(one.opened_at), when(one.resolved_at),
-            one.summary)  # fmt: skip
+def _param_names(herder: HerderClient, rules: list[Rule]) -> dict[str, str]:
+    """The names of the jobs, schedules and workflows the rules' params name."""
+    names: dict[str, str] = {}
+    for param, kind in _NAMED_PARAMS.items():
+        ids = {str(rule.params[param]) for rule in rules if rule.params.get(param)}
+        names |= names_of(herder, kind, ids)
+    return names
 
 
-def _delivery_row(one: Delivery) -> Row:
-    last = str(one.last_status or one.last_error or "-")
-    return (one.channel_id, one.event, one.state, str(one.attempts), last,
-            when(one.next_attempt_at))  # fmt: skip
+def _rule_row(channels: dict[str, str], named_params: dict[str, str]) -> Callable[[Rule], Row]:
+    def row(one: Rule) -> Row:
+        shown = {
+            key: named_params.get(str(value), value) if key in _NAMED_PARAMS else value
+            for key, value in one.params.items()
+            if value is not None
+        }
+        named = (channels.get(channel_id, channel_id) for channel_id in one.channel_ids)
+        return (one.name, one.kind, json.dumps(shown), ", ".join(named),
+                "yes" if one.enabled else "no")  # fmt: skip
+
+    return row
+
+
+def _incident_row(rules: dict[str, str], keys: dict[str, str]) -> Callable[[Incident], Row]:
+    def row(one: Incident) -> Row:
+        return (rules.get(one.rule_id, one.rule_id), keys[one.key], one.state, when(one.opened_at),
+                when(one.resolved_at), one.summary)  # fmt: skip
+
+    return row
+
+
+def _delivery_row(channels: dict[str, str]) -> Callable[[Delivery], Row]:
+    def row(one: Delivery) -> Row:
+        last = str(one.last_status or one.last_error or "-")
+        return (channels.get(one.channel_id, one.channel_id), one.event, one.state,
+                str(one.attempts), last, when(one.next_attempt_at))  # fmt: skip
+
+    return row
 
 
 Limit = Annotated[int, typer.Option(min=1, max=1000, help="how many, newest first")]
@@ -110,42 +143,64 @@ def channel_list(limit: Limit = 100, as_json: JsonFlag = False, quiet: QuietFlag
 
 
 @channel_app.command("delete")
-def channel_delete(channel_id: str) -> None:
-    """Delete a channel and its deliveries; rules stop naming it."""
+def channel_delete(channel: str) -> None:
+    """Delete a channel (by name, id or the start of its id) and its deliveries; rules stop
+    naming it."""
     with client() as herder:
-        channel_id = full_id(herder, ALERT_CHANNEL, channel_id)
+        channel_id = full_id(herder, ALERT_CHANNEL, channel)
         herder.delete_alert_channel(channel_id)
     out.print(f"deleted alert channel {channel_id}")
 
 
 @channel_app.command("test")
-def channel_test(channel_id: str) -> None:
+def channel_test(channel: str) -> None:
     """Queue a signed test delivery; see it with ``herder alert deliveries``."""
     with client() as herder:
-        delivery_id = herder.test_alert_channel(full_id(herder, ALERT_CHANNEL, channel_id))
+        delivery_id = herder.test_alert_channel(full_id(herder, ALERT_CHANNEL, channel))
     out.print(f"queued test delivery {delivery_id}")
+
+
+def _named_params(herder: HerderClient, params: dict[str, Any]) -> dict[str, Any]:
+    """The rule's params with the job, schedule or workflow each names by its id."""
+    named = dict(params)
+    if isinstance(params.get("job_id"), str):
+        named["job_id"] = job_of(herder, params["job_id"]).id
+    if isinstance(params.get("schedule_id"), str):
+        named["schedule_id"] = full_id(herder, SCHEDULE, params["schedule_id"])
+    if isinstance(params.get("workflow_id"), str):
+        named["workflow_id"] = workflow_of(herder, params["workflow_id"]).id
+    return named
 
 
 @rule_app.command("create")
 def rule_create(
     name: str,
     kind: Annotated[str, typer.Option(help=f"one of: {', '.join(RuleKind)}")],
-    channel: Annotated[list[str], typer.Option(help="a channel id (repeat for more)")],
+    channel: Annotated[
+        list[str], typer.Option(help="a channel's name, id or its start (repeat for more)")
+    ],
     param: Annotated[
         list[str] | None,
-        typer.Option(help="KEY=VALUE, e.g. job_id=job_…, consecutive=3, threshold_seconds=60"),
+        typer.Option(
+            help="KEY=VALUE, e.g. job_id=nightly (a name, id or its start), consecutive=3"
+        ),
     ] = None,
     recovery: Annotated[bool, typer.Option(help="a notice when an incident resolves")] = True,
     as_json: JsonFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """Create a rule; it is checked whole, each field at fault named."""
-    body = {"name": name, "kind": kind, "channel_ids": channel,
-            "params": json_pairs(param or [], "--param"), "notify_recovery": recovery}  # fmt: skip
+    params = json_pairs(param or [], "--param")
     with client() as herder:
-        body["channel_ids"] = [full_id(herder, ALERT_CHANNEL, one) for one in channel]
+        channel_ids = [full_id(herder, ALERT_CHANNEL, one) for one in channel]
+        body = {"name": name, "kind": kind, "channel_ids": channel_ids,
+                "params": _named_params(herder, params), "notify_recovery": recovery}  # fmt: skip
         rule = herder.create_alert_rule(body)
     if as_json:
         print_json(rule)
+        return
+    if quiet:
+        quiet_ids([rule.id])
         return
     out.print(f"created alert rule {rule.id} ({rule.name}, {rule.kind})")
 
@@ -154,16 +209,20 @@ def rule_create(
 def rule_list(limit: Limit = 100, as_json: JsonFlag = False, quiet: QuietFlag = False) -> None:
     with client() as herder:
         page = herder.list_alert_rules(limit=limit)
+        channels = names_of(
+            herder, ALERT_CHANNEL, (c for one in page.items for c in one.channel_ids)
+        )
+        named_params = _param_names(herder, page.items)
 
     columns = ("NAME", "KIND", "PARAMS", "CHANNELS", "ENABLED")
-    show(page, as_json, columns, _rule_row, quiet=quiet)
+    show(page, as_json, columns, _rule_row(channels, named_params), quiet=quiet)
 
 
 @rule_app.command("delete")
-def rule_delete(rule_id: str) -> None:
-    """Delete a rule and its incidents."""
+def rule_delete(rule: str) -> None:
+    """Delete a rule (by name, id or the start of its id) and its incidents."""
     with client() as herder:
-        rule_id = full_id(herder, ALERT_RULE, rule_id)
+        rule_id = full_id(herder, ALERT_RULE, rule)
         herder.delete_alert_rule(rule_id)
     out.print(f"deleted alert rule {rule_id}")
 
@@ -173,13 +232,16 @@ def alert_list(
     state: Annotated[str | None, typer.Option(help="open or resolved")] = None,
     limit: Limit = 100,
     as_json: JsonFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """Incidents, newest first."""
     with client() as herder:
         page = herder.list_alerts(state=state, limit=limit)
+        rules = names_of(herder, ALERT_RULE, (one.rule_id for one in page.items))
+    keys = short_ids(one.key for one in page.items)  # a job's, schedule's, run's… id, or a name
 
-    columns = ("RULE", "KEY", "STATE", "OPENED", "RESOLVED", "SUMMARY")
-    show(page, as_json, columns, _incident_row)
+    columns = ("RULE", id_column("KEY", keys.values()), "STATE", "OPENED", "RESOLVED", "SUMMARY")
+    show(page, as_json, columns, _incident_row(rules, keys), quiet=quiet)
 
 
 @alert_app.command("deliveries")
@@ -187,11 +249,13 @@ def alert_deliveries(
     channel: Annotated[str | None, typer.Option(help="only this channel's")] = None,
     limit: Limit = 100,
     as_json: JsonFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """Deliveries, newest first, with their attempts."""
     with client() as herder:
         channel_id = None if channel is None else full_id(herder, ALERT_CHANNEL, channel)
         page = herder.list_alert_deliveries(channel_id=channel_id, limit=limit)
+        channels = names_of(herder, ALERT_CHANNEL, (one.channel_id for one in page.items))
 
     columns = ("CHANNEL", "EVENT", "STATE", "ATTEMPTS", "LAST", "NEXT")
-    show(page, as_json, columns, _delivery_row)
+    show(page, as_json, columns, _delivery_row(channels), quiet=quiet)

@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from herder.cli.common import JsonFlag, app, client, out, print_json, when
+from herder.cli.ids import API_KEY, any_full_id, full_id, id_column, short_ids, tenant_of
 from herder.cli.keys import TenantOption, moment
 from herder.domain.audit import AuditEntry
 
@@ -16,11 +17,18 @@ Since = Annotated[str | None, typer.Option(help="1h, 7d, … ago, or an ISO 8601
 
 
 def _audit_table(entries: list[AuditEntry]) -> Table:
-    table = Table("WHEN", "KEY", "ROLE", "ACTION", "OBJECT", "FIELDS", "OUTCOME")  # ids: --json
+    """The entries, each key by its name and role (its id: --json), each object by its
+    shortest unique start."""
+    objects = short_ids(entry.object_id for entry in entries if entry.object_id)
+    table = Table(
+        "WHEN", "KEY", "ROLE", "ACTION", id_column("OBJECT", objects.values()), "FIELDS",
+        "OUTCOME",
+    )  # fmt: skip
     for entry in entries:
+        shown = objects[entry.object_id] if entry.object_id else entry.object_type
         table.add_row(
             when(entry.created_at), entry.key_name, entry.role,
-            entry.action, entry.object_id or entry.object_type, ", ".join(entry.fields),
+            entry.action, shown, ", ".join(entry.fields),
             f"{entry.outcome} ({entry.status})",
         )  # fmt: skip
     return table
@@ -31,8 +39,12 @@ def audit(
     since: Since = None,
     until: Since = None,
     object_type: Annotated[str | None, typer.Option("--type", help="e.g. jobs, keys")] = None,
-    object_id: Annotated[str | None, typer.Option("--object", help="an object's id")] = None,
-    key_id: Annotated[str | None, typer.Option("--key", help="calls made with this key")] = None,
+    object_id: Annotated[
+        str | None, typer.Option("--object", help="an object's id or its start")
+    ] = None,
+    key_id: Annotated[
+        str | None, typer.Option("--key", help="calls made with this key (its id or start)")
+    ] = None,
     tenant: TenantOption = None,
     limit: int = 100,
     as_json: JsonFlag = False,
@@ -41,10 +53,12 @@ def audit(
     now = datetime.now(UTC)
     with client() as herder:
         page = herder.audit(
-            tenant_id=herder.find_tenant(tenant).id if tenant else None,
+            tenant_id=tenant_of(herder, tenant).id if tenant else None,
             since=moment(since, "--since", now=now, ahead=False) if since else None,
             until=moment(until, "--until", now=now, ahead=False) if until else None,
-            object_type=object_type, object_id=object_id, key_id=key_id, limit=limit,
+            object_type=object_type,
+            object_id=any_full_id(herder, object_id) if object_id else None,
+            key_id=full_id(herder, API_KEY, key_id) if key_id else None, limit=limit,
         )  # fmt: skip
     if as_json:
         print_json(page)

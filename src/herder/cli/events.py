@@ -10,9 +10,9 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from herder.cli.common import JsonFlag, app, client, fail, out, print_json, when
+from herder.cli.ids import EVENT, QuietFlag, full_id, id_table, quiet_ids
 from herder.domain.events import EventSummary, TriggerOutcome
 
 event_app = typer.Typer(
@@ -79,6 +79,7 @@ def event_send(
         typer.Option("--id", help="your id of the event: sent again, it starts nothing"),
     ] = None,
     as_json: JsonFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """Send an event: its triggers start their jobs and workflows at once; each one's
     outcome is printed."""
@@ -93,6 +94,9 @@ def event_send(
         print_json(received)
         return
     event = received.event
+    if quiet:
+        quiet_ids([event.id])
+        return
     if received.duplicate:
         out.print(
             f"event {event.id}: already received under id {event.sender_id} "
@@ -109,6 +113,7 @@ def event_list(
     name: Annotated[str | None, typer.Option(help="only events of this name")] = None,
     limit: Annotated[int, typer.Option(min=1, max=1000, help="how many, newest first")] = 100,
     as_json: JsonFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """Events received (kept 30 days), newest first."""
     with client() as herder:
@@ -116,20 +121,26 @@ def event_list(
     if as_json:
         print_json(page)
         return
-    table = Table("ID", "NAME", "SOURCE", "SENDER ID", "RECEIVED", "STARTED")
+    if quiet:
+        quiet_ids(event.id for event in page.items)
+        return
+    table, shown = id_table(
+        (event.id for event in page.items), "NAME", "SOURCE", "SENDER ID", "RECEIVED", "STARTED"
+    )
     for event in page.items:
         table.add_row(
-            event.id, event.name, event.source, event.sender_id or "", when(event.received_at),
-            _started(event),
+            shown[event.id], event.name, event.source, event.sender_id or "",
+            when(event.received_at), _started(event),
         )  # fmt: skip
     out.print(table)
 
 
 @event_app.command("show")
 def event_show(event_id: str, as_json: JsonFlag = False) -> None:
-    """An event: where it came from, its payload, and what its triggers did."""
+    """An event (by id or the start of its id): where it came from, its payload, and what
+    its triggers did."""
     with client() as herder:
-        event = herder.get_event(event_id)
+        event = herder.get_event(full_id(herder, EVENT, event_id))
     if as_json:
         print_json(event)
         return

@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from herder.cli.common import JsonFlag, app, client, fail, out, print_json, when
+from herder.cli.ids import HOOK, QuietFlag, full_id, id_column, id_table, quiet_ids, short_ids
 from herder.client import HerderClient
 from herder.domain.hooks import Hook, HookScheme
 
@@ -64,11 +65,14 @@ def _fields(
     return {key: value for key, value in given.items() if value is not None}
 
 
-def _table(herder: HerderClient, hooks: list[Hook]) -> Table:
-    table = Table("ID", "NAME", "SCHEME", "EVENT", "RATE", "ENABLED", "URL")
+def _table(herder: HerderClient, hooks: list[Hook], *, whole_ids: bool = False) -> Table:
+    table, shown = id_table(
+        (hook.id for hook in hooks), "NAME", "SCHEME", "EVENT", "RATE", "ENABLED", "URL",
+        whole_ids=whole_ids,
+    )  # fmt: skip
     for hook in hooks:
         table.add_row(
-            hook.id, hook.name, hook.scheme.value, hook.event,
+            shown[hook.id], hook.name, hook.scheme.value, hook.event,
             f"{hook.rate_per_second:g}/s, burst {hook.burst}", "yes" if hook.enabled else "no",
             herder.hook_url(hook),
         )  # fmt: skip
@@ -124,7 +128,7 @@ def hook_rotate(
     Deliveries signed with the old one are refused from then on."""
     given = _secret(None, secret_file)
     with client() as herder:
-        rotated = herder.rotate_hook_secret(hook, secret=given)
+        rotated = herder.rotate_hook_secret(full_id(herder, HOOK, hook), secret=given)
     if as_json:
         print_json(rotated)
         return
@@ -138,25 +142,29 @@ def hook_rotate(
 def hook_list(
     limit: Annotated[int, typer.Option(min=1, max=1000, help="how many")] = 100,
     as_json: JsonFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """Your tenant's hooks and their URLs (never a secret)."""
     with client() as herder:
         page = herder.list_hooks(limit=limit)
         if as_json:
             print_json(page)
+        elif quiet:
+            quiet_ids(hook.id for hook in page.items)
         else:
             out.print(_table(herder, page.items))
 
 
 @hook_app.command("show")
 def hook_show(hook: str, as_json: JsonFlag = False) -> None:
-    """A hook, by name or id, and its URL (its secret is never shown again)."""
+    """A hook, by name, id or the start of its id, and its URL (its secret is never shown
+    again)."""
     with client() as herder:
-        found = herder.get_hook(hook)
+        found = herder.get_hook(full_id(herder, HOOK, hook))
         if as_json:
             print_json(found)
         else:
-            out.print(_table(herder, [found]))
+            out.print(_table(herder, [found], whole_ids=True))
 
 
 @hook_app.command("update")
@@ -176,17 +184,18 @@ def hook_update(
             "nothing to change: give --scheme, --event, --rate, --burst, --enable or --disable"
         )
     with client() as herder:
-        changed = herder.update_hook(hook, changes)
+        changed = herder.update_hook(full_id(herder, HOOK, hook), changes)
         if as_json:
             print_json(changed)
         else:
-            out.print(_table(herder, [changed]))
+            out.print(_table(herder, [changed], whole_ids=True))
 
 
 @hook_app.command("delete")
 def hook_delete(hook: str) -> None:
     """Delete a hook: its URL answers 404 from then on."""
     with client() as herder:
+        hook = full_id(herder, HOOK, hook)
         herder.delete_hook(hook)
     out.print(f"deleted hook {hook}")
 
@@ -200,15 +209,18 @@ def hook_deliveries(
     """The requests the hook received (past its rate), newest first: accepted, a duplicate
     (a sender's retry, which started nothing), or rejected and why."""
     with client() as herder:
-        page = herder.hook_deliveries(hook, limit=limit)
+        page = herder.hook_deliveries(full_id(herder, HOOK, hook), limit=limit)
     if as_json:
         print_json(page)
         return
-    table = Table("RECEIVED", "DELIVERY ID", "STATUS", "HTTP", "REASON", "EVENT")
+    events = short_ids(delivery.event_id for delivery in page.items if delivery.event_id)
+    table = Table(
+        "RECEIVED", "DELIVERY ID", "STATUS", "HTTP", "REASON", id_column("EVENT", events.values())
+    )
     for delivery in page.items:
         table.add_row(
             when(delivery.received_at), escape(delivery.delivery_id or ""),
             delivery.status.value, str(delivery.http_status), escape(delivery.reason or ""),
-            delivery.event_id or "",
+            events.get(delivery.event_id or "", ""),
         )  # fmt: skip
     out.print(table)

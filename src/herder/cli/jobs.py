@@ -87,6 +87,7 @@ def job_create(
     deadline: DeadlineOption = None,
     deadline_cancel: DeadlineCancelOption = False,
     as_json: JsonFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """Create a job. With --file the program is uploaded first."""
     with client() as herder:
@@ -120,6 +121,8 @@ def job_create(
         job = herder.create_job(name, spec)
     if as_json:
         print_json(job)
+    elif quiet:
+        quiet_ids([job.id])
     else:
         out.print(f"created job [bold]{job.name}[/] ({job.id})")
 

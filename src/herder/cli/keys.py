@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from herder.cli.common import JsonFlag, app, client, fail, out, print_json, when
+from herder.cli.ids import API_KEY, QuietFlag, full_id, id_table, quiet_ids, tenant_of
 from herder.domain.models import ApiKey
 
 key_app = typer.Typer(help="API keys: list, create, revoke.", no_args_is_help=True)
@@ -47,23 +48,32 @@ def state(key: ApiKey, now: datetime) -> str:
 
 def _key_table(keys: list[ApiKey]) -> Table:
     now = datetime.now(UTC)
-    table = Table("ID", "NAME", "ROLE", "CREATED", "EXPIRES", "LAST USED", "STATE")
+    table, shown = id_table(
+        (key.id for key in keys), "NAME", "ROLE", "CREATED", "EXPIRES", "LAST USED", "STATE"
+    )
     for key in keys:
         table.add_row(
-            key.id, key.name, key.role, when(key.created_at), when(key.expires_at),
+            shown[key.id], key.name, key.role, when(key.created_at), when(key.expires_at),
             when(key.last_used_at), state(key, now),
         )  # fmt: skip
     return table
 
 
 @key_app.command("list")
-def key_list(tenant: TenantOption = None, limit: int = 100, as_json: JsonFlag = False) -> None:
+def key_list(
+    tenant: TenantOption = None,
+    limit: int = 100,
+    as_json: JsonFlag = False,
+    quiet: QuietFlag = False,
+) -> None:
     """List the tenant's keys, newest first (revoked and expired ones too; never secrets)."""
     with client() as herder:
-        tenant_id = herder.find_tenant(tenant).id if tenant else None
+        tenant_id = tenant_of(herder, tenant).id if tenant else None
         page = herder.list_keys(tenant_id=tenant_id, limit=limit)
     if as_json:
         print_json(page)
+    elif quiet:
+        quiet_ids(key.id for key in page.items)
     else:
         out.print(_key_table(page.items))
 
@@ -82,7 +92,7 @@ def key_create(
     now = datetime.now(UTC)
     expires_at = moment(expires_in, "--expires-in", now=now, ahead=True) if expires_in else None
     with client() as herder:
-        tenant_id = herder.find_tenant(tenant).id if tenant else None
+        tenant_id = tenant_of(herder, tenant).id if tenant else None
         created = herder.create_key(
             role=role, name=name, expires_at=expires_at, tenant_id=tenant_id
         )
@@ -97,9 +107,10 @@ def key_create(
 
 @key_app.command("revoke")
 def key_revoke(key_id: str, as_json: JsonFlag = False) -> None:
-    """Revoke a key: refused at once by this server, within 5 s by every other."""
+    """Revoke a key (by id or the start of its id): refused at once by this server, within
+    5 s by every other."""
     with client() as herder:
-        revoked = herder.revoke_key(key_id)
+        revoked = herder.revoke_key(full_id(herder, API_KEY, key_id))
     if as_json:
         print_json(revoked)
     else:

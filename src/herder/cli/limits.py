@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from herder.cli.common import JsonFlag, app, client, fail, out, print_json, when
+from herder.cli.ids import LIMIT, QuietFlag, full_id, id_table, quiet_ids
 from herder.domain.limits import DebounceKeep as DebounceKeeping
 from herder.domain.limits import Limit, LimitStrategy
 
@@ -83,14 +84,17 @@ def _fields(
     return spec
 
 
-def _table(limits: list[Limit]) -> Table:
-    table = Table("ID", "NAME", "MAX RUNNING", "RATE", "STRATEGY", "DEBOUNCE", "CREATED")
+def _table(limits: list[Limit], *, whole_ids: bool = False) -> Table:
+    table, shown = id_table(
+        (limit.id for limit in limits), "NAME", "MAX RUNNING", "RATE", "STRATEGY", "DEBOUNCE",
+        "CREATED", whole_ids=whole_ids,
+    )  # fmt: skip
     for limit in limits:
         rate = f"{limit.rate.count}/{limit.rate.period_seconds}s" if limit.rate else ""
         folds = limit.debounce
         debounce = f"{folds.window_seconds}s, {folds.keep.value}" if folds else ""
         table.add_row(
-            limit.id, limit.name, str(limit.max_running or ""), rate, limit.strategy.value,
+            shown[limit.id], limit.name, str(limit.max_running or ""), rate, limit.strategy.value,
             debounce, when(limit.created_at),
         )  # fmt: skip
     return table
@@ -100,7 +104,7 @@ def _show(limit: Limit, as_json: bool) -> None:
     if as_json:
         print_json(limit)
         return
-    out.print(_table([limit]))
+    out.print(_table([limit], whole_ids=True))
     if limit.description:
         out.print(f"description: {limit.description}")
 
@@ -116,6 +120,7 @@ def limit_create(
     debounce_keep: DebounceKeep = None,
     debounce_max_wait: DebounceMaxWait = None,
     as_json: JsonFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """Create a limit; it bounds something: --max-running, --rate or --debounce."""
     folds = _debounce(debounce, debounce_keep, debounce_max_wait)
@@ -125,26 +130,30 @@ def limit_create(
         )
     if as_json:
         print_json(created)
+    elif quiet:
+        quiet_ids([created.id])
     else:
         out.print(f"created limit [bold]{created.name}[/] ({created.id})")
 
 
 @limit_app.command("list")
-def limit_list(limit: int = 100, as_json: JsonFlag = False) -> None:
+def limit_list(limit: int = 100, as_json: JsonFlag = False, quiet: QuietFlag = False) -> None:
     """Your tenant's limits, newest first."""
     with client() as herder:
         page = herder.list_limits(limit=limit)
     if as_json:
         print_json(page)
+    elif quiet:
+        quiet_ids(limit.id for limit in page.items)
     else:
         out.print(_table(page.items))
 
 
 @limit_app.command("show")
 def limit_show(limit: str, as_json: JsonFlag = False) -> None:
-    """A limit, by name or id."""
+    """A limit, by name, id or the start of its id."""
     with client() as herder:
-        _show(herder.get_limit(limit), as_json)
+        _show(herder.get_limit(full_id(herder, LIMIT, limit)), as_json)
 
 
 @limit_app.command("update")
@@ -177,13 +186,14 @@ def limit_update(
             "nothing to change: give --max-running, --rate, --strategy, --debounce or --description"
         )
     with client() as herder:
-        _show(herder.update_limit(limit, changes), as_json)
+        _show(herder.update_limit(full_id(herder, LIMIT, limit), changes), as_json)
 
 
 @limit_app.command("delete")
 def limit_delete(limit: str) -> None:
     """Delete a limit; refused while jobs, schedules or workflows name it."""
     with client() as herder:
+        limit = full_id(herder, LIMIT, limit)
         herder.delete_limit(limit)
     out.print(f"deleted limit {limit}")
 
@@ -196,7 +206,7 @@ def limit_keys(
 ) -> None:
     """The limit's keys with active runs, busiest first."""
     with client() as herder:
-        keys = herder.limit_keys(limit, count=count)
+        keys = herder.limit_keys(full_id(herder, LIMIT, limit), count=count)
     if as_json:
         print_json(list(keys))
         return

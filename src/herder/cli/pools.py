@@ -11,6 +11,18 @@ import typer
 from rich.table import Table
 
 from herder.cli.common import JsonFlag, app, client, fail, out, pairs, print_json, when
+from herder.cli.ids import (
+    POOL,
+    TENANT,
+    QuietFlag,
+    full_id,
+    id_column,
+    id_table,
+    names_of,
+    quiet_ids,
+    short_ids,
+    tenant_of,
+)
 from herder.client import HerderClient
 from herder.domain.pools import Pool, PoolShare
 
@@ -70,32 +82,37 @@ def _shares(herder: HerderClient, given: list[str]) -> list[dict[str, Any]]:
             if not sep or key not in SHARE_FIELDS:
                 raise fail(f"--share {item!r}: {amount!r} is not one of cpu=, memory_mb=, gpus=")
             share[key] = _number(value)
-        tenant_id = tenant if tenant.startswith("ten_") else herder.find_tenant(tenant).id
+        tenant_id = tenant_of(herder, tenant).id
         shares.append({"tenant_id": tenant_id, **share})
     return shares
 
 
-def _share_text(share: PoolShare) -> str:
-    return f"{share.tenant_id}: cpu {share.cpu:g}, memory {share.memory_mb} MB, gpus {share.gpus}"
+def _share_text(share: PoolShare, tenants: dict[str, str]) -> str:
+    tenant = tenants.get(share.tenant_id, share.tenant_id)
+    return f"{tenant}: cpu {share.cpu:g}, memory {share.memory_mb} MB, gpus {share.gpus}"
 
 
-def _pool_table(pools: list[Pool]) -> Table:
-    table = Table("ID", "NAME", "SELECTOR", "WORKERS", "SHARES", "CREATED")
+def _pool_table(pools: list[Pool], *, whole_ids: bool = False) -> Table:
+    table, shown = id_table(
+        (pool.id for pool in pools), "NAME", "SELECTOR", "WORKERS", "SHARES", "CREATED",
+        whole_ids=whole_ids,
+    )  # fmt: skip
     for pool in pools:
         selector = ", ".join(f"{key}={value}" for key, value in sorted(pool.selector.items()))
         table.add_row(
-            pool.id, pool.name, selector, str(pool.workers), str(len(pool.shares)),
+            shown[pool.id], pool.name, selector, str(pool.workers), str(len(pool.shares)),
             when(pool.created_at),
         )  # fmt: skip
     return table
 
 
-def _print_pool(pool: Pool) -> None:
-    out.print(_pool_table([pool]))
+def _print_pool(herder: HerderClient, pool: Pool) -> None:
+    out.print(_pool_table([pool], whole_ids=True))
     if pool.description:
         out.print(f"description: {pool.description}")
+    tenants = names_of(herder, TENANT, (share.tenant_id for share in pool.shares))
     for share in pool.shares:
-        out.print(f"share {_share_text(share)}")
+        out.print(f"share {_share_text(share, tenants)}")
 
 
 @pool_app.command("create")
@@ -106,6 +123,7 @@ def pool_create(
     description: Description = None,
     autoscaling: Autoscaling = None,
     as_json: JsonFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """Create a pool (system admins)."""
     with client() as herder:
@@ -119,31 +137,36 @@ def pool_create(
         created = herder.create_pool(name, spec)
     if as_json:
         print_json(created)
+    elif quiet:
+        quiet_ids([created.id])
     else:
         out.print(f"created pool [bold]{created.name}[/] ({created.id})")
 
 
 @pool_app.command("list")
-def pool_list(limit: int = 100, as_json: JsonFlag = False) -> None:
+def pool_list(limit: int = 100, as_json: JsonFlag = False, quiet: QuietFlag = False) -> None:
     """List pools, newest first: all of them for a system admin, else those your tenant may
     use."""
     with client() as herder:
         page = herder.list_pools(limit=limit)
     if as_json:
         print_json(page)
+    elif quiet:
+        quiet_ids(pool.id for pool in page.items)
     else:
         out.print(_pool_table(page.items))
 
 
 @pool_app.command("show")
 def pool_show(pool: str, as_json: JsonFlag = False) -> None:
-    """Show a pool (by name or id) with its shares (yours only, unless a system admin)."""
+    """Show a pool (by name, id or the start of its id) with its shares (yours only, unless a
+    system admin)."""
     with client() as herder:
-        found = herder.get_pool(pool)
-    if as_json:
-        print_json(found)
-    else:
-        _print_pool(found)
+        found = herder.get_pool(full_id(herder, POOL, pool))
+        if as_json:
+            print_json(found)
+        else:
+            _print_pool(herder, found)
 
 
 @pool_app.command("update")
@@ -181,18 +204,18 @@ def pool_update(
                 "nothing to change: give --selector, --share, --description, --autoscaling or "
                 "a --no-…"
             )
-        updated = herder.update_pool(pool, changes)
-    if as_json:
-        print_json(updated)
-    else:
-        _print_pool(updated)
+        updated = herder.update_pool(full_id(herder, POOL, pool), changes)
+        if as_json:
+            print_json(updated)
+        else:
+            _print_pool(herder, updated)
 
 
 @pool_app.command("autoscaling")
 def pool_autoscaling(pool: str, as_json: JsonFlag = False) -> None:
     """How many workers an autoscaled pool should have now, and why (system admins)."""
     with client() as herder:
-        view = herder.pool_autoscaling(pool)
+        view = herder.pool_autoscaling(full_id(herder, POOL, pool))
     if as_json:
         print_json(view)
         return
@@ -203,9 +226,10 @@ def pool_autoscaling(pool: str, as_json: JsonFlag = False) -> None:
             f"  {label}: cpu {demand.cpu:g}, {demand.memory_mb} MB, {demand.gpus} GPUs, "
             f"{demand.runs} runs"
         )
-    table = Table("WORKER", "RUNNING", "DRAINING")
+    workers = short_ids(worker.id for worker in view.workers)
+    table = Table(id_column("WORKER", workers.values()), "RUNNING", "DRAINING")
     for worker in view.workers:
-        table.add_row(worker.id, str(worker.running), "yes" if worker.draining else "")
+        table.add_row(workers[worker.id], str(worker.running), "yes" if worker.draining else "")
     out.print(table)
 
 
@@ -214,6 +238,7 @@ def pool_delete(pool: str) -> None:
     """Delete a pool (system admins). Runs that name it wait, not lost, until a pool of that
     name exists again."""
     with client() as herder:
+        pool = full_id(herder, POOL, pool)
         herder.delete_pool(pool)
     out.print(f"deleted pool {pool}")
 

@@ -48,7 +48,7 @@ def _queue_table(entries: list[QueueEntry]) -> Table:
     )  # fmt: skip
     for entry in entries:
         table.add_row(
-            runs[entry.run_id], entry.job_name, entry.tenant_id, entry.priority, needs(entry),
+            runs[entry.run_id], entry.job_name, entry.tenant_name, entry.priority, needs(entry),
             waited(entry.waited_seconds), entry.waiting_reason or "-",
         )  # fmt: skip
     return table

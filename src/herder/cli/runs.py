@@ -69,15 +69,17 @@ def _print_detail(run: RunDetail) -> None:
     if run.deadline_at is not None:
         out.print(deadline_line(run.deadline_at, run.deadline_missed_at))
     if run.attempts:
+        workers = short_ids(attempt.worker_id for attempt in run.attempts)
         attempts = Table(
-            "ATTEMPT", "WORKER", "STATE", "STOPPED BY", "STARTED", "FINISHED", "CPU s", "MAX RSS"
-        )
+            "ATTEMPT", id_column("WORKER", workers.values()), "STATE", "STOPPED BY", "STARTED",
+            "FINISHED", "CPU s", "MAX RSS",
+        )  # fmt: skip
         refused = [a for a in run.attempts if a.checkpoint_refused]
         for attempt in run.attempts:
             cpu = (attempt.cpu_user_seconds or 0) + (attempt.cpu_system_seconds or 0)
             attempts.add_row(
                 str(attempt.number),
-                attempt.worker_id,
+                workers[attempt.worker_id],
                 attempt.state,
                 attempt.stopped_by or "-",
                 when(attempt.started_at),
@@ -100,7 +102,7 @@ def _print_detail(run: RunDetail) -> None:
     events = Table("TIME", "CHANGE", "ACTOR", "MESSAGE")
     for event in run.events:
         change = f"{event.from_state or ''} → {event.to_state}" if event.to_state else ""
-        events.add_row(when(event.at), change, event.actor, event.message)
+        events.add_row(when(event.at), change, event.actor_name or event.actor, event.message)
     out.print(events)
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from datetime import datetime
-from typing import Annotated, Any, Protocol, TypeVar
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -16,15 +16,25 @@ from herder.cli.deadline_options import (
     deadline_of,
     deadline_words,
 )
-from herder.cli.ids import SCHEDULE, QuietFlag, full_id, id_column, job_of, quiet_ids, short_ids
+from herder.cli.ids import (
+    JOB,
+    SCHEDULE,
+    WORKFLOW,
+    QuietFlag,
+    full_id,
+    id_column,
+    job_of,
+    names_of,
+    quiet_ids,
+    short_ids,
+)
 from herder.client import HerderClient
-from herder.domain.models import Page, Schedule
+from herder.domain.models import Schedule
 
 schedule_app = typer.Typer(help="Run jobs on a cron schedule.", no_args_is_help=True)
 app.add_typer(schedule_app, name="schedule")
 
 CREATED_FIRES_SHOWN = 3
-NAMES_PAGE = 1000  # the API's largest page
 
 
 def _target_names(herder: HerderClient, items: list[Schedule]) -> dict[str, str]:
@@ -32,40 +42,9 @@ def _target_names(herder: HerderClient, items: list[Schedule]) -> dict[str, str]
     command (paged, and only as far as needed), never a request per row."""
     job_ids = {schedule.job_id for schedule in items if schedule.job_id}
     workflow_ids = {schedule.workflow_id for schedule in items if schedule.workflow_id}
-    names: dict[str, str] = {}
-    if job_ids:
-        names |= _names_of(
-            job_ids, lambda cursor: herder.list_jobs(limit=NAMES_PAGE, cursor=cursor)
-        )
-    if workflow_ids:
-        workflows = _names_of(
-            workflow_ids, lambda cursor: herder.list_workflows(limit=NAMES_PAGE, cursor=cursor)
-        )
-        names |= {workflow_id: f"{name} (workflow)" for workflow_id, name in workflows.items()}
-    return names
-
-
-class _Named(Protocol):
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def name(self) -> str: ...
-
-
-_Item = TypeVar("_Item", bound=_Named)
-
-
-def _names_of(wanted: set[str], listing: Callable[[str | None], Page[_Item]]) -> dict[str, str]:
-    """The names of the ``wanted`` ids, read page by page until all are found."""
-    found: dict[str, str] = {}
-    cursor = None
-    while True:
-        page = listing(cursor)
-        found |= {item.id: item.name for item in page.items if item.id in wanted}
-        if len(found) == len(wanted) or page.next_cursor is None:
-            return found
-        cursor = page.next_cursor
+    names = names_of(herder, JOB, job_ids)
+    workflows = names_of(herder, WORKFLOW, workflow_ids)
+    return names | {workflow_id: f"{name} (workflow)" for workflow_id, name in workflows.items()}
 
 
 def _schedule_table(
@@ -163,7 +142,8 @@ def schedule_list(
 
 @schedule_app.command("show")
 def schedule_show(schedule_id: str, as_json: JsonFlag = False) -> None:
-    """A schedule, its next fires and its recent events."""
+    """A schedule (by name, id or the start of its id), its next fires and its recent
+    events."""
     with client() as herder:
         schedule_id = full_id(herder, SCHEDULE, schedule_id)
         schedule = herder.get_schedule(schedule_id)
@@ -188,18 +168,26 @@ def schedule_show(schedule_id: str, as_json: JsonFlag = False) -> None:
     out.print(table)
 
 
+def _is_cron(given: str) -> bool:
+    """A cron expression has fields apart (``0 3 * * *``) or is a macro (``@daily``); a
+    schedule's name or id has neither."""
+    return given.startswith("@") or len(given.split()) > 1
+
+
 @schedule_app.command("next")
 def schedule_next(
-    cron_or_id: Annotated[str, typer.Argument(help="a schedule id, or a cron expression")],
+    cron_or_id: Annotated[
+        str, typer.Argument(help="a schedule (name, id or its start), or a cron expression")
+    ],
     timezone: Annotated[str, typer.Option(help="for an expression")] = "UTC",
     count: int = 10,
 ) -> None:
     """The next fire times, in UTC and in the schedule's zone."""
     with client() as herder:
-        if cron_or_id.startswith("sch_"):
-            fires = herder.next_fires(full_id(herder, SCHEDULE, cron_or_id), count)
-        else:
+        if _is_cron(cron_or_id):
             fires = herder.preview_cron(cron_or_id, timezone, count)
+        else:
+            fires = herder.next_fires(full_id(herder, SCHEDULE, cron_or_id), count)
     for fire in fires:
         out.print(f"{fire['utc']}  {fire['local']}")
 

@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from herder.cli.common import JsonFlag, app, client, fail, out, print_json, when
+from herder.cli.ids import QuietFlag, id_table, quiet_ids, tenant_of
 from herder.domain.models import Tenant
 from herder.domain.tenants import TenantQuotas
 
@@ -52,16 +53,16 @@ def _rate(quotas: TenantQuotas) -> str:
     return f"{quotas.submit_rate_per_second:g}/s{burst}"
 
 
-def _tenant_table(tenants: list[Tenant]) -> Table:
-    table = Table(
-        "ID", "NAME", "WEIGHT", "MAX CPU", "MAX MEMORY", "MAX GPUS", "MAX QUEUED", "SUBMIT RATE",
-        "DEFAULT POOL", "CREATED",
+def _tenant_table(tenants: list[Tenant], *, whole_ids: bool = False) -> Table:
+    table, shown = id_table(
+        (tenant.id for tenant in tenants), "NAME", "WEIGHT", "MAX CPU", "MAX MEMORY", "MAX GPUS",
+        "MAX QUEUED", "SUBMIT RATE", "DEFAULT POOL", "CREATED", whole_ids=whole_ids,
     )  # fmt: skip
     for tenant in tenants:
         quotas = tenant.quotas
         name = f"{tenant.name} (system)" if tenant.is_system else tenant.name
         table.add_row(
-            tenant.id, name, str(tenant.weight), _limit(quotas.max_cpu),
+            shown[tenant.id], name, str(tenant.weight), _limit(quotas.max_cpu),
             _limit(quotas.max_memory_mb, " MB"), _limit(quotas.max_gpus),
             _limit(quotas.max_queued), _rate(quotas), tenant.default_pool or "-",
             when(tenant.created_at),
@@ -85,25 +86,28 @@ def _quota_changes(given: dict[str, float | None], clear: list[str]) -> dict[str
 
 
 @tenant_app.command("list")
-def tenant_list(limit: int = 100, as_json: JsonFlag = False) -> None:
+def tenant_list(limit: int = 100, as_json: JsonFlag = False, quiet: QuietFlag = False) -> None:
     """List tenants, newest first."""
     with client() as herder:
         page = herder.list_tenants(limit=limit)
     if as_json:
         print_json(page)
+    elif quiet:
+        quiet_ids(tenant.id for tenant in page.items)
     else:
         out.print(_tenant_table(page.items))
 
 
 @tenant_app.command("show")
 def tenant_show(tenant: str, as_json: JsonFlag = False) -> None:
-    """Show a tenant (by name or id) with its weight and quotas ('-': unlimited)."""
+    """Show a tenant (by name, id or the start of its id) with its weight and quotas ('-':
+    unlimited)."""
     with client() as herder:
-        found = herder.find_tenant(tenant)
+        found = tenant_of(herder, tenant)
     if as_json:
         print_json(found)
     else:
-        out.print(_tenant_table([found]))
+        out.print(_tenant_table([found], whole_ids=True))
 
 
 @tenant_app.command("create")
@@ -117,6 +121,7 @@ def tenant_create(
     submit_rate: SubmitRate = None,
     submit_burst: SubmitBurst = None,
     as_json: JsonFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """Create a tenant; quotas left out are unlimited."""
     quotas = _quota_changes(
@@ -130,6 +135,8 @@ def tenant_create(
         created = herder.create_tenant(name, weight=weight or 1, quotas=quotas)
     if as_json:
         print_json(created)
+    elif quiet:
+        quiet_ids([created.id])
     else:
         out.print(f"created tenant [bold]{created.name}[/] ({created.id})")
 
@@ -172,7 +179,7 @@ def tenant_update(
         raise fail("nothing to change: give --weight, a quota flag, --default-pool or --clear")
     with client() as herder:
         updated = herder.update_tenant(
-            herder.find_tenant(tenant).id,
+            tenant_of(herder, tenant).id,
             weight=weight,
             quotas=changes or None,
             default_pool=default_pool,
@@ -181,4 +188,4 @@ def tenant_update(
     if as_json:
         print_json(updated)
     else:
-        out.print(_tenant_table([updated]))
+        out.print(_tenant_table([updated], whole_ids=True))

@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from herder.cli.common import JsonFlag, app, client, fail, out, pairs, print_json, when
+from herder.cli.ids import TRIGGER, QuietFlag, full_id, id_table, quiet_ids
 from herder.client import ApiError
 from herder.domain.triggers import Trigger
 
@@ -65,12 +66,15 @@ def _target(job: str | None, workflow: str | None) -> dict[str, Any]:
     return {}
 
 
-def _table(triggers: list[Trigger]) -> Table:
-    table = Table("ID", "NAME", "EVENT", "STARTS", "FILTER", "ENABLED", "UPDATED")
+def _table(triggers: list[Trigger], *, whole_ids: bool = False) -> Table:
+    table, shown = id_table(
+        (trigger.id for trigger in triggers), "NAME", "EVENT", "STARTS", "FILTER", "ENABLED",
+        "UPDATED", whole_ids=whole_ids,
+    )  # fmt: skip
     for trigger in triggers:
         starts = f"job {trigger.job}" if trigger.job else f"workflow {trigger.workflow}"
         table.add_row(
-            trigger.id, trigger.name, trigger.event, starts, escape(trigger.filter or ""),
+            shown[trigger.id], trigger.name, trigger.event, starts, escape(trigger.filter or ""),
             "yes" if trigger.enabled else "no", when(trigger.updated_at),
         )  # fmt: skip
     return table
@@ -80,7 +84,7 @@ def _show(trigger: Trigger, as_json: bool) -> None:
     if as_json:
         print_json(trigger)
         return
-    out.print(_table([trigger]))
+    out.print(_table([trigger], whole_ids=True))
     for name, source in trigger.params.items():
         out.print(f"param {name} = {source}", highlight=False, markup=False)
 
@@ -95,6 +99,7 @@ def trigger_create(
     param: Param = None,
     enabled: Enabled = True,
     as_json: JsonFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """Create a trigger: events of a name (that pass the filter) start a job or a workflow,
     with parameters read from the event."""
@@ -107,6 +112,8 @@ def trigger_create(
         created = herder.create_trigger(name, spec)
     if as_json:
         print_json(created)
+    elif quiet:
+        quiet_ids([created.id])
     else:
         out.print(f"created trigger [bold]{created.name}[/] ({created.id})")
 
@@ -115,21 +122,24 @@ def trigger_create(
 def trigger_list(
     limit: Annotated[int, typer.Option(min=1, max=1000, help="how many")] = 100,
     as_json: JsonFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """Your tenant's triggers."""
     with client() as herder:
         page = herder.list_triggers(limit=limit)
     if as_json:
         print_json(page)
+    elif quiet:
+        quiet_ids(trigger.id for trigger in page.items)
     else:
         out.print(_table(page.items))
 
 
 @trigger_app.command("show")
 def trigger_show(trigger: str, as_json: JsonFlag = False) -> None:
-    """A trigger, by name or id, with its parameters."""
+    """A trigger, by name, id or the start of its id, with its parameters."""
     with client() as herder:
-        _show(herder.get_trigger(trigger), as_json)
+        _show(herder.get_trigger(full_id(herder, TRIGGER, trigger)), as_json)
 
 
 @trigger_app.command("update")
@@ -166,12 +176,13 @@ def trigger_update(
             "or --disable"
         )
     with client() as herder, _filter_shown(filter_source):
-        _show(herder.update_trigger(trigger, changes), as_json)
+        _show(herder.update_trigger(full_id(herder, TRIGGER, trigger), changes), as_json)
 
 
 @trigger_app.command("delete")
 def trigger_delete(trigger: str) -> None:
     """Delete a trigger: its events start nothing more (those received stay)."""
     with client() as herder:
+        trigger = full_id(herder, TRIGGER, trigger)
         herder.delete_trigger(trigger)
     out.print(f"deleted trigger {trigger}")

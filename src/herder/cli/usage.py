@@ -11,6 +11,8 @@ from pydantic import ValidationError
 from rich.table import Table
 
 from herder.cli.common import JsonFlag, app, client, fail, out, print_json, when
+from herder.cli.ids import JOB, TENANT, names_of, tenant_of
+from herder.client import HerderClient
 from herder.domain.budgets import Period, TenantBudgets
 from herder.domain.usage import UsageGroup, UsageReport
 
@@ -20,11 +22,20 @@ budgets_app = typer.Typer(
 app.add_typer(budgets_app, name="budgets")
 
 
-def _usage_tables(report: UsageReport) -> tuple[Table, Table]:
+def _usage_tables(herder: HerderClient, report: UsageReport) -> tuple[Table, Table]:
+    """The usage and budget tables, tenants and jobs by name where the caller may list
+    them."""
+    tenant_ids = {row.tenant_id for row in report.rows} | {
+        standing.tenant_id for standing in report.budgets
+    }
+    tenants = names_of(herder, TENANT, tenant_ids)
+    jobs = names_of(herder, JOB, {row.job_id for row in report.rows if row.job_id})
     rows = Table("TENANT", "POOL", "JOB", "CPU-SECONDS", "GPU-SECONDS", "SINCE")
     for row in report.rows:
+        job = jobs.get(row.job_id, row.job_id) if row.job_id else "-"
         rows.add_row(
-            row.tenant_id, row.pool or "-", row.job_id or "-", f"{row.cpu_seconds:.1f}",
+            tenants.get(row.tenant_id, row.tenant_id), row.pool or "-", job,
+            f"{row.cpu_seconds:.1f}",
             f"{row.gpu_seconds:.1f}", when(row.period_start),
         )  # fmt: skip
     budgets = Table("TENANT", "BUDGET", "CPU USED / LIMIT", "GPU USED / LIMIT", "USED", "RESETS")
@@ -32,7 +43,8 @@ def _usage_tables(report: UsageReport) -> tuple[Table, Table]:
         budget = standing.budget
         used = f"{standing.fraction:.0%}{' (spent)' if standing.spent else ''}"
         budgets.add_row(
-            standing.tenant_id, budget.name, _of(standing.cpu_seconds, budget.cpu_seconds),
+            tenants.get(standing.tenant_id, standing.tenant_id), budget.name,
+            _of(standing.cpu_seconds, budget.cpu_seconds),
             _of(standing.gpu_seconds, budget.gpu_seconds), used, when(standing.resets_at),
         )  # fmt: skip
     return rows, budgets
@@ -48,26 +60,28 @@ def usage(
     by: Annotated[UsageGroup, typer.Option("--by", help="rows per tenant, pool or job")] = (
         UsageGroup.TENANT
     ),
-    tenant: Annotated[str | None, typer.Option(help="one tenant's id (system admins)")] = None,
+    tenant: Annotated[
+        str | None, typer.Option(help="one tenant's name or id (system admins)")
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """CPU- and GPU-seconds used in the current period, and each budget against it."""
     with client() as herder:
-        report = herder.usage(period, by, tenant)
-    if as_json:
-        print_json(report)
-        return
-    rows, budgets = _usage_tables(report)
+        report = herder.usage(period, by, tenant_of(herder, tenant).id if tenant else None)
+        if as_json:
+            print_json(report)
+            return
+        rows, budgets = _usage_tables(herder, report)
     out.print(rows)
     if report.budgets:
         out.print(budgets)
 
 
 @budgets_app.command("show")
-def budgets_show(tenant_id: str, as_json: JsonFlag = False) -> None:
-    """A tenant's budgets and their time zone."""
+def budgets_show(tenant: str, as_json: JsonFlag = False) -> None:
+    """A tenant's budgets (by its name, id or the start of its id) and their time zone."""
     with client() as herder:
-        budgets = herder.get_budgets(tenant_id)
+        budgets = herder.get_budgets(tenant_of(herder, tenant).id)
     if as_json:
         print_json(budgets)
         return
@@ -83,7 +97,7 @@ def budgets_show(tenant_id: str, as_json: JsonFlag = False) -> None:
 
 @budgets_app.command("set")
 def budgets_set(
-    tenant_id: str,
+    tenant: str,
     file: Annotated[Path, typer.Argument(help="JSON: {time_zone, budgets: [...]}")],
     as_json: JsonFlag = False,
 ) -> None:
@@ -93,8 +107,9 @@ def budgets_set(
     except (OSError, ValidationError) as error:
         raise fail(f"{file}: {error}") from error
     with client() as herder:
-        saved = herder.set_budgets(tenant_id, budgets)
+        found = tenant_of(herder, tenant)
+        saved = herder.set_budgets(found.id, budgets)
     if as_json:
         print_json(saved)
     else:
-        out.print(f"{len(saved.budgets)} budget(s) set for {tenant_id} ({saved.time_zone})")
+        out.print(f"{len(saved.budgets)} budget(s) set for {found.name} ({saved.time_zone})")

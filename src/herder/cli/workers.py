@@ -16,6 +16,7 @@ import typer
 from rich.table import Table
 
 from herder.cli.common import LOG_FORMAT, JsonFlag, app, client, fail, out, pairs, print_json, when
+from herder.cli.ids import WORKER, QuietFlag, full_id, id_table, quiet_ids
 from herder.cli.tones import state_style
 from herder.credentials import home_directory
 from herder.domain.jobs import MAX_STOP_GRACE_SECONDS
@@ -244,13 +245,16 @@ def read_private_token(path: Path) -> str:
 
 
 def _worker_table(workers: list[Worker]) -> Table:
-    table = Table("ID", "NAME", "STATE", "CPU", "MEMORY", "GPUS", "SLOTS", "LABELS", "HEARTBEAT")
+    table, shown = id_table(
+        (worker.id for worker in workers), "NAME", "STATE", "CPU", "MEMORY", "GPUS", "SLOTS",
+        "LABELS", "HEARTBEAT",
+    )  # fmt: skip
     for worker in workers:
         capacity = worker.capacity
         labels = ", ".join(f"{key}={value}" for key, value in sorted(worker.labels.items()))
         style = state_style(worker.state)
         table.add_row(
-            worker.id, worker.name, f"[{style}]{worker.state}[/]", f"{capacity.cpu:g}",
+            shown[worker.id], worker.name, f"[{style}]{worker.state}[/]", f"{capacity.cpu:g}",
             f"{capacity.memory_mb} MB", str(capacity.gpus), str(worker.max_slots),
             labels or "-", when(worker.last_heartbeat_at),
         )  # fmt: skip
@@ -258,12 +262,14 @@ def _worker_table(workers: list[Worker]) -> Table:
 
 
 @worker_app.command("list")
-def workers_list(as_json: JsonFlag = False) -> None:
+def workers_list(as_json: JsonFlag = False, quiet: QuietFlag = False) -> None:
     """Every registered worker with its state, capacity and labels."""
     with client() as herder:
         workers = herder.list_workers()
     if as_json:
         print_json(list(workers))
+    elif quiet:
+        quiet_ids(worker.id for worker in workers)
     else:
         out.print(_worker_table(workers))
 
@@ -272,14 +278,22 @@ def workers_list(as_json: JsonFlag = False) -> None:
 def workers_drain(worker_id: str, as_json: JsonFlag = False) -> None:
     """Place nothing new on a worker; what it runs finishes."""
     with client() as herder:
-        _said(herder.drain_worker(worker_id), as_json, "is {state}: it takes no new work")
+        _said(
+            herder.drain_worker(full_id(herder, WORKER, worker_id)),
+            as_json,
+            "is {state}: it takes no new work",
+        )
 
 
 @worker_app.command("undrain")
 def workers_undrain(worker_id: str, as_json: JsonFlag = False) -> None:
     """Give a draining worker new work again."""
     with client() as herder:
-        _said(herder.undrain_worker(worker_id), as_json, "is {state}: it takes new work")
+        _said(
+            herder.undrain_worker(full_id(herder, WORKER, worker_id)),
+            as_json,
+            "is {state}: it takes new work",
+        )
 
 
 @worker_app.command("forget")
@@ -287,7 +301,11 @@ def workers_forget(worker_id: str, as_json: JsonFlag = False) -> None:
     """Stop listing a lost worker (lost ones go by themselves after
     HERDER_LOST_WORKER_RETENTION_HOURS); its runs still name it."""
     with client() as herder:
-        _said(herder.forget_worker(worker_id), as_json, "was {state}: it is forgotten")
+        _said(
+            herder.forget_worker(full_id(herder, WORKER, worker_id)),
+            as_json,
+            "was {state}: it is forgotten",
+        )
 
 
 def _said(worker: Worker, as_json: bool, what: str) -> None:

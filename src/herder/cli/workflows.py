@@ -31,7 +31,7 @@ from herder.cli.tones import state_style
 from herder.client import HerderClient
 from herder.definitions.problems import Problem
 from herder.definitions.source import read
-from herder.domain.workflows.models import Workflow, WorkflowRun, WorkflowRunDetail
+from herder.domain.workflows.models import TaskRun, Workflow, WorkflowRun, WorkflowRunDetail
 from herder.domain.workflows.states import WorkflowRunState
 
 workflow_app = typer.Typer(
@@ -108,7 +108,14 @@ def _run_view(run: WorkflowRunDetail) -> RenderableType:
         lines.append(Text(f"repairs: {run.repair}"))
     if run.deadline_at is not None:
         lines.append(Text(deadline_line(run.deadline_at, run.deadline_missed_at)))
-    return Group(*lines, draw(run_tasks(run.tasks)))
+    return Group(*lines, draw(run_tasks(_short_run_ids(run.tasks))))
+
+
+def _short_run_ids(tasks: list[TaskRun]) -> list[TaskRun]:
+    """The task instances with their runs' ids as their shortest unique starts, as ``herder
+    run show`` takes them back."""
+    shown = short_ids(task.run_id for task in tasks if task.run_id)
+    return [task.model_copy(update={"run_id": shown.get(task.run_id or "")}) for task in tasks]
 
 
 def _definition_view(workflow: Workflow) -> RenderableType:
@@ -143,7 +150,7 @@ def _follow(herder: HerderClient, run_id: str, *, live: bool) -> WorkflowRunDeta
 
 
 @workflow_app.command("create")
-def workflow_create(file: FileOption, as_json: JsonFlag = False) -> None:
+def workflow_create(file: FileOption, as_json: JsonFlag = False, quiet: QuietFlag = False) -> None:
     """Create a workflow from a YAML or JSON file.
 
     The whole DAG is checked: cycles, unknown tasks and jobs are refused with the field named.
@@ -153,6 +160,8 @@ def workflow_create(file: FileOption, as_json: JsonFlag = False) -> None:
         workflow = herder.create_workflow(body)
     if as_json:
         print_json(workflow)
+    elif quiet:
+        quiet_ids([workflow.id])
     else:
         out.print(f"created workflow [bold]{workflow.name}[/] ({workflow.id}), version 1")
 

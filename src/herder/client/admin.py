@@ -32,9 +32,16 @@ class AdminCalls:
         return CreatedKey.model_validate(self._request("POST", path, json=body).json())
 
     def list_keys(
-        self, *, tenant_id: str | None = None, limit: int = 100, cursor: str | None = None
+        self,
+        *,
+        tenant_id: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+        id_prefix: str | None = None,
     ) -> Page[ApiKey]:
-        params = drop_none({"tenant_id": tenant_id, "limit": limit, "cursor": cursor})
+        params = drop_none(
+            {"tenant_id": tenant_id, "limit": limit, "cursor": cursor, "id_prefix": id_prefix}
+        )
         return Page[ApiKey].model_validate(self._request("GET", "/v1/keys", params=params).json())
 
     def get_key(self, key_id: str) -> ApiKey:

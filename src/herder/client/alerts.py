@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 
+from herder.client.schedules import drop_none
 from herder.domain.alerts.rules import Channel, CreatedChannel, Delivery, Incident, Rule
 from herder.domain.models import Page
 
@@ -21,9 +22,14 @@ class AlertCalls:
         return CreatedChannel.model_validate(response.json())
 
     def list_alert_channels(
-        self, *, limit: int = 100, cursor: str | None = None, id_prefix: str | None = None
+        self,
+        *,
+        limit: int = 100,
+        cursor: str | None = None,
+        id_prefix: str | None = None,
+        name: str | None = None,
     ) -> Page[Channel]:
-        params = _page(limit, cursor) | ({"id_prefix": id_prefix} if id_prefix else {})
+        params = _page(limit, cursor) | drop_none({"id_prefix": id_prefix, "name": name})
         response = self._request("GET", "/v1/alert-channels", params=params)
         return Page[Channel].model_validate(response.json())
 
@@ -40,9 +46,14 @@ class AlertCalls:
         return Rule.model_validate(self._request("POST", "/v1/alert-rules", json=body).json())
 
     def list_alert_rules(
-        self, *, limit: int = 100, cursor: str | None = None, id_prefix: str | None = None
+        self,
+        *,
+        limit: int = 100,
+        cursor: str | None = None,
+        id_prefix: str | None = None,
+        name: str | None = None,
     ) -> Page[Rule]:
-        params = _page(limit, cursor) | ({"id_prefix": id_prefix} if id_prefix else {})
+        params = _page(limit, cursor) | drop_none({"id_prefix": id_prefix, "name": name})
         response = self._request("GET", "/v1/alert-rules", params=params)
         return Page[Rule].model_validate(response.json())
 

@@ -36,10 +36,17 @@ class EventCalls:
         return ReceivedEvent.model_validate(self._request("POST", "/v1/events", json=body).json())
 
     def list_events(
-        self, *, name: str | None = None, limit: int = 100, cursor: str | None = None
+        self,
+        *,
+        name: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+        id_prefix: str | None = None,
     ) -> Page[EventSummary]:
         """Newest first, without payloads."""
-        return self._page("/v1/events", EventSummary, name=name, limit=limit, cursor=cursor)
+        return self._page(
+            "/v1/events", EventSummary, name=name, limit=limit, cursor=cursor, id_prefix=id_prefix
+        )
 
     def get_event(self, event_id: str) -> Event:
         return Event.model_validate(self._request("GET", f"/v1/events/{quote(event_id)}").json())
@@ -52,8 +59,10 @@ class EventCalls:
         response = self._request("POST", "/v1/triggers", json={"name": name, **spec})
         return Trigger.model_validate(response.json())
 
-    def list_triggers(self, *, limit: int = 100, cursor: str | None = None) -> Page[Trigger]:
-        return self._page("/v1/triggers", Trigger, limit=limit, cursor=cursor)
+    def list_triggers(
+        self, *, limit: int = 100, cursor: str | None = None, id_prefix: str | None = None
+    ) -> Page[Trigger]:
+        return self._page("/v1/triggers", Trigger, limit=limit, cursor=cursor, id_prefix=id_prefix)
 
     def get_trigger(self, trigger: str) -> Trigger:
         return Trigger.model_validate(self._request("GET", f"/v1/triggers/{quote(trigger)}").json())
@@ -80,8 +89,10 @@ class EventCalls:
         body = drop_none({"name": name, **spec, "secret": secret})
         return CreatedHook.model_validate(self._request("POST", "/v1/hooks", json=body).json())
 
-    def list_hooks(self, *, limit: int = 100, cursor: str | None = None) -> Page[Hook]:
-        return self._page("/v1/hooks", Hook, limit=limit, cursor=cursor)
+    def list_hooks(
+        self, *, limit: int = 100, cursor: str | None = None, id_prefix: str | None = None
+    ) -> Page[Hook]:
+        return self._page("/v1/hooks", Hook, limit=limit, cursor=cursor, id_prefix=id_prefix)
 
     def get_hook(self, hook: str) -> Hook:
         """By id or name; never its secret."""

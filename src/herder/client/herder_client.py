@@ -357,8 +357,10 @@ class HerderClient(
         body = drop_none({"name": name, "weight": weight, "quotas": quotas})
         return Tenant.model_validate(self._request("POST", "/v1/tenants", json=body).json())
 
-    def list_tenants(self, *, limit: int = 100, cursor: str | None = None) -> Page[Tenant]:
-        params = drop_none({"limit": limit, "cursor": cursor})
+    def list_tenants(
+        self, *, limit: int = 100, cursor: str | None = None, id_prefix: str | None = None
+    ) -> Page[Tenant]:
+        params = drop_none({"limit": limit, "cursor": cursor, "id_prefix": id_prefix})
         response = self._request("GET", "/v1/tenants", params=params)
         return Page[Tenant].model_validate(response.json())
 

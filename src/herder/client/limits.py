@@ -23,8 +23,10 @@ class LimitCalls:
         body = {"name": name, **spec}
         return Limit.model_validate(self._request("POST", "/v1/limits", json=body).json())
 
-    def list_limits(self, *, limit: int = 100, cursor: str | None = None) -> Page[Limit]:
-        params = drop_none({"limit": limit, "cursor": cursor})
+    def list_limits(
+        self, *, limit: int = 100, cursor: str | None = None, id_prefix: str | None = None
+    ) -> Page[Limit]:
+        params = drop_none({"limit": limit, "cursor": cursor, "id_prefix": id_prefix})
         response = self._request("GET", "/v1/limits", params=params)
         return Page[Limit].model_validate(response.json())
 

@@ -25,10 +25,17 @@ class PoolCalls:
         return Pool.model_validate(self._request("POST", "/v1/pools", json=body).json())
 
     def list_pools(
-        self, *, usable: bool = False, limit: int = 100, cursor: str | None = None
+        self,
+        *,
+        usable: bool = False,
+        limit: int = 100,
+        cursor: str | None = None,
+        id_prefix: str | None = None,
     ) -> Page[Pool]:
         """Every pool (system admins), or those the caller's tenant may use."""
-        params = drop_none({"usable": usable or None, "limit": limit, "cursor": cursor})
+        params = drop_none(
+            {"usable": usable or None, "limit": limit, "cursor": cursor, "id_prefix": id_prefix}
+        )
         return Page[Pool].model_validate(self._request("GET", "/v1/pools", params=params).json())
 
     def get_pool(self, pool: str) -> Pool:

@@ -132,6 +132,9 @@ class RunEvent(_Record):
     attempt: int | None
     actor: str
     message: str
+    # A person's actor (``user:key_…``) as the key's name and role, "ci (developer)", added
+    # as the event is read (``domain.actors``); None for the system's actors.
+    actor_name: str | None = None
 
 
 class Run(_Record):
@@ -260,6 +263,7 @@ class QueueEntry(_Record):
 
     run_id: str
     tenant_id: str
+    tenant_name: str
     job_id: str
     job_name: str
     priority: Priority

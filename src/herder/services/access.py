@@ -25,9 +25,11 @@ def create_tenant(store: Store, name: str, *, weight: int, quotas: TenantQuotas)
     return store.access.create_tenant(name, weight=weight, quotas=quotas)
 
 
-def list_tenants(store: Store, *, limit: int, cursor: str | None) -> Page[Tenant]:
+def list_tenants(
+    store: Store, *, limit: int, cursor: str | None, id_prefix: str | None = None
+) -> Page[Tenant]:
     """Every tenant, newest first."""
-    return store.access.list_tenants(limit=limit, cursor=cursor)
+    return store.access.list_tenants(limit=limit, cursor=cursor, id_prefix=id_prefix)
 
 
 def update_tenant(

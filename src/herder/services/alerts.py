@@ -27,9 +27,17 @@ def create_channel(
 
 
 def list_channels(
-    store: Store, tenant_id: str, *, limit: int, cursor: str | None, id_prefix: str | None
+    store: Store,
+    tenant_id: str,
+    *,
+    limit: int,
+    cursor: str | None,
+    id_prefix: str | None,
+    name: str | None = None,
 ) -> Page[Channel]:
-    return store.alert_channels.list(tenant_id, limit=limit, cursor=cursor, id_prefix=id_prefix)
+    return store.alert_channels.list(
+        tenant_id, limit=limit, cursor=cursor, id_prefix=id_prefix, name=name
+    )
 
 
 def read_channel(store: Store, tenant_id: str, channel_id: str) -> Channel:
@@ -56,9 +64,17 @@ def create_rule(store: Store, tenant_id: str, request: RuleRequest) -> Rule:
 
 
 def list_rules(
-    store: Store, tenant_id: str, *, limit: int, cursor: str | None, id_prefix: str | None
+    store: Store,
+    tenant_id: str,
+    *,
+    limit: int,
+    cursor: str | None,
+    id_prefix: str | None,
+    name: str | None = None,
 ) -> Page[Rule]:
-    return store.alert_rules.list(tenant_id, limit=limit, cursor=cursor, id_prefix=id_prefix)
+    return store.alert_rules.list(
+        tenant_id, limit=limit, cursor=cursor, id_prefix=id_prefix, name=name
+    )
 
 
 def read_rule(store: Store, tenant_id: str, rule_id: str) -> Rule:

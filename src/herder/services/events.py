@@ -23,9 +23,15 @@ def send(store: Store, caller: Principal, request: EventRequest) -> ReceivedEven
 
 
 def list_events(
-    store: Store, tenant_id: str, *, name: str | None, limit: int, cursor: str | None
+    store: Store,
+    tenant_id: str,
+    *,
+    name: str | None,
+    limit: int,
+    cursor: str | None,
+    id_prefix: str | None,
 ) -> Page[EventSummary]:
-    return store.events.list(tenant_id, name=name, limit=limit, cursor=cursor)
+    return store.events.list(tenant_id, name=name, limit=limit, cursor=cursor, id_prefix=id_prefix)
 
 
 def read(store: Store, tenant_id: str, event_id: str) -> Event:

@@ -36,8 +36,10 @@ def create(store: Store, tenant_id: str, request: HookRequest) -> CreatedHook:
     return store.hooks.create(tenant_id, request)
 
 
-def list_hooks(store: Store, tenant_id: str, *, limit: int, cursor: str | None) -> Page[Hook]:
-    return store.hooks.list(tenant_id, limit=limit, cursor=cursor)
+def list_hooks(
+    store: Store, tenant_id: str, *, limit: int, cursor: str | None, id_prefix: str | None
+) -> Page[Hook]:
+    return store.hooks.list(tenant_id, limit=limit, cursor=cursor, id_prefix=id_prefix)
 
 
 def read(store: Store, tenant_id: str, hook: str) -> Hook:

@@ -11,12 +11,18 @@ from herder.store.store import Store
 
 
 def list_keys(
-    store: Store, caller: Principal, tenant_id: str | None, *, limit: int, cursor: str | None
+    store: Store,
+    caller: Principal,
+    tenant_id: str | None,
+    *,
+    limit: int,
+    cursor: str | None,
+    id_prefix: str | None,
 ) -> Page[ApiKey]:
     """The keys of ``tenant_id`` (default: the caller's tenant)."""
     tenant_id = tenant_id or caller.tenant_id
     check_tenant_admin(caller, tenant_id, "list its keys")
-    return store.keys.list(tenant_id, limit=limit, cursor=cursor)
+    return store.keys.list(tenant_id, limit=limit, cursor=cursor, id_prefix=id_prefix)
 
 
 def read_key(store: Store, caller: Principal, key_id: str) -> ApiKey:

@@ -17,8 +17,10 @@ def create(store: Store, tenant_id: str, name: str, spec: LimitSpec) -> Limit:
     return store.limits.create(tenant_id, name, spec)
 
 
-def list_limits(store: Store, tenant_id: str, *, limit: int, cursor: str | None) -> Page[Limit]:
-    return store.limits.list(tenant_id, limit=limit, cursor=cursor)
+def list_limits(
+    store: Store, tenant_id: str, *, limit: int, cursor: str | None, id_prefix: str | None
+) -> Page[Limit]:
+    return store.limits.list(tenant_id, limit=limit, cursor=cursor, id_prefix=id_prefix)
 
 
 def read(store: Store, tenant_id: str, limit: str) -> Limit:

@@ -16,13 +16,21 @@ def create_pool(store: Store, name: str, spec: PoolSpec) -> Pool:
 
 
 def list_pools(
-    store: Store, caller: Principal, *, usable: bool, limit: int, cursor: str | None
+    store: Store,
+    caller: Principal,
+    *,
+    usable: bool,
+    limit: int,
+    cursor: str | None,
+    id_prefix: str | None = None,
 ) -> Page[Pool]:
     """Newest first: every pool for a system admin (unless ``usable``), else those the
     caller's tenant may use."""
     if is_system_admin(caller) and not usable:
-        return store.pools.list(limit=limit, cursor=cursor)
-    page = store.pools.list(tenant_id=caller.tenant_id, limit=limit, cursor=cursor)
+        return store.pools.list(limit=limit, cursor=cursor, id_prefix=id_prefix)
+    page = store.pools.list(
+        tenant_id=caller.tenant_id, limit=limit, cursor=cursor, id_prefix=id_prefix
+    )
     return page.model_copy(update={"items": [_as_seen_by(caller, pool) for pool in page.items]})
 
 

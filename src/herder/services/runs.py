@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from herder.domain.actors import user_actor
 from herder.domain.jobs import Priority
 from herder.domain.models import Page, Principal, Run, RunDetail, RunEvent
 from herder.domain.overrides import RunOverrides, RunRequest
@@ -16,7 +17,7 @@ from herder.store.store import Store
 
 def actor(caller: Principal) -> str:
     """Who a run's events name as having done it."""
-    return f"user:{caller.key_id}"
+    return user_actor(caller.key_id)
 
 
 def submit(

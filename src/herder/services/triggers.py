@@ -17,8 +17,10 @@ def create(store: Store, tenant_id: str, name: str, spec: TriggerSpec) -> Trigge
     return store.triggers.create(tenant_id, name, spec)
 
 
-def list_triggers(store: Store, tenant_id: str, *, limit: int, cursor: str | None) -> Page[Trigger]:
-    return store.triggers.list(tenant_id, limit=limit, cursor=cursor)
+def list_triggers(
+    store: Store, tenant_id: str, *, limit: int, cursor: str | None, id_prefix: str | None
+) -> Page[Trigger]:
+    return store.triggers.list(tenant_id, limit=limit, cursor=cursor, id_prefix=id_prefix)
 
 
 def read(store: Store, tenant_id: str, trigger: str) -> Trigger:

@@ -142,10 +142,15 @@ class AccessRepository:
             raise NotFound(f"tenant {tenant_id} not found")
         return TenantQuotas.model_validate(quotas)
 
-    def list_tenants(self, *, limit: int = 100, cursor: str | None = None) -> Page[Tenant]:
+    def list_tenants(
+        self, *, limit: int = 100, cursor: str | None = None, id_prefix: str | None = None
+    ) -> Page[Tenant]:
         query = select(tenants)
         with self._db.read() as connection:
-            return page_of(connection, query, tenants.c.id, _tenant, limit=limit, cursor=cursor)
+            return page_of(
+                connection, query, tenants.c.id, _tenant,
+                limit=limit, cursor=cursor, id_prefix=id_prefix,
+            )  # fmt: skip
 
     def update_tenant(
         self,

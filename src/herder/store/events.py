@@ -129,14 +129,23 @@ class EventRepository:
             return _event(owned_row(connection, events, tenant_id, event_id, "event"))
 
     def list(
-        self, tenant_id: str, *, name: str | None, limit: int, cursor: str | None
+        self,
+        tenant_id: str,
+        *,
+        name: str | None,
+        limit: int,
+        cursor: str | None,
+        id_prefix: str | None = None,
     ) -> Page[EventSummary]:
         """Newest first, without their payloads."""
         query = select(*_SUMMARY_COLUMNS).where(events.c.tenant_id == tenant_id)
         if name is not None:
             query = query.where(events.c.name == name)
         with self._db.read() as connection:
-            return page_of(connection, query, events.c.id, _summary, limit=limit, cursor=cursor)
+            return page_of(
+                connection, query, events.c.id, _summary,
+                limit=limit, cursor=cursor, id_prefix=id_prefix,
+            )  # fmt: skip
 
     def prune(self) -> bool:
         """Delete up to ``PRUNED_PER_PASS`` events past the retention; whether more may be

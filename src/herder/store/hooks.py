@@ -127,9 +127,16 @@ class HookRepository:
         with self._db.read() as connection:
             return _hook(ROWS.row(connection, tenant_id, hook))
 
-    def list(self, tenant_id: str, *, limit: int, cursor: str | None) -> Page[Hook]:
+    def list(
+        self,
+        tenant_id: str,
+        *,
+        limit: int = 100,
+        cursor: str | None = None,
+        id_prefix: str | None = None,
+    ) -> Page[Hook]:
         with self._db.read() as connection:
-            return ROWS.page(connection, tenant_id, limit=limit, cursor=cursor)
+            return ROWS.page(connection, tenant_id, limit=limit, cursor=cursor, id_prefix=id_prefix)
 
     def edit(
         self,

@@ -29,11 +29,21 @@ class KeyRepository:
         self._clock = clock
         self._forget = forget
 
-    def list(self, tenant_id: str, *, limit: int = 100, cursor: str | None = None) -> Page[ApiKey]:
+    def list(
+        self,
+        tenant_id: str,
+        *,
+        limit: int = 100,
+        cursor: str | None = None,
+        id_prefix: str | None = None,
+    ) -> Page[ApiKey]:
         """The tenant's keys, newest first, revoked and expired ones too."""
         query = select(*_LISTED).where(api_keys.c.tenant_id == tenant_id)
         with self._db.read() as connection:
-            return page_of(connection, query, api_keys.c.id, _key, limit=limit, cursor=cursor)
+            return page_of(
+                connection, query, api_keys.c.id, _key,
+                limit=limit, cursor=cursor, id_prefix=id_prefix,
+            )  # fmt: skip
 
     def get(self, key_id: str) -> ApiKey:
         """Any tenant's key: the caller's right to see it is checked by the service."""

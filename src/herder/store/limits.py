@@ -183,9 +183,16 @@ class LimitRepository:
         with self._db.read() as connection:
             return self._get(connection, tenant_id, limit)
 
-    def list(self, tenant_id: str, *, limit: int = 100, cursor: str | None = None) -> Page[Limit]:
+    def list(
+        self,
+        tenant_id: str,
+        *,
+        limit: int = 100,
+        cursor: str | None = None,
+        id_prefix: str | None = None,
+    ) -> Page[Limit]:
         with self._db.read() as connection:
-            return ROWS.page(connection, tenant_id, limit=limit, cursor=cursor)
+            return ROWS.page(connection, tenant_id, limit=limit, cursor=cursor, id_prefix=id_prefix)
 
     def edit(
         self,

@@ -61,10 +61,19 @@ class NamedRows(Generic[T]):
         return row
 
     def page(
-        self, connection: Connection, tenant_id: str, *, limit: int, cursor: str | None
+        self,
+        connection: Connection,
+        tenant_id: str,
+        *,
+        limit: int,
+        cursor: str | None,
+        id_prefix: str | None = None,
     ) -> Page[T]:
         query = select(self.table).where(self.table.c.tenant_id == tenant_id)
-        return page_of(connection, query, self.table.c.id, self.record, limit=limit, cursor=cursor)
+        return page_of(
+            connection, query, self.table.c.id, self.record,
+            limit=limit, cursor=cursor, id_prefix=id_prefix,
+        )  # fmt: skip
 
     def edit(
         self,

@@ -108,14 +108,22 @@ class PoolRepository:
             return self._get(connection, pool, tenant_id=tenant_id)
 
     def list(
-        self, *, tenant_id: str | None = None, limit: int = 100, cursor: str | None = None
+        self,
+        *,
+        tenant_id: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+        id_prefix: str | None = None,
     ) -> Page[Pool]:
         """Newest first: every pool, or (``tenant_id``) those that tenant may use."""
         query = select(pools)
         if tenant_id is not None:
             query = query.where(_shared_with(tenant_id))
         with self._db.read() as connection:
-            page = page_of(connection, query, pools.c.id, _bare_pool, limit=limit, cursor=cursor)
+            page = page_of(
+                connection, query, pools.c.id, _bare_pool,
+                limit=limit, cursor=cursor, id_prefix=id_prefix,
+            )  # fmt: skip
             return page.model_copy(update={"items": _completed(connection, page.items)})
 
     def usable(self, tenant_id: str) -> tuple[str, ...]:

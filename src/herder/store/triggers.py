@@ -104,9 +104,16 @@ class TriggerRepository:
         with self._db.read() as connection:
             return _trigger(ROWS.row(connection, tenant_id, trigger))
 
-    def list(self, tenant_id: str, *, limit: int, cursor: str | None) -> Page[Trigger]:
+    def list(
+        self,
+        tenant_id: str,
+        *,
+        limit: int = 100,
+        cursor: str | None = None,
+        id_prefix: str | None = None,
+    ) -> Page[Trigger]:
         with self._db.read() as connection:
-            return ROWS.page(connection, tenant_id, limit=limit, cursor=cursor)
+            return ROWS.page(connection, tenant_id, limit=limit, cursor=cursor, id_prefix=id_prefix)
 
     def edit(
         self,

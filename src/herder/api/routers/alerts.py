@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from herder.api.auth import Caller, StoreDep, Writer
 from herder.api.openapi import problems
-from herder.api.queries import IdPrefix, Limit
+from herder.api.queries import IdPrefix, ItemName, Limit
 from herder.domain.alerts.rules import (
     Channel,
     ChannelChanges,
@@ -57,9 +57,10 @@ def list_channels(
     limit: Limit = 100,
     cursor: str | None = None,
     id_prefix: IdPrefix = None,
+    name: ItemName = None,
 ) -> Page[Channel]:
     return alerts.list_channels(
-        store, caller.tenant_id, limit=limit, cursor=cursor, id_prefix=id_prefix
+        store, caller.tenant_id, limit=limit, cursor=cursor, id_prefix=id_prefix, name=name
     )
 
 
@@ -106,9 +107,10 @@ def list_rules(
     limit: Limit = 100,
     cursor: str | None = None,
     id_prefix: IdPrefix = None,
+    name: ItemName = None,
 ) -> Page[Rule]:
     return alerts.list_rules(
-        store, caller.tenant_id, limit=limit, cursor=cursor, id_prefix=id_prefix
+        store, caller.tenant_id, limit=limit, cursor=cursor, id_prefix=id_prefix, name=name
     )
 
 

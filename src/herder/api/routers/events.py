@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query, Response, status
 
 from herder.api.auth import Caller, StoreDep
 from herder.api.openapi import problems
+from herder.api.queries import IdPrefix
 from herder.api.queries import Limit as PageSize
 from herder.api.ratelimit import Submitter
 from herder.domain.events import Event as EventRecord
@@ -40,9 +41,12 @@ def list_events(
     name: Annotated[EventName | None, Query(description="only events of this name")] = None,
     limit: PageSize = 100,
     cursor: str | None = None,
+    id_prefix: IdPrefix = None,
 ) -> Page[EventSummary]:
     """Newest first, without payloads; kept 30 days."""
-    return events.list_events(store, caller.tenant_id, name=name, limit=limit, cursor=cursor)
+    return events.list_events(
+        store, caller.tenant_id, name=name, limit=limit, cursor=cursor, id_prefix=id_prefix
+    )
 
 
 @router.get("/{event_id}")

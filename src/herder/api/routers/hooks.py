@@ -12,6 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from herder.api.auth import Caller, StoreDep, Writer
 from herder.api.etags import tagged, versions
 from herder.api.openapi import ETAG_HEADER, patch_body, problems
+from herder.api.queries import IdPrefix
 from herder.api.queries import Limit as PageSize
 from herder.api.ratelimit import admit_tenant
 from herder.domain.errors import RateLimited
@@ -41,9 +42,15 @@ def create_hook(
 
 @router.get("")
 def list_hooks(
-    caller: Caller, store: StoreDep, limit: PageSize = 100, cursor: str | None = None
+    caller: Caller,
+    store: StoreDep,
+    limit: PageSize = 100,
+    cursor: str | None = None,
+    id_prefix: IdPrefix = None,
 ) -> Page[Hook]:
-    return hooks.list_hooks(store, caller.tenant_id, limit=limit, cursor=cursor)
+    return hooks.list_hooks(
+        store, caller.tenant_id, limit=limit, cursor=cursor, id_prefix=id_prefix
+    )
 
 
 @router.get("/{hook_id}", responses={200: ETAG_HEADER})

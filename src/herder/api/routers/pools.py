@@ -12,7 +12,7 @@ from fastapi import APIRouter, Query, Response, status
 
 from herder.api.auth import Caller, StoreDep, SystemAdmin
 from herder.api.openapi import problems
-from herder.api.queries import Limit
+from herder.api.queries import IdPrefix, Limit
 from herder.api.schemas import PoolCreate
 from herder.domain.autoscaling import PoolAutoscaling
 from herder.domain.models import Page
@@ -42,10 +42,13 @@ def list_pools(
         bool,
         Query(description="only the pools the caller's own tenant may use (for system admins)"),
     ] = False,
+    id_prefix: IdPrefix = None,
 ) -> Page[Pool]:
     """Newest first: every pool for a system admin; else the pools the caller's tenant may
     use, each with only that tenant's share."""
-    return pools.list_pools(store, caller, usable=usable, limit=limit, cursor=cursor)
+    return pools.list_pools(
+        store, caller, usable=usable, limit=limit, cursor=cursor, id_prefix=id_prefix
+    )
 
 
 @router.get("/v1/pools/{pool_id}")

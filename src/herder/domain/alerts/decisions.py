@@ -68,36 +68,49 @@ class Ended:
 def failure_streaks(
     ended_by_key: Mapping[str, Sequence[Ended]],
     failures: Collection[str],
+    names: Mapping[str, str],
     *,
     consecutive: int,
     noun: str,
 ) -> list[Signal]:
     """A key fires when its last ``consecutive`` ends all failed; it clears when its last end
-    succeeded. Ends that are neither (cancelled, expired…) were left out by the reader."""
+    succeeded. Ends that are neither (cancelled, expired…) were left out by the reader. The
+    summary calls the key by its name in ``names`` (by its id when it has none: deleted)."""
     signals = []
     for key, ended in ended_by_key.items():
         if not ended:
             continue
         latest = ended[0]
         streak = ended[:consecutive]
+        named = f"{noun} {names.get(key, key)}"
         if latest.state not in failures:
-            summary = f"{noun} {key} recovered: {latest.id} {latest.state}"
+            summary = f"{named} recovered: {latest.id} {latest.state}"
             signals.append(Signal(key, False, summary, {"run_id": latest.id}))
         elif len(streak) == consecutive and all(end.state in failures for end in streak):
-            times = f"the last {consecutive} ends" if consecutive > 1 else "its last end"
-            summary = f"{noun} {key}: {times} failed ({latest.id} {latest.state})"
+            last = f"{latest.id} {latest.state}"
+            summary = (
+                f"{named} failed {consecutive} times in a row (last: {last})"
+                if consecutive > 1
+                else f"{named} failed ({last})"
+            )
             details = {"run_ids": [end.id for end in streak], "state": latest.state}
             signals.append(Signal(key, True, summary, details))
     return signals
 
 
-def run_failed(ended_by_job: Mapping[str, Sequence[Ended]], params: RuleParams) -> list[Signal]:
+def run_failed(
+    ended_by_job: Mapping[str, Sequence[Ended]], params: RuleParams, names: Mapping[str, str]
+) -> list[Signal]:
     failures = {outcome.value for outcome in params.outcomes}
-    return failure_streaks(ended_by_job, failures, consecutive=params.consecutive, noun="job")
+    return failure_streaks(
+        ended_by_job, failures, names, consecutive=params.consecutive, noun="job"
+    )
 
 
-def workflow_failed(ended_by_workflow: Mapping[str, Sequence[Ended]]) -> list[Signal]:
-    return failure_streaks(ended_by_workflow, {"failed"}, consecutive=1, noun="workflow")
+def workflow_failed(
+    ended_by_workflow: Mapping[str, Sequence[Ended]], names: Mapping[str, str]
+) -> list[Signal]:
+    return failure_streaks(ended_by_workflow, {"failed"}, names, consecutive=1, noun="workflow")
 
 
 @dataclass(frozen=True)
@@ -109,14 +122,16 @@ class ScheduleMisses:
     open_since: datetime | None  # when its open incident opened; None when none is open
 
 
-def schedule_missed(schedules: Sequence[ScheduleMisses]) -> list[Signal]:
+def schedule_missed(schedules: Sequence[ScheduleMisses], names: Mapping[str, str]) -> list[Signal]:
     """New misses fire; with none new, a fire for a nominal time after the incident opened
     (the schedule firing on time again) clears it. The catch-up fire of the pass that
-    recorded the misses does not: its nominal time is before the incident."""
+    recorded the misses does not: its nominal time is before the incident. A schedule is
+    called by its name in ``names``, by its id when it has none."""
     signals = []
     for one in schedules:
+        named = f"schedule {names.get(one.schedule_id, one.schedule_id)}"
         if one.new_misses:
-            summary = f"schedule {one.schedule_id} missed or skipped {one.new_misses} fire(s)"
+            summary = f"{named} missed or skipped {one.new_misses} fire(s)"
             details = {"missed": one.new_misses, "last_missed_for": _iso(one.last_missed_for)}
             signals.append(Signal(one.schedule_id, True, summary, details))
         elif (
@@ -124,7 +139,7 @@ def schedule_missed(schedules: Sequence[ScheduleMisses]) -> list[Signal]:
             and one.last_fired_for is not None
             and one.last_fired_for > one.open_since
         ):
-            summary = f"schedule {one.schedule_id} fired on time again"
+            summary = f"{named} fired on time again"
             signals.append(Signal(one.schedule_id, False, summary))
     return signals
 

@@ -89,8 +89,11 @@ class ChannelRepository:
         limit: int = 100,
         cursor: str | None = None,
         id_prefix: str | None = None,
+        name: str | None = None,
     ) -> Page[Channel]:
         query = select(alert_channels).where(alert_channels.c.tenant_id == tenant_id)
+        if name is not None:
+            query = query.where(alert_channels.c.name == name)
         with self._db.read() as connection:
             return page_of(
                 connection, query, alert_channels.c.id, _channel,

@@ -11,7 +11,7 @@ thing twice decides the same, so the overlap is harmless.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -35,11 +35,13 @@ from herder.store.history.live import live_floor
 from herder.store.schema import (
     alert_incidents,
     alert_rules,
+    jobs,
     leases,
     runs,
     schedule_events,
     schedules,
     workflow_runs,
+    workflows,
 )
 from herder.store.usage import read_uses
 from herder.store.work import Work
@@ -130,12 +132,15 @@ def _signals(
 ) -> list[Signal]:
     params = rule.params
     if rule.kind is RuleKind.RUN_FAILED:
-        return decisions.run_failed(_ended_runs(work, rule, since, open_since.keys()), params)
+        ended = _ended_runs(work, rule, since, open_since.keys())
+        return decisions.run_failed(ended, params, _names(work, jobs, rule.tenant_id, ended))
     if rule.kind is RuleKind.WORKFLOW_FAILED:
         ended = _ended_workflow_runs(work, rule, since, open_since.keys())
-        return decisions.workflow_failed(ended)
+        return decisions.workflow_failed(ended, _names(work, workflows, rule.tenant_id, ended))
     if rule.kind is RuleKind.SCHEDULE_MISSED:
-        return decisions.schedule_missed(_schedule_misses(work, rule, since, open_since))
+        misses = _schedule_misses(work, rule, since, open_since)
+        ids = [one.schedule_id for one in misses]
+        return decisions.schedule_missed(misses, _names(work, schedules, rule.tenant_id, ids))
     if rule.kind is RuleKind.QUEUE_WAIT_P99:
         return decisions.queue_wait_p99(_queue_waits(work, rule), params)
     if rule.kind is RuleKind.NO_CAPACITY:
@@ -159,6 +164,20 @@ def _signals(
         for row in work.connection.execute(select(leases.c.name, leases.c.expires_at))
     }
     return decisions.loop_stale(expiries, params, work.now)
+
+
+def _names(work: Work, table: Table, tenant_id: str, ids: Iterable[str]) -> dict[str, str]:
+    """The names of the tenant's jobs, workflows or schedules of ``ids``, in one query, so
+    that an incident names what failed as people know it (a schedule may have none)."""
+    wanted = sorted(set(ids))
+    if not wanted:
+        return {}
+    rows = work.connection.execute(
+        select(table.c.id, table.c.name).where(
+            table.c.tenant_id == tenant_id, table.c.id.in_(wanted), table.c.name.is_not(None)
+        )
+    )
+    return {row.id: row.name for row in rows}
 
 
 def _seen_again(work: Work, rows: Collection[Any], signals: Collection[Signal]) -> None:

@@ -133,8 +133,11 @@ class RuleRepository:
         limit: int = 100,
         cursor: str | None = None,
         id_prefix: str | None = None,
+        name: str | None = None,
     ) -> Page[Rule]:
         query = select(alert_rules).where(alert_rules.c.tenant_id == tenant_id)
+        if name is not None:
+            query = query.where(alert_rules.c.name == name)
         with self._db.read() as connection:
             return page_of(
                 connection, query, alert_rules.c.id, _rule,

@@ -23,7 +23,7 @@ from herder.domain.states import RunState
 from herder.store.database import Database
 from herder.store.history.live import live_floor
 from herder.store.pagination import check_limit, page_records
-from herder.store.schema import run_limit_keys, runs
+from herder.store.schema import run_limit_keys, runs, tenants
 
 _PRIORITY_BY_RANK = {priority.rank: priority for priority in Priority}
 
@@ -73,21 +73,26 @@ class QueueRepository:
         """Queued runs of one tenant (``None``: of every tenant), in dispatch order; of one
         job, or counted against one limit (and key), if asked."""
         check_limit(limit)
-        query = select(
-            runs.c.id,
-            runs.c.tenant_id,
-            runs.c.job_id,
-            runs.c.job_name,
-            runs.c.priority,
-            runs.c.cpu_milli,
-            runs.c.memory_mb,
-            runs.c.gpus,
-            runs.c.replicas,
-            runs.c.requires,
-            runs.c.queued_at,
-            runs.c.preempted_at,
-            runs.c.waiting_reason,
-        ).where(runs.c.state == RunState.QUEUED)
+        query = (
+            select(
+                runs.c.id,
+                runs.c.tenant_id,
+                tenants.c.name.label("tenant_name"),
+                runs.c.job_id,
+                runs.c.job_name,
+                runs.c.priority,
+                runs.c.cpu_milli,
+                runs.c.memory_mb,
+                runs.c.gpus,
+                runs.c.replicas,
+                runs.c.requires,
+                runs.c.queued_at,
+                runs.c.preempted_at,
+                runs.c.waiting_reason,
+            )
+            .join(tenants, tenants.c.id == runs.c.tenant_id)
+            .where(runs.c.state == RunState.QUEUED)
+        )
         if tenant_id is not None:
             query = query.where(runs.c.tenant_id == tenant_id)
         if job_id is not None:
@@ -117,6 +122,7 @@ def _entry(row: Any, now: datetime) -> QueueEntry:
     return QueueEntry(
         run_id=row.id,
         tenant_id=row.tenant_id,
+        tenant_name=row.tenant_name,
         job_id=row.job_id,
         job_name=row.job_name,
         priority=_PRIORITY_BY_RANK[row.priority],

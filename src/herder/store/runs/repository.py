@@ -23,6 +23,7 @@ from herder.domain.overrides import RunOverrides, RunRequest
 from herder.domain.queue_room import RELEASER, UNLIMITED
 from herder.domain.schedules import ConcurrencyPolicy
 from herder.domain.states import RunState
+from herder.store.actors import with_actor_names
 from herder.store.checkpoints import kept_checkpoints
 from herder.store.cold.listing import RunWindow, cold_detail, merged_page
 from herder.store.cold.tier import ColdTier
@@ -274,11 +275,13 @@ class RunRepository:
         """The run with its attempts, history and output (which lists leave out: up to
         64 KiB a run); one past the hot window from the cold tier."""
         try:
-            return self._hot_detail(tenant_id, run_id)
+            found = self._hot_detail(tenant_id, run_id)
         except NotFound:
             if (cold := self._cold_detail(tenant_id, run_id)) is None:
                 raise
-            return cold
+            found = cold
+        with self._db.read() as connection:
+            return with_actor_names(connection, tenant_id, found)
 
     def _cold_detail(self, tenant_id: str, run_id: str) -> RunDetail | None:
         if self._cold is None:
