@@ -105,7 +105,9 @@ def test_a_foretold_burst_finds_its_workers_up_and_the_pool_shrinks_after(
                     )
                     return [(row.scheduled_for, row.started_at, row.worker_id) for row in rows]
 
-            wait_until(lambda: len(started()) == BURST, 90, "the burst's runs to succeed")
+            # all started on time is the point (below); their ends wait on a loaded box's
+            # process spawns (a CI run's system tests beside its integration tests)
+            wait_until(lambda: len(started()) == BURST, 240, "the burst's runs to succeed")
             ran_on = {worker_id for _, _, worker_id in started()}
             assert ran_on <= up_before, "some runs waited for a worker started after the burst"
             late = [
