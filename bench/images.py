@@ -9,7 +9,7 @@ started alone and timed from its submission to ``succeeded`` as the API reports 
              into a new root; each cold run a different image (its config differs)
     warm     the same image again: the root is there, bound as the attempt's /
 
-    .venv/bin/python -m bench.run --scenario images
+    .venv/bin/python -m bench.run --scenario images    (appended to bench/RESULTS.md)
     .venv/bin/python -m bench.images [--runs N]        (printed only)
 """
 
@@ -81,6 +81,18 @@ def report(timings: dict[str, list[float]]) -> list[str]:
         f"  image, cold cache:  {medians['cold']:.1f} ms "
         f"(+{medians['cold'] - medians['plain']:.1f} ms: download, read, stack the layers; "
         f"{len(timings['cold'])} images)",
+    ]
+
+
+def section(report_lines: list[str], machine: str, when: str) -> list[str]:
+    """The report as bench/RESULTS.md keeps it."""
+    return [
+        f"\n### Runtime image cost per run, {when} UTC\n",
+        f"Machine: {machine}. `python -m bench.run --scenario images`: SQLite, one root "
+        "sandboxing worker, each run started alone; cold = an image the worker never ran.\n",
+        "```",
+        *report_lines,
+        "```",
     ]
 
 

@@ -118,7 +118,7 @@ def main() -> None:
     if options.scenario in ("checkpoints", "all"):
         run_checkpoints(options)
     if options.scenario in ("images", "all"):
-        print("\n".join(images.run()))  # printed only: bench/images.py
+        run_images()
     if options.scenario == "history":  # not in "all": ten million runs take a while to make
         run_history()
 
@@ -253,6 +253,13 @@ def run_mix() -> None:
     steps = mix.measure(fresh_postgres, home)
     when = f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M}"
     _append(mix.section(steps, machine.describe(), when))
+
+
+def run_images() -> None:
+    lines = images.run()
+    print("\n".join(lines))
+    when = f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M}"
+    _append(images.section(lines, machine.describe(), when))
 
 
 def run_sandbox() -> None:
