@@ -38,28 +38,29 @@ def _ended_well(runs: list[RunDetail]) -> None:
         raise typer.Exit(1)
 
 
-def _run_table(runs: list[Run], *, whole_ids: bool = False) -> Table:
-    """Runs, each id as its shortest unique start (``whole_ids``: as it is, for one run)."""
-    shown = {run.id: run.id for run in runs} if whole_ids else short_ids(run.id for run in runs)
-    table = Table(
-        id_column("ID", shown.values()), "JOB", "STATE", "ATTEMPTS", "CREATED", "FINISHED", "EXIT"
-    )
+def _run_table(runs: list[Run], *, ids: bool = True) -> Table:
+    """Runs, each id as its shortest unique start (no id column for one run's view, which
+    names it whole above the table: at 80 columns a whole id squeezed the rest)."""
+    shown = short_ids(run.id for run in runs)
+    columns = ["JOB", "STATE", "ATTEMPTS", "CREATED", "FINISHED", "EXIT"]
+    table = Table(id_column("ID", shown.values()), *columns) if ids else Table(*columns)
     for run in runs:
         state = f"{run.state} until {when(run.retry_at)}" if run.retry_at else run.state
-        table.add_row(
-            shown[run.id],
+        cells = [
             run.job_name,
             state,
             str(run.attempt_count),
             when(run.created_at),
             when(run.finished_at),
             "-" if run.exit_code is None else str(run.exit_code),
-        )
+        ]
+        table.add_row(*([shown[run.id]] if ids else []), *cells)
     return table
 
 
 def _print_detail(run: RunDetail) -> None:
-    out.print(_run_table([run], whole_ids=True))
+    out.print(f"run {run.id}")
+    out.print(_run_table([run], ids=False))
     if run.pool:
         out.print(f"pool: {run.pool}")
     if run.state is RunState.QUEUED and run.waiting_reason:
