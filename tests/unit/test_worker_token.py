@@ -103,3 +103,36 @@ def test_a_token_file_of_another_user_is_refused(tmp_path: Path) -> None:
     result = _worker(tmp_path, "--token-file", str(path))
     assert result.exit_code == 1
     assert "owned by uid 65534" in result.output
+
+
+def test_registry_credentials_come_only_from_a_private_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Image registries' passwords are kept as the token is: a file others cannot read."""
+    monkeypatch.setenv("HERDER_WORKER_TOKEN", "wtk_1.from-env")
+    credentials = tmp_path / "registries.json"
+    credentials.write_text('{"https://registry.internal": {"username": "u", "password": "p4ss"}}')
+    monkeypatch.setenv("HERDER_IMAGE_REGISTRY_CREDENTIALS_FILE", str(credentials))
+    credentials.chmod(0o644)
+    refused = _worker(tmp_path)
+    assert refused.exit_code != 0
+    assert "HERDER_IMAGE_REGISTRY_CREDENTIALS_FILE" in refused.output
+    credentials.chmod(0o600)
+    result = _worker(tmp_path)
+    assert result.exit_code == 0, result.output
+    assert CapturedAgent.configs[-1].image_credentials["https://registry.internal"].username == "u"
+    credentials.write_text('{"https://registry.internal": "p4ss"}')
+    malformed = _worker(tmp_path)
+    assert malformed.exit_code != 0
+    assert "p4ss" not in malformed.output
+
+
+@pytest.mark.parametrize("given", ["0", "-5", "ten", "1.5"])
+def test_an_image_cache_bound_that_is_no_whole_number_stops_the_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: str
+) -> None:
+    monkeypatch.setenv("HERDER_WORKER_TOKEN", "wtk_1.from-env")
+    monkeypatch.setenv("HERDER_IMAGE_CACHE_MB", given)
+    result = _worker(tmp_path)
+    assert result.exit_code != 0
+    assert "HERDER_IMAGE_CACHE_MB" in result.output
