@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime
+import itertools
+import statistics
 
 from bench.baseline import SpawnLimits
 from bench.celery_peer import PeerResult
@@ -24,7 +26,8 @@ def section(
     when: datetime.datetime,
     command: str,
 ) -> list[str]:
-    celery = next((peer.tasks_per_second for peer in peers if peer.variant == "subprocess"), None)
+    celery_rates = [peer.tasks_per_second for peer in peers if peer.variant == "subprocess"]
+    celery = statistics.median(celery_rates) if celery_rates else None
     lines = [
         f"\n### One-off runs beside Celery, {when:%Y-%m-%d %H:%M} UTC\n",
         f"Machine: {machine}. `{command}`.\n",
@@ -35,11 +38,13 @@ def section(
     ]
     lines += [_peer_row(peer, celery) for peer in peers]
     lines += [_herder_row(herder, celery) for herder in herders]
+    lines += ["", *_spreads(peers, herders, celery)]
     lines += [
         "",
+        "Ratios are to the median of Celery's repetitions. "
         "Runs/s from the first submit to the last completion. CPU columns: ms per run over the "
         "throughput part, user + system from /proc; **control plane** = API + scheduler + worker "
-        "+ PostgreSQL / Redis (target for Herder on PostgreSQL: ≤ 1.5 ms); jobs and the bench "
+        "+ PostgreSQL / Redis (target for Herder on PostgreSQL: ≤ 1.0 ms); jobs and the bench "
         "client are not in it.",
         "",
         "- Celery 5 with Redis (database 15) as broker and result backend: one worker, "
@@ -108,6 +113,38 @@ def _herder_row(herder: OneOffResult, celery: float | None) -> str:
         f"| {herder.per_run_ms(herder.worker_cpu.reaped):.2f} "
         f"| {herder.per_run_ms(herder.client_cpu_seconds):.2f} |"
     )
+
+
+def _spreads(
+    peers: list[PeerResult], herders: list[OneOffResult], celery: float | None
+) -> list[str]:
+    """Each system's figures as the range over its repetitions (when there are several)."""
+    lines = []
+    celery_rates = [peer.tasks_per_second for peer in peers if peer.variant == "subprocess"]
+    if len(celery_rates) > 1:
+        lines.append(f"- Celery (subprocess), {len(celery_rates)} repetitions: "
+                     f"{_range(celery_rates, '.0f')} tasks/s")  # fmt: skip
+    for (store, isolation), group in itertools.groupby(
+        herders, key=lambda herder: (herder.store, herder.isolation)
+    ):
+        repeated = list(group)
+        if len(repeated) < 2:
+            continue
+        rates = [herder.runs_per_second for herder in repeated]
+        ratios = [rate / celery for rate in rates] if celery else []
+        ratio = f" ({_range(ratios, '.2f')} of Celery)" if ratios else ""
+        lines.append(
+            f"- Herder {STORE_NAMES[store]}, {isolation.value}, {len(repeated)} repetitions: "
+            f"**{_range(rates, '.0f')} runs/s**{ratio}; submit→start p50 "
+            f"**{_range([h.start_p50_ms for h in repeated], '.1f')} ms**, p99 "
+            f"**{_range([h.start_p99_ms for h in repeated], '.1f')} ms**; control plane "
+            f"**{_range([h.per_run_ms(h.control_plane_seconds) for h in repeated], '.2f')} ms**"
+        )
+    return lines
+
+
+def _range(values: list[float], spec: str) -> str:
+    return f"{min(values):{spec}} to {max(values):{spec}}"
 
 
 def _ratio(rate: float, celery: float | None) -> str:

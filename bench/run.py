@@ -69,6 +69,9 @@ def main() -> None:
     )
     parser.add_argument("--no-celery", action="store_true", help="one-off: skip the Celery peer")
     parser.add_argument(
+        "--repeat", type=int, default=3, help="one-off: times each system (and Celery) is measured"
+    )
+    parser.add_argument(
         "--scenario",
         choices=[
             "oneoff",
@@ -124,18 +127,22 @@ def main() -> None:
 
 
 def run_oneoff(options: argparse.Namespace) -> None:
-    """Spawn limits, then the Celery peer, then Herder: one at a time, each on a quiet box."""
+    """Spawn limits, then the Celery peer, then Herder: one at a time, each on a quiet box,
+    each ``--repeat`` times on a fresh system (one hour's figures vary: the spread says by how
+    much)."""
     limits = baseline.spawn_limits()
     print(
         f"spawn limits from 2 threads: plain {limits.plain:.0f}/s, unshare {limits.unshare:.0f}/s"
     )
-    peers = [] if options.no_celery else celery_peer.measure(options.runs, WORK / "celery.log")
+    peers = []
+    for _ in range(0 if options.no_celery else options.repeat):
+        peers += celery_peer.measure(options.runs, WORK / "celery.log")
     for peer in peers:
         print(f"celery ({peer.variant}): {peer.tasks_per_second:.0f} tasks/s")
     stores = [store for store in ("postgresql", "sqlite") if options.store in (store, "both")]
     isolations = [choice for choice in Isolation if options.isolation in (choice.value, "both")]
     results = []
-    for store, isolation in itertools.product(stores, isolations):
+    for store, isolation, _ in itertools.product(stores, isolations, range(options.repeat)):
         home = WORK / f"{store}-{isolation.value}"
         shutil.rmtree(home, ignore_errors=True)
         home.mkdir(parents=True)
