@@ -191,10 +191,10 @@ def test_a_failing_receiver_gets_retries_with_back_off_each_recorded(world: Worl
     world.receiver.fail_first = 2
 
     world.sender.step()
-    assert len(world.receiver.requests) == 1
+    (delivery,) = world.store.alert_history.deliveries(world.tenant_id).items
+    assert len(world.receiver.requests) == 1, delivery  # what the sender recorded, if not
     assert world.sender.step() > 0  # not due again yet: nothing sent
     assert len(world.receiver.requests) == 1
-    (delivery,) = world.store.alert_history.deliveries(world.tenant_id).items
     assert (delivery.state, delivery.attempts, delivery.last_status) == ("pending", 1, 500)
     assert delivery.next_attempt_at is not None
     first_wait = (delivery.next_attempt_at - world.clock.now()).total_seconds()

@@ -46,7 +46,7 @@ while True:
 
 def run(*command: str, stdin: str | None = None) -> str:
     done = subprocess.run(command, input=stdin, capture_output=True, text=True, check=False)
-    assert done.returncode == 0, f"{command}: {done.stderr}"
+    assert done.returncode == 0, f"{command}: exit {done.returncode}: {done.stderr}"
     return done.stdout
 
 
