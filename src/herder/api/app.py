@@ -53,7 +53,6 @@ from herder.store.notifications import listener_for
 from herder.store.store import Store
 from herder.telemetry.latency import RequestLatency
 
-
 ROUTERS = (
     health.router,
     artifacts.router,
