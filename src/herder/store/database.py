@@ -102,7 +102,12 @@ class Database:
         elif self.dialect == "postgresql":
             # No pre-ping (a round trip per transaction): a dropped connection fails its
             # transaction once, is invalidated, and the next checkout opens a fresh one.
-            self.engine = create_engine(self.url, pool_size=pool_size, max_overflow=pool_size * 2)
+            # Sessions in UTC: psycopg then hands back timestamps in datetime.UTC itself, which
+            # the store's UtcDateTime passes through (another zone costs a conversion a value).
+            options = {} if "options" in parsed.query else {"options": "-c TimeZone=UTC"}
+            self.engine = create_engine(
+                self.url, pool_size=pool_size, max_overflow=pool_size * 2, connect_args=options
+            )
             self._remember_backends()
         else:
             raise ValueError(

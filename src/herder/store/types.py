@@ -32,4 +32,6 @@ class UtcDateTime(TypeDecorator[datetime]):
         if value is None:
             return None
         assert isinstance(value, datetime)
+        if value.tzinfo is UTC:  # PostgreSQL's, in a UTC session
+            return value
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
