@@ -7,7 +7,12 @@ import itertools
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 
+from herder.domain.states import RunState
+from herder.domain.workflows.walk import TaskRunFact, tally
+from herder.store.schema import runs
+from herder.store.workflows.progress import tallies_of
 from tests.integration.conftest import Api
 from tests.integration.registered import register_worker
 from tests.integration.test_worker_protocol import claim, completion, report
@@ -498,3 +503,34 @@ def test_a_map_over_an_output_without_the_key_fails_with_why(api: Api, fleet: Fl
         "map_over split.parts: there is no key 'parts'",
     )
     assert detail(api, run["id"])["state"] == "failed"
+
+
+def test_the_walk_counts_the_runs_it_would_read_whole(api: Api, fleet: Fleet) -> None:
+    """The walk reads a workflow run's runs counted by task, repair and state (a fan-out's
+    thousand instances are a few counts at each end): the counts are the whole read's."""
+    flow = workflow(
+        api,
+        params={"files": ["a", "b", "c", "d"]},
+        tasks=[
+            {"name": "resize", "job": "work", "map_over": "params.files"},
+            {"name": "join", "job": "work", "depends_on": ["resize"]},
+        ],
+    )
+    run = start(api, flow["id"])
+    taken = sorted(fleet.claim())
+    fleet.end(taken[1])
+    fleet.end(taken[3], "failed")
+    with api.store.database.read() as connection:
+        counted = tallies_of(connection, run["id"])
+        whole = connection.execute(
+            select(runs.c.task_name, runs.c.map_index, runs.c.repair, runs.c.state).where(
+                runs.c.workflow_run_id == run["id"]
+            )
+        ).all()
+    facts = [TaskRunFact(r.task_name, r.map_index, r.repair, RunState(r.state)) for r in whole]
+    assert sorted(counted) == sorted(tally(facts))
+    assert sorted((t.task_name, t.state, t.number) for t in counted) == [
+        ("join", RunState.UPSTREAM_FAILED, 1),  # at the first failure: all_success
+        ("resize", RunState.FAILED, 1), ("resize", RunState.RUNNING, 2),
+        ("resize", RunState.SUCCEEDED, 1),
+    ]  # fmt: skip

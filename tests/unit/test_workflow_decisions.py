@@ -36,6 +36,7 @@ from herder.domain.workflows.task_runs import MAX_INPUTS_BYTES, PinnedRun
 from herder.domain.workflows.walk import (
     TaskRunFact,
     WalkFacts,
+    board_of,
     current_runs,
     outputs_wanted,
     walk,
@@ -326,10 +327,10 @@ def test_only_the_outputs_a_start_may_pass_on_are_wanted(
     found: list[TaskRunFact], wanted: set[str]
 ) -> None:
     chain = Dag.of(spec(task("a"), task("b", "a"), task("c", "b")))
-    assert outputs_wanted(chain, current_runs(found, 0, ())) == wanted
+    assert outputs_wanted(chain, board_of(current_runs(found, 0, ()))) == wanted
 
 
 def test_a_fan_outs_join_wants_no_output_while_its_instances_run() -> None:
     fan = Dag.of(spec(task("a"), task("join", "a")))
     instances = [ended("a", map_index=0), ended("a", RunState.RUNNING, map_index=1)]
-    assert outputs_wanted(fan, current_runs(instances, 0, ())) == set()
+    assert outputs_wanted(fan, board_of(current_runs(instances, 0, ()))) == set()

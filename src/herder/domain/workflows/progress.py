@@ -32,17 +32,20 @@ from herder.domain.workflows.trigger_rules import (
 
 __all__ = [  # WorkflowRunState re-exported: its home is ``states``
     "MAX_MAP_ITEMS", "End", "Instance", "Progress", "Start", "WorkflowRunState", "advance",
-    "failed_tasks", "map_items", "upstream_end",
+    "failed_tasks", "map_items", "upstream_end", "upstream_of",
 ]  # fmt: skip
 
 MAX_MAP_ITEMS = 1000
 
 
-class Instance(NamedTuple):  # a tuple: thousands are made at each end of a fan-out's run
-    """A task instance's current run (of the latest repair that ran the task)."""
+class Instance(NamedTuple):
+    """A task instance's current run (of the latest repair that ran the task) — or, on a
+    board the store counted (``walk.RunTally``), ``number`` of them in one state, the first
+    of which (in map-index order) is ``map_index``."""
 
     map_index: int  # -1: the task is not mapped
     state: RunState
+    number: int = 1  # how many
 
 
 @dataclass(frozen=True)
@@ -115,12 +118,7 @@ def advance(
         if task.trigger_rule is not TriggerRule.ALWAYS and _none_started(task, current):
             progress.waiting[name] = _NOT_STARTED.format(len(task.depends_on), task.trigger_rule)
             continue
-        ends = [
-            upstream_end(instance.state) if instance is not None else None
-            for parent in task.depends_on
-            for instance in current.get(parent, [None])
-        ]
-        decision = decide(task.trigger_rule, Upstream.of(ends))
+        decision = decide(task.trigger_rule, upstream_of(task, current))
         if decision.verdict is Verdict.WAIT:
             progress.waiting[name] = decision.reason
             continue
@@ -138,11 +136,26 @@ def advance(
             )
         progress.starts.append(start)
         current[name] = _instances(start)
-        made += len(current[name])
+        made += sum(instance.number for instance in current[name])
     return Progress(progress.starts, progress.waiting, _end(dag, current, cancelling))
 
 
 _NOT_STARTED = "waiting on {0} of {0} upstream task(s) ({1})"
+
+
+def upstream_of(task: TaskSpec, board: Mapping[str, Sequence[Instance]]) -> Upstream:
+    """How the task's upstream instances on the board ended, counted (a task not on the
+    board counts once, as not ended)."""
+    ends: dict[UpstreamEnd | None, int] = {}
+    for parent in task.depends_on:
+        instances = board.get(parent)
+        if instances is None:
+            ends[None] = ends.get(None, 0) + 1
+            continue
+        for instance in instances:
+            end = upstream_end(instance.state)
+            ends[end] = ends.get(end, 0) + instance.number
+    return Upstream.counted(ends)
 
 
 def _none_started(task: TaskSpec, current: Mapping[str, Sequence[Instance]]) -> bool:
@@ -180,7 +193,7 @@ def _start(
 def _instances(start: Start) -> list[Instance]:
     if start.items is None:
         return [Instance(-1, start.state)]
-    return [Instance(index, start.state) for index in range(len(start.items))]
+    return [Instance(0, start.state, len(start.items))]  # counted: all in one state
 
 
 def map_items(

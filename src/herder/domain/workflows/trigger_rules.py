@@ -17,7 +17,7 @@ was skipped, and ``one_success`` with every upstream task skipped is skipped, no
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -73,6 +73,17 @@ class Upstream:
             skipped=listed.count(UpstreamEnd.SKIPPED),
             upstream_failed=listed.count(UpstreamEnd.UPSTREAM_FAILED),
             unfinished=listed.count(None),
+        )
+
+    @classmethod
+    def counted(cls, ends: Mapping[UpstreamEnd | None, int]) -> Upstream:
+        """From how many upstream task instances ended each way (``None``: not ended yet)."""
+        return cls(
+            success=ends.get(UpstreamEnd.SUCCESS, 0),
+            failed=ends.get(UpstreamEnd.FAILED, 0),
+            skipped=ends.get(UpstreamEnd.SKIPPED, 0),
+            upstream_failed=ends.get(UpstreamEnd.UPSTREAM_FAILED, 0),
+            unfinished=ends.get(None, 0),
         )
 
     @property

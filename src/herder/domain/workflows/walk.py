@@ -1,8 +1,10 @@
 """The walk from a task run's end to its successors' start, decided once: over the facts
-the store read in one go — the workflow run, its version's DAG, every run it has made (its
-state, and its output where a start may pass it on: ``outputs_wanted``), the tenant's room
-under ``max_queued`` — which tasks start (with their inputs), which end without running,
-the runs they become, and whether the workflow run has ended.
+the store read in one go — the workflow run, its version's DAG, every run it has made
+counted by task, repair and state (``RunTally``: a fan-out's thousand instances are a few
+counts, not a thousand rows read at each of their ends), the runs whose outputs a start
+may pass on (``outputs_wanted``), the tenant's room under ``max_queued`` — which tasks
+start (with their inputs), which end without running, the runs they become, and whether
+the workflow run has ended.
 
 "The current repair" is here, once: each task's runs of the latest repair that ran it; a
 task the latest repair runs again has none until it starts again (it is pending).
@@ -26,11 +28,11 @@ from herder.domain.lifecycle.changes import (
 from herder.domain.queue_room import QueueRoom, hold
 from herder.domain.states import RunState
 from herder.domain.workflows.dag import Dag
-from herder.domain.workflows.progress import Instance, advance, upstream_end
+from herder.domain.workflows.progress import Instance, advance, upstream_of
 from herder.domain.workflows.spec import WorkflowSpec, map_source
 from herder.domain.workflows.states import WorkflowRunState
 from herder.domain.workflows.task_runs import PinnedRun, build_task_runs
-from herder.domain.workflows.trigger_rules import Upstream, Verdict, decide
+from herder.domain.workflows.trigger_rules import Verdict, decide
 
 
 class TaskInstance(Protocol):
@@ -51,12 +53,35 @@ Found = TypeVar("Found", bound=TaskInstance)
 RUN_STATES = {str(state): state for state in RunState}  # faster than ``RunState(value)``
 
 
-class TaskRunFact(NamedTuple):  # a tuple: thousands are read at each end of a fan-out's run
+class TaskRunFact(NamedTuple):  # a tuple: a fan-out's join reads a thousand
     task_name: str
     map_index: int  # -1: the task is not mapped
     repair: int
     state: RunState
     output: Any = None
+
+
+class RunTally(NamedTuple):
+    """A task's runs of one repair in one state, counted (the store's ``GROUP BY``)."""
+
+    task_name: str
+    map_index: int  # the lowest map index among them (-1: the task is not mapped)
+    repair: int
+    state: RunState
+    number: int  # how many
+
+
+def tally(found: Iterable[TaskRunFact]) -> list[RunTally]:
+    """The runs counted by task, repair and state, as the store reads them."""
+    counted: dict[tuple[str, int, RunState], tuple[int, int]] = {}
+    for run in found:
+        key = (run.task_name, run.repair, run.state)
+        first, count = counted.get(key, (run.map_index, 0))
+        counted[key] = (min(first, run.map_index), count + 1)
+    return [
+        RunTally(task, first, repair, state, count)
+        for (task, repair, state), (first, count) in counted.items()
+    ]
 
 
 @dataclass(frozen=True)
@@ -66,8 +91,11 @@ class WalkFacts:
     repaired_tasks: frozenset[str]
     cancel_requested: bool
     dag: Dag
-    task_runs: Sequence[TaskRunFact]  # every run it has made, over every repair
+    # The runs read whole, over every repair: every run it has made where ``tallies`` is
+    # None, else at least those of the tasks whose outputs a start may pass on.
+    task_runs: Sequence[TaskRunFact]
     room: QueueRoom  # the tenant's room under max_queued
+    tallies: Sequence[RunTally] | None = None  # every run it has made, over every repair
 
 
 def current_runs(
@@ -94,30 +122,37 @@ def board_of(current: Mapping[str, Sequence[TaskInstance]]) -> dict[str, list[In
     }
 
 
+def tallied_board(current: Mapping[str, Sequence[RunTally]]) -> dict[str, list[Instance]]:
+    """The board, each task's instances counted by state, in map-index order of each
+    state's first instance (the order ``failed_tasks`` weighs them in)."""
+    return {
+        task: [
+            Instance(run.map_index, run.state, run.number)
+            for run in sorted(runs, key=lambda run: run.map_index)
+        ]
+        for task, runs in current.items()
+    }
+
+
 def outputs_of(
     current: Mapping[str, Sequence[TaskRunFact]],
 ) -> dict[str, list[tuple[int, Any]]]:
     return {task: [(run.map_index, run.output) for run in runs] for task, runs in current.items()}
 
 
-def outputs_wanted(dag: Dag, board: Mapping[str, Sequence[TaskRunFact]]) -> set[str]:
+def outputs_wanted(dag: Dag, board: Mapping[str, Sequence[Instance]]) -> set[str]:
     """The tasks whose outputs a walk may pass on, so the store reads only those: each on
-    the board (``current_runs``) and upstream of a pending task the walk may decide — one
-    whose rule no longer waits on the board as it is, or below one that may be decided in
-    the same pass. A fan-out's join waiting on its instances reads none of their outputs as
-    each ends."""
+    the board (``board_of``, ``tallied_board``) and upstream of a pending task the walk may
+    decide — one whose rule no longer waits on the board as it is, or below one that may be
+    decided in the same pass. A fan-out's join waiting on its instances reads none of their
+    outputs as each ends."""
     may_decide: set[str] = set()
     for name in dag.order:
         if name in board:
             continue
         task = dag.tasks[name]
-        ends = [
-            upstream_end(instance.state) if instance is not None else None
-            for parent in task.depends_on
-            for instance in board.get(parent, [None])
-        ]
         if any(parent in may_decide for parent in task.depends_on) or (
-            decide(task.trigger_rule, Upstream.of(ends)).verdict is not Verdict.WAIT
+            decide(task.trigger_rule, upstream_of(task, board)).verdict is not Verdict.WAIT
         ):
             may_decide.add(name)
     return {
@@ -152,11 +187,13 @@ def walk(facts: WalkFacts, now: datetime, new_run_id: Callable[[], str]) -> Chan
     if facts.state is not WorkflowRunState.RUNNING:
         return Changes()
     run = facts.workflow_run
-    current = current_runs(facts.task_runs, run.repair, facts.repaired_tasks)
-    outputs = outputs_of(current)
+    tallies = tally(facts.task_runs) if facts.tallies is None else facts.tallies
+    board = tallied_board(current_runs(tallies, run.repair, facts.repaired_tasks))
+    outputs = outputs_of(current_runs(facts.task_runs, run.repair, facts.repaired_tasks))
+    made = sum(counted.number for counted in tallies)
     progress = advance(
-        facts.dag, board_of(current), run.params, map_sources(facts.dag.spec, outputs),
-        cancelling=facts.cancel_requested, made=len(facts.task_runs), outputs=outputs,
+        facts.dag, board, run.params, map_sources(facts.dag.spec, outputs),
+        cancelling=facts.cancel_requested, made=made, outputs=outputs,
     )  # fmt: skip
     new_runs, _ = hold(
         build_task_runs(run, facts.dag.spec, progress.starts, now, new_run_id), facts.room

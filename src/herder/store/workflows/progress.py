@@ -3,18 +3,19 @@ started, repaired or cancelled the workflow run): never a scan of DAGs.
 
 Read once, decide once, apply once. The workflow run's row is locked first, so two of its
 tasks ending at once decide one after the other, each seeing the other's end; then its facts
-are read in one go — its version's DAG, every run it has made (from the index) and the
-outputs a start may pass on, the tenant's room — and ``domain.workflows.walk`` decides;
-the unit of work applies the runs it makes (a unique index on task instance and repair
-makes a repeated start nothing) and the workflow run's end, whose follow-up
-(``store.follow_ups``) frees its slot.
+are read in one go — its version's DAG, every run it has made counted by task, repair and
+state (one ``GROUP BY``: a fan-out of 1,000 is a few counts at each instance's end, not
+1,000 rows), the runs whose outputs a start may pass on, the tenant's room — and
+``domain.workflows.walk`` decides; the unit of work applies the runs it makes (a unique
+index on task instance and repair makes a repeated start nothing) and the workflow run's
+end, whose follow-up (``store.follow_ups``) frees its slot.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, func, select
 
 from herder.clock import epoch_ms
 from herder.domain.ids import new_id
@@ -23,10 +24,12 @@ from herder.domain.workflows.states import WorkflowRunState
 from herder.domain.workflows.task_runs import PinnedRun
 from herder.domain.workflows.walk import (
     RUN_STATES,
+    RunTally,
     TaskRunFact,
     WalkFacts,
     current_runs,
     outputs_wanted,
+    tallied_board,
     walk,
 )
 from herder.store.queue_room import room_after_release
@@ -62,16 +65,17 @@ def read_walk(work: Work, workflow_run_id: str) -> WalkFacts | None:
         return None
     repaired = frozenset(row.repaired_tasks or ())
     dag = dag_of(work.connection, row.workflow_id, row.version)
-    found = task_runs_of(work.connection, workflow_run_id)
-    wanted = outputs_wanted(dag, current_runs(found, row.repair, repaired))
+    tallies = tallies_of(work.connection, workflow_run_id)
+    wanted = outputs_wanted(dag, tallied_board(current_runs(tallies, row.repair, repaired)))
     return WalkFacts(
         workflow_run=pinned(row),
         state=state,
         repaired_tasks=repaired,
         cancel_requested=row.cancel_requested,
         dag=dag,
-        task_runs=_with_outputs(work.connection, workflow_run_id, found, wanted),
+        task_runs=_with_outputs(work.connection, workflow_run_id, wanted),
         room=room,
+        tallies=tallies,
     )
 
 
@@ -85,37 +89,38 @@ def pinned(row: Any) -> PinnedRun:
     return PinnedRun(row.id, row.tenant_id, row.params, row.jobs, row.repair, row.backfill_id)
 
 
-def task_runs_of(connection: Connection, workflow_run_id: str) -> list[TaskRunFact]:
-    """Every run the workflow run has made, over every repair, without its output (the
-    index answers this; outputs are read from the rows)."""
+def tallies_of(connection: Connection, workflow_run_id: str) -> list[RunTally]:
+    """Every run the workflow run has made, over every repair, counted by task, repair and
+    state: a few rows however many instances its fan-outs have."""
     found = connection.execute(
-        select(runs.c.task_name, runs.c.map_index, runs.c.repair, runs.c.state).where(
-            runs.c.workflow_run_id == workflow_run_id
+        select(
+            runs.c.task_name,
+            func.min(runs.c.map_index),
+            runs.c.repair,
+            runs.c.state,
+            func.count(),
         )
+        .where(runs.c.workflow_run_id == workflow_run_id)
+        .group_by(runs.c.task_name, runs.c.repair, runs.c.state)
     ).all()
     return [
-        TaskRunFact(run.task_name, run.map_index, run.repair, RUN_STATES[run.state])
-        for run in found
+        RunTally(task_name, first, repair, RUN_STATES[state], count)
+        for task_name, first, repair, state, count in found
     ]
 
 
 def _with_outputs(
-    connection: Connection, workflow_run_id: str, found: list[TaskRunFact], tasks: set[str]
+    connection: Connection, workflow_run_id: str, tasks: set[str]
 ) -> list[TaskRunFact]:
-    """The runs, those of these tasks with their outputs."""
+    """The runs of these tasks, over every repair, with their outputs."""
     if not tasks:
-        return found
-    outputs = {
-        (run.task_name, run.map_index, run.repair): run.output
-        for run in connection.execute(
-            select(runs.c.task_name, runs.c.map_index, runs.c.repair, runs.c.output).where(
-                runs.c.workflow_run_id == workflow_run_id, runs.c.task_name.in_(sorted(tasks))
-            )
-        )
-    }
+        return []
+    found = connection.execute(
+        select(
+            runs.c.task_name, runs.c.map_index, runs.c.repair, runs.c.state, runs.c.output
+        ).where(runs.c.workflow_run_id == workflow_run_id, runs.c.task_name.in_(sorted(tasks)))
+    )
     return [
-        run._replace(output=outputs.get((run.task_name, run.map_index, run.repair)))
-        if run.task_name in tasks
-        else run
+        TaskRunFact(run.task_name, run.map_index, run.repair, RUN_STATES[run.state], run.output)
         for run in found
     ]

@@ -19,14 +19,14 @@ from herder.domain.workflows.dag import Dag
 from herder.domain.workflows.models import TaskRun, WorkflowRun, WorkflowRunDetail
 from herder.domain.workflows.progress import WorkflowRunState, advance
 from herder.domain.workflows.repair import RepairFacts, RepairRequest, repair
-from herder.domain.workflows.walk import board_of, current_runs
+from herder.domain.workflows.walk import board_of, current_runs, tallied_board
 from herder.store.database import Database
 from herder.store.owned import owned_row
 from herder.store.pagination import page_of
 from herder.store.schema import runs, workflow_runs
 from herder.store.work import unit_of_work
 from herder.store.workflows.definitions import dag_of, spec_of
-from herder.store.workflows.progress import advance_run, lock, task_runs_of
+from herder.store.workflows.progress import advance_run, lock, tallies_of
 from herder.store.workflows.starts import cancel_in, start_in, workflow_row
 from herder.store.workflows.suspension import resume_in, suspend_in
 from herder.store.workflows.waits import FORGOTTEN_PER_PASS, decide, forget_ended
@@ -169,13 +169,13 @@ class WorkflowRunRepository:
         with unit_of_work(self._db, self._clock, self._rng) as work:
             self._read(work.connection, tenant_id, workflow_run_id)
             row = lock(work.connection, workflow_run_id)
-            found = task_runs_of(work.connection, workflow_run_id)
+            found = tallies_of(work.connection, workflow_run_id)
             facts = RepairFacts(
                 workflow_run_id,
                 WorkflowRunState(row.state),
                 row.repair,
                 spec_of(work.connection, row.workflow_id, row.version),
-                board_of(current_runs(found, row.repair, row.repaired_tasks or ())),
+                tallied_board(current_runs(found, row.repair, row.repaired_tasks or ())),
             )
             work.apply(repair(facts, RepairRequest(token, tasks, dependents), work.now))
             advance_run(work, workflow_run_id)
