@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import threading
+
 import pytest
 
 from herder.domain.artifacts import sniff_media_type
@@ -16,6 +19,37 @@ def test_ids_sort_by_creation_time_and_carry_their_prefix() -> None:
     assert ids == sorted(ids)
     assert all(identifier.startswith("run_") and len(identifier) == 30 for identifier in ids)
     assert new_id("run", 5) != new_id("run", 5)
+
+
+def test_ids_drawn_in_bulk_stay_unique_across_threads_and_use_all_their_random_bits() -> None:
+    made: list[list[str]] = [[] for _ in range(8)]
+
+    def make(into: list[str]) -> None:
+        into.extend(new_id("run", 1) for _ in range(2000))  # several refills each
+
+    threads = [threading.Thread(target=make, args=(into,)) for into in made]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    everyone = [identifier for into in made for identifier in into]
+    assert len(set(everyone)) == len(everyone) == 16000
+    assert {identifier[14] for identifier in everyone} == set("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
+
+
+def test_a_forked_child_never_makes_its_parents_next_ids() -> None:
+    new_id("run", 1)  # this thread's random bytes drawn, most of them left
+    reading, writing = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child
+        os.write(writing, " ".join(new_id("run", 1) for _ in range(50)).encode())
+        os._exit(0)
+    os.close(writing)
+    os.waitpid(child, 0)
+    with os.fdopen(reading) as pipe:
+        childs = set(pipe.read().split())
+    assert len(childs) == 50
+    assert childs.isdisjoint(new_id("run", 1) for _ in range(50))
 
 
 def test_a_cursor_round_trips_and_garbage_is_refused() -> None:
