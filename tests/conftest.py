@@ -15,6 +15,7 @@ each have their own (``SANDBOX_UID``); the tests on the outside host run apart, 
 from __future__ import annotations
 
 import functools
+import gc
 import os
 import shutil
 from collections.abc import Generator, Iterator
@@ -38,6 +39,15 @@ XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")  # gw0, gw1… unde
 # typer's CliRunner builds the whole click command tree again on every invoke (12% of the
 # integration tests' CPU); the tree of one Typer app is the same every time.
 typer.testing._get_command = functools.cache(typer.main.get_command)  # type: ignore[attr-defined]
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection made (every module, test and fixture) lives as long as the session:
+    frozen, the cyclic collector stops walking it again and again, and it runs less often
+    (7-11% of the integration tests' CPU)."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(20_000, 20, 20)
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
