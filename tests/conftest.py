@@ -30,11 +30,13 @@ from herder.keyring import Keyring
 from herder.settings import sqlite_url
 from herder.store.database import Database
 from herder.store.store import Store
+from herder.worker.workspace import HOST_MEMORY
 from tests.clones import POSTGRES_URL, PostgresClones, admin_connection, database_url_named
 
 _CLONES: dict[str, PostgresClones] = {}  # by template name
 TEST_KEYRING = Keyring.of([os.urandom(32)])
 XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")  # gw0, gw1… under -n
+MEMORY_WORKSPACES = pytest.StashKey[set[Path]]()  # those there before the session
 
 # typer's CliRunner builds the whole click command tree again on every invoke (12% of the
 # integration tests' CPU); the tree of one Typer app is the same every time.
@@ -48,6 +50,25 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(20_000, 20, 20)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[MEMORY_WORKSPACES] = set(_memory_workspace_roots())
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Workers at isolation none keep attempt workspaces on /dev/shm and remove their
+    directory when they close; those of workers a test killed stay: removed here, by the
+    process that ran the session (an xdist worker's could still be in use by another's)."""
+    if hasattr(session.config, "workerinput"):
+        return
+    before = session.config.stash[MEMORY_WORKSPACES]
+    for root in set(_memory_workspace_roots()).difference(before):
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _memory_workspace_roots() -> Iterator[Path]:
+    return HOST_MEMORY.glob(f"herder-{os.geteuid()}-*")
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:

@@ -21,6 +21,7 @@ from herder.worker.isolation import Isolation
 from herder.worker.launch_server import LaunchServer
 from herder.worker.outcome import Outcome
 from herder.worker.process import LaunchPlan
+from herder.worker.workspace import memory_workspace_root
 from tests.sandboxes import attempt_sandbox, launcher, needs_root
 from tests.system.conftest import alive, kill_matching, processes_matching
 
@@ -135,9 +136,13 @@ def test_a_sandboxed_attempt_dies_with_its_launcher(
         server.close()
 
 
+@pytest.mark.parametrize("kept_in", ["memory", "state"])
 def test_a_worker_started_on_the_home_of_one_that_died_says_what_it_found(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, kept_in: str
 ) -> None:
+    """Workspaces live on the host's memory file system; older versions kept them under the
+    worker's state directory: leftovers in either are found."""
+
     def host() -> AttemptHost:
         return AttemptHost(
             tmp_path / "home", Isolation.NONE, uid_base=63000, uid_count=8, server_url="http://x"
@@ -146,9 +151,12 @@ def test_a_worker_started_on_the_home_of_one_that_died_says_what_it_found(
     first = host()
     state = first.state
     asyncio.run(first.close())
-    (state / "attempts" / "att_left").mkdir(mode=0o700)  # as a killed worker leaves it
+    root = memory_workspace_root(state) if kept_in == "memory" else state / "attempts"
+    root.mkdir(mode=0o700, exist_ok=True)
+    (root / "att_left").mkdir(mode=0o700)  # as a killed worker leaves it
     caplog.set_level(logging.WARNING, "herder.worker")
     second = host()
     asyncio.run(second.close())
-    assert not (state / "attempts" / "att_left").exists()
+    assert not (root / "att_left").exists()
     assert "left 1 attempt workspace(s), removed (att_left)" in caplog.text
+    assert not memory_workspace_root(state).exists()  # an empty one goes with its worker

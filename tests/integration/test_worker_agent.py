@@ -26,6 +26,7 @@ from herder.worker.agent import PREEMPTED_REASON, Agent, WorkerConfig
 from herder.worker.cgroups import CgroupEnforcer
 from herder.worker.isolation import Isolation
 from herder.worker.uids import default_python
+from herder.worker.workspace import memory_workspace_root
 
 SERVER_URL = "http://127.0.0.1:9"  # never dialled: the transport is the fake
 PYTHON = default_python()
@@ -271,7 +272,7 @@ def test_a_worker_at_isolation_none_runs_attempts_as_its_own_user(tmp_path: Path
     with_agent(server, config(tmp_path, isolation=Isolation.NONE), done)
     user, environment, directory, *cgroups = server.text("att_plain").splitlines()
     assert cgroups == Path("/proc/self/cgroup").read_text().splitlines()
-    workspace = tmp_path / "worker" / "worker-300000" / "attempts" / "att_plain"
+    workspace = memory_workspace_root(tmp_path / "worker" / "worker-300000") / "att_plain"
     assert user == str(os.geteuid())
     assert environment == f"{workspace} {workspace}"
     assert directory == str(workspace)

@@ -5,8 +5,9 @@ A root worker keeps its state under ``home`` in directories no job can reach or 
 
     /var/lib/herder/bin/herder-sandbox-<hash>   the launcher, built once per version and host
     <home>/worker-<uid base>/cache       artifacts by sha256 (the agent's ArtifactCache)
-    <home>/worker-<uid base>/attempts    workspaces of attempts at isolation none, and
-                                         their checkpoint directories (<attempt>.checkpoint)
+    /dev/shm/herder-<uid>-<digest>       workspaces of attempts at isolation none, and
+                                         their checkpoint directories (<attempt>.checkpoint);
+                                         <home>/worker-<uid base>/attempts where no /dev/shm
     <home>/worker-<uid base>/checkpoints checkpoints on their way to or from the server
     <home>/worker-<uid base>/root        where the launcher builds what all attempts see
     <home>/worker-<uid base>/net         network namespaces of network-on attempts
@@ -54,7 +55,12 @@ from herder.worker.sandbox import (
 )
 from herder.worker.statedir import secure_directory
 from herder.worker.uids import UidSweeper, kill_processes_of_uids, reserve_uid_pool
-from herder.worker.workspace import check_plain_name, prepare_workspace, remove_workspace
+from herder.worker.workspace import (
+    check_plain_name,
+    prepare_workspace,
+    remove_workspace,
+    workspace_root,
+)
 
 log = logging.getLogger("herder.worker")
 
@@ -100,7 +106,7 @@ class AttemptHost:
         self.uids, self._uid_lock = reserve_uid_pool(uid_base, uid_count, locks)
         self.sweeper = UidSweeper(self.uids)
         self.state = secure_directory(home / f"worker-{self.uids.base}")  # the range is ours
-        self._workspaces = secure_directory(self.state / "attempts")
+        self._workspaces = workspace_root(self.state)
         self.checkpoints = secure_directory(self.state / "checkpoints")
         self._launcher = LaunchServer.plain()  # isolation none: the attempts die with us
         if self.sandboxed:
@@ -154,7 +160,8 @@ class AttemptHost:
         """Workspaces of a worker of this range that died (named for their attempts): never
         reused."""
         removed = []
-        for path in self._workspaces.iterdir():
+        roots = {self._workspaces, self.state / "attempts"}  # the second: older versions'
+        for path in (path for root in roots if root.is_dir() for path in root.iterdir()):
             if path.is_mount():  # an attempt's disk, as workers mounted them before
                 detach_leftover(path)
             remove_workspace(path)
@@ -224,6 +231,8 @@ class AttemptHost:
                 await asyncio.to_thread(self.enforcer.close)
             self._launcher.close()
             self._uid_lock.close()
+            with contextlib.suppress(OSError):  # empty now, unless an attempt's would not go
+                self._workspaces.rmdir()
 
 
 def _prepare_places(root: Path, attempt_id: str) -> tuple[Path, Path]:

@@ -8,6 +8,8 @@ archive is unpacked in the attempt's limits instead (``unpacker.py``).
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import logging
 import os
 import shutil
 import stat
@@ -19,8 +21,34 @@ from herder.domain.jobs import MAX_STOP_GRACE_SECONDS, JobSpec, Runtime
 from herder.worker.limits import Limits
 from herder.worker.process import LaunchPlan
 from herder.worker.sandbox import Sandbox
+from herder.worker.statedir import UnsafeStateDirectory, secure_directory
 
 COPY_CHUNK_BYTES = 1024 * 1024
+HOST_MEMORY = Path("/dev/shm")  # the host's tmpfs; a sandboxed attempt's disk is a tmpfs too
+
+log = logging.getLogger("herder.worker")
+
+
+def workspace_root(state: Path) -> Path:
+    """Where this worker's attempts at isolation none work: its own directory on the host's
+    memory file system, else ``state/attempts``. An attempt's workspace and checkpoint
+    directory are made and removed per attempt; on a journalled disk that is ~0.25 ms and
+    behind the database's fsyncs on the same disk several (a third of a one-off's agent
+    samples in the bench); on tmpfs ~20 us. Named by user and state directory, so a
+    restarted worker finds what it left; one another user made there is refused."""
+    if HOST_MEMORY.is_dir() and os.access(HOST_MEMORY, os.W_OK):
+        try:
+            return secure_directory(memory_workspace_root(state))
+        except (UnsafeStateDirectory, OSError) as error:
+            log.warning("attempt workspaces go on disk, under %s: %s", state, error)
+    return secure_directory(state / "attempts")
+
+
+def memory_workspace_root(state: Path) -> Path:
+    """The memory file system's directory for the worker of ``state`` (made by
+    ``workspace_root``)."""
+    digest = hashlib.sha256(os.fsencode(os.path.abspath(state))).hexdigest()[:16]
+    return HOST_MEMORY / f"herder-{os.geteuid()}-{digest}"
 
 
 def prepare_workspace(root: Path, attempt_id: str) -> Path:
