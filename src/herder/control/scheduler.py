@@ -29,6 +29,7 @@ from herder.control.maintenance import Maintenance
 from herder.control.membership import Membership
 from herder.control.reaper import Reaper
 from herder.control.starter import Starter
+from herder.control.statistics import StatisticsKeeper
 from herder.domain.errors import HerderError
 from herder.domain.schedules import MISFIRE_GRACE
 from herder.settings import DEFAULT_LOST_WORKER_RETENTION_HOURS, Settings
@@ -40,6 +41,7 @@ from herder.store.notifications import (
     listener_for,
 )
 from herder.store.schedules import PARTITIONS
+from herder.store.statistics import TableStatistics
 from herder.store.store import Store
 
 log = logging.getLogger("herder.control")
@@ -94,6 +96,8 @@ class Scheduler:
         sweeper = CheckpointSweeper(store.checkpoints)
         bodies: list[Loop] = [dispatcher, reaper, starter, *firers, compactor,
                               AlertEvaluator(store), maintenance, sender, sweeper]  # fmt: skip
+        if store.database.is_postgres:
+            bodies.append(StatisticsKeeper(TableStatistics(store.database)))
         wakes = {loop.name: threading.Event() for loop in bodies}
         self._wakes = list(wakes.values())
         # Who a notice wakes; the alert evaluator and the maintenance keep their own clocks.
