@@ -80,6 +80,8 @@ def read_snapshot(
         bounds = {"count": QUICK_WINDOW_BASE, "live_floor": floor}
         oldest = connection.execute(_OLDEST_QUEUED, bounds).all()
         queue += [row for row in oldest if row.id not in seen]
+    if not queue:  # nothing to place or to preempt for: the fleet as it is (pools included)
+        return Snapshot(now=now, queued=(), workers=workers_now, tenants={}, pools={})
     tenant_views = {
         tenant_id: TenantView(tenant_id, weight, _quotas(quotas), default_pool)
         for tenant_id, weight, quotas, default_pool in connection.execute(_TENANTS).all()
