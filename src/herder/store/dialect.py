@@ -104,10 +104,7 @@ def update_each(
 ) -> list[Any]:
     """Run a guarded ``UPDATE … RETURNING key`` once per parameter row; the keys of the rows
     whose guard held. PostgreSQL gets every row in one pipelined round trip (psycopg's
-    ``executemany(returning=True)``), planned once: its plan cache otherwise re-plans each
-    row of a partitioned table (a plan for one slice looks cheaper than one for all, which
-    prunes the rest as it starts), 0.07 ms a row, most of what a run's end cost PostgreSQL.
-    SQLite, in-process, runs them one by one."""
+    ``executemany(returning=True)``); SQLite, in-process, runs them one by one."""
     if not rows:
         return []
     if connection.dialect.name != "postgresql" or len(rows) == 1:
@@ -126,13 +123,11 @@ def update_each(
     driver_error = connection.dialect.loaded_dbapi.Error  # psycopg's, loaded with the engine
     try:
         with connection.connection.dbapi_connection.cursor() as cursor:  # type: ignore[union-attr]
-            cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
             cursor.executemany(compiled.string, params, returning=True)
             while True:
                 keys += [row[0] for row in cursor.fetchall()]
                 if not cursor.nextset():
                     break
-            cursor.execute("SET LOCAL plan_cache_mode = auto")
     except driver_error as error:  # as SQLAlchemy would raise it: the store wraps those
         raise exc.DBAPIError.instance(compiled.string, params, error, driver_error) from error
     return keys
