@@ -7,6 +7,10 @@ seconds field), and one-offs submitted in batches every 100 ms at ``0.2 * rate``
 ``STEP_SECONDS``. A run's start lateness is its ``started_at`` (placed on the worker) minus
 its nominal time (the fire it was made for) or, for a one-off, its submission. A step is
 sustained when the p99 lateness is at most 1 s; the steps stop at the first that is not.
+
+Each step also counts the CPU each part spent over its window, per run of the window (server:
+API and scheduler; the worker's agent; PostgreSQL's whole cluster; the jobs are not in it):
+what the estimate of cores per part at the brief's rates multiplies.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from pathlib import Path
 
 from sqlalchemy import and_, or_, select, text
 
-from bench.oneoff import JOB, Herder
+from bench.oneoff import JOB, Herder, postmaster_of
+from bench.proc import CpuTimes
 from herder.domain.schedules import ScheduleSpec
 from herder.store.database import Database
 from herder.store.schedules import PARTITIONS
@@ -35,6 +40,7 @@ SCHEDULED_SHARE = 0.8
 SUBMIT_EVERY_SECONDS = 0.1
 SUSTAINED_P99_MS = 1000.0
 DRAIN_SECONDS = 60
+BRIEF_AVERAGE = 1_157  # runs/s: 100M a day
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,7 @@ class MixStep:
     p50_ms: float
     p99_ms: float
     unstarted: int  # runs of the window still not started after the drain
+    cpu_ms: dict[str, float]  # per run of the window, by part: server, agent, PostgreSQL
 
     @property
     def sustained(self) -> bool:
@@ -83,11 +90,30 @@ def _step(rate: int, database_url: str, home: Path, isolation: Isolation) -> Mix
             start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=LEAD_SECONDS)
             end = start + timedelta(seconds=STEP_SECONDS)
             _insert_schedules(database, job.id, round(rate * SCHEDULED_SHARE), start)
+            parts = _parts(herder, database)
+            before = _cpu(parts)
             _submit_until(client.start_runs, job.id, rate * (1 - SCHEDULED_SHARE), start, end)
+            spent = {part: _cpu(parts)[part] - seconds for part, seconds in before.items()}
             _stop_schedules(database)
-            return _lateness(database, rate, start, end)
+            return _lateness(database, rate, start, end, spent)
     finally:
         database.dispose()
+
+
+def _parts(herder: Herder, database: Database) -> dict[str, Callable[[], float]]:
+    """CPU seconds so far of each part of the control plane."""
+    server_pid, worker_pid = (process.pid for process in herder.processes)
+    postmaster = postmaster_of(database)
+    assert postmaster is not None, "the mix runs on a local PostgreSQL"
+    return {
+        "server": lambda: CpuTimes.of_tree(server_pid).total,
+        "agent": lambda: CpuTimes.of_root_and_rest(worker_pid).own,
+        "PostgreSQL": lambda: CpuTimes.of_tree(postmaster).total,
+    }
+
+
+def _cpu(parts: dict[str, Callable[[], float]]) -> dict[str, float]:
+    return {part: seconds() for part, seconds in parts.items()}
 
 
 def _insert_schedules(database: Database, job_id: str, count: int, first: datetime) -> None:
@@ -142,7 +168,9 @@ def _stop_schedules(database: Database) -> None:
         connection.execute(text("UPDATE schedules SET next_fire_at = NULL, next_due_at = NULL"))
 
 
-def _lateness(database: Database, rate: int, start: datetime, end: datetime) -> MixStep:
+def _lateness(
+    database: Database, rate: int, start: datetime, end: datetime, spent: dict[str, float]
+) -> MixStep:
     """Start lateness of the window's runs, after they have had time to start."""
     deadline = time.monotonic() + DRAIN_SECONDS
     while True:
@@ -168,15 +196,17 @@ def _lateness(database: Database, rate: int, start: datetime, end: datetime) -> 
         for row in rows
         if row.started_at is not None
     )
-    if not lateness:
-        return MixStep(rate, 0.0, float("inf"), float("inf"), unstarted)
     in_window = sum(1 for row in rows if row.started_at is not None and row.started_at < end)
+    cpu_ms = {part: 1000 * seconds / max(1, in_window) for part, seconds in spent.items()}
+    if not lateness:
+        return MixStep(rate, 0.0, float("inf"), float("inf"), unstarted, cpu_ms)
     return MixStep(
         rate=rate,
         started_per_second=in_window / STEP_SECONDS,
         p50_ms=statistics.median(lateness),
         p99_ms=lateness[min(len(lateness) - 1, round(0.99 * (len(lateness) - 1)))],
         unstarted=unstarted,
+        cpu_ms=cpu_ms,
     )
 
 
@@ -191,12 +221,31 @@ def section(steps: list[MixStep], machine: str, when: str) -> list[str]:
         f"{STEP_SECONDS} s per step. Highest rate with start lateness p99 ≤ 1 s: {verdict} "
         "(the brief's average: 1,157/s).\n",
         "| asked | started in the window | lateness p50 | p99 | unstarted after the drain "
-        "| sustained |",
-        "|---|---|---|---|---|---|",
+        "| sustained | server ms/run | agent ms/run | PostgreSQL ms/run |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for step in steps:
         lines.append(
             f"| {step.rate}/s | {step.started_per_second:.0f}/s | {step.p50_ms:.0f} ms "
-            f"| {step.p99_ms:.0f} ms | {step.unstarted} | {'yes' if step.sustained else 'no'} |"
+            f"| {step.p99_ms:.0f} ms | {step.unstarted} | {'yes' if step.sustained else 'no'} "
+            + "".join(f"| {ms:.2f} " for ms in step.cpu_ms.values())
+            + "|"
         )
-    return lines
+    return lines + _estimate(steps)
+
+
+def _estimate(steps: list[MixStep]) -> list[str]:
+    """Cores each part would need at the brief's average, from the CPU per run of the
+    highest sustained step (the least idle overhead per run among those that held)."""
+    held = [step for step in steps if step.sustained]
+    if not held:
+        return []
+    basis = max(held, key=lambda step: step.rate)
+    cores = {part: BRIEF_AVERAGE * ms / 1000 for part, ms in basis.cpu_ms.items()}
+    named = ", ".join(f"{part} {count:.1f}" for part, count in cores.items())
+    return [
+        "",
+        f"At the brief's average of {BRIEF_AVERAGE:,} runs/s, the CPU per run of the "
+        f"{basis.rate}/s step asks for cores: {named} ({sum(cores.values()):.1f} in all, "
+        "before the jobs themselves and any headroom).",
+    ]

@@ -168,7 +168,7 @@ def measure(
     idle_runs: int,
 ) -> OneOffResult:
     database = Database(database_url)
-    postmaster = _postmaster(database) if database_url.startswith("postgresql") else None
+    postmaster = postmaster_of(database) if database_url.startswith("postgresql") else None
     with Herder(home, database_url, isolation) as herder, herder.client() as client:
         job = client.create_job("bench", JOB)
         client.wait(client.start_run(job.id).id, timeout=30)  # warm: worker registered
@@ -232,7 +232,7 @@ def _submit_all(herder: Herder, job_id: str, count: int) -> None:
         client.start_runs(job_id, count)
 
 
-def _postmaster(database: Database) -> int | None:
+def postmaster_of(database: Database) -> int | None:
     """The PostgreSQL server's main process, when it runs on this machine: its CPU, with its
     reaped children's, is that of every backend that ended; the live ones are its children."""
     with database.read() as connection:
