@@ -21,7 +21,7 @@ from herder.worker.isolation import Isolation
 from herder.worker.launch_server import LaunchServer
 from herder.worker.outcome import Outcome
 from herder.worker.process import LaunchPlan
-from herder.worker.workspace import memory_workspace_root
+from herder.worker.workspace import memory_workspace_root, workspace_root
 from tests.sandboxes import attempt_sandbox, launcher, needs_root
 from tests.system.conftest import alive, kill_matching, processes_matching
 
@@ -160,3 +160,30 @@ def test_a_worker_started_on_the_home_of_one_that_died_says_what_it_found(
     assert not (root / "att_left").exists()
     assert "left 1 attempt workspace(s), removed (att_left)" in caplog.text
     assert not memory_workspace_root(state).exists()  # an empty one goes with its worker
+
+
+@pytest.mark.parametrize("planted", ["another user's directory", "a symlink"])
+def test_a_memory_root_someone_planted_is_not_used_and_workspaces_go_on_disk(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, planted: str
+) -> None:
+    """/dev/shm is everyone's: a name planted there before the worker started would hand its
+    maker the attempts' files. The worker refuses it, says so, and works on its own disk."""
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    root = memory_workspace_root(state)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    if planted == "a symlink":
+        root.symlink_to(elsewhere)
+    else:
+        if os.geteuid() != 0:
+            pytest.skip("only root can make a directory another user owns")
+        root.mkdir(mode=0o777)
+        os.chown(root, 65534, 65534)
+    try:
+        caplog.set_level(logging.WARNING, "herder.worker")
+        assert workspace_root(state) == state / "attempts"
+        assert "attempt workspaces go on disk" in caplog.text
+        assert list(elsewhere.iterdir()) == []
+    finally:
+        root.unlink() if root.is_symlink() else root.rmdir()

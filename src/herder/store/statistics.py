@@ -5,8 +5,8 @@ rows long before autovacuum's next look (a minute apart by default): until then 
 takes it for a ten-row table and plans a worker's claim as a scan of every run in the slice
 (50 ms a claim at 12,000 runs in the one-off bench, and the control plane a third dearer).
 So a table whose rows changed more than it held at its last ``ANALYZE`` is analysed again: its
-counts are never off by more than twice, and a large table is left to autovacuum, which looks
-at it far sooner."""
+counts are never off by more than twice, whether autovacuum runs or not (it is off on some
+servers), and a large table is analysed only once it has doubled."""
 
 from __future__ import annotations
 

@@ -32,11 +32,12 @@ log = logging.getLogger("herder.worker")
 def workspace_root(state: Path) -> Path:
     """Where this worker's attempts at isolation none work: its own directory on the host's
     memory file system, else ``state/attempts``. An attempt's workspace and checkpoint
-    directory are made and removed per attempt; on a journalled disk that is ~0.25 ms and
-    behind the database's fsyncs on the same disk several (a third of a one-off's agent
+    directory are made and removed per attempt; on a journalled disk that is ~0.25 ms and,
+    behind the database's fsyncs on the same disk, several (a third of a one-off's agent
     samples in the bench); on tmpfs ~20 us. Named by user and state directory, so a
-    restarted worker finds what it left; one another user made there is refused."""
-    if HOST_MEMORY.is_dir() and os.access(HOST_MEMORY, os.W_OK):
+    restarted worker finds what it left; one someone else made (or a symlink) is not used:
+    the workspaces go on disk, with a warning."""
+    if HOST_MEMORY.is_dir():  # never made: secure_directory would make a missing parent
         try:
             return secure_directory(memory_workspace_root(state))
         except (UnsafeStateDirectory, OSError) as error:
