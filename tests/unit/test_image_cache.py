@@ -118,16 +118,20 @@ def test_a_tenant_with_another_tenants_config_and_stand_in_layers_gets_no_root_o
     ]  # nothing of the stand-in's was kept
 
 
-def test_the_same_layers_in_another_archive_share_the_root_they_built(tmp_path: Path) -> None:
-    """Proven identical: each layer hashed as this archive holds it."""
+def test_the_same_layers_in_another_archive_share_the_root_they_built(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Proven identical: each layer hashed as this archive holds it, so another tenant's
+    upload of the same image (here in docker save's form) is given the root, unstacked."""
+    caplog.set_level(logging.INFO, logger="herder.worker.images")
     artifacts = Artifacts(tmp_path)
     store = ImageStore(tmp_path / "images", artifacts, ())  # type: ignore[arg-type]
     layers = [layer_tar([Member("bin/tool", b"x" * 100, mode=0o755)])]
     image = Image(layers, image_config(layers), compress=False)
     first = prepare(store, archive_spec(artifacts, image.oci_archive()))
-    charge = BuildCharge()
-    again = prepare(store, archive_spec(artifacts, image.docker_archive()), charge)
+    again = prepare(store, archive_spec(artifacts, image.docker_archive()))
     assert again.root == first.root
+    assert stackings(caplog) == 1
 
 
 def test_a_root_of_empty_directories_counts_its_blocks_and_goes_past_a_small_bound(
