@@ -225,3 +225,15 @@ def test_refusals_are_kept_a_bounded_number_for_a_bounded_time() -> None:
         refusals.check("b")
     now[0] = 60.0
     refusals.check("c")  # an hour old: forgotten
+
+
+def test_roots_an_older_worker_keyed_by_their_config_alone_are_removed_at_start(
+    tmp_path: Path,
+) -> None:
+    """Their marker held file bytes only, and their key proved nothing of their layers."""
+    roots = tmp_path / "images" / "roots"
+    older = roots / ("ab" * 32)
+    (older / "secret").mkdir(parents=True)
+    older.with_name(older.name + ".used").write_text("0")
+    ImageStore(tmp_path / "images", Artifacts(tmp_path), ())  # type: ignore[arg-type]
+    assert list(roots.iterdir()) == []
