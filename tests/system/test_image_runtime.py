@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from herder.client import HerderClient
-from tests.images import Image, busybox_image
+from tests.images import Image, Member, busybox_image, directory, layer_tar
 from tests.system.conftest import Cluster, wait_until
 
 pytestmark = [
@@ -91,6 +91,32 @@ def test_the_job_overrides_the_image_inside_the_same_sandbox(
     assert lines["whited out dir"] == "gone"
     assert int(lines["uid"]) != 0
     assert lines["workspace"] == "/workspace writable"
+
+
+def test_another_tenants_config_with_stand_in_layers_never_gets_its_root(
+    start_cluster: Callable[..., Cluster], tmp_path: Path
+) -> None:
+    """Issue 40, item 8: tenant b uploads tenant a's exact config (a public image's config is
+    public) with empty stand-in layers. The worker had a root built for that config and gave
+    it to b, whose job printed a's key: a root is now found by the layers too."""
+    cluster = start_cluster(embedded=True)
+    with cluster.client() as admin:
+        keys = {name: admin.create_api_key(admin.create_tenant(name).id)
+                for name in ("tenant-a", "tenant-b")}  # fmt: skip
+    secret = busybox_image(extra=[directory("secret"), Member("secret/ta-key", b"a's key\n")])
+    spec = {"runtime": "image", "command": shlex.quote("cat /secret/ta-key")}  # sh -c its word
+    with HerderClient(cluster.url, keys["tenant-a"]) as a:
+        artifact = upload(a, tmp_path, "a.tar", secret.oci_archive())
+        assert run_output(a, "a", {**spec, "artifact": artifact}) == "a's key\n"
+    stand_in = Image([layer_tar([]) for _ in secret.layers], secret.config)
+    with HerderClient(cluster.url, keys["tenant-b"]) as b:
+        artifact = upload(b, tmp_path, "b.tar", stand_in.oci_archive())
+        job = b.create_job("b", {**spec, "artifact": artifact})
+        run = b.wait(b.start_run(job.id).id, timeout=60)
+        output = "".join(chunk.text for chunk in b.logs(run.id).chunks)
+    assert run.state == "failed"
+    assert "layer 1 does not match its config's diff_id" in (run.reason or "")
+    assert output == ""
 
 
 class Registry:

@@ -136,6 +136,21 @@ def test_the_budget_bounds_bytes_and_entries_across_layers(tmp_path: Path) -> No
         stack(tmp_path, [Member(f"f{n}", b"") for n in range(4)], budget=many)
 
 
+def test_empty_directories_count_by_the_blocks_and_inodes_they_take(tmp_path: Path) -> None:
+    """No file bytes, but each a block and an inode on the worker's disk (issue 40, item 9)."""
+    small = Budget(max_bytes=1024 * 1024, max_entries=10_000)
+    with pytest.raises(LayerRefused, match="more than 1 MiB"):
+        stack(tmp_path, [directory(f"d{n}") for n in range(300)], budget=small)
+
+
+def test_the_directories_a_deep_path_makes_count_as_entries(tmp_path: Path) -> None:
+    """One member can make thousands of directories on the way to it."""
+    few = Budget(max_bytes=1024 * 1024, max_entries=10)
+    deep = "/".join(["d"] * 20) + "/file"
+    with pytest.raises(LayerRefused, match="more than 10 files and directories"):
+        stack(tmp_path, [Member(deep, b"x")], budget=few)
+
+
 def test_the_diff_id_is_the_uncompressed_tar_digest_plain_or_gzipped(tmp_path: Path) -> None:
     layer = layer_tar([Member("a", b"x")])
     assert apply_layer(tmp_path, io.BytesIO(layer), ROOMY) == digest(layer)

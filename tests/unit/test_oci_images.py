@@ -26,6 +26,7 @@ from herder.worker.oci_archive import open_archive, open_layer, read_image
 from tests.images import Image, Member, busybox_image, digest, image_config, layer_tar
 
 DIGEST = "sha256:" + "ab" * 32
+KEY = "cd" * 32  # a root's name (``root_key``)
 
 
 def small_image(compress: bool = True) -> Image:
@@ -67,7 +68,7 @@ def test_a_tampered_layer_fails_the_build_on_its_diff_id(tmp_path: Path) -> None
     config = ImageConfig.from_json(image.config)
     evil = layer_tar([Member("bin/hello", b"evil", mode=0o755)])
     with pytest.raises(ImageProblem, match="does not match its config's diff_id"):
-        build_root(tmp_path, DIGEST, config, [lambda: io.BytesIO(evil)], Budget(1 << 20, 100))
+        build_root(tmp_path, KEY, config, [lambda: io.BytesIO(evil)], Budget(1 << 20, 100))
     assert list(tmp_path.iterdir()) == []  # the half-built root is gone
 
 
@@ -75,15 +76,15 @@ def test_a_built_root_has_the_mount_points_and_the_working_directory(tmp_path: P
     image = busybox_image(compress=False)
     config = ImageConfig.from_json(image.config)
     layers = [lambda layer=layer: io.BytesIO(layer) for layer in image.layers]
-    root = build_root(tmp_path, DIGEST, config, layers, Budget(1 << 30, 10_000))
-    assert root == tmp_path / DIGEST.removeprefix("sha256:")
+    root = build_root(tmp_path, KEY, config, layers, Budget(1 << 30, 10_000))
+    assert root == tmp_path / KEY
     for point in ("proc", "sys", "dev", "workspace", "tmp", "var/tmp", "checkpoint", "app"):
         assert (root / point).is_dir(), point
     assert (root / "etc/resolv.conf").is_file()
     assert (root / "etc/greeting").read_text() == "from the top layer\n"
     assert not (root / "etc/removed").exists()
     assert not (root / "opt/old").exists()
-    assert build_root(tmp_path, DIGEST, config, [], Budget(0, 0)) == root  # built once
+    assert build_root(tmp_path, KEY, config, [], Budget(0, 0)) == root  # built once
 
 
 NOT_IMAGES = {
@@ -165,7 +166,7 @@ def test_two_builds_of_one_new_image_at_once_end_with_one_whole_root(tmp_path: P
     layers = [lambda layer=layer: io.BytesIO(layer) for layer in image.layers]
     with ThreadPoolExecutor(2) as pool:
         built = list(pool.map(
-            lambda _: build_root(tmp_path, DIGEST, config, layers, Budget(1 << 30, 10_000)),
+            lambda _: build_root(tmp_path, KEY, config, layers, Budget(1 << 30, 10_000)),
             range(2),
         ))  # fmt: skip
     assert built[0] == built[1]

@@ -23,7 +23,7 @@ from herder.worker.checkpoints import REQUEST_NAME, Checkpoints, CheckpointTrans
 from herder.worker.disk import MIB
 from herder.worker.executor import StopRequest, execute
 from herder.worker.host import AttemptHost, AttemptPlace
-from herder.worker.images import ImageStore, PreparedImage
+from herder.worker.images import BuildCharge, ImageStore, PreparedImage
 from herder.worker.limits import Confinement, Limits, limits_for
 from herder.worker.network import NetworkUnavailable
 from herder.worker.outcome import Outcome, not_started
@@ -52,6 +52,7 @@ class LiveAttempt:
     stop: StopRequest = field(default_factory=StopRequest)
     dropped: bool = False  # no longer ours: kill it, report nothing
     lost_because: str | None = None  # killed because the worker stops or lost the server
+    image_build: BuildCharge = field(default_factory=BuildCharge)  # its image's, if it built it
 
     @property
     def held(self) -> HeldAttempt:
@@ -75,8 +76,8 @@ class LiveAttempt:
             exit_code=outcome.exit_code,
             reason=reason[:MAX_REASON_CHARS],
             usage=Usage(
-                cpu_user_seconds=usage.cpu_user_seconds,
-                cpu_system_seconds=usage.cpu_system_seconds,
+                cpu_user_seconds=usage.cpu_user_seconds + self.image_build.user_seconds,
+                cpu_system_seconds=usage.cpu_system_seconds + self.image_build.system_seconds,
                 max_rss_kb=usage.max_rss_kb,
             ),
             output=output,
@@ -228,7 +229,7 @@ class AttemptRunner:
     ) -> PreparedImage | None:
         """Its image's root, held until ``held`` closes, or None when it was stopped first
         (a fetch can take a while)."""
-        holding = self.images.holding(attempt.assignment.spec)
+        holding = self.images.holding(attempt.assignment.spec, attempt.image_build)
         preparing = asyncio.ensure_future(held.enter_async_context(holding))
         stopped = asyncio.ensure_future(attempt.stop.wait())
         try:

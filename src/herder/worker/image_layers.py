@@ -11,7 +11,10 @@ is refused, and the image with it, when it:
     is a device, a fifo or another special file       a node to the host's hardware
     is a hard link to anything but a regular file that this layer wrote before it
     would take the image past its ``Budget``          a small archive can expand to fill
-                                                       the worker's disk, shared by all jobs
+                                                       the worker's disk, shared by all jobs:
+                                                       every inode made counts (a directory
+                                                       made for a member's path too), with
+                                                       the blocks it takes, not its bytes
     is a whiteout of something that goes through a link
 
 Set-uid and set-gid bits are dropped, and every file is root's, readable (and, where its
@@ -51,6 +54,10 @@ MIB = 1024 * 1024
 # it for every job; this is about twice a full Python or JDK image.
 MAX_IMAGE_BYTES = 2 * 1024 * MIB
 MAX_IMAGE_ENTRIES = 200_000
+# What an entry takes on disk beyond its data (ext4's): a directory's block, a file's last
+# block rounded up, an inode. 199,000 empty directories are 0 bytes of data but 782 MiB here.
+BLOCK_BYTES = 4096
+INODE_BYTES = 256
 DECOMPRESSION_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile, lzma.LZMAError, OSError)
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -62,7 +69,7 @@ class LayerRefused(ValueError):
 
 @dataclass
 class Budget:
-    """What one image may unpack to, in all its layers."""
+    """What one image may unpack to, in all its layers: inodes, and the disk they take."""
 
     max_bytes: int
     max_entries: int
@@ -76,10 +83,16 @@ class Budget:
         return self.max_bytes - self.used_bytes + entries * 4 * TAR_BLOCK_BYTES
 
     def spend(self, member: tarfile.TarInfo) -> None:
+        """A member, charged as what it may make: a file's blocks, else one block."""
+        blocks = -(-member.size // BLOCK_BYTES) if member.isreg() else 1
+        self.charge(blocks * BLOCK_BYTES + INODE_BYTES)
+
+    def charge(self, disk_bytes: int) -> None:
+        """One inode more, taking ``disk_bytes``; ``LayerRefused`` past the bounds."""
         self.used_entries += 1
-        self.used_bytes += member.size if member.isreg() else 0
+        self.used_bytes += disk_bytes
         if self.used_entries > self.max_entries:
-            raise LayerRefused(f"the image has more than {self.max_entries} files")
+            raise LayerRefused(f"the image has more than {self.max_entries} files and directories")
         if self.used_bytes > self.max_bytes:
             raise LayerRefused(f"the image unpacks to more than {self.max_bytes // MIB} MiB")
 
@@ -89,6 +102,7 @@ class _Layer:
     """What one layer wrote so far: whiteouts never remove it, hard links reach only it."""
 
     root: Path
+    budget: Budget
     written: set[PurePosixPath] = field(default_factory=set)
     files: set[PurePosixPath] = field(default_factory=set)
 
@@ -110,7 +124,7 @@ def apply_layer(root: Path, layer: IO[bytes], budget: Budget) -> str:
     with tempfile.TemporaryFile(dir=root.parent) as plain:
         diff_id = _decompressed(source, plain, limit)
         plain.seek(0)
-        state = _Layer(root)
+        state = _Layer(root, budget)
         try:
             with tarfile.open(fileobj=BoundedStream(plain, limit), mode="r:") as archive:
                 for member in archive:
@@ -156,7 +170,7 @@ def _apply(state: _Layer, archive: tarfile.TarFile, member: tarfile.TarInfo) -> 
     relative = member_path(member.name)
     if relative is None:
         return  # "./": the root is ours
-    parent = _parent(state.root, relative, member.name)
+    parent = _parent(state.root, relative, member.name, state.budget)
     name = relative.name
     if name == OPAQUE:
         _clear_lower(state, relative.parent, parent)
@@ -191,27 +205,30 @@ def _apply(state: _Layer, archive: tarfile.TarFile, member: tarfile.TarInfo) -> 
                 "this layer holds"
             )
         remove_path(target)
-        os.link(_parent(state.root, linked, member.linkname) / linked.name, target,
-                follow_symlinks=False)  # fmt: skip
+        os.link(_parent(state.root, linked, member.linkname, state.budget) / linked.name,
+                target, follow_symlinks=False)  # fmt: skip
         state.files.add(relative)
     else:
         raise LayerRefused(f"member {member.name!r} is a device, fifo or other special file")
     state.written.add(relative)
 
 
-def _parent(root: Path, relative: PurePosixPath, name: str) -> Path:
-    """The member's directory, made where missing; never through a symbolic link."""
+def _parent(root: Path, relative: PurePosixPath, name: str, budget: Budget) -> Path:
+    """The member's directory, made where missing (each one made charged to ``budget``: one
+    member of a deep path makes thousands); never through a symbolic link."""
     directory = root
     for part in relative.parent.parts:
         directory = directory / part
         try:
             mode = directory.lstat().st_mode
         except FileNotFoundError:
+            budget.charge(BLOCK_BYTES + INODE_BYTES)
             directory.mkdir(mode=0o755)
             continue
         if stat.S_ISLNK(mode):
             raise LayerRefused(f"member {name!r} goes through the symbolic link {part!r}")
         if not stat.S_ISDIR(mode):
+            budget.charge(BLOCK_BYTES + INODE_BYTES)
             remove_path(directory)
             directory.mkdir(mode=0o755)
     return directory
