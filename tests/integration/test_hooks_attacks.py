@@ -16,7 +16,10 @@ import pytest
 
 from herder.api.ratelimit import SubmitLimiter
 from herder.domain.alerts.webhooks import signature
+from herder.domain.errors import Unauthorized
 from herder.domain.hooks import UNVERIFIED_BURST
+from herder.services import hooks
+from herder.services.hooks import HookRates
 from herder.store.hooks import HookRepository
 from tests.clocks import ManualClock
 from tests.integration.conftest import Api
@@ -224,3 +227,27 @@ def test_a_header_that_signs_or_selects_a_delivery_given_twice_is_refused(
     assert sent.status_code == 401, sent.text
     assert "twice" in sent.json()["detail"]
     assert runs(api) == []
+
+
+def test_a_replay_that_raced_its_first_past_the_look_is_refused_by_the_unique_key(
+    api: Api, jobs: dict[str, str]
+) -> None:
+    hook = make_hook(api, name="orders")
+    trigger(api, "ship", "orders", "ship")
+    receiver = hooks.receiver(api.store, hook["id"])
+    rates = HookRates(api.store.clock)
+    body = json.dumps({"order": 1}).encode()
+    signed = herder_headers(body, "d-1")
+    replayed = {**signed, "X-Herder-Delivery": "d-2"}
+    # both look before either is accepted, as two requests at once would
+    first, second = (
+        hooks.verified_delivery(api.store, receiver, rates, headers.items(), body)
+        for headers in (signed, replayed)
+    )
+    assert hooks.deliver(api.store, receiver, first).duplicate is False
+    with pytest.raises(Unauthorized, match="replay"):
+        hooks.deliver(api.store, receiver, second)
+    assert jobs_run(api) == ["ship"]
+    assert [(d["delivery_id"], d["status"]) for d in deliveries(api, hook["id"])] == [
+        ("d-2", "rejected"), ("d-1", "accepted"),
+    ]  # fmt: skip
