@@ -175,7 +175,7 @@ def single_headers(raw: Iterable[tuple[str, str]]) -> dict[str, str]:
     for name, value in raw:
         key = name.lower()
         if key in headers and key in SIGNING_HEADERS:
-            raise Unverified(f"the header {key} is given twice: one of each is taken")
+            raise Unverified(f"the header {key} is given twice: send each signing header once")
         headers[key] = value
     return headers
 
