@@ -162,7 +162,7 @@ def test_a_secret_written_in_a_file_or_too_short_in_the_environment_is_refused(
 
 
 def _github_delivery(api: Api, url: str, secret: str, delivery: str) -> int:
-    body = json.dumps({"ref": "refs/heads/main"}).encode()
+    body = json.dumps({"ref": "refs/heads/main", "after": delivery}).encode()  # a body once
     digest = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
     headers = {"X-Hub-Signature-256": f"sha256={digest}", "X-GitHub-Event": "push",
                "X-GitHub-Delivery": delivery}  # fmt: skip

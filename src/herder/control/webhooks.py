@@ -115,7 +115,9 @@ async def post(
     headers = {
         "Content-Type": "application/json",
         "User-Agent": f"herder/{__version__}",
-        SIGNATURE_HEADER: signature(delivery.secret, int(now.timestamp()), body),
+        SIGNATURE_HEADER: signature(
+            delivery.secret, int(now.timestamp()), body, delivery=delivery.id, event=delivery.event
+        ),
         DELIVERY_HEADER: delivery.id,
         EVENT_HEADER: delivery.event,
     }

@@ -3,17 +3,21 @@ whose deliveries become events once their signature verifies.
 
 Three signature schemes:
 
-- ``herder``: ``X-Herder-Signature: t=<unix>,v1=<hex>``, HMAC-SHA256 of ``"<t>.<body>"``
-  (what Herder's own alert webhooks send, ``domain.alerts.webhooks``), with
-  ``X-Herder-Delivery`` (required) and ``X-Herder-Event`` (optional, appended to the name).
+- ``herder``: ``X-Herder-Signature: t=<unix>,v1=<hex>,v2=<hex>`` (what Herder's own alert
+  webhooks send, ``domain.alerts.webhooks``), with ``X-Herder-Delivery`` (required) and
+  ``X-Herder-Event`` (optional, appended to the name). ``v2`` signs the time, the delivery
+  id, the event and the body; ``v1`` only the time and the body. With a ``v2`` given, only
+  ``v2`` is checked.
 - ``github``: ``X-Hub-Signature-256: sha256=<hex>`` of the body, ``X-GitHub-Delivery``,
-  ``X-GitHub-Event`` (appended: ``github.push``). GitHub signs no time: only the delivery id
-  stops a replay.
+  ``X-GitHub-Event`` (appended: ``github.push``). GitHub signs no time, delivery id or kind.
 - ``stripe``: ``Stripe-Signature: t=<unix>,v1=<hex>[,v1=…]`` of ``"<t>.<body>"``; the
   delivery id is the payload's ``id``, the kind its ``type`` (``stripe.invoice.paid``).
 
-A signed time more than ``TOLERANCE_SECONDS`` from now is refused: a captured delivery
-cannot be sent again later. A delivery id seen before starts nothing (``store.hooks``).
+Replays: a signed time more than ``TOLERANCE_SECONDS`` from now is refused, so a captured
+delivery cannot be sent later; within it — and for GitHub at any time — a delivery whose
+signed time and body (``Verified.signed_digest``) a hook accepted before is refused whatever
+its unsigned headers say (``store.hooks``), and a delivery id accepted before starts nothing.
+A header that signs or selects a delivery is refused given twice (``single_headers``).
 """
 
 from __future__ import annotations
@@ -21,14 +25,17 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, assert_never
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from herder.domain.alerts.webhooks import sign, v1_message, v2_message
+from herder.domain.errors import Unauthorized
 from herder.domain.events import EventName, check_depth, is_event_name
 from herder.domain.models import _Record
 
@@ -38,6 +45,9 @@ MAX_SECRET_CHARS = 256
 MAX_DELIVERY_ID_CHARS = 128
 DEFAULT_RATE_PER_SECOND = 50.0
 DEFAULT_BURST = 200
+UNVERIFIED_PER_SECOND = 0.2  # refused deliveries a hook answers 401 and records, per process
+UNVERIFIED_BURST = 20
+REFUSED_RETENTION_HOURS = 24  # a refused delivery's record; accepted ones stay as events do
 Secret = Annotated[
     str,
     Field(min_length=MIN_SECRET_CHARS, max_length=MAX_SECRET_CHARS, pattern=r"^[\x21-\x7e]+$"),
@@ -123,6 +133,16 @@ class Unverified(Exception):
     """Why a delivery is refused (401): said to the sender and recorded."""
 
 
+class Replayed(Unauthorized):
+    """A delivery whose signed time and body its hook accepted before (401)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "this signed body was accepted before: a replay starts nothing, whatever its "
+            "delivery id or kind"
+        )
+
+
 class Malformed(Exception):
     """A delivery whose signature verified but whose body or names cannot be an event."""
 
@@ -137,6 +157,27 @@ class Verified:
     signed_at: int | None  # unix seconds the sender signed, where the scheme signs a time
     kind: str | None  # appended to the hook's event name
     payload: Any
+    signed_digest: str  # SHA-256 of the signed time and body: accepted twice, a replay
+
+
+SIGNING_HEADERS = frozenset({
+    "x-herder-signature", "x-herder-delivery", "x-herder-event",
+    "x-hub-signature-256", "x-hub-signature", "x-github-delivery", "x-github-event",
+    "stripe-signature",
+})  # fmt: skip
+
+
+def single_headers(raw: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """A request's headers keyed in lower case; ``Unverified`` when one that signs or selects
+    a delivery comes twice: a proxy that reads the first and this server the last would
+    judge two different deliveries."""
+    headers: dict[str, str] = {}
+    for name, value in raw:
+        key = name.lower()
+        if key in headers and key in SIGNING_HEADERS:
+            raise Unverified(f"the header {key} is given twice: send each signing header once")
+        headers[key] = value
+    return headers
 
 
 def verify(
@@ -148,8 +189,10 @@ def verify(
     signed_at: int | None
     match scheme:
         case HookScheme.HERDER:
-            signed_at = _timed_signature(headers.get("x-herder-signature"), secret, body, now)
             delivery, kind = headers.get("x-herder-delivery"), headers.get("x-herder-event")
+            signed_at = _herder_signature(
+                headers.get("x-herder-signature"), secret, delivery, kind, body, now
+            )
             payload = _json(body)
         case HookScheme.GITHUB:
             _github_signature(headers.get("x-hub-signature-256"), secret, body)
@@ -157,15 +200,20 @@ def verify(
             delivery, kind = headers.get("x-github-delivery"), headers.get("x-github-event")
             payload = _json(body)
         case HookScheme.STRIPE:
-            signed_at = _timed_signature(headers.get("stripe-signature"), secret, body, now)
+            stamped = _stamped(headers.get("stripe-signature"))
+            _match(secret, v1_message(stamped.at, body), stamped.signatures("v1"))
+            signed_at = _in_time(stamped.at, now)
             payload = _json(body)
             delivery = _text(payload, "id")
             kind = _text(payload, "type")
+        case _:
+            assert_never(scheme)
     if not delivery or len(delivery) > MAX_DELIVERY_ID_CHARS or not delivery.isprintable():
         raise Malformed("the delivery has no usable delivery id", field="delivery_id")
     if kind is not None and not is_event_name(kind):
         raise Malformed(f"the delivery's kind {kind[:64]!r} is not an event name", field="kind")
-    return Verified(delivery, signed_at, kind, payload)
+    signed = body if signed_at is None else v1_message(signed_at, body)
+    return Verified(delivery, signed_at, kind, payload, hashlib.sha256(signed).hexdigest())
 
 
 _DELIVERY_HEADERS = {HookScheme.HERDER: "x-herder-delivery", HookScheme.GITHUB: "x-github-delivery"}
@@ -191,23 +239,60 @@ def event_name(base: str, kind: str | None) -> str:
     return base if kind is None else f"{base}.{kind}"[:128]
 
 
-def _digest(secret: str, message: bytes) -> str:
-    return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
+_UNIX_SECONDS = re.compile(r"[0-9]{1,12}")  # ASCII only: str.isdigit() takes "²" too
+_HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
-def _timed_signature(header: str | None, secret: str, body: bytes, now: datetime) -> int:
-    """Stripe's shape (Herder's too): ``t=…`` and one or more ``v1=…``."""
+@dataclass(frozen=True)
+class _Stamped:
+    """A ``t=<unix>,v1=<hex>[,v2=<hex>…]`` header (Stripe's shape, Herder's too), parsed."""
+
+    at: int
+    parts: tuple[tuple[str, str], ...]
+
+    def signatures(self, version: str) -> list[str]:
+        return [value for key, value in self.parts if key == version]
+
+
+def _stamped(header: str | None) -> _Stamped:
     if not header:
         raise Unverified("no signature header")
-    parts = [part.partition("=") for part in header.split(",")]
-    stamps = [value for key, _, value in parts if key.strip() == "t"]
-    signatures = [value.strip() for key, _, value in parts if key.strip() == "v1"]
-    if len(stamps) != 1 or not stamps[0].strip().isdigit() or not signatures:
+    split = (part.partition("=") for part in header.split(","))
+    parts = tuple((key.strip(), value.strip()) for key, _, value in split)
+    stamps = [value for key, value in parts if key == "t"]
+    if len(stamps) != 1 or not _UNIX_SECONDS.fullmatch(stamps[0]):
         raise Unverified("the signature header is not t=<unix seconds>,v1=<hex>")
-    timestamp = int(stamps[0].strip()[:12])
-    expected = _digest(secret, str(timestamp).encode() + b"." + body)
-    if not any(hmac.compare_digest(expected, signature) for signature in signatures):
+    return _Stamped(int(stamps[0]), parts)
+
+
+def _herder_signature(
+    header: str | None, secret: str, delivery: str | None, kind: str | None, body: bytes,
+    now: datetime,
+) -> int:  # fmt: skip
+    """The signed time, where ``v2`` (if given, else ``v1``) matches."""
+    stamped = _stamped(header)
+    if stamped.signatures("v2"):
+        try:
+            message = v2_message(stamped.at, delivery or "", kind, body)
+        except UnicodeEncodeError:
+            raise Unverified("a delivery id or event that HTTP cannot carry") from None
+        _match(secret, message, stamped.signatures("v2"))
+    else:
+        _match(secret, v1_message(stamped.at, body), stamped.signatures("v1"))
+    return _in_time(stamped.at, now)
+
+
+def _match(secret: str, message: bytes, signatures: list[str]) -> None:
+    """``Unverified`` unless one of ``signatures`` is the message's."""
+    expected = sign(secret, message)
+    if not any(
+        _HEX_DIGEST.fullmatch(signature) and hmac.compare_digest(expected, signature)
+        for signature in signatures
+    ):
         raise Unverified("the signature does not match the body")
+
+
+def _in_time(timestamp: int, now: datetime) -> int:
     age = now.timestamp() - timestamp
     if abs(age) > TOLERANCE_SECONDS:
         raise Unverified(
@@ -221,8 +306,9 @@ def _github_signature(header: str | None, secret: str, body: bytes) -> None:
     if not header:
         raise Unverified("no X-Hub-Signature-256 header")
     scheme, _, signature = header.partition("=")
-    if scheme != "sha256" or not hmac.compare_digest(_digest(secret, body), signature.strip()):
-        raise Unverified("the signature does not match the body")
+    if scheme != "sha256":
+        raise Unverified("the signature header is not sha256=<hex>")
+    _match(secret, body, [signature.strip()])
 
 
 def _json(body: bytes) -> Any:

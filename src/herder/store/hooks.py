@@ -1,5 +1,7 @@
 """A tenant's inbound webhooks (``domain.hooks``, docs/events.md) with their sealed signing
-secrets, and the record of every delivery that got past a hook's rate (never its body)."""
+secrets, and the record of deliveries (never a body): every accepted one with the digest of
+what it signed — unique per hook, so a replay cannot be accepted twice, however concurrent —
+and the refused ones within their bounds, kept a day."""
 
 from __future__ import annotations
 
@@ -9,16 +11,26 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy import Connection, delete, select, update
 
 from herder.clock import Clock, epoch_ms
 from herder.domain.errors import NotFound, Unavailable
 from herder.domain.events import EVENT_RETENTION_DAYS
-from herder.domain.hooks import CreatedHook, Delivery, DeliveryStatus, Hook, HookRequest, HookSpec
+from herder.domain.hooks import (
+    REFUSED_RETENTION_HOURS,
+    CreatedHook,
+    Delivery,
+    DeliveryStatus,
+    Hook,
+    HookRequest,
+    HookSpec,
+    Replayed,
+)
 from herder.domain.ids import new_id
 from herder.domain.models import Page
 from herder.keyring import Keyring, KeyringError, Sealed, hook_associated_data
 from herder.store.database import Database
+from herder.store.dialect import insert_rows_ignoring_duplicates
 from herder.store.named import NamedRows
 from herder.store.owned import MAX_SHOWN_CHARS
 from herder.store.pagination import page_of
@@ -61,17 +73,25 @@ class DeliveryRecord:
     http_status: int
     reason: str | None = None
     event_id: str | None = None
+    signed_digest: str | None = None  # of a verified delivery: ``Verified.signed_digest``
 
 
 def record_delivery(connection: Connection, record: DeliveryRecord, now: datetime) -> None:
-    connection.execute(
-        insert(hook_deliveries).values(
-            id=new_id("dlv", epoch_ms(now)), hook_id=record.hook_id, tenant_id=record.tenant_id,
-            delivery_id=record.delivery_id, signed_at=record.signed_at, status=record.status,
-            http_status=record.http_status, event_id=record.event_id, received_at=now,
-            reason=None if record.reason is None else record.reason[:MAX_REASON_CHARS],
-        )
-    )  # fmt: skip
+    """Record it; an accepted (or duplicate) delivery whose signed digest the hook holds
+    already is ``Replayed`` — raised inside the caller's transaction, undoing its event."""
+    kept = record.status is not DeliveryStatus.REJECTED
+    row = {
+        "id": new_id("dlv", epoch_ms(now)), "hook_id": record.hook_id,
+        "tenant_id": record.tenant_id, "delivery_id": record.delivery_id,
+        "signed_at": record.signed_at, "status": record.status,
+        "http_status": record.http_status, "event_id": record.event_id, "received_at": now,
+        "reason": None if record.reason is None else record.reason[:MAX_REASON_CHARS],
+        "signed_digest": record.signed_digest if kept else None,
+    }  # fmt: skip
+    if not insert_rows_ignoring_duplicates(
+        connection, hook_deliveries, [row], hook_deliveries.c.id
+    ):
+        raise Replayed
 
 
 def first_signed_at(connection: Connection, hook_id: str, delivery_id: str) -> int | None:
@@ -211,6 +231,18 @@ class HookRepository:
         with self._db.write() as connection:
             record_delivery(connection, record, self._clock.now())
 
+    def seen(self, hook_id: str, signed_digest: str) -> bool:
+        """Whether the hook accepted a delivery that signed this before: a replay, refused
+        before it is charged (the unique key, not this read, is what keeps it out)."""
+        with self._db.read() as connection:
+            found = connection.execute(
+                select(hook_deliveries.c.id).where(
+                    hook_deliveries.c.hook_id == hook_id,
+                    hook_deliveries.c.signed_digest == signed_digest,
+                )
+            ).first()
+        return found is not None
+
     def deliveries(
         self, tenant_id: str, hook: str, *, limit: int, cursor: str | None
     ) -> Page[Delivery]:
@@ -223,15 +255,19 @@ class HookRepository:
             )  # fmt: skip
 
     def prune(self) -> bool:
-        """As ``EventRepository.prune``, for deliveries."""
-        oldest = self._clock.now() - timedelta(days=EVENT_RETENTION_DAYS)
-        with self._db.write() as connection:
-            doomed = (
-                select(hook_deliveries.c.id)
-                .where(hook_deliveries.c.received_at < oldest)
-                .limit(PRUNED_PER_PASS)
-            )
-            gone = connection.execute(
-                delete(hook_deliveries).where(hook_deliveries.c.id.in_(doomed))
-            ).rowcount
-        return bool(gone == PRUNED_PER_PASS)
+        """As ``EventRepository.prune``, for deliveries: refused ones go after
+        ``REFUSED_RETENTION_HOURS``, the others (each a replay's unique key) with events."""
+        now = self._clock.now()
+        refused = (hook_deliveries.c.status == DeliveryStatus.REJECTED) & (
+            hook_deliveries.c.received_at < now - timedelta(hours=REFUSED_RETENTION_HOURS)
+        )
+        expired = hook_deliveries.c.received_at < now - timedelta(days=EVENT_RETENTION_DAYS)
+        more = False
+        for doomed in (refused, expired):
+            with self._db.write() as connection:
+                chosen = select(hook_deliveries.c.id).where(doomed).limit(PRUNED_PER_PASS)
+                gone = connection.execute(
+                    delete(hook_deliveries).where(hook_deliveries.c.id.in_(chosen))
+                ).rowcount
+            more = more or gone == PRUNED_PER_PASS
+        return more

@@ -120,18 +120,22 @@ async def deliver(
 ) -> ReceivedEvent:
     """An inbound delivery (no API key: signed as the hook's scheme says). 201 with the
     event; 200 for a delivery id accepted before and signed anew (the sender retrying),
-    starting nothing; 401 for a bad, missing or replayed signature; 429 past the hook's or
-    the tenant's rate."""
+    starting nothing; 401 for a bad, missing or replayed signature or a header that signs or
+    selects a delivery given twice; 429 past the hook's bound of those, or past the hook's
+    or the tenant's rate. Only a verified delivery is charged to the tenant."""
     receiver = await run_in_threadpool(hooks.receiver, store, hook_id)
-    request.app.state.hook_rates.take(receiver.hook)
+    rates = request.app.state.hook_rates
+    body = await request.body()
+    verified = await run_in_threadpool(
+        hooks.verified_delivery, store, receiver, rates, request.headers.items(), body
+    )
+    rates.take(receiver.hook)
     try:
         await admit_tenant(receiver.tenant_id, request, 1)
     except RateLimited:
         metrics.hook_refused(status.HTTP_429_TOO_MANY_REQUESTS)
         raise
-    body = await request.body()
-    headers = {name.lower(): value for name, value in request.headers.items()}
-    received = await run_in_threadpool(hooks.deliver, store, receiver, headers, body)
+    received = await run_in_threadpool(hooks.deliver, store, receiver, verified)
     if received.duplicate:
         response.status_code = status.HTTP_200_OK
     return received

@@ -71,7 +71,9 @@ hooks = Table(
     UniqueConstraint("tenant_id", "name"),
 )
 
-# Every request to a hook that got past its rate, recorded without its body.
+# Requests to a hook, recorded without their bodies: every accepted one, with the SHA-256 of
+# its signed time and body, unique per hook (the same twice is a replay, whatever its
+# unsigned headers say); refused ones within their bounds (``domain.hooks``), kept a day.
 hook_deliveries = Table(
     "hook_deliveries",
     metadata,
@@ -85,9 +87,12 @@ hook_deliveries = Table(
     Column("reason", String(512)),
     Column("event_id", ID),
     Column("received_at", UtcDateTime, nullable=False),
+    Column("signed_digest", String(64)),
     Index(None, "hook_id", "id"),
     Index(None, "hook_id", "delivery_id"),
+    Index(None, "hook_id", "signed_digest", unique=True),
     Index(None, "received_at"),
+    Index(None, "status", "received_at"),
 )
 
 # A workflow's event wait while it waits: which event name it is woken by (with the wait's
