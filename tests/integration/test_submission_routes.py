@@ -74,9 +74,7 @@ CALLS: dict[tuple[str, str], Call] = {
     ("POST", "/v1/runs/batch"): lambda w, n: _post(
         w, "/v1/runs/batch", {"runs": [{"job_id": w.job_id}]}
     ),
-    ("POST", "/v1/runs/{run_id}/rerun"): lambda w, n: _post(
-        w, f"/v1/runs/{w.ended_run_id}/rerun"
-    ),
+    ("POST", "/v1/runs/{run_id}/rerun"): lambda w, n: _post(w, f"/v1/runs/{w.ended_run_id}/rerun"),
     ("POST", "/v1/workflows/{workflow_id}/runs"): lambda w, n: _post(
         w, f"/v1/workflows/{w.workflow_id}/runs"
     ),

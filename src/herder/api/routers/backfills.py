@@ -7,8 +7,8 @@ from fastapi import APIRouter, status
 
 from herder.api.auth import Caller, Operator, StoreDep
 from herder.api.openapi import problems
-from herder.api.ratelimit import Submitter
 from herder.api.queries import Limit
+from herder.api.ratelimit import Submitter
 from herder.domain.backfills import Backfill, BackfillRequest
 from herder.domain.models import Page
 from herder.services import backfills

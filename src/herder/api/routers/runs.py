@@ -174,9 +174,7 @@ def delete_checkpoint(run_id: str, caller: Operator, store: StoreDep) -> Respons
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-@router.post(
-    "/{run_id}/rerun", status_code=status.HTTP_201_CREATED, responses=problems(409, 429)
-)
+@router.post("/{run_id}/rerun", status_code=status.HTTP_201_CREATED, responses=problems(409, 429))
 def rerun(run_id: str, caller: Submitter, store: StoreDep, response: Response) -> Run:
     """A new run of an ended run's spec, linked to it (``rerun_of``): how a dead run is
     retried by hand. A submission, counted against the tenant's submission rate (429)."""
