@@ -177,7 +177,8 @@ def delete_checkpoint(run_id: str, caller: Operator, store: StoreDep) -> Respons
 @router.post("/{run_id}/rerun", status_code=status.HTTP_201_CREATED, responses=problems(409, 429))
 def rerun(run_id: str, caller: Submitter, store: StoreDep, response: Response) -> Run:
     """A new run of an ended run's spec, linked to it (``rerun_of``): how a dead run is
-    retried by hand. A submission, counted against the tenant's submission rate (429)."""
+    retried by hand. A submission, counted against the tenant's submission rate (429), at
+    the class its run ran at within today's ``max_priority`` (docs/flow-control.md)."""
     run = runs.rerun(store, caller, run_id)
     response.headers["Location"] = f"/v1/runs/{run.id}"
     return run
