@@ -48,7 +48,10 @@ Call = Callable[[World, int], httpx.Response]
 
 
 def _post(world: World, url: str, body: Any = None, **headers: str) -> httpx.Response:
-    return world.api.http.post(url, headers={**world.api.admin, **headers}, json=body)
+    response: httpx.Response = world.api.http.post(
+        url, headers={**world.api.admin, **headers}, json=body
+    )
+    return response
 
 
 def _backfill(world: World, n: int) -> httpx.Response:
@@ -66,7 +69,8 @@ def _hook_delivery(world: World, n: int) -> httpx.Response:
         "X-GitHub-Event": "push",
         "Content-Type": "application/json",
     }
-    return world.api.http.post(world.hook_url, content=body, headers=headers)
+    response: httpx.Response = world.api.http.post(world.hook_url, content=body, headers=headers)
+    return response
 
 
 CALLS: dict[tuple[str, str], Call] = {
