@@ -73,8 +73,8 @@ PLACEHOLDER_RULE = "a placeholder is {params.NAME} or {env.NAME}"
 def placeholders(template: str) -> list[tuple[str, str]]:
     """The ``(source, name)`` of each placeholder of ``template``, in order; ``ValueError``
     for anything else in braces, a brace left open, or a character that is not printable
-    (``unprintable``). A template
-    reads only the run's own parameters and environment: no other object, no tenant's."""
+    (``unprintable``). A template reads only the run's own parameters and environment: no
+    other object, no tenant's."""
     if (character := unprintable(template)) is not None:
         raise ValueError(f"a key template has {character}, {UNPRINTABLE}")
     found = []
