@@ -25,6 +25,7 @@ import uvicorn
 
 from herder.api.app import create_app
 from herder.control.scheduler import start_scheduler
+from herder.http_head import BoundedHttpToolsProtocol
 from herder.server import WORKER_STOP_SECONDS, Server, die_with_parent
 from herder.server_keys import server_keyring
 from herder.settings import Settings
@@ -107,7 +108,11 @@ def _api(settings: Settings, listening: socket.socket) -> None:
     try:
         app = create_app(store, settings)
         config = uvicorn.Config(
-            app, log_level="warning", access_log=False, timeout_graceful_shutdown=3
+            app,
+            http=BoundedHttpToolsProtocol,
+            log_level="warning",
+            access_log=False,
+            timeout_graceful_shutdown=3,
         )
         Server(config, app.state.wakeups).run(sockets=[listening])
     finally:

@@ -183,3 +183,32 @@ def test_a_nul_or_a_huge_template_is_refused_before_anything_is_stored(api: Api)
     many = post_job(api, limits=[PER_ACCOUNT] * 5)
     assert fields(many) == ["limits"]
     assert api.http.get("/v1/jobs", headers=api.admin).json()["items"] == []
+
+
+HIDDEN = ["\u0085", "\u202e", "\u2028", "\u2029", "\u200b", "\ufeff", "\u00a0", "\ue000"]
+
+
+def test_a_key_that_hides_or_reorders_text_is_a_422_naming_it_wherever_it_is_given(
+    api: Api,
+) -> None:
+    """A next-line (U+0085), a right-to-left override (U+202E), a line separator (U+2028), a
+    zero-width space (U+200B)… would make a key in reasons and listings read as another."""
+    make_limit(api)
+    job_id = make_job(api, parameters=[ACCOUNT], limits=[PER_ACCOUNT])
+    for character in HIDDEN:
+        account = f"acme{character}evil"
+        refused = submit(api, job_id, params={"account": account})
+        assert fields(refused) == ["limits.0.key"], character
+        assert f"U+{ord(character):04X}" in refused.json()["detail"]
+        template = post_job(
+            api, f"hidden-{ord(character)}", limits=[{"limit": "per-account", "key": account}]
+        )
+        assert fields(template) == ["limits.0.key"], character
+        queue = api.http.get(
+            "/v1/queue", headers=api.admin, params={"limit_id": "per-account", "key": account}
+        )
+        assert fields(queue) == ["key"], character
+    assert keys(api) == []
+    spaced = submit(api, job_id, params={"account": "acme corp"})
+    assert spaced.status_code == 201, spaced.text
+    assert keys(api) == [{"key": "acct-acme corp", "running": 0, "queued": 1, "scheduled": 0}]

@@ -15,7 +15,7 @@ from herder.store.schema import runs
 from tests.integration.conftest import Api, Herder
 from tests.integration.dispatching import dispatch
 from tests.integration.registered import register_worker
-from tests.integration.test_pools import Tenant, fields
+from tests.integration.test_pools import Tenant, fields, make_job
 
 
 def queue_order(api: Api, tenant: Tenant) -> list[str]:
@@ -55,6 +55,43 @@ def test_a_submit_sets_its_runs_class_up_to_the_tenants_maximum(api: Api) -> Non
     answers = api.http.post("/v1/runs/batch", headers=acme.headers, json=batch).json()["items"]
     assert [answer["status"] for answer in answers] == [422, 201]
     assert answers[0]["field"] == "runs.0.priority"
+
+
+def test_a_rerun_takes_todays_maximum_not_the_class_its_run_asked_for_then(api: Api) -> None:
+    """The tenant's ``max_priority`` was lowered after a run asked for ``high``: an operator's
+    re-run (a dead letter's too) runs at the maximum, and its events say why. A job's own
+    class is its developers' choice: a run of it re-runs at it."""
+    acme = Tenant(api, "acme")
+    operator = Tenant.__new__(Tenant)
+    operator.id = acme.id
+    operator.headers = api.as_key(api.store.access.create_api_key(acme.id, Role.OPERATOR, "o")[1])
+    report = created_id(make_job(api, acme, "report", priority="low"))
+    urgent = created_id(make_job(api, acme, "urgent", priority="high"))
+    asked_high = start(api, acme, report, priority="high").json()["id"]
+    as_defined = start(api, acme, urgent).json()["id"]
+    for run_id in (asked_high, as_defined):
+        api.http.post(f"/v1/runs/{run_id}/cancel", headers=acme.headers).raise_for_status()
+    api.store.access.update_tenant(acme.id, quota_changes={"max_priority": "low"})
+    rerun = api.http.post(f"/v1/runs/{asked_high}/rerun", headers=operator.headers)
+    assert rerun.status_code == 201, rerun.text
+    assert rerun.json()["spec"]["priority"] == "low"
+    stored = api.http.get(f"/v1/runs/{rerun.json()['id']}", headers=acme.headers).json()
+    assert stored["spec"]["priority"] == "low"
+    with api.store.database.read() as connection:
+        rank = connection.execute(
+            select(runs.c.priority).where(runs.c.id == rerun.json()["id"])
+        ).scalar_one()
+    assert rank == 0  # what the claim orders by
+    events = api.http.get(f"/v1/runs/{rerun.json()['id']}/events", headers=acme.headers).json()
+    assert "at priority low (it ran at high" in events[0]["message"]
+    again = api.http.post(f"/v1/runs/{as_defined}/rerun", headers=operator.headers)
+    assert again.json()["spec"]["priority"] == "high"
+
+
+def created_id(response: Any) -> str:
+    assert response.status_code == 201, response.text
+    job_id: str = response.json()["id"]
+    return job_id
 
 
 def test_an_operator_moves_a_waiting_run_ahead_keeping_its_place_in_time(api: Api) -> None:

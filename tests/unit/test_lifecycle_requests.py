@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from herder.domain.errors import Conflict
-from herder.domain.jobs import JobSpec
+from herder.domain.jobs import JobSpec, Priority
 from herder.domain.lifecycle.cancel import (
     CANCEL_REQUESTED,
     Cancellable,
@@ -21,6 +21,7 @@ from herder.domain.lifecycle.cancel import (
 from herder.domain.lifecycle.changes import WORK, Event, NewRun, Notice, NoticeKind
 from herder.domain.lifecycle.concurrency import admit, fire
 from herder.domain.lifecycle.facts import ActiveRun, AttemptFacts, DueRetry, RunFacts, WorkerSilence
+from herder.domain.lifecycle.priority import rerun_priority
 from herder.domain.lifecycle.reap import expire, requeue_due, silent_workers
 from herder.domain.lifecycle.stops import (
     Stop,
@@ -128,7 +129,9 @@ def ended_run(state: RunState) -> Run:
 
 
 def test_a_rerun_is_a_new_queued_run_linked_both_ways() -> None:
-    changes = rerun(ended_run(RunState.DEAD), "tenant", "new", "user:key", NOW)
+    changes = rerun(
+        ended_run(RunState.DEAD), "tenant", "new", "user:key", NOW, priority=Priority.MEDIUM
+    )
     (new,) = changes.new_runs
     assert (new.id, new.rerun_of, new.job_id) == ("new", "old", "job")
     assert [(e.run_id, e.message) for e in (new.event, *changes.events)] == [
@@ -136,7 +139,42 @@ def test_a_rerun_is_a_new_queued_run_linked_both_ways() -> None:
     ]  # fmt: skip
     assert WORK in changes.notices
     with pytest.raises(Conflict, match="still running"):
-        rerun(ended_run(RunState.RUNNING), "tenant", "new", "user:key", NOW)
+        rerun(
+            ended_run(RunState.RUNNING), "tenant", "new", "user:key", NOW, priority=Priority.MEDIUM
+        )
+
+
+def test_a_rerun_below_its_runs_class_says_so_in_its_event() -> None:
+    changes = rerun(
+        ended_run(RunState.DEAD), "tenant", "new", "user:key", NOW, priority=Priority.LOW
+    )
+    (new,) = changes.new_runs
+    assert new.spec.priority is Priority.LOW
+    assert new.event.message == (
+        "submitted as a re-run of old, at priority low (it ran at medium, above what this "
+        "tenant's runs may ask for now: max_priority)"
+    )
+
+
+H, M, L = Priority.HIGH, Priority.MEDIUM, Priority.LOW
+
+
+@pytest.mark.parametrize(
+    ("ran_at", "allowed", "job_class", "rerun_at"),
+    [
+        (H, None, M, H),  # no bound: as it ran
+        (H, H, M, H),
+        (M, L, M, M),  # the job's own class is not capped
+        (H, L, M, M),  # capped, but never below the job's own class
+        (H, L, L, L),
+        (H, M, None, M),  # the job is gone: the tenant's bound
+        (L, M, H, L),  # never raised
+    ],
+)
+def test_a_rerun_takes_todays_bound_and_never_goes_below_the_jobs_own_class(
+    ran_at: Priority, allowed: Priority | None, job_class: Priority | None, rerun_at: Priority
+) -> None:
+    assert rerun_priority(ran_at, allowed, job_class) is rerun_at
 
 
 def new_run(run_id: str, minute: int) -> NewRun:

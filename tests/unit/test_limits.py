@@ -86,6 +86,8 @@ def test_a_template_names_parameters_and_environment_only(
         "{{params.account}}",
         "a\x00b",
         "line\nbreak",
+        "right\u202eto-left",
+        "zero\u200bwidth",
         "{" * 200,
     ],
 )
@@ -108,6 +110,8 @@ def test_a_huge_template_is_refused() -> None:
         ("{params.on}", {"on": True}, {}, "true"),
         ("{env.REGION}-{params.account}", {"account": "acme"}, {"REGION": "eu"}, "eu-acme"),
         ("fixed", {}, {}, "fixed"),
+        ("{params.account}", {"account": "acme corp"}, {}, "acme corp"),  # spaces are text
+        ("{params.account}", {"account": "zürich-東京"}, {}, "zürich-東京"),
     ],
 )
 def test_a_key_is_rendered_from_the_runs_values(
@@ -123,8 +127,15 @@ def test_a_key_is_rendered_from_the_runs_values(
         ("{env.ACCOUNT_ID}", {"ACCOUNT_ID": "x"}, {}, "limits[0].key: env.ACCOUNT_ID is not set"),
         ("{params.account}", {"account": "x" * (MAX_KEY_CHARS + 1)}, {}, "longer than 128"),
         ("{params.account}", {"account": "x" * 1_000_000}, {}, "longer than 128"),
-        ("{params.account}", {"account": "a\x00b"}, {}, "control character"),
-        ("{params.account}", {"account": "a\nb"}, {}, "control character"),
+        ("{params.account}", {"account": "a\x00b"}, {}, "has U+0000, a control, format"),
+        ("{params.account}", {"account": "a\nb"}, {}, "has U+000A"),
+        ("{params.account}", {"account": "a\x7fb"}, {}, "has U+007F"),
+        ("{params.account}", {"account": "a\u0085b"}, {}, "has U+0085"),  # next line (C1)
+        ("{params.account}", {"account": "a\u202eb"}, {}, "has U+202E"),  # right-to-left
+        ("{params.account}", {"account": "a\u2028b"}, {}, "has U+2028"),  # line separator
+        ("{params.account}", {"account": "a\u200bb"}, {}, "has U+200B"),  # zero width
+        ("{params.account}", {"account": "a\ud800b"}, {}, "has U+D800"),  # a lone surrogate
+        ("{params.account}", {"account": "a\U000e0001b"}, {}, "has U+E0001"),  # a tag
         ("{params.account}", {"account": ""}, {}, "renders empty"),
     ],
 )

@@ -67,16 +67,16 @@ class Debounce(_Strict):
 
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 _NAMED = re.compile(r"^(params|env)\.([A-Za-z_][A-Za-z0-9_]{0,127})$")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 PLACEHOLDER_RULE = "a placeholder is {params.NAME} or {env.NAME}"
 
 
 def placeholders(template: str) -> list[tuple[str, str]]:
     """The ``(source, name)`` of each placeholder of ``template``, in order; ``ValueError``
-    for anything else in braces, a brace left open, or a control character. A template
-    reads only the run's own parameters and environment: no other object, no tenant's."""
-    if _CONTROL.search(template):
-        raise ValueError("a key template has no control characters")
+    for anything else in braces, a brace left open, or a character that is not printable
+    (``unprintable``). A template reads only the run's own parameters and environment: no
+    other object, no tenant's."""
+    if (character := unprintable(template)) is not None:
+        raise ValueError(f"a key template has {character}, {UNPRINTABLE}")
     found = []
     for match in _PLACEHOLDER.finditer(template):
         named = _NAMED.match(match.group(1))
@@ -88,16 +88,37 @@ def placeholders(template: str) -> list[tuple[str, str]]:
     return found
 
 
+UNPRINTABLE = "a control, format or separator character: a key is printable text"
+
+
+def unprintable(text: str) -> str | None:
+    """The first character of ``text`` that is not printable, as ``U+XXXX`` (None: there is
+    none). Python's ``str.isprintable``: every control (C0, DEL, C1 such as U+0085), format
+    (U+200B, the U+202E right-to-left override), line or paragraph separator (U+2028),
+    surrogate, private-use or unassigned character, and every space but the ASCII space.
+    Each hides, reorders or breaks what a key shows in reasons, listings and metrics."""
+    if text.isprintable():
+        return None
+    return next(f"U+{ord(one):04X}" for one in text if not one.isprintable())
+
+
+def check_printable(key: str, field: str) -> None:
+    """``Invalid`` naming ``field`` for a key (rendered, or given to find runs by) that is not
+    printable text."""
+    if (character := unprintable(key)) is not None:
+        raise Invalid(f"{field}: the key has {character}, {UNPRINTABLE}", field=field)
+
+
 def check_key(key: str, field: str) -> str:
-    """A rendered key is at most ``MAX_KEY_CHARS`` without control characters (it is shown
-    in reasons, listings and metrics) or braces (a run's spec keeps its rendered keys where
-    its job has templates: a key renders to itself), else ``Invalid`` naming ``field``."""
+    """A rendered key is at most ``MAX_KEY_CHARS`` of printable text (``unprintable``: it is
+    shown in reasons, listings and metrics) without braces (a run's spec keeps its rendered
+    keys where its job has templates: a key renders to itself), else ``Invalid`` naming
+    ``field``."""
     if not key:
         raise Invalid(f"{field}: the key renders empty", field=field)
     if len(key) > MAX_KEY_CHARS:
         raise Invalid(f"{field}: the key is longer than {MAX_KEY_CHARS} characters", field=field)
-    if _CONTROL.search(key):
-        raise Invalid(f"{field}: the key has a control character", field=field)
+    check_printable(key, field)
     if "{" in key or "}" in key:
         raise Invalid(f"{field}: the key has a brace", field=field)
     return key

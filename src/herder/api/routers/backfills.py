@@ -8,6 +8,7 @@ from fastapi import APIRouter, status
 from herder.api.auth import Caller, Operator, StoreDep
 from herder.api.openapi import problems
 from herder.api.queries import Limit
+from herder.api.ratelimit import Submitter
 from herder.domain.backfills import Backfill, BackfillRequest
 from herder.domain.models import Page
 from herder.services import backfills
@@ -18,14 +19,15 @@ router = APIRouter(tags=["schedules"])
 @router.post(
     "/v1/schedules/{schedule_id}/backfills",
     status_code=status.HTTP_201_CREATED,
-    responses=problems(404),
+    responses=problems(404, 429),
 )
 def create_backfill(
-    schedule_id: str, body: BackfillRequest, caller: Operator, store: StoreDep
+    schedule_id: str, body: BackfillRequest, caller: Submitter, store: StoreDep
 ) -> Backfill:
     """Run the schedule's nominal times in ``(start, end]`` as if each had fired: at most
     ``max_active`` at once, each once (a time that already has a run is counted, not run
-    again), queued at low priority. The first runs start now; the next when one ends."""
+    again), queued at low priority. The first runs start now; the next when one ends. One
+    submission, however many times it runs, counted against the tenant's rate (429)."""
     return backfills.create(store, caller.tenant_id, schedule_id, body)
 
 

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query
 
 from herder.api.auth import Caller, StoreDep
 from herder.api.queries import Limit
+from herder.domain.limits import check_printable
 from herder.domain.models import Page, QueueEntry
 from herder.services import access
 
@@ -28,7 +29,10 @@ def list_queue(
     limit: Limit = 100,
     cursor: str | None = None,
 ) -> Page[QueueEntry]:
-    """The caller's tenant's queued runs; the system tenant's admins see every tenant's."""
+    """The caller's tenant's queued runs; the system tenant's admins see every tenant's. A
+    ``key`` that is not printable text is a 422 naming it, as a run's key would be."""
+    if key is not None:
+        check_printable(key, "key")
     return access.list_queue(
         store, caller, job_id=job_id, limit_id=limit_id, key=key, limit=limit, cursor=cursor
     )

@@ -14,7 +14,7 @@ from herder.api.auth import Caller, Operator, StoreDep, Writer, check_overrides
 from herder.api.errors import status_and_title
 from herder.api.openapi import problems
 from herder.api.queries import Limit
-from herder.api.ratelimit import admit
+from herder.api.ratelimit import Submitter, admit
 from herder.api.schemas import (
     IsoTime,
     LogsResponse,
@@ -174,10 +174,11 @@ def delete_checkpoint(run_id: str, caller: Operator, store: StoreDep) -> Respons
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-@router.post("/{run_id}/rerun", status_code=status.HTTP_201_CREATED, responses=problems(409))
-def rerun(run_id: str, caller: Operator, store: StoreDep, response: Response) -> Run:
+@router.post("/{run_id}/rerun", status_code=status.HTTP_201_CREATED, responses=problems(409, 429))
+def rerun(run_id: str, caller: Submitter, store: StoreDep, response: Response) -> Run:
     """A new run of an ended run's spec, linked to it (``rerun_of``): how a dead run is
-    retried by hand."""
+    retried by hand. A submission, counted against the tenant's submission rate (429), at
+    the class its run ran at within today's ``max_priority`` (docs/flow-control.md)."""
     run = runs.rerun(store, caller, run_id)
     response.headers["Location"] = f"/v1/runs/{run.id}"
     return run

@@ -169,12 +169,13 @@ def resume_workflow_run(workflow_run_id: str, caller: Operator, store: StoreDep)
     return workflows.resume_run(store, caller, workflow_run_id)
 
 
-@router.post("/v1/workflow-runs/{workflow_run_id}/repair", responses=problems(409))
+@router.post("/v1/workflow-runs/{workflow_run_id}/repair", responses=problems(409, 429))
 def repair_workflow_run(
-    workflow_run_id: str, body: RepairRequest, caller: Operator, store: StoreDep
+    workflow_run_id: str, body: RepairRequest, caller: Submitter, store: StoreDep
 ) -> WorkflowRun:
     """Run tasks of an ended run again, in place (history kept). ``repair`` is the run's
-    latest-repair token as last read: a second repair from the same reading is a 409."""
+    latest-repair token as last read: a second repair from the same reading is a 409. One
+    submission, as starting a workflow run is, counted against the tenant's rate (429)."""
     return workflows.repair_run(
         store, caller.tenant_id, workflow_run_id, token=body.repair, tasks=body.tasks,
         dependents=body.dependents,

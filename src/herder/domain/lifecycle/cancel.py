@@ -11,6 +11,7 @@ from datetime import datetime
 
 from herder.domain.deadlines import deadline_at
 from herder.domain.errors import Conflict
+from herder.domain.jobs import Priority
 from herder.domain.lifecycle.changes import (
     DUE,
     WORK,
@@ -91,22 +92,36 @@ def _ended(run_id: str, state: RunState, cause: Cause, now: datetime) -> RunMove
     )
 
 
-def rerun(old: Run, tenant_id: str, new_run_id: str, actor: str, now: datetime) -> Changes:
+def rerun(
+    old: Run,
+    tenant_id: str,
+    new_run_id: str,
+    actor: str,
+    now: datetime,
+    *,
+    priority: Priority,
+) -> Changes:
     """A new run of what an ended run ran (its spec as submitted), linked to it — how a dead
-    run leaves the dead-letter set. It is a new submission: its deadline counts from now."""
+    run leaves the dead-letter set. It is a new submission: its deadline counts from now,
+    and it runs at ``priority`` (``rerun_priority``: today's bound), its event saying so
+    when that is lower than the old run's."""
     if old.state.is_active:
         raise Conflict(f"run {old.id} is still {old.state}; only ended runs can be re-run")
+    submitted = f"submitted as a re-run of {old.id}"
+    if priority is not old.spec.priority:
+        submitted += (
+            f", at priority {priority.value} (it ran at {old.spec.priority.value}, above "
+            "what this tenant's runs may ask for now: max_priority)"
+        )
     new = NewRun(
         id=new_run_id,
         tenant_id=tenant_id,
         job_id=old.job_id,
         job_name=old.job_name,
-        spec=old.spec,
+        spec=old.spec.model_copy(update={"priority": priority}),
         rerun_of=old.id,
         deadline_at=deadline_at(old.spec.deadline, now),
-        event=Event(
-            new_run_id, f"submitted as a re-run of {old.id}", actor, target=RunState.QUEUED
-        ),
+        event=Event(new_run_id, submitted, actor, target=RunState.QUEUED),
     )
     return Changes(
         new_runs=(new,),

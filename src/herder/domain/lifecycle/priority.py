@@ -28,6 +28,19 @@ def check_allowed(wanted: Priority, allowed: Priority | None, field: str = "prio
         )
 
 
+def rerun_priority(
+    ran_at: Priority, allowed: Priority | None, job_class: Priority | None
+) -> Priority:
+    """The class a re-run asks for: the one its run ran at, within today's bound (the
+    tenant's ``max_priority`` may have been lowered since). The job's own class is its
+    developers' choice and not capped, so the bound is never below it; ``job_class`` None:
+    the job is gone."""
+    if allowed is None or ran_at.rank <= allowed.rank:
+        return ran_at
+    bound = allowed if job_class is None or job_class.rank < allowed.rank else job_class
+    return bound if bound.rank < ran_at.rank else ran_at
+
+
 def reprioritised(
     run_id: str,
     state: RunState,

@@ -16,7 +16,7 @@ from herder.domain.jobs import Priority
 from herder.domain.lifecycle.cancel import Cause, cancel, rerun
 from herder.domain.lifecycle.changes import Changes, NewRun
 from herder.domain.lifecycle.concurrency import admit, forbidden
-from herder.domain.lifecycle.priority import check_allowed
+from herder.domain.lifecycle.priority import check_allowed, rerun_priority
 from herder.domain.lifecycle.suspend import resume, suspend
 from herder.domain.models import Attempt, Job, Page, Run, RunDetail, RunEvent
 from herder.domain.overrides import RunOverrides, RunRequest
@@ -235,13 +235,18 @@ class RunRepository:
 
     def rerun(self, tenant_id: str, run_id: str, *, actor: str = "user") -> Run:
         """A new run of what an ended run ran (its spec as submitted), linked to it — how a
-        dead run leaves the dead-letter set."""
+        dead run leaves the dead-letter set — at its class within today's ``max_priority``."""
         with unit_of_work(self._db, self._clock, self._rng) as work:
             old = self._get(work.connection, tenant_id, run_id)
-            changes = rerun(old, tenant_id, new_id("run", epoch_ms(work.now)), actor, work.now)
+            job = self._jobs.get_many_within(work.connection, {(tenant_id, old.job_id)})
+            job_class = job[tenant_id, old.job_id].spec.priority if job else None
+            allowed = max_priority(work.connection, tenant_id)
+            priority = rerun_priority(old.spec.priority, allowed, job_class)
+            new_run_id = new_id("run", epoch_ms(work.now))
+            changes = rerun(old, tenant_id, new_run_id, actor, work.now, priority=priority)
             work.apply(changes)
             (new,) = changes.new_runs
-            return Run.model_validate(new_run_row(new, work.now) | {"spec": old.spec})
+            return Run.model_validate(new_run_row(new, work.now) | {"spec": new.spec})
 
     def _by_idempotency_key(self, tenant_id: str, key: str | None) -> Run:
         with self._db.read() as connection:
