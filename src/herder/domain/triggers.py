@@ -8,7 +8,7 @@ the runs in the transaction that records the event.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from herder.domain.errors import Invalid
 from herder.domain.event_filters import (
     FilterError,
     Node,
@@ -86,6 +87,20 @@ class Trigger(_Record):
     created_at: datetime
     updated_at: datetime
     version: int
+
+
+def check_declared(spec: TriggerSpec, declared: Collection[str]) -> None:
+    """``Invalid`` naming the first of the trigger's parameters its job or workflow does not
+    declare: its start would be refused at every event."""
+    kind = "job" if spec.job is not None else "workflow"
+    for name in spec.params:
+        if name not in declared:
+            names = ", ".join(sorted(declared)[:50]) or "none"
+            raise Invalid(
+                f"{name!r} is not a parameter of {kind} {spec.job or spec.workflow} "
+                f"(it declares: {names})",
+                field=f"params.{name}",
+            )
 
 
 @dataclass(frozen=True)
