@@ -11,19 +11,24 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from herder.domain.errors import Invalid
 from herder.domain.event_filters import (
+    MAX_EVENT_STEPS,
+    MAX_FILTER_STEPS,
+    Budget,
     FilterError,
     Node,
+    OverBudget,
     matches,
     parse,
     parse_value,
     value,
+    within_share,
 )
 from herder.domain.events import EventName
 from herder.domain.filter_fields import FilterSource
@@ -119,26 +124,50 @@ class Refused:
     error: str
 
 
-def plan(triggers: Sequence[Trigger], event: Mapping[str, Any]) -> list[Start | Refused]:
+def plan(
+    triggers: Sequence[Trigger], event: Mapping[str, Any], budget: Budget
+) -> list[Start | Refused]:
     """For each enabled trigger whose filter the event (``domain.events.document``)
-    satisfies, its start, or why its parameters cannot be read; the others say nothing."""
+    satisfies, its start, or why its parameters cannot be read; the others say nothing.
+    Each trigger's filter and parameters take at most ``MAX_FILTER_STEPS`` of ``budget``: a
+    trigger they cannot be read within is refused, saying so."""
     decided: list[Start | Refused] = []
     for trigger in triggers:
-        if not trigger.enabled or not _matches(trigger.filter, event):
+        if not trigger.enabled:
             continue
-        params: dict[str, Any] = {}
-        missing = []
-        for name, source in trigger.params.items():
-            found = value(parse_value(source), event)
-            if found is None:
-                missing.append(f"params.{name}: {source} is not in the event")
-            params[name] = found
-        decided.append(Refused(trigger, "; ".join(missing)) if missing else Start(trigger, params))
+        short = budget.left < MAX_FILTER_STEPS
+        found = within_share(budget, partial(_read, trigger, event))
+        if isinstance(found, OverBudget):
+            decided.append(Refused(trigger, _over_budget(short)))
+        elif found is not None:
+            decided.append(found)
     return decided
 
 
-def _matches(source: str | None, event: Mapping[str, Any]) -> bool:
-    return source is None or matches(_parsed(source), event)
+def _read(trigger: Trigger, event: Mapping[str, Any], budget: Budget) -> Start | Refused | None:
+    """The trigger's start or refusal, or None when its filter does not match."""
+    if trigger.filter is not None and not matches(_parsed(trigger.filter), event, budget):
+        return None
+    params: dict[str, Any] = {}
+    missing = []
+    for name, source in trigger.params.items():
+        found = value(parse_value(source), event, budget)
+        if found is None:
+            missing.append(f"params.{name}: {source} is not in the event")
+        params[name] = found
+    return Refused(trigger, "; ".join(missing)) if missing else Start(trigger, params)
+
+
+def _over_budget(short: bool) -> str:
+    if short:
+        return (
+            "not evaluated: the event's earlier triggers took its budget of "
+            f"{MAX_EVENT_STEPS:,} steps (docs/events.md#what-an-event-may-cost)"
+        )
+    return (
+        f"filter: takes more than {MAX_FILTER_STEPS:,} steps on this event's payload "
+        "(docs/events.md#what-an-event-may-cost)"
+    )
 
 
 # A filter is parsed once a process, not once an event (its tree is immutable).
