@@ -78,3 +78,22 @@ def test_a_cheap_event_still_costs_one_submission(api: Api) -> None:
         for _ in range(4)
     ]
     assert statuses == [201, 201, 201, 429]
+
+
+def test_an_event_ends_the_200_oldest_waits_on_its_name_and_the_next_event_the_rest(
+    api: Api,
+) -> None:
+    """Issue 40's 800 waits made one event take 15.8 s; an event now looks at 200 at most,
+    the ones waiting longest, and a later event of the name finds the others."""
+    waits = [{"name": f"w{n:03}", "wait": {"event": {"name": "go"}}} for n in range(250)]
+    made = api.http.post("/v1/workflows", headers=api.admin, json={"name": "many", "tasks": waits})
+    assert made.status_code == 201, made.text
+    started = api.http.post(f"/v1/workflows/{made.json()['id']}/runs", headers=api.admin)
+    assert started.status_code == 201, started.text
+    first = api.http.post("/v1/events", headers=api.admin, json={"name": "go"}).json()["event"]
+    assert len(first["resumed"]) == 200
+    second = api.http.post("/v1/events", headers=api.admin, json={"name": "go"}).json()["event"]
+    assert len(second["resumed"]) == 50
+    assert sorted(first["resumed"])[-1] < sorted(second["resumed"])[0]  # the oldest first
+    run = api.http.get(f"/v1/workflow-runs/{started.json()['id']}", headers=api.admin).json()
+    assert run["state"] == "succeeded"

@@ -29,7 +29,15 @@ SUBMIT_BOUND_SECONDS = 3.0  # far below what one such event cost before (16 s on
 def test_another_tenants_submissions_go_on_while_heavy_events_are_decided(
     start_cluster: Callable[..., Cluster],
 ) -> None:
-    cluster = start_cluster(scheduler=False)
+    submissions_go_on_beside_heavy_events(start_cluster(scheduler=False))
+
+
+@pytest.mark.postgres
+def test_on_postgresql_too(start_cluster: Callable[..., Cluster], system_postgres_url: str) -> None:
+    submissions_go_on_beside_heavy_events(start_cluster(system_postgres_url, scheduler=False))
+
+
+def submissions_go_on_beside_heavy_events(cluster: Cluster) -> None:
     url = cluster.url
     sender = {"Authorization": f"Bearer {cluster.credentials['api_key']}"}
     tenant = httpx.post(f"{url}/v1/tenants", headers=sender, json={"name": "bystander"}).json()
