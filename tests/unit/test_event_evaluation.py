@@ -104,8 +104,9 @@ def test_an_event_takes_at_most_its_budget_whatever_its_triggers_and_refuses_tho
     assert isinstance(first, Start)
     assert isinstance(over, Refused)
     assert over.error.startswith(f"filter: takes more than {MAX_FILTER_STEPS:,} steps")
-    assert all(isinstance(one, Refused) for one in rest)
-    assert rest[-1].error.startswith("not evaluated: the event's earlier triggers took its budget")
+    refused = [one.error for one in rest if isinstance(one, Refused)]
+    assert len(refused) == len(rest)
+    assert refused[-1].startswith("not evaluated: the event's earlier triggers took its budget")
     assert evaluated.submissions == submissions(MAX_EVENT_STEPS) == 21
 
 
