@@ -66,6 +66,21 @@ def test_an_event_stops_at_its_budget_records_the_triggers_past_it_and_charges_i
     assert statuses == [201] * 9 + [429]
 
 
+def test_an_event_its_sender_cannot_pay_for_is_refused_and_records_nothing(api: Api) -> None:
+    api.create_job("build")
+    assert make_trigger(api, "t", HEAVY).status_code == 201  # 100,000 steps: 11 submissions
+    quotas = {"submit_rate_per_second": 0.001, "submit_burst": 15}
+    api.http.patch(f"/v1/tenants/{api.tenant_id}", headers=api.admin, json={"quotas": quotas})
+    heavy = {"name": "heavy", "payload": PAYLOAD}
+    first = api.http.post("/v1/events", headers=api.admin, json=heavy)
+    assert first.status_code == 201, first.text
+    again = api.http.post("/v1/events", headers=api.admin, json=heavy)  # 4 left: 1, not 10 more
+    assert again.status_code == 429, again.text
+    assert "Retry-After" in again.headers
+    listed = api.http.get("/v1/events", headers=api.admin).json()["items"]
+    assert [event["id"] for event in listed] == [first.json()["event"]["id"]]
+
+
 def test_a_cheap_event_still_costs_one_submission(api: Api) -> None:
     api.create_job("build")
     make_trigger(api, "t", "payload.a[0] == 1")

@@ -25,8 +25,9 @@ Cost (docs/events.md#what-an-event-may-cost): an evaluation counts its **steps**
 part evaluated, per JSON value a comparison visits (``payload.a == payload.b`` over two lists
 of 60,000 items visits 60,001 pairs) and per ``STRING_CHARS_PER_STEP`` characters a string
 operation reads — against a ``Budget``, and stops with ``OverBudget`` past it, so no filter
-costs more than its budget whatever the payload. When saved, a filter may hold at most
-``MAX_PAYLOAD_COMPARISONS`` comparisons whose work grows with the payload (``check_cost``).
+costs more than its budget whatever the payload. When saved, a trigger's filter may hold
+at most ``MAX_PAYLOAD_COMPARISONS`` comparisons whose work grows with the payload
+(``check_cost``).
 """
 
 from __future__ import annotations

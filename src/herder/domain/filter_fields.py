@@ -1,6 +1,5 @@
 """A filter as a definition holds it (a trigger's, an event wait's): checked when it is
-given, so every stored one parses and its cost is bounded (the language and its cost:
-``domain.event_filters``)."""
+given, so every stored one parses (the language: ``domain.event_filters``)."""
 
 from __future__ import annotations
 
@@ -8,12 +7,12 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
-from herder.domain.event_filters import MAX_SOURCE_CHARS, FilterError, check_cost, parse
+from herder.domain.event_filters import MAX_SOURCE_CHARS, FilterError, parse
 
 
 def _checked(source: str) -> str:
     try:
-        check_cost(parse(source))
+        parse(source)
     except FilterError as error:
         raise ValueError(str(error)) from None
     return source

@@ -24,6 +24,7 @@ from herder.domain.event_filters import (
     FilterError,
     Node,
     OverBudget,
+    check_cost,
     matches,
     parse,
     parse_value,
@@ -58,6 +59,18 @@ class TriggerSpec(BaseModel):
         description="each parameter's value: a path into the event (payload.ref) or a literal",
     )
     enabled: bool = True
+
+    @field_validator("filter")
+    @classmethod
+    def _filter_cost(cls, source: str | None) -> str | None:
+        """Bounded when saved (not when a stored one is read: one saved before the bound
+        still loads, and its budget holds it at every event)."""
+        if source is not None:
+            try:
+                check_cost(parse(source))
+            except FilterError as error:
+                raise ValueError(str(error)) from None
+        return source
 
     @field_validator("params")
     @classmethod
