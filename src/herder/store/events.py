@@ -22,7 +22,7 @@ from sqlalchemy import Connection, delete, insert, select, update
 
 from herder.clock import Clock, epoch_ms
 from herder.domain.errors import Conflict, HerderError
-from herder.domain.event_evaluation import Evaluation, evaluate
+from herder.domain.event_evaluation import evaluate
 from herder.domain.events import (
     EVENT_RETENTION_DAYS,
     Event,
@@ -94,18 +94,12 @@ class EventRepository:
         they are more than one, and may refuse it (its error leaves here, nothing written).
         The write transaction only records the event, starts its runs and ends the waits
         that still wait."""
-        facts = document(name, source, payload)
-        with self._db.read() as connection:
+        with self._db.read() as connection:  # closed before evaluating: no snapshot held
             seen = sender_key is not None and _first(connection, tenant_id, sender_key) is not None
-            evaluation = (
-                Evaluation([], [], 0)  # a repeat: the write below answers with the first
-                if seen
-                else evaluate(
-                    for_event(connection, tenant_id, name),
-                    waiting_for(connection, tenant_id, name),
-                    facts,
-                )
-            )
+            triggers = [] if seen else for_event(connection, tenant_id, name)
+            waits = [] if seen else waiting_for(connection, tenant_id, name)
+        # A repeat decides nothing: the write below answers with the first.
+        evaluation = evaluate(triggers, waits, document(name, source, payload))
         if charge is not None and evaluation.submissions > 1:
             charge(evaluation.submissions)
         with unit_of_work(self._db, self._clock, self._rng) as work:
