@@ -8,6 +8,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from herder.domain.event_evaluation import (
@@ -147,3 +149,24 @@ def test_the_sender_pays_the_steps_within_its_burst(
     cost: int, burst: float | None, taken: int
 ) -> None:
     assert charged(cost, burst) == taken
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=200),
+    lambda inner: st.lists(inner, max_size=8) | st.dictionaries(st.text(max_size=3), inner),
+    max_leaves=60,
+)
+SOURCES = ["payload.a == payload.b", "payload.a in payload.b", "payload.a < payload.b",
+           "payload.a starts_with payload.b", "not (payload.a != payload.b)"]  # fmt: skip
+
+
+@given(st.sampled_from(SOURCES), json_values, json_values, st.integers(0, 200))
+def test_an_evaluation_never_takes_more_than_its_budget(
+    source: str, left: Any, right: Any, steps: int
+) -> None:
+    budget = Budget(steps)
+    try:
+        matches(parse(source), {"payload": {"a": left, "b": right}}, budget)
+    except OverBudget:
+        assert budget.spent == steps
+    assert budget.spent <= steps
