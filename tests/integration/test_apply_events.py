@@ -97,6 +97,11 @@ def test_a_trigger_naming_no_job_and_a_prune_that_would_strand_one_are_refused(
     said = refused(herder("apply", "-f", str(path)))
     assert "triggers[0].filter" in said
     assert "(at character" in said
+    path.write_text(
+        FILES.replace("params: {BRANCH: payload.ref}", "params: {BRANCHES: payload.ref}")
+    )
+    said = refused(herder("apply", "-f", str(path)))
+    assert "triggers[0].params.BRANCHES: 'BRANCHES' is not a parameter of job build" in said
 
 
 def test_apply_makes_hooks_with_the_secret_from_the_environment_or_a_new_one_shown_once(

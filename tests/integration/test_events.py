@@ -192,3 +192,39 @@ def test_a_job_or_workflow_a_trigger_starts_is_not_deleted(api: Api) -> None:
     refused = api.http.delete(f"/v1/jobs/{job['id']}", headers=api.admin)
     assert refused.status_code == 409
     assert "started by trigger(s) build-it" in refused.json()["detail"]
+
+
+def test_a_trigger_giving_a_parameter_its_target_does_not_declare_is_refused_when_saved(
+    api: Api,
+) -> None:
+    """It would be refused at every event: it is refused once, at save, naming the
+    parameter (a create, a change, for a job and for a workflow)."""
+    api.create_job("build", parameters=PARAMETERS)
+    workflow = {
+        "name": "pipe",
+        "params": {"model": "base"},
+        "tasks": [{"name": "t", "job": "build"}],
+    }
+    assert api.http.post("/v1/workflows", headers=api.admin, json=workflow).status_code == 201
+    cases = [
+        {"job": "build", "params": {"BRANCH": "payload.ref", "BRNACH": "payload.ref"}},
+        {"workflow": "pipe", "params": {"modle": "payload.m"}},
+    ]
+    for body in cases:
+        refused = api.http.post(
+            "/v1/triggers", headers=api.admin, json={"name": "t", "event": "push", **body}
+        )
+        assert refused.status_code == 422, (body, refused.text)
+        [error] = refused.json()["errors"]
+        wrong = next(name for name in body["params"] if name not in ("BRANCH",))
+        assert error["field"] == f"params.{wrong}", error
+        assert "is not a parameter of" in error["message"]
+    trigger(api, name="t", event="push", job="build", params={"BRANCH": "payload.ref"})
+    changed = api.http.patch(
+        "/v1/triggers/t", headers=api.admin, json={"params": {"COUNTS": "payload.n"}}
+    )
+    assert changed.status_code == 422, changed.text
+    assert changed.json()["errors"][0]["field"] == "params.COUNTS"
+    assert api.http.get("/v1/triggers", headers=api.admin).json()["items"][0]["params"] == {
+        "BRANCH": "payload.ref"
+    }

@@ -247,11 +247,40 @@ def _dangling(
                 name = item.fields.get(target)
                 if name is not None and name not in names[kind]:
                     yield _missing(starter.singular, item, target, kind, name, target)
+    yield from _undeclared(after)
     for workflow in after[Kind.WORKFLOW]:
         for index, task in enumerate(workflow.fields.get("tasks", [])):
             if task.get("job") not in names[Kind.JOB]:
                 path = f"tasks[{index}].job"
                 yield _missing("workflow", workflow, "job", Kind.JOB, task.get("job"), path)
+
+
+def _undeclared(after: dict[Kind, list[_After]]) -> Iterator[Problem]:
+    """A trigger's parameter its job or workflow, as it will be, does not declare: the
+    server refuses it (each event would)."""
+    declared = {
+        ("job", job.name): {
+            parameter.get("name")
+            for parameter in job.fields.get("parameters") or []
+            if isinstance(parameter, dict)
+        }
+        for job in after[Kind.JOB]
+    } | {
+        ("workflow", workflow.name): set(workflow.fields.get("params") or {})
+        for workflow in after[Kind.WORKFLOW]
+    }
+    for trigger in after[Kind.TRIGGER]:
+        target = "job" if trigger.fields.get("job") is not None else "workflow"
+        names = declared.get((target, trigger.fields.get(target)))
+        if names is None or trigger.where is None:
+            continue
+        for name in trigger.fields.get("params") or {}:
+            if name not in names:
+                where = Where(
+                    trigger.where.file, trigger.where.line, f"{trigger.where.path}.params.{name}"
+                )
+                said = f"{name!r} is not a parameter of {target} {trigger.fields.get(target)}"
+                yield Problem(said, where)
 
 
 def _missing(what: str, item: _After, target: str, kind: Kind, name: Any, path: str) -> Problem:

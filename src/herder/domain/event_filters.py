@@ -20,24 +20,37 @@ Semantics, chosen so that a filter never fails on an event, it only does not mat
 that leads nowhere is ``null``; ``==``/``!=`` compare JSON values (``1 == 1.0``, ``true !=
 1``); an ordering holds only between two numbers or two strings; ``in`` looks for an
 element in a list or a substring in a string; a lone operand holds when it is ``true``.
+
+Cost (docs/events.md#what-an-event-may-cost): an evaluation counts its **steps** — one per
+part evaluated, per JSON value a comparison visits (``payload.a == payload.b`` over two lists
+of 60,000 items visits 60,001 pairs) and per ``STRING_CHARS_PER_STEP`` characters a string
+operation reads — against a ``Budget``, and stops with ``OverBudget`` past it, so no filter
+costs more than its budget whatever the payload. When saved, a trigger's filter may hold
+at most ``MAX_PAYLOAD_COMPARISONS`` comparisons whose work grows with the payload
+(``check_cost``).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 MAX_SOURCE_CHARS = 2048
 MAX_NODES = 256
 MAX_DEPTH = 24  # nesting of parentheses, not and operators
 MAX_PATH_SEGMENTS = 32
 MAX_LIST_ITEMS = 256
+MAX_PAYLOAD_COMPARISONS = 16  # comparisons whose work grows with the payload, in one filter
+MAX_FILTER_STEPS = 100_000  # one filter (or a trigger's parameters) on one event
+MAX_EVENT_STEPS = 200_000  # all of one event's filters and parameters: triggers' and waits'
+STRING_CHARS_PER_STEP = 64  # characters a string operation reads for one step
 
 Comparator = Literal["==", "!=", "<", "<=", ">", ">=", "in", "not in", "starts_with", "ends_with"]
 COMPARATORS: frozenset[str] = frozenset(Comparator.__args__)  # type: ignore[attr-defined]
+T = TypeVar("T")
 KEYWORDS = frozenset(
     {"and", "or", "not", "in", "true", "false", "null", "starts_with", "ends_with"}
 )
@@ -49,6 +62,46 @@ class FilterError(ValueError):
     def __init__(self, message: str, position: int) -> None:
         super().__init__(f"{message} (at character {position + 1})")
         self.position = position
+
+
+class OverBudget(Exception):
+    """An evaluation needed more steps than its ``Budget`` had left."""
+
+
+@dataclass
+class Budget:
+    """Steps an evaluation may still take (see the module's docstring); ``take`` raises
+    ``OverBudget`` rather than go past ``steps``."""
+
+    steps: int
+    spent: int = 0
+
+    @property
+    def left(self) -> int:
+        return self.steps - self.spent
+
+    def take(self, steps: int) -> None:
+        if steps > self.left:
+            self.spent = self.steps
+            raise OverBudget(self.steps)
+        self.spent += steps
+
+    def share(self, at_most: int) -> Budget:
+        """A budget of at most ``at_most`` of the steps left, for one part of the work
+        (charge it back with ``take(share.spent)``)."""
+        return Budget(min(at_most, self.left))
+
+
+def within_share(budget: Budget, work: Callable[[Budget], T]) -> T | OverBudget:
+    """What ``work`` finds given at most ``MAX_FILTER_STEPS`` of the steps ``budget`` has
+    left — charged to it whatever the outcome — or the ``OverBudget`` that stopped it."""
+    share = budget.share(MAX_FILTER_STEPS)
+    try:
+        return work(share)
+    except OverBudget as spent:
+        return spent
+    finally:
+        budget.take(share.spent)
 
 
 @dataclass(frozen=True)
@@ -297,31 +350,74 @@ def parse_value(source: str) -> Path | Constant:
     return node
 
 
-def value(node: Node, document: Any) -> Any:
+def check_cost(node: Node) -> None:
+    """``FilterError`` for a filter with more than ``MAX_PAYLOAD_COMPARISONS`` comparisons
+    whose work grows with the payload: two values read from the event compared (``==``,
+    ``!=``, an ordering), or searched in or for one (``in``, ``starts_with``…, a path on
+    the right). A literal bounds the work of the others."""
+    count = sum(1 for compare in _comparisons(node) if _grows_with_payload(compare))
+    if count > MAX_PAYLOAD_COMPARISONS:
+        raise FilterError(
+            f"{count} comparisons read two values of the event or search one; at most "
+            f"{MAX_PAYLOAD_COMPARISONS} may",
+            0,
+        )
+
+
+def _comparisons(node: Node) -> Iterator[Compare]:
+    match node:
+        case All(operands) | AnyOf(operands):
+            for operand in operands:
+                yield from _comparisons(operand)
+        case Not(operand):
+            yield from _comparisons(operand)
+        case Compare(left, _, right):
+            yield node
+            yield from _comparisons(left)
+            yield from _comparisons(right)
+        case Path() | Constant():
+            return
+
+
+def _grows_with_payload(compare: Compare) -> bool:
+    if compare.comparator in ("in", "not in", "starts_with", "ends_with"):
+        return isinstance(compare.right, Path)
+    return isinstance(compare.left, Path) and isinstance(compare.right, Path)
+
+
+def value(node: Node, document: Any, budget: Budget | None = None) -> Any:
     """What a node reads from ``document``: a path's value (``None`` where it leads nowhere),
-    a literal's, or a condition's truth."""
+    a literal's, or a condition's truth. ``OverBudget`` past ``budget`` (by default
+    ``MAX_FILTER_STEPS``)."""
+    budget = Budget(MAX_FILTER_STEPS) if budget is None else budget
+    budget.take(1)
     match node:
         case Path(segments):
             return _follow(document, segments)
         case Constant(constant):
             return constant
         case _:
-            return matches(node, document)
+            return matches(node, document, budget)
 
 
-def matches(node: Node, document: Any) -> bool:
-    """Whether the event's ``document`` satisfies the filter."""
+def matches(node: Node, document: Any, budget: Budget | None = None) -> bool:
+    """Whether the event's ``document`` satisfies the filter; ``OverBudget`` when finding
+    out takes more than ``budget`` (by default ``MAX_FILTER_STEPS``)."""
+    budget = Budget(MAX_FILTER_STEPS) if budget is None else budget
+    budget.take(1)
     match node:
         case All(operands):
-            return all(matches(operand, document) for operand in operands)
+            return all(matches(operand, document, budget) for operand in operands)
         case AnyOf(operands):
-            return any(matches(operand, document) for operand in operands)
+            return any(matches(operand, document, budget) for operand in operands)
         case Not(operand):
-            return not matches(operand, document)
+            return not matches(operand, document, budget)
         case Compare(left, comparator, right):
-            return _compare(value(left, document), comparator, value(right, document))
+            return _compare(
+                value(left, document, budget), comparator, value(right, document, budget), budget
+            )
         case Path() | Constant():
-            return value(node, document) is True
+            return value(node, document, budget) is True
 
 
 def _follow(document: Any, segments: Sequence[str | int]) -> Any:
@@ -342,52 +438,71 @@ def _is_number(item: Any) -> bool:
     return isinstance(item, int | float) and not isinstance(item, bool)
 
 
-def _equal(left: Any, right: Any) -> bool:
-    """JSON equality: numbers by value, booleans only with booleans, containers deeply."""
+def _equal(left: Any, right: Any, budget: Budget) -> bool:
+    """JSON equality: numbers by value, booleans only with booleans, containers deeply —
+    a step per pair of values visited."""
+    budget.take(1)
     if _is_number(left) and _is_number(right):
         return bool(left == right)
-    if type(left) is not type(right) and not (_is_number(left) and _is_number(right)):
+    if type(left) is not type(right):
         return False
     if isinstance(left, list):
-        return len(left) == len(right) and all(map(_equal, left, right))
+        return len(left) == len(right) and all(
+            _equal(one, other, budget) for one, other in zip(left, right, strict=True)
+        )
     if isinstance(left, dict):
-        return left.keys() == right.keys() and all(_equal(left[k], right[k]) for k in left)
+        return left.keys() == right.keys() and all(_equal(left[k], right[k], budget) for k in left)
+    if isinstance(left, str):
+        _read(budget, min(len(left), len(right)))
     return bool(left == right)
 
 
-def _ordered(left: Any, right: Any) -> bool:
-    return (_is_number(left) and _is_number(right)) or (
-        isinstance(left, str) and isinstance(right, str)
-    )
+def _read(budget: Budget, characters: int) -> None:
+    budget.take(characters // STRING_CHARS_PER_STEP)
 
 
-def _compare(left: Any, comparator: Comparator, right: Any) -> bool:
+def _ordered(left: Any, right: Any, budget: Budget) -> bool:
+    if isinstance(left, str) and isinstance(right, str):
+        _read(budget, min(len(left), len(right)))
+        return True
+    return _is_number(left) and _is_number(right)
+
+
+def _compare(left: Any, comparator: Comparator, right: Any, budget: Budget) -> bool:
     match comparator:
         case "==":
-            return _equal(left, right)
+            return _equal(left, right, budget)
         case "!=":
-            return not _equal(left, right)
+            return not _equal(left, right, budget)
         case "<":
-            return _ordered(left, right) and left < right
+            return _ordered(left, right, budget) and left < right
         case "<=":
-            return _ordered(left, right) and left <= right
+            return _ordered(left, right, budget) and left <= right
         case ">":
-            return _ordered(left, right) and left > right
+            return _ordered(left, right, budget) and left > right
         case ">=":
-            return _ordered(left, right) and left >= right
+            return _ordered(left, right, budget) and left >= right
         case "in":
-            return _contains(right, left)
+            return _contains(right, left, budget)
         case "not in":
-            return not _contains(right, left)
+            return not _contains(right, left, budget)
         case "starts_with":
-            return isinstance(left, str) and isinstance(right, str) and left.startswith(right)
+            return _affix(left, right, budget) and left.startswith(right)
         case "ends_with":
-            return isinstance(left, str) and isinstance(right, str) and left.endswith(right)
+            return _affix(left, right, budget) and left.endswith(right)
 
 
-def _contains(container: Any, item: Any) -> bool:
+def _affix(left: Any, right: Any, budget: Budget) -> bool:
+    if isinstance(left, str) and isinstance(right, str):
+        _read(budget, min(len(left), len(right)))
+        return True
+    return False
+
+
+def _contains(container: Any, item: Any, budget: Budget) -> bool:
     if isinstance(container, list):
-        return any(_equal(element, item) for element in container)
+        return any(_equal(element, item, budget) for element in container)
     if isinstance(container, str) and isinstance(item, str):
+        _read(budget, len(container))
         return item in container
     return False

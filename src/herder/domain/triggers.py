@@ -8,21 +8,28 @@ the runs in the transaction that records the event.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from herder.domain.errors import Invalid
 from herder.domain.event_filters import (
+    MAX_EVENT_STEPS,
+    MAX_FILTER_STEPS,
+    Budget,
     FilterError,
     Node,
+    OverBudget,
+    check_cost,
     matches,
     parse,
     parse_value,
     value,
+    within_share,
 )
 from herder.domain.events import EventName
 from herder.domain.filter_fields import FilterSource
@@ -52,6 +59,18 @@ class TriggerSpec(BaseModel):
         description="each parameter's value: a path into the event (payload.ref) or a literal",
     )
     enabled: bool = True
+
+    @field_validator("filter")
+    @classmethod
+    def _filter_cost(cls, source: str | None) -> str | None:
+        """Bounded when saved (not when a stored one is read: one saved before the bound
+        still loads, and its budget holds it at every event)."""
+        if source is not None:
+            try:
+                check_cost(parse(source))
+            except FilterError as error:
+                raise ValueError(str(error)) from None
+        return source
 
     @field_validator("params")
     @classmethod
@@ -88,6 +107,20 @@ class Trigger(_Record):
     version: int
 
 
+def check_declared(spec: TriggerSpec, declared: Collection[str]) -> None:
+    """``Invalid`` naming the first of the trigger's parameters its job or workflow does not
+    declare: its start would be refused at every event."""
+    kind = "job" if spec.job is not None else "workflow"
+    for name in spec.params:
+        if name not in declared:
+            names = ", ".join(sorted(declared)[:50]) or "none"
+            raise Invalid(
+                f"{name!r} is not a parameter of {kind} {spec.job or spec.workflow} "
+                f"(it declares: {names})",
+                field=f"params.{name}",
+            )
+
+
 @dataclass(frozen=True)
 class Start:
     """A matching trigger's start: of ``job`` or ``workflow`` (by name), with ``params``."""
@@ -104,26 +137,50 @@ class Refused:
     error: str
 
 
-def plan(triggers: Sequence[Trigger], event: Mapping[str, Any]) -> list[Start | Refused]:
+def plan(
+    triggers: Sequence[Trigger], event: Mapping[str, Any], budget: Budget
+) -> list[Start | Refused]:
     """For each enabled trigger whose filter the event (``domain.events.document``)
-    satisfies, its start, or why its parameters cannot be read; the others say nothing."""
+    satisfies, its start, or why its parameters cannot be read; the others say nothing.
+    Each trigger's filter and parameters take at most ``MAX_FILTER_STEPS`` of ``budget``: a
+    trigger they cannot be read within is refused, saying so."""
     decided: list[Start | Refused] = []
     for trigger in triggers:
-        if not trigger.enabled or not _matches(trigger.filter, event):
+        if not trigger.enabled:
             continue
-        params: dict[str, Any] = {}
-        missing = []
-        for name, source in trigger.params.items():
-            found = value(parse_value(source), event)
-            if found is None:
-                missing.append(f"params.{name}: {source} is not in the event")
-            params[name] = found
-        decided.append(Refused(trigger, "; ".join(missing)) if missing else Start(trigger, params))
+        short = budget.left < MAX_FILTER_STEPS
+        found = within_share(budget, partial(_read, trigger, event))
+        if isinstance(found, OverBudget):
+            decided.append(Refused(trigger, _over_budget(short)))
+        elif found is not None:
+            decided.append(found)
     return decided
 
 
-def _matches(source: str | None, event: Mapping[str, Any]) -> bool:
-    return source is None or matches(_parsed(source), event)
+def _read(trigger: Trigger, event: Mapping[str, Any], budget: Budget) -> Start | Refused | None:
+    """The trigger's start or refusal, or None when its filter does not match."""
+    if trigger.filter is not None and not matches(_parsed(trigger.filter), event, budget):
+        return None
+    params: dict[str, Any] = {}
+    missing = []
+    for name, source in trigger.params.items():
+        found = value(parse_value(source), event, budget)
+        if found is None:
+            missing.append(f"params.{name}: {source} is not in the event")
+        params[name] = found
+    return Refused(trigger, "; ".join(missing)) if missing else Start(trigger, params)
+
+
+def _over_budget(short: bool) -> str:
+    if short:
+        return (
+            "not evaluated: the event's earlier triggers took its budget of "
+            f"{MAX_EVENT_STEPS:,} steps (docs/events.md#what-an-event-may-cost)"
+        )
+    return (
+        f"filter: takes more than {MAX_FILTER_STEPS:,} steps on this event's payload "
+        "(docs/events.md#what-an-event-may-cost)"
+    )
 
 
 # A filter is parsed once a process, not once an event (its tree is immutable).

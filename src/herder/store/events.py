@@ -1,7 +1,8 @@
 """Events as they arrive (``domain.events``, docs/events.md): recorded, de-duplicated by the
 sender's id, and the work their triggers start and the workflow tasks waiting for them that
 they end — in one transaction, so an event accepted has started its runs and an event
-refused has started none.
+refused has started none. What that work is was decided before, outside it
+(``domain.event_evaluation``): no filter is evaluated while the writer's lock is held.
 
 A trigger's job runs go through the same submission as a user's (debounce, limits, pools,
 priority bound) and its workflow runs through the same start; a start refused (a parameter
@@ -12,7 +13,7 @@ and does not refuse the event or its other triggers.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -21,6 +22,7 @@ from sqlalchemy import Connection, delete, insert, select, update
 
 from herder.clock import Clock, epoch_ms
 from herder.domain.errors import Conflict, HerderError
+from herder.domain.event_evaluation import evaluate
 from herder.domain.events import (
     EVENT_RETENTION_DAYS,
     Event,
@@ -33,7 +35,7 @@ from herder.domain.hooks import DeliveryStatus, is_replay
 from herder.domain.ids import new_id
 from herder.domain.models import Page
 from herder.domain.overrides import RunOverrides, RunRequest
-from herder.domain.triggers import Refused, Start, plan
+from herder.domain.triggers import Refused, Start
 from herder.store.database import Database
 from herder.store.dialect import insert_ignoring_duplicates
 from herder.store.hooks import DeliveryRecord, first_signed_at, record_delivery
@@ -45,7 +47,7 @@ from herder.store.schema import events, workflows
 from herder.store.triggers import for_event
 from herder.store.work import Work, unit_of_work
 from herder.store.workflows.starts import start_in
-from herder.store.workflows.waits import resume_waiting
+from herder.store.workflows.waits import resume_waiting, waiting_for
 from herder.telemetry import metrics
 
 PRUNED_PER_PASS = 5_000  # events (and deliveries) past retention one maintenance pass deletes
@@ -79,11 +81,27 @@ class EventRepository:
         sender_id: str | None,
         sender_key: str | None,
         delivery: DeliveryRecord | None = None,
+        charge: Callable[[int], None] | None = None,
     ) -> tuple[ReceivedEvent, DeliveryStatus | None]:
         """Record the event and start what its triggers say, or — when ``sender_key`` was
         seen already — answer with the first event, starting nothing. An inbound webhook's
         ``delivery`` is recorded in the same transaction, with its status: accepted, a
-        duplicate, or a replay (rejected)."""
+        duplicate, or a replay (rejected).
+
+        What the event does is decided first, outside the write transaction (bounded:
+        ``domain.event_evaluation``), on its tenant's triggers and waits as they are when it
+        arrives; ``charge`` is then told the submissions it costs (its first included) when
+        they are more than one, and may refuse it (its error leaves here, nothing written).
+        The write transaction only records the event, starts its runs and ends the waits
+        that still wait."""
+        with self._db.read() as connection:  # closed before evaluating: no snapshot held
+            seen = sender_key is not None and _first(connection, tenant_id, sender_key) is not None
+            triggers = [] if seen else for_event(connection, tenant_id, name)
+            waits = [] if seen else waiting_for(connection, tenant_id, name)
+        # A repeat decides nothing: the write below answers with the first.
+        evaluation = evaluate(triggers, waits, document(name, source, payload))
+        if charge is not None and evaluation.submissions > 1:
+            charge(evaluation.submissions)
         with unit_of_work(self._db, self._clock, self._rng) as work:
             event_id = new_id("evt", epoch_ms(work.now))
             row = {"id": event_id, "tenant_id": tenant_id, "name": name, "source": source,
@@ -97,12 +115,12 @@ class EventRepository:
                 ).scalar()
                 if inserted is None:
                     first = _first(work.connection, tenant_id, sender_key)
+                    if first is None:  # only while a concurrent first is rolled back
+                        raise Conflict("an event with this id is being recorded; retry", field="id")
                     status = _record_again(work, delivery, first.id)
                     return ReceivedEvent(event=first, duplicate=True), status
-            facts = document(name, source, payload)
-            decided = plan(for_event(work.connection, tenant_id, name), facts)
-            outcomes = _start(work, self._runs, tenant_id, event_id, decided)
-            resumed = resume_waiting(work, tenant_id, event_id, name, facts)
+            outcomes = _start(work, self._runs, tenant_id, event_id, evaluation.decided)
+            resumed = resume_waiting(work, event_id, name, payload, evaluation.awaited)
             said = {
                 "outcomes": [one.model_dump(mode="json") for one in outcomes],
                 "resumed": resumed,
@@ -157,13 +175,11 @@ class EventRepository:
         return bool(gone == PRUNED_PER_PASS)
 
 
-def _first(connection: Connection, tenant_id: str, sender_key: str | None) -> Event:
+def _first(connection: Connection, tenant_id: str, sender_key: str | None) -> Event | None:
     row = connection.execute(
         select(events).where(events.c.tenant_id == tenant_id, events.c.sender_key == sender_key)
     ).first()
-    if row is None:  # only while a concurrent first is rolled back
-        raise Conflict("an event with this id is being recorded; retry", field="id")
-    return _event(row)
+    return None if row is None else _event(row)
 
 
 def _record_again(

@@ -12,7 +12,7 @@ from herder.clock import Clock, epoch_ms
 from herder.domain.errors import Conflict, Invalid
 from herder.domain.ids import new_id
 from herder.domain.models import Page
-from herder.domain.triggers import MAX_TRIGGERS_PER_EVENT, Trigger, TriggerSpec
+from herder.domain.triggers import MAX_TRIGGERS_PER_EVENT, Trigger, TriggerSpec, check_declared
 from herder.store.database import Database
 from herder.store.named import NamedRows
 from herder.store.schema import jobs, triggers, workflows
@@ -69,16 +69,10 @@ def refuse_if_triggered(
 
 
 def _check(connection: Connection, tenant_id: str, spec: TriggerSpec, trigger_id: str) -> None:
-    """The target exists (a trigger that names nothing would fail at every event) and the
-    event has room for one more trigger."""
-    table, field, target = (
-        (jobs, "job", spec.job) if spec.job is not None else (workflows, "workflow", spec.workflow)
-    )
-    found = connection.execute(
-        select(table.c.id).where(table.c.tenant_id == tenant_id, table.c.name == target)
-    ).first()
-    if found is None:
-        raise Invalid(f"no {field} named {target}", field=field)
+    """The target exists and declares the trigger's parameters (a trigger that names nothing,
+    or a parameter its target refuses, would fail at every event), and the event has room
+    for one more trigger."""
+    check_declared(spec, _declared(connection, tenant_id, spec))
     others = [one for one in for_event(connection, tenant_id, spec.event) if one.id != trigger_id]
     if len(others) >= MAX_TRIGGERS_PER_EVENT:
         raise Invalid(
@@ -86,6 +80,22 @@ def _check(connection: Connection, tenant_id: str, spec: TriggerSpec, trigger_id
             "event may start",
             field="event",
         )
+
+
+def _declared(connection: Connection, tenant_id: str, spec: TriggerSpec) -> set[str]:
+    """The names of the parameters the trigger's job or workflow declares (as its stored
+    spec says); ``Invalid`` naming ``job`` or ``workflow`` when there is none of that name."""
+    table, field, target = (
+        (jobs, "job", spec.job) if spec.job is not None else (workflows, "workflow", spec.workflow)
+    )
+    stored = connection.execute(
+        select(table.c.spec).where(table.c.tenant_id == tenant_id, table.c.name == target)
+    ).scalar()
+    if stored is None:
+        raise Invalid(f"no {field} named {target}", field=field)
+    if field == "job":
+        return {parameter["name"] for parameter in stored.get("parameters", [])}
+    return set(stored.get("params", {}))
 
 
 class TriggerRepository:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response, status
+import anyio.from_thread
+from fastapi import APIRouter, Query, Request, Response, status
 
 from herder.api.auth import Caller, StoreDep
 from herder.api.openapi import problems
 from herder.api.queries import IdPrefix
 from herder.api.queries import Limit as PageSize
-from herder.api.ratelimit import Submitter
+from herder.api.ratelimit import Submitter, admit
 from herder.domain.events import Event as EventRecord
 from herder.domain.events import EventName, EventRequest, EventSummary, ReceivedEvent
 from herder.domain.models import Page
@@ -19,15 +20,22 @@ from herder.services import events
 router = APIRouter(prefix="/v1/events", tags=["events"])
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, responses=problems(409, 413))
+@router.post("", status_code=status.HTTP_201_CREATED, responses=problems(409, 413, 429))
 def send_event(
-    body: EventRequest, caller: Submitter, store: StoreDep, response: Response
+    body: EventRequest, caller: Submitter, store: StoreDep, request: Request, response: Response
 ) -> ReceivedEvent:
     """Record the event and start what its triggers say, in one transaction; each matching
     trigger's outcome (the run it started, or why not) is in ``event.outcomes``. Counted
-    against the tenant's submission rate (429). An ``id`` sent before answers 200 with the
-    first event (``duplicate``), starting nothing."""
-    received = events.send(store, caller, body)
+    against the tenant's submission rate (429): one submission, and one more per 10,000
+    steps its filters took (docs/events.md#what-an-event-may-cost). An ``id`` sent before
+    answers 200 with the first event (``duplicate``), starting nothing."""
+
+    def charge(submissions: int) -> None:  # on this worker thread; the limiter is the loop's
+        more = events.more_submissions(store, caller.tenant_id, submissions)
+        if more:
+            anyio.from_thread.run(admit, caller, request, more)
+
+    received = events.send(store, caller, body, charge)
     if received.duplicate:
         response.status_code = status.HTTP_200_OK
     response.headers["Location"] = f"/v1/events/{received.event.id}"

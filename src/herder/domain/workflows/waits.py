@@ -20,7 +20,7 @@ from typing import Annotated, Any, assert_never
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from herder.domain.event_filters import matches, parse
+from herder.domain.event_filters import Budget, matches, parse
 from herder.domain.events import EventName
 from herder.domain.filter_fields import FilterSource
 from herder.domain.lifecycle.changes import RunMove, transition
@@ -171,21 +171,28 @@ def decided(
     )  # fmt: skip
 
 
-def is_awaited(filter_source: str | None, document: dict[str, Any]) -> bool:
+def is_awaited(filter_source: str | None, document: dict[str, Any], budget: Budget) -> bool:
     """Whether an event (its ``document``) ends a wait for its name with this filter
-    (``None``: any)."""
-    return filter_source is None or matches(_parsed(filter_source), document)
+    (``None``: any); ``OverBudget`` when finding out takes more than ``budget``."""
+    return filter_source is None or matches(_parsed(filter_source), document, budget)
 
 
 _parsed = lru_cache(maxsize=4096)(parse)  # a filter is parsed once a process
 
 
-def arrived(run_id: str, event_id: str, name: str, payload: Any, now: datetime) -> RunMove:
-    """The awaited event came: the wait succeeds with the event as its output (its payload
-    left out when it is larger than an output may be)."""
+def event_output(event_id: str, name: str, payload: Any) -> dict[str, Any]:
+    """What an event wait it ends gives as its output: the event (its payload left out when
+    it is larger than an output may be) — made once an event, for every wait it ends."""
     output: dict[str, Any] = {"event_id": event_id, "name": name, "payload": payload}
     if len(json.dumps(output)) > MAX_OUTPUT_BYTES:
         output = {"event_id": event_id, "name": name, "payload_omitted": True}
+    return output
+
+
+def arrived(run_id: str, output: dict[str, Any], now: datetime) -> RunMove:
+    """The awaited event came: the wait succeeds with the event (``event_output``) as its
+    output."""
+    event_id, name = output["event_id"], output["name"]
     return _end(
         run_id, RunState.SUCCEEDED, now, f"event:{event_id}", f"event {name} arrived", output
     )

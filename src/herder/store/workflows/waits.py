@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection, delete, select
 
 from herder.domain.errors import Conflict, Invalid, NotFound
+from herder.domain.event_evaluation import MAX_WAITS_PER_EVENT, Waiting
 from herder.domain.lifecycle.changes import Changes, NewRun
 from herder.domain.states import RunState
 from herder.domain.workflows.dag import Dag
-from herder.domain.workflows.waits import arrived, decided, is_awaited, on_time
+from herder.domain.workflows.waits import arrived, decided, event_output, on_time
 from herder.store.dialect import insert_rows
 from herder.store.history.live import live_floor
 from herder.store.owned import owned_row
@@ -63,26 +64,33 @@ def wake_due(work: Work) -> int:
     return len(due)
 
 
+def waiting_for(connection: Connection, tenant_id: str, name: str) -> list[Waiting]:
+    """The tenant's event waits on events of ``name``, oldest first: at most the
+    ``MAX_WAITS_PER_EVENT`` one event looks at."""
+    rows = connection.execute(  # most events have no wait: one probe of the index
+        select(run_waits.c.run_id, run_waits.c.filter)
+        .where(run_waits.c.tenant_id == tenant_id, run_waits.c.event_name == name)
+        .order_by(run_waits.c.run_id)
+        .limit(MAX_WAITS_PER_EVENT)
+    )
+    return [Waiting(row.run_id, row.filter) for row in rows]
+
+
 def resume_waiting(
-    work: Work, tenant_id: str, event_id: str, name: str, document: dict[str, Any]
+    work: Work, event_id: str, name: str, payload: Any, awaited: Sequence[str]
 ) -> list[str]:
-    """End the tenant's event waits this event satisfies; the runs it ended."""
-    connection = work.connection
-    found = connection.execute(  # most events have no wait: one probe of the index
-        select(run_waits.c.run_id, run_waits.c.filter).where(
-            run_waits.c.tenant_id == tenant_id, run_waits.c.event_name == name
-        )
-    ).all()
-    matched = [row.run_id for row in found if is_awaited(row.filter, document)]
-    if not matched:
+    """End the waits the event satisfies (``awaited``, decided before this unit of work)
+    that still wait; the runs it ended."""
+    if not awaited:
         return []
+    connection = work.connection
     matched = list(
         connection.execute(
-            select(runs.c.id).where(runs.c.id.in_(matched), runs.c.state == RunState.WAITING)
+            select(runs.c.id).where(runs.c.id.in_(awaited), runs.c.state == RunState.WAITING)
         ).scalars()
     )
-    payload = document.get("payload")
-    moves = tuple(arrived(run_id, event_id, name, payload, work.now) for run_id in matched)
+    output = event_output(event_id, name, payload)
+    moves = tuple(arrived(run_id, output, work.now) for run_id in matched)
     moved = work.apply(Changes(moves=moves)).moved
     connection.execute(delete(run_waits).where(run_waits.c.run_id.in_(matched)))
     return sorted(run_id for run_id in matched if run_id in moved)
