@@ -5,9 +5,11 @@ refused, and the sender charged for the steps."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from tests.integration.conftest import Api
+from tests.integration.test_hooks import herder_headers, make_hook
 
 ITEMS = 60_000
 PAYLOAD = {"a": [1] * ITEMS, "b": [1] * ITEMS}  # 240 KB as JSON, within the 256 KiB bound
@@ -112,3 +114,19 @@ def test_an_event_ends_the_200_oldest_waits_on_its_name_and_the_next_event_the_r
     assert sorted(first["resumed"])[-1] < sorted(second["resumed"])[0]  # the oldest first
     run = api.http.get(f"/v1/workflow-runs/{started.json()['id']}", headers=api.admin).json()
     assert run["state"] == "succeeded"
+
+
+def test_a_hook_delivery_is_charged_for_its_filters_as_an_event_is(api: Api) -> None:
+    job = api.create_job("build")
+    hook = make_hook(api, name="heavy")
+    assert make_trigger(api, "t", HEAVY).status_code == 201  # 100,000 steps: 11 submissions
+    quotas = {"submit_rate_per_second": 0.001, "submit_burst": 15}
+    api.http.patch(f"/v1/tenants/{api.tenant_id}", headers=api.admin, json={"quotas": quotas})
+    body = json.dumps(PAYLOAD, separators=(",", ":")).encode()  # 240 KB, within the bound
+    delivered = api.http.post(hook["url"], content=body, headers=herder_headers(body, "d-1"))
+    assert delivered.status_code == 201, delivered.text
+    statuses = [
+        api.http.post(f"/v1/jobs/{job['id']}/runs", headers=api.admin).status_code
+        for _ in range(5)
+    ]
+    assert statuses == [201] * 4 + [429]  # 11 of the burst of 15 went to the delivery

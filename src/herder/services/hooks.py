@@ -6,7 +6,7 @@ any other."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from herder.clock import Clock
 from herder.domain.errors import Invalid, RateLimited, Unauthorized
@@ -172,10 +172,16 @@ def _refused(
     return error
 
 
-def deliver(store: Store, receiver: Receiver, verified: Verified) -> ReceivedEvent:
+def deliver(
+    store: Store,
+    receiver: Receiver,
+    verified: Verified,
+    charge: Callable[[int], None] | None = None,
+) -> ReceivedEvent:
     """The verified delivery (charged to its hook and tenant) as an event; 200 with the first
     event for a delivery id accepted before and signed anew, 401 for a replay — one that
-    raced its first past ``verified_delivery``'s look included."""
+    raced its first past ``verified_delivery``'s look included. ``charge`` takes what its
+    triggers' filters cost past the one submission it was admitted with, as an event's."""
     hook = receiver.hook
     record = DeliveryRecord(
         hook.id, receiver.tenant_id, verified.delivery_id, verified.signed_at,
@@ -186,6 +192,7 @@ def deliver(store: Store, receiver: Receiver, verified: Verified) -> ReceivedEve
             receiver.tenant_id, event_name(hook.event, verified.kind), verified.payload,
             source=f"hook:{hook.id}", sender_id=verified.delivery_id,
             sender_key=f"hook:{hook.id}:{verified.delivery_id}", delivery=record,
+            charge=charge,
         )  # fmt: skip
     except Replayed as error:
         raise _refused(store, receiver, verified.delivery_id, error, 401) from None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+import anyio.from_thread
 from fastapi import APIRouter, Body, Header, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
@@ -19,7 +20,7 @@ from herder.domain.errors import RateLimited
 from herder.domain.events import ReceivedEvent
 from herder.domain.hooks import CreatedHook, Delivery, Hook, HookRequest, HookSpec, SecretChange
 from herder.domain.models import Page
-from herder.services import hooks
+from herder.services import events, hooks
 from herder.telemetry import metrics
 
 router = APIRouter(prefix="/v1/hooks", tags=["events"])
@@ -135,7 +136,13 @@ async def deliver(
     except RateLimited:
         metrics.hook_refused(status.HTTP_429_TOO_MANY_REQUESTS)
         raise
-    received = await run_in_threadpool(hooks.deliver, store, receiver, verified)
+
+    def charge(submissions: int) -> None:  # on the worker thread; the limiter is the loop's
+        more = events.more_submissions(store, receiver.tenant_id, submissions)
+        if more:
+            anyio.from_thread.run(admit_tenant, receiver.tenant_id, request, more)
+
+    received = await run_in_threadpool(hooks.deliver, store, receiver, verified, charge)
     if received.duplicate:
         response.status_code = status.HTTP_200_OK
     return received
