@@ -264,3 +264,21 @@ def test_a_memory_root_someone_planted_is_not_used_and_workspaces_go_on_disk(
         assert list(elsewhere.iterdir()) == []
     finally:
         root.unlink() if root.is_symlink() else root.rmdir()
+
+
+def test_a_job_that_kills_its_keeper_fails_and_the_next_attempt_runs(tmp_path: Path) -> None:
+    """At isolation none a job may kill its keeper (it runs as the worker's user): its attempt
+    cannot be reaped, as when the launcher died, and the next one gets a new keeper."""
+
+    async def go() -> Outcome:
+        server = LaunchServer.plain()
+        killer = LaunchPlan(["sh", "-c", "kill -9 $PPID"], ENV, tmp_path, 30, launcher=server)
+        following = LaunchPlan(["sh", "-c", "exit 7"], ENV, tmp_path, 30, launcher=server)
+        try:
+            with pytest.raises(OSError, match="Broken pipe"):
+                await execute(killer, lambda _, __: None, StopRequest())
+            return await execute(following, lambda _, __: None, StopRequest())
+        finally:
+            server.close()
+
+    assert asyncio.run(go()).exit_code == 7

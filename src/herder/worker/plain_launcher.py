@@ -369,6 +369,7 @@ class Keeping:
         _, status, usage = os.wait4(pid, 0)  # not before: until now its pid held its group id
         self.usage.add(usage)
         kill_everything_below(self.usage)
+        os.chdir("/")  # its workspace is removed next: hold nothing of it
         self.job = None
         user, system = (
             round(seconds * 1e6) for seconds in (self.usage.user_seconds, self.usage.system_seconds)
