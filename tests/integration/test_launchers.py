@@ -1,6 +1,7 @@
 """An attempt dies with the launcher's server that started it, and the server with the end of
 the worker's socket: at isolation none (``plain_launcher.py``) and in the sandbox
-(``sandbox.c``). Killing the worker itself is ``tests/system/test_worker_death.py``."""
+(``sandbox.c``). At isolation none what an attempt started also ends with the attempt, and is
+charged to it. Killing the worker itself is ``tests/system/test_worker_death.py``."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import asyncio
 import logging
 import os
 import signal
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -15,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from herder.domain.states import AttemptState
 from herder.worker.executor import StopRequest, execute
 from herder.worker.host import AttemptHost
 from herder.worker.isolation import Isolation
@@ -67,15 +70,89 @@ async def start(server: LaunchServer, options: list[str], env: dict[str, str]) -
     os.close(pidfd)
 
 
-def test_an_attempt_at_isolation_none_dies_with_the_end_of_the_workers_socket(
-    tmp_path: Path, marker: str
+@pytest.mark.parametrize("how", ["closed", "killed"])
+def test_an_attempt_at_isolation_none_dies_with_its_launcher(
+    tmp_path: Path, marker: str, how: str
 ) -> None:
-    """Closed: as the kernel closes the socket of a worker that died, however it died."""
+    """Closed: as the kernel closes the socket of a worker that died, however it died;
+    killed: the server itself died (its attempt's keeper reads the end of its channel)."""
     server = LaunchServer.plain()
-    asyncio.run(start(server, ["--chdir", str(tmp_path), "--", *daemonizing(marker)], ENV))
-    processes = started(marker)
-    server.close()
-    assert gone(processes), [pid for pid in processes if alive(pid)]
+    try:
+        asyncio.run(start(server, ["--chdir", str(tmp_path), "--", *daemonizing(marker)], ENV))
+        processes = started(marker)
+        if how == "closed":
+            server.close()
+        else:
+            assert server.pid is not None
+            os.kill(server.pid, signal.SIGKILL)
+        assert gone(processes), [pid for pid in processes if alive(pid)]
+    finally:
+        server.close()
+
+
+# Leaves a daemon (a session of its own, its parent gone) that spins, and says its pid; once
+# the daemon has used half a CPU-second, says so and ends, or (argv[1] "waits") waits.
+BURNING_DAEMON = """
+import os, sys, time
+ready, tell = os.pipe()
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.write(tell, str(os.getpid()).encode())
+        while True:
+            pass
+    os._exit(0)
+os.close(tell)
+daemon = int(os.read(ready, 32))
+os.wait()
+print(daemon, flush=True)
+while sum(map(int, open(f"/proc/{daemon}/stat").read().rsplit(")", 1)[1].split()[11:13])) < (
+    os.sysconf("SC_CLK_TCK") / 2
+):
+    time.sleep(0.01)
+print("burnt", flush=True)
+if sys.argv[1] == "waits":
+    time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("then", ["ends", "waits"])
+def test_a_daemon_an_attempt_at_isolation_none_left_dies_with_it_and_is_charged_to_it(
+    tmp_path: Path, then: str
+) -> None:
+    """Ends: the daemon dies when the attempt's first process has exited; waits: when the
+    attempt is cancelled. Either way its CPU is the attempt's, and not the next one's."""
+
+    async def go() -> tuple[Outcome, int, bool, Outcome]:
+        server = LaunchServer.plain()
+        out = bytearray()
+        stop = StopRequest()
+
+        def on_output(_: str, data: bytes) -> None:
+            out.extend(data)
+            if b"burnt" in out and then == "waits":
+                stop.stop(AttemptState.CANCELLED, "cancelled")
+
+        argv = [sys.executable, "-c", BURNING_DAEMON, then]
+        plan = LaunchPlan(argv, ENV, tmp_path, 120, launcher=server)
+        try:
+            outcome = await execute(plan, on_output, stop)
+            daemon = int(out.split()[0])
+            daemon_gone = gone({daemon})  # before the server ends, which would kill it too
+            following = LaunchPlan(["true"], ENV, tmp_path, 30, launcher=server)
+            next_outcome = await execute(following, lambda _, __: None, StopRequest())
+        finally:
+            server.close()
+        return outcome, daemon, daemon_gone, next_outcome
+
+    outcome, daemon, daemon_gone, next_outcome = asyncio.run(go())
+    assert daemon_gone, f"the daemon {daemon} outlived its attempt"
+    expected = AttemptState.SUCCEEDED if then == "ends" else AttemptState.CANCELLED
+    assert outcome.state is expected, outcome.reason
+    charged = outcome.usage.cpu_user_seconds + outcome.usage.cpu_system_seconds
+    assert charged >= 0.45  # the daemon's half CPU-second at least, less the clock's ticks
+    assert next_outcome.state is AttemptState.SUCCEEDED
+    assert next_outcome.usage.cpu_user_seconds + next_outcome.usage.cpu_system_seconds < 0.2
 
 
 def test_the_plain_launcher_runs_a_job_as_the_worker_would(tmp_path: Path) -> None:
@@ -187,3 +264,21 @@ def test_a_memory_root_someone_planted_is_not_used_and_workspaces_go_on_disk(
         assert list(elsewhere.iterdir()) == []
     finally:
         root.unlink() if root.is_symlink() else root.rmdir()
+
+
+def test_a_job_that_kills_its_keeper_fails_and_the_next_attempt_runs(tmp_path: Path) -> None:
+    """At isolation none a job may kill its keeper (it runs as the worker's user): its attempt
+    cannot be reaped, as when the launcher died, and the next one gets a new keeper."""
+
+    async def go() -> Outcome:
+        server = LaunchServer.plain()
+        killer = LaunchPlan(["sh", "-c", "kill -9 $PPID"], ENV, tmp_path, 30, launcher=server)
+        following = LaunchPlan(["sh", "-c", "exit 7"], ENV, tmp_path, 30, launcher=server)
+        try:
+            with pytest.raises(OSError, match="Broken pipe"):
+                await execute(killer, lambda _, __: None, StopRequest())
+            return await execute(following, lambda _, __: None, StopRequest())
+        finally:
+            server.close()
+
+    assert asyncio.run(go()).exit_code == 7

@@ -9,15 +9,16 @@ The worker asks over a stream socket (the server's standard input) and the serve
 request in turn, so answers are matched to requests by their order. Asking never blocks the
 worker's event loop on an answer: a start costs the server a clone into the attempt's
 namespaces, and the new process's set-up competes with it for the CPU meanwhile. The attempts
-are the server's children, so their CPU shows in the server's accounting (the children's times
-of ``/proc/<pid>/stat``), not the worker's.
+are the server's descendants (at isolation none, through its keepers), so their CPU shows in
+its tree's accounting (the children's times of ``/proc/<pid>/stat``), not the worker's.
 
 An attempt dies with the server that started it, and the server with the worker: it ends
 when it reads the end of its socket, which the kernel closes when the worker dies, however it
 dies (a SIGKILL included). The sandbox's server takes every attempt's PID namespace with it
 (``PR_SET_PDEATHSIG`` on each init); at isolation none ``plain_launcher.py`` kills everything
-below it, being their subreaper. A server that died is started again on the next start; what
-the dead one started died with it and cannot be reaped (asking raises ``OSError``).
+below it, being their subreaper, and each attempt's keeper kills all the attempt started when
+it is reaped. A server that died is started again on the next start; what the dead one started
+died with it and cannot be reaped (asking raises ``OSError``).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ Answer = tuple[tuple[int, ...], int | None]  # the reply, and the descriptor tha
 @dataclass(frozen=True)
 class Reaped:
     """How an attempt's process ended: its wait status, and the CPU and peak memory of it
-    and everything it waited for."""
+    and everything it waited for (at isolation none: of everything it started)."""
 
     status: int
     user_seconds: float

@@ -1,11 +1,20 @@
 """The launcher's server at isolation none: ``sandbox.c``'s protocol (``launch_server.py``),
 but an attempt is started as the worker's own user, in its workspace, a session of its own.
 
-It exists so that an attempt's processes die with the worker that owns them. It is a child
-subreaper, so whatever an attempt starts stays its descendant however it detaches (``setsid``,
-a double fork). When the worker's socket ends (the kernel closes it when the worker exits, even
-by SIGKILL), it kills every descendant, until none is left, and exits. It also reaps the
-orphans handed to it; an attempt's own first process is reaped when the worker asks.
+It exists so that what an attempt starts ends with it and is charged to it, and dies with the
+worker that owns it. Each running attempt has a **keeper**: a fork of this server (made when no
+keeper is free, and kept for the next attempt: no fork per attempt, no new interpreter), a
+child subreaper, which starts the job. Whatever the job starts stays below its keeper however
+it detaches (``setsid``, a double fork), and the keeper reaps it as it ends. When the worker
+reaps the attempt (its first process exited, by itself or stopped), the keeper SIGKILLs
+everything left below it, reaps it all, and answers with the job's wait status and the CPU and
+peak memory of everything it reaped; then it is free for another attempt.
+
+The server is a child subreaper too: what is below a keeper that died comes to it. A keeper
+ends, killing all below it, when its channel to the server does. When the worker's socket ends
+(the kernel closes it when the worker exits, even by SIGKILL), the server kills every process
+below it, until none is left, and exits. Answers go out in the order of the requests; a reap
+waits for its keeper without holding up the requests behind it.
 
 Run by the worker as a script (``python -I -S plain_launcher.py``, its socket as standard
 input), it imports nothing but the standard library. Options of a start::
@@ -18,64 +27,87 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import gc
 import os
+import resource
+import select
 import selectors
 import signal
 import socket
 import struct
 import sys
 from array import array
-from pathlib import Path
+from collections import deque
+from typing import NoReturn
 
 PR_SET_CHILD_SUBREAPER = 36
 DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ)  # Python ignores them; a program must not
-REQUEST = struct.Struct("=IiII")  # as launch_server.py's
-REPLY = struct.Struct("=iiiiqqq")
+REQUEST = struct.Struct("=IiII")  # as launch_server.py's; a keeper is asked alike
+REPLY = struct.Struct("=iiiiqqq")  # and answers alike
 MAX_DESCRIPTORS = 10
+
+Request = tuple[int, int, bytes, int, list[int]]  # kind, pid, payload, options, descriptors
+
+
+class Answer:
+    """A reply to the worker, sent in its turn; ``reply`` is None while a keeper is asked."""
+
+    __slots__ = ("pidfd", "reply")
+
+    def __init__(self, reply: bytes | None, pidfd: int | None = None) -> None:
+        self.reply = reply
+        self.pidfd = pidfd
+
+
+class Keeper:
+    """The server's side of a keeper: its channel, its attempt's first pid (None: free), and
+    the answer it owes."""
+
+    __slots__ = ("asked", "channel", "job")
+
+    def __init__(self, channel: socket.socket) -> None:
+        self.channel = channel
+        self.job: int | None = None
+        self.asked: Answer | None = None
 
 
 class Server:
     def __init__(self, worker: socket.socket) -> None:
         self.worker = worker
-        self.running: set[int] = set()  # not reaped yet
+        self.keepers: list[Keeper] = []
+        self.running: dict[int, Keeper] = {}  # by the pid of the attempt's first process
+        self.answers: deque[Answer] = deque()
+        self.selector = selectors.DefaultSelector()
 
     def serve(self) -> None:
         """Answer requests in turn; reap orphans whenever a child has ended; return at EOF."""
         wake_read, wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.set_wakeup_fd(wake_write)
         signal.signal(signal.SIGCHLD, lambda *_: None)  # only to wake the selector
-        selector = selectors.DefaultSelector()
-        selector.register(self.worker, selectors.EVENT_READ)
-        selector.register(wake_read, selectors.EVENT_READ)
+        self.selector.register(self.worker, selectors.EVENT_READ)
+        self.selector.register(wake_read, selectors.EVENT_READ)
         while True:
-            for key, _ in selector.select():
+            for key, _ in self.selector.select():
                 if key.fileobj is self.worker:
                     if not self.answer():
                         return
-                else:
+                elif key.fileobj == wake_read:
                     with contextlib.suppress(BlockingIOError):
                         os.read(wake_read, 4096)
-            self.reap_orphans()
+                else:
+                    self.heard(key.data)
+            reap_orphans()
+            self.send_answers()
 
     def answer(self) -> bool:
         """One request; False once the worker's socket has ended."""
-        fds = array("i")
-        header, ancillary, _, _ = self.worker.recvmsg(
-            REQUEST.size, socket.CMSG_SPACE(MAX_DESCRIPTORS * fds.itemsize)
-        )
-        for level, kind, items in ancillary:
-            if (level, kind) == (socket.SOL_SOCKET, socket.SCM_RIGHTS):
-                fds.frombytes(items[: len(items) - len(items) % fds.itemsize])
-        for fd in fds:
-            os.set_inheritable(fd, False)  # a program gets only what it is given
+        request = read_request(self.worker)
+        if request is None:
+            return False
+        kind, pid, payload, count, fds = request
         try:
-            if not header:
-                return False
-            if len(header) < REQUEST.size:
-                header += self._exactly(REQUEST.size - len(header))
-            kind, pid, length, count = REQUEST.unpack(header)
             if kind == ord("S"):
-                self.start(self._exactly(length), count, list(fds))
+                self.start(payload, count, fds)
             elif kind == ord("R"):
                 self.reap(pid)
             else:
@@ -85,74 +117,292 @@ class Server:
             for fd in fds:
                 os.close(fd)
 
-    def _exactly(self, length: int) -> bytes:
-        data = b""
-        while len(data) < length:
-            more = self.worker.recv(length - len(data))
-            if not more:
-                raise SystemExit(0)  # the worker is gone mid-request
-            data += more
-        return data
-
     def start(self, payload: bytes, count: int, fds: list[int]) -> None:
+        """Hand the start to a free keeper, which starts the job and says its pid."""
+        if len(fds) < 2:
+            self._answer(errno.EINVAL)  # its stdout and stderr
+            return
+        request = REQUEST.pack(ord("S"), 0, len(payload), count) + payload
+        try:
+            keeper, reply = self.hand(request, fds[:2])
+        except OSError as error:
+            self._answer(error.errno or errno.EPIPE)
+            return
+        failed, pid, *_ = REPLY.unpack(reply)
+        if failed:
+            self._answer(failed)
+            return
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError as error:  # no way to watch it: it must not run unwatched
+            self.drop(keeper)  # which kills it
+            self._answer(error.errno or errno.EINVAL)
+            return
+        keeper.job = pid
+        self.running[pid] = keeper
+        self.answers.append(Answer(REPLY.pack(0, pid, 0, 0, 0, 0, 0), pidfd))
+
+    def hand(self, request: bytes, fds: list[int]) -> tuple[Keeper, bytes]:
+        """A free keeper's reply to ``request``; a new keeper's where none is free, or where
+        the free one is gone (killed: it runs as the worker's user, as jobs do)."""
+        for keeper in self.keepers:
+            if keeper.job is None and keeper.asked is None:
+                reply = ask(keeper.channel, request, fds)
+                if reply is not None:
+                    return keeper, reply
+                self.drop(keeper)
+                break
+        keeper = self.new_keeper()
+        reply = ask(keeper.channel, request, fds)
+        if reply is None:
+            self.drop(keeper)
+            raise OSError(errno.EPIPE, "a new keeper ended at once")
+        return keeper, reply
+
+    def new_keeper(self) -> Keeper:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            if os.fork() == 0:
+                keep(theirs)
+        except OSError:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        keeper = Keeper(ours)
+        self.keepers.append(keeper)
+        return keeper
+
+    def drop(self, keeper: Keeper) -> None:
+        """Let a keeper go: it ends, killing all below it, when its channel does."""
+        self.keepers.remove(keeper)
+        if keeper.job is not None:
+            del self.running[keeper.job]
+        keeper.channel.close()
+
+    def reap(self, pid: int) -> None:
+        """Ask the keeper of the attempt started as ``pid``; answered once it has ended."""
+        keeper = self.running.get(pid)
+        if keeper is None or keeper.asked is not None:
+            self._answer(errno.ECHILD, pid)
+            return
+        keeper.asked = Answer(None)
+        self.answers.append(keeper.asked)
+        with contextlib.suppress(OSError):  # it was killed: its channel's end says so
+            keeper.channel.sendall(REQUEST.pack(ord("R"), pid, 0, 0))
+        self.selector.register(keeper.channel, selectors.EVENT_READ, keeper)
+
+    def heard(self, keeper: Keeper) -> None:
+        """A keeper's answer to a reap: once the attempt has ended, the keeper is free."""
+        self.selector.unregister(keeper.channel)
+        asked, pid = keeper.asked, keeper.job
+        assert asked is not None
+        assert pid is not None
+        keeper.asked = None
+        reply = receive(keeper.channel)
+        if reply is None:
+            self.drop(keeper)
+            asked.reply = REPLY.pack(errno.EPIPE, pid, 0, 0, 0, 0, 0)
+            return
+        if REPLY.unpack(reply)[0] != errno.EAGAIN:
+            del self.running[pid]
+            keeper.job = None
+        asked.reply = reply
+
+    def _answer(self, error: int, pid: int = 0) -> None:
+        self.answers.append(Answer(REPLY.pack(error, pid, 0, 0, 0, 0, 0)))
+
+    def send_answers(self) -> None:
+        """The answers whose turn it is, up to the first one still waiting for a keeper."""
+        while self.answers and self.answers[0].reply is not None:
+            answer = self.answers.popleft()
+            assert answer.reply is not None
+            rights = []
+            if answer.pidfd is not None:
+                rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array("i", [answer.pidfd]))]
+            try:
+                self.worker.sendmsg([answer.reply], rights)
+            finally:
+                if answer.pidfd is not None:
+                    os.close(answer.pidfd)
+
+
+def read_request(channel: socket.socket) -> Request | None:
+    """The next request on ``channel``, its descriptors not inheritable; None at its end."""
+    fds = array("i")
+    header, ancillary, _, _ = channel.recvmsg(
+        REQUEST.size, socket.CMSG_SPACE(MAX_DESCRIPTORS * fds.itemsize)
+    )
+    for level, kind, items in ancillary:
+        if (level, kind) == (socket.SOL_SOCKET, socket.SCM_RIGHTS):
+            fds.frombytes(items[: len(items) - len(items) % fds.itemsize])
+    for fd in fds:
+        os.set_inheritable(fd, False)  # a program gets only what it is given
+    try:
+        if not header:
+            return None
+        if len(header) < REQUEST.size:
+            header += exactly(channel, REQUEST.size - len(header))
+        kind, pid, length, count = REQUEST.unpack(header)
+        return kind, pid, exactly(channel, length), count, list(fds)
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+
+
+def exactly(channel: socket.socket, length: int) -> bytes:
+    data = b""
+    while len(data) < length:
+        more = channel.recv(length - len(data))
+        if not more:
+            raise SystemExit(0)  # the asker is gone mid-request
+        data += more
+    return data
+
+
+def ask(channel: socket.socket, request: bytes, fds: list[int]) -> bytes | None:
+    """``request`` sent to a keeper with ``fds``, and its reply; None if it is gone."""
+    try:
+        sent = channel.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array("i", fds))])
+        channel.sendall(request[sent:])
+    except OSError:
+        return None
+    return receive(channel)
+
+
+def receive(channel: socket.socket) -> bytes | None:
+    with contextlib.suppress(OSError):
+        reply = channel.recv(REPLY.size, socket.MSG_WAITALL)
+        if len(reply) == REPLY.size:
+            return reply
+    return None
+
+
+def keep(channel: socket.socket) -> NoReturn:
+    """A keeper's life, in a fork of the server, never to return to the server's code: it
+    serves the server's requests on ``channel`` until it ends, reaping what comes to it as
+    it ends. Whatever ends it, all below it is killed first."""
+    try:  # SIGTERM raises SystemExit, as in the server
+        wake_read, wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        signal.set_wakeup_fd(wake_write)  # on SIGCHLD, as the server's
+        close_all_but({channel.fileno(), wake_read, wake_write})
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+            raise SystemExit(1)
+        Keeping(channel).serve(wake_read)
+    finally:
+        try:
+            kill_everything_below()
+        finally:
+            os._exit(0)
+
+
+class Usage:
+    """What the processes an attempt's keeper reaped used, each with all it reaped."""
+
+    __slots__ = ("max_rss_kb", "system_seconds", "user_seconds")
+
+    def __init__(self) -> None:
+        self.user_seconds = self.system_seconds = 0.0
+        self.max_rss_kb = 0
+
+    def add(self, usage: resource.struct_rusage) -> None:
+        self.user_seconds += usage.ru_utime
+        self.system_seconds += usage.ru_stime
+        self.max_rss_kb = max(self.max_rss_kb, usage.ru_maxrss)
+
+
+class Keeping:
+    """A keeper at work: one attempt at a time, its job and everything the job started."""
+
+    def __init__(self, channel: socket.socket) -> None:
+        self.channel = channel
+        self.job: int | None = None
+        self.usage = Usage()
+
+    def serve(self, wake_read: int) -> None:
+        poller = select.poll()
+        poller.register(self.channel, select.POLLIN)
+        poller.register(wake_read, select.POLLIN)
+        while True:
+            ready = {fd for fd, _ in poller.poll()}
+            if wake_read in ready:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(wake_read, 4096)
+            reap_orphans(self.job, self.usage)
+            if self.channel.fileno() not in ready:
+                continue
+            request = read_request(self.channel)
+            if request is None:
+                return
+            kind, pid, payload, count, fds = request
+            try:
+                reply = self.start(payload, count, fds) if kind == ord("S") else self.reap(pid)
+            finally:
+                for fd in fds:
+                    os.close(fd)
+            self.channel.sendall(reply)
+
+    def start(self, payload: bytes, count: int, fds: list[int]) -> bytes:
         strings = [os.fsdecode(string) for string in payload.split(b"\0")[:-1]]
         options, env_entries = strings[:count], strings[count:]
         try:
             if len(options) < 4 or options[::2][:2] != ["--chdir", "--"] or len(fds) < 2:
                 raise OSError(errno.EINVAL, "a start takes --chdir DIR -- PROGRAM ARG...")
             env = dict(entry.split("=", 1) for entry in env_entries)
-            os.chdir(options[1])  # this server's own: the program starts where it is
+            os.chdir(options[1])  # this keeper's own: the program starts where it is
             pid = spawn(options[3:], env, fds[0], fds[1])
         except OSError as error:
-            self._reply(error.errno or errno.EINVAL)
-            return
+            return REPLY.pack(error.errno or errno.EINVAL, 0, 0, 0, 0, 0, 0)
         except ValueError:  # an environment entry without "="
-            self._reply(errno.EINVAL)
-            return
-        try:
-            pidfd = os.pidfd_open(pid)
-        except OSError as error:  # no way to watch it: it must not run unwatched
-            os.kill(pid, signal.SIGKILL)  # and is reaped as an orphan
-            self._reply(error.errno or errno.EINVAL)
-            return
-        self.running.add(pid)
-        try:
-            self._reply(0, pid, pidfd=pidfd)
-        finally:
-            os.close(pidfd)
+            return REPLY.pack(errno.EINVAL, 0, 0, 0, 0, 0, 0)
+        self.job, self.usage = pid, Usage()
+        return REPLY.pack(0, pid, 0, 0, 0, 0, 0)
 
-    def reap(self, pid: int) -> None:
-        if pid not in self.running:
-            self._reply(errno.ECHILD, pid)
-            return
-        reaped, status, usage = os.wait4(pid, os.WNOHANG)
-        if not reaped:
-            self._reply(errno.EAGAIN, pid)
-            return
-        self.running.remove(pid)
-        user, system = (round(seconds * 1e6) for seconds in (usage.ru_utime, usage.ru_stime))
-        self._reply(0, pid, status, user, system, usage.ru_maxrss)
-
-    def reap_orphans(self) -> None:
-        """Reap ended children that are no attempt's first process (those wait to be asked)."""
-        while True:
-            try:
-                ended = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-            except ChildProcessError:
-                return
-            if ended is None or ended.si_pid in self.running:
-                return
-            os.waitpid(ended.si_pid, 0)
-
-    def _reply(
-        self, error: int, pid: int = 0, status: int = 0, *usage: int, pidfd: int | None = None
-    ) -> None:
-        user, system, max_rss = usage or (0, 0, 0)
-        reply = REPLY.pack(error, pid, status, 0, user, system, max_rss)
-        rights = (
-            [] if pidfd is None else [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array("i", [pidfd]))]
+    def reap(self, pid: int) -> bytes:
+        """How the job ended, once it has: all it left is killed and reaped first."""
+        if pid != self.job:
+            return REPLY.pack(errno.ECHILD, pid, 0, 0, 0, 0, 0)
+        if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+            return REPLY.pack(errno.EAGAIN, pid, 0, 0, 0, 0, 0)
+        _, status, usage = os.wait4(pid, 0)  # not before: until now its pid held its group id
+        self.usage.add(usage)
+        kill_everything_below(self.usage)
+        os.chdir("/")  # its workspace is removed next: hold nothing of it
+        self.job = None
+        user, system = (
+            round(seconds * 1e6) for seconds in (self.usage.user_seconds, self.usage.system_seconds)
         )
-        self.worker.sendmsg([reply], rights)
+        return REPLY.pack(0, pid, status, 0, user, system, self.usage.max_rss_kb)
+
+
+def reap_orphans(job: int | None = None, usage: Usage | None = None) -> None:
+    """Reap ended children, but ``job`` (it waits to be asked), adding up their ``usage``."""
+    while True:
+        try:
+            ended = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return
+        if ended is None or ended.si_pid == job:
+            return
+        _, _, used = os.wait4(ended.si_pid, 0)
+        if usage is not None:
+            usage.add(used)
+
+
+def close_all_but(kept: set[int]) -> None:
+    """/dev/null for standard input (the worker's socket: a descriptor received must not take
+    its place, as a job's stdin is opened there) and every descriptor above standard error
+    closed but ``kept``: a keeper holds nothing of the server's, so that each channel of the
+    server's ends with it."""
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    low = 3
+    for fd in sorted(kept):
+        if low < fd:
+            os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, os.sysconf("SC_OPEN_MAX"))
 
 
 def spawn(argv: list[str], env: dict[str, str], stdout: int, stderr: int) -> int:
@@ -180,44 +430,57 @@ def spawn(argv: list[str], env: dict[str, str], stdout: int, stderr: int) -> int
     )
 
 
-def descendants() -> set[int]:
-    """Every process below this one, from one reading of /proc."""
+def descendants() -> dict[int, int]:
+    """Every process below this one, with its parent, from one reading of /proc."""
     children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
+    for name in os.listdir("/proc"):
+        if name.isdigit():
             try:
-                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                with open(f"/proc/{name}/stat", "rb") as stat:
+                    parent = int(stat.read().rsplit(b")", 1)[1].split()[1])
             except (OSError, IndexError, ValueError):
                 continue
-            children.setdefault(parent, []).append(int(entry.name))
-    found: set[int] = set()
+            children.setdefault(parent, []).append(int(name))
+    found: dict[int, int] = {}
     below = [os.getpid()]
     while below:
-        for child in children.get(below.pop(), []):
+        parent = below.pop()
+        for child in children.get(parent, []):
             if child not in found:
-                found.add(child)
+                found[child] = parent
                 below.append(child)
     return found
 
 
-def kill_everything_below() -> None:
-    """SIGKILL every descendant until none is left: what a killed process had started comes
-    to this subreaper once it is gone, and is found on the next round. (One that may not be
-    killed, a setuid program's, ends the rounds.)"""
-    while found := descendants():
-        killed = False
-        for pid in found:
+def has_children() -> bool:
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    return True
+
+
+def kill_everything_below(usage: Usage | None = None) -> None:
+    """SIGKILL every descendant, round after round, until this process has no child left,
+    adding up the ``usage`` of each it reaps: what a killed process had started comes to this
+    subreaper once it is gone, and is found on the next round. (The rounds end when no child
+    of this one could be killed: one that became another user, a setuid program, and what is
+    below it are left.)"""
+    me = os.getpid()
+    while has_children():
+        killed: list[int] = []
+        for pid, parent in descendants().items():
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
-                killed = True
+                if parent == me:
+                    killed.append(pid)
         if not killed:
             return
-        try:
-            os.waitpid(-1, 0)  # one of them ended; reap the rest that have
-            while os.waitpid(-1, os.WNOHANG)[0]:
-                pass
-        except ChildProcessError:
-            pass
+        for pid in killed:
+            with contextlib.suppress(ChildProcessError):
+                _, _, used = os.wait4(pid, 0)
+                if usage is not None:
+                    usage.add(used)
 
 
 def main() -> None:
@@ -226,6 +489,7 @@ def main() -> None:
         print(f"herder launcher: {os.strerror(ctypes.get_errno())}", file=sys.stderr)
         sys.exit(125)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # still ends what it started
+    gc.freeze()  # what a keeper inherits is not collected: its pages stay shared
     worker = socket.socket(fileno=0)
     try:
         Server(worker).serve()
