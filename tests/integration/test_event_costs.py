@@ -126,7 +126,6 @@ def test_a_hook_delivery_is_charged_for_its_filters_as_an_event_is(api: Api) -> 
     delivered = api.http.post(hook["url"], content=body, headers=herder_headers(body, "d-1"))
     assert delivered.status_code == 201, delivered.text
     statuses = [
-        api.http.post(f"/v1/jobs/{job['id']}/runs", headers=api.admin).status_code
-        for _ in range(5)
+        api.http.post(f"/v1/jobs/{job['id']}/runs", headers=api.admin).status_code for _ in range(5)
     ]
     assert statuses == [201] * 4 + [429]  # 11 of the burst of 15 went to the delivery
