@@ -19,8 +19,11 @@ decompressed stream by the same bound (a gzip bomb stops there).
 
 The job runs while it packs, and may swap what was listed: every directory and file is
 opened without following a link and without waiting (``O_NOFOLLOW|O_NONBLOCK``: a fifo
-swapped in opens at once), and what was opened is checked to be what was listed (its kind,
-device and inode, no shorter) before a byte of it is read; a swap refuses the save.
+swapped in opens at once), directories are read through the descriptors opened, and each
+file's descriptor is checked (``fstat``) before a byte of it is read: no longer a regular
+file, it refuses the save. Another regular file renamed into place since is saved whole (a
+job that writes a file whole and renames it gets the old version or the new one), within
+``checkpoint_mb``; the file listed, grown since, is cut at the size that was bounded.
 
 Run as ``python -m herder.worker.checkpoint_archive pack|unpack``, it is the child that does
 either for an attempt (``checkpoints.py``), killed by the worker past its deadline and dying
@@ -78,23 +81,24 @@ DIRECTORY_FLAGS = FILE_FLAGS | os.O_DIRECTORY
 def pack(directory: Path, sink: IO[bytes], max_bytes: int) -> None:
     """Write ``directory``'s content to ``sink`` as a gzip'd tar; ``ArchiveRefused``, before
     anything is written, when its regular files hold more than ``max_bytes``, and part way
-    when one of them is no longer the file that was listed (the job swapped it)."""
+    when one of them is no longer a regular file (the job swapped in a fifo, say)."""
     root = os.open(directory, DIRECTORY_FLAGS)
     try:
         members = list(_walk(root, ""))
+        total = sum(item.info.st_size for item in members if stat.S_ISREG(item.info.st_mode))
+        if total > max_bytes:
+            raise ArchiveRefused(
+                f"the checkpoint directory holds {total} bytes, more than its checkpoint_mb "
+                f"({max_bytes // MIB} MiB)"
+            )
+        room = max_bytes - total  # for files renamed into place since, larger than listed
+        zipped = _GzipMembers(sink)
+        with tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as archive:
+            for listed in members:
+                room -= _add(archive, zipped, root, listed, room, max_bytes)
+        zipped.finish()
     finally:
         os.close(root)
-    total = sum(listed.info.st_size for listed in members if stat.S_ISREG(listed.info.st_mode))
-    if total > max_bytes:
-        raise ArchiveRefused(
-            f"the checkpoint directory holds {total} bytes, more than its checkpoint_mb "
-            f"({max_bytes // MIB} MiB)"
-        )
-    zipped = _GzipMembers(sink)
-    with tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as archive:
-        for listed in members:
-            _add(archive, zipped, directory, listed)
-    zipped.finish()
 
 
 @dataclass(frozen=True)
@@ -148,16 +152,15 @@ class _GzipMembers(io.RawIOBase):
 
 def _walk(parent: int, prefix: str) -> Iterator[_Listed]:
     """What is saved, parents first, never through a link: each directory is read through
-    the descriptor it was opened as, checked to be the one listed."""
+    the descriptor it was opened as (a directory, never a link, or the save is refused)."""
     with os.scandir(parent) as entries:
         for entry in sorted(entries, key=lambda entry: entry.name):
             info = entry.stat(follow_symlinks=False)
             name = f"{prefix}{entry.name}"
             if stat.S_ISDIR(info.st_mode):
                 yield _Listed(name, info)
-                inner = os.open(entry.name, DIRECTORY_FLAGS, dir_fd=parent)
+                inner = _open_listed(parent, entry.name, DIRECTORY_FLAGS)
                 try:
-                    _check_is_listed(inner, _Listed(name, info))
                     yield from _walk(inner, f"{name}/")
                 finally:
                     os.close(inner)
@@ -169,21 +172,34 @@ def _walk(parent: int, prefix: str) -> Iterator[_Listed]:
                     yield _Listed(name, info, target)
 
 
-def _check_is_listed(descriptor: int, listed: _Listed) -> None:
-    """``ArchiveRefused`` unless ``descriptor`` is what was listed as ``listed``: the same
-    kind, file system and inode, and (a file) no shorter."""
-    found = os.fstat(descriptor)
-    same = (
-        stat.S_IFMT(found.st_mode) == stat.S_IFMT(listed.info.st_mode)
-        and (found.st_dev, found.st_ino) == (listed.info.st_dev, listed.info.st_ino)
-        and (not stat.S_ISREG(found.st_mode) or found.st_size >= listed.info.st_size)
+def _open_listed(root: int, name: str, flags: int) -> int:
+    """Open what was listed as ``name`` beneath ``root``, one component at a time, never
+    waiting nor following a link: what the job swapped in since (a link, a fifo where a
+    directory was) refuses the save."""
+    *parents, last = name.split("/")
+    at = root
+    try:
+        for part in parents:
+            inner = os.open(part, DIRECTORY_FLAGS, dir_fd=at)
+            if at != root:
+                os.close(at)
+            at = inner
+        return os.open(last, flags, dir_fd=at)
+    except OSError as error:
+        if error.errno not in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT):
+            raise
+        raise ArchiveRefused(_changed(name)) from error
+    finally:
+        if at != root:
+            os.close(at)
+
+
+def _changed(name: str) -> str:
+    return (
+        f"{name!r} changed while it was packed (no longer the file or directory listed: a "
+        "job should not swap what is in its checkpoint directory for a fifo, a link or a "
+        "device while a save is under way)"
     )
-    if not same:
-        raise ArchiveRefused(
-            f"{listed.name!r} changed while it was packed (it is no longer what was listed: "
-            "a job should not replace files in its checkpoint directory while a save is "
-            "under way)"
-        )
 
 
 def _stays_inside(name: str, target: str) -> bool:
@@ -193,7 +209,15 @@ def _stays_inside(name: str, target: str) -> bool:
     return not os.path.isabs(target) and resolved != ".." and not resolved.startswith("../")
 
 
-def _add(archive: tarfile.TarFile, zipped: _GzipMembers, directory: Path, listed: _Listed) -> None:
+def _add(
+    archive: tarfile.TarFile,
+    zipped: _GzipMembers,
+    root: int,
+    listed: _Listed,
+    room: int,
+    max_bytes: int,
+) -> int:
+    """Add one member; how many bytes more than listed it took of ``room``."""
     zipped.set_level(GZIP_LEVEL)
     member = tarfile.TarInfo(listed.name)
     member.mode = stat.S_IMODE(listed.info.st_mode) & 0o777
@@ -201,21 +225,34 @@ def _add(archive: tarfile.TarFile, zipped: _GzipMembers, directory: Path, listed
     if stat.S_ISDIR(listed.info.st_mode):
         member.type = tarfile.DIRTYPE
         archive.addfile(member)
-    elif listed.link is not None:
+        return 0
+    if listed.link is not None:
         member.type, member.linkname = tarfile.SYMTYPE, listed.link
         archive.addfile(member)
-    else:  # never blocks: a fifo swapped in since opens at once, and is refused
-        descriptor = os.open(directory / listed.name, FILE_FLAGS)
-        with open(descriptor, "rb") as source:
-            _check_is_listed(descriptor, listed)
-            member.size = listed.info.st_size  # what was bounded: a file that grew is cut
-            zipped.set_level(_level_for(source))
-            try:
-                archive.addfile(member, source)
-            except OSError as error:
-                if error.errno is not None:
-                    raise
-                raise ArchiveRefused(f"{listed.name!r} shrank while it was packed") from error
+        return 0
+    # Never blocks: a fifo swapped in since opens at once, and its descriptor is refused.
+    descriptor = _open_listed(root, listed.name, FILE_FLAGS)
+    with open(descriptor, "rb") as source:
+        found = os.fstat(descriptor)
+        if not stat.S_ISREG(found.st_mode):
+            raise ArchiveRefused(_changed(listed.name))
+        member.size = listed.info.st_size  # the file listed: what was bounded (if it grew, cut)
+        if (found.st_dev, found.st_ino) != (listed.info.st_dev, listed.info.st_ino):
+            member.size = found.st_size  # another, renamed into place: whole, if it fits
+            member.mode, member.mtime = stat.S_IMODE(found.st_mode) & 0o777, int(found.st_mtime)
+            if member.size - listed.info.st_size > room:
+                raise ArchiveRefused(
+                    f"{listed.name!r} grew past the checkpoint_mb ({max_bytes // MIB} MiB) "
+                    "while it was packed"
+                )
+        zipped.set_level(_level_for(source))
+        try:
+            archive.addfile(member, source)
+        except OSError as error:
+            if error.errno is not None:
+                raise
+            raise ArchiveRefused(f"{listed.name!r} shrank while it was packed") from error
+    return max(0, member.size - listed.info.st_size)
 
 
 def _level_for(source: IO[bytes]) -> int:
