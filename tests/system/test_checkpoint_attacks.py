@@ -2,7 +2,7 @@
 (issue 40, item 2): it asks for a save, then swaps a file the packer has listed for a fifo.
 The save is refused and said so in the attempt's log; the run ends on its own, as the job
 did (exit 0: succeeded); no packer is left, and neither is the attempt's disk (sandboxed) or
-workspace (isolation none)."""
+workspace (isolation none). And (item 7) a save past its tenant's max_checkpoint_mb."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from herder.client.errors import ApiError
 from tests.integration.test_checkpoints import SWAPS_A_FILE_FOR_A_FIFO
 from tests.system.conftest import Cluster, wait_until
 
@@ -73,3 +74,24 @@ def test_a_fifo_swapped_in_mid_save_neither_hangs_the_run_nor_leaves_anything(
         wait_until(lambda: holders_of(marker) == [], 30, "the attempt's disk let go of")
     isolated_cluster.stop_all()
     assert packers_of(home) == []  # none outlives its worker either
+
+
+def test_a_save_past_the_tenants_max_checkpoint_mb_is_refused_and_recorded_on_the_attempt(
+    isolated_cluster: Cluster,
+) -> None:
+    """Issue 40, item 7, on a real worker: the server's 409 becomes the attempt's
+    ``checkpoint_refused``, and the run keeps no checkpoint past its tenant's bound."""
+    command = 'head -c 2097152 /dev/urandom > "$HERDER_CHECKPOINT_DIR/weights"'
+    with isolated_cluster.client() as client:
+        [tenant] = [tenant for tenant in client.list_tenants().items if tenant.is_system]
+        client.update_tenant(tenant.id, quotas={"max_checkpoint_mb": 1})
+        spec = {"runtime": "shell", "command": command, "checkpoint_keep_days": 1}
+        job = client.create_job(f"weights-{uuid.uuid4().hex[:8]}", spec)
+        run = client.wait(client.start_run(job.id).id, timeout=60)
+        assert run.state == "succeeded", run.reason
+        why = run.attempts[-1].checkpoint_refused or ""
+        assert why.startswith("the server refused it: the checkpoint"), why
+        assert "would take the tenant past its max_checkpoint_mb (1 MiB" in why
+        with pytest.raises(ApiError) as none_kept:
+            client.get_checkpoint(run.id)
+        assert none_kept.value.status == 404
