@@ -151,13 +151,13 @@ class Checkpoints:
         else:
             argv = self._child_argv("pack", "--request", f"{WORK}/{REQUEST_NAME}")
         with archive.open("wb") as sink:
-            return await self._in_attempt(argv, asyncio.subprocess.DEVNULL, sink)
+            return await self._run_packer(argv, asyncio.subprocess.DEVNULL, sink)
 
     async def _unpack(self, archive: Path) -> str | None:
         if self.sandbox is None:
             return await asyncio.to_thread(self._unpack_here, archive)
         with archive.open("rb") as source:
-            return await self._in_attempt(self._child_argv("unpack"), source.fileno(), None)
+            return await self._run_packer(self._child_argv("unpack"), source.fileno(), None)
 
     def _unpack_here(self, archive: Path) -> str | None:
         try:
@@ -188,11 +188,11 @@ class Checkpoints:
             argv += ["--memory", str(self.memory_bytes)]  # no cgroup on this host: its rlimit
         return argv
 
-    async def _in_attempt(self, argv: list[str], stdin: int, sink: IO[bytes] | None) -> str | None:
-        """Run the child as the attempt; with ``sink``, copy what it writes there, bounded
-        (gzip at its fastest never grows data by more than a small fraction). Past
-        ``packer_deadline``, or when the save is cancelled, the child is killed: nothing of it
-        outlives the save, nor holds the attempt's disk."""
+    async def _run_packer(self, argv: list[str], stdin: int, sink: IO[bytes] | None) -> str | None:
+        """Run the packer (sandboxed, as the attempt); with ``sink``, copy what it writes
+        there, bounded (gzip at its fastest never grows data by more than a small fraction).
+        Past ``packer_deadline``, or when the save is cancelled, the child is killed: nothing
+        of it outlives the save, nor holds the attempt's disk."""
         passed: list[int] = []
         try:
             entrances = self.confinement.entrances() if self.confinement is not None else []
@@ -254,7 +254,8 @@ class Checkpoints:
             assert child.stdout is not None
             copied = await _copy(child.stdout, sink, self.max_bytes + self.max_bytes // 64 + MIB)
             if not copied:
-                child.kill()
+                with contextlib.suppress(ProcessLookupError):
+                    child.kill()
                 while await child.stdout.read(COPY_CHUNK_BYTES):
                     pass
         status = await child.wait()
