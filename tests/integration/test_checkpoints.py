@@ -1,6 +1,8 @@
 """An attempt's checkpoint directory on real attempts, sandboxed and at isolation none: saved
 at its end, when it asks and every interval, restored for the next attempt; a checkpoint that
-could reach outside or expand past its bound refused, one past checkpoint_mb never uploaded."""
+could reach outside or expand past its bound refused, one past checkpoint_mb never uploaded; a
+save the job sabotages (a fifo swapped in) refused without holding the attempt up, and its
+packer bounded in time and never outliving its worker."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import contextlib
 import hashlib
 import io
 import os
+import subprocess
+import sys
 import tarfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -21,6 +25,7 @@ from herder.domain.models import Assignment, CheckpointRef
 from herder.domain.states import AttemptState
 from herder.worker.attempts import AttemptRunner, LiveAttempt
 from herder.worker.cache import ArtifactCache
+from herder.worker.checkpoints import Checkpoints
 from herder.worker.connection import CheckpointGone, CheckpointRefused
 from herder.worker.disk import CHECKPOINT
 from herder.worker.host import AttemptHost, AttemptPlace
@@ -31,6 +36,7 @@ from herder.worker.outcome import Outcome
 from herder.worker.sandbox import limit_enforcer
 from tests.integration.test_executor import living_of_uid
 from tests.sandboxes import attempt_sandbox, launcher
+from tests.system.conftest import alive, children_of, wait_until
 
 SANDBOX_UID = 190006  # its own: other sandboxed tests that may run beside it have 190001-5
 MIB = 1024 * 1024
@@ -340,3 +346,92 @@ def test_a_setuid_bit_in_a_checkpoint_is_dropped(host: Any, tmp_path: Path) -> N
     outcome, output = run(host, transfer, given, tmp_path)
     assert outcome.state is AttemptState.SUCCEEDED, outcome.reason
     assert output == "755\n"
+
+
+# Asks for a save, waits until the packer opens its first file (it has listed them all by
+# then: inotify), swaps the last one for a fifo before the packer reaches it, waits for the
+# save to end, and exits 0.
+SWAPS_A_FILE_FOR_A_FIFO = r"""
+/usr/bin/python3 - <<'EOF'
+import ctypes, os, time
+directory = os.environ["HERDER_CHECKPOINT_DIR"]
+request = os.environ["HERDER_CHECKPOINT_REQUEST"]
+for number in range(8):
+    with open(f"{directory}/a{number}", "wb") as written:
+        written.write(os.urandom(1024 * 1024))
+with open(f"{directory}/z", "wb") as written:
+    written.write(b"last")
+libc = ctypes.CDLL(None, use_errno=True)
+events = libc.inotify_init()
+libc.inotify_add_watch(events, directory.encode(), 0x20)  # IN_OPEN
+open(request, "w").close()
+opened = b""
+while b"a0\0" not in opened:
+    opened += os.read(events, 4096)
+os.unlink(f"{directory}/z")
+os.mkfifo(f"{directory}/z")
+while os.path.lexists(request):
+    time.sleep(0.05)
+print("swapped")
+EOF
+"""
+
+
+def test_a_file_swapped_for_a_fifo_mid_save_refuses_that_save_and_the_attempt_ends(
+    host: Any, tmp_path: Path
+) -> None:
+    outcome, output = run(host, Transfer(), assignment(SWAPS_A_FILE_FOR_A_FIFO), tmp_path)
+    assert outcome.state is AttemptState.SUCCEEDED, output
+    assert "herder: checkpoint not saved: 'z' changed while it was packed" in output
+    assert "swapped\n" in output
+    assert outcome.checkpoint_refused is None  # at its end, the fifo is left out
+
+
+def test_a_save_past_its_deadline_is_refused_and_its_packer_killed(tmp_path: Path) -> None:
+    directory, scratch = tmp_path / "checkpoint", tmp_path / "scratch"
+    directory.mkdir()
+    scratch.mkdir()
+    (directory / "step").write_text("1\n")
+    transfer = Transfer()
+    checkpoints = Checkpoints(
+        "att_late", 1, transfer, scratch, directory, tmp_path / "request", MIB, None, 64 * MIB,
+        packer_seconds=0,
+    )  # fmt: skip
+    before = set(children_of(os.getpid()))
+    why = asyncio.run(checkpoints.save())
+    assert why == "still packing after 0s, its bound for 1 MiB: the packer was killed"
+    assert transfer.uploads == []
+    assert set(children_of(os.getpid())) <= before  # killed and reaped
+    assert list(scratch.iterdir()) == []
+
+
+def test_a_packer_dies_with_the_worker_that_started_it(tmp_path: Path) -> None:
+    """Its parent started it and read one byte (it is packing, past its start), then is
+    killed: the packer, blocked on its full pipe, goes too."""
+    (tmp_path / "checkpoint").mkdir()
+    (tmp_path / "checkpoint" / "weights").write_bytes(os.urandom(4 * MIB))
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PACKS_INTO_A_PIPE, str(tmp_path / "checkpoint")],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert parent.stdout is not None
+        packer = int(parent.stdout.readline())
+        assert alive(packer)
+    finally:
+        parent.kill()
+        parent.wait()
+    wait_until(lambda: not alive(packer), 10, "the packer to die with its parent")
+
+
+PACKS_INTO_A_PIPE = """
+import os, subprocess, sys
+packer = subprocess.Popen(
+    [sys.executable, "-m", "herder.worker.checkpoint_archive", "pack", "--parent",
+     str(os.getpid()), "--directory", sys.argv[1], "--max-bytes", str(64 << 20)],
+    stdout=subprocess.PIPE,
+)
+packer.stdout.read(1)
+print(packer.pid, flush=True)
+packer.wait()
+"""

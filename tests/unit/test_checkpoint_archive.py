@@ -1,6 +1,7 @@
 """A checkpoint directory as a gzip'd tar: files, directories and links saved as they are,
-bounded by checkpoint_mb before a byte is written; restored refusing whatever could reach
-outside the directory or expand past its bound."""
+bounded by checkpoint_mb before a byte is written, never waiting on nor following what the job
+swaps in while it is packed; restored refusing whatever could reach outside the directory or
+expand past its bound."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import io
 import os
 import stat
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -181,3 +184,75 @@ def test_something_that_is_not_a_gzipd_tar_is_refused(tmp_path: Path) -> None:
     truncated.write_bytes(gzip.compress(b"\x00" * 100))
     with pytest.raises(ArchiveRefused, match="not a valid gzip'd tar"):
         restored(truncated, tmp_path / "back")
+
+
+class SwapsOnFirstWrite(io.BytesIO):
+    """A sink that lets the job act once the packer has listed the directory and begun to
+    write: ``swap`` runs at the first write."""
+
+    def __init__(self, swap: Callable[[], None]) -> None:
+        super().__init__()
+        self.swap: Callable[[], None] | None = swap
+
+    def write(self, data: Any) -> int:
+        if self.swap is not None:
+            swap, self.swap = self.swap, None
+            swap()
+        return super().write(data)
+
+
+def listed_then_swapped(directory: Path, swap: Callable[[], None]) -> io.BytesIO:
+    sink = SwapsOnFirstWrite(swap)
+    pack(directory, sink, 64 * MIB)
+    sink.seek(0)
+    return sink
+
+
+def test_a_file_swapped_for_a_fifo_after_the_listing_refuses_the_save_without_waiting(
+    tmp_path: Path,
+) -> None:
+    saved = tmp_path / "saved"
+    saved.mkdir()
+    (saved / "a").write_text("first\n")
+    (saved / "b").write_text("second\n")
+
+    def fifo_for_b() -> None:
+        (saved / "b").unlink()
+        os.mkfifo(saved / "b")  # opened for reading as it was, it would wait for a writer
+
+    with pytest.raises(ArchiveRefused, match="'b' changed while it was packed"):
+        listed_then_swapped(saved, fifo_for_b)
+
+
+def test_a_directory_swapped_for_a_link_after_the_listing_refuses_the_save(
+    tmp_path: Path,
+) -> None:
+    saved, outside = tmp_path / "saved", tmp_path / "outside"
+    (saved / "a").mkdir(parents=True)
+    (saved / "b").mkdir()
+    (saved / "b" / "step").write_text("1\n")
+    outside.mkdir()
+    (outside / "step").write_text("not the job's\n")
+
+    def link_for_b() -> None:
+        (saved / "b" / "step").unlink()
+        (saved / "b").rmdir()
+        (saved / "b").symlink_to(outside)
+
+    with pytest.raises(ArchiveRefused, match="'b/step' changed while it was packed"):
+        listed_then_swapped(saved, link_for_b)
+
+
+def test_a_file_renamed_into_place_after_the_listing_is_saved_whole(tmp_path: Path) -> None:
+    saved = tmp_path / "saved"
+    saved.mkdir()
+    (saved / "a").write_text("first\n")
+    (saved / "step").write_text("1\n")
+
+    def step_renamed() -> None:
+        (saved / "step.new").write_text("12345\n")
+        (saved / "step.new").rename(saved / "step")
+
+    archive = listed_then_swapped(saved, step_renamed)
+    restored(archive, tmp_path / "back")
+    assert (tmp_path / "back" / "step").read_text() == "12345\n"

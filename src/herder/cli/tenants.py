@@ -21,6 +21,7 @@ QUOTA_FLAGS = {
     "max-memory-mb": "max_memory_mb",
     "max-gpus": "max_gpus",
     "max-queued": "max_queued",
+    "max-checkpoint-mb": "max_checkpoint_mb",
     "submit-rate": "submit_rate_per_second",
     "submit-burst": "submit_burst",
 }
@@ -33,6 +34,13 @@ MaxMemory = Annotated[int | None, typer.Option("--max-memory-mb", help="memory i
 MaxGpus = Annotated[int | None, typer.Option("--max-gpus", help="GPUs in use at once")]
 MaxQueued = Annotated[
     int | None, typer.Option("--max-queued", help="queued runs the dispatcher considers")
+]
+MaxCheckpoint = Annotated[
+    int | None,
+    typer.Option(
+        "--max-checkpoint-mb",
+        help="MiB its runs' checkpoints may keep, all together (default 4096)",
+    ),
 ]
 SubmitRate = Annotated[
     float | None, typer.Option("--submit-rate", help="run submissions per second")
@@ -56,7 +64,8 @@ def _rate(quotas: TenantQuotas) -> str:
 def _tenant_table(tenants: list[Tenant], *, whole_ids: bool = False) -> Table:
     table, shown = id_table(
         (tenant.id for tenant in tenants), "NAME", "WEIGHT", "MAX CPU", "MAX MEMORY", "MAX GPUS",
-        "MAX QUEUED", "SUBMIT RATE", "DEFAULT POOL", "CREATED", whole_ids=whole_ids,
+        "MAX QUEUED", "MAX CHECKPOINTS", "SUBMIT RATE", "DEFAULT POOL", "CREATED",
+        whole_ids=whole_ids,
     )  # fmt: skip
     for tenant in tenants:
         quotas = tenant.quotas
@@ -64,7 +73,8 @@ def _tenant_table(tenants: list[Tenant], *, whole_ids: bool = False) -> Table:
         table.add_row(
             shown[tenant.id], name, str(tenant.weight), _limit(quotas.max_cpu),
             _limit(quotas.max_memory_mb, " MB"), _limit(quotas.max_gpus),
-            _limit(quotas.max_queued), _rate(quotas), tenant.default_pool or "-",
+            _limit(quotas.max_queued), _limit(quotas.max_checkpoint_mb, " MiB"), _rate(quotas),
+            tenant.default_pool or "-",
             when(tenant.created_at),
         )  # fmt: skip
     return table
@@ -118,16 +128,18 @@ def tenant_create(
     max_memory_mb: MaxMemory = None,
     max_gpus: MaxGpus = None,
     max_queued: MaxQueued = None,
+    max_checkpoint_mb: MaxCheckpoint = None,
     submit_rate: SubmitRate = None,
     submit_burst: SubmitBurst = None,
     as_json: JsonFlag = False,
     quiet: QuietFlag = False,
 ) -> None:
-    """Create a tenant; quotas left out are unlimited."""
+    """Create a tenant; quotas left out are unlimited (but --max-checkpoint-mb: 4096)."""
     quotas = _quota_changes(
         {
             "max-cpu": max_cpu, "max-memory-mb": max_memory_mb, "max-gpus": max_gpus,
-            "max-queued": max_queued, "submit-rate": submit_rate, "submit-burst": submit_burst,
+            "max-queued": max_queued, "max-checkpoint-mb": max_checkpoint_mb,
+            "submit-rate": submit_rate, "submit-burst": submit_burst,
         },
         [],
     )  # fmt: skip
@@ -149,6 +161,7 @@ def tenant_update(
     max_memory_mb: MaxMemory = None,
     max_gpus: MaxGpus = None,
     max_queued: MaxQueued = None,
+    max_checkpoint_mb: MaxCheckpoint = None,
     submit_rate: SubmitRate = None,
     submit_burst: SubmitBurst = None,
     default_pool: Annotated[
@@ -171,7 +184,8 @@ def tenant_update(
     changes = _quota_changes(
         {
             "max-cpu": max_cpu, "max-memory-mb": max_memory_mb, "max-gpus": max_gpus,
-            "max-queued": max_queued, "submit-rate": submit_rate, "submit-burst": submit_burst,
+            "max-queued": max_queued, "max-checkpoint-mb": max_checkpoint_mb,
+            "submit-rate": submit_rate, "submit-burst": submit_burst,
         },
         [name for name in clear if name.removeprefix("--") != DEFAULT_POOL_FLAG],
     )  # fmt: skip

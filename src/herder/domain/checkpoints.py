@@ -6,6 +6,7 @@ server); the store keeps the run's last one, its bytes addressed by content with
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
@@ -13,6 +14,11 @@ from herder.domain.states import AttemptState, RunState
 
 CHUNK_BYTES = 4 * 1024 * 1024  # a stored row of a checkpoint's bytes
 MIB = 1024 * 1024
+# A tenant's ``max_checkpoint_mb`` unless set: its runs' checkpoints, all together. A suspended
+# run holds no queue place and no timeout, so without it a tenant could keep a GiB a run in
+# the store for ever. 4 GiB: 16 runs' checkpoints at the default checkpoint_mb, 4 at the most.
+DEFAULT_MAX_CHECKPOINT_MB = 4096
+QUOTA_FIELD = "max_checkpoint_mb"
 # A content in the cold store that no checkpoint names stays this long before it is deleted:
 # a download that began before it went unnamed reads to its end.
 UNREFERENCED_GRACE = timedelta(minutes=1)
@@ -53,6 +59,32 @@ def save_refusal(
     if rank != 0:
         return "only rank 0 of a gang saves the run's checkpoint"
     return None
+
+
+@dataclass(frozen=True)
+class SaveBound:
+    """What one save may hold: its job's ``checkpoint_mb``, and what its tenant's
+    ``max_checkpoint_mb`` leaves beside the checkpoints of its other runs."""
+
+    checkpoint_bytes: int
+    kept_bytes: int  # by the tenant's other runs' checkpoints
+    max_checkpoint_mb: int | None  # the tenant's; None: unlimited
+
+    def quota_refusal(self, saving_bytes: int) -> str | None:
+        return quota_refusal(self.kept_bytes, saving_bytes, self.max_checkpoint_mb)
+
+
+def quota_refusal(kept_bytes: int, saving_bytes: int, max_checkpoint_mb: int | None) -> str | None:
+    """Why a save of ``saving_bytes`` would take its tenant past ``max_checkpoint_mb``, its
+    other runs' checkpoints keeping ``kept_bytes`` (the run's own previous one is replaced,
+    so it does not count); None when it fits, or the tenant has no bound."""
+    if max_checkpoint_mb is None or kept_bytes + saving_bytes <= max_checkpoint_mb * MIB:
+        return None
+    return (
+        f"the checkpoint ({saving_bytes} bytes) would take the tenant past its "
+        f"{QUOTA_FIELD} ({max_checkpoint_mb} MiB; its other runs' checkpoints keep "
+        f"{kept_bytes} bytes): not saved; the run keeps its previous checkpoint"
+    )
 
 
 def kept_until(finished_at: datetime, keep_days: int) -> datetime | None:

@@ -7,15 +7,18 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from herder.domain.checkpoints import DEFAULT_MAX_CHECKPOINT_MB
 from herder.domain.jobs import Priority
 
 
 class TenantQuotas(BaseModel):
-    """Limits that hold a tenant's runs back (in use, queued) or slow its submissions.
+    """Limits that hold a tenant's runs back (in use, queued) or slow its submissions, and
+    bound what it stores.
 
     ``None`` means unlimited. Runs over a usage quota stay queued with a waiting reason;
     only submissions faster than the rate are refused (429). ``max_queued`` also bounds the
-    runs made for the tenant (``domain.queue_room``).
+    runs made for the tenant (``domain.queue_room``). ``max_checkpoint_mb`` alone has a
+    bound unless set (``DEFAULT_MAX_CHECKPOINT_MB``): a save past it is refused (409).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -38,10 +41,25 @@ class TenantQuotas(BaseModel):
             "re-prioritised (its job's own class is the job's developers' to choose)"
         ),
     ] = None
+    max_checkpoint_mb: Annotated[
+        int | None,
+        Field(
+            ge=1,
+            description="MiB its runs' checkpoints may keep in the store, all together: a save "
+            f"past it is refused (default {DEFAULT_MAX_CHECKPOINT_MB}; null: unlimited)",
+        ),
+    ] = DEFAULT_MAX_CHECKPOINT_MB
     submit_rate_per_second: Annotated[float | None, Field(gt=0)] = None
     submit_burst: Annotated[
         int | None, Field(ge=1, description="submissions allowed at once (default: 1 s of rate)")
     ] = None
+
+
+def stored_quotas(quotas: TenantQuotas) -> dict[str, object]:
+    """As the store keeps them: what differs from the defaults, so a quota left at its
+    default follows the default, and an explicit ``None`` (unlimited) of a quota that has
+    one is kept."""
+    return quotas.model_dump(mode="json", exclude_defaults=True)
 
 
 @dataclass(frozen=True)

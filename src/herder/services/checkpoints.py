@@ -10,7 +10,8 @@ from collections.abc import AsyncIterator, Iterator
 from starlette.concurrency import run_in_threadpool
 
 from herder.domain.artifacts import human_size
-from herder.domain.errors import Invalid, TooLarge
+from herder.domain.checkpoints import QUOTA_FIELD
+from herder.domain.errors import Conflict, Invalid, TooLarge
 from herder.domain.models import CheckpointInfo
 from herder.store.store import Store
 
@@ -20,19 +21,24 @@ SPOOL_BYTES = 8 * 1024 * 1024  # a save up to this is held in memory on its way;
 async def save(
     store: Store, worker_id: str, attempt_id: str, attempt: int, body: AsyncIterator[bytes]
 ) -> None:
-    """Read the worker's upload, bounded by its job's checkpoint_mb before a byte past it is
-    kept, then store it as the run's checkpoint if the attempt may still save (checked
-    before the read and again as it is stored)."""
+    """Read the worker's upload, bounded by its job's checkpoint_mb and by its tenant's
+    max_checkpoint_mb before a byte past either is kept, then store it as the run's
+    checkpoint if the attempt may still save and it still fits (checked before the read
+    and again as it is stored)."""
     bound = await run_in_threadpool(store.checkpoints.upload_bound, worker_id, attempt_id, attempt)
     digest, size = hashlib.sha256(), 0
     with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as content:
         async for piece in body:
             size += len(piece)
-            if size > bound:
+            if size > bound.checkpoint_bytes:
                 raise TooLarge(
-                    f"the checkpoint is over its job's checkpoint_mb ({human_size(bound)}): "
-                    "not saved; the run keeps its previous checkpoint"
+                    f"the checkpoint is over its job's checkpoint_mb "
+                    f"({human_size(bound.checkpoint_bytes)}): not saved; the run keeps its "
+                    "previous checkpoint"
                 )
+            refusal = bound.quota_refusal(size)
+            if refusal is not None:
+                raise Conflict(refusal, field=QUOTA_FIELD)
             digest.update(piece)
             content.write(piece)
         if size == 0:

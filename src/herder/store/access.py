@@ -20,7 +20,7 @@ from herder.domain.errors import Conflict, NotFound, Unauthorized
 from herder.domain.ids import new_id
 from herder.domain.keys import refusal
 from herder.domain.models import ApiKey, Page, Principal, Role, Tenant
-from herder.domain.tenants import TenantQuotas
+from herder.domain.tenants import TenantQuotas, stored_quotas
 from herder.store.database import Database
 from herder.store.pagination import page_of
 from herder.store.pools import check_usable
@@ -115,7 +115,7 @@ class AccessRepository:
                 connection.execute(
                     insert(tenants).values(
                         **tenant.model_dump(exclude={"quotas"}),
-                        quotas=tenant.quotas.model_dump(exclude_none=True),
+                        quotas=stored_quotas(tenant.quotas),
                     )
                 )
             except exc.IntegrityError as error:  # before the store's generic wrapping
@@ -161,8 +161,9 @@ class AccessRepository:
         retention_days: int | None = None,
     ) -> Tenant:
         """Change the weight and some quotas: each given quota replaces the stored one, and
-        ``None`` clears it (unlimited). The row is locked while the quotas are merged, so two
-        concurrent changes to different quotas both take effect."""
+        ``None`` clears it (unlimited, ``max_checkpoint_mb`` too). The row is locked while
+        the quotas are merged, so two concurrent changes to different quotas both take
+        effect."""
         with self._db.write() as connection:
             row = (
                 connection.execute(
@@ -189,7 +190,7 @@ class AccessRepository:
                 .where(tenants.c.id == tenant_id)
                 .values(
                     weight=changed.weight,
-                    quotas=quotas.model_dump(exclude_none=True),
+                    quotas=stored_quotas(quotas),
                     retention_days=changed.retention_days,
                 )
             )

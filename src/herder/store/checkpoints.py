@@ -19,7 +19,10 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 from herder.clock import Clock
 from herder.domain.checkpoints import (
     MIB,
+    QUOTA_FIELD,
+    SaveBound,
     kept_until,
+    quota_refusal,
     readable,
     save_refusal,
 )
@@ -27,6 +30,7 @@ from herder.domain.errors import Conflict, NotFound
 from herder.domain.jobs import DEFAULT_CHECKPOINT_MB
 from herder.domain.models import CheckpointInfo, CheckpointRef
 from herder.domain.states import TERMINAL_RUN_STATES, AttemptState, RunState
+from herder.domain.tenants import TenantQuotas
 from herder.store.checkpoint_contents import (
     CheckpointContents,
     forget_unreferenced,
@@ -36,7 +40,7 @@ from herder.store.cold.blobs import BlobStore
 from herder.store.database import Database
 from herder.store.history.live import live_floor
 from herder.store.history.retention import visible_runs_floor
-from herder.store.schema import attempts, checkpoints, runs
+from herder.store.schema import attempts, checkpoints, runs, tenants
 
 SWEEP_BATCH = 500  # checkpoints of ended runs handled per maintenance pass
 
@@ -58,11 +62,16 @@ class CheckpointRepository:
 
     # --- the worker's side ---------------------------------------------------------------
 
-    def upload_bound(self, worker_id: str, attempt_id: str, attempt: int) -> int:
-        """How many bytes the save may hold (its job's ``checkpoint_mb``), if this worker's
-        attempt may save now: ``NotFound`` or ``Conflict`` otherwise."""
+    def upload_bound(self, worker_id: str, attempt_id: str, attempt: int) -> SaveBound:
+        """What the save may hold (its job's ``checkpoint_mb``, its tenant's room), if this
+        worker's attempt may save now: ``NotFound`` or ``Conflict`` otherwise."""
         with self._db.read() as connection:
-            return _saver(connection, worker_id, attempt_id, attempt, self._clock.now()).max_bytes
+            saver = _saver(connection, worker_id, attempt_id, attempt, self._clock.now())
+            return SaveBound(
+                saver.max_bytes,
+                _kept_by_other_runs(connection, saver.tenant_id, saver.run_id),
+                _max_checkpoint_mb(connection, saver.tenant_id),
+            )
 
     def save(
         self,
@@ -74,11 +83,20 @@ class CheckpointRepository:
         stored_bytes: int,
     ) -> None:
         """Make ``content`` (read from its start) the run's checkpoint, replacing the last
-        one, if the attempt may still save."""
+        one, if the attempt may still save and it fits its tenant's ``max_checkpoint_mb``
+        (``Conflict`` naming it otherwise; the tenant's row is held, so two saves of one
+        tenant are counted one after the other)."""
         now = self._clock.now()
         with self._db.write() as connection:
             saver = _saver(connection, worker_id, attempt_id, attempt, now)
             tenant_id = saver.tenant_id
+            refusal = quota_refusal(
+                _kept_by_other_runs(connection, tenant_id, saver.run_id),
+                stored_bytes,
+                _max_checkpoint_mb(connection, tenant_id, hold=True),
+            )
+            if refusal is not None:
+                raise Conflict(refusal, field=QUOTA_FIELD)
             previous = connection.execute(
                 select(checkpoints.c.sha256).where(checkpoints.c.run_id == saver.run_id)
             ).scalar()
@@ -244,6 +262,23 @@ def _saver(
         raise Conflict(f"checkpoint not saved: {refusal}")
     max_mb = int(row.spec.get("checkpoint_mb", DEFAULT_CHECKPOINT_MB))
     return _Saver(row.id, row.tenant_id, max_mb * MIB)
+
+
+def _max_checkpoint_mb(connection: Connection, tenant_id: str, *, hold: bool = False) -> int | None:
+    query = select(tenants.c.quotas).where(tenants.c.id == tenant_id)
+    quotas = connection.execute(query.with_for_update() if hold else query).scalar()
+    return TenantQuotas.model_validate(quotas or {}).max_checkpoint_mb
+
+
+def _kept_by_other_runs(connection: Connection, tenant_id: str, run_id: str) -> int:
+    """The bytes of the tenant's checkpoints but this run's (each run's counted, whatever
+    content it shares with another)."""
+    total = connection.execute(
+        select(func.coalesce(func.sum(checkpoints.c.stored_bytes), 0)).where(
+            checkpoints.c.tenant_id == tenant_id, checkpoints.c.run_id != run_id
+        )
+    ).scalar_one()
+    return int(total)
 
 
 def kept_checkpoints(

@@ -25,6 +25,7 @@ import io
 import lzma
 import os
 import resource
+import signal
 import stat
 import sys
 import tarfile
@@ -251,7 +252,7 @@ def _copy_bounded(source: IO[bytes], sink: IO[bytes], most: int, name: str) -> N
 
 # --- the child that unpacks inside an attempt -----------------------------------------------
 
-PR_SET_NO_NEW_PRIVS = 38
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
 
 
 def main(arguments: list[str]) -> int:
@@ -262,11 +263,12 @@ def main(arguments: list[str]) -> int:
     parser.add_argument("--workspace", required=True)  # its directory on the disk
     parser.add_argument("--enter", type=int, action="append", default=[])  # its cgroups' files
     parser.add_argument("--memory", type=int)  # RLIMIT_DATA, where there are no cgroups
+    parser.add_argument("--parent", type=int, required=True)  # the worker: it dies with it
     options = parser.parse_args(arguments)
     for entrance in options.enter:  # first: everything from here on is the attempt's
         os.write(entrance, b"0")
         os.close(entrance)
-    shut_in(options.disk, options.uid, options.memory)
+    shut_in(options.disk, options.uid, options.memory, options.parent)
     workspace = Path("/", options.workspace)
     room = os.statvfs(workspace)
     with open(0, "rb", closefd=False) as archive:
@@ -277,10 +279,11 @@ def main(arguments: list[str]) -> int:
     return status
 
 
-def shut_in(disk: int, uid: int, memory_bytes: int | None) -> None:
+def shut_in(disk: int, uid: int, memory_bytes: int | None, parent: int) -> None:
     """The attempt's disk as its root, its uid, no way back: no file of the host can be
     reached from here. (The workspace is not the root: there, a link to ``..`` would lead
-    nowhere, and be let through, to lead out of /workspace when the job runs.)"""
+    nowhere, and be let through, to lead out of /workspace when the job runs.) It dies
+    with ``parent``, the worker: set last, as a change of uid clears it."""
     os.chroot(f"/proc/self/fd/{disk}")
     os.chdir("/")
     os.close(disk)
@@ -292,6 +295,17 @@ def shut_in(disk: int, uid: int, memory_bytes: int | None) -> None:
     os.setresuid(uid, uid, uid)
     if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+    die_with(parent)
+
+
+def die_with(parent: int) -> None:
+    """Be killed when ``parent`` (the worker that started this child) ends, however it
+    ends: nothing of an attempt outlives its worker, nor holds its disk. Gone already (a
+    child of pid 1 or a subreaper now), this child ends at once."""
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+    if os.getppid() != parent:
+        os._exit(REFUSED)
 
 
 if __name__ == "__main__":

@@ -17,11 +17,20 @@ device or fifo refuses the whole checkpoint. What the members declare is bounded
 ``checkpoint_mb`` and the room on the attempt's disk before anything is expanded, and the
 decompressed stream by the same bound (a gzip bomb stops there).
 
+The job runs while it packs, and may swap what was listed: every directory and file is
+opened without following a link and without waiting (``O_NOFOLLOW|O_NONBLOCK``: a fifo
+swapped in opens at once), directories are read through the descriptors opened, and each
+file's descriptor is checked (``fstat``) before a byte of it is read: no longer a regular
+file, it refuses the save. Another regular file renamed into place since is saved whole (a
+job that writes a file whole and renames it gets the old version or the new one), within
+``checkpoint_mb``; the file listed, grown since, is cut at the size that was bounded.
+
 Run as ``python -m herder.worker.checkpoint_archive pack|unpack``, it is the child that does
-either inside an attempt (``checkpoints.py``): it enters the attempt's cgroups and shuts itself
-in its disk as its uid (``archive.shut_in``) before it reads a byte. Chrooted there it can
-reach only the attempt's own files, so a link the job swaps in while it packs leads nowhere
-else. Only the standard library and ``archive.py``, imported at once.
+either for an attempt (``checkpoints.py``), killed by the worker past its deadline and dying
+with the worker (``archive.die_with``). Sandboxed, it enters the attempt's cgroups and shuts
+itself in its disk as its uid (``archive.shut_in``) before it reads a byte: chrooted there it
+can reach only the attempt's own files, so a link the job swaps in while it packs leads
+nowhere else. Only the standard library and ``archive.py``, imported at once.
 """
 
 from __future__ import annotations
@@ -32,12 +41,14 @@ import errno
 import gzip
 import io
 import os
+import resource
 import stat
 import struct
 import sys
 import tarfile
 import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -49,6 +60,7 @@ from herder.worker.archive import (
     ArchiveRefused,
     BoundedStream,
     check_tar_member,
+    die_with,
     shut_in,
 )
 
@@ -60,23 +72,42 @@ GZIP_MAGIC = b"\x1f\x8b"
 GZIP_HEADER = GZIP_MAGIC + b"\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate, no name, no time
 COPY_CHUNK_BYTES = 1024 * 1024
 MIB = 1024 * 1024
+# What the packer opens: never through a link, never waiting (a fifo or device answers at
+# once, and its descriptor is then refused for not being the file listed).
+FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+DIRECTORY_FLAGS = FILE_FLAGS | os.O_DIRECTORY
 
 
 def pack(directory: Path, sink: IO[bytes], max_bytes: int) -> None:
     """Write ``directory``'s content to ``sink`` as a gzip'd tar; ``ArchiveRefused``, before
-    anything is written, when its regular files hold more than ``max_bytes``."""
-    members = list(_walk(directory, ""))
-    total = sum(info.st_size for _, info in members if stat.S_ISREG(info.st_mode))
-    if total > max_bytes:
-        raise ArchiveRefused(
-            f"the checkpoint directory holds {total} bytes, more than its checkpoint_mb "
-            f"({max_bytes // MIB} MiB)"
-        )
-    zipped = _GzipMembers(sink)
-    with tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as archive:
-        for name, info in members:
-            _add(archive, zipped, directory / name, name, info)
-    zipped.finish()
+    anything is written, when its regular files hold more than ``max_bytes``, and part way
+    when one of them is no longer a regular file (the job swapped in a fifo, say)."""
+    root = os.open(directory, DIRECTORY_FLAGS)
+    try:
+        members = list(_walk(root, ""))
+        total = sum(item.info.st_size for item in members if stat.S_ISREG(item.info.st_mode))
+        if total > max_bytes:
+            raise ArchiveRefused(
+                f"the checkpoint directory holds {total} bytes, more than its checkpoint_mb "
+                f"({max_bytes // MIB} MiB)"
+            )
+        room = max_bytes - total  # for files renamed into place since, larger than listed
+        zipped = _GzipMembers(sink)
+        with tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as archive:
+            for listed in members:
+                room -= _add(archive, zipped, root, listed, room, max_bytes)
+        zipped.finish()
+    finally:
+        os.close(root)
+
+
+@dataclass(frozen=True)
+class _Listed:
+    """What the listing saw of one member: packed as that, or not at all."""
+
+    name: str
+    info: os.stat_result
+    link: str | None = None  # a link's target, read once
 
 
 class _GzipMembers(io.RawIOBase):
@@ -119,19 +150,56 @@ class _GzipMembers(io.RawIOBase):
             self._member = None
 
 
-def _walk(directory: Path, prefix: str) -> Iterator[tuple[str, os.stat_result]]:
-    """What is saved, parents first, never through a link."""
-    with os.scandir(directory) as entries:
+def _walk(parent: int, prefix: str) -> Iterator[_Listed]:
+    """What is saved, parents first, never through a link: each directory is read through
+    the descriptor it was opened as (a directory, never a link, or the save is refused)."""
+    with os.scandir(parent) as entries:
         for entry in sorted(entries, key=lambda entry: entry.name):
             info = entry.stat(follow_symlinks=False)
             name = f"{prefix}{entry.name}"
             if stat.S_ISDIR(info.st_mode):
-                yield name, info
-                yield from _walk(Path(entry.path), f"{name}/")
-            elif stat.S_ISREG(info.st_mode) or (
-                stat.S_ISLNK(info.st_mode) and _stays_inside(name, os.readlink(entry.path))
-            ):
-                yield name, info
+                yield _Listed(name, info)
+                inner = _open_listed(parent, entry.name, DIRECTORY_FLAGS)
+                try:
+                    yield from _walk(inner, f"{name}/")
+                finally:
+                    os.close(inner)
+            elif stat.S_ISREG(info.st_mode):
+                yield _Listed(name, info)
+            elif stat.S_ISLNK(info.st_mode):
+                target = os.readlink(entry.name, dir_fd=parent)
+                if _stays_inside(name, target):
+                    yield _Listed(name, info, target)
+
+
+def _open_listed(root: int, name: str, flags: int) -> int:
+    """Open what was listed as ``name`` beneath ``root``, one component at a time, never
+    waiting nor following a link: what the job swapped in since (a link, a fifo where a
+    directory was) refuses the save."""
+    *parents, last = name.split("/")
+    at = root
+    try:
+        for part in parents:
+            inner = os.open(part, DIRECTORY_FLAGS, dir_fd=at)
+            if at != root:
+                os.close(at)
+            at = inner
+        return os.open(last, flags, dir_fd=at)
+    except OSError as error:
+        if error.errno not in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT):
+            raise
+        raise ArchiveRefused(_changed(name)) from error
+    finally:
+        if at != root:
+            os.close(at)
+
+
+def _changed(name: str) -> str:
+    return (
+        f"{name!r} changed while it was packed (no longer the file or directory listed: a "
+        "job should not swap what is in its checkpoint directory for a fifo, a link or a "
+        "device while a save is under way)"
+    )
 
 
 def _stays_inside(name: str, target: str) -> bool:
@@ -142,24 +210,49 @@ def _stays_inside(name: str, target: str) -> bool:
 
 
 def _add(
-    archive: tarfile.TarFile, zipped: _GzipMembers, path: Path, name: str, info: os.stat_result
-) -> None:
+    archive: tarfile.TarFile,
+    zipped: _GzipMembers,
+    root: int,
+    listed: _Listed,
+    room: int,
+    max_bytes: int,
+) -> int:
+    """Add one member; how many bytes more than listed it took of ``room``."""
     zipped.set_level(GZIP_LEVEL)
-    member = tarfile.TarInfo(name)
-    member.mode = stat.S_IMODE(info.st_mode) & 0o777
-    member.mtime = int(info.st_mtime)
-    if stat.S_ISDIR(info.st_mode):
+    member = tarfile.TarInfo(listed.name)
+    member.mode = stat.S_IMODE(listed.info.st_mode) & 0o777
+    member.mtime = int(listed.info.st_mtime)
+    if stat.S_ISDIR(listed.info.st_mode):
         member.type = tarfile.DIRTYPE
         archive.addfile(member)
-    elif stat.S_ISLNK(info.st_mode):
-        member.type, member.linkname = tarfile.SYMTYPE, os.readlink(path)
+        return 0
+    if listed.link is not None:
+        member.type, member.linkname = tarfile.SYMTYPE, listed.link
         archive.addfile(member)
-    else:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        with open(descriptor, "rb") as source:
-            member.size = info.st_size  # what was bounded: a file that grew since is cut there
-            zipped.set_level(_level_for(source))
+        return 0
+    # Never blocks: a fifo swapped in since opens at once, and its descriptor is refused.
+    descriptor = _open_listed(root, listed.name, FILE_FLAGS)
+    with open(descriptor, "rb") as source:
+        found = os.fstat(descriptor)
+        if not stat.S_ISREG(found.st_mode):
+            raise ArchiveRefused(_changed(listed.name))
+        member.size = listed.info.st_size  # the file listed: what was bounded (if it grew, cut)
+        if (found.st_dev, found.st_ino) != (listed.info.st_dev, listed.info.st_ino):
+            member.size = found.st_size  # another, renamed into place: whole, if it fits
+            member.mode, member.mtime = stat.S_IMODE(found.st_mode) & 0o777, int(found.st_mtime)
+            if member.size - listed.info.st_size > room:
+                raise ArchiveRefused(
+                    f"{listed.name!r} grew past the checkpoint_mb ({max_bytes // MIB} MiB) "
+                    "while it was packed"
+                )
+        zipped.set_level(_level_for(source))
+        try:
             archive.addfile(member, source)
+        except OSError as error:
+            if error.errno is not None:
+                raise
+            raise ArchiveRefused(f"{listed.name!r} shrank while it was packed") from error
+    return max(0, member.size - listed.info.st_size)
 
 
 def _level_for(source: IO[bytes]) -> int:
@@ -219,22 +312,29 @@ def status_of(error: BaseException) -> tuple[int, str]:
 
 
 def main(arguments: list[str]) -> int:
-    """Enter the attempt's cgroups, shut itself in, then pack the directory to stdout (then
-    remove the job's request, as the job) or unpack stdin into it."""
+    """Enter the attempt's cgroups, shut itself in (sandboxed: ``--disk``), die with the
+    worker, then pack the directory to stdout (then remove the job's request, as the job)
+    or unpack stdin into it."""
     parser = argparse.ArgumentParser(prog="python -m herder.worker.checkpoint_archive")
     parser.add_argument("action", choices=("pack", "unpack"))
-    parser.add_argument("--uid", type=int, required=True)
-    parser.add_argument("--disk", type=int, required=True)  # the attempt's disk, passed open
-    parser.add_argument("--directory", required=True)  # the checkpoint directory on the disk
+    parser.add_argument("--parent", type=int, required=True)  # the worker: it dies with it
+    parser.add_argument("--uid", type=int)  # sandboxed: the attempt's
+    parser.add_argument("--disk", type=int)  # sandboxed: the attempt's disk, passed open
+    parser.add_argument("--directory", required=True)  # the checkpoint directory (on the disk)
     parser.add_argument("--max-bytes", type=int, required=True)  # its checkpoint_mb
-    parser.add_argument("--request")  # the job's request file on the disk, removed on a pack
+    parser.add_argument("--request")  # the job's request file (on the disk), removed on a pack
     parser.add_argument("--enter", type=int, action="append", default=[])  # its cgroups' files
     parser.add_argument("--memory", type=int)  # RLIMIT_DATA, where there are no cgroups
     options = parser.parse_args(arguments)
     for entrance in options.enter:  # first: everything from here on is the attempt's
         os.write(entrance, b"0")
         os.close(entrance)
-    shut_in(options.disk, options.uid, options.memory)
+    if options.disk is not None:
+        shut_in(options.disk, options.uid, options.memory, options.parent)
+    else:  # isolation none: the worker's user, the host's files
+        die_with(options.parent)
+        if options.memory is not None:
+            resource.setrlimit(resource.RLIMIT_DATA, (options.memory, options.memory))
     directory = Path("/", options.directory)
     try:
         if options.action == "pack":

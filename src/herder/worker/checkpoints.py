@@ -11,9 +11,12 @@ at its end, each save uploaded for the run's next attempt, wherever it runs.
 
 Sandboxed, both are done by a child of the worker that is the attempt (its uid, cgroups,
 chrooted into its disk: ``checkpoint_archive.py``, started as ``unpacker.py`` starts
-``archive.py``): the worker never reads or writes the job's paths as root. The packing child
-writes to a pipe; the worker copies it, bounded, to a private file and uploads that. At
-isolation none the worker packs and unpacks in its own process, with the same bounds.
+``archive.py``): the worker never reads or writes the job's paths as root. At isolation none
+a save is packed by a child too (as the worker's user), and a restore, before the job runs,
+is unpacked in the worker's own process, with the same bounds. The packing child writes to a
+pipe; the worker copies it, bounded, to a private file and uploads that. The child dies with
+the worker, and is killed past ``packer_deadline`` (the save refused) or when the save is
+cancelled: nothing of it outlives the attempt or holds its disk.
 
 Saves of one attempt never overlap. A refused save keeps the run's previous checkpoint: at the
 end it is told in the completion (``checkpoint_refused``), earlier in the attempt's log.
@@ -46,6 +49,11 @@ from herder.worker.sandbox import Sandbox
 
 REQUEST_NAME = ".herder-checkpoint-request"  # in the workspace: the job touches it to ask
 REQUEST_POLL_SECONDS = 1.0
+# A save's packing is bounded in time, whatever the job does to its directory meanwhile:
+# this, and this per MiB of its checkpoint_mb (a floor of 4 MiB/s on a loaded host; at
+# gzip's fastest a save packs at tens of MiB/s). 1 GiB: a little under 5 minutes.
+PACK_SECONDS = 30.0
+PACK_SECONDS_PER_MIB = 0.25
 COPY_CHUNK_BYTES = 1024 * 1024
 REASON_CHARS = 1000
 
@@ -75,6 +83,7 @@ class Checkpoints:
     sandbox: Sandbox | None  # None at isolation none
     memory_bytes: int  # the job's: the child's RLIMIT_DATA, where there are no cgroups
     confinement: Confinement | None = None  # the attempt's cgroups, once they exist
+    packer_seconds: float | None = None  # None: ``packer_deadline``'s bound from max_bytes
     _saving: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def is_empty(self) -> bool:
@@ -134,28 +143,21 @@ class Checkpoints:
                 os.unlink(name)
 
     async def _pack(self, archive: Path) -> str | None:
+        """In a child, at either isolation: it can be killed at its deadline, as no thread
+        can, and takes nothing of the worker's with it."""
         if self.sandbox is None:
-            return await asyncio.to_thread(self._pack_here, archive)
-        argv = self._child_argv("pack", "--request", f"{WORK}/{REQUEST_NAME}")
+            argv = self._packer_argv("pack", "--directory", str(self.directory))
+            argv += ["--request", str(self.request)]
+        else:
+            argv = self._child_argv("pack", "--request", f"{WORK}/{REQUEST_NAME}")
         with archive.open("wb") as sink:
-            return await self._in_attempt(argv, asyncio.subprocess.DEVNULL, sink)
-
-    def _pack_here(self, archive: Path) -> str | None:
-        try:
-            with archive.open("wb") as sink:
-                packer.pack(self.directory, sink, self.max_bytes)
-        except (ArchiveRefused, MemoryError, OSError) as error:
-            return _reason(*packer.status_of(error), self.max_bytes)
-        finally:  # packed (or not): the job may write to the directory again
-            with contextlib.suppress(OSError):
-                os.unlink(self.request)
-        return None
+            return await self._run_packer(argv, asyncio.subprocess.DEVNULL, sink)
 
     async def _unpack(self, archive: Path) -> str | None:
         if self.sandbox is None:
             return await asyncio.to_thread(self._unpack_here, archive)
         with archive.open("rb") as source:
-            return await self._in_attempt(self._child_argv("unpack"), source.fileno(), None)
+            return await self._run_packer(self._child_argv("unpack"), source.fileno(), None)
 
     def _unpack_here(self, archive: Path) -> str | None:
         try:
@@ -166,47 +168,66 @@ class Checkpoints:
             return _reason(*packer.status_of(error), self.max_bytes)
         return None
 
+    @property
+    def packer_deadline(self) -> float:
+        """Seconds a save may pack (or a restore unpack) before the packer is killed and the
+        save refused (the restore failed)."""
+        if self.packer_seconds is not None:
+            return self.packer_seconds
+        return PACK_SECONDS + PACK_SECONDS_PER_MIB * self.max_bytes / MIB
+
+    def _packer_argv(self, action: str, *more: str) -> list[str]:
+        argv = [sys.executable, "-P", "-m", packer.__name__, action, *more]
+        return [*argv, "--parent", str(os.getpid()), "--max-bytes", str(self.max_bytes)]
+
     def _child_argv(self, action: str, *more: str) -> list[str]:
         assert self.sandbox is not None
-        argv = [sys.executable, "-P", "-m", packer.__name__, action, *more]
+        argv = self._packer_argv(action, *more, "--directory", CHECKPOINT)
         argv += ["--uid", str(self.sandbox.uid), "--disk", str(self.sandbox.disk.fd)]
-        argv += ["--directory", CHECKPOINT, "--max-bytes", str(self.max_bytes)]
         if self.confinement is None or not self.confinement.entrances():
             argv += ["--memory", str(self.memory_bytes)]  # no cgroup on this host: its rlimit
         return argv
 
-    async def _in_attempt(self, argv: list[str], stdin: int, sink: IO[bytes] | None) -> str | None:
-        """Run the child as the attempt; with ``sink``, copy what it writes there, bounded
-        (gzip at its fastest never grows data by more than a small fraction)."""
-        assert self.sandbox is not None
+    async def _run_packer(self, argv: list[str], stdin: int, sink: IO[bytes] | None) -> str | None:
+        """Run the packer (sandboxed, as the attempt); with ``sink``, copy what it writes
+        there, bounded (gzip at its fastest never grows data by more than a small fraction).
+        Past ``packer_deadline``, or when the save is cancelled, the child is killed: nothing
+        of it outlives the save, nor holds the attempt's disk."""
         passed: list[int] = []
         try:
             entrances = self.confinement.entrances() if self.confinement is not None else []
             for entrance in entrances:
                 passed.append(os.open(entrance, os.O_WRONLY | os.O_CLOEXEC))
                 argv += ["--enter", str(passed[-1])]
+            disk = (self.sandbox.disk.fd,) if self.sandbox is not None else ()
             child = await asyncio.create_subprocess_exec(
                 *argv,
                 stdin=stdin,
                 stdout=asyncio.subprocess.PIPE if sink is not None else asyncio.subprocess.DEVNULL,
                 stderr=asyncio.subprocess.PIPE,
-                pass_fds=(self.sandbox.disk.fd, *passed),
+                pass_fds=(*disk, *passed),
                 cwd="/",
                 start_new_session=True,
             )
         finally:
             for fd in passed:
                 os.close(fd)
-        assert child.stderr is not None
-        errors = asyncio.ensure_future(child.stderr.read())
-        copied = True
-        if sink is not None:
-            assert child.stdout is not None
-            copied = await _copy(child.stdout, sink, self.max_bytes + self.max_bytes // 64 + MIB)
-            if not copied:
-                child.kill()
-        status = await child.wait()
-        why = (await errors).decode(errors="replace").strip()
+        ending = asyncio.ensure_future(self._ending(child, sink))
+        try:
+            await asyncio.wait({ending}, timeout=self.packer_deadline)
+        finally:
+            late = not ending.done()
+            if late:  # past its deadline, or the save was cancelled
+                with contextlib.suppress(ProcessLookupError):
+                    child.kill()
+                await asyncio.wait({ending})  # it reads to the end: the child is gone
+        status, copied, why = ending.result()
+        if late:
+            doing = "packing" if sink is not None else "unpacking"
+            return (
+                f"still {doing} after {self.packer_deadline:g}s, its bound for "
+                f"{self.max_bytes // MIB} MiB: the packer was killed"
+            )
         if not copied:
             return f"its archive grew past {self.max_bytes // MIB} MiB"
         confinement = self.confinement
@@ -216,9 +237,29 @@ class Checkpoints:
             and confinement.collect().oom_kills
         ):
             status = OUT_OF_MEMORY  # the kernel's kill at the limit
-        if status is not None and status < 0:
+        if status < 0:
             return f"the packer was killed by {signal.Signals(-status).name}"
         return _reason(status, why.splitlines()[-1] if why else "", self.max_bytes)
+
+    async def _ending(
+        self, child: asyncio.subprocess.Process, sink: IO[bytes] | None
+    ) -> tuple[int, bool, str]:
+        """The child's exit status, whether its output fitted ``sink``, and its last words.
+        Reads both pipes to their end (a child killed for writing too much too): until
+        then the child is not reaped."""
+        assert child.stderr is not None
+        errors = asyncio.ensure_future(child.stderr.read())
+        copied = True
+        if sink is not None:
+            assert child.stdout is not None
+            copied = await _copy(child.stdout, sink, self.max_bytes + self.max_bytes // 64 + MIB)
+            if not copied:
+                with contextlib.suppress(ProcessLookupError):
+                    child.kill()
+                while await child.stdout.read(COPY_CHUNK_BYTES):
+                    pass
+        status = await child.wait()
+        return status, copied, (await errors).decode(errors="replace").strip()
 
 
 async def _copy(source: asyncio.StreamReader, sink: IO[bytes], most: int) -> bool:

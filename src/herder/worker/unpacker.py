@@ -5,10 +5,11 @@ byte of the archive, enters the attempt's cgroups, shuts itself in the attempt's
 (``chroot``) and becomes the attempt's uid (no groups, no_new_privs):
 
     worker   python -m herder.worker.archive --uid U --disk FD --workspace work
-                 [--enter FD]… [--memory BYTES]
+                 --parent PID [--enter FD]… [--memory BYTES]
              stdin: the archive, opened by the worker; the disk and cgroup files passed open
-    child    enter the cgroups → chroot <disk> → drop to U → unpack into /work, bounded by
-             the room left on its disk → exit 0, or a status that says why (``archive.py``)
+    child    enter the cgroups → chroot <disk> → drop to U → die with PID (the worker) →
+             unpack into /work, bounded by the room left on its disk → exit 0, or a status
+             that says why (``archive.py``)
 
 What it expands to is charged to the attempt, as the files it writes there are memory (their
 pages count toward its memory limit, as the job's own files do): a bomb meets the attempt's
@@ -53,6 +54,7 @@ async def unpack_in_attempt(
         entrances = confinement.entrances() if confinement is not None else []
         argv = [sys.executable, "-P", "-m", archives.__name__]
         argv += ["--uid", str(uid), "--disk", str(disk.fd), "--workspace", WORK]
+        argv += ["--parent", str(os.getpid())]  # it dies with the worker, if ever first
         for entrance in entrances:
             passed.append(os.open(entrance, os.O_WRONLY | os.O_CLOEXEC))
             argv += ["--enter", str(passed[-1])]
