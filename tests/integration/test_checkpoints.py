@@ -421,6 +421,8 @@ def test_a_packer_dies_with_the_worker_that_started_it(tmp_path: Path) -> None:
     finally:
         parent.kill()
         parent.wait()
+        if parent.stdout is not None:
+            parent.stdout.close()
     wait_until(lambda: not alive(packer), 10, "the packer to die with its parent")
 
 

@@ -134,7 +134,8 @@ def sign_in(
     for number, context in enumerate(contexts):
         suffix = f"-{number}" if number else ""
         path = SCREENSHOTS / f"{request.node.name}{suffix}.png"
-        context.pages[0].screenshot(path=path, full_page=True)
+        if context.pages:  # a tab the browser closed (it crashed) has nothing to show
+            context.pages[0].screenshot(path=path, full_page=True)
         context.close()
     assert not errors, errors
 

@@ -545,6 +545,9 @@ def test_a_failure_alerts_live_and_a_test_delivery_is_sent_from_the_page(
         expect(page.get_by_role("heading", name=f"Deliveries to {ATTACK}")).to_be_visible()
         assert page.evaluate("window.__pwned") is None
         assert page.locator("#view img, #view script").count() == 0
+        # The page polls on: a renamed answer still in flight when the tab goes would raise
+        # in the next test's first call (CI once saw it, 'Request context disposed').
+        page.unroute_all(behavior="ignoreErrors")
         herder.delete_alert_rule(rule.id)
         herder.delete_alert_channel(channel.id)
 
