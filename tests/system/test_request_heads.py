@@ -1,8 +1,8 @@
-"""A request's head is bounded by every real server — ``herder server``, ``--processes N``
-and ``herder up``: a client with no key sending one header of 256 MiB is cut off (431, or
-the connection closed) after a little more than the bound, while other clients are served
-meanwhile; too many header fields are a 431 problem on any route, before its key is asked
-for."""
+"""A request's head is bounded by every real server — ``herder server`` (and ``herder up``,
+which serves through the same ``server.serve``) and ``--processes N``: a client with no key
+sending one header of 256 MiB is cut off (431, or the connection closed) after a little more
+than the bound, while other clients are served meanwhile; too many header fields are a 431
+problem on any route, before its key is asked for."""
 
 from __future__ import annotations
 
@@ -57,18 +57,12 @@ def ready(url: str) -> int:
     return status
 
 
-@pytest.fixture(
-    params=[
-        "server",
-        pytest.param("processes", marks=pytest.mark.postgres),
-        "up",
-    ]
-)
+@pytest.fixture(params=["server", pytest.param("processes", marks=pytest.mark.postgres)])
 def cluster(request: pytest.FixtureRequest, start_cluster: Callable[..., Cluster]) -> Cluster:
+    """The two places a server is configured: ``server.serve`` (``herder server`` and
+    ``herder up`` alike) and the pre-forked children of ``--processes N``."""
     if request.param == "processes":
         return start_cluster(request.getfixturevalue("system_postgres_url"), processes=2)
-    if request.param == "up":
-        return start_cluster(embedded=True)
     return start_cluster()
 
 
