@@ -268,17 +268,27 @@ def test_a_memory_root_someone_planted_is_not_used_and_workspaces_go_on_disk(
 
 def test_a_job_that_kills_its_keeper_fails_and_the_next_attempt_runs(tmp_path: Path) -> None:
     """At isolation none a job may kill its keeper (it runs as the worker's user): its attempt
-    cannot be reaped, as when the launcher died, and the next one gets a new keeper."""
+    cannot be reaped, as when the launcher died — or, killed before the keeper answered the
+    start, it could not start — and the next one gets a new keeper."""
 
-    async def go() -> Outcome:
+    async def go() -> tuple[Outcome | OSError, Outcome]:
         server = LaunchServer.plain()
         killer = LaunchPlan(["sh", "-c", "kill -9 $PPID"], ENV, tmp_path, 30, launcher=server)
         following = LaunchPlan(["sh", "-c", "exit 7"], ENV, tmp_path, 30, launcher=server)
         try:
-            with pytest.raises(OSError, match="Broken pipe"):
-                await execute(killer, lambda _, __: None, StopRequest())
-            return await execute(following, lambda _, __: None, StopRequest())
+            killed: Outcome | OSError
+            try:
+                killed = await execute(killer, lambda _, __: None, StopRequest())
+            except OSError as error:
+                killed = error
+            return killed, await execute(following, lambda _, __: None, StopRequest())
         finally:
             server.close()
 
-    assert asyncio.run(go()).exit_code == 7
+    killed, following = asyncio.run(go())
+    if isinstance(killed, OSError):
+        assert "Broken pipe" in str(killed)
+    else:
+        assert killed.state is AttemptState.FAILED
+        assert "could not start" in killed.reason
+    assert following.exit_code == 7
