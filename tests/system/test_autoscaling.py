@@ -62,6 +62,9 @@ def next_minute_at_least(seconds: float) -> datetime:
     return soonest.replace(second=0, microsecond=0) + timedelta(minutes=1)
 
 
+# its own waits add up past the suite's 120 s: up to 100 s for the burst's minute, 240 s for
+# its ends on a loaded box, 90 s to shrink back; CI's run stopped it at 120 s mid-burst
+@pytest.mark.timeout(540)
 def test_a_foretold_burst_finds_its_workers_up_and_the_pool_shrinks_after(
     start_cluster: Callable[..., Cluster], cloud: Path
 ) -> None:

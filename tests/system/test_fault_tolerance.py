@@ -163,6 +163,7 @@ def _processes(sleep: str) -> list[int]:
     return found
 
 
+@pytest.mark.timeout(300)  # its own waits add up past the suite's 120 s: 20 + 60 + 180
 def test_killing_the_server_loses_nothing_and_runs_nothing_twice(
     database_url: str, start_cluster: Callable[..., Cluster], effects: Path
 ) -> None:
