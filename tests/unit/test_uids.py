@@ -79,20 +79,30 @@ def test_a_worker_takes_no_uid_another_worker_of_the_host_holds(tmp_path: Path) 
         pools = []
         for base in (61000, 61000, 62000):
             pool, lock = reserve_uid_pool(base, 4096, tmp_path)
-            held.enter_context(lock)
+            held.callback(lock.release)
             pools.append(pool)
 
         assert [pool.base for pool in pools] == [61000, 65096, 70192]
         for one, other in itertools.combinations(pools, 2):
             assert not one.all_uids() & other.all_uids()
 
-        held.pop_all().close()  # as when they exit, or die
-        again, lock = reserve_uid_pool(62000, 4096, tmp_path)
-        with lock:
-            assert again.base == 62000
+    assert list(tmp_path.iterdir()) == []  # released: their files are gone
+    again, lock = reserve_uid_pool(62000, 4096, tmp_path)
+    lock.release()
+    assert again.base == 62000
+
+
+def test_a_range_whose_worker_died_is_free(tmp_path: Path) -> None:
+    (tmp_path / "herder-uids-61000-4096.lock").touch()  # locked by nobody: its worker is gone
+    pool, lock = reserve_uid_pool(61000, 4096, tmp_path)
+    lock.release()
+    assert pool.base == 61000
 
 
 def test_a_worker_refuses_to_start_when_every_range_it_may_take_is_held(tmp_path: Path) -> None:
     _, lock = reserve_uid_pool(1000, 2000, tmp_path)
-    with lock, pytest.raises(RuntimeError, match="overlap ranges other workers"):
-        reserve_uid_pool(1001, 100, tmp_path)  # 1001 to 2600: 16 ranges, all in the held one
+    try:
+        with pytest.raises(RuntimeError, match="overlap ranges other workers"):
+            reserve_uid_pool(1001, 100, tmp_path)  # 1001 to 2600: 16 ranges, in the held one
+    finally:
+        lock.release()

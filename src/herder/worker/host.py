@@ -103,7 +103,7 @@ class AttemptHost:
             )
         home = secure_directory(home)
         locks = secure_directory(UID_LOCKS) if self.sandboxed else secure_directory(home / "uids")
-        self.uids, self._uid_lock = reserve_uid_pool(uid_base, uid_count, locks)
+        self.uids, self._uid_range = reserve_uid_pool(uid_base, uid_count, locks)
         self.sweeper = UidSweeper(self.uids)
         self.state = secure_directory(home / f"worker-{self.uids.base}")  # the range is ours
         self._workspaces = workspace_root(self.state)
@@ -230,7 +230,7 @@ class AttemptHost:
             if self.enforcer is not None:
                 await asyncio.to_thread(self.enforcer.close)
             self._launcher.close()
-            self._uid_lock.close()
+            self._uid_range.release()
             with contextlib.suppress(OSError):  # empty now, unless an attempt's would not go
                 self._workspaces.rmdir()
 

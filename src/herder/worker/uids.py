@@ -71,7 +71,22 @@ RANGE_TRIES = 16  # how many consecutive ranges a worker tries before giving up
 LOCK_NAME = re.compile(r"herder-uids-(\d+)-(\d+)\.lock")
 
 
-def reserve_uid_pool(base: int, size: int, lock_directory: Path) -> tuple[UidPool, IO[bytes]]:
+class HeldRange:
+    """A uid range's lock file, held until ``release`` or until its worker dies."""
+
+    def __init__(self, path: Path, file: IO[bytes]) -> None:
+        self._path = path
+        self._file = file
+
+    def release(self) -> None:
+        """Give the range back, and its file: removed while no worker is choosing, so none
+        can be about to lock it."""
+        with _choosing(self._path.parent):
+            self._path.unlink(missing_ok=True)
+            self._file.close()
+
+
+def reserve_uid_pool(base: int, size: int, lock_directory: Path) -> tuple[UidPool, HeldRange]:
     """A pool over a uid range no other worker on this host holds.
 
     Two workers whose ranges overlap would kill each other's attempts when an attempt ends,
@@ -80,7 +95,7 @@ def reserve_uid_pool(base: int, size: int, lock_directory: Path) -> tuple[UidPoo
     write: ``statedir.secure_directory``; a link there is never followed), which the kernel
     releases when its worker dies. Workers choose one at a time (the directory itself is
     locked meanwhile), skipping every range that overlaps one held, whatever base its worker
-    was given. Keep the returned file open while the pool is used.
+    was given. Release the range when the pool is no longer used.
     """
     with _choosing(lock_directory):
         held = _held_ranges(lock_directory)
@@ -88,9 +103,10 @@ def reserve_uid_pool(base: int, size: int, lock_directory: Path) -> tuple[UidPoo
             start = base + index * size
             if any(start < end and first < start + size for first, end in held):
                 continue
-            lock = _lock(lock_directory / f"herder-uids-{start}-{size}.lock")
+            path = lock_directory / f"herder-uids-{start}-{size}.lock"
+            lock = _lock(path)
             if lock is not None:  # else taken by a worker that does not lock the directory
-                return UidPool(start, size), lock
+                return UidPool(start, size), HeldRange(path, lock)
     raise RuntimeError(
         f"the {RANGE_TRIES} uid ranges of {size} from {base} all overlap ranges other workers "
         "on this host hold; pass another --run-uid-base"
