@@ -11,7 +11,9 @@ A root worker keeps its state under ``home`` in directories no job can reach or 
     <home>/worker-<uid base>/checkpoints checkpoints on their way to or from the server
     <home>/worker-<uid base>/root        where the launcher builds what all attempts see
     <home>/worker-<uid base>/net         network namespaces of network-on attempts
-    /run/herder/uids                     which uid ranges this host's workers hold
+    /run/herder/uids                     which uid ranges this host's workers hold; a range's
+                                         base is its worker's number on the host (cgroup,
+                                         nftables table herder_w<base>, interface group)
 
 ``AttemptHost.attempt`` gives one attempt its uid, disk (or, at isolation none, a plain
 workspace) and network, and takes them back when the attempt has ended.
@@ -130,7 +132,7 @@ class AttemptHost:
         fail with that reason rather than share the worker's network."""
         try:
             networks = OutboundNetworks(
-                secure_directory(self.state / "net"), f"w{self.uids.base}", blocked,
+                secure_directory(self.state / "net"), self.uids.base, blocked,
                 allowed=allowed,
             )  # fmt: skip
         except (NetworkUnavailable, OSError) as error:
