@@ -10,14 +10,20 @@ import tempfile
 import time
 from pathlib import Path
 
+from herder.worker.host import UID_LOCKS
 from herder.worker.network import OutboundNetworks
+from herder.worker.statedir import secure_directory
+from herder.worker.uids import reserve_uid_pool
+
+BENCH_NUMBER = 3_100_000_000  # the bench's worker number, far above workers' uid ranges
 
 
 def measure(count: int) -> dict[str, float]:
     """Median milliseconds of ``count`` attempts opened and closed one after another."""
     samples: dict[str, list[float]] = {"open": [], "open cpu": [], "close": [], "close cpu": []}
+    pool, held = reserve_uid_pool(BENCH_NUMBER, 1, secure_directory(UID_LOCKS))  # as a worker does
     with tempfile.TemporaryDirectory() as state:
-        networks = OutboundNetworks(Path(state), "bench", [])
+        networks = OutboundNetworks(Path(state), pool.base, [])
         try:
             for number in range(count):
                 wall, cpu = time.perf_counter(), time.process_time()
@@ -30,6 +36,7 @@ def measure(count: int) -> dict[str, float]:
                 samples["close cpu"].append(time.process_time() - cpu)
         finally:
             networks.close_all()
+            held.release()
     return {name: statistics.median(values) * 1000 for name, values in samples.items()}
 
 

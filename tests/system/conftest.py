@@ -21,6 +21,10 @@ import pytest
 
 from herder.client import HerderClient
 from herder.settings import sqlite_url
+from herder.worker.agent import WorkerConfig
+from herder.worker.host import UID_LOCKS
+from herder.worker.statedir import secure_directory
+from herder.worker.uids import reserve_uid_pool
 from tests.conftest import fresh_postgres_url
 from tests.system.outside import outside_host
 
@@ -208,9 +212,24 @@ def remove_what_killed_workers_left(home: Path) -> None:
         point = line.split()[4]
         if point.startswith(prefix):
             subprocess.run(["umount", "--lazy", point], check=False)
-    for state in home.glob("worker-*/worker-*"):
-        table = f"herder_w{state.name.removeprefix('worker-')}"
-        subprocess.run(["nft", "delete", "table", "inet", table], capture_output=True, check=False)
+    if os.geteuid() == 0:  # only a root worker has a filter
+        for state in home.glob("worker-*/worker-*"):
+            _remove_filter(int(state.name.removeprefix("worker-")))
+
+
+def _remove_filter(base: int) -> None:
+    """The filter of the worker that held the uid range from ``base``, unless a worker of
+    another test holds the range now, and the table of that name is its own."""
+    try:
+        pool, held = reserve_uid_pool(base, WorkerConfig.run_uid_count, secure_directory(UID_LOCKS))
+    except RuntimeError:
+        return
+    try:
+        if pool.base == base:
+            delete = ["nft", "delete", "table", "inet", f"herder_w{base}"]
+            subprocess.run(delete, capture_output=True, check=False)
+    finally:
+        held.release()
 
 
 ISOLATIONS = [

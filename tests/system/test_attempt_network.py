@@ -6,25 +6,31 @@ private and special-purpose ranges (DESIGN §6).
 global, a link-local and private-range addresses (``outside.py``), each served by a TCP echo
 server, so a refused destination is one a plain host could reach. The job's side is a process
 run as an unprivileged uid in the attempt's namespace (``nsenter`` + ``setpriv``), as the
-sandbox will.
+sandbox will. Other workers may run on the host meanwhile (the tests take their numbers as
+workers do); the last test runs two real root workers with rules of their own side by side.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import os
 import socketserver
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from herder.worker import nameservers
+from herder.worker.host import UID_LOCKS
 from herder.worker.network import DEFAULT_POOL, MAX_SLOTS, AttemptNetwork, OutboundNetworks
+from herder.worker.statedir import secure_directory
+from herder.worker.uids import reserve_uid_pool
+from tests.system.conftest import Cluster, stop, wait_until
 from tests.system.outside import (
     CONTROL_PLANE,
     ECHO_PORT,
@@ -49,6 +55,7 @@ pytestmark = [
 ]
 
 METADATA = "169.254.169.254"
+TEST_NUMBERS = 3_000_000_000  # far above the uid ranges workers take (61000 and up)
 CONNECT_SECONDS = 2.5  # an allowed echo under a loaded CI box took over 1 s once
 
 # Every target at once, each given CONNECT_SECONDS: "echoed" or why not.
@@ -100,10 +107,24 @@ def host_port() -> Iterator[int]:
 
 
 @pytest.fixture
-def networks(tmp_path: Path) -> Iterator[OutboundNetworks]:
+def number() -> Iterator[Callable[[], int]]:
+    """Worker numbers no worker of the host holds while the test runs: taken as a root
+    worker takes its own, a uid range (of one) in the host's lock directory."""
+    with contextlib.ExitStack() as held:
+
+        def take() -> int:
+            pool, lock = reserve_uid_pool(TEST_NUMBERS, 1, secure_directory(UID_LOCKS))
+            held.callback(lock.release)
+            return pool.base
+
+        yield take
+
+
+@pytest.fixture
+def networks(tmp_path: Path, number: Callable[[], int]) -> Iterator[OutboundNetworks]:
     state = tmp_path / "state"
     state.mkdir(mode=0o700)
-    networks = OutboundNetworks(state, f"t{os.getpid()}", [CONTROL_PLANE])
+    networks = OutboundNetworks(state, number(), [CONTROL_PLANE])
     yield networks
     networks.close_all()
 
@@ -147,12 +168,13 @@ def test_an_attempt_reaches_the_outside_and_nothing_of_the_host_or_the_control_p
 
 
 def test_private_and_special_ranges_are_refused_unless_the_worker_allows_them(
-    outside: Path, networks: OutboundNetworks, tmp_path: Path
+    outside: Path, networks: OutboundNetworks, tmp_path: Path, number: Callable[[], int]
 ) -> None:
     targets = [f"{address}:{ECHO_PORT}" for address in PRIVATE]
     assert set(probe(None, *targets).values()) == {"echoed"}  # the host reaches them all
+    denying = networks.open("attempt-a")
 
-    seen = probe(networks.open("attempt-a").namespace, f"{OUTSIDE}:{ECHO_PORT}", *targets)
+    seen = probe(denying.namespace, f"{OUTSIDE}:{ECHO_PORT}", *targets)
 
     assert seen == {f"{OUTSIDE}:{ECHO_PORT}": "echoed"} | dict.fromkeys(targets, "TimeoutError")
 
@@ -160,36 +182,42 @@ def test_private_and_special_ranges_are_refused_unless_the_worker_allows_them(
     state.mkdir(mode=0o700)
     private_10, private_172, *_ = PRIVATE
     opened = OutboundNetworks(
-        state, f"a{os.getpid()}", [CONTROL_PLANE, private_172],  # --block wins over --allow-cidr
+        state, number(), [CONTROL_PLANE, private_172],  # --block wins over --allow-cidr
         allowed=["10.254.0.0/16", "172.16.0.0/12"],
     )  # fmt: skip
-    try:
-        networks.close_all()  # its drops are final whatever another table allows
+    try:  # beside the worker that denies them all, as two workers of one host
         seen = probe(opened.open("attempt-b").namespace, *targets)
+        still = probe(denying.namespace, *targets)
     finally:
         opened.close_all()
     assert seen.pop(f"{private_10}:{ECHO_PORT}") == "echoed"
     assert set(seen.values()) == {"TimeoutError"}
+    assert set(still.values()) == {"TimeoutError"}
 
 
 def test_a_nameserver_on_a_private_address_is_reached_on_port_53_only(
-    outside: Path, tmp_path: Path
+    outside: Path, tmp_path: Path, number: Callable[[], int], networks: OutboundNetworks
 ) -> None:
+    """Beside another worker (``networks``) whose attempts have other nameservers: its
+    filter denies that private range to its own attempts only."""
     nameserver = next(iter(PRIVATE))
-    state = tmp_path / "state"
+    state = tmp_path / "resolving"
     state.mkdir(mode=0o700)
-    networks = OutboundNetworks(
-        state, f"d{os.getpid()}", [CONTROL_PLANE],
+    resolving = OutboundNetworks(
+        state, number(), [CONTROL_PLANE],
         host_resolver_files=lambda: (f"nameserver {nameserver}\nsearch example\n", None),
     )  # fmt: skip
+    targets = [f"{nameserver}:53", f"{nameserver}:{ECHO_PORT}"]
     try:
-        attempt = networks.open("attempt-a")
+        attempt, other = resolving.open("attempt-a"), networks.open("attempt-b")
         assert f"nameserver {nameserver}\n" in attempt.resolv_conf.read_text()
         with serving(outside, ECHO_SERVER, "53"):
-            seen = probe(attempt.namespace, f"{nameserver}:53", f"{nameserver}:{ECHO_PORT}")
+            seen = probe(attempt.namespace, *targets)
+            beside = probe(other.namespace, *targets)
     finally:
-        networks.close_all()
+        resolving.close_all()
     assert seen == {f"{nameserver}:53": "echoed", f"{nameserver}:{ECHO_PORT}": "TimeoutError"}
+    assert beside == dict.fromkeys(targets, "TimeoutError")
 
 
 def test_a_port_the_host_publishes_by_dnat_is_refused_too(
@@ -229,11 +257,11 @@ def test_the_attempts_resolv_conf_lists_the_nameservers_it_can_reach(
     assert attempt.resolv_conf.stat().st_mode & 0o777 == 0o644
 
 
-def test_closing_leaves_nothing_behind(tmp_path: Path) -> None:
+def test_closing_leaves_nothing_behind(tmp_path: Path, number: Callable[[], int]) -> None:
     state = tmp_path / "state"
     state.mkdir(mode=0o700)
-    name = f"c{os.getpid()}"
-    networks = OutboundNetworks(state, name, [])
+    networks = OutboundNetworks(state, number(), [])
+    name = f"w{networks.group}"
     first, second = networks.open("attempt-a"), networks.open("attempt-b")
     assert f"herder {name} attempt-a" in run("ip", "link")
 
@@ -280,14 +308,16 @@ def test_a_filter_removed_from_under_the_worker_is_back_before_the_next_attempt(
     assert probe(attempt.namespace, target) == {target: "TimeoutError"}
 
 
-def test_a_restarted_worker_removes_what_a_crashed_one_left(tmp_path: Path) -> None:
+def test_a_restarted_worker_removes_what_a_crashed_one_left(
+    tmp_path: Path, number: Callable[[], int]
+) -> None:
     state = tmp_path / "state"
     state.mkdir(mode=0o700)
-    name = f"r{os.getpid()}"
-    crashed = OutboundNetworks(state, name, [])
+    crashed = OutboundNetworks(state, number(), [])
+    name = f"w{crashed.group}"
     left = [crashed.open("attempt-a"), crashed.open("attempt-b")]  # never closed
 
-    restarted = OutboundNetworks(state, name, [])
+    restarted = OutboundNetworks(state, crashed.group, [])
     try:
         assert f"herder {name}" not in run("ip", "link")
         assert not any(network.namespace.exists() for network in left)
@@ -296,16 +326,18 @@ def test_a_restarted_worker_removes_what_a_crashed_one_left(tmp_path: Path) -> N
         restarted.close_all()
 
 
-def test_an_interface_another_worker_holds_is_skipped_and_left_alone(tmp_path: Path) -> None:
+def test_an_interface_another_worker_holds_is_skipped_and_left_alone(
+    tmp_path: Path, number: Callable[[], int]
+) -> None:
     state = tmp_path / "state"
     state.mkdir(mode=0o700)
-    name = f"s{os.getpid()}"
-    first_slot = zlib.crc32(name.encode()) % min(
+    worker = number()
+    first_slot = zlib.crc32(f"w{worker}".encode()) % min(
         ipaddress.IPv4Network(DEFAULT_POOL).num_addresses // 2, MAX_SLOTS
     )
     held = f"hrd{first_slot:04x}"
     run("ip", "link", "add", held, "type", "veth", "peer", "name", f"htp{os.getpid() % 100_000}")
-    networks = OutboundNetworks(state, name, [])
+    networks = OutboundNetworks(state, worker, [])
     try:
         attempt = networks.open("attempt-a")
         assert attempt.interface != held
@@ -314,6 +346,72 @@ def test_an_interface_another_worker_holds_is_skipped_and_left_alone(tmp_path: P
     finally:
         networks.close_all()
         run("ip", "link", "del", held)
+
+
+# A job's side of a probe: each target echoed, or refused.
+JOB_PROBE = """
+import socket, sys
+for target in sys.argv[1:]:
+    host, port = target.rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=2) as connection:
+            connection.sendall(b"ping")
+            print(target, "echoed" if connection.recv(64) == b"ping" else "no echo")
+    except OSError as error:
+        print(target, type(error).__name__)
+"""
+
+
+def test_two_workers_of_one_host_keep_to_their_own_network_rules(
+    outside: Path, start_cluster: Callable[..., Cluster]
+) -> None:
+    """Two root workers side by side (two pools, a GPU worker beside a CPU one), one opening
+    a private range: its jobs reach it, the other's do not; each worker's filter is a table of
+    its own, gone when it stops."""
+    cluster = start_cluster()
+    private = next(iter(PRIVATE))
+    workers = {
+        "opening": cluster.start_worker("opening", "--label", "net=opening",
+                                        "--allow-cidr", f"{private}/16"),
+        "denying": cluster.start_worker("denying", "--label", "net=denying"),
+    }  # fmt: skip
+    targets = [f"{OUTSIDE}:{ECHO_PORT}", f"{private}:{ECHO_PORT}"]
+    with cluster.client() as herder:
+        wait_until(lambda: len(herder.list_workers()) == 2, 30, "both workers registered")
+        tables = {name: worker_table(cluster, name) for name in workers}
+        assert len(set(tables.values())) == 2
+        assert set(tables.values()) <= nftables_tables()
+        runs = {}
+        for name in workers:
+            spec = {
+                "runtime": "shell", "network": True, "requires": {"net": name},
+                "command": f"{PYTHON} -c '{JOB_PROBE}' {' '.join(targets)}",
+                "resources": {"cpu": 0.1, "memory_mb": 64},
+            }  # fmt: skip
+            runs[name] = herder.start_run(herder.create_job(f"probe-{name}", spec).id).id
+        output = {}
+        for name, run_id in runs.items():
+            assert herder.wait(run_id, timeout=60).state == "succeeded"
+            output[name] = "".join(chunk.text for chunk in herder.logs(run_id).chunks)
+    assert output == {
+        "opening": f"{targets[0]} echoed\n{targets[1]} echoed\n",
+        "denying": f"{targets[0]} echoed\n{targets[1]} TimeoutError\n",
+    }
+    for worker in workers.values():
+        stop(worker)
+    assert not set(tables.values()) & nftables_tables()
+
+
+def nftables_tables() -> set[str]:
+    """The names of the host's inet tables."""
+    lines = run("nft", "list", "tables").splitlines()
+    return {line.split()[2] for line in lines if line.startswith("table inet ")}
+
+
+def worker_table(cluster: Cluster, name: str) -> str:
+    """The worker's nftables table: named after its uid range, as its state directory is."""
+    (state,) = (cluster.home / f"worker-{name}").glob("worker-*")
+    return f"herder_w{state.name.removeprefix('worker-')}"
 
 
 def gateway(network: AttemptNetwork) -> ipaddress.IPv4Address:

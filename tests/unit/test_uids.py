@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import os
 from pathlib import Path
 
 import pytest
 
-from herder.worker.uids import UidPool, UidSweeper, default_python, kill_processes_of_uid
+from herder.worker.uids import (
+    UidPool,
+    UidSweeper,
+    default_python,
+    kill_processes_of_uid,
+    reserve_uid_pool,
+)
 
 
 def test_a_released_uid_goes_to_the_back_of_the_line() -> None:
@@ -62,3 +70,39 @@ def test_a_finished_uid_returns_to_the_pool_only_after_a_sweep() -> None:
         pool.acquire()
     asyncio.run(sweeper.sweep())
     assert pool.acquire() == uid
+
+
+def test_a_worker_takes_no_uid_another_worker_of_the_host_holds(tmp_path: Path) -> None:
+    """Whatever base each was given: two workers sharing a uid would kill each other's
+    attempts, and a range names its worker's network filter."""
+    with contextlib.ExitStack() as held:
+        pools = []
+        for base in (61000, 61000, 62000):
+            pool, lock = reserve_uid_pool(base, 4096, tmp_path)
+            held.callback(lock.release)
+            pools.append(pool)
+
+        assert [pool.base for pool in pools] == [61000, 65096, 70192]
+        for one, other in itertools.combinations(pools, 2):
+            assert not one.all_uids() & other.all_uids()
+
+    assert list(tmp_path.iterdir()) == []  # released: their files are gone
+    again, lock = reserve_uid_pool(62000, 4096, tmp_path)
+    lock.release()
+    assert again.base == 62000
+
+
+def test_a_range_whose_worker_died_is_free(tmp_path: Path) -> None:
+    (tmp_path / "herder-uids-61000-4096.lock").touch()  # locked by nobody: its worker is gone
+    pool, lock = reserve_uid_pool(61000, 4096, tmp_path)
+    lock.release()
+    assert pool.base == 61000
+
+
+def test_a_worker_refuses_to_start_when_every_range_it_may_take_is_held(tmp_path: Path) -> None:
+    _, lock = reserve_uid_pool(1000, 2000, tmp_path)
+    try:
+        with pytest.raises(RuntimeError, match="overlap ranges other workers"):
+            reserve_uid_pool(1001, 100, tmp_path)  # 1001 to 2600: 16 ranges, in the held one
+    finally:
+        lock.release()

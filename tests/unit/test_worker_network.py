@@ -121,13 +121,25 @@ def test_docs_list_every_range_denied_by_default() -> None:
 
 def test_the_filter_lets_attempts_reach_their_nameservers_port_53_alone() -> None:
     nameserver = ipaddress.IPv4Address("10.0.0.2")
-    text = ruleset("herder_w", "w", BLOCKED, denied_networks([]), [nameserver])
+    text = ruleset("herder_w", "w", 61000, BLOCKED, denied_networks([]), [nameserver])
     forward = text[text.index("chain forward") :]
     assert "elements = { 10.0.0.2 }" in text
     assert forward.index("@nameservers drop") < forward.index("established,related accept")
     assert "ip daddr @nameservers th dport != 53 drop" in forward
     assert "ip daddr @nameservers meta l4proto != { tcp, udp } drop" in forward
-    assert "set nameservers {\n        type ipv4_addr\n    }" in ruleset("t", "w", BLOCKED)
+    assert "set nameservers {\n        type ipv4_addr\n    }" in ruleset("t", "w", 1, BLOCKED)
+
+
+def test_a_workers_filter_touches_its_own_attempts_alone() -> None:
+    """A drop in any table is final: one worker's rules must not reach another's attempts."""
+    text = ruleset("herder_w61000", "w61000", 61000, BLOCKED, denied_networks([]))
+    verdicts = ("drop", "accept", "masquerade")
+    rules = [line.strip() for line in text.splitlines() if line.endswith(verdicts)]
+    assert len(rules) > 10
+    for rule in rules:
+        assert rule.startswith(
+            ('iifname "hrd*" iifgroup 61000 ', 'oifname "hrd*" oifgroup 61000 ')
+        ), rule
 
 
 PROC_NET_ROUTE = """\

@@ -11,7 +11,9 @@ A root worker keeps its state under ``home`` in directories no job can reach or 
     <home>/worker-<uid base>/checkpoints checkpoints on their way to or from the server
     <home>/worker-<uid base>/root        where the launcher builds what all attempts see
     <home>/worker-<uid base>/net         network namespaces of network-on attempts
-    /run/herder/uids                     which uid ranges this host's workers hold
+    /run/herder/uids                     which uid ranges this host's workers hold; a range's
+                                         base is its worker's number on the host (cgroup,
+                                         nftables table herder_w<base>, interface group)
 
 ``AttemptHost.attempt`` gives one attempt its uid, disk (or, at isolation none, a plain
 workspace) and network, and takes them back when the attempt has ended.
@@ -103,7 +105,7 @@ class AttemptHost:
             )
         home = secure_directory(home)
         locks = secure_directory(UID_LOCKS) if self.sandboxed else secure_directory(home / "uids")
-        self.uids, self._uid_lock = reserve_uid_pool(uid_base, uid_count, locks)
+        self.uids, self._uid_range = reserve_uid_pool(uid_base, uid_count, locks)
         self.sweeper = UidSweeper(self.uids)
         self.state = secure_directory(home / f"worker-{self.uids.base}")  # the range is ours
         self._workspaces = workspace_root(self.state)
@@ -130,7 +132,7 @@ class AttemptHost:
         fail with that reason rather than share the worker's network."""
         try:
             networks = OutboundNetworks(
-                secure_directory(self.state / "net"), f"w{self.uids.base}", blocked,
+                secure_directory(self.state / "net"), self.uids.base, blocked,
                 allowed=allowed,
             )  # fmt: skip
         except (NetworkUnavailable, OSError) as error:
@@ -230,7 +232,7 @@ class AttemptHost:
             if self.enforcer is not None:
                 await asyncio.to_thread(self.enforcer.close)
             self._launcher.close()
-            self._uid_lock.close()
+            self._uid_range.release()
             with contextlib.suppress(OSError):  # empty now, unless an attempt's would not go
                 self._workspaces.rmdir()
 

@@ -45,7 +45,7 @@ RTM_NEWLINK, RTM_DELLINK, RTM_GETLINK = 16, 17, 18
 RTM_NEWADDR = 20
 RTM_NEWROUTE = 24
 NLA_F_NESTED = 0x8000
-IFLA_IFNAME, IFLA_IFALIAS, IFLA_LINKINFO, IFLA_NET_NS_FD = 3, 20, 18, 28
+IFLA_IFNAME, IFLA_IFALIAS, IFLA_LINKINFO, IFLA_NET_NS_FD, IFLA_GROUP = 3, 20, 18, 28, 27
 IFLA_INFO_KIND, IFLA_INFO_DATA = 1, 2
 IFLA_AF_SPEC, IFLA_INET6_ADDR_GEN_MODE, ADDR_GEN_NONE = 26, 8, 1
 VETH_INFO_PEER = 1
@@ -99,16 +99,18 @@ class Netlink:
     def __exit__(self, *_: object) -> None:
         self.close()
 
-    def create_veth(self, name: str, peer: str, peer_namespace: int, alias: str) -> int:
+    def create_veth(self, name: str, peer: str, peer_namespace: int, alias: str, group: int) -> int:
         """A veth pair, both ends down, the peer born in ``peer_namespace`` (an open nsfs
-        descriptor); this end gets no IPv6 address, so it takes no IPv6 traffic and costs no
-        address setup. Returns this end's index. A name taken already raises
-        ``FileExistsError``: the caller's claim on it failed."""
+        descriptor); this end is born in interface group ``group`` and gets no IPv6 address,
+        so it takes no IPv6 traffic and costs no address setup. Returns this end's index. A
+        name taken already raises ``FileExistsError``: the caller's claim on it failed."""
         peer_info = _ifinfo() + _name(IFLA_IFNAME, peer)
         peer_info += _attribute(IFLA_NET_NS_FD, struct.pack("=I", peer_namespace))
         kind = _name(IFLA_INFO_KIND, "veth")
         data = _nested(IFLA_INFO_DATA, _attribute(VETH_INFO_PEER, peer_info))
-        body = _ifinfo() + _name(IFLA_IFNAME, name) + _nested(IFLA_LINKINFO, kind, data)
+        body = _ifinfo() + _name(IFLA_IFNAME, name)
+        body += _attribute(IFLA_GROUP, struct.pack("=I", group))
+        body += _nested(IFLA_LINKINFO, kind, data)
         self._call(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, body)
         index = self.index(name)
         named = _ifinfo(index) + _name(IFLA_IFALIAS, alias)

@@ -1,25 +1,31 @@
 """Outbound-only networks for attempts with ``network: true``.
 
-    worker start   nft table inet herder_<worker>: every attempt interface (hrd*) filtered
+    worker start   nft table inet herder_w<N>: the attempt interfaces (hrd*) of group N filtered
     open()         netns file <state>/netns/hrdXXXX ── veth hrdXXXX ═══ eth0 (in the netns)
-                   host end 10.200.a.b/31, attempt 10.200.a.b+1/31, default route via host end
+                   host end in group N, 10.200.a.b/31; attempt 10.200.a.b+1/31, default route
+                   via the host end
     close()        veth deleted, netns unbound: nothing left
     close_all()    the above for every netns file, and the table
 
 What an attempt can reach is decided by the filter (``network_filter.py``), not by routes
 (DESIGN §6): its packets are masqueraded to the host's address and forwarded to anything the
-host can route to,
-except the host itself (any of its addresses, loopback included: refused before any DNAT of
-the host and again on input), other attempts (on this worker or another: every attempt
-interface is filtered by every worker's table), link-local addresses (cloud metadata),
-multicast, the worker's ``blocked`` destinations (the control plane), and IPv6 (attempts have
-none). Nothing can open a connection to an attempt. Packets with a source that is not the
-attempt's own are dropped, so an attempt cannot pose as another.
+host can route to, except the host itself (any of its addresses, loopback included: refused
+before any DNAT of the host and again on input), other attempts (on this worker or another),
+link-local addresses (cloud metadata), multicast, the worker's ``blocked`` destinations (the
+control plane), and IPv6 (attempts have none). Nothing can open a connection to an attempt.
+Packets with a source that is not the attempt's own are dropped, so an attempt cannot pose as
+another.
 
 Private, shared (carrier-grade NAT) and the other special-purpose ranges (``DENIED_BY_DEFAULT``:
 the operator's own networks, never the internet) are dropped too, unless the worker is told to
 ``allow`` a range of them; the attempts' nameservers stay reachable on port 53 wherever they
 are, or no name would resolve.
+
+A host may run several workers (two pools, a GPU worker beside a CPU one) with rules of their
+own, and in nftables a drop in any table is final: so each worker has a number ``N`` no other
+worker of the host holds (the base of its uid range, ``uids.reserve_uid_pool``), which names
+its table and is the interface group its attempts' host ends are born in, and its table
+filters that group's interfaces alone.
 
 Every attempt interface is named ``hrd`` and a slot number, and its addresses follow from the
 slot, so the kernel's refusal of a second interface of the same name is what keeps two workers
@@ -66,8 +72,7 @@ ATTEMPT_INTERFACE = "eth0"
 MAX_SLOTS = 0x10000  # four hex digits in an interface name
 SLOT_TRIES = 64  # slots held by other workers skipped before giving up
 NFT_SECONDS = 10.0
-NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
-MAX_NAME_LENGTH = 32
+MAX_GROUP = 0xFFFF_FFFF  # interface groups are 32-bit; 0 is every other interface's
 MAX_ALIAS_LENGTH = 128  # the kernel keeps up to 255 bytes
 
 
@@ -86,29 +91,29 @@ class AttemptNetwork:
 class OutboundNetworks:
     """Per worker: the filter is installed once at start, then one namespace per attempt.
 
-    ``state_dir`` is the worker's root-owned 0700 directory; ``name`` is unique among the
-    host's workers (letters, digits, ``_``); ``blocked`` adds destinations attempts must not
-    reach (addresses or networks; IPv6 ones need nothing, attempts have no IPv6); ``allowed``
-    opens ranges of ``DENIED_BY_DEFAULT`` (``blocked`` still wins). ``host_resolver_files``
-    reads the host's resolv.conf files (``nameservers.host_files``). Starting removes what a
-    crashed worker of the same name left. Blocking calls: use a thread.
+    ``state_dir`` is the worker's root-owned 0700 directory; ``worker`` is its number, held
+    by no other worker of the host (module docstring); ``blocked`` adds destinations
+    attempts must not reach (addresses or networks; IPv6 ones need nothing, attempts have no
+    IPv6); ``allowed`` opens ranges of ``DENIED_BY_DEFAULT`` (``blocked`` still wins).
+    ``host_resolver_files`` reads the host's resolv.conf files (``nameservers.host_files``).
+    Starting removes what a crashed worker of the same number left. Blocking calls: use a
+    thread.
     """
 
     def __init__(
         self,
         state_dir: Path,
-        name: str,
+        worker: int,
         blocked: Sequence[str],
         *,
         allowed: Sequence[str] = (),
         pool: str = DEFAULT_POOL,
         host_resolver_files: Callable[[], tuple[str, str | None]] = nameservers.host_files,
     ) -> None:
-        if not name or len(name) > MAX_NAME_LENGTH or not set(name) <= NAME_CHARACTERS:
-            raise ValueError(
-                f"a worker network name is 1-{MAX_NAME_LENGTH} of [A-Za-z0-9_]: {name!r}"
-            )
-        self._name = name
+        if not 0 < worker <= MAX_GROUP:
+            raise ValueError(f"a worker's network number is 1 to {MAX_GROUP}, not {worker}")
+        self.group = worker
+        self._name = f"w{worker}"
         self._pool = ipaddress.IPv4Network(pool)
         self._slots = min(self._pool.num_addresses // 2, MAX_SLOTS)
         if self._slots == 0:
@@ -121,7 +126,7 @@ class OutboundNetworks:
         self._resolv_conf_partial = state_dir / "resolv.conf.partial"
         self._lock = threading.Lock()
         self._in_use: set[int] = set()
-        self._next = zlib.crc32(name.encode()) % self._slots  # workers start apart
+        self._next = zlib.crc32(self._name.encode()) % self._slots  # workers start apart
         self._ruleset = ""  # installed with the first resolv.conf: it names its nameservers
         self._ruleset_nameservers: tuple[str, ...] | None = None  # those it was made for
         clashes = overlapping_routes(_read("/proc/net/route"), self._pool)
@@ -172,7 +177,7 @@ class OutboundNetworks:
         self._release_slot(int(network.interface.removeprefix(INTERFACE_PREFIX), 16))
 
     def close_all(self) -> None:
-        """Remove every attempt network of this worker's name, its filter and its files."""
+        """Remove every attempt network of this worker's number, its filter and its files."""
         self._remove_leftovers()
         _nft(f"table inet {self.table}\ndelete table inet {self.table}\n")
 
@@ -196,7 +201,9 @@ class OutboundNetworks:
                 namespace = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
                 alias = f"herder {self._name} {attempt_id}"[:MAX_ALIAS_LENGTH]
                 try:
-                    index = host.create_veth(interface, ATTEMPT_INTERFACE, namespace, alias)
+                    index = host.create_veth(
+                        interface, ATTEMPT_INTERFACE, namespace, alias, self.group
+                    )
                 finally:
                     os.close(namespace)
                 created = True
@@ -236,7 +243,7 @@ class OutboundNetworks:
             self._in_use.discard(slot)
 
     def _remove_leftovers(self) -> None:
-        """Every netns file here is a slot of this worker's name; its interface is deleted
+        """Every netns file here is a slot of this worker's number; its interface is deleted
         only if its alias says it is ours (a crash may have come before our veth existed,
         when another worker's held the name)."""
         if self._namespaces.is_dir():
@@ -276,7 +283,9 @@ class OutboundNetworks:
         """The table, letting attempts reach port 53 of ``servers`` in denied ranges."""
         addresses = [ipaddress.IPv4Address(server) for server in servers]
         denied = [one for one in addresses if any(one in network for network in self._denied)]
-        self._ruleset = ruleset(self.table, self._name, self._blocked, self._denied, denied)
+        self._ruleset = ruleset(
+            self.table, self._name, self.group, self._blocked, self._denied, denied
+        )
         _nft(self._ruleset)
         self._ruleset_nameservers = servers
 

@@ -59,24 +59,28 @@ def denied_networks(allowed: Sequence[str]) -> list[ipaddress.IPv4Network]:
 def ruleset(
     table: str,
     worker: str,
+    group: int,
     blocked: Sequence[ipaddress.IPv4Network],
     denied: Sequence[ipaddress.IPv4Network] = (),
     nameservers: Sequence[ipaddress.IPv4Address] = (),
 ) -> str:
     """The worker's nftables table, replacing any table of that name in one transaction.
 
-    Drops are final in nftables whichever table makes them, so each worker's table guards
-    every attempt interface on the host, and none can open up another's (a range one worker
-    allows stays closed while another worker of the host denies it). The host's own
+    Every table's base chains see every packet of the host and a drop in any of them is
+    final, so a worker's rules match only its own attempts: their interfaces are named
+    ``hrd*`` and born in the worker's interface ``group``. A range one worker allows is then
+    open to its attempts whatever another worker of the host denies. The host's own
     addresses are refused in prerouting (``fib daddr type``), before any DNAT rule (Docker's
     published ports) could turn them into something forwarded. ``denied`` ranges are refused
     when forwarding, after any DNAT, except port 53 of ``nameservers`` (those in them).
     """
-    attempts = f'"{INTERFACE_PREFIX}*"'
+    attempts = f'"{INTERFACE_PREFIX}*"'  # any attempt's, this worker's or another's
+    own_in = f"iifname {attempts} iifgroup {group}"  # from this worker's attempts
+    own_out = f"oifname {attempts} oifgroup {group}"  # to them
     return f"""table inet {table}
 delete table inet {table}
 table inet {table} {{
-    comment "herder worker {worker}: outbound-only networks of attempts"
+    comment "herder worker {worker}: outbound-only networks of its attempts (group {group})"
     set blocked {{
         type ipv4_addr
         flags interval{_elements(blocked)}
@@ -90,33 +94,33 @@ table inet {table} {{
     }}
     chain prerouting {{
         type filter hook prerouting priority raw; policy accept;
-        iifname {attempts} meta nfproto ipv6 drop
-        iifname {attempts} fib saddr . iif oif missing drop
-        iifname {attempts} fib daddr type != unicast drop
-        iifname {attempts} ip daddr @blocked drop
+        {own_in} meta nfproto ipv6 drop
+        {own_in} fib saddr . iif oif missing drop
+        {own_in} fib daddr type != unicast drop
+        {own_in} ip daddr @blocked drop
     }}
     chain input {{
         type filter hook input priority filter; policy accept;
-        iifname {attempts} drop
+        {own_in} drop
     }}
     chain forward {{
         type filter hook forward priority filter; policy accept;
-        iifname {attempts} oifname {attempts} drop
-        iifname {attempts} ip daddr @blocked drop
-        iifname {attempts} ip daddr @denied ip daddr != @nameservers drop
-        iifname {attempts} ip daddr @nameservers meta l4proto != {{ tcp, udp }} drop
-        iifname {attempts} ip daddr @nameservers th dport != {NAMESERVER_PORT} drop
-        oifname {attempts} ct state established,related accept
-        oifname {attempts} drop
+        {own_in} oifname {attempts} drop
+        {own_in} ip daddr @blocked drop
+        {own_in} ip daddr @denied ip daddr != @nameservers drop
+        {own_in} ip daddr @nameservers meta l4proto != {{ tcp, udp }} drop
+        {own_in} ip daddr @nameservers th dport != {NAMESERVER_PORT} drop
+        {own_out} ct state established,related accept
+        {own_out} drop
     }}
     chain output {{
         type filter hook output priority filter; policy accept;
-        oifname {attempts} ct state established,related accept
-        oifname {attempts} drop
+        {own_out} ct state established,related accept
+        {own_out} drop
     }}
     chain postrouting {{
         type nat hook postrouting priority srcnat; policy accept;
-        iifname {attempts} oifname != {attempts} masquerade
+        {own_in} oifname != {attempts} masquerade
     }}
 }}
 """

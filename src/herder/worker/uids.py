@@ -8,12 +8,15 @@ uid can be killed, even a grandchild that left the attempt's process group with 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import os
+import re
 import shutil
 import signal
 import time
 from collections import deque
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
@@ -65,31 +68,89 @@ class UidPool:
 
 
 RANGE_TRIES = 16  # how many consecutive ranges a worker tries before giving up
+LOCK_NAME = re.compile(r"herder-uids-(\d+)-(\d+)\.lock")
 
 
-def reserve_uid_pool(base: int, size: int, lock_directory: Path) -> tuple[UidPool, IO[bytes]]:
+class HeldRange:
+    """A uid range's lock file, held until ``release`` or until its worker dies."""
+
+    def __init__(self, path: Path, file: IO[bytes]) -> None:
+        self._path = path
+        self._file = file
+
+    def release(self) -> None:
+        """Give the range back, and its file: removed while no worker is choosing, so none
+        can be about to lock it."""
+        with _choosing(self._path.parent):
+            self._path.unlink(missing_ok=True)
+            self._file.close()
+
+
+def reserve_uid_pool(base: int, size: int, lock_directory: Path) -> tuple[UidPool, HeldRange]:
     """A pool over a uid range no other worker on this host holds.
 
-    Two workers sharing a range would kill each other's attempts when an attempt ends, so
-    each range is held through an exclusive lock file in ``lock_directory`` (which must be one
-    no job can write: ``statedir.secure_directory``; a link there is never followed); a busy
-    range makes the worker try the next one. Keep the returned file open while the pool is used.
+    Two workers whose ranges overlap would kill each other's attempts when an attempt ends,
+    and a worker's range also names its network filter (``host.py``), so each range is held
+    through an exclusive lock file in ``lock_directory`` (which must be one no job can
+    write: ``statedir.secure_directory``; a link there is never followed), which the kernel
+    releases when its worker dies. Workers choose one at a time (the directory itself is
+    locked meanwhile), skipping every range that overlaps one held, whatever base its worker
+    was given. Release the range when the pool is no longer used.
     """
-    for index in range(RANGE_TRIES):
-        start = base + index * size
-        path = lock_directory / f"herder-uids-{start}-{size}.lock"
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
-        lock = os.fdopen(os.open(path, flags, 0o600), "ab")
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            lock.close()
-            continue
-        return UidPool(start, size), lock
+    with _choosing(lock_directory):
+        held = _held_ranges(lock_directory)
+        for index in range(RANGE_TRIES):
+            start = base + index * size
+            if any(start < end and first < start + size for first, end in held):
+                continue
+            path = lock_directory / f"herder-uids-{start}-{size}.lock"
+            lock = _lock(path)
+            if lock is not None:  # else taken by a worker that does not lock the directory
+                return UidPool(start, size), HeldRange(path, lock)
     raise RuntimeError(
-        f"the {RANGE_TRIES} uid ranges of {size} from {base} are all held by other workers "
-        "on this host; pass another --run-uid-base"
+        f"the {RANGE_TRIES} uid ranges of {size} from {base} all overlap ranges other workers "
+        "on this host hold; pass another --run-uid-base"
     )
+
+
+@contextlib.contextmanager
+def _choosing(lock_directory: Path) -> Iterator[None]:
+    """The directory locked while one worker looks at the ranges held and takes its own."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    descriptor = os.open(lock_directory, flags)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)
+
+
+def _held_ranges(lock_directory: Path) -> list[tuple[int, int]]:
+    """``(first, end)`` of every range whose lock file a living worker holds."""
+    held = []
+    for path in lock_directory.iterdir():
+        match = LOCK_NAME.fullmatch(path.name)
+        if match is None:
+            continue
+        lock = _lock(path)
+        if lock is None:
+            first, size = int(match[1]), int(match[2])
+            held.append((first, first + size))
+        else:  # its worker is gone
+            lock.close()
+    return held
+
+
+def _lock(path: Path) -> IO[bytes] | None:
+    """``path`` opened and locked, or None while someone else holds it."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+    lock = os.fdopen(os.open(path, flags, 0o600), "ab")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        return None
+    return lock
 
 
 def kill_processes_of_uid(uid: int) -> int:
