@@ -13,6 +13,7 @@ from herder.definitions.plan import ABSENT, Action, Change, Existing, describe, 
 from herder.definitions.problems import DefinitionError, Kind, Where
 from herder.domain.jobs import JobSpec
 from herder.domain.schedules import ScheduleSpec, check_schedule_name
+from herder.domain.workflows.spec import TaskSpec
 
 HERE = Where("herder.yaml", 1, "jobs[0]")
 
@@ -206,6 +207,33 @@ def test_a_plan_leaving_a_dangling_name_is_refused(
     with pytest.raises(DefinitionError) as refused:
         plan(files, server, prune=prune)
     assert message in str(refused.value)
+
+
+def waiting_workflow() -> dict[str, Any]:
+    """A workflow whose tasks but one run no job: an approval, a timed wait, an event wait."""
+    tasks = [
+        {"name": "train", "job": "a"},
+        {"name": "review", "approval": {"message": "ok?"}, "depends_on": ["train"]},
+        {"name": "pause", "wait": {"seconds": 60}, "depends_on": ["review"]},
+        {"name": "ready", "wait": {"event": {"name": "data.ready"}}, "depends_on": ["pause"]},
+    ]
+    return {"tasks": [TaskSpec.model_validate(task).model_dump(mode="json") for task in tasks]}
+
+
+def test_a_wait_or_an_approval_task_names_no_job() -> None:
+    workflow = (Kind.WORKFLOW, "w", waiting_workflow())
+    files = declared({Kind.JOB, Kind.WORKFLOW}, (Kind.JOB, "a", job_fields()), workflow)
+    assert [step.action for step in plan(files, [], prune=True).steps] == [Action.CREATE] * 2
+
+    server = [have(Kind.JOB, "a", job_fields()), have(*workflow)]
+    jobs_only = plan(declared(JOBS, (Kind.JOB, "a", job_fields())), server, prune=True)
+    assert [(step.action, step.name) for step in jobs_only.steps] == [(Action.UNCHANGED, "a")]
+    with pytest.raises(DefinitionError) as refused:
+        plan(declared(JOBS), server, prune=True)
+    assert str(refused.value) == (
+        "workflow 'w' on the server runs job 'a', which --prune would delete: keep the job in "
+        "the files, or delete the workflow first"
+    )
 
 
 def test_an_export_planned_against_what_it_came_from_changes_nothing() -> None:

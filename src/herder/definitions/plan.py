@@ -250,9 +250,9 @@ def _dangling(
     yield from _undeclared(after)
     for workflow in after[Kind.WORKFLOW]:
         for index, task in enumerate(workflow.fields.get("tasks", [])):
-            if task.get("job") not in names[Kind.JOB]:
-                path = f"tasks[{index}].job"
-                yield _missing("workflow", workflow, "job", Kind.JOB, task.get("job"), path)
+            job = task.get("job")  # None: a wait or an approval, which runs no job
+            if job is not None and job not in names[Kind.JOB]:
+                yield _missing("workflow", workflow, "job", Kind.JOB, job, f"tasks[{index}].job")
 
 
 def _undeclared(after: dict[Kind, list[_After]]) -> Iterator[Problem]:
