@@ -199,6 +199,35 @@ def test_a_schedule_that_starts_another_job_is_replaced() -> None:
             False,
             "no workflow named 'ghost'",
         ),
+        (
+            declared(JOBS, (Kind.JOB, "a", job_fields(limits=[{"limit": "ghost", "key": "k"}]))),
+            [],
+            False,
+            "jobs[0].limits[0].limit: no limit named 'ghost' in the files or on the server",
+        ),
+        (
+            declared(
+                {Kind.WORKFLOW},
+                (
+                    Kind.WORKFLOW,
+                    "w",
+                    {"tasks": [{"name": "t", "job": "t", "limits": [{"limit": "ghost"}]}]},
+                ),
+            ),
+            [have(Kind.JOB, "t", job_fields())],
+            False,
+            "jobs[0].tasks[0].limits[0].limit: no limit named 'ghost'",
+        ),
+        (
+            declared({Kind.LIMIT}),
+            [
+                have(Kind.LIMIT, "l", {"max_running": 1}),
+                have(Kind.SCHEDULE, "s", schedule_fields(limits=[{"limit": "l", "key": "k"}])),
+            ],
+            True,
+            "schedule 's' on the server names limit 'l', which --prune would delete: keep the "
+            "limit in the files, or delete the schedule first",
+        ),
     ],
 )
 def test_a_plan_leaving_a_dangling_name_is_refused(

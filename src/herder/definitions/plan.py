@@ -4,8 +4,8 @@
 Deletions happen only when pruning, and only of the kinds the files manage (those they have a
 section for). A schedule without a name is known to the files by the name ``export`` writes
 for it (``Existing.known_as``), so an exported file applies unchanged; it is never pruned. A plan
-that would leave a schedule, a trigger or a workflow naming a job (or workflow) that is
-neither declared nor kept is refused whole, before anything changes.
+that would leave a schedule, a trigger or a workflow naming a job (or workflow), or anything
+naming a limit, that is neither declared nor kept is refused whole, before anything changes.
 """
 
 from __future__ import annotations
@@ -238,7 +238,8 @@ class _After:
 def _dangling(
     definitions: Definitions, existing: Sequence[Existing], *, prune: bool
 ) -> Iterator[Problem]:
-    """What a schedule, a trigger or a workflow would still name that would not exist."""
+    """What a schedule, a trigger or a workflow would still run, or a job, a workflow or a
+    schedule still name as its limit, that would not exist."""
     after = {kind: _after(kind, definitions, existing, prune=prune) for kind in Kind}
     names = {kind: {item.name for item in items if item.name} for kind, items in after.items()}
     for starter in (Kind.SCHEDULE, Kind.TRIGGER):
@@ -253,6 +254,23 @@ def _dangling(
             job = task.get("job")  # None: a wait or an approval, which runs no job
             if job is not None and job not in names[Kind.JOB]:
                 yield _missing("workflow", workflow, "job", Kind.JOB, job, f"tasks[{index}].job")
+    for kind in (Kind.JOB, Kind.WORKFLOW, Kind.SCHEDULE):
+        for item in after[kind]:
+            for path, limit in _limits_named(kind, item.fields):
+                if limit not in names[Kind.LIMIT]:
+                    yield _missing(kind.singular, item, "limit", Kind.LIMIT, limit, path, "names")
+
+
+def _limits_named(kind: Kind, fields: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    """Each limit a job, a schedule or a workflow's task names, with the path to it."""
+    owners = (
+        [(f"tasks[{index}].", task) for index, task in enumerate(fields.get("tasks") or [])]
+        if kind is Kind.WORKFLOW
+        else [("", fields)]
+    )
+    for prefix, owner in owners:
+        for index, reference in enumerate(owner.get("limits") or []):
+            yield f"{prefix}limits[{index}].limit", reference.get("limit")
 
 
 def _undeclared(after: dict[Kind, list[_After]]) -> Iterator[Problem]:
@@ -283,13 +301,15 @@ def _undeclared(after: dict[Kind, list[_After]]) -> Iterator[Problem]:
                 yield Problem(said, where)
 
 
-def _missing(what: str, item: _After, target: str, kind: Kind, name: Any, path: str) -> Problem:
+def _missing(
+    what: str, item: _After, target: str, kind: Kind, name: Any, path: str, verb: str = "runs"
+) -> Problem:
     if item.where is not None:
         where = Where(item.where.file, item.where.line, f"{item.where.path}.{path}")
         return Problem(f"no {kind.singular} named {name!r} in the files or on the server", where)
     return Problem(
-        f"{what} {item.label} on the server runs {target} {name!r}, which --prune would delete: "
-        f"keep the {target} in the files, or delete the {what} first"
+        f"{what} {item.label} on the server {verb} {target} {name!r}, which --prune would "
+        f"delete: keep the {target} in the files, or delete the {what} first"
     )
 
 
