@@ -249,6 +249,19 @@ def waiting_workflow() -> dict[str, Any]:
     return {"tasks": [TaskSpec.model_validate(task).model_dump(mode="json") for task in tasks]}
 
 
+def test_a_schedule_its_job_would_refuse_is_refused_as_the_server_would() -> None:
+    job = job_fields(parameters=[{"name": "DAY"}, {"name": "REGION", "default": "eu"}])
+    schedule = schedule_fields("a", overrides={"params": {"REGION": "us"}})
+    with pytest.raises(DefinitionError) as refused:
+        plan(declared(BOTH, (Kind.JOB, "a", job), (Kind.SCHEDULE, "s", schedule)), [], prune=False)
+    assert str(refused.value) == (
+        "herder.yaml:1: jobs[0].overrides.params.DAY: parameter DAY is required (it has no default)"
+    )
+    given = schedule_fields("a", overrides={"params": {"DAY": "2026-12-06"}})
+    files = declared(BOTH, (Kind.JOB, "a", job), (Kind.SCHEDULE, "s", given))
+    assert [step.action for step in plan(files, [], prune=False).steps] == [Action.CREATE] * 2
+
+
 def test_a_wait_or_an_approval_task_names_no_job() -> None:
     workflow = (Kind.WORKFLOW, "w", waiting_workflow())
     files = declared({Kind.JOB, Kind.WORKFLOW}, (Kind.JOB, "a", job_fields()), workflow)

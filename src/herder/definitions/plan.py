@@ -17,8 +17,15 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from pydantic import ValidationError
+
 from herder.definitions.documents import TARGETS, Definition, Definitions
 from herder.definitions.problems import DefinitionError, Kind, Problem, Where
+from herder.domain.errors import Invalid
+from herder.domain.jobs import JobSpec
+from herder.domain.limits import fielded
+from herder.domain.overrides import apply_overrides
+from herder.domain.schedules import ScheduleSpec
 
 
 class _Absent:
@@ -249,6 +256,7 @@ def _dangling(
                 if name is not None and name not in names[kind]:
                     yield _missing(starter.singular, item, target, kind, name, target)
     yield from _undeclared(after)
+    yield from _unfit(after)
     for workflow in after[Kind.WORKFLOW]:
         for index, task in enumerate(workflow.fields.get("tasks", [])):
             job = task.get("job")  # None: a wait or an approval, which runs no job
@@ -299,6 +307,29 @@ def _undeclared(after: dict[Kind, list[_After]]) -> Iterator[Problem]:
                 )
                 said = f"{name!r} is not a parameter of {target} {trigger.fields.get(target)}"
                 yield Problem(said, where)
+
+
+def _unfit(after: dict[Kind, list[_After]]) -> Iterator[Problem]:
+    """A schedule in the files its job, as it will be, would not run as it says (a required
+    parameter not given, a limit's key that cannot be rendered): the check the server makes
+    when the schedule is saved."""
+    jobs = {job.name: job.fields for job in after[Kind.JOB]}
+    for schedule in after[Kind.SCHEDULE]:
+        job, where = jobs.get(schedule.fields.get("job")), schedule.where
+        if where is None or job is None:
+            continue
+        fields = {key: schedule.fields[key] for key in ScheduleSpec.model_fields}
+        spec = ScheduleSpec.model_validate(fields)
+        try:
+            job_spec = JobSpec.model_validate(job)
+        except ValidationError:  # a job the server keeps as it is: its own to refuse
+            continue
+        try:
+            apply_overrides(job_spec, spec.overrides, "overrides.", fielded(spec.limits))
+        except Invalid as error:
+            yield Problem(
+                error.detail, Where(where.file, where.line, f"{where.path}.{error.field}")
+            )
 
 
 def _missing(
