@@ -4,8 +4,9 @@
 Deletions happen only when pruning, and only of the kinds the files manage (those they have a
 section for). A schedule without a name is known to the files by the name ``export`` writes
 for it (``Existing.known_as``), so an exported file applies unchanged; it is never pruned. A plan
-that would leave a schedule, a trigger or a workflow naming a job (or workflow), or anything
-naming a limit, that is neither declared nor kept is refused whole, before anything changes.
+that would leave a name that is neither declared nor kept — the job or workflow a schedule, a
+trigger or a workflow's task runs, a limit anything names — or a schedule's or a trigger's
+values that what it starts would refuse, is refused whole, before anything changes.
 """
 
 from __future__ import annotations
@@ -245,8 +246,8 @@ class _After:
 def _dangling(
     definitions: Definitions, existing: Sequence[Existing], *, prune: bool
 ) -> Iterator[Problem]:
-    """What a schedule, a trigger or a workflow would still run, or a job, a workflow or a
-    schedule still name as its limit, that would not exist."""
+    """What would not hold once the plan is applied: a job, a workflow or a limit named that
+    would not exist; a trigger's or a schedule's values what it starts would refuse."""
     after = {kind: _after(kind, definitions, existing, prune=prune) for kind in Kind}
     names = {kind: {item.name for item in items if item.name} for kind, items in after.items()}
     for starter in (Kind.SCHEDULE, Kind.TRIGGER):
