@@ -402,3 +402,21 @@ def test_a_workflows_dry_run_is_a_field_level_diff_by_task_name(
 
     ok(herder("apply", "-f", str(path)))
     assert "nothing to change" in ok(herder("apply", "-f", str(path), "--dry-run"))
+
+
+def test_a_step_the_server_refuses_stops_apply_saying_what_was_done(
+    api: Api, herder: Herder, tmp_path: Path
+) -> None:
+    """Only the server knows the registries it allows: the job before is made, and stays."""
+    image = "registry.example/tools/x@sha256:" + "ab" * 32
+    path = write_files(
+        tmp_path,
+        "jobs:\n  - {name: a, runtime: shell, command: x}\n"
+        f"  - {{name: b, runtime: image, image: '{image}'}}\n",
+    )
+    result = herder("apply", "-f", str(path))
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1, said
+    assert "jobs[1]: image" in said
+    assert "1 change(s) were made before it" in said
+    assert names(api, "jobs") == ["a"]

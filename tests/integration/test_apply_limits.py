@@ -57,3 +57,24 @@ def test_a_limit_that_bounds_nothing_is_refused_naming_its_place(
     said = refused(herder("apply", "-f", str(path)))
     assert "limits[0]" in said
     assert "bounds something" in said
+
+
+def test_a_limit_named_but_nowhere_or_pruned_from_under_its_job_is_refused_before_any_change(
+    api: Api, herder: Herder, tmp_path: Path
+) -> None:
+    path = tmp_path / "herder.yaml"
+    path.write_text(FILES.replace("limits:\n  - name: per-account", "limits:\n  - name: other"))
+    said = refused(herder("apply", "-f", str(path)))
+    assert (
+        "jobs[0].limits[0].limit: no limit named 'per-account' in the files or on the server"
+        in said
+    )
+    assert names(api, "limits") == []
+    assert names(api, "jobs") == []
+
+    path.write_text(FILES)
+    ok(herder("apply", "-f", str(path)))
+    path.write_text("limits: []\n")
+    said = refused(herder("apply", "-f", str(path), "--prune"))
+    assert "job 'sync' on the server names limit 'per-account', which --prune would delete" in said
+    assert names(api, "limits") == ["per-account"]

@@ -60,6 +60,25 @@ schedules:
     assert workflow.fields["concurrency"] == "queue"
 
 
+def test_a_wait_or_an_approval_task_loads_running_no_job(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+workflows:
+  - name: gated
+    tasks:
+      - name: review
+        approval: {message: "Go on?", timeout_seconds: 3600}
+      - {name: pause, wait: {seconds: 60}, depends_on: [review]}
+      - {name: ready, wait: {event: {name: data.ready}}, depends_on: [pause]}
+""",
+    )
+    (workflow,) = load([path]).of(Kind.WORKFLOW)
+    assert [task["job"] for task in workflow.fields["tasks"]] == [None, None, None]
+    assert workflow.fields["tasks"][0]["approval"]["message"] == "Go on?"
+    assert workflow.fields["tasks"][2]["wait"]["event"]["name"] == "data.ready"
+
+
 def test_a_directory_is_every_yaml_file_in_it_sorted_and_an_empty_section_is_managed(
     tmp_path: Path,
 ) -> None:
@@ -121,6 +140,20 @@ def test_a_syntax_error_names_the_file_and_line(tmp_path: Path) -> None:
             ":4: workflows[0].tasks[0].trigger_rule: Input should be",
         ),
         ("workflows:\n  - {name: w, tasks: [], colour: red}\n", "workflows[0].colour: Extra"),
+        (
+            "workflows:\n  - name: w\n    tasks:\n"
+            "      - {name: a, wait: {seconds: 60}, map_over: params.days}\n",
+            ":4: workflows[0].tasks[0]: a wait task runs nothing: it takes no map_over",
+        ),
+        (
+            "workflows:\n  - name: w\n    tasks:\n"
+            "      - {name: a, job: j, map_over: params.days}\n",
+            ":4: workflows[0].tasks[0].map_over: map_over names parameter 'days', which is not",
+        ),
+        (
+            "workflows:\n  - name: w\n    params: {'no such': 1}\n    tasks: [{name: a, job: j}]\n",
+            ":3: workflows[0].params: parameter 'no such'",
+        ),
         (
             "jobs:\n  - name: a\n    runtime: shell\n    command: x\n    runtime: python\n",
             ":5: jobs[0]: 'runtime' is given twice",

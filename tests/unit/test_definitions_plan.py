@@ -13,6 +13,7 @@ from herder.definitions.plan import ABSENT, Action, Change, Existing, describe, 
 from herder.definitions.problems import DefinitionError, Kind, Where
 from herder.domain.jobs import JobSpec
 from herder.domain.schedules import ScheduleSpec, check_schedule_name
+from herder.domain.workflows.spec import TaskSpec
 
 HERE = Where("herder.yaml", 1, "jobs[0]")
 
@@ -198,6 +199,35 @@ def test_a_schedule_that_starts_another_job_is_replaced() -> None:
             False,
             "no workflow named 'ghost'",
         ),
+        (
+            declared(JOBS, (Kind.JOB, "a", job_fields(limits=[{"limit": "ghost", "key": "k"}]))),
+            [],
+            False,
+            "jobs[0].limits[0].limit: no limit named 'ghost' in the files or on the server",
+        ),
+        (
+            declared(
+                {Kind.WORKFLOW},
+                (
+                    Kind.WORKFLOW,
+                    "w",
+                    {"tasks": [{"name": "t", "job": "t", "limits": [{"limit": "ghost"}]}]},
+                ),
+            ),
+            [have(Kind.JOB, "t", job_fields())],
+            False,
+            "jobs[0].tasks[0].limits[0].limit: no limit named 'ghost'",
+        ),
+        (
+            declared({Kind.LIMIT}),
+            [
+                have(Kind.LIMIT, "l", {"max_running": 1}),
+                have(Kind.SCHEDULE, "s", schedule_fields(limits=[{"limit": "l", "key": "k"}])),
+            ],
+            True,
+            "schedule 's' on the server names limit 'l', which --prune would delete: keep the "
+            "limit in the files, or delete the schedule first",
+        ),
     ],
 )
 def test_a_plan_leaving_a_dangling_name_is_refused(
@@ -206,6 +236,46 @@ def test_a_plan_leaving_a_dangling_name_is_refused(
     with pytest.raises(DefinitionError) as refused:
         plan(files, server, prune=prune)
     assert message in str(refused.value)
+
+
+def waiting_workflow() -> dict[str, Any]:
+    """A workflow whose tasks but one run no job: an approval, a timed wait, an event wait."""
+    tasks = [
+        {"name": "train", "job": "a"},
+        {"name": "review", "approval": {"message": "ok?"}, "depends_on": ["train"]},
+        {"name": "pause", "wait": {"seconds": 60}, "depends_on": ["review"]},
+        {"name": "ready", "wait": {"event": {"name": "data.ready"}}, "depends_on": ["pause"]},
+    ]
+    return {"tasks": [TaskSpec.model_validate(task).model_dump(mode="json") for task in tasks]}
+
+
+def test_a_schedule_its_job_would_refuse_is_refused_as_the_server_would() -> None:
+    job = job_fields(parameters=[{"name": "DAY"}, {"name": "REGION", "default": "eu"}])
+    schedule = schedule_fields("a", overrides={"params": {"REGION": "us"}})
+    with pytest.raises(DefinitionError) as refused:
+        plan(declared(BOTH, (Kind.JOB, "a", job), (Kind.SCHEDULE, "s", schedule)), [], prune=False)
+    assert str(refused.value) == (
+        "herder.yaml:1: jobs[0].overrides.params.DAY: parameter DAY is required (it has no default)"
+    )
+    given = schedule_fields("a", overrides={"params": {"DAY": "2026-12-06"}})
+    files = declared(BOTH, (Kind.JOB, "a", job), (Kind.SCHEDULE, "s", given))
+    assert [step.action for step in plan(files, [], prune=False).steps] == [Action.CREATE] * 2
+
+
+def test_a_wait_or_an_approval_task_names_no_job() -> None:
+    workflow = (Kind.WORKFLOW, "w", waiting_workflow())
+    files = declared({Kind.JOB, Kind.WORKFLOW}, (Kind.JOB, "a", job_fields()), workflow)
+    assert [step.action for step in plan(files, [], prune=True).steps] == [Action.CREATE] * 2
+
+    server = [have(Kind.JOB, "a", job_fields()), have(*workflow)]
+    jobs_only = plan(declared(JOBS, (Kind.JOB, "a", job_fields())), server, prune=True)
+    assert [(step.action, step.name) for step in jobs_only.steps] == [(Action.UNCHANGED, "a")]
+    with pytest.raises(DefinitionError) as refused:
+        plan(declared(JOBS), server, prune=True)
+    assert str(refused.value) == (
+        "workflow 'w' on the server runs job 'a', which --prune would delete: keep the job in "
+        "the files, or delete the workflow first"
+    )
 
 
 def test_an_export_planned_against_what_it_came_from_changes_nothing() -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from herder.definitions.artifact_paths import OutsideAllowed, artifact_file
 from herder.definitions.problems import DefinitionError, Kind, Problem, Where
@@ -28,14 +28,13 @@ from herder.domain.artifacts import (
     sniff_media_type,
 )
 from herder.domain.cron import CronError, CronExpression, parse_timezone
-from herder.domain.deadlines import Deadline
 from herder.domain.errors import Invalid
 from herder.domain.hooks import HookName, HookSpec
 from herder.domain.jobs import MAX_ARTIFACT_BYTES, JobSpec, Runtime, check_job_name
 from herder.domain.limits import LimitSpec, check_limit_name
 from herder.domain.schedules import ScheduleSpec
 from herder.domain.triggers import TriggerRequest
-from herder.domain.workflows.spec import TaskSpec, WorkflowSpec, task_order
+from herder.domain.workflows.spec import MAX_TASKS, TaskSpec, WorkflowSpec, task_order
 
 SUFFIXES = (".yaml", ".yml")
 TARGETS = ("job", "workflow")  # what a schedule starts: exactly one of them, by name
@@ -71,16 +70,13 @@ class Definitions:
         return [item for item in self.items if item.kind is kind]
 
 
-class WorkflowBody(BaseModel):
-    """A workflow's fields besides its name, as the workflows API takes them."""
+class WorkflowBody(WorkflowSpec):
+    """A workflow's fields besides its name, as the workflows API takes them; its tasks left
+    as they are written, to be checked one by one (each problem named by its task)."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    tasks: Annotated[list[dict[str, Any]], Field(min_length=1)]
-    params: dict[str, Any] = {}
-    max_active_runs: Annotated[int, Field(ge=1)] | None = None
-    concurrency: str = "queue"
-    deadline: Deadline | None = None
+    tasks: Annotated[  # type: ignore[assignment]
+        list[dict[str, Any]], Field(min_length=1, max_length=MAX_TASKS)
+    ]
 
 
 def load(paths: Sequence[Path], allowed: Sequence[Path] = ()) -> Definitions:
@@ -305,20 +301,17 @@ def _workflow(
     tasks: list[dict[str, Any]] = []
     specs: list[TaskSpec] = []
     for index, task in enumerate(body.tasks):
-        map_over = task.get("map_over")
         try:
-            spec = TaskSpec.model_validate(
-                {key: value for key, value in task.items() if key != "map_over"}
-            )
+            spec = TaskSpec.model_validate(task)
         except ValidationError as error:
             _refused(source, (*path, "tasks", index), error, problems)
             continue
         specs.append(spec)
-        tasks.append(spec.model_dump(mode="json") | {"map_over": map_over})
+        tasks.append(spec.model_dump(mode="json"))
     if len(specs) < len(body.tasks) or name is None:
         return None
     try:
-        task_order(WorkflowSpec(tasks=specs))
+        task_order(WorkflowSpec(tasks=specs, params=body.params))
     except Invalid as error:
         field_path = tuple(
             int(part) if part.isdigit() else part for part in (error.field or "").split(".")

@@ -69,15 +69,10 @@ def _written(kind: Kind, fields: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def _workflow(fields: dict[str, Any]) -> dict[str, Any]:
-    tasks = []
-    for task in fields.get("tasks", []):
-        spec = TaskSpec.model_validate(
-            {key: value for key, value in task.items() if key != "map_over"}
-        )
-        written = spec.model_dump(mode="json", exclude_defaults=True)
-        if task.get("map_over") is not None:
-            written["map_over"] = task["map_over"]
-        tasks.append(written)
+    tasks = [
+        TaskSpec.model_validate(task).model_dump(mode="json", exclude_defaults=True)
+        for task in fields.get("tasks", [])
+    ]
     rest = {
         key: fields[key]
         for key, default in _WORKFLOW_DEFAULTS.items()

@@ -4,8 +4,9 @@
 Deletions happen only when pruning, and only of the kinds the files manage (those they have a
 section for). A schedule without a name is known to the files by the name ``export`` writes
 for it (``Existing.known_as``), so an exported file applies unchanged; it is never pruned. A plan
-that would leave a schedule, a trigger or a workflow naming a job (or workflow) that is
-neither declared nor kept is refused whole, before anything changes.
+that would leave a name that is neither declared nor kept — the job or workflow a schedule, a
+trigger or a workflow's task runs, a limit anything names — or a schedule's or a trigger's
+values that what it starts would refuse, is refused whole, before anything changes.
 """
 
 from __future__ import annotations
@@ -17,8 +18,15 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from pydantic import ValidationError
+
 from herder.definitions.documents import TARGETS, Definition, Definitions
 from herder.definitions.problems import DefinitionError, Kind, Problem, Where
+from herder.domain.errors import Invalid
+from herder.domain.jobs import JobSpec
+from herder.domain.limits import fielded
+from herder.domain.overrides import apply_overrides
+from herder.domain.schedules import ScheduleSpec
 
 
 class _Absent:
@@ -238,7 +246,8 @@ class _After:
 def _dangling(
     definitions: Definitions, existing: Sequence[Existing], *, prune: bool
 ) -> Iterator[Problem]:
-    """What a schedule, a trigger or a workflow would still name that would not exist."""
+    """What would not hold once the plan is applied: a job, a workflow or a limit named that
+    would not exist; a trigger's or a schedule's values what it starts would refuse."""
     after = {kind: _after(kind, definitions, existing, prune=prune) for kind in Kind}
     names = {kind: {item.name for item in items if item.name} for kind, items in after.items()}
     for starter in (Kind.SCHEDULE, Kind.TRIGGER):
@@ -248,11 +257,29 @@ def _dangling(
                 if name is not None and name not in names[kind]:
                     yield _missing(starter.singular, item, target, kind, name, target)
     yield from _undeclared(after)
+    yield from _unfit(after)
     for workflow in after[Kind.WORKFLOW]:
         for index, task in enumerate(workflow.fields.get("tasks", [])):
-            if task.get("job") not in names[Kind.JOB]:
-                path = f"tasks[{index}].job"
-                yield _missing("workflow", workflow, "job", Kind.JOB, task.get("job"), path)
+            job = task.get("job")  # None: a wait or an approval, which runs no job
+            if job is not None and job not in names[Kind.JOB]:
+                yield _missing("workflow", workflow, "job", Kind.JOB, job, f"tasks[{index}].job")
+    for kind in (Kind.JOB, Kind.WORKFLOW, Kind.SCHEDULE):
+        for item in after[kind]:
+            for path, limit in _limits_named(kind, item.fields):
+                if limit not in names[Kind.LIMIT]:
+                    yield _missing(kind.singular, item, "limit", Kind.LIMIT, limit, path, "names")
+
+
+def _limits_named(kind: Kind, fields: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    """Each limit a job, a schedule or a workflow's task names, with the path to it."""
+    owners = (
+        [(f"tasks[{index}].", task) for index, task in enumerate(fields.get("tasks") or [])]
+        if kind is Kind.WORKFLOW
+        else [("", fields)]
+    )
+    for prefix, owner in owners:
+        for index, reference in enumerate(owner.get("limits") or []):
+            yield f"{prefix}limits[{index}].limit", reference.get("limit")
 
 
 def _undeclared(after: dict[Kind, list[_After]]) -> Iterator[Problem]:
@@ -283,13 +310,38 @@ def _undeclared(after: dict[Kind, list[_After]]) -> Iterator[Problem]:
                 yield Problem(said, where)
 
 
-def _missing(what: str, item: _After, target: str, kind: Kind, name: Any, path: str) -> Problem:
+def _unfit(after: dict[Kind, list[_After]]) -> Iterator[Problem]:
+    """A schedule in the files its job, as it will be, would not run as it says (a required
+    parameter not given, a limit's key that cannot be rendered): the check the server makes
+    when the schedule is saved."""
+    jobs = {job.name: job.fields for job in after[Kind.JOB]}
+    for schedule in after[Kind.SCHEDULE]:
+        job, where = jobs.get(schedule.fields.get("job")), schedule.where
+        if where is None or job is None:
+            continue
+        fields = {key: schedule.fields[key] for key in ScheduleSpec.model_fields}
+        spec = ScheduleSpec.model_validate(fields)
+        try:
+            job_spec = JobSpec.model_validate(job)
+        except ValidationError:  # a job the server keeps as it is: its own to refuse
+            continue
+        try:
+            apply_overrides(job_spec, spec.overrides, "overrides.", fielded(spec.limits))
+        except Invalid as error:
+            yield Problem(
+                error.detail, Where(where.file, where.line, f"{where.path}.{error.field}")
+            )
+
+
+def _missing(
+    what: str, item: _After, target: str, kind: Kind, name: Any, path: str, verb: str = "runs"
+) -> Problem:
     if item.where is not None:
         where = Where(item.where.file, item.where.line, f"{item.where.path}.{path}")
         return Problem(f"no {kind.singular} named {name!r} in the files or on the server", where)
     return Problem(
-        f"{what} {item.label} on the server runs {target} {name!r}, which --prune would delete: "
-        f"keep the {target} in the files, or delete the {what} first"
+        f"{what} {item.label} on the server {verb} {target} {name!r}, which --prune would "
+        f"delete: keep the {target} in the files, or delete the {what} first"
     )
 
 
