@@ -1,6 +1,7 @@
 """A limit's keys take turns by the starts they had, through the dispatcher and the worker
 protocol on both stores: one worker with one slot starts acme, globex, acme, globex, then
-acme's rest, and ``GET /v1/queue`` lists the runs in the order they start."""
+acme's rest, and ``GET /v1/queue`` lists the runs in the order they start; a deleted
+limit takes its keys' last starts with it."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from sqlalchemy import select
 
 from herder.store.schema import limit_last_starts
 from tests.integration.conftest import Api
+from tests.integration.dispatching import dispatch
 from tests.integration.registered import register_worker
 from tests.integration.test_limits_placement import job, make_limit, submit
 from tests.integration.test_pools import Tenant
@@ -63,3 +65,19 @@ def test_pages_of_the_queue_follow_the_turns(api: Api) -> None:
             break
     assert [key_of[run_id] for run_id in paged] == ["acme", "globex", "acme", "globex", "acme"]
     assert paged == queued_ids(api, saas)
+
+
+def test_a_deleted_limit_takes_its_keys_last_starts_with_it(api: Api) -> None:
+    saas = Tenant(api, "saas")
+    make_limit(api, saas, "partner-api", max_running=1)
+    call = job(api, saas)
+    register_worker(api, "w1")
+    submit(api, saas, call, "acme")
+    dispatch(api.store)
+    with api.store.database.read() as connection:
+        assert connection.execute(select(limit_last_starts.c.key)).scalars().all() == ["acme"]
+    cleared = api.http.patch(f"/v1/jobs/{call}", headers=saas.headers, json={"limits": []})
+    assert cleared.status_code == 200, cleared.text
+    assert api.http.delete("/v1/limits/partner-api", headers=saas.headers).status_code == 204
+    with api.store.database.read() as connection:
+        assert connection.execute(select(limit_last_starts.c.key)).all() == []
