@@ -1,13 +1,21 @@
 """GET /v1/forecast: what a tenant's schedules foretell, minute by minute, on both stores; never
-another tenant's; a pool the tenant may not use is 404; a window out of range a 422."""
+another tenant's; a pool the tenant may not use is 404; a window out of range a 422; only
+fires from now on."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 
+from herder.api.app import create_app
 from herder.domain.models import Role
+from herder.settings import Settings
+from herder.store.store import Store
+from tests.clocks import ManualClock
 from tests.integration.conftest import Api
 
 
@@ -87,3 +95,26 @@ def test_a_window_out_of_range_is_a_422_naming_minutes(api: Api, ml: Tenant, min
     refused = forecast(api, ml.headers, minutes=minutes)
     assert refused.status_code == 422, refused.text
     assert [error["field"] for error in refused.json()["errors"]] == ["minutes"]
+
+
+def test_fires_already_behind_now_are_not_foretold(database_url: str, tmp_path: Path) -> None:
+    """Schedules made at 04:07:01 first fire at 04:08: nothing starts at 04:07, and 04:08's
+    peak is the 30 runs of 04:08 alone (a minute each: busy over [04:08, 04:09))."""
+    clock = ManualClock(datetime(2026, 12, 6, 4, 7, 1, tzinfo=UTC))
+    store = Store(database_url, clock=clock)
+    try:
+        bootstrap = store.access.bootstrap()
+        assert bootstrap is not None
+        settings = Settings(home=tmp_path, database_url=database_url)
+        with TestClient(create_app(store, settings)) as http:
+            api = Api(http, store, bootstrap.admin_key, bootstrap.worker_token, "")
+            ml = Tenant(api, "ml")
+            every_minute(api, ml, 30)
+            [schedule, *_] = http.get("/v1/schedules", headers=ml.headers).json()["items"]
+            assert schedule["next_fire_at"].startswith("2026-12-06T04:08:00")
+            minutes = forecast(api, ml.headers, minutes=3).json()["minutes"]
+    finally:
+        store.close()
+    assert [minute["at"][11:16] for minute in minutes] == ["04:07", "04:08", "04:09"]
+    assert [minute["runs_starting"] for minute in minutes] == [0, 30, 30]
+    assert [minute["runs"] for minute in minutes] == [0, 30, 30]

@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy import func, insert, select, update
 
-from herder.store.schema import limit_starts, run_limit_keys, runs
+from herder.store.schema import limit_last_starts, limit_starts, run_limit_keys, runs
 from tests.integration.conftest import Api
 from tests.integration.dispatching import dispatch
 from tests.integration.registered import register_worker
@@ -131,6 +131,7 @@ def test_maintenance_forgets_ended_runs_keys_and_starts_past_the_longest_period(
     call = job(api, acme)
     ended, active = (submit(api, acme, call, "acme") for _ in range(2))
     long_ago = datetime.now(UTC) - timedelta(days=40)
+    yesterday = datetime.now(UTC) - timedelta(days=1, minutes=1)
     with api.store.database.write() as connection:
         connection.execute(update(runs).where(runs.c.id == ended).values(state="succeeded"))
         connection.execute(
@@ -138,12 +139,19 @@ def test_maintenance_forgets_ended_runs_keys_and_starts_past_the_longest_period(
             [{"limit_id": partner, "key": "acme", "started_at": at}
              for at in (long_ago, datetime.now(UTC))],
         )  # fmt: skip
+        connection.execute(
+            insert(limit_last_starts),
+            [{"limit_id": partner, "key": key, "started_at": at}
+             for key, at in (("acme", datetime.now(UTC)), ("beta", yesterday))],
+        )  # fmt: skip
     api.store.history.delete_old_limit_starts()
     with api.store.database.read() as connection:
         keyed = set(connection.execute(select(run_limit_keys.c.run_id)).scalars())
         starts = connection.execute(select(func.count()).select_from(limit_starts)).scalar_one()
+        last = set(connection.execute(select(limit_last_starts.c.key)).scalars())
     assert keyed == {active}
     assert starts == 1
+    assert last == {"acme"}  # a last start over a day old is as none
 
 
 def test_the_queue_lists_the_runs_waiting_on_a_limit_and_key(api: Api) -> None:
@@ -159,7 +167,8 @@ def test_the_queue_lists_the_runs_waiting_on_a_limit_and_key(api: Api) -> None:
         assert response.status_code == 200, response.text
         return [entry["run_id"] for entry in response.json()["items"]]
 
-    assert queued(acme.headers, limit_id=partner) == [*runs_of["a"][1:], *runs_of["b"][1:]]
+    a, b = runs_of["a"], runs_of["b"]
+    assert queued(acme.headers, limit_id=partner) == [a[1], b[1], a[2], b[2]]  # turns
     assert queued(acme.headers, limit_id=partner, key="b") == runs_of["b"][1:]
     assert queued(other.headers, limit_id=partner) == []  # another tenant's limit: nothing
     too_long = api.http.get("/v1/queue", headers=acme.headers, params={"key": "k" * 129})

@@ -32,7 +32,8 @@ def test_a_burst_of_short_runs_needs_all_of_them_at_once_in_its_minute() -> None
 
 def test_runs_that_outlast_their_minute_overlap_the_next_ones() -> None:
     minutes = forecast([group("* * * * *", seconds=90)], NOON, 3)
-    assert [minute.busy.slots for minute in minutes] == [2, 2, 2]  # the last still runs
+    # from 12:01 the last minute's still runs (11:59's is no forecast's: it runs or never will)
+    assert [minute.busy.slots for minute in minutes] == [1, 2, 2]
     assert [minute.runs_starting for minute in minutes] == [1, 1, 1]
 
 
@@ -41,10 +42,34 @@ def test_a_run_ending_as_the_next_starts_is_not_counted_twice() -> None:
     assert [minute.busy.slots for minute in minutes] == [1, 1]
 
 
-def test_runs_fired_before_the_window_and_still_busy_count() -> None:
-    minutes = forecast([group("55 11 * * *", count=3, seconds=600)], NOON, 2)
-    assert [minute.busy.slots for minute in minutes] == [3, 1 * 3]
-    assert [minute.runs_starting for minute in minutes] == [0, 0]
+def at(clock: str) -> datetime:
+    hours, minutes, seconds = (int(part) for part in clock.split(":"))
+    return NOON.replace(hour=hours, minute=minutes, second=seconds)
+
+
+@pytest.mark.parametrize(
+    ("cron", "count", "seconds", "now", "starting", "busy"),
+    [
+        # made at 04:07:01: the first fire is 04:08, none at 04:07 nor carried into 04:08
+        ("* * * * *", 30, 60.0, "04:07:01", [0, 30, 30], [0, 30, 30]),
+        # due this very instant (not fired yet): it counts
+        ("* * * * *", 30, 60.0, "04:08:00", [30, 30, 30], [30, 30, 30]),
+        # busy over [03:36, 03:37): not at 03:37; a second longer, it is
+        ("36 3 * * *", 1, 60.0, "03:35:30", [0, 1, 0], [0, 1, 0]),
+        ("36 3 * * *", 1, 61.0, "03:35:30", [0, 1, 0], [0, 1, 1]),
+        # a seconds field: 12:00:30 is ahead of 12:00:15, 12:00:00 behind it
+        ("0,30 * * * * *", 1, 1.0, "12:00:15", [1, 2, 2], [1, 1, 1]),
+        # fired before now and still running: a run the autoscaler counts, not a forecast
+        ("55 11 * * *", 3, 600.0, "12:00:00", [0, 0, 0], [0, 0, 0]),
+    ],
+)
+def test_only_fires_from_now_on_are_foretold_each_busy_until_its_duration_ends(
+    cron: str, count: int, seconds: float, now: str, starting: list[int], busy: list[int]
+) -> None:
+    minutes = forecast([group(cron, count=count, seconds=seconds)], at(now), 3)
+    assert [minute.runs_starting for minute in minutes] == starting
+    assert [minute.busy.slots for minute in minutes] == busy
+    assert minutes[0].at == at(now).replace(second=0)
 
 
 def test_each_zone_fires_at_its_own_local_time() -> None:

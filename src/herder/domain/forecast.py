@@ -6,7 +6,11 @@ once, whatever the number of schedules sharing it. A fire starts ``count`` runs 
 need at its instant, each busy for the group's expected duration. A minute's demand is its
 **peak**: the most that is busy at any instant within it, resource by resource — what must
 be ready then (500 one-second runs fired at 12:00:00 need 500 slots at 12:00, not the eight
-a minute's average would say).
+a minute's average would say). A run fired at ``t`` is busy over ``[t, t + duration)``.
+
+Only fires from ``now`` on are foretold. One before it either happened — its runs are real,
+running or queued, and counted as such (the autoscaler adds them) — or never will: a schedule
+made at 04:07:01 first fires at 04:08, so 04:07:00 is no fire of its.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ MINUTE = timedelta(minutes=1)
 MAX_MINUTES = 24 * 60
 DEFAULT_DURATION_SECONDS = 60.0  # a job with no recent run: a minute
 MAX_FIRES_PER_EXPRESSION = MAX_MINUTES * 60  # a seconds field firing every second for a day
+_INSTANT = timedelta(microseconds=1)  # the smallest step of a datetime
 
 
 @dataclass(frozen=True)
@@ -74,40 +79,38 @@ class _Fires:
 
 def forecast(
     groups: Iterable[ScheduleGroup],
-    start: datetime,
+    now: datetime,
     minutes: int,
 ) -> list[MinuteDemand]:
-    """The demand of ``groups`` in each of ``minutes`` minutes from ``start``'s minute. Runs
-    fired before it that are still busy count too, so the first minutes are not too low."""
+    """The demand of ``groups``'s fires from ``now`` on, in each of ``minutes`` minutes from
+    ``now``'s minute (the first minute only from ``now``)."""
     if not 1 <= minutes <= MAX_MINUTES:
         raise ValueError(f"minutes is {minutes}; 1 to {MAX_MINUTES}")
-    first = start.replace(second=0, microsecond=0)
+    first = now.replace(second=0, microsecond=0)
     end = first + minutes * MINUTE
-    groups = list(groups)
-    longest = max((group.duration_seconds for group in groups), default=0.0)
-    fires = _Fires(first - timedelta(seconds=longest) - MINUTE, end)
+    fires = _Fires(now - _INSTANT, end)  # fires_between's start is exclusive: ``now`` counts
     demand = [MinuteDemand(first + index * MINUTE) for index in range(minutes)]
     changes: list[tuple[datetime, int, Amount]] = []  # (when, 0 ends / 1 starts, amount)
     for group in groups:
         amount = group.need.times(group.count)
         lasts = timedelta(seconds=max(group.duration_seconds, 1.0))
         for fired in fires.of(group.cron, group.zone):
-            if fired >= end or fired + lasts <= first:
+            if fired >= end:
                 continue
-            if fired >= first:
-                demand[int((fired - first) // MINUTE)].runs_starting += group.count
+            demand[int((fired - first) // MINUTE)].runs_starting += group.count
             changes += [(fired, 1, amount), (fired + lasts, 0, amount)]
     _peaks(demand, sorted(changes, key=lambda change: (change[0], change[1])))
     return demand
 
 
 def _peaks(demand: Sequence[MinuteDemand], changes: Sequence[tuple[datetime, int, Amount]]) -> None:
-    """Each minute's busy peak, walking the starts and ends in time order (an end at the
-    instant of a start first: the two never overlap)."""
+    """Each minute's busy peak, walking the starts and ends in time order. What is busy at
+    the minute's first instant counts, after the ends and starts at that instant (an end
+    first: a run ending as another starts never overlaps it)."""
     busy, index = Amount(), 0
     for minute in demand:
         until = minute.at + MINUTE
-        while index < len(changes) and changes[index][0] < minute.at:
+        while index < len(changes) and changes[index][0] <= minute.at:
             busy = _changed(busy, changes[index])
             index += 1
         peak = busy

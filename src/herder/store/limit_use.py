@@ -1,7 +1,8 @@
 """What the dispatcher reads and writes of limits by key (``domain.placement.limits``): the
-limits its queued runs name, the starts within each rate's period of their keys, and a row
-for each start of a rate-limited key. Only the queue window's keys are read, so a million
-keys cost nothing until their runs are queued."""
+limits its queued runs name, the starts within each rate's period of their keys and each
+key's last start; a row for each start of a rate-limited key, and each started key's last
+start. Only the queue window's keys are read, so a million keys cost nothing until their
+runs are queued."""
 
 from __future__ import annotations
 
@@ -12,21 +13,23 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Select, delete, insert, or_, select, text
+from sqlalchemy import Connection, Select, delete, insert, or_, select, text, tuple_
+from sqlalchemy.dialects import postgresql, sqlite
 
 from herder.domain.limits import MAX_RATE_PERIOD_SECONDS, LimitSpec
 from herder.domain.placement.limits import LimitKey
 from herder.domain.placement.snapshot import KeyStarts, LimitView, Snapshot
 from herder.domain.states import ACTIVE_RUN_STATES
 from herder.store.dialect import Among
-from herder.store.schema import limit_starts, limits, run_limit_keys, runs
+from herder.store.schema import limit_last_starts, limit_starts, limits, run_limit_keys, runs
 
 PRUNE_BATCH = 10_000  # starts deleted per statement once past the longest period
+LAST_START_KEPT_SECONDS = 86_400  # a key's last start longer ago is as none: keys tie on it
 
 
 def with_limits(connection: Connection, snapshot: Snapshot) -> Snapshot:
-    """The snapshot with the limits its queued runs name and their keys' recent starts
-    (nothing read when no queued run names a limit)."""
+    """The snapshot with the limits its queued runs name, their keys' recent starts and
+    last starts (nothing read when no queued run names a limit)."""
     keys = {name for run in snapshot.queued for name in run.limit_keys}
     if not keys:
         return snapshot
@@ -47,7 +50,14 @@ def with_limits(connection: Connection, snapshot: Snapshot) -> Snapshot:
         read = statements.starts
         for limit_id, key, count, oldest in connection.execute(read, {"keys": json.dumps(wanted)}):
             starts[(limit_id, key)] = KeyStarts(count, _read_time(oldest))
-    return replace(snapshot, limits=views, limit_starts=starts)
+    # the last start of every key of a limit that exists, one statement for all
+    named = [{"limit": limit_id, "key": key} for limit_id, key in sorted(keys) if limit_id in views]
+    last: dict[LimitKey, datetime] = {}
+    if named:
+        read = statements.last_starts
+        for limit_id, key, started in connection.execute(read, {"keys": json.dumps(named)}):
+            last[(limit_id, key)] = _read_time(started)
+    return replace(snapshot, limits=views, limit_starts=starts, limit_last_starts=last)
 
 
 @functools.lru_cache(maxsize=65_536)
@@ -66,6 +76,17 @@ def record_starts(connection: Connection, started: Iterable[LimitKey], now: date
         connection.execute(insert(limit_starts), rows)
 
 
+def record_last_starts(connection: Connection, started: Iterable[LimitKey], now: datetime) -> None:
+    """Each (limit, key) given started a run now: its last start, for the keys' turns (one
+    statement for all, the keys once each: a key takes one row)."""
+    rows = [
+        {"limit_id": limit_id, "key": key, "started_at": now}
+        for limit_id, key in sorted(set(started))
+    ]
+    if rows:
+        connection.execute(_statements(connection.dialect.name).last_start, rows)
+
+
 def forget_ended_keys(connection: Connection) -> int:
     """Forget a batch of the keys of runs that ended (or are gone): only active runs'
     keys are counted (gauges, a key's listing, strategies at submit); how many went."""
@@ -82,7 +103,8 @@ def forget_ended_keys(connection: Connection) -> int:
 
 
 def prune_starts(connection: Connection, now: datetime) -> int:
-    """Forget starts older than the longest period a rate may have; how many went."""
+    """Forget starts older than the longest period a rate may have, and last starts older
+    than ``LAST_START_KEPT_SECONDS``; how many went (the larger)."""
     before = now - timedelta(seconds=MAX_RATE_PERIOD_SECONDS)
     oldest = (
         select(limit_starts.c.id)
@@ -90,7 +112,19 @@ def prune_starts(connection: Connection, now: datetime) -> int:
         .limit(PRUNE_BATCH)
         .scalar_subquery()
     )
-    return connection.execute(delete(limit_starts).where(limit_starts.c.id.in_(oldest))).rowcount
+    gone = connection.execute(delete(limit_starts).where(limit_starts.c.id.in_(oldest))).rowcount
+    kept_from = now - timedelta(seconds=LAST_START_KEPT_SECONDS)
+    stale = (
+        select(limit_last_starts.c.limit_id, limit_last_starts.c.key)
+        .where(limit_last_starts.c.started_at < kept_from)
+        .limit(PRUNE_BATCH)
+    )
+    gone_last = connection.execute(
+        delete(limit_last_starts).where(
+            tuple_(limit_last_starts.c.limit_id, limit_last_starts.c.key).in_(stale)
+        )
+    ).rowcount
+    return max(gone, gone_last)
 
 
 def _view(limit_id: str, name: str, spec: Any) -> LimitView:
@@ -112,6 +146,14 @@ class _Statements:
             self.limit_ids.condition
         )
         self.starts = _STARTS[dialect]
+        self.last_starts = _LAST_STARTS[dialect]
+        upsert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(
+            limit_last_starts
+        )
+        self.last_start = upsert.on_conflict_do_update(
+            index_elements=[limit_last_starts.c.limit_id, limit_last_starts.c.key],
+            set_={"started_at": upsert.excluded.started_at},
+        )
 
 
 # The starts of the given keys, each within its own period (the keys as one JSON parameter:
@@ -133,6 +175,22 @@ _STARTS = {
         " AND s.key = json_extract(k.value, '$.key')"
         " AND s.started_at > json_extract(k.value, '$.since')"
         " GROUP BY s.limit_id, s.key"
+    ),
+}
+
+
+# The last starts of the given keys ([{"limit": id, "key": key}, ...]), by primary key.
+_LAST_STARTS = {
+    "postgresql": text(
+        "SELECT t.limit_id, t.key, t.started_at"
+        ' FROM json_to_recordset(CAST(:keys AS json)) AS k("limit" text, key text)'
+        ' JOIN limit_last_starts t ON t.limit_id = k."limit" AND t.key = k.key'
+    ),
+    "sqlite": text(
+        "SELECT t.limit_id, t.key, t.started_at"
+        " FROM json_each(:keys) AS k"
+        " JOIN limit_last_starts t ON t.limit_id = json_extract(k.value, '$.limit')"
+        " AND t.key = json_extract(k.value, '$.key')"
     ),
 }
 

@@ -33,7 +33,15 @@ from herder.store.database import Database
 from herder.store.dialect import insert_rows
 from herder.store.named import NamedRows
 from herder.store.pagination import check_limit
-from herder.store.schema import jobs, limits, run_limit_keys, runs, schedules, workflows
+from herder.store.schema import (
+    jobs,
+    limit_last_starts,
+    limits,
+    run_limit_keys,
+    runs,
+    schedules,
+    workflows,
+)
 
 # A key's active runs: those holding a slot (not ended, not suspended; a delayed run too).
 COUNTED_STATES = sorted(str(state) for state in SLOT_HOLDING_RUN_STATES)
@@ -213,7 +221,8 @@ class LimitRepository:
 
     def delete(self, tenant_id: str, limit: str) -> None:
         """Refused (409 naming them) while jobs, schedules or workflows name it. Runs that
-        counted against it keep their ``limit_keys``; their key rows go with it."""
+        counted against it keep their ``limit_keys``; their key rows and its keys' last
+        starts go with it."""
         with self._db.write() as connection:
             current = self._get(connection, tenant_id, limit, for_update=True)
             using = referrers(connection, tenant_id, current.name)
@@ -225,9 +234,8 @@ class LimitRepository:
                     + (f" and {more} more" if more > 0 else "")
                     + "; change them before deleting it"
                 )
-            connection.execute(
-                delete(run_limit_keys).where(run_limit_keys.c.limit_id == current.id)
-            )
+            for table in (run_limit_keys, limit_last_starts):
+                connection.execute(delete(table).where(table.c.limit_id == current.id))
             connection.execute(delete(limits).where(limits.c.id == current.id))
 
     def keys(self, tenant_id: str, limit: str, *, count: int = 100) -> builtins.list[LimitKeyUsage]:

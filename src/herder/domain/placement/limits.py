@@ -9,9 +9,12 @@ runs are counted from the fleet (a gang once). Within a pass each placement coun
 so a key never takes more than its room however many of its runs are queued.
 
 **Turns.** A run's turn is how many runs of its busiest key are running or ahead of it in
-the queue: the dispatcher takes runs by turn within a tenant's queue (``ordering``), so a
-key with a thousand queued runs gets one start for every other key's one, never the
-whole room because its runs are older.
+the queue, then its keys' last start (``Snapshot.limit_last_starts``, kept by the store as
+each run starts): the dispatcher takes runs by turn within a tenant's queue (``ordering``),
+so a key with a thousand queued runs gets one start for every other key's one, never the
+whole room because its runs are older. The last start decides when room comes one run at a
+time (one slot): nothing runs then, so every key's next run is first in its key, and the
+key served longest ago goes — acme, globex, acme, globex, not acme's backlog first.
 """
 
 from __future__ import annotations
@@ -19,11 +22,24 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from herder.domain.placement.snapshot import KeyStarts, LimitView, QueuedRun, WorkerView
 
 LimitKey = tuple[str, str]  # limit id, key
+
+NEVER = datetime.min.replace(tzinfo=UTC)  # the last start of a key not started (lately)
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class Turn:
+    """When a limited run comes up among its tenant's runs, lowest first."""
+
+    taken: int  # its busiest key's runs running or queued ahead of it
+    last_start: datetime = NEVER  # the latest of its keys' last starts
+
+
+FIRST_TURN = Turn(0)  # a run without keys
 
 
 @dataclass
@@ -115,19 +131,29 @@ class LimitsInPass:
         ]
 
 
-def turns(runs: Iterable[QueuedRun], running: Mapping[LimitKey, int]) -> dict[str, int]:
-    """Each limited run's turn: for the busiest of its keys, the key's running runs plus its
-    runs ahead of it in the queue (by class, then age). Runs without keys have none."""
+def turns(
+    runs: Iterable[QueuedRun],
+    limits: Mapping[str, LimitView],
+    running: Mapping[LimitKey, int],
+    last_starts: Mapping[LimitKey, datetime],
+) -> dict[str, Turn]:
+    """Each limited run's turn: for the busiest of its keys (of limits that still exist), the
+    key's running runs plus its runs ahead of it in the queue (by class, then age); then the
+    latest of its keys' last starts. Runs without keys have none."""
     by_key: dict[LimitKey, list[QueuedRun]] = defaultdict(list)
     for run in runs:
         for name in run.limit_keys:
-            by_key[name].append(run)
-    turn: dict[str, int] = {}
+            if name[0] in limits:
+                by_key[name].append(run)
+    taken: dict[str, int] = {}
+    latest: dict[str, datetime] = {}
     for name, queued in by_key.items():
         queued.sort(key=lambda run: (-run.priority, run.queued_at, run.id))
+        last = last_starts.get(name, NEVER)
         for ahead, run in enumerate(queued):
-            turn[run.id] = max(turn.get(run.id, 0), running.get(name, 0) + ahead)
-    return turn
+            taken[run.id] = max(taken.get(run.id, 0), running.get(name, 0) + ahead)
+            latest[run.id] = max(latest.get(run.id, NEVER), last)
+    return {run_id: Turn(count, latest[run_id]) for run_id, count in taken.items()}
 
 
 def _period(seconds: int) -> str:

@@ -8,7 +8,8 @@
 3. Then the tenant with the lowest weighted dominant share (DRF) goes next, its oldest run
    first; shares are read again after every placement, so a tenant that just got capacity
    drops back. A run counted against a limit's key waits its key's turn (limits.turns):
-   within a tenant's queue, by turn, then age, so the keys of a limit take turns.
+   within a tenant's queue, by turn (its key's runs running or ahead of it, then the key's
+   last start), then age, so the keys of a limit take turns.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from herder.domain.placement.limits import FIRST_TURN, Turn
 from herder.domain.placement.snapshot import QueuedRun
 
 HIGHEST_CLASS = 2
@@ -57,11 +59,11 @@ def dispatch_order(
     now: datetime,
     aging: Aging,
     share: Callable[[str], float],
-    turns: Mapping[str, int] | None = None,
+    turns: Mapping[str, Turn] | None = None,
 ) -> Iterator[QueuedRun]:
     """Yield runs in the order to consider them; ``share(tenant)`` is asked afresh each time
     a tenant comes up, so placements made between yields count; ``turns`` (by run id; none:
-    0) order each tenant's queue before age."""
+    the first) order each tenant's queue before age."""
     classes: dict[int, list[QueuedRun]] = defaultdict(list)
     for run in runs:
         classes[effective_class(run, now, aging)].append(run)
@@ -69,8 +71,8 @@ def dispatch_order(
         members = sorted(classes[level], key=lambda run: (run.queued_at, run.id))
         starving = [run for run in members if is_starving(run, now, aging)]
         yield from starving
-        if turns:
-            members.sort(key=lambda run: turns.get(run.id, 0))  # stable: age within a turn
+        if turns:  # a stable sort: by age within a turn
+            members.sort(key=lambda run: turns.get(run.id, FIRST_TURN))
         queues: dict[str, deque[QueuedRun]] = defaultdict(deque)
         for run in members:
             if not is_starving(run, now, aging):

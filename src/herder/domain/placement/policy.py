@@ -103,7 +103,11 @@ class _Pass:
         self.limits = LimitsInPass.of(
             snapshot.limits, snapshot.workers, snapshot.limit_starts, snapshot.now
         )
-        self.turns = turns(snapshot.queued, self.limits.running) if snapshot.limits else {}
+        self.turns = (
+            turns(snapshot.queued, snapshot.limits, self.limits.running, snapshot.limit_last_starts)
+            if snapshot.limits
+            else {}
+        )
 
     def tenant(self, tenant_id: str) -> TenantView:
         return self.snapshot.tenants.get(tenant_id) or TenantView(tenant_id)

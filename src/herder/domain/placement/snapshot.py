@@ -134,3 +134,5 @@ class Snapshot:
     budgets: Mapping[str, TenantUse] = field(default_factory=dict)  # tenants with budgets
     limits: Mapping[str, LimitView] = field(default_factory=dict)  # those queued runs name
     limit_starts: Mapping[tuple[str, str], KeyStarts] = field(default_factory=dict)
+    # when each key of a queued run last started one (none: not lately)
+    limit_last_starts: Mapping[tuple[str, str], datetime] = field(default_factory=dict)

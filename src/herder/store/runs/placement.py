@@ -33,7 +33,12 @@ from herder.domain.states import AttemptState, RunState, check_transition
 from herder.store.database import Database
 from herder.store.dialect import Among, insert_rows, set_each, update_each
 from herder.store.history.live import live_floor
-from herder.store.limit_use import limit_keys_of, record_starts, with_limits
+from herder.store.limit_use import (
+    limit_keys_of,
+    record_last_starts,
+    record_starts,
+    with_limits,
+)
 from herder.store.notifications import CANCEL, CAPACITY, WORKER_CHANNEL, send
 from herder.store.runs.snapshot import (
     QUEUE_WINDOW,
@@ -118,6 +123,8 @@ class PlacementRepository:
             _record_starts(connection, placed, started, now)
             attempts_started = _insert_attempts(connection, placed, queued, started, now)
             record_starts(connection, (key for p in placed for key in p.rate_keys), now)
+            keys = (key for p in placed for key in started[p.run_id].limit_keys)
+            record_last_starts(connection, keys, now)
             preempted = _request_preemptions(connection, plan.preemptions, now)
             _record_reasons(connection, reasons)
             send(

@@ -34,6 +34,7 @@ from herder.store.schema.events import hook_deliveries as hook_deliveries
 from herder.store.schema.events import hooks as hooks
 from herder.store.schema.events import run_waits as run_waits
 from herder.store.schema.events import triggers as triggers
+from herder.store.schema.limits import limit_last_starts as limit_last_starts
 from herder.store.schema.limits import limit_starts as limit_starts
 from herder.store.schema.limits import limits as limits
 from herder.store.schema.limits import run_limit_keys as run_limit_keys

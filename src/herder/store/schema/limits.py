@@ -68,3 +68,15 @@ limit_starts = Table(
     Index(None, "limit_id", "key", "started_at"),
     Index(None, "started_at"),
 )
+
+# When each key of a limit last started a run (one row a key), for the keys to take turns by
+# the starts they had (``domain.placement.limits.turns``); a start longer ago than a day is
+# as none, and pruned.
+limit_last_starts = Table(
+    "limit_last_starts",
+    metadata,
+    Column("limit_id", ID, primary_key=True),
+    Column("key", String(128), primary_key=True),
+    Column("started_at", UtcDateTime, nullable=False),
+    Index(None, "started_at"),
+)
