@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.integration.conftest import Api
+from tests.integration.conftest import Api, Herder
 from tests.integration.dispatching import dispatch
 from tests.integration.test_budgets import set_budgets, used_cpu
+from tests.integration.test_cli_pools import ok
 from tests.integration.test_placement import heartbeat, register
 from tests.integration.test_pools import Tenant
 from tests.integration.test_pools_placement import gpu_job, run_of, start
@@ -38,7 +39,7 @@ def messages(detail: dict[str, Any]) -> list[str]:
 
 
 def test_a_reclaimed_run_says_for_whose_share_and_a_borrowed_one_says_it_borrows(
-    api: Api,
+    api: Api, herder: Herder
 ) -> None:
     ml, web = Tenant(api, "ml"), Tenant(api, "web")
     shares = [{"tenant_id": ml.id, "gpus": 1}, {"tenant_id": web.id, "gpus": 1}]
@@ -57,6 +58,11 @@ def test_a_reclaimed_run_says_for_whose_share_and_a_borrowed_one_says_it_borrows
         "reclaimed for another tenant's share"
     ) in messages(details[lent])
     assert f"attempt 1 placed on {box}" in messages(details[owned])
+    web_key = web.headers["Authorization"].removeprefix("Bearer ")
+    shown = ok(herder("run", "show", lent, key=web_key))
+    assert "borrowed: placed past its tenant's share of the pool, it may be reclaimed" in shown
+    assert "1 borrowed" in shown
+    assert "borrowed" not in ok(herder("run", "show", owned, key=web_key))
 
     (ml_run,) = start(api, ml, gpu_job(api, ml))
     dispatch(api.store)
