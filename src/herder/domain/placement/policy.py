@@ -69,7 +69,7 @@ class Preemption:
     attempt_id: str
     run_id: str  # the victim
     worker_id: str
-    cause: StopCause
+    cause: StopCause  # a higher class, a reclaimed pool share or a spent hard budget
 
 
 @dataclass
