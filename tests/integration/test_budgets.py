@@ -120,7 +120,10 @@ def test_a_spent_hard_budget_stops_running_runs_which_wait_again(api: Api) -> No
     (attempt,) = run_detail(api, running["id"])["attempts"]
     stopped = [event["message"] for event in run_detail(api, running["id"])["events"]]
     assert any(
-        message.startswith(f"stopped on {worker_id}: tenant hard month budget is spent")
+        message.startswith(
+            f"stopping attempt 1 on {worker_id}: stopped by the tenant's hard month budget: "
+            "cpu 50 of 40 s used"
+        )
         for message in stopped
     ), stopped
     heartbeat = api.http.post(

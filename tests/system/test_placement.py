@@ -88,5 +88,6 @@ def test_a_high_priority_run_preempts_a_low_one_which_runs_again_later(
     assert detail.state == "succeeded"  # max_attempts 1: the preemption was not a try
     assert [attempt.state for attempt in detail.attempts] == ["preempted", "succeeded"]
     assert detail.preemptions == 1
-    assert "preempted by a higher-priority run" in (detail.attempts[0].reason or "")
+    why = f"stopped for the higher-priority run {first.id} (high over low)"
+    assert detail.attempts[0].reason == why  # the server's word, not the worker's guess
     assert not processes_matching(marker)

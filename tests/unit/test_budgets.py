@@ -25,6 +25,7 @@ from herder.domain.budgets import (
 )
 from herder.domain.placement.policy import plan
 from herder.domain.placement.snapshot import Snapshot
+from herder.domain.placement.timeline import HardBudget
 from tests.unit.placement_snapshots import NOW, queued, running, worker
 
 PARIS = TenantBudgets(time_zone="Europe/Paris").zone
@@ -135,8 +136,10 @@ def test_a_spent_hard_budget_stops_the_tenants_running_attempts_in_its_pool() ->
         budgets={"t1": use(hard, charged=(Charged("a100", "j", NOW.date(), Usage(240, 0)),))},
     )
     (stop,) = plan(snapshot).preemptions
-    assert (stop.run_id, stop.worker_id, stop.for_run_id) == ("mine", "gpu-box", "")
-    assert stop.why.startswith("tenant hard day budget (pool a100) is spent (cpu 240 of 60 s)")
+    assert (stop.run_id, stop.worker_id) == ("mine", "gpu-box")
+    assert isinstance(stop.cause, HardBudget)
+    assert stop.cause.budget == "hard day budget (pool a100)"
+    assert stop.cause.spent.startswith("cpu 240 of 60 s used; it resets at ")
 
 
 def test_a_spent_soft_budget_lets_running_attempts_finish() -> None:

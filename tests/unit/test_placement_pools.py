@@ -19,6 +19,7 @@ from herder.domain.placement.snapshot import (
     Snapshot,
     WorkerView,
 )
+from herder.domain.placement.timeline import ForPriority, Reclaim
 from herder.domain.pools import PoolSelectors
 from tests.unit.placement_snapshots import NOW, queued, running, worker
 
@@ -102,7 +103,9 @@ def test_a_tenant_below_its_share_reclaims_borrowed_work_only_whatever_its_class
         running("ml-own", tenant="ml", gpus=1, priority=LOW),
     )
     decided = plan(snapshot([wants("ml-wants", "ml", priority=LOW)], [full], gpu_pool(ml=2, web=2)))
-    assert [p.run_id for p in decided.preemptions] == ["web-borrowed"]
+    assert [(p.run_id, p.cause) for p in decided.preemptions] == [
+        ("web-borrowed", Reclaim("ml-wants", "ml", "a100"))  # not a class above it: a share
+    ]
     assert (
         "reclaiming its share in pool a100: preempting 1 borrowed run"
         in decided.waiting["ml-wants"]
@@ -116,6 +119,7 @@ def test_a_gang_within_its_share_reclaims_room_for_every_member_across_workers()
     decided = plan(snapshot([gang], [left, right], gpu_pool(ml=3, web=1)))
     assert sorted(p.run_id for p in decided.preemptions) == ["web-1", "web-2"]
     assert {p.worker_id for p in decided.preemptions} == {"left", "right"}
+    assert {p.cause for p in decided.preemptions} == {Reclaim("ml-gang", "ml", "a100")}
     assert decided.waiting["ml-gang"].endswith(
         "reclaiming its share in pool a100: preempting 2 borrowed runs on left, right "
         "(web-1, web-2); its gang starts when they stop"
@@ -159,7 +163,9 @@ def test_priority_preemption_in_a_pool_never_takes_another_tenants_work_within_i
     )
     urgent = wants("urgent", "ml", gpus=2, priority=HIGH)
     decided = plan(snapshot([urgent], [full], gpu_pool(ml=4, web=2)))
-    assert [p.run_id for p in decided.preemptions] == ["ml-low"]  # its own tenant's, not web's
+    assert [(p.run_id, p.cause) for p in decided.preemptions] == [
+        ("ml-low", ForPriority("urgent", HIGH, LOW))  # its own tenant's, not web's
+    ]
 
 
 def test_a_gang_places_every_member_in_its_pool_or_none() -> None:

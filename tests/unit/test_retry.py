@@ -24,7 +24,7 @@ def test_full_jitter_stays_within_the_cap() -> None:
     rng = random.Random(7)
     for attempt in (1, 2, 3):
         for _ in range(200):
-            decision = decide(AttemptState.FAILED, "exit 1", attempt, POLICY, rng)
+            decision = decide(AttemptState.FAILED, "exit 1", attempt, POLICY, rng, tries=attempt)
             assert decision.state is RunState.RETRY_WAIT
             assert decision.retry_in_seconds is not None
             assert 0 <= decision.retry_in_seconds <= backoff_cap(POLICY, attempt)
@@ -46,21 +46,20 @@ def test_full_jitter_stays_within_the_cap() -> None:
 def test_what_follows_an_attempt(
     outcome: AttemptState, reason: str, attempt: int, policy: RetryPolicy, state: RunState
 ) -> None:
-    assert decide(outcome, reason, attempt, policy, random.Random(1)).state is state
+    assert decide(outcome, reason, attempt, policy, random.Random(1), tries=attempt).state is state
 
 
 def test_out_of_memory_retries_only_when_asked() -> None:
     oom = "out of memory (killed by SIGKILL)"
     plain = RetryPolicy(max_attempts=3, retry_on=[RetryOutcome.FAILED])
     only_oom = RetryPolicy(max_attempts=3, retry_on=[RetryOutcome.OOM])
-    assert decide(AttemptState.FAILED, oom, 1, plain, random.Random()).state is RunState.FAILED
-    assert decide(AttemptState.FAILED, oom, 1, only_oom, random.Random()).state is (
-        RunState.RETRY_WAIT
-    )
+    rng = random.Random()
+    assert decide(AttemptState.FAILED, oom, 1, plain, rng, tries=1).state is RunState.FAILED
+    assert decide(AttemptState.FAILED, oom, 1, only_oom, rng, tries=1).state is RunState.RETRY_WAIT
 
 
 def test_the_message_says_when_and_why() -> None:
-    decision = decide(AttemptState.FAILED, "exit 3", 2, POLICY, random.Random(3))
+    decision = decide(AttemptState.FAILED, "exit 3", 2, POLICY, random.Random(3), tries=2)
     assert "attempt 2 failed: exit 3" in decision.message
     assert "retry 2 of 3" in decision.message
     assert "cap 2.00s" in decision.message
@@ -69,5 +68,7 @@ def test_the_message_says_when_and_why() -> None:
 def test_only_the_listed_exit_codes_retry_when_a_list_is_given() -> None:
     policy = RetryPolicy(max_attempts=3, exit_codes=[75])  # EX_TEMPFAIL
     rng = random.Random()
-    assert decide(AttemptState.FAILED, "exit 75", 1, policy, rng, 75).state is RunState.RETRY_WAIT
-    assert decide(AttemptState.FAILED, "exit 2", 1, policy, rng, 2).state is RunState.FAILED
+    retried = decide(AttemptState.FAILED, "exit 75", 1, policy, rng, 75, tries=1)
+    assert retried.state is RunState.RETRY_WAIT
+    refused = decide(AttemptState.FAILED, "exit 2", 1, policy, rng, 2, tries=1)
+    assert refused.state is RunState.FAILED

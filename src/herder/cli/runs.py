@@ -63,6 +63,8 @@ def _print_detail(run: RunDetail) -> None:
     out.print(_run_table([run], ids=False))
     if run.pool:
         out.print(f"pool: {run.pool}")
+    if run.borrowed:
+        out.print("borrowed: placed past its tenant's share of the pool, it may be reclaimed")
     if run.state is RunState.QUEUED and run.waiting_reason:
         out.print(f"waiting: {run.waiting_reason}")
     if run.reason:
@@ -79,7 +81,7 @@ def _print_detail(run: RunDetail) -> None:
         for attempt in run.attempts:
             cpu = (attempt.cpu_user_seconds or 0) + (attempt.cpu_system_seconds or 0)
             attempts.add_row(
-                str(attempt.number),
+                f"{attempt.number} borrowed" if attempt.borrowed else str(attempt.number),
                 workers[attempt.worker_id],
                 attempt.state,
                 attempt.stopped_by or "-",

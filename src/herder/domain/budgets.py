@@ -183,16 +183,23 @@ class Standing:
 
     def reason(self, zone: ZoneInfo) -> str:
         """Why a run waits on it: which budget, how much is used, when it resets."""
-        parts = [
+        return (
+            f"tenant {self.budget.name} is spent ({self.use()}); it resets at {self.resets(zone)}"
+        )
+
+    def use(self) -> str:
+        """What its period used of each limit: ``cpu 41 of 40 s``."""
+        return ", ".join(
             f"{kind} {used:.0f} of {limit:.0f} s"
             for kind, used, limit in (
                 ("cpu", self.used.cpu_seconds, self.budget.cpu_seconds),
                 ("gpu", self.used.gpu_seconds, self.budget.gpu_seconds),
             )
             if limit is not None
-        ]
-        resets = self.window.ends_at.astimezone(zone).strftime("%Y-%m-%d %H:%M %Z")
-        return f"tenant {self.budget.name} is spent ({', '.join(parts)}); it resets at {resets}"
+        )
+
+    def resets(self, zone: ZoneInfo) -> str:
+        return self.window.ends_at.astimezone(zone).strftime("%Y-%m-%d %H:%M %Z")
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Generic, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, computed_field
 
 from herder.domain.history import DEFAULT_RETENTION_DAYS
 from herder.domain.jobs import Capacity, JobSpec, Priority
@@ -123,6 +123,9 @@ class Attempt(_Record):
     # Why its checkpoint directory was not saved at its end (docs/checkpoints.md); the run
     # kept its previous checkpoint. None when it was saved, or there was nothing to save.
     checkpoint_refused: str | None = None
+    # Placed past its tenant's nominal share of its pool (docs/pools.md): while it runs, a
+    # tenant taking its share back may preempt it.
+    borrowed: bool = False
 
 
 class RunEvent(_Record):
@@ -186,6 +189,15 @@ class RunDetail(Run):
     events: list[RunEvent]
     output: JsonValue = None  # what its job wrote to $HERDER_OUTPUT, kept once it succeeded
     checkpoint: CheckpointInfo | None = None  # its last saved checkpoint, while it is kept
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def borrowed(self) -> bool:
+        """Whether it runs on borrowed room now (its current attempt is borrowed), so it
+        may be reclaimed."""
+        return self.state is RunState.RUNNING and any(
+            attempt.borrowed for attempt in self.attempts if attempt.number == self.attempt_count
+        )
 
 
 class WorkerState(StrEnum):

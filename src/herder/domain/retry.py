@@ -53,12 +53,16 @@ def decide(
     policy: RetryPolicy,
     rng: random.Random,
     exit_code: int | None = None,
+    *,
+    tries: int,
 ) -> Decision:
-    """The run's next state after attempt number ``attempt`` ended with ``outcome``.
+    """The run's next state after attempt number ``attempt`` ended with ``outcome``, the
+    ``tries``-th to count against the policy (preempted and suspended attempts do not).
 
     A retryable outcome with attempts left waits in ``retry_wait``; with none left the run is
     ``dead`` (the dead-letter set) when retries were configured, else it keeps the outcome's
-    state. Success, cancellation and preemption are never retries.
+    state. Success, cancellation and preemption are never retries. The message names the
+    attempt by its own number.
     """
     plain = run_state_after_attempt(outcome)
     kind = retry_outcome(outcome, reason)
@@ -69,15 +73,15 @@ def decide(
     )
     if kind is None or kind not in policy.retry_on or permanent:
         return Decision(plain, message=f"attempt {attempt} {outcome}: {reason}")
-    if attempt < policy.max_attempts:
-        cap = backoff_cap(policy, attempt)
+    if tries < policy.max_attempts:
+        cap = backoff_cap(policy, tries)
         delay = rng.uniform(0, cap)
         return Decision(
             RunState.RETRY_WAIT,
             retry_in_seconds=delay,
             backoff_cap_seconds=cap,
             message=(
-                f"attempt {attempt} {outcome}: {reason}; retry {attempt} of "
+                f"attempt {attempt} {outcome}: {reason}; retry {tries} of "
                 f"{policy.max_attempts - 1} in {delay:.2f}s (back-off cap {cap:.2f}s)"
             ),
         )

@@ -38,7 +38,7 @@ def undelivered(work: Work, worker_id: str, limit: int) -> Sequence[Any]:
             attempts.c.id, attempts.c.number, attempts.c.rank, attempts.c.gpu_indices,
             attempts.c.started_at.label("placed_at"), runs.c.id.label("run_id"), runs.c.tenant_id,
             runs.c.spec, runs.c.idempotency_key, runs.c.replicas, runs.c.cancel_requested,
-            runs.c.suspend_requested, attempts.c.preempt_requested_at,
+            runs.c.suspend_requested, attempts.c.preempt_requested_at, attempts.c.preempt_reason,
             runs.c.workflow_run_id, runs.c.task_name, runs.c.map_index, runs.c.map_item,
             runs.c.inputs,
         )
@@ -78,7 +78,7 @@ def deliverable(
             suspend_requested=row.suspend_requested,
         )
         if stop is not None:
-            outcome, why = before_delivery(stop)
+            outcome, why = before_delivery(stop, row.preempt_reason)
             stopped.append(Ending(row.id, row.number, outcome, why))
     work.settle(stopped, f"worker:{worker_id}")
     halted = {ending.attempt_id for ending in stopped}

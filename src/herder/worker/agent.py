@@ -48,7 +48,8 @@ from herder.worker.watch import TaskWatch, first_of
 log = logging.getLogger("herder.worker")
 
 SHUTDOWN_REPORT_SECONDS = 5.0
-PREEMPTED_REASON = "preempted by a higher-priority run"
+# A worker does not know why the dispatcher stops an attempt; the server records why it did.
+PREEMPTED_REASON = "preempted"
 
 
 @dataclass(frozen=True)

@@ -122,6 +122,29 @@ def test_a_running_run_is_suspended_and_resumed_from_its_page(
     herder.cancel_run(run.id)
 
 
+def test_a_borrowed_run_says_on_its_page_that_it_may_be_reclaimed(
+    sign_in: Callable[[str], Page], herder: HerderClient
+) -> None:
+    """A tenant with a share of nothing in the pool (w1's) runs there by borrowing only."""
+    tenant = herder.create_tenant("lender")
+    key = herder.create_api_key(tenant.id, role="developer")
+    herder.create_pool("web", {"shares": [{"tenant_id": tenant.id}]})
+    try:
+        with HerderClient(herder.url, key) as borrower:
+            spec = {"runtime": "shell", "command": "echo started; sleep 60", "pool": "web",
+                    "preemptible": True, "stop_grace_seconds": 1}  # fmt: skip
+            run = borrower.start_run(borrower.create_job("borrower", spec).id)
+            tab = sign_in(key)
+            tab.goto(f"/#/runs/{run.id}")
+            expect(tab.locator("#logs")).to_contain_text("started")
+            expect(tab.locator("dl.facts")).to_contain_text("it may be reclaimed")
+            expect(tab.locator("td .borrowed")).to_have_text("borrowed")
+            borrower.cancel_run(run.id)
+            borrower.wait(run.id, timeout=30)
+    finally:
+        herder.delete_pool("web")  # w1 serves the shared fleet again
+
+
 def test_a_refused_action_shows_the_problem_detail(page: Page, herder: HerderClient) -> None:
     """As when the run ended between the page's last refresh and the click: the API answers
     409 with a problem document, and the page says what it says."""

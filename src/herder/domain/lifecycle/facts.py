@@ -48,6 +48,7 @@ class AttemptFacts:
     worker_id: str
     state: AttemptState = AttemptState.RUNNING
     preempt_requested: bool = False
+    preempt_reason: str | None = None  # why the dispatcher stops it (placement.timeline)
     rank: int = 0
 
     def ended(self, state: AttemptState) -> AttemptFacts:

@@ -132,6 +132,9 @@ def _settle_one(
     suspended = stop is Stop.SUSPEND and outcome is AttemptState.PREEMPTED
     if suspended and not ending.reason.startswith(SUSPENDED_REASON):  # its worker saw a preempt
         ending = replace(ending, reason=SUSPENDED_REASON)
+    preempted = stop is Stop.PREEMPT and outcome is AttemptState.PREEMPTED
+    if preempted and ending.worker_id is not None and attempt.preempt_reason:
+        ending = replace(ending, reason=attempt.preempt_reason)  # its worker cannot know why
     board.attempts[attempt.id] = attempt.ended(outcome)
     changes = Changes(
         attempt_ends=(
@@ -183,7 +186,7 @@ def _after_attempt(
     that succeeds keeps the output of the attempt (for a gang, of the member that ended
     last)."""
     reason, exit_code = ending.reason, ending.exit_code
-    decision = decide(outcome, reason, run.tries, run.retry, rng, exit_code)
+    decision = decide(outcome, reason, run.attempt, run.retry, rng, exit_code, tries=run.tries)
     values: dict[str, object] = {"exit_code": exit_code, "reason": reason}
     notices: set[Notice] = set()
     if decision.state is RunState.SUCCEEDED:

@@ -46,16 +46,18 @@ def outcome_of(reported: AttemptState, stop: Stop | None) -> AttemptState:
     return reported
 
 
-def before_delivery(stop: Stop) -> tuple[AttemptState, str]:
+def before_delivery(stop: Stop, preempt_reason: str | None = None) -> tuple[AttemptState, str]:
     """An attempt stopped before its worker was handed it ends at once: the worker would
-    otherwise start it before hearing the stop."""
+    otherwise start it before hearing the stop. ``preempt_reason``: why the dispatcher
+    stops it."""
     match stop:
         case Stop.CANCEL:
             return AttemptState.CANCELLED, "cancelled before it reached its worker"
         case Stop.SUSPEND:
             return AttemptState.PREEMPTED, f"{SUSPENDED_REASON} before it reached its worker"
         case Stop.PREEMPT:
-            return AttemptState.PREEMPTED, "preempted before it reached its worker"
+            why = preempt_reason or "preempted"
+            return AttemptState.PREEMPTED, f"{why} before it reached its worker"
 
 
 def can_be_victim(preemptible: bool, cancel_requested: bool, suspend_requested: bool) -> bool:

@@ -40,6 +40,7 @@ from herder.domain.placement.ordering import Aging, dispatch_order, is_starving
 from herder.domain.placement.ranking import SCORED_WORKERS, best
 from herder.domain.placement.resources import Amount, dominant_share, total
 from herder.domain.placement.snapshot import QueuedRun, RunningAttempt, Snapshot, TenantView
+from herder.domain.placement.timeline import ForPriority, Reclaim, StopCause
 
 
 @dataclass(frozen=True)
@@ -68,8 +69,7 @@ class Preemption:
     attempt_id: str
     run_id: str  # the victim
     worker_id: str
-    for_run_id: str  # the run it makes room for ('' when stopped by a spent hard budget)
-    why: str = ""  # for a budget's stop: the budget's reason
+    cause: StopCause  # a higher class, a reclaimed pool share or a spent hard budget
 
 
 @dataclass
@@ -158,9 +158,9 @@ class _Pass:
                 reason = self._consider(run)
                 if reason is not None:
                     self.plan.waiting[run.id] = reason
-        for worker, attempt, why in self.spent.stopping(self.snapshot.workers):
+        for worker, attempt, budget in self.spent.stopping(self.snapshot.workers):
             self.plan.preemptions.append(
-                Preemption(attempt.attempt_id, attempt.run_id, worker.id, "", why)
+                Preemption(attempt.attempt_id, attempt.run_id, worker.id, budget)
             )
         return self.plan
 
@@ -268,9 +268,9 @@ class _Pass:
         for room, free, _, _ in reversed(found):  # not placed yet: only held for the gang
             room.free = free
         victims = [(room, victim) for room, _, chosen, _ in found for victim in chosen]
+        cause = _reclaiming(run)
         self.plan.preemptions += [
-            Preemption(victim.attempt_id, victim.run_id, room.id, run.id)
-            for room, victim in victims
+            Preemption(victim.attempt_id, victim.run_id, room.id, cause) for room, victim in victims
         ]
         if not victims:
             return f"{reasons.needs(run)}; waiting for preempted runs to stop"
@@ -374,8 +374,11 @@ class _Pass:
         for victim in choice.victims:
             worker.victims.append(victim)
             worker.releasing += victim.need
+            cause: StopCause = (
+                _reclaiming(run) if reclaim else ForPriority(run.id, run.priority, victim.priority)
+            )
             self.plan.preemptions.append(
-                Preemption(victim.attempt_id, victim.run_id, worker.id, run.id)
+                Preemption(victim.attempt_id, victim.run_id, worker.id, cause)
             )
         names = ", ".join(victim.run_id for victim in choice.victims)
         count = f"{len(choice.victims)} {'borrowed' if reclaim else 'lower-priority'} run"
@@ -400,6 +403,12 @@ class _Pass:
             f"{self._no_room(run)}; it has waited longest, so {worker.id} takes no other "
             "work until it fits"
         )
+
+
+def _reclaiming(run: QueuedRun) -> Reclaim:
+    """Why a run within its share stops borrowed work (only a pooled run reclaims)."""
+    assert run.pool is not None
+    return Reclaim(run.id, run.tenant_id, run.pool)
 
 
 def _missing(free: Amount, need: Amount) -> float:

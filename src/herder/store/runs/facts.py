@@ -27,7 +27,7 @@ _RUN_FACTS = (
 )  # fmt: skip
 ATTEMPT_FACTS = (
     attempts.c.id, attempts.c.run_id, attempts.c.number, attempts.c.worker_id,
-    attempts.c.state, attempts.c.preempt_requested_at, attempts.c.rank,
+    attempts.c.state, attempts.c.preempt_requested_at, attempts.c.preempt_reason, attempts.c.rank,
 )  # fmt: skip
 
 
@@ -57,6 +57,7 @@ def attempt_facts(row: Any) -> AttemptFacts:
         worker_id=row.worker_id,
         state=AttemptState(row.state),
         preempt_requested=row.preempt_requested_at is not None,
+        preempt_reason=row.preempt_reason,
         rank=row.rank,
     )
 

@@ -24,6 +24,7 @@ from herder.domain.jobs import DEFAULT_STOP_GRACE_SECONDS
 from herder.domain.lifecycle.changes import Event, NoticeKind, notices
 from herder.domain.lifecycle.stops import can_be_victim
 from herder.domain.models import WorkerState
+from herder.domain.placement import timeline
 from herder.domain.placement.limits import LimitKey
 from herder.domain.placement.ordering import wait_began
 from herder.domain.placement.policy import Placement, Plan, Preemption
@@ -177,7 +178,7 @@ def _statements(dialect: str) -> _Statements:
         .returning(
             runs.c.id, runs.c.attempt_count, runs.c.tenant_id, runs.c.priority,
             runs.c.preemptible, runs.c.preempted_at, runs.c.cancel_requested,
-            runs.c.suspend_requested, runs.c.queued_at,
+            runs.c.suspend_requested, runs.c.queued_at, runs.c.pool,
             cast(runs.c.limit_keys, Text).label("limit_keys"),
         ),
         worker_ids=worker_ids,
@@ -262,6 +263,7 @@ class _Started:
     preemptible: bool
     preempted_at: datetime | None
     queued_at: datetime | None
+    pool: str | None
     limit_keys: tuple[LimitKey, ...]
 
 
@@ -278,6 +280,7 @@ def _start_runs(
                 can_be_victim(row.preemptible, row.cancel_requested, row.suspend_requested),
                 row.preempted_at,
                 row.queued_at,
+                row.pool,
                 limit_keys_of(row.limit_keys),
             )  # fmt: skip
     return started
@@ -294,14 +297,18 @@ def _record_starts(
         [
             Event(
                 placement.run_id,
-                f"attempt {started[placement.run_id].number} placed on "
-                + ", ".join(sorted({member.worker_id for member in placement.members})),
+                timeline.placed(
+                    start.number,
+                    (member.worker_id for member in placement.members),
+                    start.pool if placement.borrowed else None,
+                ),
                 "dispatcher",
-                attempt=started[placement.run_id].number,
+                attempt=start.number,
                 source=RunState.QUEUED,
                 target=RunState.RUNNING,
             )
             for placement in placed
+            for start in (started[placement.run_id],)
         ],
     )
 
@@ -376,7 +383,7 @@ _PREEMPT = (
         attempts.c.state == AttemptState.RUNNING,
         attempts.c.preempt_requested_at.is_(None),
     )
-    .values(preempt_requested_at=bindparam("p_now"))
+    .values(preempt_requested_at=bindparam("p_now"), preempt_reason=bindparam("p_reason"))
     .returning(attempts.c.id)
 )
 
@@ -384,23 +391,27 @@ _PREEMPT = (
 def _request_preemptions(
     connection: Connection, preemptions: Sequence[Preemption], now: datetime
 ) -> list[Preemption]:
-    """Mark each victim unless it is no longer running or already being preempted; the
-    preemptions that held, each recorded in its run's events."""
-    rows = [{"p_id": p.attempt_id, "p_now": now} for p in preemptions]
+    """Mark each victim, with why, unless it is no longer running or already being
+    preempted; the preemptions that held, each recorded in its run's events."""
+    rows = [
+        {"p_id": p.attempt_id, "p_now": now, "p_reason": timeline.stop_reason(p.cause)}
+        for p in preemptions
+    ]
     chosen = set(update_each(connection, _PREEMPT, rows))
     held = [p for p in preemptions if p.attempt_id in chosen]
+    numbers: dict[str, int] = {}
+    if chosen:  # rare: a few a pass at most
+        found = select(attempts.c.id, attempts.c.number).where(attempts.c.id.in_(sorted(chosen)))
+        numbers = {row.id: row.number for row in connection.execute(found)}
     record_events(
         connection,
         now,
         [
             Event(
                 p.run_id,
-                f"stopped on {p.worker_id}: {p.why}; it will be queued again without using up "
-                "a retry"
-                if p.why
-                else f"preempted on {p.worker_id} to make room for the higher-priority run "
-                f"{p.for_run_id}; it will be queued again without using up a retry",
+                timeline.stopping(p.cause, numbers[p.attempt_id], p.worker_id),
                 "dispatcher",
+                attempt=numbers[p.attempt_id],
             )
             for p in held
         ],

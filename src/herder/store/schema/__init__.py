@@ -231,6 +231,7 @@ attempts = Table(
     Column("checkpoint_refused", Text),  # why its checkpoint was not saved at its end
     # placed past its tenant's nominal share of its worker's pool: reclaimable
     Column("borrowed", Boolean, nullable=False, server_default="0"),
+    Column("preempt_reason", Text),  # why the dispatcher stops it (domain.placement.timeline)
     UniqueConstraint("run_id", "number", "rank"),
     Index(None, "worker_id", "state"),
     Index(None, "state", "deadline_at"),

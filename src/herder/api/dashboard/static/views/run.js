@@ -21,7 +21,7 @@ function facts(pairs) {
 function attemptRows(attempts) {
   return attempts.map((attempt) =>
     row([
-      attempt.number,
+      attempt.borrowed ? [attempt.number, " ", h("span", { class: "muted borrowed" }, "borrowed")] : attempt.number,
       attempt.rank,
       attempt.worker_id,
       badge(attempt.state),
@@ -123,6 +123,7 @@ export function mount(root, route, ctx) {
         ["Exit code", run.exit_code],
         ["Reason", run.reason],
         ["Waiting because", run.waiting_reason],
+        ["Borrowed", run.borrowed ? "placed past its tenant's share of the pool: it may be reclaimed" : ""],
         ["Retry at", when(run.retry_at)],
         ["Re-run of", run.rerun_of ? link(runPath(run.rerun_of), run.rerun_of) : ""],
         ["Workflow run", run.workflow_run_id ? link(`#/workflow-runs/${encodeURIComponent(run.workflow_run_id)}`, `${run.workflow_run_id} · ${run.task_name}`) : ""],
