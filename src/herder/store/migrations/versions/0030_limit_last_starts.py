@@ -2,7 +2,7 @@
 turns by the starts they had (issue 41)
 
 Revision ID: 0030
-Revises: 0028
+Revises: 0029
 Create Date: 2026-12-06
 """
 
@@ -14,7 +14,7 @@ from alembic import op
 from herder.store.types import UtcDateTime
 
 revision = "0030"
-down_revision = "0028"
+down_revision = "0029"
 branch_labels = None
 depends_on = None
 
