@@ -12,6 +12,12 @@ from rich.table import Table
 from herder.cli.common import JsonFlag, app, client, fail, out, pairs, print_json, when
 from herder.cli.deadline_options import DeadlineCancelOption, DeadlineOption, deadline_of
 from herder.cli.ids import QuietFlag, id_column, job_of, quiet_ids, short_ids
+from herder.cli.parameter_options import (
+    ParamEnumOption,
+    ParamPatternOption,
+    ParamSpecOption,
+    declared_parameters,
+)
 from herder.cli.uploads import upload_progress
 from herder.domain.jobs import DEFAULT_STOP_GRACE_SECONDS
 from herder.domain.models import Job
@@ -86,10 +92,14 @@ def job_create(
     replicas: Annotated[int, typer.Option(help="a gang: members started all at once")] = 1,
     deadline: DeadlineOption = None,
     deadline_cancel: DeadlineCancelOption = False,
+    param_spec: ParamSpecOption = [],  # noqa: B006
+    param_enum: ParamEnumOption = [],  # noqa: B006
+    param_pattern: ParamPatternOption = [],  # noqa: B006
     as_json: JsonFlag = False,
     quiet: QuietFlag = False,
 ) -> None:
     """Create a job. With --file the program is uploaded first."""
+    parameters = declared_parameters(param_spec, param_enum, param_pattern)
     with client() as herder:
         spec: dict[str, Any] = {
             "args": arg,
@@ -105,6 +115,7 @@ def job_create(
             "preemptible": preemptible,
             "replicas": replicas,
             "deadline": deadline_of(deadline, deadline_cancel),
+            "parameters": parameters,
         }
         if file is not None:
             if not file.is_file():
@@ -163,16 +174,24 @@ def job_update(
     job: str,
     set_: Annotated[
         list[str], typer.Option("--set", help="FIELD=JSON-VALUE, e.g. timeout_seconds=60")
-    ],
+    ] = [],  # noqa: B006
+    param_spec: ParamSpecOption = [],  # noqa: B006
+    param_enum: ParamEnumOption = [],  # noqa: B006
+    param_pattern: ParamPatternOption = [],  # noqa: B006
     as_json: JsonFlag = False,
 ) -> None:
-    """Change fields of a job; runs already submitted keep their spec."""
+    """Change fields of a job; runs already submitted keep their spec. --param-spec
+    replaces every parameter the job declares."""
     changes: dict[str, Any] = {}
     for field, raw in pairs(set_, "--set").items():
         try:
             changes[field] = json.loads(raw)
         except json.JSONDecodeError:
             changes[field] = raw
+    if param_spec or param_enum or param_pattern:
+        changes["parameters"] = declared_parameters(param_spec, param_enum, param_pattern)
+    if not changes:
+        raise typer.BadParameter("nothing to change", param_hint="--set, --param-spec")
     with client() as herder:
         updated = herder.update_job(job_of(herder, job).id, changes)
     if as_json:
