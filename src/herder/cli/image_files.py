@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from herder.domain.images import ImageProblem
+from herder.domain.jobs import MAX_ARTIFACT_BYTES
 
 DOCKER_SAVE = "docker save"
 OCI_LAYOUT = "OCI layout"
@@ -44,7 +45,10 @@ def image_layout(names: Collection[str]) -> str | None:
 
 
 def image_archive(path: Path) -> ImageArchive | None:
-    """``path`` as an image archive, or None when it is none (a program, another archive)."""
+    """``path`` as an image archive, or None when it is none (a program, another archive)
+    or too large to be uploaded at all."""
+    if path.stat().st_size > MAX_ARTIFACT_BYTES:
+        return None  # its upload is refused, saying so; no need to read it first
     # the worker's readers (and the decompressors they load) only for a file to look into
     from herder.worker.archive import ArchiveRefused
     from herder.worker.image_layers import DECOMPRESSION_ERRORS
