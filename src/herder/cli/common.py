@@ -37,7 +37,9 @@ HomeOption = Annotated[
 
 
 def fail(message: str, *, code: int = 1) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    """The error on one line of stderr however long (the terminal wraps it, not Rich), as
+    docs/configuration.md promises scripts."""
+    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -50,7 +52,7 @@ def client() -> HerderClient:
     except (ValueError, SystemExit) as error:
         raise fail(str(error.code if isinstance(error, SystemExit) else error)) from None
     for corrected in found.corrected:
-        err.print(f"made private: {corrected}", highlight=False, markup=False)
+        err.print(f"made private: {corrected}", highlight=False, markup=False, soft_wrap=True)
     if found.credentials is None:
         raise fail(
             "no server configured: run 'herder up', set HERDER_URL and HERDER_API_KEY, or set "

@@ -153,7 +153,7 @@ def job_create(
     if spec["runtime"] == "image" and command is not None:
         warning = command_warning(archived.entrypoint if archived else None, command)
         if warning is not None:
-            err.print(f"warning: {warning}", highlight=False, markup=False)
+            err.print(f"warning: {warning}", highlight=False, markup=False, soft_wrap=True)
     if as_json:
         print_json(job)
     elif quiet:
