@@ -1,10 +1,20 @@
-"""Where the CLI finds the server and its key: ``HERDER_URL``/``HERDER_API_KEY``, or the
-``client.json`` that ``herder up`` saves (mode 0600) in ``$HERDER_HOME`` (default ./.herder)."""
+"""Where the CLI finds the server and its key, and the private files that hold them.
+
+``HERDER_URL`` and ``HERDER_API_KEY`` come first; what they leave out comes from the
+``client.json`` that ``herder up`` saves (mode 0600) in its home: ``$HERDER_HOME``'s when
+that is set (an explicit home wins, as ``GIT_DIR`` does), else the nearest ``.herder`` in the
+current directory or above it, as git finds ``.git``, so that a command run anywhere below
+the directory ``herder up`` was started in reaches its server. A found file is used only
+when it and its directory are the user's own and no symbolic link; either one readable by
+others is made private, and said so, as the server's home is (``home.py``).
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,6 +22,8 @@ from herder.settings import DEFAULT_HOME
 
 CLIENT_FILE = "client.json"
 WORKER_TOKEN_FILE = "worker-token"
+HOME_MODE = 0o700
+FILE_MODE = 0o600
 
 
 def home_directory() -> Path:
@@ -30,6 +42,51 @@ def write_private(path: Path, text: str) -> None:
     partial.replace(path)
 
 
+def restrict(path: Path, mode: int) -> str:
+    """Take away every permission beyond ``mode``; what was changed, or "" if nothing.
+    Refuses (``SystemExit``) a symbolic link, and a path it cannot make private."""
+    try:
+        status = path.lstat()
+    except FileNotFoundError:
+        return ""
+    if stat.S_ISLNK(status.st_mode):
+        raise SystemExit(f"{path} is a symbolic link; Herder's home and its files must not be")
+    current = stat.S_IMODE(status.st_mode)
+    if not current & ~mode:
+        return ""
+    try:
+        os.chmod(path, current & mode)
+    except OSError as error:
+        raise SystemExit(
+            f"{path} is mode {current:04o}, readable by others, and cannot be made private: "
+            f"{error.strerror}"
+        ) from error
+    return f"{path} was mode {current:04o}, now {current & mode:04o}"
+
+
+def client_file_search(environment: Mapping[str, str], cwd: Path) -> tuple[Path, ...]:
+    """Where the CLI looks for ``client.json``, in order: ``$HERDER_HOME``'s alone when it is
+    set, else ``.herder/client.json`` in ``cwd`` (absolute) and every directory above it."""
+    home = environment.get("HERDER_HOME")
+    if home:
+        return ((cwd / home) / CLIENT_FILE,)
+    return tuple(directory / DEFAULT_HOME / CLIENT_FILE for directory in (cwd, *cwd.parents))
+
+
+def searched_places(environment: Mapping[str, str], cwd: Path) -> str:
+    """Where ``client_file_search`` looked, in words, for a message that found nothing."""
+    if environment.get("HERDER_HOME"):
+        return f"{client_file_search(environment, cwd)[0]}, as HERDER_HOME is set"
+    return f"{DEFAULT_HOME / CLIENT_FILE} in {cwd} and every directory above it"
+
+
+def where_the_cli_finds(home: Path) -> str:
+    """How the CLI will find the client file ``herder up`` saved in ``home`` (absolute)."""
+    if home.name == DEFAULT_HOME.name:
+        return f"the CLI finds it from {home.parent} and every directory below it"
+    return f"the CLI finds it with HERDER_HOME={home}"
+
+
 @dataclass(frozen=True)
 class ClientCredentials:
     url: str
@@ -42,6 +99,7 @@ class ClientCredentials:
 
     @classmethod
     def load(cls, home: Path | None = None) -> ClientCredentials | None:
+        """The server's own view: ``home``'s saved key (for a restart), under the variables."""
         url, key = os.environ.get("HERDER_URL"), os.environ.get("HERDER_API_KEY")
         path = (home or home_directory()) / CLIENT_FILE
         if path.exists():
@@ -50,3 +108,54 @@ class ClientCredentials:
         if url and key:
             return cls(url=url, api_key=key)
         return None
+
+
+@dataclass(frozen=True)
+class FoundCredentials:
+    """What the CLI found: the credentials (none: nothing configured), the file read, and
+    what was made private on the way."""
+
+    credentials: ClientCredentials | None
+    path: Path | None = None
+    corrected: tuple[str, ...] = ()
+
+
+def find_credentials(environment: Mapping[str, str], cwd: Path) -> FoundCredentials:
+    """The CLI's credentials: the variables, then the first client file of the search.
+    ``ValueError`` (or ``SystemExit`` from ``restrict``) naming a file it may not use."""
+    url, key = environment.get("HERDER_URL"), environment.get("HERDER_API_KEY")
+    if url and key:
+        return FoundCredentials(ClientCredentials(url, key))
+    search = client_file_search(environment, cwd)
+    path = next((path for path in search if os.path.lexists(path)), None)
+    if path is None:
+        return FoundCredentials(None)
+    corrected = tuple(_made_private(path))
+    try:
+        with open(path, "rb", opener=_no_follow) as file:
+            saved = json.loads(file.read(64 * 1024))
+    except (OSError, ValueError) as error:
+        raise ValueError(f"cannot read {path}: {error}") from error
+    if not isinstance(saved, dict):
+        raise ValueError(f"{path} is not a JSON object")
+    url, key = url or saved.get("url"), key or saved.get("api_key")
+    if not (isinstance(url, str) and url and isinstance(key, str) and key):
+        return FoundCredentials(None, path, corrected)
+    return FoundCredentials(ClientCredentials(url, key), path, corrected)
+
+
+def _made_private(path: Path) -> list[str]:
+    """The client file's directory and the file, each the user's own, made private."""
+    for item in (path.parent, path):
+        owner = item.lstat().st_uid
+        if owner != os.geteuid():
+            raise ValueError(
+                f"{item} belongs to uid {owner}, not to this user (uid {os.geteuid()}): "
+                "another user's file could send your commands to their server"
+            )
+    found = [restrict(path.parent, HOME_MODE), restrict(path, FILE_MODE)]
+    return [item for item in found if item]
+
+
+def _no_follow(path: str, flags: int) -> int:
+    return os.open(path, flags | os.O_NOFOLLOW | os.O_NOCTTY | os.O_NONBLOCK)

@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import logging
 import os
-import stat
 from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
-log = logging.getLogger("herder.server")
+from herder.credentials import FILE_MODE, HOME_MODE, restrict
 
-HOME_MODE = 0o700
-FILE_MODE = 0o600
+log = logging.getLogger("herder.server")
 SQLITE_COMPANIONS = ("", "-wal", "-shm", "-journal")  # the database and SQLite's own files
 
 
@@ -35,36 +33,15 @@ def secure_home(home: Path, database_url: str) -> list[str]:
     0600, creating the home and an empty database file that way if they are missing. Returns
     (and logs) what was corrected; refuses to go on when something cannot be corrected."""
     home.mkdir(parents=True, exist_ok=True, mode=HOME_MODE)
-    corrected = [_restrict(home, HOME_MODE)]
+    corrected = [restrict(home, HOME_MODE)]
     database = sqlite_path(database_url)
     if database is not None:
         database.parent.mkdir(parents=True, exist_ok=True, mode=HOME_MODE)
         for suffix in SQLITE_COMPANIONS:
-            corrected.append(_restrict(database.with_name(database.name + suffix), FILE_MODE))
+            corrected.append(restrict(database.with_name(database.name + suffix), FILE_MODE))
         # created private, before SQLite would create it 0644 (its companions copy its mode)
         os.close(os.open(database, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE))
     done = [item for item in corrected if item]
     for item in done:
         log.warning("made private: %s", item)
     return done
-
-
-def _restrict(path: Path, mode: int) -> str:
-    """Take away every permission beyond ``mode``; what was changed, or "" if nothing."""
-    try:
-        status = path.lstat()
-    except FileNotFoundError:
-        return ""
-    if stat.S_ISLNK(status.st_mode):
-        raise SystemExit(f"{path} is a symbolic link; the server's home and database must not be")
-    current = stat.S_IMODE(status.st_mode)
-    if not current & ~mode:
-        return ""
-    try:
-        os.chmod(path, current & mode)
-    except OSError as error:
-        raise SystemExit(
-            f"{path} is mode {current:04o}, readable by others, and cannot be made private: "
-            f"{error.strerror}"
-        ) from error
-    return f"{path} was mode {current:04o}, now {current & mode:04o}"

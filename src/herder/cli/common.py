@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -12,7 +13,7 @@ from pydantic import BaseModel
 from rich.console import Console
 
 from herder.client import HerderClient
-from herder.credentials import ClientCredentials, home_directory
+from herder.credentials import find_credentials, searched_places
 from herder.domain.models import Page
 
 T = TypeVar("T")
@@ -36,18 +37,29 @@ HomeOption = Annotated[
 
 
 def fail(message: str, *, code: int = 1) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    """The error on one line of stderr however long (the terminal wraps it, not Rich), as
+    docs/configuration.md promises scripts."""
+    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 
 def client() -> HerderClient:
-    credentials = ClientCredentials.load()
-    if credentials is None:
+    """A client of the server the variables or the nearest client file name
+    (``credentials.py``); one line naming where it looked when there is none."""
+    cwd = Path.cwd()
+    try:
+        found = find_credentials(os.environ, cwd)
+    except (ValueError, SystemExit) as error:
+        raise fail(str(error.code if isinstance(error, SystemExit) else error)) from None
+    for corrected in found.corrected:
+        err.print(f"made private: {corrected}", highlight=False, markup=False, soft_wrap=True)
+    if found.credentials is None:
         raise fail(
-            f"no server configured: run 'herder up', or set HERDER_URL and HERDER_API_KEY "
-            f"(looked in {home_directory() / 'client.json'})"
+            "no server configured: run 'herder up', set HERDER_URL and HERDER_API_KEY, or set "
+            f"HERDER_HOME to the directory holding client.json (looked for "
+            f"{searched_places(os.environ, cwd)})"
         )
-    return HerderClient(credentials.url, credentials.api_key)
+    return HerderClient(found.credentials.url, found.credentials.api_key)
 
 
 def print_json(value: BaseModel | list[BaseModel]) -> None:

@@ -9,10 +9,18 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from herder.cli.common import JsonFlag, app, client, fail, out, pairs, print_json, when
+from herder.cli.common import JsonFlag, app, client, err, fail, out, pairs, print_json, when
 from herder.cli.deadline_options import DeadlineCancelOption, DeadlineOption, deadline_of
 from herder.cli.ids import QuietFlag, id_column, job_of, quiet_ids, short_ids
+from herder.cli.image_files import ImageArchive, image_archive
+from herder.cli.parameter_options import (
+    ParamEnumOption,
+    ParamPatternOption,
+    ParamSpecOption,
+    declared_parameters,
+)
 from herder.cli.uploads import upload_progress
+from herder.domain.images import command_warning
 from herder.domain.jobs import DEFAULT_STOP_GRACE_SECONDS
 from herder.domain.models import Job
 
@@ -20,7 +28,23 @@ job_app = typer.Typer(help="Create and manage jobs.", no_args_is_help=True)
 app.add_typer(job_app, name="job")
 
 
-_RUNTIME_BY_SUFFIX = {".py": "python", ".zip": "archive", ".tgz": "archive", ".gz": "archive"}
+_RUNTIME_BY_SUFFIX = {
+    ".py": "python", ".zip": "archive", ".tar": "archive", ".tgz": "archive", ".gz": "archive"
+}  # fmt: skip
+
+
+def _file_runtime(file: Path, runtime: str | None, image: ImageArchive | None) -> str:
+    """The runtime a file runs in: the one asked for, else guessed from its name; an image
+    archive's is ``image`` (or ``archive``, its files unpacked, when asked), never a runtime
+    that would run the archive itself as a program."""
+    if image is None:
+        return runtime or _RUNTIME_BY_SUFFIX.get(file.suffix, "executable")
+    if runtime in (None, "image", "archive"):
+        return runtime or "image"
+    raise fail(
+        f"{file} is an image archive ({image.layout}), not a {runtime} program: create the job "
+        "with --runtime image to run it, its layers as the job's root (docs/runtimes.md)"
+    )
 
 
 def _job_table(jobs: list[Job], *, whole_ids: bool = False) -> Table:
@@ -86,10 +110,14 @@ def job_create(
     replicas: Annotated[int, typer.Option(help="a gang: members started all at once")] = 1,
     deadline: DeadlineOption = None,
     deadline_cancel: DeadlineCancelOption = False,
+    param_spec: ParamSpecOption = [],  # noqa: B006
+    param_enum: ParamEnumOption = [],  # noqa: B006
+    param_pattern: ParamPatternOption = [],  # noqa: B006
     as_json: JsonFlag = False,
     quiet: QuietFlag = False,
 ) -> None:
     """Create a job. With --file the program is uploaded first."""
+    parameters = declared_parameters(param_spec, param_enum, param_pattern)
     with client() as herder:
         spec: dict[str, Any] = {
             "args": arg,
@@ -105,13 +133,16 @@ def job_create(
             "preemptible": preemptible,
             "replicas": replicas,
             "deadline": deadline_of(deadline, deadline_cancel),
+            "parameters": parameters,
         }
+        archived = None
         if file is not None:
             if not file.is_file():
                 raise fail(f"{file} is not a file")
+            archived = image_archive(file)
+            runtime = _file_runtime(file, runtime, archived)
             with upload_progress(file) as progress:
                 spec["artifact"] = herder.upload_artifact(file, progress=progress).id
-            runtime = runtime or _RUNTIME_BY_SUFFIX.get(file.suffix, "executable")
         if image is not None:
             spec["image"] = image
             runtime = runtime or "image"
@@ -119,6 +150,10 @@ def job_create(
         if command is not None:
             spec["command"] = command
         job = herder.create_job(name, spec)
+    if spec["runtime"] == "image" and command is not None:
+        warning = command_warning(archived.entrypoint if archived else None, command)
+        if warning is not None:
+            err.print(f"warning: {warning}", highlight=False, markup=False, soft_wrap=True)
     if as_json:
         print_json(job)
     elif quiet:
@@ -163,16 +198,24 @@ def job_update(
     job: str,
     set_: Annotated[
         list[str], typer.Option("--set", help="FIELD=JSON-VALUE, e.g. timeout_seconds=60")
-    ],
+    ] = [],  # noqa: B006
+    param_spec: ParamSpecOption = [],  # noqa: B006
+    param_enum: ParamEnumOption = [],  # noqa: B006
+    param_pattern: ParamPatternOption = [],  # noqa: B006
     as_json: JsonFlag = False,
 ) -> None:
-    """Change fields of a job; runs already submitted keep their spec."""
+    """Change fields of a job; runs already submitted keep their spec. --param-spec
+    replaces every parameter the job declares."""
     changes: dict[str, Any] = {}
     for field, raw in pairs(set_, "--set").items():
         try:
             changes[field] = json.loads(raw)
         except json.JSONDecodeError:
             changes[field] = raw
+    if param_spec or param_enum or param_pattern:
+        changes["parameters"] = declared_parameters(param_spec, param_enum, param_pattern)
+    if not changes:
+        raise typer.BadParameter("nothing to change", param_hint="--set, --param-spec")
     with client() as herder:
         updated = herder.update_job(job_of(herder, job).id, changes)
     if as_json:

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from herder.cli.common import JsonFlag, app, client, out, print_json, when
+from herder.cli.common import JsonFlag, app, client, out, pairs, print_json, when
 from herder.cli.deadline_options import (
     DeadlineCancelOption,
     DeadlineOption,
@@ -85,6 +85,13 @@ def schedule_create(
     misfire: Annotated[str, typer.Option(help="run_once, skip or all")] = "run_once",
     concurrency: Annotated[str, typer.Option(help="allow, forbid or replace")] = "allow",
     arg: Annotated[list[str] | None, typer.Option(help="replace the job's args")] = None,
+    param: Annotated[
+        list[str],
+        typer.Option(
+            help="NAME=VALUE of a parameter the job declares, given to every run it starts "
+            "(checked by its type when the schedule is saved); repeatable"
+        ),
+    ] = [],  # noqa: B006
     paused: Annotated[bool, typer.Option(help="create it paused")] = False,
     name: Annotated[
         str | None, typer.Option(help="unique in the tenant; what herder apply calls it")
@@ -103,8 +110,8 @@ def schedule_create(
         }  # fmt: skip
         if name is not None:
             spec["name"] = name
-        if arg is not None:
-            spec["overrides"] = {"args": arg}
+        overrides = {"args": arg, "params": pairs(param, "--param") or None}
+        spec["overrides"] = {key: value for key, value in overrides.items() if value is not None}
         schedule = herder.create_schedule(job_of(herder, job).id, spec)
         if as_json:
             print_json(schedule)

@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from herder.cli.common import HomeOption, app, fail, out
+from herder.credentials import where_the_cli_finds
 from herder.settings import Settings
 
 
@@ -36,7 +37,10 @@ def up(
     _check_port_free(settings.host, settings.port)
     prepared = prepare(settings)
     out.print(f"Herder is up at [bold]{settings.url}[/] (dashboard and API; docs at /docs)")
-    out.print(f"Admin key saved to {prepared.client_file} (mode 0600); the CLI finds it there.")
+    out.print(
+        f"Admin key saved to {prepared.client_file} (mode 0600); "
+        f"{where_the_cli_finds(settings.home)}."
+    )
     if prepared.new_admin_key:
         out.print("A default tenant and its admin key were created on this first start.")
     out.print("Press Ctrl-C to stop (runs still running then end cancelled).")

@@ -172,6 +172,65 @@ def command_words(command: str) -> list[str]:
     return words
 
 
+_SHELLS = frozenset({"sh", "bash", "dash", "ash", "zsh", "ksh", "busybox"})
+
+
+def command_warning(entrypoint: Sequence[str] | None, command: str) -> str | None:
+    """Why ``command`` will likely not run as meant under an image whose ``Entrypoint`` is
+    ``entrypoint`` (None: not known where this is asked), else None. The command is split
+    into words and never run by a shell, so under an entrypoint of ``sh -c`` only its first
+    word is the script (the others become ``$0``, ``$1``…), and under any other, shell syntax
+    (``|``, ``&&``, ``>``, ``$VAR``) reaches the program as plain words."""
+    try:
+        words = command_words(command)
+    except ImageProblem:
+        return None  # refused when the job is saved, saying why
+    script = shlex.quote(command)
+    if entrypoint and _runs_a_script(entrypoint):
+        if len(words) == 1:
+            return None
+        return (
+            f"the image's entrypoint {shlex.join(entrypoint)} runs only the command's first word "
+            f"({words[0]!r}) as its script, the others become $0, $1…: make the command the "
+            f"whole script quoted as one word, {script}"
+        )
+    syntax = _shell_syntax(command)
+    if syntax is None:
+        return None
+    split = f"the command is split into words and run without a shell, so {syntax!r}"
+    if entrypoint is None:
+        return (
+            f"{split} reaches the program as a word: if the image's entrypoint is sh -c, make "
+            f"the command the whole script quoted as one word ({script}); if it has none, "
+            f"sh -c {script}"
+        )
+    if not entrypoint:
+        return f"{split} reaches the program as a word: make it sh -c {script}"
+    return f"{split} reaches the image's entrypoint {shlex.join(entrypoint)} as a word"
+
+
+def _runs_a_script(entrypoint: Sequence[str]) -> bool:
+    """``sh -c``, ``/bin/bash -ec``…: a shell that takes its script as the next argument."""
+    program = entrypoint[0].rsplit("/", 1)[-1]
+    return program in _SHELLS and bool(re.fullmatch(r"-[a-z]*c", entrypoint[-1]))
+
+
+def _shell_syntax(command: str) -> str | None:
+    """The first operator (``|``, ``&&``, ``>``…) or ``$`` expansion outside single quotes."""
+    lexer = shlex.shlex(command, posix=False, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        tokens = list(lexer)
+    except ValueError:
+        return None
+    for token in tokens:
+        if token and all(character in "();<>|&" for character in token):
+            return token
+        if "$" in token and not token.startswith("'"):
+            return "$" + token.split("$", 1)[1].strip('"')
+    return None
+
+
 def image_argv(config: ImageConfig, command: str | None, args: Sequence[str]) -> list[str]:
     """Entrypoint, then the job's command (else the image's Cmd), then the job's args."""
     cmd = command_words(command) if command is not None else list(config.cmd)
