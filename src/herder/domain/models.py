@@ -123,6 +123,7 @@ class Attempt(_Record):
     # Why its checkpoint directory was not saved at its end (docs/checkpoints.md); the run
     # kept its previous checkpoint. None when it was saved, or there was nothing to save.
     checkpoint_refused: str | None = None
+    worker_name: str | None = None  # added as the run is read; None once the worker is forgotten
 
 
 class RunEvent(_Record):
@@ -132,8 +133,9 @@ class RunEvent(_Record):
     attempt: int | None
     actor: str
     message: str
-    # A person's actor (``user:key_…``) as the key's name and role, "ci (developer)", added
-    # as the event is read (``domain.actors``); None for the system's actors.
+    # A person's actor (``user:key_…``) as the key's name and role, "ci (developer)", or a
+    # worker's (``worker:wrk_…``) as its name, added as the event is read (``domain.actors``);
+    # None for the system's other actors and for a worker since forgotten.
     actor_name: str | None = None
 
 
