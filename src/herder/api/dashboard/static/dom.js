@@ -39,6 +39,7 @@ export function badge(state, extra = "") {
   return h("span", { class: `state ${stateClasses(state)}`, "data-state": state }, state, extra);
 }
 
+// ``empty``: what to say when there is no row (text, or nodes such as a command to run).
 export function table(headings, rows, empty = "Nothing here.") {
   if (!rows.length) return h("p", { class: "empty" }, empty);
   return h(
