@@ -186,27 +186,33 @@ def test_an_empty_page_says_how_to_make_one(
     )
 
 
-def test_the_pools_page_shows_shares_use_and_autoscaling(page: Page, herder: HerderClient) -> None:
+def test_the_pools_page_shows_shares_use_and_autoscaling(
+    page: Page, herder: HerderClient, cluster: Cluster
+) -> None:
     acme = herder.create_tenant("acme-pools")
-    spare = herder.create_tenant("spare-pools")
+    (own,) = [one for one in herder.list_tenants().items if one.is_system]
     autoscaling = {"worker": {"cpu": 8, "memory_mb": 32768}, "min_workers": 1, "max_workers": 4}
-    pool = herder.create_pool(
-        "gpu",
-        {
-            "description": "the GPU boxes",
-            "shares": [
-                {"tenant_id": acme.id, "cpu": 4, "memory_mb": 8192},
-                {"tenant_id": spare.id},
-            ],
-            "autoscaling": autoscaling,
-        },
-    )
+    shares = [{"tenant_id": acme.id, "cpu": 4, "memory_mb": 8192}, {"tenant_id": own.id}]
+    spec = {"description": "the GPU boxes", "shares": shares, "autoscaling": autoscaling}
+    pool = herder.create_pool("gpu", spec)
+    cluster.start_worker("w-gpu", "--isolation", "none", "--cpu", "1", "--label", "pool=gpu")
+    job = herder.create_job(
+        "borrower",
+        {"runtime": "shell", "command": "sleep 60", "pool": "gpu", "preemptible": True,
+         "resources": {"cpu": 1, "memory_mb": 256}},
+    )  # fmt: skip
+    run = herder.start_run(job.id)
     page.get_by_role("link", name="Pools").click()
     row = page.locator('tr[data-pool="gpu"]')
     expect(row).to_contain_text("the GPU boxes")
     expect(row.locator(".share")).to_have_text(
-        ["acme-pools: 4 cpu · 8192 MB", "spare-pools: borrowing only"]
+        [f"{own.name}: borrowing only", "acme-pools: 4 cpu · 8192 MB"]  # by tenant id
+    )
+    expect(row.locator(".use")).to_have_text(  # a share of nothing: all it runs borrows
+        [f"{own.name}: 1 attempt (1 borrowed) · 1 cpu · 256 MB"], timeout=ALERTED_WITHIN_MS
     )
     expect(row).to_contain_text("1 to 4 workers of 8 cpu · 32768 MB")
-    expect(row.locator(".desired")).to_contain_text("wants 1 now")
+    expect(row.locator(".desired")).to_contain_text("running 1 run")
+    herder.cancel_run(run.id)
+    herder.wait(run.id, timeout=15)
     herder.delete_pool(pool.id)

@@ -1,6 +1,7 @@
 // Pools (docs/pools.md): each pool's workers, the tenants that may use it with their nominal
-// shares (a tenant's key sees its own share only), what it used today, and its autoscaling —
-// how many workers it should have now and why (GET /v1/pools/<id>/autoscaling, system admins).
+// shares, what each runs in it now and how much of that borrows (a tenant's key sees its own
+// share and use only), what it used today, and its autoscaling — how many workers it should
+// have now and why (GET /v1/pools/<id>/autoscaling, system admins).
 
 import { ApiError, api, query } from "../api.js";
 import { fill, h, labels, row, table } from "../dom.js";
@@ -17,6 +18,15 @@ function share(one, names) {
   if (one.gpus) parts.push(`${one.gpus} gpu`);
   const tenant = names.of("tenants", one.tenant_id);
   return h("div", { class: "share", "data-tenant": tenant }, `${tenant}: ${parts.length ? parts.join(" · ") : "borrowing only"}`);
+}
+
+// "acme: 3 attempts (2 borrowed) · 3 cpu · 768 MB · 3 gpu": what a tenant runs in it now.
+function inUse(use, names) {
+  const tenant = names.of("tenants", use.tenant_id);
+  const borrowed = use.borrowed ? ` (${use.borrowed} borrowed)` : "";
+  const gpus = use.gpus ? ` · ${use.gpus} gpu` : "";
+  const what = `${use.attempts} attempt${use.attempts === 1 ? "" : "s"}${borrowed} · ${use.cpu} cpu · ${use.memory_mb} MB${gpus}`;
+  return h("div", { class: "use", "data-tenant": tenant }, `${tenant}: ${what}`);
 }
 
 // "4 runs (6 cpu · 12288 MB)": a demand as the autoscaling endpoint counts it.
@@ -60,7 +70,7 @@ export function mount(root, _route, ctx) {
         api(`/v1/pools${query({ limit: PAGE })}`, { signal: ctx.signal }),
         api(`/v1/usage${query({ period: "day", group_by: "pool" })}`, { signal: ctx.signal }),
       ]);
-      await names.learn("tenants", page.items.flatMap((pool) => pool.shares.map((one) => one.tenant_id)));
+      await names.learn("tenants", page.items.flatMap((pool) => [...pool.shares, ...pool.in_use].map((one) => one.tenant_id)));
       const scaled = await Promise.all(page.items.map((pool) => (pool.autoscaling ? scalingOf(pool, ctx) : null)));
       const rows = page.items.map((pool, index) =>
         row(
@@ -70,6 +80,7 @@ export function mount(root, _route, ctx) {
             pool.workers,
             labels(pool.selector),
             pool.shares.length ? pool.shares.map((one) => share(one, names)) : "no tenant yet",
+            pool.in_use.length ? pool.in_use.map((use) => inUse(use, names)) : "nothing",
             used(usage.rows.filter((one) => one.pool === pool.name)),
             autoscaling(pool, scaled[index]),
           ],
@@ -79,7 +90,7 @@ export function mount(root, _route, ctx) {
       fill(
         body,
         table(
-          ["Pool", "Description", "Workers", "Selector", "Shares", "Used today", "Autoscaling"],
+          ["Pool", "Description", "Workers", "Selector", "Shares", "Running now", "Used today", "Autoscaling"],
           rows,
           noneYet("pools", "herder pool create NAME --share TENANT=cpu=8"),
         ),
