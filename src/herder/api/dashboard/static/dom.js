@@ -50,6 +50,12 @@ export function table(headings, rows, empty = "Nothing here.") {
   );
 }
 
+// Named facts as a list, e.g. a run's; one with nothing to say (empty, an empty list) is left out.
+export function facts(pairs) {
+  const said = (value) => value !== "" && value !== null && value !== undefined && !(Array.isArray(value) && !value.length);
+  return h("dl", { class: "facts" }, pairs.filter(([, value]) => said(value)).map(([name, value]) => [h("dt", {}, name), h("dd", {}, value)]));
+}
+
 export function row(cells, attributes = {}) {
   return h("tr", attributes, cells.map((cell) => h("td", {}, cell)));
 }

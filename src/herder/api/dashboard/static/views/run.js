@@ -3,20 +3,12 @@
 
 import { ApiError, api, query } from "../api.js";
 import { runTimeline } from "../charts.js";
-import { badge, between, h, link, resources, row, table, when, fill } from "../dom.js";
+import { badge, between, facts, h, link, resources, row, table, when, fill } from "../dom.js";
 import { logView } from "../logview.js";
 import { deadline, isActive, runActions, runPath, runsWhatLink, suspendActions, taskKindOf, workflowRunPath } from "./common.js";
 import { jobPath } from "./jobs.js";
 
 const IDLE_MS = 1000;
-
-function facts(pairs) {
-  return h(
-    "dl",
-    { class: "facts" },
-    pairs.filter(([, value]) => value !== "" && value !== null && value !== undefined && !(Array.isArray(value) && !value.length)).map(([name, value]) => [h("dt", {}, name), h("dd", {}, value)]),
-  );
-}
 
 function attemptRows(attempts) {
   return attempts.map((attempt) =>

@@ -3,7 +3,7 @@
 // misses and skips.
 
 import { api, query } from "../api.js";
-import { action, badge, between, duration, h, link, row, table, when, fill } from "../dom.js";
+import { action, badge, between, duration, facts, h, link, row, table, when, fill } from "../dom.js";
 import { nameBook } from "../names.js";
 import { pagedList, runActions, runPath } from "./common.js";
 import { jobPath } from "./jobs.js";
@@ -69,7 +69,7 @@ function settings(schedule, names, zone) {
     ? ["job ", link(jobPath(schedule.job_id), names.of("jobs", schedule.job_id))]
     : ["workflow ", link(`#/workflows${query({ workflow: schedule.workflow_id })}`, names.of("workflows", schedule.workflow_id))];
   const params = Object.entries(overrides.params || {}).map(([name, one]) => h("span", { class: "param" }, `${name}=${value(one)}`));
-  const facts = [
+  return facts([
     ["Starts", starts],
     ["Params", params.length ? params : "its defaults"],
     ["Concurrency", spec.concurrency_policy],
@@ -81,12 +81,7 @@ function settings(schedule, names, zone) {
     ["Pool", overrides.pool || ""],
     ["Priority", overrides.priority ?? ""],
     ["Limits", (spec.limits || []).map((limit) => h("span", { class: "param" }, `${limit.limit}=${limit.key}`))],
-  ];
-  return h(
-    "dl",
-    { class: "facts" },
-    facts.filter(([, shown]) => shown !== "" && !(Array.isArray(shown) && !shown.length)).map(([name, shown]) => [h("dt", {}, name), h("dd", {}, shown)]),
-  );
+  ]);
 }
 
 export function mount(root, route, ctx) {
