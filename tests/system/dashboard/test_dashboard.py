@@ -649,8 +649,10 @@ def test_usage_shows_what_ran_against_its_budget(page: Page, herder: HerderClien
     budget = page.locator('tr[data-spent="false"]')
     expect(budget).to_contain_text("week")
     expect(budget).to_contain_text("/ 3600")
+    tenant = herder.get_tenant(tenant_id)
+    expect(page.locator("main table").first.locator("tbody td").first).to_have_text(tenant.name)
     page.get_by_role("link", name="job", exact=True).click()
-    expect(page.locator("main")).to_contain_text(run.job_id)
+    expect(page.locator(f'main td span[title="{run.job_id}"]')).to_have_text("quick")  # by name
 
 
 def test_the_forecast_shows_the_next_hour_the_schedules_foretell(
