@@ -52,6 +52,7 @@ from tests.clocks import ManualClock
 from tests.conftest import TEST_KEYRING
 from tests.integration.dispatching import dispatch
 from tests.integration.webhook_receiver import Receiver, running_receiver
+from tests.system.conftest import free_port
 
 
 @dataclass
@@ -257,6 +258,21 @@ def test_a_hanging_receiver_is_cut_off(world: World, monkeypatch: pytest.MonkeyP
     assert delivery.state is DeliveryState.PENDING
     assert delivery.last_error is not None
     assert "no answer within" in delivery.last_error
+
+
+def test_a_receiver_not_listening_is_said_so(world: World) -> None:
+    closed = world.store.alert_channels.create(
+        world.tenant_id,
+        ChannelRequest(name="closed", url=f"http://127.0.0.1:{free_port()}/hook"),
+        allow_private=True,
+    )
+    world.store.alert_channels.send_test(world.tenant_id, closed.id)
+    world.sender.step()
+    (delivery,) = world.store.alert_history.deliveries(world.tenant_id).items
+    assert delivery.state is DeliveryState.PENDING
+    assert delivery.last_error is not None
+    assert delivery.last_error.startswith("could not connect to the receiver: ")
+    assert "ConnectError" not in delivery.last_error
 
 
 def test_private_targets_are_refused_unless_allowed(world: World) -> None:

@@ -72,6 +72,26 @@ def test_a_tenant_below_its_share_reclaims_it_from_borrowed_work_only(api: Api) 
     assert by_attempt[stopping] in borrowed_runs(api)  # never one within web's share
 
 
+def test_a_pool_shows_what_each_tenant_runs_in_it_and_how_much_borrows(api: Api) -> None:
+    ml, web = Tenant(api, "ml"), Tenant(api, "web")
+    shares = [{"tenant_id": ml.id, "gpus": 2}, {"tenant_id": web.id, "gpus": 1}]
+    made = api.http.post("/v1/pools", headers=api.admin, json={"name": "a100", "shares": shares})
+    assert made.status_code == 201, made.text
+    box = register_worker(api, "a100-box", labels={"pool": "a100"},
+                          capacity={"cpu": 8, "memory_mb": 8192, "gpus": 4})  # fmt: skip
+    start(api, web, gpu_job(api, web), 3)
+    start(api, ml, gpu_job(api, ml))
+    assert len(claim(api, box)["assignments"]) == 4
+    listed = api.http.get("/v1/pools", headers=api.admin).json()["items"]
+    assert listed[0]["in_use"] == [
+        {"tenant_id": tenant.id, "attempts": count, "borrowed": borrowed,
+         "cpu": float(count), "memory_mb": 256 * count, "gpus": count}
+        for tenant, count, borrowed in sorted([(ml, 1, 0), (web, 3, 2)], key=lambda t: t[0].id)
+    ]  # fmt: skip
+    (seen,) = api.http.get("/v1/pools", headers=web.headers).json()["items"]
+    assert [use["tenant_id"] for use in seen["in_use"]] == [web.id]  # its own only
+
+
 def test_a_run_whose_pool_is_deleted_waits_saying_so(api: Api) -> None:
     ml = Tenant(api, "ml")
     made = api.http.post(

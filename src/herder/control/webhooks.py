@@ -136,6 +136,8 @@ async def post(
         return AttemptOutcome(None, str(refused))
     except TimeoutError:
         return AttemptOutcome(None, f"no answer within {TOTAL_SECONDS:g}s")
+    except (httpx.ConnectError, ConnectionError) as error:  # said for people, not as a type
+        return AttemptOutcome(None, f"could not connect to the receiver: {error}"[:500])
     except (httpx.HTTPError, OSError) as error:
         return AttemptOutcome(None, f"{type(error).__name__}: {error}"[:500])
 

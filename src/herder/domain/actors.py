@@ -1,10 +1,12 @@
 """Who a run's events name as having made a change. A person acts through an API key: the
 event keeps the key's id (``user:key_…``, stable when the key is renamed or revoked), and the
-API adds the key's name and role as it reads the event, for people to read."""
+API adds the key's name and role as it reads the event, for people to read; a worker's
+(``worker:wrk_…``) is shown by the worker's name while it is registered."""
 
 from __future__ import annotations
 
 USER = "user:"
+WORKER = "worker:"
 
 
 def user_actor(key_id: str) -> str:
@@ -20,3 +22,8 @@ def key_of(actor: str) -> str | None:
 def key_shown(name: str, role: str) -> str:
     """A key as people know it: ``ci (developer)``."""
     return f"{name} ({role})"
+
+
+def worker_of(actor: str) -> str | None:
+    """The worker id of a worker's actor; None for any other."""
+    return actor.removeprefix(WORKER) if actor.startswith(WORKER) else None

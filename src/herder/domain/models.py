@@ -126,6 +126,7 @@ class Attempt(_Record):
     # Placed past its tenant's nominal share of its pool (docs/pools.md): while it runs, a
     # tenant taking its share back may preempt it.
     borrowed: bool = False
+    worker_name: str | None = None  # added as the run is read; None once the worker is forgotten
 
 
 class RunEvent(_Record):
@@ -135,8 +136,9 @@ class RunEvent(_Record):
     attempt: int | None
     actor: str
     message: str
-    # A person's actor (``user:key_…``) as the key's name and role, "ci (developer)", added
-    # as the event is read (``domain.actors``); None for the system's actors.
+    # A person's actor (``user:key_…``) as the key's name and role, "ci (developer)", or a
+    # worker's (``worker:wrk_…``) as its name, added as the event is read (``domain.actors``);
+    # None for the system's other actors and for a worker since forgotten.
     actor_name: str | None = None
 
 

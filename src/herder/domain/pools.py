@@ -106,9 +106,21 @@ class PoolChanges(PoolSpec):
     jobs and runs name it."""
 
 
+class PoolUse(_Strict):
+    """A tenant's attempts running on a pool's workers now, and how many of them borrow
+    (placed past its nominal share: what a tenant reclaiming its share may preempt)."""
+
+    tenant_id: str
+    attempts: int
+    borrowed: int = Field(description="of those attempts, the ones placed past its share")
+    cpu: float  # cores
+    memory_mb: int
+    gpus: int
+
+
 class Pool(_Strict):
     """A pool as the API shows it. A tenant sees only the pools it has a share in, and of
-    their shares only its own; a system admin sees every pool and every share."""
+    their shares and use only its own; a system admin sees every pool, share and use."""
 
     id: str
     name: str
@@ -116,6 +128,9 @@ class Pool(_Strict):
     selector: dict[str, str] = Field(description="the labels that put a worker in it")
     shares: list[PoolShare]
     workers: int = Field(description="live workers in it now (alive or draining)")
+    in_use: list[PoolUse] = Field(
+        default=[], description="each tenant's attempts running on its workers now"
+    )
     autoscaling: AutoscalingSpec | None = None
     created_at: datetime
     updated_at: datetime

@@ -50,6 +50,7 @@ class Stats(_Record):
     at: datetime
     minutes: int
     runs: dict[str, int]  # runs in each live state (LIVE_RUN_STATES), in the enum's order
+    awaiting_approval: int = 0  # approval tasks waiting for a person's decision
     throughput: list[MinuteOutcomes]  # one per minute of the window, oldest first
     ended: dict[str, int]  # outcome → runs ended in the window
     failure_rate: float | None  # failed / (succeeded + failed); None when none ended

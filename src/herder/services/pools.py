@@ -66,6 +66,8 @@ def delete_pool(store: Store, pool: str) -> None:
 
 
 def _as_seen_by(caller: Principal, pool: Pool) -> Pool:
-    """Another tenant's share of a pool is that tenant's business: only the caller's shows."""
+    """Another tenant's share and use of a pool are that tenant's business: only the
+    caller's show."""
     own = [share for share in pool.shares if share.tenant_id == caller.tenant_id]
-    return pool.model_copy(update={"shares": own})
+    used = [use for use in pool.in_use if use.tenant_id == caller.tenant_id]
+    return pool.model_copy(update={"shares": own, "in_use": used})

@@ -8,6 +8,7 @@ submission's own transaction; nothing is read when no pool is named.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, delete, exc, insert, or_, select, update
@@ -25,9 +26,11 @@ from herder.domain.pools import (
 )
 from herder.store.autoscaling import PoolScaling, pool_scaling
 from herder.store.database import Database
+from herder.store.history.live import live_floor
 from herder.store.owned import MAX_SHOWN_CHARS
 from herder.store.pagination import page_of
 from herder.store.pool_members import live_members
+from herder.store.pool_use import pool_use
 from herder.store.schema import pool_shares, pools, tenants
 
 
@@ -124,7 +127,8 @@ class PoolRepository:
                 connection, query, pools.c.id, _bare_pool,
                 limit=limit, cursor=cursor, id_prefix=id_prefix,
             )  # fmt: skip
-            return page.model_copy(update={"items": _completed(connection, page.items)})
+            found = _completed(connection, page.items, self._clock.now())
+            return page.model_copy(update={"items": found})
 
     def usable(self, tenant_id: str) -> tuple[str, ...]:
         """The names of the pools ``tenant_id`` may use (it has a share in), sorted."""
@@ -176,7 +180,7 @@ class PoolRepository:
         row = connection.execute(query).first()
         if row is None:
             raise NotFound(f"pool {pool[:MAX_SHOWN_CHARS]} not found")
-        [found] = _completed(connection, [_bare_pool(row)])
+        [found] = _completed(connection, [_bare_pool(row)], self._clock.now())
         return found
 
     @staticmethod
@@ -225,10 +229,10 @@ def _bare_pool(row: Any) -> Pool:
     )
 
 
-def _completed(connection: Connection, found: list[Pool]) -> list[Pool]:
-    """The pools with their shares and how many live workers each holds now. Which pool a
-    worker is in depends on every pool's selector (the most specific wins), so all are read:
-    pools are few, made by hand."""
+def _completed(connection: Connection, found: list[Pool], now: datetime) -> list[Pool]:
+    """The pools with their shares, how many live workers each holds now and what each tenant
+    runs on them. Which pool a worker is in depends on every pool's selector (the most
+    specific wins), so all are read: pools are few, made by hand."""
     if not found:
         return []
     shares: dict[str, list[PoolShare]] = {pool.id: [] for pool in found}
@@ -245,8 +249,16 @@ def _completed(connection: Connection, found: list[Pool]) -> list[Pool]:
                 gpus=row.gpus,
             )
         )
-    counts = {name: len(members) for name, members in live_members(connection).items()}
+    members = live_members(connection)
+    wanted = {pool.name: members.get(pool.name, {}) for pool in found}
+    used = pool_use(connection, wanted, live_floor(connection, now))
     return [
-        pool.model_copy(update={"shares": shares[pool.id], "workers": counts.get(pool.name, 0)})
+        pool.model_copy(
+            update={
+                "shares": shares[pool.id],
+                "workers": len(members.get(pool.name, {})),
+                "in_use": used.get(pool.name, []),
+            }
+        )
         for pool in found
     ]

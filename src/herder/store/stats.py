@@ -22,6 +22,7 @@ from herder.domain.stats import (
     totals,
     window_start,
 )
+from herder.domain.workflows.spec import NO_JOB_NAMES, TaskKind
 from herder.store.database import Database
 from herder.store.dialect import minute_of, one_of
 from herder.store.gauges import fleet_capacity, fleet_used, workers_by_state
@@ -44,6 +45,7 @@ def read_stats(database: Database, tenant_id: str | None, now: datetime, minutes
             at=now,
             minutes=minutes,
             runs=_live(connection, scope),
+            awaiting_approval=_awaiting_approval(connection, scope),
             throughput=series,
             ended=ended,
             failure_rate=failure_rate(ended),
@@ -68,6 +70,16 @@ def _live(connection: Connection, scope: ColumnElement[bool] | None) -> dict[str
     return found
 
 
+def _awaiting_approval(connection: Connection, scope: ColumnElement[bool] | None) -> int:
+    """Approval tasks waiting for a person's decision."""
+    query = select(func.count()).where(
+        runs.c.state == RunState.WAITING, runs.c.job_name == TaskKind.APPROVAL.job_name
+    )
+    if scope is not None:
+        query = query.where(scope)
+    return int(connection.execute(query).scalar_one())
+
+
 def _ended(
     connection: Connection,
     database: Database,
@@ -78,6 +90,7 @@ def _ended(
     query = select(minute, runs.c.state, func.count()).where(
         runs.c.finished_at >= start,
         runs.c.state.in_([str(state) for state in OUTCOME_OF_STATE]),
+        runs.c.job_name.not_in(sorted(NO_JOB_NAMES)),  # a wait or a decision is no work done
         scope,
     )
     rows = connection.execute(query.group_by(minute, runs.c.state))

@@ -321,9 +321,11 @@ def test_a_workflow_run_is_drawn_with_its_task_states(
     expect(page.get_by_role("heading", name=f"Run {load_run}")).to_be_visible()
     page.goto(f"/#/workflows?workflow={created.json()['id']}")  # the definition, drawn
     expect(page.get_by_role("heading", name="etl v1")).to_be_visible()
-    expect(page.locator('svg.dag g.task[data-task="extract"]')).to_have_class(
-        re.compile("state-pending")
-    )
+    extract = page.locator('svg.dag g.task[data-task="extract"]')
+    expect(extract).to_have_class(re.compile(r"\bdefinition\b"))  # no state: none has run
+    expect(extract).not_to_have_attribute("data-state", re.compile("."))
+    expect(extract).to_contain_text("job step")
+    expect(page.locator(".dag-legend")).to_have_count(0)
 
 
 def test_a_workflow_run_is_suspended_and_resumed_from_its_page(
@@ -374,11 +376,19 @@ def test_a_dead_run_is_found_by_filters_and_re_run_from_the_dead_letters(
     expect(page.locator("tbody tr")).to_have_count(1)
     expect(run_row(page, dead.id)).to_be_visible()
     page.get_by_role("link", name="Dead letters").click()
+    asked: list[str] = []
+
+    def accept(dialog: Dialog) -> None:
+        asked.append(dialog.message)
+        dialog.accept()
+
+    page.on("dialog", accept)
     run_row(page, dead.id).get_by_role("button", name="Re-run").click()
     expect(page.get_by_role("heading", name=re.compile(r"^Run run_"))).not_to_have_text(
         f"Run {dead.id}"
     )
     expect(page.locator(".facts")).to_contain_text(f"Re-run of{dead.id}")
+    assert asked == [f"Re-run run {dead.id} (doomed)? A new run starts."]
     expect(page.locator(".headline .state")).to_have_text("dead")  # it fails again, twice
 
 
@@ -462,7 +472,7 @@ def test_a_tenant_sees_only_its_own_and_not_the_fleet(
     expect(tab.get_by_text("The fleet view needs a system admin key.")).to_be_visible()
     channel = herder.create_alert_channel("system-ops", "http://127.0.0.1:9/hook")
     tab.get_by_role("link", name="Alerts").click()
-    expect(tab.get_by_text("No channels.")).to_be_visible()
+    expect(tab.get_by_text("No channels yet.")).to_be_visible()
     expect(tab.get_by_text("No deliveries yet.")).to_be_visible()
     herder.delete_alert_channel(channel.id)
 
@@ -662,8 +672,10 @@ def test_usage_shows_what_ran_against_its_budget(page: Page, herder: HerderClien
     budget = page.locator('tr[data-spent="false"]')
     expect(budget).to_contain_text("week")
     expect(budget).to_contain_text("/ 3600")
+    tenant = herder.get_tenant(tenant_id)
+    expect(page.locator("main table").first.locator("tbody td").first).to_have_text(tenant.name)
     page.get_by_role("link", name="job", exact=True).click()
-    expect(page.locator("main")).to_contain_text(run.job_id)
+    expect(page.locator(f'main td span[title="{run.job_id}"]')).to_have_text("quick")  # by name
 
 
 def test_the_forecast_shows_the_next_hour_the_schedules_foretell(

@@ -58,6 +58,7 @@ def test_a_jobs_run_is_started_with_its_parameters_and_a_refused_one_says_why_by
 
     # an ended run is run again from its page: the new run's page opens
     first = page.get_by_role("heading", name=re.compile(r"^Run run_")).inner_text()
+    accept_dialogs(page)  # asked first, as a cancel is
     page.get_by_role("button", name="Re-run").click()
     expect(page.get_by_role("heading", name=re.compile(r"^Run run_"))).not_to_have_text(first)
     expect(page.locator("#logs")).to_contain_text("size=7 colour=blue")

@@ -2,8 +2,9 @@
 
 The page's one module not in ``static/``: the run states (in order, active, failed, worst
 first), the ended workflow-run states, every state's tone and each task state's colour, the
-roles (weakest first) and the longest window the overview's stats take, so the scripts and
-the stylesheet keep no list of their own. Plain constants as JSON literals: the same strict
+job names of the runs of tasks that run nothing (a wait, an approval), the roles (weakest
+first) and the longest window the overview's stats take, so the scripts and the stylesheet
+keep no list of their own. Plain constants as JSON literals: the same strict
 policy applies.
 """
 
@@ -18,6 +19,7 @@ from herder.domain.state_tones import RUN_STATES_WORST_FIRST, TONE_OF_NAME
 from herder.domain.states import ACTIVE_RUN_STATES, FAILED_RUN_STATES, RunState
 from herder.domain.stats import MAX_MINUTES
 from herder.domain.workflows.progress import WorkflowRunState
+from herder.domain.workflows.spec import TaskKind
 
 PATH = "states.js"
 
@@ -29,6 +31,7 @@ _CONSTANTS: dict[str, object] = {
     "ENDED_WORKFLOW_RUN_STATES": [state for state in WorkflowRunState if state.is_terminal],
     "TONE_OF_STATE": TONE_OF_NAME,
     "COLOUR_OF_TASK_STATE": TASK_STATE_COLOURS,
+    "TASK_KIND_OF_JOB_NAME": {kind.job_name: kind for kind in TaskKind if kind is not TaskKind.JOB},
     "ROLES_WEAKEST_FIRST": sorted(Role, key=lambda role: sum(map(role.includes, Role))),
     "STATS_MAX_MINUTES": MAX_MINUTES,  # the longest window /v1/stats charts
 }

@@ -48,6 +48,7 @@ class WorkflowRun(_Record):
     deadline: Deadline | None = None  # its schedule's, else its workflow's
     deadline_at: datetime | None = None  # finished by then
     deadline_missed_at: datetime | None = None  # when it was found unfinished past it
+    awaiting_approval: list[str] = []  # its approval tasks waiting for a decision
 
 
 class TaskRun(_Record):

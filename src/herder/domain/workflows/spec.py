@@ -70,6 +70,16 @@ class TaskKind(StrEnum):
     WAIT = "wait"  # runs nothing: a duration, an instant or an event
     APPROVAL = "approval"  # runs nothing: an operator's decision
 
+    @property
+    def job_name(self) -> str:
+        """What the run of a task that runs nothing names as its job: ``:wait``,
+        ``:approval`` — no job's name starts with ``:``, so such a run is told apart."""
+        return f":{self}"
+
+
+NO_JOB_NAMES = frozenset(kind.job_name for kind in TaskKind if kind is not TaskKind.JOB)
+"""The job names of runs that run nothing: not work, so not counted as runs that ended."""
+
 
 class TaskSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)

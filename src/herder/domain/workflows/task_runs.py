@@ -164,7 +164,7 @@ def _waiting_run(
             state, reason = RunState.FAILED, str(error)
     message = f"task {task.name} of workflow run {workflow_run.id}: {reason or start.reason}"
     return NewRun(
-        id=run_id, tenant_id=workflow_run.tenant_id, job_id="", job_name=f":{task.kind}",
+        id=run_id, tenant_id=workflow_run.tenant_id, job_id="", job_name=task.kind.job_name,
         spec=WAITING_SPEC, state=state, reason=reason, run_at=run_at,
         event=Event(run_id, message, f"workflow:{workflow_run.id}", target=state),
         task=TaskOf(workflow_run.id, task.name, workflow_run.repair),

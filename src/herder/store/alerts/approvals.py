@@ -19,8 +19,6 @@ from herder.store.schema import runs, workflow_runs
 if TYPE_CHECKING:
     from herder.store.work import Work
 
-APPROVAL_JOB_NAME = f":{TaskKind.APPROVAL}"  # what an approval task's run names as its job
-
 
 def waiting_approvals(
     work: Work, tenant_id: str, params: RuleParams, open_keys: Collection[str]
@@ -39,7 +37,7 @@ def waiting_approvals(
         .where(
             runs.c.tenant_id == tenant_id,
             runs.c.state == RunState.WAITING,
-            runs.c.job_name == APPROVAL_JOB_NAME,
+            runs.c.job_name == TaskKind.APPROVAL.job_name,
             runs.c.created_at <= oldest,
         )
     )

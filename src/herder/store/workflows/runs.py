@@ -19,6 +19,7 @@ from herder.domain.workflows.dag import Dag
 from herder.domain.workflows.models import TaskRun, WorkflowRun, WorkflowRunDetail
 from herder.domain.workflows.progress import WorkflowRunState, advance
 from herder.domain.workflows.repair import RepairFacts, RepairRequest, repair
+from herder.domain.workflows.spec import TaskKind
 from herder.domain.workflows.walk import board_of, current_runs, tallied_board
 from herder.store.database import Database
 from herder.store.owned import owned_row
@@ -40,8 +41,30 @@ _TASK_RUN_COLUMNS = (
 
 def _workflow_run(row: Any) -> WorkflowRun:
     return WorkflowRun.model_validate(
-        {field: getattr(row, field) for field in WorkflowRun.model_fields}
+        {field: getattr(row, field) for field in row._fields if field in WorkflowRun.model_fields}
     )
+
+
+def _with_approvals(connection: Connection, items: Sequence[WorkflowRun]) -> list[WorkflowRun]:
+    """Each run with its approval tasks waiting for a decision, in one query for all."""
+    active = [run.id for run in items if not run.state.is_terminal]
+    if not active:
+        return list(items)
+    waiting: dict[str, list[str]] = {}
+    for workflow_run_id, task_name in connection.execute(
+        select(runs.c.workflow_run_id, runs.c.task_name)
+        .where(
+            runs.c.workflow_run_id.in_(active),
+            runs.c.state == RunState.WAITING,
+            runs.c.job_name == TaskKind.APPROVAL.job_name,
+        )
+        .order_by(runs.c.task_name, runs.c.map_index)
+    ):
+        waiting.setdefault(workflow_run_id, []).append(task_name)
+    return [
+        run.model_copy(update={"awaiting_approval": waiting[run.id]}) if run.id in waiting else run
+        for run in items
+    ]
 
 
 class WorkflowRunRepository:
@@ -96,10 +119,11 @@ class WorkflowRunRepository:
         if state is not None:
             query = query.where(workflow_runs.c.state == state)
         with self._db.read() as connection:
-            return page_of(
+            page = page_of(
                 connection, query, workflow_runs.c.id, _workflow_run,
                 limit=limit, cursor=cursor, id_prefix=id_prefix,
             )  # fmt: skip
+            return page.model_copy(update={"items": _with_approvals(connection, page.items)})
 
     def decide(
         self,
@@ -184,7 +208,7 @@ class WorkflowRunRepository:
     @staticmethod
     def _read(connection: Connection, tenant_id: str, workflow_run_id: str) -> WorkflowRun:
         row = owned_row(connection, workflow_runs, tenant_id, workflow_run_id, "workflow run")
-        return _workflow_run(row)
+        return _with_approvals(connection, [_workflow_run(row)])[0]
 
     @staticmethod
     def _lock_workflow(connection: Connection, tenant_id: str, workflow_id: str) -> None:

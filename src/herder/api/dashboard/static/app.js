@@ -22,6 +22,7 @@ import * as usage from "./views/usage.js";
 import * as forecast from "./views/forecast.js";
 import * as limits from "./views/limits.js";
 import * as limit from "./views/limit.js";
+import * as pools from "./views/pools.js";
 
 const REFRESH_MS = 2000;
 const VIEWS = {
@@ -38,6 +39,7 @@ const VIEWS = {
   usage: [usage, null],
   forecast: [forecast, null],
   limits: [limits, limit],
+  pools: [pools, null],
 };
 
 const byId = (id) => document.getElementById(id);

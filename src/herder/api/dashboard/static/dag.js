@@ -2,7 +2,8 @@
 // longest path from a root, as `herder workflow show` lays it out; an edge that skips layers
 // passes each one it skips through a waypoint of its own, so no edge runs behind a box; tasks
 // within a layer are ordered to cross fewer edges; each box has its state's own colour
-// (COLOUR_OF_TASK_STATE, from the server) and a legend names the states drawn.
+// (COLOUR_OF_TASK_STATE, from the server) and a legend names the states drawn. A workflow's
+// definition has no states: its boxes say what each task runs, in no state's colour.
 
 import { svg } from "./charts.js";
 import { badge, h, stateClasses } from "./dom.js";
@@ -20,7 +21,7 @@ let drawn = 0; // each drawing's marker gets its own id (two graphs may share a 
 function byTask(tasks) {
   const grouped = new Map();
   for (const instance of tasks) {
-    if (!grouped.has(instance.task)) grouped.set(instance.task, { name: instance.task, depends_on: instance.depends_on, instances: [] });
+    if (!grouped.has(instance.task)) grouped.set(instance.task, { name: instance.task, depends_on: instance.depends_on, runs: instance.runs, instances: [] });
     grouped.get(instance.task).instances.push(instance);
   }
   return [...grouped.values()];
@@ -53,10 +54,11 @@ function layers(tasks) {
   return result.filter(Boolean);
 }
 
-// The state a task's box shows: its worst instance's.
+// The state a task's box shows: its worst instance's; null for a definition's task.
 function taskState(task) {
-  const states = task.instances.map((instance) => instance.state);
-  return RUN_STATES_WORST_FIRST.find((state) => states.includes(state)) || states[0] || "pending";
+  const states = task.instances.map((instance) => instance.state).filter(Boolean);
+  if (!states.length) return null;
+  return RUN_STATES_WORST_FIRST.find((state) => states.includes(state)) || states[0];
 }
 
 export function colourOf(state) {
@@ -158,13 +160,19 @@ function box(task, node) {
   const state = taskState(task);
   const count = task.instances.length > 1 ? ` ×${task.instances.length}` : "";
   const only = task.instances.length === 1 ? task.instances[0] : null;
+  const second = state || task.runs || "";
   const group = svg(
     "g",
-    { class: `task ${stateClasses(state)}`, "data-task": task.name, "data-state": state, transform: `translate(${node.x},${node.y})` },
-    svg("title", {}, `${task.name}: ${state}`),
-    svg("rect", { width: BOX.width, height: BOX.height, rx: 6, fill: colourOf(state) }),
+    {
+      class: state ? `task ${stateClasses(state)}` : "task definition",
+      "data-task": task.name,
+      ...(state ? { "data-state": state } : {}),
+      transform: `translate(${node.x},${node.y})`,
+    },
+    svg("title", {}, `${task.name}: ${second}`),
+    svg("rect", { width: BOX.width, height: BOX.height, rx: 6, ...(state ? { fill: colourOf(state) } : {}) }),
     svg("text", { x: 8, y: 16, class: "task-name" }, `${task.name.slice(0, 18)}${count}`),
-    svg("text", { x: 8, y: 32, class: "task-state" }, state),
+    svg("text", { x: 8, y: 32, class: "task-state" }, second.slice(0, 22)),
   );
   // A task with one run opens it; a mapped one's instances are in the table below.
   return only && only.run_id ? svg("a", { href: runPath(only.run_id) }, group) : group;
@@ -208,11 +216,12 @@ export function dag(tasks) {
   for (const row of rows) {
     for (const node of row) {
       if (node.waypoint) continue;
-      states.add(taskState(node.task));
+      const state = taskState(node.task);
+      if (state) states.add(state);
       chart.append(box(node.task, node));
     }
   }
   const figure = document.createDocumentFragment();
-  figure.append(legend(states), chart);
+  figure.append(states.size ? legend(states) : "", chart);
   return figure;
 }

@@ -39,6 +39,7 @@ export function badge(state, extra = "") {
   return h("span", { class: `state ${stateClasses(state)}`, "data-state": state }, state, extra);
 }
 
+// ``empty``: what to say when there is no row (text, or nodes such as a command to run).
 export function table(headings, rows, empty = "Nothing here.") {
   if (!rows.length) return h("p", { class: "empty" }, empty);
   return h(
@@ -47,6 +48,12 @@ export function table(headings, rows, empty = "Nothing here.") {
     h("thead", {}, h("tr", {}, headings.map((heading) => h("th", {}, heading)))),
     h("tbody", {}, rows),
   );
+}
+
+// Named facts as a list, e.g. a run's; one with nothing to say (empty, an empty list) is left out.
+export function facts(pairs) {
+  const said = (value) => value !== "" && value !== null && value !== undefined && !(Array.isArray(value) && !value.length);
+  return h("dl", { class: "facts" }, pairs.filter(([, value]) => said(value)).map(([name, value]) => [h("dt", {}, name), h("dd", {}, value)]));
 }
 
 export function row(cells, attributes = {}) {

@@ -5,10 +5,12 @@
 import { api, query } from "../api.js";
 import { action, badge, h, link, row, table, when } from "../dom.js";
 import { nameBook } from "../names.js";
-import { pagedList } from "./common.js";
+import { noneYet, pagedList, runPath, runsWhat, taskKindOf, workflowRunPath } from "./common.js";
 import { schedulePath } from "./schedules.js";
 
 const PAGE = 20;
+// The params that name a job, a schedule or a workflow by id: shown by its name.
+const NAMED_PARAMS = { job_id: "jobs", schedule_id: "schedules", workflow_id: "workflows" };
 
 function alertsPath(channelId) {
   return `#/alerts${query({ channel: channelId })}`;
@@ -19,12 +21,39 @@ function json(value) {
   return text === "{}" ? "" : h("code", {}, text);
 }
 
-// What an incident is about: a job's or a workflow's name links to its runs.
-function subject(key, names) {
-  if (key.startsWith("job_")) return link(`#/runs${query({ job_id: key })}`, names.of("jobs", key));
-  if (key.startsWith("wf_")) return link(`#/workflows${query({ workflow: key })}`, names.of("workflows", key));
-  if (key.startsWith("sch_")) return link(schedulePath(key), names.of("schedules", key));
-  return h("code", {}, key);
+// A rule's params as ``name=value``, a job, schedule or workflow by its name.
+function ruleParams(params, names) {
+  return Object.entries(params).map(([name, value]) => {
+    const shown = Object.hasOwn(NAMED_PARAMS, name) ? names.of(NAMED_PARAMS[name], value)
+      : Array.isArray(value) ? value.join(",")
+      : typeof value === "object" && value !== null ? JSON.stringify(value)
+      : value;
+    return h("span", { class: "param" }, `${name}=${shown}`);
+  });
+}
+
+// What an incident is about, by name: a job or a workflow (linking to its runs), a schedule,
+// a run (its job's, or a wait's or an approval's task) or a workflow run, the queue, a loop,
+// or a budget (its period, pool and threshold: "day:*:0.8").
+function subject(incident, names) {
+  const key = incident.key;
+  if (key.startsWith("job_")) return link(`#/runs${query({ job_id: key })}`, `job ${names.of("jobs", key)}`);
+  if (key.startsWith("wf_")) return link(`#/workflows${query({ workflow: key })}`, `workflow ${names.of("workflows", key)}`);
+  if (key.startsWith("sch_")) return link(schedulePath(key), `schedule ${names.of("schedules", key)}`);
+  if (key.startsWith("run_")) {
+    const run = names.get("runs", key);
+    return link(runPath(key), run ? (taskKindOf(run) ? runsWhat(run) : `a run of ${run.job_name}`) : key);
+  }
+  if (key.startsWith("wfrun_")) {
+    const run = names.get("workflow-runs", key);
+    return link(workflowRunPath(key), run ? `a run of workflow ${run.workflow_name}` : key);
+  }
+  const rule = names.get("alert-rules", incident.rule_id);
+  const kind = rule ? rule.kind : "";
+  if (kind === "queue_wait_p99" || kind === "no_capacity") return link("#/queue", "the queue");
+  if (kind === "loop_stale") return `loop ${key}`;
+  if (kind === "budget") return `budget ${key}`;
+  return key;
 }
 
 function incidentRows(items, names) {
@@ -32,7 +61,7 @@ function incidentRows(items, names) {
     row(
       [
         names.of("alert-rules", incident.rule_id),
-        subject(incident.key, names),
+        subject(incident, names),
         badge(incident.state),
         incident.summary,
         when(incident.opened_at),
@@ -50,7 +79,7 @@ function ruleRows(items, names, ctx) {
       [
         rule.name,
         rule.kind,
-        json(rule.params),
+        ruleParams(rule.params, names),
         rule.channel_ids.map((id) => h("span", { class: "label" }, names.of("alert-channels", id))),
         rule.enabled ? "enabled" : "disabled",
         rule.notify_recovery ? "yes" : "no",
@@ -91,12 +120,31 @@ function channelRows(items, ctx) {
   );
 }
 
+// An attempt's outcome in words: "HTTP 200", "the receiver answered 500", "could not connect…".
+function outcome(status, error) {
+  if (error) return error;
+  return status === null || status === undefined ? "no answer" : `HTTP ${status}`;
+}
+
+// Where a delivery stands, in a sentence: delivered, trying again (when, and why the last
+// attempt failed), or given up (why).
+function standing(delivery) {
+  const tries = `${delivery.attempts} attempt${delivery.attempts === 1 ? "" : "s"}`;
+  const last = outcome(delivery.last_status, delivery.last_error);
+  if (delivery.state === "delivered") return ["delivered ", when(delivery.delivered_at), ` (${last}, ${tries})`];
+  if (delivery.state === "failed") return `gave up after ${tries}: ${last}`;
+  if (!delivery.attempts) return "not sent yet";
+  return [`attempt ${delivery.attempts} failed: ${last}`, delivery.next_attempt_at ? ["; tries again ", when(delivery.next_attempt_at)] : ""];
+}
+
+// Every attempt, folded away under its count: open it to read each one.
 function attemptList(history) {
   if (!history.length) return "";
   return h(
-    "ol",
+    "details",
     { class: "history" },
-    history.map((attempt) => h("li", {}, when(attempt.at), " · ", attempt.status ?? "no answer", attempt.error ? [" · ", attempt.error] : "")),
+    h("summary", {}, `${history.length} attempt${history.length === 1 ? "" : "s"}`),
+    h("ol", {}, history.map((attempt) => h("li", {}, when(attempt.at), " · ", outcome(attempt.status, attempt.error)))),
   );
 }
 
@@ -108,11 +156,8 @@ function deliveryRows(items, names) {
         link(alertsPath(delivery.channel_id), names.of("alert-channels", delivery.channel_id)),
         delivery.event,
         badge(delivery.state),
-        delivery.attempts,
-        delivery.last_status ?? "",
-        delivery.last_error || "",
+        h("span", { class: "standing" }, standing(delivery)),
         when(delivery.created_at),
-        delivery.delivered_at ? when(delivery.delivered_at) : delivery.next_attempt_at ? ["next ", when(delivery.next_attempt_at)] : "",
         attemptList(delivery.history),
       ],
       { "data-delivery": delivery.id },
@@ -135,6 +180,8 @@ export function mount(root, route, ctx) {
           names.learn("jobs", keys.filter((key) => key.startsWith("job_"))),
           names.learn("workflows", keys.filter((key) => key.startsWith("wf_"))),
           names.learn("schedules", keys.filter((key) => key.startsWith("sch_"))),
+          names.learn("runs", keys.filter((key) => key.startsWith("run_"))),
+          names.learn("workflow-runs", keys.filter((key) => key.startsWith("wfrun_"))),
         ]);
         return page;
       },
@@ -146,15 +193,19 @@ export function mount(root, route, ctx) {
     ctx,
     async (cursor) => {
       const page = await read("/v1/alert-rules", { limit: PAGE, cursor });
-      await names.learn("alert-channels", page.items.flatMap((rule) => rule.channel_ids));
+      const named = (param) => page.items.map((rule) => rule.params[param]).filter((id) => typeof id === "string");
+      await Promise.all([
+        names.learn("alert-channels", page.items.flatMap((rule) => rule.channel_ids)),
+        ...Object.entries(NAMED_PARAMS).map(([param, collection]) => names.learn(collection, named(param))),
+      ]);
       return page;
     },
-    (page) => table(["Rule", "Kind", "Params", "Channels", "Enabled", "Recovery notice", ""], ruleRows(page.items, names, ctx), "No rules."),
+    (page) => table(["Rule", "Kind", "Params", "Channels", "Enabled", "Recovery notice", ""], ruleRows(page.items, names, ctx), noneYet("rules", "herder alert rule create NAME --kind run_failed --channel CHANNEL")),
   );
   const channels = pagedList(
     ctx,
     (cursor) => read("/v1/alert-channels", { limit: PAGE, cursor }),
-    (page) => table(["Channel", "URL", "Enabled", "", ""], channelRows(page.items, ctx), "No channels."),
+    (page) => table(["Channel", "URL", "Enabled", "", ""], channelRows(page.items, ctx), noneYet("channels", "herder alert channel create NAME URL")),
   );
   const deliveries = pagedList(
     ctx,
@@ -165,7 +216,7 @@ export function mount(root, route, ctx) {
     },
     (page) =>
       table(
-        ["Delivery", "Channel", "Event", "State", "Attempts", "Last status", "Last error", "Made", "Delivered", "Each attempt"],
+        ["Delivery", "Channel", "Event", "State", "Outcome", "Made", "Attempts"],
         deliveryRows(page.items, names),
         "No deliveries yet.",
       ),

@@ -1,8 +1,8 @@
-// What several views share: whether a run is active, and a run's actions.
+// What several views share: whether a run is active, what it runs, and a run's actions.
 
-import { api } from "../api.js";
-import { action, h, pager, fill, when } from "../dom.js";
-import { ACTIVE_RUN_STATES } from "../states.js";
+import { api, query } from "../api.js";
+import { action, h, link, pager, fill, when } from "../dom.js";
+import { ACTIVE_RUN_STATES, TASK_KIND_OF_JOB_NAME } from "../states.js";
 
 const ACTIVE = new Set(ACTIVE_RUN_STATES);
 
@@ -20,7 +20,41 @@ export function runPath(id) {
   return `#/runs/${encodeURIComponent(id)}`;
 }
 
-// Cancel while it is active (after a confirmation), re-run once it has ended: for a key
+export function workflowRunPath(id) {
+  return `#/workflow-runs/${encodeURIComponent(id)}`;
+}
+
+// "wait" or "approval" for the run of a workflow task that runs nothing (its job name is
+// ":approval", which no job's can be), else null: such a run is a wait, not work done.
+export function taskKindOf(run) {
+  return Object.hasOwn(TASK_KIND_OF_JOB_NAME, run.job_name) ? TASK_KIND_OF_JOB_NAME[run.job_name] : null;
+}
+
+// What a run runs, as people call it: its job's name, or a wait's or approval's task
+// ("approval review").
+export function runsWhat(run) {
+  const kind = taskKindOf(run);
+  return kind ? `${kind} ${run.task_name}` : run.job_name;
+}
+
+// The same as a link: to the job's runs, or to the task's workflow run.
+export function runsWhatLink(run) {
+  if (taskKindOf(run)) return link(workflowRunPath(run.workflow_run_id), runsWhat(run));
+  return link(`#/runs${query({ job: run.job_name })}`, run.job_name);
+}
+
+// What an empty list says: that there is none yet, and the command that makes one.
+export function noneYet(what, command) {
+  return [`No ${what} yet. Create one with `, h("code", { class: "command" }, command), "."];
+}
+
+// A workflow run's "awaiting approval: review" while approval tasks wait for a decision.
+export function awaiting(run) {
+  const tasks = run.awaiting_approval || [];
+  return tasks.length ? h("span", { class: "awaiting" }, ` · awaiting approval: ${tasks.join(", ")}`) : "";
+}
+
+// Cancel while it is active, re-run once it has ended, each after a confirmation: for a key
 // that may (an operator's or more; a viewer's sees none).
 export function runActions(run, ctx) {
   if (!ctx.may("operator")) return "";
@@ -30,7 +64,7 @@ export function runActions(run, ctx) {
     return action("Cancel", () => api(`${base}/cancel`, { method: "POST" }), {
       ctx,
       danger: true,
-      confirmText: `Cancel run ${run.id} (${run.job_name})?`,
+      confirmText: `Cancel run ${run.id} (${runsWhat(run)})?`,
     });
   }
   return action(
@@ -39,7 +73,7 @@ export function runActions(run, ctx) {
       const rerun = await api(`${base}/rerun`, { method: "POST" });
       ctx.go(runPath(rerun.id));
     },
-    { ctx },
+    { ctx, confirmText: `Re-run run ${run.id} (${runsWhat(run)})? A new run starts.` },
   );
 }
 
@@ -55,7 +89,7 @@ export function suspendActions(run, ctx) {
   if (run.suspend_requested) return "suspending…";
   return action("Suspend", () => api(`${base}/suspend`, { method: "POST" }), {
     ctx,
-    confirmText: `Suspend run ${run.id} (${run.job_name})?`,
+    confirmText: `Suspend run ${run.id} (${runsWhat(run)})?`,
   });
 }
 

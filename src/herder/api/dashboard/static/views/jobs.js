@@ -3,7 +3,7 @@
 
 import { api, query } from "../api.js";
 import { h, link, row, table, when } from "../dom.js";
-import { pagedList } from "./common.js";
+import { noneYet, pagedList } from "./common.js";
 
 const PAGE = 50;
 
@@ -31,7 +31,7 @@ export function mount(root, _route, ctx) {
   const list = pagedList(
     ctx,
     (cursor) => api(`/v1/jobs${query({ limit: PAGE, cursor })}`, { signal: ctx.signal }),
-    (page) => table(["Job", "Runtime", "Parameters", "Version", "Updated", ""], jobRows(page.items), "No jobs."),
+    (page) => table(["Job", "Runtime", "Parameters", "Version", "Updated", ""], jobRows(page.items), noneYet("jobs", "herder job create NAME --command 'echo hello'")),
   );
   root.append(h("h1", {}, "Jobs"), list.node);
   return list;

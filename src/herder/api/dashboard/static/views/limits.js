@@ -2,6 +2,7 @@
 
 import { api, query } from "../api.js";
 import { fill, h, link, row, table } from "../dom.js";
+import { noneYet } from "./common.js";
 
 export const limitPath = (id) => `#/limits/${encodeURIComponent(id)}`;
 
@@ -25,7 +26,7 @@ export function mount(root, _route, ctx) {
       const rows = page.items.map((limit) =>
         row([link(limitPath(limit.id), limit.name), allows(limit), limit.strategy, limit.description || ""], { "data-limit": limit.name }),
       );
-      fill(body, table(["Limit", "Allows", "When a key is full", "Description"], rows, "No limits."));
+      fill(body, table(["Limit", "Allows", "When a key is full", "Description"], rows, noneYet("limits", "herder limit create NAME --max-running 2")));
     },
   };
 }

@@ -6,7 +6,7 @@ import { rateLine, stackedBars, utilization } from "../charts.js";
 import { badge, h, link, fill, row, table, when } from "../dom.js";
 import { FAILED_RUN_STATES, STATS_MAX_MINUTES } from "../states.js";
 import { WINDOWS, chosenWindow, windowPicker, windowStart } from "../window.js";
-import { runPath } from "./common.js";
+import { runPath, taskKindOf } from "./common.js";
 
 const OFFERED = WINDOWS.filter((one) => one.minutes <= STATS_MAX_MINUTES);
 const FAILURES_SHOWN = 20;
@@ -20,11 +20,12 @@ function percent(rate) {
   return rate === null || rate === undefined ? "–" : `${(rate * 100).toFixed(1)}%`;
 }
 
-// The window's failed, timed-out, lost, dead and expired runs, newest first.
+// The window's failed, timed-out, lost, dead and expired runs, newest first: work that
+// failed, so not a rejected approval nor a wait that timed out (the stats count neither).
 function failures(page) {
   return table(
     ["Run", "Job", "State", "Created", "Reason"],
-    page.items.map((run) =>
+    page.items.filter((run) => !taskKindOf(run)).map((run) =>
       row([link(runPath(run.id), run.id), run.job_name, badge(run.state), when(run.created_at), run.reason || ""], { "data-run": run.id }),
     ),
     "No failures in this window.",
@@ -56,6 +57,7 @@ export function mount(root, route, ctx) {
           card("retry_wait", stats.runs.retry_wait, "#/runs?state=retry_wait"),
           card("suspended", stats.runs.suspended, "#/runs?state=suspended"),
           card("dead", stats.runs.dead, "#/dead"),
+          card("awaiting approval", stats.awaiting_approval, "#/workflows"),
           card(`succeeded (${span})`, stats.ended.succeeded),
           card(`failed (${span})`, stats.ended.failed),
           card(`failure rate (${span})`, percent(stats.failure_rate)),

@@ -1,29 +1,21 @@
 // One run: what it is, its attempts, its timeline of events, its output and its logs, which
 // follow the running attempt live (long-polling /logs with its cursor).
 
-import { api, query } from "../api.js";
+import { ApiError, api, query } from "../api.js";
 import { runTimeline } from "../charts.js";
-import { badge, between, h, link, resources, row, table, when, fill } from "../dom.js";
+import { badge, between, facts, h, link, resources, row, table, when, fill } from "../dom.js";
 import { logView } from "../logview.js";
-import { deadline, isActive, runActions, runPath, suspendActions } from "./common.js";
+import { deadline, isActive, runActions, runPath, runsWhatLink, suspendActions, taskKindOf, workflowRunPath } from "./common.js";
 import { jobPath } from "./jobs.js";
 
 const IDLE_MS = 1000;
-
-function facts(pairs) {
-  return h(
-    "dl",
-    { class: "facts" },
-    pairs.filter(([, value]) => value !== "" && value !== null && value !== undefined).map(([name, value]) => [h("dt", {}, name), h("dd", {}, value)]),
-  );
-}
 
 function attemptRows(attempts) {
   return attempts.map((attempt) =>
     row([
       attempt.borrowed ? [attempt.number, " ", h("span", { class: "muted borrowed" }, "borrowed")] : attempt.number,
       attempt.rank,
-      attempt.worker_id,
+      attempt.worker_name ? h("span", { title: attempt.worker_id }, attempt.worker_name) : h("code", {}, attempt.worker_id),
       badge(attempt.state),
       attempt.exit_code ?? "",
       attempt.reason || "",
@@ -34,9 +26,22 @@ function attemptRows(attempts) {
   );
 }
 
+// Who made a change: a key by its name and role ("bootstrap admin (admin)"), a worker by its
+// name (the API's actor_name); the scheduler's own actors as they are.
+function actor(event) {
+  return event.actor_name ? h("span", { title: event.actor }, event.actor_name) : event.actor;
+}
+
+// The values its job's declared parameters took (a run's spec holds them in its env, which
+// the page shows nothing else of), each as ``name=value``.
+function parameters(run, declared) {
+  const env = run.spec.env || {};
+  return declared.filter((name) => Object.hasOwn(env, name)).map((name) => h("span", { class: "param" }, `${name}=${env[name]}`));
+}
+
 function eventRows(events) {
   return events.map((event) =>
-    row([when(event.at), event.to_state ? [event.from_state || "", " → ", event.to_state] : "", event.attempt ?? "", event.actor, event.message]),
+    row([when(event.at), event.to_state ? [event.from_state || "", " → ", event.to_state] : "", event.attempt ?? "", actor(event), event.message]),
   );
 }
 
@@ -83,6 +88,17 @@ async function untilHidden(signal, perform) {
   }
 }
 
+async function parameterNames(run, signal) {
+  if (taskKindOf(run)) return [];
+  try {
+    const job = await api(`/v1/jobs/${encodeURIComponent(run.job_id)}`, { signal });
+    return (job.spec.parameters || []).map((parameter) => parameter.name);
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 404) return [];
+    throw error;
+  }
+}
+
 export function mount(root, route, ctx) {
   const id = route.id;
   const summary = h("div", { class: "run-summary" });
@@ -93,6 +109,7 @@ export function mount(root, route, ctx) {
   const logs = logView(() => `${id}${ranks.options.length > 1 ? `-rank${rank}` : ""}.txt`);
   root.append(summary, h("h2", {}, "Logs"), rankPicker, logHead, logs.tools, logs.pre);
   let latest = null; // the run as last read
+  let declared = null; // its job's parameters' names, read once (none for a wait or a job gone)
   let following = null; // the AbortController of the rank's follow
 
   function show(run) {
@@ -108,7 +125,8 @@ export function mount(root, route, ctx) {
         suspendActions(run, ctx),
       ),
       facts([
-        ["Job", [link(`#/runs${query({ job: run.job_name })}`, run.job_name), " · ", link(jobPath(run.job_id), "the job")]],
+        taskKindOf(run) ? ["Task", runsWhatLink(run)] : ["Job", [runsWhatLink(run), " · ", link(jobPath(run.job_id), "the job")]],
+        ["Params", parameters(run, declared)],
         ["Runs", [run.spec.runtime, run.spec.command ? [" · ", h("code", {}, run.spec.command)] : ""]],
         ["Args", run.spec.args.length ? h("code", {}, JSON.stringify(run.spec.args)) : ""],
         ["Priority", run.spec.priority],
@@ -126,7 +144,7 @@ export function mount(root, route, ctx) {
         ["Borrowed", run.borrowed ? "placed past its tenant's share of the pool: it may be reclaimed" : ""],
         ["Retry at", when(run.retry_at)],
         ["Re-run of", run.rerun_of ? link(runPath(run.rerun_of), run.rerun_of) : ""],
-        ["Workflow run", run.workflow_run_id ? link(`#/workflow-runs/${encodeURIComponent(run.workflow_run_id)}`, `${run.workflow_run_id} · ${run.task_name}`) : ""],
+        ["Workflow run", run.workflow_run_id ? link(workflowRunPath(run.workflow_run_id), `${run.workflow_run_id} · ${run.task_name}`) : ""],
         ["Idempotency key", run.idempotency_key],
       ]),
       h("h2", {}, "Attempts"),
@@ -201,6 +219,7 @@ export function mount(root, route, ctx) {
   return {
     async refresh() {
       const run = await api(`/v1/runs/${encodeURIComponent(id)}`, { signal: ctx.signal });
+      if (declared === null) declared = await parameterNames(run, ctx.signal);
       // An ended run is redrawn only when it changes (a selection in it holds); an active one
       // every time, as its durations grow.
       const changed = !latest || JSON.stringify(run) !== JSON.stringify(latest);

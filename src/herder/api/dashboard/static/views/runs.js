@@ -5,7 +5,7 @@ import { api, query } from "../api.js";
 import { badge, between, h, link, row, table, when } from "../dom.js";
 import { RUN_STATES } from "../states.js";
 import { WINDOWS, chosenWindow, windowPicker, windowStart } from "../window.js";
-import { isActive, pagedList, runActions, runPath } from "./common.js";
+import { isActive, pagedList, runActions, runPath, runsWhatLink } from "./common.js";
 
 const PAGE = 50;
 
@@ -54,7 +54,7 @@ export function runRows(items, ctx) {
     row(
       [
         link(runPath(run.id), run.id),
-        link(`#/runs${query({ job: run.job_name })}`, run.job_name),
+        runsWhatLink(run),
         [badge(run.state), run.cancel_requested && isActive(run.state) ? " cancel requested" : ""],
         run.attempt_count,
         when(run.created_at),

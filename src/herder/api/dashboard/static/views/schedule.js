@@ -1,9 +1,12 @@
-// One schedule: its next fires in its zone, the runs its fires started, and its recent
-// fires, misses and skips.
+// One schedule: what it starts (its job or workflow, with its params) and under which
+// policies, its next fires in its zone, the runs its fires started, and its recent fires,
+// misses and skips.
 
 import { api, query } from "../api.js";
-import { action, badge, between, h, link, row, table, when, fill } from "../dom.js";
+import { action, badge, between, duration, facts, h, link, row, table, when, fill } from "../dom.js";
+import { nameBook } from "../names.js";
 import { pagedList, runActions, runPath } from "./common.js";
+import { jobPath } from "./jobs.js";
 import { inZone } from "./schedules.js";
 
 const SHOWN_EVENTS = 50;
@@ -54,8 +57,36 @@ function scheduleActions(schedule, ctx) {
   ];
 }
 
+function value(one) {
+  return typeof one === "string" ? one : JSON.stringify(one);
+}
+
+// What it starts, with what, and the policies its fires follow, as ``name value`` facts.
+function settings(schedule, names, zone) {
+  const spec = schedule.spec;
+  const overrides = spec.overrides || {};
+  const starts = schedule.job_id
+    ? ["job ", link(jobPath(schedule.job_id), names.of("jobs", schedule.job_id))]
+    : ["workflow ", link(`#/workflows${query({ workflow: schedule.workflow_id })}`, names.of("workflows", schedule.workflow_id))];
+  const params = Object.entries(overrides.params || {}).map(([name, one]) => h("span", { class: "param" }, `${name}=${value(one)}`));
+  return facts([
+    ["Starts", starts],
+    ["Params", params.length ? params : "its defaults"],
+    ["Concurrency", spec.concurrency_policy],
+    ["Misfires", `${spec.misfire_policy} (at most ${spec.misfire_limit} made up)`],
+    ["Jitter", spec.jitter_seconds ? `up to ${duration(spec.jitter_seconds)}` : ""],
+    ["From", spec.start_at ? inZone(spec.start_at, zone) : ""],
+    ["Until", spec.end_at ? inZone(spec.end_at, zone) : ""],
+    ["Deadline", spec.deadline ? `within ${duration(spec.deadline.within_seconds)} of each fire${spec.deadline.cancel ? ", cancelled past it" : ""}` : ""],
+    ["Pool", overrides.pool || ""],
+    ["Priority", overrides.priority ?? ""],
+    ["Limits", (spec.limits || []).map((limit) => h("span", { class: "param" }, `${limit.limit}=${limit.key}`))],
+  ]);
+}
+
 export function mount(root, route, ctx) {
   const id = encodeURIComponent(route.id);
+  const names = nameBook(ctx.signal);
   const body = h("div", {});
   let zone = "UTC"; // the schedule's, read before its runs are drawn
   const runs = runsOf(route.id, () => zone, ctx);
@@ -68,11 +99,13 @@ export function mount(root, route, ctx) {
         api(`/v1/schedules/${id}/events`, { signal: ctx.signal }),
       ]);
       zone = schedule.spec.timezone;
+      await Promise.all([names.learn("jobs", [schedule.job_id]), names.learn("workflows", [schedule.workflow_id])]);
       await runs.refresh(); // after the zone is known: its fire times are shown in it
       const recent = events.slice(-SHOWN_EVENTS).reverse();
       fill(body,
         h("h1", {}, "Schedule ", h("code", {}, schedule.name || schedule.id)),
         h("p", { class: "headline" }, h("code", {}, schedule.spec.cron), ` in ${zone}`, schedule.paused ? " · paused " : " ", ...scheduleActions(schedule, ctx)),
+        settings(schedule, names, zone),
         h("h2", {}, "Next fires"),
         table(["In its zone", "In your zone"], preview.fires.map((fire) => row([inZone(fire.utc, zone), when(fire.utc)])), "No more fires."),
         h("h2", {}, "Runs"),

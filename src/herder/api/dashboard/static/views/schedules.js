@@ -5,7 +5,7 @@ import { api, query } from "../api.js";
 import { h, link, row, table, when } from "../dom.js";
 import { nameBook } from "../names.js";
 import { dateTime } from "../time.js";
-import { pagedList } from "./common.js";
+import { noneYet, pagedList } from "./common.js";
 
 const PAGE = 50;
 
@@ -53,7 +53,7 @@ export function mount(root, _route, ctx) {
       ]);
       return page;
     },
-    (page) => table(["Schedule", "Starts", "Cron", "Next fire", "Last fired for", "Fired", "Missed", "Skipped"], scheduleRows(page.items, names), "No schedules."),
+    (page) => table(["Schedule", "Starts", "Cron", "Next fire", "Last fired for", "Fired", "Missed", "Skipped"], scheduleRows(page.items, names), noneYet("schedules", "herder schedule create JOB '0 3 * * *'")),
   );
   root.append(h("h1", {}, "Schedules"), list.node);
   return list;

@@ -3,6 +3,7 @@
 
 import { api, query } from "../api.js";
 import { fill, h, row, table, when } from "../dom.js";
+import { nameBook } from "../names.js";
 
 const PERIODS = ["day", "week", "month"];
 const GROUPS = ["tenant", "pool", "job"];
@@ -27,6 +28,8 @@ export function mount(root, route, ctx) {
   const period = PERIODS.includes(route.params.get("period")) ? route.params.get("period") : "day";
   const groupBy = GROUPS.includes(route.params.get("group_by")) ? route.params.get("group_by") : "tenant";
   const body = h("div", { class: "list" });
+  const names = nameBook(ctx.signal);
+  const tenant = (id) => h("span", { title: id }, names.of("tenants", id));
   root.append(
     h("h1", {}, "Usage"),
     choices("period", PERIODS, period, { period, group_by: groupBy }),
@@ -36,14 +39,18 @@ export function mount(root, route, ctx) {
   return {
     async refresh() {
       const report = await api(`/v1/usage${query({ period, group_by: groupBy })}`, { signal: ctx.signal });
+      await Promise.all([
+        names.learn("tenants", [...report.rows, ...report.budgets].map((item) => item.tenant_id)),
+        names.learn("jobs", report.rows.map((item) => item.job_id)),
+      ]);
       const used = report.rows.map((item) =>
-        row([h("code", {}, item.tenant_id), item.pool || "–", item.job_id ? h("code", {}, item.job_id) : "–",
+        row([tenant(item.tenant_id), item.pool || "–", item.job_id ? h("span", { title: item.job_id }, names.of("jobs", item.job_id)) : "–",
              seconds(item.cpu_seconds), seconds(item.gpu_seconds), when(item.period_start)]),
       );
       const budgets = report.budgets.map((standing) =>
         row(
           [
-            h("code", {}, standing.tenant_id),
+            tenant(standing.tenant_id),
             `${standing.budget.hard ? "hard " : ""}${standing.budget.period}${standing.budget.pool ? ` (pool ${standing.budget.pool})` : ""}`,
             limitOf(standing.cpu_seconds, standing.budget.cpu_seconds),
             limitOf(standing.gpu_seconds, standing.budget.gpu_seconds),

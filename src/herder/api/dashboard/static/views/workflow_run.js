@@ -5,7 +5,7 @@ import { api } from "../api.js";
 import { dag, taskBadge } from "../dag.js";
 import { action, badge, between, h, link, row, table, when, fill } from "../dom.js";
 import { ENDED_WORKFLOW_RUN_STATES } from "../states.js";
-import { deadline, runPath } from "./common.js";
+import { awaiting, deadline, runPath } from "./common.js";
 import { repairBox } from "./repair.js";
 
 // Suspend or Resume (as its state allows) and Cancel, beside the headline.
@@ -75,6 +75,7 @@ export function mount(root, route, ctx) {
           badge(run.state),
           ` ${run.workflow_name} v${run.version} · started `,
           run.started_at ? when(run.started_at) : "not yet",
+          awaiting(run),
           " ",
           ...actions(run, ended, ctx),
         ),

@@ -1,16 +1,13 @@
-// Workflows and their recent runs.
+// Workflows and their recent runs (each saying when it awaits an approval); a workflow's
+// graph drawn from its definition, with what each task runs and no state: none has run.
 
 import { api, query } from "../api.js";
 import { startForm, workflowFields } from "../forms.js";
 import { badge, between, h, link, row, table, when, fill } from "../dom.js";
-import { pagedList } from "./common.js";
+import { awaiting, noneYet, pagedList, workflowRunPath } from "./common.js";
 import { dag } from "../dag.js";
 
 const PAGE = 50;
-
-export function workflowRunPath(id) {
-  return `#/workflow-runs/${encodeURIComponent(id)}`;
-}
 
 function definitionRows(items) {
   return items.map((workflow) =>
@@ -24,12 +21,18 @@ function definitionRows(items) {
   );
 }
 
+// What a task of the definition runs: its job, or that it waits or asks for an approval.
+function runsOf(task) {
+  if (task.job) return `job ${task.job}`;
+  return task.approval ? "approval" : "wait";
+}
+
 function workflowRunRows(items) {
   return items.map((run) =>
     row([
       link(workflowRunPath(run.id), run.id),
       `${run.workflow_name} v${run.version}`,
-      badge(run.state),
+      [badge(run.state), awaiting(run)],
       when(run.created_at),
       between(run.started_at, run.finished_at),
       run.reason || "",
@@ -64,10 +67,10 @@ export function mount(root, route, ctx) {
   return {
     async refresh() {
       const workflows = await api(`/v1/workflows${query({ limit: 100 })}`, { signal: ctx.signal });
-      fill(definitions, table(["Workflow", "Version", "Tasks", "Max active runs", "Updated"], definitionRows(workflows.items), "No workflows."));
+      fill(definitions, table(["Workflow", "Version", "Tasks", "Max active runs", "Updated"], definitionRows(workflows.items), noneYet("workflows", "herder workflow create -f flow.yaml")));
       if (workflowId && !graph.firstChild) {
         const workflow = await api(`/v1/workflows/${encodeURIComponent(workflowId)}`, { signal: ctx.signal });
-        const tasks = workflow.tasks.map((task) => ({ task: task.name, depends_on: task.depends_on, state: "pending" }));
+        const tasks = workflow.tasks.map((task) => ({ task: task.name, depends_on: task.depends_on, state: null, runs: runsOf(task) }));
         fill(graph, h("h2", {}, `${workflow.name} v${workflow.version}`), h("div", { class: "dag-scroll" }, dag(tasks)), starter(workflow, ctx));
       }
       await runs.refresh();
