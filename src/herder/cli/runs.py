@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated
@@ -25,7 +26,7 @@ from herder.cli.common import (
 from herder.cli.deadline_options import deadline_line
 from herder.cli.ids import RUN, QuietFlag, full_id, id_column, job_of, quiet_ids, short_ids
 from herder.domain.jobs import Priority
-from herder.domain.models import Run, RunDetail
+from herder.domain.models import LogChunk, Run, RunDetail
 from herder.domain.states import RunState
 
 run_app = typer.Typer(help="Start, inspect, cancel, suspend and resume runs.", no_args_is_help=True)
@@ -133,7 +134,13 @@ def run_start(
     after: Annotated[
         str | None, typer.Option("--in", help="start this much later: 90s, 10m, 2h, 1d")
     ] = None,
-    wait: Annotated[bool, typer.Option(help="wait for the run to end, then show it")] = False,
+    wait: Annotated[
+        bool, typer.Option(help="wait for the run to end, then print its output and show it")
+    ] = False,
+    follow: Annotated[
+        bool,
+        typer.Option("--follow", "-f", help="print its output as it comes, then show how it ended"),
+    ] = False,
     count: Annotated[
         int, typer.Option(min=1, max=100_000, help="start this many runs (in batches)")
     ] = 1,
@@ -142,7 +149,7 @@ def run_start(
 ) -> None:
     """Start a one-off run of a job (by name or id). An operator key sets only the job's
     declared parameters (--param); --arg and --env need a developer key. With -q, only the
-    runs' ids: ``herder run start JOB -q | xargs herder run cancel``."""
+    runs' ids: 'herder run start JOB -q | xargs herder run cancel'."""
     params = pairs(param, "--param") or None  # as text: the job's declaration types it
     if count > 1:
         if idempotency_key is not None:
@@ -150,7 +157,7 @@ def run_start(
         if priority is not None or at is not None or after is not None:
             raise typer.BadParameter("one run at a time", param_hint="--priority, --at, --in")
         overrides = _Overrides(params, arg, pairs(env, "env") or None)
-        _start_many(job, count, overrides, wait=wait, as_json=as_json, quiet=quiet)
+        _start_many(job, count, overrides, wait=wait or follow, as_json=as_json, quiet=quiet)
         return
     with client() as herder:
         run: Run = herder.start_run(
@@ -163,8 +170,13 @@ def run_start(
             run_at=at,
             delay_seconds=None if after is None else seconds_in(after),
         )
-        if wait:
+        printed = not (as_json or quiet)  # the output goes with the view, not -q or --json
+        if follow and printed:
+            _write_output(herder.follow_logs(run.id))
+        if wait or follow:
             run = herder.wait(run.id, timeout=25 * 3600)
+        if wait and not follow and printed:
+            _write_output(herder.follow_logs(run.id))  # an ended run's: every page, at once
     if as_json:
         print_json(run)
     elif quiet:
@@ -177,6 +189,14 @@ def run_start(
         out.print(f"started run [bold]{run.id}[/] of {run.job_name} ({run.state})")
     if isinstance(run, RunDetail):
         _ended_well([run])
+
+
+def _write_output(chunks: Iterable[LogChunk]) -> None:
+    """A run's output as it printed it: stdout to stdout, stderr to stderr, in order."""
+    for chunk in chunks:
+        stream = sys.stderr if chunk.stream == "stderr" else sys.stdout
+        stream.write(chunk.text)
+        stream.flush()
 
 
 @dataclass(frozen=True)
@@ -256,13 +276,9 @@ def run_logs(
     with client() as herder:
         run_id = full_id(herder, RUN, run_id)
         if follow:
-            chunks = herder.follow_logs(run_id, attempt=attempt)
+            _write_output(herder.follow_logs(run_id, attempt=attempt))
         else:
-            chunks = iter(herder.logs(run_id, attempt=attempt).chunks)
-        for chunk in chunks:
-            stream = sys.stderr if chunk.stream == "stderr" else sys.stdout
-            stream.write(chunk.text)
-            stream.flush()
+            _write_output(herder.logs(run_id, attempt=attempt).chunks)
 
 
 @run_app.command("rerun")
