@@ -15,7 +15,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from herder.cli.common import JsonFlag, app, client, fail, json_pairs, out, print_json, when
+from herder.cli.common import JsonFlag, app, client, err, fail, json_pairs, out, print_json, when
 from herder.cli.dag import definition_tasks, draw, run_tasks
 from herder.cli.deadline_options import deadline_line, deadline_words
 from herder.cli.ids import (
@@ -31,7 +31,9 @@ from herder.cli.tones import state_style
 from herder.client import HerderClient
 from herder.definitions.problems import Problem
 from herder.definitions.source import read
+from herder.domain.states import RunState
 from herder.domain.workflows.models import TaskRun, Workflow, WorkflowRun, WorkflowRunDetail
+from herder.domain.workflows.spec import TaskKind
 from herder.domain.workflows.states import WorkflowRunState
 
 workflow_app = typer.Typer(
@@ -42,6 +44,7 @@ workflow_app = typer.Typer(
 app.add_typer(workflow_app, name="workflow")
 
 POLL_SECONDS = 1.0  # how often --wait reads the run again
+INTERRUPTED = 130  # the exit status of a wait stopped by Ctrl-C (128 + SIGINT), as a shell's
 RUN_PREFIX = "wfrun_"  # a workflow run's id; anything else names a workflow
 
 FileOption = Annotated[
@@ -108,7 +111,31 @@ def _run_view(run: WorkflowRunDetail) -> RenderableType:
         lines.append(Text(f"repairs: {run.repair}"))
     if run.deadline_at is not None:
         lines.append(Text(deadline_line(run.deadline_at, run.deadline_missed_at)))
-    return Group(*lines, draw(run_tasks(_short_run_ids(run.tasks))))
+    lines.append(draw(run_tasks(_short_run_ids(run.tasks))))
+    if waiting := waiting_approvals(run):
+        lines.append(Text("waiting for a decision:", style="bold"))
+        lines += [Text(f"  {line}", overflow="fold") for one in waiting for line in _asks(run, one)]
+    return Group(*lines)
+
+
+def waiting_approvals(run: WorkflowRunDetail) -> list[TaskRun]:
+    """The run's approval tasks waiting for a person's decision."""
+    return [
+        task
+        for task in run.tasks
+        if task.kind is TaskKind.APPROVAL and task.state is RunState.WAITING
+    ]
+
+
+def _asks(run: WorkflowRunDetail, task: TaskRun) -> list[str]:
+    """A waiting approval in words: its task and message, then the commands that decide it,
+    with the run's whole id to copy."""
+    decide = f"herder workflow {{}} {run.id} {task.task} -m 'why'"
+    return [
+        f"{task.task}: {task.message or '(no message)'}",
+        f"  {decide.format('approve')}",
+        f"  {decide.format('reject')}",
+    ]
 
 
 def _short_run_ids(tasks: list[TaskRun]) -> list[TaskRun]:
@@ -135,18 +162,33 @@ def _definition_view(workflow: Workflow) -> RenderableType:
 
 
 def _follow(herder: HerderClient, run_id: str, *, live: bool) -> WorkflowRunDetail:
-    """Read the run until it ends, redrawing it if ``live``. The live view is cleared at
-    the end (a long DAG is cropped to the terminal while live) for the caller to print the
-    last reading whole."""
+    """Read the run until it ends, redrawing it if ``live``, and saying on stderr when an
+    approval starts waiting (a script waits too). The live view is cleared at the end (a
+    long DAG is cropped to the terminal while live) for the caller to print the last
+    reading whole. Ctrl-C stops the waiting, not the run: its id is printed to go on with."""
     run = herder.get_workflow_run(run_id)
     view = Live(_run_view(run), console=out, auto_refresh=False, transient=True)
-    with view if live else nullcontext():
-        while not run.state.is_terminal:
-            time.sleep(POLL_SECONDS)
-            run = herder.get_workflow_run(run_id)
-            if live:
-                view.update(_run_view(run), refresh=True)
-    return run
+    told: set[tuple[str, int]] = set()
+    try:
+        with view if live else nullcontext():
+            while True:
+                for task in waiting_approvals(run):
+                    if (task.task, task.map_index) not in told:
+                        told.add((task.task, task.map_index))
+                        err.print("waiting for a decision on " + "\n  ".join(_asks(run, task)),
+                                  highlight=False)  # fmt: skip
+                if run.state.is_terminal:
+                    return run
+                time.sleep(POLL_SECONDS)
+                run = herder.get_workflow_run(run_id)
+                if live:
+                    view.update(_run_view(run), refresh=True)
+    except KeyboardInterrupt:
+        err.print(
+            f"stopped waiting; workflow run {run_id} goes on: 'herder workflow show {run_id}'",
+            highlight=False,
+        )
+        raise typer.Exit(INTERRUPTED) from None
 
 
 @workflow_app.command("create")
@@ -217,7 +259,8 @@ def workflow_show(
     """Draw a workflow run's DAG, or a workflow's definition.
 
     Each task of a run shows its state, why it waits or was not run, and its run id (for
-    'herder run logs').
+    'herder run logs'); each approval waiting for a decision, its message and the commands
+    that decide it.
     """
     with client() as herder:
         shown: WorkflowRunDetail | Workflow = (
@@ -250,7 +293,11 @@ def workflow_run(
     ] = [],  # noqa: B006
     idempotency_key: Annotated[str | None, typer.Option(help="same key, same run")] = None,
     wait: Annotated[
-        bool, typer.Option(help="follow the run to its end; exit 1 unless it succeeded")
+        bool,
+        typer.Option(
+            help="follow the run to its end (exit 1 unless it succeeded); say when an approval "
+            "waits; Ctrl-C stops the waiting, not the run"
+        ),
     ] = False,
     as_json: JsonFlag = False,
     quiet: QuietFlag = False,
