@@ -81,7 +81,7 @@ def test_a_workflow_is_created_from_a_file_listed_and_drawn(
     assert "epochs, files, label" in listing
 
     drawn = ok(herder("workflow", "show", "pipeline"))
-    assert "pipeline v1  4 task(s)" in drawn
+    assert "workflow: pipeline v1\ntasks: 4\n" in drawn
     assert "└─ notify ← train, evaluate  job work · one_failed" in drawn
     assert drawn.index("layer 2") < drawn.index("evaluate ← train") < drawn.index("layer 3")
 
@@ -127,7 +127,7 @@ def test_a_runs_dag_shows_the_failure_its_dependants_reason_and_run_ids(
     fleet.end(run_of(api, run["id"], "train"), "failed")
 
     drawn = ok(herder("workflow", "show", run["id"]))
-    assert f"{run['id']}  pipeline v1  running" in drawn
+    assert f"{run['id']}\nworkflow: pipeline v1\nstate: running\n" in drawn
     tasks = detail(api, run["id"])["tasks"]
     shown = short_ids(task["run_id"] for task in tasks if task["run_id"])
     train, evaluate = run_of(api, run["id"], "train"), run_of(api, run["id"], "evaluate")
@@ -168,7 +168,7 @@ def test_a_run_that_succeeded_with_handled_failures_says_so(
         fleet.end(run_id)
 
     drawn = ok(herder("workflow", "show", run["id"]))
-    assert f"{run['id']}  handled v1  succeeded, 2 tasks failed and were handled" in drawn
+    assert "workflow: handled v1\nstate: succeeded, 2 tasks failed and were handled\n" in drawn
 
 
 def test_a_failed_run_is_repaired_with_the_token_it_was_read_at(

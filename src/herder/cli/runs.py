@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Annotated
 
 import typer
-from rich.table import Table
+from rich.text import Text
 
 from herder.cli.common import (
     JsonFlag,
@@ -24,9 +24,10 @@ from herder.cli.common import (
     when,
 )
 from herder.cli.deadline_options import deadline_line
-from herder.cli.ids import RUN, QuietFlag, full_id, id_column, job_of, quiet_ids, short_ids
+from herder.cli.ids import RUN, QuietFlag, full_id, job_of, quiet_ids, short_ids
+from herder.cli.views import Field, Listing, record_of
 from herder.domain.jobs import Priority
-from herder.domain.models import LogChunk, Run, RunDetail
+from herder.domain.models import CheckpointInfo, LogChunk, Run, RunDetail
 from herder.domain.states import RunState
 
 run_app = typer.Typer(help="Start, inspect, cancel, suspend and resume runs.", no_args_is_help=True)
@@ -39,12 +40,16 @@ def _ended_well(runs: list[RunDetail]) -> None:
         raise typer.Exit(1)
 
 
-def _run_table(runs: list[Run], *, ids: bool = True) -> Table:
-    """Runs, each id as its shortest unique start (no id column for one run's view, which
-    names it whole above the table: at 80 columns a whole id squeezed the rest)."""
+def _run_table(runs: list[Run], *, ids: bool = True) -> Listing:
+    """Runs, each id as its shortest unique start (no id for one run's view, which names it
+    whole); at 80 columns the finish, the attempts and the exit code give way, in that
+    order."""
     shown = short_ids(run.id for run in runs)
-    columns = ["JOB", "STATE", "ATTEMPTS", "CREATED", "FINISHED", "EXIT"]
-    table = Table(id_column("ID", shown.values()), *columns) if ids else Table(*columns)
+    columns: list[Field | str] = [
+        "JOB", "STATE", Field("ATTEMPTS", drop=2), "CREATED", Field("FINISHED", drop=3),
+        Field("EXIT", drop=1),
+    ]  # fmt: skip
+    table = Listing("ID", *columns) if ids else Listing(*columns)
     for run in runs:
         state = f"{run.state} until {when(run.retry_at)}" if run.retry_at else run.state
         cells = [
@@ -60,23 +65,23 @@ def _run_table(runs: list[Run], *, ids: bool = True) -> Table:
 
 
 def _print_detail(run: RunDetail) -> None:
-    out.print(f"run {run.id}")
-    out.print(_run_table([run], ids=False))
-    if run.pool:
-        out.print(f"pool: {run.pool}")
-    if run.state is RunState.QUEUED and run.waiting_reason:
-        out.print(f"waiting: {run.waiting_reason}")
-    if run.reason:
-        out.print(f"reason: {run.reason}")
-    if run.deadline_at is not None:
-        out.print(deadline_line(run.deadline_at, run.deadline_missed_at))
+    waiting = run.waiting_reason if run.state is RunState.QUEUED else None
+    deadline = (
+        None if run.deadline_at is None else deadline_line(run.deadline_at, run.deadline_missed_at)
+    )
+    out.print(
+        record_of(
+            Text(f"run {run.id}", style="bold"), _run_table([run], ids=False), ("pool", run.pool),
+            ("waiting", waiting), ("reason", run.reason), ("deadline", deadline),
+            ("checkpoint", _checkpoint_words(run.checkpoint)),
+        )
+    )  # fmt: skip
     if run.attempts:
         workers = short_ids(attempt.worker_id for attempt in run.attempts)
-        attempts = Table(
-            "ATTEMPT", id_column("WORKER", workers.values()), "STATE", "STOPPED BY", "STARTED",
-            "FINISHED", "CPU s", "MAX RSS",
+        attempts = Listing(
+            "ATTEMPT", "WORKER", "STATE", Field("STOPPED BY", drop=1), "STARTED",
+            Field("FINISHED", drop=2), Field("CPU s", drop=3), Field("MAX RSS", drop=4),
         )  # fmt: skip
-        refused = [a for a in run.attempts if a.checkpoint_refused]
         for attempt in run.attempts:
             cpu = (attempt.cpu_user_seconds or 0) + (attempt.cpu_system_seconds or 0)
             attempts.add_row(
@@ -90,22 +95,26 @@ def _print_detail(run: RunDetail) -> None:
                 f"{attempt.max_rss_kb or 0} KB",
             )
         out.print(attempts)
-        for attempt in refused:
-            out.print(
-                f"attempt {attempt.number}: checkpoint not saved: {attempt.checkpoint_refused}"
-            )
-    if run.checkpoint is not None:
-        saved = run.checkpoint
-        kept = f", kept until {when(saved.expires_at)}" if saved.expires_at else ""
-        out.print(
-            f"checkpoint: saved by attempt {saved.attempt} at {when(saved.saved_at)}, "
-            f"{saved.stored_bytes} bytes{kept}"
-        )
-    events = Table("TIME", "CHANGE", "ACTOR", "MESSAGE")
+        for attempt in run.attempts:
+            if attempt.checkpoint_refused:
+                out.print(
+                    f"attempt {attempt.number}: checkpoint not saved: {attempt.checkpoint_refused}"
+                )
+    events = Listing(
+        "TIME", "CHANGE", Field("ACTOR", drop=1), Field("MESSAGE", free=True, wrap=True)
+    )
     for event in run.events:
         change = f"{event.from_state or ''} → {event.to_state}" if event.to_state else ""
         events.add_row(when(event.at), change, event.actor_name or event.actor, event.message)
     out.print(events)
+
+
+def _checkpoint_words(saved: CheckpointInfo | None) -> str | None:
+    if saved is None:
+        return None
+    kept = f", kept until {when(saved.expires_at)}" if saved.expires_at else ""
+    at = when(saved.saved_at)
+    return f"saved by attempt {saved.attempt} at {at}, {saved.stored_bytes} bytes{kept}"
 
 
 @run_app.command("start")

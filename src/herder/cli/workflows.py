@@ -12,7 +12,6 @@ from typing import Annotated, Any
 import typer
 from rich.console import Group, RenderableType
 from rich.live import Live
-from rich.table import Table
 from rich.text import Text
 
 from herder.cli.common import JsonFlag, app, client, err, fail, json_pairs, out, print_json, when
@@ -22,12 +21,12 @@ from herder.cli.ids import (
     WORKFLOW_RUN,
     QuietFlag,
     full_id,
-    id_column,
     quiet_ids,
     short_ids,
     workflow_of,
 )
 from herder.cli.tones import state_style
+from herder.cli.views import Field, Listing, record
 from herder.client import HerderClient
 from herder.definitions.problems import Problem
 from herder.definitions.source import read
@@ -68,9 +67,12 @@ def _state(state: str) -> Text:
     return Text(state, style=state_style(state))
 
 
-def _workflow_table(workflows: list[Workflow]) -> Table:
+def _workflow_table(workflows: list[Workflow]) -> Listing:
+    """Workflows; at 80 columns the last update gives way, and the parameters are cut."""
     shown = short_ids(workflow.id for workflow in workflows)
-    table = Table(id_column("ID", shown.values()), "NAME", "VERSION", "TASKS", "PARAMS", "UPDATED")
+    table = Listing(
+        "ID", "NAME", "VERSION", "TASKS", Field("PARAMS", free=True), Field("UPDATED", drop=1)
+    )
     for workflow in workflows:
         table.add_row(
             shown[workflow.id], workflow.name, str(workflow.version), str(len(workflow.tasks)),
@@ -79,11 +81,13 @@ def _workflow_table(workflows: list[Workflow]) -> Table:
     return table
 
 
-def _runs_table(runs: list[WorkflowRun]) -> Table:
+def _runs_table(runs: list[WorkflowRun]) -> Listing:
+    """Workflow runs; at 80 columns the finish, the repairs and the version give way, in
+    that order."""
     shown = short_ids(run.id for run in runs)
-    table = Table(
-        id_column("ID", shown.values()), "WORKFLOW", "VERSION", "STATE", "REPAIRS", "CREATED",
-        "FINISHED",
+    table = Listing(
+        "ID", "WORKFLOW", Field("VERSION", drop=1), "STATE", Field("REPAIRS", drop=2), "CREATED",
+        Field("FINISHED", drop=3),
     )  # fmt: skip
     for run in runs:
         table.add_row(
@@ -94,24 +98,26 @@ def _runs_table(runs: list[WorkflowRun]) -> Table:
 
 
 def _run_view(run: WorkflowRunDetail) -> RenderableType:
-    head = Text.assemble(
-        (run.id, "bold"), f"  {run.workflow_name} v{run.version}  ",
-        (run.outcome, state_style(run.state)),
-    )  # fmt: skip
+    state = Text(run.outcome, style=state_style(run.state))
     if run.cancel_requested and not run.state.is_terminal:
-        head.append("  (cancelling)")
+        state.append(" (cancelling)")
     if run.state is WorkflowRunState.SUSPENDED:
-        head.append("  (no task starts until resumed)")
-    lines: list[RenderableType] = [head]
-    if run.reason:
-        lines.append(Text(f"reason: {run.reason}"))
-    if run.params:
-        lines.append(Text(f"params: {json.dumps(run.params)}", overflow="fold"))
-    if run.repair:
-        lines.append(Text(f"repairs: {run.repair}"))
-    if run.deadline_at is not None:
-        lines.append(Text(deadline_line(run.deadline_at, run.deadline_missed_at)))
-    lines.append(draw(run_tasks(_short_run_ids(run.tasks))))
+        state.append(" (no task starts until resumed)")
+    deadline = run.deadline_at and deadline_line(run.deadline_at, run.deadline_missed_at)
+    lines: list[RenderableType] = [
+        record(
+            Text(run.id, style="bold"),
+            [
+                ("workflow", f"{run.workflow_name} v{run.version}"),
+                ("state", state),
+                ("reason", run.reason),
+                ("params", json.dumps(run.params) if run.params else None),
+                ("repairs", str(run.repair) if run.repair else None),
+                ("deadline", deadline or None),
+            ],
+        ),
+        draw(run_tasks(_short_run_ids(run.tasks))),
+    ]
     if waiting := waiting_approvals(run):
         lines.append(Text("waiting for a decision:", style="bold"))
         lines += [Text(f"  {line}", overflow="fold") for one in waiting for line in _asks(run, one)]
@@ -146,19 +152,19 @@ def _short_run_ids(tasks: list[TaskRun]) -> list[TaskRun]:
 
 
 def _definition_view(workflow: Workflow) -> RenderableType:
-    head = Text.assemble(
-        (workflow.id, "bold"), f"  {workflow.name} v{workflow.version}  ",
-        f"{len(workflow.tasks)} task(s)",
-    )  # fmt: skip
-    lines: list[RenderableType] = [head]
-    if workflow.params:
-        lines.append(Text(f"params: {json.dumps(workflow.params)}", overflow="fold"))
-    if workflow.max_active_runs is not None:
-        limit = f"max_active_runs: {workflow.max_active_runs} ({workflow.concurrency})"
-        lines.append(Text(limit))
-    if workflow.deadline is not None:
-        lines.append(Text(deadline_words(workflow.deadline)))
-    return Group(*lines, draw(definition_tasks(workflow)))
+    most = workflow.max_active_runs
+    deadline = None if workflow.deadline is None else deadline_words(workflow.deadline)
+    head = record(
+        Text(workflow.id, style="bold"),
+        [
+            ("workflow", f"{workflow.name} v{workflow.version}"),
+            ("tasks", str(len(workflow.tasks))),
+            ("params", json.dumps(workflow.params) if workflow.params else None),
+            ("max_active_runs", None if most is None else f"{most} ({workflow.concurrency})"),
+            ("deadline", deadline),
+        ],
+    )
+    return Group(head, draw(definition_tasks(workflow)))
 
 
 def _follow(herder: HerderClient, run_id: str, *, live: bool) -> WorkflowRunDetail:
