@@ -58,25 +58,38 @@ class Listing:
         return Measurement.get(console, options, self.table(options.max_width))
 
     def table(self, width: int) -> Table:
-        """The rich table of the columns that fit ``width``: each kept one as wide as its
-        widest cell (or, when even they do not fit, wrapped between words), the free ones
-        sharing what is left."""
+        """The rich table of the columns that fit ``width``. Each kept column is as wide as
+        its widest cell, the free ones share what is left; when that is too wide, the
+        droppable columns go (the highest ``drop`` first), then the kept ones wrap between
+        words, then the free ones go (the rightmost first)."""
         cells = [
             [one.header, *(row[index] for row in self.rows)]
             for index, one in enumerate(self.fields)
         ]
         natural = [max(map(_width, column)) for column in cells]
+        floor = [  # the least a column is given: a free one's header is never cut either
+            max(_width(one.header), min(natural[index], FREE_MIN_CHARACTERS))
+            if one.free
+            else natural[index]
+            for index, one in enumerate(self.fields)
+        ]
         shown = list(range(len(self.fields)))
-        while _least(self.fields, natural, shown) > width:
+        while _total(floor[index] for index in shown) > width:
             droppable = [index for index in shown if self.fields[index].drop]
             if not droppable:
                 break
             shown.remove(max(reversed(droppable), key=lambda index: self.fields[index].drop))
-        widths = {index: natural[index] for index in shown if not self.fields[index].free}
-        free = [index for index in shown if index not in widths]
-        words = {index: max(map(_longest_word, cells[index])) for index in widths}
-        _wrap_to(widths, words, width - _least(self.fields, natural, free))
-        widths |= _free_widths(self.fields, natural, shown, width - sum(widths.values()))
+        words = [max(map(_longest_word, column)) for column in cells]
+        while True:
+            free = [index for index in shown if self.fields[index].free]
+            kept = {index: natural[index] for index in shown if index not in free}
+            room = width - _total(floor[index] for index in free) + BORDERS  # one last border
+            _wrap_to(kept, words, room)
+            if not free or _total([*kept.values(), *(floor[i] for i in free)]) <= width:
+                break
+            shown.remove(free[-1])
+        left = width - _total(kept.values())
+        widths = kept | _free_widths(floor, natural, free, left)
         table = Table(*(_column(self.fields[i], widths[i], natural[i]) for i in shown))
         for row in self.rows:
             table.add_row(*(row[index] for index in shown))
@@ -95,23 +108,19 @@ def _text(cell: Cell) -> Text:
     return cell if isinstance(cell, Text) else Text.from_markup(cell)
 
 
-def _least(fields: Sequence[Field], natural: Sequence[int], shown: Sequence[int]) -> int:
-    """The width the ``shown`` columns need on one line: kept ones whole, free ones at their
-    least."""
-    content = sum(
-        min(natural[index], FREE_MIN_CHARACTERS) if fields[index].free else natural[index]
-        for index in shown
-    )
-    return content + len(shown) * (PADDING + BORDERS) + BORDERS
+def _total(widths: Iterable[int]) -> int:
+    """The width of a table of columns this wide, borders and padding in."""
+    listed = list(widths)
+    return sum(listed) + len(listed) * (PADDING + BORDERS) + BORDERS
 
 
-def _wrap_to(widths: dict[int, int], least: dict[int, int], width: int) -> None:
-    """When the kept columns are wider than ``width`` (their borders and padding in),
-    narrow the widest that can wrap between words, a character at a time, never below its
-    longest word: a state, a date or a name wraps, and is never cut."""
-    over = sum(widths.values()) + len(widths) * (PADDING + BORDERS) - width
+def _wrap_to(widths: dict[int, int], words: Sequence[int], width: int) -> None:
+    """When the kept columns' table is wider than ``width``, narrow the widest that can
+    wrap between words, a character at a time, never below its longest word: a state, a
+    date or a name wraps, and is never cut."""
+    over = _total(widths.values()) - width
     while over > 0:
-        narrowable = [index for index in widths if widths[index] > least[index]]
+        narrowable = [index for index in widths if widths[index] > words[index]]
         if not narrowable:
             return
         widest = max(narrowable, key=lambda index: widths[index])
@@ -120,16 +129,15 @@ def _wrap_to(widths: dict[int, int], least: dict[int, int], width: int) -> None:
 
 
 def _free_widths(
-    fields: Sequence[Field], natural: Sequence[int], shown: Sequence[int], left: int
+    floor: Sequence[int], natural: Sequence[int], free: Sequence[int], left: int
 ) -> dict[int, int]:
-    """What each free column gets of the ``left`` width that the kept ones leave (their
-    borders and padding still to take): an equal share, the share of one that needs less
-    going to the others."""
-    free = sorted((index for index in shown if fields[index].free), key=lambda i: natural[i])
-    left -= len(shown) * (PADDING + BORDERS) + BORDERS
+    """What each free column gets of the ``left`` width (their borders and padding still to
+    take): an equal share, never under its floor, the share of one that needs less going
+    to the others."""
+    left -= len(free) * (PADDING + BORDERS)
     widths = {}
-    for position, index in enumerate(free):
-        widths[index] = max(min(natural[index], left // (len(free) - position)), 1)
+    for position, index in enumerate(sorted(free, key=lambda index: natural[index])):
+        widths[index] = max(floor[index], min(natural[index], left // (len(free) - position)))
         left -= widths[index]
     return widths
 
@@ -142,9 +150,9 @@ def _column(one: Field, width: int, natural: int) -> Column:
 
 
 def record(title: Cell, pairs: Iterable[tuple[str, Cell | None]]) -> RenderableType:
-    """One object: its title, then a ``key: value`` line for each pair (``None``: left out),
-    a long value folded onto the next lines, never cut."""
-    lines = [Text.assemble(f"{key}: ", _text(value)) for key, value in pairs if value is not None]
+    """One object: its title, then a ``key: value`` line for each pair (``None`` or empty:
+    left out), a long value folded onto the next lines, never cut."""
+    lines = [Text.assemble(f"{key}: ", _text(value)) for key, value in pairs if value]
     for line in lines:
         line.overflow = "fold"
     return Group(title, *lines)
