@@ -21,7 +21,7 @@ from tests.integration.test_id_prefix import made
 from tests.integration.test_workflows import Fleet, start, workflow
 
 WIDTH = 80
-JOB = "nightly-report-europe-west"
+JOB = "nightly-report-eu-west"
 # The columns that hold free text, which alone may be cut to fit.
 FREE_TEXT = {"MESSAGE", "SUMMARY", "REASON", "WAITING REASON", "URL", "PARAMS", "FILTER",
              "LABELS", "SELECTOR", "STARTED", "FIELDS", "LAST"}  # fmt: skip

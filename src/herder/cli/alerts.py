@@ -154,7 +154,7 @@ def channel_delete(channel: str) -> None:
 
 @channel_app.command("test")
 def channel_test(channel: str) -> None:
-    """Queue a signed test delivery; see it with ``herder alert deliveries``."""
+    """Queue a signed test delivery; see it with 'herder alert deliveries'."""
     with client() as herder:
         delivery_id = herder.test_alert_channel(full_id(herder, ALERT_CHANNEL, channel))
     out.print(f"queued test delivery {delivery_id}")
