@@ -18,7 +18,6 @@ from rich.console import (
     RenderableType,
     RenderResult,
 )
-from rich.measure import Measurement
 from rich.table import Column, Table
 from rich.text import Text
 
@@ -54,14 +53,11 @@ class Listing:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield self.table(options.max_width)
 
-    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
-        return Measurement.get(console, options, self.table(options.max_width))
-
     def table(self, width: int) -> Table:
         """The rich table of the columns that fit ``width``. Each kept column is as wide as
         its widest cell, the free ones share what is left; when that is too wide, the
-        droppable columns go (the highest ``drop`` first), then the kept ones wrap between
-        words, then the free ones go (the rightmost first)."""
+        droppable columns go (the highest ``drop`` first), then the free ones (the rightmost
+        first), and then the kept ones wrap between words."""
         cells = [
             [one.header, *(row[index] for row in self.rows)]
             for index, one in enumerate(self.fields)
@@ -79,15 +75,11 @@ class Listing:
             if not droppable:
                 break
             shown.remove(max(reversed(droppable), key=lambda index: self.fields[index].drop))
-        words = [max(map(_longest_word, column)) for column in cells]
-        while True:
-            free = [index for index in shown if self.fields[index].free]
-            kept = {index: natural[index] for index in shown if index not in free}
-            room = width - _total(floor[index] for index in free) + BORDERS  # one last border
-            _wrap_to(kept, words, room)
-            if not free or _total([*kept.values(), *(floor[i] for i in free)]) <= width:
-                break
-            shown.remove(free[-1])
+        free = [index for index in shown if self.fields[index].free]
+        while free and _total(floor[index] for index in shown) > width:
+            shown.remove(free.pop())
+        kept = {index: natural[index] for index in shown if index not in free}
+        _wrap_to(kept, [max(map(_longest_word, column)) for column in cells], width)
         left = width - _total(kept.values())
         widths = kept | _free_widths(floor, natural, free, left)
         table = Table(*(_column(self.fields[i], widths[i], natural[i]) for i in shown))
