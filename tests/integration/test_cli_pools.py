@@ -33,7 +33,7 @@ def test_pools_are_created_listed_shown_changed_and_deleted(api: Api, herder: He
     assert "a100" in ok(herder("pool", "list"))
     shown = ok(herder("pool", "show", "a100"))
     assert "the A100 boxes" in shown
-    assert "share ml: cpu 8, memory 16384 MB, gpus 4" in shown  # the tenant by name
+    assert "share: ml: cpu 8, memory 16384 MB, gpus 4" in shown  # the tenant by name
 
     changed = json.loads(
         ok(herder("pool", "update", created["id"], "--selector", "gpu=a100",

@@ -13,7 +13,7 @@ from herder.client import ApiError, HerderClient
 from herder.domain.models import Role, RunDetail
 from tests.integration.conftest import Api, Herder
 from tests.integration.registered import register_worker
-from tests.integration.test_worker_protocol import claim, completion, report
+from tests.integration.test_worker_protocol import claim, completion, log, report
 from tests.integration.test_workflows import Fleet, job
 
 
@@ -227,3 +227,44 @@ def test_run_suspend_and_resume_hold_a_run_and_queue_it_again(api: Api, herder: 
     assert isinstance(twice.exception, ApiError)
     assert twice.exception.status == 409
     assert "not suspended" in twice.exception.detail
+
+
+@pytest.fixture
+def printing(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker that runs each started run in two steps, one each time the CLI reads the run
+    or its output: it prints ``hello`` to stdout; then ``oops`` to stderr, and succeeds."""
+    worker_id = register_worker(api)
+    running: list[dict[str, Any]] = []
+
+    def step() -> None:
+        if running:
+            assignment = running.pop()
+            oops = log(assignment, 1, "oops\n", "stderr")
+            report(api, worker_id, logs=[oops], completions=[completion(assignment)])
+        else:
+            running.extend(claim(api, worker_id)["assignments"])
+            for assignment in running:
+                report(api, worker_id, logs=[log(assignment, 0, "hello\n")])
+
+    for name in ("get_run", "logs"):
+        read = getattr(HerderClient, name)
+
+        def stepping(self: HerderClient, *args: Any, _read: Any = read, **options: Any) -> Any:
+            step()
+            return _read(self, *args, **options)
+
+        monkeypatch.setattr(HerderClient, name, stepping)
+
+
+@pytest.mark.parametrize("how", ["--wait", "--follow"])
+@pytest.mark.usefixtures("printing")
+def test_start_wait_or_follow_prints_what_the_job_printed(
+    api: Api, herder: Herder, how: str
+) -> None:
+    api.create_job("talker")
+    started = herder("run", "start", "talker", how)
+    assert started.stdout.startswith("hello\n"), started.output
+    assert started.stderr == "oops\n"
+    assert "succeeded" in ok(started)
+    scripted = json.loads(ok(herder("run", "start", "talker", how, "--json")))
+    assert scripted["state"] == "succeeded"  # and nothing else: --json is the run alone

@@ -4,14 +4,16 @@ worker the test drives by hand."""
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 from typing import Any
 
 import pytest
 from typer.testing import Result
 
+from herder.cli import workflows
 from herder.cli.ids import short_ids
-from herder.client import ApiError
+from herder.client import ApiError, HerderClient
 from tests.integration.conftest import Api, Herder
 from tests.integration.test_workflows import Fleet, detail, job, run_of
 
@@ -79,7 +81,7 @@ def test_a_workflow_is_created_from_a_file_listed_and_drawn(
     assert "epochs, files, label" in listing
 
     drawn = ok(herder("workflow", "show", "pipeline"))
-    assert "pipeline v1  4 task(s)" in drawn
+    assert "workflow: pipeline v1\ntasks: 4\n" in drawn
     assert "└─ notify ← train, evaluate  job work · one_failed" in drawn
     assert drawn.index("layer 2") < drawn.index("evaluate ← train") < drawn.index("layer 3")
 
@@ -125,7 +127,7 @@ def test_a_runs_dag_shows_the_failure_its_dependants_reason_and_run_ids(
     fleet.end(run_of(api, run["id"], "train"), "failed")
 
     drawn = ok(herder("workflow", "show", run["id"]))
-    assert f"{run['id']}  pipeline v1  running" in drawn
+    assert f"{run['id']}\nworkflow: pipeline v1\nstate: running\n" in drawn
     tasks = detail(api, run["id"])["tasks"]
     shown = short_ids(task["run_id"] for task in tasks if task["run_id"])
     train, evaluate = run_of(api, run["id"], "train"), run_of(api, run["id"], "evaluate")
@@ -166,7 +168,7 @@ def test_a_run_that_succeeded_with_handled_failures_says_so(
         fleet.end(run_id)
 
     drawn = ok(herder("workflow", "show", run["id"]))
-    assert f"{run['id']}  handled v1  succeeded, 2 tasks failed and were handled" in drawn
+    assert "workflow: handled v1\nstate: succeeded, 2 tasks failed and were handled\n" in drawn
 
 
 def test_a_failed_run_is_repaired_with_the_token_it_was_read_at(
@@ -343,3 +345,67 @@ def test_an_approval_is_drawn_waiting_and_decided_from_the_cli(
     again = refused(herder("workflow", "reject", run["id"], "review"))
     assert again.status == 409
     assert detail(fleet.api, run["id"])["tasks"][1]["state"] == "queued"
+
+
+REVIEWED = {
+    "name": "train-and-publish",
+    "params": {"dataset": "s3://ml/latest"},
+    "tasks": [
+        {
+            "name": "review",
+            "approval": {"message": "Publish the model trained on {params.dataset}?"},
+        },
+        {"name": "publish", "job": "work", "depends_on": ["review"]},
+    ],
+}
+
+
+def test_a_waiting_approval_is_shown_with_its_message_filled_and_how_to_decide_it(
+    herder: Herder, fleet: Fleet, tmp_path: Path
+) -> None:
+    created(herder, tmp_path, REVIEWED)
+    run = started(herder, "train-and-publish", "--param", "dataset=s3://ml/2026-12-06")
+    (review,) = [task for task in detail(fleet.api, run["id"])["tasks"] if task["task"] == "review"]
+    assert review["message"] == "Publish the model trained on s3://ml/2026-12-06?"
+    shown = ok(herder("workflow", "show", run["id"]))
+    assert "waiting for a decision:" in shown
+    assert "review: Publish the model trained on s3://ml/2026-12-06?" in shown
+    assert f"herder workflow approve {run['id']} review -m 'why'" in shown
+    assert f"herder workflow reject {run['id']} review -m 'why'" in shown
+    ok(herder("workflow", "approve", run["id"], "review"))
+    assert "waiting for a decision" not in ok(herder("workflow", "show", run["id"]))
+
+
+def test_a_message_naming_no_parameter_is_refused_naming_the_field(
+    herder: Herder, fleet: Fleet, tmp_path: Path
+) -> None:
+    body = {**REVIEWED, "tasks": [{"name": "review", "approval": {"message": "on {dataset}?"}}]}
+    wrong = refused(herder("workflow", "create", "-f", body_file(tmp_path, body)))
+    assert (wrong.status, wrong.field) == (422, "tasks.0.approval.message")
+    assert "{params.NAME}" in wrong.detail
+
+
+def test_run_wait_says_an_approval_waits_and_ctrl_c_leaves_the_run_going(
+    herder: Herder, fleet: Fleet, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    created(herder, tmp_path, REVIEWED)
+    read = HerderClient.get_workflow_run
+    reads: list[str] = []
+
+    def interrupted_at_the_second_read(self: HerderClient, run_id: str) -> Any:
+        reads.append(run_id)
+        if len(reads) == 2:
+            signal.raise_signal(signal.SIGINT)  # the person waiting presses Ctrl-C
+        return read(self, run_id)
+
+    monkeypatch.setattr(workflows, "POLL_SECONDS", 0.0)
+    monkeypatch.setattr(HerderClient, "get_workflow_run", interrupted_at_the_second_read)
+    waited = herder("workflow", "run", "train-and-publish", "--wait")
+    assert waited.exit_code == 130, waited.output
+    run_id = reads[0]
+    assert "waiting for a decision on review: Publish the model trained on s3://ml/latest?" in (
+        waited.stderr
+    )
+    assert f"herder workflow approve {run_id} review" in waited.stderr
+    assert f"workflow run {run_id} goes on" in waited.stderr
+    assert detail(fleet.api, run_id)["state"] == "running"

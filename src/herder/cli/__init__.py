@@ -33,7 +33,10 @@ from herder.cli import (
     workflows,
 )
 from herder.cli.common import app, err
+from herder.cli.help import arrange
 from herder.client import ClientError
+
+arrange(app)
 
 __all__ = [
     "alerts", "apply", "approvals", "audit", "autoscaler", "backfills", "events", "hooks",

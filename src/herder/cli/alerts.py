@@ -8,7 +8,6 @@ from collections.abc import Callable
 from typing import Annotated, Any, Protocol, TypeVar
 
 import typer
-from rich.table import Column, Table
 
 from herder.cli.common import JsonFlag, app, client, json_pairs, out, print_json, when
 from herder.cli.ids import (
@@ -19,13 +18,13 @@ from herder.cli.ids import (
     WORKFLOW,
     QuietFlag,
     full_id,
-    id_column,
     job_of,
     names_of,
     quiet_ids,
     short_ids,
     workflow_of,
 )
+from herder.cli.views import Field, Listing
 from herder.client import HerderClient
 from herder.domain.alerts.rules import Channel, Delivery, Incident, Rule, RuleKind
 from herder.domain.models import Page
@@ -52,12 +51,12 @@ app.add_typer(alert_app, name="alert")
 def show(
     page: Page[T],
     as_json: bool,
-    columns: tuple[str | Column, ...],
+    columns: tuple[str | Field, ...],
     row: Callable[[T], Row],
     *,
     quiet: bool = False,
 ) -> None:
-    """The page as JSON, its ids (``quiet``), or its items as a table, a row each after the
+    """The page as JSON, its ids (``quiet``), or its items as a listing, a row each after the
     item's id as its shortest unique start."""
     if as_json:
         print_json(page)
@@ -66,7 +65,7 @@ def show(
         quiet_ids(one.id for one in page.items)
         return
     shown = short_ids(one.id for one in page.items)
-    table = Table(id_column("ID", shown.values()), *columns)
+    table = Listing("ID", *columns)
     for one in page.items:
         table.add_row(shown[one.id], *row(one))
     out.print(table)
@@ -139,7 +138,8 @@ def channel_list(limit: Limit = 100, as_json: JsonFlag = False, quiet: QuietFlag
     with client() as herder:
         page = herder.list_alert_channels(limit=limit)
 
-    show(page, as_json, ("NAME", "URL", "ENABLED", "CREATED"), _channel_row, quiet=quiet)
+    columns = ("NAME", Field("URL", free=True), "ENABLED", Field("CREATED", drop=1))
+    show(page, as_json, columns, _channel_row, quiet=quiet)
 
 
 @channel_app.command("delete")
@@ -154,7 +154,7 @@ def channel_delete(channel: str) -> None:
 
 @channel_app.command("test")
 def channel_test(channel: str) -> None:
-    """Queue a signed test delivery; see it with ``herder alert deliveries``."""
+    """Queue a signed test delivery; see it with 'herder alert deliveries'."""
     with client() as herder:
         delivery_id = herder.test_alert_channel(full_id(herder, ALERT_CHANNEL, channel))
     out.print(f"queued test delivery {delivery_id}")
@@ -214,7 +214,7 @@ def rule_list(limit: Limit = 100, as_json: JsonFlag = False, quiet: QuietFlag = 
         )
         named_params = _param_names(herder, page.items)
 
-    columns = ("NAME", "KIND", "PARAMS", "CHANNELS", "ENABLED")
+    columns = ("NAME", "KIND", Field("PARAMS", free=True), "CHANNELS", Field("ENABLED", drop=1))
     show(page, as_json, columns, _rule_row(channels, named_params), quiet=quiet)
 
 
@@ -240,7 +240,10 @@ def alert_list(
         rules = names_of(herder, ALERT_RULE, (one.rule_id for one in page.items))
     keys = short_ids(one.key for one in page.items)  # a job's, schedule's, run's… id, or a name
 
-    columns = ("RULE", id_column("KEY", keys.values()), "STATE", "OPENED", "RESOLVED", "SUMMARY")
+    columns = (
+        "RULE", Field("KEY", drop=2), "STATE", "OPENED", Field("RESOLVED", drop=1),
+        Field("SUMMARY", free=True),
+    )  # fmt: skip
     show(page, as_json, columns, _incident_row(rules, keys), quiet=quiet)
 
 
@@ -257,5 +260,8 @@ def alert_deliveries(
         page = herder.list_alert_deliveries(channel_id=channel_id, limit=limit)
         channels = names_of(herder, ALERT_CHANNEL, (one.channel_id for one in page.items))
 
-    columns = ("CHANNEL", "EVENT", "STATE", "ATTEMPTS", "LAST", "NEXT")
+    columns = (
+        "CHANNEL", "EVENT", "STATE", Field("ATTEMPTS", drop=2), Field("LAST", free=True),
+        Field("NEXT", drop=1),
+    )  # fmt: skip
     show(page, as_json, columns, _delivery_row(channels), quiet=quiet)

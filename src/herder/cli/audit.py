@@ -6,23 +6,24 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from herder.cli.common import JsonFlag, app, client, out, print_json, when
-from herder.cli.ids import API_KEY, any_full_id, full_id, id_column, short_ids, tenant_of
+from herder.cli.ids import API_KEY, any_full_id, full_id, short_ids, tenant_of
 from herder.cli.keys import TenantOption, moment
+from herder.cli.views import Field, Listing
 from herder.domain.audit import AuditEntry
 
 Since = Annotated[str | None, typer.Option(help="1h, 7d, … ago, or an ISO 8601 time")]
 
 
-def _audit_table(entries: list[AuditEntry]) -> Table:
+def _audit_table(entries: list[AuditEntry]) -> Listing:
     """The entries, each key by its name and role (its id: --json), each object by its
-    shortest unique start."""
+    shortest unique start; at 80 columns the role and the outcome give way, and the fields
+    are cut."""
     objects = short_ids(entry.object_id for entry in entries if entry.object_id)
-    table = Table(
-        "WHEN", "KEY", "ROLE", "ACTION", id_column("OBJECT", objects.values()), "FIELDS",
-        "OUTCOME",
+    table = Listing(
+        "WHEN", "KEY", Field("ROLE", drop=2), "ACTION", "OBJECT", Field("FIELDS", free=True),
+        Field("OUTCOME", drop=1),
     )  # fmt: skip
     for entry in entries:
         shown = objects[entry.object_id] if entry.object_id else entry.object_type

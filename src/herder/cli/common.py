@@ -12,6 +12,7 @@ import typer
 from pydantic import BaseModel
 from rich.console import Console
 
+from herder.cli.help import CommandsByUse
 from herder.client import HerderClient
 from herder.credentials import find_credentials, searched_places
 from herder.domain.models import Page
@@ -20,6 +21,7 @@ T = TypeVar("T")
 PAGE = 1000  # items a listing asks for at once when it reads them all
 
 app = typer.Typer(
+    cls=CommandsByUse,
     help="Herder: run uploaded programs once, on a schedule or as DAG steps, on a fleet.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,

@@ -34,12 +34,12 @@ def deadline_of(within: str | None, cancel: bool) -> dict[str, object] | None:
 
 
 def deadline_words(deadline: Deadline) -> str:
-    """``deadline: 5h, then cancelled``: a definition's deadline."""
+    """``5h, then cancelled``: a definition's deadline."""
     then = ", then cancelled" if deadline.cancel else ""
-    return f"deadline: {duration_words(deadline.within_seconds)}{then}"
+    return f"{duration_words(deadline.within_seconds)}{then}"
 
 
 def deadline_line(deadline_at: datetime, missed_at: datetime | None) -> str:
-    """``deadline: 2026-11-29 06:00:00, missed (unfinished at …)``: a run's."""
+    """``2026-11-29 06:00:00, missed (unfinished at …)``: a run's deadline."""
     missed = f", missed (unfinished at {when(missed_at)})" if missed_at else ""
-    return f"deadline: {when(deadline_at)}{missed}"
+    return f"{when(deadline_at)}{missed}"

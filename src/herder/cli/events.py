@@ -10,9 +10,11 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
+from rich.text import Text
 
 from herder.cli.common import JsonFlag, app, client, fail, out, print_json, when
 from herder.cli.ids import EVENT, QuietFlag, full_id, id_table, quiet_ids
+from herder.cli.views import Field, record
 from herder.domain.events import EventSummary, TriggerOutcome
 
 event_app = typer.Typer(
@@ -125,7 +127,12 @@ def event_list(
         quiet_ids(event.id for event in page.items)
         return
     table, shown = id_table(
-        (event.id for event in page.items), "NAME", "SOURCE", "SENDER ID", "RECEIVED", "STARTED"
+        (event.id for event in page.items),
+        "NAME",
+        Field("SOURCE", drop=1),
+        Field("SENDER ID", drop=2),
+        "RECEIVED",
+        Field("STARTED", free=True),
     )
     for event in page.items:
         table.add_row(
@@ -144,11 +151,10 @@ def event_show(event_id: str, as_json: JsonFlag = False) -> None:
     if as_json:
         print_json(event)
         return
-    out.print(f"event {event.id} ({event.name})", highlight=False)
-    out.print(f"source:    {event.source}", highlight=False)
-    if event.sender_id is not None:
-        out.print(f"sender id: {event.sender_id}", highlight=False, markup=False)
-    out.print(f"received:  {when(event.received_at)}")
+    sender = None if event.sender_id is None else Text(event.sender_id)
+    title = Text(f"event {event.id} ({event.name})", style="bold")
+    pairs = [("source", Text(event.source)), ("sender id", sender)]
+    out.print(record(title, [*pairs, ("received", when(event.received_at))]), highlight=False)
     out.print("payload:")
     out.print_json(json.dumps(event.payload))
     out.print("triggers:")

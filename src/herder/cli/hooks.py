@@ -10,10 +10,11 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
+from rich.text import Text
 
 from herder.cli.common import JsonFlag, app, client, fail, out, print_json, when
-from herder.cli.ids import HOOK, QuietFlag, full_id, id_column, id_table, quiet_ids, short_ids
+from herder.cli.ids import HOOK, QuietFlag, full_id, id_table, quiet_ids, short_ids
+from herder.cli.views import Field, Listing, record_of
 from herder.client import HerderClient
 from herder.domain.hooks import Hook, HookScheme
 
@@ -65,9 +66,12 @@ def _fields(
     return {key: value for key, value in given.items() if value is not None}
 
 
-def _table(herder: HerderClient, hooks: list[Hook], *, whole_ids: bool = False) -> Table:
+def _table(herder: HerderClient, hooks: list[Hook], *, whole_ids: bool = False) -> Listing:
+    """Hooks; at 80 columns whether enabled, the scheme and the rate give way, in that
+    order, and the URL is cut (``hook show`` has it whole)."""
     table, shown = id_table(
-        (hook.id for hook in hooks), "NAME", "SCHEME", "EVENT", "RATE", "ENABLED", "URL",
+        (hook.id for hook in hooks), "NAME", Field("SCHEME", drop=2), "EVENT",
+        Field("RATE", drop=3), Field("ENABLED", drop=1), Field("URL", free=True),
         whole_ids=whole_ids,
     )  # fmt: skip
     for hook in hooks:
@@ -164,7 +168,8 @@ def hook_show(hook: str, as_json: JsonFlag = False) -> None:
         if as_json:
             print_json(found)
         else:
-            out.print(_table(herder, [found], whole_ids=True))
+            title = Text(f"hook {found.name}", style="bold")
+            out.print(record_of(title, _table(herder, [found], whole_ids=True)))
 
 
 @hook_app.command("update")
@@ -214,8 +219,13 @@ def hook_deliveries(
         print_json(page)
         return
     events = short_ids(delivery.event_id for delivery in page.items if delivery.event_id)
-    table = Table(
-        "RECEIVED", "DELIVERY ID", "STATUS", "HTTP", "REASON", id_column("EVENT", events.values())
+    table = Listing(
+        "RECEIVED",
+        Field("DELIVERY ID", drop=2),
+        "STATUS",
+        Field("HTTP", drop=1),
+        Field("REASON", free=True),
+        "EVENT",
     )
     for delivery in page.items:
         table.add_row(

@@ -11,16 +11,16 @@ tenants) a name is taken too, and tables show the names of what their rows refer
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
 from http import HTTPStatus
 from typing import Annotated, Any
 
 import typer
-from rich.table import Column, Table
 
 from herder.cli.common import fail
+from herder.cli.views import Field, Listing
 from herder.client import ApiError, HerderClient
 from herder.domain.models import Job, Page, Tenant, Worker
 from herder.domain.workflows.models import Workflow
@@ -193,11 +193,6 @@ def _shared_length(one: str, other: str) -> int:
     return next((i for i, (a, b) in pairs if a != b), min(len(one), len(other)))
 
 
-def id_column(header: str, shown: Collection[str]) -> Column:
-    """A column as wide as the ids it shows, never cut or wrapped: the other columns give."""
-    return Column(header, no_wrap=True, min_width=max(map(len, shown), default=len(header)))
-
-
 def quiet_ids(ids: Iterable[str]) -> None:
     """``-q``: whole ids only, one a line, for ``xargs`` and ``$(…)``."""
     for identifier in ids:
@@ -205,10 +200,10 @@ def quiet_ids(ids: Iterable[str]) -> None:
 
 
 def id_table(
-    ids: Iterable[str], *columns: str | Column, whole_ids: bool = False
-) -> tuple[Table, dict[str, str]]:
-    """A table led by an ID column that shows each of ``ids`` as its shortest unique start
+    ids: Iterable[str], *columns: str | Field, whole_ids: bool = False
+) -> tuple[Listing, dict[str, str]]:
+    """A listing led by an ID column that shows each of ``ids`` as its shortest unique start
     (``whole_ids``: as it is, for one item's view), and what it shows for each id."""
     listed = list(ids)
     shown = dict(zip(listed, listed, strict=True)) if whole_ids else short_ids(listed)
-    return Table(id_column("ID", shown.values()), *columns), shown
+    return Listing("ID", *columns), shown

@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.text import Text
 
 from herder.cli.common import JsonFlag, app, client, err, fail, out, pairs, print_json, when
 from herder.cli.deadline_options import DeadlineCancelOption, DeadlineOption, deadline_of
-from herder.cli.ids import QuietFlag, id_column, job_of, quiet_ids, short_ids
+from herder.cli.ids import QuietFlag, job_of, quiet_ids, short_ids
 from herder.cli.image_files import ImageArchive, image_archive
 from herder.cli.parameter_options import (
     ParamEnumOption,
@@ -20,6 +20,7 @@ from herder.cli.parameter_options import (
     declared_parameters,
 )
 from herder.cli.uploads import upload_progress
+from herder.cli.views import Field, Listing, record_of
 from herder.domain.images import command_warning
 from herder.domain.jobs import DEFAULT_STOP_GRACE_SECONDS
 from herder.domain.models import Job
@@ -47,13 +48,15 @@ def _file_runtime(file: Path, runtime: str | None, image: ImageArchive | None) -
     )
 
 
-def _job_table(jobs: list[Job], *, whole_ids: bool = False) -> Table:
-    """Jobs, each id as its shortest unique start (``whole_ids``: as it is, for one job)."""
+def _job_table(jobs: list[Job], *, whole_ids: bool = False) -> Listing:
+    """Jobs, each id as its shortest unique start (``whole_ids``: as it is, for one job); at
+    80 columns the memory, the cores and the last update give way, in that order."""
     ids = [job.id for job in jobs]
     shown = dict(zip(ids, ids, strict=True)) if whole_ids else short_ids(ids)
-    table = Table(
-        id_column("ID", shown.values()), "NAME", "RUNTIME", "CPU", "MEMORY", "PRIORITY", "UPDATED"
-    )
+    table = Listing(
+        "ID", "NAME", "RUNTIME", Field("CPU", drop=2), Field("MEMORY", drop=3), "PRIORITY",
+        Field("UPDATED", drop=1),
+    )  # fmt: skip
     for job in jobs:
         spec = job.spec
         table.add_row(
@@ -189,7 +192,9 @@ def job_show(job: str, as_json: JsonFlag = False) -> None:
     if as_json:
         print_json(found)
     else:
-        out.print(_job_table([found], whole_ids=True))
+        out.print(
+            record_of(Text(f"job {found.name}", style="bold"), _job_table([found], whole_ids=True))
+        )
         out.print_json(found.spec.model_dump_json())
 
 

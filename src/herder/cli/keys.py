@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from herder.cli.common import JsonFlag, app, client, fail, out, print_json, when
 from herder.cli.ids import API_KEY, QuietFlag, full_id, id_table, quiet_ids, tenant_of
+from herder.cli.views import Field, Listing
 from herder.domain.models import ApiKey
 
 key_app = typer.Typer(help="API keys: list, create, revoke.", no_args_is_help=True)
@@ -46,10 +46,18 @@ def state(key: ApiKey, now: datetime) -> str:
     return "live"
 
 
-def _key_table(keys: list[ApiKey]) -> Table:
+def _key_table(keys: list[ApiKey]) -> Listing:
+    """Keys; at 80 columns the last use, the creation and the expiry give way, in that
+    order."""
     now = datetime.now(UTC)
     table, shown = id_table(
-        (key.id for key in keys), "NAME", "ROLE", "CREATED", "EXPIRES", "LAST USED", "STATE"
+        (key.id for key in keys),
+        "NAME",
+        "ROLE",
+        Field("CREATED", drop=2),
+        Field("EXPIRES", drop=1),
+        Field("LAST USED", drop=3),
+        "STATE",
     )
     for key in keys:
         table.add_row(

@@ -6,10 +6,11 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.text import Text
 
 from herder.cli.common import JsonFlag, app, client, fail, out, print_json, when
 from herder.cli.ids import LIMIT, QuietFlag, full_id, id_table, quiet_ids
+from herder.cli.views import Field, Listing, record_of
 from herder.domain.limits import DebounceKeep as DebounceKeeping
 from herder.domain.limits import Limit, LimitStrategy
 
@@ -84,10 +85,11 @@ def _fields(
     return spec
 
 
-def _table(limits: list[Limit], *, whole_ids: bool = False) -> Table:
+def _table(limits: list[Limit], *, whole_ids: bool = False) -> Listing:
+    """Limits; at 80 columns the creation and the debounce give way, in that order."""
     table, shown = id_table(
-        (limit.id for limit in limits), "NAME", "MAX RUNNING", "RATE", "STRATEGY", "DEBOUNCE",
-        "CREATED", whole_ids=whole_ids,
+        (limit.id for limit in limits), "NAME", "MAX RUNNING", "RATE", "STRATEGY",
+        Field("DEBOUNCE", drop=1), Field("CREATED", drop=2), whole_ids=whole_ids,
     )  # fmt: skip
     for limit in limits:
         rate = f"{limit.rate.count}/{limit.rate.period_seconds}s" if limit.rate else ""
@@ -104,9 +106,9 @@ def _show(limit: Limit, as_json: bool) -> None:
     if as_json:
         print_json(limit)
         return
-    out.print(_table([limit], whole_ids=True))
-    if limit.description:
-        out.print(f"description: {limit.description}")
+    title = Text(f"limit {limit.name}", style="bold")
+    description = ("description", Text(limit.description) if limit.description else None)
+    out.print(record_of(title, _table([limit], whole_ids=True), description))
 
 
 @limit_app.command("create")
@@ -210,7 +212,7 @@ def limit_keys(
     if as_json:
         print_json(list(keys))
         return
-    table = Table("KEY", "RUNNING", "QUEUED", "SCHEDULED")
+    table = Listing("KEY", "RUNNING", "QUEUED", "SCHEDULED")
     for usage in keys:
         table.add_row(usage.key, str(usage.running), str(usage.queued), str(usage.scheduled))
     out.print(table)

@@ -8,7 +8,7 @@ import json
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.text import Text
 
 from herder.cli.common import JsonFlag, app, client, fail, out, pairs, print_json, when
 from herder.cli.ids import (
@@ -16,13 +16,13 @@ from herder.cli.ids import (
     TENANT,
     QuietFlag,
     full_id,
-    id_column,
     id_table,
     names_of,
     quiet_ids,
     short_ids,
     tenant_of,
 )
+from herder.cli.views import Field, Listing, record_of
 from herder.client import HerderClient
 from herder.domain.pools import Pool, PoolShare
 
@@ -92,10 +92,11 @@ def _share_text(share: PoolShare, tenants: dict[str, str]) -> str:
     return f"{tenant}: cpu {share.cpu:g}, memory {share.memory_mb} MB, gpus {share.gpus}"
 
 
-def _pool_table(pools: list[Pool], *, whole_ids: bool = False) -> Table:
+def _pool_table(pools: list[Pool], *, whole_ids: bool = False) -> Listing:
+    """Pools; at 80 columns the creation gives way, and the selector is cut."""
     table, shown = id_table(
-        (pool.id for pool in pools), "NAME", "SELECTOR", "WORKERS", "SHARES", "CREATED",
-        whole_ids=whole_ids,
+        (pool.id for pool in pools), "NAME", Field("SELECTOR", free=True), "WORKERS", "SHARES",
+        Field("CREATED", drop=1), whole_ids=whole_ids,
     )  # fmt: skip
     for pool in pools:
         selector = ", ".join(f"{key}={value}" for key, value in sorted(pool.selector.items()))
@@ -107,12 +108,11 @@ def _pool_table(pools: list[Pool], *, whole_ids: bool = False) -> Table:
 
 
 def _print_pool(herder: HerderClient, pool: Pool) -> None:
-    out.print(_pool_table([pool], whole_ids=True))
-    if pool.description:
-        out.print(f"description: {pool.description}")
     tenants = names_of(herder, TENANT, (share.tenant_id for share in pool.shares))
-    for share in pool.shares:
-        out.print(f"share {_share_text(share, tenants)}")
+    shares = [("share", _share_text(share, tenants)) for share in pool.shares]
+    title = Text(f"pool {pool.name}", style="bold")
+    description = ("description", pool.description or None)
+    out.print(record_of(title, _pool_table([pool], whole_ids=True), description, *shares))
 
 
 @pool_app.command("create")
@@ -227,7 +227,7 @@ def pool_autoscaling(pool: str, as_json: JsonFlag = False) -> None:
             f"{demand.runs} runs"
         )
     workers = short_ids(worker.id for worker in view.workers)
-    table = Table(id_column("WORKER", workers.values()), "RUNNING", "DRAINING")
+    table = Listing("WORKER", "RUNNING", "DRAINING")
     for worker in view.workers:
         table.add_row(workers[worker.id], str(worker.running), "yes" if worker.draining else "")
     out.print(table)
@@ -257,7 +257,7 @@ def forecast(
     if as_json:
         print_json(found)
         return
-    table = Table("MINUTE (UTC)", "STARTING", "CPU", "MEMORY MB", "GPUS", "RUNS BUSY")
+    table = Listing("MINUTE (UTC)", "STARTING", "CPU", "MEMORY MB", "GPUS", "RUNS BUSY")
     for minute in found.minutes:
         if minute.runs_starting or minute.runs:
             table.add_row(

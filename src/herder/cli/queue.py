@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from herder.cli.common import JsonFlag, app, client, out, print_json
-from herder.cli.ids import id_column, job_of, short_ids
+from herder.cli.ids import job_of, short_ids
+from herder.cli.views import Field, Listing
 from herder.domain.models import QueueEntry
 
 
@@ -40,11 +40,13 @@ def needs(entry: QueueEntry) -> str:
     return text
 
 
-def _queue_table(entries: list[QueueEntry]) -> Table:
+def _queue_table(entries: list[QueueEntry]) -> Listing:
+    """Queued runs; at 80 columns the tenant, the class and the needs give way, in that
+    order, and the reason is cut."""
     runs = short_ids(entry.run_id for entry in entries)
-    table = Table(
-        id_column("RUN", runs.values()), "JOB", "TENANT", "PRIORITY", "NEEDS", "WAITED",
-        "WAITING REASON",
+    table = Listing(
+        "RUN", "JOB", Field("TENANT", drop=3), Field("PRIORITY", drop=2), Field("NEEDS", drop=1),
+        "WAITED", Field("WAITING REASON", free=True),
     )  # fmt: skip
     for entry in entries:
         table.add_row(

@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated
 
 import typer
-from rich.table import Table
+from rich.text import Text
 
 from herder.cli.common import (
     JsonFlag,
@@ -23,9 +24,10 @@ from herder.cli.common import (
     when,
 )
 from herder.cli.deadline_options import deadline_line
-from herder.cli.ids import RUN, QuietFlag, full_id, id_column, job_of, quiet_ids, short_ids
+from herder.cli.ids import RUN, QuietFlag, full_id, job_of, quiet_ids, short_ids
+from herder.cli.views import Field, Listing, record_of
 from herder.domain.jobs import Priority
-from herder.domain.models import Run, RunDetail
+from herder.domain.models import CheckpointInfo, LogChunk, Run, RunDetail
 from herder.domain.states import RunState
 
 run_app = typer.Typer(help="Start, inspect, cancel, suspend and resume runs.", no_args_is_help=True)
@@ -38,12 +40,16 @@ def _ended_well(runs: list[RunDetail]) -> None:
         raise typer.Exit(1)
 
 
-def _run_table(runs: list[Run], *, ids: bool = True) -> Table:
-    """Runs, each id as its shortest unique start (no id column for one run's view, which
-    names it whole above the table: at 80 columns a whole id squeezed the rest)."""
+def _run_table(runs: list[Run], *, ids: bool = True) -> Listing:
+    """Runs, each id as its shortest unique start (no id for one run's view, which names it
+    whole); at 80 columns the finish, the attempts and the exit code give way, in that
+    order."""
     shown = short_ids(run.id for run in runs)
-    columns = ["JOB", "STATE", "ATTEMPTS", "CREATED", "FINISHED", "EXIT"]
-    table = Table(id_column("ID", shown.values()), *columns) if ids else Table(*columns)
+    columns: list[Field | str] = [
+        "JOB", "STATE", Field("ATTEMPTS", drop=2), "CREATED", Field("FINISHED", drop=3),
+        Field("EXIT", drop=1),
+    ]  # fmt: skip
+    table = Listing("ID", *columns) if ids else Listing(*columns)
     for run in runs:
         state = f"{run.state} until {when(run.retry_at)}" if run.retry_at else run.state
         cells = [
@@ -58,26 +64,28 @@ def _run_table(runs: list[Run], *, ids: bool = True) -> Table:
     return table
 
 
+_BORROWED = "placed past its tenant's share of the pool, it may be reclaimed"
+
+
 def _print_detail(run: RunDetail) -> None:
-    out.print(f"run {run.id}")
-    out.print(_run_table([run], ids=False))
-    if run.pool:
-        out.print(f"pool: {run.pool}")
-    if run.borrowed:
-        out.print("borrowed: placed past its tenant's share of the pool, it may be reclaimed")
-    if run.state is RunState.QUEUED and run.waiting_reason:
-        out.print(f"waiting: {run.waiting_reason}")
-    if run.reason:
-        out.print(f"reason: {run.reason}")
-    if run.deadline_at is not None:
-        out.print(deadline_line(run.deadline_at, run.deadline_missed_at))
+    waiting = run.waiting_reason if run.state is RunState.QUEUED else None
+    deadline = (
+        None if run.deadline_at is None else deadline_line(run.deadline_at, run.deadline_missed_at)
+    )
+    out.print(
+        record_of(
+            Text(f"run {run.id}", style="bold"), _run_table([run], ids=False), ("pool", run.pool),
+            ("borrowed", _BORROWED if run.borrowed else None), ("waiting", waiting),
+            ("reason", run.reason), ("deadline", deadline),
+            ("checkpoint", _checkpoint_words(run.checkpoint)),
+        )
+    )  # fmt: skip
     if run.attempts:
         workers = short_ids(attempt.worker_id for attempt in run.attempts)
-        attempts = Table(
-            "ATTEMPT", id_column("WORKER", workers.values()), "STATE", "STOPPED BY", "STARTED",
-            "FINISHED", "CPU s", "MAX RSS",
+        attempts = Listing(
+            "ATTEMPT", "WORKER", "STATE", Field("STOPPED BY", drop=1), "STARTED",
+            Field("FINISHED", drop=2), Field("CPU s", drop=3), Field("MAX RSS", drop=4),
         )  # fmt: skip
-        refused = [a for a in run.attempts if a.checkpoint_refused]
         for attempt in run.attempts:
             cpu = (attempt.cpu_user_seconds or 0) + (attempt.cpu_system_seconds or 0)
             attempts.add_row(
@@ -91,22 +99,26 @@ def _print_detail(run: RunDetail) -> None:
                 f"{attempt.max_rss_kb or 0} KB",
             )
         out.print(attempts)
-        for attempt in refused:
-            out.print(
-                f"attempt {attempt.number}: checkpoint not saved: {attempt.checkpoint_refused}"
-            )
-    if run.checkpoint is not None:
-        saved = run.checkpoint
-        kept = f", kept until {when(saved.expires_at)}" if saved.expires_at else ""
-        out.print(
-            f"checkpoint: saved by attempt {saved.attempt} at {when(saved.saved_at)}, "
-            f"{saved.stored_bytes} bytes{kept}"
-        )
-    events = Table("TIME", "CHANGE", "ACTOR", "MESSAGE")
+        for attempt in run.attempts:
+            if attempt.checkpoint_refused:
+                out.print(
+                    f"attempt {attempt.number}: checkpoint not saved: {attempt.checkpoint_refused}"
+                )
+    events = Listing(
+        "TIME", "CHANGE", Field("ACTOR", drop=1), Field("MESSAGE", free=True, wrap=True)
+    )
     for event in run.events:
         change = f"{event.from_state or ''} → {event.to_state}" if event.to_state else ""
         events.add_row(when(event.at), change, event.actor_name or event.actor, event.message)
     out.print(events)
+
+
+def _checkpoint_words(saved: CheckpointInfo | None) -> str | None:
+    if saved is None:
+        return None
+    kept = f", kept until {when(saved.expires_at)}" if saved.expires_at else ""
+    at = when(saved.saved_at)
+    return f"saved by attempt {saved.attempt} at {at}, {saved.stored_bytes} bytes{kept}"
 
 
 @run_app.command("start")
@@ -135,7 +147,13 @@ def run_start(
     after: Annotated[
         str | None, typer.Option("--in", help="start this much later: 90s, 10m, 2h, 1d")
     ] = None,
-    wait: Annotated[bool, typer.Option(help="wait for the run to end, then show it")] = False,
+    wait: Annotated[
+        bool, typer.Option(help="wait for the run to end, then print its output and show it")
+    ] = False,
+    follow: Annotated[
+        bool,
+        typer.Option("--follow", "-f", help="print its output as it comes, then show how it ended"),
+    ] = False,
     count: Annotated[
         int, typer.Option(min=1, max=100_000, help="start this many runs (in batches)")
     ] = 1,
@@ -144,7 +162,7 @@ def run_start(
 ) -> None:
     """Start a one-off run of a job (by name or id). An operator key sets only the job's
     declared parameters (--param); --arg and --env need a developer key. With -q, only the
-    runs' ids: ``herder run start JOB -q | xargs herder run cancel``."""
+    runs' ids: 'herder run start JOB -q | xargs herder run cancel'."""
     params = pairs(param, "--param") or None  # as text: the job's declaration types it
     if count > 1:
         if idempotency_key is not None:
@@ -152,7 +170,7 @@ def run_start(
         if priority is not None or at is not None or after is not None:
             raise typer.BadParameter("one run at a time", param_hint="--priority, --at, --in")
         overrides = _Overrides(params, arg, pairs(env, "env") or None)
-        _start_many(job, count, overrides, wait=wait, as_json=as_json, quiet=quiet)
+        _start_many(job, count, overrides, wait=wait or follow, as_json=as_json, quiet=quiet)
         return
     with client() as herder:
         run: Run = herder.start_run(
@@ -165,8 +183,13 @@ def run_start(
             run_at=at,
             delay_seconds=None if after is None else seconds_in(after),
         )
-        if wait:
+        printed = not (as_json or quiet)  # the output goes with the view, not -q or --json
+        if follow and printed:
+            _write_output(herder.follow_logs(run.id))
+        if wait or follow:
             run = herder.wait(run.id, timeout=25 * 3600)
+        if wait and not follow and printed:
+            _write_output(herder.follow_logs(run.id))  # an ended run's: every page, at once
     if as_json:
         print_json(run)
     elif quiet:
@@ -179,6 +202,14 @@ def run_start(
         out.print(f"started run [bold]{run.id}[/] of {run.job_name} ({run.state})")
     if isinstance(run, RunDetail):
         _ended_well([run])
+
+
+def _write_output(chunks: Iterable[LogChunk]) -> None:
+    """A run's output as it printed it: stdout to stdout, stderr to stderr, in order."""
+    for chunk in chunks:
+        stream = sys.stderr if chunk.stream == "stderr" else sys.stdout
+        stream.write(chunk.text)
+        stream.flush()
 
 
 @dataclass(frozen=True)
@@ -258,13 +289,9 @@ def run_logs(
     with client() as herder:
         run_id = full_id(herder, RUN, run_id)
         if follow:
-            chunks = herder.follow_logs(run_id, attempt=attempt)
+            _write_output(herder.follow_logs(run_id, attempt=attempt))
         else:
-            chunks = iter(herder.logs(run_id, attempt=attempt).chunks)
-        for chunk in chunks:
-            stream = sys.stderr if chunk.stream == "stderr" else sys.stdout
-            stream.write(chunk.text)
-            stream.flush()
+            _write_output(herder.logs(run_id, attempt=attempt).chunks)
 
 
 @run_app.command("rerun")

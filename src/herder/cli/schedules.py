@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.text import Text
 
 from herder.cli.common import JsonFlag, app, client, out, pairs, print_json, when
 from herder.cli.deadline_options import (
@@ -22,12 +22,12 @@ from herder.cli.ids import (
     WORKFLOW,
     QuietFlag,
     full_id,
-    id_column,
     job_of,
     names_of,
     quiet_ids,
     short_ids,
 )
+from herder.cli.views import Field, Listing, record_of
 from herder.client import HerderClient
 from herder.domain.models import Schedule
 
@@ -49,13 +49,16 @@ def _target_names(herder: HerderClient, items: list[Schedule]) -> dict[str, str]
 
 def _schedule_table(
     items: list[Schedule], names: dict[str, str], *, whole_ids: bool = False
-) -> Table:
-    """Schedules, each id as its shortest unique start (``whole_ids``: as it is, for one)."""
+) -> Listing:
+    """Schedules, each id as its shortest unique start (``whole_ids``: as it is, for one); at
+    80 columns the counts, the zone, the cron expression and the target give way, in that
+    order (the next fire says when)."""
     ids = [schedule.id for schedule in items]
     shown = dict(zip(ids, ids, strict=True)) if whole_ids else short_ids(ids)
-    table = Table(
-        id_column("ID", shown.values()), "NAME", "JOB/WORKFLOW", "CRON", "ZONE", "NEXT (UTC)",
-        "STATE", "FIRED", "MISSED",
+    table = Listing(
+        "ID", "NAME", Field("JOB/WORKFLOW", drop=3), Field("CRON", drop=4),
+        Field("ZONE", drop=5), "NEXT (UTC)", "STATE", Field("FIRED", drop=6),
+        Field("MISSED", drop=7),
     )  # fmt: skip
     for schedule in items:
         spec = schedule.spec
@@ -160,13 +163,22 @@ def schedule_show(schedule_id: str, as_json: JsonFlag = False) -> None:
             print_json(schedule)
             return
         names = _target_names(herder, [schedule])
-    out.print(_schedule_table([schedule], names, whole_ids=True))
-    out.print("next fires: " + ", ".join(fire["local"] for fire in fires))
-    if schedule.spec.deadline is not None:
-        out.print(f"{deadline_words(schedule.spec.deadline)} after each fire, local time")
+    deadline = schedule.spec.deadline
+    each_fire = (
+        None if deadline is None else f"{deadline_words(deadline)} after each fire, local time"
+    )
+    out.print(
+        record_of(
+            Text(f"schedule {schedule.name or schedule.id}", style="bold"),
+            _schedule_table([schedule], names, whole_ids=True),
+            ("next fires", ", ".join(fire["local"] for fire in fires)),
+            ("deadline", each_fire),
+        )
+    )
     recent = events[-20:]
     runs = short_ids(event.run_id for event in recent if event.run_id)
-    table = Table("TIME", "KIND", "FOR", id_column("RUN", runs.values()), "MESSAGE")
+    message = Field("MESSAGE", free=True, wrap=True)
+    table = Listing("TIME", "KIND", Field("FOR", drop=1), "RUN", message)
     for event in recent:
         table.add_row(
             when(event.at), event.kind, when(event.scheduled_for), runs.get(event.run_id or "", ""),

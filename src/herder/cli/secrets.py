@@ -9,9 +9,9 @@ from typing import Annotated
 
 import typer
 from pydantic import BaseModel
-from rich.table import Table
 
 from herder.cli.common import HomeOption, JsonFlag, app, client, fail, out, print_json, when
+from herder.cli.views import Field, Listing
 from herder.domain.secrets import Secret
 from herder.settings import Settings
 
@@ -71,7 +71,7 @@ def secret_list(as_json: JsonFlag = False) -> None:
     if as_json:
         print_json(items)
         return
-    table = Table("name", "version", "created", "updated")
+    table = Listing("NAME", "VERSION", "CREATED", Field("UPDATED", drop=1))
     for secret in items:
         assert isinstance(secret, Secret)
         table.add_row(secret.name, str(secret.version), when(secret.created_at),

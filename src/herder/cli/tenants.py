@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.text import Text
 
 from herder.cli.common import JsonFlag, app, client, fail, out, print_json, when
 from herder.cli.ids import QuietFlag, id_table, quiet_ids, tenant_of
+from herder.cli.views import Field, Listing, record_of
 from herder.domain.models import Tenant
 from herder.domain.tenants import TenantQuotas
 
@@ -61,11 +62,14 @@ def _rate(quotas: TenantQuotas) -> str:
     return f"{quotas.submit_rate_per_second:g}/s{burst}"
 
 
-def _tenant_table(tenants: list[Tenant], *, whole_ids: bool = False) -> Table:
+def _tenant_table(tenants: list[Tenant], *, whole_ids: bool = False) -> Listing:
+    """Tenants and their quotas; at 80 columns the creation, the default pool, the submit
+    rate and the quotas give way, the least used first."""
     table, shown = id_table(
-        (tenant.id for tenant in tenants), "NAME", "WEIGHT", "MAX CPU", "MAX MEMORY", "MAX GPUS",
-        "MAX QUEUED", "MAX CHECKPOINTS", "SUBMIT RATE", "DEFAULT POOL", "CREATED",
-        whole_ids=whole_ids,
+        (tenant.id for tenant in tenants), "NAME", "WEIGHT", Field("MAX CPU", drop=6),
+        Field("MAX MEMORY", drop=7), Field("MAX GPUS", drop=8), Field("MAX QUEUED", drop=5),
+        Field("MAX CHECKPOINTS", drop=9), Field("SUBMIT RATE", drop=4),
+        Field("DEFAULT POOL", drop=3), Field("CREATED", drop=2), whole_ids=whole_ids,
     )  # fmt: skip
     for tenant in tenants:
         quotas = tenant.quotas
@@ -117,7 +121,8 @@ def tenant_show(tenant: str, as_json: JsonFlag = False) -> None:
     if as_json:
         print_json(found)
     else:
-        out.print(_tenant_table([found], whole_ids=True))
+        title = Text(f"tenant {found.name}", style="bold")
+        out.print(record_of(title, _tenant_table([found], whole_ids=True)))
 
 
 @tenant_app.command("create")

@@ -10,10 +10,11 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
+from rich.text import Text
 
 from herder.cli.common import JsonFlag, app, client, fail, out, pairs, print_json, when
 from herder.cli.ids import TRIGGER, QuietFlag, full_id, id_table, quiet_ids
+from herder.cli.views import Field, Listing, record_of
 from herder.client import ApiError
 from herder.domain.triggers import Trigger
 
@@ -66,10 +67,13 @@ def _target(job: str | None, workflow: str | None) -> dict[str, Any]:
     return {}
 
 
-def _table(triggers: list[Trigger], *, whole_ids: bool = False) -> Table:
+def _table(triggers: list[Trigger], *, whole_ids: bool = False) -> Listing:
+    """Triggers; at 80 columns the last update and whether enabled give way, and the filter
+    is cut."""
     table, shown = id_table(
-        (trigger.id for trigger in triggers), "NAME", "EVENT", "STARTS", "FILTER", "ENABLED",
-        "UPDATED", whole_ids=whole_ids,
+        (trigger.id for trigger in triggers), "NAME", "EVENT", "STARTS",
+        Field("FILTER", free=True), Field("ENABLED", drop=1), Field("UPDATED", drop=2),
+        whole_ids=whole_ids,
     )  # fmt: skip
     for trigger in triggers:
         starts = f"job {trigger.job}" if trigger.job else f"workflow {trigger.workflow}"
@@ -84,9 +88,9 @@ def _show(trigger: Trigger, as_json: bool) -> None:
     if as_json:
         print_json(trigger)
         return
-    out.print(_table([trigger], whole_ids=True))
-    for name, source in trigger.params.items():
-        out.print(f"param {name} = {source}", highlight=False, markup=False)
+    params = [(f"param {name}", Text(source)) for name, source in trigger.params.items()]
+    title = Text(f"trigger {trigger.name}", style="bold")
+    out.print(record_of(title, _table([trigger], whole_ids=True), *params), highlight=False)
 
 
 @trigger_app.command("create")

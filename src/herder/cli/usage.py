@@ -8,10 +8,10 @@ from typing import Annotated
 
 import typer
 from pydantic import ValidationError
-from rich.table import Table
 
 from herder.cli.common import JsonFlag, app, client, fail, out, print_json, when
 from herder.cli.ids import JOB, TENANT, names_of, tenant_of
+from herder.cli.views import Field, Listing
 from herder.client import HerderClient
 from herder.domain.budgets import Period, TenantBudgets
 from herder.domain.usage import UsageGroup, UsageReport
@@ -22,7 +22,7 @@ budgets_app = typer.Typer(
 app.add_typer(budgets_app, name="budgets")
 
 
-def _usage_tables(herder: HerderClient, report: UsageReport) -> tuple[Table, Table]:
+def _usage_tables(herder: HerderClient, report: UsageReport) -> tuple[Listing, Listing]:
     """The usage and budget tables, tenants and jobs by name where the caller may list
     them."""
     tenant_ids = {row.tenant_id for row in report.rows} | {
@@ -30,7 +30,9 @@ def _usage_tables(herder: HerderClient, report: UsageReport) -> tuple[Table, Tab
     }
     tenants = names_of(herder, TENANT, tenant_ids)
     jobs = names_of(herder, JOB, {row.job_id for row in report.rows if row.job_id})
-    rows = Table("TENANT", "POOL", "JOB", "CPU-SECONDS", "GPU-SECONDS", "SINCE")
+    rows = Listing(
+        "TENANT", "POOL", "JOB", "CPU-SECONDS", Field("GPU-SECONDS", drop=1), Field("SINCE", drop=2)
+    )
     for row in report.rows:
         job = jobs.get(row.job_id, row.job_id) if row.job_id else "-"
         rows.add_row(
@@ -38,7 +40,10 @@ def _usage_tables(herder: HerderClient, report: UsageReport) -> tuple[Table, Tab
             f"{row.cpu_seconds:.1f}",
             f"{row.gpu_seconds:.1f}", when(row.period_start),
         )  # fmt: skip
-    budgets = Table("TENANT", "BUDGET", "CPU USED / LIMIT", "GPU USED / LIMIT", "USED", "RESETS")
+    budgets = Listing(
+        "TENANT", "BUDGET", "CPU USED / LIMIT", Field("GPU USED / LIMIT", drop=1), "USED",
+        Field("RESETS", drop=2),
+    )  # fmt: skip
     for standing in report.budgets:
         budget = standing.budget
         used = f"{standing.fraction:.0%}{' (spent)' if standing.spent else ''}"

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
 from herder.cli.common import LOG_FORMAT, JsonFlag, app, client, fail, out, pairs, print_json, when
 from herder.cli.ids import WORKER, QuietFlag, full_id, id_table, quiet_ids
 from herder.cli.tones import state_style
+from herder.cli.views import Field, Listing
 from herder.credentials import home_directory
 from herder.domain.jobs import MAX_STOP_GRACE_SECONDS
 from herder.domain.models import Worker
@@ -244,10 +244,13 @@ def read_private_token(path: Path) -> str:
     return token
 
 
-def _worker_table(workers: list[Worker]) -> Table:
+def _worker_table(workers: list[Worker]) -> Listing:
+    """Workers; at 80 columns the heartbeat, the slots and the capacity give way, in that
+    order, and the labels are cut."""
     table, shown = id_table(
-        (worker.id for worker in workers), "NAME", "STATE", "CPU", "MEMORY", "GPUS", "SLOTS",
-        "LABELS", "HEARTBEAT",
+        (worker.id for worker in workers), "NAME", "STATE", Field("CPU", drop=3),
+        Field("MEMORY", drop=4), Field("GPUS", drop=5), Field("SLOTS", drop=2),
+        Field("LABELS", free=True), Field("HEARTBEAT", drop=1),
     )  # fmt: skip
     for worker in workers:
         capacity = worker.capacity

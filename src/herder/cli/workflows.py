@@ -12,26 +12,27 @@ from typing import Annotated, Any
 import typer
 from rich.console import Group, RenderableType
 from rich.live import Live
-from rich.table import Table
 from rich.text import Text
 
-from herder.cli.common import JsonFlag, app, client, fail, json_pairs, out, print_json, when
+from herder.cli.common import JsonFlag, app, client, err, fail, json_pairs, out, print_json, when
 from herder.cli.dag import definition_tasks, draw, run_tasks
 from herder.cli.deadline_options import deadline_line, deadline_words
 from herder.cli.ids import (
     WORKFLOW_RUN,
     QuietFlag,
     full_id,
-    id_column,
     quiet_ids,
     short_ids,
     workflow_of,
 )
 from herder.cli.tones import state_style
+from herder.cli.views import Field, Listing, record
 from herder.client import HerderClient
 from herder.definitions.problems import Problem
 from herder.definitions.source import read
+from herder.domain.states import RunState
 from herder.domain.workflows.models import TaskRun, Workflow, WorkflowRun, WorkflowRunDetail
+from herder.domain.workflows.spec import TaskKind
 from herder.domain.workflows.states import WorkflowRunState
 
 workflow_app = typer.Typer(
@@ -42,6 +43,7 @@ workflow_app = typer.Typer(
 app.add_typer(workflow_app, name="workflow")
 
 POLL_SECONDS = 1.0  # how often --wait reads the run again
+INTERRUPTED = 130  # the exit status of a wait stopped by Ctrl-C (128 + SIGINT), as a shell's
 RUN_PREFIX = "wfrun_"  # a workflow run's id; anything else names a workflow
 
 FileOption = Annotated[
@@ -65,9 +67,12 @@ def _state(state: str) -> Text:
     return Text(state, style=state_style(state))
 
 
-def _workflow_table(workflows: list[Workflow]) -> Table:
+def _workflow_table(workflows: list[Workflow]) -> Listing:
+    """Workflows; at 80 columns the last update gives way, and the parameters are cut."""
     shown = short_ids(workflow.id for workflow in workflows)
-    table = Table(id_column("ID", shown.values()), "NAME", "VERSION", "TASKS", "PARAMS", "UPDATED")
+    table = Listing(
+        "ID", "NAME", "VERSION", "TASKS", Field("PARAMS", free=True), Field("UPDATED", drop=1)
+    )
     for workflow in workflows:
         table.add_row(
             shown[workflow.id], workflow.name, str(workflow.version), str(len(workflow.tasks)),
@@ -76,11 +81,13 @@ def _workflow_table(workflows: list[Workflow]) -> Table:
     return table
 
 
-def _runs_table(runs: list[WorkflowRun]) -> Table:
+def _runs_table(runs: list[WorkflowRun]) -> Listing:
+    """Workflow runs; at 80 columns the finish, the repairs and the version give way, in
+    that order."""
     shown = short_ids(run.id for run in runs)
-    table = Table(
-        id_column("ID", shown.values()), "WORKFLOW", "VERSION", "STATE", "REPAIRS", "CREATED",
-        "FINISHED",
+    table = Listing(
+        "ID", "WORKFLOW", Field("VERSION", drop=1), "STATE", Field("REPAIRS", drop=2), "CREATED",
+        Field("FINISHED", drop=3),
     )  # fmt: skip
     for run in runs:
         table.add_row(
@@ -91,24 +98,50 @@ def _runs_table(runs: list[WorkflowRun]) -> Table:
 
 
 def _run_view(run: WorkflowRunDetail) -> RenderableType:
-    head = Text.assemble(
-        (run.id, "bold"), f"  {run.workflow_name} v{run.version}  ",
-        (run.outcome, state_style(run.state)),
-    )  # fmt: skip
+    state = Text(run.outcome, style=state_style(run.state))
     if run.cancel_requested and not run.state.is_terminal:
-        head.append("  (cancelling)")
+        state.append(" (cancelling)")
     if run.state is WorkflowRunState.SUSPENDED:
-        head.append("  (no task starts until resumed)")
-    lines: list[RenderableType] = [head]
-    if run.reason:
-        lines.append(Text(f"reason: {run.reason}"))
-    if run.params:
-        lines.append(Text(f"params: {json.dumps(run.params)}", overflow="fold"))
-    if run.repair:
-        lines.append(Text(f"repairs: {run.repair}"))
-    if run.deadline_at is not None:
-        lines.append(Text(deadline_line(run.deadline_at, run.deadline_missed_at)))
-    return Group(*lines, draw(run_tasks(_short_run_ids(run.tasks))))
+        state.append(" (no task starts until resumed)")
+    deadline = run.deadline_at and deadline_line(run.deadline_at, run.deadline_missed_at)
+    lines: list[RenderableType] = [
+        record(
+            Text(run.id, style="bold"),
+            [
+                ("workflow", f"{run.workflow_name} v{run.version}"),
+                ("state", state),
+                ("reason", run.reason),
+                ("params", json.dumps(run.params) if run.params else None),
+                ("repairs", str(run.repair) if run.repair else None),
+                ("deadline", deadline or None),
+            ],
+        ),
+        draw(run_tasks(_short_run_ids(run.tasks))),
+    ]
+    if waiting := waiting_approvals(run):
+        lines.append(Text("waiting for a decision:", style="bold"))
+        lines += [Text(f"  {line}", overflow="fold") for one in waiting for line in _asks(run, one)]
+    return Group(*lines)
+
+
+def waiting_approvals(run: WorkflowRunDetail) -> list[TaskRun]:
+    """The run's approval tasks waiting for a person's decision."""
+    return [
+        task
+        for task in run.tasks
+        if task.kind is TaskKind.APPROVAL and task.state is RunState.WAITING
+    ]
+
+
+def _asks(run: WorkflowRunDetail, task: TaskRun) -> list[str]:
+    """A waiting approval in words: its task and message, then the commands that decide it,
+    with the run's whole id to copy."""
+    decide = f"herder workflow {{}} {run.id} {task.task} -m 'why'"
+    return [
+        f"{task.task}: {task.message or '(no message)'}",
+        f"  {decide.format('approve')}",
+        f"  {decide.format('reject')}",
+    ]
 
 
 def _short_run_ids(tasks: list[TaskRun]) -> list[TaskRun]:
@@ -119,34 +152,49 @@ def _short_run_ids(tasks: list[TaskRun]) -> list[TaskRun]:
 
 
 def _definition_view(workflow: Workflow) -> RenderableType:
-    head = Text.assemble(
-        (workflow.id, "bold"), f"  {workflow.name} v{workflow.version}  ",
-        f"{len(workflow.tasks)} task(s)",
-    )  # fmt: skip
-    lines: list[RenderableType] = [head]
-    if workflow.params:
-        lines.append(Text(f"params: {json.dumps(workflow.params)}", overflow="fold"))
-    if workflow.max_active_runs is not None:
-        limit = f"max_active_runs: {workflow.max_active_runs} ({workflow.concurrency})"
-        lines.append(Text(limit))
-    if workflow.deadline is not None:
-        lines.append(Text(deadline_words(workflow.deadline)))
-    return Group(*lines, draw(definition_tasks(workflow)))
+    most = workflow.max_active_runs
+    deadline = None if workflow.deadline is None else deadline_words(workflow.deadline)
+    head = record(
+        Text(workflow.id, style="bold"),
+        [
+            ("workflow", f"{workflow.name} v{workflow.version}"),
+            ("tasks", str(len(workflow.tasks))),
+            ("params", json.dumps(workflow.params) if workflow.params else None),
+            ("max_active_runs", None if most is None else f"{most} ({workflow.concurrency})"),
+            ("deadline", deadline),
+        ],
+    )
+    return Group(head, draw(definition_tasks(workflow)))
 
 
 def _follow(herder: HerderClient, run_id: str, *, live: bool) -> WorkflowRunDetail:
-    """Read the run until it ends, redrawing it if ``live``. The live view is cleared at
-    the end (a long DAG is cropped to the terminal while live) for the caller to print the
-    last reading whole."""
+    """Read the run until it ends, redrawing it if ``live``, and saying on stderr when an
+    approval starts waiting (a script waits too). The live view is cleared at the end (a
+    long DAG is cropped to the terminal while live) for the caller to print the last
+    reading whole. Ctrl-C stops the waiting, not the run: its id is printed to go on with."""
     run = herder.get_workflow_run(run_id)
     view = Live(_run_view(run), console=out, auto_refresh=False, transient=True)
-    with view if live else nullcontext():
-        while not run.state.is_terminal:
-            time.sleep(POLL_SECONDS)
-            run = herder.get_workflow_run(run_id)
-            if live:
-                view.update(_run_view(run), refresh=True)
-    return run
+    told: set[tuple[str, int]] = set()
+    try:
+        with view if live else nullcontext():
+            while True:
+                for task in waiting_approvals(run):
+                    if (task.task, task.map_index) not in told:
+                        told.add((task.task, task.map_index))
+                        err.print("waiting for a decision on " + "\n  ".join(_asks(run, task)),
+                                  highlight=False)  # fmt: skip
+                if run.state.is_terminal:
+                    return run
+                time.sleep(POLL_SECONDS)
+                run = herder.get_workflow_run(run_id)
+                if live:
+                    view.update(_run_view(run), refresh=True)
+    except KeyboardInterrupt:
+        err.print(
+            f"stopped waiting; workflow run {run_id} goes on: 'herder workflow show {run_id}'",
+            highlight=False,
+        )
+        raise typer.Exit(INTERRUPTED) from None
 
 
 @workflow_app.command("create")
@@ -217,7 +265,8 @@ def workflow_show(
     """Draw a workflow run's DAG, or a workflow's definition.
 
     Each task of a run shows its state, why it waits or was not run, and its run id (for
-    'herder run logs').
+    'herder run logs'); each approval waiting for a decision, its message and the commands
+    that decide it.
     """
     with client() as herder:
         shown: WorkflowRunDetail | Workflow = (
@@ -250,7 +299,11 @@ def workflow_run(
     ] = [],  # noqa: B006
     idempotency_key: Annotated[str | None, typer.Option(help="same key, same run")] = None,
     wait: Annotated[
-        bool, typer.Option(help="follow the run to its end; exit 1 unless it succeeded")
+        bool,
+        typer.Option(
+            help="follow the run to its end (exit 1 unless it succeeded); say when an approval "
+            "waits; Ctrl-C stops the waiting, not the run"
+        ),
     ] = False,
     as_json: JsonFlag = False,
     quiet: QuietFlag = False,

@@ -15,8 +15,6 @@ after ``max_wait_seconds``), with the first or last submission's values.
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from enum import StrEnum
@@ -24,6 +22,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
 
+from herder.domain import templates
 from herder.domain.errors import Invalid
 from herder.domain.labels import check_pool_reference
 
@@ -65,11 +64,6 @@ class Debounce(_Strict):
     max_wait_seconds: Annotated[int | None, Field(ge=1, le=MAX_DEBOUNCE_SECONDS)] = None
 
 
-_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
-_NAMED = re.compile(r"^(params|env)\.([A-Za-z_][A-Za-z0-9_]{0,127})$")
-PLACEHOLDER_RULE = "a placeholder is {params.NAME} or {env.NAME}"
-
-
 def placeholders(template: str) -> list[tuple[str, str]]:
     """The ``(source, name)`` of each placeholder of ``template``, in order; ``ValueError``
     for anything else in braces, a brace left open, or a character that is not printable
@@ -77,15 +71,7 @@ def placeholders(template: str) -> list[tuple[str, str]]:
     other object, no tenant's."""
     if (character := unprintable(template)) is not None:
         raise ValueError(f"a key template has {character}, {UNPRINTABLE}")
-    found = []
-    for match in _PLACEHOLDER.finditer(template):
-        named = _NAMED.match(match.group(1))
-        if named is None:
-            raise ValueError(f"{match.group(0)[:64]!r} is not a placeholder: {PLACEHOLDER_RULE}")
-        found.append((named.group(1), named.group(2)))
-    if "{" in _PLACEHOLDER.sub("", template) or "}" in _PLACEHOLDER.sub("", template):
-        raise ValueError(f"a brace is left open: {PLACEHOLDER_RULE}")
-    return found
+    return templates.placeholders(template)
 
 
 UNPRINTABLE = "a control, format or separator character: a key is printable text"
@@ -124,10 +110,6 @@ def check_key(key: str, field: str) -> str:
     return key
 
 
-def _text(value: JsonValue) -> str:
-    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-
-
 def render_key(
     template: str,
     params: Mapping[str, JsonValue],
@@ -137,16 +119,12 @@ def render_key(
     """The key ``template`` names for a run with ``params`` and ``env``; ``Invalid`` naming
     ``field`` and the missing value (``limits[0].key: params.account is not set``), or a
     key out of bounds."""
-    sources: dict[str, Mapping[str, JsonValue]] = {"params": params, "env": env}
     placeholders(template)  # a stored template was checked; this one may not have been
 
-    def value(match: re.Match[str]) -> str:
-        source, _, name = match.group(1).partition(".")
-        if name not in sources[source]:
-            raise Invalid(f"{field}: {source}.{name} is not set", field=field)
-        return _text(sources[source][name])
+    def missing(named: str) -> str:
+        raise Invalid(f"{field}: {named} is not set", field=field)
 
-    return check_key(_PLACEHOLDER.sub(value, template), field)
+    return check_key(templates.fill(template, {"params": params, "env": env}, missing), field)
 
 
 class LimitSpec(_Strict):

@@ -58,7 +58,7 @@ class TaskRun(_Record):
     map_index: int  # -1: the task is not mapped
     job: str | None  # None: a wait or an approval (``kind``)
     kind: TaskKind = TaskKind.JOB
-    message: str | None = None  # an approval's, for the approvers
+    message: str | None = None  # an approval's, filled with the run's parameters
     depends_on: list[str]
     trigger_rule: TriggerRule
     state: RunState  # pending until its trigger rule decides

@@ -20,7 +20,7 @@ from herder.domain.limits import LimitReferences
 from herder.domain.overrides import RunOverrides, StandingOverrides
 from herder.domain.variables import variable_name_problem
 from herder.domain.workflows.trigger_rules import TriggerRule
-from herder.domain.workflows.waits import ApprovalSpec, WaitSpec
+from herder.domain.workflows.waits import ApprovalSpec, WaitSpec, check_message
 
 MAX_TASKS = 1000
 MAX_PARAMS_BYTES = 64 * 1024  # a workflow's parameters, encoded as JSON
@@ -158,6 +158,20 @@ def check_params(spec: WorkflowSpec, given: dict[str, Any]) -> dict[str, Any]:
                 field=f"params.{name}",
             )
     return {**spec.params, **given}
+
+
+def check_messages(spec: WorkflowSpec) -> None:
+    """``Invalid`` naming the first approval whose message names no declared parameter
+    (``waits.check_message``): checked when a definition is written, not when it is read,
+    so a version stored before still reads."""
+    for position, task in enumerate(spec.tasks):
+        if task.approval is not None:
+            try:
+                check_message(task.approval, spec.params)
+            except ValueError as error:
+                raise Invalid(
+                    f"task {task.name!r}: {error}", field=f"tasks.{position}.approval.message"
+                ) from None
 
 
 def task_order(spec: WorkflowSpec) -> list[str]:

@@ -13,12 +13,13 @@ output the decision (so ``all_success`` goes on only on approval and ``one_faile
 from __future__ import annotations
 
 import json
+from collections.abc import Collection, Mapping
 from datetime import datetime, timedelta
 from enum import StrEnum
 from functools import lru_cache
 from typing import Annotated, Any, assert_never
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from herder.domain.event_filters import Budget, matches, parse
 from herder.domain.events import EventName
@@ -26,6 +27,7 @@ from herder.domain.filter_fields import FilterSource
 from herder.domain.lifecycle.changes import RunMove, transition
 from herder.domain.outputs import MAX_OUTPUT_BYTES
 from herder.domain.states import RunState
+from herder.domain.templates import PLACEHOLDER, fill
 
 MAX_WAIT_SECONDS = 366 * 86_400
 WAITER = "waiter"  # the actor of a wait's end by time
@@ -81,9 +83,37 @@ class WaitSpec(_Strict):
 
 
 class ApprovalSpec(_Strict):
-    message: str | None = Field(default=None, max_length=1000, description="shown to approvers")
+    message: str | None = Field(
+        default=None,
+        max_length=1000,
+        description="shown to approvers, each {params.NAME} filled with the run's value",
+    )
     timeout_seconds: WaitSeconds | None = None
     on_timeout: ApprovalTimeout = ApprovalTimeout.REJECT
+
+
+def check_message(approval: ApprovalSpec, declared: Collection[str]) -> None:
+    """``ValueError`` for a message whose braces hold anything but ``{params.NAME}`` of a
+    parameter the workflow declares: every run has a value for each of those."""
+    text = approval.message or ""
+    listed = ", ".join(sorted(declared)) or "none"
+    rule = f"a message shows a parameter as {{params.NAME}} (declared: {listed})"
+    for match in PLACEHOLDER.finditer(text):
+        source, _, name = match.group(1).partition(".")
+        if source != "params" or name not in declared:
+            raise ValueError(f"{match.group(0)[:64]!r} names no parameter: {rule}")
+    if "{" in PLACEHOLDER.sub("", text) or "}" in PLACEHOLDER.sub("", text):
+        raise ValueError(f"a brace is left open: {rule}")
+
+
+def approval_message(approval: ApprovalSpec, params: Mapping[str, JsonValue]) -> str | None:
+    """What the approvers read: the message with each ``{params.NAME}`` filled with the
+    run's value (a string as it is, anything else as JSON). The run's parameters never
+    change, so it reads the same whenever it is shown; a placeholder with no value (a
+    definition stored before messages were checked) shows as written."""
+    if approval.message is None:
+        return None
+    return fill(approval.message, {"params": params}, lambda named: f"{{{named}}}")
 
 
 def _instant(text: str) -> datetime:

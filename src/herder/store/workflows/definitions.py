@@ -20,7 +20,7 @@ from herder.domain.models import Page
 from herder.domain.workflows.dag import Dag
 from herder.domain.workflows.models import Workflow
 from herder.domain.workflows.run_bound import check_run_bound
-from herder.domain.workflows.spec import WorkflowSpec, task_order
+from herder.domain.workflows.spec import WorkflowSpec, check_messages, task_order
 from herder.domain.workflows.states import ACTIVE_WORKFLOW_RUN_STATES
 from herder.store.database import Database
 from herder.store.limits import check_references as check_limits
@@ -112,6 +112,7 @@ class WorkflowRepository:
 
     def create(self, tenant_id: str, name: str, spec: WorkflowSpec) -> Workflow:
         task_order(spec)
+        check_messages(spec)
         check_run_bound(spec, spec.params)
         now = self._clock.now()
         workflow_id = new_id("wf", epoch_ms(now))
@@ -147,6 +148,7 @@ class WorkflowRepository:
         """The workflow becomes ``spec`` as a new version (if still at one of ``if_version``,
         when given). Runs already started keep the version they pinned."""
         task_order(spec)
+        check_messages(spec)
         check_run_bound(spec, spec.params)
         now = self._clock.now()
         with self._db.write() as connection:

@@ -20,6 +20,7 @@ from herder.domain.workflows.models import TaskRun, WorkflowRun, WorkflowRunDeta
 from herder.domain.workflows.progress import WorkflowRunState, advance
 from herder.domain.workflows.repair import RepairFacts, RepairRequest, repair
 from herder.domain.workflows.spec import TaskKind
+from herder.domain.workflows.waits import approval_message
 from herder.domain.workflows.walk import board_of, current_runs, tallied_board
 from herder.store.database import Database
 from herder.store.owned import owned_row
@@ -253,7 +254,8 @@ def _tasks(connection: Connection, row: Any, dag: Dag) -> list[TaskRun]:
     for task in dag.spec.tasks:
         common = {"task": task.name, "job": task.job, "depends_on": task.depends_on,
                   "trigger_rule": task.trigger_rule, "kind": task.kind,
-                  "message": task.approval.message if task.approval else None}  # fmt: skip
+                  "message": approval_message(task.approval, row.params)
+                  if task.approval else None}  # fmt: skip
         if task.name not in current:
             not_started = _not_started(state, task.name, waiting)
             listed.append(TaskRun(**common, map_index=-1, **not_started))
