@@ -6,7 +6,6 @@ offers; here the other layouts are fed in as text, and cgroup v2 as a directory 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -215,14 +214,22 @@ def test_an_attempts_cpu_time_is_the_cgroups_account_where_the_host_keeps_one(
     tmp_path: Path,
 ) -> None:
     """What budgets charge: every process's CPU time, waited for or not (docs/budgets.md)."""
-    unified, cpu, memory = tmp_path / "v2", tmp_path / "cpu", tmp_path / "memory"
-    for directory in (unified, cpu, memory):
+    unified, cpuacct, memory = tmp_path / "v2", tmp_path / "cpuacct", tmp_path / "memory"
+    for directory in (unified, cpuacct, memory):
         directory.mkdir()
     (unified / "cpu.stat").write_text("usage_usec 3500000\nuser_usec 3000000\nsystem_usec 500000\n")
     (unified / "memory.peak").write_text("1024\n")
     assert AttemptCgroup(2, {"memory": unified}).collect().cpu_seconds == (3.0, 0.5)
-    ticks = os.sysconf("SC_CLK_TCK")
-    (cpu / "cpuacct.stat").write_text(f"user {3 * ticks}\nsystem {ticks}\n")  # cpu,cpuacct
-    assert AttemptCgroup(1, {"memory": memory, "cpu": cpu}).collect().cpu_seconds == (3.0, 1.0)
-    alone = AttemptCgroup(1, {"memory": memory})  # cpuacct mounted apart: wait4's account
+    # v1, cpuacct apart from cpu or with it: the exact total, split as cpuacct.stat's ticks
+    (cpuacct / "cpuacct.usage").write_text("4000000000\n")
+    (cpuacct / "cpuacct.stat").write_text("user 300\nsystem 100\n")
+    for cpu in ({}, {"cpu": cpuacct}):
+        cgroup = AttemptCgroup(1, {"memory": memory, **cpu, "cpuacct": cpuacct})
+        assert cgroup.collect().cpu_seconds == (3.0, 1.0)
+    (cpuacct / "cpuacct.usage").write_text("2000000\n")  # 2 ms: no tick yet
+    (cpuacct / "cpuacct.stat").write_text("user 0\nsystem 0\n")
+    assert AttemptCgroup(1, {"memory": memory, "cpuacct": cpuacct}).collect().cpu_seconds == (
+        0.002, 0.0,
+    )  # fmt: skip
+    alone = AttemptCgroup(1, {"memory": memory})  # no cpuacct mounted: wait4's account
     assert alone.collect().cpu_seconds is None

@@ -47,7 +47,9 @@ from herder.worker.cgroupfs import (
 )
 from herder.worker.limits import Confinement, Limits
 
-CONTROLLERS = ("memory", "cpu", "pids")  # memory is required, the others are used if present
+# memory is required, the others are used if present; cpuacct (v1 only: v2 keeps cpu.stat in
+# every cgroup) is the CPU account, its own hierarchy where the host mounts it apart from cpu
+CONTROLLERS = ("memory", "cpu", "cpuacct", "pids")
 
 
 class CgroupsUnavailable(Exception):
