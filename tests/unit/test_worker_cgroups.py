@@ -13,7 +13,12 @@ import pytest
 from herder.domain.jobs import Resources
 from herder.worker.attempt_cgroup import V2_JOIN_SCRIPT, AttemptCgroup, limit_settings
 from herder.worker.cgroupfs import CgroupMount, cgroup_membership, cgroup_mounts
-from herder.worker.cgroups import CgroupEnforcer, CgroupsUnavailable, cgroup_enforcer
+from herder.worker.cgroups import (
+    CgroupEnforcer,
+    CgroupsUnavailable,
+    cgroup_enforcer,
+    cpu_accounts,
+)
 from herder.worker.limits import MIB, Limits, RlimitConfinement, limits_for
 
 HYBRID_MOUNTINFO = """\
@@ -157,6 +162,35 @@ def test_v2_enters_after_the_uid_switch_only_where_the_kernel_allows_it(
 def test_v2_without_a_memory_controller_is_not_used(tmp_path: Path) -> None:
     with pytest.raises(CgroupsUnavailable, match="no cgroup memory controller"):
         cgroup_enforcer("w1", fake_v2_host(tmp_path, "hugetlb"))
+
+
+@pytest.mark.parametrize(
+    ("mounted", "expected"),
+    [
+        (["cpu,cpuacct", "v2"], "cpu,cpuacct/w/herder-x-cpu"),  # v1 cpuacct, with cpu
+        (["cpuacct", "v2"], "cpuacct/w/herder-x-cpu"),  # or apart
+        (["v2"], "v2/u/herder-x-cpu"),
+        (["cpu"], None),
+    ],
+)
+def test_isolation_none_counts_cpu_under_v1s_cpuacct_else_v2(
+    tmp_path: Path, mounted: list[str], expected: str | None
+) -> None:
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    lines = []
+    for number, name in enumerate(mounted):
+        kind, options = ("cgroup2", "rw") if name == "v2" else ("cgroup", f"rw,{name}")
+        (tmp_path / name / ("u" if name == "v2" else "w")).mkdir(parents=True)
+        lines.append(f"{30 + number} 1 0:{number} / {tmp_path / name} rw - {kind} {kind} {options}")
+    (proc / "mountinfo").write_text("\n".join(lines) + "\n")
+    (proc / "cgroup").write_text("3:cpu,cpuacct:/w\n2:cpuacct:/w\n1:cpu:/w\n0::/u\n")
+    if expected is None:
+        with pytest.raises(CgroupsUnavailable, match="neither"):
+            cpu_accounts("herder-x-cpu", proc)
+    else:
+        assert cpu_accounts("herder-x-cpu", proc) == tmp_path / expected
+        assert (tmp_path / expected).is_dir()
 
 
 def test_optional_files_are_written_where_the_host_has_them(tmp_path: Path) -> None:
