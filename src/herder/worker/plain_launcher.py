@@ -469,18 +469,34 @@ def reap_orphans(job: int | None = None, usage: Usage | None = None) -> list[int
             usage.add(used)
 
 
+def make_accounts(accounts: str | None) -> str | None:
+    """The parent of the keepers' CPU accounts, made again where an earlier server of this
+    worker removed it as it ended; None if it cannot be."""
+    if accounts is None:
+        return None
+    try:
+        os.mkdir(accounts)
+    except FileExistsError:
+        pass
+    except OSError:
+        return None
+    return accounts
+
+
 def remove_accounts(accounts: str | None, keepers: list[int] | None = None) -> None:
-    """Remove the CPU accounts of these ended ``keepers`` (None: of all), if they have any;
-    one still busy, or gone, is left to the worker."""
+    """Remove the CPU accounts of these ended ``keepers``, if they have any; None: of all,
+    and their parent, as the server ends (a worker killed at once removes nothing). One
+    still busy, or gone, is left to the worker."""
     if accounts is None:
         return
     with contextlib.suppress(OSError):
         names = [f"keeper-{pid}" for pid in keepers] if keepers is not None else [
             name for name in os.listdir(accounts) if name.startswith("keeper-")
         ]  # fmt: skip
-        for name in names:
+        paths = [os.path.join(accounts, name) for name in names]
+        for path in paths if keepers is not None else [*paths, accounts]:
             with contextlib.suppress(OSError):
-                os.rmdir(os.path.join(accounts, name))
+                os.rmdir(path)
 
 
 def close_all_but(kept: set[int]) -> None:
@@ -583,7 +599,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # still ends what it started
     gc.freeze()  # what a keeper inherits is not collected: its pages stay shared
     worker = socket.socket(fileno=0)
-    accounts = sys.argv[2] if sys.argv[1:2] == ["--cpu-accounts"] else None
+    accounts = make_accounts(sys.argv[2] if sys.argv[1:2] == ["--cpu-accounts"] else None)
     try:
         Server(worker, accounts).serve()
     finally:
