@@ -20,7 +20,8 @@ A cgroup is made and removed per attempt rather than reused: a memory cgroup kee
 them against the next attempt's limit and peak.
 
 At isolation none nothing is limited, but a worker that may make cgroups gives each of its
-keepers one, to count the CPU of all its attempts start (``cpu_accounts``, ``plain_launcher.py``).
+keepers one, to count the CPU of all that its attempts start (``cpu_accounts``,
+``plain_launcher.py``).
 
 Here: finding the hierarchies and making the worker's parent; one attempt's cgroup (its
 limit files, how its child enters, what it says at the end) is ``attempt_cgroup.py``'s, and
