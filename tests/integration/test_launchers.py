@@ -1,7 +1,8 @@
 """An attempt dies with the launcher's server that started it, and the server with the end of
 the worker's socket: at isolation none (``plain_launcher.py``) and in the sandbox
 (``sandbox.c``). At isolation none what an attempt started also ends with the attempt, and is
-charged to it. Killing the worker itself is ``tests/system/test_worker_death.py``."""
+charged to it (all of it where its keeper has a CPU account). Killing the worker itself is
+``tests/system/test_worker_death.py``."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from pathlib import Path
 import pytest
 
 from herder.domain.states import AttemptState
+from herder.worker import cgroupfs
+from herder.worker.cgroups import CgroupsUnavailable, cpu_accounts
 from herder.worker.executor import StopRequest, execute
 from herder.worker.host import AttemptHost
 from herder.worker.isolation import Isolation
@@ -153,6 +156,58 @@ def test_a_daemon_an_attempt_at_isolation_none_left_dies_with_it_and_is_charged_
     assert charged >= 0.45  # the daemon's half CPU-second at least, less the clock's ticks
     assert next_outcome.state is AttemptState.SUCCEEDED
     assert next_outcome.usage.cpu_user_seconds + next_outcome.usage.cpu_system_seconds < 0.2
+
+
+# A parent that ignores SIGCHLD: the kernel reaps its child, whose CPU no wait4 ever sees. The
+# child burns half a CPU-second and ends; the parent waits until it is gone (its pid freed).
+UNWAITED_CHILD = """
+import os, signal, time
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+child = os.fork()
+if child == 0:
+    while sum(os.times()[:2]) < 0.5:
+        pass
+    os._exit(0)
+while os.path.exists(f"/proc/{child}"):
+    time.sleep(0.01)
+"""
+
+
+@pytest.fixture(params=[1, 2])
+def accounts(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
+    """A parent cgroup for the keepers' CPU accounts, as a root worker makes it on a host
+    with only this cgroup version mounted; removed after."""
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    version = {1: "cgroup", 2: "cgroup2"}[request.param]
+    mountinfo = Path("/proc/self/mountinfo").read_text().splitlines()
+    mine = [line for line in mountinfo if line.partition(" - ")[2].startswith(f"{version} ")]
+    (proc / "mountinfo").write_text("".join(f"{line}\n" for line in mine))
+    (proc / "cgroup").write_text(Path("/proc/self/cgroup").read_text())
+    try:
+        parent = cpu_accounts(f"herder-test-{uuid.uuid4().hex[:12]}", proc)
+    except CgroupsUnavailable as error:
+        pytest.skip(str(error))
+    yield parent
+    cgroupfs.remove(parent)
+
+
+def test_with_cpu_accounts_an_attempt_at_isolation_none_is_charged_what_nobody_waited_for(
+    tmp_path: Path, accounts: Path
+) -> None:
+    async def go() -> Outcome:
+        server = LaunchServer.plain(accounts)
+        argv = [sys.executable, "-c", UNWAITED_CHILD]
+        plan = LaunchPlan(argv, ENV, tmp_path, 60, launcher=server)
+        try:
+            return await execute(plan, lambda _, __: None, StopRequest())
+        finally:
+            server.close()
+
+    outcome = asyncio.run(go())
+    assert outcome.state is AttemptState.SUCCEEDED, outcome.reason
+    assert outcome.usage.cpu_user_seconds + outcome.usage.cpu_system_seconds >= 0.5
+    assert not accounts.exists()  # each keeper's went, and then their parent, with the server
 
 
 def test_the_plain_launcher_runs_a_job_as_the_worker_would(tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ offers; here the other layouts are fed in as text, and cgroup v2 as a directory 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,12 @@ import pytest
 from herder.domain.jobs import Resources
 from herder.worker.attempt_cgroup import V2_JOIN_SCRIPT, AttemptCgroup, limit_settings
 from herder.worker.cgroupfs import CgroupMount, cgroup_membership, cgroup_mounts
-from herder.worker.cgroups import CgroupEnforcer, CgroupsUnavailable, cgroup_enforcer
+from herder.worker.cgroups import (
+    CgroupEnforcer,
+    CgroupsUnavailable,
+    cgroup_enforcer,
+    cpu_accounts,
+)
 from herder.worker.limits import MIB, Limits, RlimitConfinement, limits_for
 
 HYBRID_MOUNTINFO = """\
@@ -160,6 +164,35 @@ def test_v2_without_a_memory_controller_is_not_used(tmp_path: Path) -> None:
         cgroup_enforcer("w1", fake_v2_host(tmp_path, "hugetlb"))
 
 
+@pytest.mark.parametrize(
+    ("mounted", "expected"),
+    [
+        (["cpu,cpuacct", "v2"], "cpu,cpuacct/w/herder-x-cpu"),  # v1 cpuacct, with cpu
+        (["cpuacct", "v2"], "cpuacct/w/herder-x-cpu"),  # or apart
+        (["v2"], "v2/u/herder-x-cpu"),
+        (["cpu"], None),
+    ],
+)
+def test_isolation_none_counts_cpu_under_v1s_cpuacct_else_v2(
+    tmp_path: Path, mounted: list[str], expected: str | None
+) -> None:
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    lines = []
+    for number, name in enumerate(mounted):
+        kind, options = ("cgroup2", "rw") if name == "v2" else ("cgroup", f"rw,{name}")
+        (tmp_path / name / ("u" if name == "v2" else "w")).mkdir(parents=True)
+        lines.append(f"{30 + number} 1 0:{number} / {tmp_path / name} rw - {kind} {kind} {options}")
+    (proc / "mountinfo").write_text("\n".join(lines) + "\n")
+    (proc / "cgroup").write_text("3:cpu,cpuacct:/w\n2:cpuacct:/w\n1:cpu:/w\n0::/u\n")
+    if expected is None:
+        with pytest.raises(CgroupsUnavailable, match="neither"):
+            cpu_accounts("herder-x-cpu", proc)
+    else:
+        assert cpu_accounts("herder-x-cpu", proc) == tmp_path / expected
+        assert (tmp_path / expected).is_dir()
+
+
 def test_optional_files_are_written_where_the_host_has_them(tmp_path: Path) -> None:
     parent = tmp_path / "herder-w1"
     parent.mkdir()
@@ -215,14 +248,22 @@ def test_an_attempts_cpu_time_is_the_cgroups_account_where_the_host_keeps_one(
     tmp_path: Path,
 ) -> None:
     """What budgets charge: every process's CPU time, waited for or not (docs/budgets.md)."""
-    unified, cpu, memory = tmp_path / "v2", tmp_path / "cpu", tmp_path / "memory"
-    for directory in (unified, cpu, memory):
+    unified, cpuacct, memory = tmp_path / "v2", tmp_path / "cpuacct", tmp_path / "memory"
+    for directory in (unified, cpuacct, memory):
         directory.mkdir()
     (unified / "cpu.stat").write_text("usage_usec 3500000\nuser_usec 3000000\nsystem_usec 500000\n")
     (unified / "memory.peak").write_text("1024\n")
     assert AttemptCgroup(2, {"memory": unified}).collect().cpu_seconds == (3.0, 0.5)
-    ticks = os.sysconf("SC_CLK_TCK")
-    (cpu / "cpuacct.stat").write_text(f"user {3 * ticks}\nsystem {ticks}\n")  # cpu,cpuacct
-    assert AttemptCgroup(1, {"memory": memory, "cpu": cpu}).collect().cpu_seconds == (3.0, 1.0)
-    alone = AttemptCgroup(1, {"memory": memory})  # cpuacct mounted apart: wait4's account
+    # v1, cpuacct apart from cpu or with it: the exact total, split as cpuacct.stat's ticks
+    (cpuacct / "cpuacct.usage").write_text("4000000000\n")
+    (cpuacct / "cpuacct.stat").write_text("user 300\nsystem 100\n")
+    for cpu in ({}, {"cpu": cpuacct}):
+        cgroup = AttemptCgroup(1, {"memory": memory, **cpu, "cpuacct": cpuacct})
+        assert cgroup.collect().cpu_seconds == (3.0, 1.0)
+    (cpuacct / "cpuacct.usage").write_text("2000000\n")  # 2 ms: no tick yet
+    (cpuacct / "cpuacct.stat").write_text("user 0\nsystem 0\n")
+    assert AttemptCgroup(1, {"memory": memory, "cpuacct": cpuacct}).collect().cpu_seconds == (
+        0.002, 0.0,
+    )  # fmt: skip
+    alone = AttemptCgroup(1, {"memory": memory})  # no cpuacct mounted: wait4's account
     assert alone.collect().cpu_seconds is None

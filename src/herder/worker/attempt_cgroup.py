@@ -102,20 +102,17 @@ class AttemptCgroup:
         return verdict
 
     def _cpu_seconds(self) -> tuple[float, float] | None:
-        """User and system CPU time: v2's cpu.stat (always there), v1's cpuacct.stat where
-        cpuacct is mounted with cpu (in ticks); ``None`` where this host does not say."""
+        """User and system CPU time of every process that ran inside, waited for or not:
+        v2's cpu.stat (always there), v1's cpuacct (with cpu or apart); ``None`` where this
+        host does not say."""
         if self._version == 2:
-            stat, scale = self._directories["memory"] / "cpu.stat", 1e-6
+            stat = self._directories["memory"] / "cpu.stat"
             user, system = read_key(stat, "user_usec"), read_key(stat, "system_usec")
-        else:
-            cpu = self._directories.get("cpu")
-            if cpu is None:
+            if user is None or system is None:
                 return None
-            stat, scale = cpu / "cpuacct.stat", 1 / os.sysconf("SC_CLK_TCK")
-            user, system = read_key(stat, "user"), read_key(stat, "system")
-        if user is None or system is None:
-            return None
-        return user * scale, system * scale
+            return user * 1e-6, system * 1e-6
+        cpuacct = self._directories.get("cpuacct")
+        return v1_cpu_seconds(cpuacct) if cpuacct is not None else None
 
     def try_remove(self) -> bool:
         self._close_entrance()
@@ -133,6 +130,20 @@ class AttemptCgroup:
         if self.stdin is not None:
             os.close(self.stdin)
             self.stdin = None
+
+
+def v1_cpu_seconds(cpuacct: Path) -> tuple[float, float] | None:
+    """A v1 cpuacct cgroup's user and system CPU time: ``cpuacct.usage`` is exact (ns),
+    ``cpuacct.stat`` splits it (in ticks of 10 ms: an attempt shorter than a tick is all
+    user time)."""
+    total = read_number(cpuacct / "cpuacct.usage")
+    stat = cpuacct / "cpuacct.stat"
+    user, system = read_key(stat, "user"), read_key(stat, "system")
+    if total is None or user is None or system is None:
+        return None
+    seconds = total * 1e-9
+    user_share = user / (user + system) if user + system else 1.0
+    return seconds * user_share, seconds * (1 - user_share)
 
 
 def limit_settings(

@@ -19,6 +19,10 @@ A cgroup is made and removed per attempt rather than reused: a memory cgroup kee
 (page cache, files in /dev/shm) after its processes are gone, and a reused one would count
 them against the next attempt's limit and peak.
 
+At isolation none nothing is limited, but a worker that may make cgroups gives each of its
+keepers one, to count the CPU of all that its attempts start (``cpu_accounts``,
+``plain_launcher.py``).
+
 Here: finding the hierarchies and making the worker's parent; one attempt's cgroup (its
 limit files, how its child enters, what it says at the end) is ``attempt_cgroup.py``'s, and
 the file operations on cgroups ``cgroupfs.py``'s.
@@ -47,7 +51,9 @@ from herder.worker.cgroupfs import (
 )
 from herder.worker.limits import Confinement, Limits
 
-CONTROLLERS = ("memory", "cpu", "pids")  # memory is required, the others are used if present
+# memory is required, the others are used if present; cpuacct (v1 only: v2 keeps cpu.stat in
+# every cgroup) is the CPU account, its own hierarchy where the host mounts it apart from cpu
+CONTROLLERS = ("memory", "cpu", "cpuacct", "pids")
 
 
 class CgroupsUnavailable(Exception):
@@ -85,6 +91,30 @@ def cgroup_enforcer(name: str, proc: Path = Path("/proc/self")) -> CgroupEnforce
     except OSError as error:
         raise CgroupsUnavailable(f"cannot create cgroups: {error.strerror}") from error
     return CgroupEnforcer(1, parents)
+
+
+def cpu_accounts(name: str, proc: Path = Path("/proc/self")) -> Path:
+    """Isolation none's parent of the keepers' CPU accounts (``plain_launcher.py``), made
+    as ``name`` under the worker's own cgroup: v1's cpuacct hierarchy where mounted, else
+    v2's (a crashed worker's of that name goes). Nothing is limited there, so no controller
+    is enabled. Raises ``CgroupsUnavailable``."""
+    mounts = cgroup_mounts((proc / "mountinfo").read_text())
+    membership = cgroup_membership((proc / "cgroup").read_text())
+    cpuacct = next((mount for mount in mounts if "cpuacct" in mount.controllers), None)
+    unified = next((mount for mount in mounts if mount.version == 2), None)
+    if cpuacct is not None and "cpuacct" in membership:
+        own = cgroup_directory(cpuacct, membership["cpuacct"])
+    elif unified is not None and "" in membership:
+        own = cgroup_directory(unified, membership[""])
+    else:
+        raise CgroupsUnavailable("neither cgroup v1's cpuacct nor cgroup v2 is mounted")
+    parent = own / name
+    try:
+        clear(parent)
+        parent.mkdir(exist_ok=True)
+    except OSError as error:
+        raise CgroupsUnavailable(f"cannot create cgroups: {error.strerror}") from error
+    return parent
 
 
 def _v2_enforcer(mount: CgroupMount, own: Path, name: str) -> CgroupEnforcer:

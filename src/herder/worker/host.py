@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from herder.domain.models import Assignment
+from herder.worker import cgroupfs
+from herder.worker.cgroups import CgroupsUnavailable, cpu_accounts
 from herder.worker.disk import (
     CHECKPOINT,
     MIB,
@@ -59,6 +61,7 @@ from herder.worker.statedir import secure_directory
 from herder.worker.uids import UidSweeper, kill_processes_of_uids, reserve_uid_pool
 from herder.worker.workspace import (
     check_plain_name,
+    memory_workspace_root,
     prepare_workspace,
     remove_workspace,
     workspace_root,
@@ -110,12 +113,16 @@ class AttemptHost:
         self.state = secure_directory(home / f"worker-{self.uids.base}")  # the range is ours
         self._workspaces = workspace_root(self.state)
         self.checkpoints = secure_directory(self.state / "checkpoints")
-        self._launcher = LaunchServer.plain()  # isolation none: the attempts die with us
+        self._cpu_accounts: Path | None = None
         if self.sandboxed:
             binary = sandbox_launcher(secure_directory(LAUNCHERS, 0o755))
             view = system_view(SYSTEM_DIRECTORIES + tuple(expose))
             root = secure_directory(self.state / "root", 0o755)
             self._launcher = LaunchServer.sandboxing(binary, skeleton_options(root, view))
+        else:  # the attempts die with us, and are charged all they ran where we can tell
+            # named as its workspaces: none workers' uid ranges are unique per home only
+            self._cpu_accounts = _cpu_accounts(f"{memory_workspace_root(self.state).name}-cpu")
+            self._launcher = LaunchServer.plain(self._cpu_accounts)
         self._report_leftovers()
         self.enforcer: Enforcer | None = None  # isolation none: the worker's own limits
         if self.sandboxed:
@@ -232,9 +239,24 @@ class AttemptHost:
             if self.enforcer is not None:
                 await asyncio.to_thread(self.enforcer.close)
             self._launcher.close()
+            if self._cpu_accounts is not None:
+                await asyncio.to_thread(cgroupfs.remove, self._cpu_accounts)
             self._uid_range.release()
             with contextlib.suppress(OSError):  # empty now, unless an attempt's would not go
                 self._workspaces.rmdir()
+
+
+def _cpu_accounts(name: str) -> Path | None:
+    """Where isolation none's keepers make their CPU accounts (``plain_launcher.py``), or
+    None, said in the log: its attempts are then charged what their keepers reaped."""
+    try:
+        parent = cpu_accounts(name)
+    except CgroupsUnavailable as error:
+        log.info("CPU accounts: none (%s): an attempt is charged what its processes' parents "
+                 "waited for (docs/isolation.md)", error)  # fmt: skip
+        return None
+    log.info("CPU accounts: a cgroup per keeper under %s", parent)
+    return parent
 
 
 def _prepare_places(root: Path, attempt_id: str) -> tuple[Path, Path]:

@@ -79,10 +79,12 @@ class LaunchServer:
         return cls([str(binary), "--serve", *skeleton], "the sandbox launcher")
 
     @classmethod
-    def plain(cls) -> LaunchServer:
-        """Isolation none's server (``plain_launcher.py``), in this Python, without site."""
+    def plain(cls, cpu_accounts: Path | None = None) -> LaunchServer:
+        """Isolation none's server (``plain_launcher.py``), in this Python, without site;
+        ``cpu_accounts``: the cgroup its keepers make their CPU accounts in, if any."""
         script = Path(__file__).with_name("plain_launcher.py")
-        return cls([sys.executable, "-I", "-S", str(script)], "the launcher")
+        accounts = ["--cpu-accounts", str(cpu_accounts)] if cpu_accounts is not None else []
+        return cls([sys.executable, "-I", "-S", str(script), *accounts], "the launcher")
 
     @property
     def pid(self) -> int | None:

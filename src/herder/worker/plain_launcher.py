@@ -10,14 +10,21 @@ reaps the attempt (its first process exited, by itself or stopped), the keeper S
 everything left below it, reaps it all, and answers with the job's wait status and the CPU and
 peak memory of everything it reaped; then it is free for another attempt.
 
+Where the worker gives it a parent cgroup (``--cpu-accounts DIR``: a root worker's), each
+keeper moves into a cgroup of its own there, once, when it is made; what an attempt starts is
+born inside, so the cgroup's CPU account across the attempt (read before the start and after
+the last reap) counts every process, also those nobody waited for (a parent that ignores
+SIGCHLD has its children reaped by the kernel, unseen by ``wait4``). Two reads of one file an
+attempt; the keeper's own work for the attempt (a fraction of a ms) is in it too.
+
 The server is a child subreaper too: what is below a keeper that died comes to it. A keeper
 ends, killing all below it, when its channel to the server does. When the worker's socket ends
 (the kernel closes it when the worker exits, even by SIGKILL), the server kills every process
 below it, until none is left, and exits. Answers go out in the order of the requests; a reap
 waits for its keeper without holding up the requests behind it.
 
-Run by the worker as a script (``python -I -S plain_launcher.py``, its socket as standard
-input), it imports nothing but the standard library. Options of a start::
+Run by the worker as a script (``python -I -S plain_launcher.py [--cpu-accounts DIR]``, its
+socket as standard input), it imports nothing but the standard library. Options of a start::
 
     --chdir DIR -- PROGRAM ARG...
 """
@@ -45,6 +52,7 @@ DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ)  # Python ignores them; a pro
 REQUEST = struct.Struct("=IiII")  # as launch_server.py's; a keeper is asked alike
 REPLY = struct.Struct("=iiiiqqq")  # and answers alike
 MAX_DESCRIPTORS = 10
+ACCOUNT_BYTES = 4096  # enough for cgroup v2's cpu.stat (its usage_usec comes first)
 
 Request = tuple[int, int, bytes, int, list[int]]  # kind, pid, payload, options, descriptors
 
@@ -72,8 +80,9 @@ class Keeper:
 
 
 class Server:
-    def __init__(self, worker: socket.socket) -> None:
+    def __init__(self, worker: socket.socket, accounts: str | None = None) -> None:
         self.worker = worker
+        self.accounts = accounts  # where each keeper makes its CPU account, if anywhere
         self.keepers: list[Keeper] = []
         self.running: dict[int, Keeper] = {}  # by the pid of the attempt's first process
         self.answers: deque[Answer] = deque()
@@ -96,7 +105,7 @@ class Server:
                         os.read(wake_read, 4096)
                 else:
                     self.heard(key.data)
-            reap_orphans()
+            remove_accounts(self.accounts, reap_orphans())
             self.send_answers()
 
     def answer(self) -> bool:
@@ -163,7 +172,7 @@ class Server:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             if os.fork() == 0:
-                keep(theirs)
+                keep(theirs, self.accounts)
         except OSError:
             ours.close()
             raise
@@ -279,7 +288,7 @@ def receive(channel: socket.socket) -> bytes | None:
     return None
 
 
-def keep(channel: socket.socket) -> NoReturn:
+def keep(channel: socket.socket, accounts: str | None) -> NoReturn:
     """A keeper's life, in a fork of the server, never to return to the server's code: it
     serves the server's requests on ``channel`` until it ends, reaping what comes to it as
     it ends. Whatever ends it, all below it is killed first."""
@@ -290,12 +299,63 @@ def keep(channel: socket.socket) -> NoReturn:
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
             raise SystemExit(1)
-        Keeping(channel).serve(wake_read)
+        account = CpuAccount.enter(accounts) if accounts is not None else None
+        Keeping(channel, account).serve(wake_read)
     finally:
         try:
             kill_everything_below()
         finally:
             os._exit(0)
+
+
+class CpuAccount:
+    """A keeper's own cgroup, under the worker's parent (cgroup v1's cpuacct hierarchy or
+    v2's): what its attempts start is born inside, reaped or not. Its usage file stays open,
+    read again in place (1-2 µs). The server removes the cgroup once it has reaped the
+    keeper (``remove_accounts``)."""
+
+    __slots__ = ("usage", "v1")
+
+    def __init__(self, usage: int, *, v1: bool) -> None:
+        self.usage = usage
+        self.v1 = v1
+
+    @classmethod
+    def enter(cls, parent: str) -> CpuAccount | None:
+        """This keeper moved into a new cgroup under ``parent``; None where it cannot be
+        (its attempts are then charged what it reaped)."""
+        directory = os.path.join(parent, f"keeper-{os.getpid()}")
+        v1 = os.path.exists(os.path.join(parent, "cpuacct.usage"))
+        try:
+            os.mkdir(directory)
+        except OSError:
+            return None
+        try:  # v1: just this thread; the keeper has no other
+            write_file(os.path.join(directory, "tasks" if v1 else "cgroup.procs"), "0")
+            usage = os.path.join(directory, "cpuacct.usage" if v1 else "cpu.stat")
+            return cls(os.open(usage, os.O_RDONLY | os.O_CLOEXEC), v1=v1)
+        except OSError:
+            with contextlib.suppress(OSError):  # if it could not enter, else the server's
+                os.rmdir(directory)
+            return None
+
+    def microseconds(self) -> int | None:
+        """CPU time of everything that ran inside since it was made; None if unreadable."""
+        try:
+            text = os.pread(self.usage, ACCOUNT_BYTES, 0)
+            if self.v1:
+                return int(text) // 1000
+            return int(text.split(b"usage_usec ", 1)[1].split(b"\n", 1)[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
+
+def write_file(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
 
 
 class Usage:
@@ -316,10 +376,12 @@ class Usage:
 class Keeping:
     """A keeper at work: one attempt at a time, its job and everything the job started."""
 
-    def __init__(self, channel: socket.socket) -> None:
+    def __init__(self, channel: socket.socket, account: CpuAccount | None) -> None:
         self.channel = channel
+        self.account = account
         self.job: int | None = None
         self.usage = Usage()
+        self.account_at_start: int | None = None  # the account's µs when the job started
 
     def serve(self, wake_read: int) -> None:
         poller = select.poll()
@@ -352,6 +414,7 @@ class Keeping:
                 raise OSError(errno.EINVAL, "a start takes --chdir DIR -- PROGRAM ARG...")
             env = dict(entry.split("=", 1) for entry in env_entries)
             os.chdir(options[1])  # this keeper's own: the program starts where it is
+            self.account_at_start = self.account.microseconds() if self.account else None
             pid = spawn(options[3:], env, fds[0], fds[1])
         except OSError as error:
             return REPLY.pack(error.errno or errno.EINVAL, 0, 0, 0, 0, 0, 0)
@@ -371,24 +434,69 @@ class Keeping:
         kill_everything_below(self.usage)
         os.chdir("/")  # its workspace is removed next: hold nothing of it
         self.job = None
+        user, system = self.cpu_microseconds()
+        return REPLY.pack(0, pid, status, 0, user, system, self.usage.max_rss_kb)
+
+    def cpu_microseconds(self) -> tuple[int, int]:
+        """The attempt's user and system CPU time: its account's, where it has one, split as
+        what was reaped splits (all user where nothing reaped had used any); else what was
+        reaped."""
         user, system = (
             round(seconds * 1e6) for seconds in (self.usage.user_seconds, self.usage.system_seconds)
         )
-        return REPLY.pack(0, pid, status, 0, user, system, self.usage.max_rss_kb)
+        now = self.account.microseconds() if self.account is not None else None
+        if now is None or self.account_at_start is None:
+            return user, system
+        total = max(now - self.account_at_start, user + system)
+        user_share = user / (user + system) if user + system else 1.0
+        return round(total * user_share), total - round(total * user_share)
 
 
-def reap_orphans(job: int | None = None, usage: Usage | None = None) -> None:
-    """Reap ended children, but ``job`` (it waits to be asked), adding up their ``usage``."""
+def reap_orphans(job: int | None = None, usage: Usage | None = None) -> list[int]:
+    """Reap ended children, but ``job`` (it waits to be asked), adding up their ``usage``;
+    return their pids."""
+    reaped: list[int] = []
     while True:
         try:
             ended = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
         except ChildProcessError:
-            return
+            return reaped
         if ended is None or ended.si_pid == job:
-            return
+            return reaped
         _, _, used = os.wait4(ended.si_pid, 0)
+        reaped.append(ended.si_pid)
         if usage is not None:
             usage.add(used)
+
+
+def make_accounts(accounts: str | None) -> str | None:
+    """The parent of the keepers' CPU accounts, made again where an earlier server of this
+    worker removed it as it ended; None if it cannot be."""
+    if accounts is None:
+        return None
+    try:
+        os.mkdir(accounts)
+    except FileExistsError:
+        pass
+    except OSError:
+        return None
+    return accounts
+
+
+def remove_accounts(accounts: str | None, keepers: list[int] | None = None) -> None:
+    """Remove the CPU accounts of these ended ``keepers``, if they have any; None: of all,
+    and their parent, as the server ends (a worker killed at once removes nothing). One
+    still busy, or gone, is left to the worker."""
+    if accounts is None:
+        return
+    with contextlib.suppress(OSError):
+        names = [f"keeper-{pid}" for pid in keepers] if keepers is not None else [
+            name for name in os.listdir(accounts) if name.startswith("keeper-")
+        ]  # fmt: skip
+        paths = [os.path.join(accounts, name) for name in names]
+        for path in paths if keepers is not None else [*paths, accounts]:
+            with contextlib.suppress(OSError):
+                os.rmdir(path)
 
 
 def close_all_but(kept: set[int]) -> None:
@@ -491,10 +599,12 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # still ends what it started
     gc.freeze()  # what a keeper inherits is not collected: its pages stay shared
     worker = socket.socket(fileno=0)
+    accounts = make_accounts(sys.argv[2] if sys.argv[1:2] == ["--cpu-accounts"] else None)
     try:
-        Server(worker).serve()
+        Server(worker, accounts).serve()
     finally:
         kill_everything_below()
+        remove_accounts(accounts)
 
 
 if __name__ == "__main__":
