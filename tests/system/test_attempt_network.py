@@ -1,6 +1,6 @@
 """A job with ``network: true`` reaches the outside, and nothing of the host, the control
 plane, other attempts, link-local (metadata) addresses or, unless the worker allows them,
-private and special-purpose ranges (DESIGN §6).
+private and special-purpose ranges (docs/design.md §6).
 
 "The outside" is a network namespace of the test's own, joined to the host by a veth, with a
 global, a link-local and private-range addresses (``outside.py``), each served by a TCP echo

@@ -1,4 +1,4 @@
-"""Routers reach the store only through ``herder.services`` (DESIGN §1: routers → services →
+"""Routers reach the store only through ``herder.services`` (docs/design.md §1: routers → services →
 store): a router parses HTTP and calls one use case; it neither imports ``herder.store`` nor
 reaches into the store it is handed, which it only passes on."""
 

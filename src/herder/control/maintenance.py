@@ -1,5 +1,5 @@
 """The maintenance loop: history's time slices made ahead of the clock, and history past
-every tenant's retention removed (DESIGN §2 History). On PostgreSQL whole slices are
+every tenant's retention removed (docs/design.md §2 History). On PostgreSQL whole slices are
 detached, exported to the cold tier when they are past the hot window (and inside some
 retention), then dropped; on SQLite expired runs are deleted a batch per pass, passes back to
 back until none are left. Audit entries past their tenant's retention go too, on both stores,

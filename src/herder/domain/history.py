@@ -1,4 +1,4 @@
-"""How long history is kept and how it is cut into time slices (DESIGN §2 History).
+"""How long history is kept and how it is cut into time slices (docs/design.md §2 History).
 
 Runs, attempts, run events and log chunks are cut into week-long slices by the time part of
 a sortable id (a run's id for runs and attempts, so a run's attempts share its slice; an

@@ -1,4 +1,4 @@
-"""The run and attempt state machines (DESIGN §3).
+"""The run and attempt state machines (docs/design.md §3).
 
 A run moves only along ``RUN_TRANSITIONS``; the store turns each move into one conditional
 update guarded by the state it expects, so an illegal or stale move changes nothing.

@@ -1,5 +1,5 @@
 """Firing a batch of due schedules in one unit of work, set-based: a few statements per
-batch, whatever its size — the cost is in proportion to the schedules due (DESIGN §4).
+batch, whatever its size — the cost is in proportion to the schedules due (docs/design.md §4).
 
     read      the jobs in one query; the active runs of forbid/replace schedules in one; the
               room under each tenant's ``max_queued`` (its row held: ``store.queue_room``)

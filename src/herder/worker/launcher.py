@@ -2,7 +2,7 @@
 (``launch_server.py``).
 
 The launcher must be a small native program: it sets up namespaces, mounts, the uid switch and
-the seccomp filter, where a chain of util-linux tools costs three execs (DESIGN §9). It is
+the seccomp filter, where a chain of util-linux tools costs three execs (docs/design.md §9). It is
 compiled from the source shipped in this package with the host's C compiler into a root-owned
 directory, named after the hash of its source and flags, so an upgrade builds a new one and a
 job can never replace it. It is linked statically where the host has a static libc.

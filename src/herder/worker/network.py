@@ -8,7 +8,7 @@
     close_all()    the above for every netns file, and the table
 
 What an attempt can reach is decided by the filter (``network_filter.py``), not by routes
-(DESIGN §6): its packets are masqueraded to the host's address and forwarded to anything the
+(docs/design.md §6): its packets are masqueraded to the host's address and forwarded to anything the
 host can route to, except the host itself (any of its addresses, loopback included: refused
 before any DNAT of the host and again on input), other attempts (on this worker or another),
 link-local addresses (cloud metadata), multicast, the worker's ``blocked`` destinations (the

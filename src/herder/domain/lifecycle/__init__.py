@@ -1,4 +1,4 @@
-"""Every rule of a run's life, as pure functions over plain facts (DESIGN §3).
+"""Every rule of a run's life, as pure functions over plain facts (docs/design.md §3).
 
 Each decision returns ``Changes`` — guarded transitions, events to record, notices to send —
 which the store's unit of work applies in one transaction. Nothing here reads a clock, a

@@ -1,4 +1,4 @@
-"""The workflow-run state machine (DESIGN §3): a run moves only along
+"""The workflow-run state machine (docs/design.md §3): a run moves only along
 ``WORKFLOW_RUN_TRANSITIONS``; the store turns each move into one update guarded by the state
 it expects, so a stale move changes nothing."""
 

@@ -1,5 +1,6 @@
-"""The tables (DESIGN §2). Migrations under ``migrations/`` create them; this package is what
-the repositories query against and what Alembic compares with to generate new revisions.
+"""The tables (docs/design.md §2). Migrations under ``migrations/`` create them; this package
+is what the repositories query against and what Alembic compares with to generate new
+revisions.
 The alerts' tables are in ``alerts``; the metadata they all share is in ``base``."""
 
 from __future__ import annotations
@@ -193,7 +194,7 @@ runs = Table(
     Index(None, "state", "run_at"),
 )
 # The claim orders by priority DESC, queued_at: the index matches it column for column,
-# direction included (DESIGN §9).
+# direction included (docs/design.md §9).
 Index("ix_runs_claim_order", runs.c.state, runs.c.priority.desc(), runs.c.queued_at)
 # The overview's "ended in the last hour".
 ended_index("ix_runs_tenant_id_finished_at", runs, "tenant_id", "finished_at")
