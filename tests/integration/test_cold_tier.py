@@ -24,6 +24,7 @@ from herder.control.maintenance import Maintenance
 from herder.domain.errors import NotFound
 from herder.domain.history import slice_of
 from herder.domain.jobs import JobSpec, Resources
+from herder.domain.listings import PageRequest, RunQuery
 from herder.domain.models import Run
 from herder.domain.overrides import RunOverrides
 from herder.domain.schedules import ScheduleSpec
@@ -105,14 +106,14 @@ class World:
             self.clock.advance(timedelta(days=2).total_seconds())
         return made
 
-    def listed(self, since: datetime, tenant_id: str | None = None, **more: Any) -> list[Run]:
+    def listed(
+        self, since: datetime, tenant_id: str | None = None, limit: int = 100, **more: Any
+    ) -> list[Run]:
         found, cursor = [], None
         while True:
             page = self.store.runs.list(
                 tenant_id or self.tenant_id,
-                since=since,
-                cursor=cursor,
-                **more,
+                RunQuery(since=since, page=PageRequest(limit, cursor), **more),
             )
             found += page.items
             if (cursor := page.next_cursor) is None:
@@ -228,7 +229,9 @@ def test_a_schedules_cold_runs_are_listed_by_its_id(world: World) -> None:
     world.go_cold()
     (listed,) = world.listed(START, schedule_id=schedule_id)
     assert (listed.id, listed.schedule_id) == (run.id, schedule_id)
-    assert world.store.runs.list(world.tenant_id, schedule_id=schedule_id).items == []  # cold
+    assert (
+        world.store.runs.list(world.tenant_id, RunQuery(schedule_id=schedule_id)).items == []
+    )  # cold
 
 
 def test_another_tenants_cold_runs_never_appear(world: World) -> None:

@@ -13,6 +13,7 @@ from sqlalchemy import select, update
 from herder.control.firer import Firer
 from herder.domain.cron import CronExpression, parse_timezone
 from herder.domain.deadlines import Deadline
+from herder.domain.listings import RunQuery
 from herder.domain.models import RunDetail
 from herder.domain.schedules import ScheduleSpec, first_fire
 from herder.domain.states import AttemptState, RunState
@@ -122,7 +123,7 @@ def test_a_schedules_fire_counts_its_deadline_in_local_time_from_its_nominal_tim
     schedule = world.store.schedules.create(world.tenant_id, job_id, spec, first)
     world.clock.advance(120)
     Firer(world.store, world.clock, partition_of(schedule.id)).step()
-    (run,) = world.store.runs.list(world.tenant_id, job_id=job_id).items
+    (run,) = world.store.runs.list(world.tenant_id, RunQuery(job_id=job_id)).items
     assert run.deadline_at == datetime.fromisoformat("2026-10-25T07:00+01:00")
     world.clock.moment = datetime.fromisoformat("2026-10-25T07:01+01:00")
     world.reap()

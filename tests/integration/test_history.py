@@ -19,6 +19,7 @@ from herder.domain.errors import NotFound
 from herder.domain.history import DEFAULT_RETENTION_DAYS, slice_of, slices_wanted
 from herder.domain.ids import new_id
 from herder.domain.jobs import JobSpec, Resources
+from herder.domain.listings import PageRequest, RunQuery
 from herder.domain.models import Assignment, Principal, Role
 from herder.domain.overrides import RunOverrides
 from herder.domain.states import AttemptState, RunState
@@ -53,7 +54,7 @@ class World:
         return run.id
 
     def listed(self, tenant_id: str | None = None) -> set[str]:
-        page = self.store.runs.list(tenant_id or self.tenant_id, limit=1000)
+        page = self.store.runs.list(tenant_id or self.tenant_id, RunQuery(page=PageRequest(1000)))
         return {run.id for run in page.items}
 
     def tenant(self, retention_days: int) -> str:

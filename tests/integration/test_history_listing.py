@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from herder.domain.jobs import JobSpec
+from herder.domain.listings import PageRequest, RunQuery
 from herder.domain.overrides import RunOverrides
 from herder.domain.states import RunState
 from herder.store.pagination import encode_cursor
@@ -48,7 +49,7 @@ def all_pages(store: Store, tenant_id: str, limit: int, **filters: Any) -> list[
     listed: list[str] = []
     cursor = None
     while True:
-        page = store.runs.list(tenant_id, limit=limit, cursor=cursor, **filters)
+        page = store.runs.list(tenant_id, RunQuery(**filters, page=PageRequest(limit, cursor)))
         listed += [run.id for run in page.items]
         if page.next_cursor is None:
             return listed
@@ -79,10 +80,12 @@ def test_a_page_ending_on_a_windows_last_run_says_whether_more_follow(store: Sto
     made = submit_over_the_years(store, tenant_id, job_id, other_id)
 
     # runs of the last week: now, 1 week and 2 weeks back fall in the first two windows
-    first = store.runs.list(tenant_id, job_id=job_id, limit=2)
+    first = store.runs.list(tenant_id, RunQuery(job_id=job_id, page=PageRequest(limit=2)))
     assert [run.id for run in first.items] == made[:2]
     assert first.next_cursor is not None
-    everything = store.runs.list(tenant_id, job_id=job_id, limit=len(made))
+    everything = store.runs.list(
+        tenant_id, RunQuery(job_id=job_id, page=PageRequest(limit=len(made)))
+    )
     assert [run.id for run in everything.items] == made
     assert everything.next_cursor is None
 
@@ -105,5 +108,7 @@ def test_a_cursor_no_run_was_made_at_still_reads_below_it(store: Store, top: str
     job_id, other_id = jobs(store, tenant_id)
     made = submit_over_the_years(store, tenant_id, job_id, other_id)
 
-    page = store.runs.list(tenant_id, job_id=job_id, cursor=encode_cursor(top), limit=100)
+    page = store.runs.list(
+        tenant_id, RunQuery(job_id=job_id, page=PageRequest(100, encode_cursor(top)))
+    )
     assert [run.id for run in page.items] == [run_id for run_id in made if run_id < top]

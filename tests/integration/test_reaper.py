@@ -12,6 +12,7 @@ import pytest
 
 from herder.control.reaper import Reaper
 from herder.domain.jobs import JobSpec, Resources, RetryPolicy
+from herder.domain.listings import RunQuery
 from herder.domain.models import Assignment
 from herder.domain.overrides import RunOverrides
 from herder.domain.states import AttemptState, RunState
@@ -177,7 +178,7 @@ def test_a_run_that_always_fails_ends_dead_after_its_attempts(world: World) -> N
         assert world.reap() <= caps[attempt - 1] + 0.001  # it sleeps until the retry is due
         world.clock.advance(wait + 0.001)
         world.reap()
-    dead = world.store.runs.list(world.tenant_id, states=[RunState.DEAD]).items
+    dead = world.store.runs.list(world.tenant_id, RunQuery(states=[RunState.DEAD])).items
     assert [run.id for run in dead] == [run_id]
     assert "all 4 attempts used" in world.store.runs.events(world.tenant_id, run_id)[-1].message
 

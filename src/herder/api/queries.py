@@ -1,11 +1,13 @@
-"""Query parameters the routers share, each bounded in one place."""
+"""Query parameters the routers share, each bounded in one place, and the page a listing's
+query string asks for, built once here (``Paging``) and carried whole to the store."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Query
+from fastapi import Depends, Query
 
+from herder.domain.listings import PageRequest
 from herder.store.pagination import MAX_PAGE_SIZE
 
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)]
@@ -23,3 +25,20 @@ item from the start of its id that a table shows."""
 
 ItemName = Annotated[str | None, Query(max_length=128, description="only the item of this name")]
 """A name to find an item by, as the CLI takes a name wherever it takes an id."""
+
+
+def _page(limit: Limit = 100, cursor: str | None = None, id_prefix: IdPrefix = None) -> PageRequest:
+    return PageRequest(limit, cursor, id_prefix)
+
+
+def _page_by_cursor(limit: Limit = 100, cursor: str | None = None) -> PageRequest:
+    return PageRequest(limit, cursor)
+
+
+Paging = Annotated[PageRequest, Depends(_page)]
+"""The page a listing asks for: ``limit``, ``cursor`` (as the last page returned it) and
+``id_prefix``."""
+
+CursorPaging = Annotated[PageRequest, Depends(_page_by_cursor)]
+"""The page a listing that finds no item by the start of its id asks for: ``limit`` and
+``cursor``."""

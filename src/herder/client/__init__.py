@@ -17,6 +17,7 @@ The modules, one group of calls each, mixed into ``HerderClient``:
     secrets        secrets (a value goes up, only metadata comes back)
     events         events, their triggers, inbound webhooks and their deliveries
     uploads        an artifact's multipart body, streamed with progress
+    pages          the page a listing call takes (limit, cursor, id_prefix) as its query
     errors         what the client raises: ClientError ⊃ ServerUnreachable, ApiError
 """
 

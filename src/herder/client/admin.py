@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from typing import Unpack
 
 import httpx
 
 from herder.api.schemas import CreatedKey
+from herder.client.pages import CursorKeywords, PageKeywords, page_params
 from herder.client.schedules import drop_none
 from herder.domain.audit import AuditEntry
 from herder.domain.models import ApiKey, Page
@@ -35,13 +37,9 @@ class AdminCalls:
         self,
         *,
         tenant_id: str | None = None,
-        limit: int = 100,
-        cursor: str | None = None,
-        id_prefix: str | None = None,
+        **page: Unpack[PageKeywords],
     ) -> Page[ApiKey]:
-        params = drop_none(
-            {"tenant_id": tenant_id, "limit": limit, "cursor": cursor, "id_prefix": id_prefix}
-        )
+        params = drop_none({"tenant_id": tenant_id}) | page_params(page)
         return Page[ApiKey].model_validate(self._request("GET", "/v1/keys", params=params).json())
 
     def get_key(self, key_id: str) -> ApiKey:
@@ -59,17 +57,15 @@ class AdminCalls:
         object_type: str | None = None,
         object_id: str | None = None,
         key_id: str | None = None,
-        limit: int = 100,
-        cursor: str | None = None,
+        **page: Unpack[CursorKeywords],
     ) -> Page[AuditEntry]:
         """The audit log, newest first."""
         params = drop_none(
             {
                 "tenant_id": tenant_id, "since": _iso(since), "until": _iso(until),
                 "object_type": object_type, "object_id": object_id, "key_id": key_id,
-                "limit": limit, "cursor": cursor,
             }
-        )  # fmt: skip
+        ) | page_params(page)  # fmt: skip
         response = self._request("GET", "/v1/audit", params=params)
         return Page[AuditEntry].model_validate(response.json())
 

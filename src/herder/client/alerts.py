@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Unpack
 
 import httpx
 
+from herder.client.pages import CursorKeywords, PageKeywords, page_params
 from herder.client.schedules import drop_none
 from herder.domain.alerts.rules import Channel, CreatedChannel, Delivery, Incident, Rule
 from herder.domain.models import Page
@@ -22,14 +23,9 @@ class AlertCalls:
         return CreatedChannel.model_validate(response.json())
 
     def list_alert_channels(
-        self,
-        *,
-        limit: int = 100,
-        cursor: str | None = None,
-        id_prefix: str | None = None,
-        name: str | None = None,
+        self, *, name: str | None = None, **page: Unpack[PageKeywords]
     ) -> Page[Channel]:
-        params = _page(limit, cursor) | drop_none({"id_prefix": id_prefix, "name": name})
+        params = page_params(page) | drop_none({"name": name})
         response = self._request("GET", "/v1/alert-channels", params=params)
         return Page[Channel].model_validate(response.json())
 
@@ -46,14 +42,9 @@ class AlertCalls:
         return Rule.model_validate(self._request("POST", "/v1/alert-rules", json=body).json())
 
     def list_alert_rules(
-        self,
-        *,
-        limit: int = 100,
-        cursor: str | None = None,
-        id_prefix: str | None = None,
-        name: str | None = None,
+        self, *, name: str | None = None, **page: Unpack[PageKeywords]
     ) -> Page[Rule]:
-        params = _page(limit, cursor) | drop_none({"id_prefix": id_prefix, "name": name})
+        params = page_params(page) | drop_none({"name": name})
         response = self._request("GET", "/v1/alert-rules", params=params)
         return Page[Rule].model_validate(response.json())
 
@@ -61,19 +52,15 @@ class AlertCalls:
         self._request("DELETE", f"/v1/alert-rules/{rule_id}")
 
     def list_alerts(
-        self, *, state: str | None = None, limit: int = 100, cursor: str | None = None
+        self, *, state: str | None = None, **page: Unpack[CursorKeywords]
     ) -> Page[Incident]:
-        params = _page(limit, cursor) | ({"state": state} if state else {})
+        params = page_params(page) | ({"state": state} if state else {})
         response = self._request("GET", "/v1/alerts", params=params)
         return Page[Incident].model_validate(response.json())
 
     def list_alert_deliveries(
-        self, *, channel_id: str | None = None, limit: int = 100, cursor: str | None = None
+        self, *, channel_id: str | None = None, **page: Unpack[CursorKeywords]
     ) -> Page[Delivery]:
-        params = _page(limit, cursor) | ({"channel_id": channel_id} if channel_id else {})
+        params = page_params(page) | ({"channel_id": channel_id} if channel_id else {})
         response = self._request("GET", "/v1/alert-deliveries", params=params)
         return Page[Delivery].model_validate(response.json())
-
-
-def _page(limit: int, cursor: str | None) -> dict[str, Any]:
-    return {"limit": limit, **({"cursor": cursor} if cursor else {})}

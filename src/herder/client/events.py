@@ -5,12 +5,13 @@ triggers that start work from them, and inbound webhooks with their deliveries
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 from urllib.parse import quote
 
 import httpx
 from pydantic import BaseModel, JsonValue
 
+from herder.client.pages import CursorKeywords, PageKeywords, page_params
 from herder.client.schedules import drop_none
 from herder.domain.events import Event, EventSummary, ReceivedEvent
 from herder.domain.hooks import CreatedHook, Delivery, Hook
@@ -39,14 +40,10 @@ class EventCalls:
         self,
         *,
         name: str | None = None,
-        limit: int = 100,
-        cursor: str | None = None,
-        id_prefix: str | None = None,
+        **page: Unpack[PageKeywords],
     ) -> Page[EventSummary]:
         """Newest first, without payloads."""
-        return self._page(
-            "/v1/events", EventSummary, name=name, limit=limit, cursor=cursor, id_prefix=id_prefix
-        )
+        return self._page("/v1/events", EventSummary, page_params(page) | drop_none({"name": name}))
 
     def get_event(self, event_id: str) -> Event:
         return Event.model_validate(self._request("GET", f"/v1/events/{quote(event_id)}").json())
@@ -59,10 +56,8 @@ class EventCalls:
         response = self._request("POST", "/v1/triggers", json={"name": name, **spec})
         return Trigger.model_validate(response.json())
 
-    def list_triggers(
-        self, *, limit: int = 100, cursor: str | None = None, id_prefix: str | None = None
-    ) -> Page[Trigger]:
-        return self._page("/v1/triggers", Trigger, limit=limit, cursor=cursor, id_prefix=id_prefix)
+    def list_triggers(self, **page: Unpack[PageKeywords]) -> Page[Trigger]:
+        return self._page("/v1/triggers", Trigger, page_params(page))
 
     def get_trigger(self, trigger: str) -> Trigger:
         return Trigger.model_validate(self._request("GET", f"/v1/triggers/{quote(trigger)}").json())
@@ -89,10 +84,8 @@ class EventCalls:
         body = drop_none({"name": name, **spec, "secret": secret})
         return CreatedHook.model_validate(self._request("POST", "/v1/hooks", json=body).json())
 
-    def list_hooks(
-        self, *, limit: int = 100, cursor: str | None = None, id_prefix: str | None = None
-    ) -> Page[Hook]:
-        return self._page("/v1/hooks", Hook, limit=limit, cursor=cursor, id_prefix=id_prefix)
+    def list_hooks(self, **page: Unpack[PageKeywords]) -> Page[Hook]:
+        return self._page("/v1/hooks", Hook, page_params(page))
 
     def get_hook(self, hook: str) -> Hook:
         """By id or name; never its secret."""
@@ -115,19 +108,16 @@ class EventCalls:
         """Its URL answers 404 from then on."""
         self._request("DELETE", f"/v1/hooks/{quote(hook)}")
 
-    def hook_deliveries(
-        self, hook: str, *, limit: int = 100, cursor: str | None = None
-    ) -> Page[Delivery]:
+    def hook_deliveries(self, hook: str, **page: Unpack[CursorKeywords]) -> Page[Delivery]:
         """Every request that got past the hook's rate, newest first, without bodies."""
-        path = f"/v1/hooks/{quote(hook)}/deliveries"
-        return self._page(path, Delivery, limit=limit, cursor=cursor)
+        return self._page(f"/v1/hooks/{quote(hook)}/deliveries", Delivery, page_params(page))
 
     def hook_url(self, hook: Hook) -> str:
         """The full URL a sender posts to: this server's base URL and the hook's path."""
         return f"{self.url}{hook.url}"
 
-    def _page(self, path: str, model: type[Model], **params: Any) -> Page[Model]:
-        response = self._request("GET", path, params=drop_none(params))
+    def _page(self, path: str, model: type[Model], params: dict[str, Any]) -> Page[Model]:
+        response = self._request("GET", path, params=params)
         return Page[model].model_validate(response.json())  # type: ignore[valid-type]
 
     def _patch(self, path: str, changes: dict[str, Any], if_version: int | None) -> Any:

@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, Unpack
 
 import httpx
 from pydantic import BaseModel
@@ -20,6 +20,7 @@ from herder.client.alerts import AlertCalls
 from herder.client.errors import ApiError, ServerUnreachable
 from herder.client.events import EventCalls
 from herder.client.limits import LimitCalls
+from herder.client.pages import CursorKeywords, PageKeywords, page_params
 from herder.client.pools import PoolCalls
 from herder.client.schedules import ScheduleCalls, drop_none
 from herder.client.secrets import SecretCalls
@@ -138,17 +139,13 @@ class HerderClient(
     def list_jobs(
         self,
         *,
-        limit: int = 100,
-        cursor: str | None = None,
         name: str | None = None,
         labels: dict[str, str] | None = None,
-        id_prefix: str | None = None,
+        **page: Unpack[PageKeywords],
     ) -> Page[Job]:
-        params: dict[str, Any] = {
-            "limit": limit, "cursor": cursor, "name": name, "id_prefix": id_prefix
-        }  # fmt: skip
+        params = page_params(page) | drop_none({"name": name})
         params["label"] = [f"{key}={value}" for key, value in (labels or {}).items()]
-        response = self._request("GET", "/v1/jobs", params=drop_none(params))
+        response = self._request("GET", "/v1/jobs", params=params)
         return Page[Job].model_validate(response.json())
 
     def update_job(self, job_id: str, changes: dict[str, Any]) -> Job:
@@ -193,23 +190,18 @@ class HerderClient(
         states: list[str] | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
-        limit: int = 100,
-        cursor: str | None = None,
-        id_prefix: str | None = None,
         schedule_id: str | None = None,
+        **page: Unpack[PageKeywords],
     ) -> Page[Run]:
         params = drop_none(
             {
                 "job_id": job_id,
                 "schedule_id": schedule_id,
-                "id_prefix": id_prefix,
                 "state": states or None,
-                "limit": limit,
-                "cursor": cursor,
                 "since": since.isoformat() if since else None,
                 "until": until.isoformat() if until else None,
             }
-        )
+        ) | page_params(page)
         return Page[Run].model_validate(self._request("GET", "/v1/runs", params=params).json())
 
     def rerun(self, run_id: str) -> Run:
@@ -319,10 +311,10 @@ class HerderClient(
     # --- queue ---
 
     def queue(
-        self, *, job_id: str | None = None, limit: int = 100, cursor: str | None = None
+        self, *, job_id: str | None = None, **page: Unpack[CursorKeywords]
     ) -> Page[QueueEntry]:
         """Queued runs in dispatch order (every tenant's, for the system admins)."""
-        params = drop_none({"job_id": job_id, "limit": limit, "cursor": cursor})
+        params = drop_none({"job_id": job_id}) | page_params(page)
         response = self._request("GET", "/v1/queue", params=params)
         return Page[QueueEntry].model_validate(response.json())
 
@@ -357,11 +349,8 @@ class HerderClient(
         body = drop_none({"name": name, "weight": weight, "quotas": quotas})
         return Tenant.model_validate(self._request("POST", "/v1/tenants", json=body).json())
 
-    def list_tenants(
-        self, *, limit: int = 100, cursor: str | None = None, id_prefix: str | None = None
-    ) -> Page[Tenant]:
-        params = drop_none({"limit": limit, "cursor": cursor, "id_prefix": id_prefix})
-        response = self._request("GET", "/v1/tenants", params=params)
+    def list_tenants(self, **page: Unpack[PageKeywords]) -> Page[Tenant]:
+        response = self._request("GET", "/v1/tenants", params=page_params(page))
         return Page[Tenant].model_validate(response.json())
 
     def get_tenant(self, tenant_id: str) -> Tenant:

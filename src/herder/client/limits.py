@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Unpack
 from urllib.parse import quote
 
 import httpx
 
-from herder.client.schedules import drop_none
+from herder.client.pages import PageKeywords, page_params
 from herder.domain.limits import Limit, LimitKeyUsage
 from herder.domain.models import Page
 
@@ -23,11 +23,8 @@ class LimitCalls:
         body = {"name": name, **spec}
         return Limit.model_validate(self._request("POST", "/v1/limits", json=body).json())
 
-    def list_limits(
-        self, *, limit: int = 100, cursor: str | None = None, id_prefix: str | None = None
-    ) -> Page[Limit]:
-        params = drop_none({"limit": limit, "cursor": cursor, "id_prefix": id_prefix})
-        response = self._request("GET", "/v1/limits", params=params)
+    def list_limits(self, **page: Unpack[PageKeywords]) -> Page[Limit]:
+        response = self._request("GET", "/v1/limits", params=page_params(page))
         return Page[Limit].model_validate(response.json())
 
     def get_limit(self, limit: str) -> Limit:

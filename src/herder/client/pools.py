@@ -4,11 +4,12 @@ change pools; any key reads those its tenant may use."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Unpack
 from urllib.parse import quote
 
 import httpx
 
+from herder.client.pages import PageKeywords, page_params
 from herder.client.schedules import drop_none
 from herder.domain.autoscaling import PoolAutoscaling
 from herder.domain.forecast import Forecast
@@ -28,14 +29,10 @@ class PoolCalls:
         self,
         *,
         usable: bool = False,
-        limit: int = 100,
-        cursor: str | None = None,
-        id_prefix: str | None = None,
+        **page: Unpack[PageKeywords],
     ) -> Page[Pool]:
         """Every pool (system admins), or those the caller's tenant may use."""
-        params = drop_none(
-            {"usable": usable or None, "limit": limit, "cursor": cursor, "id_prefix": id_prefix}
-        )
+        params = drop_none({"usable": usable or None}) | page_params(page)
         return Page[Pool].model_validate(self._request("GET", "/v1/pools", params=params).json())
 
     def get_pool(self, pool: str) -> Pool:

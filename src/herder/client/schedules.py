@@ -4,10 +4,11 @@ cron previews (mixed into ``HerderClient``)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Unpack
 
 import httpx
 
+from herder.client.pages import PageKeywords, page_params
 from herder.domain.models import Page, Schedule, ScheduleEvent, TriggeredFire
 
 
@@ -35,15 +36,12 @@ class ScheduleCalls:
         *,
         job_id: str | None = None,
         workflow_id: str | None = None,
-        limit: int = 100,
         name: str | None = None,
-        cursor: str | None = None,
-        id_prefix: str | None = None,
+        **page: Unpack[PageKeywords],
     ) -> Page[Schedule]:
         params = drop_none(
-            {"job_id": job_id, "workflow_id": workflow_id, "limit": limit, "name": name,
-             "cursor": cursor, "id_prefix": id_prefix}
-        )  # fmt: skip
+            {"job_id": job_id, "workflow_id": workflow_id, "name": name}
+        ) | page_params(page)
         response = self._request("GET", "/v1/schedules", params=params)
         return Page[Schedule].model_validate(response.json())
 

@@ -4,11 +4,12 @@ comes back."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Unpack
 from urllib.parse import quote
 
 import httpx
 
-from herder.client.schedules import drop_none
+from herder.client.pages import CursorKeywords, page_params
 from herder.domain.models import Page
 from herder.domain.secrets import Secret
 
@@ -28,9 +29,8 @@ class SecretCalls:
     def get_secret(self, name: str) -> Secret:
         return Secret.model_validate(self._request("GET", _path(name)).json())
 
-    def list_secrets(self, *, limit: int = 100, cursor: str | None = None) -> Page[Secret]:
-        params = drop_none({"limit": limit, "cursor": cursor})
-        response = self._request("GET", "/v1/secrets", params=params)
+    def list_secrets(self, **page: Unpack[CursorKeywords]) -> Page[Secret]:
+        response = self._request("GET", "/v1/secrets", params=page_params(page))
         return Page[Secret].model_validate(response.json())
 
     def delete_secret(self, name: str) -> None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Unpack
 
 import httpx
 
 from herder.client.errors import ApiError
+from herder.client.pages import PageKeywords, page_params
 from herder.domain.backfills import Backfill
 from herder.domain.models import Page
 from herder.domain.workflows.models import Workflow, WorkflowRun, WorkflowRunDetail
@@ -42,12 +43,10 @@ class WorkflowCalls:
         self,
         *,
         name: str | None = None,
-        limit: int = 100,
-        cursor: str | None = None,
-        id_prefix: str | None = None,
+        **page: Unpack[PageKeywords],
     ) -> Page[Workflow]:
-        params = {"name": name, "limit": limit, "cursor": cursor, "id_prefix": id_prefix}
-        response = self._request("GET", "/v1/workflows", params=_given(params))
+        params = _given({"name": name}) | page_params(page)
+        response = self._request("GET", "/v1/workflows", params=params)
         return Page[Workflow].model_validate(response.json())
 
     def update_workflow(
@@ -84,15 +83,10 @@ class WorkflowCalls:
         *,
         workflow_id: str | None = None,
         state: str | None = None,
-        limit: int = 100,
-        cursor: str | None = None,
-        id_prefix: str | None = None,
+        **page: Unpack[PageKeywords],
     ) -> Page[WorkflowRun]:
-        params = {
-            "workflow_id": workflow_id, "state": state, "limit": limit, "cursor": cursor,
-            "id_prefix": id_prefix,
-        }  # fmt: skip
-        response = self._request("GET", "/v1/workflow-runs", params=_given(params))
+        params = _given({"workflow_id": workflow_id, "state": state}) | page_params(page)
+        response = self._request("GET", "/v1/workflow-runs", params=params)
         return Page[WorkflowRun].model_validate(response.json())
 
     def decide_workflow_task(

@@ -12,6 +12,7 @@ from datetime import datetime
 
 from herder.domain.errors import Forbidden, NotFound
 from herder.domain.keys import check_expiry
+from herder.domain.listings import PageRequest
 from herder.domain.models import ApiKey, Page, Principal, QueueEntry, Role, Tenant
 from herder.domain.tenants import DefaultPoolChange, TenantQuotas
 from herder.store.store import Store
@@ -25,11 +26,9 @@ def create_tenant(store: Store, name: str, *, weight: int, quotas: TenantQuotas)
     return store.access.create_tenant(name, weight=weight, quotas=quotas)
 
 
-def list_tenants(
-    store: Store, *, limit: int, cursor: str | None, id_prefix: str | None = None
-) -> Page[Tenant]:
+def list_tenants(store: Store, *, page: PageRequest) -> Page[Tenant]:
     """Every tenant, newest first."""
-    return store.access.list_tenants(limit=limit, cursor=cursor, id_prefix=id_prefix)
+    return store.access.list_tenants(page=page)
 
 
 def update_tenant(
@@ -84,14 +83,11 @@ def list_queue(
     job_id: str | None,
     limit_id: str | None = None,
     key: str | None = None,
-    limit: int,
-    cursor: str | None,
+    page: PageRequest,
 ) -> Page[QueueEntry]:
     """The caller's tenant's queued runs; the system tenant's admins see every tenant's."""
     tenant_id = None if is_system_admin(caller) else caller.tenant_id
-    return store.queue.list(
-        tenant_id, job_id=job_id, limit_id=limit_id, key=key, limit=limit, cursor=cursor
-    )
+    return store.queue.list(tenant_id, job_id=job_id, limit_id=limit_id, key=key, page=page)
 
 
 def check_tenant_admin(caller: Principal, tenant_id: str, what: str) -> None:

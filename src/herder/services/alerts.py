@@ -15,6 +15,7 @@ from herder.domain.alerts.rules import (
     RuleChanges,
     RuleRequest,
 )
+from herder.domain.listings import PageRequest
 from herder.domain.models import Page
 from herder.store.store import Store
 
@@ -30,14 +31,10 @@ def list_channels(
     store: Store,
     tenant_id: str,
     *,
-    limit: int,
-    cursor: str | None,
-    id_prefix: str | None,
+    page: PageRequest,
     name: str | None = None,
 ) -> Page[Channel]:
-    return store.alert_channels.list(
-        tenant_id, limit=limit, cursor=cursor, id_prefix=id_prefix, name=name
-    )
+    return store.alert_channels.list(tenant_id, page=page, name=name)
 
 
 def read_channel(store: Store, tenant_id: str, channel_id: str) -> Channel:
@@ -67,14 +64,10 @@ def list_rules(
     store: Store,
     tenant_id: str,
     *,
-    limit: int,
-    cursor: str | None,
-    id_prefix: str | None,
+    page: PageRequest,
     name: str | None = None,
 ) -> Page[Rule]:
-    return store.alert_rules.list(
-        tenant_id, limit=limit, cursor=cursor, id_prefix=id_prefix, name=name
-    )
+    return store.alert_rules.list(tenant_id, page=page, name=name)
 
 
 def read_rule(store: Store, tenant_id: str, rule_id: str) -> Rule:
@@ -95,17 +88,12 @@ def list_incidents(
     *,
     state: IncidentState | None,
     rule_id: str | None,
-    limit: int,
-    cursor: str | None,
+    page: PageRequest,
 ) -> Page[Incident]:
-    return store.alert_history.incidents(
-        tenant_id, state=state, rule_id=rule_id, limit=limit, cursor=cursor
-    )
+    return store.alert_history.incidents(tenant_id, state=state, rule_id=rule_id, page=page)
 
 
 def list_deliveries(
-    store: Store, tenant_id: str, *, channel_id: str | None, limit: int, cursor: str | None
+    store: Store, tenant_id: str, *, channel_id: str | None, page: PageRequest
 ) -> Page[Delivery]:
-    return store.alert_history.deliveries(
-        tenant_id, channel_id=channel_id, limit=limit, cursor=cursor
-    )
+    return store.alert_history.deliveries(tenant_id, channel_id=channel_id, page=page)

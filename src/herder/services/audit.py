@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from herder.domain.audit import AuditEntry
+from herder.domain.listings import PageRequest
 from herder.domain.models import Page, Principal
 from herder.services.access import check_tenant_admin
 from herder.store.audit import AuditFilter
@@ -21,8 +22,7 @@ def list_entries(
     object_type: str | None,
     object_id: str | None,
     key_id: str | None,
-    limit: int,
-    cursor: str | None,
+    page: PageRequest,
 ) -> Page[AuditEntry]:
     """The entries of ``tenant_id`` (default: the caller's tenant), newest first."""
     tenant_id = tenant_id or caller.tenant_id
@@ -30,4 +30,4 @@ def list_entries(
     where = AuditFilter(
         since=since, until=until, object_type=object_type, object_id=object_id, key_id=key_id
     )
-    return store.audit.list(tenant_id, where, limit=limit, cursor=cursor)
+    return store.audit.list(tenant_id, where, page=page)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from herder.domain.backfills import Backfill, BackfillRequest
+from herder.domain.listings import PageRequest
 from herder.domain.models import Page
 from herder.store.store import Store
 
@@ -12,9 +13,9 @@ def create(store: Store, tenant_id: str, schedule_id: str, request: BackfillRequ
 
 
 def list_backfills(
-    store: Store, tenant_id: str, schedule_id: str, *, limit: int, cursor: str | None
+    store: Store, tenant_id: str, schedule_id: str, *, page: PageRequest
 ) -> Page[Backfill]:
-    return store.backfills.list(tenant_id, schedule_id, limit=limit, cursor=cursor)
+    return store.backfills.list(tenant_id, schedule_id, page=page)
 
 
 def read(store: Store, tenant_id: str, backfill_id: str) -> Backfill:

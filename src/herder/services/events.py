@@ -9,6 +9,7 @@ from collections.abc import Callable
 from herder.domain.errors import TooLarge
 from herder.domain.event_evaluation import charged
 from herder.domain.events import MAX_PAYLOAD_BYTES, Event, EventRequest, EventSummary, ReceivedEvent
+from herder.domain.listings import PageRequest
 from herder.domain.models import Page, Principal
 from herder.domain.submit_rate import bucket_shape
 from herder.store.store import Store
@@ -45,11 +46,9 @@ def list_events(
     tenant_id: str,
     *,
     name: str | None,
-    limit: int,
-    cursor: str | None,
-    id_prefix: str | None,
+    page: PageRequest,
 ) -> Page[EventSummary]:
-    return store.events.list(tenant_id, name=name, limit=limit, cursor=cursor, id_prefix=id_prefix)
+    return store.events.list(tenant_id, name=name, page=page)
 
 
 def read(store: Store, tenant_id: str, event_id: str) -> Event:

@@ -30,6 +30,7 @@ from herder.domain.hooks import (
     single_headers,
     verify,
 )
+from herder.domain.listings import PageRequest
 from herder.domain.models import Page
 from herder.services.patches import check_fields, patched
 from herder.store.hooks import DeliveryRecord, Receiver
@@ -43,10 +44,8 @@ def create(store: Store, tenant_id: str, request: HookRequest) -> CreatedHook:
     return store.hooks.create(tenant_id, request)
 
 
-def list_hooks(
-    store: Store, tenant_id: str, *, limit: int, cursor: str | None, id_prefix: str | None
-) -> Page[Hook]:
-    return store.hooks.list(tenant_id, limit=limit, cursor=cursor, id_prefix=id_prefix)
+def list_hooks(store: Store, tenant_id: str, *, page: PageRequest) -> Page[Hook]:
+    return store.hooks.list(tenant_id, page=page)
 
 
 def read(store: Store, tenant_id: str, hook: str) -> Hook:
@@ -77,10 +76,8 @@ def delete(store: Store, tenant_id: str, hook: str) -> None:
     store.hooks.delete(tenant_id, hook)
 
 
-def deliveries(
-    store: Store, tenant_id: str, hook: str, *, limit: int, cursor: str | None
-) -> Page[Delivery]:
-    return store.hooks.deliveries(tenant_id, hook, limit=limit, cursor=cursor)
+def deliveries(store: Store, tenant_id: str, hook: str, *, page: PageRequest) -> Page[Delivery]:
+    return store.hooks.deliveries(tenant_id, hook, page=page)
 
 
 class HookRates:

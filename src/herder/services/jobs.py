@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from herder.domain.errors import Invalid, StaleVersion
 from herder.domain.jobs import JobSpec, check_job_name
+from herder.domain.listings import PageRequest
 from herder.domain.models import Job, Page
 from herder.store.jobs import JobEdit
 from herder.store.store import Store
@@ -24,16 +25,12 @@ def list_jobs(
     store: Store,
     tenant_id: str,
     *,
-    limit: int,
-    cursor: str | None,
+    page: PageRequest,
     name: str | None,
     labels: dict[str, str],
-    id_prefix: str | None,
 ) -> Page[Job]:
     """Newest first; with ``labels``, the jobs that have every one of them."""
-    return store.jobs.list(
-        tenant_id, limit=limit, cursor=cursor, name=name, labels=labels, id_prefix=id_prefix
-    )
+    return store.jobs.list(tenant_id, page=page, name=name, labels=labels)
 
 
 def read(store: Store, tenant_id: str, job_id: str) -> Job:

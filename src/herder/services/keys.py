@@ -5,6 +5,7 @@ anything is looked up."""
 from __future__ import annotations
 
 from herder.domain.errors import Forbidden, NotFound
+from herder.domain.listings import PageRequest
 from herder.domain.models import ApiKey, Page, Principal, Role
 from herder.services.access import check_tenant_admin, is_system_admin
 from herder.store.store import Store
@@ -15,14 +16,12 @@ def list_keys(
     caller: Principal,
     tenant_id: str | None,
     *,
-    limit: int,
-    cursor: str | None,
-    id_prefix: str | None,
+    page: PageRequest,
 ) -> Page[ApiKey]:
     """The keys of ``tenant_id`` (default: the caller's tenant)."""
     tenant_id = tenant_id or caller.tenant_id
     check_tenant_admin(caller, tenant_id, "list its keys")
-    return store.keys.list(tenant_id, limit=limit, cursor=cursor, id_prefix=id_prefix)
+    return store.keys.list(tenant_id, page=page)
 
 
 def read_key(store: Store, caller: Principal, key_id: str) -> ApiKey:

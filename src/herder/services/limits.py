@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from herder.domain.limits import Limit, LimitKeyUsage, LimitSpec
+from herder.domain.listings import PageRequest
 from herder.domain.models import Page
 from herder.services.patches import check_fields, patched
 from herder.store.store import Store
@@ -17,10 +18,8 @@ def create(store: Store, tenant_id: str, name: str, spec: LimitSpec) -> Limit:
     return store.limits.create(tenant_id, name, spec)
 
 
-def list_limits(
-    store: Store, tenant_id: str, *, limit: int, cursor: str | None, id_prefix: str | None
-) -> Page[Limit]:
-    return store.limits.list(tenant_id, limit=limit, cursor=cursor, id_prefix=id_prefix)
+def list_limits(store: Store, tenant_id: str, *, page: PageRequest) -> Page[Limit]:
+    return store.limits.list(tenant_id, page=page)
 
 
 def read(store: Store, tenant_id: str, limit: str) -> Limit:

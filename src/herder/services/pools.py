@@ -5,6 +5,7 @@ exist for it (404), as every object of another tenant."""
 from __future__ import annotations
 
 from herder.domain.autoscaling import Demand, PoolAutoscaling, ScaledWorker, forecast_peak
+from herder.domain.listings import PageRequest
 from herder.domain.models import Page, Principal
 from herder.domain.pools import Pool, PoolChanges, PoolSpec
 from herder.services.access import is_system_admin
@@ -20,18 +21,14 @@ def list_pools(
     caller: Principal,
     *,
     usable: bool,
-    limit: int,
-    cursor: str | None,
-    id_prefix: str | None = None,
+    page: PageRequest,
 ) -> Page[Pool]:
     """Newest first: every pool for a system admin (unless ``usable``), else those the
     caller's tenant may use."""
     if is_system_admin(caller) and not usable:
-        return store.pools.list(limit=limit, cursor=cursor, id_prefix=id_prefix)
-    page = store.pools.list(
-        tenant_id=caller.tenant_id, limit=limit, cursor=cursor, id_prefix=id_prefix
-    )
-    return page.model_copy(update={"items": [_as_seen_by(caller, pool) for pool in page.items]})
+        return store.pools.list(page=page)
+    listed = store.pools.list(tenant_id=caller.tenant_id, page=page)
+    return listed.model_copy(update={"items": [_as_seen_by(caller, pool) for pool in listed.items]})
 
 
 def read_pool(store: Store, caller: Principal, pool: str) -> Pool:

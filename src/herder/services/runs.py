@@ -4,13 +4,12 @@ caller's key), and their history, detail and events."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 
 from herder.domain.actors import user_actor
 from herder.domain.jobs import Priority
+from herder.domain.listings import RunQuery
 from herder.domain.models import Page, Principal, Run, RunDetail, RunEvent
 from herder.domain.overrides import RunOverrides, RunRequest
-from herder.domain.states import RunState
 from herder.store.runs.submissions import Submitted
 from herder.store.store import Store
 
@@ -66,31 +65,9 @@ def resume(store: Store, caller: Principal, run_id: str) -> Run:
     return store.runs.resume(caller.tenant_id, run_id, actor=actor(caller))
 
 
-def list_runs(
-    store: Store,
-    tenant_id: str,
-    *,
-    job_id: str | None,
-    schedule_id: str | None,
-    id_prefix: str | None,
-    states: list[RunState],
-    since: datetime | None,
-    until: datetime | None,
-    limit: int,
-    cursor: str | None,
-) -> Page[Run]:
+def list_runs(store: Store, tenant_id: str, query: RunQuery) -> Page[Run]:
     """Newest first; a window reaching before the hot window reads the cold tier too."""
-    return store.runs.list(
-        tenant_id,
-        job_id=job_id,
-        schedule_id=schedule_id,
-        id_prefix=id_prefix,
-        states=states,
-        since=since,
-        until=until,
-        limit=limit,
-        cursor=cursor,
-    )
+    return store.runs.list(tenant_id, query)
 
 
 def read(store: Store, tenant_id: str, run_id: str) -> RunDetail:

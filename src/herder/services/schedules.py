@@ -24,6 +24,7 @@ from herder.domain.cron import (
     preview,
 )
 from herder.domain.errors import Invalid
+from herder.domain.listings import PageRequest
 from herder.domain.models import Page, Principal, Schedule, ScheduleEvent, TriggeredFire
 from herder.domain.schedules import ScheduleSpec, first_fire
 from herder.services import runs
@@ -76,18 +77,14 @@ def list_schedules(
     job_id: str | None,
     workflow_id: str | None,
     name: str | None,
-    id_prefix: str | None,
-    limit: int,
-    cursor: str | None,
+    page: PageRequest,
 ) -> Page[Schedule]:
     return store.schedules.list(
         tenant_id,
         job_id=job_id,
         workflow_id=workflow_id,
         name=name,
-        id_prefix=id_prefix,
-        limit=limit,
-        cursor=cursor,
+        page=page,
     )
 
 

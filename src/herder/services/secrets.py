@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from herder.domain.listings import PageRequest
 from herder.domain.models import Page
 from herder.domain.secrets import Secret
 from herder.store.store import Store
@@ -12,8 +13,8 @@ def put(store: Store, tenant_id: str, name: str, value: str) -> tuple[Secret, bo
     return store.secrets.put(tenant_id, name, value)
 
 
-def list_secrets(store: Store, tenant_id: str, *, limit: int, cursor: str | None) -> Page[Secret]:
-    return store.secrets.list(tenant_id, limit=limit, cursor=cursor)
+def list_secrets(store: Store, tenant_id: str, *, page: PageRequest) -> Page[Secret]:
+    return store.secrets.list(tenant_id, page=page)
 
 
 def read(store: Store, tenant_id: str, name: str) -> Secret:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from herder.domain.listings import PageRequest
 from herder.domain.models import Page
 from herder.domain.triggers import Trigger, TriggerSpec
 from herder.services.patches import check_fields, patched
@@ -17,10 +18,8 @@ def create(store: Store, tenant_id: str, name: str, spec: TriggerSpec) -> Trigge
     return store.triggers.create(tenant_id, name, spec)
 
 
-def list_triggers(
-    store: Store, tenant_id: str, *, limit: int, cursor: str | None, id_prefix: str | None
-) -> Page[Trigger]:
-    return store.triggers.list(tenant_id, limit=limit, cursor=cursor, id_prefix=id_prefix)
+def list_triggers(store: Store, tenant_id: str, *, page: PageRequest) -> Page[Trigger]:
+    return store.triggers.list(tenant_id, page=page)
 
 
 def read(store: Store, tenant_id: str, trigger: str) -> Trigger:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any
 
+from herder.domain.listings import PageRequest
 from herder.domain.models import Page, Principal
 from herder.domain.workflows.models import Workflow, WorkflowRun, WorkflowRunDetail
 from herder.domain.workflows.progress import WorkflowRunState
@@ -24,14 +25,10 @@ def list_workflows(
     store: Store,
     tenant_id: str,
     *,
-    limit: int,
-    cursor: str | None,
+    page: PageRequest,
     name: str | None,
-    id_prefix: str | None,
 ) -> Page[Workflow]:
-    return store.workflows.list(
-        tenant_id, limit=limit, cursor=cursor, name=name, id_prefix=id_prefix
-    )
+    return store.workflows.list(tenant_id, page=page, name=name)
 
 
 def read(store: Store, tenant_id: str, workflow_id: str) -> Workflow:
@@ -75,17 +72,13 @@ def list_runs(
     *,
     workflow_id: str | None,
     state: WorkflowRunState | None,
-    id_prefix: str | None,
-    limit: int,
-    cursor: str | None,
+    page: PageRequest,
 ) -> Page[WorkflowRun]:
     return store.workflow_runs.list(
         tenant_id,
         workflow_id=workflow_id,
         state=state,
-        id_prefix=id_prefix,
-        limit=limit,
-        cursor=cursor,
+        page=page,
     )
 
 

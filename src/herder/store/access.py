@@ -19,6 +19,7 @@ from herder.clock import Clock, epoch_ms
 from herder.domain.errors import Conflict, NotFound, Unauthorized
 from herder.domain.ids import new_id
 from herder.domain.keys import refusal
+from herder.domain.listings import PageRequest
 from herder.domain.models import ApiKey, Page, Principal, Role, Tenant
 from herder.domain.tenants import TenantQuotas, stored_quotas
 from herder.store.database import Database
@@ -142,15 +143,10 @@ class AccessRepository:
             raise NotFound(f"tenant {tenant_id} not found")
         return TenantQuotas.model_validate(quotas)
 
-    def list_tenants(
-        self, *, limit: int = 100, cursor: str | None = None, id_prefix: str | None = None
-    ) -> Page[Tenant]:
+    def list_tenants(self, *, page: PageRequest = PageRequest()) -> Page[Tenant]:
         query = select(tenants)
         with self._db.read() as connection:
-            return page_of(
-                connection, query, tenants.c.id, _tenant,
-                limit=limit, cursor=cursor, id_prefix=id_prefix,
-            )  # fmt: skip
+            return page_of(connection, query, tenants.c.id, _tenant, page)
 
     def update_tenant(
         self,

@@ -15,6 +15,7 @@ from sqlalchemy import insert, select
 from herder.clock import Clock, epoch_ms
 from herder.domain.audit import AuditEntry
 from herder.domain.ids import new_id
+from herder.domain.listings import PageRequest
 from herder.domain.models import Page, Principal
 from herder.store.database import Database
 from herder.store.pagination import page_of
@@ -76,8 +77,7 @@ class AuditRepository:
         tenant_id: str,
         where: AuditFilter = AuditFilter(),
         *,
-        limit: int = 100,
-        cursor: str | None = None,
+        page: PageRequest = PageRequest(),
     ) -> Page[AuditEntry]:
         """The tenant's entries, newest first."""
         query = select(audit_log).where(audit_log.c.tenant_id == tenant_id)
@@ -92,7 +92,7 @@ class AuditRepository:
         if where.key_id is not None:
             query = query.where(audit_log.c.key_id == where.key_id)
         with self._db.read() as connection:
-            return page_of(connection, query, audit_log.c.id, _entry, limit=limit, cursor=cursor)
+            return page_of(connection, query, audit_log.c.id, _entry, page)
 
 
 def _entry(row: Any) -> AuditEntry:

@@ -13,6 +13,7 @@ from herder.domain.backfills import Backfill, BackfillRequest, BackfillState
 from herder.domain.errors import Conflict, Invalid
 from herder.domain.ids import new_id
 from herder.domain.lifecycle.changes import Changes, backfill_transition
+from herder.domain.listings import PageRequest
 from herder.domain.models import Page
 from herder.store.backfill_steps import advance_backfill, compiled, job_run_spec
 from herder.store.database import Database
@@ -66,14 +67,14 @@ class BackfillRepository:
             return self._get(connection, tenant_id, backfill_id)
 
     def list(
-        self, tenant_id: str, schedule_id: str, *, limit: int = 100, cursor: str | None = None
+        self, tenant_id: str, schedule_id: str, *, page: PageRequest = PageRequest()
     ) -> Page[Backfill]:
         query = select(backfills).where(
             backfills.c.tenant_id == tenant_id, backfills.c.schedule_id == schedule_id
         )
         with self._db.read() as connection:
             _schedule(connection, tenant_id, schedule_id)
-            return page_of(connection, query, backfills.c.id, _backfill, limit=limit, cursor=cursor)
+            return page_of(connection, query, backfills.c.id, _backfill, page)
 
     def cancel(self, tenant_id: str, backfill_id: str) -> Backfill:
         """No more starts; its runs already started go on (cancel them as runs)."""

@@ -33,6 +33,7 @@ from herder.domain.events import (
 )
 from herder.domain.hooks import DeliveryStatus, is_replay
 from herder.domain.ids import new_id
+from herder.domain.listings import PageRequest
 from herder.domain.models import Page
 from herder.domain.overrides import RunOverrides, RunRequest
 from herder.domain.triggers import Refused, Start
@@ -146,24 +147,13 @@ class EventRepository:
         with self._db.read() as connection:
             return _event(owned_row(connection, events, tenant_id, event_id, "event"))
 
-    def list(
-        self,
-        tenant_id: str,
-        *,
-        name: str | None,
-        limit: int,
-        cursor: str | None,
-        id_prefix: str | None = None,
-    ) -> Page[EventSummary]:
+    def list(self, tenant_id: str, *, name: str | None, page: PageRequest) -> Page[EventSummary]:
         """Newest first, without their payloads."""
         query = select(*_SUMMARY_COLUMNS).where(events.c.tenant_id == tenant_id)
         if name is not None:
             query = query.where(events.c.name == name)
         with self._db.read() as connection:
-            return page_of(
-                connection, query, events.c.id, _summary,
-                limit=limit, cursor=cursor, id_prefix=id_prefix,
-            )  # fmt: skip
+            return page_of(connection, query, events.c.id, _summary, page)
 
     def prune(self) -> bool:
         """Delete up to ``PRUNED_PER_PASS`` events past the retention; whether more may be

@@ -27,6 +27,7 @@ from herder.domain.hooks import (
     Replayed,
 )
 from herder.domain.ids import new_id
+from herder.domain.listings import PageRequest
 from herder.domain.models import Page
 from herder.keyring import Keyring, KeyringError, Sealed, hook_associated_data
 from herder.store.database import Database
@@ -147,16 +148,9 @@ class HookRepository:
         with self._db.read() as connection:
             return _hook(ROWS.row(connection, tenant_id, hook))
 
-    def list(
-        self,
-        tenant_id: str,
-        *,
-        limit: int = 100,
-        cursor: str | None = None,
-        id_prefix: str | None = None,
-    ) -> Page[Hook]:
+    def list(self, tenant_id: str, *, page: PageRequest = PageRequest()) -> Page[Hook]:
         with self._db.read() as connection:
-            return ROWS.page(connection, tenant_id, limit=limit, cursor=cursor, id_prefix=id_prefix)
+            return ROWS.page(connection, tenant_id, page)
 
     def edit(
         self,
@@ -243,16 +237,17 @@ class HookRepository:
             ).first()
         return found is not None
 
-    def deliveries(
-        self, tenant_id: str, hook: str, *, limit: int, cursor: str | None
-    ) -> Page[Delivery]:
+    def deliveries(self, tenant_id: str, hook: str, page: PageRequest) -> Page[Delivery]:
         with self._db.read() as connection:
             found = ROWS.row(connection, tenant_id, hook)
             query = select(hook_deliveries).where(hook_deliveries.c.hook_id == found.id)
             return page_of(
-                connection, query, hook_deliveries.c.id,
-                lambda row: Delivery.model_validate(dict(row._mapping)), limit=limit, cursor=cursor,
-            )  # fmt: skip
+                connection,
+                query,
+                hook_deliveries.c.id,
+                lambda row: Delivery.model_validate(dict(row._mapping)),
+                page,
+            )
 
     def prune(self) -> bool:
         """As ``EventRepository.prune``, for deliveries: refused ones go after

@@ -18,6 +18,7 @@ from herder.domain.ids import new_id
 from herder.domain.images import check_image_allowed
 from herder.domain.jobs import DEFAULT_MAX_CHECKPOINT_MB, JobSpec, Runtime
 from herder.domain.limits import fielded
+from herder.domain.listings import PageRequest
 from herder.domain.models import Job, Page
 from herder.domain.states import TERMINAL_RUN_STATES
 from herder.store.database import Database
@@ -145,11 +146,9 @@ class JobRepository:
         self,
         tenant_id: str,
         *,
-        limit: int = 100,
-        cursor: str | None = None,
+        page: PageRequest = PageRequest(),
         name: str | None = None,
         labels: dict[str, str] | None = None,
-        id_prefix: str | None = None,
     ) -> Page[Job]:
         query = select(jobs).where(jobs.c.tenant_id == tenant_id)
         if name is not None:
@@ -165,9 +164,7 @@ class JobRepository:
                 .exists()
             )
         with self._db.read() as connection:
-            return page_of(
-                connection, query, jobs.c.id, _job, limit=limit, cursor=cursor, id_prefix=id_prefix
-            )
+            return page_of(connection, query, jobs.c.id, _job, page)
 
     def edit(self, tenant_id: str, job_id: str, change: Callable[[Job], JobEdit]) -> Job:
         """Read, decide and write in one transaction: ``change`` gets the job as it is, held

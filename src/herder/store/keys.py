@@ -10,6 +10,7 @@ from sqlalchemy import func, or_, select, update
 from herder.clock import Clock
 from herder.domain.errors import NotFound
 from herder.domain.keys import check_revocation
+from herder.domain.listings import PageRequest
 from herder.domain.models import ApiKey, Page, Role
 from herder.store.database import Database
 from herder.store.pagination import page_of
@@ -29,21 +30,11 @@ class KeyRepository:
         self._clock = clock
         self._forget = forget
 
-    def list(
-        self,
-        tenant_id: str,
-        *,
-        limit: int = 100,
-        cursor: str | None = None,
-        id_prefix: str | None = None,
-    ) -> Page[ApiKey]:
+    def list(self, tenant_id: str, *, page: PageRequest = PageRequest()) -> Page[ApiKey]:
         """The tenant's keys, newest first, revoked and expired ones too."""
         query = select(*_LISTED).where(api_keys.c.tenant_id == tenant_id)
         with self._db.read() as connection:
-            return page_of(
-                connection, query, api_keys.c.id, _key,
-                limit=limit, cursor=cursor, id_prefix=id_prefix,
-            )  # fmt: skip
+            return page_of(connection, query, api_keys.c.id, _key, page)
 
     def get(self, key_id: str) -> ApiKey:
         """Any tenant's key: the caller's right to see it is checked by the service."""

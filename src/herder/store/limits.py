@@ -27,6 +27,7 @@ from herder.domain.errors import Conflict, Invalid
 from herder.domain.ids import new_id
 from herder.domain.lifecycle.changes import NewRun
 from herder.domain.limits import Limit, LimitKeyUsage, LimitReference, LimitSpec
+from herder.domain.listings import PageRequest
 from herder.domain.models import Page
 from herder.domain.states import SLOT_HOLDING_RUN_STATES, RunState
 from herder.store.database import Database
@@ -191,16 +192,9 @@ class LimitRepository:
         with self._db.read() as connection:
             return self._get(connection, tenant_id, limit)
 
-    def list(
-        self,
-        tenant_id: str,
-        *,
-        limit: int = 100,
-        cursor: str | None = None,
-        id_prefix: str | None = None,
-    ) -> Page[Limit]:
+    def list(self, tenant_id: str, *, page: PageRequest = PageRequest()) -> Page[Limit]:
         with self._db.read() as connection:
-            return ROWS.page(connection, tenant_id, limit=limit, cursor=cursor, id_prefix=id_prefix)
+            return ROWS.page(connection, tenant_id, page)
 
     def edit(
         self,

@@ -11,6 +11,7 @@ from typing import Any, Generic, TypeVar
 from sqlalchemy import Connection, Table, delete, exc, insert, or_, select, update
 
 from herder.domain.errors import Conflict, NotFound, StaleVersion
+from herder.domain.listings import PageRequest
 from herder.domain.models import Page
 from herder.store.owned import MAX_SHOWN_CHARS
 from herder.store.pagination import page_of
@@ -60,20 +61,9 @@ class NamedRows(Generic[T]):
             raise NotFound(f"{self.noun} {wanted[:MAX_SHOWN_CHARS]} not found")
         return row
 
-    def page(
-        self,
-        connection: Connection,
-        tenant_id: str,
-        *,
-        limit: int,
-        cursor: str | None,
-        id_prefix: str | None = None,
-    ) -> Page[T]:
+    def page(self, connection: Connection, tenant_id: str, page: PageRequest) -> Page[T]:
         query = select(self.table).where(self.table.c.tenant_id == tenant_id)
-        return page_of(
-            connection, query, self.table.c.id, self.record,
-            limit=limit, cursor=cursor, id_prefix=id_prefix,
-        )  # fmt: skip
+        return page_of(connection, query, self.table.c.id, self.record, page)
 
     def edit(
         self,

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from sqlalchemy import Column, Connection, Select
 
 from herder.domain.errors import Invalid
+from herder.domain.listings import PageRequest
 from herder.domain.models import Page
 
 MAX_PAGE_SIZE = 1000
@@ -46,19 +47,16 @@ def page_of(
     query: Select[Any],
     id_column: Column[str],
     record: Callable[[Any], T],
-    *,
-    limit: int,
-    cursor: str | None,
-    id_prefix: str | None = None,
+    page: PageRequest,
 ) -> Page[T]:
-    """The page of ``query``'s rows below ``cursor``, newest first, as records: every listing
-    keyed by sortable ids reads its pages here. ``id_prefix`` keeps the rows whose id starts
-    with it, as the CLI finds an id from the start a table shows."""
-    if id_prefix is not None:
+    """The ``page`` of ``query``'s rows, newest first, as records: every listing keyed by
+    sortable ids reads its pages here. Its ``id_prefix`` keeps the rows whose id starts with
+    it, as the CLI finds an id from the start a table shows."""
+    if page.id_prefix is not None:
         # Escaped so that ``_`` (in every id) and ``%`` match only themselves.
-        query = query.where(id_column.startswith(id_prefix, autoescape=True))
-    rows = connection.execute(page_query(query, id_column, limit, cursor)).all()
-    return page_from(rows, record, limit)
+        query = query.where(id_column.startswith(page.id_prefix, autoescape=True))
+    rows = connection.execute(page_query(query, id_column, page)).all()
+    return page_from(rows, record, page.limit)
 
 
 def page_from(rows: Sequence[Any], record: Callable[[Any], T], limit: int) -> Page[T]:
@@ -71,13 +69,14 @@ def page_from(rows: Sequence[Any], record: Callable[[Any], T], limit: int) -> Pa
 
 
 def page_query(
-    query: Select[tuple[object, ...]], id_column: Column[str], limit: int, cursor: str | None
+    query: Select[tuple[object, ...]], id_column: Column[str], page: PageRequest
 ) -> Select[tuple[object, ...]]:
-    """Newest first, one row more than asked so the caller knows whether a next page exists."""
-    check_limit(limit)
-    if cursor:  # an empty cursor (``?cursor=``) is no cursor: the first page
-        query = query.where(id_column < decode_cursor(cursor))
-    return query.order_by(id_column.desc()).limit(limit + 1)
+    """Newest first from below the page's cursor, one row more than asked so the caller knows
+    whether a next page exists (the page's ``id_prefix`` is ``page_of``'s to apply)."""
+    check_limit(page.limit)
+    if page.cursor:  # an empty cursor (``?cursor=``) is no cursor: the first page
+        query = query.where(id_column < decode_cursor(page.cursor))
+    return query.order_by(id_column.desc()).limit(page.limit + 1)
 
 
 def next_cursor(ids: list[str], limit: int) -> str | None:

@@ -16,6 +16,7 @@ from sqlalchemy import Connection, delete, exc, insert, or_, select, update
 from herder.clock import Clock, epoch_ms
 from herder.domain.errors import Conflict, Invalid, NotFound
 from herder.domain.ids import new_id
+from herder.domain.listings import PageRequest
 from herder.domain.models import Page
 from herder.domain.pools import (
     Pool,
@@ -111,24 +112,16 @@ class PoolRepository:
             return self._get(connection, pool, tenant_id=tenant_id)
 
     def list(
-        self,
-        *,
-        tenant_id: str | None = None,
-        limit: int = 100,
-        cursor: str | None = None,
-        id_prefix: str | None = None,
+        self, *, tenant_id: str | None = None, page: PageRequest = PageRequest()
     ) -> Page[Pool]:
         """Newest first: every pool, or (``tenant_id``) those that tenant may use."""
         query = select(pools)
         if tenant_id is not None:
             query = query.where(_shared_with(tenant_id))
         with self._db.read() as connection:
-            page = page_of(
-                connection, query, pools.c.id, _bare_pool,
-                limit=limit, cursor=cursor, id_prefix=id_prefix,
-            )  # fmt: skip
-            found = _completed(connection, page.items, self._clock.now())
-            return page.model_copy(update={"items": found})
+            listed = page_of(connection, query, pools.c.id, _bare_pool, page)
+            found = _completed(connection, listed.items, self._clock.now())
+            return listed.model_copy(update={"items": found})
 
     def usable(self, tenant_id: str) -> tuple[str, ...]:
         """The names of the pools ``tenant_id`` may use (it has a share in), sorted."""

@@ -21,6 +21,7 @@ from herder.clock import Clock, epoch_ms
 from herder.domain.errors import Conflict
 from herder.domain.ids import new_id
 from herder.domain.limits import fielded
+from herder.domain.listings import PageRequest
 from herder.domain.models import Page, Schedule, ScheduleEvent, TriggeredFire
 from herder.domain.overrides import apply_overrides
 from herder.domain.schedules import FirePlan, ScheduleSpec
@@ -131,9 +132,7 @@ class ScheduleRepository:
         job_id: str | None = None,
         workflow_id: str | None = None,
         name: str | None = None,
-        id_prefix: str | None = None,
-        limit: int = 100,
-        cursor: str | None = None,
+        page: PageRequest = PageRequest(),
     ) -> Page[Schedule]:
         query = select(schedules).where(schedules.c.tenant_id == tenant_id)
         if job_id is not None:
@@ -143,10 +142,7 @@ class ScheduleRepository:
         if name is not None:
             query = query.where(schedules.c.name == name)
         with self._db.read() as connection:
-            return page_of(
-                connection, query, schedules.c.id, _schedule,
-                limit=limit, cursor=cursor, id_prefix=id_prefix,
-            )  # fmt: skip
+            return page_of(connection, query, schedules.c.id, _schedule, page)
 
     def replace(
         self,

@@ -17,6 +17,7 @@ from sqlalchemy import Connection, delete, exc, func, insert, select, update
 from herder.clock import Clock
 from herder.domain import secrets as domain_secrets
 from herder.domain.errors import Conflict, HerderError, Invalid, NotFound, Unavailable
+from herder.domain.listings import PageRequest
 from herder.domain.models import Page
 from herder.domain.secrets import Secret, check_secret_name, secret_bytes, secret_name_problem
 from herder.keyring import KEY_ENV, KEY_FILE_ENV, Keyring, KeyringError, Sealed, associated_data
@@ -104,18 +105,18 @@ class SecretRepository:
             )
         return _secret(row)
 
-    def list(self, tenant_id: str, *, limit: int = 100, cursor: str | None = None) -> Page[Secret]:
+    def list(self, tenant_id: str, *, page: PageRequest = PageRequest()) -> Page[Secret]:
         """By name; never a value."""
-        check_limit(limit)
+        check_limit(page.limit)
         query = select(*_METADATA).where(secrets.c.tenant_id == tenant_id)
-        if cursor:
-            query = query.where(secrets.c.name > _after_name(cursor))
+        if page.cursor:
+            query = query.where(secrets.c.name > _after_name(page.cursor))
         with self._db.read() as connection:
-            rows = connection.execute(query.order_by(secrets.c.name).limit(limit + 1)).all()
-        more = len(rows) > limit
+            rows = connection.execute(query.order_by(secrets.c.name).limit(page.limit + 1)).all()
+        more = len(rows) > page.limit
         return Page(
-            items=[_secret(row) for row in rows[:limit]],
-            next_cursor=encode_cursor(rows[limit - 1].name) if more else None,
+            items=[_secret(row) for row in rows[: page.limit]],
+            next_cursor=encode_cursor(rows[page.limit - 1].name) if more else None,
         )
 
     def delete(self, tenant_id: str, name: str) -> None:

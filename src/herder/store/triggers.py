@@ -11,6 +11,7 @@ from sqlalchemy import Connection, select
 from herder.clock import Clock, epoch_ms
 from herder.domain.errors import Conflict, Invalid
 from herder.domain.ids import new_id
+from herder.domain.listings import PageRequest
 from herder.domain.models import Page
 from herder.domain.triggers import MAX_TRIGGERS_PER_EVENT, Trigger, TriggerSpec, check_declared
 from herder.store.database import Database
@@ -114,16 +115,9 @@ class TriggerRepository:
         with self._db.read() as connection:
             return _trigger(ROWS.row(connection, tenant_id, trigger))
 
-    def list(
-        self,
-        tenant_id: str,
-        *,
-        limit: int = 100,
-        cursor: str | None = None,
-        id_prefix: str | None = None,
-    ) -> Page[Trigger]:
+    def list(self, tenant_id: str, *, page: PageRequest = PageRequest()) -> Page[Trigger]:
         with self._db.read() as connection:
-            return ROWS.page(connection, tenant_id, limit=limit, cursor=cursor, id_prefix=id_prefix)
+            return ROWS.page(connection, tenant_id, page)
 
     def edit(
         self,

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from herder.api.auth import Caller, StoreDep, Writer
 from herder.api.openapi import problems
-from herder.api.queries import IdPrefix, ItemName, Limit
+from herder.api.queries import CursorPaging, ItemName, Paging
 from herder.domain.alerts.rules import (
     Channel,
     ChannelChanges,
@@ -54,14 +54,10 @@ def create_channel(
 def list_channels(
     caller: Caller,
     store: StoreDep,
-    limit: Limit = 100,
-    cursor: str | None = None,
-    id_prefix: IdPrefix = None,
+    page: Paging,
     name: ItemName = None,
 ) -> Page[Channel]:
-    return alerts.list_channels(
-        store, caller.tenant_id, limit=limit, cursor=cursor, id_prefix=id_prefix, name=name
-    )
+    return alerts.list_channels(store, caller.tenant_id, page=page, name=name)
 
 
 @router.get("/v1/alert-channels/{channel_id}")
@@ -104,14 +100,10 @@ def create_rule(body: RuleRequest, caller: Writer, store: StoreDep, response: Re
 def list_rules(
     caller: Caller,
     store: StoreDep,
-    limit: Limit = 100,
-    cursor: str | None = None,
-    id_prefix: IdPrefix = None,
+    page: Paging,
     name: ItemName = None,
 ) -> Page[Rule]:
-    return alerts.list_rules(
-        store, caller.tenant_id, limit=limit, cursor=cursor, id_prefix=id_prefix, name=name
-    )
+    return alerts.list_rules(store, caller.tenant_id, page=page, name=name)
 
 
 @router.get("/v1/alert-rules/{rule_id}")
@@ -136,26 +128,20 @@ def delete_rule(rule_id: str, caller: Writer, store: StoreDep) -> Response:
 def list_incidents(
     caller: Caller,
     store: StoreDep,
-    limit: Limit = 100,
-    cursor: str | None = None,
+    page: CursorPaging,
     state: IncidentState | None = None,
     rule_id: Annotated[str | None, Query(max_length=40)] = None,
 ) -> Page[Incident]:
     """Incidents, newest first: one per episode of a rule's condition, open until it clears."""
-    return alerts.list_incidents(
-        store, caller.tenant_id, state=state, rule_id=rule_id, limit=limit, cursor=cursor
-    )
+    return alerts.list_incidents(store, caller.tenant_id, state=state, rule_id=rule_id, page=page)
 
 
 @router.get("/v1/alert-deliveries", responses=problems(404))
 def list_deliveries(
     caller: Caller,
     store: StoreDep,
-    limit: Limit = 100,
-    cursor: str | None = None,
+    page: CursorPaging,
     channel_id: Annotated[str | None, Query(max_length=40)] = None,
 ) -> Page[Delivery]:
     """Deliveries, newest first, each with every attempt made (``history``)."""
-    return alerts.list_deliveries(
-        store, caller.tenant_id, channel_id=channel_id, limit=limit, cursor=cursor
-    )
+    return alerts.list_deliveries(store, caller.tenant_id, channel_id=channel_id, page=page)

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 
 from herder.api.auth import Caller, StoreDep
 from herder.api.openapi import problems
-from herder.api.queries import Limit
+from herder.api.queries import CursorPaging
 from herder.api.schemas import IsoTime
 from herder.domain.audit import AuditEntry
 from herder.domain.models import Page
@@ -23,6 +23,7 @@ Text = Annotated[str | None, Query(max_length=255)]
 def list_audit(
     caller: Caller,
     store: StoreDep,
+    page: CursorPaging,
     tenant_id: Annotated[
         str | None, Query(max_length=40, description="another tenant's (system admins)")
     ] = None,
@@ -31,8 +32,6 @@ def list_audit(
     object_type: Annotated[str | None, Query(max_length=64, description="e.g. jobs")] = None,
     object_id: Text = None,
     key_id: Annotated[str | None, Query(max_length=40)] = None,
-    limit: Limit = 100,
-    cursor: str | None = None,
 ) -> Page[AuditEntry]:
     """Who changed what and when, newest first: the action, the object, the names of the
     fields sent (never their values) and the status the call was answered with."""
@@ -45,6 +44,5 @@ def list_audit(
         object_type=object_type,
         object_id=object_id,
         key_id=key_id,
-        limit=limit,
-        cursor=cursor,
+        page=page,
     )

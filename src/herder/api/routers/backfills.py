@@ -7,7 +7,7 @@ from fastapi import APIRouter, status
 
 from herder.api.auth import Caller, Operator, StoreDep
 from herder.api.openapi import problems
-from herder.api.queries import Limit
+from herder.api.queries import CursorPaging
 from herder.api.ratelimit import Submitter
 from herder.domain.backfills import Backfill, BackfillRequest
 from herder.domain.models import Page
@@ -36,12 +36,9 @@ def list_backfills(
     schedule_id: str,
     caller: Caller,
     store: StoreDep,
-    limit: Limit = 100,
-    cursor: str | None = None,
+    page: CursorPaging,
 ) -> Page[Backfill]:
-    return backfills.list_backfills(
-        store, caller.tenant_id, schedule_id, limit=limit, cursor=cursor
-    )
+    return backfills.list_backfills(store, caller.tenant_id, schedule_id, page=page)
 
 
 @router.get("/v1/backfills/{backfill_id}")

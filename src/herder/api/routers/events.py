@@ -9,8 +9,7 @@ from fastapi import APIRouter, Query, Request, Response, status
 
 from herder.api.auth import Caller, StoreDep
 from herder.api.openapi import problems
-from herder.api.queries import IdPrefix
-from herder.api.queries import Limit as PageSize
+from herder.api.queries import Paging
 from herder.api.ratelimit import Submitter, admit
 from herder.domain.events import Event as EventRecord
 from herder.domain.events import EventName, EventRequest, EventSummary, ReceivedEvent
@@ -46,15 +45,11 @@ def send_event(
 def list_events(
     caller: Caller,
     store: StoreDep,
+    page: Paging,
     name: Annotated[EventName | None, Query(description="only events of this name")] = None,
-    limit: PageSize = 100,
-    cursor: str | None = None,
-    id_prefix: IdPrefix = None,
 ) -> Page[EventSummary]:
     """Newest first, without payloads; kept 30 days."""
-    return events.list_events(
-        store, caller.tenant_id, name=name, limit=limit, cursor=cursor, id_prefix=id_prefix
-    )
+    return events.list_events(store, caller.tenant_id, name=name, page=page)
 
 
 @router.get("/{event_id}")

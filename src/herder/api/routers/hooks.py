@@ -13,8 +13,7 @@ from starlette.concurrency import run_in_threadpool
 from herder.api.auth import Caller, StoreDep, Writer
 from herder.api.etags import tagged, versions
 from herder.api.openapi import ETAG_HEADER, patch_body, problems
-from herder.api.queries import IdPrefix
-from herder.api.queries import Limit as PageSize
+from herder.api.queries import CursorPaging, Paging
 from herder.api.ratelimit import admit_tenant
 from herder.domain.errors import RateLimited
 from herder.domain.events import ReceivedEvent
@@ -45,13 +44,9 @@ def create_hook(
 def list_hooks(
     caller: Caller,
     store: StoreDep,
-    limit: PageSize = 100,
-    cursor: str | None = None,
-    id_prefix: IdPrefix = None,
+    page: Paging,
 ) -> Page[Hook]:
-    return hooks.list_hooks(
-        store, caller.tenant_id, limit=limit, cursor=cursor, id_prefix=id_prefix
-    )
+    return hooks.list_hooks(store, caller.tenant_id, page=page)
 
 
 @router.get("/{hook_id}", responses={200: ETAG_HEADER})
@@ -97,11 +92,14 @@ def rotate_secret(
 
 @router.get("/{hook_id}/deliveries")
 def list_deliveries(
-    hook_id: str, caller: Caller, store: StoreDep, limit: PageSize = 100, cursor: str | None = None
+    hook_id: str,
+    caller: Caller,
+    store: StoreDep,
+    page: CursorPaging,
 ) -> Page[Delivery]:
     """Every request that got past the hook's rate, newest first, without bodies: accepted,
     a duplicate, or rejected and why."""
-    return hooks.deliveries(store, caller.tenant_id, hook_id, limit=limit, cursor=cursor)
+    return hooks.deliveries(store, caller.tenant_id, hook_id, page=page)
 
 
 @router.post(

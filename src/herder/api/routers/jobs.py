@@ -13,7 +13,7 @@ from fastapi import APIRouter, Body, Header, Query, Response, status
 from herder.api.auth import Caller, StoreDep, Writer, check_overrides
 from herder.api.etags import tagged, versions
 from herder.api.openapi import ETAG_HEADER, patch_body, problems
-from herder.api.queries import IdPrefix, Limit
+from herder.api.queries import Paging
 from herder.api.ratelimit import Submitter
 from herder.api.schemas import JobCreate, RunCreate
 from herder.domain.errors import Invalid
@@ -47,15 +47,12 @@ def create_job(body: JobCreate, caller: Writer, store: StoreDep, response: Respo
 def list_jobs(
     caller: Caller,
     store: StoreDep,
-    limit: Limit = 100,
-    cursor: str | None = None,
+    page: Paging,
     name: str | None = None,
     label: Annotated[list[str], Query(description="key=value; repeat to AND")] = [],  # noqa: B006
-    id_prefix: IdPrefix = None,
 ) -> Page[Job]:
     return jobs.list_jobs(
-        store, caller.tenant_id, limit=limit, cursor=cursor, name=name, labels=_labels(label),
-        id_prefix=id_prefix,
+        store, caller.tenant_id, page=page, name=name, labels=_labels(label),
     )  # fmt: skip
 
 

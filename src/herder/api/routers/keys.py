@@ -13,7 +13,7 @@ from fastapi import APIRouter, Query, Request, status
 from herder.api.audit import acted_on
 from herder.api.auth import Caller, StoreDep
 from herder.api.openapi import problems
-from herder.api.queries import IdPrefix, Limit
+from herder.api.queries import Paging
 from herder.api.schemas import CreatedKey, KeyCreate
 from herder.domain.models import ApiKey, Page, Principal
 from herder.services import access, keys
@@ -34,15 +34,13 @@ def create_key(body: KeyCreate, caller: Caller, store: StoreDep) -> CreatedKey:
 def list_keys(
     caller: Caller,
     store: StoreDep,
+    page: Paging,
     tenant_id: Annotated[
         str | None, Query(max_length=40, description="another tenant's (system admins)")
     ] = None,
-    limit: Limit = 100,
-    cursor: str | None = None,
-    id_prefix: IdPrefix = None,
 ) -> Page[ApiKey]:
     """The tenant's keys, newest first, revoked and expired ones included."""
-    return keys.list_keys(store, caller, tenant_id, limit=limit, cursor=cursor, id_prefix=id_prefix)
+    return keys.list_keys(store, caller, tenant_id, page=page)
 
 
 @router.get("/current")

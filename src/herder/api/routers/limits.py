@@ -13,8 +13,8 @@ from fastapi import APIRouter, Body, Header, Response, status
 from herder.api.auth import Caller, StoreDep, Writer
 from herder.api.etags import tagged, versions
 from herder.api.openapi import ETAG_HEADER, patch_body, problems
-from herder.api.queries import IdPrefix
 from herder.api.queries import Limit as PageSize
+from herder.api.queries import Paging
 from herder.api.schemas import LimitCreate
 from herder.domain.limits import Limit, LimitKeyUsage
 from herder.domain.models import Page
@@ -41,14 +41,10 @@ def create_limit(body: LimitCreate, caller: Writer, store: StoreDep, response: R
 def list_limits(
     caller: Caller,
     store: StoreDep,
-    limit: PageSize = 100,
-    cursor: str | None = None,
-    id_prefix: IdPrefix = None,
+    page: Paging,
 ) -> Page[Limit]:
     """Newest first."""
-    return limits.list_limits(
-        store, caller.tenant_id, limit=limit, cursor=cursor, id_prefix=id_prefix
-    )
+    return limits.list_limits(store, caller.tenant_id, page=page)
 
 
 @router.get("/{limit_id}", responses={200: ETAG_HEADER})

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Query, Response, status
 
 from herder.api.auth import Caller, StoreDep, SystemAdmin
 from herder.api.openapi import problems
-from herder.api.queries import IdPrefix, Limit
+from herder.api.queries import Paging
 from herder.api.schemas import PoolCreate
 from herder.domain.autoscaling import PoolAutoscaling
 from herder.domain.models import Page
@@ -36,19 +36,15 @@ def create_pool(body: PoolCreate, _admin: SystemAdmin, store: StoreDep, response
 def list_pools(
     caller: Caller,
     store: StoreDep,
-    limit: Limit = 100,
-    cursor: str | None = None,
+    page: Paging,
     usable: Annotated[
         bool,
         Query(description="only the pools the caller's own tenant may use (for system admins)"),
     ] = False,
-    id_prefix: IdPrefix = None,
 ) -> Page[Pool]:
     """Newest first: every pool for a system admin; else the pools the caller's tenant may
     use, each with only that tenant's share."""
-    return pools.list_pools(
-        store, caller, usable=usable, limit=limit, cursor=cursor, id_prefix=id_prefix
-    )
+    return pools.list_pools(store, caller, usable=usable, page=page)
 
 
 @router.get("/v1/pools/{pool_id}")

@@ -6,7 +6,7 @@ import asyncio
 import time
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, Response, status
+from fastapi import APIRouter, Depends, Query, Request, Response, status
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
@@ -24,6 +24,7 @@ from herder.api.schemas import (
     Submission,
 )
 from herder.domain.errors import HerderError
+from herder.domain.listings import PageRequest, RunQuery
 from herder.domain.models import CheckpointInfo, Page, Run, RunDetail, RunEvent
 from herder.domain.states import RunState
 from herder.services import checkpoints, logs, runs
@@ -35,10 +36,7 @@ FOLLOW_MAX_SECONDS = 25.0
 RUN_ID_PREFIX = r"^run_[0-9A-HJKMNP-TV-Z]{1,26}$"  # ``run_`` and up to an id's 26 characters
 
 
-@router.get("")
-def list_runs(
-    caller: Caller,
-    store: StoreDep,
+def _run_query(
     job_id: str | None = None,
     schedule_id: Annotated[
         str | None, Query(description="the runs this schedule's fires started")
@@ -52,21 +50,20 @@ def list_runs(
         str | None,
         Query(pattern=RUN_ID_PREFIX, description="runs whose id starts with this, e.g. run_01M82Z"),
     ] = None,
+) -> RunQuery:
+    """The run listing's query string as one value."""
+    return RunQuery(
+        job_id, schedule_id, tuple(state), since, until, PageRequest(limit, cursor, id_prefix)
+    )
+
+
+@router.get("")
+def list_runs(
+    caller: Caller, store: StoreDep, query: Annotated[RunQuery, Depends(_run_query)]
 ) -> Page[Run]:
     """Newest first. ``id_prefix`` finds a run from the start of its id, as a narrow table
     shows it."""
-    return runs.list_runs(
-        store,
-        caller.tenant_id,
-        job_id=job_id,
-        schedule_id=schedule_id,
-        id_prefix=id_prefix,
-        states=state,
-        since=since,
-        until=until,
-        limit=limit,
-        cursor=cursor,
-    )
+    return runs.list_runs(store, caller.tenant_id, query)
 
 
 @router.post("/batch", responses=problems(429))

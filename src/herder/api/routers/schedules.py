@@ -10,7 +10,7 @@ from pydantic import AfterValidator, BaseModel, Field, model_validator
 
 from herder.api.auth import Caller, Operator, StoreDep, Writer
 from herder.api.openapi import patch_body, problems
-from herder.api.queries import IdPrefix, Limit
+from herder.api.queries import Paging
 from herder.api.ratelimit import Submitter
 from herder.api.schemas import IsoTime
 from herder.domain.models import Page, Schedule, ScheduleEvent, TriggeredFire
@@ -98,12 +98,10 @@ def create_schedule(
 def list_schedules(
     caller: Caller,
     store: StoreDep,
+    page: Paging,
     job_id: str | None = None,
     workflow_id: str | None = None,
     name: Annotated[str | None, Query(max_length=128)] = None,
-    id_prefix: IdPrefix = None,
-    limit: Limit = 100,
-    cursor: str | None = None,
 ) -> Page[Schedule]:
     return schedules.list_schedules(
         store,
@@ -111,9 +109,7 @@ def list_schedules(
         job_id=job_id,
         workflow_id=workflow_id,
         name=name,
-        id_prefix=id_prefix,
-        limit=limit,
-        cursor=cursor,
+        page=page,
     )
 
 

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Path, Response, status
 
 from herder.api.auth import Caller, StoreDep, Writer
 from herder.api.openapi import problems
-from herder.api.queries import Limit
+from herder.api.queries import CursorPaging
 from herder.domain.models import Page
 from herder.domain.secrets import NAME_RULE, Secret, SecretValue
 from herder.services import secrets
@@ -40,10 +40,12 @@ def put_secret(
 
 @router.get("")
 def list_secrets(
-    caller: Caller, store: StoreDep, limit: Limit = 100, cursor: str | None = None
+    caller: Caller,
+    store: StoreDep,
+    page: CursorPaging,
 ) -> Page[Secret]:
     """By name: names, versions and times, never a value."""
-    return secrets.list_secrets(store, caller.tenant_id, limit=limit, cursor=cursor)
+    return secrets.list_secrets(store, caller.tenant_id, page=page)
 
 
 @router.get("/{name}")

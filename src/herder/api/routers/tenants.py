@@ -11,7 +11,7 @@ from fastapi import APIRouter, Request, status
 
 from herder.api.auth import Caller, StoreDep, SystemAdmin
 from herder.api.openapi import problems
-from herder.api.queries import IdPrefix, Limit
+from herder.api.queries import Paging
 from herder.api.ratelimit import submit_limiter
 from herder.api.schemas import CreatedKey, CreatedSecret, KeyCreate, TenantCreate, TenantUpdate
 from herder.domain.models import Page, Tenant
@@ -29,12 +29,10 @@ def create_tenant(body: TenantCreate, _admin: SystemAdmin, store: StoreDep) -> T
 def list_tenants(
     _admin: SystemAdmin,
     store: StoreDep,
-    limit: Limit = 100,
-    cursor: str | None = None,
-    id_prefix: IdPrefix = None,
+    page: Paging,
 ) -> Page[Tenant]:
     """Every tenant, newest first."""
-    return access.list_tenants(store, limit=limit, cursor=cursor, id_prefix=id_prefix)
+    return access.list_tenants(store, page=page)
 
 
 @router.get("/v1/tenants/{tenant_id}")

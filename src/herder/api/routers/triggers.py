@@ -10,8 +10,7 @@ from fastapi import APIRouter, Body, Header, Response, status
 from herder.api.auth import Caller, StoreDep, Writer
 from herder.api.etags import tagged, versions
 from herder.api.openapi import ETAG_HEADER, patch_body, problems
-from herder.api.queries import IdPrefix
-from herder.api.queries import Limit as PageSize
+from herder.api.queries import Paging
 from herder.domain.models import Page
 from herder.domain.triggers import Trigger, TriggerRequest, TriggerSpec
 from herder.services import triggers
@@ -37,13 +36,9 @@ def create_trigger(
 def list_triggers(
     caller: Caller,
     store: StoreDep,
-    limit: PageSize = 100,
-    cursor: str | None = None,
-    id_prefix: IdPrefix = None,
+    page: Paging,
 ) -> Page[Trigger]:
-    return triggers.list_triggers(
-        store, caller.tenant_id, limit=limit, cursor=cursor, id_prefix=id_prefix
-    )
+    return triggers.list_triggers(store, caller.tenant_id, page=page)
 
 
 @router.get("/{trigger_id}", responses={200: ETAG_HEADER})

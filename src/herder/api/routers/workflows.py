@@ -14,7 +14,7 @@ from fastapi import APIRouter, Header, Response, status
 from herder.api.auth import Caller, Operator, StoreDep, Writer
 from herder.api.etags import tagged, versions
 from herder.api.openapi import ETAG_HEADER, problems
-from herder.api.queries import IdPrefix, Limit
+from herder.api.queries import Paging
 from herder.api.ratelimit import Submitter
 from herder.api.schemas import RepairRequest, WorkflowCreate, WorkflowRunCreate
 from herder.domain.models import Page
@@ -48,14 +48,10 @@ def create_workflow(
 def list_workflows(
     caller: Caller,
     store: StoreDep,
-    limit: Limit = 100,
-    cursor: str | None = None,
+    page: Paging,
     name: str | None = None,
-    id_prefix: IdPrefix = None,
 ) -> Page[Workflow]:
-    return workflows.list_workflows(
-        store, caller.tenant_id, limit=limit, cursor=cursor, name=name, id_prefix=id_prefix
-    )
+    return workflows.list_workflows(store, caller.tenant_id, page=page, name=name)
 
 
 @router.get("/v1/workflows/{workflow_id}", responses={200: ETAG_HEADER})
@@ -123,20 +119,16 @@ def start_workflow_run(
 def list_workflow_runs(
     caller: Caller,
     store: StoreDep,
+    page: Paging,
     workflow_id: str | None = None,
     state: WorkflowRunState | None = None,
-    id_prefix: IdPrefix = None,
-    limit: Limit = 100,
-    cursor: str | None = None,
 ) -> Page[WorkflowRun]:
     return workflows.list_runs(
         store,
         caller.tenant_id,
         workflow_id=workflow_id,
         state=state,
-        id_prefix=id_prefix,
-        limit=limit,
-        cursor=cursor,
+        page=page,
     )
 
 

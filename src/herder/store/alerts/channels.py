@@ -16,6 +16,7 @@ from herder.domain.alerts.rules import Channel, ChannelChanges, ChannelRequest, 
 from herder.domain.alerts.webhooks import is_private_host
 from herder.domain.errors import Conflict, Invalid
 from herder.domain.ids import new_id
+from herder.domain.listings import PageRequest
 from herder.domain.models import Page
 from herder.store.alerts.channel_secrets import ChannelSecrets
 from herder.store.alerts.deliveries import new_delivery
@@ -86,19 +87,14 @@ class ChannelRepository:
         self,
         tenant_id: str,
         *,
-        limit: int = 100,
-        cursor: str | None = None,
-        id_prefix: str | None = None,
+        page: PageRequest = PageRequest(),
         name: str | None = None,
     ) -> Page[Channel]:
         query = select(alert_channels).where(alert_channels.c.tenant_id == tenant_id)
         if name is not None:
             query = query.where(alert_channels.c.name == name)
         with self._db.read() as connection:
-            return page_of(
-                connection, query, alert_channels.c.id, _channel,
-                limit=limit, cursor=cursor, id_prefix=id_prefix,
-            )  # fmt: skip
+            return page_of(connection, query, alert_channels.c.id, _channel, page)
 
     def update(
         self, tenant_id: str, channel_id: str, changes: ChannelChanges, *, allow_private: bool

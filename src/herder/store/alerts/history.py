@@ -7,6 +7,7 @@ from typing import Any
 from sqlalchemy import select
 
 from herder.domain.alerts.rules import Delivery, Incident, IncidentState
+from herder.domain.listings import PageRequest
 from herder.domain.models import Page
 from herder.store.database import Database
 from herder.store.owned import owned_row
@@ -32,8 +33,7 @@ class AlertHistoryRepository:
         *,
         state: IncidentState | None = None,
         rule_id: str | None = None,
-        limit: int = 100,
-        cursor: str | None = None,
+        page: PageRequest = PageRequest(),
     ) -> Page[Incident]:
         query = select(alert_incidents).where(alert_incidents.c.tenant_id == tenant_id)
         if state is not None:
@@ -41,17 +41,10 @@ class AlertHistoryRepository:
         if rule_id is not None:
             query = query.where(alert_incidents.c.rule_id == rule_id)
         with self._db.read() as connection:
-            return page_of(
-                connection, query, alert_incidents.c.id, _incident, limit=limit, cursor=cursor
-            )
+            return page_of(connection, query, alert_incidents.c.id, _incident, page)
 
     def deliveries(
-        self,
-        tenant_id: str,
-        *,
-        channel_id: str | None = None,
-        limit: int = 100,
-        cursor: str | None = None,
+        self, tenant_id: str, *, channel_id: str | None = None, page: PageRequest = PageRequest()
     ) -> Page[Delivery]:
         """The tenant's deliveries, or one channel's (another tenant's channel: not found)."""
         columns = [c for c in alert_deliveries.c if c.name != "tenant_id"]
@@ -60,6 +53,4 @@ class AlertHistoryRepository:
             if channel_id is not None:
                 owned_row(connection, alert_channels, tenant_id, channel_id, "alert channel")
                 query = query.where(alert_deliveries.c.channel_id == channel_id)
-            return page_of(
-                connection, query, alert_deliveries.c.id, _delivery, limit=limit, cursor=cursor
-            )
+            return page_of(connection, query, alert_deliveries.c.id, _delivery, page)

@@ -20,6 +20,7 @@ from herder.domain.alerts.rules import (
 )
 from herder.domain.errors import Conflict, FieldError, Invalid
 from herder.domain.ids import new_id
+from herder.domain.listings import PageRequest
 from herder.domain.models import Page
 from herder.store.database import Database
 from herder.store.owned import owned_row
@@ -130,19 +131,14 @@ class RuleRepository:
         self,
         tenant_id: str,
         *,
-        limit: int = 100,
-        cursor: str | None = None,
-        id_prefix: str | None = None,
+        page: PageRequest = PageRequest(),
         name: str | None = None,
     ) -> Page[Rule]:
         query = select(alert_rules).where(alert_rules.c.tenant_id == tenant_id)
         if name is not None:
             query = query.where(alert_rules.c.name == name)
         with self._db.read() as connection:
-            return page_of(
-                connection, query, alert_rules.c.id, _rule,
-                limit=limit, cursor=cursor, id_prefix=id_prefix,
-            )  # fmt: skip
+            return page_of(connection, query, alert_rules.c.id, _rule, page)
 
     def update(self, tenant_id: str, rule_id: str, changes: RuleChanges) -> Rule:
         """Change some fields; new params replace the old ones whole."""

@@ -5,7 +5,6 @@ a run's detail (its id names its day, so one day file is read)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -13,8 +12,8 @@ from typing import Any
 from herder.clock import epoch_ms
 from herder.domain.history import slice_of
 from herder.domain.ids import id_bound, id_time_ms
+from herder.domain.listings import RunQuery
 from herder.domain.models import Page, Run, RunDetail
-from herder.domain.states import RunState
 from herder.store.cold.reads import cold_record, cold_runs
 from herder.store.cold.tier import ColdTier
 from herder.store.pagination import decode_cursor, next_cursor
@@ -24,39 +23,35 @@ RUN_ID = re.compile(r"^run_[0-9A-HJKMNP-TV-Z]{26}$")
 
 @dataclass(frozen=True)
 class RunWindow:
-    """What a listing asks for, as ``RunRepository.list`` takes it."""
+    """A listing's query over the tenant's runs in its retention, its window starting at
+    ``since`` (the query's, which a listing reading the cold tier has)."""
 
     tenant_id: str
     floor: str  # the first run id inside the tenant's retention
     since: datetime
-    until: datetime | None
-    job_id: str | None
-    schedule_id: str | None
-    id_prefix: str | None
-    states: Sequence[RunState]
-    cursor: str | None
+    query: RunQuery
 
     def wants(self, run: Run) -> bool:
+        query, page = self.query, self.query.page
         return (
             run.id >= self.floor
             and run.created_at >= self.since
-            and (self.until is None or run.created_at < self.until)
-            and (self.job_id is None or run.job_id == self.job_id)
-            and (self.schedule_id is None or run.schedule_id == self.schedule_id)
-            and (self.id_prefix is None or run.id.startswith(self.id_prefix))
-            and (not self.states or run.state in self.states)
-            and (not self.cursor or run.id < decode_cursor(self.cursor))
+            and (query.until is None or run.created_at < query.until)
+            and (query.job_id is None or run.job_id == query.job_id)
+            and (query.schedule_id is None or run.schedule_id == query.schedule_id)
+            and (page.id_prefix is None or run.id.startswith(page.id_prefix))
+            and (not query.states or run.state in query.states)
+            and (not page.cursor or run.id < decode_cursor(page.cursor))
         )
 
 
-def merged_page(
-    cold: ColdTier, window: RunWindow, hot: list[Run], limit: int, now: datetime
-) -> Page[Run]:
-    """The hot runs (up to ``limit + 1`` of them) and the cold ones, newest first. A run is
+def merged_page(cold: ColdTier, window: RunWindow, hot: list[Run], now: datetime) -> Page[Run]:
+    """The hot runs (up to the page's ``limit + 1``) and the cold ones, newest first. A run is
     in one place only (its slice is detached before it is exported), yet a run listed twice
     would be a worse surprise than a set's cost: ids are unique here."""
     first = max(window.since, datetime.fromtimestamp(id_time_ms(window.floor) / 1000, tz=UTC))
-    last = min(window.until or now, cold.hot_since(now))
+    last = min(window.query.until or now, cold.hot_since(now))
+    limit = window.query.page.limit
     found = cold_runs(cold.blobs, window.tenant_id, first, last, window.wants, limit + 1)
     runs = sorted({run.id: run for run in [*hot, *found]}.values(), key=_id, reverse=True)
     return Page(items=runs[:limit], next_cursor=next_cursor([run.id for run in runs], limit))

@@ -18,6 +18,7 @@ from sqlalchemy import Connection, Row, Select
 
 from herder.clock import epoch_ms
 from herder.domain.ids import id_bound, id_time_ms
+from herder.domain.listings import PageRequest
 from herder.store.pagination import decode_cursor, page_query
 from herder.store.schema import runs
 
@@ -31,12 +32,12 @@ def newest_runs(
     query: Select[tuple[object, ...]],
     floor: str,
     now: datetime,
-    limit: int,
-    cursor: str | None,
+    page: PageRequest,
 ) -> Sequence[Row[Any]]:
-    """Up to ``limit + 1`` rows of ``query`` at or above ``floor``, newest first, from below
-    ``cursor`` if given (``page_query``'s contract)."""
-    top = decode_cursor(cursor) if cursor else None
+    """Up to the page's ``limit + 1`` rows of ``query`` at or above ``floor``, newest first,
+    from below its cursor if given (``page_query``'s contract)."""
+    limit = page.limit
+    top = decode_cursor(page.cursor) if page.cursor else None
     reach_from = now if top is None else _made_at(top, now)
     rows: list[Row[Any]] = []
     upper = None  # the first read's is the cursor, applied by ``page_query``
@@ -48,7 +49,7 @@ def newest_runs(
             lower = min(lower, top)
         bounded = query.where(runs.c.id >= lower)
         if upper is None:
-            statement = page_query(bounded, runs.c.id, limit, cursor)
+            statement = page_query(bounded, runs.c.id, page)
         else:
             statement = (
                 bounded.where(runs.c.id < upper)

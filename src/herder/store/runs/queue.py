@@ -29,6 +29,7 @@ from sqlalchemy import (
 from herder.clock import Clock
 from herder.domain.errors import Invalid
 from herder.domain.jobs import Capacity, Priority
+from herder.domain.listings import PageRequest
 from herder.domain.models import Page, QueueEntry
 from herder.domain.placement.limits import FIRST_TURN, NEVER, Turn
 from herder.domain.placement.ordering import wait_began
@@ -142,12 +143,11 @@ class QueueRepository:
         job_id: str | None = None,
         limit_id: str | None = None,
         key: str | None = None,
-        limit: int = 100,
-        cursor: str | None = None,
+        page: PageRequest = PageRequest(),
     ) -> Page[QueueEntry]:
         """Queued runs of one tenant (``None``: of every tenant), in dispatch order; of one
         job, or counted against one limit (and key), if asked."""
-        check_limit(limit)
+        check_limit(page.limit)
         query = (
             select(
                 runs.c.id,
@@ -194,12 +194,12 @@ class QueueRepository:
             order = [
                 (runs.c.priority, True), *by_turn, (runs.c.queued_at, False), (runs.c.id, False)
             ]  # fmt: skip
-            if cursor:  # empty: the first page
-                query = query.where(_after(cursor, order, turned))
+            if page.cursor:  # empty: the first page
+                query = query.where(_after(page.cursor, order, turned))
             query = query.order_by(*(column.desc() if down else column for column, down in order))
-            rows = connection.execute(query.limit(limit + 1)).all()
-        more = len(rows) > limit
-        rows = rows[:limit]
+            rows = connection.execute(query.limit(page.limit + 1)).all()
+        more = len(rows) > page.limit
+        rows = rows[: page.limit]
         last = rows[-1] if more else None
         return Page(
             items=page_records(rows, lambda row: _entry(row, now)),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, select
@@ -18,6 +17,7 @@ from herder.domain.lifecycle.changes import Changes, NewRun
 from herder.domain.lifecycle.concurrency import admit, forbidden
 from herder.domain.lifecycle.priority import check_allowed, rerun_priority
 from herder.domain.lifecycle.suspend import resume, suspend
+from herder.domain.listings import RunQuery
 from herder.domain.models import Attempt, Job, Page, Run, RunDetail, RunEvent
 from herder.domain.overrides import RunOverrides, RunRequest
 from herder.domain.queue_room import RELEASER, UNLIMITED
@@ -330,54 +330,34 @@ class RunRepository:
     def events(self, tenant_id: str, run_id: str) -> list[RunEvent]:
         return self.detail(tenant_id, run_id).events
 
-    def list(
-        self,
-        tenant_id: str,
-        *,
-        job_id: str | None = None,
-        schedule_id: str | None = None,
-        id_prefix: str | None = None,
-        states: list[RunState] | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        limit: int = 100,
-        cursor: str | None = None,
-    ) -> Page[Run]:
-        query = select(*_RUN_COLUMNS).where(runs.c.tenant_id == tenant_id)
-        if id_prefix is not None:
+    def list(self, tenant_id: str, query: RunQuery = RunQuery()) -> Page[Run]:
+        page = query.page
+        statement = select(*_RUN_COLUMNS).where(runs.c.tenant_id == tenant_id)
+        if page.id_prefix is not None:
             # Escaped so that ``_`` (in every id) and ``%`` match only themselves.
-            query = query.where(runs.c.id.startswith(id_prefix, autoescape=True))
-        if job_id is not None:
-            query = query.where(runs.c.job_id == job_id)
-        if schedule_id is not None:
+            statement = statement.where(runs.c.id.startswith(page.id_prefix, autoescape=True))
+        if query.job_id is not None:
+            statement = statement.where(runs.c.job_id == query.job_id)
+        if query.schedule_id is not None:
             # (schedule_id, scheduled_for) is indexed on both stores: the rows read are the
             # schedule's fires in the listing's window, one run each
-            query = query.where(runs.c.schedule_id == schedule_id)
-        if states:
-            query = query.where(runs.c.state.in_([str(state) for state in states]))
-        if since is not None:
-            query = query.where(runs.c.created_at >= since)
-        if until is not None:
-            query = query.where(runs.c.created_at < until)
+            statement = statement.where(runs.c.schedule_id == query.schedule_id)
+        if query.states:
+            statement = statement.where(runs.c.state.in_([str(state) for state in query.states]))
+        if query.since is not None:
+            statement = statement.where(runs.c.created_at >= query.since)
+        if query.until is not None:
+            statement = statement.where(runs.c.created_at < query.until)
         now = self._clock.now()
         with self._db.read() as connection:
             floor = visible_runs_floor(connection, tenant_id, now)
-            rows = newest_runs(connection, query, floor, now, limit, cursor)
+            rows = newest_runs(connection, statement, floor, now, page)
+        since = query.since
         if self._cold is not None and since is not None and since < self._cold.hot_since(now):
             # a window reaching before the hot window reads the cold tier too (slower)
-            window = RunWindow(
-                tenant_id,
-                floor,
-                since,
-                until,
-                job_id,
-                schedule_id,
-                id_prefix,
-                states or [],
-                cursor,
-            )
-            return merged_page(self._cold, window, page_records(rows, _run), limit, now)
-        return page_from(rows, _run, limit)
+            window = RunWindow(tenant_id, floor, since, query)
+            return merged_page(self._cold, window, page_records(rows, _run), now)
+        return page_from(rows, _run, page.limit)
 
     def cancel(self, tenant_id: str, run_id: str, *, actor: str = "user") -> Run:
         """Cancel a run. A run that is not running yet ends at once; a running one is marked

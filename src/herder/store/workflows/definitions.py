@@ -16,6 +16,7 @@ from herder.clock import Clock, epoch_ms
 from herder.domain.errors import Conflict, Invalid, StaleVersion
 from herder.domain.ids import new_id
 from herder.domain.limits import fielded
+from herder.domain.listings import PageRequest
 from herder.domain.models import Page
 from herder.domain.workflows.dag import Dag
 from herder.domain.workflows.models import Workflow
@@ -180,19 +181,14 @@ class WorkflowRepository:
         self,
         tenant_id: str,
         *,
-        limit: int = 100,
-        cursor: str | None = None,
+        page: PageRequest = PageRequest(),
         name: str | None = None,
-        id_prefix: str | None = None,
     ) -> Page[Workflow]:
         query = select(workflows).where(workflows.c.tenant_id == tenant_id)
         if name is not None:
             query = query.where(workflows.c.name == name)
         with self._db.read() as connection:
-            return page_of(
-                connection, query, workflows.c.id, _workflow,
-                limit=limit, cursor=cursor, id_prefix=id_prefix,
-            )  # fmt: skip
+            return page_of(connection, query, workflows.c.id, _workflow, page)
 
     def delete(self, tenant_id: str, workflow_id: str) -> None:
         """Remove the definition; its runs and versions stay in history. Refused while it

@@ -13,6 +13,7 @@ from sqlalchemy import Connection, select
 from herder.clock import Clock
 from herder.domain.errors import Conflict, NotFound
 from herder.domain.lifecycle.cancel import Cause
+from herder.domain.listings import PageRequest
 from herder.domain.models import Page
 from herder.domain.states import RunState
 from herder.domain.workflows.dag import Dag
@@ -110,9 +111,7 @@ class WorkflowRunRepository:
         *,
         workflow_id: str | None = None,
         state: WorkflowRunState | None = None,
-        id_prefix: str | None = None,
-        limit: int = 100,
-        cursor: str | None = None,
+        page: PageRequest = PageRequest(),
     ) -> Page[WorkflowRun]:
         query = select(workflow_runs).where(workflow_runs.c.tenant_id == tenant_id)
         if workflow_id is not None:
@@ -120,11 +119,8 @@ class WorkflowRunRepository:
         if state is not None:
             query = query.where(workflow_runs.c.state == state)
         with self._db.read() as connection:
-            page = page_of(
-                connection, query, workflow_runs.c.id, _workflow_run,
-                limit=limit, cursor=cursor, id_prefix=id_prefix,
-            )  # fmt: skip
-            return page.model_copy(update={"items": _with_approvals(connection, page.items)})
+            listed = page_of(connection, query, workflow_runs.c.id, _workflow_run, page)
+            return listed.model_copy(update={"items": _with_approvals(connection, listed.items)})
 
     def decide(
         self,
