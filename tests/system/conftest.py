@@ -40,16 +40,20 @@ def free_port() -> int:
 
 
 def wait_healthy(url: str, process: subprocess.Popen[bytes]) -> None:
+    """Polls ``/readyz`` with one client: ``httpx.get`` makes a client (and loads the CA
+    bundle) each call, 37 ms of CPU, and ten a second took a third of a core from the server
+    it waited for."""
     deadline = time.monotonic() + START_SECONDS
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"herder exited with {process.returncode} before it was ready")
-        try:
-            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
+    with httpx.Client(timeout=1) as http:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"herder exited with {process.returncode} before it was ready")
+            try:
+                if http.get(f"{url}/readyz").status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
     raise TimeoutError(f"herder at {url} not ready after {START_SECONDS}s")
 
 
