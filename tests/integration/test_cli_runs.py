@@ -268,3 +268,16 @@ def test_start_wait_or_follow_prints_what_the_job_printed(
     assert "succeeded" in ok(started)
     scripted = json.loads(ok(herder("run", "start", "talker", how, "--json")))
     assert scripted["state"] == "succeeded"  # and nothing else: --json is the run alone
+
+
+def test_run_logs_prints_every_page_written_so_far(api: Api, herder: Herder) -> None:
+    worker_id = register_worker(api)
+    (run_id,) = batch(api, api.create_job()["id"], 1)
+    (assignment,) = claim(api, worker_id)["assignments"]
+    lines = [f"line {seq}\n" for seq in range(1_500)]  # a page of the API is 1,000 chunks
+    for first in range(0, len(lines), 500):
+        chunks = [log(assignment, seq, lines[seq]) for seq in range(first, first + 500)]
+        report(api, worker_id, logs=chunks)
+    assert ok(herder("run", "logs", run_id)) == "".join(lines)  # while it still runs
+    report(api, worker_id, completions=[completion(assignment)])
+    assert ok(herder("run", "logs", run_id)) == "".join(lines)

@@ -291,7 +291,7 @@ def run_logs(
         if follow:
             _write_output(herder.follow_logs(run_id, attempt=attempt))
         else:
-            _write_output(herder.logs(run_id, attempt=attempt).chunks)
+            _write_output(herder.logs_so_far(run_id, attempt=attempt))
 
 
 @run_app.command("rerun")

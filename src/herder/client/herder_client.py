@@ -256,6 +256,17 @@ class HerderClient(
         response = self._request("GET", f"/v1/runs/{run_id}/logs", params=params)
         return Logs.model_validate(response.json())
 
+    def logs_so_far(self, run_id: str, *, attempt: int | None = None) -> Iterator[LogChunk]:
+        """Every chunk the attempt (the newest by default) has written so far, page after
+        page, without waiting for more; the attempt is the first page's throughout."""
+        after = -1
+        while True:
+            page = self.logs(run_id, attempt=attempt, after=after)
+            yield from page.chunks
+            if page.complete or not page.chunks:
+                return
+            attempt, after = page.attempt, page.next_after
+
     def follow_logs(self, run_id: str, *, attempt: int | None = None) -> Iterator[LogChunk]:
         """Every chunk of the attempt (the newest by default) until it has ended."""
         after = -1
