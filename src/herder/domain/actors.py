@@ -24,6 +24,11 @@ def key_shown(name: str, role: str) -> str:
     return f"{name} ({role})"
 
 
+def worker_actor(worker_id: str) -> str:
+    """The actor of a change a worker made (or that was made for it: its attempt reaped)."""
+    return f"{WORKER}{worker_id}"
+
+
 def worker_of(actor: str) -> str | None:
     """The worker id of a worker's actor; None for any other."""
     return actor.removeprefix(WORKER) if actor.startswith(WORKER) else None

@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 from pydantic import ValidationError
 from sqlalchemy import Connection, select
 
+from herder.domain.actors import worker_actor
 from herder.domain.jobs import JobSpec
 from herder.domain.lifecycle.facts import Ending
 from herder.domain.lifecycle.settle import fail_unreadable
@@ -80,7 +81,7 @@ def deliverable(
         if stop is not None:
             outcome, why = before_delivery(stop, row.preempt_reason)
             stopped.append(Ending(row.id, row.number, outcome, why))
-    work.settle(stopped, f"worker:{worker_id}")
+    work.settle(stopped, worker_actor(worker_id))
     halted = {ending.attempt_id for ending in stopped}
     given = []
     failed: set[str] = set()  # runs failed here: a gang's other members went with them

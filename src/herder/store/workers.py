@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import Connection, delete, func, insert, select, update
 
 from herder.clock import Clock, epoch_ms
+from herder.domain.actors import worker_actor
 from herder.domain.errors import Gone, NotFound
 from herder.domain.ids import new_id
 from herder.domain.jobs import Capacity
@@ -332,7 +333,7 @@ def _record_stale(work: Work, worker_id: str, stale: Sequence[HeldAttempt]) -> N
                 row.run_id,
                 f"refused a heartbeat for attempt {numbers[row.id]}, which is {row.state}: "
                 "the worker was told to kill it",
-                f"worker:{worker_id}",
+                worker_actor(worker_id),
                 attempt=numbers[row.id],
             )
             for row in rows

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from herder.domain.actors import worker_actor
 from herder.domain.lifecycle.changes import WORK, Changes, Event, NoticeKind, notices, transition
 from herder.domain.lifecycle.facts import AttemptFacts, DueRetry, Ending, WorkerSilence
 from herder.domain.states import AttemptState, RunState
@@ -65,7 +66,7 @@ def never_delivered(attempts: Sequence[AttemptFacts]) -> Changes:
             Event(
                 attempt.run_id,
                 "the claim's answer never reached the worker: handed over again",
-                f"worker:{attempt.worker_id}",
+                worker_actor(attempt.worker_id),
                 attempt=attempt.number,
             )
             for attempt in attempts

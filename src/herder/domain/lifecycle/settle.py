@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from herder.domain.actors import worker_actor
 from herder.domain.lifecycle.changes import (
     DUE,
     WORK,
@@ -101,7 +102,7 @@ def refusal(
     else:
         why = f"attempt {number} is already {attempt.state}"
     message = f"refused a late {what} from worker {worker_id}: {why}"
-    event = Event(attempt.run_id, message, f"worker:{worker_id}", attempt=number)
+    event = Event(attempt.run_id, message, worker_actor(worker_id), attempt=number)
     return Changes(events=(event,)), Settled(attempt_id, Receipt.STALE, message)
 
 
@@ -240,7 +241,7 @@ def fail_unreadable(
     running = [member for member in members if member.state is AttemptState.RUNNING]
     others = [member for member in running if member.worker_id != claimer]
     move = transition(
-        run.id, RunState.RUNNING, RunState.FAILED, now, actor=f"worker:{claimer}",
+        run.id, RunState.RUNNING, RunState.FAILED, now, actor=worker_actor(claimer),
         attempt=run.attempt, message=f"attempt {run.attempt} failed: {reason}", reason=reason,
         exit_code=None,
     )  # fmt: skip

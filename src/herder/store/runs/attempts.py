@@ -11,6 +11,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from herder.clock import Clock
+from herder.domain.actors import worker_actor
 from herder.domain.lifecycle.changes import combine
 from herder.domain.lifecycle.settle import Receipt, is_current, refusal, settle
 from herder.protocol import Completion, OutputChunk, ReportResult
@@ -60,7 +61,7 @@ class AttemptRepository:
                     )
             changes, settled = settle(
                 runs, attempts, [completion.ending(worker_id) for completion in completions],
-                actor=f"worker:{worker_id}", now=work.now, rng=self._rng,
+                actor=worker_actor(worker_id), now=work.now, rng=self._rng,
             )  # fmt: skip
             work.apply(combine([changes, *(part for part, _ in refused)]), facts=runs)
         metrics.zombie_reports(
