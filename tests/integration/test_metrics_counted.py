@@ -85,7 +85,7 @@ def test_a_preemption_is_counted(api: Api) -> None:
     claim(api, worker)
     api.start_run(api.create_job("urgent", priority="high")["id"])
     change = moved(api, lambda: Dispatcher(api.store.placement).step())
-    assert change("herder_preemptions_total") == 1
+    assert change("herder_preemptions_total", cause="priority") == 1
     assert change("herder_runs_queued", **waiting(api, "high", "preempting")) == 1
 
 

@@ -19,6 +19,7 @@ from herder.domain.placement.timeline import (
     HardBudget,
     Reclaim,
     StopCause,
+    cause_kind,
     placed,
     stop_reason,
     stopping,
@@ -46,6 +47,15 @@ def test_a_stop_says_its_cause(cause: StopCause, reason: str) -> None:
     assert stopping(cause, 2, "box") == (
         f"stopping attempt 2 on box: {reason}; it will be queued again without using up a retry"
     )
+
+
+@pytest.mark.parametrize(
+    ("cause", "kind"),
+    [(ForPriority("run_b", 2, 1), "priority"), (Reclaim("run_b", "ml", "a100"), "reclaim"),
+     (BUDGET, "budget")],
+)  # fmt: skip
+def test_a_stop_is_counted_by_its_cause(cause: StopCause, kind: str) -> None:
+    assert cause_kind(cause) == kind
 
 
 @pytest.mark.parametrize(

@@ -56,7 +56,9 @@ ZOMBIES = Counter(
     "Worker reports and heartbeats about an attempt that is no longer current, refused",
 )
 PREEMPTIONS = Counter(
-    "herder_preemptions", "Running attempts chosen to make room for a higher class"
+    "herder_preemptions",
+    "Running attempts the dispatcher chose to stop, by cause (priority, reclaim, budget)",
+    ["cause"],
 )
 FIRES = Counter("herder_schedule_fires", "Runs started by schedules")
 EVENTS = Counter("herder_events_received", "Events accepted, by source (api, hook)", ["source"])
@@ -158,9 +160,9 @@ def zombie_reports(count: int) -> None:
         ZOMBIES.inc(count)
 
 
-def preemptions(count: int) -> None:
-    if count:
-        PREEMPTIONS.inc(count)
+def preemptions(causes: Iterable[str]) -> None:
+    for cause in causes:
+        PREEMPTIONS.labels(cause).inc()
 
 
 def event_received(source: str, outcomes: Iterable[TriggerOutcome]) -> None:

@@ -58,6 +58,19 @@ def stop_reason(cause: StopCause) -> str:
             assert_never(cause)
 
 
+def cause_kind(cause: StopCause) -> str:
+    """The cause in one word, as metrics count stops: ``priority``, ``reclaim``, ``budget``."""
+    match cause:
+        case ForPriority():
+            return "priority"
+        case Reclaim():
+            return "reclaim"
+        case HardBudget():
+            return "budget"
+        case _:
+            assert_never(cause)
+
+
 def stopping(cause: StopCause, number: int, worker_id: str) -> str:
     """The event written when the dispatcher asks attempt ``number`` to stop."""
     return (

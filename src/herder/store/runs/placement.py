@@ -135,7 +135,7 @@ class PlacementRepository:
                 | notices(NoticeKind.ASSIGNED, {m.worker_id for p in placed for m in p.members}),
             )
         metrics.runs_placed(now, (_waited_from(started[p.run_id]) for p in placed))
-        metrics.preemptions(len(preempted))
+        metrics.preemptions(timeline.cause_kind(p.cause) for p in preempted)
         placed_ids = {placement.run_id for placement in placed}
         skipped = [p.run_id for p in plan.placements if p.run_id not in placed_ids]
         return Applied(placed, skipped, preempted, attempts_started)
