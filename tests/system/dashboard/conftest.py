@@ -83,6 +83,27 @@ def browser() -> Iterator[Browser]:
 
 
 @pytest.fixture
+def started(tab: Page) -> None:
+    """Waits for the page's app to start, reloading as a user would while it cannot: Chromium
+    drops requests in flight when the host's interfaces change, as the attempt-network tests
+    beside these make them change (net::ERR_NETWORK_CHANGED), and the page then says its
+    scripts did not load and offers a reload. Each load is judged, the last reload's too."""
+    reload = tab.get_by_role("button", name="Reload")
+    loading = tab.locator("#starting").filter(has_not=reload)  # gone once the app started
+    for reloads in itertools.count():
+        expect(loading).to_have_count(0)  # started, or failed with a reload offered
+        if not reload.is_visible():
+            return
+        assert reloads < MODULE_LOAD_TRIES, "the page's scripts never loaded"
+        reload.click()
+
+
+def reloaded(tab: Page) -> None:
+    """The page reloaded (F5) and its app started again."""
+    tab.reload()
+    started(tab)
+
+
 def sign_in(
     browser: Browser, cluster: Cluster, request: pytest.FixtureRequest
 ) -> Iterator[Callable[[str], Page]]:
@@ -112,19 +133,8 @@ def sign_in(
         tab.on("console", printed_if_error)
         tab.on("requestfailed", lambda asked: print(f"failed: {asked.url} {asked.failure}"))
         tab.goto("/")
-        key_field, reload = tab.get_by_label("API key"), tab.get_by_role("button", name="Reload")
-        loading = tab.locator("#starting").filter(has_not=reload)  # gone once the app started
-        for reloads in itertools.count():
-            # Chromium drops requests in flight when the host's interfaces change, as the
-            # attempt-network tests beside these make them change (net::ERR_NETWORK_CHANGED):
-            # the page then says its scripts did not load and offers a reload, which a user
-            # would click too. Each load is judged, the last reload's too.
-            expect(loading).to_have_count(0)  # started, or failed with a reload offered
-            if not reload.is_visible():
-                break
-            assert reloads < MODULE_LOAD_TRIES, "the page's scripts never loaded"
-            reload.click()
-        key_field.fill(key)
+        started(tab)
+        tab.get_by_label("API key").fill(key)
         tab.get_by_role("button", name="Sign in").click()
         expect(tab.get_by_role("heading", name="Overview")).to_be_visible()
         return tab

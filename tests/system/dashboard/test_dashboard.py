@@ -29,6 +29,7 @@ from tests.system.dashboard.conftest import (
     OK_COLOUR,
     SCREENSHOTS,
     SEEN_WITHIN_MS,
+    reloaded,
     run_row,
 )
 
@@ -54,7 +55,7 @@ def test_a_wrong_key_is_refused_and_signing_out_forgets_the_key(
     tab.get_by_role("button", name="Sign out").click()
     expect(tab.get_by_role("button", name="Sign in")).to_be_visible()
     assert tab.evaluate("sessionStorage.length") == 0
-    tab.reload()
+    reloaded(tab)
     expect(tab.get_by_role("button", name="Sign in")).to_be_visible()
     tab.evaluate("sessionStorage.setItem('herder.api_key', 'revoked')")  # as if revoked
     tab.goto("/#/queue")
@@ -188,7 +189,7 @@ def test_a_queued_run_shows_why_it_waits(page: Page, herder: HerderClient) -> No
 def test_the_overview_counts_and_charts_the_last_hour(page: Page, herder: HerderClient) -> None:
     job = herder.create_job("counted", {"runtime": "shell", "command": "exit 3"})
     herder.wait(herder.start_run(job.id).id, timeout=15)
-    page.reload()
+    reloaded(page)
     expect(page.get_by_text("Fleet view")).to_be_visible()
     failed = page.locator('[data-stat="failed (1 h)"] .number')
     expect(failed).not_to_have_text("0")
@@ -571,7 +572,7 @@ def test_a_failure_alerts_live_and_a_test_delivery_is_sent_from_the_page(
         assert [one.enabled for one in herder.list_alert_rules().items] == [False]
         assert channel.secret not in page.locator("#view").inner_text()
         show_names_as_attacks(page)
-        page.reload()
+        reloaded(page)
         expect(rule_row.locator("td").first).to_have_text(ATTACK)
         expect(rule_row.locator(".label")).to_have_text(ATTACK)  # the channel's name
         expect(incident.locator("td").first).to_have_text(ATTACK)  # the rule's name

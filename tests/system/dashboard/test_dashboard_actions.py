@@ -18,7 +18,7 @@ from playwright.sync_api import Locator, Page, expect
 
 from herder.client import HerderClient
 from tests.system.conftest import Cluster
-from tests.system.dashboard.conftest import run_row
+from tests.system.dashboard.conftest import reloaded, run_row
 
 pytestmark = pytest.mark.system
 
@@ -162,7 +162,7 @@ def test_the_overview_lists_the_windows_failures_and_a_reload_keeps_the_window(
     page.get_by_label("Time window").select_option(label="last 6 h")
     expect(page).to_have_url(re.compile(r"#/overview\?window=6h$"))
     expect(page.get_by_role("heading", name="Recent failures, last 6 h")).to_be_visible()
-    page.reload()
+    reloaded(page)
     expect(page.get_by_label("Time window")).to_have_value("6h")
     expect(page.locator('[data-stat="failed (6 h)"]')).to_be_visible()
     row_of(failures, failed.id).get_by_role("link", name=failed.id).click()
