@@ -82,7 +82,6 @@ def browser() -> Iterator[Browser]:
         launched.close()
 
 
-@pytest.fixture
 def started(tab: Page) -> None:
     """Waits for the page's app to start, reloading as a user would while it cannot: Chromium
     drops requests in flight when the host's interfaces change, as the attempt-network tests
@@ -104,6 +103,7 @@ def reloaded(tab: Page) -> None:
     started(tab)
 
 
+@pytest.fixture
 def sign_in(
     browser: Browser, cluster: Cluster, request: pytest.FixtureRequest
 ) -> Iterator[Callable[[str], Page]]:
