@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from herder.domain.hooks import HookScheme, Unverified, verify
-from herder.services import alerts
 from tests.integration.test_alert_deliveries import World, world  # noqa: F401 (a fixture)
 
 
@@ -14,7 +13,7 @@ def test_an_alert_webhook_verifies_as_a_herder_hook_delivery_with_its_id_and_eve
     world: World,  # noqa: F811
 ) -> None:
     channel_id, secret = world.channel()
-    alerts.send_test(world.store, world.tenant_id, channel_id)
+    world.store.alert_channels.send_test(world.tenant_id, channel_id)
     world.sender.step()
     (sent,) = world.receiver.requests
     headers = {name.lower(): value for name, value in sent.headers.items()}

@@ -10,9 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from httpx import Response
 
+from herder.app import jobs
 from herder.domain.errors import StaleVersion
 from herder.domain.models import Job
-from herder.services import jobs
 from herder.store.jobs import JobEdit
 from tests.integration.conftest import Api
 

@@ -4,7 +4,7 @@ own secret (``wks_…``, given at registration) admits only calls for that worke
 
 Roles are checked here and nowhere else: ``Caller`` (any key: viewers read), ``Operator``
 (runs: start, cancel, re-run, repair, backfill, pause and resume), ``Writer`` (definitions),
-``SystemAdmin``; a tenant's own admins are checked in ``services.access``. An operator
+``SystemAdmin``; a tenant's own admins are checked in ``herder.app.access``. An operator
 starts runs with the job's declared parameters only: raw overrides (``RAW_OVERRIDES``)
 choose what runs, a developer's decision (``check_overrides``). The caller is
 left on the request's state for the audit trail (``herder.api.audit``).

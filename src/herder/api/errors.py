@@ -2,7 +2,7 @@
 domain error class its status and title (the domain knows nothing of HTTP).
 
 Only what the client sent is answered 422: FastAPI's request validation, and the domain's
-``Invalid`` (the services raise it for input FastAPI cannot check alone, such as a PATCH
+``Invalid`` (the use cases raise it for input FastAPI cannot check alone, such as a PATCH
 merged onto stored values). A pydantic ``ValidationError`` raised anywhere else (a stored row
 its model refuses, a response that fails its declared model) is a server bug: logged with its
 traceback and answered 500, never blamed on the client.

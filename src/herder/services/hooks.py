@@ -32,7 +32,7 @@ from herder.domain.hooks import (
 )
 from herder.domain.listings import PageRequest
 from herder.domain.models import Page
-from herder.services.patches import check_fields, patched
+from herder.domain.patches import check_fields, patched
 from herder.store.hooks import DeliveryRecord, Receiver
 from herder.store.store import Store
 from herder.telemetry import metrics

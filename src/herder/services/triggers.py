@@ -7,8 +7,8 @@ from collections.abc import Mapping
 
 from herder.domain.listings import PageRequest
 from herder.domain.models import Page
+from herder.domain.patches import check_fields, patched
 from herder.domain.triggers import Trigger, TriggerSpec
-from herder.services.patches import check_fields, patched
 from herder.store.store import Store
 
 FIELDS = frozenset(TriggerSpec.model_fields)  # what a PATCH may change (not the name)

@@ -25,7 +25,6 @@ from herder.domain.alerts.rules import (
     RuleRequest,
 )
 from herder.domain.models import Page
-from herder.services import alerts
 
 router = APIRouter(tags=["alerts"])
 
@@ -43,8 +42,8 @@ def create_channel(
     body: ChannelRequest, caller: Writer, store: StoreDep, request: Request, response: Response
 ) -> CreatedChannel:
     """A webhook channel. Its ``secret`` (the key of its signatures) is in this answer only."""
-    channel = alerts.create_channel(
-        store, caller.tenant_id, body, allow_private=_allow_private(request)
+    channel = store.alert_channels.create(
+        caller.tenant_id, body, allow_private=_allow_private(request)
     )
     response.headers["Location"] = f"/v1/alert-channels/{channel.id}"
     return channel
@@ -57,27 +56,27 @@ def list_channels(
     page: Paging,
     name: ItemName = None,
 ) -> Page[Channel]:
-    return alerts.list_channels(store, caller.tenant_id, page=page, name=name)
+    return store.alert_channels.list(caller.tenant_id, page=page, name=name)
 
 
 @router.get("/v1/alert-channels/{channel_id}")
 def get_channel(channel_id: str, caller: Caller, store: StoreDep) -> Channel:
-    return alerts.read_channel(store, caller.tenant_id, channel_id)
+    return store.alert_channels.get(caller.tenant_id, channel_id)
 
 
 @router.patch("/v1/alert-channels/{channel_id}", responses=problems(409))
 def update_channel(
     channel_id: str, body: ChannelChanges, caller: Writer, store: StoreDep, request: Request
 ) -> Channel:
-    return alerts.update_channel(
-        store, caller.tenant_id, channel_id, body, allow_private=_allow_private(request)
+    return store.alert_channels.update(
+        caller.tenant_id, channel_id, body, allow_private=_allow_private(request)
     )
 
 
 @router.delete("/v1/alert-channels/{channel_id}", status_code=status.HTTP_204_NO_CONTENT)
 def delete_channel(channel_id: str, caller: Writer, store: StoreDep) -> Response:
     """The channel and its deliveries; rules that named it stop naming it."""
-    alerts.delete_channel(store, caller.tenant_id, channel_id)
+    store.alert_channels.delete(caller.tenant_id, channel_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -85,13 +84,13 @@ def delete_channel(channel_id: str, caller: Writer, store: StoreDep) -> Response
 def test_channel(channel_id: str, caller: Writer, store: StoreDep) -> TestQueued:
     """Queue a signed test delivery (even to a disabled channel); follow it in
     ``/v1/alert-deliveries``."""
-    return TestQueued(delivery_id=alerts.send_test(store, caller.tenant_id, channel_id))
+    return TestQueued(delivery_id=store.alert_channels.send_test(caller.tenant_id, channel_id))
 
 
 @router.post("/v1/alert-rules", status_code=status.HTTP_201_CREATED, responses=problems(409))
 def create_rule(body: RuleRequest, caller: Writer, store: StoreDep, response: Response) -> Rule:
     """A rule; what it names (job, schedule, workflow, channels) must be the tenant's."""
-    rule = alerts.create_rule(store, caller.tenant_id, body)
+    rule = store.alert_rules.create(caller.tenant_id, body)
     response.headers["Location"] = f"/v1/alert-rules/{rule.id}"
     return rule
 
@@ -103,24 +102,24 @@ def list_rules(
     page: Paging,
     name: ItemName = None,
 ) -> Page[Rule]:
-    return alerts.list_rules(store, caller.tenant_id, page=page, name=name)
+    return store.alert_rules.list(caller.tenant_id, page=page, name=name)
 
 
 @router.get("/v1/alert-rules/{rule_id}")
 def get_rule(rule_id: str, caller: Caller, store: StoreDep) -> Rule:
-    return alerts.read_rule(store, caller.tenant_id, rule_id)
+    return store.alert_rules.get(caller.tenant_id, rule_id)
 
 
 @router.patch("/v1/alert-rules/{rule_id}", responses=problems(409))
 def update_rule(rule_id: str, body: RuleChanges, caller: Writer, store: StoreDep) -> Rule:
     """Change some fields; ``params``, when given, replace the rule's params whole."""
-    return alerts.update_rule(store, caller.tenant_id, rule_id, body)
+    return store.alert_rules.update(caller.tenant_id, rule_id, body)
 
 
 @router.delete("/v1/alert-rules/{rule_id}", status_code=status.HTTP_204_NO_CONTENT)
 def delete_rule(rule_id: str, caller: Writer, store: StoreDep) -> Response:
     """The rule and its incidents (deliveries made stay listed)."""
-    alerts.delete_rule(store, caller.tenant_id, rule_id)
+    store.alert_rules.delete(caller.tenant_id, rule_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -133,7 +132,7 @@ def list_incidents(
     rule_id: Annotated[str | None, Query(max_length=40)] = None,
 ) -> Page[Incident]:
     """Incidents, newest first: one per episode of a rule's condition, open until it clears."""
-    return alerts.list_incidents(store, caller.tenant_id, state=state, rule_id=rule_id, page=page)
+    return store.alert_history.incidents(caller.tenant_id, state=state, rule_id=rule_id, page=page)
 
 
 @router.get("/v1/alert-deliveries", responses=problems(404))
@@ -144,4 +143,4 @@ def list_deliveries(
     channel_id: Annotated[str | None, Query(max_length=40)] = None,
 ) -> Page[Delivery]:
     """Deliveries, newest first, each with every attempt made (``history``)."""
-    return alerts.list_deliveries(store, caller.tenant_id, channel_id=channel_id, page=page)
+    return store.alert_history.deliveries(caller.tenant_id, channel_id=channel_id, page=page)

@@ -10,8 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from herder.api.auth import Operator, StoreDep
 from herder.api.openapi import problems
+from herder.app import workflows
 from herder.domain.workflows.models import WorkflowRunDetail
-from herder.services import workflows
 
 router = APIRouter(prefix="/v1/workflow-runs", tags=["workflows"])
 

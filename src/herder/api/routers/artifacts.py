@@ -7,10 +7,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from herder.api.auth import Caller, StoreDep, Writer
+from herder.app import artifacts
 from herder.domain.errors import Invalid
 from herder.domain.jobs import MAX_ARTIFACT_BYTES
 from herder.domain.models import Artifact
-from herder.services import artifacts
 
 router = APIRouter(prefix="/v1/artifacts", tags=["artifacts"])
 
@@ -52,7 +52,7 @@ async def upload_artifact(request: Request, caller: Writer, store: StoreDep) -> 
 
 @router.get("/{artifact_id}")
 def get_artifact(artifact_id: str, caller: Caller, store: StoreDep) -> Artifact:
-    return artifacts.read(store, caller.tenant_id, artifact_id)
+    return store.artifacts.get(caller.tenant_id, artifact_id)
 
 
 @router.get("/{artifact_id}/content", response_class=Response)

@@ -11,9 +11,9 @@ from herder.api.auth import Caller, StoreDep
 from herder.api.openapi import problems
 from herder.api.queries import CursorPaging
 from herder.api.schemas import IsoTime
+from herder.app import audit
 from herder.domain.audit import AuditEntry
 from herder.domain.models import Page
-from herder.services import audit
 
 router = APIRouter(prefix="/v1/audit", tags=["administration"])
 Text = Annotated[str | None, Query(max_length=255)]

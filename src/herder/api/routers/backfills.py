@@ -11,7 +11,6 @@ from herder.api.queries import CursorPaging
 from herder.api.ratelimit import Submitter
 from herder.domain.backfills import Backfill, BackfillRequest
 from herder.domain.models import Page
-from herder.services import backfills
 
 router = APIRouter(tags=["schedules"])
 
@@ -28,7 +27,7 @@ def create_backfill(
     ``max_active`` at once, each once (a time that already has a run is counted, not run
     again), queued at low priority. The first runs start now; the next when one ends. One
     submission, however many times it runs, counted against the tenant's rate (429)."""
-    return backfills.create(store, caller.tenant_id, schedule_id, body)
+    return store.backfills.create(caller.tenant_id, schedule_id, body)
 
 
 @router.get("/v1/schedules/{schedule_id}/backfills")
@@ -38,15 +37,15 @@ def list_backfills(
     store: StoreDep,
     page: CursorPaging,
 ) -> Page[Backfill]:
-    return backfills.list_backfills(store, caller.tenant_id, schedule_id, page=page)
+    return store.backfills.list(caller.tenant_id, schedule_id, page=page)
 
 
 @router.get("/v1/backfills/{backfill_id}")
 def get_backfill(backfill_id: str, caller: Caller, store: StoreDep) -> Backfill:
-    return backfills.read(store, caller.tenant_id, backfill_id)
+    return store.backfills.get(caller.tenant_id, backfill_id)
 
 
 @router.post("/v1/backfills/{backfill_id}/cancel", responses=problems(409))
 def cancel_backfill(backfill_id: str, caller: Operator, store: StoreDep) -> Backfill:
     """No more starts; runs already started go on."""
-    return backfills.cancel(store, caller.tenant_id, backfill_id)
+    return store.backfills.cancel(caller.tenant_id, backfill_id)

@@ -9,7 +9,6 @@ from fastapi import APIRouter
 from herder.api.auth import StoreDep, SystemAdmin
 from herder.api.openapi import problems
 from herder.domain.models import Worker
-from herder.services import fleet
 
 router = APIRouter(prefix="/v1/workers", tags=["administration"])
 
@@ -17,13 +16,13 @@ router = APIRouter(prefix="/v1/workers", tags=["administration"])
 @router.post("/{worker_id}/drain", responses=problems(409))
 def drain(worker_id: str, _admin: SystemAdmin, store: StoreDep) -> Worker:
     """Place nothing new on the worker; what it runs finishes. 409 if it is lost."""
-    return fleet.drain(store, worker_id)
+    return store.fleet.drain(worker_id)
 
 
 @router.post("/{worker_id}/undrain", responses=problems(409))
 def undrain(worker_id: str, _admin: SystemAdmin, store: StoreDep) -> Worker:
     """Give a draining worker new work again. 409 if it is lost."""
-    return fleet.undrain(store, worker_id)
+    return store.fleet.undrain(worker_id)
 
 
 @router.post("/{worker_id}/forget", responses=problems(409))
@@ -31,4 +30,4 @@ def forget(worker_id: str, _admin: SystemAdmin, store: StoreDep) -> Worker:
     """Stop listing a lost worker (lost ones are forgotten by themselves after
     ``HERDER_LOST_WORKER_RETENTION_HOURS``); its runs' attempts keep its id. Answers the
     worker as it was. 409 if it is alive or draining: its agent would register anew."""
-    return fleet.forget(store, worker_id)
+    return store.fleet.forget(worker_id)

@@ -7,8 +7,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from herder.api.auth import Caller, StoreDep
+from herder.app import forecast
 from herder.domain.forecast import MAX_MINUTES, Forecast
-from herder.services import forecast
 
 router = APIRouter(tags=["pools"])
 

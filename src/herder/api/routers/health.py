@@ -6,7 +6,7 @@ from fastapi import APIRouter
 
 from herder import __version__
 from herder.api.auth import StoreDep
-from herder.services import health
+from herder.app import health
 
 router = APIRouter(tags=["health"])
 

@@ -16,9 +16,10 @@ from herder.api.openapi import ETAG_HEADER, patch_body, problems
 from herder.api.queries import Paging
 from herder.api.ratelimit import Submitter
 from herder.api.schemas import JobCreate, RunCreate
+from herder.app import jobs
 from herder.domain.errors import Invalid
 from herder.domain.models import Job, Page, Run
-from herder.services import jobs, runs
+from herder.services import runs
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -40,7 +41,7 @@ def _labels(label: list[str]) -> dict[str, str]:
 
 @router.post("", status_code=status.HTTP_201_CREATED, responses={201: ETAG_HEADER, **problems(409)})
 def create_job(body: JobCreate, caller: Writer, store: StoreDep, response: Response) -> Job:
-    return tagged(jobs.create(store, caller.tenant_id, body.name, body.spec()), response)
+    return tagged(store.jobs.create(caller.tenant_id, body.name, body.spec()), response)
 
 
 @router.get("")
@@ -51,14 +52,12 @@ def list_jobs(
     name: str | None = None,
     label: Annotated[list[str], Query(description="key=value; repeat to AND")] = [],  # noqa: B006
 ) -> Page[Job]:
-    return jobs.list_jobs(
-        store, caller.tenant_id, page=page, name=name, labels=_labels(label),
-    )  # fmt: skip
+    return store.jobs.list(caller.tenant_id, page=page, name=name, labels=_labels(label))
 
 
 @router.get("/{job_id}", responses={200: ETAG_HEADER})
 def get_job(job_id: str, caller: Caller, store: StoreDep, response: Response) -> Job:
-    return tagged(jobs.read(store, caller.tenant_id, job_id), response)
+    return tagged(store.jobs.get(caller.tenant_id, job_id), response)
 
 
 @router.patch(
@@ -82,7 +81,8 @@ def update_job(
 
 @router.delete("/{job_id}", status_code=status.HTTP_204_NO_CONTENT, responses=problems(409))
 def delete_job(job_id: str, caller: Writer, store: StoreDep) -> Response:
-    jobs.delete(store, caller.tenant_id, job_id)
+    # the definition goes, its runs stay; refused while runs are active or others name it
+    store.jobs.delete(caller.tenant_id, job_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 

@@ -15,8 +15,8 @@ from herder.api.auth import Caller, StoreDep
 from herder.api.openapi import problems
 from herder.api.queries import Paging
 from herder.api.schemas import CreatedKey, KeyCreate
+from herder.app import access, keys
 from herder.domain.models import ApiKey, Page, Principal
-from herder.services import access, keys
 
 router = APIRouter(prefix="/v1/keys", tags=["administration"])
 

@@ -16,9 +16,9 @@ from herder.api.openapi import ETAG_HEADER, patch_body, problems
 from herder.api.queries import Limit as PageSize
 from herder.api.queries import Paging
 from herder.api.schemas import LimitCreate
+from herder.app import limits
 from herder.domain.limits import Limit, LimitKeyUsage
 from herder.domain.models import Page
-from herder.services import limits
 
 router = APIRouter(prefix="/v1/limits", tags=["limits"])
 
@@ -32,7 +32,7 @@ IF_MATCH = (
 def create_limit(body: LimitCreate, caller: Writer, store: StoreDep, response: Response) -> Limit:
     """A limit bounds something: ``max_running`` per key, ``rate`` or ``debounce`` (422
     otherwise). A name the tenant already uses is 409."""
-    limit = limits.create(store, caller.tenant_id, body.name, body.spec())
+    limit = store.limits.create(caller.tenant_id, body.name, body.spec())
     response.headers["Location"] = f"/v1/limits/{limit.id}"
     return tagged(limit, response)
 
@@ -44,13 +44,13 @@ def list_limits(
     page: Paging,
 ) -> Page[Limit]:
     """Newest first."""
-    return limits.list_limits(store, caller.tenant_id, page=page)
+    return store.limits.list(caller.tenant_id, page=page)
 
 
 @router.get("/{limit_id}", responses={200: ETAG_HEADER})
 def get_limit(limit_id: str, caller: Caller, store: StoreDep, response: Response) -> Limit:
     """By id or name."""
-    return tagged(limits.read(store, caller.tenant_id, limit_id), response)
+    return tagged(store.limits.get(caller.tenant_id, limit_id), response)
 
 
 @router.patch(
@@ -75,7 +75,7 @@ def update_limit(
 @router.delete("/{limit_id}", status_code=status.HTTP_204_NO_CONTENT, responses=problems(409))
 def delete_limit(limit_id: str, caller: Writer, store: StoreDep) -> Response:
     """Refused (409, naming them) while jobs, schedules or workflows name the limit."""
-    limits.delete(store, caller.tenant_id, limit_id)
+    store.limits.delete(caller.tenant_id, limit_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -85,4 +85,4 @@ def list_keys(
 ) -> list[LimitKeyUsage]:
     """The limit's keys with active runs (running, queued, scheduled), busiest first, at
     most ``limit``."""
-    return limits.keys(store, caller.tenant_id, limit_id, count=limit)
+    return store.limits.keys(caller.tenant_id, limit_id, count=limit)

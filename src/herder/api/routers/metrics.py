@@ -15,7 +15,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from herder.api.auth import StoreDep, SystemAdmin
-from herder.services.metrics import TOP_KEYS, Gauges, LimitGauges, gauges
+from herder.app.metrics import TOP_KEYS, Gauges, LimitGauges, gauges
 from herder.telemetry.multiprocess import registry
 
 router = APIRouter(tags=["metrics"])

@@ -14,10 +14,10 @@ from herder.api.auth import Caller, StoreDep, SystemAdmin
 from herder.api.openapi import problems
 from herder.api.queries import Paging
 from herder.api.schemas import PoolCreate
+from herder.app import pools
 from herder.domain.autoscaling import PoolAutoscaling
 from herder.domain.models import Page
 from herder.domain.pools import Pool, PoolChanges
-from herder.services import pools
 
 router = APIRouter(tags=["pools"])
 
@@ -27,7 +27,7 @@ def create_pool(body: PoolCreate, _admin: SystemAdmin, store: StoreDep, response
     """A pool: its workers by ``selector`` (default ``{"pool": NAME}``, what ``herder worker
     --pool NAME`` registers with) and the tenants that may use it, each with its nominal
     share. A name already taken is 409; a share naming an unknown tenant 422."""
-    pool = pools.create_pool(store, body.name, body.spec())
+    pool = store.pools.create(body.name, body.spec())
     response.headers["Location"] = f"/v1/pools/{pool.id}"
     return pool
 
@@ -57,7 +57,7 @@ def get_pool(pool_id: str, caller: Caller, store: StoreDep) -> Pool:
 def update_pool(pool_id: str, body: PoolChanges, _admin: SystemAdmin, store: StoreDep) -> Pool:
     """Each field given replaces the stored one (``shares`` as a whole; ``"selector": null``:
     the default). Running work is not stopped; the dispatcher's next pass uses the change."""
-    return pools.update_pool(store, pool_id, body)
+    return store.pools.update(pool_id, body)
 
 
 @router.get("/v1/pools/{pool_id}/autoscaling")
@@ -72,5 +72,5 @@ def get_autoscaling(pool_id: str, _admin: SystemAdmin, store: StoreDep) -> PoolA
 def delete_pool(pool_id: str, _admin: SystemAdmin, store: StoreDep) -> Response:
     """The pool and its shares. Runs that name it are not lost: queued ones wait, with a
     reason, until a pool of that name exists again; jobs keep naming it."""
-    pools.delete_pool(store, pool_id)
+    store.pools.delete(pool_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

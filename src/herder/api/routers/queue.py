@@ -8,9 +8,9 @@ from fastapi import APIRouter, Query
 
 from herder.api.auth import Caller, StoreDep
 from herder.api.queries import CursorPaging
+from herder.app import access
 from herder.domain.limits import check_printable
 from herder.domain.models import Page, QueueEntry
-from herder.services import access
 
 router = APIRouter(prefix="/v1/queue", tags=["runs"])
 

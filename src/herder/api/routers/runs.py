@@ -23,11 +23,12 @@ from herder.api.schemas import (
     RunBatchResult,
     Submission,
 )
+from herder.app import checkpoints, logs
 from herder.domain.errors import HerderError
 from herder.domain.listings import PageRequest, RunQuery
 from herder.domain.models import CheckpointInfo, Page, Run, RunDetail, RunEvent
 from herder.domain.states import RunState
-from herder.services import checkpoints, logs, runs
+from herder.services import runs
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
 
@@ -149,7 +150,7 @@ def resume_run(run_id: str, caller: Operator, store: StoreDep) -> Run:
 def get_checkpoint(run_id: str, caller: Caller, store: StoreDep) -> CheckpointInfo:
     """The run's last saved checkpoint (docs/checkpoints.md): while the run lives, and after
     it ended for its job's ``checkpoint_keep_days``; 404 when there is none."""
-    return checkpoints.read(store, caller.tenant_id, run_id)
+    return store.checkpoints.get(caller.tenant_id, run_id)
 
 
 @router.get("/{run_id}/checkpoint/content", response_class=StreamingResponse)
@@ -167,7 +168,7 @@ def checkpoint_content(run_id: str, caller: Writer, store: StoreDep) -> Streamin
 @router.delete("/{run_id}/checkpoint", status_code=status.HTTP_204_NO_CONTENT)
 def delete_checkpoint(run_id: str, caller: Operator, store: StoreDep) -> Response:
     """Forget it: the run's next attempt starts without one."""
-    checkpoints.delete(store, caller.tenant_id, run_id)
+    store.checkpoints.delete(caller.tenant_id, run_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 

@@ -13,9 +13,10 @@ from herder.api.openapi import patch_body, problems
 from herder.api.queries import Paging
 from herder.api.ratelimit import Submitter
 from herder.api.schemas import IsoTime
+from herder.app import schedules
+from herder.domain.actors import user_actor
 from herder.domain.models import Page, Schedule, ScheduleEvent, TriggeredFire
 from herder.domain.schedules import ScheduleSpec, check_schedule_name
-from herder.services import schedules
 
 router = APIRouter(tags=["schedules"])
 
@@ -103,8 +104,7 @@ def list_schedules(
     workflow_id: str | None = None,
     name: Annotated[str | None, Query(max_length=128)] = None,
 ) -> Page[Schedule]:
-    return schedules.list_schedules(
-        store,
+    return store.schedules.list(
         caller.tenant_id,
         job_id=job_id,
         workflow_id=workflow_id,
@@ -115,7 +115,7 @@ def list_schedules(
 
 @router.get("/v1/schedules/{schedule_id}")
 def get_schedule(schedule_id: str, caller: Caller, store: StoreDep) -> Schedule:
-    return schedules.read(store, caller.tenant_id, schedule_id)
+    return store.schedules.get(caller.tenant_id, schedule_id)
 
 
 @router.patch("/v1/schedules/{schedule_id}", openapi_extra=patch_body(ScheduleSpec))
@@ -134,13 +134,13 @@ def update_schedule(
 
 @router.delete("/v1/schedules/{schedule_id}", status_code=status.HTTP_204_NO_CONTENT)
 def delete_schedule(schedule_id: str, caller: Writer, store: StoreDep) -> Response:
-    schedules.delete(store, caller.tenant_id, schedule_id)
+    store.schedules.delete(caller.tenant_id, schedule_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.post("/v1/schedules/{schedule_id}/pause")
 def pause_schedule(schedule_id: str, caller: Operator, store: StoreDep) -> Schedule:
-    return schedules.pause(store, caller.tenant_id, schedule_id)
+    return store.schedules.pause(caller.tenant_id, schedule_id)
 
 
 @router.post("/v1/schedules/{schedule_id}/resume")
@@ -163,7 +163,7 @@ def trigger_schedule(schedule_id: str, caller: Submitter, store: StoreDep) -> Tr
     ``scheduled_for``): under its concurrency policy (409 where ``forbid`` would skip it),
     paused or not; its next fire stays as it was. A submission of the caller's tenant,
     counted against its submission rate (429)."""
-    return schedules.trigger(store, caller, schedule_id)
+    return store.schedules.trigger(caller.tenant_id, schedule_id, actor=user_actor(caller.key_id))
 
 
 @router.get("/v1/schedules/{schedule_id}/next")
@@ -183,7 +183,7 @@ def next_fires(
 @router.get("/v1/schedules/{schedule_id}/events")
 def schedule_events(schedule_id: str, caller: Caller, store: StoreDep) -> list[ScheduleEvent]:
     """Fires, misses, skips and changes, oldest first (the last 1,000)."""
-    return schedules.events(store, caller.tenant_id, schedule_id)
+    return store.schedules.events(caller.tenant_id, schedule_id)
 
 
 @router.post("/v1/cron/preview")

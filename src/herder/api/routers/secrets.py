@@ -13,7 +13,6 @@ from herder.api.openapi import problems
 from herder.api.queries import CursorPaging
 from herder.domain.models import Page
 from herder.domain.secrets import NAME_RULE, Secret, SecretValue
-from herder.services import secrets
 
 router = APIRouter(prefix="/v1/secrets", tags=["secrets"])
 
@@ -31,7 +30,7 @@ def put_secret(
     """Create the secret (201) or give it a new value (200, its version one more). Attempts
     that start afterwards get the new value; running ones keep theirs. A tenant holds at
     most 1000 secrets (409)."""
-    secret, created = secrets.put(store, caller.tenant_id, name, body.value)
+    secret, created = store.secrets.put(caller.tenant_id, name, body.value)
     if created:
         response.status_code = status.HTTP_201_CREATED
         response.headers["Location"] = f"/v1/secrets/{name}"
@@ -45,17 +44,17 @@ def list_secrets(
     page: CursorPaging,
 ) -> Page[Secret]:
     """By name: names, versions and times, never a value."""
-    return secrets.list_secrets(store, caller.tenant_id, page=page)
+    return store.secrets.list(caller.tenant_id, page=page)
 
 
 @router.get("/{name}")
 def get_secret(name: str, caller: Caller, store: StoreDep) -> Secret:
-    return secrets.read(store, caller.tenant_id, name)
+    return store.secrets.get(caller.tenant_id, name)
 
 
 @router.delete("/{name}", status_code=status.HTTP_204_NO_CONTENT)
 def delete_secret(name: str, caller: Writer, store: StoreDep) -> Response:
     """Gone at once. A job that names it can no longer be changed until it is set again, and
     an attempt that starts without it fails, saying which secret is missing."""
-    secrets.delete(store, caller.tenant_id, name)
+    store.secrets.delete(caller.tenant_id, name)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

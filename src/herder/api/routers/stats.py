@@ -8,8 +8,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from herder.api.auth import Caller, StoreDep
+from herder.app import stats
 from herder.domain.stats import MAX_MINUTES, Stats
-from herder.services import stats
 
 router = APIRouter(prefix="/v1/stats", tags=["stats"])
 

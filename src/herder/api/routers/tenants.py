@@ -14,15 +14,15 @@ from herder.api.openapi import problems
 from herder.api.queries import Paging
 from herder.api.ratelimit import submit_limiter
 from herder.api.schemas import CreatedKey, CreatedSecret, KeyCreate, TenantCreate, TenantUpdate
+from herder.app import access
 from herder.domain.models import Page, Tenant
-from herder.services import access
 
 router = APIRouter(tags=["administration"])
 
 
 @router.post("/v1/tenants", status_code=status.HTTP_201_CREATED, responses=problems(409))
 def create_tenant(body: TenantCreate, _admin: SystemAdmin, store: StoreDep) -> Tenant:
-    return access.create_tenant(store, body.name, weight=body.weight, quotas=body.quotas)
+    return store.access.create_tenant(body.name, weight=body.weight, quotas=body.quotas)
 
 
 @router.get("/v1/tenants")
@@ -32,7 +32,7 @@ def list_tenants(
     page: Paging,
 ) -> Page[Tenant]:
     """Every tenant, newest first."""
-    return access.list_tenants(store, page=page)
+    return store.access.list_tenants(page=page)
 
 
 @router.get("/v1/tenants/{tenant_id}")
@@ -73,5 +73,5 @@ def create_key(tenant_id: str, body: KeyCreate, caller: Caller, store: StoreDep)
 def create_worker_token(
     _admin: SystemAdmin, store: StoreDep, name: str = "worker"
 ) -> CreatedSecret:
-    token_id, token = access.create_worker_token(store, name)
-    return CreatedSecret(id=token_id, token=token)
+    token = store.access.create_worker_token(name)  # the only copy; its id is its first part
+    return CreatedSecret(id=token.partition(".")[0], token=token)

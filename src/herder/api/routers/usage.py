@@ -9,9 +9,9 @@ from fastapi import APIRouter, Query
 
 from herder.api.auth import Caller, StoreDep, SystemAdmin
 from herder.api.openapi import problems
+from herder.app import usage
 from herder.domain.budgets import Period, TenantBudgets
 from herder.domain.usage import UsageGroup, UsageReport
-from herder.services import usage
 
 router = APIRouter(tags=["budgets"])
 
@@ -22,7 +22,7 @@ def set_budgets(
 ) -> TenantBudgets:
     """Replace the tenant's budgets and the time zone their periods begin in. They hold runs
     from the dispatcher's next pass; usage charged before counts (it is kept per day)."""
-    return usage.set_budgets(store, tenant_id, body)
+    return store.usage.set_budgets(tenant_id, body)
 
 
 @router.get("/v1/tenants/{tenant_id}/budgets")

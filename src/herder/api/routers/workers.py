@@ -16,6 +16,7 @@ from herder.api.auth import (
 )
 from herder.api.openapi import problems
 from herder.api.wakeups import Wakeups
+from herder.app import checkpoints
 from herder.domain.errors import Conflict, Invalid, NotFound
 from herder.domain.models import Worker
 from herder.protocol import (
@@ -31,7 +32,7 @@ from herder.protocol import (
     ReportResult,
     ReportResults,
 )
-from herder.services import checkpoints, fleet, workers
+from herder.services import workers
 
 router = APIRouter(prefix="/v1", tags=["worker protocol"])
 
@@ -67,7 +68,7 @@ def register(
 @router.get("/workers", tags=["administration"])
 def list_workers(_admin: SystemAdmin, store: StoreDep) -> list[Worker]:
     """The fleet, for the system tenant's admins."""
-    return fleet.list_workers(store)
+    return store.workers.fleet()
 
 
 @router.post("/workers/{worker_id}/heartbeat")

@@ -17,10 +17,10 @@ from herder.api.openapi import ETAG_HEADER, problems
 from herder.api.queries import Paging
 from herder.api.ratelimit import Submitter
 from herder.api.schemas import RepairRequest, WorkflowCreate, WorkflowRunCreate
+from herder.domain.actors import user_actor
 from herder.domain.models import Page
 from herder.domain.workflows.models import Workflow, WorkflowRun, WorkflowRunDetail
 from herder.domain.workflows.progress import WorkflowRunState
-from herder.services import workflows
 
 router = APIRouter(tags=["workflows"])
 
@@ -39,7 +39,7 @@ def create_workflow(
 ) -> Workflow:
     """Check the DAG whole (an order of its tasks exists; every job it names exists) and
     store it as version 1."""
-    workflow = workflows.create(store, caller.tenant_id, body.name, body.spec())
+    workflow = store.workflows.create(caller.tenant_id, body.name, body.spec())
     response.headers["Location"] = f"/v1/workflows/{workflow.id}"
     return tagged(workflow, response)
 
@@ -51,12 +51,12 @@ def list_workflows(
     page: Paging,
     name: str | None = None,
 ) -> Page[Workflow]:
-    return workflows.list_workflows(store, caller.tenant_id, page=page, name=name)
+    return store.workflows.list(caller.tenant_id, page=page, name=name)
 
 
 @router.get("/v1/workflows/{workflow_id}", responses={200: ETAG_HEADER})
 def get_workflow(workflow_id: str, caller: Caller, store: StoreDep, response: Response) -> Workflow:
-    return tagged(workflows.read(store, caller.tenant_id, workflow_id), response)
+    return tagged(store.workflows.get(caller.tenant_id, workflow_id), response)
 
 
 @router.put("/v1/workflows/{workflow_id}", responses={200: ETAG_HEADER, **problems(409, 412)})
@@ -69,8 +69,7 @@ def replace_workflow(
     if_match: Annotated[str | None, Header(max_length=1024, description=IF_MATCH)] = None,
 ) -> Workflow:
     """A new version; runs already started keep the version they pinned."""
-    workflow = workflows.replace(
-        store,
+    workflow = store.workflows.replace(
         caller.tenant_id,
         workflow_id,
         body.name,
@@ -84,7 +83,7 @@ def replace_workflow(
     "/v1/workflows/{workflow_id}", status_code=status.HTTP_204_NO_CONTENT, responses=problems(409)
 )
 def delete_workflow(workflow_id: str, caller: Writer, store: StoreDep) -> Response:
-    workflows.delete(store, caller.tenant_id, workflow_id)
+    store.workflows.delete(caller.tenant_id, workflow_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -106,8 +105,8 @@ def start_workflow_run(
     """Start a run of the workflow's current version: its first tasks are queued at once.
     Under ``max_active_runs`` it queues (``concurrency: queue``) or is refused (``forbid``)."""
     params = (body or WorkflowRunCreate()).params
-    run, created = workflows.start_run(
-        store, caller.tenant_id, workflow_id, params, idempotency_key=idempotency_key
+    run, created = store.workflow_runs.start(
+        caller.tenant_id, workflow_id, params, idempotency_key=idempotency_key
     )
     if not created:
         response.status_code = status.HTTP_200_OK
@@ -123,8 +122,7 @@ def list_workflow_runs(
     workflow_id: str | None = None,
     state: WorkflowRunState | None = None,
 ) -> Page[WorkflowRun]:
-    return workflows.list_runs(
-        store,
+    return store.workflow_runs.list(
         caller.tenant_id,
         workflow_id=workflow_id,
         state=state,
@@ -135,14 +133,16 @@ def list_workflow_runs(
 @router.get("/v1/workflow-runs/{workflow_run_id}")
 def get_workflow_run(workflow_run_id: str, caller: Caller, store: StoreDep) -> WorkflowRunDetail:
     """The run with every task instance: its run, or, pending, why it waits."""
-    return workflows.read_run(store, caller.tenant_id, workflow_run_id)
+    return store.workflow_runs.get(caller.tenant_id, workflow_run_id)
 
 
 @router.post("/v1/workflow-runs/{workflow_run_id}/cancel", responses=problems(409))
 def cancel_workflow_run(workflow_run_id: str, caller: Operator, store: StoreDep) -> WorkflowRun:
     """Pending and queued tasks are cancelled at once; running ones are stopped by their
     workers, and the run ends ``cancelled`` when the last has ended."""
-    return workflows.cancel_run(store, caller, workflow_run_id)
+    return store.workflow_runs.cancel(
+        caller.tenant_id, workflow_run_id, actor=user_actor(caller.key_id)
+    )
 
 
 @router.post("/v1/workflow-runs/{workflow_run_id}/suspend", responses=problems(409))
@@ -151,14 +151,18 @@ def suspend_workflow_run(workflow_run_id: str, caller: Operator, store: StoreDep
     preemption, with the job's grace to save a checkpoint — and no task starts until it is
     resumed; it keeps its ``max_active_runs`` slot. A suspended run is answered as it is; a
     queued, cancelling or ended one is a 409."""
-    return workflows.suspend_run(store, caller, workflow_run_id)
+    return store.workflow_runs.suspend(
+        caller.tenant_id, workflow_run_id, actor=user_actor(caller.key_id)
+    )
 
 
 @router.post("/v1/workflow-runs/{workflow_run_id}/resume", responses=problems(409))
 def resume_workflow_run(workflow_run_id: str, caller: Operator, store: StoreDep) -> WorkflowRun:
     """Its suspended task runs are queued again and every task that became ready while it
     was suspended starts. A run that is not suspended is a 409."""
-    return workflows.resume_run(store, caller, workflow_run_id)
+    return store.workflow_runs.resume(
+        caller.tenant_id, workflow_run_id, actor=user_actor(caller.key_id)
+    )
 
 
 @router.post("/v1/workflow-runs/{workflow_run_id}/repair", responses=problems(409, 429))
@@ -168,7 +172,7 @@ def repair_workflow_run(
     """Run tasks of an ended run again, in place (history kept). ``repair`` is the run's
     latest-repair token as last read: a second repair from the same reading is a 409. One
     submission, as starting a workflow run is, counted against the tenant's rate (429)."""
-    return workflows.repair_run(
-        store, caller.tenant_id, workflow_run_id, token=body.repair, tasks=body.tasks,
+    return store.workflow_runs.repair(
+        caller.tenant_id, workflow_run_id, token=body.repair, tasks=body.tasks,
         dependents=body.dependents,
     )  # fmt: skip

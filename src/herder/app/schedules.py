@@ -1,5 +1,4 @@
-"""Schedules: their first fire on create, change and resume, previews of their fires, and
-reading, pausing and deleting them.
+"""Schedules: their first fire on create, change and resume, and previews of their fires.
 
 The domain computes fires (``herder.domain.cron``, ``herder.domain.schedules``); here they are
 asked for at the right moment — a change or a resume decides its first fire inside the store's
@@ -13,8 +12,6 @@ from datetime import datetime
 from typing import NamedTuple
 from zoneinfo import ZoneInfo
 
-from pydantic import ValidationError
-
 from herder.domain.cron import (
     SEARCH_HORIZON_YEARS,
     CronError,
@@ -24,10 +21,9 @@ from herder.domain.cron import (
     preview,
 )
 from herder.domain.errors import Invalid
-from herder.domain.listings import PageRequest
-from herder.domain.models import Page, Principal, Schedule, ScheduleEvent, TriggeredFire
+from herder.domain.models import Schedule
+from herder.domain.patches import check_fields, patched
 from herder.domain.schedules import ScheduleSpec, first_fire
-from herder.services import runs
 from herder.store.store import Store
 
 
@@ -70,46 +66,6 @@ def create(
     )
 
 
-def list_schedules(
-    store: Store,
-    tenant_id: str,
-    *,
-    job_id: str | None,
-    workflow_id: str | None,
-    name: str | None,
-    page: PageRequest,
-) -> Page[Schedule]:
-    return store.schedules.list(
-        tenant_id,
-        job_id=job_id,
-        workflow_id=workflow_id,
-        name=name,
-        page=page,
-    )
-
-
-def read(store: Store, tenant_id: str, schedule_id: str) -> Schedule:
-    return store.schedules.get(tenant_id, schedule_id)
-
-
-def delete(store: Store, tenant_id: str, schedule_id: str) -> None:
-    store.schedules.delete(tenant_id, schedule_id)
-
-
-def pause(store: Store, tenant_id: str, schedule_id: str) -> Schedule:
-    return store.schedules.pause(tenant_id, schedule_id)
-
-
-def trigger(store: Store, caller: Principal, schedule_id: str) -> TriggeredFire:
-    """Fire it now, paused or not, under its concurrency policy; its next fire stays."""
-    return store.schedules.trigger(caller.tenant_id, schedule_id, actor=runs.actor(caller))
-
-
-def events(store: Store, tenant_id: str, schedule_id: str) -> list[ScheduleEvent]:
-    """Fires, misses, skips and changes, oldest first (the last 1,000)."""
-    return store.schedules.events(tenant_id, schedule_id)
-
-
 def update(
     store: Store,
     tenant_id: str,
@@ -119,16 +75,11 @@ def update(
     allow_seconds: bool,
 ) -> Schedule:
     """Change some fields; the next fire is computed afresh from now."""
-    unknown = set(changes) - set(ScheduleSpec.model_fields)
-    if unknown:
-        raise Invalid(f"unknown field(s): {', '.join(sorted(unknown))}", field=min(unknown))
+    check_fields(changes, ScheduleSpec.model_fields)
     now = store.clock.now()
 
     def change(current: Schedule) -> tuple[ScheduleSpec, datetime]:
-        try:
-            spec = ScheduleSpec.model_validate({**current.spec.model_dump(mode="json"), **changes})
-        except ValidationError as error:
-            raise Invalid.from_validation(error) from error
+        spec = patched(ScheduleSpec, current.spec.model_dump(mode="json"), changes)
         return spec, _first_from_now(spec, now, allow_seconds=allow_seconds)
 
     return store.schedules.replace(tenant_id, schedule_id, change)

@@ -3,10 +3,10 @@ system admin's view of every tenant's (docs/autoscaling.md#forecast)."""
 
 from __future__ import annotations
 
+from herder.app.access import is_system_admin
 from herder.domain.errors import NotFound
 from herder.domain.forecast import Forecast, ForecastMinute
 from herder.domain.models import Principal
-from herder.services.access import is_system_admin
 from herder.store.forecast import ANY_POOL
 from herder.store.store import Store
 

@@ -1,5 +1,5 @@
 """Runs' checkpoints over the API: a worker's save streamed in and its restore streamed out;
-a tenant's look, download and delete (docs/checkpoints.md)."""
+a tenant's download (docs/checkpoints.md)."""
 
 from __future__ import annotations
 
@@ -57,14 +57,7 @@ def restore(
     return ref.sha256, ref.stored_bytes, store.checkpoints.chunks(tenant_id, ref.sha256)
 
 
-def read(store: Store, tenant_id: str, run_id: str) -> CheckpointInfo:
-    return store.checkpoints.get(tenant_id, run_id)
-
-
 def content(store: Store, tenant_id: str, run_id: str) -> tuple[CheckpointInfo, Iterator[bytes]]:
+    """The run's checkpoint and its bytes."""
     info = store.checkpoints.get(tenant_id, run_id)
     return info, store.checkpoints.chunks(tenant_id, info.sha256)
-
-
-def delete(store: Store, tenant_id: str, run_id: str) -> None:
-    store.checkpoints.delete(tenant_id, run_id)

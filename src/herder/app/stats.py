@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from herder.app.access import is_system_admin
 from herder.domain.models import Principal
 from herder.domain.stats import Stats
-from herder.services.access import is_system_admin
 from herder.store.stats import read_stats
 from herder.store.store import Store
 

@@ -1,18 +1,14 @@
-"""Time budgets (set by the system tenant's admins, read by the tenant's own admins) and
+"""Time budgets as a tenant's own admins read them (the system tenant's admins set them), and
 usage (a tenant's own; the system tenant's admins see every tenant's)."""
 
 from __future__ import annotations
 
+from herder.app.access import check_tenant_admin, is_system_admin
 from herder.domain.budgets import Period, TenantBudgets
 from herder.domain.errors import NotFound
 from herder.domain.models import Principal
 from herder.domain.usage import UsageGroup, UsageReport, usage_report
-from herder.services.access import check_tenant_admin, is_system_admin
 from herder.store.store import Store
-
-
-def set_budgets(store: Store, tenant_id: str, budgets: TenantBudgets) -> TenantBudgets:
-    return store.usage.set_budgets(tenant_id, budgets)
 
 
 def read_budgets(store: Store, caller: Principal, tenant_id: str) -> TenantBudgets:

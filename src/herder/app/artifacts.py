@@ -34,10 +34,6 @@ def upload(store: Store, tenant_id: str, data: bytes, filename: str) -> Artifact
     )
 
 
-def read(store: Store, tenant_id: str, artifact_id: str) -> Artifact:
-    return store.artifacts.get(tenant_id, artifact_id)
-
-
 def download(store: Store, tenant_id: str, artifact_id: str) -> tuple[Artifact, bytes]:
     """The artifact and its bytes."""
     artifact = store.artifacts.get(tenant_id, artifact_id)

@@ -14,21 +14,12 @@ from herder.domain.errors import Forbidden, NotFound
 from herder.domain.keys import check_expiry
 from herder.domain.listings import PageRequest
 from herder.domain.models import ApiKey, Page, Principal, QueueEntry, Role, Tenant
-from herder.domain.tenants import DefaultPoolChange, TenantQuotas
+from herder.domain.tenants import DefaultPoolChange
 from herder.store.store import Store
 
 
 def is_system_admin(caller: Principal) -> bool:
     return caller.is_system and caller.role is Role.ADMIN
-
-
-def create_tenant(store: Store, name: str, *, weight: int, quotas: TenantQuotas) -> Tenant:
-    return store.access.create_tenant(name, weight=weight, quotas=quotas)
-
-
-def list_tenants(store: Store, *, page: PageRequest) -> Page[Tenant]:
-    """Every tenant, newest first."""
-    return store.access.list_tenants(page=page)
 
 
 def update_tenant(
@@ -68,12 +59,6 @@ def create_key(
     check_tenant_admin(caller, tenant_id, "create its keys")
     check_expiry(expires_at, store.clock.now())
     return store.access.create_api_key(tenant_id, role, name, expires_at=expires_at)
-
-
-def create_worker_token(store: Store, name: str) -> tuple[str, str]:
-    """A fleet token's id and the token (the only copy; the id is its first part)."""
-    token = store.access.create_worker_token(name)
-    return token.partition(".")[0], token
 
 
 def list_queue(

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from herder.app.access import check_tenant_admin
 from herder.domain.audit import AuditEntry
 from herder.domain.listings import PageRequest
 from herder.domain.models import Page, Principal
-from herder.services.access import check_tenant_admin
 from herder.store.audit import AuditFilter
 from herder.store.store import Store
 

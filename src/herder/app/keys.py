@@ -4,10 +4,10 @@ anything is looked up."""
 
 from __future__ import annotations
 
+from herder.app.access import check_tenant_admin, is_system_admin
 from herder.domain.errors import Forbidden, NotFound
 from herder.domain.listings import PageRequest
 from herder.domain.models import ApiKey, Page, Principal, Role
-from herder.services.access import check_tenant_admin, is_system_admin
 from herder.store.store import Store
 
 

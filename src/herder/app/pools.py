@@ -1,19 +1,15 @@
-"""Resource pools: made, changed and deleted by the system admins; read by every tenant that
-may use one, which sees only its own share of it. A pool a tenant has no share in does not
-exist for it (404), as every object of another tenant."""
+"""Resource pools as their readers see them: the system admins whole, every tenant that may
+use one only its own share of it. A pool a tenant has no share in does not exist for it
+(404), as every object of another tenant."""
 
 from __future__ import annotations
 
+from herder.app.access import is_system_admin
 from herder.domain.autoscaling import Demand, PoolAutoscaling, ScaledWorker, forecast_peak
 from herder.domain.listings import PageRequest
 from herder.domain.models import Page, Principal
-from herder.domain.pools import Pool, PoolChanges, PoolSpec
-from herder.services.access import is_system_admin
+from herder.domain.pools import Pool
 from herder.store.store import Store
-
-
-def create_pool(store: Store, name: str, spec: PoolSpec) -> Pool:
-    return store.pools.create(name, spec)
 
 
 def list_pools(
@@ -37,10 +33,6 @@ def read_pool(store: Store, caller: Principal, pool: str) -> Pool:
     return _as_seen_by(caller, store.pools.get(pool, tenant_id=caller.tenant_id))
 
 
-def update_pool(store: Store, pool: str, changes: PoolChanges) -> Pool:
-    return store.pools.update(pool, changes)
-
-
 def read_autoscaling(store: Store, pool: str) -> PoolAutoscaling:
     scaling = store.pools.autoscaling(pool)
     policy = scaling.spec.policy()
@@ -56,10 +48,6 @@ def read_autoscaling(store: Store, pool: str) -> PoolAutoscaling:
         forecast_peak=Demand.of(forecast_peak(scaling.demand, policy)),
         autoscaling=scaling.spec,
     )
-
-
-def delete_pool(store: Store, pool: str) -> None:
-    store.pools.delete(pool)
 
 
 def _as_seen_by(caller: Principal, pool: Pool) -> Pool:
