@@ -51,6 +51,7 @@ def holders_of(marker: str) -> list[int]:
     return found
 
 
+@pytest.mark.timeout(240)  # above the sum of its waits: a loaded box may need them all
 def test_a_fifo_swapped_in_mid_save_neither_hangs_the_run_nor_leaves_anything(
     isolated_cluster: Cluster,
 ) -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
+
 from herder.client import HerderClient
 from herder.client.errors import ApiError
 from herder.domain.models import RunDetail
@@ -76,6 +78,7 @@ def _started_from(herder: HerderClient, run_id: str, attempt: int) -> int:
     return int(first.rsplit(" ", 1)[1])
 
 
+@pytest.mark.timeout(480)  # above the sum of its waits: a loaded box may need them all
 def test_a_count_to_1000_survives_preemption_a_killed_worker_and_a_suspend(
     start_cluster: Callable[..., Cluster],
 ) -> None:

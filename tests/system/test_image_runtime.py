@@ -268,6 +268,7 @@ def test_a_registry_that_asks_to_sign_in_gets_a_token_for_the_operators_credenti
     assert "HERDER_IMAGE_REGISTRY_CREDENTIALS_FILE" in (run.reason or "")
 
 
+@pytest.mark.timeout(240)  # above the sum of its waits: a loaded box may need them all
 def test_an_image_job_waits_for_a_sandboxed_worker_and_runs_on_it(
     start_cluster: Callable[..., Cluster], tmp_path: Path
 ) -> None:

@@ -23,6 +23,7 @@ def ready(url: str) -> bool:
         return False
 
 
+@pytest.mark.timeout(240)  # above the sum of its waits: a loaded box may need them all
 def test_api_processes_share_the_port_serve_runs_and_are_restarted_when_killed(
     start_cluster: Callable[..., Cluster], system_postgres_url: str
 ) -> None:
