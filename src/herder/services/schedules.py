@@ -27,7 +27,6 @@ from herder.domain.errors import Invalid
 from herder.domain.listings import PageRequest
 from herder.domain.models import Page, Principal, Schedule, ScheduleEvent, TriggeredFire
 from herder.domain.schedules import ScheduleSpec, first_fire
-from herder.services import runs
 from herder.store.store import Store
 
 
@@ -102,7 +101,7 @@ def pause(store: Store, tenant_id: str, schedule_id: str) -> Schedule:
 
 def trigger(store: Store, caller: Principal, schedule_id: str) -> TriggeredFire:
     """Fire it now, paused or not, under its concurrency policy; its next fire stays."""
-    return store.schedules.trigger(caller.tenant_id, schedule_id, actor=runs.actor(caller))
+    return store.schedules.trigger(caller.tenant_id, schedule_id, actor=caller.actor)
 
 
 def events(store: Store, tenant_id: str, schedule_id: str) -> list[ScheduleEvent]:

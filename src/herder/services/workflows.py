@@ -12,7 +12,6 @@ from herder.domain.models import Page, Principal
 from herder.domain.workflows.models import Workflow, WorkflowRun, WorkflowRunDetail
 from herder.domain.workflows.progress import WorkflowRunState
 from herder.domain.workflows.spec import WorkflowSpec
-from herder.services.runs import actor
 from herder.store.store import Store
 
 
@@ -97,22 +96,22 @@ def decide_task(
 ) -> WorkflowRunDetail:
     """An operator's decision on a waiting approval task; the workflow run as it is after."""
     store.workflow_runs.decide(
-        caller.tenant_id, workflow_run_id, task, approved=approved, actor=actor(caller),
+        caller.tenant_id, workflow_run_id, task, approved=approved, actor=caller.actor,
         comment=comment,
     )  # fmt: skip
     return read_run(store, caller.tenant_id, workflow_run_id)
 
 
 def cancel_run(store: Store, caller: Principal, workflow_run_id: str) -> WorkflowRun:
-    return store.workflow_runs.cancel(caller.tenant_id, workflow_run_id, actor=actor(caller))
+    return store.workflow_runs.cancel(caller.tenant_id, workflow_run_id, actor=caller.actor)
 
 
 def suspend_run(store: Store, caller: Principal, workflow_run_id: str) -> WorkflowRun:
-    return store.workflow_runs.suspend(caller.tenant_id, workflow_run_id, actor=actor(caller))
+    return store.workflow_runs.suspend(caller.tenant_id, workflow_run_id, actor=caller.actor)
 
 
 def resume_run(store: Store, caller: Principal, workflow_run_id: str) -> WorkflowRun:
-    return store.workflow_runs.resume(caller.tenant_id, workflow_run_id, actor=actor(caller))
+    return store.workflow_runs.resume(caller.tenant_id, workflow_run_id, actor=caller.actor)
 
 
 def repair_run(
