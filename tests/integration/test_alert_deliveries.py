@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, insert, select, update
 
+from herder.app.submit import submit
 from herder.clock import epoch_ms
 from herder.control import webhooks
 from herder.control.alerts import AlertEvaluator, AlertSender
@@ -71,7 +72,7 @@ class World:
         return self.store.jobs.create(self.tenant_id, f"j{random.random()}", spec).id
 
     def end_run(self, job_id: str, outcome: AttemptState) -> str:
-        run, _ = self.store.runs.submit(self.tenant_id, job_id, RunOverrides())
+        run, _ = submit(self.store, self.tenant_id, job_id, RunOverrides())
         self.end_queued(outcome)
         return run.id
 
@@ -388,7 +389,7 @@ def test_no_capacity_opens_after_runs_wait_and_resolves_when_they_are_placed(
         {"runtime": "shell", "command": "true", "resources": {"cpu": 64, "memory_mb": 64}}
     )
     job_id = world.store.jobs.create(world.tenant_id, "big", spec).id
-    run, _ = world.store.runs.submit(world.tenant_id, job_id, RunOverrides())
+    run, _ = submit(world.store, world.tenant_id, job_id, RunOverrides())
     dispatch(world.store)  # no worker is big enough: the run waits with a reason
     world.clock.advance(301)
     world.evaluator.step()
@@ -407,7 +408,7 @@ def test_a_suspended_run_waits_for_no_capacity_and_its_wait_starts_again_at_its_
         {"runtime": "shell", "command": "true", "resources": {"cpu": 64, "memory_mb": 64}}
     )
     job_id = world.store.jobs.create(world.tenant_id, "big", spec).id
-    run, _ = world.store.runs.submit(world.tenant_id, job_id, RunOverrides())
+    run, _ = submit(world.store, world.tenant_id, job_id, RunOverrides())
     dispatch(world.store)
     world.clock.advance(301)
     world.evaluator.step()
@@ -454,7 +455,7 @@ def test_queue_wait_p99_opens_when_runs_waited_too_long(world: World) -> None:
     world.evaluator.step()
     assert world.incidents() == []  # nothing started: nothing to judge
     job_id = world.job()
-    world.store.runs.submit(world.tenant_id, job_id, RunOverrides())
+    submit(world.store, world.tenant_id, job_id, RunOverrides())
     world.clock.advance(120)  # queued two minutes before it is placed
     dispatch(world.store)
     world.evaluator.step()
@@ -469,7 +470,7 @@ def test_a_preempted_runs_wait_counts_from_its_preemption_not_its_first_queueing
     channel_id, _ = world.channel()
     world.rule(channel_id, RuleKind.QUEUE_WAIT_P99, threshold_seconds=60)
     world.rule(channel_id, RuleKind.NO_CAPACITY, wait_seconds=300)
-    run, _ = world.store.runs.submit(world.tenant_id, world.job(), RunOverrides())
+    run, _ = submit(world.store, world.tenant_id, world.job(), RunOverrides())
     world.clock.advance(8 * 3600)  # it ran for hours, then was preempted ten seconds ago
     with world.store.database.write() as connection:
         connection.execute(
@@ -533,7 +534,7 @@ def test_a_failed_workflow_run_opens_an_incident_and_a_success_resolves_it(world
 def test_a_run_that_fails_days_after_it_was_made_is_alerted_on(world: World) -> None:
     channel_id, _ = world.channel()
     job_id = world.job()
-    world.store.runs.submit(world.tenant_id, job_id, RunOverrides())
+    submit(world.store, world.tenant_id, job_id, RunOverrides())
     (assignment,) = world.start_queued()
     world.clock.advance(5 * 86_400)  # a long run, made five days before it ends
     world.rule(channel_id, RuleKind.RUN_FAILED, job_id=job_id)
@@ -547,13 +548,13 @@ def test_the_last_end_is_the_run_that_ended_last_not_the_one_made_last(world: Wo
     job_id = world.job()
     world.rule(channel_id, RuleKind.RUN_FAILED, job_id=job_id)
     for _ in range(2):
-        world.store.runs.submit(world.tenant_id, job_id, RunOverrides())
+        submit(world.store, world.tenant_id, job_id, RunOverrides())
     first, second = sorted(world.start_queued(), key=lambda one: one.run_id)
     world.finish(second, AttemptState.FAILED)
     world.finish(first, AttemptState.SUCCEEDED)  # made first, ended last: the job is well
     world.evaluator.step()
     assert world.incidents() == []
-    world.store.runs.submit(world.tenant_id, job_id, RunOverrides())
+    submit(world.store, world.tenant_id, job_id, RunOverrides())
     world.end_queued(AttemptState.FAILED)
     world.evaluator.step()
     assert world.incidents() == [(job_id, IncidentState.OPEN)]
@@ -626,7 +627,7 @@ def test_a_rule_turned_off_resolves_its_open_incidents_without_a_notice(
 def test_queue_wait_p99_counts_a_run_queued_for_hours_before_the_window(world: World) -> None:
     channel_id, _ = world.channel()
     job_id = world.job()
-    world.store.runs.submit(world.tenant_id, job_id, RunOverrides())
+    submit(world.store, world.tenant_id, job_id, RunOverrides())
     world.rule(channel_id, RuleKind.QUEUE_WAIT_P99, threshold_seconds=60)
     world.clock.advance(8 * 3600)
     (assignment,) = world.start_queued()

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select, text
 
+from herder.app.submit import submit
 from herder.domain.jobs import JobSpec
 from herder.domain.models import Role
 from herder.domain.overrides import RunOverrides
@@ -51,7 +52,7 @@ def run_with_output(
     spec = JobSpec.model_validate({"runtime": "shell", "command": "true", "replicas": replicas,
                                    "resources": {"cpu": 1}})  # fmt: skip
     job_id = world.store.jobs.create(owner, f"j{random.random()}", spec).id
-    run, _ = world.store.runs.submit(owner, job_id, RunOverrides())
+    run, _ = submit(world.store, owner, job_id, RunOverrides())
     worker_id = world.worker()
     if claimed_at is not None:
         world.clock.moment = claimed_at

@@ -20,6 +20,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from herder.api.app import create_app
+from herder.app.submit import submit
 from herder.control.maintenance import Maintenance
 from herder.domain.errors import NotFound
 from herder.domain.history import slice_of
@@ -69,7 +70,7 @@ class World:
         if job_id is None:
             spec = JobSpec.model_validate({"runtime": "shell", "command": "true"})
             job_id = self.store.jobs.create(owner, f"j{random.random()}", spec).id
-        run, _ = self.store.runs.submit(owner, job_id, RunOverrides())
+        run, _ = submit(self.store, owner, job_id, RunOverrides())
         return run.id
 
     def run_to_success(self, tenant_id: str | None = None) -> str:
@@ -221,9 +222,7 @@ def test_a_schedules_cold_runs_are_listed_by_its_id(world: World) -> None:
     schedule_id = world.store.schedules.create(
         world.tenant_id, job_id, schedule, world.clock.now() + timedelta(days=365)
     ).id
-    run, _ = world.store.runs.submit(
-        world.tenant_id, job_id, RunOverrides(), as_schedule=schedule_id
-    )
+    run, _ = submit(world.store, world.tenant_id, job_id, RunOverrides(), as_schedule=schedule_id)
     world.store.runs.cancel(world.tenant_id, run.id)  # ended: a live run stays hot
     world.history_of_the_old_week()  # other runs of the tenant, in the same slice
     world.go_cold()

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import func, select, text
 
+from herder.app.submit import submit
 from herder.clock import epoch_ms
 from herder.control.maintenance import Maintenance
 from herder.domain.errors import NotFound
@@ -50,7 +51,7 @@ class World:
 
     def submit(self, tenant_id: str | None = None) -> str:
         owner = tenant_id or self.tenant_id
-        run, _ = self.store.runs.submit(owner, self.job(owner), RunOverrides())
+        run, _ = submit(self.store, owner, self.job(owner), RunOverrides())
         return run.id
 
     def listed(self, tenant_id: str | None = None) -> set[str]:
@@ -206,7 +207,7 @@ def test_an_idempotency_key_holds_across_a_slice_boundary(world: World) -> None:
     for moment in (boundary - timedelta(milliseconds=1), boundary + timedelta(milliseconds=1)):
         world.clock.moment = moment
         submitted.append(
-            world.store.runs.submit(world.tenant_id, job_id, RunOverrides(), idempotency_key="k")
+            submit(world.store, world.tenant_id, job_id, RunOverrides(), idempotency_key="k")
         )
     (first, created), (again, created_again) = submitted
     assert (created, created_again) == (True, False)

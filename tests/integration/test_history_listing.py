@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from herder.app.submit import submit
 from herder.domain.jobs import JobSpec
 from herder.domain.listings import PageRequest, RunQuery
 from herder.domain.overrides import RunOverrides
@@ -39,8 +40,8 @@ def submit_over_the_years(store: Store, tenant_id: str, job_id: str, other_id: s
     made = []
     for weeks in WEEKS_AGO:
         clock.moment = NOW - timedelta(weeks=weeks)
-        made.append(store.runs.submit(tenant_id, job_id, RunOverrides())[0].id)
-        store.runs.submit(tenant_id, other_id, RunOverrides())
+        made.append(submit(store, tenant_id, job_id, RunOverrides())[0].id)
+        submit(store, tenant_id, other_id, RunOverrides())
     clock.moment = NOW
     return made[::-1]
 

@@ -8,18 +8,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
 
 from herder.api.ratelimit import SubmitLimiter
+from herder.app.hooks import HookRates, receive_delivery
 from herder.domain.alerts.webhooks import signature
 from herder.domain.errors import Unauthorized
-from herder.domain.hooks import UNVERIFIED_BURST, UNVERIFIED_PER_SECOND
-from herder.services import hooks
-from herder.services.hooks import HookRates
+from herder.domain.events import ReceivedEvent
+from herder.domain.hooks import UNVERIFIED_BURST, UNVERIFIED_PER_SECOND, Replayed
 from herder.store.hooks import HookRepository
 from tests.clocks import ManualClock
 from tests.integration.conftest import Api
@@ -238,19 +240,37 @@ def test_a_replay_that_raced_its_first_past_the_look_is_refused_by_the_unique_ke
 ) -> None:
     hook = make_hook(api, name="orders")
     trigger(api, "ship", "orders", "ship")
-    receiver = hooks.receiver(api.store, hook["id"])
     rates = HookRates(api.store.clock)
     body = json.dumps({"order": 1}).encode()
     signed = herder_headers(body, "d-1")
     replayed = {**signed, "X-Herder-Delivery": "d-2"}
-    # both look before either is accepted, as two requests at once would
-    first, second = (
-        hooks.verified_delivery(api.store, receiver, rates, headers.items(), body)
-        for headers in (signed, replayed)
-    )
-    assert hooks.deliver(api.store, receiver, first).duplicate is False
-    with pytest.raises(Unauthorized, match="replay"):
-        hooks.deliver(api.store, receiver, second)
+    # both look before either is accepted, as two requests at once would: the replay waits
+    # past its look (where it is charged) until the first is accepted
+    replay_looked, first_accepted = threading.Event(), threading.Event()
+    refused: list[Exception] = []
+
+    def receive(headers: dict[str, str], admit: Callable[[str, int], None]) -> ReceivedEvent:
+        return receive_delivery(api.store, rates, hook["id"], headers.items(), lambda: body, admit)
+
+    def replay_charged(tenant_id: str, submissions: int) -> None:
+        replay_looked.set()
+        assert first_accepted.wait(timeout=30)
+
+    def send_replay() -> None:
+        try:
+            receive(replayed, replay_charged)
+        except Unauthorized as error:
+            refused.append(error)
+
+    replay = threading.Thread(target=send_replay)
+    replay.start()
+    assert replay_looked.wait(timeout=30)
+    assert receive(signed, lambda tenant_id, submissions: None).duplicate is False
+    first_accepted.set()
+    replay.join(timeout=30)
+    assert len(refused) == 1
+    assert isinstance(refused[0], Replayed)
+    assert "replay" in str(refused[0])
     assert jobs_run(api) == ["ship"]
     recorded = sorted((d["delivery_id"], d["status"]) for d in deliveries(api, hook["id"]))
     assert recorded == [("d-1", "accepted"), ("d-2", "rejected")]

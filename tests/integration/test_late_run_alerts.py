@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from herder.app import submit as submission
 from herder.control.reaper import Reaper
 from herder.domain.alerts.rules import IncidentState, RuleKind
 from herder.domain.jobs import JobSpec
@@ -22,7 +23,7 @@ def job(world: World, **spec: object) -> str:  # noqa: F811
 
 
 def submit(world: World, job_id: str) -> str:  # noqa: F811
-    return world.store.runs.submit(world.tenant_id, job_id, RunOverrides())[0].id
+    return submission.submit(world.store, world.tenant_id, job_id, RunOverrides())[0].id
 
 
 def summaries(world: World) -> list[str]:  # noqa: F811

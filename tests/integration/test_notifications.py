@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from herder.app.submit import submit
 from herder.domain.jobs import JobSpec, Resources
 from herder.domain.overrides import RunOverrides
 from herder.store.database import Database
@@ -61,7 +62,7 @@ def test_a_listener_hears_new_work_and_news_for_a_worker(postgres_store: Store) 
         until_listening(store.database, listening)  # before anything is sent
         tenant = store.access.create_tenant("t")
         job = store.jobs.create(tenant.id, "j", JobSpec(runtime="shell", command="sleep 9"))
-        run, _ = store.runs.submit(tenant.id, job.id, RunOverrides())
+        run, _ = submit(store, tenant.id, job.id, RunOverrides())
         assert work.wait(5), "no notification of new work"
         token_id = store.access.authenticate_worker_token(store.access.create_worker_token("w"))
         worker, _secret = store.workers.register(

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 from sqlalchemy import select
 
+from herder.app.submit import submit
 from herder.control.reaper import Reaper
 from herder.domain.errors import Conflict, Gone
 from herder.domain.jobs import JobSpec, Resources
@@ -76,7 +77,7 @@ class ClaimProtocol(RuleBasedStateMachine):
 
     @rule()
     def submit(self) -> None:
-        self.store.runs.submit(self.tenant, self.job, RunOverrides())
+        submit(self.store, self.tenant, self.job, RunOverrides())
 
     def lost(self, worker: str) -> bool:
         with self.store.database.read() as connection:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from herder.app.submit import submit
 from herder.control.reaper import Reaper
 from herder.domain.jobs import JobSpec, Resources, RetryPolicy
 from herder.domain.listings import RunQuery
@@ -39,9 +40,7 @@ class World:
         ).id
 
     def submit(self, job_id: str, **overrides: object) -> str:
-        run, _ = self.store.runs.submit(
-            self.tenant_id, job_id, RunOverrides.model_validate(overrides)
-        )
+        run, _ = submit(self.store, self.tenant_id, job_id, RunOverrides.model_validate(overrides))
         return run.id
 
     def worker(self) -> str:

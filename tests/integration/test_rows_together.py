@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy import func, insert, select
 
+from herder.app.submit import submit
 from herder.domain.jobs import JobSpec
 from herder.domain.overrides import RunOverrides
 from herder.store.dialect import insert_rows, insert_rows_ignoring_duplicates
@@ -18,7 +19,7 @@ from herder.store.store import Store
 def test_rows_all_alike_are_each_written(store: Store) -> None:
     tenant = store.access.create_tenant("t").id
     job = store.jobs.create(tenant, "j", JobSpec(runtime="shell", command="true")).id
-    run, _ = store.runs.submit(tenant, job, RunOverrides())
+    run, _ = submit(store, tenant, job, RunOverrides())
     at = datetime(2026, 11, 21, tzinfo=UTC)
     row = {"run_id": run.id, "at": at, "actor": "test", "message": "the same line"}
     with store.database.write() as connection:

@@ -113,7 +113,7 @@ def test_the_check_sees_a_cycle() -> None:
     assert reaching(graph, "d") == {"a", "b", "c"}
 
 
-ABOVE_THE_STORE = ("herder.api", "herder.services", "herder.control", "herder.cli", "herder.worker")
+ABOVE_THE_STORE = ("herder.api", "herder.app", "herder.control", "herder.cli", "herder.worker")
 
 
 def test_no_store_module_imports_a_layer_above_the_store() -> None:

@@ -47,7 +47,7 @@ from herder.api.routers import (
     workflows,
 )
 from herder.api.wakeups import Wakeups
-from herder.services.hooks import HookRates
+from herder.app.hooks import HookRates
 from herder.settings import Settings
 from herder.store.notifications import listener_for
 from herder.store.store import Store

@@ -8,6 +8,7 @@ from typing import Annotated, Generic, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, computed_field
 
+from herder.domain.actors import user_actor
 from herder.domain.history import DEFAULT_RETENTION_DAYS
 from herder.domain.jobs import Capacity, JobSpec, Priority
 from herder.domain.schedules import ScheduleSpec
@@ -67,6 +68,11 @@ class Principal(_Record):
     key_id: str
     is_system: bool
     key_name: str = ""
+
+    @property
+    def actor(self) -> str:
+        """Who a run's events name as having done what this caller does."""
+        return user_actor(self.key_id)
 
 
 class ApiKey(_Record):

@@ -88,7 +88,7 @@ class Store:
         self.limits = LimitRepository(self.database, self.clock)
         self.triggers = TriggerRepository(self.database, self.clock)
         self.hooks = HookRepository(self.database, self.clock, keyring)
-        self.events = EventRepository(self.database, self.clock, self.rng, self.runs)
+        self.events = EventRepository(self.database, self.clock)
         self.queue = QueueRepository(self.database, self.clock)
         self.placement = PlacementRepository(self.database, self.clock)
         self.workflows = WorkflowRepository(self.database, self.clock)

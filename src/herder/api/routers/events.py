@@ -11,10 +11,10 @@ from herder.api.auth import Caller, StoreDep
 from herder.api.openapi import problems
 from herder.api.queries import Paging
 from herder.api.ratelimit import Submitter, admit
+from herder.app import events
 from herder.domain.events import Event as EventRecord
 from herder.domain.events import EventName, EventRequest, EventSummary, ReceivedEvent
 from herder.domain.models import Page
-from herder.services import events
 
 router = APIRouter(prefix="/v1/events", tags=["events"])
 
@@ -29,12 +29,10 @@ def send_event(
     steps its filters took (docs/events.md#what-an-event-may-cost). An ``id`` sent before
     answers 200 with the first event (``duplicate``), starting nothing."""
 
-    def charge(submissions: int) -> None:  # on this worker thread; the limiter is the loop's
-        more = events.more_submissions(store, caller.tenant_id, submissions)
-        if more:
-            anyio.from_thread.run(admit, caller, request, more)
+    def admit_more(submissions: int) -> None:  # on this worker thread; the limiter is the loop's
+        anyio.from_thread.run(admit, caller, request, submissions)
 
-    received = events.send(store, caller, body, charge)
+    received = events.send_event(store, caller, body, admit_more)
     if received.duplicate:
         response.status_code = status.HTTP_200_OK
     response.headers["Location"] = f"/v1/events/{received.event.id}"
@@ -49,9 +47,9 @@ def list_events(
     name: Annotated[EventName | None, Query(description="only events of this name")] = None,
 ) -> Page[EventSummary]:
     """Newest first, without payloads; kept 30 days."""
-    return events.list_events(store, caller.tenant_id, name=name, page=page)
+    return store.events.list(caller.tenant_id, name=name, page=page)
 
 
 @router.get("/{event_id}")
 def get_event(event_id: str, caller: Caller, store: StoreDep) -> EventRecord:
-    return events.read(store, caller.tenant_id, event_id)
+    return store.events.get(caller.tenant_id, event_id)

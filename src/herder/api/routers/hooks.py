@@ -15,12 +15,10 @@ from herder.api.etags import tagged, versions
 from herder.api.openapi import ETAG_HEADER, patch_body, problems
 from herder.api.queries import CursorPaging, Paging
 from herder.api.ratelimit import admit_tenant
-from herder.domain.errors import RateLimited
+from herder.app import hooks
 from herder.domain.events import ReceivedEvent
 from herder.domain.hooks import CreatedHook, Delivery, Hook, HookRequest, HookSpec, SecretChange
 from herder.domain.models import Page
-from herder.services import events, hooks
-from herder.telemetry import metrics
 
 router = APIRouter(prefix="/v1/hooks", tags=["events"])
 
@@ -35,7 +33,7 @@ def create_hook(
 ) -> CreatedHook:
     """The hook and its URL; its signing secret (the one given — Stripe's ``whsec_…`` — or
     a new one) is in this answer only."""
-    hook = hooks.create(store, caller.tenant_id, body)
+    hook = store.hooks.create(caller.tenant_id, body)
     response.headers["Location"] = f"/v1/hooks/{hook.id}"
     return tagged(hook, response)
 
@@ -46,13 +44,13 @@ def list_hooks(
     store: StoreDep,
     page: Paging,
 ) -> Page[Hook]:
-    return hooks.list_hooks(store, caller.tenant_id, page=page)
+    return store.hooks.list(caller.tenant_id, page=page)
 
 
 @router.get("/{hook_id}", responses={200: ETAG_HEADER})
 def get_hook(hook_id: str, caller: Caller, store: StoreDep, response: Response) -> Hook:
     """By id or name; never its secret."""
-    return tagged(hooks.read(store, caller.tenant_id, hook_id), response)
+    return tagged(store.hooks.get(caller.tenant_id, hook_id), response)
 
 
 @router.patch(
@@ -66,14 +64,16 @@ def update_hook(
     changes: Annotated[dict[str, Any], Body(examples=[{"enabled": False}])],
     if_match: Annotated[str | None, Header(max_length=1024, description=IF_MATCH)] = None,
 ) -> Hook:
-    hook = hooks.update(store, caller.tenant_id, hook_id, changes, if_version=versions(if_match))
+    hook = hooks.update_hook(
+        store, caller.tenant_id, hook_id, changes, if_version=versions(if_match)
+    )
     return tagged(hook, response)
 
 
 @router.delete("/{hook_id}", status_code=status.HTTP_204_NO_CONTENT)
 def delete_hook(hook_id: str, caller: Writer, store: StoreDep) -> Response:
     """Its URL answers 404 from then on."""
-    hooks.delete(store, caller.tenant_id, hook_id)
+    store.hooks.delete(caller.tenant_id, hook_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -87,7 +87,7 @@ def rotate_secret(
     """A new signing secret (the sender's, given; else a new one) in this answer only; the
     URL stays. Deliveries signed with the old secret are refused from now on: give the
     sender the new one first where it can hold two (GitHub cannot; Stripe can roll)."""
-    return hooks.rotate(store, caller.tenant_id, hook_id, body.secret if body else None)
+    return store.hooks.rotate(caller.tenant_id, hook_id, body.secret if body else None)
 
 
 @router.get("/{hook_id}/deliveries")
@@ -99,7 +99,7 @@ def list_deliveries(
 ) -> Page[Delivery]:
     """Every request that got past the hook's rate, newest first, without bodies: accepted,
     a duplicate, or rejected and why."""
-    return hooks.deliveries(store, caller.tenant_id, hook_id, page=page)
+    return store.hooks.deliveries(caller.tenant_id, hook_id, page=page)
 
 
 @router.post(
@@ -122,25 +122,17 @@ async def deliver(
     starting nothing; 401 for a bad, missing or replayed signature or a header that signs or
     selects a delivery given twice; 429 past the hook's bound of those, or past the hook's
     or the tenant's rate. Only a verified delivery is charged to the tenant."""
-    receiver = await run_in_threadpool(hooks.receiver, store, hook_id)
-    rates = request.app.state.hook_rates
-    body = await request.body()
-    verified = await run_in_threadpool(
-        hooks.verified_delivery, store, receiver, rates, request.headers.items(), body
-    )
-    rates.take(receiver.hook)
-    try:
-        await admit_tenant(receiver.tenant_id, request, 1)
-    except RateLimited:
-        metrics.hook_refused(status.HTTP_429_TOO_MANY_REQUESTS)
-        raise
 
-    def charge(submissions: int) -> None:  # on the worker thread; the limiter is the loop's
-        more = events.more_submissions(store, receiver.tenant_id, submissions)
-        if more:
-            anyio.from_thread.run(admit_tenant, receiver.tenant_id, request, more)
+    def read_body() -> bytes:  # on the worker thread, once the hook is known
+        return anyio.from_thread.run(request.body)
 
-    received = await run_in_threadpool(hooks.deliver, store, receiver, verified, charge)
+    def admit(tenant_id: str, submissions: int) -> None:  # the limiter is the loop's
+        anyio.from_thread.run(admit_tenant, tenant_id, request, submissions)
+
+    received = await run_in_threadpool(
+        hooks.receive_delivery, store, request.app.state.hook_rates, hook_id,
+        request.headers.items(), read_body, admit,
+    )  # fmt: skip
     if received.duplicate:
         response.status_code = status.HTTP_200_OK
     return received

@@ -17,9 +17,9 @@ from herder.api.queries import Paging
 from herder.api.ratelimit import Submitter
 from herder.api.schemas import JobCreate, RunCreate
 from herder.app import jobs
+from herder.app.submit import submit
 from herder.domain.errors import Invalid
 from herder.domain.models import Job, Page, Run
-from herder.services import runs
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -103,13 +103,14 @@ def start_run(
     body = body or RunCreate()
     overrides = body.overrides()
     check_overrides(caller, overrides)
-    run, created = runs.submit(
+    run, created = submit(
         store,
-        caller,
+        caller.tenant_id,
         job_id,
         overrides,
         idempotency_key=idempotency_key,
-        schedule_id=body.schedule_id,
+        actor=caller.actor,
+        as_schedule=body.schedule_id,
     )
     if not created:
         response.status_code = status.HTTP_200_OK

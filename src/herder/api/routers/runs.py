@@ -24,11 +24,11 @@ from herder.api.schemas import (
     Submission,
 )
 from herder.app import checkpoints, logs
+from herder.app.submit import submit_many
 from herder.domain.errors import HerderError
 from herder.domain.listings import PageRequest, RunQuery
 from herder.domain.models import CheckpointInfo, Page, Run, RunDetail, RunEvent
 from herder.domain.states import RunState
-from herder.services import runs
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
 
@@ -64,7 +64,7 @@ def list_runs(
 ) -> Page[Run]:
     """Newest first. ``id_prefix`` finds a run from the start of its id, as a narrow table
     shows it."""
-    return runs.list_runs(store, caller.tenant_id, query)
+    return store.runs.list(caller.tenant_id, query)
 
 
 @router.post("/batch", responses=problems(429))
@@ -81,7 +81,9 @@ async def submit_batch(
     for index, one in enumerate(requests):
         check_overrides(caller, one.overrides, f"runs.{index}.")
     await admit(caller, request, len(body.runs))
-    submitted = await run_in_threadpool(runs.submit_many, store, caller, requests)
+    submitted = await run_in_threadpool(
+        submit_many, store, caller.tenant_id, requests, actor=caller.actor
+    )
     items = [
         _submission(index, one.run_id, one.created, one.error)
         for index, one in enumerate(submitted)
@@ -101,18 +103,18 @@ def _submission(
 
 @router.get("/{run_id}")
 def get_run(run_id: str, caller: Caller, store: StoreDep) -> RunDetail:
-    return runs.read(store, caller.tenant_id, run_id)
+    return store.runs.detail(caller.tenant_id, run_id)
 
 
 @router.get("/{run_id}/events")
 def run_events(run_id: str, caller: Caller, store: StoreDep) -> list[RunEvent]:
-    return runs.events(store, caller.tenant_id, run_id)
+    return store.runs.events(caller.tenant_id, run_id)
 
 
 @router.post("/{run_id}/cancel", responses=problems(409))
 def cancel_run(run_id: str, caller: Operator, store: StoreDep, response: Response) -> Run:
     """Ends a queued run at once (200); a running one is stopped by its worker (202)."""
-    run = runs.cancel(store, caller, run_id)
+    run = store.runs.cancel(caller.tenant_id, run_id, actor=caller.actor)
     if run.state is RunState.RUNNING:
         response.status_code = status.HTTP_202_ACCEPTED
     return run
@@ -125,7 +127,7 @@ def suspend_run(run_id: str, caller: Operator, store: StoreDep, response: Respon
     its checkpoint saved — and is ``suspended`` when they report (202, ``suspend_requested``).
     A suspended or suspending run answers as the first suspend did; an ended run, or one
     being cancelled, is a 409."""
-    run = runs.suspend(store, caller, run_id)
+    run = store.runs.suspend(caller.tenant_id, run_id, actor=caller.actor)
     if run.state is RunState.RUNNING:
         response.status_code = status.HTTP_202_ACCEPTED
     return run
@@ -136,14 +138,14 @@ def set_run_priority(run_id: str, body: PriorityChange, caller: Operator, store:
     """Moves a run not started yet (queued, pending, waiting to retry, suspended) to another
     class, keeping its place in time so aging goes on; above the tenant's ``max_priority``
     is a 422, a run started or ended a 409. Its events record who changed it."""
-    return runs.set_priority(store, caller, run_id, body.priority)
+    return store.runs.set_priority(caller.tenant_id, run_id, body.priority, actor=caller.actor)
 
 
 @router.post("/{run_id}/resume", responses=problems(409))
 def resume_run(run_id: str, caller: Operator, store: StoreDep) -> Run:
     """Queues a suspended run again, behind what queued meanwhile; held ``pending`` while its
     tenant is at ``max_queued``. Any run not suspended is a 409."""
-    return runs.resume(store, caller, run_id)
+    return store.runs.resume(caller.tenant_id, run_id, actor=caller.actor)
 
 
 @router.get("/{run_id}/checkpoint")
@@ -177,7 +179,7 @@ def rerun(run_id: str, caller: Submitter, store: StoreDep, response: Response) -
     """A new run of an ended run's spec, linked to it (``rerun_of``): how a dead run is
     retried by hand. A submission, counted against the tenant's submission rate (429), at
     the class its run ran at within today's ``max_priority`` (docs/flow-control.md)."""
-    run = runs.rerun(store, caller, run_id)
+    run = store.runs.rerun(caller.tenant_id, run_id, actor=caller.actor)
     response.headers["Location"] = f"/v1/runs/{run.id}"
     return run
 

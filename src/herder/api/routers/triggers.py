@@ -11,9 +11,9 @@ from herder.api.auth import Caller, StoreDep, Writer
 from herder.api.etags import tagged, versions
 from herder.api.openapi import ETAG_HEADER, patch_body, problems
 from herder.api.queries import Paging
+from herder.app import triggers
 from herder.domain.models import Page
 from herder.domain.triggers import Trigger, TriggerRequest, TriggerSpec
-from herder.services import triggers
 
 router = APIRouter(prefix="/v1/triggers", tags=["events"])
 
@@ -27,7 +27,7 @@ def create_trigger(
     """An event name, an optional filter (422 saying where it is wrong), and one job or
     workflow of the tenant (by name) with parameters read from the event."""
     spec = TriggerSpec.model_validate(body.model_dump(exclude={"name"}))
-    trigger = triggers.create(store, caller.tenant_id, body.name, spec)
+    trigger = store.triggers.create(caller.tenant_id, body.name, spec)
     response.headers["Location"] = f"/v1/triggers/{trigger.id}"
     return tagged(trigger, response)
 
@@ -38,13 +38,13 @@ def list_triggers(
     store: StoreDep,
     page: Paging,
 ) -> Page[Trigger]:
-    return triggers.list_triggers(store, caller.tenant_id, page=page)
+    return store.triggers.list(caller.tenant_id, page=page)
 
 
 @router.get("/{trigger_id}", responses={200: ETAG_HEADER})
 def get_trigger(trigger_id: str, caller: Caller, store: StoreDep, response: Response) -> Trigger:
     """By id or name."""
-    return tagged(triggers.read(store, caller.tenant_id, trigger_id), response)
+    return tagged(store.triggers.get(caller.tenant_id, trigger_id), response)
 
 
 @router.patch(
@@ -60,7 +60,7 @@ def update_trigger(
     changes: Annotated[dict[str, Any], Body(examples=[{"enabled": False}])],
     if_match: Annotated[str | None, Header(max_length=1024, description=IF_MATCH)] = None,
 ) -> Trigger:
-    trigger = triggers.update(
+    trigger = triggers.update_trigger(
         store, caller.tenant_id, trigger_id, changes, if_version=versions(if_match)
     )
     return tagged(trigger, response)
@@ -68,5 +68,5 @@ def update_trigger(
 
 @router.delete("/{trigger_id}", status_code=status.HTTP_204_NO_CONTENT)
 def delete_trigger(trigger_id: str, caller: Writer, store: StoreDep) -> Response:
-    triggers.delete(store, caller.tenant_id, trigger_id)
+    store.triggers.delete(caller.tenant_id, trigger_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
