@@ -295,9 +295,11 @@ def isolated_cluster(
 @pytest.fixture(scope="module", params=ISOLATIONS)
 def module_isolated_cluster(
     request: pytest.FixtureRequest, start_module_cluster: Callable[..., Cluster]
-) -> Cluster:
+) -> Iterator[Cluster]:
     """``isolated_cluster`` shared by a module's tests (``start_module_cluster``)."""
-    return _isolated(request.param, start_module_cluster)
+    started = _isolated(request.param, start_module_cluster)
+    yield started
+    started.stop_all()  # before the next isolation's
 
 
 @pytest.fixture
