@@ -5,7 +5,8 @@
 # addresses are the machine's, and they need a host with no other worker: every worker's
 # filter applies to every attempt's interface), then the others. The unit and integration
 # tests and the other system tests are spread over pytest-xdist workers, a module to a worker
-# (-n, --dist loadfile), each worker with its own databases and directories.
+# (-n, --dist loadfile), each worker with its own databases and directories; the longest
+# modules are handed out first (tests/conftest.py's order, kept by --no-loadscope-reorder).
 # Their PostgreSQL is a server of their own (scripts/test-postgres.sh), stopped at the end.
 # What the lint and the system tests say is shown when all are done; any failure fails the
 # whole. With arguments (PYTEST_ARGS: a path, -k, -n …) it is the lint, then one pytest over
@@ -59,6 +60,7 @@ system_tests() {  # first those on the outside host, on a host with no other wor
         --junitxml=.test-results/junit-outside.xml > .test-results/outside.log 2>&1
     local outside=$?
     .venv/bin/pytest tests/system -m "not outside_host" -n "$SYSTEM_PROCESSES" --dist loadfile \
+        --no-loadscope-reorder \
         --junitxml=.test-results/junit-system.xml > .test-results/system.log 2>&1 &&
         [ "$outside" -eq 0 ]
 }
@@ -67,6 +69,7 @@ export SYSTEM_PROCESSES
 (trap - INT; exec setsid -w bash -c system_tests) &
 pids+=($!)
 .venv/bin/pytest tests/unit tests/integration -n "$TEST_PROCESSES" --dist loadfile \
+    --no-loadscope-reorder \
     --junitxml=.test-results/junit.xml
 failed=$?
 for pid in "${pids[@]}"; do

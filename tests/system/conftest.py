@@ -1,5 +1,6 @@
 """Real processes: ``herder up``, ``herder server`` and ``herder worker``, on free ports,
-stopped and reaped after every test."""
+stopped and reaped after every test (``start_cluster``), or after the module whose tests
+share them (``start_module_cluster``: tests that neither kill nor reconfigure a cluster)."""
 
 from __future__ import annotations
 
@@ -117,6 +118,14 @@ class Cluster:
     def client(self) -> HerderClient:
         return HerderClient(self.url, self.credentials["api_key"])
 
+    def new_tenant(self) -> HerderClient:
+        """A client of a tenant of its own, made now (an admin of it): a clean slate on a
+        cluster other tests share."""
+        with self.client() as system_admin:
+            tenant = system_admin.create_tenant(f"tenant-{uuid.uuid4().hex[:12]}")
+            key = system_admin.create_api_key(tenant.id, role="admin")
+        return HerderClient(self.url, key)
+
     @property
     def worker_token(self) -> str:
         return (self.home / "worker-token").read_text().strip()
@@ -164,12 +173,10 @@ def _environment(home: Path, database_url: str, extra: dict[str, str]) -> dict[s
     }
 
 
-@pytest.fixture
-def start_cluster(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
-    """``start_cluster(database_url, embedded=False, scheduler=True, fast=False,
-    processes=1)``: a running ``herder server`` (with its control loops unless
-    ``scheduler=False``; ``processes`` API processes) or ``herder up``; ``fast`` shortens
-    heartbeats and leases for failure tests."""
+@contextlib.contextmanager
+def clusters_in(directory: Path) -> Iterator[Callable[..., Cluster]]:
+    """``start_cluster`` for one scope: its clusters' homes in ``directory``, every process
+    stopped and what killed workers left removed when the scope ends."""
     clusters: list[Cluster] = []
 
     def start(
@@ -181,7 +188,7 @@ def start_cluster(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
         environment: dict[str, str] | None = None,
         processes: int = 1,
     ) -> Cluster:
-        home = tmp_path / f"home-{len(clusters)}"
+        home = directory / f"home-{len(clusters)}"
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         extra = {**(FAST_FAILURE_DETECTION if fast else {}), **(environment or {})}
@@ -201,10 +208,33 @@ def start_cluster(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
         cluster.start_server()
         return cluster
 
-    yield start
-    for cluster in clusters:
-        cluster.stop_all()
-        remove_what_killed_workers_left(cluster.home)
+    try:
+        yield start
+    finally:
+        for cluster in clusters:
+            cluster.stop_all()
+            remove_what_killed_workers_left(cluster.home)
+
+
+@pytest.fixture
+def start_cluster(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
+    """``start_cluster(database_url, embedded=False, scheduler=True, fast=False,
+    processes=1)``: a running ``herder server`` (with its control loops unless
+    ``scheduler=False``; ``processes`` API processes) or ``herder up``; ``fast`` shortens
+    heartbeats and leases for failure tests. For a test that kills or reconfigures it."""
+    with clusters_in(tmp_path) as start:
+        yield start
+
+
+@pytest.fixture(scope="module")
+def start_module_cluster(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Callable[..., Cluster]]:
+    """``start_cluster`` for a module's fixture: a cluster its tests share, as none of them
+    kills or reconfigures it (a server start costs ~3 s of CPU, a worker's ~1 s). Each test
+    keeps its clean slate by a tenant of its own (``Cluster.new_tenant``) where it needs one."""
+    with clusters_in(tmp_path_factory.mktemp("clusters")) as start:
+        yield start
 
 
 def remove_what_killed_workers_left(home: Path) -> None:
@@ -245,20 +275,41 @@ ISOLATIONS = [
 ]
 
 
-@pytest.fixture(params=ISOLATIONS)
-def isolated_cluster(
-    request: pytest.FixtureRequest, start_cluster: Callable[..., Cluster]
-) -> Cluster:
+def _isolated(isolation: str, start_cluster: Callable[..., Cluster]) -> Cluster:
     """``herder up`` (its local worker sandboxes), or a server and an isolation none worker."""
-    if request.param == "sandbox":
+    if isolation == "sandbox":
         return start_cluster(embedded=True)
     started = start_cluster()
     started.start_worker("trusted", "--isolation", "none")
     return started
 
 
+@pytest.fixture(params=ISOLATIONS)
+def isolated_cluster(
+    request: pytest.FixtureRequest, start_cluster: Callable[..., Cluster]
+) -> Cluster:
+    """``herder up`` (its local worker sandboxes), or a server and an isolation none worker."""
+    return _isolated(request.param, start_cluster)
+
+
+@pytest.fixture(scope="module", params=ISOLATIONS)
+def module_isolated_cluster(
+    request: pytest.FixtureRequest, start_module_cluster: Callable[..., Cluster]
+) -> Iterator[Cluster]:
+    """``isolated_cluster`` shared by a module's tests (``start_module_cluster``)."""
+    started = _isolated(request.param, start_module_cluster)
+    yield started
+    started.stop_all()  # before the next isolation's
+
+
 @pytest.fixture
 def system_postgres_url(postgres_template: str) -> Iterator[str]:
+    yield from fresh_postgres_url(postgres_template)
+
+
+@pytest.fixture(scope="module")
+def module_postgres_url(postgres_template: str) -> Iterator[str]:
+    """A PostgreSQL database for a module's shared cluster."""
     yield from fresh_postgres_url(postgres_template)
 
 

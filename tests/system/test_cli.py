@@ -1,4 +1,5 @@
-"""The CLI: tables for people, JSON for scripts, and one clear line when something is wrong."""
+"""The CLI: tables for people, JSON for scripts, and one clear line when something is wrong.
+One ``herder up`` serves the module (no test stops or reconfigures it)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,11 @@ import pytest
 from tests.system.conftest import HERDER, Cluster, free_port
 
 pytestmark = pytest.mark.system
+
+
+@pytest.fixture(scope="module")
+def cluster(start_module_cluster: Callable[..., Cluster]) -> Cluster:
+    return start_module_cluster(embedded=True)
 
 
 def herder(home: Path, *args: str, **environment: str) -> subprocess.CompletedProcess[str]:
@@ -34,10 +40,7 @@ def assert_one_clear_line(result: subprocess.CompletedProcess[str], words: str) 
     assert words in lines[0]
 
 
-def test_a_job_and_its_run_from_the_command_line(
-    start_cluster: Callable[..., Cluster], tmp_path: Path
-) -> None:
-    cluster = start_cluster(embedded=True)
+def test_a_job_and_its_run_from_the_command_line(cluster: Cluster, tmp_path: Path) -> None:
     script = tmp_path / "hello.py"
     script.write_text("print('Hello World!')\n")
     created = herder(cluster.home, "job", "create", "hello", "--file", str(script), "--json")
@@ -55,13 +58,10 @@ def test_a_job_and_its_run_from_the_command_line(
     assert "queued → running" in shown.stdout
 
 
-def test_errors_are_one_line_without_a_traceback(
-    start_cluster: Callable[..., Cluster], tmp_path: Path
-) -> None:
+def test_errors_are_one_line_without_a_traceback(cluster: Cluster, tmp_path: Path) -> None:
     down = herder(tmp_path, "job", "list", HERDER_URL=f"http://127.0.0.1:{free_port()}",
                   HERDER_API_KEY="key_x.y")  # fmt: skip
     assert_one_clear_line(down, "cannot reach the Herder server")
-    cluster = start_cluster(embedded=True)
     wrong_key = herder(cluster.home, "job", "list", HERDER_API_KEY="key_01.nope")
     assert_one_clear_line(wrong_key, "unknown or revoked API key")
     invalid = herder(cluster.home, "job", "create", "x", "--command", "true", "--timeout", "999999")

@@ -66,11 +66,17 @@ def test_the_image_config_runs_on_the_image_root(
     assert output == "from the top layer in /app with hello from the image\n"
 
 
+@pytest.fixture(scope="module")
+def cluster(start_module_cluster: Callable[..., Cluster]) -> Cluster:
+    """``herder up`` for the tests that neither reconfigure it nor run an image another of
+    them runs (the worker builds an image's root once, and would not build it again)."""
+    return start_module_cluster(embedded=True)
+
+
 def test_the_job_overrides_the_image_inside_the_same_sandbox(
-    start_cluster: Callable[..., Cluster], tmp_path: Path
+    cluster: Cluster, tmp_path: Path
 ) -> None:
-    cluster = start_cluster(embedded=True)
-    with cluster.client() as herder:
+    with cluster.new_tenant() as herder:
         artifact = upload(herder, tmp_path, "busybox.tar", busybox_image().oci_archive())
         spec = {
             "runtime": "image",
@@ -94,12 +100,11 @@ def test_the_job_overrides_the_image_inside_the_same_sandbox(
 
 
 def test_another_tenants_config_with_stand_in_layers_never_gets_its_root(
-    start_cluster: Callable[..., Cluster], tmp_path: Path
+    cluster: Cluster, tmp_path: Path
 ) -> None:
     """Issue 40, item 8: tenant b uploads tenant a's exact config (a public image's config is
     public) with empty stand-in layers. The worker had a root built for that config and gave
     it to b, whose job printed a's key: a root is now found by the layers too."""
-    cluster = start_cluster(embedded=True)
     with cluster.client() as admin:
         keys = {name: admin.create_api_key(admin.create_tenant(name).id)
                 for name in ("tenant-a", "tenant-b")}  # fmt: skip

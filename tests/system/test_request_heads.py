@@ -57,13 +57,18 @@ def ready(url: str) -> int:
     return status
 
 
-@pytest.fixture(params=["server", pytest.param("processes", marks=pytest.mark.postgres)])
-def cluster(request: pytest.FixtureRequest, start_cluster: Callable[..., Cluster]) -> Cluster:
+@pytest.fixture(
+    scope="module", params=["server", pytest.param("processes", marks=pytest.mark.postgres)]
+)
+def cluster(
+    request: pytest.FixtureRequest, start_module_cluster: Callable[..., Cluster]
+) -> Cluster:
     """The two places a server is configured: ``server.serve`` (``herder server`` and
-    ``herder up`` alike) and the pre-forked children of ``--processes N``."""
+    ``herder up`` alike) and the pre-forked children of ``--processes N``; each shared by the
+    module's tests, which send it requests and never stop or reconfigure it."""
     if request.param == "processes":
-        return start_cluster(request.getfixturevalue("system_postgres_url"), processes=2)
-    return start_cluster()
+        return start_module_cluster(request.getfixturevalue("module_postgres_url"), processes=2)
+    return start_module_cluster()
 
 
 def test_a_huge_header_is_cut_off_early_while_others_are_served(cluster: Cluster) -> None:

@@ -20,14 +20,15 @@ from tests.task_runs import insert_task_run
 pytestmark = pytest.mark.system
 
 
-@pytest.fixture
-def cluster(isolated_cluster: Cluster) -> Cluster:
-    return isolated_cluster
+@pytest.fixture(scope="module")
+def cluster(module_isolated_cluster: Cluster) -> Cluster:
+    """One cluster of each isolation for the module: no test stops or reconfigures it."""
+    return module_isolated_cluster
 
 
 @pytest.fixture
 def herder(cluster: Cluster) -> Iterator[HerderClient]:
-    with cluster.client() as client:
+    with cluster.new_tenant() as client:
         yield client
 
 

@@ -1,4 +1,5 @@
-"""Every runtime runs a real program, never as root, in a private workspace."""
+"""Every runtime runs a real program, never as root, in a private workspace. One ``herder up``
+serves the module (no test stops or reconfigures it); each test is a tenant of its own."""
 
 from __future__ import annotations
 
@@ -17,6 +18,11 @@ from tests.system.conftest import Cluster
 from tests.system.outside import ECHO_PORT, OUTSIDE
 
 pytestmark = pytest.mark.system
+
+
+@pytest.fixture(scope="module")
+def cluster(start_module_cluster: Callable[..., Cluster]) -> Cluster:
+    return start_module_cluster(embedded=True)
 
 
 def run_and_read(herder: HerderClient, name: str, spec: dict[str, Any]) -> str:
@@ -38,10 +44,7 @@ def tar_gz(files: dict[str, bytes]) -> bytes:
     return buffer.getvalue()
 
 
-def test_each_runtime_runs_its_program(
-    start_cluster: Callable[..., Cluster], tmp_path: Path
-) -> None:
-    cluster = start_cluster(embedded=True)
+def test_each_runtime_runs_its_program(cluster: Cluster, tmp_path: Path) -> None:
     (tmp_path / "tool.sh").write_bytes(b'#!/bin/sh\necho "executable $1 $2"\n')
     (tmp_path / "main.py").write_text("import sys\nprint('python', *sys.argv[1:])\n")
     (tmp_path / "app.tar.gz").write_bytes(tar_gz({"bin/run.sh": b'echo "archive $@"\n'}))
@@ -49,7 +52,7 @@ def test_each_runtime_runs_its_program(
     with zipfile.ZipFile(zipped, "w") as archive:
         archive.writestr("hello.txt", "zipped hello\n")
     (tmp_path / "app.zip").write_bytes(zipped.getvalue())
-    with cluster.client() as herder:
+    with cluster.new_tenant() as herder:
         upload = {name: herder.upload_artifact(tmp_path / name).id for name in (
             "tool.sh", "main.py", "app.tar.gz", "app.zip"
         )}  # fmt: skip
@@ -74,13 +77,12 @@ def test_each_runtime_runs_its_program(
 
 
 def test_jobs_run_unprivileged_in_a_private_workspace_with_herder_variables(
-    start_cluster: Callable[..., Cluster],
+    cluster: Cluster,
 ) -> None:
-    cluster = start_cluster(embedded=True)
     command = (
         'id -u; stat -c %a "$PWD"; echo "$HERDER_RUN_ID $HERDER_ATTEMPT $HERDER_IDEMPOTENCY_KEY"'
     )
-    with cluster.client() as herder:
+    with cluster.new_tenant() as herder:
         job = herder.create_job("whoami", {"runtime": "shell", "command": command})
         run = herder.wait(herder.start_run(job.id, idempotency_key="k-1").id, timeout=30)
         uid, mode, variables = "".join(c.text for c in herder.logs(run.id).chunks).split("\n")[:3]
@@ -93,9 +95,8 @@ def test_jobs_run_unprivileged_in_a_private_workspace_with_herder_variables(
 @pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need a root worker")
 @pytest.mark.usefixtures("outside")  # a host beyond the worker, routed from it
 def test_a_job_reaches_the_network_only_when_allowed_and_never_the_api(
-    start_cluster: Callable[..., Cluster],
+    cluster: Cluster, tmp_path: Path
 ) -> None:
-    cluster = start_cluster(embedded=True)
     port = cluster.url.rsplit(":", 1)[1]
     probe = (
         "import socket\n"
@@ -103,8 +104,8 @@ def test_a_job_reaches_the_network_only_when_allowed_and_never_the_api(
         "    s = socket.socket(); s.settimeout(2)\n"
         "    print('reached' if s.connect_ex(target) == 0 else 'unreachable')\n"
     )
-    with cluster.client() as herder:
-        upload = herder.upload_artifact(_script(cluster.home, probe)).id
+    with cluster.new_tenant() as herder:
+        upload = herder.upload_artifact(_script(tmp_path, probe)).id
         outputs = {}
         for allowed in (False, True):
             job = herder.create_job(

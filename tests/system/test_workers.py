@@ -17,6 +17,14 @@ from tests.system.conftest import Cluster, processes_matching, wait_until
 pytestmark = pytest.mark.system
 
 
+@pytest.fixture(scope="module")
+def cluster(start_module_cluster: Callable[..., Cluster]) -> Cluster:
+    """A server and a worker for the tests that neither stop nor reconfigure them."""
+    started = start_module_cluster()
+    started.start_worker("w")
+    return started
+
+
 def test_two_workers_racing_for_200_runs_give_each_run_one_attempt(
     database_url: str, start_cluster: Callable[..., Cluster]
 ) -> None:
@@ -58,14 +66,10 @@ def test_two_workers_racing_for_200_runs_give_each_run_one_attempt(
     assert workers == 2
 
 
-def test_a_run_past_its_timeout_is_timed_out_and_leaves_no_process(
-    start_cluster: Callable[..., Cluster],
-) -> None:
-    cluster = start_cluster()
+def test_a_run_past_its_timeout_is_timed_out_and_leaves_no_process(cluster: Cluster) -> None:
     marker = f"{uuid.uuid4().int % 10**6 + 10**6}"  # a sleep length unique to this test
     command = f"setsid sleep {marker} & sleep {marker} & echo started; wait"
-    cluster.start_worker("w")
-    with cluster.client() as herder:
+    with cluster.new_tenant() as herder:
         job = herder.create_job(
             "slow", {"runtime": "shell", "command": command, "timeout_seconds": 1}
         )
@@ -77,13 +81,9 @@ def test_a_run_past_its_timeout_is_timed_out_and_leaves_no_process(
     wait_until(lambda: not processes_matching(f"sleep {marker}"), 5, "no sleep left behind")
 
 
-def test_cancelling_a_running_run_kills_it_within_a_second_or_two(
-    start_cluster: Callable[..., Cluster],
-) -> None:
-    cluster = start_cluster()
+def test_cancelling_a_running_run_kills_it_within_a_second_or_two(cluster: Cluster) -> None:
     marker = f"{uuid.uuid4().int % 10**6 + 2 * 10**6}"
-    cluster.start_worker("w")
-    with cluster.client() as herder:
+    with cluster.new_tenant() as herder:
         job = herder.create_job(
             "forever", {"runtime": "shell", "command": f"echo up; sleep {marker}"}
         )
