@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from herder.app import reports
 from herder.domain.jobs import Capacity
 from herder.domain.models import Assignment, Worker
 from herder.protocol import Completion, Directives, HeldAttempt, OutputChunk, ReportResult
@@ -76,7 +77,7 @@ def report(
     completions: Sequence[Completion],
 ) -> list[ReportResult]:
     """Output and completions; a result per completion and per refused attempt's output."""
-    return store.attempts.report(worker_id, output, completions)
+    return reports.report(store, worker_id, output, completions)
 
 
 def artifact(store: Store, worker_id: str, artifact_id: str) -> bytes:

@@ -15,8 +15,9 @@ from herder.domain.ids import new_id
 from herder.domain.lifecycle.changes import Changes, backfill_transition
 from herder.domain.listings import PageRequest
 from herder.domain.models import Page
-from herder.store.backfill_steps import advance_backfill, compiled, job_run_spec
+from herder.store.backfill_steps import compiled, job_run_spec, step_backfill
 from herder.store.database import Database
+from herder.store.follow_ups import follow_up
 from herder.store.owned import owned_row
 from herder.store.pagination import page_of
 from herder.store.schema import backfills, schedules
@@ -59,7 +60,8 @@ class BackfillRepository:
                     created_at=work.now,
                 )
             )
-            advance_backfill(work, backfill_id)
+            step_backfill(work, backfill_id)
+            follow_up(work)  # what its starts touched (a run that ended at once), before reading
             return self._get(work.connection, tenant_id, backfill_id)
 
     def get(self, tenant_id: str, backfill_id: str) -> Backfill:

@@ -34,7 +34,7 @@ from herder.store.jobs import JobRepository
 from herder.store.owned import owned_row
 from herder.store.pagination import page_from, page_records
 from herder.store.pools import check_usable, usable_pools
-from herder.store.queue_room import queue_room, room_after_release
+from herder.store.queue_room import queue_room, release_held
 from herder.store.runs.debouncing import debounced
 from herder.store.runs.facts import active_of_schedule, active_runs
 from herder.store.runs.limit_rooms import by_limits
@@ -377,7 +377,7 @@ class RunRepository:
             (active,) = active_runs(work.connection, [run_id])
             moved = work.apply(suspend(active, actor, work.now)).moved
             if moved and active.run.state is RunState.QUEUED:
-                room_after_release(work, tenant_id, actor=RELEASER)
+                release_held(work, tenant_id, actor=RELEASER)
             return self._get(work.connection, tenant_id, run_id)
 
     def set_priority(

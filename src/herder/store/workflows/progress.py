@@ -13,7 +13,7 @@ end, whose follow-up (``store.follow_ups``) frees its slot.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import Connection, func, select
 
@@ -32,13 +32,11 @@ from herder.domain.workflows.walk import (
     tallied_board,
     walk,
 )
-from herder.store.queue_room import room_after_release
+from herder.store.queue_room import release_held
 from herder.store.schema import runs, workflow_runs
+from herder.store.unit import Work
 from herder.store.workflows.definitions import dag_of
 from herder.store.workflows.waits import record_event_waits
-
-if TYPE_CHECKING:
-    from herder.store.work import Work
 
 
 def advance_run(work: Work, workflow_run_id: str) -> None:
@@ -59,7 +57,7 @@ def read_walk(work: Work, workflow_run_id: str) -> WalkFacts | None:
     row = lock(work.connection, workflow_run_id)
     if row is None:
         return None
-    room = room_after_release(work, row.tenant_id, actor=RELEASER)
+    room = release_held(work, row.tenant_id, actor=RELEASER)
     state = WorkflowRunState(row.state)
     if state is not WorkflowRunState.RUNNING:
         return None

@@ -5,7 +5,7 @@ pins, the workflow's ``max_active_runs``."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 from sqlalchemy import Connection, func, select
@@ -27,11 +27,9 @@ from herder.domain.workflows.waits import until_instant
 from herder.store.dialect import insert_ignoring_duplicates
 from herder.store.runs.facts import cancellable_runs
 from herder.store.schema import runs, workflow_runs, workflows
+from herder.store.unit import Work
 from herder.store.workflows.definitions import check_jobs, spec_of
 from herder.store.workflows.progress import advance_run, lock
-
-if TYPE_CHECKING:
-    from herder.store.work import Work
 
 
 def workflow_row(connection: Connection, tenant_id: str, workflow_id: str) -> Any:
