@@ -1,6 +1,7 @@
 """The worker protocol: a worker registers, then claims work, beats and reports with the
-secret it was given. Workers never touch the database; the store orchestrates each call in
-one unit of work."""
+secret it was given. Workers never touch the database; each call is one unit of work: the
+report's use case is ``herder.app.reports`` (routers reach it through here until the layer
+rule admits ``herder.app``), the others are still the store's."""
 
 from __future__ import annotations
 
