@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, insert, select, update
 
+from herder.app import reports
 from herder.app.submit import submit
 from herder.clock import epoch_ms
 from herder.control import webhooks
@@ -92,7 +93,7 @@ class World:
             attempt_id=assignment.attempt_id, attempt=assignment.attempt, outcome=outcome,
             exit_code=exit_code, reason=f"exit {exit_code}",
         )  # fmt: skip
-        (result,) = self.store.attempts.report(self.worker_id, [], [completion])
+        (result,) = reports.report(self.store, self.worker_id, [], [completion])
         assert result.status == 200
         self.clock.advance(1)
 

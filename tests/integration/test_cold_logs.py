@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select, text
 
+from herder.app import reports
 from herder.app.submit import submit
 from herder.domain.jobs import JobSpec
 from herder.domain.models import Role
@@ -65,8 +66,8 @@ def run_with_output(
                            b"rank %d: " % assignment.rank + data)
             for seq, (stream, data) in enumerate(OUTPUT)
         ]  # fmt: skip
-        world.store.attempts.report(worker_id, chunks, [])
-    world.store.attempts.report(worker_id, [], [
+        reports.report(world.store, worker_id, chunks, [])
+    reports.report(world.store, worker_id, [], [
         Completion(attempt_id=a.attempt_id, attempt=a.attempt, outcome=AttemptState.SUCCEEDED,
                    exit_code=0, reason="exit 0")
         for a in assignments

@@ -20,6 +20,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from herder.api.app import create_app
+from herder.app import reports
 from herder.app.submit import submit
 from herder.control.maintenance import Maintenance
 from herder.domain.errors import NotFound
@@ -83,7 +84,7 @@ class World:
             attempt_id=assignment.attempt_id, attempt=assignment.attempt,
             outcome=AttemptState.SUCCEEDED, exit_code=0, reason="exit 0",
         )  # fmt: skip
-        self.store.attempts.report(worker_id, [], [done])
+        reports.report(self.store, worker_id, [], [done])
         return run_id
 
     def worker(self) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 from prometheus_client import REGISTRY
 from sqlalchemy import select, update
 
+from herder.app import reports
 from herder.control.firer import Firer
 from herder.domain.cron import CronExpression, parse_timezone
 from herder.domain.deadlines import Deadline
@@ -48,7 +49,7 @@ def finish(world: World, worker_id: str, run_id: str) -> None:  # noqa: F811
     attempt = detail(world, run_id).attempts[-1]
     done = Completion(attempt_id=attempt.id, attempt=attempt.number,
                       outcome=AttemptState.SUCCEEDED, exit_code=0, reason="exit 0")  # fmt: skip
-    world.store.attempts.report(worker_id, [], [done])
+    reports.report(world.store, worker_id, [], [done])
 
 
 def test_a_running_run_past_its_deadline_is_reported_once_and_keeps_running(

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import func, select, text
 
+from herder.app import reports
 from herder.app.submit import submit
 from herder.clock import epoch_ms
 from herder.control.maintenance import Maintenance
@@ -77,7 +78,7 @@ class World:
             attempt_id=assignment.attempt_id, attempt=assignment.attempt,
             outcome=AttemptState.SUCCEEDED, exit_code=0, reason="exit 0",
         )  # fmt: skip
-        (result,) = self.store.attempts.report(worker_id, chunks if output else [], [done])
+        (result,) = reports.report(self.store, worker_id, chunks if output else [], [done])
         return result.status
 
     @property

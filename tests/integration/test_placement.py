@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select, update
 
+from herder.app import reports
 from herder.control.dispatcher import Dispatcher
 from herder.domain.placement.policy import plan
 from herder.domain.states import AttemptState
@@ -268,7 +269,7 @@ def test_gang_members_ending_at_the_same_moment_settle_the_run(
         )  # fmt: skip
         last_words = OutputChunk.of(member["attempt_id"], member["attempt"], 0, "stdout", b"bye\n")
         barrier.wait()
-        results = api.store.attempts.report(worker_id, [last_words], [done])
+        results = reports.report(api.store, worker_id, [last_words], [done])
         assert {result.status for result in results} <= {200, 409}
 
     for _ in range(5):

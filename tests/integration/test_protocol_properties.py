@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 from sqlalchemy import select
 
+from herder.app import reports
 from herder.app.submit import submit
 from herder.control.reaper import Reaper
 from herder.domain.errors import Conflict, Gone
@@ -106,7 +107,8 @@ class ClaimProtocol(RuleBasedStateMachine):
         if not self.given[worker]:
             return
         attempt = self.given[worker][pick % len(self.given[worker])]
-        (result,) = self.store.attempts.report(
+        (result,) = reports.report(
+            self.store,
             worker,
             [],
             [

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from herder.app import reports
 from herder.app.submit import submit
 from herder.control.reaper import Reaper
 from herder.domain.jobs import JobSpec, Resources, RetryPolicy
@@ -66,7 +67,7 @@ class World:
             attempt_id=assignment.attempt_id, attempt=assignment.attempt, outcome=outcome,
             exit_code=exit_code, reason=f"exit {exit_code}",
         )  # fmt: skip
-        (result,) = self.store.attempts.report(worker_id, [], [completion])
+        (result,) = reports.report(self.store, worker_id, [], [completion])
         return result
 
     def fail(self, worker_id: str, assignment: Assignment) -> None:

@@ -1,6 +1,7 @@
-"""The store has no import circle, and its unit of work imports no module that imports it:
-what follows a run's end is registered from above (``store.store``), not imported by
-``store.work``. Read from the source with ``ast``: typing-only imports count too."""
+"""The store has no import circle, and the unit of work's value (``store.unit``: ``Work`` and
+its applier) imports nothing that imports it, nor what follows an end: ``Work.apply`` notes
+the owners it touched and calls nothing back; the worklist is drained in the open
+(``store.follow_ups``). Read from the source with ``ast``: typing-only imports count too."""
 
 from __future__ import annotations
 
@@ -102,9 +103,19 @@ def test_the_store_has_no_import_cycle() -> None:
 
 def test_the_unit_of_work_imports_nothing_that_imports_it() -> None:
     graph = import_graph()
-    work = f"{PACKAGE}.work"
+    work = f"{PACKAGE}.unit"
     above = sorted(module for module in reaching(graph, work) if work in reaching(graph, module))
     assert above == []
+
+
+def test_the_applier_reaches_nothing_that_follows_an_end() -> None:
+    reached = reaching(import_graph(), f"{PACKAGE}.unit")
+    following = {
+        f"{PACKAGE}.follow_ups",
+        f"{PACKAGE}.workflows.progress",
+        f"{PACKAGE}.backfill_steps",
+    }
+    assert reached & following == set()
 
 
 def test_the_check_sees_a_cycle() -> None:
@@ -113,7 +124,14 @@ def test_the_check_sees_a_cycle() -> None:
     assert reaching(graph, "d") == {"a", "b", "c"}
 
 
-ABOVE_THE_STORE = ("herder.api", "herder.app", "herder.control", "herder.cli", "herder.worker")
+ABOVE_THE_STORE = (
+    "herder.api",
+    "herder.app",
+    "herder.services",
+    "herder.control",
+    "herder.cli",
+    "herder.worker",
+)
 
 
 def test_no_store_module_imports_a_layer_above_the_store() -> None:

@@ -19,6 +19,7 @@ from herder.domain.lifecycle.reap import (
 )
 from herder.domain.queue_room import RELEASER
 from herder.store.deadlines import judge_deadlines, next_deadline
+from herder.store.follow_ups import follow_up
 from herder.store.queue_room import release_all_held
 from herder.store.runs.due import mark_lost, more_waiting, next_due, read_due_ends, read_due_runs
 from herder.store.store import Store
@@ -46,8 +47,10 @@ class Reaper:
             work.settle(lost_with_worker(orphans, timeout) + overdue(ends.overdue), REAPER)
             due = read_due_runs(work)
             work.apply(requeue_due(due.retries, work.now) + expire(due.expiring, work.now))
+            follow_up(work)  # the workflow runs and backfills of the runs that ended move on
             more_held = release_all_held(work, actor=RELEASER)
             missed = judge_deadlines(work)
+            follow_up(work)  # and those of the runs and workflow runs past their deadline
             busy = more_waiting(ends, due) or more_held or missed.more
             upcoming = None if busy else _earliest(next_due(work, timeout), next_deadline(work))
             now = work.now

@@ -1,11 +1,13 @@
 """The worker protocol: a worker registers, then claims work, beats and reports with the
-secret it was given. Workers never touch the database; the store orchestrates each call in
-one unit of work."""
+secret it was given. Workers never touch the database; each call is one unit of work: the
+report's use case is ``herder.app.reports`` (routers reach it through here until the layer
+rule admits ``herder.app``), the others are still the store's."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from herder.app import reports
 from herder.domain.jobs import Capacity
 from herder.domain.models import Assignment, Worker
 from herder.protocol import Completion, Directives, HeldAttempt, OutputChunk, ReportResult
@@ -76,7 +78,7 @@ def report(
     completions: Sequence[Completion],
 ) -> list[ReportResult]:
     """Output and completions; a result per completion and per refused attempt's output."""
-    return store.attempts.report(worker_id, output, completions)
+    return reports.report(store, worker_id, output, completions)
 
 
 def artifact(store: Store, worker_id: str, artifact_id: str) -> bytes:

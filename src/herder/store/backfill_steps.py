@@ -6,7 +6,7 @@ active, each once (the schedule's unique key), at ``low`` priority; past the ten
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import Connection, func, select
 
@@ -32,12 +32,10 @@ from herder.domain.queue_room import RELEASER, QueueRoom, hold
 from herder.domain.schedules import ScheduleSpec
 from herder.domain.states import ACTIVE_RUN_STATES, RunState
 from herder.domain.workflows.states import ACTIVE_WORKFLOW_RUN_STATES
-from herder.store.queue_room import queue_room, room_after_release
+from herder.store.queue_room import queue_room, release_held
 from herder.store.schema import backfills, jobs, runs, schedules, workflow_runs
+from herder.store.unit import Work
 from herder.store.workflows.starts import start_in
-
-if TYPE_CHECKING:
-    from herder.store.work import Work
 
 
 def compiled(schedule: Any) -> tuple[CronExpression, Any, ScheduleSpec]:
@@ -46,23 +44,7 @@ def compiled(schedule: Any) -> tuple[CronExpression, Any, ScheduleSpec]:
     return expression, parse_timezone(spec.timezone), spec
 
 
-def advance_backfill(work: Work, backfill_id: str) -> None:
-    """Step the backfill; a step asked from inside its own (a workflow run it started ended
-    at once) is taken after it, on what that one left, so no step's tally is lost."""
-    if backfill_id in work.moving:
-        work.move_again.add(backfill_id)
-        return
-    work.moving.add(backfill_id)
-    try:
-        _step(work, backfill_id)
-        while backfill_id in work.move_again:
-            work.move_again.discard(backfill_id)
-            _step(work, backfill_id)
-    finally:
-        work.moving.discard(backfill_id)
-
-
-def _step(work: Work, backfill_id: str) -> None:
+def step_backfill(work: Work, backfill_id: str) -> None:
     """Start the backfill's next nominal times while fewer than ``max_active`` of its runs
     are active; finish it once the range is done and none is active. Which times are
     already run is the unique key's answer (schedule, nominal time): each time is tried,
@@ -75,7 +57,7 @@ def _step(work: Work, backfill_id: str) -> None:
     schedule = work.connection.execute(
         select(schedules).where(schedules.c.id == row.schedule_id)
     ).first()
-    room = room_after_release(work, row.tenant_id, actor=RELEASER)
+    room = release_held(work, row.tenant_id, actor=RELEASER)
     backfill = BackfillFacts(
         row.id, row.start, row.end, row.cursor, row.started, row.already_run, row.max_active,
         _active(work.connection, row, schedule),

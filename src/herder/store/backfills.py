@@ -6,17 +6,18 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from sqlalchemy import Connection, insert, select
+from sqlalchemy import Connection, select
 
 from herder.clock import Clock, epoch_ms
 from herder.domain.backfills import Backfill, BackfillRequest, BackfillState
 from herder.domain.errors import Conflict, Invalid
 from herder.domain.ids import new_id
-from herder.domain.lifecycle.changes import Changes, backfill_transition
+from herder.domain.lifecycle.changes import Changes, NewBackfill, backfill_transition
 from herder.domain.listings import PageRequest
 from herder.domain.models import Page
-from herder.store.backfill_steps import advance_backfill, compiled, job_run_spec
+from herder.store.backfill_steps import compiled, job_run_spec, step_backfill
 from herder.store.database import Database
+from herder.store.follow_ups import follow_up
 from herder.store.owned import owned_row
 from herder.store.pagination import page_of
 from herder.store.schema import backfills, schedules
@@ -45,21 +46,13 @@ class BackfillRepository:
             if schedule.job_id is not None:  # its runs must be able to start: 422 if not
                 job_run_spec(work.connection, schedule, spec)
             backfill_id = new_id("bkf", epoch_ms(work.now))
-            work.connection.execute(
-                insert(backfills).values(
-                    id=backfill_id,
-                    tenant_id=tenant_id,
-                    schedule_id=schedule_id,
-                    start=request.start,
-                    end=request.end,
-                    max_active=request.max_active,
-                    state=BackfillState.RUNNING,
-                    started=0,
-                    already_run=0,
-                    created_at=work.now,
-                )
-            )
-            advance_backfill(work, backfill_id)
+            new = NewBackfill(
+                backfill_id, tenant_id, schedule_id, request.start, request.end,
+                request.max_active,
+            )  # fmt: skip
+            work.apply(Changes(new_backfills=(new,)))
+            step_backfill(work, backfill_id)
+            follow_up(work)  # what its starts touched (a run that ended at once), before reading
             return self._get(work.connection, tenant_id, backfill_id)
 
     def get(self, tenant_id: str, backfill_id: str) -> Backfill:

@@ -18,10 +18,11 @@ from herder.domain.deadlines import UNKNOWN_SCHEDULE, Deadline, told_fire
 from herder.domain.lifecycle.cancel import Cause
 from herder.domain.lifecycle.missed import Missed, missed_message, missed_runs
 from herder.domain.lifecycle.reap import REAPER
+from herder.store.follow_ups import follow_up
 from herder.store.history.live import live_floor
 from herder.store.runs.facts import cancellable_runs
 from herder.store.schema import runs, schedules, workflow_runs
-from herder.store.work import Work
+from herder.store.unit import Work
 from herder.store.workflows.starts import cancel_in
 from herder.telemetry import metrics
 
@@ -54,6 +55,7 @@ def judge_deadlines(work: Work) -> MissedNow:
         else ([], set())
     )
     work.apply(missed_runs(missed, cancellable, workers, work.now))
+    follow_up(work)  # their workflow runs move on before any of those is judged
     for row in found_workflow_runs:
         one = missed_of(row, row.deadline, row.workflow_name, fires)
         if one.cancel:

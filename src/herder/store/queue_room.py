@@ -12,7 +12,6 @@ can deadlock, and its runs are held until the next release.
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import TYPE_CHECKING
 
 from sqlalchemy import func, select
 
@@ -20,9 +19,7 @@ from herder.domain.queue_room import UNLIMITED, QueueRoom, release
 from herder.domain.states import RunState
 from herder.store.history.live import live_floor
 from herder.store.schema import runs, tenants
-
-if TYPE_CHECKING:
-    from herder.store.work import Work
+from herder.store.unit import Work
 
 RELEASED_PER_PASS = 500  # held runs one reaper pass queues, whatever the tenants
 
@@ -74,10 +71,11 @@ def queue_rooms(
     return rooms
 
 
-def room_after_release(work: Work, tenant_id: str, *, actor: str) -> QueueRoom:
-    """Queue the tenant's held runs, oldest first, as many as its room takes; the room left
-    for new runs. A tenant without ``max_queued`` has nothing held but what was held before
-    its bound was lifted: the reaper's pass releases that."""
+def release_held(work: Work, tenant_id: str, *, actor: str) -> QueueRoom:
+    """Release the tenant's held runs, oldest first, as many as its room takes (a write:
+    they are queued); the room left for new runs. A tenant without ``max_queued`` has
+    nothing held but what was held before its bound was lifted: the reaper's pass releases
+    that."""
     room = queue_room(work, tenant_id)
     if room.max_queued is None:
         return room

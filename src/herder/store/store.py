@@ -23,7 +23,6 @@ from herder.store.cold.tier import ColdTier
 from herder.store.database import Database
 from herder.store.events import EventRepository
 from herder.store.fleet import FleetRepository
-from herder.store.follow_ups import move_owners_on
 from herder.store.forecast import ForecastRepository
 from herder.store.history.retention import HistoryRetention
 from herder.store.hooks import HookRepository
@@ -43,7 +42,7 @@ from herder.store.secrets import SecretRepository
 from herder.store.submit_buckets import SubmitBucketRepository
 from herder.store.triggers import TriggerRepository
 from herder.store.usage import UsageRepository
-from herder.store.work import Work, follow_ends_with, unit_of_work
+from herder.store.work import Work, unit_of_work
 from herder.store.workers import WorkerRepository
 from herder.store.workflows.definitions import WorkflowRepository
 from herder.store.workflows.runs import WorkflowRunRepository
@@ -66,7 +65,6 @@ class Store:
         self.clock = clock or SystemClock()
         self.rng = rng or random.Random()
         self.database = Database(url, pool_size=pool_size)
-        follow_ends_with(move_owners_on)  # workflow runs and backfills move on as runs end
         self.access = AccessRepository(self.database, self.clock)
         self.keys = KeyRepository(self.database, self.clock, self.access.forget_key)
         self.audit = AuditRepository(self.database, self.clock)
@@ -80,7 +78,7 @@ class Store:
         self.workers = WorkerRepository(self.database, self.clock, self.rng, self.secrets)
         self.logs = LogRepository(self.database, self.clock, cold)
         self.log_compaction = LogCompactionRepository(self.database, self.clock)
-        self.attempts = AttemptRepository(self.database, self.clock, self.rng)
+        self.attempts = AttemptRepository()
         self.leases = LeaseRepository(self.database, self.clock)
         self.schedules = ScheduleRepository(self.database, self.clock, self.rng, self.jobs)
         self.fleet = FleetRepository(self.database, self.clock)

@@ -141,6 +141,40 @@ class NewRun:
 
 
 @dataclass(frozen=True)
+class NewWorkflowRun:
+    """A workflow run to insert, ``running`` or ``queued`` under ``max_active_runs``. A
+    unique key (the tenant's idempotency key, or the schedule's nominal time) makes a repeat
+    insert nothing."""
+
+    id: str
+    tenant_id: str
+    workflow_id: str
+    workflow_name: str
+    version: int
+    state: WorkflowRunState
+    params: Mapping[str, Any]
+    jobs: Mapping[str, Any]  # the jobs it runs, as they were at its start
+    idempotency_key: str | None = None
+    schedule_id: str | None = None
+    scheduled_for: datetime | None = None
+    backfill_id: str | None = None
+    deadline: Mapping[str, Any] | None = None  # the deadline it runs under, as JSON
+    deadline_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class NewBackfill:
+    """A backfill of a schedule to insert, ``running`` from ``start`` to ``end``."""
+
+    id: str
+    tenant_id: str
+    schedule_id: str
+    start: datetime
+    end: datetime
+    max_active: int
+
+
+@dataclass(frozen=True)
 class Changes:
     new_runs: tuple[NewRun, ...] = ()
     attempt_ends: tuple[AttemptEnd, ...] = ()
@@ -154,6 +188,8 @@ class Changes:
     notices: frozenset[Notice] = field(default_factory=frozenset)
     workflow_run_moves: tuple[WorkflowRunMove, ...] = ()
     backfill_moves: tuple[BackfillMove, ...] = ()
+    new_workflow_runs: tuple[NewWorkflowRun, ...] = ()
+    new_backfills: tuple[NewBackfill, ...] = ()
 
     def __add__(self, other: Changes) -> Changes:
         return Changes(
@@ -167,6 +203,8 @@ class Changes:
             notices=self.notices | other.notices,
             workflow_run_moves=self.workflow_run_moves + other.workflow_run_moves,
             backfill_moves=self.backfill_moves + other.backfill_moves,
+            new_workflow_runs=self.new_workflow_runs + other.new_workflow_runs,
+            new_backfills=self.new_backfills + other.new_backfills,
         )
 
     @property
@@ -192,6 +230,8 @@ def combine(parts: Iterable[Changes]) -> Changes:
         notices=frozenset(notice for part in listed for notice in part.notices),
         workflow_run_moves=tuple(m for part in listed for m in part.workflow_run_moves),
         backfill_moves=tuple(move for part in listed for move in part.backfill_moves),
+        new_workflow_runs=tuple(new for part in listed for new in part.new_workflow_runs),
+        new_backfills=tuple(new for part in listed for new in part.new_backfills),
     )
 
 

@@ -29,7 +29,7 @@ from herder.store.history.retention import visible_runs_floor
 from herder.store.jobs import JobRepository
 from herder.store.owned import owned_row
 from herder.store.pagination import page_from, page_records
-from herder.store.queue_room import queue_room, room_after_release
+from herder.store.queue_room import queue_room, release_held
 from herder.store.runs.facts import active_runs
 from herder.store.runs.priority import max_priority, set_priority
 from herder.store.runs.submissions import (
@@ -237,7 +237,7 @@ class RunRepository:
             (active,) = active_runs(work.connection, [run_id])
             moved = work.apply(suspend(active, actor, work.now)).moved
             if moved and active.run.state is RunState.QUEUED:
-                room_after_release(work, tenant_id, actor=RELEASER)
+                release_held(work, tenant_id, actor=RELEASER)
             return self._get(work.connection, tenant_id, run_id)
 
     def set_priority(

@@ -28,7 +28,12 @@ from herder.store.dialect import (
 from herder.store.history.live import live_floor
 from herder.store.limits import record_run_keys, run_keys
 from herder.store.notifications import send
-from herder.store.runs.owner_writes import move_backfills, move_workflow_runs
+from herder.store.runs.owner_writes import (
+    insert_backfills,
+    insert_workflow_runs,
+    move_backfills,
+    move_workflow_runs,
+)
 from herder.store.schema import attempts, run_events, runs
 from herder.store.usage import charge_ended
 
@@ -40,11 +45,17 @@ class Applied:
     moved: frozenset[str]  # run ids
     workflow_runs_moved: frozenset[str] = frozenset()
     backfills_moved: frozenset[str] = frozenset()
+    workflow_runs_inserted: frozenset[str] = frozenset()
 
 
 def apply_changes(
     database: Database, connection: Connection, now: datetime, changes: Changes
 ) -> Applied:
+    # What owns runs first: a workflow run's or backfill's runs reference it.
+    workflow_runs_inserted = insert_workflow_runs(
+        database, connection, changes.new_workflow_runs, now
+    )
+    insert_backfills(connection, changes.new_backfills, now)
     inserted = _insert_runs(connection, changes.new_runs, now)
     ended = _end_attempts(connection, changes.attempt_ends, now)
     moved = _move_runs(connection, changes.moves)
@@ -69,6 +80,7 @@ def apply_changes(
         frozenset(moved),
         frozenset(workflow_runs_moved),
         frozenset(backfills_moved),
+        frozenset(workflow_runs_inserted),
     )
 
 

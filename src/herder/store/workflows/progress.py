@@ -13,13 +13,13 @@ end, whose follow-up (``store.follow_ups``) frees its slot.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import Connection, func, select
 
 from herder.clock import epoch_ms
 from herder.domain.ids import new_id
-from herder.domain.queue_room import RELEASER
+from herder.domain.queue_room import RELEASER, QueueRoom
 from herder.domain.workflows.states import WorkflowRunState
 from herder.domain.workflows.task_runs import PinnedRun
 from herder.domain.workflows.walk import (
@@ -32,19 +32,21 @@ from herder.domain.workflows.walk import (
     tallied_board,
     walk,
 )
-from herder.store.queue_room import room_after_release
+from herder.store.queue_room import release_held
 from herder.store.schema import runs, workflow_runs
+from herder.store.unit import Work
 from herder.store.workflows.definitions import dag_of
 from herder.store.workflows.waits import record_event_waits
-
-if TYPE_CHECKING:
-    from herder.store.work import Work
 
 
 def advance_run(work: Work, workflow_run_id: str) -> None:
     """Decide the run's pending tasks and apply the decision; end the run when every task
-    has ended."""
-    facts = read_walk(work, workflow_run_id)
+    has ended. Its tenant's held runs are released first, as room frees."""
+    row = lock(work.connection, workflow_run_id)
+    if row is None:
+        return
+    room = release_held(work, row.tenant_id, actor=RELEASER)
+    facts = read_walk(work, row, room)
     if facts is None:
         return
     changes = walk(facts, work.now, lambda: new_id("run", epoch_ms(work.now)))
@@ -53,19 +55,15 @@ def advance_run(work: Work, workflow_run_id: str) -> None:
         record_event_waits(work, facts.dag, changes.new_runs, applied.inserted)
 
 
-def read_walk(work: Work, workflow_run_id: str) -> WalkFacts | None:
-    """The walk's facts, the run locked (its tenant's held runs released first, as room
-    frees); None for a run that is not running."""
-    row = lock(work.connection, workflow_run_id)
-    if row is None:
-        return None
-    room = room_after_release(work, row.tenant_id, actor=RELEASER)
+def read_walk(work: Work, row: Any, room: QueueRoom) -> WalkFacts | None:
+    """The walk's facts of the locked run ``row``, with its tenant's ``room``; None for a
+    run that is not running."""
     state = WorkflowRunState(row.state)
     if state is not WorkflowRunState.RUNNING:
         return None
     repaired = frozenset(row.repaired_tasks or ())
     dag = dag_of(work.connection, row.workflow_id, row.version)
-    tallies = tallies_of(work.connection, workflow_run_id)
+    tallies = tallies_of(work.connection, row.id)
     wanted = outputs_wanted(dag, tallied_board(current_runs(tallies, row.repair, repaired)))
     return WalkFacts(
         workflow_run=pinned(row),
@@ -73,7 +71,7 @@ def read_walk(work: Work, workflow_run_id: str) -> WalkFacts | None:
         repaired_tasks=repaired,
         cancel_requested=row.cancel_requested,
         dag=dag,
-        task_runs=_with_outputs(work.connection, workflow_run_id, wanted),
+        task_runs=_with_outputs(work.connection, row.id, wanted),
         room=room,
         tallies=tallies,
     )

@@ -24,6 +24,7 @@ from herder.domain.workflows.spec import TaskKind
 from herder.domain.workflows.waits import approval_message
 from herder.domain.workflows.walk import board_of, current_runs, tallied_board
 from herder.store.database import Database
+from herder.store.follow_ups import follow_up
 from herder.store.owned import owned_row
 from herder.store.pagination import page_of
 from herder.store.schema import runs, workflow_runs
@@ -94,6 +95,7 @@ class WorkflowRunRepository:
             run_id = start_in(work, tenant_id, workflow_id, params, idempotency_key=idempotency_key)
             if run_id is None:  # the same key, committed meanwhile
                 raise Conflict(f"a run for Idempotency-Key {idempotency_key!r} was just made")
+            follow_up(work)
             return self._read(work.connection, tenant_id, run_id), True
 
     def get(self, tenant_id: str, workflow_run_id: str) -> WorkflowRunDetail:
@@ -156,6 +158,7 @@ class WorkflowRunRepository:
                     "can be cancelled"
                 )
             cancel_in(work, workflow_run_id, Cause(actor))
+            follow_up(work)  # what the applies touched, before it is read back
             return self._read(work.connection, tenant_id, workflow_run_id)
 
     def suspend(self, tenant_id: str, workflow_run_id: str, *, actor: str) -> WorkflowRun:
@@ -164,6 +167,7 @@ class WorkflowRunRepository:
         with unit_of_work(self._db, self._clock, self._rng) as work:
             self._read(work.connection, tenant_id, workflow_run_id)
             suspend_in(work, workflow_run_id, actor)
+            follow_up(work)  # what the applies touched, before it is read back
             return self._read(work.connection, tenant_id, workflow_run_id)
 
     def resume(self, tenant_id: str, workflow_run_id: str, *, actor: str) -> WorkflowRun:
@@ -172,6 +176,7 @@ class WorkflowRunRepository:
         with unit_of_work(self._db, self._clock, self._rng) as work:
             self._read(work.connection, tenant_id, workflow_run_id)
             resume_in(work, workflow_run_id, actor)
+            follow_up(work)  # what the applies touched, before it is read back
             return self._read(work.connection, tenant_id, workflow_run_id)
 
     def repair(
@@ -200,6 +205,7 @@ class WorkflowRunRepository:
             )
             work.apply(repair(facts, RepairRequest(token, tasks, dependents), work.now))
             advance_run(work, workflow_run_id)
+            follow_up(work)  # what the applies touched, before it is read back
             return self._read(work.connection, tenant_id, workflow_run_id)
 
     @staticmethod

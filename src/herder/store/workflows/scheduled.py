@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from sqlalchemy import select, update
 
@@ -22,10 +22,8 @@ from herder.store.schedule_events import (
     replaced_events,
 )
 from herder.store.schema import schedules, workflow_runs
+from herder.store.unit import Work
 from herder.store.workflows.starts import cancel_in, start_in
-
-if TYPE_CHECKING:
-    from herder.store.work import Work
 
 
 class DueSchedule(Protocol):

@@ -5,7 +5,7 @@ pins, the workflow's ``max_active_runs``."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 from sqlalchemy import Connection, func, select
@@ -16,6 +16,7 @@ from herder.domain.errors import Invalid, NotFound
 from herder.domain.ids import new_id
 from herder.domain.jobs import JobSpec
 from herder.domain.lifecycle.cancel import Cause, cancel_all
+from herder.domain.lifecycle.changes import Changes, NewWorkflowRun
 from herder.domain.states import ACTIVE_RUN_STATES
 from herder.domain.workflows.admission import SLOT_HOLDING, admission, admit, admitted_at_most
 from herder.domain.workflows.cancel import cancel_workflow_run
@@ -24,14 +25,11 @@ from herder.domain.workflows.spec import TaskSpec, WorkflowSpec, check_params
 from herder.domain.workflows.states import ACTIVE_WORKFLOW_RUN_STATES, WorkflowRunState
 from herder.domain.workflows.task_runs import task_run_spec
 from herder.domain.workflows.waits import until_instant
-from herder.store.dialect import insert_ignoring_duplicates
 from herder.store.runs.facts import cancellable_runs
 from herder.store.schema import runs, workflow_runs, workflows
+from herder.store.unit import Work
 from herder.store.workflows.definitions import check_jobs, spec_of
 from herder.store.workflows.progress import advance_run, lock
-
-if TYPE_CHECKING:
-    from herder.store.work import Work
 
 
 def workflow_row(connection: Connection, tenant_id: str, workflow_id: str) -> Any:
@@ -74,38 +72,28 @@ def start_in(
         if spec.max_active_runs is None
         else active_count(work.connection, workflow.id, *ACTIVE_WORKFLOW_RUN_STATES)
     )
-    state = admission(spec.max_active_runs, spec.concurrency, active)
-    run_id = new_id("wfrun", epoch_ms(work.now))
     deadline = None if backfill_id is not None else schedule_deadline or spec.deadline
-    inserted = work.connection.execute(
-        insert_ignoring_duplicates(
-            work.database,
-            workflow_runs,
-            id=run_id,
-            tenant_id=tenant_id,
-            workflow_id=workflow.id,
-            workflow_name=workflow.name,
-            version=workflow.version,
-            state=state,
-            params=values,
-            jobs=pinned,
-            idempotency_key=idempotency_key,
-            repair=0,
-            cancel_requested=False,
-            created_at=work.now,
-            started_at=work.now if state is WorkflowRunState.RUNNING else None,
-            schedule_id=schedule_id,
-            scheduled_for=scheduled_for,
-            backfill_id=backfill_id,
-            deadline=None if deadline is None else deadline.model_dump(mode="json"),
-            deadline_at=deadline_at(deadline, fired or work.now),
-        ).returning(workflow_runs.c.id)
-    ).scalar()
-    if inserted is None:
+    new = NewWorkflowRun(
+        id=new_id("wfrun", epoch_ms(work.now)),
+        tenant_id=tenant_id,
+        workflow_id=workflow.id,
+        workflow_name=workflow.name,
+        version=workflow.version,
+        state=admission(spec.max_active_runs, spec.concurrency, active),
+        params=values,
+        jobs=pinned,
+        idempotency_key=idempotency_key,
+        schedule_id=schedule_id,
+        scheduled_for=scheduled_for,
+        backfill_id=backfill_id,
+        deadline=None if deadline is None else deadline.model_dump(mode="json"),
+        deadline_at=deadline_at(deadline, fired or work.now),
+    )
+    if new.id not in work.apply(Changes(new_workflow_runs=(new,))).workflow_runs_inserted:
         return None
-    if state is WorkflowRunState.RUNNING:
-        advance_run(work, run_id)
-    return run_id
+    if new.state is WorkflowRunState.RUNNING:
+        advance_run(work, new.id)
+    return new.id
 
 
 def cancel_in(work: Work, workflow_run_id: str, cause: Cause) -> None:

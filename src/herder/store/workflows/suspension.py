@@ -4,8 +4,6 @@ set-based (``lifecycle.suspend``), as a cancel is (``starts.cancel_in``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from sqlalchemy import Connection, Select, func, select
 
 from herder.domain.lifecycle.suspend import Suspendable, resume_all, suspend_all
@@ -13,12 +11,10 @@ from herder.domain.queue_room import RELEASER
 from herder.domain.states import SUSPENDABLE_RUN_STATES, AttemptState, RunState
 from herder.domain.workflows.states import WorkflowRunState
 from herder.domain.workflows.suspend import resume_workflow_run, suspend_workflow_run
-from herder.store.queue_room import room_after_release
+from herder.store.queue_room import release_held
 from herder.store.schema import attempts, runs
+from herder.store.unit import Work
 from herder.store.workflows.progress import advance_run, lock
-
-if TYPE_CHECKING:
-    from herder.store.work import Work
 
 
 def suspend_in(work: Work, workflow_run_id: str, actor: str) -> None:
@@ -61,7 +57,7 @@ def resume_in(work: Work, workflow_run_id: str, actor: str) -> None:
         .scalars()
         .all()
     )
-    room = room_after_release(work, row.tenant_id, actor=RELEASER)
+    room = release_held(work, row.tenant_id, actor=RELEASER)
     work.apply(resume_all(suspended, room, actor, work.now))
     advance_run(work, workflow_run_id)
 

@@ -5,7 +5,7 @@ approval — each in the unit of work that decides it, which moves the workflow 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import Connection, delete, select
 
@@ -19,10 +19,8 @@ from herder.store.dialect import insert_rows
 from herder.store.history.live import live_floor
 from herder.store.owned import owned_row
 from herder.store.schema import run_waits, runs, workflow_runs
+from herder.store.unit import Work
 from herder.store.workflows.definitions import dag_of
-
-if TYPE_CHECKING:
-    from herder.store.work import Work
 
 WOKEN_PER_PASS = 500  # waiting runs one starter pass decides
 FORGOTTEN_PER_PASS = 5_000  # ended event waits one maintenance pass drops

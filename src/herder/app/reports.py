@@ -1,0 +1,62 @@
+"""A worker's report of its attempts — their output and how each ended — as one use case
+in one unit of work: output first, then endings, so an attempt's last words land before it
+ends. Each item is fenced by its attempt number (``lifecycle.settle``): a report from an
+attempt that is no longer current (a zombie) changes nothing and is recorded.
+
+Read → decide → apply → follow up → record, top to bottom: the walk from a task's end to
+its successor's start is this function and the worklist it drains (``store.follow_ups``).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+from herder.domain.actors import worker_actor
+from herder.domain.lifecycle.changes import combine
+from herder.domain.lifecycle.settle import Receipt, is_current, refusal, settle
+from herder.protocol import Completion, OutputChunk, ReportResult
+from herder.store.follow_ups import follow_up
+from herder.store.runs.facts import facts_of_attempts
+from herder.store.store import Store
+from herder.telemetry import metrics
+
+
+def report(
+    store: Store, worker_id: str, output: Sequence[OutputChunk], completions: Sequence[Completion]
+) -> list[ReportResult]:
+    """A result per completion and per refused attempt's output."""
+    by_attempt: dict[tuple[str, int], list[OutputChunk]] = defaultdict(list)
+    for chunk in output:
+        by_attempt[chunk.attempt_id, chunk.attempt].append(chunk)
+    named = {c.attempt_id for c in completions} | {key[0] for key in by_attempt}
+    with store.work() as work:
+        # Read: the attempts named and their runs (with their owners), locked when any ends.
+        runs, attempts = facts_of_attempts(work.connection, named, work.now, lock=bool(completions))
+        # Output of the current attempts lands first; a stale attempt's is refused.
+        refused = []
+        for (attempt_id, number), chunks in by_attempt.items():
+            if is_current(attempts.get(attempt_id), worker_id, number):
+                store.attempts.append_output(work, attempt_id, chunks)
+            else:
+                refused.append(
+                    refusal(attempts.get(attempt_id), worker_id, attempt_id, number, "output")
+                )
+        # Decide: how each attempt ended, and what its run does next (retry, end, …).
+        changes, settled = settle(
+            runs, attempts, [completion.ending(worker_id) for completion in completions],
+            actor=worker_actor(worker_id), now=work.now, rng=work.rng,
+        )  # fmt: skip
+        # Apply: one applier, set-based; it notes the owners of the runs it ended.
+        work.apply(combine([changes, *(part for part, _ in refused)]), facts=runs)
+        # Follow up: each workflow run moves on (its successors start), each backfill steps,
+        # until nothing is pending.
+        follow_up(work)
+    # Record.
+    metrics.zombie_reports(
+        sum(1 for _, item in refused if item.receipt is Receipt.STALE)
+        + sum(1 for item in settled if item.receipt is Receipt.STALE)
+    )
+    return [ReportResult.of(item) for _, item in refused] + [
+        ReportResult.of(item) for item in settled
+    ]
