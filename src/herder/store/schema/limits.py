@@ -10,13 +10,12 @@ from sqlalchemy import (
     Float,
     ForeignKey,
     Index,
-    Integer,
     String,
     Table,
     UniqueConstraint,
 )
 
-from herder.store.schema.base import ID, metadata
+from herder.store.schema.base import ID, metadata, owned_columns, stamp_columns, version_column
 from herder.store.types import AutoIncrementId, JsonColumn, UtcDateTime
 
 submit_buckets = Table(
@@ -34,13 +33,10 @@ submit_buckets = Table(
 limits = Table(
     "limits",
     metadata,
-    Column("id", ID, primary_key=True),
-    Column("tenant_id", ID, ForeignKey("tenants.id"), nullable=False),
-    Column("name", String(64), nullable=False),
+    *owned_columns(64),
     Column("spec", JsonColumn, nullable=False),
-    Column("created_at", UtcDateTime, nullable=False),
-    Column("updated_at", UtcDateTime, nullable=False),
-    Column("version", Integer, nullable=False, server_default="1"),
+    *stamp_columns(),
+    version_column(),
     UniqueConstraint("tenant_id", "name"),
 )
 
