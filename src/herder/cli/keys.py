@@ -8,8 +8,9 @@ from typing import Annotated
 
 import typer
 
+from herder.cli.answers import print_listing
 from herder.cli.common import JsonFlag, app, client, fail, out, print_json, when
-from herder.cli.ids import API_KEY, QuietFlag, full_id, id_table, quiet_ids, tenant_of
+from herder.cli.ids import API_KEY, QuietFlag, full_id, id_table, tenant_of
 from herder.cli.views import Field, Listing
 from herder.domain.models import ApiKey
 
@@ -78,12 +79,7 @@ def key_list(
     with client() as herder:
         tenant_id = tenant_of(herder, tenant).id if tenant else None
         page = herder.list_keys(tenant_id=tenant_id, limit=limit)
-    if as_json:
-        print_json(page)
-    elif quiet:
-        quiet_ids(key.id for key in page.items)
-    else:
-        out.print(_key_table(page.items))
+    print_listing(page, _key_table, as_json=as_json, quiet=quiet)
 
 
 @key_app.command("create")

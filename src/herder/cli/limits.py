@@ -8,8 +8,9 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
+from herder.cli.answers import print_created, print_listing
 from herder.cli.common import JsonFlag, app, client, fail, out, print_json, when
-from herder.cli.ids import LIMIT, QuietFlag, full_id, id_table, quiet_ids
+from herder.cli.ids import LIMIT, QuietFlag, full_id, id_table
 from herder.cli.views import Field, Listing, record_of
 from herder.domain.limits import DebounceKeep as DebounceKeeping
 from herder.domain.limits import Limit, LimitStrategy
@@ -130,12 +131,7 @@ def limit_create(
         created = herder.create_limit(
             name, _fields(max_running, rate, strategy, description, folds)
         )
-    if as_json:
-        print_json(created)
-    elif quiet:
-        quiet_ids([created.id])
-    else:
-        out.print(f"created limit [bold]{created.name}[/] ({created.id})")
+    print_created(created, "limit", as_json=as_json, quiet=quiet)
 
 
 @limit_app.command("list")
@@ -143,12 +139,7 @@ def limit_list(limit: int = 100, as_json: JsonFlag = False, quiet: QuietFlag = F
     """Your tenant's limits, newest first."""
     with client() as herder:
         page = herder.list_limits(limit=limit)
-    if as_json:
-        print_json(page)
-    elif quiet:
-        quiet_ids(limit.id for limit in page.items)
-    else:
-        out.print(_table(page.items))
+    print_listing(page, _table, as_json=as_json, quiet=quiet)
 
 
 @limit_app.command("show")

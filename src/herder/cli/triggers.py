@@ -12,8 +12,9 @@ import typer
 from rich.markup import escape
 from rich.text import Text
 
+from herder.cli.answers import print_created, print_listing
 from herder.cli.common import JsonFlag, app, client, fail, out, pairs, print_json, when
-from herder.cli.ids import TRIGGER, QuietFlag, full_id, id_table, quiet_ids
+from herder.cli.ids import TRIGGER, QuietFlag, full_id, id_table
 from herder.cli.views import Field, Listing, record_of
 from herder.client import ApiError
 from herder.domain.triggers import Trigger
@@ -114,12 +115,7 @@ def trigger_create(
     spec |= {"filter": filter_source, "enabled": enabled}
     with client() as herder, _filter_shown(filter_source):
         created = herder.create_trigger(name, spec)
-    if as_json:
-        print_json(created)
-    elif quiet:
-        quiet_ids([created.id])
-    else:
-        out.print(f"created trigger [bold]{created.name}[/] ({created.id})")
+    print_created(created, "trigger", as_json=as_json, quiet=quiet)
 
 
 @trigger_app.command("list")
@@ -131,12 +127,7 @@ def trigger_list(
     """Your tenant's triggers."""
     with client() as herder:
         page = herder.list_triggers(limit=limit)
-    if as_json:
-        print_json(page)
-    elif quiet:
-        quiet_ids(trigger.id for trigger in page.items)
-    else:
-        out.print(_table(page.items))
+    print_listing(page, _table, as_json=as_json, quiet=quiet)
 
 
 @trigger_app.command("show")

@@ -1,0 +1,72 @@
+"""How a command answers: JSON for scripts (``--json``), whole ids one a line for pipes
+(``-q``), else a table or a line for people — one shape for every kind's listings, creations
+and actions on one item."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
+from herder.cli.common import client, out
+from herder.cli.ids import IdKind, full_id, quiet_ids
+from herder.client import HerderClient
+from herder.domain.models import Page
+
+
+class Record(Protocol):
+    """An item as the API answers it: a model with an id."""
+
+    @property
+    def id(self) -> str: ...
+
+    def model_dump_json(self) -> str: ...
+
+
+class NamedRecord(Record, Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+Item = TypeVar("Item", bound=Record)
+Made = TypeVar("Made", bound=NamedRecord)
+
+
+def print_listing(
+    page: Page[Item], table: Callable[[list[Item]], Any], *, as_json: bool, quiet: bool
+) -> None:
+    """A listing's page: as JSON, as its items' whole ids, or as ``table`` draws them."""
+    if as_json:
+        out.print_json(page.model_dump_json())
+    elif quiet:
+        quiet_ids(item.id for item in page.items)
+    else:
+        out.print(table(page.items))
+
+
+def print_created(created: Made, noun: str, *, as_json: bool, quiet: bool, more: str = "") -> None:
+    """What a create made: as JSON, as its whole id, or ``created <noun> <name> (<id>)``."""
+    if as_json:
+        out.print_json(created.model_dump_json())
+    elif quiet:
+        quiet_ids([created.id])
+    else:
+        out.print(f"created {noun} [bold]{created.name}[/] ({created.id}){more}")
+
+
+def act_on(
+    kind: IdKind,
+    given: str,
+    act: Callable[[HerderClient, str], Item],
+    said: Callable[[Item], str],
+    *,
+    as_json: bool,
+) -> Item:
+    """Find the item ``given`` names (``ids.full_id``), ``act`` on it and print what it is
+    now: as JSON, or the line ``said`` makes of it. What ``act`` answered."""
+    with client() as herder:
+        done = act(herder, full_id(herder, kind, given))
+    if as_json:
+        out.print_json(done.model_dump_json())
+    else:
+        out.print(said(done))
+    return done
