@@ -75,10 +75,11 @@ class NamedRows(Generic[T]):
         connection: Connection,
         tenant_id: str | None,
         row_id: str,
-        name: str,
+        name: str | None,
         columns: Mapping[str, Any],
         now: datetime,
     ) -> T:
+        """Insert the row (a kind whose name is optional: ``name`` None, no name)."""
         values = {"id": row_id, "name": name, "created_at": now, "updated_at": now, **columns}
         if self.owned:
             values["tenant_id"] = tenant_id
