@@ -29,6 +29,7 @@ class NamedRecord(Record, Protocol):
 
 Item = TypeVar("Item", bound=Record)
 Made = TypeVar("Made", bound=NamedRecord)
+Answer = TypeVar("Answer")
 
 
 def print_listing(
@@ -53,6 +54,29 @@ def print_created(created: Made, noun: str, *, as_json: bool, quiet: bool, more:
         out.print(f"created {noun} [bold]{created.name}[/] ({created.id}){more}")
 
 
+def acted_on(
+    kind: IdKind, given: str, act: Callable[[HerderClient, str], Answer]
+) -> tuple[str, Answer]:
+    """Find the item ``given`` names (``ids.full_id``) and ``act`` on it: its whole id, and
+    what ``act`` answered."""
+    with client() as herder:
+        found = full_id(herder, kind, given)
+        return found, act(herder, found)
+
+
+def delete_named(
+    find: Callable[[HerderClient, str], NamedRecord],
+    delete: Callable[[HerderClient, str], object],
+    given: str,
+    noun: str,
+) -> None:
+    """Delete the item ``find`` finds by ``given``; say which, by name and id."""
+    with client() as herder:
+        found = find(herder, given)
+        delete(herder, found.id)
+    out.print(f"deleted {noun} {found.name} ({found.id})")
+
+
 def act_on(
     kind: IdKind,
     given: str,
@@ -63,8 +87,7 @@ def act_on(
 ) -> Item:
     """Find the item ``given`` names (``ids.full_id``), ``act`` on it and print what it is
     now: as JSON, or the line ``said`` makes of it. What ``act`` answered."""
-    with client() as herder:
-        done = act(herder, full_id(herder, kind, given))
+    _, done = acted_on(kind, given, act)
     if as_json:
         out.print_json(done.model_dump_json())
     else:

@@ -12,7 +12,7 @@ import typer
 from rich.markup import escape
 from rich.text import Text
 
-from herder.cli.answers import print_listing
+from herder.cli.answers import acted_on, print_listing
 from herder.cli.common import JsonFlag, app, client, fail, out, print_json, when
 from herder.cli.ids import HOOK, QuietFlag, full_id, id_table, short_ids
 from herder.cli.views import Field, Listing, record_of
@@ -195,9 +195,7 @@ def hook_update(
 @hook_app.command("delete")
 def hook_delete(hook: str) -> None:
     """Delete a hook: its URL answers 404 from then on."""
-    with client() as herder:
-        hook = full_id(herder, HOOK, hook)
-        herder.delete_hook(hook)
+    hook, _ = acted_on(HOOK, hook, HerderClient.delete_hook)
     out.print(f"deleted hook {hook}")
 
 

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from herder.cli.answers import print_created, print_listing
+from herder.cli.answers import delete_named, print_created, print_listing
 from herder.cli.common import JsonFlag, app, client, err, fail, out, pairs, print_json, when
 from herder.cli.deadline_options import DeadlineCancelOption, DeadlineOption, deadline_of
 from herder.cli.ids import QuietFlag, job_of, short_ids
@@ -22,6 +22,7 @@ from herder.cli.parameter_options import (
 )
 from herder.cli.uploads import upload_progress
 from herder.cli.views import Field, Listing, record_of
+from herder.client import HerderClient
 from herder.domain.images import command_warning
 from herder.domain.jobs import DEFAULT_STOP_GRACE_SECONDS
 from herder.domain.models import Job
@@ -223,7 +224,4 @@ def job_update(
 @job_app.command("delete")
 def job_delete(job: str) -> None:
     """Delete a job definition; its run history stays."""
-    with client() as herder:
-        found = job_of(herder, job)
-        herder.delete_job(found.id)
-    out.print(f"deleted job {found.name} ({found.id})")
+    delete_named(job_of, HerderClient.delete_job, job, "job")

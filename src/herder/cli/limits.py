@@ -8,10 +8,11 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from herder.cli.answers import print_created, print_listing
+from herder.cli.answers import acted_on, print_created, print_listing
 from herder.cli.common import JsonFlag, app, client, fail, out, print_json, when
 from herder.cli.ids import LIMIT, QuietFlag, full_id, id_table
 from herder.cli.views import Field, Listing, record_of
+from herder.client import HerderClient
 from herder.domain.limits import DebounceKeep as DebounceKeeping
 from herder.domain.limits import Limit, LimitStrategy
 
@@ -185,9 +186,7 @@ def limit_update(
 @limit_app.command("delete")
 def limit_delete(limit: str) -> None:
     """Delete a limit; refused while jobs, schedules or workflows name it."""
-    with client() as herder:
-        limit = full_id(herder, LIMIT, limit)
-        herder.delete_limit(limit)
+    limit, _ = acted_on(LIMIT, limit, HerderClient.delete_limit)
     out.print(f"deleted limit {limit}")
 
 

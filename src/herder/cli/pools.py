@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from herder.cli.answers import print_created, print_listing
+from herder.cli.answers import acted_on, print_created, print_listing
 from herder.cli.common import JsonFlag, app, client, fail, out, pairs, print_json, when
 from herder.cli.ids import (
     POOL,
@@ -227,9 +227,7 @@ def pool_autoscaling(pool: str, as_json: JsonFlag = False) -> None:
 def pool_delete(pool: str) -> None:
     """Delete a pool (system admins). Runs that name it wait, not lost, until a pool of that
     name exists again."""
-    with client() as herder:
-        pool = full_id(herder, POOL, pool)
-        herder.delete_pool(pool)
+    pool, _ = acted_on(POOL, pool, HerderClient.delete_pool)
     out.print(f"deleted pool {pool}")
 
 

@@ -12,11 +12,11 @@ import typer
 from rich.markup import escape
 from rich.text import Text
 
-from herder.cli.answers import print_created, print_listing
+from herder.cli.answers import acted_on, print_created, print_listing
 from herder.cli.common import JsonFlag, app, client, fail, out, pairs, print_json, when
 from herder.cli.ids import TRIGGER, QuietFlag, full_id, id_table
 from herder.cli.views import Field, Listing, record_of
-from herder.client import ApiError
+from herder.client import ApiError, HerderClient
 from herder.domain.triggers import Trigger
 
 trigger_app = typer.Typer(
@@ -177,7 +177,5 @@ def trigger_update(
 @trigger_app.command("delete")
 def trigger_delete(trigger: str) -> None:
     """Delete a trigger: its events start nothing more (those received stay)."""
-    with client() as herder:
-        trigger = full_id(herder, TRIGGER, trigger)
-        herder.delete_trigger(trigger)
+    trigger, _ = acted_on(TRIGGER, trigger, HerderClient.delete_trigger)
     out.print(f"deleted trigger {trigger}")

@@ -14,7 +14,7 @@ from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
-from herder.cli.answers import act_on, print_created, print_listing
+from herder.cli.answers import act_on, delete_named, print_created, print_listing
 from herder.cli.common import JsonFlag, app, client, err, fail, json_pairs, out, print_json, when
 from herder.cli.dag import definition_tasks, draw, run_tasks
 from herder.cli.deadline_options import deadline_line, deadline_words
@@ -276,10 +276,7 @@ def workflow_show(
 @workflow_app.command("delete")
 def workflow_delete(workflow: str) -> None:
     """Delete a workflow (by name or id)."""
-    with client() as herder:
-        found = workflow_of(herder, workflow)
-        herder.delete_workflow(found.id)
-    out.print(f"deleted workflow {found.name} ({found.id})")
+    delete_named(workflow_of, HerderClient.delete_workflow, workflow, "workflow")
 
 
 @workflow_app.command("run")
