@@ -306,13 +306,14 @@ def _stopping(doing: str) -> Callable[[Run], str]:
     return said
 
 
+def _rerun_said(run: Run) -> str:
+    return f"started run [bold]{run.id}[/], a re-run of {run.rerun_of}"
+
+
 @run_app.command("rerun")
 def run_rerun(run_id: str, as_json: JsonFlag = False) -> None:
     """Run an ended (say, dead) run again, as a new run linked to it."""
-    act_on(
-        RUN, run_id, HerderClient.rerun,
-        lambda run: f"started run [bold]{run.id}[/], a re-run of {run.rerun_of}", as_json=as_json,
-    )  # fmt: skip
+    act_on(RUN, run_id, HerderClient.rerun, _rerun_said, as_json=as_json)
 
 
 @run_app.command("cancel")

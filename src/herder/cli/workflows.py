@@ -335,6 +335,16 @@ def _is_now(run: WorkflowRun) -> str:
     return f"workflow run {run.id} is {run.state}"
 
 
+def _stopping(run: WorkflowRun) -> str:
+    return f"{_is_now(run)}: its running tasks are being stopped"
+
+
+def _cancelling(run: WorkflowRun) -> str:
+    if run.state.is_terminal:
+        return _is_now(run)
+    return f"cancelling workflow run {run.id}: its running tasks are being stopped"
+
+
 @workflow_app.command("cancel")
 def workflow_cancel(run_id: str, as_json: JsonFlag = False) -> None:
     """Cancel a workflow run.
@@ -342,12 +352,7 @@ def workflow_cancel(run_id: str, as_json: JsonFlag = False) -> None:
     Pending and queued tasks are cancelled at once, running ones when their workers have
     stopped them.
     """
-    act_on(
-        WORKFLOW_RUN, run_id, HerderClient.cancel_workflow_run,
-        lambda run: _is_now(run) if run.state.is_terminal
-        else f"cancelling workflow run {run.id}: its running tasks are being stopped",
-        as_json=as_json,
-    )  # fmt: skip
+    act_on(WORKFLOW_RUN, run_id, HerderClient.cancel_workflow_run, _cancelling, as_json=as_json)
 
 
 @workflow_app.command("suspend")
@@ -357,10 +362,7 @@ def workflow_suspend(run_id: str, as_json: JsonFlag = False) -> None:
     Its queued tasks are held and its running ones stopped by their workers, with the job's
     grace to save a checkpoint. It keeps its max_active_runs slot.
     """
-    act_on(
-        WORKFLOW_RUN, run_id, HerderClient.suspend_workflow_run,
-        lambda run: f"{_is_now(run)}: its running tasks are being stopped", as_json=as_json,
-    )  # fmt: skip
+    act_on(WORKFLOW_RUN, run_id, HerderClient.suspend_workflow_run, _stopping, as_json=as_json)
 
 
 @workflow_app.command("resume")
