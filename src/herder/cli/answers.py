@@ -44,6 +44,12 @@ def print_listing(
         out.print(table(page.items))
 
 
+def listed(listing: Callable[..., Page[Item]], **query: Any) -> Page[Item]:
+    """The page ``listing`` (a ``HerderClient`` method) answers ``query`` with."""
+    with client() as herder:
+        return listing(herder, **query)
+
+
 def print_created(created: Made, noun: str, *, as_json: bool, quiet: bool, more: str = "") -> None:
     """What a create made: as JSON, as its whole id, or ``created <noun> <name> (<id>)``."""
     if as_json:

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from herder.cli.answers import acted_on, print_created, print_listing
+from herder.cli.answers import acted_on, listed, print_created, print_listing
 from herder.cli.common import JsonFlag, app, client, fail, out, print_json, when
 from herder.cli.ids import LIMIT, QuietFlag, full_id, id_table
 from herder.cli.views import Field, Listing, record_of
@@ -138,16 +138,14 @@ def limit_create(
 @limit_app.command("list")
 def limit_list(limit: int = 100, as_json: JsonFlag = False, quiet: QuietFlag = False) -> None:
     """Your tenant's limits, newest first."""
-    with client() as herder:
-        page = herder.list_limits(limit=limit)
+    page = listed(HerderClient.list_limits, limit=limit)
     print_listing(page, _table, as_json=as_json, quiet=quiet)
 
 
 @limit_app.command("show")
 def limit_show(limit: str, as_json: JsonFlag = False) -> None:
     """A limit, by name, id or the start of its id."""
-    with client() as herder:
-        _show(herder.get_limit(full_id(herder, LIMIT, limit)), as_json)
+    _show(acted_on(LIMIT, limit, HerderClient.get_limit)[1], as_json)
 
 
 @limit_app.command("update")

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from herder.cli.answers import acted_on, print_created, print_listing
+from herder.cli.answers import acted_on, listed, print_created, print_listing
 from herder.cli.common import JsonFlag, app, client, fail, out, pairs, print_json, when
 from herder.cli.ids import (
     POOL,
@@ -142,8 +142,7 @@ def pool_create(
 def pool_list(limit: int = 100, as_json: JsonFlag = False, quiet: QuietFlag = False) -> None:
     """List pools, newest first: all of them for a system admin, else those your tenant may
     use."""
-    with client() as herder:
-        page = herder.list_pools(limit=limit)
+    page = listed(HerderClient.list_pools, limit=limit)
     print_listing(page, _pool_table, as_json=as_json, quiet=quiet)
 
 

@@ -7,10 +7,11 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from herder.cli.answers import print_created, print_listing
+from herder.cli.answers import listed, print_created, print_listing
 from herder.cli.common import JsonFlag, app, client, fail, out, print_json, when
 from herder.cli.ids import QuietFlag, id_table, tenant_of
 from herder.cli.views import Field, Listing, record_of
+from herder.client import HerderClient
 from herder.domain.models import Tenant
 from herder.domain.tenants import TenantQuotas
 
@@ -103,8 +104,7 @@ def _quota_changes(given: dict[str, float | None], clear: list[str]) -> dict[str
 @tenant_app.command("list")
 def tenant_list(limit: int = 100, as_json: JsonFlag = False, quiet: QuietFlag = False) -> None:
     """List tenants, newest first."""
-    with client() as herder:
-        page = herder.list_tenants(limit=limit)
+    page = listed(HerderClient.list_tenants, limit=limit)
     print_listing(page, _tenant_table, as_json=as_json, quiet=quiet)
 
 

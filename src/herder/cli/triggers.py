@@ -12,7 +12,7 @@ import typer
 from rich.markup import escape
 from rich.text import Text
 
-from herder.cli.answers import acted_on, print_created, print_listing
+from herder.cli.answers import acted_on, listed, print_created, print_listing
 from herder.cli.common import JsonFlag, app, client, fail, out, pairs, print_json, when
 from herder.cli.ids import TRIGGER, QuietFlag, full_id, id_table
 from herder.cli.views import Field, Listing, record_of
@@ -125,16 +125,14 @@ def trigger_list(
     quiet: QuietFlag = False,
 ) -> None:
     """Your tenant's triggers."""
-    with client() as herder:
-        page = herder.list_triggers(limit=limit)
+    page = listed(HerderClient.list_triggers, limit=limit)
     print_listing(page, _table, as_json=as_json, quiet=quiet)
 
 
 @trigger_app.command("show")
 def trigger_show(trigger: str, as_json: JsonFlag = False) -> None:
     """A trigger, by name, id or the start of its id, with its parameters."""
-    with client() as herder:
-        _show(herder.get_trigger(full_id(herder, TRIGGER, trigger)), as_json)
+    _show(acted_on(TRIGGER, trigger, HerderClient.get_trigger)[1], as_json)
 
 
 @trigger_app.command("update")

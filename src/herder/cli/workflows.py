@@ -14,7 +14,7 @@ from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
-from herder.cli.answers import act_on, delete_named, print_created, print_listing
+from herder.cli.answers import act_on, delete_named, listed, print_created, print_listing
 from herder.cli.common import JsonFlag, app, client, err, fail, json_pairs, out, print_json, when
 from herder.cli.dag import definition_tasks, draw, run_tasks
 from herder.cli.deadline_options import deadline_line, deadline_words
@@ -243,8 +243,7 @@ def workflow_list(
     quiet: QuietFlag = False,
 ) -> None:
     """List workflows."""
-    with client() as herder:
-        page = herder.list_workflows(name=name, limit=limit)
+    page = listed(HerderClient.list_workflows, name=name, limit=limit)
     print_listing(page, _workflow_table, as_json=as_json, quiet=quiet)
 
 
