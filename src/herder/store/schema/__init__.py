@@ -30,6 +30,7 @@ from herder.store.schema.base import (
     ended_index,
     missed_index,
     owned_columns,
+    serial_column,
     stamp_columns,
     version_column,
 )
@@ -243,7 +244,7 @@ attempts = Table(
 run_events = Table(
     "run_events",
     metadata,
-    Column("id", AutoIncrementId, primary_key=True, autoincrement=True),
+    serial_column(),
     Column("run_id", ID, ForeignKey("runs.id"), nullable=False),
     Column("at", UtcDateTime, nullable=False),
     Column("from_state", String(16)),
@@ -257,7 +258,7 @@ run_events = Table(
 log_chunks = Table(
     "log_chunks",
     metadata,
-    Column("id", AutoIncrementId, primary_key=True, autoincrement=True),
+    serial_column(),
     Column("attempt_id", ID, ForeignKey("attempts.id"), nullable=False),
     Column("seq", Integer, nullable=False),
     Column("stream", String(8), nullable=False),
@@ -312,7 +313,7 @@ schedules = Table(
 schedule_events = Table(
     "schedule_events",
     metadata,
-    Column("id", AutoIncrementId, primary_key=True, autoincrement=True),
+    serial_column(),
     Column("schedule_id", ID, ForeignKey("schedules.id", ondelete="CASCADE"), nullable=False),
     Column("at", UtcDateTime, nullable=False),
     Column("kind", String(16), nullable=False),  # fired, missed, skipped, replaced, paused, …

@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlalchemy import Column, ForeignKey, Index, Integer, MetaData, String, Table, and_
 
-from herder.store.types import UtcDateTime
+from herder.store.types import AutoIncrementId, UtcDateTime
 
 metadata = MetaData(
     naming_convention={
@@ -30,6 +30,11 @@ def owned_columns(name_length: int | None = None) -> list[Column[Any]]:
     if name_length is not None:
         columns.append(Column("name", String(name_length), nullable=False))
     return columns
+
+
+def serial_column() -> Column[int]:
+    """An id the database numbers in insertion order: a log's or a history's row."""
+    return Column("id", AutoIncrementId, primary_key=True, autoincrement=True)
 
 
 def stamp_columns() -> list[Column[Any]]:

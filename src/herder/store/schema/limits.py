@@ -15,8 +15,15 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-from herder.store.schema.base import ID, metadata, owned_columns, stamp_columns, version_column
-from herder.store.types import AutoIncrementId, JsonColumn, UtcDateTime
+from herder.store.schema.base import (
+    ID,
+    metadata,
+    owned_columns,
+    serial_column,
+    stamp_columns,
+    version_column,
+)
+from herder.store.types import JsonColumn, UtcDateTime
 
 submit_buckets = Table(
     "submit_buckets",
@@ -57,7 +64,7 @@ run_limit_keys = Table(
 limit_starts = Table(
     "limit_starts",
     metadata,
-    Column("id", AutoIncrementId, primary_key=True, autoincrement=True),
+    serial_column(),
     Column("limit_id", ID, nullable=False),
     Column("key", String(128), nullable=False),
     Column("started_at", UtcDateTime, nullable=False),
