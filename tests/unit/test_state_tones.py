@@ -115,7 +115,7 @@ def test_the_dashboard_scripts_keep_no_list_of_states() -> None:
     """Their state sets come from ``/ui/states.js``, written from the domain: a list of state
     names typed into a script would not follow the domain when a set changes."""
     texts = script_texts()
-    assert "overview.js" in texts and "repair.js" in texts
+    assert {"overview.js", "repair.js"} <= set(texts)
     for name, text in texts.items():
         for literal in SCRIPT_LIST.findall(text):
             strings = re.findall(r'"([^"]*)"', literal)

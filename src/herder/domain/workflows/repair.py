@@ -18,9 +18,7 @@ from herder.domain.workflows.states import WorkflowRunState
 from herder.domain.workflows.trigger_rules import UpstreamEnd
 
 DONE_RUN_STATES = frozenset(
-    state
-    for state in RunState
-    if upstream_end(state) in (UpstreamEnd.SUCCESS, UpstreamEnd.SKIPPED)
+    state for state in RunState if upstream_end(state) in (UpstreamEnd.SUCCESS, UpstreamEnd.SKIPPED)
 )
 """A task instance that ended so (succeeded or skipped) is not run again by a repair that
 names no tasks; the dashboard ticks the others."""
