@@ -1,8 +1,9 @@
 """The named definitions (limits, triggers, hooks, alert channels and rules, pools, secrets,
-jobs): created under a name unique to the tenant (or, for a tenantless kind, to the server),
-found by the keys the kind is found by (an id, a name, or either: names are lower case, ids
-are not, so the two never meet), listed newest first, changed in one transaction (under a
-version where the kind keeps one), renamed only to a free name, deleted."""
+jobs, schedules): created under a name unique to the tenant (or, for a tenantless kind, to
+the server), found by the keys the kind is found by (an id, a name, or either: names are
+lower case, ids are not, so the two never meet), listed newest first, changed in one
+transaction (under a version where the kind keeps one), renamed only to a free name,
+deleted."""
 
 from __future__ import annotations
 
