@@ -16,9 +16,10 @@ import pytest
 from herder.api.dashboard.routes import CONTENT_SECURITY_POLICY
 from herder.api.dashboard.state_module import PATH as STATES_PATH
 from herder.domain.state_tones import RUN_STATES_WORST_FIRST, TONE_OF_NAME
-from herder.domain.states import ACTIVE_RUN_STATES, FAILED_RUN_STATES, RunState
-from herder.domain.stats import MAX_MINUTES
+from herder.domain.states import ACTIVE_RUN_STATES, FAILED_RUN_STATES, LIVE_RUN_STATES, RunState
+from herder.domain.stats import MAX_MINUTES, Outcome
 from herder.domain.workflows.progress import WorkflowRunState
+from herder.domain.workflows.repair import DONE_RUN_STATES
 from tests.integration.conftest import Api
 from tests.integration.one_app import sqlite_app
 
@@ -94,6 +95,9 @@ def test_the_states_module_is_the_domains(api: Api) -> None:
     assert constants["ENDED_WORKFLOW_RUN_STATES"] == ended
     assert constants["TONE_OF_STATE"] == TONE_OF_NAME
     assert set(constants["FAILED_RUN_STATES"]) == FAILED_RUN_STATES
+    assert constants["LIVE_RUN_STATES"] == [state for state in RunState if state in LIVE_RUN_STATES]
+    assert set(constants["REPAIR_DONE_RUN_STATES"]) == DONE_RUN_STATES == {"succeeded", "skipped"}
+    assert constants["OUTCOMES"] == list(Outcome) == ["succeeded", "failed", "cancelled"]
     assert constants["ROLES_WEAKEST_FIRST"] == ["viewer", "operator", "developer", "admin"]
     assert constants["STATS_MAX_MINUTES"] == MAX_MINUTES
     code = [line for line in response.text.splitlines() if not line.startswith("//")]

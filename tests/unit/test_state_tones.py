@@ -94,6 +94,35 @@ def test_the_stylesheet_names_no_state() -> None:
         assert f"state-{name}" not in STYLESHEET
 
 
+# A list of string literals in a script: ``["a", "b"]`` (a ``new Set([...])`` too).
+SCRIPT_LIST = re.compile(r'\[\s*("[^"\n]*"(?:\s*,\s*"[^"\n]*")+)\s*,?\s*\]')
+SCRIPTS = files("herder.api.dashboard") / "static"
+
+
+def script_texts() -> dict[str, str]:
+    found = {}
+    folders = [SCRIPTS]
+    while folders:
+        for entry in folders.pop().iterdir():
+            if entry.is_dir():
+                folders.append(entry)
+            elif entry.name.endswith(".js"):
+                found[entry.name] = entry.read_text()
+    return found
+
+
+def test_the_dashboard_scripts_keep_no_list_of_states() -> None:
+    """Their state sets come from ``/ui/states.js``, written from the domain: a list of state
+    names typed into a script would not follow the domain when a set changes."""
+    texts = script_texts()
+    assert {"overview.js", "repair.js"} <= set(texts)
+    for name, text in texts.items():
+        for literal in SCRIPT_LIST.findall(text):
+            strings = re.findall(r'"([^"]*)"', literal)
+            states = [one for one in strings if one in TONE_OF_NAME]
+            assert len(states) < 2, f"{name} lists states by hand: [{literal}]"
+
+
 def test_the_cli_styles_each_tone() -> None:
     assert set(TONE_STYLES) == set(Tone)
     assert state_style("succeeded") == "green"

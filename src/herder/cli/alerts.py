@@ -9,6 +9,7 @@ from typing import Annotated, Any, Protocol, TypeVar
 
 import typer
 
+from herder.cli.answers import acted_on
 from herder.cli.common import JsonFlag, app, client, json_pairs, out, print_json, when
 from herder.cli.ids import (
     ALERT_CHANNEL,
@@ -146,17 +147,14 @@ def channel_list(limit: Limit = 100, as_json: JsonFlag = False, quiet: QuietFlag
 def channel_delete(channel: str) -> None:
     """Delete a channel (by name, id or the start of its id) and its deliveries; rules stop
     naming it."""
-    with client() as herder:
-        channel_id = full_id(herder, ALERT_CHANNEL, channel)
-        herder.delete_alert_channel(channel_id)
+    channel_id, _ = acted_on(ALERT_CHANNEL, channel, HerderClient.delete_alert_channel)
     out.print(f"deleted alert channel {channel_id}")
 
 
 @channel_app.command("test")
 def channel_test(channel: str) -> None:
     """Queue a signed test delivery; see it with 'herder alert deliveries'."""
-    with client() as herder:
-        delivery_id = herder.test_alert_channel(full_id(herder, ALERT_CHANNEL, channel))
+    _, delivery_id = acted_on(ALERT_CHANNEL, channel, HerderClient.test_alert_channel)
     out.print(f"queued test delivery {delivery_id}")
 
 
@@ -221,9 +219,7 @@ def rule_list(limit: Limit = 100, as_json: JsonFlag = False, quiet: QuietFlag = 
 @rule_app.command("delete")
 def rule_delete(rule: str) -> None:
     """Delete a rule (by name, id or the start of its id) and its incidents."""
-    with client() as herder:
-        rule_id = full_id(herder, ALERT_RULE, rule)
-        herder.delete_alert_rule(rule_id)
+    rule_id, _ = acted_on(ALERT_RULE, rule, HerderClient.delete_alert_rule)
     out.print(f"deleted alert rule {rule_id}")
 
 

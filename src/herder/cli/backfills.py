@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.progress import Progress
 
-from herder.cli.common import JsonFlag, client, fail, out, print_json, when
+from herder.cli.common import JsonFlag, client, fail, iso_moment, out, print_json, when
 from herder.cli.ids import SCHEDULE, full_id, workflow_of
 from herder.cli.schedules import schedule_app
 from herder.cli.workflows import workflow_app
@@ -23,13 +23,7 @@ Wait = Annotated[bool, typer.Option(help="show progress until every time has run
 
 
 def _moment(text: str, option: str) -> datetime:
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError as error:
-        raise fail(f"{option} {text!r} is not an ISO 8601 time") from error
-    if moment.tzinfo is None:
-        raise fail(f"{option} {text!r} needs an offset, e.g. {text}Z")
-    return moment
+    return iso_moment(text, option, " is not an ISO 8601 time")
 
 
 def _backfill(

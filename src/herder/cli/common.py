@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -100,6 +101,18 @@ def json_pairs(items: list[str], what: str) -> dict[str, Any]:
         except json.JSONDecodeError:
             values[key] = raw
     return values
+
+
+def iso_moment(text: str, option: str, problem: str) -> datetime:
+    """``text`` as an ISO 8601 time with an offset; else fail naming ``option`` and the text,
+    then ``problem`` (how a bad one is refused)."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError as error:
+        raise fail(f"{option} {text!r}{problem}") from error
+    if moment.tzinfo is None:
+        raise fail(f"{option} {text!r} needs an offset, e.g. {text}Z")
+    return moment
 
 
 def when(moment: object) -> str:

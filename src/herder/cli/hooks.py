@@ -12,8 +12,9 @@ import typer
 from rich.markup import escape
 from rich.text import Text
 
+from herder.cli.answers import acted_on, print_listing
 from herder.cli.common import JsonFlag, app, client, fail, out, print_json, when
-from herder.cli.ids import HOOK, QuietFlag, full_id, id_table, quiet_ids, short_ids
+from herder.cli.ids import HOOK, QuietFlag, full_id, id_table, short_ids
 from herder.cli.views import Field, Listing, record_of
 from herder.client import HerderClient
 from herder.domain.hooks import Hook, HookScheme
@@ -151,12 +152,7 @@ def hook_list(
     """Your tenant's hooks and their URLs (never a secret)."""
     with client() as herder:
         page = herder.list_hooks(limit=limit)
-        if as_json:
-            print_json(page)
-        elif quiet:
-            quiet_ids(hook.id for hook in page.items)
-        else:
-            out.print(_table(herder, page.items))
+        print_listing(page, lambda items: _table(herder, items), as_json=as_json, quiet=quiet)
 
 
 @hook_app.command("show")
@@ -199,9 +195,7 @@ def hook_update(
 @hook_app.command("delete")
 def hook_delete(hook: str) -> None:
     """Delete a hook: its URL answers 404 from then on."""
-    with client() as herder:
-        hook = full_id(herder, HOOK, hook)
-        herder.delete_hook(hook)
+    hook, _ = acted_on(HOOK, hook, HerderClient.delete_hook)
     out.print(f"deleted hook {hook}")
 
 

@@ -9,9 +9,10 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
+from herder.cli.answers import delete_named, print_created, print_listing
 from herder.cli.common import JsonFlag, app, client, err, fail, out, pairs, print_json, when
 from herder.cli.deadline_options import DeadlineCancelOption, DeadlineOption, deadline_of
-from herder.cli.ids import QuietFlag, job_of, quiet_ids, short_ids
+from herder.cli.ids import QuietFlag, job_of, short_ids
 from herder.cli.image_files import ImageArchive, image_archive
 from herder.cli.parameter_options import (
     ParamEnumOption,
@@ -21,6 +22,7 @@ from herder.cli.parameter_options import (
 )
 from herder.cli.uploads import upload_progress
 from herder.cli.views import Field, Listing, record_of
+from herder.client import HerderClient
 from herder.domain.images import command_warning
 from herder.domain.jobs import DEFAULT_STOP_GRACE_SECONDS
 from herder.domain.models import Job
@@ -157,12 +159,7 @@ def job_create(
         warning = command_warning(archived.entrypoint if archived else None, command)
         if warning is not None:
             err.print(f"warning: {warning}", highlight=False, markup=False, soft_wrap=True)
-    if as_json:
-        print_json(job)
-    elif quiet:
-        quiet_ids([job.id])
-    else:
-        out.print(f"created job [bold]{job.name}[/] ({job.id})")
+    print_created(job, "job", as_json=as_json, quiet=quiet)
 
 
 @job_app.command("list")
@@ -176,12 +173,7 @@ def job_list(
     """List jobs, newest first."""
     with client() as herder:
         page = herder.list_jobs(name=name, labels=pairs(label, "label"), limit=limit)
-    if as_json:
-        print_json(page)
-    elif quiet:
-        quiet_ids(job.id for job in page.items)
-    else:
-        out.print(_job_table(page.items))
+    print_listing(page, _job_table, as_json=as_json, quiet=quiet)
 
 
 @job_app.command("show")
@@ -232,7 +224,4 @@ def job_update(
 @job_app.command("delete")
 def job_delete(job: str) -> None:
     """Delete a job definition; its run history stays."""
-    with client() as herder:
-        found = job_of(herder, job)
-        herder.delete_job(found.id)
-    out.print(f"deleted job {found.name} ({found.id})")
+    delete_named(job_of, HerderClient.delete_job, job, "job")

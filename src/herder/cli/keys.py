@@ -8,8 +8,9 @@ from typing import Annotated
 
 import typer
 
-from herder.cli.common import JsonFlag, app, client, fail, out, print_json, when
-from herder.cli.ids import API_KEY, QuietFlag, full_id, id_table, quiet_ids, tenant_of
+from herder.cli.answers import print_listing
+from herder.cli.common import JsonFlag, app, client, iso_moment, out, print_json, when
+from herder.cli.ids import API_KEY, QuietFlag, full_id, id_table, tenant_of
 from herder.cli.views import Field, Listing
 from herder.domain.models import ApiKey
 
@@ -29,13 +30,7 @@ def moment(text: str, option: str, *, now: datetime, ahead: bool) -> datetime:
     if matched := _DURATION.match(text):
         span = timedelta(**{_UNITS[matched[2]]: int(matched[1])})
         return now + span if ahead else now - span
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError as error:
-        raise fail(f"{option} {text!r}: give 30m, 12h, 90d, 2w or an ISO 8601 time") from error
-    if parsed.tzinfo is None:
-        raise fail(f"{option} {text!r} needs an offset, e.g. {text}Z")
-    return parsed
+    return iso_moment(text, option, ": give 30m, 12h, 90d, 2w or an ISO 8601 time")
 
 
 def state(key: ApiKey, now: datetime) -> str:
@@ -78,12 +73,7 @@ def key_list(
     with client() as herder:
         tenant_id = tenant_of(herder, tenant).id if tenant else None
         page = herder.list_keys(tenant_id=tenant_id, limit=limit)
-    if as_json:
-        print_json(page)
-    elif quiet:
-        quiet_ids(key.id for key in page.items)
-    else:
-        out.print(_key_table(page.items))
+    print_listing(page, _key_table, as_json=as_json, quiet=quiet)
 
 
 @key_app.command("create")

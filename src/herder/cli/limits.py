@@ -8,9 +8,11 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
+from herder.cli.answers import acted_on, listed, print_created, print_listing
 from herder.cli.common import JsonFlag, app, client, fail, out, print_json, when
-from herder.cli.ids import LIMIT, QuietFlag, full_id, id_table, quiet_ids
+from herder.cli.ids import LIMIT, QuietFlag, full_id, id_table
 from herder.cli.views import Field, Listing, record_of
+from herder.client import HerderClient
 from herder.domain.limits import DebounceKeep as DebounceKeeping
 from herder.domain.limits import Limit, LimitStrategy
 
@@ -130,32 +132,20 @@ def limit_create(
         created = herder.create_limit(
             name, _fields(max_running, rate, strategy, description, folds)
         )
-    if as_json:
-        print_json(created)
-    elif quiet:
-        quiet_ids([created.id])
-    else:
-        out.print(f"created limit [bold]{created.name}[/] ({created.id})")
+    print_created(created, "limit", as_json=as_json, quiet=quiet)
 
 
 @limit_app.command("list")
 def limit_list(limit: int = 100, as_json: JsonFlag = False, quiet: QuietFlag = False) -> None:
     """Your tenant's limits, newest first."""
-    with client() as herder:
-        page = herder.list_limits(limit=limit)
-    if as_json:
-        print_json(page)
-    elif quiet:
-        quiet_ids(limit.id for limit in page.items)
-    else:
-        out.print(_table(page.items))
+    page = listed(HerderClient.list_limits, limit=limit)
+    print_listing(page, _table, as_json=as_json, quiet=quiet)
 
 
 @limit_app.command("show")
 def limit_show(limit: str, as_json: JsonFlag = False) -> None:
     """A limit, by name, id or the start of its id."""
-    with client() as herder:
-        _show(herder.get_limit(full_id(herder, LIMIT, limit)), as_json)
+    _show(acted_on(LIMIT, limit, HerderClient.get_limit)[1], as_json)
 
 
 @limit_app.command("update")
@@ -194,9 +184,7 @@ def limit_update(
 @limit_app.command("delete")
 def limit_delete(limit: str) -> None:
     """Delete a limit; refused while jobs, schedules or workflows name it."""
-    with client() as herder:
-        limit = full_id(herder, LIMIT, limit)
-        herder.delete_limit(limit)
+    limit, _ = acted_on(LIMIT, limit, HerderClient.delete_limit)
     out.print(f"deleted limit {limit}")
 
 

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
+from herder.cli.answers import acted_on, listed, print_created, print_listing
 from herder.cli.common import JsonFlag, app, client, fail, out, pairs, print_json, when
 from herder.cli.ids import (
     POOL,
@@ -18,7 +19,6 @@ from herder.cli.ids import (
     full_id,
     id_table,
     names_of,
-    quiet_ids,
     short_ids,
     tenant_of,
 )
@@ -135,26 +135,15 @@ def pool_create(
         if autoscaling is not None:
             spec["autoscaling"] = _autoscaling(autoscaling)
         created = herder.create_pool(name, spec)
-    if as_json:
-        print_json(created)
-    elif quiet:
-        quiet_ids([created.id])
-    else:
-        out.print(f"created pool [bold]{created.name}[/] ({created.id})")
+    print_created(created, "pool", as_json=as_json, quiet=quiet)
 
 
 @pool_app.command("list")
 def pool_list(limit: int = 100, as_json: JsonFlag = False, quiet: QuietFlag = False) -> None:
     """List pools, newest first: all of them for a system admin, else those your tenant may
     use."""
-    with client() as herder:
-        page = herder.list_pools(limit=limit)
-    if as_json:
-        print_json(page)
-    elif quiet:
-        quiet_ids(pool.id for pool in page.items)
-    else:
-        out.print(_pool_table(page.items))
+    page = listed(HerderClient.list_pools, limit=limit)
+    print_listing(page, _pool_table, as_json=as_json, quiet=quiet)
 
 
 @pool_app.command("show")
@@ -237,9 +226,7 @@ def pool_autoscaling(pool: str, as_json: JsonFlag = False) -> None:
 def pool_delete(pool: str) -> None:
     """Delete a pool (system admins). Runs that name it wait, not lost, until a pool of that
     name exists again."""
-    with client() as herder:
-        pool = full_id(herder, POOL, pool)
-        herder.delete_pool(pool)
+    pool, _ = acted_on(POOL, pool, HerderClient.delete_pool)
     out.print(f"deleted pool {pool}")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated
@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
+from herder.cli.answers import act_on, print_listing
 from herder.cli.common import (
     JsonFlag,
     app,
@@ -26,6 +27,7 @@ from herder.cli.common import (
 from herder.cli.deadline_options import deadline_line
 from herder.cli.ids import RUN, QuietFlag, full_id, job_of, quiet_ids, short_ids
 from herder.cli.views import Field, Listing, record_of
+from herder.client import HerderClient
 from herder.domain.jobs import Priority
 from herder.domain.models import CheckpointInfo, LogChunk, Run, RunDetail
 from herder.domain.states import RunState
@@ -259,12 +261,7 @@ def run_list(
     with client() as herder:
         job_id = job_of(herder, job).id if job else None
         page = herder.list_runs(job_id=job_id, states=state, limit=limit)
-    if as_json:
-        print_json(page)
-    elif quiet:
-        quiet_ids(run.id for run in page.items)
-    else:
-        out.print(_run_table(page.items))
+    print_listing(page, _run_table, as_json=as_json, quiet=quiet)
 
 
 @run_app.command("show")
@@ -294,66 +291,54 @@ def run_logs(
             _write_output(herder.logs_so_far(run_id, attempt=attempt))
 
 
+def _is_now(run: Run) -> str:
+    return f"run {run.id} is {run.state}"
+
+
+def _stopping(doing: str) -> Callable[[Run], str]:
+    """What a cancel or suspend says: a running run is stopped by its worker."""
+
+    def said(run: Run) -> str:
+        if run.state is RunState.RUNNING:
+            return f"{doing} run {run.id}: its worker is stopping it"
+        return _is_now(run)
+
+    return said
+
+
+def _rerun_said(run: Run) -> str:
+    return f"started run [bold]{run.id}[/], a re-run of {run.rerun_of}"
+
+
 @run_app.command("rerun")
 def run_rerun(run_id: str, as_json: JsonFlag = False) -> None:
     """Run an ended (say, dead) run again, as a new run linked to it."""
-    with client() as herder:
-        run_id = full_id(herder, RUN, run_id)
-        run = herder.rerun(run_id)
-    if as_json:
-        print_json(run)
-    else:
-        out.print(f"started run [bold]{run.id}[/], a re-run of {run_id}")
+    act_on(RUN, run_id, HerderClient.rerun, _rerun_said, as_json=as_json)
 
 
 @run_app.command("cancel")
 def run_cancel(run_id: str, as_json: JsonFlag = False) -> None:
     """Cancel a run: at once if queued; a running one is killed by its worker."""
-    with client() as herder:
-        run_id = full_id(herder, RUN, run_id)
-        run = herder.cancel_run(run_id)
-    if as_json:
-        print_json(run)
-    elif run.state is RunState.RUNNING:
-        out.print(f"cancelling run {run.id}: its worker is stopping it")
-    else:
-        out.print(f"run {run.id} is {run.state}")
+    act_on(RUN, run_id, HerderClient.cancel_run, _stopping("cancelling"), as_json=as_json)
 
 
 @run_app.command("suspend")
 def run_suspend(run_id: str, as_json: JsonFlag = False) -> None:
     """Hold a run until resumed: at once if waiting; a running one is stopped by its worker
     as a preemption (its stop grace, its checkpoint saved)."""
-    with client() as herder:
-        run_id = full_id(herder, RUN, run_id)
-        run = herder.suspend_run(run_id)
-    if as_json:
-        print_json(run)
-    elif run.state is RunState.RUNNING:
-        out.print(f"suspending run {run.id}: its worker is stopping it")
-    else:
-        out.print(f"run {run.id} is {run.state}")
+    act_on(RUN, run_id, HerderClient.suspend_run, _stopping("suspending"), as_json=as_json)
 
 
 @run_app.command("priority")
 def run_priority(run_id: str, priority: Priority, as_json: JsonFlag = False) -> None:
     """Move a run not started yet to another class (it keeps its place in time)."""
-    with client() as herder:
-        run_id = full_id(herder, RUN, run_id)
-        run = herder.set_run_priority(run_id, priority)
-    if as_json:
-        print_json(run)
-    else:
-        out.print(f"run {run.id} is {run.spec.priority} priority ({run.state})")
+    act_on(
+        RUN, run_id, lambda herder, found: herder.set_run_priority(found, priority),
+        lambda run: f"run {run.id} is {run.spec.priority} priority ({run.state})", as_json=as_json,
+    )  # fmt: skip
 
 
 @run_app.command("resume")
 def run_resume(run_id: str, as_json: JsonFlag = False) -> None:
     """Queue a suspended run again (held pending while the tenant is at max_queued)."""
-    with client() as herder:
-        run_id = full_id(herder, RUN, run_id)
-        run = herder.resume_run(run_id)
-    if as_json:
-        print_json(run)
-    else:
-        out.print(f"run {run.id} is {run.state}")
+    act_on(RUN, run_id, HerderClient.resume_run, _is_now, as_json=as_json)

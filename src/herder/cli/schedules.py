@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
+from herder.cli.answers import acted_on
 from herder.cli.common import JsonFlag, app, client, out, pairs, print_json, when
 from herder.cli.deadline_options import (
     DeadlineCancelOption,
@@ -214,27 +215,23 @@ def schedule_next(
 @schedule_app.command("pause")
 def schedule_pause(schedule_id: str) -> None:
     """Stop firing; nothing is caught up on resume."""
-    with client() as herder:
-        schedule_id = full_id(herder, SCHEDULE, schedule_id)
-        herder.pause_schedule(schedule_id)
+    schedule_id, _ = acted_on(SCHEDULE, schedule_id, HerderClient.pause_schedule)
     out.print(f"paused {schedule_id}")
 
 
 @schedule_app.command("resume")
 def schedule_resume(schedule_id: str) -> None:
     """Resume from now; fires that fell while paused are not caught up."""
-    with client() as herder:
-        schedule_id = full_id(herder, SCHEDULE, schedule_id)
-        schedule = herder.pause_schedule(schedule_id, paused=False)
+    schedule_id, schedule = acted_on(
+        SCHEDULE, schedule_id, lambda herder, found: herder.pause_schedule(found, paused=False)
+    )
     out.print(f"resumed {schedule_id}; next fire {when(schedule.next_due_at)} UTC")
 
 
 @schedule_app.command("trigger")
 def schedule_trigger(schedule_id: str, quiet: QuietFlag = False) -> None:
     """Fire it now, paused or not, as one of its fires (under its concurrency policy)."""
-    with client() as herder:
-        schedule_id = full_id(herder, SCHEDULE, schedule_id)
-        fired = herder.trigger_schedule(schedule_id)
+    schedule_id, fired = acted_on(SCHEDULE, schedule_id, HerderClient.trigger_schedule)
     started = fired.run_id or fired.workflow_run_id or ""
     if quiet:
         quiet_ids([started])
@@ -245,7 +242,5 @@ def schedule_trigger(schedule_id: str, quiet: QuietFlag = False) -> None:
 @schedule_app.command("delete")
 def schedule_delete(schedule_id: str) -> None:
     """Delete a schedule; the runs it made stay."""
-    with client() as herder:
-        schedule_id = full_id(herder, SCHEDULE, schedule_id)
-        herder.delete_schedule(schedule_id)
+    schedule_id, _ = acted_on(SCHEDULE, schedule_id, HerderClient.delete_schedule)
     out.print(f"deleted {schedule_id}")

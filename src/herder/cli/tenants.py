@@ -7,9 +7,11 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
+from herder.cli.answers import listed, print_created, print_listing
 from herder.cli.common import JsonFlag, app, client, fail, out, print_json, when
-from herder.cli.ids import QuietFlag, id_table, quiet_ids, tenant_of
+from herder.cli.ids import QuietFlag, id_table, tenant_of
 from herder.cli.views import Field, Listing, record_of
+from herder.client import HerderClient
 from herder.domain.models import Tenant
 from herder.domain.tenants import TenantQuotas
 
@@ -102,14 +104,8 @@ def _quota_changes(given: dict[str, float | None], clear: list[str]) -> dict[str
 @tenant_app.command("list")
 def tenant_list(limit: int = 100, as_json: JsonFlag = False, quiet: QuietFlag = False) -> None:
     """List tenants, newest first."""
-    with client() as herder:
-        page = herder.list_tenants(limit=limit)
-    if as_json:
-        print_json(page)
-    elif quiet:
-        quiet_ids(tenant.id for tenant in page.items)
-    else:
-        out.print(_tenant_table(page.items))
+    page = listed(HerderClient.list_tenants, limit=limit)
+    print_listing(page, _tenant_table, as_json=as_json, quiet=quiet)
 
 
 @tenant_app.command("show")
@@ -150,12 +146,7 @@ def tenant_create(
     )  # fmt: skip
     with client() as herder:
         created = herder.create_tenant(name, weight=weight or 1, quotas=quotas)
-    if as_json:
-        print_json(created)
-    elif quiet:
-        quiet_ids([created.id])
-    else:
-        out.print(f"created tenant [bold]{created.name}[/] ({created.id})")
+    print_created(created, "tenant", as_json=as_json, quiet=quiet)
 
 
 @tenant_app.command("update")

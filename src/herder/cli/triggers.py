@@ -12,10 +12,11 @@ import typer
 from rich.markup import escape
 from rich.text import Text
 
+from herder.cli.answers import acted_on, listed, print_created, print_listing
 from herder.cli.common import JsonFlag, app, client, fail, out, pairs, print_json, when
-from herder.cli.ids import TRIGGER, QuietFlag, full_id, id_table, quiet_ids
+from herder.cli.ids import TRIGGER, QuietFlag, full_id, id_table
 from herder.cli.views import Field, Listing, record_of
-from herder.client import ApiError
+from herder.client import ApiError, HerderClient
 from herder.domain.triggers import Trigger
 
 trigger_app = typer.Typer(
@@ -114,12 +115,7 @@ def trigger_create(
     spec |= {"filter": filter_source, "enabled": enabled}
     with client() as herder, _filter_shown(filter_source):
         created = herder.create_trigger(name, spec)
-    if as_json:
-        print_json(created)
-    elif quiet:
-        quiet_ids([created.id])
-    else:
-        out.print(f"created trigger [bold]{created.name}[/] ({created.id})")
+    print_created(created, "trigger", as_json=as_json, quiet=quiet)
 
 
 @trigger_app.command("list")
@@ -129,21 +125,14 @@ def trigger_list(
     quiet: QuietFlag = False,
 ) -> None:
     """Your tenant's triggers."""
-    with client() as herder:
-        page = herder.list_triggers(limit=limit)
-    if as_json:
-        print_json(page)
-    elif quiet:
-        quiet_ids(trigger.id for trigger in page.items)
-    else:
-        out.print(_table(page.items))
+    page = listed(HerderClient.list_triggers, limit=limit)
+    print_listing(page, _table, as_json=as_json, quiet=quiet)
 
 
 @trigger_app.command("show")
 def trigger_show(trigger: str, as_json: JsonFlag = False) -> None:
     """A trigger, by name, id or the start of its id, with its parameters."""
-    with client() as herder:
-        _show(herder.get_trigger(full_id(herder, TRIGGER, trigger)), as_json)
+    _show(acted_on(TRIGGER, trigger, HerderClient.get_trigger)[1], as_json)
 
 
 @trigger_app.command("update")
@@ -186,7 +175,5 @@ def trigger_update(
 @trigger_app.command("delete")
 def trigger_delete(trigger: str) -> None:
     """Delete a trigger: its events start nothing more (those received stay)."""
-    with client() as herder:
-        trigger = full_id(herder, TRIGGER, trigger)
-        herder.delete_trigger(trigger)
+    trigger, _ = acted_on(TRIGGER, trigger, HerderClient.delete_trigger)
     out.print(f"deleted trigger {trigger}")

@@ -9,15 +9,18 @@ import os
 import signal
 import socket
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from herder.cli.answers import act_on
 from herder.cli.common import LOG_FORMAT, JsonFlag, app, client, fail, out, pairs, print_json, when
-from herder.cli.ids import WORKER, QuietFlag, full_id, id_table, quiet_ids
+from herder.cli.ids import WORKER, QuietFlag, id_table, quiet_ids
 from herder.cli.tones import state_style
 from herder.cli.views import Field, Listing
+from herder.client import HerderClient
 from herder.credentials import home_directory
 from herder.domain.jobs import MAX_STOP_GRACE_SECONDS
 from herder.domain.models import Worker
@@ -280,40 +283,28 @@ def workers_list(as_json: JsonFlag = False, quiet: QuietFlag = False) -> None:
 @worker_app.command("drain")
 def workers_drain(worker_id: str, as_json: JsonFlag = False) -> None:
     """Place nothing new on a worker; what it runs finishes."""
-    with client() as herder:
-        _said(
-            herder.drain_worker(full_id(herder, WORKER, worker_id)),
-            as_json,
-            "is {state}: it takes no new work",
-        )
+    _administer(worker_id, HerderClient.drain_worker, "is {state}: it takes no new work", as_json)
 
 
 @worker_app.command("undrain")
 def workers_undrain(worker_id: str, as_json: JsonFlag = False) -> None:
     """Give a draining worker new work again."""
-    with client() as herder:
-        _said(
-            herder.undrain_worker(full_id(herder, WORKER, worker_id)),
-            as_json,
-            "is {state}: it takes new work",
-        )
+    _administer(worker_id, HerderClient.undrain_worker, "is {state}: it takes new work", as_json)
 
 
 @worker_app.command("forget")
 def workers_forget(worker_id: str, as_json: JsonFlag = False) -> None:
     """Stop listing a lost worker (lost ones go by themselves after
     HERDER_LOST_WORKER_RETENTION_HOURS); its runs still name it."""
-    with client() as herder:
-        _said(
-            herder.forget_worker(full_id(herder, WORKER, worker_id)),
-            as_json,
-            "was {state}: it is forgotten",
-        )
+    _administer(worker_id, HerderClient.forget_worker, "was {state}: it is forgotten", as_json)
 
 
-def _said(worker: Worker, as_json: bool, what: str) -> None:
-    """The worker an administration call answered, and what became of it."""
-    if as_json:
-        print_json(worker)
-    else:
-        out.print(f"worker {worker.id} ({worker.name}) " + what.format(state=worker.state))
+def _administer(
+    worker_id: str, call: Callable[[HerderClient, str], Worker], what: str, as_json: bool
+) -> None:
+    """Make an administration call on the worker, and say what became of it."""
+
+    def said(worker: Worker) -> str:
+        return f"worker {worker.id} ({worker.name}) " + what.format(state=worker.state)
+
+    act_on(WORKER, worker_id, call, said, as_json=as_json)

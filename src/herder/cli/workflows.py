@@ -14,6 +14,7 @@ from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
+from herder.cli.answers import act_on, delete_named, listed, print_created, print_listing
 from herder.cli.common import JsonFlag, app, client, err, fail, json_pairs, out, print_json, when
 from herder.cli.dag import definition_tasks, draw, run_tasks
 from herder.cli.deadline_options import deadline_line, deadline_words
@@ -206,12 +207,7 @@ def workflow_create(file: FileOption, as_json: JsonFlag = False, quiet: QuietFla
     body = _read_body(file)
     with client() as herder:
         workflow = herder.create_workflow(body)
-    if as_json:
-        print_json(workflow)
-    elif quiet:
-        quiet_ids([workflow.id])
-    else:
-        out.print(f"created workflow [bold]{workflow.name}[/] ({workflow.id}), version 1")
+    print_created(workflow, "workflow", as_json=as_json, quiet=quiet, more=", version 1")
 
 
 @workflow_app.command("update")
@@ -247,14 +243,8 @@ def workflow_list(
     quiet: QuietFlag = False,
 ) -> None:
     """List workflows."""
-    with client() as herder:
-        page = herder.list_workflows(name=name, limit=limit)
-    if as_json:
-        print_json(page)
-    elif quiet:
-        quiet_ids(workflow.id for workflow in page.items)
-    else:
-        out.print(_workflow_table(page.items))
+    page = listed(HerderClient.list_workflows, name=name, limit=limit)
+    print_listing(page, _workflow_table, as_json=as_json, quiet=quiet)
 
 
 @workflow_app.command("show")
@@ -285,10 +275,7 @@ def workflow_show(
 @workflow_app.command("delete")
 def workflow_delete(workflow: str) -> None:
     """Delete a workflow (by name or id)."""
-    with client() as herder:
-        found = workflow_of(herder, workflow)
-        herder.delete_workflow(found.id)
-    out.print(f"deleted workflow {found.name} ({found.id})")
+    delete_named(workflow_of, HerderClient.delete_workflow, workflow, "workflow")
 
 
 @workflow_app.command("run")
@@ -340,12 +327,21 @@ def workflow_runs(
     with client() as herder:
         workflow_id = workflow_of(herder, workflow).id if workflow else None
         page = herder.list_workflow_runs(workflow_id=workflow_id, state=state, limit=limit)
-    if as_json:
-        print_json(page)
-    elif quiet:
-        quiet_ids(run.id for run in page.items)
-    else:
-        out.print(_runs_table(page.items))
+    print_listing(page, _runs_table, as_json=as_json, quiet=quiet)
+
+
+def _is_now(run: WorkflowRun) -> str:
+    return f"workflow run {run.id} is {run.state}"
+
+
+def _stopping(run: WorkflowRun) -> str:
+    return f"{_is_now(run)}: its running tasks are being stopped"
+
+
+def _cancelling(run: WorkflowRun) -> str:
+    if run.state.is_terminal:
+        return _is_now(run)
+    return f"cancelling workflow run {run.id}: its running tasks are being stopped"
 
 
 @workflow_app.command("cancel")
@@ -355,15 +351,7 @@ def workflow_cancel(run_id: str, as_json: JsonFlag = False) -> None:
     Pending and queued tasks are cancelled at once, running ones when their workers have
     stopped them.
     """
-    with client() as herder:
-        run_id = full_id(herder, WORKFLOW_RUN, run_id)
-        run = herder.cancel_workflow_run(run_id)
-    if as_json:
-        print_json(run)
-    elif run.state.is_terminal:
-        out.print(f"workflow run {run.id} is {run.state}")
-    else:
-        out.print(f"cancelling workflow run {run.id}: its running tasks are being stopped")
+    act_on(WORKFLOW_RUN, run_id, HerderClient.cancel_workflow_run, _cancelling, as_json=as_json)
 
 
 @workflow_app.command("suspend")
@@ -373,13 +361,7 @@ def workflow_suspend(run_id: str, as_json: JsonFlag = False) -> None:
     Its queued tasks are held and its running ones stopped by their workers, with the job's
     grace to save a checkpoint. It keeps its max_active_runs slot.
     """
-    with client() as herder:
-        run_id = full_id(herder, WORKFLOW_RUN, run_id)
-        run = herder.suspend_workflow_run(run_id)
-    if as_json:
-        print_json(run)
-    else:
-        out.print(f"workflow run {run.id} is {run.state}: its running tasks are being stopped")
+    act_on(WORKFLOW_RUN, run_id, HerderClient.suspend_workflow_run, _stopping, as_json=as_json)
 
 
 @workflow_app.command("resume")
@@ -388,13 +370,7 @@ def workflow_resume(run_id: str, as_json: JsonFlag = False) -> None:
 
     Its suspended tasks are queued again and every task that became ready meanwhile starts.
     """
-    with client() as herder:
-        run_id = full_id(herder, WORKFLOW_RUN, run_id)
-        run = herder.resume_workflow_run(run_id)
-    if as_json:
-        print_json(run)
-    else:
-        out.print(f"workflow run {run.id} is {run.state}")
+    act_on(WORKFLOW_RUN, run_id, HerderClient.resume_workflow_run, _is_now, as_json=as_json)
 
 
 @workflow_app.command("repair")

@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Connection, and_, func, or_, select
+from sqlalchemy import ColumnElement, Connection, and_, func, or_, select
 
 from herder.domain.autoscaling import (
     AutoscalingSpec,
@@ -118,16 +119,25 @@ def _running(
     return loads, used
 
 
+def summed_needs() -> tuple[ColumnElement[Any], ...]:
+    """What runs need (or, running, hold), summed, each times its replicas: millicores, MB,
+    GPUs and slots; 0 for no run."""
+    return tuple(
+        func.coalesce(func.sum(need), 0)
+        for need in (
+            runs.c.cpu_milli * runs.c.replicas,
+            runs.c.memory_mb * runs.c.replicas,
+            runs.c.gpus * runs.c.replicas,
+            runs.c.replicas,
+        )
+    )
+
+
 def _queued(connection: Connection, name: str, floor: str) -> Amount:
     """What the runs queued for pool ``name`` need: their own pool, or none and their
     tenant's default."""
     row = connection.execute(
-        select(
-            func.coalesce(func.sum(runs.c.cpu_milli * runs.c.replicas), 0),
-            func.coalesce(func.sum(runs.c.memory_mb * runs.c.replicas), 0),
-            func.coalesce(func.sum(runs.c.gpus * runs.c.replicas), 0),
-            func.coalesce(func.sum(runs.c.replicas), 0),
-        )
+        select(*summed_needs())
         .select_from(runs.join(tenants, tenants.c.id == runs.c.tenant_id))
         .where(
             runs.c.state == RunState.QUEUED,

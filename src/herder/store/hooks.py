@@ -146,7 +146,7 @@ class HookRepository:
 
     def get(self, tenant_id: str, hook: str) -> Hook:
         with self._db.read() as connection:
-            return _hook(ROWS.row(connection, tenant_id, hook))
+            return ROWS.get(connection, tenant_id, hook)
 
     def list(self, tenant_id: str, *, page: PageRequest = PageRequest()) -> Page[Hook]:
         with self._db.read() as connection:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, delete, exc, func, insert, select, update
+from sqlalchemy import Connection, delete, func, insert, select
 
 from herder.clock import Clock, epoch_ms
 from herder.domain.artifacts import ARCHIVE_MEDIA_TYPES, IMAGE_ARCHIVE_MEDIA_TYPES
@@ -23,8 +23,7 @@ from herder.domain.models import Job, Page
 from herder.domain.states import TERMINAL_RUN_STATES
 from herder.store.database import Database
 from herder.store.limits import check_references as check_limits
-from herder.store.owned import owned_row
-from herder.store.pagination import page_of
+from herder.store.named import NamedRows
 from herder.store.pools import check_usable
 from herder.store.schema import artifacts, job_labels, jobs, runs, schedules, workflows
 from herder.store.secrets import SecretRepository
@@ -65,8 +64,7 @@ class JobEdit(NamedTuple):
     spec: JobSpec
 
 
-def _duplicate_name(name: str) -> Conflict:
-    return Conflict(f"a job named {name!r} already exists", field="name")
+ROWS = NamedRows(jobs, "job", _job, found_by=("id",))
 
 
 def jobs_named(connection: Connection, tenant_id: str, names: Collection[str]) -> dict[str, Job]:
@@ -102,22 +100,10 @@ class JobRepository:
             self._secrets.check_references(connection, tenant_id, spec.secrets)
             check_usable(connection, tenant_id, {"pool": spec.pool})
             check_limits(connection, tenant_id, fielded(spec.limits))
-            try:
-                connection.execute(
-                    insert(jobs).values(
-                        id=job_id,
-                        tenant_id=tenant_id,
-                        name=name,
-                        spec=spec.model_dump(mode="json"),
-                        created_at=now,
-                        updated_at=now,
-                        version=1,
-                    )
-                )
-            except exc.IntegrityError as error:
-                raise _duplicate_name(name) from error
+            columns = {"spec": spec.model_dump(mode="json")}
+            job = ROWS.insert(connection, tenant_id, job_id, name, columns, now)
             self._write_labels(connection, job_id, spec.labels)
-        return Job(id=job_id, name=name, spec=spec, created_at=now, updated_at=now, version=1)
+        return job
 
     def get(self, tenant_id: str, job_id: str) -> Job:
         with self._db.read() as connection:
@@ -128,7 +114,7 @@ class JobRepository:
     ) -> Job:
         """The job, read inside a caller's transaction (a submit or a fire reads what it
         runs in the same unit of work that queues it)."""
-        return _job(owned_row(connection, jobs, tenant_id, job_id, "job", for_update=for_update))
+        return _job(ROWS.row(connection, tenant_id, job_id, for_update=for_update))
 
     def get_many_within(
         self, connection: Connection, keys: Collection[tuple[str, str]]
@@ -150,29 +136,26 @@ class JobRepository:
         name: str | None = None,
         labels: dict[str, str] | None = None,
     ) -> Page[Job]:
-        query = select(jobs).where(jobs.c.tenant_id == tenant_id)
-        if name is not None:
-            query = query.where(jobs.c.name == name)
-        for key, value in (labels or {}).items():
-            query = query.where(
-                select(job_labels.c.job_id)
-                .where(
-                    job_labels.c.job_id == jobs.c.id,
-                    job_labels.c.key == key,
-                    job_labels.c.value == value,
-                )
-                .exists()
+        labelled = [
+            select(job_labels.c.job_id)
+            .where(
+                job_labels.c.job_id == jobs.c.id,
+                job_labels.c.key == key,
+                job_labels.c.value == value,
             )
+            .exists()
+            for key, value in (labels or {}).items()
+        ]
         with self._db.read() as connection:
-            return page_of(connection, query, jobs.c.id, _job, page)
+            return ROWS.page(connection, tenant_id, page, name=name, where=labelled)
 
     def edit(self, tenant_id: str, job_id: str, change: Callable[[Job], JobEdit]) -> Job:
         """Read, decide and write in one transaction: ``change`` gets the job as it is, held
         against other edits until commit, and says what it becomes; the version goes up by
         one. Queued runs keep the spec they were submitted with."""
-        now = self._clock.now()
-        with self._db.write() as connection:
-            current = self.get_within(connection, tenant_id, job_id, for_update=True)
+
+        def columns(row: Any) -> dict[str, Any]:
+            current = _job(row)
             name, spec = change(current)
             if name != current.name:
                 _refuse_if_used(connection, tenant_id, current.name, "renaming it")
@@ -185,27 +168,16 @@ class JobRepository:
             if spec.limits != current.spec.limits:
                 check_limits(connection, tenant_id, fielded(spec.limits))
             self._secrets.check_references(connection, tenant_id, spec.secrets)
-            try:
-                written = connection.execute(
-                    update(jobs)
-                    .where(jobs.c.id == job_id, jobs.c.version == current.version)
-                    .values(
-                        name=name,
-                        spec=spec.model_dump(mode="json"),
-                        updated_at=now,
-                        version=current.version + 1,
-                    )
-                ).rowcount
-            except exc.IntegrityError as error:
-                raise _duplicate_name(name) from error
-            if not written:  # the row lock makes this unreachable; the guard keeps it so
-                raise Conflict(f"job {job_id} changed meanwhile; read it again")
-            if spec.labels != current.spec.labels:
-                connection.execute(delete(job_labels).where(job_labels.c.job_id == job_id))
-                self._write_labels(connection, job_id, spec.labels)
-        return current.model_copy(
-            update={"name": name, "spec": spec, "updated_at": now, "version": current.version + 1}
-        )
+            relabelled.append(spec.labels != current.spec.labels)
+            return {"name": name, "spec": spec.model_dump(mode="json")}
+
+        relabelled: list[bool] = []
+        with self._db.write() as connection:
+            job = ROWS.edit(connection, tenant_id, job_id, columns, self._clock.now())
+            if any(relabelled):
+                connection.execute(delete(job_labels).where(job_labels.c.job_id == job.id))
+                self._write_labels(connection, job.id, job.spec.labels)
+        return job
 
     def delete(self, tenant_id: str, job_id: str) -> None:
         """Remove the definition; its runs stay in history. Refused while runs are active,

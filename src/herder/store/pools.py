@@ -11,10 +11,10 @@ from collections.abc import Collection, Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, exc, insert, or_, select, update
+from sqlalchemy import Connection, delete, insert, select
 
 from herder.clock import Clock, epoch_ms
-from herder.domain.errors import Conflict, Invalid, NotFound
+from herder.domain.errors import Invalid
 from herder.domain.ids import new_id
 from herder.domain.listings import PageRequest
 from herder.domain.models import Page
@@ -28,8 +28,8 @@ from herder.domain.pools import (
 from herder.store.autoscaling import PoolScaling, pool_scaling
 from herder.store.database import Database
 from herder.store.history.live import live_floor
+from herder.store.named import NamedRows
 from herder.store.owned import MAX_SHOWN_CHARS
-from herder.store.pagination import page_of
 from herder.store.pool_members import live_members
 from herder.store.pool_use import pool_use
 from herder.store.schema import pool_shares, pools, tenants
@@ -61,10 +61,6 @@ def check_usable(connection: Connection, tenant_id: str, named: Mapping[str, str
             raise not_usable(name, tenant_id, field)
 
 
-def _duplicate_name(name: str) -> Conflict:
-    return Conflict(f"a pool named {name!r} already exists", field="name")
-
-
 def _autoscaling(spec: PoolSpec) -> dict[str, Any] | None:
     return None if spec.autoscaling is None else spec.autoscaling.model_dump(mode="json")
 
@@ -92,16 +88,11 @@ class PoolRepository:
         pool_id = new_id("pool", epoch_ms(now))
         with self._db.write() as connection:
             _check_tenants(connection, spec.shares)
-            try:
-                connection.execute(
-                    insert(pools).values(
-                        id=pool_id, name=name, description=spec.description,
-                        selector=spec.selector or {}, autoscaling=_autoscaling(spec),
-                        created_at=now, updated_at=now,
-                    )
-                )  # fmt: skip
-            except exc.IntegrityError as error:
-                raise _duplicate_name(name) from error
+            columns = {
+                "description": spec.description, "selector": spec.selector or {},
+                "autoscaling": _autoscaling(spec),
+            }  # fmt: skip
+            ROWS.insert(connection, None, pool_id, name, columns, now)
             if spec.shares:
                 connection.execute(insert(pool_shares), _share_rows(pool_id, spec.shares))
             return self._get(connection, pool_id)
@@ -115,11 +106,8 @@ class PoolRepository:
         self, *, tenant_id: str | None = None, page: PageRequest = PageRequest()
     ) -> Page[Pool]:
         """Newest first: every pool, or (``tenant_id``) those that tenant may use."""
-        query = select(pools)
-        if tenant_id is not None:
-            query = query.where(_shared_with(tenant_id))
         with self._db.read() as connection:
-            listed = page_of(connection, query, pools.c.id, _bare_pool, page)
+            listed = ROWS.page(connection, None, page, where=_shared_with(tenant_id))
             found = _completed(connection, listed.items, self._clock.now())
             return listed.model_copy(update={"items": found})
 
@@ -127,7 +115,7 @@ class PoolRepository:
         """The names of the pools ``tenant_id`` may use (it has a share in), sorted."""
         with self._db.read() as connection:
             rows = connection.execute(
-                select(pools.c.name).where(_shared_with(tenant_id)).order_by(pools.c.name)
+                select(pools.c.name).where(*_shared_with(tenant_id)).order_by(pools.c.name)
             )
             return tuple(rows.scalars())
 
@@ -135,16 +123,15 @@ class PoolRepository:
         """Each of ``description``, ``selector`` (None: the default) and ``shares`` (as a
         whole) given replaces the stored one."""
         given = changes.model_fields_set
+        values: dict[str, object] = {}
+        if "description" in given:
+            values["description"] = changes.description
+        if "selector" in given:
+            values["selector"] = changes.selector or {}
+        if "autoscaling" in given:
+            values["autoscaling"] = _autoscaling(changes)
         with self._db.write() as connection:
-            pool_id = self._id_of(connection, pool, for_update=True)
-            values: dict[str, object] = {"updated_at": self._clock.now()}
-            if "description" in given:
-                values["description"] = changes.description
-            if "selector" in given:
-                values["selector"] = changes.selector or {}
-            if "autoscaling" in given:
-                values["autoscaling"] = _autoscaling(changes)
-            connection.execute(update(pools).where(pools.c.id == pool_id).values(**values))
+            pool_id = ROWS.edit(connection, None, pool, lambda _: values, self._clock.now()).id
             if "shares" in given:
                 _check_tenants(connection, changes.shares)
                 connection.execute(delete(pool_shares).where(pool_shares.c.pool_id == pool_id))
@@ -162,35 +149,23 @@ class PoolRepository:
         runs wait (the dispatcher says why) and are placed again if a pool of that name is
         made."""
         with self._db.write() as connection:
-            pool_id = self._id_of(connection, pool, for_update=True)
-            connection.execute(delete(pool_shares).where(pool_shares.c.pool_id == pool_id))
-            connection.execute(delete(pools).where(pools.c.id == pool_id))
+            gone = ROWS.delete(connection, None, pool)
+            connection.execute(delete(pool_shares).where(pool_shares.c.pool_id == gone.id))
 
     def _get(self, connection: Connection, pool: str, *, tenant_id: str | None = None) -> Pool:
-        query = select(pools).where(or_(pools.c.id == pool, pools.c.name == pool))
-        if tenant_id is not None:
-            query = query.where(_shared_with(tenant_id))
-        row = connection.execute(query).first()
-        if row is None:
-            raise NotFound(f"pool {pool[:MAX_SHOWN_CHARS]} not found")
+        row = ROWS.row(connection, None, pool, where=_shared_with(tenant_id))
         [found] = _completed(connection, [_bare_pool(row)], self._clock.now())
         return found
 
-    @staticmethod
-    def _id_of(connection: Connection, pool: str, *, for_update: bool = False) -> str:
-        query = select(pools.c.id).where(or_(pools.c.id == pool, pools.c.name == pool))
-        found = connection.execute(query.with_for_update() if for_update else query).scalar()
-        if found is None:
-            raise NotFound(f"pool {pool[:MAX_SHOWN_CHARS]} not found")
-        return str(found)
 
-
-def _shared_with(tenant_id: str) -> Any:
-    return (
-        select(pool_shares.c.pool_id)
-        .where(pool_shares.c.pool_id == pools.c.id, pool_shares.c.tenant_id == tenant_id)
-        .exists()
+def _shared_with(tenant_id: str | None) -> list[Any]:
+    """Only the pools ``tenant_id`` has a share in; any pool for None."""
+    if tenant_id is None:
+        return []
+    shared = select(pool_shares.c.pool_id).where(
+        pool_shares.c.pool_id == pools.c.id, pool_shares.c.tenant_id == tenant_id
     )
+    return [shared.exists()]
 
 
 def _check_tenants(connection: Connection, shares: list[PoolShare]) -> None:
@@ -220,6 +195,9 @@ def _bare_pool(row: Any) -> Pool:
         created_at=row.created_at,
         updated_at=row.updated_at,
     )
+
+
+ROWS = NamedRows(pools, "pool", _bare_pool, owned=False)
 
 
 def _completed(connection: Connection, found: list[Pool], now: datetime) -> list[Pool]:

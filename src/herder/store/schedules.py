@@ -15,10 +15,9 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, exc, func, insert, select, update
+from sqlalchemy import Connection, delete, func, select, update
 
 from herder.clock import Clock, epoch_ms
-from herder.domain.errors import Conflict
 from herder.domain.ids import new_id
 from herder.domain.limits import fielded
 from herder.domain.listings import PageRequest
@@ -29,9 +28,9 @@ from herder.store.database import Database
 from herder.store.firing import DueSchedule, fire_batch, next_fire_values
 from herder.store.jobs import JobRepository
 from herder.store.limits import check_references as check_limits
+from herder.store.named import NamedRows
 from herder.store.notifications import DUE_CHANNEL
 from herder.store.owned import owned_row
-from herder.store.pagination import page_of
 from herder.store.pools import check_usable
 from herder.store.schedule_events import schedule_event
 from herder.store.schedule_trigger import trigger
@@ -47,6 +46,10 @@ def partition_of(schedule_id: str) -> int:
 
 def _schedule(row: Any) -> Schedule:
     return Schedule.model_validate(dict(row._mapping))
+
+
+# Found by id: a schedule's name is optional (and unique to its tenant when given).
+ROWS = NamedRows(schedules, "schedule", _schedule, found_by=("id",))
 
 
 class ScheduleRepository:
@@ -91,39 +94,25 @@ class ScheduleRepository:
                 )
             check_usable(connection, tenant_id, {"overrides.pool": spec.overrides.pool})
             check_limits(connection, tenant_id, fielded(spec.limits))
-            try:
-                connection.execute(
-                    insert(schedules).values(
-                        id=schedule_id,
-                        tenant_id=tenant_id,
-                        name=name,
-                        job_id=job_id,
-                        workflow_id=workflow_id,
-                        spec=spec.model_dump(mode="json"),
-                        paused=paused,
-                        partition=partition_of(schedule_id),
-                        **next_fire_values(schedule_id, spec, None if paused else first),
-                        created_at=now,
-                        updated_at=now,
-                    )
-                )
-            except exc.IntegrityError as error:
-                raise Conflict(f"a schedule named {name!r} already exists", field="name") from error
+            columns = {
+                "job_id": job_id, "workflow_id": workflow_id,
+                "spec": spec.model_dump(mode="json"), "paused": paused,
+                "partition": partition_of(schedule_id),
+                **next_fire_values(schedule_id, spec, None if paused else first),
+            }  # fmt: skip
+            schedule = ROWS.insert(connection, tenant_id, schedule_id, name, columns, now)
             self._db.notify(connection, DUE_CHANNEL)
-            return self._get(connection, tenant_id, schedule_id)
+            return schedule
 
     def get(self, tenant_id: str, schedule_id: str) -> Schedule:
         with self._db.read() as connection:
-            return self._get(connection, tenant_id, schedule_id)
+            return ROWS.get(connection, tenant_id, schedule_id)
 
     @staticmethod
     def _get(
         connection: Connection, tenant_id: str, schedule_id: str, *, for_update: bool = False
     ) -> Schedule:
-        row = owned_row(
-            connection, schedules, tenant_id, schedule_id, "schedule", for_update=for_update
-        )
-        return _schedule(row)
+        return _schedule(ROWS.row(connection, tenant_id, schedule_id, for_update=for_update))
 
     def list(
         self,
@@ -134,15 +123,10 @@ class ScheduleRepository:
         name: str | None = None,
         page: PageRequest = PageRequest(),
     ) -> Page[Schedule]:
-        query = select(schedules).where(schedules.c.tenant_id == tenant_id)
-        if job_id is not None:
-            query = query.where(schedules.c.job_id == job_id)
-        if workflow_id is not None:
-            query = query.where(schedules.c.workflow_id == workflow_id)
-        if name is not None:
-            query = query.where(schedules.c.name == name)
+        wanted = ((schedules.c.job_id, job_id), (schedules.c.workflow_id, workflow_id))
+        where = [column == value for column, value in wanted if value is not None]
         with self._db.read() as connection:
-            return page_of(connection, query, schedules.c.id, _schedule, page)
+            return ROWS.page(connection, tenant_id, page, name=name, where=where)
 
     def replace(
         self,
@@ -285,8 +269,7 @@ class ScheduleRepository:
         """Fire it now, by hand (``schedule_trigger``); its row held, so two at once take
         turns under its concurrency policy."""
         with unit_of_work(self._db, self._clock, self._rng) as work:
-            row = owned_row(work.connection, schedules, tenant_id, schedule_id, "schedule",
-                            for_update=True)  # fmt: skip
+            row = ROWS.row(work.connection, tenant_id, schedule_id, for_update=True)
             due = DueSchedule(row.id, row.tenant_id, row.job_id,
                               ScheduleSpec.model_validate(row.spec), row.next_fire_at,
                               row.updated_at, row.last_fired_for, row.workflow_id)  # fmt: skip

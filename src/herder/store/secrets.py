@@ -12,17 +12,17 @@ import binascii
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Connection, delete, exc, func, insert, select, update
+from sqlalchemy import Connection, exc, func, insert, select, update
 
 from herder.clock import Clock
 from herder.domain import secrets as domain_secrets
-from herder.domain.errors import Conflict, HerderError, Invalid, NotFound, Unavailable
+from herder.domain.errors import Conflict, HerderError, Invalid, Unavailable
 from herder.domain.listings import PageRequest
 from herder.domain.models import Page
 from herder.domain.secrets import Secret, check_secret_name, secret_bytes, secret_name_problem
 from herder.keyring import KEY_ENV, KEY_FILE_ENV, Keyring, KeyringError, Sealed, associated_data
 from herder.store.database import Database
-from herder.store.owned import owned_row
+from herder.store.named import NamedRows
 from herder.store.pagination import check_limit, encode_cursor
 from herder.store.schema import secrets
 
@@ -94,16 +94,7 @@ class SecretRepository:
 
     def get(self, tenant_id: str, name: str) -> Secret:
         with self._db.read() as connection:
-            row = owned_row(
-                connection,
-                secrets,
-                tenant_id,
-                name,
-                "secret",
-                key=secrets.c.name,
-                columns=_METADATA,
-            )
-        return _secret(row)
+            return ROWS.get(connection, tenant_id, name)
 
     def list(self, tenant_id: str, *, page: PageRequest = PageRequest()) -> Page[Secret]:
         """By name; never a value."""
@@ -122,11 +113,7 @@ class SecretRepository:
     def delete(self, tenant_id: str, name: str) -> None:
         """Gone at once: an attempt that needs it afterwards fails, saying so."""
         with self._db.write() as connection:
-            deleted = connection.execute(
-                delete(secrets).where(secrets.c.tenant_id == tenant_id, secrets.c.name == name)
-            ).rowcount
-        if not deleted:
-            raise NotFound(f"secret {name[:128]} not found")
+            ROWS.delete(connection, tenant_id, name)
 
     def key_ids_in_use(self) -> set[str]:
         """The keys the stored secrets are sealed with: the server needs each in its keyring."""
@@ -224,6 +211,12 @@ def _secret(row: Any) -> Secret:
     return Secret(
         name=row.name, version=row.version, created_at=row.created_at, updated_at=row.updated_at
     )
+
+
+# Found by name only, read without its ciphertext (its key, the tenant and name, kept).
+ROWS = NamedRows(
+    secrets, "secret", _secret, found_by=("name",), columns=(secrets.c.tenant_id, *_METADATA)
+)
 
 
 def _sealed(row: Any) -> Sealed:

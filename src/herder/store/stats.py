@@ -23,6 +23,7 @@ from herder.domain.stats import (
     window_start,
 )
 from herder.domain.workflows.spec import NO_JOB_NAMES, TaskKind
+from herder.store.autoscaling import summed_needs
 from herder.store.database import Database
 from herder.store.dialect import minute_of, one_of
 from herder.store.gauges import fleet_capacity, fleet_used, workers_by_state
@@ -104,11 +105,6 @@ def _every_tenant(connection: Connection, database: Database) -> ColumnElement[b
 
 def _tenant_used(connection: Connection, scope: ColumnElement[bool]) -> ResourceTotals:
     row = connection.execute(
-        select(
-            func.coalesce(func.sum(runs.c.cpu_milli * runs.c.replicas), 0),
-            func.coalesce(func.sum(runs.c.memory_mb * runs.c.replicas), 0),
-            func.coalesce(func.sum(runs.c.gpus * runs.c.replicas), 0),
-            func.coalesce(func.sum(runs.c.replicas), 0),
-        ).where(runs.c.state == RunState.RUNNING, scope)
+        select(*summed_needs()).where(runs.c.state == RunState.RUNNING, scope)
     ).one()
     return ResourceTotals(cpu=row[0] / 1000, memory_mb=row[1], gpus=row[2], slots=row[3])

@@ -113,7 +113,7 @@ class TriggerRepository:
 
     def get(self, tenant_id: str, trigger: str) -> Trigger:
         with self._db.read() as connection:
-            return _trigger(ROWS.row(connection, tenant_id, trigger))
+            return ROWS.get(connection, tenant_id, trigger)
 
     def list(self, tenant_id: str, *, page: PageRequest = PageRequest()) -> Page[Trigger]:
         with self._db.read() as connection:

@@ -91,20 +91,13 @@ class WorkerRepository:
         with self._db.write() as connection:
             connection.execute(
                 insert(workers).values(
-                    id=worker.id,
+                    # its fields are its columns, but its capacity (three) and what it runs
+                    **worker.model_dump(exclude={"capacity", "in_use"}),
                     token_id=token_id,
                     secret_hash=hash_secret(secret),
-                    name=name,
-                    state=worker.state,
                     cpu_milli=capacity.cpu_milli,
                     memory_mb=capacity.memory_mb,
                     gpus=capacity.gpus,
-                    max_slots=max_slots,
-                    labels=labels,
-                    version=version,
-                    registered_at=now,
-                    last_heartbeat_at=now,
-                    address=address,
                 )
             )
             notify_capacity(self._db, connection, worker.id)  # the dispatcher may place here

@@ -11,12 +11,17 @@ from datetime import datetime
 
 from herder.domain.errors import Conflict, Invalid
 from herder.domain.lifecycle.changes import Changes, workflow_run_transition
+from herder.domain.states import RunState
 from herder.domain.workflows.progress import Instance, upstream_end
 from herder.domain.workflows.spec import WorkflowSpec
 from herder.domain.workflows.states import WorkflowRunState
 from herder.domain.workflows.trigger_rules import UpstreamEnd
 
-_DONE = (UpstreamEnd.SUCCESS, UpstreamEnd.SKIPPED)
+DONE_RUN_STATES = frozenset(
+    state for state in RunState if upstream_end(state) in (UpstreamEnd.SUCCESS, UpstreamEnd.SKIPPED)
+)
+"""A task instance that ended so (succeeded or skipped) is not run again by a repair that
+names no tasks; the dashboard ticks the others."""
 
 
 @dataclass(frozen=True)
@@ -78,7 +83,7 @@ def to_repair(
             name
             for name in names
             if name not in board
-            or any(upstream_end(instance.state) not in _DONE for instance in board[name])
+            or any(instance.state not in DONE_RUN_STATES for instance in board[name])
         }
     if dependents:
         chosen |= downstream(spec, chosen)

@@ -9,32 +9,28 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from sqlalchemy import Connection, delete, exc, insert, select, update
+from sqlalchemy import Connection, delete, insert, select, update
 
 from herder.clock import Clock, epoch_ms
 from herder.domain.alerts.rules import Channel, ChannelChanges, ChannelRequest, CreatedChannel
 from herder.domain.alerts.webhooks import is_private_host
-from herder.domain.errors import Conflict, Invalid
+from herder.domain.errors import Invalid
 from herder.domain.ids import new_id
 from herder.domain.listings import PageRequest
 from herder.domain.models import Page
 from herder.store.alerts.channel_secrets import ChannelSecrets
 from herder.store.alerts.deliveries import new_delivery
 from herder.store.database import Database
+from herder.store.named import NamedRows
 from herder.store.notifications import notify_alert_delivery
-from herder.store.owned import owned_row
-from herder.store.pagination import page_of
 from herder.store.schema import alert_channels, alert_deliveries, alert_rules
-
-NOUN = "alert channel"
 
 
 def _channel(row: Any) -> Channel:
     return Channel.model_validate(dict(row._mapping))
 
 
-def _duplicate_name(name: str) -> Conflict:
-    return Conflict(f"an alert channel named {name!r} already exists", field="name")
+ROWS = NamedRows(alert_channels, "alert channel", _channel, found_by=("id",))
 
 
 def check_target(url: str, *, allow_private: bool) -> None:
@@ -65,23 +61,14 @@ class ChannelRepository:
         secret = "whsec_" + secrets.token_urlsafe(32)
         channel_id = new_id("ach", epoch_ms(now))
         sealed = self._secrets.sealed_columns(tenant_id, channel_id, secret)
+        columns = {"kind": request.kind, "url": url, "enabled": request.enabled, **sealed}
         with self._db.write() as connection:
-            try:
-                connection.execute(
-                    insert(alert_channels).values(
-                        id=channel_id, tenant_id=tenant_id, name=request.name,
-                        kind=request.kind, url=url, enabled=request.enabled, created_at=now,
-                        updated_at=now, **sealed,
-                    )
-                )  # fmt: skip
-            except exc.IntegrityError as error:
-                raise _duplicate_name(request.name) from error
-            channel = self._get(connection, tenant_id, channel_id)
+            channel = ROWS.insert(connection, tenant_id, channel_id, request.name, columns, now)
         return CreatedChannel(**channel.model_dump(), secret=secret)
 
     def get(self, tenant_id: str, channel_id: str) -> Channel:
         with self._db.read() as connection:
-            return self._get(connection, tenant_id, channel_id)
+            return ROWS.get(connection, tenant_id, channel_id)
 
     def list(
         self,
@@ -90,11 +77,8 @@ class ChannelRepository:
         page: PageRequest = PageRequest(),
         name: str | None = None,
     ) -> Page[Channel]:
-        query = select(alert_channels).where(alert_channels.c.tenant_id == tenant_id)
-        if name is not None:
-            query = query.where(alert_channels.c.name == name)
         with self._db.read() as connection:
-            return page_of(connection, query, alert_channels.c.id, _channel, page)
+            return ROWS.page(connection, tenant_id, page, name=name)
 
     def update(
         self, tenant_id: str, channel_id: str, changes: ChannelChanges, *, allow_private: bool
@@ -104,22 +88,14 @@ class ChannelRepository:
             values["url"] = str(changes.url)
             check_target(values["url"], allow_private=allow_private)
         with self._db.write() as connection:
-            self._get(connection, tenant_id, channel_id)
-            if values:
-                try:
-                    connection.execute(
-                        update(alert_channels)
-                        .where(alert_channels.c.id == channel_id)
-                        .values(**values, updated_at=self._clock.now())
-                    )
-                except exc.IntegrityError as error:
-                    raise _duplicate_name(str(changes.name)) from error
-            return self._get(connection, tenant_id, channel_id)
+            if not values:  # nothing to change: nothing written, not even its updated_at
+                return ROWS.get(connection, tenant_id, channel_id)
+            return ROWS.edit(connection, tenant_id, channel_id, lambda _: values, self._clock.now())
 
     def delete(self, tenant_id: str, channel_id: str) -> None:
         """The channel and its deliveries go; rules that named it no longer do."""
         with self._db.write() as connection:
-            self._get(connection, tenant_id, channel_id)
+            ROWS.delete(connection, tenant_id, channel_id)
             rules = connection.execute(
                 select(alert_rules.c.id, alert_rules.c.channel_ids).where(
                     alert_rules.c.tenant_id == tenant_id
@@ -136,12 +112,11 @@ class ChannelRepository:
             connection.execute(
                 delete(alert_deliveries).where(alert_deliveries.c.channel_id == channel_id)
             )
-            connection.execute(delete(alert_channels).where(alert_channels.c.id == channel_id))
 
     def send_test(self, tenant_id: str, channel_id: str) -> str:
         """Queue a test delivery on the channel (the sender posts it); its id."""
         with self._db.write() as connection:
-            channel = self._get(connection, tenant_id, channel_id)
+            channel = ROWS.get(connection, tenant_id, channel_id)
             now = self._clock.now()
             payload = {
                 "event": "test",
@@ -153,10 +128,6 @@ class ChannelRepository:
             connection.execute(insert(alert_deliveries).values(**row))
             notify_alert_delivery(self._db, connection)
             return str(row["id"])
-
-    @staticmethod
-    def _get(connection: Connection, tenant_id: str, channel_id: str) -> Channel:
-        return _channel(owned_row(connection, alert_channels, tenant_id, channel_id, NOUN))
 
 
 def add_deliveries(

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Table, delete, exc, insert, select, update
+from sqlalchemy import Connection, Table, select, update
 
 from herder.clock import Clock, epoch_ms
 from herder.domain.alerts.rules import (
@@ -18,13 +18,12 @@ from herder.domain.alerts.rules import (
     RuleParams,
     RuleRequest,
 )
-from herder.domain.errors import Conflict, FieldError, Invalid
+from herder.domain.errors import FieldError, Invalid
 from herder.domain.ids import new_id
 from herder.domain.listings import PageRequest
 from herder.domain.models import Page
 from herder.store.database import Database
-from herder.store.owned import owned_row
-from herder.store.pagination import page_of
+from herder.store.named import NamedRows
 from herder.store.schema import (
     alert_channels,
     alert_incidents,
@@ -42,8 +41,7 @@ def _rule(row: Any) -> Rule:
     return Rule.model_validate(dict(row._mapping))
 
 
-def _duplicate_name(name: str) -> Conflict:
-    return Conflict(f"an alert rule named {name!r} already exists", field="name")
+ROWS = NamedRows(alert_rules, "alert rule", _rule, found_by=("id",))
 
 
 def _check(
@@ -110,22 +108,16 @@ class RuleRepository:
         channel_ids = list(dict.fromkeys(request.channel_ids))
         with self._db.write() as connection:
             _check(connection, tenant_id, request.kind, request.params, channel_ids)
-            try:
-                connection.execute(
-                    insert(alert_rules).values(
-                        id=rule_id, tenant_id=tenant_id, name=request.name, kind=request.kind,
-                        params=request.params.shown(request.kind), channel_ids=channel_ids,
-                        enabled=request.enabled, notify_recovery=request.notify_recovery,
-                        evaluated_at=now, created_at=now, updated_at=now,
-                    )
-                )  # fmt: skip
-            except exc.IntegrityError as error:
-                raise _duplicate_name(request.name) from error
-            return self._get(connection, tenant_id, rule_id)
+            columns = {
+                "kind": request.kind, "params": request.params.shown(request.kind),
+                "channel_ids": channel_ids, "enabled": request.enabled,
+                "notify_recovery": request.notify_recovery, "evaluated_at": now,
+            }  # fmt: skip
+            return ROWS.insert(connection, tenant_id, rule_id, request.name, columns, now)
 
     def get(self, tenant_id: str, rule_id: str) -> Rule:
         with self._db.read() as connection:
-            return self._get(connection, tenant_id, rule_id)
+            return ROWS.get(connection, tenant_id, rule_id)
 
     def list(
         self,
@@ -134,44 +126,35 @@ class RuleRepository:
         page: PageRequest = PageRequest(),
         name: str | None = None,
     ) -> Page[Rule]:
-        query = select(alert_rules).where(alert_rules.c.tenant_id == tenant_id)
-        if name is not None:
-            query = query.where(alert_rules.c.name == name)
         with self._db.read() as connection:
-            return page_of(connection, query, alert_rules.c.id, _rule, page)
+            return ROWS.page(connection, tenant_id, page, name=name)
 
     def update(self, tenant_id: str, rule_id: str, changes: RuleChanges) -> Rule:
         """Change some fields; new params replace the old ones whole."""
-        with self._db.write() as connection:
-            rule = self._get(connection, tenant_id, rule_id)
+        now = self._clock.now()
+
+        def columns(row: Any) -> dict[str, Any]:
+            rule = _rule(row)
             params = changes.params or RuleParams.model_validate(rule.params)
             channel_ids = list(dict.fromkeys(changes.channel_ids or rule.channel_ids))
             given = params if changes.params else RuleParams()
             _check(connection, tenant_id, rule.kind, given, channel_ids)
             values = changes.model_dump(exclude_none=True, exclude={"params", "channel_ids"})
-            now = self._clock.now()
             if changes.enabled and not rule.enabled:  # it looks forward from here again
                 values["evaluated_at"] = now
-            try:
-                connection.execute(
-                    update(alert_rules)
-                    .where(alert_rules.c.id == rule_id)
-                    .values(**values, params=params.shown(rule.kind), channel_ids=channel_ids,
-                            updated_at=now)
-                )  # fmt: skip
-            except exc.IntegrityError as error:
-                raise _duplicate_name(str(changes.name)) from error
             if changes.enabled is False and rule.enabled:
-                _resolve_open(connection, rule_id, "rule disabled", now)
-            return self._get(connection, tenant_id, rule_id)
+                turned_off.append(rule.id)
+            return {**values, "params": params.shown(rule.kind), "channel_ids": channel_ids}
+
+        turned_off: list[str] = []
+        with self._db.write() as connection:
+            rule = ROWS.edit(connection, tenant_id, rule_id, columns, now)
+            for one in turned_off:
+                _resolve_open(connection, one, "rule disabled", now)
+            return rule
 
     def delete(self, tenant_id: str, rule_id: str) -> None:
         """The rule goes; its incidents stay listed, the open ones resolved."""
         with self._db.write() as connection:
-            self._get(connection, tenant_id, rule_id)
-            connection.execute(delete(alert_rules).where(alert_rules.c.id == rule_id))
+            ROWS.delete(connection, tenant_id, rule_id)
             _resolve_open(connection, rule_id, "rule deleted", self._clock.now())
-
-    @staticmethod
-    def _get(connection: Connection, tenant_id: str, rule_id: str) -> Rule:
-        return _rule(owned_row(connection, alert_rules, tenant_id, rule_id, "alert rule"))

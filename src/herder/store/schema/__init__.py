@@ -25,7 +25,15 @@ from herder.store.schema.alerts import alert_incidents as alert_incidents
 from herder.store.schema.alerts import alert_rules as alert_rules
 from herder.store.schema.audit import audit_log as audit_log
 from herder.store.schema.base import ID as ID
-from herder.store.schema.base import deadline_index, ended_index, missed_index
+from herder.store.schema.base import (
+    deadline_index,
+    ended_index,
+    missed_index,
+    owned_columns,
+    serial_column,
+    stamp_columns,
+    version_column,
+)
 from herder.store.schema.base import metadata as metadata
 from herder.store.schema.checkpoints import checkpoint_chunks as checkpoint_chunks
 from herder.store.schema.checkpoints import checkpoint_contents as checkpoint_contents
@@ -107,14 +115,10 @@ artifacts = Table(
 jobs = Table(
     "jobs",
     metadata,
-    Column("id", ID, primary_key=True),
-    Column("tenant_id", ID, ForeignKey("tenants.id"), nullable=False),
-    Column("name", String(128), nullable=False),
+    *owned_columns(128),
     Column("spec", JsonColumn, nullable=False),
-    Column("created_at", UtcDateTime, nullable=False),
-    Column("updated_at", UtcDateTime, nullable=False),
-    # 1 when created, one more on every change: the ETag, and the guard of a PATCH
-    Column("version", Integer, nullable=False, server_default="1"),
+    *stamp_columns(),
+    version_column(),
     UniqueConstraint("tenant_id", "name"),
     Index(None, "tenant_id", "id"),
 )
@@ -132,8 +136,7 @@ job_labels = Table(
 runs = Table(
     "runs",
     metadata,
-    Column("id", ID, primary_key=True),
-    Column("tenant_id", ID, ForeignKey("tenants.id"), nullable=False),
+    *owned_columns(),
     Column("job_id", ID, nullable=False),  # no FK: history outlives a deleted job
     Column("job_name", String(128), nullable=False),
     Column("state", String(16), nullable=False),
@@ -241,7 +244,7 @@ attempts = Table(
 run_events = Table(
     "run_events",
     metadata,
-    Column("id", AutoIncrementId, primary_key=True, autoincrement=True),
+    serial_column(),
     Column("run_id", ID, ForeignKey("runs.id"), nullable=False),
     Column("at", UtcDateTime, nullable=False),
     Column("from_state", String(16)),
@@ -255,7 +258,7 @@ run_events = Table(
 log_chunks = Table(
     "log_chunks",
     metadata,
-    Column("id", AutoIncrementId, primary_key=True, autoincrement=True),
+    serial_column(),
     Column("attempt_id", ID, ForeignKey("attempts.id"), nullable=False),
     Column("seq", Integer, nullable=False),
     Column("stream", String(8), nullable=False),
@@ -288,8 +291,7 @@ workers = Table(
 schedules = Table(
     "schedules",
     metadata,
-    Column("id", ID, primary_key=True),
-    Column("tenant_id", ID, ForeignKey("tenants.id"), nullable=False),
+    *owned_columns(),
     Column("name", String(128)),  # optional; unique per tenant when given (herder apply's key)
     Column("job_id", ID),  # what it starts: a job's run,
     Column("workflow_id", ID),  # or a workflow's
@@ -302,8 +304,7 @@ schedules = Table(
     Column("fired_count", Integer, nullable=False, server_default="0"),
     Column("missed_count", Integer, nullable=False, server_default="0"),
     Column("skipped_count", Integer, nullable=False, server_default="0"),
-    Column("created_at", UtcDateTime, nullable=False),
-    Column("updated_at", UtcDateTime, nullable=False),
+    *stamp_columns(),
     Index(None, "tenant_id", "id"),
     Index(None, "tenant_id", "name", unique=True),
     Index(None, "partition", "next_due_at"),  # the firer's "what is due" query
@@ -312,7 +313,7 @@ schedules = Table(
 schedule_events = Table(
     "schedule_events",
     metadata,
-    Column("id", AutoIncrementId, primary_key=True, autoincrement=True),
+    serial_column(),
     Column("schedule_id", ID, ForeignKey("schedules.id", ondelete="CASCADE"), nullable=False),
     Column("at", UtcDateTime, nullable=False),
     Column("kind", String(16), nullable=False),  # fired, missed, skipped, replaced, paused, …
@@ -325,13 +326,10 @@ schedule_events = Table(
 workflows = Table(
     "workflows",
     metadata,
-    Column("id", ID, primary_key=True),
-    Column("tenant_id", ID, ForeignKey("tenants.id"), nullable=False),
-    Column("name", String(128), nullable=False),
+    *owned_columns(128),
     Column("version", Integer, nullable=False),  # the current one; every change adds one
     Column("spec", JsonColumn, nullable=False),
-    Column("created_at", UtcDateTime, nullable=False),
-    Column("updated_at", UtcDateTime, nullable=False),
+    *stamp_columns(),
     UniqueConstraint("tenant_id", "name"),
     Index(None, "tenant_id", "id"),
 )
@@ -350,8 +348,7 @@ workflow_versions = Table(
 workflow_runs = Table(
     "workflow_runs",
     metadata,
-    Column("id", ID, primary_key=True),
-    Column("tenant_id", ID, ForeignKey("tenants.id"), nullable=False),
+    *owned_columns(),
     Column("workflow_id", ID, nullable=False),
     Column("workflow_name", String(128), nullable=False),
     Column("version", Integer, nullable=False),
@@ -389,8 +386,7 @@ missed_index("ix_workflow_runs_tenant_id_deadline_missed_at", workflow_runs)
 backfills = Table(
     "backfills",
     metadata,
-    Column("id", ID, primary_key=True),
-    Column("tenant_id", ID, ForeignKey("tenants.id"), nullable=False),
+    *owned_columns(),
     Column("schedule_id", ID, nullable=False),
     Column("start", UtcDateTime, nullable=False),
     Column("end", UtcDateTime, nullable=False),

@@ -5,7 +5,6 @@ from __future__ import annotations
 from sqlalchemy import (
     Boolean,
     Column,
-    ForeignKey,
     Index,
     Integer,
     LargeBinary,
@@ -15,7 +14,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-from herder.store.schema.base import ID, metadata
+from herder.store.schema.base import ID, metadata, owned_columns, stamp_columns
 from herder.store.types import JsonColumn, UtcDateTime
 
 # Alerts (``herder.domain.alerts``): a tenant's channels, its rules, the incidents they open
@@ -24,9 +23,7 @@ from herder.store.types import JsonColumn, UtcDateTime
 alert_channels = Table(
     "alert_channels",
     metadata,
-    Column("id", ID, primary_key=True),
-    Column("tenant_id", ID, ForeignKey("tenants.id"), nullable=False),
-    Column("name", String(128), nullable=False),
+    *owned_columns(128),
     Column("kind", String(16), nullable=False),
     Column("url", Text, nullable=False),
     # the HMAC key, sealed (``herder.keyring``) like a tenant's secrets
@@ -36,8 +33,7 @@ alert_channels = Table(
     # a secret made before 0016, until a server with a keyring starts and seals it
     Column("plain_secret", String(128)),
     Column("enabled", Boolean, nullable=False),
-    Column("created_at", UtcDateTime, nullable=False),
-    Column("updated_at", UtcDateTime, nullable=False),
+    *stamp_columns(),
     UniqueConstraint("tenant_id", "name"),
     Index(None, "tenant_id", "id"),
     Index(None, "key_id"),  # what a re-encryption after a key rotation still has to do
@@ -46,17 +42,14 @@ alert_channels = Table(
 alert_rules = Table(
     "alert_rules",
     metadata,
-    Column("id", ID, primary_key=True),
-    Column("tenant_id", ID, ForeignKey("tenants.id"), nullable=False),
-    Column("name", String(128), nullable=False),
+    *owned_columns(128),
     Column("kind", String(32), nullable=False),
     Column("params", JsonColumn, nullable=False),
     Column("channel_ids", JsonColumn, nullable=False),
     Column("enabled", Boolean, nullable=False),
     Column("notify_recovery", Boolean, nullable=False),
     Column("evaluated_at", UtcDateTime),  # the watermark of event-driven kinds
-    Column("created_at", UtcDateTime, nullable=False),
-    Column("updated_at", UtcDateTime, nullable=False),
+    *stamp_columns(),
     UniqueConstraint("tenant_id", "name"),
     Index(None, "tenant_id", "id"),
 )
@@ -64,8 +57,7 @@ alert_rules = Table(
 alert_incidents = Table(
     "alert_incidents",
     metadata,
-    Column("id", ID, primary_key=True),
-    Column("tenant_id", ID, ForeignKey("tenants.id"), nullable=False),
+    *owned_columns(),
     Column("rule_id", ID, nullable=False),
     Column("key", String(128), nullable=False),
     Column("state", String(16), nullable=False),
@@ -85,8 +77,7 @@ alert_incidents = Table(
 alert_deliveries = Table(
     "alert_deliveries",
     metadata,
-    Column("id", ID, primary_key=True),
-    Column("tenant_id", ID, ForeignKey("tenants.id"), nullable=False),
+    *owned_columns(),
     Column("channel_id", ID, nullable=False),
     Column("incident_id", ID),
     Column("event", String(16), nullable=False),

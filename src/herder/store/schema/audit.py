@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Column, ForeignKey, Index, Integer, String, Table
+from sqlalchemy import Column, Index, Integer, String, Table
 
-from herder.store.schema.base import ID, metadata
+from herder.store.schema.base import ID, metadata, owned_columns
 from herder.store.types import JsonColumn, UtcDateTime
 
 # Who changed what, when, and how it ended. ``fields`` holds the names of the body's fields,
@@ -13,8 +13,7 @@ from herder.store.types import JsonColumn, UtcDateTime
 audit_log = Table(
     "audit_log",
     metadata,
-    Column("id", ID, primary_key=True),
-    Column("tenant_id", ID, ForeignKey("tenants.id"), nullable=False),
+    *owned_columns(),
     Column("key_id", ID, nullable=False),
     Column("key_name", String(128), nullable=False),
     Column("role", String(16), nullable=False),

@@ -3,7 +3,11 @@ table declarations more than one module uses."""
 
 from __future__ import annotations
 
-from sqlalchemy import Index, MetaData, String, Table, and_
+from typing import Any
+
+from sqlalchemy import Column, ForeignKey, Index, Integer, MetaData, String, Table, and_
+
+from herder.store.types import AutoIncrementId, UtcDateTime
 
 metadata = MetaData(
     naming_convention={
@@ -15,6 +19,35 @@ metadata = MetaData(
 )
 
 ID = String(40)
+
+
+def owned_columns(name_length: int | None = None) -> list[Column[Any]]:
+    """A tenant's row: its id and its tenant, and its name (required) when ``name_length``."""
+    columns: list[Column[Any]] = [
+        Column("id", ID, primary_key=True),
+        Column("tenant_id", ID, ForeignKey("tenants.id"), nullable=False),
+    ]
+    if name_length is not None:
+        columns.append(Column("name", String(name_length), nullable=False))
+    return columns
+
+
+def serial_column() -> Column[int]:
+    """An id the database numbers in insertion order: a log's or a history's row."""
+    return Column("id", AutoIncrementId, primary_key=True, autoincrement=True)
+
+
+def stamp_columns() -> list[Column[Any]]:
+    """When the row was made and last changed."""
+    return [
+        Column("created_at", UtcDateTime, nullable=False),
+        Column("updated_at", UtcDateTime, nullable=False),
+    ]
+
+
+def version_column() -> Column[int]:
+    """1 when created, one more on every change: the ETag, and the guard of a PATCH."""
+    return Column("version", Integer, nullable=False, server_default="1")
 
 
 def ended_index(name: str, table: Table, *columns: str) -> Index:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from sqlalchemy import (
     BigInteger,
     Column,
-    ForeignKey,
     Index,
     Integer,
     LargeBinary,
@@ -15,7 +14,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-from herder.store.schema.base import ID, metadata
+from herder.store.schema.base import ID, metadata, owned_columns, stamp_columns, version_column
 from herder.store.types import JsonColumn, UtcDateTime
 
 # One row per accepted event; ``sender_key`` is unique per tenant while it is kept, so a
@@ -23,9 +22,7 @@ from herder.store.types import JsonColumn, UtcDateTime
 events = Table(
     "events",
     metadata,
-    Column("id", ID, primary_key=True),
-    Column("tenant_id", ID, ForeignKey("tenants.id"), nullable=False),
-    Column("name", String(128), nullable=False),
+    *owned_columns(128),
     Column("source", String(64), nullable=False),
     Column("sender_id", String(128)),
     Column("sender_key", String(200)),
@@ -42,14 +39,11 @@ events = Table(
 triggers = Table(
     "triggers",
     metadata,
-    Column("id", ID, primary_key=True),
-    Column("tenant_id", ID, ForeignKey("tenants.id"), nullable=False),
-    Column("name", String(64), nullable=False),
+    *owned_columns(64),
     Column("event", String(128), nullable=False),
     Column("spec", JsonColumn, nullable=False),
-    Column("created_at", UtcDateTime, nullable=False),
-    Column("updated_at", UtcDateTime, nullable=False),
-    Column("version", Integer, nullable=False, server_default="1"),
+    *stamp_columns(),
+    version_column(),
     UniqueConstraint("tenant_id", "name"),
     Index(None, "tenant_id", "event"),
 )
@@ -58,16 +52,13 @@ triggers = Table(
 hooks = Table(
     "hooks",
     metadata,
-    Column("id", ID, primary_key=True),
-    Column("tenant_id", ID, ForeignKey("tenants.id"), nullable=False),
-    Column("name", String(64), nullable=False),
+    *owned_columns(64),
     Column("spec", JsonColumn, nullable=False),
     Column("key_id", String(64), nullable=False),
     Column("nonce", LargeBinary, nullable=False),
     Column("ciphertext", LargeBinary, nullable=False),
-    Column("created_at", UtcDateTime, nullable=False),
-    Column("updated_at", UtcDateTime, nullable=False),
-    Column("version", Integer, nullable=False, server_default="1"),
+    *stamp_columns(),
+    version_column(),
     UniqueConstraint("tenant_id", "name"),
 )
 

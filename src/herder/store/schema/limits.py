@@ -10,14 +10,20 @@ from sqlalchemy import (
     Float,
     ForeignKey,
     Index,
-    Integer,
     String,
     Table,
     UniqueConstraint,
 )
 
-from herder.store.schema.base import ID, metadata
-from herder.store.types import AutoIncrementId, JsonColumn, UtcDateTime
+from herder.store.schema.base import (
+    ID,
+    metadata,
+    owned_columns,
+    serial_column,
+    stamp_columns,
+    version_column,
+)
+from herder.store.types import JsonColumn, UtcDateTime
 
 submit_buckets = Table(
     "submit_buckets",
@@ -34,13 +40,10 @@ submit_buckets = Table(
 limits = Table(
     "limits",
     metadata,
-    Column("id", ID, primary_key=True),
-    Column("tenant_id", ID, ForeignKey("tenants.id"), nullable=False),
-    Column("name", String(64), nullable=False),
+    *owned_columns(64),
     Column("spec", JsonColumn, nullable=False),
-    Column("created_at", UtcDateTime, nullable=False),
-    Column("updated_at", UtcDateTime, nullable=False),
-    Column("version", Integer, nullable=False, server_default="1"),
+    *stamp_columns(),
+    version_column(),
     UniqueConstraint("tenant_id", "name"),
 )
 
@@ -61,7 +64,7 @@ run_limit_keys = Table(
 limit_starts = Table(
     "limit_starts",
     metadata,
-    Column("id", AutoIncrementId, primary_key=True, autoincrement=True),
+    serial_column(),
     Column("limit_id", ID, nullable=False),
     Column("key", String(128), nullable=False),
     Column("started_at", UtcDateTime, nullable=False),

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from sqlalchemy import BigInteger, Column, ForeignKey, Index, Integer, String, Table, Text
 
-from herder.store.schema.base import ID, metadata
-from herder.store.types import JsonColumn, UtcDateTime
+from herder.store.schema.base import ID, metadata, stamp_columns
+from herder.store.types import JsonColumn
 
 # A named group of workers (those whose labels match ``selector``), made by a system admin.
 # Runs and jobs name a pool by ``name``; a deleted pool's waiting runs wait with a reason.
@@ -17,8 +17,7 @@ pools = Table(
     Column("description", Text, nullable=False, server_default=""),
     Column("selector", JsonColumn, nullable=False),  # labels → value, every one required
     Column("autoscaling", JsonColumn),  # domain.autoscaling.AutoscalingSpec; None: fixed
-    Column("created_at", UtcDateTime, nullable=False),
-    Column("updated_at", UtcDateTime, nullable=False),
+    *stamp_columns(),
 )
 
 # A tenant that may use a pool, and its nominal share of it (zero: it may borrow only).

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import Column, ForeignKey, Index, Integer, LargeBinary, String, Table
 
-from herder.store.schema.base import ID, metadata
-from herder.store.types import UtcDateTime
+from herder.store.schema.base import ID, metadata, stamp_columns
 
 # A tenant's secrets, by name: only ciphertext (AES-256-GCM, ``herder.keyring``), the id of the
 # key that sealed it, and its nonce. Never a value in plain text.
@@ -18,7 +17,6 @@ secrets = Table(
     Column("key_id", String(16), nullable=False),
     Column("nonce", LargeBinary, nullable=False),
     Column("ciphertext", LargeBinary, nullable=False),
-    Column("created_at", UtcDateTime, nullable=False),
-    Column("updated_at", UtcDateTime, nullable=False),
+    *stamp_columns(),
     Index(None, "key_id"),  # what a re-encryption after a key rotation still has to do
 )

@@ -4,7 +4,7 @@
 import { api, query } from "../api.js";
 import { rateLine, stackedBars, utilization } from "../charts.js";
 import { badge, h, link, fill, row, table, when } from "../dom.js";
-import { FAILED_RUN_STATES, STATS_MAX_MINUTES } from "../states.js";
+import { FAILED_RUN_STATES, LIVE_RUN_STATES, OUTCOMES, STATS_MAX_MINUTES } from "../states.js";
 import { WINDOWS, chosenWindow, windowPicker, windowStart } from "../window.js";
 import { runPath, taskKindOf } from "./common.js";
 
@@ -14,6 +14,13 @@ const FAILURES_SHOWN = 20;
 function card(label, value, href) {
   const number = h("span", { class: "number" }, value === null || value === undefined ? "–" : value);
   return h("div", { class: "card", "data-stat": label }, href ? link(href, number) : number, h("span", { class: "caption" }, label));
+}
+
+// Where a live state's count leads: the queue and the dead-letter list have views of their own.
+const LISTED_AT = { queued: "#/queue", dead: "#/dead" };
+
+function liveCard(state, count) {
+  return card(state, count, LISTED_AT[state] || `#/runs?state=${state}`);
 }
 
 function percent(rate) {
@@ -52,14 +59,9 @@ export function mount(root, route, ctx) {
         h(
           "div",
           { class: "cards" },
-          card("queued", stats.runs.queued, "#/queue"),
-          card("running", stats.runs.running, "#/runs?state=running"),
-          card("retry_wait", stats.runs.retry_wait, "#/runs?state=retry_wait"),
-          card("suspended", stats.runs.suspended, "#/runs?state=suspended"),
-          card("dead", stats.runs.dead, "#/dead"),
+          ...LIVE_RUN_STATES.map((state) => liveCard(state, stats.runs[state])),
           card("awaiting approval", stats.awaiting_approval, "#/workflows"),
-          card(`succeeded (${span})`, stats.ended.succeeded),
-          card(`failed (${span})`, stats.ended.failed),
+          ...OUTCOMES.map((outcome) => card(`${outcome} (${span})`, stats.ended[outcome])),
           card(`failure rate (${span})`, percent(stats.failure_rate)),
         ),
         h("h2", {}, `Recent failures, last ${span}`),
@@ -68,13 +70,11 @@ export function mount(root, route, ctx) {
         h(
           "div",
           { class: "legend" },
-          h("span", { class: "key succeeded" }, "succeeded"),
-          h("span", { class: "key failed" }, "failed"),
-          h("span", { class: "key cancelled" }, "cancelled"),
+          ...OUTCOMES.map((outcome) => h("span", { class: `key ${outcome}` }, outcome)),
         ),
         stackedBars(
           stats.throughput,
-          [{ key: "succeeded" }, { key: "failed" }, { key: "cancelled" }],
+          OUTCOMES.map((key) => ({ key })),
           { title: "runs ended per minute" },
         ),
         h("h2", {}, "Failure rate per minute"),

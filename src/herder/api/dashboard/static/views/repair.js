@@ -5,8 +5,9 @@
 
 import { api } from "../api.js";
 import { h, fill } from "../dom.js";
+import { REPAIR_DONE_RUN_STATES } from "../states.js";
 
-const DONE = new Set(["succeeded", "skipped"]);
+const DONE = new Set(REPAIR_DONE_RUN_STATES);
 
 // Task names in order, each with whether any of its instances did not succeed or skip.
 function tasksOf(run) {
