@@ -127,7 +127,6 @@ def test_the_check_sees_a_cycle() -> None:
 ABOVE_THE_STORE = (
     "herder.api",
     "herder.app",
-    "herder.services",
     "herder.control",
     "herder.cli",
     "herder.worker",

@@ -1,3 +1,8 @@
+"""The worker protocol: a worker registers with a fleet token, then claims work, beats and
+reports with the secret it was given. Workers never touch the database; each call is one
+unit of work: the report's use case is ``herder.app.reports``, the others one repository
+call each."""
+
 from __future__ import annotations
 
 import time
@@ -17,6 +22,7 @@ from herder.api.auth import (
 from herder.api.openapi import problems
 from herder.api.wakeups import Wakeups
 from herder.app import checkpoints
+from herder.app.reports import report
 from herder.domain.errors import Conflict, Invalid, NotFound
 from herder.domain.models import Worker
 from herder.protocol import (
@@ -32,7 +38,6 @@ from herder.protocol import (
     ReportResult,
     ReportResults,
 )
-from herder.services import workers
 
 router = APIRouter(prefix="/v1", tags=["worker protocol"])
 
@@ -46,8 +51,7 @@ def _wakeups(request: Request) -> Wakeups:
 def register(
     body: RegisterRequest, token_id: WorkerToken, store: StoreDep, request: Request
 ) -> RegisterReply:
-    worker, secret = workers.register(
-        store,
+    worker, secret = store.workers.register(
         token_id,
         name=body.name,
         capacity=body.capacity,
@@ -76,8 +80,7 @@ def heartbeat(
     body: Heartbeat, worker_id: RegisteredWorker, store: StoreDep, request: Request
 ) -> Directives:
     interval = request.app.state.settings.heartbeat_interval_seconds
-    directives = workers.heartbeat(
-        store,
+    directives = store.workers.heartbeat(
         worker_id,
         body.running,
         unreported_grace_seconds=2 * interval + 1.0,
@@ -98,7 +101,7 @@ async def claim(
         since = wakeups.generation(worker_id)
         news = news or wakeups.take_news(worker_id)
         assignments, directives = await run_in_threadpool(
-            workers.claim, store, worker_id, body.max_runs, body.running, look_for_news=news
+            store.workers.claim_with_directives, worker_id, body.max_runs, body.running, news
         )
         news = False
         remaining = deadline - time.monotonic()
@@ -123,13 +126,13 @@ def _single(results: list[ReportResult], attempt_id: str) -> ReportResult:
 @router.post("/workers/{worker_id}/reports")
 def reports(body: Report, worker_id: RegisteredWorker, store: StoreDep) -> ReportResults:
     """Batched output and completions; each result says whether it was applied."""
-    return ReportResults(results=workers.report(store, worker_id, body.logs, body.completions))
+    return ReportResults(results=report(store, worker_id, body.logs, body.completions))
 
 
 @router.get("/workers/{worker_id}/artifacts/{artifact_id}", response_class=Response)
 def download(artifact_id: str, worker_id: RegisteredWorker, store: StoreDep) -> Response:
     return Response(
-        workers.artifact(store, worker_id, artifact_id),
+        store.artifacts.read_for_worker(worker_id, artifact_id),
         media_type="application/octet-stream",
     )
 
@@ -177,10 +180,10 @@ def attempt_logs(
     attempt_id: str, body: AttemptOutput, secret: WorkerSecret, store: StoreDep
 ) -> ReportResult:
     """One attempt's output (the batched ``/workers/{id}/reports`` is the fast path)."""
-    workers.authenticate(store, body.worker_id, secret)
+    store.access.authenticate_worker(body.worker_id, secret)
     if any(chunk.attempt_id != attempt_id for chunk in body.chunks):
         raise Invalid("every chunk must belong to the attempt in the path", field="chunks")
-    results = workers.report(store, body.worker_id, body.chunks, [])
+    results = report(store, body.worker_id, body.chunks, [])
     return _single(results, attempt_id)
 
 
@@ -191,8 +194,8 @@ def attempt_complete(
     secret: WorkerSecret,
     store: StoreDep,
 ) -> ReportResult:
-    workers.authenticate(store, body.worker_id, secret)
+    store.access.authenticate_worker(body.worker_id, secret)
     if body.completion.attempt_id != attempt_id:
         raise Invalid("the completion must be for the attempt in the path", field="attempt_id")
-    results = workers.report(store, body.worker_id, [], [body.completion])
+    results = report(store, body.worker_id, [], [body.completion])
     return _single(results, attempt_id)
