@@ -45,7 +45,8 @@ from herder.domain.schedules import ScheduleSpec
 from herder.domain.states import AttemptState
 from herder.domain.workflows.spec import WorkflowSpec
 from herder.protocol import Completion
-from herder.store.alerts.evaluation import OVERLAP, _open, stored_rule
+from herder.store.alerts.incidents import open_incident
+from herder.store.alerts.signals import OVERLAP, stored_rule
 from herder.store.schedules import PARTITIONS
 from herder.store.schema import alert_incidents, leases, runs
 from herder.store.schema import runs as runs_table
@@ -356,7 +357,7 @@ def test_two_evaluators_open_one_incident(world: World) -> None:
     signal = Signal(job_id, True, "failed")
     for _ in range(2):  # both decided to open, from the same stale read
         with world.store.work() as work:
-            _open(work, rule, signal)
+            open_incident(work, rule, signal)
     other = Store(world.store.database.url, clock=world.clock, keyring=TEST_KEYRING)
     try:
         evaluators = [world.evaluator, AlertEvaluator(other)]

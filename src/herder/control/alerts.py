@@ -8,11 +8,12 @@ import asyncio
 import logging
 from datetime import datetime
 
+from herder.app.alerts import evaluate
 from herder.clock import Clock
 from herder.control.webhooks import Resolver, post_all, system_resolver
 from herder.domain.errors import HerderError
 from herder.store.alerts.deliveries import DeliveryRepository
-from herder.store.alerts.evaluation import enabled_rule_ids, evaluate
+from herder.store.alerts.signals import enabled_rule_ids
 from herder.store.store import Store
 
 log = logging.getLogger("herder.control")
@@ -36,8 +37,7 @@ class AlertEvaluator:
             rule_ids = enabled_rule_ids(work)
         for rule_id in rule_ids:
             try:
-                with self._store.work() as work:
-                    evaluate(work, rule_id)
+                evaluate(self._store, rule_id)
             except HerderError as error:
                 log.warning("alert rule %s: %s", rule_id, error)
         return EVALUATE_EVERY_SECONDS

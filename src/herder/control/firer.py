@@ -17,10 +17,11 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from zoneinfo import ZoneInfo
 
+from herder.app.firing import fire_due
 from herder.clock import Clock
 from herder.domain.cron import CronError, CronExpression, parse_timezone
 from herder.domain.schedules import MISFIRE_GRACE, FirePlan, plan_fires
-from herder.store.firing import DueSchedule
+from herder.store.schedule_fires import DueSchedule
 from herder.store.store import Store
 
 BATCH = 1000  # schedules read per pass
@@ -116,7 +117,7 @@ class Firer:
             for schedule, expression, zone in read.fireable
         ]  # fmt: skip
         for chunk in _transactions(batch):
-            schedules.fire(chunk, actor=f"scheduler:{self.name}")
+            fire_due(self._store, chunk, actor=f"scheduler:{self.name}")
 
 
 def _transactions(

@@ -1,9 +1,9 @@
-"""Schedules: their definitions (tenant-scoped) and firing them exactly once.
+"""Schedules: their definitions (tenant-scoped), and what a firer reads of them.
 
 A fire inserts a run keyed by (schedule, scheduled_for) under a unique constraint, and
 advances the schedule with an update guarded by the schedule as it was read (its nominal time
 and its last change) — whoever fires it, and however often they try, a nominal time becomes
-one run. Firing a batch is ``firing``'s.
+one run. Firing is a use case (``app/firing.py``) over ``schedule_fires``' writes.
 """
 
 from __future__ import annotations
@@ -21,11 +21,10 @@ from herder.clock import Clock, epoch_ms
 from herder.domain.ids import new_id
 from herder.domain.limits import fielded
 from herder.domain.listings import PageRequest
-from herder.domain.models import Page, Schedule, ScheduleEvent, TriggeredFire
+from herder.domain.models import Page, Schedule, ScheduleEvent
 from herder.domain.overrides import apply_overrides
-from herder.domain.schedules import FirePlan, ScheduleSpec
+from herder.domain.schedules import ScheduleSpec
 from herder.store.database import Database
-from herder.store.firing import DueSchedule, fire_batch, next_fire_values
 from herder.store.jobs import JobRepository
 from herder.store.limits import check_references as check_limits
 from herder.store.named import NamedRows
@@ -33,7 +32,7 @@ from herder.store.notifications import DUE_CHANNEL
 from herder.store.owned import owned_row
 from herder.store.pools import check_usable
 from herder.store.schedule_events import schedule_event
-from herder.store.schedule_trigger import trigger
+from herder.store.schedule_fires import DueSchedule, due_schedule, next_fire_values
 from herder.store.schema import schedule_events, schedules, workflows
 from herder.store.work import Work, unit_of_work
 
@@ -234,19 +233,12 @@ class ScheduleRepository:
                 .order_by(schedules.c.next_due_at)
                 .limit(limit)
             ).all()
-        return [
-            DueSchedule(
-                row.id,
-                row.tenant_id,
-                row.job_id,
-                ScheduleSpec.model_validate(row.spec),
-                row.next_fire_at,
-                row.updated_at,
-                row.last_fired_for,
-                row.workflow_id,
-            )
-            for row in rows
-        ]
+        return [due_schedule(row) for row in rows]
+
+    @staticmethod
+    def due_within(connection: Connection, tenant_id: str, schedule_id: str) -> DueSchedule:
+        """The tenant's schedule as a firer reads it, its row held (a fire by hand)."""
+        return due_schedule(ROWS.row(connection, tenant_id, schedule_id, for_update=True))
 
     def next_due(self, partition: int) -> datetime | None:
         with self._db.read() as connection:
@@ -254,26 +246,6 @@ class ScheduleRepository:
                 select(func.min(schedules.c.next_due_at)).where(schedules.c.partition == partition)
             ).scalar()
         return moment
-
-    def fire(
-        self,
-        batch: builtins.list[tuple[DueSchedule, FirePlan]],
-        *,
-        actor: str,
-    ) -> int:
-        """Apply each plan once, in one unit of work (see ``firing``); the runs made."""
-        with unit_of_work(self._db, self._clock, self._rng) as work:
-            return fire_batch(work, self._jobs, batch, actor)
-
-    def trigger(self, tenant_id: str, schedule_id: str, *, actor: str) -> TriggeredFire:
-        """Fire it now, by hand (``schedule_trigger``); its row held, so two at once take
-        turns under its concurrency policy."""
-        with unit_of_work(self._db, self._clock, self._rng) as work:
-            row = ROWS.row(work.connection, tenant_id, schedule_id, for_update=True)
-            due = DueSchedule(row.id, row.tenant_id, row.job_id,
-                              ScheduleSpec.model_validate(row.spec), row.next_fire_at,
-                              row.updated_at, row.last_fired_for, row.workflow_id)  # fmt: skip
-            return trigger(work, self._jobs, due, actor)
 
     def stop_unfireable(self, unfireable: Sequence[tuple[DueSchedule, str]]) -> None:
         """Schedules that cannot be evaluated (the error says why), like Kubernetes'

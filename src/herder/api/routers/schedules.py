@@ -13,7 +13,7 @@ from herder.api.openapi import patch_body, problems
 from herder.api.queries import Paging
 from herder.api.ratelimit import Submitter
 from herder.api.schemas import IsoTime
-from herder.app import schedules
+from herder.app import firing, schedules
 from herder.domain.actors import user_actor
 from herder.domain.models import Page, Schedule, ScheduleEvent, TriggeredFire
 from herder.domain.schedules import ScheduleSpec, check_schedule_name
@@ -163,7 +163,7 @@ def trigger_schedule(schedule_id: str, caller: Submitter, store: StoreDep) -> Tr
     ``scheduled_for``): under its concurrency policy (409 where ``forbid`` would skip it),
     paused or not; its next fire stays as it was. A submission of the caller's tenant,
     counted against its submission rate (429)."""
-    return store.schedules.trigger(caller.tenant_id, schedule_id, actor=user_actor(caller.key_id))
+    return firing.trigger(store, caller.tenant_id, schedule_id, actor=user_actor(caller.key_id))
 
 
 @router.get("/v1/schedules/{schedule_id}/next")

@@ -27,7 +27,7 @@ from herder.store.workflows.starts import cancel_in, start_in
 
 
 class DueSchedule(Protocol):
-    """A due schedule of a workflow as the firer read it (``store.firing.DueSchedule``)."""
+    """A due schedule of a workflow as the firer read it (``store.schedule_fires.DueSchedule``)."""
 
     @property
     def id(self) -> str: ...

@@ -1,11 +1,11 @@
-"""One evaluation of one rule, in one transaction: read its facts and its open incidents,
-decide (``domain.alerts.decisions``), then open, resolve and queue deliveries.
+"""What one evaluation of an alert rule reads (``app/alerts.py`` decides and applies): the
+rule itself, held, and the facts of its kind — the ends of jobs and workflows, the misses of
+schedules, queue waits, runs waiting for room, budgets, the loops' leases, and the names
+that incidents show.
 
-Opening inserts under the unique ``open_key`` (rule and key) and ignores a duplicate, and
-resolving is guarded by the incident still being open, so two evaluators racing make one
-incident and one notice each way. Event-driven kinds read what ended since the rule's last
-evaluation (``evaluated_at``, less an overlap for transactions that commit late); reading a
-thing twice decides the same, so the overlap is harmless.
+Event-driven kinds read what ended since the rule's last evaluation (``evaluated_at``, less
+an overlap for transactions that commit late); reading a thing twice decides the same, so
+the overlap is harmless. (``late_runs`` and ``approvals`` read for their own kinds.)
 """
 
 from __future__ import annotations
@@ -14,23 +14,17 @@ import logging
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Literal
 
 from pydantic import ValidationError
-from sqlalchemy import ColumnElement, Table, func, or_, select, update
+from sqlalchemy import ColumnElement, Table, func, or_, select
 
-from herder.clock import epoch_ms
-from herder.domain.alerts import approvals, decisions, late_runs
-from herder.domain.alerts.decisions import Ended, ScheduleMisses, Signal
+from herder.domain.alerts.decisions import Ended, ScheduleMisses
 from herder.domain.alerts.rules import IncidentState, RuleKind, RuleParams
-from herder.domain.ids import new_id
+from herder.domain.budgets import Standing
 from herder.domain.placement.ordering import wait_began
 from herder.domain.states import RunState
 from herder.domain.workflows.states import WorkflowRunState
-from herder.store.alerts.approvals import waiting_approvals
-from herder.store.alerts.channels import add_deliveries
-from herder.store.alerts.late_runs import missed_deadlines, running_runs
-from herder.store.dialect import insert_ignoring_duplicates
 from herder.store.history.live import live_floor
 from herder.store.schema import (
     alert_incidents,
@@ -52,10 +46,16 @@ OVERLAP = timedelta(minutes=5)
 MAX_QUEUE_SAMPLES = 100_000
 _QUOTA_REASON = "tenant quota%"  # waiting on the tenant's own quota is not missing capacity
 _BUDGET_REASON = "tenant %budget%"  # nor is waiting on its spent time budget
+_WORKFLOW_ENDS = (WorkflowRunState.FAILED, WorkflowRunState.SUCCEEDED)  # a failure and a success
+
+Named = Literal["job", "workflow", "schedule"]
+_NAMED: dict[Named, Table] = {"job": jobs, "workflow": workflows, "schedule": schedules}
 
 
 @dataclass(frozen=True)
 class StoredRule:
+    """A rule as its evaluation reads it."""
+
     id: str
     tenant_id: str
     name: str
@@ -65,9 +65,6 @@ class StoredRule:
     notify_recovery: bool
     evaluated_at: datetime | None
     created_at: datetime
-
-
-_WORKFLOW_ENDS = (WorkflowRunState.FAILED, WorkflowRunState.SUCCEEDED)  # a failure and a success
 
 
 def enabled_rule_ids(work: Work) -> list[str]:
@@ -101,74 +98,10 @@ def stored_rule(work: Work, rule_id: str) -> StoredRule | None:
                       row.notify_recovery, row.evaluated_at, row.created_at)  # fmt: skip
 
 
-def evaluate(work: Work, rule_id: str) -> decisions.Decisions | None:
-    """Decide and apply one rule's incidents; what was decided (``None``: nothing to judge)."""
-    rule = stored_rule(work, rule_id)
-    if rule is None or not decisions.is_due(rule.kind, rule.evaluated_at, work.now):
-        return None
-    open_rows = work.connection.execute(
-        select(alert_incidents.c.id, alert_incidents.c.key, alert_incidents.c.opened_at,
-               alert_incidents.c.summary, alert_incidents.c.details)
-        .where(alert_incidents.c.rule_id == rule.id,
-               alert_incidents.c.state == IncidentState.OPEN)
-    ).all()  # fmt: skip
-    opened = {row.key: row for row in open_rows}
-    since = rule.evaluated_at or rule.created_at
-    signals = _signals(work, rule, since, {key: row.opened_at for key, row in opened.items()})
-    decided = decisions.reconcile(signals, opened.keys())
-    for signal in decided.opens:
-        _open(work, rule, signal)
-    for signal in decided.resolves:
-        _resolve(work, rule, opened[signal.key].id, signal)
-    _seen_again(work, [opened[key] for key in decided.still_firing], signals)
-    work.connection.execute(
-        update(alert_rules).where(alert_rules.c.id == rule.id).values(evaluated_at=work.now)
-    )
-    return decided
-
-
-def _signals(
-    work: Work, rule: StoredRule, since: datetime, open_since: dict[str, datetime]
-) -> list[Signal]:
-    params = rule.params
-    if rule.kind is RuleKind.RUN_FAILED:
-        ended = _ended_runs(work, rule, since, open_since.keys())
-        return decisions.run_failed(ended, params, _names(work, jobs, rule.tenant_id, ended))
-    if rule.kind is RuleKind.WORKFLOW_FAILED:
-        ended = _ended_workflow_runs(work, rule, since, open_since.keys())
-        return decisions.workflow_failed(ended, _names(work, workflows, rule.tenant_id, ended))
-    if rule.kind is RuleKind.SCHEDULE_MISSED:
-        misses = _schedule_misses(work, rule, since, open_since)
-        ids = [one.schedule_id for one in misses]
-        return decisions.schedule_missed(misses, _names(work, schedules, rule.tenant_id, ids))
-    if rule.kind is RuleKind.QUEUE_WAIT_P99:
-        return decisions.queue_wait_p99(_queue_waits(work, rule), params)
-    if rule.kind is RuleKind.NO_CAPACITY:
-        return decisions.no_capacity(_waiting_for_room(work, rule), params)
-    if rule.kind is RuleKind.DEADLINE_MISSED:
-        after = _overlapping(rule, since)
-        found = missed_deadlines(work, rule.tenant_id, rule.id, params, after, open_since.keys())
-        return late_runs.deadline_missed(found)
-    if rule.kind is RuleKind.RUNNING_LONG:
-        running, successes, gone = running_runs(work, rule.tenant_id, params, open_since.keys())
-        return late_runs.running_long(running, successes, gone, params)
-    if rule.kind is RuleKind.APPROVAL_WAITING:
-        waiting, decided = waiting_approvals(work, rule.tenant_id, params, open_since.keys())
-        return approvals.approval_waiting(waiting, decided)
-    if rule.kind is RuleKind.BUDGET:
-        uses = read_uses(work.connection, work.now, [rule.tenant_id])
-        standings = uses[rule.tenant_id].standings(work.now) if rule.tenant_id in uses else []
-        return decisions.budget(standings, params)
-    expiries = {
-        row.name: row.expires_at
-        for row in work.connection.execute(select(leases.c.name, leases.c.expires_at))
-    }
-    return decisions.loop_stale(expiries, params, work.now)
-
-
-def _names(work: Work, table: Table, tenant_id: str, ids: Iterable[str]) -> dict[str, str]:
+def names(work: Work, kind: Named, tenant_id: str, ids: Iterable[str]) -> dict[str, str]:
     """The names of the tenant's jobs, workflows or schedules of ``ids``, in one query, so
     that an incident names what failed as people know it (a schedule may have none)."""
+    table = _NAMED[kind]
     wanted = sorted(set(ids))
     if not wanted:
         return {}
@@ -180,35 +113,12 @@ def _names(work: Work, table: Table, tenant_id: str, ids: Iterable[str]) -> dict
     return {row.id: row.name for row in rows}
 
 
-def _seen_again(work: Work, rows: Collection[Any], signals: Collection[Signal]) -> None:
-    """Open incidents still firing: ``last_seen_at`` moves, and the summary and details
-    follow what was seen (the streak's latest runs, the p99…) — written only when they
-    changed, so a steady incident costs one update of all of them."""
-    latest = {signal.key: signal for signal in signals}
-    for row in rows:
-        signal = latest[row.key]
-        if (signal.summary, dict(signal.details)) != (row.summary, row.details):
-            work.connection.execute(
-                update(alert_incidents)
-                .where(alert_incidents.c.id == row.id,
-                       alert_incidents.c.state == IncidentState.OPEN)
-                .values(summary=signal.summary, details=dict(signal.details))
-            )  # fmt: skip
-    if rows:
-        work.connection.execute(
-            update(alert_incidents)
-            .where(alert_incidents.c.id.in_([row.id for row in rows]),
-                   alert_incidents.c.state == IncidentState.OPEN)
-            .values(last_seen_at=work.now)
-        )  # fmt: skip
-
-
-def _overlapping(rule: StoredRule, since: datetime) -> datetime:
+def overlapping(rule: StoredRule, since: datetime) -> datetime:
     """``since`` less the overlap, but never before the rule was made: it looks forward."""
     return max(since - OVERLAP, rule.created_at)
 
 
-def _ended_runs(
+def ended_runs(
     work: Work, rule: StoredRule, since: datetime, open_keys: Collection[str]
 ) -> dict[str, list[Ended]]:
     """The last ``consecutive`` ends (failed in a counted way, or succeeded), newest first,
@@ -224,7 +134,7 @@ def _ended_runs(
     }  # fmt: skip
 
 
-def _ended_workflow_runs(
+def ended_workflow_runs(
     work: Work, rule: StoredRule, since: datetime, open_keys: Collection[str]
 ) -> dict[str, list[Ended]]:
     """The last end (failed or succeeded) of each workflow with a failed run since
@@ -256,7 +166,7 @@ def _failing_keys(
         work.connection.execute(
             select(key)
             .where(table.c.tenant_id == rule.tenant_id,
-                   table.c.finished_at >= _overlapping(rule, since),
+                   table.c.finished_at >= overlapping(rule, since),
                    table.c.state.in_(failures), *scope)
             .group_by(key)
         ).scalars()
@@ -284,7 +194,7 @@ def _last_ends(
     return [Ended(row.id, row.state, row.finished_at) for row in rows]
 
 
-def _schedule_misses(
+def schedule_misses(
     work: Work, rule: StoredRule, since: datetime, open_since: dict[str, datetime]
 ) -> list[ScheduleMisses]:
     """Per schedule, the misses not yet judged — recorded after its open incident opened, or
@@ -298,7 +208,7 @@ def _schedule_misses(
                schedule_events.c.scheduled_for)
         .join(schedules, schedules.c.id == schedule_events.c.schedule_id)
         .where(*scope, schedule_events.c.kind.in_(("missed", "skipped")),
-               schedule_events.c.at >= _overlapping(rule, since))
+               schedule_events.c.at >= overlapping(rule, since))
         .limit(MAX_QUEUE_SAMPLES)
     ).all()  # fmt: skip
     resolved = {
@@ -334,7 +244,7 @@ def _schedule_misses(
     ]  # fmt: skip
 
 
-def _queue_waits(work: Work, rule: StoredRule) -> list[float]:
+def queue_waits(work: Work, rule: StoredRule) -> list[float]:
     """Seconds from queued (or last preempted) to started of the tenant's runs started in
     the window: those
     ended since its start (the ``(tenant_id, finished_at)`` index: a run that started in
@@ -359,7 +269,7 @@ def _queue_waits(work: Work, rule: StoredRule) -> list[float]:
     return waits
 
 
-def _waiting_for_room(work: Work, rule: StoredRule) -> list[str]:
+def waiting_for_room(work: Work, rule: StoredRule) -> list[str]:
     """Queued runs of the tenant, waiting ``wait_seconds`` or more for lack of room (the
     dispatcher gave a reason that is not the tenant's own quota)."""
     before = work.now - timedelta(seconds=rule.params.wait_seconds)
@@ -379,52 +289,15 @@ def _waiting_for_room(work: Work, rule: StoredRule) -> list[str]:
     )  # fmt: skip
 
 
-def _payload(rule: StoredRule, event: str, incident: dict[str, Any]) -> dict[str, Any]:
+def budget_standings(work: Work, tenant_id: str) -> list[Standing]:
+    """The tenant's budgets, each as it stands now (none: no budget set)."""
+    uses = read_uses(work.connection, work.now, [tenant_id])
+    return uses[tenant_id].standings(work.now) if tenant_id in uses else []
+
+
+def lease_expiries(work: Work) -> dict[str, datetime]:
+    """When each loop's lease expires, by its name."""
     return {
-        "event": event,
-        "tenant_id": rule.tenant_id,
-        "rule": {"id": rule.id, "name": rule.name, "kind": rule.kind.value},
-        "incident": incident,
+        row.name: row.expires_at
+        for row in work.connection.execute(select(leases.c.name, leases.c.expires_at))
     }
-
-
-def _open(work: Work, rule: StoredRule, signal: Signal) -> None:
-    incident_id = new_id("inc", epoch_ms(work.now))
-    details = dict(signal.details)
-    inserted = work.connection.execute(
-        insert_ignoring_duplicates(
-            work.database, alert_incidents, id=incident_id, tenant_id=rule.tenant_id,
-            rule_id=rule.id, key=signal.key, state=IncidentState.OPEN,
-            open_key=f"{rule.id} {signal.key}", summary=signal.summary, details=details,
-            opened_at=work.now, last_seen_at=work.now,
-        ).returning(alert_incidents.c.id)
-    ).first()  # fmt: skip
-    if inserted is None:  # another evaluator opened it first: its notice is the one
-        return
-    incident = {"id": incident_id, "key": signal.key, "state": "open",
-                "summary": signal.summary, "details": details,
-                "opened_at": work.now.isoformat(), "resolved_at": None}  # fmt: skip
-    add_deliveries(work.database, work.connection, rule.tenant_id, rule.channel_ids,
-                   incident_id, "opened", _payload(rule, "opened", incident), work.now)  # fmt: skip
-
-
-def _resolve(work: Work, rule: StoredRule, incident_id: str, signal: Signal) -> None:
-    resolved = work.connection.execute(
-        update(alert_incidents)
-        .where(alert_incidents.c.id == incident_id, alert_incidents.c.state == IncidentState.OPEN)
-        .values(state=IncidentState.RESOLVED, open_key=None, resolved_at=work.now,
-                last_seen_at=work.now, resolution=signal.summary)
-    ).rowcount  # fmt: skip
-    if not resolved or not rule.notify_recovery:
-        return
-    row = work.connection.execute(
-        select(alert_incidents).where(alert_incidents.c.id == incident_id)
-    ).one()
-    incident = {
-        "id": incident_id, "key": row.key, "state": "resolved", "summary": row.summary,
-        "details": row.details, "recovery": signal.summary,
-        "opened_at": row.opened_at.isoformat(), "resolved_at": work.now.isoformat(),
-    }  # fmt: skip
-    payload = _payload(rule, "resolved", incident)
-    add_deliveries(work.database, work.connection, rule.tenant_id, rule.channel_ids,
-                   incident_id, "resolved", payload, work.now)  # fmt: skip
