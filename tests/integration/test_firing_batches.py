@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from sqlalchemy import select, update
 
+from herder.app.schedules import fire
 from herder.domain.cron import CronExpression, parse_timezone
 from herder.domain.models import Schedule
 from herder.domain.schedules import FirePlan, plan_fires
@@ -51,9 +52,9 @@ def test_schedules_another_firer_moved_on_meanwhile_fire_nothing_the_rest_once(
     firing.clock.advance(60 * 3 + 5)  # two fires missed, the third runs
     stale = read_batch(firing)
     faster = [(due, plan) for due, plan in stale if due.id in ids[:2]]
-    assert firing.store.schedules.fire(faster, actor="scheduler:other") == 2
-    assert firing.store.schedules.fire(stale, actor="scheduler:late") == 2
-    assert firing.store.schedules.fire(stale, actor="scheduler:later") == 0
+    assert fire(firing.store, faster, actor="scheduler:other") == 2
+    assert fire(firing.store, stale, actor="scheduler:late") == 2
+    assert fire(firing.store, stale, actor="scheduler:later") == 0
     for schedule_id in ids:
         assert firing.runs(schedule_id) == [minute(start, 3)]
         fired = schedule(firing, schedule_id)
@@ -72,7 +73,7 @@ def test_one_batch_keeps_each_schedules_concurrency_policy(
     replace = firing.schedule(concurrency_policy="replace")
     for _ in range(2):
         firing.clock.advance(60)
-        firing.store.schedules.fire(read_batch(firing), actor="scheduler:t")
+        fire(firing.store, read_batch(firing), actor="scheduler:t")
     assert states(firing, allow) == [RunState.QUEUED, RunState.QUEUED]
     assert states(firing, forbid) == [RunState.QUEUED]
     assert states(firing, replace) == [RunState.CANCELLED, RunState.QUEUED]
@@ -94,7 +95,7 @@ def test_a_batch_records_each_schedules_misses_and_fires_its_catch_up(
     every = firing.schedule(misfire_policy="all", misfire_limit=3)
     on_time = firing.schedule("*/10 * * * *")
     firing.clock.advance(60 * 10 + 5)  # ten minutes down; the ten-minutely one is on time
-    assert firing.store.schedules.fire(read_batch(firing), actor="scheduler:t") == 5
+    assert fire(firing.store, read_batch(firing), actor="scheduler:t") == 5
     assert firing.runs(once) == [minute(start, 10)]
     assert firing.runs(skip) == []
     assert firing.runs(every) == [minute(start, n) for n in (8, 9, 10)]
@@ -117,7 +118,7 @@ def test_a_nominal_time_that_has_its_run_already_is_neither_fired_nor_counted_ag
             .where(schedules.c.id == schedule_id)
             .values(next_fire_at=minute(start, 1), next_due_at=minute(start, 1))
         )
-    assert firing.store.schedules.fire(read_batch(firing), actor="scheduler:t") == 0
+    assert fire(firing.store, read_batch(firing), actor="scheduler:t") == 0
     assert firing.runs(schedule_id) == [minute(start, 1)]
     again = schedule(firing, schedule_id)
     assert (again.fired_count, again.last_fired_for) == (1, minute(start, 1))

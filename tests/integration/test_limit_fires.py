@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
+from herder.app.schedules import fire
 from herder.domain.jobs import JobSpec
 from herder.domain.limits import LimitReference, LimitSpec, LimitStrategy
 from herder.store.jobs import JobEdit
@@ -53,7 +54,7 @@ def test_a_fire_that_cannot_render_its_key_records_an_error_and_others_fire(
     )
     firing.store.jobs.edit(firing.tenant_id, firing.job_id, lambda job: JobEdit(job.name, named))
     firing.clock.advance(61)
-    firing.store.schedules.fire(read_batch(firing), actor="scheduler:test")
+    fire(firing.store, read_batch(firing), actor="scheduler:test")
     assert firing.runs(broken) == []
     assert len(elsewhere.runs(fine)) == 1
     [error] = firing.store.schedules.events(firing.tenant_id, broken)

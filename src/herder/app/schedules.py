@@ -1,4 +1,5 @@
-"""Schedules: their first fire on create, change and resume, and previews of their fires.
+"""Schedules: their first fire on create, change and resume, a fire by hand, and previews of
+their fires.
 
 The domain computes fires (``herder.domain.cron``, ``herder.domain.schedules``); here they are
 asked for at the right moment — a change or a resume decides its first fire inside the store's
@@ -12,6 +13,7 @@ from datetime import datetime
 from typing import NamedTuple
 from zoneinfo import ZoneInfo
 
+from herder.app.work import unit_of_work
 from herder.domain.cron import (
     SEARCH_HORIZON_YEARS,
     CronError,
@@ -21,9 +23,10 @@ from herder.domain.cron import (
     preview,
 )
 from herder.domain.errors import Invalid
-from herder.domain.models import Schedule
+from herder.domain.models import Schedule, TriggeredFire
 from herder.domain.patches import check_fields, patched
-from herder.domain.schedules import ScheduleSpec, first_fire
+from herder.domain.schedules import FirePlan, ScheduleSpec, first_fire
+from herder.store.firing import DueSchedule
 from herder.store.store import Store
 
 
@@ -93,6 +96,21 @@ def resume(store: Store, tenant_id: str, schedule_id: str, *, allow_seconds: boo
         schedule_id,
         lambda spec: _first_from_now(spec, now, allow_seconds=allow_seconds),
     )
+
+
+def fire(store: Store, batch: list[tuple[DueSchedule, FirePlan]], *, actor: str) -> int:
+    """A batch of due schedules fired, each plan once (``store.firing``), in one unit of
+    work: what the fires leave (runs a ``replace`` cancelled, workflow runs started)
+    followed up before it commits. The runs made."""
+    with unit_of_work(store) as work:
+        return store.schedules.fire(work, batch, actor=actor)
+
+
+def trigger(store: Store, tenant_id: str, schedule_id: str, *, actor: str) -> TriggeredFire:
+    """Fire it now, by hand (``store.schedule_trigger``), in one unit of work: what the fire
+    leaves (a run it replaced, a workflow run it started) followed up before it commits."""
+    with unit_of_work(store) as work:
+        return store.schedules.trigger(work, tenant_id, schedule_id, actor=actor)
 
 
 def _first_from_now(spec: ScheduleSpec, now: datetime, *, allow_seconds: bool) -> datetime:

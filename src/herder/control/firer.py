@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from zoneinfo import ZoneInfo
 
+from herder.app.schedules import fire
 from herder.clock import Clock
 from herder.domain.cron import CronError, CronExpression, parse_timezone
 from herder.domain.schedules import MISFIRE_GRACE, FirePlan, plan_fires
@@ -116,7 +117,7 @@ class Firer:
             for schedule, expression, zone in read.fireable
         ]  # fmt: skip
         for chunk in _transactions(batch):
-            schedules.fire(chunk, actor=f"scheduler:{self.name}")
+            fire(self._store, chunk, actor=f"scheduler:{self.name}")
 
 
 def _transactions(

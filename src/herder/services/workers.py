@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from herder.app import reports
+from herder.app import claims, reports
 from herder.domain.jobs import Capacity
 from herder.domain.models import Assignment, Worker
 from herder.protocol import Completion, Directives, HeldAttempt, OutputChunk, ReportResult
@@ -68,7 +68,7 @@ def claim(
     look_for_news: bool,
 ) -> tuple[list[Assignment], Directives]:
     """What the dispatcher placed on the worker, and (when asked) what it must stop."""
-    return store.workers.claim_with_directives(worker_id, max_runs, running, look_for_news)
+    return claims.claim_with_directives(store, worker_id, max_runs, running, look_for_news)
 
 
 def report(

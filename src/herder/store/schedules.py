@@ -257,23 +257,23 @@ class ScheduleRepository:
 
     def fire(
         self,
+        work: Work,
         batch: builtins.list[tuple[DueSchedule, FirePlan]],
         *,
         actor: str,
     ) -> int:
-        """Apply each plan once, in one unit of work (see ``firing``); the runs made."""
-        with unit_of_work(self._db, self._clock, self._rng) as work:
-            return fire_batch(work, self._jobs, batch, actor)
+        """Apply each plan once, in the caller's unit of work (see ``firing``), which drains
+        what the fires leave to follow; the runs made."""
+        return fire_batch(work, self._jobs, batch, actor)
 
-    def trigger(self, tenant_id: str, schedule_id: str, *, actor: str) -> TriggeredFire:
-        """Fire it now, by hand (``schedule_trigger``); its row held, so two at once take
-        turns under its concurrency policy."""
-        with unit_of_work(self._db, self._clock, self._rng) as work:
-            row = ROWS.row(work.connection, tenant_id, schedule_id, for_update=True)
-            due = DueSchedule(row.id, row.tenant_id, row.job_id,
-                              ScheduleSpec.model_validate(row.spec), row.next_fire_at,
-                              row.updated_at, row.last_fired_for, row.workflow_id)  # fmt: skip
-            return trigger(work, self._jobs, due, actor)
+    def trigger(self, work: Work, tenant_id: str, schedule_id: str, *, actor: str) -> TriggeredFire:
+        """Fire it now, by hand (``schedule_trigger``), in the caller's unit of work; its row
+        held, so two at once take turns under its concurrency policy."""
+        row = ROWS.row(work.connection, tenant_id, schedule_id, for_update=True)
+        due = DueSchedule(row.id, row.tenant_id, row.job_id,
+                          ScheduleSpec.model_validate(row.spec), row.next_fire_at,
+                          row.updated_at, row.last_fired_for, row.workflow_id)  # fmt: skip
+        return trigger(work, self._jobs, due, actor)
 
     def stop_unfireable(self, unfireable: Sequence[tuple[DueSchedule, str]]) -> None:
         """Schedules that cannot be evaluated (the error says why), like Kubernetes'

@@ -163,7 +163,7 @@ def trigger_schedule(schedule_id: str, caller: Submitter, store: StoreDep) -> Tr
     ``scheduled_for``): under its concurrency policy (409 where ``forbid`` would skip it),
     paused or not; its next fire stays as it was. A submission of the caller's tenant,
     counted against its submission rate (429)."""
-    return store.schedules.trigger(caller.tenant_id, schedule_id, actor=user_actor(caller.key_id))
+    return schedules.trigger(store, caller.tenant_id, schedule_id, actor=user_actor(caller.key_id))
 
 
 @router.get("/v1/schedules/{schedule_id}/next")
