@@ -56,7 +56,9 @@ def start(
         return read_workflow_run(work.connection, tenant_id, run_id), True
 
 
-def cancel(store: Store, tenant_id: str, workflow_run_id: str, *, actor: str) -> WorkflowRun:
+def cancel(
+    store: Store, tenant_id: str, workflow_run_id: str, *, actor: str = "user"
+) -> WorkflowRun:
     """Queued and pending tasks are cancelled at once, running ones stopped by their
     workers; the run ends ``cancelled`` when the last of them has ended."""
     with unit_of_work(store) as work:

@@ -107,7 +107,7 @@ def start_in(
 
 
 def cancel_in(work: Work, workflow_run_id: str, cause: Cause) -> None:
-    """Cancel an active workflow run inside ``work`` (see ``WorkflowRunRepository.cancel``)."""
+    """Cancel an active workflow run inside ``work`` (see ``app.workflows.cancel``)."""
     row = lock(work.connection, workflow_run_id)
     state = WorkflowRunState(row.state)
     work.apply(cancel_workflow_run(workflow_run_id, state, work.now))
