@@ -25,6 +25,7 @@ import psycopg
 from sqlalchemy import text
 
 from bench.log_bytes import line
+from herder.app.claims import claim
 from herder.control.dispatcher import Dispatcher
 from herder.control.maintenance import Maintenance
 from herder.domain.history import slice_of
@@ -131,7 +132,7 @@ def _history(store: Store, clock: JumpingClock, runs_per_day: int, days: int, li
         for _ in range(runs_per_day // BATCH):
             store.runs.submit_many(tenant_id, [RunRequest(job_id, RunOverrides())] * BATCH)
             Dispatcher(store.placement).step()
-            claimed = store.workers.claim(worker_id, BATCH)
+            claimed = claim(store, worker_id, BATCH)
             done = [
                 Completion(
                     attempt_id=assigned.attempt_id,

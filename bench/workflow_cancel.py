@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.dispatch_store import postgres_database, sqlite_database
+from herder.app import workflows
 from herder.domain.jobs import JobSpec
 from herder.domain.tenants import TenantQuotas
 from herder.domain.workflows.spec import WorkflowSpec
@@ -57,12 +58,12 @@ def measure(url: str, items: int, max_queued: int | None) -> Measured:
         )
         workflow = store.workflows.create(tenant, "wide", spec)
         started = time.perf_counter()
-        run, _ = store.workflow_runs.start(tenant, workflow.id, {"items": list(range(items))})
+        run, _ = workflows.start(store, tenant, workflow.id, {"items": list(range(items))})
         start_seconds = time.perf_counter() - started
         tasks = store.workflow_runs.get(tenant, run.id).tasks
         queued = sum(task.state == "queued" for task in tasks)
         started, cpu = time.perf_counter(), time.process_time()
-        cancelled = store.workflow_runs.cancel(tenant, run.id)
+        cancelled = workflows.cancel(store, tenant, run.id)
         cancel_seconds, cancel_cpu = time.perf_counter() - started, time.process_time() - cpu
         assert cancelled.state == "cancelled", cancelled
         return Measured(len(tasks), queued, start_seconds, cancel_seconds, cancel_cpu)

@@ -21,6 +21,7 @@ import uvicorn
 
 from herder.api.app import create_app
 from herder.api.wakeups import Wakeups
+from herder.app.retirement import retire
 from herder.control.scheduler import Scheduler, start_scheduler
 from herder.credentials import WORKER_TOKEN_FILE, ClientCredentials, write_private
 from herder.domain.lifecycle.reap import shut_down
@@ -120,7 +121,7 @@ def retire_local_worker(prepared: PreparedHome) -> None:
     """The local worker of an earlier start of this home is gone: say so now, rather than
     let runs be placed on it until the reaper finds it silent (they would end lost), and
     forget it rather than list it lost for good."""
-    for worker_id in prepared.store.workers.retire(_token_id(prepared), LOCAL_WORKER):
+    for worker_id in retire(prepared.store, _token_id(prepared), LOCAL_WORKER):
         log.info("the local worker %s of an earlier start is gone; forgotten", worker_id)
 
 
@@ -145,8 +146,11 @@ def stop_local_worker(
     token_id = _token_id(prepared)
     say(stopping(prepared.store.workers.drain_named(token_id, LOCAL_WORKER)))
     stop_process(worker)
-    prepared.store.workers.retire(
-        token_id, LOCAL_WORKER, lambda attempts: shut_down(attempts, SHUTDOWN_REASON)
+    retire(
+        prepared.store,
+        token_id,
+        LOCAL_WORKER,
+        lambda attempts: shut_down(attempts, SHUTDOWN_REASON),
     )
 
 

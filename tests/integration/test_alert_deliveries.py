@@ -20,7 +20,10 @@ import pytest
 from sqlalchemy import func, insert, select, update
 
 from herder.app import reports
+from herder.app.claims import claim
+from herder.app.runs import cancel_run, resume_run, suspend_run
 from herder.app.submit import submit
+from herder.app.workflows import start as start_workflow_run
 from herder.clock import epoch_ms
 from herder.control import webhooks
 from herder.control.alerts import AlertEvaluator, AlertSender
@@ -86,7 +89,7 @@ class World:
     def start_queued(self) -> list[Assignment]:
         """The queued runs, placed and claimed."""
         dispatch(self.store)
-        return self.store.workers.claim(self.worker_id, 8)
+        return claim(self.store, self.worker_id, 8)
 
     def finish(self, assignment: Assignment, outcome: AttemptState) -> None:
         exit_code = 0 if outcome is AttemptState.SUCCEEDED else 1
@@ -396,7 +399,7 @@ def test_no_capacity_opens_after_runs_wait_and_resolves_when_they_are_placed(
     world.clock.advance(301)
     world.evaluator.step()
     assert world.incidents() == [("queue", IncidentState.OPEN)]
-    world.store.runs.cancel(world.tenant_id, run.id, actor="test")
+    cancel_run(world.store, world.tenant_id, run.id, actor="test")
     world.evaluator.step()
     assert world.incidents() == [("queue", IncidentState.RESOLVED)]
 
@@ -415,11 +418,11 @@ def test_a_suspended_run_waits_for_no_capacity_and_its_wait_starts_again_at_its_
     world.clock.advance(301)
     world.evaluator.step()
     assert world.incidents() == [("queue", IncidentState.OPEN)]
-    world.store.runs.suspend(world.tenant_id, run.id, actor="test")
+    suspend_run(world.store, world.tenant_id, run.id, actor="test")
     world.evaluator.step()
     assert world.incidents() == [("queue", IncidentState.RESOLVED)]
     world.clock.advance(3600)
-    world.store.runs.resume(world.tenant_id, run.id, actor="test")
+    resume_run(world.store, world.tenant_id, run.id, actor="test")
     dispatch(world.store)
     world.clock.advance(60)
     world.evaluator.step()  # waiting a minute since its resume, not an hour and more
@@ -523,11 +526,11 @@ def test_a_failed_workflow_run_opens_an_incident_and_a_success_resolves_it(world
     spec = WorkflowSpec.model_validate({"tasks": [{"name": "a", "job": job_name}]})
     workflow = world.store.workflows.create(world.tenant_id, "flow", spec)
     world.rule(channel_id, RuleKind.WORKFLOW_FAILED, workflow_id=workflow.id)
-    world.store.workflow_runs.start(world.tenant_id, workflow.id, {})
+    start_workflow_run(world.store, world.tenant_id, workflow.id, {})
     world.end_queued(AttemptState.FAILED)
     world.evaluator.step()
     assert world.incidents() == [(workflow.id, IncidentState.OPEN)]
-    world.store.workflow_runs.start(world.tenant_id, workflow.id, {})
+    start_workflow_run(world.store, world.tenant_id, workflow.id, {})
     world.end_queued(AttemptState.SUCCEEDED)
     world.evaluator.step()
     assert world.incidents() == [(workflow.id, IncidentState.RESOLVED)]

@@ -14,6 +14,8 @@ import pytest
 from sqlalchemy import func, select, text
 
 from herder.app import reports
+from herder.app.claims import claim
+from herder.app.runs import cancel_run
 from herder.app.submit import submit
 from herder.domain.jobs import JobSpec
 from herder.domain.models import Role
@@ -58,7 +60,7 @@ def run_with_output(
     if claimed_at is not None:
         world.clock.moment = claimed_at
     dispatch(world.store)
-    assignments = world.store.workers.claim(worker_id, replicas)
+    assignments = claim(world.store, worker_id, replicas)
     assert len(assignments) == replicas
     for assignment in assignments:
         chunks = [
@@ -138,7 +140,7 @@ def test_chunks_not_compacted_yet_go_cold_folded_into_their_blob(world: World) -
 
 def test_a_run_without_output_or_attempts_reads_an_empty_cold_log(world: World) -> None:
     cancelled = world.submit()
-    world.store.runs.cancel(world.tenant_id, cancelled)
+    cancel_run(world.store, world.tenant_id, cancelled)
     silent = world.run_to_success()
     world.go_cold()
     manifest = world.manifest()

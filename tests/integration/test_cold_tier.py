@@ -21,6 +21,8 @@ from sqlalchemy import text
 
 from herder.api.app import create_app
 from herder.app import reports
+from herder.app.claims import claim
+from herder.app.runs import cancel_run
 from herder.app.submit import submit
 from herder.control.maintenance import Maintenance
 from herder.domain.errors import NotFound
@@ -79,7 +81,7 @@ class World:
         run_id = self.submit(tenant_id)
         worker_id = self.worker()
         dispatch(self.store)
-        (assignment,) = self.store.workers.claim(worker_id, 1)
+        (assignment,) = claim(self.store, worker_id, 1)
         done = Completion(
             attempt_id=assignment.attempt_id, attempt=assignment.attempt,
             outcome=AttemptState.SUCCEEDED, exit_code=0, reason="exit 0",
@@ -103,7 +105,7 @@ class World:
         for _ in range(3):
             made.append(self.run_to_success(tenant_id))
             cancelled = self.submit(tenant_id)
-            self.store.runs.cancel(tenant_id or self.tenant_id, cancelled)
+            cancel_run(self.store, tenant_id or self.tenant_id, cancelled)
             made.append(cancelled)
             self.clock.advance(timedelta(days=2).total_seconds())
         return made
@@ -224,7 +226,7 @@ def test_a_schedules_cold_runs_are_listed_by_its_id(world: World) -> None:
         world.tenant_id, job_id, schedule, world.clock.now() + timedelta(days=365)
     ).id
     run, _ = submit(world.store, world.tenant_id, job_id, RunOverrides(), as_schedule=schedule_id)
-    world.store.runs.cancel(world.tenant_id, run.id)  # ended: a live run stays hot
+    cancel_run(world.store, world.tenant_id, run.id)  # ended: a live run stays hot
     world.history_of_the_old_week()  # other runs of the tenant, in the same slice
     world.go_cold()
     (listed,) = world.listed(START, schedule_id=schedule_id)

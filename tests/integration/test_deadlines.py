@@ -11,6 +11,8 @@ from prometheus_client import REGISTRY
 from sqlalchemy import select, update
 
 from herder.app import reports
+from herder.app.runs import rerun_run
+from herder.app.workflows import start as start_workflow_run
 from herder.control.firer import Firer
 from herder.domain.cron import CronExpression, parse_timezone
 from herder.domain.deadlines import Deadline
@@ -107,7 +109,7 @@ def test_a_rerun_counts_its_deadline_from_its_own_submission(world: World) -> No
     world.clock.advance(61)
     world.reap()
     world.clock.advance(100)
-    again = world.store.runs.rerun(world.tenant_id, first)
+    again = rerun_run(world.store, world.tenant_id, first)
     assert again.deadline_at == world.clock.now() + timedelta(seconds=60)
 
 
@@ -141,7 +143,7 @@ def test_a_workflow_run_carries_the_deadline_and_its_tasks_runs_none(world: Worl
          "deadline": {"within_seconds": 600, "cancel": True}}
     )  # fmt: skip
     workflow = world.store.workflows.create(world.tenant_id, "wf", spec)
-    started, _ = world.store.workflow_runs.start(world.tenant_id, workflow.id, {})
+    started, _ = start_workflow_run(world.store, world.tenant_id, workflow.id, {})
     assert started.deadline_at == world.clock.now() + timedelta(seconds=600)
     (task_run,) = world.store.runs.list(world.tenant_id).items
     assert task_run.deadline_at is None

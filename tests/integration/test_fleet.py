@@ -8,6 +8,7 @@ from datetime import timedelta
 
 from sqlalchemy import update
 
+from herder.app.retirement import retire
 from herder.control.scheduler import Scheduler
 from herder.domain.lifecycle.reap import shut_down
 from herder.domain.models import Role, WorkerState
@@ -120,7 +121,7 @@ def test_retiring_a_token_and_names_workers_ends_their_attempts_and_spares_the_r
     assert [item["run_id"] for item in claimed] == [run["id"]]
     token_id = api.store.access.authenticate_worker_token(api.worker_token)
 
-    assert api.store.workers.retire(token_id, "local") == [local]
+    assert retire(api.store, token_id, "local") == [local]
     assert fleet_states(api) == {other: "draining"}  # the retired one is forgotten
     detail = api.http.get(f"/v1/runs/{run['id']}", headers=api.admin).json()
     (attempt,) = detail["attempts"]
@@ -128,7 +129,7 @@ def test_retiring_a_token_and_names_workers_ends_their_attempts_and_spares_the_r
     assert attempt["worker_id"] == local  # the run still says where it ran
     assert "herder up started again" in attempt["reason"]
     assert detail["state"] in ("retry_wait", "queued")  # a lost attempt retries as any
-    assert api.store.workers.retire(token_id, "local") == []
+    assert retire(api.store, token_id, "local") == []
 
 
 def test_retiring_forgets_a_local_worker_already_lost(api: Api) -> None:
@@ -137,7 +138,7 @@ def test_retiring_forgets_a_local_worker_already_lost(api: Api) -> None:
     lose(api, ghost)
     token_id = api.store.access.authenticate_worker_token(api.worker_token)
 
-    assert api.store.workers.retire(token_id, "local") == [ghost]
+    assert retire(api.store, token_id, "local") == [ghost]
     assert fleet_states(api) == {other: "alive"}
 
 
@@ -209,9 +210,7 @@ def test_herder_up_stopping_drains_its_worker_counts_its_runs_and_cancels_what_i
     assert api.store.workers.drain_named(token_id, "local") == 1
     assert fleet_states(api) == {local: "draining", other: "draining"}
     reason = "stopped: herder up was shut down"
-    retired = api.store.workers.retire(
-        token_id, "local", lambda attempts: shut_down(attempts, reason)
-    )
+    retired = retire(api.store, token_id, "local", lambda attempts: shut_down(attempts, reason))
 
     assert retired == [local]
     detail = api.http.get(f"/v1/runs/{run['id']}", headers=api.admin).json()

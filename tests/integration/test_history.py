@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import func, select, text
 
 from herder.app import reports
+from herder.app.claims import claim
 from herder.app.submit import submit
 from herder.clock import epoch_ms
 from herder.control.maintenance import Maintenance
@@ -131,7 +132,7 @@ def test_a_runs_attempts_events_and_logs_land_in_its_slice(pg_world: World) -> N
     run_id = world.submit()
     worker_id = world.worker()
     dispatch(world.store)
-    (assignment,) = world.store.workers.claim(worker_id, 1)
+    (assignment,) = claim(world.store, worker_id, 1)
     assert world.finish(worker_id, assignment, b"hi\n") == 200
     suffix = slice_of(START).suffix
     assert partition_of(world, "runs", "id", run_id) == f"runs_{suffix}"
@@ -152,7 +153,7 @@ def test_a_run_live_for_weeks_is_still_placed_and_settled(world: World) -> None:
     world.maintenance.step()
     worker_id = world.worker()
     dispatch(world.store)
-    (assignment,) = world.store.workers.claim(worker_id, 1)
+    (assignment,) = claim(world.store, worker_id, 1)
     assert assignment.run_id == waiting
     world.clock.advance(timedelta(weeks=3).total_seconds())
     world.maintenance.step()
@@ -271,7 +272,7 @@ def test_sqlite_retention_deletes_a_runs_compacted_logs_with_it(world: World) ->
     run_id = world.submit(brief)
     worker_id = world.worker()
     dispatch(world.store)
-    (assignment,) = world.store.workers.claim(worker_id, 1)
+    (assignment,) = claim(world.store, worker_id, 1)
     assert world.finish(worker_id, assignment, b"gone with its run\n") == 200
     assert world.store.log_compaction.compact_ended().compacted == [assignment.attempt_id]
     world.clock.advance(timedelta(days=2).total_seconds())

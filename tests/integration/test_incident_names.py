@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
+from herder.app.workflows import start as start_workflow_run
 from herder.control.firer import Firer
 from herder.domain.alerts.rules import RuleKind
 from herder.domain.jobs import JobSpec
@@ -45,7 +46,7 @@ def test_a_failing_workflow_and_a_missing_schedule_are_named(world: World) -> No
     spec = WorkflowSpec.model_validate({"tasks": [{"name": "a", "job": job.name}]})
     workflow = world.store.workflows.create(world.tenant_id, "etl", spec)
     world.rule(channel_id, RuleKind.WORKFLOW_FAILED, workflow_id=workflow.id)
-    world.store.workflow_runs.start(world.tenant_id, workflow.id, {})
+    start_workflow_run(world.store, world.tenant_id, workflow.id, {})
     world.end_queued(AttemptState.FAILED)
     world.evaluator.step()
     (flow,) = summaries(world)

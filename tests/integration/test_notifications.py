@@ -8,6 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from herder.app.claims import claim
+from herder.app.runs import cancel_run
 from herder.app.submit import submit
 from herder.domain.jobs import JobSpec, Resources
 from herder.domain.overrides import RunOverrides
@@ -69,8 +71,8 @@ def test_a_listener_hears_new_work_and_news_for_a_worker(postgres_store: Store) 
             token_id, name="w", capacity=Resources(), max_slots=1, labels={}, version="t"
         )
         dispatch(store)
-        store.workers.claim(worker.id, 1)
-        store.runs.cancel(tenant.id, run.id)
+        claim(store, worker.id, 1)
+        cancel_run(store, tenant.id, run.id)
         deadline = time.monotonic() + 5
         while f"cancel:{worker.id}" not in news and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -15,6 +15,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from sqlalchemy import select
 
 from herder.app import reports
+from herder.app.claims import claim
+from herder.app.runs import cancel_run
 from herder.app.submit import submit
 from herder.control.reaper import Reaper
 from herder.domain.errors import Conflict, Gone
@@ -92,7 +94,7 @@ class ClaimProtocol(RuleBasedStateMachine):
         worker = self.workers[index % len(self.workers)]
         dispatch(self.store)
         try:
-            assignments = self.store.workers.claim(worker, 2)
+            assignments = claim(self.store, worker, 2)
         except Gone:  # a lost worker is told so; that is the protocol
             assert self.lost(worker), "a live worker was told it is gone"
             return
@@ -144,7 +146,7 @@ class ClaimProtocol(RuleBasedStateMachine):
         if ids:
             run_id = ids[pick % len(ids)]
             try:
-                self.store.runs.cancel(self.tenant, run_id)
+                cancel_run(self.store, self.tenant, run_id)
             except Conflict:  # already ended: a conflict, as designed
                 assert run_id in self.terminal, "an active run refused a cancel"
 

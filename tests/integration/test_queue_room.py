@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
+from herder.app.workflows import start as start_workflow_run
 from herder.clock import SystemClock
 from herder.control.reaper import Reaper
 from herder.domain.jobs import JobSpec
@@ -265,7 +266,7 @@ def test_a_held_run_expires_at_its_start_deadline(database_url: str) -> None:
             }
         )
         flow = store.workflows.create(tenant, "flow", spec)
-        run, _ = store.workflow_runs.start(tenant, flow.id, {})
+        run, _ = start_workflow_run(store, tenant, flow.id, {})
         assert (count(store, "queued"), count(store, "pending")) == (1, 2)
 
         clock.advance(61)
@@ -304,7 +305,7 @@ def test_a_start_while_another_takes_room_holds_its_runs_until_the_next_release(
             other.execute(  # another transaction taking room for the tenant now
                 select(tenants.c.id).where(tenants.c.id == tenant).with_for_update(key_share=True)
             )
-            run, _ = store.workflow_runs.start(tenant, flow.id, {})  # does not wait for it
+            run, _ = start_workflow_run(store, tenant, flow.id, {})  # does not wait for it
         assert (count(store, "queued"), count(store, "pending")) == (0, 3)
         assert {task.reason for task in store.workflow_runs.get(tenant, run.id).tasks} == {
             "tenant at its max_queued 5: 0 queued, and another start is taking room"

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 import pytest
 
 from herder.app import reports
+from herder.app.claims import claim
+from herder.app.runs import rerun_run, resume_run, suspend_run
 from herder.app.submit import submit
 from herder.control.reaper import Reaper
 from herder.domain.jobs import JobSpec, Resources, RetryPolicy
@@ -52,7 +54,7 @@ class World:
 
     def claim(self, worker_id: str) -> list[Assignment]:
         dispatch(self.store)
-        return self.store.workers.claim(worker_id, 8)
+        return claim(self.store, worker_id, 8)
 
     def state(self, run_id: str) -> RunState:
         return self.store.runs.get(self.tenant_id, run_id).state
@@ -143,11 +145,11 @@ def test_an_attempt_whose_claim_answer_was_lost_is_handed_over_again(world: Worl
     worker = world.worker()
     (lost,) = world.claim(worker)  # the answer "never arrives": the worker says it runs nothing
     world.store.workers.heartbeat(worker, [], unreported_grace_seconds=2)
-    assert world.store.workers.claim(worker, 8) == []  # within the grace it may be coming
+    assert claim(world.store, worker, 8) == []  # within the grace it may be coming
     world.clock.advance(3)
     world.store.workers.heartbeat(worker, [], unreported_grace_seconds=2)
     world.reap()
-    (again,) = world.store.workers.claim(worker, 8)
+    (again,) = claim(world.store, worker, 8)
     assert (again.attempt_id, again.attempt) == (lost.attempt_id, 1)
     assert world.report(worker, again, AttemptState.SUCCEEDED, 0).status == 200
     detail = world.store.runs.detail(world.tenant_id, run_id)
@@ -203,7 +205,7 @@ def test_a_dead_run_is_rerun_as_a_new_linked_run(world: World) -> None:
         world.fail(worker, assignment)
         world.reap()
     assert world.state(run_id) is RunState.DEAD
-    rerun = world.store.runs.rerun(world.tenant_id, run_id)
+    rerun = rerun_run(world.store, world.tenant_id, run_id)
     assert rerun.rerun_of == run_id
     assert rerun.state is RunState.QUEUED
     assert world.claim(worker)[0].run_id == rerun.id
@@ -228,12 +230,12 @@ def test_a_suspended_run_neither_expires_nor_retries_until_resumed(world: World)
     waiting = world.submit(world.job(), start_deadline_seconds=30)
     held = (retrying, running, waiting)
     for run_id in held:
-        world.store.runs.suspend(world.tenant_id, run_id, actor="user:key")
+        suspend_run(world.store, world.tenant_id, run_id, actor="user:key")
     world.clock.advance(3600)
     world.reap()  # the silent worker is lost: its suspending run is held all the same
     assert [world.state(run_id) for run_id in held] == [RunState.SUSPENDED] * 3
     for run_id in held:
-        world.store.runs.resume(world.tenant_id, run_id, actor="user:key")
+        resume_run(world.store, world.tenant_id, run_id, actor="user:key")
     world.clock.advance(3600)
     world.reap()
     assert [world.state(run_id) for run_id in held] == [RunState.QUEUED] * 3

@@ -10,6 +10,8 @@ from typing import Any
 
 from sqlalchemy import update
 
+from herder.app.workflows import decide_approval
+from herder.app.workflows import start as start_workflow_run
 from herder.control.starter import Starter
 from herder.domain.alerts.rules import IncidentState, RuleKind
 from herder.domain.jobs import JobSpec
@@ -220,7 +222,7 @@ def test_an_approval_waiting_past_after_seconds_opens_an_incident_until_decided(
         world.tenant_id, "release", WorkflowSpec.model_validate({"tasks": tasks})
     )
     world.rule(channel_id, RuleKind.APPROVAL_WAITING, after_seconds=600)
-    run, _ = store.workflow_runs.start(world.tenant_id, workflow.id, {})
+    run, _ = start_workflow_run(store, world.tenant_id, workflow.id, {})
     world.evaluator.step()
     assert world.incidents() == []  # not waited long enough yet
     world.clock.advance(601)
@@ -232,8 +234,8 @@ def test_an_approval_waiting_past_after_seconds_opens_an_incident_until_decided(
         f"workflow run {run.id} of release waits for a decision on task review (10 min): "
         "approve or reject it"
     )
-    store.workflow_runs.decide(
-        world.tenant_id, run.id, "review", approved=True, actor="user:k", comment=None
+    decide_approval(
+        store, world.tenant_id, run.id, "review", approved=True, actor="user:k", comment=None
     )
     world.evaluator.step()
     assert world.incidents() == [(key, IncidentState.RESOLVED)]

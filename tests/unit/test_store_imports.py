@@ -1,7 +1,9 @@
 """The store has no import circle, and the unit of work's value (``store.unit``: ``Work`` and
-its applier) imports nothing that imports it, nor what follows an end: ``Work.apply`` notes
-the owners it touched and calls nothing back; the worklist is drained in the open
-(``store.follow_ups``). Read from the source with ``ast``: typing-only imports count too."""
+its applier) imports nothing that imports it, nor what reads for a follow-up: ``Work.apply``
+notes the owners it touched and calls nothing back. The worklist is drained in the open by
+the use cases (``app.follow_ups``): no store module drains it (nor imports ``herder.app``,
+which ``test_layers`` holds). Read from the source with ``ast``: typing-only imports count
+too."""
 
 from __future__ import annotations
 
@@ -110,12 +112,38 @@ def test_the_unit_of_work_imports_nothing_that_imports_it() -> None:
 
 def test_the_applier_reaches_nothing_that_follows_an_end() -> None:
     reached = reaching(import_graph(), f"{PACKAGE}.unit")
-    following = {
-        f"{PACKAGE}.follow_ups",
-        f"{PACKAGE}.workflows.progress",
-        f"{PACKAGE}.backfill_steps",
-    }
+    following = {f"{PACKAGE}.workflows.progress", f"{PACKAGE}.backfill_steps"}
     assert reached & following == set()
+
+
+DRAIN = ("follow_up", "advance_run", "admit_next", "step_backfill")  # app.follow_ups'
+
+
+def drains(source: str) -> list[str]:
+    """Each definition or call of the drain's steps in ``source``, by line."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef) and node.name in DRAIN:
+            found.append(f"line {node.lineno}: defines {node.name}")
+        elif isinstance(node, ast.Call):
+            name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+            if name in DRAIN:
+                found.append(f"line {node.lineno}: calls {name}")
+    return found
+
+
+def test_no_store_module_drains_the_worklist() -> None:
+    found = [
+        f"{_module_name(path)} {use}"
+        for path in sorted(STORE.rglob("*.py"))
+        for use in drains(path.read_text())
+    ]
+    assert found == []
+
+
+def test_the_check_sees_a_store_module_that_drains() -> None:
+    assert drains("def step_backfill(work, backfill_id): ...")
+    assert drains("def end(work):\n    work.apply(changes)\n    follow_up(work)")
 
 
 def test_the_check_sees_a_cycle() -> None:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from herder.app.submit import submit_within
+from herder.app.work import unit_of_work
 from herder.clock import epoch_ms
 from herder.domain.errors import Conflict, HerderError, TooLarge
 from herder.domain.event_evaluation import charged, evaluate
@@ -110,7 +111,7 @@ def receive_event(
         more = charged(evaluation.submissions, None if shape is None else shape.capacity)
         if more:
             admit(more)
-    with store.work() as work:
+    with unit_of_work(store) as work:
         # apply: the sender's id first, then the runs, then the waits
         event = NewEvent(
             new_id("evt", epoch_ms(work.now)), tenant_id, arrival.name, arrival.source,

@@ -24,6 +24,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from herder.app.work import unit_of_work
 from herder.domain.deadlines import Fire
 from herder.domain.errors import Conflict, Invalid, NotFound
 from herder.domain.lifecycle.cancel import Cause
@@ -66,7 +67,7 @@ TAKEN = "the schedule already has a run for this moment; try again"
 def fire_due(store: Store, batch: Sequence[tuple[DueSchedule, FirePlan]], *, actor: str) -> int:
     """Apply each plan once, in one unit of work (the stages in the module's docstring);
     the runs made."""
-    with store.work() as work:
+    with unit_of_work(store) as work:
         # read
         firing = [(due, plan) for due, plan in batch if plan.fire and due.job_id is not None]
         found = store.jobs.get_many_within(
@@ -253,7 +254,7 @@ def trigger(store: Store, tenant_id: str, schedule_id: str, *, actor: str) -> Tr
     concurrency policy (refused, 409, where ``forbid`` would skip it), its limits and
     deadline — paused or not. Its row is held, so two at once take turns under its policy;
     its next fire stays as it was; its fired count and events say it fired."""
-    with store.work() as work:
+    with unit_of_work(store) as work:
         due = store.schedules.due_within(work.connection, tenant_id, schedule_id)
         if due.workflow_id is None:
             started = _job_run(store, work, due, actor)

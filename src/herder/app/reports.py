@@ -4,7 +4,7 @@ ends. Each item is fenced by its attempt number (``lifecycle.settle``): a report
 attempt that is no longer current (a zombie) changes nothing and is recorded.
 
 Read → decide → apply → follow up → record, top to bottom: the walk from a task's end to
-its successor's start is this function and the worklist it drains (``store.follow_ups``).
+its successor's start is this function and the worklist it drains (``app.follow_ups``).
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
+from herder.app.follow_ups import follow_up
+from herder.app.work import unit_of_work
 from herder.domain.actors import worker_actor
 from herder.domain.lifecycle.changes import combine
 from herder.domain.lifecycle.settle import Receipt, is_current, refusal, settle
 from herder.protocol import Completion, OutputChunk, ReportResult
-from herder.store.follow_ups import follow_up
 from herder.store.runs.facts import facts_of_attempts
 from herder.store.store import Store
 from herder.telemetry import metrics
@@ -30,7 +31,7 @@ def report(
     for chunk in output:
         by_attempt[chunk.attempt_id, chunk.attempt].append(chunk)
     named = {c.attempt_id for c in completions} | {key[0] for key in by_attempt}
-    with store.work() as work:
+    with unit_of_work(store) as work:
         # Read: the attempts named and their runs (with their owners), locked when any ends.
         runs, attempts = facts_of_attempts(work.connection, named, work.now, lock=bool(completions))
         # Output of the current attempts lands first; a stale attempt's is refused.

@@ -1,4 +1,5 @@
-"""Schedules: their first fire on create, change and resume, and previews of their fires.
+"""Schedules: their first fire on create, change and resume, a fire by hand, and previews of
+their fires.
 
 The domain computes fires (``herder.domain.cron``, ``herder.domain.schedules``); here they are
 asked for at the right moment — a change or a resume decides its first fire inside the store's

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from herder.app.work import unit_of_work
 from herder.domain.errors import Invalid
 from herder.domain.lifecycle.changes import Changes, NewRun
 from herder.domain.lifecycle.concurrency import admit, forbidden
@@ -63,7 +64,7 @@ def submit(
     schedule's concurrency policy: refused (409) under ``forbid`` while one of its runs
     is active, replacing the active one under ``replace``.
     """
-    with store.work() as work:
+    with unit_of_work(store) as work:
         # read: the job, and whether the tenant may use the pool and class asked for
         job = store.jobs.get_within(work.connection, tenant_id, job_id)
         check_usable(work.connection, tenant_id, {"pool": overrides.pool})
@@ -102,7 +103,7 @@ def submit_many(
     notice. Each request stands alone — an unknown job or a reused key is its own
     answer and never holds back the others — and keys repeat as in ``submit``, within
     the batch too (the second of two equal keys answers with the first's run)."""
-    with store.work() as work:
+    with unit_of_work(store) as work:
         return submit_within(store, work, tenant_id, requests, actor=actor)
 
 

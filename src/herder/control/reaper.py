@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from herder.app.follow_ups import follow_up
+from herder.app.work import unit_of_work
 from herder.clock import Clock
 from herder.domain.lifecycle.reap import (
     REAPER,
@@ -18,8 +20,7 @@ from herder.domain.lifecycle.reap import (
     silent_workers,
 )
 from herder.domain.queue_room import RELEASER
-from herder.store.deadlines import judge_deadlines, next_deadline
-from herder.store.follow_ups import follow_up
+from herder.store.deadlines import cancel_missed, judge_deadlines, next_deadline
 from herder.store.queue_room import release_all_held
 from herder.store.runs.due import mark_lost, more_waiting, next_due, read_due_ends, read_due_runs
 from herder.store.store import Store
@@ -40,7 +41,7 @@ class Reaper:
     def step(self) -> float:
         """One pass: read what is due, decide, write once; the seconds until the next."""
         timeout = self._heartbeat_timeout
-        with self._store.work() as work:
+        with unit_of_work(self._store) as work:
             ends = read_due_ends(work)
             silent = silent_workers(ends.silent, work.now, timeout, self._watching_since)
             orphans = mark_lost(work, silent, timeout)
@@ -50,7 +51,9 @@ class Reaper:
             follow_up(work)  # the workflow runs and backfills of the runs that ended move on
             more_held = release_all_held(work, actor=RELEASER)
             missed = judge_deadlines(work)
-            follow_up(work)  # and those of the runs and workflow runs past their deadline
+            follow_up(work)  # and those of the runs past their deadline, before any
+            cancel_missed(work, missed)  # workflow run past its own is cancelled
+            follow_up(work)
             busy = more_waiting(ends, due) or more_held or missed.more
             upcoming = None if busy else _earliest(next_due(work, timeout), next_deadline(work))
             now = work.now

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from herder.app.follow_ups import follow_up
+from herder.app.work import unit_of_work
 from herder.domain.lifecycle.changes import WORK, Changes
 from herder.store.runs.starting import BATCH, next_start, start_due
 from herder.store.store import Store
@@ -33,11 +35,12 @@ class Starter:
             return MAX_SLEEP_SECONDS
         if upcoming > now:
             return _until(upcoming, now)
-        with self._store.work() as work:
+        with unit_of_work(self._store) as work:
             started = start_due(work.connection, work.now)
             if started:
                 work.apply(Changes(notices=frozenset({WORK})))
             more = started == BATCH or wake_due(work) == WOKEN_PER_PASS
+            follow_up(work)  # the workflow runs of the waits that ended move on
             upcoming = None if more else next_start(work.connection, work.now)
             now = work.now
         if more:

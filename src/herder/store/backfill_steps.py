@@ -1,7 +1,8 @@
-"""A backfill's step (``domain.backfills``), inside the unit of work that created it or ended
-one of its runs: the next nominal times start while fewer than ``max_active`` of its runs are
-active, each once (the schedule's unique key), at ``low`` priority; past the tenant's
-``max_queued`` its runs are held ``pending`` until there is room (``domain.queue_room``)."""
+"""What a backfill's step (``app.follow_ups.step_backfill``, ``domain.backfills``) reads and
+writes, inside the unit of work that created it or ended one of its runs: its schedule
+compiled, its active runs counted, and its next nominal times started — each once (the
+schedule's unique key), at ``low`` priority; past the tenant's ``max_queued`` its runs are
+held ``pending`` until there is room (``domain.queue_room``)."""
 
 from __future__ import annotations
 
@@ -11,28 +12,19 @@ from typing import Any
 from sqlalchemy import Connection, func, select
 
 from herder.clock import epoch_ms
-from herder.domain.backfills import (
-    BackfillFacts,
-    BackfillState,
-    backfill_job_runs,
-    first_tally,
-    refused_at,
-    step,
-    still_to_start,
-    tallied,
-)
-from herder.domain.cron import CronExpression, fires_between, parse_timezone
-from herder.domain.errors import Invalid, NotFound
+from herder.domain.backfills import BackfillState, backfill_job_runs
+from herder.domain.cron import CronExpression, parse_timezone
+from herder.domain.errors import NotFound
 from herder.domain.ids import new_id
 from herder.domain.jobs import JobSpec
 from herder.domain.lifecycle.changes import WORK, Changes
 from herder.domain.limits import fielded
 from herder.domain.overrides import apply_overrides
-from herder.domain.queue_room import RELEASER, QueueRoom, hold
+from herder.domain.queue_room import QueueRoom, hold
 from herder.domain.schedules import ScheduleSpec
 from herder.domain.states import ACTIVE_RUN_STATES, RunState
 from herder.domain.workflows.states import ACTIVE_WORKFLOW_RUN_STATES
-from herder.store.queue_room import queue_room, release_held
+from herder.store.queue_room import queue_room
 from herder.store.schema import backfills, jobs, runs, schedules, workflow_runs
 from herder.store.unit import Work
 from herder.store.workflows.starts import start_in
@@ -44,42 +36,19 @@ def compiled(schedule: Any) -> tuple[CronExpression, Any, ScheduleSpec]:
     return expression, parse_timezone(spec.timezone), spec
 
 
-def step_backfill(work: Work, backfill_id: str) -> None:
-    """Start the backfill's next nominal times while fewer than ``max_active`` of its runs
-    are active; finish it once the range is done and none is active. Which times are
-    already run is the unique key's answer (schedule, nominal time): each time is tried,
-    and a repeat makes nothing."""
-    row = work.connection.execute(
+def backfill_to_step(connection: Connection, backfill_id: str) -> tuple[Any, Any] | None:
+    """A running backfill's row, locked (two of its runs ending at once step it in turn),
+    and its schedule's (None: deleted since); None for one that is not running."""
+    row = connection.execute(
         select(backfills).where(backfills.c.id == backfill_id).with_for_update()
     ).first()
     if row is None or BackfillState(row.state) is not BackfillState.RUNNING:
-        return
-    schedule = work.connection.execute(
-        select(schedules).where(schedules.c.id == row.schedule_id)
-    ).first()
-    room = release_held(work, row.tenant_id, actor=RELEASER)
-    backfill = BackfillFacts(
-        row.id, row.start, row.end, row.cursor, row.started, row.already_run, row.max_active,
-        _active(work.connection, row, schedule),
-    )  # fmt: skip
-    tally = first_tally(backfill)
-    if schedule is None:
-        tally = tallied(tally, [], 0)
-    else:
-        expression, zone, spec = compiled(schedule)
-        while (wanted := still_to_start(backfill, tally)) > 0:
-            nominals = fires_between(expression, zone, tally.cursor, backfill.end, wanted)
-            try:
-                made, room = _start(work, row, schedule, spec, nominals, room)
-            except Invalid:  # its job changed since: the schedule's overrides no longer fit it
-                tally = refused_at(tally, nominals[0])
-                break
-            tally = tallied(tally, nominals, made)
-    active_after = _active(work.connection, row, schedule)
-    work.apply(step(backfill, tally, active_after, work.now))
+        return None
+    schedule = connection.execute(select(schedules).where(schedules.c.id == row.schedule_id))
+    return row, schedule.first()
 
 
-def _active(connection: Connection, backfill: Any, schedule: Any) -> int:
+def active_of(connection: Connection, backfill: Any, schedule: Any) -> int:
     of_job = schedule is not None and schedule.job_id is not None
     table, states = (
         (runs, ACTIVE_RUN_STATES) if of_job else (workflow_runs, ACTIVE_WORKFLOW_RUN_STATES)
@@ -104,7 +73,7 @@ def job_run_spec(connection: Connection, schedule: Any, spec: ScheduleSpec) -> t
     )
 
 
-def _start(
+def start_times(
     work: Work, backfill: Any, schedule: Any, spec: ScheduleSpec, nominals: list[datetime],
     room: QueueRoom,
 ) -> tuple[int, QueueRoom]:  # fmt: skip

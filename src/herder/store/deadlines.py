@@ -18,7 +18,6 @@ from herder.domain.deadlines import UNKNOWN_SCHEDULE, Deadline, told_fire
 from herder.domain.lifecycle.cancel import Cause
 from herder.domain.lifecycle.missed import Missed, missed_message, missed_runs
 from herder.domain.lifecycle.reap import REAPER
-from herder.store.follow_ups import follow_up
 from herder.store.history.live import live_floor
 from herder.store.runs.facts import cancellable_runs
 from herder.store.schema import runs, schedules, workflow_runs
@@ -33,6 +32,7 @@ BATCH = 500  # of each kind, a pass
 class MissedNow:
     runs: int
     workflow_runs: int
+    cancels: tuple[Missed, ...] = ()  # workflow runs whose deadline asks for a cancel
 
     @property
     def more(self) -> bool:
@@ -41,7 +41,9 @@ class MissedNow:
 
 
 def judge_deadlines(work: Work) -> MissedNow:
-    """Mark, record and (where asked) cancel what missed its deadline; how many were."""
+    """Mark and record what missed its deadline, and cancel the runs whose deadline asks
+    for it; how many were, and the workflow runs to cancel (``cancel_missed``) once the
+    drain has moved on those the runs' ends touched."""
     found_runs = _mark(work, runs, [runs.c.spec, runs.c.job_name])
     found_workflow_runs = _mark(work, workflow_runs, [workflow_runs.c.deadline,
                                                       workflow_runs.c.workflow_name])  # fmt: skip
@@ -55,14 +57,20 @@ def judge_deadlines(work: Work) -> MissedNow:
         else ([], set())
     )
     work.apply(missed_runs(missed, cancellable, workers, work.now))
-    follow_up(work)  # their workflow runs move on before any of those is judged
-    for row in found_workflow_runs:
-        one = missed_of(row, row.deadline, row.workflow_name, fires)
-        if one.cancel:
-            cancel_in(work, one.id, Cause(REAPER, missed_message(one)))
-    counted = MissedNow(len(found_runs), len(found_workflow_runs))
+    missed_workflow_runs = [missed_of(row, row.deadline, row.workflow_name, fires)
+                            for row in found_workflow_runs]  # fmt: skip
+    counted = MissedNow(
+        len(found_runs), len(found_workflow_runs),
+        tuple(one for one in missed_workflow_runs if one.cancel),
+    )  # fmt: skip
     work.after_commit.append(lambda: _count(counted))
     return counted
+
+
+def cancel_missed(work: Work, missed: MissedNow) -> None:
+    """Cancel the workflow runs whose missed deadline asks for it."""
+    for one in missed.cancels:
+        cancel_in(work, one.id, Cause(REAPER, missed_message(one)))
 
 
 def next_deadline(work: Work) -> datetime | None:

@@ -74,7 +74,7 @@ class Store:
         self.jobs = JobRepository(
             self.database, self.clock, self.secrets, max_checkpoint_mb, image_registries
         )
-        self.runs = RunRepository(self.database, self.clock, self.rng, self.jobs, cold)
+        self.runs = RunRepository(self.database, self.clock, cold)
         self.workers = WorkerRepository(self.database, self.clock, self.rng, self.secrets)
         self.logs = LogRepository(self.database, self.clock, cold)
         self.log_compaction = LogCompactionRepository(self.database, self.clock)
@@ -90,8 +90,8 @@ class Store:
         self.queue = QueueRepository(self.database, self.clock)
         self.placement = PlacementRepository(self.database, self.clock)
         self.workflows = WorkflowRepository(self.database, self.clock)
-        self.workflow_runs = WorkflowRunRepository(self.database, self.clock, self.rng)
-        self.backfills = BackfillRepository(self.database, self.clock, self.rng)
+        self.workflow_runs = WorkflowRunRepository(self.database)
+        self.backfills = BackfillRepository(self.database)
         self.channel_secrets = ChannelSecrets(self.database, keyring)
         self.alert_channels = ChannelRepository(self.database, self.clock, self.channel_secrets)
         self.alert_rules = RuleRepository(self.database, self.clock)

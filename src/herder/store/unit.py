@@ -1,9 +1,11 @@
 """A unit of work's value: one write transaction with one ``now`` read from the injected
 clock, the one applier of a decision's ``Changes``, and the worklist of what those changes
 leave to follow (``FollowUps``). ``apply`` never calls anything back: it notes the workflow
-runs and backfills it touched, and whoever holds the unit of work drains the list
-(``store.follow_ups.follow_up``) before it commits — Nomad's follow-up evaluations, in one
-transaction. This module imports none of what follows, so every store module may import it."""
+runs and backfills it touched, and the use case that holds the unit of work drains the list
+(``app.follow_ups.follow_up``) before it commits — Nomad's follow-up evaluations, in one
+transaction; the store's unit of work refuses to commit while any is pending. A store write
+that starts, resumes or cancels a workflow run notes it here too (``follow``), for the drain
+to move on. This module imports none of what follows, so every store module may import it."""
 
 from __future__ import annotations
 
@@ -76,6 +78,14 @@ class Work:
             and move.workflow_run_id in applied.workflow_runs_moved
         )
         return applied
+
+    def follow(self, *, workflow_run: str | None = None, backfill: str | None = None) -> None:
+        """Note an owner to move on in the drain: a workflow run started, resumed or
+        repaired (its ready tasks start), a backfill created (its first runs start)."""
+        if workflow_run is not None:
+            self.pending.workflow_runs.add(workflow_run)
+        if backfill is not None:
+            self.pending.backfills.add(backfill)
 
     def take_pending(self) -> FollowUps:
         """The worklist as it stands, emptied: what a drain's round works through."""

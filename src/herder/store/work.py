@@ -1,6 +1,8 @@
-"""Opening a unit of work (``store.unit.Work``): one write transaction, one ``now``; what
-its applies left to follow is drained (``store.follow_ups``) before it commits, and its
-metrics are counted after. A use case that reads what followed drains first itself."""
+"""Opening a unit of work (``store.unit.Work``): one write transaction, one ``now``, its
+metrics counted after commit. It never drains the worklist its applies leave: that is the
+use case's (``app.follow_ups``, through ``app.work``). A unit of work that would commit with
+follow-ups pending raises ``FollowUpsPending`` and rolls back, so a forgotten drain fails
+loudly instead of leaving a workflow run or backfill stuck."""
 
 from __future__ import annotations
 
@@ -10,10 +12,27 @@ from contextlib import contextmanager
 
 from herder.clock import Clock
 from herder.store.database import Database
-from herder.store.follow_ups import follow_up
-from herder.store.unit import Work
+from herder.store.unit import FollowUps, Work
 
-__all__ = ["Work", "unit_of_work"]
+__all__ = ["FollowUpsPending", "Work", "unit_of_work"]
+
+
+class FollowUpsPending(RuntimeError):
+    """A unit of work about to commit with its worklist not drained: a programming error
+    (a use case that forgot ``follow_up``), not a user's."""
+
+    def __init__(self, pending: FollowUps) -> None:
+        named = ", ".join(
+            f"{kind} {sorted(ids)}"
+            for kind, ids in [
+                ("workflow runs", pending.workflow_runs),
+                ("backfills", pending.backfills),
+                ("ended workflow runs", pending.ended_workflow_runs),
+                ("ended runs", pending.ended_runs),
+            ]
+            if ids
+        )
+        super().__init__(f"a unit of work would commit with follow-ups pending: {named}")
 
 
 @contextmanager
@@ -21,6 +40,7 @@ def unit_of_work(database: Database, clock: Clock, rng: random.Random) -> Iterat
     with database.write() as connection:
         work = Work(database, connection, clock.now(), rng)
         yield work
-        follow_up(work)
+        if work.pending:
+            raise FollowUpsPending(work.pending)
     for count in work.after_commit:
         count()

@@ -1,4 +1,5 @@
-"""The worker protocol's side of the store: register, heartbeat, claim, report.
+"""The worker protocol's side of the store: register, heartbeat, claim, drain; the workers
+of a token and name read and forgotten (``app.retirement``).
 
 The dispatcher decides what runs where (store/placement.py); a claim hands the worker the
 attempts placed on it that it has not been given yet, and marks them delivered.
@@ -9,7 +10,7 @@ from __future__ import annotations
 import logging
 import random
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, delete, func, insert, select, update
@@ -20,8 +21,7 @@ from herder.domain.errors import Gone, NotFound
 from herder.domain.ids import new_id
 from herder.domain.jobs import Capacity
 from herder.domain.lifecycle.changes import Event
-from herder.domain.lifecycle.facts import AttemptFacts, Ending
-from herder.domain.lifecycle.reap import never_delivered, replaced_worker
+from herder.domain.lifecycle.reap import never_delivered
 from herder.domain.lifecycle.stops import (
     StoppableAttempt,
     stop_orders,
@@ -36,7 +36,6 @@ from herder.store.fleet import worker_record
 from herder.store.handover import deliverable, gang_peers, undelivered
 from herder.store.history.live import live_floor
 from herder.store.notifications import notify_capacity
-from herder.store.runs.due import mark_lost
 from herder.store.runs.facts import ATTEMPT_FACTS, attempt_facts
 from herder.store.runs.writes import record_events
 from herder.store.schema import attempts, runs, workers
@@ -102,30 +101,6 @@ class WorkerRepository:
             )
             notify_capacity(self._db, connection, worker.id)  # the dispatcher may place here
         return worker, secret
-
-    def retire(
-        self,
-        token_id: str,
-        name: str,
-        ending: Callable[[Sequence[AttemptFacts]], list[Ending]] = replaced_worker,
-    ) -> list[str]:
-        """The workers of this token and name are gone — known, not judged by their silence:
-        ``herder up`` retires its local worker as it stops, and again as it starts (what a
-        killed start left), so no run is placed on it meanwhile. The attempts of those not
-        lost yet end as ``ending`` says (by default ``lost``, to retry as any lost attempt);
-        then all are forgotten (their attempts keep their ids), so the fleet lists one local
-        worker, not one more ghost each start. Returns the workers retired."""
-        with unit_of_work(self._db, self._clock, self._rng) as work:
-            gone = list(
-                work.connection.execute(
-                    select(workers.c.id).where(
-                        workers.c.token_id == token_id, workers.c.name == name
-                    )
-                ).scalars()
-            )
-            work.settle(ending(mark_lost(work, gone, None)), "herder up")
-            work.connection.execute(delete(workers).where(workers.c.id.in_(gone)))
-        return gone
 
     def drain_named(self, token_id: str, name: str) -> int:
         """The alive workers of this token and name take nothing new (``draining``) as they
@@ -227,43 +202,36 @@ class WorkerRepository:
         with self._db.read() as connection:
             return _directives(connection, worker_id, running, self._clock.now())
 
-    def claim_with_directives(
-        self, worker_id: str, max_runs: int, running: Sequence[HeldAttempt], look_for_news: bool
-    ) -> tuple[list[Assignment], Directives]:
-        """Claim, and (when asked) look up which of the worker's attempts to stop or drop."""
-        nothing = Directives(cancel=[], drop=[], preempt=[])
-        directives = self.directives(worker_id, running) if look_for_news else nothing
-        return self.claim(worker_id, max_runs), directives
-
-    def claim(self, worker_id: str, max_runs: int) -> list[Assignment]:
+    def hand_over(self, work: Work, worker_id: str, max_runs: int) -> list[Assignment]:
         """Up to ``max_runs`` of the attempts the dispatcher placed on this worker and not yet
-        handed over, now handed over. A draining worker still gets what was placed before."""
-        if max_runs <= 0:
+        handed over, now handed over, in the caller's unit of work (``app.claims``): a stored
+        run that cannot be handed over fails alone, and the caller follows up its end. A
+        draining worker still gets what was placed before."""
+        state = work.connection.execute(
+            select(workers.c.state).where(workers.c.id == worker_id)
+        ).scalar()
+        if state is None:
+            raise NotFound(f"worker {worker_id} is not registered")
+        if state == WorkerState.LOST:
+            raise _gone(worker_id)
+        placed = undelivered(work, worker_id, max_runs)
+        given = deliverable(work, worker_id, placed, self._secrets)
+        if not given:
             return []
-        with unit_of_work(self._db, self._clock, self._rng) as work:
-            state = work.connection.execute(
-                select(workers.c.state).where(workers.c.id == worker_id)
-            ).scalar()
-            if state is None:
-                raise NotFound(f"worker {worker_id} is not registered")
-            if state == WorkerState.LOST:
-                raise _gone(worker_id)
-            placed = undelivered(work, worker_id, max_runs)
-            given = deliverable(work, worker_id, placed, self._secrets)
-            if not given:
-                return []
-            work.connection.execute(
-                update(attempts)
-                .where(attempts.c.id.in_([item.row.id for item in given]))
-                .values(delivered_at=work.now)
-            )
-            gangs = [item.row for item in given if item.row.replicas > 1]
-            peers = gang_peers(work.connection, gangs)
-            # never on a first attempt: the one-off path reads nothing more
-            restored = refs_for_claim(
-                work.connection, [item.row.run_id for item in given if item.row.number > 1]
-            )
-        metrics.attempts_delivered(work.now, (item.row.placed_at for item in given))
+        work.connection.execute(
+            update(attempts)
+            .where(attempts.c.id.in_([item.row.id for item in given]))
+            .values(delivered_at=work.now)
+        )
+        gangs = [item.row for item in given if item.row.replicas > 1]
+        peers = gang_peers(work.connection, gangs)
+        # never on a first attempt: the one-off path reads nothing more
+        restored = refs_for_claim(
+            work.connection, [item.row.run_id for item in given if item.row.number > 1]
+        )
+        work.after_commit.append(
+            lambda: metrics.attempts_delivered(work.now, (item.row.placed_at for item in given))
+        )
         return [
             Assignment(
                 attempt_id=row.id,
@@ -282,6 +250,21 @@ class WorkerRepository:
             )
             for row, spec, task, secret_env in given
         ]
+
+
+def named_workers(connection: Connection, token_id: str, name: str) -> list[str]:
+    """The workers registered under this token and name (``herder up``'s local worker, one
+    a start), lost or not."""
+    return list(
+        connection.execute(
+            select(workers.c.id).where(workers.c.token_id == token_id, workers.c.name == name)
+        ).scalars()
+    )
+
+
+def forget_workers(connection: Connection, worker_ids: Sequence[str]) -> None:
+    """Delete these workers' rows (their attempts keep their ids)."""
+    connection.execute(delete(workers).where(workers.c.id.in_(worker_ids)))
 
 
 def _directives(

@@ -9,6 +9,7 @@ from herder.api.auth import Caller, Operator, StoreDep
 from herder.api.openapi import problems
 from herder.api.queries import CursorPaging
 from herder.api.ratelimit import Submitter
+from herder.app import backfills
 from herder.domain.backfills import Backfill, BackfillRequest
 from herder.domain.models import Page
 
@@ -27,7 +28,7 @@ def create_backfill(
     ``max_active`` at once, each once (a time that already has a run is counted, not run
     again), queued at low priority. The first runs start now; the next when one ends. One
     submission, however many times it runs, counted against the tenant's rate (429)."""
-    return store.backfills.create(caller.tenant_id, schedule_id, body)
+    return backfills.create(store, caller.tenant_id, schedule_id, body)
 
 
 @router.get("/v1/schedules/{schedule_id}/backfills")
@@ -48,4 +49,4 @@ def get_backfill(backfill_id: str, caller: Caller, store: StoreDep) -> Backfill:
 @router.post("/v1/backfills/{backfill_id}/cancel", responses=problems(409))
 def cancel_backfill(backfill_id: str, caller: Operator, store: StoreDep) -> Backfill:
     """No more starts; runs already started go on."""
-    return store.backfills.cancel(caller.tenant_id, backfill_id)
+    return backfills.cancel(store, caller.tenant_id, backfill_id)

@@ -23,7 +23,7 @@ from herder.api.schemas import (
     RunBatchResult,
     Submission,
 )
-from herder.app import checkpoints, logs
+from herder.app import checkpoints, logs, runs
 from herder.app.submit import submit_many
 from herder.domain.errors import HerderError
 from herder.domain.listings import PageRequest, RunQuery
@@ -114,7 +114,7 @@ def run_events(run_id: str, caller: Caller, store: StoreDep) -> list[RunEvent]:
 @router.post("/{run_id}/cancel", responses=problems(409))
 def cancel_run(run_id: str, caller: Operator, store: StoreDep, response: Response) -> Run:
     """Ends a queued run at once (200); a running one is stopped by its worker (202)."""
-    run = store.runs.cancel(caller.tenant_id, run_id, actor=caller.actor)
+    run = runs.cancel_run(store, caller.tenant_id, run_id, actor=caller.actor)
     if run.state is RunState.RUNNING:
         response.status_code = status.HTTP_202_ACCEPTED
     return run
@@ -127,7 +127,7 @@ def suspend_run(run_id: str, caller: Operator, store: StoreDep, response: Respon
     its checkpoint saved — and is ``suspended`` when they report (202, ``suspend_requested``).
     A suspended or suspending run answers as the first suspend did; an ended run, or one
     being cancelled, is a 409."""
-    run = store.runs.suspend(caller.tenant_id, run_id, actor=caller.actor)
+    run = runs.suspend_run(store, caller.tenant_id, run_id, actor=caller.actor)
     if run.state is RunState.RUNNING:
         response.status_code = status.HTTP_202_ACCEPTED
     return run
@@ -138,14 +138,14 @@ def set_run_priority(run_id: str, body: PriorityChange, caller: Operator, store:
     """Moves a run not started yet (queued, pending, waiting to retry, suspended) to another
     class, keeping its place in time so aging goes on; above the tenant's ``max_priority``
     is a 422, a run started or ended a 409. Its events record who changed it."""
-    return store.runs.set_priority(caller.tenant_id, run_id, body.priority, actor=caller.actor)
+    return runs.change_priority(store, caller.tenant_id, run_id, body.priority, actor=caller.actor)
 
 
 @router.post("/{run_id}/resume", responses=problems(409))
 def resume_run(run_id: str, caller: Operator, store: StoreDep) -> Run:
     """Queues a suspended run again, behind what queued meanwhile; held ``pending`` while its
     tenant is at ``max_queued``. Any run not suspended is a 409."""
-    return store.runs.resume(caller.tenant_id, run_id, actor=caller.actor)
+    return runs.resume_run(store, caller.tenant_id, run_id, actor=caller.actor)
 
 
 @router.get("/{run_id}/checkpoint")
@@ -179,7 +179,7 @@ def rerun(run_id: str, caller: Submitter, store: StoreDep, response: Response) -
     """A new run of an ended run's spec, linked to it (``rerun_of``): how a dead run is
     retried by hand. A submission, counted against the tenant's submission rate (429), at
     the class its run ran at within today's ``max_priority`` (docs/flow-control.md)."""
-    run = store.runs.rerun(caller.tenant_id, run_id, actor=caller.actor)
+    run = runs.rerun_run(store, caller.tenant_id, run_id, actor=caller.actor)
     response.headers["Location"] = f"/v1/runs/{run.id}"
     return run
 

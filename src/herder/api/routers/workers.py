@@ -1,7 +1,7 @@
 """The worker protocol: a worker registers with a fleet token, then claims work, beats and
 reports with the secret it was given. Workers never touch the database; each call is one
-unit of work: the report's use case is ``herder.app.reports``, the others one repository
-call each."""
+unit of work: the claim's and the report's use cases are ``herder.app.claims`` and
+``herder.app.reports``, the others one repository call each."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from herder.api.auth import (
 )
 from herder.api.openapi import problems
 from herder.api.wakeups import Wakeups
-from herder.app import checkpoints
+from herder.app import checkpoints, claims
 from herder.app.reports import report
 from herder.domain.errors import Conflict, Invalid, NotFound
 from herder.domain.models import Worker
@@ -101,7 +101,7 @@ async def claim(
         since = wakeups.generation(worker_id)
         news = news or wakeups.take_news(worker_id)
         assignments, directives = await run_in_threadpool(
-            store.workers.claim_with_directives, worker_id, body.max_runs, body.running, news
+            claims.claim_with_directives, store, worker_id, body.max_runs, body.running, news
         )
         news = False
         remaining = deadline - time.monotonic()

@@ -17,6 +17,7 @@ from herder.api.openapi import ETAG_HEADER, problems
 from herder.api.queries import Paging
 from herder.api.ratelimit import Submitter
 from herder.api.schemas import RepairRequest, WorkflowCreate, WorkflowRunCreate
+from herder.app import workflows
 from herder.domain.actors import user_actor
 from herder.domain.models import Page
 from herder.domain.workflows.models import Workflow, WorkflowRun, WorkflowRunDetail
@@ -105,8 +106,8 @@ def start_workflow_run(
     """Start a run of the workflow's current version: its first tasks are queued at once.
     Under ``max_active_runs`` it queues (``concurrency: queue``) or is refused (``forbid``)."""
     params = (body or WorkflowRunCreate()).params
-    run, created = store.workflow_runs.start(
-        caller.tenant_id, workflow_id, params, idempotency_key=idempotency_key
+    run, created = workflows.start(
+        store, caller.tenant_id, workflow_id, params, idempotency_key=idempotency_key
     )
     if not created:
         response.status_code = status.HTTP_200_OK
@@ -140,8 +141,8 @@ def get_workflow_run(workflow_run_id: str, caller: Caller, store: StoreDep) -> W
 def cancel_workflow_run(workflow_run_id: str, caller: Operator, store: StoreDep) -> WorkflowRun:
     """Pending and queued tasks are cancelled at once; running ones are stopped by their
     workers, and the run ends ``cancelled`` when the last has ended."""
-    return store.workflow_runs.cancel(
-        caller.tenant_id, workflow_run_id, actor=user_actor(caller.key_id)
+    return workflows.cancel(
+        store, caller.tenant_id, workflow_run_id, actor=user_actor(caller.key_id)
     )
 
 
@@ -151,8 +152,8 @@ def suspend_workflow_run(workflow_run_id: str, caller: Operator, store: StoreDep
     preemption, with the job's grace to save a checkpoint — and no task starts until it is
     resumed; it keeps its ``max_active_runs`` slot. A suspended run is answered as it is; a
     queued, cancelling or ended one is a 409."""
-    return store.workflow_runs.suspend(
-        caller.tenant_id, workflow_run_id, actor=user_actor(caller.key_id)
+    return workflows.suspend(
+        store, caller.tenant_id, workflow_run_id, actor=user_actor(caller.key_id)
     )
 
 
@@ -160,8 +161,8 @@ def suspend_workflow_run(workflow_run_id: str, caller: Operator, store: StoreDep
 def resume_workflow_run(workflow_run_id: str, caller: Operator, store: StoreDep) -> WorkflowRun:
     """Its suspended task runs are queued again and every task that became ready while it
     was suspended starts. A run that is not suspended is a 409."""
-    return store.workflow_runs.resume(
-        caller.tenant_id, workflow_run_id, actor=user_actor(caller.key_id)
+    return workflows.resume(
+        store, caller.tenant_id, workflow_run_id, actor=user_actor(caller.key_id)
     )
 
 
@@ -172,7 +173,7 @@ def repair_workflow_run(
     """Run tasks of an ended run again, in place (history kept). ``repair`` is the run's
     latest-repair token as last read: a second repair from the same reading is a 409. One
     submission, as starting a workflow run is, counted against the tenant's rate (429)."""
-    return store.workflow_runs.repair(
-        caller.tenant_id, workflow_run_id, token=body.repair, tasks=body.tasks,
+    return workflows.repair_run(
+        store, caller.tenant_id, workflow_run_id, token=body.repair, tasks=body.tasks,
         dependents=body.dependents,
     )  # fmt: skip

@@ -17,6 +17,7 @@ from herder.domain.jobs import RetryPolicy
 from herder.domain.lifecycle.cancel import Cancellable
 from herder.domain.lifecycle.facts import ActiveRun, AttemptFacts, RunFacts
 from herder.domain.states import SLOT_HOLDING_RUN_STATES, AttemptState, RunState
+from herder.store.dialect import Among
 from herder.store.history.live import live_floor
 from herder.store.schema import attempts, runs
 
@@ -174,3 +175,17 @@ def active_of_schedules(
     for run in active_runs(connection, list(owners)):
         active.setdefault(owners[run.run.id], []).append(run)
     return active
+
+
+def owners_of(
+    connection: Connection, run_ids: Collection[str]
+) -> list[tuple[str | None, str | None]]:
+    """The workflow run and backfill of each of these runs (either may be None): one query a
+    batch (a fan-out's cancel ends many at once)."""
+    among = Among(connection.dialect.name, runs.c.id, "run_ids")
+    owned = select(runs.c.workflow_run_id, runs.c.backfill_id).where(among.condition)
+    return [
+        (workflow_run_id, backfill_id)
+        for batch in among.batches(sorted(run_ids))
+        for workflow_run_id, backfill_id in connection.execute(owned, batch)
+    ]

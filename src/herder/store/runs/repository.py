@@ -1,24 +1,17 @@
-"""Runs as users see them: read, list, cancel, suspend, resume, re-run (submitted by
-``app.submit``)."""
+"""Runs as users see them: read and listed (submitted by ``app.submit``; cancelled,
+suspended, resumed, re-prioritised and re-run by ``app.runs``)."""
 
 from __future__ import annotations
 
-import random
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, select
 
-from herder.clock import Clock, epoch_ms
+from herder.clock import Clock
 from herder.domain.errors import Conflict, NotFound
-from herder.domain.ids import new_id
-from herder.domain.jobs import Priority
-from herder.domain.lifecycle.cancel import Cause, cancel, rerun
-from herder.domain.lifecycle.priority import rerun_priority
-from herder.domain.lifecycle.suspend import resume, suspend
 from herder.domain.listings import RunQuery
 from herder.domain.models import Attempt, Page, Run, RunDetail, RunEvent
-from herder.domain.queue_room import RELEASER, UNLIMITED
-from herder.domain.states import RunState
 from herder.store.actors import with_actor_names
 from herder.store.checkpoints import kept_checkpoints
 from herder.store.cold.listing import RunWindow, cold_detail, merged_page
@@ -26,18 +19,12 @@ from herder.store.cold.tier import ColdTier
 from herder.store.database import Database
 from herder.store.history.listing import newest_runs
 from herder.store.history.retention import visible_runs_floor
-from herder.store.jobs import JobRepository
 from herder.store.owned import owned_row
 from herder.store.pagination import page_from, page_records
-from herder.store.queue_room import queue_room, release_held
-from herder.store.runs.facts import active_runs
-from herder.store.runs.priority import max_priority, set_priority
 from herder.store.runs.submissions import (
     BEING_CREATED,
 )
-from herder.store.runs.writes import new_run_row
 from herder.store.schema import attempts, run_events, runs
-from herder.store.work import unit_of_work
 
 _RUN_COLUMNS = [
     runs.c.id,
@@ -77,35 +64,21 @@ def _run(row: Any) -> Run:
     return Run.model_validate(dict(row._mapping))
 
 
+def read_run(connection: Connection, tenant_id: str, run_id: str, now: datetime) -> Run:
+    """The tenant's run as users see it (404 past its retention)."""
+    floor = visible_runs_floor(connection, tenant_id, now)
+    row = owned_row(
+        connection, runs, tenant_id, run_id, "run", columns=_RUN_COLUMNS,
+        where=[runs.c.id >= floor],
+    )  # fmt: skip
+    return _run(row)
+
+
 class RunRepository:
-    def __init__(
-        self,
-        database: Database,
-        clock: Clock,
-        rng: random.Random,
-        jobs: JobRepository,
-        cold: ColdTier | None = None,
-    ) -> None:
+    def __init__(self, database: Database, clock: Clock, cold: ColdTier | None = None) -> None:
         self._db = database
         self._clock = clock
-        self._rng = rng
-        self._jobs = jobs
         self._cold = cold  # old windows of the listing read it (PostgreSQL)
-
-    def rerun(self, tenant_id: str, run_id: str, *, actor: str = "user") -> Run:
-        """A new run of what an ended run ran (its spec as submitted), linked to it — how a
-        dead run leaves the dead-letter set — at its class within today's ``max_priority``."""
-        with unit_of_work(self._db, self._clock, self._rng) as work:
-            old = self._get(work.connection, tenant_id, run_id)
-            job = self._jobs.get_many_within(work.connection, {(tenant_id, old.job_id)})
-            job_class = job[tenant_id, old.job_id].spec.priority if job else None
-            allowed = max_priority(work.connection, tenant_id)
-            priority = rerun_priority(old.spec.priority, allowed, job_class)
-            new_run_id = new_id("run", epoch_ms(work.now))
-            changes = rerun(old, tenant_id, new_run_id, actor, work.now, priority=priority)
-            work.apply(changes)
-            (new,) = changes.new_runs
-            return Run.model_validate(new_run_row(new, work.now) | {"spec": new.spec})
 
     def by_idempotency_key(self, tenant_id: str, key: str | None) -> Run:
         """The run made under this idempotency key (a submit's repeat answers with it)."""
@@ -124,17 +97,7 @@ class RunRepository:
             return self._get(connection, tenant_id, run_id)
 
     def _get(self, connection: Connection, tenant_id: str, run_id: str) -> Run:
-        floor = visible_runs_floor(connection, tenant_id, self._clock.now())
-        row = owned_row(
-            connection,
-            runs,
-            tenant_id,
-            run_id,
-            "run",
-            columns=_RUN_COLUMNS,
-            where=[runs.c.id >= floor],
-        )
-        return _run(row)
+        return read_run(connection, tenant_id, run_id, self._clock.now())
 
     def detail(self, tenant_id: str, run_id: str) -> RunDetail:
         """The run with its attempts, history and output (which lists leave out: up to
@@ -218,44 +181,3 @@ class RunRepository:
             window = RunWindow(tenant_id, floor, since, query)
             return merged_page(self._cold, window, page_records(rows, _run), now)
         return page_from(rows, _run, page.limit)
-
-    def cancel(self, tenant_id: str, run_id: str, *, actor: str = "user") -> Run:
-        """Cancel a run. A run that is not running yet ends at once; a running one is marked
-        and its workers, told through a notice, kill it."""
-        with unit_of_work(self._db, self._clock, self._rng) as work:
-            self._get(work.connection, tenant_id, run_id)
-            (active,) = active_runs(work.connection, [run_id])
-            work.apply(cancel(active, Cause(actor), work.now))
-            return self._get(work.connection, tenant_id, run_id)
-
-    def suspend(self, tenant_id: str, run_id: str, *, actor: str = "user") -> Run:
-        """Hold a run until resumed. One not running yet is held at once, and the room it
-        took under ``max_queued`` goes to a held run; a running one is marked and its
-        workers, told through a notice, stop it as a preemption (``domain.lifecycle.suspend``)."""
-        with unit_of_work(self._db, self._clock, self._rng) as work:
-            self._get(work.connection, tenant_id, run_id)
-            (active,) = active_runs(work.connection, [run_id])
-            moved = work.apply(suspend(active, actor, work.now)).moved
-            if moved and active.run.state is RunState.QUEUED:
-                release_held(work, tenant_id, actor=RELEASER)
-            return self._get(work.connection, tenant_id, run_id)
-
-    def set_priority(
-        self, tenant_id: str, run_id: str, priority: Priority, *, actor: str = "user"
-    ) -> Run:
-        """Move a run not started yet to another class, keeping its place in time."""
-        with unit_of_work(self._db, self._clock, self._rng) as work:
-            self._get(work.connection, tenant_id, run_id)
-            set_priority(work.connection, tenant_id, run_id, priority, actor, work.now)
-            return self._get(work.connection, tenant_id, run_id)
-
-    def resume(self, tenant_id: str, run_id: str, *, actor: str = "user") -> Run:
-        """Queue a suspended run again: held ``pending`` instead when its tenant is at
-        ``max_queued``."""
-        with unit_of_work(self._db, self._clock, self._rng) as work:
-            self._get(work.connection, tenant_id, run_id)
-            (active,) = active_runs(work.connection, [run_id])
-            state = active.run.state
-            room = queue_room(work, tenant_id) if state is RunState.SUSPENDED else UNLIMITED
-            work.apply(resume(run_id, state, room, actor, work.now))
-            return self._get(work.connection, tenant_id, run_id)

@@ -1,5 +1,6 @@
-"""Moving workflow runs on inside the unit of work that ended one of their task runs (or
-started, repaired or cancelled the workflow run): never a scan of DAGs.
+"""The facts a workflow run's walk reads (``app.follow_ups.advance_run`` moves it on inside
+the unit of work that ended one of its task runs, or started, resumed, repaired or cancelled
+it): never a scan of DAGs.
 
 Read once, decide once, apply once. The workflow run's row is locked first, so two of its
 tasks ending at once decide one after the other, each seeing the other's end; then its facts
@@ -8,7 +9,7 @@ state (one ``GROUP BY``: a fan-out of 1,000 is a few counts at each instance's e
 1,000 rows), the runs whose outputs a start may pass on, the tenant's room — and
 ``domain.workflows.walk`` decides; the unit of work applies the runs it makes (a unique
 index on task instance and repair makes a repeated start nothing) and the workflow run's
-end, whose follow-up (``store.follow_ups``) frees its slot.
+end, whose follow-up (``app.follow_ups``) frees its slot.
 """
 
 from __future__ import annotations
@@ -17,9 +18,7 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select
 
-from herder.clock import epoch_ms
-from herder.domain.ids import new_id
-from herder.domain.queue_room import RELEASER, QueueRoom
+from herder.domain.queue_room import QueueRoom
 from herder.domain.workflows.states import WorkflowRunState
 from herder.domain.workflows.task_runs import PinnedRun
 from herder.domain.workflows.walk import (
@@ -30,29 +29,10 @@ from herder.domain.workflows.walk import (
     current_runs,
     outputs_wanted,
     tallied_board,
-    walk,
 )
-from herder.store.queue_room import release_held
 from herder.store.schema import runs, workflow_runs
 from herder.store.unit import Work
 from herder.store.workflows.definitions import dag_of
-from herder.store.workflows.waits import record_event_waits
-
-
-def advance_run(work: Work, workflow_run_id: str) -> None:
-    """Decide the run's pending tasks and apply the decision; end the run when every task
-    has ended. Its tenant's held runs are released first, as room frees."""
-    row = lock(work.connection, workflow_run_id)
-    if row is None:
-        return
-    room = release_held(work, row.tenant_id, actor=RELEASER)
-    facts = read_walk(work, row, room)
-    if facts is None:
-        return
-    changes = walk(facts, work.now, lambda: new_id("run", epoch_ms(work.now)))
-    if not changes.empty:
-        applied = work.apply(changes)
-        record_event_waits(work, facts.dag, changes.new_runs, applied.inserted)
 
 
 def read_walk(work: Work, row: Any, room: QueueRoom) -> WalkFacts | None:

@@ -1,9 +1,12 @@
 """Starting and cancelling a workflow run inside a caller's unit of work — a user's start,
 a schedule's fire, a backfill's step — and what a start checks: the parameters, the jobs it
-pins, the workflow's ``max_active_runs``."""
+pins, the workflow's ``max_active_runs`` (and what admitting queued runs reads). What a
+start or cancel leaves to move on is noted on the unit of work's worklist (``Work.follow``)
+for the use case's drain (``app.follow_ups``)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -18,7 +21,7 @@ from herder.domain.jobs import JobSpec
 from herder.domain.lifecycle.cancel import Cause, cancel_all
 from herder.domain.lifecycle.changes import Changes, NewWorkflowRun
 from herder.domain.states import ACTIVE_RUN_STATES
-from herder.domain.workflows.admission import SLOT_HOLDING, admission, admit, admitted_at_most
+from herder.domain.workflows.admission import SLOT_HOLDING, admission, admitted_at_most
 from herder.domain.workflows.cancel import cancel_workflow_run
 from herder.domain.workflows.run_bound import check_run_bound
 from herder.domain.workflows.spec import TaskSpec, WorkflowSpec, check_params
@@ -29,7 +32,14 @@ from herder.store.runs.facts import cancellable_runs
 from herder.store.schema import runs, workflow_runs, workflows
 from herder.store.unit import Work
 from herder.store.workflows.definitions import check_jobs, spec_of
-from herder.store.workflows.progress import advance_run, lock
+from herder.store.workflows.progress import lock
+
+
+@dataclass(frozen=True)
+class Admission:
+    capacity: int | None
+    holding: int
+    queued: list[str]
 
 
 def workflow_row(connection: Connection, tenant_id: str, workflow_id: str) -> Any:
@@ -92,12 +102,12 @@ def start_in(
     if new.id not in work.apply(Changes(new_workflow_runs=(new,))).workflow_runs_inserted:
         return None
     if new.state is WorkflowRunState.RUNNING:
-        advance_run(work, new.id)
+        work.follow(workflow_run=new.id)  # its first tasks start in the drain
     return new.id
 
 
 def cancel_in(work: Work, workflow_run_id: str, cause: Cause) -> None:
-    """Cancel an active workflow run inside ``work`` (see ``WorkflowRunRepository.cancel``)."""
+    """Cancel an active workflow run inside ``work`` (see ``app.workflows.cancel``)."""
     row = lock(work.connection, workflow_run_id)
     state = WorkflowRunState(row.state)
     work.apply(cancel_workflow_run(workflow_run_id, state, work.now))
@@ -111,7 +121,7 @@ def cancel_in(work: Work, workflow_run_id: str, cause: Cause) -> None:
     # thousands, and the workflow run moved on once, not once a run.
     found, workers = cancellable_runs(work.connection, active)
     if not work.apply(cancel_all(found, workers, why, work.now)).moved:
-        advance_run(work, workflow_run_id)  # else the runs' ends moved it on already
+        work.follow(workflow_run=workflow_run_id)  # else the runs' ends move it on
 
 
 def _pinned_jobs(
@@ -158,18 +168,19 @@ def _check_waiting(task: TaskSpec, params: dict[str, Any], position: int) -> Non
             ) from None
 
 
-def admit_next(work: Work, workflow_id: str) -> None:
-    """Start the workflow's oldest queued runs that ``max_active_runs`` leaves a slot for
-    (``domain.workflows.admission``). The workflow's row is locked, so two runs ending at
-    once admit one run each."""
-    spec = work.connection.execute(
+def admission_facts(connection: Connection, workflow_id: str) -> Admission | None:
+    """What admitting the workflow's queued runs reads: its ``max_active_runs``, the runs
+    holding a slot, the oldest queued that could take one. Its row is locked, so two runs
+    ending at once admit one run each; None for a deleted workflow (nothing of it is
+    queued: a delete waits for its runs to end)."""
+    spec = connection.execute(
         select(workflows.c.spec).where(workflows.c.id == workflow_id).with_for_update()
     ).scalar()
     if spec is None:
-        return  # deleted: nothing of it is queued (a delete waits for its runs to end)
+        return None
     capacity = spec.get("max_active_runs")
-    holding = active_count(work.connection, workflow_id, *SLOT_HOLDING)
-    queued = work.connection.execute(
+    holding = active_count(connection, workflow_id, *SLOT_HOLDING)
+    queued = connection.execute(
         select(workflow_runs.c.id)
         .where(
             workflow_runs.c.workflow_id == workflow_id,
@@ -178,9 +189,7 @@ def admit_next(work: Work, workflow_id: str) -> None:
         .order_by(workflow_runs.c.id)
         .limit(admitted_at_most(capacity))
     ).scalars()
-    started = work.apply(admit(capacity, holding, list(queued), work.now))
-    for move in sorted(started.workflow_runs_moved):
-        advance_run(work, move)
+    return Admission(capacity, holding, list(queued))
 
 
 def active_count(connection: Connection, workflow_id: str, *states: WorkflowRunState) -> int:
@@ -194,3 +203,13 @@ def active_count(connection: Connection, workflow_id: str, *states: WorkflowRunS
             )
         ).scalar_one()
     )
+
+
+def backfill_of(connection: Connection, workflow_run_id: str) -> tuple[str, str | None]:
+    """The workflow of a workflow run, and the backfill that made it (None: none did)."""
+    row = connection.execute(
+        select(workflow_runs.c.workflow_id, workflow_runs.c.backfill_id).where(
+            workflow_runs.c.id == workflow_run_id
+        )
+    ).one()
+    return row.workflow_id, row.backfill_id

@@ -14,7 +14,7 @@ from herder.domain.workflows.suspend import resume_workflow_run, suspend_workflo
 from herder.store.queue_room import release_held
 from herder.store.schema import attempts, runs
 from herder.store.unit import Work
-from herder.store.workflows.progress import advance_run, lock
+from herder.store.workflows.progress import lock
 
 
 def suspend_in(work: Work, workflow_run_id: str, actor: str) -> None:
@@ -59,7 +59,7 @@ def resume_in(work: Work, workflow_run_id: str, actor: str) -> None:
     )
     room = release_held(work, row.tenant_id, actor=RELEASER)
     work.apply(resume_all(suspended, room, actor, work.now))
-    advance_run(work, workflow_run_id)
+    work.follow(workflow_run=workflow_run_id)  # what became ready meanwhile starts
 
 
 def suspendable_runs(
