@@ -10,6 +10,7 @@ import os
 import shlex
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -55,22 +56,14 @@ def upload(herder: HerderClient, directory: Path, name: str, data: bytes) -> str
 
 @pytest.mark.parametrize("form", ["oci", "docker"])
 def test_the_image_config_runs_on_the_image_root(
-    start_cluster: Callable[..., Cluster], tmp_path: Path, form: str
+    cluster: Cluster, tmp_path: Path, form: str
 ) -> None:
-    cluster = start_cluster(embedded=True)
-    image = busybox_image(compress=form == "oci")
+    image = busybox_image(compress=form == "oci", Labels={"form": form})  # a root of its own
     data = image.oci_archive() if form == "oci" else image.docker_archive()
-    with cluster.client() as herder:
+    with cluster.new_tenant() as herder:
         artifact = upload(herder, tmp_path, "busybox.tar", data)
         output = run_output(herder, "image", {"runtime": "image", "artifact": artifact})
     assert output == "from the top layer in /app with hello from the image\n"
-
-
-@pytest.fixture(scope="module")
-def cluster(start_module_cluster: Callable[..., Cluster]) -> Cluster:
-    """``herder up`` for the tests that neither reconfigure it nor run an image another of
-    them runs (the worker builds an image's root once, and would not build it again)."""
-    return start_module_cluster(embedded=True)
 
 
 def test_the_job_overrides_the_image_inside_the_same_sandbox(
@@ -124,21 +117,35 @@ def test_another_tenants_config_with_stand_in_layers_never_gets_its_root(
     assert output == ""
 
 
+@dataclass
+class Repository:
+    """One image a registry serves under a name: what it serves (a test may tamper with it
+    or clear it), whether its storage was asked, what was sent there."""
+
+    name: str
+    image: Image
+    url: str  # the registry's
+    reference: str
+    served: dict[str, bytes]
+    asked_storage: threading.Event = field(default_factory=threading.Event)
+    storage_open: threading.Event = field(default_factory=threading.Event)  # cleared: held
+    authorization_at_storage: list[str | None] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.storage_open.set()
+
+
 class Registry:
-    """A registry of one image over the OCI distribution API, serving what it is given
-    (its blobs from "storage" it redirects to). With ``sign_in`` (a user and password) it
-    answers 401 with a Bearer challenge, its token realm gives a token for those, and its
-    storage is on another origin (``localhost`` for ``127.0.0.1``), as a cloud's would be."""
+    """A registry of images over the OCI distribution API (``serve``: one under a name),
+    serving what it is given (its blobs from "storage" it redirects to). With ``sign_in`` (a
+    user and password) it answers 401 with a Bearer challenge, its token realm gives a token
+    for those, and its storage is on another origin (``localhost`` for ``127.0.0.1``), as a
+    cloud's would be."""
 
     TOKEN = "t0ken-for-pulls"
 
-    def __init__(self, name: str, image: Image, sign_in: tuple[str, str] | None = None) -> None:
-        self.name, self.image = name, image
-        self.served: dict[str, bytes] = dict(image.blobs)
-        self.asked_storage = threading.Event()
-        self.storage_open = threading.Event()  # cleared: storage answers only once it is set
-        self.storage_open.set()
-        self.authorization_at_storage: list[str | None] = []
+    def __init__(self, sign_in: tuple[str, str] | None = None) -> None:
+        self.repositories: dict[str, Repository] = {}
         registry = self
         basic = "Basic " + base64.b64encode(":".join(sign_in).encode()).decode() if sign_in else ""
 
@@ -153,29 +160,38 @@ class Registry:
                         return
                     self.answer(json.dumps({"token": Registry.TOKEN}).encode())
                     return
+                at_storage = prefix.startswith("/storage/")  # /storage/<name>/<digest>
+                if at_storage:
+                    name = prefix.removeprefix("/storage/")
+                else:  # /v2/<name>/manifests/<digest>, /v2/<name>/blobs/<digest>
+                    name = prefix.removeprefix("/v2/").rpartition("/")[0]
+                repository = registry.repositories.get(name)
                 if sign_in and prefix.startswith("/v2/") and given != f"Bearer {Registry.TOKEN}":
                     self.send_response(401)
                     realm = f"{registry.url}/token"
                     self.send_header(
                         "WWW-Authenticate",
-                        f'Bearer realm="{realm}",service="test",'
-                        f'scope="repository:{registry.name}:pull"',
+                        f'Bearer realm="{realm}",service="test",scope="repository:{name}:pull"',
                     )
                     self.end_headers()
                     return
-                data = registry.served.get(digest)
-                if prefix == f"/v2/{registry.name}/blobs" and data is not None:
-                    self.send_response(307)  # as registries send blobs on to their storage
-                    self.send_header("Location", f"{registry.storage_url}/storage/{digest}")
-                    self.end_headers()
-                    return
-                if prefix not in (f"/v2/{registry.name}/manifests", "/storage") or data is None:
+                data = repository.served.get(digest) if repository else None
+                if repository is None or data is None:
                     self.send_error(404)
                     return
-                if prefix == "/storage":
-                    registry.authorization_at_storage.append(given)
-                    registry.asked_storage.set()
-                    registry.storage_open.wait(timeout=60)
+                if prefix == f"/v2/{name}/blobs":
+                    self.send_response(307)  # as registries send blobs on to their storage
+                    location = f"{registry.storage_url}/storage/{name}/{digest}"
+                    self.send_header("Location", location)
+                    self.end_headers()
+                    return
+                if at_storage:
+                    repository.authorization_at_storage.append(given)
+                    repository.asked_storage.set()
+                    repository.storage_open.wait(timeout=60)
+                elif prefix != f"/v2/{name}/manifests":
+                    self.send_error(404)
+                    return
                 self.answer(data)
 
             def answer(self, data: bytes) -> None:
@@ -189,31 +205,67 @@ class Registry:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         port = self.server.server_address[1]
-        self.url = f"http://127.0.0.1:{port}"
+        self.host = f"127.0.0.1:{port}"
+        self.url = f"http://{self.host}"
         self.storage_url = f"http://localhost:{port}" if sign_in else self.url
-        self.reference = f"127.0.0.1:{port}/{name}@{image.manifest_digest}"
+
+    def serve(self, name: str, image: Image) -> Repository:
+        reference = f"{self.host}/{name}@{image.manifest_digest}"
+        repository = Repository(name, image, self.url, reference, dict(image.blobs))
+        self.repositories[name] = repository
+        return repository
 
     def __enter__(self) -> Registry:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         return self
 
     def __exit__(self, *_: object) -> None:
-        self.storage_open.set()
+        for repository in self.repositories.values():
+            repository.storage_open.set()
         self.server.shutdown()
         self.server.server_close()
 
 
-@pytest.fixture
-def registry() -> Iterator[Registry]:
-    with Registry("tools/busybox", busybox_image()) as started:
+@pytest.fixture(scope="module")
+def module_registry() -> Iterator[Registry]:
+    with Registry() as started:
         yield started
 
 
+@pytest.fixture(scope="module")
+def signing_in_registry() -> Iterator[Registry]:
+    with Registry(sign_in=("puller", "s3cret")) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def cluster(
+    start_module_cluster: Callable[..., Cluster],
+    module_registry: Registry,
+    signing_in_registry: Registry,
+) -> Cluster:
+    """``herder up`` for the tests that do not reconfigure it, its images from the module's
+    registries (without credentials for the one that asks to sign in). Each test runs an
+    image of its own (a label in its config): the worker builds an image's root once, and
+    would not build it again for another test."""
+    registries = f"{module_registry.url},{signing_in_registry.url}"
+    return start_module_cluster(embedded=True, environment={"HERDER_IMAGE_REGISTRIES": registries})
+
+
+@pytest.fixture
+def registry(module_registry: Registry, request: pytest.FixtureRequest) -> Iterator[Repository]:
+    """The busybox image, labelled by the test, in the module's registry."""
+    test = request.node.name
+    repository = module_registry.serve(f"tools/busybox-{len(module_registry.repositories)}",
+                                       busybox_image(Labels={"test": test}))  # fmt: skip
+    yield repository
+    repository.storage_open.set()
+
+
 def test_an_image_by_reference_is_fetched_checked_and_run(
-    start_cluster: Callable[..., Cluster], registry: Registry
+    cluster: Cluster, registry: Repository
 ) -> None:
-    cluster = start_cluster(embedded=True, environment={"HERDER_IMAGE_REGISTRIES": registry.url})
-    with cluster.client() as herder:
+    with cluster.new_tenant() as herder:
         spec = {"runtime": "image", "image": registry.reference}
         output = run_output(herder, "by-reference", spec)
         assert output == "from the top layer in /app with hello from the image\n"
@@ -222,12 +274,11 @@ def test_an_image_by_reference_is_fetched_checked_and_run(
 
 
 def test_a_tampered_layer_fails_the_run_and_never_runs(
-    start_cluster: Callable[..., Cluster], registry: Registry
+    cluster: Cluster, registry: Repository
 ) -> None:
     layer = registry.image.layer_digests[-1]
     registry.served[layer] = registry.served[layer][:-8] + b"tampered"
-    cluster = start_cluster(embedded=True, environment={"HERDER_IMAGE_REGISTRIES": registry.url})
-    with cluster.client() as herder:
+    with cluster.new_tenant() as herder:
         job = herder.create_job("tampered", {"runtime": "image", "image": registry.reference})
         run = herder.wait(herder.start_run(job.id).id, timeout=60)
         output = "".join(chunk.text for chunk in herder.logs(run.id).chunks)
@@ -238,36 +289,34 @@ def test_a_tampered_layer_fails_the_run_and_never_runs(
 
 
 def test_a_registry_that_asks_to_sign_in_gets_a_token_for_the_operators_credentials(
-    start_cluster: Callable[..., Cluster], tmp_path: Path
+    start_cluster: Callable[..., Cluster],
+    cluster: Cluster,
+    signing_in_registry: Registry,
+    tmp_path: Path,
 ) -> None:
     """Bearer sign-in as registries do it: 401 with a challenge, a token from the realm for
     the operator's user and password (a 0600 file), the token on every request to the
-    registry and never to its storage on another origin; without credentials the run fails
-    saying so."""
-    with Registry("private/busybox", busybox_image(), sign_in=("puller", "s3cret")) as private:
-        credentials = tmp_path / "registries.json"
-        credentials.write_text(
-            json.dumps({private.url: {"username": "puller", "password": "s3cret"}})
-        )
-        credentials.chmod(0o600)
-        environment = {
-            "HERDER_IMAGE_REGISTRIES": private.url,
-            "HERDER_IMAGE_REGISTRY_CREDENTIALS_FILE": str(credentials),
-        }
-        cluster = start_cluster(embedded=True, environment=environment)
-        with cluster.client() as herder:
-            spec = {"runtime": "image", "image": private.reference}
-            output = run_output(herder, "signed-in", spec)
-        assert output == "from the top layer in /app with hello from the image\n"
-        assert private.authorization_at_storage  # the layers came through storage
-        assert set(private.authorization_at_storage) == {None}
+    registry and never to its storage on another origin; without credentials (the module's
+    cluster) the run fails saying so."""
+    private = signing_in_registry.serve("private/busybox", busybox_image(Labels={"signs": "in"}))
+    credentials = tmp_path / "registries.json"
+    credentials.write_text(json.dumps({private.url: {"username": "puller", "password": "s3cret"}}))
+    credentials.chmod(0o600)
+    environment = {
+        "HERDER_IMAGE_REGISTRIES": private.url,
+        "HERDER_IMAGE_REGISTRY_CREDENTIALS_FILE": str(credentials),
+    }
+    signed_in = start_cluster(embedded=True, environment=environment)
+    with signed_in.client() as herder:
+        spec = {"runtime": "image", "image": private.reference}
+        output = run_output(herder, "signed-in", spec)
+    assert output == "from the top layer in /app with hello from the image\n"
+    assert private.authorization_at_storage  # the layers came through storage
+    assert set(private.authorization_at_storage) == {None}
 
-        anonymous = start_cluster(
-            embedded=True, environment={"HERDER_IMAGE_REGISTRIES": private.url}
-        )
-        with anonymous.client() as herder:
-            job = herder.create_job("anonymous", spec)
-            run = herder.wait(herder.start_run(job.id).id, timeout=60)
+    with cluster.new_tenant() as herder:
+        job = herder.create_job("anonymous", spec)
+        run = herder.wait(herder.start_run(job.id).id, timeout=60)
     assert run.state == "failed"
     assert "needs credentials" in (run.reason or ""), run.reason
     assert "HERDER_IMAGE_REGISTRY_CREDENTIALS_FILE" in (run.reason or "")
@@ -300,11 +349,10 @@ def test_an_image_job_waits_for_a_sandboxed_worker_and_runs_on_it(
 
 
 def test_a_run_cancelled_while_its_image_is_fetched_ends_at_once(
-    start_cluster: Callable[..., Cluster], registry: Registry
+    cluster: Cluster, registry: Repository
 ) -> None:
     registry.storage_open.clear()
-    cluster = start_cluster(embedded=True, environment={"HERDER_IMAGE_REGISTRIES": registry.url})
-    with cluster.client() as herder:
+    with cluster.new_tenant() as herder:
         job = herder.create_job("slow-image", {"runtime": "image", "image": registry.reference})
         run = herder.start_run(job.id)
         assert registry.asked_storage.wait(timeout=60), "the worker never fetched a layer"
