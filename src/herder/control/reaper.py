@@ -5,9 +5,9 @@ their deadline — in one unit of work per pass, and sleeps until the next such 
 notice that something new got a due time).
 
 Silence is judged only over time the reaper watched: from its start, and again from the
-end of any stall of its own process (a pass that began a quarter of the heartbeat timeout or
-more after it was due: CPU starvation, a long pause). A process too starved to run its
-reaper on time was too starved to hear heartbeats too; the workers whose beats sat unread
+end of any stall of its own process (a pass whose transaction began a quarter of the heartbeat timeout or
+more after it was due: CPU starvation, a long pause, a wait for the write lock). A process
+too starved to run its reaper on time was too starved to hear heartbeats too; the workers whose beats sat unread
 get a full timeout to be heard before they are declared lost."""
 
 from __future__ import annotations
@@ -56,10 +56,12 @@ class Reaper:
         self._watching_since = clock.now()
         self._next_pass_by: float | None = None
 
-    def _watch_again_after_a_stall(self) -> None:
+    def _watch_again_after_a_stall(self, now: datetime) -> None:
+        """Measured once its transaction began: a pass that waited for the write lock behind
+        a long transaction is as late as one that waited for the CPU."""
         due = self._next_pass_by
         if due is not None and self._monotonic() - due >= STALL_SHARE * self._heartbeat_timeout:
-            self._watching_since = self._clock.now()
+            self._watching_since = now
 
     def _next_pass_in(self, seconds: float) -> float:
         self._next_pass_by = self._monotonic() + seconds
@@ -67,9 +69,9 @@ class Reaper:
 
     def step(self) -> float:
         """One pass: read what is due, decide, write once; the seconds until the next."""
-        self._watch_again_after_a_stall()
         timeout = self._heartbeat_timeout
         with unit_of_work(self._store) as work:
+            self._watch_again_after_a_stall(work.now)
             ends = read_due_ends(work)
             silent = silent_workers(ends.silent, work.now, timeout, self._watching_since)
             orphans = mark_lost(work, silent, timeout)
