@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 
 from herder.api.auth import Caller, StoreDep
 from herder.api.openapi import problems
-from herder.api.queries import CursorPaging
+from herder.api.queries import CursorPaging, OtherTenant
 from herder.api.schemas import IsoTime
 from herder.app import audit
 from herder.domain.audit import AuditEntry
@@ -24,9 +24,7 @@ def list_audit(
     caller: Caller,
     store: StoreDep,
     page: CursorPaging,
-    tenant_id: Annotated[
-        str | None, Query(max_length=40, description="another tenant's (system admins)")
-    ] = None,
+    tenant_id: OtherTenant = None,
     since: Annotated[IsoTime | None, Query(description="entries at or after")] = None,
     until: Annotated[IsoTime | None, Query(description="entries before")] = None,
     object_type: Annotated[str | None, Query(max_length=64, description="e.g. jobs")] = None,

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from herder.domain.errors import Conflict
+from herder.domain.lifecycle.cancel import Cancellable
 from herder.domain.lifecycle.changes import (
     WORK,
     Changes,
@@ -38,13 +39,10 @@ RESUMED = "resumed"
 
 
 @dataclass(frozen=True)
-class Suspendable:
-    """A run of a set suspended or resumed at once (a workflow run's): what its row says."""
+class Suspendable(Cancellable):
+    """A run of a set suspended or resumed at once (a workflow run's): what its row says,
+    as for a cancel, and whether a suspend is already asked for."""
 
-    id: str
-    state: RunState
-    attempt: int
-    cancel_requested: bool
     suspend_requested: bool
 
 
