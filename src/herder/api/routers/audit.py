@@ -12,7 +12,7 @@ from herder.api.openapi import problems
 from herder.api.queries import CursorPaging, OtherTenant
 from herder.api.schemas import IsoTime
 from herder.app import audit
-from herder.domain.audit import AuditEntry
+from herder.domain.audit import AuditEntry, AuditFilter
 from herder.domain.models import Page
 
 router = APIRouter(prefix="/v1/audit", tags=["administration"])
@@ -33,14 +33,5 @@ def list_audit(
 ) -> Page[AuditEntry]:
     """Who changed what and when, newest first: the action, the object, the names of the
     fields sent (never their values) and the status the call was answered with."""
-    return audit.list_entries(
-        store,
-        caller,
-        tenant_id,
-        since=since,
-        until=until,
-        object_type=object_type,
-        object_id=object_id,
-        key_id=key_id,
-        page=page,
-    )
+    where = AuditFilter(since, until, object_type, object_id, key_id)
+    return audit.list_entries(store, caller, tenant_id, where, page=page)
