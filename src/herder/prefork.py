@@ -96,8 +96,10 @@ def _fork(role: Callable[[], None]) -> int:
         os._exit(code)
 
 
-def _api(settings: Settings, listening: socket.socket) -> None:
-    store = Store(
+def _server_store(settings: Settings) -> Store:
+    """The store a server process opens, with the secrets keys (the API serves the channels'
+    secrets, the scheduler's alert sender opens them)."""
+    return Store(
         settings.database_url,
         keyring=server_keyring(settings),
         cold=settings.cold_tier(),
@@ -105,6 +107,10 @@ def _api(settings: Settings, listening: socket.socket) -> None:
         max_checkpoint_mb=settings.max_checkpoint_mb,
         image_registries=settings.image_registries,
     )
+
+
+def _api(settings: Settings, listening: socket.socket) -> None:
+    store = _server_store(settings)
     try:
         app = create_app(store, settings)
         config = uvicorn.Config(
@@ -120,14 +126,7 @@ def _api(settings: Settings, listening: socket.socket) -> None:
 
 
 def _scheduler(settings: Settings) -> None:
-    store = Store(  # its alert sender opens the channels' secrets
-        settings.database_url,
-        keyring=server_keyring(settings),
-        cold=settings.cold_tier(),
-        checkpoint_blobs=settings.checkpoint_blobs(),
-        max_checkpoint_mb=settings.max_checkpoint_mb,
-        image_registries=settings.image_registries,
-    )
+    store = _server_store(settings)
     running = start_scheduler(settings, store, listen=True)
     for number in (signal.SIGTERM, signal.SIGINT):
         signal.signal(number, lambda *_: running.stop())

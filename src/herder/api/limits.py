@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import re
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from herder.api.errors import herder_problem
+from herder.api.middleware import HttpMiddleware
 from herder.domain.artifacts import human_size
 from herder.domain.checkpoints import MIB
 from herder.domain.errors import TooLarge
@@ -47,14 +48,8 @@ def too_large_message(size: int | None, limit: int) -> str:
     return f"the request body {got}; the limit is {human_size(limit)} ({limit} bytes)"
 
 
-class BodyLimit:
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+class BodyLimit(HttpMiddleware):
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         limit = body_limit(scope)
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:

@@ -21,10 +21,11 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from fastapi import FastAPI
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from herder.api.errors import herder_problem
 from herder.api.limits import is_raw_upload
+from herder.api.middleware import HttpMiddleware
 from herder.domain.errors import HerderError, Invalid
 
 NUL = "\x00"
@@ -128,16 +129,10 @@ def _nul_in_body(body: bytes) -> Invalid | None:
     return None if found is None else Invalid(_message(*found), field=found[0])
 
 
-class NulGuard:
-    """ASGI middleware; sits inside ``BodyLimit``, so the body it reads is bounded."""
+class NulGuard(HttpMiddleware):
+    """Sits inside ``BodyLimit``, so the body it reads is bounded."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         refused = _nul_outside_body(scope)
         content_type = dict(scope["headers"]).get(b"content-type", b"").lower()
         raw = content_type.startswith(b"multipart/") or is_raw_upload(scope)

@@ -26,6 +26,11 @@ item from the start of its id that a table shows."""
 ItemName = Annotated[str | None, Query(max_length=128, description="only the item of this name")]
 """A name to find an item by, as the CLI takes a name wherever it takes an id."""
 
+OtherTenant = Annotated[
+    str | None, Query(max_length=40, description="another tenant's (system admins)")
+]
+"""Whose items a system admin reads: by default, as for everyone, the caller's own tenant's."""
+
 
 def _page(limit: Limit = 100, cursor: str | None = None, id_prefix: IdPrefix = None) -> PageRequest:
     return PageRequest(limit, cursor, id_prefix)

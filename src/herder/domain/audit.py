@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, computed_field
@@ -37,6 +38,17 @@ UNAUDITED_ROUTES = frozenset(
 _VERBS = {"POST": "create", "PUT": "put", "PATCH": "update", "DELETE": "delete"}
 _FIELD_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 MAX_FIELDS = 64
+
+
+@dataclass(frozen=True)
+class AuditFilter:
+    """Which entries a listing reads: each field given narrows it (``until`` excluded)."""
+
+    since: datetime | None = None
+    until: datetime | None = None
+    object_type: str | None = None
+    object_id: str | None = None
+    key_id: str | None = None
 
 
 class AuditEntry(BaseModel):

@@ -18,7 +18,7 @@ from typing import Annotated, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from herder.domain.placement.resources import Amount
+from herder.domain.placement.resources import Amount, each_resource
 
 MINUTE_SECONDS = 60
 MAX_WORKERS = 10_000
@@ -173,12 +173,7 @@ def forecast_peak(demand: PoolDemand, policy: ScalingPolicy) -> Amount:
     minutes = demand.forecast[: math.ceil(policy.lead_seconds / MINUTE_SECONDS) + 1]
     if not minutes:
         return Amount()
-    return Amount(
-        max(minute.cpu_milli for minute in minutes),
-        max(minute.memory_mb for minute in minutes),
-        max(minute.gpus for minute in minutes),
-        max(minute.slots for minute in minutes),
-    )
+    return each_resource(minutes, max)
 
 
 def _ceil_ratio(need: int, each: int) -> int:

@@ -7,13 +7,12 @@ It grows with a tenant's changes, not its runs (run submissions are not in it); 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import insert, select
 
 from herder.clock import Clock, epoch_ms
-from herder.domain.audit import AuditEntry
+from herder.domain.audit import AuditEntry, AuditFilter
 from herder.domain.ids import new_id
 from herder.domain.listings import PageRequest
 from herder.domain.models import Page, Principal
@@ -35,15 +34,6 @@ class AuditCall:
     object_id: str | None
     fields: list[str]
     status: int
-
-
-@dataclass(frozen=True)
-class AuditFilter:
-    since: datetime | None = None
-    until: datetime | None = None
-    object_type: str | None = None
-    object_id: str | None = None
-    key_id: str | None = None
 
 
 class AuditRepository:

@@ -9,10 +9,10 @@ from fastapi import APIRouter, Query
 
 from herder.api.auth import Caller, StoreDep
 from herder.api.openapi import problems
-from herder.api.queries import CursorPaging
+from herder.api.queries import CursorPaging, OtherTenant
 from herder.api.schemas import IsoTime
 from herder.app import audit
-from herder.domain.audit import AuditEntry
+from herder.domain.audit import AuditEntry, AuditFilter
 from herder.domain.models import Page
 
 router = APIRouter(prefix="/v1/audit", tags=["administration"])
@@ -24,9 +24,7 @@ def list_audit(
     caller: Caller,
     store: StoreDep,
     page: CursorPaging,
-    tenant_id: Annotated[
-        str | None, Query(max_length=40, description="another tenant's (system admins)")
-    ] = None,
+    tenant_id: OtherTenant = None,
     since: Annotated[IsoTime | None, Query(description="entries at or after")] = None,
     until: Annotated[IsoTime | None, Query(description="entries before")] = None,
     object_type: Annotated[str | None, Query(max_length=64, description="e.g. jobs")] = None,
@@ -35,14 +33,5 @@ def list_audit(
 ) -> Page[AuditEntry]:
     """Who changed what and when, newest first: the action, the object, the names of the
     fields sent (never their values) and the status the call was answered with."""
-    return audit.list_entries(
-        store,
-        caller,
-        tenant_id,
-        since=since,
-        until=until,
-        object_type=object_type,
-        object_id=object_id,
-        key_id=key_id,
-        page=page,
-    )
+    where = AuditFilter(since, until, object_type, object_id, key_id)
+    return audit.list_entries(store, caller, tenant_id, where, page=page)

@@ -6,14 +6,12 @@ revocation; never its secret. Revoking is idempotent: a revoked key is answered 
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Query, Request, status
+from fastapi import APIRouter, Request, status
 
 from herder.api.audit import acted_on
 from herder.api.auth import Caller, StoreDep
 from herder.api.openapi import problems
-from herder.api.queries import Paging
+from herder.api.queries import OtherTenant, Paging
 from herder.api.schemas import CreatedKey, KeyCreate
 from herder.app import access, keys
 from herder.domain.models import ApiKey, Page, Principal
@@ -35,9 +33,7 @@ def list_keys(
     caller: Caller,
     store: StoreDep,
     page: Paging,
-    tenant_id: Annotated[
-        str | None, Query(max_length=40, description="another tenant's (system admins)")
-    ] = None,
+    tenant_id: OtherTenant = None,
 ) -> Page[ApiKey]:
     """The tenant's keys, newest first, revoked and expired ones included."""
     return keys.list_keys(store, caller, tenant_id, page=page)

@@ -6,7 +6,8 @@ theirs added up (``telemetry.multiprocess``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import TypeVar
 
 from fastapi import APIRouter, Response
 from fastapi.concurrency import run_in_threadpool
@@ -20,6 +21,8 @@ from herder.telemetry.multiprocess import registry
 
 router = APIRouter(tags=["metrics"])
 
+Labels = TypeVar("Labels", bound=tuple[str, ...])
+
 
 class Snapshot(Collector):
     """One scrape's gauges, as metric families."""
@@ -29,13 +32,10 @@ class Snapshot(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         g = self._gauges
-        queued = GaugeMetricFamily(
+        yield _labelled(
             "herder_runs_queued", "Runs waiting to be placed, by why they wait",
-            labels=["tenant", "priority", "waiting"],
+            ["tenant", "priority", "waiting"], g.queued,
         )  # fmt: skip
-        for labels, count in sorted(g.queued.items()):
-            queued.add_metric(list(labels), count)
-        yield queued
         yield _family("herder_runs", "Runs not yet ended, by state", "state", g.runs)
         yield _family("herder_runs_dead", "Runs in the dead-letter set", "tenant", g.dead)
         yield _family("herder_workers", "Workers by state", "state", g.workers)
@@ -56,42 +56,33 @@ class Snapshot(Collector):
             "the lead time, within min and max): a target for KEDA or an HPA", "pool",
             g.desired_workers,
         )  # fmt: skip
-        starting = GaugeMetricFamily(
+        yield _labelled(
             "herder_forecast_runs_starting",
             "Runs the schedules will start in the next window, by pool (shared: no pool)",
-            labels=["pool", "within"],
+            ["pool", "within"],
+            g.forecast_starting,
         )
-        for (pool, window), count in sorted(g.forecast_starting.items()):
-            starting.add_metric([pool, window], count)
-        yield starting
-        busy = GaugeMetricFamily(
+        yield _labelled(
             "herder_forecast_busy",
             "The most the schedules' runs keep busy at once in the next window, by pool",
-            labels=["pool", "resource", "within"],
+            ["pool", "resource", "within"],
+            g.forecast_busy,
         )
-        for (pool, resource, window), value in sorted(g.forecast_busy.items()):
-            busy.add_metric([pool, resource, window], value)
-        yield busy
         yield from _budget_families(g.budgets)
         yield from _limit_families(g.limits)
 
 
 def _limit_families(limits: LimitGauges) -> Iterator[GaugeMetricFamily]:
-    runs = GaugeMetricFamily(
+    yield _labelled(
         "herder_limit_runs", "Runs counted against a limit, running or waiting (queued)",
-        labels=["tenant", "limit", "state"],
+        ["tenant", "limit", "state"], limits.runs,
     )  # fmt: skip
-    for labels, count in sorted(limits.runs.items()):
-        runs.add_metric(list(labels), count)
-    yield runs
-    keys = GaugeMetricFamily(
+    yield _labelled(
         "herder_limit_key_runs",
         f"As herder_limit_runs, for each limit's {TOP_KEYS} busiest keys only",
-        labels=["tenant", "limit", "key", "state"],
+        ["tenant", "limit", "key", "state"],
+        limits.key_runs,
     )
-    for key_labels, count in sorted(limits.key_runs.items()):
-        keys.add_metric(list(key_labels), count)
-    yield keys
 
 
 def _budget_families(
@@ -115,9 +106,17 @@ def _budget_families(
 def _family(
     name: str, documentation: str, label: str, values: dict[str, int] | dict[str, float]
 ) -> GaugeMetricFamily:
-    family = GaugeMetricFamily(name, documentation, labels=[label])
+    return _labelled(name, documentation, [label], {(key,): value for key, value in values.items()})
+
+
+def _labelled(
+    name: str, documentation: str, labels: list[str], values: Mapping[Labels, float]
+) -> GaugeMetricFamily:
+    """A gauge with a sample per key of ``values`` (its label values, in ``labels``' order),
+    in key order."""
+    family = GaugeMetricFamily(name, documentation, labels=labels)
     for key, value in sorted(values.items()):
-        family.add_metric([key], value)
+        family.add_metric(list(key), value)
     return family
 
 

@@ -114,10 +114,9 @@ def run_events(run_id: str, caller: Caller, store: StoreDep) -> list[RunEvent]:
 @router.post("/{run_id}/cancel", responses=problems(409))
 def cancel_run(run_id: str, caller: Operator, store: StoreDep, response: Response) -> Run:
     """Ends a queued run at once (200); a running one is stopped by its worker (202)."""
-    run = runs.cancel_run(store, caller.tenant_id, run_id, actor=caller.actor)
-    if run.state is RunState.RUNNING:
-        response.status_code = status.HTTP_202_ACCEPTED
-    return run
+    return _accepted_while_running(
+        runs.cancel_run(store, caller.tenant_id, run_id, actor=caller.actor), response
+    )
 
 
 @router.post("/{run_id}/suspend", responses=problems(409))
@@ -127,10 +126,9 @@ def suspend_run(run_id: str, caller: Operator, store: StoreDep, response: Respon
     its checkpoint saved — and is ``suspended`` when they report (202, ``suspend_requested``).
     A suspended or suspending run answers as the first suspend did; an ended run, or one
     being cancelled, is a 409."""
-    run = runs.suspend_run(store, caller.tenant_id, run_id, actor=caller.actor)
-    if run.state is RunState.RUNNING:
-        response.status_code = status.HTTP_202_ACCEPTED
-    return run
+    return _accepted_while_running(
+        runs.suspend_run(store, caller.tenant_id, run_id, actor=caller.actor), response
+    )
 
 
 @router.post("/{run_id}/priority", responses=problems(409))
@@ -211,3 +209,10 @@ async def run_logs(
                 complete=read.complete,
             )
         await asyncio.sleep(FOLLOW_POLL_SECONDS)
+
+
+def _accepted_while_running(run: Run, response: Response) -> Run:
+    """A stop a worker has yet to carry out answers 202 (the run still ``running``)."""
+    if run.state is RunState.RUNNING:
+        response.status_code = status.HTTP_202_ACCEPTED
+    return run

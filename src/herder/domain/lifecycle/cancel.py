@@ -54,11 +54,17 @@ def cancel(active: ActiveRun, cause: Cause, now: datetime) -> Changes:
         raise Conflict(f"run {run.id} is already {run.state}; only active runs can be cancelled")
     if run.state is not RunState.RUNNING:
         return Changes(moves=(_ended(run.id, run.state, cause, now),))
-    stop = Changes(notices=notices(NoticeKind.CANCEL, {m.worker_id for m in active.members}))
-    if run.cancel_requested:
-        return stop
     event = Event(run.id, cause.why or CANCEL_REQUESTED, cause.actor, attempt=run.attempt)
-    return stop + Changes(cancel_requests=(run.id,), events=(event,))
+    request = Changes(cancel_requests=(run.id,), events=(event,))
+    return stop_running(active, request, already_requested=run.cancel_requested)
+
+
+def stop_running(active: ActiveRun, request: Changes, *, already_requested: bool) -> Changes:
+    """A running run's stop (a cancel, a suspend): its members' workers told to stop them,
+    again if it was already asked for (a notice is only a wake-up), and ``request``, the
+    request and its event, recorded once."""
+    stop = Changes(notices=notices(NoticeKind.CANCEL, {m.worker_id for m in active.members}))
+    return stop if already_requested else stop + request
 
 
 def cancel_all(

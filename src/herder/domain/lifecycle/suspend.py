@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from herder.domain.errors import Conflict
+from herder.domain.lifecycle.cancel import Cancellable, stop_running
 from herder.domain.lifecycle.changes import (
     WORK,
     Changes,
@@ -38,13 +39,10 @@ RESUMED = "resumed"
 
 
 @dataclass(frozen=True)
-class Suspendable:
-    """A run of a set suspended or resumed at once (a workflow run's): what its row says."""
+class Suspendable(Cancellable):
+    """A run of a set suspended or resumed at once (a workflow run's): what its row says,
+    as for a cancel, and whether a suspend is already asked for."""
 
-    id: str
-    state: RunState
-    attempt: int
-    cancel_requested: bool
     suspend_requested: bool
 
 
@@ -60,11 +58,9 @@ def suspend(active: ActiveRun, actor: str, now: datetime) -> Changes:
         raise Conflict(f"run {run.id} is being cancelled; a cancel wins over a suspend")
     if run.state is not RunState.RUNNING:
         return Changes(moves=(_held(run.id, run.state, actor, now),))
-    stop = Changes(notices=notices(NoticeKind.CANCEL, {m.worker_id for m in active.members}))
-    if run.suspend_requested:
-        return stop
     event = Event(run.id, SUSPEND_REQUESTED, actor, attempt=run.attempt)
-    return stop + Changes(suspend_requests=(run.id,), events=(event,))
+    request = Changes(suspend_requests=(run.id,), events=(event,))
+    return stop_running(active, request, already_requested=run.suspend_requested)
 
 
 def suspend_all(

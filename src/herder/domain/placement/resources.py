@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 
@@ -64,11 +65,17 @@ class Amount:
 
 def total(amounts: list[Amount]) -> Amount:
     """The sum of ``amounts``, added up as numbers rather than one ``Amount`` at a time."""
+    return each_resource(amounts, sum)
+
+
+def each_resource(amounts: Sequence[Amount], combine: Callable[[Iterable[int]], int]) -> Amount:
+    """Each resource of ``amounts`` combined on its own: ``sum``, their total; ``max``, the
+    peak of each, whichever amount holds it."""
     return Amount(
-        sum(amount.cpu_milli for amount in amounts),
-        sum(amount.memory_mb for amount in amounts),
-        sum(amount.gpus for amount in amounts),
-        sum(amount.slots for amount in amounts),
+        combine(amount.cpu_milli for amount in amounts),
+        combine(amount.memory_mb for amount in amounts),
+        combine(amount.gpus for amount in amounts),
+        combine(amount.slots for amount in amounts),
     )
 
 

@@ -142,14 +142,19 @@ def cancellable_runs(
         for row in rows
     ]
     running = [run.id for run in found if run.state is RunState.RUNNING]
-    if not running:
-        return found, set()
+    return found, workers_running(connection, running)
+
+
+def workers_running(connection: Connection, run_ids: Collection[str]) -> set[str]:
+    """The workers running an attempt of any of ``run_ids``: those a set's stop notifies."""
+    if not run_ids:
+        return set()
     workers = connection.execute(
         select(attempts.c.worker_id).where(
-            attempts.c.run_id.in_(running), attempts.c.state == AttemptState.RUNNING
+            attempts.c.run_id.in_(run_ids), attempts.c.state == AttemptState.RUNNING
         )
     ).scalars()
-    return found, set(workers)
+    return set(workers)
 
 
 def active_of_schedule(connection: Connection, schedule_id: str) -> list[ActiveRun]:

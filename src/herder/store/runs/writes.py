@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Update, bindparam, update
+from sqlalchemy import ColumnElement, Connection, Update, bindparam, update
 
 from herder.domain.lifecycle.changes import AttemptEnd, Changes, Event, NewRun, RunMove
 from herder.domain.queue_room import QUEUED_WAITING
@@ -59,8 +59,14 @@ def apply_changes(
     inserted = _insert_runs(connection, changes.new_runs, now)
     ended = _end_attempts(connection, changes.attempt_ends, now)
     moved = _move_runs(connection, changes.moves)
-    _request_cancels(connection, changes.cancel_requests)
-    _request_suspends(connection, changes.suspend_requests)
+    _request_stops(connection, changes.cancel_requests, cancel_requested=True)
+    # Only a run not being cancelled: a cancel wins (``domain.lifecycle.stops``).
+    _request_stops(
+        connection,
+        changes.suspend_requests,
+        runs.c.cancel_requested.is_(False),
+        suspend_requested=True,
+    )
     _hand_over_again(connection, changes.handovers_lost)
     record_events(
         connection,
@@ -296,24 +302,14 @@ def _hand_over_again(connection: Connection, attempt_ids: Sequence[str]) -> None
         )
 
 
-def _request_cancels(connection: Connection, run_ids: Sequence[str]) -> None:
+def _request_stops(
+    connection: Connection, run_ids: Sequence[str], *guards: ColumnElement[bool], **flag: bool
+) -> None:
+    """Sets ``flag`` on those of ``run_ids`` still running (and passing ``guards``): their
+    workers stop the attempts."""
     if run_ids:
         connection.execute(
             update(runs)
-            .where(runs.c.id.in_(run_ids), runs.c.state == RunState.RUNNING)
-            .values(cancel_requested=True)
-        )
-
-
-def _request_suspends(connection: Connection, run_ids: Sequence[str]) -> None:
-    """Only a running run not being cancelled: a cancel wins (``domain.lifecycle.stops``)."""
-    if run_ids:
-        connection.execute(
-            update(runs)
-            .where(
-                runs.c.id.in_(run_ids),
-                runs.c.state == RunState.RUNNING,
-                runs.c.cancel_requested.is_(False),
-            )
-            .values(suspend_requested=True)
+            .where(runs.c.id.in_(run_ids), runs.c.state == RunState.RUNNING, *guards)
+            .values(**flag)
         )

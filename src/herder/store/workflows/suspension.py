@@ -8,11 +8,12 @@ from sqlalchemy import Connection, Select, func, select
 
 from herder.domain.lifecycle.suspend import Suspendable, resume_all, suspend_all
 from herder.domain.queue_room import RELEASER
-from herder.domain.states import SUSPENDABLE_RUN_STATES, AttemptState, RunState
+from herder.domain.states import SUSPENDABLE_RUN_STATES, RunState
 from herder.domain.workflows.states import WorkflowRunState
 from herder.domain.workflows.suspend import resume_workflow_run, suspend_workflow_run
 from herder.store.queue_room import release_held
-from herder.store.schema import attempts, runs
+from herder.store.runs.facts import workers_running
+from herder.store.schema import runs
 from herder.store.unit import Work
 from herder.store.workflows.progress import lock
 
@@ -83,11 +84,4 @@ def suspendable_runs(
         for row in rows
     ]  # fmt: skip
     running = [run.id for run in found if run.state is RunState.RUNNING]
-    if not running:
-        return found, set()
-    workers = connection.execute(
-        select(attempts.c.worker_id).where(
-            attempts.c.run_id.in_(running), attempts.c.state == AttemptState.RUNNING
-        )
-    ).scalars()
-    return found, set(workers)
+    return found, workers_running(connection, running)
