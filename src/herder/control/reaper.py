@@ -5,10 +5,11 @@ their deadline — in one unit of work per pass, and sleeps until the next such 
 notice that something new got a due time).
 
 Silence is judged only over time the reaper watched: from its start, and again from the
-end of any stall of its own process (a pass whose transaction began a quarter of the heartbeat timeout or
-more after it was due: CPU starvation, a long pause, a wait for the write lock). A process
-too starved to run its reaper on time was too starved to hear heartbeats too; the workers whose beats sat unread
-get a full timeout to be heard before they are declared lost."""
+end of any stall of its own process (a pass whose transaction began a quarter of the
+heartbeat timeout or more after it was due: CPU starvation, a long pause, a wait for the
+write lock). A process too starved to run its reaper on time was too starved to hear
+heartbeats too; the workers whose beats sat unread get a full timeout to be heard before
+they are declared lost."""
 
 from __future__ import annotations
 
