@@ -353,7 +353,7 @@ def test_a_setuid_bit_in_a_checkpoint_is_dropped(host: Any, tmp_path: Path) -> N
 # save to end, and exits 0.
 SWAPS_A_FILE_FOR_A_FIFO = r"""
 /usr/bin/python3 - <<'EOF'
-import ctypes, os, time
+import ctypes, os, select, sys, time
 directory = os.environ["HERDER_CHECKPOINT_DIR"]
 request = os.environ["HERDER_CHECKPOINT_REQUEST"]
 for number in range(8):
@@ -365,12 +365,16 @@ libc = ctypes.CDLL(None, use_errno=True)
 events = libc.inotify_init()
 libc.inotify_add_watch(events, directory.encode(), 0x20)  # IN_OPEN
 open(request, "w").close()
-opened = b""
-while b"a0\0" not in opened:
+opened, waited = b"", time.monotonic() + 60
+while b"a0\0" not in opened:  # bounded: a save that never packs says so, never hangs
+    if not select.select([events], [], [], max(0, waited - time.monotonic()))[0]:
+        sys.exit("no save opened a0 within 60 s")
     opened += os.read(events, 4096)
 os.unlink(f"{directory}/z")
 os.mkfifo(f"{directory}/z")
 while os.path.lexists(request):
+    if time.monotonic() > waited:
+        sys.exit("the save did not remove the request within 60 s")
     time.sleep(0.05)
 print("swapped")
 EOF
