@@ -2,19 +2,10 @@
 retries whose back-off is over, runs not started by their start deadline, runs held past
 their tenant's ``max_queued`` that now have room, runs and workflow runs unfinished past
 their deadline — in one unit of work per pass, and sleeps until the next such moment (or a
-notice that something new got a due time).
-
-Silence is judged only over time the reaper watched: from its start, and again from the
-end of any stall of its own process (a pass whose transaction began a quarter of the
-heartbeat timeout or more after it was due: CPU starvation, a long pause, a wait for the
-write lock). A process too starved to run its reaper on time was too starved to hear
-heartbeats too; the workers whose beats sat unread get a full timeout to be heard before
-they are declared lost."""
+notice that something new got a due time)."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from datetime import datetime
 
 from herder.app.follow_ups import follow_up
@@ -36,43 +27,21 @@ from herder.store.store import Store
 
 MAX_SLEEP_SECONDS = 5.0  # a ceiling, for what no notice announces (a worker falling silent)
 MIN_SLEEP_SECONDS = 0.01
-STALL_SHARE = 0.25  # a pass this share of the heartbeat timeout late: the process stalled
 
 
 class Reaper:
     name = "reaper"
 
-    def __init__(
-        self,
-        store: Store,
-        clock: Clock,
-        *,
-        heartbeat_timeout_seconds: float,
-        monotonic: Callable[[], float] = time.monotonic,
-    ) -> None:
+    def __init__(self, store: Store, clock: Clock, *, heartbeat_timeout_seconds: float) -> None:
         self._store = store
         self._clock = clock
         self._heartbeat_timeout = heartbeat_timeout_seconds
-        self._monotonic = monotonic  # the process's own time: a stall shows there, not in now
         self._watching_since = clock.now()
-        self._next_pass_by: float | None = None
-
-    def _watch_again_after_a_stall(self, now: datetime) -> None:
-        """Measured once its transaction began: a pass that waited for the write lock behind
-        a long transaction is as late as one that waited for the CPU."""
-        due = self._next_pass_by
-        if due is not None and self._monotonic() - due >= STALL_SHARE * self._heartbeat_timeout:
-            self._watching_since = now
-
-    def _next_pass_in(self, seconds: float) -> float:
-        self._next_pass_by = self._monotonic() + seconds
-        return seconds
 
     def step(self) -> float:
         """One pass: read what is due, decide, write once; the seconds until the next."""
         timeout = self._heartbeat_timeout
         with unit_of_work(self._store) as work:
-            self._watch_again_after_a_stall(work.now)
             ends = read_due_ends(work)
             silent = silent_workers(ends.silent, work.now, timeout, self._watching_since)
             orphans = mark_lost(work, silent, timeout)
@@ -89,11 +58,11 @@ class Reaper:
             upcoming = None if busy else _earliest(next_due(work, timeout), next_deadline(work))
             now = work.now
         if busy:
-            return self._next_pass_in(0.0)
+            return 0.0
         if upcoming is None:
-            return self._next_pass_in(MAX_SLEEP_SECONDS)
+            return MAX_SLEEP_SECONDS
         wait = (upcoming - now).total_seconds()
-        return self._next_pass_in(min(MAX_SLEEP_SECONDS, max(MIN_SLEEP_SECONDS, wait)))
+        return min(MAX_SLEEP_SECONDS, max(MIN_SLEEP_SECONDS, wait))
 
 
 def _earliest(*moments: datetime | None) -> datetime | None:
