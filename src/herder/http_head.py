@@ -26,6 +26,11 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 MAX_HEAD_BYTES = 64 * 1024  # request line and header fields; nginx's default is 32 KiB
 MAX_HEADER_FIELDS = 100  # gunicorn's default
+# An idle connection is closed by the server only after its clients stopped reusing it (the
+# Python client's ``KEEP_ALIVE_SECONDS``), so a request is never sent on a connection the
+# server is closing that instant: with both at uvicorn's and httpx's 5 s, a POST sent after
+# 5 s idle was now and then reset.
+SERVER_KEEP_ALIVE_SECONDS = 20
 _FIELD_FRAMING = 4  # ": " and CRLF around each field's name and value
 
 

@@ -25,7 +25,7 @@ import uvicorn
 
 from herder.api.app import create_app
 from herder.control.scheduler import start_scheduler
-from herder.http_head import BoundedHttpToolsProtocol
+from herder.http_head import SERVER_KEEP_ALIVE_SECONDS, BoundedHttpToolsProtocol
 from herder.server import WORKER_STOP_SECONDS, Server, die_with_parent
 from herder.server_keys import server_keyring
 from herder.settings import Settings
@@ -116,6 +116,7 @@ def _api(settings: Settings, listening: socket.socket) -> None:
         config = uvicorn.Config(
             app,
             http=BoundedHttpToolsProtocol,
+            timeout_keep_alive=SERVER_KEEP_ALIVE_SECONDS,
             log_level="warning",
             access_log=False,
             timeout_graceful_shutdown=3,

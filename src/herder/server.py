@@ -26,7 +26,7 @@ from herder.control.scheduler import Scheduler, start_scheduler
 from herder.credentials import WORKER_TOKEN_FILE, ClientCredentials, write_private
 from herder.domain.lifecycle.reap import shut_down
 from herder.home import secure_home
-from herder.http_head import BoundedHttpToolsProtocol
+from herder.http_head import SERVER_KEEP_ALIVE_SECONDS, BoundedHttpToolsProtocol
 from herder.server_keys import check_keyring, server_keyring
 from herder.settings import Settings
 from herder.store.store import Store
@@ -239,6 +239,7 @@ def serve(
         host=settings.host,
         port=settings.port,
         http=BoundedHttpToolsProtocol,
+        timeout_keep_alive=SERVER_KEEP_ALIVE_SECONDS,
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=3,

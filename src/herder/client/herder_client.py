@@ -43,6 +43,10 @@ from herder.domain.models import (
 )
 from herder.domain.stats import Stats
 
+# An idle connection is dropped well before the server closes it (``http_head``'s
+# ``SERVER_KEEP_ALIVE_SECONDS``): a request is never sent on one the server is closing.
+KEEP_ALIVE_SECONDS = 4.0
+
 
 class Logs(BaseModel):
     attempt: int | None
@@ -75,7 +79,11 @@ class HerderClient(
         self.url = url.rstrip("/")
         self._auth = {"Authorization": f"Bearer {api_key}"}
         self._owns_http = http is None
-        self._http = http or httpx.Client(base_url=self.url, timeout=timeout)
+        self._http = http or httpx.Client(
+            base_url=self.url,
+            timeout=timeout,
+            limits=httpx.Limits(keepalive_expiry=KEEP_ALIVE_SECONDS),
+        )
 
     def __enter__(self) -> Self:
         return self
