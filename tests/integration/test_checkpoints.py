@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import tarfile
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -117,8 +118,11 @@ def sandboxed(host: Any) -> bool:
 
 
 def assignment(command: str, attempt: int = 1, **spec: Any) -> Assignment:
+    """An attempt of its own: the module's host is shared, and an attempt's workspace and
+    checkpoint directory are named by its id, so no test meets what another left there (two
+    CI runs met a checkpoint directory gone or changed under a later test's job)."""
     return Assignment(
-        attempt_id=f"att_ckpt{attempt}",
+        attempt_id=f"att_ckpt{attempt}x{uuid.uuid4().hex[:12]}",
         attempt=attempt,
         run_id="run_ckpt",
         tenant_id="ten_fake",
