@@ -16,7 +16,10 @@ from herder.worker.uids import (
     default_python,
     kill_processes_of_uid,
     reserve_uid_pool,
+    uids_of_the_host,
 )
+
+NO_ACCOUNTS: frozenset[int] = frozenset()
 
 
 def test_a_released_uid_goes_to_the_back_of_the_line() -> None:
@@ -78,7 +81,7 @@ def test_a_worker_takes_no_uid_another_worker_of_the_host_holds(tmp_path: Path) 
     with contextlib.ExitStack() as held:
         pools = []
         for base in (61000, 61000, 62000):
-            pool, lock = reserve_uid_pool(base, 4096, tmp_path)
+            pool, lock = reserve_uid_pool(base, 4096, tmp_path, NO_ACCOUNTS)
             held.callback(lock.release)
             pools.append(pool)
 
@@ -87,22 +90,40 @@ def test_a_worker_takes_no_uid_another_worker_of_the_host_holds(tmp_path: Path) 
             assert not one.all_uids() & other.all_uids()
 
     assert list(tmp_path.iterdir()) == []  # released: their files are gone
-    again, lock = reserve_uid_pool(62000, 4096, tmp_path)
+    again, lock = reserve_uid_pool(62000, 4096, tmp_path, NO_ACCOUNTS)
     lock.release()
     assert again.base == 62000
 
 
 def test_a_range_whose_worker_died_is_free(tmp_path: Path) -> None:
     (tmp_path / "herder-uids-61000-4096.lock").touch()  # locked by nobody: its worker is gone
-    pool, lock = reserve_uid_pool(61000, 4096, tmp_path)
+    pool, lock = reserve_uid_pool(61000, 4096, tmp_path, NO_ACCOUNTS)
     lock.release()
     assert pool.base == 61000
 
 
+def test_a_worker_takes_no_range_holding_a_uid_of_the_host(tmp_path: Path) -> None:
+    """A worker that had ``nobody`` (65534) in its range killed every process the host runs
+    as ``nobody`` when it started (a CI run's probe among them) and after each attempt under
+    that uid: such a range is skipped like a held one."""
+    with contextlib.ExitStack() as held:
+        bases = []
+        for _ in range(2):
+            pool, lock = reserve_uid_pool(61000, 4096, tmp_path, frozenset({65534}))
+            held.callback(lock.release)
+            bases.append(pool.base)
+
+    assert bases == [61000, 69192]  # 65096-69191 holds 65534
+
+
+def test_the_host_s_uids_hold_root_nobody_and_the_overflow_uid() -> None:
+    assert {0, 65534, 65535} <= uids_of_the_host()
+
+
 def test_a_worker_refuses_to_start_when_every_range_it_may_take_is_held(tmp_path: Path) -> None:
-    _, lock = reserve_uid_pool(1000, 2000, tmp_path)
+    _, lock = reserve_uid_pool(1000, 2000, tmp_path, NO_ACCOUNTS)
     try:
         with pytest.raises(RuntimeError, match="overlap ranges other workers"):
-            reserve_uid_pool(1001, 100, tmp_path)  # 1001 to 2600: 16 ranges, in the held one
+            reserve_uid_pool(1001, 100, tmp_path, NO_ACCOUNTS)  # 1001-2600: in the held one
     finally:
         lock.release()

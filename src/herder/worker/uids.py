@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import fcntl
 import os
+import pwd
 import re
 import shutil
 import signal
@@ -68,6 +69,8 @@ class UidPool:
 
 
 RANGE_TRIES = 16  # how many consecutive ranges a worker tries before giving up
+OVERFLOW_UID_FILE = Path("/proc/sys/kernel/overflowuid")
+NO_UID = 65535  # (uid_t)-1 in 16 bits: "no uid" to older interfaces, never a user
 LOCK_NAME = re.compile(r"herder-uids-(\d+)-(\d+)\.lock")
 
 
@@ -86,8 +89,15 @@ class HeldRange:
             self._file.close()
 
 
-def reserve_uid_pool(base: int, size: int, lock_directory: Path) -> tuple[UidPool, HeldRange]:
-    """A pool over a uid range no other worker on this host holds.
+def reserve_uid_pool(
+    base: int, size: int, lock_directory: Path, host_uids: frozenset[int] | None = None
+) -> tuple[UidPool, HeldRange]:
+    """A pool over a uid range no other worker on this host holds and no account of the host
+    owns (``host_uids``, by default ``uids_of_the_host()``).
+
+    A range with ``nobody`` (65534) in it would have the worker kill every ``nobody``
+    process of the host when it starts and whenever an attempt ran under that uid, and give
+    an attempt the files such daemons own: such a range is skipped like a held one.
 
     Two workers whose ranges overlap would kill each other's attempts when an attempt ends,
     and a worker's range also names its network filter (``host.py``), so each range is held
@@ -97,11 +107,14 @@ def reserve_uid_pool(base: int, size: int, lock_directory: Path) -> tuple[UidPoo
     locked meanwhile), skipping every range that overlaps one held, whatever base its worker
     was given. Release the range when the pool is no longer used.
     """
+    accounts = uids_of_the_host() if host_uids is None else host_uids
     with _choosing(lock_directory):
         held = _held_ranges(lock_directory)
         for index in range(RANGE_TRIES):
             start = base + index * size
             if any(start < end and first < start + size for first, end in held):
+                continue
+            if any(start <= uid < start + size for uid in accounts):
                 continue
             path = lock_directory / f"herder-uids-{start}-{size}.lock"
             lock = _lock(path)
@@ -109,8 +122,18 @@ def reserve_uid_pool(base: int, size: int, lock_directory: Path) -> tuple[UidPoo
                 return UidPool(start, size), HeldRange(path, lock)
     raise RuntimeError(
         f"the {RANGE_TRIES} uid ranges of {size} from {base} all overlap ranges other workers "
-        "on this host hold; pass another --run-uid-base"
+        "on this host hold or uids its accounts own; pass another --run-uid-base"
     )
+
+
+def uids_of_the_host() -> frozenset[int]:
+    """Every uid an account of the host owns, the kernel's overflow uid (what ``nobody`` is,
+    and what an unmapped uid shows as) and 65535: none of them may run an attempt."""
+    try:
+        overflow = int(OVERFLOW_UID_FILE.read_text())
+    except (OSError, ValueError):
+        overflow = 65534
+    return frozenset({entry.pw_uid for entry in pwd.getpwall()} | {overflow, NO_UID})
 
 
 @contextlib.contextmanager
