@@ -433,6 +433,7 @@ def test_the_api_docs_sign_in_with_a_key_and_try_a_call(browser: Browser, cluste
     context = browser.new_context(base_url=cluster.url)
     try:
         docs = context.new_page()
+        docs.set_default_timeout(DOCS_RENDERED_WITHIN_MS)  # a CI run's first click waited 30 s
         docs.goto("/docs")
         docs.get_by_role("button", name="Authorize").first.click()
         bearer = docs.locator("form").filter(has_text="bearerAuth")  # one form per scheme
