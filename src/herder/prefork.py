@@ -27,7 +27,7 @@ from herder.api.app import create_app
 from herder.control.scheduler import start_scheduler
 from herder.http_head import SERVER_KEEP_ALIVE_SECONDS, BoundedHttpToolsProtocol
 from herder.server import WORKER_STOP_SECONDS, Server, die_with_parent
-from herder.server_keys import server_keyring
+from herder.server_keys import server_keyring, server_store
 from herder.settings import Settings
 from herder.store.store import Store
 from herder.telemetry import multiprocess
@@ -99,14 +99,7 @@ def _fork(role: Callable[[], None]) -> int:
 def _server_store(settings: Settings) -> Store:
     """The store a server process opens, with the secrets keys (the API serves the channels'
     secrets, the scheduler's alert sender opens them)."""
-    return Store(
-        settings.database_url,
-        keyring=server_keyring(settings),
-        cold=settings.cold_tier(),
-        checkpoint_blobs=settings.checkpoint_blobs(),
-        max_checkpoint_mb=settings.max_checkpoint_mb,
-        image_registries=settings.image_registries,
-    )
+    return server_store(settings, server_keyring(settings))
 
 
 def _api(settings: Settings, listening: socket.socket) -> None:

@@ -27,7 +27,7 @@ from herder.credentials import WORKER_TOKEN_FILE, ClientCredentials, write_priva
 from herder.domain.lifecycle.reap import shut_down
 from herder.home import secure_home
 from herder.http_head import SERVER_KEEP_ALIVE_SECONDS, BoundedHttpToolsProtocol
-from herder.server_keys import check_keyring, server_keyring
+from herder.server_keys import check_keyring, server_keyring, server_store
 from herder.settings import Settings
 from herder.store.store import Store
 
@@ -52,14 +52,7 @@ def prepare(settings: Settings) -> PreparedHome:
     default tenant, its admin key and a worker token, saved (0600) in the home directory."""
     secure_home(settings.home, settings.database_url)
     keyring = server_keyring(settings)
-    store = Store(
-        settings.database_url,
-        keyring=keyring,
-        cold=settings.cold_tier(),
-        checkpoint_blobs=settings.checkpoint_blobs(),
-        max_checkpoint_mb=settings.max_checkpoint_mb,
-        image_registries=settings.image_registries,
-    )
+    store = server_store(settings, keyring)
     store.migrate()
     check_keyring(store, keyring)
     bootstrap = store.access.bootstrap()

@@ -1,6 +1,7 @@
 """The secrets keys of a process on the server side (``herder up``, ``server``,
 ``scheduler``, ``secret reencrypt``): where they come from, and a check at start against what
-the store holds sealed. Apart from ``server`` so that a scheduler loads no API."""
+the store holds sealed; and the store such a process opens with them. Apart from ``server``
+so that a scheduler loads no API."""
 
 from __future__ import annotations
 
@@ -24,6 +25,19 @@ def server_keyring(settings: Settings) -> Keyring | None:
     except KeyringError as error:
         raise SystemExit(str(error)) from error
     return keyring
+
+
+def server_store(settings: Settings, keyring: Keyring | None) -> Store:
+    """The store an API or scheduler process opens: one place for what its settings give it
+    (the scheduler's had no checkpoint limit nor image registries of its own)."""
+    return Store(
+        settings.database_url,
+        keyring=keyring,
+        cold=settings.cold_tier(),
+        checkpoint_blobs=settings.checkpoint_blobs(),
+        max_checkpoint_mb=settings.max_checkpoint_mb,
+        image_registries=settings.image_registries,
+    )
 
 
 def check_keyring(store: Store, keyring: Keyring | None) -> None:

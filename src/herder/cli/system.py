@@ -106,20 +106,14 @@ def scheduler(
     from prometheus_client import start_http_server
 
     from herder.control.scheduler import start_scheduler
-    from herder.server_keys import check_channel_keys, server_keyring
-    from herder.store.store import Store
+    from herder.server_keys import check_channel_keys, server_keyring, server_store
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s scheduler %(levelname)s %(message)s"
     )
     settings = Settings.from_environment(home=home)
     keyring = server_keyring(settings)  # the alert sender opens the channels' secrets
-    store = Store(
-        settings.database_url,
-        keyring=keyring,
-        cold=settings.cold_tier(),
-        checkpoint_blobs=settings.checkpoint_blobs(),
-    )
+    store = server_store(settings, keyring)
     store.migrate()
     check_channel_keys(store, keyring)
     # A burst of fires makes hundreds of thousands of objects that live for one pass; with
