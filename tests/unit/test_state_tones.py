@@ -96,6 +96,8 @@ def test_the_stylesheet_names_no_state() -> None:
 
 # A list of string literals in a script: ``["a", "b"]`` (a ``new Set([...])`` too).
 SCRIPT_LIST = re.compile(r'\[\s*("[^"\n]*"(?:\s*,\s*"[^"\n]*")+)\s*,?\s*\]')
+# Two or more comparisons of one value with strings: ``s === "a" || s === "b"``.
+SCRIPT_COMPARISONS = re.compile(r'(?:===\s*"[^"\n]*"[^;\n]*?(?:\|\||&&)[^;\n]*?)+===\s*"[^"\n]*"')
 SCRIPTS = files("herder.api.dashboard") / "static"
 
 
@@ -121,6 +123,10 @@ def test_the_dashboard_scripts_keep_no_list_of_states() -> None:
             strings = re.findall(r'"([^"]*)"', literal)
             states = [one for one in strings if one in TONE_OF_NAME]
             assert len(states) < 2, f"{name} lists states by hand: [{literal}]"
+        for chain in SCRIPT_COMPARISONS.findall(text):
+            strings = re.findall(r'"([^"]*)"', chain)
+            states = [one for one in strings if one in TONE_OF_NAME]
+            assert len(states) < 2, f"{name} compares with states by hand: {chain}"
 
 
 def test_the_cli_styles_each_tone() -> None:

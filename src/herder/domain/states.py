@@ -89,6 +89,9 @@ task that never ran is no outcome of the fleet's work)."""
 LIVE_RUN_STATES = ACTIVE_RUN_STATES | {RunState.DEAD}
 """What the overview counts as it is now: the active runs and the dead-letter set."""
 
+STARTS_AT_RUN_STATES = frozenset({RunState.SCHEDULED, RunState.QUEUED})
+"""Not started yet, and its ``run_at`` says when it may: the run page shows it as "Starts at"."""
+
 RUN_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
     # its time came (``store.runs.starting``), or cancelled before it did
     RunState.SCHEDULED: frozenset({RunState.QUEUED, RunState.CANCELLED}),

@@ -21,6 +21,7 @@ from herder.domain.states import (
     ACTIVE_RUN_STATES,
     FAILED_RUN_STATES,
     LIVE_RUN_STATES,
+    STARTS_AT_RUN_STATES,
     RunState,
 )
 from herder.domain.stats import MAX_MINUTES, Outcome
@@ -41,6 +42,7 @@ _CONSTANTS: dict[str, object] = {
     "FAILED_RUN_STATES": _in_order(FAILED_RUN_STATES),
     "LIVE_RUN_STATES": _in_order(LIVE_RUN_STATES),  # what the overview counts (``stats.runs``)
     "REPAIR_DONE_RUN_STATES": _in_order(DONE_RUN_STATES),  # not ticked for a repair
+    "STARTS_AT_RUN_STATES": _in_order(STARTS_AT_RUN_STATES),  # the run page's "Starts at"
     "OUTCOMES": list(Outcome),  # how the overview charts what ended (``stats.ended``)
     "RUN_STATES_WORST_FIRST": list(RUN_STATES_WORST_FIRST),
     "ENDED_WORKFLOW_RUN_STATES": [state for state in WorkflowRunState if state.is_terminal],

@@ -7,6 +7,7 @@ import { badge, between, facts, h, link, resources, row, table, when, fill } fro
 import { logView } from "../logview.js";
 import { deadline, isActive, runActions, runPath, runsWhatLink, suspendActions, taskKindOf, workflowRunPath } from "./common.js";
 import { jobPath } from "./jobs.js";
+import { STARTS_AT_RUN_STATES } from "../states.js";
 
 const IDLE_MS = 1000;
 
@@ -132,7 +133,7 @@ export function mount(root, route, ctx) {
         ["Priority", run.spec.priority],
         ["Resources", resources(run.spec.resources)],
         ["Created", when(run.created_at)],
-        ["Starts at", run.state === "scheduled" || run.state === "queued" ? when(run.run_at) : ""],
+        ["Starts at", STARTS_AT_RUN_STATES.includes(run.state) ? when(run.run_at) : ""],
         ["Queued", when(run.queued_at)],
         ["Started", when(run.started_at)],
         ["Finished", when(run.finished_at)],
