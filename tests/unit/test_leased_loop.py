@@ -172,7 +172,7 @@ def test_takes_a_free_lease_and_steps_under_its_fencing_number(world: World) -> 
     assert world.leases.named("acquire") == [("acquire", START, 1)]
     assert world.steps[0] == (START, 1)
     assert {fencing for _, fencing in world.steps} == {1}
-    assert [seconds for name, seconds in world.timeline.waits] == [0.2, 0.2, 0.2]
+    assert [seconds for name, seconds in world.timeline.waits] == pytest.approx([0.2, 0.2, 0.2])
 
 
 def test_renews_every_third_of_the_ttl_and_never_sleeps_past_a_renewal(world: World) -> None:
@@ -180,7 +180,25 @@ def test_renews_every_third_of_the_ttl_and_never_sleeps_past_a_renewal(world: Wo
     assert [when - START for _, when, _ in world.leases.named("renew")] == [1.0, 2.0, 3.0]
     assert len(world.leases.named("acquire")) == 1
     assert {seconds for _, seconds in world.timeline.waits} == {RENEW_EVERY}
-    assert len(world.steps) == 4  # a pass after each renewal
+    assert len(world.steps) == 1  # a renewal is no reason to step again
+
+
+def test_steps_when_the_last_step_asked_however_often_it_renews(world: World) -> None:
+    world.run(5.0, lambda loop: 2.5)
+    assert [when - START for when, _ in world.steps] == [0.0, 2.5]  # and 5.0 is the end
+    assert [when - START for _, when, _ in world.leases.named("renew")] == [1.0, 2.0, 3.0, 4.0]
+    waits = [seconds for _, seconds in world.timeline.waits]
+    assert waits == pytest.approx([1.0, 1.0, 0.5, 0.5, 1.0, 1.0])  # renewals, then the step's
+
+
+def test_a_notice_steps_at_once_whatever_the_last_step_asked(world: World) -> None:
+    def step(loop: LeasedLoop) -> float:
+        if len(world.steps) == 1:
+            world.wake.set()  # a notice arrives while the step runs
+        return 60.0
+
+    world.run(0.5, step)
+    assert [when - START for when, _ in world.steps] == [0.0, 0.0]  # then nothing till 60 s
 
 
 def test_a_lost_lease_stops_the_steps_until_the_loop_takes_it_again(world: World) -> None:

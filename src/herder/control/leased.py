@@ -1,9 +1,12 @@
 """Running a loop only while holding its lease.
 
-Each pass: take or renew the lease, run one step, sleep until the step's next wake-up (or a
-notice, or the next renewal), whichever comes first. A holder that cannot renew stops
-stepping at once; a standby takes the lease when it expires. Correctness never rests on the
-lease alone — every step is conditional updates that are harmless if run twice.
+Each pass: take or renew the lease, run one step when its time has come (what the last step
+asked for, or a notice), sleep until that time or the next renewal, whichever comes first. A
+renewal alone runs no step: each loop's own ceiling already bounds a step missed for want of
+a notice, and a step at every renewal cost an idle scheduler with 2 s leases half its CPU. A
+holder that cannot renew stops stepping at once; a standby takes the lease when it expires.
+Correctness never rests on the lease alone — every step is conditional updates that are
+harmless if run twice.
 
 With several schedulers, each loop has a preferred holder (``Membership``): a holder that is
 not the preferred one hands the lease to it after its pass, and a process that is not the
@@ -80,20 +83,26 @@ class LeasedLoop:
 
     def run(self) -> None:
         renewed_at = 0.0
+        step_at = 0.0  # when the next step is due: what the last one asked, or a notice
         while not self._stop.is_set():
             try:
                 if not self._hold(renewed_at):
+                    step_at = 0.0  # a holder again steps at once
                     self._stop.wait(self._renew_every)
                     continue
                 if time.monotonic() - renewed_at >= self._renew_every:
                     renewed_at = time.monotonic()
-                with metrics.loop_pass(self.name):
-                    delay = self._step()
+                if time.monotonic() >= step_at:
+                    with metrics.loop_pass(self.name):
+                        step_at = time.monotonic() + self._step()
                 if self._hand_over():
+                    step_at = 0.0
                     self._stop.wait(self._renew_every)  # for the successor to take it
                     continue
-                until_renewal = self._renew_every - (time.monotonic() - renewed_at)
-                self._wake.wait(max(0.0, min(delay, until_renewal)))
+                now = time.monotonic()
+                until_renewal = self._renew_every - (now - renewed_at)
+                if self._wake.wait(max(0.0, min(step_at - now, until_renewal))):
+                    step_at = 0.0  # a notice: step now, whatever the last step asked
                 self._wake.clear()
             except HerderError as error:  # the store wraps driver errors as these
                 log.warning("%s: %s; trying again in %ss", self.name, error, ERROR_PAUSE_SECONDS)
