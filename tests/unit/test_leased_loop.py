@@ -191,16 +191,6 @@ def test_steps_when_the_last_step_asked_however_often_it_renews(world: World) ->
     assert waits == pytest.approx([1.0, 1.0, 0.5, 0.5, 1.0, 1.0])  # renewals, then the step's
 
 
-def test_a_notice_steps_at_once_whatever_the_last_step_asked(world: World) -> None:
-    def step(loop: LeasedLoop) -> float:
-        if len(world.steps) == 1:
-            world.wake.set()  # a notice arrives while the step runs
-        return 60.0
-
-    world.run(0.5, step)
-    assert [when - START for when, _ in world.steps] == [0.0, 0.0]  # then nothing till 60 s
-
-
 def test_a_lost_lease_stops_the_steps_until_the_loop_takes_it_again(world: World) -> None:
     world.leases.other_holds = (START + 2.5, START + 4.5)  # another process takes it meanwhile
     world.run(6.0, lambda loop: 0.5)

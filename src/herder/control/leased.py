@@ -4,10 +4,9 @@ Each pass: take or renew the lease, run one step when its time has come (what th
 asked for, or a notice), sleep until that time or the next renewal, whichever comes first. A
 renewal alone runs no step: each loop's own ceiling already bounds a step missed for want of
 a notice, and a step at every renewal cost an idle scheduler with 2 s leases half its CPU
-(and ran maintenance every few seconds, not every ten minutes). A
-holder that cannot renew stops stepping at once; a standby takes the lease when it expires.
-Correctness never rests on the lease alone — every step is conditional updates that are
-harmless if run twice.
+(and ran maintenance every few seconds, not every ten minutes). A holder that cannot renew
+stops stepping at once; a standby takes the lease when it expires. Correctness never rests
+on the lease alone — every step is conditional updates that are harmless if run twice.
 
 With several schedulers, each loop has a preferred holder (``Membership``): a holder that is
 not the preferred one hands the lease to it after its pass, and a process that is not the
