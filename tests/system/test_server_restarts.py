@@ -20,7 +20,7 @@ from sqlalchemy import func, select
 from herder.client import HerderClient
 from herder.store.database import Database
 from herder.store.schema import attempts, run_events
-from tests.system.conftest import Cluster, wait_until
+from tests.system.conftest import START_SECONDS, Cluster, wait_until
 
 pytestmark = [pytest.mark.system, pytest.mark.postgres]
 
@@ -34,7 +34,7 @@ def _ended(herder: HerderClient, job_id: str) -> int:
     return sum(run.state.is_terminal for run in runs)
 
 
-# Its waits (20 + 30 + 60 s) and four server starts and three outages (about 15 s) add up
+# Its waits (60 + 30 + 60 s) and four server starts and three outages (about 15 s) add up
 # past the suite's 120 s on a loaded box: a CI run stopped it in its last wait.
 @pytest.mark.timeout(300)
 def test_attempts_that_end_while_the_server_is_down_do_not_run_again(
@@ -47,7 +47,8 @@ def test_attempts_that_end_while_the_server_is_down_do_not_run_again(
     )
     cluster.start_worker("w", "--max-slots", "12")
     with cluster.client() as herder:
-        wait_until(lambda: len(herder.list_workers()) == 1, 20, "the worker registered")
+        # a worker starting as long as a server may (a CI run's registered 21 s after it began)
+        wait_until(lambda: len(herder.list_workers()) == 1, START_SECONDS, "the worker registered")
         spec = {"runtime": "shell", "command": "sleep 1", "retry": {"max_attempts": 3},
                 "resources": {"cpu": 0.01, "memory_mb": 64}}  # fmt: skip
         job = herder.create_job("steady", spec)
