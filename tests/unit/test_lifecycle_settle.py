@@ -156,6 +156,41 @@ def test_a_zombie_report_changes_nothing_but_is_recorded(
     assert recorded == ([] if receipt is Receipt.NOT_YOURS else [settled.detail])
 
 
+@pytest.mark.parametrize(
+    ("ended", "reported"),
+    [
+        (AttemptState.SUCCEEDED, AttemptState.SUCCEEDED),
+        (AttemptState.FAILED, AttemptState.FAILED),
+        (AttemptState.PREEMPTED, AttemptState.FAILED),  # a preempt was pending: its tries kept
+    ],
+)
+def test_a_report_sent_again_after_its_answer_was_lost_is_acknowledged_and_changes_nothing(
+    ended: AttemptState, reported: AttemptState
+) -> None:
+    """The server died after committing the report and before answering: the worker sends
+    it again. It is no zombie's word: no refusal is recorded, and the worker stops sending."""
+    changes, (settled,) = decide(run(), [attempt(state=ended)], report(reported))
+    assert changes.empty
+    assert settled.receipt is Receipt.APPLIED
+    assert settled.detail == f"already applied: attempt 1 ended {ended}"
+
+
+@pytest.mark.parametrize(
+    ("ended", "reported"),
+    [
+        (AttemptState.LOST, AttemptState.SUCCEEDED),  # declared lost: the report came late
+        (AttemptState.FAILED, AttemptState.SUCCEEDED),
+        (AttemptState.PREEMPTED, AttemptState.SUCCEEDED),
+    ],
+)
+def test_a_report_unlike_how_the_attempt_ended_is_refused_and_recorded(
+    ended: AttemptState, reported: AttemptState
+) -> None:
+    changes, (settled,) = decide(run(), [attempt(state=ended)], report(reported))
+    assert settled.receipt is Receipt.STALE
+    assert [event.message for event in changes.events] == [settled.detail]
+
+
 def test_a_report_for_an_attempt_no_one_knows_is_not_yours() -> None:
     changes, (settled,) = decide(run(), [], report(AttemptState.SUCCEEDED, attempt_id="ghost"))
     assert settled.receipt is Receipt.NOT_YOURS

@@ -2,10 +2,10 @@
 stopped before delivery — and its run moves on.
 
 The rules, each once: a worker's report ends only that worker's current attempt (anything
-else is refused and recorded); a stop pending on the attempt decides how it ended
-(``stops``); a gang's run succeeds when every member has, and the first member to end
-otherwise stops the others; the run then follows its retry policy, preempted attempts not
-counting as tries.
+else is refused and recorded, but for the same report sent again: acknowledged); a stop
+pending on the attempt decides how it ended (``stops``); a gang's run succeeds when every
+member has, and the first member to end otherwise stops the others; the run then follows its
+retry policy, preempted attempts not counting as tries.
 """
 
 from __future__ import annotations
@@ -106,6 +106,18 @@ def refusal(
     return Changes(events=(event,)), Settled(attempt_id, Receipt.STALE, message)
 
 
+def is_repeat(attempt: AttemptFacts, ending: Ending) -> bool:
+    """A worker's report of an end already applied, sent again because its answer was lost
+    (the server died after the commit): the attempt is that worker's, at that number, and
+    ended as the report says (``preempted`` where a stop was pending). Not a zombie's word;
+    an attempt the server ended otherwise (``lost``) still refuses it."""
+    return (
+        attempt.worker_id == ending.worker_id
+        and attempt.number == ending.attempt
+        and attempt.state in {ending.outcome, outcome_of(ending.outcome, Stop.PREEMPT)}
+    )
+
+
 def is_current(attempt: AttemptFacts | None, worker_id: str, number: int) -> bool:
     """The fence: this worker's attempt, at this number, still running."""
     return (
@@ -120,6 +132,9 @@ def _settle_one(
     board: _Board, ending: Ending, actor: str, now: datetime, rng: random.Random
 ) -> tuple[Changes, Settled]:
     attempt = board.attempts.get(ending.attempt_id)
+    if attempt is not None and ending.worker_id is not None and is_repeat(attempt, ending):
+        detail = f"already applied: attempt {attempt.number} ended {attempt.state}"
+        return Changes(), Settled(ending.attempt_id, Receipt.APPLIED, detail)
     if ending.worker_id is not None and not is_current(attempt, ending.worker_id, ending.attempt):
         what = f"{ending.outcome} report"
         return refusal(attempt, ending.worker_id, ending.attempt_id, ending.attempt, what)
