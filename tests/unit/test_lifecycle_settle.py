@@ -179,6 +179,9 @@ def test_a_report_sent_again_after_its_answer_was_lost_is_acknowledged_and_chang
     ("ended", "reported"),
     [
         (AttemptState.LOST, AttemptState.SUCCEEDED),  # declared lost: the report came late
+        (AttemptState.LOST, AttemptState.LOST),  # a frozen worker's, thawed: it lost hold
+        (AttemptState.CANCELLED, AttemptState.CANCELLED),  # a gang's member, stopped
+        (AttemptState.TIMED_OUT, AttemptState.TIMED_OUT),  # past its deadline, its worker silent
         (AttemptState.FAILED, AttemptState.SUCCEEDED),
         (AttemptState.PREEMPTED, AttemptState.SUCCEEDED),
     ],

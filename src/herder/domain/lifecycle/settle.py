@@ -33,6 +33,7 @@ from herder.domain.retry import decide
 from herder.domain.states import AttemptState, RunState
 
 PREEMPTED_WAITING = "preempted; waiting to be placed again"
+_ONLY_REPORTS_END = frozenset({AttemptState.SUCCEEDED, AttemptState.FAILED, AttemptState.PREEMPTED})
 
 
 class Receipt(StrEnum):
@@ -109,11 +110,14 @@ def refusal(
 def is_repeat(attempt: AttemptFacts, ending: Ending) -> bool:
     """A worker's report of an end already applied, sent again because its answer was lost
     (the server died after the commit): the attempt is that worker's, at that number, and
-    ended as the report says (``preempted`` where a stop was pending). Not a zombie's word;
-    an attempt the server ended otherwise (``lost``) still refuses it."""
+    ended as the report says (``preempted`` where a stop was pending), by an end only a report
+    gives. ``lost``, ``timed_out`` and ``cancelled`` the server also finds by itself (a
+    frozen worker, a deadline, a gang's member stopped): a report of one of those after the
+    fact may be a zombie's, and is refused."""
     return (
         attempt.worker_id == ending.worker_id
         and attempt.number == ending.attempt
+        and attempt.state in _ONLY_REPORTS_END
         and attempt.state in {ending.outcome, outcome_of(ending.outcome, Stop.PREEMPT)}
     )
 
