@@ -46,6 +46,7 @@ from herder.domain.stats import Stats
 # An idle connection is dropped well before the server closes it (``http_head``'s
 # ``SERVER_KEEP_ALIVE_SECONDS``): a request is never sent on one the server is closing.
 KEEP_ALIVE_SECONDS = 4.0
+POLL_BACK_OFF = 1.5  # each pause of ``wait`` half again as long as the last, to its ceiling
 
 
 class Logs(BaseModel):
@@ -316,8 +317,13 @@ class HerderClient(
                 run_ids.append(one.run_id)
         return run_ids
 
-    def wait(self, run_id: str, *, timeout: float = 60.0, poll: float = 0.1) -> RunDetail:
-        """Block until the run is in a terminal state (or raise ``TimeoutError``)."""
+    def wait(
+        self, run_id: str, *, timeout: float = 60.0, poll: float = 0.1, max_poll: float = 1.0
+    ) -> RunDetail:
+        """Block until the run is in a terminal state (or raise ``TimeoutError``). Asks every
+        ``poll`` seconds at first, each pause half again as long up to ``max_poll``: a
+        short run is seen ending at once, and ``run start --wait`` on a day-long run asks
+        once a second, not ten times."""
         deadline = time.monotonic() + timeout
         while True:
             run = self.get_run(run_id)
@@ -326,6 +332,7 @@ class HerderClient(
             if time.monotonic() > deadline:
                 raise TimeoutError(f"run {run_id} is still {run.state} after {timeout}s")
             time.sleep(poll)
+            poll = min(poll * POLL_BACK_OFF, max(poll, max_poll))
 
     # --- queue ---
 
