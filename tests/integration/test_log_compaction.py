@@ -155,7 +155,7 @@ def late_chunk(api: Api, assignment: dict[str, Any], seq: int, text: str) -> Non
                            text.encode())  # fmt: skip
     with api.store.database.write() as connection:
         now = api.store.clock.now()
-        append_output(api.store.database, connection, assignment["attempt_id"], [chunk], now,
+        append_output(connection, assignment["attempt_id"], [chunk], now,
                       api.store.attempts.max_log_bytes)  # fmt: skip
 
 

@@ -201,6 +201,23 @@ def test_output_past_the_limit_is_cut(api: Api) -> None:
     assert detail["attempts"][0]["log_bytes"] == 5
 
 
+def test_output_sent_again_is_stored_once_and_counted_once_against_the_cap(api: Api) -> None:
+    """A report's answer was lost (the server died after the commit) and the worker sends
+    the same chunks again: they take no more of the attempt's room."""
+    api.store.attempts.max_log_bytes = 10
+    worker_id = register_worker(api)
+    run = api.start_run(api.create_job()["id"])
+    (assignment,) = claim(api, worker_id)["assignments"]
+    first = [log(assignment, 0, "12345")]
+    report(api, worker_id, logs=first)
+    report(api, worker_id, logs=first)
+    report(api, worker_id, logs=[log(assignment, 1, "67890")])
+    (attempt,) = api.http.get(f"/v1/runs/{run['id']}", headers=api.admin).json()["attempts"]
+    assert (attempt["log_bytes"], attempt["log_truncated"]) == (10, False)
+    logs = api.http.get(f"/v1/runs/{run['id']}/logs", headers=api.admin).json()
+    assert "".join(chunk["text"] for chunk in logs["chunks"]) == "1234567890"
+
+
 def test_a_worker_downloads_only_artifacts_of_its_attempts(api: Api) -> None:
     worker_id = register_worker(api)
     data = b"print('hi')\n"

@@ -21,7 +21,7 @@ from herder.protocol import OutputChunk
 from herder.store.cold.log_reads import cold_attempt_log, cold_run_of_log
 from herder.store.cold.tier import ColdTier
 from herder.store.database import Database
-from herder.store.dialect import insert_ignoring_duplicates
+from herder.store.dialect import insert_rows_ignoring_duplicates
 from herder.store.history.live import live_floor
 from herder.store.history.retention import visible_runs_floor
 from herder.store.log_blobs import DamagedLog, StoredChunk
@@ -35,7 +35,6 @@ MAX_SEQ = 2**31 - 1  # the column's range on PostgreSQL: an ``after`` past it re
 
 
 def append_output(
-    database: Database,
     connection: Connection,
     attempt_id: str,
     chunks: Sequence[OutputChunk],
@@ -43,7 +42,9 @@ def append_output(
     max_bytes: int,
 ) -> None:
     """Store what fits under the attempt's cap; the rest is dropped and the log marked
-    truncated. The caller has checked the attempt is the worker's current one."""
+    truncated. The caller has checked the attempt is the worker's current one. A chunk sent
+    again (its report's answer was lost) is stored once and counted once: only the chunks
+    inserted add to ``log_bytes``."""
     this_attempt = (attempts.c.id == attempt_id, attempts.c.run_id >= live_floor(connection, now))
     stored = connection.execute(select(attempts.c.log_bytes).where(*this_attempt)).scalar_one()
     room = max_bytes - stored
@@ -53,16 +54,14 @@ def append_output(
             break
         room -= len(chunk.data)
         kept.append(chunk)
-    if kept:
-        connection.execute(
-            insert_ignoring_duplicates(database, log_chunks),
-            [
-                {"attempt_id": attempt_id, "seq": chunk.seq, "stream": chunk.stream,
-                 "data": chunk.data, "at": now}
-                for chunk in kept
-            ],
-        )  # fmt: skip
-    values: dict[str, object] = {"log_bytes": max_bytes - room}
+    rows = [
+        {"attempt_id": attempt_id, "seq": chunk.seq, "stream": chunk.stream, "data": chunk.data,
+         "at": now}
+        for chunk in kept
+    ]  # fmt: skip
+    inserted = set(insert_rows_ignoring_duplicates(connection, log_chunks, rows, log_chunks.c.seq))
+    added = sum(len(chunk.data) for chunk in kept if chunk.seq in inserted)
+    values: dict[str, object] = {"log_bytes": stored + added}
     if len(kept) < len(chunks):
         values["log_truncated"] = True
     connection.execute(update(attempts).where(*this_attempt).values(**values))

@@ -18,6 +18,4 @@ class AttemptRepository:
     def append_output(self, work: Work, attempt_id: str, chunks: Sequence[OutputChunk]) -> None:
         """Store the chunks of the attempt's output that fit under its cap (the caller has
         checked the attempt is the worker's current one)."""
-        append_output(
-            work.database, work.connection, attempt_id, chunks, work.now, self.max_log_bytes
-        )
+        append_output(work.connection, attempt_id, chunks, work.now, self.max_log_bytes)
