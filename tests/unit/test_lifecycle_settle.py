@@ -140,6 +140,19 @@ def test_a_pending_stop_decides_how_the_attempt_ended(
         ({"number": 2}, {"attempt": 1}, Receipt.STALE, "attempt a is number 2, not 1"),
         ({"state": AttemptState.LOST}, {}, Receipt.STALE, "attempt 1 is already lost"),
         ({"worker_id": "w2"}, {}, Receipt.NOT_YOURS, "attempt a is not this worker's"),
+        # no repeat of another worker's report, nor of an earlier attempt's
+        (
+            {"worker_id": "w2", "state": AttemptState.SUCCEEDED},
+            {},
+            Receipt.NOT_YOURS,
+            "attempt a is not this worker's",
+        ),
+        (
+            {"number": 2, "state": AttemptState.SUCCEEDED},
+            {"attempt": 1},
+            Receipt.STALE,
+            "attempt a is number 2, not 1",
+        ),
     ],
 )
 def test_a_zombie_report_changes_nothing_but_is_recorded(
