@@ -6,7 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from herder.client import HerderClient, herder_client
+from herder.client import HerderClient
+from herder.client import runs as run_calls
 from herder.domain.states import RunState
 
 
@@ -28,7 +29,7 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     fake = Clock()
-    monkeypatch.setattr(herder_client, "time", fake)
+    monkeypatch.setattr(run_calls, "time", fake)
     return fake
 
 

@@ -8,13 +8,17 @@ with HerderClient("http://127.0.0.1:8080", key) as herder:
 
 The modules, one group of calls each, mixed into ``HerderClient``:
 
-    herder_client  HerderClient: the connection, artifacts, jobs, runs, logs, queue, stats,
-                   workers, tenants
+    herder_client  HerderClient: the connection, artifacts, jobs, queue, stats, workers,
+                   tenants
+    runs           runs: start, read, list, stop, rerun, checkpoints, logs, wait
     schedules      schedules, their fires and events, cron previews
     workflows      workflows, workflow runs, repair, backfills
     alerts         alert channels, rules, incidents, deliveries
     admin          API keys, the audit log
     secrets        secrets (a value goes up, only metadata comes back)
+    pools          resource pools, their autoscaling and forecasts
+    limits         flow-control limits
+    usage          usage and budgets
     events         events, their triggers, inbound webhooks and their deliveries
     uploads        an artifact's multipart body, streamed with progress
     pages          the page a listing call takes (limit, cursor, id_prefix) as its query
@@ -24,7 +28,8 @@ The modules, one group of calls each, mixed into ``HerderClient``:
 from __future__ import annotations
 
 from herder.client.errors import ApiError, ClientError, ServerUnreachable
-from herder.client.herder_client import HerderClient, Logs
+from herder.client.herder_client import HerderClient
+from herder.client.runs import Logs
 from herder.client.uploads import UploadProgress
 
 __all__ = ["ApiError", "ClientError", "HerderClient", "Logs", "ServerUnreachable", "UploadProgress"]
