@@ -234,6 +234,27 @@ def test_an_attempt_handed_over_again_runs_once(tmp_path: Path) -> None:
     assert server.text("att_twice") == "started\n"
 
 
+def test_an_attempt_handed_over_again_after_its_report_was_delivered_does_not_run_again(
+    tmp_path: Path,
+) -> None:
+    """The server's heartbeat check raced the claim that handed the attempt over, and handed
+    it over again; the attempt ended and its report was delivered before that claim's answer
+    came: the worker, which no longer holds it, still does not start it a second time."""
+    server = FakeServer()
+    once = assignment("att_once", "echo started")
+    server.to_assign = [once]
+
+    async def handed_over_after_its_end(agent: Agent) -> None:
+        await until(lambda: len(server.completions) == 1)
+        await until(lambda: not agent.reporter.unreported("wrk_fake"))
+        server.to_assign = [once]
+        await until(lambda: not server.to_assign)  # the next claim took it
+        await asyncio.sleep(HEARTBEAT_SECONDS)  # a second run would have printed by now
+
+    with_agent(server, config(tmp_path), handed_over_after_its_end)
+    assert server.text("att_once") == "started\n"
+
+
 def test_the_memory_request_is_enforced(tmp_path: Path) -> None:
     server = FakeServer()
     allocate = f'{PYTHON} -c \'data = b"x" * ({{}} * 1024 * 1024); print("allocated")\''

@@ -43,6 +43,7 @@ from herder.worker.limits import MAX_PROCESSES_PER_ATTEMPT
 from herder.worker.outcome import Outcome
 from herder.worker.registry_auth import RegistryCredentials
 from herder.worker.reporter import Reporter, backoff
+from herder.worker.started import StartedAttempts
 from herder.worker.watch import TaskWatch, first_of
 
 log = logging.getLogger("herder.worker")
@@ -123,6 +124,7 @@ class Agent:
             images,
         )
         self._running: dict[str, LiveAttempt] = {}
+        self._started = StartedAttempts()
         self.reporter = Reporter(self.connection, self._running, self._drop)
         self._gone = asyncio.Event()
 
@@ -252,7 +254,7 @@ class Agent:
                 self._start(assignment)
 
     def _start(self, assignment: Assignment) -> None:
-        if self._holds(assignment.attempt_id):
+        if not self._started.first_start(assignment.attempt_id):
             # a claim's answer came so late that the server, not hearing of the attempt in
             # our heartbeats, handed it over again: it runs (or ran) here once
             log.info("attempt %s was handed over again; it is already ours", assignment.attempt_id)
@@ -260,11 +262,6 @@ class Agent:
         attempt = LiveAttempt(assignment, self.connection.worker_id)
         self._running[assignment.attempt_id] = attempt
         self._attempts.start(assignment.attempt_id, self._run_attempt(attempt), may_return=True)
-
-    def _holds(self, attempt_id: str) -> bool:
-        """Running here, or ended with its report still on its way."""
-        finished = self.reporter.unreported(self.connection.worker_id)
-        return attempt_id in self._running or any(i.attempt_id == attempt_id for i in finished)
 
     def _drop(self, attempt_id: str) -> None:
         if attempt := self._running.get(attempt_id):
