@@ -14,7 +14,9 @@ from herder.app import reports
 from herder.app.claims import claim
 from herder.app.runs import rerun_run, resume_run, suspend_run
 from herder.app.submit import submit
-from herder.control.reaper import Reaper
+from herder.control import reaper as reaper_module
+from herder.control.reaper import MAX_SLEEP_SECONDS, Reaper
+from herder.domain.errors import TemporarilyUnavailable
 from herder.domain.jobs import JobSpec, Resources, RetryPolicy
 from herder.domain.listings import RunQuery
 from herder.domain.models import Assignment
@@ -194,6 +196,44 @@ def test_silence_is_judged_only_over_time_the_reaper_watched(world: World) -> No
     assert world.state(run_id) is RunState.RUNNING  # the worker gets a timeout to return
     world.clock.advance(TIMEOUT + 1)
     restarted.step()
+    assert world.state(run_id) is RunState.LOST
+
+
+def test_workers_get_a_full_timeout_once_the_store_answers_again(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A database outage longer than the timeout: nobody could heartbeat meanwhile, so the
+    reaper that could not read the store does not declare every worker lost when it can."""
+    run_id = world.submit(world.job())
+    world.claim(world.worker())
+    world.reap()  # watching: the worker heartbeated just now
+
+    def lost_database(_work: object) -> None:
+        raise TemporarilyUnavailable("the database is unavailable: connection refused")
+
+    with monkeypatch.context() as outage:
+        outage.setattr(reaper_module, "read_due_ends", lost_database)
+        world.clock.advance(TIMEOUT + 1)
+        with pytest.raises(TemporarilyUnavailable):
+            world.reap()
+    back = world.reap()  # it sleeps towards the grace's end, not spinning on the old heartbeat
+    assert back == pytest.approx(min(TIMEOUT, MAX_SLEEP_SECONDS))
+    assert world.state(run_id) is RunState.RUNNING
+    world.clock.advance(TIMEOUT + 1)
+    world.reap()
+    assert world.state(run_id) is RunState.LOST  # still silent a timeout later: lost
+
+
+def test_a_reaper_that_takes_its_lease_judges_silence_only_from_then(world: World) -> None:
+    """Another process held the lease, or nobody did (every scheduler could not renew it)."""
+    run_id = world.submit(world.job())
+    world.claim(world.worker())
+    world.clock.advance(TIMEOUT + 1)
+    world.reaper.held()
+    world.reap()
+    assert world.state(run_id) is RunState.RUNNING
+    world.clock.advance(TIMEOUT + 1)
+    world.reap()
     assert world.state(run_id) is RunState.LOST
 
 

@@ -125,6 +125,7 @@ class World:
     stop: FakeEvent
     preferred: str = "me"  # the placement's preferred holder of the loop's lease
     steps: list[tuple[float, int | None]] = field(default_factory=list)  # (when, fencing)
+    held_at: list[float] = field(default_factory=list)  # each time the loop took the lease
 
     def loop(self, step: Callable[[], float]) -> LeasedLoop:
         return LeasedLoop(
@@ -136,6 +137,7 @@ class World:
             wake=cast(threading.Event, self.wake),
             stop=cast(threading.Event, self.stop),
             placement=self,
+            on_held=lambda: self.held_at.append(self.timeline.now),
         )
 
     def preferred_holder(self, loop: str) -> str:
@@ -204,6 +206,13 @@ def test_a_lost_lease_stops_the_steps_until_the_loop_takes_it_again(world: World
         ("acquire", 4.0, None), ("acquire", 5.0, 2), ("release", 6.0, 2),
     ]  # fmt: skip
     assert world.timeline.waits[6:8] == [("stop", RENEW_EVERY)] * 2
+
+
+def test_the_loop_is_told_each_time_it_takes_the_lease_not_when_it_renews(world: World) -> None:
+    """The reaper judges silence only from then: it watched nothing before."""
+    world.leases.other_holds = (START + 2.5, START + 4.5)
+    world.run(6.0, lambda loop: 0.5)
+    assert [when - START for when in world.held_at] == [0.0, 5.0]
 
 
 def test_releases_the_lease_on_stop_and_survives_a_failing_release(world: World) -> None:

@@ -59,6 +59,7 @@ class LeasedLoop:
         wake: threading.Event,
         stop: threading.Event,
         placement: Placement | None = None,  # None: alone, every lease is ours to keep
+        on_held: Callable[[], None] | None = None,  # told each time this process takes it
     ) -> None:
         self.name = name
         self._leases = leases
@@ -68,6 +69,7 @@ class LeasedLoop:
         self._wake = wake
         self._stop = stop
         self._placement = placement
+        self._on_held = on_held
         self.fencing: int | None = None  # set while this process holds the lease
 
     @property
@@ -131,6 +133,8 @@ class LeasedLoop:
                 log.info("%s: %s took the lease (fencing %d)", self.name, self._holder,
                          self.fencing)  # fmt: skip
                 metrics.loop_held(self.name, held=True)
+                if self._on_held is not None:
+                    self._on_held()
             return self.fencing is not None
         if time.monotonic() - renewed_at < self._renew_every:
             return True

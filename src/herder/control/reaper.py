@@ -11,6 +11,7 @@ from datetime import datetime
 from herder.app.follow_ups import follow_up
 from herder.app.work import unit_of_work
 from herder.clock import Clock
+from herder.domain.errors import Unavailable
 from herder.domain.lifecycle.reap import (
     REAPER,
     expire,
@@ -36,14 +37,32 @@ class Reaper:
         self._store = store
         self._clock = clock
         self._heartbeat_timeout = heartbeat_timeout_seconds
-        self._watching_since = clock.now()
+        # Silence is judged only over time this reaper watched: from its start, from when it
+        # took its lease, from when the store answered again after a pass it failed. Workers
+        # could not heartbeat while nobody could read or write the store (a database
+        # restarting or failing over), so each gets a full timeout once it is back.
+        self._watching_since: datetime | None = clock.now()
+
+    def held(self) -> None:
+        """This process took the reaper's lease: it watched nothing before."""
+        self._watching_since = None
 
     def step(self) -> float:
         """One pass: read what is due, decide, write once; the seconds until the next."""
+        try:
+            return self._pass()
+        except Unavailable:  # the store could not serve it (the loop logs it, tries again)
+            self._watching_since = None
+            raise
+
+    def _pass(self) -> float:
         timeout = self._heartbeat_timeout
         with unit_of_work(self._store) as work:
+            if self._watching_since is None:
+                self._watching_since = work.now
+            watching_since = self._watching_since
             ends = read_due_ends(work)
-            silent = silent_workers(ends.silent, work.now, timeout, self._watching_since)
+            silent = silent_workers(ends.silent, work.now, timeout, watching_since)
             orphans = mark_lost(work, silent, timeout)
             work.settle(lost_with_worker(orphans, timeout) + overdue(ends.overdue), REAPER)
             due = read_due_runs(work)
@@ -55,7 +74,11 @@ class Reaper:
             cancel_missed(work, missed)  # workflow run past its own is cancelled
             follow_up(work)
             busy = more_waiting(ends, due) or more_held or missed.more
-            upcoming = None if busy else _earliest(next_due(work, timeout), next_deadline(work))
+            upcoming = (
+                None
+                if busy
+                else _earliest(next_due(work, timeout, watching_since), next_deadline(work))
+            )
             now = work.now
         if busy:
             return 0.0

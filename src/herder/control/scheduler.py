@@ -115,6 +115,7 @@ class Scheduler:
                 loop.name, store.leases, self.holder, loop.step,
                 ttl_seconds=lease_seconds, wake=wake, stop=self._stop,
                 placement=None if loop is dispatcher else self.membership,
+                on_held=reaper.held if loop is reaper else None,
             )
             for loop, wake in zip(bodies, self._wakes, strict=True)
         ]  # fmt: skip

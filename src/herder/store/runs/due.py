@@ -119,8 +119,9 @@ def mark_lost(work: Work, worker_ids: Sequence[str], timeout: float | None) -> l
     return [attempt_facts(row) for row in rows]
 
 
-def next_due(work: Work, heartbeat_timeout: float) -> datetime | None:
-    """The earliest moment something above will be due."""
+def next_due(work: Work, heartbeat_timeout: float, watching_since: datetime) -> datetime | None:
+    """The earliest moment something above will be due; a silence is judged no sooner than a
+    timeout after the reaper began watching (``domain.lifecycle.reap.silent_workers``)."""
     connection = work.connection
     floor = live_floor(connection, work.now)
     live_runs, live_attempts = runs.c.id >= floor, attempts.c.run_id >= floor
@@ -143,6 +144,7 @@ def next_due(work: Work, heartbeat_timeout: float) -> datetime | None:
         select(func.min(workers.c.last_heartbeat_at)).where(workers.c.state != WorkerState.LOST)
     ).scalar()
     if oldest_heartbeat is not None:
-        candidates.append(oldest_heartbeat + timedelta(seconds=heartbeat_timeout))
+        judged_from = max(oldest_heartbeat, watching_since)
+        candidates.append(judged_from + timedelta(seconds=heartbeat_timeout))
     due = [moment for moment in candidates if moment is not None]
     return min(due) if due else None
