@@ -6,6 +6,10 @@
 # with whatever else runs, those waits were most of the suite's time. This one never syncs
 # (a crash of the machine would lose nothing the tests keep) and takes the connections of
 # every test process at once. Prints nothing and fails when no server binaries are installed.
+# `crash DIR` stops it at once (as a kill -9 would: no shutdown checkpoint) and `resume DIR`
+# starts it again on the same port, for tests of a database lost under a running system: with
+# DURABLE=1 at its start, a commit is written out before it is acknowledged (not synced: only
+# the server dies, never the machine), so a crash loses none.
 set -euo pipefail
 action=$1
 directory=$2
@@ -21,6 +25,13 @@ if [ "$action" = stop ]; then  # whether or not a server was started in it
     exit 0
 fi
 [ -n "$bin" ] || exit 1
+if [ "$action" = crash ]; then
+    exec "${as_owner[@]}" "$bin/pg_ctl" -D "$directory/data" -m immediate stop >/dev/null
+fi
+if [ "$action" = resume ]; then
+    exec "${as_owner[@]}" "$bin/pg_ctl" -D "$directory/data" -l "$directory/server.log" -w \
+        -o "$(cat "$directory/options")" start >/dev/null
+fi
 # A server that would not start says why before the tests fall back to the machine's.
 trap '[ -f "$directory/server.log" ] && cat "$directory/server.log" >&2' ERR
 
@@ -29,7 +40,9 @@ mkdir -p "$directory"
 [ "$(id -u)" = 0 ] && chown postgres "$directory"
 "${as_owner[@]}" "$bin/initdb" -D "$directory/data" --auth=trust -U postgres --no-sync >/dev/null
 options="-p $port -k $directory -c listen_addresses=127.0.0.1 -c max_connections=400"
-options+=" -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+options+=" -c fsync=off -c full_page_writes=off"
+[ "${DURABLE:-0}" = 1 ] || options+=" -c synchronous_commit=off"
+echo "$options" > "$directory/options"
 "${as_owner[@]}" "$bin/pg_ctl" -D "$directory/data" -l "$directory/server.log" -w -o "$options" \
     start >/dev/null
 if [ "$(id -un)" != postgres ]; then

@@ -1,4 +1,5 @@
-"""A clock the test moves by hand (the ``Clock`` port the store and the loops hold)."""
+"""Clocks the test moves by hand: the ``Clock`` port the store and the loops hold, and a
+``time`` module stand-in whose sleeps move it on."""
 
 from __future__ import annotations
 
@@ -14,3 +15,18 @@ class ManualClock:
 
     def advance(self, seconds: float) -> None:
         self.moment += timedelta(seconds=seconds)
+
+
+class SleepingTime:
+    """``time`` as a client's loop sees it: a sleep moves the clock on and is remembered."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.pauses: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.pauses.append(seconds)
+        self.now += seconds

@@ -379,6 +379,7 @@ def test_a_server_started_without_the_cold_store_says_where_the_checkpoint_is(
     download = api.http.get(f"/v1/runs/{training['id']}/checkpoint/content", headers=api.admin)
     assert download.status_code == 503, download.text
     assert "HERDER_COLD_STORE" in download.json()["detail"]
+    assert "retry-after" not in download.headers  # lasting until someone sets it: no retry
     assert save(api, worker, attempt, SAVED).status_code == 204  # saved again: in the database
     assert (
         api.http.get(f"/v1/runs/{training['id']}/checkpoint/content", headers=api.admin).content

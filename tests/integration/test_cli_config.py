@@ -14,7 +14,7 @@ from typer.testing import CliRunner, Result
 
 from herder.cli import common
 from herder.cli.common import app
-from herder.client import HerderClient
+from herder.client import HerderClient, Retries
 from herder.credentials import ClientCredentials
 from tests.integration.conftest import Api
 
@@ -30,10 +30,10 @@ def bare(monkeypatch: pytest.MonkeyPatch) -> None:
 def herder_in(directory: Path, api: Api | None, *args: str) -> Result:
     """``herder ARGS…`` run from ``directory``, its client talking to ``api``."""
 
-    def connect(url: str, api_key: str) -> HerderClient:
+    def connect(url: str, api_key: str, *, retries: Retries) -> HerderClient:
         assert api is not None
         assert url == "http://testserver"
-        return HerderClient(url, api_key, http=api.http)
+        return HerderClient(url, api_key, http=api.http, retries=retries)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(directory)

@@ -12,7 +12,7 @@ from typer.testing import CliRunner, Result
 
 from herder.cli import common
 from herder.cli.common import app
-from herder.client import HerderClient
+from herder.client import HerderClient, Retries
 from herder.domain.alerts.rules import ChannelRequest
 from herder.domain.errors import Unavailable
 from herder.domain.hooks import HookRequest
@@ -34,8 +34,8 @@ def secret(api: Api, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Secret:
     monkeypatch.setenv("HERDER_API_KEY", api.admin_key)
     monkeypatch.setattr(common.out, "width", 250)
 
-    def connect(url: str, api_key: str) -> HerderClient:
-        return HerderClient(url, api_key, http=api.http)
+    def connect(url: str, api_key: str, *, retries: Retries) -> HerderClient:
+        return HerderClient(url, api_key, http=api.http, retries=retries)
 
     monkeypatch.setattr(common, "HerderClient", connect)
 

@@ -9,26 +9,12 @@ import pytest
 from herder.client import HerderClient
 from herder.client import runs as run_calls
 from herder.domain.states import RunState
-
-
-class Clock:
-    """``time`` as ``wait`` sees it: a sleep moves the clock on and is remembered."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.pauses: list[float] = []
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.pauses.append(seconds)
-        self.now += seconds
+from tests.clocks import SleepingTime
 
 
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
-    fake = Clock()
+def clock(monkeypatch: pytest.MonkeyPatch) -> SleepingTime:
+    fake = SleepingTime()
     monkeypatch.setattr(run_calls, "time", fake)
     return fake
 
@@ -41,7 +27,7 @@ def client_seeing(states: list[RunState], monkeypatch: pytest.MonkeyPatch) -> He
 
 
 def test_a_long_run_is_asked_about_ever_less_often_up_to_once_a_second(
-    clock: Clock, monkeypatch: pytest.MonkeyPatch
+    clock: SleepingTime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with client_seeing([RunState.RUNNING] * 40 + [RunState.SUCCEEDED], monkeypatch) as herder:
         assert herder.wait("run", timeout=3600).state is RunState.SUCCEEDED
@@ -52,7 +38,7 @@ def test_a_long_run_is_asked_about_ever_less_often_up_to_once_a_second(
 
 
 def test_a_short_run_is_seen_ending_within_its_first_pauses(
-    clock: Clock, monkeypatch: pytest.MonkeyPatch
+    clock: SleepingTime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with client_seeing([RunState.QUEUED, RunState.RUNNING, RunState.SUCCEEDED], monkeypatch) as h:
         h.wait("run")
@@ -60,7 +46,7 @@ def test_a_short_run_is_seen_ending_within_its_first_pauses(
 
 
 def test_a_poll_longer_than_the_ceiling_is_kept(
-    clock: Clock, monkeypatch: pytest.MonkeyPatch
+    clock: SleepingTime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with client_seeing([RunState.RUNNING] * 3 + [RunState.FAILED], monkeypatch) as herder:
         herder.wait("run", poll=5)
@@ -68,7 +54,7 @@ def test_a_poll_longer_than_the_ceiling_is_kept(
 
 
 def test_a_run_still_going_at_the_timeout_raises(
-    clock: Clock, monkeypatch: pytest.MonkeyPatch
+    clock: SleepingTime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with (
         client_seeing([RunState.RUNNING] * 100, monkeypatch) as herder,

@@ -6,7 +6,7 @@ import inspect
 
 from herder.api.errors import PROBLEMS, status_and_title
 from herder.domain import errors
-from herder.domain.errors import HerderError, Invalid
+from herder.domain.errors import HerderError, Invalid, TemporarilyUnavailable, Unavailable
 
 
 def _error_classes() -> list[type[HerderError]]:
@@ -18,11 +18,17 @@ def _error_classes() -> list[type[HerderError]]:
 
 
 def test_every_domain_error_has_its_own_problem_status() -> None:
+    """Each kind of error its own status; a narrower kind (``TemporarilyUnavailable``, a 503
+    that says when to retry) answers as the kind it narrows."""
     classes = _error_classes()
-    assert set(classes) == set(PROBLEMS)
-    statuses = [status_and_title(kind)[0] for kind in classes]
+    kinds = [kind for kind in classes if kind.__mro__[1] is HerderError]
+    assert set(kinds) == set(PROBLEMS)
+    statuses = [status_and_title(kind)[0] for kind in kinds]
     assert len(set(statuses)) == len(statuses)
     assert all(400 <= status < 600 and status != 500 for status in statuses)
+    narrower = [kind for kind in classes if kind not in kinds]
+    assert narrower == [TemporarilyUnavailable]
+    assert status_and_title(TemporarilyUnavailable) == status_and_title(Unavailable)
 
 
 def test_domain_errors_carry_no_http_status() -> None:

@@ -29,6 +29,7 @@ from herder.domain.errors import (
     NotFound,
     RateLimited,
     StaleVersion,
+    TemporarilyUnavailable,
     TooLarge,
     Unauthorized,
     Unavailable,
@@ -50,6 +51,9 @@ PROBLEMS: dict[type[HerderError], tuple[int, str]] = {
     Unavailable: (503, "Service unavailable"),
 }
 INTERNAL = (500, "Internal error")  # a HerderError of no class above: our bug
+# A 503's Retry-After when the store is lost for a moment (a failover takes seconds), and a client
+# that waits this long between tries sees it back soon without flooding a recovering server.
+UNAVAILABLE_RETRY_AFTER_SECONDS = 1
 
 
 def status_and_title(error: type[HerderError]) -> tuple[int, str]:
@@ -93,6 +97,8 @@ def herder_problem(error: HerderError) -> JSONResponse:
             rate_per_second=error.rate,
             burst=error.burst,
         )
+    if isinstance(error, TemporarilyUnavailable):
+        headers = {"Retry-After": str(UNAVAILABLE_RETRY_AFTER_SECONDS)}
     if isinstance(error, StaleVersion):
         extra["current_version"] = error.current_version
     return problem(status, title, error.detail, headers=headers, **extra)

@@ -49,7 +49,7 @@ DESCRIPTIONS = {
     413: "the request body is over its limit",
     422: "the request breaks a rule; ``errors`` names each field at fault",
     429: "the tenant submits faster than its quota; retry after ``Retry-After`` seconds",
-    503: "the store cannot be reached right now",
+    503: "the store cannot serve this now: with ``Retry-After``, only for a moment",
 }
 
 
@@ -122,15 +122,15 @@ def problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {status: _problem_response(status) for status in statuses}
 
 
+def _retry_after(*, required: bool, when: str) -> dict[str, Any]:
+    schema = {"type": "integer", "minimum": 1}
+    return {"Retry-After": {"required": required, "description": when, "schema": schema}}
+
+
 HEADERS = {
     401: {"WWW-Authenticate": {"required": True, "schema": {"type": "string", "enum": ["Bearer"]}}},
-    429: {
-        "Retry-After": {
-            "required": True,
-            "description": "whole seconds, at least 1",
-            "schema": {"type": "integer", "minimum": 1},
-        }
-    },
+    429: _retry_after(required=True, when="whole seconds, at least 1"),
+    503: _retry_after(required=False, when="the store is lost for a moment: try again then"),
 }
 
 

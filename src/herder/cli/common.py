@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator
+import uuid
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
+import httpx
 import typer
 from pydantic import BaseModel
 from rich.console import Console
 
 from herder.cli.help import CommandsByUse
 from herder.client import HerderClient
+from herder.client.errors import ApiError
+from herder.client.retries import BUDGET_SECONDS, Retries, RetryNotice
 from herder.credentials import find_credentials, searched_places
 from herder.domain.models import Page
 
@@ -62,7 +66,45 @@ def client() -> HerderClient:
             f"HERDER_HOME to the directory holding client.json (looked for "
             f"{searched_places(os.environ, cwd)})"
         )
-    return HerderClient(found.credentials.url, found.credentials.api_key)
+    retries = Retries(retry_budget(os.environ), on_retry=_say_once_it_retries())
+    return HerderClient(found.credentials.url, found.credentials.api_key, retries=retries)
+
+
+def retry_budget(environ: Mapping[str, str]) -> float:
+    """``HERDER_RETRY_SECONDS``: how long a call safe to repeat is tried again while the
+    server is lost for a moment (30 s; 0 never)."""
+    given = environ.get("HERDER_RETRY_SECONDS")
+    if given is None:
+        return BUDGET_SECONDS
+    try:
+        seconds = float(given)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= 3600:
+        raise fail(f"HERDER_RETRY_SECONDS must be seconds from 0 to 3600, not {given!r}")
+    return seconds
+
+
+def _say_once_it_retries() -> RetryNotice:
+    """A line on stderr the first time a call is tried again, so a wait is not silent."""
+    said = False
+
+    def notice(failure: ApiError | httpx.TransportError, pause: float) -> None:
+        nonlocal said
+        if not said:
+            said = True
+            err.print(
+                f"the server is unavailable for now ({failure}); trying again "
+                f"(HERDER_RETRY_SECONDS bounds it)",
+                style="dim", highlight=False, markup=False, soft_wrap=True,
+            )  # fmt: skip
+
+    return notice
+
+
+def new_idempotency_key() -> str:
+    """A new key for a submission: tried again after a lost answer, it starts no second run."""
+    return f"cli-{uuid.uuid4().hex}"
 
 
 def print_json(value: BaseModel | list[BaseModel]) -> None:

@@ -18,6 +18,7 @@ from herder.cli.common import (
     JsonFlag,
     app,
     client,
+    new_idempotency_key,
     out,
     pairs,
     print_json,
@@ -134,7 +135,9 @@ def run_start(
         list[str] | None, typer.Option(help="replace the job's args (a developer's)")
     ] = None,
     env: Annotated[list[str], typer.Option(help="KEY=VALUE, merged (a developer's)")] = [],  # noqa: B006
-    idempotency_key: Annotated[str | None, typer.Option(help="same key, same run")] = None,
+    idempotency_key: Annotated[
+        str | None, typer.Option(help="same key, same run (default: a new key)")
+    ] = None,
     priority: Annotated[
         Priority | None, typer.Option(help="this run's class, up to the tenant's max_priority")
     ] = None,
@@ -180,7 +183,7 @@ def run_start(
             params=params,
             args=arg,
             env=pairs(env, "env") or None,
-            idempotency_key=idempotency_key,
+            idempotency_key=idempotency_key or new_idempotency_key(),
             priority=priority,
             run_at=at,
             delay_seconds=None if after is None else seconds_in(after),
@@ -227,7 +230,12 @@ def _start_many(
     with client() as herder:
         job_id = job_of(herder, job).id
         run_ids = herder.start_runs(
-            job_id, count, params=overrides.params, args=overrides.args, env=overrides.env
+            job_id,
+            count,
+            params=overrides.params,
+            args=overrides.args,
+            env=overrides.env,
+            idempotency_prefix=new_idempotency_key(),
         )
         ended = [herder.wait(run_id, timeout=25 * 3600) for run_id in run_ids] if wait else []
     if as_json and ended:

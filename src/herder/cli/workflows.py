@@ -15,7 +15,18 @@ from rich.live import Live
 from rich.text import Text
 
 from herder.cli.answers import act_on, delete_named, listed, print_created, print_listing
-from herder.cli.common import JsonFlag, app, client, err, fail, json_pairs, out, print_json, when
+from herder.cli.common import (
+    JsonFlag,
+    app,
+    client,
+    err,
+    fail,
+    json_pairs,
+    new_idempotency_key,
+    out,
+    print_json,
+    when,
+)
 from herder.cli.dag import definition_tasks, draw, run_tasks
 from herder.cli.deadline_options import deadline_line, deadline_words
 from herder.cli.ids import (
@@ -284,7 +295,9 @@ def workflow_run(
     param: Annotated[
         list[str], typer.Option(help="KEY=VALUE, the value as JSON if it is JSON; repeatable")
     ] = [],  # noqa: B006
-    idempotency_key: Annotated[str | None, typer.Option(help="same key, same run")] = None,
+    idempotency_key: Annotated[
+        str | None, typer.Option(help="same key, same run (default: a new key)")
+    ] = None,
     wait: Annotated[
         bool,
         typer.Option(
@@ -299,7 +312,9 @@ def workflow_run(
     params = json_pairs(param, "--param")
     with client() as herder:
         run: WorkflowRun = herder.start_workflow(
-            workflow_of(herder, workflow).id, params, idempotency_key=idempotency_key
+            workflow_of(herder, workflow).id,
+            params,
+            idempotency_key=idempotency_key or new_idempotency_key(),
         )
         if wait:
             run = _follow(herder, run.id, live=not (as_json or quiet))

@@ -23,13 +23,23 @@ The modules, one group of calls each, mixed into ``HerderClient``:
     uploads        an artifact's multipart body, streamed with progress
     pages          the page a listing call takes (limit, cursor, id_prefix) as its query
     errors         what the client raises: ClientError ⊃ ServerUnreachable, ApiError
+    retries        which calls are sent again while the server is lost for a moment
 """
 
 from __future__ import annotations
 
 from herder.client.errors import ApiError, ClientError, ServerUnreachable
 from herder.client.herder_client import HerderClient
+from herder.client.retries import Retries
 from herder.client.runs import Logs
 from herder.client.uploads import UploadProgress
 
-__all__ = ["ApiError", "ClientError", "HerderClient", "Logs", "ServerUnreachable", "UploadProgress"]
+__all__ = [
+    "ApiError",
+    "ClientError",
+    "HerderClient",
+    "Logs",
+    "Retries",
+    "ServerUnreachable",
+    "UploadProgress",
+]

@@ -17,6 +17,7 @@ from herder.client.events import EventCalls
 from herder.client.limits import LimitCalls
 from herder.client.pages import CursorKeywords, PageKeywords, page_params
 from herder.client.pools import PoolCalls
+from herder.client.retries import Call, Retries, may_repeat
 from herder.client.runs import RunCalls
 from herder.client.schedules import ScheduleCalls, drop_none
 from herder.client.secrets import SecretCalls
@@ -57,10 +58,14 @@ class HerderClient(
         *,
         timeout: float = 30.0,
         http: httpx.Client | None = None,
+        retries: Retries = Retries(),
     ) -> None:
         """``http``: an HTTP client to send through instead of a new one (say, an in-process
-        app's test client); it stays open when this client closes."""
+        app's test client); it stays open when this client closes. ``retries``: how long a
+        call safe to repeat is tried again while the server is lost for a moment."""
         self.url = url.rstrip("/")
+        self._retries = retries
+        self._answered = False  # no answer yet: a refused connection fails at once
         self._auth = {"Authorization": f"Bearer {api_key}"}
         self._owns_http = http is None
         self._http = http or httpx.Client(
@@ -84,17 +89,30 @@ class HerderClient(
         if self._owns_http:
             self._http.close()
 
-    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def _request(
+        self, method: str, path: str, *, repeatable: bool = False, **kwargs: Any
+    ) -> httpx.Response:
+        """One call, tried again while the server is lost for a moment and the call is safe
+        to repeat (``retries``; ``repeatable``: it is, whatever its method, say a batch whose
+        every run has a key); an error status raised as ``ApiError``."""
         headers = {**self._auth, **kwargs.pop("headers", {})}
-        try:
-            response = self._http.request(method, path, headers=headers, **kwargs)
-        except httpx.TransportError as error:
+        content = kwargs.get("content")
+        call = Call(
+            repeatable=repeatable or may_repeat(method, headers),
+            replayable=content is None or isinstance(content, bytes | str),
+            answered_before=self._answered,
+        )
+        outcome = self._retries.send(
+            lambda: self._http.request(method, path, headers=headers, **kwargs), call
+        )
+        if isinstance(outcome, httpx.TransportError):
             raise ServerUnreachable(
-                f"cannot reach the Herder server at {self.url}: {error}"
-            ) from error
-        if response.status_code >= 400:
-            raise ApiError.of(response)
-        return response
+                f"cannot reach the Herder server at {self.url}: {outcome}"
+            ) from outcome
+        self._answered = True
+        if isinstance(outcome, ApiError):
+            raise outcome
+        return outcome
 
     # --- artifacts ---
 

@@ -155,8 +155,12 @@ class RunCalls:
 
     def submit_runs(self, runs: Sequence[Mapping[str, Any]]) -> RunBatchResult:
         """One batch (≤ 1,000) of runs, each ``{"job_id": …}`` with optional overrides and
-        ``idempotency_key``; every run is answered on its own (see ``Submission``)."""
-        response = self._request("POST", "/v1/runs/batch", json={"runs": list(runs)})
+        ``idempotency_key``; every run is answered on its own (see ``Submission``). A batch
+        whose every run has a key is sent again while the server is lost for a moment."""
+        keyed = all(run.get("idempotency_key") for run in runs)
+        response = self._request(
+            "POST", "/v1/runs/batch", json={"runs": list(runs)}, repeatable=keyed
+        )
         return RunBatchResult.model_validate(response.json())
 
     def start_runs(
@@ -167,14 +171,20 @@ class RunCalls:
         params: Mapping[str, Any] | None = None,
         args: list[str] | None = None,
         env: dict[str, str] | None = None,
+        idempotency_prefix: str | None = None,
     ) -> list[str]:
         """``count`` runs of the job, in batches of 1,000; their ids in order. Raises the
-        first run's problem if any was refused."""
+        first run's problem if any was refused. With ``idempotency_prefix`` the runs' keys
+        are it, a dash and their index: sent again, the same call starts no second run."""
         overrides = {"params": dict(params) if params else None, "args": args, "env": env}
         item = {"job_id": job_id, **drop_none(overrides)}
         run_ids: list[str] = []
         for start in range(0, count, MAX_BATCH_RUNS):
-            result = self.submit_runs([item] * min(MAX_BATCH_RUNS, count - start))
+            indexes = range(start, min(start + MAX_BATCH_RUNS, count))
+            keys = [
+                f"{idempotency_prefix}-{index}" if idempotency_prefix else None for index in indexes
+            ]
+            result = self.submit_runs([drop_none({**item, "idempotency_key": key}) for key in keys])
             for one in result.items:
                 if one.run_id is None:
                     field = one.field.split(".", 2)[2] if one.field else None  # not runs.i.

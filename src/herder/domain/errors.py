@@ -117,4 +117,10 @@ class RateLimited(HerderError):
 
 
 class Unavailable(HerderError):
-    pass
+    """This server cannot serve the call (say, a key it is not configured with)."""
+
+
+class TemporarilyUnavailable(Unavailable):
+    """Unavailable for a moment: the database lost (a failover, a restart), a lock waited out,
+    a deadlock. The call changed nothing, or it committed and its answer was lost; answered
+    with Retry-After, so a client tries again (an idempotent call, or a keyed submission)."""

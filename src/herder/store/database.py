@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, create_engine, event, exc, text
 from sqlalchemy.engine import make_url
 
-from herder.domain.errors import Conflict, Unavailable
+from herder.domain.errors import Conflict, TemporarilyUnavailable, Unavailable
 
 log = logging.getLogger("herder.store")
 SQLITE_BUSY_TIMEOUT_SECONDS = 30.0
@@ -50,12 +50,12 @@ def _configure_sqlite(engine: Engine) -> None:
 def _wrapped(error: exc.SQLAlchemyError) -> Conflict | Unavailable:
     """The domain's word for a driver error no repository turned into one of its own: a
     unique key taken meanwhile is a conflict; the connection lost, a lock waited out, a
-    deadlock or a serialization failure make the store unavailable for this call, and so
-    does anything else — our bug, logged here with its traceback."""
+    deadlock or a serialization failure make the store unavailable for a moment, and
+    anything else for this call — our bug, logged here with its traceback."""
     if isinstance(error, exc.IntegrityError) and _is_unique_violation(error):
         return Conflict("the change conflicts with one stored meanwhile; read and try again")
     if isinstance(error, exc.OperationalError | exc.InterfaceError):
-        return Unavailable(f"the database is unavailable: {error.orig}")
+        return TemporarilyUnavailable(f"the database is unavailable: {error.orig}")
     log.error("the store failed a call", exc_info=error)
     return Unavailable("the store failed this call; the error was logged")
 
@@ -176,7 +176,7 @@ class Database:
         try:
             connection = self.engine.connect()
         except exc.SQLAlchemyError as error:  # the server, or a free pooled connection
-            raise Unavailable(f"cannot reach the database: {error}") from error
+            raise TemporarilyUnavailable(f"cannot reach the database: {error}") from error
         try:
             yield connection.execution_options(herder_write=write)
         except exc.SQLAlchemyError as error:
