@@ -22,8 +22,10 @@ SQLITE_COMPANIONS = ("", "-wal", "-shm", "-journal")  # the database and SQLite'
 
 def sqlite_path(database_url: str) -> Path | None:
     """The database file of a SQLite URL (``None`` for PostgreSQL or an in-memory store)."""
+    if not database_url.startswith("sqlite"):  # a PostgreSQL URL may list hosts libpq's way
+        return None
     url = make_url(database_url)
-    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+    if url.database in (None, "", ":memory:"):
         return None
     return Path(url.database).absolute()
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Iterator
 
 import pytest
+from sqlalchemy.engine import make_url
 
 from herder.app.claims import claim
 from herder.app.runs import cancel_run
@@ -117,3 +119,43 @@ def test_a_process_hears_its_own_notices_once_at_commit_and_others_through_the_l
     finally:
         listener.stop()
         other_process.dispose()
+
+
+def listed_first_behind_a_closed_port(url: str) -> str:
+    """``url`` in libpq's multi-host form, behind a host where nothing listens: as a URL of
+    a formation reads while its first node is down."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]  # nothing listens there once the probe is closed
+    parsed = make_url(url)
+    credentials = f"{parsed.username}@" if parsed.username else ""
+    return (
+        f"postgresql://{credentials}127.0.0.1:{closed},{parsed.host}:{parsed.port}"
+        f"/{parsed.database}?target_session_attrs=read-write"
+    )
+
+
+@pytest.mark.postgres
+def test_a_url_listing_several_hosts_reaches_the_one_that_answers_listener_too(
+    postgres_store: Store,
+) -> None:
+    """The URL pg_auto_failover and Patroni print; the listener used to read only the first
+    host of a URL (and none of its parameters)."""
+    database = Database(listed_first_behind_a_closed_port(postgres_store.database.url))
+    heard, listening = threading.Event(), threading.Event()
+
+    def hear(_channel: str, payload: str) -> None:
+        (listening if payload == PROBE else heard).set()
+
+    database.subscribe(hear)
+    listener = Listener(database, CHANNELS)
+    listener.start()
+    try:
+        database.ping()
+        until_listening(postgres_store.database, listening)
+        with postgres_store.database.write() as connection:
+            postgres_store.database.notify(connection, WORK_CHANNEL, "through the second host")
+        assert heard.wait(5)
+    finally:
+        listener.stop()
+        database.dispose()

@@ -7,10 +7,12 @@ queue on ``busy_timeout`` instead of failing half-way through a transaction.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
+from urllib.parse import parse_qsl, urlencode
 
 from sqlalchemy import Connection, Engine, create_engine, event, exc, text
 from sqlalchemy.engine import make_url
@@ -23,8 +25,24 @@ _NOTICES = "herder_notices"  # connection.info key: notices to deliver after com
 _BACKEND = "herder_backend_pid"  # a pooled connection's info key: its backend's pid
 
 
+# libpq's multi-host form, as pg_auto_failover and Patroni print it: postgresql://a:5432,b:5432/db
+_HOST_LIST = re.compile(
+    r"^(?P<scheme>postgres(?:ql)?(?:\+psycopg)?://)(?P<credentials>[^@/?]*@)?"
+    r"(?P<hosts>[^/?@]*,[^/?@]*)(?P<rest>[/?].*)?$"
+)
+
+
 def normalize_url(url: str) -> str:
-    """Accept plain ``postgresql://`` URLs and use psycopg 3 for them."""
+    """Accept plain ``postgresql://`` URLs and use psycopg 3 for them. A URL naming several
+    hosts the libpq way (``postgresql://a:5432,b:5432/herder?target_session_attrs=read-write``)
+    becomes SQLAlchemy's form of it (a ``host`` parameter each): libpq tries them in turn and
+    keeps the one that answers as the URL asks, the primary after a failover."""
+    listed = _HOST_LIST.match(url)
+    if listed is not None:
+        path, _, query = (listed["rest"] or "/").partition("?")
+        hosts = [("host", host.strip()) for host in listed["hosts"].split(",")]
+        parameters = urlencode([*hosts, *parse_qsl(query, keep_blank_values=True)])
+        url = f"{listed['scheme']}{listed['credentials'] or ''}{path or '/'}?{parameters}"
     parsed = make_url(url)
     if parsed.drivername in ("postgresql", "postgres"):
         parsed = parsed.set(drivername="postgresql+psycopg")
@@ -123,6 +141,12 @@ class Database:
         @event.listens_for(self.engine, "close")
         def _on_close(_dbapi_connection: Any, record: Any) -> None:
             self._own_backends.discard(record.info.get(_BACKEND))
+
+    def driver_options(self) -> dict[str, str]:
+        """The URL as the driver's connection options (every host and port, ``sslmode``,
+        ``target_session_attrs``, …), for a connection of our own beside the engine's."""
+        _, options = self.engine.dialect.create_connect_args(self.engine.url)
+        return {name: str(value) for name, value in options.items() if name != "context"}
 
     @property
     def is_postgres(self) -> bool:

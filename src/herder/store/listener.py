@@ -10,7 +10,6 @@ import threading
 from collections.abc import Sequence
 
 import psycopg
-from sqlalchemy.engine import make_url
 
 from herder.store.database import Database
 
@@ -24,11 +23,7 @@ class Listener:
     also listens on a channel of its own, on which ``stop`` wakes it at once."""
 
     def __init__(self, database: Database, channels: Sequence[str]) -> None:
-        url = make_url(database.url)
-        self._conninfo = psycopg.conninfo.make_conninfo(
-            host=url.host or "", port=str(url.port or 5432), dbname=url.database or "",
-            user=url.username or "", password=url.password or "",
-        )  # fmt: skip
+        self._conninfo = psycopg.conninfo.make_conninfo(**database.driver_options())
         self._database = database
         self._channels = channels
         self._stopping = threading.Event()
