@@ -91,10 +91,14 @@ def where_the_cli_finds(home: Path) -> str:
 class ClientCredentials:
     url: str
     api_key: str
+    ca_file: str | None = None  # the server's certificate's authority, when not the system's
 
     def save(self, home: Path) -> Path:
         path = home / CLIENT_FILE
-        write_private(path, json.dumps({"url": self.url, "api_key": self.api_key}, indent=2))
+        saved = {"url": self.url, "api_key": self.api_key}
+        if self.ca_file:
+            saved["ca_file"] = self.ca_file
+        write_private(path, json.dumps(saved, indent=2))
         return path
 
     @classmethod
@@ -124,8 +128,9 @@ def find_credentials(environment: Mapping[str, str], cwd: Path) -> FoundCredenti
     """The CLI's credentials: the variables, then the first client file of the search.
     ``ValueError`` (or ``SystemExit`` from ``restrict``) naming a file it may not use."""
     url, key = environment.get("HERDER_URL"), environment.get("HERDER_API_KEY")
+    ca_file = environment.get("HERDER_CA_FILE") or None
     if url and key:
-        return FoundCredentials(ClientCredentials(url, key))
+        return FoundCredentials(ClientCredentials(url, key, ca_file))
     search = client_file_search(environment, cwd)
     path = next((path for path in search if os.path.lexists(path)), None)
     if path is None:
@@ -141,7 +146,8 @@ def find_credentials(environment: Mapping[str, str], cwd: Path) -> FoundCredenti
     url, key = url or saved.get("url"), key or saved.get("api_key")
     if not (isinstance(url, str) and url and isinstance(key, str) and key):
         return FoundCredentials(None, path, corrected)
-    return FoundCredentials(ClientCredentials(url, key), path, corrected)
+    saved_ca = saved.get("ca_file") if isinstance(saved.get("ca_file"), str) else None
+    return FoundCredentials(ClientCredentials(url, key, ca_file or saved_ca), path, corrected)
 
 
 def _made_private(path: Path) -> list[str]:

@@ -21,12 +21,9 @@ import time
 from collections.abc import Callable
 from types import FrameType
 
-import uvicorn
-
 from herder.api.app import create_app
 from herder.control.scheduler import start_scheduler
-from herder.http_head import SERVER_KEEP_ALIVE_SECONDS, BoundedHttpToolsProtocol
-from herder.server import WORKER_STOP_SECONDS, Server, die_with_parent
+from herder.server import WORKER_STOP_SECONDS, Server, api_config, die_with_parent
 from herder.server_keys import server_keyring, server_store
 from herder.settings import Settings
 from herder.store.store import Store
@@ -106,15 +103,7 @@ def _api(settings: Settings, listening: socket.socket) -> None:
     store = _server_store(settings)
     try:
         app = create_app(store, settings)
-        config = uvicorn.Config(
-            app,
-            http=BoundedHttpToolsProtocol,
-            timeout_keep_alive=SERVER_KEEP_ALIVE_SECONDS,
-            log_level="warning",
-            access_log=False,
-            timeout_graceful_shutdown=3,
-        )
-        Server(config, app.state.wakeups).run(sockets=[listening])
+        Server(api_config(app, settings), app.state.wakeups).run(sockets=[listening])
     finally:
         store.close()
 

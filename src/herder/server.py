@@ -16,8 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import uvicorn
+from fastapi import FastAPI
 
 from herder.api.app import create_app
 from herder.api.wakeups import Wakeups
@@ -45,11 +47,13 @@ class PreparedHome:
     client_file: Path
     worker_token: str
     new_admin_key: str | None  # shown once, on the first start
+    ca_file: Path | None = None  # the authority its clients trust (herder up --tls)
 
 
-def prepare(settings: Settings) -> PreparedHome:
+def prepare(settings: Settings, *, ca_file: Path | None = None) -> PreparedHome:
     """Make the home and database private, migrate the store; on a first start create the
-    default tenant, its admin key and a worker token, saved (0600) in the home directory."""
+    default tenant, its admin key and a worker token, saved (0600) in the home directory
+    (with ``ca_file``, the authority the CLI is to trust for this server)."""
     secure_home(settings.home, settings.database_url)
     keyring = server_keyring(settings)
     store = server_store(settings, keyring)
@@ -64,7 +68,8 @@ def prepare(settings: Settings) -> PreparedHome:
             f"{settings.home} has no saved admin key for the existing database; set "
             "HERDER_API_KEY or point HERDER_HOME at the directory that created it"
         )
-    client_file = ClientCredentials(settings.url, admin_key).save(settings.home)
+    ca = str(ca_file) if ca_file else None
+    client_file = ClientCredentials(settings.url, admin_key, ca).save(settings.home)
     if bootstrap:
         worker_token = bootstrap.worker_token
     elif token_file.exists():
@@ -73,7 +78,7 @@ def prepare(settings: Settings) -> PreparedHome:
         worker_token = store.access.create_worker_token("embedded worker")
     write_private(token_file, worker_token)
     return PreparedHome(
-        store, client_file, worker_token, bootstrap.admin_key if bootstrap else None
+        store, client_file, worker_token, bootstrap.admin_key if bootstrap else None, ca_file
     )
 
 
@@ -83,7 +88,9 @@ def die_with_parent() -> None:
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def start_local_worker(settings: Settings, token: str) -> subprocess.Popen[bytes]:
+def start_local_worker(
+    settings: Settings, token: str, ca_file: Path | None = None
+) -> subprocess.Popen[bytes]:
     command = [
         sys.executable,
         "-m",
@@ -97,6 +104,7 @@ def start_local_worker(settings: Settings, token: str) -> subprocess.Popen[bytes
         LOCAL_WORKER,
         "--shutdown-reason",
         SHUTDOWN_REASON,
+        *(["--ca-file", str(ca_file)] if ca_file else []),
     ]
     if os.geteuid() != 0:
         # Only root can sandbox attempts. Trying Herder alone on one's own machine is a
@@ -208,6 +216,24 @@ class Server(uvicorn.Server):
             super().handle_exit(sig, frame)
 
 
+def api_config(app: FastAPI, settings: Settings, **listening: Any) -> uvicorn.Config:
+    """How an API process serves ``app``: bounded request heads, quiet logs, HTTPS when the
+    settings name a certificate (checked by ``ServerCertificate.check`` at start)."""
+    tls: dict[str, Any] = {}
+    if settings.tls_certificate is not None:
+        tls = {"ssl_certfile": str(settings.tls_certificate), "ssl_keyfile": str(settings.tls_key)}
+    return uvicorn.Config(
+        app,
+        http=BoundedHttpToolsProtocol,
+        timeout_keep_alive=SERVER_KEEP_ALIVE_SECONDS,
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=3,
+        **listening,
+        **tls,
+    )
+
+
 def serve(
     settings: Settings,
     prepared: PreparedHome,
@@ -227,20 +253,11 @@ def serve(
         if with_scheduler:
             schedulers.append(start_scheduler(settings, prepared.store, listen=False))
 
-    config = uvicorn.Config(
-        app,
-        host=settings.host,
-        port=settings.port,
-        http=BoundedHttpToolsProtocol,
-        timeout_keep_alive=SERVER_KEEP_ALIVE_SECONDS,
-        log_level="warning",
-        access_log=False,
-        timeout_graceful_shutdown=3,
-    )
+    config = api_config(app, settings, host=settings.host, port=settings.port)
     worker = None
     if with_worker:
         retire_local_worker(prepared)
-        worker = start_local_worker(settings, prepared.worker_token)
+        worker = start_local_worker(settings, prepared.worker_token, prepared.ca_file)
     local = worker
     before_exit = None if local is None else lambda: stop_local_worker(prepared, local, say)
     server = Server(config, app.state.wakeups, start_loops, before_exit)

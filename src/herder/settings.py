@@ -43,10 +43,19 @@ class Settings:
     hot_days: int = DEFAULT_HOT_DAYS
     max_checkpoint_mb: int = DEFAULT_MAX_CHECKPOINT_MB  # the most a job's checkpoint_mb may be
     image_registries: tuple[str, ...] = ()  # where runtime image jobs may name images
+    # the API serves HTTPS with these (PEM), both or neither: HERDER_TLS_CERT, HERDER_TLS_KEY
+    tls_certificate: Path | None = None
+    tls_key: Path | None = None
 
     @classmethod
     def from_environment(
-        cls, *, home: Path | None = None, host: str | None = None, port: int | None = None
+        cls,
+        *,
+        home: Path | None = None,
+        host: str | None = None,
+        port: int | None = None,
+        tls_certificate: Path | None = None,
+        tls_key: Path | None = None,
     ) -> Settings:
         home = (home or Path(os.environ.get("HERDER_HOME", DEFAULT_HOME))).absolute()
         url = os.environ.get("HERDER_DATABASE_URL") or sqlite_url(home / "herder.db")
@@ -72,6 +81,8 @@ class Settings:
                 os.environ.get("HERDER_MAX_CHECKPOINT_MB", DEFAULT_MAX_CHECKPOINT_MB)
             ),
             image_registries=parse_registries(os.environ.get(REGISTRIES_VARIABLE, "")),
+            tls_certificate=tls_certificate or _path(os.environ.get("HERDER_TLS_CERT")),
+            tls_key=tls_key or _path(os.environ.get("HERDER_TLS_KEY")),
         )
 
     @property
@@ -97,7 +108,8 @@ class Settings:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        scheme = "https" if self.tls_certificate else "http"
+        return f"{scheme}://{self.host}:{self.port}"
 
 
 def sqlite_url(path: Path) -> str:
@@ -109,3 +121,7 @@ def _flag(value: str | None) -> bool | None:
     if not value:
         return None
     return value.strip().lower() in ("1", "true", "yes")
+
+
+def _path(value: str | None) -> Path | None:
+    return Path(value).absolute() if value else None

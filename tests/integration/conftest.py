@@ -14,7 +14,7 @@ from typer.testing import CliRunner, Result
 from herder.api.app import create_app
 from herder.cli import common
 from herder.cli.common import app
-from herder.client import HerderClient, Retries
+from herder.client import HerderClient
 from herder.domain.models import Role
 from herder.settings import Settings
 from herder.store.store import Store
@@ -102,8 +102,8 @@ def herder(api: Api, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Herder:
     def run(*args: str, key: str | None = None) -> Result:
         monkeypatch.setenv("HERDER_API_KEY", key or api.admin_key)
 
-        def connect(url: str, api_key: str, *, retries: Retries) -> HerderClient:
-            return HerderClient(url, api_key, http=api.http, retries=retries)
+        def connect(url: str, api_key: str, **options: Any) -> HerderClient:
+            return HerderClient(url, api_key, http=api.http, **options)
 
         monkeypatch.setattr(common, "HerderClient", connect)
         return CliRunner().invoke(app, list(args))

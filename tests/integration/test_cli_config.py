@@ -8,13 +8,14 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner, Result
 
 from herder.cli import common
 from herder.cli.common import app
-from herder.client import HerderClient, Retries
+from herder.client import HerderClient
 from herder.credentials import ClientCredentials
 from tests.integration.conftest import Api
 
@@ -30,10 +31,10 @@ def bare(monkeypatch: pytest.MonkeyPatch) -> None:
 def herder_in(directory: Path, api: Api | None, *args: str) -> Result:
     """``herder ARGS…`` run from ``directory``, its client talking to ``api``."""
 
-    def connect(url: str, api_key: str, *, retries: Retries) -> HerderClient:
+    def connect(url: str, api_key: str, **options: Any) -> HerderClient:
         assert api is not None
         assert url == "http://testserver"
-        return HerderClient(url, api_key, http=api.http, retries=retries)
+        return HerderClient(url, api_key, http=api.http, **options)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(directory)

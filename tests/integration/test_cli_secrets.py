@@ -6,13 +6,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner, Result
 
 from herder.cli import common
 from herder.cli.common import app
-from herder.client import HerderClient, Retries
+from herder.client import HerderClient
 from herder.domain.alerts.rules import ChannelRequest
 from herder.domain.errors import Unavailable
 from herder.domain.hooks import HookRequest
@@ -34,8 +35,8 @@ def secret(api: Api, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Secret:
     monkeypatch.setenv("HERDER_API_KEY", api.admin_key)
     monkeypatch.setattr(common.out, "width", 250)
 
-    def connect(url: str, api_key: str, *, retries: Retries) -> HerderClient:
-        return HerderClient(url, api_key, http=api.http, retries=retries)
+    def connect(url: str, api_key: str, **options: Any) -> HerderClient:
+        return HerderClient(url, api_key, http=api.http, **options)
 
     monkeypatch.setattr(common, "HerderClient", connect)
 

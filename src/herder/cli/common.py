@@ -21,6 +21,7 @@ from herder.client.errors import ApiError
 from herder.client.retries import BUDGET_SECONDS, Retries, RetryNotice
 from herder.credentials import find_credentials, searched_places
 from herder.domain.models import Page
+from herder.tls import TlsError
 
 T = TypeVar("T")
 PAGE = 1000  # items a listing asks for at once when it reads them all
@@ -67,7 +68,12 @@ def client() -> HerderClient:
             f"{searched_places(os.environ, cwd)})"
         )
     retries = Retries(retry_budget(os.environ), on_retry=_say_once_it_retries())
-    return HerderClient(found.credentials.url, found.credentials.api_key, retries=retries)
+    credentials = found.credentials
+    ca_file = Path(credentials.ca_file) if credentials.ca_file else None
+    try:
+        return HerderClient(credentials.url, credentials.api_key, retries=retries, ca_file=ca_file)
+    except TlsError as error:
+        raise fail(str(error)) from None
 
 
 def retry_budget(environ: Mapping[str, str]) -> float:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import gc
 import signal
 import socket
+from dataclasses import replace
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -28,14 +30,28 @@ def _check_port_free(host: str, port: int) -> None:
 def up(
     home: HomeOption = None,
     port: Annotated[int | None, typer.Option(help="API port (default 8080)")] = None,
+    tls: Annotated[
+        bool,
+        typer.Option(
+            "--tls", help="serve HTTPS with a certificate made for this machine (in HOME/tls)"
+        ),
+    ] = False,
 ) -> None:
     """Run the whole system here: API, store (SQLite) and a local worker. Ctrl-C stops it;
     the runs its worker still runs then end cancelled."""
     from herder.server import prepare, serve
 
     settings = Settings.from_environment(home=home, port=port)
+    ca_file = None
+    if tls:
+        from herder.tls import local_certificate
+
+        made = local_certificate(settings.home / "tls")
+        settings = replace(settings, tls_certificate=made.certificate, tls_key=made.key)
+        ca_file = made.certificate  # its own authority: the CLI and the worker trust it alone
+    _check_tls(settings)
     _check_port_free(settings.host, settings.port)
-    prepared = prepare(settings)
+    prepared = prepare(settings, ca_file=ca_file)
     out.print(f"Herder is up at [bold]{settings.url}[/] (dashboard and API; docs at /docs)")
     out.print(
         f"Admin key saved to {prepared.client_file} (mode 0600); "
@@ -45,6 +61,21 @@ def up(
         out.print("A default tenant and its admin key were created on this first start.")
     out.print("Press Ctrl-C to stop (runs still running then end cancelled).")
     serve(settings, prepared, with_worker=True, with_scheduler=True, say=out.print)
+
+
+def _check_tls(settings: Settings) -> None:
+    """Both a certificate and its key, or neither; each readable and a pair."""
+    from herder.tls import ServerCertificate, TlsError
+
+    certificate, key = settings.tls_certificate, settings.tls_key
+    if certificate is None and key is None:
+        return
+    if certificate is None or key is None:
+        raise fail("HTTPS needs both --tls-cert and --tls-key (HERDER_TLS_CERT, HERDER_TLS_KEY)")
+    try:
+        ServerCertificate(certificate, key).check()
+    except TlsError as error:
+        raise fail(str(error)) from None
 
 
 @app.command()
@@ -59,11 +90,25 @@ def server(
         int,
         typer.Option(min=1, max=64, help="API processes sharing the port (PostgreSQL only)"),
     ] = 1,
+    tls_cert: Annotated[
+        Path | None,
+        typer.Option(help="serve HTTPS with this certificate chain (PEM; HERDER_TLS_CERT)"),
+    ] = None,
+    tls_key: Annotated[
+        Path | None, typer.Option(help="the certificate's private key (PEM; HERDER_TLS_KEY)")
+    ] = None,
 ) -> None:
     """Run an API server (no worker). Point HERDER_DATABASE_URL at PostgreSQL to scale out."""
     from herder.telemetry import multiprocess
 
-    settings = Settings.from_environment(home=home, host=host, port=port)
+    settings = Settings.from_environment(
+        home=home,
+        host=host,
+        port=port,
+        tls_certificate=tls_cert.absolute() if tls_cert else None,
+        tls_key=tls_key.absolute() if tls_key else None,
+    )
+    _check_tls(settings)
     if processes > 1 and not settings.database_url.startswith("postgres"):
         raise fail(
             "--processes above 1 needs PostgreSQL (HERDER_DATABASE_URL=postgresql://…): "

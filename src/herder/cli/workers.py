@@ -48,6 +48,13 @@ def worker(
             "else HERDER_WORKER_TOKEN. Never on the command line: jobs could read it there"
         ),
     ] = None,
+    ca_file: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="HERDER_CA_FILE",
+            help="an https --server's certificate authority, when not the system's (PEM)",
+        ),
+    ] = None,
     name: Annotated[str | None, typer.Option(help="default: the host name")] = None,
     cpu: Annotated[float | None, typer.Option(help="cores to offer (default: all)")] = None,
     memory_mb: Annotated[int | None, typer.Option(help="memory to offer (default: all)")] = None,
@@ -117,6 +124,7 @@ def worker(
         raise fail(
             "--server is needed to run a worker agent (or: herder worker list|drain|undrain|forget)"
         )
+    from herder.tls import TlsError
     from herder.worker.agent import Agent, WorkerConfig
     from herder.worker.capacity import detect_capacity
     from herder.worker.images import image_cache_bytes
@@ -149,9 +157,13 @@ def worker(
         shutdown_reason=shutdown_reason,
         image_cache_bytes=cache_bytes,
         image_credentials=credentials,
+        ca_file=ca_file.absolute() if ca_file else None,
     )
-
-    _run_agent(Agent(config))
+    try:
+        agent = Agent(config)
+    except TlsError as error:
+        raise fail(str(error)) from None
+    _run_agent(agent)
 
 
 def _labels(given: list[str], pool: str | None) -> dict[str, str]:

@@ -33,6 +33,7 @@ from herder.domain.models import (
     Worker,
 )
 from herder.domain.stats import Stats
+from herder.tls import client_context
 
 # An idle connection is dropped well before the server closes it (``http_head``'s
 # ``SERVER_KEEP_ALIVE_SECONDS``): a request is never sent on one the server is closing.
@@ -59,10 +60,12 @@ class HerderClient(
         timeout: float = 30.0,
         http: httpx.Client | None = None,
         retries: Retries = Retries(),
+        ca_file: Path | None = None,
     ) -> None:
         """``http``: an HTTP client to send through instead of a new one (say, an in-process
         app's test client); it stays open when this client closes. ``retries``: how long a
-        call safe to repeat is tried again while the server is lost for a moment."""
+        call safe to repeat is tried again while the server is lost for a moment. ``ca_file``:
+        the authority that signed an HTTPS server's certificate, when not the system's."""
         self.url = url.rstrip("/")
         self._retries = retries
         self._answered = False  # no answer yet: a refused connection fails at once
@@ -72,6 +75,7 @@ class HerderClient(
             base_url=self.url,
             timeout=timeout,
             limits=httpx.Limits(keepalive_expiry=KEEP_ALIVE_SECONDS),
+            verify=True if ca_file is None else client_context(ca_file),
         )
 
     def __enter__(self) -> Self:

@@ -83,6 +83,7 @@ class WorkerConfig:
     image_cache_bytes: int = DEFAULT_CACHE_BYTES  # its image roots' bound, together
     # how it signs in to those registries, by base URL (HERDER_IMAGE_REGISTRY_CREDENTIALS_FILE)
     image_credentials: dict[str, RegistryCredentials] = field(default_factory=dict)
+    ca_file: Path | None = None  # an https server's certificate authority, when not the system's
 
 
 class Agent:
@@ -93,7 +94,9 @@ class Agent:
     ) -> None:
         """``transport``: how to reach the server, when not over the network (tests)."""
         self.config = config
-        self.connection = ServerConnection(config.server_url, config.token, transport)
+        self.connection = ServerConnection(
+            config.server_url, config.token, transport, ca_file=config.ca_file
+        )
         self.host = AttemptHost(
             config.home,
             config.isolation,

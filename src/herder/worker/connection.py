@@ -32,6 +32,7 @@ from herder.protocol import (
     ReportResult,
     ReportResults,
 )
+from herder.tls import client_context
 
 CLAIM_WAIT_SECONDS = 20.0
 GONE = 410  # the server declared this worker lost: drop everything, register again
@@ -69,8 +70,15 @@ def _refusal(response: httpx.Response) -> CheckpointRefused:
 
 class ServerConnection:
     def __init__(
-        self, server_url: str, token: str, transport: httpx.AsyncBaseTransport | None = None
+        self,
+        server_url: str,
+        token: str,
+        transport: httpx.AsyncBaseTransport | None = None,
+        *,
+        ca_file: Path | None = None,
     ) -> None:
+        """``ca_file``: the authority of an https server's certificate, when not the
+        system's (``TlsError`` when it cannot be read)."""
         self._token = token
         self._secrets: dict[str, str] = {}  # worker id → its secret, in memory only
         self._http = httpx.AsyncClient(
@@ -78,6 +86,7 @@ class ServerConnection:
             base_url=server_url.rstrip("/"),
             timeout=httpx.Timeout(10.0, read=CLAIM_WAIT_SECONDS + 10.0),
             limits=httpx.Limits(max_connections=16, max_keepalive_connections=8),
+            verify=True if ca_file is None else client_context(ca_file),
         )
         self.worker_id = ""
         self.last_contact = time.monotonic()  # when the server last answered at all
