@@ -12,9 +12,12 @@ BENCH_STAMP := $(VENV)/.bench-installed
 # setpriv.
 SYSTEM_PACKAGES := gcc libc6-dev linux-libc-dev nftables iproute2 util-linux
 # What only `make test` needs besides: the browser the dashboard's test drives (Playwright,
-# from the dev extra, uses this system chromium; it never downloads a browser), and the load
-# balancer the scale-out test puts in front of three API processes.
-TEST_PACKAGES := chromium haproxy busybox-static
+# from the dev extra, uses this system chromium; it never downloads a browser), the load
+# balancer the scale-out test puts in front of three API processes, and pg_auto_failover (of
+# the installed PostgreSQL's version) for the database failover test's formation.
+POSTGRES_VERSION := $(shell ls /usr/lib/postgresql 2>/dev/null | sort -V | tail -n 1)
+TEST_PACKAGES := chromium haproxy busybox-static \
+	$(if $(POSTGRES_VERSION),postgresql-$(POSTGRES_VERSION)-auto-failover)
 
 .PHONY: up test lint unit bench postgres redis system-packages test-packages clean
 

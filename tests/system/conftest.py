@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -311,6 +311,28 @@ def system_postgres_url(postgres_template: str) -> Iterator[str]:
 def module_postgres_url(postgres_template: str) -> Iterator[str]:
     """A PostgreSQL database for a module's shared cluster."""
     yield from fresh_postgres_url(postgres_template)
+
+
+@contextlib.contextmanager
+def scripted_database(
+    start: Sequence[str | Path], stop: Sequence[str | Path], what: str, **environment: str
+) -> Iterator[str]:
+    """A database a script starts and prints the URL of (``scripts/test-postgres.sh``,
+    ``scripts/ha-postgres.sh``), stopped by ``stop`` afterwards however the test ends. One
+    that cannot be started fails the test under CI and skips it elsewhere."""
+    started = subprocess.run(
+        start, capture_output=True, text=True, check=False, timeout=180,
+        env={**os.environ, **environment},
+    )  # fmt: skip
+    try:
+        if started.returncode != 0:
+            message = f"no {what}: {started.stderr.strip()[-2000:]}"
+            if os.environ.get("CI"):
+                pytest.fail(message)
+            pytest.skip(message)
+        yield started.stdout.strip()
+    finally:
+        subprocess.run(stop, check=False, timeout=60)
 
 
 def processes_matching(marker: str) -> list[int]:

@@ -10,7 +10,6 @@ PostgreSQL here is a server of the test's own (``scripts/test-postgres.sh``), st
 
 from __future__ import annotations
 
-import os
 import subprocess
 import tempfile
 import time
@@ -22,7 +21,7 @@ import httpx
 import pytest
 
 from herder.domain.states import RunState
-from tests.system.conftest import HERDER, START_SECONDS, Cluster, wait_until
+from tests.system.conftest import HERDER, START_SECONDS, Cluster, scripted_database, wait_until
 
 pytestmark = [pytest.mark.system, pytest.mark.postgres]
 
@@ -45,22 +44,10 @@ class OwnPostgres:
 @pytest.fixture
 def own_postgres() -> Iterator[OwnPostgres]:
     directory = Path(tempfile.mkdtemp(prefix="herder-test-postgres-"))  # postgres must reach it
-    started = subprocess.run(  # durable: an acknowledged commit survives the crash
-        [SCRIPT, "start", directory],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, "DURABLE": "1"},
-    )
-    try:
-        if started.returncode != 0:
-            message = f"no PostgreSQL server of the test's own: {started.stderr.strip()}"
-            if os.environ.get("CI"):
-                pytest.fail(message)
-            pytest.skip(message)
-        yield OwnPostgres(directory, started.stdout.strip())
-    finally:
-        subprocess.run([SCRIPT, "stop", directory], check=False)
+    start, stop = (SCRIPT, "start", directory), (SCRIPT, "stop", directory)
+    # durable: a commit acknowledged before the crash is there after it
+    with scripted_database(start, stop, "PostgreSQL server of the test's own", DURABLE="1") as url:
+        yield OwnPostgres(directory, url)
 
 
 def test_a_lost_database_is_a_503_to_wait_out_and_the_system_goes_on(

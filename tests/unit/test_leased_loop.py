@@ -4,6 +4,7 @@ the test's thread until the clock passes an end time, then reads what it did."""
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 from collections.abc import Callable
@@ -279,6 +280,24 @@ def test_an_error_in_a_step_pauses_the_loop_and_it_goes_on(
     assert world.steps[1] == (START + ERROR_PAUSE_SECONDS, 1), "it stepped again after"
     assert len(world.leases.named("acquire")) == 1, "an error in a step keeps the lease"
     assert str(error) in caplog.text
+
+
+def test_an_outage_is_said_once_and_its_end_too(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    def step(loop: LeasedLoop) -> float:
+        if len(world.steps) <= 5:
+            raise Unavailable("the database is unavailable: connection refused")
+        return 0.25
+
+    with caplog.at_level(logging.WARNING, logger="herder.control"):
+        world.run(6 * ERROR_PAUSE_SECONDS + 0.1, step)
+    said = [record.getMessage() for record in caplog.records]
+    assert said == [
+        "loop: the database is unavailable: connection refused; trying again every 1.0s, "
+        "quietly until it works",
+        "loop: the store answers again after 5.0 s",
+    ]
 
 
 def test_a_notice_during_a_step_wakes_the_next_pass_at_once(world: World) -> None:

@@ -71,6 +71,7 @@ class LeasedLoop:
         self._placement = placement
         self._on_held = on_held
         self.fencing: int | None = None  # set while this process holds the lease
+        self._failing_since: float | None = None  # the store has failed each pass since
 
     @property
     def _renew_every(self) -> float:
@@ -89,6 +90,7 @@ class LeasedLoop:
         while not self._stop.is_set():
             try:
                 if not self._hold(renewed_at):
+                    self._recovered()
                     step_at = 0.0  # a holder again steps at once
                     self._stop.wait(self._renew_every)
                     continue
@@ -97,6 +99,7 @@ class LeasedLoop:
                 if time.monotonic() >= step_at:
                     with metrics.loop_pass(self.name):
                         step_at = time.monotonic() + self._step()
+                self._recovered()
                 if self._hand_over():
                     step_at = 0.0
                     self._stop.wait(self._renew_every)  # for the successor to take it
@@ -107,7 +110,7 @@ class LeasedLoop:
                     step_at = 0.0  # a notice: step now, whatever the last step asked
                 self._wake.clear()
             except HerderError as error:  # the store wraps driver errors as these
-                log.warning("%s: %s; trying again in %ss", self.name, error, ERROR_PAUSE_SECONDS)
+                self._failed(error)
                 self._stop.wait(ERROR_PAUSE_SECONDS)
             except Exception:  # a bug: say so loudly, but keep the loop (nothing else runs it)
                 log.exception("%s: unexpected error; trying again in %ss", self.name,
@@ -119,6 +122,22 @@ class LeasedLoop:
             except HerderError as error:  # it will expire by itself
                 log.warning("%s: could not release the lease: %s", self.name, error)
             self._let_go()
+
+    def _failed(self, error: HerderError) -> None:
+        """Said once an outage (a database failing over fails every pass for seconds, and
+        a dozen loops saying so each second buried everything else), then quietly."""
+        if self._failing_since is None:
+            self._failing_since = time.monotonic()
+            log.warning("%s: %s; trying again every %ss, quietly until it works",
+                        self.name, error, ERROR_PAUSE_SECONDS)  # fmt: skip
+        else:
+            log.debug("%s: %s", self.name, error)
+
+    def _recovered(self) -> None:
+        if self._failing_since is not None:
+            log.warning("%s: the store answers again after %.1f s", self.name,
+                        time.monotonic() - self._failing_since)  # fmt: skip
+            self._failing_since = None
 
     def _hold(self, renewed_at: float) -> bool:
         """Take the lease, or renew it when due; ``False`` while another process holds it."""
