@@ -35,7 +35,7 @@ from herder.protocol import Directives, Heartbeat, RegisterReply, RegisterReques
 from herder.worker.address import local_address
 from herder.worker.attempts import AttemptRunner, LiveAttempt
 from herder.worker.cache import ArtifactCache
-from herder.worker.connection import RegistrationOver, ServerConnection
+from herder.worker.connection import RegistrationOver, ServerConnection, described
 from herder.worker.host import AttemptHost
 from herder.worker.images import DEFAULT_CACHE_BYTES, ImageStore
 from herder.worker.isolation import Isolation
@@ -249,7 +249,7 @@ class Agent:
                 return
             except httpx.HTTPError as error:
                 failures += 1
-                log.warning("claim failed: %s", error)
+                log.warning("claim failed: %s", described(error))
                 await asyncio.sleep(backoff(failures))
                 continue
             self._obey(reply)
@@ -310,7 +310,7 @@ class Agent:
                 self._gone.set()
                 return
             except httpx.HTTPError as error:
-                log.warning("heartbeat failed: %s", error)
+                log.warning("heartbeat failed: %s", described(error))
 
     async def _watchdog(self, lease: float) -> None:
         """Kill our attempts once the server has been silent longer than our lease: by then

@@ -68,6 +68,20 @@ def _refusal(response: httpx.Response) -> CheckpointRefused:
     return refusal(detail or f"HTTP {response.status_code}")
 
 
+def described(error: httpx.HTTPError) -> str:
+    """An HTTP failure on one line, with the server's own detail when it gave one (httpx's
+    text for a status spans lines and ends with a link to a page on status codes)."""
+    if not isinstance(error, httpx.HTTPStatusError):
+        return str(error) or type(error).__name__
+    response = error.response
+    try:
+        detail = str(response.json().get("detail", ""))
+    except (ValueError, AttributeError):
+        detail = ""
+    said = f"HTTP {response.status_code} from {error.request.url.path}"
+    return f"{said}: {' '.join(detail.split())}" if detail else said
+
+
 class ServerConnection:
     def __init__(
         self,

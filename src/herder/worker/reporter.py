@@ -25,7 +25,7 @@ import httpx
 
 from herder.protocol import Completion, HeldAttempt, OutputChunk, Report
 from herder.worker.attempts import LiveAttempt
-from herder.worker.connection import ServerConnection
+from herder.worker.connection import ServerConnection, described
 from herder.worker.output import Chunk
 
 log = logging.getLogger("herder.worker")
@@ -195,7 +195,7 @@ class Reporter:
         try:
             results = await self._connection.report(worker_id, report)
         except httpx.HTTPError as error:
-            log.warning("report failed, will retry: %s", error)
+            log.warning("report failed, will retry: %s", described(error))
             return False
         for completion in report.completions:  # answered: accepted or refused
             self._unreported.discard((worker_id, completion.attempt_id, completion.attempt))
