@@ -16,10 +16,10 @@ SYSTEM_PACKAGES := gcc libc6-dev linux-libc-dev nftables iproute2 util-linux
 # balancer the scale-out test puts in front of three API processes, and pg_auto_failover (of
 # the installed PostgreSQL's version) for the database failover test's formation.
 POSTGRES_VERSION := $(shell ls /usr/lib/postgresql 2>/dev/null | sort -V | tail -n 1)
-TEST_PACKAGES := chromium haproxy busybox-static \
-	$(if $(POSTGRES_VERSION),postgresql-$(POSTGRES_VERSION)-auto-failover)
+FAILOVER_PACKAGES := $(if $(POSTGRES_VERSION),postgresql-$(POSTGRES_VERSION)-auto-failover)
+TEST_PACKAGES := chromium haproxy busybox-static $(FAILOVER_PACKAGES)
 
-.PHONY: up test lint unit bench postgres redis system-packages test-packages clean
+.PHONY: up test lint unit bench postgres redis system-packages test-packages failover-packages clean
 
 # Each slow step says what it does first: a first `make up` is quiet for a minute otherwise.
 $(BIN)/python:
@@ -60,6 +60,9 @@ system-packages:
 test-packages:
 	$(call install_missing,$(TEST_PACKAGES),the dashboard's browser test needs them)
 
+failover-packages:
+	$(call install_missing,$(FAILOVER_PACKAGES),the failover scenario needs them)
+
 # `make up PORT=9090` (the API's port) and `make up ARGS="--home /srv/herder"` (any of
 # `herder up --help`) pass through to herder up.
 PORT ?=
@@ -86,7 +89,7 @@ unit: $(DEV_STAMP)
 redis:
 	scripts/ensure-redis.sh
 
-bench: system-packages $(BENCH_STAMP) postgres redis
+bench: system-packages failover-packages $(BENCH_STAMP) postgres redis
 	$(BIN)/python -m bench.run
 
 clean:

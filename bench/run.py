@@ -19,6 +19,7 @@ from bench import (
     delayed,
     dispatch,
     events,
+    failover,
     forecast_accuracy,
     history_scale,
     images,
@@ -89,6 +90,7 @@ def main() -> None:
             "events",
             "forecast-accuracy",
             "images",
+            "failover",
             "all",
         ],
         default="all",
@@ -122,6 +124,8 @@ def main() -> None:
         run_checkpoints(options)
     if options.scenario in ("images", "all"):
         run_images()
+    if options.scenario in ("failover", "all"):
+        run_failover(options)
     if options.scenario == "history":  # not in "all": ten million runs take a while to make
         run_history()
 
@@ -237,6 +241,27 @@ def run_api_processes() -> None:
     command = " ".join(["python -m bench.run", *sys.argv[1:]])
     now = datetime.datetime.now(datetime.UTC)
     _append(api_processes.section(results, machine.describe(), now, command))
+
+
+def run_failover(options: argparse.Namespace) -> None:
+    """The primary lost under load, at each isolation asked for (``--isolation``)."""
+    chosen = (
+        [Isolation.NONE, Isolation.SANDBOX]
+        if options.isolation == "both"
+        else [Isolation(options.isolation)]
+    )
+    results = []
+    for isolation in chosen:
+        work = WORK / f"failover-{isolation.value}"
+        shutil.rmtree(work, ignore_errors=True)
+        try:
+            results.append(failover.measure(work, isolation))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        print(f"{results[-1].line()} (worker isolation {isolation.value})")
+    command = " ".join(["python -m bench.run", *sys.argv[1:]])
+    now = datetime.datetime.now(datetime.UTC)
+    _append(failover.section(results, machine.describe(), now, command))
 
 
 def run_history() -> None:

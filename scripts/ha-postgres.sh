@@ -5,6 +5,7 @@
 #
 #   scripts/ha-postgres.sh up DIR        make and start it; prints Herder's database URL
 #   scripts/ha-postgres.sh status DIR    the nodes' states, as the monitor sees them
+#   scripts/ha-postgres.sh events DIR    the monitor's last 40 events (each state change, why)
 #   scripts/ha-postgres.sh primary DIR   the number (1 or 2) of the node that is primary now
 #   scripts/ha-postgres.sh crash DIR N   kill -9 node N's keeper and postgres: a machine lost
 #   scripts/ha-postgres.sh start DIR N   start node N again: it rejoins as a standby
@@ -100,6 +101,9 @@ up)
     ;;
 status)
     autoctl show state --pgdata "$directory/monitor"
+    ;;
+events)
+    autoctl show events --pgdata "$directory/monitor" --count 40
     ;;
 primary)
     for node in 1 2; do
