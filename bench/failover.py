@@ -43,8 +43,8 @@ from herder.worker.isolation import Isolation
 
 SCRIPT = Path(__file__).parents[1] / "scripts" / "ha-postgres.sh"
 EVERY_SECOND = "* * * * * *"
-LOAD_BEFORE_SECONDS = 3.0  # steady load before the kill
-ACKNOWLEDGED_AFTER = 20  # submissions acknowledged after each loss before the next step
+LOAD_BEFORE_SECONDS = 2.0  # steady load before the kill
+ACKNOWLEDGED_AFTER = 10  # submissions acknowledged after each loss before the next step
 STEP_TIMEOUT_SECONDS = 120.0
 TERMINAL = [state.value for state in RunState if state.is_terminal]
 CHAIN = [
