@@ -23,10 +23,10 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, timedelta
 from pathlib import Path
-from typing import Any
 
 import httpx
 from sqlalchemy import ColumnElement, func, select
@@ -137,7 +137,7 @@ class Load:
 
 
 def _until(
-    condition: Any,
+    condition: Callable[[], bool],
     what: str,
     formation: Formation | None = None,
     timeout: float = STEP_TIMEOUT_SECONDS,

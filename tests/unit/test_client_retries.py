@@ -157,3 +157,18 @@ def test_each_retry_is_told_with_its_pause(clock: SleepingTime) -> None:
     notice = Retries(on_retry=lambda failure, pause: told.append((failure.status, pause)))  # type: ignore[union-attr]
     client_of(Server([unavailable(), job()]), notice).get_job("job_1")
     assert told == [(503, 1.0)]
+
+
+@pytest.mark.parametrize(("said", "waited"), [("86400", 5.0), ("-3", 0.0)])
+def test_a_retry_after_is_bounded(clock: SleepingTime, said: str, waited: float) -> None:
+    """A proxy's or a hostile server's Retry-After never parks a call for a day."""
+    client_of(Server([unavailable(retry_after=said), job()])).get_job("job_1")
+    assert clock.pauses == [waited]
+
+
+def test_a_retry_after_that_is_no_number_is_none(clock: SleepingTime) -> None:
+    """Herder sends whole seconds: anything else makes the 503 a lasting one, not retried."""
+    server = Server([unavailable(retry_after="soon"), job()])
+    with pytest.raises(ApiError):
+        client_of(server).get_job("job_1")
+    assert len(server.requests) == 1
