@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from alembic import command
-from alembic.config import Config
-from sqlalchemy import Engine
+if TYPE_CHECKING:  # the CLI imports ``compatibility`` for its error: Alembic loads on use
+    from alembic.config import Config
+    from sqlalchemy import Engine
 
 
 class Database(Protocol):
@@ -21,6 +21,8 @@ _HERE = Path(__file__).parent
 
 
 def alembic_config(database: Database) -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(_HERE))
     config.attributes["engine"] = database.engine
@@ -28,4 +30,6 @@ def alembic_config(database: Database) -> Config:
 
 
 def upgrade_to_head(database: Database) -> None:
+    from alembic import command
+
     command.upgrade(alembic_config(database), "head")

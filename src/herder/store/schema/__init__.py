@@ -38,6 +38,7 @@ from herder.store.schema.base import metadata as metadata
 from herder.store.schema.checkpoints import checkpoint_chunks as checkpoint_chunks
 from herder.store.schema.checkpoints import checkpoint_contents as checkpoint_contents
 from herder.store.schema.checkpoints import checkpoints as checkpoints
+from herder.store.schema.compatibility import schema_compatibility as schema_compatibility
 from herder.store.schema.events import events as events
 from herder.store.schema.events import hook_deliveries as hook_deliveries
 from herder.store.schema.events import hooks as hooks

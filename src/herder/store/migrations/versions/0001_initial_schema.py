@@ -1,5 +1,7 @@
 """initial schema
 
+Online: new tables only.
+
 Revision ID: 0001
 Revises:
 Create Date: 2026-11-21
@@ -17,6 +19,7 @@ revision = "0001"
 down_revision = None
 branch_labels = None
 depends_on = None
+online = True
 
 
 def upgrade() -> None:

@@ -1,5 +1,8 @@
 """retries, deadlines and reruns
 
+Not online: indexes on runs and attempts are built in one statement, which blocks their writers
+while it runs.
+
 Revision ID: 0002
 Revises: 0001
 Create Date: 2026-11-21
@@ -16,6 +19,7 @@ revision = "0002"
 down_revision = "0001"
 branch_labels = None
 depends_on = None
+online = False
 
 
 def upgrade() -> None:

@@ -1,5 +1,7 @@
 """schedules
 
+Online: new tables only.
+
 Revision ID: 0003
 Revises: 0002
 Create Date: 2026-11-21
@@ -17,6 +19,7 @@ revision = "0003"
 down_revision = "0002"
 branch_labels = None
 depends_on = None
+online = True
 
 
 def upgrade() -> None:

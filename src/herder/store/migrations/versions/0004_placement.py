@@ -1,5 +1,8 @@
 """placement
 
+Not online: attempts' unique key is rebuilt, and running attempts updated, in one statement
+each.
+
 Revision ID: 0004
 Revises: 0003
 Create Date: 2026-11-21
@@ -17,6 +20,7 @@ revision = "0004"
 down_revision = "0003"
 branch_labels = None
 depends_on = None
+online = False
 
 
 def upgrade() -> None:

@@ -1,5 +1,7 @@
 """worker secrets
 
+Online: a nullable column.
+
 Revision ID: 0005
 Revises: 0004
 Create Date: 2026-11-23
@@ -14,6 +16,7 @@ revision = "0005"
 down_revision = "0004"
 branch_labels = None
 depends_on = None
+online = True
 
 
 def upgrade() -> None:

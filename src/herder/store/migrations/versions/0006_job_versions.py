@@ -1,5 +1,7 @@
 """job versions
 
+Online: a column with a default.
+
 Revision ID: 0006
 Revises: 0005
 Create Date: 2026-11-23
@@ -14,6 +16,7 @@ revision = "0006"
 down_revision = "0005"
 branch_labels = None
 depends_on = None
+online = True
 
 
 def upgrade() -> None:

@@ -1,5 +1,7 @@
 """workflows
 
+Not online: a unique index on runs is built in one statement.
+
 Revision ID: 0007
 Revises: 0006
 Create Date: 2026-11-24
@@ -17,6 +19,7 @@ revision = "0007"
 down_revision = "0006"
 branch_labels = None
 depends_on = None
+online = False
 
 
 def upgrade() -> None:

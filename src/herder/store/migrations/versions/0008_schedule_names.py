@@ -1,5 +1,7 @@
 """schedule names
 
+Not online: a unique index on schedules is built in one statement.
+
 Revision ID: 0008
 Revises: 0007
 Create Date: 2026-11-25
@@ -14,6 +16,7 @@ revision = "0008"
 down_revision = "0007"
 branch_labels = None
 depends_on = None
+online = False
 
 
 def upgrade() -> None:

@@ -1,5 +1,7 @@
 """runs by tenant and end time, for the overview's recent window
 
+Not online: an index on runs is built in one statement.
+
 Revision ID: 0009
 Revises: 0008
 Create Date: 2026-11-24
@@ -14,6 +16,7 @@ revision = "0009"
 down_revision = "0008"
 branch_labels = None
 depends_on = None
+online = False
 
 
 def upgrade() -> None:

@@ -1,5 +1,7 @@
 """alerts: channels, rules, incidents, deliveries; runs and workflow runs by end time
 
+Not online: indexes on runs and workflow_runs are built in one statement each.
+
 Revision ID: 0010
 Revises: 0009
 Create Date: 2026-11-24
@@ -16,6 +18,7 @@ revision = "0010"
 down_revision = "0009"
 branch_labels = None
 depends_on = None
+online = False
 
 ID = sa.String(length=40)
 # The alert evaluator's reads of what ended: only ended rows are in them.

@@ -1,5 +1,7 @@
 """tenant administration: API keys' expiry and last use; the audit log
 
+Online: nullable columns and a new table.
+
 Revision ID: 0011
 Revises: 0010
 Create Date: 2026-11-24
@@ -16,6 +18,7 @@ revision = "0011"
 down_revision = "0010"
 branch_labels = None
 depends_on = None
+online = True
 
 ID = sa.String(length=40)
 

@@ -1,5 +1,7 @@
 """secrets: a tenant's named values, sealed with the server's key
 
+Online: a new table.
+
 Revision ID: 0012
 Revises: 0011
 Create Date: 2026-11-24
@@ -16,6 +18,7 @@ revision = "0012"
 down_revision = "0011"
 branch_labels = None
 depends_on = None
+online = True
 
 ID = sa.String(length=40)
 

@@ -1,5 +1,7 @@
 """submit_buckets: each rate-limited tenant's token bucket, shared by every API process
 
+Online: a new table.
+
 Revision ID: 0013
 Revises: 0012
 Create Date: 2026-11-24
@@ -14,6 +16,7 @@ revision = "0013"
 down_revision = "0012"
 branch_labels = None
 depends_on = None
+online = True
 
 
 def upgrade() -> None:

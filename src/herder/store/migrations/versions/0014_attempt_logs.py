@@ -1,5 +1,7 @@
 """attempt_logs: an ended attempt's output compacted into one compressed blob
 
+Online: a new table.
+
 Revision ID: 0014
 Revises: 0013
 Create Date: 2026-11-24
@@ -16,6 +18,7 @@ revision = "0014"
 down_revision = "0013"
 branch_labels = None
 depends_on = None
+online = True
 
 ID = sa.String(length=40)
 

@@ -1,6 +1,8 @@
 """history in time slices: tenants' retention; on PostgreSQL runs, attempts, run events and
 log chunks partitioned by week, runs' unique keys in guard tables
 
+Not online: the history tables are rewritten in one transaction.
+
 Revision ID: 0015
 Revises: 0014
 Create Date: 2026-11-24
@@ -19,6 +21,7 @@ revision = "0015"
 down_revision = "0014"
 branch_labels = None
 depends_on = None
+online = False
 
 
 def upgrade() -> None:

@@ -4,6 +4,8 @@ A migration does not hold the server's key, so it cannot seal: the plain secret 
 ``plain_secret`` (nullable) beside the sealed columns, and the first server or scheduler with
 a keyring to start seals it and clears the column (``ChannelSecrets.seal_plain``).
 
+Not online: alert_channels.secret is renamed, which older servers read by its old name.
+
 Revision ID: 0016
 Revises: 0015
 Create Date: 2026-11-24
@@ -18,6 +20,7 @@ revision = "0016"
 down_revision = "0015"
 branch_labels = None
 depends_on = None
+online = False
 
 
 def upgrade() -> None:

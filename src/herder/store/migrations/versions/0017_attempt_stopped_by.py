@@ -4,6 +4,8 @@ On PostgreSQL the column reaches the attached slices of ``attempts`` through the
 table; a slice detached and not yet exported to the cold tier gets it too, since the export
 reads a slice as the table's columns.
 
+Online: a nullable column.
+
 Revision ID: 0017
 Revises: 0016
 Create Date: 2026-11-27
@@ -20,6 +22,7 @@ revision = "0017"
 down_revision = "0016"
 branch_labels = None
 depends_on = None
+online = True
 
 
 def upgrade() -> None:

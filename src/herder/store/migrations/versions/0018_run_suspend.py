@@ -6,6 +6,8 @@ use up no try. On PostgreSQL the columns reach the attached slices of ``runs`` t
 partitioned table; a slice detached and not yet exported to the cold tier gets them too,
 since the export reads a slice as the table's columns.
 
+Online: columns with constant defaults, which PostgreSQL adds without a rewrite.
+
 Revision ID: 0018
 Revises: 0017
 Create Date: 2026-11-28
@@ -22,6 +24,7 @@ revision = "0018"
 down_revision = "0017"
 branch_labels = None
 depends_on = None
+online = True
 
 
 def upgrade() -> None:

@@ -6,6 +6,8 @@ On PostgreSQL the column reaches the attached slices of ``attempts`` through the
 table; a slice detached and not yet exported to the cold tier gets it too, since the export
 reads a slice as the table's columns.
 
+Online: new tables and a nullable column.
+
 Revision ID: 0019
 Revises: 0018
 Create Date: 2026-11-28
@@ -23,6 +25,7 @@ revision = "0019"
 down_revision = "0018"
 branch_labels = None
 depends_on = None
+online = True
 
 
 def upgrade() -> None:

@@ -4,6 +4,8 @@ the cold store) and since when no checkpoint names it (issue 24)
 Contents saved before this revision are all in the database: one row each, from the
 checkpoints that name them.
 
+Online: a new table, filled from checkpoints (one row per live run's checkpoint).
+
 Revision ID: 0020
 Revises: 0019
 Create Date: 2026-11-28
@@ -20,6 +22,7 @@ revision = "0020"
 down_revision = "0019"
 branch_labels = None
 depends_on = None
+online = True
 
 
 def upgrade() -> None:

@@ -4,6 +4,8 @@ On PostgreSQL the history columns reach the attached slices of ``runs`` and ``at
 through the partitioned tables; a slice detached and not yet exported to the cold tier gets
 them too, since the export reads a slice as the table's columns.
 
+Online: new tables, and columns nullable or with constant defaults.
+
 Revision ID: 0021
 Revises: 0020
 Create Date: 2026-11-28
@@ -21,6 +23,7 @@ revision = "0021"
 down_revision = "0020"
 branch_labels = None
 depends_on = None
+online = True
 
 _HISTORY_COLUMNS = {
     "runs": "pool VARCHAR(64)",

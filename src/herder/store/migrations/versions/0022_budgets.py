@@ -1,5 +1,7 @@
 """tenant_budgets and usage_charges: time budgets and what runs used against them (issue 25)
 
+Online: new tables.
+
 Revision ID: 0022
 Revises: 0021
 Create Date: 2026-11-28
@@ -16,6 +18,7 @@ revision = "0022"
 down_revision = "0021"
 branch_labels = None
 depends_on = None
+online = True
 
 
 def upgrade() -> None:

@@ -1,5 +1,7 @@
 """runs.run_at: a delayed run is ``scheduled`` until then (issue 26)
 
+Not online: an index on runs is built in one statement.
+
 Revision ID: 0023
 Revises: 0022
 Create Date: 2026-11-28
@@ -17,6 +19,7 @@ revision = "0023"
 down_revision = "0022"
 branch_labels = None
 depends_on = None
+online = False
 
 
 def upgrade() -> None:

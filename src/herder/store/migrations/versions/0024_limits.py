@@ -1,5 +1,7 @@
 """limits and run_limit_keys; runs.limit_keys: flow control by key (issue 26)
 
+Online: new tables and a nullable column.
+
 Revision ID: 0024
 Revises: 0023
 Create Date: 2026-11-28
@@ -17,6 +19,7 @@ revision = "0024"
 down_revision = "0023"
 branch_labels = None
 depends_on = None
+online = True
 
 
 def upgrade() -> None:

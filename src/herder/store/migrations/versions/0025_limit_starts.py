@@ -1,5 +1,7 @@
 """limit_starts: when each rate-limited key's runs started (issue 26)
 
+Online: a new table.
+
 Revision ID: 0025
 Revises: 0024
 Create Date: 2026-11-28
@@ -16,6 +18,7 @@ revision = "0025"
 down_revision = "0024"
 branch_labels = None
 depends_on = None
+online = True
 
 
 def upgrade() -> None:

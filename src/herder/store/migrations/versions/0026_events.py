@@ -1,6 +1,8 @@
 """events, triggers, hooks, hook_deliveries, run_waits: work started by events, and
 workflow tasks that wait for them (issue 27)
 
+Online: new tables.
+
 Revision ID: 0026
 Revises: 0025
 Create Date: 2026-11-28
@@ -17,6 +19,7 @@ revision = "0026"
 down_revision = "0025"
 branch_labels = None
 depends_on = None
+online = True
 
 
 def _owned(name: str, *columns: sa.Column) -> None:  # type: ignore[type-arg]

@@ -1,6 +1,8 @@
 """runs and workflow_runs: deadline_at, deadline_missed_at and their indexes;
 workflow_runs.deadline (issue 27)
 
+Not online: indexes on runs and workflow_runs are built in one statement each.
+
 Revision ID: 0027
 Revises: 0026
 Create Date: 2026-11-28
@@ -18,6 +20,7 @@ revision = "0027"
 down_revision = "0026"
 branch_labels = None
 depends_on = None
+online = False
 
 _COLUMNS = ("deadline_at", "deadline_missed_at")
 

@@ -2,6 +2,8 @@
 are accepted once whatever its unsigned headers say; an index to prune refused deliveries
 sooner than accepted ones (issue 40)
 
+Not online: a unique index on hook_deliveries is built in one statement.
+
 Revision ID: 0028
 Revises: 0027
 Create Date: 2026-12-06
@@ -16,6 +18,7 @@ revision = "0028"
 down_revision = "0027"
 branch_labels = None
 depends_on = None
+online = False
 
 
 def upgrade() -> None:

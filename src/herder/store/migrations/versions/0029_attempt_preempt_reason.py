@@ -6,6 +6,8 @@ On PostgreSQL the column reaches the attached slices of ``attempts`` through the
 table; a slice detached and not yet exported to the cold tier gets it too, since the export
 reads a slice as the table's columns.
 
+Online: a nullable column.
+
 Revision ID: 0029
 Revises: 0028
 Create Date: 2026-12-06
@@ -22,6 +24,7 @@ revision = "0029"
 down_revision = "0028"
 branch_labels = None
 depends_on = None
+online = True
 
 
 def upgrade() -> None:

@@ -1,6 +1,8 @@
 """limit_last_starts: when each key of a limit last started a run, for the keys to take
 turns by the starts they had (issue 41)
 
+Online: a new table.
+
 Revision ID: 0030
 Revises: 0029
 Create Date: 2026-12-06
@@ -17,6 +19,7 @@ revision = "0030"
 down_revision = "0029"
 branch_labels = None
 depends_on = None
+online = True
 
 
 def upgrade() -> None:
