@@ -92,6 +92,7 @@ LONGEST_MODULES = {  # seconds, summed over their tests, in a CI run beside the 
     "tests/system/test_checkpoint_attacks.py": 72,
     "tests/system/test_autoscaling.py": 70,
     "tests/system/test_failover.py": 74,  # its first CI run (2026-12-06 21:04)
+    "tests/system/test_rolling_restart.py": 90,  # 48 s alone; guessed beside the suite
     "tests/integration/test_contract.py": 53,
     "tests/system/test_schedules.py": 41,
     "tests/system/test_workflows.py": 40,

@@ -58,7 +58,7 @@ def serve_processes(settings: Settings, processes: int, *, with_scheduler: bool)
     deadline = None
     while children:
         if stopping and deadline is None:
-            deadline = time.monotonic() + WORKER_STOP_SECONDS
+            deadline = time.monotonic() + settings.drain_seconds + WORKER_STOP_SECONDS
         pid, status = os.waitpid(-1, os.WNOHANG if stopping else 0)
         if pid == 0:  # stopping: wait for the rest, then kill what lingers
             if deadline is not None and time.monotonic() > deadline:
@@ -103,7 +103,7 @@ def _api(settings: Settings, listening: socket.socket) -> None:
     store = _server_store(settings)
     try:
         app = create_app(store, settings)
-        Server(api_config(app, settings), app.state.wakeups).run(sockets=[listening])
+        Server(api_config(app, settings), app).run(sockets=[listening])
     finally:
         store.close()
 

@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -172,20 +173,22 @@ def stop_process(process: subprocess.Popen[bytes]) -> None:
 class Server(uvicorn.Server):
     """Answers open long-polls as soon as a stop is asked for, so stopping takes no longer
     than the requests in flight; calls ``when_listening`` once it accepts connections. At the
-    first SIGINT or SIGTERM, ``before_exit`` runs (in a thread: the API keeps serving) before
-    the API stops; a second signal stops it at once."""
+    first SIGINT or SIGTERM it drains: ``/readyz`` answers 503 for the app's
+    ``drain_seconds`` while it serves on, so a load balancer takes it out before it stops
+    taking connections; then ``before_exit`` runs (in a thread: the API keeps serving) before
+    the API stops. A second signal stops it at once."""
 
     def __init__(
         self,
         config: uvicorn.Config,
-        wakeups: Wakeups,
+        app: FastAPI,
         when_listening: Callable[[], None] = lambda: None,
         before_exit: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(config)
-        self._wakeups = wakeups
+        self._wakeups: Wakeups = app.state.wakeups
         self._when_listening = when_listening
-        self._before_exit = before_exit
+        self._before_exit = _after_draining(app, before_exit)
         self._exiting: threading.Thread | None = None
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
@@ -214,6 +217,25 @@ class Server(uvicorn.Server):
         finally:
             self._wakeups.close()
             super().handle_exit(sig, frame)
+
+
+def _after_draining(
+    app: FastAPI, before_exit: Callable[[], None] | None
+) -> Callable[[], None] | None:
+    """What runs at the first signal: the drain (when the settings ask for one), then
+    ``before_exit``."""
+    seconds = app.state.settings.drain_seconds
+    if seconds <= 0:
+        return before_exit
+
+    def drain_then_exit() -> None:
+        app.state.draining.set()
+        log.info("draining: /readyz answers 503 for %gs before the API stops", seconds)
+        time.sleep(seconds)  # the balancer's checks see it; requests still reaching us are served
+        if before_exit is not None:
+            before_exit()
+
+    return drain_then_exit
 
 
 def api_config(app: FastAPI, settings: Settings, **listening: Any) -> uvicorn.Config:
@@ -260,7 +282,7 @@ def serve(
         worker = start_local_worker(settings, prepared.worker_token, prepared.ca_file)
     local = worker
     before_exit = None if local is None else lambda: stop_local_worker(prepared, local, say)
-    server = Server(config, app.state.wakeups, start_loops, before_exit)
+    server = Server(config, app, start_loops, before_exit)
     try:
         server.run()
     finally:

@@ -46,6 +46,9 @@ class Settings:
     # the API serves HTTPS with these (PEM), both or neither: HERDER_TLS_CERT, HERDER_TLS_KEY
     tls_certificate: Path | None = None
     tls_key: Path | None = None
+    # Stopping, the API answers /readyz 503 this long while it still serves, so a load
+    # balancer's health checks take it out before it stops taking connections
+    drain_seconds: float = 0.0
 
     @classmethod
     def from_environment(
@@ -56,6 +59,7 @@ class Settings:
         port: int | None = None,
         tls_certificate: Path | None = None,
         tls_key: Path | None = None,
+        drain_seconds: float | None = None,
     ) -> Settings:
         home = (home or Path(os.environ.get("HERDER_HOME", DEFAULT_HOME))).absolute()
         url = os.environ.get("HERDER_DATABASE_URL") or sqlite_url(home / "herder.db")
@@ -83,6 +87,11 @@ class Settings:
             image_registries=parse_registries(os.environ.get(REGISTRIES_VARIABLE, "")),
             tls_certificate=tls_certificate or _path(os.environ.get("HERDER_TLS_CERT")),
             tls_key=tls_key or _path(os.environ.get("HERDER_TLS_KEY")),
+            drain_seconds=(
+                drain_seconds
+                if drain_seconds is not None
+                else float(os.environ.get("HERDER_DRAIN_SECONDS", "0"))
+            ),
         )
 
     @property

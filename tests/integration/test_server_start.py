@@ -6,11 +6,14 @@ not yet reach the server)."""
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 
 import uvicorn
+from fastapi import FastAPI
 
 from herder.api.wakeups import Wakeups
 from herder.server import Server
+from herder.settings import Settings, sqlite_url
 
 
 def _free_port() -> int:
@@ -24,7 +27,7 @@ async def _nothing(scope: object, receive: object, send: object) -> None:
     """An ASGI app that is never called: the test only connects."""
 
 
-def test_what_starts_with_the_server_starts_once_it_accepts_connections() -> None:
+def test_what_starts_with_the_server_starts_once_it_accepts_connections(tmp_path: Path) -> None:
     port = _free_port()
     config = uvicorn.Config(_nothing, host="127.0.0.1", port=port, lifespan="off")
     reachable: list[bool] = []
@@ -34,6 +37,9 @@ def test_what_starts_with_the_server_starts_once_it_accepts_connections() -> Non
             reachable.append(True)
         server.should_exit = True
 
-    server = Server(config, Wakeups(), when_listening)
+    app = FastAPI()
+    app.state.wakeups = Wakeups()
+    app.state.settings = Settings(home=tmp_path, database_url=sqlite_url(tmp_path / "unused.db"))
+    server = Server(config, app, when_listening)
     server.run()
     assert reachable == [True]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,6 +19,7 @@ from tests.system.conftest import free_port, wait_healthy
 CONFIGURATION = """\
 global
     maxconn 2000
+    stats socket {socket} mode 600 level user
 
 defaults
     mode http
@@ -41,6 +43,27 @@ backend herder
 """
 
 
+STATS_SOCKET = "haproxy.sock"
+
+
+def backends_up(directory: Path) -> set[str]:
+    """The backends (``host:port``) the balancer of ``directory`` sends requests to now: its
+    health checks passed, from its stats socket."""
+    with socket.socket(socket.AF_UNIX) as stats:
+        stats.connect(str(directory / STATS_SOCKET))
+        stats.sendall(b"show servers state herder\n")
+        answer = b""
+        while chunk := stats.recv(65536):
+            answer += chunk
+    up = set()
+    for line in answer.decode().splitlines():
+        fields = line.split()
+        # be_id be_name srv_id srv_name srv_addr srv_op_state …  srv_port is field 18
+        if len(fields) > 18 and not line.startswith("#") and fields[5] == "2":
+            up.add(f"{fields[4]}:{fields[18]}")
+    return up
+
+
 def haproxy_binary() -> str:
     found = shutil.which("haproxy") or next(
         (path for path in ("/usr/sbin/haproxy",) if os.access(path, os.X_OK)), None
@@ -62,7 +85,8 @@ def balancing(backends: list[str], directory: Path) -> Iterator[str]:
         f"    server api{index} {address} check" for index, address in enumerate(backends)
     )
     configuration = directory / "haproxy.cfg"
-    configuration.write_text(CONFIGURATION.format(port=port, servers=servers))
+    socket_path = directory / STATS_SOCKET
+    configuration.write_text(CONFIGURATION.format(port=port, servers=servers, socket=socket_path))
     checked = subprocess.run(
         [binary, "-c", "-f", str(configuration)], capture_output=True, text=True, check=False
     )

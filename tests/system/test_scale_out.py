@@ -9,7 +9,6 @@ surviving scheduler. Heartbeats every 0.5 s, lost after 3 s, leases of 2 s.
 
 from __future__ import annotations
 
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -20,22 +19,30 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy import ColumnElement, func, select
 
 from herder.client import HerderClient
-from herder.domain.states import RunState
-from herder.store.schedules import PARTITIONS
-from herder.store.schema import attempts, runs
+from herder.store.schema import runs
 from herder.store.store import Store
 from tests.system.balancer import balancing
 from tests.system.conftest import Cluster, free_port, stop, wait_healthy, wait_until
+from tests.system.load_checks import (
+    EVERY_FOUR_SECONDS,
+    TERMINAL,
+    Probe,
+    arguments_port,
+    check_every_fire_once,
+    check_every_run_succeeded_once,
+    count_runs,
+    effect_command,
+    fired_until,
+    firer_holders,
+    wait_all_ended,
+)
 
 pytestmark = [pytest.mark.system, pytest.mark.postgres]
 
-EVERY_FOUR_SECONDS = "*/4 * * * * *"
 SCHEDULES = 200  # 50 fires a second
 ONE_OFF_RUNS = 300  # one at a time through the balancer, every other one with a key
-TERMINAL = [state.value for state in RunState if state.is_terminal]
 
 
 @dataclass
@@ -84,36 +91,6 @@ class Submissions:
             if stopping.is_set():
                 return
             self.submit(index)
-
-
-@dataclass
-class Probe:
-    """``/readyz`` through the balancer every 50 ms: what it answered."""
-
-    url: str
-    answers: list[int | str] = field(default_factory=list)
-
-    def run(self, stopping: threading.Event) -> None:
-        with httpx.Client(base_url=self.url, timeout=5) as client:
-            while not stopping.wait(0.05):
-                try:
-                    self.answers.append(client.get("/readyz").status_code)
-                except httpx.TransportError as error:
-                    self.answers.append(type(error).__name__)
-
-
-def effect_command(effects: Path) -> str:
-    """A job's side effect: its run and attempt, a line appended to a file."""
-    return f'sleep 0.3; echo "$HERDER_RUN_ID $HERDER_ATTEMPT" >> {effects}'
-
-
-def firer_holders(store: Store) -> set[int]:
-    """The pids of the processes holding the firer's partitions."""
-    holders = set()
-    for partition in range(PARTITIONS):
-        lease = store.leases.holder(f"firer-{partition}")
-        holders.add(-1 if lease is None else int(lease[0].split(":")[1]))
-    return holders
 
 
 @pytest.fixture
@@ -219,7 +196,7 @@ def test_three_api_processes_two_schedulers_four_workers_survive_a_kill_of_each(
     threads[1].join(10)
 
     check_every_fire_once(store, schedule_ids, firing_from, firing_until)
-    check_every_run_succeeded_once(store, submissions, effects)
+    check_every_run_succeeded_once(store, submissions.acknowledged, effects)
     failed = [answer for answer in probe.answers if answer != 200]
     fires = count_runs(store, runs.c.schedule_id.is_not(None))
     print(
@@ -231,89 +208,3 @@ def test_three_api_processes_two_schedulers_four_workers_survive_a_kill_of_each(
     assert len(failed) <= 2, f"the balancer did not keep answering: {failed}"
     for process in (*workers, *schedulers, *apis):  # the workers first, so none is left calling
         stop(process)
-
-
-def arguments_port(process: subprocess.Popen[bytes]) -> str:
-    arguments = [str(argument) for argument in process.args]  # type: ignore[union-attr]
-    return f"127.0.0.1:{arguments[arguments.index('--port') + 1]}"
-
-
-def count_runs(store: Store, *where: ColumnElement[bool]) -> int:
-    with store.database.read() as connection:
-        count: int = connection.execute(
-            select(func.count()).select_from(runs).where(*where)
-        ).scalar_one()
-    return count
-
-
-def wait_all_ended(store: Store, unfinished: ColumnElement[bool]) -> None:
-    """Every run ended: however long a loaded box takes to run the backlog the fires left (up
-    to 240 s), so long as runs keep ending; none ending for 60 s is a stuck run, named."""
-    deadline = time.monotonic() + 240
-    left, progressed = count_runs(store, unfinished), time.monotonic()
-    while left:
-        now = time.monotonic()
-        if now > deadline or now - progressed > 60:
-            with store.database.read() as connection:
-                stuck = connection.execute(
-                    select(runs.c.id, runs.c.state, runs.c.attempt_count, runs.c.waiting_reason)
-                    .where(unfinished)
-                    .limit(10)
-                ).all()
-            raise AssertionError(f"{left} runs never ended, e.g. {stuck}")
-        time.sleep(0.2)
-        now_left = count_runs(store, unfinished)
-        if now_left < left:
-            left, progressed = now_left, time.monotonic()
-
-
-def fired_until(store: Store, schedule_ids: list[str], moment: datetime) -> bool:
-    """Every schedule has made its fires due by ``moment``."""
-    last = moment.replace(microsecond=0) - timedelta(seconds=moment.second % 4)
-    with store.database.read() as connection:
-        caught_up = connection.execute(
-            select(func.count(func.distinct(runs.c.schedule_id))).where(
-                runs.c.schedule_id.in_(schedule_ids), runs.c.scheduled_for == last
-            )
-        ).scalar_one()
-    return bool(caught_up == len(schedule_ids))
-
-
-def check_every_fire_once(
-    store: Store, schedule_ids: list[str], since: datetime, until: datetime
-) -> None:
-    with store.database.read() as connection:
-        rows = connection.execute(
-            select(runs.c.schedule_id, runs.c.scheduled_for).where(runs.c.schedule_id.is_not(None))
-        ).all()
-    fires = [(schedule_id, moment) for schedule_id, moment in rows]
-    assert len(fires) == len(set(fires)), "a schedule fired twice for one instant"
-    first = since.replace(microsecond=0) + timedelta(seconds=4 - since.second % 4)
-    instants = set()
-    while first <= until:
-        instants.add(first)
-        first += timedelta(seconds=4)
-    assert len(instants) >= 3
-    for schedule_id in schedule_ids:
-        missed = instants - {moment for owner, moment in fires if owner == schedule_id}
-        assert not missed, f"{schedule_id} missed {sorted(missed)}"
-
-
-def check_every_run_succeeded_once(store: Store, submissions: Submissions, effects: Path) -> None:
-    with store.database.read() as connection:
-        states = dict(connection.execute(select(runs.c.id, runs.c.state)).all())
-        succeeded = connection.execute(
-            select(attempts.c.run_id, attempts.c.number).where(attempts.c.state == "succeeded")
-        ).all()
-    lost = [run_id for run_id in submissions.acknowledged if run_id not in states]
-    assert not lost, f"acknowledged runs lost: {lost[:5]}"
-    assert {states[run_id] for run_id in submissions.acknowledged} == {"succeeded"}
-    assert {state for state in states.values()} == {"succeeded"}
-    succeeded_runs = [run_id for run_id, _ in succeeded]
-    assert len(succeeded_runs) == len(set(succeeded_runs)), "a run succeeded twice"
-    lines = [tuple(line.split()) for line in effects.read_text().splitlines()]
-    assert len(lines) == len(set(lines)), "an attempt's side effect happened twice"
-    effected = {(run_id, int(number)) for run_id, number in lines}
-    assert {(run_id, number) for run_id, number in succeeded} <= effected
-    extra = {run_id for run_id, _ in effected} - set(states)
-    assert not extra, "a side effect of a run that does not exist"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import cache
@@ -123,6 +124,7 @@ def create_app(store: Store, settings: Settings) -> FastAPI:
     app.state.store = store
     app.state.settings = settings
     app.state.wakeups = wakeups
+    app.state.draining = threading.Event()  # set: stopping; /readyz says so (server.Server)
     app.state.submit_limiter = SubmitLimiter(
         store.submit_buckets, store.access.tenant_quotas, clock=store.clock
     )

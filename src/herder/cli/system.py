@@ -97,6 +97,15 @@ def server(
     tls_key: Annotated[
         Path | None, typer.Option(help="the certificate's private key (PEM; HERDER_TLS_KEY)")
     ] = None,
+    drain_seconds: Annotated[
+        float | None,
+        typer.Option(
+            min=0,
+            max=600,
+            help="stopping, answer /readyz 503 this long while still serving, for a load "
+            "balancer to take the process out first (HERDER_DRAIN_SECONDS; default 0)",
+        ),
+    ] = None,
 ) -> None:
     """Run an API server (no worker). Point HERDER_DATABASE_URL at PostgreSQL to scale out."""
     from herder.telemetry import multiprocess
@@ -107,6 +116,7 @@ def server(
         port=port,
         tls_certificate=tls_cert.absolute() if tls_cert else None,
         tls_key=tls_key.absolute() if tls_key else None,
+        drain_seconds=drain_seconds,
     )
     _check_tls(settings)
     if processes > 1 and not settings.database_url.startswith("postgres"):
