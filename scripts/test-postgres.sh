@@ -9,7 +9,8 @@
 # `crash DIR` stops it at once (as a kill -9 would: no shutdown checkpoint) and `resume DIR`
 # starts it again on the same port, for tests of a database lost under a running system: with
 # DURABLE=1 at its start, a commit is written out before it is acknowledged (not synced: only
-# the server dies, never the machine), so a crash loses none.
+# the server dies, never the machine), so a crash loses none. With TLS_CERT and TLS_KEY (PEM
+# files) at its start, it serves TLS with them, and takes only TLS connections over TCP.
 set -euo pipefail
 action=$1
 directory=$2
@@ -42,6 +43,15 @@ mkdir -p "$directory"
 options="-p $port -k $directory -c listen_addresses=127.0.0.1 -c max_connections=400"
 options+=" -c fsync=off -c full_page_writes=off"
 [ "${DURABLE:-0}" = 1 ] || options+=" -c synchronous_commit=off"
+if [ -n "${TLS_CERT:-}" ]; then
+    install -m 0644 "$TLS_CERT" "$directory/server.crt"
+    install -m 0600 "$TLS_KEY" "$directory/server.key"
+    [ "$(id -u)" = 0 ] && chown postgres "$directory/server.crt" "$directory/server.key"
+    options+=" -c ssl=on -c ssl_cert_file=$directory/server.crt -c ssl_key_file=$directory/server.key"
+    hba="$directory/data/pg_hba.conf"
+    sed -i 's/^host\(\s\)/hostssl\1/' "$hba"
+    grep -q '^hostnossl' "$hba" || echo 'hostnossl all all 0.0.0.0/0 reject' >> "$hba"
+fi
 echo "$options" > "$directory/options"
 "${as_owner[@]}" "$bin/pg_ctl" -D "$directory/data" -l "$directory/server.log" -w -o "$options" \
     start >/dev/null

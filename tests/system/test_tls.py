@@ -1,7 +1,8 @@
 """HTTPS end to end: ``herder server --tls-cert/--tls-key`` with a certificate from a CA made
 here, a worker and the client trusting that CA alone (``--ca-file``, ``HERDER_CA_FILE``), and
 ``herder up --tls`` with the certificate it makes for this machine. A client that trusts
-another authority, or none given, is refused; so is a bad certificate and key pair at start."""
+another authority, or none given, is refused; so is a bad certificate and key pair at start.
+And the store's connections to PostgreSQL under ``sslmode=verify-full``."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import json
 import os
 import ssl
 import subprocess
+import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -21,8 +23,18 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from herder.client import HerderClient, ServerUnreachable
+from herder.domain.errors import TemporarilyUnavailable
 from herder.domain.states import RunState
-from tests.system.conftest import HERDER, START_SECONDS, Cluster, free_port, stop, wait_until
+from herder.store.database import Database
+from tests.system.conftest import (
+    HERDER,
+    START_SECONDS,
+    Cluster,
+    free_port,
+    scripted_database,
+    stop,
+    wait_until,
+)
 
 pytestmark = pytest.mark.system
 
@@ -194,3 +206,39 @@ def test_herder_up_tls_makes_its_certificate_and_the_cli_trusts_it(tmp_path: Pat
         assert (home / "tls" / "key.pem").stat().st_mode & 0o077 == 0
     finally:
         stop(up)
+
+
+@pytest.mark.postgres
+def test_the_store_reaches_postgresql_over_verified_tls_and_refuses_another_authority(
+    tmp_path: Path,
+) -> None:
+    """``sslmode=verify-full`` in the URL: the store connects over TLS to a server whose
+    certificate the named authority signed for its address, and refuses one it did not."""
+    ours = authority(tmp_path, "database-ca")
+    certificate, key = server_certificate(tmp_path, ours)
+    stranger, _, _ = authority(tmp_path, "stranger")
+    script = Path(__file__).parents[2] / "scripts" / "test-postgres.sh"
+    directory = Path(tempfile.mkdtemp(prefix="herder-test-postgres-"))  # postgres must reach it
+    with scripted_database(
+        [script, "start", directory], [script, "stop", directory], "PostgreSQL with TLS",
+        TLS_CERT=str(certificate), TLS_KEY=str(key),
+    ) as url:  # fmt: skip
+        verified = Database(f"{url}?sslmode=verify-full&sslrootcert={ours[0]}")
+        try:
+            with verified.read() as connection:
+                encrypted = connection.exec_driver_sql(
+                    "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()"
+                ).scalar_one()
+            assert encrypted is True
+        finally:
+            verified.dispose()
+        for refused_url, why in (
+            (f"{url}?sslmode=verify-full&sslrootcert={stranger}", "certificate verify failed"),
+            (f"{url}?sslmode=disable", "no encryption"),
+        ):
+            database = Database(refused_url)
+            try:
+                with pytest.raises(TemporarilyUnavailable, match=why):
+                    database.ping()
+            finally:
+                database.dispose()
