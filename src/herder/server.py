@@ -30,7 +30,7 @@ from herder.credentials import WORKER_TOKEN_FILE, ClientCredentials, write_priva
 from herder.domain.lifecycle.reap import shut_down
 from herder.home import secure_home
 from herder.http_head import SERVER_KEEP_ALIVE_SECONDS, BoundedHttpToolsProtocol
-from herder.server_keys import check_keyring, server_keyring, server_store
+from herder.server_keys import check_keyring, migrate, server_keyring, server_store
 from herder.settings import Settings
 from herder.store.store import Store
 
@@ -58,7 +58,7 @@ def prepare(settings: Settings, *, ca_file: Path | None = None) -> PreparedHome:
     secure_home(settings.home, settings.database_url)
     keyring = server_keyring(settings)
     store = server_store(settings, keyring)
-    store.migrate()
+    migrate(store)
     check_keyring(store, keyring)
     bootstrap = store.access.bootstrap()
     token_file = settings.home / WORKER_TOKEN_FILE

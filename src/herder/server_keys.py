@@ -1,7 +1,7 @@
 """The secrets keys of a process on the server side (``herder up``, ``server``,
 ``scheduler``, ``secret reencrypt``): where they come from, and a check at start against what
-the store holds sealed; and the store such a process opens with them. Apart from ``server``
-so that a scheduler loads no API."""
+the store holds sealed; and the store such a process opens with them, migrated. Apart from
+``server`` so that a scheduler loads no API."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import logging
 from herder.home import sqlite_path
 from herder.keyring import KEY_ENV, KEY_FILE_ENV, Keyring, KeyringError, home_keyring, load_keyring
 from herder.settings import Settings
+from herder.store.migrations.compatibility import SchemaTooNew
 from herder.store.store import Store
 
 log = logging.getLogger("herder.server")
@@ -38,6 +39,15 @@ def server_store(settings: Settings, keyring: Keyring | None) -> Store:
         max_checkpoint_mb=settings.max_checkpoint_mb,
         image_registries=settings.image_registries,
     )
+
+
+def migrate(store: Store) -> None:
+    """The schema brought to this release's head; a schema a newer release made that this
+    one cannot run on stops the process, saying which release it needs."""
+    try:
+        store.migrate()
+    except SchemaTooNew as error:
+        raise SystemExit(str(error)) from error
 
 
 def check_keyring(store: Store, keyring: Keyring | None) -> None:

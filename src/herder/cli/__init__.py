@@ -35,7 +35,6 @@ from herder.cli import (
 from herder.cli.common import app, err
 from herder.cli.help import arrange
 from herder.client import ClientError
-from herder.store.migrations.compatibility import SchemaTooNew
 
 arrange(app)
 
@@ -49,7 +48,7 @@ __all__ = [
 def main() -> None:
     try:
         app()
-    except (ClientError, SchemaTooNew) as error:
+    except ClientError as error:
         err.print(f"[bold red]error:[/] {error}", highlight=False)
         sys.exit(1)
     except KeyboardInterrupt:

@@ -161,7 +161,7 @@ def scheduler(
     from prometheus_client import start_http_server
 
     from herder.control.scheduler import start_scheduler
-    from herder.server_keys import check_channel_keys, server_keyring, server_store
+    from herder.server_keys import check_channel_keys, migrate, server_keyring, server_store
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s scheduler %(levelname)s %(message)s"
@@ -169,7 +169,7 @@ def scheduler(
     settings = Settings.from_environment(home=home)
     keyring = server_keyring(settings)  # the alert sender opens the channels' secrets
     store = server_store(settings, keyring)
-    store.migrate()
+    migrate(store)
     check_channel_keys(store, keyring)
     # A burst of fires makes hundreds of thousands of objects that live for one pass; with
     # CPython's default thresholds full collections ran in the middle of it, 100-150 ms each

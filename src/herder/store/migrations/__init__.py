@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-if TYPE_CHECKING:  # the CLI imports ``compatibility`` for its error: Alembic loads on use
+if TYPE_CHECKING:  # Alembic loads when a process migrates, not with every store import
     from alembic.config import Config
     from sqlalchemy import Engine
 

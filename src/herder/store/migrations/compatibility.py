@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # the CLI imports this module for its error: it stays light
+if TYPE_CHECKING:
     from alembic.script import Script, ScriptDirectory
 
 
