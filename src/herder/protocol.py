@@ -86,6 +86,9 @@ class Heartbeat(_Message):
 
     running: list[HeldAttempt] = []
     finished: list[HeldAttempt] = []
+    # The worker is stopping (SIGTERM): place nothing more on it (alive → draining). Sent
+    # only when true, so a server of the release before hears the same heartbeat as ever.
+    leaving: bool | None = None
 
 
 class ClaimRequest(Heartbeat):

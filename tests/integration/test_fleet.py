@@ -6,13 +6,14 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 
-from sqlalchemy import update
+import pytest
+from sqlalchemy import select, update
 
 from herder.app.retirement import retire
 from herder.control.scheduler import Scheduler
 from herder.domain.lifecycle.reap import shut_down
 from herder.domain.models import Role, WorkerState
-from herder.store.schema import workers
+from herder.store.schema import attempts, workers
 from tests.integration.conftest import Api
 from tests.integration.dispatching import dispatch
 from tests.integration.registered import as_worker, register_worker
@@ -53,6 +54,34 @@ def test_a_draining_worker_still_speaks_the_protocol(api: Api) -> None:
     )
     assert claim.status_code == 200, claim.text
     assert fleet_states(api) == {worker_id: "draining"}
+
+
+@pytest.mark.parametrize("call", ["heartbeat", "claim"])
+def test_a_worker_that_says_it_is_leaving_is_drained_and_given_nothing_new(
+    api: Api, call: str
+) -> None:
+    """A worker stopping (SIGTERM) says so on its next call: placement skips it from then
+    on, so it can finish what it runs; it never comes back to alive by itself."""
+    leaving, staying = register_worker(api, "leaving"), register_worker(api, "staying")
+    said = api.http.post(
+        f"/v1/workers/{leaving}/{call}",
+        headers=as_worker(leaving),
+        json={"running": [], "leaving": True, **({"wait_seconds": 0} if call == "claim" else {})},
+    )
+    assert said.status_code == 200, said.text
+    assert fleet_states(api) == {leaving: "draining", staying: "alive"}
+    run = api.start_run(api.create_job()["id"])
+    dispatch(api.store)
+    with api.store.database.read() as connection:
+        placed_on = connection.execute(
+            select(attempts.c.worker_id).where(attempts.c.run_id == run["id"])
+        ).scalar_one()
+    assert placed_on == staying
+    again = api.http.post(
+        f"/v1/workers/{leaving}/heartbeat", headers=as_worker(leaving), json={"running": []}
+    )
+    assert again.status_code == 200
+    assert fleet_states(api)[leaving] == "draining"
 
 
 def test_drain_and_undrain_twice_change_nothing_more(api: Api) -> None:

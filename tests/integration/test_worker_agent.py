@@ -23,7 +23,7 @@ from herder.domain.jobs import JobSpec, Resources, Runtime
 from herder.domain.models import Assignment
 from herder.domain.retry import OOM_REASON_PREFIX
 from herder.worker.address import local_address
-from herder.worker.agent import PREEMPTED_REASON, Agent, WorkerConfig
+from herder.worker.agent import PREEMPTED_REASON, WORKER_STOPPED_REASON, Agent, WorkerConfig
 from herder.worker.cgroups import CgroupEnforcer
 from herder.worker.isolation import Isolation
 from herder.worker.uids import default_python
@@ -46,11 +46,14 @@ class FakeServer:
         self.output: dict[str, bytearray] = defaultdict(bytearray)
         self.completions: dict[str, dict[str, Any]] = {}
         self.credentials: list[tuple[str, str]] = []  # (path, Authorization) of each call
+        self.leaving: list[str] = []  # the calls that said the worker is stopping
 
     async def handle(self, request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content or b"{}")
         path = request.url.path
         self.credentials.append((path, request.headers.get("authorization", "")))
+        if body.get("leaving"):
+            self.leaving.append(path.rsplit("/", 1)[1])
         if path == "/v1/workers":
             self.registrations.append(body)
             return httpx.Response(
@@ -306,3 +309,61 @@ def test_a_worker_at_isolation_none_runs_attempts_as_its_own_user(tmp_path: Path
     assert environment == f"{workspace} {workspace}"
     assert directory == str(workspace)
     assert not workspace.exists()  # removed when the attempt ended
+
+
+def test_a_stopped_worker_says_it_is_leaving_and_lets_what_runs_end_within_its_drain(
+    tmp_path: Path,
+) -> None:
+    server = FakeServer()
+    server.to_assign = [assignment("att_short", "echo started; sleep 0.5; echo done")]
+
+    async def started(_: Agent) -> None:
+        await until(lambda: "started" in server.text("att_short"))
+        assert not server.leaving, "it said it was leaving before it was stopped"
+
+    with_agent(server, config(tmp_path, drain_seconds=30), started)
+    assert server.completions["att_short"]["outcome"] == "succeeded"
+    assert server.text("att_short") == "started\ndone\n"
+    assert server.leaving[0] == "heartbeat", "the server hears it at once, not at a next beat"
+
+
+def test_what_outlives_the_drain_is_stopped_as_a_preemption_its_run_queued_again(
+    tmp_path: Path,
+) -> None:
+    server = FakeServer()
+    server.to_assign = [assignment("att_long", "echo started; sleep 30")]
+
+    async def started(_: Agent) -> None:
+        await until(lambda: "started" in server.text("att_long"))
+
+    with_agent(server, config(tmp_path, drain_seconds=0.3), started)
+    ended = server.completions["att_long"]
+    assert (ended["outcome"], ended["reason"]) == (
+        "preempted",
+        f"{WORKER_STOPPED_REASON} after a 0.3s drain (SIGTERM)",
+    )
+
+
+def test_a_second_signal_stops_what_runs_without_waiting_out_the_drain(tmp_path: Path) -> None:
+    server = FakeServer()
+    server.to_assign = [assignment("att_long", "echo started; sleep 30")]
+
+    async def main() -> float:
+        stop = asyncio.Event()
+        agent = Agent(config(tmp_path, drain_seconds=60), httpx.MockTransport(server.handle))
+        running = asyncio.create_task(agent.run(stop))
+        await until(lambda: "started" in server.text("att_long"))
+        stop.set()
+        await until(lambda: bool(server.leaving))
+        hurried = asyncio.get_running_loop().time()
+        agent.hurry()
+        await asyncio.wait_for(running, 30)
+        return asyncio.get_running_loop().time() - hurried
+
+    took = asyncio.run(main())
+    ended = server.completions["att_long"]
+    assert (ended["outcome"], ended["reason"]) == (
+        "preempted",
+        f"{WORKER_STOPPED_REASON} (SIGTERM)",
+    )
+    assert took < 30, f"it waited {took:.1f}s after the second signal"

@@ -6,7 +6,8 @@ the balancer and schedules fire every 4 seconds. In turn:
   serves, ``HERDER_DRAIN_SECONDS`` — so the balancer takes it out before it stops taking
   connections, and starts again on its port;
 - each scheduler is stopped (it leaves and hands its leases on) and starts again;
-- each worker is drained through the API, stopped once it runs nothing and replaced.
+- one worker is drained through the API, stopped once it runs nothing and replaced; the
+  other is stopped by SIGTERM alone: it drains itself (``--drain-seconds``) and is replaced.
 
 No request fails at the client, none tried again; every acknowledged run succeeds once; no
 attempt ends lost; every schedule fires each instant once, none missed.
@@ -115,16 +116,20 @@ def restart_scheduler(
 def replace_worker(
     cluster: Cluster, herder: HerderClient, process: subprocess.Popen[bytes], name: str, url: str
 ) -> subprocess.Popen[bytes]:
-    """Drain a worker through the API, stop it once it runs nothing, start its successor."""
-    (worker,) = [w for w in herder.list_workers() if w.name == name and w.state == "alive"]
-    herder.drain_worker(worker.id)
+    """The first worker drained through the API and stopped once it runs nothing; the
+    second stopped by SIGTERM alone, draining itself (``--drain-seconds``). Then each gets
+    its successor."""
+    if name == "w0":
+        (worker,) = [w for w in herder.list_workers() if w.name == name and w.state == "alive"]
+        herder.drain_worker(worker.id)
 
-    def idle() -> bool:
-        (drained,) = [w for w in herder.list_workers() if w.id == worker.id]
-        return drained.in_use is None or drained.in_use.slots == 0
+        def idle() -> bool:
+            (drained,) = [w for w in herder.list_workers() if w.id == worker.id]
+            return drained.in_use is None or drained.in_use.slots == 0
 
-    wait_until(idle, 60, f"{name} ran what it had")
-    stop(process)
+        wait_until(idle, 60, f"{name} ran what it had")
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(60) == 0
     successor = f"{name}-next"
     again = start_worker(cluster, successor, url)
     wait_until(lambda: any(w.name == successor for w in herder.list_workers()), 30, "it registered")
@@ -135,7 +140,7 @@ def start_worker(cluster: Cluster, name: str, url: str) -> subprocess.Popen[byte
     return cluster.spawn(
         "worker", "--server", url, "--name", name, "--home", str(cluster.home / f"worker-{name}"),
         "--isolation", "none", "--max-slots", "16", "--max-stop-grace", "1",
-        HERDER_WORKER_TOKEN=cluster.worker_token,
+        "--drain-seconds", "30", HERDER_WORKER_TOKEN=cluster.worker_token,
     )  # fmt: skip
 
 

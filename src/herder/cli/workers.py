@@ -105,12 +105,22 @@ def worker(
             metavar="CIDR",
         ),
     ] = [],  # noqa: B006
+    drain_seconds: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            envvar="HERDER_WORKER_DRAIN_SECONDS",
+            help="at SIGTERM or Ctrl-C it takes nothing new and gives what runs this long to "
+            "end by itself; then, or at a second signal, what is left is stopped (SIGTERM, its "
+            "stop grace, SIGKILL) and its runs go back to the queue, no try used",
+        ),
+    ] = 0.0,
     shutdown_reason: Annotated[
         str | None,
         typer.Option(
             hidden=True,
             help="herder up's own worker: attempts still running when it stops end cancelled "
-            "with this reason (else lost: their runs retry)",
+            "with this reason (else preempted: their runs are queued again)",
         ),
     ] = None,
 ) -> None:
@@ -155,6 +165,7 @@ def worker(
         block=_networks(block, "--block"),
         allow_cidr=_networks(allow_cidr, "--allow-cidr", ipv4_only=True),
         shutdown_reason=shutdown_reason,
+        drain_seconds=drain_seconds,
         image_cache_bytes=cache_bytes,
         image_credentials=credentials,
         ca_file=ca_file.absolute() if ca_file else None,
@@ -199,8 +210,14 @@ def _run_agent(agent: Agent) -> None:
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
+
+        def on_signal() -> None:  # the first drains, a second stops what runs at once
+            if stop.is_set():
+                agent.hurry()
+            stop.set()
+
         for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, stop.set)
+            loop.add_signal_handler(signum, on_signal)
         await agent.run(stop)
 
     try:

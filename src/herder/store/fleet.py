@@ -50,6 +50,16 @@ class FleetRepository:
         """alive → draining (already draining: unchanged)."""
         return self._move(worker_id, WorkerState.ALIVE, WorkerState.DRAINING)
 
+    def leaving(self, worker_id: str) -> None:
+        """The worker says it is stopping: alive → draining, so nothing more is placed on it
+        (draining or lost already: unchanged)."""
+        with self._db.write() as connection:
+            connection.execute(
+                update(workers)
+                .where(workers.c.id == worker_id, workers.c.state == WorkerState.ALIVE)
+                .values(state=WorkerState.DRAINING)
+            )
+
     def undrain(self, worker_id: str) -> Worker:
         """draining → alive (already alive: unchanged); its idle claim wakes to take work."""
         return self._move(worker_id, WorkerState.DRAINING, WorkerState.ALIVE)

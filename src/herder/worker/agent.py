@@ -49,6 +49,9 @@ from herder.worker.watch import TaskWatch, first_of
 log = logging.getLogger("herder.worker")
 
 SHUTDOWN_REPORT_SECONDS = 5.0
+# What a stopped worker's attempts end with (preempted: their runs are queued again in their
+# place, no try used, a checkpoint saved where the job keeps one)
+WORKER_STOPPED_REASON = "its worker stopped"
 # A worker does not know why the dispatcher stops an attempt; the server records why it did.
 PREEMPTED_REASON = "preempted"
 
@@ -73,9 +76,12 @@ class WorkerConfig:
     block: tuple[str, ...] = ()  # more destinations network-on attempts must not reach
     allow_cidr: tuple[str, ...] = ()  # private or special ranges network-on attempts may reach
     # The attempts still running when it stops end ``cancelled`` with this reason (herder
-    # up's own worker: the whole system stops on purpose); None: ``lost``, and their runs
-    # retry as after any lost worker (one worker of a fleet stops).
+    # up's own worker: the whole system stops on purpose); None: they are stopped as
+    # ``preempted``, and their runs go back to the queue in their place, no try used.
     shutdown_reason: str | None = None
+    # Stopping, it takes nothing new (the server drains it) and gives what runs this long to
+    # end by itself before it is stopped; a second signal cuts the wait short.
+    drain_seconds: float = 0.0
     # where runtime image jobs' images may come from (HERDER_IMAGE_REGISTRIES, as the server's)
     image_registries: tuple[str, ...] = field(
         default_factory=lambda: parse_registries(os.environ.get(REGISTRIES_VARIABLE, ""))
@@ -130,6 +136,8 @@ class Agent:
         self._started = StartedAttempts()
         self.reporter = Reporter(self.connection, self._running, self._drop)
         self._gone = asyncio.Event()
+        self._leaving = False  # stopping: the server is told to place nothing more here
+        self._hurry = asyncio.Event()  # a second signal: stop what runs now
 
     async def run(self, stop: asyncio.Event) -> None:
         """Work until ``stop`` is set. A task of the agent that dies sets it too: the agent
@@ -194,21 +202,47 @@ class Agent:
         loops.start("watchdog", self._watchdog(lease))
         try:
             await first_of(stop, self._gone)
+            if not self._gone.is_set():  # stopping on purpose: heartbeats go on meanwhile
+                await self._drain()
+                await self._end_remaining()
         finally:
             await loops.close()
         if loops.death is not None:
             raise loops.death
         return self._gone.is_set() and not stop.is_set()
 
-    async def _end_all_attempts(self, why: str, *, cancel: bool = False) -> None:
-        """Kill every attempt and report it ``lost`` (``cancel``: ``cancelled``, unless it
-        ended by itself first) with ``why``, under the worker id they were given to: the
-        server refuses (and records) reports of attempts it has given to others."""
+    def hurry(self) -> None:
+        """Stop what still runs now rather than at the end of the drain."""
+        self._hurry.set()
+
+    async def _drain(self) -> None:
+        """Stopping: tell the server at once to place nothing more here (its next claim and
+        heartbeats say so too), then give what runs ``drain_seconds`` to end by itself."""
+        self._leaving = True
+        with contextlib.suppress(httpx.HTTPError, RegistrationOver):
+            self._obey(await self.connection.heartbeat(self._heartbeat()))
+        seconds = self.config.drain_seconds
+        if not self._running or seconds <= 0 or self.config.shutdown_reason is not None:
+            return
+        log.info("stopping: what runs gets up to %gs to end; nothing new is taken", seconds)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._until_idle(), seconds)
+
+    async def _until_idle(self) -> None:
+        """Until nothing runs here (an attempt placed before the drain took, too), the
+        registration is over, or a second signal hurries the stop."""
+        while self._running and not self._gone.is_set() and not self._hurry.is_set():
+            await asyncio.sleep(0.1)
+
+    async def _end_all_attempts(self, why: str, end: AttemptState | None = None) -> None:
+        """Stop every attempt and report it ``end`` (None: kill it and report it ``lost``)
+        with ``why``, unless it ended by itself first, under the worker id they were given
+        to: the server refuses (and records) reports of attempts it has given to others."""
         for attempt in self._running.values():
-            if cancel:
-                attempt.stop.stop(AttemptState.CANCELLED, why)
-            else:
+            if end is None:
                 attempt.lose(why)
+            else:
+                attempt.stop.stop(end, why)
         if self._attempts.pending:
             await asyncio.wait(self._attempts.pending)
         with contextlib.suppress(TimeoutError):
@@ -216,15 +250,26 @@ class Agent:
 
     async def _shutdown(self, side: TaskWatch) -> None:
         try:
-            reason = self.config.shutdown_reason
-            if reason is None:
-                await self._end_all_attempts("the worker stopped while the attempt ran")
-            else:
-                await self._end_all_attempts(reason, cancel=True)
+            await self._end_remaining()
             await self.host.close()
         finally:
             await side.close()
             await self.connection.close()
+
+    async def _end_remaining(self) -> None:
+        """The worker stops: what still runs ends cancelled with the shutdown reason (herder
+        up's own worker), else preempted (its run goes back to the queue, no try used)."""
+        reason = self.config.shutdown_reason
+        if reason is None:
+            await self._end_all_attempts(self._stopped_reason(), AttemptState.PREEMPTED)
+        else:
+            await self._end_all_attempts(reason, AttemptState.CANCELLED)
+
+    def _stopped_reason(self) -> str:
+        drained = self.config.drain_seconds
+        if drained > 0 and not self._hurry.is_set():
+            return f"{WORKER_STOPPED_REASON} after a {drained:g}s drain"
+        return WORKER_STOPPED_REASON
 
     def _heartbeat(self) -> Heartbeat:
         """What this registration holds: its running attempts, and its ended ones whose
@@ -233,6 +278,7 @@ class Agent:
         return Heartbeat(
             running=[attempt.held for attempt in self._running.values()],
             finished=self.reporter.unreported(self.connection.worker_id),
+            leaving=self._leaving or None,
         )
 
     # --- claiming and running -------------------------------------------------------------
@@ -242,7 +288,9 @@ class Agent:
         while True:
             running = [attempt.held for attempt in self._running.values()]
             try:
-                reply = await self.connection.claim(self.config.max_slots, running)
+                reply = await self.connection.claim(
+                    self.config.max_slots, running, leaving=self._leaving
+                )
                 failures = 0
             except RegistrationOver:
                 self._gone.set()

@@ -116,7 +116,7 @@ class ServerConnection:
     ) -> Reply:
         response = await self._http.post(
             path,
-            content=message.model_dump_json(),
+            content=message.model_dump_json(exclude_none=True),
             headers={**headers, "Content-Type": "application/json"},
         )
         if response.status_code < 500:
@@ -147,8 +147,15 @@ class ServerConnection:
     async def heartbeat(self, heartbeat: Heartbeat) -> Directives:
         return await self._post_as_worker("heartbeat", heartbeat, Directives)
 
-    async def claim(self, max_runs: int, running: list[HeldAttempt]) -> ClaimReply:
-        request = ClaimRequest(running=running, max_runs=max_runs, wait_seconds=CLAIM_WAIT_SECONDS)
+    async def claim(
+        self, max_runs: int, running: list[HeldAttempt], *, leaving: bool = False
+    ) -> ClaimReply:
+        request = ClaimRequest(
+            running=running,
+            max_runs=max_runs,
+            wait_seconds=CLAIM_WAIT_SECONDS,
+            leaving=leaving or None,
+        )
         return await self._post_as_worker("claim", request, ClaimReply)
 
     async def report(self, worker_id: str, report: Report) -> list[ReportResult]:

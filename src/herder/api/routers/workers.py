@@ -80,6 +80,8 @@ def heartbeat(
     body: Heartbeat, worker_id: RegisteredWorker, store: StoreDep, request: Request
 ) -> Directives:
     interval = request.app.state.settings.heartbeat_interval_seconds
+    if body.leaving:
+        store.fleet.leaving(worker_id)
     directives = store.workers.heartbeat(
         worker_id,
         body.running,
@@ -94,6 +96,8 @@ async def claim(
     body: ClaimRequest, worker_id: RegisteredWorker, store: StoreDep, request: Request
 ) -> ClaimReply:
     """Long-poll: returns as soon as the dispatcher placed work here or something must stop."""
+    if body.leaving:
+        await run_in_threadpool(store.fleet.leaving, worker_id)
     wakeups = _wakeups(request)
     deadline = time.monotonic() + body.wait_seconds
     news = True  # the first look always says what to stop or drop
