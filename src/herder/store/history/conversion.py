@@ -17,11 +17,14 @@ For each table, children first (``HISTORY_TABLES``):
 5. drop     the plain table, renamed aside
 
 Before runs, the guard tables of their unique keys are made empty, for the copy and the
-mirror to fill; the foreign keys between history tables go first; the fires' slices are
-made up last. Every transaction waits at most a second for a lock and is tried again
-(``brief_transactions``). Each step finds what an interrupted run left (a shadow, a mirror,
-a table partitioned already, one aside) and goes on from there: run again, the conversion
-finishes the job, copying the table it was at from its start.
+mirror to fill; the fires' slices are made up last. The foreign keys between history tables
+go with the plain tables, children first. No step locks two tables that servers write
+apart: a server's transaction holding one and waiting for the other would deadlock with it
+(the swap's two, a table and its shadow, are written together, the table first). Every
+transaction waits at most a second for a lock and is tried again (``brief_transactions``).
+Each step finds what an interrupted run left (a shadow, a mirror, a table partitioned
+already, one aside) and goes on from there: run again, the conversion finishes the job,
+copying the table it was at from its start.
 """
 
 from __future__ import annotations
@@ -53,7 +56,10 @@ from herder.store.history.shadow import (
 
 log = logging.getLogger("herder.store")
 # Foreign keys between history tables: a slice could not be detached while a later slice
-# of another table pointed into it. Rows of one run are written and dropped together.
+# of another table pointed into it. Rows of one run are written and dropped together. The
+# shadows are made without them; the plain tables keep theirs until they are dropped (a
+# drop before would lock two tables in one statement: one half of a deadlock with a server
+# writing both in the other order).
 FOREIGN_KEYS_BETWEEN_HISTORY_TABLES = {
     "fk_attempts_run_id_runs": "attempts",
     "fk_run_events_run_id_runs": "run_events",
@@ -64,8 +70,6 @@ FOREIGN_KEYS_BETWEEN_HISTORY_TABLES = {
 
 def partition_history(engine: Engine, now: datetime) -> None:
     """Convert every history table, in transactions of its own (not the migration's)."""
-    for name, table in FOREIGN_KEYS_BETWEEN_HISTORY_TABLES.items():
-        _execute(engine, f'ALTER TABLE "{table}" DROP CONSTRAINT IF EXISTS "{name}"')
     for history in HISTORY_TABLES:
         if history.name == "runs":
             in_brief_transaction(engine, lambda connection: _guard_tables(connection, now))
