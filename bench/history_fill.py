@@ -25,7 +25,7 @@ TENANTS = 100
 JOBS = 10_000
 
 # Crockford base32 of a millisecond count, ten characters: ids' time part, as ``new_id``.
-_BASE32_MS = (
+BASE32_MS = (
     "CREATE FUNCTION bench_base32_ms(ms bigint) RETURNS text IMMUTABLE LANGUAGE sql AS $$ SELECT "
     + " || ".join(
         f"substr('{_ALPHABET}', ((ms >> {5 * place}) & 31)::int + 1, 1)"
@@ -34,12 +34,12 @@ _BASE32_MS = (
     + " $$"
 )
 # 16 random characters: upper-case hex is a subset of Crockford's alphabet.
-_RANDOM_TAIL = "upper(substr(md5(random()::text), 1, 16))"
+RANDOM_TAIL = "upper(substr(md5(random()::text), 1, 16))"
 
 _RUNS = f"""
 INSERT INTO runs (id, tenant_id, job_id, job_name, state, priority, spec, cpu_milli,
     memory_mb, gpus, attempt_count, created_at, queued_at, started_at, finished_at, exit_code)
-SELECT 'run_' || bench_base32_ms(ms) || {_RANDOM_TAIL},
+SELECT 'run_' || bench_base32_ms(ms) || {RANDOM_TAIL},
     'ten_' || lpad((job %% {TENANTS})::text, 26, '0'), 'job_' || lpad(job::text, 26, '0'),
     'job-' || job, state, 1, bench_specs.spec, 1000, 512, 0, 1,
     made, made + interval '40 ms', made + interval '90 ms',
@@ -120,7 +120,7 @@ def fill(url: str, total_runs: int, now: datetime) -> float:
     specs = realistic_specs()
     with psycopg.connect(url) as connection:
         connection.execute("SET synchronous_commit = off")
-        connection.execute(_BASE32_MS)
+        connection.execute(BASE32_MS)
         connection.execute("CREATE TEMPORARY TABLE bench_specs (variant int, spec jsonb)")
         with connection.cursor() as cursor:
             cursor.executemany("INSERT INTO bench_specs VALUES (%s, %s)", list(enumerate(specs)))

@@ -25,6 +25,7 @@ from bench import (
     images,
     limits,
     machine,
+    migration_online,
     mix,
     oneoff,
     oneoff_report,
@@ -34,10 +35,10 @@ from bench import (
     workflows,
     workflows_report,
 )
+from bench.results import append as _append
 from herder.settings import sqlite_url
 from herder.worker.isolation import Isolation
 
-RESULTS = Path(__file__).parent / "RESULTS.md"
 WORK = Path(__file__).parent / ".work"
 # Its own name per checkout where several share one PostgreSQL server: each run drops it.
 POSTGRES_DATABASE = os.environ.get("HERDER_BENCH_DATABASE", "herder_bench")
@@ -91,6 +92,7 @@ def main() -> None:
             "forecast-accuracy",
             "images",
             "failover",
+            "migration",
             "all",
         ],
         default="all",
@@ -126,6 +128,9 @@ def main() -> None:
         run_images()
     if options.scenario in ("failover", "all"):
         run_failover(options)
+    if options.scenario in ("migration", "all"):
+        command = " ".join(["python -m bench.run", *sys.argv[1:]])
+        _append(migration_online.report(migration_online.DEFAULT_RUNS, command))
     if options.scenario == "history":  # not in "all": ten million runs take a while to make
         run_history()
 
@@ -163,14 +168,6 @@ def run_oneoff(options: argparse.Namespace) -> None:
     command = " ".join(["python -m bench.run", *sys.argv[1:]])
     now = datetime.datetime.now(datetime.UTC)
     _append(oneoff_report.section(peers, results, limits, machine.describe(), now, command))
-
-
-def _append(lines: list[str]) -> None:
-    if not RESULTS.exists():
-        RESULTS.write_text("# Benchmark results\n\nAppended by `make bench`; newest last.\n")
-    with RESULTS.open("a") as file:
-        file.write("\n".join(lines) + "\n")
-    print(f"appended to {RESULTS}")
 
 
 def run_workflows(options: argparse.Namespace) -> None:
