@@ -37,11 +37,8 @@ from functools import partial
 from sqlalchemy import Connection, Engine, text
 
 from herder.store.history.brief_transactions import ROW_LOCK_TIMEOUT, in_brief_transaction
-from herder.store.history.guard_fill import (
-    create_guard_tables,
-    guard_tables_exist,
-    take_keys_on_insert,
-)
+from herder.store.history.guard_fill import create_guard_tables, guard_tables_exist
+from herder.store.history.guards import take_keys_on_insert
 from herder.store.history.mirror import copy_batch, install_mirror, remove_mirror
 from herder.store.history.partitions import FIRE_KEYS, HISTORY_TABLES, HistoryTable
 from herder.store.history.shadow import (

@@ -2,23 +2,17 @@
 conversion (``conversion``): made empty before runs are copied, filled with the keys of the
 rows the copy reads and of those the mirror writes (``mirror``), and taken over by the
 guards' own trigger when the partitioned runs is swapped in. Until then the plain runs'
-unique indexes hold the keys; a key is recorded ``ON CONFLICT DO NOTHING``, as
-``create_guards`` fills them.
+unique indexes hold the keys; a key is recorded ``ON CONFLICT DO NOTHING``.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection
 
-from herder.store.history.guards import (
-    _TRIGGER_FUNCTION,
-    GUARD_TABLES,
-    RUN_GUARDS,
-    _trigger_function,
-)
-from herder.store.history.partitions import FIRE_KEYS, create_default_partition
+from herder.store.history.guards import GUARD_TABLES, RUN_GUARDS, make_guard_tables
+from herder.store.history.partitions import FIRE_KEYS
 from herder.store.history.shadow import exists, slice_up
 
 # The fires' slices, made before the copy fills them: the rows' weeks, not the default's.
@@ -30,32 +24,9 @@ def guard_tables_exist(connection: Connection) -> bool:
 
 
 def create_guard_tables(connection: Connection, now: datetime) -> None:
-    """The guard tables as ``guards.create_guards`` makes them, empty, with the fires'
-    slices the runs there are need."""
-    for name, columns, types in RUN_GUARDS:
-        declared = ", ".join(f"{c} {t} NOT NULL" for c, t in zip(columns, types, strict=True))
-        sliced = f" PARTITION BY RANGE ({FIRE_KEYS.key})" if name == FIRE_KEYS.name else ""
-        connection.execute(
-            text(
-                f"CREATE TABLE {name} ({declared}, run_id varchar(40) NOT NULL,"
-                f" CONSTRAINT pk_{name} PRIMARY KEY ({', '.join(columns)})){sliced}"
-            )
-        )
-    create_default_partition(connection, FIRE_KEYS)
+    """The guard tables, empty, with the fires' slices the runs there are need."""
+    make_guard_tables(connection)
     slice_up(connection, FIRE_KEYS, _FIRES, now)
-
-
-def record_keys_read(source: str) -> list[str]:
-    """Statements recording the keys of the runs ``source`` (a CTE's name) holds."""
-    statements = []
-    for name, columns, _ in RUN_GUARDS:
-        listed = ", ".join(columns)
-        present = " AND ".join(f"{c} IS NOT NULL" for c in columns)
-        statements.append(
-            f"INSERT INTO {name} ({listed}, run_id) SELECT {listed}, id FROM {source}"
-            f" WHERE {present} ON CONFLICT DO NOTHING"
-        )
-    return statements
 
 
 def record_keys_written() -> str:
@@ -74,15 +45,3 @@ def record_keys_written() -> str:
             f"    END IF;\n"
         )
     return "".join(steps)
-
-
-def take_keys_on_insert(connection: Connection) -> None:
-    """The guards' trigger on runs, as ``guards.create_guards`` makes it: from now on a
-    run's keys are taken before it is inserted."""
-    connection.execute(text(_trigger_function()))
-    connection.execute(
-        text(
-            f"CREATE TRIGGER {_TRIGGER_FUNCTION} BEFORE INSERT ON runs"
-            f" FOR EACH ROW EXECUTE FUNCTION {_TRIGGER_FUNCTION}()"
-        )
-    )

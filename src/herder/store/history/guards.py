@@ -37,29 +37,38 @@ GUARD_TABLES = tuple(name for name, _, _ in RUN_GUARDS)
 _TRIGGER_FUNCTION = "runs_take_unique_keys"
 
 
-def create_guards(connection: Connection) -> None:
-    """The guard tables, filled from the runs there are, and the trigger that takes a new
-    run's keys. The fires' guard is sliced by nominal time (``partitions.FIRE_KEYS``); its
-    rows wait in its default partition for their slices."""
+def make_guard_tables(connection: Connection) -> None:
+    """The guard tables, empty. The fires' guard is sliced by nominal time
+    (``partitions.FIRE_KEYS``); a row no slice holds yet waits in its default partition."""
     for name, columns, types in RUN_GUARDS:
         declared = ", ".join(f"{c} {t} NOT NULL" for c, t in zip(columns, types, strict=True))
-        listed = ", ".join(columns)
         sliced = f" PARTITION BY RANGE ({FIRE_KEYS.key})" if name == FIRE_KEYS.name else ""
         connection.execute(
             text(
                 f"CREATE TABLE {name} ({declared}, run_id varchar(40) NOT NULL,"
-                f" CONSTRAINT pk_{name} PRIMARY KEY ({listed})){sliced}"
+                f" CONSTRAINT pk_{name} PRIMARY KEY ({', '.join(columns)})){sliced}"
             )
         )
-        if sliced:
-            create_default_partition(connection, FIRE_KEYS)
+    create_default_partition(connection, FIRE_KEYS)
+
+
+def record_keys_read(source: str) -> list[str]:
+    """Statements recording in the guards the keys of the runs ``source`` (a table or a
+    CTE) holds; a key already recorded is left as it is."""
+    statements = []
+    for name, columns, _ in RUN_GUARDS:
+        listed = ", ".join(columns)
         present = " AND ".join(f"{c} IS NOT NULL" for c in columns)
-        connection.execute(
-            text(
-                f"INSERT INTO {name} ({listed}, run_id) SELECT {listed}, id FROM runs"
-                f" WHERE {present} ON CONFLICT DO NOTHING"
-            )
+        statements.append(
+            f"INSERT INTO {name} ({listed}, run_id) SELECT {listed}, id FROM {source}"
+            f" WHERE {present} ON CONFLICT DO NOTHING"
         )
+    return statements
+
+
+def take_keys_on_insert(connection: Connection) -> None:
+    """The trigger that takes a new run's keys before it is inserted, skipping a run whose
+    key is taken."""
     connection.execute(text(_trigger_function()))
     connection.execute(
         text(

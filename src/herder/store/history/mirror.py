@@ -24,7 +24,8 @@ from typing import NamedTuple
 
 from sqlalchemy import Connection, text
 
-from herder.store.history.guard_fill import record_keys_read, record_keys_written
+from herder.store.history.guard_fill import record_keys_written
+from herder.store.history.guards import record_keys_read
 from herder.store.history.partitions import HistoryTable
 from herder.store.history.shadow import columns, shadow_of
 from herder.store.schema import metadata
