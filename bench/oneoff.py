@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import func, select, text
 
 from bench.proc import CpuTimes, parent_of
@@ -54,9 +55,17 @@ class OneOffResult:
     worker_cpu: CpuTimes  # own: the agent; reaped: the jobs (sandbox launcher, set-up, program)
     database_cpu_seconds: float | None  # the PostgreSQL cluster; None on SQLite
     client_cpu_seconds: float
+    # what the server process sent the database over the throughput part, by kind
+    # (herder_database_statements_total: statements, commits, rollbacks)
+    statements: dict[str, float]
 
     def per_run_ms(self, seconds: float) -> float:
         return seconds * 1000 / self.runs
+
+    @property
+    def statements_per_run(self) -> float:
+        """Round trips to the database a run cost: statements and commits."""
+        return sum(self.statements.values()) / self.runs
 
     @property
     def control_plane_seconds(self) -> float:
@@ -139,6 +148,23 @@ class Herder:
             except subprocess.TimeoutExpired:
                 process.kill()
 
+    def statements(self) -> dict[str, float]:
+        """What the server process has sent the database so far, by kind."""
+        credentials = ClientCredentials.load(self.home)
+        assert credentials is not None
+        response = httpx.get(
+            f"{self.url}/metrics",
+            headers={"Authorization": f"Bearer {credentials.api_key}"},
+            timeout=30,
+        )
+        response.raise_for_status()
+        return {
+            sample.labels["kind"]: sample.value
+            for family in text_string_to_metric_families(response.text)
+            for sample in family.samples
+            if sample.name == "herder_database_statements_total"
+        }
+
     def client(self) -> HerderClient:
         credentials = ClientCredentials.load(self.home)
         assert credentials is not None
@@ -194,6 +220,7 @@ def measure(
             CpuTimes.of_root_and_rest(worker_pid),
         )
         database_before = CpuTimes.of_tree(postmaster) if postmaster else None
+        statements_before = herder.statements()
         client_before = time.process_time()
         submit_started = time.monotonic()
         _submit_all(herder, job.id, runs_count)
@@ -207,6 +234,7 @@ def measure(
             else None
         )
         client_cpu = time.process_time() - client_before
+        statements_after = herder.statements()
         with database.read() as connection:
             first, last = connection.execute(
                 select(func.min(runs.c.created_at), func.max(runs.c.finished_at)).where(
@@ -227,6 +255,10 @@ def measure(
         worker_cpu=worker_cpu,
         database_cpu_seconds=database_cpu,
         client_cpu_seconds=client_cpu,
+        statements={
+            kind: count - statements_before.get(kind, 0.0)
+            for kind, count in statements_after.items()
+        },
     )
 
 

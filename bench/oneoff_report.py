@@ -14,7 +14,8 @@ from herder.worker.isolation import Isolation
 STORE_NAMES = {"postgresql": "PostgreSQL", "sqlite": "SQLite"}
 HEADER = (
     "| runner | runs | seconds | runs/s | ratio to Celery (subprocess) | submit→start p50 | p99 "
-    "| API + scheduler | worker | PostgreSQL / Redis | **control plane** | jobs | bench client |"
+    "| API + scheduler | worker | PostgreSQL / Redis | **control plane** | jobs | bench client "
+    "| statements |"
 )
 
 
@@ -34,7 +35,7 @@ def section(
         _limits_line(limits, herders),
         "",
         HEADER,
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     lines += [_peer_row(peer, celery) for peer in peers]
     lines += [_herder_row(herder, celery) for herder in herders]
@@ -42,7 +43,9 @@ def section(
     lines += [
         "",
         "Ratios are to the median of Celery's repetitions. "
-        "Runs/s from the first submit to the last completion. CPU columns: ms per run over the "
+        "Runs/s from the first submit to the last completion. Statements: what the server "
+        "process sent the database a run (statements, commits and rollbacks: round trips; "
+        "`herder_database_statements_total`). CPU columns: ms per run over the "
         "throughput part, user + system from /proc; **control plane** = API + scheduler + worker "
         "+ PostgreSQL / Redis (target for Herder on PostgreSQL: ≤ 1.0 ms); jobs and the bench "
         "client are not in it.",
@@ -92,7 +95,7 @@ def _peer_row(peer: PeerResult, celery: float | None) -> str:
         f"| — | {peer.per_task_ms(worker):.2f} | {peer.per_task_ms(redis):.2f} "
         f"| **{peer.per_task_ms(worker + redis):.2f}** "
         f"| {peer.per_task_ms(peer.worker_cpu.reaped):.2f} "
-        f"| {peer.per_task_ms(peer.client_cpu_seconds):.2f} |"
+        f"| {peer.per_task_ms(peer.client_cpu_seconds):.2f} | — |"
     )
 
 
@@ -111,7 +114,8 @@ def _herder_row(herder: OneOffResult, celery: float | None) -> str:
         f"| {herder.per_run_ms(herder.worker_cpu.own):.2f} | {database} "
         f"| **{herder.per_run_ms(herder.control_plane_seconds):.2f}** "
         f"| {herder.per_run_ms(herder.worker_cpu.reaped):.2f} "
-        f"| {herder.per_run_ms(herder.client_cpu_seconds):.2f} |"
+        f"| {herder.per_run_ms(herder.client_cpu_seconds):.2f} "
+        f"| {herder.statements_per_run:.1f} |"
     )
 
 
@@ -139,6 +143,7 @@ def _spreads(
             f"**{_range([h.start_p50_ms for h in repeated], '.1f')} ms**, p99 "
             f"**{_range([h.start_p99_ms for h in repeated], '.1f')} ms**; control plane "
             f"**{_range([h.per_run_ms(h.control_plane_seconds) for h in repeated], '.2f')} ms**"
+            f", {_range([h.statements_per_run for h in repeated], '.1f')} statements a run"
         )
     return lines
 

@@ -111,3 +111,17 @@ def waiting_kinds(api: Api, tenant: str) -> dict[str, float]:
         for (name, labels), value in scrape(api).items()
         if name == "herder_runs_queued" and dict(labels)["tenant"] == tenant
     }
+
+
+def test_what_the_process_sends_the_database_is_counted_by_kind(api: Api) -> None:
+    """A submission is at least an insert and a commit; a listing, a select."""
+
+    def counted(kind: str) -> float:
+        return scrape(api).get(("herder_database_statements_total", (("kind", kind),)), 0.0)
+
+    job = api.create_job()
+    before = {kind: counted(kind) for kind in ("insert", "select", "commit")}
+    api.start_run(job["id"])
+    api.http.get("/v1/runs", headers=api.admin)
+    after = {kind: counted(kind) for kind in ("insert", "select", "commit")}
+    assert all(after[kind] > before[kind] for kind in before), (before, after)

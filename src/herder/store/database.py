@@ -18,6 +18,7 @@ from sqlalchemy import Connection, Engine, create_engine, event, exc, text
 from sqlalchemy.engine import make_url
 
 from herder.domain.errors import Conflict, TemporarilyUnavailable, Unavailable
+from herder.store.statements import count_statements
 
 log = logging.getLogger("herder.store")
 SQLITE_BUSY_TIMEOUT_SECONDS = 30.0
@@ -131,6 +132,7 @@ class Database:
             raise ValueError(
                 f"unsupported database {parsed.drivername!r}; use sqlite or postgresql"
             )
+        count_statements(self.engine)
 
     def _remember_backends(self) -> None:
         @event.listens_for(self.engine, "connect")

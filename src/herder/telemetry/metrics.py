@@ -87,6 +87,12 @@ REQUESTS = Histogram(
     "API requests by route template, method and status class",
     ["route", "method", "status"], buckets=_REQUESTS,
 )  # fmt: skip
+DATABASE_STATEMENTS = Counter(
+    "herder_database_statements",
+    "What this process sent the database, by kind: statements (a round trip each), commits "
+    "and rollbacks",
+    ["kind"],
+)
 LOOP_PASS = Histogram(
     "herder_control_loop_pass_seconds", "How long a control loop's pass took", ["loop"],
     buckets=_PASSES,
