@@ -56,8 +56,9 @@ class OneOffResult:
     database_cpu_seconds: float | None  # the PostgreSQL cluster; None on SQLite
     client_cpu_seconds: float
     # what the server process sent the database over the throughput part, by kind
-    # (herder_database_statements_total: statements, commits, rollbacks)
+    # (herder_database_statements_total: statements, commits, rollbacks), and a run alone
     statements: dict[str, float]
+    idle_statements_per_run: float
 
     def per_run_ms(self, seconds: float) -> float:
         return seconds * 1000 / self.runs
@@ -204,6 +205,7 @@ def measure(
         job = client.create_job("bench", JOB)
         client.wait(client.start_run(job.id).id, timeout=30)  # warm: worker registered
         # Latency on an idle system: one run at a time.
+        idle_before = sum(herder.statements().values())
         starts, ends = [], []
         for _ in range(idle_runs):
             run = client.wait(client.start_run(job.id).id, timeout=30, poll=0.005)
@@ -211,6 +213,7 @@ def measure(
             assert run.finished_at is not None
             starts.append((run.started_at - run.created_at).total_seconds() * 1000)
             ends.append((run.finished_at - run.created_at).total_seconds() * 1000)
+        idle_statements = sum(herder.statements().values()) - idle_before
         # Throughput: everything at once.
         with database.read() as connection:
             before = connection.execute(select(func.count()).select_from(runs)).scalar_one()
@@ -259,6 +262,7 @@ def measure(
             kind: count - statements_before.get(kind, 0.0)
             for kind, count in statements_after.items()
         },
+        idle_statements_per_run=idle_statements / max(idle_runs, 1),
     )
 
 

@@ -44,8 +44,9 @@ def section(
         "",
         "Ratios are to the median of Celery's repetitions. "
         "Runs/s from the first submit to the last completion. Statements: what the server "
-        "process sent the database a run (statements, commits and rollbacks: round trips; "
-        "`herder_database_statements_total`). CPU columns: ms per run over the "
+        "process sent the database a run over the throughput part (statements, commits and "
+        "rollbacks: round trips; `herder_database_statements_total`), where batches share "
+        "them. CPU columns: ms per run over the "
         "throughput part, user + system from /proc; **control plane** = API + scheduler + worker "
         "+ PostgreSQL / Redis (target for Herder on PostgreSQL: ≤ 1.0 ms); jobs and the bench "
         "client are not in it.",
@@ -143,7 +144,10 @@ def _spreads(
             f"**{_range([h.start_p50_ms for h in repeated], '.1f')} ms**, p99 "
             f"**{_range([h.start_p99_ms for h in repeated], '.1f')} ms**; control plane "
             f"**{_range([h.per_run_ms(h.control_plane_seconds) for h in repeated], '.2f')} ms**"
-            f", {_range([h.statements_per_run for h in repeated], '.1f')} statements a run"
+            f"; statements a run: {_range([h.statements_per_run for h in repeated], '.1f')} at "
+            f"throughput, {_range([h.idle_statements_per_run for h in repeated], '.1f')} "
+            "one at a time (the server's: the bench's polls every 5 ms and idle loops' passes "
+            "included)"
         )
     return lines
 
