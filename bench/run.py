@@ -14,6 +14,7 @@ from pathlib import Path
 from bench import (
     api_processes,
     baseline,
+    burst,
     celery_peer,
     checkpoints,
     delayed,
@@ -93,6 +94,7 @@ def main() -> None:
             "images",
             "failover",
             "migration",
+            "burst",
             "all",
         ],
         default="all",
@@ -126,6 +128,12 @@ def main() -> None:
         run_checkpoints(options)
     if options.scenario in ("images", "all"):
         run_images()
+    if options.scenario in ("burst", "all"):
+        result = burst.measure()
+        print(result.line())
+        command = " ".join(["python -m bench.run", *sys.argv[1:]])
+        now = datetime.datetime.now(datetime.UTC)
+        _append(burst.section(result, machine.describe(), now, command))
     if options.scenario in ("failover", "all"):
         run_failover(options)
     if options.scenario in ("migration", "all"):

@@ -32,6 +32,21 @@ def test_rows_inserted_in_bulk_are_found_by_their_ids_as_given(store: Store) -> 
     assert sorted(found) == [(row["id"], row["quotas"], NOW) for row in rows]
 
 
+def test_values_with_quotes_commas_braces_and_backslashes_are_found_as_given(
+    store: Store,
+) -> None:
+    """PostgreSQL reads the values as one array literal: each is quoted in it."""
+    odd = ['a"b', "c,d", "{e}", "f\\g", "h i", "NULL", ""]
+    rows = [{"id": value, "name": f"t{index}", "quotas": {}, "created_at": NOW}
+            for index, value in enumerate([*odd, "plain"])]  # fmt: skip
+    with store.database.write() as connection:
+        insert_rows(connection, tenants, rows)
+        named = Among(connection.dialect.name, tenants.c.id, "ids")
+        (params,) = named.batches(odd)
+        found = connection.execute(select(tenants.c.id).where(named.condition), params)
+        assert sorted(found.scalars()) == sorted(odd)
+
+
 def test_set_each_changes_only_the_rows_its_guard_still_matches(store: Store) -> None:
     tenant = store.access.create_tenant("acme")
     with store.database.write() as connection:

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
 from sqlalchemy import (
-    JSON,
     Column,
     ColumnElement,
     Connection,
     String,
     Table,
-    Text,
     Update,
     any_,
     bindparam,
@@ -27,8 +24,9 @@ from sqlalchemy import (
     true,
 )
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.sql.dml import Insert
-from sqlalchemy.types import TypeEngine
+from sqlalchemy.types import NullType, TypeEngine
 
 from herder.store.database import Database
 
@@ -134,20 +132,24 @@ def update_each(
 
 
 class Among:
-    """``column`` among a list of values bound when the statement runs, so the statement is
-    built once. PostgreSQL reads them from one JSON array parameter, whatever the count
-    (psycopg writes a long text array item by item, several times slower); SQLite takes an
-    expanding IN list of at most ``SQLITE_IN_LIMIT`` values per execution."""
+    """``column`` among a list of string values bound when the statement runs, so the
+    statement is built once. PostgreSQL reads them as one array literal in one untyped
+    parameter, whatever the count (psycopg writes a long text array item by item, several
+    times slower); SQLite takes an expanding IN list of at most ``SQLITE_IN_LIMIT`` values
+    per execution."""
 
     def __init__(self, dialect: str, column: Column[Any], name: str) -> None:
         self._name = name
-        self._json = dialect == "postgresql"
-        if self._json:
-            values = cast(bindparam(name, type_=Text), JSON)
-            # ``= ANY(ARRAY(…))``, not ``IN (SELECT …)``: the planner then probes the column's
+        self._array = dialect == "postgresql"
+        if self._array:
+            # ``= ANY(array)``, not ``IN (SELECT …)``: the planner then probes the column's
             # index per value instead of hash-joining whatever it guesses is fewer (after a
-            # burst, stale statistics made it scan every running attempt for one worker's)
-            listed = func.array(select(func.json_array_elements_text(values)).scalar_subquery())
+            # burst, stale statistics made it scan every running attempt for one worker's).
+            # The array is a constant once planned, so where a plan filters rows by it (on
+            # statistics from before a burst of 100,000 runs queued, the placement filtered
+            # every queued run), each row is looked up in a hash of the values, not compared
+            # with each: 0.85 s for 15,000 runs, where reading a JSON array took 17.9 s.
+            listed = cast(bindparam(name, type_=NullType()), ARRAY(column.type))
             self.condition = column == func.any(listed)
         else:
             self.condition = column.in_(bindparam(name, expanding=True))
@@ -157,12 +159,18 @@ class Among:
         PostgreSQL, a chunk each on SQLite."""
         if not values:
             return []
-        if self._json:
-            return [{self._name: json.dumps(list(values), default=_json_value), **more}]
+        if self._array:
+            return [{self._name: array_literal(values), **more}]
         return [
             {self._name: list(values[start : start + SQLITE_IN_LIMIT]), **more}
             for start in range(0, len(values), SQLITE_IN_LIMIT)
         ]
+
+
+def array_literal(values: Sequence[str]) -> str:
+    """PostgreSQL's text form of an array of these strings, each quoted."""
+    quoted = (value.replace("\\", "\\\\").replace('"', '\\"') for value in values)
+    return "{" + ",".join(f'"{value}"' for value in quoted) + "}"
 
 
 def set_each(
