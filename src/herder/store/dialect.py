@@ -190,14 +190,6 @@ def set_each(
     )
 
 
-def _json_value(value: Any) -> Any:
-    if isinstance(value, datetime):
-        if value.tzinfo is None:
-            raise ValueError("naive datetime given to the store; use an aware UTC time")
-        return value.isoformat()
-    raise TypeError(f"cannot store {type(value).__name__} as JSON")
-
-
 def _plain(value: Any) -> Any:
     return value.value if isinstance(value, Enum) else value
 
