@@ -113,21 +113,23 @@ def restart_scheduler(
     return again
 
 
+def drain_through_api(herder: HerderClient, name: str) -> None:
+    """An admin's drain, then a wait until the worker runs nothing."""
+    (worker,) = [w for w in herder.list_workers() if w.name == name and w.state == "alive"]
+    herder.drain_worker(worker.id)
+
+    def idle() -> bool:
+        (drained,) = [w for w in herder.list_workers() if w.id == worker.id]
+        return drained.in_use is None or drained.in_use.slots == 0
+
+    wait_until(idle, 60, f"{name} ran what it had")
+
+
 def replace_worker(
     cluster: Cluster, herder: HerderClient, process: subprocess.Popen[bytes], name: str, url: str
 ) -> subprocess.Popen[bytes]:
-    """The first worker drained through the API and stopped once it runs nothing; the
-    second stopped by SIGTERM alone, draining itself (``--drain-seconds``). Then each gets
-    its successor."""
-    if name == "w0":
-        (worker,) = [w for w in herder.list_workers() if w.name == name and w.state == "alive"]
-        herder.drain_worker(worker.id)
-
-        def idle() -> bool:
-            (drained,) = [w for w in herder.list_workers() if w.id == worker.id]
-            return drained.in_use is None or drained.in_use.slots == 0
-
-        wait_until(idle, 60, f"{name} ran what it had")
+    """Stop a worker by SIGTERM (it drains itself, ``--drain-seconds``, when not drained
+    already) and start its successor."""
     process.send_signal(signal.SIGTERM)
     assert process.wait(60) == 0
     successor = f"{name}-next"
@@ -208,9 +210,9 @@ def test_every_part_restarted_in_turn_under_load_fails_no_request_and_loses_no_r
     for index in range(2):
         other = schedulers[1 - index].pid
         schedulers[index] = restart_scheduler(cluster, schedulers[index], other, store)
+    drain_through_api(herder, names[0])  # the other drains itself at SIGTERM
     for index, name in enumerate(names):
         workers[index] = replace_worker(cluster, herder, workers[index], name, url)
-        names[index] = f"{name}-next"
     rolled = time.monotonic() - began
 
     wait_until(lambda: datetime.now(UTC) > firing_from + timedelta(seconds=9), 20, "3 instants")
