@@ -25,7 +25,7 @@ from herder.store.migrations import alembic_config
 from tests.clones import database_at_revision
 
 pytestmark = pytest.mark.postgres
-RUNS = 20_000
+RUNS = 6_000
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ def test_the_history_moves_while_a_server_of_the_revision_before_writes(
     at_0014: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fill(_url(at_0014), RUNS, datetime.now(UTC))
-    monkeypatch.setattr(mirror, "COPY_BATCH_ROWS", 2_000)  # more batches beside the writes
+    monkeypatch.setattr(mirror, "COPY_BATCH_ROWS", 600)  # more batches beside the writes
     before = snapshot(_url(at_0014))
     load = OldServerLoad(_url(at_0014), keep_rows=True)
     load.start()

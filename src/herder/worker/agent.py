@@ -49,6 +49,7 @@ from herder.worker.watch import TaskWatch, first_of
 log = logging.getLogger("herder.worker")
 
 SHUTDOWN_REPORT_SECONDS = 5.0
+STOP_PATIENCE_SECONDS = 10.0  # past its stop grace, an attempt stopped is slow to end
 # What a stopped worker's attempts end with (preempted: their runs are queued again in their
 # place, no try used, a checkpoint saved where the job keeps one)
 WORKER_STOPPED_REASON = "its worker stopped"
@@ -227,6 +228,9 @@ class Agent:
         log.info("stopping: what runs gets up to %gs to end; nothing new is taken", seconds)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._until_idle(), seconds)
+        if self._running:
+            log.info("the drain is over: stopping the %d attempts still running; their runs "
+                     "are queued again", len(self._running))  # fmt: skip
 
     async def _until_idle(self) -> None:
         """Until nothing runs here (an attempt placed before the drain took, too), the
@@ -244,9 +248,19 @@ class Agent:
             else:
                 attempt.stop.stop(end, why)
         if self._attempts.pending:
-            await asyncio.wait(self._attempts.pending)
-        with contextlib.suppress(TimeoutError):
+            patience = self.config.max_stop_grace_seconds + STOP_PATIENCE_SECONDS
+            _, late = await asyncio.wait(self._attempts.pending, timeout=patience)
+            if late:  # said, to be looked into: they still end before the worker does
+                log.warning("%d attempts have not ended %gs after they were stopped",
+                            len(late), patience)  # fmt: skip
+                await asyncio.wait(late)
+        try:
             await asyncio.wait_for(self.reporter.flush(), SHUTDOWN_REPORT_SECONDS)
+        except TimeoutError:
+            log.warning("%d attempts' reports were not delivered within %gs: the server "
+                        "takes them for lost once this worker's heartbeats stop",
+                        len(self.reporter.unreported(self.connection.worker_id)),
+                        SHUTDOWN_REPORT_SECONDS)  # fmt: skip
 
     async def _shutdown(self, side: TaskWatch) -> None:
         try:
@@ -255,6 +269,7 @@ class Agent:
         finally:
             await side.close()
             await self.connection.close()
+        log.info("stopped")
 
     async def _end_remaining(self) -> None:
         """The worker stops: what still runs ends cancelled with the shutdown reason (herder
