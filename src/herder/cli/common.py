@@ -51,9 +51,10 @@ def fail(message: str, *, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
-def client() -> HerderClient:
+def client(retry_seconds: float | None = None) -> HerderClient:
     """A client of the server the variables or the nearest client file name
-    (``credentials.py``); one line naming where it looked when there is none."""
+    (``credentials.py``); one line naming where it looked when there is none.
+    ``retry_seconds``: how long a call is tried again, when not ``HERDER_RETRY_SECONDS``."""
     cwd = Path.cwd()
     try:
         found = find_credentials(os.environ, cwd)
@@ -67,7 +68,8 @@ def client() -> HerderClient:
             f"HERDER_HOME to the directory holding client.json (looked for "
             f"{searched_places(os.environ, cwd)})"
         )
-    retries = Retries(retry_budget(os.environ), on_retry=_say_once_it_retries())
+    budget = retry_budget(os.environ) if retry_seconds is None else retry_seconds
+    retries = Retries(budget, on_retry=_say_once_it_retries())
     credentials = found.credentials
     ca_file = Path(credentials.ca_file) if credentials.ca_file else None
     try:

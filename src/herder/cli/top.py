@@ -288,9 +288,12 @@ def top(
 ) -> None:
     """A live view of the queue, the workers and the failure rate; Ctrl-C quits. The fleet
     for a system admin's key, your tenant's runs for any other."""
-    if not once and not as_json and not out.is_terminal:
+    watching = not once and not as_json
+    if watching and not out.is_terminal:
         raise fail("herder top draws on a terminal; give --once to print one view")
-    with client() as herder:
+    # the live view tries nothing again: it shows why a read failed, and reads at the next
+    # refresh, rather than freeze on the last picture for the 30 s of retries
+    with client(retry_seconds=0 if watching else None) as herder:
         if as_json:
             _print_json(read(herder, Reading()))
             return
