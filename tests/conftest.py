@@ -81,19 +81,20 @@ herder.store.database.create_engine = _engine_sharing_compiled_sql  # type: igno
 # xdist hands them out most tests first: a long module of few tests came late and ran on alone
 # (replayed from that run's times: the system tests' 1,229 s would be 1,142 s in this order, the
 # unit and integration tests' 693 s 668 s). Taken again from a CI run later that day.
-LONGEST_MODULES = {  # seconds, summed over their tests, in a CI run beside the rest
-    "tests/system/dashboard/test_dashboard.py": 320,
-    "tests/system/test_embedded.py": 225,
-    "tests/system/test_image_runtime.py": 187,
-    "tests/system/test_server_restarts.py": 132,
-    "tests/system/test_scale_out.py": 120,  # 447 s before its schedules paused sooner
-    "tests/system/test_archive_attacks.py": 91,
-    "tests/system/test_stopped_cpu.py": 72,
-    "tests/system/test_checkpoint_attacks.py": 72,
+LONGEST_MODULES = {  # seconds, summed over their tests, in a CI run beside the rest (12-07)
+    "tests/system/dashboard/test_dashboard.py": 304,
+    "tests/system/test_server_restarts.py": 172,
+    "tests/system/test_embedded.py": 146,
+    "tests/system/test_scale_out.py": 130,  # 236 s at 50 fires a second, now 25
+    "tests/system/test_stopped_cpu.py": 125,
+    "tests/system/test_rolling_restart.py": 120,  # 49 s alone
+    "tests/system/test_checkpoint_attacks.py": 118,
+    "tests/system/test_image_runtime.py": 113,
+    "tests/system/test_archive_attacks.py": 108,
+    "tests/system/test_failover.py": 97,
     "tests/system/test_autoscaling.py": 70,
-    "tests/system/test_failover.py": 74,  # its first CI run (2026-12-06 21:04)
-    "tests/system/test_rolling_restart.py": 90,  # 48 s alone; guessed beside the suite
-    "tests/integration/test_contract.py": 53,
+    "tests/integration/test_contract.py": 61,
+    "tests/integration/test_metrics_counted.py": 45,
     "tests/system/test_schedules.py": 41,
     "tests/system/test_workflows.py": 40,
     "tests/integration/test_checkpoints.py": 40,
