@@ -370,7 +370,12 @@ def _lock_and_measure(
     connection: Connection, sql: _Statements, worker_ids: list[str], floor: str
 ) -> dict[str, _Room]:
     """Lock the alive ones among ``worker_ids`` (sorted, so lockers never deadlock) and
-    work out what each has free from the attempts it runs."""
+    work out what each has free from the attempts it runs.
+
+    Two statements, never one join: under PostgreSQL's read committed, a statement reads
+    with the snapshot it began with, and one that waited for a worker's lock would read that
+    worker's attempts as they were before the holder committed — missing what another
+    dispatcher just placed there. The second statement begins once the locks are held."""
     room: dict[str, _Room] = {}
     for params in sql.worker_ids.batches(worker_ids):
         for worker_id, cpu, memory_mb, gpus, slots in connection.execute(sql.lock, params).all():
