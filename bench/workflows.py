@@ -40,6 +40,7 @@ CHAIN_REPEATS = 5
 FAN_OUT = 1000
 CHAIN_POLL_SECONDS = 0.025  # the client's view of the end; the server's clock is the measure
 FAN_OUT_POLL_SECONDS = 0.2  # its detail lists 1,001 tasks: read rarely
+STATEMENTS_POLL_SECONDS = 0.5  # the chain whose statements are counted: few polls to take off
 TIMEOUT_SECONDS = 120
 COMMANDS = {"true": "true", "sleep": "sleep 0.01"}
 # A chain runs one task at a time: each may have a core. A sandboxed attempt's CPU request is
@@ -89,6 +90,7 @@ class WorkflowsResult:
     isolation: Isolation
     chains: dict[str, list[Chain]]  # by the tasks' command ("true", "sleep")
     fan_out: FanOut
+    statements_per_link: dict[str, float]  # the server's, by the tasks' command
 
 
 def measure(store: str, database_url: str, home: Path, isolation: Isolation) -> WorkflowsResult:
@@ -100,13 +102,15 @@ def measure(store: str, database_url: str, home: Path, isolation: Isolation) -> 
             fan_out_job = client.create_job("fan-out", _job("true", FAN_OUT_CPU))
             client.wait(client.start_run(fan_out_job.id).id, timeout=30)  # warm
             chains: dict[str, list[Chain]] = {}
+            statements: dict[str, float] = {}
             for name in COMMANDS:
                 workflow = client.create_workflow({"name": f"chain-{name}", "tasks": _chain(name)})
                 _run(client, workflow.id, {}, CHAIN_POLL_SECONDS)  # warm: not counted
                 chains[name] = [
                     _chain_result(client, database, workflow.id) for _ in range(CHAIN_REPEATS)
                 ]
-            return WorkflowsResult(store, isolation, chains, _fan_out(client))
+                statements[name] = _statements_per_link(herder, client, workflow.id)
+            return WorkflowsResult(store, isolation, chains, _fan_out(client), statements)
     finally:
         database.dispose()
 
@@ -151,6 +155,19 @@ def _chain_result(client: HerderClient, database: Database, workflow_id: str) ->
     first = _link(detail.created_at, ordered[0])
     links = [_link(parent.finished, child) for parent, child in itertools.pairwise(ordered)]
     return Chain(_seconds(detail.created_at, detail.finished_at), seen, first, links)
+
+
+def _statements_per_link(herder: Herder, client: HerderClient, workflow_id: str) -> float:
+    """What the server sent the database for one more chain, per task, less the client's
+    own polls of it: their cost is measured apart, on the chain run once it has ended."""
+    before = sum(herder.statements().values())
+    run, _ = _run(client, workflow_id, {}, STATEMENTS_POLL_SECONDS)
+    chain = sum(herder.statements().values()) - before
+    polls = round(_seconds(run.created_at, run.finished_at) / STATEMENTS_POLL_SECONDS) + 1
+    before = sum(herder.statements().values())
+    for _ in range(polls):
+        client.get_workflow_run(run.id)
+    return (chain - (sum(herder.statements().values()) - before)) / CHAIN_LENGTH
 
 
 @dataclass(frozen=True)

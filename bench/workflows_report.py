@@ -34,7 +34,8 @@ def chain_line(result: WorkflowsResult, job: str) -> str:
     return (
         f"{_name(result)}, chain of {CHAIN_LENGTH} `{COMMANDS[job]}`: median "
         f"{statistics.median(server):.2f}s, best {min(server):.2f}s; successor start p50 "
-        f"{statistics.median(latency):.1f} ms, p99 {percentile(latency, 0.99):.1f} ms"
+        f"{statistics.median(latency):.1f} ms, p99 {percentile(latency, 0.99):.1f} ms; "
+        f"{result.statements_per_link[job]:.1f} statements a task"
     )
 
 
@@ -85,10 +86,12 @@ def section(
         "Where a link's time goes (medians over every link, ms, server clock): the parent's "
         "end → the child queued (the same transaction) → placed by the dispatcher → handed to "
         "the worker by a claim (the attempt's `delivered_at`) → its end recorded (the worker "
-        "starts the job, it runs, the worker reports). The sum is one link's share of the chain.",
+        "starts the job, it runs, the worker reports). The sum is one link's share of the chain. "
+        "Statements: what the server sent the database for one more chain (each statement, "
+        "commit and rollback), less the client's polls of it, per task.",
         "",
-        "| store, worker | tasks | queued | placed | delivered | ended | **link** |",
-        "|---|---|---|---|---|---|---|",
+        "| store, worker | tasks | queued | placed | delivered | ended | **link** | statements |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for result in results:
         for job, chains in result.chains.items():
@@ -97,7 +100,7 @@ def section(
             lines.append(
                 f"| {_name(result)} | `{COMMANDS[job]}` | {link.queue_ms:.1f} "
                 f"| {link.place_ms:.1f} | {link.deliver_ms:.1f} | {link.run_ms:.1f} "
-                f"| **{total:.1f}** |"
+                f"| **{total:.1f}** | {result.statements_per_link[job]:.1f} |"
             )
     lines += [
         "",
