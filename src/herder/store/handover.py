@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from pydantic import ValidationError
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, and_, select, update
 
 from herder.domain.actors import worker_actor
 from herder.domain.jobs import JobSpec
@@ -28,14 +28,25 @@ from herder.store.work import Work
 log = logging.getLogger("herder.store")
 
 
-def undelivered(work: Work, worker_id: str, limit: int) -> Sequence[Any]:
-    """The worker's placed attempts not handed over yet, oldest first. No ORDER BY in the
-    statement: with one, PostgreSQL walked the slice's attempts in id order looking for the
-    worker's few (3,200 rows for one claim at 3,000 runs); by worker and state it reads only
-    those, which the dispatcher keeps to the worker's free slots, so ``limit`` rarely cuts."""
+class Placed(NamedTuple):
+    """The worker's state (None: no such worker) and its attempts to hand over."""
+
+    state: str | None
+    rows: Sequence[Any]
+
+
+def undelivered(work: Work, worker_id: str, limit: int) -> Placed:
+    """The worker's state, and its placed attempts not handed over yet, oldest first, in
+    one statement: the worker's row, joined to each such attempt (one row with none when it
+    has none). No ORDER BY: with one, PostgreSQL walked the slice's attempts in id order
+    looking for the worker's few (3,200 rows for one claim at 3,000 runs); by worker and
+    state it reads only those, which the dispatcher keeps to the worker's free slots, so
+    ``limit`` rarely cuts."""
     floor = live_floor(work.connection, work.now)  # running attempts: older slices pruned
+    placed = attempts.join(runs, runs.c.id == attempts.c.run_id)
     rows = work.connection.execute(
         select(
+            workers.c.state.label("worker_state"),
             attempts.c.id, attempts.c.number, attempts.c.rank, attempts.c.gpu_indices,
             attempts.c.started_at.label("placed_at"), runs.c.id.label("run_id"), runs.c.tenant_id,
             runs.c.spec, runs.c.idempotency_key, runs.c.replicas, runs.c.cancel_requested,
@@ -43,17 +54,39 @@ def undelivered(work: Work, worker_id: str, limit: int) -> Sequence[Any]:
             runs.c.workflow_run_id, runs.c.task_name, runs.c.map_index, runs.c.map_item,
             runs.c.inputs,
         )
-        .join(runs, runs.c.id == attempts.c.run_id)
-        .where(
-            attempts.c.worker_id == worker_id,
-            attempts.c.state == AttemptState.RUNNING,
-            attempts.c.delivered_at.is_(None),
-            attempts.c.run_id >= floor,
-            runs.c.id >= floor,
+        .select_from(
+            workers.outerjoin(
+                placed,
+                and_(
+                    attempts.c.worker_id == workers.c.id,
+                    attempts.c.state == AttemptState.RUNNING,
+                    attempts.c.delivered_at.is_(None),
+                    attempts.c.run_id >= floor,
+                    runs.c.id >= floor,
+                ),
+            )
         )
+        .where(workers.c.id == worker_id)
         .limit(limit)
     ).all()  # fmt: skip
-    return sorted(rows, key=lambda row: row.id)
+    if not rows:
+        return Placed(None, [])
+    found = [row for row in rows if row.id is not None]
+    return Placed(rows[0].worker_state, sorted(found, key=lambda row: row.id))
+
+
+def mark_delivered(work: Work, attempt_ids: Sequence[str]) -> set[str]:
+    """Mark these attempts handed over now, each only if no other claim did first (two
+    claims of one worker at once, say a retried one beside the first): those it marked."""
+    if not attempt_ids:
+        return set()
+    marked = work.connection.execute(
+        update(attempts)
+        .where(attempts.c.id.in_(attempt_ids), attempts.c.delivered_at.is_(None))
+        .values(delivered_at=work.now)
+        .returning(attempts.c.id)
+    ).scalars()
+    return set(marked)
 
 
 class Deliverable(NamedTuple):

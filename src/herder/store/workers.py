@@ -33,7 +33,7 @@ from herder.store.access import hash_secret
 from herder.store.checkpoints import refs_for_claim
 from herder.store.database import Database
 from herder.store.fleet import worker_record
-from herder.store.handover import deliverable, gang_peers, undelivered
+from herder.store.handover import deliverable, gang_peers, mark_delivered, undelivered
 from herder.store.history.live import live_floor
 from herder.store.notifications import notify_capacity
 from herder.store.runs.facts import ATTEMPT_FACTS, attempt_facts
@@ -207,22 +207,16 @@ class WorkerRepository:
         handed over, now handed over, in the caller's unit of work (``app.claims``): a stored
         run that cannot be handed over fails alone, and the caller follows up its end. A
         draining worker still gets what was placed before."""
-        state = work.connection.execute(
-            select(workers.c.state).where(workers.c.id == worker_id)
-        ).scalar()
-        if state is None:
-            raise NotFound(f"worker {worker_id} is not registered")
-        if state == WorkerState.LOST:
-            raise _gone(worker_id)
         placed = undelivered(work, worker_id, max_runs)
-        given = deliverable(work, worker_id, placed, self._secrets)
+        if placed.state is None:
+            raise NotFound(f"worker {worker_id} is not registered")
+        if placed.state == WorkerState.LOST:
+            raise _gone(worker_id)
+        given = deliverable(work, worker_id, placed.rows, self._secrets)
+        marked = mark_delivered(work, [item.row.id for item in given])
+        given = [item for item in given if item.row.id in marked]
         if not given:
             return []
-        work.connection.execute(
-            update(attempts)
-            .where(attempts.c.id.in_([item.row.id for item in given]))
-            .values(delivered_at=work.now)
-        )
         gangs = [item.row for item in given if item.row.replicas > 1]
         peers = gang_peers(work.connection, gangs)
         # never on a first attempt: the one-off path reads nothing more
