@@ -88,8 +88,7 @@ def test_v1_limit_files_go_to_each_controllers_directory(tmp_path: Path) -> None
     assert [(path.parent.name, path.name, value) for path, value in settings] == [
         ("memory", "memory.limit_in_bytes", str(64 * MIB)),
         ("memory", "memory.memsw.limit_in_bytes", str(64 * MIB)),  # after: never below it
-        ("cpu", "cpu.cfs_period_us", "100000"),
-        ("cpu", "cpu.cfs_quota_us", "50000"),
+        ("cpu", "cpu.cfs_quota_us", "50000"),  # of the default period, 100 ms
         ("pids", "pids.max", "10"),
     ]
 
@@ -113,7 +112,7 @@ def fake_v2_host(tmp_path: Path, controllers: str) -> Path:
 
 
 def test_v2_attempts_get_a_cgroup_under_the_worker_parent(tmp_path: Path) -> None:
-    enforcer = cgroup_enforcer("w1", fake_v2_host(tmp_path, "cpuset cpu io memory pids"))
+    enforcer = cgroup_enforcer("w1", fake_v2_host(tmp_path, "cpuset cpu io memory pids"), ready=0)
     assert isinstance(enforcer, CgroupEnforcer)
     assert enforcer.version == 2
     parent = tmp_path / "cgroup" / "herder-w1"

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from herder.domain.models import Assignment
 from herder.worker import cgroupfs
+from herder.worker.cgroup_pool import READY_CGROUPS
 from herder.worker.cgroups import CgroupsUnavailable, cpu_accounts
 from herder.worker.disk import (
     CHECKPOINT,
@@ -96,6 +97,7 @@ class AttemptHost:
         uid_base: int,
         uid_count: int,
         server_url: str,
+        ready_cgroups: int = READY_CGROUPS,
         expose: Sequence[str] = (),
         block: Sequence[str] = (),
         allow_cidr: Sequence[str] = (),
@@ -126,7 +128,7 @@ class AttemptHost:
         self._report_leftovers()
         self.enforcer: Enforcer | None = None  # isolation none: the worker's own limits
         if self.sandboxed:
-            self.enforcer = limit_enforcer(f"worker-{self.uids.base}")
+            self.enforcer = limit_enforcer(f"worker-{self.uids.base}", ready=ready_cgroups)
         else:
             log.info("resource limits: none per attempt (isolation none); the worker's own hold")
         blocked = [*control_plane_addresses(server_url), *block]

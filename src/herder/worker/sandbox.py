@@ -31,6 +31,7 @@ from pathlib import Path
 from herder.domain.images import ImageConfig, image_environment
 from herder.domain.jobs import Runtime
 from herder.domain.models import AssignedTask, Assignment
+from herder.worker.cgroup_pool import READY_CGROUPS
 from herder.worker.cgroups import CgroupsUnavailable, cgroup_enforcer
 from herder.worker.disk import CHECKPOINT, SHM, TMP, VAR_TMP, WORK, AttemptDisk, detached_bind
 from herder.worker.launch_server import LaunchServer, Reaped
@@ -232,12 +233,13 @@ def _task_environment(task: AssignedTask | None, home: Path) -> dict[str, str]:
     return env
 
 
-def limit_enforcer(name: str) -> Enforcer:
-    """Per-attempt cgroups when this host lets the worker make them, else rlimits; chosen
-    once, at start, and logged, so an operator knows which limits hold on this host."""
+def limit_enforcer(name: str, *, ready: int = READY_CGROUPS) -> Enforcer:
+    """Per-attempt cgroups when this host lets the worker make them (``ready`` of them made
+    ahead), else rlimits; chosen once, at start, and logged, so an operator knows which
+    limits hold on this host."""
     enforcer: Enforcer
     try:
-        enforcer = cgroup_enforcer(name)
+        enforcer = cgroup_enforcer(name, ready=ready)
     except (CgroupsUnavailable, OSError) as error:
         enforcer = RlimitEnforcer(str(error) or type(error).__name__)
     log.info("resource limits: %s", enforcer.description)
