@@ -48,7 +48,7 @@ def test_each_attempt_gets_a_cgroup_made_ahead_used_once_and_removed_after(
         assert caught_up(refilled)  # else the attempt would make its own: a burst's way
         confinement = enforcer.confine(f"att_{number}", LIMITS, gid=None, by_launcher=True)
         directories = [entrance.parent for entrance in confinement.entrances()]
-        confinement.collect()
+        assert confinement.collect().left_running == 0
         assert confinement.try_remove()  # handed to the pool's thread: nothing waits here
         used += directories
     assert len(set(used)) == len(used)

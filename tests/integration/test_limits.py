@@ -235,6 +235,21 @@ def test_a_sandboxed_job_is_inside_from_the_start(
         assert f"herder-test-{os.getpid()}" not in output
 
 
+def test_an_attempt_is_contained_only_when_its_cgroup_held_nothing_at_its_end(
+    enforcer: Enforcer, workspace: Path
+) -> None:
+    """Only then may its uid go back without a sweep of every process of the host."""
+    clean, _, _ = run(enforcer, "true", workspace, Limits(MIB * 64, 1))
+    left, output, _ = run(enforcer, ESCAPE, workspace, Limits(MIB * 64, 1))
+    escaped = int(output)
+    try:
+        assert clean.contained == in_cgroups(enforcer)
+        assert not left.contained
+    finally:
+        if alive(escaped):
+            os.kill(escaped, signal.SIGKILL)
+
+
 def test_the_cpu_quota_is_not_spent_on_setting_the_attempt_up(
     enforcer: Enforcer, own_uid: tuple[Sandbox, Path]
 ) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from herder.worker.cgroupfs import (
@@ -107,8 +108,9 @@ class AttemptCgroup:
         verdict = Verdict(read_key(events, "oom_kill"), read_number(peak), self._cpu_seconds())
         # v1: a process enters each of the attempt's hierarchies before it forks and cannot
         # leave them, so the memory one holds them all (removing each kills what is left)
-        close_all(kill_members(memory))
-        return verdict
+        killed = kill_members(memory)
+        close_all(killed)
+        return replace(verdict, left_running=len(killed))
 
     def _cpu_seconds(self) -> tuple[float, float] | None:
         """User and system CPU time of every process that ran inside, waited for or not:

@@ -21,6 +21,7 @@ import asyncio
 import signal
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from herder.domain.states import AttemptState
@@ -140,7 +141,7 @@ async def _run(
     user, system = verdict.cpu_seconds or (reaped.user_seconds, reaped.system_seconds)
     usage = ResourceUsage(user, system, peak_kb or reaped.max_rss_kb, wall_seconds)
     disk_full = plan.sandbox is not None and plan.sandbox.disk.is_full()
-    return outcome_of(
+    outcome = outcome_of(
         stop,
         reaped.status,
         usage,
@@ -149,6 +150,7 @@ async def _run(
         disk_full=disk_full,
         output_limited=child.output_limited,
     )
+    return replace(outcome, contained=verdict.left_running == 0)
 
 
 async def _supervise(

@@ -51,6 +51,9 @@ class Verdict:
     peak_memory_bytes: int | None = None
     # user and system CPU time of every process the attempt ran, waited for or not
     cpu_seconds: tuple[float, float] | None = None
+    # processes still in its cgroup when its main process had ended (killed then): where none
+    # was, nothing it ran is left anywhere, as each was born there and none could leave
+    left_running: int | None = None
 
 
 class Confinement(Protocol):
