@@ -324,6 +324,22 @@ def own_cgroup_v2() -> tuple[Path, str] | None:
     return None
 
 
+def bare_cgroup_v2(name: str, since: tuple[int, int], why: str) -> tuple[Path, str]:
+    """A new cgroup ``name`` in this host's writable cgroup v2 hierarchy, with or without
+    the controllers the worker needs: its directory, and the line /proc/<pid>/cgroup shows for
+    a process in it. Skips the test where there is none, or the kernel is older than
+    ``since`` (``why`` says what it lacks)."""
+    found = own_cgroup_v2()
+    if found is None:
+        pytest.skip("no writable cgroup v2 hierarchy here")
+    if tuple(map(int, os.uname().release.split(".")[:2])) < since:
+        pytest.skip(why)
+    home, path = found
+    directory = home / f"{name}-{os.getpid()}"
+    directory.mkdir()
+    return directory, f"0::{path.rstrip('/')}/{directory.name}"
+
+
 class BareCgroupV2:
     """An enforcer whose every attempt gets the one cgroup given: v2's way in, alone."""
 
@@ -347,14 +363,8 @@ def test_on_cgroup_v2_an_unsandboxed_job_enters_through_what_the_worker_opened(
     """Isolation none: the job enters through the cgroup.procs descriptor the worker handed
     it as stdin, then gets /dev/null. Any cgroup v2 hierarchy shows it, with or without the
     memory controller the worker needs."""
-    found = own_cgroup_v2()
-    if found is None:
-        pytest.skip("no writable cgroup v2 hierarchy here")
-    if tuple(map(int, os.uname().release.split(".")[:2])) < (5, 16):
-        pytest.skip("Linux before 5.16 checks the writer, not the opener")
-    home, path = found
-    directory = home / f"herder-v2-{os.getpid()}"
-    directory.mkdir()
+    why = "Linux before 5.16 checks the writer, not the opener"
+    directory, line = bare_cgroup_v2("herder-v2", (5, 16), why)
     cgroup = AttemptCgroup(2, {"memory": directory})
     enforcer = BareCgroupV2(cgroup)
     try:
@@ -365,8 +375,27 @@ def test_on_cgroup_v2_an_unsandboxed_job_enters_through_what_the_worker_opened(
         enforcer.close()
     assert outcome.state is AttemptState.SUCCEEDED, output
     membership, stdin = output.splitlines()
-    assert membership == f"0::{path.rstrip('/')}/{directory.name}"
+    assert membership == line
     assert stdin.endswith("/dev/null")
+    assert not directory.exists()
+
+
+def test_on_cgroup_v2_a_sandboxed_job_is_born_in_its_cgroup(
+    own_uid: tuple[Sandbox, Path],
+) -> None:
+    """The launcher clones it into its cgroup (``clone3(CLONE_INTO_CGROUP)``): it never ran
+    outside, and nothing was moved in. Any cgroup v2 hierarchy shows it, with or without the
+    controllers the worker needs (a hybrid host's has none)."""
+    directory, line = bare_cgroup_v2("herder-v2-born", (5, 7), "clone3 takes a cgroup since 5.7")
+    sandbox, workspace = own_uid
+    enforcer = BareCgroupV2(AttemptCgroup(2, {"memory": directory}))
+    try:
+        command = "grep ^0:: /proc/self/cgroup"
+        outcome, output, _ = run(enforcer, command, workspace, Limits(MIB, 1), sandbox)
+    finally:
+        enforcer.close()
+    assert outcome.state is AttemptState.SUCCEEDED, output
+    assert output == f"{line}\n"
     assert not directory.exists()
 
 

@@ -213,7 +213,7 @@ def test_the_rlimit_fallback_bounds_processes_only_for_an_own_uid() -> None:
     assert own[1:] == [f"--data={64 * MIB}", "--nproc=30", "--", "job"]
 
 
-def test_the_launcher_enters_every_hierarchy_of_v1_and_the_one_cgroup_of_v2(
+def test_the_launchers_job_enters_every_hierarchy_of_v1_and_is_born_in_v2s_cgroup(
     tmp_path: Path,
 ) -> None:
     v1 = {name: tmp_path / name / "herder-w1" for name in ("memory", "cpu", "pids")}
@@ -222,6 +222,7 @@ def test_the_launcher_enters_every_hierarchy_of_v1_and_the_one_cgroup_of_v2(
     cgroup = CgroupEnforcer(1, v1).confine("att_1", Limits(8 * MIB, 1), gid=7, by_launcher=True)
     try:
         assert cgroup.entrances() == [v1[name] / "att_1" / "tasks" for name in v1]
+        assert cgroup.birthplace() is None  # a process enters each hierarchy by a write
         assert cgroup.stdin is None
     finally:
         cgroup.remove()
@@ -230,7 +231,8 @@ def test_the_launcher_enters_every_hierarchy_of_v1_and_the_one_cgroup_of_v2(
     enforcer = CgroupEnforcer(2, dict.fromkeys(["memory", "cpu", "pids"], v2))
     cgroup = enforcer.confine("att_2", Limits(8 * MIB, 1), gid=7, by_launcher=True)
     try:
-        assert cgroup.entrances() == [v2 / "att_2" / "cgroup.procs"]
+        assert cgroup.birthplace() == v2 / "att_2"  # clone3 takes the directory
+        assert cgroup.entrances() == [v2 / "att_2" / "cgroup.procs"]  # what others enter by
         assert cgroup.stdin is None  # nothing opened to hand to the job
     finally:
         cgroup.remove()

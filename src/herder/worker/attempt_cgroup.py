@@ -96,6 +96,11 @@ class AttemptCgroup:
         entrance = "cgroup.procs" if self._version == 2 else "tasks"
         return [directory / entrance for directory in self.unique_directories]
 
+    def birthplace(self) -> Path | None:
+        """v2 only: its one directory, a descriptor of which ``clone3`` takes (v1 has no such
+        way in: a process enters each hierarchy by a write)."""
+        return self.unique_directories[0] if self._version == 2 else None
+
     def launcher_options(self) -> list[str]:
         return []
 

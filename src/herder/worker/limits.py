@@ -72,6 +72,11 @@ class Confinement(Protocol):
         step (a cgroup's ``cgroup.procs`` or ``tasks``), opened by the worker."""
         ...
 
+    def birthplace(self) -> Path | None:
+        """The cgroup v2 directory the sandbox launcher's job is born in, in place of
+        ``entrances`` (nothing to move in); None where it writes itself in."""
+        ...
+
     def launcher_options(self) -> list[str]:
         """The sandbox launcher's options that set the limits, as its last privileged step
         (``--rlimit NAME=VALUE``)."""
@@ -148,6 +153,9 @@ class RlimitConfinement:
 
     def entrances(self) -> list[Path]:
         return []
+
+    def birthplace(self) -> Path | None:
+        return None
 
     def launcher_options(self) -> list[str]:
         processes = ["--rlimit", f"nproc={self._limits.max_processes}"] if self._own_uid else []

@@ -77,6 +77,7 @@ MOUNT_POINTS = ("/proc", "/sys", "/run", "/var/run", *(target for _, target in D
 IMAGE_MOUNT_POINTS = ("/proc", "/sys", "/dev", *(t for _, t in DISK_VIEWS if t != "/dev/shm"))
 RESOLV_CONF = "/etc/resolv.conf"
 FIRST_PASSED = 3  # the launcher's descriptor of the first one passed with a start
+DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 
 def skeleton_options(root: Path, view: tuple[str, ...]) -> list[str]:
@@ -130,7 +131,8 @@ class Sandbox:
         stderr: int,
     ) -> tuple[int, int]:
         """Start ``argv`` in the sandbox, with ``env`` and those pipes: its pid and a pidfd.
-        It is set up, enters its ``confinement``, becomes the attempt's uid and execs."""
+        It is set up, enters its ``confinement`` (or, on cgroup v2, is born in it), becomes
+        the attempt's uid and execs."""
         passed = [self.disk.fd]
         options = [
             "--uid", str(self.uid), "--gid", str(self.uid), "--hostname", self.hostname,
@@ -151,8 +153,12 @@ class Sandbox:
             if self.resolv_conf is not None:
                 pass_on(detached_bind(self.resolv_conf), "--mount", RESOLV_CONF)
             if confinement is not None:
-                for entrance in confinement.entrances():
-                    pass_on(os.open(entrance, os.O_WRONLY | os.O_CLOEXEC), "--cgroup")
+                birthplace = confinement.birthplace()
+                if birthplace is not None:  # v2: born in it (clone3), nothing to move in
+                    pass_on(os.open(birthplace, DIRECTORY_FLAGS), "--cgroup-into")
+                else:
+                    for entrance in confinement.entrances():
+                        pass_on(os.open(entrance, os.O_WRONLY | os.O_CLOEXEC), "--cgroup")
                 options += confinement.launcher_options()
             options += _gpu_options(self.gpu_indices)
             options += ["--", *argv]
