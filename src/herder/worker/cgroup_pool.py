@@ -34,6 +34,7 @@ from herder.worker.cgroupfs import close_all, kill_members, make, remove, try_re
 log = logging.getLogger("herder.worker")
 
 READY_CGROUPS = 16  # a worker's default: a burst of starts past it makes its own meanwhile
+GATHER_SECONDS = 0.1  # how long a used cgroup may wait for others, to be removed with them
 RETRY_SECONDS = 0.05  # how soon a used cgroup that was not empty yet is tried again
 FAILED_RETRY_SECONDS = 1.0  # how soon making one is tried again after it failed
 NAME_PREFIX = "ready-"  # made ahead: named by number, not by the attempt that takes it
@@ -46,8 +47,9 @@ class CgroupPool:
     def __init__(self, parents: dict[str, Path], size: int) -> None:
         self._parents = parents
         self._size = size
+        self._batch = max(1, size // 2)  # made, or removed, in one wake of the thread
         self._ready: deque[dict[str, Path]] = deque()
-        self._used: list[Path] = []  # handed back, for the thread to remove
+        self._used: list[list[Path]] = []  # handed back, for the thread to remove
         self._busy: list[Path] = []  # the thread's: used, not empty yet when it tried
         self._numbers = itertools.count(1)
         self._changed = threading.Condition()
@@ -62,7 +64,8 @@ class CgroupPool:
             if not self._ready or not self._thread.is_alive():
                 return None
             cgroup = self._ready.popleft()
-            self._changed.notify()
+            if len(self._ready) == self._size - self._batch:
+                self._changed.notify()
         return cgroup
 
     def retire(self, directories: list[Path]) -> bool:
@@ -71,8 +74,9 @@ class CgroupPool:
         with self._changed:
             if self._closing or not self._thread.is_alive():
                 return False
-            self._used.extend(directories)
-            self._changed.notify()
+            self._used.append(directories)
+            if len(self._used) in (1, self._batch):  # the first starts the thread's wait
+                self._changed.notify()
         return True
 
     def close(self) -> None:
@@ -82,7 +86,7 @@ class CgroupPool:
             self._closing = True
             self._changed.notify()
         self._thread.join()
-        leftovers = [*self._busy, *self._used]
+        leftovers = [*self._busy, *(directory for used in self._used for directory in used)]
         leftovers += [directory for cgroup in self._ready for directory in _unique(cgroup)]
         self._ready.clear()
         self._used, self._busy = [], []
@@ -90,27 +94,35 @@ class CgroupPool:
             remove(directory)
 
     def _keep(self) -> None:
-        """The thread: remove what was handed back, then make ready ones up to ``size``."""
+        """The thread: remove what was handed back, then make ready ones up to ``size``; it
+        wakes once per ``size / 2`` taken or handed back (or ``GATHER_SECONDS`` after the
+        first handed back), not for each: every wake costs the worker a thread switch."""
         try:
             while True:
                 with self._changed:
-                    self._changed.wait_for(self._has_work, self._patience())
+                    while not self._has_work() and self._changed.wait(self._patience()):
+                        pass
                     if self._closing:
                         return
                     used, self._used = self._used, []
-                self._busy = [directory for directory in self._busy + used if not _gone(directory)]
+                handed = [directory for directories in used for directory in directories]
+                self._busy = [
+                    directory for directory in self._busy + handed if not _gone(directory)
+                ]
                 self._fill()
         except Exception:
             log.exception("the cgroup pool's thread failed: attempts make and remove their own")
 
     def _has_work(self) -> bool:
-        short = len(self._ready) < self._size and not self._failing
-        return self._closing or bool(self._used) or short
+        short = len(self._ready) <= self._size - self._batch and not self._failing
+        return self._closing or len(self._used) >= self._batch or short
 
     def _patience(self) -> float | None:
-        """How long the thread may sleep with nothing handed back or taken."""
+        """How long the thread may sleep before it looks again, though not woken."""
         if self._busy:
             return RETRY_SECONDS
+        if self._used:
+            return GATHER_SECONDS
         return FAILED_RETRY_SECONDS if self._failing else None
 
     def _fill(self) -> None:
