@@ -1,10 +1,12 @@
 """Per-attempt cgroups made ahead, and removed after, by a thread of their own.
 
-Making an attempt's cgroup and removing it is most of what its cgroup costs on cgroup v1 (a
-directory in each of four hierarchies: about 0.4 ms of the worker's CPU a start, bench/
-RESULTS.md), and none of it depends on the attempt. A ``CgroupPool`` keeps ``size`` empty
-cgroups ready, so that an attempt takes one at once; its limits are still written when it
-takes it (``CgroupEnforcer.confine``), as each attempt's differ.
+Making an attempt's cgroup and removing it is a good part of what its cgroup costs on cgroup
+v1 (a directory in each of four hierarchies: about 0.4 ms of the worker's CPU, of ~1.1), and
+none of it depends on the attempt. A ``CgroupPool`` keeps ``size`` empty cgroups ready, so
+that an attempt takes one at once; its limits are still written when it takes it
+(``CgroupEnforcer.confine``), as each attempt's differ. It takes that work off the attempt's
+path, not off the host: on a 2-core VM whose CPU the attempts saturate, neither one attempt
+at a time nor the one-off rate moved beyond the VM's noise (bench/RESULTS.md, 2026-12-07).
 
 A used cgroup is never handed out again (a memory cgroup keeps its charges after its
 processes are gone: ``cgroups.py``). It comes back here (``retire``) and the thread removes
