@@ -135,7 +135,8 @@ def measure(work: Path, runs: int = 300) -> list[Cost]:
     skeleton = skeleton_options(
         secure_directory(state / "root", 0o755), system_view(SYSTEM_DIRECTORIES)
     )
-    server = LaunchServer(sandbox_launcher(secure_directory(state / "bin", 0o755)), skeleton)
+    binary = sandbox_launcher(secure_directory(state / "bin", 0o755))
+    server = LaunchServer.sandboxing(binary, skeleton)
     enforcer = limit_enforcer(f"bench-{os.getpid()}")
     try:
         for variant, limits in (("an attempt without cgroups", None), ("an attempt", enforcer)):

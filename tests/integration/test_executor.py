@@ -30,6 +30,7 @@ from herder.worker.workspace import (
     remove_workspace,
 )
 from tests.sandboxes import attempt_sandbox, launcher, needs_root
+from tests.waiting import eventually
 
 SANDBOX_UID = 190005
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
@@ -123,16 +124,6 @@ def living_of_uid(uid: int) -> list[int]:
         return line.split()[1] == str(uid)
 
     return living(has_uid)
-
-
-def eventually(check: Callable[[], bool], within: float = 1.0) -> bool:
-    """Killed processes take a moment to finish dying; wait a little for ``check``."""
-    deadline = time.monotonic() + within
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 @pytest.fixture

@@ -31,6 +31,7 @@ from herder.worker.process import LaunchPlan
 from herder.worker.sandbox import SANDBOX_WORKSPACE, Sandbox, limit_enforcer
 from herder.worker.uids import default_python
 from herder.worker.workspace import prepare_workspace, remove_workspace
+from tests.cgroups import attempt_cgroups, gone_soon
 from tests.sandboxes import attempt_sandbox, launcher
 
 SETPRIV = shutil.which("setpriv")
@@ -209,16 +210,12 @@ def test_the_job_is_inside_its_cgroup_from_the_start_and_it_is_removed_after(
 ) -> None:
     outcome, output, _ = run(enforcer, "cat /proc/self/cgroup", workspace, Limits(MIB * 64, 1))
     assert outcome.state is AttemptState.SUCCEEDED
-    lines = output.splitlines()
-    inside = [line for line in lines if line.endswith(f"/{workspace.name}")]
     if isinstance(enforcer, CgroupEnforcer):
-        assert {line.split(":")[1] for line in inside} >= (
-            {"memory", "cpu", "pids"} if enforcer.version == 1 else {""}
-        ), lines
-        for parent in enforcer.parents.values():
-            assert not (parent / workspace.name).exists()
+        inside = attempt_cgroups(enforcer, output)
+        assert set(inside) >= ({"memory", "cpu", "pids"} if enforcer.version == 1 else {""})
+        assert gone_soon(list(inside.values()))
     else:
-        assert inside == []
+        assert f"herder-test-{os.getpid()}" not in output
 
 
 def test_a_sandboxed_job_is_inside_from_the_start(
@@ -229,14 +226,28 @@ def test_a_sandboxed_job_is_inside_from_the_start(
         enforcer, "id -u; cat /proc/self/cgroup", workspace, Limits(MIB * 64, 1), sandbox
     )
     assert outcome.state is AttemptState.SUCCEEDED, output
-    assert output.splitlines()[0] == str(sandbox.uid)
-    inside = [line for line in output.splitlines() if line.endswith(f"/{workspace.name}")]
+    uid, proc_cgroup = output.split("\n", 1)
+    assert uid == str(sandbox.uid)
     if isinstance(enforcer, CgroupEnforcer):
-        assert {line.split(":")[1] for line in inside} >= (
-            {"memory", "cpu", "pids"} if enforcer.version == 1 else {""}
-        ), output
+        inside = attempt_cgroups(enforcer, proc_cgroup)
+        assert set(inside) >= ({"memory", "cpu", "pids"} if enforcer.version == 1 else {""})
     else:
-        assert inside == []
+        assert f"herder-test-{os.getpid()}" not in output
+
+
+def test_an_attempt_is_contained_only_when_its_cgroup_held_nothing_at_its_end(
+    enforcer: Enforcer, workspace: Path
+) -> None:
+    """Only then may its uid go back without a sweep of every process of the host."""
+    clean, _, _ = run(enforcer, "true", workspace, Limits(MIB * 64, 1))
+    left, output, _ = run(enforcer, ESCAPE, workspace, Limits(MIB * 64, 1))
+    escaped = int(output)
+    try:
+        assert clean.contained == in_cgroups(enforcer)
+        assert not left.contained
+    finally:
+        if alive(escaped):
+            os.kill(escaped, signal.SIGKILL)
 
 
 def test_the_cpu_quota_is_not_spent_on_setting_the_attempt_up(
@@ -263,8 +274,8 @@ def test_a_job_can_neither_leave_its_cgroup_nor_open_it_to_others(
         for parent in enforcer.parents.values()
         for file in files
     ]
-    share = [
-        f"chmod 666 {parent / workspace.name / file} 2>/dev/null && echo opened {file}"
+    share = [  # its own among them, whatever it is named
+        f"chmod 666 {parent}/*/{file} 2>/dev/null && echo opened {file}"
         for parent in enforcer.parents.values()
         for file in files
     ]
@@ -283,10 +294,10 @@ def test_another_uid_cannot_enter_an_attempts_cgroup(enforcer: Enforcer) -> None
     confinement = enforcer.confine(name, Limits(MIB * 64, 1), gid=owner, by_launcher=True)
     try:
         files = [
-            str(parent / name / file)
-            for parent in dict.fromkeys(enforcer.parents.values())
+            str(entrance.parent / file)
+            for entrance in confinement.entrances()
             for file in ("tasks", "cgroup.procs")
-            if (parent / name / file).exists()
+            if (entrance.parent / file).exists()
         ]
         switch = [SETPRIV, f"--reuid={other}", f"--regid={other}", "--clear-groups", "--"]
         script = 'for file; do { echo 0 > "$file"; } 2>/dev/null && echo "entered $file"; done'
@@ -313,6 +324,22 @@ def own_cgroup_v2() -> tuple[Path, str] | None:
     return None
 
 
+def bare_cgroup_v2(name: str, since: tuple[int, int], why: str) -> tuple[Path, str]:
+    """A new cgroup ``name`` in this host's writable cgroup v2 hierarchy, with or without
+    the controllers the worker needs: its directory, and the line /proc/<pid>/cgroup shows for
+    a process in it. Skips the test where there is none, or the kernel is older than
+    ``since`` (``why`` says what it lacks)."""
+    found = own_cgroup_v2()
+    if found is None:
+        pytest.skip("no writable cgroup v2 hierarchy here")
+    if tuple(map(int, os.uname().release.split(".")[:2])) < since:
+        pytest.skip(why)
+    home, path = found
+    directory = home / f"{name}-{os.getpid()}"
+    directory.mkdir()
+    return directory, f"0::{path.rstrip('/')}/{directory.name}"
+
+
 class BareCgroupV2:
     """An enforcer whose every attempt gets the one cgroup given: v2's way in, alone."""
 
@@ -336,14 +363,8 @@ def test_on_cgroup_v2_an_unsandboxed_job_enters_through_what_the_worker_opened(
     """Isolation none: the job enters through the cgroup.procs descriptor the worker handed
     it as stdin, then gets /dev/null. Any cgroup v2 hierarchy shows it, with or without the
     memory controller the worker needs."""
-    found = own_cgroup_v2()
-    if found is None:
-        pytest.skip("no writable cgroup v2 hierarchy here")
-    if tuple(map(int, os.uname().release.split(".")[:2])) < (5, 16):
-        pytest.skip("Linux before 5.16 checks the writer, not the opener")
-    home, path = found
-    directory = home / f"herder-v2-{os.getpid()}"
-    directory.mkdir()
+    why = "Linux before 5.16 checks the writer, not the opener"
+    directory, line = bare_cgroup_v2("herder-v2", (5, 16), why)
     cgroup = AttemptCgroup(2, {"memory": directory})
     enforcer = BareCgroupV2(cgroup)
     try:
@@ -354,8 +375,27 @@ def test_on_cgroup_v2_an_unsandboxed_job_enters_through_what_the_worker_opened(
         enforcer.close()
     assert outcome.state is AttemptState.SUCCEEDED, output
     membership, stdin = output.splitlines()
-    assert membership == f"0::{path.rstrip('/')}/{directory.name}"
+    assert membership == line
     assert stdin.endswith("/dev/null")
+    assert not directory.exists()
+
+
+def test_on_cgroup_v2_a_sandboxed_job_is_born_in_its_cgroup(
+    own_uid: tuple[Sandbox, Path],
+) -> None:
+    """The launcher clones it into its cgroup (``clone3(CLONE_INTO_CGROUP)``): it never ran
+    outside, and nothing was moved in. Any cgroup v2 hierarchy shows it, with or without the
+    controllers the worker needs (a hybrid host's has none)."""
+    directory, line = bare_cgroup_v2("herder-v2-born", (5, 7), "clone3 takes a cgroup since 5.7")
+    sandbox, workspace = own_uid
+    enforcer = BareCgroupV2(AttemptCgroup(2, {"memory": directory}))
+    try:
+        command = "grep ^0:: /proc/self/cgroup"
+        outcome, output, _ = run(enforcer, command, workspace, Limits(MIB, 1), sandbox)
+    finally:
+        enforcer.close()
+    assert outcome.state is AttemptState.SUCCEEDED, output
+    assert output == f"{line}\n"
     assert not directory.exists()
 
 

@@ -22,6 +22,7 @@ import pytest
 
 from herder.client import HerderClient
 from herder.settings import sqlite_url
+from herder.worker import cgroupfs
 from herder.worker.agent import WorkerConfig
 from herder.worker.host import UID_LOCKS
 from herder.worker.statedir import secure_directory
@@ -238,22 +239,24 @@ def start_module_cluster(
 
 
 def remove_what_killed_workers_left(home: Path) -> None:
-    """A worker a test killed leaves its running attempts' disks mounted and its network
-    filter installed; only the next worker of the same home and uid range would remove
-    them (``Agent._remove_leftovers``, ``OutboundNetworks``)."""
+    """A worker a test killed leaves its running attempts' disks mounted, its network filter
+    installed and its cgroups (its attempts', those it made ahead); only the next worker of
+    the same home and uid range would remove them (``Agent._remove_leftovers``,
+    ``OutboundNetworks``, ``cgroups.cgroup_enforcer``)."""
     prefix = f"{home}/"
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
         point = line.split()[4]
         if point.startswith(prefix):
             subprocess.run(["umount", "--lazy", point], check=False)
-    if os.geteuid() == 0:  # only a root worker has a filter
+    if os.geteuid() == 0:  # only a root worker has a filter and cgroups
         for state in home.glob("worker-*/worker-*"):
-            _remove_filter(int(state.name.removeprefix("worker-")))
+            _remove_filter_and_cgroups(int(state.name.removeprefix("worker-")))
 
 
-def _remove_filter(base: int) -> None:
-    """The filter of the worker that held the uid range from ``base``, unless a worker of
-    another test holds the range now, and the table of that name is its own."""
+def _remove_filter_and_cgroups(base: int) -> None:
+    """The filter and cgroups of the worker that held the uid range from ``base``, unless a
+    worker of another test holds the range now, and the table and cgroups of that name are
+    its own."""
     try:
         pool, held = reserve_uid_pool(base, WorkerConfig.run_uid_count, secure_directory(UID_LOCKS))
     except RuntimeError:
@@ -262,8 +265,25 @@ def _remove_filter(base: int) -> None:
         if pool.base == base:
             delete = ["nft", "delete", "table", "inet", f"herder_w{base}"]
             subprocess.run(delete, capture_output=True, check=False)
+            for parent in _worker_cgroups(f"herder-worker-{base}"):
+                cgroupfs.remove(parent)  # and every cgroup in it
     finally:
         held.release()
+
+
+def _worker_cgroups(name: str) -> set[Path]:
+    """Where a worker of this process's cgroups makes its parent of that name: under its
+    own cgroup of each hierarchy, or at the top of v2's (``cgroups.py``)."""
+    membership = cgroupfs.cgroup_membership(Path("/proc/self/cgroup").read_text())
+    found = set()
+    for mount in cgroupfs.cgroup_mounts(Path("/proc/self/mountinfo").read_text()):
+        for own in {
+            mount.point,
+            *(cgroupfs.cgroup_directory(mount, path) for path in membership.values()),
+        }:
+            if (own / name).is_dir():
+                found.add(own / name)
+    return found
 
 
 ISOLATIONS = [

@@ -75,6 +75,15 @@ def test_a_finished_uid_returns_to_the_pool_only_after_a_sweep() -> None:
     assert pool.acquire() == uid
 
 
+def test_a_contained_attempts_uid_returns_to_the_pool_at_once() -> None:
+    """Nothing it ran can be left anywhere: no sweep of /proc is owed first."""
+    pool = UidPool(61500, 1)
+    sweeper = UidSweeper(pool)
+    uid = pool.acquire()
+    sweeper.finished(uid, contained=True)
+    assert pool.acquire() == uid
+
+
 def test_a_worker_takes_no_uid_another_worker_of_the_host_holds(tmp_path: Path) -> None:
     """Whatever base each was given: two workers sharing a uid would kill each other's
     attempts, and a range names its worker's network filter."""

@@ -88,8 +88,7 @@ def test_v1_limit_files_go_to_each_controllers_directory(tmp_path: Path) -> None
     assert [(path.parent.name, path.name, value) for path, value in settings] == [
         ("memory", "memory.limit_in_bytes", str(64 * MIB)),
         ("memory", "memory.memsw.limit_in_bytes", str(64 * MIB)),  # after: never below it
-        ("cpu", "cpu.cfs_period_us", "100000"),
-        ("cpu", "cpu.cfs_quota_us", "50000"),
+        ("cpu", "cpu.cfs_quota_us", "50000"),  # of the default period, 100 ms
         ("pids", "pids.max", "10"),
     ]
 
@@ -113,7 +112,7 @@ def fake_v2_host(tmp_path: Path, controllers: str) -> Path:
 
 
 def test_v2_attempts_get_a_cgroup_under_the_worker_parent(tmp_path: Path) -> None:
-    enforcer = cgroup_enforcer("w1", fake_v2_host(tmp_path, "cpuset cpu io memory pids"))
+    enforcer = cgroup_enforcer("w1", fake_v2_host(tmp_path, "cpuset cpu io memory pids"), ready=0)
     assert isinstance(enforcer, CgroupEnforcer)
     assert enforcer.version == 2
     parent = tmp_path / "cgroup" / "herder-w1"
@@ -214,7 +213,7 @@ def test_the_rlimit_fallback_bounds_processes_only_for_an_own_uid() -> None:
     assert own[1:] == [f"--data={64 * MIB}", "--nproc=30", "--", "job"]
 
 
-def test_the_launcher_enters_every_hierarchy_of_v1_and_the_one_cgroup_of_v2(
+def test_the_launchers_job_enters_every_hierarchy_of_v1_and_is_born_in_v2s_cgroup(
     tmp_path: Path,
 ) -> None:
     v1 = {name: tmp_path / name / "herder-w1" for name in ("memory", "cpu", "pids")}
@@ -223,6 +222,7 @@ def test_the_launcher_enters_every_hierarchy_of_v1_and_the_one_cgroup_of_v2(
     cgroup = CgroupEnforcer(1, v1).confine("att_1", Limits(8 * MIB, 1), gid=7, by_launcher=True)
     try:
         assert cgroup.entrances() == [v1[name] / "att_1" / "tasks" for name in v1]
+        assert cgroup.birthplace() is None  # a process enters each hierarchy by a write
         assert cgroup.stdin is None
     finally:
         cgroup.remove()
@@ -231,7 +231,8 @@ def test_the_launcher_enters_every_hierarchy_of_v1_and_the_one_cgroup_of_v2(
     enforcer = CgroupEnforcer(2, dict.fromkeys(["memory", "cpu", "pids"], v2))
     cgroup = enforcer.confine("att_2", Limits(8 * MIB, 1), gid=7, by_launcher=True)
     try:
-        assert cgroup.entrances() == [v2 / "att_2" / "cgroup.procs"]
+        assert cgroup.birthplace() == v2 / "att_2"  # clone3 takes the directory
+        assert cgroup.entrances() == [v2 / "att_2" / "cgroup.procs"]  # what others enter by
         assert cgroup.stdin is None  # nothing opened to hand to the job
     finally:
         cgroup.remove()

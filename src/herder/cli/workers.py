@@ -25,6 +25,7 @@ from herder.credentials import home_directory
 from herder.domain.jobs import MAX_STOP_GRACE_SECONDS
 from herder.domain.models import Worker
 from herder.domain.pools import POOL_LABEL, check_pool_name
+from herder.worker.cgroup_pool import READY_CGROUPS
 from herder.worker.isolation import Isolation
 
 if TYPE_CHECKING:
@@ -89,6 +90,14 @@ def worker(
             help="sandbox (needs root), or none: jobs run as the worker's user (trusted fleets)"
         ),
     ] = Isolation.SANDBOX,
+    ready_cgroups: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="in the sandbox: attempts' cgroups a thread keeps made ahead (0: each is "
+            "made as its attempt starts)",
+        ),
+    ] = READY_CGROUPS,
     expose: Annotated[
         list[str], typer.Option(help="a host directory jobs may read, e.g. /opt; repeatable")
     ] = [],  # noqa: B006
@@ -161,6 +170,7 @@ def worker(
         max_stop_grace_seconds=max_stop_grace,
         address=address or "",
         isolation=isolation,
+        ready_cgroups=ready_cgroups,
         expose=tuple(expose),
         block=_networks(block, "--block"),
         allow_cidr=_networks(allow_cidr, "--allow-cidr", ipv4_only=True),

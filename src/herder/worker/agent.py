@@ -35,6 +35,7 @@ from herder.protocol import Directives, Heartbeat, RegisterReply, RegisterReques
 from herder.worker.address import local_address
 from herder.worker.attempts import AttemptRunner, LiveAttempt
 from herder.worker.cache import ArtifactCache
+from herder.worker.cgroup_pool import READY_CGROUPS
 from herder.worker.connection import RegistrationOver, ServerConnection, described
 from herder.worker.host import AttemptHost
 from herder.worker.images import DEFAULT_CACHE_BYTES, ImageStore
@@ -73,6 +74,7 @@ class WorkerConfig:
     address: str = ""  # where gang peers reach this worker; "" finds it (see address.py)
     max_processes_per_attempt: int = MAX_PROCESSES_PER_ATTEMPT
     isolation: Isolation = Isolation.SANDBOX
+    ready_cgroups: int = READY_CGROUPS  # attempts' cgroups made ahead, in the sandbox
     expose: tuple[str, ...] = ()  # more host directories attempts see, read-only
     block: tuple[str, ...] = ()  # more destinations network-on attempts must not reach
     allow_cidr: tuple[str, ...] = ()  # private or special ranges network-on attempts may reach
@@ -110,6 +112,7 @@ class Agent:
             uid_base=config.run_uid_base,
             uid_count=config.run_uid_count,
             server_url=config.server_url,
+            ready_cgroups=config.ready_cgroups,
             expose=config.expose,
             block=config.block,
             allow_cidr=config.allow_cidr,

@@ -5,6 +5,8 @@ the way its child enters it, and what it says when the attempt has ended.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from herder.worker.cgroupfs import (
@@ -17,7 +19,7 @@ from herder.worker.cgroupfs import (
 )
 from herder.worker.limits import Limits, Verdict
 
-CPU_PERIOD_MICROSECONDS = 100_000  # the kernel's default CFS period
+CPU_PERIOD_MICROSECONDS = 100_000  # the kernel's default CFS period, every new cgroup's
 MIN_CPU_QUOTA_MICROSECONDS = 1_000  # the kernel refuses less
 TASKS_FILE_MODE = 0o664  # v1: the attempt's group may write its own cgroups' tasks
 OPTIONAL_FILES = {  # memory files only some hosts have: swap accounting, v2's oom.group
@@ -53,9 +55,17 @@ class AttemptCgroup:
     attempt's CPU quota is not spent on them.
     """
 
-    def __init__(self, version: int, directories: dict[str, Path]) -> None:
+    def __init__(
+        self,
+        version: int,
+        directories: dict[str, Path],
+        retire: Callable[[list[Path]], bool] | None = None,
+    ) -> None:
+        """``retire``: who removes it once used, off the caller's path (``CgroupPool``): False
+        when it cannot, and it is removed here."""
         self._version = version
         self._directories = directories
+        self._retire = retire
         self.unique_directories = list(dict.fromkeys(directories.values()))
         self.stdin: int | None = None
         self.before_switch = False
@@ -86,6 +96,11 @@ class AttemptCgroup:
         entrance = "cgroup.procs" if self._version == 2 else "tasks"
         return [directory / entrance for directory in self.unique_directories]
 
+    def birthplace(self) -> Path | None:
+        """v2 only: its one directory, a descriptor of which ``clone3`` takes (v1 has no such
+        way in: a process enters each hierarchy by a write)."""
+        return self.unique_directories[0] if self._version == 2 else None
+
     def launcher_options(self) -> list[str]:
         return []
 
@@ -98,8 +113,9 @@ class AttemptCgroup:
         verdict = Verdict(read_key(events, "oom_kill"), read_number(peak), self._cpu_seconds())
         # v1: a process enters each of the attempt's hierarchies before it forks and cannot
         # leave them, so the memory one holds them all (removing each kills what is left)
-        close_all(kill_members(memory))
-        return verdict
+        killed = kill_members(memory)
+        close_all(killed)
+        return replace(verdict, left_running=len(killed))
 
     def _cpu_seconds(self) -> tuple[float, float] | None:
         """User and system CPU time of every process that ran inside, waited for or not:
@@ -116,6 +132,9 @@ class AttemptCgroup:
 
     def try_remove(self) -> bool:
         self._close_entrance()
+        if self._retire is not None and self._retire(self.unique_directories):
+            self.unique_directories = []
+            return True
         self.unique_directories = [
             directory for directory in self.unique_directories if not try_remove(directory)
         ]
@@ -163,10 +182,7 @@ def limit_settings(
         else [("memory.limit_in_bytes", memory), ("memory.memsw.limit_in_bytes", memory)],
         "cpu": [("cpu.max", f"{quota} {CPU_PERIOD_MICROSECONDS}")]
         if version == 2
-        else [
-            ("cpu.cfs_period_us", str(CPU_PERIOD_MICROSECONDS)),
-            ("cpu.cfs_quota_us", str(quota)),
-        ],
+        else [("cpu.cfs_quota_us", str(quota))],  # a new cgroup's period is the default one
         "pids": [("pids.max", str(limits.max_processes))],
     }
     return [

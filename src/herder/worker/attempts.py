@@ -113,7 +113,9 @@ class AttemptRunner:
 
         try:
             async with self.host.attempt(attempt.assignment) as place:
-                end(await self._execute(attempt, place, on_output))
+                outcome = await self._execute(attempt, place, on_output)
+                place.contained = outcome.contained
+                end(outcome)
         except PREPARATION_ERRORS as error:
             if not ended:
                 end(not_started(f"could not prepare the attempt: {error}"))

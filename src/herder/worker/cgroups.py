@@ -17,7 +17,9 @@ attempt's CPU quota (at 0.01 cores, 3 ms of it would cost the job 300 ms).
 
 A cgroup is made and removed per attempt rather than reused: a memory cgroup keeps charges
 (page cache, files in /dev/shm) after its processes are gone, and a reused one would count
-them against the next attempt's limit and peak.
+them against the next attempt's limit and peak. Both are done off the attempt's path where the
+enforcer keeps a pool (``cgroup_pool.py``): its thread makes them ahead (named ``ready-<n>``
+then, not after their attempt) and removes them after.
 
 At isolation none nothing is limited, but a worker that may make cgroups gives each of its
 keepers one, to count the CPU of all that its attempts start (``cpu_accounts``,
@@ -36,6 +38,7 @@ import re
 from pathlib import Path
 
 from herder.worker.attempt_cgroup import OPTIONAL_FILES, AttemptCgroup, limit_settings
+from herder.worker.cgroup_pool import READY_CGROUPS, CgroupPool
 from herder.worker.cgroupfs import (
     CgroupMount,
     cgroup_directory,
@@ -60,9 +63,12 @@ class CgroupsUnavailable(Exception):
     """This worker cannot create the cgroups it needs; the message says why."""
 
 
-def cgroup_enforcer(name: str, proc: Path = Path("/proc/self")) -> CgroupEnforcer:
+def cgroup_enforcer(
+    name: str, proc: Path = Path("/proc/self"), *, ready: int = READY_CGROUPS
+) -> CgroupEnforcer:
     """The enforcer for this host, with the worker's parent cgroups made; ``name`` must be
-    unique among the workers of this host (a crashed worker's leftovers of that name go)."""
+    unique among the workers of this host (a crashed worker's leftovers of that name go, the
+    cgroups its pool made ahead included); ``ready``: how many its pool keeps made ahead."""
     mounts = cgroup_mounts((proc / "mountinfo").read_text())
     membership = cgroup_membership((proc / "cgroup").read_text())
     unified = next((mount for mount in mounts if mount.version == 2), None)
@@ -71,7 +77,7 @@ def cgroup_enforcer(name: str, proc: Path = Path("/proc/self")) -> CgroupEnforce
         if own.name.startswith("herder-") and own.name.endswith("-worker"):
             own = own.parent  # an earlier enforcer of this process stepped aside into a leaf
         if "memory" in read_words(unified.point / "cgroup.controllers"):
-            return _v2_enforcer(unified, own, name)
+            return _v2_enforcer(unified, own, name, ready)
     legacy = {
         controller: mount
         for controller in CONTROLLERS
@@ -90,7 +96,7 @@ def cgroup_enforcer(name: str, proc: Path = Path("/proc/self")) -> CgroupEnforce
             parent.mkdir(exist_ok=True)
     except OSError as error:
         raise CgroupsUnavailable(f"cannot create cgroups: {error.strerror}") from error
-    return CgroupEnforcer(1, parents)
+    return CgroupEnforcer(1, parents, ready=ready)
 
 
 def cpu_accounts(name: str, proc: Path = Path("/proc/self")) -> Path:
@@ -117,7 +123,7 @@ def cpu_accounts(name: str, proc: Path = Path("/proc/self")) -> Path:
     return parent
 
 
-def _v2_enforcer(mount: CgroupMount, own: Path, name: str) -> CgroupEnforcer:
+def _v2_enforcer(mount: CgroupMount, own: Path, name: str, ready: int) -> CgroupEnforcer:
     """Under the top of the hierarchy when we may (a root worker on a systemd host), else
     under the worker's own cgroup (a container, a delegated systemd unit)."""
     problems = []
@@ -127,7 +133,7 @@ def _v2_enforcer(mount: CgroupMount, own: Path, name: str) -> CgroupEnforcer:
         except OSError as error:
             problems.append(f"{base}: {error.strerror}")
             continue
-        return CgroupEnforcer(2, dict.fromkeys(controllers, parent))
+        return CgroupEnforcer(2, dict.fromkeys(controllers, parent), ready=ready)
     raise CgroupsUnavailable(f"cannot create cgroups ({'; '.join(problems)})")
 
 
@@ -155,18 +161,29 @@ def _v2_parent(base: Path, name: str, *, step_aside: bool) -> tuple[Path, list[s
 
 
 class CgroupEnforcer:
-    """Creates one cgroup per attempt under the worker's parent(s).
+    """Gives each attempt a cgroup of its own under the worker's parent(s): one of its pool's,
+    made ahead, else made then.
 
     What this host's files offer is looked at once, here, not for every attempt.
     """
 
-    def __init__(self, version: int, parents: dict[str, Path], kernel: str | None = None) -> None:
-        """``kernel``: the release (``uname -r``) to go by, when not this host's."""
+    def __init__(
+        self,
+        version: int,
+        parents: dict[str, Path],
+        kernel: str | None = None,
+        *,
+        ready: int = 0,
+    ) -> None:
+        """``kernel``: the release (``uname -r``) to go by, when not this host's; ``ready``:
+        how many cgroups a pool keeps made ahead (0: no pool, each made when asked)."""
         self.version = version
         self.parents = parents  # controller -> the worker's parent cgroup for it
         self.description = f"cgroup v{version} ({', '.join(parents)}) under " + ", ".join(
             str(parent) for parent in dict.fromkeys(parents.values())
         )
+        if ready > 0:
+            self.description += f"; {ready} made ahead"
         self._optional = frozenset(
             file for file in OPTIONAL_FILES if (parents["memory"] / file).exists()
         )
@@ -175,15 +192,21 @@ class CgroupEnforcer:
         self._v2_enters_as_root = version == 2 and not _opener_credentials_checked(
             kernel if kernel is not None else os.uname().release
         )
+        self._pool = CgroupPool(parents, ready) if ready > 0 else None
 
     def confine(
         self, name: str, limits: Limits, *, gid: int | None, by_launcher: bool = False
     ) -> Confinement:
-        directories = {controller: parent / name for controller, parent in self.parents.items()}
-        cgroup = AttemptCgroup(self.version, directories)
+        made_ahead = self._pool.take() if self._pool is not None else None
+        directories = made_ahead or {
+            controller: parent / name for controller, parent in self.parents.items()
+        }
+        retire = self._pool.retire if self._pool is not None else None
+        cgroup = AttemptCgroup(self.version, directories, retire)
         try:
-            for directory in cgroup.unique_directories:
-                make(directory)
+            if made_ahead is None:
+                for directory in cgroup.unique_directories:
+                    make(directory)
             for path, value in limit_settings(self.version, directories, limits, self._optional):
                 write(path, value)
             if by_launcher:
@@ -198,6 +221,8 @@ class CgroupEnforcer:
         return cgroup
 
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
         for parent in dict.fromkeys(self.parents.values()):
             remove(parent)
 

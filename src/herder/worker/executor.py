@@ -21,6 +21,7 @@ import asyncio
 import signal
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from herder.domain.states import AttemptState
@@ -72,10 +73,11 @@ async def execute(
     settle: Settling | None = None,
     conclude: Conclusion | None = None,
 ) -> Outcome:
-    """Run ``plan`` to its end; on return nothing of its process group (or of its cgroup) is
-    left running. ``plan.limits`` are enforced by ``enforcer`` when both are given, from
-    ``prepare`` on (an archive is unpacked there, charged to the attempt) to ``conclude``
-    (called once the job ran, even if it could not start, after ``settle``).
+    """Run ``plan`` to its end; on return nothing of its process group is left running, and
+    whatever was left in its cgroup has been killed (the cgroup goes once that is gone: here,
+    or in ``cgroup_pool.py``'s thread). ``plan.limits`` are enforced by ``enforcer`` when both
+    are given, from ``prepare`` on (an archive is unpacked there, charged to the attempt) to
+    ``conclude`` (called once the job ran, even if it could not start, after ``settle``).
 
     An exception raised by ``on_output`` stops the attempt and is re-raised here once the
     process is gone.
@@ -87,7 +89,7 @@ async def execute(
     confinement = None
     if enforcer is not None and plan.limits is not None:
         uid = plan.sandbox.uid if plan.sandbox is not None else None
-        try:  # a few small writes: cheaper than a thread hop
+        try:  # a cgroup made ahead and a few small writes: cheaper than a thread hop
             confinement = enforcer.confine(
                 plan.cgroup_name, plan.limits, gid=uid, by_launcher=plan.sandbox is not None
             )
@@ -103,7 +105,7 @@ async def execute(
         outcome = await _run(plan, on_output, cancel, confinement, started, settle)
         return await conclude(outcome) if conclude is not None else outcome
     finally:
-        if confinement is not None and not confinement.try_remove():
+        if confinement is not None and not confinement.try_remove():  # or handed to the pool
             await asyncio.to_thread(confinement.remove)  # waits for what is left: off the loop
 
 
@@ -139,7 +141,7 @@ async def _run(
     user, system = verdict.cpu_seconds or (reaped.user_seconds, reaped.system_seconds)
     usage = ResourceUsage(user, system, peak_kb or reaped.max_rss_kb, wall_seconds)
     disk_full = plan.sandbox is not None and plan.sandbox.disk.is_full()
-    return outcome_of(
+    outcome = outcome_of(
         stop,
         reaped.status,
         usage,
@@ -148,6 +150,7 @@ async def _run(
         disk_full=disk_full,
         output_limited=child.output_limited,
     )
+    return replace(outcome, contained=verdict.left_running == 0)
 
 
 async def _supervise(

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from herder.domain.models import Assignment
 from herder.worker import cgroupfs
+from herder.worker.cgroup_pool import READY_CGROUPS
 from herder.worker.cgroups import CgroupsUnavailable, cpu_accounts
 from herder.worker.disk import (
     CHECKPOINT,
@@ -74,17 +75,21 @@ UID_LOCKS = Path("/run/herder/uids")  # host-wide: every root worker must see ev
 LAUNCHERS = Path("/var/lib/herder/bin")  # host-wide: built once, whatever a worker's home
 
 
-@dataclass(frozen=True)
+@dataclass
 class AttemptPlace:
     """Where one attempt runs: its working directory on this host and its checkpoint
     directory (both as the worker reaches them), and its sandbox (None at isolation none,
-    where it runs as the worker's user in that directory, started by ``launcher``)."""
+    where it runs as the worker's user in that directory, started by ``launcher``).
+
+    ``contained``, set once it has ended, says nothing of it can be left running
+    (``Outcome.contained``): its uid then goes back without a sweep."""
 
     workspace: Path
     checkpoint: Path
     uid: int | None
     sandbox: Sandbox | None
     launcher: LaunchServer | None = None
+    contained: bool = False
 
 
 class AttemptHost:
@@ -96,6 +101,7 @@ class AttemptHost:
         uid_base: int,
         uid_count: int,
         server_url: str,
+        ready_cgroups: int = READY_CGROUPS,
         expose: Sequence[str] = (),
         block: Sequence[str] = (),
         allow_cidr: Sequence[str] = (),
@@ -126,7 +132,7 @@ class AttemptHost:
         self._report_leftovers()
         self.enforcer: Enforcer | None = None  # isolation none: the worker's own limits
         if self.sandboxed:
-            self.enforcer = limit_enforcer(f"worker-{self.uids.base}")
+            self.enforcer = limit_enforcer(f"worker-{self.uids.base}", ready=ready_cgroups)
         else:
             log.info("resource limits: none per attempt (isolation none); the worker's own hold")
         blocked = [*control_plane_addresses(server_url), *block]
@@ -180,13 +186,15 @@ class AttemptHost:
     @contextlib.asynccontextmanager
     async def attempt(self, assignment: Assignment) -> AsyncIterator[AttemptPlace]:
         """The attempt's place, ready; on leaving, whatever still runs under its uid dies
-        before the uid is used again, its network and disk are gone."""
+        before the uid is used again (unless the place says nothing can), its network and
+        disk are gone."""
         check_plain_name(assignment.attempt_id)
         uid = self.uids.acquire() if self.sandboxed else None
         disk: AttemptDisk | None = None
         workspace: Path | None = None
         checkpoint: Path | None = None
         network: AttemptNetwork | None = None
+        place: AttemptPlace | None = None
         try:
             if uid is None:
                 places = await asyncio.to_thread(
@@ -199,10 +207,11 @@ class AttemptHost:
             if assignment.spec.network:
                 network = await self._open_network(assignment.attempt_id)
             sandbox = self._sandbox(assignment, uid, disk, network)
-            yield AttemptPlace(disk.work, disk.root / CHECKPOINT, uid, sandbox)
+            place = AttemptPlace(disk.work, disk.root / CHECKPOINT, uid, sandbox)
+            yield place
         finally:
             if uid is not None:
-                self.sweeper.finished(uid)
+                self.sweeper.finished(uid, contained=place is not None and place.contained)
             if network is not None and isinstance(self._networks, OutboundNetworks):
                 await asyncio.to_thread(self._networks.close, network)
             if disk is not None:

@@ -51,6 +51,9 @@ class Verdict:
     peak_memory_bytes: int | None = None
     # user and system CPU time of every process the attempt ran, waited for or not
     cpu_seconds: tuple[float, float] | None = None
+    # processes still in its cgroup when its main process had ended (killed then): where none
+    # was, nothing it ran is left anywhere, as each was born there and none could leave
+    left_running: int | None = None
 
 
 class Confinement(Protocol):
@@ -67,6 +70,11 @@ class Confinement(Protocol):
     def entrances(self) -> list[Path]:
         """The files the sandbox launcher's job writes itself into as its last privileged
         step (a cgroup's ``cgroup.procs`` or ``tasks``), opened by the worker."""
+        ...
+
+    def birthplace(self) -> Path | None:
+        """The cgroup v2 directory the sandbox launcher's job is born in, in place of
+        ``entrances`` (nothing to move in); None where it writes itself in."""
         ...
 
     def launcher_options(self) -> list[str]:
@@ -145,6 +153,9 @@ class RlimitConfinement:
 
     def entrances(self) -> list[Path]:
         return []
+
+    def birthplace(self) -> Path | None:
+        return None
 
     def launcher_options(self) -> list[str]:
         processes = ["--rlimit", f"nproc={self._limits.max_processes}"] if self._own_uid else []

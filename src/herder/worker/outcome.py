@@ -42,6 +42,9 @@ class Outcome:
     output: JsonValue = None  # what the job wrote to $HERDER_OUTPUT, when it succeeded
     stopped_by: StoppedBy | None = None  # None: it ended by itself
     checkpoint_refused: str | None = None  # why its checkpoint was not saved at its end
+    # every process it ran was born in its cgroup, and none was left there when it ended:
+    # nothing of it runs anywhere, and its uid needs no sweep (``uids.UidSweeper``)
+    contained: bool = False
 
 
 @dataclass(frozen=True)

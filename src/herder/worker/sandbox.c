@@ -22,8 +22,9 @@
  *              is left inside. It dies with the server (PR_SET_PDEATHSIG), so an attempt
  *              never outlives the worker that owns it, even when the server is killed
  *   job        enters its cgroups (as the very last privileged step, so set-up is not charged
- *              to it), sets rlimits, drops to the attempt's uid with no groups and
- *              no_new_privs, loads the seccomp filter, execs the program
+ *              to it; on cgroup v2 it is born in its cgroup instead, cloned into it by init),
+ *              sets rlimits, drops to the attempt's uid with no groups and no_new_privs, loads
+ *              the seccomp filter, execs the program
  *
  * Forking this small process costs far less than an exec per attempt or a fork of the
  * worker's large one. What the attempt needs of the host (its disk, its cgroups' files, its
@@ -42,6 +43,7 @@
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/mount.h>
+#include <linux/sched.h>
 #include <linux/seccomp.h>
 #include <net/if.h>
 #include <poll.h>
@@ -240,8 +242,9 @@ struct options {
     struct { int fd; const char *target; } mounts[4]; /* detached mounts, such as resolv.conf */
     int mount_count;
     int net_fd; /* the attempt's network namespace, or -1 for a new, empty one */
-    int cgroup_fds[8];
+    int cgroup_fds[8]; /* cgroup files the job writes itself into (v1's tasks, v2's procs) */
     int cgroup_count;
+    int cgroup_into; /* v2: the directory of the cgroup the job is born in, or -1 */
     struct { int resource; rlim_t value; } rlimits[8];
     int rlimit_count;
     char **argv;
@@ -260,7 +263,7 @@ static int rlimit_resource(const char *name) {
 static void parse(int argc, char **argv, struct options *o) {
     memset(o, 0, sizeof *o);
     o->uid = (uid_t)-1;
-    o->disk_fd = o->net_fd = o->root_fd = -1;
+    o->disk_fd = o->net_fd = o->root_fd = o->cgroup_into = -1;
     int i = 0;
     for (; i < argc; i++) {
         const char *flag = argv[i];
@@ -275,6 +278,7 @@ static void parse(int argc, char **argv, struct options *o) {
         else if (!strcmp(flag, "--disk")) o->disk_fd = (int)number(argv[++i]);
         else if (!strcmp(flag, "--root-tree")) o->root_fd = (int)number(argv[++i]);
         else if (!strcmp(flag, "--net-namespace")) o->net_fd = (int)number(argv[++i]);
+        else if (!strcmp(flag, "--cgroup-into")) o->cgroup_into = (int)number(argv[++i]);
         else if (!strcmp(flag, "--cgroup")) {
             if (o->cgroup_count == 8) usage("too many cgroups");
             o->cgroup_fds[o->cgroup_count++] = (int)number(argv[++i]);
@@ -458,6 +462,21 @@ static void enter_image_root(int root_fd) {
     restrict_mount("/", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
 }
 
+/* cgroup v2: the job is born in its cgroup (clone3, Linux 5.7), so nothing is moved, and the
+ * move's wait on the kernel's global lock on migrations is never paid; where clone3 is refused
+ * (older kernels, a container's seccomp profile) it forks and writes itself in, as on v1 */
+static pid_t fork_job(struct options *o) {
+    if (o->cgroup_into < 0) return fork();
+    struct clone_args args = {.flags = CLONE_INTO_CGROUP, .exit_signal = SIGCHLD,
+                              .cgroup = (uint64_t)o->cgroup_into};
+    pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof args);
+    if (pid >= 0 || (errno != ENOSYS && errno != EPERM)) return pid;
+    int procs = openat(o->cgroup_into, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+    if (procs < 0 || o->cgroup_count == 8) fail("open the cgroup", NULL);
+    o->cgroup_fds[o->cgroup_count++] = procs;
+    return fork();
+}
+
 /* PID 1: end with the job's main process, handing its wait status to the server */
 static void init(struct options *o, int status_pipe) {
     if (o->net_fd >= 0) {
@@ -470,7 +489,7 @@ static void init(struct options *o, int status_pipe) {
     if (o->root_fd >= 0) enter_image_root(o->root_fd);
     add_own(o);
     if (o->hostname && sethostname(o->hostname, strlen(o->hostname))) fail("sethostname", NULL);
-    pid_t job = fork();
+    pid_t job = fork_job(o);
     if (job < 0) fail("fork", NULL);
     if (job == 0) {
         close(status_pipe);

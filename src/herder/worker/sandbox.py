@@ -31,6 +31,7 @@ from pathlib import Path
 from herder.domain.images import ImageConfig, image_environment
 from herder.domain.jobs import Runtime
 from herder.domain.models import AssignedTask, Assignment
+from herder.worker.cgroup_pool import READY_CGROUPS
 from herder.worker.cgroups import CgroupsUnavailable, cgroup_enforcer
 from herder.worker.disk import CHECKPOINT, SHM, TMP, VAR_TMP, WORK, AttemptDisk, detached_bind
 from herder.worker.launch_server import LaunchServer, Reaped
@@ -76,6 +77,7 @@ MOUNT_POINTS = ("/proc", "/sys", "/run", "/var/run", *(target for _, target in D
 IMAGE_MOUNT_POINTS = ("/proc", "/sys", "/dev", *(t for _, t in DISK_VIEWS if t != "/dev/shm"))
 RESOLV_CONF = "/etc/resolv.conf"
 FIRST_PASSED = 3  # the launcher's descriptor of the first one passed with a start
+DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 
 def skeleton_options(root: Path, view: tuple[str, ...]) -> list[str]:
@@ -129,7 +131,8 @@ class Sandbox:
         stderr: int,
     ) -> tuple[int, int]:
         """Start ``argv`` in the sandbox, with ``env`` and those pipes: its pid and a pidfd.
-        It is set up, enters its ``confinement``, becomes the attempt's uid and execs."""
+        It is set up, enters its ``confinement`` (or, on cgroup v2, is born in it), becomes
+        the attempt's uid and execs."""
         passed = [self.disk.fd]
         options = [
             "--uid", str(self.uid), "--gid", str(self.uid), "--hostname", self.hostname,
@@ -150,8 +153,12 @@ class Sandbox:
             if self.resolv_conf is not None:
                 pass_on(detached_bind(self.resolv_conf), "--mount", RESOLV_CONF)
             if confinement is not None:
-                for entrance in confinement.entrances():
-                    pass_on(os.open(entrance, os.O_WRONLY | os.O_CLOEXEC), "--cgroup")
+                birthplace = confinement.birthplace()
+                if birthplace is not None:  # v2: born in it (clone3), nothing to move in
+                    pass_on(os.open(birthplace, DIRECTORY_FLAGS), "--cgroup-into")
+                else:
+                    for entrance in confinement.entrances():
+                        pass_on(os.open(entrance, os.O_WRONLY | os.O_CLOEXEC), "--cgroup")
                 options += confinement.launcher_options()
             options += _gpu_options(self.gpu_indices)
             options += ["--", *argv]
@@ -232,12 +239,13 @@ def _task_environment(task: AssignedTask | None, home: Path) -> dict[str, str]:
     return env
 
 
-def limit_enforcer(name: str) -> Enforcer:
-    """Per-attempt cgroups when this host lets the worker make them, else rlimits; chosen
-    once, at start, and logged, so an operator knows which limits hold on this host."""
+def limit_enforcer(name: str, *, ready: int = READY_CGROUPS) -> Enforcer:
+    """Per-attempt cgroups when this host lets the worker make them (``ready`` of them made
+    ahead), else rlimits; chosen once, at start, and logged, so an operator knows which
+    limits hold on this host."""
     enforcer: Enforcer
     try:
-        enforcer = cgroup_enforcer(name)
+        enforcer = cgroup_enforcer(name, ready=ready)
     except (CgroupsUnavailable, OSError) as error:
         enforcer = RlimitEnforcer(str(error) or type(error).__name__)
     log.info("resource limits: %s", enforcer.description)
