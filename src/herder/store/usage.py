@@ -202,16 +202,10 @@ _RUNNING = (
 )  # fmt: skip
 
 
-def budgeted_tenants(connection: Connection) -> dict[str, TenantBudgets]:
-    """Every tenant with budgets, and its budgets (one small query)."""
-    return _zones(connection, None)
-
-
-def with_budgets(
-    connection: Connection, snapshot: Snapshot, budgeted: Mapping[str, TenantBudgets]
-) -> Snapshot:
-    """The snapshot with what the ``budgeted`` tenants used (nothing read when none)."""
-    uses = read_use_of(connection, snapshot.now, budgeted, None)
+def with_budgets(connection: Connection, snapshot: Snapshot) -> Snapshot:
+    """The snapshot with what its budgeted tenants used (nothing to read when none has a
+    budget: one small query)."""
+    uses = read_uses(connection, snapshot.now, None)
     return replace(snapshot, budgets=uses) if uses else snapshot
 
 

@@ -19,7 +19,6 @@ from typing import Any
 from sqlalchemy import Connection, Select, Text, Update, bindparam, cast, func, select, update
 
 from herder.clock import Clock, epoch_ms
-from herder.domain.budgets import TenantBudgets
 from herder.domain.ids import new_id
 from herder.domain.jobs import DEFAULT_STOP_GRACE_SECONDS
 from herder.domain.lifecycle.changes import Event, NoticeKind, notices
@@ -51,7 +50,7 @@ from herder.store.runs.snapshot import (
 )
 from herder.store.runs.writes import record_events
 from herder.store.schema import attempts, runs, workers
-from herder.store.usage import budgeted_tenants, with_budgets
+from herder.store.usage import with_budgets
 from herder.telemetry import metrics
 
 ATTEMPT_DEADLINE_MARGIN_SECONDS = 30  # past its timeout and stop grace: the kill, reporting
@@ -71,7 +70,6 @@ class PlacementRepository:
         self._clock = clock
         self._any_limit: bool | None = None  # whether any limit exists, as last read
         self._tenants_and_pools: TenantsAndPools | None = None  # as the last pass read them
-        self._budgeted: dict[str, TenantBudgets] | None = None  # tenants with budgets, likewise
 
     def snapshot(
         self,
@@ -84,15 +82,12 @@ class PlacementRepository:
     ) -> Snapshot:
         """The fleet, the tenants and the head of the queue; given an earlier snapshot's
         ``fleet``, only the ``changed`` workers are read again (``snapshot.read_snapshot``).
-        A quick pass goes by the tenants, pools and budgets the last full one read (what a
-        budgeted tenant used is read afresh), and by whether any limit existed then: a
-        change to them counts from the next full pass, seconds later (the dispatcher's
-        ``FULL_PASS_SECONDS``)."""
+        A quick pass goes by the tenants and pools the last full one read, and by whether
+        any limit existed then: a change to them counts from the next full pass, seconds
+        later (the dispatcher's ``FULL_PASS_SECONDS``)."""
         with self._db.read() as connection:
-            budgeted = self._budgeted
-            if not quick or self._any_limit is None or budgeted is None:
+            if not quick or self._any_limit is None:
                 self._any_limit = any_limit(connection)
-                self._budgeted = budgeted = budgeted_tenants(connection)
             snapshot, known = read_snapshot(
                 connection, self._clock.now(), window, per_tenant,
                 quick=quick, fleet=fleet, changed=changed, by_key=self._any_limit,
@@ -100,7 +95,7 @@ class PlacementRepository:
             )  # fmt: skip
             if known is not None or not quick:  # a full pass forgets what is older
                 self._tenants_and_pools = known
-            return with_limits(connection, with_budgets(connection, snapshot, budgeted))
+            return with_limits(connection, with_budgets(connection, snapshot))
 
     def on_worker_notice(self, heard: Callable[[str], None]) -> None:
         """Call ``heard(worker_id)`` for each notice this process hears, after its commit,
