@@ -8,13 +8,12 @@ whose listener missed the notices."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from sqlalchemy import event, func, select, update
+from sqlalchemy import func, select, update
 
-from herder.control.dispatcher import FLEET_REFRESH_SECONDS, FULL_PASS_SECONDS, Dispatcher
+from herder.control.dispatcher import FLEET_REFRESH_SECONDS, Dispatcher
 from herder.domain.states import AttemptState
 from herder.store.schema import attempts, workers
 from herder.store.store import Store
@@ -120,73 +119,3 @@ def test_workers_read_again_are_as_a_fresh_snapshot_sees_them(api: Api) -> None:
     again = placement.snapshot(fleet=before, changed={busy, gone}).workers
     assert again == placement.snapshot().workers
     assert [worker.id for worker in again if worker.running] == [busy]
-
-
-@contextmanager
-def tables_read(store: Store) -> Iterator[list[str]]:
-    """The statements the store sends meanwhile, as text."""
-    sent: list[str] = []
-
-    def heard(_c: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        sent.append(statement)
-
-    event.listen(store.database.engine, "before_cursor_execute", heard)
-    try:
-        yield sent
-    finally:
-        event.remove(store.database.engine, "before_cursor_execute", heard)
-
-
-def reads_of(sent: list[str], table: str) -> int:
-    return sum(f"FROM {table}" in " ".join(statement.split()) for statement in sent)
-
-
-def test_a_quick_pass_goes_by_the_tenants_and_pools_the_last_full_pass_read(api: Api) -> None:
-    worker = register(api, "w", capacity={"cpu": 1})
-    job = api.create_job("job", resources={"cpu": 1})
-    api.start_run(job["id"])
-    second = api.start_run(job["id"])
-    dispatcher = Clocked(api.store)
-    dispatcher.step()  # the first pass is a full one
-    (assignment,) = claimed(api, worker)
-    report(api, worker, completions=[completion(assignment)])
-    with tables_read(api.store) as sent:
-        dispatcher.step()  # quick
-    assert run(api, second["id"])["state"] == "running"
-    assert reads_of(sent, "tenants") == reads_of(sent, "pools") == 0
-
-
-def test_a_quick_pass_reads_the_tenants_again_for_one_it_does_not_know(api: Api) -> None:
-    register(api, "w", capacity={"cpu": 2})
-    job = api.create_job("job", resources={"cpu": 1})
-    api.start_run(job["id"])
-    dispatcher = Clocked(api.store)
-    dispatcher.step()  # full: knows the first tenant alone
-    other = api.as_key(api.other_tenant_key("newcomer"))
-    created = api.http.post(
-        "/v1/jobs", headers=other,
-        json={"name": "theirs", "runtime": "shell", "command": "true", "resources": {"cpu": 1}},
-    )  # fmt: skip
-    assert created.status_code == 201, created.text
-    started = api.http.post(f"/v1/jobs/{created.json()['id']}/runs", headers=other, json={})
-    assert started.status_code == 201, started.text
-    with tables_read(api.store) as sent:
-        dispatcher.step()  # quick
-    assert reads_of(sent, "tenants") == 1
-    theirs = api.http.get(f"/v1/runs/{started.json()['id']}", headers=other)
-    assert theirs.json()["state"] == "running"
-
-
-def test_a_full_pass_over_an_empty_queue_forgets_the_tenants_it_knew(api: Api) -> None:
-    worker = register(api, "w", capacity={"cpu": 1})
-    job = api.create_job("job", resources={"cpu": 1})
-    api.start_run(job["id"])
-    dispatcher = Clocked(api.store)
-    dispatcher.step()  # full, with a queue: reads the tenants
-    (assignment,) = claimed(api, worker)
-    report(api, worker, completions=[completion(assignment)])
-    dispatcher.step(after=FULL_PASS_SECONDS)  # full, over an empty queue
-    api.start_run(job["id"])
-    with tables_read(api.store) as sent:
-        dispatcher.step()  # quick: what an idle time changed is read again
-    assert reads_of(sent, "tenants") == 1

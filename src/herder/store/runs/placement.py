@@ -44,7 +44,6 @@ from herder.store.notifications import CANCEL, CAPACITY, WORKER_CHANNEL, send
 from herder.store.runs.snapshot import (
     QUEUE_WINDOW,
     TENANT_QUEUE_WINDOW,
-    TenantsAndPools,
     any_limit,
     read_snapshot,
 )
@@ -69,7 +68,6 @@ class PlacementRepository:
         self._db = database
         self._clock = clock
         self._any_limit: bool | None = None  # whether any limit exists, as last read
-        self._tenants_and_pools: TenantsAndPools | None = None  # as the last pass read them
 
     def snapshot(
         self,
@@ -81,20 +79,14 @@ class PlacementRepository:
         changed: Collection[str] = (),
     ) -> Snapshot:
         """The fleet, the tenants and the head of the queue; given an earlier snapshot's
-        ``fleet``, only the ``changed`` workers are read again (``snapshot.read_snapshot``).
-        A quick pass goes by the tenants and pools the last full one read, and by whether
-        any limit existed then: a change to them counts from the next full pass, seconds
-        later (the dispatcher's ``FULL_PASS_SECONDS``)."""
+        ``fleet``, only the ``changed`` workers are read again (``snapshot.read_snapshot``)."""
         with self._db.read() as connection:
-            if not quick or self._any_limit is None:
+            if not quick or self._any_limit is None:  # a quick pass goes by the last full one
                 self._any_limit = any_limit(connection)
-            snapshot, known = read_snapshot(
+            snapshot = read_snapshot(
                 connection, self._clock.now(), window, per_tenant,
                 quick=quick, fleet=fleet, changed=changed, by_key=self._any_limit,
-                known=self._tenants_and_pools if quick else None,
             )  # fmt: skip
-            if known is not None or not quick:  # a full pass forgets what is older
-                self._tenants_and_pools = known
             return with_limits(connection, with_budgets(connection, snapshot))
 
     def on_worker_notice(self, heard: Callable[[str], None]) -> None:

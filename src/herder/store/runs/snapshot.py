@@ -46,28 +46,6 @@ KEY_QUEUE_WINDOW = 500  # and per set of limit keys: one key's backlog cannot hi
 QUICK_WINDOW_BASE = 64  # a quick snapshot reads this many queued runs plus a few per free slot
 
 
-@dataclass(frozen=True)
-class TenantsAndPools:
-    """The tenants' placement settings and the pools with their shares, as one pass read
-    them: few rows, changed by hand, which a quick pass may take from the full one before."""
-
-    tenants: Mapping[str, TenantView]
-    pools: Mapping[str, PoolView]
-    selectors: PoolSelectors
-
-    def knows(self, tenant_ids: Collection[str]) -> bool:
-        return all(tenant_id in self.tenants for tenant_id in tenant_ids)
-
-
-def read_tenants_and_pools(connection: Connection) -> TenantsAndPools:
-    tenant_views = {
-        tenant_id: TenantView(tenant_id, weight, _quotas(quotas), default_pool)
-        for tenant_id, weight, quotas, default_pool in connection.execute(_TENANTS).all()
-    }
-    pool_views, selectors = read_pools(connection)
-    return TenantsAndPools(tenant_views, pool_views, selectors)
-
-
 def read_snapshot(
     connection: Connection,
     now: datetime,
@@ -78,16 +56,12 @@ def read_snapshot(
     fleet: Sequence[WorkerView] | None = None,
     changed: Collection[str] = (),
     by_key: bool | None = None,
-    known: TenantsAndPools | None = None,
-) -> tuple[Snapshot, TenantsAndPools | None]:
-    """The fleet, the tenants and the head of the queue, and the tenants and pools it went
-    by (None: the queue was empty, nothing was read). A ``quick`` snapshot reads only as
+) -> Snapshot:
+    """The fleet, the tenants and the head of the queue. A ``quick`` snapshot reads only as
     much of the queue as the fleet's free slots could take (a few times over), which is what
     a pass right after a submit or a completion needs. Given ``fleet`` (the workers of an
-    earlier snapshot), only the ``changed`` workers are read again; given ``known`` tenants
-    and pools, they are read again only when a queued run's tenant is not among them.
-    ``by_key``: whether to window the queue by limit keys too (None: when any limit
-    exists)."""
+    earlier snapshot), only the ``changed`` workers are read again. ``by_key``: whether to
+    window the queue by limit keys too (None: when any limit exists)."""
     workers_now = read_fleet(connection, fleet, changed, now)
     if quick:
         free = _free_slots(workers_now)
@@ -107,22 +81,24 @@ def read_snapshot(
         oldest = connection.execute(_OLDEST_QUEUED, bounds).all()
         queue += [row for row in oldest if row.id not in seen]
     if not queue:  # nothing to place or to preempt for: the fleet as it is (pools included)
-        return Snapshot(now=now, queued=(), workers=workers_now, tenants={}, pools={}), None
-    if known is None or not known.knows({row.tenant_id for row in queue}):
-        known = read_tenants_and_pools(connection)
-    snapshot = Snapshot(
+        return Snapshot(now=now, queued=(), workers=workers_now, tenants={}, pools={})
+    tenant_views = {
+        tenant_id: TenantView(tenant_id, weight, _quotas(quotas), default_pool)
+        for tenant_id, weight, quotas, default_pool in connection.execute(_TENANTS).all()
+    }
+    pools, selectors = read_pools(connection)
+    return Snapshot(
         now=now,
-        queued=tuple(_queued(row, known.tenants) for row in queue),
-        workers=in_pools(workers_now, known.selectors),
-        tenants=known.tenants,
-        pools=known.pools,
+        queued=tuple(_queued(row, tenant_views) for row in queue),
+        workers=in_pools(workers_now, selectors),
+        tenants=tenant_views,
+        pools=pools,
     )
-    return snapshot, known
 
 
 def read_pools(connection: Connection) -> tuple[dict[str, PoolView], PoolSelectors]:
     """The pools with their shares, and their selectors. Pools are few, made by hand: read
-    whole every full pass (and by a quick one that finds a tenant it does not know)."""
+    whole every pass, so a change reaches the next one."""
     shares: dict[str, dict[str, Amount]] = defaultdict(dict)
     for name, tenant_id, cpu_milli, memory_mb, gpus in connection.execute(_SHARES):
         shares[name][tenant_id] = Amount(cpu_milli, memory_mb, gpus)
