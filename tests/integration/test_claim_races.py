@@ -12,6 +12,7 @@ import pytest
 from herder.app.claims import claim
 from herder.domain.models import Assignment
 from herder.store import workers as worker_store
+from herder.store.handover import deliverable
 from tests.integration.conftest import Api
 from tests.integration.dispatching import dispatch
 from tests.integration.test_placement import register
@@ -26,7 +27,6 @@ def test_two_claims_at_once_hand_a_placed_attempt_over_once(
     job = api.create_job("job", resources={"cpu": 1})
     api.start_run(job["id"])
     dispatch(api.store)
-    unpatched = worker_store.deliverable
     other: list[list[Assignment]] = []
     raced = threading.Event()
 
@@ -38,7 +38,7 @@ def test_two_claims_at_once_hand_a_placed_attempt_over_once(
             racing = threading.Thread(target=lambda: other.append(claim(api.store, worker, 10)))
             racing.start()
             racing.join(30)
-        return unpatched(*arguments)
+        return deliverable(*arguments)
 
     monkeypatch.setattr(worker_store, "deliverable", the_other_claim_meanwhile)
     first = claim(api.store, worker, 10)
