@@ -31,12 +31,13 @@ from herder.domain.ids import new_id
 from herder.domain.jobs import Resources
 from herder.domain.lifecycle.changes import Event, NewRun
 from herder.domain.models import WorkerState
+from herder.domain.placement.partitions import Partition
 from herder.domain.placement.policy import Plan
 from herder.domain.placement.snapshot import Snapshot, WorkerView
 from herder.settings import sqlite_url
 from herder.store.database import Database
 from herder.store.runs.placement import Applied, PlacementRepository
-from herder.store.runs.snapshot import QUEUE_WINDOW, TENANT_QUEUE_WINDOW
+from herder.store.runs.snapshot import QUEUE_WINDOW, TENANT_QUEUE_WINDOW, WHOLE
 from herder.store.runs.writes import new_run_row
 from herder.store.schema import runs, workers
 from herder.store.store import Store
@@ -105,9 +106,12 @@ class TimedPlacement(PlacementRepository):
         quick: bool = False,
         fleet: Sequence[WorkerView] | None = None,
         changed: Collection[str] = (),
+        partition: Partition = WHOLE,
     ) -> Snapshot:
         started = time.perf_counter()
-        result = super().snapshot(window, per_tenant, quick=quick, fleet=fleet, changed=changed)
+        result = super().snapshot(
+            window, per_tenant, quick=quick, fleet=fleet, changed=changed, partition=partition
+        )
         self.timings.snapshot = time.perf_counter() - started
         self.timings.queued = len(result.queued)
         return result

@@ -19,6 +19,7 @@ from bench import (
     checkpoints,
     delayed,
     dispatch,
+    dispatchers,
     events,
     failover,
     forecast_accuracy,
@@ -95,6 +96,7 @@ def main() -> None:
             "failover",
             "migration",
             "burst",
+            "dispatchers",
             "all",
         ],
         default="all",
@@ -134,6 +136,12 @@ def main() -> None:
         command = " ".join(["python -m bench.run", *sys.argv[1:]])
         now = datetime.datetime.now(datetime.UTC)
         _append(burst.section(result, machine.describe(), now, command))
+    if options.scenario in ("dispatchers", "all"):
+        partitioned = dispatchers.measure()
+        print(dispatchers.line(partitioned))
+        command = " ".join(["python -m bench.run", *sys.argv[1:]])
+        now = datetime.datetime.now(datetime.UTC)
+        _append(dispatchers.section(partitioned, machine.describe(), now, command))
     if options.scenario in ("failover", "all"):
         run_failover(options)
     if options.scenario in ("migration", "all"):

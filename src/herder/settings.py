@@ -33,6 +33,9 @@ class Settings:
     heartbeat_timeout_seconds: float = 10.0  # silent this long, a worker is lost
     lost_worker_retention_hours: float = DEFAULT_LOST_WORKER_RETENTION_HOURS
     lease_seconds: float = 10.0  # a control loop's lease; a standby takes over after it
+    # the dispatcher's partitions, each its own leased loop (docs/placement.md, "Partitions");
+    # every scheduler of a cell must be given the same count; SQLite has one
+    dispatch_partitions: int = 1
     allow_cron_seconds: bool = False  # accept a seconds field (fires faster than a minute)
     misfire_grace_seconds: float = 60.0  # a fire later than this was missed
     # Webhooks to loopback, private and link-local addresses: None decides by the store —
@@ -76,6 +79,7 @@ class Settings:
                 )
             ),
             lease_seconds=float(os.environ.get("HERDER_LEASE_SECONDS", "10")),
+            dispatch_partitions=int(os.environ.get("HERDER_DISPATCH_PARTITIONS", "1")),
             allow_cron_seconds=os.environ.get("HERDER_CRON_SECONDS", "") in ("1", "true", "yes"),
             misfire_grace_seconds=float(os.environ.get("HERDER_MISFIRE_GRACE", "60")),
             alert_private_targets=_flag(os.environ.get("HERDER_ALERTS_PRIVATE_TARGETS")),

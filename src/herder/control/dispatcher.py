@@ -33,9 +33,11 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 
+from herder.domain.placement.partitions import Partition
 from herder.domain.placement.policy import PlacementSettings, plan
 from herder.domain.placement.snapshot import WorkerView, with_started
 from herder.store.runs.placement import PlacementRepository
+from herder.store.runs.snapshot import WHOLE
 
 IDLE_SECONDS = 2.0
 RETRY_SOON_SECONDS = 0.0  # a placement was skipped (a race): look again at once
@@ -47,15 +49,18 @@ log = logging.getLogger("herder.dispatcher")
 
 
 class Dispatcher:
-    name = "dispatcher"
-
     def __init__(
         self,
         placement: PlacementRepository,
         settings: PlacementSettings | None = None,
         *,
         monotonic: Callable[[], float] = time.monotonic,
+        partition: Partition = WHOLE,
     ) -> None:
+        """``partition``: the pools it places (``domain.placement.partitions``); its lease is
+        ``dispatcher-N`` then, else ``dispatcher``."""
+        self.name = "dispatcher" if partition.whole else f"dispatcher-{partition.number}"
+        self._partition = partition
         self._placement = placement
         self._settings = settings or PlacementSettings()
         self._reasons: dict[str, tuple[datetime, str]] = {}  # as stored: only changes are written
@@ -97,7 +102,9 @@ class Dispatcher:
             known = None
         if known is None:
             self._fleet_read_at = self._monotonic()
-        snapshot = self._placement.snapshot(quick=not full, fleet=known, changed=stale)
+        snapshot = self._placement.snapshot(
+            quick=not full, fleet=known, changed=stale, partition=self._partition
+        )
         decided = plan(snapshot, self._settings)
         # a reason is cached with the queued_at it was written for, and forgotten once its
         # run is placed: a run queued again (a retry, a preemption, whether or not it keeps

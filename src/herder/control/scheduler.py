@@ -5,7 +5,9 @@ Several schedulers may run against one PostgreSQL; each loop runs in one of them
 a standby takes over within the lease time when the holder dies. The schedulers are members
 of a pool (``Membership``) and all loops but the dispatcher spread over them by rendezvous
 hashing, moving when one joins or leaves; the dispatcher stays where it is, with its warm view
-of the fleet, until that process goes. ``herder up`` runs the same loops inside its own
+of the fleet, until that process goes. Placement partitioned (``HERDER_DISPATCH_PARTITIONS``:
+each partition's dispatcher places its pools) spreads and moves its partitions like the
+others. ``herder up`` runs the same loops inside its own
 process.
 """
 
@@ -31,6 +33,7 @@ from herder.control.reaper import Reaper
 from herder.control.starter import Starter
 from herder.control.statistics import StatisticsKeeper
 from herder.domain.errors import HerderError
+from herder.domain.placement.partitions import Partition
 from herder.domain.schedules import MISFIRE_GRACE
 from herder.settings import DEFAULT_LOST_WORKER_RETENTION_HOURS, Settings
 from herder.store.notifications import (
@@ -64,12 +67,16 @@ class Scheduler:
         misfire_grace_seconds: float = MISFIRE_GRACE.total_seconds(),
         listen: bool = True,
         alert_private_targets: bool = False,
+        dispatch_partitions: int = 1,
     ) -> None:
         self.holder = holder_name()
         self._leases = store.leases
         self._stop = threading.Event()
         self._leaving = threading.Event()  # ends the heartbeat, before ``_stop`` ends the loops
-        dispatcher = Dispatcher(store.placement)
+        dispatchers = [
+            Dispatcher(store.placement, partition=Partition(number, dispatch_partitions))
+            for number in range(dispatch_partitions)
+        ]
         reaper = Reaper(store, store.clock, heartbeat_timeout_seconds=heartbeat_timeout_seconds)
         starter = Starter(store)
         grace = timedelta(seconds=misfire_grace_seconds)
@@ -94,14 +101,15 @@ class Scheduler:
             ),
         )
         sweeper = CheckpointSweeper(store.checkpoints)
-        bodies: list[Loop] = [dispatcher, reaper, starter, *firers, compactor,
+        bodies: list[Loop] = [*dispatchers, reaper, starter, *firers, compactor,
                               AlertEvaluator(store), maintenance, sender, sweeper]  # fmt: skip
         if store.database.is_postgres:
             bodies.append(StatisticsKeeper(TableStatistics(store.database)))
         wakes = {loop.name: threading.Event() for loop in bodies}
         self._wakes = list(wakes.values())
         # Who a notice wakes; the alert evaluator and the maintenance keep their own clocks.
-        self._wake_on_work = wakes[dispatcher.name]  # new work or freed capacity
+        # new work or freed capacity (every partition: a notice does not say whose)
+        self._wake_on_work = [wakes[dispatcher.name] for dispatcher in dispatchers]
         woken_when_due: list[Loop] = [reaper, starter, *firers]
         self._wake_on_due = [wakes[loop.name] for loop in woken_when_due]
         # an attempt ended: its log to compact, maybe its run's checkpoint to delete
@@ -110,11 +118,13 @@ class Scheduler:
         self.membership = Membership(
             store.leases, self.holder, ttl_seconds=lease_seconds, stop=self._leaving
         )
+        # one dispatcher keeps its warm fleet view where it is; partitions spread and move
+        whole_dispatcher = dispatchers[0] if dispatch_partitions == 1 else None
         self.loops = [
             LeasedLoop(
                 loop.name, store.leases, self.holder, loop.step,
                 ttl_seconds=lease_seconds, wake=wake, stop=self._stop,
-                placement=None if loop is dispatcher else self.membership,
+                placement=None if loop is whole_dispatcher else self.membership,
                 on_held=reaper.held if loop is reaper else None,
             )
             for loop, wake in zip(bodies, self._wakes, strict=True)
@@ -139,7 +149,8 @@ class Scheduler:
             for wake in self._wake_on_due:
                 wake.set()
         elif channel == WORK_CHANNEL or payload.startswith(f"{CAPACITY}:"):
-            self._wake_on_work.set()
+            for wake in self._wake_on_work:
+                wake.set()
         elif channel == ALERTS_CHANNEL:
             self._wake_on_alert.set()
 
@@ -184,6 +195,7 @@ def start_scheduler(settings: Settings, store: Store, *, listen: bool) -> Schedu
         misfire_grace_seconds=settings.misfire_grace_seconds,
         listen=listen,
         alert_private_targets=settings.allow_private_alert_targets,
+        dispatch_partitions=settings.dispatch_partitions,
     )
     scheduler.start()
     return scheduler

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable
-from dataclasses import replace
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -19,7 +19,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from herder.domain.limits import MAX_RATE_PERIOD_SECONDS, LimitSpec
 from herder.domain.placement.limits import LimitKey
 from herder.domain.placement.snapshot import KeyStarts, LimitView, Snapshot
-from herder.domain.states import ACTIVE_RUN_STATES
+from herder.domain.states import ACTIVE_RUN_STATES, RunState
 from herder.store.dialect import Among
 from herder.store.schema import limit_last_starts, limit_starts, limits, run_limit_keys, runs
 
@@ -33,31 +33,73 @@ def with_limits(connection: Connection, snapshot: Snapshot) -> Snapshot:
     keys = {name for run in snapshot.queued for name in run.limit_keys}
     if not keys:
         return snapshot
-    statements = _statements(connection.dialect.name)
-    views: dict[str, LimitView] = {}
-    for params in statements.limit_ids.batches(sorted({limit_id for limit_id, _ in keys})):
-        for limit_id, name, spec in connection.execute(statements.limits, params):
-            views[limit_id] = _view(limit_id, name, spec)
-    # the starts within its period of each rate-limited key, one statement for all
-    wanted = []
-    for limit_id, key in sorted(keys):
-        view = views.get(limit_id)
-        if view is not None and view.rate_count is not None:
-            since = snapshot.now - timedelta(seconds=view.rate_period_seconds)
-            wanted.append({"limit": limit_id, "key": key, "since": _stored_time(connection, since)})
-    starts: dict[LimitKey, KeyStarts] = {}
-    if wanted:
-        read = statements.starts
-        for limit_id, key, count, oldest in connection.execute(read, {"keys": json.dumps(wanted)}):
-            starts[(limit_id, key)] = KeyStarts(count, _read_time(oldest))
+    views = _views(connection, keys)
+    starts = _starts(connection, views, keys, snapshot.now)
     # the last start of every key of a limit that exists, one statement for all
     named = [{"limit": limit_id, "key": key} for limit_id, key in sorted(keys) if limit_id in views]
     last: dict[LimitKey, datetime] = {}
     if named:
-        read = statements.last_starts
+        read = _statements(connection.dialect.name).last_starts
         for limit_id, key, started in connection.execute(read, {"keys": json.dumps(named)}):
             last[(limit_id, key)] = _read_time(started)
     return replace(snapshot, limits=views, limit_starts=starts, limit_last_starts=last)
+
+
+@dataclass(frozen=True)
+class KeysMeasured:
+    """Keys as applying a plan measures them, their limits locked: the limits (those that
+    still exist), each key's running runs and its starts within its rate's period."""
+
+    limits: dict[str, LimitView]
+    running: dict[LimitKey, int]
+    starts: dict[LimitKey, KeyStarts]
+
+
+def measure_keys(
+    connection: Connection, keys: Collection[LimitKey], now: datetime, floor: str
+) -> KeysMeasured:
+    """Lock the limits ``keys`` name (in id order, as a submission deciding under them does)
+    and measure the keys: what another placer committed is counted, what it is placing now
+    waits for its commit."""
+    views = _views(connection, keys, locked=True)
+    named = [{"limit": limit_id, "key": key} for limit_id, key in sorted(keys) if limit_id in views]
+    running: dict[LimitKey, int] = {}
+    if named:
+        read = _statements(connection.dialect.name).running
+        parameters = {"keys": json.dumps(named), "floor": floor, "running": RunState.RUNNING}
+        for limit_id, key, count in connection.execute(read, parameters):
+            running[(limit_id, key)] = count
+    return KeysMeasured(views, running, _starts(connection, views, keys, now))
+
+
+def _views(
+    connection: Connection, keys: Collection[LimitKey], *, locked: bool = False
+) -> dict[str, LimitView]:
+    statements = _statements(connection.dialect.name)
+    read = statements.locked_limits if locked else statements.limits
+    views: dict[str, LimitView] = {}
+    for params in statements.limit_ids.batches(sorted({limit_id for limit_id, _ in keys})):
+        for limit_id, name, spec in connection.execute(read, params):
+            views[limit_id] = _view(limit_id, name, spec)
+    return views
+
+
+def _starts(
+    connection: Connection, views: dict[str, LimitView], keys: Collection[LimitKey], now: datetime
+) -> dict[LimitKey, KeyStarts]:
+    """The starts within its period of each rate-limited key, one statement for all."""
+    wanted = []
+    for limit_id, key in sorted(keys):
+        view = views.get(limit_id)
+        if view is not None and view.rate_count is not None:
+            since = now - timedelta(seconds=view.rate_period_seconds)
+            wanted.append({"limit": limit_id, "key": key, "since": _stored_time(connection, since)})
+    starts: dict[LimitKey, KeyStarts] = {}
+    if wanted:
+        read = _statements(connection.dialect.name).starts
+        for limit_id, key, count, oldest in connection.execute(read, {"keys": json.dumps(wanted)}):
+            starts[(limit_id, key)] = KeyStarts(count, _read_time(oldest))
+    return starts
 
 
 @functools.lru_cache(maxsize=65_536)
@@ -145,7 +187,11 @@ class _Statements:
         self.limits: Select[Any] = select(limits.c.id, limits.c.name, limits.c.spec).where(
             self.limit_ids.condition
         )
+        self.locked_limits = self.limits.order_by(limits.c.id).with_for_update(
+            key_share=True
+        )  # FOR NO KEY UPDATE: a run's key (a foreign key) is not locked out
         self.starts = _STARTS[dialect]
+        self.running = _RUNNING[dialect]
         self.last_starts = _LAST_STARTS[dialect]
         upsert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(
             limit_last_starts
@@ -175,6 +221,28 @@ _STARTS = {
         " AND s.key = json_extract(k.value, '$.key')"
         " AND s.started_at > json_extract(k.value, '$.since')"
         " GROUP BY s.limit_id, s.key"
+    ),
+}
+
+
+# The running runs of the given keys ([{"limit": id, "key": key}, ...]), as placement counts
+# them (a run once, however many members), driven by the keys through the (limit, key, run)
+# index; only the live slices of ``runs``.
+_RUNNING = {
+    "postgresql": text(
+        "SELECT k.limit_id, k.key, count(*)"
+        ' FROM json_to_recordset(CAST(:keys AS json)) AS w("limit" text, key text)'
+        ' JOIN run_limit_keys k ON k.limit_id = w."limit" AND k.key = w.key'
+        " JOIN runs r ON r.id = k.run_id AND r.id >= :floor AND r.state = :running"
+        " GROUP BY k.limit_id, k.key"
+    ),
+    "sqlite": text(
+        "SELECT k.limit_id, k.key, count(*)"
+        " FROM json_each(:keys) AS w"
+        " JOIN run_limit_keys k ON k.limit_id = json_extract(w.value, '$.limit')"
+        " AND k.key = json_extract(w.value, '$.key')"
+        " JOIN runs r ON r.id = k.run_id AND r.id >= :floor AND r.state = :running"
+        " GROUP BY k.limit_id, k.key"
     ),
 }
 

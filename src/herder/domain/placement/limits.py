@@ -23,6 +23,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Protocol
 
 from herder.domain.placement.snapshot import KeyStarts, LimitView, QueuedRun, WorkerView
 
@@ -40,6 +41,13 @@ class Turn:
 
 
 FIRST_TURN = Turn(0)  # a run without keys
+
+
+class Keyed(Protocol):
+    """What a key counts of a run: its keys (a queued run's, or one being applied)."""
+
+    @property
+    def limit_keys(self) -> tuple[LimitKey, ...]: ...
 
 
 @dataclass
@@ -72,7 +80,7 @@ class LimitsInPass:
                         running.update(attempt.limit_keys)
         return cls(limits, now, running, dict(starts))
 
-    def holding(self, run: QueuedRun) -> str | None:
+    def holding(self, run: Keyed) -> str | None:
         """Why one of the run's keys holds it back now (None: every key has room). Each
         key's answer is kept until a placement counts against it: a full key's backlog is
         thousands of runs asking the same."""
@@ -114,7 +122,7 @@ class LimitsInPass:
             read = KeyStarts(0, self.now)
         return read.count + self.started_now[(limit.id, key)], read.oldest + period
 
-    def take(self, run: QueuedRun) -> None:
+    def take(self, run: Keyed) -> None:
         """The run is placed: it counts against each of its keys from now on."""
         for name in run.limit_keys:
             if name[0] in self.limits:
@@ -122,7 +130,7 @@ class LimitsInPass:
                 self.started_now[name] += 1
                 self.answers.pop(name, None)
 
-    def rate_limited(self, run: QueuedRun) -> list[LimitKey]:
+    def rate_limited(self, run: Keyed) -> list[LimitKey]:
         """The run's keys whose limits have a rate: each start there is recorded."""
         return [
             name

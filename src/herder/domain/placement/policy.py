@@ -158,7 +158,8 @@ class _Pass:
                 reason = self._consider(run)
                 if reason is not None:
                     self.plan.waiting[run.id] = reason
-        for worker, attempt, budget in self.spent.stopping(self.snapshot.workers):
+        placed_on = [w for w in self.snapshot.workers if self.snapshot.places_on(w)]
+        for worker, attempt, budget in self.spent.stopping(placed_on):
             self.plan.preemptions.append(
                 Preemption(attempt.attempt_id, attempt.run_id, worker.id, budget)
             )

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from herder.domain.budgets import TenantUse
+from herder.domain.placement.partitions import Held
 from herder.domain.placement.resources import Amount, total
 from herder.domain.tenants import TenantQuotas
 
@@ -136,3 +137,9 @@ class Snapshot:
     limit_starts: Mapping[tuple[str, str], KeyStarts] = field(default_factory=dict)
     # when each key of a queued run last started one (none: not lately)
     limit_last_starts: Mapping[tuple[str, str], datetime] = field(default_factory=dict)
+    # the pools this pass places (None: all): its queued runs are theirs, and its stops are
+    # made on their workers only; the other workers are seen for what they run
+    partition: Held | None = None
+
+    def places_on(self, worker: WorkerView) -> bool:
+        return self.partition is None or self.partition.holds(worker.pool)

@@ -3,9 +3,11 @@
 Applying locks the workers it places on (``FOR UPDATE`` on PostgreSQL, in id order so two
 dispatchers cannot deadlock; SQLite's write lock serialises everything) and recomputes what
 they run from the attempts table, so a placement that no longer fits — another dispatcher
-got there first — is skipped: a worker's free capacity never goes negative. Its statements
-are built once per dialect and take any number of runs or workers as one parameter.
-"""
+got there first — is skipped: a worker's free capacity never goes negative. Likewise, locked
+in turn, the in-use quotas of the tenants it places for and the keys of the limits its runs
+count against are measured again (``domain.placement.recheck``): placers that each see part
+of the fleet never over-fill a quota or a key together. Its statements are built once per
+dialect and take any number of runs or workers as one parameter."""
 
 from __future__ import annotations
 
@@ -16,7 +18,18 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Select, Text, Update, bindparam, cast, func, select, update
+from sqlalchemy import (
+    Connection,
+    Select,
+    Text,
+    Update,
+    bindparam,
+    cast,
+    func,
+    select,
+    text,
+    update,
+)
 
 from herder.clock import Clock, epoch_ms
 from herder.domain.ids import new_id
@@ -27,15 +40,19 @@ from herder.domain.models import WorkerState
 from herder.domain.placement import timeline
 from herder.domain.placement.limits import LimitKey
 from herder.domain.placement.ordering import wait_began
+from herder.domain.placement.partitions import Partition
 from herder.domain.placement.policy import Placement, Plan, Preemption
+from herder.domain.placement.recheck import Rooms, binds_in_use
 from herder.domain.placement.resources import Amount
 from herder.domain.placement.snapshot import RunningAttempt, Snapshot, WorkerView
 from herder.domain.states import AttemptState, RunState, check_transition
+from herder.domain.tenants import TenantQuotas
 from herder.store.database import Database
 from herder.store.dialect import Among, insert_rows, set_each, update_each
 from herder.store.history.live import live_floor
 from herder.store.limit_use import (
     limit_keys_of,
+    measure_keys,
     record_last_starts,
     record_starts,
     with_limits,
@@ -44,11 +61,13 @@ from herder.store.notifications import CANCEL, CAPACITY, WORKER_CHANNEL, send
 from herder.store.runs.snapshot import (
     QUEUE_WINDOW,
     TENANT_QUEUE_WINDOW,
+    WHOLE,
     any_limit,
+    quotas_of,
     read_snapshot,
 )
 from herder.store.runs.writes import record_events
-from herder.store.schema import attempts, runs, workers
+from herder.store.schema import attempts, runs, tenants, workers
 from herder.store.usage import with_budgets
 from herder.telemetry import metrics
 
@@ -77,15 +96,18 @@ class PlacementRepository:
         quick: bool = False,
         fleet: Sequence[WorkerView] | None = None,
         changed: Collection[str] = (),
+        partition: Partition = WHOLE,
     ) -> Snapshot:
-        """The fleet, the tenants and the head of the queue; given an earlier snapshot's
-        ``fleet``, only the ``changed`` workers are read again (``snapshot.read_snapshot``)."""
+        """The fleet, the tenants and the head of the queue (of ``partition``'s pools);
+        given an earlier snapshot's ``fleet``, only the ``changed`` workers are read again
+        (``snapshot.read_snapshot``)."""
         with self._db.read() as connection:
             if not quick or self._any_limit is None:  # a quick pass goes by the last full one
                 self._any_limit = any_limit(connection)
             snapshot = read_snapshot(
                 connection, self._clock.now(), window, per_tenant,
                 quick=quick, fleet=fleet, changed=changed, by_key=self._any_limit,
+                partition=partition,
             )  # fmt: skip
             return with_limits(connection, with_budgets(connection, snapshot))
 
@@ -111,13 +133,15 @@ class PlacementRepository:
         )
         with self._db.write() as connection:
             sql = _statements(connection.dialect.name)
-            room = _lock_and_measure(connection, sql, touched, live_floor(connection, now))
+            floor = live_floor(connection, now)
+            room = _lock_and_measure(connection, sql, touched, floor)
             queued = _queued_runs(connection, sql, [p.run_id for p in plan.placements])
+            rooms = _measure_rooms(connection, sql, queued, now, floor)
             fitting = [
                 placement
                 for placement in plan.placements
                 if placement.run_id in queued
-                and _take_all(room, placement, queued[placement.run_id].need)
+                and _take_all(room, rooms, placement, queued[placement.run_id])
             ]
             started = _start_runs(connection, sql, [p.run_id for p in fitting], now)
             placed = [placement for placement in fitting if placement.run_id in started]
@@ -146,7 +170,10 @@ class _Statements:
     """Apply's statements for one dialect; each names its runs or workers in one parameter."""
 
     run_ids: Among
-    queued: Select[Any]  # need and timeout of the named runs still queued
+    # need, timeout, tenant and keys of the named runs still queued, their tenants locked
+    queued: Select[Any]
+    tenant_ids: Among
+    tenant_use: Select[Any]  # what the named tenants' running attempts hold
     start: Update  # the named runs still queued → running, with what their attempts carry
     worker_ids: Among
     lock: Select[Any]  # the named workers still alive, locked in id order
@@ -157,6 +184,7 @@ class _Statements:
 @functools.cache
 def _statements(dialect: str) -> _Statements:
     run_ids = Among(dialect, runs.c.id, "run_ids")
+    tenant_ids = Among(dialect, runs.c.tenant_id, "tenant_ids")
     worker_ids = Among(dialect, workers.c.id, "worker_ids")
     attempt_worker_ids = Among(dialect, attempts.c.worker_id, "worker_ids")
     timeout = runs.c.spec["timeout_seconds"].as_integer().label("timeout_seconds")
@@ -166,9 +194,26 @@ def _statements(dialect: str) -> _Statements:
     return _Statements(
         run_ids=run_ids,
         queued=select(
-            runs.c.id, runs.c.cpu_milli, runs.c.memory_mb, runs.c.gpus, timeout, stop_grace
+            runs.c.id, runs.c.cpu_milli, runs.c.memory_mb, runs.c.gpus, timeout, stop_grace,
+            runs.c.tenant_id, cast(runs.c.limit_keys, Text).label("limit_keys"),
+            cast(tenants.c.quotas, Text).label("quotas"),
         )
+        .select_from(runs.join(tenants, tenants.c.id == runs.c.tenant_id))
         .where(*still_queued),
+        tenant_ids=tenant_ids,
+        tenant_use=select(
+            runs.c.tenant_id, func.sum(attempts.c.cpu_milli), func.sum(attempts.c.memory_mb),
+            func.sum(attempts.c.gpus),
+        )
+        .select_from(runs.join(attempts, attempts.c.run_id == runs.c.id))
+        .where(
+            tenant_ids.condition,
+            runs.c.state == RunState.RUNNING,
+            runs.c.id >= bindparam("live_floor"),
+            attempts.c.run_id >= bindparam("live_floor"),
+            attempts.c.state == AttemptState.RUNNING,
+        )
+        .group_by(runs.c.tenant_id),
         start=update(runs)
         .where(*still_queued)
         .values(
@@ -227,28 +272,71 @@ class _QueuedRun:
     need: Amount  # per member
     timeout_seconds: int
     stop_grace_seconds: int
+    tenant_id: str
+    limit_keys: tuple[LimitKey, ...]
+    quotas: TenantQuotas
 
 
 def _queued_runs(
     connection: Connection, sql: _Statements, run_ids: list[str]
 ) -> dict[str, _QueuedRun]:
+    """The named runs still queued, their tenants locked (``_Statements.queued``)."""
     found: dict[str, _QueuedRun] = {}
     for params in sql.run_ids.batches(run_ids):
-        for run_id, cpu, memory_mb, gpus, timeout, grace in connection.execute(
-            sql.queued, params
-        ).all():
-            found[run_id] = _QueuedRun(Amount(cpu, memory_mb, gpus, 1), timeout, grace)
+        for row in connection.execute(sql.queued, params).all():
+            found[row.id] = _QueuedRun(
+                Amount(row.cpu_milli, row.memory_mb, row.gpus, 1), row.timeout_seconds,
+                row.stop_grace_seconds, row.tenant_id, limit_keys_of(row.limit_keys),
+                quotas_of(row.quotas),
+            )  # fmt: skip
     return found
 
 
-def _take_all(room: dict[str, _Room], placement: Placement, need: Amount) -> bool:
-    """Hold room for every member, or for none."""
+def _measure_rooms(
+    connection: Connection,
+    sql: _Statements,
+    queued: Mapping[str, _QueuedRun],
+    now: datetime,
+    floor: str,
+) -> Rooms:
+    """The tenants' and keys' room under the locks this apply holds: the use of each tenant
+    with an in-use quota, and the keys of the runs to place (nothing read without either)."""
+    quotas = {run.tenant_id: run.quotas for run in queued.values()}
+    bound = sorted(tenant for tenant, quota in quotas.items() if binds_in_use(quota))
+    if bound and connection.dialect.name == "postgresql":
+        connection.execute(_LOCK_TENANTS, {"tenant_ids": bound})
+    used: dict[str, Amount] = {}
+    for params in sql.tenant_ids.batches(bound, live_floor=floor):
+        for tenant_id, cpu, memory_mb, gpus in connection.execute(sql.tenant_use, params).all():
+            used[tenant_id] = Amount(int(cpu or 0), int(memory_mb or 0), int(gpus or 0), 0)
+    keys = {key for run in queued.values() for key in run.limit_keys}
+    if not keys:
+        return Rooms(quotas, used)
+    measured = measure_keys(connection, keys, now, floor)
+    return Rooms.measured(quotas, used, measured.limits, measured.running, measured.starts, now)
+
+
+# Placing for a tenant, in tenant id order: a placer measures a tenant's use only once it
+# holds the tenant's placement lock (held until commit), so two never over-fill its quotas.
+# An advisory lock, not the tenant's row, which admissions from the queue room lock: only
+# placers take it, after their workers' rows and before their limits' (SQLite: one writer).
+_LOCK_TENANTS = text(
+    "SELECT pg_advisory_xact_lock(hashtextextended('herder placement ' || tenant_id, 0))"
+    " FROM unnest(CAST(:tenant_ids AS text[])) AS tenant_id"
+)
+
+
+def _take_all(room: dict[str, _Room], rooms: Rooms, placement: Placement, run: _QueuedRun) -> bool:
+    """Hold room for every member on its worker, and in its tenant's quotas and its keys, or
+    for none."""
     if any(member.worker_id not in room for member in placement.members):
         return False  # no longer alive
     trial = {member.worker_id: room[member.worker_id].copy() for member in placement.members}
     for member in placement.members:
-        if not trial[member.worker_id].take(need, member.gpu_indices):
+        if not trial[member.worker_id].take(run.need, member.gpu_indices):
             return False
+    if not rooms.take(run.tenant_id, run.need.times(len(placement.members)), run.limit_keys):
+        return False
     room.update(trial)
     return True
 

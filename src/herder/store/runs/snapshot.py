@@ -13,16 +13,17 @@ from __future__ import annotations
 import functools
 import json
 from collections import Counter, defaultdict
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
-from sqlalchemy import Connection, Select, Text, bindparam, cast, func, or_, select
+from sqlalchemy import Connection, Select, Text, and_, bindparam, cast, func, or_, select, true
 
 from herder.domain.lifecycle.stops import can_be_victim
 from herder.domain.models import WorkerState
+from herder.domain.placement.partitions import Held, Partition
 from herder.domain.placement.resources import Amount
 from herder.domain.placement.snapshot import (
     PoolView,
@@ -44,6 +45,7 @@ QUEUE_WINDOW = 20_000  # queued runs one pass looks at, in priority-then-age ord
 TENANT_QUEUE_WINDOW = 2_000  # of them at most this many per tenant: a backlog cannot hide others
 KEY_QUEUE_WINDOW = 500  # and per set of limit keys: one key's backlog cannot hide other keys
 QUICK_WINDOW_BASE = 64  # a quick snapshot reads this many queued runs plus a few per free slot
+WHOLE = Partition()  # placement not partitioned: every pool, the shared fleet
 
 
 def read_snapshot(
@@ -56,43 +58,54 @@ def read_snapshot(
     fleet: Sequence[WorkerView] | None = None,
     changed: Collection[str] = (),
     by_key: bool | None = None,
+    partition: Partition = WHOLE,
 ) -> Snapshot:
     """The fleet, the tenants and the head of the queue. A ``quick`` snapshot reads only as
     much of the queue as the fleet's free slots could take (a few times over), which is what
     a pass right after a submit or a completion needs. Given ``fleet`` (the workers of an
     earlier snapshot), only the ``changed`` workers are read again. ``by_key``: whether to
-    window the queue by limit keys too (None: when any limit exists)."""
+    window the queue by limit keys too (None: when any limit exists). ``partition``: only its
+    pools' workers and queued runs (``domain.placement.partitions``)."""
     workers_now = read_fleet(connection, fleet, changed, now)
+    held: Held | None = None
+    pools_read = None if partition.whole else read_pools(connection)
+    if pools_read is not None:  # every worker is seen (its runs count against quotas and
+        pools, selectors = pools_read  # keys), but only the partition's are placed onto
+        held = partition.held(pools)
+        workers_now = in_pools(workers_now, selectors)
     if quick:
-        free = _free_slots(workers_now)
+        free = _free_slots(w for w in workers_now if held is None or held.holds(w.pool))
         window = min(window, QUICK_WINDOW_BASE + 4 * free)
         per_tenant = min(per_tenant, QUICK_WINDOW_BASE + 2 * free)
     floor = live_floor(connection, now)
-    bounds = {"window": window, "per_tenant": per_tenant, "live_floor": floor}
+    within = {} if held is None else _held_bounds(held)
+    bounds = {"window": window, "per_tenant": per_tenant, "live_floor": floor, **within}
     by_key = any_limit(connection) if by_key is None else by_key
-    queue = list(
-        connection.execute(_QUEUE_WINDOW_BY_KEY if by_key else _QUEUE_WINDOW, bounds).all()
-    )
+    window_read = _queue_window(by_key=by_key, partitioned=held is not None)
+    queue = list(connection.execute(window_read, bounds).all())
     # and the longest-waiting, whatever their class, so aging never stalls — unless the
     # window already holds the whole queue
     if quick and not _whole_queue(queue, window, per_tenant):
         seen = {row.id for row in queue}
-        bounds = {"count": QUICK_WINDOW_BASE, "live_floor": floor}
-        oldest = connection.execute(_OLDEST_QUEUED, bounds).all()
+        bounds = {"count": QUICK_WINDOW_BASE, "live_floor": floor, **within}
+        oldest = connection.execute(_oldest_queued(partitioned=held is not None), bounds).all()
         queue += [row for row in oldest if row.id not in seen]
     if not queue:  # nothing to place or to preempt for: the fleet as it is (pools included)
-        return Snapshot(now=now, queued=(), workers=workers_now, tenants={}, pools={})
+        return Snapshot(
+            now=now, queued=(), workers=workers_now, tenants={}, pools={}, partition=held
+        )
     tenant_views = {
-        tenant_id: TenantView(tenant_id, weight, _quotas(quotas), default_pool)
+        tenant_id: TenantView(tenant_id, weight, quotas_of(quotas), default_pool)
         for tenant_id, weight, quotas, default_pool in connection.execute(_TENANTS).all()
     }
-    pools, selectors = read_pools(connection)
+    pools, selectors = pools_read or read_pools(connection)
     return Snapshot(
         now=now,
         queued=tuple(_queued(row, tenant_views) for row in queue),
         workers=in_pools(workers_now, selectors),
         tenants=tenant_views,
         pools=pools,
+        partition=held,
     )
 
 
@@ -166,7 +179,7 @@ def _whole_queue(window_rows: Sequence[Any], window: int, per_tenant: int) -> bo
     return len(window_rows) < window and all(n < per_tenant for n in by_tenant.values())
 
 
-def _free_slots(fleet: Sequence[WorkerView]) -> int:
+def _free_slots(fleet: Iterable[WorkerView]) -> int:
     return sum(
         max(0, worker.capacity.slots - len(worker.running))
         for worker in fleet
@@ -236,38 +249,61 @@ _QUEUED_COLUMNS = (
     cast(runs.c.limit_keys, Text).label("limit_keys"), runs.c.run_at,
 )  # fmt: skip
 
-_OLDEST_QUEUED: Select[Any] = (
-    select(*_QUEUED_COLUMNS)
-    .where(runs.c.state == RunState.QUEUED, runs.c.id >= bindparam("live_floor"))
-    .order_by(runs.c.queued_at)
-    .limit(bindparam("count"))
-)
+
+def _queued_runs(*columns: Any, partitioned: bool) -> Select[Any]:
+    """The queued runs (with ``columns``); ``partitioned``: only those of the pools a
+    partition holds, by their pool resolved as placement resolves it (their own, else their
+    tenant's default), given as the parameters ``_held_bounds`` makes."""
+    queued = select(*columns).where(
+        runs.c.state == RunState.QUEUED, runs.c.id >= bindparam("live_floor")
+    )
+    if not partitioned:
+        return queued
+    pool = func.coalesce(runs.c.pool, tenants.c.default_pool)
+    elsewhere = or_(pool.is_(None), pool.not_in(bindparam("known_pools", expanding=True)))
+    return queued.outerjoin(tenants, tenants.c.id == runs.c.tenant_id).where(
+        or_(
+            pool.in_(bindparam("held_pools", expanding=True)),
+            and_(bindparam("holds_shared") == true(), elsewhere),
+        )
+    )
 
 
-def _queue_window(*, by_key: bool) -> Select[Any]:
+def _held_bounds(held: Held) -> dict[str, Any]:
+    return {
+        "held_pools": sorted(held.pools),
+        "holds_shared": held.shared,
+        "known_pools": sorted(held.known),
+    }
+
+
+@functools.cache
+def _oldest_queued(*, partitioned: bool) -> Select[Any]:
+    return (
+        _queued_runs(*_QUEUED_COLUMNS, partitioned=partitioned)
+        .order_by(runs.c.queued_at)
+        .limit(bindparam("count"))
+    )
+
+
+@functools.cache
+def _queue_window(*, by_key: bool, partitioned: bool = False) -> Select[Any]:
     """The first ``per_tenant`` queued runs of each tenant (by class, then age), at most
     ``window`` in all, so one tenant's backlog never pushes the others out of sight; ``by_key``
     (when any limit exists), of the runs sharing limit keys the first ``KEY_QUEUE_WINDOW``
     only, so neither does one key's backlog (its runs past that could not start this pass
     anyway)."""
     if not by_key:
-        queued = (
-            select(*_QUEUED_COLUMNS)
-            .where(runs.c.state == RunState.QUEUED, runs.c.id >= bindparam("live_floor"))
-            .subquery()
-        )
+        queued = _queued_runs(*_QUEUED_COLUMNS, partitioned=partitioned).subquery()
         return _tenant_window(queued, [queued.c[column.name] for column in _QUEUED_COLUMNS])
     keys = cast(runs.c.limit_keys, Text)
-    keyed = (
-        select(
-            *_QUEUED_COLUMNS,
-            func.row_number()
-            .over(partition_by=keys, order_by=(runs.c.priority.desc(), runs.c.queued_at))
-            .label("key_position"),
-        )
-        .where(runs.c.state == RunState.QUEUED, runs.c.id >= bindparam("live_floor"))
-        .subquery()
-    )
+    keyed = _queued_runs(
+        *_QUEUED_COLUMNS,
+        func.row_number()
+        .over(partition_by=keys, order_by=(runs.c.priority.desc(), runs.c.queued_at))
+        .label("key_position"),
+        partitioned=partitioned,
+    ).subquery()
     below = or_(
         keyed.c.key_position <= KEY_QUEUE_WINDOW,
         keyed.c.limit_keys.is_(None),
@@ -298,8 +334,6 @@ def _tenant_window(queued: Any, columns: list[Any], *where: Any) -> Select[Any]:
     )
 
 
-_QUEUE_WINDOW = _queue_window(by_key=False)
-_QUEUE_WINDOW_BY_KEY = _queue_window(by_key=True)
 _ANY_LIMIT = select(limits.c.id).limit(1)
 
 
@@ -338,7 +372,7 @@ def _queued(row: Any, tenant_views: Mapping[str, TenantView]) -> QueuedRun:
 
 
 @functools.lru_cache(maxsize=1024)
-def _quotas(text: str) -> TenantQuotas:
+def quotas_of(text: str) -> TenantQuotas:
     """A tenant's quotas from their JSON, parsed once per distinct value (they are frozen)."""
     return TenantQuotas.model_validate_json(text)
 
