@@ -90,12 +90,14 @@ class Pool:
         self.url = url
         self.running: dict[str, tuple[Scheduler, Store]] = {}
         self.observer = Store(url)
+        self.dispatch_partitions = 1
 
     def start(self) -> Scheduler:
         store = Store(self.url)
         scheduler = Scheduler(
-            store, heartbeat_timeout_seconds=60, lease_seconds=LEASE_SECONDS, listen=False
-        )
+            store, heartbeat_timeout_seconds=60, lease_seconds=LEASE_SECONDS, listen=False,
+            dispatch_partitions=self.dispatch_partitions,
+        )  # fmt: skip
         scheduler.start()
         self.running[scheduler.holder] = (scheduler, store)
         return scheduler
@@ -115,7 +117,8 @@ class Pool:
         return [loop.name for loop in any_scheduler.loops if loop.name != "dispatcher"]
 
     def holders(self) -> dict[str, str | None]:
-        names = [*self.spread_loops(), "dispatcher"]
+        whole = ["dispatcher"] if self.dispatch_partitions == 1 else []  # it stays put
+        names = [*self.spread_loops(), *whole]
         held = {name: self.observer.leases.holder(name) for name in names}
         return {name: None if lease is None else lease[0] for name, lease in held.items()}
 
@@ -123,7 +126,7 @@ class Pool:
         """Every loop held, each spread one by its preferred live scheduler."""
         holders = self.holders()
         members = list(self.running)
-        return holders["dispatcher"] in members and all(
+        return holders.get("dispatcher", members[0]) in members and all(
             holders[name] == preferred_member(name, members) for name in self.spread_loops()
         )
 
@@ -206,6 +209,21 @@ def test_loops_spread_when_schedulers_join_and_move_to_the_survivors(pool: Pool)
     for schedule_id in schedule_ids:
         fired = {moment for owner, moment in made if owner == schedule_id}
         assert fired >= set(window), f"{schedule_id} missed {sorted(set(window) - fired)[:3]}"
+
+
+def test_the_dispatchers_of_a_partitioned_placement_spread_and_move_like_the_others(
+    pool: Pool,
+) -> None:
+    pool.dispatch_partitions = 4
+    first = pool.start()
+    second = pool.start()
+    # balanced: each dispatcher held by its preferred scheduler of the two, as every loop is
+    wait_until(pool.balanced, SETTLE_SECONDS, "the loops spread over two")
+    dispatchers = {f"dispatcher-{number}" for number in range(4)}
+    assert dispatchers <= set(pool.spread_loops())
+    pool.stop(second)
+    wait_until(pool.balanced, SETTLE_SECONDS, "the leaver's dispatchers moved")
+    assert {pool.holders()[name] for name in dispatchers} == {first.holder}
 
 
 def test_a_scheduler_that_left_is_handed_none_of_its_loops_back(pool: Pool) -> None:
