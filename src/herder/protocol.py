@@ -68,6 +68,10 @@ class RegisterReply(BaseModel):
     )
     heartbeat_interval_seconds: float
     heartbeat_timeout_seconds: float  # silent longer than this, the worker is declared lost
+    # The server may answer a report that asks for ``room`` with attempts placed on the
+    # worker (a workflow's next task). A server of the release before sends no such field:
+    # its worker then never asks, as that server refuses the unknown field.
+    hands_over_in_reports: bool = False
 
 
 # --- heartbeat and claim --------------------------------------------------------------------
@@ -216,6 +220,17 @@ class Report(_Message):
 
     logs: list[OutputChunk] = []
     completions: list[Completion] = []
+    room: Annotated[
+        int | None,
+        Field(
+            ge=0,
+            le=10000,
+            description="attempts the worker could start now: the reply may hand over up to "
+            "that many placed on it (a workflow's next task, placed in the report's own "
+            "transaction); left out by a worker whose server did not say it does so, as a "
+            "server of the release before refuses the unknown field",
+        ),
+    ] = None
 
 
 class AttemptOutput(_Message):
@@ -248,4 +263,8 @@ class ReportResult(BaseModel):
 
 
 class ReportResults(BaseModel):
+    # Assignments carry secrets' values, as a claim's do.
+    model_config = ConfigDict(hide_input_in_errors=True)
+
     results: list[ReportResult]
+    assignments: list[Assignment] = []  # handed over: only when the report asked for room

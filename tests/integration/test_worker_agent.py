@@ -47,6 +47,9 @@ class FakeServer:
         self.completions: dict[str, dict[str, Any]] = {}
         self.credentials: list[tuple[str, str]] = []  # (path, Authorization) of each call
         self.leaving: list[str] = []  # the calls that said the worker is stopping
+        self.hands_over_in_reports = False  # as its registration says
+        self.in_report_reply: list[Assignment] = []  # handed over in the next report's reply
+        self.rooms: list[int | None] = []  # what each report with completions asked for
 
     async def handle(self, request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content or b"{}")
@@ -63,6 +66,7 @@ class FakeServer:
                     "worker_secret": "wks_fake-secret",
                     "heartbeat_interval_seconds": HEARTBEAT_SECONDS,
                     "heartbeat_timeout_seconds": 60,
+                    **({"hands_over_in_reports": True} if self.hands_over_in_reports else {}),
                 },
             )
         if path.endswith("/claim"):
@@ -87,7 +91,13 @@ class FakeServer:
                 results.append(
                     {"attempt_id": completion["attempt_id"], "status": 200, "detail": "stored"}
                 )
-            return httpx.Response(200, json={"results": results})
+            if body["completions"]:
+                self.rooms.append(body.get("room"))
+            handed: list[Assignment] = []
+            if body.get("room"):  # as a real server: only when the report asks for room
+                handed, self.in_report_reply = self.in_report_reply, []
+            handed_over = [item.model_dump(mode="json") for item in handed]
+            return httpx.Response(200, json={"results": results, "assignments": handed_over})
         return httpx.Response(404, json={"detail": f"no {path} here"})
 
     @staticmethod
@@ -235,6 +245,37 @@ def test_an_attempt_handed_over_again_runs_once(tmp_path: Path) -> None:
     with_agent(server, config(tmp_path), handed_over_again)
     assert server.completions["att_twice"]["outcome"] == "succeeded"
     assert server.text("att_twice") == "started\n"
+
+
+def test_the_next_attempt_handed_over_in_a_reports_reply_runs(tmp_path: Path) -> None:
+    """A server that says so may answer a report with attempts placed on the worker (the
+    next task of a workflow): the report asked for the room it had, and they run."""
+    server = FakeServer()
+    server.hands_over_in_reports = True
+    server.to_assign = [assignment("att_first", "echo first")]
+    server.in_report_reply = [assignment("att_next", "echo next")]
+
+    async def chained(_: Agent) -> None:
+        await until(lambda: "att_next" in server.completions)
+
+    with_agent(server, config(tmp_path, max_slots=4), chained)
+    assert server.text("att_next") == "next\n"
+    assert server.completions["att_next"]["outcome"] == "succeeded"
+    assert server.rooms[0] == 4, server.rooms  # its one attempt had ended: every slot free
+
+
+def test_a_worker_asks_no_room_of_a_server_that_does_not_hand_over_in_reports(
+    tmp_path: Path,
+) -> None:
+    """A server of the release before refuses an unknown field: the report leaves it out."""
+    server = FakeServer()
+    server.to_assign = [assignment("att_first", "echo first")]
+
+    async def reported(_: Agent) -> None:
+        await until(lambda: "att_first" in server.completions)
+
+    with_agent(server, config(tmp_path), reported)
+    assert server.rooms == [None], server.rooms
 
 
 def test_an_attempt_handed_over_again_after_its_report_was_delivered_does_not_run_again(

@@ -4,11 +4,10 @@ comes meanwhile goes in the next request, not behind the rest of the backlog."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from herder.domain.jobs import JobSpec, Runtime
 from herder.domain.models import Assignment
-from herder.protocol import Completion, Report
+from herder.protocol import Completion, Report, ReportResults
 from herder.worker.attempts import LiveAttempt
 from herder.worker.reporter import REPORT_BUDGET_BYTES, Reporter
 
@@ -34,11 +33,11 @@ class Server:
         self.first_arrived = asyncio.Event()
         self.release = asyncio.Event()
 
-    async def report(self, worker_id: str, report: Report) -> list[Any]:
+    async def report(self, worker_id: str, report: Report) -> ReportResults:
         self.reports.append(report)
         self.first_arrived.set()
         await self.release.wait()
-        return []
+        return ReportResults(results=[])
 
 
 def test_a_quiet_attempts_end_overtakes_another_attempts_backlog_of_output() -> None:

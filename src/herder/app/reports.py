@@ -13,10 +13,12 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from herder.app.follow_ups import follow_up
+from herder.app.hand_off import hand_off
 from herder.app.work import unit_of_work
 from herder.domain.actors import worker_actor
 from herder.domain.lifecycle.changes import combine
 from herder.domain.lifecycle.settle import Receipt, is_current, refusal, settle
+from herder.domain.models import Assignment
 from herder.protocol import Completion, OutputChunk, ReportResult
 from herder.store.runs.facts import facts_of_attempts
 from herder.store.store import Store
@@ -27,6 +29,19 @@ def report(
     store: Store, worker_id: str, output: Sequence[OutputChunk], completions: Sequence[Completion]
 ) -> list[ReportResult]:
     """A result per completion and per refused attempt's output."""
+    results, _ = report_and_hand_off(store, worker_id, output, completions, room=0)
+    return results
+
+
+def report_and_hand_off(
+    store: Store,
+    worker_id: str,
+    output: Sequence[OutputChunk],
+    completions: Sequence[Completion],
+    room: int,
+) -> tuple[list[ReportResult], list[Assignment]]:
+    """``report``'s results; and, when the worker has ``room``, the runs the report queued
+    placed on it and handed over (``app.hand_off``), in the report's own transaction."""
     by_attempt: dict[tuple[str, int], list[OutputChunk]] = defaultdict(list)
     for chunk in output:
         by_attempt[chunk.attempt_id, chunk.attempt].append(chunk)
@@ -53,11 +68,13 @@ def report(
         # Follow up: each workflow run moves on (its successors start), each backfill steps,
         # until nothing is pending.
         follow_up(work)
+        # Hand off: its successors placed on this worker, when it has room for them.
+        given = hand_off(store, work, worker_id, room)
+        follow_up(work)  # a run that could not be handed over ended: its owner moves on
     # Record.
     metrics.zombie_reports(
         sum(1 for _, item in refused if item.receipt is Receipt.STALE)
         + sum(1 for item in settled if item.receipt is Receipt.STALE)
     )
-    return [ReportResult.of(item) for _, item in refused] + [
-        ReportResult.of(item) for item in settled
-    ]
+    results = [ReportResult.of(item) for _, item in refused]
+    return results + [ReportResult.of(item) for item in settled], given

@@ -40,6 +40,7 @@ from herder.store.notifications import (
     ALERTS_CHANNEL,
     CAPACITY,
     DUE_CHANNEL,
+    HANDED,
     WORK_CHANNEL,
     listener_for,
 )
@@ -142,7 +143,7 @@ class Scheduler:
         ]
 
     def _on_notice(self, channel: str, payload: str) -> None:
-        if payload.startswith(f"{CAPACITY}:"):  # an attempt ended
+        if payload.startswith((f"{CAPACITY}:", f"{HANDED}:")):  # an attempt ended
             for wake in self._wake_on_ended:
                 wake.set()
         if channel == DUE_CHANNEL:

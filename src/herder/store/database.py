@@ -179,6 +179,11 @@ class Database:
         The same notice given twice in a transaction is sent once."""
         connection.info.setdefault(_NOTICES, {})[(channel, payload)] = None
 
+    def withdraw(self, connection: Connection, channel: str, payload: str = "") -> None:
+        """Send no more a notice given earlier in this transaction (its news is given
+        otherwise)."""
+        connection.info.get(_NOTICES, {}).pop((channel, payload), None)
+
     def is_own_backend(self, pid: int) -> bool:
         """Whether a PostgreSQL backend is one of this process's connections: its notices
         were delivered here already when it committed."""

@@ -29,6 +29,7 @@ CHANNELS = (WORK_CHANNEL, WORKER_CHANNEL, DUE_CHANNEL, ALERTS_CHANNEL)
 CANCEL = str(NoticeKind.CANCEL)  # the worker must stop something (cancel, preempt, a member)
 CAPACITY = str(NoticeKind.CAPACITY)  # the worker freed capacity: the dispatcher may place more
 ASSIGNED = str(NoticeKind.ASSIGNED)  # attempts were placed on the worker: its claim may answer
+HANDED = str(NoticeKind.HANDED)  # it freed capacity and was handed what waited: nothing to place
 
 
 def send(database: Database, connection: Connection, notices: Iterable[Notice]) -> None:
@@ -40,6 +41,15 @@ def send(database: Database, connection: Connection, notices: Iterable[Notice]) 
             database.notify(connection, DUE_CHANNEL)
         else:
             database.notify(connection, WORKER_CHANNEL, f"{notice.kind}:{notice.worker_id}")
+
+
+def handed_off(database: Database, connection: Connection, worker_id: str) -> None:
+    """The worker's freed capacity took every run waiting, in this transaction: the notices
+    that would wake the dispatcher for them (work, capacity) say ``handed`` instead, which
+    tells the rest that the worker's attempts ended and the dispatcher to read it again."""
+    database.withdraw(connection, WORK_CHANNEL)
+    database.withdraw(connection, WORKER_CHANNEL, f"{CAPACITY}:{worker_id}")
+    database.notify(connection, WORKER_CHANNEL, f"{HANDED}:{worker_id}")
 
 
 def notify_work(database: Database, connection: Connection) -> None:

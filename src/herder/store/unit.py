@@ -19,6 +19,7 @@ from sqlalchemy import Connection
 from herder.domain.lifecycle.changes import Changes
 from herder.domain.lifecycle.facts import Ending, RunFacts
 from herder.domain.lifecycle.settle import Settled, settle
+from herder.domain.states import RunState
 from herder.domain.workflows.states import WorkflowRunState
 from herder.store.database import Database
 from herder.store.runs.facts import facts_of_attempts
@@ -49,12 +50,18 @@ class Work:
     rng: random.Random
     after_commit: list[Callable[[], None]] = field(default_factory=list)  # metrics to count
     pending: FollowUps = field(default_factory=FollowUps)
+    queued: list[str] = field(default_factory=list)  # runs it inserted queued, in order
 
     def apply(self, changes: Changes, *, facts: Mapping[str, RunFacts] | None = None) -> Applied:
         """Apply the changes and note what they touched on the worklist: the owners of the
         runs they ended (``facts``, the runs as the decision read them, name most owners
         without asking the database again) and the running workflow runs they ended."""
         applied = apply_changes(self.database, self.connection, self.now, changes)
+        self.queued.extend(
+            new.id
+            for new in changes.new_runs
+            if new.state is RunState.QUEUED and new.id in applied.inserted
+        )
         self.after_commit.append(
             lambda: metrics.runs_moved(self.now, changes.moves, applied.moved, facts or {})
         )

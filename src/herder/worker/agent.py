@@ -138,10 +138,13 @@ class Agent:
         )
         self._running: dict[str, LiveAttempt] = {}
         self._started = StartedAttempts()
-        self.reporter = Reporter(self.connection, self._running, self._drop)
+        self.reporter = Reporter(
+            self.connection, self._running, self._drop, room=self._room, start=self._start
+        )
         self._gone = asyncio.Event()
         self._leaving = False  # stopping: the server is told to place nothing more here
         self._hurry = asyncio.Event()  # a second signal: stop what runs now
+        self._handed_in_reports = False  # the server may hand over attempts in a report's reply
 
     async def run(self, stop: asyncio.Event) -> None:
         """Work until ``stop`` is set. A task of the agent that dies sets it too: the agent
@@ -198,6 +201,7 @@ class Agent:
         """Work as one registered worker until told to stop (``False``) or declared lost
         (``True``: register again). A loop that dies stops the agent (``SideTaskDied``)."""
         self._gone.clear()
+        self._handed_in_reports = registration.hands_over_in_reports
         interval = registration.heartbeat_interval_seconds
         lease = max(interval, registration.heartbeat_timeout_seconds - interval)
         loops = TaskWatch(stop)
@@ -321,6 +325,13 @@ class Agent:
             self._obey(reply)
             for assignment in reply.assignments:
                 self._start(assignment)
+
+    def _room(self, worker_id: str) -> int:
+        """How many attempts a report of this registration may be handed (none while
+        stopping, for an older registration, or when its server does not hand over so)."""
+        if not self._handed_in_reports or self._leaving or worker_id != self.connection.worker_id:
+            return 0
+        return max(0, self.config.max_slots - len(self._running))
 
     def _start(self, assignment: Assignment) -> None:
         if not self._started.first_start(assignment.attempt_id):

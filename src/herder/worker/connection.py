@@ -29,7 +29,6 @@ from herder.protocol import (
     RegisterReply,
     RegisterRequest,
     Report,
-    ReportResult,
     ReportResults,
 )
 from herder.tls import client_context
@@ -158,10 +157,10 @@ class ServerConnection:
         )
         return await self._post_as_worker("claim", request, ClaimReply)
 
-    async def report(self, worker_id: str, report: Report) -> list[ReportResult]:
+    async def report(self, worker_id: str, report: Report) -> ReportResults:
         """Under ``worker_id``, the registration the reported attempts were given to."""
         path = f"/v1/workers/{worker_id}/reports"
-        return (await self._post(path, report, ReportResults, self._as(worker_id))).results
+        return await self._post(path, report, ReportResults, self._as(worker_id))
 
     async def download(self, sha256: str) -> bytes:
         response = await self._http.get(

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 
 import httpx
 
+from herder.domain.models import Assignment
 from herder.protocol import Completion, HeldAttempt, OutputChunk, Report
 from herder.worker.attempts import LiveAttempt
 from herder.worker.connection import ServerConnection, described
@@ -78,12 +79,18 @@ class Reporter:
         connection: ServerConnection,
         running: Mapping[str, LiveAttempt],
         drop: Callable[[str], None],
+        room: Callable[[str], int] = lambda _: 0,
+        start: Callable[[Assignment], None] = lambda _: None,
     ) -> None:
         """``running``: the agent's attempts, whose output is sent as it comes; ``drop``: what
-        to do with an attempt whose report the server refused (it is no longer ours)."""
+        to do with an attempt whose report the server refused (it is no longer ours);
+        ``room``: how many attempts the registration could start now, asked for in a report
+        that ends some; ``start``: what to do with each one the reply hands over."""
         self._connection = connection
         self._running = running
         self._drop = drop
+        self._room = room
+        self._start = start
         self._pending: dict[str, Report] = defaultdict(Report)  # by worker id
         # (worker id, attempt id, number) of ended attempts whose report is not delivered yet
         self._unreported: set[tuple[str, str, int]] = set()
@@ -192,15 +199,20 @@ class Reporter:
         )
 
     async def _send_part(self, worker_id: str, report: Report) -> bool:
+        room = self._room(worker_id) if report.completions else 0
+        if room:  # attempts end: their room may take what comes after them
+            report = report.model_copy(update={"room": room})
         try:
-            results = await self._connection.report(worker_id, report)
+            answer = await self._connection.report(worker_id, report)
         except httpx.HTTPError as error:
             log.warning("report failed, will retry: %s", described(error))
             return False
         for completion in report.completions:  # answered: accepted or refused
             self._unreported.discard((worker_id, completion.attempt_id, completion.attempt))
-        for result in results:
+        for result in answer.results:
             if not result.applied:
                 log.warning("server refused a report for %s: %s", result.attempt_id, result.detail)
                 self._drop(result.attempt_id)
+        for assignment in answer.assignments:
+            self._start(assignment)
         return True

@@ -22,7 +22,7 @@ from herder.api.auth import (
 from herder.api.openapi import problems
 from herder.api.wakeups import Wakeups
 from herder.app import checkpoints, claims
-from herder.app.reports import report
+from herder.app.reports import report, report_and_hand_off
 from herder.domain.errors import Conflict, Invalid, NotFound
 from herder.domain.models import Worker
 from herder.protocol import (
@@ -66,6 +66,7 @@ def register(
         worker_secret=secret,
         heartbeat_interval_seconds=settings.heartbeat_interval_seconds,
         heartbeat_timeout_seconds=settings.heartbeat_timeout_seconds,
+        hands_over_in_reports=True,
     )
 
 
@@ -129,8 +130,11 @@ def _single(results: list[ReportResult], attempt_id: str) -> ReportResult:
 
 @router.post("/workers/{worker_id}/reports")
 def reports(body: Report, worker_id: RegisteredWorker, store: StoreDep) -> ReportResults:
-    """Batched output and completions; each result says whether it was applied."""
-    return ReportResults(results=report(store, worker_id, body.logs, body.completions))
+    """Batched output and completions; each result says whether it was applied. Asked for
+    ``room``, the reply hands over the runs the report queued, placed on this worker."""
+    room = body.room or 0
+    results, given = report_and_hand_off(store, worker_id, body.logs, body.completions, room)
+    return ReportResults(results=results, assignments=given)
 
 
 @router.get("/workers/{worker_id}/artifacts/{artifact_id}", response_class=Response)

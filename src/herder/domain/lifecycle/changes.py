@@ -26,6 +26,9 @@ class NoticeKind(StrEnum):
     CANCEL = "cancel"  # the worker must stop something (cancel, preempt, a gang member)
     CAPACITY = "capacity"  # the worker freed capacity: the dispatcher may place more
     ASSIGNED = "assigned"  # attempts were placed on the worker: its claim may answer
+    # the worker freed capacity and was handed what waited for it in the same transaction
+    # (``app.hand_off``): its attempts ended, but there is nothing for the dispatcher to place
+    HANDED = "handed"
     DUE = "due"  # something got a due time: the reaper should look again
 
 

@@ -57,21 +57,32 @@ from herder.store.limit_use import (
     record_starts,
     with_limits,
 )
-from herder.store.notifications import CANCEL, CAPACITY, WORKER_CHANNEL, send
+from herder.store.notifications import (
+    CANCEL,
+    CAPACITY,
+    HANDED,
+    WORKER_CHANNEL,
+    handed_off,
+    send,
+)
 from herder.store.runs.snapshot import (
     QUEUE_WINDOW,
     TENANT_QUEUE_WINDOW,
     WHOLE,
     any_limit,
     quotas_of,
+    read_hand_off,
     read_snapshot,
 )
 from herder.store.runs.writes import record_events
 from herder.store.schema import attempts, runs, tenants, workers
+from herder.store.unit import Work
 from herder.store.usage import with_budgets
 from herder.telemetry import metrics
 
 ATTEMPT_DEADLINE_MARGIN_SECONDS = 30  # past its timeout and stop grace: the kill, reporting
+DISPATCHER = "dispatcher"  # who placed a run, in its events
+HAND_OFF = "hand-off"  # placed at the report of its worker's last attempt (``app.hand_off``)
 
 
 @dataclass(frozen=True)
@@ -113,13 +124,13 @@ class PlacementRepository:
 
     def on_worker_notice(self, heard: Callable[[str], None]) -> None:
         """Call ``heard(worker_id)`` for each notice this process hears, after its commit,
-        that something on a worker stopped or is stopping: capacity freed, a cancel or a
-        preemption. (Work assigned is the dispatcher's own doing: it holds the lease.)
-        For as long as the store lives."""
+        that something on a worker stopped or is stopping: capacity freed (or freed and
+        handed off), a cancel or a preemption. (Work assigned is the dispatcher's own doing:
+        it holds the lease.) For as long as the store lives."""
 
         def hear(channel: str, payload: str) -> None:
             kind, _, worker_id = payload.partition(":")
-            if channel == WORKER_CHANNEL and kind in (CAPACITY, CANCEL):
+            if channel == WORKER_CHANNEL and kind in (CAPACITY, CANCEL, HANDED):
                 heard(worker_id)
 
         self._db.subscribe(hear)
@@ -128,41 +139,101 @@ class PlacementRepository:
         """Place and preempt what still fits, and store the waiting reasons that changed
         (only for runs still queued), in one transaction of a few statements."""
         now = self._clock.now()
-        touched = sorted(
-            {member.worker_id for placement in plan.placements for member in placement.members}
-        )
         with self._db.write() as connection:
-            sql = _statements(connection.dialect.name)
-            floor = live_floor(connection, now)
-            room = _lock_and_measure(connection, sql, touched, floor)
-            queued = _queued_runs(connection, sql, [p.run_id for p in plan.placements])
-            rooms = _measure_rooms(connection, sql, queued, now, floor)
-            fitting = [
-                placement
-                for placement in plan.placements
-                if placement.run_id in queued
-                and _take_all(room, rooms, placement, queued[placement.run_id])
-            ]
-            started = _start_runs(connection, sql, [p.run_id for p in fitting], now)
-            placed = [placement for placement in fitting if placement.run_id in started]
-            _record_starts(connection, placed, started, now)
-            attempts_started = _insert_attempts(connection, placed, queued, started, now)
-            record_starts(connection, (key for p in placed for key in p.rate_keys), now)
-            keys = (key for p in placed for key in started[p.run_id].limit_keys)
-            record_last_starts(connection, keys, now)
+            placed = _place(connection, plan.placements, now, wait=True, actor=DISPATCHER)
             preempted = _request_preemptions(connection, plan.preemptions, now)
             _record_reasons(connection, reasons)
             send(
                 self._db,
                 connection,
                 notices(NoticeKind.CANCEL, {p.worker_id for p in preempted})
-                | notices(NoticeKind.ASSIGNED, {m.worker_id for p in placed for m in p.members}),
+                | notices(NoticeKind.ASSIGNED, placed.workers),
             )
-        metrics.runs_placed(now, (_waited_from(started[p.run_id]) for p in placed))
+        metrics.runs_placed(now, placed.waits)
         metrics.preemptions(timeline.cause_kind(p.cause) for p in preempted)
-        placed_ids = {placement.run_id for placement in placed}
+        placed_ids = {placement.run_id for placement in placed.placements}
         skipped = [p.run_id for p in plan.placements if p.run_id not in placed_ids]
-        return Applied(placed, skipped, preempted, attempts_started)
+        return Applied(placed.placements, skipped, preempted, placed.attempts)
+
+    def hand_off_snapshot(self, work: Work, worker_id: str, run_ids: Sequence[str]) -> Snapshot:
+        """What placing ``run_ids`` (queued by ``work``) on the worker that just reported
+        needs to know, in its unit of work: that worker alone, and those of the runs the
+        dispatcher would not see otherwise — in the shared fleet, with no limit key, of a
+        tenant without in-use quotas — and only while no other run is queued: otherwise the
+        dispatcher decides, in queue order (an empty snapshot)."""
+        nothing = Snapshot(now=work.now, queued=(), workers=())
+        with_room = read_hand_off(work.connection, work.now, worker_id, run_ids)
+        if with_room is None:
+            return nothing
+        snapshot = with_budgets(work.connection, with_room)
+        return snapshot if snapshot.queued else nothing
+
+    def place_now(self, work: Work, placements: Sequence[Placement]) -> list[Placement]:
+        """Place what still fits, in ``work``'s transaction, without waiting for any lock: a
+        worker another placer holds is skipped (the caller already holds its runs' rows, and a
+        dispatcher holding the worker may wait on them)."""
+        placed = _place(work.connection, placements, work.now, wait=False, actor=HAND_OFF)
+        work.after_commit.append(lambda: metrics.runs_placed(work.now, placed.waits))
+        return placed.placements
+
+    def nothing_left_to_place(self, work: Work, worker_id: str) -> None:
+        """What ``work`` queued was all placed on the worker, and nothing else waits: the
+        dispatcher need not wake for it (``notifications.handed_off``)."""
+        handed_off(self._db, work.connection, worker_id)
+
+
+@dataclass(frozen=True)
+class _Placed:
+    placements: list[Placement]
+    started: dict[str, _Started]
+    attempts: dict[str, list[RunningAttempt]]  # by worker id: as a snapshot would read them
+
+    @property
+    def workers(self) -> set[str]:
+        return {member.worker_id for p in self.placements for member in p.members}
+
+    @property
+    def waits(self) -> list[tuple[int, datetime | None]]:
+        return [_waited_from(self.started[p.run_id]) for p in self.placements]
+
+
+def _place(
+    connection: Connection,
+    placements: Sequence[Placement],
+    now: datetime,
+    *,
+    wait: bool,
+    actor: str,
+) -> _Placed:
+    """Start the placements that still fit: their workers locked and measured, their tenants'
+    quotas and their keys measured again (``wait``: for the locks; else a worker locked
+    elsewhere has no room, and a run whose tenant or keys would need a lock is left)."""
+    touched = sorted({member.worker_id for placement in placements for member in placement.members})
+    sql = _statements(connection.dialect.name)
+    floor = live_floor(connection, now)
+    room = _lock_and_measure(connection, sql, touched, floor, wait=wait)
+    queued = _queued_runs(connection, sql, [p.run_id for p in placements])
+    if not wait:
+        queued = {
+            run_id: run
+            for run_id, run in queued.items()
+            if not run.limit_keys and not binds_in_use(run.quotas)
+        }
+    rooms = _measure_rooms(connection, sql, queued, now, floor)
+    fitting = [
+        placement
+        for placement in placements
+        if placement.run_id in queued
+        and _take_all(room, rooms, placement, queued[placement.run_id])
+    ]
+    started = _start_runs(connection, sql, [p.run_id for p in fitting], now)
+    placed = [placement for placement in fitting if placement.run_id in started]
+    _record_starts(connection, placed, started, now, actor)
+    attempts_started = _insert_attempts(connection, placed, queued, started, now)
+    record_starts(connection, (key for p in placed for key in p.rate_keys), now)
+    keys = (key for p in placed for key in started[p.run_id].limit_keys)
+    record_last_starts(connection, keys, now)
+    return _Placed(placed, started, attempts_started)
 
 
 @dataclass(frozen=True)
@@ -177,6 +248,7 @@ class _Statements:
     start: Update  # the named runs still queued → running, with what their attempts carry
     worker_ids: Among
     lock: Select[Any]  # the named workers still alive, locked in id order
+    lock_free: Select[Any]  # the same, but only those no other transaction holds
     attempt_worker_ids: Among
     used: Select[Any]  # what runs on the named workers
 
@@ -232,6 +304,11 @@ def _statements(dialect: str) -> _Statements:
         .where(worker_ids.condition, workers.c.state == WorkerState.ALIVE)
         .order_by(workers.c.id)
         .with_for_update(),
+        lock_free=select(workers.c.id, workers.c.cpu_milli, workers.c.memory_mb, workers.c.gpus,
+                         workers.c.max_slots)
+        .where(worker_ids.condition, workers.c.state == WorkerState.ALIVE)
+        .order_by(workers.c.id)
+        .with_for_update(skip_locked=True),
         attempt_worker_ids=attempt_worker_ids,
         used=select(attempts.c.worker_id, attempts.c.cpu_milli, attempts.c.memory_mb,
                     attempts.c.gpus, attempts.c.gpu_indices)
@@ -375,7 +452,11 @@ def _start_runs(
 
 
 def _record_starts(
-    connection: Connection, placed: list[Placement], started: dict[str, _Started], now: datetime
+    connection: Connection,
+    placed: list[Placement],
+    started: dict[str, _Started],
+    now: datetime,
+    actor: str,
 ) -> None:
     if not placed:
         return
@@ -390,7 +471,7 @@ def _record_starts(
                     (member.worker_id for member in placement.members),
                     start.pool if placement.borrowed else None,
                 ),
-                "dispatcher",
+                actor,
                 attempt=start.number,
                 source=RunState.QUEUED,
                 target=RunState.RUNNING,
@@ -447,7 +528,7 @@ def _insert_attempts(
 
 
 def _lock_and_measure(
-    connection: Connection, sql: _Statements, worker_ids: list[str], floor: str
+    connection: Connection, sql: _Statements, worker_ids: list[str], floor: str, *, wait: bool
 ) -> dict[str, _Room]:
     """Lock the alive ones among ``worker_ids`` (sorted, so lockers never deadlock) and
     work out what each has free from the attempts it runs.
@@ -458,7 +539,8 @@ def _lock_and_measure(
     dispatcher just placed there. The second statement begins once the locks are held."""
     room: dict[str, _Room] = {}
     for params in sql.worker_ids.batches(worker_ids):
-        for worker_id, cpu, memory_mb, gpus, slots in connection.execute(sql.lock, params).all():
+        lock = sql.lock if wait else sql.lock_free
+        for worker_id, cpu, memory_mb, gpus, slots in connection.execute(lock, params).all():
             room[worker_id] = _Room(Amount(cpu, memory_mb, gpus, slots), set(range(gpus)))
     for params in sql.attempt_worker_ids.batches(worker_ids, live_floor=floor):
         for worker_id, cpu, memory_mb, gpus, indices in connection.execute(sql.used, params).all():
@@ -503,7 +585,7 @@ def _request_preemptions(
             Event(
                 p.run_id,
                 timeline.stopping(p.cause, numbers[p.attempt_id], p.worker_id),
-                "dispatcher",
+                DISPATCHER,
                 attempt=numbers[p.attempt_id],
             )
             for p in held

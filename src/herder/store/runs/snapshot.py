@@ -24,6 +24,7 @@ from sqlalchemy import Connection, Select, Text, and_, bindparam, cast, func, or
 from herder.domain.lifecycle.stops import can_be_victim
 from herder.domain.models import WorkerState
 from herder.domain.placement.partitions import Held, Partition
+from herder.domain.placement.recheck import binds_in_use
 from herder.domain.placement.resources import Amount
 from herder.domain.placement.snapshot import (
     PoolView,
@@ -107,6 +108,44 @@ def read_snapshot(
         pools=pools,
         partition=held,
     )
+
+
+def read_hand_off(
+    connection: Connection, now: datetime, worker_id: str, run_ids: Sequence[str]
+) -> Snapshot | None:
+    """The worker (when it is alive, in the shared fleet) and those of ``run_ids`` still
+    queued that a hand-off may place there: in the shared fleet, with no limit key and no
+    debounce, of a tenant without in-use quotas. None while any other run is queued (the
+    dispatcher decides then, in queue order) or the worker cannot take work."""
+    floor = live_floor(connection, now)
+    ids = list(run_ids)
+    waiting = connection.execute(_OTHER_QUEUED, {"run_ids": ids, "live_floor": floor}).first()
+    if waiting is not None:
+        return None
+    fleet = _read_workers(connection, [worker_id], floor)
+    pools, selectors = read_pools(connection)
+    workers_now = in_pools(fleet, selectors)
+    if not workers_now or workers_now[0].pool is not None or workers_now[0].draining:
+        return None
+    rows = connection.execute(_QUEUED_AMONG, {"run_ids": ids, "live_floor": floor}).all()
+    tenant_ids = sorted({row.tenant_id for row in rows})
+    tenant_views = {
+        tenant_id: TenantView(tenant_id, weight, quotas_of(quotas), default_pool)
+        for tenant_id, weight, quotas, default_pool in connection.execute(
+            _TENANTS_AMONG, {"tenant_ids": tenant_ids}
+        ).all()
+    }
+    queued = [_queued(row, tenant_views) for row in rows]
+    handed = tuple(
+        run
+        for run in queued
+        if run.pool is None
+        and not run.limit_keys
+        and run.not_before is None
+        and run.tenant_id in tenant_views
+        and not binds_in_use(tenant_views[run.tenant_id].quotas)
+    )
+    return Snapshot(now=now, queued=handed, workers=workers_now, tenants=tenant_views, pools=pools)
 
 
 def read_pools(connection: Connection) -> tuple[dict[str, PoolView], PoolSelectors]:
@@ -248,6 +287,23 @@ _QUEUED_COLUMNS = (
     runs.c.preempted_at, runs.c.pool, runs.c.preemptible,
     cast(runs.c.limit_keys, Text).label("limit_keys"), runs.c.run_at,
 )  # fmt: skip
+
+
+_OTHER_QUEUED = (
+    select(runs.c.id)
+    .where(
+        runs.c.state == RunState.QUEUED,
+        runs.c.id >= bindparam("live_floor"),
+        runs.c.id.not_in(bindparam("run_ids", expanding=True)),
+    )
+    .limit(1)
+)
+_QUEUED_AMONG = select(*_QUEUED_COLUMNS).where(
+    runs.c.state == RunState.QUEUED,
+    runs.c.id >= bindparam("live_floor"),
+    runs.c.id.in_(bindparam("run_ids", expanding=True)),
+)
+_TENANTS_AMONG = _TENANTS.where(tenants.c.id.in_(bindparam("tenant_ids", expanding=True)))
 
 
 def _queued_runs(*columns: Any, partitioned: bool) -> Select[Any]:
