@@ -133,11 +133,26 @@ def replace_worker(
     process.send_signal(signal.SIGTERM)
     # its drain (30 s at most), then its stops, reports and clean-up: a CI run's loaded box
     # passed 60 s once (the worker now logs each step of its stop)
-    assert process.wait(90) == 0
+    try:
+        code = process.wait(90)
+    except subprocess.TimeoutExpired:
+        show_stacks(process)
+        raise AssertionError(
+            f"{name} has not exited 90 s after SIGTERM; its threads' and tasks' stacks "
+            "are in its stderr above"
+        ) from None
+    assert code == 0
     successor = f"{name}-next"
     again = start_worker(cluster, successor, url)
     wait_until(lambda: any(w.name == successor for w in herder.list_workers()), 30, "it registered")
     return again
+
+
+def show_stacks(process: subprocess.Popen[bytes]) -> None:
+    """A stuck worker writes its threads' stacks (SIGUSR1) and logs its tasks' (SIGUSR2)."""
+    process.send_signal(signal.SIGUSR1)
+    process.send_signal(signal.SIGUSR2)
+    time.sleep(3)  # no sign to wait on: a loop that is blocked never logs the tasks
 
 
 def start_worker(cluster: Cluster, name: str, url: str) -> subprocess.Popen[bytes]:
