@@ -7,6 +7,7 @@ charged to it (all of it where its keeper has a CPU account). Killing the worker
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import signal
@@ -26,7 +27,7 @@ from herder.worker.host import AttemptHost
 from herder.worker.isolation import Isolation
 from herder.worker.launch_server import LaunchServer
 from herder.worker.outcome import Outcome
-from herder.worker.process import LaunchPlan
+from herder.worker.process import LaunchPlan, OutputSink
 from herder.worker.workspace import memory_workspace_root, workspace_root
 from tests.sandboxes import attempt_sandbox, launcher, needs_root
 from tests.system.conftest import alive, kill_matching, processes_matching
@@ -347,3 +348,35 @@ def test_a_job_that_kills_its_keeper_fails_and_the_next_attempt_runs(tmp_path: P
         assert killed.state is AttemptState.FAILED
         assert "could not start" in killed.reason
     assert following.exit_code == 7
+
+
+# Without, the worker blocked sending and the launcher answering, for ever: a thread ends it
+# (a signal's exception ends the asking task, and the loop runs the next ask into the block)
+@pytest.mark.timeout(60, method="thread")
+def test_hundreds_of_asks_at_once_never_block_the_worker_on_its_launcher(tmp_path: Path) -> None:
+    """The launcher writes its answers blocking, and stops reading while the worker does not
+    read them. Asked in one turn of the loop far more than the socket holds, the worker keeps
+    what it cannot take and sends it as it can, reading the answers meanwhile; the jobs asked
+    for behind all that still get their descriptors and run."""
+    never_started = 1
+
+    def into(output: bytearray) -> OutputSink:
+        return lambda _, data: output.extend(data)
+
+    async def go() -> list[object]:
+        server = LaunchServer.plain()
+        plan = LaunchPlan(["sh", "-c", "echo hi; exit 5"], ENV, tmp_path, 30, launcher=server)
+        try:
+            refused = [server.reap(never_started) for _ in range(2000)]
+            jobs = [execute(plan, into(output), StopRequest()) for output in outputs]
+            return await asyncio.gather(*refused, *jobs, return_exceptions=True)
+        finally:
+            server.close()
+
+    outputs = [bytearray() for _ in range(3)]
+    *refusals, first, second, third = asyncio.run(go())
+    assert {getattr(refusal, "errno", refusal) for refusal in refusals} == {errno.ECHILD}
+    for outcome in (first, second, third):
+        assert isinstance(outcome, Outcome)
+        assert outcome.exit_code == 5, outcome.reason
+    assert outputs == [bytearray(b"hi\n")] * 3

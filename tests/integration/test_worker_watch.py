@@ -16,7 +16,7 @@ from herder.worker.agent import Agent
 from herder.worker.attempts import AttemptRunner, LiveAttempt
 from herder.worker.outcome import Outcome
 from herder.worker.process import OutputSink
-from herder.worker.watch import SideTaskDied
+from herder.worker.watch import SideTaskDied, log_task_stacks
 from tests.integration.test_worker_agent import FakeServer, assignment, config
 
 WITHIN_SECONDS = 20.0
@@ -115,3 +115,28 @@ def test_an_attempt_task_that_dies_stops_the_worker(
     died = stopped_by_itself(server, tmp_path)
     assert died.name == "att_bug"
     assert isinstance(died.error, RuntimeError)
+
+
+def test_the_tasks_stacks_logged_name_each_await_down_to_where_it_waits(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def waits_for_the_server(heard: asyncio.Event) -> None:
+        await heard.wait()
+
+    async def drains(heard: asyncio.Event) -> None:
+        await waits_for_the_server(heard)
+
+    async def main() -> None:
+        heard = asyncio.Event()
+        task = asyncio.create_task(drains(heard), name="stopping")
+        await asyncio.sleep(0)
+        log_task_stacks()
+        heard.set()
+        await task
+
+    asyncio.run(main())
+    (logged,) = [record for record in caplog.records if "asyncio tasks" in record.getMessage()]
+    said = logged.getMessage()
+    assert "task 'stopping', awaiting:" in said
+    where = [said.index(f"in {name}\n") for name in ("drains", "waits_for_the_server", "wait")]
+    assert where == sorted(where), said

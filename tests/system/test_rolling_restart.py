@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -126,18 +127,47 @@ def drain_through_api(herder: HerderClient, name: str) -> None:
 
 
 def replace_worker(
-    cluster: Cluster, herder: HerderClient, process: subprocess.Popen[bytes], name: str, url: str
+    cluster: Cluster,
+    herder: HerderClient,
+    process: subprocess.Popen[bytes],
+    name: str,
+    url: str,
+    capfd: pytest.CaptureFixture[str],
 ) -> subprocess.Popen[bytes]:
     """Stop a worker by SIGTERM (it drains itself, ``--drain-seconds``, when not drained
     already) and start its successor."""
     process.send_signal(signal.SIGTERM)
     # its drain (30 s at most), then its stops, reports and clean-up: a CI run's loaded box
     # passed 60 s once (the worker now logs each step of its stop)
-    assert process.wait(90) == 0
+    try:
+        code = process.wait(90)
+    except subprocess.TimeoutExpired:
+        show_stacks(process, capfd)
+        raise AssertionError(
+            f"{name} has not exited 90 s after SIGTERM; its threads' and tasks' stacks are "
+            "printed above, after what every process wrote"
+        ) from None
+    assert code == 0
     successor = f"{name}-next"
     again = start_worker(cluster, successor, url)
     wait_until(lambda: any(w.name == successor for w in herder.list_workers()), 30, "it registered")
     return again
+
+
+def show_stacks(process: subprocess.Popen[bytes], capfd: pytest.CaptureFixture[str]) -> None:
+    """A stuck worker writes its threads' stacks (SIGUSR1) and logs its tasks' (SIGUSR2);
+    what the processes wrote is shown at once, past the capture: a test marked xfail that
+    fails shows none of it."""
+    process.send_signal(signal.SIGUSR1)
+    process.send_signal(signal.SIGUSR2)
+    time.sleep(3)  # no sign to wait on: a loop that is blocked never logs the tasks
+    written = capfd.readouterr()
+    with capfd.disabled():
+        print(
+            f"what every process wrote, worker {process.pid}'s stacks near the end:",
+            file=sys.stderr,
+        )
+        print(written.out, written.err, sep="\n", file=sys.stderr)
 
 
 def start_worker(cluster: Cluster, name: str, url: str) -> subprocess.Popen[bytes]:
@@ -159,6 +189,7 @@ def test_every_part_restarted_in_turn_under_load_fails_no_request_and_loses_no_r
     start_cluster: Callable[..., Cluster],
     tmp_path: Path,
     stack: ExitStack,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     began = time.monotonic()
     # fast leases and heartbeats, but a worker lost only after 10 s of silence: nothing is
@@ -219,7 +250,7 @@ def test_every_part_restarted_in_turn_under_load_fails_no_request_and_loses_no_r
         schedulers[index] = restart_scheduler(cluster, schedulers[index], other, store)
     drain_through_api(herder, names[0])  # the other drains itself at SIGTERM
     for index, name in enumerate(names):
-        workers[index] = replace_worker(cluster, herder, workers[index], name, url)
+        workers[index] = replace_worker(cluster, herder, workers[index], name, url, capfd)
     rolled = time.monotonic() - began
 
     wait_until(lambda: datetime.now(UTC) > firing_from + timedelta(seconds=9), 20, "3 instants")

@@ -4,7 +4,9 @@ workers, drain one for maintenance and take it back, forget a lost one (system a
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import ipaddress
+import logging
 import os
 import signal
 import socket
@@ -135,8 +137,6 @@ def worker(
 ) -> None:
     """Run a worker agent that takes attempts from a Herder server (herder worker --server
     URL), or manage the fleet: herder worker list, drain ID, undrain ID, forget ID."""
-    import logging
-
     if context.invoked_subcommand is not None:
         return
     if server_url is None:
@@ -214,8 +214,12 @@ def _networks(values: list[str], option: str, *, ipv4_only: bool = False) -> tup
 
 
 def _run_agent(agent: Agent) -> None:
-    """Until SIGTERM or SIGINT; a side task that dies ends it with one clear message."""
-    from herder.worker.watch import SideTaskDied
+    """Until SIGTERM or SIGINT; a side task that dies ends it with one clear message. For a
+    worker that seems stuck, SIGUSR1 writes every thread's stack to stderr (from C: it works
+    even while the event loop is blocked) and SIGUSR2 logs every asyncio task's."""
+    from herder.worker.watch import SideTaskDied, log_task_stacks
+
+    faulthandler.register(signal.SIGUSR1, file=2, all_threads=True)  # the process's stderr
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -228,6 +232,7 @@ def _run_agent(agent: Agent) -> None:
 
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, on_signal)
+        loop.add_signal_handler(signal.SIGUSR2, log_task_stacks)
         await agent.run(stop)
 
     try:

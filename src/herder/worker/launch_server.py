@@ -8,9 +8,13 @@
 The worker asks over a stream socket (the server's standard input) and the server answers each
 request in turn, so answers are matched to requests by their order. Asking never blocks the
 worker's event loop on an answer: a start costs the server a clone into the attempt's
-namespaces, and the new process's set-up competes with it for the CPU meanwhile. The attempts
-are the server's descendants (at isolation none, through its keepers), so their CPU shows in
-its tree's accounting (the children's times of ``/proc/<pid>/stat``), not the worker's.
+namespaces, and the new process's set-up competes with it for the CPU meanwhile. Nor on the
+sending: what the socket cannot take yet waits in the worker and goes when it can. Both servers
+write their answers blocking, and stop reading while the worker does not read them; a worker
+blocked sending then could never read them, and both would wait for ever (a few hundred asks in
+one turn of the loop are enough). The attempts are the server's descendants (at isolation none,
+through its keepers), so their CPU shows in its tree's accounting (the children's times of
+``/proc/<pid>/stat``), not the worker's.
 
 An attempt dies with the server that started it, and the server with the worker: it ends
 when it reads the end of its socket, which the kernel closes when the worker dies, however it
@@ -71,6 +75,9 @@ class LaunchServer:
         self._socket: socket.socket | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiting: deque[asyncio.Future[Answer]] = deque()
+        # requests (or their rest) the socket could not take yet, each with its descriptors
+        # (our duplicates, for the asker's may be closed by then), in order
+        self._unsent: deque[tuple[bytes, list[int]]] = deque()
 
     @classmethod
     def sandboxing(cls, binary: Path, skeleton: list[str]) -> LaunchServer:
@@ -142,16 +149,47 @@ class LaunchServer:
 
     def _ask(self, header: bytes, payload: bytes, fds: list[int]) -> asyncio.Future[Answer]:
         connection = self._connection()
-        try:  # in one call: a wake-up of the server for each part costs the worker its CPU
-            rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array("i", fds))] if fds else []
-            sent = connection.sendmsg([header, payload], rights)
-            connection.sendall((header + payload)[sent:])
-        except OSError as error:
-            self._lose(error)  # a request half sent leaves nothing to go on with
-            raise
+        sent = 0
+        if not self._unsent:  # else it goes after them
+            try:  # in one call: a wake-up of the server for each part costs the worker its CPU
+                sent = connection.sendmsg([header, payload], _rights(fds), socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                pass
+            except OSError as error:
+                self._lose(error)  # a request half sent leaves nothing to go on with
+                raise
+        if sent < len(header) + len(payload):  # the descriptors go with the first byte
+            self._hold((header + payload)[sent:], fds if sent == 0 else [])
         answer: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
         self._waiting.append(answer)
         return answer
+
+    def _hold(self, data: bytes, fds: list[int]) -> None:
+        """Keep what the socket could not take, to send once it can."""
+        assert self._socket is not None
+        assert self._loop is not None
+        if not self._unsent:
+            self._loop.add_writer(self._socket, self._send_held)
+        self._unsent.append((data, [os.dup(fd) for fd in fds]))
+
+    def _send_held(self) -> None:
+        """Send what was held, in order, as far as the socket takes it."""
+        while self._socket is not None and self._unsent:
+            data, fds = self._unsent[0]
+            try:
+                sent = self._socket.sendmsg([data], _rights(fds), socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                return
+            except OSError as error:
+                self._lose(error)
+                return
+            _close_all(fds)
+            if sent < len(data):
+                self._unsent[0] = (data[sent:], [])
+            else:
+                self._unsent.popleft()
+        if self._socket is not None and self._loop is not None:
+            self._loop.remove_writer(self._socket)
 
     def _on_answers(self) -> None:
         """Hand each answer that has come to the request it answers, in order (once nothing
@@ -211,9 +249,12 @@ class LaunchServer:
             answer = self._waiting.popleft()
             if not answer.done():
                 answer.set_exception(error)
+        while self._unsent:
+            _close_all(self._unsent.popleft()[1])
         if self._socket is not None:
             if self._loop is not None and not self._loop.is_closed():
                 self._loop.remove_reader(self._socket)
+                self._loop.remove_writer(self._socket)
             self._socket.close()  # the server ends when it reads the end of it
             self._socket = None
 
@@ -246,6 +287,16 @@ class LaunchServer:
             self._loop.remove_reader(self._socket)
         self._loop = loop
         loop.add_reader(self._socket, self._on_answers)
+
+
+def _rights(fds: list[int]) -> list[tuple[int, int, array[int]]]:
+    """``fds`` as the ancillary data that passes them."""
+    return [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array("i", fds))] if fds else []
+
+
+def _close_all(fds: list[int]) -> None:
+    for fd in fds:
+        os.close(fd)
 
 
 def _ignored(answer: asyncio.Future[Answer]) -> None:

@@ -13,7 +13,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Coroutine
+import traceback
+from collections.abc import Coroutine, Iterator
+from types import FrameType
 from typing import Any
 
 log = logging.getLogger("herder.worker")
@@ -81,3 +83,25 @@ async def first_of(*events: asyncio.Event) -> None:
         for wait in waits:
             wait.cancel()
         await asyncio.gather(*waits, return_exceptions=True)
+
+
+def log_task_stacks() -> None:
+    """Every task of the running loop with the chain of awaits it is stopped in, in one log
+    record: where a worker that does not stop waits (``Task.print_stack`` shows only the
+    outermost frame of each)."""
+    tasks = sorted(asyncio.all_tasks(), key=lambda task: task.get_name())
+    said = [f"{len(tasks)} asyncio tasks:"]
+    for task in tasks:
+        frames = traceback.StackSummary.extract((frame, frame.f_lineno) for frame in _awaits(task))
+        said += [f"task {task.get_name()!r}, awaiting:", *frames.format()]
+    log.warning("%s", "\n".join(line.rstrip() for line in said))
+
+
+def _awaits(task: asyncio.Task[Any]) -> Iterator[FrameType]:
+    """The frames of the coroutines ``task`` is in, outermost first."""
+    awaited: Any = task.get_coro()
+    while (
+        frame := getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None)
+    ) is not None:
+        yield frame
+        awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
