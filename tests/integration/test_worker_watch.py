@@ -5,6 +5,7 @@ claiming work it can never report."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -12,11 +13,13 @@ from pathlib import Path
 import httpx
 import pytest
 
+from herder.protocol import Report, ReportResults
 from herder.worker.agent import Agent
 from herder.worker.attempts import AttemptRunner, LiveAttempt
 from herder.worker.outcome import Outcome
 from herder.worker.process import OutputSink
-from herder.worker.watch import SideTaskDied, log_task_stacks
+from herder.worker.reporter import Reporter
+from herder.worker.watch import SideTaskDied, TaskWatch, log_task_stacks
 from tests.integration.test_worker_agent import FakeServer, assignment, config
 
 WITHIN_SECONDS = 20.0
@@ -140,3 +143,47 @@ def test_the_tasks_stacks_logged_name_each_await_down_to_where_it_waits(
     assert "task 'stopping', awaiting:" in said
     where = [said.index(f"in {name}\n") for name in ("drains", "waits_for_the_server", "wait")]
     assert where == sorted(where), said
+
+
+def test_closing_cancels_again_a_task_that_swallowed_its_cancel(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As Python 3.11's ``wait_for`` does when a result and the cancel come at once: the task
+    goes back to waiting, and closing must not wait for it for ever."""
+    monkeypatch.setattr("herder.worker.watch.CANCEL_AGAIN_SECONDS", 0.05)
+
+    async def stubborn() -> None:
+        with contextlib.suppress(asyncio.CancelledError):  # swallowed once
+            await asyncio.Event().wait()
+        await asyncio.Event().wait()
+
+    async def close() -> bool:
+        watch = TaskWatch(asyncio.Event())
+        watch.start("stubborn", stubborn())
+        await asyncio.sleep(0)
+        await asyncio.wait_for(watch.close(), 5)
+        return not watch.pending
+
+    assert asyncio.run(close())
+
+
+def test_a_reporter_cancelled_as_a_completion_comes_ends(tmp_path: Path) -> None:
+    """The cancel and the wake of its wait for completions in one turn of the loop: the
+    reporter ends, rather than going back to wait for work (a worker's stop hung so)."""
+
+    class Server:
+        async def report(self, worker_id: str, report: Report) -> ReportResults:
+            return ReportResults(results=[])
+
+    async def cancelled_at_once() -> bool:
+        reporter = Reporter(Server(), {}, lambda _: None)  # type: ignore[arg-type]
+        running = asyncio.create_task(reporter.run())
+        reporter.output_written()  # a send, then its wait for completions (a short one)
+        for _ in range(5):
+            await asyncio.sleep(0)
+        reporter._completion_ready.set()
+        running.cancel()
+        done, _ = await asyncio.wait({running}, timeout=2)
+        return running in done and running.cancelled()
+
+    assert asyncio.run(cancelled_at_once())

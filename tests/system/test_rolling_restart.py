@@ -156,8 +156,8 @@ def replace_worker(
 
 def show_stacks(process: subprocess.Popen[bytes], capfd: pytest.CaptureFixture[str]) -> None:
     """A stuck worker writes its threads' stacks (SIGUSR1) and logs its tasks' (SIGUSR2);
-    what the processes wrote is shown at once, past the capture: a test marked xfail that
-    fails shows none of it."""
+    what the processes wrote is shown at once, past the capture (a worker's stop once hung
+    on a reporter that had swallowed its cancel: these stacks showed where)."""
     process.send_signal(signal.SIGUSR1)
     process.send_signal(signal.SIGUSR2)
     time.sleep(3)  # no sign to wait on: a loop that is blocked never logs the tasks
@@ -178,11 +178,6 @@ def start_worker(cluster: Cluster, name: str, url: str) -> subprocess.Popen[byte
     )  # fmt: skip
 
 
-# A worker stopped by SIGTERM alone sometimes never exits on a loaded CI box (2 of 4 runs on
-# 12-07: no "stopping" line, no "stopped", 90 s after the signal). Marked so that CI still
-# runs it and shows it, while the cause is looked for: a bug in the worker's stop, not a
-# flake of the test. The worker now logs each step of its stop.
-@pytest.mark.xfail(strict=False, reason="a worker's stop at SIGTERM can hang under load")
 @pytest.mark.timeout(600)
 def test_every_part_restarted_in_turn_under_load_fails_no_request_and_loses_no_run(
     system_postgres_url: str,

@@ -33,7 +33,8 @@ class _Signal:
             return
         event = self._event
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(event.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await event.wait()
 
 
 class Wakeups:

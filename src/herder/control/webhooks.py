@@ -131,7 +131,8 @@ async def post(
         return AttemptOutcome(status, f"the receiver answered {status}")
 
     try:
-        return await asyncio.wait_for(attempt(), TOTAL_SECONDS)
+        async with asyncio.timeout(TOTAL_SECONDS):
+            return await attempt()
     except Refused as refused:
         return AttemptOutcome(None, str(refused))
     except TimeoutError:

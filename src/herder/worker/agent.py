@@ -194,7 +194,8 @@ class Agent:
                 log.warning("cannot reach %s yet: %s", config.server_url, error)
             failures += 1
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), backoff(failures))
+                async with asyncio.timeout(backoff(failures)):
+                    await stop.wait()
         return None
 
     async def _session(self, registration: RegisterReply, stop: asyncio.Event) -> bool:
@@ -234,7 +235,8 @@ class Agent:
             return
         log.info("stopping: what runs gets up to %gs to end; nothing new is taken", seconds)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._until_idle(), seconds)
+            async with asyncio.timeout(seconds):
+                await self._until_idle()
         if self._running:
             log.info("the drain is over: stopping the %d attempts still running; their runs "
                      "are queued again", len(self._running))  # fmt: skip
@@ -262,7 +264,8 @@ class Agent:
                             len(late), patience)  # fmt: skip
                 await asyncio.wait(late)
         try:
-            await asyncio.wait_for(self.reporter.flush(), SHUTDOWN_REPORT_SECONDS)
+            async with asyncio.timeout(SHUTDOWN_REPORT_SECONDS):
+                await self.reporter.flush()
         except TimeoutError:
             log.warning("%d attempts' reports were not delivered within %gs: the server "
                         "takes them for lost once this worker's heartbeats stop",

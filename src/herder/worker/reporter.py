@@ -139,13 +139,15 @@ class Reporter:
             if await self._send():
                 failures = 0
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._completion_ready.wait(), LOG_FLUSH_SECONDS)
+                    async with asyncio.timeout(LOG_FLUSH_SECONDS):
+                        await self._completion_ready.wait()
             else:
                 failures += 1
                 self._needed.set()
                 self._server_back.clear()
                 with contextlib.suppress(TimeoutError):  # back off, unless the server is back
-                    await asyncio.wait_for(self._server_back.wait(), backoff(failures))
+                    async with asyncio.timeout(backoff(failures)):
+                        await self._server_back.wait()
 
     async def flush(self) -> None:
         """Send everything pending, retrying until it is delivered (the caller bounds it);

@@ -20,6 +20,8 @@ from typing import Any
 
 log = logging.getLogger("herder.worker")
 
+CANCEL_AGAIN_SECONDS = 1.0  # a task closed that has not ended by then is cancelled again
+
 
 class SideTaskDied(Exception):
     """A task the agent cannot work without ended on its own; the agent stopped."""
@@ -66,12 +68,22 @@ class TaskWatch:
         self._died.set()
 
     async def close(self) -> None:
-        """Cancel what is still running, and wait for it to go."""
+        """Cancel what is still running, and wait for it to go. One that swallowed its cancel
+        is cancelled again (Python 3.11's ``asyncio.wait_for``, for one, returns the result
+        when the result and the cancel come in one turn of the loop: a worker's stop once
+        waited for ever on a reporter that went back to waiting for work)."""
         self._closing = True
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        tasks = set(self._tasks)
+        while tasks:
+            for task in tasks:
+                task.cancel()
+            ended, tasks = await asyncio.wait(tasks, timeout=CANCEL_AGAIN_SECONDS)
+            for task in ended:
+                if not task.cancelled():
+                    task.exception()  # retrieved: it was being closed, its end is no news
+            if tasks:
+                log.warning("%s did not end when cancelled; cancelling again",
+                            ", ".join(sorted(task.get_name() for task in tasks)))  # fmt: skip
 
 
 async def first_of(*events: asyncio.Event) -> None:
