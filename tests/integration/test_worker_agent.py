@@ -47,6 +47,8 @@ class FakeServer:
         self.completions: dict[str, dict[str, Any]] = {}
         self.credentials: list[tuple[str, str]] = []  # (path, Authorization) of each call
         self.leaving: list[str] = []  # the calls that said the worker is stopping
+        self.poll_seconds = 0.05  # how long a claim with nothing to hand over waits, at most
+        self.on_leaving: list[Assignment] = []  # placed before a leaving claim: handed to it
         self.hands_over_in_reports = False  # as its registration says
         self.in_report_reply: list[Assignment] = []  # handed over in the next report's reply
         self.rooms: list[int | None] = []  # what each report with completions asked for
@@ -70,8 +72,11 @@ class FakeServer:
                 },
             )
         if path.endswith("/claim"):
+            if body.get("leaving"):
+                self.to_assign += self.on_leaving
+                self.on_leaving = []
             if not self.to_assign and not any(self.on_claim.values()):
-                await asyncio.sleep(0.05)  # a short long-poll
+                await asyncio.sleep(min(self.poll_seconds, body["wait_seconds"]))  # a long-poll
             assignments, self.to_assign = self.to_assign, []
             return httpx.Response(
                 200,
@@ -383,6 +388,24 @@ def test_what_outlives_the_drain_is_stopped_as_a_preemption_its_run_queued_again
         "preempted",
         f"{WORKER_STOPPED_REASON} after a 0.3s drain (SIGTERM)",
     )
+
+
+def test_what_was_placed_but_not_handed_over_when_it_stops_runs_in_the_drain(
+    tmp_path: Path,
+) -> None:
+    """Placed here just before the server heard that the worker leaves, and not claimed yet
+    (its long-poll is slow): the worker takes it with a claim that does not wait, and runs
+    it, rather than leave it to be lost with the worker."""
+    server = FakeServer()
+    server.poll_seconds = 5.0
+    server.on_leaving = [assignment("att_late", "echo late")]
+
+    async def idle(_: Agent) -> None:
+        await until(lambda: len(server.registrations) == 1)
+
+    with_agent(server, config(tmp_path, drain_seconds=5.0), idle)
+    assert server.completions["att_late"]["outcome"] == "succeeded"
+    assert server.text("att_late") == "late\n"
 
 
 def test_a_second_signal_stops_what_runs_without_waiting_out_the_drain(tmp_path: Path) -> None:

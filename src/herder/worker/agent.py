@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+from pydantic import ValidationError
 
 from herder import __version__
 from herder.domain.images import ISOLATION_LABEL, REGISTRIES_VARIABLE, parse_registries
@@ -230,6 +231,11 @@ class Agent:
         self._leaving = True
         with contextlib.suppress(httpx.HTTPError, RegistrationOver):
             self._obey(await self.connection.heartbeat(self._heartbeat()))
+            if self.config.shutdown_reason is None:
+                try:
+                    await self._take_what_was_placed()
+                except ValidationError as error:  # a claim loop that died of it stops us
+                    log.warning("could not take what was placed before the stop: %s", error)
         seconds = self.config.drain_seconds
         if not self._running or seconds <= 0 or self.config.shutdown_reason is not None:
             return
@@ -240,6 +246,19 @@ class Agent:
         if self._running:
             log.info("the drain is over: stopping the %d attempts still running; their runs "
                      "are queued again", len(self._running))  # fmt: skip
+
+    async def _take_what_was_placed(self) -> None:
+        """Once the server has heard that this worker leaves, it places nothing more here; what
+        it placed before and has not handed over yet is taken now, with a claim that does not
+        wait, to run in the drain (or be stopped as a preemption, its run queued again). Left
+        behind, it would be lost with the worker, and its run with it."""
+        running = [attempt.held for attempt in self._running.values()]
+        reply = await self.connection.claim(
+            self.config.max_slots, running, leaving=True, wait_seconds=0
+        )
+        self._obey(reply)
+        for assignment in reply.assignments:
+            self._start(assignment)
 
     async def _until_idle(self) -> None:
         """Until nothing runs here (an attempt placed before the drain took, too), the

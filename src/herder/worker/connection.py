@@ -147,12 +147,18 @@ class ServerConnection:
         return await self._post_as_worker("heartbeat", heartbeat, Directives)
 
     async def claim(
-        self, max_runs: int, running: list[HeldAttempt], *, leaving: bool = False
+        self,
+        max_runs: int,
+        running: list[HeldAttempt],
+        *,
+        leaving: bool = False,
+        wait_seconds: float = CLAIM_WAIT_SECONDS,
     ) -> ClaimReply:
+        """What was placed here (``wait_seconds``: how long the server may wait for some)."""
         request = ClaimRequest(
             running=running,
             max_runs=max_runs,
-            wait_seconds=CLAIM_WAIT_SECONDS,
+            wait_seconds=wait_seconds,
             leaving=leaving or None,
         )
         return await self._post_as_worker("claim", request, ClaimReply)
