@@ -161,7 +161,8 @@ def with_agent(
         agent = Agent(settings, httpx.MockTransport(server.handle))
         running = asyncio.create_task(agent.run(stop))
         try:
-            await asyncio.wait_for(scenario(agent), 30)
+            async with asyncio.timeout(30):
+                await scenario(agent)
         finally:
             stop.set()
             await running
@@ -172,12 +173,15 @@ def with_agent(
 def test_registration_carries_the_address_and_labels_with_its_isolation(tmp_path: Path) -> None:
     server = FakeServer()
 
-    async def registered(_: Agent) -> None:
-        await until(lambda: bool(server.registrations))
+    def registered(count: int) -> Callable[[Agent], Awaitable[None]]:
+        async def until_registered(_: Agent) -> None:
+            await until(lambda: len(server.registrations) == count)
+
+        return until_registered
 
     labels = {"gpu_model": "h100", "zone": "b"}
-    with_agent(server, config(tmp_path, labels=labels), registered)
-    with_agent(server, config(tmp_path, address="10.1.2.3"), registered)
+    with_agent(server, config(tmp_path, labels=labels), registered(1))
+    with_agent(server, config(tmp_path, address="10.1.2.3"), registered(2))
     detected, given = server.registrations
     isolation = config(tmp_path).isolation.value
     assert detected["address"] == local_address(SERVER_URL)
@@ -421,7 +425,8 @@ def test_a_second_signal_stops_what_runs_without_waiting_out_the_drain(tmp_path:
         await until(lambda: bool(server.leaving))
         hurried = asyncio.get_running_loop().time()
         agent.hurry()
-        await asyncio.wait_for(running, 30)
+        async with asyncio.timeout(30):
+            await running
         return asyncio.get_running_loop().time() - hurried
 
     took = asyncio.run(main())

@@ -54,7 +54,8 @@ def stopped_by_itself(
         agent = Agent(config(tmp_path), httpx.MockTransport(server.handle))
         prepare(agent)
         with pytest.raises(SideTaskDied) as raised:
-            await asyncio.wait_for(agent.run(stop), WITHIN_SECONDS)
+            async with asyncio.timeout(WITHIN_SECONDS):
+                await agent.run(stop)
         assert stop.is_set()
         return raised.value
 
@@ -161,7 +162,8 @@ def test_closing_cancels_again_a_task_that_swallowed_its_cancel(
         watch = TaskWatch(asyncio.Event())
         watch.start("stubborn", stubborn())
         await asyncio.sleep(0)
-        await asyncio.wait_for(watch.close(), 5)
+        async with asyncio.timeout(5):
+            await watch.close()
         return not watch.pending
 
     assert asyncio.run(close())
