@@ -27,6 +27,21 @@ def settled(parent: Path, names: list[str]) -> bool:
     return caught_up(lambda: children(parent) == names)
 
 
+def take(pool: CgroupPool) -> dict[str, Path]:
+    """A ready cgroup, once the thread has counted it ready (it makes the directories first,
+    so one on disk may not be takeable yet)."""
+    taken: list[dict[str, Path]] = []
+
+    def took() -> bool:
+        cgroup = pool.take()
+        if cgroup is not None:
+            taken.append(cgroup)
+        return cgroup is not None
+
+    assert caught_up(took)
+    return taken[0]
+
+
 @pytest.fixture
 def parent(tmp_path: Path) -> Path:
     directory = tmp_path / "herder-w1"
@@ -46,10 +61,9 @@ def test_each_is_handed_out_once_and_removed_after(parent: Path) -> None:
     pool = CgroupPool(dict.fromkeys(CONTROLLERS, parent), 2)
     try:
         assert settled(parent, ["ready-1", "ready-2"])
-        taken = [pool.take() for _ in range(2)]
-        assert [cgroup and cgroup["memory"].name for cgroup in taken] == ["ready-1", "ready-2"]
+        taken = [take(pool) for _ in range(2)]
+        assert [cgroup["memory"].name for cgroup in taken] == ["ready-1", "ready-2"]
         for cgroup in taken:
-            assert cgroup is not None
             assert pool.retire(list(dict.fromkeys(cgroup.values())))
         assert settled(parent, ["ready-3", "ready-4"])  # never one of those again
     finally:
@@ -60,8 +74,7 @@ def test_one_not_empty_yet_is_removed_once_it_is(parent: Path) -> None:
     pool = CgroupPool(dict.fromkeys(CONTROLLERS, parent), 1)
     try:
         assert settled(parent, ["ready-1"])
-        cgroup = pool.take()
-        assert cgroup is not None
+        cgroup = take(pool)
         straggler = cgroup["memory"] / "straggler"
         straggler.write_text("")
         pool.retire([cgroup["memory"]])
@@ -75,8 +88,7 @@ def test_one_not_empty_yet_is_removed_once_it_is(parent: Path) -> None:
 def test_closing_removes_every_cgroup_it_made_or_was_handed(parent: Path) -> None:
     pool = CgroupPool(dict.fromkeys(CONTROLLERS, parent), 2)
     assert settled(parent, ["ready-1", "ready-2"])
-    cgroup = pool.take()
-    assert cgroup is not None
+    cgroup = take(pool)
     pool.retire([cgroup["memory"]])
     pool.close()
     assert children(parent) == []
