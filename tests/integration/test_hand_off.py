@@ -164,3 +164,15 @@ def test_a_worker_another_placer_holds_is_not_waited_for(api: Api) -> None:
         release.set()
         holder.join(30)
     assert run_state(api, run_of(api, flow_run, "b")) == "queued"
+
+
+@pytest.mark.parametrize("room", [-1, 10_001, "all"])
+def test_a_room_out_of_bounds_is_a_422_naming_it(api: Api, room: object) -> None:
+    worker_id, _, first = first_task(api, chain("a", "b"))
+    response = api.http.post(
+        f"/v1/workers/{worker_id}/reports",
+        headers=as_worker(worker_id),
+        json={"completions": [completion(first)], "room": room},
+    )
+    assert response.status_code == 422, response.text
+    assert "room" in response.text

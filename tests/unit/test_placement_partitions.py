@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from herder.domain.placement.partitions import Partition
+from herder.domain.placement.partitions import Partition, partitions
 
 POOLS = ("gpu", "a100", "batch")  # dealt as "", a100, batch, gpu
 
@@ -41,3 +41,9 @@ def test_one_partition_holds_everything() -> None:
 def test_a_partition_that_does_not_exist_is_refused(number: int, count: int) -> None:
     with pytest.raises(ValueError, match="does not exist"):
         Partition(number, count)
+
+
+def test_a_count_below_one_is_refused_naming_its_setting() -> None:
+    assert partitions(2) == [Partition(0, 2), Partition(1, 2)]
+    with pytest.raises(ValueError, match="HERDER_DISPATCH_PARTITIONS must be 1 or more, not 0"):
+        partitions(0)

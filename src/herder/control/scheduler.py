@@ -33,7 +33,7 @@ from herder.control.reaper import Reaper
 from herder.control.starter import Starter
 from herder.control.statistics import StatisticsKeeper
 from herder.domain.errors import HerderError
-from herder.domain.placement.partitions import Partition
+from herder.domain.placement.partitions import partitions
 from herder.domain.schedules import MISFIRE_GRACE
 from herder.settings import DEFAULT_LOST_WORKER_RETENTION_HOURS, Settings
 from herder.store.notifications import (
@@ -75,8 +75,8 @@ class Scheduler:
         self._stop = threading.Event()
         self._leaving = threading.Event()  # ends the heartbeat, before ``_stop`` ends the loops
         dispatchers = [
-            Dispatcher(store.placement, partition=Partition(number, dispatch_partitions))
-            for number in range(dispatch_partitions)
+            Dispatcher(store.placement, partition=partition)
+            for partition in partitions(dispatch_partitions)
         ]
         reaper = Reaper(store, store.clock, heartbeat_timeout_seconds=heartbeat_timeout_seconds)
         starter = Starter(store)

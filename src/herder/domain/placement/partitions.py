@@ -37,6 +37,13 @@ class Partition:
         return Held(frozenset(name for name in mine if name), "" in mine, frozenset(pools))
 
 
+def partitions(count: int) -> list[Partition]:
+    """Every partition of ``count`` (``HERDER_DISPATCH_PARTITIONS``), each a dispatcher."""
+    if count < 1:
+        raise ValueError(f"HERDER_DISPATCH_PARTITIONS must be 1 or more, not {count}")
+    return [Partition(number, count) for number in range(count)]
+
+
 @dataclass(frozen=True, slots=True)
 class Held:
     """The pools a partition places (``shared``: and the shared fleet, with the runs that
