@@ -63,6 +63,17 @@ def fresh_postgres() -> str:
     return f"postgresql://127.0.0.1:5432/{POSTGRES_DATABASE}"
 
 
+# Settings of Herder's processes a run was made with, written before its command: the same
+# command measures another protocol with them (HERDER_WORKER_STREAM=false: long-polls).
+RECORDED_SETTINGS = ("HERDER_WORKER_STREAM",)
+
+
+def _command() -> str:
+    """How this run was started, with the settings that change what it measured."""
+    settings = [f"{name}={os.environ[name]}" for name in RECORDED_SETTINGS if name in os.environ]
+    return " ".join([*settings, "python -m bench.run", *sys.argv[1:]])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=2000, help="runs for the throughput part")
@@ -133,19 +144,19 @@ def main() -> None:
     if options.scenario in ("burst", "all"):
         result = burst.measure()
         print(result.line())
-        command = " ".join(["python -m bench.run", *sys.argv[1:]])
+        command = _command()
         now = datetime.datetime.now(datetime.UTC)
         _append(burst.section(result, machine.describe(), now, command))
     if options.scenario in ("dispatchers", "all"):
         partitioned = dispatchers.measure()
         print(dispatchers.line(partitioned))
-        command = " ".join(["python -m bench.run", *sys.argv[1:]])
+        command = _command()
         now = datetime.datetime.now(datetime.UTC)
         _append(dispatchers.section(partitioned, machine.describe(), now, command))
     if options.scenario in ("failover", "all"):
         run_failover(options)
     if options.scenario in ("migration", "all"):
-        command = " ".join(["python -m bench.run", *sys.argv[1:]])
+        command = _command()
         _append(migration_online.report(migration_online.DEFAULT_RUNS, command))
     if options.scenario == "history":  # not in "all": ten million runs take a while to make
         run_history()
@@ -181,7 +192,7 @@ def run_oneoff(options: argparse.Namespace) -> None:
             f"{result.start_p50_ms:.1f} ms, p99 {result.start_p99_ms:.1f} ms; control plane "
             f"{result.per_run_ms(result.control_plane_seconds):.2f} ms/run"
         )
-    command = " ".join(["python -m bench.run", *sys.argv[1:]])
+    command = _command()
     now = datetime.datetime.now(datetime.UTC)
     _append(oneoff_report.section(peers, results, limits, machine.describe(), now, command))
 
@@ -207,7 +218,7 @@ def run_workflows(options: argparse.Namespace) -> None:
         for job in result.chains:
             print(workflows_report.chain_line(result, job))
         print(workflows_report.fan_out_line(result))
-    command = " ".join(["python -m bench.run", *sys.argv[1:]])
+    command = _command()
     now = datetime.datetime.now(datetime.UTC)
     _append(workflows_report.section(results, machine.describe(), now, command))
 
@@ -251,7 +262,7 @@ def run_api_processes() -> None:
             f"--processes {result.processes}: {result.per_second:.0f} submissions/s, API CPU "
             f"{result.api_cpu_ms:.2f} ms each, {result.refused} refused"
         )
-    command = " ".join(["python -m bench.run", *sys.argv[1:]])
+    command = _command()
     now = datetime.datetime.now(datetime.UTC)
     _append(api_processes.section(results, machine.describe(), now, command))
 
@@ -272,7 +283,7 @@ def run_failover(options: argparse.Namespace) -> None:
         finally:
             shutil.rmtree(work, ignore_errors=True)
         print(f"{results[-1].line()} (worker isolation {isolation.value})")
-    command = " ".join(["python -m bench.run", *sys.argv[1:]])
+    command = _command()
     now = datetime.datetime.now(datetime.UTC)
     _append(failover.section(results, machine.describe(), now, command))
 
@@ -285,7 +296,7 @@ def run_history() -> None:
     finally:
         drop_postgres()
     print(result.plan)
-    command = " ".join(["python -m bench.run", *sys.argv[1:]])
+    command = _command()
     if history_scale.DEFAULT_RUNS != 10_000_000:
         command = f"BENCH_HISTORY_RUNS={history_scale.DEFAULT_RUNS} {command}"
     now = datetime.datetime.now(datetime.UTC)

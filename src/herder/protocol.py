@@ -7,6 +7,8 @@ used by the API's worker routes and by the worker agent alike.
     POST /v1/workers/{id}/reports     Report           → ReportResults
     POST /v1/attempts/{id}/logs       AttemptOutput    → ReportResult
     POST /v1/attempts/{id}/complete   AttemptCompletion → ReportResult
+    WS   /v1/workers/{id}/stream      StreamWant, StreamReport → StreamAssignments,
+                                      StreamResults, StreamProblem (one JSON object a frame)
 
 A completion travels as one shape from the worker to the store: the executor's outcome
 becomes a ``Completion`` on the worker, and the API hands that same message on. Where these
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import (
     BaseModel,
@@ -72,6 +74,9 @@ class RegisterReply(BaseModel):
     # worker (a workflow's next task). A server of the release before sends no such field:
     # its worker then never asks, as that server refuses the unknown field.
     hands_over_in_reports: bool = False
+    # The server serves ``/v1/workers/{id}/stream``: assignments pushed as they are placed,
+    # reports on the same connection. A server of the release before sends no such field.
+    streams: bool = False
 
 
 # --- heartbeat and claim --------------------------------------------------------------------
@@ -268,3 +273,52 @@ class ReportResults(BaseModel):
 
     results: list[ReportResult]
     assignments: list[Assignment] = []  # handed over: only when the report asked for room
+
+
+# --- the stream: one WebSocket a worker, instead of claims and report requests ---------------
+
+
+class StreamWant(Heartbeat):
+    """The stream's first frame, and again when the worker starts leaving: push what is
+    placed here (up to ``max_runs`` a frame), and what to stop of ``running``."""
+
+    type: Literal["want"]
+    max_runs: Annotated[int, Field(ge=0, le=1000)] = 1
+
+
+class StreamReport(_Message):
+    """A report on the stream; the server answers ``StreamResults`` with the same ``seq`` (or
+    ``StreamProblem`` when it could not apply it now)."""
+
+    type: Literal["report"]
+    seq: Annotated[int, Field(ge=0)]
+    report: Report
+
+
+WorkerFrame = Annotated[StreamWant | StreamReport, Field(discriminator="type")]
+
+
+class StreamAssignments(ClaimReply):
+    """Attempts placed on the worker, and what to stop, as a claim would answer."""
+
+    type: Literal["assignments"] = "assignments"
+
+
+class StreamResults(ReportResults):
+    type: Literal["results"] = "results"
+    seq: int
+
+
+class StreamProblem(BaseModel):
+    """A frame the server refused (422: the field named), or a report it could not apply now
+    (503: send it again); ``seq`` is the report's, None for another frame."""
+
+    type: Literal["problem"] = "problem"
+    seq: int | None = None
+    status: int
+    detail: str
+
+
+ServerFrame = Annotated[
+    StreamAssignments | StreamResults | StreamProblem, Field(discriminator="type")
+]

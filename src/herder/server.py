@@ -23,6 +23,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from herder.api.app import create_app
+from herder.api.limits import DEFAULT_BODY_LIMIT
 from herder.api.wakeups import Wakeups
 from herder.app.retirement import retire
 from herder.control.scheduler import Scheduler, start_scheduler
@@ -247,6 +248,7 @@ def api_config(app: FastAPI, settings: Settings, **listening: Any) -> uvicorn.Co
     return uvicorn.Config(
         app,
         http=BoundedHttpToolsProtocol,
+        ws_max_size=DEFAULT_BODY_LIMIT,  # a worker's stream frame: a report, as its request
         timeout_keep_alive=SERVER_KEEP_ALIVE_SECONDS,
         log_level="warning",
         access_log=False,

@@ -44,6 +44,7 @@ from herder.api.routers import (
     tenants,
     triggers,
     usage,
+    worker_stream,
     workers,
     workflows,
 )
@@ -70,6 +71,7 @@ ROUTERS = (
     hooks.router,
     forecast.router,
     workers.router,
+    worker_stream.router,
     fleet.router,
     metrics.router,
     workflows.router,

@@ -19,6 +19,7 @@ from typing import Annotated
 
 from fastapi import Depends, Path, Request
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import HTTPConnection
 
 from herder.domain.errors import Forbidden, Unauthorized
 from herder.domain.models import Principal, Role
@@ -34,7 +35,7 @@ async def get_store(request: Request) -> Store:
 StoreDep = Annotated[Store, Depends(get_store)]
 
 
-def _bearer(request: Request) -> str:
+def _bearer(request: HTTPConnection) -> str:
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise Unauthorized("missing API key: send the header 'Authorization: Bearer <key>'")
@@ -113,7 +114,7 @@ async def worker_token(request: Request, store: StoreDep) -> str:
 WorkerToken = Annotated[str, Depends(worker_token)]
 
 
-def worker_secret(request: Request) -> str:
+def worker_secret(request: HTTPConnection) -> str:
     """The bearer secret a registered worker was given; the fleet token is refused here."""
     secret = _bearer(request)
     if secret.startswith("key_"):

@@ -117,7 +117,8 @@ def _nul_outside_body(scope: Scope) -> Invalid | None:
     return None
 
 
-def _nul_in_body(body: bytes) -> Invalid | None:
+def nul_in_body(body: bytes) -> Invalid | None:
+    """What in a JSON body no field can hold (a NUL, a lone surrogate), named, or None."""
     if not any(marker in body for marker in _MAYBE_NUL) and not _MAYBE_SURROGATE.search(body):
         return None
     try:
@@ -142,7 +143,7 @@ class NulGuard(HttpMiddleware):
             except HerderError as error:  # too large, from BodyLimit
                 await herder_problem(error)(scope, receive, send)
                 return
-            refused = _nul_in_body(body)
+            refused = nul_in_body(body)
             receive = _replay(body, receive)
         if refused is not None and _reads_input(scope):
             await herder_problem(refused)(scope, receive, send)

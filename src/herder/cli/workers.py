@@ -126,6 +126,15 @@ def worker(
             "stop grace, SIGKILL) and its runs go back to the queue, no try used",
         ),
     ] = 0.0,
+    stream: Annotated[
+        bool,
+        typer.Option(
+            envvar="HERDER_WORKER_STREAM",
+            help="take work on one stream (a WebSocket) on which the server pushes it as it is "
+            "placed and reports go back; --no-stream: long-poll claims and a request a report, "
+            "as the release before (a proxy that passes no WebSocket does so by itself)",
+        ),
+    ] = True,
     shutdown_reason: Annotated[
         str | None,
         typer.Option(
@@ -179,6 +188,7 @@ def worker(
         image_cache_bytes=cache_bytes,
         image_credentials=credentials,
         ca_file=ca_file.absolute() if ca_file else None,
+        stream=stream,
     )
     try:
         agent = Agent(config)

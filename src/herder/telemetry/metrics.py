@@ -101,6 +101,10 @@ LOOP_LAST_PASS = Gauge(
     "herder_control_loop_last_pass_timestamp_seconds",
     "When a control loop last finished a pass (Unix time)", ["loop"], multiprocess_mode="max",
 )  # fmt: skip
+WORKER_STREAMS = Gauge(
+    "herder_worker_streams", "Workers' streams open to this process (WS /v1/workers/{id}/stream)",
+    multiprocess_mode="livesum",
+)  # fmt: skip
 LOOP_HELD = Gauge(
     "herder_control_loop_held", "1 while this process holds a control loop's lease", ["loop"],
     multiprocess_mode="livesum",

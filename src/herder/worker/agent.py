@@ -1,6 +1,7 @@
 """The worker agent: register, then work as that registered worker until told to stop.
 
-    claim loop      long-polls the server for attempts that fit (and for stops)
+    claim loop      holds the worker's stream open, on which the server pushes attempts
+                    placed here (and stops); or, where the server has no stream, long-polls
     heartbeat loop  says "alive, running these" every few seconds; hears stops:
                     cancel and preempt (TERM, grace, KILL; reported apart), drop (kill, silently)
     watchdog        kills the attempts once the server has been silent past the lease
@@ -32,7 +33,14 @@ from herder.domain.images import ISOLATION_LABEL, REGISTRIES_VARIABLE, parse_reg
 from herder.domain.jobs import MAX_STOP_GRACE_SECONDS, Capacity
 from herder.domain.models import Assignment
 from herder.domain.states import AttemptState
-from herder.protocol import Directives, Heartbeat, RegisterReply, RegisterRequest
+from herder.protocol import (
+    ClaimReply,
+    Directives,
+    Heartbeat,
+    RegisterReply,
+    RegisterRequest,
+    StreamWant,
+)
 from herder.worker.address import local_address
 from herder.worker.attempts import AttemptRunner, LiveAttempt
 from herder.worker.cache import ArtifactCache
@@ -46,6 +54,7 @@ from herder.worker.outcome import Outcome
 from herder.worker.registry_auth import RegistryCredentials
 from herder.worker.reporter import Reporter, backoff
 from herder.worker.started import StartedAttempts
+from herder.worker.stream import CONNECTION_TROUBLE, StreamOver, StreamRefused
 from herder.worker.watch import TaskWatch, first_of
 
 log = logging.getLogger("herder.worker")
@@ -94,6 +103,9 @@ class WorkerConfig:
     # how it signs in to those registries, by base URL (HERDER_IMAGE_REGISTRY_CREDENTIALS_FILE)
     image_credentials: dict[str, RegistryCredentials] = field(default_factory=dict)
     ca_file: Path | None = None  # an https server's certificate authority, when not the system's
+    # Take work on the worker's stream where the server has one; else (or False) long-poll
+    # claims and send each report as a request.
+    stream: bool = True
 
 
 class Agent:
@@ -146,6 +158,7 @@ class Agent:
         self._leaving = False  # stopping: the server is told to place nothing more here
         self._hurry = asyncio.Event()  # a second signal: stop what runs now
         self._handed_in_reports = False  # the server may hand over attempts in a report's reply
+        self._streams = False  # this registration takes its work on a stream
 
     async def run(self, stop: asyncio.Event) -> None:
         """Work until ``stop`` is set. A task of the agent that dies sets it too: the agent
@@ -204,6 +217,7 @@ class Agent:
         (``True``: register again). A loop that dies stops the agent (``SideTaskDied``)."""
         self._gone.clear()
         self._handed_in_reports = registration.hands_over_in_reports
+        self._streams = registration.streams and self.config.stream and self.connection.streams
         interval = registration.heartbeat_interval_seconds
         lease = max(interval, registration.heartbeat_timeout_seconds - interval)
         loops = TaskWatch(stop)
@@ -256,9 +270,7 @@ class Agent:
         reply = await self.connection.claim(
             self.config.max_slots, running, leaving=True, wait_seconds=0
         )
-        self._obey(reply)
-        for assignment in reply.assignments:
-            self._start(assignment)
+        self._take(reply)
 
     async def _until_idle(self) -> None:
         """Until nothing runs here (an attempt placed before the drain took, too), the
@@ -328,6 +340,10 @@ class Agent:
     # --- claiming and running -------------------------------------------------------------
 
     async def _claim_loop(self) -> None:
+        if self._streams:
+            await self._stream_loop()
+            if self._gone.is_set():
+                return
         failures = 0
         while True:
             running = [attempt.held for attempt in self._running.values()]
@@ -344,9 +360,40 @@ class Agent:
                 log.warning("claim failed: %s", described(error))
                 await asyncio.sleep(backoff(failures))
                 continue
-            self._obey(reply)
-            for assignment in reply.assignments:
-                self._start(assignment)
+            self._take(reply)
+
+    async def _stream_loop(self) -> None:
+        """Keep the stream open, opening it again when it closes; return when the
+        registration is over (gone set), or when no stream can be opened here (claim then)."""
+        failures = 0
+        while True:
+            want = StreamWant(
+                type="want",
+                max_runs=self.config.max_slots,
+                running=[attempt.held for attempt in self._running.values()],
+                leaving=self._leaving or None,
+            )
+            try:
+                await self.connection.stream(want, self._take)
+                failures = 0  # closed by the server (it stops): open it again, at once
+            except StreamOver as error:
+                log.info("the server ended this registration's stream: %s", error)
+                self._gone.set()
+                return
+            except StreamRefused as error:
+                log.warning("the server opens no stream here (%s): claiming with long-polls",
+                            error)  # fmt: skip
+                return
+            except CONNECTION_TROUBLE as error:
+                failures += 1
+                log.warning("the stream broke: %s", str(error) or type(error).__name__)
+            await asyncio.sleep(backoff(failures))
+
+    def _take(self, reply: ClaimReply) -> None:
+        """A claim's answer, or a push on the stream: stop what it says, start what it gives."""
+        self._obey(reply)
+        for assignment in reply.assignments:
+            self._start(assignment)
 
     def _room(self, worker_id: str) -> int:
         """How many attempts a report of this registration may be handed (none while

@@ -10,9 +10,10 @@ attempts under the ids they were given to.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TypeVar
 
@@ -30,8 +31,12 @@ from herder.protocol import (
     RegisterRequest,
     Report,
     ReportResults,
+    StreamWant,
 )
 from herder.tls import client_context
+from herder.worker.stream import OpenStream, StreamLost, stream_url
+
+log = logging.getLogger("herder.worker")
 
 CLAIM_WAIT_SECONDS = 20.0
 GONE = 410  # the server declared this worker lost: drop everything, register again
@@ -93,7 +98,12 @@ class ServerConnection:
         """``ca_file``: the authority of an https server's certificate, when not the
         system's (``TlsError`` when it cannot be read)."""
         self._token = token
+        self._server_url = server_url
         self._secrets: dict[str, str] = {}  # worker id → its secret, in memory only
+        # A stream needs the network: a test's in-process transport has none.
+        self.streams = transport is None
+        self._stream: OpenStream | None = None
+        self._stream_tls = None if ca_file is None else client_context(ca_file)
         self._http = httpx.AsyncClient(
             transport=transport,
             base_url=server_url.rstrip("/"),
@@ -163,8 +173,30 @@ class ServerConnection:
         )
         return await self._post_as_worker("claim", request, ClaimReply)
 
+    async def stream(self, want: StreamWant, pushed: Callable[[ClaimReply], None]) -> None:
+        """This registration's stream, open until the server closes it: each push goes to
+        ``pushed``, and reports go on it meanwhile (``stream.OpenStream.serve``)."""
+        opened = self._stream = OpenStream(self.worker_id)
+        try:
+            url = stream_url(self._server_url, self.worker_id)
+            secret = self._secrets.get(self.worker_id, "")
+            await opened.serve(url, secret, want, pushed, self._heard, self._stream_tls)
+        finally:
+            if self._stream is opened:
+                self._stream = None
+
+    def _heard(self) -> None:
+        self.last_contact = time.monotonic()
+
     async def report(self, worker_id: str, report: Report) -> ReportResults:
-        """Under ``worker_id``, the registration the reported attempts were given to."""
+        """Under ``worker_id``, the registration the reported attempts were given to: on its
+        stream when one is open, else (or when it closes first) as a request."""
+        opened = self._stream
+        if opened is not None and opened.is_open and opened.worker_id == worker_id:
+            try:
+                return await opened.report(report)
+            except StreamLost as error:
+                log.info("the stream closed under a report (%s): sending it as a request", error)
         path = f"/v1/workers/{worker_id}/reports"
         return await self._post(path, report, ReportResults, self._as(worker_id))
 

@@ -28,6 +28,7 @@ from herder.protocol import Completion, HeldAttempt, OutputChunk, Report
 from herder.worker.attempts import LiveAttempt
 from herder.worker.connection import ServerConnection, described
 from herder.worker.output import Chunk
+from herder.worker.stream import ReportProblem
 
 log = logging.getLogger("herder.worker")
 
@@ -208,6 +209,9 @@ class Reporter:
             answer = await self._connection.report(worker_id, report)
         except httpx.HTTPError as error:
             log.warning("report failed, will retry: %s", described(error))
+            return False
+        except ReportProblem as error:  # sent on the stream, not taken there
+            log.warning("report failed, will retry: %s", error)
             return False
         for completion in report.completions:  # answered: accepted or refused
             self._unreported.discard((worker_id, completion.attempt_id, completion.attempt))

@@ -67,6 +67,7 @@ def register(
         heartbeat_interval_seconds=settings.heartbeat_interval_seconds,
         heartbeat_timeout_seconds=settings.heartbeat_timeout_seconds,
         hands_over_in_reports=True,
+        streams=True,
     )
 
 
