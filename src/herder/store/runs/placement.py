@@ -20,24 +20,21 @@ from herder.domain.states import AttemptState, RunState
 from herder.store.database import Database
 from herder.store.dialect import set_each, update_each
 from herder.store.limit_use import with_limits
-from herder.store.notifications import CANCEL, CAPACITY, HANDED, WORKER_CHANNEL, handed_off, send
+from herder.store.notifications import CANCEL, CAPACITY, HANDED, WORKER_CHANNEL, send
 from herder.store.runs.placing import place
 from herder.store.runs.snapshot import (
     QUEUE_WINDOW,
     TENANT_QUEUE_WINDOW,
     WHOLE,
     any_limit,
-    read_hand_off,
     read_snapshot,
 )
 from herder.store.runs.writes import record_events
 from herder.store.schema import attempts, runs
-from herder.store.unit import Work
 from herder.store.usage import with_budgets
 from herder.telemetry import metrics
 
 DISPATCHER = "dispatcher"  # who placed a run, in its events
-HAND_OFF = "hand-off"  # placed at the report of its worker's last attempt (``app.hand_off``)
 
 
 @dataclass(frozen=True)
@@ -95,7 +92,7 @@ class PlacementRepository:
         (only for runs still queued), in one transaction of a few statements."""
         now = self._clock.now()
         with self._db.write() as connection:
-            placed = place(connection, plan.placements, now, wait=True, actor=DISPATCHER)
+            placed = place(connection, plan.placements, now, actor=DISPATCHER)
             preempted = _request_preemptions(connection, plan.preemptions, now)
             _record_reasons(connection, reasons)
             send(
@@ -109,32 +106,6 @@ class PlacementRepository:
         placed_ids = {placement.run_id for placement in placed.placements}
         skipped = [p.run_id for p in plan.placements if p.run_id not in placed_ids]
         return Applied(placed.placements, skipped, preempted, placed.attempts)
-
-    def hand_off_snapshot(self, work: Work, worker_id: str, run_ids: Sequence[str]) -> Snapshot:
-        """What placing ``run_ids`` (queued by ``work``) on the worker that just reported
-        needs to know, in its unit of work: that worker alone, and those of the runs the
-        dispatcher would not see otherwise — in the shared fleet, with no limit key, of a
-        tenant without in-use quotas — and only while no other run is queued: otherwise the
-        dispatcher decides, in queue order (an empty snapshot)."""
-        nothing = Snapshot(now=work.now, queued=(), workers=())
-        with_room = read_hand_off(work.connection, work.now, worker_id, run_ids)
-        if with_room is None:
-            return nothing
-        snapshot = with_budgets(work.connection, with_room)
-        return snapshot if snapshot.queued else nothing
-
-    def place_now(self, work: Work, placements: Sequence[Placement]) -> list[Placement]:
-        """Place what still fits, in ``work``'s transaction, without waiting for any lock: a
-        worker another placer holds is skipped (the caller already holds its runs' rows, and a
-        dispatcher holding the worker may wait on them)."""
-        placed = place(work.connection, placements, work.now, wait=False, actor=HAND_OFF)
-        work.after_commit.append(lambda: metrics.runs_placed(work.now, placed.waits))
-        return placed.placements
-
-    def nothing_left_to_place(self, work: Work, worker_id: str) -> None:
-        """What ``work`` queued was all placed on the worker, and nothing else waits: the
-        dispatcher need not wake for it (``notifications.handed_off``)."""
-        handed_off(self._db, work.connection, worker_id)
 
 
 def _record_reasons(connection: Connection, reasons: Mapping[str, str] | None) -> None:

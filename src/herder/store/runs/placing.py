@@ -5,8 +5,10 @@ attempts table, so a placement that no longer fits — another placer got there 
 skipped: a worker's free capacity never goes negative. Likewise, locked in turn, the in-use
 quotas of the tenants it places for and the keys of the limits its runs count against are
 measured again (``domain.placement.recheck``): placers that each see part of the fleet never
-over-fill a quota or a key together. Its statements are built once per dialect and take any
-number of runs or workers as one parameter."""
+over-fill a quota or a key together. A report's hand-off holds its one worker itself, without
+waiting, and starts what fits in the room it measured there (``start_fitting``,
+``runs.hand_off``). Its statements are built once per dialect and take any number of runs or
+workers as one parameter."""
 
 from __future__ import annotations
 
@@ -42,6 +44,11 @@ from herder.store.runs.writes import record_events
 from herder.store.schema import attempts, runs, tenants, workers
 
 ATTEMPT_DEADLINE_MARGIN_SECONDS = 30  # past its timeout and stop grace: the kill, reporting
+TIMEOUT_SECONDS = runs.c.spec["timeout_seconds"].as_integer().label("timeout_seconds")
+STOP_GRACE_SECONDS = func.coalesce(
+    runs.c.spec["stop_grace_seconds"].as_integer(),  # absent from runs made before it
+    DEFAULT_STOP_GRACE_SECONDS,
+).label("stop_grace_seconds")
 
 
 @dataclass(frozen=True)
@@ -60,28 +67,33 @@ class Placed:
 
 
 def place(
-    connection: Connection,
-    placements: Sequence[Placement],
-    now: datetime,
-    *,
-    wait: bool,
-    actor: str,
+    connection: Connection, placements: Sequence[Placement], now: datetime, *, actor: str
 ) -> Placed:
-    """Start the placements that still fit: their workers locked and measured, their tenants'
-    quotas and their keys measured again (``wait``: for the locks; else a worker locked
-    elsewhere has no room, and a run whose tenant or keys would need a lock is left)."""
+    """Start the placements that still fit: their workers locked (waiting for the locks) and
+    measured, their runs read again, and ``start_fitting``."""
     touched = sorted({member.worker_id for placement in placements for member in placement.members})
     sql = _statements(connection.dialect.name)
     floor = live_floor(connection, now)
-    room = _lock_and_measure(connection, sql, touched, floor, wait=wait)
+    room = _lock_and_measure(connection, sql, touched, floor)
     queued = _queued_runs(connection, sql, [p.run_id for p in placements])
-    if not wait:
-        queued = {
-            run_id: run
-            for run_id, run in queued.items()
-            if not run.limit_keys and not binds_in_use(run.quotas)
-        }
-    rooms = _measure_rooms(connection, sql, queued, now, floor)
+    return start_fitting(connection, placements, room, queued, now, actor=actor)
+
+
+def start_fitting(
+    connection: Connection,
+    placements: Sequence[Placement],
+    room: dict[str, Room],
+    queued: Mapping[str, RunToPlace],
+    now: datetime,
+    *,
+    actor: str,
+) -> Placed:
+    """Start those of ``placements`` whose run is among ``queued`` and that fit in ``room``
+    (their workers' free capacity, measured under the workers' locks) and, measured again
+    now, in their tenants' in-use quotas and their keys (nothing is read for a run with
+    neither)."""
+    sql = _statements(connection.dialect.name)
+    rooms = _measure_rooms(connection, sql, queued, now, live_floor(connection, now))
     fitting = [
         placement
         for placement in placements
@@ -110,7 +122,6 @@ class _Statements:
     start: Update  # the named runs still queued → running, with what their attempts carry
     worker_ids: Among
     lock: Select[Any]  # the named workers still alive, locked in id order
-    lock_free: Select[Any]  # the same, but only those no other transaction holds
     attempt_worker_ids: Among
     used: Select[Any]  # what runs on the named workers
 
@@ -121,15 +132,12 @@ def _statements(dialect: str) -> _Statements:
     tenant_ids = Among(dialect, runs.c.tenant_id, "tenant_ids")
     worker_ids = Among(dialect, workers.c.id, "worker_ids")
     attempt_worker_ids = Among(dialect, attempts.c.worker_id, "worker_ids")
-    timeout = runs.c.spec["timeout_seconds"].as_integer().label("timeout_seconds")
-    grace = runs.c.spec["stop_grace_seconds"].as_integer()  # absent from runs made before it
-    stop_grace = func.coalesce(grace, DEFAULT_STOP_GRACE_SECONDS).label("stop_grace_seconds")
     still_queued = (run_ids.condition, runs.c.state == RunState.QUEUED)
     return _Statements(
         run_ids=run_ids,
         queued=select(
-            runs.c.id, runs.c.cpu_milli, runs.c.memory_mb, runs.c.gpus, timeout, stop_grace,
-            runs.c.tenant_id, cast(runs.c.limit_keys, Text).label("limit_keys"),
+            runs.c.id, runs.c.cpu_milli, runs.c.memory_mb, runs.c.gpus, TIMEOUT_SECONDS,
+            STOP_GRACE_SECONDS, runs.c.tenant_id, cast(runs.c.limit_keys, Text).label("limit_keys"),
             cast(tenants.c.quotas, Text).label("quotas"),
         )
         .select_from(runs.join(tenants, tenants.c.id == runs.c.tenant_id))
@@ -166,11 +174,6 @@ def _statements(dialect: str) -> _Statements:
         .where(worker_ids.condition, workers.c.state == WorkerState.ALIVE)
         .order_by(workers.c.id)
         .with_for_update(),
-        lock_free=select(workers.c.id, workers.c.cpu_milli, workers.c.memory_mb, workers.c.gpus,
-                         workers.c.max_slots)
-        .where(worker_ids.condition, workers.c.state == WorkerState.ALIVE)
-        .order_by(workers.c.id)
-        .with_for_update(skip_locked=True),
         attempt_worker_ids=attempt_worker_ids,
         used=select(attempts.c.worker_id, attempts.c.cpu_milli, attempts.c.memory_mb,
                     attempts.c.gpus, attempts.c.gpu_indices)
@@ -183,14 +186,24 @@ def _statements(dialect: str) -> _Statements:
 
 
 @dataclass
-class _Room:
+class Room:
     """A worker's free capacity inside the apply transaction."""
 
     free: Amount
     free_gpus: set[int]
 
-    def copy(self) -> _Room:
-        return _Room(self.free, set(self.free_gpus))
+    @classmethod
+    def whole(cls, capacity: Amount) -> Room:
+        """All of a worker's capacity, before what it runs is held."""
+        return cls(capacity, set(range(capacity.gpus)))
+
+    def hold(self, need: Amount, gpu_indices: Iterable[int]) -> None:
+        """Count what an attempt running there holds."""
+        self.free -= need
+        self.free_gpus -= set(gpu_indices)
+
+    def copy(self) -> Room:
+        return Room(self.free, set(self.free_gpus))
 
     def take(self, need: Amount, gpu_indices: Iterable[int]) -> bool:
         indices = set(gpu_indices)
@@ -202,7 +215,9 @@ class _Room:
 
 
 @dataclass(frozen=True)
-class _QueuedRun:
+class RunToPlace:
+    """What starting a queued run needs of it, and what is measured again for it."""
+
     need: Amount  # per member
     timeout_seconds: int
     stop_grace_seconds: int
@@ -210,26 +225,32 @@ class _QueuedRun:
     limit_keys: tuple[LimitKey, ...]
     quotas: TenantQuotas
 
+    @classmethod
+    def of(cls, row: Any) -> RunToPlace:
+        """From a row with the run's resources, ``TIMEOUT_SECONDS``, ``STOP_GRACE_SECONDS``,
+        tenant and ``limit_keys``, and its tenant's ``quotas`` (as text)."""
+        return cls(
+            Amount(row.cpu_milli, row.memory_mb, row.gpus, 1), row.timeout_seconds,
+            row.stop_grace_seconds, row.tenant_id, limit_keys_of(row.limit_keys),
+            quotas_of(row.quotas),
+        )  # fmt: skip
+
 
 def _queued_runs(
     connection: Connection, sql: _Statements, run_ids: list[str]
-) -> dict[str, _QueuedRun]:
+) -> dict[str, RunToPlace]:
     """The named runs still queued, their tenants locked (``_Statements.queued``)."""
-    found: dict[str, _QueuedRun] = {}
+    found: dict[str, RunToPlace] = {}
     for params in sql.run_ids.batches(run_ids):
         for row in connection.execute(sql.queued, params).all():
-            found[row.id] = _QueuedRun(
-                Amount(row.cpu_milli, row.memory_mb, row.gpus, 1), row.timeout_seconds,
-                row.stop_grace_seconds, row.tenant_id, limit_keys_of(row.limit_keys),
-                quotas_of(row.quotas),
-            )  # fmt: skip
+            found[row.id] = RunToPlace.of(row)
     return found
 
 
 def _measure_rooms(
     connection: Connection,
     sql: _Statements,
-    queued: Mapping[str, _QueuedRun],
+    queued: Mapping[str, RunToPlace],
     now: datetime,
     floor: str,
 ) -> Rooms:
@@ -260,7 +281,7 @@ _LOCK_TENANTS = text(
 )
 
 
-def _take_all(room: dict[str, _Room], rooms: Rooms, placement: Placement, run: _QueuedRun) -> bool:
+def _take_all(room: dict[str, Room], rooms: Rooms, placement: Placement, run: RunToPlace) -> bool:
     """Hold room for every member on its worker, and in its tenant's quotas and its keys, or
     for none."""
     if any(member.worker_id not in room for member in placement.members):
@@ -342,7 +363,7 @@ def _record_starts(
 def _insert_attempts(
     connection: Connection,
     placed: list[Placement],
-    queued: dict[str, _QueuedRun],
+    queued: Mapping[str, RunToPlace],
     started: dict[str, _Started],
     now: datetime,
 ) -> dict[str, list[RunningAttempt]]:
@@ -385,8 +406,8 @@ def _insert_attempts(
 
 
 def _lock_and_measure(
-    connection: Connection, sql: _Statements, worker_ids: list[str], floor: str, *, wait: bool
-) -> dict[str, _Room]:
+    connection: Connection, sql: _Statements, worker_ids: list[str], floor: str
+) -> dict[str, Room]:
     """Lock the alive ones among ``worker_ids`` (sorted, so lockers never deadlock) and
     work out what each has free from the attempts it runs.
 
@@ -394,17 +415,15 @@ def _lock_and_measure(
     with the snapshot it began with, and one that waited for a worker's lock would read that
     worker's attempts as they were before the holder committed — missing what another
     dispatcher just placed there. The second statement begins once the locks are held."""
-    room: dict[str, _Room] = {}
+    room: dict[str, Room] = {}
     for params in sql.worker_ids.batches(worker_ids):
-        lock = sql.lock if wait else sql.lock_free
-        for worker_id, cpu, memory_mb, gpus, slots in connection.execute(lock, params).all():
-            room[worker_id] = _Room(Amount(cpu, memory_mb, gpus, slots), set(range(gpus)))
+        for worker_id, cpu, memory_mb, gpus, slots in connection.execute(sql.lock, params).all():
+            room[worker_id] = Room.whole(Amount(cpu, memory_mb, gpus, slots))
     for params in sql.attempt_worker_ids.batches(worker_ids, live_floor=floor):
         for worker_id, cpu, memory_mb, gpus, indices in connection.execute(sql.used, params).all():
             held = room.get(worker_id)
             if held is not None:
-                held.free -= Amount(cpu, memory_mb, gpus, 1)
-                held.free_gpus -= set(indices or [])
+                held.hold(Amount(cpu, memory_mb, gpus, 1), indices or ())
     return room
 
 
