@@ -16,7 +16,7 @@ from sqlalchemy import func, select
 from herder.control.dispatcher import Dispatcher
 from herder.domain.placement.partitions import Partition
 from herder.domain.states import AttemptState, RunState
-from herder.store.runs import placement as placement_store
+from herder.store.runs import placing
 from herder.store.schema import attempts, run_limit_keys, runs
 from tests.integration.conftest import Api
 from tests.integration.registered import register_worker
@@ -180,7 +180,7 @@ def test_a_dispatcher_dying_mid_pass_loses_no_run_and_places_none_twice(
         for pool in (None, *POOLS)
         for run_id in submit(api, acme, pooled_job(api, acme, pool), 4)
     ]
-    insert = placement_store._insert_attempts
+    insert = placing._insert_attempts
     died: list[bool] = []
 
     def dies_once(*arguments: Any) -> Any:
@@ -190,7 +190,7 @@ def test_a_dispatcher_dying_mid_pass_loses_no_run_and_places_none_twice(
             raise RuntimeError("the dispatcher's process died here")
         return inserted
 
-    monkeypatch.setattr(placement_store, "_insert_attempts", dies_once)
+    monkeypatch.setattr(placing, "_insert_attempts", dies_once)
     first, *others = dispatchers(api, 3)
     with pytest.raises(RuntimeError):
         first.step()

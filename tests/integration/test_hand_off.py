@@ -11,10 +11,13 @@ import time
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 from sqlalchemy import select
 
+from herder.store.history.live import live_floor
 from herder.store.notifications import WORK_CHANNEL, WORKER_CHANNEL
 from herder.store.schema import attempts, workers
+from herder.store.statements import KINDS
 from tests.integration.conftest import Api
 from tests.integration.registered import as_worker, register_worker
 from tests.integration.test_worker_protocol import claim, completion
@@ -92,6 +95,33 @@ def test_a_hand_off_of_all_that_waited_wakes_no_dispatcher(api: Api) -> None:
     assert all(channel != WORK_CHANNEL for channel, _ in heard)
 
 
+# What a report that ends a chain's task and hands over the next sends the database, counted
+# as the bench counts a chain task (``herder_database_statements_total``: statements, commits,
+# rollbacks): 31 when the hand-off read its worker and the worker's attempts twice (for its
+# snapshot, then under the lock), and its runs, tenants, budgets and pools' shares apart; 24
+# since the worker is read once, locked, and the queue's head with its tenants in one.
+REPORT_THAT_HANDS_OFF = 24
+
+
+def statements_sent() -> float:
+    """What this process sent the database so far, all kinds."""
+    kinds = (*KINDS, "other", "commit", "rollback")
+    counted = (
+        REGISTRY.get_sample_value("herder_database_statements_total", {"kind": kind})
+        for kind in kinds
+    )
+    return sum(value or 0.0 for value in counted)
+
+
+def test_a_report_that_hands_off_the_next_task_sends_few_statements(api: Api) -> None:
+    worker_id, _, first = first_task(api, chain("a", "b", "c"))
+    with api.store.database.read() as connection:  # the live floor read now, not in the report
+        live_floor(connection, api.store.clock.now())
+    before = statements_sent()
+    assert len(reported(api, worker_id, first, room=4)["assignments"]) == 1
+    assert statements_sent() - before <= REPORT_THAT_HANDS_OFF
+
+
 def test_a_report_that_asks_for_no_room_leaves_the_next_task_to_the_dispatcher(api: Api) -> None:
     worker_id, flow_run, first = first_task(api, chain("a", "b"))
     assert reported(api, worker_id, first)["assignments"] == []
@@ -133,6 +163,38 @@ def test_a_task_with_a_limit_key_goes_to_the_dispatcher(api: Api) -> None:
     keyed = api.create_job("keyed", limits=[{"limit": "partner-api", "key": "one"}])
     tasks = [{"name": "a", "job": "work"}, {"name": "b", "job": keyed["name"], "depends_on": ["a"]}]
     worker_id = register_worker(api, cpu=8, memory_mb=8192)
+    flow_run = start(api, workflow(api, tasks=tasks)["id"])["id"]
+    (first,) = claim(api, worker_id)["assignments"]
+    assert reported(api, worker_id, first, room=4)["assignments"] == []
+    assert run_state(api, run_of(api, flow_run, "b")) == "queued"
+
+
+def test_a_task_of_a_tenant_whose_budget_the_report_spent_goes_to_the_dispatcher(
+    api: Api,
+) -> None:
+    budgets = {"budgets": [{"period": "day", "cpu_seconds": 40}]}
+    response = api.http.put(f"/v1/tenants/{api.tenant_id}/budgets", headers=api.admin, json=budgets)
+    assert response.status_code == 200, response.text
+    worker_id, flow_run, first = first_task(api, chain("a", "b"))
+    usage = {"cpu_user_seconds": 40, "cpu_system_seconds": 1, "max_rss_kb": 10}
+    response = api.http.post(
+        f"/v1/workers/{worker_id}/reports",
+        headers=as_worker(worker_id),
+        json={"completions": [{**completion(first), "usage": usage}], "room": 4},
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["assignments"] == []
+    assert run_state(api, run_of(api, flow_run, "b")) == "queued"
+
+
+def test_a_pool_s_worker_is_handed_nothing(api: Api) -> None:
+    share = [{"tenant_id": api.tenant_id, "cpu": 8}]
+    response = api.http.post("/v1/pools", headers=api.admin, json={"name": "a100", "shares": share})
+    assert response.status_code == 201, response.text
+    job(api, "work")
+    api.create_job("pooled", pool="a100", retry={"max_attempts": 1})
+    tasks = [{"name": "a", "job": "pooled"}, {"name": "b", "job": "work", "depends_on": ["a"]}]
+    worker_id = register_worker(api, cpu=8, memory_mb=8192, labels={"pool": "a100"})
     flow_run = start(api, workflow(api, tasks=tasks)["id"])["id"]
     (first,) = claim(api, worker_id)["assignments"]
     assert reported(api, worker_id, first, room=4)["assignments"] == []

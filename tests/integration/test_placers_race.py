@@ -16,7 +16,7 @@ from sqlalchemy import text
 
 from herder.domain.placement.policy import Plan, plan
 from herder.domain.placement.snapshot import Snapshot
-from herder.store.runs import placement as placement_store
+from herder.store.runs import placing
 from herder.store.runs.placement import Applied
 from tests.integration.conftest import Api
 from tests.integration.dispatching import dispatch
@@ -133,7 +133,7 @@ def test_two_placers_at_once_wait_on_the_tenant_and_never_pass_its_quota(
     workers = register_worker(api, "w1", cpu=4), register_worker(api, "w2", cpu=4)
     run_ids = cpu_runs(api, acme, 4)
     one, two = halves(api, run_ids, workers)
-    measure = placement_store._measure_rooms
+    measure = placing._measure_rooms
     second: list[Applied] = []
     racing = threading.Thread(target=lambda: second.append(api.store.placement.apply(two)))
 
@@ -144,7 +144,7 @@ def test_two_placers_at_once_wait_on_the_tenant_and_never_pass_its_quota(
             assert eventually(lambda: waiting_on_a_lock(api) or not racing.is_alive(), 10)
         return rooms
 
-    monkeypatch.setattr(placement_store, "_measure_rooms", the_other_applies_meanwhile)
+    monkeypatch.setattr(placing, "_measure_rooms", the_other_applies_meanwhile)
     first = api.store.placement.apply(one)
     racing.join(30)
     assert len(first.placed) == 2

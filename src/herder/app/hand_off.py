@@ -6,8 +6,8 @@ Only when the dispatcher would decide the same: the worker asked for room, the r
 no more runs than that room (a wider fan-out is the dispatcher's to spread), nothing else is
 queued, and the runs are of the shared fleet with no limit key and no in-use quota (what the
 worker's own view cannot judge is left to the dispatcher). The policy decides on a snapshot
-of that one worker (``domain.placement.policy``); placing re-checks the worker's room under
-its lock, taken without waiting (``PlacementRepository.place_now``).
+of that one worker, read under its lock, taken without waiting (``HandOffRepository.hold``);
+placing takes from the room that read measured (``domain.placement.policy``).
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ def hand_off(store: Store, work: Work, worker_id: str, room: int) -> list[Assign
     else was placed there and not yet handed over, up to ``room`` attempts."""
     if room <= 0 or not work.queued or len(work.queued) > room:
         return []
-    snapshot = store.placement.hand_off_snapshot(work, worker_id, work.queued)
-    if not snapshot.queued:
+    held = store.hand_offs.hold(work, worker_id, work.queued)
+    if held is None:
         return []
-    decided = plan(snapshot)  # its preemptions and reasons are the dispatcher's to make
-    placed = store.placement.place_now(work, decided.placements)
+    decided = plan(held.snapshot)  # its preemptions and reasons are the dispatcher's to make
+    placed = store.hand_offs.place(work, held, decided.placements)
     if not placed:
         return []
     if len(placed) == len(work.queued):  # and nothing else was queued: no pass to wake for
-        store.placement.nothing_left_to_place(work, worker_id)
+        store.hand_offs.nothing_left_to_place(work, worker_id)
     return store.workers.hand_over(work, worker_id, room)

@@ -34,6 +34,7 @@ from herder.store.log_compaction import LogCompactionRepository
 from herder.store.logs import LogRepository
 from herder.store.pools import PoolRepository
 from herder.store.runs.attempts import AttemptRepository
+from herder.store.runs.hand_off import HandOffRepository
 from herder.store.runs.placement import PlacementRepository
 from herder.store.runs.queue import QueueRepository
 from herder.store.runs.repository import RunRepository
@@ -89,6 +90,7 @@ class Store:
         self.events = EventRepository(self.database, self.clock)
         self.queue = QueueRepository(self.database, self.clock)
         self.placement = PlacementRepository(self.database, self.clock)
+        self.hand_offs = HandOffRepository(self.database)
         self.workflows = WorkflowRepository(self.database, self.clock)
         self.workflow_runs = WorkflowRunRepository(self.database)
         self.backfills = BackfillRepository(self.database)

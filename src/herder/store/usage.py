@@ -126,11 +126,12 @@ def _zones(connection: Connection, tenant_ids: Collection[str] | None) -> dict[s
             return {}
         query = query.where(tenant_budgets.c.tenant_id.in_(sorted(tenant_ids)))
     return {
-        row.tenant_id: _budgets(row.time_zone, row.budgets) for row in connection.execute(query)
+        row.tenant_id: budgets_of(row.time_zone, row.budgets) for row in connection.execute(query)
     }
 
 
-def _budgets(time_zone: str, budgets: Any) -> TenantBudgets:
+def budgets_of(time_zone: str, budgets: Any) -> TenantBudgets:
+    """A tenant's budgets from its ``tenant_budgets`` row."""
     return TenantBudgets.model_validate({"time_zone": time_zone, "budgets": budgets})
 
 

@@ -1,88 +1,40 @@
-"""The dispatcher's side of the store: read a placement snapshot, apply a plan atomically.
-
-Applying locks the workers it places on (``FOR UPDATE`` on PostgreSQL, in id order so two
-dispatchers cannot deadlock; SQLite's write lock serialises everything) and recomputes what
-they run from the attempts table, so a placement that no longer fits — another dispatcher
-got there first — is skipped: a worker's free capacity never goes negative. Likewise, locked
-in turn, the in-use quotas of the tenants it places for and the keys of the limits its runs
-count against are measured again (``domain.placement.recheck``): placers that each see part
-of the fleet never over-fill a quota or a key together. Its statements are built once per
-dialect and take any number of runs or workers as one parameter."""
+"""The dispatcher's side of the store: read a placement snapshot, apply a plan atomically
+(the placing itself, under the workers' locks and with quotas and keys measured again, is
+``runs.placing``). Its statements take any number of runs or workers as one parameter."""
 
 from __future__ import annotations
 
-import functools
-from collections import defaultdict
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import datetime
 
-from sqlalchemy import (
-    Connection,
-    Select,
-    Text,
-    Update,
-    bindparam,
-    cast,
-    func,
-    select,
-    text,
-    update,
-)
+from sqlalchemy import Connection, bindparam, select, update
 
-from herder.clock import Clock, epoch_ms
-from herder.domain.ids import new_id
-from herder.domain.jobs import DEFAULT_STOP_GRACE_SECONDS
+from herder.clock import Clock
 from herder.domain.lifecycle.changes import Event, NoticeKind, notices
-from herder.domain.lifecycle.stops import can_be_victim
-from herder.domain.models import WorkerState
 from herder.domain.placement import timeline
-from herder.domain.placement.limits import LimitKey
-from herder.domain.placement.ordering import wait_began
 from herder.domain.placement.partitions import Partition
 from herder.domain.placement.policy import Placement, Plan, Preemption
-from herder.domain.placement.recheck import Rooms, binds_in_use
-from herder.domain.placement.resources import Amount
 from herder.domain.placement.snapshot import RunningAttempt, Snapshot, WorkerView
-from herder.domain.states import AttemptState, RunState, check_transition
-from herder.domain.tenants import TenantQuotas
+from herder.domain.states import AttemptState, RunState
 from herder.store.database import Database
-from herder.store.dialect import Among, insert_rows, set_each, update_each
-from herder.store.history.live import live_floor
-from herder.store.limit_use import (
-    limit_keys_of,
-    measure_keys,
-    record_last_starts,
-    record_starts,
-    with_limits,
-)
-from herder.store.notifications import (
-    CANCEL,
-    CAPACITY,
-    HANDED,
-    WORKER_CHANNEL,
-    handed_off,
-    send,
-)
+from herder.store.dialect import set_each, update_each
+from herder.store.limit_use import with_limits
+from herder.store.notifications import CANCEL, CAPACITY, HANDED, WORKER_CHANNEL, send
+from herder.store.runs.placing import place
 from herder.store.runs.snapshot import (
     QUEUE_WINDOW,
     TENANT_QUEUE_WINDOW,
     WHOLE,
     any_limit,
-    quotas_of,
-    read_hand_off,
     read_snapshot,
 )
 from herder.store.runs.writes import record_events
-from herder.store.schema import attempts, runs, tenants, workers
-from herder.store.unit import Work
+from herder.store.schema import attempts, runs
 from herder.store.usage import with_budgets
 from herder.telemetry import metrics
 
-ATTEMPT_DEADLINE_MARGIN_SECONDS = 30  # past its timeout and stop grace: the kill, reporting
 DISPATCHER = "dispatcher"  # who placed a run, in its events
-HAND_OFF = "hand-off"  # placed at the report of its worker's last attempt (``app.hand_off``)
 
 
 @dataclass(frozen=True)
@@ -140,7 +92,7 @@ class PlacementRepository:
         (only for runs still queued), in one transaction of a few statements."""
         now = self._clock.now()
         with self._db.write() as connection:
-            placed = _place(connection, plan.placements, now, wait=True, actor=DISPATCHER)
+            placed = place(connection, plan.placements, now, actor=DISPATCHER)
             preempted = _request_preemptions(connection, plan.preemptions, now)
             _record_reasons(connection, reasons)
             send(
@@ -155,400 +107,10 @@ class PlacementRepository:
         skipped = [p.run_id for p in plan.placements if p.run_id not in placed_ids]
         return Applied(placed.placements, skipped, preempted, placed.attempts)
 
-    def hand_off_snapshot(self, work: Work, worker_id: str, run_ids: Sequence[str]) -> Snapshot:
-        """What placing ``run_ids`` (queued by ``work``) on the worker that just reported
-        needs to know, in its unit of work: that worker alone, and those of the runs the
-        dispatcher would not see otherwise — in the shared fleet, with no limit key, of a
-        tenant without in-use quotas — and only while no other run is queued: otherwise the
-        dispatcher decides, in queue order (an empty snapshot)."""
-        nothing = Snapshot(now=work.now, queued=(), workers=())
-        with_room = read_hand_off(work.connection, work.now, worker_id, run_ids)
-        if with_room is None:
-            return nothing
-        snapshot = with_budgets(work.connection, with_room)
-        return snapshot if snapshot.queued else nothing
-
-    def place_now(self, work: Work, placements: Sequence[Placement]) -> list[Placement]:
-        """Place what still fits, in ``work``'s transaction, without waiting for any lock: a
-        worker another placer holds is skipped (the caller already holds its runs' rows, and a
-        dispatcher holding the worker may wait on them)."""
-        placed = _place(work.connection, placements, work.now, wait=False, actor=HAND_OFF)
-        work.after_commit.append(lambda: metrics.runs_placed(work.now, placed.waits))
-        return placed.placements
-
-    def nothing_left_to_place(self, work: Work, worker_id: str) -> None:
-        """What ``work`` queued was all placed on the worker, and nothing else waits: the
-        dispatcher need not wake for it (``notifications.handed_off``)."""
-        handed_off(self._db, work.connection, worker_id)
-
-
-@dataclass(frozen=True)
-class _Placed:
-    placements: list[Placement]
-    started: dict[str, _Started]
-    attempts: dict[str, list[RunningAttempt]]  # by worker id: as a snapshot would read them
-
-    @property
-    def workers(self) -> set[str]:
-        return {member.worker_id for p in self.placements for member in p.members}
-
-    @property
-    def waits(self) -> list[tuple[int, datetime | None]]:
-        return [_waited_from(self.started[p.run_id]) for p in self.placements]
-
-
-def _place(
-    connection: Connection,
-    placements: Sequence[Placement],
-    now: datetime,
-    *,
-    wait: bool,
-    actor: str,
-) -> _Placed:
-    """Start the placements that still fit: their workers locked and measured, their tenants'
-    quotas and their keys measured again (``wait``: for the locks; else a worker locked
-    elsewhere has no room, and a run whose tenant or keys would need a lock is left)."""
-    touched = sorted({member.worker_id for placement in placements for member in placement.members})
-    sql = _statements(connection.dialect.name)
-    floor = live_floor(connection, now)
-    room = _lock_and_measure(connection, sql, touched, floor, wait=wait)
-    queued = _queued_runs(connection, sql, [p.run_id for p in placements])
-    if not wait:
-        queued = {
-            run_id: run
-            for run_id, run in queued.items()
-            if not run.limit_keys and not binds_in_use(run.quotas)
-        }
-    rooms = _measure_rooms(connection, sql, queued, now, floor)
-    fitting = [
-        placement
-        for placement in placements
-        if placement.run_id in queued
-        and _take_all(room, rooms, placement, queued[placement.run_id])
-    ]
-    started = _start_runs(connection, sql, [p.run_id for p in fitting], now)
-    placed = [placement for placement in fitting if placement.run_id in started]
-    _record_starts(connection, placed, started, now, actor)
-    attempts_started = _insert_attempts(connection, placed, queued, started, now)
-    record_starts(connection, (key for p in placed for key in p.rate_keys), now)
-    keys = (key for p in placed for key in started[p.run_id].limit_keys)
-    record_last_starts(connection, keys, now)
-    return _Placed(placed, started, attempts_started)
-
-
-@dataclass(frozen=True)
-class _Statements:
-    """Apply's statements for one dialect; each names its runs or workers in one parameter."""
-
-    run_ids: Among
-    # need, timeout, tenant and keys of the named runs still queued, their tenants locked
-    queued: Select[Any]
-    tenant_ids: Among
-    tenant_use: Select[Any]  # what the named tenants' running attempts hold
-    start: Update  # the named runs still queued → running, with what their attempts carry
-    worker_ids: Among
-    lock: Select[Any]  # the named workers still alive, locked in id order
-    lock_free: Select[Any]  # the same, but only those no other transaction holds
-    attempt_worker_ids: Among
-    used: Select[Any]  # what runs on the named workers
-
-
-@functools.cache
-def _statements(dialect: str) -> _Statements:
-    run_ids = Among(dialect, runs.c.id, "run_ids")
-    tenant_ids = Among(dialect, runs.c.tenant_id, "tenant_ids")
-    worker_ids = Among(dialect, workers.c.id, "worker_ids")
-    attempt_worker_ids = Among(dialect, attempts.c.worker_id, "worker_ids")
-    timeout = runs.c.spec["timeout_seconds"].as_integer().label("timeout_seconds")
-    grace = runs.c.spec["stop_grace_seconds"].as_integer()  # absent from runs made before it
-    stop_grace = func.coalesce(grace, DEFAULT_STOP_GRACE_SECONDS).label("stop_grace_seconds")
-    still_queued = (run_ids.condition, runs.c.state == RunState.QUEUED)
-    return _Statements(
-        run_ids=run_ids,
-        queued=select(
-            runs.c.id, runs.c.cpu_milli, runs.c.memory_mb, runs.c.gpus, timeout, stop_grace,
-            runs.c.tenant_id, cast(runs.c.limit_keys, Text).label("limit_keys"),
-            cast(tenants.c.quotas, Text).label("quotas"),
-        )
-        .select_from(runs.join(tenants, tenants.c.id == runs.c.tenant_id))
-        .where(*still_queued),
-        tenant_ids=tenant_ids,
-        tenant_use=select(
-            runs.c.tenant_id, func.sum(attempts.c.cpu_milli), func.sum(attempts.c.memory_mb),
-            func.sum(attempts.c.gpus),
-        )
-        .select_from(runs.join(attempts, attempts.c.run_id == runs.c.id))
-        .where(
-            tenant_ids.condition,
-            runs.c.state == RunState.RUNNING,
-            runs.c.id >= bindparam("live_floor"),
-            attempts.c.run_id >= bindparam("live_floor"),
-            attempts.c.state == AttemptState.RUNNING,
-        )
-        .group_by(runs.c.tenant_id),
-        start=update(runs)
-        .where(*still_queued)
-        .values(
-            state=RunState.RUNNING, attempt_count=runs.c.attempt_count + 1,
-            started_at=bindparam("now"), waiting_reason=None,
-        )
-        .returning(
-            runs.c.id, runs.c.attempt_count, runs.c.tenant_id, runs.c.priority,
-            runs.c.preemptible, runs.c.preempted_at, runs.c.cancel_requested,
-            runs.c.suspend_requested, runs.c.queued_at, runs.c.pool,
-            cast(runs.c.limit_keys, Text).label("limit_keys"),
-        ),
-        worker_ids=worker_ids,
-        lock=select(workers.c.id, workers.c.cpu_milli, workers.c.memory_mb, workers.c.gpus,
-                    workers.c.max_slots)
-        .where(worker_ids.condition, workers.c.state == WorkerState.ALIVE)
-        .order_by(workers.c.id)
-        .with_for_update(),
-        lock_free=select(workers.c.id, workers.c.cpu_milli, workers.c.memory_mb, workers.c.gpus,
-                         workers.c.max_slots)
-        .where(worker_ids.condition, workers.c.state == WorkerState.ALIVE)
-        .order_by(workers.c.id)
-        .with_for_update(skip_locked=True),
-        attempt_worker_ids=attempt_worker_ids,
-        used=select(attempts.c.worker_id, attempts.c.cpu_milli, attempts.c.memory_mb,
-                    attempts.c.gpus, attempts.c.gpu_indices)
-        .where(
-            attempt_worker_ids.condition,
-            attempts.c.state == AttemptState.RUNNING,
-            attempts.c.run_id >= bindparam("live_floor"),
-        ),
-    )  # fmt: skip
-
 
 def _record_reasons(connection: Connection, reasons: Mapping[str, str] | None) -> None:
     still_queued = update(runs).where(runs.c.state == RunState.QUEUED)
     set_each(connection, still_queued, runs.c.id, runs.c.waiting_reason, reasons or {})
-
-
-@dataclass
-class _Room:
-    """A worker's free capacity inside the apply transaction."""
-
-    free: Amount
-    free_gpus: set[int]
-
-    def copy(self) -> _Room:
-        return _Room(self.free, set(self.free_gpus))
-
-    def take(self, need: Amount, gpu_indices: Iterable[int]) -> bool:
-        indices = set(gpu_indices)
-        if not need.fits_in(self.free) or not indices <= self.free_gpus:
-            return False
-        self.free -= need
-        self.free_gpus -= indices
-        return True
-
-
-@dataclass(frozen=True)
-class _QueuedRun:
-    need: Amount  # per member
-    timeout_seconds: int
-    stop_grace_seconds: int
-    tenant_id: str
-    limit_keys: tuple[LimitKey, ...]
-    quotas: TenantQuotas
-
-
-def _queued_runs(
-    connection: Connection, sql: _Statements, run_ids: list[str]
-) -> dict[str, _QueuedRun]:
-    """The named runs still queued, their tenants locked (``_Statements.queued``)."""
-    found: dict[str, _QueuedRun] = {}
-    for params in sql.run_ids.batches(run_ids):
-        for row in connection.execute(sql.queued, params).all():
-            found[row.id] = _QueuedRun(
-                Amount(row.cpu_milli, row.memory_mb, row.gpus, 1), row.timeout_seconds,
-                row.stop_grace_seconds, row.tenant_id, limit_keys_of(row.limit_keys),
-                quotas_of(row.quotas),
-            )  # fmt: skip
-    return found
-
-
-def _measure_rooms(
-    connection: Connection,
-    sql: _Statements,
-    queued: Mapping[str, _QueuedRun],
-    now: datetime,
-    floor: str,
-) -> Rooms:
-    """The tenants' and keys' room under the locks this apply holds: the use of each tenant
-    with an in-use quota, and the keys of the runs to place (nothing read without either)."""
-    quotas = {run.tenant_id: run.quotas for run in queued.values()}
-    bound = sorted(tenant for tenant, quota in quotas.items() if binds_in_use(quota))
-    if bound and connection.dialect.name == "postgresql":
-        connection.execute(_LOCK_TENANTS, {"tenant_ids": bound})
-    used: dict[str, Amount] = {}
-    for params in sql.tenant_ids.batches(bound, live_floor=floor):
-        for tenant_id, cpu, memory_mb, gpus in connection.execute(sql.tenant_use, params).all():
-            used[tenant_id] = Amount(int(cpu or 0), int(memory_mb or 0), int(gpus or 0), 0)
-    keys = {key for run in queued.values() for key in run.limit_keys}
-    if not keys:
-        return Rooms(quotas, used)
-    measured = measure_keys(connection, keys, now, floor)
-    return Rooms.measured(quotas, used, measured.limits, measured.running, measured.starts, now)
-
-
-# Placing for a tenant, in tenant id order: a placer measures a tenant's use only once it
-# holds the tenant's placement lock (held until commit), so two never over-fill its quotas.
-# An advisory lock, not the tenant's row, which admissions from the queue room lock: only
-# placers take it, after their workers' rows and before their limits' (SQLite: one writer).
-_LOCK_TENANTS = text(
-    "SELECT pg_advisory_xact_lock(hashtextextended('herder placement ' || tenant_id, 0))"
-    " FROM unnest(CAST(:tenant_ids AS text[])) AS tenant_id"
-)
-
-
-def _take_all(room: dict[str, _Room], rooms: Rooms, placement: Placement, run: _QueuedRun) -> bool:
-    """Hold room for every member on its worker, and in its tenant's quotas and its keys, or
-    for none."""
-    if any(member.worker_id not in room for member in placement.members):
-        return False  # no longer alive
-    trial = {member.worker_id: room[member.worker_id].copy() for member in placement.members}
-    for member in placement.members:
-        if not trial[member.worker_id].take(run.need, member.gpu_indices):
-            return False
-    if not rooms.take(run.tenant_id, run.need.times(len(placement.members)), run.limit_keys):
-        return False
-    room.update(trial)
-    return True
-
-
-@dataclass(frozen=True)
-class _Started:
-    """A run just moved to running: its attempt number and what its attempts carry."""
-
-    number: int
-    tenant_id: str
-    priority: int
-    preemptible: bool
-    preempted_at: datetime | None
-    queued_at: datetime | None
-    pool: str | None
-    limit_keys: tuple[LimitKey, ...]
-
-
-def _start_runs(
-    connection: Connection, sql: _Statements, run_ids: list[str], now: datetime
-) -> dict[str, _Started]:
-    """``queued → running`` for those still queued."""
-    check_transition(RunState.QUEUED, RunState.RUNNING)
-    started: dict[str, _Started] = {}
-    for params in sql.run_ids.batches(run_ids, now=now):
-        for row in connection.execute(sql.start, params).all():
-            started[row.id] = _Started(
-                row.attempt_count, row.tenant_id, row.priority,
-                can_be_victim(row.preemptible, row.cancel_requested, row.suspend_requested),
-                row.preempted_at,
-                row.queued_at,
-                row.pool,
-                limit_keys_of(row.limit_keys),
-            )  # fmt: skip
-    return started
-
-
-def _record_starts(
-    connection: Connection,
-    placed: list[Placement],
-    started: dict[str, _Started],
-    now: datetime,
-    actor: str,
-) -> None:
-    if not placed:
-        return
-    record_events(
-        connection,
-        now,
-        [
-            Event(
-                placement.run_id,
-                timeline.placed(
-                    start.number,
-                    (member.worker_id for member in placement.members),
-                    start.pool if placement.borrowed else None,
-                ),
-                actor,
-                attempt=start.number,
-                source=RunState.QUEUED,
-                target=RunState.RUNNING,
-            )
-            for placement in placed
-            for start in (started[placement.run_id],)
-        ],
-    )
-
-
-def _insert_attempts(
-    connection: Connection,
-    placed: list[Placement],
-    queued: dict[str, _QueuedRun],
-    started: dict[str, _Started],
-    now: datetime,
-) -> dict[str, list[RunningAttempt]]:
-    """One attempt per member; the attempts by worker, as a snapshot would read them."""
-    rows = []
-    by_worker: dict[str, list[RunningAttempt]] = defaultdict(list)
-    for placement in placed:
-        run, start = queued[placement.run_id], started[placement.run_id]
-        running = run.timeout_seconds + run.stop_grace_seconds + ATTEMPT_DEADLINE_MARGIN_SECONDS
-        deadline = now + timedelta(seconds=running)
-        for member in placement.members:
-            attempt_id = new_id("att", epoch_ms(now))
-            rows.append(
-                {
-                    "id": attempt_id,
-                    "run_id": placement.run_id,
-                    "number": start.number,
-                    "rank": member.rank,
-                    "worker_id": member.worker_id,
-                    "state": AttemptState.RUNNING,
-                    "started_at": now,
-                    "deadline_at": deadline,
-                    "cpu_milli": run.need.cpu_milli,
-                    "memory_mb": run.need.memory_mb,
-                    "gpus": run.need.gpus,
-                    "gpu_indices": list(member.gpu_indices) or None,
-                    "borrowed": placement.borrowed,
-                }
-            )
-            by_worker[member.worker_id].append(
-                RunningAttempt(
-                    attempt_id, placement.run_id, start.tenant_id, start.priority, run.need,
-                    now, member.gpu_indices, start.preemptible,
-                    last_preempted_at=start.preempted_at, borrowed=placement.borrowed,
-                    limit_keys=start.limit_keys,
-                )
-            )  # fmt: skip
-    insert_rows(connection, attempts, rows)
-    return dict(by_worker)
-
-
-def _lock_and_measure(
-    connection: Connection, sql: _Statements, worker_ids: list[str], floor: str, *, wait: bool
-) -> dict[str, _Room]:
-    """Lock the alive ones among ``worker_ids`` (sorted, so lockers never deadlock) and
-    work out what each has free from the attempts it runs.
-
-    Two statements, never one join: under PostgreSQL's read committed, a statement reads
-    with the snapshot it began with, and one that waited for a worker's lock would read that
-    worker's attempts as they were before the holder committed — missing what another
-    dispatcher just placed there. The second statement begins once the locks are held."""
-    room: dict[str, _Room] = {}
-    for params in sql.worker_ids.batches(worker_ids):
-        lock = sql.lock if wait else sql.lock_free
-        for worker_id, cpu, memory_mb, gpus, slots in connection.execute(lock, params).all():
-            room[worker_id] = _Room(Amount(cpu, memory_mb, gpus, slots), set(range(gpus)))
-    for params in sql.attempt_worker_ids.batches(worker_ids, live_floor=floor):
-        for worker_id, cpu, memory_mb, gpus, indices in connection.execute(sql.used, params).all():
-            held = room.get(worker_id)
-            if held is not None:
-                held.free -= Amount(cpu, memory_mb, gpus, 1)
-                held.free_gpus -= set(indices or [])
-    return room
 
 
 _PREEMPT = (
@@ -592,10 +154,3 @@ def _request_preemptions(
         ],
     )
     return held
-
-
-def _waited_from(start: _Started) -> tuple[int, datetime | None]:
-    """A started run's priority and when its wait began, for the queue-wait histogram."""
-    if start.queued_at is None:
-        return start.priority, None
-    return start.priority, wait_began(start.queued_at, start.preempted_at)

@@ -24,7 +24,6 @@ from sqlalchemy import Connection, Select, Text, and_, bindparam, cast, func, or
 from herder.domain.lifecycle.stops import can_be_victim
 from herder.domain.models import WorkerState
 from herder.domain.placement.partitions import Held, Partition
-from herder.domain.placement.recheck import binds_in_use
 from herder.domain.placement.resources import Amount
 from herder.domain.placement.snapshot import (
     PoolView,
@@ -102,50 +101,12 @@ def read_snapshot(
     pools, selectors = pools_read or read_pools(connection)
     return Snapshot(
         now=now,
-        queued=tuple(_queued(row, tenant_views) for row in queue),
+        queued=tuple(queued_run(row, tenant_views) for row in queue),
         workers=in_pools(workers_now, selectors),
         tenants=tenant_views,
         pools=pools,
         partition=held,
     )
-
-
-def read_hand_off(
-    connection: Connection, now: datetime, worker_id: str, run_ids: Sequence[str]
-) -> Snapshot | None:
-    """The worker (when it is alive, in the shared fleet) and those of ``run_ids`` still
-    queued that a hand-off may place there: in the shared fleet, with no limit key and no
-    debounce, of a tenant without in-use quotas. None while any other run is queued (the
-    dispatcher decides then, in queue order) or the worker cannot take work."""
-    floor = live_floor(connection, now)
-    ids = list(run_ids)
-    waiting = connection.execute(_OTHER_QUEUED, {"run_ids": ids, "live_floor": floor}).first()
-    if waiting is not None:
-        return None
-    fleet = _read_workers(connection, [worker_id], floor)
-    pools, selectors = read_pools(connection)
-    workers_now = in_pools(fleet, selectors)
-    if not workers_now or workers_now[0].pool is not None or workers_now[0].draining:
-        return None
-    rows = connection.execute(_QUEUED_AMONG, {"run_ids": ids, "live_floor": floor}).all()
-    tenant_ids = sorted({row.tenant_id for row in rows})
-    tenant_views = {
-        tenant_id: TenantView(tenant_id, weight, quotas_of(quotas), default_pool)
-        for tenant_id, weight, quotas, default_pool in connection.execute(
-            _TENANTS_AMONG, {"tenant_ids": tenant_ids}
-        ).all()
-    }
-    queued = [_queued(row, tenant_views) for row in rows]
-    handed = tuple(
-        run
-        for run in queued
-        if run.pool is None
-        and not run.limit_keys
-        and run.not_before is None
-        and run.tenant_id in tenant_views
-        and not binds_in_use(tenant_views[run.tenant_id].quotas)
-    )
-    return Snapshot(now=now, queued=handed, workers=workers_now, tenants=tenant_views, pools=pools)
 
 
 def read_pools(connection: Connection) -> tuple[dict[str, PoolView], PoolSelectors]:
@@ -154,11 +115,18 @@ def read_pools(connection: Connection) -> tuple[dict[str, PoolView], PoolSelecto
     shares: dict[str, dict[str, Amount]] = defaultdict(dict)
     for name, tenant_id, cpu_milli, memory_mb, gpus in connection.execute(_SHARES):
         shares[name][tenant_id] = Amount(cpu_milli, memory_mb, gpus)
-    selectors: list[tuple[str, Mapping[str, str]]] = [
-        (name, selector_of(name, selector)) for name, selector in connection.execute(_POOLS)
-    ]
+    selectors = _selectors(connection)
     views = {name: PoolView(name, MappingProxyType(shares[name])) for name, _ in selectors}
     return views, PoolSelectors(selectors)
+
+
+def read_selectors(connection: Connection) -> PoolSelectors:
+    """The pools' selectors alone (one statement): which pool a worker is in, if any."""
+    return PoolSelectors(_selectors(connection))
+
+
+def _selectors(connection: Connection) -> list[tuple[str, Mapping[str, str]]]:
+    return [(name, selector_of(name, selector)) for name, selector in connection.execute(_POOLS)]
 
 
 def in_pools(fleet: Sequence[WorkerView], selectors: PoolSelectors) -> tuple[WorkerView, ...]:
@@ -198,7 +166,7 @@ def _read_workers(
     running: list[Any] = []
     if worker_ids is None:
         rows = list(connection.execute(_WORKERS).all())
-        running = list(connection.execute(_RUNNING, {"live_floor": floor}).all())
+        running = list(connection.execute(RUNNING, {"live_floor": floor}).all())
     else:
         named = _named_workers(connection.dialect.name)
         for params in named.workers_among.batches(worker_ids):
@@ -207,9 +175,9 @@ def _read_workers(
             running += connection.execute(named.running, params).all()
     by_worker: dict[str, list[RunningAttempt]] = defaultdict(list)
     for row in running:
-        by_worker[row.worker_id].append(_running(row))
+        by_worker[row.worker_id].append(running_attempt(row))
     rows.sort(key=lambda row: row.id)
-    return tuple(_worker(row, by_worker.get(row.id, ())) for row in rows)
+    return tuple(worker_view(row, by_worker.get(row.id, ())) for row in rows)
 
 
 def _whole_queue(window_rows: Sequence[Any], window: int, per_tenant: int) -> bool:
@@ -226,12 +194,13 @@ def _free_slots(fleet: Iterable[WorkerView]) -> int:
     )
 
 
-_WORKERS = select(
+WORKER_COLUMNS = (
     workers.c.id, workers.c.cpu_milli, workers.c.memory_mb, workers.c.gpus, workers.c.max_slots,
     workers.c.labels, workers.c.address, workers.c.state,
-).where(workers.c.state != WorkerState.LOST)  # fmt: skip
+)  # fmt: skip
+_WORKERS = select(*WORKER_COLUMNS).where(workers.c.state != WorkerState.LOST)
 
-_RUNNING = (
+RUNNING = (  # every running attempt, with what placement needs of its run
     select(
         attempts.c.worker_id, attempts.c.id, attempts.c.run_id, attempts.c.cpu_milli,
         attempts.c.memory_mb, attempts.c.gpus, attempts.c.started_at, attempts.c.gpu_indices,
@@ -267,7 +236,7 @@ def _named_workers(dialect: str) -> _NamedWorkers:
         workers_among,
         _WORKERS.where(workers_among.condition),
         running_among,
-        _RUNNING.where(running_among.condition),
+        RUNNING.where(running_among.condition),
     )
 
 
@@ -280,30 +249,13 @@ _SHARES = select(
     pool_shares.c.gpus,
 ).join(pool_shares, pool_shares.c.pool_id == pools.c.id)  # fmt: skip
 
-_QUEUED_COLUMNS = (
+QUEUED_COLUMNS = (
     runs.c.id, runs.c.tenant_id, runs.c.priority, runs.c.queued_at, runs.c.cpu_milli,
     runs.c.memory_mb, runs.c.gpus, runs.c.replicas,
     cast(runs.c.requires, Text).label("requires"),  # as text: a few shapes, parsed once each
     runs.c.preempted_at, runs.c.pool, runs.c.preemptible,
     cast(runs.c.limit_keys, Text).label("limit_keys"), runs.c.run_at,
 )  # fmt: skip
-
-
-_OTHER_QUEUED = (
-    select(runs.c.id)
-    .where(
-        runs.c.state == RunState.QUEUED,
-        runs.c.id >= bindparam("live_floor"),
-        runs.c.id.not_in(bindparam("run_ids", expanding=True)),
-    )
-    .limit(1)
-)
-_QUEUED_AMONG = select(*_QUEUED_COLUMNS).where(
-    runs.c.state == RunState.QUEUED,
-    runs.c.id >= bindparam("live_floor"),
-    runs.c.id.in_(bindparam("run_ids", expanding=True)),
-)
-_TENANTS_AMONG = _TENANTS.where(tenants.c.id.in_(bindparam("tenant_ids", expanding=True)))
 
 
 def _queued_runs(*columns: Any, partitioned: bool) -> Select[Any]:
@@ -336,7 +288,7 @@ def _held_bounds(held: Held) -> dict[str, Any]:
 @functools.cache
 def _oldest_queued(*, partitioned: bool) -> Select[Any]:
     return (
-        _queued_runs(*_QUEUED_COLUMNS, partitioned=partitioned)
+        _queued_runs(*QUEUED_COLUMNS, partitioned=partitioned)
         .order_by(runs.c.queued_at)
         .limit(bindparam("count"))
     )
@@ -350,11 +302,11 @@ def _queue_window(*, by_key: bool, partitioned: bool = False) -> Select[Any]:
     only, so neither does one key's backlog (its runs past that could not start this pass
     anyway)."""
     if not by_key:
-        queued = _queued_runs(*_QUEUED_COLUMNS, partitioned=partitioned).subquery()
-        return _tenant_window(queued, [queued.c[column.name] for column in _QUEUED_COLUMNS])
+        queued = _queued_runs(*QUEUED_COLUMNS, partitioned=partitioned).subquery()
+        return _tenant_window(queued, [queued.c[column.name] for column in QUEUED_COLUMNS])
     keys = cast(runs.c.limit_keys, Text)
     keyed = _queued_runs(
-        *_QUEUED_COLUMNS,
+        *QUEUED_COLUMNS,
         func.row_number()
         .over(partition_by=keys, order_by=(runs.c.priority.desc(), runs.c.queued_at))
         .label("key_position"),
@@ -365,7 +317,7 @@ def _queue_window(*, by_key: bool, partitioned: bool = False) -> Select[Any]:
         keyed.c.limit_keys.is_(None),
         keyed.c.limit_keys.in_(["null", "[]"]),
     )
-    return _tenant_window(keyed, [keyed.c[column.name] for column in _QUEUED_COLUMNS], below)
+    return _tenant_window(keyed, [keyed.c[column.name] for column in QUEUED_COLUMNS], below)
 
 
 def _tenant_window(queued: Any, columns: list[Any], *where: Any) -> Select[Any]:
@@ -383,7 +335,7 @@ def _tenant_window(queued: Any, columns: list[Any], *where: Any) -> Select[Any]:
         .subquery()
     )
     return (
-        select(*(ranked.c[column.name] for column in _QUEUED_COLUMNS))
+        select(*(ranked.c[column.name] for column in QUEUED_COLUMNS))
         .where(ranked.c.position <= bindparam("per_tenant"))
         .order_by(ranked.c.priority.desc(), ranked.c.queued_at)
         .limit(bindparam("window"))
@@ -397,7 +349,7 @@ def any_limit(connection: Connection) -> bool:
     return connection.execute(_ANY_LIMIT).first() is not None
 
 
-def _running(row: Any) -> RunningAttempt:
+def running_attempt(row: Any) -> RunningAttempt:
     (
         _worker_id, attempt_id, run_id, cpu_milli, memory_mb, gpus, started_at, gpu_indices,
         preempt_requested_at, tenant_id, priority, preemptible, preempted_at, cancel_requested,
@@ -412,7 +364,7 @@ def _running(row: Any) -> RunningAttempt:
     )  # fmt: skip
 
 
-def _queued(row: Any, tenant_views: Mapping[str, TenantView]) -> QueuedRun:
+def queued_run(row: Any, tenant_views: Mapping[str, TenantView]) -> QueuedRun:
     """A queued run; its pool its own, else its tenant's default one."""
     (
         run_id, tenant_id, priority, queued_at, cpu_milli, memory_mb, gpus, replicas, requires,
@@ -440,7 +392,7 @@ def _labels(text: str | None) -> Mapping[str, str]:
     return MappingProxyType(json.loads(text) or {}) if text else MappingProxyType({})
 
 
-def _worker(row: Any, running: Sequence[RunningAttempt]) -> WorkerView:
+def worker_view(row: Any, running: Sequence[RunningAttempt]) -> WorkerView:
     worker_id, cpu_milli, memory_mb, gpus, max_slots, labels, address, state = row
     return WorkerView(
         id=worker_id,
