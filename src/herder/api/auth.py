@@ -27,7 +27,7 @@ from herder.domain.overrides import RAW_OVERRIDES, RunOverrides
 from herder.store.store import Store
 
 
-async def get_store(request: Request) -> Store:
+async def get_store(request: HTTPConnection) -> Store:
     store: Store = request.app.state.store
     return store
 

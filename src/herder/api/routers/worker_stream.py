@@ -23,7 +23,7 @@ from pydantic import TypeAdapter, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.websockets import WebSocketDisconnect
 
-from herder.api.auth import worker_secret
+from herder.api.auth import StoreDep, worker_secret
 from herder.api.errors import herder_problem, status_and_title
 from herder.api.nul import nul_in_body
 from herder.api.wakeups import Wakeups
@@ -39,7 +39,6 @@ from herder.protocol import (
     StreamWant,
     WorkerFrame,
 )
-from herder.store.store import Store
 from herder.telemetry import metrics
 
 log = logging.getLogger("herder.api")
@@ -74,9 +73,8 @@ def over(error: HerderError) -> Ending | None:
 
 
 @router.websocket("/workers/{worker_id}/stream")
-async def stream(websocket: WebSocket, worker_id: str) -> None:
+async def stream(websocket: WebSocket, worker_id: str, store: StoreDep) -> None:
     """Assignments pushed as they are placed, reports answered, for one registered worker."""
-    store: Store = websocket.app.state.store
     try:
         secret = worker_secret(websocket)
         await run_in_threadpool(store.access.authenticate_worker, worker_id, secret)
@@ -109,7 +107,7 @@ class WorkerStream:
     """One worker's open stream: a reader (its frames) and a pusher (what is placed there)."""
 
     def __init__(
-        self, websocket: WebSocket, store: Store, wakeups: Wakeups, worker_id: str, secret: str
+        self, websocket: WebSocket, store: StoreDep, wakeups: Wakeups, worker_id: str, secret: str
     ) -> None:
         self._websocket = websocket
         self._store = store
