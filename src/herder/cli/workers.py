@@ -164,12 +164,15 @@ def worker(
     except ValueError as error:
         raise fail(str(error)) from error
     credentials = _registry_credentials()
-    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT.format(role="worker"))
+    name = name or socket.gethostname()
+    # Its lines name it: several workers' logs on one host (or one collector) tell apart.
+    role = f"worker {name}".replace("%", "%%")
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT.format(role=role))
     logging.getLogger("httpx").setLevel(logging.WARNING)
     config = WorkerConfig(
         server_url=server_url,
         token=token,
-        name=name or socket.gethostname(),
+        name=name,
         capacity=detect_capacity(cpu, memory_mb, gpus),
         home=(home or home_directory() / "worker").absolute(),
         python=python or default_python(),

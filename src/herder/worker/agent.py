@@ -33,14 +33,7 @@ from herder.domain.images import ISOLATION_LABEL, REGISTRIES_VARIABLE, parse_reg
 from herder.domain.jobs import MAX_STOP_GRACE_SECONDS, Capacity
 from herder.domain.models import Assignment
 from herder.domain.states import AttemptState
-from herder.protocol import (
-    ClaimReply,
-    Directives,
-    Heartbeat,
-    RegisterReply,
-    RegisterRequest,
-    StreamWant,
-)
+from herder.protocol import ClaimReply, Directives, Heartbeat, RegisterReply, RegisterRequest
 from herder.worker.address import local_address
 from herder.worker.attempts import AttemptRunner, LiveAttempt
 from herder.worker.cache import ArtifactCache
@@ -48,13 +41,13 @@ from herder.worker.cgroup_pool import READY_CGROUPS
 from herder.worker.connection import RegistrationOver, ServerConnection, described
 from herder.worker.host import AttemptHost
 from herder.worker.images import DEFAULT_CACHE_BYTES, ImageStore
+from herder.worker.intake import Intake
 from herder.worker.isolation import Isolation
 from herder.worker.limits import MAX_PROCESSES_PER_ATTEMPT
 from herder.worker.outcome import Outcome
 from herder.worker.registry_auth import RegistryCredentials
 from herder.worker.reporter import Reporter, backoff
 from herder.worker.started import StartedAttempts
-from herder.worker.stream import CONNECTION_TROUBLE, StreamOver, StreamRefused
 from herder.worker.watch import TaskWatch, first_of
 
 log = logging.getLogger("herder.worker")
@@ -340,54 +333,18 @@ class Agent:
     # --- claiming and running -------------------------------------------------------------
 
     async def _claim_loop(self) -> None:
-        if self._streams:
-            await self._stream_loop()
-            if self._gone.is_set():
-                return
-        failures = 0
-        while True:
-            running = [attempt.held for attempt in self._running.values()]
-            try:
-                reply = await self.connection.claim(
-                    self.config.max_slots, running, leaving=self._leaving
-                )
-                failures = 0
-            except RegistrationOver:
-                self._gone.set()
-                return
-            except httpx.HTTPError as error:
-                failures += 1
-                log.warning("claim failed: %s", described(error))
-                await asyncio.sleep(backoff(failures))
-                continue
-            self._take(reply)
-
-    async def _stream_loop(self) -> None:
-        """Keep the stream open, opening it again when it closes; return when the
-        registration is over (gone set), or when no stream can be opened here (claim then)."""
-        failures = 0
-        while True:
-            want = StreamWant(
-                type="want",
-                max_runs=self.config.max_slots,
-                running=[attempt.held for attempt in self._running.values()],
-                leaving=self._leaving or None,
-            )
-            try:
-                await self.connection.stream(want, self._take)
-                failures = 0  # closed by the server (it stops): open it again, at once
-            except StreamOver as error:
-                log.info("the server ended this registration's stream: %s", error)
-                self._gone.set()
-                return
-            except StreamRefused as error:
-                log.warning("the server opens no stream here (%s): claiming with long-polls",
-                            error)  # fmt: skip
-                return
-            except CONNECTION_TROUBLE as error:
-                failures += 1
-                log.warning("the stream broke: %s", str(error) or type(error).__name__)
-            await asyncio.sleep(backoff(failures))
+        """Take work until the registration is over (``intake.py``)."""
+        intake = Intake(
+            self.connection,
+            self.config.max_slots,
+            take=self._take,
+            holding=lambda: [attempt.held for attempt in self._running.values()],
+            leaving=lambda: self._leaving,
+        )
+        try:
+            await intake.run(self._streams)
+        except RegistrationOver:
+            self._gone.set()
 
     def _take(self, reply: ClaimReply) -> None:
         """A claim's answer, or a push on the stream: stop what it says, start what it gives."""
