@@ -14,7 +14,21 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
-from sqlalchemy import Connection, Engine, create_engine, event, exc, text
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Executable,
+    Insert,
+    Text,
+    bindparam,
+    create_engine,
+    event,
+    exc,
+    func,
+    select,
+    text,
+)
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import make_url
 
 from herder.domain.errors import Conflict, TemporarilyUnavailable, Unavailable
@@ -23,6 +37,8 @@ from herder.store.statements import count_statements
 log = logging.getLogger("herder.store")
 SQLITE_BUSY_TIMEOUT_SECONDS = 30.0
 _NOTICES = "herder_notices"  # connection.info key: notices to deliver after commit
+_DEFERRED = "herder_deferred"  # connection.info key: writes made once, at the transaction's end
+_MARKS = "herder_deferred_marks"  # connection.info key: how much was deferred at each savepoint
 _BACKEND = "herder_backend_pid"  # a pooled connection's info key: its backend's pid
 
 
@@ -90,12 +106,84 @@ _NOTIFY = text(
 )
 
 
+# What writes a transaction's deferred items: the statement and its parameters (on
+# PostgreSQL an insert, which can carry the transaction's notices with it).
+Flush = Callable[[Connection, list[Any]], tuple[Executable, Any]]
+
+
+def deferred(connection: Connection, key: str, flush: Flush) -> list[Any] | None:
+    """What this transaction defers under ``key``: a list to add to, which ``flush`` writes
+    once, just before the transaction commits (one statement however many calls added to
+    it: a chain task's end, its successor's creation and its start are one insert of events).
+    None outside ``Database.write``: write at once then. A savepoint rolled back takes back
+    what was added under it."""
+    pending: dict[str, tuple[Flush, list[Any]]] | None = connection.info.get(_DEFERRED)
+    if pending is None:
+        return None
+    if key not in pending:
+        pending[key] = (flush, [])
+    return pending[key][1]
+
+
+def _finish(connection: Connection, *, notify: bool) -> None:
+    """The transaction's deferred writes, then its notices (``notify``: PostgreSQL's
+    NOTIFY), the last write and the notices in one statement where there are both."""
+    pending: dict[str, tuple[Flush, list[Any]]] = connection.info.get(_DEFERRED) or {}
+    writes = [flush(connection, items) for flush, items in pending.values() if items]
+    notices = list(connection.info.get(_NOTICES, {})) if notify else []
+    carrier = writes.pop() if notices and writes and isinstance(writes[-1][0], Insert) else None
+    for statement, parameters in writes:
+        connection.execute(statement, parameters)
+    if carrier is not None:
+        statement, parameters = carrier
+        assert isinstance(statement, Insert)
+        channels, payloads = zip(*notices, strict=True)
+        together = _NOTIFY_AFTER.add_cte(statement.cte("written"))
+        connection.execute(
+            together, {**parameters, "channels": list(channels), "payloads": list(payloads)}
+        )
+    elif notices:
+        _send_notices(connection, notices)
+
+
+_NOTICED = (
+    func.unnest(bindparam("channels", type_=ARRAY(Text)), bindparam("payloads", type_=ARRAY(Text)))
+    .table_valued("channel", "payload")
+    .render_derived(name="n")
+)
+_NOTIFY_AFTER = select(func.pg_notify(_NOTICED.c.channel, _NOTICED.c.payload)).select_from(
+    _NOTICED
+)  # with a write as its CTE: the write and the notices in one round trip
+
+
 def _send_notices(connection: Connection, notices: list[tuple[str, str]]) -> None:
     """All of a transaction's notices in one statement, as its last. One statement text
     whatever their number: a new text per count cost the client ~60 ms to parse for the
     dispatcher's first pass (490 notices)."""
     channels, payloads = zip(*notices, strict=True)
     connection.execute(_NOTIFY, {"channels": list(channels), "payloads": list(payloads)})
+
+
+def _savepoints_take_back_deferred(engine: Engine) -> None:
+    """A savepoint rolled back takes back what was deferred under it (``deferred``)."""
+
+    @event.listens_for(engine, "savepoint")
+    def _marked(connection: Connection, _name: str) -> None:
+        pending: dict[str, tuple[Flush, list[Any]]] = connection.info.get(_DEFERRED) or {}
+        marks = {key: len(items) for key, (_, items) in pending.items()}
+        connection.info.setdefault(_MARKS, []).append(marks)
+
+    @event.listens_for(engine, "rollback_savepoint")
+    def _taken_back(connection: Connection, _name: str, _context: Any) -> None:
+        marks: dict[str, int] = (connection.info.get(_MARKS) or [{}]).pop()
+        pending: dict[str, tuple[Flush, list[Any]]] = connection.info.get(_DEFERRED) or {}
+        for key, (_, items) in pending.items():
+            del items[marks.get(key, 0) :]
+
+    @event.listens_for(engine, "release_savepoint")
+    def _kept(connection: Connection, _name: str, _context: Any) -> None:
+        if marks := connection.info.get(_MARKS):
+            marks.pop()
 
 
 class Database:
@@ -133,6 +221,7 @@ class Database:
                 f"unsupported database {parsed.drivername!r}; use sqlite or postgresql"
             )
         count_statements(self.engine)
+        _savepoints_take_back_deferred(self.engine)
 
     def _remember_backends(self) -> None:
         @event.listens_for(self.engine, "connect")
@@ -164,12 +253,14 @@ class Database:
         with self._writer_lock, self._connect(write=True) as connection:
             try:
                 with connection.begin():
+                    connection.info[_DEFERRED] = {}
                     yield connection
+                    _finish(connection, notify=self.is_postgres)
                     notices: dict[tuple[str, str], None] = connection.info.get(_NOTICES, {})
-                    if notices and self.is_postgres:
-                        _send_notices(connection, list(notices))
             finally:
                 connection.info.pop(_NOTICES, None)
+                connection.info.pop(_DEFERRED, None)
+                connection.info.pop(_MARKS, None)
         for channel, payload in notices:
             self.deliver(channel, payload)
 

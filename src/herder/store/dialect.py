@@ -11,6 +11,7 @@ from sqlalchemy import (
     Column,
     ColumnElement,
     Connection,
+    Executable,
     String,
     Table,
     Update,
@@ -46,6 +47,16 @@ def insert_rows(connection: Connection, table: Table, rows: Sequence[Mapping[str
         connection.execute(*_insert_unnested(table, rows))
     elif rows:
         connection.execute(insert(table), rows)
+
+
+def rows_insert(
+    connection: Connection, table: Table, rows: Sequence[Mapping[str, Any]]
+) -> tuple[Executable, Any]:
+    """``insert_rows``'s statement and parameters, to run later (on PostgreSQL always the
+    unnested insert: one statement that can be a CTE, ``database.deferred``)."""
+    if connection.dialect.name == "postgresql":
+        return _insert_unnested(table, rows)
+    return insert(table), list(rows)
 
 
 def insert_rows_ignoring_duplicates(

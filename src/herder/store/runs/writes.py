@@ -13,16 +13,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Update, bindparam, update
+from sqlalchemy import ColumnElement, Connection, Executable, Update, bindparam, update
 
 from herder.domain.lifecycle.changes import AttemptEnd, Changes, Event, NewRun, RunMove
 from herder.domain.queue_room import QUEUED_WAITING
 from herder.domain.states import AttemptState, RunState
-from herder.store.database import Database
+from herder.store.database import Database, deferred
 from herder.store.dialect import (
     Among,
     insert_rows,
     insert_rows_ignoring_duplicates,
+    rows_insert,
     update_each,
 )
 from herder.store.history.live import live_floor
@@ -91,6 +92,8 @@ def apply_changes(
 
 
 def record_events(connection: Connection, now: datetime, events: Iterable[Event]) -> None:
+    """Written with the transaction's other events in one statement at its end
+    (``database.deferred``)."""
     rows = [
         {
             "run_id": event.run_id,
@@ -103,7 +106,15 @@ def record_events(connection: Connection, now: datetime, events: Iterable[Event]
         }
         for event in events
     ]
-    insert_rows(connection, run_events, rows)
+    pending = deferred(connection, "run_events", _events_insert)
+    if pending is None:
+        insert_rows(connection, run_events, rows)
+    else:
+        pending.extend(rows)
+
+
+def _events_insert(connection: Connection, rows: list[Any]) -> tuple[Executable, Any]:
+    return rows_insert(connection, run_events, rows)
 
 
 def new_run_row(new: NewRun, now: datetime) -> dict[str, Any]:
