@@ -83,4 +83,4 @@ def rerun_run(store: Store, tenant_id: str, run_id: str, *, actor: str = "user")
         changes = rerun(old, tenant_id, new_run_id, actor, work.now, priority=priority)
         work.apply(changes)
         (new,) = changes.new_runs
-        return Run.model_validate(new_run_row(new, work.now) | {"spec": new.spec})
+        return Run.model_validate(new_run_row(new, work.now, stored_spec=new.spec))

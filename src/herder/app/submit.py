@@ -89,7 +89,7 @@ def submit(
     if joined is not None:
         return store.runs.get(tenant_id, joined), False
     if inserted:
-        return Run.model_validate(new_run_row(new, work.now) | {"spec": new.spec}), True
+        return Run.model_validate(new_run_row(new, work.now, stored_spec=new.spec)), True
     existing = store.runs.by_idempotency_key(tenant_id, idempotency_key)
     if existing.job_id != job_id:
         raise key_reused(idempotency_key, existing.id, existing.job_id)

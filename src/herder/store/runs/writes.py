@@ -117,9 +117,11 @@ def _events_insert(connection: Connection, rows: list[Any]) -> tuple[Executable,
     return rows_insert(connection, run_events, rows)
 
 
-def new_run_row(new: NewRun, now: datetime) -> dict[str, Any]:
+def new_run_row(new: NewRun, now: datetime, *, stored_spec: Any = None) -> dict[str, Any]:
     """The row of a new run: queued, held ``pending`` past its tenant's ``max_queued`` (the
-    reason is why it waits), or a workflow task already ended without running."""
+    reason is why it waits), or a workflow task already ended without running.
+    ``stored_spec``: its spec's value, when the caller has it (dumping a spec is a run's
+    costliest field: a batch's runs share their job's, dumped once)."""
     spec = new.spec
     queued = new.state is RunState.QUEUED
     held = new.state is RunState.PENDING
@@ -131,7 +133,7 @@ def new_run_row(new: NewRun, now: datetime) -> dict[str, Any]:
         "job_name": new.job_name,
         "state": new.state,
         "priority": spec.priority.rank,
-        "spec": spec.model_dump(mode="json"),
+        "spec": spec.model_dump(mode="json") if stored_spec is None else stored_spec,
         "cpu_milli": spec.resources.cpu_milli,
         "memory_mb": spec.resources.memory_mb,
         "gpus": spec.resources.gpus,
@@ -179,7 +181,14 @@ def _insert_runs(connection: Connection, new_runs: Sequence[NewRun], now: dateti
     if not new_runs:
         return set()
     keys = run_keys(connection, new_runs)
-    rows = [new_run_row(new, now) | {"limit_keys": keys.get(new.id)} for new in new_runs]
+    dumped: dict[int, Any] = {}  # by spec object: runs with no overrides share their job's
+    for new in new_runs:
+        if id(new.spec) not in dumped:
+            dumped[id(new.spec)] = new.spec.model_dump(mode="json")
+    rows = [
+        new_run_row(new, now, stored_spec=dumped[id(new.spec)]) | {"limit_keys": keys.get(new.id)}
+        for new in new_runs
+    ]
     inserted = set(insert_rows_ignoring_duplicates(connection, runs, rows, runs.c.id))
     record_run_keys(connection, new_runs, keys, inserted)
     return inserted
