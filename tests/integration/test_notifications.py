@@ -15,7 +15,7 @@ from herder.app.runs import cancel_run
 from herder.app.submit import submit
 from herder.domain.jobs import JobSpec, Resources
 from herder.domain.overrides import RunOverrides
-from herder.store.database import Database
+from herder.store.database import LISTENING, Database
 from herder.store.listener import Listener
 from herder.store.notifications import CHANNELS, WORK_CHANNEL
 from herder.store.store import Store
@@ -92,10 +92,10 @@ def test_a_process_hears_its_own_notices_once_at_commit_and_others_through_the_l
     heard: list[str] = []
     listening = threading.Event()
 
-    def hear(_channel: str, payload: str) -> None:
+    def hear(channel: str, payload: str) -> None:
         if payload == PROBE:
             listening.set()
-        else:
+        elif channel != LISTENING:  # the listener saying it listens: no notice of ours
             heard.append(payload)
 
     database.subscribe(hear)
@@ -159,3 +159,24 @@ def test_a_url_listing_several_hosts_reaches_the_one_that_answers_listener_too(
     finally:
         listener.stop()
         database.dispose()
+
+
+@pytest.mark.postgres
+def test_a_listener_says_when_it_listens_so_waiters_look_for_what_went_unheard(
+    postgres_store: Store,
+) -> None:
+    heard = threading.Event()
+
+    def hear(channel: str, _payload: str) -> None:
+        if channel == LISTENING:
+            heard.set()
+
+    other_process = Database(postgres_store.database.url)
+    other_process.subscribe(hear)
+    listener = Listener(other_process, CHANNELS)
+    listener.start()
+    try:
+        assert heard.wait(10), "the listener never said it listens"
+    finally:
+        listener.stop()
+        other_process.dispose()

@@ -13,9 +13,14 @@ import contextlib
 import threading
 from collections.abc import Callable
 
+from herder.store.database import LISTENING
 from herder.store.notifications import ASSIGNED, CANCEL, WORKER_CHANNEL
 
 FALLBACK_POLL_SECONDS = 1.0
+# A stream's look without a notice: notices wake it, and the listener says when it (re)starts
+# listening, so this is for what neither says (an attempt handed over again after its grace).
+# An idle fleet of 10,000 streaming workers costs 2,000 looks a second, not 10,000.
+STREAM_FALLBACK_SECONDS = 5.0
 
 
 class _Signal:
@@ -56,6 +61,11 @@ class Wakeups:
 
     def on_notice(self, channel: str, payload: str) -> None:
         """A store subscriber: safe from any thread."""
+        if channel == LISTENING:  # notices may have gone unheard: every waiter looks again
+            with self._lock:
+                self._news.update(self._signals)
+            self.wake_all()
+            return
         if channel != WORKER_CHANNEL:
             return
         kind, _, worker_id = payload.partition(":")
@@ -78,8 +88,12 @@ class Wakeups:
     def generation(self, worker_id: str) -> int:
         return self._signal(worker_id).generation
 
-    async def wait(self, worker_id: str, since: int, timeout: float) -> None:
-        await self._signal(worker_id).wait(since, min(timeout, FALLBACK_POLL_SECONDS))
+    async def wait(
+        self, worker_id: str, since: int, timeout: float, fallback: float = FALLBACK_POLL_SECONDS
+    ) -> None:
+        """Until the worker's signal fires after ``since``, ``timeout`` passes, or the
+        ``fallback`` look is due."""
+        await self._signal(worker_id).wait(since, min(timeout, fallback))
 
     def wake_all(self) -> None:
         """Safe from any thread: wake every waiting worker."""

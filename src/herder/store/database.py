@@ -37,6 +37,9 @@ from herder.store.statements import count_statements
 log = logging.getLogger("herder.store")
 SQLITE_BUSY_TIMEOUT_SECONDS = 30.0
 _NOTICES = "herder_notices"  # connection.info key: notices to deliver after commit
+# Not a channel: what a listener delivers when it (re)starts listening. What was committed
+# while it did not went unheard, so a waiter that relies on notices should look now.
+LISTENING = "herder_listening"
 _DEFERRED = "herder_deferred"  # connection.info key: writes made once, at the transaction's end
 _MARKS = "herder_deferred_marks"  # connection.info key: how much was deferred at each savepoint
 _BACKEND = "herder_backend_pid"  # a pooled connection's info key: its backend's pid

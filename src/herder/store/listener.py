@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import psycopg
 
-from herder.store.database import Database
+from herder.store.database import LISTENING, Database
 
 RECONNECT_SECONDS = 1.0
 
@@ -54,6 +54,7 @@ class Listener:
         with psycopg.connect(self._conninfo, autocommit=True) as connection:
             for channel in (*self._channels, self._own_channel):
                 connection.execute(f"LISTEN {channel}")
+            self._database.deliver(LISTENING, "")  # what came before this went unheard
             while not self._stopping.is_set():
                 for notification in connection.notifies(timeout=0.5):
                     if self._stopping.is_set():

@@ -26,7 +26,7 @@ from starlette.websockets import WebSocketDisconnect
 from herder.api.auth import StoreDep, worker_secret
 from herder.api.errors import herder_problem, status_and_title
 from herder.api.nul import nul_in_body
-from herder.api.wakeups import Wakeups
+from herder.api.wakeups import STREAM_FALLBACK_SECONDS, Wakeups
 from herder.app import claims
 from herder.app.reports import report_and_hand_off
 from herder.domain.errors import HerderError, TemporarilyUnavailable
@@ -248,4 +248,6 @@ class WorkerStream:
                 )
             if self._wakeups.closed:
                 return Ending(GOING_AWAY, "the server is stopping")
-            await self._wakeups.wait(self._worker_id, since, float("inf"))
+            await self._wakeups.wait(
+                self._worker_id, since, float("inf"), fallback=STREAM_FALLBACK_SECONDS
+            )
