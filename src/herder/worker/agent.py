@@ -103,6 +103,7 @@ class WorkerConfig:
 
 class Agent:
     _attempts: TaskWatch  # one task per claimed attempt, watched; made by ``run``
+    _side: TaskWatch  # the reporter and the uid sweeper, watched; made by ``run``
 
     def __init__(
         self, config: WorkerConfig, transport: httpx.AsyncBaseTransport | None = None
@@ -156,7 +157,7 @@ class Agent:
     async def run(self, stop: asyncio.Event) -> None:
         """Work until ``stop`` is set. A task of the agent that dies sets it too: the agent
         kills and reports its attempts where it still can, then raises ``SideTaskDied``."""
-        side = TaskWatch(stop)
+        side = self._side = TaskWatch(stop)
         self._attempts = TaskWatch(stop)
         side.start("reporter", self.reporter.run())
         side.start("uid sweeper", self.host.sweeper.sweep_forever())
@@ -219,8 +220,11 @@ class Agent:
         loops.start("watchdog", self._watchdog(lease))
         try:
             await first_of(stop, self._gone)
-            if not self._gone.is_set():  # stopping on purpose: heartbeats go on meanwhile
-                await self._drain()
+            if not self._gone.is_set():
+                if any(watch.death for watch in (self._side, self._attempts, loops)):
+                    await loops.close()  # a task died: take nothing more, placed before or not
+                else:
+                    await self._drain()  # stopping on purpose: heartbeats go on meanwhile
                 await self._end_remaining()
         finally:
             await loops.close()
