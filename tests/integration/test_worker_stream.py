@@ -7,6 +7,7 @@ own secret opens it, and a registration that is over ends it with a code that sa
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -18,6 +19,7 @@ from starlette.testclient import WebSocketDenialResponse
 from starlette.websockets import WebSocketDisconnect
 
 from herder.api.app import ROUTERS
+from herder.api.routers import worker_stream
 from herder.store.schema import workers
 from tests.integration.conftest import Api
 from tests.integration.dispatching import dispatch
@@ -193,6 +195,29 @@ def test_a_leaving_want_drains_the_worker(api: Api) -> None:
     (worker,) = [item for item in api.http.get("/v1/workers", headers=api.admin).json()
                  if item["id"] == worker_id]  # fmt: skip
     assert worker["state"] == "draining"
+
+
+def test_a_stream_closed_during_a_store_call_ends_only_after_that_call(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Else the call's thread holds a store connection past the stream (and past a test's
+    engine: found as an open connection garbage-collected later)."""
+    looking, let_go, looked = threading.Event(), threading.Event(), threading.Event()
+    claim_with_directives = worker_stream.claims.claim_with_directives
+
+    def slow_look(*args: Any, **kwargs: Any) -> Any:
+        looking.set()
+        let_go.wait(5)
+        answer = claim_with_directives(*args, **kwargs)
+        looked.set()
+        return answer
+
+    monkeypatch.setattr(worker_stream.claims, "claim_with_directives", slow_look)
+    worker_id = register_worker(api)
+    with opened(api, worker_id):
+        assert looking.wait(5)
+        threading.Timer(0.2, let_go.set).start()
+    assert looked.is_set()
 
 
 def test_the_workers_stream_is_the_only_websocket_route() -> None:

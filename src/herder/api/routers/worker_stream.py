@@ -16,8 +16,11 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, ParamSpec, TypeVar
 
+import anyio
 from fastapi import APIRouter, WebSocket
 from pydantic import TypeAdapter, ValidationError
 from starlette.concurrency import run_in_threadpool
@@ -42,6 +45,8 @@ from herder.protocol import (
 from herder.telemetry import metrics
 
 log = logging.getLogger("herder.api")
+P = ParamSpec("P")
+T = TypeVar("T")
 
 router = APIRouter(prefix="/v1", tags=["worker protocol"])
 
@@ -117,15 +122,19 @@ class WorkerStream:
         self._sending = asyncio.Lock()
         self._want: StreamWant | None = None
         self._wanted = asyncio.Event()  # the first want came: pushing starts
+        self._calls: set[asyncio.Future[Any]] = set()  # store calls in threads, not yet over
 
     async def serve(self) -> None:
         reader = asyncio.create_task(self._read(), name=f"stream reader {self._worker_id}")
         pusher = asyncio.create_task(self._push(), name=f"stream pusher {self._worker_id}")
         try:
             done, _ = await asyncio.wait({reader, pusher}, return_when=asyncio.FIRST_COMPLETED)
-        finally:  # the other ends by itself once cancelled (a store call in a thread first)
+        finally:
             for task in (reader, pusher):
                 task.cancel()
+            with anyio.CancelScope(shield=True):  # even when the stream itself is cancelled
+                await asyncio.wait({reader, pusher})
+                await self._calls_ended()
         ending: Ending | None = None
         for task in done:
             if task.cancelled():
@@ -141,13 +150,30 @@ class WorkerStream:
             with contextlib.suppress(RuntimeError, WebSocketDisconnect, OSError):
                 await self._websocket.close(ending.code, ending.reason)
 
+    async def _in_thread(self, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """A store call in a thread that goes on to its end when its task is cancelled; the
+        stream ends after it (``_calls_ended``), so no store connection outlives the stream."""
+        future = asyncio.ensure_future(run_in_threadpool(call, *args, **kwargs))
+        self._calls.add(future)
+        future.add_done_callback(self._calls.discard)
+        return await asyncio.shield(future)
+
+    async def _calls_ended(self) -> None:
+        calls = set(self._calls)
+        if calls:
+            await asyncio.wait(calls)
+        for call in calls:  # what a cancelled task's call raised has nobody else to read it
+            if not call.cancelled() and (error := call.exception()) is not None:
+                log.debug("worker %s: a store call ended after its stream", self._worker_id,
+                          exc_info=error)  # fmt: skip
+
     async def _send(self, frame: StreamAssignments | StreamResults | StreamProblem) -> None:
         async with self._sending:
             await self._websocket.send_text(frame.model_dump_json())
 
     async def _admit(self) -> None:
         if not self._store.access.recently_admitted(self._worker_id, self._secret):
-            await run_in_threadpool(
+            await self._in_thread(
                 self._store.access.authenticate_worker, self._worker_id, self._secret
             )
 
@@ -182,7 +208,7 @@ class WorkerStream:
         try:
             await self._admit()
             if want.leaving:
-                await run_in_threadpool(self._store.fleet.leaving, self._worker_id)
+                await self._in_thread(self._store.fleet.leaving, self._worker_id)
         except HerderError as error:
             if (ending := over(error)) is not None:
                 return ending
@@ -196,7 +222,7 @@ class WorkerStream:
         report = frame.report
         try:
             await self._admit()
-            results, given = await run_in_threadpool(
+            results, given = await self._in_thread(
                 report_and_hand_off,
                 self._store,
                 self._worker_id,
@@ -226,7 +252,7 @@ class WorkerStream:
             running: list[HeldAttempt] = want.running if first else []  # drops: at heartbeats
             try:
                 await self._admit()
-                assignments, directives = await run_in_threadpool(
+                assignments, directives = await self._in_thread(
                     claims.claim_with_directives,
                     self._store,
                     self._worker_id,
