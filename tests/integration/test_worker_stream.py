@@ -19,7 +19,7 @@ from starlette.testclient import WebSocketDenialResponse
 from starlette.websockets import WebSocketDisconnect
 
 from herder.api.app import ROUTERS
-from herder.api.routers import worker_stream
+from herder.app import claims
 from herder.store.schema import workers
 from tests.integration.conftest import Api
 from tests.integration.dispatching import dispatch
@@ -203,7 +203,7 @@ def test_a_stream_closed_during_a_store_call_ends_only_after_that_call(
     """Else the call's thread holds a store connection past the stream (and past a test's
     engine: found as an open connection garbage-collected later)."""
     looking, let_go, looked = threading.Event(), threading.Event(), threading.Event()
-    claim_with_directives = worker_stream.claims.claim_with_directives
+    claim_with_directives = claims.claim_with_directives
 
     def slow_look(*args: Any, **kwargs: Any) -> Any:
         looking.set()
@@ -212,7 +212,7 @@ def test_a_stream_closed_during_a_store_call_ends_only_after_that_call(
         looked.set()
         return answer
 
-    monkeypatch.setattr(worker_stream.claims, "claim_with_directives", slow_look)
+    monkeypatch.setattr(claims, "claim_with_directives", slow_look)
     worker_id = register_worker(api)
     with opened(api, worker_id):
         assert looking.wait(5)
