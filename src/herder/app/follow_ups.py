@@ -29,7 +29,7 @@ from herder.domain.queue_room import RELEASER
 from herder.domain.workflows.admission import admit
 from herder.domain.workflows.walk import walk
 from herder.store.backfill_steps import active_of, backfill_to_step, compiled, start_times
-from herder.store.queue_room import release_held
+from herder.store.queue_room import ReadQuotas, release_held
 from herder.store.runs.facts import owners_of
 from herder.store.unit import FollowUps, Work
 from herder.store.workflows.progress import lock, read_walk
@@ -59,7 +59,7 @@ def advance_run(work: Work, workflow_run_id: str) -> None:
     row = lock(work.connection, workflow_run_id)
     if row is None:
         return
-    room = release_held(work, row.tenant_id, actor=RELEASER)
+    room = release_held(work, row.tenant_id, actor=RELEASER, read=ReadQuotas(row.tenant_quotas))
     facts = read_walk(work, row, room)
     if facts is None:
         return

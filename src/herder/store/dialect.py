@@ -112,12 +112,22 @@ def update_each(
     connection: Connection, statement: Update, rows: Sequence[Mapping[str, Any]]
 ) -> list[Any]:
     """Run a guarded ``UPDATE … RETURNING key`` once per parameter row; the keys of the rows
-    whose guard held. PostgreSQL gets every row in one pipelined round trip (psycopg's
-    ``executemany(returning=True)``); SQLite, in-process, runs them one by one."""
+    whose guard held."""
+    return [returned[0] for returned in updated_each(connection, statement, rows)]
+
+
+def updated_each(
+    connection: Connection, statement: Update, rows: Sequence[Mapping[str, Any]]
+) -> list[Sequence[Any]]:
+    """Run a guarded ``UPDATE … RETURNING …`` once per parameter row; what each row whose
+    guard held returned. PostgreSQL gets every row in one pipelined round trip (psycopg's
+    ``executemany(returning=True)``, its values as psycopg reads them); SQLite, in-process,
+    runs them one by one."""
     if not rows:
         return []
     if connection.dialect.name != "postgresql" or len(rows) == 1:
-        return [key for row in rows if (key := connection.execute(statement, row).scalar())]
+        found = (connection.execute(statement, row).first() for row in rows)
+        return [returned for returned in found if returned is not None]
     compiled = statement.compile(dialect=connection.dialect)
     processors: dict[str, Any] = dict(compiled._bind_processors)
     fixed = compiled.params  # the statement's own literals (a guard's expected state)
@@ -128,18 +138,18 @@ def update_each(
         }
         for row in rows
     ]
-    keys = []
+    returned: list[Sequence[Any]] = []
     driver_error = connection.dialect.loaded_dbapi.Error  # psycopg's, loaded with the engine
     try:
         with connection.connection.dbapi_connection.cursor() as cursor:  # type: ignore[union-attr]
             cursor.executemany(compiled.string, params, returning=True)
             while True:
-                keys += [row[0] for row in cursor.fetchall()]
+                returned += cursor.fetchall()
                 if not cursor.nextset():
                     break
     except driver_error as error:  # as SQLAlchemy would raise it: the store wraps those
         raise exc.DBAPIError.instance(compiled.string, params, error, driver_error) from error
-    return keys
+    return returned
 
 
 class Among:

@@ -11,7 +11,19 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from pydantic import ValidationError
-from sqlalchemy import Connection, Text, and_, cast, select, update
+from sqlalchemy import (
+    BindParameter,
+    Connection,
+    Select,
+    Text,
+    Update,
+    and_,
+    bindparam,
+    cast,
+    select,
+    true,
+    update,
+)
 
 from herder.domain.actors import worker_actor
 from herder.domain.jobs import JobSpec
@@ -37,58 +49,101 @@ class Placed(NamedTuple):
 
 
 def undelivered(work: Work, worker_id: str, limit: int) -> Placed:
-    """The worker's state, and its placed attempts not handed over yet, oldest first, in
-    one statement: the worker's row, joined to each such attempt (one row with none when it
-    has none). No ORDER BY: with one, PostgreSQL walked the slice's attempts in id order
-    looking for the worker's few (3,200 rows for one claim at 3,000 runs); by worker and
-    state it reads only those, which the dispatcher keeps to the worker's free slots, so
-    ``limit`` rarely cuts."""
-    floor = live_floor(work.connection, work.now)  # running attempts: older slices pruned
-    placed = attempts.join(runs, runs.c.id == attempts.c.run_id)
-    rows = work.connection.execute(
-        select(
-            workers.c.state.label("worker_state"),
-            attempts.c.id, attempts.c.number, attempts.c.rank, attempts.c.gpu_indices,
-            attempts.c.started_at.label("placed_at"), runs.c.id.label("run_id"), runs.c.tenant_id,
-            cast(runs.c.spec, Text).label("spec"), runs.c.idempotency_key, runs.c.replicas,
-            runs.c.cancel_requested,
-            runs.c.suspend_requested, attempts.c.preempt_requested_at, attempts.c.preempt_reason,
-            runs.c.workflow_run_id, runs.c.task_name, runs.c.map_index, runs.c.map_item,
-            runs.c.inputs,
-        )
-        .select_from(
-            workers.outerjoin(
-                placed,
-                and_(
-                    attempts.c.worker_id == workers.c.id,
-                    attempts.c.state == AttemptState.RUNNING,
-                    attempts.c.delivered_at.is_(None),
-                    attempts.c.run_id >= floor,
-                    runs.c.id >= floor,
-                ),
-            )
-        )
-        .where(workers.c.id == worker_id)
-        .limit(limit)
-    ).all()  # fmt: skip
+    """The worker's state, and its placed attempts not handed over yet, oldest first, now
+    marked handed over (each only if no other claim of the worker marked it first: a retried
+    one beside the first, say). One statement on PostgreSQL (the marking ``UPDATE …
+    RETURNING`` joined to the worker's row and the runs); a read and a mark on SQLite.
+
+    No ORDER BY in the read: with one, PostgreSQL walked the slice's attempts in id order
+    looking for the worker's few (3,200 rows for one claim at 3,000 runs); by worker and state
+    it reads only those, which the dispatcher keeps to the worker's free slots, so ``limit``
+    rarely cuts. One that is stopped or fails at the handover (``deliverable``) ends in the
+    same unit of work, marked or not."""
+    statements = _handover_statements(work.connection.dialect.name)
+    params = {
+        "to_worker": worker_id, "limit": limit, "now": work.now,
+        "live_floor": live_floor(work.connection, work.now),  # older slices are pruned
+    }  # fmt: skip
+    rows = work.connection.execute(statements.read, params).all()
     if not rows:
         return Placed(None, [])
     found = [row for row in rows if row.id is not None]
+    if statements.mark is not None and found:
+        marked = set(
+            work.connection.execute(
+                statements.mark, {"ids": [row.id for row in found], "now": work.now}
+            ).scalars()
+        )
+        found = [row for row in found if row.id in marked]
     return Placed(rows[0].worker_state, sorted(found, key=lambda row: row.id))
 
 
-def mark_delivered(work: Work, attempt_ids: Sequence[str]) -> set[str]:
-    """Mark these attempts handed over now, each only if no other claim did first (two
-    claims of one worker at once, say a retried one beside the first): those it marked."""
-    if not attempt_ids:
-        return set()
-    marked = work.connection.execute(
-        update(attempts)
-        .where(attempts.c.id.in_(attempt_ids), attempts.c.delivered_at.is_(None))
-        .values(delivered_at=work.now)
-        .returning(attempts.c.id)
-    ).scalars()
-    return set(marked)
+class _Handover(NamedTuple):
+    read: Select[Any]  # the worker's state joined to its undelivered attempts (marked: PG)
+    mark: Update | None  # SQLite's second statement: mark those the read found
+
+
+_ATTEMPT_COLUMNS = ("id", "number", "rank", "gpu_indices", "started_at", "run_id",
+                    "preempt_requested_at", "preempt_reason")  # fmt: skip
+
+
+@functools.cache
+def _handover_statements(dialect: str) -> _Handover:
+    floor: BindParameter[str] = bindparam("live_floor")
+
+    def waiting(table: Any) -> Any:
+        return and_(
+            table.c.worker_id == bindparam("to_worker"),
+            table.c.state == AttemptState.RUNNING,
+            table.c.delivered_at.is_(None),
+            table.c.run_id >= floor,
+        )
+
+    mark = None
+    if dialect == "postgresql":  # marked as read: only what no other claim marked first
+        candidate = attempts.alias("candidate")
+        source: Any = (
+            update(attempts)
+            .where(
+                attempts.c.id.in_(
+                    select(candidate.c.id).where(waiting(candidate)).limit(bindparam("limit"))
+                ),
+                attempts.c.state == AttemptState.RUNNING,
+                attempts.c.delivered_at.is_(None),
+            )
+            .values(delivered_at=bindparam("now"))
+            .returning(*(attempts.c[name] for name in _ATTEMPT_COLUMNS))
+            .cte("marked")
+        )
+    else:
+        columns = (attempts.c[name] for name in _ATTEMPT_COLUMNS)
+        source = select(*columns).where(waiting(attempts)).subquery("placed")
+        mark = (
+            update(attempts)
+            .where(
+                attempts.c.id.in_(bindparam("ids", expanding=True)),
+                attempts.c.delivered_at.is_(None),
+            )
+            .values(delivered_at=bindparam("now"))
+            .returning(attempts.c.id)
+        )
+    placed = source.join(runs, and_(runs.c.id == source.c.run_id, runs.c.id >= floor))
+    read = (
+        select(
+            workers.c.state.label("worker_state"),
+            source.c.id, source.c.number, source.c.rank, source.c.gpu_indices,
+            source.c.started_at.label("placed_at"), runs.c.id.label("run_id"), runs.c.tenant_id,
+            cast(runs.c.spec, Text).label("spec"), runs.c.idempotency_key, runs.c.replicas,
+            runs.c.cancel_requested,
+            runs.c.suspend_requested, source.c.preempt_requested_at, source.c.preempt_reason,
+            runs.c.workflow_run_id, runs.c.task_name, runs.c.map_index, runs.c.map_item,
+            runs.c.inputs,
+        )
+        .select_from(workers.outerjoin(placed, true()))
+        .where(workers.c.id == bindparam("to_worker"))
+        .limit(bindparam("limit"))
+    )  # fmt: skip
+    return _Handover(read, mark)
 
 
 class Deliverable(NamedTuple):

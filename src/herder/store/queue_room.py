@@ -11,7 +11,9 @@ can deadlock, and its runs are held until the next release.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import func, select
 
@@ -24,24 +26,39 @@ from herder.store.unit import Work
 RELEASED_PER_PASS = 500  # held runs one reaper pass queues, whatever the tenants
 
 
-def queue_room(work: Work, tenant_id: str) -> QueueRoom:
+@dataclass(frozen=True)
+class ReadQuotas:
+    """A tenant's quotas as the caller read them, with a row of its own in one statement
+    (``workflows.progress.lock``), so the room's first read is not made again."""
+
+    quotas: Mapping[str, Any] | None
+
+
+def queue_room(work: Work, tenant_id: str, read: ReadQuotas | None = None) -> QueueRoom:
     """The tenant's room now, taken for this transaction (see the module's docstring)."""
-    return queue_rooms(work, [tenant_id])[tenant_id]
+    known = None if read is None else {tenant_id: read.quotas}
+    return queue_rooms(work, [tenant_id], known=known)[tenant_id]
 
 
 def queue_rooms(
-    work: Work, tenant_ids: Collection[str], *, wait: bool = False
+    work: Work,
+    tenant_ids: Collection[str],
+    *,
+    wait: bool = False,
+    known: Mapping[str, Mapping[str, Any] | None] | None = None,
 ) -> dict[str, QueueRoom]:
     """Each tenant's room. ``wait``: for a row another transaction holds rather than take no
     room — for the firer, whose fire past the room is skipped, not held (it holds no row
-    that a holder, which never waits for a tenant's row, could wait on)."""
+    that a holder, which never waits for a tenant's row, could wait on). ``known``: the
+    tenants' quotas, read by the caller (else read here)."""
     connection = work.connection
     rooms = dict.fromkeys(tenant_ids, UNLIMITED)
+    if known is None:
+        read = select(tenants.c.id, tenants.c.quotas).where(tenants.c.id.in_(list(tenant_ids)))
+        known = {tenant_id: quotas for tenant_id, quotas in connection.execute(read)}
     bounds = {
         tenant_id: quotas["max_queued"]
-        for tenant_id, quotas in connection.execute(
-            select(tenants.c.id, tenants.c.quotas).where(tenants.c.id.in_(list(tenant_ids)))
-        )
+        for tenant_id, quotas in known.items()
         if quotas and quotas.get("max_queued") is not None
     }
     if not bounds:
@@ -71,12 +88,14 @@ def queue_rooms(
     return rooms
 
 
-def release_held(work: Work, tenant_id: str, *, actor: str) -> QueueRoom:
+def release_held(
+    work: Work, tenant_id: str, *, actor: str, read: ReadQuotas | None = None
+) -> QueueRoom:
     """Release the tenant's held runs, oldest first, as many as its room takes (a write:
     they are queued); the room left for new runs. A tenant without ``max_queued`` has
     nothing held but what was held before its bound was lifted: the reaper's pass releases
     that."""
-    room = queue_room(work, tenant_id)
+    room = queue_room(work, tenant_id, read)
     if room.max_queued is None:
         return room
     return room.taken(_release(work, tenant_id, room, actor, RELEASED_PER_PASS))

@@ -12,12 +12,12 @@ import functools
 import zlib
 from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import date, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from sqlalchemy import BindParameter, Connection, Insert, Select, bindparam, func, select
+from sqlalchemy import BindParameter, Connection, Insert, and_, bindparam, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from herder.clock import Clock
@@ -48,26 +48,67 @@ SHARDS = 16  # rows per (tenant, day, pool, job): one per group of workers
 _FLOOR: BindParameter[str] = bindparam("live_floor")
 
 
-def charge_ended(connection: Connection, attempt_ids: Collection[str], now: datetime) -> None:
-    """Charge the attempts just ended (``now``) to their tenants: one read, one upsert."""
-    if not attempt_ids:
+def returned_when_ended(dialect: str) -> tuple[Any, ...]:
+    """What an ``UPDATE attempts … RETURNING`` that ends attempts returns for charging them:
+    on PostgreSQL all ``charge_ended`` needs (its run's and tenant's facts as subqueries), so
+    ending attempts reads nothing more to charge them; on SQLite, whose RETURNING takes no
+    qualified names, the attempt's id, and the charge reads the rest."""
+    return _ENDED_COLUMNS if dialect == "postgresql" else (attempts.c.id,)
+
+
+def _ended_columns() -> tuple[Any, ...]:
+    of_run = and_(runs.c.id == attempts.c.run_id, runs.c.id >= _FLOOR)
+    tenant_id, pool, job_id = (
+        select(column).where(of_run).correlate_except(runs).scalar_subquery()
+        for column in (runs.c.tenant_id, runs.c.pool, runs.c.job_id)
+    )
+    time_zone = select(tenant_budgets.c.time_zone).where(tenant_budgets.c.tenant_id == tenant_id)
+    return (
+        *_ATTEMPT_CHARGED, tenant_id, pool, job_id, time_zone.scalar_subquery(),
+    )  # fmt: skip
+
+
+_ATTEMPT_CHARGED = (
+    attempts.c.id, attempts.c.started_at, attempts.c.cpu_milli, attempts.c.gpus,
+    attempts.c.worker_id, attempts.c.cpu_user_seconds, attempts.c.cpu_system_seconds,
+)  # fmt: skip
+_ENDED_COLUMNS = _ended_columns()
+_ENDED = (  # SQLite's read of what it returned no more of than the ids
+    select(*_ATTEMPT_CHARGED, runs.c.tenant_id, runs.c.pool, runs.c.job_id,
+           tenant_budgets.c.time_zone)
+    .join(runs, runs.c.id == attempts.c.run_id)
+    .outerjoin(tenant_budgets, tenant_budgets.c.tenant_id == runs.c.tenant_id)
+    .where(attempts.c.run_id >= _FLOOR, runs.c.id >= _FLOOR)
+)  # fmt: skip
+_ENDED_IDS = Among("sqlite", attempts.c.id, "attempt_ids")
+_ENDED_BY_ID = _ENDED.where(_ENDED_IDS.condition)
+
+
+def charge_ended(
+    connection: Connection, returned: Sequence[Sequence[Any]], now: datetime, floor: str
+) -> None:
+    """Charge the attempts just ended (``now``), as ``returned_when_ended`` returned them,
+    to their tenants: one upsert (on SQLite, a read first)."""
+    if not returned:
         return
-    statements = _charging(connection.dialect.name)
-    floor = live_floor(connection, now)
-    ended: list[Any] = []
-    for params in statements.attempt_ids.batches(sorted(attempt_ids), live_floor=floor):
-        ended += connection.execute(statements.ended, params).all()
+    ended = returned
+    if connection.dialect.name != "postgresql":
+        ended = []
+        for params in _ENDED_IDS.batches(sorted(row[0] for row in returned), live_floor=floor):
+            ended += connection.execute(_ENDED_BY_ID, params).all()
     charges: dict[tuple[str, str, str, str, int], list[float]] = defaultdict(lambda: [0, 0, 0])
     for row in ended:
+        (
+            _, started_at, cpu_milli, gpus, worker_id, cpu_user_seconds, cpu_system_seconds,
+            tenant_id, pool, job_id, time_zone,
+        ) = row  # fmt: skip
         measured = (
-            None
-            if row.cpu_user_seconds is None
-            else row.cpu_user_seconds + (row.cpu_system_seconds or 0.0)
+            None if cpu_user_seconds is None else cpu_user_seconds + (cpu_system_seconds or 0.0)
         )
-        use = ended_use(measured, row.cpu_milli / 1000, row.gpus, row.started_at, now)
-        day = local_day(now, ZoneInfo(row.time_zone or DEFAULT_TIME_ZONE)).isoformat()
-        shard = zlib.crc32((row.worker_id or "").encode()) % SHARDS
-        charge = charges[(row.tenant_id, day, row.pool or NO_POOL, row.job_id, shard)]
+        use = ended_use(measured, cpu_milli / 1000, gpus, started_at, now)
+        day = local_day(now, ZoneInfo(time_zone or DEFAULT_TIME_ZONE)).isoformat()
+        shard = zlib.crc32((worker_id or "").encode()) % SHARDS
+        charge = charges[(tenant_id, day, pool or NO_POOL, job_id, shard)]
         charge[0] += use.cpu_seconds
         charge[1] += use.gpu_seconds
         charge[2] += 1
@@ -76,35 +117,16 @@ def charge_ended(connection: Connection, attempt_ids: Collection[str], now: date
          "cpu_seconds": cpu, "gpu_seconds": gpu, "attempts": int(count)}
         for (tenant_id, day, pool, job_id, shard), (cpu, gpu, count) in sorted(charges.items())
     ]  # fmt: skip
-    connection.execute(statements.upsert, rows)
-
-
-@dataclass(frozen=True)
-class _Charging:
-    """Charging's statements for one dialect, built once."""
-
-    attempt_ids: Among
-    ended: Select[Any]  # the named attempts, with their runs' tenant, pool, job, time zone
-    upsert: Insert  # adds a batch's charges to the rows they fall in
+    connection.execute(_upsert(connection.dialect.name), rows)
 
 
 @functools.cache
-def _charging(dialect: str) -> _Charging:
-    attempt_ids = Among(dialect, attempts.c.id, "attempt_ids")
-    ended = (
-        select(
-            attempts.c.started_at, attempts.c.cpu_milli, attempts.c.gpus, attempts.c.worker_id,
-            attempts.c.cpu_user_seconds, attempts.c.cpu_system_seconds, runs.c.tenant_id,
-            runs.c.pool, runs.c.job_id, tenant_budgets.c.time_zone,
-        )
-        .join(runs, runs.c.id == attempts.c.run_id)
-        .outerjoin(tenant_budgets, tenant_budgets.c.tenant_id == runs.c.tenant_id)
-        .where(attempt_ids.condition, attempts.c.run_id >= _FLOOR, runs.c.id >= _FLOOR)
-    )  # fmt: skip
+def _upsert(dialect: str) -> Insert:
+    """Adds a batch's charges to the rows they fall in."""
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
     statement = insert(usage_charges)
     added = statement.excluded
-    upsert = statement.on_conflict_do_update(
+    return statement.on_conflict_do_update(
         index_elements=[
             usage_charges.c.tenant_id, usage_charges.c.day, usage_charges.c.pool,
             usage_charges.c.job_id, usage_charges.c.shard,
@@ -115,7 +137,6 @@ def _charging(dialect: str) -> _Charging:
             "attempts": usage_charges.c.attempts + added.attempts,
         },
     )  # fmt: skip
-    return _Charging(attempt_ids, ended, upsert)
 
 
 def _zones(connection: Connection, tenant_ids: Collection[str] | None) -> dict[str, TenantBudgets]:

@@ -33,7 +33,7 @@ from herder.store.access import hash_secret
 from herder.store.checkpoints import refs_for_claim
 from herder.store.database import Database
 from herder.store.fleet import worker_record
-from herder.store.handover import deliverable, gang_peers, mark_delivered, undelivered
+from herder.store.handover import deliverable, gang_peers, undelivered
 from herder.store.history.live import live_floor
 from herder.store.notifications import notify_capacity
 from herder.store.runs.facts import ATTEMPT_FACTS, attempt_facts
@@ -213,8 +213,6 @@ class WorkerRepository:
         if placed.state == WorkerState.LOST:
             raise _gone(worker_id)
         given = deliverable(work, worker_id, placed.rows, self._secrets)
-        marked = mark_delivered(work, [item.row.id for item in given])
-        given = [item for item in given if item.row.id in marked]
         if not given:
             return []
         gangs = [item.row for item in given if item.row.replicas > 1]

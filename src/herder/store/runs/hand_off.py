@@ -8,23 +8,28 @@ others wait, and the dispatcher decides then, in queue order. Then the worker's 
 without waiting (``FOR UPDATE SKIP LOCKED`` on PostgreSQL: a worker another placer holds is
 left to it, as the report holds its runs' rows and that placer may wait on them; SQLite's one
 writer holds everything), and the attempts it runs in a statement of its own, begun once the
-lock is held (``placing._lock_and_measure`` says why not one join). The one-worker snapshot
-and the room placing takes from are both made of that read. A run of a pool, with a limit key
+lock is held (``placing._lock_and_measure`` says why not one join); the pools' selectors come
+with the worker's row. The one-worker snapshot and the room placing takes from are both made
+of that read. A run of a pool, with a limit key
 or of a tenant with an in-use quota is the dispatcher's: nothing of those is measured here.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Connection, Text, bindparam, cast, select
+from sqlalchemy import Connection, Select, Text, bindparam, cast, func, select
 
 from herder.domain.models import WorkerState
 from herder.domain.placement.policy import Placement
 from herder.domain.placement.recheck import binds_in_use
 from herder.domain.placement.snapshot import QueuedRun, Snapshot, TenantView
+from herder.domain.pools import PoolSelectors, selector_of
 from herder.domain.states import RunState
 from herder.store.database import Database
 from herder.store.history.live import live_floor
@@ -42,11 +47,10 @@ from herder.store.runs.snapshot import (
     WORKER_COLUMNS,
     queued_run,
     quotas_of,
-    read_selectors,
     running_attempt,
     worker_view,
 )
-from herder.store.schema import attempts, runs, tenant_budgets, tenants, workers
+from herder.store.schema import attempts, pools, runs, tenant_budgets, tenants, workers
 from herder.store.unit import Work
 from herder.store.usage import budgets_of, read_use_of
 from herder.telemetry import metrics
@@ -99,12 +103,14 @@ def _hold(
     rows = head.all()
     if any(row.id not in run_ids for row in rows):
         return None  # others wait
-    locked = connection.execute(_LOCK, {"worker_id": worker_id}).first()
+    locked = connection.execute(_lock(connection.dialect.name), {"worker_id": worker_id}).first()
     if locked is None:
         return None  # held by another placer, draining, lost or gone
     running = connection.execute(_RUNNING_THERE, {"worker_id": worker_id, "live_floor": floor})
-    worker = worker_view(locked, [running_attempt(row) for row in running.all()])
-    selectors = read_selectors(connection)
+    worker = worker_view(locked[:-1], [running_attempt(row) for row in running.all()])
+    selectors = PoolSelectors(
+        (name, selector_of(name, selector)) for name, selector in json.loads(locked[-1] or "[]")
+    )
     if selectors and selectors.pool_of(worker.labels) is not None:
         return None  # a pool's worker: the placer of its pool decides
     tenant_views = {
@@ -170,9 +176,21 @@ _QUEUE_HEAD = (
     .where(runs.c.state == RunState.QUEUED, runs.c.id >= bindparam("live_floor"))
     .limit(bindparam("count"))
 )  # fmt: skip
-_LOCK = (
-    select(*WORKER_COLUMNS)
-    .where(workers.c.id == bindparam("worker_id"), workers.c.state == WorkerState.ALIVE)
-    .with_for_update(skip_locked=True)
-)
+
+
+@functools.cache
+def _lock(dialect: str) -> Select[Any]:
+    """The worker's row locked without waiting, if it is alive, with every pool's (name,
+    selector) as JSON text (which pool it is in: the pools read with it, not on their own)."""
+    if dialect == "postgresql":
+        pairs = func.jsonb_agg(func.jsonb_build_array(pools.c.name, pools.c.selector))
+    else:
+        pairs = func.json_group_array(func.json_array(pools.c.name, func.json(pools.c.selector)))
+    return (
+        select(*WORKER_COLUMNS, select(cast(pairs, Text)).scalar_subquery())
+        .where(workers.c.id == bindparam("worker_id"), workers.c.state == WorkerState.ALIVE)
+        .with_for_update(of=workers, skip_locked=True)
+    )
+
+
 _RUNNING_THERE = RUNNING.where(attempts.c.worker_id == bindparam("worker_id"))

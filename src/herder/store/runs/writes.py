@@ -7,6 +7,7 @@ recorded, and the caller is told which writes held.
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from herder.store.dialect import (
     insert_rows_ignoring_duplicates,
     rows_insert,
     update_each,
+    updated_each,
 )
 from herder.store.history.live import live_floor
 from herder.store.limits import record_run_keys, run_keys
@@ -36,7 +38,7 @@ from herder.store.runs.owner_writes import (
     move_workflow_runs,
 )
 from herder.store.schema import attempts, run_events, runs
-from herder.store.usage import charge_ended
+from herder.store.usage import charge_ended, returned_when_ended
 
 
 @dataclass(frozen=True)
@@ -194,26 +196,29 @@ def _insert_runs(connection: Connection, new_runs: Sequence[NewRun], now: dateti
     return inserted
 
 
-_END_ATTEMPT = (
-    update(attempts)
-    .where(
-        attempts.c.id == bindparam("e_id"),
-        attempts.c.state == AttemptState.RUNNING,
-        attempts.c.run_id >= bindparam("e_live_floor"),
+@functools.cache
+def _end_attempt(dialect: str) -> Update:
+    """End one running attempt (fenced), returning what charging it needs."""
+    return (
+        update(attempts)
+        .where(
+            attempts.c.id == bindparam("e_id"),
+            attempts.c.state == AttemptState.RUNNING,
+            attempts.c.run_id >= bindparam("e_live_floor"),
+        )
+        .values(
+            state=bindparam("e_state"),
+            reason=bindparam("e_reason"),
+            exit_code=bindparam("e_exit_code"),
+            finished_at=bindparam("e_now"),
+            cpu_user_seconds=bindparam("e_cpu_user"),
+            cpu_system_seconds=bindparam("e_cpu_system"),
+            max_rss_kb=bindparam("e_max_rss"),
+            stopped_by=bindparam("e_stopped_by"),
+            checkpoint_refused=bindparam("e_checkpoint_refused"),
+        )
+        .returning(*returned_when_ended(dialect))
     )
-    .values(
-        state=bindparam("e_state"),
-        reason=bindparam("e_reason"),
-        exit_code=bindparam("e_exit_code"),
-        finished_at=bindparam("e_now"),
-        cpu_user_seconds=bindparam("e_cpu_user"),
-        cpu_system_seconds=bindparam("e_cpu_system"),
-        max_rss_kb=bindparam("e_max_rss"),
-        stopped_by=bindparam("e_stopped_by"),
-        checkpoint_refused=bindparam("e_checkpoint_refused"),
-    )
-    .returning(attempts.c.id)
-)
 
 
 def _end_attempts(connection: Connection, ends: Sequence[AttemptEnd], now: datetime) -> set[str]:
@@ -224,13 +229,13 @@ def _end_attempts(connection: Connection, ends: Sequence[AttemptEnd], now: datet
             "e_exit_code": end.exit_code, "e_now": now, "e_cpu_user": end.cpu_user_seconds,
             "e_cpu_system": end.cpu_system_seconds, "e_max_rss": end.max_rss_kb,
             "e_stopped_by": end.stopped_by, "e_live_floor": floor,
-            "e_checkpoint_refused": end.checkpoint_refused,
+            "e_checkpoint_refused": end.checkpoint_refused, "live_floor": floor,
         }
         for end in ends
     ]  # fmt: skip
-    ended = set(update_each(connection, _END_ATTEMPT, rows))
-    charge_ended(connection, ended, now)
-    return ended
+    ended = updated_each(connection, _end_attempt(connection.dialect.name), rows)
+    charge_ended(connection, ended, now, floor)
+    return {row[0] for row in ended}
 
 
 def _move_runs(connection: Connection, moves: Sequence[RunMove]) -> set[str]:

@@ -30,7 +30,7 @@ from herder.domain.workflows.walk import (
     outputs_wanted,
     tallied_board,
 )
-from herder.store.schema import runs, workflow_runs
+from herder.store.schema import runs, tenants, workflow_runs
 from herder.store.unit import Work
 from herder.store.workflows.definitions import dag_of
 
@@ -58,8 +58,13 @@ def read_walk(work: Work, row: Any, room: QueueRoom) -> WalkFacts | None:
 
 
 def lock(connection: Connection, workflow_run_id: str) -> Any:
+    """The workflow run's row, locked, with its tenant's quotas (``tenant_quotas``): the
+    walk's room reads them next (``queue_room.ReadQuotas``)."""
     return connection.execute(
-        select(workflow_runs).where(workflow_runs.c.id == workflow_run_id).with_for_update()
+        select(workflow_runs, tenants.c.quotas.label("tenant_quotas"))
+        .outerjoin(tenants, tenants.c.id == workflow_runs.c.tenant_id)
+        .where(workflow_runs.c.id == workflow_run_id)
+        .with_for_update(of=workflow_runs)
     ).first()
 
 
