@@ -12,7 +12,6 @@ import functools
 import zlib
 from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import replace
 from datetime import date, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -34,7 +33,6 @@ from herder.domain.budgets import (
     local_day,
 )
 from herder.domain.errors import NotFound
-from herder.domain.placement.snapshot import Snapshot
 from herder.domain.states import AttemptState
 from herder.store.database import Database
 from herder.store.dialect import Among
@@ -224,11 +222,9 @@ _RUNNING = (
 )  # fmt: skip
 
 
-def with_budgets(connection: Connection, snapshot: Snapshot) -> Snapshot:
-    """The snapshot with what its budgeted tenants used (nothing to read when none has a
-    budget: one small query)."""
-    uses = read_uses(connection, snapshot.now, None)
-    return replace(snapshot, budgets=uses) if uses else snapshot
+def read_budgets(connection: Connection) -> dict[str, TenantBudgets]:
+    """Every budgeted tenant's budgets (and time zone)."""
+    return _zones(connection, None)
 
 
 class UsageRepository:

@@ -41,12 +41,12 @@ from herder.store.runs.placing import (
     RunToPlace,
     start_fitting,
 )
+from herder.store.runs.settings import quotas_of
 from herder.store.runs.snapshot import (
     QUEUED_COLUMNS,
     RUNNING,
     WORKER_COLUMNS,
     queued_run,
-    quotas_of,
     running_attempt,
     worker_view,
 )

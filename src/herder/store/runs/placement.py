@@ -22,6 +22,7 @@ from herder.store.dialect import set_each, update_each
 from herder.store.limit_use import with_limits
 from herder.store.notifications import CANCEL, CAPACITY, HANDED, WORKER_CHANNEL, send
 from herder.store.runs.placing import place
+from herder.store.runs.settings import KeptSettings
 from herder.store.runs.snapshot import (
     QUEUE_WINDOW,
     TENANT_QUEUE_WINDOW,
@@ -31,7 +32,6 @@ from herder.store.runs.snapshot import (
 )
 from herder.store.runs.writes import record_events
 from herder.store.schema import attempts, runs
-from herder.store.usage import with_budgets
 from herder.telemetry import metrics
 
 DISPATCHER = "dispatcher"  # who placed a run, in its events
@@ -50,6 +50,7 @@ class PlacementRepository:
         self._db = database
         self._clock = clock
         self._any_limit: bool | None = None  # whether any limit exists, as last read
+        self._settings = KeptSettings()  # tenants, pools, budgets: read again when changed
 
     def snapshot(
         self,
@@ -70,9 +71,9 @@ class PlacementRepository:
             snapshot = read_snapshot(
                 connection, self._clock.now(), window, per_tenant,
                 quick=quick, fleet=fleet, changed=changed, by_key=self._any_limit,
-                partition=partition,
+                partition=partition, settings=self._settings.read,
             )  # fmt: skip
-            return with_limits(connection, with_budgets(connection, snapshot))
+            return with_limits(connection, snapshot)
 
     def on_worker_notice(self, heard: Callable[[str], None]) -> None:
         """Call ``heard(worker_id)`` for each notice this process hears, after its commit,

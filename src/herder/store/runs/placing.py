@@ -39,7 +39,7 @@ from herder.domain.tenants import TenantQuotas
 from herder.store.dialect import Among, insert_rows
 from herder.store.history.live import live_floor
 from herder.store.limit_use import limit_keys_of, measure_keys, record_last_starts, record_starts
-from herder.store.runs.snapshot import quotas_of
+from herder.store.runs.settings import quotas_of
 from herder.store.runs.writes import record_events
 from herder.store.schema import attempts, runs, tenants, workers
 

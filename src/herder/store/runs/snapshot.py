@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import json
 from collections import Counter, defaultdict
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from types import MappingProxyType
@@ -26,20 +26,20 @@ from herder.domain.models import WorkerState
 from herder.domain.placement.partitions import Held, Partition
 from herder.domain.placement.resources import Amount
 from herder.domain.placement.snapshot import (
-    PoolView,
     QueuedRun,
     RunningAttempt,
     Snapshot,
     TenantView,
     WorkerView,
 )
-from herder.domain.pools import PoolSelectors, selector_of
+from herder.domain.pools import PoolSelectors
 from herder.domain.states import AttemptState, RunState
-from herder.domain.tenants import TenantQuotas
 from herder.store.dialect import Among
 from herder.store.history.live import live_floor
 from herder.store.limit_use import limit_keys_of
-from herder.store.schema import attempts, limits, pool_shares, pools, runs, tenants, workers
+from herder.store.runs.settings import Settings, read_pools, read_settings
+from herder.store.schema import attempts, limits, runs, tenants, workers
+from herder.store.usage import read_use_of
 
 QUEUE_WINDOW = 20_000  # queued runs one pass looks at, in priority-then-age order
 TENANT_QUEUE_WINDOW = 2_000  # of them at most this many per tenant: a backlog cannot hide others
@@ -59,13 +59,16 @@ def read_snapshot(
     changed: Collection[str] = (),
     by_key: bool | None = None,
     partition: Partition = WHOLE,
+    settings: Callable[[Connection], Settings] = read_settings,
 ) -> Snapshot:
     """The fleet, the tenants and the head of the queue. A ``quick`` snapshot reads only as
     much of the queue as the fleet's free slots could take (a few times over), which is what
     a pass right after a submit or a completion needs. Given ``fleet`` (the workers of an
     earlier snapshot), only the ``changed`` workers are read again. ``by_key``: whether to
     window the queue by limit keys too (None: when any limit exists). ``partition``: only its
-    pools' workers and queued runs (``domain.placement.partitions``)."""
+    pools' workers and queued runs (``domain.placement.partitions``). ``settings``: how the
+    tenants, pools and budgets are read once the queue has been (a dispatcher's are kept
+    while unchanged: ``settings.KeptSettings``); the budgeted tenants' use comes with them."""
     workers_now = read_fleet(connection, fleet, changed, now)
     held: Held | None = None
     pools_read = None if partition.whole else read_pools(connection)
@@ -90,43 +93,23 @@ def read_snapshot(
         bounds = {"count": QUICK_WINDOW_BASE, "live_floor": floor, **within}
         oldest = connection.execute(_oldest_queued(partitioned=held is not None), bounds).all()
         queue += [row for row in oldest if row.id not in seen]
+    read = settings(connection)  # after the queue: see ``settings``
+    budgets = read_use_of(connection, now, read.budgets, None)
     if not queue:  # nothing to place or to preempt for: the fleet as it is (pools included)
         return Snapshot(
-            now=now, queued=(), workers=workers_now, tenants={}, pools={}, partition=held
-        )
-    tenant_views = {
-        tenant_id: TenantView(tenant_id, weight, quotas_of(quotas), default_pool)
-        for tenant_id, weight, quotas, default_pool in connection.execute(_TENANTS).all()
-    }
-    pools, selectors = pools_read or read_pools(connection)
+            now=now, queued=(), workers=workers_now, tenants={}, pools={}, partition=held,
+            budgets=budgets,
+        )  # fmt: skip
+    pools, selectors = pools_read or (dict(read.pools), read.selectors)
     return Snapshot(
         now=now,
-        queued=tuple(queued_run(row, tenant_views) for row in queue),
+        queued=tuple(queued_run(row, read.tenants) for row in queue),
         workers=in_pools(workers_now, selectors),
-        tenants=tenant_views,
+        tenants=read.tenants,
         pools=pools,
         partition=held,
+        budgets=budgets,
     )
-
-
-def read_pools(connection: Connection) -> tuple[dict[str, PoolView], PoolSelectors]:
-    """The pools with their shares, and their selectors. Pools are few, made by hand: read
-    whole every pass, so a change reaches the next one."""
-    shares: dict[str, dict[str, Amount]] = defaultdict(dict)
-    for name, tenant_id, cpu_milli, memory_mb, gpus in connection.execute(_SHARES):
-        shares[name][tenant_id] = Amount(cpu_milli, memory_mb, gpus)
-    selectors = _selectors(connection)
-    views = {name: PoolView(name, MappingProxyType(shares[name])) for name, _ in selectors}
-    return views, PoolSelectors(selectors)
-
-
-def read_selectors(connection: Connection) -> PoolSelectors:
-    """The pools' selectors alone (one statement): which pool a worker is in, if any."""
-    return PoolSelectors(_selectors(connection))
-
-
-def _selectors(connection: Connection) -> list[tuple[str, Mapping[str, str]]]:
-    return [(name, selector_of(name, selector)) for name, selector in connection.execute(_POOLS)]
 
 
 def in_pools(fleet: Sequence[WorkerView], selectors: PoolSelectors) -> tuple[WorkerView, ...]:
@@ -239,15 +222,6 @@ def _named_workers(dialect: str) -> _NamedWorkers:
         RUNNING.where(running_among.condition),
     )
 
-
-_TENANTS = select(
-    tenants.c.id, tenants.c.weight, cast(tenants.c.quotas, Text), tenants.c.default_pool
-)
-_POOLS = select(pools.c.name, pools.c.selector).order_by(pools.c.name)
-_SHARES = select(
-    pools.c.name, pool_shares.c.tenant_id, pool_shares.c.cpu_milli, pool_shares.c.memory_mb,
-    pool_shares.c.gpus,
-).join(pool_shares, pool_shares.c.pool_id == pools.c.id)  # fmt: skip
 
 QUEUED_COLUMNS = (
     runs.c.id, runs.c.tenant_id, runs.c.priority, runs.c.queued_at, runs.c.cpu_milli,
@@ -377,12 +351,6 @@ def queued_run(row: Any, tenant_views: Mapping[str, TenantView]) -> QueuedRun:
         run_id, tenant_id, priority, queued_at, need, replicas, _labels(requires), preempted_at,
         pool, bool(preemptible), limit_keys_of(limit_keys), run_at,
     )  # fmt: skip
-
-
-@functools.lru_cache(maxsize=1024)
-def quotas_of(text: str) -> TenantQuotas:
-    """A tenant's quotas from their JSON, parsed once per distinct value (they are frozen)."""
-    return TenantQuotas.model_validate_json(text)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -50,6 +50,7 @@ from herder.store.schema.limits import limits as limits
 from herder.store.schema.limits import run_limit_keys as run_limit_keys
 from herder.store.schema.limits import submit_buckets as submit_buckets
 from herder.store.schema.logs import attempt_logs as attempt_logs
+from herder.store.schema.placement_settings import placement_settings as placement_settings
 from herder.store.schema.pools import pool_shares as pool_shares
 from herder.store.schema.pools import pools as pools
 from herder.store.schema.secrets import secrets as secrets
