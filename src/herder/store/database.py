@@ -292,8 +292,15 @@ class Database:
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
-        with self._connect(write=False) as connection, connection.begin():
-            yield connection
+        """Reads. On PostgreSQL each statement is its own transaction: under read committed a
+        transaction gives several reads no common snapshot anyway, and its BEGIN and COMMIT
+        were two round trips more a read. SQLite's BEGIN keeps a read's statements on one
+        snapshot of the file."""
+        with self._connect(write=False) as connection:
+            if self.is_postgres:
+                connection.execution_options(isolation_level="AUTOCOMMIT")
+            with connection.begin():
+                yield connection
 
     @contextmanager
     def _connect(self, *, write: bool) -> Iterator[Connection]:
