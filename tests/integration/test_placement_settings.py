@@ -5,12 +5,14 @@ pass reads the version after the queue, so a run submitted after a change is pla
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from sqlalchemy import select
 
+from herder.store import access
 from herder.store.schema import placement_settings
 from tests.integration.conftest import Api
 from tests.integration.dispatching import dispatch
@@ -82,3 +84,43 @@ def test_a_pass_with_nothing_changed_reads_the_version_not_the_settings(api: Api
         api.store.placement.snapshot(quick=True)
         sent.append(statements_sent() - before)
     assert sent[1] <= sent[0] - 3  # the tenants, the pools' shares and selectors, the budgets
+
+
+def test_a_pool_naming_a_tenant_is_made_while_the_tenants_quotas_change(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pool's edit holds the version's row (its trigger) and then takes a key share of
+    the tenant's; the tenant's edit holds the tenant's row and then moves the version: it
+    must hold the row no stronger than its update does, or the two wait on each other."""
+    if not api.store.database.is_postgres:
+        pytest.skip("SQLite has one writer: no two edits at once")
+    ml = Tenant(api, "ml")
+    locked, let_go, made = threading.Event(), threading.Event(), threading.Event()
+    tenant = access.Tenant
+
+    class Paused:
+        """The tenant's edit, paused with its row held."""
+
+        @staticmethod
+        def model_validate(row: Any) -> Any:
+            locked.set()
+            let_go.wait(10)
+            return tenant.model_validate(row)
+
+    monkeypatch.setattr(access, "Tenant", Paused)
+    changed: list[Any] = []
+    editing = threading.Thread(target=lambda: changed.append(
+        api.store.access.update_tenant(ml.id, quota_changes={"max_cpu": 3})))  # fmt: skip
+    editing.start()
+    assert locked.wait(10)
+    making = threading.Thread(target=lambda: (make_pool(api, "a100", shares=[
+        {"tenant_id": ml.id}]), made.set()))  # fmt: skip
+    making.start()
+    try:
+        assert made.wait(10), "the pool's edit waited on the tenant's"
+    finally:
+        let_go.set()
+        editing.join(20)
+        making.join(20)
+    (tenant_now,) = changed
+    assert tenant_now.quotas.max_cpu == 3

@@ -159,11 +159,13 @@ class AccessRepository:
         """Change the weight and some quotas: each given quota replaces the stored one, and
         ``None`` clears it (unlimited, ``max_checkpoint_mb`` too). The row is locked while
         the quotas are merged, so two concurrent changes to different quotas both take
-        effect."""
+        effect: ``FOR NO KEY UPDATE``, as the update itself takes, so a pool's shares naming
+        the tenant (a key share) are not held back by it while their pool's edit holds the
+        placement settings' version, which this update moves next (migration 0032)."""
         with self._db.write() as connection:
             row = (
                 connection.execute(
-                    select(tenants).where(tenants.c.id == tenant_id).with_for_update()
+                    select(tenants).where(tenants.c.id == tenant_id).with_for_update(key_share=True)
                 )
                 .mappings()
                 .first()

@@ -108,6 +108,7 @@ def _handover_statements(dialect: str) -> _Handover:
                 attempts.c.id.in_(
                     select(candidate.c.id).where(waiting(candidate)).limit(bindparam("limit"))
                 ),
+                attempts.c.run_id >= floor,  # only the live slices are looked at
                 attempts.c.state == AttemptState.RUNNING,
                 attempts.c.delivered_at.is_(None),
             )
