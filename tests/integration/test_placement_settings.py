@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from herder.domain.models import Tenant as Tenant_
 from herder.store import access
 from herder.store.schema import placement_settings
 from tests.integration.conftest import Api
@@ -96,7 +97,7 @@ def test_a_pool_naming_a_tenant_is_made_while_the_tenants_quotas_change(
         pytest.skip("SQLite has one writer: no two edits at once")
     ml = Tenant(api, "ml")
     locked, let_go, made = threading.Event(), threading.Event(), threading.Event()
-    tenant = access.Tenant
+    tenant = Tenant_
 
     class Paused:
         """The tenant's edit, paused with its row held."""
@@ -113,8 +114,12 @@ def test_a_pool_naming_a_tenant_is_made_while_the_tenants_quotas_change(
         api.store.access.update_tenant(ml.id, quota_changes={"max_cpu": 3})))  # fmt: skip
     editing.start()
     assert locked.wait(10)
-    making = threading.Thread(target=lambda: (make_pool(api, "a100", shares=[
-        {"tenant_id": ml.id}]), made.set()))  # fmt: skip
+
+    def make() -> None:
+        make_pool(api, "a100", shares=[{"tenant_id": ml.id}])
+        made.set()
+
+    making = threading.Thread(target=make)
     making.start()
     try:
         assert made.wait(10), "the pool's edit waited on the tenant's"
