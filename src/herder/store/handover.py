@@ -48,7 +48,7 @@ class Placed(NamedTuple):
     rows: Sequence[Any]
 
 
-def undelivered(work: Work, worker_id: str, limit: int) -> Placed:
+def take_undelivered(work: Work, worker_id: str, limit: int) -> Placed:
     """The worker's state, and its placed attempts not handed over yet, oldest first, now
     marked handed over (each only if no other claim of the worker marked it first: a retried
     one beside the first, say). One statement on PostgreSQL (the marking ``UPDATE …

@@ -33,7 +33,7 @@ from herder.store.access import hash_secret
 from herder.store.checkpoints import refs_for_claim
 from herder.store.database import Database
 from herder.store.fleet import worker_record
-from herder.store.handover import deliverable, gang_peers, undelivered
+from herder.store.handover import deliverable, gang_peers, take_undelivered
 from herder.store.history.live import live_floor
 from herder.store.notifications import notify_capacity
 from herder.store.runs.facts import ATTEMPT_FACTS, attempt_facts
@@ -207,7 +207,7 @@ class WorkerRepository:
         handed over, now handed over, in the caller's unit of work (``app.claims``): a stored
         run that cannot be handed over fails alone, and the caller follows up its end. A
         draining worker still gets what was placed before."""
-        placed = undelivered(work, worker_id, max_runs)
+        placed = take_undelivered(work, worker_id, max_runs)
         if placed.state is None:
             raise NotFound(f"worker {worker_id} is not registered")
         if placed.state == WorkerState.LOST:

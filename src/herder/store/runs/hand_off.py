@@ -29,7 +29,7 @@ from herder.domain.models import WorkerState
 from herder.domain.placement.policy import Placement
 from herder.domain.placement.recheck import binds_in_use
 from herder.domain.placement.snapshot import QueuedRun, Snapshot, TenantView
-from herder.domain.pools import PoolSelectors, selector_of
+from herder.domain.pools import PoolSelectors
 from herder.domain.states import RunState
 from herder.store.database import Database
 from herder.store.history.live import live_floor
@@ -41,7 +41,7 @@ from herder.store.runs.placing import (
     RunToPlace,
     start_fitting,
 )
-from herder.store.runs.settings import quotas_of
+from herder.store.runs.settings import quotas_of, selectors_of
 from herder.store.runs.snapshot import (
     QUEUED_COLUMNS,
     RUNNING,
@@ -108,9 +108,7 @@ def _hold(
         return None  # held by another placer, draining, lost or gone
     running = connection.execute(_RUNNING_THERE, {"worker_id": worker_id, "live_floor": floor})
     worker = worker_view(locked[:-1], [running_attempt(row) for row in running.all()])
-    selectors = PoolSelectors(
-        (name, selector_of(name, selector)) for name, selector in json.loads(locked[-1] or "[]")
-    )
+    selectors = PoolSelectors(selectors_of(json.loads(locked[-1] or "[]")))
     if selectors and selectors.pool_of(worker.labels) is not None:
         return None  # a pool's worker: the placer of its pool decides
     tenant_views = {

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any
 
 from sqlalchemy import Connection, Text, cast, select
 
@@ -68,16 +69,19 @@ def read_tenant_views(connection: Connection) -> dict[str, TenantView]:
     }
 
 
-def read_pools(connection: Connection) -> tuple[dict[str, PoolView], PoolSelectors]:
+def read_pools(connection: Connection) -> tuple[Mapping[str, PoolView], PoolSelectors]:
     """The pools with their shares, and their selectors."""
     shares: dict[str, dict[str, Amount]] = defaultdict(dict)
     for name, tenant_id, cpu_milli, memory_mb, gpus in connection.execute(_SHARES):
         shares[name][tenant_id] = Amount(cpu_milli, memory_mb, gpus)
-    selectors = [
-        (name, selector_of(name, selector)) for name, selector in connection.execute(_POOLS)
-    ]
+    selectors = selectors_of(connection.execute(_POOLS))
     views = {name: PoolView(name, MappingProxyType(shares[name])) for name, _ in selectors}
     return views, PoolSelectors(selectors)
+
+
+def selectors_of(stored: Iterable[Sequence[Any]]) -> list[tuple[str, Mapping[str, str]]]:
+    """The pools' (name, selector) as stored, each selector checked."""
+    return [(name, selector_of(name, selector)) for name, selector in stored]
 
 
 @functools.lru_cache(maxsize=1024)

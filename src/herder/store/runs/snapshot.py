@@ -100,7 +100,7 @@ def read_snapshot(
             now=now, queued=(), workers=workers_now, tenants={}, pools={}, partition=held,
             budgets=budgets,
         )  # fmt: skip
-    pools, selectors = pools_read or (dict(read.pools), read.selectors)
+    pools, selectors = pools_read or (read.pools, read.selectors)
     return Snapshot(
         now=now,
         queued=tuple(queued_run(row, read.tenants) for row in queue),

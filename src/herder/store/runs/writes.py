@@ -204,7 +204,7 @@ def _end_attempt(dialect: str) -> Update:
         .where(
             attempts.c.id == bindparam("e_id"),
             attempts.c.state == AttemptState.RUNNING,
-            attempts.c.run_id >= bindparam("e_live_floor"),
+            attempts.c.run_id >= bindparam("live_floor"),  # as the charge's subqueries
         )
         .values(
             state=bindparam("e_state"),
@@ -228,7 +228,7 @@ def _end_attempts(connection: Connection, ends: Sequence[AttemptEnd], now: datet
             "e_id": end.attempt_id, "e_state": end.state, "e_reason": end.reason,
             "e_exit_code": end.exit_code, "e_now": now, "e_cpu_user": end.cpu_user_seconds,
             "e_cpu_system": end.cpu_system_seconds, "e_max_rss": end.max_rss_kb,
-            "e_stopped_by": end.stopped_by, "e_live_floor": floor,
+            "e_stopped_by": end.stopped_by,
             "e_checkpoint_refused": end.checkpoint_refused, "live_floor": floor,
         }
         for end in ends
