@@ -101,7 +101,8 @@ def measure(database_url: str, home: Path) -> EventsResult:
         started = time.monotonic()
         _burst(herder.url, key, range(BURST))
         resent = _burst(herder.url, key, range(RESENT))
-        _wait_all_ended(database, before + BURST, timeout=900)
+        with database.engine.connect() as poll:
+            _wait_all_ended(poll, before + BURST, timeout=900)
         burst_seconds = time.monotonic() - started
         with database.read() as connection:
             outcomes = (
