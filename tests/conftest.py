@@ -35,6 +35,7 @@ from sqlalchemy.util import LRUCache
 import herder.store.database
 from herder.keyring import Keyring
 from herder.settings import sqlite_url
+from herder.store.cold.blobs import DirectoryBlobStore
 from herder.store.database import Database
 from herder.store.store import Store
 from herder.worker.workspace import HOST_MEMORY
@@ -222,8 +223,27 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
 
 
 @pytest.fixture
-def store(database_url: str) -> Iterator[Store]:
-    """The store as a server opens it: with a secrets key (``herder up`` makes one)."""
-    store = Store(database_url, keyring=TEST_KEYRING)
+def artifact_blobs(tmp_path: Path) -> DirectoryBlobStore:
+    """The blob store artifacts go to (``herder up``'s is a directory in its home)."""
+    return DirectoryBlobStore(tmp_path / "blobs")
+
+
+@pytest.fixture
+def store(database_url: str, artifact_blobs: DirectoryBlobStore) -> Iterator[Store]:
+    """The store as a server opens it: with a secrets key (``herder up`` makes one) and a
+    blob store for artifacts."""
+    yield from opened_store(database_url, artifact_blobs)
+
+
+def opened_store(
+    database_url: str, artifact_blobs: DirectoryBlobStore, *image_registries: str
+) -> Iterator[Store]:
+    """The ``store`` fixture's, of a server whose operator allows these image registries."""
+    store = Store(
+        database_url,
+        keyring=TEST_KEYRING,
+        artifact_blobs=artifact_blobs,
+        image_registries=image_registries,
+    )
     yield store
     store.close()

@@ -36,6 +36,7 @@ def server_store(settings: Settings, keyring: Keyring | None) -> Store:
         keyring=keyring,
         cold=settings.cold_tier(),
         checkpoint_blobs=settings.checkpoint_blobs(),
+        artifact_blobs=settings.artifact_blobs(),
         max_checkpoint_mb=settings.max_checkpoint_mb,
         image_registries=settings.image_registries,
     )

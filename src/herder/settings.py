@@ -41,8 +41,9 @@ class Settings:
     # Webhooks to loopback, private and link-local addresses: None decides by the store —
     # allowed on SQLite (one host, the embedded ``herder up``), refused on PostgreSQL.
     alert_private_targets: bool | None = None
-    # PostgreSQL's cold tier (docs/history.md): where history past the hot window goes
-    cold_store: str | None = None  # file:///path; None: the home's ``cold`` directory
+    # the blob store: PostgreSQL's history past the hot window (docs/history.md), uploaded
+    # programs, and checkpoints when set
+    cold_store: str | None = None  # file:///path or s3://…; None: the home's ``cold`` directory
     hot_days: int = DEFAULT_HOT_DAYS
     max_checkpoint_mb: int = DEFAULT_MAX_CHECKPOINT_MB  # the most a job's checkpoint_mb may be
     image_registries: tuple[str, ...] = ()  # where runtime image jobs may name images
@@ -110,7 +111,7 @@ class Settings:
 
         if not self.database_url.startswith("postgres"):
             return None
-        return ColdTier.at(self.cold_store or (self.home / "cold").as_uri(), self.hot_days)
+        return ColdTier.at(self.blob_store_url, self.hot_days)
 
     def checkpoint_blobs(self) -> BlobStore | None:
         """Where new checkpoints' bytes go: the cold store when ``HERDER_COLD_STORE`` names
@@ -118,6 +119,18 @@ class Settings:
         from herder.store.cold.blobs import blob_store_at
 
         return blob_store_at(self.cold_store) if self.cold_store else None
+
+    @property
+    def blob_store_url(self) -> str:
+        """The install's one blob store: ``HERDER_COLD_STORE``, else the home's ``cold``
+        directory, so ``herder up`` needs nothing set."""
+        return self.cold_store or (self.home / "cold").as_uri()
+
+    def artifact_blobs(self) -> BlobStore:
+        """Where uploaded programs' bytes go, on either database: the blob store."""
+        from herder.store.cold.blobs import blob_store_at
+
+        return blob_store_at(self.blob_store_url)
 
     @property
     def url(self) -> str:

@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 import yaml
 
+from herder.store.cold.blobs import DirectoryBlobStore
 from herder.store.store import Store
-from tests.conftest import TEST_KEYRING
+from tests.conftest import opened_store
 from tests.images import Image, Member, image_config, layer_tar
 from tests.integration.conftest import Herder
 from tests.integration.test_apply import ok
@@ -61,11 +62,9 @@ EXAMPLES = [
 
 
 @pytest.fixture
-def store(database_url: str) -> Iterator[Store]:
+def store(database_url: str, artifact_blobs: DirectoryBlobStore) -> Iterator[Store]:
     """The server as the docs' operator sets it up: ``registry.internal`` allowed."""
-    store = Store(database_url, keyring=TEST_KEYRING, image_registries=(REGISTRY,))
-    yield store
-    store.close()
+    yield from opened_store(database_url, artifact_blobs, REGISTRY)
 
 
 def make_local_files(directory: Path, document: dict[str, Any]) -> None:

@@ -134,7 +134,7 @@ def assignment(command: str, attempt: int = 1, **spec: Any) -> Assignment:
 def run(host: Any, transfer: Transfer, given: Assignment, tmp_path: Path) -> tuple[Outcome, str]:
     """Run ``given`` to its end: how it ended and what it printed."""
 
-    async def no_artifacts(sha256: str) -> bytes:
+    async def no_artifacts(sha256: str, into: Path) -> None:
         raise AssertionError(f"no artifact is fetched here: {sha256}")
 
     cache = ArtifactCache(tmp_path / "cache", no_artifacts)

@@ -85,9 +85,9 @@ def test_a_refused_image_charges_its_attempt_and_is_refused_again_unstacked(
     sha256 = hashlib.sha256(BOMB_ARCHIVE).hexdigest()
     downloads: list[str] = []
 
-    async def download(name: str) -> bytes:
+    async def download(name: str, into: Path) -> None:
         downloads.append(name)
-        return BOMB_ARCHIVE
+        into.write_bytes(BOMB_ARCHIVE)
 
     cache = ArtifactCache(tmp_path / "cache", download)
     images = ImageStore(tmp_path / "images", cache, (), max_bytes=MIB)

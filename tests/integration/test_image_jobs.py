@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
+from herder.store.cold.blobs import DirectoryBlobStore
 from herder.store.store import Store
-from tests.conftest import TEST_KEYRING
+from tests.conftest import opened_store
 from tests.images import Member, busybox_image, layer_tar
 from tests.integration.conftest import Api, Herder
 from tests.integration.test_artifacts import upload
@@ -19,11 +20,9 @@ PINNED = "127.0.0.1:5000/tools/busybox@sha256:" + "ab" * 32
 
 
 @pytest.fixture
-def store(database_url: str) -> Iterator[Store]:
+def store(database_url: str, artifact_blobs: DirectoryBlobStore) -> Iterator[Store]:
     """The server as an operator who allows one registry sets it up."""
-    store = Store(database_url, keyring=TEST_KEYRING, image_registries=(REGISTRY,))
-    yield store
-    store.close()
+    yield from opened_store(database_url, artifact_blobs, REGISTRY)
 
 
 def refused(api: Api, **spec: Any) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The cold tier's blob store (a directory) and where the settings put it."""
+"""The blob store (a directory) of the cold tier, programs and checkpoints, and where the
+settings put it."""
 
 from __future__ import annotations
 
@@ -75,5 +76,20 @@ def test_checkpoints_go_to_the_cold_store_only_when_one_is_named(tmp_path: Path)
         assert Settings(home=tmp_path, database_url=url).checkpoint_blobs() is None
         named = Settings(home=tmp_path, database_url=url, cold_store=(tmp_path / "c").as_uri())
         blobs = named.checkpoint_blobs()
+        assert isinstance(blobs, DirectoryBlobStore)
+        assert blobs.root == tmp_path / "c"
+
+
+def test_programs_go_to_the_blob_store_on_either_database_by_default_the_homes(
+    tmp_path: Path,
+) -> None:
+    """``herder up`` needs nothing set: programs go to the home's ``cold/``, as the cold
+    tier's history does; a named store takes them all."""
+    for url in (f"sqlite:///{tmp_path}/herder.db", "postgresql+psycopg://h/db"):
+        default = Settings(home=tmp_path, database_url=url).artifact_blobs()
+        assert isinstance(default, DirectoryBlobStore)
+        assert default.root == tmp_path / "cold"
+        named = Settings(home=tmp_path, database_url=url, cold_store=(tmp_path / "c").as_uri())
+        blobs = named.artifact_blobs()
         assert isinstance(blobs, DirectoryBlobStore)
         assert blobs.root == tmp_path / "c"

@@ -1,5 +1,5 @@
 """Running the system: ``herder up``, ``server`` and ``scheduler`` (``worker`` is in
-workers.py)."""
+workers.py); its upkeep against the database and blob store: ``herder system …``."""
 
 from __future__ import annotations
 
@@ -15,6 +15,13 @@ import typer
 from herder.cli.common import HomeOption, app, fail, out
 from herder.credentials import where_the_cli_finds
 from herder.settings import Settings
+
+system_app = typer.Typer(
+    help="The system's upkeep, run against its database and blob store as a server's settings "
+    "name them.",
+    no_args_is_help=True,
+)
+app.add_typer(system_app, name="system")
 
 
 def _check_port_free(host: str, port: int) -> None:
@@ -187,3 +194,35 @@ def scheduler(
         signal.signal(signum, lambda *_: running.stop())
     running.wait()
     store.close()
+
+
+@system_app.command("move-artifacts")
+def move_artifacts(home: HomeOption = None) -> None:
+    """Move the programs uploaded before artifacts lived in the blob store from the database
+    to it (HERDER_COLD_STORE; by default HOME/cold), each checked against its sha256 first.
+    Safe while the system runs, and to stop at any point: run again, it goes on with what is
+    left, and once all are moved it moves nothing. Run it once no server of an older release
+    is left: those read programs from the database only."""
+    from herder.app.artifacts import move_to_blob_store
+    from herder.server_keys import migrate
+    from herder.store.store import Store
+
+    settings = Settings.from_environment(home=home)
+    store = Store(settings.database_url, artifact_blobs=settings.artifact_blobs())
+    try:
+        migrate(store)
+        done = move_to_blob_store(store)
+    finally:
+        store.close()
+    out.print(
+        f"moved {done.moved} artifact(s) from the database to the blob store at "
+        f"{settings.blob_store_url}"
+    )
+    if done.forgotten:
+        out.print(f"deleted {done.forgotten} database copies of bytes no artifact names")
+    if done.damaged:
+        named = ", ".join(f"{tenant_id}/{sha256}" for tenant_id, sha256 in done.damaged)
+        raise fail(
+            f"left {len(done.damaged)} artifact(s) in the database whose bytes there are not "
+            f"what their sha256 names (tenant/sha256): {named}; upload them again"
+        )

@@ -60,6 +60,7 @@ class Store:
         keyring: Keyring | None = None,
         cold: ColdTier | None = None,
         checkpoint_blobs: BlobStore | None = None,
+        artifact_blobs: BlobStore | None = None,
         max_checkpoint_mb: int = DEFAULT_MAX_CHECKPOINT_MB,
         image_registries: tuple[str, ...] = (),
     ) -> None:
@@ -69,7 +70,7 @@ class Store:
         self.access = AccessRepository(self.database, self.clock)
         self.keys = KeyRepository(self.database, self.clock, self.access.forget_key)
         self.audit = AuditRepository(self.database, self.clock)
-        self.artifacts = ArtifactRepository(self.database, self.clock)
+        self.artifacts = ArtifactRepository(self.database, self.clock, artifact_blobs)
         self.checkpoints = CheckpointRepository(self.database, self.clock, checkpoint_blobs)
         self.secrets = SecretRepository(self.database, self.clock, keyring)
         self.jobs = JobRepository(

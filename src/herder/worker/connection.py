@@ -20,6 +20,8 @@ from typing import TypeVar
 import httpx
 from pydantic import BaseModel
 
+from herder.domain.errors import Invalid, Unavailable
+from herder.domain.jobs import MAX_ARTIFACT_BYTES
 from herder.domain.models import CheckpointRef
 from herder.protocol import (
     ClaimReply,
@@ -43,6 +45,7 @@ GONE = 410  # the server declared this worker lost: drop everything, register ag
 UNKNOWN = 401  # the server does not know this worker's secret (say, an older registration)
 
 CHECKPOINT_CHUNK_BYTES = 1024 * 1024
+ARTIFACT_CHUNK_BYTES = 1024 * 1024
 CHECKPOINT_TIMEOUT = httpx.Timeout(10.0, read=300.0, write=300.0)  # 256 MiB on a slow link
 REFUSALS = (404, 409, 410, 413, 422)  # a checkpoint the server will not take or give
 
@@ -200,12 +203,24 @@ class ServerConnection:
         path = f"/v1/workers/{worker_id}/reports"
         return await self._post(path, report, ReportResults, self._as(worker_id))
 
-    async def download(self, sha256: str) -> bytes:
-        response = await self._http.get(
-            f"/v1/workers/{self.worker_id}/artifacts/{sha256}", headers=self._as(self.worker_id)
-        )
-        response.raise_for_status()
-        return response.content
+    async def download(self, sha256: str, into: Path) -> None:
+        """Write the artifact an attempt of this registration needs to ``into`` (a new file,
+        0600) as it arrives, never whole in memory; the cache checks what it holds.
+        ``Unavailable`` with the server's reason when it sends none."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+        path, headers = f"/v1/workers/{self.worker_id}/artifacts/{sha256}", self._as(self.worker_id)
+        async with self._http.stream("GET", path, headers=headers) as response:
+            if response.is_error:
+                await response.aread()
+                error = httpx.HTTPStatusError("", request=response.request, response=response)
+                raise Unavailable(f"artifact {sha256} not fetched: {described(error)}")
+            size = 0
+            with open(os.open(into, flags, 0o600), "wb") as sink:
+                async for chunk in response.aiter_bytes(ARTIFACT_CHUNK_BYTES):
+                    size += len(chunk)
+                    if size > MAX_ARTIFACT_BYTES:
+                        raise Invalid(f"the server sent more than artifact {sha256} can hold")
+                    sink.write(chunk)
 
     async def upload_checkpoint(self, attempt_id: str, attempt: int, archive: Path) -> None:
         """Stream ``archive`` to the server as the run's checkpoint (this registration's

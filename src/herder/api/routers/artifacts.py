@@ -1,15 +1,16 @@
-"""/v1/artifacts: uploaded programs (≤ 10 MB), content-addressed by sha256."""
+"""/v1/artifacts: uploaded programs (≤ 10 MB), content-addressed by sha256 per tenant; their
+bytes stream to and from the blob store."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response, status
+from fastapi import APIRouter, Request, status
+from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from herder.api.auth import Caller, StoreDep, Writer
 from herder.app import artifacts
 from herder.domain.errors import Invalid
-from herder.domain.jobs import MAX_ARTIFACT_BYTES
 from herder.domain.models import Artifact
 
 router = APIRouter(prefix="/v1/artifacts", tags=["artifacts"])
@@ -35,7 +36,9 @@ router = APIRouter(prefix="/v1/artifacts", tags=["artifacts"])
     },
 )
 async def upload_artifact(request: Request, caller: Writer, store: StoreDep) -> Artifact:
-    """Multipart upload with one part named ``file``; the same bytes are stored once."""
+    """Multipart upload with one part named ``file``; the same bytes are stored once per
+    tenant. The body is bounded as it arrives (``api/limits.py``) and its part kept in a
+    temporary file past 1 MiB, then measured and streamed to the blob store."""
     if not request.headers.get("content-type", "").startswith("multipart/form-data"):
         raise Invalid("upload the program as multipart/form-data with a part named 'file'")
     async with request.form(max_files=1, max_fields=4) as form:
@@ -45,9 +48,10 @@ async def upload_artifact(request: Request, caller: Writer, store: StoreDep) -> 
         upload = form.get("file")
         if not isinstance(upload, UploadFile):
             raise Invalid("the multipart body needs a file part named 'file'", field="file")
-        data = await upload.read(MAX_ARTIFACT_BYTES + 1)  # one byte over: too large
         filename = artifacts.stored_filename(upload.filename)
-    return await run_in_threadpool(artifacts.upload, store, caller.tenant_id, data, filename)
+        return await run_in_threadpool(
+            artifacts.upload, store, caller.tenant_id, upload.file, filename
+        )
 
 
 @router.get("/{artifact_id}")
@@ -55,11 +59,12 @@ def get_artifact(artifact_id: str, caller: Caller, store: StoreDep) -> Artifact:
     return store.artifacts.get(caller.tenant_id, artifact_id)
 
 
-@router.get("/{artifact_id}/content", response_class=Response)
-def download_artifact(artifact_id: str, caller: Caller, store: StoreDep) -> Response:
-    artifact, data = artifacts.download(store, caller.tenant_id, artifact_id)
-    return Response(
-        data,
-        media_type=artifact.media_type,
-        headers={"Content-Disposition": f'attachment; filename="{artifact.filename}"'},
-    )
+@router.get("/{artifact_id}/content", response_class=StreamingResponse)
+def download_artifact(artifact_id: str, caller: Caller, store: StoreDep) -> StreamingResponse:
+    """The bytes as uploaded, streamed from where they are kept."""
+    artifact, content = store.artifacts.read(caller.tenant_id, artifact_id)
+    headers = {
+        "Content-Length": str(artifact.size),
+        "Content-Disposition": f'attachment; filename="{artifact.filename}"',
+    }
+    return StreamingResponse(content, media_type=artifact.media_type, headers=headers)

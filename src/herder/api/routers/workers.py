@@ -138,12 +138,13 @@ def reports(body: Report, worker_id: RegisteredWorker, store: StoreDep) -> Repor
     return ReportResults(results=results, assignments=given)
 
 
-@router.get("/workers/{worker_id}/artifacts/{artifact_id}", response_class=Response)
-def download(artifact_id: str, worker_id: RegisteredWorker, store: StoreDep) -> Response:
-    return Response(
-        store.artifacts.read_for_worker(worker_id, artifact_id),
-        media_type="application/octet-stream",
-    )
+@router.get("/workers/{worker_id}/artifacts/{artifact_id}", response_class=StreamingResponse)
+def download(artifact_id: str, worker_id: RegisteredWorker, store: StoreDep) -> StreamingResponse:
+    """The program of an attempt running on this worker, streamed; the worker checks it
+    against its sha256 before it runs."""
+    size, content = store.artifacts.read_for_worker(worker_id, artifact_id)
+    headers = {"Content-Length": str(size)}
+    return StreamingResponse(content, media_type="application/octet-stream", headers=headers)
 
 
 AttemptNumber = Annotated[int, Query(ge=1, le=2**31 - 1, description="the attempt's number")]

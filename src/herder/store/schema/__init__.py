@@ -95,6 +95,8 @@ worker_tokens = Table(
     Column("revoked_at", UtcDateTime),
 )
 
+# Artifacts' bytes uploaded before revision 0033, kept until ``herder system move-artifacts``
+# moves them to the blob store (``store/artifacts.py``); nothing new is written here.
 blobs = Table(
     "blobs",
     metadata,
@@ -107,11 +109,15 @@ artifacts = Table(
     "artifacts",
     metadata,
     Column("tenant_id", ID, ForeignKey("tenants.id"), primary_key=True),
-    Column("sha256", String(64), ForeignKey("blobs.sha256"), primary_key=True),
+    Column("sha256", String(64), primary_key=True),
     Column("size", Integer, nullable=False),
     Column("media_type", String(128), nullable=False),
     Column("filename", String(255), nullable=False),
     Column("created_at", UtcDateTime, nullable=False),
+    # domain.artifacts.ArtifactLocation: ``blobs`` (the default an older server writes), or
+    # the blob store under ``artifacts/<tenant>/<sha256>``
+    Column("location", String(16), nullable=False, server_default="database"),
+    Index(None, "sha256"),  # whether a row still keeps a digest's bytes in ``blobs``
 )
 
 jobs = Table(
