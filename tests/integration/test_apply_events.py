@@ -120,7 +120,7 @@ def test_apply_makes_hooks_with_the_secret_from_the_environment_or_a_new_one_sho
     assert "+ hook ours (a new secret, shown once)" in planned
     applied = ok(herder("apply", "-f", str(path)))
     github = api.http.get("/v1/hooks/github", headers=api.admin).json()
-    assert f"hook github: URL http://testserver/v1/hooks/{github['id']}" in applied
+    assert f"hook github: URL http://testserver/v1/hooks/{api.tenant_id}.{github['id']}" in applied
     assert SECRET not in applied
     assert "secret whk_" in applied
     assert "will not be shown again" in applied

@@ -25,7 +25,7 @@ def test_keys_and_worker_tokens_are_stored_only_as_hashes(api: Api) -> None:
     with api.store.database.read() as connection:
         hashes = list(connection.execute(select(api_keys.c.secret_hash)).scalars().all())
         hashes += connection.execute(select(worker_tokens.c.secret_hash)).scalars().all()
-    secrets = [api.admin_key.partition(".")[2], api.worker_token.partition(".")[2]]
+    secrets = [api.admin_key.rpartition(".")[2], api.worker_token.partition(".")[2]]
     assert all(secret not in stored for secret in secrets for stored in hashes)
 
 

@@ -102,12 +102,12 @@ def test_a_hook_shows_its_url_and_secret_once_and_lists_its_deliveries(
     api.create_job("build")
     created = ok(herder("hook", "create", "github", "--scheme", "github", "--rate", "5"))
     hook = api.http.get("/v1/hooks/github", headers=api.admin).json()
-    assert f"URL:    http://testserver/v1/hooks/{hook['id']}" in created
+    assert f"URL:    http://testserver/v1/hooks/{api.tenant_id}.{hook['id']}" in created
     secret = re.search(r"secret: (whk_\S+)", created)
     assert secret is not None
     assert "will not be shown again" in created
     shown = ok(herder("hook", "show", "github"))
-    assert f"http://testserver/v1/hooks/{hook['id']}" in shown
+    assert f"http://testserver/v1/hooks/{api.tenant_id}.{hook['id']}" in shown
     assert secret.group(1) not in shown
     assert secret.group(1) not in ok(herder("hook", "list"))
 

@@ -76,7 +76,7 @@ def test_a_github_push_starts_a_build_once_and_a_replay_starts_nothing(
     api: Api, build: None
 ) -> None:
     hook = make_hook(api, name="github", scheme="github")
-    assert hook["url"] == f"/v1/hooks/{hook['id']}"
+    assert hook["url"] == f"/v1/hooks/{api.tenant_id}.{hook['id']}"  # its tenant's, then its
     assert "secret" in hook
     assert "secret" not in api.http.get(f"/v1/hooks/{hook['id']}", headers=api.admin).json()
     api.http.post(
@@ -266,3 +266,17 @@ def test_a_rotated_secret_signs_from_then_on_and_the_old_one_is_refused(
     assert given.json()["errors"][0]["field"] == "secret"
     other = api.as_key(api.other_tenant_key("intruder"))
     assert api.http.post(f"/v1/hooks/{hook['id']}/secret", headers=other).status_code == 404
+
+
+def test_a_hooks_address_names_its_tenant_and_another_tenants_name_finds_nothing(
+    api: Api,
+) -> None:
+    hook = make_hook(api, name="ours")
+    other = api.store.access.create_tenant("other")
+    legacy = f"/v1/hooks/{hook['id']}"  # as hooks were addressed before cells: still taken
+    for number, (url, status) in enumerate(
+        [(f"/v1/hooks/{other.id}.{hook['id']}", 404), (legacy, 201), (hook["url"], 201)]
+    ):
+        body = json.dumps({"delivery": number}).encode()  # not a replay of another
+        answer = api.http.post(url, content=body, headers=herder_headers(body, f"d-{number}"))
+        assert answer.status_code == status, (url, answer.text)

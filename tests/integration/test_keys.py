@@ -70,7 +70,7 @@ def test_a_listing_shows_every_key_newest_first_and_never_a_secret(api: Clocked)
         "revoked_at": None,
     }  # fmt: skip
     assert bootstrap["role"] == "admin"
-    for secret in (created["token"].partition(".")[2], api.admin_key.partition(".")[2]):
+    for secret in (created["token"].rpartition(".")[2], api.admin_key.rpartition(".")[2]):
         assert secret not in listed.text
     assert "hash" not in listed.text
     assert api.http.get(f"/v1/keys/{created['id']}", headers=api.admin).json() == newest
@@ -118,8 +118,8 @@ def test_another_server_stops_admitting_a_revoked_key_within_its_cache_time(
     other_server = Store(database_url, clock=api.clock)
     try:
         token = create_key(api, api.admin, name="k")["token"]
-        assert other_server.access.authenticate(token).key_id == token.partition(".")[0]
-        api.http.post(f"/v1/keys/{token.partition('.')[0]}/revoke", headers=api.admin)
+        assert other_server.access.authenticate(token).key_id == token.split(".")[-2]
+        api.http.post(f"/v1/keys/{token.split('.')[-2]}/revoke", headers=api.admin)
         assert other_server.access.recent_principal(token) is not None  # within the TTL
         seconds[0] += access_module._RecentlyChecked.TTL_SECONDS + 0.1
         assert other_server.access.recent_principal(token) is None
@@ -188,7 +188,7 @@ def test_the_last_use_is_kept_to_the_minute_without_a_write_per_request(api: Clo
 
 
 def test_the_system_tenants_last_admin_key_cannot_be_revoked(api: Clocked) -> None:
-    bootstrap_id = api.admin_key.partition(".")[0]
+    bootstrap_id = api.admin_key.split(".")[-2]
     refused = api.http.post(f"/v1/keys/{bootstrap_id}/revoke", headers=api.admin)
     assert refused.status_code == 409
     assert "last live admin key" in refused.json()["detail"]
@@ -203,7 +203,7 @@ def test_an_expired_admin_key_is_no_admin_left_standing(api: Clocked) -> None:
     expiry = (api.clock.now() + timedelta(minutes=5)).isoformat()
     create_key(api, api.admin, name="brief admin", role="admin", expires_at=expiry)
     api.clock.advance(600)
-    bootstrap_id = api.admin_key.partition(".")[0]
+    bootstrap_id = api.admin_key.split(".")[-2]
     assert api.http.post(f"/v1/keys/{bootstrap_id}/revoke", headers=api.admin).status_code == 409
 
 
@@ -239,7 +239,7 @@ def test_another_tenants_keys_are_not_found_and_not_listed(api: Clocked) -> None
 @pytest.mark.parametrize("role", [Role.VIEWER, Role.OPERATOR, Role.DEVELOPER])
 def test_only_admins_manage_keys(api: Clocked, role: Role) -> None:
     caller = api.as_key(api.store.access.create_api_key(api.tenant_id, role, "not admin")[1])
-    bootstrap_id = api.admin_key.partition(".")[0]
+    bootstrap_id = api.admin_key.split(".")[-2]
     for method, path in [
         ("GET", "/v1/keys"), ("POST", "/v1/keys"), ("GET", f"/v1/keys/{bootstrap_id}"),
         ("POST", f"/v1/keys/{bootstrap_id}/revoke"), ("GET", "/v1/audit"),
@@ -290,7 +290,7 @@ def test_a_revoked_or_expired_keys_state_is_told_only_to_whoever_holds_its_secre
 ) -> None:
     victim = create_key(api, api.admin, name="victim")
     api.http.post(f"/v1/keys/{victim['id']}/revoke", headers=api.admin)
-    forged = f"{victim['id']}.{api.admin_key.partition('.')[2]}"  # another key's secret
+    forged = f"{victim['id']}.{api.admin_key.rpartition('.')[2]}"  # another key's secret
     response = api.http.get("/v1/jobs", headers=api.as_key(forged))
     assert response.status_code == 401
     assert response.json()["detail"] == "unknown or revoked API key"
@@ -300,7 +300,7 @@ def test_a_revoked_admin_key_can_neither_revoke_nor_make_keys(api: Clocked) -> N
     second = create_key(api, api.admin, name="second", role="admin")
     api.http.post(f"/v1/keys/{second['id']}/revoke", headers=api.admin)
     revoked = api.as_key(second["token"])
-    bootstrap_id = api.admin_key.partition(".")[0]
+    bootstrap_id = api.admin_key.split(".")[-2]
     assert api.http.post("/v1/keys", headers=revoked, json={"role": "admin"}).status_code == 401
     assert api.http.post(f"/v1/keys/{bootstrap_id}/revoke", headers=revoked).status_code == 401
     assert api.http.get("/v1/keys", headers=api.admin).json()["items"][0]["revoked_at"]

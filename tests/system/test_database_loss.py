@@ -11,43 +11,25 @@ PostgreSQL here is a server of the test's own (``scripts/test-postgres.sh``), st
 from __future__ import annotations
 
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import httpx
 import pytest
 
 from herder.domain.states import RunState
-from tests.system.conftest import HERDER, START_SECONDS, Cluster, scripted_database, wait_until
+from tests.system.conftest import HERDER, START_SECONDS, Cluster, wait_until
+from tests.system.own_postgres import OwnPostgres, own_postgres_server
 
 pytestmark = [pytest.mark.system, pytest.mark.postgres]
 
-SCRIPT = Path(__file__).parents[2] / "scripts" / "test-postgres.sh"
 OUTAGE_SECONDS = 4.0  # past the heartbeat timeout (3 s)
-
-
-@dataclass
-class OwnPostgres:
-    directory: Path
-    url: str
-
-    def crash(self) -> None:
-        subprocess.run([SCRIPT, "crash", self.directory], check=True)
-
-    def resume(self) -> None:
-        subprocess.run([SCRIPT, "resume", self.directory], check=True)
 
 
 @pytest.fixture
 def own_postgres() -> Iterator[OwnPostgres]:
-    directory = Path(tempfile.mkdtemp(prefix="herder-test-postgres-"))  # postgres must reach it
-    start, stop = (SCRIPT, "start", directory), (SCRIPT, "stop", directory)
-    # durable: a commit acknowledged before the crash is there after it
-    with scripted_database(start, stop, "PostgreSQL server of the test's own", DURABLE="1") as url:
-        yield OwnPostgres(directory, url)
+    with own_postgres_server() as server:
+        yield server
 
 
 def test_a_lost_database_is_a_503_to_wait_out_and_the_system_goes_on(

@@ -1,6 +1,7 @@
-"""Who is calling. API keys (``key_….secret``) admit the REST API for one tenant; worker
-tokens (``wtk_….secret``, the fleet's) admit only worker registration; a registered worker's
-own secret (``wks_…``, given at registration) admits only calls for that worker.
+"""Who is calling. API keys (``ten_….key_….secret``; ``key_….secret`` before cells) admit
+the REST API for one tenant; worker tokens (``wtk_….secret``, the fleet's) admit only worker
+registration; a registered worker's own secret (``wks_…``, given at registration) admits only
+calls for that worker.
 
 Roles are checked here and nowhere else: ``Caller`` (any key: viewers read), ``Operator``
 (runs: start, cancel, re-run, repair, backfill, pause and resume), ``Writer`` (definitions),
@@ -22,6 +23,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import HTTPConnection
 
 from herder.domain.errors import Forbidden, Unauthorized
+from herder.domain.keys import is_api_key
 from herder.domain.models import Principal, Role
 from herder.domain.overrides import RAW_OVERRIDES, RunOverrides
 from herder.store.store import Store
@@ -103,7 +105,7 @@ SystemAdmin = Annotated[Principal, Depends(system_admin)]
 
 async def worker_token(request: Request, store: StoreDep) -> str:
     token = _bearer(request)
-    if token.startswith("key_"):
+    if is_api_key(token):
         raise Forbidden("API keys cannot use the worker protocol; use a worker token")
     recent = store.access.recent_worker_token(token)
     if recent is not None:
@@ -117,7 +119,7 @@ WorkerToken = Annotated[str, Depends(worker_token)]
 def worker_secret(request: HTTPConnection) -> str:
     """The bearer secret a registered worker was given; the fleet token is refused here."""
     secret = _bearer(request)
-    if secret.startswith("key_"):
+    if is_api_key(secret):
         raise Forbidden("API keys cannot use the worker protocol; use a worker's secret")
     if not secret.startswith("wks_"):
         raise Unauthorized(

@@ -14,6 +14,8 @@ from herder.cli import (
     audit,
     autoscaler,
     backfills,
+    cells,
+    edge,
     events,
     hooks,
     jobs,
@@ -39,9 +41,9 @@ from herder.client import ClientError
 arrange(app)
 
 __all__ = [
-    "alerts", "apply", "approvals", "audit", "autoscaler", "backfills", "events", "hooks",
-    "jobs", "keys", "limits", "main", "pools", "queue", "runs", "schedules", "secrets", "system",
-    "tenants", "top", "triggers", "usage", "workers", "workflows",
+    "alerts", "apply", "approvals", "audit", "autoscaler", "backfills", "cells", "edge",
+    "events", "hooks", "jobs", "keys", "limits", "main", "pools", "queue", "runs", "schedules",
+    "secrets", "system", "tenants", "top", "triggers", "usage", "workers", "workflows",
 ]  # fmt: skip
 
 

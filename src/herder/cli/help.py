@@ -18,8 +18,8 @@ PANELS: dict[str, tuple[str, ...]] = {
     "Definitions as files": ("apply", "export"),
     "Capacity and flow control": ("pool", "limit", "forecast", "usage", "budgets"),
     "Alerts and audit": ("alert", "audit"),
-    "Tenants, keys and secrets": ("tenant", "key", "secret"),
-    "Run the system": ("up", "server", "scheduler", "worker", "autoscaler"),
+    "Tenants, keys and secrets": ("tenant", "key", "secret", "cell"),
+    "Run the system": ("up", "server", "scheduler", "worker", "autoscaler", "system", "edge"),
 }
 _ORDER = [name for names in PANELS.values() for name in names]
 

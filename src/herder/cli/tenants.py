@@ -132,10 +132,15 @@ def tenant_create(
     max_checkpoint_mb: MaxCheckpoint = None,
     submit_rate: SubmitRate = None,
     submit_burst: SubmitBurst = None,
+    cell: Annotated[
+        str | None,
+        typer.Option(help="through an edge: the cell it lives in (a system admin's key of it)"),
+    ] = None,
     as_json: JsonFlag = False,
     quiet: QuietFlag = False,
 ) -> None:
-    """Create a tenant; quotas left out are unlimited (but --max-checkpoint-mb: 4096)."""
+    """Create a tenant; quotas left out are unlimited (but --max-checkpoint-mb: 4096).
+    Through an edge, it lives in the default cell, or in --cell."""
     quotas = _quota_changes(
         {
             "max-cpu": max_cpu, "max-memory-mb": max_memory_mb, "max-gpus": max_gpus,
@@ -145,7 +150,10 @@ def tenant_create(
         [],
     )  # fmt: skip
     with client() as herder:
-        created = herder.create_tenant(name, weight=weight or 1, quotas=quotas)
+        if cell is None:
+            created = herder.create_tenant(name, weight=weight or 1, quotas=quotas)
+        else:
+            created = herder.create_tenant_in(cell, name, weight=weight or 1, quotas=quotas)
     print_created(created, "tenant", as_json=as_json, quiet=quiet)
 
 

@@ -12,6 +12,7 @@ import httpx
 
 from herder.client.admin import AdminCalls
 from herder.client.alerts import AlertCalls
+from herder.client.cells import CellCalls
 from herder.client.errors import ApiError, ServerUnreachable
 from herder.client.events import EventCalls
 from herder.client.limits import LimitCalls
@@ -51,6 +52,7 @@ class HerderClient(
     LimitCalls,
     UsageCalls,
     EventCalls,
+    CellCalls,
 ):
     def __init__(
         self,

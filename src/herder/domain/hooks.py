@@ -100,7 +100,10 @@ class Hook(_Record):
     rate_per_second: float
     burst: int
     enabled: bool
-    url: str = Field(description="where the sender posts: /v1/hooks/{id}")
+    url: str = Field(
+        description="where the sender posts: /v1/hooks/{tenant id}.{id} (its tenant named, so an "
+        "edge routes it to its cell; /v1/hooks/{id} is taken too)"
+    )
     created_at: datetime
     updated_at: datetime
     version: int
@@ -345,3 +348,15 @@ class TokenBucket:
             self.tokens -= 1
             return 0.0
         return (1 - self.tokens) / self.rate
+
+
+def hook_address(tenant_id: str, hook_id: str) -> str:
+    """The path segment a sender posts to: the hook's id after its tenant's, so that an edge
+    sends the delivery to the tenant's cell without a lookup (docs/cells.md)."""
+    return f"{tenant_id}.{hook_id}"
+
+
+def parse_hook_address(address: str) -> tuple[str | None, str]:
+    """The tenant (None in an address made before cells: the id alone) and the hook's id."""
+    tenant_id, dot, hook_id = address.rpartition(".")
+    return (tenant_id, hook_id) if dot else (None, address)

@@ -9,10 +9,47 @@ other tenant's last admin key (offboarding, a leak): they can always make a new 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from herder.domain.errors import Conflict, Invalid
 from herder.domain.models import ApiKey, Role
+
+TENANT_PREFIX = "ten_"
+KEY_PREFIX = "key_"
+
+
+@dataclass(frozen=True)
+class ApiToken:
+    """An API key as its holder sends it: ``<tenant id>.<key id>.<secret>``, so that an
+    edge routes it to its tenant's cell without a lookup (docs/cells.md); a key made before
+    cells is ``<key id>.<secret>`` (``tenant_id`` None) and still admits. The tenant part
+    only routes: the store admits the token when the key's own tenant is the one named."""
+
+    tenant_id: str | None
+    key_id: str
+    secret: str
+
+    def __str__(self) -> str:
+        prefix = f"{self.tenant_id}." if self.tenant_id is not None else ""
+        return f"{prefix}{self.key_id}.{self.secret}"
+
+
+def parse_api_token(token: str) -> ApiToken | None:
+    """The parts of ``token``, or None when it has neither two nor three non-empty parts."""
+    parts = token.split(".")
+    if not all(parts):
+        return None
+    if len(parts) == 3:
+        return ApiToken(parts[0], parts[1], parts[2])
+    if len(parts) == 2:
+        return ApiToken(None, parts[0], parts[1])
+    return None
+
+
+def is_api_key(token: str) -> bool:
+    """Whether ``token`` is shaped as an API key (of either form), not a worker's credential."""
+    return token.startswith((KEY_PREFIX, TENANT_PREFIX))
 
 
 def refusal(key: ApiKey, now: datetime) -> str | None:

@@ -18,7 +18,7 @@ from sqlalchemy import exc, func, insert, or_, select, update
 from herder.clock import Clock, epoch_ms
 from herder.domain.errors import Conflict, NotFound, Unauthorized
 from herder.domain.ids import new_id
-from herder.domain.keys import refusal
+from herder.domain.keys import ApiToken, parse_api_token, refusal
 from herder.domain.listings import PageRequest
 from herder.domain.models import ApiKey, Page, Principal, Role, Tenant
 from herder.domain.tenants import TenantQuotas, stored_quotas
@@ -33,10 +33,20 @@ def hash_secret(secret: str) -> str:
 
 
 def _split_token(token: str) -> tuple[str, str]:
+    """A worker token's id and secret."""
     identifier, _, secret = token.partition(".")
     if not identifier or not secret:
         raise Unauthorized("malformed key: expected '<id>.<secret>' as given when it was created")
     return identifier, secret
+
+
+def _api_token(token: str) -> ApiToken:
+    parsed = parse_api_token(token)
+    if parsed is None:
+        raise Unauthorized(
+            "malformed key: expected '<tenant>.<id>.<secret>' as given when it was created"
+        )
+    return parsed
 
 
 LAST_USE_GRANULARITY = timedelta(minutes=1)  # a key's last use is written at most this often
@@ -225,7 +235,7 @@ class AccessRepository:
             connection.execute(
                 insert(api_keys).values(**key.model_dump(), secret_hash=hash_secret(secret))
             )
-        return key, f"{key.id}.{secret}"
+        return key, str(ApiToken(tenant_id, key.id, secret))
 
     def recent_principal(self, token: str) -> Principal | None:
         """The caller, if this key was verified in the last few seconds and has not expired
@@ -250,15 +260,18 @@ class AccessRepository:
     def authenticate(self, token: str) -> Principal:
         if cached := self.recent_principal(token):
             return cached
-        key_id, secret = _split_token(token)
+        parsed = _api_token(token)
+        key_id = parsed.key_id
         with self._db.read() as connection:
             row = connection.execute(
                 select(api_keys, tenants.c.is_system)
                 .join(tenants, tenants.c.id == api_keys.c.tenant_id)
                 .where(api_keys.c.id == key_id)
             ).first()
-        if row is None or not hmac.compare_digest(row.secret_hash, hash_secret(secret)):
+        if row is None or not hmac.compare_digest(row.secret_hash, hash_secret(parsed.secret)):
             raise Unauthorized(UNKNOWN_KEY)
+        if parsed.tenant_id is not None and parsed.tenant_id != row.tenant_id:
+            raise Unauthorized(UNKNOWN_KEY)  # a tenant part that is not the key's: as unknown
         key = ApiKey.model_validate(row._mapping)
         now = self._clock.now()
         if why := refusal(key, now):  # said only to whoever holds the secret

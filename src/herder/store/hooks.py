@@ -25,6 +25,8 @@ from herder.domain.hooks import (
     HookRequest,
     HookSpec,
     Replayed,
+    hook_address,
+    parse_hook_address,
 )
 from herder.domain.ids import new_id
 from herder.domain.listings import PageRequest
@@ -47,8 +49,8 @@ def _hook(row: Any) -> Hook:
     return Hook(
         id=row.id, name=row.name, scheme=spec.scheme, event=spec.event or row.name,
         rate_per_second=spec.rate_per_second, burst=spec.burst, enabled=spec.enabled,
-        url=f"/v1/hooks/{row.id}", created_at=row.created_at, updated_at=row.updated_at,
-        version=row.version,
+        url=f"/v1/hooks/{hook_address(row.tenant_id, row.id)}", created_at=row.created_at,
+        updated_at=row.updated_at, version=row.version,
     )  # fmt: skip
 
 
@@ -176,9 +178,10 @@ class HookRepository:
     def receiver(self, hook_id: str) -> Receiver:
         """The hook a delivery names, whoever's it is (the signature decides), with its
         secret opened; ``NotFound`` for none."""
+        tenant_id, plain_id = parse_hook_address(hook_id)
         with self._db.read() as connection:
-            row = connection.execute(select(hooks).where(hooks.c.id == hook_id)).first()
-        if row is None:
+            row = connection.execute(select(hooks).where(hooks.c.id == plain_id)).first()
+        if row is None or (tenant_id is not None and tenant_id != row.tenant_id):
             raise NotFound(f"hook {hook_id[:MAX_SHOWN_CHARS]} not found")
         return Receiver(_hook(row), row.tenant_id, self._open(row))
 

@@ -1,5 +1,6 @@
 """/v1/hooks: inbound webhooks (docs/events.md). A developer makes a hook and hands its URL
-and secret to the sender; the sender POSTs to ``/v1/hooks/{id}`` with no API key — the
+and secret to the sender; the sender POSTs to its URL, ``/v1/hooks/{tenant id}.{id}`` (the
+tenant named for the edge's routing; ``/v1/hooks/{id}`` is taken too) with no API key — the
 signature is the credential — and each verified delivery becomes an event."""
 
 from __future__ import annotations

@@ -1,0 +1,38 @@
+"""The client's calls on the edge's cells (docs/cells.md; mixed into ``HerderClient``): they
+answer only through an edge, to a system admin."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from herder.client.schedules import drop_none
+from herder.domain.cells import Cell, CellListing
+from herder.domain.models import Tenant
+
+
+class CellCalls:
+    _request: Callable[..., httpx.Response]  # HerderClient's: one call, errors mapped
+
+    def create_cell(self, name: str, *, region: str, api_url: str) -> Cell:
+        body = {"name": name, "region": region, "api_url": api_url}
+        return Cell.model_validate(self._request("POST", "/v1/cells", json=body).json())
+
+    def list_cells(self) -> CellListing:
+        """Every cell with its health (its /readyz, asked now) and its tenants' count."""
+        return CellListing.model_validate(self._request("GET", "/v1/cells").json())
+
+    def create_tenant_in(
+        self, cell: str, name: str, *, weight: int = 1, quotas: dict[str, Any] | None = None
+    ) -> Tenant:
+        """A tenant made in ``cell`` and placed there (the key: a system admin's of it)."""
+        body = drop_none({"name": name, "weight": weight, "quotas": quotas})
+        answer = self._request("POST", f"/v1/cells/{cell}/tenants", json=body)
+        return Tenant.model_validate(answer.json())
+
+    def adopt_tenants(self, cell: str) -> dict[str, Any]:
+        """Places the tenants ``cell`` has that the directory lacks (made before cells)."""
+        adopted: dict[str, Any] = self._request("POST", f"/v1/cells/{cell}/adopt").json()
+        return adopted

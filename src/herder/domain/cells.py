@@ -1,0 +1,47 @@
+"""Cells and regions (docs/cells.md): a cell is one whole Herder (its PostgreSQL, schedulers,
+workers and API processes); every tenant lives in exactly one; a cell belongs to a region.
+What the directory holds and the edge serves, as plain data."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, Field
+
+NAME_PATTERN = r"^[a-z][a-z0-9-]{0,62}$"  # a DNS label: it may name hosts and buckets
+API_URL_PATTERN = r"^https?://[^\s/?#]+(/[^\s?#]*)?$"
+
+
+class CellCreate(BaseModel):
+    name: str = Field(pattern=NAME_PATTERN, description="the cell's name, a DNS label")
+    region: str = Field(pattern=NAME_PATTERN, description="its region (made when first named)")
+    api_url: str = Field(
+        max_length=2048, pattern=API_URL_PATTERN, description="where its API processes answer"
+    )
+
+
+class Cell(BaseModel):
+    name: str
+    region: str
+    api_url: str
+    is_default: bool = Field(
+        description="where tenants made before cells live, and keys made before cells go"
+    )
+    created_at: datetime
+
+
+class CellStatus(Cell):
+    up: bool = Field(description="whether its API answered /readyz with 200 just now")
+    tenants: int = Field(description="tenants the directory places in it")
+
+
+class CellListing(BaseModel):
+    items: list[CellStatus]
+
+
+class Placement(BaseModel):
+    """Where a tenant lives."""
+
+    tenant_id: str
+    cell: str
+    placed_at: datetime

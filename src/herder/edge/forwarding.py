@@ -1,0 +1,144 @@
+"""A request sent on to its cell and the cell's answer sent back, both bodies streamed:
+hop-by-hop headers (and any the ``Connection`` header names) dropped both ways, the
+client's address appended to ``X-Forwarded-For``, the path and query passed as they came
+(the cell decodes and refuses them as it would unproxied). A cell that refuses the
+connection, does not answer in time or answers 503 is down: 503 naming it, with
+Retry-After, never another cell's answer."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+import httpx
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from herder.api.errors import UNAVAILABLE_RETRY_AFTER_SECONDS, problem
+from herder.domain.cells import Cell
+
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+MAX_UNAVAILABLE_BODY = 64 * 1024  # a cell's 503 read to quote its reason
+
+
+def end_to_end(headers: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """``headers`` without the hop-by-hop ones, those ``Connection`` names among them."""
+    listed = list(headers)
+    named = {
+        token.strip().lower()
+        for name, value in listed
+        if name.lower() == b"connection"
+        for token in value.split(b",")
+    }
+    return [
+        (name, value)
+        for name, value in listed
+        if name.lower().decode("latin-1") not in HOP_BY_HOP and name.lower() not in named
+    ]
+
+
+def to_cell_headers(request: Request) -> list[tuple[bytes, bytes]]:
+    """What the cell is sent: the end-to-end headers but ``Host`` (the cell's own is set),
+    and the client's address after any ``X-Forwarded-For`` it sent. A body sent chunked
+    goes on chunked: a ``Content-Length`` beside it (a request smuggled past a proxy that
+    believes the length) is dropped."""
+    left_out = {b"host", b"x-forwarded-for"}
+    if "transfer-encoding" in request.headers:
+        left_out.add(b"content-length")
+    kept = [
+        (name, value)
+        for name, value in end_to_end(request.scope["headers"])
+        if name.lower() not in left_out
+    ]
+    forwarded = [
+        value for name, value in request.scope["headers"] if name.lower() == b"x-forwarded-for"
+    ]
+    client = request.client.host if request.client else "unknown"
+    forwarded.append(client.encode("latin-1"))
+    kept.append((b"x-forwarded-for", b", ".join(forwarded)))
+    return kept
+
+
+def cell_unavailable(cell: Cell, why: str) -> Response:
+    return problem(
+        503,
+        "Service unavailable",
+        f"cell {cell.name} is unavailable: {why}",
+        headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER_SECONDS)},
+        cell=cell.name,
+    )
+
+
+def _has_body(request: Request) -> bool:
+    headers = request.headers
+    return "transfer-encoding" in headers or headers.get("content-length", "0") not in ("", "0")
+
+
+async def forward(http: httpx.AsyncClient, request: Request, cell: Cell) -> Response:
+    base = httpx.URL(cell.api_url)
+    query = request.scope["query_string"]
+    # the request line as it came (after the cell's own prefix): httpx would resolve a
+    # dot segment in a URL, and the cell, not the edge, says what a path means
+    target = (
+        base.raw_path.rstrip(b"/") + request.scope["raw_path"] + (b"?" + query if query else b"")
+    )
+    outgoing = http.build_request(
+        request.method,
+        base,
+        headers=to_cell_headers(request),
+        content=request.stream() if _has_body(request) else None,
+        extensions={"target": target},
+    )
+    try:
+        answer = await http.send(outgoing, stream=True)
+    except httpx.TimeoutException:
+        return cell_unavailable(cell, "it did not answer in time")
+    except httpx.TransportError as error:
+        return cell_unavailable(cell, f"it cannot be reached ({type(error).__name__})")
+    if answer.status_code == 503:
+        return await _unavailable_answer(cell, answer)
+    return _streamed(answer)
+
+
+def _streamed(answer: httpx.Response) -> Response:
+    response = StreamingResponse(
+        answer.aiter_raw(), status_code=answer.status_code, background=BackgroundTask(answer.aclose)
+    )
+    response.raw_headers = end_to_end(answer.headers.raw)  # repeated ones kept, as they came
+    return response
+
+
+async def _unavailable_answer(cell: Cell, answer: httpx.Response) -> Response:
+    """The cell's own 503 (its database lost, say), said as the cell's unavailability."""
+    body = b""
+    try:
+        async for chunk in answer.aiter_bytes():
+            body += chunk
+            if len(body) > MAX_UNAVAILABLE_BODY:
+                break
+    except httpx.HTTPError:
+        pass
+    finally:
+        await answer.aclose()
+    try:
+        detail = str(json.loads(body)["detail"])
+    except (ValueError, KeyError, TypeError):
+        detail = "it answered 503"
+    response = cell_unavailable(cell, detail)
+    if retry_after := answer.headers.get("retry-after"):
+        response.headers["Retry-After"] = retry_after
+    return response
