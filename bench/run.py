@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import itertools
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from bench import (
@@ -18,6 +20,7 @@ from bench import (
     celery_peer,
     checkpoints,
     delayed,
+    directory,
     dispatch,
     dispatchers,
     events,
@@ -108,6 +111,7 @@ def main() -> None:
             "migration",
             "burst",
             "dispatchers",
+            "directory",
             "all",
         ],
         default="all",
@@ -142,17 +146,14 @@ def main() -> None:
     if options.scenario in ("images", "all"):
         run_images()
     if options.scenario in ("burst", "all"):
-        result = burst.measure()
-        print(result.line())
-        command = _command()
-        now = datetime.datetime.now(datetime.UTC)
-        _append(burst.section(result, machine.describe(), now, command))
+        burst_result = burst.measure()
+        _record(burst_result.line(), functools.partial(burst.section, burst_result))
     if options.scenario in ("dispatchers", "all"):
         partitioned = dispatchers.measure()
-        print(dispatchers.line(partitioned))
-        command = _command()
-        now = datetime.datetime.now(datetime.UTC)
-        _append(dispatchers.section(partitioned, machine.describe(), now, command))
+        _record(dispatchers.line(partitioned), functools.partial(dispatchers.section, partitioned))
+    if options.scenario in ("directory", "all"):
+        homes = directory.measure()
+        _record(homes.line(), functools.partial(directory.section, homes))
     if options.scenario in ("failover", "all"):
         run_failover(options)
     if options.scenario in ("migration", "all"):
@@ -160,6 +161,13 @@ def main() -> None:
         _append(migration_online.report(migration_online.DEFAULT_RUNS, command))
     if options.scenario == "history":  # not in "all": ten million runs take a while to make
         run_history()
+
+
+def _record(line: str, section: Callable[[str, datetime.datetime, str], list[str]]) -> None:
+    """Print a scenario's line and append its section, made for this machine, now and this
+    command."""
+    print(line)
+    _append(section(machine.describe(), datetime.datetime.now(datetime.UTC), _command()))
 
 
 def run_oneoff(options: argparse.Namespace) -> None:
