@@ -97,6 +97,13 @@ EXCEPTIONS = {
     ("PUT", "/v1/tenants/{tenant_id}/budgets"): Needs.SYSTEM_ADMIN,
     ("GET", "/v1/tenants/{tenant_id}/budgets"): Needs.TENANT_ADMIN,
     ("POST", "/v1/tenants/{tenant_id}/keys"): Needs.TENANT_ADMIN,
+    # a tenant's move between cells (docs/cells.md): the system admins of each cell
+    ("PUT", "/v1/tenants/{tenant_id}/move"): Needs.SYSTEM_ADMIN,
+    ("GET", "/v1/tenants/{tenant_id}/export"): Needs.SYSTEM_ADMIN,
+    ("GET", "/v1/tenants/{tenant_id}/export/artifacts/{artifact_id}"): Needs.SYSTEM_ADMIN,
+    ("PUT", "/v1/tenants/{tenant_id}/import/artifacts/{artifact_id}"): Needs.SYSTEM_ADMIN,
+    ("POST", "/v1/tenants/import"): Needs.SYSTEM_ADMIN,
+    ("DELETE", "/v1/tenants/{tenant_id}/import"): Needs.SYSTEM_ADMIN,
     ("GET", "/v1/keys"): Needs.TENANT_ADMIN,
     ("POST", "/v1/keys"): Needs.TENANT_ADMIN,
     ("GET", "/v1/keys/{key_id}"): Needs.TENANT_ADMIN,

@@ -6,6 +6,7 @@ Cell A and the directory are on each store; cell B on SQLite."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,10 +24,11 @@ from herder.client import HerderClient
 from herder.directory.repository import Directory
 from herder.edge.app import create_edge_app
 from herder.edge.settings import EdgeSettings
+from herder.keyring import Keyring
 from herder.settings import Settings, sqlite_url
 from herder.store.cold.blobs import DirectoryBlobStore
 from herder.store.store import Store
-from tests.conftest import TEST_KEYRING, fresh_postgres_url, fresh_sqlite_url
+from tests.conftest import fresh_postgres_url, fresh_sqlite_url
 from tests.integration.served import Served, served
 from tests.integration.test_hooks import SECRET, herder_headers
 
@@ -45,6 +47,8 @@ class TwoCells:
     b: Served
     a_admin: str  # cell A's system admin (A is the default cell)
     b_admin: str  # cell B's system admin
+    a_store: Store
+    b_store: Store  # with a secrets key of its own
 
     def tenant_in(self, cell: str, name: str) -> tuple[str, str]:
         """A tenant made through the edge in ``cell`` and an admin key of it."""
@@ -79,7 +83,7 @@ def cells(
     (tmp_path / "b").mkdir()
     store_b = Store(
         fresh_sqlite_url(sqlite_template, tmp_path / "b"),
-        keyring=TEST_KEYRING,
+        keyring=Keyring.of([os.urandom(32)]),
         artifact_blobs=DirectoryBlobStore(tmp_path / "b" / "blobs"),
     )
     made_a, made_b = store.access.bootstrap(), store_b.access.bootstrap()
@@ -90,10 +94,14 @@ def cells(
     directory = Directory(directory_url)
     try:
         with served(app_a) as a, served(app_b) as b:
-            settings = EdgeSettings(directory_url=directory_url, timeout_seconds=10)
+            settings = EdgeSettings(
+                directory_url=directory_url, timeout_seconds=10, move_settle_seconds=0
+            )
             directory.create_cell("default", "eu", a.url, datetime.now(UTC))
             with TestClient(create_edge_app(settings, directory)) as edge:
-                two = TwoCells(edge, directory, a, b, made_a.admin_key, made_b.admin_key)
+                two = TwoCells(
+                    edge, directory, a, b, made_a.admin_key, made_b.admin_key, store, store_b
+                )
                 for cell, admin in [("default", two.a_admin)]:
                     adopted = edge.post(f"/v1/cells/{cell}/adopt", headers=bearer(admin))
                     assert adopted.status_code == 200, adopted.text
@@ -241,7 +249,7 @@ def test_a_tenant_made_at_the_default_cell_is_placed_and_reachable_at_once(cells
     assert made.status_code == 201, made.text
     home = cells.directory.home_of(made.json()["id"])
     assert home is not None
-    assert home.name == "default"
+    assert home.cell.name == "default"
     listed = cells.edge.get("/v1/tenants", headers=bearer(cells.a_admin))  # forwarded
     assert made.json()["id"] in [tenant["id"] for tenant in listed.json()["items"]]
 
@@ -312,6 +320,6 @@ def test_the_cli_makes_and_lists_cells_and_tenants_in_them_through_the_edge(
     quiet = herder("tenant", "create", "delta", "--cell", "b", "-q", key=cells.b_admin).strip()
     home = cells.directory.home_of(quiet)
     assert home is not None
-    assert home.name == "b"
+    assert home.cell.name == "b"
     adopted = herder("cell", "adopt", "b", "--json", key=cells.b_admin)
     assert '"placed": []' in adopted

@@ -151,6 +151,15 @@ MAKES_NO_RUN = {
     ),
     **dict.fromkeys(
         [
+            ("PUT", "/v1/tenants/{tenant_id}/move"), ("POST", "/v1/tenants/import"),
+            ("DELETE", "/v1/tenants/{tenant_id}/import"),
+            ("PUT", "/v1/tenants/{tenant_id}/import/artifacts/{artifact_id}"),
+        ],
+        "a tenant's move between cells: definitions copied, no run; its schedules fire on in "
+        "the new cell from the instant the old one stopped at",
+    ),
+    **dict.fromkeys(
+        [
             ("POST", "/v1/workers"), ("POST", "/v1/workers/{worker_id}/heartbeat"),
             ("POST", "/v1/workers/{worker_id}/claim"), ("POST", "/v1/workers/{worker_id}/reports"),
             ("PUT", "/v1/workers/{worker_id}/attempts/{attempt_id}/checkpoint"),

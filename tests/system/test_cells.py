@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -114,6 +115,25 @@ def _edge(cluster: Cluster, directory: Path) -> str:
     return url
 
 
+@contextmanager
+def cell_admins(
+    edge: str, cell_a: Cluster, cell_b: Cluster
+) -> Iterator[tuple[HerderClient, HerderClient]]:
+    """Each cell's system admin through the edge, once cell b is registered, each cell's
+    own tenants placed and each cell's worker up."""
+    with (
+        HerderClient(edge, cell_a.credentials["api_key"]) as admin_a,
+        HerderClient(edge, cell_b.credentials["api_key"]) as admin_b,
+    ):
+        admin_a.adopt_tenants("a")
+        admin_a.create_cell("b", region="eu", api_url=cell_b.url)
+        admin_b.adopt_tenants("b")
+        for cell in (cell_a, cell_b):
+            with cell.client() as direct:
+                wait_until(lambda: len(direct.list_workers()) == 1, START_SECONDS, "a worker")
+        yield admin_a, admin_b
+
+
 def _tenant(edge: str, admin: HerderClient, cell: str, name: str) -> Tenant:
     made = admin.create_tenant(name) if cell == "a" else admin.create_tenant_in(cell, name)
     key = admin.create_api_key(made.id, role="admin")
@@ -167,26 +187,38 @@ def _check_nothing_lost_or_doubled(tenant: Tenant) -> None:
         assert ended.state is WorkflowRunState.SUCCEEDED
 
 
-@pytest.mark.timeout(400)
-def test_a_cells_loss_is_its_tenants_alone_and_loses_or_doubles_nothing(
+@dataclass(frozen=True)
+class BehindAnEdge:
+    """Two cells, each a server with its scheduler and a worker on a PostgreSQL server of
+    its own, and one edge in front (the default cell: a)."""
+
+    postgres: tuple[OwnPostgres, OwnPostgres]
+    cells: tuple[Cluster, Cluster]
+    edge: str
+
+
+@pytest.fixture
+def behind_an_edge(
     two_postgres: tuple[OwnPostgres, OwnPostgres],
     start_cluster: Callable[..., Cluster],
     tmp_path: Path,
-) -> None:
+) -> BehindAnEdge:
     postgres_a, postgres_b = two_postgres
     cell_a, cell_b = _cell("a", postgres_a, start_cluster), _cell("b", postgres_b, start_cluster)
-    edge = _edge(cell_a, tmp_path)
+    return BehindAnEdge(two_postgres, (cell_a, cell_b), _edge(cell_a, tmp_path))
+
+
+@pytest.mark.timeout(400)
+def test_a_cells_loss_is_its_tenants_alone_and_loses_or_doubles_nothing(
+    behind_an_edge: BehindAnEdge,
+) -> None:
+    postgres_a, _ = behind_an_edge.postgres
+    cell_a, cell_b = behind_an_edge.cells
+    edge = behind_an_edge.edge
     with (
-        HerderClient(edge, cell_a.credentials["api_key"]) as admin_a,
-        HerderClient(edge, cell_b.credentials["api_key"]) as admin_b,
+        cell_admins(edge, cell_a, cell_b) as (admin_a, admin_b),
         httpx.Client(base_url=edge, timeout=30) as http,
     ):
-        admin_a.adopt_tenants("a")
-        admin_a.create_cell("b", region="eu", api_url=cell_b.url)
-        admin_b.adopt_tenants("b")
-        for cell in (cell_a, cell_b):
-            with cell.client() as direct:
-                wait_until(lambda: len(direct.list_workers()) == 1, START_SECONDS, "a worker")
         tenant_a = _tenant(edge, admin_a, "a", "alpha")
         tenant_b = _tenant(edge, admin_b, "b", "beta")
         try:

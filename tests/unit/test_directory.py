@@ -53,7 +53,7 @@ def test_a_tenant_is_placed_once_and_never_moved_by_placing(directory: Directory
     assert directory.place(["ten_1"], "a", NOW).new == []  # there already: as it was
     home = directory.home_of("ten_2")
     assert home is not None
-    assert home.name == "a"
+    assert home.cell.name == "a"
     assert directory.home_of("ten_unknown") is None
     assert directory.tenants_per_cell() == {"a": 2, "b": 1}
 
@@ -61,3 +61,35 @@ def test_a_tenant_is_placed_once_and_never_moved_by_placing(directory: Directory
 def test_a_directory_out_of_reach_is_temporarily_unavailable(tmp_path: Path) -> None:
     with pytest.raises(TemporarilyUnavailable):
         Directory(sqlite_url(tmp_path / "no-such-folder" / "directory.db"))
+
+
+def test_a_move_is_begun_once_flipped_and_ended(directory: Directory) -> None:
+    for name in ("a", "b", "c"):
+        directory.create_cell(name, "eu", f"http://{name}", NOW)
+    directory.place(["ten_1"], "a", NOW)
+    directory.begin_move("ten_1", "a", "b", NOW)
+    directory.begin_move("ten_1", "a", "b", NOW)  # the same move again: goes on
+    with pytest.raises(Conflict, match="moving from cell a to cell b"):
+        directory.begin_move("ten_1", "a", "c", NOW)
+    home = directory.home_of("ten_1")
+    assert home is not None
+    assert (home.cell.name, home.moving_to, home.previous) == ("a", "b", [])
+    later = NOW.replace(hour=13)
+    directory.flip("ten_1", "a", "b", later)
+    directory.flip("ten_1", "a", "b", later)  # flipped before: as it is
+    with pytest.raises(Conflict):
+        directory.flip("ten_1", "c", "a", later)  # it does not live in c
+    assert directory.move_under_way("ten_1") == ("a", "b")
+    directory.end_move("ten_1")
+    home = directory.home_of("ten_1")
+    assert home is not None
+    assert (home.cell.name, home.moving_to) == ("b", None)
+    assert [cell.name for cell in home.previous] == ["a"]
+    assert directory.move_under_way("ten_1") is None
+    # and back again: a is its home once more, b the previous one
+    directory.begin_move("ten_1", "b", "a", later)
+    directory.flip("ten_1", "b", "a", later.replace(hour=14))
+    directory.end_move("ten_1")
+    home = directory.home_of("ten_1")
+    assert home is not None
+    assert (home.cell.name, [cell.name for cell in home.previous]) == ("a", ["b"])

@@ -6,7 +6,13 @@ import inspect
 
 from herder.api.errors import PROBLEMS, status_and_title
 from herder.domain import errors
-from herder.domain.errors import HerderError, Invalid, TemporarilyUnavailable, Unavailable
+from herder.domain.errors import (
+    HerderError,
+    Invalid,
+    TemporarilyUnavailable,
+    TenantMoving,
+    Unavailable,
+)
 
 
 def _error_classes() -> list[type[HerderError]]:
@@ -19,7 +25,8 @@ def _error_classes() -> list[type[HerderError]]:
 
 def test_every_domain_error_has_its_own_problem_status() -> None:
     """Each kind of error its own status; a narrower kind (``TemporarilyUnavailable``, a 503
-    that says when to retry) answers as the kind it narrows."""
+    that says when to retry, and ``TenantMoving``, one that names the cell) answers as the
+    kind it narrows."""
     classes = _error_classes()
     kinds = [kind for kind in classes if kind.__mro__[1] is HerderError]
     assert set(kinds) == set(PROBLEMS)
@@ -27,8 +34,9 @@ def test_every_domain_error_has_its_own_problem_status() -> None:
     assert len(set(statuses)) == len(statuses)
     assert all(400 <= status < 600 and status != 500 for status in statuses)
     narrower = [kind for kind in classes if kind not in kinds]
-    assert narrower == [TemporarilyUnavailable]
-    assert status_and_title(TemporarilyUnavailable) == status_and_title(Unavailable)
+    assert narrower == [TemporarilyUnavailable, TenantMoving]
+    for kind in narrower:
+        assert status_and_title(kind) == status_and_title(Unavailable)
 
 
 def test_domain_errors_carry_no_http_status() -> None:

@@ -8,7 +8,8 @@ Roles are checked here and nowhere else: ``Caller`` (any key: viewers read), ``O
 ``SystemAdmin``; a tenant's own admins are checked in ``herder.app.access``. An operator
 starts runs with the job's declared parameters only: raw overrides (``RAW_OVERRIDES``)
 choose what runs, a developer's decision (``check_overrides``). The caller is
-left on the request's state for the audit trail (``herder.api.audit``).
+left on the request's state for the audit trail (``herder.api.audit``). A tenant moving
+between cells is refused here too (``domain.moves.refusal``: 503 naming the cell).
 
 The dependencies are ``async``: FastAPI runs a sync dependency in a worker thread, a hop
 that costs more than the check itself once the key is in the store's recent-keys cache.
@@ -22,6 +23,7 @@ from fastapi import Depends, Path, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import HTTPConnection
 
+from herder.domain import moves
 from herder.domain.errors import Forbidden, Unauthorized
 from herder.domain.keys import is_api_key
 from herder.domain.models import Principal, Role
@@ -51,6 +53,12 @@ async def principal(request: Request, store: StoreDep) -> Principal:
     caller = store.access.recent_principal(token)
     if caller is None:
         caller = await run_in_threadpool(store.access.authenticate, token)
+    if caller.move_state is not None and (
+        refused := moves.refusal(
+            caller.tenant_id, caller.move_state, caller.move_cell, request.method, request.url.path
+        )
+    ):
+        raise refused
     request.state.principal = caller
     return caller
 

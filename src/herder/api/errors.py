@@ -30,6 +30,7 @@ from herder.domain.errors import (
     RateLimited,
     StaleVersion,
     TemporarilyUnavailable,
+    TenantMoving,
     TooLarge,
     Unauthorized,
     Unavailable,
@@ -99,6 +100,9 @@ def herder_problem(error: HerderError) -> JSONResponse:
         )
     if isinstance(error, TemporarilyUnavailable):
         headers = {"Retry-After": str(UNAVAILABLE_RETRY_AFTER_SECONDS)}
+    if isinstance(error, TenantMoving):
+        headers = {"Retry-After": str(error.retry_after_seconds)}
+        extra["cell"] = error.cell
     if isinstance(error, StaleVersion):
         extra["current_version"] = error.current_version
     return problem(status, title, error.detail, headers=headers, **extra)

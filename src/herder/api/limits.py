@@ -18,8 +18,10 @@ from herder.domain.jobs import MAX_ARTIFACT_BYTES, MAX_CHECKPOINT_MB
 DEFAULT_BODY_LIMIT = 4 * 1024 * 1024
 MULTIPART_OVERHEAD = 64 * 1024
 EVENT_ENVELOPE = 8 * 1024  # an event's name and id around its payload
+IMPORT_BODY_LIMIT = 64 * MIB  # a tenant's definitions moving in from another cell
 BODY_LIMITS = {
     "/v1/artifacts": MAX_ARTIFACT_BYTES + MULTIPART_OVERHEAD,
+    "/v1/tenants/import": IMPORT_BODY_LIMIT,
     "/v1/events": MAX_PAYLOAD_BYTES + EVENT_ENVELOPE,
 }
 # An inbound webhook's delivery: its body is the event's payload.
@@ -28,14 +30,21 @@ HOOK_DELIVERY = re.compile(r"^/v1/hooks/[^/]+/?$")
 # by its route, which bounds it by the job's own checkpoint_mb; here, by the schema's bound.
 RAW_UPLOAD = re.compile(r"^/v1/workers/[^/]+/attempts/[^/]+/checkpoint/?$")
 RAW_UPLOAD_LIMIT = MAX_CHECKPOINT_MB * MIB
+# A program of a tenant moving in from another cell: raw bytes, bounded as an upload's.
+IMPORTED_ARTIFACT = re.compile(r"^/v1/tenants/[^/]+/import/artifacts/[^/]+/?$")
 
 
 def is_raw_upload(scope: Scope) -> bool:
     """A body of bytes, not JSON: no NUL check (``nul.py``) applies to it."""
-    return scope["method"] == "PUT" and RAW_UPLOAD.match(scope["path"]) is not None
+    return scope["method"] == "PUT" and (
+        RAW_UPLOAD.match(scope["path"]) is not None
+        or IMPORTED_ARTIFACT.match(scope["path"]) is not None
+    )
 
 
 def body_limit(scope: Scope) -> int:
+    if scope["method"] == "PUT" and IMPORTED_ARTIFACT.match(scope["path"]):
+        return MAX_ARTIFACT_BYTES
     if is_raw_upload(scope):
         return RAW_UPLOAD_LIMIT
     if scope["method"] == "POST" and HOOK_DELIVERY.match(scope["path"]):

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from herder.app.events import Arrival, receive_event
 from herder.clock import Clock
+from herder.domain import moves
 from herder.domain.errors import Invalid, RateLimited, Unauthorized
 from herder.domain.events import ReceivedEvent
 from herder.domain.hooks import (
@@ -54,6 +55,9 @@ def receive_delivery(
     # the body read
     receiver = store.hooks.receiver(hook_id)
     hook = receiver.hook
+    moving = store.moves.status(receiver.tenant_id)
+    if refused := moves.refusal(moving.tenant_id, moving.state, moving.cell, "POST", ""):
+        raise refused  # its tenant is moving between cells: the sender tries again
     body = read_body()
     # verified: signed by the hook's sender (charged to nothing yet)
     headers: Mapping[str, str] = {}

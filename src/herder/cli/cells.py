@@ -4,11 +4,14 @@ CLI's server is then the edge."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from herder.cli.common import JsonFlag, app, client, out, print_json, when
+from herder.cli.ids import tenant_of
+from herder.cli.tenants import tenant_app
 from herder.cli.views import Field, Listing
 from herder.domain.cells import CellStatus
 
@@ -67,3 +70,28 @@ def cell_adopt(name: str, as_json: JsonFlag = False) -> None:
     out.print(f"placed {len(adopted['placed'])} tenant(s) in cell {name}")
     for tenant, home in adopted["elsewhere"].items():
         out.print(f"left {tenant}: it lives in cell {home}", highlight=False)
+
+
+@tenant_app.command("move")
+def tenant_move(
+    tenant: str,
+    to: Annotated[str, typer.Option("--to", help="the cell it moves to")],
+    target_key_file: Annotated[
+        Path | None,
+        typer.Option(help="a file holding a system admin's key of the cell it moves to"),
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Move a tenant to another cell: its definitions, keys, secrets and schedules go; its
+    runs stay, readable by id. The key in use is a system admin's of the cell it lives in."""
+    target_key = target_key_file.read_text().strip() if target_key_file else None
+    with client() as herder:
+        found = tenant_of(herder, tenant)
+        moved = herder.move_tenant(found.id, to, target_key=target_key)
+    if as_json:
+        print_json(moved)
+    else:
+        out.print(
+            f"moved tenant [bold]{found.name}[/] from cell {moved.from_cell} to cell "
+            f"{moved.to_cell} ({moved.schedules} schedule(s), {moved.artifacts} program(s))"
+        )

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 
 from herder.client.schedules import drop_none
-from herder.domain.cells import Cell, CellListing
+from herder.domain.cells import Cell, CellListing, TenantMoved
 from herder.domain.models import Tenant
 
 
@@ -36,3 +36,10 @@ class CellCalls:
         """Places the tenants ``cell`` has that the directory lacks (made before cells)."""
         adopted: dict[str, Any] = self._request("POST", f"/v1/cells/{cell}/adopt").json()
         return adopted
+
+    def move_tenant(self, tenant_id: str, to: str, *, target_key: str | None = None) -> TenantMoved:
+        """Moves the tenant to cell ``to`` (docs/cells.md, "Moving a tenant"): this client's
+        key a system admin's of the cell it lives in, ``target_key`` one of ``to``'s."""
+        headers = {"X-Herder-Target-Key": target_key} if target_key else {}
+        answer = self._request("POST", f"/v1/cells/{to}/tenants/{tenant_id}/move", headers=headers)
+        return TenantMoved.model_validate(answer.json())

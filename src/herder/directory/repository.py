@@ -1,6 +1,7 @@
 """The directory's one repository: regions and cells created and listed, tenants placed and
-looked up. Driver errors are wrapped here, where they enter: a directory out of reach is
-``TemporarilyUnavailable`` (503), a name taken meanwhile a ``Conflict``."""
+looked up, a tenant's move begun, flipped and ended. Driver errors are wrapped here, where
+they enter: a directory out of reach is ``TemporarilyUnavailable`` (503), a name taken
+meanwhile a ``Conflict``."""
 
 from __future__ import annotations
 
@@ -10,14 +11,22 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, create_engine, exc, func, insert, select
+from sqlalchemy import Connection, create_engine, delete, exc, func, insert, select, update
 from sqlalchemy.engine import make_url
 
-from herder.directory.schema import cells, metadata, regions, tenant_homes
-from herder.domain.cells import Cell, Placement
+from herder.directory.schema import (
+    cells,
+    metadata,
+    previous_homes,
+    regions,
+    tenant_homes,
+    tenant_moves,
+)
+from herder.domain.cells import Cell, Home, Placement
 from herder.domain.errors import Conflict, NotFound, TemporarilyUnavailable
 from herder.store.database import normalize_url
 
+CELL_COLUMNS = [column.name for column in cells.c]
 _POOL_TIMEOUT_SECONDS = 5.0  # a directory out of reach answers 503 soon, not after 30 s
 
 
@@ -117,20 +126,104 @@ class Directory:
         elsewhere = {tenant: home for tenant, home in placed.items() if home != cell}
         return Placed(new=new, elsewhere=elsewhere)
 
-    def home_of(self, tenant_id: str) -> Cell | None:
-        """The cell ``tenant_id`` lives in, None for a tenant the directory does not know."""
+    def home_of(self, tenant_id: str) -> Home | None:
+        """Where ``tenant_id`` lives, whether it is moving and where it lived before (one
+        query: a row per previous home); None for a tenant the directory does not know."""
+        before = cells.alias("before")
         query = (
-            select(cells)
-            .join(tenant_homes, tenant_homes.c.cell == cells.c.name)
+            select(
+                cells,
+                tenant_moves.c.to_cell,
+                *(column.label(f"before_{column.name}") for column in before.c),
+            )
+            .select_from(
+                tenant_homes.join(cells, tenant_homes.c.cell == cells.c.name)
+                .outerjoin(tenant_moves, tenant_moves.c.tenant_id == tenant_homes.c.tenant_id)
+                .outerjoin(previous_homes, previous_homes.c.tenant_id == tenant_homes.c.tenant_id)
+                .outerjoin(before, before.c.name == previous_homes.c.cell)
+            )
             .where(tenant_homes.c.tenant_id == tenant_id)
+            .order_by(previous_homes.c.left_at.desc())
         )
         with self._connection() as connection:
-            row = connection.execute(query).first()
-        return None if row is None else _cell(row)
+            rows = connection.execute(query).all()
+        if not rows:
+            return None
+        previous = [
+            _cell({name: row._mapping[f"before_{name}"] for name in CELL_COLUMNS})
+            for row in rows
+            if row._mapping["before_name"] is not None
+        ]
+        home = {name: rows[0]._mapping[name] for name in CELL_COLUMNS}
+        return Home(cell=_cell(home), moving_to=rows[0].to_cell, previous=previous)
+
+    def begin_move(self, tenant_id: str, from_cell: str, to_cell: str, now: datetime) -> None:
+        """The tenant marked moving from ``from_cell`` to ``to_cell``: ``Conflict`` when it
+        is moving elsewhere already. The same move begun again (one that stopped half way)
+        goes on."""
+        with self._connection() as connection:
+            under_way = connection.execute(
+                select(tenant_moves).where(tenant_moves.c.tenant_id == tenant_id)
+            ).first()
+            if under_way is not None:
+                if (under_way.from_cell, under_way.to_cell) != (from_cell, to_cell):
+                    raise Conflict(
+                        f"tenant {tenant_id} is moving from cell {under_way.from_cell} to "
+                        f"cell {under_way.to_cell} already"
+                    )
+                return
+            try:
+                connection.execute(
+                    insert(tenant_moves).values(
+                        tenant_id=tenant_id, from_cell=from_cell, to_cell=to_cell, started_at=now
+                    )
+                )
+            except exc.IntegrityError as error:
+                raise Conflict(f"tenant {tenant_id} began moving meanwhile") from error
+
+    def move_under_way(self, tenant_id: str) -> tuple[str, str] | None:
+        """(from, to) of the tenant's move under way, if any."""
+        with self._connection() as connection:
+            row = connection.execute(
+                select(tenant_moves).where(tenant_moves.c.tenant_id == tenant_id)
+            ).first()
+        return None if row is None else (row.from_cell, row.to_cell)
+
+    def flip(self, tenant_id: str, from_cell: str, to_cell: str, now: datetime) -> None:
+        """The tenant's home made ``to_cell``, ``from_cell`` kept as a previous home, only
+        when it lives in ``from_cell`` still (or in ``to_cell`` already: flipped before);
+        the move stays under way until ``end_move``."""
+        with self._connection() as connection:
+            flipped = connection.execute(
+                update(tenant_homes)
+                .where(tenant_homes.c.tenant_id == tenant_id, tenant_homes.c.cell == from_cell)
+                .values(cell=to_cell, placed_at=now)
+            ).rowcount
+            if not flipped:
+                home = connection.execute(
+                    select(tenant_homes.c.cell).where(tenant_homes.c.tenant_id == tenant_id)
+                ).scalar()
+                if home != to_cell:
+                    raise Conflict(f"tenant {tenant_id} lives in cell {home}, not {from_cell}")
+                return
+            connection.execute(
+                delete(previous_homes).where(
+                    previous_homes.c.tenant_id == tenant_id,
+                    previous_homes.c.cell.in_([from_cell, to_cell]),
+                )
+            )
+            connection.execute(
+                insert(previous_homes).values(tenant_id=tenant_id, cell=from_cell, left_at=now)
+            )
+
+    def end_move(self, tenant_id: str) -> None:
+        """The tenant's move over (done, or taken back before the flip)."""
+        with self._connection() as connection:
+            connection.execute(delete(tenant_moves).where(tenant_moves.c.tenant_id == tenant_id))
 
 
 def _cell(row: Any) -> Cell:
-    values = dict(row._mapping)
+    values = dict(row) if isinstance(row, dict) else dict(row._mapping)
     created_at: datetime = values["created_at"]
     if created_at.tzinfo is None:  # SQLite keeps no zone: it was written in UTC
         values["created_at"] = created_at.replace(tzinfo=UTC)

@@ -45,3 +45,22 @@ class Placement(BaseModel):
     tenant_id: str
     cell: str
     placed_at: datetime
+
+
+class Home(BaseModel):
+    """Where a tenant lives, whether it is moving (to ``moving_to``), and the cells it lived
+    in before (newest first), whose history the edge still reads."""
+
+    cell: Cell
+    moving_to: str | None = None
+    previous: list[Cell] = []
+
+
+class TenantMoved(BaseModel):
+    """A move's answer at the edge."""
+
+    tenant_id: str
+    from_cell: str = Field(description="the cell it left; its runs stay there, readable by id")
+    to_cell: str
+    schedules: int = Field(description="schedules handed over")
+    artifacts: int = Field(description="programs copied")

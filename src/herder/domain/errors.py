@@ -11,6 +11,8 @@
     ├── Forbidden       a known key whose role does not allow the call
     ├── RateLimited     a tenant submits faster than its quota (says when to retry)
     └── Unavailable     a dependency (the store) cannot be reached right now
+        └── TemporarilyUnavailable    for a moment: the store lost, a lock waited out
+            └── TenantMoving          the tenant is moving to another cell, or moved
 
 They say what went wrong, not how a protocol answers it: the API maps each class to its
 HTTP status and title in one place, ``herder.api.errors``.
@@ -124,3 +126,14 @@ class TemporarilyUnavailable(Unavailable):
     """Unavailable for a moment: the database lost (a failover, a restart), a lock waited out,
     a deadlock. The call changed nothing, or it committed and its answer was lost; answered
     with Retry-After, so a client tries again (an idempotent call, or a keyed submission)."""
+
+
+class TenantMoving(TemporarilyUnavailable):
+    """The caller's tenant is moving to another cell (its writes wait for the move) or has
+    moved there (an edge whose cache is stale sends the client back): says the cell, and
+    when to try again."""
+
+    def __init__(self, detail: str, *, cell: str, retry_after_seconds: int) -> None:
+        super().__init__(detail)
+        self.cell = cell
+        self.retry_after_seconds = retry_after_seconds

@@ -11,6 +11,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, c
 from herder.domain.actors import user_actor
 from herder.domain.history import DEFAULT_RETENTION_DAYS
 from herder.domain.jobs import Capacity, JobSpec, Priority
+from herder.domain.moves import MoveState
 from herder.domain.schedules import ScheduleSpec
 from herder.domain.states import AttemptState, RunState, StoppedBy
 from herder.domain.tenants import TenantQuotas
@@ -68,6 +69,10 @@ class Principal(_Record):
     key_id: str
     is_system: bool
     key_name: str = ""
+    # its tenant's move between cells, if moving, and the other cell: for the refusal the
+    # key's requests get meanwhile (``api.auth``), never shown
+    move_state: MoveState | None = Field(default=None, exclude=True)
+    move_cell: str | None = Field(default=None, exclude=True)
 
     @property
     def actor(self) -> str:

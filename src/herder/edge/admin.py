@@ -43,12 +43,12 @@ class Refused(Exception):
         self.response = response
 
 
-def _authorization(request: Request) -> dict[str, str]:
+def authorization_of(request: Request) -> dict[str, str]:
     given = request.headers.get("authorization")
     return {"Authorization": given} if given else {}
 
 
-async def _ask(
+async def ask(
     http: httpx.AsyncClient, cell: Cell, method: str, path: str, **options: Any
 ) -> httpx.Response:
     """A call to ``cell``'s API; its 503 or its silence is ``Refused`` naming it."""
@@ -72,7 +72,7 @@ def _detail(answer: httpx.Response) -> str | None:
         return None
 
 
-def _passed_on(answer: httpx.Response) -> Response:
+def passed_on(answer: httpx.Response) -> Response:
     """A cell's refusal (401, 403, 404, 409, 422 …) as it gave it."""
     headers = {
         name: value
@@ -87,13 +87,25 @@ def _passed_on(answer: httpx.Response) -> Response:
     )
 
 
-async def check_system_admin(http: httpx.AsyncClient, request: Request, default: Cell) -> None:
-    answer = await _ask(http, default, "GET", "/v1/keys/current", headers=_authorization(request))
+async def check_system_admin(http: httpx.AsyncClient, request: Request, cell: Cell) -> None:
+    await check_system_admin_key(http, authorization_of(request), cell)
+
+
+async def check_system_admin_key(
+    http: httpx.AsyncClient, authorization: dict[str, str], cell: Cell
+) -> None:
+    """That the key in ``authorization`` is an admin's of ``cell``'s system tenant, as the
+    cell says (its whoami)."""
+    answer = await ask(http, cell, "GET", "/v1/keys/current", headers=authorization)
     if answer.status_code != 200:
-        raise Refused(_passed_on(answer))
+        raise Refused(passed_on(answer))
     caller = answer.json()
     if not (caller.get("is_system") and caller.get("role") == "admin"):
-        raise Refused(herder_problem(Forbidden("only an admin of the system tenant may do this")))
+        raise Refused(
+            herder_problem(
+                Forbidden(f"only an admin of cell {cell.name}'s system tenant may do this")
+            )
+        )
 
 
 async def body_of(request: Request) -> bytes:
@@ -148,12 +160,12 @@ async def create_tenant(
 ) -> tuple[Response, str | None]:
     """The tenant made by ``cell`` and placed there: the cell's answer, and the tenant's id
     when it was made."""
-    headers = {**_authorization(request), "Content-Type": "application/json"}
-    answer = await _ask(
+    headers = {**authorization_of(request), "Content-Type": "application/json"}
+    answer = await ask(
         http, cell, "POST", "/v1/tenants", content=await body_of(request), headers=headers
     )
     if answer.status_code != 201:
-        return _passed_on(answer), None
+        return passed_on(answer), None
     tenant_id = str(answer.json()["id"])
     placed = await run_in_threadpool(directory.place, [tenant_id], cell.name, datetime.now(UTC))
     if placed.elsewhere:  # a cell that answered with another cell's tenant: never moved so
@@ -173,11 +185,11 @@ async def adopt(
     cursor: str | None = None
     while True:
         params = {"limit": str(ADOPT_PAGE), **({"cursor": cursor} if cursor else {})}
-        answer = await _ask(
-            http, cell, "GET", "/v1/tenants", params=params, headers=_authorization(request)
+        answer = await ask(
+            http, cell, "GET", "/v1/tenants", params=params, headers=authorization_of(request)
         )
         if answer.status_code != 200:
-            return _passed_on(answer), []
+            return passed_on(answer), []
         page = answer.json()
         ids += [str(tenant["id"]) for tenant in page["items"]]
         cursor = page.get("next_cursor")

@@ -4,7 +4,8 @@ request forwarded to the cell ``routing.destination`` and the directory say.
     request ─► destination (key's or hook's tenant; else the default cell) ─► its home,
     from the cache (≤ cache_seconds stale; a miss reads the directory once) ─► forwarded,
     both bodies streamed ─► the cell's answer, or 404 (tenant not in the directory),
-    401 (a tenant part no tenant has), 503 naming a cell that is down
+    401 (a tenant part no tenant has), 503 naming a cell that is down, or naming the cell a
+    tenant is moving to (its writes, while it moves: ``edge/moves.py``)
 """
 
 from __future__ import annotations
@@ -24,12 +25,15 @@ from starlette.routing import Route
 
 from herder.api.errors import herder_problem, problem
 from herder.directory.repository import Directory
-from herder.domain.cells import Cell
-from herder.domain.errors import Forbidden, HerderError, NotFound, Unauthorized
+from herder.domain import moves
+from herder.domain.cells import Cell, Home
+from herder.domain.errors import Forbidden, HerderError, NotFound, TenantMoving, Unauthorized
 from herder.edge import admin
 from herder.edge.expiring import ExpiringCache
-from herder.edge.forwarding import forward
+from herder.edge.forwarding import forward, forward_reading
+from herder.edge.moves import Mover
 from herder.edge.routing import (
+    TENANT_ID,
     Destination,
     Malformed,
     ToDefault,
@@ -51,7 +55,7 @@ class Edge:
     def __init__(self, settings: EdgeSettings, directory: Directory) -> None:
         self.settings = settings
         self.directory = directory
-        self.homes: ExpiringCache[Cell] = ExpiringCache(
+        self.homes: ExpiringCache[Home] = ExpiringCache(
             self._home_of,
             ttl_seconds=settings.cache_seconds,
             absent_ttl_seconds=settings.unknown_cache_seconds,
@@ -63,7 +67,7 @@ class Edge:
         )
         self._http: httpx.AsyncClient | None = None
 
-    async def _home_of(self, tenant_id: str) -> Cell | None:
+    async def _home_of(self, tenant_id: str) -> Home | None:
         return await run_in_threadpool(self.directory.home_of, tenant_id)
 
     async def _default_cell(self, _key: str) -> Cell | None:
@@ -100,16 +104,19 @@ class Edge:
     async def _cell_of(self, routed: Destination) -> Cell:
         match routed:
             case ToTenant(tenant_id):
-                cell = await self.homes.get(tenant_id)
-                if cell is None:
-                    raise NotFound(f"tenant {tenant_id} is in no cell the directory knows")
-                return cell
+                return (await self._home(tenant_id)).cell
             case ToDefault():
                 return await self.default()
             case Malformed():
                 raise Unauthorized("unknown or revoked API key")
             case _:
                 assert_never(routed)
+
+    async def _home(self, tenant_id: str) -> Home:
+        home = await self.homes.get(tenant_id)
+        if home is None:
+            raise NotFound(f"tenant {tenant_id} is in no cell the directory knows")
+        return home
 
     async def default(self) -> Cell:
         cell = await self.defaults.get(DEFAULT)
@@ -118,7 +125,24 @@ class Edge:
         return cell
 
     async def proxy(self, request: Request) -> Response:
-        return await forward(self.http, request, await self.cell_for(request))
+        """The request sent to its cell. A tenant moving between cells has its writes
+        answered 503 here; a read of its history by id the new cell lacks is asked of the
+        cells it lived in before, newest first."""
+        path = request.scope["path"]
+        routed = destination(request.method, path, request.headers.get("authorization"))
+        if not isinstance(routed, ToTenant):
+            return await forward(self.http, request, await self._cell_of(routed))
+        home = await self._home(routed.tenant_id)
+        if home.moving_to is not None and request.method not in moves.READS:
+            raise TenantMoving(
+                f"tenant {routed.tenant_id} is moving to cell {home.moving_to}: try again "
+                "once it has moved",
+                cell=home.moving_to,
+                retry_after_seconds=moves.FROZEN_RETRY_SECONDS,
+            )
+        if request.method == "GET" and home.previous and moves.is_history(path):
+            return await forward_reading(self.http, request, [home.cell, *home.previous])
+        return await forward(self.http, request, home.cell)
 
     async def check_key_for(self, request: Request, cell: Cell) -> None:
         """Refuse to send a key to a cell its tenant does not live in (a key made before
@@ -130,9 +154,10 @@ class Edge:
             return  # nothing to show: the cell answers 401
         routed = key_destination(authorization)
         if isinstance(routed, ToTenant):
-            home = await self.homes.get(routed.tenant_id)
-            if home is None:
+            placed = await self.homes.get(routed.tenant_id)
+            if placed is None:
                 return
+            home = placed.cell
         else:
             home = await self._cell_of(routed)
         if home.name != cell.name:
@@ -173,6 +198,21 @@ class Edge:
             self.homes.forget(tenant)
         return response
 
+    async def move(self, request: Request) -> Response:
+        """``POST /v1/cells/{to}/tenants/{tenant_id}/move`` (``edge/moves.py``)."""
+        to, tenant_id = request.path_params["cell"], request.path_params["tenant_id"]
+        if not TENANT_ID.match(tenant_id):
+            raise NotFound(f"tenant {tenant_id[:64]} is in no cell the directory knows")
+        self.homes.forget(tenant_id)
+        try:
+            return await self.mover.move(request, to, tenant_id)
+        finally:
+            self.homes.forget(tenant_id)
+
+    @property
+    def mover(self) -> Mover:
+        return Mover(self.http, self.directory, self.settings.move_settle_seconds)
+
     async def readiness(self, _request: Request) -> Response:
         await run_in_threadpool(self.directory.default_cell)
         return JSONResponse({"status": "ready"})
@@ -208,6 +248,7 @@ def create_edge_app(settings: EdgeSettings, directory: Directory) -> Starlette:
         Route("/readyz", answering(edge.readiness), methods=["GET"]),
         Route("/v1/cells", answering(edge.cells), methods=["GET", "POST"]),
         Route("/v1/cells/{cell}/{action}", answering(edge.cell_action), methods=["POST"]),
+        Route("/v1/cells/{cell}/tenants/{tenant_id}/move", answering(edge.move), methods=["POST"]),
         Route("/v1/tenants", answering(edge.cell_action), methods=["POST"]),
         Route("/{path:path}", answering(edge.proxy), methods=METHODS),
     ]

@@ -3,7 +3,8 @@ hop-by-hop headers (and any the ``Connection`` header names) dropped both ways, 
 client's address appended to ``X-Forwarded-For``, the path and query passed as they came
 (the cell decodes and refuses them as it would unproxied). A cell that refuses the
 connection, does not answer in time or answers 503 is down: 503 naming it, with
-Retry-After, never another cell's answer."""
+Retry-After, never another cell's answer — but for a 503 that names a cell itself (a tenant
+moving to it, or moved there), passed on as it is."""
 
 from __future__ import annotations
 
@@ -52,11 +53,12 @@ def end_to_end(headers: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes, byte
 
 
 def to_cell_headers(request: Request) -> list[tuple[bytes, bytes]]:
-    """What the cell is sent: the end-to-end headers but ``Host`` (the cell's own is set),
+    """What the cell is sent: the end-to-end headers but ``Host`` (the cell's own is set)
+    and ``X-Herder-Target-Key`` (a move's other key: never shown to a cell it is not of),
     and the client's address after any ``X-Forwarded-For`` it sent. A body sent chunked
     goes on chunked: a ``Content-Length`` beside it (a request smuggled past a proxy that
     believes the length) is dropped."""
-    left_out = {b"host", b"x-forwarded-for"}
+    left_out = {b"host", b"x-forwarded-for", b"x-herder-target-key"}
     if "transfer-encoding" in request.headers:
         left_out.add(b"content-length")
     kept = [
@@ -88,7 +90,9 @@ def _has_body(request: Request) -> bool:
     return "transfer-encoding" in headers or headers.get("content-length", "0") not in ("", "0")
 
 
-async def forward(http: httpx.AsyncClient, request: Request, cell: Cell) -> Response:
+def _outgoing(
+    http: httpx.AsyncClient, request: Request, cell: Cell, *, body: bool
+) -> httpx.Request:
     base = httpx.URL(cell.api_url)
     query = request.scope["query_string"]
     # the request line as it came (after the cell's own prefix): httpx would resolve a
@@ -96,13 +100,17 @@ async def forward(http: httpx.AsyncClient, request: Request, cell: Cell) -> Resp
     target = (
         base.raw_path.rstrip(b"/") + request.scope["raw_path"] + (b"?" + query if query else b"")
     )
-    outgoing = http.build_request(
+    return http.build_request(
         request.method,
         base,
         headers=to_cell_headers(request),
-        content=request.stream() if _has_body(request) else None,
+        content=request.stream() if body and _has_body(request) else None,
         extensions={"target": target},
     )
+
+
+async def forward(http: httpx.AsyncClient, request: Request, cell: Cell) -> Response:
+    outgoing = _outgoing(http, request, cell, body=True)
     try:
         answer = await http.send(outgoing, stream=True)
     except httpx.TimeoutException:
@@ -112,6 +120,23 @@ async def forward(http: httpx.AsyncClient, request: Request, cell: Cell) -> Resp
     if answer.status_code == 503:
         return await _unavailable_answer(cell, answer)
     return _streamed(answer)
+
+
+async def forward_reading(http: httpx.AsyncClient, request: Request, cells: list[Cell]) -> Response:
+    """A read (no body) sent to each of ``cells`` in turn until one answers other than 404:
+    a moved tenant's history, asked of the cells it lived in before."""
+    *earlier, last = cells
+    for cell in earlier:
+        try:
+            answer = await http.send(_outgoing(http, request, cell, body=False), stream=True)
+        except httpx.TransportError as error:
+            return cell_unavailable(cell, f"it cannot be reached ({type(error).__name__})")
+        if answer.status_code != 404:
+            if answer.status_code == 503:
+                return await _unavailable_answer(cell, answer)
+            return _streamed(answer)
+        await answer.aclose()
+    return await forward(http, request, last)
 
 
 def _streamed(answer: httpx.Response) -> Response:
@@ -135,10 +160,15 @@ async def _unavailable_answer(cell: Cell, answer: httpx.Response) -> Response:
     finally:
         await answer.aclose()
     try:
-        detail = str(json.loads(body)["detail"])
+        problem_body = json.loads(body)
+        detail = str(problem_body["detail"])
     except (ValueError, KeyError, TypeError):
-        detail = "it answered 503"
-    response = cell_unavailable(cell, detail)
+        problem_body, detail = {}, "it answered 503"
+    if isinstance(problem_body, dict) and isinstance(problem_body.get("cell"), str):
+        # a tenant moving, or moved: its own word
+        response: Response = problem(503, "Service unavailable", detail, cell=problem_body["cell"])
+    else:
+        response = cell_unavailable(cell, detail)
     if retry_after := answer.headers.get("retry-after"):
         response.headers["Retry-After"] = retry_after
     return response

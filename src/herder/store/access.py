@@ -253,6 +253,12 @@ class AccessRepository:
             lambda value: isinstance(value, _AdmittedKey) and value.principal.key_id == key_id
         )
 
+    def forget_tenant(self, tenant_id: str) -> None:
+        """Stop admitting ``tenant_id``'s keys from this process's cache (it is moving)."""
+        self._recent.forget(
+            lambda value: isinstance(value, _AdmittedKey) and value.principal.tenant_id == tenant_id
+        )
+
     def recent_worker_token(self, token: str) -> str | None:
         cached = self._recent.get(token)
         return cached if isinstance(cached, str) else None
@@ -264,7 +270,7 @@ class AccessRepository:
         key_id = parsed.key_id
         with self._db.read() as connection:
             row = connection.execute(
-                select(api_keys, tenants.c.is_system)
+                select(api_keys, tenants.c.is_system, tenants.c.move_state, tenants.c.move_cell)
                 .join(tenants, tenants.c.id == api_keys.c.tenant_id)
                 .where(api_keys.c.id == key_id)
             ).first()
@@ -284,6 +290,8 @@ class AccessRepository:
             key_id=key_id,
             is_system=row.is_system,
             key_name=key.name,
+            move_state=row.move_state,
+            move_cell=row.move_cell,
         )
         self._recent.put(token, _AdmittedKey(principal, key.expires_at))
         return principal

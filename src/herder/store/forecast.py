@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from sqlalchemy import Connection, Float, Integer, String, cast, func, select
+from sqlalchemy import Connection, Float, Integer, String, cast, exists, func, select
 
 from herder.clock import Clock, epoch_ms
 from herder.domain.forecast import (
@@ -101,6 +101,10 @@ def _groups(
             schedules.c.job_id.is_not(None),
             schedules.c.next_fire_at.is_not(None),
             schedules.c.next_fire_at < end,
+            # a tenant moving to another cell, or moved, fires here no more (as schedules.AT_HOME)
+            ~exists().where(
+                tenants.c.id == schedules.c.tenant_id, tenants.c.move_state.is_not(None)
+            ),
         )
         .group_by(*keys)
     )

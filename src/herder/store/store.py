@@ -41,6 +41,7 @@ from herder.store.runs.repository import RunRepository
 from herder.store.schedules import ScheduleRepository
 from herder.store.secrets import SecretRepository
 from herder.store.submit_buckets import SubmitBucketRepository
+from herder.store.tenant_moves import TenantMoves
 from herder.store.triggers import TriggerRepository
 from herder.store.usage import UsageRepository
 from herder.store.work import Work, unit_of_work
@@ -106,6 +107,14 @@ class Store:
         self.usage = UsageRepository(self.database, self.clock)
         self.history = HistoryRetention(self.database, self.clock, cold)
         self.forecast = ForecastRepository(self.database, self.clock)
+        self.moves = TenantMoves(
+            self.database,
+            self.clock,
+            keyring,
+            self.artifacts,
+            artifact_blobs,
+            self.access.forget_tenant,
+        )
 
     def work(self) -> AbstractContextManager[Work]:
         """A unit of work: one transaction, one ``now``, notices sent after commit."""

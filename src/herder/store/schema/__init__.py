@@ -69,6 +69,9 @@ tenants = Table(
     Column("created_at", UtcDateTime, nullable=False),
     Column("retention_days", Integer, nullable=False, server_default="1825"),  # its history
     Column("default_pool", String(64)),  # a pool's name: where its runs naming none go
+    # a move between cells (domain.moves.MoveState; NULL: at home) and the other cell
+    Column("move_state", String(16)),
+    Column("move_cell", String(63)),
 )
 
 api_keys = Table(
