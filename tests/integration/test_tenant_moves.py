@@ -8,10 +8,12 @@ document naming another tenant's ids."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 
 from herder.app.firing import fire_due
 from herder.domain.errors import Conflict, Invalid
@@ -20,6 +22,8 @@ from herder.domain.models import Role
 from herder.domain.moves import MoveState, TenantExport
 from herder.keyring import Keyring
 from herder.store.cold.blobs import DirectoryBlobStore
+from herder.store.schedules import partition_of
+from herder.store.schema import schedules
 from herder.store.store import Store
 from tests.conftest import fresh_sqlite_url
 from tests.integration.conftest import Api
@@ -135,6 +139,34 @@ def test_the_freeze_is_ordered_with_the_firers_fence(firing: Firing) -> None:  #
     assert next_fire_at is not None
     assert exported["next_fire_at"] == next_fire_at.isoformat()
     assert all(moment < next_fire_at for moment in fired)
+
+
+def test_a_tenant_away_has_no_schedule_due_and_is_due_again_when_home(
+    firing: Firing,  # noqa: F811
+) -> None:
+    """The firers read what is due by the index alone (no join to tenants, which made the
+    partition's next due a scan of every schedule): a freeze clears its schedules' due
+    instants, a move taken back restores them, jitter included."""
+    schedule_id = firing.schedule("* * * * *")
+    partition = partition_of(schedule_id)
+    due = firing.store.schedules.next_due(partition)
+    assert due is not None
+    firing.store.moves.shift(firing.tenant_id, MoveState.FROZEN, "b")
+    assert _due_at(firing.store, schedule_id) is None  # the index alone keeps it out
+    assert firing.store.schedules.next_due(partition) is None
+    firing.clock.advance(120)
+    assert firing.store.schedules.due(partition, firing.clock.now(), 100) == []
+    firing.store.moves.shift(firing.tenant_id, None, None)  # the move taken back
+    assert _due_at(firing.store, schedule_id) == due
+    assert firing.store.schedules.next_due(partition) == due
+
+
+def _due_at(store: Store, schedule_id: str) -> datetime | None:
+    with store.database.read() as connection:
+        moment: datetime | None = connection.execute(
+            select(schedules.c.next_due_at).where(schedules.c.id == schedule_id)
+        ).scalar_one()
+    return moment
 
 
 def test_an_export_imports_once_with_the_same_ids_and_secrets_sealed_anew(

@@ -101,7 +101,8 @@ def _groups(
             schedules.c.job_id.is_not(None),
             schedules.c.next_fire_at.is_not(None),
             schedules.c.next_fire_at < end,
-            # a tenant moving to another cell, or moved, fires here no more (as schedules.AT_HOME)
+            # a tenant moving to another cell, or moved, fires here no more (its schedules
+            # keep their next fire for the move's export: ``store/tenant_moves.py``)
             ~exists().where(
                 tenants.c.id == schedules.c.tenant_id, tenants.c.move_state.is_not(None)
             ),

@@ -4,7 +4,8 @@ A fire inserts a run keyed by (schedule, scheduled_for) under a unique constrain
 advances the schedule with an update guarded by the schedule as it was read (its nominal time
 and its last change) — whoever fires it, and however often they try, a nominal time becomes
 one run. Firing is a use case (``app/firing.py``) over ``schedule_fires``' writes. A tenant
-moving between cells has no schedule due (``AT_HOME``).
+away from this cell (moving, moved, or not yet taken in) has no schedule due: its
+``next_due_at`` is cleared while it is (``store/tenant_moves.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, exists, func, select, update
+from sqlalchemy import Connection, delete, func, select, update
 
 from herder.clock import Clock, epoch_ms
 from herder.domain.ids import new_id
@@ -34,13 +35,10 @@ from herder.store.owned import owned_row
 from herder.store.pools import check_usable
 from herder.store.schedule_events import schedule_event
 from herder.store.schedule_fires import DueSchedule, due_schedule, next_fire_values
-from herder.store.schema import schedule_events, schedules, tenants, workflows
+from herder.store.schema import schedule_events, schedules, workflows
 from herder.store.work import Work, unit_of_work
 
 PARTITIONS = 8  # fixed: a schedule's partition is stored when it is created
-# a schedule fires only in its tenant's home: not while it moves to another cell (frozen,
-# ``store/tenant_moves.py``) nor once it moved, nor before it arrived here
-AT_HOME = ~exists().where(tenants.c.id == schedules.c.tenant_id, tenants.c.move_state.is_not(None))
 
 
 def partition_of(schedule_id: str) -> int:
@@ -233,11 +231,7 @@ class ScheduleRepository:
                     schedules.c.updated_at,
                     schedules.c.last_fired_for,
                 )
-                .where(
-                    schedules.c.partition == partition,
-                    schedules.c.next_due_at <= now,
-                    AT_HOME,
-                )
+                .where(schedules.c.partition == partition, schedules.c.next_due_at <= now)
                 .order_by(schedules.c.next_due_at)
                 .limit(limit)
             ).all()
@@ -251,9 +245,7 @@ class ScheduleRepository:
     def next_due(self, partition: int) -> datetime | None:
         with self._db.read() as connection:
             moment: datetime | None = connection.execute(
-                select(func.min(schedules.c.next_due_at)).where(
-                    schedules.c.partition == partition, AT_HOME
-                )
+                select(func.min(schedules.c.next_due_at)).where(schedules.c.partition == partition)
             ).scalar()
         return moment
 

@@ -42,6 +42,7 @@ from herder.domain.moves import (
     may_shift,
     pools_lacking,
 )
+from herder.domain.schedules import ScheduleSpec
 from herder.keyring import (
     Keyring,
     Sealed,
@@ -52,6 +53,7 @@ from herder.keyring import (
 from herder.store.artifacts import ArtifactRepository
 from herder.store.cold.blobs import BlobStore
 from herder.store.database import Database
+from herder.store.schedule_fires import next_fire_values
 from herder.store.schema import (
     alert_channels,
     alert_rules,
@@ -211,6 +213,8 @@ class TenantMoves:
             )
             if wanted is MoveState.FROZEN and current is None:
                 _touch_schedules(connection, tenant_id, now)
+            if wanted is None:  # home again (a move taken back) or here now (arrived)
+                _due_again(connection, tenant_id)
         self._forget_tenant(tenant_id)
         return MoveStatus(tenant_id, wanted, None if wanted is None else cell)
 
@@ -373,15 +377,36 @@ def _share_pools(connection: Connection, tenant_id: str) -> list[str]:
 def _touch_schedules(connection: Connection, tenant_id: str, now: datetime) -> None:
     """Each of the tenant's schedules changed, their rows held: a firer's fence (the
     schedule's ``updated_at`` as it read it) no longer holds, whatever the clock says — the
-    new stamp is past every one read."""
+    new stamp is past every one read; and none is due while the tenant is away (its
+    ``next_due_at`` cleared, ``next_fire_at`` kept for the export), so the firers' reads by
+    the index on (partition, next_due_at) never meet them."""
     stamps = connection.execute(
         select(schedules.c.updated_at).where(schedules.c.tenant_id == tenant_id).with_for_update()
     ).scalars()
     latest = max(stamps, default=None)
     stamp = now if latest is None or latest < now else latest + FENCE_STEP
     connection.execute(
-        sql_update(schedules).where(schedules.c.tenant_id == tenant_id).values(updated_at=stamp)
+        sql_update(schedules)
+        .where(schedules.c.tenant_id == tenant_id)
+        .values(updated_at=stamp, next_due_at=None)
     )
+
+
+def _due_again(connection: Connection, tenant_id: str) -> None:
+    """The tenant's schedules due again at their next fire (plus their jitter), as before
+    it went away: a paused one has no next fire, and stays as it is."""
+    waiting = connection.execute(
+        select(schedules.c.id, schedules.c.spec, schedules.c.next_fire_at).where(
+            schedules.c.tenant_id == tenant_id, schedules.c.next_fire_at.is_not(None)
+        )
+    ).all()
+    for schedule_id, spec, nominal in waiting:
+        due = next_fire_values(schedule_id, ScheduleSpec.model_validate(spec), nominal)
+        connection.execute(
+            sql_update(schedules)
+            .where(schedules.c.id == schedule_id)
+            .values(next_due_at=due["next_due_at"])
+        )
 
 
 def _remove(connection: Connection, tenant_id: str) -> None:
@@ -456,6 +481,8 @@ def _stored(
     }
     if table is tenants:
         values.update(move_state=MoveState.ARRIVING.value, move_cell=from_cell)
+    if table is schedules:  # due here once the tenant is taken in (``_due_again``)
+        values["next_due_at"] = None
     if table is pool_shares:
         values["pool_id"] = shared[values.pop("pool")]
     if SEALED_VALUE in values:
