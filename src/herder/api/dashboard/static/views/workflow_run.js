@@ -62,9 +62,12 @@ export function mount(root, route, ctx) {
   root.append(body);
   return {
     async refresh() {
-      // A comment being typed is not redrawn away under the typist.
-      if (document.activeElement?.tagName === "INPUT" && body.contains(document.activeElement)) return;
+      // A comment being typed is not redrawn away under the typist: asked again once the
+      // answer is in, since typing may have begun while it was on its way.
+      const typing = () => document.activeElement?.tagName === "INPUT" && body.contains(document.activeElement);
+      if (typing()) return;
       const run = await api(`/v1/workflow-runs/${encodeURIComponent(id)}`, { signal: ctx.signal });
+      if (typing()) return;
       const ended = ENDED_WORKFLOW_RUN_STATES.includes(run.state);
       repair.update(run, ended);
       fill(body,
