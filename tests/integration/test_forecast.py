@@ -90,6 +90,16 @@ def test_a_paused_schedule_foretells_nothing(api: Api, ml: Tenant) -> None:
     assert sum(minute["runs_starting"] for minute in minutes) == 0
 
 
+def test_a_tenant_leaving_for_another_cell_foretells_nothing_here(api: Api, ml: Tenant) -> None:
+    every_minute(api, ml, 2)
+    other = Tenant(api, "web")
+    every_minute(api, other, 1)
+    frozen = {"state": "frozen", "cell": "b", "pools": []}
+    shifted = api.http.put(f"/v1/tenants/{ml.id}/move", headers=api.admin, json=frozen)
+    assert shifted.status_code == 200, shifted.text
+    assert forecast(api, api.admin, minutes=2).json()["minutes"][1]["runs_starting"] == 1
+
+
 @pytest.mark.parametrize("minutes", ["0", "1441", "soon", "-5"])
 def test_a_window_out_of_range_is_a_422_naming_minutes(api: Api, ml: Tenant, minutes: str) -> None:
     refused = forecast(api, ml.headers, minutes=minutes)
