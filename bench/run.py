@@ -18,6 +18,7 @@ from bench import (
     baseline,
     burst,
     celery_peer,
+    cells,
     checkpoints,
     delayed,
     directory,
@@ -112,6 +113,7 @@ def main() -> None:
             "burst",
             "dispatchers",
             "directory",
+            "cells",
             "all",
         ],
         default="all",
@@ -161,6 +163,8 @@ def main() -> None:
         _append(migration_online.report(migration_online.DEFAULT_RUNS, command))
     if options.scenario == "history":  # not in "all": ten million runs take a while to make
         run_history()
+    if options.scenario in ("cells", "all"):
+        run_cells()
 
 
 def _record(line: str, section: Callable[[str, datetime.datetime, str], list[str]]) -> None:
@@ -294,6 +298,22 @@ def run_failover(options: argparse.Namespace) -> None:
     command = _command()
     now = datetime.datetime.now(datetime.UTC)
     _append(failover.section(results, machine.describe(), now, command))
+
+
+def run_cells() -> None:
+    """Two cells behind an edge, one lost under load, a tenant moved (bench/cells.py); its
+    homes and directory removed afterwards."""
+    work = WORK / "cells"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    try:
+        result = cells.measure(work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    command = " ".join(filter(None, [cells.knobs_set(), _command()]))
+    print(result.line())
+    now = datetime.datetime.now(datetime.UTC)
+    _append(cells.section(result, machine.describe(), now, command))
 
 
 def run_history() -> None:
