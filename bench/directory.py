@@ -1,11 +1,13 @@
 """The directory at the brief's size (issue 45): 100,000 tenants placed over 40 cells in 10
 regions, in a PostgreSQL directory of their own. What the edge pays to route a request:
 
-- on a warm cache, the real path (``edge.routing.destination`` and the edge's
-  ``ExpiringCache``) holding every tenant's home, over requests spread across all of them;
-- on a miss, one read of the directory (``Directory.home_of``, in a thread as the edge
+- on a warm cache, the real path (``edge.routing.destination``, then the edge's own caches:
+  the tenant's home by cell name, and that cell from the cells kept once by name) holding
+  every tenant's home, over requests spread across all of them;
+- on a miss, one read of the directory (``Directory.residence_of``, in a thread as the edge
   reads it), for tenants picked at random;
-- and the memory the warm cache of 100,000 homes holds.
+- and the memory the warm cache of 100,000 homes holds, each filled as a request fills it
+  (its tenant id parsed from a key: the cache keeps that string).
 """
 
 from __future__ import annotations
@@ -20,9 +22,9 @@ from datetime import UTC, datetime
 
 from bench.dispatch_store import postgres_database
 from herder.directory.repository import Directory
-from herder.domain.cells import Home
-from herder.edge.expiring import ExpiringCache
+from herder.edge.app import Edge
 from herder.edge.routing import ToTenant, destination
+from herder.edge.settings import EdgeSettings
 
 DATABASE = "herder_bench_directory"
 TENANTS = 100_000
@@ -59,9 +61,10 @@ def section(result: DirectoryResult, machine: str, when: datetime, command: str)
         f"Machine: {machine}. `{command}`: a PostgreSQL directory (its own database) with "
         f"{result.tenants:,} tenants placed over {result.cells} cells in {result.regions} "
         f"regions. Warm: {WARM_REQUESTS:,} requests, each with the key of a tenant drawn at "
-        "random, through the edge's routing (`edge.routing.destination`) and its cache "
-        f"(`edge.expiring.ExpiringCache`) holding every home, in one event loop. Miss: "
-        f"{MISSES:,} tenants' homes read from the directory, each in a thread as the edge "
+        "random, through the edge's routing (`edge.routing.destination`) and its caches "
+        "(`Edge.homes`, each tenant's home by cell name, and `Edge.cell_named`, the cells "
+        f"kept once) holding every home, in one event loop. Miss: {MISSES:,} tenants' homes "
+        "read from the directory (`Directory.residence_of`), each in a thread as the edge "
         "reads it; no other load.\n",
         f"**{result.line()}**",
     ]
@@ -73,7 +76,8 @@ def measure() -> DirectoryResult:
         try:
             tenants = _populate(directory)
             misses = asyncio.run(_misses(directory, random.sample(tenants, MISSES)))
-            warm_us, cache_mb = asyncio.run(_warm(directory, tenants))
+            edge = Edge(EdgeSettings(directory_url=url, cache_seconds=3600), directory)
+            warm_us, cache_mb = asyncio.run(_warm(edge, tenants))
         finally:
             directory.close()
     return DirectoryResult(
@@ -108,34 +112,40 @@ async def _misses(directory: Directory, tenants: list[str]) -> list[float]:
     timings = []
     for tenant in tenants:
         started = time.perf_counter()
-        home = await asyncio.to_thread(directory.home_of, tenant)
+        home = await asyncio.to_thread(directory.residence_of, tenant)
         timings.append((time.perf_counter() - started) * 1000)
         assert home is not None
     return timings
 
 
-async def _warm(directory: Directory, tenants: list[str]) -> tuple[float, float]:
-    """Every home read once (through the cache, as its misses would), then the routing of
-    requests spread over all of them; and what the cache's entries hold."""
+async def _warm(edge: Edge, tenants: list[str]) -> tuple[float, float]:
+    """Every home read once (through the cache, as its misses would, each tenant id parsed
+    from a key as a request's is), then the routing of requests spread over all of them;
+    and what the cache's entries hold."""
 
-    async def home_of(tenant: str) -> Home | None:
-        return await asyncio.to_thread(directory.home_of, tenant)
+    def key_of(tenant: str) -> str:
+        return f"Bearer {tenant}.key_01M8H2D6Q0X3V1M9T7Y4B5K8ZP.{SECRET}"
+
+    async def fill(tenant: str) -> None:
+        routed = destination("GET", "/v1/jobs", key_of(tenant))
+        assert isinstance(routed, ToTenant)
+        home = await edge.homes.get(routed.tenant_id)
+        assert home is not None
+        await edge.cell_named(home.cell)
 
     tracemalloc.start()
     before = tracemalloc.take_snapshot()
-    cache: ExpiringCache[Home] = ExpiringCache(home_of, ttl_seconds=3600, absent_ttl_seconds=1)
     for start in range(0, len(tenants), 100):
-        await asyncio.gather(*(cache.get(tenant) for tenant in tenants[start : start + 100]))
+        await asyncio.gather(*(fill(tenant) for tenant in tenants[start : start + 100]))
     held = tracemalloc.take_snapshot().compare_to(before, "filename")
     tracemalloc.stop()
     cache_mb = sum(stat.size_diff for stat in held) / 1e6
-    keys = [
-        f"Bearer {tenant}.key_01M8H2D6Q0X3V1M9T7Y4B5K8ZP.{SECRET}"
-        for tenant in random.choices(tenants, k=WARM_REQUESTS)
-    ]
+    keys = [key_of(tenant) for tenant in random.choices(tenants, k=WARM_REQUESTS)]
     started = time.perf_counter()
     for authorization in keys:
         routed = destination("POST", "/v1/jobs/job_01/runs", authorization)
         assert isinstance(routed, ToTenant)
-        assert await cache.get(routed.tenant_id) is not None
+        home = await edge.homes.get(routed.tenant_id)
+        assert home is not None
+        await edge.cell_named(home.cell)
     return (time.perf_counter() - started) / WARM_REQUESTS * 1e6, cache_mb

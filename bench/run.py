@@ -20,6 +20,7 @@ from bench import (
     celery_peer,
     cells,
     checkpoints,
+    definitions,
     delayed,
     directory,
     dispatch,
@@ -113,6 +114,7 @@ def main() -> None:
             "burst",
             "dispatchers",
             "directory",
+            "definitions",
             "cells",
             "all",
         ],
@@ -163,6 +165,8 @@ def main() -> None:
         _append(migration_online.report(migration_online.DEFAULT_RUNS, command))
     if options.scenario == "history":  # not in "all": ten million runs take a while to make
         run_history()
+    if options.scenario == "definitions":  # not in "all": ten million rows take a while too
+        run_definitions()
     if options.scenario in ("cells", "all"):
         run_cells()
 
@@ -314,6 +318,21 @@ def run_cells() -> None:
     print(result.line())
     now = datetime.datetime.now(datetime.UTC)
     _append(cells.section(result, machine.describe(), now, command))
+
+
+def run_definitions() -> None:
+    """The definitions tables at a cell's size (bench/definitions.py), on a database of
+    their own, dropped afterwards; the sizes set by the environment written in the command."""
+    result = definitions.measure()
+    knobs = [
+        f"{name}={value}"
+        for name, value in os.environ.items()
+        if name.startswith("BENCH_DEFINITIONS_")
+    ]
+    command = " ".join([*knobs, _command()])
+    print(result.line())
+    now = datetime.datetime.now(datetime.UTC)
+    _append(definitions.section(result, machine.describe(), now, command))
 
 
 def run_history() -> None:

@@ -2,7 +2,8 @@
 hop-by-hop headers, those ``Connection`` names among them, never reach a cell and never come
 back; ``X-Forwarded-For`` carries the client; the path and query reach the cell as they were
 sent (``/../``, encoded slashes: the cell refuses them as it would unproxied); bodies stream
-both ways; a cell's 503 or its silence is the edge's 503 naming it."""
+both ways; a cell's 503 or its silence is the edge's 503 naming it; every answer names the
+cell it is from, over whatever the cell said."""
 
 from __future__ import annotations
 
@@ -32,6 +33,11 @@ async def echo(request: Request) -> Response:
         await asyncio.Event().wait()  # nothing sets it: cancelled when the cell stops
     if request.url.path == "/down":
         return JSONResponse({"detail": "the database is unavailable: gone"}, status_code=503)
+    if request.url.path == "/forged":  # a cell (compromised, or misconfigured) naming another
+        forged = Response("forged")
+        forged.raw_headers += [(b"herder-cell", b"other"), (b"Herder-Cell", b"another"),
+                               (b"HERDER-REGION", b"nowhere")]  # fmt: skip
+        return forged
     if request.url.path == "/stream":
 
         async def chunks() -> AsyncIterator[bytes]:
@@ -104,6 +110,13 @@ def test_hop_by_hop_headers_are_dropped_and_the_client_is_forwarded_for(edge: ht
     assert seen["host"].startswith("127.0.0.1:")
     assert answer.headers["x-echo"] == "1"
     assert answer.headers["set-cookie"] == "a=1"
+
+
+def test_an_answer_names_its_cell_whatever_the_cell_or_the_client_said(edge: httpx.Client) -> None:
+    for path in ["/forged", "/v1/jobs", "/down"]:
+        answer = edge.get(path, headers={"Herder-Cell": "other", "Herder-Region": "nowhere"})
+        assert answer.headers.get_list("herder-cell") == ["echo"], path
+        assert answer.headers.get_list("herder-region") == ["eu"], path
 
 
 def test_the_path_and_query_reach_the_cell_as_they_were_sent(edge: httpx.Client) -> None:

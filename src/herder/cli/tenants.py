@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.text import Text
 
-from herder.cli.answers import listed, print_created, print_listing
-from herder.cli.common import JsonFlag, app, client, fail, out, print_json, when
+from herder.cli.answers import print_created, print_listing
+from herder.cli.common import JsonFlag, app, client, fail, out, pairs, print_json, when
 from herder.cli.ids import QuietFlag, id_table, tenant_of
 from herder.cli.views import Field, Listing, record_of
 from herder.client import HerderClient
+from herder.client.cells import AnsweringCell
+from herder.domain.cell_choice import NoCell, cell_for_new_tenant
+from herder.domain.cells import CellStatus
 from herder.domain.models import Tenant
 from herder.domain.tenants import TenantQuotas
 
@@ -86,6 +90,44 @@ def _tenant_table(tenants: list[Tenant], *, whole_ids: bool = False) -> Listing:
     return table
 
 
+def _cell_fields(answered: AnsweringCell | None) -> list[tuple[str, str | None]]:
+    """The cell and region an answer came from, as a record's fields: none unless it came
+    through an edge (``herder up`` and a cell's own address name no cell)."""
+    if answered is None:
+        return []
+    return [("cell", answered.name), ("region", answered.region)]
+
+
+def _in_cell(answered: AnsweringCell | None) -> str:
+    if answered is None:
+        return ""
+    region = f", region {answered.region}" if answered.region else ""
+    return f" in cell {answered.name}{region}"
+
+
+def _cell_keys(given: list[str]) -> dict[str, str]:
+    """Each ``--cell-key-file CELL=FILE`` as the cell and the key its file holds, all read
+    before any call: a file that cannot be read fails before anything is made."""
+    keys = {}
+    for cell, path in pairs(given, "--cell-key-file").items():
+        try:
+            keys[cell] = Path(path).expanduser().read_text().strip()
+        except OSError as error:
+            raise fail(f"--cell-key-file {cell}={path}: {error.strerror or error}") from None
+        if not keys[cell]:
+            raise fail(f"--cell-key-file {cell}={path}: the file holds no key")
+    return keys
+
+
+def _cell_in_region(herder: HerderClient, region: str) -> CellStatus:
+    """The cell of ``region`` a new tenant goes to (``domain.cell_choice``), from the cells
+    the edge lists now (the key in use: a system admin's of the default cell)."""
+    chosen = cell_for_new_tenant(herder.list_cells().items, region)
+    if isinstance(chosen, NoCell):
+        raise fail(chosen.reason)
+    return chosen
+
+
 def _quota_changes(given: dict[str, float | None], clear: list[str]) -> dict[str, Any]:
     unknown = [name for name in clear if name.removeprefix("--") not in QUOTA_FLAGS]
     if unknown:
@@ -103,22 +145,27 @@ def _quota_changes(given: dict[str, float | None], clear: list[str]) -> dict[str
 
 @tenant_app.command("list")
 def tenant_list(limit: int = 100, as_json: JsonFlag = False, quiet: QuietFlag = False) -> None:
-    """List tenants, newest first."""
-    page = listed(HerderClient.list_tenants, limit=limit)
+    """List tenants, newest first. Through an edge, the cell listing them (the key's) and
+    its region are named below."""
+    with client() as herder:
+        page = herder.list_tenants(limit=limit)
     print_listing(page, _tenant_table, as_json=as_json, quiet=quiet)
+    if herder.answered_by is not None and not (as_json or quiet):
+        out.print(f"tenants{_in_cell(herder.answered_by)}", style="dim", highlight=False)
 
 
 @tenant_app.command("show")
 def tenant_show(tenant: str, as_json: JsonFlag = False) -> None:
     """Show a tenant (by name, id or the start of its id) with its weight and quotas ('-':
-    unlimited)."""
+    unlimited); through an edge, its cell and region too."""
     with client() as herder:
         found = tenant_of(herder, tenant)
     if as_json:
         print_json(found)
     else:
         title = Text(f"tenant {found.name}", style="bold")
-        out.print(record_of(title, _tenant_table([found], whole_ids=True)))
+        fields = _cell_fields(herder.answered_by)
+        out.print(record_of(title, _tenant_table([found], whole_ids=True), *fields))
 
 
 @tenant_app.command("create")
@@ -136,11 +183,29 @@ def tenant_create(
         str | None,
         typer.Option(help="through an edge: the cell it lives in (a system admin's key of it)"),
     ] = None,
+    region: Annotated[
+        str | None,
+        typer.Option(
+            help="through an edge: its region; it lives in the region's cell that is up with "
+            "the fewest tenants (the key in use: a system admin's of the default cell)"
+        ),
+    ] = None,
+    cell_key_file: Annotated[
+        list[str],
+        typer.Option(
+            help="CELL=FILE: a file holding a system admin's key of CELL, sent to that cell "
+            "only, to make the tenant there; repeatable (one per cell --region may choose)"
+        ),
+    ] = [],  # noqa: B006
     as_json: JsonFlag = False,
     quiet: QuietFlag = False,
 ) -> None:
     """Create a tenant; quotas left out are unlimited (but --max-checkpoint-mb: 4096).
-    Through an edge, it lives in the default cell, or in --cell."""
+    Through an edge, it lives in the default cell, in --cell, or in a cell of --region."""
+    if cell is not None and region is not None:
+        raise fail("--cell and --region: choose one")
+    if cell_key_file and cell is None and region is None:
+        raise fail("--cell-key-file names a key for --cell or --region: give one of them")
     quotas = _quota_changes(
         {
             "max-cpu": max_cpu, "max-memory-mb": max_memory_mb, "max-gpus": max_gpus,
@@ -149,12 +214,28 @@ def tenant_create(
         },
         [],
     )  # fmt: skip
+    keys = _cell_keys(cell_key_file)
+    placed: AnsweringCell | None = None  # the cell --region chose
     with client() as herder:
+        if region is not None:
+            chosen = _cell_in_region(herder, region)
+            if chosen.name not in keys and not chosen.is_default:
+                raise fail(
+                    f"cell {chosen.name} of region {region} is chosen: a tenant is made there "
+                    f"with a system admin's key of it, --cell-key-file {chosen.name}=FILE"
+                )
+            cell, placed = chosen.name, AnsweringCell(chosen.name, chosen.region)
         if cell is None:
             created = herder.create_tenant(name, weight=weight or 1, quotas=quotas)
         else:
-            created = herder.create_tenant_in(cell, name, weight=weight or 1, quotas=quotas)
-    print_created(created, "tenant", as_json=as_json, quiet=quiet)
+            created = herder.create_tenant_in(
+                cell, name, weight=weight or 1, quotas=quotas, cell_key=keys.get(cell)
+            )
+    where = placed or herder.answered_by
+    if where is None and cell is not None:
+        where = AnsweringCell(cell, None)  # the answer named none: the cell it was sent to
+    more = _in_cell(where)
+    print_created(created, "tenant", as_json=as_json, quiet=quiet, more=more)
 
 
 @tenant_app.command("update")

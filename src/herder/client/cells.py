@@ -4,6 +4,7 @@ answer only through an edge, to a system admin."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -11,6 +12,24 @@ import httpx
 from herder.client.schedules import drop_none
 from herder.domain.cells import Cell, CellListing, TenantMoved
 from herder.domain.models import Tenant
+
+# The headers an edge adds to a cell's answer: the cell that answered, and its region.
+CELL_HEADER = "Herder-Cell"
+REGION_HEADER = "Herder-Region"
+
+
+@dataclass(frozen=True)
+class AnsweringCell:
+    """The cell (and its region) an answer came from through an edge; a server reached
+    directly (``herder up``, a cell's own address) names none."""
+
+    name: str
+    region: str | None
+
+    @classmethod
+    def of(cls, headers: httpx.Headers) -> AnsweringCell | None:
+        name = headers.get(CELL_HEADER)
+        return None if name is None else cls(name, headers.get(REGION_HEADER))
 
 
 class CellCalls:
@@ -25,11 +44,19 @@ class CellCalls:
         return CellListing.model_validate(self._request("GET", "/v1/cells").json())
 
     def create_tenant_in(
-        self, cell: str, name: str, *, weight: int = 1, quotas: dict[str, Any] | None = None
+        self,
+        cell: str,
+        name: str,
+        *,
+        weight: int = 1,
+        quotas: dict[str, Any] | None = None,
+        cell_key: str | None = None,
     ) -> Tenant:
-        """A tenant made in ``cell`` and placed there (the key: a system admin's of it)."""
+        """A tenant made in ``cell`` and placed there. The cell takes only its own system
+        admin's key: ``cell_key`` when this client's key is not one (it is another cell's)."""
         body = drop_none({"name": name, "weight": weight, "quotas": quotas})
-        answer = self._request("POST", f"/v1/cells/{cell}/tenants", json=body)
+        headers = {"Authorization": f"Bearer {cell_key}"} if cell_key else {}
+        answer = self._request("POST", f"/v1/cells/{cell}/tenants", json=body, headers=headers)
         return Tenant.model_validate(answer.json())
 
     def adopt_tenants(self, cell: str) -> dict[str, Any]:

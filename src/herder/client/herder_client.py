@@ -12,7 +12,7 @@ import httpx
 
 from herder.client.admin import AdminCalls
 from herder.client.alerts import AlertCalls
-from herder.client.cells import CellCalls
+from herder.client.cells import AnsweringCell, CellCalls
 from herder.client.errors import ApiError, ServerUnreachable
 from herder.client.events import EventCalls
 from herder.client.limits import LimitCalls
@@ -71,6 +71,8 @@ class HerderClient(
         self.url = url.rstrip("/")
         self._retries = retries
         self._answered = False  # no answer yet: a refused connection fails at once
+        # the cell the last answer came from, when through an edge (``CellCalls``)
+        self.answered_by: AnsweringCell | None = None
         self._auth = {"Authorization": f"Bearer {api_key}"}
         self._owns_http = http is None
         self._http = http or httpx.Client(
@@ -118,6 +120,7 @@ class HerderClient(
         self._answered = True
         if isinstance(outcome, ApiError):
             raise outcome
+        self.answered_by = AnsweringCell.of(outcome.headers)
         return outcome
 
     # --- artifacts ---

@@ -5,6 +5,7 @@ meanwhile a ``Conflict``."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from herder.directory.schema import (
     tenant_homes,
     tenant_moves,
 )
-from herder.domain.cells import Cell, Home, Placement
+from herder.domain.cells import Cell, Home, Placement, Residence
 from herder.domain.errors import Conflict, NotFound, TemporarilyUnavailable
 from herder.store.database import normalize_url
 
@@ -156,6 +157,31 @@ class Directory:
         ]
         home = {name: rows[0]._mapping[name] for name in CELL_COLUMNS}
         return Home(cell=_cell(home), moving_to=rows[0].to_cell, previous=previous)
+
+    def residence_of(self, tenant_id: str) -> Residence | None:
+        """Where ``tenant_id`` lives, by cell names (one query: a row per previous home), the
+        names interned so that every tenant's refers to one copy; None for a tenant the
+        directory does not know."""
+        query = (
+            select(tenant_homes.c.cell, tenant_moves.c.to_cell, previous_homes.c.cell)
+            .select_from(
+                tenant_homes.outerjoin(
+                    tenant_moves, tenant_moves.c.tenant_id == tenant_homes.c.tenant_id
+                ).outerjoin(previous_homes, previous_homes.c.tenant_id == tenant_homes.c.tenant_id)
+            )
+            .where(tenant_homes.c.tenant_id == tenant_id)
+            .order_by(previous_homes.c.left_at.desc())
+        )
+        with self._connection() as connection:
+            rows = connection.execute(query).all()
+        if not rows:
+            return None
+        home, moving_to, _ = rows[0]
+        return Residence(
+            cell=sys.intern(home),
+            moving_to=None if moving_to is None else sys.intern(moving_to),
+            previous=tuple(sys.intern(before) for _, _, before in rows if before is not None),
+        )
 
     def begin_move(self, tenant_id: str, from_cell: str, to_cell: str, now: datetime) -> None:
         """The tenant marked moving from ``from_cell`` to ``to_cell``: ``Conflict`` when it

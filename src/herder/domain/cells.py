@@ -4,6 +4,7 @@ What the directory holds and the edge serves, as plain data."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from pydantic import BaseModel, Field
@@ -54,6 +55,17 @@ class Home(BaseModel):
     cell: Cell
     moving_to: str | None = None
     previous: list[Cell] = []
+
+
+@dataclass(frozen=True, slots=True)
+class Residence:
+    """Where a tenant lives, by cell name: what the edge keeps per tenant. Each cell's own
+    record is kept once, by name, beside it; at 100,000 tenants and more a full ``Home``
+    each (every cell's record copied per tenant) would cost about 2 kB a tenant."""
+
+    cell: str
+    moving_to: str | None = None
+    previous: tuple[str, ...] = ()  # newest first
 
 
 class TenantMoved(BaseModel):

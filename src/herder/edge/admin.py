@@ -127,16 +127,19 @@ async def probe(http: httpx.AsyncClient, cell: Cell) -> bool:
     return answer.status_code == 200
 
 
-async def list_cells(http: httpx.AsyncClient, directory: Directory) -> Response:
+async def cell_statuses(http: httpx.AsyncClient, directory: Directory) -> list[CellStatus]:
+    """Every cell, each probed now, with its tenants."""
     cells = await run_in_threadpool(directory.cells)
     counts = await run_in_threadpool(directory.tenants_per_cell)
     health = await asyncio.gather(*(probe(http, cell) for cell in cells))
-    listing = CellListing(
-        items=[
-            CellStatus(**cell.model_dump(), up=up, tenants=counts.get(cell.name, 0))
-            for cell, up in zip(cells, health, strict=True)
-        ]
-    )
+    return [
+        CellStatus(**cell.model_dump(), up=up, tenants=counts.get(cell.name, 0))
+        for cell, up in zip(cells, health, strict=True)
+    ]
+
+
+async def list_cells(http: httpx.AsyncClient, directory: Directory) -> Response:
+    listing = CellListing(items=await cell_statuses(http, directory))
     return JSONResponse(listing.model_dump(mode="json"))
 
 

@@ -2,17 +2,23 @@
 request forwarded to the cell ``routing.destination`` and the directory say.
 
     request ─► destination (key's or hook's tenant; else the default cell) ─► its home,
-    from the cache (≤ cache_seconds stale; a miss reads the directory once) ─► forwarded,
-    both bodies streamed ─► the cell's answer, or 404 (tenant not in the directory),
-    401 (a tenant part no tenant has), 503 naming a cell that is down, or naming the cell a
-    tenant is moving to (its writes, while it moves: ``edge/moves.py``)
+    from the cache (≤ cache_seconds stale; a miss reads the directory once; the cells
+    named, from theirs) ─► forwarded, both bodies streamed ─► the cell's answer, or 404
+    (tenant not in the directory), 401 (a tenant part no tenant has), 503 naming a cell
+    that is down, or naming the cell a tenant is moving to (its writes, while it moves:
+    ``edge/moves.py``) ─► named (``Herder-Cell``, ``Herder-Region``) and counted
+    (``edge/metrics.py``)
+
+The cache holds each tenant's home by cell name (``Residence``) and every cell once, by
+name: a tenant costs its key and a few names, never a copy of its cell's record.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import assert_never
 
@@ -26,11 +32,12 @@ from starlette.routing import Route
 from herder.api.errors import herder_problem, problem
 from herder.directory.repository import Directory
 from herder.domain import moves
-from herder.domain.cells import Cell, Home
+from herder.domain.cells import Cell, CellStatus, Residence
 from herder.domain.errors import Forbidden, HerderError, NotFound, TenantMoving, Unauthorized
 from herder.edge import admin
 from herder.edge.expiring import ExpiringCache
-from herder.edge.forwarding import forward, forward_reading
+from herder.edge.forwarding import Forwarded, Unavailability, forward, forward_reading, naming
+from herder.edge.metrics import MEDIA_TYPE, EdgeMetrics
 from herder.edge.moves import Mover
 from herder.edge.routing import (
     TENANT_ID,
@@ -41,11 +48,11 @@ from herder.edge.routing import (
     destination,
     key_destination,
 )
-from herder.edge.settings import EdgeSettings
+from herder.edge.settings import SCRAPED_CELLS_SECONDS, EdgeSettings
 
 log = logging.getLogger("herder.edge")
 Endpoint = Callable[[Request], Awaitable[Response]]
-DEFAULT = "default"  # the default cell's key in its cache
+EVERY_CELL = "cells"  # the one key of the cells' cache, and of their health's
 CELL_ROUTE = re.compile(r"^/v1/cells/(?P<cell>[a-z][a-z0-9-]{0,62})/(?P<action>tenants|adopt)$")
 METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 MAX_CONNECTIONS = 1000  # to all cells together, kept open between requests
@@ -55,23 +62,33 @@ class Edge:
     def __init__(self, settings: EdgeSettings, directory: Directory) -> None:
         self.settings = settings
         self.directory = directory
-        self.homes: ExpiringCache[Home] = ExpiringCache(
-            self._home_of,
+        self.homes: ExpiringCache[Residence] = ExpiringCache(
+            self._residence_of,
             ttl_seconds=settings.cache_seconds,
             absent_ttl_seconds=settings.unknown_cache_seconds,
         )
-        self.defaults: ExpiringCache[Cell] = ExpiringCache(
-            self._default_cell,
+        self.cells: ExpiringCache[Mapping[str, Cell]] = ExpiringCache(
+            self._cells_by_name,
             ttl_seconds=settings.cache_seconds,
             absent_ttl_seconds=settings.unknown_cache_seconds,
         )
+        # what a scrape shows of each cell: probed at most this often, however often scraped
+        self.health: ExpiringCache[list[CellStatus]] = ExpiringCache(
+            self._cell_statuses,
+            ttl_seconds=SCRAPED_CELLS_SECONDS,
+            absent_ttl_seconds=SCRAPED_CELLS_SECONDS,
+        )
+        self.metrics = EdgeMetrics()
         self._http: httpx.AsyncClient | None = None
 
-    async def _home_of(self, tenant_id: str) -> Home | None:
-        return await run_in_threadpool(self.directory.home_of, tenant_id)
+    async def _residence_of(self, tenant_id: str) -> Residence | None:
+        return await run_in_threadpool(self.directory.residence_of, tenant_id)
 
-    async def _default_cell(self, _key: str) -> Cell | None:
-        return await run_in_threadpool(self.directory.default_cell)
+    async def _cells_by_name(self, _key: str) -> Mapping[str, Cell]:
+        return {cell.name: cell for cell in await run_in_threadpool(self.directory.cells)}
+
+    async def _cell_statuses(self, _key: str) -> list[CellStatus]:
+        return await admin.cell_statuses(self.http, self.directory)
 
     @property
     def http(self) -> httpx.AsyncClient:
@@ -104,7 +121,7 @@ class Edge:
     async def _cell_of(self, routed: Destination) -> Cell:
         match routed:
             case ToTenant(tenant_id):
-                return (await self._home(tenant_id)).cell
+                return await self.cell_named((await self._home(tenant_id)).cell)
             case ToDefault():
                 return await self.default()
             case Malformed():
@@ -112,37 +129,54 @@ class Edge:
             case _:
                 assert_never(routed)
 
-    async def _home(self, tenant_id: str) -> Home:
+    async def _home(self, tenant_id: str) -> Residence:
         home = await self.homes.get(tenant_id)
         if home is None:
             raise NotFound(f"tenant {tenant_id} is in no cell the directory knows")
         return home
 
-    async def default(self) -> Cell:
-        cell = await self.defaults.get(DEFAULT)
+    async def _every_cell(self) -> Mapping[str, Cell]:
+        return await self.cells.get(EVERY_CELL) or {}
+
+    async def cell_named(self, name: str) -> Cell:
+        """The cell a home names; the cells read again for one made since they were."""
+        cell = (await self._every_cell()).get(name)
         if cell is None:
-            raise admin.Refused(admin.no_default_cell())
+            self.cells.forget(EVERY_CELL)
+            cell = (await self._every_cell()).get(name)
+        if cell is None:
+            raise NotFound(f"cell {name[:64]} not found")
         return cell
 
+    async def default(self) -> Cell:
+        for cell in (await self._every_cell()).values():
+            if cell.is_default:
+                return cell
+        raise admin.Refused(admin.no_default_cell())
+
     async def proxy(self, request: Request) -> Response:
-        """The request sent to its cell. A tenant moving between cells has its writes
-        answered 503 here; a read of its history by id the new cell lacks is asked of the
-        cells it lived in before, newest first."""
+        """The request sent to its cell, its answer named and counted. A tenant moving
+        between cells has its writes answered 503 here; a read of its history by id the new
+        cell lacks is asked of the cells it lived in before, newest first."""
+        started = time.perf_counter()
         path = request.scope["path"]
         routed = destination(request.method, path, request.headers.get("authorization"))
         if not isinstance(routed, ToTenant):
-            return await forward(self.http, request, await self._cell_of(routed))
-        home = await self._home(routed.tenant_id)
-        if home.moving_to is not None and request.method not in moves.READS:
-            raise TenantMoving(
-                f"tenant {routed.tenant_id} is moving to cell {home.moving_to}: try again "
-                "once it has moved",
-                cell=home.moving_to,
-                retry_after_seconds=moves.FROZEN_RETRY_SECONDS,
-            )
-        if request.method == "GET" and home.previous and moves.is_history(path):
-            return await forward_reading(self.http, request, [home.cell, *home.previous])
-        return await forward(self.http, request, home.cell)
+            forwarded = await forward(self.http, request, await self._cell_of(routed))
+        else:
+            home = await self._home(routed.tenant_id)
+            cell = await self.cell_named(home.cell)
+            if home.moving_to is not None and request.method not in moves.READS:
+                refused = _moving(routed.tenant_id, home.moving_to, cell)
+                self.metrics.answered(refused, waited_seconds=None)
+                return refused.response
+            if request.method == "GET" and home.previous and moves.is_history(path):
+                earlier = [await self.cell_named(name) for name in home.previous]
+                forwarded = await forward_reading(self.http, request, [cell, *earlier])
+            else:
+                forwarded = await forward(self.http, request, cell)
+        self.metrics.answered(forwarded, waited_seconds=time.perf_counter() - started)
+        return forwarded.response
 
     async def check_key_for(self, request: Request, cell: Cell) -> None:
         """Refuse to send a key to a cell its tenant does not live in (a key made before
@@ -159,20 +193,31 @@ class Edge:
                 return
             home = placed.cell
         else:
-            home = await self._cell_of(routed)
-        if home.name != cell.name:
+            home = (await self._cell_of(routed)).name
+        if home != cell.name:
             raise Forbidden(
-                f"this key's tenant lives in cell {home.name}: a key of cell {cell.name}'s "
+                f"this key's tenant lives in cell {home}: a key of cell {cell.name}'s "
                 "system admins is needed"
             )
 
-    async def cells(self, request: Request) -> Response:
+    async def _check_default_admin(self, request: Request) -> None:
+        """That the caller is a system admin of the default cell, as that cell says."""
         default = await self.default()
         await self.check_key_for(request, default)
         await admin.check_system_admin(self.http, request, default)
+
+    async def cells_route(self, request: Request) -> Response:
+        await self._check_default_admin(request)
         if request.method == "GET":
             return await admin.list_cells(self.http, self.directory)
         return await admin.create_cell(request, self.directory)
+
+    async def scrape(self, request: Request) -> Response:
+        """``GET /metrics``: for the default cell's system admins, as a cell's /metrics is
+        for its own; each cell's health as probed at most ``SCRAPED_CELLS_SECONDS`` ago."""
+        await self._check_default_admin(request)
+        cells = await self.health.get(EVERY_CELL) or []
+        return Response(self.metrics.exposition(cells), media_type=MEDIA_TYPE)
 
     async def cell_action(self, request: Request) -> Response:
         """``POST /v1/cells/{cell}/tenants`` and ``…/adopt``; ``POST /v1/tenants``: in the
@@ -218,6 +263,17 @@ class Edge:
         return JSONResponse({"status": "ready"})
 
 
+def _moving(tenant_id: str, to: str, cell: Cell) -> Forwarded:
+    """A moving tenant's write, refused here: named by the cell it lives in until it has
+    moved (the problem's ``cell`` names the one it goes to)."""
+    moving = TenantMoving(
+        f"tenant {tenant_id} is moving to cell {to}: try again once it has moved",
+        cell=to,
+        retry_after_seconds=moves.FROZEN_RETRY_SECONDS,
+    )
+    return Forwarded(naming(herder_problem(moving), cell), cell, Unavailability.MOVING)
+
+
 def answering(handler: Endpoint) -> Endpoint:
     """``handler`` with our errors and a refusal it raises answered as problems."""
 
@@ -246,7 +302,8 @@ def create_edge_app(settings: EdgeSettings, directory: Directory) -> Starlette:
     routes = [
         Route("/healthz", _alive, methods=["GET"]),
         Route("/readyz", answering(edge.readiness), methods=["GET"]),
-        Route("/v1/cells", answering(edge.cells), methods=["GET", "POST"]),
+        Route("/metrics", answering(edge.scrape), methods=["GET"]),
+        Route("/v1/cells", answering(edge.cells_route), methods=["GET", "POST"]),
         Route("/v1/cells/{cell}/{action}", answering(edge.cell_action), methods=["POST"]),
         Route("/v1/cells/{cell}/tenants/{tenant_id}/move", answering(edge.move), methods=["POST"]),
         Route("/v1/tenants", answering(edge.cell_action), methods=["POST"]),

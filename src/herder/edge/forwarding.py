@@ -4,12 +4,15 @@ client's address appended to ``X-Forwarded-For``, the path and query passed as t
 (the cell decodes and refuses them as it would unproxied). A cell that refuses the
 connection, does not answer in time or answers 503 is down: 503 naming it, with
 Retry-After, never another cell's answer — but for a 503 that names a cell itself (a tenant
-moving to it, or moved there), passed on as it is."""
+moving to it, or moved there), passed on as it is. Every answer names the cell it is from
+or about (``Herder-Cell``, ``Herder-Region``, set here over any a cell sent)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
 
 import httpx
 from starlette.background import BackgroundTask
@@ -34,6 +37,36 @@ HOP_BY_HOP = frozenset(
     }
 )
 MAX_UNAVAILABLE_BODY = 64 * 1024  # a cell's 503 read to quote its reason
+CELL_HEADER, REGION_HEADER = "Herder-Cell", "Herder-Region"
+_NAMING = frozenset({CELL_HEADER.lower().encode(), REGION_HEADER.lower().encode()})
+
+
+class Unavailability(StrEnum):
+    """Why the edge answered 503 naming a cell."""
+
+    DOWN = "down"  # it refused the connection, was silent, or answered 503 itself
+    MOVING = "moving"  # the tenant is moving to another cell, or has moved
+
+
+@dataclass(frozen=True)
+class Forwarded:
+    """A request's answer, the cell it is from or about, and why that cell could not answer
+    (None: it did)."""
+
+    response: Response
+    cell: Cell
+    unavailable: Unavailability | None = None
+
+
+def naming(response: Response, cell: Cell) -> Response:
+    """``response`` saying which cell it is from or about, in place of anything a cell said."""
+    kept = [(name, value) for name, value in response.raw_headers if name.lower() not in _NAMING]
+    response.raw_headers[:] = [  # in place: the response's ``headers`` view reads this list
+        *kept,
+        (CELL_HEADER.encode(), cell.name.encode()),
+        (REGION_HEADER.encode(), cell.region.encode()),
+    ]
+    return response
 
 
 def end_to_end(headers: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
@@ -76,13 +109,20 @@ def to_cell_headers(request: Request) -> list[tuple[bytes, bytes]]:
 
 
 def cell_unavailable(cell: Cell, why: str) -> Response:
-    return problem(
-        503,
-        "Service unavailable",
-        f"cell {cell.name} is unavailable: {why}",
-        headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER_SECONDS)},
-        cell=cell.name,
+    return naming(
+        problem(
+            503,
+            "Service unavailable",
+            f"cell {cell.name} is unavailable: {why}",
+            headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER_SECONDS)},
+            cell=cell.name,
+        ),
+        cell,
     )
+
+
+def _down(cell: Cell, why: str) -> Forwarded:
+    return Forwarded(cell_unavailable(cell, why), cell, Unavailability.DOWN)
 
 
 def _has_body(request: Request) -> bool:
@@ -109,20 +149,22 @@ def _outgoing(
     )
 
 
-async def forward(http: httpx.AsyncClient, request: Request, cell: Cell) -> Response:
+async def forward(http: httpx.AsyncClient, request: Request, cell: Cell) -> Forwarded:
     outgoing = _outgoing(http, request, cell, body=True)
     try:
         answer = await http.send(outgoing, stream=True)
     except httpx.TimeoutException:
-        return cell_unavailable(cell, "it did not answer in time")
+        return _down(cell, "it did not answer in time")
     except httpx.TransportError as error:
-        return cell_unavailable(cell, f"it cannot be reached ({type(error).__name__})")
+        return _down(cell, f"it cannot be reached ({type(error).__name__})")
     if answer.status_code == 503:
         return await _unavailable_answer(cell, answer)
-    return _streamed(answer)
+    return Forwarded(_streamed(answer, cell), cell)
 
 
-async def forward_reading(http: httpx.AsyncClient, request: Request, cells: list[Cell]) -> Response:
+async def forward_reading(
+    http: httpx.AsyncClient, request: Request, cells: list[Cell]
+) -> Forwarded:
     """A read (no body) sent to each of ``cells`` in turn until one answers other than 404:
     a moved tenant's history, asked of the cells it lived in before."""
     *earlier, last = cells
@@ -130,24 +172,24 @@ async def forward_reading(http: httpx.AsyncClient, request: Request, cells: list
         try:
             answer = await http.send(_outgoing(http, request, cell, body=False), stream=True)
         except httpx.TransportError as error:
-            return cell_unavailable(cell, f"it cannot be reached ({type(error).__name__})")
+            return _down(cell, f"it cannot be reached ({type(error).__name__})")
         if answer.status_code != 404:
             if answer.status_code == 503:
                 return await _unavailable_answer(cell, answer)
-            return _streamed(answer)
+            return Forwarded(_streamed(answer, cell), cell)
         await answer.aclose()
     return await forward(http, request, last)
 
 
-def _streamed(answer: httpx.Response) -> Response:
+def _streamed(answer: httpx.Response, cell: Cell) -> Response:
     response = StreamingResponse(
         answer.aiter_raw(), status_code=answer.status_code, background=BackgroundTask(answer.aclose)
     )
     response.raw_headers = end_to_end(answer.headers.raw)  # repeated ones kept, as they came
-    return response
+    return naming(response, cell)
 
 
-async def _unavailable_answer(cell: Cell, answer: httpx.Response) -> Response:
+async def _unavailable_answer(cell: Cell, answer: httpx.Response) -> Forwarded:
     """The cell's own 503 (its database lost, say), said as the cell's unavailability."""
     body = b""
     try:
@@ -166,9 +208,10 @@ async def _unavailable_answer(cell: Cell, answer: httpx.Response) -> Response:
         problem_body, detail = {}, "it answered 503"
     if isinstance(problem_body, dict) and isinstance(problem_body.get("cell"), str):
         # a tenant moving, or moved: its own word
-        response: Response = problem(503, "Service unavailable", detail, cell=problem_body["cell"])
+        response = problem(503, "Service unavailable", detail, cell=problem_body["cell"])
+        forwarded = Forwarded(naming(response, cell), cell, Unavailability.MOVING)
     else:
-        response = cell_unavailable(cell, detail)
+        forwarded = _down(cell, detail)
     if retry_after := answer.headers.get("retry-after"):
-        response.headers["Retry-After"] = retry_after
-    return response
+        forwarded.response.headers["Retry-After"] = retry_after
+    return forwarded

@@ -11,6 +11,7 @@ UNKNOWN_CACHE_SECONDS = 1.0  # a tenant the directory lacks is answered 404 this
 TIMEOUT_SECONDS = 60.0  # a cell's answer waited for (and each pause in it)
 CONNECT_SECONDS = 2.0  # a cell that takes longer to accept a connection is down
 PROBE_SECONDS = 1.0  # a cell's /readyz answer, for `herder cell list`
+SCRAPED_CELLS_SECONDS = 10.0  # each cell's health and tenants, shown by /metrics this long
 # a moving tenant frozen, its export waits this long: a cell's API processes admit a key
 # from their recent-keys cache for 5 s (store/access.py), and a write so admitted must have
 # reached the store before the export reads it

@@ -10,6 +10,7 @@ import itertools
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 from playwright.sync_api import (
@@ -82,6 +83,13 @@ def browser() -> Iterator[Browser]:
         launched.close()
 
 
+class SignIn(Protocol):
+    def __call__(self, key: str, at: str | None = None) -> Page:
+        """A fresh tab of the dashboard at ``at`` (the cluster's server unless named, such as
+        an edge in front of it), signed in with ``key``."""
+        ...
+
+
 def started(tab: Page) -> None:
     """Waits for the page's app to start, reloading as a user would while it cannot: Chromium
     drops requests in flight when the host's interfaces change, as the attempt-network tests
@@ -104,12 +112,11 @@ def reloaded(tab: Page) -> None:
 
 
 @pytest.fixture
-def sign_in(
-    browser: Browser, cluster: Cluster, request: pytest.FixtureRequest
-) -> Iterator[Callable[[str], Page]]:
-    """``sign_in(key)``: a fresh tab signed in with the key. Each tab's last look is kept as
-    a screenshot; a script error or anything the CSP refused, in any tab, fails the test.
-    The browser's console errors and failed requests are printed, so a failure shows them."""
+def sign_in(browser: Browser, cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[SignIn]:
+    """``sign_in(key)``: a fresh tab signed in with the key (``at=``: another address). Each
+    tab's last look is kept as a screenshot; a script error or anything the CSP refused, in
+    any tab, fails the test. The browser's console errors and failed requests are printed,
+    so a failure shows them."""
     contexts: list[BrowserContext] = []
     errors: list[str] = []
 
@@ -123,8 +130,10 @@ def sign_in(
         if message.type == "error":
             print(f"console error: {message.text}")
 
-    def open_tab(key: str) -> Page:
-        context = browser.new_context(base_url=cluster.url, viewport={"width": 1280, "height": 900})
+    def open_tab(key: str, at: str | None = None) -> Page:
+        context = browser.new_context(
+            base_url=at or cluster.url, viewport={"width": 1280, "height": 900}
+        )
         contexts.append(context)
         tab = context.new_page()
         tab.set_default_timeout(SEEN_WITHIN_MS)

@@ -44,7 +44,12 @@ export function query(params) {
 }
 
 // The response's JSON, or an ApiError carrying the problem document's detail.
-export async function api(path, { method = "GET", body, signal } = {}) {
+export async function api(path, options = {}) {
+  return (await answer(path, options)).data;
+}
+
+// The same with the response's headers (an edge names the cell that answered: Herder-Cell).
+export async function answer(path, { method = "GET", body, signal } = {}) {
   const headers = { Authorization: `Bearer ${apiKey() || ""}`, Accept: "application/json" };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   // Relative to the page ("v1/…"), so the dashboard works behind a proxy's path prefix too.
@@ -56,7 +61,7 @@ export async function api(path, { method = "GET", body, signal } = {}) {
     credentials: "omit",
     cache: "no-store",
   });
-  if (response.status === 204) return null;
+  if (response.status === 204) return { data: null, headers: response.headers };
   let data = null;
   try {
     data = await response.json();
@@ -67,5 +72,5 @@ export async function api(path, { method = "GET", body, signal } = {}) {
     const detail = (data && (data.detail || data.title)) || `${response.status} ${response.statusText}`;
     throw new ApiError(response.status, typeof detail === "string" ? detail : JSON.stringify(detail), fieldOf(data));
   }
-  return data;
+  return { data, headers: response.headers };
 }

@@ -3,7 +3,7 @@
 
 import { ApiError, apiKey, signIn, signOut } from "./api.js";
 import { h } from "./dom.js";
-import { forgetRole, learnRole, may } from "./role.js";
+import { forgetRole, homeCell, isSystemAdmin, learnRole, may } from "./role.js";
 import { browserZone, timeOfDay } from "./time.js";
 import * as jobs from "./views/jobs.js";
 import * as job from "./views/job.js";
@@ -23,24 +23,31 @@ import * as forecast from "./views/forecast.js";
 import * as limits from "./views/limits.js";
 import * as limit from "./views/limit.js";
 import * as pools from "./views/pools.js";
+import * as cells from "./views/cells.js";
 
 const REFRESH_MS = 2000;
-const VIEWS = {
-  overview: [overview, null],
-  jobs: [jobs, job],
-  runs: [runs, run],
-  queue: [queue, null],
-  dead: [dead, null],
-  workflows: [workflows, null],
-  "workflow-runs": [workflows, workflowRun],
-  schedules: [schedules, schedule],
-  workers: [workers, null],
-  alerts: [alerts, null],
-  usage: [usage, null],
-  forecast: [forecast, null],
-  limits: [limits, limit],
-  pools: [pools, null],
-};
+// Every page, once: its name in the URL, its entry in the nav (in this order; ``label``), the
+// views of its list and of one item, the nav entry it shows under (``under``), and who it is
+// for (``system``: a system admin's key; no other key is shown its nav entry, and the page
+// itself says what it needs when opened by its address).
+const PAGES = [
+  { name: "overview", label: "Overview", list: overview },
+  { name: "jobs", label: "Jobs", list: jobs, item: job },
+  { name: "runs", label: "Runs", list: runs, item: run },
+  { name: "queue", label: "Queue", list: queue },
+  { name: "dead", label: "Dead letters", list: dead },
+  { name: "workflows", label: "Workflows", list: workflows },
+  { name: "workflow-runs", list: workflows, item: workflowRun, under: "workflows" },
+  { name: "schedules", label: "Schedules", list: schedules, item: schedule },
+  { name: "alerts", label: "Alerts", list: alerts },
+  { name: "usage", label: "Usage", list: usage },
+  { name: "forecast", label: "Forecast", list: forecast },
+  { name: "limits", label: "Limits", list: limits, item: limit },
+  { name: "pools", label: "Pools", list: pools },
+  { name: "workers", label: "Workers", list: workers, system: true },
+  { name: "cells", label: "Cells", list: cells, system: true },
+];
+const PAGE_NAMED = new Map(PAGES.map((page) => [page.name, page]));
 
 const byId = (id) => document.getElementById(id);
 let current = null; // { view, controller, refreshing }
@@ -51,10 +58,27 @@ export function parseRoute(hash) {
   return { name, id, params: new URLSearchParams(search) };
 }
 
+// The nav's entries: every page with a label that the key is for; the page shown, marked.
+function drawNav(shown) {
+  const current = shown.under || shown.name;
+  const entries = PAGES.filter((page) => page.label && (!page.system || isSystemAdmin())).map((page) =>
+    h("a", { href: `#/${page.name}`, "data-view": page.name, class: page.name === current ? "active" : "" }, page.label),
+  );
+  byId("nav").replaceChildren(...entries);
+}
+
+// The signed-in key's tenant's cell and region, when an edge said them (Herder-Cell).
+function drawCell() {
+  const home = homeCell();
+  byId("cell").hidden = !home;
+  byId("cell").textContent = home ? `cell ${home.cell} · region ${home.region}` : "";
+}
+
 function showSignIn(message = "") {
   stopView();
   byId("view").hidden = true;
   byId("nav").hidden = true;
+  byId("cell").hidden = true;
   byId("sign-out").hidden = true;
   byId("live").hidden = true;
   byId("zone").hidden = true;
@@ -150,12 +174,10 @@ async function route() {
   }
   if (mine !== routing) return;
   const where = parseRoute(window.location.hash);
-  const pair = VIEWS[where.name] || VIEWS.overview;
-  const module = where.id ? pair[1] || pair[0] : pair[0];
-  for (const anchor of byId("nav").querySelectorAll("a")) {
-    const active = anchor.dataset.view === where.name || (where.name === "workflow-runs" && anchor.dataset.view === "workflows");
-    anchor.classList.toggle("active", active);
-  }
+  const page = PAGE_NAMED.get(where.name) || PAGE_NAMED.get("overview");
+  const module = where.id ? page.item || page.list : page.list;
+  drawNav(page);
+  drawCell();
   byId("sign-in").hidden = true;
   byId("nav").hidden = false;
   byId("sign-out").hidden = false;
