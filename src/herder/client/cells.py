@@ -10,12 +10,8 @@ from typing import Any
 import httpx
 
 from herder.client.schedules import drop_none
-from herder.domain.cells import Cell, CellListing, TenantMoved
+from herder.domain.cells import CELL_HEADER, REGION_HEADER, Cell, CellListing, TenantMoved
 from herder.domain.models import Tenant
-
-# The headers an edge adds to a cell's answer: the cell that answered, and its region.
-CELL_HEADER = "Herder-Cell"
-REGION_HEADER = "Herder-Region"
 
 
 @dataclass(frozen=True)

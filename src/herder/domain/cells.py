@@ -9,6 +9,9 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
+# The headers the edge sets on every answer it forwards: the cell that gave it, its region
+# (read by the client and the dashboard; a cell's own, or a client's, never pass).
+CELL_HEADER, REGION_HEADER = "Herder-Cell", "Herder-Region"
 NAME_PATTERN = r"^[a-z][a-z0-9-]{0,62}$"  # a DNS label: it may name hosts and buckets
 API_URL_PATTERN = r"^https?://[^\s/?#]+(/[^\s?#]*)?$"
 

@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from herder.api.errors import UNAVAILABLE_RETRY_AFTER_SECONDS, problem
-from herder.domain.cells import Cell
+from herder.domain.cells import CELL_HEADER, REGION_HEADER, Cell
 
 HOP_BY_HOP = frozenset(
     {
@@ -37,7 +37,6 @@ HOP_BY_HOP = frozenset(
     }
 )
 MAX_UNAVAILABLE_BODY = 64 * 1024  # a cell's 503 read to quote its reason
-CELL_HEADER, REGION_HEADER = "Herder-Cell", "Herder-Region"
 _NAMING = frozenset({CELL_HEADER.lower().encode(), REGION_HEADER.lower().encode()})
 
 
