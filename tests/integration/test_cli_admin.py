@@ -47,6 +47,20 @@ def test_tenants_are_created_shown_and_changed(herder: Herder) -> None:
     assert "default (system)" in listing
 
 
+def test_a_tenant_leaving_for_another_cell_is_listed_with_its_move(
+    api: Api, herder: Herder
+) -> None:
+    """A cell still lists a tenant that left it (its history stays there): as moving, not as
+    one that lives here."""
+    tenant = json.loads(ok(herder("tenant", "create", "team-a", "--json")))
+    frozen = {"state": "frozen", "cell": "b", "pools": []}
+    shifted = api.http.put(f"/v1/tenants/{tenant['id']}/move", headers=api.admin, json=frozen)
+    assert shifted.status_code == 200, shifted.text
+    assert "team-a (frozen, cell b)" in ok(herder("tenant", "list"))
+    shown = json.loads(ok(herder("tenant", "show", tenant["id"], "--json")))
+    assert (shown["move_state"], shown["move_cell"]) == ("frozen", "b")
+
+
 def test_tenant_update_refuses_nothing_and_unknown_quotas(herder: Herder) -> None:
     ok(herder("tenant", "create", "team-a"))
     nothing = herder("tenant", "update", "team-a")

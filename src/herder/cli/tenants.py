@@ -80,6 +80,8 @@ def _tenant_table(tenants: list[Tenant], *, whole_ids: bool = False) -> Listing:
     for tenant in tenants:
         quotas = tenant.quotas
         name = f"{tenant.name} (system)" if tenant.is_system else tenant.name
+        if tenant.move_state is not None:
+            name += f" ({tenant.move_state}, cell {tenant.move_cell})"  # docs/cells.md
         table.add_row(
             shown[tenant.id], name, str(tenant.weight), _limit(quotas.max_cpu),
             _limit(quotas.max_memory_mb, " MB"), _limit(quotas.max_gpus),

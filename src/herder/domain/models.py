@@ -59,6 +59,14 @@ class Tenant(_Record):
     quotas: TenantQuotas = TenantQuotas()
     retention_days: int = DEFAULT_RETENTION_DAYS  # its runs older than this are gone
     default_pool: str | None = None  # where its runs that name no pool go (docs/pools.md)
+    move_state: MoveState | None = Field(
+        default=None,
+        description="its move between cells (docs/cells.md): frozen or arriving while it "
+        "moves (its writes refused), moved once it lives in move_cell (its history stays here)",
+    )
+    move_cell: str | None = Field(
+        default=None, description="the cell it moves to (frozen, moved) or from (arriving)"
+    )
 
 
 class Principal(_Record):
