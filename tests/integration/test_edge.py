@@ -94,9 +94,7 @@ def cells(
     directory = Directory(directory_url)
     try:
         with served(app_a) as a, served(app_b) as b:
-            settings = EdgeSettings(
-                directory_url=directory_url, timeout_seconds=10, move_settle_seconds=0
-            )
+            settings = EdgeSettings(directory_url=directory_url, timeout_seconds=10)
             directory.create_cell("default", "eu", a.url, datetime.now(UTC))
             with TestClient(create_edge_app(settings, directory)) as edge:
                 two = TwoCells(

@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import select
 from typer.testing import CliRunner
 
+from herder.app import moves
 from herder.cli import common
 from herder.cli.common import app
 from herder.client import HerderClient
@@ -22,12 +23,14 @@ from herder.domain.errors import Conflict
 from herder.domain.models import Role
 from herder.domain.moves import MoveState, TenantExport
 from herder.store.schema import workflow_versions
+from herder.store.store import Store
 from tests.integration.test_edge import TwoCells, bearer, cells, directory_url
 from tests.integration.test_hooks import SECRET, herder_headers
 
 __all__ = ["cells", "directory_url"]  # the fixtures, shared with test_edge
 
 PROGRAM = b"print('moved')\n"
+JOB = {"runtime": "shell", "command": "true"}
 
 
 def _made(answer: Any) -> dict[str, Any]:
@@ -231,13 +234,13 @@ def test_a_failed_import_is_taken_back_and_the_move_runs_again(
     cells: TwoCells, alpha: Alpha, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     tenant_id, key, ids = alpha
-    real = cells.b_store.moves.import_
+    real = moves.import_tenant
 
-    def failing(document: TenantExport) -> None:
-        real(document)  # imported, then lost: the edge sees a refusal
+    def failing(store: Store, document: TenantExport) -> Any:
+        real(store, document)  # imported, then lost: the edge sees a refusal
         raise Conflict("the import failed (a test's)")
 
-    monkeypatch.setattr(cells.b_store.moves, "import_", failing)
+    monkeypatch.setattr(moves, "import_tenant", failing)
     failed = _move(cells, tenant_id, cells.a_admin, cells.b_admin)
     assert failed.status_code == 409, failed.text
     home = _home(cells, tenant_id)
@@ -247,7 +250,7 @@ def test_a_failed_import_is_taken_back_and_the_move_runs_again(
         cells.b_store.access.get_tenant(tenant_id)  # the partial import removed
     auth = bearer(key)
     assert cells.edge.post(f"/v1/jobs/{ids['job']}/runs", headers=auth, json={}).is_success
-    monkeypatch.setattr(cells.b_store.moves, "import_", real)
+    monkeypatch.setattr(moves, "import_tenant", real)
     again = _move(cells, tenant_id, cells.a_admin, cells.b_admin)
     assert again.status_code == 200, again.text
     assert _home(cells, tenant_id).cell.name == "b"
@@ -312,24 +315,66 @@ def test_a_move_stopped_after_its_flip_is_finished_by_running_it_again(
     cells: TwoCells, alpha: Alpha, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     tenant_id, key, ids = alpha
-    real = cells.a_store.moves.shift
+    real = moves.shift
 
-    def failing(tenant: str, wanted: MoveState | None, *rest: Any) -> Any:
-        if wanted is MoveState.MOVED:
+    def failing(store: Store, tenant: str, wanted: MoveState | None, *rest: Any) -> Any:
+        if store is cells.a_store and wanted is MoveState.MOVED:
             raise Conflict("the source did not answer (a test's)")
-        return real(tenant, wanted, *rest)
+        return real(store, tenant, wanted, *rest)
 
-    monkeypatch.setattr(cells.a_store.moves, "shift", failing)
+    monkeypatch.setattr(moves, "shift", failing)
     stopped = _move(cells, tenant_id, cells.a_admin, cells.b_admin)
     assert stopped.status_code == 409, stopped.text
     home = _home(cells, tenant_id)
     assert (home.cell.name, home.moving_to) == ("b", "b")  # flipped, still under way
     auth = bearer(key)
     assert cells.edge.post(f"/v1/jobs/{ids['job']}/runs", headers=auth, json={}).status_code == 503
-    monkeypatch.setattr(cells.a_store.moves, "shift", real)
+    monkeypatch.setattr(moves, "shift", real)
     finished = _move(cells, tenant_id, cells.a_admin, cells.b_admin)
     assert finished.status_code == 200, finished.text
     assert _home(cells, tenant_id).moving_to is None
     assert cells.a_store.moves.status(tenant_id).state is MoveState.MOVED
     assert cells.b_store.moves.status(tenant_id).state is None
     assert cells.edge.post(f"/v1/jobs/{ids['job']}/runs", headers=auth, json={}).status_code == 201
+
+
+def test_a_tenant_moves_back_to_a_cell_it_left_and_finds_its_history_there(
+    cells: TwoCells, alpha: Alpha
+) -> None:
+    """The cell it left holds its history and its old definitions: the return replaces
+    those by what it has now, under the same ids, and keeps the history."""
+    tenant_id, key, ids = alpha
+    edge, auth = cells.edge, bearer(key)
+    weekly = {"job_id": ids["job"], "cron": "@weekly"}
+    kept, gone = (_made(edge.post("/v1/schedules", headers=auth, json=weekly)) for _ in "ab")
+    assert _move(cells, tenant_id, cells.a_admin, cells.b_admin).status_code == 200
+    # in cell b: a job added, a limit deleted, schedules changed and deleted
+    added = _made(edge.post("/v1/jobs", headers=auth, json={**JOB, "name": "k"}))
+    assert edge.delete(f"/v1/limits/{ids['limit']}", headers=auth).status_code == 204
+    hourly = {"cron": "@hourly"}
+    _made(edge.patch(f"/v1/schedules/{ids['schedule']}", headers=auth, json=hourly))
+    assert edge.delete(f"/v1/schedules/{gone['id']}", headers=auth).status_code == 204
+    back = edge.post(
+        f"/v1/cells/default/tenants/{tenant_id}/move",
+        headers={**bearer(cells.b_admin), "X-Herder-Target-Key": cells.a_admin},
+    )
+    assert back.status_code == 200, back.text
+    assert back.json()["from_cell"] == "b"
+    home = _home(cells, tenant_id)
+    assert (home.cell.name, [cell.name for cell in home.previous]) == ("default", ["b"])
+    assert cells.a_store.moves.status(tenant_id).state is None
+    assert cells.b_store.moves.status(tenant_id).state is MoveState.MOVED
+    # its definitions as they are now, under the same ids
+    assert edge.get(f"/v1/jobs/{added['id']}", headers=auth).status_code == 200
+    assert edge.get(f"/v1/limits/{ids['limit']}", headers=auth).status_code == 404
+    schedule = _made(edge.get(f"/v1/schedules/{ids['schedule']}", headers=auth))
+    assert schedule["spec"]["cron"] == "@hourly"
+    assert schedule["next_due_at"] is not None  # due again here
+    assert _made(edge.get(f"/v1/schedules/{kept['id']}", headers=auth))["spec"]["cron"] == "@weekly"
+    assert edge.get(f"/v1/schedules/{gone['id']}", headers=auth).status_code == 404
+    # the history it left here, read here; its writes go on here
+    assert _made(edge.get(f"/v1/runs/{ids['run']}", headers=auth))["job_id"] == ids["job"]
+    assert edge.post(f"/v1/jobs/{ids['job']}/runs", headers=auth, json={}).status_code == 201
+    # and it may leave again for b, which holds it as moved
+    assert _move(cells, tenant_id, cells.a_admin, cells.b_admin).status_code == 200
+    assert cells.b_store.jobs.get(tenant_id, added["id"]).name == "k"

@@ -9,7 +9,9 @@ Roles are checked here and nowhere else: ``Caller`` (any key: viewers read), ``O
 starts runs with the job's declared parameters only: raw overrides (``RAW_OVERRIDES``)
 choose what runs, a developer's decision (``check_overrides``). The caller is
 left on the request's state for the audit trail (``herder.api.audit``). A tenant moving
-between cells is refused here too (``domain.moves.refusal``: 503 naming the cell).
+between cells is refused here too (``domain.moves.refusal``: 503 naming the cell), and a
+write admitted here is refused again in each of its transactions once the tenant froze
+(``store/moves/guard.py``: a key admitted from the recent-keys cache may write later).
 
 The dependencies are ``async``: FastAPI runs a sync dependency in a worker thread, a hop
 that costs more than the check itself once the key is in the store's recent-keys cache.
@@ -28,6 +30,7 @@ from herder.domain.errors import Forbidden, Unauthorized
 from herder.domain.keys import is_api_key
 from herder.domain.models import Principal, Role
 from herder.domain.overrides import RAW_OVERRIDES, RunOverrides
+from herder.store.moves.guard import acting_for
 from herder.store.store import Store
 
 
@@ -59,6 +62,8 @@ async def principal(request: Request, store: StoreDep) -> Principal:
         )
     ):
         raise refused
+    if not caller.is_system and request.method not in moves.READS:
+        acting_for(caller.tenant_id, request.method, request.url.path)  # moves/guard.py
     request.state.principal = caller
     return caller
 

@@ -30,6 +30,7 @@ from herder.domain.hooks import (
 )
 from herder.domain.patches import check_fields, patched
 from herder.store.hooks import DeliveryRecord, Receiver
+from herder.store.moves.guard import acting_for
 from herder.store.store import Store
 from herder.telemetry import metrics
 
@@ -58,6 +59,7 @@ def receive_delivery(
     moving = store.moves.status(receiver.tenant_id)
     if refused := moves.refusal(moving.tenant_id, moving.state, moving.cell, "POST", ""):
         raise refused  # its tenant is moving between cells: the sender tries again
+    acting_for(receiver.tenant_id, "POST", "")  # and if it froze since: store/moves/guard.py
     body = read_body()
     # verified: signed by the hook's sender (charged to nothing yet)
     headers: Mapping[str, str] = {}

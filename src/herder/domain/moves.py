@@ -5,23 +5,27 @@ its definitions from one cell to the other.
     source cell:  at home ──freeze──► frozen ──(imported, flipped)──► moved
                      ▲                   │
                      └────unfreeze───────┘  (a step failed before the flip)
-    target cell:  (imported) arriving ──arrived──► at home
+    target cell:  (imported) arriving ──taken in──► at home
+    a cell it left, when it comes back:
+                  moved ──(imported)──► returning ──taken in──► at home (its history kept)
+                                            └──import taken back──► moved
 
 A frozen tenant's writes are refused (its runs already made finish there), its schedules fire
-no more; an arriving tenant's writes wait for the move's end; a moved tenant is answered
-"moved" but for the history it left (a run, a workflow run, an event, read by id).
+no more; an arriving or returning tenant's writes wait for the move's end; a moved tenant is
+answered "moved" but for the history it left (a run, a workflow run, an event, read by id).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal, assert_never
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from herder.domain.errors import TenantMoving
+from herder.domain.errors import Conflict, TenantMoving
 
 FROZEN_RETRY_SECONDS = 2  # a move takes seconds: the writes it refuses are tried again soon
 MOVED_RETRY_SECONDS = 5  # an edge's cache of homes (HERDER_EDGE_CACHE_SECONDS) has moved on
@@ -34,6 +38,7 @@ class MoveState(StrEnum):
     FROZEN = "frozen"  # leaving this cell: its definitions are being copied
     MOVED = "moved"  # left: it lives in ``move_cell`` now
     ARRIVING = "arriving"  # imported here, until the directory names this cell its home
+    RETURNING = "returning"  # imported again where it lived before: its history is here
 
 
 # (from, to): the moves of a tenant's state; ``None`` is a tenant at home
@@ -43,6 +48,7 @@ SHIFTS: frozenset[tuple[MoveState | None, MoveState | None]] = frozenset(
         (MoveState.FROZEN, None),  # a step before the flip failed: it stays
         (MoveState.FROZEN, MoveState.MOVED),  # the directory names the target its home
         (MoveState.ARRIVING, None),  # the target takes it in
+        (MoveState.RETURNING, None),  # the cell it left takes it in again
     }
 )
 
@@ -79,7 +85,7 @@ def refusal(
                 cell=where,
                 retry_after_seconds=FROZEN_RETRY_SECONDS,
             )
-        case MoveState.ARRIVING:
+        case MoveState.ARRIVING | MoveState.RETURNING:
             if method in READS:
                 return None
             return TenantMoving(
@@ -108,6 +114,78 @@ def pools_lacking(needed: Iterable[str | None], available: Iterable[str]) -> lis
     """The pools a tenant names (its default pool, its shares) that the target lacks."""
     have = set(available)
     return sorted({pool for pool in needed if pool is not None and pool not in have})
+
+
+@dataclass(frozen=True)
+class MoveFacts:
+    """A tenant as a shift of its move reads it, its row held."""
+
+    tenant_id: str
+    state: MoveState | None
+    cell: str | None
+    is_system: bool
+    pools: tuple[str | None, ...]  # the pools it names: its default pool, its shares'
+    backfills: tuple[str, ...]  # its backfills still starting runs
+
+
+def shift_refusal(
+    facts: MoveFacts, wanted: MoveState | None, cell: str | None, target_pools: Sequence[str] | None
+) -> Conflict | None:
+    """Why the tenant may not be made ``wanted`` (towards or from ``cell``), or None. A
+    freeze is refused for pools ``target_pools`` (the target's) lacks, and for backfills
+    under way: their runs are keyed by the schedule and the nominal time in the history,
+    which stays here, so the target could not tell which instants of the rest of the range
+    ran already, and their active runs finish here (the admin waits for them or cancels
+    them)."""
+    if facts.is_system:
+        return Conflict("the system tenant belongs to its cell: it never moves")
+    if not may_shift(facts.state, facts.cell, wanted, cell):
+        return Conflict(
+            f"tenant {facts.tenant_id} is {facts.state or 'at home'}"
+            f"{f' (cell {facts.cell})' if facts.cell else ''}: it cannot be "
+            f"made {wanted or 'at home'}{f' (cell {cell})' if cell else ''}"
+        )
+    if wanted is not MoveState.FROZEN or facts.state is not None:
+        return None
+    if target_pools is not None and (lacking := pools_lacking(facts.pools, target_pools)):
+        return Conflict(
+            f"cell {cell} lacks the pools tenant {facts.tenant_id} uses: "
+            f"{', '.join(lacking)}; create them there first",
+            field="pools",
+        )
+    if facts.backfills:
+        return Conflict(
+            f"tenant {facts.tenant_id} has backfills under way: "
+            f"{', '.join(facts.backfills)}; wait for them to finish or cancel them",
+            field="backfills",
+        )
+    return None
+
+
+def import_refusal(
+    tenant_id: str, here: tuple[MoveState | None, str | None] | None, from_cell: str
+) -> Conflict | None:
+    """Why a document of ``tenant_id`` from ``from_cell`` may not be imported into a cell
+    where the tenant is ``here`` (its state and the other cell; None: not here), or None.
+    A partial import of this same move is replaced (importing twice makes one tenant); a
+    tenant that moved away comes back (``arrival``)."""
+    if here is None:
+        return None
+    state, cell = here
+    if state is None or state is MoveState.FROZEN:
+        return Conflict(f"tenant {tenant_id} already lives in this cell")
+    if state is not MoveState.MOVED and cell != from_cell:
+        return Conflict(f"tenant {tenant_id} is {state} here from cell {cell}")
+    return None
+
+
+def arrival(here: tuple[MoveState | None, str | None] | None) -> MoveState:
+    """How an import the cell takes leaves its tenant: ``returning`` where it lived before
+    (moved away, or returning already: the cell keeps its history, so its definitions are
+    replaced in place), else ``arriving``."""
+    if here is not None and here[0] in (MoveState.MOVED, MoveState.RETURNING):
+        return MoveState.RETURNING
+    return MoveState.ARRIVING
 
 
 Row = dict[str, Any]
@@ -140,7 +218,7 @@ class TenantExport(BaseModel):
 class MoveShift(BaseModel):
     """A cell's part in a move: its tenant frozen (``frozen``, towards ``cell``, refused with
     409 when it names pools ``pools`` lacks), unfrozen (``null``), marked ``moved`` to
-    ``cell``, or taken in (``null`` for an arriving one)."""
+    ``cell``, or taken in (``null`` for an arriving or returning one)."""
 
     model_config = ConfigDict(extra="forbid")
 

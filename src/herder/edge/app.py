@@ -256,7 +256,7 @@ class Edge:
 
     @property
     def mover(self) -> Mover:
-        return Mover(self.http, self.directory, self.settings.move_settle_seconds)
+        return Mover(self.http, self.directory)
 
     async def readiness(self, _request: Request) -> Response:
         await run_in_threadpool(self.directory.default_cell)

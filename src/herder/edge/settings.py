@@ -15,7 +15,6 @@ SCRAPED_CELLS_SECONDS = 10.0  # each cell's health and tenants, shown by /metric
 # a moving tenant frozen, its export waits this long: a cell's API processes admit a key
 # from their recent-keys cache for 5 s (store/access.py), and a write so admitted must have
 # reached the store before the export reads it
-MOVE_SETTLE_SECONDS = 6.0
 
 
 @dataclass(frozen=True)
@@ -30,7 +29,6 @@ class EdgeSettings:
     unknown_cache_seconds: float = UNKNOWN_CACHE_SECONDS
     timeout_seconds: float = TIMEOUT_SECONDS
     connect_seconds: float = CONNECT_SECONDS
-    move_settle_seconds: float = MOVE_SETTLE_SECONDS
 
     @classmethod
     def from_environment(

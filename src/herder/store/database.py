@@ -197,6 +197,7 @@ class Database:
         parsed = make_url(self.url)
         self.dialect = parsed.get_backend_name()
         self._subscribers: list[Callable[[str, str], None]] = []
+        self._write_guards: list[Callable[[Connection], None]] = []
         self._own_backends: set[int | None] = set()
         self._writer_lock: AbstractContextManager[object] = (
             threading.Lock() if self.dialect == "sqlite" else nullcontext()
@@ -257,6 +258,8 @@ class Database:
             try:
                 with connection.begin():
                     connection.info[_DEFERRED] = {}
+                    for guard in self._write_guards:
+                        guard(connection)
                     yield connection
                     _finish(connection, notify=self.is_postgres)
                     notices: dict[tuple[str, str], None] = connection.info.get(_NOTICES, {})
@@ -282,6 +285,11 @@ class Database:
         """Whether a PostgreSQL backend is one of this process's connections: its notices
         were delivered here already when it committed."""
         return pid in self._own_backends
+
+    def guard_writes(self, guard: Callable[[Connection], None]) -> None:
+        """Run ``guard`` first in every write transaction (it may refuse it by raising):
+        a tenant's writes ordered against its move (``moves/guard.py``)."""
+        self._write_guards.append(guard)
 
     def subscribe(self, subscriber: Callable[[str, str], None]) -> None:
         self._subscribers.append(subscriber)

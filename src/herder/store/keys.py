@@ -50,7 +50,10 @@ class KeyRepository:
         cannot both pass the last-admin check."""
         with self._db.write() as connection:
             is_system = connection.execute(
-                select(tenants.c.is_system).where(tenants.c.id == tenant_id).with_for_update()
+                select(tenants.c.is_system)
+                .where(tenants.c.id == tenant_id)
+                # FOR NO KEY UPDATE: revokers take turns, and none waits on the KEY SHARE
+                .with_for_update(key_share=True)  # each write of the tenant holds (moves/guard)
             ).scalar()
             row = connection.execute(
                 select(*_LISTED).where(api_keys.c.id == key_id, api_keys.c.tenant_id == tenant_id)

@@ -5,7 +5,7 @@ advances the schedule with an update guarded by the schedule as it was read (its
 and its last change) — whoever fires it, and however often they try, a nominal time becomes
 one run. Firing is a use case (``app/firing.py``) over ``schedule_fires``' writes. A tenant
 away from this cell (moving, moved, or not yet taken in) has no schedule due: its
-``next_due_at`` is cleared while it is (``store/tenant_moves.py``).
+``next_due_at`` is cleared while it is (``store/moves/states.py``).
 """
 
 from __future__ import annotations

@@ -32,6 +32,8 @@ from herder.store.leases import LeaseRepository
 from herder.store.limits import LimitRepository
 from herder.store.log_compaction import LogCompactionRepository
 from herder.store.logs import LogRepository
+from herder.store.moves.guard import hold_at_home
+from herder.store.moves.repository import TenantMoves
 from herder.store.pools import PoolRepository
 from herder.store.runs.attempts import AttemptRepository
 from herder.store.runs.hand_off import HandOffRepository
@@ -41,7 +43,6 @@ from herder.store.runs.repository import RunRepository
 from herder.store.schedules import ScheduleRepository
 from herder.store.secrets import SecretRepository
 from herder.store.submit_buckets import SubmitBucketRepository
-from herder.store.tenant_moves import TenantMoves
 from herder.store.triggers import TriggerRepository
 from herder.store.usage import UsageRepository
 from herder.store.work import Work, unit_of_work
@@ -107,9 +108,9 @@ class Store:
         self.usage = UsageRepository(self.database, self.clock)
         self.history = HistoryRetention(self.database, self.clock, cold)
         self.forecast = ForecastRepository(self.database, self.clock)
+        self.database.guard_writes(hold_at_home)
         self.moves = TenantMoves(
             self.database,
-            self.clock,
             keyring,
             self.artifacts,
             artifact_blobs,

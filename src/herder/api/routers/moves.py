@@ -6,7 +6,7 @@ the system tenant's admins; the edge calls these in turn (``edge/moves.py``).
              GET  /v1/tenants/{id}/export/artifacts/{sha256}                  a program's bytes
              PUT  /v1/tenants/{id}/move {"state": "moved" | null, "cell"}     moved, or unfrozen
     target   PUT  /v1/tenants/{id}/import/artifacts/{sha256}                  a program's bytes
-             POST /v1/tenants/import                                          arriving
+             POST /v1/tenants/import                                 arriving (or returning)
              PUT  /v1/tenants/{id}/move {"state": null}                       at home
              DELETE /v1/tenants/{id}/import                                   taken back
 """
@@ -21,6 +21,7 @@ from starlette.concurrency import run_in_threadpool
 
 from herder.api.auth import StoreDep, SystemAdmin
 from herder.api.openapi import problems
+from herder.app import moves
 from herder.domain.artifacts import is_sha256
 from herder.domain.errors import NotFound, TooLarge
 from herder.domain.jobs import MAX_ARTIFACT_BYTES
@@ -37,7 +38,7 @@ def shift_tenant(
     """The tenant's state in its move: ``frozen`` towards ``cell`` (409 naming the pools it
     uses that ``pools``, the target's, lacks: nothing changes), ``moved`` to ``cell``, or
     ``null`` (unfrozen, or an arriving tenant taken in). 409 for any other shift."""
-    shifted = store.moves.shift(tenant_id, body.state, body.cell, body.pools)
+    shifted = moves.shift(store, tenant_id, body.state, body.cell, body.pools)
     return TenantMoveStatus(tenant_id=shifted.tenant_id, state=shifted.state, cell=shifted.cell)
 
 
@@ -88,11 +89,11 @@ async def import_artifact(
 @router.post("/v1/tenants/import", status_code=status.HTTP_201_CREATED, responses=problems(409))
 def import_tenant(body: TenantExport, _admin: SystemAdmin, store: StoreDep) -> TenantMoveStatus:
     """A tenant exported by another cell, arriving here (its writes refused, its schedules
-    not firing until it is taken in), in one transaction. The same document twice makes one
-    tenant; 409 for a tenant that lives here, an id or name another tenant holds, a pool this
-    cell lacks, a program whose bytes were not sent."""
-    store.moves.import_(body)
-    moving = store.moves.status(body.tenant_id)
+    not firing until it is taken in), in one transaction — or returning, to a cell it left:
+    its definitions replaced under the same ids, its history here kept. The same document
+    twice makes one tenant; 409 for a tenant that lives here, an id or name another tenant
+    holds, a pool this cell lacks, a program whose bytes were not sent."""
+    moving = moves.import_tenant(store, body)
     return TenantMoveStatus(tenant_id=moving.tenant_id, state=moving.state, cell=moving.cell)
 
 
@@ -102,7 +103,7 @@ def import_tenant(body: TenantExport, _admin: SystemAdmin, store: StoreDep) -> T
     responses=problems(409),
 )
 def remove_import(tenant_id: str, _admin: SystemAdmin, store: StoreDep) -> Response:
-    """An arriving tenant's import taken back (its move failed); 409 for one that lives
-    here, nothing for one not here."""
+    """An arriving tenant's import taken back (its move failed), a returning one moved
+    again; 409 for one that lives here, nothing for one not here."""
     store.moves.remove_import(tenant_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
