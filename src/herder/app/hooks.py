@@ -30,7 +30,7 @@ from herder.domain.hooks import (
 )
 from herder.domain.patches import check_fields, patched
 from herder.store.hooks import DeliveryRecord, Receiver
-from herder.store.moves.guard import acting_for
+from herder.store.moves.guard import acting
 from herder.store.store import Store
 from herder.telemetry import metrics
 
@@ -55,11 +55,23 @@ def receive_delivery(
     # the hook, whoever's it is (the signature decides), its secret opened; only then is
     # the body read
     receiver = store.hooks.receiver(hook_id)
-    hook = receiver.hook
     moving = store.moves.status(receiver.tenant_id)
     if refused := moves.refusal(moving.tenant_id, moving.state, moving.cell, "POST", ""):
         raise refused  # its tenant is moving between cells: the sender tries again
-    acting_for(receiver.tenant_id, "POST", "")  # and if it froze since: store/moves/guard.py
+    with acting(receiver.tenant_id, "POST", ""):  # and if it froze since: moves/guard.py
+        return _verified(store, rates, receiver, raw_headers, read_body, admit)
+
+
+def _verified(
+    store: Store,
+    rates: HookRates,
+    receiver: Receiver,
+    raw_headers: Iterable[tuple[str, str]],
+    read_body: Callable[[], bytes],
+    admit: AdmitTenant,
+) -> ReceivedEvent:
+    """The delivery read, verified, charged and made an event (``receive_delivery``)."""
+    hook = receiver.hook
     body = read_body()
     # verified: signed by the hook's sender (charged to nothing yet)
     headers: Mapping[str, str] = {}

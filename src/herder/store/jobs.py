@@ -102,7 +102,7 @@ class JobRepository:
             check_limits(connection, tenant_id, fielded(spec.limits))
             columns = {"spec": spec.model_dump(mode="json")}
             job = ROWS.insert(connection, tenant_id, job_id, name, columns, now)
-            self._write_labels(connection, job_id, spec.labels)
+            self._write_labels(connection, tenant_id, job_id, spec.labels)
         return job
 
     def get(self, tenant_id: str, job_id: str) -> Job:
@@ -136,9 +136,13 @@ class JobRepository:
         name: str | None = None,
         labels: dict[str, str] | None = None,
     ) -> Page[Job]:
+        """Newest first. A label is looked for among the tenant's own labels (its index is
+        led by the tenant), so the filter costs what the tenant's jobs cost, whatever the
+        cell holds."""
         labelled = [
             select(job_labels.c.job_id)
             .where(
+                job_labels.c.tenant_id == tenant_id,
                 job_labels.c.job_id == jobs.c.id,
                 job_labels.c.key == key,
                 job_labels.c.value == value,
@@ -176,7 +180,7 @@ class JobRepository:
             job = ROWS.edit(connection, tenant_id, job_id, columns, self._clock.now())
             if any(relabelled):
                 connection.execute(delete(job_labels).where(job_labels.c.job_id == job.id))
-                self._write_labels(connection, job.id, job.spec.labels)
+                self._write_labels(connection, tenant_id, job.id, job.spec.labels)
         return job
 
     def delete(self, tenant_id: str, job_id: str) -> None:
@@ -209,11 +213,16 @@ class JobRepository:
             connection.execute(delete(jobs).where(jobs.c.id == job_id))
 
     @staticmethod
-    def _write_labels(connection: Connection, job_id: str, labels: dict[str, str]) -> None:
+    def _write_labels(
+        connection: Connection, tenant_id: str, job_id: str, labels: dict[str, str]
+    ) -> None:
         if labels:
             connection.execute(
                 insert(job_labels),
-                [{"job_id": job_id, "key": key, "value": value} for key, value in labels.items()],
+                [
+                    {"tenant_id": tenant_id, "job_id": job_id, "key": key, "value": value}
+                    for key, value in labels.items()
+                ],
             )
 
     def _check_checkpoint(self, spec: JobSpec) -> None:

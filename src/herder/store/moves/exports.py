@@ -16,6 +16,7 @@ from herder.domain.errors import Conflict, NotFound
 from herder.domain.moves import MoveState, Row, TenantExport
 from herder.keyring import Keyring, Sealed
 from herder.store.moves.copied import (
+    CHILDREN,
     COPIED,
     SEALED_COLUMNS,
     SEALED_TABLES,
@@ -51,6 +52,8 @@ def _exported(
 ) -> Row:
     if table is tenants:
         row.update(move_state=None, move_cell=None)
+    if table.name in CHILDREN:
+        row.pop("tenant_id", None)  # its parent's: a cell before 0035 has no such column
     if table is pool_shares:
         row["pool"] = shared[row.pop("pool_id")]
     if table is artifacts:

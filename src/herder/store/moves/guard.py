@@ -20,7 +20,8 @@ queued finish in this cell, and its schedules are stopped by the firer's fence."
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar, copy_context
 from dataclasses import dataclass
 from typing import ParamSpec, TypeVar
@@ -46,8 +47,20 @@ _acting: ContextVar[Acting | None] = ContextVar("herder_acting_tenant", default=
 
 
 def acting_for(tenant_id: str, method: str, path: str) -> None:
-    """This request's write transactions are ``tenant_id``'s (``hold_at_home``)."""
+    """This request's write transactions are ``tenant_id``'s (``hold_at_home``): set in
+    the request's own task, whose context ends with it."""
     _acting.set(Acting(tenant_id, method, path))
+
+
+@contextmanager
+def acting(tenant_id: str, method: str, path: str) -> Iterator[None]:
+    """The writes inside are ``tenant_id``'s, and only those: for a caller whose context
+    outlives the request (a thread's own, as a test's)."""
+    token = _acting.set(Acting(tenant_id, method, path))
+    try:
+        yield
+    finally:
+        _acting.reset(token)
 
 
 P = ParamSpec("P")

@@ -140,7 +140,10 @@ job_labels = Table(
     Column("job_id", ID, ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True),
     Column("key", String(64), primary_key=True),
     Column("value", String(256), nullable=False),
-    Index(None, "key", "value"),
+    # the job's tenant, so that a tenant's label filter reads only its own labels (0035);
+    # nullable while the release before may run: it leaves it out, and 0035's trigger fills it
+    Column("tenant_id", ID),
+    Index(None, "tenant_id", "key", "value"),
 )
 
 
