@@ -27,7 +27,7 @@ from herder.server import WORKER_STOP_SECONDS, Server, api_config, die_with_pare
 from herder.server_keys import server_keyring, server_store
 from herder.settings import Settings
 from herder.store.store import Store
-from herder.telemetry import multiprocess
+from herder.telemetry import multiprocess, tracing
 
 log = logging.getLogger("herder.server")
 
@@ -100,21 +100,25 @@ def _server_store(settings: Settings) -> Store:
 
 
 def _api(settings: Settings, listening: socket.socket) -> None:
+    tracing.configure("api")  # after the fork: the exporter's thread is the child's own
     store = _server_store(settings)
     try:
         app = create_app(store, settings)
         Server(api_config(app, settings), app).run(sockets=[listening])
     finally:
         store.close()
+        tracing.shutdown()
 
 
 def _scheduler(settings: Settings) -> None:
+    tracing.configure("scheduler")
     store = _server_store(settings)
     running = start_scheduler(settings, store, listen=True)
     for number in (signal.SIGTERM, signal.SIGINT):
         signal.signal(number, lambda *_: running.stop())
     running.wait()
     store.close()
+    tracing.shutdown()
 
 
 def _signal(pid: int, number: int) -> None:

@@ -34,6 +34,7 @@ from herder.http_head import SERVER_KEEP_ALIVE_SECONDS, BoundedHttpToolsProtocol
 from herder.server_keys import check_keyring, migrate, server_keyring, server_store
 from herder.settings import Settings
 from herder.store.store import Store
+from herder.telemetry import tracing
 
 log = logging.getLogger("herder.server")
 
@@ -267,6 +268,7 @@ def serve(
     say: Callable[[str], None] = print,
 ) -> None:
     """``say``: where ``herder up`` tells what it stops as it stops."""
+    tracing.configure("api")  # before the app: it adds the request spans' middleware
     app = create_app(prepared.store, settings)
     schedulers: list[Scheduler] = []
 
@@ -295,3 +297,4 @@ def serve(
         for scheduler in schedulers:
             scheduler.stop()
         prepared.store.close()
+        tracing.shutdown()

@@ -54,6 +54,7 @@ from herder.app.hooks import HookRates
 from herder.settings import Settings
 from herder.store.notifications import listener_for
 from herder.store.store import Store
+from herder.telemetry import tracing
 from herder.telemetry.latency import RequestLatency
 
 ROUTERS = (
@@ -141,4 +142,8 @@ def create_app(store: Store, settings: Settings) -> FastAPI:
     app.add_middleware(NulGuard)
     app.add_middleware(BodyLimit)  # added after NulGuard: so NulGuard reads a bounded body
     app.add_middleware(RequestLatency)  # outermost: times every answer, a 413 too
+    if tracing.enabled():  # off, not even imported (docs/traces.md)
+        from herder.telemetry.request_spans import RequestSpans
+
+        app.add_middleware(RequestSpans)  # around the rest: a request's span is current in it
     return app

@@ -35,6 +35,7 @@ from herder.store.unit import FollowUps, Work
 from herder.store.workflows.progress import lock, read_walk
 from herder.store.workflows.starts import admission_facts, backfill_of
 from herder.store.workflows.waits import record_event_waits
+from herder.telemetry import traces
 
 
 def follow_up(work: Work) -> None:
@@ -116,8 +117,16 @@ def _owners_of_ended_runs(work: Work, round_: FollowUps) -> None:
     query a batch (a fan-out's cancel ends many at once)."""
     if not round_.ended_runs:
         return
-    for workflow_run_id, backfill_id in owners_of(work.connection, round_.ended_runs):
+    owners = owners_of(work.connection, round_.ended_runs)
+    for _, workflow_run_id, backfill_id in owners:
         if workflow_run_id is not None:
             round_.workflow_runs.add(workflow_run_id)
         if backfill_id is not None:
             round_.backfills.add(backfill_id)
+    if work.ends_to_trace:  # tracing on: their spans, now that their workflow runs are known
+        ended = [
+            (run_id, workflow_run_id, work.ends_to_trace.pop(run_id))
+            for run_id, workflow_run_id, _ in owners
+            if run_id in work.ends_to_trace
+        ]
+        work.after_commit.append(lambda: traces.runs_ended(ended))

@@ -10,19 +10,21 @@ its successor's start is this function and the worklist it drains (``app.follow_
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from herder.app.follow_ups import follow_up
 from herder.app.hand_off import hand_off
 from herder.app.work import unit_of_work
 from herder.domain.actors import worker_actor
 from herder.domain.lifecycle.changes import combine
-from herder.domain.lifecycle.settle import Receipt, is_current, refusal, settle
+from herder.domain.lifecycle.facts import AttemptFacts, RunFacts
+from herder.domain.lifecycle.settle import Receipt, Settled, is_current, refusal, settle
 from herder.domain.models import Assignment
 from herder.protocol import Completion, OutputChunk, ReportResult
 from herder.store.runs.facts import facts_of_attempts
 from herder.store.store import Store
-from herder.telemetry import metrics
+from herder.telemetry import metrics, traces, tracing
+from herder.telemetry.traces import ReportedAttempt
 
 
 def report(
@@ -63,6 +65,11 @@ def report_and_hand_off(
             runs, attempts, [completion.ending(worker_id) for completion in completions],
             actor=worker_actor(worker_id), now=work.now, rng=work.rng,
         )  # fmt: skip
+        if tracing.enabled():  # recorded first once committed: before the ends it made
+            reported = list(_reported(worker_id, completions, settled, runs, attempts))
+            work.after_commit.append(
+                lambda: traces.attempts_reported(work.now, worker_id, reported)
+            )
         # Apply: one applier, set-based; it notes the owners of the runs it ended.
         work.apply(combine([changes, *(part for part, _ in refused)]), facts=runs)
         # Follow up: each workflow run moves on (its successors start), each backfill steps,
@@ -78,3 +85,24 @@ def report_and_hand_off(
     )
     results = [ReportResult.of(item) for _, item in refused]
     return results + [ReportResult.of(item) for item in settled], given
+
+
+def _reported(
+    worker_id: str,
+    completions: Sequence[Completion],
+    settled: Sequence[Settled],
+    runs: Mapping[str, RunFacts],
+    attempts: Mapping[str, AttemptFacts],
+) -> Iterator[ReportedAttempt]:
+    """Each completion of an attempt the server knows, with what it made of it."""
+    receipts = {item.attempt_id: item.receipt for item in settled}
+    for completion in completions:
+        attempt = attempts.get(completion.attempt_id)
+        if attempt is None or attempt.worker_id != worker_id:
+            continue  # no span in a trace for a report about another worker's attempt
+        if (run := runs.get(attempt.run_id)) is None:
+            continue
+        yield ReportedAttempt(
+            completion.attempt_id, completion.attempt, run.id, run.workflow_run_id,
+            str(completion.outcome), str(receipts.get(completion.attempt_id, "")),
+        )  # fmt: skip

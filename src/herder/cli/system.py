@@ -169,10 +169,12 @@ def scheduler(
 
     from herder.control.scheduler import start_scheduler
     from herder.server_keys import check_channel_keys, migrate, server_keyring, server_store
+    from herder.telemetry import tracing
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s scheduler %(levelname)s %(message)s"
     )
+    tracing.configure("scheduler")  # placements' spans, when OTEL_EXPORTER_OTLP_* says where
     settings = Settings.from_environment(home=home)
     keyring = server_keyring(settings)  # the alert sender opens the channels' secrets
     store = server_store(settings, keyring)
@@ -194,6 +196,7 @@ def scheduler(
         signal.signal(signum, lambda *_: running.stop())
     running.wait()
     store.close()
+    tracing.shutdown()
 
 
 @system_app.command("move-artifacts")

@@ -152,6 +152,7 @@ def worker(
         raise fail(
             "--server is needed to run a worker agent (or: herder worker list|drain|undrain|forget)"
         )
+    from herder.telemetry import tracing
     from herder.tls import TlsError
     from herder.worker.agent import Agent, WorkerConfig
     from herder.worker.capacity import detect_capacity
@@ -169,6 +170,7 @@ def worker(
     role = f"worker {name}".replace("%", "%%")
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT.format(role=role))
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    tracing.configure("worker")  # its attempts' spans, when OTEL_EXPORTER_OTLP_* says where
     config = WorkerConfig(
         server_url=server_url,
         token=token,
@@ -197,7 +199,10 @@ def worker(
         agent = Agent(config)
     except TlsError as error:
         raise fail(str(error)) from None
-    _run_agent(agent)
+    try:
+        _run_agent(agent)
+    finally:
+        tracing.shutdown()  # what it recorded is sent before it ends
 
 
 def _labels(given: list[str], pool: str | None) -> dict[str, str]:

@@ -38,6 +38,7 @@ from herder.domain.placement.policy import PlacementSettings, plan
 from herder.domain.placement.snapshot import WorkerView, with_started
 from herder.store.runs.placement import PlacementRepository
 from herder.store.runs.snapshot import WHOLE
+from herder.telemetry import traces
 
 IDLE_SECONDS = 2.0
 RETRY_SOON_SECONDS = 0.0  # a placement was skipped (a race): look again at once
@@ -116,6 +117,13 @@ class Dispatcher:
             if self._reasons.get(run_id) != (queued[run_id], reason)
         }
         applied = self._placement.apply(decided, changed)
+        if applied.traced:  # tracing on: each placed run's span, with the reason it waited
+            waited = {
+                run.run_id: self._reasons[run.run_id][1]
+                for run in applied.traced
+                if run.run_id in self._reasons
+            }
+            traces.runs_placed(applied.traced, waited)
         if applied.skipped:
             log.info("dispatcher: %d placements no longer fit", len(applied.skipped))
         placed = {placement.run_id for placement in applied.placed}

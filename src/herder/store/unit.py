@@ -24,7 +24,7 @@ from herder.domain.workflows.states import WorkflowRunState
 from herder.store.database import Database
 from herder.store.runs.facts import facts_of_attempts
 from herder.store.runs.writes import Applied, apply_changes
-from herder.telemetry import metrics
+from herder.telemetry import metrics, traces, tracing
 
 
 @dataclass
@@ -51,6 +51,8 @@ class Work:
     after_commit: list[Callable[[], None]] = field(default_factory=list)  # metrics to count
     pending: FollowUps = field(default_factory=FollowUps)
     queued: list[str] = field(default_factory=list)  # runs it inserted queued, in order
+    # tracing on: ended runs whose workflow run the drain reads (``follow_ups``), by end state
+    ends_to_trace: dict[str, RunState] = field(default_factory=dict)
 
     def apply(self, changes: Changes, *, facts: Mapping[str, RunFacts] | None = None) -> Applied:
         """Apply the changes and note what they touched on the worklist: the owners of the
@@ -66,6 +68,8 @@ class Work:
             lambda: metrics.runs_moved(self.now, changes.moves, applied.moved, facts or {})
         )
         known = facts or {}
+        if tracing.enabled():
+            self._trace(changes, applied, known)
         for move in changes.moves:
             if not move.target.is_terminal or move.run_id not in applied.moved:
                 continue
@@ -85,6 +89,31 @@ class Work:
             and move.workflow_run_id in applied.workflow_runs_moved
         )
         return applied
+
+    def _trace(self, changes: Changes, applied: Applied, known: Mapping[str, RunFacts]) -> None:
+        """The spans of the runs inserted and ended, and of the workflow runs ended, once
+        committed; a run ended whose workflow run the decision did not read waits for the
+        drain to read it."""
+        ended = []
+        for move in changes.moves:
+            if not move.target.is_terminal or move.run_id not in applied.moved:
+                continue
+            if (owner := known.get(move.run_id)) is None:
+                self.ends_to_trace[move.run_id] = move.target
+            else:
+                ended.append((move.run_id, owner.workflow_run_id, move.target))
+        workflow_runs_ended = [
+            (move.workflow_run_id, move.target)
+            for move in changes.workflow_run_moves
+            if move.target.is_terminal and move.workflow_run_id in applied.workflow_runs_moved
+        ]
+
+        def record() -> None:
+            traces.runs_submitted(self.now, changes.new_runs, applied.inserted)
+            traces.runs_ended(ended)
+            traces.workflow_runs_ended(workflow_runs_ended)
+
+        self.after_commit.append(record)
 
     def follow(self, *, workflow_run: str | None = None, backfill: str | None = None) -> None:
         """Note an owner to move on in the drain: a workflow run started, resumed or

@@ -41,7 +41,7 @@ from herder.store.runs.writes import record_events
 from herder.store.schema import attempts, runs, workers
 from herder.store.secrets import SecretRepository
 from herder.store.work import Work, unit_of_work
-from herder.telemetry import metrics
+from herder.telemetry import metrics, traces, tracing
 
 log = logging.getLogger("herder.store")
 SECRET_PREFIX = "wks_"  # a registered worker's secret; 32 random bytes follow
@@ -224,7 +224,7 @@ class WorkerRepository:
         work.after_commit.append(
             lambda: metrics.attempts_delivered(work.now, (item.row.placed_at for item in given))
         )
-        return [
+        assignments = [
             Assignment(
                 attempt_id=row.id,
                 attempt=row.number,
@@ -242,6 +242,12 @@ class WorkerRepository:
             )
             for row, spec, task, secret_env in given
         ]
+        if tracing.enabled():
+            handed = list(zip(assignments, (item.row.placed_at for item in given), strict=True))
+            work.after_commit.append(
+                lambda: traces.attempts_handed_over(work.now, worker_id, handed)
+            )
+        return assignments
 
 
 def named_workers(connection: Connection, token_id: str, name: str) -> list[str]:

@@ -23,6 +23,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -34,6 +35,8 @@ from herder.domain.jobs import MAX_STOP_GRACE_SECONDS, Capacity
 from herder.domain.models import Assignment
 from herder.domain.states import AttemptState
 from herder.protocol import ClaimReply, Directives, Heartbeat, RegisterReply, RegisterRequest
+from herder.telemetry import traces, tracing
+from herder.telemetry.trace_ids import ATTEMPT
 from herder.worker.address import local_address
 from herder.worker.attempts import AttemptRunner, LiveAttempt
 from herder.worker.cache import ArtifactCache
@@ -395,13 +398,22 @@ class Agent:
             attempt.output.write(stream, data)
             self.reporter.output_written()
 
+        taken = datetime.now(UTC)
+
         def on_end(outcome: Outcome) -> None:
             self._running.pop(attempt.assignment.attempt_id, None)
             if not attempt.dropped:
-                self.reporter.complete(attempt, attempt.completion(outcome))
+                completion = attempt.completion(outcome)
+                traces.attempt_ran(
+                    attempt.assignment, attempt.worker_id, taken, datetime.now(UTC),
+                    str(completion.outcome), completion.exit_code, completion.reason,
+                )  # fmt: skip
+                self.reporter.complete(attempt, completion)
 
-        try:
-            await self.runner.run(attempt, on_output, on_end)
+        its_span = (ATTEMPT, attempt.assignment.attempt_id)
+        try:  # its log lines carry its run's trace id
+            with tracing.within(traces.within_attempt(attempt.assignment), its_span):
+                await self.runner.run(attempt, on_output, on_end)
         finally:
             self._running.pop(attempt.assignment.attempt_id, None)
 

@@ -184,13 +184,13 @@ def active_of_schedules(
 
 def owners_of(
     connection: Connection, run_ids: Collection[str]
-) -> list[tuple[str | None, str | None]]:
-    """The workflow run and backfill of each of these runs (either may be None): one query a
-    batch (a fan-out's cancel ends many at once)."""
+) -> list[tuple[str, str | None, str | None]]:
+    """Each of these runs with its workflow run and backfill (either may be None): one query
+    a batch (a fan-out's cancel ends many at once)."""
     among = Among(connection.dialect.name, runs.c.id, "run_ids")
-    owned = select(runs.c.workflow_run_id, runs.c.backfill_id).where(among.condition)
+    owned = select(runs.c.id, runs.c.workflow_run_id, runs.c.backfill_id).where(among.condition)
     return [
-        (workflow_run_id, backfill_id)
+        (run_id, workflow_run_id, backfill_id)
         for batch in among.batches(sorted(run_ids))
-        for workflow_run_id, backfill_id in connection.execute(owned, batch)
+        for run_id, workflow_run_id, backfill_id in connection.execute(owned, batch)
     ]

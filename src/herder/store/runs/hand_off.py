@@ -53,7 +53,7 @@ from herder.store.runs.snapshot import (
 from herder.store.schema import attempts, pools, runs, tenant_budgets, tenants, workers
 from herder.store.unit import Work
 from herder.store.usage import budgets_of, read_use_of
-from herder.telemetry import metrics
+from herder.telemetry import metrics, traces, tracing
 
 HAND_OFF = "hand-off"  # who placed a run, in its events
 
@@ -87,6 +87,9 @@ class HandOffRepository:
             work.connection, placements, room, held.runs, work.now, actor=HAND_OFF
         )
         work.after_commit.append(lambda: metrics.runs_placed(work.now, placed.waits))
+        if tracing.enabled():
+            traced = placed.traced(work.now, HAND_OFF)
+            work.after_commit.append(lambda: traces.runs_placed(traced, {}))
         return placed.placements
 
     def nothing_left_to_place(self, work: Work, worker_id: str) -> None:

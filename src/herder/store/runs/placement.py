@@ -32,7 +32,8 @@ from herder.store.runs.snapshot import (
 )
 from herder.store.runs.writes import record_events
 from herder.store.schema import attempts, runs
-from herder.telemetry import metrics
+from herder.telemetry import metrics, tracing
+from herder.telemetry.traces import PlacedRun
 
 DISPATCHER = "dispatcher"  # who placed a run, in its events
 
@@ -43,6 +44,7 @@ class Applied:
     skipped: list[str]  # run ids whose placement no longer fit or that were no longer queued
     preempted: list[Preemption]
     started: dict[str, list[RunningAttempt]]  # by worker id: the attempts placed, as read back
+    traced: list[PlacedRun]  # tracing on: the runs placed, for their placement spans
 
 
 class PlacementRepository:
@@ -106,7 +108,8 @@ class PlacementRepository:
         metrics.preemptions(timeline.cause_kind(p.cause) for p in preempted)
         placed_ids = {placement.run_id for placement in placed.placements}
         skipped = [p.run_id for p in plan.placements if p.run_id not in placed_ids]
-        return Applied(placed.placements, skipped, preempted, placed.attempts)
+        traced = placed.traced(now, DISPATCHER) if tracing.enabled() else []
+        return Applied(placed.placements, skipped, preempted, placed.attempts, traced)
 
 
 def _record_reasons(connection: Connection, reasons: Mapping[str, str] | None) -> None:

@@ -42,6 +42,7 @@ from herder.store.limit_use import limit_keys_of, measure_keys, record_last_star
 from herder.store.runs.settings import quotas_of
 from herder.store.runs.writes import record_events
 from herder.store.schema import attempts, runs, tenants, workers
+from herder.telemetry.traces import PlacedRun
 
 ATTEMPT_DEADLINE_MARGIN_SECONDS = 30  # past its timeout and stop grace: the kill, reporting
 TIMEOUT_SECONDS = runs.c.spec["timeout_seconds"].as_integer().label("timeout_seconds")
@@ -64,6 +65,22 @@ class Placed:
     @property
     def waits(self) -> list[tuple[int, datetime | None]]:
         return [_waited_from(self.started[p.run_id]) for p in self.placements]
+
+    def traced(self, now: datetime, placer: str) -> list[PlacedRun]:
+        """The runs placed, as their placement spans tell them (``telemetry.traces``)."""
+        return [
+            PlacedRun(
+                placement.run_id,
+                started.workflow_run_id,
+                started.number,
+                _waited_from(started)[1],  # a preempted run waits again from its preemption
+                now,
+                tuple(member.worker_id for member in placement.members),
+                placer,
+            )
+            for placement in self.placements
+            for started in (self.started[placement.run_id],)
+        ]
 
 
 def place(
@@ -166,7 +183,7 @@ def _statements(dialect: str) -> _Statements:
             runs.c.id, runs.c.attempt_count, runs.c.tenant_id, runs.c.priority,
             runs.c.preemptible, runs.c.preempted_at, runs.c.cancel_requested,
             runs.c.suspend_requested, runs.c.queued_at, runs.c.pool,
-            cast(runs.c.limit_keys, Text).label("limit_keys"),
+            cast(runs.c.limit_keys, Text).label("limit_keys"), runs.c.workflow_run_id,
         ),
         worker_ids=worker_ids,
         lock=select(workers.c.id, workers.c.cpu_milli, workers.c.memory_mb, workers.c.gpus,
@@ -308,6 +325,7 @@ class _Started:
     queued_at: datetime | None
     pool: str | None
     limit_keys: tuple[LimitKey, ...]
+    workflow_run_id: str | None  # a workflow's task: its trace is its workflow run's
 
 
 def _start_runs(
@@ -325,6 +343,7 @@ def _start_runs(
                 row.queued_at,
                 row.pool,
                 limit_keys_of(row.limit_keys),
+                row.workflow_run_id,
             )  # fmt: skip
     return started
 
