@@ -6,10 +6,12 @@ module: the cold tier's comes when a server asks for it."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from herder.domain.alerts.outbound import Outbound, parse_dashboard_url, parse_relay
 from herder.domain.history import DEFAULT_HOT_DAYS
 from herder.domain.images import REGISTRIES_VARIABLE, parse_registries
 from herder.domain.jobs import DEFAULT_MAX_CHECKPOINT_MB
@@ -41,6 +43,8 @@ class Settings:
     # Webhooks to loopback, private and link-local addresses: None decides by the store —
     # allowed on SQLite (one host, the embedded ``herder up``), refused on PostgreSQL.
     alert_private_targets: bool | None = None
+    # how email and Slack alerts reach people: the SMTP relay, the dashboard they link to
+    outbound: Outbound = field(default_factory=Outbound)
     # the blob store: PostgreSQL's history past the hot window (docs/history.md), uploaded
     # programs, and checkpoints when set
     cold_store: str | None = None  # file:///path or s3://…; None: the home's ``cold`` directory
@@ -84,6 +88,7 @@ class Settings:
             allow_cron_seconds=os.environ.get("HERDER_CRON_SECONDS", "") in ("1", "true", "yes"),
             misfire_grace_seconds=float(os.environ.get("HERDER_MISFIRE_GRACE", "60")),
             alert_private_targets=_flag(os.environ.get("HERDER_ALERTS_PRIVATE_TARGETS")),
+            outbound=outbound_from(os.environ),
             cold_store=os.environ.get("HERDER_COLD_STORE") or None,
             hot_days=int(os.environ.get("HERDER_HOT_DAYS", DEFAULT_HOT_DAYS)),
             max_checkpoint_mb=int(
@@ -136,6 +141,23 @@ class Settings:
     def url(self) -> str:
         scheme = "https" if self.tls_certificate else "http"
         return f"{scheme}://{self.host}:{self.port}"
+
+
+def outbound_from(environment: Mapping[str, str]) -> Outbound:
+    """``HERDER_SMTP_URL``, ``HERDER_SMTP_FROM``, ``HERDER_SMTP_PLAIN_ALLOWED``,
+    ``HERDER_DASHBOARD_URL`` and ``HERDER_ALERTS_CA_FILE`` (docs/configuration.md);
+    ``ValueError`` naming the one at fault."""
+    relay_url = environment.get("HERDER_SMTP_URL")
+    dashboard_url = environment.get("HERDER_DASHBOARD_URL")
+    relay = None
+    if relay_url:
+        allow_plain = _flag(environment.get("HERDER_SMTP_PLAIN_ALLOWED")) or False
+        relay = parse_relay(relay_url, environment.get("HERDER_SMTP_FROM"), allow_plain=allow_plain)
+    return Outbound(
+        relay=relay,
+        dashboard_url=parse_dashboard_url(dashboard_url) if dashboard_url else None,
+        ca_file=_path(environment.get("HERDER_ALERTS_CA_FILE")),
+    )
 
 
 def sqlite_url(path: Path) -> str:

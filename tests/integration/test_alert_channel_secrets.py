@@ -50,7 +50,10 @@ def create_channel(store: Store, tenant_id: str, receiver: Receiver, name: str) 
 def send_test(store: Store, tenant_id: str, channel_id: str, sender_store: Store) -> Any:
     """Queue a test delivery, let a sender on ``sender_store`` post it once; the delivery."""
     delivery_id = store.alert_channels.send_test(tenant_id, channel_id)
-    AlertSender(sender_store.alert_deliveries, sender_store.clock, allow_private=True).step()
+    AlertSender(
+        sender_store.alert_deliveries, sender_store.clock,
+        messages=sender_store.alert_messages, allow_private=True,
+    ).step()  # fmt: skip
     (delivery,) = [
         one
         for one in store.alert_history.deliveries(tenant_id, channel_id=channel_id).items
@@ -72,6 +75,7 @@ def test_a_channel_secret_is_nowhere_in_plain_text_and_deliveries_are_signed_wit
     tenant = store.access.create_tenant("t")
     channel = create_channel(store, tenant.id, receiver, "pager")
 
+    assert channel.secret is not None
     assert channel.secret.startswith("whsec_")
     assert cells_holding(store, in_plain_sight(channel.secret)) == []
     delivery = send_test(store, tenant.id, channel.id, store)
@@ -96,7 +100,10 @@ def test_a_ciphertext_copied_to_another_channel_does_not_open_and_the_api_shows_
 
     test = api.http.post(f"/v1/alert-channels/{second.id}/test", headers=api.admin)
     assert test.status_code == 202, test.text
-    AlertSender(api.store.alert_deliveries, api.store.clock, allow_private=True).step()
+    AlertSender(
+        api.store.alert_deliveries, api.store.clock,
+        messages=api.store.alert_messages, allow_private=True,
+    ).step()  # fmt: skip
 
     assert receiver.requests == []
     listed = api.http.get(f"/v1/alert-deliveries?channel_id={second.id}", headers=api.admin)
@@ -155,6 +162,7 @@ def test_reencrypt_after_a_key_rotation_lets_the_old_key_go(
     try:
         tenant = before.access.create_tenant("t")
         channel = create_channel(before, tenant.id, receiver, "pager")
+        assert channel.secret is not None
 
         assert rotated.channel_secrets.reencrypt() == 1
         assert rotated.channel_secrets.reencrypt() == 0

@@ -107,6 +107,7 @@ class World:
             ChannelRequest(name=f"hook{random.random()}", url=self.receiver.url + "/hook"),
             allow_private=True,
         )
+        assert created.secret is not None
         return created.id, created.secret
 
     def rule(self, channel_id: str, kind: RuleKind, **params: object) -> str:
@@ -127,7 +128,9 @@ def world(database_url: str) -> Iterator[World]:
     store = Store(database_url, clock=clock, rng=random.Random(7), keyring=TEST_KEYRING)
     tenant = store.access.create_tenant("t")
     token_id = store.access.authenticate_worker_token(store.access.create_worker_token("w"))
-    sender = AlertSender(store.alert_deliveries, clock, allow_private=True)
+    sender = AlertSender(
+        store.alert_deliveries, clock, messages=store.alert_messages, allow_private=True
+    )
     worker_id = store.workers.register(
         token_id, name="w", capacity=Resources(cpu=8, memory_mb=8192),
         max_slots=8, labels={}, version="t",
@@ -291,7 +294,10 @@ def test_private_targets_are_refused_unless_allowed(world: World) -> None:
     assert refused.value.field == "url"
     channel_id, _ = world.channel()
     world.store.alert_channels.send_test(world.tenant_id, channel_id)
-    strict = AlertSender(world.store.alert_deliveries, world.clock, allow_private=False)
+    strict = AlertSender(
+        world.store.alert_deliveries, world.clock,
+        messages=world.store.alert_messages, allow_private=False,
+    )  # fmt: skip
     strict.step()  # the name resolves to loopback at send time: refused, nothing sent
     assert world.receiver.requests == []
     (delivery,) = world.store.alert_history.deliveries(world.tenant_id).items
@@ -324,8 +330,9 @@ def test_a_name_rebound_to_loopback_after_its_check_never_reaches_loopback(
         return next(answers, ["127.0.0.1"])
 
     sender = AlertSender(
-        world.store.alert_deliveries, world.clock, allow_private=False, resolver=resolver
-    )
+        world.store.alert_deliveries, world.clock, messages=world.store.alert_messages,
+        allow_private=False, resolver=resolver,
+    )  # fmt: skip
     created = world.store.alert_channels.create(
         world.tenant_id,
         ChannelRequest(name="rebind", url=f"http://rebind.test:{port}/hook"),
@@ -338,6 +345,7 @@ def test_a_name_rebound_to_loopback_after_its_check_never_reaches_loopback(
         (received,) = checked_receiver.requests
         assert received.path == "/hook"
         assert received.headers["Host"] == f"rebind.test:{port}"
+        assert created.secret is not None
         verified(received.body, received.headers[SIGNATURE_HEADER], created.secret)
         world.clock.advance(10)  # past the first retry's back-off
         sender.step()

@@ -78,7 +78,8 @@ BAD_CHANNELS: list[tuple[dict[str, object], str]] = [
     ({"name": "x", "url": "not a url"}, "url"),
     ({"name": "x", "url": "https://h.example.com/" + "a" * 3000}, "url"),
     ({"name": "x" * 200, "url": HOOK}, "name"),
-    ({"name": "x", "url": HOOK, "kind": "email"}, "kind"),
+    ({"name": "x", "url": HOOK, "kind": "sms"}, "kind"),
+    ({"name": "x", "url": HOOK, "kind": "email"}, "url"),
     ({"name": "x", "url": HOOK, "secret": "mine"}, "secret"),
 ]
 

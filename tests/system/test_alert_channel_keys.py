@@ -24,6 +24,7 @@ def test_a_scheduler_signs_with_the_key_and_without_it_records_why(
     cluster = start_cluster(system_postgres_url, scheduler=False, environment=keys)
     with running_receiver() as receiver, cluster.client() as herder:
         channel = herder.create_alert_channel("ops", f"{receiver.url}/hook")
+        assert channel.secret is not None
         keyless = cluster.spawn("scheduler", HERDER_SECRETS_KEY="")
         herder.test_alert_channel(channel.id)
 

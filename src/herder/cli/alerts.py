@@ -1,5 +1,5 @@
-"""``herder alert …``: webhook channels, the rules that alert through them, the incidents
-they opened and the deliveries made."""
+"""``herder alert …``: channels (webhooks, email, Slack), the rules that alert through them,
+the incidents they opened and the deliveries made."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from herder.cli.ids import (
 )
 from herder.cli.views import Field, Listing
 from herder.client import HerderClient
+from herder.domain.alerts.addresses import ChannelKind
 from herder.domain.alerts.rules import Channel, Delivery, Incident, Rule, RuleKind
 from herder.domain.models import Page
 
@@ -40,9 +41,12 @@ T = TypeVar("T", bound=_Identified)
 Row = tuple[str, ...]
 
 alert_app = typer.Typer(
-    help="Alerts: webhook channels, rules, incidents and deliveries.", no_args_is_help=True
+    help="Alerts: channels, rules, incidents and deliveries.", no_args_is_help=True
 )
-channel_app = typer.Typer(help="Webhook channels (signed with HMAC-SHA256).", no_args_is_help=True)
+channel_app = typer.Typer(
+    help="Channels: signed webhooks, email (through the cell's SMTP relay) and Slack.",
+    no_args_is_help=True,
+)
 rule_app = typer.Typer(help="Rules: what opens an incident.", no_args_is_help=True)
 alert_app.add_typer(channel_app, name="channel")
 alert_app.add_typer(rule_app, name="rule")
@@ -73,7 +77,7 @@ def show(
 
 
 def _channel_row(one: Channel) -> Row:
-    return (one.name, one.url, "yes" if one.enabled else "no", when(one.created_at))
+    return (one.name, one.kind, one.url, "yes" if one.enabled else "no", when(one.created_at))
 
 
 _NAMED_PARAMS = {"job_id": JOB, "schedule_id": SCHEDULE, "workflow_id": WORKFLOW}
@@ -122,16 +126,33 @@ def _delivery_row(channels: dict[str, str]) -> Callable[[Delivery], Row]:
 Limit = Annotated[int, typer.Option(min=1, max=1000, help="how many, newest first")]
 
 
+KindOption = Annotated[
+    ChannelKind,
+    typer.Option(
+        "--kind",
+        help="webhook (URL: where to POST), email (URL: mailto:a@example.com,b@example.com) "
+        "or slack (URL: the incoming webhook's https://hooks.slack.com/…)",
+    ),
+]
+
+
 @channel_app.command("create")
-def channel_create(name: str, url: str, as_json: JsonFlag = False) -> None:
-    """Create a webhook channel; its signing secret is printed this once only."""
+def channel_create(
+    name: str, url: str, kind: KindOption = ChannelKind.WEBHOOK, as_json: JsonFlag = False
+) -> None:
+    """Create a channel; a webhook's signing secret is printed this once only."""
     with client() as herder:
-        channel = herder.create_alert_channel(name, url)
+        channel = herder.create_alert_channel(name, url, kind=kind.value)
     if as_json:
         print_json(channel)
         return
-    out.print(f"created alert channel {channel.id} ({channel.name}) posting to {channel.url}")
-    out.print(f"signing secret (shown once, keep it): {channel.secret}", highlight=False)
+    out.print(
+        f"created {kind.value} alert channel {channel.id} ({channel.name}) sending to "
+        f"{channel.url}",
+        highlight=False,
+    )
+    if channel.secret is not None:
+        out.print(f"signing secret (shown once, keep it): {channel.secret}", highlight=False)
 
 
 @channel_app.command("list")
@@ -139,7 +160,7 @@ def channel_list(limit: Limit = 100, as_json: JsonFlag = False, quiet: QuietFlag
     with client() as herder:
         page = herder.list_alert_channels(limit=limit)
 
-    columns = ("NAME", Field("URL", free=True), "ENABLED", Field("CREATED", drop=1))
+    columns = ("NAME", "KIND", Field("URL", free=True), "ENABLED", Field("CREATED", drop=1))
     show(page, as_json, columns, _channel_row, quiet=quiet)
 
 
@@ -153,7 +174,7 @@ def channel_delete(channel: str) -> None:
 
 @channel_app.command("test")
 def channel_test(channel: str) -> None:
-    """Queue a signed test delivery; see it with 'herder alert deliveries'."""
+    """Queue a test delivery (signed, for a webhook); see it with 'herder alert deliveries'."""
     _, delivery_id = acted_on(ALERT_CHANNEL, channel, HerderClient.test_alert_channel)
     out.print(f"queued test delivery {delivery_id}")
 

@@ -17,8 +17,12 @@ from herder.domain.models import Page
 class AlertCalls:
     _request: Callable[..., httpx.Response]  # HerderClient's: one call, errors mapped
 
-    def create_alert_channel(self, name: str, url: str, *, enabled: bool = True) -> CreatedChannel:
-        body = {"name": name, "url": url, "enabled": enabled}
+    def create_alert_channel(
+        self, name: str, url: str, *, kind: str = "webhook", enabled: bool = True
+    ) -> CreatedChannel:
+        """``url``: a webhook's URL, ``mailto:a@example.com,…`` (email) or a Slack
+        incoming webhook's URL (slack)."""
+        body = {"name": name, "kind": kind, "url": url, "enabled": enabled}
         response = self._request("POST", "/v1/alert-channels", json=body)
         return CreatedChannel.model_validate(response.json())
 

@@ -32,6 +32,7 @@ from herder.control.membership import Membership
 from herder.control.reaper import Reaper
 from herder.control.starter import Starter
 from herder.control.statistics import StatisticsKeeper
+from herder.domain.alerts.outbound import Outbound
 from herder.domain.errors import HerderError
 from herder.domain.placement.partitions import partitions
 from herder.domain.schedules import MISFIRE_GRACE
@@ -68,6 +69,7 @@ class Scheduler:
         misfire_grace_seconds: float = MISFIRE_GRACE.total_seconds(),
         listen: bool = True,
         alert_private_targets: bool = False,
+        outbound: Outbound = Outbound(),
         dispatch_partitions: int = 1,
     ) -> None:
         self.holder = holder_name()
@@ -87,8 +89,9 @@ class Scheduler:
         ]
         compactor = LogCompactor(store.log_compaction)
         sender = AlertSender(
-            store.alert_deliveries, store.clock, allow_private=alert_private_targets
-        )
+            store.alert_deliveries, store.clock, messages=store.alert_messages,
+            allow_private=alert_private_targets, outbound=outbound,
+        )  # fmt: skip
         maintenance = Maintenance(
             store.history,
             partitioned=store.database.is_postgres,
@@ -196,6 +199,7 @@ def start_scheduler(settings: Settings, store: Store, *, listen: bool) -> Schedu
         misfire_grace_seconds=settings.misfire_grace_seconds,
         listen=listen,
         alert_private_targets=settings.allow_private_alert_targets,
+        outbound=settings.outbound,
         dispatch_partitions=settings.dispatch_partitions,
     )
     scheduler.start()

@@ -17,7 +17,9 @@ import asyncio
 import contextlib
 import json
 import socket
-from collections.abc import Awaitable, Callable, Sequence
+import ssl
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import datetime
 
 import httpx
@@ -68,10 +70,16 @@ async def checked_addresses(
     return addresses
 
 
-async def _post_to_first(
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    head: bytes  # at most MAX_RESPONSE_BYTES of the body: what a receiver says went wrong
+
+
+async def post_to_first(
     client: httpx.AsyncClient, url: httpx.URL, addresses: list[str], body: bytes,
     headers: dict[str, str],
-) -> int:  # fmt: skip
+) -> Answer:  # fmt: skip
     """Each checked address in turn until one connects."""
     for address in addresses[:-1]:
         with contextlib.suppress(httpx.ConnectError):
@@ -81,24 +89,24 @@ async def _post_to_first(
 
 async def _post_to(
     client: httpx.AsyncClient, url: httpx.URL, address: str, body: bytes, headers: dict[str, str]
-) -> int:
-    """POST to ``address`` as if to ``url``'s host; the status, after at most
-    ``MAX_RESPONSE_BYTES`` of the answer are read."""
+) -> Answer:
+    """POST to ``address`` as if to ``url``'s host; the status and at most
+    ``MAX_RESPONSE_BYTES`` of the answer."""
     pinned = client.build_request(
         "POST", url.copy_with(host=address), content=body,
         headers={**headers, "Host": url.netloc.decode("ascii")},
         extensions={"sni_hostname": url.raw_host.decode("ascii")},
     )  # fmt: skip
     answer = await client.send(pinned, stream=True)
+    head = b""
     try:
-        read = 0
         async for chunk in answer.aiter_raw():
-            read += len(chunk)
-            if read >= MAX_RESPONSE_BYTES:
+            head += chunk[: MAX_RESPONSE_BYTES - len(head)]
+            if len(head) >= MAX_RESPONSE_BYTES:
                 break
     finally:
         await answer.aclose()
-    return answer.status_code
+    return Answer(answer.status_code, head)
 
 
 async def post(
@@ -125,7 +133,7 @@ async def post(
     async def attempt() -> AttemptOutcome:
         url = httpx.URL(delivery.url)
         addresses = await checked_addresses(url, resolver, allow_private=allow_private)
-        status = await _post_to_first(client, url, addresses, body, headers)
+        status = (await post_to_first(client, url, addresses, body, headers)).status
         if 200 <= status < 300:
             return AttemptOutcome(status, None)
         return AttemptOutcome(status, f"the receiver answered {status}")
@@ -143,23 +151,11 @@ async def post(
         return AttemptOutcome(None, f"{type(error).__name__}: {error}"[:500])
 
 
-async def post_all(
-    deliveries: Sequence[DueDelivery],
-    now: datetime,
-    *,
-    allow_private: bool,
-    resolver: Resolver = system_resolver,
-) -> list[AttemptOutcome]:
-    """All at once, so one slow receiver delays none of the others."""
-    async with httpx.AsyncClient(
+def outbound_client(tls: ssl.SSLContext | None = None) -> httpx.AsyncClient:
+    """The client alerts are posted with: no redirect followed, no proxy from the
+    environment, no connection kept (see the module's docstring); ``tls`` trusts more than
+    the system's authorities (``HERDER_ALERTS_CA_FILE``)."""
+    return httpx.AsyncClient(
         follow_redirects=False, trust_env=False, timeout=TOTAL_SECONDS,
-        limits=httpx.Limits(max_keepalive_connections=0),
-    ) as client:  # fmt: skip
-        return list(
-            await asyncio.gather(
-                *(
-                    post(client, one, now, allow_private=allow_private, resolver=resolver)
-                    for one in deliveries
-                )
-            )
-        )
+        limits=httpx.Limits(max_keepalive_connections=0), verify=tls or True,
+    )  # fmt: skip

@@ -13,6 +13,7 @@ from herder.store.alerts.channel_secrets import ChannelSecrets
 from herder.store.alerts.channels import ChannelRepository
 from herder.store.alerts.deliveries import DeliveryRepository
 from herder.store.alerts.history import AlertHistoryRepository
+from herder.store.alerts.messages import MessageRepository
 from herder.store.alerts.rules import RuleRepository
 from herder.store.artifacts import ArtifactRepository
 from herder.store.audit import AuditRepository
@@ -102,6 +103,9 @@ class Store:
         self.alert_rules = RuleRepository(self.database, self.clock)
         self.alert_history = AlertHistoryRepository(self.database)
         self.alert_deliveries = DeliveryRepository(
+            self.database, self.clock, self.rng, self.channel_secrets
+        )
+        self.alert_messages = MessageRepository(
             self.database, self.clock, self.rng, self.channel_secrets
         )
         self.submit_buckets = SubmitBucketRepository(self.database)

@@ -572,6 +572,7 @@ def test_a_failure_alerts_live_and_a_test_delivery_is_sent_from_the_page(
         rule_row.get_by_role("button", name="Disable").click()
         expect(rule_row).to_contain_text("disabled")
         assert [one.enabled for one in herder.list_alert_rules().items] == [False]
+        assert channel.secret is not None
         assert channel.secret not in page.locator("#view").inner_text()
         show_names_as_attacks(page)
         reloaded(page)

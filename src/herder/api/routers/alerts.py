@@ -1,6 +1,6 @@
 """/v1/alert-channels, /v1/alert-rules, /v1/alerts and /v1/alert-deliveries: a tenant's
-webhooks, the rules that alert through them, the incidents they opened and every delivery
-(with each attempt) made for them."""
+channels (webhooks, email, Slack), the rules that alert through them, the incidents they
+opened and every delivery (with each attempt) made for them."""
 
 from __future__ import annotations
 
@@ -41,7 +41,9 @@ def _allow_private(request: Request) -> bool:
 def create_channel(
     body: ChannelRequest, caller: Writer, store: StoreDep, request: Request, response: Response
 ) -> CreatedChannel:
-    """A webhook channel. Its ``secret`` (the key of its signatures) is in this answer only."""
+    """A channel of its ``kind``: ``webhook`` (its ``secret``, the key of its signatures, is in
+    this answer only), ``email`` (``url``: mailto:…) or ``slack`` (``url``: the incoming
+    webhook's, kept sealed and shown masked)."""
     channel = store.alert_channels.create(
         caller.tenant_id, body, allow_private=_allow_private(request)
     )
@@ -82,7 +84,7 @@ def delete_channel(channel_id: str, caller: Writer, store: StoreDep) -> Response
 
 @router.post("/v1/alert-channels/{channel_id}/test", status_code=status.HTTP_202_ACCEPTED)
 def test_channel(channel_id: str, caller: Writer, store: StoreDep) -> TestQueued:
-    """Queue a signed test delivery (even to a disabled channel); follow it in
+    """Queue a test delivery (even to a disabled channel; signed, to a webhook); follow it in
     ``/v1/alert-deliveries``."""
     return TestQueued(delivery_id=store.alert_channels.send_test(caller.tenant_id, channel_id))
 

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from pydantic import AnyUrl, BaseModel, ConfigDict, Field, JsonValue, UrlConstraints
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationInfo, field_validator
 
+from herder.domain.alerts.addresses import ChannelAddress, ChannelKind, checked_address
 from herder.domain.budgets import ALERT_FRACTION
 from herder.domain.models import _Record
 
 MAX_CONSECUTIVE = 100
 MAX_CHANNELS_PER_RULE = 10
-MAX_URL_LENGTH = 2048
 Name = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][\w.\-]*$")]
 
 
@@ -126,29 +126,28 @@ class RuleParams(BaseModel):
         return {name: values[name] for name in sorted(PARAMS_OF_KIND[kind])}
 
 
-WebhookUrl = Annotated[
-    AnyUrl,
-    UrlConstraints(
-        max_length=MAX_URL_LENGTH, allowed_schemes=["http", "https"], host_required=True
-    ),
-    Field(description="http or https; the webhook is POSTed here"),
-]
-
-
 class ChannelRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: Name
-    kind: Literal["webhook"] = "webhook"
-    url: WebhookUrl
+    kind: ChannelKind = ChannelKind.WEBHOOK
+    url: ChannelAddress
     enabled: bool = True
+
+    @field_validator("url")
+    @classmethod
+    def _address_of_its_kind(cls, url: str, info: ValidationInfo) -> str:
+        kind = info.data.get("kind")
+        return url if kind is None else checked_address(kind, url)  # None: kind was refused
 
 
 class ChannelChanges(BaseModel):
+    """A new ``url`` is checked against the channel's kind where the channel is read."""
+
     model_config = ConfigDict(extra="forbid")
 
     name: Name | None = None
-    url: WebhookUrl | None = None
+    url: ChannelAddress | None = None
     enabled: bool | None = None
 
 
@@ -156,14 +155,17 @@ class Channel(_Record):
     id: str
     name: str
     kind: str
-    url: str
+    url: str = Field(description="where it sends; a Slack URL masked (its token is kept sealed)")
     enabled: bool
     created_at: datetime
     updated_at: datetime
 
 
 class CreatedChannel(Channel):
-    secret: str = Field(description="the HMAC key of the signatures: shown this once only")
+    secret: str | None = Field(
+        description="a webhook's HMAC key of its signatures, shown this once only; "
+        "null for email and Slack"
+    )
 
 
 class RuleRequest(BaseModel):
@@ -232,8 +234,14 @@ class DeliveryState(StrEnum):
 
 class DeliveryAttempt(_Record):
     at: datetime
-    status: int | None  # the receiver's HTTP status; None when none came
+    status: int | None  # the receiver's HTTP status (SMTP reply code for email); None: none came
     error: str | None
+    message_id: str | None = Field(
+        default=None, description="email and Slack: the message that carried this delivery"
+    )
+    message_deliveries: int | None = Field(
+        default=None, description="email and Slack: how many deliveries that message carried"
+    )
 
 
 class Delivery(_Record):

@@ -1,6 +1,7 @@
-"""A tenant's alert channels: webhook targets with the secret their deliveries are signed
-with. The secret is made here, shown once when the channel is created, and kept sealed with
-the server's keyring (``channel_secrets``): it must be at hand to sign."""
+"""A tenant's alert channels. A webhook's signing secret is made here, shown once when the
+channel is created, and kept sealed with the server's keyring (``channel_secrets``): it must
+be at hand to sign. A Slack channel's URL is its credential: it is kept sealed the same way
+and shown masked. An email channel keeps its recipients and nothing secret."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from urllib.parse import urlsplit
 from sqlalchemy import Connection, delete, insert, select, update
 
 from herder.clock import Clock, epoch_ms
+from herder.domain.alerts.addresses import ChannelKind, checked_address, masked_url
 from herder.domain.alerts.rules import Channel, ChannelChanges, ChannelRequest, CreatedChannel
 from herder.domain.alerts.webhooks import is_private_host
 from herder.domain.errors import Invalid
@@ -41,7 +43,7 @@ def check_target(url: str, *, allow_private: bool) -> None:
     if not allow_private and is_private_host(host):
         raise Invalid(
             f"url points at a private or loopback address ({host}); this server does not "
-            "send webhooks there (HERDER_ALERTS_PRIVATE_TARGETS)",
+            "send alerts there (HERDER_ALERTS_PRIVATE_TARGETS)",
             field="url",
         )
 
@@ -55,16 +57,35 @@ class ChannelRepository:
     def create(
         self, tenant_id: str, request: ChannelRequest, *, allow_private: bool
     ) -> CreatedChannel:
-        url = str(request.url)
-        check_target(url, allow_private=allow_private)
+        url = request.url
+        if request.kind is not ChannelKind.EMAIL:
+            check_target(url, allow_private=allow_private)
         now = self._clock.now()
-        secret = "whsec_" + secrets.token_urlsafe(32)
         channel_id = new_id("ach", epoch_ms(now))
-        sealed = self._secrets.sealed_columns(tenant_id, channel_id, secret)
-        columns = {"kind": request.kind, "url": url, "enabled": request.enabled, **sealed}
+        kept, secret = self._kept(tenant_id, channel_id, request.kind, url)
+        columns = {"kind": request.kind, "url": url, "enabled": request.enabled, **kept}
         with self._db.write() as connection:
             channel = ROWS.insert(connection, tenant_id, channel_id, request.name, columns, now)
         return CreatedChannel(**channel.model_dump(), secret=secret)
+
+    def _kept(
+        self, tenant_id: str, channel_id: str, kind: ChannelKind, url: str
+    ) -> tuple[dict[str, Any], str | None]:
+        """The columns that keep what a new channel sends with — a webhook's signing secret
+        (made here, and returned to be shown once), a Slack URL sealed (and shown masked) —
+        or none, for email."""
+        match kind:
+            case ChannelKind.WEBHOOK:
+                secret = "whsec_" + secrets.token_urlsafe(32)
+                return self._secrets.sealed_columns(tenant_id, channel_id, secret), secret
+            case ChannelKind.SLACK:
+                return self._slack_columns(tenant_id, channel_id, url), None
+            case ChannelKind.EMAIL:
+                return {}, None
+
+    def _slack_columns(self, tenant_id: str, channel_id: str, url: str) -> dict[str, Any]:
+        sealed = self._secrets.sealed_columns(tenant_id, channel_id, url)
+        return {**sealed, "url": masked_url(url)}
 
     def get(self, tenant_id: str, channel_id: str) -> Channel:
         with self._db.read() as connection:
@@ -84,13 +105,25 @@ class ChannelRepository:
         self, tenant_id: str, channel_id: str, changes: ChannelChanges, *, allow_private: bool
     ) -> Channel:
         values: dict[str, Any] = changes.model_dump(exclude_none=True)
-        if changes.url is not None:
-            values["url"] = str(changes.url)
-            check_target(values["url"], allow_private=allow_private)
+
+        def change(current: Any) -> dict[str, Any]:
+            if changes.url is None:
+                return values
+            kind = ChannelKind(current.kind)
+            try:
+                url = checked_address(kind, changes.url)
+            except ValueError as error:
+                raise Invalid(f"url: {error}", field="url") from error
+            if kind is not ChannelKind.EMAIL:
+                check_target(url, allow_private=allow_private)
+            if kind is ChannelKind.SLACK:
+                return {**values, **self._slack_columns(tenant_id, current.id, url)}
+            return {**values, "url": url}
+
         with self._db.write() as connection:
             if not values:  # nothing to change: nothing written, not even its updated_at
                 return ROWS.get(connection, tenant_id, channel_id)
-            return ROWS.edit(connection, tenant_id, channel_id, lambda _: values, self._clock.now())
+            return ROWS.edit(connection, tenant_id, channel_id, change, self._clock.now())
 
     def delete(self, tenant_id: str, channel_id: str) -> None:
         """The channel and its deliveries go; rules that named it no longer do."""

@@ -1,5 +1,6 @@
-"""Deliveries from the sender's side: what is due, taken so that one sender posts it at a
-time, and each attempt's outcome recorded on the row (its ``history``)."""
+"""Deliveries from the sender's side: what is due to webhooks, taken so that one sender posts
+it at a time, and each attempt's outcome recorded on the row (its ``history``). Email and
+Slack channels' deliveries go out as messages (``messages.py``), recorded the same way."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 from sqlalchemy import and_, select, update
 
 from herder.clock import Clock, epoch_ms
+from herder.domain.alerts.addresses import ChannelKind
 from herder.domain.alerts.rules import DeliveryState
 from herder.domain.alerts.webhooks import retry_at
 from herder.domain.ids import new_id
@@ -83,7 +85,8 @@ class DeliveryRepository:
                    alert_channels.c.key_id, alert_channels.c.nonce, alert_channels.c.ciphertext)
             .join(alert_channels, alert_channels.c.id == alert_deliveries.c.channel_id)
             .where(alert_deliveries.c.next_attempt_at <= now,
-                   alert_deliveries.c.state == DeliveryState.PENDING)
+                   alert_deliveries.c.state == DeliveryState.PENDING,
+                   alert_channels.c.kind == ChannelKind.WEBHOOK)
             .order_by(alert_deliveries.c.next_attempt_at)
             .limit(limit)
         )  # fmt: skip
@@ -116,16 +119,7 @@ class DeliveryRepository:
         """The attempt's outcome: delivered, due again after a back-off, or failed for good
         when no attempt is left. Guarded by the attempt number: a late sender changes nothing."""
         now = self._clock.now()
-        error = None if outcome.error is None else outcome.error[:MAX_ERROR_LENGTH]
-        entry = {"at": now.isoformat(), "status": outcome.status, "error": error}
-        values: dict[str, Any] = {"last_status": outcome.status, "last_error": error}
-        if outcome.delivered:
-            values |= {"state": DeliveryState.DELIVERED, "next_attempt_at": None,
-                       "delivered_at": now}  # fmt: skip
-        else:
-            again = retry_at(delivery.attempt, now, self._rng)
-            state = DeliveryState.PENDING if again is not None else DeliveryState.FAILED
-            values |= {"state": state, "next_attempt_at": again}
+        entry, values = attempt_values(delivery.attempt, outcome, now, self._rng)
         guard = and_(
             alert_deliveries.c.id == delivery.id,
             alert_deliveries.c.attempts == delivery.attempt,
@@ -147,3 +141,20 @@ class DeliveryRepository:
                 .order_by(alert_deliveries.c.next_attempt_at)
                 .limit(1)
             ).scalar()
+
+
+def attempt_values(
+    attempt: int, outcome: AttemptOutcome, now: datetime, rng: random.Random
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """An attempt's entry in the history, and the columns it sets: delivered, due again
+    after a back-off, or failed for good when no attempt is left."""
+    error = None if outcome.error is None else outcome.error[:MAX_ERROR_LENGTH]
+    entry = {"at": now.isoformat(), "status": outcome.status, "error": error}
+    values: dict[str, Any] = {"last_status": outcome.status, "last_error": error}
+    if outcome.delivered:
+        values |= {"state": DeliveryState.DELIVERED, "next_attempt_at": None, "delivered_at": now}
+    else:
+        again = retry_at(attempt, now, rng)
+        state = DeliveryState.PENDING if again is not None else DeliveryState.FAILED
+        values |= {"state": state, "next_attempt_at": again}
+    return entry, values

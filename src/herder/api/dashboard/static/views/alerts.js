@@ -1,6 +1,8 @@
 // Alerts: the tenant's open and resolved incidents, its rules (enabled and disabled here),
-// its channels (a test delivery sent from here; never their secret, which the API shows once)
-// and every delivery with each of its attempts. Every list is paged by the server.
+// its channels — webhooks, email, Slack (a test delivery sent from here; never a secret, which
+// the API shows once, nor a Slack URL's token) — and every delivery with each of its attempts,
+// an email's or Slack message's saying how many deliveries it carried. Every list is paged by
+// the server.
 
 import { api, query } from "../api.js";
 import { action, badge, h, link, row, table, when } from "../dom.js";
@@ -101,6 +103,7 @@ function channelRows(items, ctx) {
     row(
       [
         channel.name,
+        channel.kind,
         h("code", {}, channel.url),
         channel.enabled ? "enabled" : "disabled",
         link(alertsPath(channel.id), "deliveries"),
@@ -120,17 +123,26 @@ function channelRows(items, ctx) {
   );
 }
 
-// An attempt's outcome in words: "HTTP 200", "the receiver answered 500", "could not connect…".
-function outcome(status, error) {
+// An attempt's outcome in words: "HTTP 200", "SMTP 250" (email: the relay's reply code), "the
+// receiver answered 500", "could not connect…".
+function outcome(status, error, kind) {
   if (error) return error;
-  return status === null || status === undefined ? "no answer" : `HTTP ${status}`;
+  if (status === null || status === undefined) return "no answer";
+  return `${kind === "email" ? "SMTP" : "HTTP"} ${status}`;
+}
+
+// An email's or Slack message's attempt: how many deliveries went in that one message.
+function carried(attempt) {
+  const count = attempt.message_deliveries;
+  if (!count || count < 2) return "";
+  return ` · one message for ${count} deliveries`;
 }
 
 // Where a delivery stands, in a sentence: delivered, trying again (when, and why the last
 // attempt failed), or given up (why).
-function standing(delivery) {
+function standing(delivery, kind) {
   const tries = `${delivery.attempts} attempt${delivery.attempts === 1 ? "" : "s"}`;
-  const last = outcome(delivery.last_status, delivery.last_error);
+  const last = outcome(delivery.last_status, delivery.last_error, kind);
   if (delivery.state === "delivered") return ["delivered ", when(delivery.delivered_at), ` (${last}, ${tries})`];
   if (delivery.state === "failed") return `gave up after ${tries}: ${last}`;
   if (!delivery.attempts) return "not sent yet";
@@ -138,31 +150,32 @@ function standing(delivery) {
 }
 
 // Every attempt, folded away under its count: open it to read each one.
-function attemptList(history) {
+function attemptList(history, kind) {
   if (!history.length) return "";
   return h(
     "details",
     { class: "history" },
     h("summary", {}, `${history.length} attempt${history.length === 1 ? "" : "s"}`),
-    h("ol", {}, history.map((attempt) => h("li", {}, when(attempt.at), " · ", outcome(attempt.status, attempt.error)))),
+    h("ol", {}, history.map((attempt) => h("li", {}, when(attempt.at), " · ", outcome(attempt.status, attempt.error, kind), carried(attempt)))),
   );
 }
 
 function deliveryRows(items, names) {
-  return items.map((delivery) =>
-    row(
+  return items.map((delivery) => {
+    const kind = names.get("alert-channels", delivery.channel_id)?.kind;
+    return row(
       [
         h("code", {}, delivery.id),
         link(alertsPath(delivery.channel_id), names.of("alert-channels", delivery.channel_id)),
         delivery.event,
         badge(delivery.state),
-        h("span", { class: "standing" }, standing(delivery)),
+        h("span", { class: "standing" }, standing(delivery, kind)),
         when(delivery.created_at),
-        attemptList(delivery.history),
+        attemptList(delivery.history, kind),
       ],
       { "data-delivery": delivery.id },
-    ),
-  );
+    );
+  });
 }
 
 export function mount(root, route, ctx) {
@@ -205,7 +218,7 @@ export function mount(root, route, ctx) {
   const channels = pagedList(
     ctx,
     (cursor) => read("/v1/alert-channels", { limit: PAGE, cursor }),
-    (page) => table(["Channel", "URL", "Enabled", "", ""], channelRows(page.items, ctx), noneYet("channels", "herder alert channel create NAME URL")),
+    (page) => table(["Channel", "Kind", "Address", "Enabled", "", ""], channelRows(page.items, ctx), noneYet("channels", "herder alert channel create NAME URL [--kind email|slack]")),
   );
   const deliveries = pagedList(
     ctx,
