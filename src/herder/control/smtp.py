@@ -30,12 +30,14 @@ async def send_email(
         hostname=relay.host, port=relay.port, use_tls=relay.implicit_tls, start_tls=False,
         tls_context=tls, timeout=TOTAL_SECONDS,
     )  # fmt: skip
+    transport: asyncio.BaseTransport | None = None
     try:
         async with asyncio.timeout(TOTAL_SECONDS):
             await smtp.connect()
             try:
                 return await _hand_over(smtp, relay, email, recipients, tls)
             finally:
+                transport = smtp.transport  # after STARTTLS, TLS's over the socket's
                 with contextlib.suppress(aiosmtplib.SMTPException, OSError):
                     await smtp.quit()
     except aiosmtplib.SMTPRecipientsRefused as refused:
@@ -49,8 +51,13 @@ async def send_email(
     except (aiosmtplib.SMTPException, OSError) as error:  # connection refused, TLS, …
         return AttemptOutcome(None, f"could not reach the relay {relay.where}: {error}"[:500])
     finally:
+        transport = transport or smtp.transport
         smtp.close()
-        await asyncio.sleep(0)  # its transport ends on the next turn: before the loop does
+        if isinstance(transport, asyncio.Transport):
+            # closed, not said goodbye to: TLS's goodbye would want turns of a loop that ends
+            # with this send, leaving the socket's own transport open
+            transport.abort()
+        await asyncio.sleep(0)  # the socket closes on the next turn: before the loop does
 
 
 async def _hand_over(

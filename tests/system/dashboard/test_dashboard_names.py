@@ -181,7 +181,7 @@ def test_an_empty_page_says_how_to_make_one(
     expect(tab.locator(".empty code.command")).to_have_text(
         [
             "herder alert rule create NAME --kind run_failed --channel CHANNEL",
-            "herder alert channel create NAME URL",
+            "herder alert channel create NAME URL [--kind email|slack]",
         ]
     )
 
