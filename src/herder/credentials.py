@@ -4,7 +4,9 @@
 ``client.json`` that ``herder up`` saves (mode 0600) in its home: ``$HERDER_HOME``'s when
 that is set (an explicit home wins, as ``GIT_DIR`` does), else the nearest ``.herder`` in the
 current directory or above it, as git finds ``.git``, so that a command run anywhere below
-the directory ``herder up`` was started in reaches its server. A found file is used only
+the directory ``herder up`` was started in reaches its server. Without ``HERDER_API_KEY``, the
+session ``herder login`` saved (``session.json``, 0600, in ``$XDG_CONFIG_HOME/herder``) comes
+before a client file's key, for its own server. A found file is used only
 when it and its directory are the user's own and no symbolic link; either one readable by
 others is made private, and said so, as the server's home is (``home.py``).
 """
@@ -21,6 +23,7 @@ from pathlib import Path
 from herder.settings import DEFAULT_HOME
 
 CLIENT_FILE = "client.json"
+SESSION_FILE = "session.json"  # herder login's: a person's session on one server
 WORKER_TOKEN_FILE = "worker-token"
 HOME_MODE = 0o700
 FILE_MODE = 0o600
@@ -131,6 +134,9 @@ def find_credentials(environment: Mapping[str, str], cwd: Path) -> FoundCredenti
     ca_file = environment.get("HERDER_CA_FILE") or None
     if url and key:
         return FoundCredentials(ClientCredentials(url, key, ca_file))
+    session = saved_session(environment)
+    if not key and session is not None and (not url or url.rstrip("/") == session.url):
+        return FoundCredentials(session.for_server(ca_file), session_path(environment))
     search = client_file_search(environment, cwd)
     path = next((path for path in search if os.path.lexists(path)), None)
     if path is None:
@@ -165,3 +171,53 @@ def _made_private(path: Path) -> list[str]:
 
 def _no_follow(path: str, flags: int) -> int:
     return os.open(path, flags | os.O_NOFOLLOW | os.O_NOCTTY | os.O_NONBLOCK)
+
+
+@dataclass(frozen=True)
+class SavedSession:
+    """A person's session on one server, as ``herder login`` saved it."""
+
+    url: str
+    token: str
+    user_name: str = ""
+    ca_file: str | None = None
+
+    def for_server(self, ca_file: str | None) -> ClientCredentials:
+        return ClientCredentials(self.url, self.token, ca_file or self.ca_file)
+
+
+def session_path(environment: Mapping[str, str]) -> Path:
+    """``$XDG_CONFIG_HOME/herder/session.json`` (``~/.config`` when unset)."""
+    config = environment.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(config) / "herder" / SESSION_FILE
+
+
+def save_session(environment: Mapping[str, str], session: SavedSession) -> Path:
+    path = session_path(environment)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=HOME_MODE)
+    saved = {"url": session.url, "token": session.token, "user_name": session.user_name}
+    if session.ca_file:
+        saved["ca_file"] = session.ca_file
+    write_private(path, json.dumps(saved, indent=2))
+    return path
+
+
+def saved_session(environment: Mapping[str, str]) -> SavedSession | None:
+    """The saved session, when there is one and it is the user's own private file."""
+    path = session_path(environment)
+    if not os.path.lexists(path):
+        return None
+    try:
+        _made_private(path)
+        with open(path, "rb", opener=_no_follow) as file:
+            saved = json.loads(file.read(64 * 1024))
+    except (OSError, ValueError) as error:
+        raise ValueError(f"cannot read {path}: {error}") from error
+    if not isinstance(saved, dict):
+        return None
+    url, token = saved.get("url"), saved.get("token")
+    if not (isinstance(url, str) and url and isinstance(token, str) and token):
+        return None
+    ca_file = saved.get("ca_file") if isinstance(saved.get("ca_file"), str) else None
+    user_name = saved.get("user_name") if isinstance(saved.get("user_name"), str) else ""
+    return SavedSession(url.rstrip("/"), token, user_name or "", ca_file)

@@ -6,15 +6,18 @@ module: the cold tier's comes when a server asks for it."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from herder.domain.alerts.outbound import Outbound, parse_dashboard_url, parse_relay
+from herder.domain.cells import NAME_PATTERN
 from herder.domain.history import DEFAULT_HOT_DAYS
 from herder.domain.images import REGISTRIES_VARIABLE, parse_registries
 from herder.domain.jobs import DEFAULT_MAX_CHECKPOINT_MB
+from herder.domain.sign_in import GroupGrant, parse_group_grants
 
 if TYPE_CHECKING:
     from herder.store.cold.blobs import BlobStore
@@ -22,6 +25,7 @@ if TYPE_CHECKING:
 
 DEFAULT_PORT = 8080
 DEFAULT_HOME = Path(".herder")
+DEFAULT_REGION = "default"  # a cell's when HERDER_REGION names none (as `herder edge --region`)
 DEFAULT_LOST_WORKER_RETENTION_HOURS = 24.0  # a lost worker is listed this long, then forgotten
 
 
@@ -57,6 +61,11 @@ class Settings:
     # Stopping, the API answers /readyz 503 this long while it still serves, so a load
     # balancer's health checks take it out before it stops taking connections
     drain_seconds: float = 0.0
+    # the cell this server is one of (docs/cells.md), named by its /metrics (herder_cell_info)
+    cell: str | None = None  # HERDER_CELL, as the directory names it
+    region: str = DEFAULT_REGION  # HERDER_REGION
+    # OpenID Connect sign-in for people (docs/tenants.md "Single sign-on"); None: off
+    oidc: OidcSettings | None = None
 
     @classmethod
     def from_environment(
@@ -102,6 +111,9 @@ class Settings:
                 if drain_seconds is not None
                 else float(os.environ.get("HERDER_DRAIN_SECONDS", "0"))
             ),
+            cell=_dns_label("HERDER_CELL"),
+            region=_dns_label("HERDER_REGION") or DEFAULT_REGION,
+            oidc=oidc_from(os.environ),
         )
 
     @property
@@ -160,8 +172,71 @@ def outbound_from(environment: Mapping[str, str]) -> Outbound:
     )
 
 
+@dataclass(frozen=True)
+class OidcSettings:
+    """Sign-in through an OpenID Connect provider (docs/tenants.md "Single sign-on")."""
+
+    issuer: str  # HERDER_OIDC_ISSUER: exactly as the provider's ID tokens name it
+    client_id: str  # HERDER_OIDC_CLIENT_ID: the server's (confidential) client
+    client_secret: str  # HERDER_OIDC_CLIENT_SECRET, or HERDER_OIDC_CLIENT_SECRET_FILE (0600)
+    cli_client_id: str | None = None  # HERDER_OIDC_CLI_CLIENT_ID: `herder login`'s public client
+    provider_name: str = "OpenID Connect"  # HERDER_OIDC_PROVIDER_NAME: on the sign-in button
+    tenant_claim: str | None = None  # HERDER_OIDC_TENANT_CLAIM: maps by claims when set…
+    role_claim: str | None = None  # HERDER_OIDC_ROLE_CLAIM (viewer when absent)
+    groups_claim: str = "groups"  # HERDER_OIDC_GROUPS_CLAIM
+    group_grants: tuple[GroupGrant, ...] = ()  # …else by HERDER_OIDC_GROUPS: group=tenant:role
+    session_hours: float = 8.0  # HERDER_OIDC_SESSION_HOURS: how long a session admits
+    # HERDER_OIDC_REDIRECT_BASE: this server's public address, for the callback's (else the
+    # request's own, or HERDER_DASHBOARD_URL)
+    redirect_base: str | None = None
+
+
+def oidc_from(environment: Mapping[str, str]) -> OidcSettings | None:
+    """None unless ``HERDER_OIDC_ISSUER`` is set; ``ValueError`` naming what is missing."""
+    issuer = environment.get("HERDER_OIDC_ISSUER")
+    if not issuer:
+        return None
+    client_id = environment.get("HERDER_OIDC_CLIENT_ID")
+    secret = environment.get("HERDER_OIDC_CLIENT_SECRET")
+    secret_file = _path(environment.get("HERDER_OIDC_CLIENT_SECRET_FILE"))
+    if secret is None and secret_file is not None:
+        if secret_file.stat().st_mode & 0o077:
+            raise ValueError(f"HERDER_OIDC_CLIENT_SECRET_FILE {secret_file} must be 0600")
+        secret = secret_file.read_text().strip()
+    if not client_id or not secret:
+        raise ValueError(
+            "HERDER_OIDC_ISSUER needs HERDER_OIDC_CLIENT_ID and HERDER_OIDC_CLIENT_SECRET "
+            "(or HERDER_OIDC_CLIENT_SECRET_FILE)"
+        )
+    tenant_claim = environment.get("HERDER_OIDC_TENANT_CLAIM") or None
+    grants = parse_group_grants(environment.get("HERDER_OIDC_GROUPS", ""))
+    if tenant_claim is None and not grants:
+        raise ValueError("HERDER_OIDC_ISSUER needs HERDER_OIDC_TENANT_CLAIM or HERDER_OIDC_GROUPS")
+    return OidcSettings(
+        issuer=issuer,
+        client_id=client_id,
+        client_secret=secret,
+        cli_client_id=environment.get("HERDER_OIDC_CLI_CLIENT_ID") or None,
+        provider_name=environment.get("HERDER_OIDC_PROVIDER_NAME") or "OpenID Connect",
+        tenant_claim=tenant_claim,
+        role_claim=environment.get("HERDER_OIDC_ROLE_CLAIM") or None,
+        groups_claim=environment.get("HERDER_OIDC_GROUPS_CLAIM") or "groups",
+        group_grants=grants,
+        session_hours=float(environment.get("HERDER_OIDC_SESSION_HOURS", "8")),
+        redirect_base=environment.get("HERDER_OIDC_REDIRECT_BASE") or None,
+    )
+
+
 def sqlite_url(path: Path) -> str:
     return f"sqlite:///{path}"
+
+
+def _dns_label(variable: str) -> str | None:
+    """A cell's or region's name from ``variable``: a DNS label, as the directory's."""
+    value = os.environ.get(variable) or None
+    if value is not None and not re.fullmatch(NAME_PATTERN, value):
+        raise ValueError(f"{variable} is no DNS label (a-z, 0-9 and -, at most 63): {value[:80]!r}")
+    return value
 
 
 def _flag(value: str | None) -> bool | None:

@@ -31,6 +31,7 @@ import pytest
 
 from herder.domain.models import Role
 from herder.domain.overrides import RAW_OVERRIDES
+from herder.domain.sign_in import Person
 from tests.integration.conftest import Api
 from tests.integration.dispatching import dispatch
 from tests.integration.openapi import operations, resolve
@@ -78,6 +79,9 @@ OPERATIONS = [
     ("POST", "/v1/events"),  # an event starts what its triggers say: as starting runs
     ("POST", "/v1/workflow-runs/{workflow_run_id}/tasks/{task}/approve"),
     ("POST", "/v1/workflow-runs/{workflow_run_id}/tasks/{task}/reject"),
+    # the caller's own notices of a job: the on-call role's, as they write outside Herder
+    ("PUT", "/v1/jobs/{job_id}/notices"),
+    ("DELETE", "/v1/jobs/{job_id}/notices"),
 ]
 
 # The exceptions to "GET needs a viewer, anything else a developer", from docs/tenants.md
@@ -118,6 +122,15 @@ EXCEPTIONS = {
     ("POST", "/v1/workers/{worker_id}/drain"): Needs.SYSTEM_ADMIN,
     ("POST", "/v1/workers/{worker_id}/undrain"): Needs.SYSTEM_ADMIN,
     ("POST", "/v1/workers/{worker_id}/forget"): Needs.SYSTEM_ADMIN,
+    # signing in (docs/tenants.md "Single sign-on"): before any credential; off here (404)
+    ("GET", "/auth/config"): Needs.NOTHING,
+    ("GET", "/auth/login"): Needs.NOTHING,
+    ("GET", "/auth/callback"): Needs.NOTHING,
+    ("POST", "/auth/cli-sessions"): Needs.NOTHING,
+    ("GET", "/auth/session"): Needs.VIEWER,
+    ("POST", "/auth/logout"): Needs.VIEWER,  # a key has no session to end: 409
+    ("GET", "/v1/sessions"): Needs.TENANT_ADMIN,
+    ("POST", "/v1/sessions/{session_id}/revoke"): Needs.TENANT_ADMIN,
 }
 
 
@@ -174,9 +187,11 @@ BODIES: dict[tuple[str, str], Any] = {
         "start": "2026-01-01T00:00:00Z", "end": "2026-01-02T00:00:00Z",
     },
     ("PUT", "/v1/workflows/{workflow_id}"): {"name": "w", "tasks": [{"name": "t", "job": "j"}]},
+    ("POST", "/v1/workflows/check"): {"yaml": "name: w\ntasks:\n- {name: t, job: j}\n"},
     ("POST", "/v1/workflow-runs/{workflow_run_id}/repair"): {"repair": 0},
     ("POST", "/v1/runs/{run_id}/priority"): {"priority": "high"},
     ("PUT", "/v1/secrets/{name}"): {"value": "intruder's own"},
+    ("PUT", "/v1/jobs/{job_id}/notices"): {"on": ["failed"], "to": "mailto:me@example.com"},
     ("PUT", "/v1/tenants/{tenant_id}/budgets"): {"budgets": [{"period": "day", "cpu_seconds": 1}]},
 }  # fmt: skip
 # Routes that read an object shared between tenants (a pool and the shares in it): the
@@ -317,6 +332,13 @@ def _build_world(api: Api) -> World:
             "channel_id": channel.json()["id"],
             "rule_id": rule.json()["id"],
             "key_id": access.create_api_key(owner.id, Role.DEVELOPER, "to revoke")[0].id,
+            "session_id": api.store.users.sign_in(
+                Person(issuer="https://idp.example", subject="owner-person", name="owner"),
+                owner.id,
+                Role.VIEWER,
+                kind="cli",
+                lifetime=timedelta(hours=1),
+            )[0].id,
             "name": "OWNER_TOKEN",
             "pool_id": pool.json()["id"],
             "limit_id": limit.json()["id"],

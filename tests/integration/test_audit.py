@@ -78,6 +78,7 @@ def test_an_entry_says_who_what_and_when_with_the_names_of_the_fields_only(api: 
         "route": "/v1/jobs", "object_type": "jobs", "object_id": job["id"],
         "fields": ["command", "env", "name", "runtime"], "status": 201,
         "created_at": create["created_at"], "outcome": "succeeded",
+        "actor": f"user:{key.id}", "actor_name": "deployer",
     }  # fmt: skip
     assert (update["action"], update["object_id"]) == ("jobs.update", job["id"])
     assert update["fields"] == ["env", "timeout_seconds"]

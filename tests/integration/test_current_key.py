@@ -15,6 +15,7 @@ def test_each_key_is_told_its_own_role_and_tenant(api: Api) -> None:
         assert response.json() == {
             "tenant_id": api.tenant_id, "role": role, "key_id": key_id.id,
             "is_system": True, "key_name": f"as-{role}",
+            "user_id": None, "user_name": "", "email": "",  # a key is no signed-in person
         }  # fmt: skip
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tests.integration.openapi import OPENAPI, operations
 
-PUBLIC = {("GET", "/healthz"), ("GET", "/readyz")}
+PUBLIC = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/auth/config")}  # before a key
 SIGNED = {("POST", "/v1/hooks/{hook_id}")}  # the body's signature is the credential: no roles
 
 

@@ -112,7 +112,8 @@ MAKES_NO_RUN = {
             ("POST", "/v1/alert-channels/{channel_id}/test"), ("POST", "/v1/alert-rules"),
             ("PATCH", "/v1/alert-rules/{rule_id}"), ("DELETE", "/v1/alert-rules/{rule_id}"),
             ("PUT", "/v1/secrets/{name}"), ("DELETE", "/v1/secrets/{name}"),
-            ("POST", "/v1/cron/preview"),
+            ("POST", "/v1/cron/preview"), ("POST", "/v1/workflows/check"),
+            ("PUT", "/v1/jobs/{job_id}/notices"), ("DELETE", "/v1/jobs/{job_id}/notices"),
         ],
         "a definition, or nothing stored",
     ),
@@ -167,6 +168,13 @@ MAKES_NO_RUN = {
             ("POST", "/v1/attempts/{attempt_id}/complete"),
         ],
         "the worker protocol: attempts of runs already made",
+    ),
+    **dict.fromkeys(
+        [
+            ("POST", "/auth/cli-sessions"), ("POST", "/auth/logout"),
+            ("POST", "/v1/sessions/{session_id}/revoke"),
+        ],
+        "signing in and out: a person's session opened or ended",
     ),
 }  # fmt: skip
 

@@ -40,6 +40,7 @@ def test_reads_run_submissions_and_previews_are_not_audited() -> None:
     assert not is_audited("POST", "/v1/jobs/{job_id}/runs")
     assert not is_audited("POST", "/v1/runs/batch")
     assert not is_audited("POST", "/v1/cron/preview")
+    assert not is_audited("POST", "/v1/workflows/check")
     assert not is_audited("POST", "/healthz")
 
 

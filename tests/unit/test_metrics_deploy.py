@@ -12,7 +12,8 @@ from typing import Any
 import yaml
 from prometheus_client import REGISTRY
 
-from herder.api.routers.metrics import Snapshot
+from herder.api.routers.metrics import CellInfo, Snapshot
+from herder.settings import Settings
 from herder.store.gauges import Gauges
 from herder.telemetry import metrics  # noqa: F401 (its metrics are registered on import)
 
@@ -30,7 +31,8 @@ def families() -> dict[str, str]:
     empty = Gauges(queued={}, runs={}, dead={}, workers={}, capacity={}, used={},
                    workflow_runs={}, desired_workers={}, forecast_starting={},
                    forecast_busy={})  # fmt: skip
-    found = [*REGISTRY.collect(), *Snapshot(empty).collect()]
+    in_a_cell = Settings(home=Path("."), database_url="sqlite://", cell="a")
+    found = [*REGISTRY.collect(), *Snapshot(empty).collect(), *CellInfo(in_a_cell).collect()]
     return {family.name: family.type for family in found if family.name.startswith("herder_")}
 
 

@@ -36,11 +36,14 @@ from herder.api.routers import (
     limits,
     metrics,
     moves,
+    notices,
     pools,
     queue,
     runs,
     schedules,
     secrets,
+    sessions,
+    sign_in,
     stats,
     tenants,
     triggers,
@@ -81,10 +84,13 @@ ROUTERS = (
     approvals.router,
     stats.router,
     alerts.router,
+    notices.router,
     keys.router,
     audit.router,
     secrets.router,
     usage.router,
+    sessions.router,
+    sign_in.router,
 )
 
 

@@ -9,7 +9,10 @@ checked (401, 413) names nobody and is not recorded.
 
 An entry is filed in the caller's tenant's log, and a system admin's change to another
 tenant also in that tenant's: the tenant is the route's ``{tenant_id}``, or the one a route
-names with ``acted_on`` (a key's tenant, known only once the key is read).
+names with ``acted_on`` (a key's tenant, known only once the key is read). A tenant that is
+not in this cell has no log here: the copy is not filed, and the caller's entry records the
+call (a tenant arriving in a move, its programs' bytes sent before its import; an import
+taken back).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from herder.store.moves.guard import unguarded
 from herder.store.store import Store
 
 MAX_CREATED_BODY = 1024 * 1024  # bytes of a creation's answer read for the new object's id
+MAX_OBJECT_ID = 255  # characters of the id a call names that its entry keeps (its column's)
 log = logging.getLogger("herder.api.audit")
 
 
@@ -69,7 +73,7 @@ class AuditTrail:
             if call is not None:
                 await _record(scope, call)
                 if status < 400 and call.tenant_id != (other := _other_tenant(scope, call)):
-                    await _record(scope, replace(call, tenant_id=other))
+                    await _record(scope, replace(call, tenant_id=other), copy=True)
 
 
 def acted_on(request: Request, tenant_id: str) -> None:
@@ -95,7 +99,9 @@ def _call(scope: Scope, status: int, request_body: bytes, response_body: bytes) 
     if not isinstance(caller, Principal) or route is None or not audit.is_audited(method, route):
         return None
     object_type, object_id = audit.target(route, scope.get("path_params", {}))
-    if object_id is None and response_body:
+    if object_id is not None:  # as the path named it: no object's id is longer
+        object_id = object_id[:MAX_OBJECT_ID]
+    elif response_body:
         object_id = _created_id(response_body)
     return AuditCall(
         tenant_id=caller.tenant_id,
@@ -121,13 +127,16 @@ def _json(body: bytes) -> Any:
 def _created_id(body: bytes) -> str | None:
     document = _json(body)
     created_id = document.get("id") if isinstance(document, dict) else None
-    return created_id if isinstance(created_id, str) and len(created_id) <= 255 else None
+    return created_id if isinstance(created_id, str) and len(created_id) <= MAX_OBJECT_ID else None
 
 
-async def _record(scope: Scope, call: AuditCall) -> None:
+async def _record(scope: Scope, call: AuditCall, *, copy: bool = False) -> None:
+    """``call`` in its tenant's log; ``copy``: in the log of the tenant it acted on, if that
+    tenant is here (``AuditRepository.record_copy``: one arriving in a move is not yet)."""
     store: Store = scope["app"].state.store
+    recording = store.audit.record_copy if copy else store.audit.record
     try:
-        await run_in_threadpool(unguarded, store.audit.record, call)  # moves/guard.py
+        await run_in_threadpool(unguarded, recording, call)  # moves/guard.py
     except Exception:  # the answer is sent: a lost record is logged, never the caller's error
         log.exception(
             "could not record %s %s by key %s", call.method, call.route, call.caller.key_id

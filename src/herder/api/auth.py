@@ -13,13 +13,21 @@ between cells is refused here too (``domain.moves.refusal``: 503 naming the cell
 write admitted here is refused again in each of its transactions once the tenant froze
 (``store/moves/guard.py``: a key admitted from the recent-keys cache may write later).
 
+People signed in through OpenID Connect (docs/tenants.md "Single sign-on") carry a session:
+the dashboard's cookie (``SESSION_COOKIE``: Secure, HttpOnly, SameSite=Lax), or the CLI's bearer
+(``hse_…``); a bearer header always wins over the cookie. A change sent with the cookie must
+carry its CSRF token (``CSRF_HEADER``, ``domain.sign_in.csrf_token``) and an ``Origin`` of
+this server, else 403: another site's page can make a browser send the cookie, never the token.
+
 The dependencies are ``async``: FastAPI runs a sync dependency in a worker thread, a hop
 that costs more than the check itself once the key is in the store's recent-keys cache.
 """
 
 from __future__ import annotations
 
+import hmac
 from typing import Annotated
+from urllib.parse import urlsplit
 
 from fastapi import Depends, Path, Request
 from starlette.concurrency import run_in_threadpool
@@ -30,6 +38,7 @@ from herder.domain.errors import Forbidden, Unauthorized
 from herder.domain.keys import is_api_key
 from herder.domain.models import Principal, Role
 from herder.domain.overrides import RAW_OVERRIDES, RunOverrides
+from herder.domain.sign_in import SESSION_TOKEN_PREFIX, csrf_token
 from herder.store.moves.guard import acting_for
 from herder.store.store import Store
 
@@ -49,13 +58,66 @@ def _bearer(request: HTTPConnection) -> str:
     return token.strip()
 
 
+SESSION_COOKIE = "__Host-herder_session"
+CSRF_HEADER = "X-Herder-CSRF"
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def session_cookie(request: HTTPConnection) -> str | None:
+    """The session cookie, when the request has no ``Authorization`` header of its own."""
+    if "authorization" in request.headers:
+        return None
+    return request.cookies.get(SESSION_COOKIE) or None
+
+
+def _check_csrf(request: HTTPConnection, cookie: str, method: str) -> None:
+    if method in SAFE_METHODS:
+        return
+    sent = request.headers.get(CSRF_HEADER, "")
+    if not hmac.compare_digest(sent.encode(), csrf_token(cookie).encode()):
+        raise Forbidden(
+            f"a change made with the dashboard's session cookie needs its {CSRF_HEADER} header "
+            "(GET /auth/session gives it)"
+        )
+    origin = urlsplit(request.headers.get("origin", "")).netloc
+    if not origin or origin not in _own_origins(request):
+        raise Forbidden("a change made with the session cookie must come from this server's pages")
+
+
+def _own_origins(request: HTTPConnection) -> set[str]:
+    """Where this server's pages are served from: the address asked for, and the public one
+    the operator named (behind a proxy that rewrites ``Host``)."""
+    settings = request.app.state.settings
+    public = [settings.outbound.dashboard_url]
+    if settings.oidc is not None:
+        public.append(settings.oidc.redirect_base)
+    named = {urlsplit(url).netloc for url in public if url}
+    return {request.headers.get("host", ""), *named} - {""}
+
+
+async def _caller(store: Store, token: str) -> Principal:
+    """A session's person (``hse_…``) or an API key's caller: from the recent cache when it
+    can, else checked in a worker thread."""
+    sessions = token.startswith(SESSION_TOKEN_PREFIX)
+    cached = (store.users if sessions else store.access).recent_principal(token)
+    if cached is not None:
+        return cached
+    check = store.users.authenticate if sessions else store.access.authenticate
+    return await run_in_threadpool(check, token)
+
+
 async def principal(request: Request, store: StoreDep) -> Principal:
-    token = _bearer(request)
+    cookie = session_cookie(request)
+    if cookie is not None:
+        if not cookie.startswith(SESSION_TOKEN_PREFIX):
+            raise Unauthorized("the session cookie is not a session: sign in again")
+        _check_csrf(request, cookie, request.method)
+        token = cookie
+    else:
+        token = _bearer(request)
     if token.startswith(("wtk_", "wks_")):
         raise Forbidden("worker credentials admit only the worker protocol; use an API key")
-    caller = store.access.recent_principal(token)
-    if caller is None:
-        caller = await run_in_threadpool(store.access.authenticate, token)
+    caller = await _caller(store, token)
     if caller.move_state is not None and (
         refused := moves.refusal(
             caller.tenant_id, caller.move_state, caller.move_cell, request.method, request.url.path

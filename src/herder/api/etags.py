@@ -1,5 +1,6 @@
 """ETags of versioned objects (jobs, workflows): the version in quotes (``"3"``), and the
-versions an ``If-Match`` header accepts."""
+versions an ``If-Match`` header accepts (a schedule's tag, a number drawn from its
+definition, is read the same way)."""
 
 from __future__ import annotations
 
@@ -27,12 +28,16 @@ def versions(if_match: str | None) -> frozenset[int] | None:
     for tag in (part.strip() for part in if_match.split(",")):
         if tag.startswith("W/"):
             continue
-        if not (len(tag) > 2 and tag[0] == tag[-1] == '"' and tag[1:-1].isdigit()):
+        digits = tag[1:-1]
+        # ASCII only: ``isdigit`` also takes "²", which ``int`` refuses (a 500, not a 422)
+        if not (
+            len(tag) > 2 and tag[0] == tag[-1] == '"' and digits.isascii() and digits.isdigit()
+        ):
             raise Invalid(
                 f'If-Match takes the ETag of a read object, e.g. "3" with its quotes; got {tag!r}',
                 field="If-Match",
             )
-        accepted.add(int(tag[1:-1]))
+        accepted.add(int(digits))
     return frozenset(accepted)
 
 

@@ -25,6 +25,7 @@ from typing import Any
 from herder.app.submit import submit_within
 from herder.app.work import unit_of_work
 from herder.clock import epoch_ms
+from herder.domain.actors import event_actor
 from herder.domain.errors import Conflict, HerderError, TooLarge
 from herder.domain.event_evaluation import charged, evaluate
 from herder.domain.events import (
@@ -192,7 +193,7 @@ def _start(
             )
         else:
             outcomes[position] = _start_workflow(
-                work, tenant_id, workflows[trigger.workflow], decision, named
+                work, tenant_id, workflows[trigger.workflow], decision, named, event_id
             )
     submitted = (
         submit_within(
@@ -200,7 +201,7 @@ def _start(
             work,
             tenant_id,
             [r for _, r in requests],
-            actor=f"event:{event_id}",
+            actor=event_actor(event_id),
             jobs={(tenant_id, job.id): job for job in found.values()},
         )
         if requests
@@ -222,12 +223,17 @@ def _said(error: HerderError) -> str:
 
 
 def _start_workflow(
-    work: Work, tenant_id: str, workflow_id: str, decision: Start, named: dict[str, str]
+    work: Work,
+    tenant_id: str,
+    workflow_id: str,
+    decision: Start,
+    named: dict[str, str],
+    event_id: str,
 ) -> TriggerOutcome:
     params = dict(decision.params)
     savepoint = work.connection.begin_nested()
     try:
-        run_id = start_in(work, tenant_id, workflow_id, params)
+        run_id = start_in(work, tenant_id, workflow_id, params, created_by=event_actor(event_id))
     except HerderError as refused:
         savepoint.rollback()
         return TriggerOutcome(**named, error=_said(refused))

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from herder.app.work import unit_of_work
+from herder.domain.actors import schedule_actor
 from herder.domain.deadlines import Fire
 from herder.domain.errors import Conflict, Invalid, NotFound
 from herder.domain.lifecycle.cancel import Cause
@@ -152,7 +153,8 @@ def _decide(
         return Fires(Changes()), refused.detail
     new_runs = [
         scheduled_run(work, due, job, spec, nominal, actor,
-                      f"fired by schedule {due.id} for {nominal:%Y-%m-%d %H:%M:%S} UTC")
+                      f"fired by schedule {due.id} for {nominal:%Y-%m-%d %H:%M:%S} UTC",
+                      created_by=schedule_actor(due.id))
         for nominal in fire_now
     ]  # fmt: skip
     return fire(due.id, due.spec.concurrency_policy, active, new_runs, work.now), None
@@ -303,7 +305,7 @@ def _workflow_run(work: Work, due: DueSchedule, actor: str) -> str:
     run_id = start_in(
         work, due.tenant_id, due.workflow_id, {}, schedule_id=due.id,
         scheduled_for=work.now, schedule_deadline=due.spec.deadline,
-        fired=Fire(work.now, due.spec.cron, due.spec.timezone),
+        fired=Fire(work.now, due.spec.cron, due.spec.timezone), created_by=actor,
     )  # fmt: skip
     if run_id is None:
         raise Conflict(TAKEN)

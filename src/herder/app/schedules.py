@@ -21,10 +21,10 @@ from herder.domain.cron import (
     parse_timezone,
     preview,
 )
-from herder.domain.errors import Invalid
+from herder.domain.errors import Invalid, StaleVersion
 from herder.domain.models import Schedule
 from herder.domain.patches import check_fields, patched
-from herder.domain.schedules import ScheduleSpec, first_fire
+from herder.domain.schedules import ScheduleSpec, definition_tag, first_fire
 from herder.store.store import Store
 
 
@@ -60,11 +60,13 @@ def create(
     paused: bool,
     allow_seconds: bool,
     workflow_id: str | None = None,
+    created_by: str | None = None,
 ) -> Schedule:
     first = _first_from_now(spec, store.clock.now(), allow_seconds=allow_seconds)
     return store.schedules.create(
-        tenant_id, job_id, spec, first, name=name, paused=paused, workflow_id=workflow_id
-    )
+        tenant_id, job_id, spec, first, name=name, paused=paused, workflow_id=workflow_id,
+        created_by=created_by,
+    )  # fmt: skip
 
 
 def update(
@@ -74,12 +76,22 @@ def update(
     changes: Mapping[str, object],
     *,
     allow_seconds: bool,
+    if_tag: frozenset[int] | None = None,
 ) -> Schedule:
-    """Change some fields; the next fire is computed afresh from now."""
+    """Change some fields; the next fire is computed afresh from now. With ``if_tag``, only
+    if its definition is still one of those (``definition_tag``; else ``StaleVersion``),
+    decided on the row as it is inside the writing transaction."""
     check_fields(changes, ScheduleSpec.model_fields)
     now = store.clock.now()
 
     def change(current: Schedule) -> tuple[ScheduleSpec, datetime]:
+        tag = definition_tag(current.spec)
+        if if_tag is not None and tag not in if_tag:
+            raise StaleVersion(
+                f"schedule {schedule_id} was changed since the ETag this change was made "
+                "against: read it again (GET) and apply the change to what it is now",
+                current_version=tag,
+            )
         spec = patched(ScheduleSpec, current.spec.model_dump(mode="json"), changes)
         return spec, _first_from_now(spec, now, allow_seconds=allow_seconds)
 

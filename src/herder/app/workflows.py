@@ -11,7 +11,6 @@ from typing import Any
 
 from herder.app.follow_ups import follow_up
 from herder.app.work import unit_of_work
-from herder.domain.actors import user_actor
 from herder.domain.errors import Conflict
 from herder.domain.lifecycle.cancel import Cause
 from herder.domain.models import Principal
@@ -40,16 +39,20 @@ def start(
     params: dict[str, Any],
     *,
     idempotency_key: str | None = None,
+    actor: str | None = None,
 ) -> tuple[WorkflowRun, bool]:
     """A new run of the workflow's current version, and whether it is new: a repeated
-    idempotency key answers with the run it made."""
+    idempotency key answers with the run it made. ``actor``: who starts it (its creator)."""
     with unit_of_work(store) as work:
         if idempotency_key is not None:
             lock_workflow(work.connection, tenant_id, workflow_id)
             existing = by_idempotency_key(work.connection, tenant_id, idempotency_key)
             if existing is not None:
                 return _same_workflow(existing, workflow_id, idempotency_key), False
-        run_id = start_in(work, tenant_id, workflow_id, params, idempotency_key=idempotency_key)
+        run_id = start_in(
+            work, tenant_id, workflow_id, params, idempotency_key=idempotency_key,
+            created_by=actor,
+        )  # fmt: skip
         if run_id is None:  # the same key, committed meanwhile
             raise Conflict(f"a run for Idempotency-Key {idempotency_key!r} was just made")
         follow_up(work)  # its first tasks start
@@ -157,7 +160,7 @@ def decide_task(
     after."""
     decide_approval(
         store, caller.tenant_id, workflow_run_id, task, approved=approved,
-        actor=user_actor(caller.key_id), comment=comment,
+        actor=caller.actor, comment=comment,
     )  # fmt: skip
     return store.workflow_runs.get(caller.tenant_id, workflow_run_id)
 

@@ -1,6 +1,6 @@
 """The ``herder`` command: run the system (up, server, scheduler, worker) and drive it
-(job, run, workflow, schedule, event, trigger, hook, queue, top, tenant, pool, key, audit,
-workers; apply and export definitions files).
+(job, run, workflow, schedule, event, trigger, hook, queue, top, tenant, pool, key, session,
+audit, workers; apply and export definitions files).
 One module per group of commands; ``common`` holds the root app."""
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from herder.cli import (
     runs,
     schedules,
     secrets,
+    sessions,
+    sign_in,
     system,
     tenants,
     top,
@@ -43,7 +45,8 @@ arrange(app)
 __all__ = [
     "alerts", "apply", "approvals", "audit", "autoscaler", "backfills", "cells", "edge",
     "events", "hooks", "jobs", "keys", "limits", "main", "pools", "queue", "runs", "schedules",
-    "secrets", "system", "tenants", "top", "triggers", "usage", "workers", "workflows",
+    "secrets", "sessions", "sign_in", "system", "tenants", "top", "triggers", "usage", "workers",
+    "workflows",
 ]  # fmt: skip
 
 

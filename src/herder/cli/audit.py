@@ -17,18 +17,18 @@ Since = Annotated[str | None, typer.Option(help="1h, 7d, … ago, or an ISO 8601
 
 
 def _audit_table(entries: list[AuditEntry]) -> Listing:
-    """The entries, each key by its name and role (its id: --json), each object by its
-    shortest unique start; at 80 columns the role and the outcome give way, and the fields
-    are cut."""
+    """The entries, each caller by their name as it is now (a key's, a signed-in person's)
+    and role (the ids: --json), each object by its shortest unique start; at 80 columns the
+    role and the outcome give way, and the fields are cut."""
     objects = short_ids(entry.object_id for entry in entries if entry.object_id)
     table = Listing(
-        "WHEN", "KEY", Field("ROLE", drop=2), "ACTION", "OBJECT", Field("FIELDS", free=True),
+        "WHEN", "WHO", Field("ROLE", drop=2), "ACTION", "OBJECT", Field("FIELDS", free=True),
         Field("OUTCOME", drop=1),
     )  # fmt: skip
     for entry in entries:
         shown = objects[entry.object_id] if entry.object_id else entry.object_type
         table.add_row(
-            when(entry.created_at), entry.key_name, entry.role,
+            when(entry.created_at), entry.actor_name or entry.key_name, entry.role,
             entry.action, shown, ", ".join(entry.fields),
             f"{entry.outcome} ({entry.status})",
         )  # fmt: skip

@@ -19,6 +19,7 @@ PANELS: dict[str, tuple[str, ...]] = {
     "Capacity and flow control": ("pool", "limit", "forecast", "usage", "budgets"),
     "Alerts and audit": ("alert", "audit"),
     "Tenants, keys and secrets": ("tenant", "key", "secret", "cell"),
+    "Signing in": ("login", "logout", "whoami", "session"),
     "Run the system": ("up", "server", "scheduler", "worker", "autoscaler", "system", "edge"),
 }
 _ORDER = [name for names in PANELS.values() for name in names]

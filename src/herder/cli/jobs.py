@@ -11,6 +11,7 @@ from rich.text import Text
 
 from herder.cli.answers import delete_named, print_created, print_listing
 from herder.cli.common import JsonFlag, app, client, err, fail, out, pairs, print_json, when
+from herder.cli.creators import CreatedByOption, creator_shown
 from herder.cli.deadline_options import DeadlineCancelOption, DeadlineOption, deadline_of
 from herder.cli.ids import QuietFlag, job_of, short_ids
 from herder.cli.image_files import ImageArchive, image_archive
@@ -166,13 +167,16 @@ def job_create(
 def job_list(
     name: Annotated[str | None, typer.Option()] = None,
     label: Annotated[list[str], typer.Option(help="KEY=VALUE filter")] = [],  # noqa: B006
+    created_by: CreatedByOption = None,
     limit: int = 100,
     as_json: JsonFlag = False,
     quiet: QuietFlag = False,
 ) -> None:
     """List jobs, newest first."""
     with client() as herder:
-        page = herder.list_jobs(name=name, labels=pairs(label, "label"), limit=limit)
+        page = herder.list_jobs(
+            name=name, labels=pairs(label, "label"), created_by=created_by, limit=limit
+        )
     print_listing(page, _job_table, as_json=as_json, quiet=quiet)
 
 
@@ -185,7 +189,11 @@ def job_show(job: str, as_json: JsonFlag = False) -> None:
         print_json(found)
     else:
         out.print(
-            record_of(Text(f"job {found.name}", style="bold"), _job_table([found], whole_ids=True))
+            record_of(
+                Text(f"job {found.name}", style="bold"),
+                _job_table([found], whole_ids=True),
+                ("created by", creator_shown(found)),
+            )
         )
         out.print_json(found.spec.model_dump_json())
 
@@ -225,3 +233,45 @@ def job_update(
 def job_delete(job: str) -> None:
     """Delete a job definition; its run history stays."""
     delete_named(job_of, HerderClient.delete_job, job, "job")
+
+
+@job_app.command("notify")
+def job_notify(
+    job: str,
+    on: Annotated[
+        str | None,
+        typer.Option(help="what to be told of: failed,timed_out,deadline_missed,approval"),
+    ] = None,
+    to: Annotated[
+        str | None,
+        typer.Option(
+            help="mailto:you@example.com, a Slack incoming webhook's URL or an alert channel's "
+            "name (default: your email, when signed in)"
+        ),
+    ] = None,
+    off: Annotated[bool, typer.Option("--off", help="no more notices of this job")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Be told when the job's runs fail, time out, miss their deadline or await an approval
+    (yours alone; with neither --on nor --off, show what you get)."""
+    if off and (on is not None or to is not None):
+        raise typer.BadParameter("--off takes no --on or --to", param_hint="--off")
+    if on is None and to is not None:
+        raise typer.BadParameter("say what to be told of", param_hint="--on")
+    with client() as herder:
+        job_id = job_of(herder, job).id
+        if off:
+            herder.delete_job_notices(job_id)
+            out.print(f"no more notices of job {job}")
+            return
+        if on is None:
+            notice = herder.job_notices(job_id)
+        else:
+            events = [one.strip() for one in on.split(",") if one.strip()]
+            notice = herder.set_job_notices(job_id, events, to=to)
+    if as_json:
+        print_json(notice)
+        return
+    rules = ", ".join(notice.rule_ids)
+    out.print(f"notices of job {job} on {','.join(notice.on)} to {notice.to} (rules {rules})",
+              highlight=False, markup=False, soft_wrap=True)  # fmt: skip

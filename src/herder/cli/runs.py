@@ -25,12 +25,13 @@ from herder.cli.common import (
     seconds_in,
     when,
 )
+from herder.cli.creators import CreatedByOption, creator_shown
 from herder.cli.deadline_options import deadline_line
 from herder.cli.ids import RUN, QuietFlag, full_id, job_of, quiet_ids, short_ids
 from herder.cli.views import Field, Listing, record_of
 from herder.client import HerderClient
 from herder.domain.jobs import Priority
-from herder.domain.models import CheckpointInfo, LogChunk, Run, RunDetail
+from herder.domain.models import CheckpointInfo, LogChunk, Page, Run, RunDetail
 from herder.domain.states import RunState
 
 run_app = typer.Typer(help="Start, inspect, cancel, suspend and resume runs.", no_args_is_help=True)
@@ -81,6 +82,7 @@ def _print_detail(run: RunDetail) -> None:
             ("borrowed", _BORROWED if run.borrowed else None), ("waiting", waiting),
             ("reason", run.reason), ("deadline", deadline),
             ("checkpoint", _checkpoint_words(run.checkpoint)),
+            ("created by", creator_shown(run)),
         )
     )  # fmt: skip
     if run.attempts:
@@ -253,6 +255,7 @@ def _start_many(
 
 
 STATES_HELP = "repeatable: " + ", ".join(RunState)
+CREATOR_READS = 20  # pages a listing by creator follows at most (each reads ≤ 10,000 runs)
 
 
 @run_app.command("list")
@@ -260,6 +263,7 @@ def run_list(
     job: Annotated[str | None, typer.Option(help="job name or id")] = None,
     state: Annotated[list[str], typer.Option(help=STATES_HELP)] = [],  # noqa: B006
     dead: Annotated[bool, typer.Option("--dead", help="the dead-letter set")] = False,
+    created_by: CreatedByOption = None,
     limit: int = 50,
     as_json: JsonFlag = False,
     quiet: QuietFlag = False,
@@ -268,8 +272,19 @@ def run_list(
     state = [*state, RunState.DEAD] if dead else state
     with client() as herder:
         job_id = job_of(herder, job).id if job else None
-        page = herder.list_runs(job_id=job_id, states=state, limit=limit)
-    print_listing(page, _run_table, as_json=as_json, quiet=quiet)
+        page = herder.list_runs(job_id=job_id, states=state, created_by=created_by, limit=limit)
+        items, reads = list(page.items), 1
+        # a creator's pages each read a bounded number of runs (docs/api.md "Who made it"):
+        # short ones are followed until the listing is full, within a bound of reads
+        while page.next_cursor and len(items) < limit and reads < CREATOR_READS:
+            page = herder.list_runs(
+                job_id=job_id, states=state, created_by=created_by,
+                limit=limit - len(items), cursor=page.next_cursor,
+            )  # fmt: skip
+            items, reads = items + page.items, reads + 1
+    print_listing(
+        Page(items=items, next_cursor=page.next_cursor), _run_table, as_json=as_json, quiet=quiet
+    )
 
 
 @run_app.command("show")

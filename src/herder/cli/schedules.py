@@ -11,6 +11,7 @@ from rich.text import Text
 
 from herder.cli.answers import acted_on
 from herder.cli.common import JsonFlag, app, client, out, pairs, print_json, when
+from herder.cli.creators import CreatedByOption, creator_shown
 from herder.cli.deadline_options import (
     DeadlineCancelOption,
     DeadlineOption,
@@ -135,12 +136,15 @@ def schedule_create(
 @schedule_app.command("list")
 def schedule_list(
     job: Annotated[str | None, typer.Option(help="job name or id")] = None,
+    created_by: CreatedByOption = None,
     as_json: JsonFlag = False,
     quiet: QuietFlag = False,
 ) -> None:
     """List schedules, newest first."""
     with client() as herder:
-        page = herder.list_schedules(job_id=job_of(herder, job).id if job else None)
+        page = herder.list_schedules(
+            job_id=job_of(herder, job).id if job else None, created_by=created_by
+        )
         if as_json:
             print_json(page)
             return
@@ -174,6 +178,7 @@ def schedule_show(schedule_id: str, as_json: JsonFlag = False) -> None:
             _schedule_table([schedule], names, whole_ids=True),
             ("next fires", ", ".join(fire["local"] for fire in fires)),
             ("deadline", each_fire),
+            ("created by", creator_shown(schedule)),
         )
     )
     recent = events[-20:]

@@ -27,6 +27,7 @@ from herder.cli.common import (
     print_json,
     when,
 )
+from herder.cli.creators import CreatedByOption, creator_shown
 from herder.cli.dag import definition_tasks, draw, run_tasks
 from herder.cli.deadline_options import deadline_line, deadline_words
 from herder.cli.ids import (
@@ -126,6 +127,7 @@ def _run_view(run: WorkflowRunDetail) -> RenderableType:
                 ("params", json.dumps(run.params) if run.params else None),
                 ("repairs", str(run.repair) if run.repair else None),
                 ("deadline", deadline or None),
+                ("created by", creator_shown(run)),
             ],
         ),
         draw(run_tasks(_short_run_ids(run.tasks))),
@@ -174,6 +176,7 @@ def _definition_view(workflow: Workflow) -> RenderableType:
             ("params", json.dumps(workflow.params) if workflow.params else None),
             ("max_active_runs", None if most is None else f"{most} ({workflow.concurrency})"),
             ("deadline", deadline),
+            ("created by", creator_shown(workflow)),
         ],
     )
     return Group(head, draw(definition_tasks(workflow)))
@@ -249,12 +252,13 @@ def workflow_update(
 @workflow_app.command("list")
 def workflow_list(
     name: Annotated[str | None, typer.Option()] = None,
+    created_by: CreatedByOption = None,
     limit: int = 100,
     as_json: JsonFlag = False,
     quiet: QuietFlag = False,
 ) -> None:
     """List workflows."""
-    page = listed(HerderClient.list_workflows, name=name, limit=limit)
+    page = listed(HerderClient.list_workflows, name=name, created_by=created_by, limit=limit)
     print_listing(page, _workflow_table, as_json=as_json, quiet=quiet)
 
 

@@ -1,5 +1,5 @@
-"""The client's tenant administration calls: API keys and the audit log (mixed into
-``HerderClient``)."""
+"""The client's tenant administration calls: API keys, people's sessions and the audit log
+(mixed into ``HerderClient``)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from herder.client.pages import CursorKeywords, PageKeywords, page_params
 from herder.client.schedules import drop_none
 from herder.domain.audit import AuditEntry
 from herder.domain.models import ApiKey, Page
+from herder.domain.sign_in import Session
 
 
 class AdminCalls:
@@ -47,6 +48,16 @@ class AdminCalls:
 
     def revoke_key(self, key_id: str) -> ApiKey:
         return ApiKey.model_validate(self._request("POST", f"/v1/keys/{key_id}/revoke").json())
+
+    def list_sessions(self, **page: Unpack[PageKeywords]) -> Page[Session]:
+        """The tenant's people's sessions, newest first, ended ones too (its admins)."""
+        response = self._request("GET", "/v1/sessions", params=page_params(page))
+        return Page[Session].model_validate(response.json())
+
+    def revoke_session(self, session_id: str) -> Session:
+        """End a person's session: they must sign in again (revoking twice changes nothing)."""
+        response = self._request("POST", f"/v1/sessions/{session_id}/revoke")
+        return Session.model_validate(response.json())
 
     def audit(
         self,

@@ -10,6 +10,7 @@ import httpx
 
 from herder.client.pages import CursorKeywords, PageKeywords, page_params
 from herder.client.schedules import drop_none
+from herder.domain.alerts.notices import JobNotice
 from herder.domain.alerts.rules import Channel, CreatedChannel, Delivery, Incident, Rule
 from herder.domain.models import Page
 
@@ -54,6 +55,22 @@ class AlertCalls:
 
     def delete_alert_rule(self, rule_id: str) -> None:
         self._request("DELETE", f"/v1/alert-rules/{rule_id}")
+
+    def set_job_notices(self, job_id: str, on: list[str], *, to: str | None = None) -> JobNotice:
+        """The caller's notices of the job (``on``: failed, timed_out, deadline_missed,
+        approval), to ``to`` (an address, a Slack webhook's URL, a channel's name) or, when
+        None, the signed-in person's email; replaces what it had."""
+        body = drop_none({"on": on, "to": to})
+        response = self._request("PUT", f"/v1/jobs/{job_id}/notices", json=body)
+        return JobNotice.model_validate(response.json())
+
+    def job_notices(self, job_id: str) -> JobNotice:
+        """The caller's notices of the job (``ApiError`` 404: none)."""
+        response = self._request("GET", f"/v1/jobs/{job_id}/notices")
+        return JobNotice.model_validate(response.json())
+
+    def delete_job_notices(self, job_id: str) -> None:
+        self._request("DELETE", f"/v1/jobs/{job_id}/notices")
 
     def list_alerts(
         self, *, state: str | None = None, **page: Unpack[CursorKeywords]

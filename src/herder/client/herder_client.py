@@ -123,6 +123,11 @@ class HerderClient(
         self.answered_by = AnsweringCell.of(outcome.headers)
         return outcome
 
+    def whoami(self) -> dict[str, Any]:
+        """Who this client acts as (``GET /auth/session``): a signed-in person or a key."""
+        document: dict[str, Any] = self._request("GET", "/auth/session").json()
+        return document
+
     # --- artifacts ---
 
     def upload_artifact(self, path: Path, *, progress: UploadProgress | None = None) -> Artifact:
@@ -160,9 +165,11 @@ class HerderClient(
         *,
         name: str | None = None,
         labels: dict[str, str] | None = None,
+        created_by: str | None = None,
         **page: Unpack[PageKeywords],
     ) -> Page[Job]:
-        params = page_params(page) | drop_none({"name": name})
+        """``created_by``: ``me`` or an actor (``user:key_…``): only the jobs it made."""
+        params = page_params(page) | drop_none({"name": name, "created_by": created_by})
         params["label"] = [f"{key}={value}" for key, value in (labels or {}).items()]
         response = self._request("GET", "/v1/jobs", params=params)
         return Page[Job].model_validate(response.json())

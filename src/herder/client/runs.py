@@ -67,12 +67,15 @@ class RunCalls:
         since: datetime | None = None,
         until: datetime | None = None,
         schedule_id: str | None = None,
+        created_by: str | None = None,
         **page: Unpack[PageKeywords],
     ) -> Page[Run]:
+        """``created_by``: ``me`` or an actor (``user:key_…``, ``schedule:sch_…``)."""
         params = drop_none(
             {
                 "job_id": job_id,
                 "schedule_id": schedule_id,
+                "created_by": created_by,
                 "state": states or None,
                 "since": since.isoformat() if since else None,
                 "until": until.isoformat() if until else None,

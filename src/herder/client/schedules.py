@@ -37,10 +37,12 @@ class ScheduleCalls:
         job_id: str | None = None,
         workflow_id: str | None = None,
         name: str | None = None,
+        created_by: str | None = None,
         **page: Unpack[PageKeywords],
     ) -> Page[Schedule]:
+        """``created_by``: ``me`` or an actor (``user:key_…``): only the schedules it made."""
         params = drop_none(
-            {"job_id": job_id, "workflow_id": workflow_id, "name": name}
+            {"job_id": job_id, "workflow_id": workflow_id, "name": name, "created_by": created_by}
         ) | page_params(page)
         response = self._request("GET", "/v1/schedules", params=params)
         return Page[Schedule].model_validate(response.json())

@@ -43,9 +43,11 @@ class WorkflowCalls:
         self,
         *,
         name: str | None = None,
+        created_by: str | None = None,
         **page: Unpack[PageKeywords],
     ) -> Page[Workflow]:
-        params = _given({"name": name}) | page_params(page)
+        """``created_by``: ``me`` or an actor (``user:key_…``): only the workflows it made."""
+        params = _given({"name": name, "created_by": created_by}) | page_params(page)
         response = self._request("GET", "/v1/workflows", params=params)
         return Page[Workflow].model_validate(response.json())
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from herder.app.alerts import evaluate
+from herder.app.notices import tell_owners
 from herder.clock import Clock
 from herder.control.messages import send_message, trusted
 from herder.control.webhooks import Resolver, outbound_client, post, system_resolver
@@ -27,6 +28,7 @@ SEND_POLL_SECONDS = 5.0  # a queued delivery wakes the sender (a notice); this i
 MIN_SLEEP_SECONDS = 0.05
 DELIVERIES_PER_PASS = 50
 MESSAGES_PER_PASS = 20  # email and Slack channels, a message each
+TELL_OWNERS_EVERY = timedelta(minutes=1)  # the 24-hour notices' pass
 
 
 class AlertEvaluator:
@@ -34,10 +36,12 @@ class AlertEvaluator:
 
     def __init__(self, store: Store) -> None:
         self._store = store
+        self._owners_told_at: datetime | None = None
 
     def step(self) -> float:
         """Every enabled rule, each in its own transaction: a rule that fails is logged and
-        the others still run."""
+        the others still run. Once a minute, the owners of runs stopped at the 24-hour limit
+        are told (``app/notices.py``)."""
         with self._store.work() as work:
             rule_ids = enabled_rule_ids(work)
         for rule_id in rule_ids:
@@ -45,6 +49,13 @@ class AlertEvaluator:
                 evaluate(self._store, rule_id)
             except HerderError as error:
                 log.warning("alert rule %s: %s", rule_id, error)
+        now = self._store.clock.now()
+        if self._owners_told_at is None or now - self._owners_told_at >= TELL_OWNERS_EVERY:
+            try:
+                tell_owners(self._store)
+                self._owners_told_at = now
+            except HerderError as error:
+                log.warning("24-hour notices: %s", error)
         return EVALUATE_EVERY_SECONDS
 
 

@@ -4,4 +4,5 @@ do the I/O:
 
     files ──documents.load──► Definitions ──plan.plan(existing)──► Plan ──cli/apply──► API
     API ──existing──► export.document ──► YAML (applying it again changes nothing)
+    one workflow's YAML (the dashboard's editor) ──workflow_text.check──► problems by line, graph
 """

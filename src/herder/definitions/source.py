@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 from yaml.composer import ComposerError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.reader import ReaderError
 
 from herder.definitions.problems import Problem, Where
 
@@ -74,7 +75,19 @@ def read(path: Path, file: str, allowed: tuple[Path, ...] = ()) -> Source | Prob
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         return Problem(f"cannot be read: {error}", Where(file, 1, ""))
-    loader = _Loader(text)
+    return parse(text, file, path.parent, allowed)
+
+
+def parse(
+    text: str, file: str, directory: Path = Path("."), allowed: tuple[Path, ...] = ()
+) -> Source | Problem:
+    """``text``'s single YAML document, or the problem with it (syntax errors at their line):
+    a file's, or one the dashboard's editor sends (``definitions/workflow_text.py``)."""
+    try:
+        loader = _Loader(text)  # refuses a character YAML does not allow (a NUL), at its place
+    except ReaderError as error:
+        line = text.count("\n", 0, max(error.position, 0)) + 1
+        return Problem(f"YAML: {error.reason}", Where(file, line, ""))
     try:
         node = loader.get_single_node()
         lines: dict[DocumentPath, int] = {}
@@ -82,7 +95,12 @@ def read(path: Path, file: str, allowed: tuple[Path, ...] = ()) -> Source | Prob
             problem = _map_lines(node, file, lines)
             if problem is not None:
                 return problem
-        data = loader.construct_document(node) if node is not None else None
+        data = None
+        if node is not None:
+            try:
+                data = loader.construct_document(node)
+            except (ValueError, TypeError, AttributeError):  # a tagged or dated value that is none
+                return _unreadable(node, file)
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         line = mark.line + 1 if mark is not None else 1
@@ -92,7 +110,26 @@ def read(path: Path, file: str, allowed: tuple[Path, ...] = ()) -> Source | Prob
         return Problem(f"YAML: {error}", Where(file, 1, ""))
     finally:
         loader.dispose()
-    return Source(file, path.parent, data, lines, allowed)
+    return Source(file, directory, data, lines, allowed)
+
+
+def _unreadable(root: Node, file: str) -> Problem:
+    """The first scalar that cannot be the value its tag or its look says (``2001-02-30``,
+    ``!!int abc``), which PyYAML's constructor raises for with no place."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ScalarNode):
+            loader = _Loader("")
+            try:
+                loader.construct_object(node)
+            except (ValueError, TypeError, AttributeError) as error:
+                message = f"YAML: {node.value[:80]!r} cannot be read as {node.tag}: {error}"
+                return Problem(message, Where(file, node.start_mark.line + 1, ""))
+            finally:
+                loader.dispose()
+        stack.extend(reversed(_children(node)))
+    return Problem("YAML: a value cannot be read", Where(file, root.start_mark.line + 1, ""))
 
 
 def _map_lines(root: Node, file: str, lines: dict[DocumentPath, int]) -> Problem | None:

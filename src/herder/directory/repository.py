@@ -29,6 +29,10 @@ from herder.store.database import normalize_url
 
 CELL_COLUMNS = [column.name for column in cells.c]
 _POOL_TIMEOUT_SECONDS = 5.0  # a directory out of reach answers 503 soon, not after 30 s
+# Edges starting at once make the tables in turn: each checks for them and makes what is
+# missing while holding this (PostgreSQL's DDL is transactional, so the next one's checks see
+# the first one's tables; unlocked, two both make ``regions`` and one fails)
+_SCHEMA_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended('herder directory schema', 0))"
 
 
 @dataclass(frozen=True)
@@ -46,7 +50,20 @@ class Directory:
         else:
             options["pool_timeout"] = _POOL_TIMEOUT_SECONDS
         self._engine = create_engine(normalized, **options)
+        try:
+            self._create_tables()
+        except BaseException:
+            self._engine.dispose()  # nothing left open by a start that failed
+            raise
+
+    def _create_tables(self) -> None:
+        """The tables made if missing, by one edge at a time: on PostgreSQL under an
+        advisory lock, on SQLite under its write lock, taken before the checks."""
         with self._connection() as connection:
+            if connection.dialect.name == "sqlite":
+                connection.exec_driver_sql("BEGIN IMMEDIATE")  # the driver began nothing yet
+            else:
+                connection.exec_driver_sql(_SCHEMA_LOCK)
             metadata.create_all(connection)
 
     def close(self) -> None:

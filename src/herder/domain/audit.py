@@ -33,6 +33,8 @@ UNAUDITED_ROUTES = frozenset(
         ("POST", "/v1/jobs/{job_id}/runs"),  # run events record who started the run
         ("POST", "/v1/runs/batch"),  # likewise, per run
         ("POST", "/v1/cron/preview"),  # computes, stores nothing
+        ("POST", "/v1/workflows/check"),  # likewise: the editor's, as its text is typed
+        ("POST", "/auth/logout"),  # a person ending their own session (an admin's: audited)
     }
 )
 _VERBS = {"POST": "create", "PUT": "put", "PATCH": "update", "DELETE": "delete"}
@@ -67,6 +69,10 @@ class AuditEntry(BaseModel):
     fields: list[str]  # names only
     status: int
     created_at: datetime
+    # who, as ``domain.actors`` names them (a signed-in person's ``user:usr_…``; an entry from
+    # before it was kept: ``user:<key_id>``), and their name now, added as the log is read
+    actor: str = ""
+    actor_name: str | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -32,3 +32,4 @@ class RunQuery:
     since: datetime | None = None
     until: datetime | None = None
     page: PageRequest = PageRequest()
+    created_by: str | None = None  # an actor (``domain.actors``): the runs it made

@@ -77,6 +77,10 @@ class Principal(_Record):
     key_id: str
     is_system: bool
     key_name: str = ""
+    # a person signed in through OpenID Connect (docs/tenants.md), else None: the key's alone
+    user_id: str | None = None
+    user_name: str = ""  # the provider's preferred_username, else the email
+    email: str = ""  # the provider's verified email, where it gave one
     # its tenant's move between cells, if moving, and the other cell: for the refusal the
     # key's requests get meanwhile (``api.auth``), never shown
     move_state: MoveState | None = Field(default=None, exclude=True)
@@ -85,7 +89,7 @@ class Principal(_Record):
     @property
     def actor(self) -> str:
         """Who a run's events name as having done what this caller does."""
-        return user_actor(self.key_id)
+        return user_actor(self.user_id or self.key_id)
 
 
 class ApiKey(_Record):
@@ -116,6 +120,10 @@ class Job(_Record):
     created_at: datetime
     updated_at: datetime
     version: int  # 1 when created, one more on every change (the API's ETag)
+    # who made it (``domain.actors``: ``user:key_…``, ``schedule:sch_…``), None when made
+    # before it was recorded; and a person's name for it, added as it is read
+    created_by: str | None = None
+    created_by_name: str | None = None
 
 
 class Attempt(_Record):
@@ -192,6 +200,10 @@ class Run(_Record):
     deadline_missed_at: datetime | None = None  # when it was found unfinished past it
     schedule_id: str | None = None  # the schedule whose fire started it
     scheduled_for: datetime | None = None  # that fire's nominal (cron) time
+    # who made it (``domain.actors``: ``user:key_…``, ``schedule:sch_…``), None when made
+    # before it was recorded; and a person's name for it, added as it is read
+    created_by: str | None = None
+    created_by_name: str | None = None
 
 
 class CheckpointInfo(_Record):
@@ -339,6 +351,10 @@ class Schedule(_Record):
     skipped_count: int
     created_at: datetime
     updated_at: datetime
+    # who made it (``domain.actors``: ``user:key_…``, ``schedule:sch_…``), None when made
+    # before it was recorded; and a person's name for it, added as it is read
+    created_by: str | None = None
+    created_by_name: str | None = None
 
 
 class TriggeredFire(_Record):

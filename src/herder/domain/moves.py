@@ -191,6 +191,14 @@ def arrival(here: tuple[MoveState | None, str | None] | None) -> MoveState:
 Row = dict[str, Any]
 
 
+TENANT_ID_PATTERN = r"^ten_[0-9A-Z]{1,64}$"  # what a cell may import: a tenant id, and no path
+
+
+def is_tenant_id(text: str) -> bool:
+    """Whether ``text`` could be a tenant a cell imports (``TenantExport.tenant_id``)."""
+    return re.fullmatch(TENANT_ID_PATTERN, text) is not None
+
+
 class TenantExport(BaseModel):
     """A tenant's definitions as its source cell read them once it froze: each table's rows
     under the table's name, as JSON (times ISO 8601, bytes base64), the tenant's own ids kept.
@@ -202,7 +210,7 @@ class TenantExport(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     format: Literal[1] = 1  # a later shape is another number
-    tenant_id: str = Field(pattern=r"^ten_[0-9A-Z]{1,64}$")
+    tenant_id: str = Field(pattern=TENANT_ID_PATTERN)
     from_cell: str = Field(default="", max_length=63)  # set by the edge, which knows it
     tables: dict[str, list[Row]]
 

@@ -4,6 +4,7 @@ fire now, which were missed, when it fires next, and its deterministic jitter.""
 from __future__ import annotations
 
 import hashlib
+import json
 from collections import deque
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -23,6 +24,7 @@ MISFIRE_GRACE = timedelta(seconds=60)  # a fire later than this was missed (sche
 MAX_COUNTED_MISSES = 1_000_000  # misses past this are a lower bound (~8 s of counting)
 COUNT_CHUNK = 10_000
 MAX_JITTER_SECONDS = 3600
+DEFINITION_TAG_BITS = 48  # a JSON number every client reads exactly (JavaScript's is 53 bits)
 
 
 class MisfirePolicy(StrEnum):
@@ -73,6 +75,15 @@ def check_schedule_name(name: str | None) -> str | None:
     """A schedule's optional name follows the rules of a job's: it is what a definitions file
     (``herder apply``) calls it by."""
     return None if name is None else check_job_name(name)
+
+
+def definition_tag(spec: ScheduleSpec) -> int:
+    """A number that names a schedule's definition, for its ``ETag``: the same while the spec
+    is, another once an edit changes it. Drawn from the spec rather than counted, as a
+    schedule has no version column, and so that fires (which touch the row) leave it as is."""
+    canonical = json.dumps(spec.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    digest = hashlib.sha256(canonical.encode()).digest()
+    return int.from_bytes(digest, "big") >> (256 - DEFINITION_TAG_BITS)
 
 
 def jitter_offset(schedule_id: str, jitter_seconds: int) -> timedelta:

@@ -30,6 +30,7 @@ from herder.domain.cells import Cell, CellCreate, CellListing, CellStatus
 from herder.domain.errors import Forbidden, Invalid, TooLarge, Unavailable
 from herder.edge.forwarding import cell_unavailable
 from herder.edge.settings import PROBE_SECONDS
+from herder.telemetry import tracing
 
 MAX_ADMIN_BODY = 64 * 1024  # a cell's or a tenant's definition
 ADOPT_PAGE = 1000
@@ -51,7 +52,11 @@ def authorization_of(request: Request) -> dict[str, str]:
 async def ask(
     http: httpx.AsyncClient, cell: Cell, method: str, path: str, **options: Any
 ) -> httpx.Response:
-    """A call to ``cell``'s API; its 503 or its silence is ``Refused`` naming it."""
+    """A call to ``cell``'s API; its 503 or its silence is ``Refused`` naming it. While
+    tracing is on, its span is a child of the edge's request's (a move: one trace)."""
+    if trace_context := tracing.trace_context():
+        traced = {name.decode(): value.decode("latin-1") for name, value in trace_context}
+        options["headers"] = {**options.get("headers", {}), **traced}
     try:
         answer = await http.request(method, f"{cell.api_url}{path}", **options)
     except httpx.TimeoutException:

@@ -25,6 +25,7 @@ from typing import assert_never
 import httpx
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -49,6 +50,7 @@ from herder.edge.routing import (
     key_destination,
 )
 from herder.edge.settings import SCRAPED_CELLS_SECONDS, EdgeSettings
+from herder.telemetry import tracing
 
 log = logging.getLogger("herder.edge")
 Endpoint = Callable[[Request], Awaitable[Response]]
@@ -169,6 +171,7 @@ class Edge:
             if home.moving_to is not None and request.method not in moves.READS:
                 refused = _moving(routed.tenant_id, home.moving_to, cell)
                 self.metrics.answered(refused, waited_seconds=None)
+                request.state.cell = cell
                 return refused.response
             if request.method == "GET" and home.previous and moves.is_history(path):
                 earlier = [await self.cell_named(name) for name in home.previous]
@@ -176,6 +179,7 @@ class Edge:
             else:
                 forwarded = await forward(self.http, request, cell)
         self.metrics.answered(forwarded, waited_seconds=time.perf_counter() - started)
+        request.state.cell = forwarded.cell  # its span's (edge/span_names.py)
         return forwarded.response
 
     async def check_key_for(self, request: Request, cell: Cell) -> None:
@@ -309,6 +313,15 @@ def create_edge_app(settings: EdgeSettings, directory: Directory) -> Starlette:
         Route("/v1/tenants", answering(edge.cell_action), methods=["POST"]),
         Route("/{path:path}", answering(edge.proxy), methods=METHODS),
     ]
+    middleware = []
+    if tracing.enabled():  # off, not even imported (docs/traces.md)
+        from herder.edge.span_names import SpanNames
+        from herder.telemetry.request_spans import RequestSpans
+
+        middleware.append(Middleware(RequestSpans, described=SpanNames.of_the_api().described))
     return Starlette(
-        routes=routes, lifespan=edge.lifespan, exception_handlers={Exception: _unexpected}
+        routes=routes,
+        middleware=middleware,
+        lifespan=edge.lifespan,
+        exception_handlers={Exception: _unexpected},
     )

@@ -21,6 +21,7 @@ from starlette.responses import Response, StreamingResponse
 
 from herder.api.errors import UNAVAILABLE_RETRY_AFTER_SECONDS, problem
 from herder.domain.cells import CELL_HEADER, REGION_HEADER, Cell
+from herder.telemetry import tracing
 
 HOP_BY_HOP = frozenset(
     {
@@ -37,6 +38,7 @@ HOP_BY_HOP = frozenset(
     }
 )
 MAX_UNAVAILABLE_BODY = 64 * 1024  # a cell's 503 read to quote its reason
+TRACE_CONTEXT = frozenset({b"traceparent", b"tracestate"})  # W3C's: set by the edge when on
 _NAMING = frozenset({CELL_HEADER.lower().encode(), REGION_HEADER.lower().encode()})
 
 
@@ -89,10 +91,14 @@ def to_cell_headers(request: Request) -> list[tuple[bytes, bytes]]:
     and ``X-Herder-Target-Key`` (a move's other key: never shown to a cell it is not of),
     and the client's address after any ``X-Forwarded-For`` it sent. A body sent chunked
     goes on chunked: a ``Content-Length`` beside it (a request smuggled past a proxy that
-    believes the length) is dropped."""
+    believes the length) is dropped. While tracing is on, the trace context is the edge's
+    span's (a child of the client's, if it sent one), so the cell's span is its child."""
     left_out = {b"host", b"x-forwarded-for", b"x-herder-target-key"}
     if "transfer-encoding" in request.headers:
         left_out.add(b"content-length")
+    trace_context = tracing.trace_context()
+    if trace_context:
+        left_out |= TRACE_CONTEXT
     kept = [
         (name, value)
         for name, value in end_to_end(request.scope["headers"])
@@ -104,7 +110,7 @@ def to_cell_headers(request: Request) -> list[tuple[bytes, bytes]]:
     client = request.client.host if request.client else "unknown"
     forwarded.append(client.encode("latin-1"))
     kept.append((b"x-forwarded-for", b", ".join(forwarded)))
-    return kept
+    return kept + trace_context
 
 
 def cell_unavailable(cell: Cell, why: str) -> Response:

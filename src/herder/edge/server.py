@@ -12,6 +12,7 @@ from herder.domain.cells import Cell, CellCreate
 from herder.edge.app import create_edge_app
 from herder.edge.settings import EdgeSettings
 from herder.http_head import SERVER_KEEP_ALIVE_SECONDS, BoundedHttpToolsProtocol
+from herder.telemetry import tracing
 
 
 def open_directory(settings: EdgeSettings) -> tuple[Directory, Cell | None]:
@@ -30,6 +31,7 @@ def open_directory(settings: EdgeSettings) -> tuple[Directory, Cell | None]:
 
 
 def serve(settings: EdgeSettings, directory: Directory) -> None:
+    tracing.configure("edge")  # before the app: it adds the request spans' middleware
     config = uvicorn.Config(
         create_edge_app(settings, directory),
         host=settings.host,

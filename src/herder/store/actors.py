@@ -1,13 +1,23 @@
 """The names of who a run's events and attempts name by id — the tenant's keys and the
-workers — read once for a whole run."""
+workers — read once for a whole run; and people's names for the creators a page of objects
+names (``people_names``, for ``app.actors``)."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from sqlalchemy import Connection, select
 
-from herder.domain.actors import key_of, key_shown, worker_of
+from herder.domain.actors import (
+    api_key_of,
+    key_of,
+    key_shown,
+    person_of,
+    user_actor,
+    worker_of,
+)
 from herder.domain.models import RunDetail
-from herder.store.schema import api_keys, workers
+from herder.store.schema import api_keys, users, workers
 
 
 def with_actor_names(connection: Connection, tenant_id: str, run: RunDetail) -> RunDetail:
@@ -17,14 +27,15 @@ def with_actor_names(connection: Connection, tenant_id: str, run: RunDetail) -> 
     wanted_keys = {key for event in run.events if (key := key_of(event.actor))}
     wanted_workers = {attempt.worker_id for attempt in run.attempts}
     wanted_workers |= {worker for event in run.events if (worker := worker_of(event.actor))}
-    keys: dict[str, str] = {}
-    if wanted_keys:
-        rows = connection.execute(
-            select(api_keys.c.id, api_keys.c.name, api_keys.c.role).where(
-                api_keys.c.tenant_id == tenant_id, api_keys.c.id.in_(sorted(wanted_keys))
-            )
-        )
-        keys = {row.id: key_shown(row.name, row.role) for row in rows}
+    keys = {
+        key_id: key_shown(name, role)
+        for key_id, (name, role) in _keys(connection, tenant_id, wanted_keys).items()
+    }
+    # a signed-in person by their name (``user:usr_…`` has no key row)
+    keys |= {
+        key_of(actor) or "": name
+        for actor, name in _people(connection, tenant_id, {e.actor for e in run.events}).items()
+    }
     names: dict[str, str] = {}
     if wanted_workers:
         rows = connection.execute(
@@ -45,3 +56,42 @@ def with_actor_names(connection: Connection, tenant_id: str, run: RunDetail) -> 
         for attempt in run.attempts
     ]
     return run.model_copy(update={"events": events, "attempts": attempts})
+
+
+def people_names(connection: Connection, tenant_id: str, actors: Collection[str]) -> dict[str, str]:
+    """Each of these actors that is one of the tenant's people, by name: a key's
+    (``user:key_…``) its name, in one query; the system's actors and another tenant's keys
+    have none."""
+    keys = {key for actor in actors if (key := api_key_of(actor))}
+    names = {
+        user_actor(key_id): name for key_id, (name, _) in _keys(connection, tenant_id, keys).items()
+    }
+    return names | _people(connection, tenant_id, actors)
+
+
+def _people(connection: Connection, tenant_id: str, actors: Collection[str]) -> dict[str, str]:
+    """Signed-in people (``user:usr_…``) by the name their provider last gave: the tenant's
+    people only (one moved to another tenant since is unknown here)."""
+    people = sorted({person for actor in actors if (person := person_of(actor))})
+    if not people:
+        return {}
+    rows = connection.execute(
+        select(users.c.id, users.c.name).where(
+            users.c.tenant_id == tenant_id, users.c.id.in_(people)
+        )
+    )
+    return {user_actor(row.id): row.name for row in rows}
+
+
+def _keys(
+    connection: Connection, tenant_id: str, key_ids: Collection[str]
+) -> dict[str, tuple[str, str]]:
+    """The tenant's keys of these ids: id → (name, role)."""
+    if not key_ids:
+        return {}
+    rows = connection.execute(
+        select(api_keys.c.id, api_keys.c.name, api_keys.c.role).where(
+            api_keys.c.tenant_id == tenant_id, api_keys.c.id.in_(sorted(key_ids))
+        )
+    )
+    return {row.id: (row.name, row.role) for row in rows}

@@ -12,13 +12,14 @@ from typing import Any
 from sqlalchemy import insert, select
 
 from herder.clock import Clock, epoch_ms
+from herder.domain.actors import user_actor
 from herder.domain.audit import AuditEntry, AuditFilter
 from herder.domain.ids import new_id
 from herder.domain.listings import PageRequest
 from herder.domain.models import Page, Principal
 from herder.store.database import Database
 from herder.store.pagination import page_of
-from herder.store.schema import audit_log
+from herder.store.schema import audit_log, tenants
 
 
 @dataclass(frozen=True)
@@ -42,8 +43,32 @@ class AuditRepository:
         self._clock = clock
 
     def record(self, call: AuditCall) -> AuditEntry:
+        entry = self._entry_of(call)
+        with self._db.write() as connection:
+            connection.execute(insert(audit_log).values(**_row(entry)))
+        return entry
+
+    def record_copy(self, call: AuditCall) -> AuditEntry | None:
+        """``call`` filed also in the log of the tenant it acted on (``call.tenant_id``), if
+        that tenant is in this cell: one arriving in a move is not until its import (its
+        programs' bytes come before it), one whose import was taken back is no more. None
+        when not filed: the caller's own log has the call either way. The tenant's row is
+        held (``FOR KEY SHARE``) until the entry is in, so it cannot go meanwhile."""
+        entry = self._entry_of(call)
+        with self._db.write() as connection:
+            here = connection.execute(
+                select(tenants.c.id)
+                .where(tenants.c.id == call.tenant_id)
+                .with_for_update(key_share=True)
+            ).first()
+            if here is None:
+                return None
+            connection.execute(insert(audit_log).values(**_row(entry)))
+        return entry
+
+    def _entry_of(self, call: AuditCall) -> AuditEntry:
         now = self._clock.now()
-        entry = AuditEntry(
+        return AuditEntry(
             id=new_id("aud", epoch_ms(now)),
             tenant_id=call.tenant_id,
             key_id=call.caller.key_id,
@@ -57,10 +82,8 @@ class AuditRepository:
             fields=call.fields,
             status=call.status,
             created_at=now,
+            actor=call.caller.actor,
         )
-        with self._db.write() as connection:
-            connection.execute(insert(audit_log).values(**entry.model_dump(exclude={"outcome"})))
-        return entry
 
     def list(
         self,
@@ -85,5 +108,11 @@ class AuditRepository:
             return page_of(connection, query, audit_log.c.id, _entry, page)
 
 
+def _row(entry: AuditEntry) -> dict[str, Any]:
+    return entry.model_dump(exclude={"outcome", "actor_name"})
+
+
 def _entry(row: Any) -> AuditEntry:
-    return AuditEntry.model_validate(row._mapping)
+    values = dict(row._mapping)
+    values["actor"] = values["actor"] or user_actor(values["key_id"])
+    return AuditEntry.model_validate(values)

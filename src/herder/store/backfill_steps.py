@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import Connection, func, select
 
 from herder.clock import epoch_ms
+from herder.domain.actors import backfill_actor
 from herder.domain.backfills import BackfillState, backfill_job_runs
 from herder.domain.cron import CronExpression, parse_timezone
 from herder.domain.errors import NotFound
@@ -87,6 +88,7 @@ def start_times(
             run_id = start_in(
                 work, backfill.tenant_id, schedule.workflow_id, {}, schedule_id=schedule.id,
                 scheduled_for=nominal, backfill_id=backfill.id,
+                created_by=backfill_actor(backfill.id),
             )  # fmt: skip
             made += run_id is not None
         return made, queue_room(work, backfill.tenant_id)

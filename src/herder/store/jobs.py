@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, delete, func, insert, select
+from sqlalchemy import ColumnElement, Connection, delete, func, insert, select
 
 from herder.clock import Clock, epoch_ms
 from herder.domain.artifacts import ARCHIVE_MEDIA_TYPES, IMAGE_ARCHIVE_MEDIA_TYPES
@@ -21,6 +21,7 @@ from herder.domain.limits import fielded
 from herder.domain.listings import PageRequest
 from herder.domain.models import Job, Page
 from herder.domain.states import TERMINAL_RUN_STATES
+from herder.store.alerts.notices import drop_job_notices
 from herder.store.database import Database
 from herder.store.limits import check_references as check_limits
 from herder.store.named import NamedRows
@@ -38,6 +39,7 @@ def _job(row: Any) -> Job:
         created_at=row.created_at,
         updated_at=row.updated_at,
         version=row.version,
+        created_by=row.created_by,
     )
 
 
@@ -91,7 +93,9 @@ class JobRepository:
         self._max_checkpoint_mb = max_checkpoint_mb  # the operator's (HERDER_MAX_CHECKPOINT_MB)
         self._image_registries = image_registries  # the operator's (HERDER_IMAGE_REGISTRIES)
 
-    def create(self, tenant_id: str, name: str, spec: JobSpec) -> Job:
+    def create(
+        self, tenant_id: str, name: str, spec: JobSpec, *, created_by: str | None = None
+    ) -> Job:
         now = self._clock.now()
         job_id = new_id("job", epoch_ms(now))
         self._check_checkpoint(spec)
@@ -100,7 +104,7 @@ class JobRepository:
             self._secrets.check_references(connection, tenant_id, spec.secrets)
             check_usable(connection, tenant_id, {"pool": spec.pool})
             check_limits(connection, tenant_id, fielded(spec.limits))
-            columns = {"spec": spec.model_dump(mode="json")}
+            columns = {"spec": spec.model_dump(mode="json"), "created_by": created_by}
             job = ROWS.insert(connection, tenant_id, job_id, name, columns, now)
             self._write_labels(connection, tenant_id, job_id, spec.labels)
         return job
@@ -135,11 +139,12 @@ class JobRepository:
         page: PageRequest = PageRequest(),
         name: str | None = None,
         labels: dict[str, str] | None = None,
+        created_by: str | None = None,
     ) -> Page[Job]:
         """Newest first. A label is looked for among the tenant's own labels (its index is
         led by the tenant), so the filter costs what the tenant's jobs cost, whatever the
         cell holds."""
-        labelled = [
+        labelled: list[ColumnElement[bool]] = [
             select(job_labels.c.job_id)
             .where(
                 job_labels.c.tenant_id == tenant_id,
@@ -150,6 +155,8 @@ class JobRepository:
             .exists()
             for key, value in (labels or {}).items()
         ]
+        if created_by is not None:
+            labelled.append(jobs.c.created_by == created_by)
         with self._db.read() as connection:
             return ROWS.page(connection, tenant_id, page, name=name, where=labelled)
 
@@ -184,8 +191,9 @@ class JobRepository:
         return job
 
     def delete(self, tenant_id: str, job_id: str) -> None:
-        """Remove the definition; its runs stay in history. Refused while runs are active,
-        or schedules or workflows name it."""
+        """Remove the definition; its runs stay in history, its notices (``herder job
+        notify``) go with it. Refused while runs are active, or schedules or workflows name
+        it."""
         with self._db.write() as connection:
             job = self.get_within(connection, tenant_id, job_id)
             active = connection.execute(
@@ -209,6 +217,7 @@ class JobRepository:
                     f"job {job_id} has {scheduled} schedule(s); delete them before deleting it"
                 )
             _refuse_if_used(connection, tenant_id, job.name, "deleting it")
+            drop_job_notices(connection, tenant_id, job_id, self._clock.now())
             connection.execute(delete(job_labels).where(job_labels.c.job_id == job_id))
             connection.execute(delete(jobs).where(jobs.c.id == job_id))
 

@@ -76,15 +76,17 @@ def scheduled_spec(job: Job, schedule: ScheduleSpec) -> JobSpec:
 
 def scheduled_run(
     work: Work, due: DueSchedule, job: Job, spec: JobSpec, nominal: datetime, actor: str,
-    message: str,
+    message: str, *, created_by: str | None = None,
 ) -> NewRun:  # fmt: skip
-    """A queued run of the schedule's job for its fire at ``nominal``."""
+    """A queued run of the schedule's job for its fire at ``nominal``; its creator is
+    ``created_by``, else ``actor`` (a fire by hand: the caller)."""
     run_id = new_id("run", epoch_ms(work.now))
     event = Event(run_id, message, actor, target=RunState.QUEUED)
     fired = Fire(nominal, due.spec.cron, due.spec.timezone)
     return NewRun(run_id, due.tenant_id, job.id, job.name, spec, event,
                   schedule_id=due.id, scheduled_for=nominal,
-                  deadline_at=deadline_at(spec.deadline, fired))  # fmt: skip
+                  deadline_at=deadline_at(spec.deadline, fired),
+                  created_by=created_by)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,7 @@ class ScheduleRepository:
         name: str | None = None,
         paused: bool = False,
         workflow_id: str | None = None,
+        created_by: str | None = None,
     ) -> Schedule:
         """A schedule of a job's runs, or (``workflow_id``) of a workflow's; ``first`` is the
         first nominal fire (computed by the caller from the cron); a ``name`` another
@@ -98,7 +99,7 @@ class ScheduleRepository:
             columns = {
                 "job_id": job_id, "workflow_id": workflow_id,
                 "spec": spec.model_dump(mode="json"), "paused": paused,
-                "partition": partition_of(schedule_id),
+                "partition": partition_of(schedule_id), "created_by": created_by,
                 **next_fire_values(schedule_id, spec, None if paused else first),
             }  # fmt: skip
             schedule = ROWS.insert(connection, tenant_id, schedule_id, name, columns, now)
@@ -123,8 +124,13 @@ class ScheduleRepository:
         workflow_id: str | None = None,
         name: str | None = None,
         page: PageRequest = PageRequest(),
+        created_by: str | None = None,
     ) -> Page[Schedule]:
-        wanted = ((schedules.c.job_id, job_id), (schedules.c.workflow_id, workflow_id))
+        wanted = (
+            (schedules.c.job_id, job_id),
+            (schedules.c.workflow_id, workflow_id),
+            (schedules.c.created_by, created_by),
+        )
         where = [column == value for column, value in wanted if value is not None]
         with self._db.read() as connection:
             return ROWS.page(connection, tenant_id, page, name=name, where=where)

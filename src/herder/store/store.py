@@ -14,6 +14,7 @@ from herder.store.alerts.channels import ChannelRepository
 from herder.store.alerts.deliveries import DeliveryRepository
 from herder.store.alerts.history import AlertHistoryRepository
 from herder.store.alerts.messages import MessageRepository
+from herder.store.alerts.notices import NoticeRepository
 from herder.store.alerts.rules import RuleRepository
 from herder.store.artifacts import ArtifactRepository
 from herder.store.audit import AuditRepository
@@ -46,6 +47,7 @@ from herder.store.secrets import SecretRepository
 from herder.store.submit_buckets import SubmitBucketRepository
 from herder.store.triggers import TriggerRepository
 from herder.store.usage import UsageRepository
+from herder.store.users import UserRepository
 from herder.store.work import Work, unit_of_work
 from herder.store.workers import WorkerRepository
 from herder.store.workflows.definitions import WorkflowRepository
@@ -72,6 +74,7 @@ class Store:
         self.database = Database(url, pool_size=pool_size)
         self.access = AccessRepository(self.database, self.clock)
         self.keys = KeyRepository(self.database, self.clock, self.access.forget_key)
+        self.users = UserRepository(self.database, self.clock)  # signed-in people, sessions
         self.audit = AuditRepository(self.database, self.clock)
         self.artifacts = ArtifactRepository(self.database, self.clock, artifact_blobs)
         self.checkpoints = CheckpointRepository(self.database, self.clock, checkpoint_blobs)
@@ -101,6 +104,7 @@ class Store:
         self.channel_secrets = ChannelSecrets(self.database, keyring)
         self.alert_channels = ChannelRepository(self.database, self.clock, self.channel_secrets)
         self.alert_rules = RuleRepository(self.database, self.clock)
+        self.job_notices = NoticeRepository(self.database, self.clock, self.channel_secrets)
         self.alert_history = AlertHistoryRepository(self.database)
         self.alert_deliveries = DeliveryRepository(
             self.database, self.clock, self.rng, self.channel_secrets

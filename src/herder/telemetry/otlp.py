@@ -4,6 +4,7 @@ Only ``tracing`` imports this, and only once tracing is on."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -17,6 +18,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 from opentelemetry.sdk.trace.sampling import Decision
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, TraceFlags, Tracer
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
 
 from herder.telemetry import trace_ids
@@ -43,9 +45,16 @@ class _ChosenIds(IdGenerator):
         return chosen if chosen is not None else self._random.generate_trace_id()
 
 
+# A caller's malformed trace context is dropped, as W3C trace context says; the API's warning
+# for each (quoting it) would let any client write lines into the log, one a request
+QUIETED = ("opentelemetry.trace.span", "opentelemetry.trace.propagation.tracecontext")
+
+
 def provider(service_name: str, role: str) -> TracerProvider:
     """Spans batched and sent to the collector the ``OTEL_EXPORTER_OTLP_*`` variables name;
     the sampler is the SDK's (``OTEL_TRACES_SAMPLER``)."""
+    for name in QUIETED:
+        logging.getLogger(name).setLevel(logging.ERROR)
     made = TracerProvider(
         resource=Resource.create({"service.name": service_name, "herder.process": role}),
         id_generator=_ChosenIds(),
@@ -91,6 +100,12 @@ def current(root: str, span: tuple[str, str], provider: TracerProvider) -> Itera
     context = _remote(provider, trace_id, trace_ids.span_id(*span), "current")
     with trace.use_span(NonRecordingSpan(context), end_on_exit=False):
         yield
+
+
+def trace_context() -> list[tuple[bytes, bytes]]:
+    carrier: dict[str, str] = {}
+    TraceContextTextMapPropagator().inject(carrier)  # W3C's alone: never a caller's baggage
+    return [(name.encode(), value.encode("latin-1")) for name, value in carrier.items()]
 
 
 def current_trace_id() -> str | None:

@@ -4,9 +4,14 @@ tracing is on, that makes each HTTP request a server span, current while the app
 route's template (``POST /v1/jobs/{job_id}/runs``), never the path asked for, whose ids
 would make a name each; a caller's ``traceparent`` is its parent. Its attributes say what a
 person reading the trace needs and nothing a key could be read from: the method, the
-route, the status and the caller's tenant id. Health probes and heartbeats are left out."""
+route, the status and the caller's tenant id. Health probes and heartbeats are left out.
+
+The edge's requests are spans the same way, described by the edge (``edge/span_names.py``:
+the route it matched or forwarded to, the cell and its region)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from opentelemetry import propagate
 from opentelemetry.trace import SpanKind, Status, StatusCode
@@ -16,6 +21,19 @@ from herder.telemetry import tracing
 from herder.telemetry.latency import METHODS, OTHER_METHOD, UNMATCHED
 
 PROBES = frozenset({"/healthz", "/readyz"})
+# What a request was, once answered: its route (the span's name after the method), and the
+# span's attributes (their values from small sets, or ids: never a path, a header, a key)
+Described = tuple[str, dict[str, tracing.AttributeValue]]
+
+
+def api_request(scope: Scope) -> Described:
+    """An API request: its matched route's template, and its caller's tenant (its key read)."""
+    route = getattr(scope.get("route"), "path", UNMATCHED)
+    attributes: dict[str, tracing.AttributeValue] = {"http.route": route}
+    principal = scope.get("state", {}).get("principal")
+    if principal is not None:
+        attributes["herder.tenant.id"] = principal.tenant_id
+    return route, attributes
 
 
 def _untraced(path: str) -> bool:
@@ -25,8 +43,9 @@ def _untraced(path: str) -> bool:
 
 
 class RequestSpans:
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, described: Callable[[Scope], Described] = api_request) -> None:
         self.app = app
+        self.described = described
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or _untraced(scope["path"]):
@@ -60,12 +79,9 @@ class RequestSpans:
             try:
                 await self.app(scope, receive, noting_status)
             finally:
-                route = getattr(scope.get("route"), "path", UNMATCHED)
+                route, attributes = self.described(scope)
                 span.update_name(f"{method} {route}")
-                span.set_attribute("http.route", route)
+                span.set_attributes(attributes)
                 span.set_attribute("http.response.status_code", status)
-                principal = scope.get("state", {}).get("principal")
-                if principal is not None:
-                    span.set_attribute("herder.tenant.id", principal.tenant_id)
                 if status >= 500:
                     span.set_status(Status(StatusCode.ERROR))

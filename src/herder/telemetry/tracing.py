@@ -151,6 +151,17 @@ def within(hung: Hung, span: tuple[str, str]) -> Iterator[None]:
         yield
 
 
+def trace_context() -> list[tuple[bytes, bytes]]:
+    """The span current here as W3C trace context headers (``traceparent``, and
+    ``tracestate`` if it has one), for a request sent on whose server is to be its child
+    (the edge's, to a cell); none while tracing is off."""
+    if _process.tracing is None:
+        return []
+    from herder.telemetry import otlp
+
+    return otlp.trace_context()
+
+
 def current_trace_id() -> str | None:
     """The trace id (32 hex digits) of the span current here, if any and tracing is on."""
     if _process.tracing is None:

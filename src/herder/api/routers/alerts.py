@@ -75,7 +75,11 @@ def update_channel(
     )
 
 
-@router.delete("/v1/alert-channels/{channel_id}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete(
+    "/v1/alert-channels/{channel_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses=problems(409),
+)
 def delete_channel(channel_id: str, caller: Writer, store: StoreDep) -> Response:
     """The channel and its deliveries; rules that named it stop naming it."""
     store.alert_channels.delete(caller.tenant_id, channel_id)
@@ -118,7 +122,9 @@ def update_rule(rule_id: str, body: RuleChanges, caller: Writer, store: StoreDep
     return store.alert_rules.update(caller.tenant_id, rule_id, body)
 
 
-@router.delete("/v1/alert-rules/{rule_id}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete(
+    "/v1/alert-rules/{rule_id}", status_code=status.HTTP_204_NO_CONTENT, responses=problems(409)
+)
 def delete_rule(rule_id: str, caller: Writer, store: StoreDep) -> Response:
     """The rule and its incidents (deliveries made stay listed)."""
     store.alert_rules.delete(caller.tenant_id, rule_id)

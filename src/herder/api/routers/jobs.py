@@ -11,12 +11,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Header, Query, Response, status
 
 from herder.api.auth import Caller, StoreDep, Writer, check_overrides
+from herder.api.creators import CreatedBy
 from herder.api.etags import tagged, versions
 from herder.api.openapi import ETAG_HEADER, patch_body, problems
 from herder.api.queries import Paging
 from herder.api.ratelimit import Submitter
 from herder.api.schemas import JobCreate, RunCreate
 from herder.app import jobs
+from herder.app.actors import page_with_creator_names, with_creator_name
 from herder.app.submit import submit
 from herder.domain.errors import Invalid
 from herder.domain.models import Job, Page, Run
@@ -41,7 +43,8 @@ def _labels(label: list[str]) -> dict[str, str]:
 
 @router.post("", status_code=status.HTTP_201_CREATED, responses={201: ETAG_HEADER, **problems(409)})
 def create_job(body: JobCreate, caller: Writer, store: StoreDep, response: Response) -> Job:
-    return tagged(store.jobs.create(caller.tenant_id, body.name, body.spec()), response)
+    job = store.jobs.create(caller.tenant_id, body.name, body.spec(), created_by=caller.actor)
+    return tagged(with_creator_name(store, caller.tenant_id, job), response)
 
 
 @router.get("")
@@ -51,13 +54,18 @@ def list_jobs(
     page: Paging,
     name: str | None = None,
     label: Annotated[list[str], Query(description="key=value; repeat to AND")] = [],  # noqa: B006
+    created_by: CreatedBy = None,
 ) -> Page[Job]:
-    return store.jobs.list(caller.tenant_id, page=page, name=name, labels=_labels(label))
+    found = store.jobs.list(
+        caller.tenant_id, page=page, name=name, labels=_labels(label), created_by=created_by
+    )
+    return page_with_creator_names(store, caller.tenant_id, found)
 
 
 @router.get("/{job_id}", responses={200: ETAG_HEADER})
 def get_job(job_id: str, caller: Caller, store: StoreDep, response: Response) -> Job:
-    return tagged(store.jobs.get(caller.tenant_id, job_id), response)
+    job = store.jobs.get(caller.tenant_id, job_id)
+    return tagged(with_creator_name(store, caller.tenant_id, job), response)
 
 
 @router.patch(
@@ -76,7 +84,7 @@ def update_job(
     """Change some fields; the rest keep their values. Runs already submitted are unchanged.
     Without ``If-Match`` the change applies to the job as it is when it is written."""
     job = jobs.update(store, caller.tenant_id, job_id, changes, if_version=versions(if_match))
-    return tagged(job, response)
+    return tagged(with_creator_name(store, caller.tenant_id, job), response)
 
 
 @router.delete("/{job_id}", status_code=status.HTTP_204_NO_CONTENT, responses=problems(409))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TypeVar
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
@@ -17,6 +17,7 @@ from prometheus_client.registry import Collector
 
 from herder.api.auth import StoreDep, SystemAdmin
 from herder.app.metrics import TOP_KEYS, Gauges, LimitGauges, gauges
+from herder.settings import Settings
 from herder.telemetry.multiprocess import registry
 
 router = APIRouter(tags=["metrics"])
@@ -120,9 +121,29 @@ def _labelled(
     return family
 
 
+class CellInfo(Collector):
+    """The cell this server is one of (``HERDER_CELL``, ``HERDER_REGION``): a constant 1
+    labelled by its names, an info metric, so a query joins it to name a cell's series
+    (``* on(instance) group_left(cell, region) herder_cell_info``); none outside cells."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._cell, self._region = settings.cell, settings.region
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        if self._cell is None:
+            return
+        info = GaugeMetricFamily(
+            "herder_cell_info", "The cell this server is one of, and its region (always 1)",
+            labels=["cell", "region"],
+        )  # fmt: skip
+        info.add_metric([self._cell, self._region], 1)
+        yield info
+
+
 @router.get("/metrics", include_in_schema=False)
-async def metrics(_: SystemAdmin, store: StoreDep) -> Response:
+async def metrics(_: SystemAdmin, store: StoreDep, request: Request) -> Response:
     snapshot = CollectorRegistry(auto_describe=False)
     snapshot.register(Snapshot(await run_in_threadpool(gauges, store)))
+    snapshot.register(CellInfo(request.app.state.settings))
     counted = await run_in_threadpool(generate_latest, registry())
     return Response(counted + generate_latest(snapshot), media_type=CONTENT_TYPE_LATEST)

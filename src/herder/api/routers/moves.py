@@ -19,13 +19,14 @@ from fastapi import APIRouter, Request, status
 from fastapi.responses import Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from herder.api.audit import acted_on
 from herder.api.auth import StoreDep, SystemAdmin
 from herder.api.openapi import problems
 from herder.app import moves
 from herder.domain.artifacts import is_sha256
 from herder.domain.errors import NotFound, TooLarge
 from herder.domain.jobs import MAX_ARTIFACT_BYTES
-from herder.domain.moves import MoveShift, TenantExport, TenantMoveStatus
+from herder.domain.moves import MoveShift, TenantExport, TenantMoveStatus, is_tenant_id
 
 router = APIRouter(tags=["administration"])
 SPOOLED_BYTES = 1024 * 1024  # a program received is kept in memory up to this, then on disk
@@ -72,6 +73,8 @@ async def import_artifact(
 ) -> Response:
     """A moving tenant's program (raw bytes, ``application/octet-stream``, their sha256 the
     path's), kept before the import names it; 409 for a tenant that lives here."""
+    if not is_tenant_id(tenant_id):  # as no import could name it, nor a blob's key hold it
+        raise NotFound(f"tenant {tenant_id[:64]} can arrive in no cell: it is no tenant id")
     if not is_sha256(artifact_id):
         raise NotFound(f"artifact {artifact_id[:64]} is no sha256")
     with tempfile.SpooledTemporaryFile(max_size=SPOOLED_BYTES) as content:
@@ -87,13 +90,16 @@ async def import_artifact(
 
 
 @router.post("/v1/tenants/import", status_code=status.HTTP_201_CREATED, responses=problems(409))
-def import_tenant(body: TenantExport, _admin: SystemAdmin, store: StoreDep) -> TenantMoveStatus:
+def import_tenant(
+    body: TenantExport, _admin: SystemAdmin, store: StoreDep, request: Request
+) -> TenantMoveStatus:
     """A tenant exported by another cell, arriving here (its writes refused, its schedules
     not firing until it is taken in), in one transaction — or returning, to a cell it left:
     its definitions replaced under the same ids, its history here kept. The same document
     twice makes one tenant; 409 for a tenant that lives here, an id or name another tenant
     holds, a pool this cell lacks, a program whose bytes were not sent."""
     moving = moves.import_tenant(store, body)
+    acted_on(request, moving.tenant_id)  # its log here begins with its arrival
     return TenantMoveStatus(tenant_id=moving.tenant_id, state=moving.state, cell=moving.cell)
 
 

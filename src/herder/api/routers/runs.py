@@ -11,6 +11,7 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from herder.api.auth import Caller, Operator, StoreDep, Writer, check_overrides
+from herder.api.creators import CreatedBy
 from herder.api.errors import status_and_title
 from herder.api.openapi import problems
 from herder.api.queries import Limit
@@ -24,6 +25,7 @@ from herder.api.schemas import (
     Submission,
 )
 from herder.app import checkpoints, logs, runs
+from herder.app.actors import page_with_creator_names, with_creator_name
 from herder.app.submit import submit_many
 from herder.domain.errors import HerderError
 from herder.domain.listings import PageRequest, RunQuery
@@ -51,11 +53,13 @@ def _run_query(
         str | None,
         Query(pattern=RUN_ID_PREFIX, description="runs whose id starts with this, e.g. run_01M82Z"),
     ] = None,
+    created_by: CreatedBy = None,
 ) -> RunQuery:
     """The run listing's query string as one value."""
     return RunQuery(
-        job_id, schedule_id, tuple(state), since, until, PageRequest(limit, cursor, id_prefix)
-    )
+        job_id, schedule_id, tuple(state), since, until, PageRequest(limit, cursor, id_prefix),
+        created_by,
+    )  # fmt: skip
 
 
 @router.get("")
@@ -64,7 +68,9 @@ def list_runs(
 ) -> Page[Run]:
     """Newest first. ``id_prefix`` finds a run from the start of its id, as a narrow table
     shows it."""
-    return store.runs.list(caller.tenant_id, query)
+    return page_with_creator_names(
+        store, caller.tenant_id, store.runs.list(caller.tenant_id, query)
+    )
 
 
 @router.post("/batch", responses=problems(429))
@@ -103,7 +109,7 @@ def _submission(
 
 @router.get("/{run_id}")
 def get_run(run_id: str, caller: Caller, store: StoreDep) -> RunDetail:
-    return store.runs.detail(caller.tenant_id, run_id)
+    return with_creator_name(store, caller.tenant_id, store.runs.detail(caller.tenant_id, run_id))
 
 
 @router.get("/{run_id}/events")

@@ -1,26 +1,42 @@
-"""/v1/schedules and /v1/cron/preview: recurring runs of a job, and their next fires."""
+"""/v1/schedules and /v1/cron/preview: recurring runs of a job, and their next fires.
+
+A schedule's ``ETag`` is a number drawn from its definition (``definition_tag``), sent with
+the schedule a GET, POST or PATCH answers; fires leave it as it is. A PATCH with ``If-Match``
+applies only if the definition is still the one that tag names, else 412.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Annotated, Any, Self
 
-from fastapi import APIRouter, Body, Query, Request, Response, status
+from fastapi import APIRouter, Body, Header, Query, Request, Response, status
 from pydantic import AfterValidator, BaseModel, Field, model_validator
 
 from herder.api.auth import Caller, Operator, StoreDep, Writer
-from herder.api.openapi import patch_body, problems
+from herder.api.creators import CreatedBy
+from herder.api.etags import versions
+from herder.api.openapi import ETAG_HEADER, patch_body, problems
 from herder.api.queries import Paging
 from herder.api.ratelimit import Submitter
 from herder.api.schemas import IsoTime
 from herder.app import firing, schedules
-from herder.domain.actors import user_actor
+from herder.app.actors import page_with_creator_names, with_creator_name
 from herder.domain.models import Page, Schedule, ScheduleEvent, TriggeredFire
-from herder.domain.schedules import ScheduleSpec, check_schedule_name
+from herder.domain.schedules import ScheduleSpec, check_schedule_name, definition_tag
 
 router = APIRouter(tags=["schedules"])
 
 MAX_PREVIEW = 100
+IF_MATCH = (
+    "the ETag of the schedule as last read: change it only if its definition is still that "
+    "one (else 412); several, comma-separated, or * for any"
+)
+
+
+def _tagged(schedule: Schedule, response: Response) -> Schedule:
+    response.headers["ETag"] = f'"{definition_tag(schedule.spec)}"'
+    return schedule
 
 
 class ScheduleCreate(ScheduleSpec):
@@ -79,11 +95,15 @@ def _preview(fires: schedules.Fires) -> Preview:
     )
 
 
-@router.post("/v1/schedules", status_code=status.HTTP_201_CREATED, responses=problems(404, 409))
+@router.post(
+    "/v1/schedules",
+    status_code=status.HTTP_201_CREATED,
+    responses={201: ETAG_HEADER, **problems(404, 409)},
+)
 def create_schedule(
-    body: ScheduleCreate, caller: Writer, store: StoreDep, request: Request
+    body: ScheduleCreate, caller: Writer, store: StoreDep, request: Request, response: Response
 ) -> Schedule:
-    return schedules.create(
+    schedule = schedules.create(
         store,
         caller.tenant_id,
         body.job_id,
@@ -92,7 +112,9 @@ def create_schedule(
         name=body.name,
         paused=body.paused,
         allow_seconds=_allow_seconds(request),
+        created_by=caller.actor,
     )
+    return _tagged(with_creator_name(store, caller.tenant_id, schedule), response)
 
 
 @router.get("/v1/schedules")
@@ -103,33 +125,50 @@ def list_schedules(
     job_id: str | None = None,
     workflow_id: str | None = None,
     name: Annotated[str | None, Query(max_length=128)] = None,
+    created_by: CreatedBy = None,
 ) -> Page[Schedule]:
-    return store.schedules.list(
+    found = store.schedules.list(
         caller.tenant_id,
         job_id=job_id,
         workflow_id=workflow_id,
         name=name,
         page=page,
+        created_by=created_by,
     )
+    return page_with_creator_names(store, caller.tenant_id, found)
 
 
-@router.get("/v1/schedules/{schedule_id}")
-def get_schedule(schedule_id: str, caller: Caller, store: StoreDep) -> Schedule:
-    return store.schedules.get(caller.tenant_id, schedule_id)
+@router.get("/v1/schedules/{schedule_id}", responses={200: ETAG_HEADER})
+def get_schedule(schedule_id: str, caller: Caller, store: StoreDep, response: Response) -> Schedule:
+    schedule = store.schedules.get(caller.tenant_id, schedule_id)
+    return _tagged(with_creator_name(store, caller.tenant_id, schedule), response)
 
 
-@router.patch("/v1/schedules/{schedule_id}", openapi_extra=patch_body(ScheduleSpec))
+@router.patch(
+    "/v1/schedules/{schedule_id}",
+    responses={200: ETAG_HEADER, **problems(412)},
+    openapi_extra=patch_body(ScheduleSpec),
+)
 def update_schedule(
     schedule_id: str,
     caller: Writer,
     store: StoreDep,
     request: Request,
+    response: Response,
     changes: Annotated[dict[str, Any], Body(examples=[{"cron": "*/5 * * * *"}])],
+    if_match: Annotated[str | None, Header(max_length=1024, description=IF_MATCH)] = None,
 ) -> Schedule:
-    """Change some fields; the next fire is computed afresh from now."""
-    return schedules.update(
-        store, caller.tenant_id, schedule_id, changes, allow_seconds=_allow_seconds(request)
+    """Change some fields; the next fire is computed afresh from now. Without ``If-Match``
+    the change applies to the schedule as it is when it is written."""
+    schedule = schedules.update(
+        store,
+        caller.tenant_id,
+        schedule_id,
+        changes,
+        allow_seconds=_allow_seconds(request),
+        if_tag=versions(if_match),
     )
+    return _tagged(with_creator_name(store, caller.tenant_id, schedule), response)
 
 
 @router.delete("/v1/schedules/{schedule_id}", status_code=status.HTTP_204_NO_CONTENT)
@@ -140,7 +179,8 @@ def delete_schedule(schedule_id: str, caller: Writer, store: StoreDep) -> Respon
 
 @router.post("/v1/schedules/{schedule_id}/pause")
 def pause_schedule(schedule_id: str, caller: Operator, store: StoreDep) -> Schedule:
-    return store.schedules.pause(caller.tenant_id, schedule_id)
+    schedule = store.schedules.pause(caller.tenant_id, schedule_id)
+    return with_creator_name(store, caller.tenant_id, schedule)
 
 
 @router.post("/v1/schedules/{schedule_id}/resume")
@@ -148,9 +188,10 @@ def resume_schedule(
     schedule_id: str, caller: Operator, store: StoreDep, request: Request
 ) -> Schedule:
     """Fires resume from now; what would have fired while paused is not caught up."""
-    return schedules.resume(
+    schedule = schedules.resume(
         store, caller.tenant_id, schedule_id, allow_seconds=_allow_seconds(request)
     )
+    return with_creator_name(store, caller.tenant_id, schedule)
 
 
 @router.post(
@@ -163,7 +204,7 @@ def trigger_schedule(schedule_id: str, caller: Submitter, store: StoreDep) -> Tr
     ``scheduled_for``): under its concurrency policy (409 where ``forbid`` would skip it),
     paused or not; its next fire stays as it was. A submission of the caller's tenant,
     counted against its submission rate (429)."""
-    return firing.trigger(store, caller.tenant_id, schedule_id, actor=user_actor(caller.key_id))
+    return firing.trigger(store, caller.tenant_id, schedule_id, actor=caller.actor)
 
 
 @router.get("/v1/schedules/{schedule_id}/next")

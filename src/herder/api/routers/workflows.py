@@ -1,5 +1,6 @@
 """/v1/workflows and /v1/workflow-runs: DAGs of jobs, their runs, cancel, suspend, resume
-and repair.
+and repair; a workflow's YAML checked as it is written, saving nothing, and a workflow read
+back as YAML (the dashboard's editor).
 
 A workflow's ``ETag`` is its version in quotes; a PUT with ``If-Match`` replaces it only if
 it is still at that version (else 412). A workflow run pins the version it started with.
@@ -10,15 +11,18 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Response, status
+from pydantic import BaseModel, ConfigDict, Field
 
 from herder.api.auth import Caller, Operator, StoreDep, Writer
+from herder.api.creators import CreatedBy
 from herder.api.etags import tagged, versions
 from herder.api.openapi import ETAG_HEADER, problems
 from herder.api.queries import Paging
 from herder.api.ratelimit import Submitter
 from herder.api.schemas import RepairRequest, WorkflowCreate, WorkflowRunCreate
-from herder.app import workflows
-from herder.domain.actors import user_actor
+from herder.app import workflow_drafts, workflows
+from herder.app.actors import page_with_creator_names, with_creator_name
+from herder.definitions.workflow_text import WorkflowCheck, as_yaml
 from herder.domain.models import Page
 from herder.domain.workflows.models import Workflow, WorkflowRun, WorkflowRunDetail
 from herder.domain.workflows.progress import WorkflowRunState
@@ -40,9 +44,36 @@ def create_workflow(
 ) -> Workflow:
     """Check the DAG whole (an order of its tasks exists; every job it names exists) and
     store it as version 1."""
-    workflow = store.workflows.create(caller.tenant_id, body.name, body.spec())
+    workflow = store.workflows.create(
+        caller.tenant_id, body.name, body.spec(), created_by=caller.actor
+    )
     response.headers["Location"] = f"/v1/workflows/{workflow.id}"
-    return tagged(workflow, response)
+    return tagged(with_creator_name(store, caller.tenant_id, workflow), response)
+
+
+class WorkflowText(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    yaml: str = Field(description="one workflow as YAML: name, tasks, params, …")
+    workflow_id: str | None = Field(
+        default=None, max_length=64, description="the workflow being edited: its name is its own"
+    )
+
+
+class WorkflowSource(BaseModel):
+    id: str
+    name: str
+    version: int
+    yaml: str = Field(description="the workflow as YAML, as `herder export` writes it")
+
+
+@router.post("/v1/workflows/check", responses=problems(413))
+def check_workflow(body: WorkflowText, caller: Writer, store: StoreDep) -> WorkflowCheck:
+    """Check a workflow's YAML as creating it would (the DAG whole; every job, pool and limit
+    it names exists; its name is free) and save nothing: each problem at its line, the graph
+    of what parsed, and when valid the body ``POST /v1/workflows`` takes. At most 256 KiB
+    (413)."""
+    return workflow_drafts.check_draft(store, caller.tenant_id, body.yaml, body.workflow_id)
 
 
 @router.get("/v1/workflows")
@@ -51,13 +82,28 @@ def list_workflows(
     store: StoreDep,
     page: Paging,
     name: str | None = None,
+    created_by: CreatedBy = None,
 ) -> Page[Workflow]:
-    return store.workflows.list(caller.tenant_id, page=page, name=name)
+    found = store.workflows.list(caller.tenant_id, page=page, name=name, created_by=created_by)
+    return page_with_creator_names(store, caller.tenant_id, found)
 
 
 @router.get("/v1/workflows/{workflow_id}", responses={200: ETAG_HEADER})
 def get_workflow(workflow_id: str, caller: Caller, store: StoreDep, response: Response) -> Workflow:
-    return tagged(store.workflows.get(caller.tenant_id, workflow_id), response)
+    workflow = store.workflows.get(caller.tenant_id, workflow_id)
+    return tagged(with_creator_name(store, caller.tenant_id, workflow), response)
+
+
+@router.get("/v1/workflows/{workflow_id}/source", responses={200: ETAG_HEADER})
+def get_workflow_source(
+    workflow_id: str, caller: Caller, store: StoreDep, response: Response
+) -> WorkflowSource:
+    """The workflow's current version as YAML (for the dashboard's editor), its ETag the
+    workflow's."""
+    workflow = tagged(store.workflows.get(caller.tenant_id, workflow_id), response)
+    return WorkflowSource(
+        id=workflow.id, name=workflow.name, version=workflow.version, yaml=as_yaml(workflow)
+    )
 
 
 @router.put("/v1/workflows/{workflow_id}", responses={200: ETAG_HEADER, **problems(409, 412)})
@@ -77,7 +123,7 @@ def replace_workflow(
         body.spec(),
         if_version=versions(if_match),
     )
-    return tagged(workflow, response)
+    return tagged(with_creator_name(store, caller.tenant_id, workflow), response)
 
 
 @router.delete(
@@ -107,8 +153,9 @@ def start_workflow_run(
     Under ``max_active_runs`` it queues (``concurrency: queue``) or is refused (``forbid``)."""
     params = (body or WorkflowRunCreate()).params
     run, created = workflows.start(
-        store, caller.tenant_id, workflow_id, params, idempotency_key=idempotency_key
-    )
+        store, caller.tenant_id, workflow_id, params, idempotency_key=idempotency_key,
+        actor=caller.actor,
+    )  # fmt: skip
     if not created:
         response.status_code = status.HTTP_200_OK
     response.headers["Location"] = f"/v1/workflow-runs/{run.id}"
@@ -120,30 +167,32 @@ def list_workflow_runs(
     caller: Caller,
     store: StoreDep,
     page: Paging,
+    created_by: CreatedBy,
     workflow_id: str | None = None,
     state: WorkflowRunState | None = None,
 ) -> Page[WorkflowRun]:
-    return store.workflow_runs.list(
+    found = store.workflow_runs.list(
         caller.tenant_id,
         workflow_id=workflow_id,
         state=state,
+        created_by=created_by,
         page=page,
     )
+    return page_with_creator_names(store, caller.tenant_id, found)
 
 
 @router.get("/v1/workflow-runs/{workflow_run_id}")
 def get_workflow_run(workflow_run_id: str, caller: Caller, store: StoreDep) -> WorkflowRunDetail:
     """The run with every task instance: its run, or, pending, why it waits."""
-    return store.workflow_runs.get(caller.tenant_id, workflow_run_id)
+    found = store.workflow_runs.get(caller.tenant_id, workflow_run_id)
+    return with_creator_name(store, caller.tenant_id, found)
 
 
 @router.post("/v1/workflow-runs/{workflow_run_id}/cancel", responses=problems(409))
 def cancel_workflow_run(workflow_run_id: str, caller: Operator, store: StoreDep) -> WorkflowRun:
     """Pending and queued tasks are cancelled at once; running ones are stopped by their
     workers, and the run ends ``cancelled`` when the last has ended."""
-    return workflows.cancel(
-        store, caller.tenant_id, workflow_run_id, actor=user_actor(caller.key_id)
-    )
+    return workflows.cancel(store, caller.tenant_id, workflow_run_id, actor=caller.actor)
 
 
 @router.post("/v1/workflow-runs/{workflow_run_id}/suspend", responses=problems(409))
@@ -152,18 +201,14 @@ def suspend_workflow_run(workflow_run_id: str, caller: Operator, store: StoreDep
     preemption, with the job's grace to save a checkpoint — and no task starts until it is
     resumed; it keeps its ``max_active_runs`` slot. A suspended run is answered as it is; a
     queued, cancelling or ended one is a 409."""
-    return workflows.suspend(
-        store, caller.tenant_id, workflow_run_id, actor=user_actor(caller.key_id)
-    )
+    return workflows.suspend(store, caller.tenant_id, workflow_run_id, actor=caller.actor)
 
 
 @router.post("/v1/workflow-runs/{workflow_run_id}/resume", responses=problems(409))
 def resume_workflow_run(workflow_run_id: str, caller: Operator, store: StoreDep) -> WorkflowRun:
     """Its suspended task runs are queued again and every task that became ready while it
     was suspended starts. A run that is not suspended is a 409."""
-    return workflows.resume(
-        store, caller.tenant_id, workflow_run_id, actor=user_actor(caller.key_id)
-    )
+    return workflows.resume(store, caller.tenant_id, workflow_run_id, actor=caller.actor)
 
 
 @router.post("/v1/workflow-runs/{workflow_run_id}/repair", responses=problems(409, 429))

@@ -52,7 +52,7 @@ PARAMS_OF_KIND: dict[RuleKind, frozenset[str]] = {
     RuleKind.BUDGET: frozenset({"fraction"}),
     RuleKind.DEADLINE_MISSED: frozenset({"job_id", "workflow_id", "schedule_id"}),
     RuleKind.RUNNING_LONG: frozenset({"job_id", "factor", "min_seconds"}),
-    RuleKind.APPROVAL_WAITING: frozenset({"workflow_id", "after_seconds"}),
+    RuleKind.APPROVAL_WAITING: frozenset({"workflow_id", "job_id", "after_seconds"}),
 }
 REQUIRED_PARAMS: dict[RuleKind, frozenset[str]] = {
     RuleKind.QUEUE_WAIT_P99: frozenset({"threshold_seconds"}),
@@ -64,7 +64,8 @@ class RuleParams(BaseModel):
 
     job_id: str | None = Field(
         default=None, max_length=40,
-        description="run_failed, deadline_missed, running_long: only this job's runs",
+        description="run_failed, deadline_missed, running_long: only this job's runs; "
+        "approval_waiting: only approvals of workflow runs that run this job",
     )  # fmt: skip
     consecutive: Annotated[int, Field(ge=1, le=MAX_CONSECUTIVE)] = Field(
         default=1, description="run_failed: open after this many ended runs of a job all failed"
@@ -159,6 +160,11 @@ class Channel(_Record):
     enabled: bool
     created_at: datetime
     updated_at: datetime
+    managed_by: str | None = Field(
+        default=None,
+        description="the job notice (jnt_…) it is part of, changed only through it; "
+        "'owner': where the 24-hour limit's notices reach a job's owner",
+    )
 
 
 class CreatedChannel(Channel):
@@ -203,6 +209,9 @@ class Rule(_Record):
     notify_recovery: bool
     created_at: datetime
     updated_at: datetime
+    managed_by: str | None = Field(
+        default=None, description="the job notice (jnt_…) it is part of, changed only through it"
+    )
 
 
 class IncidentState(StrEnum):

@@ -141,6 +141,12 @@ class NewRun:
     backfill_id: str | None = None
     run_at: datetime | None = None  # queued, but not started before (a debounce's window)
     deadline_at: datetime | None = None  # finished by then (``domain.deadlines``)
+    created_by: str | None = None  # who made it (``domain.actors``); None: its event's actor
+
+    @property
+    def creator(self) -> str:
+        """Who made it: ``created_by``, else the actor of the event that made it."""
+        return self.created_by or self.event.actor
 
 
 @dataclass(frozen=True)
@@ -163,6 +169,7 @@ class NewWorkflowRun:
     backfill_id: str | None = None
     deadline: Mapping[str, Any] | None = None  # the deadline it runs under, as JSON
     deadline_at: datetime | None = None
+    created_by: str | None = None  # who started it (``domain.actors``)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,10 @@ class Workflow(_Record):
     deadline: Deadline | None = None
     created_at: datetime
     updated_at: datetime
+    # who made it (``domain.actors``: ``user:key_…``, ``schedule:sch_…``), None when made
+    # before it was recorded; and a person's name for it, added as it is read
+    created_by: str | None = None
+    created_by_name: str | None = None
 
 
 class WorkflowRun(_Record):
@@ -49,6 +53,10 @@ class WorkflowRun(_Record):
     deadline_at: datetime | None = None  # finished by then
     deadline_missed_at: datetime | None = None  # when it was found unfinished past it
     awaiting_approval: list[str] = []  # its approval tasks waiting for a decision
+    # who made it (``domain.actors``: ``user:key_…``, ``schedule:sch_…``), None when made
+    # before it was recorded; and a person's name for it, added as it is read
+    created_by: str | None = None
+    created_by_name: str | None = None
 
 
 class TaskRun(_Record):

@@ -82,6 +82,7 @@ class PinnedRun:
     jobs: Mapping[str, Any]  # job name → {"id", "spec"} as pinned
     repair: int
     backfill_id: str | None = None
+    created_by: str | None = None  # who started it: its task runs' creator too
 
 
 def build_task_runs(
@@ -130,6 +131,7 @@ def build_task_runs(
                         else None
                     ),
                     event=Event(run_id, message, f"workflow:{workflow_run.id}", target=start.state),
+                    created_by=workflow_run.created_by,
                     task=TaskOf(
                         workflow_run.id,
                         task.name,
@@ -168,4 +170,5 @@ def _waiting_run(
         spec=WAITING_SPEC, state=state, reason=reason, run_at=run_at,
         event=Event(run_id, message, f"workflow:{workflow_run.id}", target=state),
         task=TaskOf(workflow_run.id, task.name, workflow_run.repair),
+        created_by=workflow_run.created_by,
     )  # fmt: skip

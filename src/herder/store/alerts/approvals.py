@@ -1,6 +1,6 @@
 """What ``approval_waiting`` reads: the tenant's approval tasks waiting past the rule's
-``after_seconds`` (its waiting runs, by the (tenant, state) index), and which of its open
-incidents' runs no longer wait."""
+``after_seconds`` (its waiting runs, by the (tenant, state) index; with ``job_id``, of workflow
+runs that run that job), and which of its open incidents' runs no longer wait."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ def waiting_approvals(
             runs.c.created_at,
             workflow_runs.c.id.label("wfrun"),
             workflow_runs.c.workflow_name,
+            workflow_runs.c.jobs,
         )
         .join(workflow_runs, workflow_runs.c.id == runs.c.workflow_run_id)
         .where(
@@ -44,6 +45,8 @@ def waiting_approvals(
     if params.workflow_id is not None:
         query = query.where(workflow_runs.c.workflow_id == params.workflow_id)
     rows = work.connection.execute(query).all()
+    if params.job_id is not None:  # a workflow run's pinned jobs: {name: {"id", "spec"}}
+        rows = [row for row in rows if _runs_job(row.jobs, params.job_id)]
     waiting = [
         WaitingApproval(
             row.id,
@@ -64,3 +67,9 @@ def waiting_approvals(
         ).scalars()
     )
     return waiting, set(open_keys) - still
+
+
+def _runs_job(pinned: object, job_id: str) -> bool:
+    return isinstance(pinned, dict) and any(
+        isinstance(one, dict) and one.get("id") == job_id for one in pinned.values()
+    )

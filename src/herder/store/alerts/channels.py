@@ -22,6 +22,7 @@ from herder.domain.listings import PageRequest
 from herder.domain.models import Page
 from herder.store.alerts.channel_secrets import ChannelSecrets
 from herder.store.alerts.deliveries import new_delivery
+from herder.store.alerts.managed import refuse_managed
 from herder.store.database import Database
 from herder.store.named import NamedRows
 from herder.store.notifications import notify_alert_delivery
@@ -107,6 +108,7 @@ class ChannelRepository:
         values: dict[str, Any] = changes.model_dump(exclude_none=True)
 
         def change(current: Any) -> dict[str, Any]:
+            refuse_managed("alert channel", current)
             if changes.url is None:
                 return values
             kind = ChannelKind(current.kind)
@@ -128,6 +130,7 @@ class ChannelRepository:
     def delete(self, tenant_id: str, channel_id: str) -> None:
         """The channel and its deliveries go; rules that named it no longer do."""
         with self._db.write() as connection:
+            refuse_managed("alert channel", ROWS.row(connection, tenant_id, channel_id))
             ROWS.delete(connection, tenant_id, channel_id)
             rules = connection.execute(
                 select(alert_rules.c.id, alert_rules.c.channel_ids).where(

@@ -22,6 +22,7 @@ from herder.domain.errors import FieldError, Invalid
 from herder.domain.ids import new_id
 from herder.domain.listings import PageRequest
 from herder.domain.models import Page
+from herder.store.alerts.managed import refuse_managed
 from herder.store.database import Database
 from herder.store.named import NamedRows
 from herder.store.schema import (
@@ -84,7 +85,7 @@ def _check(
         raise Invalid("; ".join(f"{e.field}: {e.message}" for e in errors), errors=errors)
 
 
-def _resolve_open(connection: Connection, rule_id: str, why: str, now: datetime) -> None:
+def resolve_open(connection: Connection, rule_id: str, why: str, now: datetime) -> None:
     """A rule turned off resolves its open incidents, with no notice: whoever turned it off
     wants no more pages about it. Called after the rule's row is changed: that waits for an
     evaluation holding it (``stored_rule`` locks it), so what that evaluation opened is
@@ -134,6 +135,7 @@ class RuleRepository:
         now = self._clock.now()
 
         def columns(row: Any) -> dict[str, Any]:
+            refuse_managed("alert rule", row)
             rule = _rule(row)
             params = changes.params or RuleParams.model_validate(rule.params)
             channel_ids = list(dict.fromkeys(changes.channel_ids or rule.channel_ids))
@@ -150,11 +152,12 @@ class RuleRepository:
         with self._db.write() as connection:
             rule = ROWS.edit(connection, tenant_id, rule_id, columns, now)
             for one in turned_off:
-                _resolve_open(connection, one, "rule disabled", now)
+                resolve_open(connection, one, "rule disabled", now)
             return rule
 
     def delete(self, tenant_id: str, rule_id: str) -> None:
         """The rule goes; its incidents stay listed, the open ones resolved."""
         with self._db.write() as connection:
+            refuse_managed("alert rule", ROWS.row(connection, tenant_id, rule_id))
             ROWS.delete(connection, tenant_id, rule_id)
-            _resolve_open(connection, rule_id, "rule deleted", self._clock.now())
+            resolve_open(connection, rule_id, "rule deleted", self._clock.now())

@@ -39,6 +39,7 @@ class RunWindow:
             and (query.until is None or run.created_at < query.until)
             and (query.job_id is None or run.job_id == query.job_id)
             and (query.schedule_id is None or run.schedule_id == query.schedule_id)
+            and (query.created_by is None or run.created_by == query.created_by)
             and (page.id_prefix is None or run.id.startswith(page.id_prefix))
             and (not query.states or run.state in query.states)
             and (not page.cursor or run.id < decode_cursor(page.cursor))

@@ -19,12 +19,13 @@ from sqlalchemy import Connection, Row, Select
 from herder.clock import epoch_ms
 from herder.domain.ids import id_bound, id_time_ms
 from herder.domain.listings import PageRequest
-from herder.store.pagination import decode_cursor, page_query
+from herder.store.pagination import check_limit, decode_cursor, encode_cursor
 from herder.store.schema import runs
 
 # How far back each read reaches from the page's top (now, or the cursor's run); the last
 # read goes down to the floor. Growing by 4 keeps a sparse job's page to a few reads.
 WINDOWS = tuple(timedelta(weeks=weeks) for weeks in (1, 4, 16, 64, 256))
+CREATOR_SCAN_ROWS = 10_000  # a creator's page reads at most this many runs (``newest_made_by``)
 
 
 def newest_runs(
@@ -36,11 +37,53 @@ def newest_runs(
 ) -> Sequence[Row[Any]]:
     """Up to the page's ``limit + 1`` rows of ``query`` at or above ``floor``, newest first,
     from below its cursor if given (``page_query``'s contract)."""
-    limit = page.limit
+    check_limit(page.limit)
     top = decode_cursor(page.cursor) if page.cursor else None
+    return _newest(connection, query, floor, now, top, page.limit + 1)
+
+
+def newest_made_by(
+    connection: Connection,
+    query: Select[tuple[object, ...]],
+    creator: str,
+    floor: str,
+    now: datetime,
+    page: PageRequest,
+) -> tuple[Sequence[Row[Any]], str | None]:
+    """The page's rows of ``query`` that ``creator`` made, reading at most
+    ``CREATOR_SCAN_ROWS`` of its rows, and the cursor to read on when that many were read
+    before the page filled (else None: ``page_from`` says whether there is more).
+
+    No index serves a creator: one on ``runs`` would be written at every transition of every
+    run, the hot path. So a creator with few runs among many gets short pages, each with a
+    cursor to read on, and never one page that reads a tenant's whole history."""
+    check_limit(page.limit)
+    top = decode_cursor(page.cursor) if page.cursor else None
+    columns = query.with_only_columns(runs.c.id, runs.c.created_by)
+    scanned = _newest(connection, columns, floor, now, top, CREATOR_SCAN_ROWS)
+    wanted = [row.id for row in scanned if row.created_by == creator][: page.limit + 1]
+    rows: Sequence[Row[Any]] = []
+    if wanted:
+        rows = connection.execute(
+            query.where(runs.c.id.in_(wanted)).order_by(runs.c.id.desc())
+        ).all()
+    short = len(wanted) <= page.limit and len(scanned) == CREATOR_SCAN_ROWS
+    return rows, encode_cursor(scanned[-1].id) if short else None
+
+
+def _newest(
+    connection: Connection,
+    query: Select[tuple[object, ...]],
+    floor: str,
+    now: datetime,
+    top: str | None,
+    count: int,
+) -> list[Row[Any]]:
+    """Up to ``count`` rows of ``query`` below ``top`` (if given) and at or above ``floor``,
+    newest first, read a window of slices at a time."""
     reach_from = now if top is None else _made_at(top, now)
     rows: list[Row[Any]] = []
-    upper = None  # the first read's is the cursor, applied by ``page_query``
+    upper = top
     for window in (*WINDOWS, None):
         lower = floor
         if window is not None:
@@ -48,16 +91,11 @@ def newest_runs(
         if top is not None:  # never above the cursor, which bounds every read
             lower = min(lower, top)
         bounded = query.where(runs.c.id >= lower)
-        if upper is None:
-            statement = page_query(bounded, runs.c.id, page)
-        else:
-            statement = (
-                bounded.where(runs.c.id < upper)
-                .order_by(runs.c.id.desc())
-                .limit(limit + 1 - len(rows))
-            )
+        if upper is not None:
+            bounded = bounded.where(runs.c.id < upper)
+        statement = bounded.order_by(runs.c.id.desc()).limit(count - len(rows))
         rows += connection.execute(statement).all()
-        if len(rows) > limit or lower <= floor:
+        if len(rows) >= count or lower <= floor:
             break
         upper = lower
     return rows

@@ -19,6 +19,7 @@ from herder.store.schema import (
     artifacts,
     hooks,
     job_labels,
+    job_notices,
     jobs,
     limits,
     pool_shares,
@@ -68,6 +69,7 @@ COPIED: tuple[tuple[Table, Callable[[str], ColumnElement[bool]]], ...] = (
     (secrets, _owned(secrets)),
     (alert_channels, _owned(alert_channels)),
     (alert_rules, _owned(alert_rules)),
+    (job_notices, _owned(job_notices)),  # a person's notices: its channel and rules above
 )
 TABLES = {table.name: table for table, _ in COPIED}
 # the rows a table's rows hang from: (column, parent table) — their ids must be the tenant's

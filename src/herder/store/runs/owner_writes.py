@@ -51,6 +51,7 @@ def insert_workflow_runs(
             backfill_id=new.backfill_id,
             deadline=None if new.deadline is None else dict(new.deadline),
             deadline_at=new.deadline_at,
+            created_by=new.created_by,
         )
         if connection.execute(statement.returning(workflow_runs.c.id)).scalar() is not None:
             inserted.add(new.id)

@@ -17,10 +17,10 @@ from herder.store.checkpoints import kept_checkpoints
 from herder.store.cold.listing import RunWindow, cold_detail, merged_page
 from herder.store.cold.tier import ColdTier
 from herder.store.database import Database
-from herder.store.history.listing import newest_runs
+from herder.store.history.listing import newest_made_by, newest_runs
 from herder.store.history.retention import visible_runs_floor
 from herder.store.owned import owned_row
-from herder.store.pagination import page_from, page_records
+from herder.store.pagination import next_cursor, page_from, page_records
 from herder.store.runs.submissions import (
     BEING_CREATED,
 )
@@ -57,6 +57,7 @@ _RUN_COLUMNS = [
     runs.c.deadline_missed_at,
     runs.c.schedule_id,
     runs.c.scheduled_for,
+    runs.c.created_by,
 ]
 
 
@@ -172,11 +173,23 @@ class RunRepository:
         if query.until is not None:
             statement = statement.where(runs.c.created_at < query.until)
         now = self._clock.now()
+        since = query.since
+        cold = self._cold is not None and since is not None and since < self._cold.hot_since(now)
+        creator = query.created_by
+        if creator is not None and (cold or query.job_id or query.schedule_id):
+            # narrowed by an index already (or read from the cold tier): filtered as it reads
+            statement = statement.where(runs.c.created_by == creator)
+            creator = None
         with self._db.read() as connection:
             floor = visible_runs_floor(connection, tenant_id, now)
+            if creator is not None:
+                rows, read_on = newest_made_by(connection, statement, creator, floor, now, page)
+                return Page(
+                    items=page_records(rows[: page.limit], _run),
+                    next_cursor=read_on or next_cursor([row.id for row in rows], page.limit),
+                )
             rows = newest_runs(connection, statement, floor, now, page)
-        since = query.since
-        if self._cold is not None and since is not None and since < self._cold.hot_since(now):
+        if self._cold is not None and since is not None and cold:
             # a window reaching before the hot window reads the cold tier too (slower)
             window = RunWindow(tenant_id, floor, since, query)
             return merged_page(self._cold, window, page_records(rows, _run), now)

@@ -174,6 +174,7 @@ def new_run_row(new: NewRun, now: datetime, *, stored_spec: Any = None) -> dict[
         "run_at": new.run_at,
         "deadline_at": new.deadline_at,
         "deadline_missed_at": None,
+        "created_by": new.creator,
     }
 
 

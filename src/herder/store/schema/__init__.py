@@ -23,6 +23,8 @@ from herder.store.schema.alerts import alert_channels as alert_channels
 from herder.store.schema.alerts import alert_deliveries as alert_deliveries
 from herder.store.schema.alerts import alert_incidents as alert_incidents
 from herder.store.schema.alerts import alert_rules as alert_rules
+from herder.store.schema.alerts import job_notices as job_notices
+from herder.store.schema.alerts import limit_notices as limit_notices
 from herder.store.schema.audit import audit_log as audit_log
 from herder.store.schema.base import ID as ID
 from herder.store.schema.base import (
@@ -56,6 +58,8 @@ from herder.store.schema.pools import pools as pools
 from herder.store.schema.secrets import secrets as secrets
 from herder.store.schema.usage import tenant_budgets as tenant_budgets
 from herder.store.schema.usage import usage_charges as usage_charges
+from herder.store.schema.users import sessions as sessions
+from herder.store.schema.users import users as users
 from herder.store.types import AutoIncrementId, JsonColumn, UtcDateTime
 
 tenants = Table(
@@ -130,6 +134,7 @@ jobs = Table(
     Column("spec", JsonColumn, nullable=False),
     *stamp_columns(),
     version_column(),
+    Column("created_by", String(128)),  # who made it (domain.actors; 0037): NULL before
     UniqueConstraint("tenant_id", "name"),
     Index(None, "tenant_id", "id"),
 )
@@ -199,6 +204,7 @@ runs = Table(
     Column("limit_keys", JsonColumn),
     Column("deadline_at", UtcDateTime),  # finished by then, or its deadline is missed
     Column("deadline_missed_at", UtcDateTime),  # when the reaper found it missed (once)
+    Column("created_by", String(128)),  # who made it (domain.actors; 0037): NULL before
     UniqueConstraint("tenant_id", "idempotency_key"),
     UniqueConstraint("schedule_id", "scheduled_for"),
     # a task instance runs once per repair, whoever decides it
@@ -319,6 +325,7 @@ schedules = Table(
     Column("missed_count", Integer, nullable=False, server_default="0"),
     Column("skipped_count", Integer, nullable=False, server_default="0"),
     *stamp_columns(),
+    Column("created_by", String(128)),  # who made it (domain.actors; 0037): NULL before
     Index(None, "tenant_id", "id"),
     Index(None, "tenant_id", "name", unique=True),
     Index(None, "partition", "next_due_at"),  # the firer's "what is due" query
@@ -344,6 +351,7 @@ workflows = Table(
     Column("version", Integer, nullable=False),  # the current one; every change adds one
     Column("spec", JsonColumn, nullable=False),
     *stamp_columns(),
+    Column("created_by", String(128)),  # who made it (domain.actors; 0037): NULL before
     UniqueConstraint("tenant_id", "name"),
     Index(None, "tenant_id", "id"),
 )
@@ -384,6 +392,7 @@ workflow_runs = Table(
     Column("deadline", JsonColumn),  # the deadline it runs under: its schedule's or workflow's
     Column("deadline_at", UtcDateTime),
     Column("deadline_missed_at", UtcDateTime),
+    Column("created_by", String(128)),  # who made it (domain.actors; 0037): NULL before
     UniqueConstraint("tenant_id", "idempotency_key"),
     UniqueConstraint("schedule_id", "scheduled_for"),
     Index(None, "tenant_id", "id"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlalchemy import (
     Boolean,
     Column,
+    ForeignKey,
     Index,
     Integer,
     LargeBinary,
@@ -34,6 +35,8 @@ alert_channels = Table(
     Column("plain_secret", String(128)),
     Column("enabled", Boolean, nullable=False),
     *stamp_columns(),
+    # a job notice's own channel (its id), or ``owner`` for the 24-hour notices (0038)
+    Column("managed_by", String(40)),
     UniqueConstraint("tenant_id", "name"),
     Index(None, "tenant_id", "id"),
     Index(None, "key_id"),  # what a re-encryption after a key rotation still has to do
@@ -50,6 +53,7 @@ alert_rules = Table(
     Column("notify_recovery", Boolean, nullable=False),
     Column("evaluated_at", UtcDateTime),  # the watermark of event-driven kinds
     *stamp_columns(),
+    Column("managed_by", String(40)),  # the job notice (its id) it is part of (0038)
     UniqueConstraint("tenant_id", "name"),
     Index(None, "tenant_id", "id"),
 )
@@ -93,4 +97,29 @@ alert_deliveries = Table(
     Index(None, "tenant_id", "id"),
     Index(None, "channel_id", "id"),
     Index(None, "next_attempt_at"),  # the sender's "what is due"
+)
+
+# A job's notices (``herder.domain.alerts.notices``): a person's subscription, made of a
+# channel and rules marked ``managed_by`` it; and each run stopped at the 24-hour limit, once
+# its owner was told (or found no one to tell), so a pass never tells it twice.
+job_notices = Table(
+    "job_notices",
+    metadata,
+    *owned_columns(),
+    Column("job_id", ID, nullable=False),
+    Column("subscriber", String(128), nullable=False),  # an actor: user:usr_… or user:key_…
+    Column("events", JsonColumn, nullable=False),
+    Column("channel_id", ID, nullable=False),
+    *stamp_columns(),
+    UniqueConstraint("job_id", "subscriber"),
+    Index(None, "tenant_id", "job_id"),
+)
+
+limit_notices = Table(
+    "limit_notices",
+    metadata,
+    Column("run_id", ID, primary_key=True),
+    Column("tenant_id", ID, ForeignKey("tenants.id"), nullable=False),
+    Column("told", String(16), nullable=False),  # subscribers, owner, or nobody
+    Column("at", UtcDateTime, nullable=False),
 )

@@ -25,6 +25,9 @@ audit_log = Table(
     Column("fields", JsonColumn, nullable=False),
     Column("status", Integer, nullable=False),
     Column("created_at", UtcDateTime, nullable=False),
+    # the caller's actor (domain.actors: a signed-in person's ``user:usr_…``), named as the
+    # log is read; NULL before 0037, when it was ``user:<key_id>``
+    Column("actor", String(128)),
     Index(None, "tenant_id", "id"),
     Index(None, "tenant_id", "object_id", "id"),
 )

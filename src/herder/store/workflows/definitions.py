@@ -40,7 +40,7 @@ def _workflow(row: Any) -> Workflow:
     return Workflow(
         id=row.id, name=row.name, version=row.version, tasks=spec.tasks, params=spec.params,
         max_active_runs=spec.max_active_runs, concurrency=spec.concurrency, deadline=spec.deadline,
-        created_at=row.created_at, updated_at=row.updated_at,
+        created_at=row.created_at, updated_at=row.updated_at, created_by=row.created_by,
     )  # fmt: skip
 
 
@@ -111,7 +111,9 @@ class WorkflowRepository:
         self._db = database
         self._clock = clock
 
-    def create(self, tenant_id: str, name: str, spec: WorkflowSpec) -> Workflow:
+    def create(
+        self, tenant_id: str, name: str, spec: WorkflowSpec, *, created_by: str | None = None
+    ) -> Workflow:
         task_order(spec)
         check_messages(spec)
         check_run_bound(spec, spec.params)
@@ -130,6 +132,7 @@ class WorkflowRepository:
                         spec=stored,
                         created_at=now,
                         updated_at=now,
+                        created_by=created_by,
                     )
                 )
             except exc.IntegrityError as error:
@@ -183,10 +186,13 @@ class WorkflowRepository:
         *,
         page: PageRequest = PageRequest(),
         name: str | None = None,
+        created_by: str | None = None,
     ) -> Page[Workflow]:
         query = select(workflows).where(workflows.c.tenant_id == tenant_id)
         if name is not None:
             query = query.where(workflows.c.name == name)
+        if created_by is not None:
+            query = query.where(workflows.c.created_by == created_by)
         with self._db.read() as connection:
             return page_of(connection, query, workflows.c.id, _workflow, page)
 

@@ -69,7 +69,8 @@ def lock(connection: Connection, workflow_run_id: str) -> Any:
 
 
 def pinned(row: Any) -> PinnedRun:
-    return PinnedRun(row.id, row.tenant_id, row.params, row.jobs, row.repair, row.backfill_id)
+    return PinnedRun(row.id, row.tenant_id, row.params, row.jobs, row.repair, row.backfill_id,
+                     row.created_by)  # fmt: skip
 
 
 def tallies_of(connection: Connection, workflow_run_id: str) -> list[RunTally]:

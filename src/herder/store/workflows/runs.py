@@ -81,11 +81,14 @@ class WorkflowRunRepository:
         *,
         workflow_id: str | None = None,
         state: WorkflowRunState | None = None,
+        created_by: str | None = None,
         page: PageRequest = PageRequest(),
     ) -> Page[WorkflowRun]:
         query = select(workflow_runs).where(workflow_runs.c.tenant_id == tenant_id)
         if workflow_id is not None:
             query = query.where(workflow_runs.c.workflow_id == workflow_id)
+        if created_by is not None:
+            query = query.where(workflow_runs.c.created_by == created_by)
         if state is not None:
             query = query.where(workflow_runs.c.state == state)
         with self._db.read() as connection:

@@ -10,6 +10,7 @@ from typing import Protocol
 
 from sqlalchemy import select, update
 
+from herder.domain.actors import schedule_actor
 from herder.domain.deadlines import Fire
 from herder.domain.errors import Conflict, Invalid
 from herder.domain.lifecycle.cancel import Cause
@@ -56,6 +57,7 @@ def start_scheduled(
                 work, due.tenant_id, due.workflow_id, {}, schedule_id=due.id,
                 scheduled_for=nominal, schedule_deadline=due.spec.deadline,
                 fired=Fire(nominal, due.spec.cron, due.spec.timezone),
+                created_by=schedule_actor(due.id),
             )  # fmt: skip
         except (Conflict, Invalid) as refused:  # max_active_runs under forbid; run bound
             events.append(_skip(due, nominal, refused.detail))

@@ -62,6 +62,7 @@ def start_in(
     backfill_id: str | None = None,
     fired: Fire | None = None,
     schedule_deadline: Deadline | None = None,
+    created_by: str | None,
 ) -> str | None:
     """Start a run of the workflow's current version inside ``work``: its first tasks are
     queued in the same transaction; under ``max_active_runs`` it queues, or is refused
@@ -69,7 +70,8 @@ def start_in(
     time) already has a run.
 
     Its deadline is the schedule's, else the workflow's: from the schedule's ``fired``
-    nominal time, else from now. A backfill's runs catch up on the past and have none."""
+    nominal time, else from now. A backfill's runs catch up on the past and have none.
+    ``created_by``: who starts it (``domain.actors``); its task runs inherit it."""
     workflow = workflow_row(work.connection, tenant_id, workflow_id)
     if workflow is None:
         raise NotFound(f"workflow {workflow_id} not found")
@@ -98,6 +100,7 @@ def start_in(
         backfill_id=backfill_id,
         deadline=None if deadline is None else deadline.model_dump(mode="json"),
         deadline_at=deadline_at(deadline, fired or work.now),
+        created_by=created_by,
     )
     if new.id not in work.apply(Changes(new_workflow_runs=(new,))).workflow_runs_inserted:
         return None
