@@ -3,8 +3,11 @@ step, no third-party code) served at ``/`` with its files under ``/ui/``.
 
 The page holds no data of its own: it signs in with an API key kept in the tab's
 sessionStorage and calls /v1 with it as a bearer token, so it sees exactly what the key may
-see. There are no cookies, hence no CSRF; a strict Content-Security-Policy allows only this
-origin's scripts and styles, and the scripts put every piece of data into the page as text.
+see; or, where single sign-on is set up, through the OpenID provider, after which the
+server's session cookie (HttpOnly, SameSite=Lax) admits it and every change carries the
+session's CSRF token and this origin (``api.auth``). A strict Content-Security-Policy allows
+only this origin's scripts and styles, and the scripts put every piece of data into the page
+as text.
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 // Calls to /v1 with the signed-in key as a bearer token. The key lives in sessionStorage:
-// this tab only, gone when it closes; no cookie is ever set, so no other site can act as us.
+// this tab only, gone when it closes. A person signed in through the provider (single
+// sign-on) has instead the server's session cookie (HttpOnly: never seen here); their calls
+// send it (same origin only) with the CSRF token GET auth/session gave, which no other site
+// can read, so no other site can act as them.
 
 const KEY = "herder.api_key";
 
@@ -29,6 +32,39 @@ export function signIn(key) {
 
 export function signOut() {
   sessionStorage.removeItem(KEY);
+  if (session) {
+    const csrf = session.csrf_token;
+    session = null;
+    // the server revokes the session and clears its cookie
+    fetch("auth/logout", { method: "POST", headers: { "X-Herder-CSRF": csrf }, credentials: "same-origin" }).catch(() => {});
+  }
+}
+
+let session = null; // the provider's sign-in: { user_name, csrf_token, … } from GET auth/session
+
+// The session cookie's person, if the browser has one (asked once per page: null otherwise).
+export async function learnSession() {
+  const response = await fetch("auth/session", { credentials: "same-origin", cache: "no-store", headers: { Accept: "application/json" } });
+  const data = response.ok ? await response.json() : null;
+  session = data && data.csrf_token ? data : null;
+  return session;
+}
+
+export function signedInPerson() {
+  return session;
+}
+
+// Whether this server offers sign-in through an OpenID provider, and the button's name.
+export async function signInConfig() {
+  const response = await fetch("auth/config", { credentials: "omit", cache: "no-store" });
+  return response.ok ? response.json() : { enabled: false };
+}
+
+// The credentials of a call: the key as a bearer, else the cookie with the CSRF token.
+function authorization() {
+  const key = apiKey();
+  if (key || !session) return { headers: { Authorization: `Bearer ${key || ""}` }, credentials: "omit" };
+  return { headers: { "X-Herder-CSRF": session.csrf_token }, credentials: "same-origin" };
 }
 
 // Query string from an object: arrays repeat, empty values are left out.
@@ -49,16 +85,19 @@ export async function api(path, options = {}) {
 }
 
 // The same with the response's headers (an edge names the cell that answered: Herder-Cell).
-export async function answer(path, { method = "GET", body, signal } = {}) {
-  const headers = { Authorization: `Bearer ${apiKey() || ""}`, Accept: "application/json" };
-  if (body !== undefined) headers["Content-Type"] = "application/json";
+// ``headers``: more request headers, e.g. an edit's ``If-Match`` (the ETag it was read with).
+export async function answer(path, { method = "GET", body, signal, headers: more = {} } = {}) {
+  const auth = authorization();
+  const headers = { ...more, ...auth.headers, Accept: "application/json" };
+  const form = body instanceof FormData; // an upload: the browser sets its multipart type
+  if (body !== undefined && !form) headers["Content-Type"] = "application/json";
   // Relative to the page ("v1/…"), so the dashboard works behind a proxy's path prefix too.
   const response = await fetch(path.replace(/^\//, ""), {
     method,
     headers,
     signal,
-    body: body === undefined ? undefined : JSON.stringify(body),
-    credentials: "omit",
+    body: body === undefined || form ? body : JSON.stringify(body),
+    credentials: auth.credentials,
     cache: "no-store",
   });
   if (response.status === 204) return { data: null, headers: response.headers };

@@ -1,7 +1,7 @@
 // The dashboard's shell: sign-in, routing by URL hash, and the live loop that refreshes the
 // current view every two seconds while the tab is visible.
 
-import { ApiError, apiKey, signIn, signOut } from "./api.js";
+import { ApiError, apiKey, learnSession, signIn, signInConfig, signedInPerson, signOut } from "./api.js";
 import { h } from "./dom.js";
 import { forgetRole, homeCell, isSystemAdmin, learnRole, may } from "./role.js";
 import { browserZone, timeOfDay } from "./time.js";
@@ -14,6 +14,7 @@ import * as queue from "./views/queue.js";
 import * as dead from "./views/dead.js";
 import * as workflows from "./views/workflows.js";
 import * as workflowRun from "./views/workflow_run.js";
+import * as workflowEditor from "./views/workflow_editor.js";
 import * as schedules from "./views/schedules.js";
 import * as schedule from "./views/schedule.js";
 import * as workers from "./views/workers.js";
@@ -23,6 +24,10 @@ import * as forecast from "./views/forecast.js";
 import * as limits from "./views/limits.js";
 import * as limit from "./views/limit.js";
 import * as pools from "./views/pools.js";
+import * as triggers from "./views/triggers.js";
+import * as trigger from "./views/trigger.js";
+import * as hooks from "./views/hooks.js";
+import * as hook from "./views/hook.js";
 import * as cells from "./views/cells.js";
 
 const REFRESH_MS = 2000;
@@ -38,12 +43,15 @@ const PAGES = [
   { name: "dead", label: "Dead letters", list: dead },
   { name: "workflows", label: "Workflows", list: workflows },
   { name: "workflow-runs", list: workflows, item: workflowRun, under: "workflows" },
+  { name: "workflow-editor", list: workflowEditor, item: workflowEditor, under: "workflows" },
   { name: "schedules", label: "Schedules", list: schedules, item: schedule },
   { name: "alerts", label: "Alerts", list: alerts },
   { name: "usage", label: "Usage", list: usage },
   { name: "forecast", label: "Forecast", list: forecast },
   { name: "limits", label: "Limits", list: limits, item: limit },
   { name: "pools", label: "Pools", list: pools },
+  { name: "triggers", label: "Triggers", list: triggers, item: trigger },
+  { name: "hooks", label: "Hooks", list: hooks, item: hook },
   { name: "workers", label: "Workers", list: workers, system: true },
   { name: "cells", label: "Cells", list: cells, system: true },
 ];
@@ -80,6 +88,7 @@ function showSignIn(message = "") {
   byId("nav").hidden = true;
   byId("cell").hidden = true;
   byId("sign-out").hidden = true;
+  byId("user").hidden = true;
   byId("live").hidden = true;
   byId("zone").hidden = true;
   byId("sign-in").hidden = false;
@@ -156,7 +165,7 @@ function go(hash) {
 let routing = 0; // the latest route(): an earlier one still learning the role gives way
 
 async function route() {
-  if (!apiKey()) {
+  if (!apiKey() && !signedInPerson()) {
     showSignIn();
     return;
   }
@@ -181,6 +190,8 @@ async function route() {
   byId("sign-in").hidden = true;
   byId("nav").hidden = false;
   byId("sign-out").hidden = false;
+  byId("user").hidden = !signedInPerson();
+  byId("user").textContent = signedInPerson() ? signedInPerson().user_name : "";
   byId("zone").hidden = false;
   byId("zone").textContent = `times in ${browserZone()}`;
   const root = byId("view");
@@ -217,6 +228,22 @@ byId("sign-out").addEventListener("click", () => {
   showSignIn("Signed out.");
 });
 
+// Single sign-on: the provider's button when the server offers one; a session cookie the
+// browser already has (back from the provider) signs in without a key.
+async function start() {
+  try {
+    const config = await signInConfig();
+    if (config.enabled) {
+      byId("sso-link").textContent = `Sign in with ${config.provider_name}`;
+      byId("sso").hidden = false;
+    }
+    if (config.enabled && !apiKey()) await learnSession();
+  } catch {
+    // no provider reachable: the key's sign-in stays
+  }
+  route();
+}
+
 window.addEventListener("hashchange", route);
 document.addEventListener("visibilitychange", () => {
   if (!document.hidden) refresh();
@@ -224,5 +251,5 @@ document.addEventListener("visibilitychange", () => {
 setInterval(() => {
   if (!document.hidden) refresh();
 }, REFRESH_MS);
-route();
+start();
 byId("starting").remove(); // started: from here on, the views report what goes wrong

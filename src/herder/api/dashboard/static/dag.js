@@ -3,7 +3,8 @@
 // passes each one it skips through a waypoint of its own, so no edge runs behind a box; tasks
 // within a layer are ordered to cross fewer edges; each box has its state's own colour
 // (COLOUR_OF_TASK_STATE, from the server) and a legend names the states drawn. A workflow's
-// definition has no states: its boxes say what each task runs, in no state's colour.
+// definition has no states: its boxes say what each task runs, in no state's colour; the
+// editor marks the tasks a cycle passes (``marked``) and the edges between them.
 
 import { svg } from "./charts.js";
 import { badge, h, stateClasses } from "./dom.js";
@@ -156,7 +157,7 @@ function edgePath(path) {
   return d;
 }
 
-function box(task, node) {
+function box(task, node, marked) {
   const state = taskState(task);
   const count = task.instances.length > 1 ? ` ×${task.instances.length}` : "";
   const only = task.instances.length === 1 ? task.instances[0] : null;
@@ -164,7 +165,7 @@ function box(task, node) {
   const group = svg(
     "g",
     {
-      class: state ? `task ${stateClasses(state)}` : "task definition",
+      class: `${state ? `task ${stateClasses(state)}` : "task definition"}${marked.has(task.name) ? " marked" : ""}`,
       "data-task": task.name,
       ...(state ? { "data-state": state } : {}),
       transform: `translate(${node.x},${node.y})`,
@@ -194,8 +195,9 @@ function legend(states) {
   );
 }
 
-// The legend and the drawing, to be placed in a scrolling box.
-export function dag(tasks) {
+// The legend and the drawing, to be placed in a scrolling box. ``marked``: names of tasks to
+// mark (a definition's on a cycle).
+export function dag(tasks, { marked = new Set() } = {}) {
   const columns = layers(byTask(tasks));
   const { rows, edges } = routed(columns);
   order(rows, edges);
@@ -210,7 +212,8 @@ export function dag(tasks) {
     ),
   );
   for (const edge of edges) {
-    chart.append(svg("path", { d: edgePath(edge.path), class: "edge", "data-from": edge.from, "data-to": edge.to, "marker-end": `url(#${marker})` }));
+    const onMarked = marked.has(edge.from) && marked.has(edge.to);
+    chart.append(svg("path", { d: edgePath(edge.path), class: onMarked ? "edge marked" : "edge", "data-from": edge.from, "data-to": edge.to, "marker-end": `url(#${marker})` }));
   }
   const states = new Set();
   for (const row of rows) {
@@ -218,7 +221,7 @@ export function dag(tasks) {
       if (node.waypoint) continue;
       const state = taskState(node.task);
       if (state) states.add(state);
-      chart.append(box(node.task, node));
+      chart.append(box(node.task, node, marked));
     }
   }
   const figure = document.createDocumentFragment();

@@ -7,6 +7,7 @@
 import { api, query } from "../api.js";
 import { action, badge, h, link, row, table, when } from "../dom.js";
 import { nameBook } from "../names.js";
+import { channelActions, consoleBar, ruleActions } from "./alert_forms.js";
 import { noneYet, pagedList, runPath, runsWhat, taskKindOf, workflowRunPath } from "./common.js";
 import { schedulePath } from "./schedules.js";
 
@@ -75,7 +76,7 @@ function incidentRows(items, names) {
   );
 }
 
-function ruleRows(items, names, ctx) {
+function ruleRows(items, names, ctx, editing) {
   return items.map((rule) =>
     row(
       [
@@ -92,13 +93,14 @@ function ruleRows(items, names, ctx) {
               { ctx },
             )
           : "",
+        ruleActions(rule, names, editing, ctx),
       ],
       { "data-rule": rule.id },
     ),
   );
 }
 
-function channelRows(items, ctx) {
+function channelRows(items, ctx, editing) {
   return items.map((channel) =>
     row(
       [
@@ -117,6 +119,7 @@ function channelRows(items, ctx) {
               { ctx },
             )
           : "",
+        channelActions(channel, editing, ctx),
       ],
       { "data-channel": channel.id },
     ),
@@ -180,6 +183,7 @@ function deliveryRows(items, names) {
 
 export function mount(root, route, ctx) {
   const names = nameBook(ctx.signal);
+  const editing = h("div", { class: "editing" }); // where a rule's or channel's form opens
   const channelId = route.params.get("channel") || "";
   const read = (path, search) => api(`${path}${query(search)}`, { signal: ctx.signal });
   const incidentList = (state) =>
@@ -213,12 +217,12 @@ export function mount(root, route, ctx) {
       ]);
       return page;
     },
-    (page) => table(["Rule", "Kind", "Params", "Channels", "Enabled", "Recovery notice", ""], ruleRows(page.items, names, ctx), noneYet("rules", "herder alert rule create NAME --kind run_failed --channel CHANNEL")),
+    (page) => table(["Rule", "Kind", "Params", "Channels", "Enabled", "Recovery notice", "", ""], ruleRows(page.items, names, ctx, editing), noneYet("rules", "herder alert rule create NAME --kind run_failed --channel CHANNEL")),
   );
   const channels = pagedList(
     ctx,
     (cursor) => read("/v1/alert-channels", { limit: PAGE, cursor }),
-    (page) => table(["Channel", "Kind", "Address", "Enabled", "", ""], channelRows(page.items, ctx), noneYet("channels", "herder alert channel create NAME URL [--kind email|slack]")),
+    (page) => table(["Channel", "Kind", "Address", "Enabled", "", "", ""], channelRows(page.items, ctx, editing), noneYet("channels", "herder alert channel create NAME URL [--kind email|slack]")),
   );
   const deliveries = pagedList(
     ctx,
@@ -237,6 +241,8 @@ export function mount(root, route, ctx) {
   const deliveriesHeading = h("h2", {}, "Deliveries");
   root.append(
     h("h1", {}, "Alerts"),
+    consoleBar(editing, ctx),
+    editing,
     h("h2", {}, "Open incidents"),
     open.node,
     h("h2", {}, "Resolved incidents"),

@@ -1,4 +1,5 @@
-// What several views share: whether a run is active, what it runs, and a run's actions.
+// What several views share: whether a run is active, what it runs, who made it, and a run's
+// actions.
 
 import { api, query } from "../api.js";
 import { action, h, link, pager, fill, when } from "../dom.js";
@@ -41,6 +42,56 @@ export function runsWhat(run) {
 export function runsWhatLink(run) {
   if (taskKindOf(run)) return link(workflowRunPath(run.workflow_run_id), runsWhat(run));
   return link(`#/runs${query({ job: run.job_name })}`, run.job_name);
+}
+
+// Who made it (``created_by``, docs/api.md "Who made it"), as the CLI shows it: a person or
+// key by name, the system's actors readably — "schedule" linking to the schedule that fired
+// it, "workflow run" to its workflow run, "event", "backfill" — the actor itself on hover;
+// "unknown" for what was made before creators were kept.
+export function creator(item) {
+  const actor = item.created_by;
+  if (!actor) return h("span", { class: "creator muted" }, "unknown");
+  const [kind, ...rest] = actor.split(":");
+  const id = rest.join(":");
+  const shown = (text) => h("span", { class: "creator", title: actor }, text);
+  if (item.created_by_name) return shown(item.created_by_name);
+  if (kind === "schedule") return h("a", { class: "creator", href: `#/schedules/${encodeURIComponent(id)}`, title: actor }, "schedule");
+  if (kind === "workflow") return h("a", { class: "creator", href: workflowRunPath(id), title: actor }, "workflow run");
+  if (kind === "event" || kind === "backfill") return shown(kind);
+  return shown(actor);
+}
+
+// The line an object's page says it with: "Created by alice".
+export function createdLine(item) {
+  return h("p", { class: "created-by" }, "Created by ", creator(item));
+}
+
+// "Mine": only what the signed-in key or person made (the API's ``created_by=me``), kept in
+// the address (``?mine=1``) as a list's other filters are. In a filter form it submits the
+// form (which reads it back); alone it goes to the same page with it flipped.
+export function mineToggle(route, ctx) {
+  const box = h("input", {
+    type: "checkbox",
+    name: "mine",
+    checked: route.params.get("mine") === "1",
+    onchange: () => {
+      if (box.form) {
+        box.form.requestSubmit();
+        return;
+      }
+      const params = new URLSearchParams(route.params);
+      if (box.checked) params.set("mine", "1");
+      else params.delete("mine");
+      const search = params.toString();
+      ctx.go(`#/${route.name}${search ? `?${search}` : ""}`);
+    },
+  });
+  return h("label", { class: "mine", title: "only what you made" }, box, " Mine");
+}
+
+// The listing's ``created_by`` for the address's "Mine".
+export function mineWanted(params) {
+  return params.get("mine") === "1" ? "me" : "";
 }
 
 // What an empty list says: that there is none yet, and the command that makes one.

@@ -4,7 +4,9 @@
 import { api, query } from "../api.js";
 import { h, fill, resources, table } from "../dom.js";
 import { jobFields, startForm } from "../forms.js";
-import { pagedList, runPath } from "./common.js";
+import { jobEditing } from "./job_form.js";
+import { jobNotices } from "./job_notices.js";
+import { createdLine, pagedList, runPath } from "./common.js";
 import { RUN_HEADINGS, runRows } from "./runs.js";
 
 const RUNS_PAGE = 20;
@@ -18,7 +20,8 @@ export function mount(root, route, ctx) {
     (cursor) => api(`/v1/runs${query({ job_id: route.id, limit: RUNS_PAGE, cursor })}`, { signal: ctx.signal }),
     (page) => table(RUN_HEADINGS, runRows(page.items, ctx), "No runs yet."),
   );
-  root.append(head, form, h("h2", {}, "Runs"), runs.node);
+  const editing = jobEditing(route.id, ctx); // Edit and Delete, for a key that may
+  root.append(head, editing.node, form, jobNotices(route.id, ctx), h("h2", {}, "Runs"), runs.node);
   let shown = null; // the job's version drawn: the form is rebuilt only when the job changes
   return {
     async refresh() {
@@ -28,6 +31,8 @@ export function mount(root, route, ctx) {
         fill(head,
           h("h1", {}, "Job ", h("code", {}, job.name)),
           h("p", {}, job.spec.runtime, job.spec.command ? [" · ", h("code", {}, job.spec.command)] : "", " · ", resources(job.spec.resources)),
+          createdLine(job),
+          h("p", { class: "actions" }, editing.actions(job)),
         );
         const start = async (params) => {
           const run = await api(`/v1/jobs/${id}/runs`, { method: "POST", body: { params } });

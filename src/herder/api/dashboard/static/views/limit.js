@@ -1,13 +1,33 @@
 // One limit (docs/flow-control.md): what it allows, its busiest keys, and the runs waiting on
-// it in dispatch order, each with why.
+// it in dispatch order, each with why; for a developer or admin, its edit (sent with the
+// ETag it was read with: a stale edit says so) and its delete (refused while anything names it).
 
 import { api, query } from "../api.js";
 import { duration, fill, h, link, row, table } from "../dom.js";
+import { deleteAction, editForm, readForEdit, section, sendEdit } from "../editor.js";
 import { runPath } from "./common.js";
-import { allows } from "./limits.js";
+import { allows, limitFields, limitSpec } from "./limits.js";
 
 const KEYS = 50;
 const WAITING = 50;
+
+async function editSection(id, ctx) {
+  let { data: limit, etag } = await readForEdit(`/v1/limits/${encodeURIComponent(id)}`, ctx.signal);
+  const path = `/v1/limits/${encodeURIComponent(limit.id)}`;
+  const form = editForm({
+    label: "Edit limit",
+    fields: limitFields(limit),
+    ctx,
+    idPrefix: "edit-limit",
+    save: async (values) => {
+      const { data: saved, etag: next } = await sendEdit(path, "PATCH", limitSpec(values), etag);
+      etag = next;
+      ctx.refresh();
+      return `Saved limit ${saved.name} (version ${saved.version}).`;
+    },
+  });
+  return section("Edit", form.node, h("p", {}, deleteAction(`limit ${limit.name}`, path, ctx, () => ctx.go("#/limits"))));
+}
 
 export function mount(root, route, ctx) {
   const id = route.id; // the limit's id or name
@@ -15,7 +35,11 @@ export function mount(root, route, ctx) {
   const summary = h("p", { class: "muted" });
   const keys = h("div", { class: "list" });
   const waiting = h("div", { class: "list" });
-  root.append(title, summary, h("h2", {}, "Busiest keys"), keys, h("h2", {}, "Waiting runs"), waiting);
+  const editing = h("div");
+  root.append(title, summary, h("h2", {}, "Busiest keys"), keys, h("h2", {}, "Waiting runs"), waiting, editing);
+  if (ctx.may("developer")) {
+    editSection(id, ctx).then((node) => fill(editing, node), (error) => ctx.fail(error));
+  }
   return {
     async refresh() {
       const limit = await api(`/v1/limits/${encodeURIComponent(id)}`, { signal: ctx.signal });
@@ -47,4 +71,3 @@ export function mount(root, route, ctx) {
     },
   };
 }
-

@@ -1,12 +1,16 @@
 // Pools (docs/pools.md): each pool's workers, the tenants that may use it with their nominal
 // shares, what each runs in it now and how much of that borrows (a tenant's key sees its own
 // share and use only), what it used today, and its autoscaling — how many workers it should
-// have now and why (GET /v1/pools/<id>/autoscaling, system admins).
+// have now and why (GET /v1/pools/<id>/autoscaling, system admins). A system admin makes,
+// edits and deletes pools here (pool_forms.js); other keys see no form.
 
 import { ApiError, api, query } from "../api.js";
 import { fill, h, labels, row, table } from "../dom.js";
 import { nameBook } from "../names.js";
+import { isSystemAdmin } from "../role.js";
 import { noneYet } from "./common.js";
+import { deleteAction, opener } from "../editor.js";
+import { createPoolSection, editPoolForm } from "./pool_forms.js";
 
 const PAGE = 100;
 
@@ -59,11 +63,19 @@ function used(rows) {
 export function mount(root, _route, ctx) {
   const names = nameBook(ctx.signal);
   const body = h("div", { class: "list" });
+  const admin = isSystemAdmin();
+  const editing = h("div", { class: "editing" });
   root.append(
     h("h1", {}, "Pools"),
     h("p", { class: "muted" }, "Workers set apart by their labels, with the tenants that may use each and their nominal shares; a tenant with no share left borrows what others leave idle."),
     body,
+    editing,
+    admin ? createPoolSection(ctx) : "",
   );
+  const actions = (pool) => (admin ? [
+    opener("Edit", editing, () => editPoolForm(pool, names, ctx)),
+    deleteAction(`pool ${pool.name}`, `/v1/pools/${encodeURIComponent(pool.id)}`, ctx),
+  ] : null);
   return {
     async refresh() {
       const [page, usage] = await Promise.all([
@@ -83,6 +95,7 @@ export function mount(root, _route, ctx) {
             pool.in_use.length ? pool.in_use.map((use) => inUse(use, names)) : "nothing",
             used(usage.rows.filter((one) => one.pool === pool.name)),
             autoscaling(pool, scaled[index]),
+            ...(admin ? [actions(pool)] : []),
           ],
           { "data-pool": pool.name },
         ),
@@ -90,7 +103,7 @@ export function mount(root, _route, ctx) {
       fill(
         body,
         table(
-          ["Pool", "Description", "Workers", "Selector", "Shares", "Running now", "Used today", "Autoscaling"],
+          ["Pool", "Description", "Workers", "Selector", "Shares", "Running now", "Used today", "Autoscaling", ...(admin ? [""] : [])],
           rows,
           noneYet("pools", "herder pool create NAME --share TENANT=cpu=8"),
         ),

@@ -5,7 +5,7 @@ import { ApiError, api, query } from "../api.js";
 import { runTimeline } from "../charts.js";
 import { badge, between, facts, h, link, resources, row, table, when, fill } from "../dom.js";
 import { logView } from "../logview.js";
-import { deadline, isActive, runActions, runPath, runsWhatLink, suspendActions, taskKindOf, workflowRunPath } from "./common.js";
+import { createdLine, deadline, isActive, runActions, runPath, runsWhatLink, suspendActions, taskKindOf, workflowRunPath } from "./common.js";
 import { jobPath } from "./jobs.js";
 import { STARTS_AT_RUN_STATES } from "../states.js";
 
@@ -125,6 +125,7 @@ export function mount(root, route, ctx) {
         " ",
         suspendActions(run, ctx),
       ),
+      createdLine(run),
       facts([
         taskKindOf(run) ? ["Task", runsWhatLink(run)] : ["Job", [runsWhatLink(run), " · ", link(jobPath(run.job_id), "the job")]],
         ["Params", parameters(run, declared)],

@@ -5,7 +5,7 @@ import { api, query } from "../api.js";
 import { badge, between, h, link, row, table, when } from "../dom.js";
 import { RUN_STATES } from "../states.js";
 import { WINDOWS, chosenWindow, windowPicker, windowStart } from "../window.js";
-import { isActive, pagedList, runActions, runPath, runsWhatLink } from "./common.js";
+import { creator, isActive, mineToggle, mineWanted, pagedList, runActions, runPath, runsWhatLink } from "./common.js";
 
 const PAGE = 50;
 
@@ -17,7 +17,8 @@ function toIso(local) {
   return Number.isNaN(moment.getTime()) ? local : moment.toISOString();
 }
 
-function filterForm(params, ctx) {
+function filterForm(route, ctx) {
+  const params = route.params;
   const job = h("input", { name: "job", placeholder: "job name", value: params.get("job") || "" });
   const state = h(
     "select",
@@ -35,7 +36,8 @@ function filterForm(params, ctx) {
       class: "filters",
       onsubmit: (event) => {
         event.preventDefault();
-        const chosen = { job: job.value.trim(), state: state.value, window: lookBack.value, since: since.value, until: until.value };
+        const mine = event.currentTarget.elements.mine.checked ? "1" : "";
+        const chosen = { job: job.value.trim(), state: state.value, window: lookBack.value, since: since.value, until: until.value, mine };
         ctx.go(`#/runs${query(chosen)}`);
       },
     },
@@ -44,6 +46,7 @@ function filterForm(params, ctx) {
     h("label", {}, "Window ", lookBack),
     h("label", {}, "Since ", since),
     h("label", {}, "Until ", until),
+    mineToggle(route, ctx),
     h("button", { type: "submit" }, "Filter"),
     link("#/runs", "Clear"),
   );
@@ -60,6 +63,7 @@ export function runRows(items, ctx) {
         when(run.created_at),
         between(run.started_at, run.finished_at),
         run.waiting_reason || run.reason || "",
+        creator(run),
         runActions(run, ctx),
       ],
       { "data-run": run.id },
@@ -67,7 +71,7 @@ export function runRows(items, ctx) {
   );
 }
 
-export const RUN_HEADINGS = ["Run", "Job", "State", "Attempts", "Created", "Took", "Why", ""];
+export const RUN_HEADINGS = ["Run", "Job", "State", "Attempts", "Created", "Took", "Why", "Created by", ""];
 
 export function mount(root, route, ctx) {
   const params = route.params;
@@ -87,6 +91,7 @@ export function mount(root, route, ctx) {
         state: params.get("state") || "",
         since: lookBack ? windowStart(lookBack) : toIso(params.get("since")),
         until: toIso(params.get("until")),
+        created_by: mineWanted(params),
         limit: PAGE,
         cursor,
       };
@@ -94,6 +99,6 @@ export function mount(root, route, ctx) {
     },
     (page) => table(RUN_HEADINGS, runRows(page.items, ctx), jobName && !jobId ? `No job is named ${jobName}.` : "No runs match."),
   );
-  root.append(h("h1", {}, "Runs"), filterForm(params, ctx), list.node);
+  root.append(h("h1", {}, "Runs"), filterForm(route, ctx), list.node);
   return list;
 }

@@ -1,12 +1,14 @@
 // One schedule: what it starts (its job or workflow, with its params) and under which
 // policies, its next fires in its zone, the runs its fires started, and its recent fires,
-// misses and skips.
+// misses and skips. A key that may change definitions edits or deletes it here
+// (views/schedule_form.js).
 
 import { api, query } from "../api.js";
 import { action, badge, between, duration, facts, h, link, row, table, when, fill } from "../dom.js";
 import { nameBook } from "../names.js";
-import { pagedList, runActions, runPath } from "./common.js";
+import { createdLine, pagedList, runActions, runPath } from "./common.js";
 import { jobPath } from "./jobs.js";
+import { scheduleEditing } from "./schedule_form.js";
 import { inZone } from "./schedules.js";
 
 const SHOWN_EVENTS = 50;
@@ -87,10 +89,12 @@ function settings(schedule, names, zone) {
 export function mount(root, route, ctx) {
   const id = encodeURIComponent(route.id);
   const names = nameBook(ctx.signal);
+  const head = h("div", {});
   const body = h("div", {});
+  const editing = scheduleEditing(route.id, ctx); // its form stays open across refreshes
   let zone = "UTC"; // the schedule's, read before its runs are drawn
   const runs = runsOf(route.id, () => zone, ctx);
-  root.append(body);
+  root.append(head, editing.node, body);
   return {
     async refresh() {
       const [schedule, preview, events] = await Promise.all([
@@ -102,10 +106,13 @@ export function mount(root, route, ctx) {
       await Promise.all([names.learn("jobs", [schedule.job_id]), names.learn("workflows", [schedule.workflow_id])]);
       await runs.refresh(); // after the zone is known: its fire times are shown in it
       const recent = events.slice(-SHOWN_EVENTS).reverse();
-      fill(body,
+      fill(head,
         h("h1", {}, "Schedule ", h("code", {}, schedule.name || schedule.id)),
-        h("p", { class: "headline" }, h("code", {}, schedule.spec.cron), ` in ${zone}`, schedule.paused ? " · paused " : " ", ...scheduleActions(schedule, ctx)),
+        h("p", { class: "headline" }, h("code", {}, schedule.spec.cron), ` in ${zone}`, schedule.paused ? " · paused " : " ", ...scheduleActions(schedule, ctx), " ", ...editing.actions(schedule)),
+        createdLine(schedule),
         settings(schedule, names, zone),
+      );
+      fill(body,
         h("h2", {}, "Next fires"),
         table(["In its zone", "In your zone"], preview.fires.map((fire) => row([inZone(fire.utc, zone), when(fire.utc)])), "No more fires."),
         h("h2", {}, "Runs"),

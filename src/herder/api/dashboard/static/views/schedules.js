@@ -1,11 +1,12 @@
 // Schedules: each with its next fire in its own zone, what it starts, and its counts of
-// fires and misses.
+// fires and misses. A key that may change definitions makes one here (views/schedule_form.js).
 
 import { api, query } from "../api.js";
 import { h, link, row, table, when } from "../dom.js";
 import { nameBook } from "../names.js";
 import { dateTime } from "../time.js";
-import { noneYet, pagedList } from "./common.js";
+import { creator, mineToggle, mineWanted, noneYet, pagedList } from "./common.js";
+import { newSchedule } from "./schedule_form.js";
 
 const PAGE = 50;
 
@@ -37,24 +38,26 @@ function scheduleRows(items, names) {
       schedule.fired_count,
       schedule.missed_count,
       schedule.skipped_count,
+      creator(schedule),
     ]),
   );
 }
 
-export function mount(root, _route, ctx) {
+export function mount(root, route, ctx) {
   const names = nameBook(ctx.signal);
   const list = pagedList(
     ctx,
     async (cursor) => {
-      const page = await api(`/v1/schedules${query({ limit: PAGE, cursor })}`, { signal: ctx.signal });
+      const page = await api(`/v1/schedules${query({ created_by: mineWanted(route.params), limit: PAGE, cursor })}`, { signal: ctx.signal });
       await Promise.all([
         names.learn("jobs", page.items.map((schedule) => schedule.job_id)),
         names.learn("workflows", page.items.map((schedule) => schedule.workflow_id)),
       ]);
       return page;
     },
-    (page) => table(["Schedule", "Starts", "Cron", "Next fire", "Last fired for", "Fired", "Missed", "Skipped"], scheduleRows(page.items, names), noneYet("schedules", "herder schedule create JOB '0 3 * * *'")),
+    (page) => table(["Schedule", "Starts", "Cron", "Next fire", "Last fired for", "Fired", "Missed", "Skipped", "Created by"], scheduleRows(page.items, names), noneYet("schedules", "herder schedule create JOB '0 3 * * *'")),
   );
-  root.append(h("h1", {}, "Schedules"), list.node);
+  const creating = newSchedule(ctx);
+  root.append(h("div", { class: "title-bar" }, h("h1", {}, "Schedules"), creating.button, mineToggle(route, ctx)), creating.node, list.node);
   return list;
 }

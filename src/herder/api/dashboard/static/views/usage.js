@@ -1,9 +1,12 @@
 // Usage: CPU- and GPU-seconds used this day, week or month, by tenant, pool or job, and each
-// time budget against its period (docs/budgets.md). A tenant sees its own.
+// time budget against its period (docs/budgets.md). A tenant sees its own, read-only; a
+// system admin sets any tenant's here (budget_forms.js).
 
 import { api, query } from "../api.js";
 import { fill, h, row, table, when } from "../dom.js";
 import { nameBook } from "../names.js";
+import { isSystemAdmin } from "../role.js";
+import { budgetSection } from "./budget_forms.js";
 
 const PERIODS = ["day", "week", "month"];
 const GROUPS = ["tenant", "pool", "job"];
@@ -36,6 +39,13 @@ export function mount(root, route, ctx) {
     choices("group_by", GROUPS, groupBy, { period, group_by: groupBy }),
     body,
   );
+  if (isSystemAdmin()) {
+    const setting = h("div");
+    root.append(setting);
+    budgetSection(ctx).then((node) => fill(setting, node), (error) => ctx.fail(error));
+  } else {
+    root.append(h("p", { class: "muted" }, "Budgets are set by a system admin."));
+  }
   return {
     async refresh() {
       const report = await api(`/v1/usage${query({ period, group_by: groupBy })}`, { signal: ctx.signal });

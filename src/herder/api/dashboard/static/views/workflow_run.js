@@ -5,7 +5,7 @@ import { api } from "../api.js";
 import { dag, taskBadge } from "../dag.js";
 import { action, badge, between, h, link, row, table, when, fill } from "../dom.js";
 import { ENDED_WORKFLOW_RUN_STATES } from "../states.js";
-import { awaiting, deadline, runPath } from "./common.js";
+import { awaiting, createdLine, deadline, runPath } from "./common.js";
 import { repairBox } from "./repair.js";
 
 // Suspend or Resume (as its state allows) and Cancel, beside the headline.
@@ -82,6 +82,7 @@ export function mount(root, route, ctx) {
           " ",
           ...actions(run, ended, ctx),
         ),
+        createdLine(run),
         ended ? h("p", { class: "outcome" }, "Ended: ", run.outcome) : "", // "succeeded, 2 tasks failed and were handled"
         run.deadline_at ? h("p", {}, "Deadline ", deadline(run)) : "",
         run.reason ? h("p", {}, run.reason) : "",
