@@ -10,7 +10,6 @@ from sqlalchemy import Connection, select
 
 from herder.domain.actors import (
     api_key_of,
-    key_of,
     key_shown,
     person_of,
     user_actor,
@@ -22,40 +21,39 @@ from herder.store.schema import api_keys, users, workers
 
 def with_actor_names(connection: Connection, tenant_id: str, run: RunDetail) -> RunDetail:
     """``run`` with each event done by one of the tenant's keys called by the key's name and
-    role, and by a worker by the worker's name (``actor_name``), and each attempt with its
-    worker's name, in a query each; the scheduler's actors have none."""
-    wanted_keys = {key for event in run.events if (key := key_of(event.actor))}
+    role, by a signed-in person by their name, and by a worker by the worker's name
+    (``actor_name``), each attempt with its worker's name, and its creator named
+    (``created_by_name``), in a query each; the scheduler's actors have none."""
+    actors = {event.actor for event in run.events} | ({run.created_by} if run.created_by else set())
+    found = _keys(connection, tenant_id, {key for actor in actors if (key := api_key_of(actor))})
+    people = _people(connection, tenant_id, actors)
     wanted_workers = {attempt.worker_id for attempt in run.attempts}
     wanted_workers |= {worker for event in run.events if (worker := worker_of(event.actor))}
-    keys = {
-        key_id: key_shown(name, role)
-        for key_id, (name, role) in _keys(connection, tenant_id, wanted_keys).items()
-    }
-    # a signed-in person by their name (``user:usr_…`` has no key row)
-    keys |= {
-        key_of(actor) or "": name
-        for actor, name in _people(connection, tenant_id, {e.actor for e in run.events}).items()
-    }
-    names: dict[str, str] = {}
+    workers_named: dict[str, str] = {}
     if wanted_workers:
         rows = connection.execute(
             select(workers.c.id, workers.c.name).where(workers.c.id.in_(sorted(wanted_workers)))
         )
-        names = {row.id: row.name for row in rows}
-    if not keys and not names:
-        return run
+        workers_named = {row.id: row.name for row in rows}
 
     def name_of(actor: str) -> str | None:
-        if (key := key_of(actor)) is not None:
-            return keys.get(key)
-        return names.get(worker_of(actor) or "")
+        if (key := api_key_of(actor)) is not None:
+            return key_shown(*found[key]) if key in found else None
+        if actor in people:
+            return people[actor]
+        return workers_named.get(worker_of(actor) or "")
 
+    creator = run.created_by or ""
+    key = api_key_of(creator)
+    creator_name = found[key][0] if key in found else people.get(creator)
     events = [event.model_copy(update={"actor_name": name_of(event.actor)}) for event in run.events]
     attempts = [
-        attempt.model_copy(update={"worker_name": names.get(attempt.worker_id)})
+        attempt.model_copy(update={"worker_name": workers_named.get(attempt.worker_id)})
         for attempt in run.attempts
     ]
-    return run.model_copy(update={"events": events, "attempts": attempts})
+    return run.model_copy(
+        update={"events": events, "attempts": attempts, "created_by_name": creator_name}
+    )
 
 
 def people_names(connection: Connection, tenant_id: str, actors: Collection[str]) -> dict[str, str]:
