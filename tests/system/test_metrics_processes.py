@@ -72,7 +72,8 @@ def test_every_scrape_adds_up_every_api_process(
 def test_the_scheduler_serves_its_own_metrics(tmp_path: Path) -> None:
     port = free_port()
     environment = {"HERDER_HOME": str(tmp_path), "PYTHONUNBUFFERED": "1",
-                   "HERDER_DATABASE_URL": sqlite_url(tmp_path / "herder.db")}  # fmt: skip
+                   "HERDER_DATABASE_URL": sqlite_url(tmp_path / "herder.db"),
+                   "HERDER_CELL": "a", "HERDER_REGION": "eu"}  # fmt: skip
     process = subprocess.Popen(
         [*HERDER, "scheduler", "--metrics-port", str(port)],
         env={**os.environ, **environment},
@@ -89,5 +90,7 @@ def test_the_scheduler_serves_its_own_metrics(tmp_path: Path) -> None:
             return samples(text).get(key, 0) > 0
 
         wait_until(dispatcher_passed, 20, "the scheduler's metrics")
+        named = samples(httpx.get(url, timeout=5).text)  # which cell's scheduler it is
+        assert named[("herder_cell_info", (("cell", "a"), ("region", "eu")))] == 1
     finally:
         stop(process)

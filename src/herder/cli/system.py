@@ -165,11 +165,12 @@ def scheduler(
     """Run the control loops (reaper, …) under leases; run several for high availability."""
     import logging
 
-    from prometheus_client import start_http_server
+    from prometheus_client import REGISTRY, start_http_server
 
     from herder.control.scheduler import start_scheduler
     from herder.server_keys import check_channel_keys, migrate, server_keyring, server_store
     from herder.telemetry import tracing
+    from herder.telemetry.cell_info import CellInfo
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s scheduler %(levelname)s %(message)s"
@@ -187,6 +188,7 @@ def scheduler(
     gc.set_threshold(50_000, 10, 10)
     if metrics_port is not None:
         _check_port_free(metrics_address, metrics_port)
+        REGISTRY.register(CellInfo(settings))  # which cell's scheduler it is, in cells
         start_http_server(metrics_port, metrics_address)  # its loops, fires, placements, …
     running = start_scheduler(settings, store, listen=True)
     out.print(f"Herder scheduler {running.holder} running against {store.database.dialect}")

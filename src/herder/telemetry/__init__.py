@@ -1,5 +1,6 @@
 """Prometheus metrics this process counts as things happen (``metrics``), how several API
-processes add theirs up (``multiprocess``) and API latency by route (``latency``). What the
+processes add theirs up (``multiprocess``), API latency by route (``latency``) and the cell a
+process is one of (``cell_info``). What the
 database can count is counted at each scrape instead (``herder.store.gauges``).
 
 OpenTelemetry traces, off unless configured (docs/traces.md): the switch and the one way to

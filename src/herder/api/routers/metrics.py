@@ -17,7 +17,7 @@ from prometheus_client.registry import Collector
 
 from herder.api.auth import StoreDep, SystemAdmin
 from herder.app.metrics import TOP_KEYS, Gauges, LimitGauges, gauges
-from herder.settings import Settings
+from herder.telemetry.cell_info import CellInfo
 from herder.telemetry.multiprocess import registry
 
 router = APIRouter(tags=["metrics"])
@@ -119,25 +119,6 @@ def _labelled(
     for key, value in sorted(values.items()):
         family.add_metric(list(key), value)
     return family
-
-
-class CellInfo(Collector):
-    """The cell this server is one of (``HERDER_CELL``, ``HERDER_REGION``): a constant 1
-    labelled by its names, an info metric, so a query joins it to name a cell's series
-    (``* on(instance) group_left(cell, region) herder_cell_info``); none outside cells."""
-
-    def __init__(self, settings: Settings) -> None:
-        self._cell, self._region = settings.cell, settings.region
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        if self._cell is None:
-            return
-        info = GaugeMetricFamily(
-            "herder_cell_info", "The cell this server is one of, and its region (always 1)",
-            labels=["cell", "region"],
-        )  # fmt: skip
-        info.add_metric([self._cell, self._region], 1)
-        yield info
 
 
 @router.get("/metrics", include_in_schema=False)
