@@ -98,8 +98,12 @@ class Formation:
         monitor wants it. Not before: pg_auto_failover 2.0 left a primary whose standby was
         lost while it turned synchronous replication on waiting for it for good (every
         commit hung), a double fault this scenario does not stage."""
+        try:
+            shown = self.script("status")
+        except RuntimeError:  # the monitor not answering for a moment (a loaded box): ask again
+            return False
         states = {}
-        for line in self.script("status").splitlines():
+        for line in shown.splitlines():
             cells = [cell.strip() for cell in line.split("|")]
             if cells[0].startswith("node_"):
                 states[cells[0].removeprefix("node_")] = tuple(cells[-2:])

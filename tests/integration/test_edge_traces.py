@@ -109,7 +109,7 @@ def test_a_request_through_the_edge_is_one_trace_with_the_cell_s_span_its_child(
     }
     assert cell.attributes["herder.tenant.id"] == traced.tenant_id  # as the cell admitted it
     assert edge.resource["herder.process"] == "edge"
-    assert edge.start_ns <= cell.start_ns <= cell.end_ns <= edge.end_ns
+    assert edge.start_ns <= cell.start_ns <= edge.end_ns  # the cell may close its span after
     # with no caller's trace: the edge's span is the root, the cell's still its child
     edge, cell = edge_and_cell(spans_named(traced.receiver, "POST /v1/jobs", 2))
     assert edge.parent_span_id == ""

@@ -67,4 +67,6 @@ def test_a_request_through_a_real_edge_is_one_trace_with_the_cell_s_span(
     assert at_edge.attributes["herder.cell"] == "a"
     assert at_edge.attributes["herder.region"] == "eu"
     assert at_edge.attributes["http.response.status_code"] == 200
-    assert at_edge.start_ns <= at_cell.start_ns <= at_cell.end_ns <= at_edge.end_ns
+    # the cell's span begins within the edge's; it may end a little after the edge's: the
+    # cell's span closes once its response is sent, which the edge may have read whole first
+    assert at_edge.start_ns <= at_cell.start_ns <= at_edge.end_ns

@@ -12,10 +12,11 @@ from typing import Any
 import yaml
 from prometheus_client import REGISTRY
 
-from herder.api.routers.metrics import CellInfo, Snapshot
+from herder.api.routers.metrics import Snapshot
 from herder.settings import Settings
 from herder.store.gauges import Gauges
 from herder.telemetry import metrics  # noqa: F401 (its metrics are registered on import)
+from herder.telemetry.cell_info import CellInfo
 
 ROOT = Path(__file__).resolve().parents[2]
 NAME = re.compile(r"\bherder_[a-z0-9_]+")
