@@ -145,7 +145,7 @@ def test_three_api_processes_two_schedulers_four_workers_survive_a_kill_of_each(
     ]
     # a pass hands a firer to its preferred holder: on a loaded box the second scheduler
     # may take a while to start and to be handed its share
-    wait_until(lambda: len(firer_holders(store) - {-1}) == 2, 60, "both schedulers fire")
+    wait_until(lambda: len(firer_holders(store) - {-1}) == 2, 120, "both schedulers fire")
     firing_from = datetime.now(UTC)
 
     stopping = threading.Event()
